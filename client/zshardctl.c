@@ -1,0 +1,582 @@
+/*
+ * zshardctl - the operator CLI. Every command is one or two coordinator
+ * RPCs and a table (or --json). Exit status: 0 on success, 1 with one line
+ * on stderr when the coordinator says no or cannot be reached, 2 for bad
+ * usage.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_client.h"
+#include "log.h"
+#include "model.h"
+#include "spec_json.h"
+#include "util.h"
+
+struct ctx {
+	const char *coordinator;
+	int timeout_ms;
+	struct zs_coord_client *c;
+};
+
+struct cmd {
+	const char *name;
+	const char *args;
+	const char *help;
+	int (*fn)(struct ctx *, int, char **);
+};
+
+static const struct cmd cmds[];
+
+static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int die(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("zshardctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+static int usage_err(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int usage_err(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "zshardctl %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see zshardctl %s --help)\n", cmd);
+	return 2;
+}
+
+static int open_coord(struct ctx *x)
+{
+	struct zs_error err = {0};
+
+	if (!x->coordinator)
+		return die("no coordinator: give --coordinator HOST:PORT or set ZSHARD_COORDINATOR");
+	if (zs_coord_open(x->coordinator, x->timeout_ms, 0, &x->c, &err))
+		return die("%s", err.msg);
+	return 0;
+}
+
+/* Parses a command's own flags: --json and --help; returns the positionals. */
+static int flags(const struct cmd *cmd, int argc, char **argv, int *json,
+		 char **pos, int max_pos, int *n_pos)
+{
+	*n_pos = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: zshardctl %s %s\n\n%s\n", cmd->name, cmd->args,
+			       cmd->help);
+			return -1;
+		}
+		if (json && !strcmp(argv[i], "--json")) {
+			*json = 1;
+			continue;
+		}
+		if (argv[i][0] == '-' && argv[i][1])
+			return usage_err(cmd->name, "unknown option '%s'", argv[i]);
+		if (*n_pos == max_pos)
+			return usage_err(cmd->name, "unexpected argument '%s'", argv[i]);
+		pos[(*n_pos)++] = argv[i];
+	}
+	return 0;
+}
+
+static void json_print(json_t *j)
+{
+	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	fputc('\n', stdout);
+	json_decref(j);
+}
+
+static const char *state_name(const struct zs_server_info *s)
+{
+	return s->up ? "up" : "down";
+}
+
+/* ------------------------------------------------------------- servers */
+
+static int c_servers(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_server_info *s;
+	uint32_t n;
+	char *pos[1];
+	int json = 0, np, r;
+
+	if ((r = flags(&cmds[0], argc, argv, &json, pos, 0, &np)))
+		return r < 0 ? 0 : r;
+	if ((r = open_coord(x)))
+		return r;
+	if (zs_coord_servers(x->c, &s, &n, &err))
+		return die("%s", err.msg);
+	if (json) {
+		json_t *a = json_array();
+		for (uint32_t i = 0; i < n; i++) {
+			char tr[64];
+			json_array_append_new(
+				a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:I}",
+					     "id", (json_int_t)s[i].id, "addr", s[i].addr,
+					     "data_addr", s[i].data_addr, "host", s[i].host,
+					     "state", state_name(&s[i]),
+					     "capacity", (json_int_t)s[i].capacity,
+					     "used", (json_int_t)s[i].used,
+					     "transports", zs_transports_fmt(s[i].transports, tr, sizeof tr),
+					     "last_seen_ms", (json_int_t)s[i].last_seen_ms));
+		}
+		json_print(json_pack("{s:o}", "servers", a));
+	} else {
+		printf("%-4s %-22s %-5s %12s %12s %-10s %s\n", "ID", "ADDRESS", "STATE",
+		       "CAPACITY", "USED", "TRANSPORTS", "LAST SEEN");
+		for (uint32_t i = 0; i < n; i++) {
+			char cap[32], used[32], tr[64], seen[32];
+			if (s[i].last_seen_ms < 0)
+				snprintf(seen, sizeof seen, "never");
+			else
+				snprintf(seen, sizeof seen, "%.1f s ago",
+					 (double)s[i].last_seen_ms / 1000.0);
+			printf("%-4llu %-22s %-5s %12s %12s %-10s %s\n",
+			       (unsigned long long)s[i].id, s[i].addr, state_name(&s[i]),
+			       zs_fmt_bytes(s[i].capacity, cap, sizeof cap),
+			       zs_fmt_bytes(s[i].used, used, sizeof used),
+			       zs_transports_fmt(s[i].transports, tr, sizeof tr), seen);
+		}
+	}
+	free(s);
+	return 0;
+}
+
+/* ----------------------------------------------------------------- jobs */
+
+static json_t *job_json_brief(const struct zs_job *j)
+{
+	return json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:I, s:I, s:i, s:i}",
+			 "name", j->spec.name, "stage", (int)j->spec.stage,
+			 "world_size", (int)j->spec.world_size,
+			 "compute_dtype", zs_dtype_name(j->spec.compute_dtype),
+			 "optimizer", zs_optim_name(j->spec.optim.kind),
+			 "units", (int)j->spec.layout.n_units,
+			 "numel", (json_int_t)zs_layout_numel(&j->spec.layout),
+			 "epoch", (json_int_t)j->placement.epoch,
+			 "shards", (int)j->placement.n_shards,
+			 "trainers", (int)j->n_trainers);
+}
+
+static int c_jobs(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_job *j;
+	uint32_t n;
+	char *pos[1];
+	int json = 0, np, r;
+
+	if ((r = flags(&cmds[1], argc, argv, &json, pos, 0, &np)))
+		return r < 0 ? 0 : r;
+	if ((r = open_coord(x)))
+		return r;
+	if (zs_coord_jobs(x->c, &j, &n, &err))
+		return die("%s", err.msg);
+	if (json) {
+		json_t *a = json_array();
+		for (uint32_t i = 0; i < n; i++)
+			json_array_append_new(a, job_json_brief(&j[i]));
+		json_print(json_pack("{s:o}", "jobs", a));
+	} else {
+		printf("%-20s %-5s %-6s %-6s %-6s %6s %14s %6s %7s %8s\n", "JOB", "STAGE",
+		       "WORLD", "DTYPE", "OPTIM", "UNITS", "PARAMS", "EPOCH", "SHARDS",
+		       "TRAINERS");
+		for (uint32_t i = 0; i < n; i++)
+			printf("%-20s %-5u %-6u %-6s %-6s %6u %14llu %6llu %7u %5u/%u\n",
+			       j[i].spec.name, j[i].spec.stage, j[i].spec.world_size,
+			       zs_dtype_name(j[i].spec.compute_dtype),
+			       zs_optim_name(j[i].spec.optim.kind), j[i].spec.layout.n_units,
+			       (unsigned long long)zs_layout_numel(&j[i].spec.layout),
+			       (unsigned long long)j[i].placement.epoch,
+			       j[i].placement.n_shards, j[i].n_trainers,
+			       j[i].spec.world_size);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		zs_job_release(&j[i]);
+	free(j);
+	return 0;
+}
+
+static void print_job(const struct zs_job *j)
+{
+	printf("job %s: stage %u, world size %u, compute %s, optimizer %s (lr %g), %u units, %llu parameters, placement epoch %llu, %u shards, %u/%u trainers joined\n",
+	       j->spec.name, j->spec.stage, j->spec.world_size,
+	       zs_dtype_name(j->spec.compute_dtype), zs_optim_name(j->spec.optim.kind),
+	       j->spec.optim.lr, j->spec.layout.n_units,
+	       (unsigned long long)zs_layout_numel(&j->spec.layout),
+	       (unsigned long long)j->placement.epoch, j->placement.n_shards,
+	       j->n_trainers, j->spec.world_size);
+}
+
+static int c_job(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_job j = {0};
+	char *pos[2];
+	int json = 0, np, r;
+	enum zs_status st;
+
+	if ((r = flags(&cmds[2], argc, argv, &json, pos, 2, &np)))
+		return r < 0 ? 0 : r;
+	if (np != 2 || (strcmp(pos[0], "create") && strcmp(pos[0], "show") &&
+			strcmp(pos[0], "delete")))
+		return usage_err("job", "want 'create FILE', 'show NAME' or 'delete NAME'");
+	if (!strcmp(pos[0], "create")) {
+		struct zs_job_spec spec;
+		if (zs_spec_load(pos[1], &spec, &err))
+			return die("%s", err.msg);
+		/* check here too, so a bad file fails without a round trip */
+		if (zs_job_spec_normalize(&spec, &err)) {
+			zs_job_spec_release(&spec);
+			return die("%s: %s", pos[1], err.msg);
+		}
+		if ((r = open_coord(x))) {
+			zs_job_spec_release(&spec);
+			return r;
+		}
+		st = zs_coord_create_job(x->c, &spec, &j, &err);
+		zs_job_spec_release(&spec);
+	} else if ((r = open_coord(x))) {
+		return r;
+	} else if (!strcmp(pos[0], "show")) {
+		st = zs_coord_get_job(x->c, pos[1], &j, &err);
+	} else {
+		st = zs_coord_delete_job(x->c, pos[1], &j, &err);
+	}
+	if (st)
+		return die("%s", err.msg);
+	if (json)
+		json_print(job_json_brief(&j));
+	else if (!strcmp(pos[0], "delete"))
+		printf("job %s deleted\n", j.spec.name);
+	else
+		print_job(&j);
+	zs_job_release(&j);
+	return 0;
+}
+
+/* ------------------------------------------------------------ placement */
+
+static const char *addr_of(const struct zs_server_info *s, uint32_t n, uint64_t id)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (s[i].id == id)
+			return s[i].addr;
+	return "?";
+}
+
+static int c_placement(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_server_info *s = NULL;
+	struct zs_job j;
+	uint32_t n_s = 0;
+	char *pos[1];
+	int json = 0, np, r;
+
+	if ((r = flags(&cmds[3], argc, argv, &json, pos, 1, &np)))
+		return r < 0 ? 0 : r;
+	if (np != 1)
+		return usage_err("placement", "want a job name");
+	if ((r = open_coord(x)))
+		return r;
+	if (zs_coord_get_job(x->c, pos[0], &j, &err))
+		return die("%s", err.msg);
+	if (zs_coord_servers(x->c, &s, &n_s, &err)) {
+		zs_job_release(&j);
+		return die("%s", err.msg);
+	}
+	if (json) {
+		json_t *units = json_array(), *shards = json_array();
+		for (uint32_t u = 0; u < j.spec.layout.n_units; u++) {
+			const struct zs_unit *un = &j.spec.layout.units[u];
+			json_array_append_new(units,
+					      json_pack("{s:i, s:s, s:s, s:I}", "index", (int)u,
+							"name", un->name, "dtype",
+							zs_dtype_name(un->dtype), "numel",
+							(json_int_t)un->numel));
+		}
+		for (uint32_t i = 0; i < j.placement.n_shards; i++) {
+			const struct zs_shard *sh = &j.placement.shards[i];
+			const struct zs_unit *un = &j.spec.layout.units[sh->unit];
+			json_array_append_new(
+				shards,
+				json_pack("{s:i, s:s, s:i, s:I, s:s, s:I, s:I, s:I, s:I}",
+					  "unit", (int)sh->unit, "unit_name", un->name,
+					  "shard", (int)sh->index,
+					  "server", (json_int_t)sh->server_id,
+					  "server_addr", addr_of(s, n_s, sh->server_id),
+					  "offset", (json_int_t)sh->offset,
+					  "length", (json_int_t)sh->length,
+					  "padded", (json_int_t)sh->padded,
+					  "bytes", (json_int_t)(sh->length * zs_dtype_size(un->dtype))));
+		}
+		json_print(json_pack("{s:s, s:I, s:i, s:o, s:o}", "job", j.spec.name,
+				     "epoch", (json_int_t)j.placement.epoch, "stage",
+				     (int)j.spec.stage, "units", units, "shards", shards));
+	} else {
+		printf("job %s, placement epoch %llu, %u shards\n", j.spec.name,
+		       (unsigned long long)j.placement.epoch, j.placement.n_shards);
+		printf("%-24s %5s %6s %-22s %12s %12s %12s\n", "UNIT", "SHARD", "SERVER",
+		       "ADDRESS", "OFFSET", "LENGTH", "BYTES");
+		for (uint32_t i = 0; i < j.placement.n_shards; i++) {
+			const struct zs_shard *sh = &j.placement.shards[i];
+			const struct zs_unit *un = &j.spec.layout.units[sh->unit];
+			char b[32];
+			printf("%-24.24s %5u %6llu %-22s %12llu %12llu %12s\n", un->name,
+			       sh->index, (unsigned long long)sh->server_id,
+			       addr_of(s, n_s, sh->server_id),
+			       (unsigned long long)sh->offset,
+			       (unsigned long long)sh->length,
+			       zs_fmt_bytes(sh->length * zs_dtype_size(un->dtype), b, sizeof b));
+		}
+	}
+	free(s);
+	zs_job_release(&j);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- stage */
+
+static int c_stage(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	char *pos[2];
+	uint64_t stage = 0;
+	int np, r;
+
+	if ((r = flags(&cmds[4], argc, argv, NULL, pos, 2, &np)))
+		return r < 0 ? 0 : r;
+	if (np < 1)
+		return usage_err("stage", "want a job name");
+	if (np == 2 && zs_parse_u64(pos[1], 1, 3, &stage, &err))
+		return usage_err("stage", "stage must be 1, 2 or 3, not '%s'", pos[1]);
+	if ((r = open_coord(x)))
+		return r;
+	if (np == 2 ? zs_coord_set_stage(x->c, pos[0], (uint32_t)stage, &j, &err)
+		    : zs_coord_get_job(x->c, pos[0], &j, &err))
+		return die("%s", err.msg);
+	printf("%u\n", j.spec.stage);
+	zs_job_release(&j);
+	return 0;
+}
+
+/* ------------------------------------------------------------- trainers */
+
+static int c_trainers(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	char *pos[1];
+	int json = 0, np, r;
+
+	if ((r = flags(&cmds[5], argc, argv, &json, pos, 1, &np)))
+		return r < 0 ? 0 : r;
+	if (np != 1)
+		return usage_err("trainers", "want a job name");
+	if ((r = open_coord(x)))
+		return r;
+	if (zs_coord_get_job(x->c, pos[0], &j, &err))
+		return die("%s", err.msg);
+	if (json) {
+		json_t *a = json_array();
+		for (uint32_t i = 0; i < j.n_trainers; i++)
+			json_array_append_new(a, json_pack("{s:i, s:s, s:I}", "rank",
+							   (int)j.trainers[i].rank, "host",
+							   j.trainers[i].host, "joined_ms",
+							   (json_int_t)j.trainers[i].joined_ms));
+		json_print(json_pack("{s:s, s:i, s:o}", "job", j.spec.name, "world_size",
+				     (int)j.spec.world_size, "trainers", a));
+	} else {
+		printf("job %s: %u of %u ranks joined\n%-6s %s\n", j.spec.name,
+		       j.n_trainers, j.spec.world_size, "RANK", "HOST");
+		for (uint32_t i = 0; i < j.n_trainers; i++)
+			printf("%-6u %s\n", j.trainers[i].rank, j.trainers[i].host);
+	}
+	zs_job_release(&j);
+	return 0;
+}
+
+/* ------------------------------------------------------------ rebalance */
+
+static int c_rebalance(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	char *pos[1];
+	int np, r;
+
+	if ((r = flags(&cmds[6], argc, argv, NULL, pos, 1, &np)))
+		return r < 0 ? 0 : r;
+	if (np != 1)
+		return usage_err("rebalance", "want a job name");
+	if ((r = open_coord(x)))
+		return r;
+	if (zs_coord_rebalance(x->c, pos[0], &j, &err))
+		return die("%s", err.msg);
+	printf("job %s: placement epoch %llu, %u shards\n", j.spec.name,
+	       (unsigned long long)j.placement.epoch, j.placement.n_shards);
+	zs_job_release(&j);
+	return 0;
+}
+
+/* --------------------------------------------------------------- status */
+
+static int c_status(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	int json = 0, r;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: zshardctl status [--server HOST:PORT] [--json]\n\n%s\n",
+			       cmds[7].help);
+			return 0;
+		}
+		if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (!strcmp(argv[i], "--server") && i + 1 < argc) {
+			struct zs_server_status s;
+			const char *addr = argv[++i];
+			if (zs_server_status_query(addr, x->timeout_ms, &s, &err))
+				return die("%s", err.msg);
+			if (json) {
+				json_t *a = json_array();
+				for (uint32_t k = 0; k < s.n_assignments; k++)
+					json_array_append_new(
+						a, json_pack("{s:s, s:I, s:i, s:I}", "job",
+							     s.assignments[k].job, "epoch",
+							     (json_int_t)s.assignments[k].epoch,
+							     "shards", (int)s.assignments[k].n_shards,
+							     "bytes", (json_int_t)s.assignments[k].bytes));
+				json_print(json_pack("{s:I, s:s, s:s, s:b, s:I, s:I, s:I, s:o}",
+						     "id", (json_int_t)s.id, "addr", s.addr,
+						     "coordinator", s.coordinator, "registered",
+						     s.registered, "capacity",
+						     (json_int_t)s.capacity, "assigned_bytes",
+						     (json_int_t)s.assigned_bytes, "uptime_ms",
+						     (json_int_t)s.uptime_ms, "assignments", a));
+			} else {
+				char c1[32], c2[32];
+				printf("server %llu at %s: %s with %s, up %.1f s, capacity %s, assigned %s in %u jobs\n",
+				       (unsigned long long)s.id, s.addr,
+				       s.registered ? "registered" : "not registered",
+				       s.coordinator, (double)s.uptime_ms / 1000.0,
+				       zs_fmt_bytes(s.capacity, c1, sizeof c1),
+				       zs_fmt_bytes(s.assigned_bytes, c2, sizeof c2),
+				       s.n_assignments);
+				for (uint32_t k = 0; k < s.n_assignments; k++)
+					printf("  job %s: %u shards, epoch %llu, %s\n",
+					       s.assignments[k].job, s.assignments[k].n_shards,
+					       (unsigned long long)s.assignments[k].epoch,
+					       zs_fmt_bytes(s.assignments[k].bytes, c1, sizeof c1));
+			}
+			zs_server_status_release(&s);
+			return 0;
+		} else {
+			return usage_err("status", "unknown argument '%s'", argv[i]);
+		}
+	}
+	if ((r = open_coord(x)))
+		return r;
+	{
+		struct zs_coord_status s;
+		if (zs_coord_status(x->c, &s, &err))
+			return die("%s", err.msg);
+		if (json)
+			json_print(json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:I}",
+					     "version", s.version, "addr", s.addr,
+					     "data_dir", s.data_dir, "uptime_ms",
+					     (json_int_t)s.uptime_ms, "lease_ms",
+					     (int)s.lease_ms, "servers_up", (int)s.servers_up,
+					     "servers_down", (int)s.servers_down, "jobs",
+					     (int)s.jobs, "assign_gen",
+					     (json_int_t)s.assign_gen));
+		else
+			printf("coordinator %s (zshard %s), up %.1f s, data dir %s\n"
+			       "servers: %u up, %u down (lease %u ms); jobs: %u; assignment generation %llu\n",
+			       s.addr, s.version, (double)s.uptime_ms / 1000.0, s.data_dir,
+			       s.servers_up, s.servers_down, s.lease_ms, s.jobs,
+			       (unsigned long long)s.assign_gen);
+	}
+	return 0;
+}
+
+static const struct cmd cmds[] = {
+	{"servers", "[--json]", "List shard servers: id, address, up/down, capacity, bytes placed, transports.", c_servers},
+	{"jobs", "[--json]", "List jobs with stage, world size, size and placement epoch.", c_jobs},
+	{"job", "create FILE.json | show NAME | delete NAME [--json]",
+	 "Create a job from a JSON spec (see common/spec_json.h; '-' reads stdin),\nshow one, or delete one.", c_job},
+	{"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes.", c_placement},
+	{"stage", "JOB [1|2|3]", "Print the job's ZeRO stage, or set it (trainers pick it up at\ntheir next step boundary).", c_stage},
+	{"trainers", "JOB [--json]", "List the ranks that joined the job.", c_trainers},
+	{"rebalance", "JOB", "Recompute the job's placement over the live servers (only before\ntrainers join); the epoch grows if it changed.", c_rebalance},
+	{"status", "[--server HOST:PORT] [--json]", "The coordinator's status, or a shard server's.", c_status},
+	{NULL, NULL, NULL, NULL},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: zshardctl [--coordinator HOST:PORT] [--timeout-ms MS] COMMAND [ARGS]\n\n"
+		   "The zshard operator CLI. The coordinator address may also come from\n"
+		   "$ZSHARD_COORDINATOR. Commands (each takes --help):\n\n");
+	for (const struct cmd *c = cmds; c->name; c++)
+		fprintf(f, "  %-10s %s\n", c->name, c->args);
+}
+
+int main(int argc, char **argv)
+{
+	struct ctx x = {.coordinator = getenv("ZSHARD_COORDINATOR"), .timeout_ms = 10000};
+	struct zs_error err = {0};
+	int i = 1, rc;
+
+	zs_log_init("zshardctl");
+	zs_log_set_level(ZS_LOG_ERROR);
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		uint64_t v;
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--coordinator") && i + 1 < argc) {
+			x.coordinator = argv[++i];
+		} else if (!strncmp(argv[i], "--coordinator=", 14)) {
+			x.coordinator = argv[i] + 14;
+		} else if (!strcmp(argv[i], "--timeout-ms") && i + 1 < argc) {
+			if (zs_parse_u64(argv[++i], 1, 3600000, &v, &err)) {
+				fprintf(stderr, "zshardctl: --timeout-ms: %s\n", err.msg);
+				return 2;
+			}
+			x.timeout_ms = (int)v;
+		} else {
+			fprintf(stderr, "zshardctl: unknown option '%s' (see zshardctl --help)\n",
+				argv[i]);
+			return 2;
+		}
+	}
+	if (i == argc) {
+		usage(stderr);
+		return 2;
+	}
+	for (const struct cmd *c = cmds; c->name; c++) {
+		if (strcmp(c->name, argv[i]))
+			continue;
+		rc = c->fn(&x, argc - i, argv + i);
+		zs_coord_close(x.c);
+		return rc;
+	}
+	fprintf(stderr, "zshardctl: unknown command '%s' (see zshardctl --help)\n", argv[i]);
+	return 2;
+}

@@ -1,0 +1,26 @@
+/*
+ * log.h - one line per event: UTC timestamp, level, component, message,
+ * on stderr. Info is for events an operator wants (start, stop, a server
+ * up or down); per-request detail goes to debug. Thread-safe.
+ */
+#ifndef ZS_LOG_H
+#define ZS_LOG_H
+
+enum zs_log_level { ZS_LOG_DEBUG, ZS_LOG_INFO, ZS_LOG_WARN, ZS_LOG_ERROR };
+
+/* Sets the component name printed on each line (kept by pointer). */
+void zs_log_init(const char *component);
+
+/* Lowest level printed; also read from $ZSHARD_LOG (debug|info|warn|error). */
+void zs_log_set_level(enum zs_log_level lvl);
+enum zs_log_level zs_log_get_level(void);
+
+void zs_log(enum zs_log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define zs_debug(...) zs_log(ZS_LOG_DEBUG, __VA_ARGS__)
+#define zs_info(...) zs_log(ZS_LOG_INFO, __VA_ARGS__)
+#define zs_warn(...) zs_log(ZS_LOG_WARN, __VA_ARGS__)
+#define zs_error(...) zs_log(ZS_LOG_ERROR, __VA_ARGS__)
+
+#endif

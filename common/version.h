@@ -1,0 +1,4 @@
+#ifndef ZS_VERSION_H
+#define ZS_VERSION_H
+#define ZS_VERSION "0.1.0"
+#endif

@@ -1,0 +1,133 @@
+/*
+ * codec.h - control-plane messages as zshard structs <-> bytes.
+ *
+ * The only place (with rpc.c) that knows the wire encoding: protobuf-c
+ * generated from proto/zshard.proto. Everything outside ctrl/ sees the
+ * structs of model.h and the ones below.
+ *
+ * Encoders fill a struct zs_buf with a malloc'd buffer (free with
+ * zs_buf_release). Decoders check every bound a struct has (string lengths,
+ * counts, ndim) and fail with ZS_EPROTO for bytes that do not parse and
+ * ZS_EINVAL for a field out of bounds, naming the field; on failure the
+ * output is left empty. Decoding does not validate semantics (that is
+ * model.h's job).
+ */
+#ifndef ZS_CODEC_H
+#define ZS_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "status.h"
+
+struct zs_buf {
+	uint8_t *data;
+	size_t len;
+};
+void zs_buf_release(struct zs_buf *b);
+
+struct zs_join_req {
+	char job[ZS_JOB_NAME_MAX];
+	uint32_t rank;
+	char host[ZS_ADDR_MAX];
+	struct zs_layout layout;
+};
+
+struct zs_coord_status {
+	char version[64];
+	char addr[ZS_ADDR_MAX];
+	char data_dir[512];
+	int64_t uptime_ms;
+	uint32_t lease_ms;
+	uint32_t servers_up, servers_down, jobs;
+	uint64_t assign_gen;
+};
+
+struct zs_server_status {
+	uint64_t id;
+	char addr[ZS_ADDR_MAX];
+	char coordinator[ZS_ADDR_MAX];
+	int registered;
+	uint64_t capacity, assigned_bytes, assign_gen;
+	int64_t uptime_ms;
+	uint32_t n_assignments;
+	struct zs_assignment *assignments;
+};
+void zs_server_status_release(struct zs_server_status *s);
+
+/* RegisterServer: request carries id, addr, data_addr, host, capacity, transports */
+enum zs_status zs_enc_register(const struct zs_server_info *s, struct zs_buf *out);
+enum zs_status zs_dec_register(const uint8_t *p, size_t n, struct zs_server_info *s,
+			       struct zs_error *err);
+enum zs_status zs_enc_register_reply(uint64_t id, uint32_t lease_ms, struct zs_buf *out);
+enum zs_status zs_dec_register_reply(const uint8_t *p, size_t n, uint64_t *id,
+				     uint32_t *lease_ms, struct zs_error *err);
+
+/* Heartbeat and GetAssignments requests: one server id */
+enum zs_status zs_enc_server_id(uint64_t id, struct zs_buf *out);
+enum zs_status zs_dec_server_id(const uint8_t *p, size_t n, uint64_t *id,
+				struct zs_error *err);
+enum zs_status zs_enc_heartbeat_reply(uint32_t lease_ms, uint64_t gen,
+				      struct zs_buf *out);
+enum zs_status zs_dec_heartbeat_reply(const uint8_t *p, size_t n, uint32_t *lease_ms,
+				      uint64_t *gen, struct zs_error *err);
+
+enum zs_status zs_enc_assignments(uint64_t gen, const struct zs_assignment *a,
+				  uint32_t n_a, struct zs_buf *out);
+/* *a is malloc'd; release each with zs_assignment_release, then free(*a) */
+enum zs_status zs_dec_assignments(const uint8_t *p, size_t n, uint64_t *gen,
+				  struct zs_assignment **a, uint32_t *n_a,
+				  struct zs_error *err);
+
+enum zs_status zs_enc_servers(const struct zs_server_info *s, uint32_t n_s,
+			      struct zs_buf *out);
+/* *s is malloc'd (free) */
+enum zs_status zs_dec_servers(const uint8_t *p, size_t n, struct zs_server_info **s,
+			      uint32_t *n_s, struct zs_error *err);
+
+enum zs_status zs_enc_create_job(const struct zs_job_spec *spec, struct zs_buf *out);
+enum zs_status zs_dec_create_job(const uint8_t *p, size_t n, struct zs_job_spec *spec,
+				 struct zs_error *err);
+
+/* JobReply, and the coordinator's catalog record of a job */
+enum zs_status zs_enc_job(const struct zs_job *j, struct zs_buf *out);
+enum zs_status zs_dec_job(const uint8_t *p, size_t n, struct zs_job *j,
+			  struct zs_error *err);
+
+enum zs_status zs_enc_jobs(const struct zs_job *j, uint32_t n_j, struct zs_buf *out);
+/* *j is malloc'd: zs_job_release each, then free(*j) */
+enum zs_status zs_dec_jobs(const uint8_t *p, size_t n, struct zs_job **j,
+			   uint32_t *n_j, struct zs_error *err);
+
+/* JobRequest (a job name) and SetStageRequest (name, stage) */
+enum zs_status zs_enc_job_name(const char *name, struct zs_buf *out);
+enum zs_status zs_dec_job_name(const uint8_t *p, size_t n,
+			       char name[ZS_JOB_NAME_MAX], struct zs_error *err);
+enum zs_status zs_enc_set_stage(const char *name, uint32_t stage, struct zs_buf *out);
+enum zs_status zs_dec_set_stage(const uint8_t *p, size_t n,
+				char name[ZS_JOB_NAME_MAX], uint32_t *stage,
+				struct zs_error *err);
+
+enum zs_status zs_enc_join(const struct zs_join_req *r, struct zs_buf *out);
+enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
+			   struct zs_error *err);
+enum zs_status zs_enc_leave(const char *job, uint32_t rank, struct zs_buf *out);
+enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
+			    uint32_t *rank, struct zs_error *err);
+
+/* The coordinator's catalog record of a server (all of ServerInfo) */
+enum zs_status zs_enc_server_info(const struct zs_server_info *s, struct zs_buf *out);
+enum zs_status zs_dec_server_info(const uint8_t *p, size_t n,
+				  struct zs_server_info *s, struct zs_error *err);
+
+enum zs_status zs_enc_coord_status(const struct zs_coord_status *s, struct zs_buf *out);
+enum zs_status zs_dec_coord_status(const uint8_t *p, size_t n,
+				   struct zs_coord_status *s, struct zs_error *err);
+
+enum zs_status zs_enc_server_status(const struct zs_server_status *s,
+				    struct zs_buf *out);
+enum zs_status zs_dec_server_status(const uint8_t *p, size_t n,
+				    struct zs_server_status *s, struct zs_error *err);
+
+#endif

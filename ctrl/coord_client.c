@@ -1,0 +1,240 @@
+/* coord_client.c - typed coordinator calls (see coord_client.h). */
+#include "coord_client.h"
+
+#include <stdlib.h>
+
+#include "methods.h"
+#include "rpc.h"
+
+struct zs_coord_client {
+	struct zs_rpc_client *rpc;
+	int timeout_ms;
+	int flags;
+};
+
+enum zs_status zs_coord_open(const char *addr, int timeout_ms, int wait_for_ready,
+			     struct zs_coord_client **out, struct zs_error *err)
+{
+	struct zs_coord_client *c = calloc(1, sizeof *c);
+	enum zs_status st;
+
+	if (!c)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	st = zs_rpc_client_open(addr, &c->rpc, err);
+	if (st) {
+		free(c);
+		return st;
+	}
+	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
+	c->flags = wait_for_ready ? ZS_RPC_WAIT_FOR_READY : 0;
+	*out = c;
+	return ZS_OK;
+}
+
+void zs_coord_close(struct zs_coord_client *c)
+{
+	if (!c)
+		return;
+	zs_rpc_client_free(c->rpc);
+	free(c);
+}
+
+const char *zs_coord_addr(const struct zs_coord_client *c)
+{
+	return zs_rpc_client_target(c->rpc);
+}
+
+/* Sends an encoded request (released here) and returns the reply bytes. */
+static enum zs_status call(struct zs_coord_client *c, const char *path,
+			   enum zs_status enc_st, struct zs_buf *req,
+			   struct zs_buf *resp, struct zs_error *err)
+{
+	enum zs_status st;
+
+	resp->data = NULL;
+	resp->len = 0;
+	if (enc_st) {
+		zs_buf_release(req);
+		return zs_fail(err, enc_st, "cannot encode request for %s", path);
+	}
+	st = zs_rpc_invoke(c->rpc, path, req->data, req->len, &resp->data,
+			   &resp->len, c->timeout_ms, c->flags, err);
+	zs_buf_release(req);
+	return st;
+}
+
+/* Calls path and decodes a JobReply into *job. */
+static enum zs_status job_call(struct zs_coord_client *c, const char *path,
+			       enum zs_status enc_st, struct zs_buf *req,
+			       struct zs_job *job, struct zs_error *err)
+{
+	struct zs_buf resp;
+	enum zs_status st = call(c, path, enc_st, req, &resp, err);
+
+	if (!st)
+		st = zs_dec_job(resp.data, resp.len, job, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_register(struct zs_coord_client *c,
+				 const struct zs_server_info *me, uint64_t *id,
+				 uint32_t *lease_ms, struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	enum zs_status st = call(c, ZS_M_REGISTER, zs_enc_register(me, &req), &req,
+				 &resp, err);
+	if (!st)
+		st = zs_dec_register_reply(resp.data, resp.len, id, lease_ms, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id,
+				  uint32_t *lease_ms, uint64_t *gen,
+				  struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	enum zs_status st = call(c, ZS_M_HEARTBEAT, zs_enc_server_id(id, &req),
+				 &req, &resp, err);
+	if (!st)
+		st = zs_dec_heartbeat_reply(resp.data, resp.len, lease_ms, gen, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_assignments(struct zs_coord_client *c, uint64_t id,
+				    uint64_t *gen, struct zs_assignment **a,
+				    uint32_t *n_a, struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	enum zs_status st = call(c, ZS_M_ASSIGNMENTS, zs_enc_server_id(id, &req),
+				 &req, &resp, err);
+	if (!st)
+		st = zs_dec_assignments(resp.data, resp.len, gen, a, n_a, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_servers(struct zs_coord_client *c,
+				struct zs_server_info **s, uint32_t *n_s,
+				struct zs_error *err)
+{
+	struct zs_buf req = {0}, resp;
+	enum zs_status st = call(c, ZS_M_SERVERS, ZS_OK, &req, &resp, err);
+	if (!st)
+		st = zs_dec_servers(resp.data, resp.len, s, n_s, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_create_job(struct zs_coord_client *c,
+				   const struct zs_job_spec *spec,
+				   struct zs_job *job, struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_CREATE_JOB, zs_enc_create_job(spec, &req), &req,
+			job, err);
+}
+
+enum zs_status zs_coord_get_job(struct zs_coord_client *c, const char *name,
+				struct zs_job *job, struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_GET_JOB, zs_enc_job_name(name, &req), &req, job, err);
+}
+
+enum zs_status zs_coord_jobs(struct zs_coord_client *c, struct zs_job **jobs,
+			     uint32_t *n_jobs, struct zs_error *err)
+{
+	struct zs_buf req = {0}, resp;
+	enum zs_status st = call(c, ZS_M_JOBS, ZS_OK, &req, &resp, err);
+	if (!st)
+		st = zs_dec_jobs(resp.data, resp.len, jobs, n_jobs, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_delete_job(struct zs_coord_client *c, const char *name,
+				   struct zs_job *job, struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_DELETE_JOB, zs_enc_job_name(name, &req), &req, job,
+			err);
+}
+
+enum zs_status zs_coord_set_stage(struct zs_coord_client *c, const char *name,
+				  uint32_t stage, struct zs_job *job,
+				  struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_SET_STAGE, zs_enc_set_stage(name, stage, &req), &req,
+			job, err);
+}
+
+enum zs_status zs_coord_rebalance(struct zs_coord_client *c, const char *name,
+				  struct zs_job *job, struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_REBALANCE, zs_enc_job_name(name, &req), &req, job,
+			err);
+}
+
+enum zs_status zs_coord_join(struct zs_coord_client *c,
+			     const struct zs_join_req *r, struct zs_job *job,
+			     struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_JOIN, zs_enc_join(r, &req), &req, job, err);
+}
+
+enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
+			      uint32_t rank, struct zs_job *job,
+			      struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_LEAVE, zs_enc_leave(name, rank, &req), &req, job,
+			err);
+}
+
+enum zs_status zs_coord_status(struct zs_coord_client *c,
+			       struct zs_coord_status *s, struct zs_error *err)
+{
+	struct zs_buf req = {0}, resp;
+	enum zs_status st = call(c, ZS_M_COORD_STATUS, ZS_OK, &req, &resp, err);
+	if (!st)
+		st = zs_dec_coord_status(resp.data, resp.len, s, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_raw(struct zs_coord_client *c, const char *path,
+			    const void *data, size_t len, struct zs_error *err)
+{
+	uint8_t *resp;
+	size_t resp_len;
+	enum zs_status st = zs_rpc_invoke(c->rpc, path, data, len, &resp,
+					  &resp_len, c->timeout_ms, c->flags, err);
+	free(resp);
+	return st;
+}
+
+enum zs_status zs_server_status_query(const char *addr, int timeout_ms,
+				      struct zs_server_status *s,
+				      struct zs_error *err)
+{
+	struct zs_rpc_client *rc;
+	uint8_t *resp = NULL;
+	size_t len = 0;
+	enum zs_status st = zs_rpc_client_open(addr, &rc, err);
+
+	if (st)
+		return st;
+	st = zs_rpc_invoke(rc, ZS_M_SERVER_STATUS, NULL, 0, &resp, &len,
+			   timeout_ms, 0, err);
+	if (!st)
+		st = zs_dec_server_status(resp, len, s, err);
+	free(resp);
+	zs_rpc_client_free(rc);
+	return st;
+}

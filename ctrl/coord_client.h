@@ -1,0 +1,74 @@
+/*
+ * coord_client.h - typed calls to the coordinator (and a shard server's
+ * status), for zshardctl, zshard-server, tests and libzshard.
+ *
+ * Each call is a blocking unary RPC bounded by the client's timeout. Errors
+ * come back as the coordinator's status and message (ZS_ENOTFOUND "no job
+ * 'x'", ...) or, when it cannot be reached, ZS_EUNAVAIL / ZS_ETIMEDOUT with
+ * the address in the message. Output structs are owned by the caller and
+ * released with model.h's *_release (arrays: release each, then free()).
+ * Thread-safe: several threads may share one client.
+ */
+#ifndef ZS_COORD_CLIENT_H
+#define ZS_COORD_CLIENT_H
+
+#include <stdint.h>
+
+#include "codec.h"
+#include "model.h"
+#include "status.h"
+
+struct zs_coord_client;
+
+/* timeout_ms bounds every call; wait_for_ready makes calls wait (until that
+ * timeout) for a coordinator that is not up yet instead of failing at once */
+enum zs_status zs_coord_open(const char *addr, int timeout_ms, int wait_for_ready,
+			     struct zs_coord_client **out, struct zs_error *err);
+void zs_coord_close(struct zs_coord_client *c);
+const char *zs_coord_addr(const struct zs_coord_client *c);
+
+enum zs_status zs_coord_register(struct zs_coord_client *c,
+				 const struct zs_server_info *me, uint64_t *id,
+				 uint32_t *lease_ms, struct zs_error *err);
+enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id,
+				  uint32_t *lease_ms, uint64_t *gen,
+				  struct zs_error *err);
+enum zs_status zs_coord_assignments(struct zs_coord_client *c, uint64_t id,
+				    uint64_t *gen, struct zs_assignment **a,
+				    uint32_t *n_a, struct zs_error *err);
+enum zs_status zs_coord_servers(struct zs_coord_client *c,
+				struct zs_server_info **s, uint32_t *n_s,
+				struct zs_error *err);
+enum zs_status zs_coord_create_job(struct zs_coord_client *c,
+				   const struct zs_job_spec *spec,
+				   struct zs_job *job, struct zs_error *err);
+enum zs_status zs_coord_get_job(struct zs_coord_client *c, const char *name,
+				struct zs_job *job, struct zs_error *err);
+enum zs_status zs_coord_jobs(struct zs_coord_client *c, struct zs_job **jobs,
+			     uint32_t *n_jobs, struct zs_error *err);
+enum zs_status zs_coord_delete_job(struct zs_coord_client *c, const char *name,
+				   struct zs_job *job, struct zs_error *err);
+enum zs_status zs_coord_set_stage(struct zs_coord_client *c, const char *name,
+				  uint32_t stage, struct zs_job *job,
+				  struct zs_error *err);
+enum zs_status zs_coord_rebalance(struct zs_coord_client *c, const char *name,
+				  struct zs_job *job, struct zs_error *err);
+enum zs_status zs_coord_join(struct zs_coord_client *c,
+			     const struct zs_join_req *req, struct zs_job *job,
+			     struct zs_error *err);
+enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
+			      uint32_t rank, struct zs_job *job,
+			      struct zs_error *err);
+enum zs_status zs_coord_status(struct zs_coord_client *c,
+			       struct zs_coord_status *st, struct zs_error *err);
+
+/* Asks a shard server at addr for its status (a one-off connection). */
+enum zs_status zs_server_status_query(const char *addr, int timeout_ms,
+				      struct zs_server_status *st,
+				      struct zs_error *err);
+
+/* Sends raw bytes to a coordinator method (tests of malformed requests). */
+enum zs_status zs_coord_raw(struct zs_coord_client *c, const char *path,
+			    const void *req, size_t len, struct zs_error *err);
+
+#endif

@@ -1,0 +1,22 @@
+/* methods.h - gRPC method paths of zshard's services (proto/zshard.proto). */
+#ifndef ZS_METHODS_H
+#define ZS_METHODS_H
+
+#define ZS_COORD_SVC "/zshard.Coordinator/"
+#define ZS_M_REGISTER ZS_COORD_SVC "RegisterServer"
+#define ZS_M_HEARTBEAT ZS_COORD_SVC "Heartbeat"
+#define ZS_M_ASSIGNMENTS ZS_COORD_SVC "GetAssignments"
+#define ZS_M_SERVERS ZS_COORD_SVC "ListServers"
+#define ZS_M_CREATE_JOB ZS_COORD_SVC "CreateJob"
+#define ZS_M_GET_JOB ZS_COORD_SVC "GetJob"
+#define ZS_M_JOBS ZS_COORD_SVC "ListJobs"
+#define ZS_M_DELETE_JOB ZS_COORD_SVC "DeleteJob"
+#define ZS_M_SET_STAGE ZS_COORD_SVC "SetStage"
+#define ZS_M_REBALANCE ZS_COORD_SVC "Rebalance"
+#define ZS_M_JOIN ZS_COORD_SVC "Join"
+#define ZS_M_LEAVE ZS_COORD_SVC "Leave"
+#define ZS_M_COORD_STATUS ZS_COORD_SVC "Status"
+
+#define ZS_M_SERVER_STATUS "/zshard.Server/Status"
+
+#endif

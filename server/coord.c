@@ -1,0 +1,941 @@
+/*
+ * coord.c - the coordinator (see coord.h).
+ *
+ * Concurrency: RPC handlers run on the RPC server's one CQ thread; the lease
+ * reaper runs on its own. One mutex guards the in-memory state. Every
+ * mutation follows the same order: build the new record aside, commit it to
+ * LMDB, and only then swap it into memory, so a failed commit changes
+ * nothing and a SIGKILL at any point leaves LMDB with either the old or the
+ * new record.
+ *
+ * Catalog tables: meta ("next_server_id", "assign_gen": u64 LE),
+ * servers (u64 BE id -> ServerInfo), jobs (name -> Job).
+ */
+#include "coord.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "kv.h"
+#include "log.h"
+#include "methods.h"
+#include "model.h"
+#include "placement.h"
+#include "rpc.h"
+#include "util.h"
+#include "version.h"
+
+enum { T_META, T_SERVERS, T_JOBS };
+static const char *const tables[] = {"meta", "servers", "jobs"};
+
+struct srv {
+	struct zs_server_info info; /* as registered (up/used/last_seen derived) */
+	int64_t last_hb_ms;         /* monotonic; 0: never since our start */
+	bool up;
+};
+
+struct coord {
+	pthread_mutex_t mu;
+	struct zs_kv *kv;
+	struct zs_rpc_server *rpc;
+	pthread_t reaper;
+	atomic_int stop;
+	int lock_fd;
+	uint32_t lease_ms;
+	int64_t started_ms;
+	char addr[ZS_ADDR_MAX];
+	char data_dir[512];
+
+	uint64_t next_server_id;
+	uint64_t assign_gen;
+	struct srv *srvs;
+	size_t n_srvs;
+	struct zs_job *jobs;
+	size_t n_jobs;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static void id_key(uint64_t id, uint8_t k[8])
+{
+	for (int i = 0; i < 8; i++)
+		k[i] = (uint8_t)(id >> (56 - 8 * i));
+}
+
+static struct srv *find_srv(struct coord *c, uint64_t id)
+{
+	for (size_t i = 0; i < c->n_srvs; i++)
+		if (c->srvs[i].info.id == id)
+			return &c->srvs[i];
+	return NULL;
+}
+
+static struct zs_job *find_job(struct coord *c, const char *name)
+{
+	for (size_t i = 0; i < c->n_jobs; i++)
+		if (!strcmp(c->jobs[i].spec.name, name))
+			return &c->jobs[i];
+	return NULL;
+}
+
+/* Bytes placements hold on server id, over all jobs except skip. */
+static uint64_t used_on(struct coord *c, uint64_t id, const struct zs_job *skip)
+{
+	uint64_t b = 0;
+	for (size_t i = 0; i < c->n_jobs; i++)
+		if (&c->jobs[i] != skip)
+			b += place_bytes_on(&c->jobs[i].spec, &c->jobs[i].placement, id);
+	return b;
+}
+
+static enum zs_status put_u64(struct zs_kv_txn *t, const char *key, uint64_t v,
+			      struct zs_error *err)
+{
+	uint8_t b[8];
+	zs_kv_u64_enc(v, b);
+	return zs_kv_put(t, T_META, key, strlen(key), b, 8, err);
+}
+
+/*
+ * Commits a job record (or its deletion when del) and, when bump, the next
+ * assignment generation, in one transaction.
+ */
+static enum zs_status save_job(struct coord *c, const struct zs_job *j, bool del,
+			       bool bump, struct zs_error *err)
+{
+	struct zs_kv_txn *t;
+	struct zs_buf b = {0};
+	enum zs_status st;
+	const char *name = j->spec.name;
+
+	if (!del && zs_enc_job(j, &b))
+		return zs_fail(err, ZS_ENOMEM, "cannot encode job record");
+	st = zs_kv_begin(c->kv, true, &t, err);
+	if (st)
+		goto out;
+	if (del)
+		st = zs_kv_del(t, T_JOBS, name, strlen(name), err);
+	else
+		st = zs_kv_put(t, T_JOBS, name, strlen(name), b.data, b.len, err);
+	if (!st && bump)
+		st = put_u64(t, "assign_gen", c->assign_gen + 1, err);
+	if (st) {
+		zs_kv_abort(t);
+		goto out;
+	}
+	st = zs_kv_commit(t, err);
+	if (!st && bump)
+		c->assign_gen++;
+out:
+	zs_buf_release(&b);
+	return st;
+}
+
+static enum zs_status save_server(struct coord *c, const struct zs_server_info *s,
+				  uint64_t next_id, struct zs_error *err)
+{
+	struct zs_server_info rec = *s;
+	struct zs_kv_txn *t;
+	struct zs_buf b;
+	uint8_t k[8];
+	enum zs_status st;
+
+	/* liveness is not persisted */
+	rec.up = false;
+	rec.used = 0;
+	rec.last_seen_ms = 0;
+	if (zs_enc_server_info(&rec, &b))
+		return zs_fail(err, ZS_ENOMEM, "cannot encode server record");
+	id_key(s->id, k);
+	st = zs_kv_begin(c->kv, true, &t, err);
+	if (!st) {
+		st = zs_kv_put(t, T_SERVERS, k, 8, b.data, b.len, err);
+		if (!st)
+			st = put_u64(t, "next_server_id", next_id, err);
+		if (st)
+			zs_kv_abort(t);
+		else
+			st = zs_kv_commit(t, err);
+	}
+	zs_buf_release(&b);
+	return st;
+}
+
+/* Encodes and sends a job, or fails the call. */
+static void reply_job(struct zs_rpc_call *call, const struct zs_job *j)
+{
+	struct zs_buf b;
+
+	if (zs_enc_job(j, &b)) {
+		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode reply");
+		return;
+	}
+	zs_rpc_reply(call, b.data, b.len);
+	zs_buf_release(&b);
+}
+
+static void reply_buf(struct zs_rpc_call *call, enum zs_status enc_st,
+		      struct zs_buf *b)
+{
+	if (enc_st)
+		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode reply");
+	else
+		zs_rpc_reply(call, b->data, b->len);
+	zs_buf_release(b);
+}
+
+static void reply_err(struct zs_rpc_call *call, const struct zs_error *e)
+{
+	zs_rpc_fail(call, e->code, "%s", e->msg);
+}
+
+/* Fills the live servers with their free bytes (excluding job skip). */
+static size_t live_servers(struct coord *c, const struct zs_job *skip,
+			   struct place_server *out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < c->n_srvs; i++) {
+		struct srv *s = &c->srvs[i];
+		uint64_t used = used_on(c, s->info.id, skip);
+		if (!s->up)
+			continue;
+		out[n++] = (struct place_server){
+			.id = s->info.id,
+			.free_bytes = s->info.capacity > used ? s->info.capacity - used : 0,
+			.addr = s->info.addr,
+		};
+	}
+	return n;
+}
+
+/* ----------------------------------------------------- server membership */
+
+static void h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+		       size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_server_info in;
+	struct zs_error e = {0};
+	char host[ZS_HOST_MAX];
+	uint16_t port;
+	struct srv *s;
+	uint64_t id, next;
+	uint64_t used;
+
+	if (zs_dec_register(p, n, &in, &e))
+		return reply_err(call, &e);
+	if (zs_parse_hostport(in.addr, host, &port, &e) || port == 0)
+		return zs_rpc_fail(call, ZS_EINVAL,
+				   "server address '%s' must be HOST:PORT with a real port",
+				   in.addr);
+	if (in.data_addr[0] && zs_parse_hostport(in.data_addr, host, &port, &e))
+		return zs_rpc_fail(call, ZS_EINVAL, "bad data address: %s", e.msg);
+	if (in.capacity == 0)
+		return zs_rpc_fail(call, ZS_EINVAL, "server capacity must be > 0 bytes");
+	if (in.transports & ~0xfu)
+		return zs_rpc_fail(call, ZS_EINVAL, "unknown transport bits 0x%x",
+				   in.transports & ~0xfu);
+
+	pthread_mutex_lock(&c->mu);
+	id = in.id ? in.id : c->next_server_id;
+	next = id >= c->next_server_id ? id + 1 : c->next_server_id;
+	used = used_on(c, id, NULL);
+	if (used > in.capacity) {
+		char a[32], b[32];
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_ENOSPC,
+				   "server %llu holds %s of placements but offers only %s",
+				   (unsigned long long)id, zs_fmt_bytes(used, a, sizeof a),
+				   zs_fmt_bytes(in.capacity, b, sizeof b));
+	}
+	s = find_srv(c, id);
+	if (!s) {
+		struct srv *g = realloc(c->srvs, (c->n_srvs + 1) * sizeof *g);
+		if (!g) {
+			pthread_mutex_unlock(&c->mu);
+			return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		}
+		c->srvs = g;
+	}
+	in.id = id;
+	if (save_server(c, &in, next, &e)) {
+		pthread_mutex_unlock(&c->mu);
+		zs_error("cannot record server %llu: %s", (unsigned long long)id, e.msg);
+		return reply_err(call, &e);
+	}
+	if (!s) {
+		s = &c->srvs[c->n_srvs++];
+		memset(s, 0, sizeof *s);
+	}
+	s->info = in;
+	s->last_hb_ms = zs_now_ms();
+	if (!s->up)
+		zs_info("server %llu up at %s (capacity %llu bytes)",
+			(unsigned long long)id, in.addr,
+			(unsigned long long)in.capacity);
+	s->up = true;
+	c->next_server_id = next;
+	pthread_mutex_unlock(&c->mu);
+
+	struct zs_buf b;
+	reply_buf(call, zs_enc_register_reply(id, c->lease_ms, &b), &b);
+}
+
+static void h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct zs_buf b;
+	struct srv *s;
+	uint64_t id, gen;
+
+	if (zs_dec_server_id(p, n, &id, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	s = find_srv(c, id);
+	if (!s) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_ENOTFOUND,
+				   "server %llu is not registered; register again",
+				   (unsigned long long)id);
+	}
+	s->last_hb_ms = zs_now_ms();
+	if (!s->up)
+		zs_info("server %llu (%s) up again", (unsigned long long)id,
+			s->info.addr);
+	s->up = true;
+	gen = c->assign_gen;
+	pthread_mutex_unlock(&c->mu);
+	reply_buf(call, zs_enc_heartbeat_reply(c->lease_ms, gen, &b), &b);
+}
+
+static void h_assignments(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			  size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct zs_assignment *as;
+	struct zs_buf b;
+	uint32_t n_as = 0;
+	uint64_t id;
+	enum zs_status st = ZS_OK;
+
+	if (zs_dec_server_id(p, n, &id, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	if (!find_srv(c, id)) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_ENOTFOUND, "server %llu is not registered",
+				   (unsigned long long)id);
+	}
+	as = calloc(c->n_jobs ? c->n_jobs : 1, sizeof *as);
+	for (size_t j = 0; as && j < c->n_jobs && !st; j++) {
+		const struct zs_job *job = &c->jobs[j];
+		struct zs_assignment *a = &as[n_as];
+		uint32_t k = 0;
+
+		for (uint32_t i = 0; i < job->placement.n_shards; i++)
+			k += job->placement.shards[i].server_id == id;
+		if (!k)
+			continue;
+		a->shards = malloc(k * sizeof *a->shards);
+		if (!a->shards) {
+			st = ZS_ENOMEM;
+			break;
+		}
+		for (uint32_t i = 0; i < job->placement.n_shards; i++)
+			if (job->placement.shards[i].server_id == id)
+				a->shards[a->n_shards++] = job->placement.shards[i];
+		snprintf(a->job, sizeof a->job, "%s", job->spec.name);
+		a->epoch = job->placement.epoch;
+		a->bytes = place_bytes_on(&job->spec, &job->placement, id);
+		n_as++;
+	}
+	if (!as || st) {
+		st = ZS_ENOMEM;
+	} else {
+		st = zs_enc_assignments(c->assign_gen, as, n_as, &b);
+	}
+	pthread_mutex_unlock(&c->mu);
+	for (uint32_t i = 0; i < n_as; i++)
+		zs_assignment_release(&as[i]);
+	free(as);
+	if (st)
+		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	reply_buf(call, ZS_OK, &b);
+}
+
+static void h_servers(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+		      size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_server_info *v;
+	struct zs_buf b;
+	int64_t now = zs_now_ms();
+	enum zs_status st;
+
+	(void)p;
+	(void)n;
+	pthread_mutex_lock(&c->mu);
+	v = calloc(c->n_srvs ? c->n_srvs : 1, sizeof *v);
+	for (size_t i = 0; v && i < c->n_srvs; i++) {
+		struct srv *s = &c->srvs[i];
+		v[i] = s->info;
+		v[i].up = s->up;
+		v[i].used = used_on(c, s->info.id, NULL);
+		v[i].last_seen_ms = s->last_hb_ms ? now - s->last_hb_ms : -1;
+	}
+	st = v ? zs_enc_servers(v, (uint32_t)c->n_srvs, &b) : ZS_ENOMEM;
+	pthread_mutex_unlock(&c->mu);
+	free(v);
+	reply_buf(call, st, &b);
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+static void h_create_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			 size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_job job = {0};
+	struct zs_error e = {0};
+	struct place_server *ps;
+	struct zs_job *g;
+	size_t n_live;
+
+	if (zs_dec_create_job(p, n, &job.spec, &e))
+		return reply_err(call, &e);
+	if (zs_job_spec_normalize(&job.spec, &e)) {
+		zs_job_release(&job);
+		return reply_err(call, &e);
+	}
+	pthread_mutex_lock(&c->mu);
+	if (find_job(c, job.spec.name)) {
+		zs_fail(&e, ZS_EEXIST, "job '%s' already exists", job.spec.name);
+		goto fail;
+	}
+	ps = malloc((c->n_srvs ? c->n_srvs : 1) * sizeof *ps);
+	if (!ps) {
+		zs_fail(&e, ZS_ENOMEM, "out of memory");
+		goto fail;
+	}
+	n_live = live_servers(c, NULL, ps);
+	if (place_job(&job.spec, ps, n_live, NULL, &job.placement, &e)) {
+		free(ps);
+		goto fail;
+	}
+	free(ps);
+	job.created_ms = zs_wall_ms();
+	g = realloc(c->jobs, (c->n_jobs + 1) * sizeof *g);
+	if (!g) {
+		zs_fail(&e, ZS_ENOMEM, "out of memory");
+		goto fail;
+	}
+	c->jobs = g;
+	if (save_job(c, &job, false, true, &e))
+		goto fail;
+	{
+		size_t pos = 0;
+		while (pos < c->n_jobs && strcmp(c->jobs[pos].spec.name, job.spec.name) < 0)
+			pos++;
+		memmove(c->jobs + pos + 1, c->jobs + pos,
+			(c->n_jobs - pos) * sizeof *c->jobs);
+		c->jobs[pos] = job;
+		c->n_jobs++;
+	}
+	zs_info("job '%s' created: stage %u, R=%u, %u units, %llu elements, %u shards on %zu servers (epoch %llu)",
+		job.spec.name, job.spec.stage, job.spec.world_size,
+		job.spec.layout.n_units,
+		(unsigned long long)zs_layout_numel(&job.spec.layout),
+		job.placement.n_shards, n_live,
+		(unsigned long long)job.placement.epoch);
+	reply_job(call, &job);
+	pthread_mutex_unlock(&c->mu);
+	return;
+fail:
+	pthread_mutex_unlock(&c->mu);
+	zs_job_release(&job);
+	reply_err(call, &e);
+}
+
+/* Decodes a job name and finds the job; on failure the call is answered. */
+static struct zs_job *lookup(struct coord *c, struct zs_rpc_call *call,
+			     const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX])
+{
+	struct zs_error e = {0};
+	struct zs_job *j;
+
+	if (zs_dec_job_name(p, n, name, &e)) {
+		reply_err(call, &e);
+		return NULL;
+	}
+	j = find_job(c, name);
+	if (!j)
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+	return j;
+}
+
+static void h_get_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+		      size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_job *j;
+
+	pthread_mutex_lock(&c->mu);
+	j = lookup(c, call, p, n, name);
+	if (j)
+		reply_job(call, j);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void h_jobs(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_buf b;
+	enum zs_status st;
+
+	(void)p;
+	(void)n;
+	pthread_mutex_lock(&c->mu);
+	st = zs_enc_jobs(c->jobs, (uint32_t)c->n_jobs, &b);
+	pthread_mutex_unlock(&c->mu);
+	reply_buf(call, st, &b);
+}
+
+static void h_delete_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			 size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_job *j;
+
+	pthread_mutex_lock(&c->mu);
+	j = lookup(c, call, p, n, name);
+	if (!j)
+		goto out;
+	if (save_job(c, j, true, true, &e)) {
+		reply_err(call, &e);
+		goto out;
+	}
+	reply_job(call, j);
+	zs_info("job '%s' deleted (%u trainers were joined)", name, j->n_trainers);
+	zs_job_release(j);
+	/* keep jobs in name order, as they load from the catalog */
+	memmove(j, j + 1, (size_t)(c->jobs + c->n_jobs - (j + 1)) * sizeof *j);
+	c->n_jobs--;
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void h_set_stage(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_job *j;
+	uint32_t stage, old;
+
+	if (zs_dec_set_stage(p, n, name, &stage, &e))
+		return reply_err(call, &e);
+	if (stage < 1 || stage > 3)
+		return zs_rpc_fail(call, ZS_EINVAL, "stage %u is invalid (1, 2 or 3)",
+				   stage);
+	pthread_mutex_lock(&c->mu);
+	j = find_job(c, name);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+		goto out;
+	}
+	old = j->spec.stage;
+	j->spec.stage = stage;
+	if (save_job(c, j, false, false, &e)) {
+		j->spec.stage = old;
+		reply_err(call, &e);
+		goto out;
+	}
+	if (old != stage)
+		zs_info("job '%s': stage %u -> %u (from the next step boundary)",
+			name, old, stage);
+	reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_placement np;
+	struct place_server *ps;
+	struct zs_placement old;
+	struct zs_job *j;
+	size_t n_live;
+
+	pthread_mutex_lock(&c->mu);
+	j = lookup(c, call, p, n, name);
+	if (!j)
+		goto out;
+	if (j->n_trainers) {
+		zs_rpc_fail(call, ZS_ESTATE,
+			    "job '%s' has %u joined trainers: moving live shard state is not supported; rebalance before trainers join",
+			    name, j->n_trainers);
+		goto out;
+	}
+	ps = malloc((c->n_srvs ? c->n_srvs : 1) * sizeof *ps);
+	if (!ps) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	n_live = live_servers(c, j, ps);
+	if (place_job(&j->spec, ps, n_live, &j->placement, &np, &e)) {
+		free(ps);
+		reply_err(call, &e);
+		goto out;
+	}
+	free(ps);
+	if (np.epoch == j->placement.epoch) {
+		zs_placement_release(&np);
+		reply_job(call, j);
+		goto out;
+	}
+	old = j->placement;
+	j->placement = np;
+	if (save_job(c, j, false, true, &e)) {
+		j->placement = old;
+		zs_placement_release(&np);
+		reply_err(call, &e);
+		goto out;
+	}
+	zs_placement_release(&old);
+	zs_info("job '%s' rebalanced over %zu servers: epoch %llu", name, n_live,
+		(unsigned long long)j->placement.epoch);
+	reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_join_req r;
+	struct zs_error e = {0};
+	struct zs_trainer *nt;
+	struct zs_job *j;
+	char why[ZS_ERRMSG_MAX / 2];
+	uint32_t pos;
+
+	if (zs_dec_join(p, n, &r, &e))
+		return reply_err(call, &e);
+	if (zs_layout_validate(&r.layout, &e)) {
+		zs_layout_release(&r.layout);
+		return zs_rpc_fail(call, ZS_EINVAL, "trainer's layout is invalid: %s",
+				   e.msg);
+	}
+	pthread_mutex_lock(&c->mu);
+	j = find_job(c, r.job);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", r.job);
+		goto out;
+	}
+	if (r.rank >= j->spec.world_size) {
+		zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
+			    r.rank, r.job, j->spec.world_size);
+		goto out;
+	}
+	if (!zs_layout_equal(&r.layout, &j->spec.layout, why, sizeof why)) {
+		zs_rpc_fail(call, ZS_EINVAL, "layout differs from job '%s': %s", r.job,
+			    why);
+		goto out;
+	}
+	for (pos = 0; pos < j->n_trainers && j->trainers[pos].rank < r.rank; pos++)
+		;
+	if (pos < j->n_trainers && j->trainers[pos].rank == r.rank) {
+		zs_rpc_fail(call, ZS_EEXIST,
+			    "rank %u already joined job '%s' (from %s); it must leave first",
+			    r.rank, r.job, j->trainers[pos].host);
+		goto out;
+	}
+	nt = malloc((j->n_trainers + 1) * sizeof *nt);
+	if (!nt) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	memcpy(nt, j->trainers, pos * sizeof *nt);
+	memcpy(nt + pos + 1, j->trainers + pos, (j->n_trainers - pos) * sizeof *nt);
+	nt[pos] = (struct zs_trainer){.rank = r.rank, .joined_ms = zs_wall_ms()};
+	snprintf(nt[pos].host, sizeof nt[pos].host, "%s", r.host);
+	{
+		struct zs_trainer *old = j->trainers;
+		j->trainers = nt;
+		j->n_trainers++;
+		if (save_job(c, j, false, false, &e)) {
+			j->trainers = old;
+			j->n_trainers--;
+			free(nt);
+			reply_err(call, &e);
+			goto out;
+		}
+		free(old);
+	}
+	zs_info("job '%s': rank %u joined from %s (%u of %u)", r.job, r.rank,
+		r.host[0] ? r.host : "?", j->n_trainers, j->spec.world_size);
+	reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+	zs_layout_release(&r.layout);
+}
+
+static void h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_trainer gone;
+	struct zs_job *j;
+	uint32_t rank, pos;
+
+	if (zs_dec_leave(p, n, name, &rank, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = find_job(c, name);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+		goto out;
+	}
+	for (pos = 0; pos < j->n_trainers && j->trainers[pos].rank != rank; pos++)
+		;
+	if (pos == j->n_trainers) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "rank %u has not joined job '%s'", rank,
+			    name);
+		goto out;
+	}
+	gone = j->trainers[pos];
+	memmove(j->trainers + pos, j->trainers + pos + 1,
+		(j->n_trainers - pos - 1) * sizeof *j->trainers);
+	j->n_trainers--;
+	if (save_job(c, j, false, false, &e)) {
+		memmove(j->trainers + pos + 1, j->trainers + pos,
+			(j->n_trainers - pos) * sizeof *j->trainers);
+		j->trainers[pos] = gone;
+		j->n_trainers++;
+		reply_err(call, &e);
+		goto out;
+	}
+	zs_info("job '%s': rank %u left", name, rank);
+	reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+		     size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_coord_status s = {0};
+	struct zs_buf b;
+
+	(void)p;
+	(void)n;
+	snprintf(s.version, sizeof s.version, "%s", ZS_VERSION);
+	snprintf(s.addr, sizeof s.addr, "%s", c->addr);
+	snprintf(s.data_dir, sizeof s.data_dir, "%s", c->data_dir);
+	pthread_mutex_lock(&c->mu);
+	s.uptime_ms = zs_now_ms() - c->started_ms;
+	s.lease_ms = c->lease_ms;
+	for (size_t i = 0; i < c->n_srvs; i++)
+		c->srvs[i].up ? s.servers_up++ : s.servers_down++;
+	s.jobs = (uint32_t)c->n_jobs;
+	s.assign_gen = c->assign_gen;
+	pthread_mutex_unlock(&c->mu);
+	reply_buf(call, zs_enc_coord_status(&s, &b), &b);
+}
+
+static const struct zs_rpc_method methods[] = {
+	{ZS_M_REGISTER, h_register},     {ZS_M_HEARTBEAT, h_heartbeat},
+	{ZS_M_ASSIGNMENTS, h_assignments}, {ZS_M_SERVERS, h_servers},
+	{ZS_M_CREATE_JOB, h_create_job}, {ZS_M_GET_JOB, h_get_job},
+	{ZS_M_JOBS, h_jobs},             {ZS_M_DELETE_JOB, h_delete_job},
+	{ZS_M_SET_STAGE, h_set_stage},   {ZS_M_REBALANCE, h_rebalance},
+	{ZS_M_JOIN, h_join},             {ZS_M_LEAVE, h_leave},
+	{ZS_M_COORD_STATUS, h_status},
+};
+
+/* ------------------------------------------------------ lease, load, life */
+
+static void *reaper(void *arg)
+{
+	struct coord *c = arg;
+	int64_t tick = c->lease_ms / 4 < 500 ? c->lease_ms / 4 : 500;
+
+	while (!atomic_load(&c->stop)) {
+		int64_t now = zs_now_ms();
+		pthread_mutex_lock(&c->mu);
+		for (size_t i = 0; i < c->n_srvs; i++) {
+			struct srv *s = &c->srvs[i];
+			if (s->up && now - s->last_hb_ms > (int64_t)c->lease_ms) {
+				s->up = false;
+				zs_warn("server %llu (%s) missed its lease (%lld ms without a heartbeat): marked down",
+					(unsigned long long)s->info.id, s->info.addr,
+					(long long)(now - s->last_hb_ms));
+			}
+		}
+		pthread_mutex_unlock(&c->mu);
+		zs_sleep_ms(tick > 10 ? tick : 10, (volatile const int *)&c->stop);
+	}
+	return NULL;
+}
+
+static enum zs_status load_server(void *ctx, const void *k, size_t kl,
+				  const void *v, size_t vl)
+{
+	struct coord *c = ctx;
+	struct srv *g = realloc(c->srvs, (c->n_srvs + 1) * sizeof *g);
+
+	(void)k;
+	(void)kl;
+	if (!g)
+		return ZS_ENOMEM;
+	c->srvs = g;
+	memset(&g[c->n_srvs], 0, sizeof *g);
+	if (zs_dec_server_info(v, vl, &g[c->n_srvs].info, NULL))
+		return ZS_EIO;
+	c->n_srvs++;
+	return ZS_OK;
+}
+
+static enum zs_status load_job(void *ctx, const void *k, size_t kl, const void *v,
+			       size_t vl)
+{
+	struct coord *c = ctx;
+	struct zs_job *g = realloc(c->jobs, (c->n_jobs + 1) * sizeof *g);
+
+	(void)k;
+	(void)kl;
+	if (!g)
+		return ZS_ENOMEM;
+	c->jobs = g;
+	if (zs_dec_job(v, vl, &g[c->n_jobs], NULL))
+		return ZS_EIO;
+	/* derived fields (offsets, numel) are not stored */
+	if (zs_layout_validate(&g[c->n_jobs].spec.layout, NULL)) {
+		zs_job_release(&g[c->n_jobs]);
+		return ZS_EIO;
+	}
+	c->n_jobs++;
+	return ZS_OK;
+}
+
+static enum zs_status load(struct coord *c, struct zs_error *err)
+{
+	struct zs_kv_txn *t;
+	const void *v;
+	size_t vl;
+	enum zs_status st = zs_kv_begin(c->kv, false, &t, err);
+
+	if (st)
+		return st;
+	c->next_server_id = 1;
+	if (!zs_kv_get(t, T_META, "next_server_id", 14, &v, &vl, NULL) && vl == 8)
+		c->next_server_id = zs_kv_u64_dec(v);
+	if (!zs_kv_get(t, T_META, "assign_gen", 10, &v, &vl, NULL) && vl == 8)
+		c->assign_gen = zs_kv_u64_dec(v);
+	st = zs_kv_foreach(t, T_SERVERS, load_server, c, err);
+	if (!st)
+		st = zs_kv_foreach(t, T_JOBS, load_job, c, err);
+	zs_kv_abort(t);
+	return st;
+}
+
+static void free_state(struct coord *c)
+{
+	for (size_t i = 0; i < c->n_jobs; i++)
+		zs_job_release(&c->jobs[i]);
+	free(c->jobs);
+	free(c->srvs);
+}
+
+enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
+			   char *bound, size_t bound_len, struct zs_error *err)
+{
+	struct coord *c;
+	enum zs_status st;
+
+	if (cfg->lease_ms < 100 || cfg->lease_ms > 3600 * 1000)
+		return zs_fail(err, ZS_EINVAL, "lease %u ms is out of range [100, 3600000]",
+			       cfg->lease_ms);
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	pthread_mutex_init(&c->mu, NULL);
+	c->lease_ms = cfg->lease_ms;
+	c->started_ms = zs_now_ms();
+	c->lock_fd = -1;
+	snprintf(c->data_dir, sizeof c->data_dir, "%s", cfg->data_dir);
+
+	st = zs_mkdir_p(cfg->data_dir, err);
+	if (st)
+		goto clean_c;
+	st = zs_lock_dir(cfg->data_dir, "coordinator.lock", &c->lock_fd, err);
+	if (st)
+		goto clean_c;
+	st = zs_kv_open(cfg->data_dir, 0, tables, 3, &c->kv, err);
+	if (st)
+		goto clean_lock;
+	st = load(c, err);
+	if (st)
+		goto clean_kv;
+	if (c->n_srvs || c->n_jobs)
+		zs_info("catalog: %zu servers (down until they heartbeat), %zu jobs",
+			c->n_srvs, c->n_jobs);
+	st = zs_rpc_server_start(cfg->listen, methods,
+				 sizeof methods / sizeof methods[0], c, &c->rpc,
+				 c->addr, sizeof c->addr, err);
+	if (st)
+		goto clean_state;
+	if (pthread_create(&c->reaper, NULL, reaper, c)) {
+		st = zs_fail(err, ZS_ENOMEM, "cannot start the lease thread");
+		goto clean_rpc;
+	}
+	if (bound)
+		snprintf(bound, bound_len, "%s", c->addr);
+	*out = c;
+	return ZS_OK;
+
+clean_rpc:
+	zs_rpc_server_free(c->rpc);
+clean_state:
+	free_state(c);
+clean_kv:
+	zs_kv_close(c->kv);
+clean_lock:
+	close(c->lock_fd);
+clean_c:
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+	return st;
+}
+
+void coord_free(struct coord *c)
+{
+	if (!c)
+		return;
+	atomic_store(&c->stop, 1);
+	pthread_join(c->reaper, NULL);
+	zs_rpc_server_free(c->rpc);
+	zs_kv_close(c->kv);
+	close(c->lock_fd);
+	free_state(c);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}

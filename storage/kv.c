@@ -1,0 +1,231 @@
+/* kv.c - the LMDB environment wrapper (see kv.h). */
+#include "kv.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct zs_kv {
+	MDB_env *env;
+	unsigned n_tables;
+	MDB_dbi dbi[ZS_KV_MAX_TABLES];
+	char dir[512];
+};
+
+struct zs_kv_txn {
+	struct zs_kv *kv;
+	MDB_txn *txn;
+};
+
+static enum zs_status map_rc(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS: return ZS_OK;
+	case MDB_NOTFOUND: return ZS_ENOTFOUND;
+	case MDB_KEYEXIST: return ZS_EEXIST;
+	case MDB_MAP_FULL:
+	case MDB_TXN_FULL:
+	case ENOSPC: return ZS_ENOSPC;
+	case ENOMEM: return ZS_ENOMEM;
+	case EINVAL:
+	case MDB_BAD_VALSIZE: return ZS_EINVAL;
+	default: return ZS_EIO;
+	}
+}
+
+static enum zs_status kv_fail(struct zs_error *err, int rc, const char *what,
+			      const char *dir)
+{
+	return zs_fail(err, map_rc(rc), "LMDB %s in %s: %s", what, dir,
+		       mdb_strerror(rc));
+}
+
+enum zs_status zs_kv_open(const char *dir, uint64_t map_size,
+			  const char *const *tables, unsigned n_tables,
+			  struct zs_kv **out, struct zs_error *err)
+{
+	struct zs_kv *kv;
+	MDB_txn *txn;
+	enum zs_status st;
+	int rc;
+
+	if (n_tables > ZS_KV_MAX_TABLES)
+		return zs_fail(err, ZS_EINVAL, "too many LMDB tables (%u)", n_tables);
+	st = zs_mkdir_p(dir, err);
+	if (st)
+		return st;
+	kv = calloc(1, sizeof *kv);
+	if (!kv)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	snprintf(kv->dir, sizeof kv->dir, "%s", dir);
+	kv->n_tables = n_tables;
+
+	rc = mdb_env_create(&kv->env);
+	if (rc)
+		goto clean_kv;
+	/* mapsize must be set before open; it only reserves address space */
+	rc = mdb_env_set_mapsize(kv->env, map_size ? map_size : (1ULL << 30));
+	if (!rc)
+		rc = mdb_env_set_maxdbs(kv->env, ZS_KV_MAX_TABLES);
+	if (!rc)
+		rc = mdb_env_open(kv->env, dir, MDB_NOTLS, 0644);
+	if (rc)
+		goto clean_env;
+	/* clear reader slots left by crashed processes */
+	mdb_reader_check(kv->env, NULL);
+
+	rc = mdb_txn_begin(kv->env, NULL, 0, &txn);
+	if (rc)
+		goto clean_env;
+	for (unsigned i = 0; i < n_tables; i++) {
+		rc = mdb_dbi_open(txn, tables[i], MDB_CREATE, &kv->dbi[i]);
+		if (rc) {
+			mdb_txn_abort(txn);
+			goto clean_env;
+		}
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		goto clean_env;
+	*out = kv;
+	return ZS_OK;
+
+clean_env:
+	mdb_env_close(kv->env);
+clean_kv:
+	st = kv_fail(err, rc, "open", dir);
+	free(kv);
+	return st;
+}
+
+void zs_kv_close(struct zs_kv *kv)
+{
+	if (!kv)
+		return;
+	mdb_env_close(kv->env);
+	free(kv);
+}
+
+enum zs_status zs_kv_begin(struct zs_kv *kv, bool write, struct zs_kv_txn **out,
+			   struct zs_error *err)
+{
+	struct zs_kv_txn *t = malloc(sizeof *t);
+	int rc;
+
+	if (!t)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	t->kv = kv;
+	rc = mdb_txn_begin(kv->env, NULL, write ? 0 : MDB_RDONLY, &t->txn);
+	if (rc) {
+		free(t);
+		return kv_fail(err, rc, "begin", kv->dir);
+	}
+	*out = t;
+	return ZS_OK;
+}
+
+enum zs_status zs_kv_commit(struct zs_kv_txn *t, struct zs_error *err)
+{
+	int rc = mdb_txn_commit(t->txn);
+	enum zs_status st = rc ? kv_fail(err, rc, "commit", t->kv->dir) : ZS_OK;
+
+	free(t);
+	return st;
+}
+
+void zs_kv_abort(struct zs_kv_txn *t)
+{
+	if (!t)
+		return;
+	mdb_txn_abort(t->txn);
+	free(t);
+}
+
+enum zs_status zs_kv_put(struct zs_kv_txn *t, unsigned table, const void *key,
+			 size_t klen, const void *val, size_t vlen,
+			 struct zs_error *err)
+{
+	MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+	int rc;
+
+	if (table >= t->kv->n_tables)
+		return zs_fail(err, ZS_EINVAL, "no such LMDB table %u", table);
+	rc = mdb_put(t->txn, t->kv->dbi[table], &k, &v, 0);
+	return rc ? kv_fail(err, rc, "put", t->kv->dir) : ZS_OK;
+}
+
+enum zs_status zs_kv_get(struct zs_kv_txn *t, unsigned table, const void *key,
+			 size_t klen, const void **val, size_t *vlen,
+			 struct zs_error *err)
+{
+	MDB_val k = {klen, (void *)key}, v;
+	int rc;
+
+	if (table >= t->kv->n_tables)
+		return zs_fail(err, ZS_EINVAL, "no such LMDB table %u", table);
+	rc = mdb_get(t->txn, t->kv->dbi[table], &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return ZS_ENOTFOUND;
+	if (rc)
+		return kv_fail(err, rc, "get", t->kv->dir);
+	*val = v.mv_data;
+	*vlen = v.mv_size;
+	return ZS_OK;
+}
+
+enum zs_status zs_kv_del(struct zs_kv_txn *t, unsigned table, const void *key,
+			 size_t klen, struct zs_error *err)
+{
+	MDB_val k = {klen, (void *)key};
+	int rc;
+
+	if (table >= t->kv->n_tables)
+		return zs_fail(err, ZS_EINVAL, "no such LMDB table %u", table);
+	rc = mdb_del(t->txn, t->kv->dbi[table], &k, NULL);
+	if (rc == MDB_NOTFOUND)
+		return ZS_ENOTFOUND;
+	return rc ? kv_fail(err, rc, "delete", t->kv->dir) : ZS_OK;
+}
+
+enum zs_status zs_kv_foreach(struct zs_kv_txn *t, unsigned table,
+			     zs_kv_visit fn, void *ctx, struct zs_error *err)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	enum zs_status st = ZS_OK;
+	int rc;
+
+	if (table >= t->kv->n_tables)
+		return zs_fail(err, ZS_EINVAL, "no such LMDB table %u", table);
+	rc = mdb_cursor_open(t->txn, t->kv->dbi[table], &c);
+	if (rc)
+		return kv_fail(err, rc, "cursor", t->kv->dir);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && st == ZS_OK;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		st = fn(ctx, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+	mdb_cursor_close(c);
+	if (st)
+		return zs_fail(err, st, "reading %s: a stored record is unreadable",
+			       t->kv->dir);
+	if (rc != MDB_NOTFOUND)
+		return kv_fail(err, rc, "cursor walk", t->kv->dir);
+	return ZS_OK;
+}
+
+void zs_kv_u64_enc(uint64_t v, uint8_t out[8])
+{
+	for (int i = 0; i < 8; i++)
+		out[i] = (uint8_t)(v >> (8 * i));
+}
+
+uint64_t zs_kv_u64_dec(const uint8_t in[8])
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)in[i] << (8 * i);
+	return v;
+}
