@@ -106,6 +106,9 @@ $(TEST_BINS):
 check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS)
 
+demo: $(BINS)
+	@examples/demo.sh
+
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 check
 

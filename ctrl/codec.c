@@ -281,7 +281,9 @@ static enum zs_status layout_from(const Zshard__Layout *pl, struct zs_layout *l,
 				goto fail;
 			}
 			te->ndim = (uint32_t)pt->n_shape;
-			memcpy(te->shape, pt->shape, pt->n_shape * sizeof te->shape[0]);
+			if (pt->n_shape)
+				memcpy(te->shape, pt->shape,
+				       pt->n_shape * sizeof te->shape[0]);
 		}
 	}
 	zs_layout_derive(l);

@@ -671,8 +671,11 @@ static void h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 		goto out;
 	}
-	memcpy(nt, j->trainers, pos * sizeof *nt);
-	memcpy(nt + pos + 1, j->trainers + pos, (j->n_trainers - pos) * sizeof *nt);
+	if (j->n_trainers) {
+		memcpy(nt, j->trainers, pos * sizeof *nt);
+		memcpy(nt + pos + 1, j->trainers + pos,
+		       (j->n_trainers - pos) * sizeof *nt);
+	}
 	nt[pos] = (struct zs_trainer){.rank = r.rank, .joined_ms = zs_wall_ms()};
 	snprintf(nt[pos].host, sizeof nt[pos].host, "%s", r.host);
 	{

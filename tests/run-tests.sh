@@ -1,0 +1,36 @@
+#!/bin/sh
+# run-tests.sh DIR TEST... - runs each cmocka test binary DIR/test_NAME,
+# shows its output, and ends with one summary line over all of them:
+# "check: N passed, M failed[, K skipped]". Exits non-zero on any failure,
+# including a binary that crashed before printing its summary.
+dir=$1
+shift
+export ZSHARD_ROOT="${ZSHARD_ROOT:-$(pwd)}"
+passed=0 failed=0 skipped=0 broken=""
+log=$(mktemp)
+for t in "$@"; do
+	bin="$dir/test_$t"
+	echo "=== $t"
+	"$bin" >"$log" 2>&1
+	rc=$?
+	cat "$log"
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log")
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed.*/\1/p' "$log")
+	s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test(s), listed.*/\1/p' "$log")
+	passed=$((passed + ${p:-0}))
+	failed=$((failed + ${f:-0}))
+	skipped=$((skipped + ${s:-0}))
+	if [ "$rc" -ne 0 ] && [ -z "$f" ]; then
+		# crashed or exited without a cmocka summary
+		broken="$broken $t(rc=$rc)"
+		failed=$((failed + 1))
+	fi
+done
+rm -f "$log"
+[ -n "$broken" ] && echo "check: test binaries that died without a summary:$broken"
+if [ "$skipped" -gt 0 ]; then
+	echo "check: $passed passed, $failed failed, $skipped skipped"
+else
+	echo "check: $passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ]

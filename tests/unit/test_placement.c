@@ -1,0 +1,292 @@
+/* test_placement.c - striping, padding, coverage, capacity, determinism, epochs. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "placement.h"
+
+/* A spec with units of the given sizes (one 1-D tensor each). */
+static void make_spec(struct zs_job_spec *s, const uint64_t *sizes, uint32_t n,
+		      enum zs_dtype dt, uint32_t world)
+{
+	memset(s, 0, sizeof *s);
+	strcpy(s->name, "t");
+	s->stage = 3;
+	s->world_size = world;
+	s->compute_dtype = dt;
+	s->optim.kind = ZS_ADAMW;
+	s->optim.lr = 1e-3;
+	s->layout.n_units = n;
+	s->layout.units = calloc(n, sizeof *s->layout.units);
+	for (uint32_t u = 0; u < n; u++) {
+		struct zs_unit *un = &s->layout.units[u];
+		snprintf(un->name, sizeof un->name, "u%u", u);
+		un->n_tensors = 1;
+		un->tensors = calloc(1, sizeof *un->tensors);
+		strcpy(un->tensors[0].name, "w");
+		un->tensors[0].ndim = 1;
+		un->tensors[0].shape[0] = sizes[u];
+	}
+	assert_int_equal(zs_job_spec_normalize(s, NULL), ZS_OK);
+}
+
+static void servers(struct place_server *v, size_t n, uint64_t free_bytes)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = (struct place_server){.id = 10 + i, .free_bytes = free_bytes};
+}
+
+/* Every element of every unit is owned by exactly one shard. */
+static void check_cover(const struct zs_job_spec *s, const struct zs_placement *p)
+{
+	for (uint32_t u = 0; u < s->layout.n_units; u++) {
+		uint64_t next = 0;
+		uint32_t idx = 0;
+		for (uint32_t i = 0; i < p->n_shards; i++) {
+			const struct zs_shard *sh = &p->shards[i];
+			if (sh->unit != u)
+				continue;
+			assert_int_equal(sh->index, idx++);
+			assert_int_equal(sh->offset, next);
+			assert_true(sh->length > 0);
+			assert_true(sh->padded >= sh->length);
+			next += sh->length;
+		}
+		assert_int_equal(next, s->layout.units[u].numel);
+	}
+}
+
+static void test_striping_and_padding(void **st)
+{
+	uint64_t sizes[] = {1000};
+	struct zs_job_spec s;
+	struct place_server sv[3];
+	struct zs_placement p;
+
+	(void)st;
+	make_spec(&s, sizes, 1, ZS_F32, 1);
+	servers(sv, 3, UINT64_MAX);
+	assert_int_equal(place_job(&s, sv, 3, NULL, &p, NULL), ZS_OK);
+	/* 1000 over 3 -> 334 rounded up to 64 f32 elements (256 B) = 384 */
+	assert_int_equal(p.n_shards, 3);
+	assert_int_equal(p.shards[0].offset, 0);
+	assert_int_equal(p.shards[0].length, 384);
+	assert_int_equal(p.shards[1].offset, 384);
+	assert_int_equal(p.shards[2].offset, 768);
+	assert_int_equal(p.shards[2].length, 232);
+	assert_int_equal(p.shards[2].padded, 256);
+	assert_int_equal(p.shards[0].server_id, 10);
+	assert_int_equal(p.shards[1].server_id, 11);
+	assert_int_equal(p.shards[2].server_id, 12);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(p.shards[i].padded % 64, 0);
+	assert_int_equal(p.epoch, 1);
+	check_cover(&s, &p);
+	zs_placement_release(&p);
+	zs_job_spec_release(&s);
+}
+
+static void test_bf16_alignment(void **st)
+{
+	uint64_t sizes[] = {1000};
+	struct zs_job_spec s;
+	struct place_server sv[2];
+	struct zs_placement p;
+
+	(void)st;
+	make_spec(&s, sizes, 1, ZS_BF16, 1);
+	servers(sv, 2, UINT64_MAX);
+	assert_int_equal(place_job(&s, sv, 2, NULL, &p, NULL), ZS_OK);
+	/* 256 B of bf16 = 128 elements: 500 -> 512 */
+	assert_int_equal(p.shards[0].length, 512);
+	assert_int_equal(p.shards[1].length, 488);
+	zs_placement_release(&p);
+	zs_job_spec_release(&s);
+}
+
+static void test_small_units_rotate(void **st)
+{
+	uint64_t sizes[] = {1, 1, 1, 1, 65};
+	struct zs_job_spec s;
+	struct place_server sv[3];
+	struct zs_placement p;
+
+	(void)st;
+	make_spec(&s, sizes, 5, ZS_F32, 1);
+	servers(sv, 3, UINT64_MAX);
+	assert_int_equal(place_job(&s, sv, 3, NULL, &p, NULL), ZS_OK);
+	/* one shard each for the 1-element units, landing on servers in turn */
+	assert_int_equal(p.shards[0].server_id, 10);
+	assert_int_equal(p.shards[1].server_id, 11);
+	assert_int_equal(p.shards[2].server_id, 12);
+	assert_int_equal(p.shards[3].server_id, 10);
+	/* 65 elements: ceil(65/3)=22 -> 64; two shards, none empty */
+	assert_int_equal(p.n_shards, 6);
+	assert_int_equal(p.shards[4].length, 64);
+	assert_int_equal(p.shards[5].length, 1);
+	check_cover(&s, &p);
+	zs_placement_release(&p);
+	zs_job_spec_release(&s);
+}
+
+static void test_cover_random(void **st)
+{
+	unsigned seed = 12345;
+	(void)st;
+	for (int iter = 0; iter < 200; iter++) {
+		uint64_t sizes[8];
+		uint32_t n = 1 + rand_r(&seed) % 8;
+		size_t ns = 1 + rand_r(&seed) % 7;
+		struct zs_job_spec s;
+		struct place_server sv[7];
+		struct zs_placement p;
+
+		for (uint32_t u = 0; u < n; u++)
+			sizes[u] = 1 + (uint64_t)rand_r(&seed) % 100000;
+		make_spec(&s, sizes, n, rand_r(&seed) % 2 ? ZS_F32 : ZS_BF16,
+			  1 + rand_r(&seed) % 4);
+		s.align_bytes = 1u << (1 + rand_r(&seed) % 12);
+		servers(sv, ns, UINT64_MAX);
+		assert_int_equal(place_job(&s, sv, ns, NULL, &p, NULL), ZS_OK);
+		check_cover(&s, &p);
+		zs_placement_release(&p);
+		zs_job_spec_release(&s);
+	}
+}
+
+static void test_capacity_refusal(void **st)
+{
+	uint64_t sizes[] = {1 << 20};
+	struct zs_job_spec s;
+	struct place_server sv[2];
+	struct zs_placement p;
+	struct zs_error err = {0};
+	uint64_t per;
+
+	(void)st;
+	make_spec(&s, sizes, 1, ZS_F32, 2);
+	per = zs_server_bytes_per_elem(&s, &s.layout.units[0]);
+	/* f32 AdamW R=2: 4 master + 4 acc + 8 m,v + 2*4 staging = 24 */
+	assert_int_equal(per, 24);
+	servers(sv, 2, (1 << 19) * per); /* exactly enough */
+	assert_int_equal(place_job(&s, sv, 2, NULL, &p, NULL), ZS_OK);
+	zs_placement_release(&p);
+	sv[1].free_bytes = (1 << 19) * per - 1; /* one byte short */
+	sv[1].addr = "127.0.0.1:9";
+	assert_int_equal(place_job(&s, sv, 2, NULL, &p, &err), ZS_ENOSPC);
+	assert_non_null(strstr(err.msg, "server 11 (127.0.0.1:9)"));
+	assert_non_null(strstr(err.msg, "cannot hold its share"));
+	assert_null(p.shards);
+	assert_int_equal(p.n_shards, 0);
+	zs_job_spec_release(&s);
+}
+
+static void test_no_servers(void **st)
+{
+	uint64_t sizes[] = {10};
+	struct zs_job_spec s;
+	struct zs_placement p;
+	struct zs_error err = {0};
+
+	(void)st;
+	make_spec(&s, sizes, 1, ZS_F32, 1);
+	assert_int_equal(place_job(&s, NULL, 0, NULL, &p, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "no live shard server"));
+	zs_job_spec_release(&s);
+}
+
+static void test_deterministic(void **st)
+{
+	uint64_t sizes[] = {777, 3, 100000};
+	struct zs_job_spec s;
+	struct place_server a[4], b[4];
+	struct zs_placement p, q;
+
+	(void)st;
+	make_spec(&s, sizes, 3, ZS_F32, 1);
+	servers(a, 4, UINT64_MAX);
+	for (int i = 0; i < 4; i++)
+		b[i] = a[3 - i]; /* same servers, another order */
+	assert_int_equal(place_job(&s, a, 4, NULL, &p, NULL), ZS_OK);
+	assert_int_equal(place_job(&s, b, 4, NULL, &q, NULL), ZS_OK);
+	assert_int_equal(p.n_shards, q.n_shards);
+	assert_memory_equal(p.shards, q.shards, p.n_shards * sizeof *p.shards);
+	zs_placement_release(&p);
+	zs_placement_release(&q);
+	zs_job_spec_release(&s);
+}
+
+static void test_epoch_growth(void **st)
+{
+	uint64_t sizes[] = {5000, 7};
+	struct zs_job_spec s;
+	struct place_server sv[3];
+	struct zs_placement p1, p2, p3, p4;
+
+	(void)st;
+	make_spec(&s, sizes, 2, ZS_F32, 1);
+	servers(sv, 3, UINT64_MAX);
+	assert_int_equal(place_job(&s, sv, 3, NULL, &p1, NULL), ZS_OK);
+	assert_int_equal(p1.epoch, 1);
+	/* same inputs: same shards, same epoch */
+	assert_int_equal(place_job(&s, sv, 3, &p1, &p2, NULL), ZS_OK);
+	assert_int_equal(p2.epoch, 1);
+	/* one server fewer: a change, the epoch grows */
+	assert_int_equal(place_job(&s, sv, 2, &p2, &p3, NULL), ZS_OK);
+	assert_int_equal(p3.epoch, 2);
+	check_cover(&s, &p3);
+	/* and back: another change */
+	assert_int_equal(place_job(&s, sv, 3, &p3, &p4, NULL), ZS_OK);
+	assert_int_equal(p4.epoch, 3);
+	assert_memory_equal(p4.shards, p1.shards, p1.n_shards * sizeof *p1.shards);
+	zs_placement_release(&p1);
+	zs_placement_release(&p2);
+	zs_placement_release(&p3);
+	zs_placement_release(&p4);
+	zs_job_spec_release(&s);
+}
+
+static void test_bytes_on(void **st)
+{
+	uint64_t sizes[] = {1000};
+	struct zs_job_spec s;
+	struct place_server sv[3];
+	struct zs_placement p;
+	uint64_t per, total = 0;
+
+	(void)st;
+	make_spec(&s, sizes, 1, ZS_F32, 1);
+	servers(sv, 3, UINT64_MAX);
+	assert_int_equal(place_job(&s, sv, 3, NULL, &p, NULL), ZS_OK);
+	per = zs_server_bytes_per_elem(&s, &s.layout.units[0]);
+	assert_int_equal(place_bytes_on(&s, &p, 10), 384 * per);
+	assert_int_equal(place_bytes_on(&s, &p, 12), 256 * per);
+	assert_int_equal(place_bytes_on(&s, &p, 99), 0);
+	for (int i = 0; i < 3; i++)
+		total += place_bytes_on(&s, &p, 10 + i);
+	assert_int_equal(total, (384 + 384 + 256) * per);
+	zs_placement_release(&p);
+	zs_job_spec_release(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_striping_and_padding),
+		cmocka_unit_test(test_bf16_alignment),
+		cmocka_unit_test(test_small_units_rotate),
+		cmocka_unit_test(test_cover_random),
+		cmocka_unit_test(test_capacity_refusal),
+		cmocka_unit_test(test_no_servers),
+		cmocka_unit_test(test_deterministic),
+		cmocka_unit_test(test_epoch_growth),
+		cmocka_unit_test(test_bytes_on),
+	};
+	return cmocka_run_group_tests_name("placement", tests, NULL, NULL);
+}

@@ -1,0 +1,128 @@
+/* test_spec_json.c - job specs from JSON, and what validation refuses. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "fixtures.h"
+#include "spec_json.h"
+
+static const char *good =
+	"{\"name\": \"demo\", \"stage\": 3, \"world_size\": 2, \"compute_dtype\": \"bf16\","
+	" \"optimizer\": {\"kind\": \"adamw\", \"lr\": 0.001, \"weight_decay\": 0.1},"
+	" \"units\": [{\"name\": \"embed\", \"dtype\": \"f32\", \"tensors\":"
+	"   [{\"name\": \"wte\", \"shape\": [256, 64]}]},"
+	"  {\"name\": \"h0\", \"tensors\": [{\"name\": \"w\", \"shape\": [64, 64]},"
+	"   {\"name\": \"b\", \"shape\": [64]}, {\"name\": \"g\", \"shape\": []}]}]}";
+
+static void test_good(void **st)
+{
+	struct zs_job_spec s;
+
+	(void)st;
+	assert_int_equal(zs_spec_from_json(good, &s, NULL), ZS_OK);
+	assert_int_equal(zs_job_spec_normalize(&s, NULL), ZS_OK);
+	assert_string_equal(s.name, "demo");
+	assert_int_equal(s.stage, 3);
+	assert_int_equal(s.world_size, 2);
+	assert_int_equal(s.compute_dtype, ZS_BF16);
+	assert_int_equal(s.optim.kind, ZS_ADAMW);
+	assert_true(s.optim.beta1 == 0.9 && s.optim.beta2 == 0.999 && s.optim.eps == 1e-8);
+	assert_int_equal(s.align_bytes, 256);
+	assert_int_equal(s.layout.n_units, 2);
+	assert_int_equal(s.layout.units[0].dtype, ZS_F32);
+	assert_int_equal(s.layout.units[1].dtype, ZS_BF16); /* from the job */
+	assert_int_equal(s.layout.units[1].numel, 64 * 64 + 64 + 1);
+	assert_int_equal(s.layout.units[1].tensors[2].offset, 64 * 64 + 64);
+	zs_job_spec_release(&s);
+}
+
+/* Replaces the first occurrence of from with to in good, parses, expects failure. */
+static void expect_parse_error(const char *from, const char *to, const char *msg)
+{
+	char buf[2048];
+	const char *p = strstr(good, from);
+	struct zs_error err = {0};
+	struct zs_job_spec s;
+	enum zs_status st;
+
+	assert_non_null(p);
+	snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p - good), good, to, p + strlen(from));
+	st = zs_spec_from_json(buf, &s, &err);
+	if (st == ZS_OK) {
+		st = zs_job_spec_normalize(&s, &err);
+		zs_job_spec_release(&s);
+	}
+	assert_int_equal(st, ZS_EINVAL);
+	if (!strstr(err.msg, msg))
+		fail_msg("error '%s' does not mention '%s'", err.msg, msg);
+}
+
+static void test_refusals(void **st)
+{
+	(void)st;
+	expect_parse_error("\"stage\": 3", "\"stgae\": 3", "unknown key 'stgae'");
+	expect_parse_error("\"stage\": 3", "\"stage\": 4", "stage");
+	expect_parse_error("\"stage\": 3", "\"stage\": 0", "stage 0 is invalid");
+	expect_parse_error("\"world_size\": 2", "\"world_size\": 0", "world size 0");
+	expect_parse_error("\"bf16\"", "\"int4\"", "unknown dtype 'int4'");
+	expect_parse_error("\"adamw\"", "\"lamb\"", "unknown optimizer");
+	expect_parse_error("\"lr\": 0.001", "\"lr\": -1", "learning rate");
+	expect_parse_error("[256, 64]", "[256, 0]", "dimension 1 is zero");
+	expect_parse_error("[256, 64]", "[256, -3]", "integers >= 0");
+	expect_parse_error("[256, 64]", "[1,1,1,1,1,1,1,1,1]", "more than 8 dimensions");
+	expect_parse_error("\"name\": \"b\"", "\"name\": \"w\"", "tensor name 'w' appears twice");
+	expect_parse_error("\"name\": \"h0\"", "\"name\": \"embed\"", "unit name 'embed' appears twice");
+	expect_parse_error("\"name\": \"demo\"", "\"name\": \"../etc\"", "job name");
+	expect_parse_error("\"name\": \"demo\"", "\"name\": 7", "must be a string");
+	expect_parse_error("\"units\": [", "\"units\": [], \"x\": [", "unknown key 'x'");
+	expect_parse_error("{\"name\": \"embed\"", "{\"name\": \"\"", "unit 0: name is empty");
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3,,", "line 1");
+	expect_parse_error("\"compute_dtype\"", "\"align_bytes\": 100, \"compute_dtype\"", "align_bytes 100");
+	expect_parse_error("\"weight_decay\": 0.1", "\"momentum\": 1.5", "momentum");
+}
+
+static void test_layout_equal(void **st)
+{
+	struct zs_job_spec a, b;
+	char why[256];
+
+	(void)st;
+	fixture_spec(&a, "x");
+	fixture_spec(&b, "x");
+	assert_true(zs_layout_equal(&a.layout, &b.layout, why, sizeof why));
+	b.layout.units[1].tensors[0].shape[1] = 65;
+	assert_false(zs_layout_equal(&a.layout, &b.layout, why, sizeof why));
+	assert_non_null(strstr(why, "tensor 'w'"));
+	b.layout.units[1].tensors[0].shape[1] = 64;
+	strcpy(b.layout.units[2].name, "other");
+	assert_false(zs_layout_equal(&a.layout, &b.layout, why, sizeof why));
+	assert_non_null(strstr(why, "unit 2"));
+	b.layout.n_units = 2;
+	assert_false(zs_layout_equal(&a.layout, &b.layout, why, sizeof why));
+	b.layout.n_units = 3;
+	zs_job_spec_release(&a);
+	zs_job_spec_release(&b);
+}
+
+static void test_load_file_errors(void **st)
+{
+	struct zs_error err = {0};
+	struct zs_job_spec s;
+
+	(void)st;
+	assert_int_equal(zs_spec_load("/nonexistent/job.json", &s, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "/nonexistent/job.json"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_good),
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_layout_equal),
+		cmocka_unit_test(test_load_file_errors),
+	};
+	return cmocka_run_group_tests_name("spec_json", tests, NULL, NULL);
+}
