@@ -106,6 +106,13 @@ $(TEST_BINS):
 check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS)
 
+$(BUILD)/bin/coord_rpc: $(BUILD)/obj/bench/coord_rpc.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BINS) $(BUILD)/bin/coord_rpc
+	@bench/run.sh
+
 demo: $(BINS)
 	@examples/demo.sh
 

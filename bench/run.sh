@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# run.sh - the benchmark suite (make bench). Starts its own local cluster,
+# writes markdown tables under build/bench/, prints them.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$root/build/bench
+mkdir -p "$out"
+dir=$(mktemp -d /tmp/zshard-bench-XXXXXX)
+launcher=$root/deploy/local/zshard-local
+trap '"$launcher" stop --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+
+addr=$("$launcher" start --servers 3 --dir "$dir" 2>/dev/null)
+"$root/build/bin/zshardctl" --coordinator "$addr" job create "$root/examples/charlm.json" >/dev/null
+{
+	echo "## Control plane: coordinator RPC latency on loopback ($(date -u +%F), $(nproc) cores)"
+	echo
+	"$root/build/bin/coord_rpc" "$addr" charlm 1
+} | tee "$out/coord_rpc.md"
