@@ -19,7 +19,7 @@ SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 endif
 
 CFLAGS := -std=gnu11 $(OPT) -g -Wall -Wextra -Wshadow -Wno-missing-field-initializers \
-	  -fno-math-errno -pthread -MMD -MP $(SANFLAGS) $(EXTRA_CFLAGS)
+	  -fno-math-errno -ffp-contract=off -pthread -MMD -MP $(SANFLAGS) $(EXTRA_CFLAGS)
 CPPFLAGS := -Icommon -Ictrl -Istorage -Iserver -Iclient -I$(BUILD)/gen -D_GNU_SOURCE
 LDFLAGS := -pthread $(SANFLAGS)
 # -lgrpc -lgpr is all a dynamic link needs (pkg-config lists ~90 absl libs)
@@ -47,7 +47,7 @@ CTL_OBJ := $(addprefix $(BUILD)/obj/client/,zshardctl.o)
 
 BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/zshardctl
 
-UNIT_TESTS := placement codec kv util spec_json
+UNIT_TESTS := placement codec kv util spec_json optim
 INTEG_TESTS := cluster
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
@@ -92,6 +92,7 @@ $(BUILD)/tests/test_codec: $(BUILD)/obj/tests/unit/test_codec.o $(CORE_LIB)
 $(BUILD)/tests/test_kv: $(BUILD)/obj/tests/unit/test_kv.o $(CORE_LIB)
 $(BUILD)/tests/test_util: $(BUILD)/obj/tests/unit/test_util.o $(CORE_LIB)
 $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_LIB)
+$(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(BUILD)/obj/server/optim.o $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/obj/tests/harness.o: tests/harness.c $(GEN)
 	@mkdir -p $(@D)
