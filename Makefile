@@ -36,7 +36,7 @@ ifeq ($(MAKELEVEL),0)
 $(info zshard: optional parts: rdma: $(RDMA_NOTE), transport not yet built; nccl: $(NCCL_NOTE), transport not yet built)
 endif
 
-CORE_SRC := common/status.c common/log.c common/util.c common/model.c common/spec_json.c \
+CORE_SRC := common/status.c common/log.c common/util.c common/model.c common/spec_json.c common/wire.c \
 	    ctrl/rpc.c ctrl/codec.c ctrl/coord_client.c storage/kv.c
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/zshard.pb-c.o
 CORE_LIB := $(BUILD)/lib/libzscore.a
@@ -47,7 +47,7 @@ CTL_OBJ := $(addprefix $(BUILD)/obj/client/,zshardctl.o)
 
 BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/zshardctl
 
-UNIT_TESTS := placement codec kv util spec_json optim
+UNIT_TESTS := placement codec kv util spec_json optim wire
 INTEG_TESTS := cluster
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
@@ -93,6 +93,7 @@ $(BUILD)/tests/test_kv: $(BUILD)/obj/tests/unit/test_kv.o $(CORE_LIB)
 $(BUILD)/tests/test_util: $(BUILD)/obj/tests/unit/test_util.o $(CORE_LIB)
 $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_LIB)
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(BUILD)/obj/server/optim.o $(CORE_LIB)
+$(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/obj/tests/harness.o: tests/harness.c $(GEN)
 	@mkdir -p $(@D)
