@@ -37,6 +37,7 @@ $(info zshard: optional parts: rdma: $(RDMA_NOTE), transport not yet built; nccl
 endif
 
 CORE_SRC := common/status.c common/log.c common/util.c common/model.c common/spec_json.c common/wire.c \
+	    common/sockio.c common/listener.c common/stream.c common/tcp.c common/shm.c \
 	    ctrl/rpc.c ctrl/codec.c ctrl/coord_client.c storage/kv.c
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/zshard.pb-c.o
 CORE_LIB := $(BUILD)/lib/libzscore.a
@@ -47,7 +48,7 @@ CTL_OBJ := $(addprefix $(BUILD)/obj/client/,zshardctl.o)
 
 BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/zshardctl
 
-UNIT_TESTS := placement codec kv util spec_json optim wire
+UNIT_TESTS := placement codec kv util spec_json optim wire transport
 INTEG_TESTS := cluster
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
@@ -94,6 +95,7 @@ $(BUILD)/tests/test_util: $(BUILD)/obj/tests/unit/test_util.o $(CORE_LIB)
 $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_LIB)
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(BUILD)/obj/server/optim.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
+$(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/obj/tests/harness.o: tests/harness.c $(GEN)
 	@mkdir -p $(@D)

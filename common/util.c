@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -215,6 +216,14 @@ enum zs_status zs_lock_dir(const char *dir, const char *name, int *fd,
 	}
 	*fd = f;
 	return ZS_OK;
+}
+
+void zs_fmt(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
 }
 
 const char *zs_fmt_bytes(uint64_t b, char *buf, size_t len)

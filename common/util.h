@@ -56,6 +56,10 @@ enum zs_status zs_mkdir_p(const char *dir, struct zs_error *err);
 enum zs_status zs_lock_dir(const char *dir, const char *name, int *fd,
 			   struct zs_error *err);
 
+/* snprintf that cuts silently: for messages, where a cut is acceptable. */
+void zs_fmt(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Formats bytes as "1.50 GiB" into buf (at least 16 bytes). */
 const char *zs_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 

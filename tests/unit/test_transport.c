@@ -1,0 +1,538 @@
+/*
+ * test_transport.c - the transport conformance suite, written once against
+ * transport.h and run for every transport (tcp, shm): HELLO and its
+ * refusals, exact bytes both ways, exactly-once completion, pipelining and
+ * back-pressure, deferred answers, target errors that leave the connection
+ * usable, large transfers, bad frames and a peer that dies mid-frame (the
+ * server goes on), and a server that goes away (requests fail, bounded).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sockio.h"
+#include "transport.h"
+#include "wire.h"
+
+#define NELEM (16u << 20) /* 64 MiB of f32 served, 64 MiB of staging */
+#define JOB_HANDLE 7
+
+struct toy {
+	struct zs_listener *l;
+	float *served, *staging;
+	pthread_mutex_t mu;
+	uint64_t ready_step; /* reads of a later step wait */
+	struct zs_sop *held[256];
+	struct zs_xfer held_x[256];
+	int n_held;
+	int writes_done, writes_aborted;
+};
+
+struct fixture {
+	const struct zs_transport_ops *t;
+	struct toy toy;
+	char tcp_addr[ZS_ADDR_MAX], shm_name[ZS_ADDR_MAX];
+};
+
+static const char *addr_of(struct fixture *f)
+{
+	return f->t == &zs_shm_transport ? f->shm_name : f->tcp_addr;
+}
+
+/* ---------------------------------------------------------- toy target */
+
+static enum zs_status toy_hello(void *ctx, const char *job, const char *token,
+				uint32_t rank, uint32_t *h, struct zs_error *err)
+{
+	(void)ctx;
+	if (strcmp(job, "job"))
+		return zs_fail(err, ZS_ENOTFOUND, "no job '%s' here", job);
+	if (strcmp(token, "tok"))
+		return zs_fail(err, ZS_EINVAL, "bad token for job '%s'", job);
+	if (rank >= 4)
+		return zs_fail(err, ZS_EINVAL, "rank %u >= world size 4", rank);
+	*h = JOB_HANDLE;
+	return ZS_OK;
+}
+
+static bool in_range(const struct zs_xfer *x)
+{
+	return x->unit == 0 && x->dtype == ZS_F32 && x->offset <= NELEM &&
+	       x->length <= NELEM - x->offset;
+}
+
+static void toy_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+		     const struct zs_xfer *x)
+{
+	struct toy *t = ctx;
+	(void)job;
+	(void)rank;
+	if (!in_range(x)) {
+		zs_sop_fail(op, ZS_EINVAL, "range [%llu, +%llu) is outside unit %u",
+			    (unsigned long long)x->offset, (unsigned long long)x->length,
+			    x->unit);
+		return;
+	}
+	pthread_mutex_lock(&t->mu);
+	if (x->step > t->ready_step && t->n_held < 256) {
+		t->held_x[t->n_held] = *x;
+		t->held[t->n_held++] = op;
+		pthread_mutex_unlock(&t->mu);
+		return;
+	}
+	pthread_mutex_unlock(&t->mu);
+	zs_sop_read_ready(op, t->served + x->offset);
+}
+
+static enum zs_status toy_write_begin(void *ctx, uint32_t job, uint32_t rank,
+				      const struct zs_xfer *x, void **dst,
+				      struct zs_error *err)
+{
+	struct toy *t = ctx;
+	(void)job;
+	(void)rank;
+	if (!in_range(x))
+		return zs_fail(err, ZS_EINVAL, "push outside unit 0");
+	*dst = t->staging + x->offset;
+	return ZS_OK;
+}
+
+static void toy_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+			   const struct zs_xfer *x, void *dst)
+{
+	struct toy *t = ctx;
+	(void)job; (void)rank; (void)x; (void)dst;
+	pthread_mutex_lock(&t->mu);
+	t->writes_done++;
+	pthread_mutex_unlock(&t->mu);
+	zs_sop_done(op);
+}
+
+static void toy_write_abort(void *ctx, uint32_t job, uint32_t rank,
+			    const struct zs_xfer *x, void *dst)
+{
+	struct toy *t = ctx;
+	(void)job; (void)rank; (void)x; (void)dst;
+	pthread_mutex_lock(&t->mu);
+	t->writes_aborted++;
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* Reads a counter the listener's threads update. */
+static int count(struct toy *t, const int *p)
+{
+	int v;
+	pthread_mutex_lock(&t->mu);
+	v = *p;
+	pthread_mutex_unlock(&t->mu);
+	return v;
+}
+
+/* Answers every held read (ready or failing). */
+static void toy_release(struct toy *t, bool fail)
+{
+	pthread_mutex_lock(&t->mu);
+	t->ready_step = UINT64_MAX;
+	for (int i = 0; i < t->n_held; i++) {
+		if (fail)
+			zs_sop_fail(t->held[i], ZS_ECANCELED, "server stopping");
+		else
+			zs_sop_read_ready(t->held[i], t->served + t->held_x[i].offset);
+	}
+	t->n_held = 0;
+	pthread_mutex_unlock(&t->mu);
+}
+
+static int start_toy(struct fixture *f)
+{
+	struct zs_target tg = {&f->toy, toy_hello, toy_read, toy_write_begin,
+			       toy_write_done, toy_write_abort};
+	struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = true,
+				     .arena_bytes = 2ull * NELEM * 4};
+	struct zs_error err = {0};
+
+	memset(&f->toy, 0, sizeof f->toy);
+	pthread_mutex_init(&f->toy.mu, NULL);
+	if (zs_listener_start(&o, &tg, &f->toy.l, f->tcp_addr, f->shm_name, &err)) {
+		fprintf(stderr, "listener: %s\n", err.msg);
+		return -1;
+	}
+	f->toy.served = zs_listener_alloc(f->toy.l, NELEM * 4);
+	f->toy.staging = zs_listener_alloc(f->toy.l, NELEM * 4);
+	if (!f->toy.served || !f->toy.staging)
+		return -1;
+	for (uint32_t i = 0; i < NELEM; i++)
+		f->toy.served[i] = (float)i * 0.5f;
+	return 0;
+}
+
+static void stop_toy(struct fixture *f)
+{
+	toy_release(&f->toy, true);
+	zs_listener_free(f->toy.l);
+	pthread_mutex_destroy(&f->toy.mu);
+}
+
+static int setup_tcp(void **st)
+{
+	static struct fixture f;
+	f.t = &zs_tcp_transport;
+	*st = &f;
+	return start_toy(&f);
+}
+
+static int setup_shm(void **st)
+{
+	static struct fixture f;
+	f.t = &zs_shm_transport;
+	*st = &f;
+	return start_toy(&f);
+}
+
+static int teardown(void **st)
+{
+	stop_toy(*st);
+	return 0;
+}
+
+static struct zs_conn *open_conn(struct fixture *f, unsigned max_inflight)
+{
+	struct zs_conn_opts o = {.addr = addr_of(f), .job = "job", .token = "tok",
+				 .rank = 1, .timeout_ms = 5000, .max_inflight = max_inflight};
+	struct zs_conn *c = NULL;
+	struct zs_error err = {0};
+
+	if (zs_connect(f->t, &o, &c, &err))
+		fail_msg("%s connect: %s", f->t->name, err.msg);
+	assert_ptr_equal(zs_conn_transport(c), f->t);
+	return c;
+}
+
+static struct zs_xfer xf(uint64_t off, uint64_t len, uint64_t step)
+{
+	return (struct zs_xfer){.unit = 0, .offset = off, .length = len, .step = step,
+				.dtype = ZS_F32};
+}
+
+/* ----------------------------------------------------------------- tests */
+
+static void test_hello_refusals(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_conn_opts o = {.addr = addr_of(f), .job = "job", .token = "nope",
+				 .rank = 0, .timeout_ms = 5000};
+	struct zs_conn *c;
+	struct zs_error err = {0};
+
+	assert_int_equal(zs_connect(f->t, &o, &c, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "bad token"));
+	o.token = "tok";
+	o.job = "other";
+	assert_int_equal(zs_connect(f->t, &o, &c, &err), ZS_ENOTFOUND);
+	assert_non_null(strstr(err.msg, "no job 'other'"));
+	o.job = "job";
+	o.rank = 9;
+	assert_int_equal(zs_connect(f->t, &o, &c, &err), ZS_EINVAL);
+	/* an address of the other kind is refused up front */
+	o.addr = f->t == &zs_shm_transport ? f->tcp_addr : f->shm_name;
+	assert_int_equal(zs_connect(f->t, &o, &c, &err), ZS_EINVAL);
+}
+
+static void test_gather_exact_bytes(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_conn *c = open_conn(f, 0);
+	static const uint64_t offs[] = {0, 1, 4095, 1000000, NELEM - 3};
+	static const uint64_t lens[] = {1, 7, 4097, 262144, 3};
+	struct zs_error err = {0};
+
+	for (size_t k = 0; k < 5; k++) {
+		float *dst = malloc(lens[k] * 4);
+		struct zs_req *r;
+		struct zs_xfer x = xf(offs[k], lens[k], 0);
+		assert_int_equal(zs_post_read(c, &x, dst, &r, &err), ZS_OK);
+		assert_int_equal(zs_req_wait(r, 10000, &err), ZS_OK);
+		assert_memory_equal(dst, f->toy.served + offs[k], lens[k] * 4);
+		free(dst);
+	}
+	zs_conn_close(c);
+}
+
+static void test_push_lands_once(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_conn *c = open_conn(f, 0);
+	enum { N = 100003 };
+	float *src = malloc(N * 4);
+	struct zs_req *r;
+	struct zs_error err = {0};
+	struct zs_xfer x = xf(12345, N, 1);
+	int before = count(&f->toy, &f->toy.writes_done);
+	enum zs_status s;
+
+	for (int i = 0; i < N; i++)
+		src[i] = (float)i - 7.25f;
+	assert_int_equal(zs_post_write(c, &x, src, &r, &err), ZS_OK);
+	while ((s = zs_req_test(r, &err)) == ZS_EAGAIN)
+		usleep(100);
+	assert_int_equal(s, ZS_OK);
+	assert_memory_equal(f->toy.staging + 12345, src, N * 4);
+	assert_int_equal(count(&f->toy, &f->toy.writes_done), before + 1);
+	free(src);
+	zs_conn_close(c);
+}
+
+static void test_backpressure_and_deferred(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_conn *c = open_conn(f, 4);
+	struct zs_req *r[5];
+	float dst[4][64];
+	struct zs_error err = {0};
+	int done = 0;
+
+	f->toy.ready_step = 10;
+	for (int i = 0; i < 4; i++) {
+		struct zs_xfer x = xf((uint64_t)i * 64, 64, 11); /* a step not ready yet */
+		assert_int_equal(zs_post_read(c, &x, dst[i], &r[i], &err), ZS_OK);
+	}
+	{
+		struct zs_xfer x = xf(0, 64, 11);
+		assert_int_equal(zs_post_read(c, &x, dst[0], &r[4], &err), ZS_EAGAIN);
+	}
+	usleep(50 * 1000);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(zs_req_test(r[i], &err), ZS_EAGAIN);
+	assert_int_equal(zs_req_wait(r[0], 100, &err), ZS_ETIMEDOUT);
+	assert_non_null(strstr(err.msg, "step 11"));
+	toy_release(&f->toy, false);
+	f->toy.ready_step = 0;
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(zs_req_wait(r[i], 5000, &err), ZS_OK);
+		assert_memory_equal(dst[i], f->toy.served + i * 64, 64 * 4);
+		done++;
+	}
+	assert_int_equal(done, 4);
+	zs_conn_close(c);
+}
+
+static void test_target_error_keeps_connection(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_conn *c = open_conn(f, 0);
+	struct zs_req *r;
+	struct zs_error err = {0};
+	float dst[8], src[8] = {0};
+	struct zs_xfer bad = xf(NELEM - 2, 8, 0), good = xf(5, 8, 0);
+	int before = count(&f->toy, &f->toy.writes_done);
+
+	assert_int_equal(zs_post_read(c, &bad, dst, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "outside unit 0"));
+	assert_int_equal(zs_post_write(c, &bad, src, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EINVAL);
+	assert_int_equal(count(&f->toy, &f->toy.writes_done), before); /* nothing landed */
+	bad.dtype = ZS_BF16; /* the target refuses a dtype it does not hold */
+	assert_int_equal(zs_post_read(c, &bad, dst, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EINVAL);
+	assert_int_equal(zs_post_read(c, &good, dst, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_OK);
+	assert_memory_equal(dst, f->toy.served + 5, sizeof dst);
+	/* a request the client itself refuses */
+	good.dtype = (enum zs_dtype)99;
+	assert_int_equal(zs_post_read(c, &good, dst, &r, &err), ZS_EINVAL);
+	zs_conn_close(c);
+}
+
+static void test_large_both_ways(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_conn *c = open_conn(f, 0);
+	float *buf = malloc((size_t)NELEM * 4);
+	struct zs_req *r;
+	struct zs_error err = {0};
+	struct zs_xfer x = xf(0, NELEM, 0);
+
+	assert_int_equal(zs_post_read(c, &x, buf, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 30000, &err), ZS_OK);
+	assert_memory_equal(buf, f->toy.served, (size_t)NELEM * 4);
+	for (uint32_t i = 0; i < NELEM; i++)
+		buf[i] = -(float)i;
+	assert_int_equal(zs_post_write(c, &x, buf, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 30000, &err), ZS_OK);
+	assert_memory_equal(f->toy.staging, buf, (size_t)NELEM * 4);
+	free(buf);
+	zs_conn_close(c);
+}
+
+static void test_many_in_flight_two_clients(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_conn *a = open_conn(f, 64), *b = open_conn(f, 64);
+	enum { K = 64, L = 1024 };
+	static float dst[2][K][L];
+	struct zs_req *r[2][K];
+	struct zs_error err = {0};
+
+	for (int i = 0; i < K; i++) {
+		struct zs_xfer x = xf((uint64_t)i * L, L, 0);
+		assert_int_equal(zs_post_read(a, &x, dst[0][i], &r[0][i], &err), ZS_OK);
+		assert_int_equal(zs_post_read(b, &x, dst[1][i], &r[1][i], &err), ZS_OK);
+	}
+	for (int i = K - 1; i >= 0; i--) /* completion order does not matter */
+		for (int k = 0; k < 2; k++) {
+			assert_int_equal(zs_req_wait(r[k][i], 10000, &err), ZS_OK);
+			assert_memory_equal(dst[k][i], f->toy.served + i * L, L * 4);
+		}
+	zs_conn_close(a);
+	zs_conn_close(b);
+}
+
+/* A raw peer that says HELLO properly, for the misbehaving-peer tests. */
+static int raw_hello(struct fixture *f)
+{
+	struct zs_error err = {0};
+	int fd = zs_dial(addr_of(f), 5000, &err), memfd = -1;
+	char payload[] = "job\0tok";
+	struct zs_frame fr = {.op = ZS_OP_HELLO, .rank = 2, .payload_len = sizeof payload};
+	uint8_t h[ZS_WIRE_HDR];
+	struct iovec iov[2] = {{h, sizeof h}, {payload, sizeof payload}};
+
+	assert_true(fd >= 0);
+	zs_wire_encode(&fr, h);
+	assert_int_equal(zs_writev_full(fd, iov, 2), 0);
+	assert_int_equal(zs_recv_with_fd(fd, h, sizeof h, &memfd), 0);
+	if (memfd >= 0)
+		close(memfd);
+	assert_int_equal(zs_wire_decode(h, &fr, NULL), ZS_OK);
+	assert_int_equal(fr.op, ZS_OP_HELLO_OK);
+	return fd;
+}
+
+static void test_bad_frame_drops_only_that_peer(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_error err = {0};
+	uint8_t junk[ZS_WIRE_HDR], h[ZS_WIRE_HDR];
+	int fd = zs_dial(addr_of(f), 5000, &err);
+	struct zs_conn *c;
+	struct zs_frame fr;
+	struct zs_req *r;
+	float dst[4];
+	struct zs_xfer x = xf(0, 4, 0);
+
+	assert_true(fd >= 0);
+	memset(junk, 0xab, sizeof junk);
+	assert_int_equal(send(fd, junk, sizeof junk, MSG_NOSIGNAL), (ssize_t)sizeof junk);
+	/* the server answers with an ERROR naming the problem, then closes */
+	assert_int_equal(zs_read_full(fd, h, sizeof h), 0);
+	assert_int_equal(zs_wire_decode(h, &fr, NULL), ZS_OK);
+	assert_int_equal(fr.op, ZS_OP_ERROR);
+	assert_int_equal(fr.status, ZS_EPROTO);
+	assert_int_equal(zs_drain(fd, fr.payload_len), 0);
+	assert_int_equal(zs_read_full(fd, h, 1), -1);
+	close(fd);
+	/* a frame before HELLO is refused the same way */
+	fd = zs_dial(addr_of(f), 5000, &err);
+	fr = (struct zs_frame){.op = ZS_OP_GATHER, .length = 1};
+	zs_wire_encode(&fr, h);
+	assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+	assert_int_equal(zs_read_full(fd, h, sizeof h), 0);
+	assert_int_equal(zs_wire_decode(h, &fr, NULL), ZS_OK);
+	assert_int_equal(fr.op, ZS_OP_ERROR);
+	close(fd);
+	/* others are served as before */
+	c = open_conn(f, 0);
+	assert_int_equal(zs_post_read(c, &x, dst, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_OK);
+	zs_conn_close(c);
+}
+
+static void test_peer_dies_mid_frame(void **st)
+{
+	struct fixture *f = *st;
+	int fd = raw_hello(f), before_done = count(&f->toy, &f->toy.writes_done);
+	int before_abort = count(&f->toy, &f->toy.writes_aborted);
+	uint8_t h[ZS_WIRE_HDR], part[1000] = {0};
+	struct zs_frame fr = {.op = ZS_OP_PUSH, .job = JOB_HANDLE, .rank = 2, .length = 1 << 18,
+			      .dtype = ZS_F32};
+
+	if (f->t == &zs_shm_transport) {
+		/* shm: the slot is handed out, then the peer vanishes before PUSH */
+		fr.op = ZS_OP_PUSH_BEGIN;
+		zs_wire_encode(&fr, h);
+		assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+		assert_int_equal(zs_read_full(fd, h, sizeof h), 0); /* PUSH_SLOT */
+	} else {
+		fr.payload_len = (1 << 18) * 4;
+		zs_wire_encode(&fr, h);
+		assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+		assert_int_equal(send(fd, part, sizeof part, MSG_NOSIGNAL), (ssize_t)sizeof part);
+	}
+	close(fd);
+	for (int i = 0; i < 200 && count(&f->toy, &f->toy.writes_aborted) == before_abort; i++)
+		usleep(10 * 1000);
+	assert_int_equal(count(&f->toy, &f->toy.writes_aborted), before_abort + 1);
+	assert_int_equal(count(&f->toy, &f->toy.writes_done), before_done);
+}
+
+static void test_server_goes_away(void **st)
+{
+	struct fixture *f = *st, g = {.t = f->t};
+	struct zs_conn *c;
+	struct zs_req *r;
+	struct zs_error err = {0};
+	float dst[16];
+	struct zs_xfer x = xf(0, 16, 5);
+
+	assert_int_equal(start_toy(&g), 0);
+	c = open_conn(&g, 0);
+	assert_int_equal(zs_post_read(c, &x, dst, &r, &err), ZS_OK); /* held */
+	usleep(20 * 1000);
+	zs_listener_free(g.toy.l); /* the server vanishes with the read pending */
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EUNAVAIL);
+	assert_non_null(strstr(err.msg, "lost"));
+	/* and the connection refuses new work with the same reason */
+	assert_int_equal(zs_post_read(c, &x, dst, &r, &err), ZS_EUNAVAIL);
+	zs_conn_close(c);
+	/* the target's held op is answered late: no crash, nothing sent */
+	pthread_mutex_lock(&g.toy.mu);
+	for (int i = 0; i < g.toy.n_held; i++)
+		zs_sop_fail(g.toy.held[i], ZS_ECANCELED, "late");
+	g.toy.n_held = 0;
+	pthread_mutex_unlock(&g.toy.mu);
+	pthread_mutex_destroy(&g.toy.mu);
+}
+
+#define SUITE(setup)                                                               \
+	{                                                                          \
+		cmocka_unit_test(test_hello_refusals),                             \
+		cmocka_unit_test(test_gather_exact_bytes),                         \
+		cmocka_unit_test(test_push_lands_once),                            \
+		cmocka_unit_test(test_backpressure_and_deferred),                  \
+		cmocka_unit_test(test_target_error_keeps_connection),              \
+		cmocka_unit_test(test_large_both_ways),                            \
+		cmocka_unit_test(test_many_in_flight_two_clients),                 \
+		cmocka_unit_test(test_bad_frame_drops_only_that_peer),             \
+		cmocka_unit_test(test_peer_dies_mid_frame),                        \
+		cmocka_unit_test(test_server_goes_away),                           \
+	}
+
+int main(void)
+{
+	const struct CMUnitTest tcp[] = SUITE(setup_tcp);
+	const struct CMUnitTest shm[] = SUITE(setup_shm);
+	int failed = 0;
+
+	failed += cmocka_run_group_tests_name("transport_tcp", tcp, setup_tcp, teardown);
+	failed += cmocka_run_group_tests_name("transport_shm", shm, setup_shm, teardown);
+	return failed;
+}
