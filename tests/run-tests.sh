@@ -14,9 +14,10 @@ for t in "$@"; do
 	"$bin" >"$log" 2>&1
 	rc=$?
 	cat "$log"
-	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log")
-	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed.*/\1/p' "$log")
-	s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test(s), listed.*/\1/p' "$log")
+	# a binary may run several groups: add up every summary line
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {if (NR) print s}')
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed.*/\1/p' "$log" | awk '{s+=$1} END {if (NR) print s}')
+	s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test(s), listed.*/\1/p' "$log" | awk '{s+=$1} END {if (NR) print s}')
 	passed=$((passed + ${p:-0}))
 	failed=$((failed + ${f:-0}))
 	skipped=$((skipped + ${s:-0}))
