@@ -114,7 +114,11 @@ $(BUILD)/bin/coord_rpc: $(BUILD)/obj/bench/coord_rpc.o $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-bench: $(BINS) $(BUILD)/bin/coord_rpc
+$(BUILD)/bin/bench_transport: $(BUILD)/obj/bench/transport.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BINS) $(BUILD)/bin/coord_rpc $(BUILD)/bin/bench_transport
 	@bench/run.sh
 
 demo: $(BINS)

@@ -16,3 +16,10 @@ addr=$("$launcher" start --servers 3 --dir "$dir" 2>/dev/null)
 	echo
 	"$root/build/bin/coord_rpc" "$addr" charlm 1
 } | tee "$out/coord_rpc.md"
+
+{
+	echo
+	echo "## Data plane: transport throughput ($(date -u +%F), $(nproc) cores; in-process servers, no optimizer)"
+	echo
+	"$root/build/bin/bench_transport" 7
+} | tee "$out/transport.md"

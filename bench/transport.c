@@ -1,0 +1,324 @@
+/*
+ * transport.c - data-plane throughput in one run: gather and push through
+ * the tcp and shm transports for 4 MiB and 64 MiB units, 1 and 2 servers,
+ * 1 and 2 trainers, beside a raw loopback TCP stream (1 MiB writes) and
+ * memcpy of the same sizes measured by this program. Medians of REPS runs;
+ * ratios are to the baseline of the same run. Servers are in-process
+ * listeners serving a plain buffer (no optimizer), so this measures the
+ * transport alone.
+ *
+ *   transport [REPS]   (markdown on stdout)
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sockio.h"
+#include "transport.h"
+
+#define MAXS 2
+#define MAXT 2
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double med(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_d);
+	return v[n / 2];
+}
+
+/* ---- a server that serves one buffer and takes pushes into staging ---- */
+
+struct srv {
+	struct zs_listener *l;
+	float *buf, *stage;
+	char tcp[ZS_ADDR_MAX], shm[ZS_ADDR_MAX];
+};
+
+static enum zs_status b_hello(void *ctx, const char *job, const char *tok, uint32_t rank,
+			      uint32_t *h, struct zs_error *err)
+{
+	(void)ctx; (void)job; (void)tok; (void)rank; (void)err;
+	*h = 1;
+	return ZS_OK;
+}
+
+static void b_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+		   const struct zs_xfer *x)
+{
+	struct srv *s = ctx;
+	(void)job; (void)rank;
+	zs_sop_read_ready(op, s->buf + x->offset);
+}
+
+static enum zs_status b_wbegin(void *ctx, uint32_t job, uint32_t rank,
+			       const struct zs_xfer *x, void **dst, struct zs_error *err)
+{
+	struct srv *s = ctx;
+	(void)job; (void)err;
+	/* one staging area per trainer, as the shard server keeps */
+	*dst = s->stage + (size_t)rank * (64u << 18) + x->offset;
+	return ZS_OK;
+}
+
+static void b_wdone(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+		    const struct zs_xfer *x, void *dst)
+{
+	(void)ctx; (void)job; (void)rank; (void)x; (void)dst;
+	zs_sop_done(op);
+}
+
+static void b_wabort(void *ctx, uint32_t job, uint32_t rank, const struct zs_xfer *x,
+		     void *dst)
+{
+	(void)ctx; (void)job; (void)rank; (void)x; (void)dst;
+}
+
+/* ---- trainers ---- */
+
+struct trainer {
+	const struct zs_transport_ops *t;
+	struct srv *srv;
+	int n_srv, rank, push, reps;
+	size_t bytes;
+	float *buf;
+	pthread_barrier_t *bar;
+	double *times;
+};
+
+static void *trainer_main(void *arg)
+{
+	struct trainer *tr = arg;
+	struct zs_conn *c[MAXS];
+	struct zs_error err = {0};
+	size_t per = tr->bytes / 4 / (size_t)tr->n_srv;
+
+	for (int s = 0; s < tr->n_srv; s++) {
+		struct zs_conn_opts o = {.addr = tr->t == &zs_shm_transport ? tr->srv[s].shm
+									   : tr->srv[s].tcp,
+					 .job = "b", .token = "", .rank = (uint32_t)tr->rank,
+					 .timeout_ms = 5000};
+		if (zs_connect(tr->t, &o, &c[s], &err)) {
+			fprintf(stderr, "connect: %s\n", err.msg);
+			exit(1);
+		}
+	}
+	for (int r = 0; r < tr->reps + 1; r++) {
+		struct zs_req *q[MAXS];
+		double t0;
+		pthread_barrier_wait(tr->bar);
+		t0 = now();
+		for (int s = 0; s < tr->n_srv; s++) {
+			struct zs_xfer x = {.unit = 0, .offset = 0, .length = per,
+					    .dtype = ZS_F32};
+			float *p = tr->buf + (size_t)s * per;
+			enum zs_status st = tr->push ? zs_post_write(c[s], &x, p, &q[s], &err)
+						     : zs_post_read(c[s], &x, p, &q[s], &err);
+			if (st) {
+				fprintf(stderr, "post: %s\n", err.msg);
+				exit(1);
+			}
+		}
+		for (int s = 0; s < tr->n_srv; s++)
+			if (zs_req_wait(q[s], 60000, &err)) {
+				fprintf(stderr, "wait: %s\n", err.msg);
+				exit(1);
+			}
+		pthread_barrier_wait(tr->bar);
+		if (r > 0) /* the first run warms pages and connections */
+			tr->times[r - 1] = now() - t0;
+	}
+	for (int s = 0; s < tr->n_srv; s++)
+		zs_conn_close(c[s]);
+	return NULL;
+}
+
+/* GB/s of all trainers together for one configuration (median of reps). */
+static double run(const struct zs_transport_ops *t, struct srv *srv, int n_srv,
+		  int n_tr, int push, size_t bytes, int reps, float **bufs)
+{
+	pthread_t th[MAXT];
+	struct trainer tr[MAXT];
+	pthread_barrier_t bar;
+	double times[MAXT][64], wall[64];
+
+	pthread_barrier_init(&bar, NULL, (unsigned)n_tr);
+	for (int i = 0; i < n_tr; i++) {
+		tr[i] = (struct trainer){t, srv, n_srv, i, push, reps, bytes, bufs[i], &bar,
+					 times[i]};
+		pthread_create(&th[i], NULL, trainer_main, &tr[i]);
+	}
+	for (int i = 0; i < n_tr; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&bar);
+	for (int r = 0; r < reps; r++) {
+		wall[r] = times[0][r];
+		for (int i = 1; i < n_tr; i++)
+			if (times[i][r] > wall[r])
+				wall[r] = times[i][r];
+		wall[r] = (double)bytes * n_tr / wall[r] / 1e9;
+	}
+	return med(wall, reps);
+}
+
+/* ---- baselines ---- */
+
+static int bl_fd;
+static size_t bl_bytes;
+static int bl_reps;
+
+static void *sink(void *arg)
+{
+	int c = accept(bl_fd, NULL, NULL);
+	char *b = malloc(1 << 20);
+	(void)arg;
+	zs_tune_tcp(c); /* the same socket settings as the transport's */
+	memset(b, 0, 1 << 20);
+	for (size_t left = bl_bytes * (size_t)(bl_reps + 1); left;) {
+		ssize_t n = recv(c, b, left < (1 << 20) ? left : (1 << 20), 0);
+		if (n <= 0)
+			break;
+		left -= (size_t)n;
+		if ((left % bl_bytes) == 0) {
+			char ack = 1;
+			if (send(c, &ack, 1, 0) != 1)
+				break;
+		}
+	}
+	free(b);
+	close(c);
+	return NULL;
+}
+
+static double tcp_stream(size_t bytes, int reps)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t al = sizeof a;
+	pthread_t th;
+	char *src = malloc(1 << 20), ack;
+	double gbs[64];
+	int s;
+
+	memset(src, 1, 1 << 20);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	bl_fd = socket(AF_INET, SOCK_STREAM, 0);
+	bind(bl_fd, (struct sockaddr *)&a, sizeof a);
+	listen(bl_fd, 1);
+	getsockname(bl_fd, (struct sockaddr *)&a, &al);
+	bl_bytes = bytes;
+	bl_reps = reps;
+	pthread_create(&th, NULL, sink, NULL);
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	zs_tune_tcp(s);
+	if (connect(s, (struct sockaddr *)&a, sizeof a))
+		return 0;
+	for (int r = 0; r < reps + 1; r++) {
+		double t0 = now();
+		for (size_t off = 0; off < bytes; off += 1 << 20) {
+			struct iovec v = {src, bytes - off < (1 << 20) ? bytes - off : (1 << 20)};
+			zs_writev_full(s, &v, 1);
+		}
+		if (recv(s, &ack, 1, MSG_WAITALL) != 1)
+			return 0;
+		if (r > 0)
+			gbs[r - 1] = (double)bytes / (now() - t0) / 1e9;
+	}
+	close(s);
+	pthread_join(th, NULL);
+	close(bl_fd);
+	free(src);
+	return med(gbs, reps);
+}
+
+static double memcpy_gbs(size_t bytes, int reps)
+{
+	char *a = malloc(bytes), *b = malloc(bytes);
+	double gbs[64];
+	memset(a, 1, bytes);
+	memset(b, 2, bytes);
+	for (int r = 0; r < reps; r++) {
+		double t0 = now();
+		memcpy(b, a, bytes);
+		gbs[r] = (double)bytes / (now() - t0) / 1e9;
+		a[r] = b[bytes - 1 - (size_t)r];
+	}
+	free(a);
+	free(b);
+	return med(gbs, reps);
+}
+
+int main(int argc, char **argv)
+{
+	int reps = argc > 1 ? atoi(argv[1]) : 7;
+	static const size_t sizes[] = {4u << 20, 64u << 20};
+	struct srv srv[MAXS];
+	float *bufs[MAXT];
+
+	if (reps < 1 || reps > 63)
+		reps = 7;
+	for (int s = 0; s < MAXS; s++) {
+		struct zs_target tg = {&srv[s], b_hello, b_read, b_wbegin, b_wdone, b_wabort};
+		struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = true,
+					     .arena_bytes = (64u << 20) * (1 + MAXT)};
+		struct zs_error err = {0};
+		if (zs_listener_start(&o, &tg, &srv[s].l, srv[s].tcp, srv[s].shm, &err)) {
+			fprintf(stderr, "%s\n", err.msg);
+			return 1;
+		}
+		srv[s].buf = zs_listener_alloc(srv[s].l, 64u << 20);
+		srv[s].stage = zs_listener_alloc(srv[s].l, (64u << 20) * MAXT);
+		memset(srv[s].buf, 3, 64u << 20);
+		memset(srv[s].stage, 0, (64u << 20) * MAXT);
+	}
+	for (int i = 0; i < MAXT; i++) {
+		bufs[i] = malloc(64u << 20);
+		memset(bufs[i], 4, 64u << 20);
+	}
+
+	printf("| size | raw TCP stream GB/s | memcpy GB/s |\n|---|---|---|\n");
+	double base_tcp[2], base_mem[2];
+	for (int k = 0; k < 2; k++) {
+		base_tcp[k] = tcp_stream(sizes[k], reps);
+		base_mem[k] = memcpy_gbs(sizes[k], reps);
+		printf("| %zu MiB | %.2f | %.2f |\n", sizes[k] >> 20, base_tcp[k], base_mem[k]);
+	}
+	printf("\n| transport | op | unit | servers | trainers | GB/s (median of %d) | ratio to %s |\n"
+	       "|---|---|---|---|---|---|---|\n", reps, "raw TCP (tcp) / memcpy (shm)");
+	for (int ti = 0; ti < 2; ti++) {
+		const struct zs_transport_ops *t = ti ? &zs_shm_transport : &zs_tcp_transport;
+		for (int push = 0; push < 2; push++)
+			for (int k = 0; k < 2; k++)
+				for (int ns = 1; ns <= MAXS; ns++)
+					for (int nt = 1; nt <= MAXT; nt++) {
+						double g = run(t, srv, ns, nt, push, sizes[k],
+							       reps, bufs);
+						double b = ti ? base_mem[k] : base_tcp[k];
+						printf("| %s | %s | %zu MiB | %d | %d | %.2f | %.2f |\n",
+						       t->name, push ? "push" : "gather",
+						       sizes[k] >> 20, ns, nt, g, g / b);
+						fflush(stdout);
+					}
+	}
+	for (int s = 0; s < MAXS; s++)
+		zs_listener_free(srv[s].l);
+	for (int i = 0; i < MAXT; i++)
+		free(bufs[i]);
+	return 0;
+}
