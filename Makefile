@@ -48,7 +48,7 @@ CTL_OBJ := $(addprefix $(BUILD)/obj/client/,zshardctl.o)
 
 BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/zshardctl
 
-UNIT_TESTS := placement codec kv util spec_json optim wire transport
+UNIT_TESTS := placement codec kv util spec_json optim wire transport engine
 INTEG_TESTS := cluster
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
@@ -96,6 +96,7 @@ $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_L
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(BUILD)/obj/server/optim.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
 $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(CORE_LIB)
+$(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(addprefix $(BUILD)/obj/server/,engine.o optim.o placement.o) $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/obj/tests/harness.o: tests/harness.c $(GEN)
 	@mkdir -p $(@D)

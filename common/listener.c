@@ -249,7 +249,8 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			       (unsigned long long)f->length);
 	*x = (struct zs_xfer){.unit = f->unit, .offset = f->offset, .length = f->length,
 			      .step = f->step, .dtype = (enum zs_dtype)f->dtype,
-			      .partial = f->flags & ZS_WF_PARTIAL};
+			      .partial = f->flags & ZS_WF_PARTIAL,
+			      .init = f->flags & ZS_WF_INIT};
 	return ZS_OK;
 }
 

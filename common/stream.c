@@ -286,7 +286,8 @@ static void *sender_main(void *arg)
 				      .unit = r->x.unit, .offset = r->x.offset,
 				      .length = r->x.length, .step = r->x.step,
 				      .rank = c->rank, .dtype = (uint16_t)r->x.dtype,
-				      .flags = r->x.partial ? ZS_WF_PARTIAL : 0};
+				      .flags = (uint16_t)((r->x.partial ? ZS_WF_PARTIAL : 0) |
+						   (r->x.init ? ZS_WF_INIT : 0))};
 		with_payload = r->op == ZS_OP_PUSH && c->mode == STREAM_INLINE;
 		f.payload_len = with_payload ? r->bytes : 0;
 		zs_wire_encode(&f, h);

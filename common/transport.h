@@ -46,6 +46,7 @@ struct zs_xfer {
 	uint64_t step;
 	enum zs_dtype dtype;
 	bool partial; /* a gradient-accumulation push that is not the last */
+	bool init;    /* a write of initial fp32 parameters (step 0) */
 };
 
 struct zs_conn_opts {

@@ -105,7 +105,7 @@ enum zs_status zs_wire_decode(const uint8_t in[ZS_WIRE_HDR], struct zs_frame *f,
 	x.dtype = get16(in + 64);
 	x.flags = get16(in + 66);
 	x.aux = (uint64_t)get32(in + 68) | (uint64_t)get32(in + 76) << 32;
-	if (x.flags & ~ZS_WF_PARTIAL)
+	if (x.flags & ~ZS_WF_ALL)
 		return zs_fail(err, ZS_EPROTO, "unknown frame flags 0x%x", x.flags);
 	*f = x;
 	return ZS_OK;

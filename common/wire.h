@@ -64,6 +64,8 @@ enum zs_op {
 
 enum {
 	ZS_WF_PARTIAL = 1 << 0, /* a gradient-accumulation push: not the last */
+	ZS_WF_INIT = 1 << 1,    /* a PUSH of initial fp32 parameters, not gradients */
+	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT,
 };
 
 struct zs_frame {

@@ -1,0 +1,555 @@
+/*
+ * engine.c - the shard step engine (see engine.h).
+ *
+ * Locking: the engine mutex guards the job list; each shard has its own
+ * mutex for its version, push marks and held gathers. Data is served and
+ * updated outside the engine mutex; a job is never freed while a callback
+ * uses it because callbacks hold a reference (refs) taken under the engine
+ * mutex.
+ */
+#include "engine.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "optim.h"
+#include "util.h"
+
+enum slot_state { SLOT_EMPTY, SLOT_LANDING, SLOT_FULL };
+
+struct held {
+	struct zs_sop *op;
+	struct zs_xfer x;
+};
+
+struct eshard {
+	pthread_mutex_t mu;
+	struct zs_shard sh;
+	enum zs_dtype dt;
+	unsigned dsz;
+	float *master;   /* arena: init writes land here */
+	void *copy;      /* arena: what gathers read (== master for f32) */
+	float *s0, *s1;  /* optimizer state */
+	float *acc;      /* reduction buffer */
+	uint8_t *staging; /* arena: R slots of padded * dsz bytes */
+	uint8_t *slot;   /* enum slot_state per rank */
+	uint32_t full;   /* ranks whose slot is full */
+	uint64_t version;
+	struct held *held;
+	size_t n_held, cap_held;
+};
+
+struct ejob {
+	char name[ZS_JOB_NAME_MAX];
+	uint32_t handle;
+	uint64_t epoch;
+	struct zs_job_spec spec;
+	uint32_t n_shards;
+	struct eshard *shards;
+	atomic_int refs;
+	bool removed;
+	struct ejob *next;
+};
+
+struct engine {
+	pthread_mutex_t mu;
+	struct zs_target target;
+	struct zs_listener *l;
+	unsigned nthreads;
+	uint32_t next_handle;
+	struct ejob *jobs;
+	atomic_uint_fast64_t steps, bytes_in, bytes_out;
+	uint64_t bytes;
+};
+
+/* ------------------------------------------------------------- lookups */
+
+static void job_unref(struct engine *e, struct ejob *j);
+
+static struct ejob *job_by_handle(struct engine *e, uint32_t h)
+{
+	struct ejob *j;
+	pthread_mutex_lock(&e->mu);
+	for (j = e->jobs; j && j->handle != h; j = j->next)
+		;
+	if (j)
+		atomic_fetch_add(&j->refs, 1);
+	pthread_mutex_unlock(&e->mu);
+	return j;
+}
+
+/* The shard of j holding [x->offset, x->offset + x->length) of x->unit. */
+static struct eshard *shard_for(struct ejob *j, const struct zs_xfer *x)
+{
+	for (uint32_t i = 0; i < j->n_shards; i++) {
+		struct eshard *s = &j->shards[i];
+		if (s->sh.unit == x->unit && x->offset >= s->sh.offset &&
+		    x->offset - s->sh.offset < s->sh.length &&
+		    x->length <= s->sh.length - (x->offset - s->sh.offset))
+			return s;
+	}
+	return NULL;
+}
+
+static const char *unit_name(struct ejob *j, uint32_t u)
+{
+	return u < j->spec.layout.n_units ? j->spec.layout.units[u].name : "?";
+}
+
+/* -------------------------------------------------------------- target */
+
+static enum zs_status t_hello(void *ctx, const char *job, const char *token,
+			      uint32_t rank, uint32_t *handle, struct zs_error *err)
+{
+	struct engine *e = ctx;
+	struct ejob *j;
+	enum zs_status st = ZS_OK;
+
+	(void)token; /* job tokens arrive with the security work (DESIGN 9) */
+	pthread_mutex_lock(&e->mu);
+	for (j = e->jobs; j && strcmp(j->name, job); j = j->next)
+		;
+	if (!j)
+		st = zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
+	else if (rank >= j->spec.world_size)
+		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
+			     rank, job, j->spec.world_size);
+	else
+		*handle = j->handle;
+	pthread_mutex_unlock(&e->mu);
+	return st;
+}
+
+static const void *served(struct eshard *s, const struct zs_xfer *x)
+{
+	return (const uint8_t *)s->copy + (x->offset - s->sh.offset) * s->dsz;
+}
+
+static void t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+		   const struct zs_xfer *x)
+{
+	struct engine *e = ctx;
+	struct ejob *j = job_by_handle(e, job);
+	struct eshard *s;
+
+	(void)rank;
+	if (!j) {
+		zs_sop_fail(op, ZS_ENOTFOUND, "job handle %u is gone", job);
+		return;
+	}
+	s = shard_for(j, x);
+	if (!s) {
+		zs_sop_fail(op, ZS_EINVAL,
+			    "unit %u [%llu, +%llu) of job '%s' is not within a shard this server owns",
+			    x->unit, (unsigned long long)x->offset,
+			    (unsigned long long)x->length, j->name);
+	} else if (x->dtype != s->dt) {
+		zs_sop_fail(op, ZS_EINVAL, "unit '%s' is %s, the gather asked for %s",
+			    unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
+	} else {
+		pthread_mutex_lock(&s->mu);
+		if (s->version == x->step) {
+			pthread_mutex_unlock(&s->mu);
+			atomic_fetch_add(&e->bytes_out, x->length * s->dsz);
+			zs_sop_read_ready(op, served(s, x));
+		} else if (s->version > x->step) {
+			uint64_t v = s->version;
+			pthread_mutex_unlock(&s->mu);
+			zs_sop_fail(op, ZS_ESTATE,
+				    "unit '%s' is at step %llu: step %llu is gone",
+				    unit_name(j, x->unit), (unsigned long long)v,
+				    (unsigned long long)x->step);
+		} else {
+			/* asked early: hold it until the update that makes step t */
+			if (s->n_held == s->cap_held) {
+				size_t nc = s->cap_held ? s->cap_held * 2 : 8;
+				struct held *g = realloc(s->held, nc * sizeof *g);
+				if (!g) {
+					pthread_mutex_unlock(&s->mu);
+					zs_sop_fail(op, ZS_ENOMEM, "out of memory");
+					job_unref(e, j);
+					return;
+				}
+				s->held = g;
+				s->cap_held = nc;
+			}
+			s->held[s->n_held++] = (struct held){op, *x};
+			pthread_mutex_unlock(&s->mu);
+		}
+	}
+	job_unref(e, j);
+}
+
+static enum zs_status t_write_begin(void *ctx, uint32_t job, uint32_t rank,
+				    const struct zs_xfer *x, void **dst,
+				    struct zs_error *err)
+{
+	struct engine *e = ctx;
+	struct ejob *j = job_by_handle(e, job);
+	struct eshard *s;
+	enum zs_status st = ZS_OK;
+
+	if (!j)
+		return zs_fail(err, ZS_ENOTFOUND, "job handle %u is gone", job);
+	s = shard_for(j, x);
+	if (!s || x->offset != s->sh.offset || x->length != s->sh.length) {
+		st = zs_fail(err, ZS_EINVAL,
+			     "a push must cover exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
+			     x->unit, (unsigned long long)x->offset,
+			     (unsigned long long)x->length, j->name);
+		goto out;
+	}
+	if (x->partial) {
+		st = zs_fail(err, ZS_ESTATE, "gradient accumulation (partial pushes) is not supported yet");
+		goto out;
+	}
+	pthread_mutex_lock(&s->mu);
+	if (x->init) {
+		if (x->dtype != ZS_F32)
+			st = zs_fail(err, ZS_EINVAL, "initial parameters are sent as f32");
+		else if (s->version != 0 || s->full || x->step != 0)
+			st = zs_fail(err, ZS_ESTATE,
+				     "unit '%s' has trained (step %llu): initial parameters come before step 0",
+				     unit_name(j, x->unit), (unsigned long long)s->version);
+		else
+			*dst = s->master;
+	} else if (x->dtype != s->dt) {
+		st = zs_fail(err, ZS_EINVAL, "unit '%s' takes %s gradients, not %s",
+			     unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
+	} else if (x->step != s->version) {
+		st = zs_fail(err, ZS_ESTATE, "push for step %llu of unit '%s', whose open step is %llu",
+			     (unsigned long long)x->step, unit_name(j, x->unit),
+			     (unsigned long long)s->version);
+	} else if (s->slot[rank] != SLOT_EMPTY) {
+		st = zs_fail(err, ZS_EEXIST, "rank %u already pushed step %llu of unit '%s'", rank,
+			     (unsigned long long)x->step, unit_name(j, x->unit));
+	} else {
+		s->slot[rank] = SLOT_LANDING;
+		*dst = s->staging + (size_t)rank * s->sh.padded * s->dsz;
+	}
+	pthread_mutex_unlock(&s->mu);
+out:
+	job_unref(e, j);
+	return st;
+}
+
+static void t_write_abort(void *ctx, uint32_t job, uint32_t rank,
+			  const struct zs_xfer *x, void *dst)
+{
+	struct engine *e = ctx;
+	struct ejob *j = job_by_handle(e, job);
+	struct eshard *s;
+
+	(void)dst;
+	if (!j)
+		return;
+	s = shard_for(j, x);
+	if (s && !x->init) {
+		pthread_mutex_lock(&s->mu);
+		if (s->slot[rank] == SLOT_LANDING)
+			s->slot[rank] = SLOT_EMPTY;
+		pthread_mutex_unlock(&s->mu);
+	}
+	job_unref(e, j);
+}
+
+/* Reduces the R slots in rank order, averages, applies the optimizer. */
+static void update(struct engine *e, struct ejob *j, struct eshard *s)
+{
+	const struct zs_optim *o = &j->spec.optim;
+	struct zs_optim_step step = {.kind = o->kind, .lr = o->lr, .beta1 = o->beta1,
+				     .beta2 = o->beta2, .eps = o->eps,
+				     .weight_decay = o->weight_decay,
+				     .momentum = o->momentum, .t = s->version + 1};
+	size_t n = s->sh.length, slot = s->sh.padded * s->dsz;
+	uint32_t R = j->spec.world_size;
+
+	zs_reduce_first(s->acc, s->staging, s->dt, n);
+	for (uint32_t r = 1; r < R; r++)
+		zs_reduce_add(s->acc, s->staging + r * slot, s->dt, n);
+	zs_reduce_mean(s->acc, R, n);
+	zs_optim_apply_parallel(&step, s->master, s->s0, s->s1, s->acc, n, e->nthreads);
+	if (s->copy != s->master)
+		zs_convert_from_f32(s->copy, s->dt, s->master, n);
+}
+
+static void t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+			 const struct zs_xfer *x, void *dst)
+{
+	struct engine *e = ctx;
+	struct ejob *j = job_by_handle(e, job);
+	struct eshard *s;
+	struct held *release = NULL;
+	size_t n_release = 0, keep = 0;
+
+	(void)dst;
+	if (!j) {
+		zs_sop_fail(op, ZS_ENOTFOUND, "job handle %u is gone", job);
+		return;
+	}
+	s = shard_for(j, x);
+	atomic_fetch_add(&e->bytes_in, x->length * (x->init ? 4 : s->dsz));
+	if (x->init) {
+		if (s->copy != s->master)
+			zs_convert_from_f32(s->copy, s->dt, s->master, s->sh.length);
+		zs_sop_done(op);
+		job_unref(e, j);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	s->slot[rank] = SLOT_FULL;
+	s->full++;
+	zs_sop_done(op); /* landed: acknowledged; the update may follow */
+	if (s->full == j->spec.world_size) {
+		update(e, j, s);
+		s->version++;
+		s->full = 0;
+		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
+		atomic_fetch_add(&e->steps, 1);
+		/* release the gathers of the new step, keep later ones */
+		release = malloc((s->n_held ? s->n_held : 1) * sizeof *release);
+		for (size_t i = 0; i < s->n_held; i++) {
+			if (release && s->held[i].x.step == s->version)
+				release[n_release++] = s->held[i];
+			else
+				s->held[keep++] = s->held[i];
+		}
+		s->n_held = keep;
+	}
+	pthread_mutex_unlock(&s->mu);
+	for (size_t i = 0; i < n_release; i++) {
+		atomic_fetch_add(&e->bytes_out, release[i].x.length * s->dsz);
+		zs_sop_read_ready(release[i].op, served(s, &release[i].x));
+	}
+	free(release);
+	job_unref(e, j);
+}
+
+/* --------------------------------------------------------- job lifetime */
+
+static void shard_release(struct engine *e, struct eshard *s)
+{
+	for (size_t i = 0; i < s->n_held; i++)
+		zs_sop_fail(s->held[i].op, ZS_ECANCELED, "the shard was dropped from this server");
+	free(s->held);
+	if (e->l) {
+		if (s->copy && s->copy != s->master)
+			zs_listener_release(e->l, s->copy);
+		if (s->master)
+			zs_listener_release(e->l, s->master);
+		if (s->staging)
+			zs_listener_release(e->l, s->staging);
+	}
+	free(s->s0);
+	free(s->s1);
+	free(s->acc);
+	free(s->slot);
+	pthread_mutex_destroy(&s->mu);
+}
+
+static void job_free(struct engine *e, struct ejob *j)
+{
+	for (uint32_t i = 0; i < j->n_shards; i++)
+		shard_release(e, &j->shards[i]);
+	free(j->shards);
+	zs_job_spec_release(&j->spec);
+	free(j);
+}
+
+static void job_unref(struct engine *e, struct ejob *j)
+{
+	if (atomic_fetch_sub(&j->refs, 1) == 1)
+		job_free(e, j);
+}
+
+static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard *s,
+				 const struct zs_shard *sh, struct zs_error *err)
+{
+	const struct zs_unit *u = &j->spec.layout.units[sh->unit];
+	size_t pad = sh->padded;
+	uint32_t R = j->spec.world_size;
+
+	pthread_mutex_init(&s->mu, NULL);
+	s->sh = *sh;
+	s->dt = u->dtype;
+	s->dsz = zs_dtype_size(u->dtype);
+	s->master = zs_listener_alloc(e->l, pad * 4);
+	s->copy = s->dt == ZS_F32 ? (void *)s->master : zs_listener_alloc(e->l, pad * s->dsz);
+	s->staging = zs_listener_alloc(e->l, (size_t)R * pad * s->dsz);
+	s->acc = calloc(pad, 4);
+	s->slot = calloc(R, 1);
+	if (j->spec.optim.kind == ZS_ADAMW) {
+		s->s0 = calloc(pad, 4);
+		s->s1 = calloc(pad, 4);
+	} else if (j->spec.optim.momentum != 0.0) {
+		s->s0 = calloc(pad, 4);
+	}
+	if (!s->master || !s->copy || !s->staging)
+		return zs_fail(err, ZS_ENOSPC,
+			       "the shard arena is full: unit '%s' shard %u needs %zu bytes more",
+			       u->name, sh->index, pad * (4 + s->dsz * (R + 1)));
+	if (!s->acc || !s->slot ||
+	    (j->spec.optim.kind == ZS_ADAMW && (!s->s0 || !s->s1)) ||
+	    (j->spec.optim.kind == ZS_SGD && j->spec.optim.momentum != 0.0 && !s->s0))
+		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
+	e->bytes += pad * zs_server_bytes_per_elem(&j->spec, u);
+	return ZS_OK;
+}
+
+enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
+			      uint64_t server_id, struct zs_error *err)
+{
+	struct ejob *j, *old;
+	enum zs_status st;
+	uint32_t n = 0;
+
+	if (job->spec.optim.clip_norm > 0.0)
+		return zs_fail(err, ZS_ESTATE,
+			       "job '%s' asks for global-norm clipping, which needs the cross-server norm exchange this server does not have yet",
+			       job->spec.name);
+	pthread_mutex_lock(&e->mu);
+	for (old = e->jobs; old && strcmp(old->name, job->spec.name); old = old->next)
+		;
+	if (old && old->epoch == job->placement.epoch) {
+		pthread_mutex_unlock(&e->mu);
+		return ZS_OK;
+	}
+	pthread_mutex_unlock(&e->mu);
+	if (old)
+		engine_remove_job(e, job->spec.name); /* a new epoch: start over */
+
+	j = calloc(1, sizeof *j);
+	if (!j)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	snprintf(j->name, sizeof j->name, "%s", job->spec.name);
+	j->epoch = job->placement.epoch;
+	atomic_init(&j->refs, 1);
+	j->spec = job->spec;
+	if (zs_layout_copy(&j->spec.layout, &job->spec.layout)) {
+		free(j);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	zs_layout_derive(&j->spec.layout);
+	for (uint32_t i = 0; i < job->placement.n_shards; i++)
+		n += job->placement.shards[i].server_id == server_id;
+	j->shards = calloc(n ? n : 1, sizeof *j->shards);
+	if (!j->shards) {
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (uint32_t i = 0; i < job->placement.n_shards; i++) {
+		const struct zs_shard *sh = &job->placement.shards[i];
+		if (sh->server_id != server_id)
+			continue;
+		if (sh->unit >= j->spec.layout.n_units) {
+			st = zs_fail(err, ZS_EINVAL, "placement names unit %u of %u", sh->unit,
+				     j->spec.layout.n_units);
+			goto fail;
+		}
+		st = shard_init(e, j, &j->shards[j->n_shards++], sh, err);
+		if (st)
+			goto fail;
+	}
+	pthread_mutex_lock(&e->mu);
+	j->handle = ++e->next_handle;
+	j->next = e->jobs;
+	e->jobs = j;
+	pthread_mutex_unlock(&e->mu);
+	zs_info("holding %u shards of job '%s' (epoch %llu)", j->n_shards, j->name,
+		(unsigned long long)j->epoch);
+	return ZS_OK;
+fail:
+	job_free(e, j);
+	return st;
+}
+
+bool engine_has_job(struct engine *e, const char *name, uint64_t epoch)
+{
+	bool has = false;
+	pthread_mutex_lock(&e->mu);
+	for (struct ejob *j = e->jobs; j; j = j->next)
+		has |= !strcmp(j->name, name) && j->epoch == epoch;
+	pthread_mutex_unlock(&e->mu);
+	return has;
+}
+
+void engine_remove_job(struct engine *e, const char *name)
+{
+	struct ejob **p, *j = NULL;
+
+	pthread_mutex_lock(&e->mu);
+	for (p = &e->jobs; *p; p = &(*p)->next)
+		if (!strcmp((*p)->name, name)) {
+			j = *p;
+			*p = j->next;
+			break;
+		}
+	pthread_mutex_unlock(&e->mu);
+	if (!j)
+		return;
+	zs_info("dropping job '%s'", name);
+	job_unref(e, j);
+}
+
+uint32_t engine_job_names(struct engine *e, char (*names)[ZS_JOB_NAME_MAX], uint32_t max)
+{
+	uint32_t n = 0;
+	pthread_mutex_lock(&e->mu);
+	for (struct ejob *j = e->jobs; j && n < max; j = j->next)
+		snprintf(names[n++], ZS_JOB_NAME_MAX, "%s", j->name);
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+void engine_stats(struct engine *e, struct engine_stats *st)
+{
+	memset(st, 0, sizeof *st);
+	pthread_mutex_lock(&e->mu);
+	for (struct ejob *j = e->jobs; j; j = j->next) {
+		st->jobs++;
+		st->shards += j->n_shards;
+		for (uint32_t i = 0; i < j->n_shards; i++) {
+			pthread_mutex_lock(&j->shards[i].mu);
+			st->held += j->shards[i].n_held;
+			pthread_mutex_unlock(&j->shards[i].mu);
+		}
+	}
+	st->bytes = e->bytes;
+	pthread_mutex_unlock(&e->mu);
+	st->steps_applied = atomic_load(&e->steps);
+	st->bytes_in = atomic_load(&e->bytes_in);
+	st->bytes_out = atomic_load(&e->bytes_out);
+}
+
+enum zs_status engine_create(unsigned nthreads, struct engine **out, struct zs_error *err)
+{
+	struct engine *e = calloc(1, sizeof *e);
+
+	if (!e)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	pthread_mutex_init(&e->mu, NULL);
+	e->nthreads = nthreads ? nthreads : 1;
+	e->target = (struct zs_target){e, t_hello, t_read, t_write_begin, t_write_done,
+				       t_write_abort};
+	*out = e;
+	return ZS_OK;
+}
+
+const struct zs_target *engine_target(struct engine *e) { return &e->target; }
+
+void engine_set_listener(struct engine *e, struct zs_listener *l) { e->l = l; }
+
+void engine_free(struct engine *e)
+{
+	if (!e)
+		return;
+	while (e->jobs)
+		engine_remove_job(e, e->jobs->name);
+	pthread_mutex_destroy(&e->mu);
+	free(e);
+}

@@ -1,0 +1,68 @@
+/*
+ * engine.h - the shard server's step engine: the zs_target behind the
+ * data-plane listener.
+ *
+ * For each shard it owns: fp32 master parameters, optimizer state (AdamW
+ * m and v, or SGD momentum), a compute-dtype copy served to gathers (the
+ * master itself for fp32 units), one staging slot per trainer, and a
+ * version (the number of optimizer steps applied).
+ *
+ * Step protocol per shard (DESIGN.md section 3):
+ *   gather(step t): served when version == t; held when version < t (until
+ *     the update that makes t); refused when version > t (t is gone).
+ *   push(step t, rank r): lands in r's slot when version == t and r has not
+ *     pushed t; acknowledged once landed. When the last of the R ranks has
+ *     landed, the slots are reduced in rank order in fp32 (whatever order
+ *     they arrived in), averaged, the optimizer applied with t + 1, the
+ *     compute copy refreshed, version = t + 1, and held gathers released.
+ *   init (rank 0, step 0, fp32): writes the masters before the first step.
+ *
+ * Not yet: global-norm clipping (needs the norm exchange across servers)
+ * and gradient accumulation; jobs asking for them are refused with a
+ * message that says so.
+ */
+#ifndef ZS_ENGINE_H
+#define ZS_ENGINE_H
+
+#include <stdint.h>
+
+#include "model.h"
+#include "status.h"
+#include "transport.h"
+
+struct engine;
+
+struct engine_stats {
+	uint32_t jobs, shards;
+	uint64_t bytes;         /* allocated for shard state */
+	uint64_t steps_applied; /* shard updates */
+	uint64_t bytes_in, bytes_out;
+	uint64_t held;          /* gathers waiting now */
+};
+
+/* nthreads: threads for one shard's optimizer update (1 or more). */
+enum zs_status engine_create(unsigned nthreads, struct engine **out, struct zs_error *err);
+/* The target to give zs_listener_start (ctx is the engine). */
+const struct zs_target *engine_target(struct engine *e);
+/* Must be called once, before any job is added. */
+void engine_set_listener(struct engine *e, struct zs_listener *l);
+
+/*
+ * Takes the shards of job that placement puts on server_id. A job already
+ * held at the same epoch is left as it is. Errors: ZS_ENOSPC (arena full),
+ * ZS_ESTATE (a feature the engine does not have yet), ZS_EINVAL.
+ */
+enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
+			      uint64_t server_id, struct zs_error *err);
+/* True if the engine holds job name at epoch. */
+bool engine_has_job(struct engine *e, const char *name, uint64_t epoch);
+/* Drops a job: held gathers fail with ZS_ECANCELED, memory is returned. */
+void engine_remove_job(struct engine *e, const char *name);
+/* Names of the jobs held, for reconciling with assignments (n at most max). */
+uint32_t engine_job_names(struct engine *e, char (*names)[ZS_JOB_NAME_MAX], uint32_t max);
+
+void engine_stats(struct engine *e, struct engine_stats *st);
+/* Fails every held gather; the listener must be freed after this. */
+void engine_free(struct engine *e);
+
+#endif

@@ -1,0 +1,442 @@
+/*
+ * test_engine.c - the shard step engine behind real listeners, driven by R
+ * trainer threads over tcp or shm, against a single-process reference that
+ * reduces in rank order: the parameters after T steps must be equal to the
+ * bit, for S in {1, 2, 3}, R in {1, 2, 3}, SGD and AdamW, f32 and bf16
+ * units, units whose size does not divide by S and a one-element unit.
+ * Also: protocol refusals (a push twice, for a closed step, off a shard,
+ * an init after training, a gather of a step that is gone) change nothing,
+ * and a gather asked early is held until its step exists.
+ *
+ * The gradient is a deterministic function of the gathered parameters,
+ * the rank and the step, so the test isolates the service from any model.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "util.h"
+#include "optim.h"
+#include "placement.h"
+#include "transport.h"
+
+#define MAXS 3
+#define MAXR 3
+#define STEPS 4
+
+struct cluster {
+	int S;
+	struct engine *e[MAXS];
+	struct zs_listener *l[MAXS];
+	char tcp[MAXS][ZS_ADDR_MAX], shm[MAXS][ZS_ADDR_MAX];
+	struct zs_job job;
+	const struct zs_transport_ops *t;
+};
+
+static void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kind,
+		     enum zs_dtype dt)
+{
+	static const uint64_t sizes[] = {1000, 1, 4099, 64};
+	struct place_server sv[MAXS];
+
+	memset(j, 0, sizeof *j);
+	strcpy(j->spec.name, "t");
+	j->spec.stage = 3;
+	j->spec.world_size = R;
+	j->spec.compute_dtype = dt;
+	j->spec.optim = (struct zs_optim){.kind = kind, .lr = kind == ZS_SGD ? 0.05 : 1e-2,
+					  .weight_decay = 0.01,
+					  .momentum = kind == ZS_SGD ? 0.9 : 0.0};
+	j->spec.layout.n_units = 4;
+	j->spec.layout.units = calloc(4, sizeof(struct zs_unit));
+	for (int u = 0; u < 4; u++) {
+		struct zs_unit *un = &j->spec.layout.units[u];
+		snprintf(un->name, sizeof un->name, "u%d", u);
+		un->dtype = u == 0 ? ZS_F32 : ZS_DTYPE_UNSET; /* unit 0 stays f32 */
+		un->n_tensors = 1;
+		un->tensors = calloc(1, sizeof(struct zs_tensor));
+		strcpy(un->tensors[0].name, "w");
+		un->tensors[0].ndim = 1;
+		un->tensors[0].shape[0] = sizes[u];
+	}
+	assert_int_equal(zs_job_spec_normalize(&j->spec, NULL), ZS_OK);
+	for (int s = 0; s < S; s++)
+		sv[s] = (struct place_server){.id = (uint64_t)s + 1, .free_bytes = UINT64_MAX};
+	assert_int_equal(place_job(&j->spec, sv, (size_t)S, NULL, &j->placement, NULL), ZS_OK);
+}
+
+static void start(struct cluster *c, int S, uint32_t R, enum zs_optim_kind kind,
+		  enum zs_dtype dt, const struct zs_transport_ops *t)
+{
+	struct zs_error err = {0};
+
+	memset(c, 0, sizeof *c);
+	c->S = S;
+	c->t = t;
+	make_job(&c->job, S, R, kind, dt);
+	for (int s = 0; s < S; s++) {
+		struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = true,
+					     .arena_bytes = 16u << 20};
+		assert_int_equal(engine_create(2, &c->e[s], NULL), ZS_OK);
+		if (zs_listener_start(&o, engine_target(c->e[s]), &c->l[s], c->tcp[s],
+				      c->shm[s], &err))
+			fail_msg("%s", err.msg);
+		engine_set_listener(c->e[s], c->l[s]);
+		if (engine_add_job(c->e[s], &c->job, (uint64_t)s + 1, &err))
+			fail_msg("%s", err.msg);
+	}
+}
+
+static void stop(struct cluster *c)
+{
+	for (int s = 0; s < c->S; s++) {
+		engine_free(c->e[s]);
+		zs_listener_free(c->l[s]);
+	}
+	zs_job_release(&c->job);
+}
+
+/* Initial parameters and the synthetic gradient, shared with the reference. */
+static float init_param(uint32_t u, uint64_t i)
+{
+	return (float)sin((double)(u * 131 + i) * 0.37) * 0.5f;
+}
+
+static float grad_of(float p, uint32_t u, uint64_t i, uint32_t rank, uint64_t t)
+{
+	return p * (0.3f + 0.1f * (float)rank) + (float)((i * 7 + u * 3 + t) % 11) * 0.01f -
+	       0.05f * (float)rank;
+}
+
+static struct zs_conn *conn_to(struct cluster *c, int s, uint32_t rank)
+{
+	struct zs_conn_opts o = {.addr = c->t == &zs_shm_transport ? c->shm[s] : c->tcp[s],
+				 .job = "t", .token = "", .rank = rank, .timeout_ms = 5000};
+	struct zs_conn *conn;
+	struct zs_error err = {0};
+	if (zs_connect(c->t, &o, &conn, &err))
+		fail_msg("connect: %s", err.msg);
+	return conn;
+}
+
+struct trainer {
+	struct cluster *c;
+	uint32_t rank;
+	int failed;
+	char why[512];
+};
+
+static int srv_index(uint64_t id) { return (int)id - 1; }
+
+/* Gathers unit u at step t into out (f32), over all shards. */
+static int gather_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
+		       float *out, char *why)
+{
+	const struct zs_unit *un = &c->job.spec.layout.units[u];
+	unsigned dsz = zs_dtype_size(un->dtype);
+	uint8_t *raw = malloc(un->numel * dsz);
+	struct zs_req *r[64];
+	uint32_t n = 0;
+	struct zs_error err = {0};
+	int rc = 0;
+
+	for (uint32_t i = 0; i < c->job.placement.n_shards; i++) {
+		const struct zs_shard *sh = &c->job.placement.shards[i];
+		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
+				    .step = t, .dtype = un->dtype};
+		if (sh->unit != u)
+			continue;
+		if (zs_post_read(conn[srv_index(sh->server_id)], &x, raw + sh->offset * dsz,
+				 &r[n++], &err)) {
+			zs_fmt(why, 512, "post gather: %s", err.msg);
+			return -1;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (zs_req_wait(r[i], 20000, &err)) {
+			zs_fmt(why, 512, "gather: %s", err.msg);
+			rc = -1;
+		}
+	zs_convert_to_f32(out, raw, un->dtype, un->numel);
+	free(raw);
+	return rc;
+}
+
+static int push_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
+		     const void *data, enum zs_dtype dt, bool init, char *why)
+{
+	unsigned dsz = zs_dtype_size(dt);
+	struct zs_req *r[64];
+	uint32_t n = 0;
+	struct zs_error err = {0};
+	int rc = 0;
+
+	for (uint32_t i = 0; i < c->job.placement.n_shards; i++) {
+		const struct zs_shard *sh = &c->job.placement.shards[i];
+		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
+				    .step = t, .dtype = dt, .init = init};
+		if (sh->unit != u)
+			continue;
+		if (zs_post_write(conn[srv_index(sh->server_id)], &x,
+				  (const uint8_t *)data + sh->offset * dsz, &r[n++], &err)) {
+			zs_fmt(why, 512, "post push: %s", err.msg);
+			return -1;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (zs_req_wait(r[i], 20000, &err)) {
+			zs_fmt(why, 512, "push: %s", err.msg);
+			rc = -1;
+		}
+	return rc;
+}
+
+static void *trainer_main(void *arg)
+{
+	struct trainer *tr = arg;
+	struct cluster *c = tr->c;
+	struct zs_conn *conn[MAXS];
+	const struct zs_layout *l = &c->job.spec.layout;
+
+	for (int s = 0; s < c->S; s++)
+		conn[s] = conn_to(c, s, tr->rank);
+	for (uint64_t t = 0; t < STEPS && !tr->failed; t++) {
+		/* backward order, as a trainer pushes */
+		for (int u = (int)l->n_units - 1; u >= 0 && !tr->failed; u--) {
+			const struct zs_unit *un = &l->units[u];
+			float *p = malloc(un->numel * 4), *g = malloc(un->numel * 4);
+			uint16_t *g16 = malloc(un->numel * 2);
+			if (gather_unit(c, conn, (uint32_t)u, t, p, tr->why)) {
+				tr->failed = 1;
+			} else {
+				for (uint64_t i = 0; i < un->numel; i++)
+					g[i] = grad_of(p[i], (uint32_t)u, i, tr->rank, t);
+				zs_convert_from_f32(un->dtype == ZS_F32 ? (void *)g : g16,
+						    un->dtype, g, un->numel);
+				if (push_unit(c, conn, (uint32_t)u, t,
+					      un->dtype == ZS_F32 ? (void *)g : g16, un->dtype,
+					      false, tr->why))
+					tr->failed = 1;
+			}
+			free(p);
+			free(g);
+			free(g16);
+		}
+	}
+	for (int s = 0; s < c->S; s++)
+		zs_conn_close(conn[s]);
+	return NULL;
+}
+
+/* The single-process reference: same gradients, summed in rank order. */
+static void reference(const struct zs_job *j, float **out)
+{
+	const struct zs_layout *l = &j->spec.layout;
+	uint32_t R = j->spec.world_size;
+	const struct zs_optim *o = &j->spec.optim;
+
+	for (uint32_t u = 0; u < l->n_units; u++) {
+		const struct zs_unit *un = &l->units[u];
+		uint64_t n = un->numel;
+		float *p = out[u], *m = calloc(n, 4), *v = calloc(n, 4), *acc = malloc(n * 4);
+		float *seen = malloc(n * 4);
+		for (uint64_t i = 0; i < n; i++)
+			p[i] = init_param(u, i);
+		for (uint64_t t = 0; t < STEPS; t++) {
+			struct zs_optim_step st = {o->kind, o->lr, o->beta1, o->beta2, o->eps,
+						   o->weight_decay, o->momentum, t + 1};
+			/* what trainers see: the compute-dtype copy */
+			for (uint64_t i = 0; i < n; i++)
+				seen[i] = un->dtype == ZS_BF16 ? zs_bf16_to_f32(zs_f32_to_bf16(p[i]))
+							       : p[i];
+			for (uint32_t r = 0; r < R; r++)
+				for (uint64_t i = 0; i < n; i++) {
+					float g = grad_of(seen[i], u, i, r, t);
+					if (un->dtype == ZS_BF16)
+						g = zs_bf16_to_f32(zs_f32_to_bf16(g));
+					acc[i] = r == 0 ? g : acc[i] + g;
+				}
+			for (uint64_t i = 0; i < n; i++)
+				acc[i] = R > 1 ? acc[i] / (float)R : acc[i];
+			zs_optim_apply(&st, p, m, v, acc, n);
+		}
+		free(m);
+		free(v);
+		free(acc);
+		free(seen);
+	}
+}
+
+static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype dt,
+		       const struct zs_transport_ops *t)
+{
+	struct cluster c;
+	struct trainer tr[MAXR];
+	pthread_t th[MAXR];
+	struct zs_conn *conn[MAXS];
+	float *ref[4], *got;
+	char why[512];
+
+	start(&c, S, R, kind, dt, t);
+	const struct zs_layout *l = &c.job.spec.layout;
+	/* rank 0 uploads the initial parameters */
+	for (int s = 0; s < S; s++)
+		conn[s] = conn_to(&c, s, 0);
+	for (uint32_t u = 0; u < l->n_units; u++) {
+		float *p = malloc(l->units[u].numel * 4);
+		for (uint64_t i = 0; i < l->units[u].numel; i++)
+			p[i] = init_param(u, i);
+		if (push_unit(&c, conn, u, 0, p, ZS_F32, true, why))
+			fail_msg("init: %s", why);
+		free(p);
+	}
+	for (uint32_t r = 0; r < R; r++) {
+		tr[r] = (struct trainer){.c = &c, .rank = r};
+		pthread_create(&th[r], NULL, trainer_main, &tr[r]);
+	}
+	for (uint32_t r = 0; r < R; r++) {
+		pthread_join(th[r], NULL);
+		if (tr[r].failed)
+			fail_msg("S=%d R=%u %s: rank %u: %s", S, R, t->name, r, tr[r].why);
+	}
+	/* the final parameters (f32 units bitwise; bf16 through their copy) */
+	for (uint32_t u = 0; u < l->n_units; u++) {
+		ref[u] = malloc(l->units[u].numel * 4);
+	}
+	reference(&c.job, ref);
+	for (uint32_t u = 0; u < l->n_units; u++) {
+		const struct zs_unit *un = &l->units[u];
+		got = malloc(un->numel * 4);
+		if (gather_unit(&c, conn, u, STEPS, got, why))
+			fail_msg("final gather: %s", why);
+		for (uint64_t i = 0; i < un->numel; i++) {
+			float want = un->dtype == ZS_BF16 ? zs_bf16_to_f32(zs_f32_to_bf16(ref[u][i]))
+							  : ref[u][i];
+			if (memcmp(&got[i], &want, 4))
+				fail_msg("S=%d R=%u %s %s %s: unit %u element %llu: %.9g, reference %.9g",
+					 S, R, t->name, zs_optim_name(kind), zs_dtype_name(dt), u,
+					 (unsigned long long)i, got[i], want);
+		}
+		free(got);
+		free(ref[u]);
+	}
+	for (int s = 0; s < S; s++)
+		zs_conn_close(conn[s]);
+	stop(&c);
+}
+
+static void test_oracle_matrix(void **st)
+{
+	/* a covering set: every S, R, transport, optimizer and dtype at least
+	 * once, and the pairs that interact (S x R, transport x dtype) */
+	static const struct { int S; uint32_t R; int shm; enum zs_optim_kind k; enum zs_dtype d; } m[] = {
+		{1, 1, 0, ZS_SGD, ZS_F32},   {1, 2, 1, ZS_ADAMW, ZS_BF16},
+		{1, 3, 0, ZS_ADAMW, ZS_F32}, {2, 1, 1, ZS_SGD, ZS_F32},
+		{2, 2, 0, ZS_ADAMW, ZS_BF16}, {2, 3, 1, ZS_SGD, ZS_BF16},
+		{3, 1, 0, ZS_ADAMW, ZS_BF16}, {3, 2, 1, ZS_ADAMW, ZS_F32},
+		{3, 3, 0, ZS_SGD, ZS_F32},   {3, 3, 1, ZS_ADAMW, ZS_BF16},
+	};
+	(void)st;
+	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+		run_oracle(m[i].S, m[i].R, m[i].k, m[i].d,
+			   m[i].shm ? &zs_shm_transport : &zs_tcp_transport);
+}
+
+static void test_refusals_and_held_gather(void **st)
+{
+	struct cluster c;
+	struct zs_conn *a, *b;
+	struct zs_req *r, *held;
+	struct zs_error err = {0};
+	float buf[4096], p[4096];
+	const struct zs_shard *sh = NULL;
+
+	(void)st;
+	start(&c, 1, 2, ZS_SGD, ZS_F32, &zs_tcp_transport);
+	for (uint32_t i = 0; i < c.job.placement.n_shards; i++)
+		if (c.job.placement.shards[i].unit == 0)
+			sh = &c.job.placement.shards[i];
+	a = conn_to(&c, 0, 0);
+	b = conn_to(&c, 0, 1);
+	struct zs_xfer x = {.unit = 0, .offset = sh->offset, .length = sh->length,
+			    .step = 0, .dtype = ZS_F32};
+
+	/* a gather of step 1 asked early is held */
+	x.step = 1;
+	assert_int_equal(zs_post_read(b, &x, p, &held, &err), ZS_OK);
+	x.step = 0;
+	assert_int_equal(zs_post_write(a, &x, buf, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_OK);
+	/* rank 0 again: refused, nothing changes */
+	assert_int_equal(zs_post_write(a, &x, buf, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EEXIST);
+	assert_non_null(strstr(err.msg, "rank 0 already pushed step 0"));
+	/* a push for a step that is not open */
+	x.step = 3;
+	assert_int_equal(zs_post_write(b, &x, buf, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "open step is 0"));
+	/* off a shard boundary */
+	x.step = 0;
+	x.length -= 1;
+	assert_int_equal(zs_post_write(b, &x, buf, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "exactly one shard"));
+	x.length += 1;
+	/* the held gather is still waiting */
+	assert_int_equal(zs_req_test(held, &err), ZS_EAGAIN);
+	/* rank 1 completes step 0: the update runs, the gather is released */
+	assert_int_equal(zs_post_write(b, &x, buf, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(held, 5000, &err), ZS_OK);
+	/* step 0 is gone; an init after training is refused */
+	assert_int_equal(zs_post_read(a, &x, p, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "step 0 is gone"));
+	x.init = true;
+	assert_int_equal(zs_post_write(a, &x, buf, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_ESTATE);
+	{
+		struct engine_stats es;
+		engine_stats(c.e[0], &es);
+		assert_int_equal(es.steps_applied, 1);
+		assert_int_equal(es.held, 0);
+	}
+	zs_conn_close(a);
+	zs_conn_close(b);
+	stop(&c);
+}
+
+static void test_refused_features(void **st)
+{
+	struct zs_job j;
+	struct engine *e;
+	struct zs_error err = {0};
+
+	(void)st;
+	make_job(&j, 1, 1, ZS_ADAMW, ZS_F32);
+	j.spec.optim.clip_norm = 1.0;
+	assert_int_equal(engine_create(1, &e, NULL), ZS_OK);
+	assert_int_equal(engine_add_job(e, &j, 1, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "clipping"));
+	engine_free(e);
+	zs_job_release(&j);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_oracle_matrix),
+		cmocka_unit_test(test_refusals_and_held_gather),
+		cmocka_unit_test(test_refused_features),
+	};
+	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
+}
