@@ -36,6 +36,8 @@ struct zs_req {
 	const void *src;
 	size_t bytes;
 	enum rstate state;
+	bool in_send;  /* the sender is writing from src right now */
+	bool deferred; /* answered while in_send: complete after the write */
 	enum zs_status status;
 	char msg[ZS_ERRMSG_MAX];
 	struct zs_req *next;             /* in sendq or waiting */
@@ -69,14 +71,33 @@ const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c)
 
 /* ------------------------------------------------------------- requests */
 
-/* Marks r done (caller holds mu, r is in no queue). */
+/*
+ * Marks r done (caller holds mu, r is in no queue) - unless the sender is
+ * still writing from its buffer: then r completes when that write returns,
+ * so the caller never gets its buffer back while the transport reads it.
+ */
 static void finish(struct zs_req *r, enum zs_status st, const char *msg)
 {
-	r->state = R_DONE;
 	r->status = st;
-	zs_fmt(r->msg, sizeof r->msg, "%s", msg ? msg : "");
+	if (msg != r->msg)
+		zs_fmt(r->msg, sizeof r->msg, "%s", msg ? msg : "");
+	if (r->in_send) {
+		r->deferred = true;
+		return;
+	}
+	r->state = R_DONE;
 	r->c->inflight--;
 	pthread_cond_broadcast(&r->c->cv);
+}
+
+/* The sender is done with r's buffer; caller holds mu. */
+static void send_done(struct zs_req *r)
+{
+	r->in_send = false;
+	if (r->deferred) {
+		r->deferred = false;
+		finish(r, r->status, r->msg);
+	}
 }
 
 static void unlink_waiting(struct zs_conn *c, struct zs_req *r)
@@ -293,6 +314,7 @@ static void *sender_main(void *arg)
 		zs_wire_encode(&f, h);
 		iov[0] = (struct iovec){h, sizeof h};
 		iov[1] = (struct iovec){(void *)r->src, r->bytes};
+		r->in_send = true;
 		pthread_mutex_unlock(&c->mu);
 		/* the payload goes from the caller's buffer to the socket */
 		if (zs_writev_full(c->fd, iov, with_payload ? 2 : 1)) {
@@ -300,10 +322,12 @@ static void *sender_main(void *arg)
 			zs_fmt(why, sizeof why, "connection to %s lost while sending: %s",
 				 c->addr, strerror(errno));
 			pthread_mutex_lock(&c->mu);
+			send_done(r);
 			break_conn(c, ZS_EUNAVAIL, why);
 			break;
 		}
 		pthread_mutex_lock(&c->mu);
+		send_done(r);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
