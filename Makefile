@@ -43,7 +43,7 @@ CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/zshard.pb-c.o
 CORE_LIB := $(BUILD)/lib/libzscore.a
 
 COORD_OBJ := $(addprefix $(BUILD)/obj/server/,coordinator_main.o coord.o placement.o)
-SERVER_OBJ := $(addprefix $(BUILD)/obj/server/,server_main.o)
+SERVER_OBJ := $(addprefix $(BUILD)/obj/server/,server_main.o engine.o optim.o)
 CTL_OBJ := $(addprefix $(BUILD)/obj/client/,zshardctl.o)
 
 BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/zshardctl

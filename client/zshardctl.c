@@ -123,9 +123,10 @@ static int c_servers(struct ctx *x, int argc, char **argv)
 		for (uint32_t i = 0; i < n; i++) {
 			char tr[64];
 			json_array_append_new(
-				a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:I}",
+				a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:I}",
 					     "id", (json_int_t)s[i].id, "addr", s[i].addr,
-					     "data_addr", s[i].data_addr, "host", s[i].host,
+					     "data_addr", s[i].data_addr, "shm_addr", s[i].shm_addr,
+					     "host", s[i].host,
 					     "state", state_name(&s[i]),
 					     "capacity", (json_int_t)s[i].capacity,
 					     "used", (json_int_t)s[i].used,

@@ -110,7 +110,8 @@ struct zs_job {
 struct zs_server_info {
 	uint64_t id;
 	char addr[ZS_ADDR_MAX];
-	char data_addr[ZS_ADDR_MAX];
+	char data_addr[ZS_ADDR_MAX]; /* tcp data plane */
+	char shm_addr[ZS_ADDR_MAX];  /* shm socket name, same host only */
 	char host[ZS_ADDR_MAX];
 	uint64_t capacity;
 	uint64_t used;

@@ -194,6 +194,7 @@ static Zshard__ServerInfo *server_pb(struct arena *a, const struct zs_server_inf
 	p->id = s->id;
 	p->addr = (char *)s->addr;
 	p->data_addr = (char *)s->data_addr;
+	p->shm_addr = (char *)s->shm_addr;
 	p->host = (char *)s->host;
 	p->capacity = s->capacity;
 	p->transports = s->transports;
@@ -398,6 +399,8 @@ static enum zs_status server_from(const Zshard__ServerInfo *p,
 	if ((st = cpy(s->addr, sizeof s->addr, p->addr, "server address", err)) ||
 	    (st = cpy(s->data_addr, sizeof s->data_addr, p->data_addr,
 		      "server data address", err)) ||
+	    (st = cpy(s->shm_addr, sizeof s->shm_addr, p->shm_addr, "server shm address",
+		      err)) ||
 	    (st = cpy(s->host, sizeof s->host, p->host, "server host", err)))
 		return st;
 	return ZS_OK;
@@ -452,6 +455,7 @@ enum zs_status zs_enc_register(const struct zs_server_info *s, struct zs_buf *ou
 	m.id = s->id;
 	m.addr = (char *)s->addr;
 	m.data_addr = (char *)s->data_addr;
+	m.shm_addr = (char *)s->shm_addr;
 	m.host = (char *)s->host;
 	m.capacity = s->capacity;
 	m.transports = s->transports;
@@ -469,7 +473,9 @@ enum zs_status zs_dec_register(const uint8_t *p, size_t n, struct zs_server_info
 	s->transports = m->transports;
 	if (!(st = cpy(s->addr, sizeof s->addr, m->addr, "server address", err)) &&
 	    !(st = cpy(s->data_addr, sizeof s->data_addr, m->data_addr,
-		       "server data address", err)))
+		       "server data address", err)) &&
+	    !(st = cpy(s->shm_addr, sizeof s->shm_addr, m->shm_addr,
+		       "server shm address", err)))
 		st = cpy(s->host, sizeof s->host, m->host, "server host", err);
 	DONE(register_server_request);
 	return st;

@@ -235,6 +235,9 @@ static void h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 				   in.addr);
 	if (in.data_addr[0] && zs_parse_hostport(in.data_addr, host, &port, &e))
 		return zs_rpc_fail(call, ZS_EINVAL, "bad data address: %s", e.msg);
+	if (in.shm_addr[0] && (in.shm_addr[0] != '@' || !in.shm_addr[1]))
+		return zs_rpc_fail(call, ZS_EINVAL, "shm address '%s' must be '@name'",
+				   in.shm_addr);
 	if (in.capacity == 0)
 		return zs_rpc_fail(call, ZS_EINVAL, "server capacity must be > 0 bytes");
 	if (in.transports & ~0xfu)

@@ -21,6 +21,7 @@
 
 #include "codec.h"
 #include "coord_client.h"
+#include "engine.h"
 #include "kv.h"
 #include "log.h"
 #include "methods.h"
@@ -43,6 +44,7 @@ struct srvd {
 	uint32_t n_as;
 	int64_t started_ms;
 	int64_t wait_ms; /* bound on waiting for the coordinator */
+	struct engine *engine;
 };
 
 static void on_signal(int sig)
@@ -187,10 +189,32 @@ static void refresh_assignments(struct srvd *d)
 		zs_assignment_release(&old[i]);
 	free(old);
 	for (uint32_t i = 0; i < n_as; i++) {
+		struct zs_job job;
 		bytes += as[i].bytes;
+		if (engine_has_job(d->engine, as[i].job, as[i].epoch))
+			continue;
 		zs_info("assigned %u shards of job '%s' (epoch %llu, %llu bytes)",
 			as[i].n_shards, as[i].job, (unsigned long long)as[i].epoch,
 			(unsigned long long)as[i].bytes);
+		if (zs_coord_get_job(d->coord, as[i].job, &job, &err)) {
+			zs_warn("cannot fetch job '%s': %s", as[i].job, err.msg);
+			continue;
+		}
+		if (engine_add_job(d->engine, &job, d->me.id, &err))
+			zs_error("cannot hold job '%s': %s", as[i].job, err.msg);
+		zs_job_release(&job);
+	}
+	{
+		/* drop jobs that are no longer assigned here */
+		char names[64][ZS_JOB_NAME_MAX];
+		uint32_t n = engine_job_names(d->engine, names, 64);
+		for (uint32_t k = 0; k < n; k++) {
+			bool kept = false;
+			for (uint32_t i = 0; i < n_as; i++)
+				kept |= !strcmp(names[k], as[i].job);
+			if (!kept)
+				engine_remove_job(d->engine, names[k]);
+		}
 	}
 	zs_info("assignment generation %llu: %u jobs, %llu bytes in all",
 		(unsigned long long)gen, n_as, (unsigned long long)bytes);
@@ -250,6 +274,10 @@ static void usage(FILE *f)
 		"  --data-dir DIR       state directory (created if missing)\n"
 		"  --capacity BYTES     memory offered for shards, e.g. 512M, 8G\n"
 		"                       (default: half of physical memory)\n"
+		"  --data-listen HOST:PORT\n"
+		"                       data-plane (tcp) address (default: the control\n"
+		"                       address's host, a free port); same-host trainers\n"
+		"                       also get shared memory\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
 		"  --coordinator-timeout-ms MS\n"
 		"                       how long to wait for the coordinator at start\n"
@@ -266,6 +294,7 @@ int main(int argc, char **argv)
 		{"data-dir", required_argument, NULL, 'd'},
 		{"capacity", required_argument, NULL, 'C'},
 		{"port-file", required_argument, NULL, 'p'},
+		{"data-listen", required_argument, NULL, 'D'},
 		{"coordinator-timeout-ms", required_argument, NULL, 'w'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
@@ -275,6 +304,9 @@ int main(int argc, char **argv)
 	static const char *const tables[] = {"meta"};
 	const char *coord_addr = getenv("ZSHARD_COORDINATOR");
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
+	const char *data_listen = NULL;
+	char data_default[ZS_ADDR_MAX];
+	struct zs_listener *dp = NULL;
 	struct srvd d = {.wait_ms = 300000};
 	struct zs_rpc_server *rpc = NULL;
 	struct zs_error err = {0};
@@ -292,6 +324,7 @@ int main(int argc, char **argv)
 		case 'l': listen = optarg; break;
 		case 'd': data_dir = optarg; break;
 		case 'p': port_file = optarg; break;
+		case 'D': data_listen = optarg; break;
 		case 'C':
 			if (zs_parse_size(optarg, &d.me.capacity, &err) || !d.me.capacity) {
 				fprintf(stderr, "zshard-server: --capacity: %s\n",
@@ -344,9 +377,28 @@ int main(int argc, char **argv)
 	if (zs_kv_open(data_dir, 0, tables, 1, &d.kv, &err))
 		goto clean_lock;
 	d.me.id = load_id(&d);
+	if (!data_listen) {
+		char host[ZS_HOST_MAX];
+		uint16_t port;
+		if (zs_parse_hostport(listen, host, &port, &err))
+			goto clean_kv;
+		zs_fmt(data_default, sizeof data_default, "%s:0", host);
+		data_listen = data_default;
+	}
+	if (engine_create(2, &d.engine, &err))
+		goto clean_kv;
+	{
+		struct zs_listener_opts lo = {.tcp_listen = data_listen, .shm = true,
+					      .arena_bytes = d.me.capacity};
+		if (zs_listener_start(&lo, engine_target(d.engine), &dp, d.me.data_addr,
+				      d.me.shm_addr, &err))
+			goto clean_engine;
+		engine_set_listener(d.engine, dp);
+		d.me.transports = ZS_TRANSPORT_TCP | ZS_TRANSPORT_SHM;
+	}
 	/* a short per-call deadline; do_register bounds the whole wait */
 	if (zs_coord_open(coord_addr, 2000, 1, &d.coord, &err))
-		goto clean_kv;
+		goto clean_dp;
 	if (zs_rpc_server_start(listen, methods, 1, &d, &rpc, d.me.addr,
 				sizeof d.me.addr, &err))
 		goto clean_coord;
@@ -354,9 +406,9 @@ int main(int argc, char **argv)
 		goto clean_rpc;
 	printf("listening on %s\n", d.me.addr);
 	fflush(stdout);
-	zs_info("zshard-server %s listening on %s, data dir %s, capacity %llu bytes%s",
-		ZS_VERSION, d.me.addr, data_dir, (unsigned long long)d.me.capacity,
-		d.me.id ? "" : " (new)");
+	zs_info("zshard-server %s listening on %s (data %s, %s), data dir %s, capacity %llu bytes%s",
+		ZS_VERSION, d.me.addr, d.me.data_addr, d.me.shm_addr, data_dir,
+		(unsigned long long)d.me.capacity, d.me.id ? "" : " (new)");
 
 	if (do_register(&d, &err))
 		goto clean_rpc;
@@ -375,6 +427,13 @@ clean_rpc:
 	zs_rpc_server_free(rpc);
 clean_coord:
 	zs_coord_close(d.coord);
+clean_dp:
+	/* the engine answers what it holds before the listener goes */
+	engine_free(d.engine);
+	d.engine = NULL;
+	zs_listener_free(dp);
+clean_engine:
+	engine_free(d.engine);
 clean_kv:
 	zs_kv_close(d.kv);
 clean_lock:

@@ -101,6 +101,7 @@ static void test_servers_and_assignments(void **st)
 {
 	struct zs_server_info in[2] = {
 		{.id = 1, .addr = "127.0.0.1:1000", .data_addr = "127.0.0.1:1001",
+		 .shm_addr = "@zshard-1-0",
 		 .host = "h", .capacity = 1ULL << 40, .used = 77, .transports = 3,
 		 .up = true, .last_seen_ms = 12},
 		{.id = 2, .addr = "10.0.0.2:7", .capacity = 5, .up = false, .last_seen_ms = -1},
@@ -130,6 +131,7 @@ static void test_servers_and_assignments(void **st)
 	assert_int_equal(zs_enc_register(&in[0], &b), ZS_OK);
 	assert_int_equal(zs_dec_register(b.data, b.len, &one, NULL), ZS_OK);
 	assert_string_equal(one.data_addr, "127.0.0.1:1001");
+	assert_string_equal(one.shm_addr, "@zshard-1-0");
 	assert_int_equal(one.capacity, 1ULL << 40);
 	zs_buf_release(&b);
 
