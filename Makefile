@@ -48,13 +48,33 @@ CTL_OBJ := $(addprefix $(BUILD)/obj/client/,zshardctl.o)
 
 BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/zshardctl
 
+# libzshard: the trainer's library, static and shared
+LIB_OBJ := $(BUILD)/obj/client/zshard.o $(BUILD)/obj/server/optim.o
+LIBZS_A := $(BUILD)/lib/libzshard.a
+LIBZS_SO := $(BUILD)/lib/libzshard.so
+
 UNIT_TESTS := placement codec kv util spec_json optim wire transport engine
-INTEG_TESTS := cluster
+INTEG_TESTS := cluster train
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
 .PHONY: all check asan demo bench format clean deps
-all: $(BINS) $(TEST_BINS)
+all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(TEST_BINS)
+
+$(LIBZS_A): $(LIB_OBJ) $(CORE_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+# the shared library is built from position-independent objects of its own
+PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ) $(CORE_OBJ))
+$(BUILD)/pic/gen/%.o: $(BUILD)/gen/%.c $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -Wno-unused-parameter -c -o $@ $<
+$(BUILD)/pic/%.o: %.c $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+$(LIBZS_SO): $(PIC_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libzshard.so -o $@ $^ $(LDLIBS)
 
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP): tools/install-deps.sh
@@ -96,11 +116,9 @@ $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_L
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(BUILD)/obj/server/optim.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
 $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(CORE_LIB)
-$(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(addprefix $(BUILD)/obj/server/,engine.o optim.o placement.o) $(CORE_LIB)
+$(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/oracle.o $(addprefix $(BUILD)/obj/server/,engine.o optim.o placement.o) $(CORE_LIB)
+$(BUILD)/tests/test_train: $(BUILD)/obj/tests/integration/test_train.o $(TEST_HARNESS) $(BUILD)/obj/tests/oracle.o $(LIBZS_A)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(CORE_LIB)
-$(BUILD)/obj/tests/harness.o: tests/harness.c $(GEN)
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -c -o $@ $<
 $(BUILD)/obj/tests/%.o: tests/%.c $(GEN)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -c -o $@ $<

@@ -93,7 +93,7 @@ struct zs_placement {
 	struct zs_shard *shards; /* sorted by (unit, index) */
 };
 
-struct zs_trainer {
+struct zs_member {
 	uint32_t rank;
 	char host[ZS_ADDR_MAX];
 	int64_t joined_ms;
@@ -103,7 +103,7 @@ struct zs_job {
 	struct zs_job_spec spec;
 	struct zs_placement placement;
 	uint32_t n_trainers;
-	struct zs_trainer *trainers; /* sorted by rank */
+	struct zs_member *trainers; /* sorted by rank */
 	int64_t created_ms;
 };
 

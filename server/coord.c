@@ -633,7 +633,7 @@ static void h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 	struct coord *c = ctx;
 	struct zs_join_req r;
 	struct zs_error e = {0};
-	struct zs_trainer *nt;
+	struct zs_member *nt;
 	struct zs_job *j;
 	char why[ZS_ERRMSG_MAX / 2];
 	uint32_t pos;
@@ -679,10 +679,10 @@ static void h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 		memcpy(nt + pos + 1, j->trainers + pos,
 		       (j->n_trainers - pos) * sizeof *nt);
 	}
-	nt[pos] = (struct zs_trainer){.rank = r.rank, .joined_ms = zs_wall_ms()};
+	nt[pos] = (struct zs_member){.rank = r.rank, .joined_ms = zs_wall_ms()};
 	snprintf(nt[pos].host, sizeof nt[pos].host, "%s", r.host);
 	{
-		struct zs_trainer *old = j->trainers;
+		struct zs_member *old = j->trainers;
 		j->trainers = nt;
 		j->n_trainers++;
 		if (save_job(c, j, false, false, &e)) {
@@ -707,7 +707,7 @@ static void h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_
 	struct coord *c = ctx;
 	char name[ZS_JOB_NAME_MAX];
 	struct zs_error e = {0};
-	struct zs_trainer gone;
+	struct zs_member gone;
 	struct zs_job *j;
 	uint32_t rank, pos;
 

@@ -33,7 +33,7 @@ static void test_job_roundtrip(void **st)
 {
 	struct zs_job j = {0}, k;
 	struct zs_shard sh[2] = {{0, 0, 7, 0, 100, 128}, {0, 1, 8, 100, 50, 64}};
-	struct zs_trainer tr[2] = {{0, "host-a", 111}, {2, "host-b", 222}};
+	struct zs_member tr[2] = {{0, "host-a", 111}, {2, "host-b", 222}};
 	struct zs_buf b;
 
 	(void)st;

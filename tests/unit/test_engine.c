@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "oracle.h"
 #include "util.h"
 #include "optim.h"
 #include "placement.h"
@@ -44,30 +45,10 @@ struct cluster {
 static void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kind,
 		     enum zs_dtype dt)
 {
-	static const uint64_t sizes[] = {1000, 1, 4099, 64};
 	struct place_server sv[MAXS];
 
 	memset(j, 0, sizeof *j);
-	strcpy(j->spec.name, "t");
-	j->spec.stage = 3;
-	j->spec.world_size = R;
-	j->spec.compute_dtype = dt;
-	j->spec.optim = (struct zs_optim){.kind = kind, .lr = kind == ZS_SGD ? 0.05 : 1e-2,
-					  .weight_decay = 0.01,
-					  .momentum = kind == ZS_SGD ? 0.9 : 0.0};
-	j->spec.layout.n_units = 4;
-	j->spec.layout.units = calloc(4, sizeof(struct zs_unit));
-	for (int u = 0; u < 4; u++) {
-		struct zs_unit *un = &j->spec.layout.units[u];
-		snprintf(un->name, sizeof un->name, "u%d", u);
-		un->dtype = u == 0 ? ZS_F32 : ZS_DTYPE_UNSET; /* unit 0 stays f32 */
-		un->n_tensors = 1;
-		un->tensors = calloc(1, sizeof(struct zs_tensor));
-		strcpy(un->tensors[0].name, "w");
-		un->tensors[0].ndim = 1;
-		un->tensors[0].shape[0] = sizes[u];
-	}
-	assert_int_equal(zs_job_spec_normalize(&j->spec, NULL), ZS_OK);
+	oracle_spec(&j->spec, "t", R, kind, dt);
 	for (int s = 0; s < S; s++)
 		sv[s] = (struct place_server){.id = (uint64_t)s + 1, .free_bytes = UINT64_MAX};
 	assert_int_equal(place_job(&j->spec, sv, (size_t)S, NULL, &j->placement, NULL), ZS_OK);
@@ -102,18 +83,6 @@ static void stop(struct cluster *c)
 		zs_listener_free(c->l[s]);
 	}
 	zs_job_release(&c->job);
-}
-
-/* Initial parameters and the synthetic gradient, shared with the reference. */
-static float init_param(uint32_t u, uint64_t i)
-{
-	return (float)sin((double)(u * 131 + i) * 0.37) * 0.5f;
-}
-
-static float grad_of(float p, uint32_t u, uint64_t i, uint32_t rank, uint64_t t)
-{
-	return p * (0.3f + 0.1f * (float)rank) + (float)((i * 7 + u * 3 + t) % 11) * 0.01f -
-	       0.05f * (float)rank;
 }
 
 static struct zs_conn *conn_to(struct cluster *c, int s, uint32_t rank)
@@ -218,7 +187,7 @@ static void *trainer_main(void *arg)
 				tr->failed = 1;
 			} else {
 				for (uint64_t i = 0; i < un->numel; i++)
-					g[i] = grad_of(p[i], (uint32_t)u, i, tr->rank, t);
+					g[i] = oracle_grad(p[i], (uint32_t)u, i, tr->rank, t);
 				zs_convert_from_f32(un->dtype == ZS_F32 ? (void *)g : g16,
 						    un->dtype, g, un->numel);
 				if (push_unit(c, conn, (uint32_t)u, t,
@@ -234,45 +203,6 @@ static void *trainer_main(void *arg)
 	for (int s = 0; s < c->S; s++)
 		zs_conn_close(conn[s]);
 	return NULL;
-}
-
-/* The single-process reference: same gradients, summed in rank order. */
-static void reference(const struct zs_job *j, float **out)
-{
-	const struct zs_layout *l = &j->spec.layout;
-	uint32_t R = j->spec.world_size;
-	const struct zs_optim *o = &j->spec.optim;
-
-	for (uint32_t u = 0; u < l->n_units; u++) {
-		const struct zs_unit *un = &l->units[u];
-		uint64_t n = un->numel;
-		float *p = out[u], *m = calloc(n, 4), *v = calloc(n, 4), *acc = malloc(n * 4);
-		float *seen = malloc(n * 4);
-		for (uint64_t i = 0; i < n; i++)
-			p[i] = init_param(u, i);
-		for (uint64_t t = 0; t < STEPS; t++) {
-			struct zs_optim_step st = {o->kind, o->lr, o->beta1, o->beta2, o->eps,
-						   o->weight_decay, o->momentum, t + 1};
-			/* what trainers see: the compute-dtype copy */
-			for (uint64_t i = 0; i < n; i++)
-				seen[i] = un->dtype == ZS_BF16 ? zs_bf16_to_f32(zs_f32_to_bf16(p[i]))
-							       : p[i];
-			for (uint32_t r = 0; r < R; r++)
-				for (uint64_t i = 0; i < n; i++) {
-					float g = grad_of(seen[i], u, i, r, t);
-					if (un->dtype == ZS_BF16)
-						g = zs_bf16_to_f32(zs_f32_to_bf16(g));
-					acc[i] = r == 0 ? g : acc[i] + g;
-				}
-			for (uint64_t i = 0; i < n; i++)
-				acc[i] = R > 1 ? acc[i] / (float)R : acc[i];
-			zs_optim_apply(&st, p, m, v, acc, n);
-		}
-		free(m);
-		free(v);
-		free(acc);
-		free(seen);
-	}
 }
 
 static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype dt,
@@ -293,7 +223,7 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 	for (uint32_t u = 0; u < l->n_units; u++) {
 		float *p = malloc(l->units[u].numel * 4);
 		for (uint64_t i = 0; i < l->units[u].numel; i++)
-			p[i] = init_param(u, i);
+			p[i] = oracle_init(u, i);
 		if (push_unit(&c, conn, u, 0, p, ZS_F32, true, why))
 			fail_msg("init: %s", why);
 		free(p);
@@ -311,15 +241,14 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 	for (uint32_t u = 0; u < l->n_units; u++) {
 		ref[u] = malloc(l->units[u].numel * 4);
 	}
-	reference(&c.job, ref);
+	oracle_reference(&c.job.spec, STEPS, ref);
 	for (uint32_t u = 0; u < l->n_units; u++) {
 		const struct zs_unit *un = &l->units[u];
 		got = malloc(un->numel * 4);
 		if (gather_unit(&c, conn, u, STEPS, got, why))
 			fail_msg("final gather: %s", why);
 		for (uint64_t i = 0; i < un->numel; i++) {
-			float want = un->dtype == ZS_BF16 ? zs_bf16_to_f32(zs_f32_to_bf16(ref[u][i]))
-							  : ref[u][i];
+			float want = ref[u][i];
 			if (memcmp(&got[i], &want, 4))
 				fail_msg("S=%d R=%u %s %s %s: unit %u element %llu: %.9g, reference %.9g",
 					 S, R, t->name, zs_optim_name(kind), zs_dtype_name(dt), u,

@@ -1,0 +1,347 @@
+/*
+ * zshard.c - libzshard (see zshard.h): join through the coordinator,
+ * one data-plane connection per server that holds a shard, and ops that
+ * fan a unit's gather or push out over its shards.
+ */
+#include "zshard.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coord_client.h"
+#include "model.h"
+#include "transport.h"
+#include "util.h"
+
+struct zs_trainer {
+	struct zs_coord_client *coord;
+	struct zs_job job;
+	uint32_t rank;
+	bool joined;
+	uint32_t n_srv;
+	uint64_t *srv_id;
+	struct zs_conn **conn;
+	char err[ZS_ERRMSG_MAX];
+	struct zs_trainer_counters ctr;
+};
+
+struct zs_op {
+	zs_trainer *t;
+	uint32_t n, done;
+	enum zs_status status;
+	char msg[ZS_ERRMSG_MAX];
+	struct zs_req *req[];
+};
+
+static int fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(t->err, sizeof t->err, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
+{
+	for (uint32_t i = 0; i < t->n_srv; i++)
+		if (t->srv_id[i] == server_id)
+			return t->conn[i];
+	return NULL;
+}
+
+/* Connects to every server holding a shard of the job. */
+static enum zs_status connect_all(zs_trainer *t, const char *transport, int timeout_ms,
+				  struct zs_error *err)
+{
+	struct zs_server_info *s = NULL;
+	char host[ZS_ADDR_MAX] = "";
+	uint32_t n_s;
+	enum zs_status st = zs_coord_servers(t->coord, &s, &n_s, err);
+
+	if (st)
+		return st;
+	gethostname(host, sizeof host - 1);
+	t->srv_id = calloc(n_s ? n_s : 1, sizeof *t->srv_id);
+	t->conn = calloc(n_s ? n_s : 1, sizeof *t->conn);
+	if (!t->srv_id || !t->conn) {
+		free(s);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	for (uint32_t i = 0; i < n_s && !st; i++) {
+		bool used = false, shm;
+		const struct zs_transport_ops *ops;
+		struct zs_conn_opts o = {.job = t->job.spec.name, .token = "", .rank = t->rank,
+					 .timeout_ms = timeout_ms};
+		for (uint32_t k = 0; k < t->job.placement.n_shards; k++)
+			used |= t->job.placement.shards[k].server_id == s[i].id;
+		if (!used)
+			continue;
+		shm = s[i].shm_addr[0] &&
+		      (!strcmp(transport, "shm") ||
+		       (!strcmp(transport, "auto") && !strcmp(s[i].host, host)));
+		if (!strcmp(transport, "shm") && !s[i].shm_addr[0]) {
+			st = zs_fail(err, ZS_ESTATE, "server %llu (%s) offers no shm",
+				     (unsigned long long)s[i].id, s[i].addr);
+			break;
+		}
+		if (!shm && !s[i].data_addr[0]) {
+			st = zs_fail(err, ZS_ESTATE, "server %llu (%s) has no data address",
+				     (unsigned long long)s[i].id, s[i].addr);
+			break;
+		}
+		ops = shm ? &zs_shm_transport : &zs_tcp_transport;
+		o.addr = shm ? s[i].shm_addr : s[i].data_addr;
+		st = zs_connect(ops, &o, &t->conn[t->n_srv], err);
+		if (!st)
+			t->srv_id[t->n_srv++] = s[i].id;
+	}
+	for (uint32_t k = 0; !st && k < t->job.placement.n_shards; k++)
+		if (!conn_of(t, t->job.placement.shards[k].server_id))
+			st = zs_fail(err, ZS_EUNAVAIL, "server %llu, which holds shards, is not listed",
+				     (unsigned long long)t->job.placement.shards[k].server_id);
+	free(s);
+	return st;
+}
+
+int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
+		    const char *transport, int timeout_ms, zs_trainer **out, char *errbuf,
+		    size_t errlen)
+{
+	struct zs_error err = {0};
+	struct zs_join_req req = {.rank = rank};
+	struct zs_job j;
+	zs_trainer *t;
+	enum zs_status st;
+
+	*out = NULL;
+	if (!transport)
+		transport = "auto";
+	if (strcmp(transport, "auto") && strcmp(transport, "tcp") && strcmp(transport, "shm")) {
+		st = zs_fail(&err, ZS_EINVAL, "transport '%s' is not auto, tcp or shm", transport);
+		goto out;
+	}
+	if (!job || strlen(job) >= ZS_JOB_NAME_MAX) {
+		st = zs_fail(&err, ZS_EINVAL, "bad job name");
+		goto out;
+	}
+	t = calloc(1, sizeof *t);
+	if (!t) {
+		st = zs_fail(&err, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	t->rank = rank;
+	st = zs_coord_open(coordinator, timeout_ms, 0, &t->coord, &err);
+	if (st)
+		goto fail;
+	st = zs_coord_get_job(t->coord, job, &j, &err);
+	if (st)
+		goto fail;
+	snprintf(req.job, sizeof req.job, "%s", job);
+	gethostname(req.host, sizeof req.host - 1);
+	req.layout = j.spec.layout;
+	st = zs_coord_join(t->coord, &req, &t->job, &err);
+	zs_job_release(&j);
+	if (st)
+		goto fail;
+	t->joined = true;
+	st = connect_all(t, transport, timeout_ms, &err);
+	if (st)
+		goto fail;
+	*out = t;
+	return ZS_OK;
+fail:
+	zs_trainer_close(t);
+out:
+	if (errbuf && errlen)
+		snprintf(errbuf, errlen, "%s", err.msg);
+	return st;
+}
+
+void zs_trainer_close(zs_trainer *t)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+
+	if (!t)
+		return;
+	for (uint32_t i = 0; i < t->n_srv; i++)
+		zs_conn_close(t->conn[i]);
+	if (t->joined && !zs_coord_leave(t->coord, t->job.spec.name, t->rank, &j, &err))
+		zs_job_release(&j);
+	zs_coord_close(t->coord);
+	zs_job_release(&t->job);
+	free(t->srv_id);
+	free(t->conn);
+	free(t);
+}
+
+const char *zs_trainer_error(const zs_trainer *t) { return t->err; }
+unsigned zs_trainer_rank(const zs_trainer *t) { return t->rank; }
+unsigned zs_trainer_world_size(const zs_trainer *t) { return t->job.spec.world_size; }
+unsigned zs_trainer_stage(const zs_trainer *t) { return t->job.spec.stage; }
+unsigned zs_trainer_units(const zs_trainer *t) { return t->job.spec.layout.n_units; }
+
+int zs_trainer_refresh(zs_trainer *t)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	enum zs_status st = zs_coord_get_job(t->coord, t->job.spec.name, &j, &err);
+
+	if (st)
+		return fail(t, st, "%s", err.msg);
+	t->job.spec.stage = j.spec.stage;
+	zs_job_release(&j);
+	return ZS_OK;
+}
+
+const char *zs_unit_name(const zs_trainer *t, unsigned u)
+{
+	return u < t->job.spec.layout.n_units ? t->job.spec.layout.units[u].name : NULL;
+}
+
+unsigned long long zs_unit_numel(const zs_trainer *t, unsigned u)
+{
+	return u < t->job.spec.layout.n_units ? t->job.spec.layout.units[u].numel : 0;
+}
+
+int zs_unit_dtype(const zs_trainer *t, unsigned u)
+{
+	return u < t->job.spec.layout.n_units ? (int)t->job.spec.layout.units[u].dtype : 0;
+}
+
+/* Posts one transfer per shard of unit; on failure cancels nothing posted
+ * (they complete on their own) but reports the error through the op. */
+static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
+		 const void *src, bool init, zs_op **out)
+{
+	const struct zs_unit *un;
+	enum zs_dtype dt;
+	unsigned dsz;
+	uint32_t n = 0;
+	zs_op *op;
+
+	*out = NULL;
+	if (u >= t->job.spec.layout.n_units)
+		return fail(t, ZS_EINVAL, "unit %u is out of range (%u units)", u,
+			    t->job.spec.layout.n_units);
+	un = &t->job.spec.layout.units[u];
+	dt = init ? ZS_F32 : un->dtype;
+	dsz = zs_dtype_size(dt);
+	for (uint32_t i = 0; i < t->job.placement.n_shards; i++)
+		n += t->job.placement.shards[i].unit == u;
+	op = calloc(1, sizeof *op + n * sizeof op->req[0]);
+	if (!op)
+		return fail(t, ZS_ENOMEM, "out of memory");
+	op->t = t;
+	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
+		const struct zs_shard *sh = &t->job.placement.shards[i];
+		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
+				    .step = step, .dtype = dt, .init = init};
+		struct zs_error err = {0};
+		enum zs_status st;
+		if (sh->unit != u)
+			continue;
+		st = src ? zs_post_write(conn_of(t, sh->server_id), &x,
+					 (const uint8_t *)src + sh->offset * dsz,
+					 &op->req[op->n], &err)
+			 : zs_post_read(conn_of(t, sh->server_id), &x,
+					(uint8_t *)dst + sh->offset * dsz, &op->req[op->n], &err);
+		if (st == ZS_EAGAIN && op->n == 0) {
+			free(op);
+			return fail(t, ZS_EAGAIN, "too many transfers in flight");
+		}
+		if (st) {
+			/* what was posted still completes; the op reports this */
+			op->status = st == ZS_EAGAIN ? ZS_EAGAIN : st;
+			zs_fmt(op->msg, sizeof op->msg, "%s",
+			       st == ZS_EAGAIN ? "too many transfers in flight" : err.msg);
+			break;
+		}
+		op->n++;
+	}
+	if (src) {
+		t->ctr.pushes++;
+		t->ctr.bytes_pushed += un->numel * dsz;
+	} else {
+		t->ctr.gathers++;
+		t->ctr.bytes_gathered += un->numel * dsz;
+	}
+	*out = op;
+	return ZS_OK;
+}
+
+int zs_gather(zs_trainer *t, unsigned u, unsigned long long step, void *dst, zs_op **op)
+{
+	return start(t, u, step, dst, NULL, false, op);
+}
+
+int zs_push(zs_trainer *t, unsigned u, unsigned long long step, const void *grad,
+	    zs_op **op)
+{
+	return start(t, u, step, NULL, grad, false, op);
+}
+
+/* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
+static int progress(zs_op *op, int timeout_ms)
+{
+	zs_trainer *t = op->t;
+	double t0 = now_s();
+	int rc;
+
+	while (op->done < op->n) {
+		struct zs_error err = {0};
+		enum zs_status st;
+		int left = timeout_ms < 0 ? -1
+					  : timeout_ms - (int)((now_s() - t0) * 1000.0);
+		if (timeout_ms >= 0 && left < 0)
+			left = 0;
+		st = timeout_ms == 0 ? zs_req_test(op->req[op->done], &err)
+				     : zs_req_wait(op->req[op->done], left, &err);
+		if (st == ZS_EAGAIN || st == ZS_ETIMEDOUT) {
+			t->ctr.wait_seconds += now_s() - t0;
+			if (st == ZS_ETIMEDOUT)
+				return fail(t, st, "%s", err.msg);
+			return ZS_EAGAIN;
+		}
+		if (st && !op->status) {
+			op->status = st;
+			zs_fmt(op->msg, sizeof op->msg, "%s", err.msg);
+		}
+		op->done++;
+	}
+	t->ctr.wait_seconds += now_s() - t0;
+	rc = op->status;
+	if (rc)
+		fail(t, (enum zs_status)rc, "%s", op->msg);
+	free(op);
+	return rc;
+}
+
+int zs_op_test(zs_op *op) { return progress(op, 0); }
+int zs_op_wait(zs_op *op, int timeout_ms) { return progress(op, timeout_ms); }
+
+int zs_init_unit(zs_trainer *t, unsigned u, const float *params)
+{
+	zs_op *op;
+	int rc = start(t, u, 0, NULL, params, true, &op);
+	return rc ? rc : zs_op_wait(op, -1);
+}
+
+void zs_trainer_counters(const zs_trainer *t, struct zs_trainer_counters *c)
+{
+	*c = t->ctr;
+}

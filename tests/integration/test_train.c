@@ -1,0 +1,290 @@
+/*
+ * test_train.c - training through the whole service: a real coordinator and
+ * three real shard-server processes on loopback, jobs created through the
+ * coordinator, R trainers (threads, each its own libzshard handle) that
+ * gather, compute the oracle's synthetic gradient and push for several
+ * steps. The parameters they then gather must equal the single-process
+ * reference to the bit, for R in {1, 2, 3}, tcp and shm, SGD and AdamW,
+ * f32 and bf16. Also: an operator's stage change reaches trainers at their
+ * next refresh, and a trainer that asks for a step that is not there yet
+ * is held, then served.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coord_client.h"
+#include "harness.h"
+#include "optim.h"
+#include "oracle.h"
+#include "util.h"
+#include "zshard.h"
+
+#define NSERV 3
+#define STEPS 3
+
+static struct {
+	char *dir;
+	char addr[64];
+	pid_t coord, srv[NSERV];
+} C;
+
+static int group_setup(void **st)
+{
+	char pf[1024], log[1024], data[1024], port[1024];
+	(void)st;
+	C.dir = h_tmpdir("train");
+	snprintf(pf, sizeof pf, "%s/coordinator.addr", C.dir);
+	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
+	snprintf(data, sizeof data, "%s/coordinator", C.dir);
+	char *cargv[] = {(char *)h_bin("zshard-coordinator"), "--listen", "127.0.0.1:0",
+			 "--data-dir", data, "--port-file", pf, "--lease-ms", "1500", NULL};
+	C.coord = h_spawn(cargv, log);
+	if (!h_wait_file(pf, 10000, C.addr, sizeof C.addr))
+		return -1;
+	for (int i = 0; i < NSERV; i++) {
+		snprintf(log, sizeof log, "%s/server-%d.log", C.dir, i);
+		snprintf(data, sizeof data, "%s/server-%d", C.dir, i);
+		snprintf(port, sizeof port, "%s/server-%d.addr", C.dir, i);
+		char *sargv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr,
+				 "--data-dir", data, "--capacity", "256M", "--port-file", port,
+				 NULL};
+		C.srv[i] = h_spawn(sargv, log);
+		if (!h_wait_file(port, 10000, pf, sizeof pf))
+			return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **st)
+{
+	(void)st;
+	for (int i = 0; i < NSERV; i++)
+		h_stop(C.srv[i], SIGTERM, 5000);
+	h_stop(C.coord, SIGTERM, 5000);
+	if (getenv("ZSHARD_KEEP_TEST_DIRS"))
+		fprintf(stderr, "kept %s\n", C.dir);
+	else
+		h_rmtree(C.dir);
+	free(C.dir);
+	return 0;
+}
+
+/* Creates a job and waits (bounded) until every server holds its shards. */
+static void create_job(struct zs_job_spec *spec)
+{
+	struct zs_coord_client *c;
+	struct zs_error err = {0};
+	struct zs_job j;
+
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	if (zs_coord_create_job(c, spec, &j, &err))
+		fail_msg("create job: %s", err.msg);
+	zs_job_release(&j);
+	zs_coord_close(c);
+}
+
+/* Joins, retrying while servers have not loaded the job yet. */
+static zs_trainer *join(const char *job, unsigned rank, const char *transport)
+{
+	char err[512];
+	zs_trainer *t = NULL;
+	int rc = -1;
+
+	for (int i = 0; i < 200; i++) {
+		rc = zs_trainer_join(C.addr, job, rank, transport, 5000, &t, err, sizeof err);
+		if (rc != ZS_ENOTFOUND || !strstr(err, "holds no shard"))
+			break;
+		usleep(50 * 1000); /* the next heartbeat brings the assignment */
+	}
+	if (rc)
+		fail_msg("join %s rank %u: %s", job, rank, err);
+	return t;
+}
+
+static int fetch(zs_trainer *t, unsigned u, uint64_t step, float *out)
+{
+	unsigned long long n = zs_unit_numel(t, u);
+	int dt = zs_unit_dtype(t, u);
+	void *raw = malloc(n * (dt == ZS_F32 ? 4 : 2));
+	zs_op *op;
+	int rc = zs_gather(t, u, step, raw, &op);
+
+	if (!rc)
+		rc = zs_op_wait(op, 20000);
+	if (!rc)
+		zs_convert_to_f32(out, raw, (enum zs_dtype)dt, n);
+	free(raw);
+	return rc;
+}
+
+struct rank_ctx {
+	zs_trainer *t;
+	int rc;
+	char why[512];
+};
+
+static void *train(void *arg)
+{
+	struct rank_ctx *x = arg;
+	zs_trainer *t = x->t;
+	unsigned rank = zs_trainer_rank(t);
+
+	for (uint64_t step = 0; step < STEPS && !x->rc; step++) {
+		zs_op *ops[8];
+		void *bufs[8];
+		int n_ops = 0;
+		/* backward order; pushes stay in flight until the step's end */
+		for (int u = (int)zs_trainer_units(t) - 1; u >= 0 && !x->rc; u--) {
+			unsigned long long n = zs_unit_numel(t, (unsigned)u);
+			enum zs_dtype dt = (enum zs_dtype)zs_unit_dtype(t, (unsigned)u);
+			float *p = malloc(n * 4);
+			void *g = malloc(n * 4);
+			if ((x->rc = fetch(t, (unsigned)u, step, p))) {
+				zs_fmt(x->why, sizeof x->why, "gather: %s", zs_trainer_error(t));
+				free(p);
+				free(g);
+				break;
+			}
+			for (unsigned long long i = 0; i < n; i++)
+				p[i] = oracle_grad(p[i], (uint32_t)u, i, rank, step);
+			zs_convert_from_f32(g, dt, p, n);
+			free(p);
+			if ((x->rc = zs_push(t, (unsigned)u, step, g, &ops[n_ops]))) {
+				zs_fmt(x->why, sizeof x->why, "push: %s", zs_trainer_error(t));
+				free(g);
+				break;
+			}
+			bufs[n_ops++] = g;
+		}
+		for (int k = 0; k < n_ops; k++) {
+			int rc = zs_op_wait(ops[k], 20000);
+			if (rc && !x->rc) {
+				x->rc = rc;
+				zs_fmt(x->why, sizeof x->why, "push: %s", zs_trainer_error(t));
+			}
+			free(bufs[k]);
+		}
+	}
+	return NULL;
+}
+
+static void run(const char *name, uint32_t R, const char *transport,
+		enum zs_optim_kind kind, enum zs_dtype dt)
+{
+	struct zs_job_spec spec;
+	struct rank_ctx x[3];
+	pthread_t th[3];
+	float *ref[4];
+
+	oracle_spec(&spec, name, R, kind, dt);
+	create_job(&spec);
+	for (uint32_t r = 0; r < R; r++)
+		x[r] = (struct rank_ctx){.t = join(name, r, transport)};
+	for (unsigned u = 0; u < zs_trainer_units(x[0].t); u++) {
+		unsigned long long n = zs_unit_numel(x[0].t, u);
+		float *p = malloc(n * 4);
+		for (unsigned long long i = 0; i < n; i++)
+			p[i] = oracle_init(u, i);
+		if (zs_init_unit(x[0].t, u, p))
+			fail_msg("init: %s", zs_trainer_error(x[0].t));
+		free(p);
+	}
+	for (uint32_t r = 0; r < R; r++)
+		pthread_create(&th[r], NULL, train, &x[r]);
+	for (uint32_t r = 0; r < R; r++) {
+		pthread_join(th[r], NULL);
+		if (x[r].rc)
+			fail_msg("%s rank %u: %s", name, r, x[r].why);
+	}
+	oracle_reference(&spec, STEPS, (ref[0] = malloc(spec.layout.units[0].numel * 4),
+					 ref[1] = malloc(4), ref[2] = malloc(4099 * 4),
+					 ref[3] = malloc(64 * 4), ref));
+	for (unsigned u = 0; u < 4; u++) {
+		unsigned long long n = spec.layout.units[u].numel;
+		float *got = malloc(n * 4);
+		if (fetch(x[R - 1].t, u, STEPS, got))
+			fail_msg("final gather: %s", zs_trainer_error(x[R - 1].t));
+		for (unsigned long long i = 0; i < n; i++)
+			if (memcmp(&got[i], &ref[u][i], 4))
+				fail_msg("%s (R=%u %s %s %s): unit %u element %llu is %.9g, the reference %.9g",
+					 name, R, transport, zs_optim_name(kind), zs_dtype_name(dt),
+					 u, i, got[i], ref[u][i]);
+		free(got);
+		free(ref[u]);
+	}
+	for (uint32_t r = 0; r < R; r++)
+		zs_trainer_close(x[r].t);
+	zs_job_spec_release(&spec);
+}
+
+static void test_oracle_through_the_service(void **st)
+{
+	(void)st;
+	run("o1", 1, "tcp", ZS_SGD, ZS_F32);
+	run("o2", 2, "shm", ZS_ADAMW, ZS_BF16);
+	run("o3", 3, "tcp", ZS_ADAMW, ZS_BF16);
+	run("o4", 3, "shm", ZS_SGD, ZS_F32);
+	run("o5", 2, "auto", ZS_ADAMW, ZS_F32);
+}
+
+static void test_stage_and_held_gather(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_job j;
+	zs_trainer *t;
+	zs_op *early, *op;
+	float p[1000], g[1000] = {0};
+
+	(void)st;
+	oracle_spec(&spec, "stage", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t = join("stage", 0, "tcp");
+	assert_int_equal(zs_trainer_stage(t), 3);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_set_stage(c, "stage", 1, &j, NULL), ZS_OK);
+	zs_job_release(&j);
+	assert_int_equal(zs_trainer_stage(t), 3); /* not before the step boundary */
+	assert_int_equal(zs_trainer_refresh(t), ZS_OK);
+	assert_int_equal(zs_trainer_stage(t), 1);
+	/* step 1 asked before step 0 is pushed: held, then served */
+	assert_int_equal(zs_gather(t, 0, 1, p, &early), ZS_OK);
+	usleep(100 * 1000);
+	assert_int_equal(zs_op_test(early), ZS_EAGAIN);
+	assert_int_equal(zs_push(t, 0, 0, g, &op), ZS_OK);
+	assert_int_equal(zs_op_wait(op, 5000), ZS_OK);
+	assert_int_equal(zs_op_wait(early, 5000), ZS_OK);
+	/* a push for a step already applied is refused with a reason */
+	assert_int_equal(zs_push(t, 0, 0, g, &op), ZS_OK);
+	assert_int_equal(zs_op_wait(op, 5000), ZS_ESTATE);
+	assert_non_null(strstr(zs_trainer_error(t), "open step is 1"));
+	/* rank 0 is taken while t holds it */
+	{
+		char err[256];
+		zs_trainer *t2;
+		assert_int_equal(zs_trainer_join(C.addr, "stage", 0, "tcp", 5000, &t2, err,
+						 sizeof err), ZS_EEXIST);
+		assert_null(t2);
+	}
+	zs_trainer_close(t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_oracle_through_the_service),
+		cmocka_unit_test(test_stage_and_held_gather),
+	};
+	return cmocka_run_group_tests_name("train", tests, group_setup, group_teardown);
+}

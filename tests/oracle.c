@@ -1,0 +1,97 @@
+/* oracle.c - synthetic model and reference for the oracle tests. */
+#include "oracle.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim.h"
+
+float oracle_init(uint32_t u, uint64_t i)
+{
+	return (float)sin((double)(u * 131 + i) * 0.37) * 0.5f;
+}
+
+float oracle_grad(float p, uint32_t u, uint64_t i, uint32_t rank, uint64_t t)
+{
+	return p * (0.3f + 0.1f * (float)rank) + (float)((i * 7 + u * 3 + t) % 11) * 0.01f -
+	       0.05f * (float)rank;
+}
+
+void oracle_spec(struct zs_job_spec *s, const char *name, uint32_t R,
+		 enum zs_optim_kind kind, enum zs_dtype dt)
+{
+	static const uint64_t sizes[] = {1000, 1, 4099, 64};
+
+	memset(s, 0, sizeof *s);
+	snprintf(s->name, sizeof s->name, "%s", name);
+	s->stage = 3;
+	s->world_size = R;
+	s->compute_dtype = dt;
+	s->optim = (struct zs_optim){.kind = kind, .lr = kind == ZS_SGD ? 0.05 : 1e-2,
+				     .weight_decay = 0.01,
+				     .momentum = kind == ZS_SGD ? 0.9 : 0.0};
+	s->layout.n_units = 4;
+	s->layout.units = calloc(4, sizeof(struct zs_unit));
+	for (int u = 0; u < 4; u++) {
+		struct zs_unit *un = &s->layout.units[u];
+		snprintf(un->name, sizeof un->name, "u%d", u);
+		un->dtype = u == 0 ? ZS_F32 : ZS_DTYPE_UNSET;
+		un->n_tensors = 1;
+		un->tensors = calloc(1, sizeof(struct zs_tensor));
+		strcpy(un->tensors[0].name, "w");
+		un->tensors[0].ndim = 1;
+		un->tensors[0].shape[0] = sizes[u];
+	}
+	if (zs_job_spec_normalize(s, NULL))
+		abort();
+}
+
+static float round_to(enum zs_dtype d, float x)
+{
+	if (d == ZS_BF16)
+		return zs_bf16_to_f32(zs_f32_to_bf16(x));
+	if (d == ZS_F16)
+		return zs_f16_to_f32(zs_f32_to_f16(x));
+	return x;
+}
+
+void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out)
+{
+	const struct zs_optim *o = &s->optim;
+	uint32_t R = s->world_size;
+
+	for (uint32_t u = 0; u < s->layout.n_units; u++) {
+		const struct zs_unit *un = &s->layout.units[u];
+		uint64_t n = un->numel;
+		float *p = malloc(n * 4), *m = calloc(n, 4), *v = calloc(n, 4);
+		float *acc = malloc(n * 4), *seen = malloc(n * 4);
+
+		for (uint64_t i = 0; i < n; i++)
+			p[i] = oracle_init(u, i);
+		for (uint64_t t = 0; t < steps; t++) {
+			struct zs_optim_step st = {o->kind, o->lr, o->beta1, o->beta2, o->eps,
+						   o->weight_decay, o->momentum, t + 1};
+			/* trainers see the compute-dtype copy and push in that dtype */
+			for (uint64_t i = 0; i < n; i++)
+				seen[i] = round_to(un->dtype, p[i]);
+			for (uint32_t r = 0; r < R; r++)
+				for (uint64_t i = 0; i < n; i++) {
+					float g = round_to(un->dtype,
+							   oracle_grad(seen[i], u, i, r, t));
+					acc[i] = r == 0 ? g : acc[i] + g;
+				}
+			for (uint64_t i = 0; i < n; i++)
+				acc[i] = R > 1 ? acc[i] / (float)R : acc[i];
+			zs_optim_apply(&st, p, m, v, acc, n);
+		}
+		for (uint64_t i = 0; i < n; i++)
+			out[u][i] = round_to(un->dtype, p[i]);
+		free(p);
+		free(m);
+		free(v);
+		free(acc);
+		free(seen);
+	}
+}

@@ -1,0 +1,27 @@
+/*
+ * oracle.h - the training oracle's synthetic model and its single-process
+ * reference (DESIGN.md section 3). The gradient is a deterministic function
+ * of the parameters a trainer gathered, its rank and the step, so a test of
+ * the service does not depend on any model's numerics; the reference sums
+ * the ranks' gradients in rank order in fp32, as the servers must.
+ */
+#ifndef ZS_ORACLE_H
+#define ZS_ORACLE_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+float oracle_init(uint32_t unit, uint64_t i);
+float oracle_grad(float p, uint32_t unit, uint64_t i, uint32_t rank, uint64_t step);
+
+/* A 4-unit job: f32 unit of 1000, a 1-element unit, 4099 (not divisible
+ * by anything useful) and 64 elements; the last three in dt. Normalized. */
+void oracle_spec(struct zs_job_spec *s, const char *name, uint32_t R,
+		 enum zs_optim_kind kind, enum zs_dtype dt);
+
+/* Parameters after steps updates, one array per unit (numel floats each),
+ * as gathers of step `steps` return them (rounded to the unit's dtype). */
+void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out);
+
+#endif
