@@ -59,7 +59,7 @@ TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/test
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
 .PHONY: all check asan demo bench format clean deps
-all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(TEST_BINS)
+all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(BUILD)/bin/charlm $(TEST_BINS)
 
 $(LIBZS_A): $(LIB_OBJ) $(CORE_OBJ)
 	@mkdir -p $(@D)
@@ -140,7 +140,11 @@ $(BUILD)/bin/bench_transport: $(BUILD)/obj/bench/transport.o $(CORE_LIB)
 bench: $(BINS) $(BUILD)/bin/coord_rpc $(BUILD)/bin/bench_transport
 	@bench/run.sh
 
-demo: $(BINS)
+$(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(LIBZS_A)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lopenblas
+
+demo: $(BINS) $(BUILD)/bin/charlm
 	@examples/demo.sh
 
 asan:

@@ -40,6 +40,7 @@ struct eshard {
 	uint8_t *slot;   /* enum slot_state per rank */
 	uint32_t full;   /* ranks whose slot is full */
 	uint64_t version;
+	bool ready; /* has parameters: initialized (or, later, restored) */
 	struct held *held;
 	size_t n_held, cap_held;
 };
@@ -153,7 +154,7 @@ static void t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			    unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
 	} else {
 		pthread_mutex_lock(&s->mu);
-		if (s->version == x->step) {
+		if (s->version == x->step && s->ready) {
 			pthread_mutex_unlock(&s->mu);
 			atomic_fetch_add(&e->bytes_out, x->length * s->dsz);
 			zs_sop_read_ready(op, served(s, x));
@@ -165,7 +166,8 @@ static void t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 				    unit_name(j, x->unit), (unsigned long long)v,
 				    (unsigned long long)x->step);
 		} else {
-			/* asked early: hold it until the update that makes step t */
+			/* asked early (or before the parameters exist): hold it until
+			 * the update that makes step t, or the initial upload */
 			if (s->n_held == s->cap_held) {
 				size_t nc = s->cap_held ? s->cap_held * 2 : 8;
 				struct held *g = realloc(s->held, nc * sizeof *g);
@@ -221,6 +223,10 @@ static enum zs_status t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 	} else if (x->dtype != s->dt) {
 		st = zs_fail(err, ZS_EINVAL, "unit '%s' takes %s gradients, not %s",
 			     unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
+	} else if (!s->ready) {
+		st = zs_fail(err, ZS_ESTATE,
+			     "unit '%s' has no parameters yet: rank 0 uploads them before step 0",
+			     unit_name(j, x->unit));
 	} else if (x->step != s->version) {
 		st = zs_fail(err, ZS_ESTATE, "push for step %llu of unit '%s', whose open step is %llu",
 			     (unsigned long long)x->step, unit_name(j, x->unit),
@@ -294,14 +300,14 @@ static void t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t ra
 	}
 	s = shard_for(j, x);
 	atomic_fetch_add(&e->bytes_in, x->length * (x->init ? 4 : s->dsz));
+	pthread_mutex_lock(&s->mu);
 	if (x->init) {
 		if (s->copy != s->master)
 			zs_convert_from_f32(s->copy, s->dt, s->master, s->sh.length);
+		s->ready = true;
 		zs_sop_done(op);
-		job_unref(e, j);
-		return;
+		goto release;
 	}
-	pthread_mutex_lock(&s->mu);
 	s->slot[rank] = SLOT_FULL;
 	s->full++;
 	zs_sop_done(op); /* landed: acknowledged; the update may follow */
@@ -311,8 +317,11 @@ static void t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t ra
 		s->full = 0;
 		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 		atomic_fetch_add(&e->steps, 1);
-		/* release the gathers of the new step, keep later ones */
-		release = malloc((s->n_held ? s->n_held : 1) * sizeof *release);
+	}
+release:
+	if (s->ready && s->n_held) {
+		/* release the gathers of the current step, keep later ones */
+		release = malloc(s->n_held * sizeof *release);
 		for (size_t i = 0; i < s->n_held; i++) {
 			if (release && s->held[i].x.step == s->version)
 				release[n_release++] = s->held[i];

@@ -256,6 +256,7 @@ static void test_stage_and_held_gather(void **st)
 	assert_int_equal(zs_trainer_stage(t), 3); /* not before the step boundary */
 	assert_int_equal(zs_trainer_refresh(t), ZS_OK);
 	assert_int_equal(zs_trainer_stage(t), 1);
+	assert_int_equal(zs_init_unit(t, 0, g), ZS_OK);
 	/* step 1 asked before step 0 is pushed: held, then served */
 	assert_int_equal(zs_gather(t, 0, 1, p, &early), ZS_OK);
 	usleep(100 * 1000);

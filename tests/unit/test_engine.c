@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "oracle.h"
@@ -297,6 +298,29 @@ static void test_refusals_and_held_gather(void **st)
 	b = conn_to(&c, 0, 1);
 	struct zs_xfer x = {.unit = 0, .offset = sh->offset, .length = sh->length,
 			    .step = 0, .dtype = ZS_F32};
+	struct zs_req *before_init;
+	char why[512];
+
+	/* before rank 0's upload: pushes are refused, step-0 gathers held */
+	assert_int_equal(zs_post_write(a, &x, buf, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "no parameters yet"));
+	assert_int_equal(zs_post_read(b, &x, p, &before_init, &err), ZS_OK);
+	usleep(50 * 1000);
+	assert_int_equal(zs_req_test(before_init, &err), ZS_EAGAIN);
+	{
+		struct zs_conn *conn[1] = {a};
+		for (uint32_t u = 0; u < c.job.spec.layout.n_units; u++) {
+			float *init = calloc(c.job.spec.layout.units[u].numel, 4);
+			for (uint64_t i = 0; i < c.job.spec.layout.units[u].numel; i++)
+				init[i] = oracle_init(u, i);
+			if (push_unit(&c, conn, u, 0, init, ZS_F32, true, why))
+				fail_msg("init: %s", why);
+			free(init);
+		}
+	}
+	assert_int_equal(zs_req_wait(before_init, 5000, &err), ZS_OK);
+	assert_true(p[0] == oracle_init(0, sh->offset));
 
 	/* a gather of step 1 asked early is held */
 	x.step = 1;
