@@ -22,7 +22,8 @@ pid_t h_spawn(char *const argv[], const char *log);
 /* Waits for a file to be non-empty (up to ms), reads its first line. */
 bool h_wait_file(const char *path, int ms, char *out, size_t len);
 
-/* Sends sig and waits up to ms for exit; returns the exit status or -1. */
+/* Sends sig (0: none, just wait) and waits up to ms for exit; returns the
+ * exit status (128 + signal if killed), or -1 after killing it at the bound. */
 int h_stop(pid_t pid, int sig, int ms);
 /* True while pid is running (reaps it if it exited). */
 bool h_alive(pid_t pid);

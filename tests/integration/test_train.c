@@ -25,6 +25,7 @@
 #include "harness.h"
 #include "optim.h"
 #include "oracle.h"
+#include "spec_json.h"
 #include "util.h"
 #include "zshard.h"
 
@@ -281,11 +282,82 @@ static void test_stage_and_held_gather(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * The real model: examples/charlm trained by two trainer processes through
+ * the servers equals its single-process reference to the bit, over tcp at
+ * stage 3 and over shm at stage 1 (the stage changes what a trainer keeps,
+ * never the result).
+ */
+static void charlm_run(const char *name, unsigned stage, const char *transport)
+{
+	const char *root = getenv("ZSHARD_ROOT");
+	char spec_path[1024], d0[1024], d1[1024], dref[1024], log[1024], stage_s[8];
+	struct zs_coord_client *c;
+	struct zs_job_spec spec;
+	struct zs_error err = {0};
+	struct zs_job j;
+	char *out, *errs;
+	pid_t r1;
+	int rc;
+
+	snprintf(spec_path, sizeof spec_path, "%s/examples/charlm.json", root ? root : ".");
+	assert_int_equal(zs_spec_load(spec_path, &spec, NULL), ZS_OK);
+	assert_int_equal(zs_job_spec_normalize(&spec, NULL), ZS_OK);
+	snprintf(spec.name, sizeof spec.name, "%s", name);
+	create_job(&spec);
+	zs_job_spec_release(&spec);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	if (zs_coord_set_stage(c, name, stage, &j, &err))
+		fail_msg("%s", err.msg);
+	zs_job_release(&j);
+	zs_coord_close(c);
+
+	snprintf(d0, sizeof d0, "%s/%s-0.bin", C.dir, name);
+	snprintf(d1, sizeof d1, "%s/%s-1.bin", C.dir, name);
+	snprintf(dref, sizeof dref, "%s/%s-ref.bin", C.dir, name);
+	snprintf(log, sizeof log, "%s/%s-rank1.log", C.dir, name);
+	snprintf(stage_s, sizeof stage_s, "%u", stage);
+	char *a1[] = {(char *)h_bin("charlm"), "--coordinator", C.addr, "--job", (char *)name,
+		      "--rank", "1", "--steps", "40", "--transport", (char *)transport,
+		      "--print-every", "0", "--dump", d1, NULL};
+	r1 = h_spawn(a1, log);
+	char *a0[] = {(char *)h_bin("charlm"), "--coordinator", C.addr, "--job", (char *)name,
+		      "--rank", "0", "--steps", "40", "--transport", (char *)transport,
+		      "--print-every", "0", "--dump", d0, NULL};
+	rc = h_run(a0, &out, &errs);
+	if (rc)
+		fail_msg("charlm rank 0: rc %d: %s", rc, errs);
+	free(out);
+	free(errs);
+	assert_int_equal(h_stop(r1, 0, 60000), 0);
+	char *ar[] = {(char *)h_bin("charlm"), "--reference", "--spec", spec_path, "--world",
+		      "2", "--steps", "40", "--dump", dref, NULL};
+	assert_int_equal(h_run(ar, &out, &errs), 0);
+	free(out);
+	free(errs);
+	char *c0[] = {"cmp", d0, dref, NULL}, *c1[] = {"cmp", d1, dref, NULL};
+	if (h_run(c0, &out, &errs) != 0)
+		fail_msg("%s: rank 0's parameters differ from the reference: %s", name, out);
+	free(out);
+	free(errs);
+	assert_int_equal(h_run(c1, &out, &errs), 0);
+	free(out);
+	free(errs);
+}
+
+static void test_charlm_equals_reference(void **st)
+{
+	(void)st;
+	charlm_run("charlm-z3-tcp", 3, "tcp");
+	charlm_run("charlm-z1-shm", 1, "shm");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_oracle_through_the_service),
 		cmocka_unit_test(test_stage_and_held_gather),
+		cmocka_unit_test(test_charlm_equals_reference),
 	};
 	return cmocka_run_group_tests_name("train", tests, group_setup, group_teardown);
 }
