@@ -516,6 +516,69 @@ static int c_status(struct ctx *x, int argc, char **argv)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- stats */
+
+static int c_stats(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_server_info *s;
+	uint32_t n;
+	char *pos[1];
+	int json = 0, np, r;
+	json_t *arr = json_array();
+
+	if ((r = flags(&cmds[8], argc, argv, &json, pos, 0, &np)))
+		return r < 0 ? 0 : r;
+	if ((r = open_coord(x)))
+		return r;
+	if (zs_coord_servers(x->c, &s, &n, &err))
+		return die("%s", err.msg);
+	if (!json)
+		printf("%-4s %-22s %-5s %5s %7s %12s %10s %12s %12s %8s\n", "ID", "ADDRESS",
+		       "STATE", "JOBS", "SHARDS", "STATE-BYTES", "UPDATES", "BYTES-IN",
+		       "BYTES-OUT", "WAITING");
+	for (uint32_t i = 0; i < n; i++) {
+		struct zs_server_status st;
+		char b1[32], b2[32], b3[32];
+		if (!s[i].up || zs_server_status_query(s[i].addr, x->timeout_ms, &st, &err)) {
+			if (json)
+				json_array_append_new(arr, json_pack("{s:I, s:s, s:s}", "id",
+								     (json_int_t)s[i].id, "addr",
+								     s[i].addr, "state", "down"));
+			else
+				printf("%-4llu %-22s %-5s\n", (unsigned long long)s[i].id, s[i].addr,
+				       "down");
+			continue;
+		}
+		if (json)
+			json_array_append_new(
+				arr, json_pack("{s:I, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:I}",
+					       "id", (json_int_t)st.id, "addr", st.addr, "state", "up",
+					       "data_addr", st.data_addr, "shm_addr", st.shm_addr,
+					       "jobs", (int)st.jobs_held, "shards", (int)st.shards,
+					       "state_bytes", (json_int_t)st.state_bytes,
+					       "steps_applied", (json_int_t)st.steps_applied,
+					       "bytes_in", (json_int_t)st.bytes_in,
+					       "bytes_out", (json_int_t)st.bytes_out,
+					       "gathers_waiting", (json_int_t)st.gathers_waiting));
+		else
+			printf("%-4llu %-22s %-5s %5u %7u %12s %10llu %12s %12s %8llu\n",
+			       (unsigned long long)st.id, st.addr, "up", st.jobs_held, st.shards,
+			       zs_fmt_bytes(st.state_bytes, b1, sizeof b1),
+			       (unsigned long long)st.steps_applied,
+			       zs_fmt_bytes(st.bytes_in, b2, sizeof b2),
+			       zs_fmt_bytes(st.bytes_out, b3, sizeof b3),
+			       (unsigned long long)st.gathers_waiting);
+		zs_server_status_release(&st);
+	}
+	if (json)
+		json_print(json_pack("{s:o}", "servers", arr));
+	else
+		json_decref(arr);
+	free(s);
+	return 0;
+}
+
 static const struct cmd cmds[] = {
 	{"servers", "[--json]", "List shard servers: id, address, up/down, capacity, bytes placed, transports.", c_servers},
 	{"jobs", "[--json]", "List jobs with stage, world size, size and placement epoch.", c_jobs},
@@ -526,6 +589,7 @@ static const struct cmd cmds[] = {
 	{"trainers", "JOB [--json]", "List the ranks that joined the job.", c_trainers},
 	{"rebalance", "JOB", "Recompute the job's placement over the live servers (only before\ntrainers join); the epoch grows if it changed.", c_rebalance},
 	{"status", "[--server HOST:PORT] [--json]", "The coordinator's status, or a shard server's.", c_status},
+	{"stats", "[--json]", "Per shard server: jobs and shards held, bytes of shard state, shard\nupdates applied, bytes in and out, gathers waiting for other ranks.", c_stats},
 	{NULL, NULL, NULL, NULL},
 };
 

@@ -822,6 +822,15 @@ enum zs_status zs_enc_server_status(const struct zs_server_status *s,
 	m.uptime_ms = s->uptime_ms;
 	m.n_assignments = s->n_assignments;
 	m.assignments = assignments_pb(&a, s->assignments, s->n_assignments);
+	m.jobs_held = s->jobs_held;
+	m.shards = s->shards;
+	m.state_bytes = s->state_bytes;
+	m.steps_applied = s->steps_applied;
+	m.bytes_in = s->bytes_in;
+	m.bytes_out = s->bytes_out;
+	m.gathers_waiting = s->gathers_waiting;
+	m.data_addr = (char *)s->data_addr;
+	m.shm_addr = (char *)s->shm_addr;
 	return pack(&a, &m.base, out);
 }
 
@@ -837,7 +846,16 @@ enum zs_status zs_dec_server_status(const uint8_t *p, size_t n,
 	s->assigned_bytes = m->assigned_bytes;
 	s->assign_gen = m->assign_gen;
 	s->uptime_ms = m->uptime_ms;
+	s->jobs_held = m->jobs_held;
+	s->shards = m->shards;
+	s->state_bytes = m->state_bytes;
+	s->steps_applied = m->steps_applied;
+	s->bytes_in = m->bytes_in;
+	s->bytes_out = m->bytes_out;
+	s->gathers_waiting = m->gathers_waiting;
 	if (!(st = cpy(s->addr, sizeof s->addr, m->addr, "address", err)) &&
+	    !(st = cpy(s->data_addr, sizeof s->data_addr, m->data_addr, "data address", err)) &&
+	    !(st = cpy(s->shm_addr, sizeof s->shm_addr, m->shm_addr, "shm address", err)) &&
 	    !(st = cpy(s->coordinator, sizeof s->coordinator, m->coordinator,
 		       "coordinator", err)))
 		st = assignments_from(m->assignments, m->n_assignments,

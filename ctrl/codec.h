@@ -53,6 +53,9 @@ struct zs_server_status {
 	int64_t uptime_ms;
 	uint32_t n_assignments;
 	struct zs_assignment *assignments;
+	uint32_t jobs_held, shards;
+	uint64_t state_bytes, steps_applied, bytes_in, bytes_out, gathers_waiting;
+	char data_addr[ZS_ADDR_MAX], shm_addr[ZS_ADDR_MAX];
 };
 void zs_server_status_release(struct zs_server_status *s);
 

@@ -25,6 +25,8 @@ enum slot_state { SLOT_EMPTY, SLOT_LANDING, SLOT_FULL };
 struct held {
 	struct zs_sop *op;
 	struct zs_xfer x;
+	int64_t since_ms;
+	uint32_t rank;
 };
 
 struct eshard {
@@ -66,6 +68,9 @@ struct engine {
 	struct ejob *jobs;
 	atomic_uint_fast64_t steps, bytes_in, bytes_out;
 	uint64_t bytes;
+	uint32_t step_timeout_ms;
+	pthread_t sweeper;
+	atomic_int stop;
 };
 
 /* ------------------------------------------------------------- lookups */
@@ -138,7 +143,6 @@ static void t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	struct ejob *j = job_by_handle(e, job);
 	struct eshard *s;
 
-	(void)rank;
 	if (!j) {
 		zs_sop_fail(op, ZS_ENOTFOUND, "job handle %u is gone", job);
 		return;
@@ -180,7 +184,7 @@ static void t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 				s->held = g;
 				s->cap_held = nc;
 			}
-			s->held[s->n_held++] = (struct held){op, *x};
+			s->held[s->n_held++] = (struct held){op, *x, zs_now_ms(), rank};
 			pthread_mutex_unlock(&s->mu);
 		}
 	}
@@ -535,7 +539,69 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 	st->bytes_out = atomic_load(&e->bytes_out);
 }
 
-enum zs_status engine_create(unsigned nthreads, struct engine **out, struct zs_error *err)
+/* Says what a gather of step t held on s waits for (caller holds s->mu). */
+static void waiting_for(struct ejob *j, struct eshard *s, uint64_t t, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	if (!s->ready) {
+		zs_fmt(buf, len, "the initial parameters (rank 0 uploads them)");
+		return;
+	}
+	if (t > s->version + 1) {
+		zs_fmt(buf, len, "step %llu, which is not reached (the shard is at step %llu)",
+		       (unsigned long long)t - 1, (unsigned long long)s->version);
+		return;
+	}
+	n += (size_t)snprintf(buf, len, "the push of step %llu from rank",
+			      (unsigned long long)s->version);
+	for (uint32_t r = 0, k = 0; r < j->spec.world_size && n < len; r++)
+		if (s->slot[r] != SLOT_FULL)
+			n += (size_t)snprintf(buf + n, len - n, "%s %u", k++ ? "," : "", r);
+}
+
+/* Fails gathers held past the step timeout, naming what they wait for. */
+static void *sweeper_main(void *arg)
+{
+	struct engine *e = arg;
+
+	while (!atomic_load(&e->stop)) {
+		int64_t now = zs_now_ms();
+		pthread_mutex_lock(&e->mu);
+		for (struct ejob *j = e->jobs; j; j = j->next)
+			for (uint32_t i = 0; i < j->n_shards; i++) {
+				struct eshard *s = &j->shards[i];
+				size_t keep = 0;
+				pthread_mutex_lock(&s->mu);
+				for (size_t h = 0; h < s->n_held; h++) {
+					struct held *x = &s->held[h];
+					char why[256];
+					if (now - x->since_ms < (int64_t)e->step_timeout_ms) {
+						s->held[keep++] = *x;
+						continue;
+					}
+					waiting_for(j, s, x->x.step, why, sizeof why);
+					zs_warn("job '%s' unit '%s': rank %u's gather of step %llu waited %lld ms for %s",
+						j->name, unit_name(j, x->x.unit), x->rank,
+						(unsigned long long)x->x.step,
+						(long long)(now - x->since_ms), why);
+					zs_sop_fail(x->op, ZS_ETIMEDOUT,
+						    "unit '%s' step %llu: waited %u ms for %s",
+						    unit_name(j, x->x.unit),
+						    (unsigned long long)x->x.step,
+						    e->step_timeout_ms, why);
+				}
+				s->n_held = keep;
+				pthread_mutex_unlock(&s->mu);
+			}
+		pthread_mutex_unlock(&e->mu);
+		zs_sleep_ms(100, (volatile const int *)&e->stop);
+	}
+	return NULL;
+}
+
+enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
+			     struct engine **out, struct zs_error *err)
 {
 	struct engine *e = calloc(1, sizeof *e);
 
@@ -543,8 +609,14 @@ enum zs_status engine_create(unsigned nthreads, struct engine **out, struct zs_e
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	pthread_mutex_init(&e->mu, NULL);
 	e->nthreads = nthreads ? nthreads : 1;
+	e->step_timeout_ms = step_timeout_ms ? step_timeout_ms : 60000;
 	e->target = (struct zs_target){e, t_hello, t_read, t_write_begin, t_write_done,
 				       t_write_abort};
+	if (pthread_create(&e->sweeper, NULL, sweeper_main, e)) {
+		pthread_mutex_destroy(&e->mu);
+		free(e);
+		return zs_fail(err, ZS_ENOMEM, "cannot start the engine's timeout thread");
+	}
 	*out = e;
 	return ZS_OK;
 }
@@ -557,6 +629,8 @@ void engine_free(struct engine *e)
 {
 	if (!e)
 		return;
+	atomic_store(&e->stop, 1);
+	pthread_join(e->sweeper, NULL);
 	while (e->jobs)
 		engine_remove_job(e, e->jobs->name);
 	pthread_mutex_destroy(&e->mu);

@@ -40,8 +40,13 @@ struct engine_stats {
 	uint64_t held;          /* gathers waiting now */
 };
 
-/* nthreads: threads for one shard's optimizer update (1 or more). */
-enum zs_status engine_create(unsigned nthreads, struct engine **out, struct zs_error *err);
+/*
+ * nthreads: threads for one shard's optimizer update (1 or more).
+ * step_timeout_ms: a gather held longer than this fails with ZS_ETIMEDOUT
+ * and a message naming the ranks that have not pushed (0: 60 s).
+ */
+enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
+			     struct engine **out, struct zs_error *err);
 /* The target to give zs_listener_start (ctx is the engine). */
 const struct zs_target *engine_target(struct engine *e);
 /* Must be called once, before any job is added. */

@@ -74,6 +74,19 @@ static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 	s.assignments = d->as; /* borrowed for encoding */
 	for (uint32_t i = 0; i < d->n_as; i++)
 		s.assigned_bytes += d->as[i].bytes;
+	snprintf(s.data_addr, sizeof s.data_addr, "%s", d->me.data_addr);
+	snprintf(s.shm_addr, sizeof s.shm_addr, "%s", d->me.shm_addr);
+	{
+		struct engine_stats es;
+		engine_stats(d->engine, &es);
+		s.jobs_held = es.jobs;
+		s.shards = es.shards;
+		s.state_bytes = es.bytes;
+		s.steps_applied = es.steps_applied;
+		s.bytes_in = es.bytes_in;
+		s.bytes_out = es.bytes_out;
+		s.gathers_waiting = es.held;
+	}
 	st = zs_enc_server_status(&s, &b);
 	pthread_mutex_unlock(&d->mu);
 	if (st) {
@@ -278,6 +291,8 @@ static void usage(FILE *f)
 		"                       data-plane (tcp) address (default: the control\n"
 		"                       address's host, a free port); same-host trainers\n"
 		"                       also get shared memory\n"
+		"  --step-timeout-ms MS a gather waiting longer for the other ranks fails,\n"
+		"                       naming the ranks it waits for (default 60000)\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
 		"  --coordinator-timeout-ms MS\n"
 		"                       how long to wait for the coordinator at start\n"
@@ -295,6 +310,7 @@ int main(int argc, char **argv)
 		{"capacity", required_argument, NULL, 'C'},
 		{"port-file", required_argument, NULL, 'p'},
 		{"data-listen", required_argument, NULL, 'D'},
+		{"step-timeout-ms", required_argument, NULL, 'T'},
 		{"coordinator-timeout-ms", required_argument, NULL, 'w'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
@@ -305,6 +321,7 @@ int main(int argc, char **argv)
 	const char *coord_addr = getenv("ZSHARD_COORDINATOR");
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
 	const char *data_listen = NULL;
+	uint32_t step_timeout_ms = 60000;
 	char data_default[ZS_ADDR_MAX];
 	struct zs_listener *dp = NULL;
 	struct srvd d = {.wait_ms = 300000};
@@ -325,6 +342,13 @@ int main(int argc, char **argv)
 		case 'd': data_dir = optarg; break;
 		case 'p': port_file = optarg; break;
 		case 'D': data_listen = optarg; break;
+		case 'T':
+			if (zs_parse_u64(optarg, 100, 86400000, &v, &err)) {
+				fprintf(stderr, "zshard-server: --step-timeout-ms: %s\n", err.msg);
+				return 2;
+			}
+			step_timeout_ms = (uint32_t)v;
+			break;
 		case 'C':
 			if (zs_parse_size(optarg, &d.me.capacity, &err) || !d.me.capacity) {
 				fprintf(stderr, "zshard-server: --capacity: %s\n",
@@ -385,7 +409,7 @@ int main(int argc, char **argv)
 		zs_fmt(data_default, sizeof data_default, "%s:0", host);
 		data_listen = data_default;
 	}
-	if (engine_create(2, &d.engine, &err))
+	if (engine_create(2, step_timeout_ms, &d.engine, &err))
 		goto clean_kv;
 	{
 		struct zs_listener_opts lo = {.tcp_listen = data_listen, .shm = true,

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coord_client.h"
@@ -57,7 +58,7 @@ static int group_setup(void **st)
 		snprintf(port, sizeof port, "%s/server-%d.addr", C.dir, i);
 		char *sargv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr,
 				 "--data-dir", data, "--capacity", "256M", "--port-file", port,
-				 NULL};
+				 "--step-timeout-ms", "3000", NULL};
 		C.srv[i] = h_spawn(sargv, log);
 		if (!h_wait_file(port, 10000, pf, sizeof pf))
 			return -1;
@@ -352,12 +353,49 @@ static void test_charlm_equals_reference(void **st)
 	charlm_run("charlm-z1-shm", 1, "shm");
 }
 
+/* A rank that dies mid-step: the others get a clear error, in bounded time,
+ * that names it; the servers go on serving. */
+static void test_dead_trainer_is_named(void **st)
+{
+	struct zs_job_spec spec;
+	zs_trainer *t0, *t1;
+	zs_op *op;
+	float p[1000], g[1000] = {0};
+	struct timespec a, b;
+	double waited;
+
+	(void)st;
+	oracle_spec(&spec, "dead", 2, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t0 = join("dead", 0, "tcp");
+	t1 = join("dead", 1, "tcp");
+	assert_int_equal(zs_init_unit(t0, 0, g), ZS_OK);
+	assert_int_equal(zs_push(t0, 0, 0, g, &op), ZS_OK);
+	assert_int_equal(zs_op_wait(op, 5000), ZS_OK);
+	zs_trainer_close(t1); /* rank 1 is gone without pushing step 0 */
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(zs_gather(t0, 0, 1, p, &op), ZS_OK);
+	assert_int_equal(zs_op_wait(op, 30000), ZS_ETIMEDOUT);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	waited = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+	if (!strstr(zs_trainer_error(t0), "push of step 0 from rank 1"))
+		fail_msg("the error does not name rank 1: %s", zs_trainer_error(t0));
+	assert_true(waited >= 2.5 && waited < 15.0); /* the server's 3 s bound */
+	/* the server still serves: step 0 of another unit is there */
+	assert_int_equal(zs_init_unit(t0, 3, g), ZS_OK);
+	assert_int_equal(zs_gather(t0, 3, 0, p, &op), ZS_OK);
+	assert_int_equal(zs_op_wait(op, 5000), ZS_OK);
+	zs_trainer_close(t0);
+	zs_job_spec_release(&spec);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_oracle_through_the_service),
 		cmocka_unit_test(test_stage_and_held_gather),
 		cmocka_unit_test(test_charlm_equals_reference),
+		cmocka_unit_test(test_dead_trainer_is_named),
 	};
 	return cmocka_run_group_tests_name("train", tests, group_setup, group_teardown);
 }

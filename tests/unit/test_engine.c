@@ -67,7 +67,7 @@ static void start(struct cluster *c, int S, uint32_t R, enum zs_optim_kind kind,
 	for (int s = 0; s < S; s++) {
 		struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = true,
 					     .arena_bytes = 16u << 20};
-		assert_int_equal(engine_create(2, &c->e[s], NULL), ZS_OK);
+		assert_int_equal(engine_create(2, 0, &c->e[s], NULL), ZS_OK);
 		if (zs_listener_start(&o, engine_target(c->e[s]), &c->l[s], c->tcp[s],
 				      c->shm[s], &err))
 			fail_msg("%s", err.msg);
@@ -377,7 +377,7 @@ static void test_refused_features(void **st)
 	(void)st;
 	make_job(&j, 1, 1, ZS_ADAMW, ZS_F32);
 	j.spec.optim.clip_norm = 1.0;
-	assert_int_equal(engine_create(1, &e, NULL), ZS_OK);
+	assert_int_equal(engine_create(1, 0, &e, NULL), ZS_OK);
 	assert_int_equal(engine_add_job(e, &j, 1, &err), ZS_ESTATE);
 	assert_non_null(strstr(err.msg, "clipping"));
 	engine_free(e);
