@@ -17,6 +17,16 @@
 #include "transport.h"
 #include "util.h"
 
+/* The step driver's view of one unit. */
+struct dunit {
+	void *params;      /* NULL when not resident */
+	zs_op *gather;     /* in flight */
+	void *grad;
+	zs_op *push;       /* in flight */
+	bool grad_ready;   /* stage 1: written, to push at step end */
+	size_t bytes;      /* numel * dtype size */
+};
+
 struct zs_trainer {
 	struct zs_coord_client *coord;
 	struct zs_job job;
@@ -27,6 +37,12 @@ struct zs_trainer {
 	struct zs_conn **conn;
 	char err[ZS_ERRMSG_MAX];
 	struct zs_trainer_counters ctr;
+	/* the step driver */
+	struct zs_policy pol;
+	struct dunit *du;
+	uint64_t step;
+	bool in_step;
+	unsigned stage; /* for this step */
 };
 
 struct zs_op {
@@ -158,6 +174,16 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	if (st)
 		goto fail;
 	t->joined = true;
+	t->pol = (struct zs_policy){.prefetch = 1, .reshard_after_forward = 1};
+	t->du = calloc(t->job.spec.layout.n_units ? t->job.spec.layout.n_units : 1,
+		       sizeof *t->du);
+	if (!t->du) {
+		st = zs_fail(&err, ZS_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++)
+		t->du[u].bytes = t->job.spec.layout.units[u].numel *
+				 zs_dtype_size(t->job.spec.layout.units[u].dtype);
 	st = connect_all(t, transport, timeout_ms, &err);
 	if (st)
 		goto fail;
@@ -178,8 +204,16 @@ void zs_trainer_close(zs_trainer *t)
 
 	if (!t)
 		return;
+	/* connections first: they fail and free what is in flight */
 	for (uint32_t i = 0; i < t->n_srv; i++)
 		zs_conn_close(t->conn[i]);
+	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
+		free(t->du[u].gather); /* ops only; their requests died with the conns */
+		free(t->du[u].push);
+		free(t->du[u].params);
+		free(t->du[u].grad);
+	}
+	free(t->du);
 	if (t->joined && !zs_coord_leave(t->coord, t->job.spec.name, t->rank, &j, &err))
 		zs_job_release(&j);
 	zs_coord_close(t->coord);
@@ -311,10 +345,10 @@ static int progress(zs_op *op, int timeout_ms)
 			left = 0;
 		st = timeout_ms == 0 ? zs_req_test(op->req[op->done], &err)
 				     : zs_req_wait(op->req[op->done], left, &err);
-		if (st == ZS_EAGAIN || st == ZS_ETIMEDOUT) {
+		if (st == ZS_EAGAIN) { /* in progress (or the wait's bound passed) */
 			t->ctr.wait_seconds += now_s() - t0;
-			if (st == ZS_ETIMEDOUT)
-				return fail(t, st, "%s", err.msg);
+			if (timeout_ms != 0)
+				fail(t, st, "%s", err.msg);
 			return ZS_EAGAIN;
 		}
 		if (st && !op->status) {
@@ -344,4 +378,237 @@ int zs_init_unit(zs_trainer *t, unsigned u, const float *params)
 void zs_trainer_counters(const zs_trainer *t, struct zs_trainer_counters *c)
 {
 	*c = t->ctr;
+}
+
+/* ------------------------------------------------------------ step driver */
+
+int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p)
+{
+	if (t->in_step)
+		return fail(t, ZS_ESTATE, "the policy changes between steps, not within one");
+	t->pol = *p;
+	return ZS_OK;
+}
+
+static void live_params(zs_trainer *t, long long delta)
+{
+	t->ctr.live_param_bytes += (unsigned long long)delta;
+	if (t->ctr.live_param_bytes > t->ctr.peak_param_bytes)
+		t->ctr.peak_param_bytes = t->ctr.live_param_bytes;
+}
+
+static void live_grads(zs_trainer *t, long long delta)
+{
+	t->ctr.live_grad_bytes += (unsigned long long)delta;
+	if (t->ctr.live_grad_bytes > t->ctr.peak_grad_bytes)
+		t->ctr.peak_grad_bytes = t->ctr.live_grad_bytes;
+}
+
+static void drop_params(zs_trainer *t, unsigned u)
+{
+	struct dunit *d = &t->du[u];
+	if (d->params && !d->gather) {
+		free(d->params);
+		d->params = NULL;
+		live_params(t, -(long long)d->bytes);
+	}
+}
+
+/* Starts unit u's gather if it is neither resident nor in flight. must:
+ * the unit is needed now (the memory bound cannot refuse it). */
+static int want(zs_trainer *t, unsigned u, bool must)
+{
+	struct dunit *d = &t->du[u];
+	int rc;
+
+	if (d->params || d->gather)
+		return ZS_OK;
+	if (!must && t->pol.max_live_bytes &&
+	    t->ctr.live_param_bytes + d->bytes > t->pol.max_live_bytes)
+		return ZS_OK; /* the window waits for memory */
+	d->params = malloc(d->bytes ? d->bytes : 1);
+	if (!d->params)
+		return fail(t, ZS_ENOMEM, "out of memory for unit %u's parameters", u);
+	live_params(t, (long long)d->bytes);
+	rc = zs_gather(t, u, t->step, d->params, &d->gather);
+	if (rc) {
+		free(d->params);
+		d->params = NULL;
+		live_params(t, -(long long)d->bytes);
+	}
+	return rc;
+}
+
+/* Reaps finished pushes (stage 2, 3 free their gradients then). */
+static int reap_pushes(zs_trainer *t, bool wait)
+{
+	int first = ZS_OK;
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
+		struct dunit *d = &t->du[u];
+		int rc;
+		if (!d->push)
+			continue;
+		rc = wait ? zs_op_wait(d->push, -1) : zs_op_test(d->push);
+		if (rc == ZS_EAGAIN)
+			continue;
+		d->push = NULL;
+		free(d->grad);
+		d->grad = NULL;
+		live_grads(t, -(long long)d->bytes);
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
+}
+
+int zs_step_begin(zs_trainer *t, unsigned long long step)
+{
+	uint32_t n = t->job.spec.layout.n_units;
+	int rc;
+
+	if (t->in_step)
+		return fail(t, ZS_ESTATE, "step %llu has not ended", (unsigned long long)t->step);
+	/* the stage an operator set applies from this step boundary */
+	rc = zs_trainer_refresh(t);
+	if (rc)
+		return rc;
+	t->stage = t->job.spec.stage;
+	t->step = step;
+	t->in_step = true;
+	for (uint32_t u = 0; u < n; u++) /* last step's parameters are stale */
+		drop_params(t, u);
+	if (t->stage < 3) {
+		/* the replica: every unit, refreshed once per step */
+		for (uint32_t u = 0; u < n; u++)
+			if ((rc = want(t, u, true)))
+				return rc;
+		return ZS_OK;
+	}
+	for (uint32_t u = 0; u < n && u <= t->pol.prefetch; u++)
+		if ((rc = want(t, u, u == 0)))
+			return rc;
+	return ZS_OK;
+}
+
+int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
+{
+	uint32_t n = t->job.spec.layout.n_units;
+	struct dunit *d;
+	int rc;
+
+	if (!t->in_step)
+		return fail(t, ZS_ESTATE, "zs_unit_params outside a step");
+	if (u >= n)
+		return fail(t, ZS_EINVAL, "unit %u is out of range (%u units)", u, n);
+	d = &t->du[u];
+	if ((rc = want(t, u, true)))
+		return rc;
+	if (d->gather) {
+		rc = zs_op_wait(d->gather, -1);
+		d->gather = NULL;
+		if (rc)
+			return rc;
+	}
+	/* the window: the next units in this pass's order */
+	for (unsigned k = 1; k <= t->pol.prefetch; k++) {
+		if (backward ? u < k : u + k >= n)
+			break;
+		if ((rc = want(t, backward ? u - k : u + k, false)))
+			return rc;
+	}
+	reap_pushes(t, false);
+	*params = d->params;
+	return ZS_OK;
+}
+
+int zs_unit_forward_done(zs_trainer *t, unsigned u)
+{
+	if (u >= t->job.spec.layout.n_units)
+		return fail(t, ZS_EINVAL, "unit %u is out of range", u);
+	/* the last unit is the first of the backward pass: keep it */
+	if (t->stage == 3 && t->pol.reshard_after_forward && u + 1 < t->job.spec.layout.n_units)
+		drop_params(t, u);
+	return ZS_OK;
+}
+
+int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
+{
+	struct dunit *d;
+
+	if (u >= t->job.spec.layout.n_units)
+		return fail(t, ZS_EINVAL, "unit %u is out of range", u);
+	d = &t->du[u];
+	if (d->push)
+		return fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
+	if (!d->grad) {
+		d->grad = calloc(1, d->bytes ? d->bytes : 1);
+		if (!d->grad)
+			return fail(t, ZS_ENOMEM, "out of memory for unit %u's gradient", u);
+		live_grads(t, (long long)d->bytes);
+	} else {
+		memset(d->grad, 0, d->bytes);
+	}
+	*grad = d->grad;
+	return ZS_OK;
+}
+
+int zs_unit_push(zs_trainer *t, unsigned u)
+{
+	struct dunit *d;
+	int rc;
+
+	if (u >= t->job.spec.layout.n_units || !t->du[u].grad)
+		return fail(t, ZS_EINVAL, "unit %u has no gradient (zs_unit_grad first)", u);
+	d = &t->du[u];
+	if (t->stage == 3)
+		drop_params(t, u); /* its backward is done */
+	if (t->stage == 1) {
+		d->grad_ready = true; /* stage 1 pushes everything at the step's end */
+		return ZS_OK;
+	}
+	while ((rc = zs_push(t, u, t->step, d->grad, &d->push)) == ZS_EAGAIN)
+		if ((rc = reap_pushes(t, true)))
+			return rc;
+	return rc;
+}
+
+int zs_step_end(zs_trainer *t)
+{
+	int rc = ZS_OK, r;
+
+	if (!t->in_step)
+		return fail(t, ZS_ESTATE, "no step to end");
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
+		struct dunit *d = &t->du[u];
+		if (!d->grad_ready)
+			continue;
+		d->grad_ready = false;
+		while ((r = zs_push(t, u, t->step, d->grad, &d->push)) == ZS_EAGAIN)
+			if ((r = reap_pushes(t, true)))
+				break;
+		if (r && !rc)
+			rc = r;
+	}
+	r = reap_pushes(t, true);
+	if (r && !rc)
+		rc = r;
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
+		struct dunit *d = &t->du[u];
+		if (d->gather) { /* a prefetch nobody used */
+			r = zs_op_wait(d->gather, -1);
+			d->gather = NULL;
+			if (r && !rc)
+				rc = r;
+		}
+		if (t->stage == 3)
+			drop_params(t, u);
+	}
+	t->in_step = false;
+	if (rc) {
+		char why[ZS_ERRMSG_MAX];
+		memcpy(why, t->err, sizeof why);
+		return fail(t, (enum zs_status)rc, "step %llu: %s", (unsigned long long)t->step,
+			    why);
+	}
+	return ZS_OK;
 }

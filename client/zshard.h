@@ -85,14 +85,61 @@ int zs_push(zs_trainer *t, unsigned unit, unsigned long long step, const void *g
 
 /* ZS_EAGAIN while in progress; else the final status, and op is freed. */
 int zs_op_test(zs_op *op);
-/* Waits up to timeout_ms (-1: unbounded); ZS_ETIMEDOUT leaves op alive. */
+/* Waits up to timeout_ms (-1: unbounded). If the bound passes first it
+ * returns ZS_EAGAIN and op is still alive; any other return is final. */
 int zs_op_wait(zs_op *op, int timeout_ms);
 
-/* Bytes moved and time spent waiting by this trainer so far. */
+/* ---------------------------------------------------------------------
+ * The step driver: prefetch, resharding and the stage's memory rules, so a
+ * trainer only says which unit it computes next. Per step t:
+ *
+ *   zs_step_begin(t, step)
+ *   for u in 0..U-1:   zs_unit_params(t, u, 0, &p); forward; zs_unit_forward_done(t, u)
+ *   for u in U-1..0:   zs_unit_params(t, u, 1, &p); zs_unit_grad(t, u, &g);
+ *                      backward into g; zs_unit_push(t, u)
+ *   zs_step_end(t)
+ *
+ * What the trainer holds follows the stage (DESIGN.md section 4), read from
+ * the coordinator at every zs_step_begin:
+ *   stage 3: a unit's parameters only while in use (+ the prefetch window):
+ *            freed after its forward (or kept until its backward when
+ *            reshard_after_forward is 0) and after its backward;
+ *            a gradient until its push completes.
+ *   stage 2: the full replica for the step (refreshed by gathering every
+ *            unit at zs_step_begin); a gradient until its push completes.
+ *   stage 1: the full replica; every gradient until zs_step_end, which
+ *            pushes them all.
+ * Buffers belong to the library; pointers stay valid until the unit's
+ * parameters or gradient are released as above.
+ * --------------------------------------------------------------------- */
+struct zs_policy {
+	unsigned prefetch;                  /* units gathered ahead (default 1) */
+	unsigned long long max_live_bytes;  /* gathered parameter bytes alive at once,
+					     * prefetch included; 0: no bound */
+	int reshard_after_forward;          /* stage 3: 1 (default) frees after forward */
+};
+int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p);
+
+int zs_step_begin(zs_trainer *t, unsigned long long step);
+/* Waits for unit's parameters of the current step (starting the next
+ * gathers of the window) and points *params at them. backward: 0 or 1. */
+int zs_unit_params(zs_trainer *t, unsigned unit, int backward, const void **params);
+int zs_unit_forward_done(zs_trainer *t, unsigned unit);
+/* A zeroed buffer for unit's gradient (numel elements of its dtype). */
+int zs_unit_grad(zs_trainer *t, unsigned unit, void **grad);
+/* Pushes the gradient written into zs_unit_grad's buffer (stage 2, 3: now,
+ * asynchronously; stage 1: at zs_step_end). */
+int zs_unit_push(zs_trainer *t, unsigned unit);
+/* Returns once every push of the step is acknowledged. */
+int zs_step_end(zs_trainer *t);
+
+/* Bytes moved, time spent waiting, and memory held by this trainer. */
 struct zs_trainer_counters {
 	unsigned long long bytes_gathered, bytes_pushed;
 	unsigned long long gathers, pushes;
 	double wait_seconds;
+	unsigned long long live_param_bytes, peak_param_bytes; /* step driver */
+	unsigned long long live_grad_bytes, peak_grad_bytes;
 };
 void zs_trainer_counters(const zs_trainer *t, struct zs_trainer_counters *c);
 

@@ -525,14 +525,15 @@ static int c_stats(struct ctx *x, int argc, char **argv)
 	uint32_t n;
 	char *pos[1];
 	int json = 0, np, r;
-	json_t *arr = json_array();
+	json_t *arr;
 
 	if ((r = flags(&cmds[8], argc, argv, &json, pos, 0, &np)))
 		return r < 0 ? 0 : r;
-	if ((r = open_coord(x)))
+	arr = json_array();
+	if ((r = open_coord(x)) || (r = zs_coord_servers(x->c, &s, &n, &err) ? die("%s", err.msg) : 0)) {
+		json_decref(arr);
 		return r;
-	if (zs_coord_servers(x->c, &s, &n, &err))
-		return die("%s", err.msg);
+	}
 	if (!json)
 		printf("%-4s %-22s %-5s %5s %7s %12s %10s %12s %12s %8s\n", "ID", "ADDRESS",
 		       "STATE", "JOBS", "SHARDS", "STATE-BYTES", "UPDATES", "BYTES-IN",

@@ -266,10 +266,11 @@ enum zs_status zs_req_wait(struct zs_req *r, int timeout_ms, struct zs_error *er
 		} else if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT &&
 			   r->state != R_DONE) {
 			pthread_mutex_unlock(&c->mu);
-			return zs_fail(err, ZS_ETIMEDOUT,
-				       "no answer from %s for unit %u step %llu within %d ms",
-				       c->addr, r->x.unit, (unsigned long long)r->x.step,
-				       timeout_ms);
+			/* still in progress: EAGAIN, as test() says it */
+			zs_fail(err, ZS_EAGAIN,
+				"no answer from %s for unit %u step %llu within %d ms",
+				c->addr, r->x.unit, (unsigned long long)r->x.step, timeout_ms);
+			return ZS_EAGAIN;
 		}
 	}
 	st = reap(r, err);

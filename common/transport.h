@@ -14,7 +14,8 @@
  *   - A request completes exactly once: test() returns ZS_EAGAIN while it is
  *     in progress; any other return is its final status, after which the
  *     request is freed and must not be used again. wait() is test() with a
- *     bounded sleep; on ZS_ETIMEDOUT the request is still alive.
+ *     bounded sleep; when its bound passes it returns ZS_EAGAIN too (the
+ *     request is still alive), so ZS_ETIMEDOUT is only ever a final status.
  *   - Buffers handed to post_*() belong to the transport until the request
  *     completes (the receive path writes straight into dst: no extra copy).
  *
@@ -84,7 +85,8 @@ struct zs_transport_ops {
 				     struct zs_error *err);
 	/* ZS_EAGAIN while in progress; else the final status (req freed). */
 	enum zs_status (*test)(struct zs_req *r, struct zs_error *err);
-	/* Waits up to timeout_ms (-1: no bound) for test() to be final. */
+	/* Waits up to timeout_ms (-1: no bound) for test() to be final; when
+	 * the bound passes first it returns ZS_EAGAIN and r is still alive. */
 	enum zs_status (*wait)(struct zs_req *r, int timeout_ms, struct zs_error *err);
 	/*
 	 * Closes the connection: requests still in flight fail with

@@ -6,13 +6,11 @@
  * byte. Four units (embed, h0, h1, head) as in examples/charlm.json; matrix
  * products through OpenBLAS. Text: a file every Debian machine has.
  *
- * Through the service (ZeRO stage from the job, one unit of prefetch):
+ * Through the service, with libzshard's step driver (the ZeRO stage from the
+ * job, --prefetch units gathered ahead, bounded by --max-live-bytes):
  *   charlm --coordinator ADDR --job charlm --rank R [--steps N] [--batch B]
  *          [--transport auto|tcp|shm] [--print-every K] [--dump FILE]
- * Each step: gather each unit for the forward pass (the next one already in
- * flight), release it at stage 3, gather again for the backward pass, push
- * its gradient, and wait for every push at the end of the step. Rank 0
- * uploads the initial parameters. --dump writes the final parameters.
+ * Rank 0 uploads the initial parameters. --dump writes the final ones.
  *
  * Without the service, the same R ranks in one process, their gradients
  * reduced in rank order and the same optimizer applied (the oracle):
@@ -84,6 +82,14 @@ static void sample(struct work *w, const struct data *d, unsigned r, uint64_t t)
 			w->ctx[b * CTX + c] = d->text[p - CTX + (size_t)c];
 		w->tgt[b] = d->text[p];
 	}
+}
+
+static void work_free(struct work *w)
+{
+	void *v[] = {w->ctx, w->tgt, w->X, w->H1, w->H2, w->P, w->dL, w->dH2, w->dA2,
+		     w->dH1, w->dA1, w->dX};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		free(v[i]);
 }
 
 static void work_init(struct work *w, int B)
@@ -270,27 +276,24 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 	}
 	if (out)
 		dump(out, p);
+	for (int u = 0; u < NU; u++) {
+		free(p[u]);
+		free(m[u]);
+		free(v[u]);
+		free(acc[u]);
+		free(g[u]);
+	}
+	work_free(&w);
 	zs_job_spec_release(&spec);
 	return 0;
 }
 
 /* ------------------------------------------------------- through zshard */
 
-static int wait_op(zs_trainer *t, zs_op *op, const char *what, int unit)
-{
-	int rc = zs_op_wait(op, 120000);
-	if (rc)
-		fprintf(stderr, "charlm rank %u: %s of unit %d: %s\n", zs_trainer_rank(t), what,
-			unit, zs_trainer_error(t));
-	return rc;
-}
-
 static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
-		 const struct data *d, const char *out)
+		 const struct data *d, const char *out, const struct zs_policy *pol)
 {
 	unsigned rank = zs_trainer_rank(t);
-	float *p[NU] = {0}, *g[NU];
-	zs_op *pending[NU] = {0}, *pushes[NU];
 	struct work w;
 	double t0 = now(), first_loss = -1, loss = 0;
 
@@ -298,83 +301,54 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 		fprintf(stderr, "charlm: the job has %u units, this model %d\n", zs_trainer_units(t), NU);
 		return 1;
 	}
-	for (int u = 0; u < NU; u++) {
+	for (int u = 0; u < NU; u++)
 		if (zs_unit_numel(t, (unsigned)u) != unit_numel[u] || zs_unit_dtype(t, (unsigned)u) != 1) {
 			fprintf(stderr, "charlm: unit %d of the job is %llu elements of dtype %d; the model needs %llu f32\n",
 				u, zs_unit_numel(t, (unsigned)u), zs_unit_dtype(t, (unsigned)u),
 				unit_numel[u]);
 			return 1;
 		}
-		g[u] = malloc(sizeof(float) * unit_numel[u]);
-	}
 	work_init(&w, B);
+	if (zs_trainer_set_policy(t, pol))
+		goto fail;
 	if (rank == 0) {
 		float *init[NU];
 		for (int u = 0; u < NU; u++)
 			init[u] = malloc(sizeof(float) * unit_numel[u]);
 		init_params(init);
 		for (int u = 0; u < NU; u++) {
-			if (zs_init_unit(t, (unsigned)u, init[u])) {
-				fprintf(stderr, "charlm: init: %s\n", zs_trainer_error(t));
-				return 1;
-			}
+			int rc = zs_init_unit(t, (unsigned)u, init[u]);
 			free(init[u]);
+			if (rc) {
+				for (int k = u + 1; k < NU; k++)
+					free(init[k]);
+				goto fail;
+			}
 		}
 	}
 	for (uint64_t step = 0; step < steps; step++) {
-		/* the stage may have changed at this step boundary */
-		if (zs_trainer_refresh(t))
-			fprintf(stderr, "charlm: keeping stage %u: %s\n", zs_trainer_stage(t),
-				zs_trainer_error(t));
-		/* stage 3 frees each unit after use; 1 and 2 keep the replica for
-		 * the step (and refresh it by gathering every unit at the next) */
-		bool reshard = zs_trainer_stage(t) == 3;
+		const void *p;
+		void *g;
 		loss = 0;
 		sample(&w, d, rank, step);
-		/* forward, with the next unit's gather in flight */
-		for (int u = 0; u < NU; u++) {
-			if (!p[u] && !pending[u]) {
-				p[u] = malloc(sizeof(float) * unit_numel[u]);
-				if (zs_gather(t, (unsigned)u, step, p[u], &pending[u]))
-					return 1;
-			}
-			if (u + 1 < NU && !pending[u + 1]) {
-				p[u + 1] = malloc(sizeof(float) * unit_numel[u + 1]);
-				if (zs_gather(t, (unsigned)u + 1, step, p[u + 1], &pending[u + 1]))
-					return 1;
-			}
-			if (pending[u] && wait_op(t, pending[u], "gather", u))
-				return 1;
-			pending[u] = NULL;
-			loss += forward(u, p[u], &w);
-			if (reshard && u < NU - 1) { /* free after forward (not the head: next) */
-				free(p[u]);
-				p[u] = NULL;
-			}
+		if (zs_step_begin(t, step))
+			goto fail;
+		for (int u = 0; u < NU; u++) { /* forward: the window gathers ahead */
+			if (zs_unit_params(t, (unsigned)u, 0, &p))
+				goto fail;
+			loss += forward(u, p, &w);
+			if (zs_unit_forward_done(t, (unsigned)u))
+				goto fail;
 		}
-		/* backward: gather again what was freed, push each gradient */
-		for (int u = NU - 1; u >= 0; u--) {
-			if (u > 0 && reshard && !p[u - 1] && !pending[u - 1]) {
-				p[u - 1] = malloc(sizeof(float) * unit_numel[u - 1]);
-				if (zs_gather(t, (unsigned)u - 1, step, p[u - 1], &pending[u - 1]))
-					return 1;
-			}
-			if (pending[u] && wait_op(t, pending[u], "gather", u))
-				return 1;
-			pending[u] = NULL;
-			backward(u, p[u], &w, g[u]);
-			if (zs_push(t, (unsigned)u, step, g[u], &pushes[u])) {
-				fprintf(stderr, "charlm: push: %s\n", zs_trainer_error(t));
-				return 1;
-			}
+		for (int u = NU - 1; u >= 0; u--) { /* backward: push as we go */
+			if (zs_unit_params(t, (unsigned)u, 1, &p) || zs_unit_grad(t, (unsigned)u, &g))
+				goto fail;
+			backward(u, p, &w, g);
+			if (zs_unit_push(t, (unsigned)u))
+				goto fail;
 		}
-		/* the step: every push acknowledged; parameters of step+1 differ */
-		for (int u = 0; u < NU; u++) {
-			if (wait_op(t, pushes[u], "push", u))
-				return 1;
-			free(p[u]);
-			p[u] = NULL;
-		}
+		if (zs_step_end(t)) /* every push acknowledged */
+			goto fail;
 		if (first_loss < 0)
 			first_loss = loss;
 		if (print_every && (step % (uint64_t)print_every == 0 || step + 1 == steps))
@@ -384,21 +358,34 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 	{
 		struct zs_trainer_counters c;
 		zs_trainer_counters(t, &c);
-		printf("rank %u: %llu steps in %.2f s; loss %.3f -> %.3f; gathered %.1f MiB, pushed %.1f MiB, waited %.2f s\n",
-		       rank, (unsigned long long)steps, now() - t0, first_loss, loss,
-		       (double)c.bytes_gathered / 1048576.0, (double)c.bytes_pushed / 1048576.0,
-		       c.wait_seconds);
+		printf("rank %u: %llu steps in %.2f s at stage %u; loss %.3f -> %.3f; gathered %.1f MiB, pushed %.1f MiB, waited %.2f s; peak parameters %.2f MiB, peak gradients %.2f MiB\n",
+		       rank, (unsigned long long)steps, now() - t0, zs_trainer_stage(t), first_loss,
+		       loss, (double)c.bytes_gathered / 1048576.0,
+		       (double)c.bytes_pushed / 1048576.0, c.wait_seconds,
+		       (double)c.peak_param_bytes / 1048576.0,
+		       (double)c.peak_grad_bytes / 1048576.0);
 	}
 	if (out) {
-		for (int u = 0; u < NU; u++) {
+		float *p[NU] = {0};
+		int bad = 0;
+		for (int u = 0; u < NU && !bad; u++) {
 			zs_op *op;
 			p[u] = malloc(sizeof(float) * unit_numel[u]);
-			if (zs_gather(t, (unsigned)u, steps, p[u], &op) || wait_op(t, op, "gather", u))
-				return 1;
+			bad = zs_gather(t, (unsigned)u, steps, p[u], &op) || zs_op_wait(op, 120000);
 		}
-		dump(out, p);
+		if (!bad)
+			dump(out, p);
+		for (int u = 0; u < NU; u++)
+			free(p[u]);
+		if (bad)
+			goto fail;
 	}
+	work_free(&w);
 	return 0;
+fail:
+	fprintf(stderr, "charlm rank %u: %s\n", rank, zs_trainer_error(t));
+	work_free(&w);
+	return 1;
 }
 
 int main(int argc, char **argv)
@@ -410,6 +397,8 @@ int main(int argc, char **argv)
 		{"print-every", required_argument, NULL, 'p'}, {"dump", required_argument, NULL, 'd'},
 		{"reference", no_argument, NULL, 'R'},         {"spec", required_argument, NULL, 'S'},
 		{"world", required_argument, NULL, 'w'},       {"text", required_argument, NULL, 'x'},
+		{"prefetch", required_argument, NULL, 'P'},    {"max-live-bytes", required_argument, NULL, 'M'},
+		{"keep-until-backward", no_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},              {0},
 	};
 	const char *coord = getenv("ZSHARD_COORDINATOR"), *job = "charlm", *transport = "auto";
@@ -418,6 +407,7 @@ int main(int argc, char **argv)
 	unsigned rank = 0, world = 1;
 	uint64_t steps = 300;
 	int B = 64, print_every = 50, ref = 0, o, rc;
+	struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1};
 	struct data d;
 	char err[512];
 	zs_trainer *t;
@@ -436,9 +426,13 @@ int main(int argc, char **argv)
 		case 'S': spec = optarg; break;
 		case 'w': world = (unsigned)atoi(optarg); break;
 		case 'x': text = optarg; break;
+		case 'P': pol.prefetch = (unsigned)atoi(optarg); break;
+		case 'M': pol.max_live_bytes = strtoull(optarg, NULL, 10); break;
+		case 'K': pol.reshard_after_forward = 0; break;
 		case 'h':
 			printf("usage: charlm --coordinator ADDR [--job charlm] --rank R [--steps N] [--batch B]\n"
 			       "              [--transport auto|tcp|shm] [--print-every K] [--dump FILE]\n"
+			       "              [--prefetch N] [--max-live-bytes B] [--keep-until-backward]\n"
 			       "       charlm --reference [--spec FILE] --world R [--steps N] [--dump FILE]\n");
 			return 0;
 		default: return 2;
@@ -450,10 +444,14 @@ int main(int argc, char **argv)
 	}
 	openblas_set_num_threads(1); /* one per rank: deterministic and fair */
 	load_text(&d, text);
-	if (ref)
-		return reference(spec, world, steps, B, &d, out);
+	if (ref) {
+		rc = reference(spec, world, steps, B, &d, out);
+		free(d.text);
+		return rc;
+	}
 	if (!coord) {
 		fprintf(stderr, "charlm: give --coordinator or set ZSHARD_COORDINATOR\n");
+		free(d.text);
 		return 2;
 	}
 	for (int i = 0;; i++) {
@@ -466,9 +464,11 @@ int main(int argc, char **argv)
 	}
 	if (rc) {
 		fprintf(stderr, "charlm: cannot join job '%s' as rank %u: %s\n", job, rank, err);
+		free(d.text);
 		return 1;
 	}
-	rc = train(t, steps, B, print_every, &d, out);
+	rc = train(t, steps, B, print_every, &d, out, &pol);
 	zs_trainer_close(t);
+	free(d.text);
 	return rc;
 }

@@ -353,6 +353,87 @@ static void test_charlm_equals_reference(void **st)
 	charlm_run("charlm-z1-shm", 1, "shm");
 }
 
+/*
+ * The step driver: what a trainer holds follows the stage and the policy,
+ * and training through it still equals the oracle. Units are 4000, 4,
+ * 16396 and 256 bytes (f32).
+ */
+static void driver_run(const char *name, unsigned stage, const struct zs_policy *pol,
+		       struct zs_trainer_counters *ctr)
+{
+	struct zs_job_spec spec;
+	zs_trainer *t;
+	float *ref[4];
+
+	oracle_spec(&spec, name, 1, ZS_SGD, ZS_F32);
+	spec.stage = stage;
+	create_job(&spec);
+	t = join(name, 0, "tcp");
+	assert_int_equal(zs_trainer_set_policy(t, pol), ZS_OK);
+	for (unsigned u = 0; u < 4; u++) {
+		unsigned long long n = zs_unit_numel(t, u);
+		float *p = malloc(n * 4);
+		for (unsigned long long i = 0; i < n; i++)
+			p[i] = oracle_init(u, i);
+		assert_int_equal(zs_init_unit(t, u, p), ZS_OK);
+		free(p);
+	}
+	for (uint64_t step = 0; step < STEPS; step++) {
+		const void *p;
+		void *g;
+		assert_int_equal(zs_step_begin(t, step), ZS_OK);
+		for (unsigned u = 0; u < 4; u++) {
+			assert_int_equal(zs_unit_params(t, u, 0, &p), ZS_OK);
+			assert_int_equal(zs_unit_forward_done(t, u), ZS_OK);
+		}
+		for (int u = 3; u >= 0; u--) {
+			unsigned long long n = zs_unit_numel(t, (unsigned)u);
+			if (zs_unit_params(t, (unsigned)u, 1, &p) || zs_unit_grad(t, (unsigned)u, &g))
+				fail_msg("%s", zs_trainer_error(t));
+			for (unsigned long long i = 0; i < n; i++)
+				((float *)g)[i] = oracle_grad(((const float *)p)[i], (uint32_t)u, i, 0, step);
+			assert_int_equal(zs_unit_push(t, (unsigned)u), ZS_OK);
+		}
+		if (zs_step_end(t))
+			fail_msg("%s", zs_trainer_error(t));
+	}
+	zs_trainer_counters(t, ctr);
+	oracle_reference(&spec, STEPS, (ref[0] = malloc(4000), ref[1] = malloc(4),
+					 ref[2] = malloc(16396), ref[3] = malloc(256), ref));
+	for (unsigned u = 0; u < 4; u++) {
+		float got[4099];
+		assert_int_equal(fetch(t, u, STEPS, got), ZS_OK);
+		assert_memory_equal(got, ref[u], zs_unit_numel(t, u) * 4);
+		free(ref[u]);
+	}
+	zs_trainer_close(t);
+	zs_job_spec_release(&spec);
+}
+
+static void test_step_driver_memory(void **st)
+{
+	struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1};
+	struct zs_trainer_counters c;
+	const unsigned long long total = 4000 + 4 + 16396 + 256;
+
+	(void)st;
+	/* stage 1: the full replica and every gradient until the step's end */
+	driver_run("drv1", 1, &pol, &c);
+	assert_int_equal(c.peak_param_bytes, total);
+	assert_int_equal(c.peak_grad_bytes, total);
+	/* stage 3 under a bound of the largest unit plus the head: never more */
+	pol.max_live_bytes = 16396 + 256;
+	driver_run("drv3", 3, &pol, &c);
+	assert_true(c.peak_param_bytes <= pol.max_live_bytes);
+	assert_true(c.peak_param_bytes >= 16396);
+	assert_int_equal(c.live_param_bytes, 0);
+	assert_int_equal(c.live_grad_bytes, 0);
+	/* stage 3 keeping units until their backward holds more */
+	pol = (struct zs_policy){.prefetch = 2, .reshard_after_forward = 0};
+	driver_run("drv3k", 3, &pol, &c);
+	assert_true(c.peak_param_bytes > 16396 + 256);
+}
+
 /* A rank that dies mid-step: the others get a clear error, in bounded time,
  * that names it; the servers go on serving. */
 static void test_dead_trainer_is_named(void **st)
@@ -395,6 +476,7 @@ int main(void)
 		cmocka_unit_test(test_oracle_through_the_service),
 		cmocka_unit_test(test_stage_and_held_gather),
 		cmocka_unit_test(test_charlm_equals_reference),
+		cmocka_unit_test(test_step_driver_memory),
 		cmocka_unit_test(test_dead_trainer_is_named),
 	};
 	return cmocka_run_group_tests_name("train", tests, group_setup, group_teardown);

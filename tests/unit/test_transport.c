@@ -311,7 +311,8 @@ static void test_backpressure_and_deferred(void **st)
 	usleep(50 * 1000);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(zs_req_test(r[i], &err), ZS_EAGAIN);
-	assert_int_equal(zs_req_wait(r[0], 100, &err), ZS_ETIMEDOUT);
+	/* a bounded wait that runs out: still in progress, not a final status */
+	assert_int_equal(zs_req_wait(r[0], 100, &err), ZS_EAGAIN);
 	assert_non_null(strstr(err.msg, "step 11"));
 	toy_release(&f->toy, false);
 	f->toy.ready_step = 0;
