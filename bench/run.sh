@@ -23,3 +23,10 @@ addr=$("$launcher" start --servers 3 --dir "$dir" 2>/dev/null)
 	echo
 	"$root/build/bin/bench_transport" 7
 } | tee "$out/transport.md"
+
+{
+	echo
+	echo "## Optimizer kernel: AdamW against the fp32 triad bound ($(date -u +%F), $(nproc) cores)"
+	echo
+	"$root/build/bin/bench_optim" $((32 << 20)) 5
+} | tee "$out/optim.md"

@@ -6,6 +6,19 @@
 #include <stdbool.h>
 #include <string.h>
 
+/*
+ * Each elementwise kernel is compiled twice, for AVX2 and for baseline
+ * x86-64, and the loader picks one per machine. The arithmetic is the same
+ * IEEE operations per element (-ffp-contract=off forbids FMA), so both
+ * clones give the same bits; only the speed differs.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define ZS_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ZS_CLONES
+#endif
+
+ZS_CLONES
 static void sgd(const struct zs_optim_step *s, float *restrict p, float *restrict buf,
 		const float *restrict g, size_t n)
 {
@@ -33,6 +46,7 @@ static void sgd(const struct zs_optim_step *s, float *restrict p, float *restric
 	}
 }
 
+ZS_CLONES
 static void adamw(const struct zs_optim_step *s, float *restrict p, float *restrict m,
 		  float *restrict v, const float *restrict g, size_t n)
 {
