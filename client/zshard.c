@@ -260,7 +260,7 @@ int zs_unit_dtype(const zs_trainer *t, unsigned u)
 /* Posts one transfer per shard of unit; on failure cancels nothing posted
  * (they complete on their own) but reports the error through the op. */
 static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
-		 const void *src, bool init, zs_op **out)
+		 const void *src, bool init, bool partial, zs_op **out)
 {
 	const struct zs_unit *un;
 	enum zs_dtype dt;
@@ -284,7 +284,7 @@ static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
 		const struct zs_shard *sh = &t->job.placement.shards[i];
 		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
-				    .step = step, .dtype = dt, .init = init};
+				    .step = step, .dtype = dt, .init = init, .partial = partial};
 		struct zs_error err = {0};
 		enum zs_status st;
 		if (sh->unit != u)
@@ -320,13 +320,19 @@ static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 
 int zs_gather(zs_trainer *t, unsigned u, unsigned long long step, void *dst, zs_op **op)
 {
-	return start(t, u, step, dst, NULL, false, op);
+	return start(t, u, step, dst, NULL, false, false, op);
 }
 
 int zs_push(zs_trainer *t, unsigned u, unsigned long long step, const void *grad,
 	    zs_op **op)
 {
-	return start(t, u, step, NULL, grad, false, op);
+	return start(t, u, step, NULL, grad, false, false, op);
+}
+
+int zs_push_partial(zs_trainer *t, unsigned u, unsigned long long step, const void *grad,
+		    zs_op **op)
+{
+	return start(t, u, step, NULL, grad, false, true, op);
 }
 
 /* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
@@ -371,7 +377,7 @@ int zs_op_wait(zs_op *op, int timeout_ms) { return progress(op, timeout_ms); }
 int zs_init_unit(zs_trainer *t, unsigned u, const float *params)
 {
 	zs_op *op;
-	int rc = start(t, u, 0, NULL, params, true, &op);
+	int rc = start(t, u, 0, NULL, params, true, false, &op);
 	return rc ? rc : zs_op_wait(op, -1);
 }
 

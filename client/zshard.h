@@ -83,6 +83,15 @@ int zs_gather(zs_trainer *t, unsigned unit, unsigned long long step, void *dst, 
 int zs_push(zs_trainer *t, unsigned unit, unsigned long long step, const void *grad,
 	    zs_op **op);
 
+/*
+ * Gradient accumulation: push a micro-batch's gradient as partial; the
+ * server adds it to this rank's sum for (unit, step), and the rank's next
+ * plain zs_push completes it. Partial pushes of one unit must not overlap
+ * in flight (wait each before the next) so they are summed in order.
+ */
+int zs_push_partial(zs_trainer *t, unsigned unit, unsigned long long step,
+		    const void *grad, zs_op **op);
+
 /* ZS_EAGAIN while in progress; else the final status, and op is freed. */
 int zs_op_test(zs_op *op);
 /* Waits up to timeout_ms (-1: unbounded). If the bound passes first it

@@ -41,6 +41,9 @@ struct eshard {
 	uint8_t *staging; /* arena: R slots of padded * dsz bytes */
 	uint8_t *slot;   /* enum slot_state per rank */
 	uint32_t full;   /* ranks whose slot is full */
+	float **racc;    /* per rank: fp32 sum of its partial pushes (lazy) */
+	uint32_t n_ranks;
+	uint32_t *nacc;  /* per rank: partial pushes folded this step */
 	uint64_t version;
 	bool ready; /* has parameters: initialized (or, later, restored) */
 	struct held *held;
@@ -210,8 +213,8 @@ static enum zs_status t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			     (unsigned long long)x->length, j->name);
 		goto out;
 	}
-	if (x->partial) {
-		st = zs_fail(err, ZS_ESTATE, "gradient accumulation (partial pushes) is not supported yet");
+	if (x->partial && x->init) {
+		st = zs_fail(err, ZS_EINVAL, "an initial upload cannot be partial");
 		goto out;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -268,7 +271,36 @@ static void t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 	job_unref(e, j);
 }
 
-/* Reduces the R slots in rank order, averages, applies the optimizer. */
+/* Rank r's contribution: its accumulated partial pushes, else its slot. */
+static const void *contribution(struct eshard *s, uint32_t r, enum zs_dtype *dt)
+{
+	if (s->nacc[r]) {
+		*dt = ZS_F32;
+		return s->racc[r];
+	}
+	*dt = s->dt;
+	return s->staging + (size_t)r * s->sh.padded * s->dsz;
+}
+
+/* Folds rank r's landed slot into its fp32 accumulator (caller holds mu). */
+static bool fold(struct eshard *s, uint32_t r)
+{
+	const void *x = s->staging + (size_t)r * s->sh.padded * s->dsz;
+
+	if (!s->racc[r]) {
+		s->racc[r] = malloc(s->sh.padded * sizeof(float));
+		if (!s->racc[r])
+			return false;
+	}
+	if (s->nacc[r] == 0)
+		zs_reduce_first(s->racc[r], x, s->dt, s->sh.length);
+	else
+		zs_reduce_add(s->racc[r], x, s->dt, s->sh.length);
+	s->nacc[r]++;
+	return true;
+}
+
+/* Reduces the R contributions in rank order, averages, applies the optimizer. */
 static void update(struct engine *e, struct ejob *j, struct eshard *s)
 {
 	const struct zs_optim *o = &j->spec.optim;
@@ -276,13 +308,19 @@ static void update(struct engine *e, struct ejob *j, struct eshard *s)
 				     .beta2 = o->beta2, .eps = o->eps,
 				     .weight_decay = o->weight_decay,
 				     .momentum = o->momentum, .t = s->version + 1};
-	size_t n = s->sh.length, slot = s->sh.padded * s->dsz;
+	size_t n = s->sh.length;
 	uint32_t R = j->spec.world_size;
+	enum zs_dtype dt;
+	const void *c;
 
-	zs_reduce_first(s->acc, s->staging, s->dt, n);
-	for (uint32_t r = 1; r < R; r++)
-		zs_reduce_add(s->acc, s->staging + r * slot, s->dt, n);
+	c = contribution(s, 0, &dt);
+	zs_reduce_first(s->acc, c, dt, n);
+	for (uint32_t r = 1; r < R; r++) {
+		c = contribution(s, r, &dt);
+		zs_reduce_add(s->acc, c, dt, n);
+	}
 	zs_reduce_mean(s->acc, R, n);
+	memset(s->nacc, 0, R * sizeof *s->nacc);
 	zs_optim_apply_parallel(&step, s->master, s->s0, s->s1, s->acc, n, e->nthreads);
 	if (s->copy != s->master)
 		zs_convert_from_f32(s->copy, s->dt, s->master, n);
@@ -311,6 +349,24 @@ static void t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t ra
 		s->ready = true;
 		zs_sop_done(op);
 		goto release;
+	}
+	if (x->partial || s->nacc[rank]) {
+		/* gradient accumulation: add this micro-batch to the rank's sum,
+		 * in the order its pushes arrive (a rank pushes them in order) */
+		if (!fold(s, rank)) {
+			s->slot[rank] = SLOT_EMPTY;
+			pthread_mutex_unlock(&s->mu);
+			zs_sop_fail(op, ZS_ENOMEM, "out of memory accumulating a gradient");
+			job_unref(e, j);
+			return;
+		}
+		if (x->partial) {
+			s->slot[rank] = SLOT_EMPTY; /* ready for the next micro-batch */
+			zs_sop_done(op);
+			pthread_mutex_unlock(&s->mu);
+			job_unref(e, j);
+			return;
+		}
 	}
 	s->slot[rank] = SLOT_FULL;
 	s->full++;
@@ -362,6 +418,10 @@ static void shard_release(struct engine *e, struct eshard *s)
 	free(s->s1);
 	free(s->acc);
 	free(s->slot);
+	for (uint32_t r = 0; s->racc && r < s->n_ranks; r++)
+		free(s->racc[r]);
+	free(s->racc);
+	free(s->nacc);
 	pthread_mutex_destroy(&s->mu);
 }
 
@@ -396,6 +456,9 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	s->staging = zs_listener_alloc(e->l, (size_t)R * pad * s->dsz);
 	s->acc = calloc(pad, 4);
 	s->slot = calloc(R, 1);
+	s->n_ranks = R;
+	s->racc = calloc(R, sizeof *s->racc);
+	s->nacc = calloc(R, sizeof *s->nacc);
 	if (j->spec.optim.kind == ZS_ADAMW) {
 		s->s0 = calloc(pad, 4);
 		s->s1 = calloc(pad, 4);
@@ -406,7 +469,7 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 		return zs_fail(err, ZS_ENOSPC,
 			       "the shard arena is full: unit '%s' shard %u needs %zu bytes more",
 			       u->name, sh->index, pad * (4 + s->dsz * (R + 1)));
-	if (!s->acc || !s->slot ||
+	if (!s->acc || !s->slot || !s->racc || !s->nacc ||
 	    (j->spec.optim.kind == ZS_ADAMW && (!s->s0 || !s->s1)) ||
 	    (j->spec.optim.kind == ZS_SGD && j->spec.optim.momentum != 0.0 && !s->s0))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);

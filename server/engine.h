@@ -17,9 +17,13 @@
  *     compute copy refreshed, version = t + 1, and held gathers released.
  *   init (rank 0, step 0, fp32): writes the masters before the first step.
  *
- * Not yet: global-norm clipping (needs the norm exchange across servers)
- * and gradient accumulation; jobs asking for them are refused with a
- * message that says so.
+ * Gradient accumulation: a push marked partial is added to its rank's fp32
+ * sum (in arrival order, which is the rank's own order) and acknowledged;
+ * the rank's final push completes its contribution. The mean is over
+ * ranks: a trainer scales each micro-batch's loss by 1/K, as in PyTorch.
+ *
+ * Not yet: global-norm clipping (needs the norm exchange across servers);
+ * a job asking for it is refused with a message that says so.
  */
 #ifndef ZS_ENGINE_H
 #define ZS_ENGINE_H

@@ -19,6 +19,12 @@ float oracle_grad(float p, uint32_t u, uint64_t i, uint32_t rank, uint64_t t)
 	       0.05f * (float)rank;
 }
 
+float oracle_grad_mb(float p, uint32_t u, uint64_t i, uint32_t rank, uint64_t t,
+		     uint32_t mb)
+{
+	return oracle_grad(p, u, i, rank, t) * (1.0f + 0.25f * (float)mb) - 0.003f * (float)mb;
+}
+
 void oracle_spec(struct zs_job_spec *s, const char *name, uint32_t R,
 		 enum zs_optim_kind kind, enum zs_dtype dt)
 {
@@ -59,6 +65,12 @@ static float round_to(enum zs_dtype d, float x)
 
 void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out)
 {
+	oracle_reference_k(s, steps, 1, out);
+}
+
+void oracle_reference_k(const struct zs_job_spec *s, uint64_t steps, uint32_t K,
+			float **out)
+{
 	const struct zs_optim *o = &s->optim;
 	uint32_t R = s->world_size;
 
@@ -66,7 +78,7 @@ void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out)
 		const struct zs_unit *un = &s->layout.units[u];
 		uint64_t n = un->numel;
 		float *p = malloc(n * 4), *m = calloc(n, 4), *v = calloc(n, 4);
-		float *acc = malloc(n * 4), *seen = malloc(n * 4);
+		float *acc = malloc(n * 4), *seen = malloc(n * 4), *rs = malloc(n * 4);
 
 		for (uint64_t i = 0; i < n; i++)
 			p[i] = oracle_init(u, i);
@@ -76,12 +88,18 @@ void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out)
 			/* trainers see the compute-dtype copy and push in that dtype */
 			for (uint64_t i = 0; i < n; i++)
 				seen[i] = round_to(un->dtype, p[i]);
-			for (uint32_t r = 0; r < R; r++)
-				for (uint64_t i = 0; i < n; i++) {
-					float g = round_to(un->dtype,
-							   oracle_grad(seen[i], u, i, r, t));
-					acc[i] = r == 0 ? g : acc[i] + g;
-				}
+			for (uint32_t r = 0; r < R; r++) {
+				/* the rank's micro-batches, in order, widened to fp32 */
+				for (uint32_t mb = 0; mb < K; mb++)
+					for (uint64_t i = 0; i < n; i++) {
+						float g = round_to(un->dtype,
+								   K == 1 ? oracle_grad(seen[i], u, i, r, t)
+									  : oracle_grad_mb(seen[i], u, i, r, t, mb));
+						rs[i] = mb == 0 ? g : rs[i] + g;
+					}
+				for (uint64_t i = 0; i < n; i++)
+					acc[i] = r == 0 ? rs[i] : acc[i] + rs[i];
+			}
 			for (uint64_t i = 0; i < n; i++)
 				acc[i] = R > 1 ? acc[i] / (float)R : acc[i];
 			zs_optim_apply(&st, p, m, v, acc, n);
@@ -93,5 +111,6 @@ void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out)
 		free(v);
 		free(acc);
 		free(seen);
+		free(rs);
 	}
 }

@@ -14,6 +14,9 @@
 
 float oracle_init(uint32_t unit, uint64_t i);
 float oracle_grad(float p, uint32_t unit, uint64_t i, uint32_t rank, uint64_t step);
+/* The gradient of micro-batch mb (of K per step; mb 0 is oracle_grad). */
+float oracle_grad_mb(float p, uint32_t unit, uint64_t i, uint32_t rank, uint64_t step,
+		     uint32_t mb);
 
 /* A 4-unit job: f32 unit of 1000, a 1-element unit, 4099 (not divisible
  * by anything useful) and 64 elements; the last three in dt. Normalized. */
@@ -23,5 +26,9 @@ void oracle_spec(struct zs_job_spec *s, const char *name, uint32_t R,
 /* Parameters after steps updates, one array per unit (numel floats each),
  * as gathers of step `steps` return them (rounded to the unit's dtype). */
 void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out);
+/* The same with K micro-batches per rank and step, each pushed in the
+ * unit's dtype and summed per rank in order before the rank-order sum. */
+void oracle_reference_k(const struct zs_job_spec *s, uint64_t steps, uint32_t K,
+			float **out);
 
 #endif

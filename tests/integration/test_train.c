@@ -130,6 +130,7 @@ static int fetch(zs_trainer *t, unsigned u, uint64_t step, float *out)
 
 struct rank_ctx {
 	zs_trainer *t;
+	uint32_t K; /* micro-batches per step (gradient accumulation) */
 	int rc;
 	char why[512];
 };
@@ -156,10 +157,30 @@ static void *train(void *arg)
 				free(g);
 				break;
 			}
+			/* micro-batches before the last are partial pushes, each
+			 * waited so that they are added in order */
+			for (uint32_t mb = 0; mb + 1 < x->K && !x->rc; mb++) {
+				zs_op *pp;
+				float *gm = malloc(n * 4);
+				for (unsigned long long i = 0; i < n; i++)
+					gm[i] = oracle_grad_mb(p[i], (uint32_t)u, i, rank, step, mb);
+				zs_convert_from_f32(g, dt, gm, n);
+				free(gm);
+				if ((x->rc = zs_push_partial(t, (unsigned)u, step, g, &pp)) ||
+				    (x->rc = zs_op_wait(pp, 20000)))
+					zs_fmt(x->why, sizeof x->why, "partial push: %s",
+					       zs_trainer_error(t));
+			}
 			for (unsigned long long i = 0; i < n; i++)
-				p[i] = oracle_grad(p[i], (uint32_t)u, i, rank, step);
+				p[i] = x->K == 1 ? oracle_grad(p[i], (uint32_t)u, i, rank, step)
+						 : oracle_grad_mb(p[i], (uint32_t)u, i, rank, step,
+								  x->K - 1);
 			zs_convert_from_f32(g, dt, p, n);
 			free(p);
+			if (x->rc) {
+				free(g);
+				break;
+			}
 			if ((x->rc = zs_push(t, (unsigned)u, step, g, &ops[n_ops]))) {
 				zs_fmt(x->why, sizeof x->why, "push: %s", zs_trainer_error(t));
 				free(g);
@@ -180,7 +201,7 @@ static void *train(void *arg)
 }
 
 static void run(const char *name, uint32_t R, const char *transport,
-		enum zs_optim_kind kind, enum zs_dtype dt)
+		enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K)
 {
 	struct zs_job_spec spec;
 	struct rank_ctx x[3];
@@ -190,7 +211,7 @@ static void run(const char *name, uint32_t R, const char *transport,
 	oracle_spec(&spec, name, R, kind, dt);
 	create_job(&spec);
 	for (uint32_t r = 0; r < R; r++)
-		x[r] = (struct rank_ctx){.t = join(name, r, transport)};
+		x[r] = (struct rank_ctx){.t = join(name, r, transport), .K = K};
 	for (unsigned u = 0; u < zs_trainer_units(x[0].t); u++) {
 		unsigned long long n = zs_unit_numel(x[0].t, u);
 		float *p = malloc(n * 4);
@@ -207,7 +228,7 @@ static void run(const char *name, uint32_t R, const char *transport,
 		if (x[r].rc)
 			fail_msg("%s rank %u: %s", name, r, x[r].why);
 	}
-	oracle_reference(&spec, STEPS, (ref[0] = malloc(spec.layout.units[0].numel * 4),
+	oracle_reference_k(&spec, STEPS, K, (ref[0] = malloc(spec.layout.units[0].numel * 4),
 					 ref[1] = malloc(4), ref[2] = malloc(4099 * 4),
 					 ref[3] = malloc(64 * 4), ref));
 	for (unsigned u = 0; u < 4; u++) {
@@ -231,11 +252,12 @@ static void run(const char *name, uint32_t R, const char *transport,
 static void test_oracle_through_the_service(void **st)
 {
 	(void)st;
-	run("o1", 1, "tcp", ZS_SGD, ZS_F32);
-	run("o2", 2, "shm", ZS_ADAMW, ZS_BF16);
-	run("o3", 3, "tcp", ZS_ADAMW, ZS_BF16);
-	run("o4", 3, "shm", ZS_SGD, ZS_F32);
-	run("o5", 2, "auto", ZS_ADAMW, ZS_F32);
+	run("o1", 1, "tcp", ZS_SGD, ZS_F32, 1);
+	run("o2", 2, "shm", ZS_ADAMW, ZS_BF16, 1);
+	run("o3", 3, "tcp", ZS_ADAMW, ZS_BF16, 1);
+	run("o4", 3, "shm", ZS_SGD, ZS_F32, 1);
+	run("o5", 2, "auto", ZS_ADAMW, ZS_F32, 1);
+	run("o6", 2, "tcp", ZS_ADAMW, ZS_BF16, 3); /* gradient accumulation */
 }
 
 static void test_stage_and_held_gather(void **st)

@@ -100,6 +100,7 @@ static struct zs_conn *conn_to(struct cluster *c, int s, uint32_t rank)
 struct trainer {
 	struct cluster *c;
 	uint32_t rank;
+	uint32_t K; /* micro-batches per step */
 	int failed;
 	char why[512];
 };
@@ -140,8 +141,8 @@ static int gather_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uin
 	return rc;
 }
 
-static int push_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
-		     const void *data, enum zs_dtype dt, bool init, char *why)
+static int push_unit_p(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
+		       const void *data, enum zs_dtype dt, bool init, bool partial, char *why)
 {
 	unsigned dsz = zs_dtype_size(dt);
 	struct zs_req *r[64];
@@ -152,7 +153,7 @@ static int push_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint6
 	for (uint32_t i = 0; i < c->job.placement.n_shards; i++) {
 		const struct zs_shard *sh = &c->job.placement.shards[i];
 		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
-				    .step = t, .dtype = dt, .init = init};
+				    .step = t, .dtype = dt, .init = init, .partial = partial};
 		if (sh->unit != u)
 			continue;
 		if (zs_post_write(conn[srv_index(sh->server_id)], &x,
@@ -167,6 +168,12 @@ static int push_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint6
 			rc = -1;
 		}
 	return rc;
+}
+
+static int push_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
+		     const void *data, enum zs_dtype dt, bool init, char *why)
+{
+	return push_unit_p(c, conn, u, t, data, dt, init, false, why);
 }
 
 static void *trainer_main(void *arg)
@@ -184,16 +191,19 @@ static void *trainer_main(void *arg)
 			const struct zs_unit *un = &l->units[u];
 			float *p = malloc(un->numel * 4), *g = malloc(un->numel * 4);
 			uint16_t *g16 = malloc(un->numel * 2);
-			if (gather_unit(c, conn, (uint32_t)u, t, p, tr->why)) {
+			if (gather_unit(c, conn, (uint32_t)u, t, p, tr->why))
 				tr->failed = 1;
-			} else {
+			for (uint32_t mb = 0; mb < tr->K && !tr->failed; mb++) {
 				for (uint64_t i = 0; i < un->numel; i++)
-					g[i] = oracle_grad(p[i], (uint32_t)u, i, tr->rank, t);
+					g[i] = tr->K == 1 ? oracle_grad(p[i], (uint32_t)u, i, tr->rank, t)
+							  : oracle_grad_mb(p[i], (uint32_t)u, i,
+									   tr->rank, t, mb);
 				zs_convert_from_f32(un->dtype == ZS_F32 ? (void *)g : g16,
 						    un->dtype, g, un->numel);
-				if (push_unit(c, conn, (uint32_t)u, t,
-					      un->dtype == ZS_F32 ? (void *)g : g16, un->dtype,
-					      false, tr->why))
+				/* micro-batches before the last are partial pushes */
+				if (push_unit_p(c, conn, (uint32_t)u, t,
+						un->dtype == ZS_F32 ? (void *)g : g16, un->dtype,
+						false, mb + 1 < tr->K, tr->why))
 					tr->failed = 1;
 			}
 			free(p);
@@ -207,7 +217,7 @@ static void *trainer_main(void *arg)
 }
 
 static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype dt,
-		       const struct zs_transport_ops *t)
+		       const struct zs_transport_ops *t, uint32_t K)
 {
 	struct cluster c;
 	struct trainer tr[MAXR];
@@ -230,7 +240,7 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 		free(p);
 	}
 	for (uint32_t r = 0; r < R; r++) {
-		tr[r] = (struct trainer){.c = &c, .rank = r};
+		tr[r] = (struct trainer){.c = &c, .rank = r, .K = K};
 		pthread_create(&th[r], NULL, trainer_main, &tr[r]);
 	}
 	for (uint32_t r = 0; r < R; r++) {
@@ -242,7 +252,7 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 	for (uint32_t u = 0; u < l->n_units; u++) {
 		ref[u] = malloc(l->units[u].numel * 4);
 	}
-	oracle_reference(&c.job.spec, STEPS, ref);
+	oracle_reference_k(&c.job.spec, STEPS, K, ref);
 	for (uint32_t u = 0; u < l->n_units; u++) {
 		const struct zs_unit *un = &l->units[u];
 		got = malloc(un->numel * 4);
@@ -251,8 +261,8 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 		for (uint64_t i = 0; i < un->numel; i++) {
 			float want = ref[u][i];
 			if (memcmp(&got[i], &want, 4))
-				fail_msg("S=%d R=%u %s %s %s: unit %u element %llu: %.9g, reference %.9g",
-					 S, R, t->name, zs_optim_name(kind), zs_dtype_name(dt), u,
+				fail_msg("S=%d R=%u K=%u %s %s %s: unit %u element %llu: %.9g, reference %.9g",
+					 S, R, K, t->name, zs_optim_name(kind), zs_dtype_name(dt), u,
 					 (unsigned long long)i, got[i], want);
 		}
 		free(got);
@@ -265,19 +275,20 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 
 static void test_oracle_matrix(void **st)
 {
-	/* a covering set: every S, R, transport, optimizer and dtype at least
-	 * once, and the pairs that interact (S x R, transport x dtype) */
-	static const struct { int S; uint32_t R; int shm; enum zs_optim_kind k; enum zs_dtype d; } m[] = {
-		{1, 1, 0, ZS_SGD, ZS_F32},   {1, 2, 1, ZS_ADAMW, ZS_BF16},
-		{1, 3, 0, ZS_ADAMW, ZS_F32}, {2, 1, 1, ZS_SGD, ZS_F32},
-		{2, 2, 0, ZS_ADAMW, ZS_BF16}, {2, 3, 1, ZS_SGD, ZS_BF16},
-		{3, 1, 0, ZS_ADAMW, ZS_BF16}, {3, 2, 1, ZS_ADAMW, ZS_F32},
-		{3, 3, 0, ZS_SGD, ZS_F32},   {3, 3, 1, ZS_ADAMW, ZS_BF16},
+	/* a covering set: every S, R, transport, optimizer, dtype and
+	 * accumulation setting at least once, and the pairs that interact
+	 * (S x R, transport x dtype, accumulation x R and dtype) */
+	static const struct { int S; uint32_t R; int shm; enum zs_optim_kind k; enum zs_dtype d; uint32_t K; } m[] = {
+		{1, 1, 0, ZS_SGD, ZS_F32, 1},    {1, 2, 1, ZS_ADAMW, ZS_BF16, 1},
+		{1, 3, 0, ZS_ADAMW, ZS_F32, 3},  {2, 1, 1, ZS_SGD, ZS_F32, 3},
+		{2, 2, 0, ZS_ADAMW, ZS_BF16, 3}, {2, 3, 1, ZS_SGD, ZS_BF16, 1},
+		{3, 1, 0, ZS_ADAMW, ZS_BF16, 1}, {3, 2, 1, ZS_ADAMW, ZS_F32, 1},
+		{3, 3, 0, ZS_SGD, ZS_F32, 1},    {3, 3, 1, ZS_ADAMW, ZS_BF16, 3},
 	};
 	(void)st;
 	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
 		run_oracle(m[i].S, m[i].R, m[i].k, m[i].d,
-			   m[i].shm ? &zs_shm_transport : &zs_tcp_transport);
+			   m[i].shm ? &zs_shm_transport : &zs_tcp_transport, m[i].K);
 }
 
 static void test_refusals_and_held_gather(void **st)
