@@ -87,6 +87,12 @@ struct zs_shard {
 	uint64_t padded; /* elements allocated */
 };
 
+/* A shard's gradient sum of squares (global-norm clipping). */
+struct zs_shard_norm {
+	uint32_t unit, index;
+	double sumsq;
+};
+
 struct zs_placement {
 	uint64_t epoch;
 	uint32_t n_shards;

@@ -871,3 +871,68 @@ void zs_server_status_release(struct zs_server_status *s)
 	free(s->assignments);
 	memset(s, 0, sizeof *s);
 }
+
+enum zs_status zs_enc_norm_report(const struct zs_norm_report *r, struct zs_buf *out)
+{
+	Zshard__ReportNormRequest m = ZSHARD__REPORT_NORM_REQUEST__INIT;
+	struct arena a = {0};
+	m.job = (char *)r->job;
+	m.step = r->step;
+	m.server_id = r->server_id;
+	m.n_norms = r->n;
+	m.norms = aalloc(&a, r->n * sizeof *m.norms);
+	for (uint32_t i = 0; m.norms && i < r->n; i++) {
+		Zshard__ShardNorm *e = NEW(&a, Zshard__ShardNorm, ZSHARD__SHARD_NORM__INIT);
+		if (!e)
+			break;
+		e->unit = r->norms[i].unit;
+		e->index = r->norms[i].index;
+		e->sumsq = r->norms[i].sumsq;
+		m.norms[i] = e;
+	}
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_norm_report(const uint8_t *p, size_t n, struct zs_norm_report *r,
+				  struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__ReportNormRequest, report_norm_request, p, n, err);
+	memset(r, 0, sizeof *r);
+	r->step = m->step;
+	r->server_id = m->server_id;
+	st = cpy(r->job, sizeof r->job, m->job, "job name", err);
+	if (!st && m->n_norms > (1u << 24))
+		st = zs_fail(err, ZS_EINVAL, "too many shard norms (%zu)", m->n_norms);
+	if (!st && m->n_norms) {
+		r->norms = malloc(m->n_norms * sizeof *r->norms);
+		if (!r->norms)
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+		for (size_t i = 0; !st && i < m->n_norms; i++)
+			r->norms[i] = (struct zs_shard_norm){m->norms[i]->unit, m->norms[i]->index,
+							     m->norms[i]->sumsq};
+		if (!st)
+			r->n = (uint32_t)m->n_norms;
+	}
+	DONE(report_norm_request);
+	return st;
+}
+
+enum zs_status zs_enc_norm_reply(double total, uint32_t shards, struct zs_buf *out)
+{
+	Zshard__ReportNormReply m = ZSHARD__REPORT_NORM_REPLY__INIT;
+	struct arena a = {0};
+	m.total_sumsq = total;
+	m.shards = shards;
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_norm_reply(const uint8_t *p, size_t n, double *total,
+				 uint32_t *shards, struct zs_error *err)
+{
+	UNPACK(Zshard__ReportNormReply, report_norm_reply, p, n, err);
+	*total = m->total_sumsq;
+	*shards = m->shards;
+	DONE(report_norm_reply);
+	return ZS_OK;
+}

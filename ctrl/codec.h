@@ -59,6 +59,21 @@ struct zs_server_status {
 };
 void zs_server_status_release(struct zs_server_status *s);
 
+struct zs_norm_report {
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t step;
+	uint64_t server_id;
+	uint32_t n;
+	struct zs_shard_norm *norms; /* malloc'd by the decoder (free) */
+};
+
+enum zs_status zs_enc_norm_report(const struct zs_norm_report *r, struct zs_buf *out);
+enum zs_status zs_dec_norm_report(const uint8_t *p, size_t n, struct zs_norm_report *r,
+				  struct zs_error *err);
+enum zs_status zs_enc_norm_reply(double total, uint32_t shards, struct zs_buf *out);
+enum zs_status zs_dec_norm_reply(const uint8_t *p, size_t n, double *total,
+				 uint32_t *shards, struct zs_error *err);
+
 /* RegisterServer: request carries id, addr, data_addr, host, capacity, transports */
 enum zs_status zs_enc_register(const struct zs_server_info *s, struct zs_buf *out);
 enum zs_status zs_dec_register(const uint8_t *p, size_t n, struct zs_server_info *s,

@@ -208,6 +208,25 @@ enum zs_status zs_coord_status(struct zs_coord_client *c,
 	return st;
 }
 
+enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
+				    const struct zs_norm_report *r, int timeout_ms,
+				    double *total, struct zs_error *err)
+{
+	struct zs_buf req, resp = {0};
+	uint32_t shards;
+	enum zs_status st = zs_enc_norm_report(r, &req);
+
+	if (st)
+		return zs_fail(err, st, "cannot encode a norm report");
+	st = zs_rpc_invoke(c->rpc, ZS_M_REPORT_NORM, req.data, req.len, &resp.data, &resp.len,
+			   timeout_ms, c->flags, err);
+	zs_buf_release(&req);
+	if (!st)
+		st = zs_dec_norm_reply(resp.data, resp.len, total, &shards, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
 enum zs_status zs_coord_raw(struct zs_coord_client *c, const char *path,
 			    const void *data, size_t len, struct zs_error *err)
 {

@@ -62,6 +62,14 @@ enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
 enum zs_status zs_coord_status(struct zs_coord_client *c,
 			       struct zs_coord_status *st, struct zs_error *err);
 
+/*
+ * Reports a server's shard norms for a step and waits (up to timeout_ms,
+ * beyond the client's usual bound) for the job's total sum of squares.
+ */
+enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
+				    const struct zs_norm_report *r, int timeout_ms,
+				    double *total, struct zs_error *err);
+
 /* Asks a shard server at addr for its status (a one-off connection). */
 enum zs_status zs_server_status_query(const char *addr, int timeout_ms,
 				      struct zs_server_status *st,

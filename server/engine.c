@@ -45,12 +45,16 @@ struct eshard {
 	uint32_t n_ranks;
 	uint32_t *nacc;  /* per rank: partial pushes folded this step */
 	uint64_t version;
-	bool ready; /* has parameters: initialized (or, later, restored) */
+	bool ready;   /* has parameters: initialized (or, later, restored) */
+	bool reduced; /* clipping: acc holds step version's mean gradient */
+	double sumsq;
 	struct held *held;
 	size_t n_held, cap_held;
 };
 
 struct ejob {
+	pthread_mutex_t cmu; /* clipping: shards reduced this step */
+	uint32_t n_reduced;
 	char name[ZS_JOB_NAME_MAX];
 	uint32_t handle;
 	uint64_t epoch;
@@ -72,6 +76,8 @@ struct engine {
 	atomic_uint_fast64_t steps, bytes_in, bytes_out;
 	uint64_t bytes;
 	uint32_t step_timeout_ms;
+	engine_norm_fn norm_fn;
+	void *norm_ctx;
 	pthread_t sweeper;
 	atomic_int stop;
 };
@@ -300,14 +306,9 @@ static bool fold(struct eshard *s, uint32_t r)
 	return true;
 }
 
-/* Reduces the R contributions in rank order, averages, applies the optimizer. */
-static void update(struct engine *e, struct ejob *j, struct eshard *s)
+/* Reduces the R contributions in rank order and averages, into acc. */
+static void reduce(struct ejob *j, struct eshard *s)
 {
-	const struct zs_optim *o = &j->spec.optim;
-	struct zs_optim_step step = {.kind = o->kind, .lr = o->lr, .beta1 = o->beta1,
-				     .beta2 = o->beta2, .eps = o->eps,
-				     .weight_decay = o->weight_decay,
-				     .momentum = o->momentum, .t = s->version + 1};
 	size_t n = s->sh.length;
 	uint32_t R = j->spec.world_size;
 	enum zs_dtype dt;
@@ -320,10 +321,99 @@ static void update(struct engine *e, struct ejob *j, struct eshard *s)
 		zs_reduce_add(s->acc, c, dt, n);
 	}
 	zs_reduce_mean(s->acc, R, n);
-	memset(s->nacc, 0, R * sizeof *s->nacc);
+}
+
+/*
+ * Applies the optimizer to acc (scaled by coef when clipping), refreshes
+ * the copy, opens the next step and collects the gathers it releases into
+ * *rel (caller holds s->mu, frees *rel).
+ */
+static void apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
+		  struct held **rel, size_t *n_rel)
+{
+	const struct zs_optim *o = &j->spec.optim;
+	struct zs_optim_step step = {.kind = o->kind, .lr = o->lr, .beta1 = o->beta1,
+				     .beta2 = o->beta2, .eps = o->eps,
+				     .weight_decay = o->weight_decay,
+				     .momentum = o->momentum, .t = s->version + 1};
+	size_t n = s->sh.length, keep = 0;
+
+	if (coef != 1.0f)
+		zs_scale(s->acc, coef, n);
 	zs_optim_apply_parallel(&step, s->master, s->s0, s->s1, s->acc, n, e->nthreads);
 	if (s->copy != s->master)
 		zs_convert_from_f32(s->copy, s->dt, s->master, n);
+	s->version++;
+	s->full = 0;
+	s->reduced = false;
+	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
+	memset(s->nacc, 0, j->spec.world_size * sizeof *s->nacc);
+	atomic_fetch_add(&e->steps, 1);
+	*rel = NULL;
+	*n_rel = 0;
+	if (!s->n_held)
+		return;
+	*rel = malloc(s->n_held * sizeof **rel);
+	for (size_t i = 0; i < s->n_held; i++) {
+		if (*rel && s->held[i].x.step == s->version)
+			(*rel)[(*n_rel)++] = s->held[i];
+		else
+			s->held[keep++] = s->held[i];
+	}
+	s->n_held = keep;
+}
+
+static void serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		atomic_fetch_add(&e->bytes_out, rel[i].x.length * s->dsz);
+		zs_sop_read_ready(rel[i].op, served(s, &rel[i].x));
+	}
+	free(rel);
+}
+
+/*
+ * Clipping: the last shard of the job on this server to reduce step t
+ * exchanges the norms and applies every shard. A failed exchange fails the
+ * gathers waiting for step t + 1 with its reason.
+ */
+static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t)
+{
+	struct zs_shard_norm *nv = malloc((j->n_shards ? j->n_shards : 1) * sizeof *nv);
+	struct zs_error err = {0};
+	double total = 0.0;
+	enum zs_status st;
+	float coef;
+
+	if (!nv) {
+		st = zs_fail(&err, ZS_ENOMEM, "out of memory");
+	} else {
+		for (uint32_t i = 0; i < j->n_shards; i++)
+			nv[i] = (struct zs_shard_norm){j->shards[i].sh.unit, j->shards[i].sh.index,
+						       j->shards[i].sumsq};
+		st = e->norm_fn(e->norm_ctx, j->name, t, nv, j->n_shards, &total, &err);
+	}
+	free(nv);
+	coef = st ? 1.0f : zs_clip_coef(total, j->spec.optim.clip_norm);
+	for (uint32_t i = 0; i < j->n_shards; i++) {
+		struct eshard *s = &j->shards[i];
+		struct held *rel = NULL;
+		size_t n_rel = 0;
+		pthread_mutex_lock(&s->mu);
+		if (st) {
+			/* the step cannot finish: say why to whoever waits on it */
+			for (size_t h = 0; h < s->n_held; h++)
+				zs_sop_fail(s->held[h].op, st, "step %llu of job '%s' cannot finish: %s",
+					    (unsigned long long)t, j->name, err.msg);
+			s->n_held = 0;
+		} else {
+			apply(e, j, s, coef, &rel, &n_rel);
+		}
+		pthread_mutex_unlock(&s->mu);
+		serve_released(e, s, rel, n_rel);
+	}
+	if (st)
+		zs_error("job '%s' step %llu: %s", j->name, (unsigned long long)t, err.msg);
 }
 
 static void t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
@@ -372,15 +462,32 @@ static void t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t ra
 	s->full++;
 	zs_sop_done(op); /* landed: acknowledged; the update may follow */
 	if (s->full == j->spec.world_size) {
-		update(e, j, s);
-		s->version++;
-		s->full = 0;
-		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
-		atomic_fetch_add(&e->steps, 1);
+		reduce(j, s);
+		if (j->spec.optim.clip_norm > 0.0) {
+			uint64_t t = s->version;
+			bool last;
+			s->sumsq = zs_sumsq(s->acc, s->sh.length);
+			s->reduced = true;
+			pthread_mutex_unlock(&s->mu);
+			pthread_mutex_lock(&j->cmu);
+			last = ++j->n_reduced == j->n_shards;
+			if (last)
+				j->n_reduced = 0;
+			pthread_mutex_unlock(&j->cmu);
+			if (last)
+				clip_and_apply(e, j, t);
+			job_unref(e, j);
+			return;
+		}
+		apply(e, j, s, 1.0f, &release, &n_release);
+		pthread_mutex_unlock(&s->mu);
+		serve_released(e, s, release, n_release);
+		job_unref(e, j);
+		return;
 	}
 release:
 	if (s->ready && s->n_held) {
-		/* release the gathers of the current step, keep later ones */
+		/* the initial upload releases the gathers of step 0 */
 		release = malloc(s->n_held * sizeof *release);
 		for (size_t i = 0; i < s->n_held; i++) {
 			if (release && s->held[i].x.step == s->version)
@@ -391,15 +498,9 @@ release:
 		s->n_held = keep;
 	}
 	pthread_mutex_unlock(&s->mu);
-	for (size_t i = 0; i < n_release; i++) {
-		atomic_fetch_add(&e->bytes_out, release[i].x.length * s->dsz);
-		zs_sop_read_ready(release[i].op, served(s, &release[i].x));
-	}
-	free(release);
+	serve_released(e, s, release, n_release);
 	job_unref(e, j);
 }
-
-/* --------------------------------------------------------- job lifetime */
 
 static void shard_release(struct engine *e, struct eshard *s)
 {
@@ -431,6 +532,7 @@ static void job_free(struct engine *e, struct ejob *j)
 		shard_release(e, &j->shards[i]);
 	free(j->shards);
 	zs_job_spec_release(&j->spec);
+	pthread_mutex_destroy(&j->cmu);
 	free(j);
 }
 
@@ -484,9 +586,9 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	enum zs_status st;
 	uint32_t n = 0;
 
-	if (job->spec.optim.clip_norm > 0.0)
+	if (job->spec.optim.clip_norm > 0.0 && !e->norm_fn)
 		return zs_fail(err, ZS_ESTATE,
-			       "job '%s' asks for global-norm clipping, which needs the cross-server norm exchange this server does not have yet",
+			       "job '%s' clips gradients, and this server has no norm exchange",
 			       job->spec.name);
 	pthread_mutex_lock(&e->mu);
 	for (old = e->jobs; old && strcmp(old->name, job->spec.name); old = old->next)
@@ -503,6 +605,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	if (!j)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	snprintf(j->name, sizeof j->name, "%s", job->spec.name);
+	pthread_mutex_init(&j->cmu, NULL);
 	j->epoch = job->placement.epoch;
 	atomic_init(&j->refs, 1);
 	j->spec = job->spec;
@@ -611,6 +714,10 @@ static void waiting_for(struct ejob *j, struct eshard *s, uint64_t t, char *buf,
 		zs_fmt(buf, len, "the initial parameters (rank 0 uploads them)");
 		return;
 	}
+	if (s->reduced) {
+		zs_fmt(buf, len, "the gradient norms of the other servers (clipping)");
+		return;
+	}
 	if (t > s->version + 1) {
 		zs_fmt(buf, len, "step %llu, which is not reached (the shard is at step %llu)",
 		       (unsigned long long)t - 1, (unsigned long long)s->version);
@@ -685,6 +792,12 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 }
 
 const struct zs_target *engine_target(struct engine *e) { return &e->target; }
+
+void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx)
+{
+	e->norm_fn = fn;
+	e->norm_ctx = ctx;
+}
 
 void engine_set_listener(struct engine *e, struct zs_listener *l) { e->l = l; }
 

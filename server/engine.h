@@ -22,8 +22,11 @@
  * the rank's final push completes its contribution. The mean is over
  * ranks: a trainer scales each micro-batch's loss by 1/K, as in PyTorch.
  *
- * Not yet: global-norm clipping (needs the norm exchange across servers);
- * a job asking for it is refused with a message that says so.
+ * Global-norm clipping (a job's clip_norm > 0): a server first reduces
+ * every shard of the job it holds for the step, then hands their sums of
+ * squares to the norm exchange (the coordinator, in zshard-server), which
+ * returns the job's total over all servers, summed in placement order; the
+ * coefficient is PyTorch's clip_grad_norm_ one, and the updates follow.
  */
 #ifndef ZS_ENGINE_H
 #define ZS_ENGINE_H
@@ -51,6 +54,17 @@ struct engine_stats {
  */
 enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 			     struct engine **out, struct zs_error *err);
+/*
+ * The norm exchange: given this server's shard norms for a job's step,
+ * returns the job's total sum of squares. Called without locks from the
+ * thread that completed the server's last shard; may block (bounded).
+ */
+typedef enum zs_status (*engine_norm_fn)(void *ctx, const char *job, uint64_t step,
+					 const struct zs_shard_norm *norms, uint32_t n,
+					 double *total, struct zs_error *err);
+/* Without one, jobs that clip are refused. Set before adding jobs. */
+void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx);
+
 /* The target to give zs_listener_start (ctx is the engine). */
 const struct zs_target *engine_target(struct engine *e);
 /* Must be called once, before any job is added. */

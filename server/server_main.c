@@ -45,6 +45,7 @@ struct srvd {
 	int64_t started_ms;
 	int64_t wait_ms; /* bound on waiting for the coordinator */
 	struct engine *engine;
+	uint32_t step_timeout_ms;
 };
 
 static void on_signal(int sig)
@@ -95,6 +96,19 @@ static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 	}
 	zs_rpc_reply(call, b.data, b.len);
 	zs_buf_release(&b);
+}
+
+/* The engine's norm exchange: the coordinator sums every server's norms. */
+static enum zs_status exchange_norms(void *ctx, const char *job, uint64_t step,
+				     const struct zs_shard_norm *norms, uint32_t n,
+				     double *total, struct zs_error *err)
+{
+	struct srvd *d = ctx;
+	struct zs_norm_report r = {.step = step, .server_id = d->me.id, .n = n,
+				   .norms = (struct zs_shard_norm *)norms};
+
+	snprintf(r.job, sizeof r.job, "%s", job);
+	return zs_coord_report_norm(d->coord, &r, (int)d->step_timeout_ms, total, err);
 }
 
 static const struct zs_rpc_method methods[] = {
@@ -411,6 +425,8 @@ int main(int argc, char **argv)
 	}
 	if (engine_create(2, step_timeout_ms, &d.engine, &err))
 		goto clean_kv;
+	d.step_timeout_ms = step_timeout_ms;
+	engine_set_norm_exchange(d.engine, exchange_norms, &d);
 	{
 		struct zs_listener_opts lo = {.tcp_listen = data_listen, .shm = true,
 					      .arena_bytes = d.me.capacity};

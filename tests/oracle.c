@@ -71,20 +71,34 @@ void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out)
 void oracle_reference_k(const struct zs_job_spec *s, uint64_t steps, uint32_t K,
 			float **out)
 {
+	oracle_reference_full(s, NULL, steps, K, out);
+}
+
+void oracle_reference_full(const struct zs_job_spec *s, const struct zs_placement *pl,
+			   uint64_t steps, uint32_t K, float **out)
+{
 	const struct zs_optim *o = &s->optim;
-	uint32_t R = s->world_size;
+	uint32_t R = s->world_size, U = s->layout.n_units;
+	float *P[64], *M[64], *Vv[64], *A[64];
 
-	for (uint32_t u = 0; u < s->layout.n_units; u++) {
-		const struct zs_unit *un = &s->layout.units[u];
-		uint64_t n = un->numel;
-		float *p = malloc(n * 4), *m = calloc(n, 4), *v = calloc(n, 4);
-		float *acc = malloc(n * 4), *seen = malloc(n * 4), *rs = malloc(n * 4);
-
+	/* units advance together: with clipping, a step needs every gradient */
+	for (uint32_t u = 0; u < U; u++) {
+		uint64_t n = s->layout.units[u].numel;
+		P[u] = malloc(n * 4);
+		M[u] = calloc(n, 4);
+		Vv[u] = calloc(n, 4);
+		A[u] = malloc(n * 4);
 		for (uint64_t i = 0; i < n; i++)
-			p[i] = oracle_init(u, i);
-		for (uint64_t t = 0; t < steps; t++) {
-			struct zs_optim_step st = {o->kind, o->lr, o->beta1, o->beta2, o->eps,
-						   o->weight_decay, o->momentum, t + 1};
+			P[u][i] = oracle_init(u, i);
+	}
+	for (uint64_t t = 0; t < steps; t++) {
+		struct zs_optim_step st = {o->kind, o->lr, o->beta1, o->beta2, o->eps,
+					   o->weight_decay, o->momentum, t + 1};
+		float coef = 1.0f;
+		for (uint32_t u = 0; u < U; u++) {
+			const struct zs_unit *un = &s->layout.units[u];
+			uint64_t n = un->numel;
+			float *p = P[u], *acc = A[u], *seen = malloc(n * 4), *rs = malloc(n * 4);
 			/* trainers see the compute-dtype copy and push in that dtype */
 			for (uint64_t i = 0; i < n; i++)
 				seen[i] = round_to(un->dtype, p[i]);
@@ -102,15 +116,29 @@ void oracle_reference_k(const struct zs_job_spec *s, uint64_t steps, uint32_t K,
 			}
 			for (uint64_t i = 0; i < n; i++)
 				acc[i] = R > 1 ? acc[i] / (float)R : acc[i];
-			zs_optim_apply(&st, p, m, v, acc, n);
+			free(seen);
+			free(rs);
 		}
-		for (uint64_t i = 0; i < n; i++)
-			out[u][i] = round_to(un->dtype, p[i]);
-		free(p);
-		free(m);
-		free(v);
-		free(acc);
-		free(seen);
-		free(rs);
+		if (o->clip_norm > 0.0 && pl) {
+			double total = 0.0;
+			for (uint32_t k = 0; k < pl->n_shards; k++)
+				total += zs_sumsq(A[pl->shards[k].unit] + pl->shards[k].offset,
+						  pl->shards[k].length);
+			coef = zs_clip_coef(total, o->clip_norm);
+		}
+		for (uint32_t u = 0; u < U; u++) {
+			uint64_t n = s->layout.units[u].numel;
+			if (coef != 1.0f)
+				zs_scale(A[u], coef, n);
+			zs_optim_apply(&st, P[u], M[u], Vv[u], A[u], n);
+		}
+	}
+	for (uint32_t u = 0; u < U; u++) {
+		for (uint64_t i = 0; i < s->layout.units[u].numel; i++)
+			out[u][i] = round_to(s->layout.units[u].dtype, P[u][i]);
+		free(P[u]);
+		free(M[u]);
+		free(Vv[u]);
+		free(A[u]);
 	}
 }

@@ -30,5 +30,10 @@ void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out);
  * unit's dtype and summed per rank in order before the rank-order sum. */
 void oracle_reference_k(const struct zs_job_spec *s, uint64_t steps, uint32_t K,
 			float **out);
+/* With global-norm clipping (s->optim.clip_norm > 0): the norm is summed per
+ * shard of placement p in element order, then over shards in placement
+ * order, as the servers and the coordinator do. */
+void oracle_reference_full(const struct zs_job_spec *s, const struct zs_placement *p,
+			   uint64_t steps, uint32_t K, float **out);
 
 #endif

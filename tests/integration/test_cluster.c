@@ -410,6 +410,17 @@ static void test_bad_rpcs_change_nothing(void **st)
 	me.capacity = 0;
 	assert_int_equal(zs_coord_register(c, &me, &id, &lease, &err), ZS_EINVAL);
 	assert_int_equal(zs_coord_heartbeat(c, 999, &lease, &id, &err), ZS_ENOTFOUND);
+	/* a norm report for a job that does not clip, or for a shard elsewhere */
+	{
+		struct zs_shard_norm nv = {0, 0, 1.0};
+		struct zs_norm_report nr = {.job = "demo", .step = 0, .server_id = 12345,
+					    .n = 1, .norms = &nv};
+		double total;
+		assert_int_equal(zs_coord_report_norm(c, &nr, 2000, &total, &err), ZS_ESTATE);
+		assert_non_null(strstr(err.msg, "does not clip"));
+		strcpy(nr.job, "nope");
+		assert_int_equal(zs_coord_report_norm(c, &nr, 2000, &total, &err), ZS_ENOTFOUND);
+	}
 
 	after = job_snapshot();
 	assert_string_equal(before, after);

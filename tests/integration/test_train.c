@@ -200,16 +200,23 @@ static void *train(void *arg)
 	return NULL;
 }
 
-static void run(const char *name, uint32_t R, const char *transport,
-		enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K)
+static void run_clip(const char *name, uint32_t R, const char *transport,
+		     enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip)
 {
 	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_job placed;
 	struct rank_ctx x[3];
 	pthread_t th[3];
 	float *ref[4];
 
 	oracle_spec(&spec, name, R, kind, dt);
+	spec.optim.clip_norm = clip;
 	create_job(&spec);
+	/* the reference sums norms over the placement the coordinator chose */
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, name, &placed, NULL), ZS_OK);
+	zs_coord_close(c);
 	for (uint32_t r = 0; r < R; r++)
 		x[r] = (struct rank_ctx){.t = join(name, r, transport), .K = K};
 	for (unsigned u = 0; u < zs_trainer_units(x[0].t); u++) {
@@ -228,9 +235,10 @@ static void run(const char *name, uint32_t R, const char *transport,
 		if (x[r].rc)
 			fail_msg("%s rank %u: %s", name, r, x[r].why);
 	}
-	oracle_reference_k(&spec, STEPS, K, (ref[0] = malloc(spec.layout.units[0].numel * 4),
-					 ref[1] = malloc(4), ref[2] = malloc(4099 * 4),
-					 ref[3] = malloc(64 * 4), ref));
+	oracle_reference_full(&spec, &placed.placement, STEPS, K,
+			      (ref[0] = malloc(spec.layout.units[0].numel * 4), ref[1] = malloc(4),
+			       ref[2] = malloc(4099 * 4), ref[3] = malloc(64 * 4), ref));
+	zs_job_release(&placed);
 	for (unsigned u = 0; u < 4; u++) {
 		unsigned long long n = spec.layout.units[u].numel;
 		float *got = malloc(n * 4);
@@ -249,6 +257,12 @@ static void run(const char *name, uint32_t R, const char *transport,
 	zs_job_spec_release(&spec);
 }
 
+static void run(const char *name, uint32_t R, const char *transport,
+		enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K)
+{
+	run_clip(name, R, transport, kind, dt, K, 0.0);
+}
+
 static void test_oracle_through_the_service(void **st)
 {
 	(void)st;
@@ -258,6 +272,9 @@ static void test_oracle_through_the_service(void **st)
 	run("o4", 3, "shm", ZS_SGD, ZS_F32, 1);
 	run("o5", 2, "auto", ZS_ADAMW, ZS_F32, 1);
 	run("o6", 2, "tcp", ZS_ADAMW, ZS_BF16, 3); /* gradient accumulation */
+	/* global-norm clipping through the coordinator's norm exchange */
+	run_clip("o7", 2, "shm", ZS_ADAMW, ZS_F32, 1, 0.5);
+	run_clip("o8", 3, "tcp", ZS_SGD, ZS_BF16, 3, 0.5);
 }
 
 static void test_stage_and_held_gather(void **st)

@@ -34,7 +34,25 @@
 #define MAXR 3
 #define STEPS 4
 
+/*
+ * The norm exchange of these in-process servers: what the coordinator
+ * does, over the cluster's placement (every shard's norm, summed in
+ * placement order, handed to every server of the step).
+ */
+struct exchange {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	const struct zs_placement *p;
+	uint64_t step;
+	double *sumsq;
+	bool *have;
+	uint32_t n_have;
+	uint64_t done_step; /* steps whose total is ready: [0, done_step) */
+	double total;
+};
+
 struct cluster {
+	struct exchange ex;
 	int S;
 	struct engine *e[MAXS];
 	struct zs_listener *l[MAXS];
@@ -55,8 +73,49 @@ static void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kin
 	assert_int_equal(place_job(&j->spec, sv, (size_t)S, NULL, &j->placement, NULL), ZS_OK);
 }
 
+static void start_clip(struct cluster *c, int S, uint32_t R, enum zs_optim_kind kind,
+		       enum zs_dtype dt, const struct zs_transport_ops *t, double clip);
+
+static enum zs_status exchange(void *ctx, const char *job, uint64_t step,
+			       const struct zs_shard_norm *norms, uint32_t n, double *total,
+			       struct zs_error *err)
+{
+	struct exchange *x = ctx;
+	(void)job;
+	(void)err;
+	pthread_mutex_lock(&x->mu);
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t k = 0; k < x->p->n_shards; k++)
+			if (x->p->shards[k].unit == norms[i].unit &&
+			    x->p->shards[k].index == norms[i].index && !x->have[k]) {
+				x->sumsq[k] = norms[i].sumsq;
+				x->have[k] = true;
+				x->n_have++;
+			}
+	if (x->n_have == x->p->n_shards) {
+		x->total = 0.0;
+		for (uint32_t k = 0; k < x->p->n_shards; k++)
+			x->total += x->sumsq[k];
+		memset(x->have, 0, x->p->n_shards * sizeof *x->have);
+		x->n_have = 0;
+		x->done_step = step + 1;
+		pthread_cond_broadcast(&x->cv);
+	}
+	while (x->done_step <= step)
+		pthread_cond_wait(&x->cv, &x->mu);
+	*total = x->total;
+	pthread_mutex_unlock(&x->mu);
+	return ZS_OK;
+}
+
 static void start(struct cluster *c, int S, uint32_t R, enum zs_optim_kind kind,
 		  enum zs_dtype dt, const struct zs_transport_ops *t)
+{
+	start_clip(c, S, R, kind, dt, t, 0.0);
+}
+
+static void start_clip(struct cluster *c, int S, uint32_t R, enum zs_optim_kind kind,
+		       enum zs_dtype dt, const struct zs_transport_ops *t, double clip)
 {
 	struct zs_error err = {0};
 
@@ -64,10 +123,17 @@ static void start(struct cluster *c, int S, uint32_t R, enum zs_optim_kind kind,
 	c->S = S;
 	c->t = t;
 	make_job(&c->job, S, R, kind, dt);
+	c->job.spec.optim.clip_norm = clip;
+	pthread_mutex_init(&c->ex.mu, NULL);
+	pthread_cond_init(&c->ex.cv, NULL);
+	c->ex.p = &c->job.placement;
+	c->ex.sumsq = calloc(c->job.placement.n_shards, sizeof(double));
+	c->ex.have = calloc(c->job.placement.n_shards, sizeof(bool));
 	for (int s = 0; s < S; s++) {
 		struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = true,
 					     .arena_bytes = 16u << 20};
 		assert_int_equal(engine_create(2, 0, &c->e[s], NULL), ZS_OK);
+		engine_set_norm_exchange(c->e[s], exchange, &c->ex);
 		if (zs_listener_start(&o, engine_target(c->e[s]), &c->l[s], c->tcp[s],
 				      c->shm[s], &err))
 			fail_msg("%s", err.msg);
@@ -84,6 +150,10 @@ static void stop(struct cluster *c)
 		zs_listener_free(c->l[s]);
 	}
 	zs_job_release(&c->job);
+	free(c->ex.sumsq);
+	free(c->ex.have);
+	pthread_cond_destroy(&c->ex.cv);
+	pthread_mutex_destroy(&c->ex.mu);
 }
 
 static struct zs_conn *conn_to(struct cluster *c, int s, uint32_t rank)
@@ -217,7 +287,7 @@ static void *trainer_main(void *arg)
 }
 
 static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype dt,
-		       const struct zs_transport_ops *t, uint32_t K)
+		       const struct zs_transport_ops *t, uint32_t K, double clip)
 {
 	struct cluster c;
 	struct trainer tr[MAXR];
@@ -226,7 +296,7 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 	float *ref[4], *got;
 	char why[512];
 
-	start(&c, S, R, kind, dt, t);
+	start_clip(&c, S, R, kind, dt, t, clip);
 	const struct zs_layout *l = &c.job.spec.layout;
 	/* rank 0 uploads the initial parameters */
 	for (int s = 0; s < S; s++)
@@ -252,7 +322,7 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 	for (uint32_t u = 0; u < l->n_units; u++) {
 		ref[u] = malloc(l->units[u].numel * 4);
 	}
-	oracle_reference_k(&c.job.spec, STEPS, K, ref);
+	oracle_reference_full(&c.job.spec, &c.job.placement, STEPS, K, ref);
 	for (uint32_t u = 0; u < l->n_units; u++) {
 		const struct zs_unit *un = &l->units[u];
 		got = malloc(un->numel * 4);
@@ -261,8 +331,8 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 		for (uint64_t i = 0; i < un->numel; i++) {
 			float want = ref[u][i];
 			if (memcmp(&got[i], &want, 4))
-				fail_msg("S=%d R=%u K=%u %s %s %s: unit %u element %llu: %.9g, reference %.9g",
-					 S, R, K, t->name, zs_optim_name(kind), zs_dtype_name(dt), u,
+				fail_msg("S=%d R=%u K=%u clip=%g %s %s %s: unit %u element %llu: %.9g, reference %.9g",
+					 S, R, K, clip, t->name, zs_optim_name(kind), zs_dtype_name(dt), u,
 					 (unsigned long long)i, got[i], want);
 		}
 		free(got);
@@ -275,20 +345,21 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 
 static void test_oracle_matrix(void **st)
 {
-	/* a covering set: every S, R, transport, optimizer, dtype and
-	 * accumulation setting at least once, and the pairs that interact
-	 * (S x R, transport x dtype, accumulation x R and dtype) */
-	static const struct { int S; uint32_t R; int shm; enum zs_optim_kind k; enum zs_dtype d; uint32_t K; } m[] = {
-		{1, 1, 0, ZS_SGD, ZS_F32, 1},    {1, 2, 1, ZS_ADAMW, ZS_BF16, 1},
-		{1, 3, 0, ZS_ADAMW, ZS_F32, 3},  {2, 1, 1, ZS_SGD, ZS_F32, 3},
-		{2, 2, 0, ZS_ADAMW, ZS_BF16, 3}, {2, 3, 1, ZS_SGD, ZS_BF16, 1},
-		{3, 1, 0, ZS_ADAMW, ZS_BF16, 1}, {3, 2, 1, ZS_ADAMW, ZS_F32, 1},
-		{3, 3, 0, ZS_SGD, ZS_F32, 1},    {3, 3, 1, ZS_ADAMW, ZS_BF16, 3},
+	/* a covering set: every S, R, transport, optimizer, dtype,
+	 * accumulation and clipping setting at least once, and the pairs that
+	 * interact (S x R, transport x dtype, accumulation x R and dtype,
+	 * clipping x S and K). clip 0.5 clips every step here; 100 never. */
+	static const struct { int S; uint32_t R; int shm; enum zs_optim_kind k; enum zs_dtype d; uint32_t K; double clip; } m[] = {
+		{1, 1, 0, ZS_SGD, ZS_F32, 1, 0},      {1, 2, 1, ZS_ADAMW, ZS_BF16, 1, 0.5},
+		{1, 3, 0, ZS_ADAMW, ZS_F32, 3, 0},    {2, 1, 1, ZS_SGD, ZS_F32, 3, 0.5},
+		{2, 2, 0, ZS_ADAMW, ZS_BF16, 3, 0},   {2, 3, 1, ZS_SGD, ZS_BF16, 1, 100},
+		{3, 1, 0, ZS_ADAMW, ZS_BF16, 1, 0},   {3, 2, 1, ZS_ADAMW, ZS_F32, 1, 0.5},
+		{3, 3, 0, ZS_SGD, ZS_F32, 1, 0},      {3, 3, 1, ZS_ADAMW, ZS_BF16, 3, 0.5},
 	};
 	(void)st;
 	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
 		run_oracle(m[i].S, m[i].R, m[i].k, m[i].d,
-			   m[i].shm ? &zs_shm_transport : &zs_tcp_transport, m[i].K);
+			   m[i].shm ? &zs_shm_transport : &zs_tcp_transport, m[i].K, m[i].clip);
 }
 
 static void test_refusals_and_held_gather(void **st)
@@ -390,7 +461,7 @@ static void test_refused_features(void **st)
 	j.spec.optim.clip_norm = 1.0;
 	assert_int_equal(engine_create(1, 0, &e, NULL), ZS_OK);
 	assert_int_equal(engine_add_job(e, &j, 1, &err), ZS_ESTATE);
-	assert_non_null(strstr(err.msg, "clipping"));
+	assert_non_null(strstr(err.msg, "no norm exchange"));
 	engine_free(e);
 	zs_job_release(&j);
 }
