@@ -38,7 +38,7 @@ endif
 
 CORE_SRC := common/status.c common/log.c common/util.c common/model.c common/spec_json.c common/wire.c \
 	    common/sockio.c common/listener.c common/stream.c common/tcp.c common/shm.c \
-	    ctrl/rpc.c ctrl/codec.c ctrl/coord_client.c storage/kv.c
+	    ctrl/rpc.c ctrl/codec.c ctrl/coord_client.c storage/kv.c storage/ckpt.c
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/zshard.pb-c.o
 CORE_LIB := $(BUILD)/lib/libzscore.a
 

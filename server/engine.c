@@ -52,9 +52,23 @@ struct eshard {
 	size_t n_held, cap_held;
 };
 
+/* A snapshot in progress: shards are captured as they reach step. */
+struct epending {
+	char job[ZS_JOB_NAME_MAX];
+	uint32_t n_shards;
+	uint64_t id, step;
+	uint32_t n_got;
+	bool *got;
+	struct engine_snap *snaps;
+	engine_snap_done done;
+	void *ctx;
+	struct epending *next;
+};
+
 struct ejob {
-	pthread_mutex_t cmu; /* clipping: shards reduced this step */
+	pthread_mutex_t cmu; /* clipping counter, snapshots in progress */
 	uint32_t n_reduced;
+	struct epending *pend;
 	char name[ZS_JOB_NAME_MAX];
 	uint32_t handle;
 	uint64_t epoch;
@@ -306,6 +320,63 @@ static bool fold(struct eshard *s, uint32_t r)
 	return true;
 }
 
+/* Copies shard s into snapshot p (caller holds s->mu and j->cmu). */
+static bool capture(struct ejob *j, struct eshard *s, struct epending *p)
+{
+	size_t k = (size_t)(s - j->shards), n = s->sh.length;
+	struct engine_snap *sn = &p->snaps[k];
+
+	*sn = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, s->version,
+				   malloc(n * 4), s->s0 ? malloc(n * 4) : NULL,
+				   s->s1 ? malloc(n * 4) : NULL};
+	if (!sn->master || (s->s0 && !sn->s0) || (s->s1 && !sn->s1))
+		return false;
+	memcpy(sn->master, s->master, n * 4);
+	if (s->s0)
+		memcpy(sn->s0, s->s0, n * 4);
+	if (s->s1)
+		memcpy(sn->s1, s->s1, n * 4);
+	p->got[k] = true;
+	p->n_got++;
+	return true;
+}
+
+/* Snapshots that completed, to hand over outside the locks. */
+static __thread struct epending *finished;
+
+/* After s reached a new version: capture it for snapshots of that step. */
+static void capture_due(struct ejob *j, struct eshard *s)
+{
+	size_t k = (size_t)(s - j->shards);
+
+	pthread_mutex_lock(&j->cmu);
+	for (struct epending **pp = &j->pend; *pp;) {
+		struct epending *p = *pp;
+		if (p->step == s->version && !p->got[k] && !capture(j, s, p))
+			zs_error("out of memory capturing a snapshot of job '%s'", j->name);
+		if (p->n_got == j->n_shards) {
+			*pp = p->next;
+			p->next = finished;
+			finished = p;
+			continue;
+		}
+		pp = &p->next;
+	}
+	pthread_mutex_unlock(&j->cmu);
+}
+
+/* Hands completed snapshots to their callbacks (no locks held). */
+static void deliver_finished(void)
+{
+	while (finished) {
+		struct epending *p = finished;
+		finished = p->next;
+		p->done(p->ctx, p->job, p->id, p->step, p->snaps, p->n_shards, ZS_OK, NULL);
+		free(p->got);
+		free(p);
+	}
+}
+
 /* Reduces the R contributions in rank order and averages, into acc. */
 static void reduce(struct ejob *j, struct eshard *s)
 {
@@ -344,6 +415,7 @@ static void apply(struct engine *e, struct ejob *j, struct eshard *s, float coef
 	if (s->copy != s->master)
 		zs_convert_from_f32(s->copy, s->dt, s->master, n);
 	s->version++;
+	capture_due(j, s);
 	s->full = 0;
 	s->reduced = false;
 	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
@@ -412,6 +484,7 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t)
 		pthread_mutex_unlock(&s->mu);
 		serve_released(e, s, rel, n_rel);
 	}
+	deliver_finished();
 	if (st)
 		zs_error("job '%s' step %llu: %s", j->name, (unsigned long long)t, err.msg);
 }
@@ -482,6 +555,7 @@ static void t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t ra
 		apply(e, j, s, 1.0f, &release, &n_release);
 		pthread_mutex_unlock(&s->mu);
 		serve_released(e, s, release, n_release);
+		deliver_finished();
 		job_unref(e, j);
 		return;
 	}
@@ -530,6 +604,15 @@ static void job_free(struct engine *e, struct ejob *j)
 {
 	for (uint32_t i = 0; i < j->n_shards; i++)
 		shard_release(e, &j->shards[i]);
+	while (j->pend) {
+		struct epending *p = j->pend;
+		j->pend = p->next;
+		p->done(p->ctx, j->name, p->id, p->step, NULL, 0, ZS_ECANCELED,
+			"the job was dropped from this server");
+		engine_snaps_free(p->snaps, j->n_shards);
+		free(p->got);
+		free(p);
+	}
 	free(j->shards);
 	zs_job_spec_release(&j->spec);
 	pthread_mutex_destroy(&j->cmu);
@@ -683,6 +766,182 @@ uint32_t engine_job_names(struct engine *e, char (*names)[ZS_JOB_NAME_MAX], uint
 		snprintf(names[n++], ZS_JOB_NAME_MAX, "%s", j->name);
 	pthread_mutex_unlock(&e->mu);
 	return n;
+}
+
+/* ------------------------------------------------------------ checkpoints */
+
+void engine_snaps_free(struct engine_snap *s, uint32_t n)
+{
+	for (uint32_t i = 0; s && i < n; i++) {
+		free(s[i].master);
+		free(s[i].s0);
+		free(s[i].s1);
+	}
+	free(s);
+}
+
+static struct ejob *job_by_name(struct engine *e, const char *name)
+{
+	struct ejob *j;
+	pthread_mutex_lock(&e->mu);
+	for (j = e->jobs; j && strcmp(j->name, name); j = j->next)
+		;
+	if (j)
+		atomic_fetch_add(&j->refs, 1);
+	pthread_mutex_unlock(&e->mu);
+	return j;
+}
+
+enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
+			       uint64_t step, engine_snap_done done, void *ctx,
+			       struct zs_error *err)
+{
+	struct ejob *j = job_by_name(e, job);
+	struct epending *p;
+	enum zs_status st = ZS_OK;
+
+	if (!j)
+		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
+	p = calloc(1, sizeof *p);
+	if (p) {
+		p->got = calloc(j->n_shards ? j->n_shards : 1, sizeof *p->got);
+		p->snaps = calloc(j->n_shards ? j->n_shards : 1, sizeof *p->snaps);
+	}
+	if (!p || !p->got || !p->snaps) {
+		if (p) {
+			free(p->got);
+			free(p->snaps);
+		}
+		free(p);
+		job_unref(e, j);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	snprintf(p->job, sizeof p->job, "%s", j->name);
+	p->n_shards = j->n_shards;
+	p->id = id;
+	p->step = step;
+	p->done = done;
+	p->ctx = ctx;
+	/* check every shard before registering: past the step or empty is final */
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+		struct eshard *s = &j->shards[k];
+		pthread_mutex_lock(&s->mu);
+		if (!s->ready)
+			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters to checkpoint yet",
+				     unit_name(j, s->sh.unit));
+		else if (s->version > step)
+			st = zs_fail(err, ZS_ESTATE,
+				     "unit '%s' is at step %llu: step %llu can no longer be checkpointed",
+				     unit_name(j, s->sh.unit), (unsigned long long)s->version,
+				     (unsigned long long)step);
+		pthread_mutex_unlock(&s->mu);
+	}
+	if (st) {
+		free(p->got);
+		free(p->snaps);
+		free(p);
+		job_unref(e, j);
+		return st;
+	}
+	pthread_mutex_lock(&j->cmu);
+	p->next = j->pend;
+	j->pend = p;
+	pthread_mutex_unlock(&j->cmu);
+	/* capture the shards already at step (the rest on their update) */
+	for (uint32_t k = 0; k < j->n_shards; k++) {
+		struct eshard *s = &j->shards[k];
+		pthread_mutex_lock(&s->mu);
+		if (s->version == step)
+			capture_due(j, s);
+		pthread_mutex_unlock(&s->mu);
+	}
+	deliver_finished();
+	job_unref(e, j);
+	return ZS_OK;
+}
+
+enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
+			      void *ctx, uint64_t *step, struct zs_error *err)
+{
+	struct ejob *j = job_by_name(e, job);
+	struct engine_snap *tmp;
+	enum zs_status st = ZS_OK;
+	uint64_t at = 0;
+
+	if (!j)
+		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
+	tmp = calloc(j->n_shards ? j->n_shards : 1, sizeof *tmp);
+	if (!tmp) {
+		job_unref(e, j);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	/* load and check everything first: nothing half-applied */
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+		struct eshard *s = &j->shards[k];
+		size_t n = s->sh.length;
+		tmp[k] = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, 0,
+					      malloc(n * 4), s->s0 ? malloc(n * 4) : NULL,
+					      s->s1 ? malloc(n * 4) : NULL};
+		if (!tmp[k].master || (s->s0 && !tmp[k].s0) || (s->s1 && !tmp[k].s1)) {
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+			break;
+		}
+		st = load(ctx, &tmp[k], tmp[k].master, tmp[k].s0, tmp[k].s1, &tmp[k].step, err);
+		if (!st && k > 0 && tmp[k].step != at)
+			st = zs_fail(err, ZS_EIO, "the checkpoint's shards disagree on the step (%llu, %llu)",
+				     (unsigned long long)at, (unsigned long long)tmp[k].step);
+		at = tmp[k].step;
+	}
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+		struct eshard *s = &j->shards[k];
+		bool busy;
+		pthread_mutex_lock(&s->mu);
+		busy = s->full || s->reduced;
+		for (uint32_t r = 0; r < j->spec.world_size; r++)
+			busy |= s->nacc[r] || s->slot[r] != SLOT_EMPTY;
+		if (busy) {
+			st = zs_fail(err, ZS_ESTATE,
+				     "unit '%s' has pushes of step %llu in: restore while no trainer is training",
+				     unit_name(j, s->sh.unit), (unsigned long long)s->version);
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+		struct eshard *s = &j->shards[k];
+		struct held *rel = NULL;
+		size_t n = s->sh.length, n_rel = 0, keep = 0;
+		pthread_mutex_lock(&s->mu);
+		memcpy(s->master, tmp[k].master, n * 4);
+		if (s->s0)
+			memcpy(s->s0, tmp[k].s0, n * 4);
+		if (s->s1)
+			memcpy(s->s1, tmp[k].s1, n * 4);
+		if (s->copy != s->master)
+			zs_convert_from_f32(s->copy, s->dt, s->master, n);
+		s->version = at;
+		s->ready = true;
+		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
+		memset(s->nacc, 0, j->spec.world_size * sizeof *s->nacc);
+		if (s->n_held && (rel = malloc(s->n_held * sizeof *rel))) {
+			for (size_t h = 0; h < s->n_held; h++) {
+				if (s->held[h].x.step == at)
+					rel[n_rel++] = s->held[h];
+				else
+					s->held[keep++] = s->held[h];
+			}
+			s->n_held = keep;
+		}
+		pthread_mutex_unlock(&s->mu);
+		serve_released(e, s, rel, n_rel);
+	}
+	engine_snaps_free(tmp, j->n_shards);
+	if (!st) {
+		*step = at;
+		zs_info("job '%s': %u shards restored at step %llu", j->name, j->n_shards,
+			(unsigned long long)at);
+	}
+	job_unref(e, j);
+	return st;
 }
 
 void engine_stats(struct engine *e, struct engine_stats *st)

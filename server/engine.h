@@ -84,6 +84,49 @@ void engine_remove_job(struct engine *e, const char *name);
 /* Names of the jobs held, for reconciling with assignments (n at most max). */
 uint32_t engine_job_names(struct engine *e, char (*names)[ZS_JOB_NAME_MAX], uint32_t max);
 
+/* ------------------------------------------------------------ checkpoints */
+
+/* One shard's state as captured (arrays malloc'd; s0, s1 may be NULL). */
+struct engine_snap {
+	uint32_t unit, index;
+	uint64_t offset, length, step;
+	float *master, *s0, *s1;
+};
+void engine_snaps_free(struct engine_snap *s, uint32_t n);
+
+/*
+ * Called once per snapshot, from the thread that captured its last shard
+ * (or that failed it): on ZS_OK it owns snaps (engine_snaps_free).
+ */
+typedef void (*engine_snap_done)(void *ctx, const char *job, uint64_t id, uint64_t step,
+				 struct engine_snap *snaps, uint32_t n, enum zs_status st,
+				 const char *why);
+
+/*
+ * Captures every shard of job at version step: a shard already there at
+ * once, the others when their update reaches step (training goes on; the
+ * copies are what gets written). ZS_ESTATE when a shard is past step or
+ * has no parameters; ZS_ENOTFOUND for a job this engine does not hold.
+ */
+enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
+			       uint64_t step, engine_snap_done done, void *ctx,
+			       struct zs_error *err);
+
+/* Fills one shard's arrays (length floats each; s0, s1 NULL when the
+ * optimizer has no such state) and its step. */
+typedef enum zs_status (*engine_loader)(void *ctx, const struct engine_snap *want,
+					float *master, float *s0, float *s1, uint64_t *step,
+					struct zs_error *err);
+
+/*
+ * Restores every shard of job through load, all or nothing: every shard is
+ * loaded and checked (one step for all) before any changes. Refused with
+ * ZS_ESTATE while pushes of the open step are in. Gathers waiting for the
+ * restored step are then served. *step receives it.
+ */
+enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
+			      void *ctx, uint64_t *step, struct zs_error *err);
+
 void engine_stats(struct engine *e, struct engine_stats *st);
 /* Fails every held gather; the listener must be freed after this. */
 void engine_free(struct engine *e);

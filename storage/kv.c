@@ -158,6 +158,46 @@ enum zs_status zs_kv_put(struct zs_kv_txn *t, unsigned table, const void *key,
 	return rc ? kv_fail(err, rc, "put", t->kv->dir) : ZS_OK;
 }
 
+enum zs_status zs_kv_reserve(struct zs_kv_txn *t, unsigned table, const void *key,
+			     size_t klen, size_t vlen, void **val, struct zs_error *err)
+{
+	MDB_val k = {klen, (void *)key}, v = {vlen, NULL};
+	int rc;
+
+	if (table >= t->kv->n_tables)
+		return zs_fail(err, ZS_EINVAL, "no such LMDB table %u", table);
+	rc = mdb_put(t->txn, t->kv->dbi[table], &k, &v, MDB_RESERVE);
+	if (rc)
+		return kv_fail(err, rc, "reserve", t->kv->dir);
+	*val = v.mv_data;
+	return ZS_OK;
+}
+
+enum zs_status zs_kv_del_prefix(struct zs_kv_txn *t, unsigned table, const void *prefix,
+				size_t plen, struct zs_error *err)
+{
+	MDB_cursor *c;
+	MDB_val k = {plen, (void *)prefix}, v;
+	int rc;
+
+	if (table >= t->kv->n_tables)
+		return zs_fail(err, ZS_EINVAL, "no such LMDB table %u", table);
+	rc = mdb_cursor_open(t->txn, t->kv->dbi[table], &c);
+	if (rc)
+		return kv_fail(err, rc, "cursor", t->kv->dir);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	     rc == 0 && k.mv_size >= plen && !memcmp(k.mv_data, prefix, plen);
+	     rc = mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT)) {
+		rc = mdb_cursor_del(c, 0);
+		if (rc)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (rc && rc != MDB_NOTFOUND)
+		return kv_fail(err, rc, "delete", t->kv->dir);
+	return ZS_OK;
+}
+
 enum zs_status zs_kv_get(struct zs_kv_txn *t, unsigned table, const void *key,
 			 size_t klen, const void **val, size_t *vlen,
 			 struct zs_error *err)

@@ -50,6 +50,17 @@ void zs_kv_abort(struct zs_kv_txn *t);
 enum zs_status zs_kv_put(struct zs_kv_txn *t, unsigned table, const void *key,
 			 size_t klen, const void *val, size_t vlen,
 			 struct zs_error *err);
+/*
+ * Reserves vlen bytes for key and points *val at them, to be filled before
+ * the transaction commits (no intermediate copy). Lifetime as for get.
+ */
+enum zs_status zs_kv_reserve(struct zs_kv_txn *t, unsigned table, const void *key,
+			     size_t klen, size_t vlen, void **val, struct zs_error *err);
+
+/* Deletes every key that starts with prefix. */
+enum zs_status zs_kv_del_prefix(struct zs_kv_txn *t, unsigned table, const void *prefix,
+				size_t plen, struct zs_error *err);
+
 /* Gets key; ZS_ENOTFOUND (with no message) when absent. See lifetime above. */
 enum zs_status zs_kv_get(struct zs_kv_txn *t, unsigned table, const void *key,
 			 size_t klen, const void **val, size_t *vlen,

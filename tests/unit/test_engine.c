@@ -23,7 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "engine.h"
+#include "kv.h"
 #include "oracle.h"
 #include "util.h"
 #include "optim.h"
@@ -169,6 +171,7 @@ static struct zs_conn *conn_to(struct cluster *c, int s, uint32_t rank)
 
 struct trainer {
 	struct cluster *c;
+	uint64_t t0; /* first step */
 	uint32_t rank;
 	uint32_t K; /* micro-batches per step */
 	int failed;
@@ -255,7 +258,7 @@ static void *trainer_main(void *arg)
 
 	for (int s = 0; s < c->S; s++)
 		conn[s] = conn_to(c, s, tr->rank);
-	for (uint64_t t = 0; t < STEPS && !tr->failed; t++) {
+	for (uint64_t t = tr->t0; t < STEPS && !tr->failed; t++) {
 		/* backward order, as a trainer pushes */
 		for (int u = (int)l->n_units - 1; u >= 0 && !tr->failed; u--) {
 			const struct zs_unit *un = &l->units[u];
@@ -450,6 +453,174 @@ static void test_refusals_and_held_gather(void **st)
 	stop(&c);
 }
 
+/* ----------------------------------------------------- snapshot, restore */
+
+struct store {
+	struct zs_kv *kv;
+	int captured;
+	enum zs_status st;
+	pthread_mutex_t mu;
+};
+
+static void snap_done(void *ctx, const char *job, uint64_t id, uint64_t step,
+		      struct engine_snap *snaps, uint32_t n, enum zs_status st, const char *why)
+{
+	struct store *x = ctx;
+	struct zs_kv_txn *t;
+
+	(void)why;
+	pthread_mutex_lock(&x->mu);
+	if (st || zs_kv_begin(x->kv, true, &t, NULL)) {
+		x->st = st ? st : ZS_EIO;
+		pthread_mutex_unlock(&x->mu);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct engine_snap *sn = &snaps[i];
+		if (ckpt_put(t, 0, job, id, sn->unit, sn->index, CKPT_MASTER, sn->step, sn->master,
+			     sn->length, NULL) ||
+		    (sn->s0 && ckpt_put(t, 0, job, id, sn->unit, sn->index, CKPT_STATE0, sn->step,
+					sn->s0, sn->length, NULL)) ||
+		    (sn->s1 && ckpt_put(t, 0, job, id, sn->unit, sn->index, CKPT_STATE1, sn->step,
+					sn->s1, sn->length, NULL)))
+			x->st = ZS_EIO;
+		assert_int_equal(sn->step, step);
+	}
+	if (zs_kv_commit(t, NULL))
+		x->st = ZS_EIO;
+	x->captured++;
+	pthread_mutex_unlock(&x->mu);
+	engine_snaps_free(snaps, n);
+}
+
+struct loader_ctx {
+	struct zs_kv *kv;
+	uint64_t id;
+};
+
+static enum zs_status load(void *ctx, const struct engine_snap *w, float *master, float *s0,
+			   float *s1, uint64_t *step, struct zs_error *err)
+{
+	struct loader_ctx *x = ctx;
+	struct zs_kv_txn *t;
+	uint64_t st2;
+	enum zs_status st = zs_kv_begin(x->kv, false, &t, err);
+
+	if (st)
+		return st;
+	st = ckpt_get(t, 0, "t", x->id, w->unit, w->index, CKPT_MASTER, step, master, w->length, err);
+	if (!st && s0)
+		st = ckpt_get(t, 0, "t", x->id, w->unit, w->index, CKPT_STATE0, &st2, s0, w->length, err);
+	if (!st && s1)
+		st = ckpt_get(t, 0, "t", x->id, w->unit, w->index, CKPT_STATE1, &st2, s1, w->length, err);
+	zs_kv_abort(t);
+	return st;
+}
+
+static void train_from(struct cluster *c, uint32_t R, uint64_t t0)
+{
+	struct trainer tr[MAXR];
+	pthread_t th[MAXR];
+	for (uint32_t r = 0; r < R; r++) {
+		tr[r] = (struct trainer){.c = c, .t0 = t0, .rank = r, .K = 1};
+		pthread_create(&th[r], NULL, trainer_main, &tr[r]);
+	}
+	for (uint32_t r = 0; r < R; r++) {
+		pthread_join(th[r], NULL);
+		if (tr[r].failed)
+			fail_msg("rank %u: %s", r, tr[r].why);
+	}
+}
+
+static void final_params(struct cluster *c, struct zs_conn **conn, float **out)
+{
+	char why[512];
+	for (uint32_t u = 0; u < c->job.spec.layout.n_units; u++) {
+		out[u] = malloc(c->job.spec.layout.units[u].numel * 4);
+		if (gather_unit(c, conn, u, STEPS, out[u], why))
+			fail_msg("%s", why);
+	}
+}
+
+static void test_snapshot_and_restore(void **st)
+{
+	char dir[] = "/tmp/zshard-snap-XXXXXX", why[512];
+	static const char *const tables[] = {"ckpt"};
+	struct store sto[2];
+	struct loader_ctx lc[2];
+	struct cluster c;
+	struct zs_conn *conn[2];
+	struct zs_error err = {0};
+	float *first[4], *second[4];
+	uint64_t at;
+
+	(void)st;
+	assert_non_null(mkdtemp(dir));
+	start(&c, 2, 2, ZS_ADAMW, ZS_BF16, &zs_tcp_transport);
+	for (int s = 0; s < 2; s++) {
+		char sub[600];
+		snprintf(sub, sizeof sub, "%s/s%d", dir, s);
+		memset(&sto[s], 0, sizeof sto[s]);
+		pthread_mutex_init(&sto[s].mu, NULL);
+		assert_int_equal(zs_kv_open(sub, 0, tables, 1, &sto[s].kv, NULL), ZS_OK);
+		conn[s] = conn_to(&c, s, 0);
+	}
+	for (uint32_t u = 0; u < 4; u++) {
+		float *p = malloc(c.job.spec.layout.units[u].numel * 4);
+		for (uint64_t i = 0; i < c.job.spec.layout.units[u].numel; i++)
+			p[i] = oracle_init(u, i);
+		if (push_unit(&c, conn, u, 0, p, ZS_F32, true, why))
+			fail_msg("%s", why);
+		free(p);
+	}
+	/* asked before training: each shard is captured as it passes step 2 */
+	for (int s = 0; s < 2; s++)
+		assert_int_equal(engine_snapshot(c.e[s], "t", 7, 2, snap_done, &sto[s], &err), ZS_OK);
+	train_from(&c, 2, 0);
+	for (int s = 0; s < 2; s++) {
+		assert_int_equal(sto[s].captured, 1);
+		assert_int_equal(sto[s].st, ZS_OK);
+		/* too late now: the shards are at step 4 */
+		assert_int_equal(engine_snapshot(c.e[s], "t", 8, 3, snap_done, &sto[s], &err),
+				 ZS_ESTATE);
+	}
+	final_params(&c, conn, first);
+
+	/* a restore from a checkpoint that is not there changes nothing */
+	lc[0] = (struct loader_ctx){sto[0].kv, 99};
+	assert_int_equal(engine_restore(c.e[0], "t", load, &lc[0], &at, &err), ZS_ENOTFOUND);
+	final_params(&c, conn, second);
+	for (int u = 0; u < 4; u++) {
+		assert_memory_equal(first[u], second[u], c.job.spec.layout.units[u].numel * 4);
+		free(second[u]);
+	}
+
+	/* restore step 2 and train to step 4 again: the same bits */
+	for (int s = 0; s < 2; s++) {
+		lc[s] = (struct loader_ctx){sto[s].kv, 7};
+		assert_int_equal(engine_restore(c.e[s], "t", load, &lc[s], &at, &err), ZS_OK);
+		assert_int_equal(at, 2);
+	}
+	train_from(&c, 2, 2);
+	final_params(&c, conn, second);
+	for (int u = 0; u < 4; u++) {
+		assert_memory_equal(first[u], second[u], c.job.spec.layout.units[u].numel * 4);
+		free(first[u]);
+		free(second[u]);
+	}
+	for (int s = 0; s < 2; s++) {
+		zs_conn_close(conn[s]);
+		zs_kv_close(sto[s].kv);
+		pthread_mutex_destroy(&sto[s].mu);
+	}
+	stop(&c);
+	{
+		char cmd[600];
+		snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 static void test_refused_features(void **st)
 {
 	struct zs_job j;
@@ -471,6 +642,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_oracle_matrix),
 		cmocka_unit_test(test_refusals_and_held_gather),
+		cmocka_unit_test(test_snapshot_and_restore),
 		cmocka_unit_test(test_refused_features),
 	};
 	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);

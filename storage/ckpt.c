@@ -1,0 +1,108 @@
+/* ckpt.c - shard state records with headers and checksums (see ckpt.h). */
+#include "ckpt.h"
+
+#include <string.h>
+
+#include "wire.h" /* zs_crc32c */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static size_t prefix(uint8_t *k, const char *job, uint64_t id)
+{
+	size_t n = strnlen(job, 63);
+	memcpy(k, job, n);
+	k[n++] = 0;
+	for (int i = 0; i < 8; i++)
+		k[n++] = (uint8_t)(id >> (56 - 8 * i));
+	return n;
+}
+
+size_t ckpt_key(uint8_t k[CKPT_KEY_MAX], const char *job, uint64_t id, uint32_t unit,
+		uint32_t index, enum ckpt_kind kind)
+{
+	size_t n = prefix(k, job, id);
+	for (int i = 0; i < 4; i++)
+		k[n++] = (uint8_t)(unit >> (24 - 8 * i));
+	for (int i = 0; i < 4; i++)
+		k[n++] = (uint8_t)(index >> (24 - 8 * i));
+	k[n++] = (uint8_t)kind;
+	return n;
+}
+
+enum zs_status ckpt_put(struct zs_kv_txn *t, unsigned table, const char *job, uint64_t id,
+			uint32_t unit, uint32_t index, enum ckpt_kind kind, uint64_t step,
+			const float *data, uint64_t numel, struct zs_error *err)
+{
+	uint8_t key[CKPT_KEY_MAX], *v;
+	size_t kl = ckpt_key(key, job, id, unit, index, kind), bytes = numel * 4;
+	enum zs_status st = zs_kv_reserve(t, table, key, kl, CKPT_HDR + bytes, (void **)&v, err);
+
+	if (st)
+		return st;
+	/* little-endian on disk: x86-64 floats are already */
+	memcpy(v + CKPT_HDR, data, bytes);
+	memcpy(v, "ZSC1", 4);
+	put32(v + 4, 1);
+	put64(v + 8, numel);
+	put64(v + 16, step);
+	put32(v + 24, zs_crc32c(0, v + CKPT_HDR, bytes));
+	put32(v + 28, 0);
+	return ZS_OK;
+}
+
+enum zs_status ckpt_get(struct zs_kv_txn *t, unsigned table, const char *job, uint64_t id,
+			uint32_t unit, uint32_t index, enum ckpt_kind kind, uint64_t *step,
+			float *out, uint64_t numel, struct zs_error *err)
+{
+	uint8_t key[CKPT_KEY_MAX];
+	const uint8_t *v;
+	size_t kl = ckpt_key(key, job, id, unit, index, kind), vl;
+	enum zs_status st = zs_kv_get(t, table, key, kl, (const void **)&v, &vl, err);
+
+	if (st == ZS_ENOTFOUND)
+		return zs_fail(err, st, "checkpoint %llu of job '%s' has no record of unit %u shard %u (%c)",
+			       (unsigned long long)id, job, unit, index, kind);
+	if (st)
+		return st;
+	if (vl < CKPT_HDR || memcmp(v, "ZSC1", 4) || get32(v + 4) != 1 ||
+	    get64(v + 8) != numel || vl != CKPT_HDR + numel * 4)
+		return zs_fail(err, ZS_EIO,
+			       "checkpoint %llu of job '%s', unit %u shard %u (%c): bad header or size",
+			       (unsigned long long)id, job, unit, index, kind);
+	if (get32(v + 24) != zs_crc32c(0, v + CKPT_HDR, numel * 4))
+		return zs_fail(err, ZS_EIO,
+			       "checkpoint %llu of job '%s', unit %u shard %u (%c): checksum mismatch",
+			       (unsigned long long)id, job, unit, index, kind);
+	memcpy(out, v + CKPT_HDR, numel * 4);
+	*step = get64(v + 16);
+	return ZS_OK;
+}
+
+enum zs_status ckpt_delete(struct zs_kv_txn *t, unsigned table, const char *job,
+			   uint64_t id, struct zs_error *err)
+{
+	uint8_t key[CKPT_KEY_MAX];
+	size_t n = prefix(key, job, id);
+	return zs_kv_del_prefix(t, table, key, n, err);
+}
