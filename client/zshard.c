@@ -238,6 +238,7 @@ int zs_trainer_refresh(zs_trainer *t)
 	if (st)
 		return fail(t, st, "%s", err.msg);
 	t->job.spec.stage = j.spec.stage;
+	t->job.spec.checkpoint_every = j.spec.checkpoint_every;
 	zs_job_release(&j);
 	return ZS_OK;
 }
@@ -481,6 +482,13 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	t->stage = t->job.spec.stage;
 	t->step = step;
 	t->in_step = true;
+	/* the job's automatic checkpoints: rank 0 asks at the boundary */
+	if (t->rank == 0 && t->job.spec.checkpoint_every && step &&
+	    step % t->job.spec.checkpoint_every == 0 &&
+	    (rc = zs_checkpoint(t, step, NULL, 0, NULL))) {
+		t->in_step = false;
+		return rc;
+	}
 	for (uint32_t u = 0; u < n; u++) /* last step's parameters are stale */
 		drop_params(t, u);
 	if (t->stage < 3) {
@@ -616,5 +624,108 @@ int zs_step_end(zs_trainer *t)
 		return fail(t, (enum zs_status)rc, "step %llu: %s", (unsigned long long)t->step,
 			    why);
 	}
+	return ZS_OK;
+}
+
+/* ------------------------------------------------------------ checkpoints */
+
+int zs_checkpoint(zs_trainer *t, unsigned long long step, const void *blob, unsigned len,
+		  unsigned long long *id)
+{
+	struct zs_error err = {0};
+	struct zs_checkpoint k;
+	enum zs_status st = zs_coord_create_ckpt(t->coord, t->job.spec.name, step, &k, &err);
+
+	if (st)
+		return fail(t, st, "%s", err.msg);
+	if (id)
+		*id = k.id;
+	if (k.state == ZS_CKPT_PENDING) {
+		/* this rank has not pushed step `step` yet, so no shard can pass
+		 * it: tell every server now, before they could */
+		struct zs_server_info *s = NULL;
+		uint32_t n_s = 0;
+		struct zs_task task = {.kind = ZS_TASK_SNAPSHOT, .id = k.id, .step = step};
+		snprintf(task.job, sizeof task.job, "%s", t->job.spec.name);
+		st = zs_coord_servers(t->coord, &s, &n_s, &err);
+		for (uint32_t i = 0; !st && i < n_s; i++)
+			if (conn_of(t, s[i].id))
+				st = zs_server_snapshot(s[i].addr, 10000, &task, &err);
+		free(s);
+		if (st) {
+			zs_checkpoint_release(&k);
+			return fail(t, st, "checkpoint %llu: %s", (unsigned long long)k.id, err.msg);
+		}
+	}
+	if (blob || len) {
+		if (len > ZS_BLOB_MAX) {
+			zs_checkpoint_release(&k);
+			return fail(t, ZS_EINVAL, "a blob of %u bytes is over %u", len, ZS_BLOB_MAX);
+		}
+		st = zs_coord_put_blob(t->coord, t->job.spec.name, k.id, t->rank, blob, len, &err);
+	}
+	zs_checkpoint_release(&k);
+	return st ? fail(t, st, "%s", err.msg) : ZS_OK;
+}
+
+int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms)
+{
+	double t0 = now_s();
+
+	for (;;) {
+		struct zs_error err = {0};
+		struct zs_checkpoint k;
+		enum zs_status st = zs_coord_get_ckpt(t->coord, t->job.spec.name, id, &k, &err);
+		enum zs_ckpt_state state;
+		if (st)
+			return fail(t, st, "%s", err.msg);
+		state = k.state;
+		if (state == ZS_CKPT_FAILED)
+			fail(t, ZS_EIO, "checkpoint %llu failed: %s", id, k.error);
+		zs_checkpoint_release(&k);
+		if (state == ZS_CKPT_COMMITTED)
+			return ZS_OK;
+		if (state == ZS_CKPT_FAILED)
+			return ZS_EIO;
+		if (timeout_ms >= 0 && (now_s() - t0) * 1000.0 >= timeout_ms)
+			return fail(t, ZS_EAGAIN, "checkpoint %llu is not committed after %d ms", id,
+				    timeout_ms);
+		{
+			struct timespec ts = {0, 20 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsigned cap,
+		      unsigned *len)
+{
+	struct zs_error err = {0};
+	struct zs_checkpoint k;
+	struct zs_job j;
+	enum zs_status st = zs_coord_get_job(t->coord, t->job.spec.name, &j, &err);
+
+	if (st)
+		return fail(t, st, "%s", err.msg);
+	if (j.restore_pending || !j.restored_id) {
+		st = fail(t, j.restore_pending ? ZS_ESTATE : ZS_ENOTFOUND,
+			  j.restore_pending ? "job '%s' is being restored" : "job '%s' was never restored",
+			  j.spec.name);
+		zs_job_release(&j);
+		return st;
+	}
+	*step = j.restored_step;
+	*len = 0;
+	st = zs_coord_get_ckpt(t->coord, j.spec.name, j.restored_id, &k, &err);
+	zs_job_release(&j);
+	if (st)
+		return fail(t, st, "%s", err.msg);
+	for (uint32_t i = 0; i < k.n_blobs; i++)
+		if (k.blobs[i].rank == t->rank) {
+			*len = k.blobs[i].len;
+			if (blob)
+				memcpy(blob, k.blobs[i].data, k.blobs[i].len < cap ? k.blobs[i].len : cap);
+		}
+	zs_checkpoint_release(&k);
 	return ZS_OK;
 }

@@ -142,6 +142,27 @@ int zs_unit_push(zs_trainer *t, unsigned unit);
 /* Returns once every push of the step is acknowledged. */
 int zs_step_end(zs_trainer *t);
 
+/* ---------------------------------------------------------------------
+ * Checkpoints. A checkpoint of step t holds the parameters and optimizer
+ * state every shard has after t updates (each server captures its shards
+ * as they reach t, so training goes on), and one opaque blob per rank
+ * (data-loader position, RNG state). Call it at a step boundary, before
+ * pushing step t; every rank may, each with its own blob: they share one
+ * checkpoint. It is usable once committed (every server durable).
+ * --------------------------------------------------------------------- */
+int zs_checkpoint(zs_trainer *t, unsigned long long step, const void *blob, unsigned len,
+		  unsigned long long *id);
+/* ZS_OK once committed; ZS_EIO if it failed (zs_trainer_error says why);
+ * ZS_EAGAIN if timeout_ms passed first. */
+int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms);
+/*
+ * After an operator's restore (zshardctl checkpoint restore): the step to
+ * resume at and this rank's blob (up to cap bytes into blob; *len gets its
+ * size). ZS_ENOTFOUND when the job was never restored.
+ */
+int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsigned cap,
+		      unsigned *len);
+
 /* Bytes moved, time spent waiting, and memory held by this trainer. */
 struct zs_trainer_counters {
 	unsigned long long bytes_gathered, bytes_pushed;

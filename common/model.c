@@ -258,6 +258,11 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 			       (int)s->compute_dtype);
 	if (s->align_bytes == 0)
 		s->align_bytes = ZS_DEFAULT_ALIGN;
+	if (s->keep_checkpoints == 0)
+		s->keep_checkpoints = 3;
+	if (s->keep_checkpoints > 1000)
+		return zs_fail(err, ZS_EINVAL, "keep_checkpoints %u is over 1000",
+			       s->keep_checkpoints);
 	if (s->align_bytes > (1u << 20) || (s->align_bytes & (s->align_bytes - 1)))
 		return zs_fail(err, ZS_EINVAL,
 			       "align_bytes %u is invalid (a power of two up to 1 MiB)",
@@ -450,4 +455,23 @@ void zs_assignment_release(struct zs_assignment *a)
 {
 	free(a->shards);
 	memset(a, 0, sizeof *a);
+}
+
+void zs_checkpoint_release(struct zs_checkpoint *c)
+{
+	free(c->durable);
+	for (uint32_t i = 0; i < c->n_blobs; i++)
+		free(c->blobs[i].data);
+	free(c->blobs);
+	memset(c, 0, sizeof *c);
+}
+
+const char *zs_ckpt_state_name(enum zs_ckpt_state s)
+{
+	switch (s) {
+	case ZS_CKPT_PENDING: return "pending";
+	case ZS_CKPT_COMMITTED: return "committed";
+	case ZS_CKPT_FAILED: return "failed";
+	default: return "?";
+	}
 }

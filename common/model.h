@@ -76,6 +76,8 @@ struct zs_job_spec {
 	struct zs_optim optim;
 	struct zs_layout layout;
 	uint32_t align_bytes;
+	uint32_t keep_checkpoints; /* committed ones kept; 0 -> 3 */
+	uint32_t checkpoint_every; /* steps; 0: no automatic checkpoints */
 };
 
 struct zs_shard {
@@ -111,6 +113,42 @@ struct zs_job {
 	uint32_t n_trainers;
 	struct zs_member *trainers; /* sorted by rank */
 	int64_t created_ms;
+	uint64_t restored_id, restored_step; /* the last restore (id 0: none) */
+	uint64_t restore_pending;            /* checkpoint id being restored */
+	char restore_error[256];             /* why the last restore failed */
+};
+
+enum zs_ckpt_state { ZS_CKPT_PENDING = 1, ZS_CKPT_COMMITTED = 2, ZS_CKPT_FAILED = 3 };
+
+struct zs_blob {
+	uint32_t rank;
+	uint32_t len;
+	uint8_t *data; /* malloc'd */
+};
+
+#define ZS_BLOB_MAX (1u << 20)
+
+struct zs_checkpoint {
+	uint64_t id;
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t step, epoch, bytes;
+	enum zs_ckpt_state state;
+	int64_t created_ms;
+	uint32_t n_durable;
+	uint64_t *durable; /* malloc'd server ids */
+	char error[256];
+	uint32_t n_blobs;
+	struct zs_blob *blobs; /* malloc'd, sorted by rank */
+};
+void zs_checkpoint_release(struct zs_checkpoint *c);
+const char *zs_ckpt_state_name(enum zs_ckpt_state s);
+
+enum zs_task_kind { ZS_TASK_SNAPSHOT = 1, ZS_TASK_RESTORE = 2, ZS_TASK_DELETE = 3 };
+
+struct zs_task {
+	enum zs_task_kind kind;
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t id, step;
 };
 
 struct zs_server_info {

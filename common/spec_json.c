@@ -199,7 +199,8 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 {
 	static const char *const keys[] = {"name", "stage", "world_size",
 					   "compute_dtype", "align_bytes",
-					   "optimizer", "units", NULL};
+					   "optimizer", "units", "keep_checkpoints",
+					   "checkpoint_every", NULL};
 	char dt[32] = "";
 	uint64_t v;
 	enum zs_status st;
@@ -221,6 +222,14 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 	if ((st = get_uint(root, "align_bytes", "job spec", 1u << 20, &v, err)))
 		return st;
 	s->align_bytes = (uint32_t)v;
+	v = 0;
+	if ((st = get_uint(root, "keep_checkpoints", "job spec", 1000, &v, err)))
+		return st;
+	s->keep_checkpoints = (uint32_t)v;
+	v = 0;
+	if ((st = get_uint(root, "checkpoint_every", "job spec", UINT32_MAX, &v, err)))
+		return st;
+	s->checkpoint_every = (uint32_t)v;
 	if ((st = get_str(root, "compute_dtype", "job spec", dt, sizeof dt, 0, err)))
 		return st;
 	if (dt[0] && (st = zs_dtype_parse(dt, &s->compute_dtype, err)))

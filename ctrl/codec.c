@@ -8,6 +8,7 @@
  */
 #include "codec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +129,8 @@ static Zshard__JobSpec *spec_pb(struct arena *a, const struct zs_job_spec *s)
 	ps->world_size = s->world_size;
 	ps->compute_dtype = (Zshard__DType)s->compute_dtype;
 	ps->align_bytes = s->align_bytes;
+	ps->keep_checkpoints = s->keep_checkpoints;
+	ps->checkpoint_every = s->checkpoint_every;
 	po->kind = (Zshard__OptimKind)s->optim.kind;
 	po->lr = s->optim.lr;
 	po->beta1 = s->optim.beta1;
@@ -172,6 +175,10 @@ static Zshard__Job *job_pb(struct arena *a, const struct zs_job *j)
 	pp->shards = shards_pb(a, j->placement.shards, j->placement.n_shards);
 	pj->placement = pp;
 	pj->created_ms = j->created_ms;
+	pj->restored_id = j->restored_id;
+	pj->restored_step = j->restored_step;
+	pj->restore_pending = j->restore_pending;
+	pj->restore_error = (char *)j->restore_error;
 	pj->n_trainers = j->n_trainers;
 	pj->trainers = aalloc(a, j->n_trainers * sizeof *pj->trainers);
 	for (uint32_t i = 0; pj->trainers && i < j->n_trainers; i++) {
@@ -306,6 +313,8 @@ static enum zs_status spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s
 	s->world_size = ps->world_size;
 	s->compute_dtype = (enum zs_dtype)ps->compute_dtype;
 	s->align_bytes = ps->align_bytes;
+	s->keep_checkpoints = ps->keep_checkpoints;
+	s->checkpoint_every = ps->checkpoint_every;
 	if (ps->optimizer) {
 		const Zshard__Optimizer *o = ps->optimizer;
 		s->optim = (struct zs_optim){
@@ -351,6 +360,13 @@ static enum zs_status job_from(const Zshard__Job *pj, struct zs_job *j,
 	if (st)
 		return st;
 	j->created_ms = pj->created_ms;
+	j->restored_id = pj->restored_id;
+	j->restored_step = pj->restored_step;
+	j->restore_pending = pj->restore_pending;
+	st = cpy(j->restore_error, sizeof j->restore_error, pj->restore_error, "restore error",
+		 err);
+	if (st)
+		goto fail;
 	if (pj->placement) {
 		j->placement.epoch = pj->placement->epoch;
 		st = shards_from(pj->placement->shards, pj->placement->n_shards,
@@ -517,22 +533,24 @@ enum zs_status zs_dec_server_id(const uint8_t *p, size_t n, uint64_t *id,
 	return ZS_OK;
 }
 
-enum zs_status zs_enc_heartbeat_reply(uint32_t lease_ms, uint64_t gen,
+enum zs_status zs_enc_heartbeat_reply(uint32_t lease_ms, uint64_t gen, uint64_t task_gen,
 				      struct zs_buf *out)
 {
 	Zshard__HeartbeatReply m = ZSHARD__HEARTBEAT_REPLY__INIT;
 	struct arena a = {0};
 	m.lease_ms = lease_ms;
 	m.assign_gen = gen;
+	m.task_gen = task_gen;
 	return pack(&a, &m.base, out);
 }
 
 enum zs_status zs_dec_heartbeat_reply(const uint8_t *p, size_t n, uint32_t *lease_ms,
-				      uint64_t *gen, struct zs_error *err)
+				      uint64_t *gen, uint64_t *task_gen, struct zs_error *err)
 {
 	UNPACK(Zshard__HeartbeatReply, heartbeat_reply, p, n, err);
 	*lease_ms = m->lease_ms;
 	*gen = m->assign_gen;
+	*task_gen = m->task_gen;
 	DONE(heartbeat_reply);
 	return ZS_OK;
 }
@@ -935,4 +953,320 @@ enum zs_status zs_dec_norm_reply(const uint8_t *p, size_t n, double *total,
 	*shards = m->shards;
 	DONE(report_norm_reply);
 	return ZS_OK;
+}
+
+/* ----------------------------------------------------------- checkpoints */
+
+static Zshard__Checkpoint *ckpt_pb(struct arena *a, const struct zs_checkpoint *c)
+{
+	Zshard__Checkpoint *p = NEW(a, Zshard__Checkpoint, ZSHARD__CHECKPOINT__INIT);
+	if (!p)
+		return NULL;
+	p->id = c->id;
+	p->job = (char *)c->job;
+	p->step = c->step;
+	p->state = (Zshard__CheckpointState)c->state;
+	p->created_ms = c->created_ms;
+	p->n_durable = c->n_durable;
+	p->durable = c->durable;
+	p->bytes = c->bytes;
+	p->error = (char *)c->error;
+	p->epoch = c->epoch;
+	p->n_blobs = c->n_blobs;
+	p->blobs = aalloc(a, c->n_blobs * sizeof *p->blobs);
+	for (uint32_t i = 0; p->blobs && i < c->n_blobs; i++) {
+		Zshard__TrainerBlob *b = NEW(a, Zshard__TrainerBlob, ZSHARD__TRAINER_BLOB__INIT);
+		if (!b)
+			break;
+		b->rank = c->blobs[i].rank;
+		b->data.len = c->blobs[i].len;
+		b->data.data = c->blobs[i].data;
+		p->blobs[i] = b;
+	}
+	return p;
+}
+
+static enum zs_status ckpt_from(const Zshard__Checkpoint *p, struct zs_checkpoint *c,
+				struct zs_error *err)
+{
+	enum zs_status st;
+
+	memset(c, 0, sizeof *c);
+	c->id = p->id;
+	c->step = p->step;
+	c->state = (enum zs_ckpt_state)p->state;
+	c->created_ms = p->created_ms;
+	c->bytes = p->bytes;
+	c->epoch = p->epoch;
+	if ((st = cpy(c->job, sizeof c->job, p->job, "job name", err)) ||
+	    (st = cpy(c->error, sizeof c->error, p->error, "checkpoint error", err)))
+		return st;
+	if (p->n_durable > (1u << 20) || p->n_blobs > ZS_MAX_WORLD)
+		return zs_fail(err, ZS_EINVAL, "checkpoint record too large");
+	if (p->n_durable) {
+		c->durable = malloc(p->n_durable * sizeof *c->durable);
+		if (!c->durable)
+			return zs_fail(err, ZS_ENOMEM, "out of memory");
+		memcpy(c->durable, p->durable, p->n_durable * sizeof *c->durable);
+		c->n_durable = (uint32_t)p->n_durable;
+	}
+	if (p->n_blobs) {
+		c->blobs = calloc(p->n_blobs, sizeof *c->blobs);
+		if (!c->blobs)
+			goto nomem;
+		for (size_t i = 0; i < p->n_blobs; i++) {
+			if (p->blobs[i]->data.len > ZS_BLOB_MAX) {
+				zs_checkpoint_release(c);
+				return zs_fail(err, ZS_EINVAL, "a trainer blob is over %u bytes",
+					       ZS_BLOB_MAX);
+			}
+			c->blobs[i].rank = p->blobs[i]->rank;
+			c->blobs[i].len = (uint32_t)p->blobs[i]->data.len;
+			c->blobs[i].data = malloc(c->blobs[i].len ? c->blobs[i].len : 1);
+			c->n_blobs = (uint32_t)i + 1;
+			if (!c->blobs[i].data)
+				goto nomem;
+			memcpy(c->blobs[i].data, p->blobs[i]->data.data, c->blobs[i].len);
+		}
+	}
+	return ZS_OK;
+nomem:
+	zs_checkpoint_release(c);
+	return zs_fail(err, ZS_ENOMEM, "out of memory");
+}
+
+enum zs_status zs_enc_checkpoint(const struct zs_checkpoint *c, struct zs_buf *out)
+{
+	Zshard__CheckpointReply m = ZSHARD__CHECKPOINT_REPLY__INIT;
+	struct arena a = {0};
+	m.checkpoint = ckpt_pb(&a, c);
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_checkpoint(const uint8_t *p, size_t n, struct zs_checkpoint *c,
+				 struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__CheckpointReply, checkpoint_reply, p, n, err);
+	st = m->checkpoint ? ckpt_from(m->checkpoint, c, err)
+			   : zs_fail(err, ZS_EPROTO, "reply carries no checkpoint");
+	DONE(checkpoint_reply);
+	return st;
+}
+
+enum zs_status zs_enc_checkpoints(const struct zs_checkpoint *c, uint32_t n_c,
+				  struct zs_buf *out)
+{
+	Zshard__ListCheckpointsReply m = ZSHARD__LIST_CHECKPOINTS_REPLY__INIT;
+	struct arena a = {0};
+	m.n_checkpoints = n_c;
+	m.checkpoints = aalloc(&a, n_c * sizeof *m.checkpoints);
+	for (uint32_t i = 0; m.checkpoints && i < n_c; i++)
+		m.checkpoints[i] = ckpt_pb(&a, &c[i]);
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_checkpoints(const uint8_t *p, size_t n, struct zs_checkpoint **c,
+				  uint32_t *n_c, struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+	size_t i;
+	UNPACK(Zshard__ListCheckpointsReply, list_checkpoints_reply, p, n, err);
+	*n_c = 0;
+	*c = calloc(m->n_checkpoints ? m->n_checkpoints : 1, sizeof **c);
+	if (!*c)
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (i = 0; !st && i < m->n_checkpoints; i++)
+		st = ckpt_from(m->checkpoints[i], &(*c)[i], err);
+	if (st && *c) {
+		for (size_t k = 0; k + 1 < i; k++)
+			zs_checkpoint_release(&(*c)[k]);
+		free(*c);
+		*c = NULL;
+	} else if (!st) {
+		*n_c = (uint32_t)m->n_checkpoints;
+	}
+	DONE(list_checkpoints_reply);
+	return st;
+}
+
+enum zs_status zs_enc_ckpt_req(const char *job, uint64_t id_or_step, bool create,
+			       struct zs_buf *out)
+{
+	struct arena a = {0};
+	if (create) {
+		Zshard__CreateCheckpointRequest m = ZSHARD__CREATE_CHECKPOINT_REQUEST__INIT;
+		m.job = (char *)job;
+		m.step = id_or_step;
+		return pack(&a, &m.base, out);
+	} else {
+		Zshard__CheckpointRequest m = ZSHARD__CHECKPOINT_REQUEST__INIT;
+		m.job = (char *)job;
+		m.id = id_or_step;
+		return pack(&a, &m.base, out);
+	}
+}
+
+enum zs_status zs_dec_ckpt_req(const uint8_t *p, size_t n, bool create,
+			       char job[ZS_JOB_NAME_MAX], uint64_t *id_or_step,
+			       struct zs_error *err)
+{
+	enum zs_status st;
+	if (create) {
+		UNPACK(Zshard__CreateCheckpointRequest, create_checkpoint_request, p, n, err);
+		st = cpy(job, ZS_JOB_NAME_MAX, m->job, "job name", err);
+		*id_or_step = m->step;
+		DONE(create_checkpoint_request);
+	} else {
+		UNPACK(Zshard__CheckpointRequest, checkpoint_request, p, n, err);
+		st = cpy(job, ZS_JOB_NAME_MAX, m->job, "job name", err);
+		*id_or_step = m->id;
+		DONE(checkpoint_request);
+	}
+	return st;
+}
+
+enum zs_status zs_enc_put_blob(const char *job, uint64_t id, uint32_t rank,
+			       const void *data, uint32_t len, struct zs_buf *out)
+{
+	Zshard__PutBlobRequest m = ZSHARD__PUT_BLOB_REQUEST__INIT;
+	struct arena a = {0};
+	m.job = (char *)job;
+	m.id = id;
+	m.rank = rank;
+	m.data.len = len;
+	m.data.data = (uint8_t *)data;
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_put_blob(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
+			       uint64_t *id, struct zs_blob *b, struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__PutBlobRequest, put_blob_request, p, n, err);
+	st = cpy(job, ZS_JOB_NAME_MAX, m->job, "job name", err);
+	*id = m->id;
+	b->rank = m->rank;
+	b->len = 0;
+	b->data = NULL;
+	if (!st && m->data.len > ZS_BLOB_MAX)
+		st = zs_fail(err, ZS_EINVAL, "a trainer blob is %zu bytes (max %u)", m->data.len,
+			     ZS_BLOB_MAX);
+	if (!st) {
+		b->data = malloc(m->data.len ? m->data.len : 1);
+		if (!b->data)
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+		else {
+			memcpy(b->data, m->data.data, m->data.len);
+			b->len = (uint32_t)m->data.len;
+		}
+	}
+	DONE(put_blob_request);
+	return st;
+}
+
+static Zshard__ServerTask *task_pb(struct arena *a, const struct zs_task *t)
+{
+	Zshard__ServerTask *p = NEW(a, Zshard__ServerTask, ZSHARD__SERVER_TASK__INIT);
+	if (!p)
+		return NULL;
+	p->kind = (Zshard__TaskKind)t->kind;
+	p->job = (char *)t->job;
+	p->id = t->id;
+	p->step = t->step;
+	return p;
+}
+
+static enum zs_status task_from(const Zshard__ServerTask *p, struct zs_task *t,
+				struct zs_error *err)
+{
+	memset(t, 0, sizeof *t);
+	if (!p)
+		return zs_fail(err, ZS_EINVAL, "task missing");
+	t->kind = (enum zs_task_kind)p->kind;
+	t->id = p->id;
+	t->step = p->step;
+	return cpy(t->job, sizeof t->job, p->job, "job name", err);
+}
+
+enum zs_status zs_enc_task(const struct zs_task *t, struct zs_buf *out)
+{
+	struct arena a = {0};
+	Zshard__ServerTask *m = task_pb(&a, t);
+	if (!m) {
+		arena_free(&a);
+		return ZS_ENOMEM;
+	}
+	return pack(&a, &m->base, out);
+}
+
+enum zs_status zs_dec_task(const uint8_t *p, size_t n, struct zs_task *t,
+			   struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__ServerTask, server_task, p, n, err);
+	st = task_from(m, t, err);
+	DONE(server_task);
+	return st;
+}
+
+enum zs_status zs_enc_tasks(const struct zs_task *t, uint32_t n_t, struct zs_buf *out)
+{
+	Zshard__ServerTasksReply m = ZSHARD__SERVER_TASKS_REPLY__INIT;
+	struct arena a = {0};
+	m.n_tasks = n_t;
+	m.tasks = aalloc(&a, n_t * sizeof *m.tasks);
+	for (uint32_t i = 0; m.tasks && i < n_t; i++)
+		m.tasks[i] = task_pb(&a, &t[i]);
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_tasks(const uint8_t *p, size_t n, struct zs_task **t, uint32_t *n_t,
+			    struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+	UNPACK(Zshard__ServerTasksReply, server_tasks_reply, p, n, err);
+	*n_t = 0;
+	*t = calloc(m->n_tasks ? m->n_tasks : 1, sizeof **t);
+	if (!*t)
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (size_t i = 0; !st && i < m->n_tasks; i++)
+		st = task_from(m->tasks[i], &(*t)[i], err);
+	if (st) {
+		free(*t);
+		*t = NULL;
+	} else {
+		*n_t = (uint32_t)m->n_tasks;
+	}
+	DONE(server_tasks_reply);
+	return st;
+}
+
+enum zs_status zs_enc_task_done(uint64_t server_id, const struct zs_task *t, bool ok,
+				const char *error, uint64_t bytes, struct zs_buf *out)
+{
+	Zshard__TaskDoneRequest m = ZSHARD__TASK_DONE_REQUEST__INIT;
+	struct arena a = {0};
+	m.server_id = server_id;
+	m.task = task_pb(&a, t);
+	m.ok = ok;
+	m.error = (char *)(error ? error : "");
+	m.bytes = bytes;
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_task_done(const uint8_t *p, size_t n, uint64_t *server_id,
+				struct zs_task *t, bool *ok, char *error, size_t error_len,
+				uint64_t *bytes, struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__TaskDoneRequest, task_done_request, p, n, err);
+	*server_id = m->server_id;
+	*ok = m->ok;
+	*bytes = m->bytes;
+	st = task_from(m->task, t, err);
+	if (!st)
+		snprintf(error, error_len, "%s", m->error ? m->error : "");
+	DONE(task_done_request);
+	return st;
 }

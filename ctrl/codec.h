@@ -86,10 +86,10 @@ enum zs_status zs_dec_register_reply(const uint8_t *p, size_t n, uint64_t *id,
 enum zs_status zs_enc_server_id(uint64_t id, struct zs_buf *out);
 enum zs_status zs_dec_server_id(const uint8_t *p, size_t n, uint64_t *id,
 				struct zs_error *err);
-enum zs_status zs_enc_heartbeat_reply(uint32_t lease_ms, uint64_t gen,
+enum zs_status zs_enc_heartbeat_reply(uint32_t lease_ms, uint64_t gen, uint64_t task_gen,
 				      struct zs_buf *out);
 enum zs_status zs_dec_heartbeat_reply(const uint8_t *p, size_t n, uint32_t *lease_ms,
-				      uint64_t *gen, struct zs_error *err);
+				      uint64_t *gen, uint64_t *task_gen, struct zs_error *err);
 
 enum zs_status zs_enc_assignments(uint64_t gen, const struct zs_assignment *a,
 				  uint32_t n_a, struct zs_buf *out);
@@ -147,5 +147,37 @@ enum zs_status zs_enc_server_status(const struct zs_server_status *s,
 				    struct zs_buf *out);
 enum zs_status zs_dec_server_status(const uint8_t *p, size_t n,
 				    struct zs_server_status *s, struct zs_error *err);
+
+/* Checkpoints (CheckpointReply; also the catalog record) and their lists */
+enum zs_status zs_enc_checkpoint(const struct zs_checkpoint *c, struct zs_buf *out);
+enum zs_status zs_dec_checkpoint(const uint8_t *p, size_t n, struct zs_checkpoint *c,
+				 struct zs_error *err);
+enum zs_status zs_enc_checkpoints(const struct zs_checkpoint *c, uint32_t n_c,
+				  struct zs_buf *out);
+enum zs_status zs_dec_checkpoints(const uint8_t *p, size_t n, struct zs_checkpoint **c,
+				  uint32_t *n_c, struct zs_error *err);
+/* CreateCheckpointRequest (job, step) when create, else CheckpointRequest (job, id) */
+enum zs_status zs_enc_ckpt_req(const char *job, uint64_t id_or_step, bool create,
+			       struct zs_buf *out);
+enum zs_status zs_dec_ckpt_req(const uint8_t *p, size_t n, bool create,
+			       char job[ZS_JOB_NAME_MAX], uint64_t *id_or_step,
+			       struct zs_error *err);
+enum zs_status zs_enc_put_blob(const char *job, uint64_t id, uint32_t rank,
+			       const void *data, uint32_t len, struct zs_buf *out);
+/* b->data is malloc'd */
+enum zs_status zs_dec_put_blob(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
+			       uint64_t *id, struct zs_blob *b, struct zs_error *err);
+enum zs_status zs_enc_task(const struct zs_task *t, struct zs_buf *out);
+enum zs_status zs_dec_task(const uint8_t *p, size_t n, struct zs_task *t,
+			   struct zs_error *err);
+enum zs_status zs_enc_tasks(const struct zs_task *t, uint32_t n_t, struct zs_buf *out);
+/* *t is malloc'd (free) */
+enum zs_status zs_dec_tasks(const uint8_t *p, size_t n, struct zs_task **t, uint32_t *n_t,
+			    struct zs_error *err);
+enum zs_status zs_enc_task_done(uint64_t server_id, const struct zs_task *t, bool ok,
+				const char *error, uint64_t bytes, struct zs_buf *out);
+enum zs_status zs_dec_task_done(const uint8_t *p, size_t n, uint64_t *server_id,
+				struct zs_task *t, bool *ok, char *error, size_t error_len,
+				uint64_t *bytes, struct zs_error *err);
 
 #endif

@@ -91,14 +91,14 @@ enum zs_status zs_coord_register(struct zs_coord_client *c,
 }
 
 enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id,
-				  uint32_t *lease_ms, uint64_t *gen,
+				  uint32_t *lease_ms, uint64_t *gen, uint64_t *task_gen,
 				  struct zs_error *err)
 {
 	struct zs_buf req, resp;
 	enum zs_status st = call(c, ZS_M_HEARTBEAT, zs_enc_server_id(id, &req),
 				 &req, &resp, err);
 	if (!st)
-		st = zs_dec_heartbeat_reply(resp.data, resp.len, lease_ms, gen, err);
+		st = zs_dec_heartbeat_reply(resp.data, resp.len, lease_ms, gen, task_gen, err);
 	zs_buf_release(&resp);
 	return st;
 }
@@ -227,6 +227,89 @@ enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
 	return st;
 }
 
+static enum zs_status ckpt_call(struct zs_coord_client *c, const char *path,
+				enum zs_status enc_st, struct zs_buf *req,
+				struct zs_checkpoint *out, struct zs_error *err)
+{
+	struct zs_buf resp;
+	struct zs_checkpoint tmp;
+	enum zs_status st = call(c, path, enc_st, req, &resp, err);
+
+	if (!st)
+		st = zs_dec_checkpoint(resp.data, resp.len, out ? out : &tmp, err);
+	if (!st && !out)
+		zs_checkpoint_release(&tmp);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_create_ckpt(struct zs_coord_client *c, const char *job,
+				    uint64_t step, struct zs_checkpoint *out,
+				    struct zs_error *err)
+{
+	struct zs_buf req;
+	return ckpt_call(c, ZS_M_CREATE_CKPT, zs_enc_ckpt_req(job, step, true, &req), &req, out,
+			 err);
+}
+
+enum zs_status zs_coord_get_ckpt(struct zs_coord_client *c, const char *job, uint64_t id,
+				 struct zs_checkpoint *out, struct zs_error *err)
+{
+	struct zs_buf req;
+	return ckpt_call(c, ZS_M_GET_CKPT, zs_enc_ckpt_req(job, id, false, &req), &req, out,
+			 err);
+}
+
+enum zs_status zs_coord_list_ckpts(struct zs_coord_client *c, const char *job,
+				   struct zs_checkpoint **v, uint32_t *n,
+				   struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	enum zs_status st = call(c, ZS_M_LIST_CKPTS, zs_enc_job_name(job, &req), &req, &resp,
+				 err);
+	if (!st)
+		st = zs_dec_checkpoints(resp.data, resp.len, v, n, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_put_blob(struct zs_coord_client *c, const char *job, uint64_t id,
+				 uint32_t rank, const void *data, uint32_t len,
+				 struct zs_error *err)
+{
+	struct zs_buf req;
+	return ckpt_call(c, ZS_M_PUT_BLOB, zs_enc_put_blob(job, id, rank, data, len, &req), &req,
+			 NULL, err);
+}
+
+enum zs_status zs_coord_restore(struct zs_coord_client *c, const char *job, uint64_t id,
+				struct zs_job *out, struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_RESTORE, zs_enc_ckpt_req(job, id, false, &req), &req, out, err);
+}
+
+enum zs_status zs_coord_server_tasks(struct zs_coord_client *c, uint64_t server_id,
+				     struct zs_task **v, uint32_t *n, struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	enum zs_status st = call(c, ZS_M_SERVER_TASKS, zs_enc_server_id(server_id, &req), &req,
+				 &resp, err);
+	if (!st)
+		st = zs_dec_tasks(resp.data, resp.len, v, n, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_task_done(struct zs_coord_client *c, uint64_t server_id,
+				  const struct zs_task *t, bool ok, const char *why,
+				  uint64_t bytes, struct zs_error *err)
+{
+	struct zs_buf req;
+	return ckpt_call(c, ZS_M_TASK_DONE,
+			 zs_enc_task_done(server_id, t, ok, why, bytes, &req), &req, NULL, err);
+}
+
 enum zs_status zs_coord_raw(struct zs_coord_client *c, const char *path,
 			    const void *data, size_t len, struct zs_error *err)
 {
@@ -255,5 +338,27 @@ enum zs_status zs_server_status_query(const char *addr, int timeout_ms,
 		st = zs_dec_server_status(resp, len, s, err);
 	free(resp);
 	zs_rpc_client_free(rc);
+	return st;
+}
+
+enum zs_status zs_server_snapshot(const char *addr, int timeout_ms, const struct zs_task *t,
+				  struct zs_error *err)
+{
+	struct zs_rpc_client *rc;
+	struct zs_buf req;
+	uint8_t *resp = NULL;
+	size_t len = 0;
+	enum zs_status st = zs_enc_task(t, &req);
+
+	if (st)
+		return zs_fail(err, st, "cannot encode a snapshot request");
+	st = zs_rpc_client_open(addr, &rc, err);
+	if (!st) {
+		st = zs_rpc_invoke(rc, ZS_M_SERVER_SNAPSHOT, req.data, req.len, &resp, &len,
+				   timeout_ms, 0, err);
+		zs_rpc_client_free(rc);
+	}
+	free(resp);
+	zs_buf_release(&req);
 	return st;
 }

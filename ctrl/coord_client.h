@@ -31,7 +31,7 @@ enum zs_status zs_coord_register(struct zs_coord_client *c,
 				 const struct zs_server_info *me, uint64_t *id,
 				 uint32_t *lease_ms, struct zs_error *err);
 enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id,
-				  uint32_t *lease_ms, uint64_t *gen,
+				  uint32_t *lease_ms, uint64_t *gen, uint64_t *task_gen,
 				  struct zs_error *err);
 enum zs_status zs_coord_assignments(struct zs_coord_client *c, uint64_t id,
 				    uint64_t *gen, struct zs_assignment **a,
@@ -70,10 +70,35 @@ enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
 				    const struct zs_norm_report *r, int timeout_ms,
 				    double *total, struct zs_error *err);
 
+/* Checkpoints: create (idempotent per job and step), get, list, trainer
+ * blobs, restore (id 0: the latest committed), and the servers' tasks. */
+enum zs_status zs_coord_create_ckpt(struct zs_coord_client *c, const char *job,
+				    uint64_t step, struct zs_checkpoint *out,
+				    struct zs_error *err);
+enum zs_status zs_coord_get_ckpt(struct zs_coord_client *c, const char *job, uint64_t id,
+				 struct zs_checkpoint *out, struct zs_error *err);
+enum zs_status zs_coord_list_ckpts(struct zs_coord_client *c, const char *job,
+				   struct zs_checkpoint **v, uint32_t *n,
+				   struct zs_error *err);
+enum zs_status zs_coord_put_blob(struct zs_coord_client *c, const char *job, uint64_t id,
+				 uint32_t rank, const void *data, uint32_t len,
+				 struct zs_error *err);
+enum zs_status zs_coord_restore(struct zs_coord_client *c, const char *job, uint64_t id,
+				struct zs_job *out, struct zs_error *err);
+enum zs_status zs_coord_server_tasks(struct zs_coord_client *c, uint64_t server_id,
+				     struct zs_task **v, uint32_t *n, struct zs_error *err);
+enum zs_status zs_coord_task_done(struct zs_coord_client *c, uint64_t server_id,
+				  const struct zs_task *t, bool ok, const char *why,
+				  uint64_t bytes, struct zs_error *err);
+
 /* Asks a shard server at addr for its status (a one-off connection). */
 enum zs_status zs_server_status_query(const char *addr, int timeout_ms,
 				      struct zs_server_status *st,
 				      struct zs_error *err);
+
+/* Asks the shard server at addr to start a snapshot task now. */
+enum zs_status zs_server_snapshot(const char *addr, int timeout_ms, const struct zs_task *t,
+				  struct zs_error *err);
 
 /* Sends raw bytes to a coordinator method (tests of malformed requests). */
 enum zs_status zs_coord_raw(struct zs_coord_client *c, const char *path,

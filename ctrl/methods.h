@@ -17,7 +17,15 @@
 #define ZS_M_LEAVE ZS_COORD_SVC "Leave"
 #define ZS_M_COORD_STATUS ZS_COORD_SVC "Status"
 #define ZS_M_REPORT_NORM ZS_COORD_SVC "ReportNorm"
+#define ZS_M_CREATE_CKPT ZS_COORD_SVC "CreateCheckpoint"
+#define ZS_M_GET_CKPT ZS_COORD_SVC "GetCheckpoint"
+#define ZS_M_LIST_CKPTS ZS_COORD_SVC "ListCheckpoints"
+#define ZS_M_PUT_BLOB ZS_COORD_SVC "PutBlob"
+#define ZS_M_RESTORE ZS_COORD_SVC "Restore"
+#define ZS_M_SERVER_TASKS ZS_COORD_SVC "ServerTasks"
+#define ZS_M_TASK_DONE ZS_COORD_SVC "TaskDone"
 
 #define ZS_M_SERVER_STATUS "/zshard.Server/Status"
+#define ZS_M_SERVER_SNAPSHOT "/zshard.Server/Snapshot"
 
 #endif

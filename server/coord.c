@@ -31,8 +31,8 @@
 #include "util.h"
 #include "version.h"
 
-enum { T_META, T_SERVERS, T_JOBS };
-static const char *const tables[] = {"meta", "servers", "jobs"};
+enum { T_META, T_SERVERS, T_JOBS, T_CKPTS };
+static const char *const tables[] = {"meta", "servers", "jobs", "ckpts"};
 
 struct srv {
 	struct zs_server_info info; /* as registered (up/used/last_seen derived) */
@@ -58,6 +58,14 @@ struct norm_coll {
 	struct norm_coll *next;
 };
 
+/* A restore or a delete some servers still have to carry out (in memory). */
+struct ctask {
+	struct zs_task t;
+	uint64_t *pending; /* server ids */
+	uint32_t n_pending;
+	struct ctask *next;
+};
+
 struct coord {
 	pthread_mutex_t mu;
 	struct zs_kv *kv;
@@ -72,12 +80,18 @@ struct coord {
 
 	uint64_t next_server_id;
 	uint64_t assign_gen;
+	uint64_t task_gen; /* grows when server tasks change (not persisted) */
 	struct srv *srvs;
 	size_t n_srvs;
 	struct zs_job *jobs;
 	size_t n_jobs;
 	struct norm_coll *norms;
 	uint32_t norm_timeout_ms;
+	/* checkpoints: the catalog (in id order) and the work in flight */
+	uint64_t next_ckpt_id;
+	struct zs_checkpoint *ckpts;
+	size_t n_ckpts;
+	struct ctask *ctasks;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -336,7 +350,7 @@ static void h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	s->up = true;
 	gen = c->assign_gen;
 	pthread_mutex_unlock(&c->mu);
-	reply_buf(call, zs_enc_heartbeat_reply(c->lease_ms, gen, &b), &b);
+	reply_buf(call, zs_enc_heartbeat_reply(c->lease_ms, gen, c->task_gen, &b), &b);
 }
 
 static void h_assignments(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
@@ -788,6 +802,505 @@ static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	reply_buf(call, zs_enc_coord_status(&s, &b), &b);
 }
 
+/* ------------------------------------------------------------ checkpoints */
+
+static size_t ckpt_key(const char *job, uint64_t id, uint8_t *k)
+{
+	size_t n = strlen(job);
+	memcpy(k, job, n);
+	k[n++] = 0;
+	for (int i = 0; i < 8; i++)
+		k[n++] = (uint8_t)(id >> (56 - 8 * i));
+	return n;
+}
+
+static struct zs_checkpoint *find_ckpt(struct coord *c, const char *job, uint64_t id)
+{
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		if (c->ckpts[i].id == id && !strcmp(c->ckpts[i].job, job))
+			return &c->ckpts[i];
+	return NULL;
+}
+
+/* Commits a checkpoint record (or its deletion) with the id counter. */
+static enum zs_status save_ckpt(struct coord *c, const struct zs_checkpoint *k, bool del,
+				struct zs_error *err)
+{
+	struct zs_kv_txn *t;
+	struct zs_buf b = {0};
+	uint8_t key[ZS_JOB_NAME_MAX + 9];
+	size_t kl = ckpt_key(k->job, k->id, key);
+	enum zs_status st;
+
+	if (!del && zs_enc_checkpoint(k, &b))
+		return zs_fail(err, ZS_ENOMEM, "cannot encode a checkpoint record");
+	st = zs_kv_begin(c->kv, true, &t, err);
+	if (!st) {
+		st = del ? zs_kv_del(t, T_CKPTS, key, kl, err)
+			 : zs_kv_put(t, T_CKPTS, key, kl, b.data, b.len, err);
+		if (!st)
+			st = put_u64(t, "next_ckpt_id", c->next_ckpt_id, err);
+		if (st)
+			zs_kv_abort(t);
+		else
+			st = zs_kv_commit(t, err);
+	}
+	zs_buf_release(&b);
+	return st;
+}
+
+/* The distinct servers holding shards of j. */
+static uint32_t job_servers(const struct zs_job *j, uint64_t *out, uint32_t max)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < j->placement.n_shards; i++) {
+		uint64_t id = j->placement.shards[i].server_id;
+		bool seen = false;
+		for (uint32_t k = 0; k < n && !seen; k++)
+			seen = out[k] == id;
+		if (!seen && n < max)
+			out[n++] = id;
+	}
+	return n;
+}
+
+static enum zs_status add_ctask(struct coord *c, const struct zs_job *j, enum zs_task_kind kind,
+				uint64_t id, uint64_t step)
+{
+	struct ctask *t = calloc(1, sizeof *t);
+	uint32_t n = j->placement.n_shards;
+
+	if (!t || !(t->pending = malloc((n ? n : 1) * sizeof *t->pending))) {
+		free(t);
+		return ZS_ENOMEM;
+	}
+	t->t = (struct zs_task){.kind = kind, .id = id, .step = step};
+	snprintf(t->t.job, sizeof t->t.job, "%s", j->spec.name);
+	t->n_pending = job_servers(j, t->pending, n);
+	t->next = c->ctasks;
+	c->ctasks = t;
+	c->task_gen++;
+	return ZS_OK;
+}
+
+static void ctask_free(struct ctask *t)
+{
+	free(t->pending);
+	free(t);
+}
+
+/* Drops committed checkpoints of job beyond its keep count (oldest first). */
+static void enforce_keep(struct coord *c, struct zs_job *j)
+{
+	uint32_t committed = 0;
+
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		committed += !strcmp(c->ckpts[i].job, j->spec.name) &&
+			     c->ckpts[i].state == ZS_CKPT_COMMITTED;
+	for (size_t i = 0; i < c->n_ckpts && committed > j->spec.keep_checkpoints;) {
+		struct zs_checkpoint *k = &c->ckpts[i];
+		struct zs_error e = {0};
+		if (strcmp(k->job, j->spec.name) || k->state != ZS_CKPT_COMMITTED) {
+			i++;
+			continue;
+		}
+		/* the catalog forgets it first; the servers' records follow */
+		if (save_ckpt(c, k, true, &e) || add_ctask(c, j, ZS_TASK_DELETE, k->id, k->step)) {
+			zs_warn("cannot retire checkpoint %llu of job '%s': %s",
+				(unsigned long long)k->id, k->job, e.msg);
+			return;
+		}
+		zs_info("job '%s': checkpoint %llu retired (keeping %u)", k->job,
+			(unsigned long long)k->id, j->spec.keep_checkpoints);
+		zs_checkpoint_release(k);
+		memmove(k, k + 1, (c->n_ckpts - i - 1) * sizeof *k);
+		c->n_ckpts--;
+		committed--;
+	}
+}
+
+static void reply_ckpt(struct zs_rpc_call *call, const struct zs_checkpoint *k)
+{
+	struct zs_buf b;
+	reply_buf(call, zs_enc_checkpoint(k, &b), &b);
+}
+
+static void h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_checkpoint k = {0}, *g;
+	struct zs_job *j;
+	uint64_t step;
+
+	if (zs_dec_ckpt_req(p, n, true, job, &step, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = find_job(c, job);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+		goto out;
+	}
+	if (j->restore_pending) {
+		zs_rpc_fail(call, ZS_ESTATE, "job '%s' is being restored", job);
+		goto out;
+	}
+	/* every rank may ask for the same step: one checkpoint */
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		if (!strcmp(c->ckpts[i].job, job) && c->ckpts[i].step == step &&
+		    c->ckpts[i].state != ZS_CKPT_FAILED) {
+			reply_ckpt(call, &c->ckpts[i]);
+			goto out;
+		}
+	g = realloc(c->ckpts, (c->n_ckpts + 1) * sizeof *g);
+	if (!g) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	c->ckpts = g;
+	k.id = c->next_ckpt_id++;
+	snprintf(k.job, sizeof k.job, "%s", job);
+	k.step = step;
+	k.epoch = j->placement.epoch;
+	k.state = ZS_CKPT_PENDING;
+	k.created_ms = zs_wall_ms();
+	if (save_ckpt(c, &k, false, &e)) {
+		c->next_ckpt_id--;
+		reply_err(call, &e);
+		goto out;
+	}
+	c->ckpts[c->n_ckpts++] = k;
+	c->task_gen++;
+	zs_info("job '%s': checkpoint %llu of step %llu requested", job, (unsigned long long)k.id,
+		(unsigned long long)step);
+	reply_ckpt(call, &k);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void h_get_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_checkpoint *k;
+	uint64_t id;
+
+	if (zs_dec_ckpt_req(p, n, false, job, &id, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	k = find_ckpt(c, job, id);
+	if (k)
+		reply_ckpt(call, k);
+	else
+		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no checkpoint %llu", job,
+			    (unsigned long long)id);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_checkpoint *v;
+	uint32_t m = 0;
+	struct zs_buf b;
+
+	if (zs_dec_job_name(p, n, job, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	if (!find_job(c, job)) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+		goto out;
+	}
+	v = malloc((c->n_ckpts ? c->n_ckpts : 1) * sizeof *v);
+	if (!v) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		if (!strcmp(c->ckpts[i].job, job))
+			v[m++] = c->ckpts[i]; /* shallow: encoded before anything changes */
+	reply_buf(call, zs_enc_checkpoints(v, m, &b), &b);
+	free(v);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_blob b;
+	struct zs_checkpoint *k, nk;
+	struct zs_job *j;
+	uint64_t id;
+
+	if (zs_dec_put_blob(p, n, job, &id, &b, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = find_job(c, job);
+	k = find_ckpt(c, job, id);
+	if (!j || !k) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no checkpoint %llu", job,
+			    (unsigned long long)id);
+		goto out;
+	}
+	if (b.rank >= j->spec.world_size) {
+		zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range (world size %u)", b.rank,
+			    j->spec.world_size);
+		goto out;
+	}
+	/* the new record, with this rank's blob replaced or added */
+	nk = *k;
+	nk.blobs = calloc(k->n_blobs + 1, sizeof *nk.blobs);
+	if (!nk.blobs) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	nk.n_blobs = 0;
+	for (uint32_t i = 0; i < k->n_blobs; i++)
+		if (k->blobs[i].rank != b.rank)
+			nk.blobs[nk.n_blobs++] = k->blobs[i];
+	nk.blobs[nk.n_blobs++] = b;
+	if (save_ckpt(c, &nk, false, &e)) {
+		free(nk.blobs);
+		reply_err(call, &e);
+		goto out;
+	}
+	for (uint32_t i = 0; i < k->n_blobs; i++)
+		if (k->blobs[i].rank == b.rank)
+			free(k->blobs[i].data);
+	free(k->blobs);
+	*k = nk;
+	b.data = NULL;
+	reply_ckpt(call, k);
+out:
+	pthread_mutex_unlock(&c->mu);
+	free(b.data);
+}
+
+static void h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_checkpoint *k = NULL;
+	struct zs_job *j;
+	uint64_t id;
+
+	if (zs_dec_ckpt_req(p, n, false, job, &id, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = find_job(c, job);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+		goto out;
+	}
+	if (id == 0) { /* the latest committed */
+		for (size_t i = 0; i < c->n_ckpts; i++)
+			if (!strcmp(c->ckpts[i].job, job) && c->ckpts[i].state == ZS_CKPT_COMMITTED)
+				k = &c->ckpts[i];
+	} else {
+		k = find_ckpt(c, job, id);
+	}
+	if (!k) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no %s checkpoint%s", job,
+			    id ? "such" : "committed", id ? "" : " to restore");
+		goto out;
+	}
+	if (k->state != ZS_CKPT_COMMITTED) {
+		zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is %s, not committed",
+			    (unsigned long long)k->id, job, zs_ckpt_state_name(k->state));
+		goto out;
+	}
+	if (k->epoch != j->placement.epoch) {
+		zs_rpc_fail(call, ZS_ESTATE,
+			    "checkpoint %llu was taken at placement epoch %llu, the job is at %llu: restoring onto another placement is not supported yet",
+			    (unsigned long long)k->id, (unsigned long long)k->epoch,
+			    (unsigned long long)j->placement.epoch);
+		goto out;
+	}
+	if (j->restore_pending) {
+		zs_rpc_fail(call, ZS_ESTATE, "job '%s' is already being restored", job);
+		goto out;
+	}
+	j->restore_pending = k->id;
+	j->restore_error[0] = '\0';
+	if (save_job(c, j, false, false, &e)) {
+		j->restore_pending = 0;
+		reply_err(call, &e);
+		goto out;
+	}
+	if (add_ctask(c, j, ZS_TASK_RESTORE, k->id, k->step)) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	zs_info("job '%s': restoring checkpoint %llu (step %llu)", job, (unsigned long long)k->id,
+		(unsigned long long)k->step);
+	reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+static bool holds(const struct zs_job *j, uint64_t server_id)
+{
+	for (uint32_t i = 0; i < j->placement.n_shards; i++)
+		if (j->placement.shards[i].server_id == server_id)
+			return true;
+	return false;
+}
+
+static void h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct zs_task *v;
+	uint32_t m = 0, cap;
+	struct zs_buf b;
+	uint64_t sid;
+
+	if (zs_dec_server_id(p, n, &sid, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	cap = (uint32_t)c->n_ckpts + 1;
+	for (struct ctask *t = c->ctasks; t; t = t->next)
+		cap++;
+	v = calloc(cap, sizeof *v);
+	if (!v) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < c->n_ckpts; i++) {
+		struct zs_checkpoint *k = &c->ckpts[i];
+		struct zs_job *j = find_job(c, k->job);
+		bool done = false;
+		if (k->state != ZS_CKPT_PENDING || !j || !holds(j, sid))
+			continue;
+		for (uint32_t d = 0; d < k->n_durable; d++)
+			done |= k->durable[d] == sid;
+		if (!done)
+			v[m++] = (struct zs_task){ZS_TASK_SNAPSHOT, "", k->id, k->step};
+		if (!done)
+			snprintf(v[m - 1].job, sizeof v[m - 1].job, "%s", k->job);
+	}
+	for (struct ctask *t = c->ctasks; t; t = t->next)
+		for (uint32_t q = 0; q < t->n_pending; q++)
+			if (t->pending[q] == sid)
+				v[m++] = t->t;
+	reply_buf(call, zs_enc_tasks(v, m, &b), &b);
+	pthread_mutex_unlock(&c->mu);
+	free(v);
+}
+
+static void h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct zs_task t;
+	char why[256];
+	bool ok;
+	uint64_t sid, bytes;
+	struct zs_checkpoint *k;
+	struct zs_job *j;
+
+	if (zs_dec_task_done(p, n, &sid, &t, &ok, why, sizeof why, &bytes, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = find_job(c, t.job);
+	k = find_ckpt(c, t.job, t.id);
+	if (t.kind == ZS_TASK_SNAPSHOT) {
+		struct zs_checkpoint nk;
+		uint64_t ids[256];
+		uint32_t n_ids;
+		if (!j || !k || k->state != ZS_CKPT_PENDING) {
+			zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is not pending",
+				    (unsigned long long)t.id, t.job);
+			goto out;
+		}
+		nk = *k;
+		if (!ok) {
+			nk.state = ZS_CKPT_FAILED;
+			zs_fmt(nk.error, sizeof nk.error, "server %llu: %s", (unsigned long long)sid, why);
+		} else {
+			uint64_t *d = malloc((k->n_durable + 1) * sizeof *d);
+			if (!d) {
+				zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+				goto out;
+			}
+			if (k->n_durable)
+				memcpy(d, k->durable, k->n_durable * sizeof *d);
+			d[k->n_durable] = sid;
+			nk.durable = d;
+			nk.n_durable = k->n_durable + 1;
+			nk.bytes += bytes;
+			n_ids = job_servers(j, ids, 256);
+			if (nk.n_durable >= n_ids)
+				nk.state = ZS_CKPT_COMMITTED; /* every server durable */
+		}
+		if (save_ckpt(c, &nk, false, &e)) {
+			if (nk.durable != k->durable)
+				free(nk.durable);
+			reply_err(call, &e);
+			goto out;
+		}
+		if (nk.durable != k->durable)
+			free(k->durable);
+		*k = nk;
+		c->task_gen++;
+		if (k->state != ZS_CKPT_PENDING)
+			zs_info("job '%s': checkpoint %llu of step %llu %s%s%s", k->job,
+				(unsigned long long)k->id, (unsigned long long)k->step,
+				zs_ckpt_state_name(k->state), k->error[0] ? ": " : "", k->error);
+		reply_ckpt(call, k);
+		if (k->state == ZS_CKPT_COMMITTED)
+			enforce_keep(c, j);
+		goto out;
+	}
+	/* restore and delete: strike this server off the task */
+	for (struct ctask **pp = &c->ctasks; *pp; pp = &(*pp)->next) {
+		struct ctask *ct = *pp;
+		if (ct->t.kind != t.kind || ct->t.id != t.id || strcmp(ct->t.job, t.job))
+			continue;
+		for (uint32_t q = 0; q < ct->n_pending; q++)
+			if (ct->pending[q] == sid)
+				ct->pending[q--] = ct->pending[--ct->n_pending];
+		if (t.kind == ZS_TASK_RESTORE && j && (!ok || ct->n_pending == 0)) {
+			if (!ok)
+				zs_fmt(j->restore_error, sizeof j->restore_error, "server %llu: %s",
+				       (unsigned long long)sid, why);
+			else {
+				j->restored_id = t.id;
+				j->restored_step = t.step;
+			}
+			j->restore_pending = 0;
+			if (save_job(c, j, false, false, &e))
+				zs_error("cannot record the restore of job '%s': %s", j->spec.name, e.msg);
+			zs_info("job '%s': restore of checkpoint %llu %s%s", j->spec.name,
+				(unsigned long long)t.id, ok ? "done" : "failed: ", ok ? "" : why);
+			ct->n_pending = 0;
+		}
+		if (ct->n_pending == 0) {
+			*pp = ct->next;
+			ctask_free(ct);
+			c->task_gen++;
+		}
+		break;
+	}
+	if (k)
+		reply_ckpt(call, k);
+	else {
+		struct zs_checkpoint gone = {.id = t.id, .step = t.step};
+		snprintf(gone.job, sizeof gone.job, "%s", t.job);
+		reply_ckpt(call, &gone);
+	}
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
 /* ------------------------------------------------ global-norm clipping */
 
 static void norm_free(struct norm_coll *n)
@@ -974,6 +1487,10 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_SET_STAGE, h_set_stage},   {ZS_M_REBALANCE, h_rebalance},
 	{ZS_M_JOIN, h_join},             {ZS_M_LEAVE, h_leave},
 	{ZS_M_COORD_STATUS, h_status},   {ZS_M_REPORT_NORM, h_report_norm},
+	{ZS_M_CREATE_CKPT, h_create_ckpt}, {ZS_M_GET_CKPT, h_get_ckpt},
+	{ZS_M_LIST_CKPTS, h_list_ckpts}, {ZS_M_PUT_BLOB, h_put_blob},
+	{ZS_M_RESTORE, h_restore},       {ZS_M_SERVER_TASKS, h_server_tasks},
+	{ZS_M_TASK_DONE, h_task_done},
 };
 
 /* ------------------------------------------------------ lease, load, life */
@@ -1042,6 +1559,29 @@ static enum zs_status load_job(void *ctx, const void *k, size_t kl, const void *
 	return ZS_OK;
 }
 
+static enum zs_status load_ckpt(void *ctx, const void *k, size_t kl, const void *v,
+				size_t vl)
+{
+	struct coord *c = ctx;
+	struct zs_checkpoint *g = realloc(c->ckpts, (c->n_ckpts + 1) * sizeof *g);
+
+	(void)k;
+	(void)kl;
+	if (!g)
+		return ZS_ENOMEM;
+	c->ckpts = g;
+	if (zs_dec_checkpoint(v, vl, &g[c->n_ckpts], NULL))
+		return ZS_EIO;
+	c->n_ckpts++;
+	return ZS_OK;
+}
+
+static int cmp_ckpt(const void *a, const void *b)
+{
+	const struct zs_checkpoint *x = a, *y = b;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
 static enum zs_status load(struct coord *c, struct zs_error *err)
 {
 	struct zs_kv_txn *t;
@@ -1059,8 +1599,25 @@ static enum zs_status load(struct coord *c, struct zs_error *err)
 	st = zs_kv_foreach(t, T_SERVERS, load_server, c, err);
 	if (!st)
 		st = zs_kv_foreach(t, T_JOBS, load_job, c, err);
+	c->next_ckpt_id = 1;
+	if (!zs_kv_get(t, T_META, "next_ckpt_id", 12, &v, &vl, NULL) && vl == 8)
+		c->next_ckpt_id = zs_kv_u64_dec(v);
+	if (!st)
+		st = zs_kv_foreach(t, T_CKPTS, load_ckpt, c, err);
 	zs_kv_abort(t);
-	return st;
+	if (st)
+		return st;
+	if (c->n_ckpts)
+		qsort(c->ckpts, c->n_ckpts, sizeof *c->ckpts, cmp_ckpt);
+	/* a restore that was in flight when we stopped: ask the servers again */
+	for (size_t i = 0; i < c->n_jobs; i++) {
+		struct zs_checkpoint *k = find_ckpt(c, c->jobs[i].spec.name,
+						    c->jobs[i].restore_pending);
+		if (c->jobs[i].restore_pending && k &&
+		    add_ctask(c, &c->jobs[i], ZS_TASK_RESTORE, k->id, k->step))
+			return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	return ZS_OK;
 }
 
 static void free_state(struct coord *c)
@@ -1069,6 +1626,14 @@ static void free_state(struct coord *c)
 		zs_job_release(&c->jobs[i]);
 	free(c->jobs);
 	free(c->srvs);
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		zs_checkpoint_release(&c->ckpts[i]);
+	free(c->ckpts);
+	while (c->ctasks) {
+		struct ctask *t = c->ctasks;
+		c->ctasks = t->next;
+		ctask_free(t);
+	}
 }
 
 enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
@@ -1096,7 +1661,7 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	st = zs_lock_dir(cfg->data_dir, "coordinator.lock", &c->lock_fd, err);
 	if (st)
 		goto clean_c;
-	st = zs_kv_open(cfg->data_dir, 0, tables, 3, &c->kv, err);
+	st = zs_kv_open(cfg->data_dir, 0, tables, 4, &c->kv, err);
 	if (st)
 		goto clean_lock;
 	st = load(c, err);

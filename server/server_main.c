@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "codec.h"
 #include "coord_client.h"
 #include "engine.h"
@@ -46,13 +47,34 @@ struct srvd {
 	int64_t wait_ms; /* bound on waiting for the coordinator */
 	struct engine *engine;
 	uint32_t step_timeout_ms;
+	/* checkpoint tasks */
+	uint64_t task_gen;
+	struct zs_task *busy; /* started, not reported yet */
+	uint32_t n_busy;
+	pthread_t writer;
+	pthread_cond_t wcv;
+	struct snapjob *wq; /* snapshots waiting to be written */
+	bool wstop;
 };
+
+/* A captured snapshot on its way to LMDB. */
+struct snapjob {
+	struct zs_task task;
+	struct engine_snap *snaps;
+	uint32_t n;
+	struct snapjob *next;
+};
+
+enum { KV_META, KV_CKPT };
 
 static void on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
 }
+
+static void run_task(struct srvd *d, const struct zs_task *t);
+static bool same_task(const struct zs_task *a, const struct zs_task *b);
 
 static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
 {
@@ -111,8 +133,41 @@ static enum zs_status exchange_norms(void *ctx, const char *job, uint64_t step,
 	return zs_coord_report_norm(d->coord, &r, (int)d->step_timeout_ms, total, err);
 }
 
+/* Claims a task: false if it is already under way here. */
+static bool claim(struct srvd *d, const struct zs_task *t)
+{
+	struct zs_task *g = NULL;
+	bool busy = false;
+
+	pthread_mutex_lock(&d->mu);
+	for (uint32_t k = 0; k < d->n_busy && !busy; k++)
+		busy = same_task(&d->busy[k], t);
+	if (!busy && (g = realloc(d->busy, (d->n_busy + 1) * sizeof *g))) {
+		d->busy = g;
+		g[d->n_busy++] = *t;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return g != NULL;
+}
+
+static void h_snapshot(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct srvd *d = ctx;
+	struct zs_error err = {0};
+	struct zs_task t;
+
+	if (zs_dec_task(p, n, &t, &err))
+		return zs_rpc_fail(call, err.code, "%s", err.msg);
+	if (t.kind != ZS_TASK_SNAPSHOT)
+		return zs_rpc_fail(call, ZS_EINVAL, "only snapshots are asked this way");
+	if (claim(d, &t))
+		run_task(d, &t);
+	zs_rpc_reply(call, NULL, 0);
+}
+
 static const struct zs_rpc_method methods[] = {
 	{ZS_M_SERVER_STATUS, h_status},
+	{ZS_M_SERVER_SNAPSHOT, h_snapshot},
 };
 
 static enum zs_status save_id(struct srvd *d, uint64_t id, struct zs_error *err)
@@ -124,7 +179,7 @@ static enum zs_status save_id(struct srvd *d, uint64_t id, struct zs_error *err)
 	if (st)
 		return st;
 	zs_kv_u64_enc(id, b);
-	st = zs_kv_put(t, 0, "server_id", 9, b, 8, err);
+	st = zs_kv_put(t, KV_META, "server_id", 9, b, 8, err);
 	if (st) {
 		zs_kv_abort(t);
 		return st;
@@ -141,7 +196,7 @@ static uint64_t load_id(struct srvd *d)
 
 	if (zs_kv_begin(d->kv, false, &t, NULL))
 		return 0;
-	if (!zs_kv_get(t, 0, "server_id", 9, &v, &vl, NULL) && vl == 8)
+	if (!zs_kv_get(t, KV_META, "server_id", 9, &v, &vl, NULL) && vl == 8)
 		id = zs_kv_u64_dec(v);
 	zs_kv_abort(t);
 	return id;
@@ -247,6 +302,191 @@ static void refresh_assignments(struct srvd *d)
 		(unsigned long long)gen, n_as, (unsigned long long)bytes);
 }
 
+/* ---------------------------------------------------- checkpoint tasks */
+
+static bool same_task(const struct zs_task *a, const struct zs_task *b)
+{
+	return a->kind == b->kind && a->id == b->id && !strcmp(a->job, b->job);
+}
+
+/* Reports a task and forgets it (caller does not hold mu). */
+static void task_finish(struct srvd *d, const struct zs_task *t, bool ok, const char *why,
+			uint64_t bytes)
+{
+	struct zs_error err = {0};
+
+	if (zs_coord_task_done(d->coord, d->me.id, t, ok, why, bytes, &err))
+		zs_warn("cannot report %s of checkpoint %llu of job '%s': %s",
+			t->kind == ZS_TASK_SNAPSHOT ? "the snapshot" :
+			t->kind == ZS_TASK_RESTORE ? "the restore" : "the deletion",
+			(unsigned long long)t->id, t->job, err.msg);
+	pthread_mutex_lock(&d->mu);
+	for (uint32_t i = 0; i < d->n_busy; i++)
+		if (same_task(&d->busy[i], t)) {
+			d->busy[i] = d->busy[--d->n_busy];
+			break;
+		}
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Called by the engine when every shard of a snapshot is captured. */
+static void snap_done(void *ctx, const char *job, uint64_t id, uint64_t step,
+		      struct engine_snap *snaps, uint32_t n, enum zs_status st, const char *why)
+{
+	struct srvd *d = ctx;
+	struct snapjob *sj;
+	struct zs_task t = {.kind = ZS_TASK_SNAPSHOT, .id = id, .step = step};
+
+	snprintf(t.job, sizeof t.job, "%s", job);
+	if (st) {
+		task_finish(d, &t, false, why, 0);
+		return;
+	}
+	sj = calloc(1, sizeof *sj);
+	if (!sj) {
+		engine_snaps_free(snaps, n);
+		task_finish(d, &t, false, "out of memory", 0);
+		return;
+	}
+	*sj = (struct snapjob){t, snaps, n, NULL};
+	pthread_mutex_lock(&d->mu);
+	sj->next = d->wq;
+	d->wq = sj;
+	pthread_cond_signal(&d->wcv);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Writes snapshots into LMDB, one transaction each, off the data path. */
+static void *writer_main(void *arg)
+{
+	struct srvd *d = arg;
+
+	pthread_mutex_lock(&d->mu);
+	for (;;) {
+		struct snapjob *sj;
+		struct zs_kv_txn *t;
+		struct zs_error err = {0};
+		enum zs_status st;
+		uint64_t bytes = 0;
+
+		while (!d->wq && !d->wstop)
+			pthread_cond_wait(&d->wcv, &d->mu);
+		if (!d->wq)
+			break;
+		sj = d->wq;
+		d->wq = sj->next;
+		pthread_mutex_unlock(&d->mu);
+		st = zs_kv_begin(d->kv, true, &t, &err);
+		for (uint32_t i = 0; !st && i < sj->n; i++) {
+			const struct engine_snap *s = &sj->snaps[i];
+			st = ckpt_put(t, KV_CKPT, sj->task.job, sj->task.id, s->unit, s->index,
+				      CKPT_MASTER, s->step, s->master, s->length, &err);
+			if (!st && s->s0)
+				st = ckpt_put(t, KV_CKPT, sj->task.job, sj->task.id, s->unit, s->index,
+					      CKPT_STATE0, s->step, s->s0, s->length, &err);
+			if (!st && s->s1)
+				st = ckpt_put(t, KV_CKPT, sj->task.job, sj->task.id, s->unit, s->index,
+					      CKPT_STATE1, s->step, s->s1, s->length, &err);
+			bytes += s->length * 4 * (1 + !!s->s0 + !!s->s1);
+		}
+		if (st && t)
+			zs_kv_abort(t);
+		else if (!st)
+			st = zs_kv_commit(t, &err); /* durable when this returns */
+		engine_snaps_free(sj->snaps, sj->n);
+		if (!st)
+			zs_info("checkpoint %llu of job '%s' (step %llu): %u shards, %llu bytes durable",
+				(unsigned long long)sj->task.id, sj->task.job,
+				(unsigned long long)sj->task.step, sj->n, (unsigned long long)bytes);
+		else
+			zs_error("checkpoint %llu of job '%s': %s", (unsigned long long)sj->task.id,
+				 sj->task.job, err.msg);
+		task_finish(d, &sj->task, !st, st ? err.msg : NULL, bytes);
+		free(sj);
+		pthread_mutex_lock(&d->mu);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+struct restore_ctx {
+	struct srvd *d;
+	const struct zs_task *t;
+	struct zs_kv_txn *txn;
+};
+
+static enum zs_status load_shard(void *ctx, const struct engine_snap *w, float *master,
+				 float *s0, float *s1, uint64_t *step, struct zs_error *err)
+{
+	struct restore_ctx *x = ctx;
+	uint64_t other;
+	enum zs_status st = ckpt_get(x->txn, KV_CKPT, x->t->job, x->t->id, w->unit, w->index,
+				     CKPT_MASTER, step, master, w->length, err);
+	if (!st && s0)
+		st = ckpt_get(x->txn, KV_CKPT, x->t->job, x->t->id, w->unit, w->index, CKPT_STATE0,
+			      &other, s0, w->length, err);
+	if (!st && s1)
+		st = ckpt_get(x->txn, KV_CKPT, x->t->job, x->t->id, w->unit, w->index, CKPT_STATE1,
+			      &other, s1, w->length, err);
+	return st;
+}
+
+static void run_task(struct srvd *d, const struct zs_task *t)
+{
+	struct zs_error err = {0};
+	enum zs_status st = ZS_OK;
+	struct zs_kv_txn *txn;
+	uint64_t step;
+
+	switch (t->kind) {
+	case ZS_TASK_SNAPSHOT:
+		st = engine_snapshot(d->engine, t->job, t->id, t->step, snap_done, d, &err);
+		if (st)
+			task_finish(d, t, false, err.msg, 0);
+		return; /* the writer reports it */
+	case ZS_TASK_RESTORE: {
+		struct restore_ctx x = {d, t, NULL};
+		st = zs_kv_begin(d->kv, false, &txn, &err);
+		if (!st) {
+			x.txn = txn;
+			st = engine_restore(d->engine, t->job, load_shard, &x, &step, &err);
+			zs_kv_abort(txn);
+		}
+		break;
+	}
+	case ZS_TASK_DELETE:
+		st = zs_kv_begin(d->kv, true, &txn, &err);
+		if (!st) {
+			st = ckpt_delete(txn, KV_CKPT, t->job, t->id, &err);
+			if (st)
+				zs_kv_abort(txn);
+			else
+				st = zs_kv_commit(txn, &err);
+		}
+		break;
+	default:
+		st = zs_fail(&err, ZS_EINVAL, "unknown task kind %d", (int)t->kind);
+	}
+	task_finish(d, t, !st, st ? err.msg : NULL, 0);
+}
+
+static void refresh_tasks(struct srvd *d, uint64_t gen)
+{
+	struct zs_error err = {0};
+	struct zs_task *v;
+	uint32_t n;
+
+	if (zs_coord_server_tasks(d->coord, d->me.id, &v, &n, &err)) {
+		zs_warn("cannot fetch checkpoint tasks: %s", err.msg);
+		return;
+	}
+	d->task_gen = gen;
+	for (uint32_t i = 0; i < n; i++)
+		if (claim(d, &v[i]))
+			run_task(d, &v[i]);
+	free(v);
+}
+
 static void *heartbeat(void *arg)
 {
 	struct srvd *d = arg;
@@ -255,21 +495,21 @@ static void *heartbeat(void *arg)
 	while (!stop) {
 		struct zs_error err = {0};
 		uint32_t lease;
-		uint64_t gen;
+		uint64_t gen, task_gen;
 		enum zs_status st;
 
 		zs_sleep_ms(d->lease_ms / 3 ? d->lease_ms / 3 : 100,
 			    (volatile const int *)&stop);
 		if (stop)
 			break;
-		st = zs_coord_heartbeat(d->coord, d->me.id, &lease, &gen, &err);
+		st = zs_coord_heartbeat(d->coord, d->me.id, &lease, &gen, &task_gen, &err);
 		if (st == ZS_ENOTFOUND) {
 			zs_warn("coordinator does not know server %llu: registering again",
 				(unsigned long long)d->me.id);
 			st = do_register(d, &err);
 			if (!st)
 				st = zs_coord_heartbeat(d->coord, d->me.id, &lease, &gen,
-							&err);
+							&task_gen, &err);
 		}
 		if (st) {
 			if (!lost)
@@ -284,6 +524,8 @@ static void *heartbeat(void *arg)
 		d->lease_ms = lease;
 		if (gen != d->gen)
 			refresh_assignments(d);
+		if (task_gen != d->task_gen)
+			refresh_tasks(d, task_gen);
 	}
 	return NULL;
 }
@@ -331,7 +573,7 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	static const char *const tables[] = {"meta"};
+	static const char *const tables[] = {"meta", "ckpt"};
 	const char *coord_addr = getenv("ZSHARD_COORDINATOR");
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
 	const char *data_listen = NULL;
@@ -412,8 +654,15 @@ int main(int argc, char **argv)
 	if (zs_mkdir_p(data_dir, &err) ||
 	    zs_lock_dir(data_dir, "server.lock", &lock_fd, &err))
 		goto fail;
-	if (zs_kv_open(data_dir, 0, tables, 1, &d.kv, &err))
+	/* a virtual reservation: the file grows with the checkpoints it holds */
+	if (zs_kv_open(data_dir, d.me.capacity * 8 > (1ULL << 30) ? d.me.capacity * 8 : 1ULL << 30,
+		       tables, 2, &d.kv, &err))
 		goto clean_lock;
+	pthread_cond_init(&d.wcv, NULL);
+	if (pthread_create(&d.writer, NULL, writer_main, &d)) {
+		zs_fail(&err, ZS_ENOMEM, "cannot start the checkpoint writer");
+		goto clean_kv;
+	}
 	d.me.id = load_id(&d);
 	if (!data_listen) {
 		char host[ZS_HOST_MAX];
@@ -439,7 +688,8 @@ int main(int argc, char **argv)
 	/* a short per-call deadline; do_register bounds the whole wait */
 	if (zs_coord_open(coord_addr, 2000, 1, &d.coord, &err))
 		goto clean_dp;
-	if (zs_rpc_server_start(listen, methods, 1, &d, &rpc, d.me.addr,
+	if (zs_rpc_server_start(listen, methods, sizeof methods / sizeof methods[0], &d, &rpc,
+				d.me.addr,
 				sizeof d.me.addr, &err))
 		goto clean_coord;
 	if (port_file && zs_write_file_atomic(port_file, d.me.addr, &err))
@@ -453,6 +703,8 @@ int main(int argc, char **argv)
 	if (do_register(&d, &err))
 		goto clean_rpc;
 	refresh_assignments(&d);
+	/* a restore asked while we were away is waiting */
+	d.task_gen = (uint64_t)-1;
 	if (pthread_create(&hb, NULL, heartbeat, &d)) {
 		zs_fail(&err, ZS_ENOMEM, "cannot start the heartbeat thread");
 		goto clean_rpc;
@@ -461,6 +713,19 @@ int main(int argc, char **argv)
 		zs_sleep_ms(200, (volatile const int *)&stop);
 	zs_info("shutting down");
 	pthread_join(hb, NULL);
+	/* the writer finishes what it writes, and reports it, while the
+	 * coordinator client is still open; then the engine goes (its
+	 * cancelled snapshots are reported the same way) */
+	pthread_mutex_lock(&d.mu);
+	d.wstop = true;
+	pthread_cond_signal(&d.wcv);
+	pthread_mutex_unlock(&d.mu);
+	pthread_join(d.writer, NULL);
+	d.writer = 0;
+	zs_rpc_server_free(rpc);
+	rpc = NULL;
+	engine_free(d.engine);
+	d.engine = NULL;
 	rc = 0;
 
 clean_rpc:
@@ -475,6 +740,21 @@ clean_dp:
 clean_engine:
 	engine_free(d.engine);
 clean_kv:
+	pthread_mutex_lock(&d.mu);
+	d.wstop = true;
+	pthread_cond_signal(&d.wcv);
+	pthread_mutex_unlock(&d.mu);
+	if (d.writer) {
+		pthread_join(d.writer, NULL);
+		d.writer = 0;
+	}
+	while (d.wq) {
+		struct snapjob *sj = d.wq;
+		d.wq = sj->next;
+		engine_snaps_free(sj->snaps, sj->n);
+		free(sj);
+	}
+	free(d.busy);
 	zs_kv_close(d.kv);
 clean_lock:
 	close(lock_fd);

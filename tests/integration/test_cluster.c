@@ -301,7 +301,7 @@ static void test_cli_errors(void **st)
 
 	/* --help for every command */
 	static const char *const cmds[] = {"servers", "jobs", "job", "placement", "stage",
-					   "trainers", "rebalance", "status", "stats"};
+					   "trainers", "rebalance", "status", "stats", "checkpoint"};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
 		assert_int_equal(ctl(&out, &err, cmds[i], "--help", NULL, NULL), 0);
 		assert_non_null(strstr(out, "usage: zshardctl"));
@@ -409,7 +409,7 @@ static void test_bad_rpcs_change_nothing(void **st)
 	strcpy(me.addr, "127.0.0.1:9");
 	me.capacity = 0;
 	assert_int_equal(zs_coord_register(c, &me, &id, &lease, &err), ZS_EINVAL);
-	assert_int_equal(zs_coord_heartbeat(c, 999, &lease, &id, &err), ZS_ENOTFOUND);
+	assert_int_equal(zs_coord_heartbeat(c, 999, &lease, &id, &id, &err), ZS_ENOTFOUND);
 	/* a norm report for a job that does not clip, or for a shard elsewhere */
 	{
 		struct zs_shard_norm nv = {0, 0, 1.0};
