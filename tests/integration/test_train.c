@@ -39,15 +39,14 @@ static struct {
 	pid_t coord, srv[NSERV];
 } C;
 
-static int group_setup(void **st)
+static int start_cluster(const char *listen)
 {
 	char pf[1024], log[1024], data[1024], port[1024];
-	(void)st;
-	C.dir = h_tmpdir("train");
 	snprintf(pf, sizeof pf, "%s/coordinator.addr", C.dir);
+	unlink(pf);
 	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
 	snprintf(data, sizeof data, "%s/coordinator", C.dir);
-	char *cargv[] = {(char *)h_bin("zshard-coordinator"), "--listen", "127.0.0.1:0",
+	char *cargv[] = {(char *)h_bin("zshard-coordinator"), "--listen", (char *)listen,
 			 "--data-dir", data, "--port-file", pf, "--lease-ms", "1500", NULL};
 	C.coord = h_spawn(cargv, log);
 	if (!h_wait_file(pf, 10000, C.addr, sizeof C.addr))
@@ -59,11 +58,19 @@ static int group_setup(void **st)
 		char *sargv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr,
 				 "--data-dir", data, "--capacity", "256M", "--port-file", port,
 				 "--step-timeout-ms", "3000", NULL};
+		unlink(port);
 		C.srv[i] = h_spawn(sargv, log);
 		if (!h_wait_file(port, 10000, pf, sizeof pf))
 			return -1;
 	}
 	return 0;
+}
+
+static int group_setup(void **st)
+{
+	(void)st;
+	C.dir = h_tmpdir("train");
+	return start_cluster("127.0.0.1:0");
 }
 
 static int group_teardown(void **st)
@@ -606,6 +613,93 @@ static void test_checkpoint_and_resume(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * Everything stops at once (SIGKILL: no daemon gets to clean up), comes
+ * back on the same directories, and the job resumes from its latest
+ * committed checkpoint: the parameters after the remaining steps equal
+ * those of a run that was never interrupted.
+ */
+static void test_full_cluster_restart(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_job j;
+	struct rank_ctx x[2];
+	float *ref[4];
+	unsigned long long id, step;
+	unsigned len;
+	char addr[64];
+
+	(void)st;
+	oracle_spec(&spec, "rs", 2, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	for (uint32_t r = 0; r < 2; r++)
+		x[r] = (struct rank_ctx){.t = join("rs", r, "tcp")};
+	for (unsigned u = 0; u < 4; u++) {
+		unsigned long long ne = zs_unit_numel(x[0].t, u);
+		float *p = malloc(ne * 4);
+		for (unsigned long long i = 0; i < ne; i++)
+			p[i] = oracle_init(u, i);
+		assert_int_equal(zs_init_unit(x[0].t, u, p), ZS_OK);
+		free(p);
+	}
+	train_ranks(x, 2, 0, 1);
+	assert_int_equal(zs_checkpoint(x[0].t, 1, "r0", 3, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint(x[1].t, 1, "r1", 3, NULL), ZS_OK);
+	train_ranks(x, 2, 1, 2);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_OK);
+	/* the cluster dies without warning, trainers with it */
+	for (int i = 0; i < NSERV; i++)
+		h_stop(C.srv[i], SIGKILL, 5000);
+	h_stop(C.coord, SIGKILL, 5000);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t); /* their connections are gone anyway */
+
+	snprintf(addr, sizeof addr, "%s", C.addr);
+	assert_int_equal(start_cluster(addr), 0);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	/* the old trainers' ranks are still recorded; they leave first */
+	for (uint32_t r = 0; r < 2; r++) {
+		if (!zs_coord_leave(c, "rs", r, &j, NULL))
+			zs_job_release(&j);
+	}
+	/* restore the latest committed, once servers are back */
+	for (int i = 0; i < 200; i++) {
+		struct zs_error err = {0};
+		if (zs_coord_restore(c, "rs", 0, &j, &err) == ZS_OK)
+			break;
+		usleep(50 * 1000);
+	}
+	zs_job_release(&j);
+	wait_restored(c, "rs", &j);
+	if (j.restore_error[0])
+		fail_msg("restore failed: %s", j.restore_error);
+	assert_int_equal(j.restored_id, id);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	for (uint32_t r = 0; r < 2; r++) {
+		char blob[8] = "", want[8];
+		x[r] = (struct rank_ctx){.t = join("rs", r, "tcp")};
+		assert_int_equal(zs_trainer_resume(x[r].t, &step, blob, sizeof blob, &len), ZS_OK);
+		assert_int_equal(step, 1);
+		snprintf(want, sizeof want, "r%u", r);
+		assert_string_equal(blob, want);
+	}
+	train_ranks(x, 2, 1, STEPS);
+	oracle_reference(&spec, STEPS, (ref[0] = malloc(4000), ref[1] = malloc(4),
+					ref[2] = malloc(16396), ref[3] = malloc(256), ref));
+	for (unsigned u = 0; u < 4; u++) {
+		float *got = malloc(zs_unit_numel(x[0].t, u) * 4);
+		assert_int_equal(fetch(x[0].t, u, STEPS, got), ZS_OK);
+		assert_memory_equal(got, ref[u], zs_unit_numel(x[0].t, u) * 4);
+		free(got);
+		free(ref[u]);
+	}
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t);
+	zs_job_spec_release(&spec);
+}
+
 /* A rank that dies mid-step: the others get a clear error, in bounded time,
  * that names it; the servers go on serving. */
 static void test_dead_trainer_is_named(void **st)
@@ -650,6 +744,7 @@ int main(void)
 		cmocka_unit_test(test_charlm_equals_reference),
 		cmocka_unit_test(test_step_driver_memory),
 		cmocka_unit_test(test_checkpoint_and_resume),
+		cmocka_unit_test(test_full_cluster_restart),
 		cmocka_unit_test(test_dead_trainer_is_named),
 	};
 	return cmocka_run_group_tests_name("train", tests, group_setup, group_teardown);
