@@ -356,6 +356,19 @@ static void snap_done(void *ctx, const char *job, uint64_t id, uint64_t step,
 	pthread_mutex_unlock(&d->mu);
 }
 
+/*
+ * Fault injection for the crash tests: ZSHARD_FAULT=NAME kills this process
+ * (SIGKILL, no cleanup) when it reaches the point NAME.
+ */
+static void fault_point(const char *name)
+{
+	const char *f = getenv("ZSHARD_FAULT");
+	if (f && !strcmp(f, name)) {
+		zs_error("fault injection: dying at %s", name);
+		raise(SIGKILL);
+	}
+}
+
 /* Writes snapshots into LMDB, one transaction each, off the data path. */
 static void *writer_main(void *arg)
 {
@@ -389,10 +402,14 @@ static void *writer_main(void *arg)
 					      CKPT_STATE1, s->step, s->s1, s->length, &err);
 			bytes += s->length * 4 * (1 + !!s->s0 + !!s->s1);
 		}
+		if (!st)
+			fault_point("ckpt-mid-write"); /* records written, not committed */
 		if (st && t)
 			zs_kv_abort(t);
 		else if (!st)
 			st = zs_kv_commit(t, &err); /* durable when this returns */
+		if (!st)
+			fault_point("ckpt-before-report"); /* durable, not reported */
 		engine_snaps_free(sj->snaps, sj->n);
 		if (!st)
 			zs_info("checkpoint %llu of job '%s' (step %llu): %u shards, %llu bytes durable",

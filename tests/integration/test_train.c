@@ -700,6 +700,110 @@ static void test_full_cluster_restart(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/* Restarts server i, with ZSHARD_FAULT=fault when not NULL. */
+static void restart_server(int i, const char *fault)
+{
+	char log[1024], data[1024], port[1024], got[64];
+	snprintf(log, sizeof log, "%s/server-%d.log", C.dir, i);
+	snprintf(data, sizeof data, "%s/server-%d", C.dir, i);
+	snprintf(port, sizeof port, "%s/server-%d.addr", C.dir, i);
+	char *sargv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr, "--data-dir",
+			 data, "--capacity", "256M", "--port-file", port,
+			 "--step-timeout-ms", "3000", NULL};
+	unlink(port);
+	if (fault)
+		setenv("ZSHARD_FAULT", fault, 1);
+	C.srv[i] = h_spawn(sargv, log);
+	unsetenv("ZSHARD_FAULT");
+	assert_true(h_wait_file(port, 10000, got, sizeof got));
+}
+
+/*
+ * A server killed in the middle of writing a checkpoint (fault injection
+ * at fixed points): the checkpoint never commits, and the previous
+ * committed one is what a restore brings back, intact.
+ */
+static void crash_during_checkpoint(const char *fault, const char *job)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_checkpoint k;
+	struct zs_job j;
+	struct rank_ctx x[1];
+	float *ref[4];
+	unsigned long long a, b;
+	int rc;
+
+	oracle_spec(&spec, job, 1, ZS_ADAMW, ZS_F32);
+	create_job(&spec);
+	x[0] = (struct rank_ctx){.t = join(job, 0, "tcp")};
+	for (unsigned u = 0; u < 4; u++) {
+		unsigned long long ne = zs_unit_numel(x[0].t, u);
+		float *p = malloc(ne * 4);
+		for (unsigned long long i = 0; i < ne; i++)
+			p[i] = oracle_init(u, i);
+		assert_int_equal(zs_init_unit(x[0].t, u, p), ZS_OK);
+		free(p);
+	}
+	train_ranks(x, 1, 0, 1);
+	assert_int_equal(zs_checkpoint(x[0].t, 1, NULL, 0, &a), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, a, 20000), ZS_OK);
+	zs_trainer_close(x[0].t);
+
+	/* server 0 comes back armed; restore A so that it holds parameters */
+	h_stop(C.srv[0], SIGTERM, 5000);
+	restart_server(0, fault);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	for (int i = 0; i < 200 && zs_coord_restore(c, job, a, &j, NULL); i++)
+		usleep(50 * 1000);
+	zs_job_release(&j);
+	wait_restored(c, job, &j);
+	assert_string_equal(j.restore_error, "");
+	zs_job_release(&j);
+
+	x[0] = (struct rank_ctx){.t = join(job, 0, "tcp")};
+	train_ranks(x, 1, 1, 2);
+	assert_int_equal(zs_checkpoint(x[0].t, 2, NULL, 0, &b), ZS_OK);
+	/* server 0 dies at the fault point: B never commits */
+	assert_int_equal(h_stop(C.srv[0], 0, 15000), 128 + SIGKILL);
+	rc = zs_checkpoint_wait(x[0].t, b, 1500);
+	assert_int_equal(rc, ZS_EAGAIN);
+	assert_int_equal(zs_coord_get_ckpt(c, job, b, &k, NULL), ZS_OK);
+	assert_int_equal(k.state, ZS_CKPT_PENDING);
+	zs_checkpoint_release(&k);
+	zs_trainer_close(x[0].t);
+
+	/* back without the fault: the latest committed is A, and it is whole */
+	restart_server(0, NULL);
+	for (int i = 0; i < 200 && zs_coord_restore(c, job, 0, &j, NULL); i++)
+		usleep(50 * 1000);
+	zs_job_release(&j);
+	wait_restored(c, job, &j);
+	assert_string_equal(j.restore_error, "");
+	assert_int_equal(j.restored_id, a);
+	zs_job_release(&j);
+	x[0] = (struct rank_ctx){.t = join(job, 0, "tcp")};
+	oracle_reference(&spec, 1, (ref[0] = malloc(4000), ref[1] = malloc(4),
+				    ref[2] = malloc(16396), ref[3] = malloc(256), ref));
+	for (unsigned u = 0; u < 4; u++) {
+		float *got = malloc(zs_unit_numel(x[0].t, u) * 4);
+		assert_int_equal(fetch(x[0].t, u, 1, got), ZS_OK);
+		assert_memory_equal(got, ref[u], zs_unit_numel(x[0].t, u) * 4);
+		free(got);
+		free(ref[u]);
+	}
+	zs_trainer_close(x[0].t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
+static void test_crash_during_checkpoint(void **st)
+{
+	(void)st;
+	crash_during_checkpoint("ckpt-mid-write", "crash1");
+	crash_during_checkpoint("ckpt-before-report", "crash2");
+}
+
 /* A rank that dies mid-step: the others get a clear error, in bounded time,
  * that names it; the servers go on serving. */
 static void test_dead_trainer_is_named(void **st)
@@ -745,6 +849,7 @@ int main(void)
 		cmocka_unit_test(test_step_driver_memory),
 		cmocka_unit_test(test_checkpoint_and_resume),
 		cmocka_unit_test(test_full_cluster_restart),
+		cmocka_unit_test(test_crash_during_checkpoint),
 		cmocka_unit_test(test_dead_trainer_is_named),
 	};
 	return cmocka_run_group_tests_name("train", tests, group_setup, group_teardown);
