@@ -18,25 +18,9 @@
 #include <unistd.h>
 
 #include "coord_client.h"
+#include "timing.h"
 
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_d);
-	return v[n / 2];
-}
+static double now_us(void) { return bench_now() * 1e6; }
 
 static int lsock;
 
@@ -84,7 +68,7 @@ static double tcp_rtt(int n)
 	close(s);
 	pthread_join(t, NULL);
 	close(lsock);
-	m = median(lat, n);
+	m = bench_median(lat, n);
 	free(lat);
 	return m;
 }
@@ -128,16 +112,16 @@ int main(int argc, char **argv)
 				if (k == 1)
 					zs_job_release(&j);
 			}
-			st[k][r] = median(lat, n);
+			st[k][r] = bench_median(lat, n);
 		}
 		base[r] = tcp_rtt(n);
 	}
 	printf("| call | median of %d runs x %d calls (us) | ratio to raw TCP round trip |\n|---|---|---|\n",
 	       reps, n);
-	double b = median(base, reps);
+	double b = bench_median(base, reps);
 	printf("| raw TCP 32 B ping-pong | %.1f | 1.00 |\n", b);
 	for (int k = 0; k < 3; k++) {
-		double m = median(st[k], reps);
+		double m = bench_median(st[k], reps);
 		printf("| %s | %.1f | %.2f |\n", names[k], m, m / b);
 	}
 	free(lat);

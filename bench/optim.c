@@ -14,19 +14,8 @@
 #include <time.h>
 
 #include "optim.h"
+#include "timing.h"
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
 
 struct triad {
 	float *a;
@@ -47,7 +36,7 @@ static double triad(float *a, const float *b, const float *c, size_t n, unsigned
 	pthread_t t[2];
 	struct triad p[2];
 	size_t per = n / th;
-	double t0 = now();
+	double t0 = bench_now();
 	for (unsigned i = 0; i < th; i++) {
 		p[i] = (struct triad){a + i * per, b + i * per, c + i * per,
 				      i + 1 == th ? n - i * per : per};
@@ -57,7 +46,7 @@ static double triad(float *a, const float *b, const float *c, size_t n, unsigned
 	triad_part(&p[0]);
 	for (unsigned i = 1; i < th; i++)
 		pthread_join(t[i], NULL);
-	return 12.0 * (double)n / (now() - t0) / 1e9;
+	return 12.0 * (double)n / (bench_now() - t0) / 1e9;
 }
 
 int main(int argc, char **argv)
@@ -84,18 +73,16 @@ int main(int argc, char **argv)
 			tri[th - 1][r] = triad(m, p, g, n, th);
 			memset(m, 0, n * 4);
 			s.t = (uint64_t)r + 1;
-			t0 = now();
+			t0 = bench_now();
 			zs_optim_apply_parallel(&s, p, m, v, g, n, th);
-			ad[th - 1][r] = (double)n / (now() - t0) / 1e9;
+			ad[th - 1][r] = (double)n / (bench_now() - t0) / 1e9;
 		}
 	printf("| threads | fp32 triad GB/s | bound G params/s (triad/28 B) | AdamW G params/s | ratio to the bound |\n"
 	       "|---|---|---|---|---|\n");
 	for (unsigned th = 1; th <= 2; th++) {
 		double t, a;
-		qsort(tri[th - 1], (size_t)reps, sizeof(double), cmp_d);
-		qsort(ad[th - 1], (size_t)reps, sizeof(double), cmp_d);
-		t = tri[th - 1][reps / 2];
-		a = ad[th - 1][reps / 2];
+		t = bench_median(tri[th - 1], reps);
+		a = bench_median(ad[th - 1], reps);
 		printf("| %u | %.1f | %.2f | %.2f | %.2f |\n", th, t, t / 28.0, a, a / (t / 28.0));
 	}
 	printf("\n(%zu parameters, medians of %d runs; AdamW in PyTorch's operation order, -ffp-contract=off)\n",

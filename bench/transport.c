@@ -20,29 +20,12 @@
 #include <unistd.h>
 
 #include "sockio.h"
+#include "timing.h"
 #include "transport.h"
 
 #define MAXS 2
 #define MAXT 2
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double med(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_d);
-	return v[n / 2];
-}
 
 /* ---- a server that serves one buffer and takes pushes into staging ---- */
 
@@ -124,7 +107,7 @@ static void *trainer_main(void *arg)
 		struct zs_req *q[MAXS];
 		double t0;
 		pthread_barrier_wait(tr->bar);
-		t0 = now();
+		t0 = bench_now();
 		for (int s = 0; s < tr->n_srv; s++) {
 			struct zs_xfer x = {.unit = 0, .offset = 0, .length = per,
 					    .dtype = ZS_F32};
@@ -143,7 +126,7 @@ static void *trainer_main(void *arg)
 			}
 		pthread_barrier_wait(tr->bar);
 		if (r > 0) /* the first run warms pages and connections */
-			tr->times[r - 1] = now() - t0;
+			tr->times[r - 1] = bench_now() - t0;
 	}
 	for (int s = 0; s < tr->n_srv; s++)
 		zs_conn_close(c[s]);
@@ -175,7 +158,7 @@ static double run(const struct zs_transport_ops *t, struct srv *srv, int n_srv,
 				wall[r] = times[i][r];
 		wall[r] = (double)bytes * n_tr / wall[r] / 1e9;
 	}
-	return med(wall, reps);
+	return bench_median(wall, reps);
 }
 
 /* ---- baselines ---- */
@@ -230,7 +213,7 @@ static double tcp_stream(size_t bytes, int reps)
 	if (connect(s, (struct sockaddr *)&a, sizeof a))
 		return 0;
 	for (int r = 0; r < reps + 1; r++) {
-		double t0 = now();
+		double t0 = bench_now();
 		for (size_t off = 0; off < bytes; off += 1 << 20) {
 			struct iovec v = {src, bytes - off < (1 << 20) ? bytes - off : (1 << 20)};
 			zs_writev_full(s, &v, 1);
@@ -238,13 +221,13 @@ static double tcp_stream(size_t bytes, int reps)
 		if (recv(s, &ack, 1, MSG_WAITALL) != 1)
 			return 0;
 		if (r > 0)
-			gbs[r - 1] = (double)bytes / (now() - t0) / 1e9;
+			gbs[r - 1] = (double)bytes / (bench_now() - t0) / 1e9;
 	}
 	close(s);
 	pthread_join(th, NULL);
 	close(bl_fd);
 	free(src);
-	return med(gbs, reps);
+	return bench_median(gbs, reps);
 }
 
 static double memcpy_gbs(size_t bytes, int reps)
@@ -254,14 +237,14 @@ static double memcpy_gbs(size_t bytes, int reps)
 	memset(a, 1, bytes);
 	memset(b, 2, bytes);
 	for (int r = 0; r < reps; r++) {
-		double t0 = now();
+		double t0 = bench_now();
 		memcpy(b, a, bytes);
-		gbs[r] = (double)bytes / (now() - t0) / 1e9;
+		gbs[r] = (double)bytes / (bench_now() - t0) / 1e9;
 		a[r] = b[bytes - 1 - (size_t)r];
 	}
 	free(a);
 	free(b);
-	return med(gbs, reps);
+	return bench_median(gbs, reps);
 }
 
 int main(int argc, char **argv)

@@ -3,36 +3,7 @@
 
 #include <string.h>
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
+#include "le.h"
 
 uint32_t zs_crc32c(uint32_t crc, const void *data, size_t len)
 {
@@ -58,23 +29,23 @@ uint32_t zs_crc32c(uint32_t crc, const void *data, size_t len)
 
 void zs_wire_encode(const struct zs_frame *f, uint8_t o[ZS_WIRE_HDR])
 {
-	put32(o + 0, ZS_WIRE_MAGIC);
-	put16(o + 4, ZS_WIRE_VERSION);
-	put16(o + 6, f->op);
-	put64(o + 8, f->req_id);
-	put32(o + 16, f->job);
-	put32(o + 20, f->unit);
-	put64(o + 24, f->offset);
-	put64(o + 32, f->length);
-	put64(o + 40, f->step);
-	put64(o + 48, f->payload_len);
-	put32(o + 56, f->rank);
-	put32(o + 60, f->status);
-	put16(o + 64, f->dtype);
-	put16(o + 66, f->flags);
-	put32(o + 68, (uint32_t)f->aux);
-	put32(o + 76, (uint32_t)(f->aux >> 32));
-	put32(o + 72, zs_crc32c(0, o, 72));
+	zs_put32(o + 0, ZS_WIRE_MAGIC);
+	zs_put16(o + 4, ZS_WIRE_VERSION);
+	zs_put16(o + 6, f->op);
+	zs_put64(o + 8, f->req_id);
+	zs_put32(o + 16, f->job);
+	zs_put32(o + 20, f->unit);
+	zs_put64(o + 24, f->offset);
+	zs_put64(o + 32, f->length);
+	zs_put64(o + 40, f->step);
+	zs_put64(o + 48, f->payload_len);
+	zs_put32(o + 56, f->rank);
+	zs_put32(o + 60, f->status);
+	zs_put16(o + 64, f->dtype);
+	zs_put16(o + 66, f->flags);
+	zs_put32(o + 68, (uint32_t)f->aux);
+	zs_put32(o + 76, (uint32_t)(f->aux >> 32));
+	zs_put32(o + 72, zs_crc32c(0, o, 72));
 }
 
 enum zs_status zs_wire_decode(const uint8_t in[ZS_WIRE_HDR], struct zs_frame *f,
@@ -82,29 +53,29 @@ enum zs_status zs_wire_decode(const uint8_t in[ZS_WIRE_HDR], struct zs_frame *f,
 {
 	struct zs_frame x;
 
-	if (get32(in) != ZS_WIRE_MAGIC)
+	if (zs_get32(in) != ZS_WIRE_MAGIC)
 		return zs_fail(err, ZS_EPROTO, "bad frame magic 0x%08x (not a zshard peer?)",
-			       get32(in));
-	if (get16(in + 4) != ZS_WIRE_VERSION)
+			       zs_get32(in));
+	if (zs_get16(in + 4) != ZS_WIRE_VERSION)
 		return zs_fail(err, ZS_EPROTO, "frame version %u, this side speaks %u",
-			       get16(in + 4), ZS_WIRE_VERSION);
-	if (get32(in + 72) != zs_crc32c(0, in, 72))
+			       zs_get16(in + 4), ZS_WIRE_VERSION);
+	if (zs_get32(in + 72) != zs_crc32c(0, in, 72))
 		return zs_fail(err, ZS_EPROTO, "frame header checksum mismatch");
-	x.op = get16(in + 6);
+	x.op = zs_get16(in + 6);
 	if (x.op == 0 || x.op >= ZS_OP_MAX)
 		return zs_fail(err, ZS_EPROTO, "unknown frame op %u", x.op);
-	x.req_id = get64(in + 8);
-	x.job = get32(in + 16);
-	x.unit = get32(in + 20);
-	x.offset = get64(in + 24);
-	x.length = get64(in + 32);
-	x.step = get64(in + 40);
-	x.payload_len = get64(in + 48);
-	x.rank = get32(in + 56);
-	x.status = get32(in + 60);
-	x.dtype = get16(in + 64);
-	x.flags = get16(in + 66);
-	x.aux = (uint64_t)get32(in + 68) | (uint64_t)get32(in + 76) << 32;
+	x.req_id = zs_get64(in + 8);
+	x.job = zs_get32(in + 16);
+	x.unit = zs_get32(in + 20);
+	x.offset = zs_get64(in + 24);
+	x.length = zs_get64(in + 32);
+	x.step = zs_get64(in + 40);
+	x.payload_len = zs_get64(in + 48);
+	x.rank = zs_get32(in + 56);
+	x.status = zs_get32(in + 60);
+	x.dtype = zs_get16(in + 64);
+	x.flags = zs_get16(in + 66);
+	x.aux = (uint64_t)zs_get32(in + 68) | (uint64_t)zs_get32(in + 76) << 32;
 	if (x.flags & ~ZS_WF_ALL)
 		return zs_fail(err, ZS_EPROTO, "unknown frame flags 0x%x", x.flags);
 	*f = x;

@@ -3,30 +3,9 @@
 
 #include <string.h>
 
+#include "le.h"
+
 #include "wire.h" /* zs_crc32c */
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 static size_t prefix(uint8_t *k, const char *job, uint64_t id)
 {
@@ -63,11 +42,11 @@ enum zs_status ckpt_put(struct zs_kv_txn *t, unsigned table, const char *job, ui
 	/* little-endian on disk: x86-64 floats are already */
 	memcpy(v + CKPT_HDR, data, bytes);
 	memcpy(v, "ZSC1", 4);
-	put32(v + 4, 1);
-	put64(v + 8, numel);
-	put64(v + 16, step);
-	put32(v + 24, zs_crc32c(0, v + CKPT_HDR, bytes));
-	put32(v + 28, 0);
+	zs_put32(v + 4, 1);
+	zs_put64(v + 8, numel);
+	zs_put64(v + 16, step);
+	zs_put32(v + 24, zs_crc32c(0, v + CKPT_HDR, bytes));
+	zs_put32(v + 28, 0);
 	return ZS_OK;
 }
 
@@ -85,17 +64,17 @@ enum zs_status ckpt_get(struct zs_kv_txn *t, unsigned table, const char *job, ui
 			       (unsigned long long)id, job, unit, index, kind);
 	if (st)
 		return st;
-	if (vl < CKPT_HDR || memcmp(v, "ZSC1", 4) || get32(v + 4) != 1 ||
-	    get64(v + 8) != numel || vl != CKPT_HDR + numel * 4)
+	if (vl < CKPT_HDR || memcmp(v, "ZSC1", 4) || zs_get32(v + 4) != 1 ||
+	    zs_get64(v + 8) != numel || vl != CKPT_HDR + numel * 4)
 		return zs_fail(err, ZS_EIO,
 			       "checkpoint %llu of job '%s', unit %u shard %u (%c): bad header or size",
 			       (unsigned long long)id, job, unit, index, kind);
-	if (get32(v + 24) != zs_crc32c(0, v + CKPT_HDR, numel * 4))
+	if (zs_get32(v + 24) != zs_crc32c(0, v + CKPT_HDR, numel * 4))
 		return zs_fail(err, ZS_EIO,
 			       "checkpoint %llu of job '%s', unit %u shard %u (%c): checksum mismatch",
 			       (unsigned long long)id, job, unit, index, kind);
 	memcpy(out, v + CKPT_HDR, numel * 4);
-	*step = get64(v + 16);
+	*step = zs_get64(v + 16);
 	return ZS_OK;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "le.h"
 #include "util.h"
 
 struct zs_kv {
@@ -256,16 +257,6 @@ enum zs_status zs_kv_foreach(struct zs_kv_txn *t, unsigned table,
 	return ZS_OK;
 }
 
-void zs_kv_u64_enc(uint64_t v, uint8_t out[8])
-{
-	for (int i = 0; i < 8; i++)
-		out[i] = (uint8_t)(v >> (8 * i));
-}
+void zs_kv_u64_enc(uint64_t v, uint8_t out[8]) { zs_put64(out, v); }
 
-uint64_t zs_kv_u64_dec(const uint8_t in[8])
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)in[i] << (8 * i);
-	return v;
-}
+uint64_t zs_kv_u64_dec(const uint8_t in[8]) { return zs_get64(in); }

@@ -119,6 +119,20 @@ static zs_trainer *join(const char *job, unsigned rank, const char *transport)
 	return t;
 }
 
+/* Rank 0's upload of the oracle's initial parameters. */
+static void upload_init(zs_trainer *t)
+{
+	for (unsigned u = 0; u < zs_trainer_units(t); u++) {
+		unsigned long long ne = zs_unit_numel(t, u);
+		float *p = malloc(ne * 4);
+		for (unsigned long long i = 0; i < ne; i++)
+			p[i] = oracle_init(u, i);
+		if (zs_init_unit(t, u, p))
+			fail_msg("init: %s", zs_trainer_error(t));
+		free(p);
+	}
+}
+
 static int fetch(zs_trainer *t, unsigned u, uint64_t step, float *out)
 {
 	unsigned long long n = zs_unit_numel(t, u);
@@ -228,15 +242,7 @@ static void run_clip(const char *name, uint32_t R, const char *transport,
 	zs_coord_close(c);
 	for (uint32_t r = 0; r < R; r++)
 		x[r] = (struct rank_ctx){.t = join(name, r, transport), .K = K};
-	for (unsigned u = 0; u < zs_trainer_units(x[0].t); u++) {
-		unsigned long long n = zs_unit_numel(x[0].t, u);
-		float *p = malloc(n * 4);
-		for (unsigned long long i = 0; i < n; i++)
-			p[i] = oracle_init(u, i);
-		if (zs_init_unit(x[0].t, u, p))
-			fail_msg("init: %s", zs_trainer_error(x[0].t));
-		free(p);
-	}
+	upload_init(x[0].t);
 	for (uint32_t r = 0; r < R; r++)
 		pthread_create(&th[r], NULL, train, &x[r]);
 	for (uint32_t r = 0; r < R; r++) {
@@ -418,14 +424,7 @@ static void driver_run(const char *name, unsigned stage, const struct zs_policy 
 	create_job(&spec);
 	t = join(name, 0, "tcp");
 	assert_int_equal(zs_trainer_set_policy(t, pol), ZS_OK);
-	for (unsigned u = 0; u < 4; u++) {
-		unsigned long long n = zs_unit_numel(t, u);
-		float *p = malloc(n * 4);
-		for (unsigned long long i = 0; i < n; i++)
-			p[i] = oracle_init(u, i);
-		assert_int_equal(zs_init_unit(t, u, p), ZS_OK);
-		free(p);
-	}
+	upload_init(t);
 	for (uint64_t step = 0; step < STEPS; step++) {
 		const void *p;
 		void *g;
@@ -540,14 +539,7 @@ static void test_checkpoint_and_resume(void **st)
 	create_job(&spec);
 	for (uint32_t r = 0; r < 2; r++)
 		x[r] = (struct rank_ctx){.t = join("ck", r, r ? "tcp" : "shm")};
-	for (unsigned u = 0; u < 4; u++) {
-		unsigned long long ne = zs_unit_numel(x[0].t, u);
-		float *p = malloc(ne * 4);
-		for (unsigned long long i = 0; i < ne; i++)
-			p[i] = oracle_init(u, i);
-		assert_int_equal(zs_init_unit(x[0].t, u, p), ZS_OK);
-		free(p);
-	}
+	upload_init(x[0].t);
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
 	/* before training, nothing to restore */
 	assert_int_equal(zs_coord_restore(c, "ck", 0, &j, &err), ZS_ENOTFOUND);
@@ -635,14 +627,7 @@ static void test_full_cluster_restart(void **st)
 	create_job(&spec);
 	for (uint32_t r = 0; r < 2; r++)
 		x[r] = (struct rank_ctx){.t = join("rs", r, "tcp")};
-	for (unsigned u = 0; u < 4; u++) {
-		unsigned long long ne = zs_unit_numel(x[0].t, u);
-		float *p = malloc(ne * 4);
-		for (unsigned long long i = 0; i < ne; i++)
-			p[i] = oracle_init(u, i);
-		assert_int_equal(zs_init_unit(x[0].t, u, p), ZS_OK);
-		free(p);
-	}
+	upload_init(x[0].t);
 	train_ranks(x, 2, 0, 1);
 	assert_int_equal(zs_checkpoint(x[0].t, 1, "r0", 3, &id), ZS_OK);
 	assert_int_equal(zs_checkpoint(x[1].t, 1, "r1", 3, NULL), ZS_OK);
@@ -737,14 +722,7 @@ static void crash_during_checkpoint(const char *fault, const char *job)
 	oracle_spec(&spec, job, 1, ZS_ADAMW, ZS_F32);
 	create_job(&spec);
 	x[0] = (struct rank_ctx){.t = join(job, 0, "tcp")};
-	for (unsigned u = 0; u < 4; u++) {
-		unsigned long long ne = zs_unit_numel(x[0].t, u);
-		float *p = malloc(ne * 4);
-		for (unsigned long long i = 0; i < ne; i++)
-			p[i] = oracle_init(u, i);
-		assert_int_equal(zs_init_unit(x[0].t, u, p), ZS_OK);
-		free(p);
-	}
+	upload_init(x[0].t);
 	train_ranks(x, 1, 0, 1);
 	assert_int_equal(zs_checkpoint(x[0].t, 1, NULL, 0, &a), ZS_OK);
 	assert_int_equal(zs_checkpoint_wait(x[0].t, a, 20000), ZS_OK);

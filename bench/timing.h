@@ -1,0 +1,28 @@
+/* timing.h - the clock and the median the benchmarks share. */
+#ifndef ZS_BENCH_TIMING_H
+#define ZS_BENCH_TIMING_H
+
+#include <stdlib.h>
+#include <time.h>
+
+static inline double bench_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline int bench_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Median of v[0..n) (sorts v). */
+static inline double bench_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, bench_cmp);
+	return v[n / 2];
+}
+
+#endif
