@@ -36,7 +36,7 @@ ifeq ($(MAKELEVEL),0)
 $(info zshard: optional parts: rdma: $(RDMA_NOTE), transport not yet built; nccl: $(NCCL_NOTE), transport not yet built)
 endif
 
-CORE_SRC := common/status.c common/log.c common/util.c common/model.c common/spec_json.c common/wire.c \
+CORE_SRC := common/status.c common/log.c common/util.c common/model.c common/spec_json.c common/wire.c common/safetensors.c \
 	    common/sockio.c common/listener.c common/stream.c common/tcp.c common/shm.c \
 	    ctrl/rpc.c ctrl/codec.c ctrl/coord_client.c storage/kv.c storage/ckpt.c
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/zshard.pb-c.o
@@ -44,7 +44,7 @@ CORE_LIB := $(BUILD)/lib/libzscore.a
 
 COORD_OBJ := $(addprefix $(BUILD)/obj/server/,coordinator_main.o coord.o placement.o)
 SERVER_OBJ := $(addprefix $(BUILD)/obj/server/,server_main.o engine.o optim.o)
-CTL_OBJ := $(addprefix $(BUILD)/obj/client/,zshardctl.o)
+CTL_OBJ := $(addprefix $(BUILD)/obj/client/,zshardctl.o jobio.o) $(BUILD)/obj/server/optim.o
 
 BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/zshardctl
 

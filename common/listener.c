@@ -216,6 +216,8 @@ void zs_sop_read_ready(struct zs_sop *op, const void *src)
 	sop_end(op);
 }
 
+void zs_sop_set_step(struct zs_sop *op, uint64_t step) { op->x.step = step; }
+
 void zs_sop_done(struct zs_sop *op)
 {
 	struct zs_frame f = {.op = ZS_OP_PUSH_ACK, .req_id = op->req_id,
@@ -250,7 +252,11 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 	*x = (struct zs_xfer){.unit = f->unit, .offset = f->offset, .length = f->length,
 			      .step = f->step, .dtype = (enum zs_dtype)f->dtype,
 			      .partial = f->flags & ZS_WF_PARTIAL,
-			      .init = f->flags & ZS_WF_INIT};
+			      .init = f->flags & ZS_WF_INIT,
+			      .state_read = f->flags & ZS_WF_STATE,
+			      .state = (f->flags & ZS_WF_STATE) ? (int)(f->aux & 3) : -1};
+	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))
+		return zs_fail(err, ZS_EINVAL, "a state read is of array 0, 1 or 2, as f32");
 	return ZS_OK;
 }
 

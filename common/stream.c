@@ -309,7 +309,9 @@ static void *sender_main(void *arg)
 				      .length = r->x.length, .step = r->x.step,
 				      .rank = c->rank, .dtype = (uint16_t)r->x.dtype,
 				      .flags = (uint16_t)((r->x.partial ? ZS_WF_PARTIAL : 0) |
-						   (r->x.init ? ZS_WF_INIT : 0))};
+						   (r->x.init ? ZS_WF_INIT : 0) |
+						   (r->x.state_read ? ZS_WF_STATE : 0)),
+				      .aux = r->x.state_read ? (uint64_t)r->x.state : 0};
 		with_payload = r->op == ZS_OP_PUSH && c->mode == STREAM_INLINE;
 		f.payload_len = with_payload ? r->bytes : 0;
 		zs_wire_encode(&f, h);
@@ -393,6 +395,8 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 			}
 			memcpy(r->dst, c->arena + f->aux, r->bytes);
 		}
+		if (r->x.version)
+			*r->x.version = f->step;
 		pthread_mutex_lock(&c->mu);
 		unlink_waiting(c, r);
 		finish(r, ZS_OK, NULL);

@@ -48,7 +48,15 @@ struct zs_xfer {
 	enum zs_dtype dtype;
 	bool partial; /* a gradient-accumulation push that is not the last */
 	bool init;    /* a write of initial fp32 parameters (step 0) */
+	int state;    /* reads: -1 (or 0 when zeroed and not state_read): the
+		       * compute copy; with state_read, 0 master, 1 and 2 the
+		       * optimizer's arrays, as fp32, at the shard's version */
+	bool state_read;
+	uint64_t *version; /* state reads: receives the shard's version */
 };
+
+/* The rank an exporter says HELLO with: it may read, never push. */
+#define ZS_RANK_OBSERVER 0xffffffffu
 
 struct zs_conn_opts {
 	const char *addr;  /* tcp: HOST:PORT; shm: the server's socket name */
@@ -180,6 +188,8 @@ void zs_listener_release(struct zs_listener *l, void *p);
 /* Answers a read with the bytes at src (x->length elements); src must stay
  * valid and unchanged until the reply is sent, which this call does. */
 void zs_sop_read_ready(struct zs_sop *op, const void *src);
+/* For a state read: the version to report with the data (before ready). */
+void zs_sop_set_step(struct zs_sop *op, uint64_t step);
 void zs_sop_done(struct zs_sop *op);
 void zs_sop_fail(struct zs_sop *op, enum zs_status code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -65,7 +65,10 @@ enum zs_op {
 enum {
 	ZS_WF_PARTIAL = 1 << 0, /* a gradient-accumulation push: not the last */
 	ZS_WF_INIT = 1 << 1,    /* a PUSH of initial fp32 parameters, not gradients */
-	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT,
+	ZS_WF_STATE = 1 << 2,   /* a GATHER of fp32 state (aux: 0 master, 1 and 2
+				 * the optimizer's arrays) at whatever step the
+				 * shard is; the reply's step says which */
+	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE,
 };
 
 struct zs_frame {

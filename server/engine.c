@@ -145,7 +145,7 @@ static enum zs_status t_hello(void *ctx, const char *job, const char *token,
 		;
 	if (!j)
 		st = zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
-	else if (rank >= j->spec.world_size)
+	else if (rank >= j->spec.world_size && rank != ZS_RANK_OBSERVER)
 		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
 			     rank, job, j->spec.world_size);
 	else
@@ -176,6 +176,21 @@ static void t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			    "unit %u [%llu, +%llu) of job '%s' is not within a shard this server owns",
 			    x->unit, (unsigned long long)x->offset,
 			    (unsigned long long)x->length, j->name);
+	} else if (x->state_read) {
+		/* an exporter: fp32 state as it is now, its version with it */
+		const float *a = x->state == 0 ? s->master : x->state == 1 ? s->s0 : s->s1;
+		pthread_mutex_lock(&s->mu);
+		if (!a || !s->ready) {
+			pthread_mutex_unlock(&s->mu);
+			zs_sop_fail(op, ZS_EINVAL, "unit '%s' has no %s", unit_name(j, x->unit),
+				    !s->ready ? "parameters yet" : "such optimizer state");
+		} else {
+			zs_sop_set_step(op, s->version);
+			atomic_fetch_add(&e->bytes_out, x->length * 4);
+			/* sent under the lock: no update can change it meanwhile */
+			zs_sop_read_ready(op, a + (x->offset - s->sh.offset));
+			pthread_mutex_unlock(&s->mu);
+		}
 	} else if (x->dtype != s->dt) {
 		zs_sop_fail(op, ZS_EINVAL, "unit '%s' is %s, the gather asked for %s",
 			    unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
@@ -225,6 +240,10 @@ static enum zs_status t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 
 	if (!j)
 		return zs_fail(err, ZS_ENOTFOUND, "job handle %u is gone", job);
+	if (rank >= j->spec.world_size && !x->init) {
+		job_unref(e, j);
+		return zs_fail(err, ZS_EINVAL, "an observer reads and uploads; it cannot push");
+	}
 	s = shard_for(j, x);
 	if (!s || x->offset != s->sh.offset || x->length != s->sh.length) {
 		st = zs_fail(err, ZS_EINVAL,
