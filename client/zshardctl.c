@@ -425,13 +425,28 @@ static int c_rebalance(struct ctx *x, int argc, char **argv)
 	char *pos[1];
 	int np, r;
 
+	uint64_t ids[256];
+	uint32_t n_ids = 0;
+
+	/* --servers ID,ID,... before the shared flag parsing */
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--servers")) {
+			char *list = argv[i + 1], *tok, *save = NULL;
+			for (tok = strtok_r(list, ",", &save); tok && n_ids < 256;
+			     tok = strtok_r(NULL, ",", &save))
+				if (zs_parse_u64(tok, 1, UINT64_MAX, &ids[n_ids++], &err))
+					return usage_err("rebalance", "--servers: %s", err.msg);
+			memmove(argv + i, argv + i + 2, (size_t)(argc - i - 2) * sizeof *argv);
+			argc -= 2;
+			break;
+		}
 	if ((r = flags(&cmds[6], argc, argv, NULL, pos, 1, &np)))
 		return r < 0 ? 0 : r;
 	if (np != 1)
 		return usage_err("rebalance", "want a job name");
 	if ((r = open_coord(x)))
 		return r;
-	if (zs_coord_rebalance(x->c, pos[0], &j, &err))
+	if (zs_coord_rebalance(x->c, pos[0], ids, n_ids, &j, &err))
 		return die("%s", err.msg);
 	printf("job %s: placement epoch %llu, %u shards\n", j.spec.name,
 	       (unsigned long long)j.placement.epoch, j.placement.n_shards);
@@ -943,7 +958,7 @@ static const struct cmd cmds[] = {
 	{"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes.", c_placement},
 	{"stage", "JOB [1|2|3]", "Print the job's ZeRO stage, or set it (trainers pick it up at\ntheir next step boundary).", c_stage},
 	{"trainers", "JOB [--json]", "List the ranks that joined the job.", c_trainers},
-	{"rebalance", "JOB", "Recompute the job's placement over the live servers (only before\ntrainers join); the epoch grows if it changed.", c_rebalance},
+	{"rebalance", "JOB [--servers ID,ID...]", "Recompute the job's placement over the live servers, or the ones\nnamed (no trainers joined); the epoch grows if it changed. A checkpoint\ntaken before restores onto the new placement.", c_rebalance},
 	{"status", "[--server HOST:PORT] [--json]", "The coordinator's status, or a shard server's.", c_status},
 	{"checkpoint", "create JOB --step N | list JOB | restore JOB ID|latest", "Take, list and restore checkpoints (see zshardctl checkpoint --help).", c_checkpoint},
 	{"export", "JOB --out FILE [--optimizer]", "Write the job's parameters as safetensors.", c_export},

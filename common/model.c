@@ -463,6 +463,7 @@ void zs_checkpoint_release(struct zs_checkpoint *c)
 	for (uint32_t i = 0; i < c->n_blobs; i++)
 		free(c->blobs[i].data);
 	free(c->blobs);
+	zs_placement_release(&c->placement);
 	memset(c, 0, sizeof *c);
 }
 

@@ -139,6 +139,7 @@ struct zs_checkpoint {
 	char error[256];
 	uint32_t n_blobs;
 	struct zs_blob *blobs; /* malloc'd, sorted by rank */
+	struct zs_placement placement; /* where its records are */
 };
 void zs_checkpoint_release(struct zs_checkpoint *c);
 const char *zs_ckpt_state_name(enum zs_ckpt_state s);

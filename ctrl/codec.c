@@ -972,6 +972,12 @@ static Zshard__Checkpoint *ckpt_pb(struct arena *a, const struct zs_checkpoint *
 	p->bytes = c->bytes;
 	p->error = (char *)c->error;
 	p->epoch = c->epoch;
+	p->placement = NEW(a, Zshard__Placement, ZSHARD__PLACEMENT__INIT);
+	if (p->placement) {
+		p->placement->epoch = c->placement.epoch;
+		p->placement->n_shards = c->placement.n_shards;
+		p->placement->shards = shards_pb(a, c->placement.shards, c->placement.n_shards);
+	}
 	p->n_blobs = c->n_blobs;
 	p->blobs = aalloc(a, c->n_blobs * sizeof *p->blobs);
 	for (uint32_t i = 0; p->blobs && i < c->n_blobs; i++) {
@@ -1003,6 +1009,13 @@ static enum zs_status ckpt_from(const Zshard__Checkpoint *p, struct zs_checkpoin
 		return st;
 	if (p->n_durable > (1u << 20) || p->n_blobs > ZS_MAX_WORLD)
 		return zs_fail(err, ZS_EINVAL, "checkpoint record too large");
+	if (p->placement) {
+		c->placement.epoch = p->placement->epoch;
+		st = shards_from(p->placement->shards, p->placement->n_shards,
+				 &c->placement.shards, &c->placement.n_shards, err);
+		if (st)
+			return st;
+	}
 	if (p->n_durable) {
 		c->durable = malloc(p->n_durable * sizeof *c->durable);
 		if (!c->durable)
@@ -1268,5 +1281,99 @@ enum zs_status zs_dec_task_done(const uint8_t *p, size_t n, uint64_t *server_id,
 	if (!st)
 		snprintf(error, error_len, "%s", m->error ? m->error : "");
 	DONE(task_done_request);
+	return st;
+}
+
+enum zs_status zs_enc_rebalance(const char *name, const uint64_t *servers, uint32_t n,
+				struct zs_buf *out)
+{
+	Zshard__JobRequest m = ZSHARD__JOB_REQUEST__INIT;
+	struct arena a = {0};
+	m.name = (char *)name;
+	m.n_servers = n;
+	m.servers = (uint64_t *)servers;
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_rebalance(const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX],
+				uint64_t **servers, uint32_t *n_servers, struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__JobRequest, job_request, p, n, err);
+	st = cpy(name, ZS_JOB_NAME_MAX, m->name, "job name", err);
+	*servers = NULL;
+	*n_servers = 0;
+	if (!st && m->n_servers > 65536)
+		st = zs_fail(err, ZS_EINVAL, "too many servers");
+	if (!st && m->n_servers) {
+		*servers = malloc(m->n_servers * sizeof **servers);
+		if (!*servers)
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+		else {
+			memcpy(*servers, m->servers, m->n_servers * sizeof **servers);
+			*n_servers = (uint32_t)m->n_servers;
+		}
+	}
+	DONE(job_request);
+	return st;
+}
+
+enum zs_status zs_enc_read_ckpt(const struct zs_read_ckpt *r, struct zs_buf *out)
+{
+	Zshard__ReadCheckpointRequest m = ZSHARD__READ_CHECKPOINT_REQUEST__INIT;
+	struct arena a = {0};
+	m.job = (char *)r->job;
+	m.id = r->id;
+	m.unit = r->unit;
+	m.index = r->index;
+	m.array = r->array;
+	m.offset = r->offset;
+	m.length = r->length;
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_read_ckpt(const uint8_t *p, size_t n, struct zs_read_ckpt *r,
+				struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__ReadCheckpointRequest, read_checkpoint_request, p, n, err);
+	memset(r, 0, sizeof *r);
+	r->id = m->id;
+	r->unit = m->unit;
+	r->index = m->index;
+	r->array = m->array;
+	r->offset = m->offset;
+	r->length = m->length;
+	st = cpy(r->job, sizeof r->job, m->job, "job name", err);
+	if (!st && (r->array > 2 || r->length > (64u << 20)))
+		st = zs_fail(err, ZS_EINVAL, "bad checkpoint read (array %u, %llu elements)",
+			     r->array, (unsigned long long)r->length);
+	DONE(read_checkpoint_request);
+	return st;
+}
+
+enum zs_status zs_enc_read_ckpt_reply(uint64_t step, const float *data, uint64_t len,
+				      struct zs_buf *out)
+{
+	Zshard__ReadCheckpointReply m = ZSHARD__READ_CHECKPOINT_REPLY__INIT;
+	struct arena a = {0};
+	m.step = step;
+	m.data.len = len * 4;
+	m.data.data = (uint8_t *)data;
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_read_ckpt_reply(const uint8_t *p, size_t n, uint64_t *step,
+				      float *out, uint64_t len, struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+	UNPACK(Zshard__ReadCheckpointReply, read_checkpoint_reply, p, n, err);
+	*step = m->step;
+	if (m->data.len != len * 4)
+		st = zs_fail(err, ZS_EPROTO, "checkpoint slice of %zu bytes, %llu expected",
+			     m->data.len, (unsigned long long)(len * 4));
+	else
+		memcpy(out, m->data.data, len * 4);
+	DONE(read_checkpoint_reply);
 	return st;
 }

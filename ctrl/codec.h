@@ -180,4 +180,24 @@ enum zs_status zs_dec_task_done(const uint8_t *p, size_t n, uint64_t *server_id,
 				struct zs_task *t, bool *ok, char *error, size_t error_len,
 				uint64_t *bytes, struct zs_error *err);
 
+/* Rebalance: a job name and, optionally, the servers to place it over */
+enum zs_status zs_enc_rebalance(const char *name, const uint64_t *servers, uint32_t n,
+				struct zs_buf *out);
+enum zs_status zs_dec_rebalance(const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX],
+				uint64_t **servers, uint32_t *n_servers, struct zs_error *err);
+
+struct zs_read_ckpt {
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t id, offset, length;
+	uint32_t unit, index, array;
+};
+enum zs_status zs_enc_read_ckpt(const struct zs_read_ckpt *r, struct zs_buf *out);
+enum zs_status zs_dec_read_ckpt(const uint8_t *p, size_t n, struct zs_read_ckpt *r,
+				struct zs_error *err);
+enum zs_status zs_enc_read_ckpt_reply(uint64_t step, const float *data, uint64_t len,
+				      struct zs_buf *out);
+/* out receives exactly len floats */
+enum zs_status zs_dec_read_ckpt_reply(const uint8_t *p, size_t n, uint64_t *step,
+				      float *out, uint64_t len, struct zs_error *err);
+
 #endif

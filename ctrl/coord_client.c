@@ -173,10 +173,11 @@ enum zs_status zs_coord_set_stage(struct zs_coord_client *c, const char *name,
 }
 
 enum zs_status zs_coord_rebalance(struct zs_coord_client *c, const char *name,
-				  struct zs_job *job, struct zs_error *err)
+				  const uint64_t *servers, uint32_t n, struct zs_job *job,
+				  struct zs_error *err)
 {
 	struct zs_buf req;
-	return job_call(c, ZS_M_REBALANCE, zs_enc_job_name(name, &req), &req, job,
+	return job_call(c, ZS_M_REBALANCE, zs_enc_rebalance(name, servers, n, &req), &req, job,
 			err);
 }
 
@@ -358,6 +359,31 @@ enum zs_status zs_server_snapshot(const char *addr, int timeout_ms, const struct
 				   timeout_ms, 0, err);
 		zs_rpc_client_free(rc);
 	}
+	free(resp);
+	zs_buf_release(&req);
+	return st;
+}
+
+enum zs_status zs_server_read_ckpt(const char *addr, int timeout_ms,
+				   const struct zs_read_ckpt *r, float *out, uint64_t *step,
+				   struct zs_error *err)
+{
+	struct zs_rpc_client *rc;
+	struct zs_buf req;
+	uint8_t *resp = NULL;
+	size_t len = 0;
+	enum zs_status st = zs_enc_read_ckpt(r, &req);
+
+	if (st)
+		return zs_fail(err, st, "cannot encode a checkpoint read");
+	st = zs_rpc_client_open(addr, &rc, err);
+	if (!st) {
+		st = zs_rpc_invoke(rc, ZS_M_SERVER_READ_CKPT, req.data, req.len, &resp, &len,
+				   timeout_ms, 0, err);
+		zs_rpc_client_free(rc);
+	}
+	if (!st)
+		st = zs_dec_read_ckpt_reply(resp, len, step, out, r->length, err);
 	free(resp);
 	zs_buf_release(&req);
 	return st;

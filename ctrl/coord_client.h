@@ -51,8 +51,10 @@ enum zs_status zs_coord_delete_job(struct zs_coord_client *c, const char *name,
 enum zs_status zs_coord_set_stage(struct zs_coord_client *c, const char *name,
 				  uint32_t stage, struct zs_job *job,
 				  struct zs_error *err);
+/* Re-places the job over servers[0..n) (n 0: every live server). */
 enum zs_status zs_coord_rebalance(struct zs_coord_client *c, const char *name,
-				  struct zs_job *job, struct zs_error *err);
+				  const uint64_t *servers, uint32_t n, struct zs_job *job,
+				  struct zs_error *err);
 enum zs_status zs_coord_join(struct zs_coord_client *c,
 			     const struct zs_join_req *req, struct zs_job *job,
 			     struct zs_error *err);
@@ -95,6 +97,11 @@ enum zs_status zs_coord_task_done(struct zs_coord_client *c, uint64_t server_id,
 enum zs_status zs_server_status_query(const char *addr, int timeout_ms,
 				      struct zs_server_status *st,
 				      struct zs_error *err);
+
+/* Reads a slice of a checkpoint record from the server at addr. */
+enum zs_status zs_server_read_ckpt(const char *addr, int timeout_ms,
+				   const struct zs_read_ckpt *r, float *out, uint64_t *step,
+				   struct zs_error *err);
 
 /* Asks the shard server at addr to start a snapshot task now. */
 enum zs_status zs_server_snapshot(const char *addr, int timeout_ms, const struct zs_task *t,

@@ -27,5 +27,6 @@
 
 #define ZS_M_SERVER_STATUS "/zshard.Server/Status"
 #define ZS_M_SERVER_SNAPSHOT "/zshard.Server/Snapshot"
+#define ZS_M_SERVER_READ_CKPT "/zshard.Server/ReadCheckpoint"
 
 #endif

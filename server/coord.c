@@ -618,12 +618,26 @@ static void h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	struct place_server *ps;
 	struct zs_placement old;
 	struct zs_job *j;
+	uint64_t *want = NULL;
+	uint32_t n_want = 0;
 	size_t n_live;
 
+	if (zs_dec_rebalance(p, n, name, &want, &n_want, &e))
+		return reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = lookup(c, call, p, n, name);
-	if (!j)
+	j = find_job(c, name);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
 		goto out;
+	}
+	for (uint32_t i = 0; i < n_want; i++) {
+		struct srv *sv = find_srv(c, want[i]);
+		if (!sv || !sv->up) {
+			zs_rpc_fail(call, ZS_EINVAL, "server %llu is %s", (unsigned long long)want[i],
+				    sv ? "down" : "not registered");
+			goto out;
+		}
+	}
 	if (j->n_trainers) {
 		zs_rpc_fail(call, ZS_ESTATE,
 			    "job '%s' has %u joined trainers: moving live shard state is not supported; rebalance before trainers join",
@@ -636,6 +650,16 @@ static void h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		goto out;
 	}
 	n_live = live_servers(c, j, ps);
+	if (n_want) { /* only the servers asked for */
+		size_t k = 0;
+		for (size_t i = 0; i < n_live; i++)
+			for (uint32_t w = 0; w < n_want; w++)
+				if (ps[i].id == want[w]) {
+					ps[k++] = ps[i];
+					break;
+				}
+		n_live = k;
+	}
 	if (place_job(&j->spec, ps, n_live, &j->placement, &np, &e)) {
 		free(ps);
 		reply_err(call, &e);
@@ -661,6 +685,7 @@ static void h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	reply_job(call, j);
 out:
 	pthread_mutex_unlock(&c->mu);
+	free(want);
 }
 
 static void h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
@@ -864,23 +889,32 @@ static uint32_t job_servers(const struct zs_job *j, uint64_t *out, uint32_t max)
 	return n;
 }
 
-static enum zs_status add_ctask(struct coord *c, const struct zs_job *j, enum zs_task_kind kind,
-				uint64_t id, uint64_t step)
+/* A task for every server that holds shards in placement pl. */
+static enum zs_status add_ctask_on(struct coord *c, const char *job,
+				   const struct zs_placement *pl, enum zs_task_kind kind,
+				   uint64_t id, uint64_t step)
 {
 	struct ctask *t = calloc(1, sizeof *t);
-	uint32_t n = j->placement.n_shards;
+	uint32_t n = pl->n_shards;
+	struct zs_job view = {.placement = *pl};
 
 	if (!t || !(t->pending = malloc((n ? n : 1) * sizeof *t->pending))) {
 		free(t);
 		return ZS_ENOMEM;
 	}
 	t->t = (struct zs_task){.kind = kind, .id = id, .step = step};
-	snprintf(t->t.job, sizeof t->t.job, "%s", j->spec.name);
-	t->n_pending = job_servers(j, t->pending, n);
+	snprintf(t->t.job, sizeof t->t.job, "%s", job);
+	t->n_pending = job_servers(&view, t->pending, n);
 	t->next = c->ctasks;
 	c->ctasks = t;
 	c->task_gen++;
 	return ZS_OK;
+}
+
+static enum zs_status add_ctask(struct coord *c, const struct zs_job *j, enum zs_task_kind kind,
+				uint64_t id, uint64_t step)
+{
+	return add_ctask_on(c, j->spec.name, &j->placement, kind, id, step);
 }
 
 static void ctask_free(struct ctask *t)
@@ -905,7 +939,10 @@ static void enforce_keep(struct coord *c, struct zs_job *j)
 			continue;
 		}
 		/* the catalog forgets it first; the servers' records follow */
-		if (save_ckpt(c, k, true, &e) || add_ctask(c, j, ZS_TASK_DELETE, k->id, k->step)) {
+		/* the records are where the checkpoint was taken */
+		if (save_ckpt(c, k, true, &e) ||
+		    add_ctask_on(c, k->job, k->placement.n_shards ? &k->placement : &j->placement,
+				 ZS_TASK_DELETE, k->id, k->step)) {
 			zs_warn("cannot retire checkpoint %llu of job '%s': %s",
 				(unsigned long long)k->id, k->job, e.msg);
 			return;
@@ -963,10 +1000,16 @@ static void h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	snprintf(k.job, sizeof k.job, "%s", job);
 	k.step = step;
 	k.epoch = j->placement.epoch;
+	if (zs_placement_copy(&k.placement, &j->placement)) {
+		c->next_ckpt_id--;
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
 	k.state = ZS_CKPT_PENDING;
 	k.created_ms = zs_wall_ms();
 	if (save_ckpt(c, &k, false, &e)) {
 		c->next_ckpt_id--;
+		zs_checkpoint_release(&k);
 		reply_err(call, &e);
 		goto out;
 	}
@@ -1117,9 +1160,9 @@ static void h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 			    (unsigned long long)k->id, job, zs_ckpt_state_name(k->state));
 		goto out;
 	}
-	if (k->epoch != j->placement.epoch) {
+	if (k->epoch != j->placement.epoch && !k->placement.n_shards) {
 		zs_rpc_fail(call, ZS_ESTATE,
-			    "checkpoint %llu was taken at placement epoch %llu, the job is at %llu: restoring onto another placement is not supported yet",
+			    "checkpoint %llu was taken at placement epoch %llu without a record of it; the job is at %llu",
 			    (unsigned long long)k->id, (unsigned long long)k->epoch,
 			    (unsigned long long)j->placement.epoch);
 		goto out;

@@ -74,6 +74,7 @@ static void on_signal(int sig)
 }
 
 static void run_task(struct srvd *d, const struct zs_task *t);
+static void refresh_assignments(struct srvd *d);
 static bool same_task(const struct zs_task *a, const struct zs_task *b);
 
 static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
@@ -165,9 +166,42 @@ static void h_snapshot(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 	zs_rpc_reply(call, NULL, 0);
 }
 
+static void h_read_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct srvd *d = ctx;
+	struct zs_error err = {0};
+	struct zs_read_ckpt r;
+	struct zs_kv_txn *t;
+	struct zs_buf b;
+	uint64_t step;
+	float *out;
+	static const enum ckpt_kind kinds[3] = {CKPT_MASTER, CKPT_STATE0, CKPT_STATE1};
+
+	if (zs_dec_read_ckpt(p, n, &r, &err))
+		return zs_rpc_fail(call, err.code, "%s", err.msg);
+	out = malloc(r.length ? r.length * 4 : 1);
+	if (!out)
+		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	if (zs_kv_begin(d->kv, false, &t, &err) ||
+	    ckpt_get_slice(t, KV_CKPT, r.job, r.id, r.unit, r.index, kinds[r.array], r.offset,
+			   r.length, &step, out, &err)) {
+		zs_kv_abort(t);
+		free(out);
+		return zs_rpc_fail(call, err.code, "%s", err.msg);
+	}
+	zs_kv_abort(t);
+	if (zs_enc_read_ckpt_reply(step, out, r.length, &b))
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	else
+		zs_rpc_reply(call, b.data, b.len);
+	zs_buf_release(&b);
+	free(out);
+}
+
 static const struct zs_rpc_method methods[] = {
 	{ZS_M_SERVER_STATUS, h_status},
 	{ZS_M_SERVER_SNAPSHOT, h_snapshot},
+	{ZS_M_SERVER_READ_CKPT, h_read_ckpt},
 };
 
 static enum zs_status save_id(struct srvd *d, uint64_t id, struct zs_error *err)
@@ -430,22 +464,91 @@ struct restore_ctx {
 	struct srvd *d;
 	const struct zs_task *t;
 	struct zs_kv_txn *txn;
+	const struct zs_placement *old; /* where the checkpoint's records are */
+	const struct zs_server_info *srv;
+	uint32_t n_srv;
 };
 
+/* Copies [off, off + len) of one old shard's array into out, from this
+ * server's records or from the server that wrote them. */
+static enum zs_status slice(struct restore_ctx *x, const struct zs_shard *os, uint32_t array,
+			    uint64_t off, uint64_t len, float *out, uint64_t *step,
+			    struct zs_error *err)
+{
+	static const enum ckpt_kind kinds[3] = {CKPT_MASTER, CKPT_STATE0, CKPT_STATE1};
+	const char *addr = NULL;
+
+	if (os->server_id == x->d->me.id)
+		return ckpt_get_slice(x->txn, KV_CKPT, x->t->job, x->t->id, os->unit, os->index,
+				      kinds[array], off, len, step, out, err);
+	for (uint32_t i = 0; i < x->n_srv; i++)
+		if (x->srv[i].id == os->server_id)
+			addr = x->srv[i].addr;
+	if (!addr)
+		return zs_fail(err, ZS_EUNAVAIL,
+			       "server %llu, which holds unit %u shard %u of the checkpoint, is not registered",
+			       (unsigned long long)os->server_id, os->unit, os->index);
+	/* in pieces of 4 Mi elements (16 MiB) per call */
+	for (uint64_t done = 0; done < len;) {
+		uint64_t k = len - done < (4u << 20) ? len - done : (4u << 20);
+		struct zs_read_ckpt r = {.id = x->t->id, .offset = off + done, .length = k,
+					 .unit = os->unit, .index = os->index, .array = array};
+		enum zs_status st;
+		snprintf(r.job, sizeof r.job, "%s", x->t->job);
+		st = zs_server_read_ckpt(addr, 30000, &r, out + done, step, err);
+		if (st) {
+			zs_error_prefix(err, "reading the checkpoint from server %llu",
+					(unsigned long long)os->server_id);
+			return st;
+		}
+		done += k;
+	}
+	return ZS_OK;
+}
+
+/* Assembles a shard of the current placement from the checkpoint's shards
+ * that overlap it (the same shard when the placement did not change). */
 static enum zs_status load_shard(void *ctx, const struct engine_snap *w, float *master,
 				 float *s0, float *s1, uint64_t *step, struct zs_error *err)
 {
 	struct restore_ctx *x = ctx;
-	uint64_t other;
-	enum zs_status st = ckpt_get(x->txn, KV_CKPT, x->t->job, x->t->id, w->unit, w->index,
-				     CKPT_MASTER, step, master, w->length, err);
-	if (!st && s0)
-		st = ckpt_get(x->txn, KV_CKPT, x->t->job, x->t->id, w->unit, w->index, CKPT_STATE0,
-			      &other, s0, w->length, err);
-	if (!st && s1)
-		st = ckpt_get(x->txn, KV_CKPT, x->t->job, x->t->id, w->unit, w->index, CKPT_STATE1,
-			      &other, s1, w->length, err);
-	return st;
+	float *arrays[3] = {master, s0, s1};
+	uint64_t covered = 0, st_step = 0;
+	bool first = true;
+
+	for (uint32_t i = 0; i < x->old->n_shards; i++) {
+		const struct zs_shard *os = &x->old->shards[i];
+		uint64_t lo, hi;
+		if (os->unit != w->unit)
+			continue;
+		lo = os->offset > w->offset ? os->offset : w->offset;
+		hi = os->offset + os->length < w->offset + w->length ? os->offset + os->length
+								     : w->offset + w->length;
+		if (lo >= hi)
+			continue;
+		for (uint32_t a = 0; a < 3; a++) {
+			uint64_t sstep;
+			enum zs_status st;
+			if (!arrays[a])
+				continue;
+			st = slice(x, os, a, lo - os->offset, hi - lo, arrays[a] + (lo - w->offset),
+				   &sstep, err);
+			if (st)
+				return st;
+			if (!first && sstep != st_step)
+				return zs_fail(err, ZS_EIO, "the checkpoint's records disagree on the step");
+			st_step = sstep;
+			first = false;
+		}
+		covered += hi - lo;
+	}
+	if (covered != w->length)
+		return zs_fail(err, ZS_EIO,
+			       "the checkpoint covers %llu of the %llu elements of unit %u shard %u",
+			       (unsigned long long)covered, (unsigned long long)w->length, w->unit,
+			       w->index);
+	*step = st_step;
+	return ZS_OK;
 }
 
 static void run_task(struct srvd *d, const struct zs_task *t)
@@ -462,13 +565,27 @@ static void run_task(struct srvd *d, const struct zs_task *t)
 			task_finish(d, t, false, err.msg, 0);
 		return; /* the writer reports it */
 	case ZS_TASK_RESTORE: {
-		struct restore_ctx x = {d, t, NULL};
-		st = zs_kv_begin(d->kv, false, &txn, &err);
+		struct restore_ctx x = {d, t, NULL, NULL, NULL, 0};
+		struct zs_checkpoint k = {0};
+		struct zs_server_info *srv = NULL;
+		uint32_t n_srv = 0;
+		/* the shards to restore into are those of the job's placement now */
+		refresh_assignments(d);
+		st = zs_coord_get_ckpt(d->coord, t->job, t->id, &k, &err);
+		if (!st)
+			st = zs_coord_servers(d->coord, &srv, &n_srv, &err);
+		if (!st)
+			st = zs_kv_begin(d->kv, false, &txn, &err);
 		if (!st) {
 			x.txn = txn;
+			x.old = &k.placement;
+			x.srv = srv;
+			x.n_srv = n_srv;
 			st = engine_restore(d->engine, t->job, load_shard, &x, &step, &err);
 			zs_kv_abort(txn);
 		}
+		free(srv);
+		zs_checkpoint_release(&k);
 		break;
 	}
 	case ZS_TASK_DELETE:

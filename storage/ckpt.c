@@ -50,30 +50,69 @@ enum zs_status ckpt_put(struct zs_kv_txn *t, unsigned table, const char *job, ui
 	return ZS_OK;
 }
 
-enum zs_status ckpt_get(struct zs_kv_txn *t, unsigned table, const char *job, uint64_t id,
-			uint32_t unit, uint32_t index, enum ckpt_kind kind, uint64_t *step,
-			float *out, uint64_t numel, struct zs_error *err)
+/* Finds and checks a record; *v points at it, *numel its elements. */
+static enum zs_status record(struct zs_kv_txn *t, unsigned table, const char *job,
+			     uint64_t id, uint32_t unit, uint32_t index, enum ckpt_kind kind,
+			     const uint8_t **v, uint64_t *numel, struct zs_error *err)
 {
 	uint8_t key[CKPT_KEY_MAX];
-	const uint8_t *v;
 	size_t kl = ckpt_key(key, job, id, unit, index, kind), vl;
-	enum zs_status st = zs_kv_get(t, table, key, kl, (const void **)&v, &vl, err);
+	enum zs_status st = zs_kv_get(t, table, key, kl, (const void **)v, &vl, err);
 
 	if (st == ZS_ENOTFOUND)
 		return zs_fail(err, st, "checkpoint %llu of job '%s' has no record of unit %u shard %u (%c)",
 			       (unsigned long long)id, job, unit, index, kind);
 	if (st)
 		return st;
-	if (vl < CKPT_HDR || memcmp(v, "ZSC1", 4) || zs_get32(v + 4) != 1 ||
-	    zs_get64(v + 8) != numel || vl != CKPT_HDR + numel * 4)
+	*numel = vl >= CKPT_HDR ? zs_get64(*v + 8) : 0;
+	if (vl < CKPT_HDR || memcmp(*v, "ZSC1", 4) || zs_get32(*v + 4) != 1 ||
+	    vl != CKPT_HDR + *numel * 4)
 		return zs_fail(err, ZS_EIO,
 			       "checkpoint %llu of job '%s', unit %u shard %u (%c): bad header or size",
 			       (unsigned long long)id, job, unit, index, kind);
-	if (zs_get32(v + 24) != zs_crc32c(0, v + CKPT_HDR, numel * 4))
+	if (zs_get32(*v + 24) != zs_crc32c(0, *v + CKPT_HDR, *numel * 4))
 		return zs_fail(err, ZS_EIO,
 			       "checkpoint %llu of job '%s', unit %u shard %u (%c): checksum mismatch",
 			       (unsigned long long)id, job, unit, index, kind);
+	return ZS_OK;
+}
+
+enum zs_status ckpt_get(struct zs_kv_txn *t, unsigned table, const char *job, uint64_t id,
+			uint32_t unit, uint32_t index, enum ckpt_kind kind, uint64_t *step,
+			float *out, uint64_t numel, struct zs_error *err)
+{
+	const uint8_t *v;
+	uint64_t have;
+	enum zs_status st = record(t, table, job, id, unit, index, kind, &v, &have, err);
+
+	if (st)
+		return st;
+	if (have != numel)
+		return zs_fail(err, ZS_EIO,
+			       "checkpoint %llu of job '%s', unit %u shard %u (%c): %llu elements, %llu expected",
+			       (unsigned long long)id, job, unit, index, kind,
+			       (unsigned long long)have, (unsigned long long)numel);
 	memcpy(out, v + CKPT_HDR, numel * 4);
+	*step = zs_get64(v + 16);
+	return ZS_OK;
+}
+
+enum zs_status ckpt_get_slice(struct zs_kv_txn *t, unsigned table, const char *job,
+			      uint64_t id, uint32_t unit, uint32_t index, enum ckpt_kind kind,
+			      uint64_t off, uint64_t len, uint64_t *step, float *out,
+			      struct zs_error *err)
+{
+	const uint8_t *v;
+	uint64_t have;
+	enum zs_status st = record(t, table, job, id, unit, index, kind, &v, &have, err);
+
+	if (st)
+		return st;
+	if (off > have || len > have - off)
+		return zs_fail(err, ZS_EINVAL, "slice [%llu, +%llu) is outside the record (%llu elements)",
+			       (unsigned long long)off, (unsigned long long)len,
+			       (unsigned long long)have);
+	memcpy(out, v + CKPT_HDR + off * 4, len * 4);
 	*step = zs_get64(v + 16);
 	return ZS_OK;
 }

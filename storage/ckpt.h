@@ -49,6 +49,15 @@ enum zs_status ckpt_get(struct zs_kv_txn *t, unsigned table, const char *job, ui
 			uint32_t unit, uint32_t index, enum ckpt_kind kind, uint64_t *step,
 			float *out, uint64_t numel, struct zs_error *err);
 
+/*
+ * Reads elements [off, off + len) of one array (checked whole: header and
+ * CRC) into out. ZS_EINVAL when the slice is outside the record.
+ */
+enum zs_status ckpt_get_slice(struct zs_kv_txn *t, unsigned table, const char *job,
+			      uint64_t id, uint32_t unit, uint32_t index, enum ckpt_kind kind,
+			      uint64_t off, uint64_t len, uint64_t *step, float *out,
+			      struct zs_error *err);
+
 /* Deletes every record of checkpoint id of job. */
 enum zs_status ckpt_delete(struct zs_kv_txn *t, unsigned table, const char *job,
 			   uint64_t id, struct zs_error *err);

@@ -794,6 +794,116 @@ static void test_crash_during_checkpoint(void **st)
 	crash_during_checkpoint("ckpt-before-report", "crash2");
 }
 
+/* Restores checkpoint id (0: latest) of job and waits for it. */
+static void restore(struct zs_coord_client *c, const char *job, uint64_t id)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+
+	if (zs_coord_restore(c, job, id, &j, &err))
+		fail_msg("restore %s: %s", job, err.msg);
+	zs_job_release(&j);
+	wait_restored(c, job, &j);
+	if (j.restore_error[0])
+		fail_msg("restore of %s failed: %s", job, j.restore_error);
+	zs_job_release(&j);
+}
+
+static void rebalance(struct zs_coord_client *c, const char *job, const uint64_t *ids,
+		      uint32_t n, uint32_t want_servers)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	uint64_t seen[8];
+	uint32_t n_seen = 0;
+
+	if (zs_coord_rebalance(c, job, ids, n, &j, &err))
+		fail_msg("rebalance %s: %s", job, err.msg);
+	for (uint32_t i = 0; i < j.placement.n_shards; i++) {
+		bool dup = false;
+		for (uint32_t k = 0; k < n_seen; k++)
+			dup |= seen[k] == j.placement.shards[i].server_id;
+		if (!dup && n_seen < 8)
+			seen[n_seen++] = j.placement.shards[i].server_id;
+	}
+	assert_int_equal(n_seen, want_servers);
+	zs_job_release(&j);
+}
+
+static void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps)
+{
+	float *ref[4];
+	oracle_reference(spec, steps, (ref[0] = malloc(4000), ref[1] = malloc(4),
+				       ref[2] = malloc(16396), ref[3] = malloc(256), ref));
+	for (unsigned u = 0; u < 4; u++) {
+		float *got = malloc(zs_unit_numel(t, u) * 4);
+		if (fetch(t, u, steps, got))
+			fail_msg("gather: %s", zs_trainer_error(t));
+		if (memcmp(got, ref[u], zs_unit_numel(t, u) * 4))
+			fail_msg("unit %u after %llu steps differs from the reference", u,
+				 (unsigned long long)steps);
+		free(got);
+		free(ref[u]);
+	}
+}
+
+/*
+ * Checkpoints restore onto another number of servers: taken on 3, restored
+ * onto 1; taken on 1, restored onto 3. Each server assembles its new shards
+ * from the records of the old ones (its own, or another server's); the
+ * training that resumes equals training never interrupted, to the bit.
+ */
+static void test_restore_onto_other_server_counts(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_server_info *s;
+	struct rank_ctx x[1];
+	unsigned long long id, step;
+	uint32_t n_s;
+	unsigned len;
+	uint64_t one;
+
+	(void)st;
+	oracle_spec(&spec, "rp", 1, ZS_ADAMW, ZS_F32);
+	create_job(&spec);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+	one = s[n_s - 1].id;
+	free(s);
+
+	x[0] = (struct rank_ctx){.t = join("rp", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 2);
+	assert_int_equal(zs_checkpoint(x[0].t, 2, "b", 2, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_OK);
+	train_ranks(x, 1, 2, 3);
+	zs_trainer_close(x[0].t);
+
+	/* 3 servers -> 1 */
+	rebalance(c, "rp", &one, 1, 1);
+	restore(c, "rp", id);
+	x[0] = (struct rank_ctx){.t = join("rp", 0, "tcp")};
+	assert_int_equal(zs_trainer_resume(x[0].t, &step, NULL, 0, &len), ZS_OK);
+	assert_int_equal(step, 2);
+	train_ranks(x, 1, 2, 4);
+	check_oracle(x[0].t, &spec, 4);
+	assert_int_equal(zs_checkpoint(x[0].t, 4, NULL, 0, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_OK);
+	train_ranks(x, 1, 4, 5);
+	zs_trainer_close(x[0].t);
+
+	/* 1 server -> 3 */
+	rebalance(c, "rp", NULL, 0, NSERV);
+	restore(c, "rp", id);
+	x[0] = (struct rank_ctx){.t = join("rp", 0, "shm")};
+	train_ranks(x, 1, 4, 6);
+	check_oracle(x[0].t, &spec, 6);
+	zs_trainer_close(x[0].t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
 static int ctl(char **out, char **errs, const char *a1, const char *a2, const char *a3,
 	       const char *a4, const char *a5)
 {
@@ -952,6 +1062,7 @@ int main(void)
 		cmocka_unit_test(test_full_cluster_restart),
 		cmocka_unit_test(test_crash_during_checkpoint),
 		cmocka_unit_test(test_export_import),
+		cmocka_unit_test(test_restore_onto_other_server_counts),
 		cmocka_unit_test(test_dead_trainer_is_named),
 	};
 	return cmocka_run_group_tests_name("train", tests, group_setup, group_teardown);
