@@ -145,7 +145,11 @@ $(BUILD)/bin/bench_optim: $(BUILD)/obj/bench/optim.o $(BUILD)/obj/server/optim.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ -lm
 
-bench: $(BINS) $(BUILD)/bin/coord_rpc $(BUILD)/bin/bench_transport $(BUILD)/bin/bench_optim
+$(BUILD)/bin/bench_ckpt: $(BUILD)/obj/bench/ckpt.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BINS) $(BUILD)/bin/coord_rpc $(BUILD)/bin/bench_transport $(BUILD)/bin/bench_optim $(BUILD)/bin/bench_ckpt
 	@bench/run.sh
 
 $(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(LIBZS_A)

@@ -30,3 +30,10 @@ addr=$("$launcher" start --servers 3 --dir "$dir" 2>/dev/null)
 	echo
 	"$root/build/bin/bench_optim" $((32 << 20)) 5
 } | tee "$out/optim.md"
+
+{
+	echo
+	echo "## Checkpoints: write and restore against the disk ($(date -u +%F), $(nproc) cores)"
+	echo
+	"$root/build/bin/bench_ckpt" "$root/build/bench" 256 5
+} | tee "$out/ckpt.md"

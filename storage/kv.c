@@ -46,7 +46,7 @@ static enum zs_status kv_fail(struct zs_error *err, int rc, const char *what,
 }
 
 enum zs_status zs_kv_open(const char *dir, uint64_t map_size,
-			  const char *const *tables, unsigned n_tables,
+			  const char *const *tables, unsigned n_tables, unsigned flags,
 			  struct zs_kv **out, struct zs_error *err)
 {
 	struct zs_kv *kv;
@@ -73,7 +73,8 @@ enum zs_status zs_kv_open(const char *dir, uint64_t map_size,
 	if (!rc)
 		rc = mdb_env_set_maxdbs(kv->env, ZS_KV_MAX_TABLES);
 	if (!rc)
-		rc = mdb_env_open(kv->env, dir, MDB_NOTLS, 0644);
+		rc = mdb_env_open(kv->env, dir,
+				  MDB_NOTLS | (flags & ZS_KV_WRITEMAP ? MDB_WRITEMAP : 0), 0644);
 	if (rc)
 		goto clean_env;
 	/* clear reader slots left by crashed processes */

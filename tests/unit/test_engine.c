@@ -562,7 +562,7 @@ static void test_snapshot_and_restore(void **st)
 		snprintf(sub, sizeof sub, "%s/s%d", dir, s);
 		memset(&sto[s], 0, sizeof sto[s]);
 		pthread_mutex_init(&sto[s].mu, NULL);
-		assert_int_equal(zs_kv_open(sub, 0, tables, 1, &sto[s].kv, NULL), ZS_OK);
+		assert_int_equal(zs_kv_open(sub, 0, tables, 1, 0, &sto[s].kv, NULL), ZS_OK);
 		conn[s] = conn_to(&c, s, 0);
 	}
 	for (uint32_t u = 0; u < 4; u++) {

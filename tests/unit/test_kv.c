@@ -54,7 +54,7 @@ static void test_catalog_reopen(void **st)
 	fixture_spec(&j.spec, "catalog");
 	assert_int_equal(zs_job_spec_normalize(&j.spec, NULL), ZS_OK);
 	j.created_ms = 42;
-	assert_int_equal(zs_kv_open(dir, 0, tables, 2, &kv, NULL), ZS_OK);
+	assert_int_equal(zs_kv_open(dir, 0, tables, 2, 0, &kv, NULL), ZS_OK);
 	assert_int_equal(zs_kv_begin(kv, true, &t, NULL), ZS_OK);
 	assert_int_equal(zs_enc_job(&j, &b), ZS_OK);
 	assert_int_equal(zs_kv_put(t, 1, "catalog", 7, b.data, b.len, NULL), ZS_OK);
@@ -65,7 +65,7 @@ static void test_catalog_reopen(void **st)
 	zs_kv_close(kv);
 
 	/* a new environment handle on the same files sees the records */
-	assert_int_equal(zs_kv_open(dir, 0, tables, 2, &kv, NULL), ZS_OK);
+	assert_int_equal(zs_kv_open(dir, 0, tables, 2, 0, &kv, NULL), ZS_OK);
 	assert_int_equal(zs_kv_begin(kv, false, &t, NULL), ZS_OK);
 	assert_int_equal(zs_kv_get(t, 1, "catalog", 7, &v, &vl, NULL), ZS_OK);
 	assert_int_equal(zs_dec_job(v, vl, &k, NULL), ZS_OK);
@@ -91,7 +91,7 @@ static void test_abort_changes_nothing(void **st)
 	size_t vl;
 	int n = 0;
 
-	assert_int_equal(zs_kv_open(dir, 0, tables, 2, &kv, NULL), ZS_OK);
+	assert_int_equal(zs_kv_open(dir, 0, tables, 2, 0, &kv, NULL), ZS_OK);
 	assert_int_equal(zs_kv_begin(kv, true, &t, NULL), ZS_OK);
 	assert_int_equal(zs_kv_put(t, 1, "a", 1, "1", 1, NULL), ZS_OK);
 	assert_int_equal(zs_kv_commit(t, NULL), ZS_OK);
@@ -117,7 +117,7 @@ static void test_map_full(void **st)
 	char *big = calloc(1, 4 << 20);
 	enum zs_status s;
 
-	assert_int_equal(zs_kv_open(dir, 1 << 20, tables, 2, &kv, NULL), ZS_OK);
+	assert_int_equal(zs_kv_open(dir, 1 << 20, tables, 2, 0, &kv, NULL), ZS_OK);
 	assert_int_equal(zs_kv_begin(kv, true, &t, NULL), ZS_OK);
 	s = zs_kv_put(t, 1, "big", 3, big, 4 << 20, &err);
 	assert_int_equal(s, ZS_ENOSPC);
@@ -138,7 +138,7 @@ static void test_not_a_dir(void **st)
 	f = fopen(path, "w");
 	fputs("x", f);
 	fclose(f);
-	assert_int_not_equal(zs_kv_open(path, 0, tables, 2, &kv, &err), ZS_OK);
+	assert_int_not_equal(zs_kv_open(path, 0, tables, 2, 0, &kv, &err), ZS_OK);
 	assert_non_null(strstr(err.msg, path));
 }
 

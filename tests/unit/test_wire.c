@@ -78,11 +78,33 @@ static void test_refusals(void **st)
 	assert_non_null(strstr(err.msg, "flags"));
 }
 
+/* The bitwise definition, to hold the fast path to. */
+static uint32_t crc32c_slow(uint32_t crc, const uint8_t *p, size_t n)
+{
+	crc = ~crc;
+	while (n--) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = crc & 1 ? (crc >> 1) ^ 0x82f63b78u : crc >> 1;
+	}
+	return ~crc;
+}
+
 static void test_crc32c_vector(void **st)
 {
+	uint8_t buf[1031];
 	(void)st;
 	/* the standard check value of CRC-32C */
 	assert_int_equal(zs_crc32c(0, "123456789", 9), 0xe3069283u);
+	for (size_t i = 0; i < sizeof buf; i++)
+		buf[i] = (uint8_t)(i * 131 + 7);
+	/* every length and alignment against the bitwise definition, and
+	 * chaining across pieces */
+	for (size_t off = 0; off < 9; off++)
+		for (size_t n = 0; n + off <= 64; n++)
+			assert_int_equal(zs_crc32c(0, buf + off, n), crc32c_slow(0, buf + off, n));
+	assert_int_equal(zs_crc32c(zs_crc32c(0, buf, 500), buf + 500, 531),
+			 crc32c_slow(0, buf, 1031));
 }
 
 int main(void)
