@@ -609,3 +609,23 @@ void stream_close(struct zs_conn *c)
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }
+
+struct zs_mr {
+	void *buf;
+	size_t len;
+};
+
+enum zs_status stream_reg(struct zs_conn *c, void *buf, size_t len, struct zs_mr **mr,
+			  struct zs_error *err)
+{
+	(void)c;
+	if (!buf || !len)
+		return zs_fail(err, ZS_EINVAL, "an empty region cannot be registered");
+	*mr = malloc(sizeof **mr);
+	if (!*mr)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	**mr = (struct zs_mr){buf, len};
+	return ZS_OK;
+}
+
+void stream_dereg(struct zs_mr *mr) { free(mr); }

@@ -22,5 +22,10 @@ enum zs_status stream_post_write(struct zs_conn *c, const struct zs_xfer *x,
 				 const void *src, struct zs_req **out,
 				 struct zs_error *err);
 void stream_close(struct zs_conn *c);
+/* Registration: the stream transports move bytes with the CPU, so a region
+ * is only remembered (its bounds), never pinned. */
+enum zs_status stream_reg(struct zs_conn *c, void *buf, size_t len, struct zs_mr **mr,
+			  struct zs_error *err);
+void stream_dereg(struct zs_mr *mr);
 
 #endif

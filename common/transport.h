@@ -38,6 +38,7 @@
 
 struct zs_conn;
 struct zs_req;
+struct zs_mr; /* a registered memory region */
 
 /* What a transfer addresses: a range of a unit's flat buffer at a step. */
 struct zs_xfer {
@@ -80,6 +81,15 @@ struct zs_transport_ops {
 	/* Connects and completes HELLO; blocking, bounded by o->timeout_ms. */
 	enum zs_status (*connect)(const struct zs_conn_opts *o, struct zs_conn **out,
 				  struct zs_error *err);
+	/*
+	 * Registers [buf, buf + len) for transfers on c, once, before posting
+	 * operations on it (RDMA pins and keys it; tcp and shm need nothing and
+	 * return a handle all the same). The region must outlive its use;
+	 * deregister releases the handle (NULL is fine).
+	 */
+	enum zs_status (*reg)(struct zs_conn *c, void *buf, size_t len, struct zs_mr **mr,
+			      struct zs_error *err);
+	void (*dereg)(struct zs_mr *mr);
 	/*
 	 * Queues a read of x from the server into dst (x->length elements of
 	 * x->dtype). ZS_EAGAIN: too many in flight; ZS_EUNAVAIL: the
@@ -127,6 +137,15 @@ static inline enum zs_status zs_post_write(struct zs_conn *c, const struct zs_xf
 					   struct zs_error *err)
 {
 	return zs_conn_transport(c)->post_write(c, x, src, r, err);
+}
+static inline enum zs_status zs_mem_register(struct zs_conn *c, void *buf, size_t len,
+					     struct zs_mr **mr, struct zs_error *err)
+{
+	return zs_conn_transport(c)->reg(c, buf, len, mr, err);
+}
+static inline void zs_mem_deregister(struct zs_conn *c, struct zs_mr *mr)
+{
+	zs_conn_transport(c)->dereg(mr);
 }
 static inline void zs_conn_close(struct zs_conn *c)
 {

@@ -361,6 +361,12 @@ static void test_large_both_ways(void **st)
 	struct zs_req *r;
 	struct zs_error err = {0};
 	struct zs_xfer x = xf(0, NELEM, 0);
+	struct zs_mr *mr, *none = NULL;
+
+	/* register once, transfer many times (a no-op here, not for RDMA) */
+	assert_int_equal(zs_mem_register(c, buf, (size_t)NELEM * 4, &mr, &err), ZS_OK);
+	assert_int_equal(zs_mem_register(c, NULL, 0, &none, &err), ZS_EINVAL);
+	assert_null(none);
 
 	assert_int_equal(zs_post_read(c, &x, buf, &r, &err), ZS_OK);
 	assert_int_equal(zs_req_wait(r, 30000, &err), ZS_OK);
@@ -370,6 +376,7 @@ static void test_large_both_ways(void **st)
 	assert_int_equal(zs_post_write(c, &x, buf, &r, &err), ZS_OK);
 	assert_int_equal(zs_req_wait(r, 30000, &err), ZS_OK);
 	assert_memory_equal(f->toy.staging, buf, (size_t)NELEM * 4);
+	zs_mem_deregister(c, mr);
 	free(buf);
 	zs_conn_close(c);
 }
