@@ -352,10 +352,18 @@ static int handle(struct lconn *c, const struct zs_frame *f)
 			send_error(c, f->req_id, err.code, err.msg);
 			return 0;
 		}
-		/* straight into the target's staging slot: no intermediate copy */
-		if (zs_read_full(c->fd, dst, f->payload_len)) {
-			l->t.write_abort(l->t.ctx, c->job, c->rank, &x, dst);
-			return -1;
+		/* straight into the target's staging slot, no intermediate copy,
+		 * in pieces the target may reduce as they land */
+		for (uint64_t got = 0; got < f->payload_len;) {
+			uint64_t k = f->payload_len - got < (1u << 20) ? f->payload_len - got
+								      : (1u << 20);
+			if (zs_read_full(c->fd, (uint8_t *)dst + got, k)) {
+				l->t.write_abort(l->t.ctx, c->job, c->rank, &x, dst);
+				return -1;
+			}
+			got += k;
+			if (l->t.write_progress && got < f->payload_len)
+				l->t.write_progress(l->t.ctx, c->job, c->rank, &x, dst, got);
 		}
 		op = new_sop(c, f, &x);
 		if (!op)

@@ -182,6 +182,13 @@ struct zs_target {
 	/* A write that began will not be completed (peer gone mid-transfer). */
 	void (*write_abort)(void *ctx, uint32_t job, uint32_t rank,
 			    const struct zs_xfer *x, void *dst);
+	/*
+	 * Optional: the first `bytes` of a write have landed (called as it is
+	 * received, piece by piece, so the target can reduce while it
+	 * receives). No answer is due; write_done or write_abort follows.
+	 */
+	void (*write_progress)(void *ctx, uint32_t job, uint32_t rank,
+			       const struct zs_xfer *x, void *dst, uint64_t bytes);
 };
 
 struct zs_listener_opts {

@@ -48,6 +48,8 @@ struct eshard {
 	bool ready;   /* has parameters: initialized (or, later, restored) */
 	bool reduced; /* clipping: acc holds step version's mean gradient */
 	double sumsq;
+	uint64_t piped; /* elements of the open step already reduced and
+			 * applied while the last push was landing */
 	struct held *held;
 	size_t n_held, cap_held;
 };
@@ -87,7 +89,7 @@ struct engine {
 	unsigned nthreads;
 	uint32_t next_handle;
 	struct ejob *jobs;
-	atomic_uint_fast64_t steps, bytes_in, bytes_out;
+	atomic_uint_fast64_t steps, bytes_in, bytes_out, piped;
 	uint64_t bytes;
 	uint32_t step_timeout_ms;
 	engine_norm_fn norm_fn;
@@ -290,6 +292,51 @@ out:
 	return st;
 }
 
+static void reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b);
+static void apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
+			size_t a, size_t b);
+
+/*
+ * The last rank's push is landing: reduce and apply what has landed, so the
+ * update overlaps the reception. Only when nothing else can still change
+ * those elements: every other rank in, no accumulation, no clipping.
+ */
+static void t_write_progress(void *ctx, uint32_t job, uint32_t rank,
+			     const struct zs_xfer *x, void *dst, uint64_t bytes)
+{
+	struct engine *e = ctx;
+	struct ejob *j;
+	struct eshard *s;
+	uint64_t upto;
+
+	(void)dst;
+	if (x->init || x->partial)
+		return;
+	j = job_by_handle(e, job);
+	if (!j)
+		return;
+	s = shard_for(j, x);
+	if (s && j->spec.optim.clip_norm <= 0.0) {
+		pthread_mutex_lock(&s->mu);
+		upto = bytes / s->dsz;
+		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
+		if (s->slot[rank] == SLOT_LANDING && s->full + 1 == j->spec.world_size &&
+		    upto > s->piped && upto <= s->sh.length) {
+			bool accumulating = false;
+			for (uint32_t r = 0; r < j->spec.world_size; r++)
+				accumulating |= s->nacc[r] != 0;
+			if (!accumulating) {
+				reduce_range(j, s, s->piped, upto);
+				apply_range(e, j, s, 1.0f, s->piped, upto);
+				atomic_fetch_add(&e->piped, upto - s->piped);
+				s->piped = upto;
+			}
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	job_unref(e, j);
+}
+
 static void t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 			  const struct zs_xfer *x, void *dst)
 {
@@ -396,21 +443,39 @@ static void deliver_finished(void)
 	}
 }
 
-/* Reduces the R contributions in rank order and averages, into acc. */
-static void reduce(struct ejob *j, struct eshard *s)
+/* Reduces elements [a, b) of the R contributions in rank order and
+ * averages them, into acc. Elementwise: any split gives the same bits. */
+static void reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 {
-	size_t n = s->sh.length;
 	uint32_t R = j->spec.world_size;
 	enum zs_dtype dt;
-	const void *c;
+	const uint8_t *c;
 
 	c = contribution(s, 0, &dt);
-	zs_reduce_first(s->acc, c, dt, n);
+	zs_reduce_first(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
 	for (uint32_t r = 1; r < R; r++) {
 		c = contribution(s, r, &dt);
-		zs_reduce_add(s->acc, c, dt, n);
+		zs_reduce_add(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
 	}
-	zs_reduce_mean(s->acc, R, n);
+	zs_reduce_mean(s->acc + a, R, b - a);
+}
+
+/* The optimizer on elements [a, b) of acc (scaled by coef), and the copy. */
+static void apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
+			size_t a, size_t b)
+{
+	const struct zs_optim *o = &j->spec.optim;
+	struct zs_optim_step step = {.kind = o->kind, .lr = o->lr, .beta1 = o->beta1,
+				     .beta2 = o->beta2, .eps = o->eps,
+				     .weight_decay = o->weight_decay,
+				     .momentum = o->momentum, .t = s->version + 1};
+
+	if (coef != 1.0f)
+		zs_scale(s->acc + a, coef, b - a);
+	zs_optim_apply_parallel(&step, s->master + a, s->s0 ? s->s0 + a : NULL,
+				s->s1 ? s->s1 + a : NULL, s->acc + a, b - a, e->nthreads);
+	if (s->copy != s->master)
+		zs_convert_from_f32((uint8_t *)s->copy + a * s->dsz, s->dt, s->master + a, b - a);
 }
 
 /*
@@ -421,18 +486,11 @@ static void reduce(struct ejob *j, struct eshard *s)
 static void apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		  struct held **rel, size_t *n_rel)
 {
-	const struct zs_optim *o = &j->spec.optim;
-	struct zs_optim_step step = {.kind = o->kind, .lr = o->lr, .beta1 = o->beta1,
-				     .beta2 = o->beta2, .eps = o->eps,
-				     .weight_decay = o->weight_decay,
-				     .momentum = o->momentum, .t = s->version + 1};
-	size_t n = s->sh.length, keep = 0;
+	size_t keep = 0;
 
-	if (coef != 1.0f)
-		zs_scale(s->acc, coef, n);
-	zs_optim_apply_parallel(&step, s->master, s->s0, s->s1, s->acc, n, e->nthreads);
-	if (s->copy != s->master)
-		zs_convert_from_f32(s->copy, s->dt, s->master, n);
+	/* what pipelining has not done yet */
+	apply_range(e, j, s, coef, s->piped, s->sh.length);
+	s->piped = 0;
 	s->version++;
 	capture_due(j, s);
 	s->full = 0;
@@ -554,7 +612,7 @@ static void t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t ra
 	s->full++;
 	zs_sop_done(op); /* landed: acknowledged; the update may follow */
 	if (s->full == j->spec.world_size) {
-		reduce(j, s);
+		reduce_range(j, s, s->piped, s->sh.length);
 		if (j->spec.optim.clip_norm > 0.0) {
 			uint64_t t = s->version;
 			bool last;
@@ -981,6 +1039,7 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 	st->steps_applied = atomic_load(&e->steps);
 	st->bytes_in = atomic_load(&e->bytes_in);
 	st->bytes_out = atomic_load(&e->bytes_out);
+	st->pipelined = atomic_load(&e->piped);
 }
 
 /* Says what a gather of step t held on s waits for (caller holds s->mu). */
@@ -1059,7 +1118,7 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 	e->nthreads = nthreads ? nthreads : 1;
 	e->step_timeout_ms = step_timeout_ms ? step_timeout_ms : 60000;
 	e->target = (struct zs_target){e, t_hello, t_read, t_write_begin, t_write_done,
-				       t_write_abort};
+				       t_write_abort, t_write_progress};
 	if (pthread_create(&e->sweeper, NULL, sweeper_main, e)) {
 		pthread_mutex_destroy(&e->mu);
 		free(e);

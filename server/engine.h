@@ -45,6 +45,7 @@ struct engine_stats {
 	uint64_t steps_applied; /* shard updates */
 	uint64_t bytes_in, bytes_out;
 	uint64_t held;          /* gathers waiting now */
+	uint64_t pipelined;     /* elements updated while their last push landed */
 };
 
 /*

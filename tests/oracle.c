@@ -29,7 +29,13 @@ void oracle_spec(struct zs_job_spec *s, const char *name, uint32_t R,
 		 enum zs_optim_kind kind, enum zs_dtype dt)
 {
 	static const uint64_t sizes[] = {1000, 1, 4099, 64};
+	oracle_spec_sizes(s, name, R, kind, dt, sizes, 4);
+}
 
+void oracle_spec_sizes(struct zs_job_spec *s, const char *name, uint32_t R,
+		       enum zs_optim_kind kind, enum zs_dtype dt, const uint64_t *sizes,
+		       uint32_t n_units)
+{
 	memset(s, 0, sizeof *s);
 	snprintf(s->name, sizeof s->name, "%s", name);
 	s->stage = 3;
@@ -38,11 +44,11 @@ void oracle_spec(struct zs_job_spec *s, const char *name, uint32_t R,
 	s->optim = (struct zs_optim){.kind = kind, .lr = kind == ZS_SGD ? 0.05 : 1e-2,
 				     .weight_decay = 0.01,
 				     .momentum = kind == ZS_SGD ? 0.9 : 0.0};
-	s->layout.n_units = 4;
-	s->layout.units = calloc(4, sizeof(struct zs_unit));
-	for (int u = 0; u < 4; u++) {
+	s->layout.n_units = n_units;
+	s->layout.units = calloc(n_units, sizeof(struct zs_unit));
+	for (uint32_t u = 0; u < n_units; u++) {
 		struct zs_unit *un = &s->layout.units[u];
-		snprintf(un->name, sizeof un->name, "u%d", u);
+		snprintf(un->name, sizeof un->name, "u%u", u);
 		un->dtype = u == 0 ? ZS_F32 : ZS_DTYPE_UNSET;
 		un->n_tensors = 1;
 		un->tensors = calloc(1, sizeof(struct zs_tensor));

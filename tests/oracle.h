@@ -22,6 +22,10 @@ float oracle_grad_mb(float p, uint32_t unit, uint64_t i, uint32_t rank, uint64_t
  * by anything useful) and 64 elements; the last three in dt. Normalized. */
 void oracle_spec(struct zs_job_spec *s, const char *name, uint32_t R,
 		 enum zs_optim_kind kind, enum zs_dtype dt);
+/* The same with units of the given sizes (1-D; unit 0 f32, the rest dt). */
+void oracle_spec_sizes(struct zs_job_spec *s, const char *name, uint32_t R,
+		       enum zs_optim_kind kind, enum zs_dtype dt, const uint64_t *sizes,
+		       uint32_t n_units);
 
 /* Parameters after steps updates, one array per unit (numel floats each),
  * as gathers of step `steps` return them (rounded to the unit's dtype). */

@@ -365,6 +365,78 @@ static void test_oracle_matrix(void **st)
 			   m[i].shm ? &zs_shm_transport : &zs_tcp_transport, m[i].K, m[i].clip);
 }
 
+/*
+ * Units of several MiB over tcp: the last rank's push is reduced and applied
+ * piece by piece while it lands (the engine counts it), and the result is
+ * still the reference's to the bit.
+ */
+static void test_pipelined_reduction(void **st)
+{
+	static const uint64_t sizes[] = {(3u << 20) + 777, 5000};
+	struct cluster c;
+	struct trainer tr[2];
+	pthread_t th[2];
+	struct zs_conn *conn[1];
+	struct engine_stats es;
+	float *ref[2], *got;
+	char why[512];
+
+	(void)st;
+	memset(&c, 0, sizeof c);
+	c.S = 1;
+	c.t = &zs_tcp_transport;
+	oracle_spec_sizes(&c.job.spec, "t", 2, ZS_ADAMW, ZS_BF16, sizes, 2);
+	{
+		struct place_server sv = {.id = 1, .free_bytes = UINT64_MAX};
+		struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = false,
+					     .arena_bytes = 64u << 20};
+		struct zs_error err = {0};
+		assert_int_equal(place_job(&c.job.spec, &sv, 1, NULL, &c.job.placement, NULL), ZS_OK);
+		pthread_mutex_init(&c.ex.mu, NULL);
+		pthread_cond_init(&c.ex.cv, NULL);
+		assert_int_equal(engine_create(2, 0, &c.e[0], NULL), ZS_OK);
+		if (zs_listener_start(&o, engine_target(c.e[0]), &c.l[0], c.tcp[0], c.shm[0], &err))
+			fail_msg("%s", err.msg);
+		engine_set_listener(c.e[0], c.l[0]);
+		if (engine_add_job(c.e[0], &c.job, 1, &err))
+			fail_msg("%s", err.msg);
+	}
+	conn[0] = conn_to(&c, 0, 0);
+	for (uint32_t u = 0; u < 2; u++) {
+		float *p = malloc(sizes[u] * 4);
+		for (uint64_t i = 0; i < sizes[u]; i++)
+			p[i] = oracle_init(u, i);
+		if (push_unit(&c, conn, u, 0, p, ZS_F32, true, why))
+			fail_msg("init: %s", why);
+		free(p);
+	}
+	for (uint32_t r = 0; r < 2; r++) {
+		tr[r] = (struct trainer){.c = &c, .rank = r, .K = 1};
+		pthread_create(&th[r], NULL, trainer_main, &tr[r]);
+	}
+	for (uint32_t r = 0; r < 2; r++) {
+		pthread_join(th[r], NULL);
+		if (tr[r].failed)
+			fail_msg("rank %u: %s", r, tr[r].why);
+	}
+	engine_stats(c.e[0], &es);
+	assert_true(es.pipelined > 0);
+	ref[0] = malloc(sizes[0] * 4);
+	ref[1] = malloc(sizes[1] * 4);
+	oracle_reference(&c.job.spec, STEPS, ref);
+	for (uint32_t u = 0; u < 2; u++) {
+		got = malloc(sizes[u] * 4);
+		if (gather_unit(&c, conn, u, STEPS, got, why))
+			fail_msg("%s", why);
+		if (memcmp(got, ref[u], sizes[u] * 4))
+			fail_msg("unit %u differs from the reference", u);
+		free(got);
+		free(ref[u]);
+	}
+	zs_conn_close(conn[0]);
+	stop(&c);
+}
+
 static void test_refusals_and_held_gather(void **st)
 {
 	struct cluster c;
@@ -641,6 +713,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_oracle_matrix),
+		cmocka_unit_test(test_pipelined_reduction),
 		cmocka_unit_test(test_refusals_and_held_gather),
 		cmocka_unit_test(test_snapshot_and_restore),
 		cmocka_unit_test(test_refused_features),
