@@ -9,12 +9,15 @@
  */
 #include "engine.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "optim.h"
@@ -50,6 +53,13 @@ struct eshard {
 	double sumsq;
 	uint64_t piped; /* elements of the open step already reduced and
 			 * applied while the last push was landing */
+	/* the NVMe tier: master, s0, s1 in a file (then those pointers are
+	 * NULL); arrays at 4 KiB-aligned offsets */
+	int fd;
+	uint64_t arr_bytes; /* per array, rounded up to 4 KiB */
+	unsigned n_arrays;  /* 1 + optimizer arrays */
+	float *landing;     /* arena: where an initial upload lands */
+	char path[600];
 	struct held *held;
 	size_t n_held, cap_held;
 };
@@ -68,6 +78,7 @@ struct epending {
 };
 
 struct ejob {
+	struct engine *e;
 	pthread_mutex_t cmu; /* clipping counter, snapshots in progress */
 	uint32_t n_reduced;
 	struct epending *pend;
@@ -92,6 +103,9 @@ struct engine {
 	atomic_uint_fast64_t steps, bytes_in, bytes_out, piped;
 	uint64_t bytes;
 	uint32_t step_timeout_ms;
+	char tier_dir[512];
+	uint64_t tier_budget, resident; /* bytes of master + state */
+	atomic_uint_fast64_t tier_read, tier_written;
 	engine_norm_fn norm_fn;
 	void *norm_ctx;
 	pthread_t sweeper;
@@ -99,6 +113,10 @@ struct engine {
 };
 
 /* ------------------------------------------------------------- lookups */
+
+static float *tier_buf(void);
+static enum zs_status tier_io(struct engine *e, struct eshard *s, bool wr, unsigned k,
+			      uint64_t a, uint64_t b, float *data, float *bb);
 
 static void job_unref(struct engine *e, struct ejob *j);
 
@@ -181,7 +199,21 @@ static void t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	} else if (x->state_read) {
 		/* an exporter: fp32 state as it is now, its version with it */
 		const float *a = x->state == 0 ? s->master : x->state == 1 ? s->s0 : s->s1;
+		float *tmp = NULL;
 		pthread_mutex_lock(&s->mu);
+		if (s->fd >= 0 && (unsigned)x->state < s->n_arrays && s->ready) {
+			float *bb = tier_buf();
+			tmp = malloc(x->length * 4);
+			if (!bb || !tmp ||
+			    tier_io(e, s, false, (unsigned)x->state, x->offset - s->sh.offset,
+				    x->offset - s->sh.offset + x->length, tmp, bb)) {
+				free(tmp);
+				tmp = NULL;
+			}
+			free(bb);
+			/* served from tmp: offset it back for the common path */
+			a = tmp ? tmp - (x->offset - s->sh.offset) : NULL;
+		}
 		if (!a || !s->ready) {
 			pthread_mutex_unlock(&s->mu);
 			zs_sop_fail(op, ZS_EINVAL, "unit '%s' has no %s", unit_name(j, x->unit),
@@ -193,6 +225,7 @@ static void t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			zs_sop_read_ready(op, a + (x->offset - s->sh.offset));
 			pthread_mutex_unlock(&s->mu);
 		}
+		free(tmp);
 	} else if (x->dtype != s->dt) {
 		zs_sop_fail(op, ZS_EINVAL, "unit '%s' is %s, the gather asked for %s",
 			    unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
@@ -266,8 +299,14 @@ static enum zs_status t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			st = zs_fail(err, ZS_ESTATE,
 				     "unit '%s' has trained (step %llu): initial parameters come before step 0",
 				     unit_name(j, x->unit), (unsigned long long)s->version);
-		else
+		else if (s->fd < 0)
 			*dst = s->master;
+		else if (!s->landing &&
+			 !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
+			st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
+				     unit_name(j, x->unit));
+		else
+			*dst = s->landing; /* to the tier file when it has landed */
 	} else if (x->dtype != s->dt) {
 		st = zs_fail(err, ZS_EINVAL, "unit '%s' takes %s gradients, not %s",
 			     unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
@@ -386,6 +425,66 @@ static bool fold(struct eshard *s, uint32_t r)
 	return true;
 }
 
+/* ------------------------------------------------------------ NVMe tier */
+
+#define TIER_CHUNK (1u << 18) /* floats: 1 MiB, a multiple of 4 KiB */
+
+static float *tier_buf(void)
+{
+	void *p = NULL;
+	return posix_memalign(&p, 4096, TIER_CHUNK * 4) ? NULL : p;
+}
+
+/* Reads or writes elements [a, b) of array k of a tiered shard through the
+ * aligned bounce buffer bb (O_DIRECT wants aligned offsets and sizes). */
+static enum zs_status tier_io(struct engine *e, struct eshard *s, bool wr, unsigned k,
+			      uint64_t a, uint64_t b, float *data, float *bb)
+{
+	for (uint64_t c = a - a % TIER_CHUNK; c < b; c += TIER_CHUNK) {
+		uint64_t lo = c > a ? c : a, hi = c + TIER_CHUNK < b ? c + TIER_CHUNK : b;
+		uint64_t span = ((hi - c) * 4 + 4095) & ~(uint64_t)4095;
+		off_t off = (off_t)(k * s->arr_bytes + c * 4);
+		if (c * 4 + span > s->arr_bytes)
+			span = s->arr_bytes - c * 4;
+		if (pread(s->fd, bb, span, off) != (ssize_t)span)
+			return ZS_EIO;
+		atomic_fetch_add(&e->tier_read, span);
+		if (wr) {
+			memcpy(bb + (lo - c), data + (lo - a), (hi - lo) * 4);
+			if (pwrite(s->fd, bb, span, off) != (ssize_t)span)
+				return ZS_EIO;
+			atomic_fetch_add(&e->tier_written, span);
+		} else {
+			memcpy(data + (lo - a), bb + (lo - c), (hi - lo) * 4);
+		}
+	}
+	return ZS_OK;
+}
+
+/* Whole arrays of a shard, resident or tiered, into or out of the buffers
+ * given (NULL skips an array). */
+static enum zs_status arrays_io(struct engine *e, struct eshard *s, bool wr, float *m,
+				float *s0, float *s1)
+{
+	float *dst[3] = {m, s0, s1}, *res[3] = {s->master, s->s0, s->s1}, *bb;
+	enum zs_status st = ZS_OK;
+
+	if (s->fd < 0) {
+		for (int k = 0; k < 3; k++)
+			if (dst[k] && res[k])
+				memcpy(wr ? res[k] : dst[k], wr ? dst[k] : res[k], s->sh.length * 4);
+		return ZS_OK;
+	}
+	bb = tier_buf();
+	if (!bb)
+		return ZS_ENOMEM;
+	for (unsigned k = 0; k < s->n_arrays && !st; k++)
+		if (dst[k])
+			st = tier_io(e, s, wr, k, 0, s->sh.length, dst[k], bb);
+	free(bb);
+	return st;
+}
+
 /* Copies shard s into snapshot p (caller holds s->mu and j->cmu). */
 static bool capture(struct ejob *j, struct eshard *s, struct epending *p)
 {
@@ -393,15 +492,12 @@ static bool capture(struct ejob *j, struct eshard *s, struct epending *p)
 	struct engine_snap *sn = &p->snaps[k];
 
 	*sn = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, s->version,
-				   malloc(n * 4), s->s0 ? malloc(n * 4) : NULL,
-				   s->s1 ? malloc(n * 4) : NULL};
-	if (!sn->master || (s->s0 && !sn->s0) || (s->s1 && !sn->s1))
+				   malloc(n * 4), s->n_arrays > 1 ? malloc(n * 4) : NULL,
+				   s->n_arrays > 2 ? malloc(n * 4) : NULL};
+	if (!sn->master || (s->n_arrays > 1 && !sn->s0) || (s->n_arrays > 2 && !sn->s1))
 		return false;
-	memcpy(sn->master, s->master, n * 4);
-	if (s->s0)
-		memcpy(sn->s0, s->s0, n * 4);
-	if (s->s1)
-		memcpy(sn->s1, s->s1, n * 4);
+	if (arrays_io(j->e, s, false, sn->master, sn->s0, sn->s1))
+		return false;
 	p->got[k] = true;
 	p->n_got++;
 	return true;
@@ -472,6 +568,32 @@ static void apply_range(struct engine *e, struct ejob *j, struct eshard *s, floa
 
 	if (coef != 1.0f)
 		zs_scale(s->acc + a, coef, b - a);
+	if (s->fd >= 0) {
+		/* the tier: stream the state through one chunk at a time */
+		float *buf[3] = {0}, *bb = tier_buf();
+		bool ok = bb != NULL;
+		for (unsigned k = 0; k < s->n_arrays && ok; k++)
+			ok = (buf[k] = malloc(TIER_CHUNK * 4)) != NULL;
+		for (size_t c = a; c < b && ok; c += TIER_CHUNK) {
+			size_t d = b - c < TIER_CHUNK ? b - c : TIER_CHUNK;
+			for (unsigned k = 0; k < s->n_arrays && ok; k++)
+				ok = !tier_io(e, s, false, k, c, c + d, buf[k], bb);
+			if (!ok)
+				break;
+			zs_optim_apply_parallel(&step, buf[0], buf[1], buf[2], s->acc + c, d,
+						e->nthreads);
+			zs_convert_from_f32((uint8_t *)s->copy + c * s->dsz, s->dt, buf[0], d);
+			for (unsigned k = 0; k < s->n_arrays && ok; k++)
+				ok = !tier_io(e, s, true, k, c, c + d, buf[k], bb);
+		}
+		if (!ok)
+			zs_error("tier I/O failed for unit %u shard %u (%s): %s", s->sh.unit,
+				 s->sh.index, s->path, strerror(errno));
+		for (unsigned k = 0; k < 3; k++)
+			free(buf[k]);
+		free(bb);
+		return;
+	}
 	zs_optim_apply_parallel(&step, s->master + a, s->s0 ? s->s0 + a : NULL,
 				s->s1 ? s->s1 + a : NULL, s->acc + a, b - a, e->nthreads);
 	if (s->copy != s->master)
@@ -584,8 +706,18 @@ static void t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t ra
 	atomic_fetch_add(&e->bytes_in, x->length * (x->init ? 4 : s->dsz));
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
-		if (s->copy != s->master)
-			zs_convert_from_f32(s->copy, s->dt, s->master, s->sh.length);
+		const float *m = s->fd >= 0 ? s->landing : s->master;
+		if (s->fd >= 0 && arrays_io(e, s, true, s->landing, NULL, NULL)) {
+			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
+				    unit_name(j, x->unit), s->path, strerror(errno));
+			goto release;
+		}
+		if (s->copy != m)
+			zs_convert_from_f32(s->copy, s->dt, m, s->sh.length);
+		if (s->fd >= 0) {
+			zs_listener_release(e->l, s->landing);
+			s->landing = NULL;
+		}
 		s->ready = true;
 		zs_sop_done(op);
 		goto release;
@@ -665,6 +797,14 @@ static void shard_release(struct engine *e, struct eshard *s)
 			zs_listener_release(e->l, s->master);
 		if (s->staging)
 			zs_listener_release(e->l, s->staging);
+		if (s->landing)
+			zs_listener_release(e->l, s->landing);
+	}
+	if (s->fd >= 0) {
+		close(s->fd);
+		unlink(s->path);
+	} else if (s->master) {
+		e->resident -= s->sh.padded * 4 * s->n_arrays;
 	}
 	free(s->s0);
 	free(s->s1);
@@ -709,31 +849,57 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	size_t pad = sh->padded;
 	uint32_t R = j->spec.world_size;
 
+	unsigned arrays = 1 + (j->spec.optim.kind == ZS_ADAMW ? 2
+				 : j->spec.optim.momentum != 0.0 ? 1 : 0);
+	uint64_t state = pad * 4 * arrays;
+
 	pthread_mutex_init(&s->mu, NULL);
 	s->sh = *sh;
 	s->dt = u->dtype;
 	s->dsz = zs_dtype_size(u->dtype);
-	s->master = zs_listener_alloc(e->l, pad * 4);
-	s->copy = s->dt == ZS_F32 ? (void *)s->master : zs_listener_alloc(e->l, pad * s->dsz);
+	s->fd = -1;
+	s->n_arrays = arrays;
+	if (e->tier_dir[0] && e->resident + state > e->tier_budget) {
+		/* past the budget: master and optimizer state live in a file */
+		s->arr_bytes = (pad * 4 + 4095) & ~(uint64_t)4095;
+		snprintf(s->path, sizeof s->path, "%s/%s-%llu-%u-%u.state", e->tier_dir, j->name,
+			 (unsigned long long)j->epoch, sh->unit, sh->index);
+		s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+		if (s->fd < 0 && errno == EINVAL) {
+			/* a filesystem without O_DIRECT (tmpfs): buffered, and say so */
+			zs_warn("%s: no O_DIRECT on this filesystem; the tier goes through the page cache",
+				e->tier_dir);
+			s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		}
+		if (s->fd < 0 || ftruncate(s->fd, (off_t)(s->arr_bytes * arrays)))
+			return zs_fail(err, zs_status_from_errno(errno), "cannot create %s: %s",
+				       s->path, strerror(errno));
+		s->copy = zs_listener_alloc(e->l, pad * s->dsz);
+		s->master = NULL;
+	} else {
+		e->resident += state;
+		s->master = zs_listener_alloc(e->l, pad * 4);
+		s->copy = s->dt == ZS_F32 ? (void *)s->master : zs_listener_alloc(e->l, pad * s->dsz);
+	}
 	s->staging = zs_listener_alloc(e->l, (size_t)R * pad * s->dsz);
 	s->acc = calloc(pad, 4);
 	s->slot = calloc(R, 1);
 	s->n_ranks = R;
 	s->racc = calloc(R, sizeof *s->racc);
 	s->nacc = calloc(R, sizeof *s->nacc);
-	if (j->spec.optim.kind == ZS_ADAMW) {
+	if (s->fd < 0 && j->spec.optim.kind == ZS_ADAMW) {
 		s->s0 = calloc(pad, 4);
 		s->s1 = calloc(pad, 4);
-	} else if (j->spec.optim.momentum != 0.0) {
+	} else if (s->fd < 0 && j->spec.optim.momentum != 0.0) {
 		s->s0 = calloc(pad, 4);
 	}
-	if (!s->master || !s->copy || !s->staging)
+	if ((s->fd < 0 && !s->master) || !s->copy || !s->staging)
 		return zs_fail(err, ZS_ENOSPC,
 			       "the shard arena is full: unit '%s' shard %u needs %zu bytes more",
 			       u->name, sh->index, pad * (4 + s->dsz * (R + 1)));
 	if (!s->acc || !s->slot || !s->racc || !s->nacc ||
-	    (j->spec.optim.kind == ZS_ADAMW && (!s->s0 || !s->s1)) ||
-	    (j->spec.optim.kind == ZS_SGD && j->spec.optim.momentum != 0.0 && !s->s0))
+	    (s->fd < 0 && j->spec.optim.kind == ZS_ADAMW && (!s->s0 || !s->s1)) ||
+	    (s->fd < 0 && j->spec.optim.kind == ZS_SGD && j->spec.optim.momentum != 0.0 && !s->s0))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	e->bytes += pad * zs_server_bytes_per_elem(&j->spec, u);
 	return ZS_OK;
@@ -765,6 +931,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	if (!j)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	snprintf(j->name, sizeof j->name, "%s", job->spec.name);
+	j->e = e;
 	pthread_mutex_init(&j->cmu, NULL);
 	j->epoch = job->placement.epoch;
 	atomic_init(&j->refs, 1);
@@ -957,9 +1124,10 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		struct eshard *s = &j->shards[k];
 		size_t n = s->sh.length;
 		tmp[k] = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, 0,
-					      malloc(n * 4), s->s0 ? malloc(n * 4) : NULL,
-					      s->s1 ? malloc(n * 4) : NULL};
-		if (!tmp[k].master || (s->s0 && !tmp[k].s0) || (s->s1 && !tmp[k].s1)) {
+					      malloc(n * 4), s->n_arrays > 1 ? malloc(n * 4) : NULL,
+					      s->n_arrays > 2 ? malloc(n * 4) : NULL};
+		if (!tmp[k].master || (s->n_arrays > 1 && !tmp[k].s0) ||
+		    (s->n_arrays > 2 && !tmp[k].s1)) {
 			st = zs_fail(err, ZS_ENOMEM, "out of memory");
 			break;
 		}
@@ -988,13 +1156,11 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		struct held *rel = NULL;
 		size_t n = s->sh.length, n_rel = 0, keep = 0;
 		pthread_mutex_lock(&s->mu);
-		memcpy(s->master, tmp[k].master, n * 4);
-		if (s->s0)
-			memcpy(s->s0, tmp[k].s0, n * 4);
-		if (s->s1)
-			memcpy(s->s1, tmp[k].s1, n * 4);
+		if (arrays_io(e, s, true, tmp[k].master, tmp[k].s0, tmp[k].s1))
+			zs_error("restore: cannot write unit %u shard %u to %s", s->sh.unit,
+				 s->sh.index, s->path);
 		if (s->copy != s->master)
-			zs_convert_from_f32(s->copy, s->dt, s->master, n);
+			zs_convert_from_f32(s->copy, s->dt, tmp[k].master, n);
 		s->version = at;
 		s->ready = true;
 		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
@@ -1031,9 +1197,12 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 		for (uint32_t i = 0; i < j->n_shards; i++) {
 			pthread_mutex_lock(&j->shards[i].mu);
 			st->held += j->shards[i].n_held;
+			st->tiered += j->shards[i].fd >= 0;
 			pthread_mutex_unlock(&j->shards[i].mu);
 		}
 	}
+	st->tier_read = atomic_load(&e->tier_read);
+	st->tier_written = atomic_load(&e->tier_written);
 	st->bytes = e->bytes;
 	pthread_mutex_unlock(&e->mu);
 	st->steps_applied = atomic_load(&e->steps);
@@ -1129,6 +1298,17 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 }
 
 const struct zs_target *engine_target(struct engine *e) { return &e->target; }
+
+enum zs_status engine_set_tier(struct engine *e, const char *dir, uint64_t budget,
+			       struct zs_error *err)
+{
+	enum zs_status st = zs_mkdir_p(dir, err);
+	if (st)
+		return st;
+	snprintf(e->tier_dir, sizeof e->tier_dir, "%s", dir);
+	e->tier_budget = budget;
+	return ZS_OK;
+}
 
 void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx)
 {

@@ -46,6 +46,8 @@ struct engine_stats {
 	uint64_t bytes_in, bytes_out;
 	uint64_t held;          /* gathers waiting now */
 	uint64_t pipelined;     /* elements updated while their last push landed */
+	uint32_t tiered;        /* shards whose state lives in tier files */
+	uint64_t tier_read, tier_written; /* bytes */
 };
 
 /*
@@ -65,6 +67,15 @@ typedef enum zs_status (*engine_norm_fn)(void *ctx, const char *job, uint64_t st
 					 double *total, struct zs_error *err);
 /* Without one, jobs that clip are refused. Set before adding jobs. */
 void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx);
+
+/*
+ * The NVMe tier: shards added after budget bytes of masters and optimizer
+ * state are resident keep them in files under dir instead (O_DIRECT, one
+ * per shard), and every update streams them through aligned chunks.
+ * Gathers still read an in-memory compute copy. Set before adding jobs.
+ */
+enum zs_status engine_set_tier(struct engine *e, const char *dir, uint64_t budget,
+			       struct zs_error *err);
 
 /* The target to give zs_listener_start (ctx is the engine). */
 const struct zs_target *engine_target(struct engine *e);

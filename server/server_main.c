@@ -681,6 +681,10 @@ static void usage(FILE *f)
 		"                       data-plane (tcp) address (default: the control\n"
 		"                       address's host, a free port); same-host trainers\n"
 		"                       also get shared memory\n"
+		"  --memory-budget BYTES\n"
+		"                       masters and optimizer state beyond this stay in\n"
+		"                       O_DIRECT files under DIR/tier, streamed for each\n"
+		"                       update (default: all in memory)\n"
 		"  --step-timeout-ms MS a gather waiting longer for the other ranks fails,\n"
 		"                       naming the ranks it waits for (default 60000)\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
@@ -701,6 +705,7 @@ int main(int argc, char **argv)
 		{"port-file", required_argument, NULL, 'p'},
 		{"data-listen", required_argument, NULL, 'D'},
 		{"step-timeout-ms", required_argument, NULL, 'T'},
+		{"memory-budget", required_argument, NULL, 'M'},
 		{"coordinator-timeout-ms", required_argument, NULL, 'w'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
@@ -712,6 +717,7 @@ int main(int argc, char **argv)
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
 	const char *data_listen = NULL;
 	uint32_t step_timeout_ms = 60000;
+	uint64_t memory_budget = 0;
 	char data_default[ZS_ADDR_MAX];
 	struct zs_listener *dp = NULL;
 	struct srvd d = {.wait_ms = 300000};
@@ -732,6 +738,12 @@ int main(int argc, char **argv)
 		case 'd': data_dir = optarg; break;
 		case 'p': port_file = optarg; break;
 		case 'D': data_listen = optarg; break;
+		case 'M':
+			if (zs_parse_size(optarg, &memory_budget, &err)) {
+				fprintf(stderr, "zshard-server: --memory-budget: %s\n", err.msg);
+				return 2;
+			}
+			break;
 		case 'T':
 			if (zs_parse_u64(optarg, 100, 86400000, &v, &err)) {
 				fprintf(stderr, "zshard-server: --step-timeout-ms: %s\n", err.msg);
@@ -811,6 +823,12 @@ int main(int argc, char **argv)
 		goto clean_kv;
 	d.step_timeout_ms = step_timeout_ms;
 	engine_set_norm_exchange(d.engine, exchange_norms, &d);
+	if (memory_budget) {
+		char tier[1024];
+		zs_fmt(tier, sizeof tier, "%s/tier", data_dir);
+		if (engine_set_tier(d.engine, tier, memory_budget, &err))
+			goto clean_engine;
+	}
 	{
 		struct zs_listener_opts lo = {.tcp_listen = data_listen, .shm = true,
 					      .arena_bytes = d.me.capacity};

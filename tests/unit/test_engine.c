@@ -78,6 +78,10 @@ static void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kin
 static void start_clip(struct cluster *c, int S, uint32_t R, enum zs_optim_kind kind,
 		       enum zs_dtype dt, const struct zs_transport_ops *t, double clip);
 
+/* When set, servers keep state past this many bytes in tier files. */
+static uint64_t tier_budget;
+static char tier_dir[64];
+
 static enum zs_status exchange(void *ctx, const char *job, uint64_t step,
 			       const struct zs_shard_norm *norms, uint32_t n, double *total,
 			       struct zs_error *err)
@@ -136,6 +140,11 @@ static void start_clip(struct cluster *c, int S, uint32_t R, enum zs_optim_kind 
 					     .arena_bytes = 16u << 20};
 		assert_int_equal(engine_create(2, 0, &c->e[s], NULL), ZS_OK);
 		engine_set_norm_exchange(c->e[s], exchange, &c->ex);
+		if (tier_budget) {
+			char d[128];
+			snprintf(d, sizeof d, "%s/s%d", tier_dir, s);
+			assert_int_equal(engine_set_tier(c->e[s], d, tier_budget, NULL), ZS_OK);
+		}
 		if (zs_listener_start(&o, engine_target(c->e[s]), &c->l[s], c->tcp[s],
 				      c->shm[s], &err))
 			fail_msg("%s", err.msg);
@@ -340,6 +349,20 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 		}
 		free(got);
 		free(ref[u]);
+	}
+	if (tier_budget) {
+		uint32_t tiered = 0;
+		uint64_t rd = 0, wr = 0;
+		for (int s = 0; s < S; s++) {
+			struct engine_stats es;
+			engine_stats(c.e[s], &es);
+			tiered += es.tiered;
+			rd += es.tier_read;
+			wr += es.tier_written;
+		}
+		if (!tiered || !rd || !wr)
+			fail_msg("the tier was not used (%u shards, %llu read, %llu written)", tiered,
+				 (unsigned long long)rd, (unsigned long long)wr);
 	}
 	for (int s = 0; s < S; s++)
 		zs_conn_close(conn[s]);
@@ -693,6 +716,31 @@ static void test_snapshot_and_restore(void **st)
 	}
 }
 
+/*
+ * The NVMe tier: with a budget of a quarter of the state, most shards keep
+ * their masters and optimizer state in O_DIRECT files and stream them for
+ * every update; training gives the same bits as in memory.
+ */
+static void test_tier_equals_memory(void **st)
+{
+	/* AdamW f32 state: units of 1000, 1, 4099, 64 elements padded x 12 B */
+	(void)st;
+	snprintf(tier_dir, sizeof tier_dir, "/tmp/zshard-tier-XXXXXX");
+	assert_non_null(mkdtemp(tier_dir));
+	tier_budget = 16384; /* about a quarter of the state */
+	run_oracle(2, 2, ZS_ADAMW, ZS_BF16, &zs_tcp_transport, 1, 0);
+	run_oracle(1, 3, ZS_SGD, ZS_F32, &zs_shm_transport, 3, 0.5);
+	run_oracle(3, 1, ZS_ADAMW, ZS_F32, &zs_tcp_transport, 1, 0.5);
+	/* snapshots read tiered state, restores write it */
+	test_snapshot_and_restore(st);
+	tier_budget = 0;
+	{
+		char cmd[128];
+		snprintf(cmd, sizeof cmd, "rm -rf %s", tier_dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 static void test_refused_features(void **st)
 {
 	struct zs_job j;
@@ -714,6 +762,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_oracle_matrix),
 		cmocka_unit_test(test_pipelined_reduction),
+		cmocka_unit_test(test_tier_equals_memory),
 		cmocka_unit_test(test_refusals_and_held_gather),
 		cmocka_unit_test(test_snapshot_and_restore),
 		cmocka_unit_test(test_refused_features),
