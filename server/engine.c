@@ -556,6 +556,87 @@ static void reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 	zs_reduce_mean(s->acc + a, R, b - a);
 }
 
+/* One set of chunk buffers of the tier's double buffer. */
+struct tier_set {
+	float *arr[3];
+	float *bb; /* O_DIRECT bounce buffer */
+};
+
+/* The helper's job: write back one chunk, then read the next. */
+struct tier_job {
+	struct engine *e;
+	struct eshard *s;
+	struct tier_set *set;
+	uint64_t wr_a, wr_b; /* [a, b) to write back, empty when a == b */
+	uint64_t rd_a, rd_b; /* [a, b) to read ahead, empty when a == b */
+	bool ok;
+};
+
+static void *tier_job_run(void *arg)
+{
+	struct tier_job *j = arg;
+	for (unsigned k = 0; k < j->s->n_arrays && j->ok && j->wr_a < j->wr_b; k++)
+		j->ok = !tier_io(j->e, j->s, true, k, j->wr_a, j->wr_b, j->set->arr[k], j->set->bb);
+	for (unsigned k = 0; k < j->s->n_arrays && j->ok && j->rd_a < j->rd_b; k++)
+		j->ok = !tier_io(j->e, j->s, false, k, j->rd_a, j->rd_b, j->set->arr[k], j->set->bb);
+	return NULL;
+}
+
+/*
+ * A tiered shard's update of [a, b), chunk by chunk through a double
+ * buffer: while chunk c is computed in one set, a helper thread writes
+ * chunk c-1 back from the other and reads chunk c+1 into it.
+ */
+static void tier_update(struct engine *e, struct eshard *s, const struct zs_optim_step *step,
+			uint64_t a, uint64_t b)
+{
+	struct tier_set set[2] = {0};
+	uint64_t prev_a = 0, prev_b = 0;
+	bool ok = true;
+	int cur = 0;
+
+	for (int i = 0; i < 2 && ok; i++) {
+		ok = (set[i].bb = tier_buf()) != NULL;
+		for (unsigned k = 0; k < s->n_arrays && ok; k++)
+			ok = (set[i].arr[k] = malloc(TIER_CHUNK * 4)) != NULL;
+	}
+	/* the first chunk, read in turn */
+	for (unsigned k = 0; k < s->n_arrays && ok && a < b; k++)
+		ok = !tier_io(e, s, false, k, a, b - a < TIER_CHUNK ? b : a + TIER_CHUNK,
+			      set[0].arr[k], set[0].bb);
+	for (uint64_t c = a; c < b && ok; c += TIER_CHUNK) {
+		uint64_t d = b - c < TIER_CHUNK ? b - c : TIER_CHUNK;
+		uint64_t n_a = c + d, n_b = b - n_a < TIER_CHUNK ? b : n_a + TIER_CHUNK;
+		struct tier_job job = {e, s, &set[!cur], prev_a, prev_b, n_a, n_a < b ? n_b : n_a,
+				       true};
+		pthread_t th;
+		bool threaded = (job.wr_a < job.wr_b || job.rd_a < job.rd_b) &&
+				pthread_create(&th, NULL, tier_job_run, &job) == 0;
+		if (!threaded)
+			tier_job_run(&job); /* nothing to overlap, or no thread */
+		zs_optim_apply(step, set[cur].arr[0], set[cur].arr[1], set[cur].arr[2],
+			       s->acc + c, d);
+		zs_convert_from_f32((uint8_t *)s->copy + c * s->dsz, s->dt, set[cur].arr[0], d);
+		if (threaded)
+			pthread_join(th, NULL);
+		ok = job.ok;
+		prev_a = c;
+		prev_b = c + d;
+		cur = !cur;
+	}
+	/* the last chunk computed goes back */
+	for (unsigned k = 0; k < s->n_arrays && ok && prev_a < prev_b; k++)
+		ok = !tier_io(e, s, true, k, prev_a, prev_b, set[!cur].arr[k], set[!cur].bb);
+	if (!ok)
+		zs_error("tier I/O failed for unit %u shard %u (%s): %s", s->sh.unit, s->sh.index,
+			 s->path, strerror(errno));
+	for (int i = 0; i < 2; i++) {
+		free(set[i].bb);
+		for (unsigned k = 0; k < 3; k++)
+			free(set[i].arr[k]);
+	}
+}
+
 /* The optimizer on elements [a, b) of acc (scaled by coef), and the copy. */
 static void apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 			size_t a, size_t b)
@@ -569,29 +650,7 @@ static void apply_range(struct engine *e, struct ejob *j, struct eshard *s, floa
 	if (coef != 1.0f)
 		zs_scale(s->acc + a, coef, b - a);
 	if (s->fd >= 0) {
-		/* the tier: stream the state through one chunk at a time */
-		float *buf[3] = {0}, *bb = tier_buf();
-		bool ok = bb != NULL;
-		for (unsigned k = 0; k < s->n_arrays && ok; k++)
-			ok = (buf[k] = malloc(TIER_CHUNK * 4)) != NULL;
-		for (size_t c = a; c < b && ok; c += TIER_CHUNK) {
-			size_t d = b - c < TIER_CHUNK ? b - c : TIER_CHUNK;
-			for (unsigned k = 0; k < s->n_arrays && ok; k++)
-				ok = !tier_io(e, s, false, k, c, c + d, buf[k], bb);
-			if (!ok)
-				break;
-			zs_optim_apply_parallel(&step, buf[0], buf[1], buf[2], s->acc + c, d,
-						e->nthreads);
-			zs_convert_from_f32((uint8_t *)s->copy + c * s->dsz, s->dt, buf[0], d);
-			for (unsigned k = 0; k < s->n_arrays && ok; k++)
-				ok = !tier_io(e, s, true, k, c, c + d, buf[k], bb);
-		}
-		if (!ok)
-			zs_error("tier I/O failed for unit %u shard %u (%s): %s", s->sh.unit,
-				 s->sh.index, s->path, strerror(errno));
-		for (unsigned k = 0; k < 3; k++)
-			free(buf[k]);
-		free(bb);
+		tier_update(e, s, &step, a, b);
 		return;
 	}
 	zs_optim_apply_parallel(&step, s->master + a, s->s0 ? s->s0 + a : NULL,

@@ -418,6 +418,11 @@ static void test_pipelined_reduction(void **st)
 		pthread_mutex_init(&c.ex.mu, NULL);
 		pthread_cond_init(&c.ex.cv, NULL);
 		assert_int_equal(engine_create(2, 0, &c.e[0], NULL), ZS_OK);
+		if (tier_budget) {
+			char d[128];
+			snprintf(d, sizeof d, "%s/big", tier_dir);
+			assert_int_equal(engine_set_tier(c.e[0], d, tier_budget, NULL), ZS_OK);
+		}
 		if (zs_listener_start(&o, engine_target(c.e[0]), &c.l[0], c.tcp[0], c.shm[0], &err))
 			fail_msg("%s", err.msg);
 		engine_set_listener(c.e[0], c.l[0]);
@@ -444,6 +449,8 @@ static void test_pipelined_reduction(void **st)
 	}
 	engine_stats(c.e[0], &es);
 	assert_true(es.pipelined > 0);
+	if (tier_budget) /* the big unit is tiered: ~12 chunks through the double buffer */
+		assert_true(es.tiered == 1 && es.tier_written >= 3 * 4 * sizes[0] * STEPS);
 	ref[0] = malloc(sizes[0] * 4);
 	ref[1] = malloc(sizes[1] * 4);
 	oracle_reference(&c.job.spec, STEPS, ref);
@@ -733,6 +740,9 @@ static void test_tier_equals_memory(void **st)
 	run_oracle(3, 1, ZS_ADAMW, ZS_F32, &zs_tcp_transport, 1, 0.5);
 	/* snapshots read tiered state, restores write it */
 	test_snapshot_and_restore(st);
+	/* a unit of many chunks, updated while its last push lands */
+	tier_budget = 1u << 20;
+	test_pipelined_reduction(st);
 	tier_budget = 0;
 	{
 		char cmd[128];
