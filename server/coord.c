@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1283,6 +1284,12 @@ static void h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, s
 			n_ids = job_servers(j, ids, 256);
 			if (nk.n_durable >= n_ids)
 				nk.state = ZS_CKPT_COMMITTED; /* every server durable */
+		}
+		/* fault injection for the crash tests: die before recording it */
+		if (nk.state == ZS_CKPT_COMMITTED && getenv("ZSHARD_FAULT") &&
+		    !strcmp(getenv("ZSHARD_FAULT"), "coord-before-commit")) {
+			zs_error("fault injection: dying at coord-before-commit");
+			raise(SIGKILL);
 		}
 		if (save_ckpt(c, &nk, false, &e)) {
 			if (nk.durable != k->durable)

@@ -787,11 +787,94 @@ static void crash_during_checkpoint(const char *fault, const char *job)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * The coordinator killed as it is about to record a checkpoint committed:
+ * after its restart the checkpoint is not committed, and the previous one
+ * is what a restore brings back.
+ */
+static void coordinator_dies_at_commit(void)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_checkpoint k;
+	struct rank_ctx x[1];
+	unsigned long long a, b;
+	char pf[1024], log[1024], data[1024], addr[64];
+	int rc;
+
+	oracle_spec(&spec, "crash3", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	x[0] = (struct rank_ctx){.t = join("crash3", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 1);
+	assert_int_equal(zs_checkpoint(x[0].t, 1, NULL, 0, &a), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, a, 20000), ZS_OK);
+
+	/* the coordinator comes back armed on the same port and directory */
+	h_stop(C.coord, SIGTERM, 5000);
+	snprintf(pf, sizeof pf, "%s/coordinator.addr", C.dir);
+	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
+	snprintf(data, sizeof data, "%s/coordinator", C.dir);
+	unlink(pf);
+	char *argv[] = {(char *)h_bin("zshard-coordinator"), "--listen", C.addr, "--data-dir", data,
+			"--port-file", pf, "--lease-ms", "1500", NULL};
+	setenv("ZSHARD_FAULT", "coord-before-commit", 1);
+	C.coord = h_spawn(argv, log);
+	unsetenv("ZSHARD_FAULT");
+	assert_true(h_wait_file(pf, 10000, addr, sizeof addr));
+	train_ranks(x, 1, 1, 2);
+	rc = zs_checkpoint(x[0].t, 2, NULL, 0, &b);
+	assert_true(rc == ZS_OK || rc == ZS_EUNAVAIL);
+	rc = h_stop(C.coord, 0, 30000);
+	if (rc != 128 + SIGKILL)
+		fail_msg("the coordinator ended with %d, not at its fault point", rc);
+	zs_trainer_close(x[0].t);
+
+	unlink(pf);
+	C.coord = h_spawn(argv, log);
+	assert_true(h_wait_file(pf, 10000, addr, sizeof addr));
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_ckpt(c, "crash3", b, &k, NULL), ZS_OK);
+	if (k.state == ZS_CKPT_COMMITTED)
+		fail_msg("checkpoint %llu is committed after the coordinator died committing it", b);
+	zs_checkpoint_release(&k);
+	for (int i = 0; i < 200 && zs_coord_restore(c, "crash3", 0, &(struct zs_job){0}, NULL); i++)
+		usleep(50 * 1000);
+	{
+		struct zs_job j;
+		wait_restored(c, "crash3", &j);
+		assert_string_equal(j.restore_error, "");
+		assert_int_equal(j.restored_id, a);
+		zs_job_release(&j);
+		/* the old rank 0 left while the coordinator was down: it is still
+		 * recorded, and leaves now */
+		if (!zs_coord_leave(c, "crash3", 0, &j, NULL))
+			zs_job_release(&j);
+	}
+	x[0] = (struct rank_ctx){.t = join("crash3", 0, "tcp")};
+	{
+		float *ref[4];
+		oracle_reference(&spec, 1, (ref[0] = malloc(4000), ref[1] = malloc(4),
+					    ref[2] = malloc(16396), ref[3] = malloc(256), ref));
+		for (unsigned u = 0; u < 4; u++) {
+			float *got = malloc(zs_unit_numel(x[0].t, u) * 4);
+			assert_int_equal(fetch(x[0].t, u, 1, got), ZS_OK);
+			assert_memory_equal(got, ref[u], zs_unit_numel(x[0].t, u) * 4);
+			free(got);
+			free(ref[u]);
+		}
+	}
+	zs_trainer_close(x[0].t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
 static void test_crash_during_checkpoint(void **st)
 {
 	(void)st;
 	crash_during_checkpoint("ckpt-mid-write", "crash1");
 	crash_during_checkpoint("ckpt-before-report", "crash2");
+	coordinator_dies_at_commit();
 }
 
 /* Restores checkpoint id (0: latest) of job and waits for it. */
@@ -848,8 +931,8 @@ static void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t
 }
 
 /*
- * Checkpoints restore onto another number of servers: taken on 3, restored
- * onto 1; taken on 1, restored onto 3. Each server assembles its new shards
+ * Checkpoints restore onto another number of servers: taken on 2, restored
+ * onto 3; taken on 3, restored onto 1. Each server assembles its new shards
  * from the records of the old ones (its own, or another server's); the
  * training that resumes equals training never interrupted, to the bit.
  */
@@ -862,15 +945,18 @@ static void test_restore_onto_other_server_counts(void **st)
 	unsigned long long id, step;
 	uint32_t n_s;
 	unsigned len;
-	uint64_t one;
+	uint64_t two[2], one;
 
 	(void)st;
 	oracle_spec(&spec, "rp", 1, ZS_ADAMW, ZS_F32);
 	create_job(&spec);
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
 	assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+	two[0] = s[0].id;
+	two[1] = s[1].id;
 	one = s[n_s - 1].id;
 	free(s);
+	rebalance(c, "rp", two, 2, 2); /* before anyone joins: 2 servers */
 
 	x[0] = (struct rank_ctx){.t = join("rp", 0, "tcp")};
 	upload_init(x[0].t);
@@ -880,10 +966,10 @@ static void test_restore_onto_other_server_counts(void **st)
 	train_ranks(x, 1, 2, 3);
 	zs_trainer_close(x[0].t);
 
-	/* 3 servers -> 1 */
-	rebalance(c, "rp", &one, 1, 1);
+	/* 2 servers -> 3 */
+	rebalance(c, "rp", NULL, 0, NSERV);
 	restore(c, "rp", id);
-	x[0] = (struct rank_ctx){.t = join("rp", 0, "tcp")};
+	x[0] = (struct rank_ctx){.t = join("rp", 0, "shm")};
 	assert_int_equal(zs_trainer_resume(x[0].t, &step, NULL, 0, &len), ZS_OK);
 	assert_int_equal(step, 2);
 	train_ranks(x, 1, 2, 4);
@@ -893,10 +979,10 @@ static void test_restore_onto_other_server_counts(void **st)
 	train_ranks(x, 1, 4, 5);
 	zs_trainer_close(x[0].t);
 
-	/* 1 server -> 3 */
-	rebalance(c, "rp", NULL, 0, NSERV);
+	/* 3 servers -> 1 */
+	rebalance(c, "rp", &one, 1, 1);
 	restore(c, "rp", id);
-	x[0] = (struct rank_ctx){.t = join("rp", 0, "shm")};
+	x[0] = (struct rank_ctx){.t = join("rp", 0, "tcp")};
 	train_ranks(x, 1, 4, 6);
 	check_oracle(x[0].t, &spec, 6);
 	zs_trainer_close(x[0].t);
