@@ -838,10 +838,13 @@ static void coordinator_dies_at_commit(void)
 	if (k.state == ZS_CKPT_COMMITTED)
 		fail_msg("checkpoint %llu is committed after the coordinator died committing it", b);
 	zs_checkpoint_release(&k);
-	for (int i = 0; i < 200 && zs_coord_restore(c, "crash3", 0, &(struct zs_job){0}, NULL); i++)
-		usleep(50 * 1000);
 	{
 		struct zs_job j;
+		int i;
+		for (i = 0; i < 200 && zs_coord_restore(c, "crash3", 0, &j, NULL); i++)
+			usleep(50 * 1000);
+		assert_true(i < 200);
+		zs_job_release(&j);
 		wait_restored(c, "crash3", &j);
 		assert_string_equal(j.restore_error, "");
 		assert_int_equal(j.restored_id, a);
