@@ -149,7 +149,11 @@ $(BUILD)/bin/bench_ckpt: $(BUILD)/obj/bench/ckpt.o $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-bench: $(BINS) $(BUILD)/bin/coord_rpc $(BUILD)/bin/bench_transport $(BUILD)/bin/bench_optim $(BUILD)/bin/bench_ckpt
+$(BUILD)/bin/bench_tier: $(BUILD)/obj/bench/tier.o $(addprefix $(BUILD)/obj/server/,engine.o optim.o placement.o) $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BINS) $(BUILD)/bin/coord_rpc $(BUILD)/bin/bench_transport $(BUILD)/bin/bench_optim $(BUILD)/bin/bench_ckpt $(BUILD)/bin/bench_tier
 	@bench/run.sh
 
 $(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(LIBZS_A)

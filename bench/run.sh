@@ -37,3 +37,10 @@ addr=$("$launcher" start --servers 3 --dir "$dir" 2>/dev/null)
 	echo
 	"$root/build/bin/bench_ckpt" "$root/build/bench" 256 5
 } | tee "$out/ckpt.md"
+
+{
+	echo
+	echo "## NVMe tier: step time against state in memory ($(date -u +%F), $(nproc) cores)"
+	echo
+	"$root/build/bin/bench_tier" "$root/build/bench" 16 5
+} | tee "$out/tier.md"

@@ -444,11 +444,16 @@ static enum zs_status tier_io(struct engine *e, struct eshard *s, bool wr, unsig
 		uint64_t lo = c > a ? c : a, hi = c + TIER_CHUNK < b ? c + TIER_CHUNK : b;
 		uint64_t span = ((hi - c) * 4 + 4095) & ~(uint64_t)4095;
 		off_t off = (off_t)(k * s->arr_bytes + c * 4);
+		bool whole;
 		if (c * 4 + span > s->arr_bytes)
 			span = s->arr_bytes - c * 4;
-		if (pread(s->fd, bb, span, off) != (ssize_t)span)
-			return ZS_EIO;
-		atomic_fetch_add(&e->tier_read, span);
+		/* a write covering the whole span needs no read first */
+		whole = wr && lo == c && (hi - lo) * 4 == span;
+		if (!whole) {
+			if (pread(s->fd, bb, span, off) != (ssize_t)span)
+				return ZS_EIO;
+			atomic_fetch_add(&e->tier_read, span);
+		}
 		if (wr) {
 			memcpy(bb + (lo - c), data + (lo - a), (hi - lo) * 4);
 			if (pwrite(s->fd, bb, span, off) != (ssize_t)span)

@@ -761,6 +761,13 @@ static void crash_during_checkpoint(const char *fault, const char *job)
 		fail_msg("%s: checkpoint %llu is %s: %s", fault, b, zs_ckpt_state_name(k.state),
 			 k.error);
 	zs_checkpoint_release(&k);
+	/* an incomplete checkpoint cannot be restored */
+	{
+		struct zs_error err = {0};
+		struct zs_job jj;
+		assert_int_equal(zs_coord_restore(c, job, b, &jj, &err), ZS_ESTATE);
+		assert_non_null(strstr(err.msg, "not committed"));
+	}
 	zs_trainer_close(x[0].t);
 
 	/* back without the fault: the latest committed is A, and it is whole */
@@ -1096,6 +1103,29 @@ static void test_export_import(void **st)
 	assert_non_null(strstr(errs, "junk.safetensors"));
 	free(out);
 	free(errs);
+	/* a file whose shapes differ from the layout: refused, nothing uploaded */
+	{
+		char wrong[1024];
+		float zeros[2000] = {0};
+		struct st_tensor tt[4] = {
+			{.name = "u0.w", .dtype = ZS_F32, .ndim = 1, .shape = {2000}, .data = zeros, .bytes = 8000},
+			{.name = "u1.w", .dtype = ZS_F32, .ndim = 1, .shape = {1}, .data = zeros, .bytes = 4},
+			{.name = "u2.w", .dtype = ZS_F32, .ndim = 1, .shape = {1}, .data = zeros, .bytes = 4},
+			{.name = "u3.w", .dtype = ZS_F32, .ndim = 1, .shape = {1}, .data = zeros, .bytes = 4},
+		};
+		snprintf(wrong, sizeof wrong, "%s/wrong.safetensors", C.dir);
+		assert_int_equal(st_write(wrong, tt, 4, NULL, 0, NULL, NULL), ZS_OK);
+		rc = ctl(&out, &errs, "import", "exc", wrong, NULL, NULL);
+		assert_int_equal(rc, 1);
+		assert_non_null(strstr(errs, "another shape"));
+		free(out);
+		free(errs);
+		rc = ctl(&out, &errs, "export", "exc", "--out", wrong, NULL);
+		assert_int_equal(rc, 1); /* still no parameters: nothing was uploaded */
+		assert_non_null(strstr(errs, "no parameters yet"));
+		free(out);
+		free(errs);
+	}
 	rc = ctl(&out, &errs, "import", "exc", b, NULL, NULL); /* b lacks nothing */
 	assert_int_equal(rc, 0);
 	free(out);
