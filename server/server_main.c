@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
+#include <errno.h>
 
 #include "ckpt.h"
 #include "codec.h"
@@ -47,6 +49,7 @@ struct srvd {
 	int64_t wait_ms; /* bound on waiting for the coordinator */
 	struct engine *engine;
 	uint32_t step_timeout_ms;
+	const char *data_dir;
 	/* checkpoint tasks */
 	uint64_t task_gen;
 	struct zs_task *busy; /* started, not reported yet */
@@ -403,6 +406,35 @@ static void fault_point(const char *name)
 	}
 }
 
+/*
+ * The LMDB environment is written through its map, where a full disk is a
+ * SIGBUS, not an error: so a checkpoint first checks that the data dir has
+ * room for its records (with a margin for LMDB's pages) and fails cleanly
+ * with ZS_ENOSPC when it has not.
+ */
+static enum zs_status space_for(struct srvd *d, const struct snapjob *sj,
+				struct zs_error *err)
+{
+	struct statvfs vfs;
+	uint64_t need = 16u << 20, avail;
+
+	for (uint32_t i = 0; i < sj->n; i++)
+		need += (sj->snaps[i].length * 4 + CKPT_HDR + 64) *
+			(1 + !!sj->snaps[i].s0 + !!sj->snaps[i].s1) * 11 / 10;
+	if (statvfs(d->data_dir, &vfs))
+		return zs_fail(err, zs_status_from_errno(errno), "cannot stat %s: %s", d->data_dir,
+			       strerror(errno));
+	avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (avail < need) {
+		char a[32], b[32];
+		return zs_fail(err, ZS_ENOSPC,
+			       "the data dir %s has %s free; checkpoint %llu needs about %s",
+			       d->data_dir, zs_fmt_bytes(avail, a, sizeof a),
+			       (unsigned long long)sj->task.id, zs_fmt_bytes(need, b, sizeof b));
+	}
+	return ZS_OK;
+}
+
 /* Writes snapshots into LMDB, one transaction each, off the data path. */
 static void *writer_main(void *arg)
 {
@@ -411,7 +443,7 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&d->mu);
 	for (;;) {
 		struct snapjob *sj;
-		struct zs_kv_txn *t;
+		struct zs_kv_txn *t = NULL;
 		struct zs_error err = {0};
 		enum zs_status st;
 		uint64_t bytes = 0;
@@ -423,7 +455,11 @@ static void *writer_main(void *arg)
 		sj = d->wq;
 		d->wq = sj->next;
 		pthread_mutex_unlock(&d->mu);
-		st = zs_kv_begin(d->kv, true, &t, &err);
+		st = space_for(d, sj, &err);
+		if (!st)
+			st = zs_kv_begin(d->kv, true, &t, &err);
+		else
+			t = NULL;
 		for (uint32_t i = 0; !st && i < sj->n; i++) {
 			const struct engine_snap *s = &sj->snaps[i];
 			st = ckpt_put(t, KV_CKPT, sj->task.job, sj->task.id, s->unit, s->index,
@@ -822,6 +858,7 @@ int main(int argc, char **argv)
 	if (engine_create(2, step_timeout_ms, &d.engine, &err))
 		goto clean_kv;
 	d.step_timeout_ms = step_timeout_ms;
+	d.data_dir = data_dir;
 	engine_set_norm_exchange(d.engine, exchange_norms, &d);
 	if (memory_budget) {
 		char tier[1024];

@@ -1134,6 +1134,83 @@ static void test_export_import(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * A full data dir: a checkpoint on a server whose data dir is a 4 MiB
+ * tmpfs fails with a clear "no space" error, and training goes on.
+ */
+static void test_checkpoint_on_a_full_disk(void **st)
+{
+	static const uint64_t sizes[] = {1u << 20, 64};
+	char small[1024], cmd[1200], log[1024], data[1024], port[1024], got[64];
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_server_info *s;
+	struct zs_checkpoint k;
+	struct rank_ctx x[1];
+	unsigned long long id;
+	uint32_t n_s;
+	uint64_t sid = 0;
+	pid_t srv;
+
+	(void)st;
+	snprintf(small, sizeof small, "%s/small", C.dir);
+	zs_fmt(cmd, sizeof cmd, "mkdir -p %s && mount -t tmpfs -o size=4m tmpfs %s 2>/dev/null",
+	       small, small);
+	if (system(cmd)) {
+		printf("[  SKIP    ] cannot mount a small tmpfs here (not root?): the full-disk test is skipped\n");
+		skip();
+	}
+	snprintf(log, sizeof log, "%s/server-small.log", C.dir);
+	zs_fmt(data, sizeof data, "%s/data", small);
+	snprintf(port, sizeof port, "%s/server-small.addr", C.dir);
+	char *argv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr, "--data-dir", data,
+			"--capacity", "256M", "--port-file", port, NULL};
+	srv = h_spawn(argv, log);
+	assert_true(h_wait_file(port, 10000, got, sizeof got));
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	for (int i = 0; i < 100 && !sid; i++) {
+		assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+		for (uint32_t k2 = 0; k2 < n_s; k2++)
+			if (!strcmp(s[k2].addr, got) && s[k2].up)
+				sid = s[k2].id;
+		free(s);
+		if (!sid)
+			usleep(50 * 1000);
+	}
+	assert_true(sid != 0);
+	oracle_spec_sizes(&spec, "full", 1, ZS_ADAMW, ZS_F32, sizes, 2);
+	create_job(&spec);
+	rebalance(c, "full", &sid, 1, 1); /* all of it on the small server */
+	x[0] = (struct rank_ctx){.t = join("full", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 1);
+	assert_int_equal(zs_checkpoint(x[0].t, 1, NULL, 0, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_EIO);
+	assert_int_equal(zs_coord_get_ckpt(c, "full", id, &k, NULL), ZS_OK);
+	assert_int_equal(k.state, ZS_CKPT_FAILED);
+	if (!strstr(k.error, "free"))
+		fail_msg("the failure does not say why: %s", k.error);
+	zs_checkpoint_release(&k);
+	train_ranks(x, 1, 1, 2); /* the job goes on */
+	assert_true(h_alive(srv)); /* and the server did not die of it */
+	zs_trainer_close(x[0].t);
+	h_stop(srv, SIGTERM, 5000);
+	/* later jobs must not be placed on it: wait until its lease lapses */
+	for (int i = 0, down = 0; i < 200 && !down; i++) {
+		assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+		for (uint32_t k2 = 0; k2 < n_s; k2++)
+			down |= s[k2].id == sid && !s[k2].up;
+		free(s);
+		if (!down)
+			usleep(50 * 1000);
+	}
+	zs_coord_close(c);
+	zs_fmt(cmd, sizeof cmd, "umount %s", small);
+	if (system(cmd))
+		fprintf(stderr, "cannot unmount %s\n", small);
+	zs_job_spec_release(&spec);
+}
+
 /* A rank that dies mid-step: the others get a clear error, in bounded time,
  * that names it; the servers go on serving. */
 static void test_dead_trainer_is_named(void **st)
@@ -1182,6 +1259,7 @@ int main(void)
 		cmocka_unit_test(test_crash_during_checkpoint),
 		cmocka_unit_test(test_export_import),
 		cmocka_unit_test(test_restore_onto_other_server_counts),
+		cmocka_unit_test(test_checkpoint_on_a_full_disk),
 		cmocka_unit_test(test_dead_trainer_is_named),
 	};
 	return cmocka_run_group_tests_name("train", tests, group_setup, group_teardown);
