@@ -5,6 +5,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/build/bench
 mkdir -p "$out"
+# gnuplot draws the plots; install it the way the build installs its packages
+if ! command -v gnuplot >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ]; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 gnuplot-nox >/dev/null ||
+			{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 gnuplot-nox >/dev/null; }
+	else
+		echo "bench: no gnuplot; as root: apt-get install gnuplot-nox (the tables are written without plots)" >&2
+	fi
+fi
 dir=$(mktemp -d /tmp/zshard-bench-XXXXXX)
 launcher=$root/deploy/local/zshard-local
 trap '"$launcher" stop --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
@@ -44,3 +53,7 @@ addr=$("$launcher" start --servers 3 --dir "$dir" 2>/dev/null)
 	echo
 	"$root/build/bin/bench_tier" "$root/build/bench" 16 5
 } | tee "$out/tier.md"
+
+if command -v gnuplot >/dev/null 2>&1; then
+	"$root/bench/plot.sh" "$out"
+fi
