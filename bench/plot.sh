@@ -21,6 +21,7 @@ set boxwidth 0.7
 set grid ytics
 set xtics rotate by -20 noenhanced
 set ylabel "GB/s"
+set yrange [0:*]
 
 set output "$out/ckpt.png"
 set title "Checkpoint write and restore against the same disk (zshard bench)"
