@@ -482,6 +482,23 @@ static void test_step_driver_memory(void **st)
 	assert_true(c.peak_param_bytes > 16396 + 256);
 }
 
+static void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps)
+{
+	float *ref[4];
+	oracle_reference(spec, steps, (ref[0] = malloc(4000), ref[1] = malloc(4),
+				       ref[2] = malloc(16396), ref[3] = malloc(256), ref));
+	for (unsigned u = 0; u < 4; u++) {
+		float *got = malloc(zs_unit_numel(t, u) * 4);
+		if (fetch(t, u, steps, got))
+			fail_msg("gather: %s", zs_trainer_error(t));
+		if (memcmp(got, ref[u], zs_unit_numel(t, u) * 4))
+			fail_msg("unit %u after %llu steps differs from the reference", u,
+				 (unsigned long long)steps);
+		free(got);
+		free(ref[u]);
+	}
+}
+
 static void train_ranks(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1)
 {
 	pthread_t th[3];
@@ -618,7 +635,6 @@ static void test_full_cluster_restart(void **st)
 	struct zs_coord_client *c;
 	struct zs_job j;
 	struct rank_ctx x[2];
-	float *ref[4];
 	unsigned long long id, step;
 	unsigned len;
 	char addr[64];
@@ -672,15 +688,7 @@ static void test_full_cluster_restart(void **st)
 		assert_string_equal(blob, want);
 	}
 	train_ranks(x, 2, 1, STEPS);
-	oracle_reference(&spec, STEPS, (ref[0] = malloc(4000), ref[1] = malloc(4),
-					ref[2] = malloc(16396), ref[3] = malloc(256), ref));
-	for (unsigned u = 0; u < 4; u++) {
-		float *got = malloc(zs_unit_numel(x[0].t, u) * 4);
-		assert_int_equal(fetch(x[0].t, u, STEPS, got), ZS_OK);
-		assert_memory_equal(got, ref[u], zs_unit_numel(x[0].t, u) * 4);
-		free(got);
-		free(ref[u]);
-	}
+	check_oracle(x[0].t, &spec, STEPS);
 	for (uint32_t r = 0; r < 2; r++)
 		zs_trainer_close(x[r].t);
 	zs_job_spec_release(&spec);
@@ -716,7 +724,6 @@ static void crash_during_checkpoint(const char *fault, const char *job)
 	struct zs_checkpoint k;
 	struct zs_job j;
 	struct rank_ctx x[1];
-	float *ref[4];
 	unsigned long long a, b;
 	int rc;
 
@@ -780,15 +787,7 @@ static void crash_during_checkpoint(const char *fault, const char *job)
 	assert_int_equal(j.restored_id, a);
 	zs_job_release(&j);
 	x[0] = (struct rank_ctx){.t = join(job, 0, "tcp")};
-	oracle_reference(&spec, 1, (ref[0] = malloc(4000), ref[1] = malloc(4),
-				    ref[2] = malloc(16396), ref[3] = malloc(256), ref));
-	for (unsigned u = 0; u < 4; u++) {
-		float *got = malloc(zs_unit_numel(x[0].t, u) * 4);
-		assert_int_equal(fetch(x[0].t, u, 1, got), ZS_OK);
-		assert_memory_equal(got, ref[u], zs_unit_numel(x[0].t, u) * 4);
-		free(got);
-		free(ref[u]);
-	}
+	check_oracle(x[0].t, &spec, 1);
 	zs_trainer_close(x[0].t);
 	zs_coord_close(c);
 	zs_job_spec_release(&spec);
@@ -862,18 +861,7 @@ static void coordinator_dies_at_commit(void)
 			zs_job_release(&j);
 	}
 	x[0] = (struct rank_ctx){.t = join("crash3", 0, "tcp")};
-	{
-		float *ref[4];
-		oracle_reference(&spec, 1, (ref[0] = malloc(4000), ref[1] = malloc(4),
-					    ref[2] = malloc(16396), ref[3] = malloc(256), ref));
-		for (unsigned u = 0; u < 4; u++) {
-			float *got = malloc(zs_unit_numel(x[0].t, u) * 4);
-			assert_int_equal(fetch(x[0].t, u, 1, got), ZS_OK);
-			assert_memory_equal(got, ref[u], zs_unit_numel(x[0].t, u) * 4);
-			free(got);
-			free(ref[u]);
-		}
-	}
+	check_oracle(x[0].t, &spec, 1);
 	zs_trainer_close(x[0].t);
 	zs_coord_close(c);
 	zs_job_spec_release(&spec);
@@ -921,23 +909,6 @@ static void rebalance(struct zs_coord_client *c, const char *job, const uint64_t
 	}
 	assert_int_equal(n_seen, want_servers);
 	zs_job_release(&j);
-}
-
-static void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps)
-{
-	float *ref[4];
-	oracle_reference(spec, steps, (ref[0] = malloc(4000), ref[1] = malloc(4),
-				       ref[2] = malloc(16396), ref[3] = malloc(256), ref));
-	for (unsigned u = 0; u < 4; u++) {
-		float *got = malloc(zs_unit_numel(t, u) * 4);
-		if (fetch(t, u, steps, got))
-			fail_msg("gather: %s", zs_trainer_error(t));
-		if (memcmp(got, ref[u], zs_unit_numel(t, u) * 4))
-			fail_msg("unit %u after %llu steps differs from the reference", u,
-				 (unsigned long long)steps);
-		free(got);
-		free(ref[u]);
-	}
 }
 
 /*
