@@ -27,7 +27,6 @@ void zs_log_init(const char *name)
 }
 
 void zs_log_set_level(enum zs_log_level lvl) { level = lvl; }
-enum zs_log_level zs_log_get_level(void) { return level; }
 
 void zs_log(enum zs_log_level lvl, const char *fmt, ...)
 {

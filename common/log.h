@@ -13,7 +13,6 @@ void zs_log_init(const char *component);
 
 /* Lowest level printed; also read from $ZSHARD_LOG (debug|info|warn|error). */
 void zs_log_set_level(enum zs_log_level lvl);
-enum zs_log_level zs_log_get_level(void);
 
 void zs_log(enum zs_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

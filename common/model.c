@@ -399,30 +399,6 @@ enum zs_status zs_placement_copy(struct zs_placement *dst,
 	return ZS_OK;
 }
 
-enum zs_status zs_job_copy(struct zs_job *dst, const struct zs_job *src)
-{
-	*dst = *src;
-	dst->spec.layout = (struct zs_layout){0};
-	dst->placement = (struct zs_placement){0};
-	dst->trainers = NULL;
-	dst->n_trainers = 0;
-	if (zs_layout_copy(&dst->spec.layout, &src->spec.layout) ||
-	    zs_placement_copy(&dst->placement, &src->placement))
-		goto nomem;
-	if (src->n_trainers) {
-		dst->trainers = malloc(src->n_trainers * sizeof *dst->trainers);
-		if (!dst->trainers)
-			goto nomem;
-		memcpy(dst->trainers, src->trainers,
-		       src->n_trainers * sizeof *dst->trainers);
-		dst->n_trainers = src->n_trainers;
-	}
-	return ZS_OK;
-nomem:
-	zs_job_release(dst);
-	return ZS_ENOMEM;
-}
-
 void zs_layout_release(struct zs_layout *l)
 {
 	for (uint32_t u = 0; u < l->n_units; u++)

@@ -224,7 +224,6 @@ bool zs_layout_equal(const struct zs_layout *a, const struct zs_layout *b,
 enum zs_status zs_layout_copy(struct zs_layout *dst, const struct zs_layout *src);
 enum zs_status zs_placement_copy(struct zs_placement *dst,
 				 const struct zs_placement *src);
-enum zs_status zs_job_copy(struct zs_job *dst, const struct zs_job *src);
 
 /* Total elements of all units. */
 uint64_t zs_layout_numel(const struct zs_layout *l);

@@ -307,14 +307,6 @@ void zs_rpc_fail(struct zs_rpc_call *c, enum zs_status code, const char *fmt, ..
 	answer(c, to_grpc(code == ZS_OK ? ZS_EINTERNAL : code), msg, NULL, 0);
 }
 
-const char *zs_rpc_peer(struct zs_rpc_call *c, char *buf, size_t len)
-{
-	char *p = grpc_call_get_peer(c->call);
-	snprintf(buf, len, "%s", p ? p : "");
-	gpr_free(p);
-	return buf;
-}
-
 static void handle_event(struct zs_rpc_server *s, grpc_event ev)
 {
 	struct zs_rpc_call *c = ev.tag;

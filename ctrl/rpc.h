@@ -72,9 +72,6 @@ void zs_rpc_reply(struct zs_rpc_call *call, const void *resp, size_t len);
 /* Answers with an error status and a one-line message. */
 void zs_rpc_fail(struct zs_rpc_call *call, enum zs_status code,
 		 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* The peer address as gRPC reports it ("ipv4:127.0.0.1:40000"), into buf. */
-const char *zs_rpc_peer(struct zs_rpc_call *call, char *buf, size_t len);
-
 /* Opens a channel to target ("HOST:PORT"); connects lazily. */
 enum zs_status zs_rpc_client_open(const char *target, struct zs_rpc_client **out,
 				  struct zs_error *err);
