@@ -12,7 +12,8 @@
 /* $ZSHARD_BIN (default build/bin) joined with name, in a static buffer. */
 const char *h_bin(const char *name);
 
-/* A fresh temporary directory under $TMPDIR (removed by h_rmtree). */
+/* A fresh temporary directory under $TMPDIR (removed by h_rmtree, which keeps
+ * it and says so when ZSHARD_KEEP_TEST_DIRS is set). */
 char *h_tmpdir(const char *tag);
 void h_rmtree(const char *dir);
 

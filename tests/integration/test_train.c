@@ -80,10 +80,7 @@ static int group_teardown(void **st)
 	for (int i = 0; i < NSERV; i++)
 		h_stop(C.srv[i], SIGTERM, 5000);
 	h_stop(C.coord, SIGTERM, 5000);
-	if (getenv("ZSHARD_KEEP_TEST_DIRS"))
-		fprintf(stderr, "kept %s\n", C.dir);
-	else
-		h_rmtree(C.dir);
+	h_rmtree(C.dir);
 	free(C.dir);
 	return 0;
 }
