@@ -189,44 +189,14 @@ struct trainer {
 
 static int srv_index(uint64_t id) { return (int)id - 1; }
 
-/* Gathers unit u at step t into out (f32), over all shards. */
-static int gather_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
-		       float *out, char *why)
-{
-	const struct zs_unit *un = &c->job.spec.layout.units[u];
-	unsigned dsz = zs_dtype_size(un->dtype);
-	uint8_t *raw = malloc(un->numel * dsz);
-	struct zs_req *r[64];
-	uint32_t n = 0;
-	struct zs_error err = {0};
-	int rc = 0;
-
-	for (uint32_t i = 0; i < c->job.placement.n_shards; i++) {
-		const struct zs_shard *sh = &c->job.placement.shards[i];
-		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
-				    .step = t, .dtype = un->dtype};
-		if (sh->unit != u)
-			continue;
-		if (zs_post_read(conn[srv_index(sh->server_id)], &x, raw + sh->offset * dsz,
-				 &r[n++], &err)) {
-			zs_fmt(why, 512, "post gather: %s", err.msg);
-			return -1;
-		}
-	}
-	for (uint32_t i = 0; i < n; i++)
-		if (zs_req_wait(r[i], 20000, &err)) {
-			zs_fmt(why, 512, "gather: %s", err.msg);
-			rc = -1;
-		}
-	zs_convert_to_f32(out, raw, un->dtype, un->numel);
-	free(raw);
-	return rc;
-}
-
-static int push_unit_p(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
-		       const void *data, enum zs_dtype dt, bool init, bool partial, char *why)
+/* Reads unit u at step t into dst, or writes src to it, one transfer per
+ * shard; a failed post stops posting but still waits for what was posted. */
+static int xfer_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
+		     void *dst, const void *src, enum zs_dtype dt, bool init, bool partial,
+		     char *why)
 {
 	unsigned dsz = zs_dtype_size(dt);
+	const char *what = src ? "push" : "gather";
 	struct zs_req *r[64];
 	uint32_t n = 0;
 	struct zs_error err = {0};
@@ -236,20 +206,48 @@ static int push_unit_p(struct cluster *c, struct zs_conn **conn, uint32_t u, uin
 		const struct zs_shard *sh = &c->job.placement.shards[i];
 		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
 				    .step = t, .dtype = dt, .init = init, .partial = partial};
+		struct zs_conn *cn = conn[srv_index(sh->server_id)];
 		if (sh->unit != u)
 			continue;
-		if (zs_post_write(conn[srv_index(sh->server_id)], &x,
-				  (const uint8_t *)data + sh->offset * dsz, &r[n++], &err)) {
-			zs_fmt(why, 512, "post push: %s", err.msg);
-			return -1;
+		if (n == sizeof r / sizeof r[0]) {
+			zs_fmt(why, 512, "post %s: more than %u shards", what, n);
+			rc = -1;
+			break;
 		}
+		if (src ? zs_post_write(cn, &x, (const uint8_t *)src + sh->offset * dsz, &r[n],
+					&err)
+			: zs_post_read(cn, &x, (uint8_t *)dst + sh->offset * dsz, &r[n], &err)) {
+			zs_fmt(why, 512, "post %s: %s", what, err.msg);
+			rc = -1;
+			break;
+		}
+		n++;
 	}
 	for (uint32_t i = 0; i < n; i++)
 		if (zs_req_wait(r[i], 20000, &err)) {
-			zs_fmt(why, 512, "push: %s", err.msg);
+			zs_fmt(why, 512, "%s: %s", what, err.msg);
 			rc = -1;
 		}
 	return rc;
+}
+
+/* Gathers unit u at step t into out (f32), over all shards. */
+static int gather_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
+		       float *out, char *why)
+{
+	const struct zs_unit *un = &c->job.spec.layout.units[u];
+	uint8_t *raw = malloc(un->numel * zs_dtype_size(un->dtype));
+	int rc = xfer_unit(c, conn, u, t, raw, NULL, un->dtype, false, false, why);
+
+	zs_convert_to_f32(out, raw, un->dtype, un->numel);
+	free(raw);
+	return rc;
+}
+
+static int push_unit_p(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
+		       const void *data, enum zs_dtype dt, bool init, bool partial, char *why)
+{
+	return xfer_unit(c, conn, u, t, NULL, data, dt, init, partial, why);
 }
 
 static int push_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
