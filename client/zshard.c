@@ -47,6 +47,12 @@ struct zs_trainer {
 	uint64_t step;
 	bool in_step;
 	unsigned stage; /* for this step */
+	/* the step report: the step in progress, and the last one finished
+	 * (sent to the coordinator at the next boundary or at close) */
+	struct zs_step_report cur, last;
+	bool have_last, last_sent;
+	double step_t0;
+	unsigned long long step_g0, step_p0;
 };
 
 struct zs_op {
@@ -208,6 +214,12 @@ void zs_trainer_close(zs_trainer *t)
 
 	if (!t)
 		return;
+	if (t->joined && t->have_last && !t->last_sent) { /* stats only: errors do not matter */
+		uint32_t stage;
+		uint64_t every;
+		zs_coord_report_step(t->coord, t->job.spec.name, t->rank, &t->last, &stage,
+				     &every, &err);
+	}
 	/* connections first: they fail and free what is in flight */
 	for (uint32_t i = 0; i < t->n_srv; i++)
 		zs_conn_close(t->conn[i]);
@@ -408,6 +420,8 @@ static void live_params(zs_trainer *t, long long delta)
 	t->ctr.live_param_bytes += (unsigned long long)delta;
 	if (t->ctr.live_param_bytes > t->ctr.peak_param_bytes)
 		t->ctr.peak_param_bytes = t->ctr.live_param_bytes;
+	if (t->ctr.live_param_bytes > t->cur.peak_param_bytes)
+		t->cur.peak_param_bytes = t->ctr.live_param_bytes;
 }
 
 static void live_grads(zs_trainer *t, long long delta)
@@ -415,6 +429,17 @@ static void live_grads(zs_trainer *t, long long delta)
 	t->ctr.live_grad_bytes += (unsigned long long)delta;
 	if (t->ctr.live_grad_bytes > t->ctr.peak_grad_bytes)
 		t->ctr.peak_grad_bytes = t->ctr.live_grad_bytes;
+	if (t->ctr.live_grad_bytes > t->cur.peak_grad_bytes)
+		t->cur.peak_grad_bytes = t->ctr.live_grad_bytes;
+}
+
+/* Waits for a parameter gather of the step driver, timing it. */
+static int wait_gather(zs_trainer *t, zs_op *op)
+{
+	double t0 = now_s();
+	int rc = zs_op_wait(op, -1);
+	t->cur.gather_wait_seconds += now_s() - t0;
+	return rc;
 }
 
 /* A buffer of n bytes, from the cache when one of that size is there. */
@@ -480,6 +505,7 @@ static int want(zs_trainer *t, unsigned u, bool must)
 /* Reaps finished pushes (stage 2, 3 free their gradients then). */
 static int reap_pushes(zs_trainer *t, bool wait)
 {
+	double t0 = wait ? now_s() : 0.0;
 	int first = ZS_OK;
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
 		struct dunit *d = &t->du[u];
@@ -496,6 +522,8 @@ static int reap_pushes(zs_trainer *t, bool wait)
 		if (rc && !first)
 			first = rc;
 	}
+	if (wait)
+		t->cur.push_wait_seconds += now_s() - t0;
 	return first;
 }
 
@@ -504,15 +532,33 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	uint32_t n = t->job.spec.layout.n_units;
 	int rc;
 
+	struct zs_error err = {0};
+	uint32_t stage;
+	uint64_t every;
+	double t0 = now_s();
+
 	if (t->in_step)
 		return fail(t, ZS_ESTATE, "step %llu has not ended", (unsigned long long)t->step);
-	/* the stage an operator set applies from this step boundary */
-	rc = zs_trainer_refresh(t);
+	/* the last step's report goes to the coordinator; the stage an
+	 * operator set applies from this step boundary */
+	rc = zs_coord_report_step(t->coord, t->job.spec.name, t->rank,
+				  t->have_last && !t->last_sent ? &t->last : NULL, &stage, &every,
+				  &err);
 	if (rc)
-		return rc;
-	t->stage = t->job.spec.stage;
+		return fail(t, (enum zs_status)rc, "%s", err.msg);
+	t->last_sent = true;
+	t->job.spec.stage = stage;
+	t->job.spec.checkpoint_every = every;
+	t->stage = stage;
 	t->step = step;
 	t->in_step = true;
+	t->cur = (struct zs_step_report){.rank = t->rank, .step = step, .stage = stage,
+					 .prefetch = t->pol.prefetch,
+					 .peak_param_bytes = t->ctr.live_param_bytes,
+					 .peak_grad_bytes = t->ctr.live_grad_bytes};
+	t->step_t0 = t0;
+	t->step_g0 = t->ctr.bytes_gathered;
+	t->step_p0 = t->ctr.bytes_pushed;
 	/* the job's automatic checkpoints: rank 0 asks at the boundary */
 	if (t->rank == 0 && t->job.spec.checkpoint_every && step &&
 	    step % t->job.spec.checkpoint_every == 0 &&
@@ -520,6 +566,7 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 		t->in_step = false;
 		return rc;
 	}
+	t->cur.control_seconds = now_s() - t0;
 	for (uint32_t u = 0; u < n; u++) /* last step's parameters are stale */
 		drop_params(t, u);
 	if (t->stage < 3) {
@@ -549,7 +596,7 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 	if ((rc = want(t, u, true)))
 		return rc;
 	if (d->gather) {
-		rc = zs_op_wait(d->gather, -1);
+		rc = wait_gather(t, d->gather);
 		d->gather = NULL;
 		if (rc)
 			return rc;
@@ -639,7 +686,7 @@ int zs_step_end(zs_trainer *t)
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
 		struct dunit *d = &t->du[u];
 		if (d->gather) { /* a prefetch nobody used */
-			r = zs_op_wait(d->gather, -1);
+			r = wait_gather(t, d->gather);
 			d->gather = NULL;
 			if (r && !rc)
 				rc = r;
@@ -648,12 +695,44 @@ int zs_step_end(zs_trainer *t)
 			drop_params(t, u);
 	}
 	t->in_step = false;
+	{
+		struct zs_step_report *c = &t->cur;
+		c->seconds = now_s() - t->step_t0;
+		c->compute_seconds = c->seconds - c->gather_wait_seconds - c->push_wait_seconds -
+				     c->control_seconds;
+		if (c->compute_seconds < 0)
+			c->compute_seconds = 0;
+		c->bytes_gathered = t->ctr.bytes_gathered - t->step_g0;
+		c->bytes_pushed = t->ctr.bytes_pushed - t->step_p0;
+		uint64_t rss;
+		zs_rss(&rss, &c->rss_peak_bytes);
+		t->last = *c;
+		t->have_last = true;
+		t->last_sent = false;
+	}
 	if (rc) {
 		char why[ZS_ERRMSG_MAX];
 		memcpy(why, t->err, sizeof why);
 		return fail(t, (enum zs_status)rc, "step %llu: %s", (unsigned long long)t->step,
 			    why);
 	}
+	return ZS_OK;
+}
+
+int zs_last_step(const zs_trainer *t, struct zs_step_stats *s)
+{
+	const struct zs_step_report *r = &t->last;
+
+	if (!t->have_last)
+		return ZS_ENOTFOUND;
+	*s = (struct zs_step_stats){
+		.step = r->step, .stage = r->stage, .prefetch = r->prefetch,
+		.seconds = r->seconds, .compute_seconds = r->compute_seconds,
+		.gather_wait_seconds = r->gather_wait_seconds,
+		.push_wait_seconds = r->push_wait_seconds, .control_seconds = r->control_seconds,
+		.bytes_gathered = r->bytes_gathered, .bytes_pushed = r->bytes_pushed,
+		.peak_param_bytes = r->peak_param_bytes, .peak_grad_bytes = r->peak_grad_bytes,
+		.rss_peak_bytes = r->rss_peak_bytes};
 	return ZS_OK;
 }
 

@@ -173,6 +173,26 @@ struct zs_trainer_counters {
 };
 void zs_trainer_counters(const zs_trainer *t, struct zs_trainer_counters *c);
 
+/*
+ * The step report: the account of the last step the step driver finished
+ * (zs_step_begin entry to zs_step_end return). seconds splits into waiting
+ * for parameters (gathers: includes the servers' update of the previous
+ * step), waiting for gradient pushes, the coordinator calls at the boundary,
+ * and the rest, the trainer's own compute. Peaks are of this step. Each
+ * report also goes to the coordinator at the next boundary (or at close),
+ * where `zshardctl stats JOB` shows it. ZS_ENOTFOUND before the first step.
+ */
+struct zs_step_stats {
+	unsigned long long step;
+	unsigned stage, prefetch;
+	double seconds, compute_seconds, gather_wait_seconds, push_wait_seconds,
+		control_seconds;
+	unsigned long long bytes_gathered, bytes_pushed;
+	unsigned long long peak_param_bytes, peak_grad_bytes; /* live at once */
+	unsigned long long rss_peak_bytes; /* the process's peak resident set */
+};
+int zs_last_step(const zs_trainer *t, struct zs_step_stats *s);
+
 #ifdef __cplusplus
 }
 #endif

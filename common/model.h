@@ -118,6 +118,26 @@ struct zs_job {
 	char restore_error[256];             /* why the last restore failed */
 };
 
+/* One trainer's account of one step (libzshard's step driver; see
+ * StepReport in proto/zshard.proto for each field). */
+struct zs_step_report {
+	uint32_t rank, stage, prefetch;
+	uint64_t step;
+	double seconds, compute_seconds, gather_wait_seconds, push_wait_seconds,
+		control_seconds;
+	uint64_t bytes_gathered, bytes_pushed;
+	uint64_t peak_param_bytes, peak_grad_bytes, rss_peak_bytes;
+	int64_t reported_ms;
+};
+
+/* A server's time on a job's latest step that all its shards applied. */
+struct zs_job_step_stats {
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t step;
+	uint32_t shards;
+	double reduce_seconds, optim_seconds;
+};
+
 enum zs_ckpt_state { ZS_CKPT_PENDING = 1, ZS_CKPT_COMMITTED = 2, ZS_CKPT_FAILED = 3 };
 
 struct zs_blob {

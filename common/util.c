@@ -242,3 +242,20 @@ const char *zs_fmt_bytes(uint64_t b, char *buf, size_t len)
 		snprintf(buf, len, "%.2f %s", v, unit[i]);
 	return buf;
 }
+
+void zs_rss(uint64_t *now, uint64_t *peak)
+{
+	char line[128];
+	unsigned long long kb;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	*now = *peak = 0;
+	while (f && fgets(line, sizeof line, f)) {
+		if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+			*now = (uint64_t)kb * 1024;
+		else if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+			*peak = (uint64_t)kb * 1024;
+	}
+	if (f)
+		fclose(f);
+}

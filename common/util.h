@@ -35,6 +35,9 @@ enum zs_status zs_parse_hostport(const char *s, char host[ZS_HOST_MAX],
 
 /* Milliseconds on a monotonic clock (for timeouts and leases). */
 int64_t zs_now_ms(void);
+/* This process's resident set now and at its peak (VmRSS, VmHWM), in
+ * bytes; 0 where /proc cannot say. */
+void zs_rss(uint64_t *now, uint64_t *peak);
 /* Milliseconds since the Unix epoch (for records people read). */
 int64_t zs_wall_ms(void);
 

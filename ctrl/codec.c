@@ -849,6 +849,22 @@ enum zs_status zs_enc_server_status(const struct zs_server_status *s,
 	m.gathers_waiting = s->gathers_waiting;
 	m.data_addr = (char *)s->data_addr;
 	m.shm_addr = (char *)s->shm_addr;
+	m.rss_bytes = s->rss_bytes;
+	m.rss_peak_bytes = s->rss_peak_bytes;
+	m.n_job_steps = s->n_job_steps;
+	m.job_steps = aalloc(&a, s->n_job_steps * sizeof *m.job_steps);
+	for (uint32_t i = 0; m.job_steps && i < s->n_job_steps; i++) {
+		const struct zs_job_step_stats *js = &s->job_steps[i];
+		Zshard__JobStepStats *e = NEW(&a, Zshard__JobStepStats, ZSHARD__JOB_STEP_STATS__INIT);
+		if (!e)
+			break;
+		e->job = (char *)js->job;
+		e->step = js->step;
+		e->shards = js->shards;
+		e->reduce_seconds = js->reduce_seconds;
+		e->optim_seconds = js->optim_seconds;
+		m.job_steps[i] = e;
+	}
 	return pack(&a, &m.base, out);
 }
 
@@ -871,13 +887,38 @@ enum zs_status zs_dec_server_status(const uint8_t *p, size_t n,
 	s->bytes_in = m->bytes_in;
 	s->bytes_out = m->bytes_out;
 	s->gathers_waiting = m->gathers_waiting;
-	if (!(st = cpy(s->addr, sizeof s->addr, m->addr, "address", err)) &&
+	s->rss_bytes = m->rss_bytes;
+	s->rss_peak_bytes = m->rss_peak_bytes;
+	if (m->n_job_steps > (1u << 16)) {
+		DONE(server_status_reply);
+		return zs_fail(err, ZS_EINVAL, "too many job step stats (%zu)", m->n_job_steps);
+	}
+	if (m->n_job_steps) {
+		s->job_steps = calloc(m->n_job_steps, sizeof *s->job_steps);
+		if (!s->job_steps) {
+			DONE(server_status_reply);
+			return zs_fail(err, ZS_ENOMEM, "out of memory");
+		}
+		s->n_job_steps = (uint32_t)m->n_job_steps;
+	}
+	st = ZS_OK;
+	for (size_t i = 0; !st && i < m->n_job_steps; i++) {
+		struct zs_job_step_stats *js = &s->job_steps[i];
+		js->step = m->job_steps[i]->step;
+		js->shards = m->job_steps[i]->shards;
+		js->reduce_seconds = m->job_steps[i]->reduce_seconds;
+		js->optim_seconds = m->job_steps[i]->optim_seconds;
+		st = cpy(js->job, sizeof js->job, m->job_steps[i]->job, "job name", err);
+	}
+	if (!st && !(st = cpy(s->addr, sizeof s->addr, m->addr, "address", err)) &&
 	    !(st = cpy(s->data_addr, sizeof s->data_addr, m->data_addr, "data address", err)) &&
 	    !(st = cpy(s->shm_addr, sizeof s->shm_addr, m->shm_addr, "shm address", err)) &&
 	    !(st = cpy(s->coordinator, sizeof s->coordinator, m->coordinator,
 		       "coordinator", err)))
 		st = assignments_from(m->assignments, m->n_assignments,
 				      &s->assignments, &s->n_assignments, err);
+	if (st)
+		zs_server_status_release(s);
 	DONE(server_status_reply);
 	return st;
 }
@@ -887,6 +928,7 @@ void zs_server_status_release(struct zs_server_status *s)
 	for (uint32_t i = 0; i < s->n_assignments; i++)
 		zs_assignment_release(&s->assignments[i]);
 	free(s->assignments);
+	free(s->job_steps);
 	memset(s, 0, sizeof *s);
 }
 
@@ -953,6 +995,127 @@ enum zs_status zs_dec_norm_reply(const uint8_t *p, size_t n, double *total,
 	*shards = m->shards;
 	DONE(report_norm_reply);
 	return ZS_OK;
+}
+
+/* ---------------------------------------------------------- step reports */
+
+static Zshard__StepReport *step_report_pb(struct arena *a, const struct zs_step_report *r)
+{
+	Zshard__StepReport *e = NEW(a, Zshard__StepReport, ZSHARD__STEP_REPORT__INIT);
+	if (!e)
+		return NULL;
+	e->rank = r->rank;
+	e->step = r->step;
+	e->stage = r->stage;
+	e->prefetch = r->prefetch;
+	e->seconds = r->seconds;
+	e->compute_seconds = r->compute_seconds;
+	e->gather_wait_seconds = r->gather_wait_seconds;
+	e->push_wait_seconds = r->push_wait_seconds;
+	e->control_seconds = r->control_seconds;
+	e->bytes_gathered = r->bytes_gathered;
+	e->bytes_pushed = r->bytes_pushed;
+	e->peak_param_bytes = r->peak_param_bytes;
+	e->peak_grad_bytes = r->peak_grad_bytes;
+	e->rss_peak_bytes = r->rss_peak_bytes;
+	e->reported_ms = r->reported_ms;
+	return e;
+}
+
+static void step_report_from(const Zshard__StepReport *e, struct zs_step_report *r)
+{
+	*r = (struct zs_step_report){
+		.rank = e->rank, .stage = e->stage, .prefetch = e->prefetch, .step = e->step,
+		.seconds = e->seconds, .compute_seconds = e->compute_seconds,
+		.gather_wait_seconds = e->gather_wait_seconds,
+		.push_wait_seconds = e->push_wait_seconds,
+		.control_seconds = e->control_seconds, .bytes_gathered = e->bytes_gathered,
+		.bytes_pushed = e->bytes_pushed, .peak_param_bytes = e->peak_param_bytes,
+		.peak_grad_bytes = e->peak_grad_bytes, .rss_peak_bytes = e->rss_peak_bytes,
+		.reported_ms = e->reported_ms};
+}
+
+enum zs_status zs_enc_report_step(const char *job, uint32_t rank,
+				  const struct zs_step_report *r, struct zs_buf *out)
+{
+	Zshard__ReportStepRequest m = ZSHARD__REPORT_STEP_REQUEST__INIT;
+	struct arena a = {0};
+	m.job = (char *)job;
+	m.rank = rank;
+	if (r)
+		m.report = step_report_pb(&a, r);
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_report_step(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
+				  uint32_t *rank, struct zs_step_report *r, bool *has_report,
+				  struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__ReportStepRequest, report_step_request, p, n, err);
+	*rank = m->rank;
+	*has_report = m->report != NULL;
+	memset(r, 0, sizeof *r);
+	if (m->report)
+		step_report_from(m->report, r);
+	st = cpy(job, ZS_JOB_NAME_MAX, m->job, "job name", err);
+	DONE(report_step_request);
+	return st;
+}
+
+enum zs_status zs_enc_report_step_reply(uint32_t stage, uint64_t checkpoint_every,
+					struct zs_buf *out)
+{
+	Zshard__ReportStepReply m = ZSHARD__REPORT_STEP_REPLY__INIT;
+	struct arena a = {0};
+	m.stage = stage;
+	m.checkpoint_every = checkpoint_every;
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_report_step_reply(const uint8_t *p, size_t n, uint32_t *stage,
+					uint64_t *checkpoint_every, struct zs_error *err)
+{
+	UNPACK(Zshard__ReportStepReply, report_step_reply, p, n, err);
+	*stage = m->stage;
+	*checkpoint_every = m->checkpoint_every;
+	DONE(report_step_reply);
+	return ZS_OK;
+}
+
+enum zs_status zs_enc_step_reports(const struct zs_step_report *r, uint32_t n_r,
+				   struct zs_buf *out)
+{
+	Zshard__StepReportsReply m = ZSHARD__STEP_REPORTS_REPLY__INIT;
+	struct arena a = {0};
+	m.n_reports = n_r;
+	m.reports = aalloc(&a, n_r * sizeof *m.reports);
+	for (uint32_t i = 0; m.reports && i < n_r; i++)
+		if (!(m.reports[i] = step_report_pb(&a, &r[i])))
+			break;
+	return pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_step_reports(const uint8_t *p, size_t n, struct zs_step_report **r,
+				   uint32_t *n_r, struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+	UNPACK(Zshard__StepReportsReply, step_reports_reply, p, n, err);
+	*r = NULL;
+	*n_r = 0;
+	if (m->n_reports > ZS_MAX_WORLD) {
+		st = zs_fail(err, ZS_EINVAL, "too many step reports (%zu)", m->n_reports);
+	} else if (m->n_reports) {
+		*r = calloc(m->n_reports, sizeof **r);
+		if (!*r)
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+		for (size_t i = 0; !st && i < m->n_reports; i++)
+			step_report_from(m->reports[i], &(*r)[i]);
+		if (!st)
+			*n_r = (uint32_t)m->n_reports;
+	}
+	DONE(step_reports_reply);
+	return st;
 }
 
 /* ----------------------------------------------------------- checkpoints */

@@ -56,6 +56,9 @@ struct zs_server_status {
 	uint32_t jobs_held, shards;
 	uint64_t state_bytes, steps_applied, bytes_in, bytes_out, gathers_waiting;
 	char data_addr[ZS_ADDR_MAX], shm_addr[ZS_ADDR_MAX];
+	uint64_t rss_bytes, rss_peak_bytes;
+	uint32_t n_job_steps;
+	struct zs_job_step_stats *job_steps; /* malloc'd by the decoder */
 };
 void zs_server_status_release(struct zs_server_status *s);
 
@@ -73,6 +76,23 @@ enum zs_status zs_dec_norm_report(const uint8_t *p, size_t n, struct zs_norm_rep
 enum zs_status zs_enc_norm_reply(double total, uint32_t shards, struct zs_buf *out);
 enum zs_status zs_dec_norm_reply(const uint8_t *p, size_t n, double *total,
 				 uint32_t *shards, struct zs_error *err);
+
+/* ReportStep: the previous step's report (r NULL: none yet) and the reply */
+enum zs_status zs_enc_report_step(const char *job, uint32_t rank,
+				  const struct zs_step_report *r, struct zs_buf *out);
+/* *has_report says whether r was filled */
+enum zs_status zs_dec_report_step(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
+				  uint32_t *rank, struct zs_step_report *r, bool *has_report,
+				  struct zs_error *err);
+enum zs_status zs_enc_report_step_reply(uint32_t stage, uint64_t checkpoint_every,
+					struct zs_buf *out);
+enum zs_status zs_dec_report_step_reply(const uint8_t *p, size_t n, uint32_t *stage,
+					uint64_t *checkpoint_every, struct zs_error *err);
+/* StepReportsReply: *r is malloc'd (free) */
+enum zs_status zs_enc_step_reports(const struct zs_step_report *r, uint32_t n_r,
+				   struct zs_buf *out);
+enum zs_status zs_dec_step_reports(const uint8_t *p, size_t n, struct zs_step_report **r,
+				   uint32_t *n_r, struct zs_error *err);
 
 /* RegisterServer: request carries id, addr, data_addr, host, capacity, transports */
 enum zs_status zs_enc_register(const struct zs_server_info *s, struct zs_buf *out);

@@ -228,6 +228,45 @@ enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
 	return st;
 }
 
+enum zs_status zs_coord_report_step(struct zs_coord_client *c, const char *job,
+				    uint32_t rank, const struct zs_step_report *r,
+				    uint32_t *stage, uint64_t *checkpoint_every,
+				    struct zs_error *err)
+{
+	struct zs_buf req, resp = {0};
+	enum zs_status st = zs_enc_report_step(job, rank, r, &req);
+
+	if (st)
+		return zs_fail(err, st, "cannot encode a step report");
+	st = zs_rpc_invoke(c->rpc, ZS_M_REPORT_STEP, req.data, req.len, &resp.data, &resp.len,
+			   c->timeout_ms, c->flags, err);
+	zs_buf_release(&req);
+	if (!st)
+		st = zs_dec_report_step_reply(resp.data, resp.len, stage, checkpoint_every, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_step_reports(struct zs_coord_client *c, const char *job,
+				     struct zs_step_report **r, uint32_t *n_r,
+				     struct zs_error *err)
+{
+	struct zs_buf req, resp = {0};
+	enum zs_status st = zs_enc_job_name(job, &req);
+
+	*r = NULL;
+	*n_r = 0;
+	if (st)
+		return zs_fail(err, st, "cannot encode a job name");
+	st = zs_rpc_invoke(c->rpc, ZS_M_STEP_REPORTS, req.data, req.len, &resp.data, &resp.len,
+			   c->timeout_ms, c->flags, err);
+	zs_buf_release(&req);
+	if (!st)
+		st = zs_dec_step_reports(resp.data, resp.len, r, n_r, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
 static enum zs_status ckpt_call(struct zs_coord_client *c, const char *path,
 				enum zs_status enc_st, struct zs_buf *req,
 				struct zs_checkpoint *out, struct zs_error *err)

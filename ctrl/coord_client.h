@@ -74,6 +74,19 @@ enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
 
 /* Checkpoints: create (idempotent per job and step), get, list, trainer
  * blobs, restore (id 0: the latest committed), and the servers' tasks. */
+/*
+ * A trainer's step boundary: sends the previous step's report (r NULL
+ * before the first) and learns the stage and checkpoint interval that apply
+ * from this boundary on.
+ */
+enum zs_status zs_coord_report_step(struct zs_coord_client *c, const char *job,
+				    uint32_t rank, const struct zs_step_report *r,
+				    uint32_t *stage, uint64_t *checkpoint_every,
+				    struct zs_error *err);
+/* The latest report of each rank of job (*r malloc'd, by rank; free). */
+enum zs_status zs_coord_step_reports(struct zs_coord_client *c, const char *job,
+				     struct zs_step_report **r, uint32_t *n_r,
+				     struct zs_error *err);
 enum zs_status zs_coord_create_ckpt(struct zs_coord_client *c, const char *job,
 				    uint64_t step, struct zs_checkpoint *out,
 				    struct zs_error *err);

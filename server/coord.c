@@ -67,6 +67,14 @@ struct ctask {
 	struct ctask *next;
 };
 
+/* The latest step report of each rank of a job (in memory only). */
+struct sreports {
+	char job[ZS_JOB_NAME_MAX];
+	uint32_t n;               /* the job's world size */
+	struct zs_step_report *r; /* by rank; reported_ms 0: none yet */
+	struct sreports *next;
+};
+
 struct coord {
 	pthread_mutex_t mu;
 	struct zs_kv *kv;
@@ -93,6 +101,7 @@ struct coord {
 	struct zs_checkpoint *ckpts;
 	size_t n_ckpts;
 	struct ctask *ctasks;
+	struct sreports *reports;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -548,6 +557,18 @@ static void h_jobs(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 	reply_buf(call, st, &b);
 }
 
+static void drop_reports(struct coord *c, const char *job)
+{
+	for (struct sreports **pp = &c->reports; *pp; pp = &(*pp)->next)
+		if (!strcmp((*pp)->job, job)) {
+			struct sreports *x = *pp;
+			*pp = x->next;
+			free(x->r);
+			free(x);
+			return;
+		}
+}
+
 static void h_delete_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 			 size_t n)
 {
@@ -565,6 +586,7 @@ static void h_delete_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		goto out;
 	}
 	reply_job(call, j);
+	drop_reports(c, name);
 	zs_info("job '%s' deleted (%u trainers were joined)", name, j->n_trainers);
 	zs_job_release(j);
 	/* keep jobs in name order, as they load from the catalog */
@@ -1389,6 +1411,88 @@ static void norm_missing(const struct zs_job *j, const struct norm_coll *n, char
 	}
 }
 
+/* ------------------------------------------------------- step reports */
+
+static void h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_step_report r;
+	struct zs_error e = {0};
+	struct sreports *sr;
+	struct zs_buf b;
+	struct zs_job *j;
+	uint32_t rank, stage;
+	uint64_t every;
+	bool has;
+
+	if (zs_dec_report_step(p, n, job, &rank, &r, &has, &e))
+		return reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = find_job(c, job);
+	if (!j) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+	}
+	if (rank >= j->spec.world_size) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range for job '%s' (world size %u)",
+				   rank, job, j->spec.world_size);
+	}
+	stage = j->spec.stage;
+	every = j->spec.checkpoint_every;
+	for (sr = c->reports; sr && strcmp(sr->job, job); sr = sr->next)
+		;
+	if (has && !sr) {
+		sr = calloc(1, sizeof *sr);
+		if (sr && !(sr->r = calloc(j->spec.world_size, sizeof *sr->r))) {
+			free(sr);
+			sr = NULL;
+		}
+		if (sr) {
+			snprintf(sr->job, sizeof sr->job, "%s", job);
+			sr->n = j->spec.world_size;
+			sr->next = c->reports;
+			c->reports = sr;
+		}
+	}
+	if (has && sr) { /* a report that cannot be kept is dropped: stats only */
+		r.rank = rank;
+		r.reported_ms = zs_now_ms();
+		sr->r[rank] = r;
+	}
+	pthread_mutex_unlock(&c->mu);
+	reply_buf(call, zs_enc_report_step_reply(stage, every, &b), &b);
+}
+
+static void h_step_reports(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_step_report *out = NULL;
+	uint32_t n_out = 0;
+	struct sreports *sr;
+	struct zs_buf b;
+
+	pthread_mutex_lock(&c->mu);
+	if (!lookup(c, call, p, n, name)) {
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	for (sr = c->reports; sr && strcmp(sr->job, name); sr = sr->next)
+		;
+	if (sr && !(out = malloc(sr->n * sizeof *out))) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	}
+	for (uint32_t i = 0; sr && i < sr->n; i++)
+		if (sr->r[i].reported_ms)
+			out[n_out++] = sr->r[i];
+	pthread_mutex_unlock(&c->mu);
+	reply_buf(call, zs_enc_step_reports(out, n_out, &b), &b);
+	free(out);
+}
+
 static void h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
 {
 	struct coord *c = ctx;
@@ -1537,6 +1641,7 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_SET_STAGE, h_set_stage},   {ZS_M_REBALANCE, h_rebalance},
 	{ZS_M_JOIN, h_join},             {ZS_M_LEAVE, h_leave},
 	{ZS_M_COORD_STATUS, h_status},   {ZS_M_REPORT_NORM, h_report_norm},
+	{ZS_M_REPORT_STEP, h_report_step},  {ZS_M_STEP_REPORTS, h_step_reports},
 	{ZS_M_CREATE_CKPT, h_create_ckpt}, {ZS_M_GET_CKPT, h_get_ckpt},
 	{ZS_M_LIST_CKPTS, h_list_ckpts}, {ZS_M_PUT_BLOB, h_put_blob},
 	{ZS_M_RESTORE, h_restore},       {ZS_M_SERVER_TASKS, h_server_tasks},
@@ -1761,6 +1866,8 @@ void coord_free(struct coord *c)
 		c->norms = n->next;
 		norm_fail(n, ZS_EUNAVAIL, "the coordinator is stopping");
 	}
+	while (c->reports)
+		drop_reports(c, c->reports->job);
 	pthread_mutex_unlock(&c->mu);
 	zs_rpc_server_free(c->rpc);
 	zs_kv_close(c->kv);

@@ -53,6 +53,7 @@ struct eshard {
 	double sumsq;
 	uint64_t piped; /* elements of the open step already reduced and
 			 * applied while the last push was landing */
+	uint64_t red_ns, opt_ns; /* the open step's reduce and optimizer time */
 	/* the NVMe tier: master, s0, s1 in a file (then those pointers are
 	 * NULL); arrays at 4 KiB-aligned offsets */
 	int fd;
@@ -82,6 +83,11 @@ struct ejob {
 	pthread_mutex_t cmu; /* clipping counter, snapshots in progress */
 	uint32_t n_reduced;
 	struct epending *pend;
+	/* the step report: time of the steps being applied (by step parity)
+	 * and of the latest one every shard here has applied */
+	struct { uint64_t step, red_ns, opt_ns; uint32_t n; } acct[2];
+	struct zs_job_step_stats last;
+	bool have_last;
 	char name[ZS_JOB_NAME_MAX];
 	uint32_t handle;
 	uint64_t epoch;
@@ -546,9 +552,17 @@ static void deliver_finished(void)
 
 /* Reduces elements [a, b) of the R contributions in rank order and
  * averages them, into acc. Elementwise: any split gives the same bits. */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 {
 	uint32_t R = j->spec.world_size;
+	uint64_t t0 = now_ns();
 	enum zs_dtype dt;
 	const uint8_t *c;
 
@@ -559,6 +573,7 @@ static void reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 		zs_reduce_add(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
 	}
 	zs_reduce_mean(s->acc + a, R, b - a);
+	s->red_ns += now_ns() - t0;
 }
 
 /* One set of chunk buffers of the tier's double buffer. */
@@ -651,17 +666,41 @@ static void apply_range(struct engine *e, struct ejob *j, struct eshard *s, floa
 				     .beta2 = o->beta2, .eps = o->eps,
 				     .weight_decay = o->weight_decay,
 				     .momentum = o->momentum, .t = s->version + 1};
+	uint64_t t0 = now_ns();
 
 	if (coef != 1.0f)
 		zs_scale(s->acc + a, coef, b - a);
 	if (s->fd >= 0) {
 		tier_update(e, s, &step, a, b);
-		return;
+	} else {
+		zs_optim_apply_parallel(&step, s->master + a, s->s0 ? s->s0 + a : NULL,
+					s->s1 ? s->s1 + a : NULL, s->acc + a, b - a, e->nthreads);
+		if (s->copy != s->master)
+			zs_convert_from_f32((uint8_t *)s->copy + a * s->dsz, s->dt,
+					    s->master + a, b - a);
 	}
-	zs_optim_apply_parallel(&step, s->master + a, s->s0 ? s->s0 + a : NULL,
-				s->s1 ? s->s1 + a : NULL, s->acc + a, b - a, e->nthreads);
-	if (s->copy != s->master)
-		zs_convert_from_f32((uint8_t *)s->copy + a * s->dsz, s->dt, s->master + a, b - a);
+	s->opt_ns += now_ns() - t0;
+}
+
+/* Adds shard s's time on step v (just applied) to its job's account
+ * (caller holds s->mu; s->mu before j->cmu is the order). */
+static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
+{
+	pthread_mutex_lock(&j->cmu);
+	typeof(j->acct[0]) *a = &j->acct[v & 1];
+	if (a->step != v || !a->n)
+		*a = (typeof(*a)){.step = v};
+	a->red_ns += s->red_ns;
+	a->opt_ns += s->opt_ns;
+	if (++a->n == j->n_shards) {
+		j->last = (struct zs_job_step_stats){.step = v, .shards = a->n,
+						   .reduce_seconds = (double)a->red_ns * 1e-9,
+						   .optim_seconds = (double)a->opt_ns * 1e-9};
+		j->have_last = true;
+		a->n = 0;
+	}
+	pthread_mutex_unlock(&j->cmu);
+	s->red_ns = s->opt_ns = 0;
 }
 
 /*
@@ -677,6 +716,7 @@ static void apply(struct engine *e, struct ejob *j, struct eshard *s, float coef
 	/* what pipelining has not done yet */
 	apply_range(e, j, s, coef, s->piped, s->sh.length);
 	s->piped = 0;
+	account_step(j, s, s->version);
 	s->version++;
 	capture_due(j, s);
 	s->full = 0;
@@ -1273,6 +1313,24 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 	st->bytes_in = atomic_load(&e->bytes_in);
 	st->bytes_out = atomic_load(&e->bytes_out);
 	st->pipelined = atomic_load(&e->piped);
+}
+
+uint32_t engine_job_steps(struct engine *e, struct zs_job_step_stats *out, uint32_t max)
+{
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&e->mu);
+	for (struct ejob *j = e->jobs; j && n < max; j = j->next) {
+		pthread_mutex_lock(&j->cmu);
+		if (j->have_last && !j->removed) {
+			out[n] = j->last;
+			snprintf(out[n].job, sizeof out[n].job, "%s", j->name);
+			n++;
+		}
+		pthread_mutex_unlock(&j->cmu);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return n;
 }
 
 /* Says what a gather of step t held on s waits for (caller holds s->mu). */

@@ -140,6 +140,12 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 			      void *ctx, uint64_t *step, struct zs_error *err);
 
 void engine_stats(struct engine *e, struct engine_stats *st);
+
+/* A job's latest step that every shard on this server applied, and the
+ * server's time on it: reducing the ranks' gradients and the optimizer
+ * (with the NVMe tier: its reads and writes too). Up to max jobs into out;
+ * returns how many. */
+uint32_t engine_job_steps(struct engine *e, struct zs_job_step_stats *out, uint32_t max);
 /* Fails every held gather; the listener must be freed after this. */
 void engine_free(struct engine *e);
 

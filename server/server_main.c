@@ -84,6 +84,7 @@ static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 {
 	struct srvd *d = ctx;
 	struct zs_server_status s = {0};
+	struct zs_job_step_stats js[64];
 	struct zs_buf b;
 	enum zs_status st;
 
@@ -114,6 +115,9 @@ static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 		s.bytes_out = es.bytes_out;
 		s.gathers_waiting = es.held;
 	}
+	zs_rss(&s.rss_bytes, &s.rss_peak_bytes);
+	s.job_steps = js;
+	s.n_job_steps = engine_job_steps(d->engine, js, sizeof js / sizeof js[0]);
 	st = zs_enc_server_status(&s, &b);
 	pthread_mutex_unlock(&d->mu);
 	if (st) {

@@ -31,6 +31,8 @@
 #include "util.h"
 #include "zshard.h"
 
+#include <jansson.h>
+
 #define NSERV 3
 #define STEPS 3
 
@@ -411,7 +413,7 @@ static void test_charlm_equals_reference(void **st)
  * 16396 and 256 bytes (f32).
  */
 static void driver_run(const char *name, unsigned stage, const struct zs_policy *pol,
-		       struct zs_trainer_counters *ctr)
+		       struct zs_trainer_counters *ctr, struct zs_step_stats *last)
 {
 	struct zs_job_spec spec;
 	zs_trainer *t;
@@ -443,6 +445,7 @@ static void driver_run(const char *name, unsigned stage, const struct zs_policy 
 			fail_msg("%s", zs_trainer_error(t));
 	}
 	zs_trainer_counters(t, ctr);
+	assert_int_equal(zs_last_step(t, last), ZS_OK);
 	oracle_reference(&spec, STEPS, (ref[0] = malloc(4000), ref[1] = malloc(4),
 					 ref[2] = malloc(16396), ref[3] = malloc(256), ref));
 	for (unsigned u = 0; u < 4; u++) {
@@ -455,28 +458,98 @@ static void driver_run(const char *name, unsigned stage, const struct zs_policy 
 	zs_job_spec_release(&spec);
 }
 
+/* A step report's times add up and none is negative. */
+static void check_split(const struct zs_step_stats *s, unsigned stage, unsigned prefetch)
+{
+	double sum = s->compute_seconds + s->gather_wait_seconds + s->push_wait_seconds +
+		     s->control_seconds;
+	assert_int_equal(s->step, STEPS - 1);
+	assert_int_equal(s->stage, stage);
+	assert_int_equal(s->prefetch, prefetch);
+	assert_true(s->seconds > 0 && s->compute_seconds >= 0 && s->gather_wait_seconds >= 0 &&
+		    s->push_wait_seconds >= 0 && s->control_seconds > 0);
+	assert_true(sum > s->seconds * 0.999 && sum < s->seconds * 1.001);
+	assert_true(s->rss_peak_bytes > 1 << 20);
+}
+
+/* What the operator sees of job name after its trainer left: the rank's
+ * last report as the trainer had it, and each server's time on the step. */
+static void check_reported(const char *name, const struct zs_step_stats *s)
+{
+	char *argv[] = {(char *)h_bin("zshardctl"), "--coordinator", C.addr, "stats",
+			(char *)name, "--json", NULL};
+	char *out = NULL, *errs = NULL;
+	json_error_t je;
+	json_t *j, *r, *servers, *v;
+	size_t i;
+
+	assert_int_equal(h_run(argv, &out, &errs), 0);
+	j = json_loads(out, 0, &je);
+	if (!j)
+		fail_msg("stats --json printed no JSON (%s): %s", je.text, out);
+	r = json_array_get(json_object_get(j, "ranks"), 0);
+	assert_non_null(r);
+	assert_int_equal(json_array_size(json_object_get(j, "ranks")), 1);
+	assert_int_equal(json_integer_value(json_object_get(r, "step")), s->step);
+	assert_int_equal(json_integer_value(json_object_get(r, "bytes_gathered")), s->bytes_gathered);
+	assert_int_equal(json_integer_value(json_object_get(r, "bytes_pushed")), s->bytes_pushed);
+	assert_int_equal(json_integer_value(json_object_get(r, "peak_param_bytes")),
+			 s->peak_param_bytes);
+	assert_true(json_real_value(json_object_get(r, "seconds")) == s->seconds);
+	assert_true(json_real_value(json_object_get(r, "gather_wait_seconds")) ==
+		    s->gather_wait_seconds);
+	servers = json_object_get(j, "servers");
+	assert_true(json_array_size(servers) >= 1);
+	json_array_foreach(servers, i, v) {
+		json_t *ls = json_object_get(v, "last_step");
+		assert_non_null(ls);
+		assert_int_equal(json_integer_value(json_object_get(ls, "step")), STEPS - 1);
+		assert_true(json_real_value(json_object_get(ls, "optim_seconds")) > 0);
+		assert_true(json_integer_value(json_object_get(v, "rss_peak_bytes")) > 1 << 20);
+	}
+	json_decref(j);
+	free(out);
+	free(errs);
+}
+
 static void test_step_driver_memory(void **st)
 {
 	struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1};
 	struct zs_trainer_counters c;
+	struct zs_step_stats s;
 	const unsigned long long total = 4000 + 4 + 16396 + 256;
 
 	(void)st;
 	/* stage 1: the full replica and every gradient until the step's end */
-	driver_run("drv1", 1, &pol, &c);
+	driver_run("drv1", 1, &pol, &c, &s);
 	assert_int_equal(c.peak_param_bytes, total);
 	assert_int_equal(c.peak_grad_bytes, total);
+	/* the step report: each unit gathered and pushed once per step */
+	check_split(&s, 1, 1);
+	assert_int_equal(s.bytes_gathered, total);
+	assert_int_equal(s.bytes_pushed, total);
+	assert_int_equal(s.peak_param_bytes, total);
+	assert_int_equal(s.peak_grad_bytes, total);
+	check_reported("drv1", &s);
 	/* stage 3 under a bound of the largest unit plus the head: never more */
 	pol.max_live_bytes = 16396 + 256;
-	driver_run("drv3", 3, &pol, &c);
+	driver_run("drv3", 3, &pol, &c, &s);
 	assert_true(c.peak_param_bytes <= pol.max_live_bytes);
 	assert_true(c.peak_param_bytes >= 16396);
 	assert_int_equal(c.live_param_bytes, 0);
 	assert_int_equal(c.live_grad_bytes, 0);
+	/* freed after forward: all but the head gathered again for backward */
+	check_split(&s, 3, 1);
+	assert_int_equal(s.bytes_gathered, total + total - 256);
+	assert_int_equal(s.bytes_pushed, total);
+	assert_true(s.peak_param_bytes <= pol.max_live_bytes);
+	check_reported("drv3", &s);
 	/* stage 3 keeping units until their backward holds more */
 	pol = (struct zs_policy){.prefetch = 2, .reshard_after_forward = 0};
-	driver_run("drv3k", 3, &pol, &c);
+	driver_run("drv3k", 3, &pol, &c, &s);
 	assert_true(c.peak_param_bytes > 16396 + 256);
+	check_split(&s, 3, 2);
+	assert_int_equal(s.bytes_gathered, total);
 }
 
 static void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps)

@@ -174,6 +174,82 @@ static void test_status_roundtrip(void **st)
 	zs_buf_release(&b);
 }
 
+static void same_report(const struct zs_step_report *a, const struct zs_step_report *b)
+{
+	assert_int_equal(a->rank, b->rank);
+	assert_int_equal(a->stage, b->stage);
+	assert_int_equal(a->prefetch, b->prefetch);
+	assert_int_equal(a->step, b->step);
+	assert_true(a->seconds == b->seconds && a->compute_seconds == b->compute_seconds &&
+		    a->gather_wait_seconds == b->gather_wait_seconds &&
+		    a->push_wait_seconds == b->push_wait_seconds &&
+		    a->control_seconds == b->control_seconds);
+	assert_int_equal(a->bytes_gathered, b->bytes_gathered);
+	assert_int_equal(a->bytes_pushed, b->bytes_pushed);
+	assert_int_equal(a->peak_param_bytes, b->peak_param_bytes);
+	assert_int_equal(a->peak_grad_bytes, b->peak_grad_bytes);
+	assert_int_equal(a->rss_peak_bytes, b->rss_peak_bytes);
+	assert_int_equal(a->reported_ms, b->reported_ms);
+}
+
+/* Step reports: the trainer's request, the operator's list, and a
+ * server's per-job step time, field for field. */
+static void test_step_reports_roundtrip(void **st)
+{
+	struct zs_step_report r = {.rank = 1, .stage = 3, .prefetch = 2, .step = 41,
+				   .seconds = 0.5, .compute_seconds = 0.25,
+				   .gather_wait_seconds = 0.125, .push_wait_seconds = 0.0625,
+				   .control_seconds = 0.0625, .bytes_gathered = 1ULL << 40,
+				   .bytes_pushed = 7, .peak_param_bytes = 8, .peak_grad_bytes = 9,
+				   .rss_peak_bytes = 10, .reported_ms = 11}, r2, *list;
+	struct zs_job_step_stats js[2] = {{"a", 5, 2, 0.5, 0.25}, {"b", 6, 1, 0.125, 2.0}};
+	struct zs_server_status s = {.id = 3, .rss_bytes = 100, .rss_peak_bytes = 200,
+				     .n_job_steps = 2, .job_steps = js}, s2;
+	char job[ZS_JOB_NAME_MAX];
+	uint32_t rank, stage, n;
+	uint64_t every;
+	bool has;
+	struct zs_buf b;
+
+	(void)st;
+	assert_int_equal(zs_enc_report_step("j1", 1, &r, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step(b.data, b.len, job, &rank, &r2, &has, NULL), ZS_OK);
+	assert_string_equal(job, "j1");
+	assert_int_equal(rank, 1);
+	assert_true(has);
+	same_report(&r, &r2);
+	zs_buf_release(&b);
+	/* the first boundary has no report */
+	assert_int_equal(zs_enc_report_step("j1", 0, NULL, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step(b.data, b.len, job, &rank, &r2, &has, NULL), ZS_OK);
+	assert_false(has);
+	zs_buf_release(&b);
+	assert_int_equal(zs_enc_report_step_reply(2, 50, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step_reply(b.data, b.len, &stage, &every, NULL), ZS_OK);
+	assert_int_equal(stage, 2);
+	assert_int_equal(every, 50);
+	zs_buf_release(&b);
+	assert_int_equal(zs_enc_step_reports(&r, 1, &b), ZS_OK);
+	assert_int_equal(zs_dec_step_reports(b.data, b.len, &list, &n, NULL), ZS_OK);
+	assert_int_equal(n, 1);
+	same_report(&r, list);
+	free(list);
+	zs_buf_release(&b);
+	assert_int_equal(zs_enc_server_status(&s, &b), ZS_OK);
+	assert_int_equal(zs_dec_server_status(b.data, b.len, &s2, NULL), ZS_OK);
+	assert_int_equal(s2.rss_peak_bytes, 200);
+	assert_int_equal(s2.n_job_steps, 2);
+	for (int i = 0; i < 2; i++) {
+		assert_string_equal(s2.job_steps[i].job, js[i].job);
+		assert_int_equal(s2.job_steps[i].step, js[i].step);
+		assert_int_equal(s2.job_steps[i].shards, js[i].shards);
+		assert_true(s2.job_steps[i].reduce_seconds == js[i].reduce_seconds &&
+			    s2.job_steps[i].optim_seconds == js[i].optim_seconds);
+	}
+	zs_server_status_release(&s2);
+	zs_buf_release(&b);
+}
+
 static void test_malformed(void **st)
 {
 	const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x12};
@@ -252,6 +328,7 @@ int main(void)
 		cmocka_unit_test(test_create_and_join_roundtrip),
 		cmocka_unit_test(test_servers_and_assignments),
 		cmocka_unit_test(test_status_roundtrip),
+		cmocka_unit_test(test_step_reports_roundtrip),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_bounds),
 	};
