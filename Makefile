@@ -36,7 +36,7 @@ ifeq ($(MAKELEVEL),0)
 $(info zshard: optional parts: rdma: $(RDMA_NOTE), transport not yet built; nccl: $(NCCL_NOTE), transport not yet built)
 endif
 
-CORE_SRC := common/status.c common/log.c common/util.c common/model.c common/spec_json.c common/wire.c common/safetensors.c \
+CORE_SRC := common/status.c common/log.c common/util.c common/model.c common/spec_json.c common/wire.c common/safetensors.c common/plan.c \
 	    common/sockio.c common/listener.c common/stream.c common/tcp.c common/shm.c \
 	    ctrl/rpc.c ctrl/codec.c ctrl/coord_client.c storage/kv.c storage/ckpt.c
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/zshard.pb-c.o
@@ -53,7 +53,7 @@ LIB_OBJ := $(BUILD)/obj/client/zshard.o $(BUILD)/obj/server/optim.o
 LIBZS_A := $(BUILD)/lib/libzshard.a
 LIBZS_SO := $(BUILD)/lib/libzshard.so
 
-UNIT_TESTS := placement codec kv util spec_json optim wire transport engine
+UNIT_TESTS := placement codec kv util spec_json optim wire transport engine plan
 INTEG_TESTS := cluster train
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
@@ -116,6 +116,7 @@ $(BUILD)/tests/test_placement: $(BUILD)/obj/tests/unit/test_placement.o $(BUILD)
 $(BUILD)/tests/test_codec: $(BUILD)/obj/tests/unit/test_codec.o $(CORE_LIB)
 $(BUILD)/tests/test_kv: $(BUILD)/obj/tests/unit/test_kv.o $(CORE_LIB)
 $(BUILD)/tests/test_util: $(BUILD)/obj/tests/unit/test_util.o $(CORE_LIB)
+$(BUILD)/tests/test_plan: $(BUILD)/obj/tests/unit/test_plan.o $(CORE_LIB)
 $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_LIB)
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(BUILD)/obj/server/optim.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)

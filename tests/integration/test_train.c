@@ -512,6 +512,30 @@ static void check_reported(const char *name, const struct zs_step_stats *s)
 	free(errs);
 }
 
+/* The trainer parameter bytes `zshardctl plan --job` predicts for a job. */
+static long long planned(const char *job, const char *opt, const char *prefetch)
+{
+	char *argv[] = {(char *)h_bin("zshardctl"), "--coordinator", C.addr, "plan", "--job",
+			(char *)job, "--prefetch", (char *)prefetch, "--json", (char *)opt, NULL};
+	char *out = NULL, *errs = NULL;
+	json_error_t je;
+	json_t *j;
+	long long v;
+
+	if (!strcmp(opt, "--prefetch"))
+		argv[9] = NULL;
+	assert_int_equal(h_run(argv, &out, &errs), 0);
+	j = json_loads(out, 0, &je);
+	if (!j)
+		fail_msg("plan --json printed no JSON (%s): %s", je.text, out);
+	assert_int_equal(json_integer_value(json_object_get(j, "world")), 1);
+	v = json_integer_value(json_object_get(json_object_get(j, "trainer"), "param_bytes"));
+	json_decref(j);
+	free(out);
+	free(errs);
+	return v;
+}
+
 static void test_step_driver_memory(void **st)
 {
 	struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1};
@@ -550,6 +574,12 @@ static void test_step_driver_memory(void **st)
 	assert_true(c.peak_param_bytes > 16396 + 256);
 	check_split(&s, 3, 2);
 	assert_int_equal(s.bytes_gathered, total);
+	assert_int_equal(s.peak_param_bytes, planned("drv3k", "--keep-until-backward", "2"));
+	/* stage 3 with one unit of prefetch and no bound: the plan's window */
+	pol = (struct zs_policy){.prefetch = 1, .reshard_after_forward = 1};
+	driver_run("drv3p", 3, &pol, &c, &s);
+	assert_int_equal(s.peak_param_bytes, 16396 + 256);
+	assert_int_equal(s.peak_param_bytes, planned("drv3p", "--prefetch", "1"));
 }
 
 static void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps)
