@@ -138,15 +138,30 @@ $(BUILD)/bin/coord_rpc: $(BUILD)/obj/bench/coord_rpc.o $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/bench_transport: $(BUILD)/obj/bench/transport.o $(CORE_LIB)
+BENCH_BASE := $(BUILD)/obj/bench/baselines.o
+
+$(BUILD)/bin/bench_limits: $(BUILD)/obj/bench/limits.o $(BENCH_BASE) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/bench_optim: $(BUILD)/obj/bench/optim.o $(BUILD)/obj/server/optim.o
+$(BUILD)/bin/bench_coll: $(BUILD)/obj/bench/coll.o $(LIBZS_A)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# the MPI peer, built by bench/run.sh once it installed OpenMPI
+$(BUILD)/bin/bench_mpi_coll: bench/mpi_coll.c
+	@mkdir -p $(@D)
+	mpicc -O2 -Wall -Wextra -o $@ $<
+
+$(BUILD)/bin/bench_transport: $(BUILD)/obj/bench/transport.o $(BENCH_BASE) $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/bench_optim: $(BUILD)/obj/bench/optim.o $(BUILD)/obj/server/optim.o $(BENCH_BASE) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ -lm
 
-$(BUILD)/bin/bench_ckpt: $(BUILD)/obj/bench/ckpt.o $(CORE_LIB)
+$(BUILD)/bin/bench_ckpt: $(BUILD)/obj/bench/ckpt.o $(BENCH_BASE) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -154,7 +169,7 @@ $(BUILD)/bin/bench_tier: $(BUILD)/obj/bench/tier.o $(addprefix $(BUILD)/obj/serv
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-bench: $(BINS) $(BUILD)/bin/coord_rpc $(BUILD)/bin/bench_transport $(BUILD)/bin/bench_optim $(BUILD)/bin/bench_ckpt $(BUILD)/bin/bench_tier
+bench: $(BINS) $(BUILD)/bin/charlm $(BUILD)/bin/bench_limits $(BUILD)/bin/bench_coll $(BUILD)/bin/coord_rpc $(BUILD)/bin/bench_transport $(BUILD)/bin/bench_optim $(BUILD)/bin/bench_ckpt $(BUILD)/bin/bench_tier
 	@bench/run.sh
 
 $(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(LIBZS_A)

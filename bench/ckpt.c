@@ -15,41 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "baselines.h"
 #include "ckpt.h"
 #include "kv.h"
 #include "timing.h"
 
 #define SHARD (1u << 20) /* floats: 4 MiB per array */
-
-static double write_fsync(const char *path, const float *buf, size_t bytes)
-{
-	double t0 = bench_now();
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	for (size_t off = 0; off < bytes;) {
-		ssize_t w = write(fd, (const char *)buf + off % (SHARD * 4),
-				  bytes - off < SHARD * 4 ? bytes - off : SHARD * 4);
-		if (w <= 0)
-			return 0;
-		off += (size_t)w;
-	}
-	fsync(fd);
-	close(fd);
-	return (double)bytes / (bench_now() - t0) / 1e9;
-}
-
-static double read_seq(const char *path, float *buf, size_t bytes)
-{
-	double t0 = bench_now();
-	int fd = open(path, O_RDONLY);
-	for (size_t off = 0; off < bytes;) {
-		ssize_t r = read(fd, buf, SHARD * 4);
-		if (r <= 0)
-			return 0;
-		off += (size_t)r;
-	}
-	close(fd);
-	return (double)bytes / (bench_now() - t0) / 1e9;
-}
 
 int main(int argc, char **argv)
 {
@@ -69,8 +40,8 @@ int main(int argc, char **argv)
 		buf[i] = (float)i * 1e-3f;
 	snprintf(file, sizeof file, "%s/zshard-bench-seq.bin", dir);
 	for (int r = 0; r < reps; r++) {
-		w_file[r] = write_fsync(file, buf, bytes);
-		r_file[r] = read_seq(file, buf, bytes);
+		w_file[r] = bench_write_fsync(file, buf, SHARD * 4, bytes);
+		r_file[r] = bench_read_seq(file, buf, SHARD * 4, bytes);
 		for (int wm = 0; wm < 2; wm++) {
 			struct zs_kv *kv;
 			struct zs_kv_txn *t;

@@ -7,47 +7,15 @@
  *
  *   bench_optim [N] [REPS]
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "baselines.h"
 #include "optim.h"
 #include "timing.h"
 
-
-struct triad {
-	float *a;
-	const float *b, *c;
-	size_t n;
-};
-
-static void *triad_part(void *arg)
-{
-	struct triad *t = arg;
-	for (size_t i = 0; i < t->n; i++)
-		t->a[i] = t->b[i] + 1.5f * t->c[i];
-	return NULL;
-}
-
-static double triad(float *a, const float *b, const float *c, size_t n, unsigned th)
-{
-	pthread_t t[2];
-	struct triad p[2];
-	size_t per = n / th;
-	double t0 = bench_now();
-	for (unsigned i = 0; i < th; i++) {
-		p[i] = (struct triad){a + i * per, b + i * per, c + i * per,
-				      i + 1 == th ? n - i * per : per};
-		if (i)
-			pthread_create(&t[i], NULL, triad_part, &p[i]);
-	}
-	triad_part(&p[0]);
-	for (unsigned i = 1; i < th; i++)
-		pthread_join(t[i], NULL);
-	return 12.0 * (double)n / (bench_now() - t0) / 1e9;
-}
 
 int main(int argc, char **argv)
 {
@@ -70,7 +38,7 @@ int main(int argc, char **argv)
 	for (unsigned th = 1; th <= 2; th++)
 		for (int r = 0; r < reps; r++) {
 			double t0;
-			tri[th - 1][r] = triad(m, p, g, n, th);
+			tri[th - 1][r] = bench_triad(m, p, g, n, th);
 			memset(m, 0, n * 4);
 			s.t = (uint64_t)r + 1;
 			t0 = bench_now();

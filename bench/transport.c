@@ -9,17 +9,14 @@
  *
  *   transport [REPS]   (markdown on stdout)
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "sockio.h"
+#include "baselines.h"
 #include "timing.h"
 #include "transport.h"
 
@@ -161,92 +158,6 @@ static double run(const struct zs_transport_ops *t, struct srv *srv, int n_srv,
 	return bench_median(wall, reps);
 }
 
-/* ---- baselines ---- */
-
-static int bl_fd;
-static size_t bl_bytes;
-static int bl_reps;
-
-static void *sink(void *arg)
-{
-	int c = accept(bl_fd, NULL, NULL);
-	char *b = malloc(1 << 20);
-	(void)arg;
-	zs_tune_tcp(c); /* the same socket settings as the transport's */
-	memset(b, 0, 1 << 20);
-	for (size_t left = bl_bytes * (size_t)(bl_reps + 1); left;) {
-		ssize_t n = recv(c, b, left < (1 << 20) ? left : (1 << 20), 0);
-		if (n <= 0)
-			break;
-		left -= (size_t)n;
-		if ((left % bl_bytes) == 0) {
-			char ack = 1;
-			if (send(c, &ack, 1, 0) != 1)
-				break;
-		}
-	}
-	free(b);
-	close(c);
-	return NULL;
-}
-
-static double tcp_stream(size_t bytes, int reps)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t al = sizeof a;
-	pthread_t th;
-	char *src = malloc(1 << 20), ack;
-	double gbs[64];
-	int s;
-
-	memset(src, 1, 1 << 20);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	bl_fd = socket(AF_INET, SOCK_STREAM, 0);
-	bind(bl_fd, (struct sockaddr *)&a, sizeof a);
-	listen(bl_fd, 1);
-	getsockname(bl_fd, (struct sockaddr *)&a, &al);
-	bl_bytes = bytes;
-	bl_reps = reps;
-	pthread_create(&th, NULL, sink, NULL);
-	s = socket(AF_INET, SOCK_STREAM, 0);
-	zs_tune_tcp(s);
-	if (connect(s, (struct sockaddr *)&a, sizeof a))
-		return 0;
-	for (int r = 0; r < reps + 1; r++) {
-		double t0 = bench_now();
-		for (size_t off = 0; off < bytes; off += 1 << 20) {
-			struct iovec v = {src, bytes - off < (1 << 20) ? bytes - off : (1 << 20)};
-			zs_writev_full(s, &v, 1);
-		}
-		if (recv(s, &ack, 1, MSG_WAITALL) != 1)
-			return 0;
-		if (r > 0)
-			gbs[r - 1] = (double)bytes / (bench_now() - t0) / 1e9;
-	}
-	close(s);
-	pthread_join(th, NULL);
-	close(bl_fd);
-	free(src);
-	return bench_median(gbs, reps);
-}
-
-static double memcpy_gbs(size_t bytes, int reps)
-{
-	char *a = malloc(bytes), *b = malloc(bytes);
-	double gbs[64];
-	memset(a, 1, bytes);
-	memset(b, 2, bytes);
-	for (int r = 0; r < reps; r++) {
-		double t0 = bench_now();
-		memcpy(b, a, bytes);
-		gbs[r] = (double)bytes / (bench_now() - t0) / 1e9;
-		a[r] = b[bytes - 1 - (size_t)r];
-	}
-	free(a);
-	free(b);
-	return bench_median(gbs, reps);
-}
-
 int main(int argc, char **argv)
 {
 	int reps = argc > 1 ? atoi(argv[1]) : 7;
@@ -278,8 +189,8 @@ int main(int argc, char **argv)
 	printf("| size | raw TCP stream GB/s | memcpy GB/s |\n|---|---|---|\n");
 	double base_tcp[2], base_mem[2];
 	for (int k = 0; k < 2; k++) {
-		base_tcp[k] = tcp_stream(sizes[k], reps);
-		base_mem[k] = memcpy_gbs(sizes[k], reps);
+		base_tcp[k] = bench_tcp_stream(sizes[k], reps, NULL);
+		base_mem[k] = bench_memcpy(sizes[k], reps, NULL);
 		printf("| %zu MiB | %.2f | %.2f |\n", sizes[k] >> 20, base_tcp[k], base_mem[k]);
 	}
 	printf("\n| transport | op | unit | servers | trainers | GB/s (median of %d) | ratio to %s |\n"
