@@ -111,6 +111,7 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 		bool used = false, shm;
 		const struct zs_transport_ops *ops;
 		struct zs_conn_opts o = {.job = t->job.spec.name, .token = "", .rank = t->rank,
+					 .incarnation = (uint64_t)t->job.created_ms,
 					 .timeout_ms = timeout_ms};
 		for (uint32_t k = 0; k < t->job.placement.n_shards; k++)
 			used |= t->job.placement.shards[k].server_id == s[i].id;

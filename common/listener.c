@@ -277,7 +277,7 @@ static int on_hello(struct lconn *c, const struct zs_frame *f)
 	buf[f->payload_len] = '\0';
 	token = memchr(buf, '\0', f->payload_len);
 	token = token ? token + 1 : buf + f->payload_len;
-	if (l->t.hello(l->t.ctx, buf, token, f->rank, &job, &err)) {
+	if (l->t.hello(l->t.ctx, buf, token, f->step, f->rank, &job, &err)) {
 		send_error(c, f->req_id, err.code, err.msg);
 		return -1;
 	}

@@ -188,6 +188,7 @@ struct zs_server_info {
 struct zs_assignment {
 	char job[ZS_JOB_NAME_MAX];
 	uint64_t epoch;
+	int64_t created_ms; /* the job's: a job re-created under its name differs */
 	uint64_t bytes;
 	uint32_t n_shards;
 	struct zs_shard *shards;

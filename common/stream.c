@@ -469,7 +469,8 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o,
 	size_t jl = strlen(o->job), tl = strlen(o->token ? o->token : "");
 	char payload[1024];
 	uint8_t h[ZS_WIRE_HDR];
-	struct zs_frame f = {.op = ZS_OP_HELLO, .req_id = 0, .rank = o->rank};
+	struct zs_frame f = {.op = ZS_OP_HELLO, .req_id = 0, .rank = o->rank,
+			     .step = o->incarnation};
 	struct iovec iov[2];
 	int memfd = -1;
 

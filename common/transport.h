@@ -63,6 +63,9 @@ struct zs_conn_opts {
 	const char *addr;  /* tcp: HOST:PORT; shm: the server's socket name */
 	const char *job;
 	const char *token; /* "" if the job has none */
+	uint64_t incarnation; /* the job's creation time (zs_job.created_ms):
+			       * refused by a server still holding an earlier
+			       * job of that name; 0 accepts any */
 	uint32_t rank;
 	int timeout_ms;        /* connect + HELLO */
 	unsigned max_inflight; /* 0: 64 */
@@ -163,9 +166,11 @@ struct zs_sop; /* one server-side operation awaiting the target's answer */
 
 struct zs_target {
 	void *ctx;
-	/* Checks a HELLO; on success sets *job_handle (never 0). */
+	/* Checks a HELLO (incarnation 0: any; see zs_conn_opts); on success
+	 * sets *job_handle (never 0). */
 	enum zs_status (*hello)(void *ctx, const char *job, const char *token,
-				uint32_t rank, uint32_t *job_handle, struct zs_error *err);
+				uint64_t incarnation, uint32_t rank, uint32_t *job_handle,
+				struct zs_error *err);
 	/* A read: answer with zs_sop_read_ready() or zs_sop_fail(), now or later. */
 	void (*read)(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		     const struct zs_xfer *x);

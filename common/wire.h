@@ -28,7 +28,8 @@
  *    76    4 aux2         op-specific (shm: region offset high bits)
  *
  * Message sequence (client -> server, server -> client):
- *   HELLO(payload: "job\0token\0", rank)      -> HELLO_OK(job) | ERROR
+ *   HELLO(payload: "job\0token\0", rank, step: the job's incarnation, 0
+ *         for any)                         -> HELLO_OK(job) | ERROR
  *   GATHER(job, unit, offset, length, step)  -> GATHER_DATA(payload) | ERROR
  *   PUSH(job, unit, offset, length, step, payload) -> PUSH_ACK | ERROR
  *   shm: GATHER -> GATHER_DATA(aux: region offset, no payload);

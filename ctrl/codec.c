@@ -222,6 +222,7 @@ static Zshard__Assignment **assignments_pb(struct arena *a,
 			break;
 		p->job = (char *)as[i].job;
 		p->epoch = as[i].epoch;
+		p->created_ms = as[i].created_ms;
 		p->bytes = as[i].bytes;
 		p->n_shards = as[i].n_shards;
 		p->shards = shards_pb(a, as[i].shards, as[i].n_shards);
@@ -438,6 +439,7 @@ static enum zs_status assignments_from(Zshard__Assignment *const *pa, size_t n,
 	for (size_t i = 0; i < n && !st; i++) {
 		struct zs_assignment *a = &(*out)[i];
 		a->epoch = pa[i]->epoch;
+		a->created_ms = pa[i]->created_ms;
 		a->bytes = pa[i]->bytes;
 		st = cpy(a->job, sizeof a->job, pa[i]->job, "job name", err);
 		if (!st)

@@ -91,6 +91,7 @@ struct ejob {
 	char name[ZS_JOB_NAME_MAX];
 	uint32_t handle;
 	uint64_t epoch;
+	int64_t created_ms; /* with the name and epoch: which job this is */
 	struct zs_job_spec spec;
 	uint32_t n_shards;
 	struct eshard *shards;
@@ -159,7 +160,8 @@ static const char *unit_name(struct ejob *j, uint32_t u)
 /* -------------------------------------------------------------- target */
 
 static enum zs_status t_hello(void *ctx, const char *job, const char *token,
-			      uint32_t rank, uint32_t *handle, struct zs_error *err)
+			      uint64_t incarnation, uint32_t rank, uint32_t *handle,
+			      struct zs_error *err)
 {
 	struct engine *e = ctx;
 	struct ejob *j;
@@ -171,6 +173,12 @@ static enum zs_status t_hello(void *ctx, const char *job, const char *token,
 		;
 	if (!j)
 		st = zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
+	else if (incarnation && (uint64_t)j->created_ms != incarnation)
+		/* the job was deleted and created again; the new one arrives
+		 * with this server's next assignments */
+		st = zs_fail(err, ZS_ENOTFOUND,
+			     "this server holds no shard of job '%s' as created at %llu ms yet (it holds an earlier job of that name)",
+			     job, (unsigned long long)incarnation);
 	else if (rank >= j->spec.world_size && rank != ZS_RANK_OBSERVER)
 		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
 			     rank, job, j->spec.world_size);
@@ -1023,13 +1031,13 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	pthread_mutex_lock(&e->mu);
 	for (old = e->jobs; old && strcmp(old->name, job->spec.name); old = old->next)
 		;
-	if (old && old->epoch == job->placement.epoch) {
+	if (old && old->epoch == job->placement.epoch && old->created_ms == job->created_ms) {
 		pthread_mutex_unlock(&e->mu);
 		return ZS_OK;
 	}
 	pthread_mutex_unlock(&e->mu);
 	if (old)
-		engine_remove_job(e, job->spec.name); /* a new epoch: start over */
+		engine_remove_job(e, job->spec.name); /* a new epoch or job: start over */
 
 	j = calloc(1, sizeof *j);
 	if (!j)
@@ -1038,6 +1046,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	j->e = e;
 	pthread_mutex_init(&j->cmu, NULL);
 	j->epoch = job->placement.epoch;
+	j->created_ms = job->created_ms;
 	atomic_init(&j->refs, 1);
 	j->spec = job->spec;
 	if (zs_layout_copy(&j->spec.layout, &job->spec.layout)) {
@@ -1078,12 +1087,12 @@ fail:
 	return st;
 }
 
-bool engine_has_job(struct engine *e, const char *name, uint64_t epoch)
+bool engine_has_job(struct engine *e, const char *name, uint64_t epoch, int64_t created_ms)
 {
 	bool has = false;
 	pthread_mutex_lock(&e->mu);
 	for (struct ejob *j = e->jobs; j; j = j->next)
-		has |= !strcmp(j->name, name) && j->epoch == epoch;
+		has |= !strcmp(j->name, name) && j->epoch == epoch && j->created_ms == created_ms;
 	pthread_mutex_unlock(&e->mu);
 	return has;
 }

@@ -314,7 +314,7 @@ static void refresh_assignments(struct srvd *d)
 	for (uint32_t i = 0; i < n_as; i++) {
 		struct zs_job job;
 		bytes += as[i].bytes;
-		if (engine_has_job(d->engine, as[i].job, as[i].epoch))
+		if (engine_has_job(d->engine, as[i].job, as[i].epoch, as[i].created_ms))
 			continue;
 		zs_info("assigned %u shards of job '%s' (epoch %llu, %llu bytes)",
 			as[i].n_shards, as[i].job, (unsigned long long)as[i].epoch,

@@ -292,6 +292,25 @@ static void test_oracle_through_the_service(void **st)
 	run_clip("o8", 3, "tcp", ZS_SGD, ZS_BF16, 3, 0.5);
 }
 
+/*
+ * A job deleted and created again under its name, at once: its trainers
+ * must not reach the old job's state, which servers drop only at their next
+ * assignments; they wait for the new one and train from its step 0.
+ */
+static void test_recreated_job(void **st)
+{
+	struct zs_coord_client *c;
+	struct zs_job j;
+
+	(void)st;
+	run("again", 2, "tcp", ZS_ADAMW, ZS_F32, 1);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_delete_job(c, "again", &j, NULL), ZS_OK);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	run("again", 2, "shm", ZS_ADAMW, ZS_F32, 1);
+}
+
 static void test_stage_and_held_gather(void **st)
 {
 	struct zs_job_spec spec;
@@ -1322,6 +1341,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_oracle_through_the_service),
+		cmocka_unit_test(test_recreated_job),
 		cmocka_unit_test(test_stage_and_held_gather),
 		cmocka_unit_test(test_charlm_equals_reference),
 		cmocka_unit_test(test_step_driver_memory),
