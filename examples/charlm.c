@@ -2,9 +2,12 @@
  * charlm.c - a character-level language model trained through zshard.
  *
  * The model: the previous CTX bytes -> embeddings (256 x D) concatenated ->
- * tanh(W1 x + b1) -> tanh(W2 h + b2) -> softmax(W3 h + b3) over the next
- * byte. Four units (embed, h0, h1, head) as in examples/charlm.json; matrix
- * products through OpenBLAS. Text: a file every Debian machine has.
+ * tanh(W0 x + b0) -> --depth more tanh(W h + b) of width --hidden ->
+ * softmax(Wh h + bh) over the next byte. By default (depth 1, width 256,
+ * one layer per unit) four units (embed, h0, h1, head) as in
+ * examples/charlm.json; --print-spec writes the job spec of any other
+ * shape. Matrix products through OpenBLAS. Text: a file every Debian
+ * machine has.
  *
  * Through the service, with libzshard's step driver (the ZeRO stage from the
  * job, --prefetch units gathered ahead, bounded by --max-live-bytes):
@@ -29,9 +32,32 @@
 #include "spec_json.h"
 #include "zshard.h"
 
-enum { V = 256, D = 64, CTX = 3, IN = CTX * D, H = 256, NU = 4 };
+enum { V = 256, D = 64, CTX = 3, IN = CTX * D, MAXL = 64 };
 
-static const unsigned long long unit_numel[NU] = {V * D, IN * H + H, H * H + H, H * V + V};
+/* The layers: embed, h0 (IN -> H), DEPTH hidden layers (H -> H), head;
+ * NL = DEPTH + 3 (--depth, default 1: examples/charlm.json). H is the
+ * hidden width (--hidden); each unit of the job holds LPU consecutive
+ * layers (--layers-per-unit). */
+static int H = 256, LPU = 1, NL = 4;
+
+static unsigned long long layer_numel(int l)
+{
+	const unsigned long long h = (unsigned long long)H;
+	return l == 0 ? V * D : l == 1 ? IN * h + h : l < NL - 1 ? h * h + h : h * V + V;
+}
+
+static int n_units(void) { return (NL + LPU - 1) / LPU; }
+
+/* Unit u's layers are [first_layer(u), first_layer(u + 1)). */
+static int first_layer(int u) { return u * LPU < NL ? u * LPU : NL; }
+
+static unsigned long long unit_numel(int u)
+{
+	unsigned long long n = 0;
+	for (int l = first_layer(u); l < first_layer(u + 1); l++)
+		n += layer_numel(l);
+	return n;
+}
 
 struct data {
 	unsigned char *text;
@@ -42,8 +68,9 @@ struct data {
 struct work {
 	int B;
 	int *ctx, *tgt;
-	float *X, *H1, *H2, *P;          /* forward */
-	float *dL, *dH2, *dA2, *dH1, *dA1, *dX; /* backward */
+	float *X, *act[MAXL], *P; /* forward: act[l] is hidden layer l's output */
+	float *dL, *dA, *d[2];    /* backward: d[cur] the gradient of the layer's output */
+	int cur;
 };
 
 static uint64_t splitmix(uint64_t *s)
@@ -86,27 +113,28 @@ static void sample(struct work *w, const struct data *d, unsigned r, uint64_t t)
 
 static void work_free(struct work *w)
 {
-	void *v[] = {w->ctx, w->tgt, w->X, w->H1, w->H2, w->P, w->dL, w->dH2, w->dA2,
-		     w->dH1, w->dA1, w->dX};
+	void *v[] = {w->ctx, w->tgt, w->X, w->P, w->dL, w->dA, w->d[0], w->d[1]};
 	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
 		free(v[i]);
+	for (int l = 1; l < NL - 1; l++)
+		free(w->act[l]);
 }
 
 static void work_init(struct work *w, int B)
 {
+	int wide = H > IN ? H : IN;
+	memset(w, 0, sizeof *w);
 	w->B = B;
 	w->ctx = malloc(sizeof(int) * B * CTX);
 	w->tgt = malloc(sizeof(int) * B);
 	w->X = malloc(sizeof(float) * B * IN);
-	w->H1 = malloc(sizeof(float) * B * H);
-	w->H2 = malloc(sizeof(float) * B * H);
+	for (int l = 1; l < NL - 1; l++)
+		w->act[l] = malloc(sizeof(float) * B * H);
 	w->P = malloc(sizeof(float) * B * V);
 	w->dL = malloc(sizeof(float) * B * V);
-	w->dH2 = malloc(sizeof(float) * B * H);
-	w->dA2 = malloc(sizeof(float) * B * H);
-	w->dH1 = malloc(sizeof(float) * B * H);
-	w->dA1 = malloc(sizeof(float) * B * H);
-	w->dX = malloc(sizeof(float) * B * IN);
+	w->dA = malloc(sizeof(float) * B * H);
+	w->d[0] = malloc(sizeof(float) * B * wide);
+	w->d[1] = malloc(sizeof(float) * B * wide);
 }
 
 /* y = tanh(x W + b), rows of x are examples */
@@ -130,16 +158,15 @@ static double forward(int u, const float *p, struct work *w)
 			for (int c = 0; c < CTX; c++)
 				memcpy(w->X + (size_t)b * IN + c * D, p + (size_t)w->ctx[b * CTX + c] * D,
 				       sizeof(float) * D);
-	} else if (u == 1) {
-		dense_tanh(w->X, B, IN, H, p, p + IN * H, w->H1);
-	} else if (u == 2) {
-		dense_tanh(w->H1, B, H, H, p, p + H * H, w->H2);
+	} else if (u < NL - 1) {
+		int n_in = u == 1 ? IN : H;
+		dense_tanh(u == 1 ? w->X : w->act[u - 1], B, n_in, H, p, p + n_in * H, w->act[u]);
 	} else {
 		double loss = 0;
 		for (int b = 0; b < B; b++)
 			memcpy(w->P + (size_t)b * V, p + H * V, sizeof(float) * V);
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, V, H, 1.0f, w->H2, H, p,
-			    V, 1.0f, w->P, V);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, V, H, 1.0f, w->act[NL - 2],
+			    H, p, V, 1.0f, w->P, V);
 		for (int b = 0; b < B; b++) {
 			float *row = w->P + (size_t)b * V, mx = row[0], sum = 0;
 			for (int k = 1; k < V; k++)
@@ -159,23 +186,25 @@ static double forward(int u, const float *p, struct work *w)
 static void backward(int u, const float *p, struct work *w, float *g)
 {
 	int B = w->B;
-	memset(g, 0, sizeof(float) * unit_numel[u]);
-	if (u == 3) {
+	memset(g, 0, sizeof(float) * layer_numel(u));
+	if (u == NL - 1) {
 		for (int b = 0; b < B; b++)
 			for (int k = 0; k < V; k++)
 				w->dL[b * V + k] = (w->P[b * V + k] - (k == w->tgt[b])) / (float)B;
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, H, V, B, 1.0f, w->H2, H, w->dL,
-			    V, 0.0f, g, V);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, H, V, B, 1.0f, w->act[NL - 2], H,
+			    w->dL, V, 0.0f, g, V);
 		for (int b = 0; b < B; b++)
 			for (int k = 0; k < V; k++)
 				g[H * V + k] += w->dL[b * V + k];
+		w->cur = 0;
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, H, V, 1.0f, w->dL, V, p, V,
-			    0.0f, w->dH2, H);
-	} else if (u == 2 || u == 1) {
-		int n_in = u == 2 ? H : IN;
-		const float *x = u == 2 ? w->H1 : w->X, *y = u == 2 ? w->H2 : w->H1;
-		const float *dy = u == 2 ? w->dH2 : w->dH1;
-		float *dA = u == 2 ? w->dA2 : w->dA1, *dx = u == 2 ? w->dH1 : w->dX;
+			    0.0f, w->d[0], H);
+	} else if (u >= 1) {
+		int n_in = u == 1 ? IN : H;
+		const float *x = u == 1 ? w->X : w->act[u - 1], *y = w->act[u];
+		const float *dy = w->d[w->cur];
+		float *dA = w->dA, *dx = w->d[w->cur ^ 1];
+		w->cur ^= 1;
 		for (int i = 0; i < B * H; i++)
 			dA[i] = dy[i] * (1.0f - y[i] * y[i]);
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_in, H, B, 1.0f, x, n_in, dA,
@@ -189,7 +218,7 @@ static void backward(int u, const float *p, struct work *w, float *g)
 		for (int b = 0; b < B; b++)
 			for (int c = 0; c < CTX; c++) {
 				float *row = g + (size_t)w->ctx[b * CTX + c] * D;
-				const float *dx = w->dX + (size_t)b * IN + c * D;
+				const float *dx = w->d[w->cur] + (size_t)b * IN + c * D;
 				for (int k = 0; k < D; k++)
 					row[k] += dx[k];
 			}
@@ -199,23 +228,21 @@ static void backward(int u, const float *p, struct work *w, float *g)
 static void init_params(float **p)
 {
 	uint64_t s = 42;
-	static const int fan_in[NU] = {1, IN, H, H};
-	for (int u = 0; u < NU; u++) {
-		float a = u == 0 ? 0.5f : 1.0f / sqrtf((float)fan_in[u]);
-		for (unsigned long long i = 0; i < unit_numel[u]; i++)
+	for (int u = 0; u < NL; u++) {
+		int fan_in = u == 0 ? 1 : u == 1 ? IN : H, n_out = u == NL - 1 ? V : H;
+		float a = u == 0 ? 0.5f : 1.0f / sqrtf((float)fan_in);
+		for (unsigned long long i = 0; i < layer_numel(u); i++)
 			p[u][i] = (float)((double)(splitmix(&s) >> 11) / 9007199254740992.0 * 2 - 1) * a;
+		if (u) /* biases start at zero */
+			memset(p[u] + (size_t)fan_in * n_out, 0, sizeof(float) * n_out);
 	}
-	/* biases start at zero */
-	memset(p[1] + IN * H, 0, sizeof(float) * H);
-	memset(p[2] + H * H, 0, sizeof(float) * H);
-	memset(p[3] + H * V, 0, sizeof(float) * V);
 }
 
 static void dump(const char *path, float **p)
 {
 	FILE *f = fopen(path, "wb");
-	for (int u = 0; u < NU && f; u++)
-		fwrite(p[u], sizeof(float), unit_numel[u], f);
+	for (int u = 0; u < NL && f; u++)
+		fwrite(p[u], sizeof(float), layer_numel(u), f);
 	if (!f || fclose(f)) {
 		fprintf(stderr, "charlm: cannot write %s\n", path);
 		exit(1);
@@ -236,7 +263,7 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 {
 	struct zs_job_spec spec;
 	struct zs_error err = {0};
-	float *p[NU], *m[NU], *v[NU], *acc[NU], *g[NU];
+	float *p[MAXL], *m[MAXL], *v[MAXL], *acc[MAXL], *g[MAXL];
 	struct work w;
 
 	if (zs_spec_load(spec_path, &spec, &err) || zs_job_spec_normalize(&spec, &err)) {
@@ -244,39 +271,39 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 		return 1;
 	}
 	work_init(&w, B);
-	for (int u = 0; u < NU; u++) {
-		p[u] = malloc(sizeof(float) * unit_numel[u]);
-		m[u] = calloc(unit_numel[u], sizeof(float));
-		v[u] = calloc(unit_numel[u], sizeof(float));
-		acc[u] = malloc(sizeof(float) * unit_numel[u]);
-		g[u] = malloc(sizeof(float) * unit_numel[u]);
+	for (int u = 0; u < NL; u++) {
+		p[u] = malloc(sizeof(float) * layer_numel(u));
+		m[u] = calloc(layer_numel(u), sizeof(float));
+		v[u] = calloc(layer_numel(u), sizeof(float));
+		acc[u] = malloc(sizeof(float) * layer_numel(u));
+		g[u] = malloc(sizeof(float) * layer_numel(u));
 	}
 	init_params(p);
 	for (uint64_t t = 0; t < steps; t++) {
 		double loss = 0;
 		for (unsigned r = 0; r < R; r++) {
 			sample(&w, d, r, t);
-			for (int u = 0; u < NU; u++)
+			for (int u = 0; u < NL; u++)
 				loss += forward(u, p[u], &w);
-			for (int u = NU - 1; u >= 0; u--) {
+			for (int u = NL - 1; u >= 0; u--) {
 				backward(u, p[u], &w, g[u]);
-				for (unsigned long long i = 0; i < unit_numel[u]; i++)
+				for (unsigned long long i = 0; i < layer_numel(u); i++)
 					acc[u][i] = r == 0 ? g[u][i] : acc[u][i] + g[u][i];
 			}
 		}
-		for (int u = 0; u < NU; u++) {
+		for (int u = 0; u < NL; u++) {
 			const struct zs_optim *o = &spec.optim;
 			struct zs_optim_step st = {o->kind, o->lr, o->beta1, o->beta2, o->eps,
 						   o->weight_decay, o->momentum, t + 1};
-			zs_reduce_mean(acc[u], R, unit_numel[u]);
-			zs_optim_apply(&st, p[u], m[u], v[u], acc[u], unit_numel[u]);
+			zs_reduce_mean(acc[u], R, layer_numel(u));
+			zs_optim_apply(&st, p[u], m[u], v[u], acc[u], layer_numel(u));
 		}
 		if (t == 0 || t + 1 == steps)
 			printf("reference step %llu loss %.4f\n", (unsigned long long)t, loss / R);
 	}
 	if (out)
 		dump(out, p);
-	for (int u = 0; u < NU; u++) {
+	for (int u = 0; u < NL; u++) {
 		free(p[u]);
 		free(m[u]);
 		free(v[u]);
@@ -290,45 +317,73 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 
 /* ------------------------------------------------------- through zshard */
 
+/* Points lp[l] at layer l's part of unit u's buffer (layers of u only). */
+static void layer_ptrs(int u, const void *unit, float **lp)
+{
+	unsigned long long off = 0;
+	for (int l = first_layer(u); l < first_layer(u + 1); l++) {
+		lp[l] = (float *)unit + off;
+		off += layer_numel(l);
+	}
+}
+
+/* One line per step of the step driver's report (see zs_last_step). */
+static void log_step(FILE *f, zs_trainer *t)
+{
+	struct zs_step_stats s;
+	if (!f || zs_last_step(t, &s))
+		return;
+	fprintf(f, "%llu %u %u %.9f %.9f %.9f %.9f %.9f %llu %llu %llu %llu %llu\n", s.step,
+		s.stage, s.prefetch, s.seconds, s.compute_seconds, s.gather_wait_seconds,
+		s.push_wait_seconds, s.control_seconds, s.bytes_gathered, s.bytes_pushed,
+		s.peak_param_bytes, s.peak_grad_bytes, s.rss_peak_bytes);
+}
+
+/* compute: 0 runs the step driver alone (gathers and pushes of zero
+ * gradients, no model): the step's communication without its compute */
 static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
-		 const struct data *d, const char *out, const struct zs_policy *pol)
+		 const struct data *d, const char *out, const struct zs_policy *pol, int compute,
+		 FILE *slog)
 {
 	unsigned rank = zs_trainer_rank(t);
+	int NU = n_units();
 	struct work w;
 	double t0 = now(), first_loss = -1, loss = 0;
 
-	if (zs_trainer_units(t) != NU) {
-		fprintf(stderr, "charlm: the job has %u units, this model %d\n", zs_trainer_units(t), NU);
+	if ((int)zs_trainer_units(t) != NU) {
+		fprintf(stderr, "charlm: the job has %u units, this model %d (--layers-per-unit %d)\n",
+			zs_trainer_units(t), NU, LPU);
 		return 1;
 	}
 	for (int u = 0; u < NU; u++)
-		if (zs_unit_numel(t, (unsigned)u) != unit_numel[u] || zs_unit_dtype(t, (unsigned)u) != 1) {
-			fprintf(stderr, "charlm: unit %d of the job is %llu elements of dtype %d; the model needs %llu f32\n",
+		if (zs_unit_numel(t, (unsigned)u) != unit_numel(u) || zs_unit_dtype(t, (unsigned)u) != 1) {
+			fprintf(stderr, "charlm: unit %d of the job is %llu elements of dtype %d; the model needs %llu f32 (--hidden %d, --layers-per-unit %d)\n",
 				u, zs_unit_numel(t, (unsigned)u), zs_unit_dtype(t, (unsigned)u),
-				unit_numel[u]);
+				unit_numel(u), H, LPU);
 			return 1;
 		}
 	work_init(&w, B);
 	if (zs_trainer_set_policy(t, pol))
 		goto fail;
 	if (rank == 0) {
-		float *init[NU];
-		for (int u = 0; u < NU; u++)
-			init[u] = malloc(sizeof(float) * unit_numel[u]);
-		init_params(init);
+		float *init[MAXL], *ub[MAXL] = {0};
+		int rc = 0;
 		for (int u = 0; u < NU; u++) {
-			int rc = zs_init_unit(t, (unsigned)u, init[u]);
-			free(init[u]);
-			if (rc) {
-				for (int k = u + 1; k < NU; k++)
-					free(init[k]);
-				goto fail;
-			}
+			ub[u] = malloc(sizeof(float) * unit_numel(u));
+			layer_ptrs(u, ub[u], init);
 		}
+		init_params(init);
+		for (int u = 0; u < NU && !rc; u++)
+			rc = zs_init_unit(t, (unsigned)u, ub[u]);
+		for (int u = 0; u < NU; u++)
+			free(ub[u]);
+		if (rc)
+			goto fail;
 	}
 	for (uint64_t step = 0; step < steps; step++) {
 		const void *p;
 		void *g;
+		float *lp[MAXL], *lg[MAXL];
 		loss = 0;
 		sample(&w, d, rank, step);
 		if (zs_step_begin(t, step))
@@ -336,19 +391,25 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 		for (int u = 0; u < NU; u++) { /* forward: the window gathers ahead */
 			if (zs_unit_params(t, (unsigned)u, 0, &p))
 				goto fail;
-			loss += forward(u, p, &w);
+			layer_ptrs(u, p, lp);
+			for (int l = first_layer(u); compute && l < first_layer(u + 1); l++)
+				loss += forward(l, lp[l], &w);
 			if (zs_unit_forward_done(t, (unsigned)u))
 				goto fail;
 		}
 		for (int u = NU - 1; u >= 0; u--) { /* backward: push as we go */
 			if (zs_unit_params(t, (unsigned)u, 1, &p) || zs_unit_grad(t, (unsigned)u, &g))
 				goto fail;
-			backward(u, p, &w, g);
+			layer_ptrs(u, p, lp);
+			layer_ptrs(u, g, lg);
+			for (int l = first_layer(u + 1) - 1; compute && l >= first_layer(u); l--)
+				backward(l, lp[l], &w, lg[l]);
 			if (zs_unit_push(t, (unsigned)u))
 				goto fail;
 		}
 		if (zs_step_end(t)) /* every push acknowledged */
 			goto fail;
+		log_step(slog, t);
 		if (first_loss < 0)
 			first_loss = loss;
 		if (print_every && (step % (uint64_t)print_every == 0 || step + 1 == steps))
@@ -366,17 +427,18 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 		       (double)c.peak_grad_bytes / 1048576.0);
 	}
 	if (out) {
-		float *p[NU] = {0};
+		float *ub[MAXL] = {0}, *lp[MAXL];
 		int bad = 0;
 		for (int u = 0; u < NU && !bad; u++) {
 			zs_op *op;
-			p[u] = malloc(sizeof(float) * unit_numel[u]);
-			bad = zs_gather(t, (unsigned)u, steps, p[u], &op) || zs_op_wait(op, 120000);
+			ub[u] = malloc(sizeof(float) * unit_numel(u));
+			bad = zs_gather(t, (unsigned)u, steps, ub[u], &op) || zs_op_wait(op, 120000);
+			layer_ptrs(u, ub[u], lp);
 		}
 		if (!bad)
-			dump(out, p);
+			dump(out, lp);
 		for (int u = 0; u < NU; u++)
-			free(p[u]);
+			free(ub[u]);
 		if (bad)
 			goto fail;
 	}
@@ -386,6 +448,67 @@ fail:
 	fprintf(stderr, "charlm rank %u: %s\n", rank, zs_trainer_error(t));
 	work_free(&w);
 	return 1;
+}
+
+/* ------------------------------------------------- compute alone, --local */
+
+/* One rank's forward and backward with local parameters, no service: the
+ * step's compute alone. Prints "seconds" per step to slog. */
+static int local(uint64_t steps, int B, const struct data *d, FILE *slog)
+{
+	float *p[MAXL], *g[MAXL];
+	struct work w;
+
+	work_init(&w, B);
+	for (int l = 0; l < NL; l++) {
+		p[l] = malloc(sizeof(float) * layer_numel(l));
+		g[l] = malloc(sizeof(float) * layer_numel(l));
+	}
+	init_params(p);
+	for (uint64_t step = 0; step < steps; step++) {
+		double t0 = now();
+		sample(&w, d, 0, step);
+		for (int l = 0; l < NL; l++)
+			forward(l, p[l], &w);
+		for (int l = NL - 1; l >= 0; l--)
+			backward(l, p[l], &w, g[l]);
+		if (slog)
+			fprintf(slog, "%llu %.9f\n", (unsigned long long)step, now() - t0);
+	}
+	for (int l = 0; l < NL; l++) {
+		free(p[l]);
+		free(g[l]);
+	}
+	work_free(&w);
+	return 0;
+}
+
+/* The job spec this model needs (--hidden, --layers-per-unit). */
+static void print_spec(const char *job, unsigned world, unsigned stage)
+{
+	char lname[MAXL][16];
+	for (int l = 1; l < NL - 1; l++)
+		snprintf(lname[l], sizeof lname[l], "h%d", l - 1);
+	snprintf(lname[0], sizeof lname[0], "embed");
+	snprintf(lname[NL - 1], sizeof lname[NL - 1], "head");
+	printf("{\n  \"name\": \"%s\",\n  \"stage\": %u,\n  \"world_size\": %u,\n"
+	       "  \"compute_dtype\": \"f32\",\n"
+	       "  \"optimizer\": {\"kind\": \"adamw\", \"lr\": 0.003, \"weight_decay\": 0.01},\n"
+	       "  \"units\": [\n", job, stage, world);
+	for (int u = 0; u < n_units(); u++) {
+		printf("    {\"name\": \"u%d\", \"tensors\": [", u);
+		for (int l = first_layer(u); l < first_layer(u + 1); l++) {
+			const char *sep = l > first_layer(u) ? ", " : "";
+			if (l == 0)
+				printf("%s{\"name\": \"%s.wte\", \"shape\": [%d, %d]}", sep, lname[l], V, D);
+			else
+				printf("%s{\"name\": \"%s.w\", \"shape\": [%d, %d]}, {\"name\": \"%s.b\", \"shape\": [%d]}",
+				       sep, lname[l], l == 1 ? IN : H, l == NL - 1 ? V : H, lname[l],
+				       l == NL - 1 ? V : H);
+		}
+		printf("]}%s\n", u + 1 < n_units() ? "," : "");
+	}
+	printf("  ]\n}\n");
 }
 
 int main(int argc, char **argv)
@@ -399,6 +522,10 @@ int main(int argc, char **argv)
 		{"world", required_argument, NULL, 'w'},       {"text", required_argument, NULL, 'x'},
 		{"prefetch", required_argument, NULL, 'P'},    {"max-live-bytes", required_argument, NULL, 'M'},
 		{"keep-until-backward", no_argument, NULL, 'K'},
+		{"hidden", required_argument, NULL, 'H'},      {"layers-per-unit", required_argument, NULL, 'L'},
+		{"print-spec", no_argument, NULL, 'Z'},        {"stage", required_argument, NULL, 'g'},
+		{"no-compute", no_argument, NULL, 'N'},        {"local", no_argument, NULL, 'l'},
+		{"step-log", required_argument, NULL, 'o'},    {"depth", required_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'},              {0},
 	};
 	const char *coord = getenv("ZSHARD_COORDINATOR"), *job = "charlm", *transport = "auto";
@@ -406,7 +533,10 @@ int main(int argc, char **argv)
 	const char *text = "/usr/share/common-licenses/GPL-3";
 	unsigned rank = 0, world = 1;
 	uint64_t steps = 300;
-	int B = 64, print_every = 50, ref = 0, o, rc;
+	int B = 64, print_every = 50, ref = 0, o, rc, spec_only = 0, compute = 1, loc = 0;
+	unsigned stage = 3;
+	const char *slog_path = NULL;
+	FILE *slog = NULL;
 	struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1};
 	struct data d;
 	char err[512];
@@ -429,24 +559,49 @@ int main(int argc, char **argv)
 		case 'P': pol.prefetch = (unsigned)atoi(optarg); break;
 		case 'M': pol.max_live_bytes = strtoull(optarg, NULL, 10); break;
 		case 'K': pol.reshard_after_forward = 0; break;
+		case 'H': H = atoi(optarg); break;
+		case 'L': LPU = atoi(optarg); break;
+		case 'Z': spec_only = 1; break;
+		case 'g': stage = (unsigned)atoi(optarg); break;
+		case 'N': compute = 0; break;
+		case 'l': loc = 1; break;
+		case 'o': slog_path = optarg; break;
+		case 'e': NL = atoi(optarg) + 3; break;
 		case 'h':
 			printf("usage: charlm --coordinator ADDR [--job charlm] --rank R [--steps N] [--batch B]\n"
 			       "              [--transport auto|tcp|shm] [--print-every K] [--dump FILE]\n"
 			       "              [--prefetch N] [--max-live-bytes B] [--keep-until-backward]\n"
-			       "       charlm --reference [--spec FILE] --world R [--steps N] [--dump FILE]\n");
+			       "              [--no-compute] [--step-log FILE]\n"
+			       "       charlm --reference [--spec FILE] --world R [--steps N] [--dump FILE]\n"
+			       "       charlm --local [--steps N] [--batch B] [--step-log FILE]\n"
+			       "       charlm --print-spec [--job NAME] [--world R] [--stage S]\n"
+			       "all take [--hidden H] [--depth N] [--layers-per-unit K] (default 256, 1, 1:\n"
+			       "examples/charlm.json; the layers are embed, h0, N more hidden, head)\n");
 			return 0;
 		default: return 2;
 		}
 	}
-	if (B < 1 || B > 4096 || world < 1) {
-		fprintf(stderr, "charlm: bad --batch or --world\n");
+	if (B < 1 || B > 4096 || world < 1 || H < 1 || H > 16384 || NL < 4 || NL > MAXL ||
+	    LPU < 1 || LPU > NL || stage < 1 || stage > 3) {
+		fprintf(stderr, "charlm: bad --batch, --world, --hidden (1..16384), --depth (1..%d), --layers-per-unit (1..layers) or --stage\n",
+			MAXL - 3);
 		return 2;
+	}
+	if (spec_only) {
+		print_spec(job, world, stage);
+		return 0;
+	}
+	if (slog_path && !(slog = fopen(slog_path, "w"))) {
+		fprintf(stderr, "charlm: cannot write %s\n", slog_path);
+		return 1;
 	}
 	openblas_set_num_threads(1); /* one per rank: deterministic and fair */
 	load_text(&d, text);
-	if (ref) {
-		rc = reference(spec, world, steps, B, &d, out);
+	if (ref || loc) {
+		rc = ref ? reference(spec, world, steps, B, &d, out) : local(steps, B, &d, slog);
 		free(d.text);
+		if (slog)
+			fclose(slog);
 		return rc;
 	}
 	if (!coord) {
@@ -467,8 +622,12 @@ int main(int argc, char **argv)
 		free(d.text);
 		return 1;
 	}
-	rc = train(t, steps, B, print_every, &d, out, &pol);
+	rc = train(t, steps, B, print_every, &d, out, &pol, compute, slog);
 	zs_trainer_close(t);
 	free(d.text);
+	if (slog && fclose(slog)) {
+		fprintf(stderr, "charlm: cannot write %s\n", slog_path);
+		rc = 1;
+	}
 	return rc;
 }
