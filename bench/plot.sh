@@ -13,6 +13,17 @@ awk -F'|' '/sequential write|checkpoint write|sequential read|restore read/ {
 awk -F'|' 'NR > 1 && $4 ~ /64 MiB/ && $5 ~ / 1 / && $6 ~ / 1 / {
 	gsub(/ /, "", $2); gsub(/ /, "", $3); print $2 "_" $3, $7 }' "$out/transport.md" >"$out/transport.dat"
 
+# the training step: its split per configuration, and peak memory beside the plan
+awk '{ printf "%s-%du-z%d-p%d %.3f %.3f %.3f %.3f %.3f %.3f\n", $1, $2, $3, $4, $6 * 1e3, $7 * 1e3, $8 * 1e3, $9 * 1e3, $10 / 1048576, $11 / 1048576 }' \
+	"$out/step.dat" >"$out/step_split.dat"
+# collectives: zshard against MPI, GB/s (the ratio table)
+awk -F'|' '/ vs (tcp|vader),self / { gsub(/^ +| +$/, "", $3); gsub(/ /, "", $4); split($3, c, " ");
+	print substr($2, 2, 3) "-" c[1] "-" $4, $5 + 0, $6 + 0 }' "$out/coll.md" >"$out/coll.dat"
+# the optimizer: G params/s of zshard, the triad bound, torch's best
+awk -F'|' '/^\| [12] \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$/ { b[$2 + 0] = $4 + 0; z[$2 + 0] = $5 + 0 }
+	/^\| torch / { t = $3 + 0; if ($4 + 0 > best[t]) best[t] = $4 + 0 }
+	END { for (t = 1; t <= 2; t++) print t "-thread" (t > 1 ? "s" : ""), z[t], b[t], best[t] + 0 }' "$out/optim.md" >"$out/optim.dat"
+
 gnuplot <<GP
 set terminal pngcairo size 1000,480 font ",9"
 set style data histograms
@@ -30,5 +41,29 @@ plot "$out/ckpt.dat" using 2:xtic(1) title ""
 set output "$out/transport.png"
 set title "Gather and push of 64 MiB, 1 server x 1 trainer (zshard bench)"
 plot "$out/transport.dat" using 2:xtic(1) title ""
+
+set output "$out/coll.png"
+set title "zshard against OpenMPI (2 ranks; tcp vs the TCP BTL, shm vs vader)"
+set key top left
+plot "$out/coll.dat" using 2:xtic(1) title "zshard", "" using 3 title "OpenMPI"
+
+set output "$out/optim.png"
+set title "AdamW: zshard's kernel, the triad bound, torch.optim.AdamW at its best"
+set ylabel "G parameters / s"
+plot "$out/optim.dat" using 2:xtic(1) title "zshard", "" using 3 title "triad bound (triad / 28 B)", "" using 4 title "torch"
+
+set terminal pngcairo size 1400,520 font ",8"
+set output "$out/step.png"
+set title "Training step split per configuration (transport-units-stage-prefetch), medians"
+set style histogram rowstacked
+set ylabel "ms"
+set xtics rotate by -60
+plot "$out/step_split.dat" using 2:xtic(1) title "compute", "" using 3 title "gather wait", "" using 4 title "push wait", "" using 5 title "control"
+
+set output "$out/memory.png"
+set title "Trainer peak (parameters + gradients) against zshardctl plan's prediction"
+set style histogram clustered
+set ylabel "MiB"
+plot "$out/step_split.dat" using 6:xtic(1) title "measured peak", "" using 7 title "plan"
 GP
-echo "plots: $out/ckpt.png $out/transport.png"
+echo "plots: $out/ckpt.png $out/transport.png $out/coll.png $out/optim.png $out/step.png $out/memory.png"

@@ -1,59 +1,159 @@
 #!/usr/bin/env bash
-# run.sh - the benchmark suite (make bench). Starts its own local cluster,
-# writes markdown tables under build/bench/, prints them.
+# run.sh - the benchmark suite (make bench). Installs what it compares with
+# (as root: gnuplot, OpenMPI, python3-torch), starts its own local cluster,
+# writes markdown tables and PNG plots under build/bench/, prints them, and
+# ends with build/bench/summary.md: every target of the suite as a ratio
+# measured in this run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/build/bench
+bin=$root/build/bin
 mkdir -p "$out"
-# gnuplot draws the plots; install it the way the build installs its packages
-if ! command -v gnuplot >/dev/null 2>&1; then
+REPS=${REPS:-7}
+today="$(date -u +%F), $(nproc) cores"
+
+# the peers and the plotter, from Debian, the way the build installs its packages
+want=""
+command -v gnuplot >/dev/null 2>&1 || want="$want gnuplot-nox"
+command -v mpicc >/dev/null 2>&1 || want="$want openmpi-bin libopenmpi-dev"
+/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || want="$want python3-torch"
+if [ -n "$want" ]; then
 	if [ "$(id -u)" = 0 ]; then
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 gnuplot-nox >/dev/null ||
-			{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 gnuplot-nox >/dev/null; }
+		echo "bench: installing$want"
+		export DEBIAN_FRONTEND=noninteractive
+		# shellcheck disable=SC2086
+		apt-get install -y -q -o DPkg::Lock::Timeout=300 $want >/dev/null 2>&1 ||
+			{ apt-get update -q >/dev/null && apt-get install -y -q -o DPkg::Lock::Timeout=300 $want >/dev/null; } ||
+			echo "bench: could not install$want; the comparisons that need them are skipped, each says so" >&2
 	else
-		echo "bench: no gnuplot; as root: apt-get install gnuplot-nox (the tables are written without plots)" >&2
+		echo "bench: not root, so not installing$want; the comparisons that need them are skipped, each says so" >&2
 	fi
 fi
+# peers that allocate per call are crippled by fresh pages on these VMs
+# (~0.33 GB/s to touch); glibc's huge-page malloc is their best setting
+export GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+
 dir=$(mktemp -d /tmp/zshard-bench-XXXXXX)
 launcher=$root/deploy/local/zshard-local
 trap '"$launcher" stop --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+addr=$("$launcher" start --servers 2 --capacity 8G --dir "$dir" 2>/dev/null)
+ctl() { "$bin/zshardctl" --coordinator "$addr" "$@"; }
 
-addr=$("$launcher" start --servers 3 --dir "$dir" 2>/dev/null)
-"$root/build/bin/zshardctl" --coordinator "$addr" job create "$root/examples/charlm.json" >/dev/null
 {
-	echo "## Control plane: coordinator RPC latency on loopback ($(date -u +%F), $(nproc) cores)"
+	echo "## Physical limits of this machine ($today)"
 	echo
-	"$root/build/bin/coord_rpc" "$addr" charlm 1
+	"$bin/bench_limits" "$dir" "$REPS"
+} | tee "$out/limits.md"
+
+ctl job create "$root/examples/charlm.json" >/dev/null
+{
+	echo
+	echo "## Control plane: coordinator RPC latency on loopback ($today)"
+	echo
+	"$bin/coord_rpc" "$addr" charlm 1
 } | tee "$out/coord_rpc.md"
+ctl job delete charlm >/dev/null
 
 {
 	echo
-	echo "## Data plane: transport throughput ($(date -u +%F), $(nproc) cores; in-process servers, no optimizer)"
+	echo "## Data plane: transport throughput ($today; in-process servers, no optimizer)"
 	echo
-	"$root/build/bin/bench_transport" 7
+	"$bin/bench_transport" "$REPS"
 } | tee "$out/transport.md"
 
+# ---- collectives: zshard through real servers against OpenMPI, 2 ranks
 {
 	echo
-	echo "## Optimizer kernel: AdamW against the fp32 triad bound ($(date -u +%F), $(nproc) cores)"
+	echo "## Collectives: zshard against OpenMPI, 2 ranks, fp32 ($today)"
 	echo
-	"$root/build/bin/bench_optim" $((32 << 20)) 5
+	echo "| who | collective | total | GB/s (median of $REPS) | spread (min-max) |"
+	echo "|---|---|---|---|---|"
+	for tr in tcp shm; do
+		for mib in 64 256; do
+			job=coll-$tr-$mib
+			printf '{"name": "%s", "stage": 3, "world_size": 2, "compute_dtype": "f32", "optimizer": {"kind": "sgd", "lr": 1e-9}, "units": [{"name": "g", "tensors": [{"name": "w", "shape": [%d]}]}]}\n' \
+				"$job" $((mib * 262144)) >"$dir/$job.json"
+			ctl job create "$dir/$job.json" >/dev/null
+			"$bin/bench_coll" "$addr" "$job" "$tr" "$REPS"
+			ctl job delete "$job" >/dev/null
+		done
+	done
+	if command -v mpirun >/dev/null 2>&1; then
+		make -s -C "$root" build/bin/bench_mpi_coll >/dev/null
+		for btl in tcp,self vader,self; do
+			mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
+				--mca btl "$btl" -x GLIBC_TUNABLES "$bin/bench_mpi_coll" "$btl" "$REPS" 64 256
+		done
+	else
+		echo
+		echo "(OpenMPI is not installed: no MPI rows; as root: apt-get install openmpi-bin libopenmpi-dev)"
+	fi
+} | tee "$out/coll.md"
+{
+	echo
+	echo "| transport vs MPI BTL | collective | total | zshard GB/s | MPI GB/s | zshard / MPI |"
+	echo "|---|---|---|---|---|---|"
+	awk -F'|' '
+	/^\| zshard / { split($2, w, " "); k = w[2] "|" $3 "|" $4; z[k] = $5 + 0; order[n++] = k }
+	/^\| MPI / { split($2, w, " "); t = w[2] ~ /^tcp/ ? "tcp" : "shm"; m[t "|" $3 "|" $4] = $5 + 0 }
+	END { for (i = 0; i < n; i++) { k = order[i]; split(k, f, "|"); if (k in m)
+		printf "| %s vs %s | %s | %s | %.2f | %.2f | %.2f |\n", f[1], f[1] == "tcp" ? "tcp,self" : "vader,self", f[2], f[3], z[k], m[k], z[k] / m[k] } }' "$out/coll.md"
+	echo
+	echo "(zshard: 2 trainers and 2 shard servers, 4 processes; push + reduce = push until acknowledged plus the extra time the next gather waits for the servers' reduction and update; MPI: --mca pml ob1, GLIBC_TUNABLES=glibc.malloc.hugetlb=1, buffers touched before timing. Bytes on the wire per rank differ: an MPI rank receives half the total in an allgather, a zshard trainer all of it.)"
+} | tee -a "$out/coll.md"
+
+# ---- the optimizer kernel against the triad bound and torch
+{
+	echo
+	echo "## Optimizer kernel: AdamW against the fp32 triad bound and torch.optim.AdamW ($today)"
+	echo
+	"$bin/bench_optim" $((32 << 20)) "$REPS"
+	echo
+	echo "| peer | threads | G params/s (median of $REPS) | spread (min-max) |"
+	echo "|---|---|---|---|"
+	if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+		/usr/bin/python3 "$root/bench/torch_adamw.py" $((32 << 20)) "$REPS"
+	else
+		echo "| torch not installed (python3-torch): no comparison | | | |"
+	fi
 } | tee "$out/optim.md"
+{
+	echo
+	echo "| threads | zshard AdamW G params/s | torch best G params/s | zshard / torch |"
+	echo "|---|---|---|---|"
+	awk -F'|' '
+	/^\| [12] \| [0-9.]+ \| / { z[$2 + 0] = $5 + 0 }
+	/^\| torch / { t = $3 + 0; if ($4 + 0 > best[t]) best[t] = $4 + 0 }
+	END { for (t = 1; t <= 2; t++) if (best[t] > 0) printf "| %d | %.2f | %.3f | %.2f |\n", t, z[t], best[t], z[t] / best[t] }' "$out/optim.md"
+	echo
+	echo "(torch: one 32 M-element fp32 tensor, foreach and single-tensor AdamW, GLIBC_TUNABLES=glibc.malloc.hugetlb=1, the best of the two per thread count)"
+} | tee -a "$out/optim.md"
 
 {
 	echo
-	echo "## Checkpoints: write and restore against the disk ($(date -u +%F), $(nproc) cores)"
+	echo "## Checkpoints: write and restore against the disk ($today)"
 	echo
-	"$root/build/bin/bench_ckpt" "$root/build/bench" 256 5
+	"$bin/bench_ckpt" "$dir" 256 5
 } | tee "$out/ckpt.md"
 
 {
 	echo
-	echo "## NVMe tier: step time against state in memory ($(date -u +%F), $(nproc) cores)"
+	echo "## NVMe tier: step time against state in memory ($today)"
 	echo
-	"$root/build/bin/bench_tier" "$root/build/bench" 16 5
+	"$bin/bench_tier" "$dir" 16 5
 } | tee "$out/tier.md"
+
+{
+	echo
+	echo "## The training step: every stage, prefetch depth and granularity, tcp and shm ($today)"
+	echo
+	"$root/bench/step.sh" "$addr" "$out"
+} | tee "$out/step.md"
+
+"$root/bench/summary.sh" "$out" | tee "$out/summary.md"
 
 if command -v gnuplot >/dev/null 2>&1; then
 	"$root/bench/plot.sh" "$out"
+else
+	echo "bench: no gnuplot, so no plots (as root: apt-get install gnuplot-nox)"
 fi

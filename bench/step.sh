@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # step.sh ADDR OUT_DIR - the full training step of the example model
-# (examples/charlm.c at --hidden $HIDDEN, 2 trainers, f32, AdamW) through the
+# (examples/charlm.c at --depth $DEPTH --hidden $HIDDEN, 2 trainers, f32,
+# AdamW) through the
 # cluster at ADDR, for every ZeRO stage, prefetch depth 0, 1 and 2, two unit
-# granularities (1 and 2 layers per unit: 4 and 2 units) and both
+# granularities (1 and 2 layers per unit) and both
 # transports. Per configuration: the median over both ranks' steps after
 # $WARM warm-up steps ($STEPS in all) of the step time and its split (from
 # libzshard's step report), bytes moved per step, the peak live parameter
 # and gradient bytes beside `zshardctl plan`'s prediction, the trainer's
 # peak resident memory and the servers' update time. Also the step's
-# compute alone (charlm --local) and its communication alone (the step
-# driver without the model) for the overlap ratio.
+# compute alone (charlm --local, both ranks at once as in the step) and its
+# communication alone (the step driver without the model) for the overlap
+# ratio.
 # Writes OUT_DIR/step.md (markdown) and OUT_DIR/step.dat (for plot.sh).
 set -euo pipefail
 addr=$1 out=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
-HIDDEN=${HIDDEN:-1024} BATCH=${BATCH:-32} STEPS=${STEPS:-25} WARM=${WARM:-5}
+DEPTH=${DEPTH:-6} HIDDEN=${HIDDEN:-512} BATCH=${BATCH:-64} STEPS=${STEPS:-25} WARM=${WARM:-5}
 tmp=$(mktemp -d /tmp/zshard-step-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 ctl() { "$bin/zshardctl" --coordinator "$addr" "$@"; }
@@ -30,25 +32,25 @@ peak() { awk -v c="$1" 'BEGIN { m = 0 } $c > m { m = $c } END { print m }' "${@:
 # run JOB LPU STAGE PREFETCH TRANSPORT [--no-compute]: two ranks, step logs in $tmp/JOB.R
 run() {
 	local job=$1 lpu=$2 stage=$3 pf=$4 tr=$5 extra=${6:-}
-	"$bin/charlm" --print-spec --job "$job" --world 2 --stage "$stage" --hidden "$HIDDEN" \
+	"$bin/charlm" --print-spec --job "$job" --world 2 --stage "$stage" --depth "$DEPTH" --hidden "$HIDDEN" \
 		--layers-per-unit "$lpu" >"$tmp/$job.json"
 	ctl job create "$tmp/$job.json" >/dev/null
 	for r in 1 0; do
 		"$bin/charlm" --coordinator "$addr" --job "$job" --rank $r --steps "$STEPS" --batch "$BATCH" \
-			--hidden "$HIDDEN" --layers-per-unit "$lpu" --prefetch "$pf" --transport "$tr" \
+			--depth "$DEPTH" --hidden "$HIDDEN" --layers-per-unit "$lpu" --prefetch "$pf" --transport "$tr" \
 			--print-every 0 --step-log "$tmp/$job.$r" $extra >"$tmp/$job.out$r" 2>&1 &
 	done
 	wait || { cat "$tmp/$job".out*; exit 1; }
 }
 
-params=$("$bin/charlm" --print-spec --hidden "$HIDDEN" | awk -F'[][]' '/shape/ { n = split($0, a, /"shape": \[/); for (i = 2; i <= n; i++) { split(a[i], d, /\]/); k = split(d[1], x, /, */); p = 1; for (j = 1; j <= k; j++) p *= x[j]; s += p } } END { print s }')
+params=$("$bin/charlm" --print-spec --depth "$DEPTH" --hidden "$HIDDEN" | awk -F'[][]' '/shape/ { n = split($0, a, /"shape": \[/); for (i = 2; i <= n; i++) { split(a[i], d, /\]/); k = split(d[1], x, /, */); p = 1; for (j = 1; j <= k; j++) p *= x[j]; s += p } } END { print s }')
 
 echo "| transport | units | stage | prefetch | step ms (median, min-max) | compute | gather wait | push wait | control | server update ms | MiB gathered / pushed per step | peak params + grads | plan predicts | measured / plan | trainer peak RSS |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 : >"$out/step.dat"
 for tr in tcp shm; do
 	for lpu in 1 2; do
-		units=$(( (4 + lpu - 1) / lpu ))
+		units=$(( (DEPTH + 3 + lpu - 1) / lpu ))
 		for stage in 1 2 3; do
 			for pf in 0 1 2; do
 				job=st-$tr-$lpu-$stage-$pf
@@ -85,9 +87,13 @@ echo "|---|---|---|---|---|---|"
 : >"$out/overlap.dat"
 for tr in tcp shm; do
 	for lpu in 1 2; do
-		units=$(( (4 + lpu - 1) / lpu ))
-		"$bin/charlm" --local --steps "$STEPS" --batch "$BATCH" --hidden "$HIDDEN" --step-log "$tmp/local" >/dev/null
-		comp=$(awk -v w="$WARM" '$1 >= w { v[n++] = $2 } END { for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t } print v[int(n / 2)] }' "$tmp/local")
+		units=$(( (DEPTH + 3 + lpu - 1) / lpu ))
+		for r in 0 1; do
+			"$bin/charlm" --local --steps "$STEPS" --batch "$BATCH" --depth "$DEPTH" --hidden "$HIDDEN" \
+				--step-log "$tmp/local.$r" >/dev/null &
+		done
+		wait
+		comp=$(cat "$tmp/local.0" "$tmp/local.1" | awk -v w="$WARM" '$1 >= w { v[n++] = $2 } END { for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t } print v[int(n / 2)] }')
 		run "ov-$tr-$lpu" "$lpu" 3 1 "$tr" --no-compute
 		comm=$(stat 4 "$tmp/ov-$tr-$lpu.0" "$tmp/ov-$tr-$lpu.1" | cut -d' ' -f1)
 		ctl job delete "ov-$tr-$lpu" >/dev/null
@@ -98,4 +104,4 @@ for tr in tcp shm; do
 	done
 done
 echo
-echo "(charlm --hidden $HIDDEN: $params parameters, $((params * 4 / 1024)) KiB f32; batch $BATCH per rank; 2 trainers, $STEPS steps, medians over both ranks' steps $WARM..$((STEPS - 1)); peak = the largest live parameter + gradient bytes of any step; the plan is \`zshardctl plan --job\` for the same job and prefetch; server update = reduce + optimizer of the last step, the slowest server; compute alone: one rank's forward and backward without the service; communication alone: the same step driver without the model.)"
+echo "(charlm --depth $DEPTH --hidden $HIDDEN: $params parameters, $((params * 4 / 1024)) KiB f32; batch $BATCH per rank; 2 trainers, $STEPS steps, medians over both ranks' steps $WARM..$((STEPS - 1)); peak = the largest live parameter + gradient bytes of any step; the plan is \`zshardctl plan --job\` for the same job and prefetch; server update = reduce + optimizer of the last step, the slowest server; compute alone: both ranks' forward and backward at once, without the service; communication alone: the same step driver without the model.)"
