@@ -11,22 +11,22 @@ echo "|---|---|---|---|"
 # the overlap: step / max(compute alone, communication alone), ZeRO-3, prefetch 1
 awk '{ mx = $4 > $5 ? $4 : $5; r = $3 / mx
 	printf "| ZeRO-3 step, %s, %d units, prefetch 1: step / max(compute alone, communication alone) | %.2f (%.1f ms against %.1f / %.1f ms) | <= 1.15 | %s |\n",
-		$1, $2, r, $3 * 1e3, $4 * 1e3, $5 * 1e3, r <= 1.15 ? "yes" : "no" }' "$out/overlap.dat"
+		$1, $2, r, $3 * 1e3, $4 * 1e3, $5 * 1e3, (r <= 1.15) ? "yes" : "no" }' "$out/overlap.dat"
 # collectives against MPI
 awk -F'|' '/ vs (tcp|vader),self / {
 	gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3); gsub(/^ +| +$/, "", $4)
 	goal = ($2 ~ /^tcp/ && $3 ~ /reduce-scatter/) ? 2 : 1
 	if ($3 ~ /allreduce/) next
 	printf "| zshard %s, %s %s, against MPI %s | %.2f (%.2f against %.2f GB/s) | >= %d | %s |\n",
-		substr($2, 1, 3), $3, $4, substr($2, 8), $7 + 0, $5 + 0, $6 + 0, goal, $7 + 0 >= goal ? "yes" : "no" }' "$out/coll.md"
+		substr($2, 1, 3), $3, $4, substr($2, 8), $7 + 0, $5 + 0, $6 + 0, goal, ($7 + 0 >= goal) ? "yes" : "no" }' "$out/coll.md"
 # the optimizer
 awk -F'|' '/^\| 2 \| [0-9.]+ \| / && !b { b = 1
 	printf "| AdamW kernel, 2 threads, against the triad bound (triad / 28 B) | %.2f (%.2f against %.2f G params/s) | >= 0.80 | %s |\n",
-		$6 + 0, $5 + 0, $4 + 0, $6 + 0 >= 0.8 ? "yes" : "no" }
+		$6 + 0, $5 + 0, $4 + 0, ($6 + 0 >= 0.8) ? "yes" : "no" }
 	/^\| 2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$/ { t = 1
 	printf "| AdamW kernel, 2 threads, against torch.optim.AdamW at its best | %.2f (%.2f against %.3f G params/s) | >= 5 | %s |\n",
-		$5 + 0, $3 + 0, $4 + 0, $5 + 0 >= 5 ? "yes" : "no" }' "$out/optim.md"
+		$5 + 0, $3 + 0, $4 + 0, ($5 + 0 >= 5) ? "yes" : "no" }' "$out/optim.md"
 # the plan against the measured trainer peak at stage 3
 awk '$3 == 3 && $11 > 0 { r = $10 / $11; if (!n || r < lo) lo = r; if (!n || r > hi) hi = r; n++ }
 	END { if (n) printf "| ZeRO-3 trainer peak (parameters + gradients) against zshardctl plan, %d configurations | %.2f-%.2f | within 0.90-1.10 | %s |\n",
-		n, lo, hi, lo >= 0.9 && hi <= 1.1 ? "yes" : "no" }' "$out/step.dat"
+		n, lo, hi, (lo >= 0.9 && hi <= 1.1) ? "yes" : "no" }' "$out/step.dat"

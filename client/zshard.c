@@ -624,15 +624,51 @@ int zs_unit_forward_done(zs_trainer *t, unsigned u)
 	return ZS_OK;
 }
 
+/* Waits for the oldest push in flight (the backward pass pushes units in
+ * descending order: the highest unit); ZS_OK if none. */
+static int wait_oldest_push(zs_trainer *t)
+{
+	double t0 = now_s();
+	struct dunit *d;
+	int rc;
+
+	for (uint32_t u = t->job.spec.layout.n_units; u-- > 0;) {
+		d = &t->du[u];
+		if (!d->push)
+			continue;
+		rc = zs_op_wait(d->push, -1);
+		d->push = NULL;
+		buf_put(t, d->grad, d->bytes);
+		d->grad = NULL;
+		live_grads(t, -(long long)d->bytes);
+		t->cur.push_wait_seconds += now_s() - t0;
+		return rc;
+	}
+	return ZS_OK;
+}
+
 int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
 {
+	unsigned depth = t->pol.push_depth ? t->pol.push_depth : 1;
 	struct dunit *d;
+	int rc;
 
 	if (u >= t->job.spec.layout.n_units)
 		return fail(t, ZS_EINVAL, "unit %u is out of range", u);
 	d = &t->du[u];
 	if (d->push)
 		return fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
+	if (!d->grad && t->in_step && t->stage > 1) {
+		/* at most push_depth pushes in flight beside the gradient written */
+		unsigned inflight = 0;
+		if ((rc = reap_pushes(t, false)))
+			return rc;
+		for (uint32_t k = 0; k < t->job.spec.layout.n_units; k++)
+			inflight += t->du[k].push != NULL;
+		for (; inflight > depth; inflight--)
+			if ((rc = wait_oldest_push(t)))
+				return rc;
+	}
 	if (!d->grad) {
 		d->grad = buf_get(t, d->bytes);
 		if (!d->grad)

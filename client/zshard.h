@@ -113,7 +113,7 @@ int zs_op_wait(zs_op *op, int timeout_ms);
  *   stage 3: a unit's parameters only while in use (+ the prefetch window):
  *            freed after its forward (or kept until its backward when
  *            reshard_after_forward is 0) and after its backward;
- *            a gradient until its push completes.
+ *            a gradient until its push completes (push_depth + 1 at most).
  *   stage 2: the full replica for the step (refreshed by gathering every
  *            unit at zs_step_begin); a gradient until its push completes.
  *   stage 1: the full replica; every gradient until zs_step_end, which
@@ -126,6 +126,10 @@ struct zs_policy {
 	unsigned long long max_live_bytes;  /* gathered parameter bytes alive at once,
 					     * prefetch included; 0: no bound */
 	int reshard_after_forward;          /* stage 3: 1 (default) frees after forward */
+	unsigned push_depth;                /* stage 2, 3: gradient pushes in flight at once
+					     * (0: 1); the trainer holds at most
+					     * push_depth + 1 gradients, zs_unit_grad
+					     * waits for the oldest push beyond that */
 };
 int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p);
 

@@ -1157,8 +1157,9 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			job = val;
 		} else if (!strcmp(a, "--world") || !strcmp(a, "--servers") ||
 			   !strcmp(a, "--stage") || !strcmp(a, "--prefetch") ||
-			   !strcmp(a, "--units")) {
+			   !strcmp(a, "--units") || !strcmp(a, "--push-depth")) {
 			uint64_t hi = !strcmp(a, "--stage") ? 3 : !strcmp(a, "--prefetch") ? 64
+				      : !strcmp(a, "--push-depth") ? 64
 				      : !strcmp(a, "--units") ? ZS_MAX_UNITS : ZS_MAX_WORLD;
 			uint64_t lo = !strcmp(a, "--prefetch") ? 0 : 1;
 			if (zs_parse_u64(val, lo, hi, &v, &err))
@@ -1171,6 +1172,8 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 				in.stage = (unsigned)v, have_stage = true;
 			else if (!strcmp(a, "--prefetch"))
 				in.prefetch = (unsigned)v;
+			else if (!strcmp(a, "--push-depth"))
+				in.push_depth = (unsigned)v;
 			else
 				in.n_units = (uint32_t)v;
 		} else if (!strcmp(a, "--largest-unit")) {
@@ -1272,6 +1275,8 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 				(json_int_t)pl.trainer_grads, "total_bytes", (json_int_t)pl.trainer_total,
 				"server", "bytes_per_element", (json_int_t)pl.server_per_elem,
 				"total_bytes", (json_int_t)pl.server_total);
+			json_object_set_new(o, "push_depth",
+					    json_integer(in.push_depth ? in.push_depth : 1));
 			if (gpu)
 				json_object_set_new(o, "fits_gpu", json_boolean(gpu_ok));
 			if (host)
@@ -1303,7 +1308,7 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 							       : "the prefetch window: 1 + prefetch units",
 		       zs_fmt_bytes(pl.trainer_grads, b[2], sizeof b[2]),
 		       in.stage == 1 ? "every unit until the step's end"
-				     : "two units: one written, one being pushed");
+				     : "1 + push depth units: one written, the rest being pushed");
 		printf("  per server (host):  %s = %s per owned element x %s elements\n"
 		       "                      (fp32 master 4 + reduction 4 + optimizer %u + compute copy %u + %u ranks' staging slots x %u)\n",
 		       zs_fmt_bytes(pl.server_total, b[0], sizeof b[0]),
@@ -1347,7 +1352,7 @@ static const struct cmd cmds[] = {
 	{"plan", "(--params N --world N | --job JOB) [OPTIONS] [--json]",
 	 "Options: [--units U | --largest-unit N] [--stage 1|2|3] [--servers S]\n"
 	 "  [--dtype bf16|f16|f32] [--optimizer adamw|sgd|sgd-momentum] [--prefetch P]\n"
-	 "  [--keep-until-backward] [--gpu-mem SIZE] [--host-mem SIZE]\n\n"
+	 "  [--push-depth D] [--keep-until-backward] [--gpu-mem SIZE] [--host-mem SIZE]\n\n"
 	 "The memory a sharding setup needs, before running it: the ZeRO paper's\n"
 	 "accounting per GPU for every stage (b + b + K bytes per parameter, K = 12\n"
 	 "for mixed-precision Adam), and zshard's split: what each trainer holds\n"
@@ -1356,7 +1361,7 @@ static const struct cmd cmds[] = {
 	 "job's own units, stage, world size, dtype and servers. With --gpu-mem\n"
 	 "and --host-mem: whether it fits, and the largest model that would.\n"
 	 "Counts take k, M, B/G, T (7.5B); sizes K, M, G, T (80G, powers of 1024).\n"
-	 "Defaults: stage 3, bf16, adamw, prefetch 1, 32 uniform units.\n"
+	 "Defaults: stage 3, bf16, adamw, prefetch 1, push depth 1, 32 uniform units.\n"
 	 "Runs without a coordinator unless --job is given.", c_plan},
 	{NULL, NULL, NULL, NULL},
 };

@@ -94,7 +94,9 @@ enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
 		out->trainer_params = out->params * out->b;
 	else
 		out->trainer_params = max_window(in, in->prefetch + 1) * out->b;
-	out->trainer_grads = in->stage == 1 ? out->params * out->b : max_window(in, 2) * out->b;
+	out->trainer_grads = in->stage == 1 ? out->params * out->b
+					     : max_window(in, (in->push_depth ? in->push_depth : 1) + 1) *
+						       out->b;
 	out->trainer_total = out->trainer_params + out->trainer_grads;
 
 	/* zshard's servers: the engine's allocation per element owned */

@@ -11,10 +11,10 @@
  *  - zshard's, which moves the optimizer state and the fp32 master to the
  *    shard servers (host memory) at every stage and leaves the trainer
  *    (GPU) only what its step driver holds: stage 1 the replica and every
- *    gradient; stage 2 the replica and the gradients of two units (one
- *    being written, one being pushed); stage 3 the prefetch window of
- *    parameters (1 + prefetch consecutive units; every unit when kept
- *    until backward) and two units of gradients. A server holds, per
+ *    gradient; stage 2 the replica and the gradients of 1 + push_depth
+ *    consecutive units (one being written, the rest being pushed); stage 3
+ *    the prefetch window of parameters (1 + prefetch consecutive units;
+ *    every unit when kept until backward) and the same gradients. A server holds, per
  *    element of its shards, zs_server_bytes_per_elem: master, reduction
  *    buffer, optimizer state, the compute copy and one gradient staging
  *    slot per rank.
@@ -41,6 +41,7 @@ struct zs_plan_in {
 	enum zs_optim_kind optim;
 	bool momentum;         /* SGD with momentum */
 	unsigned prefetch;
+	unsigned push_depth;   /* gradient pushes in flight (0: 1, the driver's default) */
 	bool keep_until_backward; /* stage 3: no reshard after forward */
 };
 

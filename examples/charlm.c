@@ -526,6 +526,7 @@ int main(int argc, char **argv)
 		{"print-spec", no_argument, NULL, 'Z'},        {"stage", required_argument, NULL, 'g'},
 		{"no-compute", no_argument, NULL, 'N'},        {"local", no_argument, NULL, 'l'},
 		{"step-log", required_argument, NULL, 'o'},    {"depth", required_argument, NULL, 'e'},
+		{"push-depth", required_argument, NULL, 'D'},
 		{"help", no_argument, NULL, 'h'},              {0},
 	};
 	const char *coord = getenv("ZSHARD_COORDINATOR"), *job = "charlm", *transport = "auto";
@@ -567,11 +568,12 @@ int main(int argc, char **argv)
 		case 'l': loc = 1; break;
 		case 'o': slog_path = optarg; break;
 		case 'e': NL = atoi(optarg) + 3; break;
+		case 'D': pol.push_depth = (unsigned)atoi(optarg); break;
 		case 'h':
 			printf("usage: charlm --coordinator ADDR [--job charlm] --rank R [--steps N] [--batch B]\n"
 			       "              [--transport auto|tcp|shm] [--print-every K] [--dump FILE]\n"
 			       "              [--prefetch N] [--max-live-bytes B] [--keep-until-backward]\n"
-			       "              [--no-compute] [--step-log FILE]\n"
+			       "              [--push-depth D] [--no-compute] [--step-log FILE]\n"
 			       "       charlm --reference [--spec FILE] --world R [--steps N] [--dump FILE]\n"
 			       "       charlm --local [--steps N] [--batch B] [--step-log FILE]\n"
 			       "       charlm --print-spec [--job NAME] [--world R] [--stage S]\n"

@@ -599,6 +599,12 @@ static void test_step_driver_memory(void **st)
 	driver_run("drv3p", 3, &pol, &c, &s);
 	assert_int_equal(s.peak_param_bytes, 16396 + 256);
 	assert_int_equal(s.peak_param_bytes, planned("drv3p", "--prefetch", "1"));
+	/* one push in flight beside the gradient being written: never more */
+	assert_true(c.peak_grad_bytes <= 16396 + 256);
+	/* two in flight: up to three units */
+	pol.push_depth = 2;
+	driver_run("drv3d", 3, &pol, &c, &s);
+	assert_true(c.peak_grad_bytes <= 4000 + 4 + 16396 && c.peak_grad_bytes >= 16396);
 }
 
 static void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps)

@@ -64,6 +64,10 @@ static void test_trainer_and_server(void **st)
 	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
 	assert_int_equal(p.trainer_params, total);
 	assert_int_equal(p.trainer_grads, 4 * (4099 + 64));
+	in.push_depth = 2; /* two pushes in flight: three units of gradients */
+	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
+	assert_int_equal(p.trainer_grads, 4 * (1000 + 1 + 4099));
+	in.push_depth = 0;
 	/* stage 3: the window of 1 + prefetch consecutive units */
 	in.stage = 3;
 	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
