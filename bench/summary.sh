@@ -10,8 +10,8 @@ echo "| target | measured | goal | met |"
 echo "|---|---|---|---|"
 # the overlap: step / max(compute alone, communication alone), ZeRO-3, prefetch 1
 awk '{ mx = $4 > $5 ? $4 : $5; r = $3 / mx
-	printf "| ZeRO-3 step, %s, %d units, prefetch 1: step / max(compute alone, communication alone) | %.2f (%.1f ms against %.1f / %.1f ms) | <= 1.15 | %s |\n",
-		$1, $2, r, $3 * 1e3, $4 * 1e3, $5 * 1e3, (r <= 1.15) ? "yes" : "no" }' "$out/overlap.dat"
+	printf "| ZeRO-3 step, %s, %d units, prefetch 1: step / max(compute alone, communication alone) | %.2f (%.1f ms against %.1f / %.1f ms; %.2f of their sum) | <= 1.15 | %s |\n",
+		$1, $2, r, $3 * 1e3, $4 * 1e3, $5 * 1e3, $3 / ($4 + $5), (r <= 1.15) ? "yes" : "no" }' "$out/overlap.dat"
 # collectives against MPI
 awk -F'|' '/ vs (tcp|vader),self / {
 	gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3); gsub(/^ +| +$/, "", $4)
@@ -27,6 +27,10 @@ awk -F'|' '/^\| 2 \| [0-9.]+ \| / && !b { b = 1
 	printf "| AdamW kernel, 2 threads, against torch.optim.AdamW at its best | %.2f (%.2f against %.3f G params/s) | >= 5 | %s |\n",
 		$5 + 0, $3 + 0, $4 + 0, ($5 + 0 >= 5) ? "yes" : "no" }' "$out/optim.md"
 # the plan against the measured trainer peak at stage 3
-awk '$3 == 3 && $11 > 0 { r = $10 / $11; if (!n || r < lo) lo = r; if (!n || r > hi) hi = r; n++ }
-	END { if (n) printf "| ZeRO-3 trainer peak (parameters + gradients) against zshardctl plan, %d configurations | %.2f-%.2f | within 0.90-1.10 | %s |\n",
-		n, lo, hi, (lo >= 0.9 && hi <= 1.1) ? "yes" : "no" }' "$out/step.dat"
+# (prefetch 0: the plan is a bound the driver enforces; a blocking gather
+# usually lets the previous push finish first, so fewer gradients are live)
+for sel in '$4 >= 1' '$4 == 0'; do
+	awk "\$3 == 3 && \$11 > 0 && $sel"' { r = $10 / $11; if (!n || r < lo) lo = r; if (!n || r > hi) hi = r; n++ }
+		END { if (n) printf "| ZeRO-3 trainer peak (parameters + gradients) against zshardctl plan, prefetch %s, %d configurations | %.2f-%.2f | within 0.90-1.10 | %s |\n",
+			pf, n, lo, hi, (lo >= 0.9 && hi <= 1.1) ? "yes" : "no" }' pf="$([ "$sel" = '$4 == 0' ] && echo 0 || echo "1 and 2")" "$out/step.dat"
+done
