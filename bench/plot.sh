@@ -17,8 +17,8 @@ awk -F'|' 'NR > 1 && $4 ~ /64 MiB/ && $5 ~ / 1 / && $6 ~ / 1 / {
 awk '{ printf "%s-%du-z%d-p%d %.3f %.3f %.3f %.3f %.3f %.3f\n", $1, $2, $3, $4, $6 * 1e3, $7 * 1e3, $8 * 1e3, $9 * 1e3, $10 / 1048576, $11 / 1048576 }' \
 	"$out/step.dat" >"$out/step_split.dat"
 # collectives: zshard against MPI, GB/s (the ratio table)
-awk -F'|' '/ vs (tcp|vader),self / { gsub(/^ +| +$/, "", $3); gsub(/ /, "", $4); split($3, c, " ");
-	print substr($2, 2, 3) "-" c[1] "-" $4, $5 + 0, $6 + 0 }' "$out/coll.md" >"$out/coll.dat"
+awk -F'|' '/ vs (tcp|vader),self / { gsub(/ /, "", $4); c = $3; sub(/.*\(/, "", c); sub(/\).*/, "", c)
+	print substr($2, 2, 3) "-" c "-" $4, $5 + 0, $6 + 0 }' "$out/coll.md" >"$out/coll.dat"
 # the optimizer: G params/s of zshard, the triad bound, torch's best
 awk -F'|' '/^\| [12] \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$/ { b[$2 + 0] = $4 + 0; z[$2 + 0] = $5 + 0 }
 	/^\| torch / { t = $3 + 0; if ($4 + 0 > best[t]) best[t] = $4 + 0 }
