@@ -28,16 +28,20 @@ LDLIBS := -ljansson -lprotobuf-c -llmdb -lgrpc -lgpr -lm
 DEPS_STAMP := $(BUILD)/.deps-ok
 GEN := $(BUILD)/gen/zshard.pb-c.c $(BUILD)/gen/zshard.pb-c.h
 
-HAVE_IBVERBS := $(shell pkg-config --exists libibverbs 2>/dev/null && echo 1)
+HAVE_IBVERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
+ifeq ($(HAVE_IBVERBS),1)
+CPPFLAGS += -DZS_HAVE_RDMA
+LDLIBS += -libverbs
+endif
 HAVE_NCCL := $(shell test -f /usr/local/cuda/include/nccl.h && echo 1)
 RDMA_NOTE := $(if $(HAVE_IBVERBS),libibverbs found,libibverbs-dev not found)
 NCCL_NOTE := $(if $(HAVE_NCCL),found under /usr/local/cuda,not found)
 ifeq ($(MAKELEVEL),0)
-$(info zshard: optional parts: rdma: $(RDMA_NOTE), transport not yet built; nccl: $(NCCL_NOTE), transport not yet built)
+$(info zshard: optional parts: rdma: $(RDMA_NOTE)$(if $(HAVE_IBVERBS),, - the rdma transport is left out); nccl: $(NCCL_NOTE), transport not yet built)
 endif
 
 CORE_SRC := common/status.c common/log.c common/util.c common/model.c common/spec_json.c common/wire.c common/safetensors.c common/plan.c \
-	    common/sockio.c common/listener.c common/stream.c common/tcp.c common/shm.c \
+	    common/sockio.c common/listener.c common/stream.c common/tcp.c common/shm.c common/rdma.c \
 	    ctrl/rpc.c ctrl/codec.c ctrl/coord_client.c storage/kv.c storage/ckpt.c
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/zshard.pb-c.o
 CORE_LIB := $(BUILD)/lib/libzscore.a

@@ -29,6 +29,7 @@
 #include <arpa/inet.h>
 
 #include "log.h"
+#include "rdma.h"
 #include "sockio.h"
 #include "transport.h"
 #include "util.h"
@@ -46,6 +47,8 @@ struct lconn {
 	struct zs_listener *l;
 	int fd;
 	bool shm;
+	bool rdma;  /* a tcp peer on the rdma data path: replies give offsets */
+	void *qp;   /* its queue pair (zs_rdma_srv_accept) */
 	atomic_int refs;
 	pthread_mutex_t wmu; /* serializes writes; guards dead */
 	bool dead;
@@ -84,6 +87,7 @@ struct zs_listener {
 	size_t arena_len, arena_used;
 	struct block *blocks;
 	size_t n_blocks;
+	struct zs_rdma_srv *rdma; /* the arena registered once, when offered */
 };
 
 /* ----------------------------------------------------------------- arena */
@@ -131,6 +135,7 @@ static void conn_unref(struct lconn *c)
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
 	close(c->fd);
+	zs_rdma_srv_qp_free(c->qp);
 	free(c->slots);
 	pthread_mutex_destroy(&c->wmu);
 	free(c);
@@ -201,7 +206,7 @@ void zs_sop_read_ready(struct zs_sop *op, const void *src)
 	pthread_mutex_unlock(&c->wmu);
 	if (dead) {
 		/* the peer is gone (or the listener closed): nothing to send */
-	} else if (c->shm) {
+	} else if (c->shm || c->rdma) {
 		const uint8_t *s = src, *a = c->l->arena;
 		if (s < a || s + bytes > a + c->l->arena_len) {
 			zs_error("data plane: target served memory outside the arena (bug)");
@@ -277,9 +282,21 @@ static int on_hello(struct lconn *c, const struct zs_frame *f)
 	buf[f->payload_len] = '\0';
 	token = memchr(buf, '\0', f->payload_len);
 	token = token ? token + 1 : buf + f->payload_len;
+	if ((f->flags & ZS_WF_RDMA) && (c->shm || !l->rdma)) {
+		send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no rdma data path");
+		return -1;
+	}
 	if (l->t.hello(l->t.ctx, buf, token, f->step, f->rank, &job, &err)) {
 		send_error(c, f->req_id, err.code, err.msg);
 		return -1;
+	}
+	if (f->flags & ZS_WF_RDMA) { /* the queue pair follows (RDMA_QP) */
+		c->hello = true;
+		c->rdma = true;
+		c->job = r.job = job;
+		c->rank = f->rank;
+		r.aux = l->arena_len;
+		return send_frame(c, &r, NULL, 0, -1);
 	}
 	c->hello = true;
 	c->job = r.job = job;
@@ -289,6 +306,32 @@ static int on_hello(struct lconn *c, const struct zs_frame *f)
 		return send_frame(c, &r, NULL, 0, l->memfd);
 	}
 	return send_frame(c, &r, NULL, 0, -1);
+}
+
+/* A trainer's queue pair (again after a failure): ours in reply. */
+static int on_rdma_qp(struct lconn *c, const struct zs_frame *f)
+{
+	struct zs_frame r = {.op = ZS_OP_RDMA_QP, .req_id = f->req_id, .job = c->job};
+	struct zs_rdma_info peer, mine;
+	struct zs_error err = {0};
+	uint8_t buf[ZS_RDMA_INFO];
+	void *qp;
+
+	if (!c->rdma || f->payload_len != ZS_RDMA_INFO) {
+		send_error(c, f->req_id, ZS_EPROTO, "RDMA_QP is for rdma peers, with its info");
+		return -1;
+	}
+	if (zs_read_full(c->fd, buf, sizeof buf))
+		return -1;
+	zs_rdma_info_unpack(buf, &peer);
+	if (zs_rdma_srv_accept(c->l->rdma, &peer, &mine, &qp, &err)) {
+		send_error(c, f->req_id, err.code, err.msg);
+		return -1;
+	}
+	zs_rdma_srv_qp_free(c->qp); /* the one that failed, if any */
+	c->qp = qp;
+	zs_rdma_info_pack(&mine, buf);
+	return send_frame(c, &r, buf, sizeof buf, -1);
 }
 
 /* Handles one frame; nonzero ends the connection. */
@@ -302,6 +345,8 @@ static int handle(struct lconn *c, const struct zs_frame *f)
 
 	if (f->op == ZS_OP_HELLO)
 		return on_hello(c, f);
+	if (f->op == ZS_OP_RDMA_QP)
+		return on_rdma_qp(c, f);
 	if (!c->hello || f->job != c->job) {
 		send_error(c, f->req_id, ZS_EPROTO,
 			   c->hello ? "frame for another job" : "HELLO first");
@@ -326,7 +371,7 @@ static int handle(struct lconn *c, const struct zs_frame *f)
 		l->t.read(l->t.ctx, op, c->job, c->rank, &x);
 		return 0;
 	case ZS_OP_PUSH:
-		if (c->shm) {
+		if (c->shm || c->rdma) {
 			for (size_t i = 0; i < c->n_slots; i++) {
 				if (c->slots[i].req_id != f->req_id)
 					continue;
@@ -373,8 +418,8 @@ static int handle(struct lconn *c, const struct zs_frame *f)
 	case ZS_OP_PUSH_BEGIN: {
 		struct zs_frame r = {.op = ZS_OP_PUSH_SLOT, .req_id = f->req_id, .job = c->job};
 		struct slot *g;
-		if (!c->shm || f->payload_len) {
-			send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for shm peers");
+		if (!(c->shm || c->rdma) || f->payload_len) {
+			send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for shm and rdma peers");
 			return -1;
 		}
 		if (l->t.write_begin(l->t.ctx, c->job, c->rank, &x, &dst, &err)) {
@@ -535,6 +580,8 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 		}
 		snprintf(shm_name, ZS_ADDR_MAX, "%s", l->shm_name);
 	}
+	if (o->rdma && (st = zs_rdma_srv_open(l->arena, l->arena_len, &l->rdma, err)))
+		goto fail;
 	if (pthread_create(&l->accept_th, NULL, accept_main, l)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start the accept thread");
 		goto fail;
@@ -576,6 +623,7 @@ void zs_listener_free(struct zs_listener *l)
 		pthread_join(c->th, NULL);
 		conn_unref(c);
 	}
+	zs_rdma_srv_close(l->rdma); /* after the connections' queue pairs */
 	munmap(l->arena, l->arena_len ? l->arena_len : 4096);
 	close(l->memfd);
 	free(l->blocks);

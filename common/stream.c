@@ -36,8 +36,11 @@ struct zs_req {
 	const void *src;
 	size_t bytes;
 	enum rstate state;
-	bool in_send;  /* the sender is writing from src right now */
+	bool in_send;  /* the sender is writing from src right now (rdma: the
+			* adapter is moving its bytes) */
 	bool deferred; /* answered while in_send: complete after the write */
+	bool internal; /* a control frame of the transport's own (rdma) */
+	uint8_t ctl[64];
 	enum zs_status status;
 	char msg[ZS_ERRMSG_MAX];
 	struct zs_req *next;             /* in sendq or waiting */
@@ -62,6 +65,8 @@ struct zs_conn {
 	enum zs_status why_code;
 	char why[ZS_ERRMSG_MAX];
 	pthread_t sender, receiver;
+	const struct stream_rdma_ops *rops; /* STREAM_RDMA */
+	void *rctx;
 };
 
 const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c)
@@ -86,7 +91,8 @@ static void finish(struct zs_req *r, enum zs_status st, const char *msg)
 		return;
 	}
 	r->state = R_DONE;
-	r->c->inflight--;
+	if (!r->internal)
+		r->c->inflight--;
 	pthread_cond_broadcast(&r->c->cv);
 }
 
@@ -210,8 +216,64 @@ enum zs_status stream_post_write(struct zs_conn *c, const struct zs_xfer *x,
 				 const void *src, struct zs_req **out,
 				 struct zs_error *err)
 {
-	return post(c, c->mode == STREAM_SHM ? ZS_OP_PUSH_BEGIN : ZS_OP_PUSH, x, NULL, src,
+	return post(c, c->mode == STREAM_INLINE ? ZS_OP_PUSH : ZS_OP_PUSH_BEGIN, x, NULL, src,
 		    out, err);
+}
+
+enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *payload,
+				   size_t len)
+{
+	struct zs_req *r;
+
+	if (len > sizeof r->ctl)
+		return ZS_EINVAL;
+	r = calloc(1, sizeof *r);
+	if (!r)
+		return ZS_ENOMEM;
+	pthread_mutex_lock(&c->mu);
+	if (c->broken || c->closing) {
+		pthread_mutex_unlock(&c->mu);
+		free(r);
+		return ZS_EUNAVAIL;
+	}
+	r->c = c;
+	r->id = ++c->next_id;
+	r->op = op;
+	r->internal = true;
+	memcpy(r->ctl, payload, len);
+	r->src = r->ctl;
+	r->bytes = len;
+	r->all_next = c->all;
+	if (c->all)
+		c->all->all_prev = r;
+	c->all = r;
+	enqueue(c, r, false);
+	pthread_mutex_unlock(&c->mu);
+	return ZS_OK;
+}
+
+void *stream_rdma_ctx(struct zs_conn *c) { return c->rctx; }
+
+void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, const char *msg)
+{
+	pthread_mutex_lock(&c->mu);
+	r->in_send = false;
+	if (r->deferred) { /* the connection broke meanwhile: its reason */
+		r->deferred = false;
+		finish(r, r->status, r->msg);
+	} else if (st || r->op == ZS_OP_GATHER) {
+		unlink_waiting(c, r);
+		finish(r, st, msg);
+	} else if (c->broken || c->closing) {
+		unlink_waiting(c, r);
+		finish(r, c->broken ? c->why_code : ZS_ECANCELED,
+		       c->broken ? c->why : "connection closed");
+	} else { /* the gradient is in its slot: tell the server */
+		unlink_waiting(c, r);
+		r->op = ZS_OP_PUSH;
+		enqueue(c, r, true);
+	}
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* Returns a done request's status and frees it; caller holds mu. */
@@ -312,7 +374,7 @@ static void *sender_main(void *arg)
 						   (r->x.init ? ZS_WF_INIT : 0) |
 						   (r->x.state_read ? ZS_WF_STATE : 0)),
 				      .aux = r->x.state_read ? (uint64_t)r->x.state : 0};
-		with_payload = r->op == ZS_OP_PUSH && c->mode == STREAM_INLINE;
+		with_payload = (r->op == ZS_OP_PUSH && c->mode == STREAM_INLINE) || r->internal;
 		f.payload_len = with_payload ? r->bytes : 0;
 		zs_wire_encode(&f, h);
 		iov[0] = (struct iovec){h, sizeof h};
@@ -377,6 +439,24 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 	case ZS_OP_GATHER_DATA:
 		if (r->op != ZS_OP_GATHER)
 			break;
+		if (c->mode == STREAM_RDMA) {
+			struct zs_error e = {0};
+			enum zs_status st;
+			if (f->payload_len || f->aux > c->arena_len ||
+			    r->bytes > c->arena_len - f->aux) {
+				zs_fmt(why, wl, "%s pointed outside its registered region", c->addr);
+				return -1;
+			}
+			if (r->x.version)
+				*r->x.version = f->step;
+			pthread_mutex_lock(&c->mu);
+			r->in_send = true;
+			pthread_mutex_unlock(&c->mu);
+			st = c->rops->read(c->rctx, r, r->dst, r->bytes, f->aux, &e);
+			if (st)
+				stream_rdma_done(c, r, st, e.msg);
+			return 0;
+		}
 		if (c->mode == STREAM_INLINE) {
 			if (f->payload_len != r->bytes) {
 				zs_fmt(why, wl, "%s sent %llu bytes for a %zu-byte gather",
@@ -403,8 +483,24 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 		pthread_mutex_unlock(&c->mu);
 		return 0;
 	case ZS_OP_PUSH_SLOT:
-		if (r->op != ZS_OP_PUSH_BEGIN || c->mode != STREAM_SHM)
+		if (r->op != ZS_OP_PUSH_BEGIN || c->mode == STREAM_INLINE)
 			break;
+		if (c->mode == STREAM_RDMA) {
+			struct zs_error e = {0};
+			enum zs_status st;
+			if (f->payload_len || f->aux > c->arena_len ||
+			    r->bytes > c->arena_len - f->aux) {
+				zs_fmt(why, wl, "%s pointed outside its registered region", c->addr);
+				return -1;
+			}
+			pthread_mutex_lock(&c->mu);
+			r->in_send = true;
+			pthread_mutex_unlock(&c->mu);
+			st = c->rops->write(c->rctx, r, r->src, r->bytes, f->aux, &e);
+			if (st)
+				stream_rdma_done(c, r, st, e.msg);
+			return 0;
+		}
 		if (f->payload_len || f->aux > c->arena_len || r->bytes > c->arena_len - f->aux) {
 			zs_fmt(why, wl, "%s pointed outside its shared region", c->addr);
 			return -1;
@@ -416,6 +512,20 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 		enqueue(c, r, true);
 		pthread_mutex_unlock(&c->mu);
 		return 0;
+	case ZS_OP_RDMA_QP: {
+		uint8_t info[64];
+		if (!r->internal || c->mode != STREAM_RDMA || f->payload_len != sizeof info ||
+		    zs_read_full(c->fd, info, sizeof info)) {
+			zs_fmt(why, wl, "%s sent a bad RDMA_QP", c->addr);
+			return -1;
+		}
+		c->rops->qp_reply(c->rctx, info);
+		pthread_mutex_lock(&c->mu);
+		unlink_waiting(c, r);
+		finish(r, ZS_OK, NULL);
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	}
 	case ZS_OP_PUSH_ACK:
 		if (r->op != ZS_OP_PUSH)
 			break;
@@ -458,6 +568,8 @@ static void *receiver_main(void *arg)
 	break_conn(c, c->closing ? ZS_ECANCELED : ZS_EUNAVAIL,
 		   c->closing ? "connection closed" : why);
 	pthread_mutex_unlock(&c->mu);
+	if (c->rops) /* what is on the wire fails now, not at its timeout */
+		c->rops->flush(c->rctx);
 	return NULL;
 }
 
@@ -470,7 +582,8 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o,
 	char payload[1024];
 	uint8_t h[ZS_WIRE_HDR];
 	struct zs_frame f = {.op = ZS_OP_HELLO, .req_id = 0, .rank = o->rank,
-			     .step = o->incarnation};
+			     .step = o->incarnation,
+			     .flags = c->mode == STREAM_RDMA ? ZS_WF_RDMA : 0};
 	struct iovec iov[2];
 	int memfd = -1;
 
@@ -506,6 +619,13 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o,
 		goto fail;
 	}
 	c->job = f.job;
+	if (c->mode == STREAM_RDMA) {
+		if (f.aux == 0) {
+			zs_fail(err, ZS_EPROTO, "%s sent no registered region", c->addr);
+			goto fail;
+		}
+		c->arena_len = f.aux;
+	}
 	if (c->mode == STREAM_SHM) {
 		if (memfd < 0 || f.aux == 0) {
 			zs_fail(err, ZS_EPROTO, "%s sent no shared region", c->addr);
@@ -530,9 +650,30 @@ fail:
 	return err ? err->code : ZS_EPROTO;
 }
 
+static enum zs_status connect_mode(const struct zs_transport_ops *ops, enum stream_mode mode,
+				   const struct stream_rdma_ops *rops,
+				   const struct zs_conn_opts *o, struct zs_conn **out,
+				   struct zs_error *err);
+
 enum zs_status stream_connect(const struct zs_transport_ops *ops, enum stream_mode mode,
 			      const struct zs_conn_opts *o, struct zs_conn **out,
 			      struct zs_error *err)
+{
+	return connect_mode(ops, mode, NULL, o, out, err);
+}
+
+enum zs_status stream_connect_rdma(const struct zs_transport_ops *ops,
+				   const struct stream_rdma_ops *rops,
+				   const struct zs_conn_opts *o, struct zs_conn **out,
+				   struct zs_error *err)
+{
+	return connect_mode(ops, STREAM_RDMA, rops, o, out, err);
+}
+
+static enum zs_status connect_mode(const struct zs_transport_ops *ops, enum stream_mode mode,
+				   const struct stream_rdma_ops *rops,
+				   const struct zs_conn_opts *o, struct zs_conn **out,
+				   struct zs_error *err)
 {
 	struct zs_conn *c;
 	enum zs_status st;
@@ -545,6 +686,7 @@ enum zs_status stream_connect(const struct zs_transport_ops *ops, enum stream_mo
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	c->ops = ops;
 	c->mode = mode;
+	c->rops = rops;
 	c->rank = o->rank;
 	c->max_inflight = o->max_inflight ? o->max_inflight : 64;
 	snprintf(c->addr, sizeof c->addr, "%s", o->addr);
@@ -562,6 +704,13 @@ enum zs_status stream_connect(const struct zs_transport_ops *ops, enum stream_mo
 	}
 	if (st)
 		goto clean_fd;
+	if (rops) { /* the queue pair, while the socket is still ours alone */
+		zs_sock_timeout(c->fd, timeout);
+		st = rops->setup(c, c->fd, c->arena_len, timeout, &c->rctx, err);
+		zs_sock_timeout(c->fd, 0);
+		if (st)
+			goto clean_fd;
+	}
 	if (pthread_create(&c->receiver, NULL, receiver_main, c)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start a receiver thread");
 		goto clean_map;
@@ -576,6 +725,8 @@ enum zs_status stream_connect(const struct zs_transport_ops *ops, enum stream_mo
 	return ZS_OK;
 
 clean_map:
+	if (c->rctx)
+		rops->close(c->rctx);
 	if (c->arena)
 		munmap(c->arena, c->arena_len);
 clean_fd:
@@ -598,6 +749,8 @@ void stream_close(struct zs_conn *c)
 	shutdown(c->fd, SHUT_RDWR);
 	pthread_join(c->sender, NULL);
 	pthread_join(c->receiver, NULL);
+	if (c->rctx) /* every transfer flushed and completed before the frees */
+		c->rops->close(c->rctx);
 	while (c->all) {
 		struct zs_req *r = c->all;
 		c->all = r->all_next;

@@ -10,7 +10,43 @@
 
 #include "transport.h"
 
-enum stream_mode { STREAM_INLINE, STREAM_SHM };
+enum stream_mode { STREAM_INLINE, STREAM_SHM, STREAM_RDMA };
+
+/*
+ * The rdma data path (rdma.c) plugs into the stream core: the tcp
+ * connection carries the frames, as for shm, and the hooks move the bytes.
+ * While a request's transfer is on the wire it is held like one the sender
+ * is writing (it completes only when the transfer has), so a caller never
+ * gets a buffer back that the adapter may still touch.
+ */
+struct stream_rdma_ops {
+	/* After HELLO_OK, the socket still synchronous: set up the queue pair. */
+	enum zs_status (*setup)(struct zs_conn *c, int fd, uint64_t arena_len, int timeout_ms,
+				void **ctx, struct zs_error *err);
+	/* Moves r's bytes from / to the arena at off; completion comes through
+	 * stream_rdma_done, from any thread. Nonzero: not started (why). */
+	enum zs_status (*read)(void *ctx, struct zs_req *r, void *dst, size_t bytes,
+			       uint64_t off, struct zs_error *err);
+	enum zs_status (*write)(void *ctx, struct zs_req *r, const void *src, size_t bytes,
+				uint64_t off, struct zs_error *err);
+	/* The server's RDMA_QP reply to a queue pair re-established. */
+	void (*qp_reply)(void *ctx, const uint8_t *info);
+	/* The connection broke: fail what is on the wire (flush). */
+	void (*flush)(void *ctx);
+	/* After the threads stopped: flush, wait for every transfer, free. */
+	void (*close)(void *ctx);
+};
+enum zs_status stream_connect_rdma(const struct zs_transport_ops *ops,
+				   const struct stream_rdma_ops *rops,
+				   const struct zs_conn_opts *o, struct zs_conn **out,
+				   struct zs_error *err);
+/* A request's transfer ended (st, msg); a gather completes, a push goes on
+ * to its PUSH notification. */
+void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, const char *msg);
+/* Queues a control frame (op, payload of len bytes, at most 64) to send. */
+enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *payload,
+				   size_t len);
+void *stream_rdma_ctx(struct zs_conn *c);
 
 /* Dials addr, says HELLO, starts the threads. */
 enum zs_status stream_connect(const struct zs_transport_ops *ops, enum stream_mode mode,

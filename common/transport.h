@@ -119,6 +119,7 @@ struct zs_transport_ops {
 
 extern const struct zs_transport_ops zs_tcp_transport;
 extern const struct zs_transport_ops zs_shm_transport;
+extern const struct zs_transport_ops zs_rdma_transport; /* rdma.h */
 
 /* The transport a connection was made with. */
 const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c);
@@ -199,6 +200,8 @@ struct zs_target {
 struct zs_listener_opts {
 	const char *tcp_listen; /* HOST:PORT (port 0: a free one); NULL: no tcp */
 	bool shm;               /* also accept same-host shm connections */
+	bool rdma;              /* also serve rdma peers (tcp HELLO asking for it):
+				 * registers the arena with the RDMA device */
 	uint64_t arena_bytes;   /* the memory zs_listener_alloc hands out */
 };
 

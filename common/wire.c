@@ -114,7 +114,7 @@ const char *zs_op_name(unsigned op)
 		[ZS_OP_GATHER] = "GATHER", [ZS_OP_GATHER_DATA] = "GATHER_DATA",
 		[ZS_OP_PUSH] = "PUSH", [ZS_OP_PUSH_ACK] = "PUSH_ACK",
 		[ZS_OP_PUSH_BEGIN] = "PUSH_BEGIN", [ZS_OP_PUSH_SLOT] = "PUSH_SLOT",
-		[ZS_OP_ERROR] = "ERROR",
+		[ZS_OP_ERROR] = "ERROR", [ZS_OP_RDMA_QP] = "RDMA_QP",
 	};
 	return op < ZS_OP_MAX && n[op] ? n[op] : "?";
 }

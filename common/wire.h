@@ -32,6 +32,10 @@
  *         for any)                         -> HELLO_OK(job) | ERROR
  *   GATHER(job, unit, offset, length, step)  -> GATHER_DATA(payload) | ERROR
  *   PUSH(job, unit, offset, length, step, payload) -> PUSH_ACK | ERROR
+ *   rdma: HELLO(flags RDMA) -> HELLO_OK(aux: arena length); RDMA_QP(the
+ *        client's queue pair) -> RDMA_QP(the server's, with the arena's
+ *        address and key); then as shm, except that the client moves the
+ *        bytes by RDMA READ / WRITE instead of copying from a mapping
  *   shm: GATHER -> GATHER_DATA(aux: region offset, no payload);
  *        PUSH_BEGIN -> PUSH_SLOT(aux: region offset); client copies;
  *        PUSH(no payload) -> PUSH_ACK
@@ -60,6 +64,8 @@ enum zs_op {
 	ZS_OP_PUSH_BEGIN,
 	ZS_OP_PUSH_SLOT,
 	ZS_OP_ERROR,
+	ZS_OP_RDMA_QP, /* rdma: queue-pair details (payload: ZS_RDMA_INFO bytes),
+			* client -> server, then server -> client */
 	ZS_OP_MAX
 };
 
@@ -69,7 +75,9 @@ enum {
 	ZS_WF_STATE = 1 << 2,   /* a GATHER of fp32 state (aux: 0 master, 1 and 2
 				 * the optimizer's arrays) at whatever step the
 				 * shard is; the reply's step says which */
-	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE,
+	ZS_WF_RDMA = 1 << 3,    /* a HELLO asking for the rdma data path: replies
+				 * give arena offsets, data moves by RDMA */
+	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_RDMA,
 };
 
 struct zs_frame {

@@ -1,6 +1,7 @@
 /*
  * test_transport.c - the transport conformance suite, written once against
- * transport.h and run for every transport (tcp, shm): HELLO and its
+ * transport.h and run for every transport (tcp, shm, and rdma where an RDMA
+ * device works: make test-rdma runs it on Soft-RoCE): HELLO and its
  * refusals, exact bytes both ways, exactly-once completion, pipelining and
  * back-pressure, deferred answers, target errors that leave the connection
  * usable, large transfers, bad frames and a peer that dies mid-frame (the
@@ -18,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rdma.h"
 #include "sockio.h"
 #include "transport.h"
 #include "wire.h"
@@ -158,6 +160,7 @@ static int start_toy(struct fixture *f)
 	struct zs_target tg = {&f->toy, toy_hello, toy_read, toy_write_begin,
 			       toy_write_done, toy_write_abort};
 	struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = true,
+				     .rdma = f->t == &zs_rdma_transport,
 				     .arena_bytes = 2ull * NELEM * 4};
 	struct zs_error err = {0};
 
@@ -195,6 +198,14 @@ static int setup_shm(void **st)
 {
 	static struct fixture f;
 	f.t = &zs_shm_transport;
+	*st = &f;
+	return start_toy(&f);
+}
+
+static int setup_rdma(void **st)
+{
+	static struct fixture f;
+	f.t = &zs_rdma_transport;
 	*st = &f;
 	return start_toy(&f);
 }
@@ -522,6 +533,65 @@ static void test_server_goes_away(void **st)
 	pthread_mutex_destroy(&g.toy.mu);
 }
 
+/* rdma: a read with a stale key, then one outside the registered region,
+ * each fails alone with the adapter's reason; the queue pair that failed is
+ * replaced and the next reads are served. */
+static void test_rdma_protection_faults(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_conn *c = open_conn(f, 0);
+	struct zs_error err = {0};
+	struct zs_req *r;
+	static const struct { uint64_t off; uint32_t key; } bad[] = {{0, 0x100}, {1ull << 40, 0}};
+	float dst[64];
+	struct zs_xfer x = xf(128, 64, 0);
+
+	for (size_t k = 0; k < 2; k++) {
+		zs_rdma_debug_corrupt_next(c, bad[k].off, bad[k].key);
+		assert_int_equal(zs_post_read(c, &x, dst, &r, &err), ZS_OK);
+		assert_int_equal(zs_req_wait(r, 30000, &err), ZS_EINVAL);
+		assert_non_null(strstr(err.msg, "failed"));
+		fprintf(stderr, "  (as expected: %s)\n", err.msg);
+		for (int i = 0; i < 3; i++) { /* a new queue pair serves the next ones */
+			memset(dst, 0, sizeof dst);
+			assert_int_equal(zs_post_read(c, &x, dst, &r, &err), ZS_OK);
+			if (zs_req_wait(r, 30000, &err))
+				fail_msg("read after a fault: %s", err.msg);
+			assert_memory_equal(dst, f->toy.served + 128, sizeof dst);
+		}
+	}
+	zs_conn_close(c);
+}
+
+/* rdma: buffers registered once by the caller are used as they are. */
+static void test_rdma_registered_buffers(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_conn *c = open_conn(f, 0);
+	struct zs_error err = {0};
+	struct zs_mr *mr;
+	struct zs_req *r;
+	const size_t n = 1u << 20;
+	float *buf = malloc(n * 4);
+	struct zs_xfer x = xf(4096, n, 0);
+
+	assert_int_equal(zs_mem_register(c, buf, n * 4, &mr, &err), ZS_OK);
+	for (int k = 0; k < 4; k++) {
+		memset(buf, 0, n * 4);
+		assert_int_equal(zs_post_read(c, &x, buf, &r, &err), ZS_OK);
+		assert_int_equal(zs_req_wait(r, 30000, &err), ZS_OK);
+		assert_memory_equal(buf, f->toy.served + 4096, n * 4);
+	}
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (float)i * 3.0f;
+	assert_int_equal(zs_post_write(c, &x, buf, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 30000, &err), ZS_OK);
+	assert_memory_equal(f->toy.staging + 4096, buf, n * 4);
+	zs_mem_deregister(c, mr);
+	zs_conn_close(c);
+	free(buf);
+}
+
 #define SUITE(setup)                                                               \
 	{                                                                          \
 		cmocka_unit_test(test_hello_refusals),                             \
@@ -536,13 +606,31 @@ static void test_server_goes_away(void **st)
 		cmocka_unit_test(test_server_goes_away),                           \
 	}
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tcp[] = SUITE(setup_tcp);
 	const struct CMUnitTest shm[] = SUITE(setup_shm);
+	const struct CMUnitTest rdma[] = SUITE(setup_rdma);
+	const struct CMUnitTest rdma_only[] = {
+		cmocka_unit_test(test_rdma_protection_faults),
+		cmocka_unit_test(test_rdma_registered_buffers),
+	};
+	char note[256];
 	int failed = 0;
+	bool only_rdma = argc > 1 && !strcmp(argv[1], "--rdma");
 
-	failed += cmocka_run_group_tests_name("transport_tcp", tcp, setup_tcp, teardown);
-	failed += cmocka_run_group_tests_name("transport_shm", shm, setup_shm, teardown);
+	if (!only_rdma) {
+		failed += cmocka_run_group_tests_name("transport_tcp", tcp, setup_tcp, teardown);
+		failed += cmocka_run_group_tests_name("transport_shm", shm, setup_shm, teardown);
+	}
+	if (zs_rdma_probe(2ull * NELEM * 4, note, sizeof note)) {
+		/* not a pass: said plainly, and make test-rdma runs it on Soft-RoCE */
+		printf("[ SKIPPED  ] transport_rdma: %s\n", note);
+		return failed + (only_rdma ? 1 : 0);
+	}
+	printf("transport_rdma on %s\n", note);
+	failed += cmocka_run_group_tests_name("transport_rdma", rdma, setup_rdma, teardown);
+	failed += cmocka_run_group_tests_name("transport_rdma_faults", rdma_only, setup_rdma,
+					      teardown);
 	return failed;
 }
