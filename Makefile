@@ -1,7 +1,8 @@
 # zshard - top-level build.
 #
 #   make            build everything into build/ (installs Debian packages first)
-#   make check      build and run every test (unit, integration)
+#   make check      build and run every test (unit, integration, rdma)
+#   make test-rdma  the rdma transport on Soft-RoCE in a qemu guest
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make demo       the main job on a local cluster
 #   make format     clang-format the sources
@@ -62,7 +63,7 @@ INTEG_TESTS := cluster train
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all check asan demo bench format clean deps
+.PHONY: all check test-rdma asan demo bench format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(BUILD)/bin/charlm $(TEST_BINS)
 
 $(LIBZS_A): $(LIB_OBJ) $(CORE_OBJ)
@@ -135,8 +136,19 @@ $(TEST_BINS):
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# check: the tests, then the rdma ones on Soft-RoCE in qemu (test-rdma; it
+# says why when it cannot run: no root to install qemu, no RDMA in the build)
 check: all
-	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS)
+	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
+	rc=$$?; \
+	if [ "$(SAN)" = 1 ]; then echo "check: rdma on Soft-RoCE skipped under the sanitizers (make check runs it)"; exit $$rc; fi; \
+	sh tests/rdma/run.sh $(BUILD); r=$$?; \
+	if [ $$r -eq 77 ]; then echo "check: rdma on Soft-RoCE skipped (the reason is above)"; r=0; \
+	elif [ $$r -eq 0 ]; then echo "check: rdma on Soft-RoCE passed"; else echo "check: rdma on Soft-RoCE FAILED"; fi; \
+	[ $$rc -eq 0 ] && [ $$r -eq 0 ]
+
+test-rdma: all
+	@sh tests/rdma/run.sh $(BUILD)
 
 $(BUILD)/bin/coord_rpc: $(BUILD)/obj/bench/coord_rpc.o $(CORE_LIB)
 	@mkdir -p $(@D)

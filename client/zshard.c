@@ -14,6 +14,7 @@
 
 #include "coord_client.h"
 #include "model.h"
+#include "rdma.h"
 #include "transport.h"
 #include "util.h"
 
@@ -43,6 +44,10 @@ struct zs_trainer {
 	 * each (about 0.33 GB/s on these VMs), reused ones nothing */
 	struct { void *p; size_t n; } cache[8];
 	unsigned n_cache;
+	/* rdma: the step driver's buffers are registered once, when made */
+	struct zs_conn *rdma_conn; /* any rdma connection (they share the device) */
+	struct { void *p; struct zs_mr *mr; } *regs;
+	unsigned n_regs;
 	struct dunit *du;
 	uint64_t step;
 	bool in_step;
@@ -81,6 +86,42 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* A buffer for the step driver: over rdma, registered once here (a
+ * failed registration leaves it unregistered: the transport then registers
+ * it per transfer). */
+static void *buf_alloc(zs_trainer *t, size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	struct zs_mr *mr;
+	void *g;
+
+	if (!p || !t->rdma_conn || zs_mem_register(t->rdma_conn, p, n ? n : 1, &mr, NULL))
+		return p;
+	g = realloc(t->regs, (t->n_regs + 1) * sizeof *t->regs);
+	if (!g) {
+		zs_rdma_transport.dereg(mr);
+		return p;
+	}
+	t->regs = g;
+	t->regs[t->n_regs].p = p;
+	t->regs[t->n_regs++].mr = mr;
+	return p;
+}
+
+static void buf_free(zs_trainer *t, void *p)
+{
+	if (!p)
+		return;
+	for (unsigned i = 0; i < t->n_regs; i++)
+		if (t->regs[i].p == p) {
+			/* through the ops table: the connection may be closed by now */
+			zs_rdma_transport.dereg(t->regs[i].mr);
+			t->regs[i] = t->regs[--t->n_regs];
+			break;
+		}
+	free(p);
+}
+
 static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
 {
 	for (uint32_t i = 0; i < t->n_srv; i++)
@@ -89,12 +130,23 @@ static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
 	return NULL;
 }
 
+/* Whether this host can use rdma (probed once per join: *probe is -1
+ * before, then 0 or 1). */
+static bool rdma_here(int *probe)
+{
+	char note[256];
+	if (*probe < 0)
+		*probe = !zs_rdma_probe(0, note, sizeof note);
+	return *probe == 1;
+}
+
 /* Connects to every server holding a shard of the job. */
 static enum zs_status connect_all(zs_trainer *t, const char *transport, int timeout_ms,
 				  struct zs_error *err)
 {
 	struct zs_server_info *s = NULL;
 	char host[ZS_ADDR_MAX] = "";
+	int rdma_probe = -1;
 	uint32_t n_s;
 	enum zs_status st = zs_coord_servers(t->coord, &s, &n_s, err);
 
@@ -108,7 +160,7 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	for (uint32_t i = 0; i < n_s && !st; i++) {
-		bool used = false, shm;
+		bool used = false, shm, rdma;
 		const struct zs_transport_ops *ops;
 		struct zs_conn_opts o = {.job = t->job.spec.name, .token = "", .rank = t->rank,
 					 .incarnation = (uint64_t)t->job.created_ms,
@@ -125,16 +177,29 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 				     (unsigned long long)s[i].id, s[i].addr);
 			break;
 		}
+		if (!strcmp(transport, "rdma") && !(s[i].transports & ZS_TRANSPORT_RDMA)) {
+			st = zs_fail(err, ZS_ESTATE,
+				     "server %llu (%s) offers no rdma (zshardctl status --server %s says why)",
+				     (unsigned long long)s[i].id, s[i].addr, s[i].addr);
+			break;
+		}
 		if (!shm && !s[i].data_addr[0]) {
 			st = zs_fail(err, ZS_ESTATE, "server %llu (%s) has no data address",
 				     (unsigned long long)s[i].id, s[i].addr);
 			break;
 		}
-		ops = shm ? &zs_shm_transport : &zs_tcp_transport;
+		/* rdma when asked, or (auto) to another host when both sides can */
+		rdma = !shm && (s[i].transports & ZS_TRANSPORT_RDMA) &&
+		       (!strcmp(transport, "rdma") ||
+			(!strcmp(transport, "auto") && rdma_here(&rdma_probe)));
+		ops = shm ? &zs_shm_transport : rdma ? &zs_rdma_transport : &zs_tcp_transport;
 		o.addr = shm ? s[i].shm_addr : s[i].data_addr;
 		st = zs_connect(ops, &o, &t->conn[t->n_srv], err);
-		if (!st)
+		if (!st) {
+			if (rdma && !t->rdma_conn)
+				t->rdma_conn = t->conn[t->n_srv];
 			t->srv_id[t->n_srv++] = s[i].id;
+		}
 	}
 	for (uint32_t k = 0; !st && k < t->job.placement.n_shards; k++)
 		if (!conn_of(t, t->job.placement.shards[k].server_id))
@@ -157,8 +222,10 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	*out = NULL;
 	if (!transport)
 		transport = "auto";
-	if (strcmp(transport, "auto") && strcmp(transport, "tcp") && strcmp(transport, "shm")) {
-		st = zs_fail(&err, ZS_EINVAL, "transport '%s' is not auto, tcp or shm", transport);
+	if (strcmp(transport, "auto") && strcmp(transport, "tcp") && strcmp(transport, "shm") &&
+	    strcmp(transport, "rdma")) {
+		st = zs_fail(&err, ZS_EINVAL, "transport '%s' is not auto, tcp, shm or rdma",
+			     transport);
 		goto out;
 	}
 	if (!job || strlen(job) >= ZS_JOB_NAME_MAX) {
@@ -227,16 +294,17 @@ void zs_trainer_close(zs_trainer *t)
 	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
 		free(t->du[u].gather); /* ops only; their requests died with the conns */
 		free(t->du[u].push);
-		free(t->du[u].params);
-		free(t->du[u].grad);
+		buf_free(t, t->du[u].params);
+		buf_free(t, t->du[u].grad);
 	}
 	free(t->du);
 	for (unsigned i = 0; i < t->n_cache; i++)
-		free(t->cache[i].p);
+		buf_free(t, t->cache[i].p);
 	if (t->joined && !zs_coord_leave(t->coord, t->job.spec.name, t->rank, &j, &err))
 		zs_job_release(&j);
 	zs_coord_close(t->coord);
 	zs_job_release(&t->job);
+	free(t->regs);
 	free(t->srv_id);
 	free(t->conn);
 	free(t);
@@ -452,7 +520,7 @@ static void *buf_get(zs_trainer *t, size_t n)
 			t->cache[i] = t->cache[--t->n_cache];
 			return p;
 		}
-	return malloc(n ? n : 1);
+	return buf_alloc(t, n);
 }
 
 /* Keeps a buffer for reuse (the oldest goes when the cache is full). */
@@ -461,7 +529,7 @@ static void buf_put(zs_trainer *t, void *p, size_t n)
 	if (!p)
 		return;
 	if (t->n_cache == sizeof t->cache / sizeof t->cache[0]) {
-		free(t->cache[0].p);
+		buf_free(t, t->cache[0].p);
 		t->cache[0] = t->cache[--t->n_cache];
 	}
 	t->cache[t->n_cache].p = p;

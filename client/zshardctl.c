@@ -15,6 +15,7 @@
 #include "jobio.h"
 #include "optim.h"
 #include "plan.h"
+#include "rdma.h"
 #include "safetensors.h"
 #include "log.h"
 #include "model.h"
@@ -484,8 +485,9 @@ static int c_status(struct ctx *x, int argc, char **argv)
 							     (json_int_t)s.assignments[k].epoch,
 							     "shards", (int)s.assignments[k].n_shards,
 							     "bytes", (json_int_t)s.assignments[k].bytes));
-				json_print(json_pack("{s:I, s:s, s:s, s:b, s:I, s:I, s:I, s:o}",
+				json_print(json_pack("{s:I, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:o}",
 						     "id", (json_int_t)s.id, "addr", s.addr,
+						     "rdma", s.rdma,
 						     "coordinator", s.coordinator, "registered",
 						     s.registered, "capacity",
 						     (json_int_t)s.capacity, "assigned_bytes",
@@ -500,6 +502,7 @@ static int c_status(struct ctx *x, int argc, char **argv)
 				       zs_fmt_bytes(s.capacity, c1, sizeof c1),
 				       zs_fmt_bytes(s.assigned_bytes, c2, sizeof c2),
 				       s.n_assignments);
+				printf("  rdma %s\n", s.rdma[0] ? s.rdma : "(not reported)");
 				for (uint32_t k = 0; k < s.n_assignments; k++)
 					printf("  job %s: %u shards, epoch %llu, %s\n",
 					       s.assignments[k].job, s.assignments[k].n_shards,
@@ -1084,6 +1087,38 @@ out:
 	return rc;
 }
 
+/* ----------------------------------------------------------------- rdma */
+
+static int c_rdma(struct ctx *x, int argc, char **argv)
+{
+	uint64_t lock = 1ULL << 30;
+	struct zs_error err = {0};
+	char note[256];
+	int json = 0;
+	enum zs_status st;
+
+	(void)x;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: zshardctl rdma [--lock SIZE] [--json]\n\n%s\n", cmds[13].help);
+			return 0;
+		} else if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (!strcmp(argv[i], "--lock") && i + 1 < argc) {
+			if (zs_parse_size(argv[++i], &lock, &err))
+				return usage_err("rdma", "--lock: %s", err.msg);
+		} else {
+			return usage_err("rdma", "unknown argument '%s'", argv[i]);
+		}
+	}
+	st = zs_rdma_probe(lock, note, sizeof note);
+	if (json)
+		json_print(json_pack("{s:b, s:s}", "usable", !st, "note", note));
+	else
+		printf("rdma %s: %s\n", st ? "cannot work on this host" : "works on this host", note);
+	return st ? 1 : 0;
+}
+
 /* ----------------------------------------------------------------- plan */
 
 /* A parameter count: "125M", "7.5B" (or G), "1.2T", "350k", or digits. */
@@ -1363,6 +1398,11 @@ static const struct cmd cmds[] = {
 	 "Counts take k, M, B/G, T (7.5B); sizes K, M, G, T (80G, powers of 1024).\n"
 	 "Defaults: stage 3, bf16, adamw, prefetch 1, push depth 1, 32 uniform units.\n"
 	 "Runs without a coordinator unless --job is given.", c_plan},
+	{"rdma", "[--lock SIZE] [--json]",
+	 "Whether RDMA can work on this host, said plainly: an RDMA device, its\n"
+	 "port up, and a memlock limit of at least SIZE (default 1G, what a shard\n"
+	 "server registers: its --capacity). Exit 0 if it can, 1 with the reason\n"
+	 "if not. Needs no coordinator; `status --server` says what a server offers.", c_rdma},
 	{NULL, NULL, NULL, NULL},
 };
 

@@ -853,6 +853,7 @@ enum zs_status zs_enc_server_status(const struct zs_server_status *s,
 	m.shm_addr = (char *)s->shm_addr;
 	m.rss_bytes = s->rss_bytes;
 	m.rss_peak_bytes = s->rss_peak_bytes;
+	m.rdma = (char *)s->rdma;
 	m.n_job_steps = s->n_job_steps;
 	m.job_steps = aalloc(&a, s->n_job_steps * sizeof *m.job_steps);
 	for (uint32_t i = 0; m.job_steps && i < s->n_job_steps; i++) {
@@ -913,6 +914,7 @@ enum zs_status zs_dec_server_status(const uint8_t *p, size_t n,
 		st = cpy(js->job, sizeof js->job, m->job_steps[i]->job, "job name", err);
 	}
 	if (!st && !(st = cpy(s->addr, sizeof s->addr, m->addr, "address", err)) &&
+	    !(st = cpy(s->rdma, sizeof s->rdma, m->rdma, "rdma note", err)) &&
 	    !(st = cpy(s->data_addr, sizeof s->data_addr, m->data_addr, "data address", err)) &&
 	    !(st = cpy(s->shm_addr, sizeof s->shm_addr, m->shm_addr, "shm address", err)) &&
 	    !(st = cpy(s->coordinator, sizeof s->coordinator, m->coordinator,

@@ -57,6 +57,7 @@ struct zs_server_status {
 	uint64_t state_bytes, steps_applied, bytes_in, bytes_out, gathers_waiting;
 	char data_addr[ZS_ADDR_MAX], shm_addr[ZS_ADDR_MAX];
 	uint64_t rss_bytes, rss_peak_bytes;
+	char rdma[256]; /* "offered: DEVICE ..." or "not offered: why" */
 	uint32_t n_job_steps;
 	struct zs_job_step_stats *job_steps; /* malloc'd by the decoder */
 };

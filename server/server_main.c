@@ -29,6 +29,7 @@
 #include "log.h"
 #include "methods.h"
 #include "model.h"
+#include "rdma.h"
 #include "rpc.h"
 #include "util.h"
 #include "version.h"
@@ -58,6 +59,7 @@ struct srvd {
 	pthread_cond_t wcv;
 	struct snapjob *wq; /* snapshots waiting to be written */
 	bool wstop;
+	char rdma_note[256]; /* why rdma is (not) offered, for Status */
 };
 
 /* A captured snapshot on its way to LMDB. */
@@ -116,6 +118,8 @@ static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 		s.gathers_waiting = es.held;
 	}
 	zs_rss(&s.rss_bytes, &s.rss_peak_bytes);
+	zs_fmt(s.rdma, sizeof s.rdma, "%s%s", d->me.transports & ZS_TRANSPORT_RDMA ? "offered: " : "not offered: ",
+		 d->rdma_note);
 	s.job_steps = js;
 	s.n_job_steps = engine_job_steps(d->engine, js, sizeof js / sizeof js[0]);
 	st = zs_enc_server_status(&s, &b);
@@ -731,6 +735,8 @@ static void usage(FILE *f)
 		"  --coordinator-timeout-ms MS\n"
 		"                       how long to wait for the coordinator at start\n"
 		"                       (default 300000)\n"
+		"  --rdma auto|on|off   offer the rdma data path: auto (default) where an RDMA\n"
+		"                       device works, on (refuse to start without one), off\n"
 		"  --log-level LEVEL    debug, info, warn, error (default info)\n"
 		"  --version, --help\n");
 }
@@ -748,6 +754,7 @@ int main(int argc, char **argv)
 		{"memory-budget", required_argument, NULL, 'M'},
 		{"coordinator-timeout-ms", required_argument, NULL, 'w'},
 		{"log-level", required_argument, NULL, 'v'},
+		{"rdma", required_argument, NULL, 'R'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -758,6 +765,8 @@ int main(int argc, char **argv)
 	const char *data_listen = NULL;
 	uint32_t step_timeout_ms = 60000;
 	uint64_t memory_budget = 0;
+	const char *rdma_mode = "auto";
+	bool rdma = false;
 	char data_default[ZS_ADDR_MAX];
 	struct zs_listener *dp = NULL;
 	struct srvd d = {.wait_ms = 300000};
@@ -777,6 +786,14 @@ int main(int argc, char **argv)
 		case 'l': listen = optarg; break;
 		case 'd': data_dir = optarg; break;
 		case 'p': port_file = optarg; break;
+		case 'R':
+			if (strcmp(optarg, "auto") && strcmp(optarg, "on") && strcmp(optarg, "off")) {
+				fprintf(stderr, "zshard-server: --rdma: '%s' is not auto, on or off\n",
+					optarg);
+				return 2;
+			}
+			rdma_mode = optarg;
+			break;
 		case 'D': data_listen = optarg; break;
 		case 'M':
 			if (zs_parse_size(optarg, &memory_budget, &err)) {
@@ -870,14 +887,41 @@ int main(int argc, char **argv)
 		if (engine_set_tier(d.engine, tier, memory_budget, &err))
 			goto clean_engine;
 	}
+	/* rdma: offered only where a device works and the arena can be pinned;
+	 * otherwise said plainly, once, here and in Status */
+	if (strcmp(rdma_mode, "off")) {
+		rdma = !zs_rdma_probe(d.me.capacity, d.rdma_note, sizeof d.rdma_note);
+		if (!rdma && !strcmp(rdma_mode, "on")) {
+			zs_fail(&err, ZS_EUNAVAIL, "--rdma on, but RDMA cannot work here: %s",
+				d.rdma_note);
+			goto clean_engine;
+		}
+		if (!rdma)
+			zs_info("rdma not offered: %s", d.rdma_note);
+	} else {
+		snprintf(d.rdma_note, sizeof d.rdma_note, "turned off (--rdma off)");
+	}
 	{
-		struct zs_listener_opts lo = {.tcp_listen = data_listen, .shm = true,
+		struct zs_listener_opts lo = {.tcp_listen = data_listen, .shm = true, .rdma = rdma,
 					      .arena_bytes = d.me.capacity};
-		if (zs_listener_start(&lo, engine_target(d.engine), &dp, d.me.data_addr,
-				      d.me.shm_addr, &err))
+		enum zs_status lst = zs_listener_start(&lo, engine_target(d.engine), &dp,
+						       d.me.data_addr, d.me.shm_addr, &err);
+		if (lst && rdma && strcmp(rdma_mode, "on")) {
+			/* registering the arena failed after all: serve without rdma */
+			zs_warn("rdma not offered: %s", err.msg);
+			zs_fmt(d.rdma_note, sizeof d.rdma_note, "%s", err.msg);
+			rdma = false;
+			lo.rdma = false;
+			lst = zs_listener_start(&lo, engine_target(d.engine), &dp, d.me.data_addr,
+						d.me.shm_addr, &err);
+		}
+		if (lst)
 			goto clean_engine;
 		engine_set_listener(d.engine, dp);
-		d.me.transports = ZS_TRANSPORT_TCP | ZS_TRANSPORT_SHM;
+		d.me.transports = ZS_TRANSPORT_TCP | ZS_TRANSPORT_SHM | (rdma ? ZS_TRANSPORT_RDMA : 0);
+		if (rdma)
+			zs_info("rdma offered on %s (the %llu-byte shard arena is registered)",
+				d.rdma_note, (unsigned long long)d.me.capacity);
 	}
 	/* a short per-call deadline; do_register bounds the whole wait */
 	if (zs_coord_open(coord_addr, 2000, 1, &d.coord, &err))
