@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,12 +297,74 @@ static void test_cli_errors(void **st)
 	free(out);
 	free(err);
 
+	/* plan: bad input is a usage error that names it; stats of no job */
+	expect_ctl(2, "--params 'x' is not a count", "plan", "--params", "x", "--world");
+	expect_ctl(2, "give --params N or --job NAME", "plan", "--world", "2", NULL);
+	expect_ctl(2, "--stage", "plan", "--params", "1B", "--stage");
+	expect_ctl(1, "no job 'nope'", "plan", "--job", "nope", NULL);
+	expect_ctl(1, "no job 'nope'", "stats", "nope", NULL, NULL);
+
 	/* --help for every command */
 	static const char *const cmds[] = {"servers", "jobs", "job", "placement", "stage",
-					   "trainers", "rebalance", "status", "stats", "checkpoint"};
+					   "trainers", "rebalance", "status", "stats", "checkpoint",
+					   "plan", "rdma"};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
 		assert_int_equal(ctl(&out, &err, cmds[i], "--help", NULL, NULL), 0);
 		assert_non_null(strstr(out, "usage: zshardctl"));
+		free(out);
+		free(err);
+	}
+}
+
+/* plan needs no coordinator; the paper's Figure 1 in its JSON, and a job's
+ * own layout through the coordinator. rdma says plainly what is missing. */
+static void test_plan_and_rdma_check(void **st)
+{
+	char *argv[12] = {(char *)h_bin("zshardctl"), "plan", "--params", "7.5B", "--world",
+			  "64", "--stage", "1", "--json", NULL};
+	char *out, *err;
+	json_t *j, *z;
+
+	(void)st;
+	assert_int_equal(h_run(argv, &out, &err), 0);
+	j = json_loads(out, 0, NULL);
+	assert_non_null(j);
+	z = json_object_get(j, "zero_paper_per_gpu");
+	assert_true(json_real_value(json_object_get(z, "baseline")) == 120e9);
+	assert_true(fabs(json_real_value(json_object_get(z, "stage1")) - 31.4e9) < 0.05e9);
+	/* stage 1 in zshard: the replica and every gradient on the trainer */
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "trainer"),
+							    "total_bytes")),
+			 4 * 7500000000LL);
+	json_decref(j);
+	free(out);
+	free(err);
+	/* text, with the fit against given memory */
+	argv[7] = "3";
+	argv[8] = "--gpu-mem";
+	argv[9] = "80G";
+	argv[10] = NULL;
+	assert_int_equal(h_run(argv, &out, &err), 0);
+	assert_non_null(strstr(out, "stage 3 (P_os+g+p)"));
+	assert_non_null(strstr(out, "GPU 80.00 GiB: fits"));
+	free(out);
+	free(err);
+	/* a job's own units */
+	assert_int_equal(ctl(&out, &err, "plan", "--job", "demo", "--json"), 0);
+	j = json_loads(out, 0, NULL);
+	assert_non_null(j);
+	assert_true(json_integer_value(json_object_get(j, "units")) >= 1);
+	assert_int_equal(json_integer_value(json_object_get(j, "servers")), 3);
+	json_decref(j);
+	free(out);
+	free(err);
+	/* rdma: exit 0 where it works, else 1 and the reason */
+	argv[1] = "rdma";
+	argv[2] = NULL;
+	{
+		int rc = h_run(argv, &out, &err);
+		assert_true(rc == 0 || rc == 1);
+		assert_non_null(strstr(out, rc ? "rdma cannot work on this host: " : "rdma works"));
 		free(out);
 		free(err);
 	}
@@ -570,6 +633,7 @@ int main(void)
 		cmocka_unit_test(test_three_servers_up),
 		cmocka_unit_test(test_create_job_covers_every_byte),
 		cmocka_unit_test(test_cli_errors),
+		cmocka_unit_test(test_plan_and_rdma_check),
 		cmocka_unit_test(test_bad_rpcs_change_nothing),
 		cmocka_unit_test(test_stage_change),
 		cmocka_unit_test(test_sigkill_restart_keeps_state),
