@@ -55,6 +55,7 @@ struct lconn {
 	bool hello;
 	uint32_t job, rank;
 	pthread_t th;
+	pthread_mutex_t smu; /* slots: the rdma notifications come from another thread */
 	struct slot *slots;
 	size_t n_slots;
 	struct lconn *next; /* listener's list */
@@ -135,8 +136,8 @@ static void conn_unref(struct lconn *c)
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
 	close(c->fd);
-	zs_rdma_srv_qp_free(c->qp);
 	free(c->slots);
+	pthread_mutex_destroy(&c->smu);
 	pthread_mutex_destroy(&c->wmu);
 	free(c);
 }
@@ -308,6 +309,43 @@ static int on_hello(struct lconn *c, const struct zs_frame *f)
 	return send_frame(c, &r, NULL, 0, -1);
 }
 
+/* rdma: a push's notification (its request id) arrived with its last
+ * piece; the bytes are in the slot. Called with a reference held. */
+static void on_imm(void *owner, uint32_t id)
+{
+	struct lconn *c = owner;
+	struct zs_frame f = {.op = ZS_OP_PUSH};
+	struct slot sl = {0};
+	bool found = false;
+
+	pthread_mutex_lock(&c->smu);
+	for (size_t i = 0; i < c->n_slots && !found; i++)
+		if ((uint32_t)c->slots[i].req_id == id) {
+			sl = c->slots[i];
+			c->slots[i] = c->slots[--c->n_slots];
+			found = true;
+		}
+	pthread_mutex_unlock(&c->smu);
+	if (!found) {
+		zs_warn("data plane: an rdma notification for request %u, which has no slot", id);
+	} else {
+		struct zs_sop *op;
+		f.req_id = sl.req_id;
+		op = new_sop(c, &f, &sl.x);
+		if (op)
+			c->l->t.write_done(c->l->t.ctx, op, c->job, c->rank, &sl.x, sl.dst);
+		else
+			c->l->t.write_abort(c->l->t.ctx, c->job, c->rank, &sl.x, sl.dst);
+	}
+	conn_unref(c);
+}
+
+static void on_hold(void *owner)
+{
+	struct lconn *c = owner;
+	atomic_fetch_add(&c->refs, 1);
+}
+
 /* A trainer's queue pair (again after a failure): ours in reply. */
 static int on_rdma_qp(struct lconn *c, const struct zs_frame *f)
 {
@@ -324,11 +362,11 @@ static int on_rdma_qp(struct lconn *c, const struct zs_frame *f)
 	if (zs_read_full(c->fd, buf, sizeof buf))
 		return -1;
 	zs_rdma_info_unpack(buf, &peer);
-	if (zs_rdma_srv_accept(c->l->rdma, &peer, &mine, &qp, &err)) {
+	if (zs_rdma_srv_accept(c->l->rdma, &peer, c, &mine, &qp, &err)) {
 		send_error(c, f->req_id, err.code, err.msg);
 		return -1;
 	}
-	zs_rdma_srv_qp_free(c->qp); /* the one that failed, if any */
+	zs_rdma_srv_qp_free(c->l->rdma, c->qp); /* the one that failed, if any */
 	c->qp = qp;
 	zs_rdma_info_pack(&mine, buf);
 	return send_frame(c, &r, buf, sizeof buf, -1);
@@ -372,18 +410,21 @@ static int handle(struct lconn *c, const struct zs_frame *f)
 		return 0;
 	case ZS_OP_PUSH:
 		if (c->shm || c->rdma) {
+			pthread_mutex_lock(&c->smu);
 			for (size_t i = 0; i < c->n_slots; i++) {
 				if (c->slots[i].req_id != f->req_id)
 					continue;
 				dst = c->slots[i].dst;
 				x = c->slots[i].x;
 				c->slots[i] = c->slots[--c->n_slots];
+				pthread_mutex_unlock(&c->smu);
 				op = new_sop(c, f, &x);
 				if (!op)
 					return -1;
 				l->t.write_done(l->t.ctx, op, c->job, c->rank, &x, dst);
 				return 0;
 			}
+			pthread_mutex_unlock(&c->smu);
 			send_error(c, f->req_id, ZS_EPROTO, "PUSH without PUSH_BEGIN");
 			return -1;
 		}
@@ -426,13 +467,17 @@ static int handle(struct lconn *c, const struct zs_frame *f)
 			send_error(c, f->req_id, err.code, err.msg);
 			return 0;
 		}
+		pthread_mutex_lock(&c->smu);
 		g = realloc(c->slots, (c->n_slots + 1) * sizeof *g);
+		if (g) {
+			c->slots = g;
+			g[c->n_slots++] = (struct slot){f->req_id, x, dst};
+		}
+		pthread_mutex_unlock(&c->smu);
 		if (!g) {
 			l->t.write_abort(l->t.ctx, c->job, c->rank, &x, dst);
 			return -1;
 		}
-		c->slots = g;
-		g[c->n_slots++] = (struct slot){f->req_id, x, dst};
 		r.aux = (uint64_t)((uint8_t *)dst - l->arena);
 		return send_frame(c, &r, NULL, 0, -1);
 	}
@@ -462,10 +507,15 @@ static void *conn_main(void *arg)
 	c->dead = true;
 	shutdown(c->fd, SHUT_RDWR);
 	pthread_mutex_unlock(&c->wmu);
+	/* no notification reaches this connection after its queue pair goes */
+	zs_rdma_srv_qp_free(c->l->rdma, c->qp);
+	c->qp = NULL;
+	pthread_mutex_lock(&c->smu);
 	for (size_t i = 0; i < c->n_slots; i++)
 		c->l->t.write_abort(c->l->t.ctx, c->job, c->rank, &c->slots[i].x,
 				    c->slots[i].dst);
 	c->n_slots = 0;
+	pthread_mutex_unlock(&c->smu);
 	return NULL;
 }
 
@@ -498,6 +548,7 @@ static void *accept_main(void *arg)
 			c->shm = i == 1;
 			atomic_init(&c->refs, 1);
 			pthread_mutex_init(&c->wmu, NULL);
+			pthread_mutex_init(&c->smu, NULL);
 			if (pthread_create(&c->th, NULL, conn_main, c)) {
 				close(fd);
 				free(c);
@@ -580,8 +631,11 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 		}
 		snprintf(shm_name, ZS_ADDR_MAX, "%s", l->shm_name);
 	}
-	if (o->rdma && (st = zs_rdma_srv_open(l->arena, l->arena_len, &l->rdma, err)))
-		goto fail;
+	if (o->rdma) {
+		static const struct zs_rdma_srv_hooks hooks = {on_hold, on_imm};
+		if ((st = zs_rdma_srv_open(l->arena, l->arena_len, &hooks, &l->rdma, err)))
+			goto fail;
+	}
 	if (pthread_create(&l->accept_th, NULL, accept_main, l)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start the accept thread");
 		goto fail;

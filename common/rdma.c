@@ -49,26 +49,33 @@ enum zs_status zs_rdma_probe(uint64_t lock_bytes, char *note, size_t len)
 	return ZS_EUNAVAIL;
 }
 
-enum zs_status zs_rdma_srv_open(void *arena, size_t len, struct zs_rdma_srv **out,
-				struct zs_error *err)
+enum zs_status zs_rdma_srv_open(void *arena, size_t len, const struct zs_rdma_srv_hooks *h,
+				struct zs_rdma_srv **out, struct zs_error *err)
 {
 	(void)arena;
 	(void)len;
+	(void)h;
 	*out = NULL;
 	return zs_fail(err, ZS_EUNAVAIL, "%s", NO_RDMA);
 }
 
 enum zs_status zs_rdma_srv_accept(struct zs_rdma_srv *s, const struct zs_rdma_info *peer,
-				  struct zs_rdma_info *mine, void **qp, struct zs_error *err)
+				  void *owner, struct zs_rdma_info *mine, void **qp,
+				  struct zs_error *err)
 {
 	(void)s;
 	(void)peer;
+	(void)owner;
 	(void)mine;
 	*qp = NULL;
 	return zs_fail(err, ZS_EUNAVAIL, "%s", NO_RDMA);
 }
 
-void zs_rdma_srv_qp_free(void *qp) { (void)qp; }
+void zs_rdma_srv_qp_free(struct zs_rdma_srv *s, void *qp)
+{
+	(void)s;
+	(void)qp;
+}
 void zs_rdma_srv_close(struct zs_rdma_srv *s) { (void)s; }
 
 static enum zs_status no_connect(const struct zs_conn_opts *o, struct zs_conn **out,
@@ -102,6 +109,7 @@ const struct zs_transport_ops zs_rdma_transport = {
 
 #else /* ZS_HAVE_RDMA */
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
@@ -274,10 +282,11 @@ enum zs_status zs_rdma_probe(uint64_t lock_bytes, char *note, size_t len)
 
 /* ---------------------------------------------------- queue-pair steps */
 
-static struct ibv_qp *qp_create(struct ibv_cq *cq, unsigned depth, struct zs_error *err)
+static struct ibv_qp *qp_create(struct ibv_cq *cq, unsigned depth, unsigned rdepth,
+				struct zs_error *err)
 {
 	struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				     .cap = {.max_send_wr = depth, .max_recv_wr = 1,
+				     .cap = {.max_send_wr = depth, .max_recv_wr = rdepth,
 					     .max_send_sge = 1, .max_recv_sge = 1}};
 	struct ibv_qp_attr m = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = G.port_num,
 				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
@@ -361,18 +370,101 @@ static void qp_to_error(struct ibv_qp *qp)
 
 /* ---------------------------------------------------------- the server */
 
-struct zs_rdma_srv {
-	struct ibv_mr *mr;
-	struct ibv_cq *cq; /* for its queue pairs: they post nothing */
-	void *arena;
-	size_t len;
+#define SRV_RECVS 256 /* notifications a queue pair can take before reposting */
+
+struct sqp {
+	struct ibv_qp *qp;
+	void *owner;
 };
 
-enum zs_status zs_rdma_srv_open(void *arena, size_t len, struct zs_rdma_srv **out,
-				struct zs_error *err)
+struct zs_rdma_srv {
+	struct ibv_mr *mr;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq; /* the pushes' notifications, of every queue pair */
+	void *arena;
+	size_t len;
+	struct zs_rdma_srv_hooks h;
+	pthread_mutex_t mu; /* qps */
+	struct sqp *qps;
+	size_t n_qps;
+	pthread_t th;
+	volatile int stop;
+};
+
+static int post_recv(struct ibv_qp *qp)
+{
+	struct ibv_recv_wr wr = {.wr_id = qp->qp_num, .num_sge = 0}, *bad = NULL;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+static void srv_handle(struct zs_rdma_srv *s, const struct ibv_wc *wc, int n)
+{
+	for (int i = 0; i < n; i++) {
+		void *owner = NULL;
+		pthread_mutex_lock(&s->mu);
+		for (size_t k = 0; k < s->n_qps; k++)
+			if (s->qps[k].qp->qp_num == wc[i].qp_num) {
+				owner = s->qps[k].owner;
+				if (wc[i].status == IBV_WC_SUCCESS)
+					post_recv(s->qps[k].qp); /* its replacement */
+				break;
+			}
+		if (owner && wc[i].status == IBV_WC_SUCCESS &&
+		    wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+			s->h.hold(owner);
+		else
+			owner = NULL; /* a flush: the queue pair is going away */
+		pthread_mutex_unlock(&s->mu);
+		if (owner)
+			s->h.imm(owner, ntohl(wc[i].imm_data));
+	}
+}
+
+/* Takes notifications off the completion queue: polls while they come,
+ * then sleeps on the channel (bounded, to see stop). */
+static void *srv_main(void *arg)
+{
+	struct zs_rdma_srv *s = arg;
+	unsigned idle = 0;
+
+	while (!s->stop) {
+		struct ibv_wc wc[16];
+		int n = ibv_poll_cq(s->cq, 16, wc);
+		if (n > 0) {
+			srv_handle(s, wc, n);
+			idle = 0;
+			continue;
+		}
+		if (n < 0 || ++idle < 200)
+			continue;
+		if (ibv_req_notify_cq(s->cq, 0))
+			break;
+		n = ibv_poll_cq(s->cq, 16, wc); /* any that came before arming */
+		if (n > 0) {
+			srv_handle(s, wc, n);
+			idle = 0;
+			continue;
+		}
+		{
+			struct pollfd p = {.fd = s->ch->fd, .events = POLLIN};
+			if (poll(&p, 1, 100) > 0) {
+				struct ibv_cq *cq;
+				void *ctx;
+				if (!ibv_get_cq_event(s->ch, &cq, &ctx))
+					ibv_ack_cq_events(cq, 1);
+			}
+		}
+		idle = 0;
+	}
+	return NULL;
+}
+
+enum zs_status zs_rdma_srv_open(void *arena, size_t len, const struct zs_rdma_srv_hooks *h,
+				struct zs_rdma_srv **out, struct zs_error *err)
 {
 	struct zs_rdma_srv *s;
 	char why[256];
+	int fl;
 
 	*out = NULL;
 	if (dev_open(why, sizeof why))
@@ -384,6 +476,8 @@ enum zs_status zs_rdma_srv_open(void *arena, size_t len, struct zs_rdma_srv **ou
 	}
 	s->arena = arena;
 	s->len = len;
+	s->h = *h;
+	pthread_mutex_init(&s->mu, NULL);
 	/* once, for every shard it will ever hold: no per-message handshake */
 	s->mr = ibv_reg_mr(G.pd, arena, len,
 			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
@@ -395,26 +489,40 @@ enum zs_status zs_rdma_srv_open(void *arena, size_t len, struct zs_rdma_srv **ou
 			errno == ENOMEM || errno == EPERM ? " (the memlock limit? ulimit -l)" : "");
 		goto fail;
 	}
-	s->cq = ibv_create_cq(G.ctx, 16, NULL, NULL, 0);
+	s->ch = ibv_create_comp_channel(G.ctx);
+	s->cq = s->ch ? ibv_create_cq(G.ctx, 4096, s, s->ch, 0) : NULL;
 	if (!s->cq) {
 		zs_fail(err, ZS_EUNAVAIL, "cannot create a completion queue on %s: %s", G.name,
 			strerror(errno));
 		goto fail;
 	}
+	fl = fcntl(s->ch->fd, F_GETFL);
+	fcntl(s->ch->fd, F_SETFL, fl | O_NONBLOCK);
+	if (ibv_req_notify_cq(s->cq, 0) || pthread_create(&s->th, NULL, srv_main, s)) {
+		zs_fail(err, ZS_ENOMEM, "cannot start the rdma completion thread");
+		goto fail;
+	}
 	*out = s;
 	return ZS_OK;
 fail:
+	if (s->cq)
+		ibv_destroy_cq(s->cq);
+	if (s->ch)
+		ibv_destroy_comp_channel(s->ch);
 	if (s->mr)
 		ibv_dereg_mr(s->mr);
+	pthread_mutex_destroy(&s->mu);
 	free(s);
 	dev_close();
 	return err ? err->code : ZS_EUNAVAIL;
 }
 
 enum zs_status zs_rdma_srv_accept(struct zs_rdma_srv *s, const struct zs_rdma_info *peer,
-				  struct zs_rdma_info *mine, void **qp_out, struct zs_error *err)
+				  void *owner, struct zs_rdma_info *mine, void **qp_out,
+				  struct zs_error *err)
 {
-	struct ibv_qp *qp = qp_create(s->cq, 1, err);
+	struct ibv_qp *qp = qp_create(s->cq, 1, SRV_RECVS, err);
+	struct sqp *g;
 
 	*qp_out = NULL;
 	if (!qp)
@@ -423,26 +531,57 @@ enum zs_status zs_rdma_srv_accept(struct zs_rdma_srv *s, const struct zs_rdma_in
 	mine->rkey = s->mr->rkey;
 	mine->addr = (uint64_t)(uintptr_t)s->arena;
 	mine->len = s->len;
+	for (int i = 0; i < SRV_RECVS; i++)
+		if (post_recv(qp)) {
+			zs_fail(err, ZS_EUNAVAIL, "cannot post receives on %s: %s", G.name,
+				strerror(errno));
+			ibv_destroy_qp(qp);
+			return ZS_EUNAVAIL;
+		}
 	if (qp_connect(qp, mine, peer, err)) {
 		ibv_destroy_qp(qp);
 		return err ? err->code : ZS_EUNAVAIL;
+	}
+	pthread_mutex_lock(&s->mu);
+	g = realloc(s->qps, (s->n_qps + 1) * sizeof *g);
+	if (g) {
+		s->qps = g;
+		s->qps[s->n_qps++] = (struct sqp){qp, owner};
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (!g) {
+		ibv_destroy_qp(qp);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	*qp_out = qp;
 	return ZS_OK;
 }
 
-void zs_rdma_srv_qp_free(void *qp)
+void zs_rdma_srv_qp_free(struct zs_rdma_srv *s, void *qp)
 {
-	if (qp)
-		ibv_destroy_qp(qp);
+	if (!qp)
+		return;
+	pthread_mutex_lock(&s->mu);
+	for (size_t k = 0; k < s->n_qps; k++)
+		if (s->qps[k].qp == qp) {
+			s->qps[k] = s->qps[--s->n_qps];
+			break;
+		}
+	pthread_mutex_unlock(&s->mu);
+	ibv_destroy_qp(qp);
 }
 
 void zs_rdma_srv_close(struct zs_rdma_srv *s)
 {
 	if (!s)
 		return;
+	s->stop = 1;
+	pthread_join(s->th, NULL);
 	ibv_destroy_cq(s->cq);
+	ibv_destroy_comp_channel(s->ch);
 	ibv_dereg_mr(s->mr);
+	pthread_mutex_destroy(&s->mu);
+	free(s->qps);
 	free(s);
 	dev_close();
 }
@@ -474,6 +613,7 @@ struct rop {
 	char msg[ZS_ERRMSG_MAX];
 	uint64_t bad_off;
 	uint32_t bad_key;
+	uint32_t imm; /* writes: the request's id, carried by the last piece */
 	struct rop *next; /* pending */
 };
 
@@ -572,11 +712,16 @@ static void pump(struct rconn *rc, struct rop **done)
 		size_t n = o->bytes - o->posted < rc->chunk ? o->bytes - o->posted : rc->chunk;
 		struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(o->local + o->posted),
 				      .length = (uint32_t)n, .lkey = o->lkey};
+		bool last = o->posted + n == o->bytes;
 		struct ibv_send_wr wr = {.wr_id = (uint64_t)(uintptr_t)o, .sg_list = &sge,
 					 .num_sge = 1,
-					 .opcode = o->write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ,
+					 .opcode = !o->write ? IBV_WR_RDMA_READ
+						 : last ? IBV_WR_RDMA_WRITE_WITH_IMM
+							: IBV_WR_RDMA_WRITE,
 					 .send_flags = IBV_SEND_SIGNALED},
 				   *bad = NULL;
+		if (o->write && last) /* the notification: lands after every piece (RC) */
+			wr.imm_data = htonl(o->imm);
 		wr.wr.rdma.remote_addr = rc->srv.addr + o->roff + o->posted + o->bad_off;
 		wr.wr.rdma.rkey = rc->srv.rkey + o->bad_key;
 		if (ibv_post_send(rc->qp, &wr, &bad)) {
@@ -658,7 +803,7 @@ static void reconnect(struct rconn *rc)
 	if (rc->reconnecting || rc->broken || rc->stop || rc->outstanding)
 		return;
 	ibv_destroy_qp(rc->qp);
-	rc->qp = qp_create(rc->cq, rc->depth, &err);
+	rc->qp = qp_create(rc->cq, rc->depth, 1, &err);
 	if (!rc->qp) {
 		rc->broken = true;
 		zs_fmt(rc->last_err, sizeof rc->last_err, "%s", err.msg);
@@ -784,7 +929,8 @@ static enum zs_status start(void *ctx, struct zs_req *r, bool write, void *local
 
 	if (!o)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	*o = (struct rop){.r = r, .write = write, .local = local, .bytes = bytes, .roff = off};
+	*o = (struct rop){.r = r, .write = write, .local = local, .bytes = bytes, .roff = off,
+			  .imm = (uint32_t)stream_req_id(r)};
 	if (m) {
 		o->lkey = m->mr->lkey;
 	} else { /* not registered by the caller: for this transfer only */
@@ -937,7 +1083,7 @@ static enum zs_status r_setup(struct zs_conn *c, int fd, uint64_t arena_len, int
 			strerror(errno));
 		goto fail;
 	}
-	rc->qp = qp_create(rc->cq, rc->depth, err);
+	rc->qp = qp_create(rc->cq, rc->depth, 1, err);
 	if (!rc->qp)
 		goto fail;
 	my_info(rc->qp, &rc->me);

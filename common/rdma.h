@@ -10,8 +10,12 @@
  *     t's range is (the server answers once step t exists, as for shm),
  *     then the trainer RDMA READs it straight into its buffer: no server
  *     CPU touches the bytes;
- *   - a push asks for its staging slot the same way, RDMA WRITEs the
- *     gradient into it, then notifies the server (PUSH), which reduces.
+ *   - a push asks for its staging slot the same way and RDMA WRITEs the
+ *     gradient into it; the last piece goes WITH_IMM (the request's id),
+ *     which completes on the server's receive queue: that notification
+ *     lets the server reduce, and it acknowledges over the control
+ *     connection. The server polls its completion queue for a short while,
+ *     then sleeps on the completion channel: an idle server burns no core.
  *
  * Trainer buffers registered with zs_mem_register() are used as they are;
  * any other buffer is registered for the one transfer and released after.
@@ -55,14 +59,26 @@ void zs_rdma_info_unpack(const uint8_t in[ZS_RDMA_INFO], struct zs_rdma_info *i)
  */
 enum zs_status zs_rdma_probe(uint64_t lock_bytes, char *note, size_t len);
 
-/* The server side: the listener's registered arena. */
+/*
+ * The server side: the listener's registered arena, and a thread that
+ * takes the pushes' notifications off the completion queue: for each,
+ * hold(owner) runs under the server's lock (the owner must stay alive),
+ * then imm(owner, id) without it (it releases what hold took).
+ */
 struct zs_rdma_srv;
-enum zs_status zs_rdma_srv_open(void *arena, size_t len, struct zs_rdma_srv **out,
-				struct zs_error *err);
-/* A queue pair for a trainer that sent peer; *mine gets the reply. */
+struct zs_rdma_srv_hooks {
+	void (*hold)(void *owner);
+	void (*imm)(void *owner, uint32_t id);
+};
+enum zs_status zs_rdma_srv_open(void *arena, size_t len, const struct zs_rdma_srv_hooks *h,
+				struct zs_rdma_srv **out, struct zs_error *err);
+/* A queue pair for a trainer that sent peer, its notifications going to
+ * owner; *mine gets the reply. */
 enum zs_status zs_rdma_srv_accept(struct zs_rdma_srv *s, const struct zs_rdma_info *peer,
-				  struct zs_rdma_info *mine, void **qp, struct zs_error *err);
-void zs_rdma_srv_qp_free(void *qp);
+				  void *owner, struct zs_rdma_info *mine, void **qp,
+				  struct zs_error *err);
+/* Unhooks and destroys qp: no notification reaches its owner after. */
+void zs_rdma_srv_qp_free(struct zs_rdma_srv *s, void *qp);
 void zs_rdma_srv_close(struct zs_rdma_srv *s);
 
 /* The client side. Addresses are the server's tcp data address. */

@@ -253,6 +253,7 @@ enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *p
 }
 
 void *stream_rdma_ctx(struct zs_conn *c) { return c->rctx; }
+uint64_t stream_req_id(const struct zs_req *r) { return r->id; }
 
 void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, const char *msg)
 {
@@ -264,6 +265,8 @@ void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, co
 	} else if (st || r->op == ZS_OP_GATHER) {
 		unlink_waiting(c, r);
 		finish(r, st, msg);
+	} else if (r->op == ZS_OP_PUSH) {
+		/* written with its notification: the server's PUSH_ACK completes it */
 	} else if (c->broken || c->closing) {
 		unlink_waiting(c, r);
 		finish(r, c->broken ? c->why_code : ZS_ECANCELED,
@@ -495,6 +498,7 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 			}
 			pthread_mutex_lock(&c->mu);
 			r->in_send = true;
+			r->op = ZS_OP_PUSH; /* the write notifies; PUSH_ACK follows */
 			pthread_mutex_unlock(&c->mu);
 			st = c->rops->write(c->rctx, r, r->src, r->bytes, f->aux, &e);
 			if (st)

@@ -47,6 +47,7 @@ void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, co
 enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *payload,
 				   size_t len);
 void *stream_rdma_ctx(struct zs_conn *c);
+uint64_t stream_req_id(const struct zs_req *r);
 
 /* Dials addr, says HELLO, starts the threads. */
 enum zs_status stream_connect(const struct zs_transport_ops *ops, enum stream_mode mode,
