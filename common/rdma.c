@@ -794,28 +794,37 @@ static struct rop *fail_pending(struct rconn *rc, enum zs_status st, const char 
 }
 
 /* After a failure, once nothing is on the wire: a new queue pair, offered
- * to the server over the control connection. Caller holds rc->mu. */
-static void reconnect(struct rconn *rc)
+ * to the server over the control connection. Caller holds rc->mu; what
+ * cannot wait for it any more joins *done. */
+static void reconnect(struct rconn *rc, struct rop **done)
 {
 	struct zs_error err = {0};
 	uint8_t info[ZS_RDMA_INFO];
+	struct rop *failed;
 
 	if (rc->reconnecting || rc->broken || rc->stop || rc->outstanding)
 		return;
 	ibv_destroy_qp(rc->qp);
 	rc->qp = qp_create(rc->cq, rc->depth, 1, &err);
-	if (!rc->qp) {
-		rc->broken = true;
-		zs_fmt(rc->last_err, sizeof rc->last_err, "%s", err.msg);
-		return;
+	if (rc->qp) {
+		my_info(rc->qp, &rc->me);
+		zs_rdma_info_pack(&rc->me, info);
+		if (!stream_send_control(rc->c, ZS_OP_RDMA_QP, info, sizeof info)) {
+			rc->reconnecting = true;
+			return;
+		}
+		zs_fmt(err.msg, sizeof err.msg, "the connection to %s is closing", rc->addr);
 	}
-	my_info(rc->qp, &rc->me);
-	zs_rdma_info_pack(&rc->me, info);
-	if (stream_send_control(rc->c, ZS_OP_RDMA_QP, info, sizeof info)) {
-		rc->broken = true;
-		return;
+	rc->broken = true;
+	zs_fmt(rc->last_err, sizeof rc->last_err, "cannot replace the failed queue pair: %s",
+	       err.msg);
+	failed = fail_pending(rc, ZS_EUNAVAIL, rc->last_err);
+	while (failed) {
+		struct rop *o = failed;
+		failed = o->next;
+		o->next = *done;
+		*done = o;
 	}
-	rc->reconnecting = true;
 }
 
 static const char *op_name(const struct rop *o) { return o->write ? "write" : "read"; }
@@ -873,7 +882,7 @@ static void *cq_main(void *arg)
 			handle_wc(rc, &wc[i], &done);
 		if (n > 0) {
 			if (!rc->qp_ok && !rc->outstanding && !rc->broken && !rc->stop)
-				reconnect(rc);
+				reconnect(rc, &done);
 			pump(rc, &done);
 		}
 		if (rc->stop && !rc->outstanding && !done) {
@@ -900,7 +909,7 @@ static void *cq_main(void *arg)
 			pthread_mutex_lock(&rc->mu);
 			handle_wc(rc, &wc[0], &done);
 			if (!rc->qp_ok && !rc->outstanding && !rc->broken && !rc->stop)
-				reconnect(rc);
+				reconnect(rc, &done);
 			pump(rc, &done);
 			pthread_cond_broadcast(&rc->cv);
 			pthread_mutex_unlock(&rc->mu);
@@ -1032,7 +1041,8 @@ static void r_close(void *ctx)
 	pthread_mutex_unlock(&rc->mu);
 	finish_all(rc, list);
 	pthread_join(rc->th, NULL); /* it leaves once every work request completed */
-	ibv_destroy_qp(rc->qp);
+	if (rc->qp)
+		ibv_destroy_qp(rc->qp);
 	ibv_destroy_cq(rc->cq);
 	ibv_destroy_comp_channel(rc->ch);
 	pthread_cond_destroy(&rc->cv);
