@@ -19,18 +19,22 @@ struct sink_arg {
 	int fd;
 	size_t bytes;
 	int reps;
+	bool full; /* receive into a buffer of the transfer's size */
 };
 
 static void *sink(void *arg)
 {
 	struct sink_arg *a = arg;
 	int c = accept(a->fd, NULL, NULL);
-	char *b = malloc(1 << 20);
+	size_t blen = a->full ? a->bytes : (size_t)1 << 20;
+	char *b = malloc(blen);
 
 	zs_tune_tcp(c); /* the same socket settings as the transport's */
-	memset(b, 0, 1 << 20);
+	memset(b, 0, blen);
 	for (size_t left = a->bytes * (size_t)(a->reps + 1); left;) {
-		ssize_t n = recv(c, b, left < (1 << 20) ? left : (1 << 20), 0);
+		size_t at = a->full ? (a->bytes - left % a->bytes) % a->bytes : 0;
+		size_t want = left % a->bytes ? left % a->bytes : a->bytes;
+		ssize_t n = recv(c, b + at, a->full ? want : (left < blen ? left : blen), 0);
 		if (n <= 0)
 			break;
 		left -= (size_t)n;
@@ -45,19 +49,20 @@ static void *sink(void *arg)
 	return NULL;
 }
 
-double bench_tcp_stream(size_t bytes, int reps, double *v)
+double bench_tcp_stream(size_t bytes, int reps, bool full, double *v)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t al = sizeof a;
-	struct sink_arg sa = {.bytes = bytes, .reps = reps};
+	struct sink_arg sa = {.bytes = bytes, .reps = reps, .full = full};
+	size_t slen = full ? bytes : (size_t)1 << 20;
 	pthread_t th;
-	char *src = malloc(1 << 20), ack;
+	char *src = malloc(slen), ack;
 	double gbs[64], med = 0;
 	int s;
 
 	if (reps > 64)
 		reps = sa.reps = 64;
-	memset(src, 1, 1 << 20);
+	memset(src, 1, slen);
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	sa.fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (bind(sa.fd, (struct sockaddr *)&a, sizeof a) || listen(sa.fd, 1) ||
@@ -71,7 +76,8 @@ double bench_tcp_stream(size_t bytes, int reps, double *v)
 	for (int r = 0; r < reps + 1; r++) {
 		double t0 = bench_now();
 		for (size_t off = 0; off < bytes; off += 1 << 20) {
-			struct iovec iv = {src, bytes - off < (1 << 20) ? bytes - off : (1 << 20)};
+			struct iovec iv = {src + (full ? off : 0),
+					   bytes - off < (1 << 20) ? bytes - off : (1 << 20)};
 			zs_writev_full(s, &iv, 1);
 		}
 		if (recv(s, &ack, 1, MSG_WAITALL) != 1)

@@ -8,11 +8,14 @@
 #ifndef ZS_BENCH_BASELINES_H
 #define ZS_BENCH_BASELINES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* bytes through one loopback connection (1 MiB writes, the transport's
- * socket settings), acknowledged by the receiver */
-double bench_tcp_stream(size_t bytes, int reps, double *v);
+ * socket settings), acknowledged by the receiver; full: sent from and
+ * received into buffers of bytes (what a transfer does), else one 1 MiB
+ * buffer reused at each end (cache-hot: the loopback's own ceiling) */
+double bench_tcp_stream(size_t bytes, int reps, bool full, double *v);
 double bench_memcpy(size_t bytes, int reps, double *v);
 /* a[i] = b[i] + 1.5 c[i] over n floats on th threads (1 or 2): 12 B/element */
 double bench_triad(float *a, const float *b, const float *c, size_t n, unsigned th);
