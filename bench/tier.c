@@ -105,6 +105,7 @@ static int run(const char *tier_dir, uint64_t n, int steps, double *med_s, uint6
 	*rd = (es1.tier_read - es0.tier_read) / (uint64_t)steps;
 	*wr = (es1.tier_written - es0.tier_written) / (uint64_t)steps;
 	zs_conn_close(c);
+	zs_listener_stop(l);
 	engine_free(e);
 	zs_listener_free(l);
 	zs_job_release(&job);

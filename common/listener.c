@@ -36,6 +36,13 @@
 #include "wire.h"
 
 #define MAX_HELLO 1024
+#define RDMA_WORKERS 2
+
+struct note { /* an rdma push's notification waiting for a worker */
+	struct lconn *c;
+	uint32_t id;
+	struct note *next;
+};
 
 struct slot { /* shm: a write slot handed out by PUSH_SLOT */
 	uint64_t req_id;
@@ -89,6 +96,15 @@ struct zs_listener {
 	struct block *blocks;
 	size_t n_blocks;
 	struct zs_rdma_srv *rdma; /* the arena registered once, when offered */
+	/* rdma push notifications, handled by a few workers so that the
+	 * reductions they start run in parallel, as tcp connections' do */
+	pthread_mutex_t nmu;
+	pthread_cond_t ncv;
+	struct note *notes, *notes_tail;
+	bool nstop;
+	pthread_t nth[RDMA_WORKERS];
+	int n_nth;
+	bool stopped;
 };
 
 /* ----------------------------------------------------------------- arena */
@@ -311,9 +327,8 @@ static int on_hello(struct lconn *c, const struct zs_frame *f)
 
 /* rdma: a push's notification (its request id) arrived with its last
  * piece; the bytes are in the slot. Called with a reference held. */
-static void on_imm(void *owner, uint32_t id)
+static void note_handle(struct lconn *c, uint32_t id)
 {
-	struct lconn *c = owner;
 	struct zs_frame f = {.op = ZS_OP_PUSH};
 	struct slot sl = {0};
 	bool found = false;
@@ -344,6 +359,53 @@ static void on_hold(void *owner)
 {
 	struct lconn *c = owner;
 	atomic_fetch_add(&c->refs, 1);
+}
+
+/* From the completion thread: queued for a worker (the reference goes
+ * with it). Handled at once if no queue entry can be made. */
+static void on_imm(void *owner, uint32_t id)
+{
+	struct lconn *c = owner;
+	struct zs_listener *l = c->l;
+	struct note *n = malloc(sizeof *n);
+
+	if (!n) {
+		note_handle(c, id);
+		return;
+	}
+	*n = (struct note){c, id, NULL};
+	pthread_mutex_lock(&l->nmu);
+	if (l->notes_tail)
+		l->notes_tail->next = n;
+	else
+		l->notes = n;
+	l->notes_tail = n;
+	pthread_cond_signal(&l->ncv);
+	pthread_mutex_unlock(&l->nmu);
+}
+
+static void *note_main(void *arg)
+{
+	struct zs_listener *l = arg;
+
+	pthread_mutex_lock(&l->nmu);
+	for (;;) {
+		struct note *n;
+		while (!l->notes && !l->nstop)
+			pthread_cond_wait(&l->ncv, &l->nmu);
+		if (!l->notes)
+			break; /* stopping, and nothing left */
+		n = l->notes;
+		l->notes = n->next;
+		if (!l->notes)
+			l->notes_tail = NULL;
+		pthread_mutex_unlock(&l->nmu);
+		note_handle(n->c, n->id);
+		free(n);
+		pthread_mutex_lock(&l->nmu);
+	}
+	pthread_mutex_unlock(&l->nmu);
+	return NULL;
 }
 
 /* A trainer's queue pair (again after a failure): ours in reply. */
@@ -576,6 +638,8 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 	l->t = *t;
 	l->tcp_fd = l->shm_fd = l->memfd = -1;
 	pthread_mutex_init(&l->mu, NULL);
+	pthread_mutex_init(&l->nmu, NULL);
+	pthread_cond_init(&l->ncv, NULL);
 	l->arena_len = (o->arena_bytes + 4095) & ~(uint64_t)4095;
 	/* memfd pages are only allocated when touched: the arena is a reservation */
 	l->memfd = memfd_create("zshard-arena", MFD_CLOEXEC);
@@ -635,6 +699,13 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 		static const struct zs_rdma_srv_hooks hooks = {on_hold, on_imm};
 		if ((st = zs_rdma_srv_open(l->arena, l->arena_len, &hooks, &l->rdma, err)))
 			goto fail;
+		for (; l->n_nth < RDMA_WORKERS; l->n_nth++)
+			if (pthread_create(&l->nth[l->n_nth], NULL, note_main, l))
+				break;
+		if (!l->n_nth) {
+			st = zs_fail(err, ZS_ENOMEM, "cannot start the rdma notification workers");
+			goto fail;
+		}
 	}
 	if (pthread_create(&l->accept_th, NULL, accept_main, l)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start the accept thread");
@@ -643,6 +714,15 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 	*out = l;
 	return ZS_OK;
 fail:
+	zs_rdma_srv_close(l->rdma); /* no connection has a queue pair yet */
+	pthread_mutex_lock(&l->nmu);
+	l->nstop = true;
+	pthread_cond_broadcast(&l->ncv);
+	pthread_mutex_unlock(&l->nmu);
+	for (int i = 0; i < l->n_nth; i++)
+		pthread_join(l->nth[i], NULL);
+	pthread_cond_destroy(&l->ncv);
+	pthread_mutex_destroy(&l->nmu);
 	if (l->tcp_fd >= 0)
 		close(l->tcp_fd);
 	if (l->shm_fd >= 0)
@@ -656,12 +736,13 @@ fail:
 	return st;
 }
 
-void zs_listener_free(struct zs_listener *l)
+void zs_listener_stop(struct zs_listener *l)
 {
 	struct lconn *c, *next;
 
-	if (!l)
+	if (!l || l->stopped)
 		return;
+	l->stopped = true;
 	atomic_store(&l->stop, 1);
 	pthread_join(l->accept_th, NULL);
 	if (l->tcp_fd >= 0)
@@ -677,7 +758,26 @@ void zs_listener_free(struct zs_listener *l)
 		pthread_join(c->th, NULL);
 		conn_unref(c);
 	}
+	l->conns = NULL;
 	zs_rdma_srv_close(l->rdma); /* after the connections' queue pairs */
+	l->rdma = NULL;
+	/* the workers finish what was notified, then stop */
+	pthread_mutex_lock(&l->nmu);
+	l->nstop = true;
+	pthread_cond_broadcast(&l->ncv);
+	pthread_mutex_unlock(&l->nmu);
+	for (int i = 0; i < l->n_nth; i++)
+		pthread_join(l->nth[i], NULL);
+	l->n_nth = 0;
+}
+
+void zs_listener_free(struct zs_listener *l)
+{
+	if (!l)
+		return;
+	zs_listener_stop(l);
+	pthread_cond_destroy(&l->ncv);
+	pthread_mutex_destroy(&l->nmu);
 	munmap(l->arena, l->arena_len ? l->arena_len : 4096);
 	close(l->memfd);
 	free(l->blocks);

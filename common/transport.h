@@ -212,7 +212,14 @@ struct zs_listener_opts {
 enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 				 const struct zs_target *t, struct zs_listener **out,
 				 char *tcp_addr, char *shm_name, struct zs_error *err);
-/* Closes every connection (their pending ops are dropped), frees. */
+/*
+ * Stops taking work: no new connection, every connection closed and its
+ * thread joined, every notification handled. The target may be freed
+ * after this (its pending ops answer into closed connections); the arena
+ * stays until zs_listener_free.
+ */
+void zs_listener_stop(struct zs_listener *l);
+/* Stops (if not yet), then frees the arena and the listener. */
 void zs_listener_free(struct zs_listener *l);
 
 /* Zeroed memory of at least bytes, 4 KiB aligned, valid until freed. */

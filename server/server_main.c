@@ -971,7 +971,9 @@ clean_rpc:
 clean_coord:
 	zs_coord_close(d.coord);
 clean_dp:
-	/* the engine answers what it holds before the listener goes */
+	/* no more calls into the engine, then the engine answers what it
+	 * holds (into closed connections), then the arena goes */
+	zs_listener_stop(dp);
 	engine_free(d.engine);
 	d.engine = NULL;
 	zs_listener_free(dp);

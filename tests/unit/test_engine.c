@@ -157,6 +157,7 @@ static void start_clip(struct cluster *c, int S, uint32_t R, enum zs_optim_kind 
 static void stop(struct cluster *c)
 {
 	for (int s = 0; s < c->S; s++) {
+		zs_listener_stop(c->l[s]); /* no more calls into the engine */
 		engine_free(c->e[s]);
 		zs_listener_free(c->l[s]);
 	}
