@@ -104,18 +104,14 @@ static void *trainer(void *arg)
 
 static void row(const char *transport, const char *what, double mib, double *sec, int n)
 {
-	double gbs[MAXR] = {0}, lo, hi;
+	double gbs[MAXR] = {0}, lo, hi, med;
 	if (n < 1 || n > MAXR)
 		return;
 	for (int i = 0; i < n; i++)
 		gbs[i] = mib * 1048576.0 / sec[i] / 1e9;
-	lo = hi = gbs[0];
-	for (int i = 1; i < n; i++) {
-		lo = gbs[i] < lo ? gbs[i] : lo;
-		hi = gbs[i] > hi ? gbs[i] : hi;
-	}
-	printf("| zshard %s | %s | %.0f MiB | %.2f | %.2f-%.2f |\n", transport, what, mib,
-	       bench_median(gbs, n), lo, hi);
+	med = bench_spread(gbs, n, &lo, &hi);
+	printf("| zshard %s | %s | %.0f MiB | %.2f | %.2f-%.2f |\n", transport, what, mib, med,
+	       lo, hi);
 }
 
 int main(int argc, char **argv)

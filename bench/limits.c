@@ -17,12 +17,7 @@
 
 static void row(const char *what, const char *size, double *v, int n, const char *note)
 {
-	double lo = v[0], hi = v[0], med;
-	for (int i = 1; i < n; i++) {
-		lo = v[i] < lo ? v[i] : lo;
-		hi = v[i] > hi ? v[i] : hi;
-	}
-	med = bench_median(v, n);
+	double lo, hi, med = bench_spread(v, n, &lo, &hi);
 	printf("| %s | %s | %.2f | %.2f-%.2f | %s |\n", what, size, med, lo, hi, note);
 }
 

@@ -15,27 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
+#include "timing.h"
 
 static void row(int me, const char *label, const char *what, double mib, double *sec, int n)
 {
-	double gbs[64] = {0}, lo, hi;
+	double gbs[64] = {0}, lo, hi, med;
 	if (me || n < 1 || n > 64)
 		return;
 	for (int i = 0; i < n; i++)
 		gbs[i] = mib * 1048576.0 / sec[i] / 1e9;
-	lo = hi = gbs[0];
-	for (int i = 1; i < n; i++) {
-		lo = gbs[i] < lo ? gbs[i] : lo;
-		hi = gbs[i] > hi ? gbs[i] : hi;
-	}
-	qsort(gbs, (size_t)n, sizeof *gbs, cmp);
-	printf("| MPI %s | %s | %.0f MiB | %.2f | %.2f-%.2f |\n", label, what, mib, gbs[n / 2],
-	       lo, hi);
+	med = bench_spread(gbs, n, &lo, &hi);
+	printf("| MPI %s | %s | %.0f MiB | %.2f | %.2f-%.2f |\n", label, what, mib, med, lo, hi);
 	fflush(stdout);
 }
 

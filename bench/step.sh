@@ -27,6 +27,7 @@ stat() { awk -v c="$1" -v w="$WARM" '$1 >= w { v[n++] = $c } END {
 	if (!n) { print "nan nan nan"; exit }
 	for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
 	print v[int(n / 2)], v[0], v[n - 1] }' "${@:2}"; }
+med() { stat "$@" | cut -d' ' -f1; }
 peak() { awk -v c="$1" 'BEGIN { m = 0 } $c > m { m = $c } END { print m }' "${@:2}"; }
 
 # run JOB LPU STAGE PREFETCH TRANSPORT [--no-compute]: two ranks, step logs in $tmp/JOB.R
@@ -57,12 +58,12 @@ for tr in tcp shm; do
 				run "$job" "$lpu" "$stage" "$pf" "$tr"
 				logs=("$tmp/$job.0" "$tmp/$job.1")
 				read -r s slo shi < <(stat 4 "${logs[@]}")
-				c=$(stat 5 "${logs[@]}" | cut -d' ' -f1)
-				gw=$(stat 6 "${logs[@]}" | cut -d' ' -f1)
-				pw=$(stat 7 "${logs[@]}" | cut -d' ' -f1)
-				cl=$(stat 8 "${logs[@]}" | cut -d' ' -f1)
-				bg=$(stat 9 "${logs[@]}" | cut -d' ' -f1)
-				bp=$(stat 10 "${logs[@]}" | cut -d' ' -f1)
+				c=$(med 5 "${logs[@]}")
+				gw=$(med 6 "${logs[@]}")
+				pw=$(med 7 "${logs[@]}")
+				cl=$(med 8 "${logs[@]}")
+				bg=$(med 9 "${logs[@]}")
+				bp=$(med 10 "${logs[@]}")
 				pk=$(awk 'BEGIN { m = 0 } { if ($11 + $12 > m) m = $11 + $12 } END { print m }' "${logs[@]}")
 				rss=$(peak 13 "${logs[@]}")
 				plan=$(ctl plan --job "$job" --prefetch "$pf" --json | awk -F': ' '/"total_bytes"/ { print $2 + 0; exit }')
@@ -85,17 +86,18 @@ echo
 echo "| transport | units | step ms (ZeRO-3, prefetch 1) | compute alone ms | communication alone ms | step / max(compute, communication) |"
 echo "|---|---|---|---|---|---|"
 : >"$out/overlap.dat"
+# compute alone is the model's, whatever the transport and units: once
+for r in 0 1; do
+	"$bin/charlm" --local --steps "$STEPS" --batch "$BATCH" --depth "$DEPTH" --hidden "$HIDDEN" \
+		--step-log "$tmp/local.$r" >/dev/null &
+done
+wait
+comp=$(med 2 "$tmp/local.0" "$tmp/local.1")
 for tr in tcp shm; do
 	for lpu in 1 2; do
 		units=$(( (DEPTH + 3 + lpu - 1) / lpu ))
-		for r in 0 1; do
-			"$bin/charlm" --local --steps "$STEPS" --batch "$BATCH" --depth "$DEPTH" --hidden "$HIDDEN" \
-				--step-log "$tmp/local.$r" >/dev/null &
-		done
-		wait
-		comp=$(cat "$tmp/local.0" "$tmp/local.1" | awk -v w="$WARM" '$1 >= w { v[n++] = $2 } END { for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t } print v[int(n / 2)] }')
 		run "ov-$tr-$lpu" "$lpu" 3 1 "$tr" --no-compute
-		comm=$(stat 4 "$tmp/ov-$tr-$lpu.0" "$tmp/ov-$tr-$lpu.1" | cut -d' ' -f1)
+		comm=$(med 4 "$tmp/ov-$tr-$lpu.0" "$tmp/ov-$tr-$lpu.1")
 		ctl job delete "ov-$tr-$lpu" >/dev/null
 		step=$(awk -v tr="$tr" -v u="$units" '$1 == tr && $2 == u && $3 == 3 && $4 == 1 { print $5 }' "$out/step.dat")
 		awk -v tr="$tr" -v u="$units" -v s="$step" -v c="$comp" -v m="$comm" 'BEGIN {

@@ -25,4 +25,13 @@ static inline double bench_median(double *v, int n)
 	return v[n / 2];
 }
 
+/* The median of v[0..n) and its spread, the min and max (sorts v). */
+static inline double bench_spread(double *v, int n, double *lo, double *hi)
+{
+	double med = bench_median(v, n);
+	*lo = v[0];
+	*hi = v[n - 1];
+	return med;
+}
+
 #endif

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -484,22 +485,26 @@ int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p)
 	return ZS_OK;
 }
 
+/* *live += delta; the overall peak and this step's follow it. */
+static void live_add(unsigned long long *live, unsigned long long *peak, uint64_t *step_peak,
+		     long long delta)
+{
+	*live += (unsigned long long)delta;
+	if (*live > *peak)
+		*peak = *live;
+	if (*live > *step_peak)
+		*step_peak = *live;
+}
+
 static void live_params(zs_trainer *t, long long delta)
 {
-	t->ctr.live_param_bytes += (unsigned long long)delta;
-	if (t->ctr.live_param_bytes > t->ctr.peak_param_bytes)
-		t->ctr.peak_param_bytes = t->ctr.live_param_bytes;
-	if (t->ctr.live_param_bytes > t->cur.peak_param_bytes)
-		t->cur.peak_param_bytes = t->ctr.live_param_bytes;
+	live_add(&t->ctr.live_param_bytes, &t->ctr.peak_param_bytes, &t->cur.peak_param_bytes,
+		 delta);
 }
 
 static void live_grads(zs_trainer *t, long long delta)
 {
-	t->ctr.live_grad_bytes += (unsigned long long)delta;
-	if (t->ctr.live_grad_bytes > t->ctr.peak_grad_bytes)
-		t->ctr.peak_grad_bytes = t->ctr.live_grad_bytes;
-	if (t->ctr.live_grad_bytes > t->cur.peak_grad_bytes)
-		t->cur.peak_grad_bytes = t->ctr.live_grad_bytes;
+	live_add(&t->ctr.live_grad_bytes, &t->ctr.peak_grad_bytes, &t->cur.peak_grad_bytes, delta);
 }
 
 /* Waits for a parameter gather of the step driver, timing it. */
@@ -809,8 +814,8 @@ int zs_step_end(zs_trainer *t)
 			c->compute_seconds = 0;
 		c->bytes_gathered = t->ctr.bytes_gathered - t->step_g0;
 		c->bytes_pushed = t->ctr.bytes_pushed - t->step_p0;
-		uint64_t rss;
-		zs_rss(&rss, &c->rss_peak_bytes);
+		struct rusage ru; /* every step: a system call, not a /proc read */
+		c->rss_peak_bytes = getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_maxrss * 1024;
 		t->last = *c;
 		t->have_last = true;
 		t->last_sent = false;

@@ -625,6 +625,18 @@ static void *accept_main(void *arg)
 	return NULL;
 }
 
+/* The notification workers finish what was notified, then stop. */
+static void stop_workers(struct zs_listener *l)
+{
+	pthread_mutex_lock(&l->nmu);
+	l->nstop = true;
+	pthread_cond_broadcast(&l->ncv);
+	pthread_mutex_unlock(&l->nmu);
+	for (int i = 0; i < l->n_nth; i++)
+		pthread_join(l->nth[i], NULL);
+	l->n_nth = 0;
+}
+
 enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 				 const struct zs_target *t, struct zs_listener **out,
 				 char *tcp_addr, char *shm_name, struct zs_error *err)
@@ -715,12 +727,7 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 	return ZS_OK;
 fail:
 	zs_rdma_srv_close(l->rdma); /* no connection has a queue pair yet */
-	pthread_mutex_lock(&l->nmu);
-	l->nstop = true;
-	pthread_cond_broadcast(&l->ncv);
-	pthread_mutex_unlock(&l->nmu);
-	for (int i = 0; i < l->n_nth; i++)
-		pthread_join(l->nth[i], NULL);
+	stop_workers(l);
 	pthread_cond_destroy(&l->ncv);
 	pthread_mutex_destroy(&l->nmu);
 	if (l->tcp_fd >= 0)
@@ -761,14 +768,7 @@ void zs_listener_stop(struct zs_listener *l)
 	l->conns = NULL;
 	zs_rdma_srv_close(l->rdma); /* after the connections' queue pairs */
 	l->rdma = NULL;
-	/* the workers finish what was notified, then stop */
-	pthread_mutex_lock(&l->nmu);
-	l->nstop = true;
-	pthread_cond_broadcast(&l->ncv);
-	pthread_mutex_unlock(&l->nmu);
-	for (int i = 0; i < l->n_nth; i++)
-		pthread_join(l->nth[i], NULL);
-	l->n_nth = 0;
+	stop_workers(l);
 }
 
 void zs_listener_free(struct zs_listener *l)

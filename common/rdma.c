@@ -368,6 +368,18 @@ static void qp_to_error(struct ibv_qp *qp)
 		ibv_modify_qp(qp, &a, IBV_QP_STATE);
 }
 
+/* Sleeps until the armed completion queue of ch has an event, at most
+ * 100 ms (so that its thread sees a stop). */
+static void wait_channel(struct ibv_comp_channel *ch)
+{
+	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+	struct ibv_cq *cq;
+	void *ctx;
+
+	if (poll(&p, 1, 100) > 0 && !ibv_get_cq_event(ch, &cq, &ctx))
+		ibv_ack_cq_events(cq, 1);
+}
+
 /* ---------------------------------------------------------- the server */
 
 #define SRV_RECVS 256 /* notifications a queue pair can take before reposting */
@@ -440,20 +452,10 @@ static void *srv_main(void *arg)
 		if (ibv_req_notify_cq(s->cq, 0))
 			break;
 		n = ibv_poll_cq(s->cq, 16, wc); /* any that came before arming */
-		if (n > 0) {
+		if (n > 0)
 			srv_handle(s, wc, n);
-			idle = 0;
-			continue;
-		}
-		{
-			struct pollfd p = {.fd = s->ch->fd, .events = POLLIN};
-			if (poll(&p, 1, 100) > 0) {
-				struct ibv_cq *cq;
-				void *ctx;
-				if (!ibv_get_cq_event(s->ch, &cq, &ctx))
-					ibv_ack_cq_events(cq, 1);
-			}
-		}
+		else
+			wait_channel(s->ch);
 		idle = 0;
 	}
 	return NULL;
@@ -867,6 +869,29 @@ static void handle_wc(struct rconn *rc, const struct ibv_wc *wc, struct rop **do
 	}
 }
 
+/* Handles n completions (none is fine): finishes transfers, replaces a
+ * failed queue pair once it is drained, posts what waits. True once the
+ * connection stops with nothing on the wire. */
+static bool cq_handle(struct rconn *rc, const struct ibv_wc *wc, int n)
+{
+	struct rop *done = NULL;
+	bool end;
+
+	pthread_mutex_lock(&rc->mu);
+	for (int i = 0; i < n; i++)
+		handle_wc(rc, &wc[i], &done);
+	if (n > 0) {
+		if (!rc->qp_ok && !rc->outstanding && !rc->broken && !rc->stop)
+			reconnect(rc, &done);
+		pump(rc, &done);
+	}
+	end = rc->stop && !rc->outstanding && !done;
+	pthread_cond_broadcast(&rc->cv);
+	pthread_mutex_unlock(&rc->mu);
+	finish_all(rc, done);
+	return end;
+}
+
 static void *cq_main(void *arg)
 {
 	struct rconn *rc = arg;
@@ -874,55 +899,25 @@ static void *cq_main(void *arg)
 
 	for (;;) {
 		struct ibv_wc wc[16];
-		struct rop *done = NULL;
 		int n = ibv_poll_cq(rc->cq, 16, wc);
 
-		pthread_mutex_lock(&rc->mu);
-		for (int i = 0; i < n; i++)
-			handle_wc(rc, &wc[i], &done);
-		if (n > 0) {
-			if (!rc->qp_ok && !rc->outstanding && !rc->broken && !rc->stop)
-				reconnect(rc, &done);
-			pump(rc, &done);
-		}
-		if (rc->stop && !rc->outstanding && !done) {
-			pthread_mutex_unlock(&rc->mu);
+		if (n < 0 || cq_handle(rc, wc, n))
 			break;
-		}
-		pthread_cond_broadcast(&rc->cv);
-		pthread_mutex_unlock(&rc->mu);
-		finish_all(rc, done);
 		if (n > 0) {
 			idle = 0;
 			continue;
 		}
-		if (n < 0)
-			break;
 		if (++idle < 200) /* a short spin: completions come back in microseconds */
 			continue;
 		/* idle: sleep on the completion channel (bounded, to see stop) */
 		if (ibv_req_notify_cq(rc->cq, 0))
 			break;
-		n = ibv_poll_cq(rc->cq, 1, wc);
-		if (n > 0) { /* one slipped in before arming */
-			done = NULL;
-			pthread_mutex_lock(&rc->mu);
-			handle_wc(rc, &wc[0], &done);
-			if (!rc->qp_ok && !rc->outstanding && !rc->broken && !rc->stop)
-				reconnect(rc, &done);
-			pump(rc, &done);
-			pthread_cond_broadcast(&rc->cv);
-			pthread_mutex_unlock(&rc->mu);
-			finish_all(rc, done);
-		}
-		{
-			struct pollfd p = {.fd = rc->ch->fd, .events = POLLIN};
-			if (poll(&p, 1, 100) > 0) {
-				struct ibv_cq *cq;
-				void *ctx;
-				if (!ibv_get_cq_event(rc->ch, &cq, &ctx))
-					ibv_ack_cq_events(cq, 1);
-			}
+		n = ibv_poll_cq(rc->cq, 16, wc); /* any that came before arming */
+		if (n > 0) {
+			if (cq_handle(rc, wc, n))
+				break;
+		} else {
+			wait_channel(rc->ch);
 		}
 		idle = 0;
 	}

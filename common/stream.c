@@ -401,6 +401,34 @@ static void *sender_main(void *arg)
 	return NULL;
 }
 
+/*
+ * rdma: the server said where r's range is (f->aux, an arena offset):
+ * the adapter moves the bytes, held like a send until it has. A read
+ * completes then; a write notifies the server, whose PUSH_ACK completes it.
+ */
+static int rdma_move(struct zs_conn *c, struct zs_req *r, const struct zs_frame *f, char *why,
+		     size_t wl)
+{
+	struct zs_error e = {0};
+	bool write = r->op == ZS_OP_PUSH_BEGIN;
+	enum zs_status st;
+
+	if (f->payload_len || f->aux > c->arena_len || r->bytes > c->arena_len - f->aux) {
+		zs_fmt(why, wl, "%s pointed outside its registered region", c->addr);
+		return -1;
+	}
+	pthread_mutex_lock(&c->mu);
+	r->in_send = true;
+	if (write)
+		r->op = ZS_OP_PUSH;
+	pthread_mutex_unlock(&c->mu);
+	st = write ? c->rops->write(c->rctx, r, r->src, r->bytes, f->aux, &e)
+		   : c->rops->read(c->rctx, r, r->dst, r->bytes, f->aux, &e);
+	if (st)
+		stream_rdma_done(c, r, st, e.msg);
+	return 0;
+}
+
 /* Handles one reply frame; returns nonzero (with why) to break the connection. */
 static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size_t wl)
 {
@@ -443,22 +471,9 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 		if (r->op != ZS_OP_GATHER)
 			break;
 		if (c->mode == STREAM_RDMA) {
-			struct zs_error e = {0};
-			enum zs_status st;
-			if (f->payload_len || f->aux > c->arena_len ||
-			    r->bytes > c->arena_len - f->aux) {
-				zs_fmt(why, wl, "%s pointed outside its registered region", c->addr);
-				return -1;
-			}
 			if (r->x.version)
 				*r->x.version = f->step;
-			pthread_mutex_lock(&c->mu);
-			r->in_send = true;
-			pthread_mutex_unlock(&c->mu);
-			st = c->rops->read(c->rctx, r, r->dst, r->bytes, f->aux, &e);
-			if (st)
-				stream_rdma_done(c, r, st, e.msg);
-			return 0;
+			return rdma_move(c, r, f, why, wl);
 		}
 		if (c->mode == STREAM_INLINE) {
 			if (f->payload_len != r->bytes) {
@@ -488,23 +503,8 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 	case ZS_OP_PUSH_SLOT:
 		if (r->op != ZS_OP_PUSH_BEGIN || c->mode == STREAM_INLINE)
 			break;
-		if (c->mode == STREAM_RDMA) {
-			struct zs_error e = {0};
-			enum zs_status st;
-			if (f->payload_len || f->aux > c->arena_len ||
-			    r->bytes > c->arena_len - f->aux) {
-				zs_fmt(why, wl, "%s pointed outside its registered region", c->addr);
-				return -1;
-			}
-			pthread_mutex_lock(&c->mu);
-			r->in_send = true;
-			r->op = ZS_OP_PUSH; /* the write notifies; PUSH_ACK follows */
-			pthread_mutex_unlock(&c->mu);
-			st = c->rops->write(c->rctx, r, r->src, r->bytes, f->aux, &e);
-			if (st)
-				stream_rdma_done(c, r, st, e.msg);
-			return 0;
-		}
+		if (c->mode == STREAM_RDMA)
+			return rdma_move(c, r, f, why, wl);
 		if (f->payload_len || f->aux > c->arena_len || r->bytes > c->arena_len - f->aux) {
 			zs_fmt(why, wl, "%s pointed outside its shared region", c->addr);
 			return -1;
