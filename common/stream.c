@@ -36,9 +36,9 @@ struct zs_req {
 	const void *src;
 	size_t bytes;
 	enum rstate state;
-	bool in_send;  /* the sender is writing from src right now (rdma: the
-			* adapter is moving its bytes) */
-	bool deferred; /* answered while in_send: complete after the write */
+	bool in_send;  /* the sender is writing from src right now */
+	bool in_rdma;  /* the adapter is moving its bytes (rdma) */
+	bool deferred; /* answered while in_send or in_rdma: complete after */
 	bool internal; /* a control frame of the transport's own (rdma) */
 	uint8_t ctl[64];
 	enum zs_status status;
@@ -78,15 +78,16 @@ const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c)
 
 /*
  * Marks r done (caller holds mu, r is in no queue) - unless the sender is
- * still writing from its buffer: then r completes when that write returns,
- * so the caller never gets its buffer back while the transport reads it.
+ * still writing from its buffer or the adapter still moving its bytes:
+ * then r completes when the last of them is done, so the caller never gets
+ * its buffer (or the request) back while the transport still uses it.
  */
 static void finish(struct zs_req *r, enum zs_status st, const char *msg)
 {
 	r->status = st;
 	if (msg != r->msg)
 		zs_fmt(r->msg, sizeof r->msg, "%s", msg ? msg : "");
-	if (r->in_send) {
+	if (r->in_send || r->in_rdma) {
 		r->deferred = true;
 		return;
 	}
@@ -100,7 +101,7 @@ static void finish(struct zs_req *r, enum zs_status st, const char *msg)
 static void send_done(struct zs_req *r)
 {
 	r->in_send = false;
-	if (r->deferred) {
+	if (r->deferred && !r->in_rdma) {
 		r->deferred = false;
 		finish(r, r->status, r->msg);
 	}
@@ -258,24 +259,17 @@ uint64_t stream_req_id(const struct zs_req *r) { return r->id; }
 void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, const char *msg)
 {
 	pthread_mutex_lock(&c->mu);
-	r->in_send = false;
-	if (r->deferred) { /* the connection broke meanwhile: its reason */
-		r->deferred = false;
-		finish(r, r->status, r->msg);
+	r->in_rdma = false;
+	if (r->deferred) { /* answered meanwhile (a PUSH_ACK, a broken connection) */
+		if (!r->in_send) {
+			r->deferred = false;
+			finish(r, r->status, r->msg);
+		}
 	} else if (st || r->op == ZS_OP_GATHER) {
 		unlink_waiting(c, r);
 		finish(r, st, msg);
-	} else if (r->op == ZS_OP_PUSH) {
-		/* written with its notification: the server's PUSH_ACK completes it */
-	} else if (c->broken || c->closing) {
-		unlink_waiting(c, r);
-		finish(r, c->broken ? c->why_code : ZS_ECANCELED,
-		       c->broken ? c->why : "connection closed");
-	} else { /* the gradient is in its slot: tell the server */
-		unlink_waiting(c, r);
-		r->op = ZS_OP_PUSH;
-		enqueue(c, r, true);
 	}
+	/* else a push, written with its notification: PUSH_ACK completes it */
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -418,7 +412,7 @@ static int rdma_move(struct zs_conn *c, struct zs_req *r, const struct zs_frame 
 		return -1;
 	}
 	pthread_mutex_lock(&c->mu);
-	r->in_send = true;
+	r->in_rdma = true;
 	if (write)
 		r->op = ZS_OP_PUSH;
 	pthread_mutex_unlock(&c->mu);

@@ -15,8 +15,8 @@ enum stream_mode { STREAM_INLINE, STREAM_SHM, STREAM_RDMA };
 /*
  * The rdma data path (rdma.c) plugs into the stream core: the tcp
  * connection carries the frames, as for shm, and the hooks move the bytes.
- * While a request's transfer is on the wire it is held like one the sender
- * is writing (it completes only when the transfer has), so a caller never
+ * While a request's transfer is on the wire it completes only when the
+ * transfer has (and the sender is done with its frame), so a caller never
  * gets a buffer back that the adapter may still touch.
  */
 struct stream_rdma_ops {
@@ -40,8 +40,8 @@ enum zs_status stream_connect_rdma(const struct zs_transport_ops *ops,
 				   const struct stream_rdma_ops *rops,
 				   const struct zs_conn_opts *o, struct zs_conn **out,
 				   struct zs_error *err);
-/* A request's transfer ended (st, msg); a gather completes, a push goes on
- * to its PUSH notification. */
+/* A request's transfer ended (st, msg): a gather completes; a push, whose
+ * last piece notified the server, waits for its PUSH_ACK. */
 void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, const char *msg);
 /* Queues a control frame (op, payload of len bytes, at most 64) to send. */
 enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *payload,
