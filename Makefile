@@ -1,39 +1,69 @@
 # zshard - top-level build.
 #
 #   make            build everything into build/ (installs Debian packages first)
-#   make check      build and run every test (unit, integration, rdma)
+#   make check      build and run every test (unit, integration, layers,
+#                   exports, install, rdma)
 #   make test-rdma  the rdma transport on Soft-RoCE in a qemu guest
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make demo       the main job on a local cluster
+#   make bench      the benchmarks (build/bench/)
+#   make install    PREFIX=/usr/local DESTDIR=: headers, libzshard, binaries,
+#                   zshard.pc
 #   make format     clang-format the sources
 #
-# Optional parts (RDMA, CUDA/NCCL) are detected and announced; the rest of
-# zshard builds without them.
+# One folder per layer (docs/DESIGN.md has the map); every include names its
+# folder from the source root (#include "net/stream.h"), and
+# tools/check-layers.sh, run by make check, fails when a lower layer
+# includes a higher one. Optional parts (RDMA, CUDA/NCCL) are detected and
+# announced; the rest of zshard builds without them.
 
 BUILD ?= build
 CC ?= cc
 OPT ?= -O2
 SAN ?=
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+# the library's version: the soname carries the major (the ABI)
+ZS_MAJOR := 0
+ZS_VERSION := 0.9.0
 
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 
+# The Debian packages come first: what the build detects below must see
+# them (a fresh machine would otherwise build without rdma the first time).
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter clean format,$(MAKECMDGOALS)),)
+DEPS_RC := $(shell sh tools/install-deps.sh >&2; echo $$?)
+ifneq ($(DEPS_RC),0)
+$(error zshard: the Debian packages above are missing)
+endif
+endif
+endif
+
 CFLAGS := -std=gnu11 $(OPT) -g -Wall -Wextra -Wshadow -Wno-missing-field-initializers \
 	  -fno-math-errno -ffp-contract=off -pthread -MMD -MP $(SANFLAGS) $(EXTRA_CFLAGS)
-CPPFLAGS := -Icommon -Ictrl -Istorage -Iserver -Iclient -I$(BUILD)/gen -D_GNU_SOURCE
+# one include root: the source tree (generated code under $(BUILD)/gen/)
+CPPFLAGS := -I. -I$(BUILD) -D_GNU_SOURCE
 LDFLAGS := -pthread $(SANFLAGS)
 # -lgrpc -lgpr is all a dynamic link needs (pkg-config lists ~90 absl libs)
-LDLIBS := -ljansson -lprotobuf-c -llmdb -lgrpc -lgpr -lm
+CTRL_LIBS := -lprotobuf-c -lgrpc -lgpr
+LDLIBS := -ljansson -llmdb $(CTRL_LIBS) -lm
 
-DEPS_STAMP := $(BUILD)/.deps-ok
 GEN := $(BUILD)/gen/zshard.pb-c.c $(BUILD)/gen/zshard.pb-c.h
+GEN_OBJ := $(BUILD)/obj/gen/zshard.pb-c.o
 
 HAVE_IBVERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
 ifeq ($(HAVE_IBVERBS),1)
-CPPFLAGS += -DZS_HAVE_RDMA
-LDLIBS += -libverbs
+RDMA_SRC := $(filter-out rdma/none.c,$(wildcard rdma/*.c))
+RDMA_LIBS := -libverbs
+else
+RDMA_SRC := rdma/none.c rdma/info.c
+RDMA_LIBS :=
 endif
+LDLIBS += $(RDMA_LIBS)
 HAVE_NCCL := $(shell test -f /usr/local/cuda/include/nccl.h && echo 1)
 RDMA_NOTE := $(if $(HAVE_IBVERBS),libibverbs found,libibverbs-dev not found)
 NCCL_NOTE := $(if $(HAVE_NCCL),found under /usr/local/cuda,not found)
@@ -41,126 +71,175 @@ ifeq ($(MAKELEVEL),0)
 $(info zshard: optional parts: rdma: $(RDMA_NOTE)$(if $(HAVE_IBVERBS),, - the rdma transport is left out); nccl: $(NCCL_NOTE), transport not yet built)
 endif
 
-CORE_SRC := common/status.c common/log.c common/util.c common/model.c common/spec_json.c common/wire.c common/safetensors.c common/plan.c \
-	    common/sockio.c common/listener.c common/stream.c common/tcp.c common/shm.c common/rdma.c \
-	    ctrl/rpc.c ctrl/codec.c ctrl/coord_client.c storage/kv.c storage/ckpt.c
-CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/zshard.pb-c.o
-CORE_LIB := $(BUILD)/lib/libzscore.a
+# ------------------------------------------------------------ the layers
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+BASE_SRC := $(wildcard base/*.c)
+MODEL_SRC := $(wildcard model/*.c)
+MATH_SRC := $(wildcard math/*.c)
+STORAGE_SRC := $(wildcard storage/*.c)
+NET_SRC := $(wildcard net/*.c)
+CTRL_SRC := $(wildcard ctrl/*.c)
+CLIENT_SRC := $(wildcard client/*.c)
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+COORD_SRC := $(filter-out coord/main.c,$(wildcard coord/*.c))
+CLI_SRC := $(wildcard cli/*.c)
 
-COORD_OBJ := $(addprefix $(BUILD)/obj/server/,coordinator_main.o coord.o placement.o)
-SERVER_OBJ := $(addprefix $(BUILD)/obj/server/,server_main.o engine.o optim.o)
-CTL_OBJ := $(addprefix $(BUILD)/obj/client/,zshardctl.o jobio.o) $(BUILD)/obj/server/optim.o
+# everything below the daemons, as one internal archive
+CORE_OBJ := $(call obj,$(BASE_SRC) $(MODEL_SRC) $(MATH_SRC) $(STORAGE_SRC) $(NET_SRC) \
+	      $(RDMA_SRC) $(CTRL_SRC)) $(GEN_OBJ)
+CORE_LIB := $(BUILD)/lib/libzscore.a
+SERVER_OBJ := $(call obj,$(SERVER_SRC))
+COORD_OBJ := $(call obj,$(COORD_SRC))
 
 BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/zshardctl
 
-# libzshard: the trainer's library, static and shared
-LIB_OBJ := $(BUILD)/obj/client/zshard.o $(BUILD)/obj/server/optim.o
+# libzshard: the trainer's library, only what a trainer needs (no LMDB,
+# no jansson, no server side); the shared one exports only include/'s API
+LIB_SRC := $(CLIENT_SRC) $(BASE_SRC) model/model.c $(filter-out net/listener.c,$(NET_SRC)) \
+	   $(RDMA_SRC) $(CTRL_SRC)
+LIB_LIBS := $(CTRL_LIBS) $(RDMA_LIBS) -lm
+LIB_OBJ := $(call obj,$(LIB_SRC)) $(GEN_OBJ)
+PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))
 LIBZS_A := $(BUILD)/lib/libzshard.a
-LIBZS_SO := $(BUILD)/lib/libzshard.so
+LIBZS_SO := $(BUILD)/lib/libzshard.so.$(ZS_VERSION)
+LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
+PUBLIC_H := include/zshard.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util spec_json optim wire transport engine plan
 INTEG_TESTS := cluster train
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all check test-rdma asan demo bench format clean deps
-all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(BUILD)/bin/charlm $(TEST_BINS)
+.PHONY: all check check-layers check-exports check-install test-rdma asan demo bench \
+	install format clean deps
+all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
+	$(BUILD)/bin/charlm $(TEST_BINS)
 
-$(LIBZS_A): $(LIB_OBJ) $(CORE_OBJ)
-	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
-# the shared library is built from position-independent objects of its own
-PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ) $(CORE_OBJ))
-$(BUILD)/pic/gen/%.o: $(BUILD)/gen/%.c $(GEN)
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -Wno-unused-parameter -c -o $@ $<
-$(BUILD)/pic/%.o: %.c $(GEN)
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(TARGET_FLAGS) -fPIC -c -o $@ $<
-$(LIBZS_SO): $(PIC_OBJ)
-	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -shared -Wl,-soname,libzshard.so -o $@ $^ $(LDLIBS)
-
-deps: $(DEPS_STAMP)
-$(DEPS_STAMP): tools/install-deps.sh
+deps:
 	@sh tools/install-deps.sh
-	@mkdir -p $(@D) && touch $@
 
-$(GEN): proto/zshard.proto $(DEPS_STAMP)
+$(GEN): proto/zshard.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen -Iproto proto/zshard.proto
 
-$(BUILD)/obj/gen/zshard.pb-c.o: $(BUILD)/gen/zshard.pb-c.c
+$(GEN_OBJ): $(BUILD)/gen/zshard.pb-c.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -c -o $@ $<
+$(BUILD)/pic/gen/%.o: $(BUILD)/gen/%.c $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -Wno-unused-parameter -c -o $@ $<
 
 # every object waits for the generated header (only ctrl/ includes it)
 $(BUILD)/obj/%.o: %.c $(GEN)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TARGET_FLAGS) -c -o $@ $<
+$(BUILD)/pic/%.o: %.c $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TARGET_FLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
 
 # the math runs at -O3 (GCC 12 does not vectorize these loops at -O2); it is
 # elementwise IEEE arithmetic, so every vector width gives the same bits
-$(BUILD)/obj/server/optim.o $(BUILD)/pic/server/optim.o: TARGET_FLAGS := -O3
+$(BUILD)/obj/math/%.o $(BUILD)/pic/math/%.o $(BUILD)/obj/base/dtype.o $(BUILD)/pic/base/dtype.o: TARGET_FLAGS := -O3
+# the example is written as a user writes it: against the public folder
+$(BUILD)/obj/examples/charlm.o: TARGET_FLAGS := -Iinclude
 
 $(CORE_LIB): $(CORE_OBJ)
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
+# the static library is one relocatable object whose internal symbols are
+# made local, so it exports what the shared one does and clashes with none
+# of an application's own names
+$(LIBZS_A): $(PIC_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -r -nostdlib -o $(BUILD)/lib/zshard-all.o $^
+	objcopy --localize-hidden $(BUILD)/lib/zshard-all.o
+	rm -f $@ && $(AR) rcs $@ $(BUILD)/lib/zshard-all.o
+$(LIBZS_SO): $(PIC_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libzshard.so.$(ZS_MAJOR) -Wl,--no-undefined \
+		-o $@ $^ $(LIB_LIBS)
+$(LIBZS_LINKS): $(LIBZS_SO)
+	ln -sf $(notdir $<) $@
 
-$(BUILD)/bin/zshard-coordinator: $(COORD_OBJ) $(CORE_LIB)
+
+$(BUILD)/bin/zshard-coordinator: $(BUILD)/obj/coord/main.o $(COORD_OBJ) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/bin/zshard-server: $(SERVER_OBJ) $(CORE_LIB)
+$(BUILD)/bin/zshard-server: $(BUILD)/obj/server/main.o $(SERVER_OBJ) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/bin/zshardctl: $(CTL_OBJ) $(CORE_LIB)
+$(BUILD)/bin/zshardctl: $(call obj,$(CLI_SRC)) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/test_placement: $(BUILD)/obj/tests/unit/test_placement.o $(BUILD)/obj/server/placement.o $(CORE_LIB)
+# ------------------------------------------------------------------ tests
+$(BUILD)/tests/test_placement: $(BUILD)/obj/tests/unit/test_placement.o $(CORE_LIB)
 $(BUILD)/tests/test_codec: $(BUILD)/obj/tests/unit/test_codec.o $(CORE_LIB)
 $(BUILD)/tests/test_kv: $(BUILD)/obj/tests/unit/test_kv.o $(CORE_LIB)
 $(BUILD)/tests/test_util: $(BUILD)/obj/tests/unit/test_util.o $(CORE_LIB)
 $(BUILD)/tests/test_plan: $(BUILD)/obj/tests/unit/test_plan.o $(CORE_LIB)
 $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_LIB)
-$(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(BUILD)/obj/server/optim.o $(CORE_LIB)
+$(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
 $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(CORE_LIB)
-$(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/oracle.o $(addprefix $(BUILD)/obj/server/,engine.o optim.o placement.o) $(CORE_LIB)
-$(BUILD)/tests/test_train: $(BUILD)/obj/tests/integration/test_train.o $(TEST_HARNESS) $(BUILD)/obj/tests/oracle.o $(LIBZS_A)
+$(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/oracle.o $(SERVER_OBJ) $(CORE_LIB)
+TRAIN_OBJ := $(TEST_HARNESS) $(BUILD)/obj/tests/oracle.o
+$(BUILD)/tests/test_train: $(BUILD)/obj/tests/integration/test_train.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/obj/tests/%.o: tests/%.c $(GEN)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 $(TEST_BINS):
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
-# check: the tests, then the rdma ones on Soft-RoCE in qemu (test-rdma; it
-# says why when it cannot run: no root to install qemu, no RDMA in the build)
+# check: the tests, the layering, the library's exports and install, then
+# the rdma ones on Soft-RoCE in qemu (test-rdma; it says why when it cannot
+# run: no root to install qemu, no RDMA in the build)
 check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
 	rc=$$?; \
+	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \
 	if [ "$(SAN)" = 1 ]; then echo "check: rdma on Soft-RoCE skipped under the sanitizers (make check runs it)"; exit $$rc; fi; \
 	sh tests/rdma/run.sh $(BUILD); r=$$?; \
 	if [ $$r -eq 77 ]; then echo "check: rdma on Soft-RoCE skipped (the reason is above)"; r=0; \
 	elif [ $$r -eq 0 ]; then echo "check: rdma on Soft-RoCE passed"; else echo "check: rdma on Soft-RoCE FAILED"; fi; \
 	[ $$rc -eq 0 ] && [ $$r -eq 0 ]
 
+check-layers:
+	@sh tools/check-layers.sh
+check-exports: $(LIBZS_SO)
+	@sh tests/lib/check-exports.sh $(LIBZS_SO) $(PUBLIC_H)
+check-install: all
+	@sh tests/lib/check-install.sh $(BUILD) $(CC)
+
 test-rdma: all
 	@sh tests/rdma/run.sh $(BUILD)
 
-$(BUILD)/bin/coord_rpc: $(BUILD)/obj/bench/coord_rpc.o $(CORE_LIB)
-	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(PUBLIC_H) $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(LIBZS_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libzshard.so.$(ZS_VERSION) $(DESTDIR)$(PREFIX)/lib/libzshard.so.$(ZS_MAJOR)
+	ln -sf libzshard.so.$(ZS_MAJOR) $(DESTDIR)$(PREFIX)/lib/libzshard.so
+	install -m 644 $(LIBZS_A) $(DESTDIR)$(PREFIX)/lib/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(ZS_VERSION)|' \
+	    -e 's|@LIBS_PRIVATE@|$(LIB_LIBS) -pthread|' tools/zshard.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/zshard.pc
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 
+# ---------------------------------------------------------------- bench
 BENCH_BASE := $(BUILD)/obj/bench/baselines.o
-
+$(BUILD)/bin/coord_rpc: $(BUILD)/obj/bench/coord_rpc.o $(CORE_LIB)
 $(BUILD)/bin/bench_limits: $(BUILD)/obj/bench/limits.o $(BENCH_BASE) $(CORE_LIB)
-	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(BUILD)/bin/bench_coll: $(BUILD)/obj/bench/coll.o $(LIBZS_A)
+$(BUILD)/bin/bench_coll: $(BUILD)/obj/bench/coll.o $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/bin/bench_transport: $(BUILD)/obj/bench/transport.o $(BENCH_BASE) $(CORE_LIB)
+$(BUILD)/bin/bench_optim: $(BUILD)/obj/bench/optim.o $(BENCH_BASE) $(CORE_LIB)
+$(BUILD)/bin/bench_ckpt: $(BUILD)/obj/bench/ckpt.o $(BENCH_BASE) $(CORE_LIB)
+$(BUILD)/bin/bench_tier: $(BUILD)/obj/bench/tier.o $(SERVER_OBJ) $(CORE_LIB)
+BENCH_BINS := $(addprefix $(BUILD)/bin/,coord_rpc bench_limits bench_coll bench_transport \
+	      bench_optim bench_ckpt bench_tier)
+$(BENCH_BINS):
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -169,26 +248,12 @@ $(BUILD)/bin/bench_mpi_coll: bench/mpi_coll.c
 	@mkdir -p $(@D)
 	mpicc -O2 -Wall -Wextra -o $@ $<
 
-$(BUILD)/bin/bench_transport: $(BUILD)/obj/bench/transport.o $(BENCH_BASE) $(CORE_LIB)
-	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(BUILD)/bin/bench_optim: $(BUILD)/obj/bench/optim.o $(BUILD)/obj/server/optim.o $(BENCH_BASE) $(CORE_LIB)
-	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ -lm
-
-$(BUILD)/bin/bench_ckpt: $(BUILD)/obj/bench/ckpt.o $(BENCH_BASE) $(CORE_LIB)
-	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(BUILD)/bin/bench_tier: $(BUILD)/obj/bench/tier.o $(addprefix $(BUILD)/obj/server/,engine.o optim.o placement.o) $(CORE_LIB)
-	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
-bench: $(BINS) $(BUILD)/bin/charlm $(BUILD)/bin/bench_limits $(BUILD)/bin/bench_coll $(BUILD)/bin/coord_rpc $(BUILD)/bin/bench_transport $(BUILD)/bin/bench_optim $(BUILD)/bin/bench_ckpt $(BUILD)/bin/bench_tier
+bench: $(BINS) $(BUILD)/bin/charlm $(BENCH_BINS)
 	@bench/run.sh
 
-$(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(LIBZS_A)
+# the example trains through libzshard; its single-process reference
+# (--local) uses the servers' own kernels and job-spec parser
+$(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(LIBZS_A) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lopenblas
 
@@ -204,4 +269,4 @@ format:
 clean:
 	rm -rf $(BUILD) build-asan
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)

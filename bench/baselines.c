@@ -1,6 +1,6 @@
 /* baselines.c - the physical limits the benchmarks compare with (see
  * baselines.h). */
-#include "baselines.h"
+#include "bench/baselines.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -12,8 +12,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "sockio.h"
-#include "timing.h"
+#include "net/sockio.h"
+#include "bench/timing.h"
 
 struct sink_arg {
 	int fd;

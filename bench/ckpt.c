@@ -15,10 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "baselines.h"
-#include "ckpt.h"
-#include "kv.h"
-#include "timing.h"
+#include "bench/baselines.h"
+#include "storage/ckpt.h"
+#include "storage/kv.h"
+#include "bench/timing.h"
 
 #define SHARD (1u << 20) /* floats: 4 MiB per array */
 

@@ -23,8 +23,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "timing.h"
-#include "zshard.h"
+#include "bench/timing.h"
+#include "include/zshard.h"
 
 #define MAXR 64
 

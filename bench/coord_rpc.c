@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coord_client.h"
-#include "timing.h"
+#include "ctrl/coord_client.h"
+#include "bench/timing.h"
 
 static double now_us(void) { return bench_now() * 1e6; }
 

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "baselines.h"
-#include "timing.h"
+#include "bench/baselines.h"
+#include "bench/timing.h"
 
 static void row(const char *what, const char *size, double *v, int n, const char *note)
 {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "timing.h"
+#include "bench/timing.h"
 
 static void row(int me, const char *label, const char *what, double mib, double *sec, int n)
 {

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "baselines.h"
-#include "optim.h"
-#include "timing.h"
+#include "bench/baselines.h"
+#include "math/optim.h"
+#include "bench/timing.h"
 
 
 int main(int argc, char **argv)

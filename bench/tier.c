@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "placement.h"
-#include "timing.h"
-#include "transport.h"
+#include "server/engine.h"
+#include "model/placement.h"
+#include "bench/timing.h"
+#include "net/transport.h"
 
 static int run(const char *tier_dir, uint64_t n, int steps, double *med_s, uint64_t *rd,
 	       uint64_t *wr)

@@ -18,9 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "baselines.h"
-#include "timing.h"
-#include "transport.h"
+#include "bench/baselines.h"
+#include "bench/timing.h"
+#include "net/transport.h"
 
 #define MAXS 2
 #define MAXT 2

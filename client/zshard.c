@@ -3,7 +3,7 @@
  * one data-plane connection per server that holds a shard, and ops that
  * fan a unit's gather or push out over its shards.
  */
-#include "zshard.h"
+#include "include/zshard.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,11 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coord_client.h"
-#include "model.h"
-#include "rdma.h"
-#include "transport.h"
-#include "util.h"
+#include "ctrl/coord_client.h"
+#include "model/model.h"
+#include "rdma/rdma.h"
+#include "net/transport.h"
+#include "base/util.h"
 
 /* The step driver's view of one unit. */
 struct dunit {

@@ -6,13 +6,13 @@
  * hand-written free path. Decoding unpacks, copies into the zshard structs
  * with bounds checks, and frees the unpacked tree.
  */
-#include "codec.h"
+#include "ctrl/codec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "zshard.pb-c.h"
+#include "gen/zshard.pb-c.h"
 
 /* ------------------------------------------------------------ arena */
 

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
-#include "status.h"
+#include "model/model.h"
+#include "base/status.h"
 
 struct zs_buf {
 	uint8_t *data;

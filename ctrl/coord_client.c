@@ -1,10 +1,10 @@
 /* coord_client.c - typed coordinator calls (see coord_client.h). */
-#include "coord_client.h"
+#include "ctrl/coord_client.h"
 
 #include <stdlib.h>
 
-#include "methods.h"
-#include "rpc.h"
+#include "ctrl/methods.h"
+#include "ctrl/rpc.h"
 
 struct zs_coord_client {
 	struct zs_rpc_client *rpc;

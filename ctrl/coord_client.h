@@ -14,9 +14,9 @@
 
 #include <stdint.h>
 
-#include "codec.h"
-#include "model.h"
-#include "status.h"
+#include "ctrl/codec.h"
+#include "model/model.h"
+#include "base/status.h"
 
 struct zs_coord_client;
 

@@ -10,7 +10,7 @@
  *   shutdown_and_notify + cancel_all_calls -> drain until the shutdown tag
  *   -> grpc_server_destroy -> cq shutdown -> drain to QUEUE_SHUTDOWN.
  */
-#include "rpc.h"
+#include "ctrl/rpc.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "util.h"
+#include "base/log.h"
+#include "base/util.h"
 
 #define ARMED_PER_METHOD 4
 

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 #define ZS_RPC_MAX_MSG (256u << 20)
 

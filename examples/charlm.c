@@ -28,9 +28,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "optim.h"
-#include "spec_json.h"
-#include "zshard.h"
+#include "math/optim.h"
+#include "model/spec_json.h"
+#include <zshard.h>
 
 enum { V = 256, D = 64, CTX = 3, IN = CTX * D, MAXL = 64 };
 

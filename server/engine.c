@@ -7,7 +7,7 @@
  * uses it because callbacks hold a reference (refs) taken under the engine
  * mutex.
  */
-#include "engine.h"
+#include "server/engine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "optim.h"
-#include "util.h"
+#include "base/log.h"
+#include "math/optim.h"
+#include "base/util.h"
 
 enum slot_state { SLOT_EMPTY, SLOT_LANDING, SLOT_FULL };
 

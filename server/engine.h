@@ -33,9 +33,9 @@
 
 #include <stdint.h>
 
-#include "model.h"
-#include "status.h"
-#include "transport.h"
+#include "model/model.h"
+#include "base/status.h"
+#include "net/transport.h"
 
 struct engine;
 

@@ -1,11 +1,11 @@
 /* ckpt.c - shard state records with headers and checksums (see ckpt.h). */
-#include "ckpt.h"
+#include "storage/ckpt.h"
 
 #include <string.h>
 
-#include "le.h"
+#include "base/le.h"
 
-#include "wire.h" /* zs_crc32c */
+#include "base/crc32c.h"
 
 static size_t prefix(uint8_t *k, const char *job, uint64_t id)
 {

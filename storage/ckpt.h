@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kv.h"
-#include "status.h"
+#include "storage/kv.h"
+#include "base/status.h"
 
 enum ckpt_kind { CKPT_MASTER = 'p', CKPT_STATE0 = 'm', CKPT_STATE1 = 'v' };
 

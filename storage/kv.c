@@ -1,5 +1,5 @@
 /* kv.c - the LMDB environment wrapper (see kv.h). */
-#include "kv.h"
+#include "storage/kv.h"
 
 #include <errno.h>
 #include <lmdb.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "le.h"
-#include "util.h"
+#include "base/le.h"
+#include "base/util.h"
 
 struct zs_kv {
 	MDB_env *env;

@@ -1,5 +1,5 @@
 /* harness.c - process helpers for the integration tests (see harness.h). */
-#include "harness.h"
+#include "tests/harness.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,12 +1,12 @@
 /* oracle.c - synthetic model and reference for the oracle tests. */
-#include "oracle.h"
+#include "tests/oracle.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim.h"
+#include "math/optim.h"
 
 float oracle_init(uint32_t u, uint64_t i)
 {

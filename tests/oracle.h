@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "model.h"
+#include "model/model.h"
 
 float oracle_init(uint32_t unit, uint64_t i);
 float oracle_grad(float p, uint32_t unit, uint64_t i, uint32_t rank, uint64_t step);

@@ -20,10 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coord_client.h"
-#include "harness.h"
-#include "methods.h"
-#include "model.h"
+#include "ctrl/coord_client.h"
+#include "tests/harness.h"
+#include "ctrl/methods.h"
+#include "model/model.h"
 
 #define NSERV 3
 #define LEASE_MS "1000"

@@ -22,15 +22,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coord_client.h"
-#include "harness.h"
-#include "optim.h"
-#include "oracle.h"
-#include "safetensors.h"
-#include "spec_json.h"
-#include "util.h"
-#include "rdma.h"
-#include "zshard.h"
+#include "ctrl/coord_client.h"
+#include "tests/harness.h"
+#include "math/optim.h"
+#include "tests/oracle.h"
+#include "storage/safetensors.h"
+#include "model/spec_json.h"
+#include "base/util.h"
+#include "rdma/rdma.h"
+#include "include/zshard.h"
 
 #include <jansson.h>
 

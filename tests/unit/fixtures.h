@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "model/model.h"
 
 static inline void fixture_tensor(struct zs_tensor *t, const char *name, uint32_t ndim,
 				  uint64_t d0, uint64_t d1)

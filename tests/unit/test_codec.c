@@ -5,9 +5,9 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "codec.h"
-#include "fixtures.h"
-#include "zshard.pb-c.h"
+#include "ctrl/codec.h"
+#include "tests/unit/fixtures.h"
+#include "gen/zshard.pb-c.h"
 
 static void assert_spec_equal(const struct zs_job_spec *a, const struct zs_job_spec *b)
 {

@@ -23,14 +23,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ckpt.h"
-#include "engine.h"
-#include "kv.h"
-#include "oracle.h"
-#include "util.h"
-#include "optim.h"
-#include "placement.h"
-#include "transport.h"
+#include "storage/ckpt.h"
+#include "server/engine.h"
+#include "storage/kv.h"
+#include "tests/oracle.h"
+#include "base/util.h"
+#include "math/optim.h"
+#include "model/placement.h"
+#include "net/transport.h"
 
 #define MAXS 3
 #define MAXR 3

@@ -7,10 +7,10 @@
 #include <cmocka.h>
 #include <unistd.h>
 
-#include "codec.h"
-#include "fixtures.h"
-#include "kv.h"
-#include "util.h"
+#include "ctrl/codec.h"
+#include "tests/unit/fixtures.h"
+#include "storage/kv.h"
+#include "base/util.h"
 
 static const char *const tables[] = {"meta", "jobs"};
 

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "optim.h"
+#include "math/optim.h"
 
 #define PY "/usr/bin/python3"
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "placement.h"
+#include "model/model.h"
+#include "model/placement.h"
 
 /* A spec with units of the given sizes (one 1-D tensor each). */
 static void make_spec(struct zs_job_spec *s, const uint64_t *sizes, uint32_t n,

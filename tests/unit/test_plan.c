@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "plan.h"
+#include "model/plan.h"
 
 /* Figure 1 of the ZeRO paper: 7.5B parameters, N = 64, K = 12, per GPU
  * 120 GB, 31.4 GB, 16.6 GB and 1.9 GB. */

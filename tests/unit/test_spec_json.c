@@ -5,8 +5,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "fixtures.h"
-#include "spec_json.h"
+#include "tests/unit/fixtures.h"
+#include "model/spec_json.h"
 
 static const char *good =
 	"{\"name\": \"demo\", \"stage\": 3, \"world_size\": 2, \"compute_dtype\": \"bf16\","

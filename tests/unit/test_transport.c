@@ -20,10 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rdma.h"
-#include "sockio.h"
-#include "transport.h"
-#include "wire.h"
+#include "rdma/rdma.h"
+#include "net/sockio.h"
+#include "net/transport.h"
+#include "net/wire.h"
 
 #define NELEM (16u << 20) /* 64 MiB of f32 served, 64 MiB of staging */
 #define JOB_HANDLE 7

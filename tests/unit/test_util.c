@@ -6,8 +6,8 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "model.h"
-#include "util.h"
+#include "model/model.h"
+#include "base/util.h"
 
 static void test_sizes(void **st)
 {

@@ -6,7 +6,8 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "wire.h"
+#include "base/crc32c.h"
+#include "net/wire.h"
 
 static void test_layout_and_roundtrip(void **st)
 {

@@ -1,0 +1,69 @@
+/*
+ * util.h - small parsers and clocks shared by every binary: sizes with
+ * suffixes, HOST:PORT addresses, bounded integers, monotonic milliseconds.
+ * Pure functions; nothing here touches the network.
+ */
+#ifndef ZS_UTIL_H
+#define ZS_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+#define ZS_HOST_MAX 256
+
+/*
+ * Parses a byte count: digits, optionally followed by K, M, G, T or P
+ * (powers of 1024; "KiB", "KB" and "k" are accepted alike) and an optional
+ * "B". "8G" is 8589934592. Fails with ZS_EINVAL on anything else, on zero
+ * digits, and on overflow past 2^64-1.
+ */
+enum zs_status zs_parse_size(const char *s, uint64_t *out, struct zs_error *err);
+
+/* Parses a decimal unsigned integer in [min, max]. */
+enum zs_status zs_parse_u64(const char *s, uint64_t min, uint64_t max,
+			    uint64_t *out, struct zs_error *err);
+
+/*
+ * Splits "HOST:PORT" (IPv4, a name, or "[v6]:PORT"). host receives at most
+ * ZS_HOST_MAX-1 characters; the port must be 0..65535.
+ */
+enum zs_status zs_parse_hostport(const char *s, char host[ZS_HOST_MAX],
+				 uint16_t *port, struct zs_error *err);
+
+/* Milliseconds on a monotonic clock (for timeouts and leases). */
+int64_t zs_now_ms(void);
+/* This process's resident set now and at its peak (VmRSS, VmHWM), in
+ * bytes; 0 where /proc cannot say. */
+void zs_rss(uint64_t *now, uint64_t *peak);
+/* Milliseconds since the Unix epoch (for records people read). */
+int64_t zs_wall_ms(void);
+
+/* Sleeps ms milliseconds (restarting on EINTR unless *stop becomes true). */
+void zs_sleep_ms(int64_t ms, volatile const int *stop);
+
+/* Writes s to path atomically (temp file, fsync, rename). */
+enum zs_status zs_write_file_atomic(const char *path, const char *s,
+				    struct zs_error *err);
+
+/* Creates dir and its parents (mode 0755); an existing dir is fine. */
+enum zs_status zs_mkdir_p(const char *dir, struct zs_error *err);
+
+/*
+ * Takes an exclusive lock on DIR/NAME (created, holding our pid) so that two
+ * daemons never share a data dir. *fd keeps the lock until closed. Fails
+ * with ZS_ESTATE naming the holder's pid when another process has it.
+ */
+enum zs_status zs_lock_dir(const char *dir, const char *name, int *fd,
+			   struct zs_error *err);
+
+/* snprintf that cuts silently: for messages, where a cut is acceptable. */
+void zs_fmt(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Formats bytes as "1.50 GiB" into buf (at least 16 bytes). */
+const char *zs_fmt_bytes(uint64_t bytes, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * coord.h - the coordinator: server membership with leases, jobs and their
+ * placements, trainer joins, the stage. Its whole state is in LMDB under its
+ * data dir; every change is committed (synchronously) before it is answered,
+ * so a SIGKILL loses nothing that a client saw succeed.
+ *
+ * Liveness is not persisted: after a restart every known server is down
+ * until its next heartbeat.
+ */
+#ifndef ZS_COORD_H
+#define ZS_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+struct coord;
+
+struct coord_config {
+	const char *listen;   /* HOST:PORT, port 0 for a free one */
+	const char *data_dir; /* LMDB environment */
+	uint32_t lease_ms;    /* a server silent this long is marked down */
+	uint32_t norm_timeout_ms; /* bound on collecting a step's gradient
+				   * norms from every server (0: 60 s) */
+};
+
+/*
+ * Opens the catalog, starts the RPC server and the lease reaper. bound gets
+ * the address actually listened on. Errors: ZS_EINVAL, ZS_EIO (catalog),
+ * ZS_EUNAVAIL (cannot listen), ZS_ESTATE (data dir used by another process).
+ */
+enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
+			   char *bound, size_t bound_len, struct zs_error *err);
+
+/* Stops serving, closes the catalog, frees. Blocks until threads exit. */
+void coord_free(struct coord *c);
+
+#endif

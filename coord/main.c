@@ -1,0 +1,126 @@
+/*
+ * coordinator_main.c - zshard-coordinator: argument parsing, signals, the
+ * "listening on" line. All the logic is in coord.c.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord/coord.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "base/version.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: zshard-coordinator --data-dir DIR [options]\n"
+		"\n"
+		"The zshard coordinator: shard-server membership, jobs, placement, stage.\n"
+		"Its state lives in LMDB under DIR and survives restarts.\n"
+		"\n"
+		"  --listen HOST:PORT   address to serve on (default 127.0.0.1:7400;\n"
+		"                       port 0 picks a free port)\n"
+		"  --data-dir DIR       catalog directory (created if missing)\n"
+		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
+		"  --lease-ms MS        a server silent this long is marked down (default 10000)\n"
+		"  --log-level LEVEL    debug, info, warn, error (default info)\n"
+		"  --version, --help\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"listen", required_argument, NULL, 'l'},
+		{"data-dir", required_argument, NULL, 'd'},
+		{"port-file", required_argument, NULL, 'p'},
+		{"lease-ms", required_argument, NULL, 'L'},
+		{"log-level", required_argument, NULL, 'v'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct coord_config cfg = {.listen = "127.0.0.1:7400", .lease_ms = 10000};
+	const char *port_file = NULL;
+	struct zs_error err = {0};
+	char bound[ZS_HOST_MAX + 8];
+	struct coord *c;
+	struct sigaction sa;
+	uint64_t v;
+	int o;
+
+	zs_log_init("coordinator");
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'l': cfg.listen = optarg; break;
+		case 'd': cfg.data_dir = optarg; break;
+		case 'p': port_file = optarg; break;
+		case 'L':
+			if (zs_parse_u64(optarg, 100, 3600000, &v, &err)) {
+				fprintf(stderr, "zshard-coordinator: --lease-ms: %s\n", err.msg);
+				return 2;
+			}
+			cfg.lease_ms = (uint32_t)v;
+			break;
+		case 'v':
+			if (!strcmp(optarg, "debug")) zs_log_set_level(ZS_LOG_DEBUG);
+			else if (!strcmp(optarg, "info")) zs_log_set_level(ZS_LOG_INFO);
+			else if (!strcmp(optarg, "warn")) zs_log_set_level(ZS_LOG_WARN);
+			else if (!strcmp(optarg, "error")) zs_log_set_level(ZS_LOG_ERROR);
+			else {
+				fprintf(stderr, "zshard-coordinator: --log-level: '%s' is not one of debug, info, warn, error\n", optarg);
+				return 2;
+			}
+			break;
+		case 'V': printf("zshard-coordinator %s\n", ZS_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "zshard-coordinator: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (!cfg.data_dir) {
+		fprintf(stderr, "zshard-coordinator: --data-dir is required\n");
+		return 2;
+	}
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (coord_start(&cfg, &c, bound, sizeof bound, &err)) {
+		zs_error("cannot start: %s", err.msg);
+		return 1;
+	}
+	if (port_file && zs_write_file_atomic(port_file, bound, &err)) {
+		zs_error("%s", err.msg);
+		coord_free(c);
+		return 1;
+	}
+	printf("listening on %s\n", bound);
+	fflush(stdout);
+	zs_info("zshard-coordinator %s listening on %s, data dir %s, lease %u ms",
+		ZS_VERSION, bound, cfg.data_dir, cfg.lease_ms);
+
+	while (!stop)
+		zs_sleep_ms(200, (volatile const int *)&stop);
+
+	zs_info("shutting down");
+	coord_free(c);
+	zs_info("stopped");
+	return 0;
+}

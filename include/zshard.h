@@ -1,0 +1,207 @@
+/*
+ * zshard.h - libzshard, the trainer's side of zshard.
+ *
+ * A trainer joins a job as one rank, then for every step t:
+ *   forward:  zs_gather(u, t) each unit (post the next ones early: that is
+ *             the prefetch), compute, release per the resharding policy;
+ *   backward: gather again where released, compute the unit's gradients,
+ *             zs_push(u, t);
+ *   the step: wait for every push of t. The servers reduce the R ranks'
+ *             gradients in rank order, apply the optimizer and serve step
+ *             t + 1's parameters to zs_gather(u, t + 1).
+ * Rank 0 uploads the initial parameters with zs_init_unit() before step 0.
+ *
+ * Everything here is plain C types, opaque handles and int status codes
+ * (enum zs_status in zshard_status.h, 0 = ZS_OK), with no callbacks, so Python
+ * (ctypes, cffi) and other languages bind it without a compiler.
+ *
+ * Threads: one trainer handle may be used by one thread at a time; ops may
+ * be tested or waited from that thread only. Several trainers may live in
+ * one process (each joins as its own rank).
+ *
+ * Errors: every call that fails returns a status and leaves a one-line
+ * message in zs_trainer_error(t) (or, for zs_trainer_join, in err).
+ */
+#ifndef ZSHARD_H
+#define ZSHARD_H
+
+#include <stddef.h>
+
+#include "zshard_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#pragma GCC visibility push(default)
+
+typedef struct zs_trainer zs_trainer;
+typedef struct zs_op zs_op;
+
+/*
+ * Joins job as rank over transport ("auto": shm to servers on this host,
+ * tcp otherwise; "tcp"; "shm"), connecting to every server that holds a
+ * shard. timeout_ms bounds each control call and each connection. On
+ * failure *out is NULL and err (errlen bytes, may be NULL) says why:
+ * ZS_ENOTFOUND (no such job), ZS_EINVAL (rank out of range), ZS_EEXIST
+ * (rank joined already), ZS_EUNAVAIL (coordinator or a server unreachable).
+ */
+int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
+		    const char *transport, int timeout_ms, zs_trainer **out, char *err,
+		    size_t errlen);
+
+/* Leaves the job and frees the handle; ops not yet completed are dropped. */
+void zs_trainer_close(zs_trainer *t);
+
+/* The last failure's message on this trainer ("" if none). Valid until the
+ * next call on t. */
+const char *zs_trainer_error(const zs_trainer *t);
+
+unsigned zs_trainer_rank(const zs_trainer *t);
+unsigned zs_trainer_world_size(const zs_trainer *t);
+/* The ZeRO stage as of the last zs_trainer_refresh() (1, 2 or 3). */
+unsigned zs_trainer_stage(const zs_trainer *t);
+/* Re-reads the job's stage from the coordinator: call at step boundaries. */
+int zs_trainer_refresh(zs_trainer *t);
+
+unsigned zs_trainer_units(const zs_trainer *t);
+/* Name, element count and dtype (1 f32, 2 bf16, 3 f16) of a unit; the
+ * name is valid while t is. Out-of-range units give NULL / 0. */
+const char *zs_unit_name(const zs_trainer *t, unsigned unit);
+unsigned long long zs_unit_numel(const zs_trainer *t, unsigned unit);
+int zs_unit_dtype(const zs_trainer *t, unsigned unit);
+
+/* Uploads unit's initial fp32 parameters (numel floats); blocking. Only
+ * before step 0; any rank may, rank 0 by convention. */
+int zs_init_unit(zs_trainer *t, unsigned unit, const float *params);
+
+/*
+ * Starts a gather of unit at step into dst (numel elements of the unit's
+ * dtype), or a push of grad (same shape) for step. Returns ZS_OK with *op,
+ * or ZS_EAGAIN when too much is in flight (test or wait an op, retry).
+ * dst / grad belong to the op until it completes.
+ */
+int zs_gather(zs_trainer *t, unsigned unit, unsigned long long step, void *dst, zs_op **op);
+int zs_push(zs_trainer *t, unsigned unit, unsigned long long step, const void *grad,
+	    zs_op **op);
+
+/*
+ * Gradient accumulation: push a micro-batch's gradient as partial; the
+ * server adds it to this rank's sum for (unit, step), and the rank's next
+ * plain zs_push completes it. Partial pushes of one unit must not overlap
+ * in flight (wait each before the next) so they are summed in order.
+ */
+int zs_push_partial(zs_trainer *t, unsigned unit, unsigned long long step,
+		    const void *grad, zs_op **op);
+
+/* ZS_EAGAIN while in progress; else the final status, and op is freed. */
+int zs_op_test(zs_op *op);
+/* Waits up to timeout_ms (-1: unbounded). If the bound passes first it
+ * returns ZS_EAGAIN and op is still alive; any other return is final. */
+int zs_op_wait(zs_op *op, int timeout_ms);
+
+/* ---------------------------------------------------------------------
+ * The step driver: prefetch, resharding and the stage's memory rules, so a
+ * trainer only says which unit it computes next. Per step t:
+ *
+ *   zs_step_begin(t, step)
+ *   for u in 0..U-1:   zs_unit_params(t, u, 0, &p); forward; zs_unit_forward_done(t, u)
+ *   for u in U-1..0:   zs_unit_params(t, u, 1, &p); zs_unit_grad(t, u, &g);
+ *                      backward into g; zs_unit_push(t, u)
+ *   zs_step_end(t)
+ *
+ * What the trainer holds follows the stage (DESIGN.md section 4), read from
+ * the coordinator at every zs_step_begin:
+ *   stage 3: a unit's parameters only while in use (+ the prefetch window):
+ *            freed after its forward (or kept until its backward when
+ *            reshard_after_forward is 0) and after its backward;
+ *            a gradient until its push completes (push_depth + 1 at most).
+ *   stage 2: the full replica for the step (refreshed by gathering every
+ *            unit at zs_step_begin); a gradient until its push completes.
+ *   stage 1: the full replica; every gradient until zs_step_end, which
+ *            pushes them all.
+ * Buffers belong to the library; pointers stay valid until the unit's
+ * parameters or gradient are released as above.
+ * --------------------------------------------------------------------- */
+struct zs_policy {
+	unsigned prefetch;                  /* units gathered ahead (default 1) */
+	unsigned long long max_live_bytes;  /* gathered parameter bytes alive at once,
+					     * prefetch included; 0: no bound */
+	int reshard_after_forward;          /* stage 3: 1 (default) frees after forward */
+	unsigned push_depth;                /* stage 2, 3: gradient pushes in flight at once
+					     * (0: 1); the trainer holds at most
+					     * push_depth + 1 gradients, zs_unit_grad
+					     * waits for the oldest push beyond that */
+};
+int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p);
+
+int zs_step_begin(zs_trainer *t, unsigned long long step);
+/* Waits for unit's parameters of the current step (starting the next
+ * gathers of the window) and points *params at them. backward: 0 or 1. */
+int zs_unit_params(zs_trainer *t, unsigned unit, int backward, const void **params);
+int zs_unit_forward_done(zs_trainer *t, unsigned unit);
+/* A zeroed buffer for unit's gradient (numel elements of its dtype). */
+int zs_unit_grad(zs_trainer *t, unsigned unit, void **grad);
+/* Pushes the gradient written into zs_unit_grad's buffer (stage 2, 3: now,
+ * asynchronously; stage 1: at zs_step_end). */
+int zs_unit_push(zs_trainer *t, unsigned unit);
+/* Returns once every push of the step is acknowledged. */
+int zs_step_end(zs_trainer *t);
+
+/* ---------------------------------------------------------------------
+ * Checkpoints. A checkpoint of step t holds the parameters and optimizer
+ * state every shard has after t updates (each server captures its shards
+ * as they reach t, so training goes on), and one opaque blob per rank
+ * (data-loader position, RNG state). Call it at a step boundary, before
+ * pushing step t; every rank may, each with its own blob: they share one
+ * checkpoint. It is usable once committed (every server durable).
+ * --------------------------------------------------------------------- */
+int zs_checkpoint(zs_trainer *t, unsigned long long step, const void *blob, unsigned len,
+		  unsigned long long *id);
+/* ZS_OK once committed; ZS_EIO if it failed (zs_trainer_error says why);
+ * ZS_EAGAIN if timeout_ms passed first. */
+int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms);
+/*
+ * After an operator's restore (zshardctl checkpoint restore): the step to
+ * resume at and this rank's blob (up to cap bytes into blob; *len gets its
+ * size). ZS_ENOTFOUND when the job was never restored.
+ */
+int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsigned cap,
+		      unsigned *len);
+
+/* Bytes moved, time spent waiting, and memory held by this trainer. */
+struct zs_trainer_counters {
+	unsigned long long bytes_gathered, bytes_pushed;
+	unsigned long long gathers, pushes;
+	double wait_seconds;
+	unsigned long long live_param_bytes, peak_param_bytes; /* step driver */
+	unsigned long long live_grad_bytes, peak_grad_bytes;
+};
+void zs_trainer_counters(const zs_trainer *t, struct zs_trainer_counters *c);
+
+/*
+ * The step report: the account of the last step the step driver finished
+ * (zs_step_begin entry to zs_step_end return). seconds splits into waiting
+ * for parameters (gathers: includes the servers' update of the previous
+ * step), waiting for gradient pushes, the coordinator calls at the boundary,
+ * and the rest, the trainer's own compute. Peaks are of this step. Each
+ * report also goes to the coordinator at the next boundary (or at close),
+ * where `zshardctl stats JOB` shows it. ZS_ENOTFOUND before the first step.
+ */
+struct zs_step_stats {
+	unsigned long long step;
+	unsigned stage, prefetch;
+	double seconds, compute_seconds, gather_wait_seconds, push_wait_seconds,
+		control_seconds;
+	unsigned long long bytes_gathered, bytes_pushed;
+	unsigned long long peak_param_bytes, peak_grad_bytes; /* live at once */
+	unsigned long long rss_peak_bytes; /* the process's peak resident set */
+};
+int zs_last_step(const zs_trainer *t, struct zs_step_stats *s);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+#endif

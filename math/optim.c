@@ -1,0 +1,186 @@
+/* optim.c - optimizer, reduction and conversion kernels (see optim.h). */
+#include "math/optim.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+
+/*
+ * Each elementwise kernel is compiled twice, for AVX2 and for baseline
+ * x86-64, and the loader picks one per machine. The arithmetic is the same
+ * IEEE operations per element (-ffp-contract=off forbids FMA), so both
+ * clones give the same bits; only the speed differs.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define ZS_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ZS_CLONES
+#endif
+
+ZS_CLONES
+static void sgd(const struct zs_optim_step *s, float *restrict p, float *restrict buf,
+		const float *restrict g, size_t n)
+{
+	const float lr = (float)s->lr, wd = (float)s->weight_decay;
+	const float mom = (float)s->momentum;
+
+	if (mom == 0.0f) {
+		for (size_t i = 0; i < n; i++)
+			p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);
+		return;
+	}
+	if (s->t == 1) {
+		for (size_t i = 0; i < n; i++) {
+			float d = g[i] + wd * p[i];
+			buf[i] = d;
+			p[i] = p[i] + (-lr) * d;
+		}
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		float d = g[i] + wd * p[i];
+		float b = buf[i] * mom + d;
+		buf[i] = b;
+		p[i] = p[i] + (-lr) * b;
+	}
+}
+
+ZS_CLONES
+static void adamw(const struct zs_optim_step *s, float *restrict p, float *restrict m,
+		  float *restrict v, const float *restrict g, size_t n)
+{
+	const double bc1 = 1.0 - pow(s->beta1, (double)s->t);
+	const double bc2 = 1.0 - pow(s->beta2, (double)s->t);
+	const float decay = (float)(1.0 - s->lr * s->weight_decay);
+	const float b1 = (float)s->beta1, b2 = (float)s->beta2;
+	const float one_b1 = (float)(1.0 - s->beta1), one_b2 = (float)(1.0 - s->beta2);
+	const float step = (float)(-(s->lr / bc1));
+	const float bc2_sqrt = (float)sqrt(bc2);
+	const float eps = (float)s->eps;
+
+	for (size_t i = 0; i < n; i++) {
+		float gi = g[i];
+		float mi = m[i] * b1 + one_b1 * gi;
+		float vi = v[i] * b2 + one_b2 * gi * gi; /* addcmul: value * t1 * t2 */
+		float denom = sqrtf(vi) / bc2_sqrt + eps;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = p[i] * decay + step * mi / denom;
+	}
+}
+
+void zs_optim_apply(const struct zs_optim_step *s, float *param, float *state0,
+		    float *state1, const float *grad, size_t n)
+{
+	if (s->kind == ZS_ADAMW)
+		adamw(s, param, state0, state1, grad, n);
+	else
+		sgd(s, param, state0, grad, n);
+}
+
+struct part {
+	const struct zs_optim_step *s;
+	float *p, *s0, *s1;
+	const float *g;
+	size_t n;
+};
+
+static void *run_part(void *arg)
+{
+	struct part *x = arg;
+	zs_optim_apply(x->s, x->p, x->s0, x->s1, x->g, x->n);
+	return NULL;
+}
+
+void zs_optim_apply_parallel(const struct zs_optim_step *s, float *param,
+			     float *state0, float *state1, const float *grad, size_t n,
+			     unsigned nthreads)
+{
+	enum { MAX_T = 16, MIN_PER_THREAD = 1 << 16 };
+	pthread_t th[MAX_T];
+	struct part parts[MAX_T];
+	bool started[MAX_T] = {false};
+	size_t k = nthreads > MAX_T ? MAX_T : nthreads, per;
+
+	if (k > n / MIN_PER_THREAD)
+		k = n / MIN_PER_THREAD;
+	if (k <= 1) {
+		zs_optim_apply(s, param, state0, state1, grad, n);
+		return;
+	}
+	/* whole cache lines per part; the math is elementwise, so any split
+	 * gives the same bits */
+	per = (n / k + 15) & ~(size_t)15;
+	for (size_t i = 0; i < k; i++) {
+		size_t off = per * i < n ? per * i : n;
+		size_t len = n - off < per ? n - off : per;
+		parts[i] = (struct part){s, param + off, state0 ? state0 + off : NULL,
+					 state1 ? state1 + off : NULL, grad + off, len};
+	}
+	for (size_t i = 1; i < k; i++)
+		started[i] = pthread_create(&th[i], NULL, run_part, &parts[i]) == 0;
+	run_part(&parts[0]);
+	for (size_t i = 1; i < k; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		else
+			run_part(&parts[i]); /* no thread: do it here */
+	}
+}
+
+/* ------------------------------------------------------------ reduction */
+
+void zs_reduce_first(float *acc, const void *x, enum zs_dtype dt, size_t n)
+{
+	zs_convert_to_f32(acc, x, dt, n);
+}
+
+void zs_reduce_add(float *restrict acc, const void *x, enum zs_dtype dt, size_t n)
+{
+	if (dt == ZS_F32) {
+		const float *restrict f = x;
+		for (size_t i = 0; i < n; i++)
+			acc[i] += f[i];
+	} else if (dt == ZS_BF16) {
+		const uint16_t *restrict h = x;
+		for (size_t i = 0; i < n; i++)
+			acc[i] += zs_bf16_to_f32(h[i]);
+	} else {
+		const uint16_t *restrict h = x;
+		for (size_t i = 0; i < n; i++)
+			acc[i] += zs_f16_to_f32(h[i]);
+	}
+}
+
+void zs_reduce_mean(float *acc, uint32_t count, size_t n)
+{
+	const float c = (float)count;
+	if (count == 1)
+		return;
+	for (size_t i = 0; i < n; i++)
+		acc[i] = acc[i] / c;
+}
+
+double zs_sumsq(const float *x, size_t n)
+{
+	double s = 0.0;
+	for (size_t i = 0; i < n; i++)
+		s += (double)x[i] * (double)x[i];
+	return s;
+}
+
+void zs_scale(float *x, float coef, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] *= coef;
+}
+
+float zs_clip_coef(double total_sumsq, double max_norm)
+{
+	double c;
+	if (max_norm <= 0.0)
+		return 1.0f;
+	c = max_norm / (sqrt(total_sumsq) + 1e-6);
+	return c < 1.0 ? (float)c : 1.0f;
+}

@@ -1,0 +1,65 @@
+/*
+ * optim.h - the math the shard servers run: optimizer updates, rank-order
+ * gradient reduction, squared norms (conversions: base/dtype.h). Pure
+ * functions of plain arrays and a config: no I/O, no locks, no allocation
+ * (the parallel wrapper only starts threads). STYLE.md habit 10.
+ *
+ * Reproducibility: every kernel is elementwise or sums in a fixed order, and
+ * the build uses -ffp-contract=off, so results are bitwise the same on any
+ * x86-64 whatever S, the arrival order of pushes, or the thread count.
+ *
+ * Update formulas are PyTorch's (torch.optim.SGD, torch.optim.AdamW, 1.13
+ * single-tensor implementation), in the same operation order, in fp32 with
+ * the step-dependent scalars computed in double and rounded once:
+ *
+ *   SGD:   g = grad + wd * p;  b = (t == 1) ? g : momentum * b + g;
+ *          p = p - lr * (momentum ? b : g)
+ *   AdamW: p = p * (1 - lr * wd);  m = m * b1 + g * (1 - b1);
+ *          v = v * b2 + g * g * (1 - b2);
+ *          p = p + (-lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ */
+#ifndef ZS_OPTIM_H
+#define ZS_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+
+struct zs_optim_step {
+	enum zs_optim_kind kind;
+	double lr, beta1, beta2, eps, weight_decay, momentum;
+	uint64_t t; /* 1-based step number of this update */
+};
+
+/*
+ * One optimizer update of n elements: param (fp32 master) in place, state
+ * in place (AdamW: state0 = m, state1 = v; SGD with momentum: state0 =
+ * momentum buffer; unused otherwise, may be NULL), grad read only (already
+ * reduced, averaged and clipped).
+ */
+void zs_optim_apply(const struct zs_optim_step *s, float *param, float *state0,
+		    float *state1, const float *grad, size_t n);
+
+/* The same, split over nthreads threads for large n (bitwise identical). */
+void zs_optim_apply_parallel(const struct zs_optim_step *s, float *param,
+			     float *state0, float *state1, const float *grad, size_t n,
+			     unsigned nthreads);
+
+/* acc[i] = x[i] (first contribution) or acc[i] += x[i], x in dtype. */
+void zs_reduce_first(float *acc, const void *x, enum zs_dtype dt, size_t n);
+void zs_reduce_add(float *acc, const void *x, enum zs_dtype dt, size_t n);
+/* acc[i] = acc[i] / count (the mean over contributions). */
+void zs_reduce_mean(float *acc, uint32_t count, size_t n);
+
+/* Sum of squares of x[0..n) accumulated in double in index order. */
+double zs_sumsq(const float *x, size_t n);
+/* x[i] *= coef (gradient clipping). */
+void zs_scale(float *x, float coef, size_t n);
+/*
+ * PyTorch's clip_grad_norm_ coefficient: min(1, max_norm / (norm + 1e-6)),
+ * computed in double and rounded to float; 1 when max_norm is 0 (no clip).
+ */
+float zs_clip_coef(double total_sumsq, double max_norm);
+
+#endif

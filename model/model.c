@@ -1,0 +1,416 @@
+/* model.c - validation, defaults, copies and accounting for model.h. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const char *zs_optim_name(enum zs_optim_kind k)
+{
+	switch (k) {
+	case ZS_SGD: return "sgd";
+	case ZS_ADAMW: return "adamw";
+	case ZS_OPTIM_UNSET: return "unset";
+	default: return "invalid";
+	}
+}
+
+enum zs_status zs_optim_parse(const char *s, enum zs_optim_kind *out,
+			      struct zs_error *err)
+{
+	if (s && !strcasecmp(s, "sgd"))
+		*out = ZS_SGD;
+	else if (s && !strcasecmp(s, "adamw"))
+		*out = ZS_ADAMW;
+	else
+		return zs_fail(err, ZS_EINVAL,
+			       "unknown optimizer '%s' (sgd, adamw)", s ? s : "");
+	return ZS_OK;
+}
+
+const char *zs_transports_fmt(uint32_t mask, char *buf, unsigned len)
+{
+	static const char *const names[] = {"tcp", "shm", "rdma", "nccl"};
+	unsigned n = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < 4; i++)
+		if (mask & (1u << i))
+			n += (unsigned)snprintf(buf + n, n < len ? len - n : 0,
+						"%s%s", n ? "," : "", names[i]);
+	if (!mask)
+		snprintf(buf, len, "none");
+	return buf;
+}
+
+bool zs_job_name_valid(const char *name)
+{
+	size_t n = strnlen(name, ZS_JOB_NAME_MAX);
+
+	if (n == 0 || n >= ZS_JOB_NAME_MAX || name[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* A name must be printable, non-empty and NUL-terminated within its array. */
+static bool name_ok(const char *s)
+{
+	size_t n = strnlen(s, ZS_NAME_MAX);
+
+	if (n == 0 || n >= ZS_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return false;
+	return true;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Fails if two of the n names (each at stride bytes from base) are equal. */
+static const char *find_duplicate(const char *base, size_t stride, uint32_t n)
+{
+	const char **v;
+	const char *dup = NULL;
+
+	if (n < 2)
+		return NULL;
+	v = malloc(n * sizeof *v);
+	if (!v)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++)
+		v[i] = base + i * stride;
+	qsort(v, n, sizeof *v, cmp_str);
+	for (uint32_t i = 1; i < n && !dup; i++)
+		if (!strcmp(v[i - 1], v[i]))
+			dup = v[i];
+	free(v);
+	return dup;
+}
+
+enum zs_status zs_layout_validate(struct zs_layout *l, struct zs_error *err)
+{
+	const char *dup;
+
+	if (l->n_units == 0)
+		return zs_fail(err, ZS_EINVAL, "layout has no units");
+	if (l->n_units > ZS_MAX_UNITS)
+		return zs_fail(err, ZS_EINVAL, "layout has %u units (max %d)",
+			       l->n_units, ZS_MAX_UNITS);
+	for (uint32_t u = 0; u < l->n_units; u++) {
+		struct zs_unit *un = &l->units[u];
+		uint64_t off = 0;
+
+		if (!name_ok(un->name))
+			return zs_fail(err, ZS_EINVAL,
+				       "unit %u: name is empty, too long (max %d) or not printable",
+				       u, ZS_NAME_MAX - 1);
+		if (un->dtype != ZS_DTYPE_UNSET && !zs_dtype_size(un->dtype))
+			return zs_fail(err, ZS_EINVAL, "unit '%s': unknown dtype %d",
+				       un->name, (int)un->dtype);
+		if (un->n_tensors == 0)
+			return zs_fail(err, ZS_EINVAL, "unit '%s' has no tensors",
+				       un->name);
+		if (un->n_tensors > ZS_MAX_TENSORS)
+			return zs_fail(err, ZS_EINVAL,
+				       "unit '%s' has %u tensors (max %d)", un->name,
+				       un->n_tensors, ZS_MAX_TENSORS);
+		for (uint32_t t = 0; t < un->n_tensors; t++) {
+			struct zs_tensor *te = &un->tensors[t];
+			uint64_t numel = 1;
+
+			if (!name_ok(te->name))
+				return zs_fail(err, ZS_EINVAL,
+					       "unit '%s' tensor %u: name is empty, too long or not printable",
+					       un->name, t);
+			if (te->ndim > ZS_MAX_DIMS)
+				return zs_fail(err, ZS_EINVAL,
+					       "tensor '%s': %u dimensions (max %d)",
+					       te->name, te->ndim, ZS_MAX_DIMS);
+			for (uint32_t d = 0; d < te->ndim; d++) {
+				if (te->shape[d] == 0)
+					return zs_fail(err, ZS_EINVAL,
+						       "tensor '%s': dimension %u is zero",
+						       te->name, d);
+				if (te->shape[d] > ZS_MAX_NUMEL ||
+				    numel > ZS_MAX_NUMEL / te->shape[d])
+					return zs_fail(err, ZS_EINVAL,
+						       "tensor '%s' is too large (max %llu elements per unit)",
+						       te->name, (unsigned long long)ZS_MAX_NUMEL);
+				numel *= te->shape[d];
+			}
+			if (off + numel > ZS_MAX_NUMEL)
+				return zs_fail(err, ZS_EINVAL,
+					       "unit '%s' is too large (max %llu elements)",
+					       un->name, (unsigned long long)ZS_MAX_NUMEL);
+			te->offset = off;
+			te->numel = numel;
+			off += numel;
+		}
+		un->numel = off;
+		dup = find_duplicate(un->tensors[0].name, sizeof(struct zs_tensor),
+				     un->n_tensors);
+		if (dup)
+			return zs_fail(err, ZS_EINVAL,
+				       "unit '%s': tensor name '%s' appears twice",
+				       un->name, dup);
+	}
+	dup = find_duplicate(l->units[0].name, sizeof(struct zs_unit), l->n_units);
+	if (dup)
+		return zs_fail(err, ZS_EINVAL, "unit name '%s' appears twice", dup);
+	return ZS_OK;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+void zs_layout_derive(struct zs_layout *l)
+{
+	for (uint32_t u = 0; u < l->n_units; u++) {
+		struct zs_unit *un = &l->units[u];
+		uint64_t off = 0;
+		for (uint32_t t = 0; t < un->n_tensors; t++) {
+			struct zs_tensor *te = &un->tensors[t];
+			uint64_t numel = 1;
+			for (uint32_t d = 0; d < te->ndim && d < ZS_MAX_DIMS; d++)
+				numel = sat_mul(numel, te->shape[d]);
+			te->offset = off;
+			te->numel = numel;
+			off = off > UINT64_MAX - numel ? UINT64_MAX : off + numel;
+		}
+		un->numel = off;
+	}
+}
+
+static bool finite_nonneg(double x) { return isfinite(x) && x >= 0.0; }
+
+enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err)
+{
+	struct zs_optim *o = &s->optim;
+	enum zs_status st;
+
+	if (!zs_job_name_valid(s->name))
+		return zs_fail(err, ZS_EINVAL,
+			       "job name '%.*s' is invalid (1-63 of A-Z a-z 0-9 . _ -, not starting with '.')",
+			       ZS_JOB_NAME_MAX - 1, s->name);
+	if (s->stage < 1 || s->stage > 3)
+		return zs_fail(err, ZS_EINVAL, "stage %u is invalid (1, 2 or 3)",
+			       s->stage);
+	if (s->world_size < 1 || s->world_size > ZS_MAX_WORLD)
+		return zs_fail(err, ZS_EINVAL,
+			       "world size %u is invalid (1..%d)", s->world_size,
+			       ZS_MAX_WORLD);
+	if (s->compute_dtype == ZS_DTYPE_UNSET)
+		s->compute_dtype = ZS_F32;
+	if (!zs_dtype_size(s->compute_dtype))
+		return zs_fail(err, ZS_EINVAL, "unknown compute dtype %d",
+			       (int)s->compute_dtype);
+	if (s->align_bytes == 0)
+		s->align_bytes = ZS_DEFAULT_ALIGN;
+	if (s->keep_checkpoints == 0)
+		s->keep_checkpoints = 3;
+	if (s->keep_checkpoints > 1000)
+		return zs_fail(err, ZS_EINVAL, "keep_checkpoints %u is over 1000",
+			       s->keep_checkpoints);
+	if (s->align_bytes > (1u << 20) || (s->align_bytes & (s->align_bytes - 1)))
+		return zs_fail(err, ZS_EINVAL,
+			       "align_bytes %u is invalid (a power of two up to 1 MiB)",
+			       s->align_bytes);
+
+	if (o->kind != ZS_SGD && o->kind != ZS_ADAMW)
+		return zs_fail(err, ZS_EINVAL,
+			       "optimizer kind is missing or unknown (sgd, adamw)");
+	if (!isfinite(o->lr) || o->lr <= 0.0)
+		return zs_fail(err, ZS_EINVAL,
+			       "learning rate %g is invalid (finite, > 0)", o->lr);
+	if (!finite_nonneg(o->weight_decay) || !finite_nonneg(o->clip_norm) ||
+	    !finite_nonneg(o->momentum) || o->momentum >= 1.0)
+		return zs_fail(err, ZS_EINVAL,
+			       "weight_decay, clip_norm must be finite and >= 0; momentum in [0, 1)");
+	if (o->kind == ZS_ADAMW) {
+		if (o->beta1 == 0.0 && o->beta2 == 0.0) {
+			o->beta1 = 0.9;
+			o->beta2 = 0.999;
+		}
+		if (o->eps == 0.0)
+			o->eps = 1e-8;
+		if (!(o->beta1 >= 0.0 && o->beta1 < 1.0) ||
+		    !(o->beta2 >= 0.0 && o->beta2 < 1.0) ||
+		    !isfinite(o->eps) || o->eps <= 0.0)
+			return zs_fail(err, ZS_EINVAL,
+				       "AdamW needs betas in [0, 1) and eps > 0");
+	}
+
+	st = zs_layout_validate(&s->layout, err);
+	if (st)
+		return st;
+	for (uint32_t u = 0; u < s->layout.n_units; u++)
+		if (s->layout.units[u].dtype == ZS_DTYPE_UNSET)
+			s->layout.units[u].dtype = s->compute_dtype;
+	return ZS_OK;
+}
+
+bool zs_layout_equal(const struct zs_layout *a, const struct zs_layout *b,
+		     char *why, unsigned why_len)
+{
+#define DIFF(...) do { if (why) snprintf(why, why_len, __VA_ARGS__); return false; } while (0)
+	if (a->n_units != b->n_units)
+		DIFF("%u units, the job has %u", a->n_units, b->n_units);
+	for (uint32_t u = 0; u < a->n_units; u++) {
+		const struct zs_unit *x = &a->units[u], *y = &b->units[u];
+		if (strcmp(x->name, y->name))
+			DIFF("unit %u is '%s', the job's is '%s'", u, x->name, y->name);
+		if (x->dtype != y->dtype && x->dtype != ZS_DTYPE_UNSET)
+			DIFF("unit '%s' has dtype %s, the job's has %s", x->name,
+			     zs_dtype_name(x->dtype), zs_dtype_name(y->dtype));
+		if (x->n_tensors != y->n_tensors)
+			DIFF("unit '%s' has %u tensors, the job's has %u", x->name,
+			     x->n_tensors, y->n_tensors);
+		for (uint32_t t = 0; t < x->n_tensors; t++) {
+			const struct zs_tensor *p = &x->tensors[t], *q = &y->tensors[t];
+			if (strcmp(p->name, q->name))
+				DIFF("unit '%s' tensor %u is '%s', the job's is '%s'",
+				     x->name, t, p->name, q->name);
+			if (p->ndim != q->ndim ||
+			    memcmp(p->shape, q->shape, p->ndim * sizeof p->shape[0]))
+				DIFF("tensor '%s' has another shape than the job's",
+				     p->name);
+		}
+	}
+	return true;
+#undef DIFF
+}
+
+uint64_t zs_layout_numel(const struct zs_layout *l)
+{
+	uint64_t n = 0;
+	for (uint32_t u = 0; u < l->n_units; u++)
+		n += l->units[u].numel;
+	return n;
+}
+
+uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
+				  const struct zs_unit *u)
+{
+	enum zs_dtype d = u->dtype ? u->dtype : s->compute_dtype;
+	uint64_t dsz = zs_dtype_size(d);
+	uint64_t b = 4 + 4; /* fp32 master + fp32 reduction accumulator */
+
+	if (s->optim.kind == ZS_ADAMW)
+		b += 8;
+	else if (s->optim.momentum != 0.0)
+		b += 4;
+	if (d != ZS_F32)
+		b += dsz;
+	return b + (uint64_t)s->world_size * dsz;
+}
+
+enum zs_status zs_layout_copy(struct zs_layout *dst, const struct zs_layout *src)
+{
+	memset(dst, 0, sizeof *dst);
+	if (!src->n_units)
+		return ZS_OK;
+	dst->units = calloc(src->n_units, sizeof *dst->units);
+	if (!dst->units)
+		return ZS_ENOMEM;
+	dst->n_units = src->n_units;
+	for (uint32_t u = 0; u < src->n_units; u++) {
+		const struct zs_unit *s = &src->units[u];
+		struct zs_unit *d = &dst->units[u];
+		*d = *s;
+		d->tensors = NULL;
+		if (!s->n_tensors)
+			continue;
+		d->tensors = malloc(s->n_tensors * sizeof *d->tensors);
+		if (!d->tensors) {
+			d->n_tensors = 0;
+			zs_layout_release(dst);
+			return ZS_ENOMEM;
+		}
+		memcpy(d->tensors, s->tensors, s->n_tensors * sizeof *d->tensors);
+	}
+	return ZS_OK;
+}
+
+enum zs_status zs_placement_copy(struct zs_placement *dst,
+				 const struct zs_placement *src)
+{
+	*dst = *src;
+	dst->shards = NULL;
+	if (!src->n_shards)
+		return ZS_OK;
+	dst->shards = malloc(src->n_shards * sizeof *dst->shards);
+	if (!dst->shards) {
+		dst->n_shards = 0;
+		return ZS_ENOMEM;
+	}
+	memcpy(dst->shards, src->shards, src->n_shards * sizeof *dst->shards);
+	return ZS_OK;
+}
+
+void zs_layout_release(struct zs_layout *l)
+{
+	for (uint32_t u = 0; u < l->n_units; u++)
+		free(l->units[u].tensors);
+	free(l->units);
+	memset(l, 0, sizeof *l);
+}
+
+void zs_job_spec_release(struct zs_job_spec *s)
+{
+	zs_layout_release(&s->layout);
+	memset(s, 0, sizeof *s);
+}
+
+void zs_placement_release(struct zs_placement *p)
+{
+	free(p->shards);
+	memset(p, 0, sizeof *p);
+}
+
+void zs_job_release(struct zs_job *j)
+{
+	zs_job_spec_release(&j->spec);
+	zs_placement_release(&j->placement);
+	free(j->trainers);
+	memset(j, 0, sizeof *j);
+}
+
+void zs_assignment_release(struct zs_assignment *a)
+{
+	free(a->shards);
+	memset(a, 0, sizeof *a);
+}
+
+void zs_checkpoint_release(struct zs_checkpoint *c)
+{
+	free(c->durable);
+	for (uint32_t i = 0; i < c->n_blobs; i++)
+		free(c->blobs[i].data);
+	free(c->blobs);
+	zs_placement_release(&c->placement);
+	memset(c, 0, sizeof *c);
+}
+
+const char *zs_ckpt_state_name(enum zs_ckpt_state s)
+{
+	switch (s) {
+	case ZS_CKPT_PENDING: return "pending";
+	case ZS_CKPT_COMMITTED: return "committed";
+	case ZS_CKPT_FAILED: return "failed";
+	default: return "?";
+	}
+}

@@ -1,0 +1,261 @@
+/*
+ * model.h - zshard's own types for what the control plane talks about:
+ * model layouts (units of named tensors), job specs, placements, servers.
+ *
+ * These are the types the daemons, the CLI and libzshard work with; the
+ * protobuf encoding lives behind ctrl/codec.h and never leaks out of ctrl/.
+ * Arrays inside these structs are malloc'd and owned by the struct: release
+ * them with the matching *_release(), which leaves the struct zeroed.
+ * Strings are fixed arrays, so a struct can be copied field by field.
+ *
+ * Validation here is the one place that says what a well-formed layout or
+ * job is; both the coordinator (on every RPC) and the clients (before
+ * sending) call it, so an invalid job never reaches LMDB.
+ */
+#ifndef ZS_MODEL_H
+#define ZS_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+
+#define ZS_NAME_MAX 256      /* tensor and unit names, with the NUL */
+#define ZS_JOB_NAME_MAX 64   /* job names: [A-Za-z0-9._-], 1..63 chars */
+#define ZS_ADDR_MAX 256
+#define ZS_MAX_DIMS 8
+#define ZS_MAX_UNITS 65536
+#define ZS_MAX_TENSORS 4096          /* per unit */
+#define ZS_MAX_WORLD 65536
+#define ZS_MAX_NUMEL (1ULL << 48)    /* per unit */
+#define ZS_DEFAULT_ALIGN 256         /* bytes */
+
+enum zs_optim_kind { ZS_OPTIM_UNSET = 0, ZS_SGD = 1, ZS_ADAMW = 2 };
+
+/* Transports a server offers, as bits of ServerInfo.transports. */
+enum zs_transport_bit {
+	ZS_TRANSPORT_TCP = 1u << 0,
+	ZS_TRANSPORT_SHM = 1u << 1,
+	ZS_TRANSPORT_RDMA = 1u << 2,
+	ZS_TRANSPORT_NCCL = 1u << 3,
+};
+
+struct zs_tensor {
+	char name[ZS_NAME_MAX];
+	uint32_t ndim;
+	uint64_t shape[ZS_MAX_DIMS];
+	uint64_t offset; /* derived: elements from the unit's start */
+	uint64_t numel;  /* derived: product of shape (1 for ndim 0) */
+};
+
+struct zs_unit {
+	char name[ZS_NAME_MAX];
+	enum zs_dtype dtype; /* UNSET until zs_job_spec_normalize() */
+	uint32_t n_tensors;
+	struct zs_tensor *tensors;
+	uint64_t numel; /* derived: sum of the tensors' numel */
+};
+
+struct zs_layout {
+	uint32_t n_units;
+	struct zs_unit *units;
+};
+
+struct zs_optim {
+	enum zs_optim_kind kind;
+	double lr, beta1, beta2, eps, weight_decay, momentum;
+	double clip_norm; /* 0: off */
+};
+
+struct zs_job_spec {
+	char name[ZS_JOB_NAME_MAX];
+	uint32_t stage;      /* 1, 2, 3 */
+	uint32_t world_size; /* R */
+	enum zs_dtype compute_dtype;
+	struct zs_optim optim;
+	struct zs_layout layout;
+	uint32_t align_bytes;
+	uint32_t keep_checkpoints; /* committed ones kept; 0 -> 3 */
+	uint32_t checkpoint_every; /* steps; 0: no automatic checkpoints */
+};
+
+struct zs_shard {
+	uint32_t unit;
+	uint32_t index;
+	uint64_t server_id;
+	uint64_t offset; /* elements */
+	uint64_t length; /* elements owned */
+	uint64_t padded; /* elements allocated */
+};
+
+/* A shard's gradient sum of squares (global-norm clipping). */
+struct zs_shard_norm {
+	uint32_t unit, index;
+	double sumsq;
+};
+
+struct zs_placement {
+	uint64_t epoch;
+	uint32_t n_shards;
+	struct zs_shard *shards; /* sorted by (unit, index) */
+};
+
+struct zs_member {
+	uint32_t rank;
+	char host[ZS_ADDR_MAX];
+	int64_t joined_ms;
+};
+
+struct zs_job {
+	struct zs_job_spec spec;
+	struct zs_placement placement;
+	uint32_t n_trainers;
+	struct zs_member *trainers; /* sorted by rank */
+	int64_t created_ms;
+	uint64_t restored_id, restored_step; /* the last restore (id 0: none) */
+	uint64_t restore_pending;            /* checkpoint id being restored */
+	char restore_error[256];             /* why the last restore failed */
+};
+
+/* One trainer's account of one step (libzshard's step driver; see
+ * StepReport in proto/zshard.proto for each field). */
+struct zs_step_report {
+	uint32_t rank, stage, prefetch;
+	uint64_t step;
+	double seconds, compute_seconds, gather_wait_seconds, push_wait_seconds,
+		control_seconds;
+	uint64_t bytes_gathered, bytes_pushed;
+	uint64_t peak_param_bytes, peak_grad_bytes, rss_peak_bytes;
+	int64_t reported_ms;
+};
+
+/* A server's time on a job's latest step that all its shards applied. */
+struct zs_job_step_stats {
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t step;
+	uint32_t shards;
+	double reduce_seconds, optim_seconds;
+};
+
+enum zs_ckpt_state { ZS_CKPT_PENDING = 1, ZS_CKPT_COMMITTED = 2, ZS_CKPT_FAILED = 3 };
+
+struct zs_blob {
+	uint32_t rank;
+	uint32_t len;
+	uint8_t *data; /* malloc'd */
+};
+
+#define ZS_BLOB_MAX (1u << 20)
+
+struct zs_checkpoint {
+	uint64_t id;
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t step, epoch, bytes;
+	enum zs_ckpt_state state;
+	int64_t created_ms;
+	uint32_t n_durable;
+	uint64_t *durable; /* malloc'd server ids */
+	char error[256];
+	uint32_t n_blobs;
+	struct zs_blob *blobs; /* malloc'd, sorted by rank */
+	struct zs_placement placement; /* where its records are */
+};
+void zs_checkpoint_release(struct zs_checkpoint *c);
+const char *zs_ckpt_state_name(enum zs_ckpt_state s);
+
+enum zs_task_kind { ZS_TASK_SNAPSHOT = 1, ZS_TASK_RESTORE = 2, ZS_TASK_DELETE = 3 };
+
+struct zs_task {
+	enum zs_task_kind kind;
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t id, step;
+};
+
+struct zs_server_info {
+	uint64_t id;
+	char addr[ZS_ADDR_MAX];
+	char data_addr[ZS_ADDR_MAX]; /* tcp data plane */
+	char shm_addr[ZS_ADDR_MAX];  /* shm socket name, same host only */
+	char host[ZS_ADDR_MAX];
+	uint64_t capacity;
+	uint64_t used;
+	uint32_t transports;
+	bool up;
+	int64_t last_seen_ms; /* ms since the last heartbeat */
+};
+
+struct zs_assignment {
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t epoch;
+	int64_t created_ms; /* the job's: a job re-created under its name differs */
+	uint64_t bytes;
+	uint32_t n_shards;
+	struct zs_shard *shards;
+};
+
+const char *zs_optim_name(enum zs_optim_kind k);
+enum zs_status zs_optim_parse(const char *s, enum zs_optim_kind *out,
+			      struct zs_error *err);
+/* Writes "tcp,shm" style names of a transport mask into buf. */
+const char *zs_transports_fmt(uint32_t mask, char *buf, unsigned len);
+
+/* A job name is 1..63 characters of [A-Za-z0-9._-] not starting with '.'. */
+bool zs_job_name_valid(const char *name);
+
+/*
+ * Checks a layout and fills its derived fields (tensor offset and numel,
+ * unit numel). Fails with ZS_EINVAL and a message naming the first bad unit
+ * or tensor: no units, too many, an empty or over-long or duplicate name,
+ * ndim > ZS_MAX_DIMS, a zero dimension, numel overflow, an unknown dtype.
+ */
+enum zs_status zs_layout_validate(struct zs_layout *l, struct zs_error *err);
+
+/*
+ * Fills the derived fields (offsets, numel) of a decoded layout without
+ * judging it; sums saturate instead of overflowing. Validation does the same
+ * and more: use this only on layouts that came from a trusted peer.
+ */
+void zs_layout_derive(struct zs_layout *l);
+
+/*
+ * Validates a job spec (name, stage 1..3, world size 1..ZS_MAX_WORLD,
+ * dtype, optimizer and its hyper-parameters, alignment, the layout) and
+ * fills defaults: align_bytes 256, each unit's dtype from compute_dtype,
+ * AdamW betas (0.9, 0.999) and eps 1e-8 when left zero.
+ */
+enum zs_status zs_job_spec_normalize(struct zs_job_spec *s,
+				     struct zs_error *err);
+
+/*
+ * True when a and b describe the same units and tensors (names, shapes,
+ * dtypes, in order). On false, writes the first difference into why.
+ */
+bool zs_layout_equal(const struct zs_layout *a, const struct zs_layout *b,
+		     char *why, unsigned why_len);
+
+/* Deep copies; dst is overwritten (not released first). */
+enum zs_status zs_layout_copy(struct zs_layout *dst, const struct zs_layout *src);
+enum zs_status zs_placement_copy(struct zs_placement *dst,
+				 const struct zs_placement *src);
+
+/* Total elements of all units. */
+uint64_t zs_layout_numel(const struct zs_layout *l);
+
+/*
+ * Bytes a shard server holds per allocated element of unit u of a job:
+ * fp32 master (4) + optimizer state (AdamW m,v: 8; SGD momentum: 4) + an fp32
+ * reduction accumulator (4) + a compute-dtype copy served to gathers when the
+ * unit is not fp32 + one gradient staging slot per trainer in the unit's
+ * dtype (R * size). Placement charges capacity with exactly this.
+ */
+uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
+				  const struct zs_unit *u);
+
+void zs_layout_release(struct zs_layout *l);
+void zs_job_spec_release(struct zs_job_spec *s);
+void zs_placement_release(struct zs_placement *p);
+void zs_job_release(struct zs_job *j);
+void zs_assignment_release(struct zs_assignment *a);
+
+#endif

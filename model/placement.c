@@ -1,0 +1,118 @@
+/* placement.c - striping with alignment and capacity (see placement.h). */
+#include "model/placement.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+
+static int cmp_id(const void *a, const void *b)
+{
+	const struct place_server *x = a, *y = b;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+static uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint64_t place_bytes_on(const struct zs_job_spec *spec,
+			const struct zs_placement *p, uint64_t server_id)
+{
+	uint64_t b = 0;
+
+	for (uint32_t i = 0; i < p->n_shards; i++) {
+		const struct zs_shard *s = &p->shards[i];
+		if (s->server_id == server_id && s->unit < spec->layout.n_units)
+			b += s->padded * zs_server_bytes_per_elem(
+					     spec, &spec->layout.units[s->unit]);
+	}
+	return b;
+}
+
+enum zs_status place_job(const struct zs_job_spec *spec,
+			 const struct place_server *servers, size_t n,
+			 const struct zs_placement *prev,
+			 struct zs_placement *out, struct zs_error *err)
+{
+	const struct zs_layout *l = &spec->layout;
+	struct place_server *sv = NULL;
+	uint64_t *charge = NULL;
+	struct zs_shard *sh = NULL;
+	size_t n_sh = 0, cap_sh = 0;
+	enum zs_status st = ZS_OK;
+
+	memset(out, 0, sizeof *out);
+	if (n == 0)
+		return zs_fail(err, ZS_ESTATE,
+			       "no live shard server to place job '%s' on",
+			       spec->name);
+	sv = malloc(n * sizeof *sv);
+	charge = calloc(n, sizeof *charge);
+	if (!sv || !charge) {
+		st = zs_fail(err, ZS_ENOMEM, "out of memory placing a job");
+		goto clean;
+	}
+	memcpy(sv, servers, n * sizeof *sv);
+	qsort(sv, n, sizeof *sv, cmp_id);
+
+	for (uint32_t u = 0; u < l->n_units; u++) {
+		const struct zs_unit *un = &l->units[u];
+		unsigned dsz = zs_dtype_size(un->dtype ? un->dtype : spec->compute_dtype);
+		uint64_t align = spec->align_bytes / dsz ? spec->align_bytes / dsz : 1;
+		uint64_t chunk = round_up((un->numel + n - 1) / n, align);
+		uint64_t per = zs_server_bytes_per_elem(spec, un);
+
+		for (uint32_t i = 0; (uint64_t)i * chunk < un->numel; i++) {
+			uint64_t off = (uint64_t)i * chunk;
+			uint64_t len = un->numel - off < chunk ? un->numel - off : chunk;
+			size_t k = (u + i) % n;
+
+			if (n_sh == cap_sh) {
+				size_t nc = cap_sh ? cap_sh * 2 : 64;
+				struct zs_shard *g = realloc(sh, nc * sizeof *sh);
+				if (!g) {
+					st = zs_fail(err, ZS_ENOMEM,
+						     "out of memory placing a job");
+					goto clean;
+				}
+				sh = g;
+				cap_sh = nc;
+			}
+			sh[n_sh++] = (struct zs_shard){
+				.unit = u, .index = i, .server_id = sv[k].id,
+				.offset = off, .length = len,
+				.padded = round_up(len, align),
+			};
+			charge[k] += round_up(len, align) * per;
+		}
+	}
+
+	for (size_t k = 0; k < n; k++) {
+		char need[32], have[32];
+		if (charge[k] <= sv[k].free_bytes)
+			continue;
+		st = zs_fail(err, ZS_ENOSPC,
+			     "server %llu%s%s%s cannot hold its share of job '%s': needs %s, has %s free",
+			     (unsigned long long)sv[k].id, sv[k].addr ? " (" : "",
+			     sv[k].addr ? sv[k].addr : "", sv[k].addr ? ")" : "",
+			     spec->name, zs_fmt_bytes(charge[k], need, sizeof need),
+			     zs_fmt_bytes(sv[k].free_bytes, have, sizeof have));
+		goto clean;
+	}
+
+	out->shards = sh;
+	out->n_shards = (uint32_t)n_sh;
+	sh = NULL;
+	if (!prev)
+		out->epoch = 1;
+	else if (prev->n_shards == out->n_shards &&
+		 !memcmp(prev->shards, out->shards,
+			 out->n_shards * sizeof *out->shards))
+		out->epoch = prev->epoch;
+	else
+		out->epoch = prev->epoch + 1;
+clean:
+	free(sh);
+	free(charge);
+	free(sv);
+	return st;
+}

@@ -1,0 +1,49 @@
+/*
+ * placement.h - where each shard of a job lives. A pure function of the job
+ * spec and the live servers: no I/O, no locks, deterministic.
+ *
+ * Striping: a unit of N elements over S servers is cut into ceil(N/S)
+ * elements per shard, rounded up to the job's alignment, so every link
+ * carries about 1/S of a gather. A unit smaller than S aligned chunks has
+ * fewer shards (no empty shards are listed). Shard i of unit u goes to the
+ * server at position (u + i) mod S of the id-sorted server list, so that
+ * one-shard units do not all land on the first server.
+ *
+ * Capacity: each server is charged padded * zs_server_bytes_per_elem() for
+ * every shard it gets; a server whose charge exceeds its free bytes refuses
+ * the whole placement (ZS_ENOSPC, naming the server), never over-commits.
+ */
+#ifndef ZS_PLACEMENT_H
+#define ZS_PLACEMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "base/status.h"
+
+struct place_server {
+	uint64_t id;
+	uint64_t free_bytes; /* capacity minus what other jobs hold */
+	const char *addr;    /* for error messages only; may be NULL */
+};
+
+/*
+ * Computes the placement of spec (already normalized) over servers[0..n).
+ * prev, if not NULL, is the job's current placement: when the result has the
+ * same shards, its epoch is kept, otherwise it is prev->epoch + 1 (1 for a
+ * new job). On success *out is filled and owned by the caller
+ * (zs_placement_release); on failure *out is left empty.
+ * Errors: ZS_ESTATE when n is 0; ZS_ENOSPC when a server cannot hold its
+ * share; ZS_ENOMEM.
+ */
+enum zs_status place_job(const struct zs_job_spec *spec,
+			 const struct place_server *servers, size_t n,
+			 const struct zs_placement *prev,
+			 struct zs_placement *out, struct zs_error *err);
+
+/* Bytes that shards of p charge to server id (0 if it holds none). */
+uint64_t place_bytes_on(const struct zs_job_spec *spec,
+			const struct zs_placement *p, uint64_t server_id);
+
+#endif

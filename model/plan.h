@@ -1,0 +1,70 @@
+/*
+ * plan.h - what a sharding setup costs in memory, before running it
+ * (zshardctl plan, and the predictions make bench checks against).
+ *
+ * Two accountings:
+ *  - the ZeRO paper's (Rajbhandari et al., 2020, section 3): per GPU,
+ *    parameters b*P, gradients b*P and K*P of optimizer state (K = 12 for
+ *    mixed-precision Adam: fp32 master, m, v), where stage 1 divides the
+ *    optimizer state by the data-parallel size N, stage 2 also the
+ *    gradients, stage 3 also the parameters;
+ *  - zshard's, which moves the optimizer state and the fp32 master to the
+ *    shard servers (host memory) at every stage and leaves the trainer
+ *    (GPU) only what its step driver holds: stage 1 the replica and every
+ *    gradient; stage 2 the replica and the gradients of 1 + push_depth
+ *    consecutive units (one being written, the rest being pushed); stage 3
+ *    the prefetch window of parameters (1 + prefetch consecutive units;
+ *    every unit when kept until backward) and the same gradients. A server holds, per
+ *    element of its shards, zs_server_bytes_per_elem: master, reduction
+ *    buffer, optimizer state, the compute copy and one gradient staging
+ *    slot per rank.
+ * Not counted (a fixed overhead the output states): the trainer's
+ * activations and its process (libraries, connections), the servers'
+ * process.
+ */
+#ifndef ZS_PLAN_H
+#define ZS_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/model.h"
+
+struct zs_plan_in {
+	uint64_t params;       /* P; ignored when unit_numel is given */
+	uint32_t n_units;      /* units (layers); uniform when unit_numel is NULL */
+	const uint64_t *unit_numel; /* optional: the job's units, in order */
+	uint32_t world;        /* N data-parallel trainers */
+	uint32_t servers;      /* shard servers (0: N, co-located) */
+	unsigned stage;        /* 1, 2, 3 */
+	enum zs_dtype dtype;   /* compute dtype */
+	enum zs_optim_kind optim;
+	bool momentum;         /* SGD with momentum */
+	unsigned prefetch;
+	unsigned push_depth;   /* gradient pushes in flight (0: 1, the driver's default) */
+	bool keep_until_backward; /* stage 3: no reshard after forward */
+};
+
+struct zs_plan {
+	uint64_t params, largest_unit;
+	unsigned b, K; /* bytes per parameter: compute dtype, optimizer (paper) */
+	/* the paper: bytes per GPU for the baseline (DDP) and stages 1-3 */
+	double zero[4];
+	/* zshard: bytes per trainer and per server */
+	uint64_t trainer_params, trainer_grads, trainer_total;
+	uint64_t server_per_elem; /* bytes per element owned */
+	uint64_t server_total;    /* per server, shards spread evenly */
+};
+
+/* Fills *out; ZS_EINVAL (with err) for an input out of range. */
+enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
+			       struct zs_error *err);
+
+/*
+ * The largest parameter count (uniform units of in->n_units) whose trainer
+ * fits in gpu bytes and whose servers fit in host bytes each (0 for a limit
+ * not given); UINT64_MAX when nothing bounds it below 2^50.
+ */
+uint64_t zs_plan_max_params(const struct zs_plan_in *in, uint64_t gpu, uint64_t host);
+
+#endif

@@ -1,0 +1,280 @@
+/* spec_json.c - job spec from JSON through jansson (see spec_json.h). */
+#include "model/spec_json.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Fails on any key of obj not in the NULL-terminated list. */
+static enum zs_status only_keys(json_t *obj, const char *where,
+				const char *const *keys, struct zs_error *err)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(obj, k, v) {
+		int ok = 0;
+		for (const char *const *p = keys; *p && !ok; p++)
+			ok = !strcmp(*p, k);
+		if (!ok)
+			return zs_fail(err, ZS_EINVAL, "%s: unknown key '%s'", where, k);
+	}
+	return ZS_OK;
+}
+
+static enum zs_status get_str(json_t *obj, const char *key, const char *where,
+			      char *dst, size_t cap, int required,
+			      struct zs_error *err)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v) {
+		if (required)
+			return zs_fail(err, ZS_EINVAL, "%s: '%s' is missing", where, key);
+		return ZS_OK;
+	}
+	if (!json_is_string(v))
+		return zs_fail(err, ZS_EINVAL, "%s: '%s' must be a string", where, key);
+	if (json_string_length(v) >= cap)
+		return zs_fail(err, ZS_EINVAL, "%s: '%s' is too long (max %zu)",
+			       where, key, cap - 1);
+	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
+	return ZS_OK;
+}
+
+static enum zs_status get_uint(json_t *obj, const char *key, const char *where,
+			       uint64_t max, uint64_t *out, struct zs_error *err)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		return ZS_OK;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    (uint64_t)json_integer_value(v) > max)
+		return zs_fail(err, ZS_EINVAL,
+			       "%s: '%s' must be an integer in [0, %llu]", where, key,
+			       (unsigned long long)max);
+	*out = (uint64_t)json_integer_value(v);
+	return ZS_OK;
+}
+
+static enum zs_status get_num(json_t *obj, const char *key, const char *where,
+			      double *out, struct zs_error *err)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		return ZS_OK;
+	if (!json_is_number(v))
+		return zs_fail(err, ZS_EINVAL, "%s: '%s' must be a number", where, key);
+	*out = json_number_value(v);
+	return ZS_OK;
+}
+
+static enum zs_status get_dtype(json_t *obj, const char *where, enum zs_dtype *d,
+				struct zs_error *err)
+{
+	char s[32] = "";
+	enum zs_status st = get_str(obj, "dtype", where, s, sizeof s, 0, err);
+
+	if (st || !s[0])
+		return st;
+	st = zs_dtype_parse(s, d, err);
+	if (st)
+		zs_error_prefix(err, "%s", where);
+	return st;
+}
+
+static enum zs_status parse_optim(json_t *o, struct zs_optim *opt,
+				  struct zs_error *err)
+{
+	static const char *const keys[] = {"kind", "lr", "beta1", "beta2", "eps",
+					   "weight_decay", "momentum",
+					   "clip_norm", NULL};
+	char kind[32];
+	enum zs_status st;
+
+	if (!json_is_object(o))
+		return zs_fail(err, ZS_EINVAL, "'optimizer' must be an object");
+	if ((st = only_keys(o, "optimizer", keys, err)) ||
+	    (st = get_str(o, "kind", "optimizer", kind, sizeof kind, 1, err)))
+		return st;
+	if ((st = zs_optim_parse(kind, &opt->kind, err)))
+		return st;
+	if ((st = get_num(o, "lr", "optimizer", &opt->lr, err)) ||
+	    (st = get_num(o, "beta1", "optimizer", &opt->beta1, err)) ||
+	    (st = get_num(o, "beta2", "optimizer", &opt->beta2, err)) ||
+	    (st = get_num(o, "eps", "optimizer", &opt->eps, err)) ||
+	    (st = get_num(o, "weight_decay", "optimizer", &opt->weight_decay, err)) ||
+	    (st = get_num(o, "momentum", "optimizer", &opt->momentum, err)) ||
+	    (st = get_num(o, "clip_norm", "optimizer", &opt->clip_norm, err)))
+		return st;
+	return ZS_OK;
+}
+
+static enum zs_status parse_tensor(json_t *t, const char *unit, struct zs_tensor *te,
+				   struct zs_error *err)
+{
+	static const char *const keys[] = {"name", "shape", NULL};
+	char where[ZS_NAME_MAX + 16];
+	json_t *shape, *d;
+	enum zs_status st;
+	size_t i;
+
+	snprintf(where, sizeof where, "unit '%s' tensor", unit);
+	if (!json_is_object(t))
+		return zs_fail(err, ZS_EINVAL, "%s: must be an object", where);
+	if ((st = only_keys(t, where, keys, err)) ||
+	    (st = get_str(t, "name", where, te->name, sizeof te->name, 1, err)))
+		return st;
+	shape = json_object_get(t, "shape");
+	if (!json_is_array(shape))
+		return zs_fail(err, ZS_EINVAL, "tensor '%s': 'shape' must be an array",
+			       te->name);
+	if (json_array_size(shape) > ZS_MAX_DIMS)
+		return zs_fail(err, ZS_EINVAL, "tensor '%s': more than %d dimensions",
+			       te->name, ZS_MAX_DIMS);
+	te->ndim = (uint32_t)json_array_size(shape);
+	json_array_foreach(shape, i, d) {
+		if (!json_is_integer(d) || json_integer_value(d) < 0)
+			return zs_fail(err, ZS_EINVAL,
+				       "tensor '%s': shape entries must be integers >= 0",
+				       te->name);
+		te->shape[i] = (uint64_t)json_integer_value(d);
+	}
+	return ZS_OK;
+}
+
+static enum zs_status parse_units(json_t *units, struct zs_layout *l,
+				  struct zs_error *err)
+{
+	static const char *const keys[] = {"name", "dtype", "tensors", NULL};
+	json_t *u;
+	size_t i;
+
+	if (!json_is_array(units) || json_array_size(units) == 0)
+		return zs_fail(err, ZS_EINVAL, "'units' must be a non-empty array");
+	if (json_array_size(units) > ZS_MAX_UNITS)
+		return zs_fail(err, ZS_EINVAL, "more than %d units", ZS_MAX_UNITS);
+	l->units = calloc(json_array_size(units), sizeof *l->units);
+	if (!l->units)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	l->n_units = (uint32_t)json_array_size(units);
+	json_array_foreach(units, i, u) {
+		struct zs_unit *un = &l->units[i];
+		json_t *ts, *t;
+		enum zs_status st;
+		size_t k;
+
+		if (!json_is_object(u))
+			return zs_fail(err, ZS_EINVAL, "unit %zu: must be an object", i);
+		if ((st = only_keys(u, "unit", keys, err)) ||
+		    (st = get_str(u, "name", "unit", un->name, sizeof un->name, 1, err)) ||
+		    (st = get_dtype(u, un->name, &un->dtype, err)))
+			return st;
+		ts = json_object_get(u, "tensors");
+		if (!json_is_array(ts) || json_array_size(ts) == 0)
+			return zs_fail(err, ZS_EINVAL,
+				       "unit '%s': 'tensors' must be a non-empty array",
+				       un->name);
+		if (json_array_size(ts) > ZS_MAX_TENSORS)
+			return zs_fail(err, ZS_EINVAL, "unit '%s': more than %d tensors",
+				       un->name, ZS_MAX_TENSORS);
+		un->tensors = calloc(json_array_size(ts), sizeof *un->tensors);
+		if (!un->tensors)
+			return zs_fail(err, ZS_ENOMEM, "out of memory");
+		un->n_tensors = (uint32_t)json_array_size(ts);
+		json_array_foreach(ts, k, t) {
+			st = parse_tensor(t, un->name, &un->tensors[k], err);
+			if (st)
+				return st;
+		}
+	}
+	return ZS_OK;
+}
+
+static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
+				 struct zs_error *err)
+{
+	static const char *const keys[] = {"name", "stage", "world_size",
+					   "compute_dtype", "align_bytes",
+					   "optimizer", "units", "keep_checkpoints",
+					   "checkpoint_every", NULL};
+	char dt[32] = "";
+	uint64_t v;
+	enum zs_status st;
+
+	if (!json_is_object(root))
+		return zs_fail(err, ZS_EINVAL, "a job spec must be a JSON object");
+	if ((st = only_keys(root, "job spec", keys, err)) ||
+	    (st = get_str(root, "name", "job spec", s->name, sizeof s->name, 1, err)))
+		return st;
+	v = 0;
+	if ((st = get_uint(root, "stage", "job spec", 3, &v, err)))
+		return st;
+	s->stage = (uint32_t)v;
+	v = 0;
+	if ((st = get_uint(root, "world_size", "job spec", ZS_MAX_WORLD, &v, err)))
+		return st;
+	s->world_size = (uint32_t)v;
+	v = 0;
+	if ((st = get_uint(root, "align_bytes", "job spec", 1u << 20, &v, err)))
+		return st;
+	s->align_bytes = (uint32_t)v;
+	v = 0;
+	if ((st = get_uint(root, "keep_checkpoints", "job spec", 1000, &v, err)))
+		return st;
+	s->keep_checkpoints = (uint32_t)v;
+	v = 0;
+	if ((st = get_uint(root, "checkpoint_every", "job spec", UINT32_MAX, &v, err)))
+		return st;
+	s->checkpoint_every = (uint32_t)v;
+	if ((st = get_str(root, "compute_dtype", "job spec", dt, sizeof dt, 0, err)))
+		return st;
+	if (dt[0] && (st = zs_dtype_parse(dt, &s->compute_dtype, err)))
+		return st;
+	if (!json_object_get(root, "optimizer"))
+		return zs_fail(err, ZS_EINVAL, "job spec: 'optimizer' is missing");
+	if ((st = parse_optim(json_object_get(root, "optimizer"), &s->optim, err)))
+		return st;
+	return parse_units(json_object_get(root, "units"), &s->layout, err);
+}
+
+static enum zs_status from_json(json_t *root, const json_error_t *jerr,
+				const char *what, struct zs_job_spec *spec,
+				struct zs_error *err)
+{
+	enum zs_status st;
+
+	memset(spec, 0, sizeof *spec);
+	if (!root)
+		return zs_fail(err, ZS_EINVAL, "%s: line %d column %d: %s", what,
+			       jerr->line, jerr->column, jerr->text);
+	st = parse_root(root, spec, err);
+	json_decref(root);
+	if (st)
+		zs_job_spec_release(spec);
+	return st;
+}
+
+enum zs_status zs_spec_from_json(const char *text, struct zs_job_spec *spec,
+				 struct zs_error *err)
+{
+	json_error_t jerr;
+	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	return from_json(root, &jerr, "job spec", spec, err);
+}
+
+enum zs_status zs_spec_load(const char *path, struct zs_job_spec *spec,
+			    struct zs_error *err)
+{
+	json_error_t jerr;
+	json_t *root;
+
+	if (!strcmp(path, "-"))
+		root = json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr);
+	else
+		root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	return from_json(root, &jerr, path, spec, err);
+}

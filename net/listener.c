@@ -1,0 +1,786 @@
+/*
+ * listener.c - the server side of the data plane (see transport.h).
+ *
+ * One accept thread polls the tcp and shm listening sockets; each accepted
+ * connection gets a thread that reads frames and calls the target. Replies
+ * may come from any thread (a deferred gather is answered by whoever makes
+ * the step's parameters), so writes to a connection go under its write
+ * lock, and a connection lives until its thread and every operation it
+ * handed to the target are done (a reference count).
+ *
+ * Per connection:  HELLO -> (GATHER | PUSH | PUSH_BEGIN, PUSH)*  -> EOF.
+ * A frame that does not decode, a payload of the wrong size or a peer that
+ * closes mid-frame ends that connection only; the target sees write_abort
+ * for a write that began, and nothing else changes.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include "base/log.h"
+#include "rdma/rdma.h"
+#include "net/sockio.h"
+#include "net/transport.h"
+#include "base/util.h"
+#include "net/wire.h"
+
+#define MAX_HELLO 1024
+#define RDMA_WORKERS 2
+
+struct note { /* an rdma push's notification waiting for a worker */
+	struct lconn *c;
+	uint32_t id;
+	struct note *next;
+};
+
+struct slot { /* shm: a write slot handed out by PUSH_SLOT */
+	uint64_t req_id;
+	struct zs_xfer x;
+	void *dst;
+};
+
+struct lconn {
+	struct zs_listener *l;
+	int fd;
+	bool shm;
+	bool rdma;  /* a tcp peer on the rdma data path: replies give offsets */
+	void *qp;   /* its queue pair (zs_rdma_srv_accept) */
+	atomic_int refs;
+	pthread_mutex_t wmu; /* serializes writes; guards dead */
+	bool dead;
+	bool hello;
+	uint32_t job, rank;
+	pthread_t th;
+	pthread_mutex_t smu; /* slots: the rdma notifications come from another thread */
+	struct slot *slots;
+	size_t n_slots;
+	struct lconn *next; /* listener's list */
+};
+
+struct zs_sop {
+	struct lconn *c;
+	uint64_t req_id;
+	uint16_t op;
+	struct zs_xfer x;
+};
+
+struct block {
+	void *p;
+	size_t size;
+	bool used;
+};
+
+struct zs_listener {
+	struct zs_target t;
+	int tcp_fd, shm_fd;
+	char shm_name[108];
+	pthread_t accept_th;
+	atomic_int stop;
+	pthread_mutex_t mu; /* conns, blocks */
+	struct lconn *conns;
+	/* the arena: a memfd that shm peers map; tcp peers never see it */
+	int memfd;
+	uint8_t *arena;
+	size_t arena_len, arena_used;
+	struct block *blocks;
+	size_t n_blocks;
+	struct zs_rdma_srv *rdma; /* the arena registered once, when offered */
+	/* rdma push notifications, handled by a few workers so that the
+	 * reductions they start run in parallel, as tcp connections' do */
+	pthread_mutex_t nmu;
+	pthread_cond_t ncv;
+	struct note *notes, *notes_tail;
+	bool nstop;
+	pthread_t nth[RDMA_WORKERS];
+	int n_nth;
+	bool stopped;
+};
+
+/* ----------------------------------------------------------------- arena */
+
+void *zs_listener_alloc(struct zs_listener *l, size_t bytes)
+{
+	size_t need = (bytes + 4095) & ~(size_t)4095;
+	void *p = NULL;
+
+	if (!need)
+		need = 4096;
+	pthread_mutex_lock(&l->mu);
+	for (size_t i = 0; i < l->n_blocks && !p; i++)
+		if (!l->blocks[i].used && l->blocks[i].size == need) {
+			l->blocks[i].used = true;
+			p = l->blocks[i].p;
+			memset(p, 0, need);
+		}
+	if (!p && l->arena_used + need <= l->arena_len) {
+		struct block *g = realloc(l->blocks, (l->n_blocks + 1) * sizeof *g);
+		if (g) {
+			l->blocks = g;
+			p = l->arena + l->arena_used;
+			g[l->n_blocks++] = (struct block){p, need, true};
+			l->arena_used += need;
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+	return p;
+}
+
+void zs_listener_release(struct zs_listener *l, void *p)
+{
+	pthread_mutex_lock(&l->mu);
+	for (size_t i = 0; i < l->n_blocks; i++)
+		if (l->blocks[i].p == p)
+			l->blocks[i].used = false;
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* ----------------------------------------------------------- connections */
+
+static void conn_unref(struct lconn *c)
+{
+	if (atomic_fetch_sub(&c->refs, 1) != 1)
+		return;
+	close(c->fd);
+	free(c->slots);
+	pthread_mutex_destroy(&c->smu);
+	pthread_mutex_destroy(&c->wmu);
+	free(c);
+}
+
+/* Sends a frame (and payload) unless the connection is dead. */
+static int send_frame(struct lconn *c, struct zs_frame *f, const void *payload,
+		      size_t len, int pass_fd)
+{
+	uint8_t h[ZS_WIRE_HDR];
+	struct iovec iov[2] = {{h, sizeof h}, {(void *)payload, len}};
+	int rc = -1;
+
+	f->payload_len = len;
+	zs_wire_encode(f, h);
+	pthread_mutex_lock(&c->wmu);
+	if (!c->dead) {
+		if (pass_fd >= 0)
+			rc = zs_send_with_fd(c->fd, h, sizeof h, pass_fd);
+		else
+			rc = zs_writev_full(c->fd, iov, len ? 2 : 1);
+		if (rc) {
+			c->dead = true;
+			shutdown(c->fd, SHUT_RDWR);
+		}
+	}
+	pthread_mutex_unlock(&c->wmu);
+	return rc;
+}
+
+static void send_error(struct lconn *c, uint64_t req_id, enum zs_status code,
+		       const char *msg)
+{
+	struct zs_frame f = {.op = ZS_OP_ERROR, .req_id = req_id, .status = code};
+	send_frame(c, &f, msg, strlen(msg), -1);
+}
+
+static struct zs_sop *new_sop(struct lconn *c, const struct zs_frame *f,
+			      const struct zs_xfer *x)
+{
+	struct zs_sop *op = malloc(sizeof *op);
+	if (!op)
+		return NULL;
+	atomic_fetch_add(&c->refs, 1);
+	*op = (struct zs_sop){c, f->req_id, f->op, *x};
+	return op;
+}
+
+static void sop_end(struct zs_sop *op)
+{
+	conn_unref(op->c);
+	free(op);
+}
+
+void zs_sop_read_ready(struct zs_sop *op, const void *src)
+{
+	struct lconn *c = op->c;
+	size_t bytes = op->x.length * zs_dtype_size(op->x.dtype);
+	struct zs_frame f = {.op = ZS_OP_GATHER_DATA, .req_id = op->req_id,
+			     .job = c->job, .unit = op->x.unit, .offset = op->x.offset,
+			     .length = op->x.length, .step = op->x.step,
+			     .dtype = (uint16_t)op->x.dtype};
+
+	bool dead;
+
+	pthread_mutex_lock(&c->wmu);
+	dead = c->dead;
+	pthread_mutex_unlock(&c->wmu);
+	if (dead) {
+		/* the peer is gone (or the listener closed): nothing to send */
+	} else if (c->shm || c->rdma) {
+		const uint8_t *s = src, *a = c->l->arena;
+		if (s < a || s + bytes > a + c->l->arena_len) {
+			zs_error("data plane: target served memory outside the arena (bug)");
+			send_error(c, op->req_id, ZS_EINTERNAL, "server memory error");
+		} else {
+			f.aux = (uint64_t)(s - a);
+			send_frame(c, &f, NULL, 0, -1);
+		}
+	} else {
+		send_frame(c, &f, src, bytes, -1);
+	}
+	sop_end(op);
+}
+
+void zs_sop_set_step(struct zs_sop *op, uint64_t step) { op->x.step = step; }
+
+void zs_sop_done(struct zs_sop *op)
+{
+	struct zs_frame f = {.op = ZS_OP_PUSH_ACK, .req_id = op->req_id,
+			     .job = op->c->job, .unit = op->x.unit, .step = op->x.step};
+	send_frame(op->c, &f, NULL, 0, -1);
+	sop_end(op);
+}
+
+void zs_sop_fail(struct zs_sop *op, enum zs_status code, const char *fmt, ...)
+{
+	char msg[ZS_WIRE_MAX_ERR];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	send_error(op->c, op->req_id, code == ZS_OK ? ZS_EINTERNAL : code, msg);
+	sop_end(op);
+}
+
+static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
+				 struct zs_error *err)
+{
+	unsigned dsz = zs_dtype_size((enum zs_dtype)f->dtype);
+
+	if (!dsz)
+		return zs_fail(err, ZS_EINVAL, "unknown dtype %u", f->dtype);
+	if (f->length == 0 || f->length > ZS_MAX_NUMEL || f->offset > ZS_MAX_NUMEL)
+		return zs_fail(err, ZS_EINVAL, "bad range: offset %llu length %llu",
+			       (unsigned long long)f->offset,
+			       (unsigned long long)f->length);
+	*x = (struct zs_xfer){.unit = f->unit, .offset = f->offset, .length = f->length,
+			      .step = f->step, .dtype = (enum zs_dtype)f->dtype,
+			      .partial = f->flags & ZS_WF_PARTIAL,
+			      .init = f->flags & ZS_WF_INIT,
+			      .state_read = f->flags & ZS_WF_STATE,
+			      .state = (f->flags & ZS_WF_STATE) ? (int)(f->aux & 3) : -1};
+	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))
+		return zs_fail(err, ZS_EINVAL, "a state read is of array 0, 1 or 2, as f32");
+	return ZS_OK;
+}
+
+static int on_hello(struct lconn *c, const struct zs_frame *f)
+{
+	struct zs_listener *l = c->l;
+	struct zs_error err = {0};
+	char buf[MAX_HELLO + 1], *token;
+	struct zs_frame r = {.op = ZS_OP_HELLO_OK, .req_id = f->req_id};
+	uint32_t job;
+
+	if (c->hello || f->payload_len == 0 || f->payload_len > MAX_HELLO) {
+		send_error(c, f->req_id, ZS_EPROTO, "bad HELLO");
+		return -1;
+	}
+	if (zs_read_full(c->fd, buf, f->payload_len))
+		return -1;
+	buf[f->payload_len] = '\0';
+	token = memchr(buf, '\0', f->payload_len);
+	token = token ? token + 1 : buf + f->payload_len;
+	if ((f->flags & ZS_WF_RDMA) && (c->shm || !l->rdma)) {
+		send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no rdma data path");
+		return -1;
+	}
+	if (l->t.hello(l->t.ctx, buf, token, f->step, f->rank, &job, &err)) {
+		send_error(c, f->req_id, err.code, err.msg);
+		return -1;
+	}
+	if (f->flags & ZS_WF_RDMA) { /* the queue pair follows (RDMA_QP) */
+		c->hello = true;
+		c->rdma = true;
+		c->job = r.job = job;
+		c->rank = f->rank;
+		r.aux = l->arena_len;
+		return send_frame(c, &r, NULL, 0, -1);
+	}
+	c->hello = true;
+	c->job = r.job = job;
+	c->rank = f->rank;
+	if (c->shm) {
+		r.aux = l->arena_len;
+		return send_frame(c, &r, NULL, 0, l->memfd);
+	}
+	return send_frame(c, &r, NULL, 0, -1);
+}
+
+/* rdma: a push's notification (its request id) arrived with its last
+ * piece; the bytes are in the slot. Called with a reference held. */
+static void note_handle(struct lconn *c, uint32_t id)
+{
+	struct zs_frame f = {.op = ZS_OP_PUSH};
+	struct slot sl = {0};
+	bool found = false;
+
+	pthread_mutex_lock(&c->smu);
+	for (size_t i = 0; i < c->n_slots && !found; i++)
+		if ((uint32_t)c->slots[i].req_id == id) {
+			sl = c->slots[i];
+			c->slots[i] = c->slots[--c->n_slots];
+			found = true;
+		}
+	pthread_mutex_unlock(&c->smu);
+	if (!found) {
+		zs_warn("data plane: an rdma notification for request %u, which has no slot", id);
+	} else {
+		struct zs_sop *op;
+		f.req_id = sl.req_id;
+		op = new_sop(c, &f, &sl.x);
+		if (op)
+			c->l->t.write_done(c->l->t.ctx, op, c->job, c->rank, &sl.x, sl.dst);
+		else
+			c->l->t.write_abort(c->l->t.ctx, c->job, c->rank, &sl.x, sl.dst);
+	}
+	conn_unref(c);
+}
+
+static void on_hold(void *owner)
+{
+	struct lconn *c = owner;
+	atomic_fetch_add(&c->refs, 1);
+}
+
+/* From the completion thread: queued for a worker (the reference goes
+ * with it). Handled at once if no queue entry can be made. */
+static void on_imm(void *owner, uint32_t id)
+{
+	struct lconn *c = owner;
+	struct zs_listener *l = c->l;
+	struct note *n = malloc(sizeof *n);
+
+	if (!n) {
+		note_handle(c, id);
+		return;
+	}
+	*n = (struct note){c, id, NULL};
+	pthread_mutex_lock(&l->nmu);
+	if (l->notes_tail)
+		l->notes_tail->next = n;
+	else
+		l->notes = n;
+	l->notes_tail = n;
+	pthread_cond_signal(&l->ncv);
+	pthread_mutex_unlock(&l->nmu);
+}
+
+static void *note_main(void *arg)
+{
+	struct zs_listener *l = arg;
+
+	pthread_mutex_lock(&l->nmu);
+	for (;;) {
+		struct note *n;
+		while (!l->notes && !l->nstop)
+			pthread_cond_wait(&l->ncv, &l->nmu);
+		if (!l->notes)
+			break; /* stopping, and nothing left */
+		n = l->notes;
+		l->notes = n->next;
+		if (!l->notes)
+			l->notes_tail = NULL;
+		pthread_mutex_unlock(&l->nmu);
+		note_handle(n->c, n->id);
+		free(n);
+		pthread_mutex_lock(&l->nmu);
+	}
+	pthread_mutex_unlock(&l->nmu);
+	return NULL;
+}
+
+/* A trainer's queue pair (again after a failure): ours in reply. */
+static int on_rdma_qp(struct lconn *c, const struct zs_frame *f)
+{
+	struct zs_frame r = {.op = ZS_OP_RDMA_QP, .req_id = f->req_id, .job = c->job};
+	struct zs_rdma_info peer, mine;
+	struct zs_error err = {0};
+	uint8_t buf[ZS_RDMA_INFO];
+	void *qp;
+
+	if (!c->rdma || f->payload_len != ZS_RDMA_INFO) {
+		send_error(c, f->req_id, ZS_EPROTO, "RDMA_QP is for rdma peers, with its info");
+		return -1;
+	}
+	if (zs_read_full(c->fd, buf, sizeof buf))
+		return -1;
+	zs_rdma_info_unpack(buf, &peer);
+	if (zs_rdma_srv_accept(c->l->rdma, &peer, c, &mine, &qp, &err)) {
+		send_error(c, f->req_id, err.code, err.msg);
+		return -1;
+	}
+	zs_rdma_srv_qp_free(c->l->rdma, c->qp); /* the one that failed, if any */
+	c->qp = qp;
+	zs_rdma_info_pack(&mine, buf);
+	return send_frame(c, &r, buf, sizeof buf, -1);
+}
+
+/* Handles one frame; nonzero ends the connection. */
+static int handle(struct lconn *c, const struct zs_frame *f)
+{
+	struct zs_listener *l = c->l;
+	struct zs_error err = {0};
+	struct zs_xfer x;
+	struct zs_sop *op;
+	void *dst;
+
+	if (f->op == ZS_OP_HELLO)
+		return on_hello(c, f);
+	if (f->op == ZS_OP_RDMA_QP)
+		return on_rdma_qp(c, f);
+	if (!c->hello || f->job != c->job) {
+		send_error(c, f->req_id, ZS_EPROTO,
+			   c->hello ? "frame for another job" : "HELLO first");
+		return -1;
+	}
+	if (check_xfer(f, &x, &err)) {
+		/* keep the stream in step if the payload is sane, else drop it */
+		if (f->payload_len > ((uint64_t)1 << 40) || zs_drain(c->fd, f->payload_len))
+			return -1;
+		send_error(c, f->req_id, err.code, err.msg);
+		return 0;
+	}
+	switch (f->op) {
+	case ZS_OP_GATHER:
+		if (f->payload_len) {
+			send_error(c, f->req_id, ZS_EPROTO, "GATHER with a payload");
+			return -1;
+		}
+		op = new_sop(c, f, &x);
+		if (!op)
+			return -1;
+		l->t.read(l->t.ctx, op, c->job, c->rank, &x);
+		return 0;
+	case ZS_OP_PUSH:
+		if (c->shm || c->rdma) {
+			pthread_mutex_lock(&c->smu);
+			for (size_t i = 0; i < c->n_slots; i++) {
+				if (c->slots[i].req_id != f->req_id)
+					continue;
+				dst = c->slots[i].dst;
+				x = c->slots[i].x;
+				c->slots[i] = c->slots[--c->n_slots];
+				pthread_mutex_unlock(&c->smu);
+				op = new_sop(c, f, &x);
+				if (!op)
+					return -1;
+				l->t.write_done(l->t.ctx, op, c->job, c->rank, &x, dst);
+				return 0;
+			}
+			pthread_mutex_unlock(&c->smu);
+			send_error(c, f->req_id, ZS_EPROTO, "PUSH without PUSH_BEGIN");
+			return -1;
+		}
+		if (f->payload_len != x.length * zs_dtype_size(x.dtype)) {
+			send_error(c, f->req_id, ZS_EPROTO, "PUSH payload size does not match its range");
+			return -1;
+		}
+		if (l->t.write_begin(l->t.ctx, c->job, c->rank, &x, &dst, &err)) {
+			if (zs_drain(c->fd, f->payload_len))
+				return -1;
+			send_error(c, f->req_id, err.code, err.msg);
+			return 0;
+		}
+		/* straight into the target's staging slot, no intermediate copy,
+		 * in pieces the target may reduce as they land */
+		for (uint64_t got = 0; got < f->payload_len;) {
+			uint64_t k = f->payload_len - got < (1u << 20) ? f->payload_len - got
+								      : (1u << 20);
+			if (zs_read_full(c->fd, (uint8_t *)dst + got, k)) {
+				l->t.write_abort(l->t.ctx, c->job, c->rank, &x, dst);
+				return -1;
+			}
+			got += k;
+			if (l->t.write_progress && got < f->payload_len)
+				l->t.write_progress(l->t.ctx, c->job, c->rank, &x, dst, got);
+		}
+		op = new_sop(c, f, &x);
+		if (!op)
+			return -1;
+		l->t.write_done(l->t.ctx, op, c->job, c->rank, &x, dst);
+		return 0;
+	case ZS_OP_PUSH_BEGIN: {
+		struct zs_frame r = {.op = ZS_OP_PUSH_SLOT, .req_id = f->req_id, .job = c->job};
+		struct slot *g;
+		if (!(c->shm || c->rdma) || f->payload_len) {
+			send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for shm and rdma peers");
+			return -1;
+		}
+		if (l->t.write_begin(l->t.ctx, c->job, c->rank, &x, &dst, &err)) {
+			send_error(c, f->req_id, err.code, err.msg);
+			return 0;
+		}
+		pthread_mutex_lock(&c->smu);
+		g = realloc(c->slots, (c->n_slots + 1) * sizeof *g);
+		if (g) {
+			c->slots = g;
+			g[c->n_slots++] = (struct slot){f->req_id, x, dst};
+		}
+		pthread_mutex_unlock(&c->smu);
+		if (!g) {
+			l->t.write_abort(l->t.ctx, c->job, c->rank, &x, dst);
+			return -1;
+		}
+		r.aux = (uint64_t)((uint8_t *)dst - l->arena);
+		return send_frame(c, &r, NULL, 0, -1);
+	}
+	default:
+		send_error(c, f->req_id, ZS_EPROTO, "unexpected frame op");
+		return -1;
+	}
+}
+
+static void *conn_main(void *arg)
+{
+	struct lconn *c = arg;
+	uint8_t h[ZS_WIRE_HDR];
+	struct zs_frame f;
+	struct zs_error err = {0};
+
+	while (zs_read_full(c->fd, h, sizeof h) == 0) {
+		if (zs_wire_decode(h, &f, &err)) {
+			zs_warn("data plane: dropping a connection: %s", err.msg);
+			send_error(c, 0, ZS_EPROTO, err.msg);
+			break;
+		}
+		if (handle(c, &f))
+			break;
+	}
+	pthread_mutex_lock(&c->wmu);
+	c->dead = true;
+	shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&c->wmu);
+	/* no notification reaches this connection after its queue pair goes */
+	zs_rdma_srv_qp_free(c->l->rdma, c->qp);
+	c->qp = NULL;
+	pthread_mutex_lock(&c->smu);
+	for (size_t i = 0; i < c->n_slots; i++)
+		c->l->t.write_abort(c->l->t.ctx, c->job, c->rank, &c->slots[i].x,
+				    c->slots[i].dst);
+	c->n_slots = 0;
+	pthread_mutex_unlock(&c->smu);
+	return NULL;
+}
+
+static void *accept_main(void *arg)
+{
+	struct zs_listener *l = arg;
+
+	while (!atomic_load(&l->stop)) {
+		struct pollfd p[2] = {{.fd = l->tcp_fd, .events = POLLIN},
+				      {.fd = l->shm_fd, .events = POLLIN}};
+		if (poll(p, 2, 100) <= 0)
+			continue;
+		for (int i = 0; i < 2; i++) {
+			struct lconn *c;
+			int fd;
+			if (!(p[i].revents & POLLIN))
+				continue;
+			fd = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
+			if (fd < 0)
+				continue;
+			c = calloc(1, sizeof *c);
+			if (!c) {
+				close(fd);
+				continue;
+			}
+			if (i == 0)
+				zs_tune_tcp(fd);
+			c->l = l;
+			c->fd = fd;
+			c->shm = i == 1;
+			atomic_init(&c->refs, 1);
+			pthread_mutex_init(&c->wmu, NULL);
+			pthread_mutex_init(&c->smu, NULL);
+			if (pthread_create(&c->th, NULL, conn_main, c)) {
+				close(fd);
+				free(c);
+				continue;
+			}
+			pthread_mutex_lock(&l->mu);
+			c->next = l->conns;
+			l->conns = c;
+			pthread_mutex_unlock(&l->mu);
+		}
+	}
+	return NULL;
+}
+
+/* The notification workers finish what was notified, then stop. */
+static void stop_workers(struct zs_listener *l)
+{
+	pthread_mutex_lock(&l->nmu);
+	l->nstop = true;
+	pthread_cond_broadcast(&l->ncv);
+	pthread_mutex_unlock(&l->nmu);
+	for (int i = 0; i < l->n_nth; i++)
+		pthread_join(l->nth[i], NULL);
+	l->n_nth = 0;
+}
+
+enum zs_status zs_listener_start(const struct zs_listener_opts *o,
+				 const struct zs_target *t, struct zs_listener **out,
+				 char *tcp_addr, char *shm_name, struct zs_error *err)
+{
+	static atomic_int seq;
+	struct zs_listener *l = calloc(1, sizeof *l);
+	enum zs_status st = ZS_OK;
+
+	if (!l)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	l->t = *t;
+	l->tcp_fd = l->shm_fd = l->memfd = -1;
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_mutex_init(&l->nmu, NULL);
+	pthread_cond_init(&l->ncv, NULL);
+	l->arena_len = (o->arena_bytes + 4095) & ~(uint64_t)4095;
+	/* memfd pages are only allocated when touched: the arena is a reservation */
+	l->memfd = memfd_create("zshard-arena", MFD_CLOEXEC);
+	if (l->memfd < 0 || ftruncate(l->memfd, (off_t)l->arena_len)) {
+		st = zs_fail(err, ZS_ENOMEM, "cannot create the shard arena: %s", strerror(errno));
+		goto fail;
+	}
+	l->arena = mmap(NULL, l->arena_len ? l->arena_len : 4096, PROT_READ | PROT_WRITE,
+			MAP_SHARED, l->memfd, 0);
+	if (l->arena == MAP_FAILED) {
+		l->arena = NULL;
+		st = zs_fail(err, ZS_ENOMEM, "cannot map the shard arena: %s", strerror(errno));
+		goto fail;
+	}
+
+	if (o->tcp_listen) {
+		char host[ZS_HOST_MAX];
+		uint16_t port;
+		struct sockaddr_in a = {.sin_family = AF_INET};
+		socklen_t al = sizeof a;
+		int one = 1;
+
+		if ((st = zs_parse_hostport(o->tcp_listen, host, &port, err)))
+			goto fail;
+		if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+			st = zs_fail(err, ZS_EINVAL, "data address '%s' must be an IPv4 literal",
+				     o->tcp_listen);
+			goto fail;
+		}
+		a.sin_port = htons(port);
+		l->tcp_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		setsockopt(l->tcp_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(l->tcp_fd, (struct sockaddr *)&a, sizeof a) || listen(l->tcp_fd, 128) ||
+		    getsockname(l->tcp_fd, (struct sockaddr *)&a, &al)) {
+			st = zs_fail(err, ZS_EUNAVAIL, "cannot listen on %s: %s", o->tcp_listen,
+				     strerror(errno));
+			goto fail;
+		}
+		zs_fmt(tcp_addr, ZS_ADDR_MAX, "%s:%u", host, ntohs(a.sin_port));
+	}
+	if (o->shm) {
+		struct sockaddr_un un = {.sun_family = AF_UNIX};
+		int n = snprintf(l->shm_name, sizeof l->shm_name, "@zshard-%d-%d", (int)getpid(),
+				 atomic_fetch_add(&seq, 1));
+		memcpy(un.sun_path + 1, l->shm_name + 1, (size_t)n - 1);
+		l->shm_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (bind(l->shm_fd, (struct sockaddr *)&un,
+			 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n)) ||
+		    listen(l->shm_fd, 128)) {
+			st = zs_fail(err, ZS_EUNAVAIL, "cannot listen on %s: %s", l->shm_name,
+				     strerror(errno));
+			goto fail;
+		}
+		snprintf(shm_name, ZS_ADDR_MAX, "%s", l->shm_name);
+	}
+	if (o->rdma) {
+		static const struct zs_rdma_srv_hooks hooks = {on_hold, on_imm};
+		if ((st = zs_rdma_srv_open(l->arena, l->arena_len, &hooks, &l->rdma, err)))
+			goto fail;
+		for (; l->n_nth < RDMA_WORKERS; l->n_nth++)
+			if (pthread_create(&l->nth[l->n_nth], NULL, note_main, l))
+				break;
+		if (!l->n_nth) {
+			st = zs_fail(err, ZS_ENOMEM, "cannot start the rdma notification workers");
+			goto fail;
+		}
+	}
+	if (pthread_create(&l->accept_th, NULL, accept_main, l)) {
+		st = zs_fail(err, ZS_ENOMEM, "cannot start the accept thread");
+		goto fail;
+	}
+	*out = l;
+	return ZS_OK;
+fail:
+	zs_rdma_srv_close(l->rdma); /* no connection has a queue pair yet */
+	stop_workers(l);
+	pthread_cond_destroy(&l->ncv);
+	pthread_mutex_destroy(&l->nmu);
+	if (l->tcp_fd >= 0)
+		close(l->tcp_fd);
+	if (l->shm_fd >= 0)
+		close(l->shm_fd);
+	if (l->arena)
+		munmap(l->arena, l->arena_len ? l->arena_len : 4096);
+	if (l->memfd >= 0)
+		close(l->memfd);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+	return st;
+}
+
+void zs_listener_stop(struct zs_listener *l)
+{
+	struct lconn *c, *next;
+
+	if (!l || l->stopped)
+		return;
+	l->stopped = true;
+	atomic_store(&l->stop, 1);
+	pthread_join(l->accept_th, NULL);
+	if (l->tcp_fd >= 0)
+		close(l->tcp_fd);
+	if (l->shm_fd >= 0)
+		close(l->shm_fd);
+	for (c = l->conns; c; c = next) {
+		next = c->next;
+		pthread_mutex_lock(&c->wmu);
+		c->dead = true;
+		shutdown(c->fd, SHUT_RDWR);
+		pthread_mutex_unlock(&c->wmu);
+		pthread_join(c->th, NULL);
+		conn_unref(c);
+	}
+	l->conns = NULL;
+	zs_rdma_srv_close(l->rdma); /* after the connections' queue pairs */
+	l->rdma = NULL;
+	stop_workers(l);
+}
+
+void zs_listener_free(struct zs_listener *l)
+{
+	if (!l)
+		return;
+	zs_listener_stop(l);
+	pthread_cond_destroy(&l->ncv);
+	pthread_mutex_destroy(&l->nmu);
+	munmap(l->arena, l->arena_len ? l->arena_len : 4096);
+	close(l->memfd);
+	free(l->blocks);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}

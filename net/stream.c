@@ -1,0 +1,783 @@
+/*
+ * stream.c - client core of the stream transports (see stream.h).
+ *
+ * Request life: post -> queued (sendq) -> sent (waiting, matched by req_id)
+ * -> done (status kept until the caller's test/wait returns it, then freed).
+ * shm writes take one more turn: PUSH_BEGIN -> PUSH_SLOT (the receiver copies
+ * the bytes into the slot) -> queued again as PUSH -> PUSH_ACK.
+ * One mutex per connection guards the lists; the receiver writes into a
+ * request's buffer without it, which is safe because a request that is not
+ * done is never freed.
+ */
+#include "net/stream.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net/sockio.h"
+#include "base/util.h"
+#include "net/wire.h"
+
+enum rstate { R_QUEUED, R_SENT, R_DONE };
+
+struct zs_req {
+	struct zs_conn *c;
+	uint64_t id;
+	uint16_t op; /* the next frame to send for it */
+	struct zs_xfer x;
+	void *dst;
+	const void *src;
+	size_t bytes;
+	enum rstate state;
+	bool in_send;  /* the sender is writing from src right now */
+	bool in_rdma;  /* the adapter is moving its bytes (rdma) */
+	bool deferred; /* answered while in_send or in_rdma: complete after */
+	bool internal; /* a control frame of the transport's own (rdma) */
+	uint8_t ctl[64];
+	enum zs_status status;
+	char msg[ZS_ERRMSG_MAX];
+	struct zs_req *next;             /* in sendq or waiting */
+	struct zs_req *all_prev, *all_next; /* every live request */
+};
+
+struct zs_conn {
+	const struct zs_transport_ops *ops;
+	enum stream_mode mode;
+	int fd;
+	uint8_t *arena;
+	size_t arena_len;
+	uint32_t job, rank;
+	char addr[ZS_ADDR_MAX];
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct zs_req *sendq, *sendq_tail, *waiting, *all;
+	unsigned inflight, max_inflight;
+	uint64_t next_id;
+	bool broken, closing;
+	enum zs_status why_code;
+	char why[ZS_ERRMSG_MAX];
+	pthread_t sender, receiver;
+	const struct stream_rdma_ops *rops; /* STREAM_RDMA */
+	void *rctx;
+};
+
+const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c)
+{
+	return c->ops;
+}
+
+/* ------------------------------------------------------------- requests */
+
+/*
+ * Marks r done (caller holds mu, r is in no queue) - unless the sender is
+ * still writing from its buffer or the adapter still moving its bytes:
+ * then r completes when the last of them is done, so the caller never gets
+ * its buffer (or the request) back while the transport still uses it.
+ */
+static void finish(struct zs_req *r, enum zs_status st, const char *msg)
+{
+	r->status = st;
+	if (msg != r->msg)
+		zs_fmt(r->msg, sizeof r->msg, "%s", msg ? msg : "");
+	if (r->in_send || r->in_rdma) {
+		r->deferred = true;
+		return;
+	}
+	r->state = R_DONE;
+	if (!r->internal)
+		r->c->inflight--;
+	pthread_cond_broadcast(&r->c->cv);
+}
+
+/* The sender is done with r's buffer; caller holds mu. */
+static void send_done(struct zs_req *r)
+{
+	r->in_send = false;
+	if (r->deferred && !r->in_rdma) {
+		r->deferred = false;
+		finish(r, r->status, r->msg);
+	}
+}
+
+static void unlink_waiting(struct zs_conn *c, struct zs_req *r)
+{
+	for (struct zs_req **p = &c->waiting; *p; p = &(*p)->next)
+		if (*p == r) {
+			*p = r->next;
+			r->next = NULL;
+			return;
+		}
+}
+
+static struct zs_req *find_waiting(struct zs_conn *c, uint64_t id)
+{
+	for (struct zs_req *r = c->waiting; r; r = r->next)
+		if (r->id == id)
+			return r;
+	return NULL;
+}
+
+/* Fails every queued and waiting request; caller holds mu. */
+static void break_conn(struct zs_conn *c, enum zs_status code, const char *why)
+{
+	if (!c->broken) {
+		c->broken = true;
+		c->why_code = code;
+		zs_fmt(c->why, sizeof c->why, "%s", why);
+	}
+	while (c->sendq) {
+		struct zs_req *r = c->sendq;
+		c->sendq = r->next;
+		r->next = NULL;
+		finish(r, c->why_code, c->why);
+	}
+	c->sendq_tail = NULL;
+	while (c->waiting) {
+		struct zs_req *r = c->waiting;
+		c->waiting = r->next;
+		r->next = NULL;
+		finish(r, c->why_code, c->why);
+	}
+	pthread_cond_broadcast(&c->cv);
+}
+
+static void enqueue(struct zs_conn *c, struct zs_req *r, bool front)
+{
+	r->state = R_QUEUED;
+	if (front) {
+		r->next = c->sendq;
+		c->sendq = r;
+		if (!c->sendq_tail)
+			c->sendq_tail = r;
+	} else {
+		r->next = NULL;
+		if (c->sendq_tail)
+			c->sendq_tail->next = r;
+		else
+			c->sendq = r;
+		c->sendq_tail = r;
+	}
+	pthread_cond_broadcast(&c->cv);
+}
+
+static enum zs_status post(struct zs_conn *c, uint16_t op, const struct zs_xfer *x,
+			   void *dst, const void *src, struct zs_req **out,
+			   struct zs_error *err)
+{
+	unsigned dsz = zs_dtype_size(x->dtype);
+	struct zs_req *r;
+
+	if (!dsz || x->length == 0 || x->length > ZS_MAX_NUMEL)
+		return zs_fail(err, ZS_EINVAL, "bad transfer: %llu elements of dtype %d",
+			       (unsigned long long)x->length, (int)x->dtype);
+	pthread_mutex_lock(&c->mu);
+	if (c->broken || c->closing) {
+		enum zs_status st = zs_fail(err, c->broken ? c->why_code : ZS_ECANCELED,
+					    "%s", c->broken ? c->why : "connection closing");
+		pthread_mutex_unlock(&c->mu);
+		return st;
+	}
+	if (c->inflight >= c->max_inflight) {
+		pthread_mutex_unlock(&c->mu);
+		return ZS_EAGAIN; /* back-pressure, not an error */
+	}
+	r = calloc(1, sizeof *r);
+	if (!r) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	*r = (struct zs_req){.c = c, .id = ++c->next_id, .op = op, .x = *x, .dst = dst,
+			     .src = src, .bytes = x->length * dsz};
+	r->all_next = c->all;
+	if (c->all)
+		c->all->all_prev = r;
+	c->all = r;
+	c->inflight++;
+	enqueue(c, r, false);
+	pthread_mutex_unlock(&c->mu);
+	*out = r;
+	return ZS_OK;
+}
+
+enum zs_status stream_post_read(struct zs_conn *c, const struct zs_xfer *x, void *dst,
+				struct zs_req **out, struct zs_error *err)
+{
+	return post(c, ZS_OP_GATHER, x, dst, NULL, out, err);
+}
+
+enum zs_status stream_post_write(struct zs_conn *c, const struct zs_xfer *x,
+				 const void *src, struct zs_req **out,
+				 struct zs_error *err)
+{
+	return post(c, c->mode == STREAM_INLINE ? ZS_OP_PUSH : ZS_OP_PUSH_BEGIN, x, NULL, src,
+		    out, err);
+}
+
+enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *payload,
+				   size_t len)
+{
+	struct zs_req *r;
+
+	if (len > sizeof r->ctl)
+		return ZS_EINVAL;
+	r = calloc(1, sizeof *r);
+	if (!r)
+		return ZS_ENOMEM;
+	pthread_mutex_lock(&c->mu);
+	if (c->broken || c->closing) {
+		pthread_mutex_unlock(&c->mu);
+		free(r);
+		return ZS_EUNAVAIL;
+	}
+	r->c = c;
+	r->id = ++c->next_id;
+	r->op = op;
+	r->internal = true;
+	memcpy(r->ctl, payload, len);
+	r->src = r->ctl;
+	r->bytes = len;
+	r->all_next = c->all;
+	if (c->all)
+		c->all->all_prev = r;
+	c->all = r;
+	enqueue(c, r, false);
+	pthread_mutex_unlock(&c->mu);
+	return ZS_OK;
+}
+
+void *stream_rdma_ctx(struct zs_conn *c) { return c->rctx; }
+uint64_t stream_req_id(const struct zs_req *r) { return r->id; }
+
+void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, const char *msg)
+{
+	pthread_mutex_lock(&c->mu);
+	r->in_rdma = false;
+	if (r->deferred) { /* answered meanwhile (a PUSH_ACK, a broken connection) */
+		if (!r->in_send) {
+			r->deferred = false;
+			finish(r, r->status, r->msg);
+		}
+	} else if (st || r->op == ZS_OP_GATHER) {
+		unlink_waiting(c, r);
+		finish(r, st, msg);
+	}
+	/* else a push, written with its notification: PUSH_ACK completes it */
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Returns a done request's status and frees it; caller holds mu. */
+static enum zs_status reap(struct zs_req *r, struct zs_error *err)
+{
+	struct zs_conn *c = r->c;
+	enum zs_status st = r->status;
+
+	if (st && err)
+		zs_fail(err, st, "%s", r->msg);
+	if (r->all_prev)
+		r->all_prev->all_next = r->all_next;
+	else
+		c->all = r->all_next;
+	if (r->all_next)
+		r->all_next->all_prev = r->all_prev;
+	free(r);
+	return st;
+}
+
+enum zs_status zs_req_test(struct zs_req *r, struct zs_error *err)
+{
+	struct zs_conn *c = r->c;
+	enum zs_status st = ZS_EAGAIN;
+
+	pthread_mutex_lock(&c->mu);
+	if (r->state == R_DONE)
+		st = reap(r, err);
+	pthread_mutex_unlock(&c->mu);
+	return st;
+}
+
+enum zs_status zs_req_wait(struct zs_req *r, int timeout_ms, struct zs_error *err)
+{
+	struct zs_conn *c = r->c;
+	struct timespec dl;
+	enum zs_status st;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	if (timeout_ms >= 0) {
+		dl.tv_sec += timeout_ms / 1000;
+		dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+	}
+	pthread_mutex_lock(&c->mu);
+	while (r->state != R_DONE) {
+		if (timeout_ms < 0) {
+			pthread_cond_wait(&c->cv, &c->mu);
+		} else if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT &&
+			   r->state != R_DONE) {
+			pthread_mutex_unlock(&c->mu);
+			/* still in progress: EAGAIN, as test() says it */
+			zs_fail(err, ZS_EAGAIN,
+				"no answer from %s for unit %u step %llu within %d ms",
+				c->addr, r->x.unit, (unsigned long long)r->x.step, timeout_ms);
+			return ZS_EAGAIN;
+		}
+	}
+	st = reap(r, err);
+	pthread_mutex_unlock(&c->mu);
+	return st;
+}
+
+/* --------------------------------------------------------------- threads */
+
+static void *sender_main(void *arg)
+{
+	struct zs_conn *c = arg;
+
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		struct zs_req *r;
+		struct zs_frame f;
+		uint8_t h[ZS_WIRE_HDR];
+		struct iovec iov[2];
+		bool with_payload;
+
+		while (!c->sendq && !c->closing && !c->broken)
+			pthread_cond_wait(&c->cv, &c->mu);
+		if (c->closing || c->broken)
+			break;
+		r = c->sendq;
+		c->sendq = r->next;
+		if (!c->sendq)
+			c->sendq_tail = NULL;
+		/* waiting before sending: the reply may beat the send's return */
+		r->state = R_SENT;
+		r->next = c->waiting;
+		c->waiting = r;
+		f = (struct zs_frame){.op = r->op, .req_id = r->id, .job = c->job,
+				      .unit = r->x.unit, .offset = r->x.offset,
+				      .length = r->x.length, .step = r->x.step,
+				      .rank = c->rank, .dtype = (uint16_t)r->x.dtype,
+				      .flags = (uint16_t)((r->x.partial ? ZS_WF_PARTIAL : 0) |
+						   (r->x.init ? ZS_WF_INIT : 0) |
+						   (r->x.state_read ? ZS_WF_STATE : 0)),
+				      .aux = r->x.state_read ? (uint64_t)r->x.state : 0};
+		with_payload = (r->op == ZS_OP_PUSH && c->mode == STREAM_INLINE) || r->internal;
+		f.payload_len = with_payload ? r->bytes : 0;
+		zs_wire_encode(&f, h);
+		iov[0] = (struct iovec){h, sizeof h};
+		iov[1] = (struct iovec){(void *)r->src, r->bytes};
+		r->in_send = true;
+		pthread_mutex_unlock(&c->mu);
+		/* the payload goes from the caller's buffer to the socket */
+		if (zs_writev_full(c->fd, iov, with_payload ? 2 : 1)) {
+			char why[ZS_ERRMSG_MAX];
+			zs_fmt(why, sizeof why, "connection to %s lost while sending: %s",
+				 c->addr, strerror(errno));
+			pthread_mutex_lock(&c->mu);
+			send_done(r);
+			break_conn(c, ZS_EUNAVAIL, why);
+			break;
+		}
+		pthread_mutex_lock(&c->mu);
+		send_done(r);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/*
+ * rdma: the server said where r's range is (f->aux, an arena offset):
+ * the adapter moves the bytes, held like a send until it has. A read
+ * completes then; a write notifies the server, whose PUSH_ACK completes it.
+ */
+static int rdma_move(struct zs_conn *c, struct zs_req *r, const struct zs_frame *f, char *why,
+		     size_t wl)
+{
+	struct zs_error e = {0};
+	bool write = r->op == ZS_OP_PUSH_BEGIN;
+	enum zs_status st;
+
+	if (f->payload_len || f->aux > c->arena_len || r->bytes > c->arena_len - f->aux) {
+		zs_fmt(why, wl, "%s pointed outside its registered region", c->addr);
+		return -1;
+	}
+	pthread_mutex_lock(&c->mu);
+	r->in_rdma = true;
+	if (write)
+		r->op = ZS_OP_PUSH;
+	pthread_mutex_unlock(&c->mu);
+	st = write ? c->rops->write(c->rctx, r, r->src, r->bytes, f->aux, &e)
+		   : c->rops->read(c->rctx, r, r->dst, r->bytes, f->aux, &e);
+	if (st)
+		stream_rdma_done(c, r, st, e.msg);
+	return 0;
+}
+
+/* Handles one reply frame; returns nonzero (with why) to break the connection. */
+static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size_t wl)
+{
+	struct zs_req *r;
+	char msg[ZS_WIRE_MAX_ERR + 1];
+
+	pthread_mutex_lock(&c->mu);
+	r = find_waiting(c, f->req_id);
+	pthread_mutex_unlock(&c->mu);
+	if (!r && f->op == ZS_OP_ERROR && f->req_id == 0) {
+		size_t n = f->payload_len < ZS_WIRE_MAX_ERR ? f->payload_len : ZS_WIRE_MAX_ERR;
+		msg[0] = '\0';
+		if (!zs_read_full(c->fd, msg, n))
+			msg[n] = '\0';
+		zs_fmt(why, wl, "%s closed the connection: %s", c->addr, msg);
+		return -1;
+	}
+	if (!r) {
+		zs_fmt(why, wl, "%s answered request %llu, which is not outstanding",
+			 c->addr, (unsigned long long)f->req_id);
+		return -1;
+	}
+	switch (f->op) {
+	case ZS_OP_ERROR: {
+		size_t n = f->payload_len < ZS_WIRE_MAX_ERR ? f->payload_len : ZS_WIRE_MAX_ERR;
+		enum zs_status st = f->status > ZS_OK && f->status < ZS_STATUS_COUNT
+					    ? (enum zs_status)f->status : ZS_EPROTO;
+		if (zs_read_full(c->fd, msg, n) || zs_drain(c->fd, f->payload_len - n)) {
+			zs_fmt(why, wl, "connection to %s lost", c->addr);
+			return -1;
+		}
+		msg[n] = '\0';
+		pthread_mutex_lock(&c->mu);
+		unlink_waiting(c, r);
+		finish(r, st, msg);
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	}
+	case ZS_OP_GATHER_DATA:
+		if (r->op != ZS_OP_GATHER)
+			break;
+		if (c->mode == STREAM_RDMA) {
+			if (r->x.version)
+				*r->x.version = f->step;
+			return rdma_move(c, r, f, why, wl);
+		}
+		if (c->mode == STREAM_INLINE) {
+			if (f->payload_len != r->bytes) {
+				zs_fmt(why, wl, "%s sent %llu bytes for a %zu-byte gather",
+					 c->addr, (unsigned long long)f->payload_len, r->bytes);
+				return -1;
+			}
+			if (zs_read_full(c->fd, r->dst, r->bytes)) {
+				zs_fmt(why, wl, "connection to %s lost mid-transfer", c->addr);
+				return -1;
+			}
+		} else {
+			if (f->payload_len || f->aux > c->arena_len ||
+			    r->bytes > c->arena_len - f->aux) {
+				zs_fmt(why, wl, "%s pointed outside its shared region", c->addr);
+				return -1;
+			}
+			memcpy(r->dst, c->arena + f->aux, r->bytes);
+		}
+		if (r->x.version)
+			*r->x.version = f->step;
+		pthread_mutex_lock(&c->mu);
+		unlink_waiting(c, r);
+		finish(r, ZS_OK, NULL);
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	case ZS_OP_PUSH_SLOT:
+		if (r->op != ZS_OP_PUSH_BEGIN || c->mode == STREAM_INLINE)
+			break;
+		if (c->mode == STREAM_RDMA)
+			return rdma_move(c, r, f, why, wl);
+		if (f->payload_len || f->aux > c->arena_len || r->bytes > c->arena_len - f->aux) {
+			zs_fmt(why, wl, "%s pointed outside its shared region", c->addr);
+			return -1;
+		}
+		memcpy(c->arena + f->aux, r->src, r->bytes);
+		pthread_mutex_lock(&c->mu);
+		unlink_waiting(c, r);
+		r->op = ZS_OP_PUSH;
+		enqueue(c, r, true);
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	case ZS_OP_RDMA_QP: {
+		uint8_t info[64];
+		if (!r->internal || c->mode != STREAM_RDMA || f->payload_len != sizeof info ||
+		    zs_read_full(c->fd, info, sizeof info)) {
+			zs_fmt(why, wl, "%s sent a bad RDMA_QP", c->addr);
+			return -1;
+		}
+		c->rops->qp_reply(c->rctx, info);
+		pthread_mutex_lock(&c->mu);
+		unlink_waiting(c, r);
+		finish(r, ZS_OK, NULL);
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	}
+	case ZS_OP_PUSH_ACK:
+		if (r->op != ZS_OP_PUSH)
+			break;
+		pthread_mutex_lock(&c->mu);
+		unlink_waiting(c, r);
+		finish(r, ZS_OK, NULL);
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	default:
+		break;
+	}
+	zs_fmt(why, wl, "%s sent %s for a %s request", c->addr, zs_op_name(f->op),
+		 zs_op_name(r->op));
+	return -1;
+}
+
+static void *receiver_main(void *arg)
+{
+	struct zs_conn *c = arg;
+	char why[ZS_ERRMSG_MAX];
+	struct zs_error err = {0};
+
+	for (;;) {
+		uint8_t h[ZS_WIRE_HDR];
+		struct zs_frame f;
+
+		if (zs_read_full(c->fd, h, sizeof h)) {
+			zs_fmt(why, sizeof why, "connection to %s lost: %s", c->addr,
+				 errno ? strerror(errno) : "closed by the server");
+			break;
+		}
+		if (zs_wire_decode(h, &f, &err)) {
+			zs_fmt(why, sizeof why, "%s: %s", c->addr, err.msg);
+			break;
+		}
+		if (on_reply(c, &f, why, sizeof why))
+			break;
+	}
+	pthread_mutex_lock(&c->mu);
+	break_conn(c, c->closing ? ZS_ECANCELED : ZS_EUNAVAIL,
+		   c->closing ? "connection closed" : why);
+	pthread_mutex_unlock(&c->mu);
+	if (c->rops) /* what is on the wire fails now, not at its timeout */
+		c->rops->flush(c->rctx);
+	return NULL;
+}
+
+/* -------------------------------------------------------- connect, close */
+
+static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o,
+			    struct zs_error *err)
+{
+	size_t jl = strlen(o->job), tl = strlen(o->token ? o->token : "");
+	char payload[1024];
+	uint8_t h[ZS_WIRE_HDR];
+	struct zs_frame f = {.op = ZS_OP_HELLO, .req_id = 0, .rank = o->rank,
+			     .step = o->incarnation,
+			     .flags = c->mode == STREAM_RDMA ? ZS_WF_RDMA : 0};
+	struct iovec iov[2];
+	int memfd = -1;
+
+	if (jl + tl + 2 > sizeof payload)
+		return zs_fail(err, ZS_EINVAL, "job name and token are too long");
+	memcpy(payload, o->job, jl + 1);
+	memcpy(payload + jl + 1, o->token ? o->token : "", tl + 1);
+	f.payload_len = jl + tl + 2;
+	zs_wire_encode(&f, h);
+	iov[0] = (struct iovec){h, sizeof h};
+	iov[1] = (struct iovec){payload, jl + tl + 2};
+	zs_sock_timeout(c->fd, o->timeout_ms);
+	if (zs_writev_full(c->fd, iov, 2) ||
+	    (c->mode == STREAM_SHM ? zs_recv_with_fd(c->fd, h, sizeof h, &memfd)
+				   : zs_read_full(c->fd, h, sizeof h)))
+		return zs_fail(err, errno == EAGAIN ? ZS_ETIMEDOUT : ZS_EUNAVAIL,
+			       "%s did not answer HELLO: %s", c->addr,
+			       errno ? strerror(errno) : "connection closed");
+	if (zs_wire_decode(h, &f, err))
+		goto fail;
+	if (f.op == ZS_OP_ERROR) {
+		char msg[ZS_WIRE_MAX_ERR + 1] = "";
+		size_t n = f.payload_len < ZS_WIRE_MAX_ERR ? f.payload_len : ZS_WIRE_MAX_ERR;
+		if (!zs_read_full(c->fd, msg, n))
+			msg[n] = '\0';
+		zs_fail(err, f.status > 0 && f.status < ZS_STATUS_COUNT ? (enum zs_status)f.status
+									 : ZS_EPROTO,
+			"%s refused job '%s' rank %u: %s", c->addr, o->job, o->rank, msg);
+		goto fail;
+	}
+	if (f.op != ZS_OP_HELLO_OK || f.job == 0) {
+		zs_fail(err, ZS_EPROTO, "%s answered HELLO with %s", c->addr, zs_op_name(f.op));
+		goto fail;
+	}
+	c->job = f.job;
+	if (c->mode == STREAM_RDMA) {
+		if (f.aux == 0) {
+			zs_fail(err, ZS_EPROTO, "%s sent no registered region", c->addr);
+			goto fail;
+		}
+		c->arena_len = f.aux;
+	}
+	if (c->mode == STREAM_SHM) {
+		if (memfd < 0 || f.aux == 0) {
+			zs_fail(err, ZS_EPROTO, "%s sent no shared region", c->addr);
+			goto fail;
+		}
+		c->arena_len = f.aux;
+		c->arena = mmap(NULL, c->arena_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+		close(memfd);
+		memfd = -1;
+		if (c->arena == MAP_FAILED) {
+			c->arena = NULL;
+			zs_fail(err, ZS_ENOMEM, "cannot map %s's shared region: %s", c->addr,
+				strerror(errno));
+			goto fail;
+		}
+	}
+	zs_sock_timeout(c->fd, 0);
+	return ZS_OK;
+fail:
+	if (memfd >= 0)
+		close(memfd);
+	return err ? err->code : ZS_EPROTO;
+}
+
+static enum zs_status connect_mode(const struct zs_transport_ops *ops, enum stream_mode mode,
+				   const struct stream_rdma_ops *rops,
+				   const struct zs_conn_opts *o, struct zs_conn **out,
+				   struct zs_error *err);
+
+enum zs_status stream_connect(const struct zs_transport_ops *ops, enum stream_mode mode,
+			      const struct zs_conn_opts *o, struct zs_conn **out,
+			      struct zs_error *err)
+{
+	return connect_mode(ops, mode, NULL, o, out, err);
+}
+
+enum zs_status stream_connect_rdma(const struct zs_transport_ops *ops,
+				   const struct stream_rdma_ops *rops,
+				   const struct zs_conn_opts *o, struct zs_conn **out,
+				   struct zs_error *err)
+{
+	return connect_mode(ops, STREAM_RDMA, rops, o, out, err);
+}
+
+static enum zs_status connect_mode(const struct zs_transport_ops *ops, enum stream_mode mode,
+				   const struct stream_rdma_ops *rops,
+				   const struct zs_conn_opts *o, struct zs_conn **out,
+				   struct zs_error *err)
+{
+	struct zs_conn *c;
+	enum zs_status st;
+	int timeout = o->timeout_ms > 0 ? o->timeout_ms : 10000;
+
+	if ((mode == STREAM_SHM) != (o->addr[0] == '@'))
+		return zs_fail(err, ZS_EINVAL, "'%s' is not a %s address", o->addr, ops->name);
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	c->ops = ops;
+	c->mode = mode;
+	c->rops = rops;
+	c->rank = o->rank;
+	c->max_inflight = o->max_inflight ? o->max_inflight : 64;
+	snprintf(c->addr, sizeof c->addr, "%s", o->addr);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->fd = zs_dial(o->addr, timeout, err);
+	if (c->fd < 0) {
+		st = err ? err->code : ZS_EUNAVAIL;
+		goto clean_c;
+	}
+	{
+		struct zs_conn_opts oo = *o;
+		oo.timeout_ms = timeout;
+		st = hello(c, &oo, err);
+	}
+	if (st)
+		goto clean_fd;
+	if (rops) { /* the queue pair, while the socket is still ours alone */
+		zs_sock_timeout(c->fd, timeout);
+		st = rops->setup(c, c->fd, c->arena_len, timeout, &c->rctx, err);
+		zs_sock_timeout(c->fd, 0);
+		if (st)
+			goto clean_fd;
+	}
+	if (pthread_create(&c->receiver, NULL, receiver_main, c)) {
+		st = zs_fail(err, ZS_ENOMEM, "cannot start a receiver thread");
+		goto clean_map;
+	}
+	if (pthread_create(&c->sender, NULL, sender_main, c)) {
+		st = zs_fail(err, ZS_ENOMEM, "cannot start a sender thread");
+		shutdown(c->fd, SHUT_RDWR);
+		pthread_join(c->receiver, NULL);
+		goto clean_map;
+	}
+	*out = c;
+	return ZS_OK;
+
+clean_map:
+	if (c->rctx)
+		rops->close(c->rctx);
+	if (c->arena)
+		munmap(c->arena, c->arena_len);
+clean_fd:
+	close(c->fd);
+clean_c:
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+	return st;
+}
+
+void stream_close(struct zs_conn *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->closing = true;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	shutdown(c->fd, SHUT_RDWR);
+	pthread_join(c->sender, NULL);
+	pthread_join(c->receiver, NULL);
+	if (c->rctx) /* every transfer flushed and completed before the frees */
+		c->rops->close(c->rctx);
+	while (c->all) {
+		struct zs_req *r = c->all;
+		c->all = r->all_next;
+		free(r);
+	}
+	if (c->arena)
+		munmap(c->arena, c->arena_len);
+	close(c->fd);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+struct zs_mr {
+	void *buf;
+	size_t len;
+};
+
+enum zs_status stream_reg(struct zs_conn *c, void *buf, size_t len, struct zs_mr **mr,
+			  struct zs_error *err)
+{
+	(void)c;
+	if (!buf || !len)
+		return zs_fail(err, ZS_EINVAL, "an empty region cannot be registered");
+	*mr = malloc(sizeof **mr);
+	if (!*mr)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	**mr = (struct zs_mr){buf, len};
+	return ZS_OK;
+}
+
+void stream_dereg(struct zs_mr *mr) { free(mr); }

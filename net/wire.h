@@ -1,0 +1,112 @@
+/*
+ * wire.h - the data plane's binary frame header (DESIGN.md section 5).
+ *
+ * Every frame on a stream transport (tcp, and shm's control socket) is an
+ * 80-byte header, little-endian on the wire whatever the host, followed by
+ * payload_len bytes of payload read straight into the caller's buffer. The
+ * payload never goes through protobuf or gRPC. The header carries a CRC32C
+ * of its first 72 bytes; the payload relies on TCP's checksum (a software
+ * CRC over gigabytes would cost more than the transfer).
+ *
+ *   off size field
+ *     0    4 magic        "ZSD1" = 0x3144535a
+ *     4    2 version      1
+ *     6    2 op           enum zs_op
+ *     8    8 req_id       chosen by the client, echoed in the reply
+ *    16    4 job          job handle from HELLO_OK (0 before)
+ *    20    4 unit
+ *    24    8 offset       elements from the unit's start
+ *    32    8 length       elements
+ *    40    8 step
+ *    48    8 payload_len  bytes following the header
+ *    56    4 rank
+ *    60    4 status       enum zs_status in replies, 0 in requests
+ *    64    2 dtype        enum zs_dtype of the payload elements
+ *    66    2 flags        ZS_WF_*
+ *    68    4 aux          op-specific (shm: region offset low bits)
+ *    72    4 crc          CRC32C of bytes 0..71
+ *    76    4 aux2         op-specific (shm: region offset high bits)
+ *
+ * Message sequence (client -> server, server -> client):
+ *   HELLO(payload: "job\0token\0", rank, step: the job's incarnation, 0
+ *         for any)                         -> HELLO_OK(job) | ERROR
+ *   GATHER(job, unit, offset, length, step)  -> GATHER_DATA(payload) | ERROR
+ *   PUSH(job, unit, offset, length, step, payload) -> PUSH_ACK | ERROR
+ *   rdma: HELLO(flags RDMA) -> HELLO_OK(aux: arena length); RDMA_QP(the
+ *        client's queue pair) -> RDMA_QP(the server's, with the arena's
+ *        address and key); then as shm, except that the client moves the
+ *        bytes by RDMA READ / WRITE instead of copying from a mapping
+ *   shm: GATHER -> GATHER_DATA(aux: region offset, no payload);
+ *        PUSH_BEGIN -> PUSH_SLOT(aux: region offset); client copies;
+ *        PUSH(no payload) -> PUSH_ACK
+ *   ERROR carries a status and a one-line message as payload.
+ */
+#ifndef ZS_WIRE_H
+#define ZS_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+#define ZS_WIRE_MAGIC 0x3144535au
+#define ZS_WIRE_VERSION 1
+#define ZS_WIRE_HDR 80
+#define ZS_WIRE_MAX_ERR 512
+
+enum zs_op {
+	ZS_OP_HELLO = 1,
+	ZS_OP_HELLO_OK,
+	ZS_OP_GATHER,
+	ZS_OP_GATHER_DATA,
+	ZS_OP_PUSH,
+	ZS_OP_PUSH_ACK,
+	ZS_OP_PUSH_BEGIN,
+	ZS_OP_PUSH_SLOT,
+	ZS_OP_ERROR,
+	ZS_OP_RDMA_QP, /* rdma: queue-pair details (payload: ZS_RDMA_INFO bytes),
+			* client -> server, then server -> client */
+	ZS_OP_MAX
+};
+
+enum {
+	ZS_WF_PARTIAL = 1 << 0, /* a gradient-accumulation push: not the last */
+	ZS_WF_INIT = 1 << 1,    /* a PUSH of initial fp32 parameters, not gradients */
+	ZS_WF_STATE = 1 << 2,   /* a GATHER of fp32 state (aux: 0 master, 1 and 2
+				 * the optimizer's arrays) at whatever step the
+				 * shard is; the reply's step says which */
+	ZS_WF_RDMA = 1 << 3,    /* a HELLO asking for the rdma data path: replies
+				 * give arena offsets, data moves by RDMA */
+	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_RDMA,
+};
+
+struct zs_frame {
+	uint16_t op;
+	uint64_t req_id;
+	uint32_t job;
+	uint32_t unit;
+	uint64_t offset;
+	uint64_t length;
+	uint64_t step;
+	uint64_t payload_len;
+	uint32_t rank;
+	uint32_t status;
+	uint16_t dtype;
+	uint16_t flags;
+	uint64_t aux; /* split over the two aux fields */
+};
+
+/* Writes f as an 80-byte header into out. */
+void zs_wire_encode(const struct zs_frame *f, uint8_t out[ZS_WIRE_HDR]);
+
+/*
+ * Parses and checks a header: magic, version, CRC, op range, reserved bits.
+ * Fails with ZS_EPROTO and a message naming what is wrong; f is untouched
+ * then.
+ */
+enum zs_status zs_wire_decode(const uint8_t in[ZS_WIRE_HDR], struct zs_frame *f,
+			      struct zs_error *err);
+
+const char *zs_op_name(unsigned op);
+
+#endif

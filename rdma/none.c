@@ -1,0 +1,78 @@
+/*
+ * none.c - the rdma transport of a build without libibverbs: the build
+ * picks this file instead of the verbs ones (Makefile: RDMA_SRC), so every
+ * entry point exists and says plainly why rdma is not there.
+ */
+#include "rdma/rdma.h"
+
+#include <stdio.h>
+
+#include "net/stream.h"
+
+#define NO_RDMA "this zshard was built without RDMA (libibverbs-dev was not found at build time)"
+
+enum zs_status zs_rdma_probe(uint64_t lock_bytes, char *note, size_t len)
+{
+	(void)lock_bytes;
+	snprintf(note, len, "%s", NO_RDMA);
+	return ZS_EUNAVAIL;
+}
+
+enum zs_status zs_rdma_srv_open(void *arena, size_t len, const struct zs_rdma_srv_hooks *h,
+				struct zs_rdma_srv **out, struct zs_error *err)
+{
+	(void)arena;
+	(void)len;
+	(void)h;
+	*out = NULL;
+	return zs_fail(err, ZS_EUNAVAIL, "%s", NO_RDMA);
+}
+
+enum zs_status zs_rdma_srv_accept(struct zs_rdma_srv *s, const struct zs_rdma_info *peer,
+				  void *owner, struct zs_rdma_info *mine, void **qp,
+				  struct zs_error *err)
+{
+	(void)s;
+	(void)peer;
+	(void)owner;
+	(void)mine;
+	*qp = NULL;
+	return zs_fail(err, ZS_EUNAVAIL, "%s", NO_RDMA);
+}
+
+void zs_rdma_srv_qp_free(struct zs_rdma_srv *s, void *qp)
+{
+	(void)s;
+	(void)qp;
+}
+void zs_rdma_srv_close(struct zs_rdma_srv *s) { (void)s; }
+
+static enum zs_status no_connect(const struct zs_conn_opts *o, struct zs_conn **out,
+				 struct zs_error *err)
+{
+	(void)o;
+	*out = NULL;
+	return zs_fail(err, ZS_EUNAVAIL, "%s", NO_RDMA);
+}
+
+void zs_rdma_debug_corrupt_next(struct zs_conn *c, uint64_t bad_offset, uint32_t bad_key)
+{
+	(void)c;
+	(void)bad_offset;
+	(void)bad_key;
+}
+
+const struct zs_transport_ops zs_rdma_transport = {
+	.name = "rdma",
+	.caps = ZS_CAP_ONE_SIDED,
+	.bit = ZS_TRANSPORT_RDMA,
+	.connect = no_connect,
+	.reg = stream_reg,
+	.dereg = stream_dereg,
+	.post_read = stream_post_read,
+	.post_write = stream_post_write,
+	.test = zs_req_test,
+	.wait = zs_req_wait,
+	.close = stream_close,
+};
+

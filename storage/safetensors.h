@@ -1,0 +1,50 @@
+/*
+ * safetensors.h - the safetensors file format (huggingface/safetensors):
+ * an 8-byte little-endian header length N, N bytes of JSON header
+ * ({"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]},
+ * "__metadata__": {"key": "value"}}), then the raw little-endian tensors.
+ * Written by zshard's own code; the JSON goes through jansson.
+ *
+ * Reading checks everything before returning: the header length against
+ * the file, the JSON, each entry's dtype, shape and offsets (inside the
+ * data, size = numel * dtype size), and unique names. A file that fails is
+ * refused with ZS_EINVAL and a message naming the problem.
+ */
+#ifndef ZS_SAFETENSORS_H
+#define ZS_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "base/status.h"
+
+struct st_tensor {
+	char name[2 * ZS_NAME_MAX + 32];
+	enum zs_dtype dtype; /* F32, BF16, F16 */
+	uint32_t ndim;
+	uint64_t shape[ZS_MAX_DIMS];
+	const void *data; /* writing: the caller's; reading: into the file's map */
+	uint64_t bytes;
+};
+
+/* Writes tensors and metadata (n_meta key/value pairs) to path atomically
+ * (a temporary file, fsync, rename). progress, if not NULL, is called with
+ * bytes written so far and the total. */
+enum zs_status st_write(const char *path, const struct st_tensor *t, uint32_t n,
+			const char *const *meta_kv, uint32_t n_meta,
+			void (*progress)(uint64_t done, uint64_t total), struct zs_error *err);
+
+struct st_file {
+	void *map;
+	size_t len;
+	uint32_t n;
+	struct st_tensor *t;
+};
+
+/* Maps and checks path; release with st_close. */
+enum zs_status st_open(const char *path, struct st_file *f, struct zs_error *err);
+void st_close(struct st_file *f);
+const struct st_tensor *st_find(const struct st_file *f, const char *name);
+
+#endif
