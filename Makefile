@@ -96,7 +96,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # libzshard: the trainer's library, only what a trainer needs (no LMDB,
 # no jansson, no server side); the shared one exports only include/'s API
 LIB_SRC := $(CLIENT_SRC) $(BASE_SRC) model/model.c $(filter-out net/listener.c,$(NET_SRC)) \
-	   $(RDMA_SRC) $(CTRL_SRC)
+	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(CTRL_SRC)
 LIB_LIBS := $(CTRL_LIBS) $(RDMA_LIBS) -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(GEN_OBJ)
 PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))

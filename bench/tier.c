@@ -15,7 +15,7 @@
 #include "server/engine.h"
 #include "model/placement.h"
 #include "bench/timing.h"
-#include "net/transport.h"
+#include "net/listener.h"
 
 static int run(const char *tier_dir, uint64_t n, int steps, double *med_s, uint64_t *rd,
 	       uint64_t *wr)

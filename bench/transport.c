@@ -20,7 +20,7 @@
 
 #include "bench/baselines.h"
 #include "bench/timing.h"
-#include "net/transport.h"
+#include "net/listener.h"
 
 #define MAXS 2
 #define MAXT 2

@@ -15,7 +15,6 @@
 
 #include "ctrl/coord_client.h"
 #include "model/model.h"
-#include "rdma/rdma.h"
 #include "net/transport.h"
 #include "base/util.h"
 
@@ -45,8 +44,11 @@ struct zs_trainer {
 	 * each (about 0.33 GB/s on these VMs), reused ones nothing */
 	struct { void *p; size_t n; } cache[8];
 	unsigned n_cache;
-	/* rdma: the step driver's buffers are registered once, when made */
-	struct zs_conn *rdma_conn; /* any rdma connection (they share the device) */
+	/* where registration pays (rdma), the step driver's buffers are
+	 * registered once, when made, with any connection of that transport
+	 * (they share the device) */
+	struct zs_conn *reg_conn;
+	const struct zs_transport_ops *reg_ops;
 	struct { void *p; struct zs_mr *mr; } *regs;
 	unsigned n_regs;
 	struct dunit *du;
@@ -87,7 +89,8 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A buffer for the step driver: over rdma, registered once here (a
+/* A buffer for the step driver: where registering pays (rdma), registered
+ * once here (a
  * failed registration leaves it unregistered: the transport then registers
  * it per transfer). */
 static void *buf_alloc(zs_trainer *t, size_t n)
@@ -96,11 +99,11 @@ static void *buf_alloc(zs_trainer *t, size_t n)
 	struct zs_mr *mr;
 	void *g;
 
-	if (!p || !t->rdma_conn || zs_mem_register(t->rdma_conn, p, n ? n : 1, &mr, NULL))
+	if (!p || !t->reg_conn || zs_mem_register(t->reg_conn, p, n ? n : 1, &mr, NULL))
 		return p;
 	g = realloc(t->regs, (t->n_regs + 1) * sizeof *t->regs);
 	if (!g) {
-		zs_rdma_transport.dereg(mr);
+		t->reg_ops->dereg(mr);
 		return p;
 	}
 	t->regs = g;
@@ -116,7 +119,7 @@ static void buf_free(zs_trainer *t, void *p)
 	for (unsigned i = 0; i < t->n_regs; i++)
 		if (t->regs[i].p == p) {
 			/* through the ops table: the connection may be closed by now */
-			zs_rdma_transport.dereg(t->regs[i].mr);
+			t->reg_ops->dereg(t->regs[i].mr);
 			t->regs[i] = t->regs[--t->n_regs];
 			break;
 		}
@@ -131,23 +134,13 @@ static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
 	return NULL;
 }
 
-/* Whether this host can use rdma (probed once per join: *probe is -1
- * before, then 0 or 1). */
-static bool rdma_here(int *probe)
-{
-	char note[256];
-	if (*probe < 0)
-		*probe = !zs_rdma_probe(0, note, sizeof note);
-	return *probe == 1;
-}
-
 /* Connects to every server holding a shard of the job. */
 static enum zs_status connect_all(zs_trainer *t, const char *transport, int timeout_ms,
 				  struct zs_error *err)
 {
 	struct zs_server_info *s = NULL;
 	char host[ZS_ADDR_MAX] = "";
-	int rdma_probe = -1;
+	struct zs_transport_probe probe = {0};
 	uint32_t n_s;
 	enum zs_status st = zs_coord_servers(t->coord, &s, &n_s, err);
 
@@ -161,44 +154,31 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	for (uint32_t i = 0; i < n_s && !st; i++) {
-		bool used = false, shm, rdma;
+		bool used = false;
 		const struct zs_transport_ops *ops;
 		struct zs_conn_opts o = {.job = t->job.spec.name, .token = "", .rank = t->rank,
 					 .incarnation = (uint64_t)t->job.created_ms,
 					 .timeout_ms = timeout_ms};
+		struct zs_transport_offer offer = {.bits = s[i].transports,
+						   .same_host = !strcmp(s[i].host, host),
+						   .addr = s[i].data_addr,
+						   .local_addr = s[i].shm_addr};
 		for (uint32_t k = 0; k < t->job.placement.n_shards; k++)
 			used |= t->job.placement.shards[k].server_id == s[i].id;
 		if (!used)
 			continue;
-		shm = s[i].shm_addr[0] &&
-		      (!strcmp(transport, "shm") ||
-		       (!strcmp(transport, "auto") && !strcmp(s[i].host, host)));
-		if (!strcmp(transport, "shm") && !s[i].shm_addr[0]) {
-			st = zs_fail(err, ZS_ESTATE, "server %llu (%s) offers no shm",
-				     (unsigned long long)s[i].id, s[i].addr);
+		st = zs_transport_choose(transport, &offer, &probe, &ops, &o.addr, err);
+		if (st) {
+			zs_error_prefix(err, "server %llu (%s)", (unsigned long long)s[i].id,
+					s[i].addr);
 			break;
 		}
-		if (!strcmp(transport, "rdma") && !(s[i].transports & ZS_TRANSPORT_RDMA)) {
-			st = zs_fail(err, ZS_ESTATE,
-				     "server %llu (%s) offers no rdma (zshardctl status --server %s says why)",
-				     (unsigned long long)s[i].id, s[i].addr, s[i].addr);
-			break;
-		}
-		if (!shm && !s[i].data_addr[0]) {
-			st = zs_fail(err, ZS_ESTATE, "server %llu (%s) has no data address",
-				     (unsigned long long)s[i].id, s[i].addr);
-			break;
-		}
-		/* rdma when asked, or (auto) to another host when both sides can */
-		rdma = !shm && (s[i].transports & ZS_TRANSPORT_RDMA) &&
-		       (!strcmp(transport, "rdma") ||
-			(!strcmp(transport, "auto") && rdma_here(&rdma_probe)));
-		ops = shm ? &zs_shm_transport : rdma ? &zs_rdma_transport : &zs_tcp_transport;
-		o.addr = shm ? s[i].shm_addr : s[i].data_addr;
 		st = zs_connect(ops, &o, &t->conn[t->n_srv], err);
 		if (!st) {
-			if (rdma && !t->rdma_conn)
-				t->rdma_conn = t->conn[t->n_srv];
+			if ((ops->caps & ZS_CAP_REGISTER) && !t->reg_conn) {
+				t->reg_conn = t->conn[t->n_srv];
+				t->reg_ops = ops;
+			}
 			t->srv_id[t->n_srv++] = s[i].id;
 		}
 	}
@@ -223,12 +203,8 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	*out = NULL;
 	if (!transport)
 		transport = "auto";
-	if (strcmp(transport, "auto") && strcmp(transport, "tcp") && strcmp(transport, "shm") &&
-	    strcmp(transport, "rdma")) {
-		st = zs_fail(&err, ZS_EINVAL, "transport '%s' is not auto, tcp, shm or rdma",
-			     transport);
+	if ((st = zs_transport_check_name(transport, &err)))
 		goto out;
-	}
 	if (!job || strlen(job) >= ZS_JOB_NAME_MAX) {
 		st = zs_fail(&err, ZS_EINVAL, "bad job name");
 		goto out;

@@ -29,47 +29,46 @@
 #include <arpa/inet.h>
 
 #include "base/log.h"
-#include "rdma/rdma.h"
 #include "net/sockio.h"
-#include "net/transport.h"
+#include "net/listener.h"
 #include "base/util.h"
 #include "net/wire.h"
 
 #define MAX_HELLO 1024
-#define RDMA_WORKERS 2
+#define LANDED_WORKERS 2
 
-struct note { /* an rdma push's notification waiting for a worker */
-	struct lconn *c;
+struct note { /* a one-sided push's notification waiting for a worker */
+	struct zs_lconn *c;
 	uint32_t id;
 	struct note *next;
 };
 
-struct slot { /* shm: a write slot handed out by PUSH_SLOT */
+struct slot { /* a write slot handed out by PUSH_SLOT (shm, a path) */
 	uint64_t req_id;
 	struct zs_xfer x;
 	void *dst;
 };
 
-struct lconn {
+struct zs_lconn {
 	struct zs_listener *l;
 	int fd;
 	bool shm;
-	bool rdma;  /* a tcp peer on the rdma data path: replies give offsets */
-	void *qp;   /* its queue pair (zs_rdma_srv_accept) */
+	bool path;    /* a tcp peer on the one-sided path: replies give offsets */
+	void *pstate; /* the path's state for it (its queue pair) */
 	atomic_int refs;
 	pthread_mutex_t wmu; /* serializes writes; guards dead */
 	bool dead;
 	bool hello;
 	uint32_t job, rank;
 	pthread_t th;
-	pthread_mutex_t smu; /* slots: the rdma notifications come from another thread */
+	pthread_mutex_t smu; /* slots: a path's notifications come from another thread */
 	struct slot *slots;
 	size_t n_slots;
-	struct lconn *next; /* listener's list */
+	struct zs_lconn *next; /* listener's list */
 };
 
 struct zs_sop {
-	struct lconn *c;
+	struct zs_lconn *c;
 	uint64_t req_id;
 	uint16_t op;
 	struct zs_xfer x;
@@ -88,21 +87,22 @@ struct zs_listener {
 	pthread_t accept_th;
 	atomic_int stop;
 	pthread_mutex_t mu; /* conns, blocks */
-	struct lconn *conns;
+	struct zs_lconn *conns;
 	/* the arena: a memfd that shm peers map; tcp peers never see it */
 	int memfd;
 	uint8_t *arena;
 	size_t arena_len, arena_used;
 	struct block *blocks;
 	size_t n_blocks;
-	struct zs_rdma_srv *rdma; /* the arena registered once, when offered */
-	/* rdma push notifications, handled by a few workers so that the
+	const struct zs_listener_path *path; /* the one-sided path, when offered */
+	void *pctx;
+	/* its push notifications, handled by a few workers so that the
 	 * reductions they start run in parallel, as tcp connections' do */
 	pthread_mutex_t nmu;
 	pthread_cond_t ncv;
 	struct note *notes, *notes_tail;
 	bool nstop;
-	pthread_t nth[RDMA_WORKERS];
+	pthread_t nth[LANDED_WORKERS];
 	int n_nth;
 	bool stopped;
 };
@@ -147,7 +147,7 @@ void zs_listener_release(struct zs_listener *l, void *p)
 
 /* ----------------------------------------------------------- connections */
 
-static void conn_unref(struct lconn *c)
+static void conn_unref(struct zs_lconn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
@@ -159,7 +159,7 @@ static void conn_unref(struct lconn *c)
 }
 
 /* Sends a frame (and payload) unless the connection is dead. */
-static int send_frame(struct lconn *c, struct zs_frame *f, const void *payload,
+static int send_frame(struct zs_lconn *c, struct zs_frame *f, const void *payload,
 		      size_t len, int pass_fd)
 {
 	uint8_t h[ZS_WIRE_HDR];
@@ -183,14 +183,14 @@ static int send_frame(struct lconn *c, struct zs_frame *f, const void *payload,
 	return rc;
 }
 
-static void send_error(struct lconn *c, uint64_t req_id, enum zs_status code,
+static void send_error(struct zs_lconn *c, uint64_t req_id, enum zs_status code,
 		       const char *msg)
 {
 	struct zs_frame f = {.op = ZS_OP_ERROR, .req_id = req_id, .status = code};
 	send_frame(c, &f, msg, strlen(msg), -1);
 }
 
-static struct zs_sop *new_sop(struct lconn *c, const struct zs_frame *f,
+static struct zs_sop *new_sop(struct zs_lconn *c, const struct zs_frame *f,
 			      const struct zs_xfer *x)
 {
 	struct zs_sop *op = malloc(sizeof *op);
@@ -209,7 +209,7 @@ static void sop_end(struct zs_sop *op)
 
 void zs_sop_read_ready(struct zs_sop *op, const void *src)
 {
-	struct lconn *c = op->c;
+	struct zs_lconn *c = op->c;
 	size_t bytes = op->x.length * zs_dtype_size(op->x.dtype);
 	struct zs_frame f = {.op = ZS_OP_GATHER_DATA, .req_id = op->req_id,
 			     .job = c->job, .unit = op->x.unit, .offset = op->x.offset,
@@ -223,7 +223,7 @@ void zs_sop_read_ready(struct zs_sop *op, const void *src)
 	pthread_mutex_unlock(&c->wmu);
 	if (dead) {
 		/* the peer is gone (or the listener closed): nothing to send */
-	} else if (c->shm || c->rdma) {
+	} else if (c->shm || c->path) {
 		const uint8_t *s = src, *a = c->l->arena;
 		if (s < a || s + bytes > a + c->l->arena_len) {
 			zs_error("data plane: target served memory outside the arena (bug)");
@@ -282,7 +282,7 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 	return ZS_OK;
 }
 
-static int on_hello(struct lconn *c, const struct zs_frame *f)
+static int on_hello(struct zs_lconn *c, const struct zs_frame *f)
 {
 	struct zs_listener *l = c->l;
 	struct zs_error err = {0};
@@ -299,17 +299,17 @@ static int on_hello(struct lconn *c, const struct zs_frame *f)
 	buf[f->payload_len] = '\0';
 	token = memchr(buf, '\0', f->payload_len);
 	token = token ? token + 1 : buf + f->payload_len;
-	if ((f->flags & ZS_WF_RDMA) && (c->shm || !l->rdma)) {
-		send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no rdma data path");
+	if ((f->flags & ZS_WF_ONE_SIDED) && (c->shm || !l->path)) {
+		send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no one-sided data path");
 		return -1;
 	}
 	if (l->t.hello(l->t.ctx, buf, token, f->step, f->rank, &job, &err)) {
 		send_error(c, f->req_id, err.code, err.msg);
 		return -1;
 	}
-	if (f->flags & ZS_WF_RDMA) { /* the queue pair follows (RDMA_QP) */
+	if (f->flags & ZS_WF_ONE_SIDED) { /* the path's control frame follows */
 		c->hello = true;
-		c->rdma = true;
+		c->path = true;
 		c->job = r.job = job;
 		c->rank = f->rank;
 		r.aux = l->arena_len;
@@ -325,9 +325,9 @@ static int on_hello(struct lconn *c, const struct zs_frame *f)
 	return send_frame(c, &r, NULL, 0, -1);
 }
 
-/* rdma: a push's notification (its request id) arrived with its last
+/* A path's notification (the push's request id) arrived with its last
  * piece; the bytes are in the slot. Called with a reference held. */
-static void note_handle(struct lconn *c, uint32_t id)
+static void note_handle(struct zs_lconn *c, uint32_t id)
 {
 	struct zs_frame f = {.op = ZS_OP_PUSH};
 	struct slot sl = {0};
@@ -342,7 +342,8 @@ static void note_handle(struct lconn *c, uint32_t id)
 		}
 	pthread_mutex_unlock(&c->smu);
 	if (!found) {
-		zs_warn("data plane: an rdma notification for request %u, which has no slot", id);
+		zs_warn("data plane: a %s notification for request %u, which has no slot",
+			c->l->path->name, id);
 	} else {
 		struct zs_sop *op;
 		f.req_id = sl.req_id;
@@ -355,17 +356,12 @@ static void note_handle(struct lconn *c, uint32_t id)
 	conn_unref(c);
 }
 
-static void on_hold(void *owner)
-{
-	struct lconn *c = owner;
-	atomic_fetch_add(&c->refs, 1);
-}
+void zs_lconn_hold(struct zs_lconn *c) { atomic_fetch_add(&c->refs, 1); }
 
-/* From the completion thread: queued for a worker (the reference goes
- * with it). Handled at once if no queue entry can be made. */
-static void on_imm(void *owner, uint32_t id)
+/* From the path's thread: queued for a worker (the reference goes with
+ * it). Handled at once if no queue entry can be made. */
+void zs_lconn_landed(struct zs_lconn *c, uint32_t id)
 {
-	struct lconn *c = owner;
 	struct zs_listener *l = c->l;
 	struct note *n = malloc(sizeof *n);
 
@@ -408,34 +404,31 @@ static void *note_main(void *arg)
 	return NULL;
 }
 
-/* A trainer's queue pair (again after a failure): ours in reply. */
-static int on_rdma_qp(struct lconn *c, const struct zs_frame *f)
+/* A control frame of the one-sided path (an rdma queue pair, again after
+ * a failure): the path's answer in reply. */
+static int on_control(struct zs_lconn *c, const struct zs_frame *f)
 {
-	struct zs_frame r = {.op = ZS_OP_RDMA_QP, .req_id = f->req_id, .job = c->job};
-	struct zs_rdma_info peer, mine;
+	struct zs_listener *l = c->l;
+	struct zs_frame r = {.op = f->op, .req_id = f->req_id, .job = c->job};
+	uint8_t in[ZS_PATH_CTL_MAX], out[ZS_PATH_CTL_MAX];
+	size_t out_len = 0;
 	struct zs_error err = {0};
-	uint8_t buf[ZS_RDMA_INFO];
-	void *qp;
 
-	if (!c->rdma || f->payload_len != ZS_RDMA_INFO) {
-		send_error(c, f->req_id, ZS_EPROTO, "RDMA_QP is for rdma peers, with its info");
+	if (!c->path || f->payload_len > sizeof in) {
+		send_error(c, f->req_id, ZS_EPROTO, "a control frame is for one-sided peers");
 		return -1;
 	}
-	if (zs_read_full(c->fd, buf, sizeof buf))
+	if (zs_read_full(c->fd, in, f->payload_len))
 		return -1;
-	zs_rdma_info_unpack(buf, &peer);
-	if (zs_rdma_srv_accept(c->l->rdma, &peer, c, &mine, &qp, &err)) {
+	if (l->path->control(l->pctx, c, &c->pstate, in, f->payload_len, out, &out_len, &err)) {
 		send_error(c, f->req_id, err.code, err.msg);
 		return -1;
 	}
-	zs_rdma_srv_qp_free(c->l->rdma, c->qp); /* the one that failed, if any */
-	c->qp = qp;
-	zs_rdma_info_pack(&mine, buf);
-	return send_frame(c, &r, buf, sizeof buf, -1);
+	return send_frame(c, &r, out, out_len, -1);
 }
 
 /* Handles one frame; nonzero ends the connection. */
-static int handle(struct lconn *c, const struct zs_frame *f)
+static int handle(struct zs_lconn *c, const struct zs_frame *f)
 {
 	struct zs_listener *l = c->l;
 	struct zs_error err = {0};
@@ -445,8 +438,8 @@ static int handle(struct lconn *c, const struct zs_frame *f)
 
 	if (f->op == ZS_OP_HELLO)
 		return on_hello(c, f);
-	if (f->op == ZS_OP_RDMA_QP)
-		return on_rdma_qp(c, f);
+	if (l->path && f->op == l->path->control_op)
+		return on_control(c, f);
 	if (!c->hello || f->job != c->job) {
 		send_error(c, f->req_id, ZS_EPROTO,
 			   c->hello ? "frame for another job" : "HELLO first");
@@ -471,7 +464,7 @@ static int handle(struct lconn *c, const struct zs_frame *f)
 		l->t.read(l->t.ctx, op, c->job, c->rank, &x);
 		return 0;
 	case ZS_OP_PUSH:
-		if (c->shm || c->rdma) {
+		if (c->shm || c->path) {
 			pthread_mutex_lock(&c->smu);
 			for (size_t i = 0; i < c->n_slots; i++) {
 				if (c->slots[i].req_id != f->req_id)
@@ -521,8 +514,8 @@ static int handle(struct lconn *c, const struct zs_frame *f)
 	case ZS_OP_PUSH_BEGIN: {
 		struct zs_frame r = {.op = ZS_OP_PUSH_SLOT, .req_id = f->req_id, .job = c->job};
 		struct slot *g;
-		if (!(c->shm || c->rdma) || f->payload_len) {
-			send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for shm and rdma peers");
+		if (!(c->shm || c->path) || f->payload_len) {
+			send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for shm and one-sided peers");
 			return -1;
 		}
 		if (l->t.write_begin(l->t.ctx, c->job, c->rank, &x, &dst, &err)) {
@@ -551,7 +544,7 @@ static int handle(struct lconn *c, const struct zs_frame *f)
 
 static void *conn_main(void *arg)
 {
-	struct lconn *c = arg;
+	struct zs_lconn *c = arg;
 	uint8_t h[ZS_WIRE_HDR];
 	struct zs_frame f;
 	struct zs_error err = {0};
@@ -569,9 +562,10 @@ static void *conn_main(void *arg)
 	c->dead = true;
 	shutdown(c->fd, SHUT_RDWR);
 	pthread_mutex_unlock(&c->wmu);
-	/* no notification reaches this connection after its queue pair goes */
-	zs_rdma_srv_qp_free(c->l->rdma, c->qp);
-	c->qp = NULL;
+	/* no notification reaches this connection after the path lets it go */
+	if (c->pstate)
+		c->l->path->conn_end(c->l->pctx, c->pstate);
+	c->pstate = NULL;
 	pthread_mutex_lock(&c->smu);
 	for (size_t i = 0; i < c->n_slots; i++)
 		c->l->t.write_abort(c->l->t.ctx, c->job, c->rank, &c->slots[i].x,
@@ -591,7 +585,7 @@ static void *accept_main(void *arg)
 		if (poll(p, 2, 100) <= 0)
 			continue;
 		for (int i = 0; i < 2; i++) {
-			struct lconn *c;
+			struct zs_lconn *c;
 			int fd;
 			if (!(p[i].revents & POLLIN))
 				continue;
@@ -707,15 +701,16 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 		}
 		snprintf(shm_name, ZS_ADDR_MAX, "%s", l->shm_name);
 	}
-	if (o->rdma) {
-		static const struct zs_rdma_srv_hooks hooks = {on_hold, on_imm};
-		if ((st = zs_rdma_srv_open(l->arena, l->arena_len, &hooks, &l->rdma, err)))
+	if (o->path) {
+		if ((st = o->path->open(l->arena, l->arena_len, &l->pctx, err)))
 			goto fail;
-		for (; l->n_nth < RDMA_WORKERS; l->n_nth++)
+		l->path = o->path;
+		for (; l->n_nth < LANDED_WORKERS; l->n_nth++)
 			if (pthread_create(&l->nth[l->n_nth], NULL, note_main, l))
 				break;
 		if (!l->n_nth) {
-			st = zs_fail(err, ZS_ENOMEM, "cannot start the rdma notification workers");
+			st = zs_fail(err, ZS_ENOMEM, "cannot start the %s notification workers",
+				     o->path->name);
 			goto fail;
 		}
 	}
@@ -726,7 +721,8 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 	*out = l;
 	return ZS_OK;
 fail:
-	zs_rdma_srv_close(l->rdma); /* no connection has a queue pair yet */
+	if (l->path) /* no connection uses it yet */
+		l->path->close(l->pctx);
 	stop_workers(l);
 	pthread_cond_destroy(&l->ncv);
 	pthread_mutex_destroy(&l->nmu);
@@ -745,7 +741,7 @@ fail:
 
 void zs_listener_stop(struct zs_listener *l)
 {
-	struct lconn *c, *next;
+	struct zs_lconn *c, *next;
 
 	if (!l || l->stopped)
 		return;
@@ -766,8 +762,9 @@ void zs_listener_stop(struct zs_listener *l)
 		conn_unref(c);
 	}
 	l->conns = NULL;
-	zs_rdma_srv_close(l->rdma); /* after the connections' queue pairs */
-	l->rdma = NULL;
+	if (l->path) /* after the connections let it go */
+		l->path->close(l->pctx);
+	l->path = NULL;
 	stop_workers(l);
 }
 

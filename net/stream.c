@@ -3,8 +3,10 @@
  *
  * Request life: post -> queued (sendq) -> sent (waiting, matched by req_id)
  * -> done (status kept until the caller's test/wait returns it, then freed).
- * shm writes take one more turn: PUSH_BEGIN -> PUSH_SLOT (the receiver copies
- * the bytes into the slot) -> queued again as PUSH -> PUSH_ACK.
+ * Where the bytes do not travel inline, a gather is GATHER -> GATHER_DATA
+ * (an offset: the transport moves the bytes) and a push is PUSH_BEGIN ->
+ * PUSH_SLOT (the transport moves the bytes) -> queued again as PUSH (unless
+ * the move notified the server itself) -> PUSH_ACK.
  * One mutex per connection guards the lists; the receiver writes into a
  * request's buffer without it, which is safe because a request that is not
  * done is never freed.
@@ -16,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,9 +38,9 @@ struct zs_req {
 	size_t bytes;
 	enum rstate state;
 	bool in_send;  /* the sender is writing from src right now */
-	bool in_rdma;  /* the adapter is moving its bytes (rdma) */
-	bool deferred; /* answered while in_send or in_rdma: complete after */
-	bool internal; /* a control frame of the transport's own (rdma) */
+	bool in_move;  /* the transport is moving its bytes (hooks->move) */
+	bool deferred; /* answered while in_send or in_move: complete after */
+	bool internal; /* a frame of the transport's own (stream_send_control) */
 	uint8_t ctl[64];
 	enum zs_status status;
 	char msg[ZS_ERRMSG_MAX];
@@ -49,10 +50,9 @@ struct zs_req {
 
 struct zs_conn {
 	const struct zs_transport_ops *ops;
-	enum stream_mode mode;
+	const struct stream_hooks *h;
 	int fd;
-	uint8_t *arena;
-	size_t arena_len;
+	uint64_t region_len; /* the server's region (not inline_data) */
 	uint32_t job, rank;
 	char addr[ZS_ADDR_MAX];
 
@@ -65,8 +65,7 @@ struct zs_conn {
 	enum zs_status why_code;
 	char why[ZS_ERRMSG_MAX];
 	pthread_t sender, receiver;
-	const struct stream_rdma_ops *rops; /* STREAM_RDMA */
-	void *rctx;
+	void *ctx; /* the transport's (hooks->attach) */
 };
 
 const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c)
@@ -78,7 +77,7 @@ const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c)
 
 /*
  * Marks r done (caller holds mu, r is in no queue) - unless the sender is
- * still writing from its buffer or the adapter still moving its bytes:
+ * still writing from its buffer or the transport still moving its bytes:
  * then r completes when the last of them is done, so the caller never gets
  * its buffer (or the request) back while the transport still uses it.
  */
@@ -87,7 +86,7 @@ static void finish(struct zs_req *r, enum zs_status st, const char *msg)
 	r->status = st;
 	if (msg != r->msg)
 		zs_fmt(r->msg, sizeof r->msg, "%s", msg ? msg : "");
-	if (r->in_send || r->in_rdma) {
+	if (r->in_send || r->in_move) {
 		r->deferred = true;
 		return;
 	}
@@ -101,7 +100,7 @@ static void finish(struct zs_req *r, enum zs_status st, const char *msg)
 static void send_done(struct zs_req *r)
 {
 	r->in_send = false;
-	if (r->deferred && !r->in_rdma) {
+	if (r->deferred && !r->in_move) {
 		r->deferred = false;
 		finish(r, r->status, r->msg);
 	}
@@ -217,8 +216,8 @@ enum zs_status stream_post_write(struct zs_conn *c, const struct zs_xfer *x,
 				 const void *src, struct zs_req **out,
 				 struct zs_error *err)
 {
-	return post(c, c->mode == STREAM_INLINE ? ZS_OP_PUSH : ZS_OP_PUSH_BEGIN, x, NULL, src,
-		    out, err);
+	return post(c, c->h->inline_data ? ZS_OP_PUSH : ZS_OP_PUSH_BEGIN, x, NULL, src, out,
+		    err);
 }
 
 enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *payload,
@@ -253,13 +252,13 @@ enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *p
 	return ZS_OK;
 }
 
-void *stream_rdma_ctx(struct zs_conn *c) { return c->rctx; }
+void *stream_ctx(struct zs_conn *c) { return c->ctx; }
 uint64_t stream_req_id(const struct zs_req *r) { return r->id; }
 
-void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, const char *msg)
+void stream_moved(struct zs_conn *c, struct zs_req *r, enum zs_status st, const char *msg)
 {
 	pthread_mutex_lock(&c->mu);
-	r->in_rdma = false;
+	r->in_move = false;
 	if (r->deferred) { /* answered meanwhile (a PUSH_ACK, a broken connection) */
 		if (!r->in_send) {
 			r->deferred = false;
@@ -268,8 +267,11 @@ void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, co
 	} else if (st || r->op == ZS_OP_GATHER) {
 		unlink_waiting(c, r);
 		finish(r, st, msg);
+	} else if (!c->h->push_notifies) { /* the bytes are in: say PUSH */
+		unlink_waiting(c, r);
+		enqueue(c, r, true);
 	}
-	/* else a push, written with its notification: PUSH_ACK completes it */
+	/* else a push whose move notified the server: PUSH_ACK completes it */
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -371,7 +373,7 @@ static void *sender_main(void *arg)
 						   (r->x.init ? ZS_WF_INIT : 0) |
 						   (r->x.state_read ? ZS_WF_STATE : 0)),
 				      .aux = r->x.state_read ? (uint64_t)r->x.state : 0};
-		with_payload = (r->op == ZS_OP_PUSH && c->mode == STREAM_INLINE) || r->internal;
+		with_payload = (r->op == ZS_OP_PUSH && c->h->inline_data) || r->internal;
 		f.payload_len = with_payload ? r->bytes : 0;
 		zs_wire_encode(&f, h);
 		iov[0] = (struct iovec){h, sizeof h};
@@ -396,30 +398,31 @@ static void *sender_main(void *arg)
 }
 
 /*
- * rdma: the server said where r's range is (f->aux, an arena offset):
- * the adapter moves the bytes, held like a send until it has. A read
- * completes then; a write notifies the server, whose PUSH_ACK completes it.
+ * The server said where r's range is (f->aux, an offset into its region):
+ * the transport moves the bytes, the request held like a send until it
+ * has. A gather completes then; a push goes on (stream_moved).
  */
-static int rdma_move(struct zs_conn *c, struct zs_req *r, const struct zs_frame *f, char *why,
-		     size_t wl)
+static int move_bytes(struct zs_conn *c, struct zs_req *r, const struct zs_frame *f, char *why,
+		      size_t wl)
 {
 	struct zs_error e = {0};
 	bool write = r->op == ZS_OP_PUSH_BEGIN;
 	enum zs_status st;
 
-	if (f->payload_len || f->aux > c->arena_len || r->bytes > c->arena_len - f->aux) {
-		zs_fmt(why, wl, "%s pointed outside its registered region", c->addr);
+	if (f->payload_len || f->aux > c->region_len || r->bytes > c->region_len - f->aux) {
+		zs_fmt(why, wl, "%s pointed outside its region", c->addr);
 		return -1;
 	}
+	if (!write && r->x.version)
+		*r->x.version = f->step;
 	pthread_mutex_lock(&c->mu);
-	r->in_rdma = true;
+	r->in_move = true;
 	if (write)
 		r->op = ZS_OP_PUSH;
 	pthread_mutex_unlock(&c->mu);
-	st = write ? c->rops->write(c->rctx, r, r->src, r->bytes, f->aux, &e)
-		   : c->rops->read(c->rctx, r, r->dst, r->bytes, f->aux, &e);
-	if (st)
-		stream_rdma_done(c, r, st, e.msg);
+	st = c->h->move(c->ctx, r, write, write ? (void *)r->src : r->dst, r->bytes, f->aux, &e);
+	if (st != ZS_EAGAIN)
+		stream_moved(c, r, st, st ? e.msg : NULL);
 	return 0;
 }
 
@@ -445,6 +448,20 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 			 c->addr, (unsigned long long)f->req_id);
 		return -1;
 	}
+	if (r->internal && f->op != ZS_OP_ERROR) { /* the transport's own frame */
+		uint8_t pl[64];
+		if (f->payload_len > sizeof pl || zs_read_full(c->fd, pl, f->payload_len)) {
+			zs_fmt(why, wl, "%s sent a bad %s", c->addr, zs_op_name(f->op));
+			return -1;
+		}
+		if (c->h->control)
+			c->h->control(c->ctx, f->op, pl, f->payload_len);
+		pthread_mutex_lock(&c->mu);
+		unlink_waiting(c, r);
+		finish(r, ZS_OK, NULL);
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	}
 	switch (f->op) {
 	case ZS_OP_ERROR: {
 		size_t n = f->payload_len < ZS_WIRE_MAX_ERR ? f->payload_len : ZS_WIRE_MAX_ERR;
@@ -464,28 +481,16 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 	case ZS_OP_GATHER_DATA:
 		if (r->op != ZS_OP_GATHER)
 			break;
-		if (c->mode == STREAM_RDMA) {
-			if (r->x.version)
-				*r->x.version = f->step;
-			return rdma_move(c, r, f, why, wl);
+		if (!c->h->inline_data)
+			return move_bytes(c, r, f, why, wl);
+		if (f->payload_len != r->bytes) {
+			zs_fmt(why, wl, "%s sent %llu bytes for a %zu-byte gather", c->addr,
+			       (unsigned long long)f->payload_len, r->bytes);
+			return -1;
 		}
-		if (c->mode == STREAM_INLINE) {
-			if (f->payload_len != r->bytes) {
-				zs_fmt(why, wl, "%s sent %llu bytes for a %zu-byte gather",
-					 c->addr, (unsigned long long)f->payload_len, r->bytes);
-				return -1;
-			}
-			if (zs_read_full(c->fd, r->dst, r->bytes)) {
-				zs_fmt(why, wl, "connection to %s lost mid-transfer", c->addr);
-				return -1;
-			}
-		} else {
-			if (f->payload_len || f->aux > c->arena_len ||
-			    r->bytes > c->arena_len - f->aux) {
-				zs_fmt(why, wl, "%s pointed outside its shared region", c->addr);
-				return -1;
-			}
-			memcpy(r->dst, c->arena + f->aux, r->bytes);
+		if (zs_read_full(c->fd, r->dst, r->bytes)) {
+			zs_fmt(why, wl, "connection to %s lost mid-transfer", c->addr);
+			return -1;
 		}
 		if (r->x.version)
 			*r->x.version = f->step;
@@ -495,35 +500,9 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 		pthread_mutex_unlock(&c->mu);
 		return 0;
 	case ZS_OP_PUSH_SLOT:
-		if (r->op != ZS_OP_PUSH_BEGIN || c->mode == STREAM_INLINE)
+		if (r->op != ZS_OP_PUSH_BEGIN || c->h->inline_data)
 			break;
-		if (c->mode == STREAM_RDMA)
-			return rdma_move(c, r, f, why, wl);
-		if (f->payload_len || f->aux > c->arena_len || r->bytes > c->arena_len - f->aux) {
-			zs_fmt(why, wl, "%s pointed outside its shared region", c->addr);
-			return -1;
-		}
-		memcpy(c->arena + f->aux, r->src, r->bytes);
-		pthread_mutex_lock(&c->mu);
-		unlink_waiting(c, r);
-		r->op = ZS_OP_PUSH;
-		enqueue(c, r, true);
-		pthread_mutex_unlock(&c->mu);
-		return 0;
-	case ZS_OP_RDMA_QP: {
-		uint8_t info[64];
-		if (!r->internal || c->mode != STREAM_RDMA || f->payload_len != sizeof info ||
-		    zs_read_full(c->fd, info, sizeof info)) {
-			zs_fmt(why, wl, "%s sent a bad RDMA_QP", c->addr);
-			return -1;
-		}
-		c->rops->qp_reply(c->rctx, info);
-		pthread_mutex_lock(&c->mu);
-		unlink_waiting(c, r);
-		finish(r, ZS_OK, NULL);
-		pthread_mutex_unlock(&c->mu);
-		return 0;
-	}
+		return move_bytes(c, r, f, why, wl);
 	case ZS_OP_PUSH_ACK:
 		if (r->op != ZS_OP_PUSH)
 			break;
@@ -566,25 +545,24 @@ static void *receiver_main(void *arg)
 	break_conn(c, c->closing ? ZS_ECANCELED : ZS_EUNAVAIL,
 		   c->closing ? "connection closed" : why);
 	pthread_mutex_unlock(&c->mu);
-	if (c->rops) /* what is on the wire fails now, not at its timeout */
-		c->rops->flush(c->rctx);
+	if (c->ctx && c->h->flush) /* what is under way fails now, not at its timeout */
+		c->h->flush(c->ctx);
 	return NULL;
 }
 
 /* -------------------------------------------------------- connect, close */
 
-static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o,
+static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int *fd,
 			    struct zs_error *err)
 {
 	size_t jl = strlen(o->job), tl = strlen(o->token ? o->token : "");
 	char payload[1024];
 	uint8_t h[ZS_WIRE_HDR];
 	struct zs_frame f = {.op = ZS_OP_HELLO, .req_id = 0, .rank = o->rank,
-			     .step = o->incarnation,
-			     .flags = c->mode == STREAM_RDMA ? ZS_WF_RDMA : 0};
+			     .step = o->incarnation, .flags = c->h->hello_flags};
 	struct iovec iov[2];
-	int memfd = -1;
 
+	*fd = -1;
 	if (jl + tl + 2 > sizeof payload)
 		return zs_fail(err, ZS_EINVAL, "job name and token are too long");
 	memcpy(payload, o->job, jl + 1);
@@ -595,8 +573,8 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o,
 	iov[1] = (struct iovec){payload, jl + tl + 2};
 	zs_sock_timeout(c->fd, o->timeout_ms);
 	if (zs_writev_full(c->fd, iov, 2) ||
-	    (c->mode == STREAM_SHM ? zs_recv_with_fd(c->fd, h, sizeof h, &memfd)
-				   : zs_read_full(c->fd, h, sizeof h)))
+	    (c->h->hello_fd ? zs_recv_with_fd(c->fd, h, sizeof h, fd)
+			    : zs_read_full(c->fd, h, sizeof h)))
 		return zs_fail(err, errno == EAGAIN ? ZS_ETIMEDOUT : ZS_EUNAVAIL,
 			       "%s did not answer HELLO: %s", c->addr,
 			       errno ? strerror(errno) : "connection closed");
@@ -617,74 +595,37 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o,
 		goto fail;
 	}
 	c->job = f.job;
-	if (c->mode == STREAM_RDMA) {
-		if (f.aux == 0) {
-			zs_fail(err, ZS_EPROTO, "%s sent no registered region", c->addr);
+	if (!c->h->inline_data) {
+		if (f.aux == 0 || (c->h->hello_fd && *fd < 0)) {
+			zs_fail(err, ZS_EPROTO, "%s sent no region for the %s data path", c->addr,
+				c->ops->name);
 			goto fail;
 		}
-		c->arena_len = f.aux;
+		c->region_len = f.aux;
 	}
-	if (c->mode == STREAM_SHM) {
-		if (memfd < 0 || f.aux == 0) {
-			zs_fail(err, ZS_EPROTO, "%s sent no shared region", c->addr);
-			goto fail;
-		}
-		c->arena_len = f.aux;
-		c->arena = mmap(NULL, c->arena_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-		close(memfd);
-		memfd = -1;
-		if (c->arena == MAP_FAILED) {
-			c->arena = NULL;
-			zs_fail(err, ZS_ENOMEM, "cannot map %s's shared region: %s", c->addr,
-				strerror(errno));
-			goto fail;
-		}
-	}
-	zs_sock_timeout(c->fd, 0);
 	return ZS_OK;
 fail:
-	if (memfd >= 0)
-		close(memfd);
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
 	return err ? err->code : ZS_EPROTO;
 }
 
-static enum zs_status connect_mode(const struct zs_transport_ops *ops, enum stream_mode mode,
-				   const struct stream_rdma_ops *rops,
-				   const struct zs_conn_opts *o, struct zs_conn **out,
-				   struct zs_error *err);
-
-enum zs_status stream_connect(const struct zs_transport_ops *ops, enum stream_mode mode,
+enum zs_status stream_connect(const struct zs_transport_ops *ops, const struct stream_hooks *h,
 			      const struct zs_conn_opts *o, struct zs_conn **out,
 			      struct zs_error *err)
 {
-	return connect_mode(ops, mode, NULL, o, out, err);
-}
-
-enum zs_status stream_connect_rdma(const struct zs_transport_ops *ops,
-				   const struct stream_rdma_ops *rops,
-				   const struct zs_conn_opts *o, struct zs_conn **out,
-				   struct zs_error *err)
-{
-	return connect_mode(ops, STREAM_RDMA, rops, o, out, err);
-}
-
-static enum zs_status connect_mode(const struct zs_transport_ops *ops, enum stream_mode mode,
-				   const struct stream_rdma_ops *rops,
-				   const struct zs_conn_opts *o, struct zs_conn **out,
-				   struct zs_error *err)
-{
 	struct zs_conn *c;
 	enum zs_status st;
-	int timeout = o->timeout_ms > 0 ? o->timeout_ms : 10000;
+	int timeout = o->timeout_ms > 0 ? o->timeout_ms : 10000, fd = -1;
 
-	if ((mode == STREAM_SHM) != (o->addr[0] == '@'))
+	if (h->unix_addr != (o->addr[0] == '@'))
 		return zs_fail(err, ZS_EINVAL, "'%s' is not a %s address", o->addr, ops->name);
 	c = calloc(1, sizeof *c);
 	if (!c)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	c->ops = ops;
-	c->mode = mode;
-	c->rops = rops;
+	c->h = h;
 	c->rank = o->rank;
 	c->max_inflight = o->max_inflight ? o->max_inflight : 64;
 	snprintf(c->addr, sizeof c->addr, "%s", o->addr);
@@ -698,35 +639,35 @@ static enum zs_status connect_mode(const struct zs_transport_ops *ops, enum stre
 	{
 		struct zs_conn_opts oo = *o;
 		oo.timeout_ms = timeout;
-		st = hello(c, &oo, err);
+		st = hello(c, &oo, &fd, err);
 	}
 	if (st)
 		goto clean_fd;
-	if (rops) { /* the queue pair, while the socket is still ours alone */
-		zs_sock_timeout(c->fd, timeout);
-		st = rops->setup(c, c->fd, c->arena_len, timeout, &c->rctx, err);
-		zs_sock_timeout(c->fd, 0);
+	if (h->attach) { /* while the socket is still ours alone */
+		st = h->attach(c, c->fd, c->region_len, fd, &c->ctx, err);
+		fd = -1;
 		if (st)
 			goto clean_fd;
+	} else if (fd >= 0) {
+		close(fd);
 	}
+	zs_sock_timeout(c->fd, 0);
 	if (pthread_create(&c->receiver, NULL, receiver_main, c)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start a receiver thread");
-		goto clean_map;
+		goto clean_ctx;
 	}
 	if (pthread_create(&c->sender, NULL, sender_main, c)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start a sender thread");
 		shutdown(c->fd, SHUT_RDWR);
 		pthread_join(c->receiver, NULL);
-		goto clean_map;
+		goto clean_ctx;
 	}
 	*out = c;
 	return ZS_OK;
 
-clean_map:
-	if (c->rctx)
-		rops->close(c->rctx);
-	if (c->arena)
-		munmap(c->arena, c->arena_len);
+clean_ctx:
+	if (c->ctx)
+		h->detach(c->ctx);
 clean_fd:
 	close(c->fd);
 clean_c:
@@ -747,15 +688,13 @@ void stream_close(struct zs_conn *c)
 	shutdown(c->fd, SHUT_RDWR);
 	pthread_join(c->sender, NULL);
 	pthread_join(c->receiver, NULL);
-	if (c->rctx) /* every transfer flushed and completed before the frees */
-		c->rops->close(c->rctx);
+	if (c->ctx) /* every move flushed and completed before the frees */
+		c->h->detach(c->ctx);
 	while (c->all) {
 		struct zs_req *r = c->all;
 		c->all = r->all_next;
 		free(r);
 	}
-	if (c->arena)
-		munmap(c->arena, c->arena_len);
 	close(c->fd);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);

@@ -1,56 +1,75 @@
 /*
- * stream.h - the client core shared by the stream transports (tcp, shm):
- * a sender thread writes queued requests, a receiver thread reads replies
- * straight into the callers' buffers and completes requests. tcp.c and
- * shm.c differ only in how they dial and where payload bytes travel.
- * Internal to common/; callers use transport.h.
+ * stream.h - the client core every transport is built on (tcp, shm, rdma):
+ * one socket to the server carries the frames; a sender thread writes
+ * queued requests, a receiver thread reads replies (straight into the
+ * callers' buffers, for tcp) and completes requests. Each transport fills
+ * a struct stream_hooks and its ops table. Internal to net/ and the
+ * transports; callers use net/transport.h.
  */
 #ifndef ZS_STREAM_H
 #define ZS_STREAM_H
 
+#include <stdbool.h>
+
 #include "net/transport.h"
 
-enum stream_mode { STREAM_INLINE, STREAM_SHM, STREAM_RDMA };
-
 /*
- * The rdma data path (rdma.c) plugs into the stream core: the tcp
- * connection carries the frames, as for shm, and the hooks move the bytes.
- * While a request's transfer is on the wire it completes only when the
- * transfer has (and the sender is done with its frame), so a caller never
- * gets a buffer back that the adapter may still touch.
+ * What a stream transport fills in: how its bytes move. The core keeps the
+ * frames (HELLO, GATHER, PUSH_BEGIN / PUSH_SLOT, PUSH, PUSH_ACK, ERROR), the
+ * request lifecycle and the threads; it knows no transport by name.
+ *
+ * With inline_data (tcp) the bytes travel inside the frames. Otherwise the
+ * server answers a GATHER or a PUSH_BEGIN with an offset into its region
+ * (HELLO_OK says how large it is) and the transport's move() carries the
+ * bytes: shm copies through the mapped region, rdma reads and writes it
+ * one-sided. While a move is under way its request completes only when the
+ * move has (and the sender is done with its frame), so a caller never gets
+ * back a buffer the transport may still touch.
  */
-struct stream_rdma_ops {
-	/* After HELLO_OK, the socket still synchronous: set up the queue pair. */
-	enum zs_status (*setup)(struct zs_conn *c, int fd, uint64_t arena_len, int timeout_ms,
-				void **ctx, struct zs_error *err);
-	/* Moves r's bytes from / to the arena at off; completion comes through
-	 * stream_rdma_done, from any thread. Nonzero: not started (why). */
-	enum zs_status (*read)(void *ctx, struct zs_req *r, void *dst, size_t bytes,
+struct stream_hooks {
+	bool unix_addr;      /* dials an abstract unix socket ("@name"), else HOST:PORT */
+	bool inline_data;    /* the bytes travel in the frames */
+	bool hello_fd;       /* HELLO_OK carries a file descriptor (SCM_RIGHTS) */
+	bool push_notifies;  /* a push's move() notifies the server itself (rdma's
+			      * WRITE_WITH_IMM); else the core sends PUSH after it */
+	uint16_t hello_flags; /* the ZS_WF_* flags the HELLO carries */
+	/*
+	 * After HELLO_OK, the socket still the caller's alone (blocking, with
+	 * timeout_ms on it): region_len is the size of the server's region, fd
+	 * the descriptor HELLO_OK carried (hello_fd; attach owns it). Sets *ctx.
+	 */
+	enum zs_status (*attach)(struct zs_conn *c, int sock, uint64_t region_len, int fd,
+				 void **ctx, struct zs_error *err);
+	/*
+	 * Moves r's bytes between buf and the server's region at off (the core
+	 * checked the bounds). ZS_OK: done; ZS_EAGAIN: under way, the transport
+	 * calls stream_moved() when it is done, from any thread; anything else:
+	 * not started, err says why.
+	 */
+	enum zs_status (*move)(void *ctx, struct zs_req *r, bool write, void *buf, size_t bytes,
 			       uint64_t off, struct zs_error *err);
-	enum zs_status (*write)(void *ctx, struct zs_req *r, const void *src, size_t bytes,
-				uint64_t off, struct zs_error *err);
-	/* The server's RDMA_QP reply to a queue pair re-established. */
-	void (*qp_reply)(void *ctx, const uint8_t *info);
-	/* The connection broke: fail what is on the wire (flush). */
+	/* The server's answer (op, len <= 64 bytes of payload) to a frame the
+	 * transport sent with stream_send_control(). Optional. */
+	void (*control)(void *ctx, uint16_t op, const uint8_t *payload, size_t len);
+	/* The connection broke: fail what is under way now. Optional. */
 	void (*flush)(void *ctx);
-	/* After the threads stopped: flush, wait for every transfer, free. */
-	void (*close)(void *ctx);
+	/* After the threads stopped: wait for every move, then free ctx. */
+	void (*detach)(void *ctx);
 };
-enum zs_status stream_connect_rdma(const struct zs_transport_ops *ops,
-				   const struct stream_rdma_ops *rops,
-				   const struct zs_conn_opts *o, struct zs_conn **out,
-				   struct zs_error *err);
-/* A request's transfer ended (st, msg): a gather completes; a push, whose
- * last piece notified the server, waits for its PUSH_ACK. */
-void stream_rdma_done(struct zs_conn *c, struct zs_req *r, enum zs_status st, const char *msg);
-/* Queues a control frame (op, payload of len bytes, at most 64) to send. */
+
+/* A move that returned ZS_EAGAIN ended (st, msg): a gather completes; a
+ * push goes on (a PUSH frame, or the PUSH_ACK its notification brings). */
+void stream_moved(struct zs_conn *c, struct zs_req *r, enum zs_status st, const char *msg);
+/* Queues a frame of the transport's own (op, payload of len bytes, at most
+ * 64); the server's answer goes to hooks->control. */
 enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *payload,
 				   size_t len);
-void *stream_rdma_ctx(struct zs_conn *c);
+/* The transport's context (attach's *ctx). */
+void *stream_ctx(struct zs_conn *c);
 uint64_t stream_req_id(const struct zs_req *r);
 
-/* Dials addr, says HELLO, starts the threads. */
-enum zs_status stream_connect(const struct zs_transport_ops *ops, enum stream_mode mode,
+/* Dials addr, says HELLO, attaches the transport, starts the threads. */
+enum zs_status stream_connect(const struct zs_transport_ops *ops, const struct stream_hooks *h,
 			      const struct zs_conn_opts *o, struct zs_conn **out,
 			      struct zs_error *err);
 enum zs_status stream_post_read(struct zs_conn *c, const struct zs_xfer *x, void *dst,

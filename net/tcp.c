@@ -6,10 +6,14 @@
  */
 #include "net/stream.h"
 
+static const struct stream_hooks tcp_hooks = {
+	.inline_data = true,
+};
+
 static enum zs_status tcp_connect(const struct zs_conn_opts *o, struct zs_conn **out,
 				  struct zs_error *err)
 {
-	return stream_connect(&zs_tcp_transport, STREAM_INLINE, o, out, err);
+	return stream_connect(&zs_tcp_transport, &tcp_hooks, o, out, err);
 }
 
 const struct zs_transport_ops zs_tcp_transport = {

@@ -19,12 +19,11 @@
  *   - Buffers handed to post_*() belong to the transport until the request
  *     completes (the receive path writes straight into dst: no extra copy).
  *
- * Server side: a listener accepts connections for every transport it offers
- * and turns frames into calls on a struct zs_target (the shard engine). The
- * target answers each read or write exactly once, at once or later from any
- * thread (a gather of step t waits until step t's parameters exist).
- * Memory the target serves reads from or receives writes into must come from
- * zs_listener_alloc(): for shm it lives in a shared mapping the trainer maps.
+ * Server side: net/listener.h.
+ *
+ * Choosing a transport for a server happens in one place,
+ * zs_transport_choose() (net/transport.c), by what the server offers and
+ * what each transport can do (caps, available()), never by name.
  */
 #ifndef ZS_TRANSPORT_H
 #define ZS_TRANSPORT_H
@@ -74,12 +73,17 @@ struct zs_conn_opts {
 enum {
 	ZS_CAP_ONE_SIDED = 1 << 0, /* data moves without the server's CPU */
 	ZS_CAP_SAME_HOST = 1 << 1, /* only between processes of one host */
+	ZS_CAP_REGISTER = 1 << 2,  /* buffers registered once (reg) move faster:
+				    * register what is reused */
 };
 
 struct zs_transport_ops {
 	const char *name;
 	uint32_t caps;
 	uint32_t bit; /* its ZS_TRANSPORT_* bit in ServerInfo.transports */
+	/* Whether this host can use it at all (a device, a limit): true, or
+	 * false with a plain reason in why. NULL: always. May block briefly. */
+	bool (*available)(char *why, size_t len);
 
 	/* Connects and completes HELLO; blocking, bounded by o->timeout_ms. */
 	enum zs_status (*connect)(const struct zs_conn_opts *o, struct zs_conn **out,
@@ -117,9 +121,36 @@ struct zs_transport_ops {
 	void (*close)(struct zs_conn *c);
 };
 
-extern const struct zs_transport_ops zs_tcp_transport;
-extern const struct zs_transport_ops zs_shm_transport;
-extern const struct zs_transport_ops zs_rdma_transport; /* rdma.h */
+extern const struct zs_transport_ops zs_tcp_transport; /* net/tcp.c */
+extern const struct zs_transport_ops zs_shm_transport; /* net/shm.c */
+extern const struct zs_transport_ops zs_rdma_transport; /* rdma/ (rdma/none.c without verbs) */
+
+/* ------------------------------------------------- choosing a transport */
+
+/* What one server offers, as the coordinator lists it. */
+struct zs_transport_offer {
+	uint32_t bits;          /* ZS_TRANSPORT_* it serves */
+	bool same_host;         /* it runs on this host */
+	const char *addr;       /* its data address, HOST:PORT ("" if none) */
+	const char *local_addr; /* its same-host address (shm's socket name) */
+};
+/* available() answers, kept across the servers of one join: zero it. */
+struct zs_transport_probe {
+	int avail[8];
+};
+/* ZS_OK when want is "auto" or a transport's name; ZS_EINVAL naming them. */
+enum zs_status zs_transport_check_name(const char *want, struct zs_error *err);
+/*
+ * Picks the transport for a server: want names one, or is "auto": the
+ * first of shm (same host), rdma (where this host can), tcp that the server
+ * offers. Sets *out and *addr (the address to connect to, in o). ZS_EINVAL:
+ * an unknown name; ZS_ESTATE: the server does not offer it (err says
+ * which, as "it offers no ..." for the caller to prefix).
+ */
+enum zs_status zs_transport_choose(const char *want, const struct zs_transport_offer *o,
+				   struct zs_transport_probe *probe,
+				   const struct zs_transport_ops **out, const char **addr,
+				   struct zs_error *err);
 
 /* The transport a connection was made with. */
 const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c);
@@ -159,80 +190,5 @@ static inline void zs_conn_close(struct zs_conn *c)
 /* test and wait are transport-independent (one request type). */
 enum zs_status zs_req_test(struct zs_req *r, struct zs_error *err);
 enum zs_status zs_req_wait(struct zs_req *r, int timeout_ms, struct zs_error *err);
-
-/* ------------------------------------------------------------ server side */
-
-struct zs_listener;
-struct zs_sop; /* one server-side operation awaiting the target's answer */
-
-struct zs_target {
-	void *ctx;
-	/* Checks a HELLO (incarnation 0: any; see zs_conn_opts); on success
-	 * sets *job_handle (never 0). */
-	enum zs_status (*hello)(void *ctx, const char *job, const char *token,
-				uint64_t incarnation, uint32_t rank, uint32_t *job_handle,
-				struct zs_error *err);
-	/* A read: answer with zs_sop_read_ready() or zs_sop_fail(), now or later. */
-	void (*read)(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
-		     const struct zs_xfer *x);
-	/*
-	 * A write is about to land: return where its bytes go (from
-	 * zs_listener_alloc memory), or fail; no state may change yet.
-	 */
-	enum zs_status (*write_begin)(void *ctx, uint32_t job, uint32_t rank,
-				      const struct zs_xfer *x, void **dst,
-				      struct zs_error *err);
-	/* The bytes have landed: answer with zs_sop_done() or zs_sop_fail(). */
-	void (*write_done)(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
-			   const struct zs_xfer *x, void *dst);
-	/* A write that began will not be completed (peer gone mid-transfer). */
-	void (*write_abort)(void *ctx, uint32_t job, uint32_t rank,
-			    const struct zs_xfer *x, void *dst);
-	/*
-	 * Optional: the first `bytes` of a write have landed (called as it is
-	 * received, piece by piece, so the target can reduce while it
-	 * receives). No answer is due; write_done or write_abort follows.
-	 */
-	void (*write_progress)(void *ctx, uint32_t job, uint32_t rank,
-			       const struct zs_xfer *x, void *dst, uint64_t bytes);
-};
-
-struct zs_listener_opts {
-	const char *tcp_listen; /* HOST:PORT (port 0: a free one); NULL: no tcp */
-	bool shm;               /* also accept same-host shm connections */
-	bool rdma;              /* also serve rdma peers (tcp HELLO asking for it):
-				 * registers the arena with the RDMA device */
-	uint64_t arena_bytes;   /* the memory zs_listener_alloc hands out */
-};
-
-/*
- * Starts listening. The target must outlive the listener. tcp_addr and
- * shm_name (each ZS_ADDR_MAX) receive the addresses to advertise.
- */
-enum zs_status zs_listener_start(const struct zs_listener_opts *o,
-				 const struct zs_target *t, struct zs_listener **out,
-				 char *tcp_addr, char *shm_name, struct zs_error *err);
-/*
- * Stops taking work: no new connection, every connection closed and its
- * thread joined, every notification handled. The target may be freed
- * after this (its pending ops answer into closed connections); the arena
- * stays until zs_listener_free.
- */
-void zs_listener_stop(struct zs_listener *l);
-/* Stops (if not yet), then frees the arena and the listener. */
-void zs_listener_free(struct zs_listener *l);
-
-/* Zeroed memory of at least bytes, 4 KiB aligned, valid until freed. */
-void *zs_listener_alloc(struct zs_listener *l, size_t bytes);
-void zs_listener_release(struct zs_listener *l, void *p);
-
-/* Answers a read with the bytes at src (x->length elements); src must stay
- * valid and unchanged until the reply is sent, which this call does. */
-void zs_sop_read_ready(struct zs_sop *op, const void *src);
-/* For a state read: the version to report with the data (before ready). */
-void zs_sop_set_step(struct zs_sop *op, uint64_t step);
-void zs_sop_done(struct zs_sop *op);
-void zs_sop_fail(struct zs_sop *op, enum zs_status code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 #endif

@@ -75,9 +75,10 @@ enum {
 	ZS_WF_STATE = 1 << 2,   /* a GATHER of fp32 state (aux: 0 master, 1 and 2
 				 * the optimizer's arrays) at whatever step the
 				 * shard is; the reply's step says which */
-	ZS_WF_RDMA = 1 << 3,    /* a HELLO asking for the rdma data path: replies
-				 * give arena offsets, data moves by RDMA */
-	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_RDMA,
+	ZS_WF_ONE_SIDED = 1 << 3, /* a HELLO asking for the server's one-sided
+				   * path (rdma): replies give arena offsets, the
+				   * path moves the bytes */
+	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED,
 };
 
 struct zs_frame {

@@ -18,34 +18,18 @@ enum zs_status zs_rdma_probe(uint64_t lock_bytes, char *note, size_t len)
 	return ZS_EUNAVAIL;
 }
 
-enum zs_status zs_rdma_srv_open(void *arena, size_t len, const struct zs_rdma_srv_hooks *h,
-				struct zs_rdma_srv **out, struct zs_error *err)
+static enum zs_status no_open(void *arena, size_t len, void **ctx, struct zs_error *err)
 {
 	(void)arena;
 	(void)len;
-	(void)h;
-	*out = NULL;
+	*ctx = NULL;
 	return zs_fail(err, ZS_EUNAVAIL, "%s", NO_RDMA);
 }
 
-enum zs_status zs_rdma_srv_accept(struct zs_rdma_srv *s, const struct zs_rdma_info *peer,
-				  void *owner, struct zs_rdma_info *mine, void **qp,
-				  struct zs_error *err)
-{
-	(void)s;
-	(void)peer;
-	(void)owner;
-	(void)mine;
-	*qp = NULL;
-	return zs_fail(err, ZS_EUNAVAIL, "%s", NO_RDMA);
-}
-
-void zs_rdma_srv_qp_free(struct zs_rdma_srv *s, void *qp)
-{
-	(void)s;
-	(void)qp;
-}
-void zs_rdma_srv_close(struct zs_rdma_srv *s) { (void)s; }
+const struct zs_listener_path zs_rdma_path = {
+	.name = "rdma",
+	.open = no_open,
+};
 
 static enum zs_status no_connect(const struct zs_conn_opts *o, struct zs_conn **out,
 				 struct zs_error *err)
@@ -62,10 +46,13 @@ void zs_rdma_debug_corrupt_next(struct zs_conn *c, uint64_t bad_offset, uint32_t
 	(void)bad_key;
 }
 
+static bool rdma_available(char *why, size_t len) { return !zs_rdma_probe(0, why, len); }
+
 const struct zs_transport_ops zs_rdma_transport = {
 	.name = "rdma",
-	.caps = ZS_CAP_ONE_SIDED,
+	.caps = ZS_CAP_ONE_SIDED | ZS_CAP_REGISTER,
 	.bit = ZS_TRANSPORT_RDMA,
+	.available = rdma_available,
 	.connect = no_connect,
 	.reg = stream_reg,
 	.dereg = stream_dereg,

@@ -1,6 +1,8 @@
 /*
- * rdma.h - the ibverbs transport (built where libibverbs is present:
- * ZS_HAVE_RDMA). Reliable-connected queue pairs; one-sided data movement:
+ * rdma.h - the ibverbs transport (rdma/client.c, server.c, device.c, built
+ * where libibverbs is present; rdma/none.c otherwise, whose every entry
+ * point says why there is no rdma). Reliable-connected queue pairs;
+ * one-sided data movement:
  *
  *   - the shard server registers its whole shard arena (every buffer
  *     gathers read from and pushes land in) once, at start, and hands its
@@ -36,6 +38,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "net/listener.h"
 #include "net/transport.h"
 
 /* What one side tells the other about its queue pair (and, from the
@@ -60,26 +63,14 @@ void zs_rdma_info_unpack(const uint8_t in[ZS_RDMA_INFO], struct zs_rdma_info *i)
 enum zs_status zs_rdma_probe(uint64_t lock_bytes, char *note, size_t len);
 
 /*
- * The server side: the listener's registered arena, and a thread that
- * takes the pushes' notifications off the completion queue: for each,
- * hold(owner) runs under the server's lock (the owner must stay alive),
- * then imm(owner, id) without it (it releases what hold took).
+ * The server side: the listener's one-sided path (net/listener.h). Its
+ * open() registers the listener's whole arena with the device, once; each
+ * trainer's RDMA_QP control frame gets a queue pair whose notifications
+ * (a push's last piece, WRITE_WITH_IMM with the request id) a thread takes
+ * off the completion queue, polling then sleeping on the channel, and
+ * hands to the listener. Without libibverbs its open() says so.
  */
-struct zs_rdma_srv;
-struct zs_rdma_srv_hooks {
-	void (*hold)(void *owner);
-	void (*imm)(void *owner, uint32_t id);
-};
-enum zs_status zs_rdma_srv_open(void *arena, size_t len, const struct zs_rdma_srv_hooks *h,
-				struct zs_rdma_srv **out, struct zs_error *err);
-/* A queue pair for a trainer that sent peer, its notifications going to
- * owner; *mine gets the reply. */
-enum zs_status zs_rdma_srv_accept(struct zs_rdma_srv *s, const struct zs_rdma_info *peer,
-				  void *owner, struct zs_rdma_info *mine, void **qp,
-				  struct zs_error *err);
-/* Unhooks and destroys qp: no notification reaches its owner after. */
-void zs_rdma_srv_qp_free(struct zs_rdma_srv *s, void *qp);
-void zs_rdma_srv_close(struct zs_rdma_srv *s);
+extern const struct zs_listener_path zs_rdma_path;
 
 /* The client side. Addresses are the server's tcp data address. */
 extern const struct zs_transport_ops zs_rdma_transport;

@@ -35,7 +35,7 @@
 
 #include "model/model.h"
 #include "base/status.h"
-#include "net/transport.h"
+#include "net/listener.h"
 
 struct engine;
 

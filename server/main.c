@@ -902,7 +902,8 @@ int main(int argc, char **argv)
 		snprintf(d.rdma_note, sizeof d.rdma_note, "turned off (--rdma off)");
 	}
 	{
-		struct zs_listener_opts lo = {.tcp_listen = data_listen, .shm = true, .rdma = rdma,
+		struct zs_listener_opts lo = {.tcp_listen = data_listen, .shm = true,
+					      .path = rdma ? &zs_rdma_path : NULL,
 					      .arena_bytes = d.me.capacity};
 		enum zs_status lst = zs_listener_start(&lo, engine_target(d.engine), &dp,
 						       d.me.data_addr, d.me.shm_addr, &err);
@@ -911,7 +912,7 @@ int main(int argc, char **argv)
 			zs_warn("rdma not offered: %s", err.msg);
 			zs_fmt(d.rdma_note, sizeof d.rdma_note, "%s", err.msg);
 			rdma = false;
-			lo.rdma = false;
+			lo.path = NULL;
 			lst = zs_listener_start(&lo, engine_target(d.engine), &dp, d.me.data_addr,
 						d.me.shm_addr, &err);
 		}

@@ -30,7 +30,7 @@
 #include "base/util.h"
 #include "math/optim.h"
 #include "model/placement.h"
-#include "net/transport.h"
+#include "net/listener.h"
 
 #define MAXS 3
 #define MAXR 3

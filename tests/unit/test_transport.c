@@ -161,7 +161,7 @@ static int start_toy(struct fixture *f)
 	struct zs_target tg = {&f->toy, toy_hello, toy_read, toy_write_begin,
 			       toy_write_done, toy_write_abort};
 	struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = true,
-				     .rdma = f->t == &zs_rdma_transport,
+				     .path = f->t == &zs_rdma_transport ? &zs_rdma_path : NULL,
 				     .arena_bytes = 2ull * NELEM * 4};
 	struct zs_error err = {0};
 
@@ -673,7 +673,7 @@ static int two_node(void)
 		return 2;
 	}
 	if (!strcmp(role, "server")) {
-		struct zs_listener_opts o = {.tcp_listen = NULL, .rdma = true,
+		struct zs_listener_opts o = {.tcp_listen = NULL, .path = &zs_rdma_path,
 					     .arena_bytes = 2ull * NELEM * 4};
 		struct zs_target tg = {&f.toy, toy_hello, toy_read, toy_write_begin,
 				       toy_write_done, toy_write_abort};

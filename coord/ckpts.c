@@ -1,0 +1,482 @@
+/*
+ * ckpts.c - checkpoints: create (a task each server carries out), list,
+ * get, trainer blobs, restore, and the task queue servers poll (restore,
+ * delete), with the commit once every server is durable.
+ */
+#include "coord/state.h"
+
+/* The distinct servers holding shards of j. */
+static uint32_t job_servers(const struct zs_job *j, uint64_t *out, uint32_t max)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < j->placement.n_shards; i++) {
+		uint64_t id = j->placement.shards[i].server_id;
+		bool seen = false;
+		for (uint32_t k = 0; k < n && !seen; k++)
+			seen = out[k] == id;
+		if (!seen && n < max)
+			out[n++] = id;
+	}
+	return n;
+}
+
+/* A task for every server that holds shards in placement pl. */
+static enum zs_status add_ctask_on(struct coord *c, const char *job,
+				   const struct zs_placement *pl, enum zs_task_kind kind,
+				   uint64_t id, uint64_t step)
+{
+	struct ctask *t = calloc(1, sizeof *t);
+	uint32_t n = pl->n_shards;
+	struct zs_job view = {.placement = *pl};
+
+	if (!t || !(t->pending = malloc((n ? n : 1) * sizeof *t->pending))) {
+		free(t);
+		return ZS_ENOMEM;
+	}
+	t->t = (struct zs_task){.kind = kind, .id = id, .step = step};
+	snprintf(t->t.job, sizeof t->t.job, "%s", job);
+	t->n_pending = job_servers(&view, t->pending, n);
+	t->next = c->ctasks;
+	c->ctasks = t;
+	c->task_gen++;
+	return ZS_OK;
+}
+
+enum zs_status coord_add_ctask(struct coord *c, const struct zs_job *j, enum zs_task_kind kind,
+				uint64_t id, uint64_t step)
+{
+	return add_ctask_on(c, j->spec.name, &j->placement, kind, id, step);
+}
+
+void coord_ctask_free(struct ctask *t)
+{
+	free(t->pending);
+	free(t);
+}
+
+/* Drops committed checkpoints of job beyond its keep count (oldest first). */
+static void enforce_keep(struct coord *c, struct zs_job *j)
+{
+	uint32_t committed = 0;
+
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		committed += !strcmp(c->ckpts[i].job, j->spec.name) &&
+			     c->ckpts[i].state == ZS_CKPT_COMMITTED;
+	for (size_t i = 0; i < c->n_ckpts && committed > j->spec.keep_checkpoints;) {
+		struct zs_checkpoint *k = &c->ckpts[i];
+		struct zs_error e = {0};
+		if (strcmp(k->job, j->spec.name) || k->state != ZS_CKPT_COMMITTED) {
+			i++;
+			continue;
+		}
+		/* the catalog forgets it first; the servers' records follow */
+		/* the records are where the checkpoint was taken */
+		if (coord_save_ckpt(c, k, true, &e) ||
+		    add_ctask_on(c, k->job, k->placement.n_shards ? &k->placement : &j->placement,
+				 ZS_TASK_DELETE, k->id, k->step)) {
+			zs_warn("cannot retire checkpoint %llu of job '%s': %s",
+				(unsigned long long)k->id, k->job, e.msg);
+			return;
+		}
+		zs_info("job '%s': checkpoint %llu retired (keeping %u)", k->job,
+			(unsigned long long)k->id, j->spec.keep_checkpoints);
+		zs_checkpoint_release(k);
+		memmove(k, k + 1, (c->n_ckpts - i - 1) * sizeof *k);
+		c->n_ckpts--;
+		committed--;
+	}
+}
+
+static void reply_ckpt(struct zs_rpc_call *call, const struct zs_checkpoint *k)
+{
+	struct zs_buf b;
+	coord_reply_buf(call, zs_enc_checkpoint(k, &b), &b);
+}
+
+void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_checkpoint k = {0}, *g;
+	struct zs_job *j;
+	uint64_t step;
+
+	if (zs_dec_ckpt_req(p, n, true, job, &step, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, job);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+		goto out;
+	}
+	if (j->restore_pending) {
+		zs_rpc_fail(call, ZS_ESTATE, "job '%s' is being restored", job);
+		goto out;
+	}
+	/* every rank may ask for the same step: one checkpoint */
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		if (!strcmp(c->ckpts[i].job, job) && c->ckpts[i].step == step &&
+		    c->ckpts[i].state != ZS_CKPT_FAILED) {
+			reply_ckpt(call, &c->ckpts[i]);
+			goto out;
+		}
+	g = realloc(c->ckpts, (c->n_ckpts + 1) * sizeof *g);
+	if (!g) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	c->ckpts = g;
+	k.id = c->next_ckpt_id++;
+	snprintf(k.job, sizeof k.job, "%s", job);
+	k.step = step;
+	k.epoch = j->placement.epoch;
+	if (zs_placement_copy(&k.placement, &j->placement)) {
+		c->next_ckpt_id--;
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	k.state = ZS_CKPT_PENDING;
+	k.created_ms = zs_wall_ms();
+	if (coord_save_ckpt(c, &k, false, &e)) {
+		c->next_ckpt_id--;
+		zs_checkpoint_release(&k);
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	c->ckpts[c->n_ckpts++] = k;
+	c->task_gen++;
+	zs_info("job '%s': checkpoint %llu of step %llu requested", job, (unsigned long long)k.id,
+		(unsigned long long)step);
+	reply_ckpt(call, &k);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_h_get_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_checkpoint *k;
+	uint64_t id;
+
+	if (zs_dec_ckpt_req(p, n, false, job, &id, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	k = coord_find_ckpt(c, job, id);
+	if (k)
+		reply_ckpt(call, k);
+	else
+		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no checkpoint %llu", job,
+			    (unsigned long long)id);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_checkpoint *v;
+	uint32_t m = 0;
+	struct zs_buf b;
+
+	if (zs_dec_job_name(p, n, job, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	if (!coord_find_job(c, job)) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+		goto out;
+	}
+	v = malloc((c->n_ckpts ? c->n_ckpts : 1) * sizeof *v);
+	if (!v) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		if (!strcmp(c->ckpts[i].job, job))
+			v[m++] = c->ckpts[i]; /* shallow: encoded before anything changes */
+	coord_reply_buf(call, zs_enc_checkpoints(v, m, &b), &b);
+	free(v);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_blob b;
+	struct zs_checkpoint *k, nk;
+	struct zs_job *j;
+	uint64_t id;
+
+	if (zs_dec_put_blob(p, n, job, &id, &b, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, job);
+	k = coord_find_ckpt(c, job, id);
+	if (!j || !k) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no checkpoint %llu", job,
+			    (unsigned long long)id);
+		goto out;
+	}
+	if (b.rank >= j->spec.world_size) {
+		zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range (world size %u)", b.rank,
+			    j->spec.world_size);
+		goto out;
+	}
+	/* the new record, with this rank's blob replaced or added */
+	nk = *k;
+	nk.blobs = calloc(k->n_blobs + 1, sizeof *nk.blobs);
+	if (!nk.blobs) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	nk.n_blobs = 0;
+	for (uint32_t i = 0; i < k->n_blobs; i++)
+		if (k->blobs[i].rank != b.rank)
+			nk.blobs[nk.n_blobs++] = k->blobs[i];
+	nk.blobs[nk.n_blobs++] = b;
+	if (coord_save_ckpt(c, &nk, false, &e)) {
+		free(nk.blobs);
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	for (uint32_t i = 0; i < k->n_blobs; i++)
+		if (k->blobs[i].rank == b.rank)
+			free(k->blobs[i].data);
+	free(k->blobs);
+	*k = nk;
+	b.data = NULL;
+	reply_ckpt(call, k);
+out:
+	pthread_mutex_unlock(&c->mu);
+	free(b.data);
+}
+
+void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_checkpoint *k = NULL;
+	struct zs_job *j;
+	uint64_t id;
+
+	if (zs_dec_ckpt_req(p, n, false, job, &id, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, job);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+		goto out;
+	}
+	if (id == 0) { /* the latest committed */
+		for (size_t i = 0; i < c->n_ckpts; i++)
+			if (!strcmp(c->ckpts[i].job, job) && c->ckpts[i].state == ZS_CKPT_COMMITTED)
+				k = &c->ckpts[i];
+	} else {
+		k = coord_find_ckpt(c, job, id);
+	}
+	if (!k) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no %s checkpoint%s", job,
+			    id ? "such" : "committed", id ? "" : " to restore");
+		goto out;
+	}
+	if (k->state != ZS_CKPT_COMMITTED) {
+		zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is %s, not committed",
+			    (unsigned long long)k->id, job, zs_ckpt_state_name(k->state));
+		goto out;
+	}
+	if (k->epoch != j->placement.epoch && !k->placement.n_shards) {
+		zs_rpc_fail(call, ZS_ESTATE,
+			    "checkpoint %llu was taken at placement epoch %llu without a record of it; the job is at %llu",
+			    (unsigned long long)k->id, (unsigned long long)k->epoch,
+			    (unsigned long long)j->placement.epoch);
+		goto out;
+	}
+	if (j->restore_pending) {
+		zs_rpc_fail(call, ZS_ESTATE, "job '%s' is already being restored", job);
+		goto out;
+	}
+	j->restore_pending = k->id;
+	j->restore_error[0] = '\0';
+	if (coord_save_job(c, j, false, false, &e)) {
+		j->restore_pending = 0;
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	if (coord_add_ctask(c, j, ZS_TASK_RESTORE, k->id, k->step)) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	zs_info("job '%s': restoring checkpoint %llu (step %llu)", job, (unsigned long long)k->id,
+		(unsigned long long)k->step);
+	coord_reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+bool coord_holds(const struct zs_job *j, uint64_t server_id)
+{
+	for (uint32_t i = 0; i < j->placement.n_shards; i++)
+		if (j->placement.shards[i].server_id == server_id)
+			return true;
+	return false;
+}
+
+void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct zs_task *v;
+	uint32_t m = 0, cap;
+	struct zs_buf b;
+	uint64_t sid;
+
+	if (zs_dec_server_id(p, n, &sid, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	cap = (uint32_t)c->n_ckpts + 1;
+	for (struct ctask *t = c->ctasks; t; t = t->next)
+		cap++;
+	v = calloc(cap, sizeof *v);
+	if (!v) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < c->n_ckpts; i++) {
+		struct zs_checkpoint *k = &c->ckpts[i];
+		struct zs_job *j = coord_find_job(c, k->job);
+		bool done = false;
+		if (k->state != ZS_CKPT_PENDING || !j || !coord_holds(j, sid))
+			continue;
+		for (uint32_t d = 0; d < k->n_durable; d++)
+			done |= k->durable[d] == sid;
+		if (!done)
+			v[m++] = (struct zs_task){ZS_TASK_SNAPSHOT, "", k->id, k->step};
+		if (!done)
+			snprintf(v[m - 1].job, sizeof v[m - 1].job, "%s", k->job);
+	}
+	for (struct ctask *t = c->ctasks; t; t = t->next)
+		for (uint32_t q = 0; q < t->n_pending; q++)
+			if (t->pending[q] == sid)
+				v[m++] = t->t;
+	coord_reply_buf(call, zs_enc_tasks(v, m, &b), &b);
+	pthread_mutex_unlock(&c->mu);
+	free(v);
+}
+
+void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct zs_task t;
+	char why[256];
+	bool ok;
+	uint64_t sid, bytes;
+	struct zs_checkpoint *k;
+	struct zs_job *j;
+
+	if (zs_dec_task_done(p, n, &sid, &t, &ok, why, sizeof why, &bytes, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, t.job);
+	k = coord_find_ckpt(c, t.job, t.id);
+	if (t.kind == ZS_TASK_SNAPSHOT) {
+		struct zs_checkpoint nk;
+		uint64_t ids[256];
+		uint32_t n_ids;
+		if (!j || !k || k->state != ZS_CKPT_PENDING) {
+			zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is not pending",
+				    (unsigned long long)t.id, t.job);
+			goto out;
+		}
+		nk = *k;
+		if (!ok) {
+			nk.state = ZS_CKPT_FAILED;
+			zs_fmt(nk.error, sizeof nk.error, "server %llu: %s", (unsigned long long)sid, why);
+		} else {
+			uint64_t *d = malloc((k->n_durable + 1) * sizeof *d);
+			if (!d) {
+				zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+				goto out;
+			}
+			if (k->n_durable)
+				memcpy(d, k->durable, k->n_durable * sizeof *d);
+			d[k->n_durable] = sid;
+			nk.durable = d;
+			nk.n_durable = k->n_durable + 1;
+			nk.bytes += bytes;
+			n_ids = job_servers(j, ids, 256);
+			if (nk.n_durable >= n_ids)
+				nk.state = ZS_CKPT_COMMITTED; /* every server durable */
+		}
+		/* fault injection for the crash tests: die before recording it */
+		if (nk.state == ZS_CKPT_COMMITTED && getenv("ZSHARD_FAULT") &&
+		    !strcmp(getenv("ZSHARD_FAULT"), "coord-before-commit")) {
+			zs_error("fault injection: dying at coord-before-commit");
+			raise(SIGKILL);
+		}
+		if (coord_save_ckpt(c, &nk, false, &e)) {
+			if (nk.durable != k->durable)
+				free(nk.durable);
+			coord_reply_err(call, &e);
+			goto out;
+		}
+		if (nk.durable != k->durable)
+			free(k->durable);
+		*k = nk;
+		c->task_gen++;
+		if (k->state != ZS_CKPT_PENDING)
+			zs_info("job '%s': checkpoint %llu of step %llu %s%s%s", k->job,
+				(unsigned long long)k->id, (unsigned long long)k->step,
+				zs_ckpt_state_name(k->state), k->error[0] ? ": " : "", k->error);
+		reply_ckpt(call, k);
+		if (k->state == ZS_CKPT_COMMITTED)
+			enforce_keep(c, j);
+		goto out;
+	}
+	/* restore and delete: strike this server off the task */
+	for (struct ctask **pp = &c->ctasks; *pp; pp = &(*pp)->next) {
+		struct ctask *ct = *pp;
+		if (ct->t.kind != t.kind || ct->t.id != t.id || strcmp(ct->t.job, t.job))
+			continue;
+		for (uint32_t q = 0; q < ct->n_pending; q++)
+			if (ct->pending[q] == sid)
+				ct->pending[q--] = ct->pending[--ct->n_pending];
+		if (t.kind == ZS_TASK_RESTORE && j && (!ok || ct->n_pending == 0)) {
+			if (!ok)
+				zs_fmt(j->restore_error, sizeof j->restore_error, "server %llu: %s",
+				       (unsigned long long)sid, why);
+			else {
+				j->restored_id = t.id;
+				j->restored_step = t.step;
+			}
+			j->restore_pending = 0;
+			if (coord_save_job(c, j, false, false, &e))
+				zs_error("cannot record the restore of job '%s': %s", j->spec.name, e.msg);
+			zs_info("job '%s': restore of checkpoint %llu %s%s", j->spec.name,
+				(unsigned long long)t.id, ok ? "done" : "failed: ", ok ? "" : why);
+			ct->n_pending = 0;
+		}
+		if (ct->n_pending == 0) {
+			*pp = ct->next;
+			coord_ctask_free(ct);
+			c->task_gen++;
+		}
+		break;
+	}
+	if (k)
+		reply_ckpt(call, k);
+	else {
+		struct zs_checkpoint gone = {.id = t.id, .step = t.step};
+		snprintf(gone.job, sizeof gone.job, "%s", t.job);
+		reply_ckpt(call, &gone);
+	}
+out:
+	pthread_mutex_unlock(&c->mu);
+}

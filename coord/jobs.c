@@ -1,0 +1,399 @@
+/*
+ * jobs.c - jobs: create, show, list, delete; the ZeRO stage; placement and
+ * rebalancing; trainers joining and leaving; the coordinator's status.
+ */
+#include "coord/state.h"
+
+/* ------------------------------------------------------------------ jobs */
+
+void coord_h_create_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			 size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_job job = {0};
+	struct zs_error e = {0};
+	struct place_server *ps;
+	struct zs_job *g;
+	size_t n_live;
+
+	if (zs_dec_create_job(p, n, &job.spec, &e))
+		return coord_reply_err(call, &e);
+	if (zs_job_spec_normalize(&job.spec, &e)) {
+		zs_job_release(&job);
+		return coord_reply_err(call, &e);
+	}
+	pthread_mutex_lock(&c->mu);
+	if (coord_find_job(c, job.spec.name)) {
+		zs_fail(&e, ZS_EEXIST, "job '%s' already exists", job.spec.name);
+		goto fail;
+	}
+	ps = malloc((c->n_srvs ? c->n_srvs : 1) * sizeof *ps);
+	if (!ps) {
+		zs_fail(&e, ZS_ENOMEM, "out of memory");
+		goto fail;
+	}
+	n_live = coord_live_servers(c, NULL, ps);
+	if (place_job(&job.spec, ps, n_live, NULL, &job.placement, &e)) {
+		free(ps);
+		goto fail;
+	}
+	free(ps);
+	job.created_ms = zs_wall_ms();
+	g = realloc(c->jobs, (c->n_jobs + 1) * sizeof *g);
+	if (!g) {
+		zs_fail(&e, ZS_ENOMEM, "out of memory");
+		goto fail;
+	}
+	c->jobs = g;
+	if (coord_save_job(c, &job, false, true, &e))
+		goto fail;
+	{
+		size_t pos = 0;
+		while (pos < c->n_jobs && strcmp(c->jobs[pos].spec.name, job.spec.name) < 0)
+			pos++;
+		memmove(c->jobs + pos + 1, c->jobs + pos,
+			(c->n_jobs - pos) * sizeof *c->jobs);
+		c->jobs[pos] = job;
+		c->n_jobs++;
+	}
+	zs_info("job '%s' created: stage %u, R=%u, %u units, %llu elements, %u shards on %zu servers (epoch %llu)",
+		job.spec.name, job.spec.stage, job.spec.world_size,
+		job.spec.layout.n_units,
+		(unsigned long long)zs_layout_numel(&job.spec.layout),
+		job.placement.n_shards, n_live,
+		(unsigned long long)job.placement.epoch);
+	coord_reply_job(call, &job);
+	pthread_mutex_unlock(&c->mu);
+	return;
+fail:
+	pthread_mutex_unlock(&c->mu);
+	zs_job_release(&job);
+	coord_reply_err(call, &e);
+}
+
+/* Decodes a job name and finds the job; on failure the call is answered. */
+struct zs_job *coord_lookup(struct coord *c, struct zs_rpc_call *call,
+			     const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX])
+{
+	struct zs_error e = {0};
+	struct zs_job *j;
+
+	if (zs_dec_job_name(p, n, name, &e)) {
+		coord_reply_err(call, &e);
+		return NULL;
+	}
+	j = coord_find_job(c, name);
+	if (!j)
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+	return j;
+}
+
+void coord_h_get_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+		      size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_job *j;
+
+	pthread_mutex_lock(&c->mu);
+	j = coord_lookup(c, call, p, n, name);
+	if (j)
+		coord_reply_job(call, j);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_h_jobs(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_buf b;
+	enum zs_status st;
+
+	(void)p;
+	(void)n;
+	pthread_mutex_lock(&c->mu);
+	st = zs_enc_jobs(c->jobs, (uint32_t)c->n_jobs, &b);
+	pthread_mutex_unlock(&c->mu);
+	coord_reply_buf(call, st, &b);
+}
+
+
+void coord_h_delete_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			 size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_job *j;
+
+	pthread_mutex_lock(&c->mu);
+	j = coord_lookup(c, call, p, n, name);
+	if (!j)
+		goto out;
+	if (coord_save_job(c, j, true, true, &e)) {
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	coord_reply_job(call, j);
+	coord_drop_reports(c, name);
+	zs_info("job '%s' deleted (%u trainers were joined)", name, j->n_trainers);
+	zs_job_release(j);
+	/* keep jobs in name order, as they load from the catalog */
+	memmove(j, j + 1, (size_t)(c->jobs + c->n_jobs - (j + 1)) * sizeof *j);
+	c->n_jobs--;
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_h_set_stage(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_job *j;
+	uint32_t stage, old;
+
+	if (zs_dec_set_stage(p, n, name, &stage, &e))
+		return coord_reply_err(call, &e);
+	if (stage < 1 || stage > 3)
+		return zs_rpc_fail(call, ZS_EINVAL, "stage %u is invalid (1, 2 or 3)",
+				   stage);
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, name);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+		goto out;
+	}
+	old = j->spec.stage;
+	j->spec.stage = stage;
+	if (coord_save_job(c, j, false, false, &e)) {
+		j->spec.stage = old;
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	if (old != stage)
+		zs_info("job '%s': stage %u -> %u (from the next step boundary)",
+			name, old, stage);
+	coord_reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_placement np;
+	struct place_server *ps;
+	struct zs_placement old;
+	struct zs_job *j;
+	uint64_t *want = NULL;
+	uint32_t n_want = 0;
+	size_t n_live;
+
+	if (zs_dec_rebalance(p, n, name, &want, &n_want, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, name);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+		goto out;
+	}
+	for (uint32_t i = 0; i < n_want; i++) {
+		struct srv *sv = coord_find_srv(c, want[i]);
+		if (!sv || !sv->up) {
+			zs_rpc_fail(call, ZS_EINVAL, "server %llu is %s", (unsigned long long)want[i],
+				    sv ? "down" : "not registered");
+			goto out;
+		}
+	}
+	if (j->n_trainers) {
+		zs_rpc_fail(call, ZS_ESTATE,
+			    "job '%s' has %u joined trainers: moving live shard state is not supported; rebalance before trainers join",
+			    name, j->n_trainers);
+		goto out;
+	}
+	ps = malloc((c->n_srvs ? c->n_srvs : 1) * sizeof *ps);
+	if (!ps) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	n_live = coord_live_servers(c, j, ps);
+	if (n_want) { /* only the servers asked for */
+		size_t k = 0;
+		for (size_t i = 0; i < n_live; i++)
+			for (uint32_t w = 0; w < n_want; w++)
+				if (ps[i].id == want[w]) {
+					ps[k++] = ps[i];
+					break;
+				}
+		n_live = k;
+	}
+	if (place_job(&j->spec, ps, n_live, &j->placement, &np, &e)) {
+		free(ps);
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	free(ps);
+	if (np.epoch == j->placement.epoch) {
+		zs_placement_release(&np);
+		coord_reply_job(call, j);
+		goto out;
+	}
+	old = j->placement;
+	j->placement = np;
+	if (coord_save_job(c, j, false, true, &e)) {
+		j->placement = old;
+		zs_placement_release(&np);
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	zs_placement_release(&old);
+	zs_info("job '%s' rebalanced over %zu servers: epoch %llu", name, n_live,
+		(unsigned long long)j->placement.epoch);
+	coord_reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+	free(want);
+}
+
+void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_join_req r;
+	struct zs_error e = {0};
+	struct zs_member *nt;
+	struct zs_job *j;
+	char why[ZS_ERRMSG_MAX / 2];
+	uint32_t pos;
+
+	if (zs_dec_join(p, n, &r, &e))
+		return coord_reply_err(call, &e);
+	if (zs_layout_validate(&r.layout, &e)) {
+		zs_layout_release(&r.layout);
+		return zs_rpc_fail(call, ZS_EINVAL, "trainer's layout is invalid: %s",
+				   e.msg);
+	}
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, r.job);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", r.job);
+		goto out;
+	}
+	if (r.rank >= j->spec.world_size) {
+		zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
+			    r.rank, r.job, j->spec.world_size);
+		goto out;
+	}
+	if (!zs_layout_equal(&r.layout, &j->spec.layout, why, sizeof why)) {
+		zs_rpc_fail(call, ZS_EINVAL, "layout differs from job '%s': %s", r.job,
+			    why);
+		goto out;
+	}
+	for (pos = 0; pos < j->n_trainers && j->trainers[pos].rank < r.rank; pos++)
+		;
+	if (pos < j->n_trainers && j->trainers[pos].rank == r.rank) {
+		zs_rpc_fail(call, ZS_EEXIST,
+			    "rank %u already joined job '%s' (from %s); it must leave first",
+			    r.rank, r.job, j->trainers[pos].host);
+		goto out;
+	}
+	nt = malloc((j->n_trainers + 1) * sizeof *nt);
+	if (!nt) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (j->n_trainers) {
+		memcpy(nt, j->trainers, pos * sizeof *nt);
+		memcpy(nt + pos + 1, j->trainers + pos,
+		       (j->n_trainers - pos) * sizeof *nt);
+	}
+	nt[pos] = (struct zs_member){.rank = r.rank, .joined_ms = zs_wall_ms()};
+	snprintf(nt[pos].host, sizeof nt[pos].host, "%s", r.host);
+	{
+		struct zs_member *old = j->trainers;
+		j->trainers = nt;
+		j->n_trainers++;
+		if (coord_save_job(c, j, false, false, &e)) {
+			j->trainers = old;
+			j->n_trainers--;
+			free(nt);
+			coord_reply_err(call, &e);
+			goto out;
+		}
+		free(old);
+	}
+	zs_info("job '%s': rank %u joined from %s (%u of %u)", r.job, r.rank,
+		r.host[0] ? r.host : "?", j->n_trainers, j->spec.world_size);
+	coord_reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+	zs_layout_release(&r.layout);
+}
+
+void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_member gone;
+	struct zs_job *j;
+	uint32_t rank, pos;
+
+	if (zs_dec_leave(p, n, name, &rank, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, name);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+		goto out;
+	}
+	for (pos = 0; pos < j->n_trainers && j->trainers[pos].rank != rank; pos++)
+		;
+	if (pos == j->n_trainers) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "rank %u has not joined job '%s'", rank,
+			    name);
+		goto out;
+	}
+	gone = j->trainers[pos];
+	memmove(j->trainers + pos, j->trainers + pos + 1,
+		(j->n_trainers - pos - 1) * sizeof *j->trainers);
+	j->n_trainers--;
+	if (coord_save_job(c, j, false, false, &e)) {
+		memmove(j->trainers + pos + 1, j->trainers + pos,
+			(j->n_trainers - pos) * sizeof *j->trainers);
+		j->trainers[pos] = gone;
+		j->n_trainers++;
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	zs_info("job '%s': rank %u left", name, rank);
+	coord_reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+		     size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_coord_status s = {0};
+	struct zs_buf b;
+
+	(void)p;
+	(void)n;
+	snprintf(s.version, sizeof s.version, "%s", ZS_VERSION);
+	snprintf(s.addr, sizeof s.addr, "%s", c->addr);
+	snprintf(s.data_dir, sizeof s.data_dir, "%s", c->data_dir);
+	pthread_mutex_lock(&c->mu);
+	s.uptime_ms = zs_now_ms() - c->started_ms;
+	s.lease_ms = c->lease_ms;
+	for (size_t i = 0; i < c->n_srvs; i++)
+		c->srvs[i].up ? s.servers_up++ : s.servers_down++;
+	s.jobs = (uint32_t)c->n_jobs;
+	s.assign_gen = c->assign_gen;
+	pthread_mutex_unlock(&c->mu);
+	coord_reply_buf(call, zs_enc_coord_status(&s, &b), &b);
+}

@@ -1,0 +1,185 @@
+/*
+ * norms.c - the global-norm exchange for clipping: each server reports its
+ * shards' squared norms for a step; the call is answered, for every server
+ * at once, when the job's last shard is in (or failed after the bound).
+ */
+#include "coord/state.h"
+
+/* ------------------------------------------------ global-norm clipping */
+
+static void norm_free(struct norm_coll *n)
+{
+	free(n->sumsq);
+	free(n->have);
+	free(n->waits);
+	free(n);
+}
+
+/* Fails every server waiting on n (caller holds mu and unlinks n). */
+void coord_norm_fail(struct norm_coll *n, enum zs_status code, const char *why)
+{
+	for (size_t i = 0; i < n->n_waits; i++)
+		zs_rpc_fail(n->waits[i].call, code, "%s", why);
+	norm_free(n);
+}
+
+/* Lists, once each, the servers owning shards not yet reported. */
+static void norm_missing(const struct zs_job *j, const struct norm_coll *n, char *buf,
+			 size_t len)
+{
+	size_t k = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < j->placement.n_shards && k < len; i++) {
+		uint64_t id = j->placement.shards[i].server_id;
+		bool listed = false;
+		if (n->have[i])
+			continue;
+		for (uint32_t q = 0; q < i && !listed; q++)
+			listed = !n->have[q] && j->placement.shards[q].server_id == id;
+		if (!listed)
+			k += (size_t)snprintf(buf + k, len - k, "%s%llu", k ? ", " : "",
+					      (unsigned long long)id);
+	}
+}
+
+
+void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_norm_report r;
+	struct zs_error e = {0};
+	struct zs_job *j;
+	struct norm_coll *nc, **pp;
+	uint32_t *pos = NULL;
+
+	if (zs_dec_norm_report(p, n, &r, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, r.job);
+	if (!j) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", r.job);
+		goto out;
+	}
+	if (j->spec.optim.clip_norm <= 0.0) {
+		zs_rpc_fail(call, ZS_ESTATE, "job '%s' does not clip gradients", r.job);
+		goto out;
+	}
+	pos = malloc((r.n ? r.n : 1) * sizeof *pos);
+	if (!pos) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (pp = &c->norms; *pp; pp = &(*pp)->next)
+		if (!strcmp((*pp)->job, r.job) && (*pp)->step == r.step)
+			break;
+	nc = *pp;
+	/* check everything before changing anything */
+	for (uint32_t i = 0; i < r.n; i++) {
+		uint32_t k;
+		for (k = 0; k < j->placement.n_shards; k++)
+			if (j->placement.shards[k].unit == r.norms[i].unit &&
+			    j->placement.shards[k].index == r.norms[i].index)
+				break;
+		if (k == j->placement.n_shards || j->placement.shards[k].server_id != r.server_id) {
+			zs_rpc_fail(call, ZS_EINVAL,
+				    "unit %u shard %u of job '%s' is not placed on server %llu",
+				    r.norms[i].unit, r.norms[i].index, r.job,
+				    (unsigned long long)r.server_id);
+			goto out;
+		}
+		if (!(r.norms[i].sumsq >= 0.0) || r.norms[i].sumsq == INFINITY) {
+			zs_rpc_fail(call, ZS_EINVAL, "the norm of unit %u shard %u is not finite",
+				    r.norms[i].unit, r.norms[i].index);
+			goto out;
+		}
+		if (nc && nc->have[k]) {
+			zs_rpc_fail(call, ZS_EEXIST, "unit %u shard %u of step %llu was reported already",
+				    r.norms[i].unit, r.norms[i].index, (unsigned long long)r.step);
+			goto out;
+		}
+		pos[i] = k;
+	}
+	if (!nc) {
+		nc = calloc(1, sizeof *nc);
+		if (nc) {
+			nc->sumsq = calloc(j->placement.n_shards, sizeof *nc->sumsq);
+			nc->have = calloc(j->placement.n_shards, sizeof *nc->have);
+		}
+		if (!nc || !nc->sumsq || !nc->have) {
+			if (nc)
+				norm_free(nc);
+			zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+			goto out;
+		}
+		snprintf(nc->job, sizeof nc->job, "%s", r.job);
+		nc->step = r.step;
+		nc->n_shards = j->placement.n_shards;
+		nc->started_ms = zs_now_ms();
+		nc->next = c->norms;
+		c->norms = nc;
+		pp = &c->norms;
+	}
+	{
+		struct norm_wait *g = realloc(nc->waits, (nc->n_waits + 1) * sizeof *g);
+		if (!g) {
+			zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+			goto out;
+		}
+		nc->waits = g;
+		g[nc->n_waits++] = (struct norm_wait){call, r.server_id};
+	}
+	for (uint32_t i = 0; i < r.n; i++) {
+		nc->sumsq[pos[i]] = r.norms[i].sumsq;
+		nc->have[pos[i]] = true;
+		nc->n_have++;
+	}
+	if (nc->n_have == nc->n_shards) {
+		/* every shard in: the total, summed in placement order */
+		double total = 0.0;
+		struct zs_buf b;
+		for (uint32_t k = 0; k < nc->n_shards; k++)
+			total += nc->sumsq[k];
+		*pp = nc->next;
+		if (zs_enc_norm_reply(total, nc->n_shards, &b)) {
+			coord_norm_fail(nc, ZS_ENOMEM, "cannot encode the norm reply");
+			goto out;
+		}
+		for (size_t i = 0; i < nc->n_waits; i++)
+			zs_rpc_reply(nc->waits[i].call, b.data, b.len);
+		zs_buf_release(&b);
+		zs_debug("job '%s' step %llu: gradient norm %g over %u shards", r.job,
+			 (unsigned long long)r.step, sqrt(total), nc->n_shards);
+		norm_free(nc);
+	}
+out:
+	pthread_mutex_unlock(&c->mu);
+	free(pos);
+	free(r.norms);
+}
+
+/* Fails collections older than the bound (caller holds mu). */
+void coord_norm_sweep(struct coord *c, int64_t now)
+{
+	for (struct norm_coll **pp = &c->norms; *pp;) {
+		struct norm_coll *n = *pp;
+		struct zs_job *j = coord_find_job(c, n->job);
+		char missing[256] = "", why[ZS_ERRMSG_MAX];
+		if (j && now - n->started_ms < (int64_t)c->norm_timeout_ms) {
+			pp = &n->next;
+			continue;
+		}
+		*pp = n->next;
+		if (j) {
+			norm_missing(j, n, missing, sizeof missing);
+			zs_fmt(why, sizeof why,
+			       "job '%s' step %llu: no gradient norm from server %s within %u ms",
+			       n->job, (unsigned long long)n->step, missing, c->norm_timeout_ms);
+		} else {
+			zs_fmt(why, sizeof why, "job '%s' step %llu: the job was deleted", n->job,
+			       (unsigned long long)n->step);
+		}
+		zs_warn("%s", why);
+		coord_norm_fail(n, j ? ZS_ETIMEDOUT : ZS_ECANCELED, why);
+	}
+}

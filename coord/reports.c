@@ -1,0 +1,98 @@
+/*
+ * reports.c - per-rank step reports (in memory only): each trainer's latest
+ * one, kept per job for zshardctl stats.
+ */
+#include "coord/state.h"
+
+void coord_drop_reports(struct coord *c, const char *job)
+{
+	for (struct sreports **pp = &c->reports; *pp; pp = &(*pp)->next)
+		if (!strcmp((*pp)->job, job)) {
+			struct sreports *x = *pp;
+			*pp = x->next;
+			free(x->r);
+			free(x);
+			return;
+		}
+}
+/* ------------------------------------------------------- step reports */
+
+void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_step_report r;
+	struct zs_error e = {0};
+	struct sreports *sr;
+	struct zs_buf b;
+	struct zs_job *j;
+	uint32_t rank, stage;
+	uint64_t every;
+	bool has;
+
+	if (zs_dec_report_step(p, n, job, &rank, &r, &has, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, job);
+	if (!j) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+	}
+	if (rank >= j->spec.world_size) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range for job '%s' (world size %u)",
+				   rank, job, j->spec.world_size);
+	}
+	stage = j->spec.stage;
+	every = j->spec.checkpoint_every;
+	for (sr = c->reports; sr && strcmp(sr->job, job); sr = sr->next)
+		;
+	if (has && !sr) {
+		sr = calloc(1, sizeof *sr);
+		if (sr && !(sr->r = calloc(j->spec.world_size, sizeof *sr->r))) {
+			free(sr);
+			sr = NULL;
+		}
+		if (sr) {
+			snprintf(sr->job, sizeof sr->job, "%s", job);
+			sr->n = j->spec.world_size;
+			sr->next = c->reports;
+			c->reports = sr;
+		}
+	}
+	if (has && sr) { /* a report that cannot be kept is dropped: stats only */
+		r.rank = rank;
+		r.reported_ms = zs_now_ms();
+		sr->r[rank] = r;
+	}
+	pthread_mutex_unlock(&c->mu);
+	coord_reply_buf(call, zs_enc_report_step_reply(stage, every, &b), &b);
+}
+
+void coord_h_step_reports(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_step_report *out = NULL;
+	uint32_t n_out = 0;
+	struct sreports *sr;
+	struct zs_buf b;
+
+	pthread_mutex_lock(&c->mu);
+	if (!coord_lookup(c, call, p, n, name)) {
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	for (sr = c->reports; sr && strcmp(sr->job, name); sr = sr->next)
+		;
+	if (sr && !(out = malloc(sr->n * sizeof *out))) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	}
+	for (uint32_t i = 0; sr && i < sr->n; i++)
+		if (sr->r[i].reported_ms)
+			out[n_out++] = sr->r[i];
+	pthread_mutex_unlock(&c->mu);
+	coord_reply_buf(call, zs_enc_step_reports(out, n_out, &b), &b);
+	free(out);
+}

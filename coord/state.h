@@ -1,0 +1,198 @@
+/*
+ * state.h - the coordinator's state and the helpers its files share,
+ * internal to coord/. One mutex (coord.mu) guards it all; RPC handlers run
+ * on the RPC server's CQ thread, the lease reaper on its own. Every change
+ * is built aside, committed to LMDB (catalog.c) and only then swapped into
+ * memory, so a failed commit changes nothing and a SIGKILL at any point
+ * leaves the old or the new record.
+ *
+ * Files: coord.c (life, the method table, shared lookups and replies),
+ * catalog.c (the LMDB catalog: records in and out), members.c (servers:
+ * registration, heartbeats, leases, assignments), jobs.c (jobs, stage,
+ * placement, trainer joins), ckpts.c (checkpoints and the server tasks
+ * that restore and delete them), norms.c (the global-norm exchange for
+ * clipping), reports.c (per-rank step reports).
+ */
+#ifndef ZS_COORD_STATE_H
+#define ZS_COORD_STATE_H
+
+#include "coord/coord.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctrl/codec.h"
+#include "storage/kv.h"
+#include "base/log.h"
+#include "ctrl/methods.h"
+#include "model/model.h"
+#include "model/placement.h"
+#include "ctrl/rpc.h"
+#include "base/util.h"
+#include "base/version.h"
+
+enum { T_META, T_SERVERS, T_JOBS, T_CKPTS };
+static const char *const tables[] = {"meta", "servers", "jobs", "ckpts"};
+
+struct srv {
+	struct zs_server_info info; /* as registered (up/used/last_seen derived) */
+	int64_t last_hb_ms;         /* monotonic; 0: never since our start */
+	bool up;
+};
+
+/* A step's norm collection for global-norm clipping (see h_report_norm). */
+struct norm_wait {
+	struct zs_rpc_call *call;
+	uint64_t server_id;
+};
+
+struct norm_coll {
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t step;
+	int64_t started_ms;
+	uint32_t n_shards, n_have;
+	double *sumsq; /* by position in the job's placement */
+	bool *have;
+	struct norm_wait *waits;
+	size_t n_waits;
+	struct norm_coll *next;
+};
+
+/* A restore or a delete some servers still have to carry out (in memory). */
+struct ctask {
+	struct zs_task t;
+	uint64_t *pending; /* server ids */
+	uint32_t n_pending;
+	struct ctask *next;
+};
+
+/* The latest step report of each rank of a job (in memory only). */
+struct sreports {
+	char job[ZS_JOB_NAME_MAX];
+	uint32_t n;               /* the job's world size */
+	struct zs_step_report *r; /* by rank; reported_ms 0: none yet */
+	struct sreports *next;
+};
+
+struct coord {
+	pthread_mutex_t mu;
+	struct zs_kv *kv;
+	struct zs_rpc_server *rpc;
+	pthread_t reaper;
+	atomic_int stop;
+	int lock_fd;
+	uint32_t lease_ms;
+	int64_t started_ms;
+	char addr[ZS_ADDR_MAX];
+	char data_dir[512];
+
+	uint64_t next_server_id;
+	uint64_t assign_gen;
+	uint64_t task_gen; /* grows when server tasks change (not persisted) */
+	struct srv *srvs;
+	size_t n_srvs;
+	struct zs_job *jobs;
+	size_t n_jobs;
+	struct norm_coll *norms;
+	uint32_t norm_timeout_ms;
+	/* checkpoints: the catalog (in id order) and the work in flight */
+	uint64_t next_ckpt_id;
+	struct zs_checkpoint *ckpts;
+	size_t n_ckpts;
+	struct ctask *ctasks;
+	struct sreports *reports;
+};
+
+/* coord.c */
+struct srv *coord_find_srv(struct coord *c, uint64_t id);
+struct zs_job *coord_find_job(struct coord *c, const char *name);
+/* Bytes placements hold on server id, over all jobs except skip. */
+uint64_t coord_used_on(struct coord *c, uint64_t id, const struct zs_job *skip);
+/* Encodes and sends a job, or fails the call. */
+void coord_reply_job(struct zs_rpc_call *call, const struct zs_job *j);
+void coord_reply_buf(struct zs_rpc_call *call, enum zs_status enc_st,
+		      struct zs_buf *b);
+void coord_reply_err(struct zs_rpc_call *call, const struct zs_error *e);
+/* Fills the live servers with their free bytes (excluding job skip). */
+size_t coord_live_servers(struct coord *c, const struct zs_job *skip,
+			   struct place_server *out);
+
+/* catalog.c */
+/*
+ * Commits a job record (or its deletion when del) and, when bump, the next
+ * assignment generation, in one transaction.
+ */
+enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
+			       bool bump, struct zs_error *err);
+enum zs_status coord_save_server(struct coord *c, const struct zs_server_info *s,
+				  uint64_t next_id, struct zs_error *err);
+struct zs_checkpoint *coord_find_ckpt(struct coord *c, const char *job, uint64_t id);
+/* Commits a checkpoint record (or its deletion) with the id counter. */
+enum zs_status coord_save_ckpt(struct coord *c, const struct zs_checkpoint *k, bool del,
+				struct zs_error *err);
+enum zs_status coord_load(struct coord *c, struct zs_error *err);
+void coord_free_state(struct coord *c);
+
+/* members.c */
+void coord_h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+		       size_t n);
+void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			size_t n);
+void coord_h_assignments(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			  size_t n);
+void coord_h_servers(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+		      size_t n);
+void *coord_reaper(void *arg);
+
+/* jobs.c */
+void coord_h_create_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			 size_t n);
+/* Decodes a job name and finds the job; on failure the call is answered. */
+struct zs_job *coord_lookup(struct coord *c, struct zs_rpc_call *call,
+			     const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX]);
+void coord_h_get_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+		      size_t n);
+void coord_h_jobs(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_delete_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			 size_t n);
+void coord_h_set_stage(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			size_t n);
+void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+			size_t n);
+void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
+		     size_t n);
+
+/* ckpts.c */
+enum zs_status coord_add_ctask(struct coord *c, const struct zs_job *j, enum zs_task_kind kind,
+				uint64_t id, uint64_t step);
+void coord_ctask_free(struct ctask *t);
+void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_get_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+bool coord_holds(const struct zs_job *j, uint64_t server_id);
+void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+
+/* norms.c */
+/* Fails every server waiting on n (caller holds mu and unlinks n). */
+void coord_norm_fail(struct norm_coll *n, enum zs_status code, const char *why);
+void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+/* Fails collections older than the bound (caller holds mu). */
+void coord_norm_sweep(struct coord *c, int64_t now);
+
+/* reports.c */
+void coord_drop_reports(struct coord *c, const char *job);
+void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_step_reports(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+
+#endif

@@ -1,0 +1,138 @@
+/*
+ * listener.h - the server side of the data plane: a listener accepts the
+ * trainers' connections for every transport it offers (tcp; shm, whose
+ * HELLO hands over the arena's memfd; a one-sided path such as rdma on the
+ * tcp connections) and turns their frames into calls on a struct zs_target
+ * (the shard engine). The target answers each read or write exactly once,
+ * at once or later from any thread (a gather of step t waits until step t's
+ * parameters exist). Memory the target serves reads from or receives
+ * writes into must come from zs_listener_alloc(): the arena, which shm
+ * peers map and a one-sided path registers.
+ *
+ * Lifecycle (the shard server, the tests and the benchmarks all follow it):
+ *   zs_listener_start(opts, engine_target(e)) -> serve ->
+ *   zs_listener_stop(l)   every connection closed, every call into the
+ *                         target returned, every notification handled;
+ *   engine_free(e)        the target may go now: answers to operations it
+ *                         still holds go nowhere;
+ *   zs_listener_free(l)   the arena goes last, as the engine's buffers live
+ *                         in it.
+ */
+#ifndef ZS_LISTENER_H
+#define ZS_LISTENER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/transport.h"
+
+struct zs_listener;
+struct zs_sop; /* one server-side operation awaiting the target's answer */
+
+struct zs_target {
+	void *ctx;
+	/* Checks a HELLO (incarnation 0: any; see zs_conn_opts); on success
+	 * sets *job_handle (never 0). */
+	enum zs_status (*hello)(void *ctx, const char *job, const char *token,
+				uint64_t incarnation, uint32_t rank, uint32_t *job_handle,
+				struct zs_error *err);
+	/* A read: answer with zs_sop_read_ready() or zs_sop_fail(), now or later. */
+	void (*read)(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+		     const struct zs_xfer *x);
+	/*
+	 * A write is about to land: return where its bytes go (from
+	 * zs_listener_alloc memory), or fail; no state may change yet.
+	 */
+	enum zs_status (*write_begin)(void *ctx, uint32_t job, uint32_t rank,
+				      const struct zs_xfer *x, void **dst,
+				      struct zs_error *err);
+	/* The bytes have landed: answer with zs_sop_done() or zs_sop_fail(). */
+	void (*write_done)(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+			   const struct zs_xfer *x, void *dst);
+	/* A write that began will not be completed (peer gone mid-transfer). */
+	void (*write_abort)(void *ctx, uint32_t job, uint32_t rank,
+			    const struct zs_xfer *x, void *dst);
+	/*
+	 * Optional: the first `bytes` of a write have landed (called as it is
+	 * received, piece by piece, so the target can reduce while it
+	 * receives). No answer is due; write_done or write_abort follows.
+	 */
+	void (*write_progress)(void *ctx, uint32_t job, uint32_t rank,
+			       const struct zs_xfer *x, void *dst, uint64_t bytes);
+};
+
+/*
+ * A one-sided data path that rides on the listener's tcp connections
+ * (rdma/: zs_rdma_path). A trainer asks for it in its HELLO
+ * (ZS_WF_ONE_SIDED); the listener keeps the frames and answers GATHER and
+ * PUSH_BEGIN with offsets into the arena, and the path moves the bytes
+ * without the server's CPU. A push's bytes have landed when the path says
+ * so (zs_lconn_landed), from its own thread; workers of the listener then
+ * hand them to the target, so reductions run in parallel as tcp ones do.
+ */
+struct zs_lconn; /* one data-plane connection, as a path sees it */
+#define ZS_PATH_CTL_MAX 64 /* bytes of a control frame's payload */
+struct zs_listener_path {
+	const char *name;
+	uint16_t control_op; /* frames of this op go to control() */
+	/* At start: the arena (all memory gathers read and pushes land in)
+	 * exists; set up whatever serves it. Blocking; fails the start. */
+	enum zs_status (*open)(void *arena, size_t len, void **ctx, struct zs_error *err);
+	/*
+	 * A control frame (in, len <= ZS_PATH_CTL_MAX bytes) from c: fill the
+	 * answer (out, *out_len <= ZS_PATH_CTL_MAX) and keep c's state in
+	 * *state (NULL at first). Failing ends the connection with err.
+	 */
+	enum zs_status (*control)(void *ctx, struct zs_lconn *c, void **state, const uint8_t *in,
+				  size_t len, uint8_t *out, size_t *out_len, struct zs_error *err);
+	/* c ends: after this returns, no zs_lconn_landed() names it. */
+	void (*conn_end)(void *ctx, void *state);
+	/* After every connection ended: free ctx. */
+	void (*close)(void *ctx);
+};
+/* For a path, from any thread: keep c alive for a notification (under the
+ * path's own lock, so c cannot end in between) ... */
+void zs_lconn_hold(struct zs_lconn *c);
+/* ... then: the push c asked for as request id has landed. Releases the
+ * hold; never blocks on the target. */
+void zs_lconn_landed(struct zs_lconn *c, uint32_t id);
+
+struct zs_listener_opts {
+	const char *tcp_listen; /* HOST:PORT (port 0: a free one); NULL: no tcp */
+	bool shm;               /* also accept same-host shm connections */
+	const struct zs_listener_path *path; /* a one-sided path to offer, or NULL */
+	uint64_t arena_bytes;   /* the memory zs_listener_alloc hands out */
+};
+
+/*
+ * Starts listening. The target must outlive the listener. tcp_addr and
+ * shm_name (each ZS_ADDR_MAX) receive the addresses to advertise.
+ */
+enum zs_status zs_listener_start(const struct zs_listener_opts *o,
+				 const struct zs_target *t, struct zs_listener **out,
+				 char *tcp_addr, char *shm_name, struct zs_error *err);
+/*
+ * Stops taking work: no new connection, every connection closed and its
+ * thread joined, every notification handled. The target may be freed
+ * after this (its pending ops answer into closed connections); the arena
+ * stays until zs_listener_free.
+ */
+void zs_listener_stop(struct zs_listener *l);
+/* Stops (if not yet), then frees the arena and the listener. */
+void zs_listener_free(struct zs_listener *l);
+
+/* Zeroed memory of at least bytes, 4 KiB aligned, valid until freed. */
+void *zs_listener_alloc(struct zs_listener *l, size_t bytes);
+void zs_listener_release(struct zs_listener *l, void *p);
+
+/* Answers a read with the bytes at src (x->length elements); src must stay
+ * valid and unchanged until the reply is sent, which this call does. */
+void zs_sop_read_ready(struct zs_sop *op, const void *src);
+/* For a state read: the version to report with the data (before ready). */
+void zs_sop_set_step(struct zs_sop *op, uint64_t step);
+void zs_sop_done(struct zs_sop *op);
+void zs_sop_fail(struct zs_sop *op, enum zs_status code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif
