@@ -11,19 +11,22 @@
 static const char *component = "zshard";
 static enum zs_log_level level = ZS_LOG_INFO;
 
+int zs_log_parse_level(const char *name, enum zs_log_level *out)
+{
+	static const char *const names[] = {"debug", "info", "warn", "error"};
+
+	for (int i = 0; name && i < 4; i++)
+		if (!strcmp(name, names[i])) {
+			*out = (enum zs_log_level)i;
+			return 0;
+		}
+	return -1;
+}
+
 void zs_log_init(const char *name)
 {
-	const char *env = getenv("ZSHARD_LOG");
-
 	component = name;
-	if (!env)
-		return;
-	if (!strcmp(env, "debug"))
-		level = ZS_LOG_DEBUG;
-	else if (!strcmp(env, "warn"))
-		level = ZS_LOG_WARN;
-	else if (!strcmp(env, "error"))
-		level = ZS_LOG_ERROR;
+	zs_log_parse_level(getenv("ZSHARD_LOG"), &level);
 }
 
 void zs_log_set_level(enum zs_log_level lvl) { level = lvl; }

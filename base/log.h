@@ -14,6 +14,10 @@ void zs_log_init(const char *component);
 /* Lowest level printed; also read from $ZSHARD_LOG (debug|info|warn|error). */
 void zs_log_set_level(enum zs_log_level lvl);
 
+/* "debug", "info", "warn" or "error" into *out: 0; anything else (NULL
+ * too): -1 and *out unchanged. */
+int zs_log_parse_level(const char *name, enum zs_log_level *out);
+
 void zs_log(enum zs_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

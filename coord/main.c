@@ -72,16 +72,15 @@ int main(int argc, char **argv)
 			}
 			cfg.lease_ms = (uint32_t)v;
 			break;
-		case 'v':
-			if (!strcmp(optarg, "debug")) zs_log_set_level(ZS_LOG_DEBUG);
-			else if (!strcmp(optarg, "info")) zs_log_set_level(ZS_LOG_INFO);
-			else if (!strcmp(optarg, "warn")) zs_log_set_level(ZS_LOG_WARN);
-			else if (!strcmp(optarg, "error")) zs_log_set_level(ZS_LOG_ERROR);
-			else {
+		case 'v': {
+			enum zs_log_level lv;
+			if (zs_log_parse_level(optarg, &lv)) {
 				fprintf(stderr, "zshard-coordinator: --log-level: '%s' is not one of debug, info, warn, error\n", optarg);
 				return 2;
 			}
+			zs_log_set_level(lv);
 			break;
+		}
 		case 'V': printf("zshard-coordinator %s\n", ZS_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

@@ -1,0 +1,441 @@
+/*
+ * pb.c - the arena and the conversions between zshard's structs and their
+ * protobuf-c trees (see pb.h). Decoding copies into the zshard structs
+ * with bounds checks; the caller frees the unpacked tree.
+ */
+#include "ctrl/pb.h"
+
+/* ------------------------------------------------------------ arena */
+
+void *pb_aalloc(struct arena *a, size_t size)
+{
+	void *m;
+
+	if (a->n == a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 32;
+		void **g = realloc(a->p, nc * sizeof *g);
+		if (!g) {
+			a->failed = 1;
+			return NULL;
+		}
+		a->p = g;
+		a->cap = nc;
+	}
+	m = calloc(1, size ? size : 1);
+	if (!m) {
+		a->failed = 1;
+		return NULL;
+	}
+	a->p[a->n++] = m;
+	return m;
+}
+
+void pb_arena_free(struct arena *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->p[i]);
+	free(a->p);
+}
+
+/* Packs m into out and frees the arena; ZS_ENOMEM if anything failed. */
+enum zs_status pb_pack(struct arena *a, const ProtobufCMessage *m,
+			   struct zs_buf *out)
+{
+	enum zs_status st = ZS_ENOMEM;
+
+	out->data = NULL;
+	out->len = 0;
+	if (!a->failed) {
+		size_t n = protobuf_c_message_get_packed_size(m);
+		out->data = malloc(n ? n : 1);
+		if (out->data) {
+			out->len = protobuf_c_message_pack(m, out->data);
+			st = ZS_OK;
+		}
+	}
+	pb_arena_free(a);
+	return st;
+}
+
+void zs_buf_release(struct zs_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = 0;
+}
+
+/* --------------------------------------------------- domain: encoding */
+
+Zshard__Layout *pb_layout_pb(struct arena *a, const struct zs_layout *l)
+{
+	Zshard__Layout *pl = NEW(a, Zshard__Layout, ZSHARD__LAYOUT__INIT);
+	if (!pl)
+		return NULL;
+	pl->n_units = l->n_units;
+	pl->units = pb_aalloc(a, l->n_units * sizeof *pl->units);
+	if (!pl->units)
+		return pl;
+	for (uint32_t u = 0; u < l->n_units; u++) {
+		const struct zs_unit *un = &l->units[u];
+		Zshard__Unit *pu = NEW(a, Zshard__Unit, ZSHARD__UNIT__INIT);
+		if (!pu)
+			return pl;
+		pl->units[u] = pu;
+		pu->name = (char *)un->name;
+		pu->dtype = (Zshard__DType)un->dtype;
+		pu->n_tensors = un->n_tensors;
+		pu->tensors = pb_aalloc(a, un->n_tensors * sizeof *pu->tensors);
+		if (!pu->tensors)
+			return pl;
+		for (uint32_t t = 0; t < un->n_tensors; t++) {
+			const struct zs_tensor *te = &un->tensors[t];
+			Zshard__Tensor *pt = NEW(a, Zshard__Tensor, ZSHARD__TENSOR__INIT);
+			if (!pt)
+				return pl;
+			pu->tensors[t] = pt;
+			pt->name = (char *)te->name;
+			pt->n_shape = te->ndim;
+			pt->shape = (uint64_t *)te->shape;
+		}
+	}
+	return pl;
+}
+
+Zshard__JobSpec *pb_spec_pb(struct arena *a, const struct zs_job_spec *s)
+{
+	Zshard__JobSpec *ps = NEW(a, Zshard__JobSpec, ZSHARD__JOB_SPEC__INIT);
+	Zshard__Optimizer *po = NEW(a, Zshard__Optimizer, ZSHARD__OPTIMIZER__INIT);
+	if (!ps || !po)
+		return ps;
+	ps->name = (char *)s->name;
+	ps->stage = s->stage;
+	ps->world_size = s->world_size;
+	ps->compute_dtype = (Zshard__DType)s->compute_dtype;
+	ps->align_bytes = s->align_bytes;
+	ps->keep_checkpoints = s->keep_checkpoints;
+	ps->checkpoint_every = s->checkpoint_every;
+	po->kind = (Zshard__OptimKind)s->optim.kind;
+	po->lr = s->optim.lr;
+	po->beta1 = s->optim.beta1;
+	po->beta2 = s->optim.beta2;
+	po->eps = s->optim.eps;
+	po->weight_decay = s->optim.weight_decay;
+	po->momentum = s->optim.momentum;
+	po->clip_norm = s->optim.clip_norm;
+	ps->optimizer = po;
+	ps->layout = pb_layout_pb(a, &s->layout);
+	return ps;
+}
+
+Zshard__Shard **pb_shards_pb(struct arena *a, const struct zs_shard *sh,
+				 uint32_t n)
+{
+	Zshard__Shard **v = pb_aalloc(a, n * sizeof *v);
+	for (uint32_t i = 0; v && i < n; i++) {
+		Zshard__Shard *p = NEW(a, Zshard__Shard, ZSHARD__SHARD__INIT);
+		if (!p)
+			return v;
+		p->unit = sh[i].unit;
+		p->index = sh[i].index;
+		p->server_id = sh[i].server_id;
+		p->offset = sh[i].offset;
+		p->length = sh[i].length;
+		p->padded = sh[i].padded;
+		v[i] = p;
+	}
+	return v;
+}
+
+Zshard__Job *pb_job_pb(struct arena *a, const struct zs_job *j)
+{
+	Zshard__Job *pj = NEW(a, Zshard__Job, ZSHARD__JOB__INIT);
+	Zshard__Placement *pp = NEW(a, Zshard__Placement, ZSHARD__PLACEMENT__INIT);
+	if (!pj || !pp)
+		return pj;
+	pj->spec = pb_spec_pb(a, &j->spec);
+	pp->epoch = j->placement.epoch;
+	pp->n_shards = j->placement.n_shards;
+	pp->shards = pb_shards_pb(a, j->placement.shards, j->placement.n_shards);
+	pj->placement = pp;
+	pj->created_ms = j->created_ms;
+	pj->restored_id = j->restored_id;
+	pj->restored_step = j->restored_step;
+	pj->restore_pending = j->restore_pending;
+	pj->restore_error = (char *)j->restore_error;
+	pj->n_trainers = j->n_trainers;
+	pj->trainers = pb_aalloc(a, j->n_trainers * sizeof *pj->trainers);
+	for (uint32_t i = 0; pj->trainers && i < j->n_trainers; i++) {
+		Zshard__Trainer *pt = NEW(a, Zshard__Trainer, ZSHARD__TRAINER__INIT);
+		if (!pt)
+			break;
+		pt->rank = j->trainers[i].rank;
+		pt->host = (char *)j->trainers[i].host;
+		pt->joined_ms = j->trainers[i].joined_ms;
+		pj->trainers[i] = pt;
+	}
+	return pj;
+}
+
+Zshard__ServerInfo *pb_server_pb(struct arena *a, const struct zs_server_info *s)
+{
+	Zshard__ServerInfo *p = NEW(a, Zshard__ServerInfo, ZSHARD__SERVER_INFO__INIT);
+	if (!p)
+		return NULL;
+	p->id = s->id;
+	p->addr = (char *)s->addr;
+	p->data_addr = (char *)s->data_addr;
+	p->shm_addr = (char *)s->shm_addr;
+	p->host = (char *)s->host;
+	p->capacity = s->capacity;
+	p->transports = s->transports;
+	p->up = s->up;
+	p->used = s->used;
+	p->last_seen_ms = s->last_seen_ms;
+	return p;
+}
+
+Zshard__Assignment **pb_assignments_pb(struct arena *a,
+					   const struct zs_assignment *as,
+					   uint32_t n)
+{
+	Zshard__Assignment **v = pb_aalloc(a, n * sizeof *v);
+	for (uint32_t i = 0; v && i < n; i++) {
+		Zshard__Assignment *p = NEW(a, Zshard__Assignment, ZSHARD__ASSIGNMENT__INIT);
+		if (!p)
+			break;
+		p->job = (char *)as[i].job;
+		p->epoch = as[i].epoch;
+		p->created_ms = as[i].created_ms;
+		p->bytes = as[i].bytes;
+		p->n_shards = as[i].n_shards;
+		p->shards = pb_shards_pb(a, as[i].shards, as[i].n_shards);
+		v[i] = p;
+	}
+	return v;
+}
+
+/* --------------------------------------------------- domain: decoding */
+
+enum zs_status pb_cpy(char *dst, size_t cap, const char *src,
+			  const char *field, struct zs_error *err)
+{
+	size_t n = src ? strlen(src) : 0;
+	if (n >= cap)
+		return zs_fail(err, ZS_EINVAL, "%s is too long (%zu bytes, max %zu)",
+			       field, n, cap - 1);
+	memcpy(dst, src ? src : "", n + 1);
+	return ZS_OK;
+}
+
+enum zs_status pb_layout_from(const Zshard__Layout *pl, struct zs_layout *l,
+				  struct zs_error *err)
+{
+	memset(l, 0, sizeof *l);
+	if (!pl)
+		return ZS_OK;
+	if (pl->n_units > ZS_MAX_UNITS)
+		return zs_fail(err, ZS_EINVAL, "layout has %zu units (max %d)",
+			       pl->n_units, ZS_MAX_UNITS);
+	if (!pl->n_units)
+		return ZS_OK;
+	l->units = calloc(pl->n_units, sizeof *l->units);
+	if (!l->units)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	l->n_units = (uint32_t)pl->n_units;
+	for (size_t u = 0; u < pl->n_units; u++) {
+		const Zshard__Unit *pu = pl->units[u];
+		struct zs_unit *un = &l->units[u];
+		if (pb_cpy(un->name, sizeof un->name, pu->name, "unit name", err))
+			goto fail;
+		if (pu->n_tensors > ZS_MAX_TENSORS) {
+			zs_fail(err, ZS_EINVAL, "unit '%s' has %zu tensors (max %d)",
+				un->name, pu->n_tensors, ZS_MAX_TENSORS);
+			goto fail;
+		}
+		un->dtype = (enum zs_dtype)pu->dtype;
+		if (!pu->n_tensors)
+			continue;
+		un->tensors = calloc(pu->n_tensors, sizeof *un->tensors);
+		if (!un->tensors) {
+			zs_fail(err, ZS_ENOMEM, "out of memory");
+			goto fail;
+		}
+		un->n_tensors = (uint32_t)pu->n_tensors;
+		for (size_t t = 0; t < pu->n_tensors; t++) {
+			const Zshard__Tensor *pt = pu->tensors[t];
+			struct zs_tensor *te = &un->tensors[t];
+			if (pb_cpy(te->name, sizeof te->name, pt->name, "tensor name", err))
+				goto fail;
+			if (pt->n_shape > ZS_MAX_DIMS) {
+				zs_fail(err, ZS_EINVAL,
+					"tensor '%s' has %zu dimensions (max %d)",
+					te->name, pt->n_shape, ZS_MAX_DIMS);
+				goto fail;
+			}
+			te->ndim = (uint32_t)pt->n_shape;
+			if (pt->n_shape)
+				memcpy(te->shape, pt->shape,
+				       pt->n_shape * sizeof te->shape[0]);
+		}
+	}
+	zs_layout_derive(l);
+	return ZS_OK;
+fail:
+	zs_layout_release(l);
+	return err ? err->code : ZS_EINVAL;
+}
+
+enum zs_status pb_spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s,
+				struct zs_error *err)
+{
+	memset(s, 0, sizeof *s);
+	if (!ps)
+		return zs_fail(err, ZS_EINVAL, "job spec is missing");
+	if (pb_cpy(s->name, sizeof s->name, ps->name, "job name", err))
+		return err ? err->code : ZS_EINVAL;
+	s->stage = ps->stage;
+	s->world_size = ps->world_size;
+	s->compute_dtype = (enum zs_dtype)ps->compute_dtype;
+	s->align_bytes = ps->align_bytes;
+	s->keep_checkpoints = ps->keep_checkpoints;
+	s->checkpoint_every = ps->checkpoint_every;
+	if (ps->optimizer) {
+		const Zshard__Optimizer *o = ps->optimizer;
+		s->optim = (struct zs_optim){
+			.kind = (enum zs_optim_kind)o->kind, .lr = o->lr,
+			.beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+			.weight_decay = o->weight_decay, .momentum = o->momentum,
+			.clip_norm = o->clip_norm,
+		};
+	}
+	return pb_layout_from(ps->layout, &s->layout, err);
+}
+
+enum zs_status pb_shards_from(Zshard__Shard *const *ps, size_t n,
+				  struct zs_shard **out, uint32_t *n_out,
+				  struct zs_error *err)
+{
+	*out = NULL;
+	*n_out = 0;
+	if (n > UINT32_MAX / 2)
+		return zs_fail(err, ZS_EINVAL, "too many shards (%zu)", n);
+	if (!n)
+		return ZS_OK;
+	*out = malloc(n * sizeof **out);
+	if (!*out)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		(*out)[i] = (struct zs_shard){
+			.unit = ps[i]->unit, .index = ps[i]->index,
+			.server_id = ps[i]->server_id, .offset = ps[i]->offset,
+			.length = ps[i]->length, .padded = ps[i]->padded,
+		};
+	*n_out = (uint32_t)n;
+	return ZS_OK;
+}
+
+enum zs_status pb_job_from(const Zshard__Job *pj, struct zs_job *j,
+			       struct zs_error *err)
+{
+	enum zs_status st;
+
+	memset(j, 0, sizeof *j);
+	st = pb_spec_from(pj->spec, &j->spec, err);
+	if (st)
+		return st;
+	j->created_ms = pj->created_ms;
+	j->restored_id = pj->restored_id;
+	j->restored_step = pj->restored_step;
+	j->restore_pending = pj->restore_pending;
+	st = pb_cpy(j->restore_error, sizeof j->restore_error, pj->restore_error, "restore error",
+		 err);
+	if (st)
+		goto fail;
+	if (pj->placement) {
+		j->placement.epoch = pj->placement->epoch;
+		st = pb_shards_from(pj->placement->shards, pj->placement->n_shards,
+				 &j->placement.shards, &j->placement.n_shards, err);
+		if (st)
+			goto fail;
+	}
+	if (pj->n_trainers > ZS_MAX_WORLD) {
+		st = zs_fail(err, ZS_EINVAL, "too many trainers (%zu)", pj->n_trainers);
+		goto fail;
+	}
+	if (pj->n_trainers) {
+		j->trainers = calloc(pj->n_trainers, sizeof *j->trainers);
+		if (!j->trainers) {
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+			goto fail;
+		}
+		j->n_trainers = (uint32_t)pj->n_trainers;
+		for (size_t i = 0; i < pj->n_trainers; i++) {
+			j->trainers[i].rank = pj->trainers[i]->rank;
+			j->trainers[i].joined_ms = pj->trainers[i]->joined_ms;
+			st = pb_cpy(j->trainers[i].host, sizeof j->trainers[i].host,
+				 pj->trainers[i]->host, "trainer host", err);
+			if (st)
+				goto fail;
+		}
+	}
+	return ZS_OK;
+fail:
+	zs_job_release(j);
+	return st;
+}
+
+enum zs_status pb_server_from(const Zshard__ServerInfo *p,
+				  struct zs_server_info *s, struct zs_error *err)
+{
+	enum zs_status st;
+
+	memset(s, 0, sizeof *s);
+	s->id = p->id;
+	s->capacity = p->capacity;
+	s->transports = p->transports;
+	s->up = p->up;
+	s->used = p->used;
+	s->last_seen_ms = p->last_seen_ms;
+	if ((st = pb_cpy(s->addr, sizeof s->addr, p->addr, "server address", err)) ||
+	    (st = pb_cpy(s->data_addr, sizeof s->data_addr, p->data_addr,
+		      "server data address", err)) ||
+	    (st = pb_cpy(s->shm_addr, sizeof s->shm_addr, p->shm_addr, "server shm address",
+		      err)) ||
+	    (st = pb_cpy(s->host, sizeof s->host, p->host, "server host", err)))
+		return st;
+	return ZS_OK;
+}
+
+enum zs_status pb_assignments_from(Zshard__Assignment *const *pa, size_t n,
+				       struct zs_assignment **out, uint32_t *n_out,
+				       struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+
+	*out = NULL;
+	*n_out = 0;
+	if (!n)
+		return ZS_OK;
+	*out = calloc(n, sizeof **out);
+	if (!*out)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n && !st; i++) {
+		struct zs_assignment *a = &(*out)[i];
+		a->epoch = pa[i]->epoch;
+		a->created_ms = pa[i]->created_ms;
+		a->bytes = pa[i]->bytes;
+		st = pb_cpy(a->job, sizeof a->job, pa[i]->job, "job name", err);
+		if (!st)
+			st = pb_shards_from(pa[i]->shards, pa[i]->n_shards, &a->shards,
+					 &a->n_shards, err);
+		*n_out = (uint32_t)(i + 1);
+	}
+	if (st) {
+		for (uint32_t i = 0; i < *n_out; i++)
+			zs_assignment_release(&(*out)[i]);
+		free(*out);
+		*out = NULL;
+		*n_out = 0;
+	}
+	return st;
+}

@@ -1,0 +1,204 @@
+/*
+ * engine_int.h - the shard engine's state, internal to server/ (the API is
+ * engine.h).
+ *
+ * Locking: the engine mutex guards the job list; each shard has its own
+ * mutex for its version, push marks and held gathers. Data is served and
+ * updated outside the engine mutex; a job is never freed while a callback
+ * uses it because callbacks hold a reference (refs) taken under the engine
+ * mutex.
+ *
+ * Files: engine.c (life, jobs and their shards, stats, the sweeper),
+ * face.c (the data-plane face: the listener's target callbacks), step.c
+ * (the reduction, clipping and the optimizer step of a shard), tier.c (the
+ * NVMe tier's file I/O and double buffer), snapshot.c (capture at a
+ * checkpoint's step, snapshots and restore).
+ */
+#ifndef ZS_ENGINE_INT_H
+#define ZS_ENGINE_INT_H
+
+#include "server/engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "math/optim.h"
+#include "base/util.h"
+
+enum slot_state { SLOT_EMPTY, SLOT_LANDING, SLOT_FULL };
+
+struct held {
+	struct zs_sop *op;
+	struct zs_xfer x;
+	int64_t since_ms;
+	uint32_t rank;
+};
+
+struct eshard {
+	pthread_mutex_t mu;
+	struct zs_shard sh;
+	enum zs_dtype dt;
+	unsigned dsz;
+	float *master;   /* arena: init writes land here */
+	void *copy;      /* arena: what gathers read (== master for f32) */
+	float *s0, *s1;  /* optimizer state */
+	float *acc;      /* reduction buffer */
+	uint8_t *staging; /* arena: R slots of padded * dsz bytes */
+	uint8_t *slot;   /* enum slot_state per rank */
+	uint32_t full;   /* ranks whose slot is full */
+	float **racc;    /* per rank: fp32 sum of its partial pushes (lazy) */
+	uint32_t n_ranks;
+	uint32_t *nacc;  /* per rank: partial pushes folded this step */
+	uint64_t version;
+	bool ready;   /* has parameters: initialized (or, later, restored) */
+	bool reduced; /* clipping: acc holds step version's mean gradient */
+	double sumsq;
+	uint64_t piped; /* elements of the open step already reduced and
+			 * applied while the last push was landing */
+	uint64_t red_ns, opt_ns; /* the open step's reduce and optimizer time */
+	/* the NVMe tier: master, s0, s1 in a file (then those pointers are
+	 * NULL); arrays at 4 KiB-aligned offsets */
+	int fd;
+	uint64_t arr_bytes; /* per array, rounded up to 4 KiB */
+	unsigned n_arrays;  /* 1 + optimizer arrays */
+	float *landing;     /* arena: where an initial upload lands */
+	char path[600];
+	struct held *held;
+	size_t n_held, cap_held;
+};
+
+/* A snapshot in progress: shards are captured as they reach step. */
+struct epending {
+	char job[ZS_JOB_NAME_MAX];
+	uint32_t n_shards;
+	uint64_t id, step;
+	uint32_t n_got;
+	bool *got;
+	struct engine_snap *snaps;
+	engine_snap_done done;
+	void *ctx;
+	struct epending *next;
+};
+
+struct ejob {
+	struct engine *e;
+	pthread_mutex_t cmu; /* clipping counter, snapshots in progress */
+	uint32_t n_reduced;
+	struct epending *pend;
+	/* the step report: time of the steps being applied (by step parity)
+	 * and of the latest one every shard here has applied */
+	struct { uint64_t step, red_ns, opt_ns; uint32_t n; } acct[2];
+	struct zs_job_step_stats last;
+	bool have_last;
+	char name[ZS_JOB_NAME_MAX];
+	uint32_t handle;
+	uint64_t epoch;
+	int64_t created_ms; /* with the name and epoch: which job this is */
+	struct zs_job_spec spec;
+	uint32_t n_shards;
+	struct eshard *shards;
+	atomic_int refs;
+	bool removed;
+	struct ejob *next;
+};
+
+struct engine {
+	pthread_mutex_t mu;
+	struct zs_target target;
+	struct zs_listener *l;
+	unsigned nthreads;
+	uint32_t next_handle;
+	struct ejob *jobs;
+	atomic_uint_fast64_t steps, bytes_in, bytes_out, piped;
+	uint64_t bytes;
+	uint32_t step_timeout_ms;
+	char tier_dir[512];
+	uint64_t tier_budget, resident; /* bytes of master + state */
+	atomic_uint_fast64_t tier_read, tier_written;
+	engine_norm_fn norm_fn;
+	void *norm_ctx;
+	pthread_t sweeper;
+	atomic_int stop;
+};
+
+/* engine.c */
+void eng_job_unref(struct engine *e, struct ejob *j);
+
+/* face.c */
+const char *eng_unit_name(struct ejob *j, uint32_t u);
+enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
+			      uint64_t incarnation, uint32_t rank, uint32_t *handle,
+			      struct zs_error *err);
+const void *eng_served(struct eshard *s, const struct zs_xfer *x);
+void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+		   const struct zs_xfer *x);
+enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
+				    const struct zs_xfer *x, void **dst,
+				    struct zs_error *err);
+/*
+ * The last rank's push is landing: reduce and apply what has landed, so the
+ * update overlaps the reception. Only when nothing else can still change
+ * those elements: every other rank in, no accumulation, no clipping.
+ */
+void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
+			     const struct zs_xfer *x, void *dst, uint64_t bytes);
+void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
+			  const struct zs_xfer *x, void *dst);
+/* Rank r's contribution: its accumulated partial pushes, else its slot. */
+const void *eng_contribution(struct eshard *s, uint32_t r, enum zs_dtype *dt);
+void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+			 const struct zs_xfer *x, void *dst);
+
+/* step.c */
+void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b);
+/* One set of chunk buffers of the tier's double buffer. */
+void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
+			size_t a, size_t b);
+/*
+ * Applies the optimizer to acc (scaled by coef when clipping), refreshes
+ * the copy, opens the next step and collects the gathers it releases into
+ * *rel (caller holds s->mu, frees *rel).
+ */
+void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
+		  struct held **rel, size_t *n_rel);
+void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n);
+/*
+ * Clipping: the last shard of the job on this server to reduce step t
+ * exchanges the norms and applies every shard. A failed exchange fails the
+ * gathers waiting for step t + 1 with its reason.
+ */
+void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t);
+
+/* tier.c */
+float *eng_tier_buf(void);
+/* Reads or writes elements [a, b) of array k of a tiered shard through the
+ * aligned bounce buffer bb (O_DIRECT wants aligned offsets and sizes). */
+enum zs_status eng_tier_io(struct engine *e, struct eshard *s, bool wr, unsigned k,
+			      uint64_t a, uint64_t b, float *data, float *bb);
+/* Whole arrays of a shard, resident or tiered, into or out of the buffers
+ * given (NULL skips an array). */
+enum zs_status eng_arrays_io(struct engine *e, struct eshard *s, bool wr, float *m,
+				float *s0, float *s1);
+/*
+ * A tiered shard's update of [a, b), chunk by chunk through a double
+ * buffer: while chunk c is computed in one set, a helper thread writes
+ * chunk c-1 back from the other and reads chunk c+1 into it.
+ */
+void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_step *step,
+			uint64_t a, uint64_t b);
+
+/* snapshot.c */
+/* After s reached a new version: capture it for snapshots of that step. */
+void eng_capture_due(struct ejob *j, struct eshard *s);
+/* Hands completed snapshots to their callbacks (no locks held). */
+void eng_deliver_finished(void);
+
+#endif

@@ -1,0 +1,416 @@
+/*
+ * face.c - the engine's data-plane face: the struct zs_target callbacks the
+ * listener calls (HELLO, a gather served or held until its step exists, a
+ * push landing in its rank's staging slot, reduced as it lands when it can
+ * be) and the hand-off to the step once every rank is in.
+ */
+#include "server/engine_int.h"
+
+/* ------------------------------------------------------------- lookups */
+
+static struct ejob *job_by_handle(struct engine *e, uint32_t h)
+{
+	struct ejob *j;
+	pthread_mutex_lock(&e->mu);
+	for (j = e->jobs; j && j->handle != h; j = j->next)
+		;
+	if (j)
+		atomic_fetch_add(&j->refs, 1);
+	pthread_mutex_unlock(&e->mu);
+	return j;
+}
+
+/* The shard of j holding [x->offset, x->offset + x->length) of x->unit. */
+static struct eshard *shard_for(struct ejob *j, const struct zs_xfer *x)
+{
+	for (uint32_t i = 0; i < j->n_shards; i++) {
+		struct eshard *s = &j->shards[i];
+		if (s->sh.unit == x->unit && x->offset >= s->sh.offset &&
+		    x->offset - s->sh.offset < s->sh.length &&
+		    x->length <= s->sh.length - (x->offset - s->sh.offset))
+			return s;
+	}
+	return NULL;
+}
+
+const char *eng_unit_name(struct ejob *j, uint32_t u)
+{
+	return u < j->spec.layout.n_units ? j->spec.layout.units[u].name : "?";
+}
+
+/* -------------------------------------------------------------- target */
+
+enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
+			      uint64_t incarnation, uint32_t rank, uint32_t *handle,
+			      struct zs_error *err)
+{
+	struct engine *e = ctx;
+	struct ejob *j;
+	enum zs_status st = ZS_OK;
+
+	(void)token; /* job tokens arrive with the security work (DESIGN 9) */
+	pthread_mutex_lock(&e->mu);
+	for (j = e->jobs; j && strcmp(j->name, job); j = j->next)
+		;
+	if (!j)
+		st = zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
+	else if (incarnation && (uint64_t)j->created_ms != incarnation)
+		/* the job was deleted and created again; the new one arrives
+		 * with this server's next assignments */
+		st = zs_fail(err, ZS_ENOTFOUND,
+			     "this server holds no shard of job '%s' as created at %llu ms yet (it holds an earlier job of that name)",
+			     job, (unsigned long long)incarnation);
+	else if (rank >= j->spec.world_size && rank != ZS_RANK_OBSERVER)
+		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
+			     rank, job, j->spec.world_size);
+	else
+		*handle = j->handle;
+	pthread_mutex_unlock(&e->mu);
+	return st;
+}
+
+const void *eng_served(struct eshard *s, const struct zs_xfer *x)
+{
+	return (const uint8_t *)s->copy + (x->offset - s->sh.offset) * s->dsz;
+}
+
+void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+		   const struct zs_xfer *x)
+{
+	struct engine *e = ctx;
+	struct ejob *j = job_by_handle(e, job);
+	struct eshard *s;
+
+	if (!j) {
+		zs_sop_fail(op, ZS_ENOTFOUND, "job handle %u is gone", job);
+		return;
+	}
+	s = shard_for(j, x);
+	if (!s) {
+		zs_sop_fail(op, ZS_EINVAL,
+			    "unit %u [%llu, +%llu) of job '%s' is not within a shard this server owns",
+			    x->unit, (unsigned long long)x->offset,
+			    (unsigned long long)x->length, j->name);
+	} else if (x->state_read) {
+		/* an exporter: fp32 state as it is now, its version with it */
+		const float *a = x->state == 0 ? s->master : x->state == 1 ? s->s0 : s->s1;
+		float *tmp = NULL;
+		pthread_mutex_lock(&s->mu);
+		if (s->fd >= 0 && (unsigned)x->state < s->n_arrays && s->ready) {
+			float *bb = eng_tier_buf();
+			tmp = malloc(x->length * 4);
+			if (!bb || !tmp ||
+			    eng_tier_io(e, s, false, (unsigned)x->state, x->offset - s->sh.offset,
+				    x->offset - s->sh.offset + x->length, tmp, bb)) {
+				free(tmp);
+				tmp = NULL;
+			}
+			free(bb);
+			/* served from tmp: offset it back for the common path */
+			a = tmp ? tmp - (x->offset - s->sh.offset) : NULL;
+		}
+		if (!a || !s->ready) {
+			pthread_mutex_unlock(&s->mu);
+			zs_sop_fail(op, ZS_EINVAL, "unit '%s' has no %s", eng_unit_name(j, x->unit),
+				    !s->ready ? "parameters yet" : "such optimizer state");
+		} else {
+			zs_sop_set_step(op, s->version);
+			atomic_fetch_add(&e->bytes_out, x->length * 4);
+			/* sent under the lock: no update can change it meanwhile */
+			zs_sop_read_ready(op, a + (x->offset - s->sh.offset));
+			pthread_mutex_unlock(&s->mu);
+		}
+		free(tmp);
+	} else if (x->dtype != s->dt) {
+		zs_sop_fail(op, ZS_EINVAL, "unit '%s' is %s, the gather asked for %s",
+			    eng_unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
+	} else {
+		pthread_mutex_lock(&s->mu);
+		if (s->version == x->step && s->ready) {
+			pthread_mutex_unlock(&s->mu);
+			atomic_fetch_add(&e->bytes_out, x->length * s->dsz);
+			zs_sop_read_ready(op, eng_served(s, x));
+		} else if (s->version > x->step) {
+			uint64_t v = s->version;
+			pthread_mutex_unlock(&s->mu);
+			zs_sop_fail(op, ZS_ESTATE,
+				    "unit '%s' is at step %llu: step %llu is gone",
+				    eng_unit_name(j, x->unit), (unsigned long long)v,
+				    (unsigned long long)x->step);
+		} else {
+			/* asked early (or before the parameters exist): hold it until
+			 * the update that makes step t, or the initial upload */
+			if (s->n_held == s->cap_held) {
+				size_t nc = s->cap_held ? s->cap_held * 2 : 8;
+				struct held *g = realloc(s->held, nc * sizeof *g);
+				if (!g) {
+					pthread_mutex_unlock(&s->mu);
+					zs_sop_fail(op, ZS_ENOMEM, "out of memory");
+					eng_job_unref(e, j);
+					return;
+				}
+				s->held = g;
+				s->cap_held = nc;
+			}
+			s->held[s->n_held++] = (struct held){op, *x, zs_now_ms(), rank};
+			pthread_mutex_unlock(&s->mu);
+		}
+	}
+	eng_job_unref(e, j);
+}
+
+enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
+				    const struct zs_xfer *x, void **dst,
+				    struct zs_error *err)
+{
+	struct engine *e = ctx;
+	struct ejob *j = job_by_handle(e, job);
+	struct eshard *s;
+	enum zs_status st = ZS_OK;
+
+	if (!j)
+		return zs_fail(err, ZS_ENOTFOUND, "job handle %u is gone", job);
+	if (rank >= j->spec.world_size && !x->init) {
+		eng_job_unref(e, j);
+		return zs_fail(err, ZS_EINVAL, "an observer reads and uploads; it cannot push");
+	}
+	s = shard_for(j, x);
+	if (!s || x->offset != s->sh.offset || x->length != s->sh.length) {
+		st = zs_fail(err, ZS_EINVAL,
+			     "a push must cover exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
+			     x->unit, (unsigned long long)x->offset,
+			     (unsigned long long)x->length, j->name);
+		goto out;
+	}
+	if (x->partial && x->init) {
+		st = zs_fail(err, ZS_EINVAL, "an initial upload cannot be partial");
+		goto out;
+	}
+	pthread_mutex_lock(&s->mu);
+	if (x->init) {
+		if (x->dtype != ZS_F32)
+			st = zs_fail(err, ZS_EINVAL, "initial parameters are sent as f32");
+		else if (s->version != 0 || s->full || x->step != 0)
+			st = zs_fail(err, ZS_ESTATE,
+				     "unit '%s' has trained (step %llu): initial parameters come before step 0",
+				     eng_unit_name(j, x->unit), (unsigned long long)s->version);
+		else if (s->fd < 0)
+			*dst = s->master;
+		else if (!s->landing &&
+			 !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
+			st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
+				     eng_unit_name(j, x->unit));
+		else
+			*dst = s->landing; /* to the tier file when it has landed */
+	} else if (x->dtype != s->dt) {
+		st = zs_fail(err, ZS_EINVAL, "unit '%s' takes %s gradients, not %s",
+			     eng_unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
+	} else if (!s->ready) {
+		st = zs_fail(err, ZS_ESTATE,
+			     "unit '%s' has no parameters yet: rank 0 uploads them before step 0",
+			     eng_unit_name(j, x->unit));
+	} else if (x->step != s->version) {
+		st = zs_fail(err, ZS_ESTATE, "push for step %llu of unit '%s', whose open step is %llu",
+			     (unsigned long long)x->step, eng_unit_name(j, x->unit),
+			     (unsigned long long)s->version);
+	} else if (s->slot[rank] != SLOT_EMPTY) {
+		st = zs_fail(err, ZS_EEXIST, "rank %u already pushed step %llu of unit '%s'", rank,
+			     (unsigned long long)x->step, eng_unit_name(j, x->unit));
+	} else {
+		s->slot[rank] = SLOT_LANDING;
+		*dst = s->staging + (size_t)rank * s->sh.padded * s->dsz;
+	}
+	pthread_mutex_unlock(&s->mu);
+out:
+	eng_job_unref(e, j);
+	return st;
+}
+
+/*
+ * The last rank's push is landing: reduce and apply what has landed, so the
+ * update overlaps the reception. Only when nothing else can still change
+ * those elements: every other rank in, no accumulation, no clipping.
+ */
+void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
+			     const struct zs_xfer *x, void *dst, uint64_t bytes)
+{
+	struct engine *e = ctx;
+	struct ejob *j;
+	struct eshard *s;
+	uint64_t upto;
+
+	(void)dst;
+	if (x->init || x->partial)
+		return;
+	j = job_by_handle(e, job);
+	if (!j)
+		return;
+	s = shard_for(j, x);
+	if (s && j->spec.optim.clip_norm <= 0.0) {
+		pthread_mutex_lock(&s->mu);
+		upto = bytes / s->dsz;
+		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
+		if (s->slot[rank] == SLOT_LANDING && s->full + 1 == j->spec.world_size &&
+		    upto > s->piped && upto <= s->sh.length) {
+			bool accumulating = false;
+			for (uint32_t r = 0; r < j->spec.world_size; r++)
+				accumulating |= s->nacc[r] != 0;
+			if (!accumulating) {
+				eng_reduce_range(j, s, s->piped, upto);
+				eng_apply_range(e, j, s, 1.0f, s->piped, upto);
+				atomic_fetch_add(&e->piped, upto - s->piped);
+				s->piped = upto;
+			}
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	eng_job_unref(e, j);
+}
+
+void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
+			  const struct zs_xfer *x, void *dst)
+{
+	struct engine *e = ctx;
+	struct ejob *j = job_by_handle(e, job);
+	struct eshard *s;
+
+	(void)dst;
+	if (!j)
+		return;
+	s = shard_for(j, x);
+	if (s && !x->init) {
+		pthread_mutex_lock(&s->mu);
+		if (s->slot[rank] == SLOT_LANDING)
+			s->slot[rank] = SLOT_EMPTY;
+		pthread_mutex_unlock(&s->mu);
+	}
+	eng_job_unref(e, j);
+}
+
+/* Rank r's contribution: its accumulated partial pushes, else its slot. */
+const void *eng_contribution(struct eshard *s, uint32_t r, enum zs_dtype *dt)
+{
+	if (s->nacc[r]) {
+		*dt = ZS_F32;
+		return s->racc[r];
+	}
+	*dt = s->dt;
+	return s->staging + (size_t)r * s->sh.padded * s->dsz;
+}
+
+/* Folds rank r's landed slot into its fp32 accumulator (caller holds mu). */
+static bool fold(struct eshard *s, uint32_t r)
+{
+	const void *x = s->staging + (size_t)r * s->sh.padded * s->dsz;
+
+	if (!s->racc[r]) {
+		s->racc[r] = malloc(s->sh.padded * sizeof(float));
+		if (!s->racc[r])
+			return false;
+	}
+	if (s->nacc[r] == 0)
+		zs_reduce_first(s->racc[r], x, s->dt, s->sh.length);
+	else
+		zs_reduce_add(s->racc[r], x, s->dt, s->sh.length);
+	s->nacc[r]++;
+	return true;
+}
+
+void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+			 const struct zs_xfer *x, void *dst)
+{
+	struct engine *e = ctx;
+	struct ejob *j = job_by_handle(e, job);
+	struct eshard *s;
+	struct held *release = NULL;
+	size_t n_release = 0, keep = 0;
+
+	(void)dst;
+	if (!j) {
+		zs_sop_fail(op, ZS_ENOTFOUND, "job handle %u is gone", job);
+		return;
+	}
+	s = shard_for(j, x);
+	atomic_fetch_add(&e->bytes_in, x->length * (x->init ? 4 : s->dsz));
+	pthread_mutex_lock(&s->mu);
+	if (x->init) {
+		const float *m = s->fd >= 0 ? s->landing : s->master;
+		if (s->fd >= 0 && eng_arrays_io(e, s, true, s->landing, NULL, NULL)) {
+			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
+				    eng_unit_name(j, x->unit), s->path, strerror(errno));
+			goto release;
+		}
+		if (s->copy != m)
+			zs_convert_from_f32(s->copy, s->dt, m, s->sh.length);
+		if (s->fd >= 0) {
+			zs_listener_release(e->l, s->landing);
+			s->landing = NULL;
+		}
+		s->ready = true;
+		zs_sop_done(op);
+		goto release;
+	}
+	if (x->partial || s->nacc[rank]) {
+		/* gradient accumulation: add this micro-batch to the rank's sum,
+		 * in the order its pushes arrive (a rank pushes them in order) */
+		if (!fold(s, rank)) {
+			s->slot[rank] = SLOT_EMPTY;
+			pthread_mutex_unlock(&s->mu);
+			zs_sop_fail(op, ZS_ENOMEM, "out of memory accumulating a gradient");
+			eng_job_unref(e, j);
+			return;
+		}
+		if (x->partial) {
+			s->slot[rank] = SLOT_EMPTY; /* ready for the next micro-batch */
+			zs_sop_done(op);
+			pthread_mutex_unlock(&s->mu);
+			eng_job_unref(e, j);
+			return;
+		}
+	}
+	s->slot[rank] = SLOT_FULL;
+	s->full++;
+	zs_sop_done(op); /* landed: acknowledged; the update may follow */
+	if (s->full == j->spec.world_size) {
+		eng_reduce_range(j, s, s->piped, s->sh.length);
+		if (j->spec.optim.clip_norm > 0.0) {
+			uint64_t t = s->version;
+			bool last;
+			s->sumsq = zs_sumsq(s->acc, s->sh.length);
+			s->reduced = true;
+			pthread_mutex_unlock(&s->mu);
+			pthread_mutex_lock(&j->cmu);
+			last = ++j->n_reduced == j->n_shards;
+			if (last)
+				j->n_reduced = 0;
+			pthread_mutex_unlock(&j->cmu);
+			if (last)
+				eng_clip_and_apply(e, j, t);
+			eng_job_unref(e, j);
+			return;
+		}
+		eng_apply(e, j, s, 1.0f, &release, &n_release);
+		pthread_mutex_unlock(&s->mu);
+		eng_serve_released(e, s, release, n_release);
+		eng_deliver_finished();
+		eng_job_unref(e, j);
+		return;
+	}
+release:
+	if (s->ready && s->n_held) {
+		/* the initial upload releases the gathers of step 0 */
+		release = malloc(s->n_held * sizeof *release);
+		for (size_t i = 0; i < s->n_held; i++) {
+			if (release && s->held[i].x.step == s->version)
+				release[n_release++] = s->held[i];
+			else
+				s->held[keep++] = s->held[i];
+		}
+		s->n_held = keep;
+	}
+	pthread_mutex_unlock(&s->mu);
+	eng_serve_released(e, s, release, n_release);
+	eng_job_unref(e, j);
+}
+
+const struct zs_target *engine_target(struct engine *e) { return &e->target; }

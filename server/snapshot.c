@@ -1,0 +1,233 @@
+/*
+ * snapshot.c - checkpoints on the engine's side: each shard captured as it
+ * reaches the checkpoint's step (training goes on), the finished snapshot
+ * handed to the writer, and restore from a checkpoint's records.
+ */
+#include "server/engine_int.h"
+
+static bool capture(struct ejob *j, struct eshard *s, struct epending *p)
+{
+	size_t k = (size_t)(s - j->shards), n = s->sh.length;
+	struct engine_snap *sn = &p->snaps[k];
+
+	*sn = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, s->version,
+				   malloc(n * 4), s->n_arrays > 1 ? malloc(n * 4) : NULL,
+				   s->n_arrays > 2 ? malloc(n * 4) : NULL};
+	if (!sn->master || (s->n_arrays > 1 && !sn->s0) || (s->n_arrays > 2 && !sn->s1))
+		return false;
+	if (eng_arrays_io(j->e, s, false, sn->master, sn->s0, sn->s1))
+		return false;
+	p->got[k] = true;
+	p->n_got++;
+	return true;
+}
+
+/* Snapshots that completed, to hand over outside the locks. */
+static __thread struct epending *finished;
+
+/* After s reached a new version: capture it for snapshots of that step. */
+void eng_capture_due(struct ejob *j, struct eshard *s)
+{
+	size_t k = (size_t)(s - j->shards);
+
+	pthread_mutex_lock(&j->cmu);
+	for (struct epending **pp = &j->pend; *pp;) {
+		struct epending *p = *pp;
+		if (p->step == s->version && !p->got[k] && !capture(j, s, p))
+			zs_error("out of memory capturing a snapshot of job '%s'", j->name);
+		if (p->n_got == j->n_shards) {
+			*pp = p->next;
+			p->next = finished;
+			finished = p;
+			continue;
+		}
+		pp = &p->next;
+	}
+	pthread_mutex_unlock(&j->cmu);
+}
+
+/* Hands completed snapshots to their callbacks (no locks held). */
+void eng_deliver_finished(void)
+{
+	while (finished) {
+		struct epending *p = finished;
+		finished = p->next;
+		p->done(p->ctx, p->job, p->id, p->step, p->snaps, p->n_shards, ZS_OK, NULL);
+		free(p->got);
+		free(p);
+	}
+}
+/* ------------------------------------------------------------ checkpoints */
+
+void engine_snaps_free(struct engine_snap *s, uint32_t n)
+{
+	for (uint32_t i = 0; s && i < n; i++) {
+		free(s[i].master);
+		free(s[i].s0);
+		free(s[i].s1);
+	}
+	free(s);
+}
+
+static struct ejob *job_by_name(struct engine *e, const char *name)
+{
+	struct ejob *j;
+	pthread_mutex_lock(&e->mu);
+	for (j = e->jobs; j && strcmp(j->name, name); j = j->next)
+		;
+	if (j)
+		atomic_fetch_add(&j->refs, 1);
+	pthread_mutex_unlock(&e->mu);
+	return j;
+}
+
+enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
+			       uint64_t step, engine_snap_done done, void *ctx,
+			       struct zs_error *err)
+{
+	struct ejob *j = job_by_name(e, job);
+	struct epending *p;
+	enum zs_status st = ZS_OK;
+
+	if (!j)
+		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
+	p = calloc(1, sizeof *p);
+	if (p) {
+		p->got = calloc(j->n_shards ? j->n_shards : 1, sizeof *p->got);
+		p->snaps = calloc(j->n_shards ? j->n_shards : 1, sizeof *p->snaps);
+	}
+	if (!p || !p->got || !p->snaps) {
+		if (p) {
+			free(p->got);
+			free(p->snaps);
+		}
+		free(p);
+		eng_job_unref(e, j);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	snprintf(p->job, sizeof p->job, "%s", j->name);
+	p->n_shards = j->n_shards;
+	p->id = id;
+	p->step = step;
+	p->done = done;
+	p->ctx = ctx;
+	/* check every shard before registering: past the step or empty is final */
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+		struct eshard *s = &j->shards[k];
+		pthread_mutex_lock(&s->mu);
+		if (!s->ready)
+			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters to checkpoint yet",
+				     eng_unit_name(j, s->sh.unit));
+		else if (s->version > step)
+			st = zs_fail(err, ZS_ESTATE,
+				     "unit '%s' is at step %llu: step %llu can no longer be checkpointed",
+				     eng_unit_name(j, s->sh.unit), (unsigned long long)s->version,
+				     (unsigned long long)step);
+		pthread_mutex_unlock(&s->mu);
+	}
+	if (st) {
+		free(p->got);
+		free(p->snaps);
+		free(p);
+		eng_job_unref(e, j);
+		return st;
+	}
+	pthread_mutex_lock(&j->cmu);
+	p->next = j->pend;
+	j->pend = p;
+	pthread_mutex_unlock(&j->cmu);
+	/* capture the shards already at step (the rest on their update) */
+	for (uint32_t k = 0; k < j->n_shards; k++) {
+		struct eshard *s = &j->shards[k];
+		pthread_mutex_lock(&s->mu);
+		if (s->version == step)
+			eng_capture_due(j, s);
+		pthread_mutex_unlock(&s->mu);
+	}
+	eng_deliver_finished();
+	eng_job_unref(e, j);
+	return ZS_OK;
+}
+
+enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
+			      void *ctx, uint64_t *step, struct zs_error *err)
+{
+	struct ejob *j = job_by_name(e, job);
+	struct engine_snap *tmp;
+	enum zs_status st = ZS_OK;
+	uint64_t at = 0;
+
+	if (!j)
+		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
+	tmp = calloc(j->n_shards ? j->n_shards : 1, sizeof *tmp);
+	if (!tmp) {
+		eng_job_unref(e, j);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	/* load and check everything first: nothing half-applied */
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+		struct eshard *s = &j->shards[k];
+		size_t n = s->sh.length;
+		tmp[k] = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, 0,
+					      malloc(n * 4), s->n_arrays > 1 ? malloc(n * 4) : NULL,
+					      s->n_arrays > 2 ? malloc(n * 4) : NULL};
+		if (!tmp[k].master || (s->n_arrays > 1 && !tmp[k].s0) ||
+		    (s->n_arrays > 2 && !tmp[k].s1)) {
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+			break;
+		}
+		st = load(ctx, &tmp[k], tmp[k].master, tmp[k].s0, tmp[k].s1, &tmp[k].step, err);
+		if (!st && k > 0 && tmp[k].step != at)
+			st = zs_fail(err, ZS_EIO, "the checkpoint's shards disagree on the step (%llu, %llu)",
+				     (unsigned long long)at, (unsigned long long)tmp[k].step);
+		at = tmp[k].step;
+	}
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+		struct eshard *s = &j->shards[k];
+		bool busy;
+		pthread_mutex_lock(&s->mu);
+		busy = s->full || s->reduced;
+		for (uint32_t r = 0; r < j->spec.world_size; r++)
+			busy |= s->nacc[r] || s->slot[r] != SLOT_EMPTY;
+		if (busy) {
+			st = zs_fail(err, ZS_ESTATE,
+				     "unit '%s' has pushes of step %llu in: restore while no trainer is training",
+				     eng_unit_name(j, s->sh.unit), (unsigned long long)s->version);
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+		struct eshard *s = &j->shards[k];
+		struct held *rel = NULL;
+		size_t n = s->sh.length, n_rel = 0, keep = 0;
+		pthread_mutex_lock(&s->mu);
+		if (eng_arrays_io(e, s, true, tmp[k].master, tmp[k].s0, tmp[k].s1))
+			zs_error("restore: cannot write unit %u shard %u to %s", s->sh.unit,
+				 s->sh.index, s->path);
+		if (s->copy != s->master)
+			zs_convert_from_f32(s->copy, s->dt, tmp[k].master, n);
+		s->version = at;
+		s->ready = true;
+		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
+		memset(s->nacc, 0, j->spec.world_size * sizeof *s->nacc);
+		if (s->n_held && (rel = malloc(s->n_held * sizeof *rel))) {
+			for (size_t h = 0; h < s->n_held; h++) {
+				if (s->held[h].x.step == at)
+					rel[n_rel++] = s->held[h];
+				else
+					s->held[keep++] = s->held[h];
+			}
+			s->n_held = keep;
+		}
+		pthread_mutex_unlock(&s->mu);
+		eng_serve_released(e, s, rel, n_rel);
+	}
+	engine_snaps_free(tmp, j->n_shards);
+	if (!st) {
+		*step = at;
+		zs_info("job '%s': %u shards restored at step %llu", j->name, j->n_shards,
+			(unsigned long long)at);
+	}
+	eng_job_unref(e, j);
+	return st;
+}

@@ -1,0 +1,167 @@
+/*
+ * step.c - a shard's step: the rank-order reduction, global-norm clipping
+ * through the coordinator, the optimizer (in memory or through the tier),
+ * the compute-dtype copy, and releasing the gathers that waited for it.
+ */
+#include "server/engine_int.h"
+
+/* Reduces elements [a, b) of the R contributions in rank order and
+ * averages them, into acc. Elementwise: any split gives the same bits. */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
+{
+	uint32_t R = j->spec.world_size;
+	uint64_t t0 = now_ns();
+	enum zs_dtype dt;
+	const uint8_t *c;
+
+	c = eng_contribution(s, 0, &dt);
+	zs_reduce_first(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
+	for (uint32_t r = 1; r < R; r++) {
+		c = eng_contribution(s, r, &dt);
+		zs_reduce_add(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
+	}
+	zs_reduce_mean(s->acc + a, R, b - a);
+	s->red_ns += now_ns() - t0;
+}
+
+/* One set of chunk buffers of the tier's double buffer. */
+void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
+			size_t a, size_t b)
+{
+	const struct zs_optim *o = &j->spec.optim;
+	struct zs_optim_step step = {.kind = o->kind, .lr = o->lr, .beta1 = o->beta1,
+				     .beta2 = o->beta2, .eps = o->eps,
+				     .weight_decay = o->weight_decay,
+				     .momentum = o->momentum, .t = s->version + 1};
+	uint64_t t0 = now_ns();
+
+	if (coef != 1.0f)
+		zs_scale(s->acc + a, coef, b - a);
+	if (s->fd >= 0) {
+		eng_tier_update(e, s, &step, a, b);
+	} else {
+		zs_optim_apply_parallel(&step, s->master + a, s->s0 ? s->s0 + a : NULL,
+					s->s1 ? s->s1 + a : NULL, s->acc + a, b - a, e->nthreads);
+		if (s->copy != s->master)
+			zs_convert_from_f32((uint8_t *)s->copy + a * s->dsz, s->dt,
+					    s->master + a, b - a);
+	}
+	s->opt_ns += now_ns() - t0;
+}
+
+/* Adds shard s's time on step v (just applied) to its job's account
+ * (caller holds s->mu; s->mu before j->cmu is the order). */
+static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
+{
+	pthread_mutex_lock(&j->cmu);
+	typeof(j->acct[0]) *a = &j->acct[v & 1];
+	if (a->step != v || !a->n)
+		*a = (typeof(*a)){.step = v};
+	a->red_ns += s->red_ns;
+	a->opt_ns += s->opt_ns;
+	if (++a->n == j->n_shards) {
+		j->last = (struct zs_job_step_stats){.step = v, .shards = a->n,
+						   .reduce_seconds = (double)a->red_ns * 1e-9,
+						   .optim_seconds = (double)a->opt_ns * 1e-9};
+		j->have_last = true;
+		a->n = 0;
+	}
+	pthread_mutex_unlock(&j->cmu);
+	s->red_ns = s->opt_ns = 0;
+}
+
+/*
+ * Applies the optimizer to acc (scaled by coef when clipping), refreshes
+ * the copy, opens the next step and collects the gathers it releases into
+ * *rel (caller holds s->mu, frees *rel).
+ */
+void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
+		  struct held **rel, size_t *n_rel)
+{
+	size_t keep = 0;
+
+	/* what pipelining has not done yet */
+	eng_apply_range(e, j, s, coef, s->piped, s->sh.length);
+	s->piped = 0;
+	account_step(j, s, s->version);
+	s->version++;
+	eng_capture_due(j, s);
+	s->full = 0;
+	s->reduced = false;
+	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
+	memset(s->nacc, 0, j->spec.world_size * sizeof *s->nacc);
+	atomic_fetch_add(&e->steps, 1);
+	*rel = NULL;
+	*n_rel = 0;
+	if (!s->n_held)
+		return;
+	*rel = malloc(s->n_held * sizeof **rel);
+	for (size_t i = 0; i < s->n_held; i++) {
+		if (*rel && s->held[i].x.step == s->version)
+			(*rel)[(*n_rel)++] = s->held[i];
+		else
+			s->held[keep++] = s->held[i];
+	}
+	s->n_held = keep;
+}
+
+void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		atomic_fetch_add(&e->bytes_out, rel[i].x.length * s->dsz);
+		zs_sop_read_ready(rel[i].op, eng_served(s, &rel[i].x));
+	}
+	free(rel);
+}
+
+/*
+ * Clipping: the last shard of the job on this server to reduce step t
+ * exchanges the norms and applies every shard. A failed exchange fails the
+ * gathers waiting for step t + 1 with its reason.
+ */
+void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t)
+{
+	struct zs_shard_norm *nv = malloc((j->n_shards ? j->n_shards : 1) * sizeof *nv);
+	struct zs_error err = {0};
+	double total = 0.0;
+	enum zs_status st;
+	float coef;
+
+	if (!nv) {
+		st = zs_fail(&err, ZS_ENOMEM, "out of memory");
+	} else {
+		for (uint32_t i = 0; i < j->n_shards; i++)
+			nv[i] = (struct zs_shard_norm){j->shards[i].sh.unit, j->shards[i].sh.index,
+						       j->shards[i].sumsq};
+		st = e->norm_fn(e->norm_ctx, j->name, t, nv, j->n_shards, &total, &err);
+	}
+	free(nv);
+	coef = st ? 1.0f : zs_clip_coef(total, j->spec.optim.clip_norm);
+	for (uint32_t i = 0; i < j->n_shards; i++) {
+		struct eshard *s = &j->shards[i];
+		struct held *rel = NULL;
+		size_t n_rel = 0;
+		pthread_mutex_lock(&s->mu);
+		if (st) {
+			/* the step cannot finish: say why to whoever waits on it */
+			for (size_t h = 0; h < s->n_held; h++)
+				zs_sop_fail(s->held[h].op, st, "step %llu of job '%s' cannot finish: %s",
+					    (unsigned long long)t, j->name, err.msg);
+			s->n_held = 0;
+		} else {
+			eng_apply(e, j, s, coef, &rel, &n_rel);
+		}
+		pthread_mutex_unlock(&s->mu);
+		eng_serve_released(e, s, rel, n_rel);
+	}
+	eng_deliver_finished();
+	if (st)
+		zs_error("job '%s' step %llu: %s", j->name, (unsigned long long)t, err.msg);
+}
