@@ -1,0 +1,110 @@
+/*
+ * daemon.h - zshard-server's process state, internal to server/: its
+ * membership with the coordinator, its engine, and the checkpoint tasks it
+ * carries out (one mutex, mu, guards it; the writer has its own queue).
+ *
+ * Files: main.c (options, start, stop), member.c (registration, heartbeats,
+ * assignments and the Server RPC service: Status, Snapshot,
+ * ReadCheckpoint), writer.c (the checkpoint writer: snapshots into LMDB,
+ * durable, reported), tasks.c (the tasks the coordinator hands out: take
+ * a checkpoint, restore one onto this server's shards, delete one).
+ */
+#ifndef ZS_SERVER_DAEMON_H
+#define ZS_SERVER_DAEMON_H
+
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <errno.h>
+
+#include "storage/ckpt.h"
+#include "ctrl/codec.h"
+#include "ctrl/coord_client.h"
+#include "server/engine.h"
+#include "storage/kv.h"
+#include "base/log.h"
+#include "ctrl/methods.h"
+#include "model/model.h"
+#include "rdma/rdma.h"
+#include "ctrl/rpc.h"
+#include "base/util.h"
+#include "base/version.h"
+
+struct srvd {
+	pthread_mutex_t mu;
+	struct zs_coord_client *coord;
+	struct zs_kv *kv;
+	struct zs_server_info me;
+	int registered;
+	uint32_t lease_ms;
+	uint64_t gen;
+	struct zs_assignment *as;
+	uint32_t n_as;
+	int64_t started_ms;
+	int64_t wait_ms; /* bound on waiting for the coordinator */
+	struct engine *engine;
+	uint32_t step_timeout_ms;
+	const char *data_dir;
+	/* checkpoint tasks */
+	uint64_t task_gen;
+	struct zs_task *busy; /* started, not reported yet */
+	uint32_t n_busy;
+	pthread_t writer;
+	pthread_cond_t wcv;
+	struct snapjob *wq; /* snapshots waiting to be written */
+	bool wstop;
+	char rdma_note[256]; /* why rdma is (not) offered, for Status */
+};
+
+/* A captured snapshot on its way to LMDB. */
+struct snapjob {
+	struct zs_task task;
+	struct engine_snap *snaps;
+	uint32_t n;
+	struct snapjob *next;
+};
+
+enum { KV_META, KV_CKPT };
+
+/* member.c */
+/* The engine's norm exchange: the coordinator sums every server's norms. */
+enum zs_status srvd_exchange_norms(void *ctx, const char *job, uint64_t step,
+				     const struct zs_shard_norm *norms, uint32_t n,
+				     double *total, struct zs_error *err);
+uint64_t srvd_load_id(struct srvd *d);
+/*
+ * Registers, retrying while the coordinator is unreachable, for at most
+ * d->wait_ms. Other errors (a bad address, capacity refused) are final.
+ */
+enum zs_status srvd_do_register(struct srvd *d, struct zs_error *err);
+void srvd_refresh_assignments(struct srvd *d);
+void *srvd_heartbeat(void *arg);
+
+/* writer.c */
+bool srvd_claim(struct srvd *d, const struct zs_task *t);
+/* Reports a task and forgets it (caller does not hold mu). */
+void srvd_task_finish(struct srvd *d, const struct zs_task *t, bool ok, const char *why,
+			uint64_t bytes);
+/* Called by the engine when every shard of a snapshot is captured. */
+void srvd_snap_done(void *ctx, const char *job, uint64_t id, uint64_t step,
+		      struct engine_snap *snaps, uint32_t n, enum zs_status st, const char *why);
+/* Writes snapshots into LMDB, one transaction each, off the data path. */
+void *srvd_writer_main(void *arg);
+
+/* tasks.c */
+void srvd_run_task(struct srvd *d, const struct zs_task *t);
+void srvd_refresh_tasks(struct srvd *d, uint64_t gen);
+
+/* The Server RPC service (member.c). */
+extern const struct zs_rpc_method srvd_methods[];
+extern const size_t srvd_n_methods;
+
+/* Set by SIGTERM / SIGINT (main.c): every loop of the daemon ends. */
+extern volatile sig_atomic_t srvd_stop;
+
+#endif

@@ -1,0 +1,302 @@
+/*
+ * member.c - a shard server's membership side: it registers with the
+ * coordinator (waiting, bounded, for one that is not up yet), renews its
+ * lease by heartbeat, keeps the shard assignments the coordinator gives it,
+ * and answers the Server service (Status, Snapshot, ReadCheckpoint). Its id
+ * is kept in LMDB under its data dir, so a restarted server is the same
+ * server to the coordinator.
+ */
+#include "server/daemon.h"
+
+static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct srvd *d = ctx;
+	struct zs_server_status s = {0};
+	struct zs_job_step_stats js[64];
+	struct zs_buf b;
+	enum zs_status st;
+
+	(void)p;
+	(void)n;
+	pthread_mutex_lock(&d->mu);
+	s.id = d->me.id;
+	snprintf(s.addr, sizeof s.addr, "%s", d->me.addr);
+	snprintf(s.coordinator, sizeof s.coordinator, "%s", zs_coord_addr(d->coord));
+	s.registered = d->registered;
+	s.capacity = d->me.capacity;
+	s.assign_gen = d->gen;
+	s.uptime_ms = zs_now_ms() - d->started_ms;
+	s.n_assignments = d->n_as;
+	s.assignments = d->as; /* borrowed for encoding */
+	for (uint32_t i = 0; i < d->n_as; i++)
+		s.assigned_bytes += d->as[i].bytes;
+	snprintf(s.data_addr, sizeof s.data_addr, "%s", d->me.data_addr);
+	snprintf(s.shm_addr, sizeof s.shm_addr, "%s", d->me.shm_addr);
+	{
+		struct engine_stats es;
+		engine_stats(d->engine, &es);
+		s.jobs_held = es.jobs;
+		s.shards = es.shards;
+		s.state_bytes = es.bytes;
+		s.steps_applied = es.steps_applied;
+		s.bytes_in = es.bytes_in;
+		s.bytes_out = es.bytes_out;
+		s.gathers_waiting = es.held;
+	}
+	zs_rss(&s.rss_bytes, &s.rss_peak_bytes);
+	zs_fmt(s.rdma, sizeof s.rdma, "%s%s", d->me.transports & ZS_TRANSPORT_RDMA ? "offered: " : "not offered: ",
+		 d->rdma_note);
+	s.job_steps = js;
+	s.n_job_steps = engine_job_steps(d->engine, js, sizeof js / sizeof js[0]);
+	st = zs_enc_server_status(&s, &b);
+	pthread_mutex_unlock(&d->mu);
+	if (st) {
+		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode status");
+		return;
+	}
+	zs_rpc_reply(call, b.data, b.len);
+	zs_buf_release(&b);
+}
+
+/* The engine's norm exchange: the coordinator sums every server's norms. */
+enum zs_status srvd_exchange_norms(void *ctx, const char *job, uint64_t step,
+				     const struct zs_shard_norm *norms, uint32_t n,
+				     double *total, struct zs_error *err)
+{
+	struct srvd *d = ctx;
+	struct zs_norm_report r = {.step = step, .server_id = d->me.id, .n = n,
+				   .norms = (struct zs_shard_norm *)norms};
+
+	snprintf(r.job, sizeof r.job, "%s", job);
+	return zs_coord_report_norm(d->coord, &r, (int)d->step_timeout_ms, total, err);
+}
+
+/* Claims a task: false if it is already under way here. */
+static void h_snapshot(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct srvd *d = ctx;
+	struct zs_error err = {0};
+	struct zs_task t;
+
+	if (zs_dec_task(p, n, &t, &err))
+		return zs_rpc_fail(call, err.code, "%s", err.msg);
+	if (t.kind != ZS_TASK_SNAPSHOT)
+		return zs_rpc_fail(call, ZS_EINVAL, "only snapshots are asked this way");
+	if (srvd_claim(d, &t))
+		srvd_run_task(d, &t);
+	zs_rpc_reply(call, NULL, 0);
+}
+
+static void h_read_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct srvd *d = ctx;
+	struct zs_error err = {0};
+	struct zs_read_ckpt r;
+	struct zs_kv_txn *t;
+	struct zs_buf b;
+	uint64_t step;
+	float *out;
+	static const enum ckpt_kind kinds[3] = {CKPT_MASTER, CKPT_STATE0, CKPT_STATE1};
+
+	if (zs_dec_read_ckpt(p, n, &r, &err))
+		return zs_rpc_fail(call, err.code, "%s", err.msg);
+	out = malloc(r.length ? r.length * 4 : 1);
+	if (!out)
+		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	if (zs_kv_begin(d->kv, false, &t, &err) ||
+	    ckpt_get_slice(t, KV_CKPT, r.job, r.id, r.unit, r.index, kinds[r.array], r.offset,
+			   r.length, &step, out, &err)) {
+		zs_kv_abort(t);
+		free(out);
+		return zs_rpc_fail(call, err.code, "%s", err.msg);
+	}
+	zs_kv_abort(t);
+	if (zs_enc_read_ckpt_reply(step, out, r.length, &b))
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	else
+		zs_rpc_reply(call, b.data, b.len);
+	zs_buf_release(&b);
+	free(out);
+}
+
+const struct zs_rpc_method srvd_methods[] = {
+	{ZS_M_SERVER_STATUS, h_status},
+	{ZS_M_SERVER_SNAPSHOT, h_snapshot},
+	{ZS_M_SERVER_READ_CKPT, h_read_ckpt},
+};
+const size_t srvd_n_methods = sizeof srvd_methods / sizeof srvd_methods[0];
+
+static enum zs_status save_id(struct srvd *d, uint64_t id, struct zs_error *err)
+{
+	struct zs_kv_txn *t;
+	uint8_t b[8];
+	enum zs_status st = zs_kv_begin(d->kv, true, &t, err);
+
+	if (st)
+		return st;
+	zs_kv_u64_enc(id, b);
+	st = zs_kv_put(t, KV_META, "server_id", 9, b, 8, err);
+	if (st) {
+		zs_kv_abort(t);
+		return st;
+	}
+	return zs_kv_commit(t, err);
+}
+
+uint64_t srvd_load_id(struct srvd *d)
+{
+	struct zs_kv_txn *t;
+	const void *v;
+	size_t vl;
+	uint64_t id = 0;
+
+	if (zs_kv_begin(d->kv, false, &t, NULL))
+		return 0;
+	if (!zs_kv_get(t, KV_META, "server_id", 9, &v, &vl, NULL) && vl == 8)
+		id = zs_kv_u64_dec(v);
+	zs_kv_abort(t);
+	return id;
+}
+
+/*
+ * Registers, retrying while the coordinator is unreachable, for at most
+ * d->wait_ms. Other errors (a bad address, capacity refused) are final.
+ */
+enum zs_status srvd_do_register(struct srvd *d, struct zs_error *err)
+{
+	int64_t t0 = zs_now_ms(), last_note = t0;
+	enum zs_status st;
+	uint64_t id;
+	uint32_t lease;
+
+	for (;;) {
+		st = zs_coord_register(d->coord, &d->me, &id, &lease, err);
+		if (st != ZS_EUNAVAIL && st != ZS_ETIMEDOUT)
+			break;
+		if (srvd_stop)
+			return zs_fail(err, ZS_ECANCELED, "stopped while waiting");
+		if (zs_now_ms() - t0 >= d->wait_ms)
+			return zs_fail(err, ZS_ETIMEDOUT,
+				       "no coordinator answered at %s within %lld ms (%s)",
+				       zs_coord_addr(d->coord), (long long)d->wait_ms,
+				       err->msg);
+		if (zs_now_ms() - last_note >= 5000) {
+			zs_info("waiting for the coordinator at %s (%lld s so far)",
+				zs_coord_addr(d->coord),
+				(long long)((zs_now_ms() - t0) / 1000));
+			last_note = zs_now_ms();
+		}
+		zs_sleep_ms(200, (volatile const int *)&srvd_stop);
+	}
+	if (st)
+		return st;
+	if (id != d->me.id) {
+		st = save_id(d, id, err);
+		if (st)
+			return st;
+	}
+	pthread_mutex_lock(&d->mu);
+	d->me.id = id;
+	d->lease_ms = lease;
+	d->registered = 1;
+	pthread_mutex_unlock(&d->mu);
+	zs_info("registered with %s as server %llu (lease %u ms)",
+		zs_coord_addr(d->coord), (unsigned long long)id, lease);
+	return ZS_OK;
+}
+
+void srvd_refresh_assignments(struct srvd *d)
+{
+	struct zs_error err = {0};
+	struct zs_assignment *as, *old;
+	uint32_t n_as, n_old;
+	uint64_t gen, bytes = 0;
+
+	if (zs_coord_assignments(d->coord, d->me.id, &gen, &as, &n_as, &err)) {
+		zs_warn("cannot fetch assignments: %s", err.msg);
+		return;
+	}
+	pthread_mutex_lock(&d->mu);
+	old = d->as;
+	n_old = d->n_as;
+	d->as = as;
+	d->n_as = n_as;
+	d->gen = gen;
+	pthread_mutex_unlock(&d->mu);
+	for (uint32_t i = 0; i < n_old; i++)
+		zs_assignment_release(&old[i]);
+	free(old);
+	for (uint32_t i = 0; i < n_as; i++) {
+		struct zs_job job;
+		bytes += as[i].bytes;
+		if (engine_has_job(d->engine, as[i].job, as[i].epoch, as[i].created_ms))
+			continue;
+		zs_info("assigned %u shards of job '%s' (epoch %llu, %llu bytes)",
+			as[i].n_shards, as[i].job, (unsigned long long)as[i].epoch,
+			(unsigned long long)as[i].bytes);
+		if (zs_coord_get_job(d->coord, as[i].job, &job, &err)) {
+			zs_warn("cannot fetch job '%s': %s", as[i].job, err.msg);
+			continue;
+		}
+		if (engine_add_job(d->engine, &job, d->me.id, &err))
+			zs_error("cannot hold job '%s': %s", as[i].job, err.msg);
+		zs_job_release(&job);
+	}
+	{
+		/* drop jobs that are no longer assigned here */
+		char names[64][ZS_JOB_NAME_MAX];
+		uint32_t n = engine_job_names(d->engine, names, 64);
+		for (uint32_t k = 0; k < n; k++) {
+			bool kept = false;
+			for (uint32_t i = 0; i < n_as; i++)
+				kept |= !strcmp(names[k], as[i].job);
+			if (!kept)
+				engine_remove_job(d->engine, names[k]);
+		}
+	}
+	zs_info("assignment generation %llu: %u jobs, %llu bytes in all",
+		(unsigned long long)gen, n_as, (unsigned long long)bytes);
+}
+
+void *srvd_heartbeat(void *arg)
+{
+	struct srvd *d = arg;
+	int lost = 0;
+
+	while (!srvd_stop) {
+		struct zs_error err = {0};
+		uint32_t lease;
+		uint64_t gen, task_gen;
+		enum zs_status st;
+
+		zs_sleep_ms(d->lease_ms / 3 ? d->lease_ms / 3 : 100,
+			    (volatile const int *)&srvd_stop);
+		if (srvd_stop)
+			break;
+		st = zs_coord_heartbeat(d->coord, d->me.id, &lease, &gen, &task_gen, &err);
+		if (st == ZS_ENOTFOUND) {
+			zs_warn("coordinator does not know server %llu: registering again",
+				(unsigned long long)d->me.id);
+			st = srvd_do_register(d, &err);
+			if (!st)
+				st = zs_coord_heartbeat(d->coord, d->me.id, &lease, &gen,
+							&task_gen, &err);
+		}
+		if (st) {
+			if (!lost)
+				zs_warn("heartbeat to %s failed: %s (retrying every %u ms)",
+					zs_coord_addr(d->coord), err.msg, d->lease_ms / 3);
+			lost = 1;
+			continue;
+		}
+		if (lost)
+			zs_info("coordinator %s reachable again", zs_coord_addr(d->coord));
+		lost = 0;
+		d->lease_ms = lease;
+		if (gen != d->gen)
+			srvd_refresh_assignments(d);
+		if (task_gen != d->task_gen)
+			srvd_refresh_tasks(d, task_gen);
+	}
+	return NULL;
+}

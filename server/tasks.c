@@ -1,0 +1,167 @@
+/*
+ * tasks.c - the tasks the coordinator hands a server: take a checkpoint,
+ * restore one (each new shard assembled from the checkpoint's records, this
+ * server's or other servers' over ReadCheckpoint), delete one.
+ */
+#include "server/daemon.h"
+
+struct restore_ctx {
+	struct srvd *d;
+	const struct zs_task *t;
+	struct zs_kv_txn *txn;
+	const struct zs_placement *old; /* where the checkpoint's records are */
+	const struct zs_server_info *srv;
+	uint32_t n_srv;
+};
+
+/* Copies [off, off + len) of one old shard's array into out, from this
+ * server's records or from the server that wrote them. */
+static enum zs_status slice(struct restore_ctx *x, const struct zs_shard *os, uint32_t array,
+			    uint64_t off, uint64_t len, float *out, uint64_t *step,
+			    struct zs_error *err)
+{
+	static const enum ckpt_kind kinds[3] = {CKPT_MASTER, CKPT_STATE0, CKPT_STATE1};
+	const char *addr = NULL;
+
+	if (os->server_id == x->d->me.id)
+		return ckpt_get_slice(x->txn, KV_CKPT, x->t->job, x->t->id, os->unit, os->index,
+				      kinds[array], off, len, step, out, err);
+	for (uint32_t i = 0; i < x->n_srv; i++)
+		if (x->srv[i].id == os->server_id)
+			addr = x->srv[i].addr;
+	if (!addr)
+		return zs_fail(err, ZS_EUNAVAIL,
+			       "server %llu, which holds unit %u shard %u of the checkpoint, is not registered",
+			       (unsigned long long)os->server_id, os->unit, os->index);
+	/* in pieces of 4 Mi elements (16 MiB) per call */
+	for (uint64_t done = 0; done < len;) {
+		uint64_t k = len - done < (4u << 20) ? len - done : (4u << 20);
+		struct zs_read_ckpt r = {.id = x->t->id, .offset = off + done, .length = k,
+					 .unit = os->unit, .index = os->index, .array = array};
+		enum zs_status st;
+		snprintf(r.job, sizeof r.job, "%s", x->t->job);
+		st = zs_server_read_ckpt(addr, 30000, &r, out + done, step, err);
+		if (st) {
+			zs_error_prefix(err, "reading the checkpoint from server %llu",
+					(unsigned long long)os->server_id);
+			return st;
+		}
+		done += k;
+	}
+	return ZS_OK;
+}
+
+/* Assembles a shard of the current placement from the checkpoint's shards
+ * that overlap it (the same shard when the placement did not change). */
+static enum zs_status load_shard(void *ctx, const struct engine_snap *w, float *master,
+				 float *s0, float *s1, uint64_t *step, struct zs_error *err)
+{
+	struct restore_ctx *x = ctx;
+	float *arrays[3] = {master, s0, s1};
+	uint64_t covered = 0, st_step = 0;
+	bool first = true;
+
+	for (uint32_t i = 0; i < x->old->n_shards; i++) {
+		const struct zs_shard *os = &x->old->shards[i];
+		uint64_t lo, hi;
+		if (os->unit != w->unit)
+			continue;
+		lo = os->offset > w->offset ? os->offset : w->offset;
+		hi = os->offset + os->length < w->offset + w->length ? os->offset + os->length
+								     : w->offset + w->length;
+		if (lo >= hi)
+			continue;
+		for (uint32_t a = 0; a < 3; a++) {
+			uint64_t sstep;
+			enum zs_status st;
+			if (!arrays[a])
+				continue;
+			st = slice(x, os, a, lo - os->offset, hi - lo, arrays[a] + (lo - w->offset),
+				   &sstep, err);
+			if (st)
+				return st;
+			if (!first && sstep != st_step)
+				return zs_fail(err, ZS_EIO, "the checkpoint's records disagree on the step");
+			st_step = sstep;
+			first = false;
+		}
+		covered += hi - lo;
+	}
+	if (covered != w->length)
+		return zs_fail(err, ZS_EIO,
+			       "the checkpoint covers %llu of the %llu elements of unit %u shard %u",
+			       (unsigned long long)covered, (unsigned long long)w->length, w->unit,
+			       w->index);
+	*step = st_step;
+	return ZS_OK;
+}
+
+void srvd_run_task(struct srvd *d, const struct zs_task *t)
+{
+	struct zs_error err = {0};
+	enum zs_status st = ZS_OK;
+	struct zs_kv_txn *txn;
+	uint64_t step;
+
+	switch (t->kind) {
+	case ZS_TASK_SNAPSHOT:
+		st = engine_snapshot(d->engine, t->job, t->id, t->step, srvd_snap_done, d, &err);
+		if (st)
+			srvd_task_finish(d, t, false, err.msg, 0);
+		return; /* the writer reports it */
+	case ZS_TASK_RESTORE: {
+		struct restore_ctx x = {d, t, NULL, NULL, NULL, 0};
+		struct zs_checkpoint k = {0};
+		struct zs_server_info *srv = NULL;
+		uint32_t n_srv = 0;
+		/* the shards to restore into are those of the job's placement now */
+		srvd_refresh_assignments(d);
+		st = zs_coord_get_ckpt(d->coord, t->job, t->id, &k, &err);
+		if (!st)
+			st = zs_coord_servers(d->coord, &srv, &n_srv, &err);
+		if (!st)
+			st = zs_kv_begin(d->kv, false, &txn, &err);
+		if (!st) {
+			x.txn = txn;
+			x.old = &k.placement;
+			x.srv = srv;
+			x.n_srv = n_srv;
+			st = engine_restore(d->engine, t->job, load_shard, &x, &step, &err);
+			zs_kv_abort(txn);
+		}
+		free(srv);
+		zs_checkpoint_release(&k);
+		break;
+	}
+	case ZS_TASK_DELETE:
+		st = zs_kv_begin(d->kv, true, &txn, &err);
+		if (!st) {
+			st = ckpt_delete(txn, KV_CKPT, t->job, t->id, &err);
+			if (st)
+				zs_kv_abort(txn);
+			else
+				st = zs_kv_commit(txn, &err);
+		}
+		break;
+	default:
+		st = zs_fail(&err, ZS_EINVAL, "unknown task kind %d", (int)t->kind);
+	}
+	srvd_task_finish(d, t, !st, st ? err.msg : NULL, 0);
+}
+
+void srvd_refresh_tasks(struct srvd *d, uint64_t gen)
+{
+	struct zs_error err = {0};
+	struct zs_task *v;
+	uint32_t n;
+
+	if (zs_coord_server_tasks(d->coord, d->me.id, &v, &n, &err)) {
+		zs_warn("cannot fetch checkpoint tasks: %s", err.msg);
+		return;
+	}
+	d->task_gen = gen;
+	for (uint32_t i = 0; i < n; i++)
+		if (srvd_claim(d, &v[i]))
+			srvd_run_task(d, &v[i]);
+	free(v);
+}
