@@ -109,7 +109,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util spec_json optim wire transport engine plan
-INTEG_TESTS := cluster train
+INTEG_TESTS := cluster train ckpt crash
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -186,8 +186,10 @@ $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
 $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(CORE_LIB)
 $(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(CORE_LIB)
-TRAIN_OBJ := $(TEST_HARNESS) $(BUILD)/obj/tests/oracle.o
+TRAIN_OBJ := $(TEST_HARNESS) $(BUILD)/obj/tests/oracle.o $(BUILD)/obj/tests/integration/train_common.o
 $(BUILD)/tests/test_train: $(BUILD)/obj/tests/integration/test_train.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_ckpt: $(BUILD)/obj/tests/integration/test_ckpt.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_crash: $(BUILD)/obj/tests/integration/test_crash.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/obj/tests/%.o: tests/%.c $(GEN)
 	@mkdir -p $(@D)

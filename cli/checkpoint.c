@@ -1,0 +1,165 @@
+/*
+ * checkpoint.c - zshardctl checkpoint create | list | restore.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "base/util.h"
+
+/* ----------------------------------------------------------- checkpoint */
+
+static void sleep_100ms(void)
+{
+	struct timespec ts = {0, 100 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+}
+
+static void print_ckpt(const struct zs_checkpoint *k)
+{
+	char b[32], when[32];
+	time_t sec = (time_t)(k->created_ms / 1000);
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	printf("%-6llu %-8llu %-10s %-21s %12s %7u %6u %s\n", (unsigned long long)k->id,
+	       (unsigned long long)k->step, zs_ckpt_state_name(k->state), when,
+	       zs_fmt_bytes(k->bytes, b, sizeof b), k->n_durable, k->n_blobs, k->error);
+}
+
+static int c_checkpoint(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	const char *sub = NULL, *job = NULL, *which = NULL;
+	uint64_t step = 0, wait_ms = 0;
+	int have_step = 0, json = 0, r;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: zshardctl checkpoint create JOB --step N [--wait MS]\n"
+			       "       zshardctl checkpoint list JOB [--json]\n"
+			       "       zshardctl checkpoint restore JOB ID|latest [--wait MS]\n\n"
+			       "Checkpoints are taken at a step: every server captures its shards\n"
+			       "when they reach it and writes them to its LMDB; the coordinator\n"
+			       "commits the checkpoint once all are durable. restore puts a\n"
+			       "committed one back (trainers stopped), and trainers resume from its\n"
+			       "step. --wait waits up to MS for the outcome.\n");
+			return 0;
+		}
+		if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (!strcmp(argv[i], "--step") && i + 1 < argc) {
+			if (zs_parse_u64(argv[++i], 0, UINT64_MAX, &step, &err))
+				return cli_usage_err("checkpoint", "--step: %s", err.msg);
+			have_step = 1;
+		} else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
+			if (zs_parse_u64(argv[++i], 0, 86400000, &wait_ms, &err))
+				return cli_usage_err("checkpoint", "--wait: %s", err.msg);
+		} else if (argv[i][0] == '-') {
+			return cli_usage_err("checkpoint", "unknown option '%s'", argv[i]);
+		} else if (!sub) {
+			sub = argv[i];
+		} else if (!job) {
+			job = argv[i];
+		} else if (!which) {
+			which = argv[i];
+		} else {
+			return cli_usage_err("checkpoint", "unexpected argument '%s'", argv[i]);
+		}
+	}
+	if (!sub || !job || (strcmp(sub, "create") && strcmp(sub, "list") && strcmp(sub, "restore")))
+		return cli_usage_err("checkpoint", "want create, list or restore, and a job");
+	if (!strcmp(sub, "create") && !have_step)
+		return cli_usage_err("checkpoint", "create needs --step N (the step whose parameters to keep)");
+	if (!strcmp(sub, "restore") && !which)
+		return cli_usage_err("checkpoint", "restore needs a checkpoint id or 'latest'");
+	if ((r = cli_open_coord(x)))
+		return r;
+
+	if (!strcmp(sub, "list")) {
+		struct zs_checkpoint *v;
+		uint32_t n;
+		if (zs_coord_list_ckpts(x->c, job, &v, &n, &err))
+			return cli_die("%s", err.msg);
+		if (json) {
+			json_t *a = json_array();
+			for (uint32_t i = 0; i < n; i++)
+				json_array_append_new(
+					a, json_pack("{s:I, s:I, s:s, s:I, s:I, s:i, s:i, s:s}", "id",
+						     (json_int_t)v[i].id, "step", (json_int_t)v[i].step,
+						     "state", zs_ckpt_state_name(v[i].state),
+						     "created_ms", (json_int_t)v[i].created_ms, "bytes",
+						     (json_int_t)v[i].bytes, "servers",
+						     (int)v[i].n_durable, "blobs", (int)v[i].n_blobs,
+						     "error", v[i].error));
+			cli_json_print(json_pack("{s:s, s:o}", "job", job, "checkpoints", a));
+		} else {
+			printf("%-6s %-8s %-10s %-21s %12s %7s %6s %s\n", "ID", "STEP", "STATE",
+			       "CREATED", "BYTES", "SERVERS", "BLOBS", "ERROR");
+			for (uint32_t i = 0; i < n; i++)
+				print_ckpt(&v[i]);
+		}
+		for (uint32_t i = 0; i < n; i++)
+			zs_checkpoint_release(&v[i]);
+		free(v);
+		return 0;
+	}
+	if (!strcmp(sub, "create")) {
+		struct zs_checkpoint k;
+		uint64_t id;
+		if (zs_coord_create_ckpt(x->c, job, step, &k, &err))
+			return cli_die("%s", err.msg);
+		id = k.id;
+		for (uint64_t t = 0; k.state == ZS_CKPT_PENDING && t < wait_ms; t += 100) {
+			zs_checkpoint_release(&k);
+			sleep_100ms();
+			if (zs_coord_get_ckpt(x->c, job, id, &k, &err))
+				return cli_die("%s", err.msg);
+		}
+		printf("checkpoint %llu of job %s at step %llu: %s", (unsigned long long)k.id, job,
+		       (unsigned long long)k.step, zs_ckpt_state_name(k.state));
+		if (k.state == ZS_CKPT_COMMITTED)
+			printf(" (%llu bytes on %u servers)", (unsigned long long)k.bytes, k.n_durable);
+		printf("%s%s\n", k.error[0] ? ": " : "", k.error);
+		r = k.state == ZS_CKPT_FAILED || (wait_ms && k.state == ZS_CKPT_PENDING);
+		if (r)
+			fprintf(stderr, "zshardctl: checkpoint %llu is %s\n", (unsigned long long)k.id,
+				zs_ckpt_state_name(k.state));
+		zs_checkpoint_release(&k);
+		return r;
+	}
+	{
+		struct zs_job j;
+		uint64_t id = 0;
+		if (strcmp(which, "latest") && zs_parse_u64(which, 1, UINT64_MAX, &id, &err))
+			return cli_usage_err("checkpoint", "'%s' is not a checkpoint id or 'latest'", which);
+		if (zs_coord_restore(x->c, job, id, &j, &err))
+			return cli_die("%s", err.msg);
+		id = j.restore_pending;
+		for (uint64_t t = 0; j.restore_pending && t < wait_ms; t += 100) {
+			zs_job_release(&j);
+			sleep_100ms();
+			if (zs_coord_get_job(x->c, job, &j, &err))
+				return cli_die("%s", err.msg);
+		}
+		if (j.restore_pending) {
+			printf("job %s: restoring checkpoint %llu\n", job, (unsigned long long)id);
+			r = wait_ms ? cli_die("the restore of checkpoint %llu has not finished",
+					  (unsigned long long)id) : 0;
+		} else if (j.restore_error[0]) {
+			r = cli_die("restore of checkpoint %llu failed: %s", (unsigned long long)id,
+				j.restore_error);
+		} else {
+			printf("job %s: restored checkpoint %llu, trainers resume at step %llu\n", job,
+			       (unsigned long long)j.restored_id, (unsigned long long)j.restored_step);
+			r = 0;
+		}
+		zs_job_release(&j);
+		return r;
+	}
+}
+
+const struct cmd cmd_checkpoint = {"checkpoint", "create JOB --step N | list JOB | restore JOB ID|latest", "Take, list and restore checkpoints (see zshardctl checkpoint --help).", c_checkpoint};

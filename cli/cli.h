@@ -1,0 +1,54 @@
+/*
+ * cli.h - what zshardctl's files share, internal to cli/: the context every
+ * command gets, the command table's entry (each command file defines its
+ * own cmd_NAME next to its handler), and the helpers of common.c.
+ *
+ * Exit status, for every command: 0 on success, 1 with one line on stderr
+ * when the coordinator says no or cannot be reached, 2 for bad usage.
+ */
+#ifndef ZS_CLI_H
+#define ZS_CLI_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "ctrl/coord_client.h"
+#include "model/model.h"
+
+struct ctx {
+	const char *coordinator;
+	int timeout_ms;
+	struct zs_coord_client *c; /* opened by cli_open_coord, closed by main */
+};
+
+struct cmd {
+	const char *name;
+	const char *args;
+	const char *help;
+	int (*fn)(struct ctx *, int, char **);
+};
+
+/* The commands, one file per group. */
+extern const struct cmd cmd_servers, cmd_status, cmd_rdma;                 /* cluster.c */
+extern const struct cmd cmd_jobs, cmd_job, cmd_placement, cmd_stage, cmd_trainers,
+	cmd_rebalance;                                                       /* jobs.c */
+extern const struct cmd cmd_stats;                                         /* stats.c */
+extern const struct cmd cmd_checkpoint;                                    /* checkpoint.c */
+extern const struct cmd cmd_export, cmd_import;                            /* transfer.c */
+extern const struct cmd cmd_plan;                                          /* plan.c */
+
+/* "zshardctl: " and the message on stderr; returns 1. */
+int cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A usage error of cmd on stderr, pointing at its --help; returns 2. */
+int cli_usage_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Connects x->c to the coordinator: 0, or 1 after saying why. */
+int cli_open_coord(struct ctx *x);
+/* Parses a command's own flags: --json (when json is not NULL) and --help
+ * (-1 after printing it); the rest are positionals, at most max_pos. */
+int cli_flags(const struct cmd *cmd, int argc, char **argv, int *json, char **pos, int max_pos,
+	      int *n_pos);
+/* Prints j indented on stdout and releases it. */
+void cli_json_print(json_t *j);
+const char *cli_state_name(const struct zs_server_info *s);
+
+#endif

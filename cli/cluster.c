@@ -1,0 +1,191 @@
+/*
+ * cluster.c - zshardctl servers, status and rdma: the shard servers, the
+ * coordinator's or one server's status, and whether rdma works on a host.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "base/util.h"
+#include "rdma/rdma.h"
+
+/* ------------------------------------------------------------- servers */
+
+static int c_servers(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_server_info *s;
+	uint32_t n;
+	char *pos[1];
+	int json = 0, np, r;
+
+	if ((r = cli_flags(&cmd_servers, argc, argv, &json, pos, 0, &np)))
+		return r < 0 ? 0 : r;
+	if ((r = cli_open_coord(x)))
+		return r;
+	if (zs_coord_servers(x->c, &s, &n, &err))
+		return cli_die("%s", err.msg);
+	if (json) {
+		json_t *a = json_array();
+		for (uint32_t i = 0; i < n; i++) {
+			char tr[64];
+			json_array_append_new(
+				a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:I}",
+					     "id", (json_int_t)s[i].id, "addr", s[i].addr,
+					     "data_addr", s[i].data_addr, "shm_addr", s[i].shm_addr,
+					     "host", s[i].host,
+					     "state", cli_state_name(&s[i]),
+					     "capacity", (json_int_t)s[i].capacity,
+					     "used", (json_int_t)s[i].used,
+					     "transports", zs_transports_fmt(s[i].transports, tr, sizeof tr),
+					     "last_seen_ms", (json_int_t)s[i].last_seen_ms));
+		}
+		cli_json_print(json_pack("{s:o}", "servers", a));
+	} else {
+		printf("%-4s %-22s %-5s %12s %12s %-10s %s\n", "ID", "ADDRESS", "STATE",
+		       "CAPACITY", "USED", "TRANSPORTS", "LAST SEEN");
+		for (uint32_t i = 0; i < n; i++) {
+			char cap[32], used[32], tr[64], seen[32];
+			if (s[i].last_seen_ms < 0)
+				snprintf(seen, sizeof seen, "never");
+			else
+				snprintf(seen, sizeof seen, "%.1f s ago",
+					 (double)s[i].last_seen_ms / 1000.0);
+			printf("%-4llu %-22s %-5s %12s %12s %-10s %s\n",
+			       (unsigned long long)s[i].id, s[i].addr, cli_state_name(&s[i]),
+			       zs_fmt_bytes(s[i].capacity, cap, sizeof cap),
+			       zs_fmt_bytes(s[i].used, used, sizeof used),
+			       zs_transports_fmt(s[i].transports, tr, sizeof tr), seen);
+		}
+	}
+	free(s);
+	return 0;
+}
+
+/* --------------------------------------------------------------- status */
+
+static int c_status(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	int json = 0, r;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: zshardctl status [--server HOST:PORT] [--json]\n\n%s\n",
+			       cmd_status.help);
+			return 0;
+		}
+		if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (!strcmp(argv[i], "--server") && i + 1 < argc) {
+			struct zs_server_status s;
+			const char *addr = argv[++i];
+			if (zs_server_status_query(addr, x->timeout_ms, &s, &err))
+				return cli_die("%s", err.msg);
+			if (json) {
+				json_t *a = json_array();
+				for (uint32_t k = 0; k < s.n_assignments; k++)
+					json_array_append_new(
+						a, json_pack("{s:s, s:I, s:i, s:I}", "job",
+							     s.assignments[k].job, "epoch",
+							     (json_int_t)s.assignments[k].epoch,
+							     "shards", (int)s.assignments[k].n_shards,
+							     "bytes", (json_int_t)s.assignments[k].bytes));
+				cli_json_print(json_pack("{s:I, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:o}",
+						     "id", (json_int_t)s.id, "addr", s.addr,
+						     "rdma", s.rdma,
+						     "coordinator", s.coordinator, "registered",
+						     s.registered, "capacity",
+						     (json_int_t)s.capacity, "assigned_bytes",
+						     (json_int_t)s.assigned_bytes, "uptime_ms",
+						     (json_int_t)s.uptime_ms, "assignments", a));
+			} else {
+				char c1[32], c2[32];
+				printf("server %llu at %s: %s with %s, up %.1f s, capacity %s, assigned %s in %u jobs\n",
+				       (unsigned long long)s.id, s.addr,
+				       s.registered ? "registered" : "not registered",
+				       s.coordinator, (double)s.uptime_ms / 1000.0,
+				       zs_fmt_bytes(s.capacity, c1, sizeof c1),
+				       zs_fmt_bytes(s.assigned_bytes, c2, sizeof c2),
+				       s.n_assignments);
+				printf("  rdma %s\n", s.rdma[0] ? s.rdma : "(not reported)");
+				for (uint32_t k = 0; k < s.n_assignments; k++)
+					printf("  job %s: %u shards, epoch %llu, %s\n",
+					       s.assignments[k].job, s.assignments[k].n_shards,
+					       (unsigned long long)s.assignments[k].epoch,
+					       zs_fmt_bytes(s.assignments[k].bytes, c1, sizeof c1));
+			}
+			zs_server_status_release(&s);
+			return 0;
+		} else {
+			return cli_usage_err("status", "unknown argument '%s'", argv[i]);
+		}
+	}
+	if ((r = cli_open_coord(x)))
+		return r;
+	{
+		struct zs_coord_status s;
+		if (zs_coord_status(x->c, &s, &err))
+			return cli_die("%s", err.msg);
+		if (json)
+			cli_json_print(json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:I}",
+					     "version", s.version, "addr", s.addr,
+					     "data_dir", s.data_dir, "uptime_ms",
+					     (json_int_t)s.uptime_ms, "lease_ms",
+					     (int)s.lease_ms, "servers_up", (int)s.servers_up,
+					     "servers_down", (int)s.servers_down, "jobs",
+					     (int)s.jobs, "assign_gen",
+					     (json_int_t)s.assign_gen));
+		else
+			printf("coordinator %s (zshard %s), up %.1f s, data dir %s\n"
+			       "servers: %u up, %u down (lease %u ms); jobs: %u; assignment generation %llu\n",
+			       s.addr, s.version, (double)s.uptime_ms / 1000.0, s.data_dir,
+			       s.servers_up, s.servers_down, s.lease_ms, s.jobs,
+			       (unsigned long long)s.assign_gen);
+	}
+	return 0;
+}
+
+/* ----------------------------------------------------------------- rdma */
+
+static int c_rdma(struct ctx *x, int argc, char **argv)
+{
+	uint64_t lock = 1ULL << 30;
+	struct zs_error err = {0};
+	char note[256];
+	int json = 0;
+	enum zs_status st;
+
+	(void)x;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: zshardctl rdma [--lock SIZE] [--json]\n\n%s\n", cmd_rdma.help);
+			return 0;
+		} else if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (!strcmp(argv[i], "--lock") && i + 1 < argc) {
+			if (zs_parse_size(argv[++i], &lock, &err))
+				return cli_usage_err("rdma", "--lock: %s", err.msg);
+		} else {
+			return cli_usage_err("rdma", "unknown argument '%s'", argv[i]);
+		}
+	}
+	st = zs_rdma_probe(lock, note, sizeof note);
+	if (json)
+		cli_json_print(json_pack("{s:b, s:s}", "usable", !st, "note", note));
+	else
+		printf("rdma %s: %s\n", st ? "cannot work on this host" : "works on this host", note);
+	return st ? 1 : 0;
+}
+
+const struct cmd cmd_servers = {"servers", "[--json]", "List shard servers: id, address, up/down, capacity, bytes placed, transports.", c_servers};
+
+const struct cmd cmd_status = {"status", "[--server HOST:PORT] [--json]", "The coordinator's status, or a shard server's.", c_status};
+
+const struct cmd cmd_rdma = {"rdma", "[--lock SIZE] [--json]",
+	 "Whether RDMA can work on this host, said plainly: an RDMA device, its\n"
+	 "port up, and a memlock limit of at least SIZE (default 1G, what a shard\n"
+	 "server registers: its --capacity). Exit 0 if it can, 1 with the reason\n"
+	 "if not. Needs no coordinator; `status --server` says what a server offers.", c_rdma};

@@ -1,0 +1,79 @@
+/*
+ * common.c - what every zshardctl command shares: errors and usage errors
+ * (exit 1 and 2), the coordinator connection, a command's flags, JSON.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+int cli_die(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("zshardctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+int cli_usage_err(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "zshardctl %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see zshardctl %s --help)\n", cmd);
+	return 2;
+}
+
+int cli_open_coord(struct ctx *x)
+{
+	struct zs_error err = {0};
+
+	if (!x->coordinator)
+		return cli_die("no coordinator: give --coordinator HOST:PORT or set ZSHARD_COORDINATOR");
+	if (zs_coord_open(x->coordinator, x->timeout_ms, 0, &x->c, &err))
+		return cli_die("%s", err.msg);
+	return 0;
+}
+
+/* Parses a command's own flags: --json and --help; returns the positionals. */
+int cli_flags(const struct cmd *cmd, int argc, char **argv, int *json,
+		 char **pos, int max_pos, int *n_pos)
+{
+	*n_pos = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: zshardctl %s %s\n\n%s\n", cmd->name, cmd->args,
+			       cmd->help);
+			return -1;
+		}
+		if (json && !strcmp(argv[i], "--json")) {
+			*json = 1;
+			continue;
+		}
+		if (argv[i][0] == '-' && argv[i][1])
+			return cli_usage_err(cmd->name, "unknown option '%s'", argv[i]);
+		if (*n_pos == max_pos)
+			return cli_usage_err(cmd->name, "unexpected argument '%s'", argv[i]);
+		pos[(*n_pos)++] = argv[i];
+	}
+	return 0;
+}
+
+void cli_json_print(json_t *j)
+{
+	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	fputc('\n', stdout);
+	json_decref(j);
+}
+
+const char *cli_state_name(const struct zs_server_info *s)
+{
+	return s->up ? "up" : "down";
+}

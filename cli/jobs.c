@@ -1,0 +1,319 @@
+/*
+ * jobs.c - zshardctl jobs, job, placement, stage, trainers and rebalance:
+ * the jobs, their placement and their ZeRO stage.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "base/util.h"
+#include "model/spec_json.h"
+
+/* ----------------------------------------------------------------- jobs */
+
+static json_t *job_json_brief(const struct zs_job *j)
+{
+	return json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:I, s:I, s:i, s:i}",
+			 "name", j->spec.name, "stage", (int)j->spec.stage,
+			 "world_size", (int)j->spec.world_size,
+			 "compute_dtype", zs_dtype_name(j->spec.compute_dtype),
+			 "optimizer", zs_optim_name(j->spec.optim.kind),
+			 "units", (int)j->spec.layout.n_units,
+			 "numel", (json_int_t)zs_layout_numel(&j->spec.layout),
+			 "epoch", (json_int_t)j->placement.epoch,
+			 "shards", (int)j->placement.n_shards,
+			 "trainers", (int)j->n_trainers);
+}
+
+static int c_jobs(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_job *j;
+	uint32_t n;
+	char *pos[1];
+	int json = 0, np, r;
+
+	if ((r = cli_flags(&cmd_jobs, argc, argv, &json, pos, 0, &np)))
+		return r < 0 ? 0 : r;
+	if ((r = cli_open_coord(x)))
+		return r;
+	if (zs_coord_jobs(x->c, &j, &n, &err))
+		return cli_die("%s", err.msg);
+	if (json) {
+		json_t *a = json_array();
+		for (uint32_t i = 0; i < n; i++)
+			json_array_append_new(a, job_json_brief(&j[i]));
+		cli_json_print(json_pack("{s:o}", "jobs", a));
+	} else {
+		printf("%-20s %-5s %-6s %-6s %-6s %6s %14s %6s %7s %8s\n", "JOB", "STAGE",
+		       "WORLD", "DTYPE", "OPTIM", "UNITS", "PARAMS", "EPOCH", "SHARDS",
+		       "TRAINERS");
+		for (uint32_t i = 0; i < n; i++)
+			printf("%-20s %-5u %-6u %-6s %-6s %6u %14llu %6llu %7u %5u/%u\n",
+			       j[i].spec.name, j[i].spec.stage, j[i].spec.world_size,
+			       zs_dtype_name(j[i].spec.compute_dtype),
+			       zs_optim_name(j[i].spec.optim.kind), j[i].spec.layout.n_units,
+			       (unsigned long long)zs_layout_numel(&j[i].spec.layout),
+			       (unsigned long long)j[i].placement.epoch,
+			       j[i].placement.n_shards, j[i].n_trainers,
+			       j[i].spec.world_size);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		zs_job_release(&j[i]);
+	free(j);
+	return 0;
+}
+
+static void print_job(const struct zs_job *j)
+{
+	printf("job %s: stage %u, world size %u, compute %s, optimizer %s (lr %g), %u units, %llu parameters, placement epoch %llu, %u shards, %u/%u trainers joined\n",
+	       j->spec.name, j->spec.stage, j->spec.world_size,
+	       zs_dtype_name(j->spec.compute_dtype), zs_optim_name(j->spec.optim.kind),
+	       j->spec.optim.lr, j->spec.layout.n_units,
+	       (unsigned long long)zs_layout_numel(&j->spec.layout),
+	       (unsigned long long)j->placement.epoch, j->placement.n_shards,
+	       j->n_trainers, j->spec.world_size);
+}
+
+static int c_job(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_job j = {0};
+	char *pos[2];
+	int json = 0, np, r;
+	enum zs_status st;
+
+	if ((r = cli_flags(&cmd_job, argc, argv, &json, pos, 2, &np)))
+		return r < 0 ? 0 : r;
+	if (np != 2 || (strcmp(pos[0], "create") && strcmp(pos[0], "show") &&
+			strcmp(pos[0], "delete")))
+		return cli_usage_err("job", "want 'create FILE', 'show NAME' or 'delete NAME'");
+	if (!strcmp(pos[0], "create")) {
+		struct zs_job_spec spec;
+		if (zs_spec_load(pos[1], &spec, &err))
+			return cli_die("%s", err.msg);
+		/* check here too, so a bad file fails without a round trip */
+		if (zs_job_spec_normalize(&spec, &err)) {
+			zs_job_spec_release(&spec);
+			return cli_die("%s: %s", pos[1], err.msg);
+		}
+		if ((r = cli_open_coord(x))) {
+			zs_job_spec_release(&spec);
+			return r;
+		}
+		st = zs_coord_create_job(x->c, &spec, &j, &err);
+		zs_job_spec_release(&spec);
+	} else if ((r = cli_open_coord(x))) {
+		return r;
+	} else if (!strcmp(pos[0], "show")) {
+		st = zs_coord_get_job(x->c, pos[1], &j, &err);
+	} else {
+		st = zs_coord_delete_job(x->c, pos[1], &j, &err);
+	}
+	if (st)
+		return cli_die("%s", err.msg);
+	if (json)
+		cli_json_print(job_json_brief(&j));
+	else if (!strcmp(pos[0], "delete"))
+		printf("job %s deleted\n", j.spec.name);
+	else
+		print_job(&j);
+	zs_job_release(&j);
+	return 0;
+}
+
+/* ------------------------------------------------------------ placement */
+
+static const char *addr_of(const struct zs_server_info *s, uint32_t n, uint64_t id)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (s[i].id == id)
+			return s[i].addr;
+	return "?";
+}
+
+static int c_placement(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_server_info *s = NULL;
+	struct zs_job j;
+	uint32_t n_s = 0;
+	char *pos[1];
+	int json = 0, np, r;
+
+	if ((r = cli_flags(&cmd_placement, argc, argv, &json, pos, 1, &np)))
+		return r < 0 ? 0 : r;
+	if (np != 1)
+		return cli_usage_err("placement", "want a job name");
+	if ((r = cli_open_coord(x)))
+		return r;
+	if (zs_coord_get_job(x->c, pos[0], &j, &err))
+		return cli_die("%s", err.msg);
+	if (zs_coord_servers(x->c, &s, &n_s, &err)) {
+		zs_job_release(&j);
+		return cli_die("%s", err.msg);
+	}
+	if (json) {
+		json_t *units = json_array(), *shards = json_array();
+		for (uint32_t u = 0; u < j.spec.layout.n_units; u++) {
+			const struct zs_unit *un = &j.spec.layout.units[u];
+			json_array_append_new(units,
+					      json_pack("{s:i, s:s, s:s, s:I}", "index", (int)u,
+							"name", un->name, "dtype",
+							zs_dtype_name(un->dtype), "numel",
+							(json_int_t)un->numel));
+		}
+		for (uint32_t i = 0; i < j.placement.n_shards; i++) {
+			const struct zs_shard *sh = &j.placement.shards[i];
+			const struct zs_unit *un = &j.spec.layout.units[sh->unit];
+			json_array_append_new(
+				shards,
+				json_pack("{s:i, s:s, s:i, s:I, s:s, s:I, s:I, s:I, s:I}",
+					  "unit", (int)sh->unit, "unit_name", un->name,
+					  "shard", (int)sh->index,
+					  "server", (json_int_t)sh->server_id,
+					  "server_addr", addr_of(s, n_s, sh->server_id),
+					  "offset", (json_int_t)sh->offset,
+					  "length", (json_int_t)sh->length,
+					  "padded", (json_int_t)sh->padded,
+					  "bytes", (json_int_t)(sh->length * zs_dtype_size(un->dtype))));
+		}
+		cli_json_print(json_pack("{s:s, s:I, s:i, s:o, s:o}", "job", j.spec.name,
+				     "epoch", (json_int_t)j.placement.epoch, "stage",
+				     (int)j.spec.stage, "units", units, "shards", shards));
+	} else {
+		printf("job %s, placement epoch %llu, %u shards\n", j.spec.name,
+		       (unsigned long long)j.placement.epoch, j.placement.n_shards);
+		printf("%-24s %5s %6s %-22s %12s %12s %12s\n", "UNIT", "SHARD", "SERVER",
+		       "ADDRESS", "OFFSET", "LENGTH", "BYTES");
+		for (uint32_t i = 0; i < j.placement.n_shards; i++) {
+			const struct zs_shard *sh = &j.placement.shards[i];
+			const struct zs_unit *un = &j.spec.layout.units[sh->unit];
+			char b[32];
+			printf("%-24.24s %5u %6llu %-22s %12llu %12llu %12s\n", un->name,
+			       sh->index, (unsigned long long)sh->server_id,
+			       addr_of(s, n_s, sh->server_id),
+			       (unsigned long long)sh->offset,
+			       (unsigned long long)sh->length,
+			       zs_fmt_bytes(sh->length * zs_dtype_size(un->dtype), b, sizeof b));
+		}
+	}
+	free(s);
+	zs_job_release(&j);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- stage */
+
+static int c_stage(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	char *pos[2];
+	uint64_t stage = 0;
+	int np, r;
+
+	if ((r = cli_flags(&cmd_stage, argc, argv, NULL, pos, 2, &np)))
+		return r < 0 ? 0 : r;
+	if (np < 1)
+		return cli_usage_err("stage", "want a job name");
+	if (np == 2 && zs_parse_u64(pos[1], 1, 3, &stage, &err))
+		return cli_usage_err("stage", "stage must be 1, 2 or 3, not '%s'", pos[1]);
+	if ((r = cli_open_coord(x)))
+		return r;
+	if (np == 2 ? zs_coord_set_stage(x->c, pos[0], (uint32_t)stage, &j, &err)
+		    : zs_coord_get_job(x->c, pos[0], &j, &err))
+		return cli_die("%s", err.msg);
+	printf("%u\n", j.spec.stage);
+	zs_job_release(&j);
+	return 0;
+}
+
+/* ------------------------------------------------------------- trainers */
+
+static int c_trainers(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	char *pos[1];
+	int json = 0, np, r;
+
+	if ((r = cli_flags(&cmd_trainers, argc, argv, &json, pos, 1, &np)))
+		return r < 0 ? 0 : r;
+	if (np != 1)
+		return cli_usage_err("trainers", "want a job name");
+	if ((r = cli_open_coord(x)))
+		return r;
+	if (zs_coord_get_job(x->c, pos[0], &j, &err))
+		return cli_die("%s", err.msg);
+	if (json) {
+		json_t *a = json_array();
+		for (uint32_t i = 0; i < j.n_trainers; i++)
+			json_array_append_new(a, json_pack("{s:i, s:s, s:I}", "rank",
+							   (int)j.trainers[i].rank, "host",
+							   j.trainers[i].host, "joined_ms",
+							   (json_int_t)j.trainers[i].joined_ms));
+		cli_json_print(json_pack("{s:s, s:i, s:o}", "job", j.spec.name, "world_size",
+				     (int)j.spec.world_size, "trainers", a));
+	} else {
+		printf("job %s: %u of %u ranks joined\n%-6s %s\n", j.spec.name,
+		       j.n_trainers, j.spec.world_size, "RANK", "HOST");
+		for (uint32_t i = 0; i < j.n_trainers; i++)
+			printf("%-6u %s\n", j.trainers[i].rank, j.trainers[i].host);
+	}
+	zs_job_release(&j);
+	return 0;
+}
+
+/* ------------------------------------------------------------ rebalance */
+
+static int c_rebalance(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	char *pos[1];
+	int np, r;
+
+	uint64_t ids[256];
+	uint32_t n_ids = 0;
+
+	/* --servers ID,ID,... before the shared flag parsing */
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--servers")) {
+			char *list = argv[i + 1], *tok, *save = NULL;
+			for (tok = strtok_r(list, ",", &save); tok && n_ids < 256;
+			     tok = strtok_r(NULL, ",", &save))
+				if (zs_parse_u64(tok, 1, UINT64_MAX, &ids[n_ids++], &err))
+					return cli_usage_err("rebalance", "--servers: %s", err.msg);
+			memmove(argv + i, argv + i + 2, (size_t)(argc - i - 2) * sizeof *argv);
+			argc -= 2;
+			break;
+		}
+	if ((r = cli_flags(&cmd_rebalance, argc, argv, NULL, pos, 1, &np)))
+		return r < 0 ? 0 : r;
+	if (np != 1)
+		return cli_usage_err("rebalance", "want a job name");
+	if ((r = cli_open_coord(x)))
+		return r;
+	if (zs_coord_rebalance(x->c, pos[0], ids, n_ids, &j, &err))
+		return cli_die("%s", err.msg);
+	printf("job %s: placement epoch %llu, %u shards\n", j.spec.name,
+	       (unsigned long long)j.placement.epoch, j.placement.n_shards);
+	zs_job_release(&j);
+	return 0;
+}
+
+const struct cmd cmd_jobs = {"jobs", "[--json]", "List jobs with stage, world size, size and placement epoch.", c_jobs};
+
+const struct cmd cmd_job = {"job", "create FILE.json | show NAME | delete NAME [--json]",
+	 "Create a job from a JSON spec (see model/spec_json.h; '-' reads stdin),\nshow one, or delete one.", c_job};
+
+const struct cmd cmd_placement = {"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes.", c_placement};
+
+const struct cmd cmd_stage = {"stage", "JOB [1|2|3]", "Print the job's ZeRO stage, or set it (trainers pick it up at\ntheir next step boundary).", c_stage};
+
+const struct cmd cmd_trainers = {"trainers", "JOB [--json]", "List the ranks that joined the job.", c_trainers};
+
+const struct cmd cmd_rebalance = {"rebalance", "JOB [--servers ID,ID...]", "Recompute the job's placement over the live servers, or the ones\nnamed (no trainers joined); the epoch grows if it changed. A checkpoint\ntaken before restores onto the new placement.", c_rebalance};

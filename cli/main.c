@@ -1,0 +1,71 @@
+/*
+ * main.c - zshardctl, the operator CLI: global options, then one command.
+ * Every command is one or two coordinator RPCs and a table (or --json);
+ * each lives in the file of its group (cli.h lists them).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "cli/cli.h"
+
+static const struct cmd *const cmds[] = {
+	&cmd_servers, &cmd_jobs, &cmd_job, &cmd_placement, &cmd_stage, &cmd_trainers,
+	&cmd_rebalance, &cmd_status, &cmd_checkpoint, &cmd_export, &cmd_import, &cmd_stats,
+	&cmd_plan, &cmd_rdma, NULL,
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: zshardctl [--coordinator HOST:PORT] [--timeout-ms MS] COMMAND [ARGS]\n\n"
+		   "The zshard operator CLI. The coordinator address may also come from\n"
+		   "$ZSHARD_COORDINATOR. Commands (each takes --help):\n\n");
+	for (const struct cmd *const *c = cmds; *c; c++)
+		fprintf(f, "  %-10s %s\n", (*c)->name, (*c)->args);
+}
+
+int main(int argc, char **argv)
+{
+	struct ctx x = {.coordinator = getenv("ZSHARD_COORDINATOR"), .timeout_ms = 10000};
+	struct zs_error err = {0};
+	int i = 1, rc;
+
+	zs_log_init("zshardctl");
+	zs_log_set_level(ZS_LOG_ERROR);
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		uint64_t v;
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--coordinator") && i + 1 < argc) {
+			x.coordinator = argv[++i];
+		} else if (!strncmp(argv[i], "--coordinator=", 14)) {
+			x.coordinator = argv[i] + 14;
+		} else if (!strcmp(argv[i], "--timeout-ms") && i + 1 < argc) {
+			if (zs_parse_u64(argv[++i], 1, 3600000, &v, &err)) {
+				fprintf(stderr, "zshardctl: --timeout-ms: %s\n", err.msg);
+				return 2;
+			}
+			x.timeout_ms = (int)v;
+		} else {
+			fprintf(stderr, "zshardctl: unknown option '%s' (see zshardctl --help)\n",
+				argv[i]);
+			return 2;
+		}
+	}
+	if (i == argc) {
+		usage(stderr);
+		return 2;
+	}
+	for (const struct cmd *const *c = cmds; *c; c++) {
+		if (strcmp((*c)->name, argv[i]))
+			continue;
+		rc = (*c)->fn(&x, argc - i, argv + i);
+		zs_coord_close(x.c);
+		return rc;
+	}
+	fprintf(stderr, "zshardctl: unknown command '%s' (see zshardctl --help)\n", argv[i]);
+	return 2;
+}

@@ -1,0 +1,278 @@
+/*
+ * plan.c - zshardctl plan: the memory a setup needs before running it, by
+ * the ZeRO paper's accounting and zshard's trainer / server split.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "base/util.h"
+#include "model/plan.h"
+
+/* ----------------------------------------------------------------- plan */
+
+/* A parameter count: "125M", "7.5B" (or G), "1.2T", "350k", or digits. */
+static int parse_count(const char *s, uint64_t *out)
+{
+	char *end;
+	double v, mul = 1;
+
+	if (!s || !*s || !((*s >= '0' && *s <= '9') || *s == '.'))
+		return -1;
+	v = strtod(s, &end);
+	switch (*end) {
+	case 'k': case 'K': mul = 1e3; end++; break;
+	case 'm': case 'M': mul = 1e6; end++; break;
+	case 'b': case 'B': case 'g': case 'G': mul = 1e9; end++; break;
+	case 't': case 'T': mul = 1e12; end++; break;
+	default: break;
+	}
+	if (*end || !(v > 0) || v * mul > 1125899906842624.0 || v * mul < 1)
+		return -1;
+	*out = (uint64_t)(v * mul + 0.5);
+	return 0;
+}
+
+static const char *fmt_count(uint64_t n, char *buf, size_t len)
+{
+	if (n >= 1000000000ULL)
+		snprintf(buf, len, "%.2f G", (double)n / 1e9);
+	else if (n >= 1000000ULL)
+		snprintf(buf, len, "%.2f M", (double)n / 1e6);
+	else if (n >= 1000ULL)
+		snprintf(buf, len, "%.2f k", (double)n / 1e3);
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)n);
+	return buf;
+}
+
+static int c_plan(struct ctx *x, int argc, char **argv)
+{
+	struct zs_plan_in in = {.n_units = 32, .stage = 3, .dtype = ZS_BF16, .optim = ZS_ADAMW,
+				.prefetch = 1};
+	struct zs_error err = {0};
+	struct zs_plan pl;
+	const char *job = NULL;
+	uint64_t gpu = 0, host = 0, v, *numel = NULL, largest = 0;
+	bool have_params = false, have_world = false, have_stage = false, have_dtype = false,
+	     have_optim = false;
+	int json = 0, rc;
+	char b[8][32];
+	static const char *stage_names[4] = {"baseline (DDP)", "stage 1 (P_os)",
+					     "stage 2 (P_os+g)", "stage 3 (P_os+g+p)"};
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		bool takes = strcmp(a, "--json") && strcmp(a, "--keep-until-backward") &&
+			     strcmp(a, "--help") && strcmp(a, "-h");
+		if (takes && !val)
+			return cli_usage_err("plan", "%s wants a value", a);
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			printf("usage: zshardctl plan %s\n\n%s\n", cmd_plan.args, cmd_plan.help);
+			return 0;
+		} else if (!strcmp(a, "--json")) {
+			json = 1;
+		} else if (!strcmp(a, "--keep-until-backward")) {
+			in.keep_until_backward = true;
+		} else if (!strcmp(a, "--params")) {
+			if (parse_count(val, &in.params))
+				return cli_usage_err("plan", "--params '%s' is not a count (e.g. 125M, 7.5B)", val);
+			have_params = true;
+		} else if (!strcmp(a, "--job")) {
+			job = val;
+		} else if (!strcmp(a, "--world") || !strcmp(a, "--servers") ||
+			   !strcmp(a, "--stage") || !strcmp(a, "--prefetch") ||
+			   !strcmp(a, "--units") || !strcmp(a, "--push-depth")) {
+			uint64_t hi = !strcmp(a, "--stage") ? 3 : !strcmp(a, "--prefetch") ? 64
+				      : !strcmp(a, "--push-depth") ? 64
+				      : !strcmp(a, "--units") ? ZS_MAX_UNITS : ZS_MAX_WORLD;
+			uint64_t lo = !strcmp(a, "--prefetch") ? 0 : 1;
+			if (zs_parse_u64(val, lo, hi, &v, &err))
+				return cli_usage_err("plan", "%s: %s", a, err.msg);
+			if (!strcmp(a, "--world"))
+				in.world = (uint32_t)v, have_world = true;
+			else if (!strcmp(a, "--servers"))
+				in.servers = (uint32_t)v;
+			else if (!strcmp(a, "--stage"))
+				in.stage = (unsigned)v, have_stage = true;
+			else if (!strcmp(a, "--prefetch"))
+				in.prefetch = (unsigned)v;
+			else if (!strcmp(a, "--push-depth"))
+				in.push_depth = (unsigned)v;
+			else
+				in.n_units = (uint32_t)v;
+		} else if (!strcmp(a, "--largest-unit")) {
+			if (parse_count(val, &largest))
+				return cli_usage_err("plan", "--largest-unit '%s' is not a count", val);
+		} else if (!strcmp(a, "--dtype")) {
+			if (zs_dtype_parse(val, &in.dtype, &err))
+				return cli_usage_err("plan", "--dtype: %s", err.msg);
+			have_dtype = true;
+		} else if (!strcmp(a, "--optimizer")) {
+			if (!strcmp(val, "sgd-momentum")) {
+				in.optim = ZS_SGD;
+				in.momentum = true;
+			} else if (zs_optim_parse(val, &in.optim, &err)) {
+				return cli_usage_err("plan", "--optimizer: %s", err.msg);
+			}
+			have_optim = true;
+		} else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--host-mem")) {
+			if (zs_parse_size(val, &v, &err))
+				return cli_usage_err("plan", "%s: %s", a, err.msg);
+			*(!strcmp(a, "--gpu-mem") ? &gpu : &host) = v;
+		} else {
+			return cli_usage_err("plan", "unknown option '%s'", a);
+		}
+		if (takes)
+			i++;
+	}
+	if (!job == !have_params)
+		return cli_usage_err("plan", "give --params N or --job NAME (one of them)");
+	if (job) { /* the job's layout, stage, world, dtype, optimizer, servers */
+		struct zs_job j;
+		uint32_t n_srv = 0;
+		uint64_t seen[256];
+		if ((rc = cli_open_coord(x)))
+			return rc;
+		if (zs_coord_get_job(x->c, job, &j, &err))
+			return cli_die("%s", err.msg);
+		in.n_units = j.spec.layout.n_units;
+		numel = calloc(in.n_units ? in.n_units : 1, sizeof *numel);
+		if (!numel) {
+			zs_job_release(&j);
+			return cli_die("out of memory");
+		}
+		for (uint32_t u = 0; u < in.n_units; u++)
+			numel[u] = j.spec.layout.units[u].numel;
+		in.unit_numel = numel;
+		if (!have_world)
+			in.world = j.spec.world_size;
+		if (!have_stage)
+			in.stage = j.spec.stage;
+		if (!have_dtype)
+			in.dtype = j.spec.compute_dtype;
+		if (!have_optim) {
+			in.optim = j.spec.optim.kind;
+			in.momentum = j.spec.optim.momentum != 0.0;
+		}
+		for (uint32_t k = 0; !in.servers && k < j.placement.n_shards; k++) {
+			uint32_t q = 0;
+			while (q < n_srv && seen[q] != j.placement.shards[k].server_id)
+				q++;
+			if (q == n_srv && n_srv < 256)
+				seen[n_srv++] = j.placement.shards[k].server_id;
+		}
+		if (!in.servers)
+			in.servers = n_srv;
+		zs_job_release(&j);
+	} else {
+		if (!have_world)
+			return cli_usage_err("plan", "give --world N (data-parallel trainers)");
+		if (largest) {
+			if (largest > in.params)
+				return cli_usage_err("plan", "--largest-unit is larger than --params");
+			in.n_units = (uint32_t)((in.params + largest - 1) / largest);
+		}
+	}
+	if (zs_plan_compute(&in, &pl, &err)) {
+		free(numel);
+		return cli_usage_err("plan", "%s", err.msg);
+	}
+	free(numel);
+	{
+		uint64_t max_p = (gpu || host) && !in.unit_numel ? zs_plan_max_params(&in, gpu, host) : 0;
+		uint32_t S = in.servers ? in.servers : in.world;
+		bool gpu_ok = !gpu || pl.trainer_total <= gpu, host_ok = !host || pl.server_total <= host;
+		if (json) {
+			json_t *o = json_pack(
+				"{s:I, s:i, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:i, s:i,"
+				" s:{s:f, s:f, s:f, s:f},"
+				" s:{s:I, s:I, s:I}, s:{s:I, s:I}}",
+				"params", (json_int_t)pl.params, "world", (int)in.world, "servers", (int)S,
+				"stage", (int)in.stage, "dtype", zs_dtype_name(in.dtype), "optimizer",
+				in.momentum ? "sgd-momentum" : zs_optim_name(in.optim), "prefetch",
+				(int)in.prefetch, "units", (int)in.n_units, "largest_unit",
+				(json_int_t)pl.largest_unit, "bytes_per_param_b", (int)pl.b,
+				"optimizer_bytes_per_param_K", (int)pl.K,
+				"zero_paper_per_gpu", "baseline", pl.zero[0], "stage1", pl.zero[1],
+				"stage2", pl.zero[2], "stage3", pl.zero[3],
+				"trainer", "param_bytes", (json_int_t)pl.trainer_params, "grad_bytes",
+				(json_int_t)pl.trainer_grads, "total_bytes", (json_int_t)pl.trainer_total,
+				"server", "bytes_per_element", (json_int_t)pl.server_per_elem,
+				"total_bytes", (json_int_t)pl.server_total);
+			json_object_set_new(o, "push_depth",
+					    json_integer(in.push_depth ? in.push_depth : 1));
+			if (gpu)
+				json_object_set_new(o, "fits_gpu", json_boolean(gpu_ok));
+			if (host)
+				json_object_set_new(o, "fits_host", json_boolean(host_ok));
+			if (max_p)
+				json_object_set_new(o, "max_params",
+						    max_p == UINT64_MAX ? json_null()
+									: json_integer((json_int_t)max_p));
+			cli_json_print(o);
+			return 0;
+		}
+		printf("plan: %s parameters in %u units (largest %s), %u trainers, %u servers, ZeRO stage %u, compute %s, %s, prefetch %u%s\n",
+		       fmt_count(pl.params, b[0], sizeof b[0]), in.n_units,
+		       fmt_count(pl.largest_unit, b[1], sizeof b[1]), in.world, S, in.stage,
+		       zs_dtype_name(in.dtype), in.momentum ? "sgd-momentum" : zs_optim_name(in.optim),
+		       in.prefetch, in.keep_until_backward ? ", kept until backward" : "");
+		printf("\nthe ZeRO paper's accounting, per GPU (%u + %u + %u bytes per parameter):\n",
+		       pl.b, pl.b, pl.K);
+		for (int k = 0; k < 4; k++)
+			printf("  %-20s %12s%s\n", stage_names[k],
+			       zs_fmt_bytes((uint64_t)pl.zero[k], b[0], sizeof b[0]),
+			       k == (int)in.stage ? "   <- this stage" : "");
+		printf("\nzshard at stage %u: the optimizer state and fp32 master live on the servers\n",
+		       in.stage);
+		printf("  per trainer (GPU):  %s = parameters %s (%s) + gradients %s (%s)\n",
+		       zs_fmt_bytes(pl.trainer_total, b[0], sizeof b[0]),
+		       zs_fmt_bytes(pl.trainer_params, b[1], sizeof b[1]),
+		       in.stage < 3 || in.keep_until_backward ? "the replica"
+							       : "the prefetch window: 1 + prefetch units",
+		       zs_fmt_bytes(pl.trainer_grads, b[2], sizeof b[2]),
+		       in.stage == 1 ? "every unit until the step's end"
+				     : "1 + push depth units: one written, the rest being pushed");
+		printf("  per server (host):  %s = %s per owned element x %s elements\n"
+		       "                      (fp32 master 4 + reduction 4 + optimizer %u + compute copy %u + %u ranks' staging slots x %u)\n",
+		       zs_fmt_bytes(pl.server_total, b[0], sizeof b[0]),
+		       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]),
+		       fmt_count((pl.params + S - 1) / S, b[2], sizeof b[2]),
+		       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b,
+		       in.world, pl.b);
+		printf("  not counted: activations and the trainer's process (libraries, connections;\n"
+		       "  about 20 MiB resident for the example here), the servers' process\n");
+		if (gpu)
+			printf("\nGPU %s: %s (%s needed)\n", zs_fmt_bytes(gpu, b[0], sizeof b[0]),
+			       gpu_ok ? "fits" : "DOES NOT FIT",
+			       zs_fmt_bytes(pl.trainer_total, b[1], sizeof b[1]));
+		if (host)
+			printf("%shost %s per server: %s (%s needed)\n", gpu ? "" : "\n",
+			       zs_fmt_bytes(host, b[0], sizeof b[0]), host_ok ? "fits" : "DOES NOT FIT",
+			       zs_fmt_bytes(pl.server_total, b[1], sizeof b[1]));
+		if (max_p == UINT64_MAX)
+			printf("largest model in these limits: no bound below 2^50 parameters\n");
+		else if (max_p)
+			printf("largest model in these limits (%u uniform units): %s parameters\n",
+			       in.n_units, fmt_count(max_p, b[0], sizeof b[0]));
+	}
+	return 0;
+}
+
+const struct cmd cmd_plan = {"plan", "(--params N --world N | --job JOB) [OPTIONS] [--json]",
+	 "Options: [--units U | --largest-unit N] [--stage 1|2|3] [--servers S]\n"
+	 "  [--dtype bf16|f16|f32] [--optimizer adamw|sgd|sgd-momentum] [--prefetch P]\n"
+	 "  [--push-depth D] [--keep-until-backward] [--gpu-mem SIZE] [--host-mem SIZE]\n\n"
+	 "The memory a sharding setup needs, before running it: the ZeRO paper's\n"
+	 "accounting per GPU for every stage (b + b + K bytes per parameter, K = 12\n"
+	 "for mixed-precision Adam), and zshard's split: what each trainer holds\n"
+	 "(parameters and gradients by the stage and the prefetch window) and\n"
+	 "each server (master, optimizer state, copy, staging). With --job, the\n"
+	 "job's own units, stage, world size, dtype and servers. With --gpu-mem\n"
+	 "and --host-mem: whether it fits, and the largest model that would.\n"
+	 "Counts take k, M, B/G, T (7.5B); sizes K, M, G, T (80G, powers of 1024).\n"
+	 "Defaults: stage 3, bf16, adamw, prefetch 1, push depth 1, 32 uniform units.\n"
+	 "Runs without a coordinator unless --job is given.", c_plan};

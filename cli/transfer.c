@@ -1,0 +1,217 @@
+/*
+ * transfer.c - zshardctl export and import: a job's parameters (and
+ * optimizer state) to and from one safetensors file, over the data plane.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "base/dtype.h"
+#include "base/util.h"
+#include "cli/jobio.h"
+#include "storage/safetensors.h"
+
+/* ------------------------------------------------------- export, import */
+
+static void show_progress(uint64_t done, uint64_t total)
+{
+	if (isatty(2))
+		fprintf(stderr, "\rwriting %5.1f%%", total ? 100.0 * (double)done / (double)total : 100.0);
+	if (done == total && isatty(2))
+		fputc('\n', stderr);
+}
+
+static int c_export(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	const char *job = NULL, *out = NULL;
+	int with_opt = 0, rc = 1;
+	struct jobio *io = NULL;
+	const struct zs_job *j;
+	struct st_tensor *t = NULL;
+	float **arr = NULL;
+	uint32_t nt = 0, n_arr = 0, arrays;
+	uint64_t version = 0, v;
+	char step[32];
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: zshardctl export JOB --out FILE.safetensors [--optimizer]\n\n"
+			       "Writes the job's fp32 parameters (and with --optimizer its optimizer\n"
+			       "state) as one safetensors file, tensors named UNIT.TENSOR. Run it\n"
+			       "between steps: a job caught mid-step is refused.\n");
+			return 0;
+		} else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+			out = argv[++i];
+		} else if (!strcmp(argv[i], "--optimizer")) {
+			with_opt = 1;
+		} else if (argv[i][0] != '-' && !job) {
+			job = argv[i];
+		} else {
+			return cli_usage_err("export", "unexpected argument '%s'", argv[i]);
+		}
+	}
+	if (!job || !out)
+		return cli_usage_err("export", "want a job and --out FILE");
+	if (!x->coordinator)
+		return cli_die("no coordinator: give --coordinator HOST:PORT or set ZSHARD_COORDINATOR");
+	if (jobio_open(x->coordinator, job, x->timeout_ms, &io, &err))
+		return cli_die("%s", err.msg);
+	j = jobio_job(io);
+	arrays = 1 + (with_opt ? (j->spec.optim.kind == ZS_ADAMW ? 2 : j->spec.optim.momentum != 0 ? 1 : 0) : 0);
+	arr = calloc(j->spec.layout.n_units * arrays, sizeof *arr);
+	{
+		uint32_t total = 0;
+		for (uint32_t u = 0; u < j->spec.layout.n_units; u++)
+			total += j->spec.layout.units[u].n_tensors;
+		t = calloc(total * arrays + 1, sizeof *t);
+	}
+	if (!arr || !t) {
+		cli_die("out of memory");
+		goto out;
+	}
+	for (uint32_t u = 0; u < j->spec.layout.n_units; u++) {
+		const struct zs_unit *un = &j->spec.layout.units[u];
+		for (uint32_t a = 0; a < arrays; a++) {
+			static const char *const suffix[2][3] = {{"", ".exp_avg", ".exp_avg_sq"},
+								 {"", ".momentum_buffer", ""}};
+			float *buf = malloc(un->numel * 4);
+			arr[n_arr++] = buf;
+			if (!buf) {
+				cli_die("out of memory");
+				goto out;
+			}
+			if (jobio_read(io, u, (int)a, buf, &v, &err)) {
+				cli_die("%s", err.msg);
+				goto out;
+			}
+			if (u == 0 && a == 0)
+				version = v;
+			else if (v != version) {
+				cli_die("the job is mid-step (units at steps %llu and %llu): export between steps",
+				    (unsigned long long)version, (unsigned long long)v);
+				goto out;
+			}
+			for (uint32_t k = 0; k < un->n_tensors; k++) {
+				const struct zs_tensor *te = &un->tensors[k];
+				struct st_tensor *o = &t[nt++];
+				snprintf(o->name, sizeof o->name, "%s.%s%s", un->name, te->name,
+					 suffix[j->spec.optim.kind == ZS_ADAMW ? 0 : 1][a]);
+				o->dtype = ZS_F32;
+				o->ndim = te->ndim;
+				memcpy(o->shape, te->shape, sizeof o->shape);
+				o->data = buf + te->offset;
+				o->bytes = te->numel * 4;
+			}
+		}
+	}
+	snprintf(step, sizeof step, "%llu", (unsigned long long)version);
+	{
+		const char *meta[] = {"format", "zshard", "job", job, "step", step,
+				      "optimizer", zs_optim_name(j->spec.optim.kind)};
+		if (st_write(out, t, nt, meta, 4, show_progress, &err)) {
+			cli_die("%s", err.msg);
+			goto out;
+		}
+	}
+	printf("exported job %s at step %llu: %u tensors to %s\n", job,
+	       (unsigned long long)version, nt, out);
+	rc = 0;
+out:
+	for (uint32_t i = 0; i < n_arr; i++)
+		free(arr[i]);
+	free(arr);
+	free(t);
+	jobio_close(io);
+	return rc;
+}
+
+static int c_import(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	const char *job = NULL, *in = NULL;
+	struct jobio *io = NULL;
+	const struct zs_job *j;
+	struct st_file f = {0};
+	float **units = NULL;
+	int rc = 1;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: zshardctl import JOB FILE.safetensors\n\n"
+			       "Uploads a safetensors file as the initial parameters of a job that\n"
+			       "has not trained yet: every UNIT.TENSOR of the job's layout must be\n"
+			       "there with its shape (F32, BF16 or F16). Nothing is uploaded unless\n"
+			       "the whole file fits the layout.\n");
+			return 0;
+		} else if (argv[i][0] != '-' && !job) {
+			job = argv[i];
+		} else if (argv[i][0] != '-' && !in) {
+			in = argv[i];
+		} else {
+			return cli_usage_err("import", "unexpected argument '%s'", argv[i]);
+		}
+	}
+	if (!job || !in)
+		return cli_usage_err("import", "want a job and a file");
+	if (!x->coordinator)
+		return cli_die("no coordinator: give --coordinator HOST:PORT or set ZSHARD_COORDINATOR");
+	if (st_open(in, &f, &err))
+		return cli_die("%s", err.msg);
+	if (jobio_open(x->coordinator, job, x->timeout_ms, &io, &err)) {
+		st_close(&f);
+		return cli_die("%s", err.msg);
+	}
+	j = jobio_job(io);
+	units = calloc(j->spec.layout.n_units, sizeof *units);
+	/* check and convert everything before uploading anything */
+	for (uint32_t u = 0; units && u < j->spec.layout.n_units; u++) {
+		const struct zs_unit *un = &j->spec.layout.units[u];
+		units[u] = malloc(un->numel * 4);
+		if (!units[u]) {
+			cli_die("out of memory");
+			goto out;
+		}
+		for (uint32_t k = 0; k < un->n_tensors; k++) {
+			const struct zs_tensor *te = &un->tensors[k];
+			char name[2 * ZS_NAME_MAX + 32];
+			const struct st_tensor *s;
+			snprintf(name, sizeof name, "%s.%s", un->name, te->name);
+			s = st_find(&f, name);
+			if (!s) {
+				cli_die("%s has no tensor '%s' (the job's layout needs it)", in, name);
+				goto out;
+			}
+			if (s->ndim != te->ndim || memcmp(s->shape, te->shape, te->ndim * sizeof te->shape[0])) {
+				cli_die("tensor '%s' in %s has another shape than the job's", name, in);
+				goto out;
+			}
+			zs_convert_to_f32(units[u] + te->offset, s->data, s->dtype, te->numel);
+		}
+	}
+	if (!units) {
+		cli_die("out of memory");
+		goto out;
+	}
+	for (uint32_t u = 0; u < j->spec.layout.n_units; u++)
+		if (jobio_init(io, u, units[u], &err)) {
+			cli_die("unit '%s': %s", j->spec.layout.units[u].name, err.msg);
+			goto out;
+		}
+	printf("imported %s into job %s (%u units)\n", in, job, j->spec.layout.n_units);
+	rc = 0;
+out:
+	for (uint32_t u = 0; units && u < j->spec.layout.n_units; u++)
+		free(units[u]);
+	free(units);
+	jobio_close(io);
+	st_close(&f);
+	return rc;
+}
+
+const struct cmd cmd_export = {"export", "JOB --out FILE [--optimizer]", "Write the job's parameters as safetensors.", c_export};
+
+const struct cmd cmd_import = {"import", "JOB FILE", "Upload a safetensors file as a new job's initial parameters.", c_import};

@@ -1,0 +1,378 @@
+/*
+ * driver.c - the step driver (zs_step_begin ... zs_step_end): which units
+ * a rank holds by the stage's resharding policy, the prefetch window
+ * bounded by live bytes, pushes bounded by push_depth, reused buffers
+ * (registered once where the transport wants it), and the step report.
+ */
+#include "client/trainer.h"
+
+/* ------------------------------------------------------------ step driver */
+
+int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p)
+{
+	if (t->in_step)
+		return tr_fail(t, ZS_ESTATE, "the policy changes between steps, not within one");
+	t->pol = *p;
+	return ZS_OK;
+}
+
+/* *live += delta; the overall peak and this step's follow it. */
+static void live_add(unsigned long long *live, unsigned long long *peak, uint64_t *step_peak,
+		     long long delta)
+{
+	*live += (unsigned long long)delta;
+	if (*live > *peak)
+		*peak = *live;
+	if (*live > *step_peak)
+		*step_peak = *live;
+}
+
+static void live_params(zs_trainer *t, long long delta)
+{
+	live_add(&t->ctr.live_param_bytes, &t->ctr.peak_param_bytes, &t->cur.peak_param_bytes,
+		 delta);
+}
+
+static void live_grads(zs_trainer *t, long long delta)
+{
+	live_add(&t->ctr.live_grad_bytes, &t->ctr.peak_grad_bytes, &t->cur.peak_grad_bytes, delta);
+}
+
+/* Waits for a parameter gather of the step driver, timing it. */
+static int wait_gather(zs_trainer *t, zs_op *op)
+{
+	double t0 = tr_now_s();
+	int rc = zs_op_wait(op, -1);
+	t->cur.gather_wait_seconds += tr_now_s() - t0;
+	return rc;
+}
+
+/* A buffer of n bytes, from the cache when one of that size is there. */
+static void *buf_get(zs_trainer *t, size_t n)
+{
+	for (unsigned i = 0; i < t->n_cache; i++)
+		if (t->cache[i].n == n) {
+			void *p = t->cache[i].p;
+			t->cache[i] = t->cache[--t->n_cache];
+			return p;
+		}
+	return tr_buf_alloc(t, n);
+}
+
+/* Keeps a buffer for reuse (the oldest goes when the cache is full). */
+static void buf_put(zs_trainer *t, void *p, size_t n)
+{
+	if (!p)
+		return;
+	if (t->n_cache == sizeof t->cache / sizeof t->cache[0]) {
+		tr_buf_free(t, t->cache[0].p);
+		t->cache[0] = t->cache[--t->n_cache];
+	}
+	t->cache[t->n_cache].p = p;
+	t->cache[t->n_cache++].n = n;
+}
+
+static void drop_params(zs_trainer *t, unsigned u)
+{
+	struct dunit *d = &t->du[u];
+	if (d->params && !d->gather) {
+		buf_put(t, d->params, d->bytes);
+		d->params = NULL;
+		live_params(t, -(long long)d->bytes);
+	}
+}
+
+/* Starts unit u's gather if it is neither resident nor in flight. must:
+ * the unit is needed now (the memory bound cannot refuse it). */
+static int want(zs_trainer *t, unsigned u, bool must)
+{
+	struct dunit *d = &t->du[u];
+	int rc;
+
+	if (d->params || d->gather)
+		return ZS_OK;
+	if (!must && t->pol.max_live_bytes &&
+	    t->ctr.live_param_bytes + d->bytes > t->pol.max_live_bytes)
+		return ZS_OK; /* the window waits for memory */
+	d->params = buf_get(t, d->bytes);
+	if (!d->params)
+		return tr_fail(t, ZS_ENOMEM, "out of memory for unit %u's parameters", u);
+	live_params(t, (long long)d->bytes);
+	rc = zs_gather(t, u, t->step, d->params, &d->gather);
+	if (rc) {
+		buf_put(t, d->params, d->bytes);
+		d->params = NULL;
+		live_params(t, -(long long)d->bytes);
+	}
+	return rc;
+}
+
+/* Reaps finished pushes (stage 2, 3 free their gradients then). */
+static int reap_pushes(zs_trainer *t, bool wait)
+{
+	double t0 = wait ? tr_now_s() : 0.0;
+	int first = ZS_OK;
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
+		struct dunit *d = &t->du[u];
+		int rc;
+		if (!d->push)
+			continue;
+		rc = wait ? zs_op_wait(d->push, -1) : zs_op_test(d->push);
+		if (rc == ZS_EAGAIN)
+			continue;
+		d->push = NULL;
+		buf_put(t, d->grad, d->bytes);
+		d->grad = NULL;
+		live_grads(t, -(long long)d->bytes);
+		if (rc && !first)
+			first = rc;
+	}
+	if (wait)
+		t->cur.push_wait_seconds += tr_now_s() - t0;
+	return first;
+}
+
+int zs_step_begin(zs_trainer *t, unsigned long long step)
+{
+	uint32_t n = t->job.spec.layout.n_units;
+	int rc;
+
+	struct zs_error err = {0};
+	uint32_t stage;
+	uint64_t every;
+	double t0 = tr_now_s();
+
+	if (t->in_step)
+		return tr_fail(t, ZS_ESTATE, "step %llu has not ended", (unsigned long long)t->step);
+	/* the last step's report goes to the coordinator; the stage an
+	 * operator set applies from this step boundary */
+	rc = zs_coord_report_step(t->coord, t->job.spec.name, t->rank,
+				  t->have_last && !t->last_sent ? &t->last : NULL, &stage, &every,
+				  &err);
+	if (rc)
+		return tr_fail(t, (enum zs_status)rc, "%s", err.msg);
+	t->last_sent = true;
+	t->job.spec.stage = stage;
+	t->job.spec.checkpoint_every = every;
+	t->stage = stage;
+	t->step = step;
+	t->in_step = true;
+	t->cur = (struct zs_step_report){.rank = t->rank, .step = step, .stage = stage,
+					 .prefetch = t->pol.prefetch,
+					 .peak_param_bytes = t->ctr.live_param_bytes,
+					 .peak_grad_bytes = t->ctr.live_grad_bytes};
+	t->step_t0 = t0;
+	t->step_g0 = t->ctr.bytes_gathered;
+	t->step_p0 = t->ctr.bytes_pushed;
+	/* the job's automatic checkpoints: rank 0 asks at the boundary */
+	if (t->rank == 0 && t->job.spec.checkpoint_every && step &&
+	    step % t->job.spec.checkpoint_every == 0 &&
+	    (rc = zs_checkpoint(t, step, NULL, 0, NULL))) {
+		t->in_step = false;
+		return rc;
+	}
+	t->cur.control_seconds = tr_now_s() - t0;
+	for (uint32_t u = 0; u < n; u++) /* last step's parameters are stale */
+		drop_params(t, u);
+	if (t->stage < 3) {
+		/* the replica: every unit, refreshed once per step */
+		for (uint32_t u = 0; u < n; u++)
+			if ((rc = want(t, u, true)))
+				return rc;
+		return ZS_OK;
+	}
+	for (uint32_t u = 0; u < n && u <= t->pol.prefetch; u++)
+		if ((rc = want(t, u, u == 0)))
+			return rc;
+	return ZS_OK;
+}
+
+int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
+{
+	uint32_t n = t->job.spec.layout.n_units;
+	struct dunit *d;
+	int rc;
+
+	if (!t->in_step)
+		return tr_fail(t, ZS_ESTATE, "zs_unit_params outside a step");
+	if (u >= n)
+		return tr_fail(t, ZS_EINVAL, "unit %u is out of range (%u units)", u, n);
+	d = &t->du[u];
+	if ((rc = want(t, u, true)))
+		return rc;
+	if (d->gather) {
+		rc = wait_gather(t, d->gather);
+		d->gather = NULL;
+		if (rc)
+			return rc;
+	}
+	/* the window: the next units in this pass's order */
+	for (unsigned k = 1; k <= t->pol.prefetch; k++) {
+		if (backward ? u < k : u + k >= n)
+			break;
+		if ((rc = want(t, backward ? u - k : u + k, false)))
+			return rc;
+	}
+	reap_pushes(t, false);
+	*params = d->params;
+	return ZS_OK;
+}
+
+int zs_unit_forward_done(zs_trainer *t, unsigned u)
+{
+	if (u >= t->job.spec.layout.n_units)
+		return tr_fail(t, ZS_EINVAL, "unit %u is out of range", u);
+	/* the last unit is the first of the backward pass: keep it */
+	if (t->stage == 3 && t->pol.reshard_after_forward && u + 1 < t->job.spec.layout.n_units)
+		drop_params(t, u);
+	return ZS_OK;
+}
+
+/* Waits for the oldest push in flight (the backward pass pushes units in
+ * descending order: the highest unit); ZS_OK if none. */
+static int wait_oldest_push(zs_trainer *t)
+{
+	double t0 = tr_now_s();
+	struct dunit *d;
+	int rc;
+
+	for (uint32_t u = t->job.spec.layout.n_units; u-- > 0;) {
+		d = &t->du[u];
+		if (!d->push)
+			continue;
+		rc = zs_op_wait(d->push, -1);
+		d->push = NULL;
+		buf_put(t, d->grad, d->bytes);
+		d->grad = NULL;
+		live_grads(t, -(long long)d->bytes);
+		t->cur.push_wait_seconds += tr_now_s() - t0;
+		return rc;
+	}
+	return ZS_OK;
+}
+
+int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
+{
+	unsigned depth = t->pol.push_depth ? t->pol.push_depth : 1;
+	struct dunit *d;
+	int rc;
+
+	if (u >= t->job.spec.layout.n_units)
+		return tr_fail(t, ZS_EINVAL, "unit %u is out of range", u);
+	d = &t->du[u];
+	if (d->push)
+		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
+	if (!d->grad && t->in_step && t->stage > 1) {
+		/* at most push_depth pushes in flight beside the gradient written */
+		unsigned inflight = 0;
+		if ((rc = reap_pushes(t, false)))
+			return rc;
+		for (uint32_t k = 0; k < t->job.spec.layout.n_units; k++)
+			inflight += t->du[k].push != NULL;
+		for (; inflight > depth; inflight--)
+			if ((rc = wait_oldest_push(t)))
+				return rc;
+	}
+	if (!d->grad) {
+		d->grad = buf_get(t, d->bytes);
+		if (!d->grad)
+			return tr_fail(t, ZS_ENOMEM, "out of memory for unit %u's gradient", u);
+		live_grads(t, (long long)d->bytes);
+	}
+	memset(d->grad, 0, d->bytes);
+	*grad = d->grad;
+	return ZS_OK;
+}
+
+int zs_unit_push(zs_trainer *t, unsigned u)
+{
+	struct dunit *d;
+	int rc;
+
+	if (u >= t->job.spec.layout.n_units || !t->du[u].grad)
+		return tr_fail(t, ZS_EINVAL, "unit %u has no gradient (zs_unit_grad first)", u);
+	d = &t->du[u];
+	if (t->stage == 3)
+		drop_params(t, u); /* its backward is done */
+	if (t->stage == 1) {
+		d->grad_ready = true; /* stage 1 pushes everything at the step's end */
+		return ZS_OK;
+	}
+	while ((rc = zs_push(t, u, t->step, d->grad, &d->push)) == ZS_EAGAIN)
+		if ((rc = reap_pushes(t, true)))
+			return rc;
+	return rc;
+}
+
+int zs_step_end(zs_trainer *t)
+{
+	int rc = ZS_OK, r;
+
+	if (!t->in_step)
+		return tr_fail(t, ZS_ESTATE, "no step to end");
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
+		struct dunit *d = &t->du[u];
+		if (!d->grad_ready)
+			continue;
+		d->grad_ready = false;
+		while ((r = zs_push(t, u, t->step, d->grad, &d->push)) == ZS_EAGAIN)
+			if ((r = reap_pushes(t, true)))
+				break;
+		if (r && !rc)
+			rc = r;
+	}
+	r = reap_pushes(t, true);
+	if (r && !rc)
+		rc = r;
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
+		struct dunit *d = &t->du[u];
+		if (d->gather) { /* a prefetch nobody used */
+			r = wait_gather(t, d->gather);
+			d->gather = NULL;
+			if (r && !rc)
+				rc = r;
+		}
+		if (t->stage == 3)
+			drop_params(t, u);
+	}
+	t->in_step = false;
+	{
+		struct zs_step_report *c = &t->cur;
+		c->seconds = tr_now_s() - t->step_t0;
+		c->compute_seconds = c->seconds - c->gather_wait_seconds - c->push_wait_seconds -
+				     c->control_seconds;
+		if (c->compute_seconds < 0)
+			c->compute_seconds = 0;
+		c->bytes_gathered = t->ctr.bytes_gathered - t->step_g0;
+		c->bytes_pushed = t->ctr.bytes_pushed - t->step_p0;
+		struct rusage ru; /* every step: a system call, not a /proc read */
+		c->rss_peak_bytes = getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_maxrss * 1024;
+		t->last = *c;
+		t->have_last = true;
+		t->last_sent = false;
+	}
+	if (rc) {
+		char why[ZS_ERRMSG_MAX];
+		memcpy(why, t->err, sizeof why);
+		return tr_fail(t, (enum zs_status)rc, "step %llu: %s", (unsigned long long)t->step,
+			    why);
+	}
+	return ZS_OK;
+}
+
+int zs_last_step(const zs_trainer *t, struct zs_step_stats *s)
+{
+	const struct zs_step_report *r = &t->last;
+
+	if (!t->have_last)
+		return ZS_ENOTFOUND;
+	*s = (struct zs_step_stats){
+		.step = r->step, .stage = r->stage, .prefetch = r->prefetch,
+		.seconds = r->seconds, .compute_seconds = r->compute_seconds,
+		.gather_wait_seconds = r->gather_wait_seconds,
+		.push_wait_seconds = r->push_wait_seconds, .control_seconds = r->control_seconds,
+		.bytes_gathered = r->bytes_gathered, .bytes_pushed = r->bytes_pushed,
+		.peak_param_bytes = r->peak_param_bytes, .peak_grad_bytes = r->peak_grad_bytes,
+		.rss_peak_bytes = r->rss_peak_bytes};
+	return ZS_OK;
+}

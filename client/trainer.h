@@ -1,0 +1,95 @@
+/*
+ * trainer.h - a trainer handle's state, internal to client/ (the API is
+ * include/zshard.h). One handle is used by one thread at a time, so nothing
+ * here is locked.
+ *
+ * Files: zshard.c (join through the coordinator, one data-plane connection
+ * per server that holds a shard, ops that fan a unit's gather or push out
+ * over its shards, checkpoints), driver.c (the step driver: the stage's
+ * resharding policy, the prefetch window, bounded pushes, the step report).
+ */
+#ifndef ZS_CLIENT_TRAINER_H
+#define ZS_CLIENT_TRAINER_H
+
+#include "include/zshard.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctrl/coord_client.h"
+#include "model/model.h"
+#include "net/transport.h"
+#include "base/util.h"
+
+/* The step driver's view of one unit. */
+struct dunit {
+	void *params;      /* NULL when not resident */
+	zs_op *gather;     /* in flight */
+	void *grad;
+	zs_op *push;       /* in flight */
+	bool grad_ready;   /* stage 1: written, to push at step end */
+	size_t bytes;      /* numel * dtype size */
+};
+
+struct zs_trainer {
+	struct zs_coord_client *coord;
+	struct zs_job job;
+	uint32_t rank;
+	bool joined;
+	uint32_t n_srv;
+	uint64_t *srv_id;
+	struct zs_conn **conn;
+	char err[ZS_ERRMSG_MAX];
+	struct zs_trainer_counters ctr;
+	/* the step driver */
+	struct zs_policy pol;
+	/* freed unit buffers kept for reuse: fresh pages cost a page fault
+	 * each (about 0.33 GB/s on these VMs), reused ones nothing */
+	struct { void *p; size_t n; } cache[8];
+	unsigned n_cache;
+	/* where registration pays (rdma), the step driver's buffers are
+	 * registered once, when made, with any connection of that transport
+	 * (they share the device) */
+	struct zs_conn *reg_conn;
+	const struct zs_transport_ops *reg_ops;
+	struct { void *p; struct zs_mr *mr; } *regs;
+	unsigned n_regs;
+	struct dunit *du;
+	uint64_t step;
+	bool in_step;
+	unsigned stage; /* for this step */
+	/* the step report: the step in progress, and the last one finished
+	 * (sent to the coordinator at the next boundary or at close) */
+	struct zs_step_report cur, last;
+	bool have_last, last_sent;
+	double step_t0;
+	unsigned long long step_g0, step_p0;
+};
+
+struct zs_op {
+	zs_trainer *t;
+	uint32_t n, done;
+	enum zs_status status;
+	char msg[ZS_ERRMSG_MAX];
+	struct zs_req *req[];
+};
+
+/* zshard.c */
+/* Records the failure in t->err (zs_trainer_error) and returns st. */
+int tr_fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+double tr_now_s(void);
+/* A buffer for the step driver: where registering pays (rdma), registered
+ * once here (a failed registration leaves it unregistered: the transport
+ * then registers it per transfer). */
+void *tr_buf_alloc(zs_trainer *t, size_t n);
+void tr_buf_free(zs_trainer *t, void *p);
+/* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
+int tr_progress(zs_op *op, int timeout_ms);
+
+#endif

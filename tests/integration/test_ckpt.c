@@ -1,0 +1,361 @@
+/*
+ * test_ckpt.c - checkpoints through the whole service: save and resume to
+ * the bit, the whole cluster restarted, a restore onto another number of
+ * servers, export and import as safetensors.
+ */
+#include "tests/integration/train_common.h"
+
+/* Save at t, train on, restore t, train again: the same bits, blobs back. */
+static void test_checkpoint_and_resume(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_checkpoint *v;
+	struct zs_job j;
+	struct rank_ctx x[2];
+	struct zs_error err = {0};
+	float *first[4], *second[4];
+	unsigned long long id, id2, step;
+	char blob[64];
+	unsigned len;
+	uint32_t n;
+
+	(void)st;
+	oracle_spec(&spec, "ck", 2, ZS_ADAMW, ZS_BF16);
+	spec.keep_checkpoints = 1;
+	create_job(&spec);
+	for (uint32_t r = 0; r < 2; r++)
+		x[r] = (struct rank_ctx){.t = join("ck", r, r ? "tcp" : "shm")};
+	upload_init(x[0].t);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	/* before training, nothing to restore */
+	assert_int_equal(zs_coord_restore(c, "ck", 0, &j, &err), ZS_ENOTFOUND);
+
+	train_ranks(x, 2, 0, 2);
+	/* at the boundary of step 2 each rank adds its blob to one checkpoint */
+	for (uint32_t r = 0; r < 2; r++) {
+		snprintf(blob, sizeof blob, "loader position of rank %u", r);
+		assert_int_equal(zs_checkpoint(x[r].t, 2, blob, (unsigned)strlen(blob) + 1,
+					       r ? &id2 : &id), ZS_OK);
+	}
+	assert_int_equal(id, id2);
+	train_ranks(x, 2, 2, 4);
+	if (zs_checkpoint_wait(x[0].t, id, 20000))
+		fail_msg("%s", zs_trainer_error(x[0].t));
+	fetch_all(x[1].t, 4, first);
+
+	/* a restore while a restore is not possible... of an id that does not exist */
+	assert_int_equal(zs_coord_restore(c, "ck", 999, &j, &err), ZS_ENOTFOUND);
+	assert_int_equal(zs_coord_restore(c, "ck", id, &j, &err), ZS_OK);
+	zs_job_release(&j);
+	wait_restored(c, "ck", &j);
+	assert_string_equal(j.restore_error, "");
+	assert_int_equal(j.restored_id, id);
+	assert_int_equal(j.restored_step, 2);
+	zs_job_release(&j);
+	for (uint32_t r = 0; r < 2; r++) {
+		char want[64];
+		memset(blob, 0, sizeof blob);
+		assert_int_equal(zs_trainer_resume(x[r].t, &step, blob, sizeof blob, &len), ZS_OK);
+		assert_int_equal(step, 2);
+		snprintf(want, sizeof want, "loader position of rank %u", r);
+		assert_string_equal(blob, want);
+		assert_int_equal(len, strlen(want) + 1);
+	}
+	train_ranks(x, 2, 2, 4);
+	fetch_all(x[0].t, 4, second);
+	for (unsigned u = 0; u < 4; u++) {
+		assert_memory_equal(first[u], second[u], zs_unit_numel(x[0].t, u) * 4);
+		free(first[u]);
+		free(second[u]);
+	}
+
+	/* a second checkpoint commits; keep_checkpoints 1 retires the first */
+	assert_int_equal(zs_checkpoint(x[0].t, 4, NULL, 0, &id2), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id2, 20000), ZS_OK);
+	assert_int_equal(zs_coord_list_ckpts(c, "ck", &v, &n, &err), ZS_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0].id, id2);
+	assert_int_equal(v[0].state, ZS_CKPT_COMMITTED);
+	assert_int_equal(v[0].n_durable, C.n);
+	assert_true(v[0].bytes > 0);
+	zs_checkpoint_release(&v[0]);
+	free(v);
+	/* a step that has passed cannot be checkpointed any more */
+	assert_int_equal(zs_checkpoint(x[0].t, 1, NULL, 0, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_EIO);
+	assert_non_null(strstr(zs_trainer_error(x[0].t), "can no longer be checkpointed"));
+
+	zs_coord_close(c);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t);
+	zs_job_spec_release(&spec);
+}
+
+/*
+ * Everything stops at once (SIGKILL: no daemon gets to clean up), comes
+ * back on the same directories, and the job resumes from its latest
+ * committed checkpoint: the parameters after the remaining steps equal
+ * those of a run that was never interrupted.
+ */
+static void test_full_cluster_restart(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_job j;
+	struct rank_ctx x[2];
+	unsigned long long id, step;
+	unsigned len;
+	char addr[64];
+
+	(void)st;
+	oracle_spec(&spec, "rs", 2, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	for (uint32_t r = 0; r < 2; r++)
+		x[r] = (struct rank_ctx){.t = join("rs", r, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 2, 0, 1);
+	assert_int_equal(zs_checkpoint(x[0].t, 1, "r0", 3, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint(x[1].t, 1, "r1", 3, NULL), ZS_OK);
+	train_ranks(x, 2, 1, 2);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_OK);
+	/* the cluster dies without warning, trainers with it */
+	for (int i = 0; i < C.n; i++)
+		h_stop(C.srv[i], SIGKILL, 5000);
+	h_stop(C.coord, SIGKILL, 5000);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t); /* their connections are gone anyway */
+
+	snprintf(addr, sizeof addr, "%s", C.addr);
+	assert_int_equal(start_cluster(addr), 0);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	/* the old trainers' ranks are still recorded; they leave first */
+	for (uint32_t r = 0; r < 2; r++) {
+		if (!zs_coord_leave(c, "rs", r, &j, NULL))
+			zs_job_release(&j);
+	}
+	/* restore the latest committed, once servers are back */
+	for (int i = 0; i < 200; i++) {
+		struct zs_error err = {0};
+		if (zs_coord_restore(c, "rs", 0, &j, &err) == ZS_OK)
+			break;
+		usleep(50 * 1000);
+	}
+	zs_job_release(&j);
+	wait_restored(c, "rs", &j);
+	if (j.restore_error[0])
+		fail_msg("restore failed: %s", j.restore_error);
+	assert_int_equal(j.restored_id, id);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	for (uint32_t r = 0; r < 2; r++) {
+		char blob[8] = "", want[8];
+		x[r] = (struct rank_ctx){.t = join("rs", r, "tcp")};
+		assert_int_equal(zs_trainer_resume(x[r].t, &step, blob, sizeof blob, &len), ZS_OK);
+		assert_int_equal(step, 1);
+		snprintf(want, sizeof want, "r%u", r);
+		assert_string_equal(blob, want);
+	}
+	train_ranks(x, 2, 1, STEPS);
+	check_oracle(x[0].t, &spec, STEPS);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t);
+	zs_job_spec_release(&spec);
+}
+/*
+ * Checkpoints restore onto another number of servers: taken on 2, restored
+ * onto 3; taken on 3, restored onto 1. Each server assembles its new shards
+ * from the records of the old ones (its own, or another server's); the
+ * training that resumes equals training never interrupted, to the bit.
+ */
+static void test_restore_onto_other_server_counts(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_server_info *s;
+	struct rank_ctx x[1];
+	unsigned long long id, step;
+	uint32_t n_s;
+	unsigned len;
+	uint64_t two[2], one;
+
+	(void)st;
+	oracle_spec(&spec, "rp", 1, ZS_ADAMW, ZS_F32);
+	create_job(&spec);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+	two[0] = s[0].id;
+	two[1] = s[1].id;
+	one = s[n_s - 1].id;
+	free(s);
+	rebalance(c, "rp", two, 2, 2); /* before anyone joins: 2 servers */
+
+	x[0] = (struct rank_ctx){.t = join("rp", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 2);
+	assert_int_equal(zs_checkpoint(x[0].t, 2, "b", 2, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_OK);
+	train_ranks(x, 1, 2, 3);
+	zs_trainer_close(x[0].t);
+
+	/* 2 servers -> 3 */
+	rebalance(c, "rp", NULL, 0, C.n);
+	restore(c, "rp", id);
+	x[0] = (struct rank_ctx){.t = join("rp", 0, "shm")};
+	assert_int_equal(zs_trainer_resume(x[0].t, &step, NULL, 0, &len), ZS_OK);
+	assert_int_equal(step, 2);
+	train_ranks(x, 1, 2, 4);
+	check_oracle(x[0].t, &spec, 4);
+	assert_int_equal(zs_checkpoint(x[0].t, 4, NULL, 0, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_OK);
+	train_ranks(x, 1, 4, 5);
+	zs_trainer_close(x[0].t);
+
+	/* 3 servers -> 1 */
+	rebalance(c, "rp", &one, 1, 1);
+	restore(c, "rp", id);
+	x[0] = (struct rank_ctx){.t = join("rp", 0, "tcp")};
+	train_ranks(x, 1, 4, 6);
+	check_oracle(x[0].t, &spec, 6);
+	zs_trainer_close(x[0].t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+/*
+ * Export, import: a trained job's parameters (and optimizer state) as
+ * safetensors, read back by an independent reader; imported into a new job
+ * and exported again, the same bits; a bad file changes nothing.
+ */
+static void test_export_import(void **st)
+{
+	struct zs_job_spec spec;
+	struct rank_ctx x[1];
+	struct st_file fa, fb;
+	char a[1024], b[1024], raw[1024], junk[1024], *out, *errs;
+	const char *root = getenv("ZSHARD_ROOT");
+	float got[1000];
+	int rc;
+
+	(void)st;
+	snprintf(a, sizeof a, "%s/a.safetensors", C.dir);
+	snprintf(b, sizeof b, "%s/b.safetensors", C.dir);
+	snprintf(raw, sizeof raw, "%s/u0.w.raw", C.dir);
+	snprintf(junk, sizeof junk, "%s/junk.safetensors", C.dir);
+	oracle_spec(&spec, "exa", 1, ZS_ADAMW, ZS_F32);
+	create_job(&spec);
+	snprintf(spec.name, sizeof spec.name, "exb");
+	create_job(&spec);
+	snprintf(spec.name, sizeof spec.name, "exc");
+	create_job(&spec);
+	x[0] = (struct rank_ctx){.t = join("exa", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 2);
+
+	rc = ctl(&out, &errs, "export", "exa", "--out", a, "--optimizer");
+	if (rc)
+		fail_msg("export: %s", errs);
+	assert_non_null(strstr(out, "at step 2"));
+	free(out);
+	free(errs);
+	/* an independent reader agrees with what a gather returns */
+	{
+		char script[1024];
+		snprintf(script, sizeof script, "%s/tests/ref/safetensors_read.py", root ? root : ".");
+		char *argv[] = {"/usr/bin/python3", script, a, "u0.w", raw, NULL};
+		rc = h_run(argv, &out, &errs);
+		if (rc)
+			fail_msg("the independent reader refused the file: %s", errs);
+		free(out);
+		free(errs);
+		FILE *fr = fopen(raw, "rb");
+		float want[1000];
+		assert_non_null(fr);
+		assert_int_equal(fread(want, 4, 1000, fr), 1000);
+		fclose(fr);
+		assert_int_equal(fetch(x[0].t, 0, 2, got), ZS_OK);
+		assert_memory_equal(got, want, sizeof want);
+	}
+	/* into a new job and out again: the same bits */
+	rc = ctl(&out, &errs, "import", "exb", a, NULL, NULL);
+	if (rc)
+		fail_msg("import: %s", errs);
+	free(out);
+	free(errs);
+	assert_int_equal(ctl(&out, &errs, "export", "exb", "--out", b, NULL), 0);
+	free(out);
+	free(errs);
+	assert_int_equal(st_open(a, &fa, NULL), ZS_OK);
+	assert_int_equal(st_open(b, &fb, NULL), ZS_OK);
+	assert_int_equal(fb.n, 4);
+	assert_int_equal(fa.n, 12); /* + exp_avg and exp_avg_sq of each */
+	for (uint32_t i = 0; i < fb.n; i++) {
+		const struct st_tensor *ta = st_find(&fa, fb.t[i].name);
+		assert_non_null(ta);
+		assert_int_equal(ta->bytes, fb.t[i].bytes);
+		assert_memory_equal(ta->data, fb.t[i].data, ta->bytes);
+	}
+	assert_non_null(st_find(&fa, "u2.w.exp_avg_sq"));
+	st_close(&fa);
+	st_close(&fb);
+	/* importing again into a job that has trained... exb has not, but exa has */
+	rc = ctl(&out, &errs, "import", "exa", a, NULL, NULL);
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(errs, "initial parameters come before step 0"));
+	free(out);
+	free(errs);
+	/* a bad file: refused, and exc still has no parameters */
+	{
+		FILE *fj = fopen(junk, "wb");
+		uint64_t hl = 40;
+		fwrite(&hl, 8, 1, fj);
+		fputs("{\"u0.w\": {\"dtype\": \"F32\", \"shape\": [1000]", fj);
+		fclose(fj);
+	}
+	rc = ctl(&out, &errs, "import", "exc", junk, NULL, NULL);
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(errs, "junk.safetensors"));
+	free(out);
+	free(errs);
+	/* a file whose shapes differ from the layout: refused, nothing uploaded */
+	{
+		char wrong[1024];
+		float zeros[2000] = {0};
+		struct st_tensor tt[4] = {
+			{.name = "u0.w", .dtype = ZS_F32, .ndim = 1, .shape = {2000}, .data = zeros, .bytes = 8000},
+			{.name = "u1.w", .dtype = ZS_F32, .ndim = 1, .shape = {1}, .data = zeros, .bytes = 4},
+			{.name = "u2.w", .dtype = ZS_F32, .ndim = 1, .shape = {1}, .data = zeros, .bytes = 4},
+			{.name = "u3.w", .dtype = ZS_F32, .ndim = 1, .shape = {1}, .data = zeros, .bytes = 4},
+		};
+		snprintf(wrong, sizeof wrong, "%s/wrong.safetensors", C.dir);
+		assert_int_equal(st_write(wrong, tt, 4, NULL, 0, NULL, NULL), ZS_OK);
+		rc = ctl(&out, &errs, "import", "exc", wrong, NULL, NULL);
+		assert_int_equal(rc, 1);
+		assert_non_null(strstr(errs, "another shape"));
+		free(out);
+		free(errs);
+		rc = ctl(&out, &errs, "export", "exc", "--out", wrong, NULL);
+		assert_int_equal(rc, 1); /* still no parameters: nothing was uploaded */
+		assert_non_null(strstr(errs, "no parameters yet"));
+		free(out);
+		free(errs);
+	}
+	rc = ctl(&out, &errs, "import", "exc", b, NULL, NULL); /* b lacks nothing */
+	assert_int_equal(rc, 0);
+	free(out);
+	free(errs);
+	zs_trainer_close(x[0].t);
+	zs_job_spec_release(&spec);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_checkpoint_and_resume),
+		cmocka_unit_test(test_full_cluster_restart),
+		cmocka_unit_test(test_export_import),
+		cmocka_unit_test(test_restore_onto_other_server_counts),
+	};
+	if (argc > 1) /* e.g. test_ckpt '*rdma*' */
+		cmocka_set_test_filter(argv[1]);
+	return cmocka_run_group_tests_name("ckpt", tests, group_setup, group_teardown);
+}

@@ -1,0 +1,295 @@
+/*
+ * test_crash.c - failures through the whole service: a server or the
+ * coordinator killed mid-checkpoint (the previous checkpoint is what comes
+ * back), a checkpoint on a full disk (a clear error, training goes on), a
+ * trainer that dies mid-step (named, in bounded time).
+ */
+#include "tests/integration/train_common.h"
+
+/*
+ * A server killed in the middle of writing a checkpoint (fault injection
+ * at fixed points): the checkpoint never commits, and the previous
+ * committed one is what a restore brings back, intact.
+ */
+static void crash_during_checkpoint(const char *fault, const char *job)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_checkpoint k;
+	struct zs_job j;
+	struct rank_ctx x[1];
+	unsigned long long a, b;
+	int rc;
+
+	oracle_spec(&spec, job, 1, ZS_ADAMW, ZS_F32);
+	create_job(&spec);
+	x[0] = (struct rank_ctx){.t = join(job, 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 1);
+	assert_int_equal(zs_checkpoint(x[0].t, 1, NULL, 0, &a), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, a, 20000), ZS_OK);
+	zs_trainer_close(x[0].t);
+
+	/* server 0 comes back armed; restore A so that it holds parameters */
+	h_stop(C.srv[0], SIGTERM, 5000);
+	restart_server(0, fault);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	for (int i = 0; i < 200 && zs_coord_restore(c, job, a, &j, NULL); i++)
+		usleep(50 * 1000);
+	zs_job_release(&j);
+	wait_restored(c, job, &j);
+	if (j.restore_error[0])
+		fail_msg("%s: restore of A: %s", fault, j.restore_error);
+	zs_job_release(&j);
+
+	x[0] = (struct rank_ctx){.t = join(job, 0, "tcp")};
+	train_ranks(x, 1, 1, 2);
+	/* server 0 may die at the fault point before it answers the snapshot
+	 * request: zs_checkpoint then says it is unreachable (b is set) */
+	rc = zs_checkpoint(x[0].t, 2, NULL, 0, &b);
+	if (rc != ZS_OK && rc != ZS_EUNAVAIL)
+		fail_msg("%s: zs_checkpoint: %s", fault, zs_trainer_error(x[0].t));
+	/* server 0 dies at the fault point: B never commits */
+	rc = h_stop(C.srv[0], 0, 30000);
+	if (rc != 128 + SIGKILL)
+		fail_msg("%s: server 0 ended with %d, not by the fault point (see %s/server-0.log)",
+			 fault, rc, C.dir);
+	rc = zs_checkpoint_wait(x[0].t, b, 1500);
+	if (rc != ZS_EAGAIN)
+		fail_msg("%s: checkpoint %llu: %s (%d)", fault, b, zs_trainer_error(x[0].t), rc);
+	assert_int_equal(zs_coord_get_ckpt(c, job, b, &k, NULL), ZS_OK);
+	if (k.state != ZS_CKPT_PENDING)
+		fail_msg("%s: checkpoint %llu is %s: %s", fault, b, zs_ckpt_state_name(k.state),
+			 k.error);
+	zs_checkpoint_release(&k);
+	/* an incomplete checkpoint cannot be restored */
+	{
+		struct zs_error err = {0};
+		struct zs_job jj;
+		assert_int_equal(zs_coord_restore(c, job, b, &jj, &err), ZS_ESTATE);
+		assert_non_null(strstr(err.msg, "not committed"));
+	}
+	zs_trainer_close(x[0].t);
+
+	/* back without the fault: the latest committed is A, and it is whole */
+	restart_server(0, NULL);
+	for (int i = 0; i < 200 && zs_coord_restore(c, job, 0, &j, NULL); i++)
+		usleep(50 * 1000);
+	zs_job_release(&j);
+	wait_restored(c, job, &j);
+	assert_string_equal(j.restore_error, "");
+	assert_int_equal(j.restored_id, a);
+	zs_job_release(&j);
+	x[0] = (struct rank_ctx){.t = join(job, 0, "tcp")};
+	check_oracle(x[0].t, &spec, 1);
+	zs_trainer_close(x[0].t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
+/*
+ * The coordinator killed as it is about to record a checkpoint committed:
+ * after its restart the checkpoint is not committed, and the previous one
+ * is what a restore brings back.
+ */
+static void coordinator_dies_at_commit(void)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_checkpoint k;
+	struct rank_ctx x[1];
+	unsigned long long a, b;
+	char pf[1024], log[1024], data[1024], addr[64];
+	int rc;
+
+	oracle_spec(&spec, "crash3", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	x[0] = (struct rank_ctx){.t = join("crash3", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 1);
+	assert_int_equal(zs_checkpoint(x[0].t, 1, NULL, 0, &a), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, a, 20000), ZS_OK);
+
+	/* the coordinator comes back armed on the same port and directory */
+	h_stop(C.coord, SIGTERM, 5000);
+	snprintf(pf, sizeof pf, "%s/coordinator.addr", C.dir);
+	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
+	snprintf(data, sizeof data, "%s/coordinator", C.dir);
+	unlink(pf);
+	char *argv[] = {(char *)h_bin("zshard-coordinator"), "--listen", C.addr, "--data-dir", data,
+			"--port-file", pf, "--lease-ms", "1500", NULL};
+	setenv("ZSHARD_FAULT", "coord-before-commit", 1);
+	C.coord = h_spawn(argv, log);
+	unsetenv("ZSHARD_FAULT");
+	assert_true(h_wait_file(pf, 10000, addr, sizeof addr));
+	train_ranks(x, 1, 1, 2);
+	rc = zs_checkpoint(x[0].t, 2, NULL, 0, &b);
+	assert_true(rc == ZS_OK || rc == ZS_EUNAVAIL);
+	rc = h_stop(C.coord, 0, 30000);
+	if (rc != 128 + SIGKILL)
+		fail_msg("the coordinator ended with %d, not at its fault point", rc);
+	zs_trainer_close(x[0].t);
+
+	unlink(pf);
+	C.coord = h_spawn(argv, log);
+	assert_true(h_wait_file(pf, 10000, addr, sizeof addr));
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_ckpt(c, "crash3", b, &k, NULL), ZS_OK);
+	if (k.state == ZS_CKPT_COMMITTED)
+		fail_msg("checkpoint %llu is committed after the coordinator died committing it", b);
+	zs_checkpoint_release(&k);
+	{
+		struct zs_job j;
+		int i;
+		for (i = 0; i < 200 && zs_coord_restore(c, "crash3", 0, &j, NULL); i++)
+			usleep(50 * 1000);
+		assert_true(i < 200);
+		zs_job_release(&j);
+		wait_restored(c, "crash3", &j);
+		assert_string_equal(j.restore_error, "");
+		assert_int_equal(j.restored_id, a);
+		zs_job_release(&j);
+		/* the old rank 0 left while the coordinator was down: it is still
+		 * recorded, and leaves now */
+		if (!zs_coord_leave(c, "crash3", 0, &j, NULL))
+			zs_job_release(&j);
+	}
+	x[0] = (struct rank_ctx){.t = join("crash3", 0, "tcp")};
+	check_oracle(x[0].t, &spec, 1);
+	zs_trainer_close(x[0].t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
+static void test_crash_during_checkpoint(void **st)
+{
+	(void)st;
+	crash_during_checkpoint("ckpt-mid-write", "crash1");
+	crash_during_checkpoint("ckpt-before-report", "crash2");
+	coordinator_dies_at_commit();
+}
+
+/*
+ * A full data dir: a checkpoint on a server whose data dir is a 4 MiB
+ * tmpfs fails with a clear "no space" error, and training goes on.
+ */
+static void test_checkpoint_on_a_full_disk(void **st)
+{
+	static const uint64_t sizes[] = {1u << 20, 64};
+	char small[1024], cmd[1200], log[1024], data[1024], port[1024], got[64];
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_server_info *s;
+	struct zs_checkpoint k;
+	struct rank_ctx x[1];
+	unsigned long long id;
+	uint32_t n_s;
+	uint64_t sid = 0;
+	pid_t srv;
+
+	(void)st;
+	snprintf(small, sizeof small, "%s/small", C.dir);
+	zs_fmt(cmd, sizeof cmd, "mkdir -p %s && mount -t tmpfs -o size=4m tmpfs %s 2>/dev/null",
+	       small, small);
+	if (system(cmd)) {
+		printf("[  SKIP    ] cannot mount a small tmpfs here (not root?): the full-disk test is skipped\n");
+		skip();
+	}
+	snprintf(log, sizeof log, "%s/server-small.log", C.dir);
+	zs_fmt(data, sizeof data, "%s/data", small);
+	snprintf(port, sizeof port, "%s/server-small.addr", C.dir);
+	char *argv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr, "--data-dir", data,
+			"--capacity", "256M", "--port-file", port, NULL};
+	srv = h_spawn(argv, log);
+	assert_true(h_wait_file(port, 10000, got, sizeof got));
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	for (int i = 0; i < 100 && !sid; i++) {
+		assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+		for (uint32_t k2 = 0; k2 < n_s; k2++)
+			if (!strcmp(s[k2].addr, got) && s[k2].up)
+				sid = s[k2].id;
+		free(s);
+		if (!sid)
+			usleep(50 * 1000);
+	}
+	assert_true(sid != 0);
+	oracle_spec_sizes(&spec, "full", 1, ZS_ADAMW, ZS_F32, sizes, 2);
+	create_job(&spec);
+	rebalance(c, "full", &sid, 1, 1); /* all of it on the small server */
+	x[0] = (struct rank_ctx){.t = join("full", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 1);
+	assert_int_equal(zs_checkpoint(x[0].t, 1, NULL, 0, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_EIO);
+	assert_int_equal(zs_coord_get_ckpt(c, "full", id, &k, NULL), ZS_OK);
+	assert_int_equal(k.state, ZS_CKPT_FAILED);
+	if (!strstr(k.error, "free"))
+		fail_msg("the failure does not say why: %s", k.error);
+	zs_checkpoint_release(&k);
+	train_ranks(x, 1, 1, 2); /* the job goes on */
+	assert_true(h_alive(srv)); /* and the server did not die of it */
+	zs_trainer_close(x[0].t);
+	h_stop(srv, SIGTERM, 5000);
+	/* later jobs must not be placed on it: wait until its lease lapses */
+	for (int i = 0, down = 0; i < 200 && !down; i++) {
+		assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+		for (uint32_t k2 = 0; k2 < n_s; k2++)
+			down |= s[k2].id == sid && !s[k2].up;
+		free(s);
+		if (!down)
+			usleep(50 * 1000);
+	}
+	zs_coord_close(c);
+	zs_fmt(cmd, sizeof cmd, "umount %s", small);
+	if (system(cmd))
+		fprintf(stderr, "cannot unmount %s\n", small);
+	zs_job_spec_release(&spec);
+}
+
+/* A rank that dies mid-step: the others get a clear error, in bounded time,
+ * that names it; the servers go on serving. */
+static void test_dead_trainer_is_named(void **st)
+{
+	struct zs_job_spec spec;
+	zs_trainer *t0, *t1;
+	zs_op *op;
+	float p[1000], g[1000] = {0};
+	struct timespec a, b;
+	double waited;
+
+	(void)st;
+	oracle_spec(&spec, "dead", 2, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t0 = join("dead", 0, "tcp");
+	t1 = join("dead", 1, "tcp");
+	assert_int_equal(zs_init_unit(t0, 0, g), ZS_OK);
+	assert_int_equal(zs_push(t0, 0, 0, g, &op), ZS_OK);
+	assert_int_equal(zs_op_wait(op, 5000), ZS_OK);
+	zs_trainer_close(t1); /* rank 1 is gone without pushing step 0 */
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(zs_gather(t0, 0, 1, p, &op), ZS_OK);
+	assert_int_equal(zs_op_wait(op, 30000), ZS_ETIMEDOUT);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	waited = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+	if (!strstr(zs_trainer_error(t0), "push of step 0 from rank 1"))
+		fail_msg("the error does not name rank 1: %s", zs_trainer_error(t0));
+	assert_true(waited >= 2.5 && waited < 15.0); /* the server's 3 s bound */
+	/* the server still serves: step 0 of another unit is there */
+	assert_int_equal(zs_init_unit(t0, 3, g), ZS_OK);
+	assert_int_equal(zs_gather(t0, 3, 0, p, &op), ZS_OK);
+	assert_int_equal(zs_op_wait(op, 5000), ZS_OK);
+	zs_trainer_close(t0);
+	zs_job_spec_release(&spec);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crash_during_checkpoint),
+		cmocka_unit_test(test_checkpoint_on_a_full_disk),
+		cmocka_unit_test(test_dead_trainer_is_named),
+	};
+	if (argc > 1) /* e.g. test_crash '*rdma*' */
+		cmocka_set_test_filter(argv[1]);
+	return cmocka_run_group_tests_name("crash", tests, group_setup, group_teardown);
+}

@@ -1,0 +1,293 @@
+/* train_common.c - the training tests' cluster and helpers (train_common.h). */
+#include "tests/integration/train_common.h"
+
+struct train_cluster C;
+
+int start_cluster(const char *listen)
+{
+	char pf[1024], log[1024], data[1024], port[1024];
+	snprintf(pf, sizeof pf, "%s/coordinator.addr", C.dir);
+	unlink(pf);
+	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
+	snprintf(data, sizeof data, "%s/coordinator", C.dir);
+	char *cargv[] = {(char *)h_bin("zshard-coordinator"), "--listen", (char *)listen,
+			 "--data-dir", data, "--port-file", pf, "--lease-ms", "1500", NULL};
+	C.coord = h_spawn(cargv, log);
+	if (!h_wait_file(pf, 10000, C.addr, sizeof C.addr))
+		return -1;
+	for (int i = 0; i < C.n; i++) {
+		snprintf(log, sizeof log, "%s/server-%d.log", C.dir, i);
+		snprintf(data, sizeof data, "%s/server-%d", C.dir, i);
+		snprintf(port, sizeof port, "%s/server-%d.addr", C.dir, i);
+		char *sargv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr,
+				 "--data-dir", data, "--capacity", (char *)C.capacity, "--port-file", port,
+				 "--step-timeout-ms", "3000", NULL};
+		unlink(port);
+		C.srv[i] = h_spawn(sargv, log);
+		if (!h_wait_file(port, 10000, pf, sizeof pf))
+			return -1;
+	}
+	return 0;
+}
+
+int group_setup(void **st)
+{
+	const char *n = getenv("ZSHARD_TEST_SERVERS");
+	(void)st;
+	C.n = n && atoi(n) >= 1 && atoi(n) <= MAXSERV ? atoi(n) : MAXSERV;
+	C.capacity = getenv("ZSHARD_TEST_CAPACITY") ? getenv("ZSHARD_TEST_CAPACITY") : "256M";
+	C.dir = h_tmpdir("train");
+	return start_cluster("127.0.0.1:0");
+}
+
+int group_teardown(void **st)
+{
+	(void)st;
+	for (int i = 0; i < C.n; i++)
+		h_stop(C.srv[i], SIGTERM, 5000);
+	h_stop(C.coord, SIGTERM, 5000);
+	h_rmtree(C.dir);
+	free(C.dir);
+	return 0;
+}
+
+/* Creates a job and waits (bounded) until every server holds its shards. */
+void create_job(struct zs_job_spec *spec)
+{
+	struct zs_coord_client *c;
+	struct zs_error err = {0};
+	struct zs_job j;
+
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	if (zs_coord_create_job(c, spec, &j, &err))
+		fail_msg("create job: %s", err.msg);
+	zs_job_release(&j);
+	zs_coord_close(c);
+}
+
+/* Joins, retrying while servers have not loaded the job yet. */
+zs_trainer *join(const char *job, unsigned rank, const char *transport)
+{
+	char err[512];
+	zs_trainer *t = NULL;
+	int rc = -1;
+
+	for (int i = 0; i < 200; i++) {
+		rc = zs_trainer_join(C.addr, job, rank, transport, 5000, &t, err, sizeof err);
+		if (rc != ZS_ENOTFOUND || !strstr(err, "holds no shard"))
+			break;
+		usleep(50 * 1000); /* the next heartbeat brings the assignment */
+	}
+	if (rc)
+		fail_msg("join %s rank %u: %s", job, rank, err);
+	return t;
+}
+
+/* Rank 0's upload of the oracle's initial parameters. */
+void upload_init(zs_trainer *t)
+{
+	for (unsigned u = 0; u < zs_trainer_units(t); u++) {
+		unsigned long long ne = zs_unit_numel(t, u);
+		float *p = malloc(ne * 4);
+		for (unsigned long long i = 0; i < ne; i++)
+			p[i] = oracle_init(u, i);
+		if (zs_init_unit(t, u, p))
+			fail_msg("init: %s", zs_trainer_error(t));
+		free(p);
+	}
+}
+
+int fetch(zs_trainer *t, unsigned u, uint64_t step, float *out)
+{
+	unsigned long long n = zs_unit_numel(t, u);
+	int dt = zs_unit_dtype(t, u);
+	void *raw = malloc(n * (dt == ZS_F32 ? 4 : 2));
+	zs_op *op;
+	int rc = zs_gather(t, u, step, raw, &op);
+
+	if (!rc)
+		rc = zs_op_wait(op, 20000);
+	if (!rc)
+		zs_convert_to_f32(out, raw, (enum zs_dtype)dt, n);
+	free(raw);
+	return rc;
+}
+
+void *train(void *arg)
+{
+	struct rank_ctx *x = arg;
+	zs_trainer *t = x->t;
+	unsigned rank = zs_trainer_rank(t);
+
+	uint64_t t1 = x->t1 ? x->t1 : STEPS;
+	for (uint64_t step = x->t0; step < t1 && !x->rc; step++) {
+		zs_op *ops[8];
+		void *bufs[8];
+		int n_ops = 0;
+		/* backward order; pushes stay in flight until the step's end */
+		for (int u = (int)zs_trainer_units(t) - 1; u >= 0 && !x->rc; u--) {
+			unsigned long long n = zs_unit_numel(t, (unsigned)u);
+			enum zs_dtype dt = (enum zs_dtype)zs_unit_dtype(t, (unsigned)u);
+			float *p = malloc(n * 4);
+			void *g = malloc(n * 4);
+			if ((x->rc = fetch(t, (unsigned)u, step, p))) {
+				zs_fmt(x->why, sizeof x->why, "gather: %s", zs_trainer_error(t));
+				free(p);
+				free(g);
+				break;
+			}
+			/* micro-batches before the last are partial pushes, each
+			 * waited so that they are added in order */
+			for (uint32_t mb = 0; mb + 1 < x->K && !x->rc; mb++) {
+				zs_op *pp;
+				float *gm = malloc(n * 4);
+				for (unsigned long long i = 0; i < n; i++)
+					gm[i] = oracle_grad_mb(p[i], (uint32_t)u, i, rank, step, mb);
+				zs_convert_from_f32(g, dt, gm, n);
+				free(gm);
+				if ((x->rc = zs_push_partial(t, (unsigned)u, step, g, &pp)) ||
+				    (x->rc = zs_op_wait(pp, 20000)))
+					zs_fmt(x->why, sizeof x->why, "partial push: %s",
+					       zs_trainer_error(t));
+			}
+			for (unsigned long long i = 0; i < n; i++)
+				p[i] = x->K == 1 ? oracle_grad(p[i], (uint32_t)u, i, rank, step)
+						 : oracle_grad_mb(p[i], (uint32_t)u, i, rank, step,
+								  x->K - 1);
+			zs_convert_from_f32(g, dt, p, n);
+			free(p);
+			if (x->rc) {
+				free(g);
+				break;
+			}
+			if ((x->rc = zs_push(t, (unsigned)u, step, g, &ops[n_ops]))) {
+				zs_fmt(x->why, sizeof x->why, "push: %s", zs_trainer_error(t));
+				free(g);
+				break;
+			}
+			bufs[n_ops++] = g;
+		}
+		for (int k = 0; k < n_ops; k++) {
+			int rc = zs_op_wait(ops[k], 20000);
+			if (rc && !x->rc) {
+				x->rc = rc;
+				zs_fmt(x->why, sizeof x->why, "push: %s", zs_trainer_error(t));
+			}
+			free(bufs[k]);
+		}
+	}
+	return NULL;
+}
+
+void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps)
+{
+	float *ref[4];
+	oracle_reference(spec, steps, (ref[0] = malloc(4000), ref[1] = malloc(4),
+				       ref[2] = malloc(16396), ref[3] = malloc(256), ref));
+	for (unsigned u = 0; u < 4; u++) {
+		float *got = malloc(zs_unit_numel(t, u) * 4);
+		if (fetch(t, u, steps, got))
+			fail_msg("gather: %s", zs_trainer_error(t));
+		if (memcmp(got, ref[u], zs_unit_numel(t, u) * 4))
+			fail_msg("unit %u after %llu steps differs from the reference", u,
+				 (unsigned long long)steps);
+		free(got);
+		free(ref[u]);
+	}
+}
+
+void train_ranks(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1)
+{
+	pthread_t th[3];
+	for (uint32_t r = 0; r < R; r++) {
+		x[r].t0 = t0;
+		x[r].t1 = t1;
+		x[r].K = 1;
+		pthread_create(&th[r], NULL, train, &x[r]);
+	}
+	for (uint32_t r = 0; r < R; r++) {
+		pthread_join(th[r], NULL);
+		if (x[r].rc)
+			fail_msg("rank %u: %s", r, x[r].why);
+	}
+}
+
+void fetch_all(zs_trainer *t, uint64_t step, float **out)
+{
+	for (unsigned u = 0; u < 4; u++) {
+		out[u] = malloc(zs_unit_numel(t, u) * 4);
+		if (fetch(t, u, step, out[u]))
+			fail_msg("gather: %s", zs_trainer_error(t));
+	}
+}
+
+void wait_restored(struct zs_coord_client *c, const char *job, struct zs_job *j)
+{
+	for (int i = 0; i < 300; i++) {
+		assert_int_equal(zs_coord_get_job(c, job, j, NULL), ZS_OK);
+		if (!j->restore_pending)
+			return;
+		zs_job_release(j);
+		usleep(50 * 1000);
+	}
+	fail_msg("the restore of job '%s' did not finish within 15 s", job);
+}
+/* Restarts server i, with ZSHARD_FAULT=fault when not NULL. */
+void restart_server(int i, const char *fault)
+{
+	char log[1024], data[1024], port[1024], got[64];
+	snprintf(log, sizeof log, "%s/server-%d.log", C.dir, i);
+	snprintf(data, sizeof data, "%s/server-%d", C.dir, i);
+	snprintf(port, sizeof port, "%s/server-%d.addr", C.dir, i);
+	char *sargv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr, "--data-dir",
+			 data, "--capacity", "256M", "--port-file", port,
+			 "--step-timeout-ms", "3000", NULL};
+	unlink(port);
+	if (fault)
+		setenv("ZSHARD_FAULT", fault, 1);
+	C.srv[i] = h_spawn(sargv, log);
+	unsetenv("ZSHARD_FAULT");
+	assert_true(h_wait_file(port, 10000, got, sizeof got));
+}
+/* Restores checkpoint id (0: latest) of job and waits for it. */
+void restore(struct zs_coord_client *c, const char *job, uint64_t id)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+
+	if (zs_coord_restore(c, job, id, &j, &err))
+		fail_msg("restore %s: %s", job, err.msg);
+	zs_job_release(&j);
+	wait_restored(c, job, &j);
+	if (j.restore_error[0])
+		fail_msg("restore of %s failed: %s", job, j.restore_error);
+	zs_job_release(&j);
+}
+
+void rebalance(struct zs_coord_client *c, const char *job, const uint64_t *ids,
+		      uint32_t n, uint32_t want_servers)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	uint64_t seen[8];
+	uint32_t n_seen = 0;
+
+	if (zs_coord_rebalance(c, job, ids, n, &j, &err))
+		fail_msg("rebalance %s: %s", job, err.msg);
+	for (uint32_t i = 0; i < j.placement.n_shards; i++) {
+		bool dup = false;
+		for (uint32_t k = 0; k < n_seen; k++)
+			dup |= seen[k] == j.placement.shards[i].server_id;
+		if (!dup && n_seen < 8)
+			seen[n_seen++] = j.placement.shards[i].server_id;
+	}
+	assert_int_equal(n_seen, want_servers);
+	zs_job_release(&j);
+}
+int ctl(char **out, char **errs, const char *a1, const char *a2, const char *a3,
+	       const char *a4, const char *a5)
+{
+	char *argv[] = {(char *)h_bin("zshardctl"), "--coordinator", C.addr, (char *)a1,
+			(char *)a2, (char *)a3, (char *)a4, (char *)a5, NULL};
+	return h_run(argv, out, errs);
+}

@@ -1,0 +1,88 @@
+/*
+ * train_common.h - what the training integration tests share: a real
+ * coordinator and up to three real shard-server processes on loopback (one
+ * cluster per test binary), jobs, trainers (threads, each its own libzshard
+ * handle) that train the oracle's synthetic gradient, and the checks
+ * against the single-process reference.
+ *
+ * Binaries: test_train (training at every stage, transport and policy),
+ * test_ckpt (checkpoints, restore anywhere, export and import), test_crash
+ * (processes killed mid-checkpoint, a full disk, a dead trainer).
+ */
+#ifndef ZS_TRAIN_COMMON_H
+#define ZS_TRAIN_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctrl/coord_client.h"
+#include "tests/harness.h"
+#include "math/optim.h"
+#include "tests/oracle.h"
+#include "storage/safetensors.h"
+#include "model/spec_json.h"
+#include "base/util.h"
+#include "rdma/rdma.h"
+#include "include/zshard.h"
+
+#include <jansson.h>
+
+#define MAXSERV 3
+#define STEPS 3
+
+struct train_cluster {
+	char *dir;
+	char addr[64];
+	int n; /* servers: $ZSHARD_TEST_SERVERS (1..3), default 3 */
+	const char *capacity; /* each: $ZSHARD_TEST_CAPACITY, default 256M */
+	pid_t coord, srv[MAXSERV];
+};
+extern struct train_cluster C;
+
+struct rank_ctx {
+	zs_trainer *t;
+	uint32_t K; /* micro-batches per step (gradient accumulation) */
+	uint64_t t0, t1; /* steps [t0, t1); 0, 0: [0, STEPS) */
+	int rc;
+	char why[512];
+};
+
+/* Start and stop the cluster: the cmocka group setup and teardown. */
+int group_setup(void **st);
+int group_teardown(void **st);
+
+/* train_common.c */
+int start_cluster(const char *listen);
+/* Creates a job and waits (bounded) until every server holds its shards. */
+void create_job(struct zs_job_spec *spec);
+/* Joins, retrying while servers have not loaded the job yet. */
+zs_trainer *join(const char *job, unsigned rank, const char *transport);
+/* Rank 0's upload of the oracle's initial parameters. */
+void upload_init(zs_trainer *t);
+int fetch(zs_trainer *t, unsigned u, uint64_t step, float *out);
+void *train(void *arg);
+void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps);
+void train_ranks(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1);
+void fetch_all(zs_trainer *t, uint64_t step, float **out);
+void wait_restored(struct zs_coord_client *c, const char *job, struct zs_job *j);
+/* Restarts server i, with ZSHARD_FAULT=fault when not NULL. */
+void restart_server(int i, const char *fault);
+/* Restores checkpoint id (0: latest) of job and waits for it. */
+void restore(struct zs_coord_client *c, const char *job, uint64_t id);
+void rebalance(struct zs_coord_client *c, const char *job, const uint64_t *ids,
+		      uint32_t n, uint32_t want_servers);
+int ctl(char **out, char **errs, const char *a1, const char *a2, const char *a3,
+	       const char *a4, const char *a5);
+
+
+#endif
