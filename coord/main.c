@@ -1,5 +1,5 @@
 /*
- * coordinator_main.c - zshard-coordinator: argument parsing, signals, the
+ * main.c - zshard-coordinator: argument parsing, signals, the
  * "listening on" line. All the logic is in coord.c.
  */
 #include <getopt.h>

@@ -20,7 +20,18 @@
  * one process (each joins as its own rank).
  *
  * Errors: every call that fails returns a status and leaves a one-line
- * message in zs_trainer_error(t) (or, for zs_trainer_join, in err).
+ * message in zs_trainer_error(t) (or, for zs_trainer_join, in err). Every
+ * function below lists the statuses it returns; besides those, any call
+ * that talks to the service may return ZS_EUNAVAIL (a peer unreachable or
+ * gone: the message names it), ZS_ETIMEDOUT (a bound ran out) and
+ * ZS_ENOMEM. A call that fails with ZS_EINVAL or ZS_ESTATE changed nothing.
+ *
+ * Ownership: the library owns every handle and buffer it returns and says
+ * how long each stays valid; the caller owns what it passes in, except
+ * buffers handed to an op, which the op uses until it completes.
+ *
+ * Link with `pkg-config --cflags --libs zshard` (make install puts zshard.pc
+ * there); the library exports exactly the functions declared here.
  */
 #ifndef ZSHARD_H
 #define ZSHARD_H
@@ -39,47 +50,67 @@ typedef struct zs_trainer zs_trainer;
 typedef struct zs_op zs_op;
 
 /*
- * Joins job as rank over transport ("auto": shm to servers on this host,
- * tcp otherwise; "tcp"; "shm"), connecting to every server that holds a
- * shard. timeout_ms bounds each control call and each connection. On
- * failure *out is NULL and err (errlen bytes, may be NULL) says why:
- * ZS_ENOTFOUND (no such job), ZS_EINVAL (rank out of range), ZS_EEXIST
- * (rank joined already), ZS_EUNAVAIL (coordinator or a server unreachable).
+ * Joins job as rank over transport, connecting to every server that holds a
+ * shard: "auto" picks per server the first it offers of shm (same host),
+ * rdma (where this host has a working device), tcp; "tcp", "shm" or "rdma"
+ * asks for one. timeout_ms bounds each control call and each connection.
+ * On success *out is a handle the caller frees with zs_trainer_close().
+ * On failure *out is NULL and err (errlen bytes, may be NULL) says why:
+ *   ZS_EINVAL     an unknown transport, a bad job name, rank >= world size
+ *   ZS_ENOTFOUND  no such job
+ *   ZS_EEXIST     this rank joined already (it must leave first)
+ *   ZS_ESTATE     a server does not offer the transport asked for, or has
+ *                 not loaded the job yet (retry)
+ *   ZS_EUNAVAIL   the coordinator or a server is unreachable
  */
 int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 		    const char *transport, int timeout_ms, zs_trainer **out, char *err,
 		    size_t errlen);
 
-/* Leaves the job and frees the handle; ops not yet completed are dropped. */
+/* Leaves the job and frees the handle; ops not yet completed are dropped
+ * (their buffers are the caller's again once this returns). NULL is fine. */
 void zs_trainer_close(zs_trainer *t);
 
 /* The last failure's message on this trainer ("" if none). Valid until the
  * next call on t. */
 const char *zs_trainer_error(const zs_trainer *t);
 
+/* This trainer's rank and the job's world size; never fail. */
 unsigned zs_trainer_rank(const zs_trainer *t);
 unsigned zs_trainer_world_size(const zs_trainer *t);
 /* The ZeRO stage as of the last zs_trainer_refresh() (1, 2 or 3). */
 unsigned zs_trainer_stage(const zs_trainer *t);
-/* Re-reads the job's stage from the coordinator: call at step boundaries. */
+/* Re-reads the job's stage from the coordinator: call at step boundaries
+ * (the step driver does it at every zs_step_begin). ZS_OK; ZS_ENOTFOUND
+ * when the job was deleted; ZS_EUNAVAIL. */
 int zs_trainer_refresh(zs_trainer *t);
 
+/* The job's number of units; never fails. */
 unsigned zs_trainer_units(const zs_trainer *t);
 /* Name, element count and dtype (1 f32, 2 bf16, 3 f16) of a unit; the
- * name is valid while t is. Out-of-range units give NULL / 0. */
+ * name is the library's, valid while t is. Out-of-range units give
+ * NULL / 0 / 0. */
 const char *zs_unit_name(const zs_trainer *t, unsigned unit);
 unsigned long long zs_unit_numel(const zs_trainer *t, unsigned unit);
 int zs_unit_dtype(const zs_trainer *t, unsigned unit);
 
-/* Uploads unit's initial fp32 parameters (numel floats); blocking. Only
- * before step 0; any rank may, rank 0 by convention. */
+/* Uploads unit's initial fp32 parameters (numel floats, the caller's);
+ * blocking. Only before step 0; any rank may, rank 0 by convention.
+ * ZS_OK; ZS_EINVAL (unit out of range); ZS_ESTATE (the job has begun
+ * training); ZS_EUNAVAIL. */
 int zs_init_unit(zs_trainer *t, unsigned unit, const float *params);
 
 /*
  * Starts a gather of unit at step into dst (numel elements of the unit's
- * dtype), or a push of grad (same shape) for step. Returns ZS_OK with *op,
- * or ZS_EAGAIN when too much is in flight (test or wait an op, retry).
- * dst / grad belong to the op until it completes.
+ * dtype), or a push of grad (same shape) for step. Returns ZS_OK with *op
+ * (the library's, freed when zs_op_test or zs_op_wait returns its final
+ * status), ZS_EAGAIN when too much is in flight (test or wait an op,
+ * retry), ZS_EINVAL (unit out of range), ZS_EUNAVAIL (a server's
+ * connection is broken). dst / grad belong to the op until it completes.
+ * The op's final status: ZS_OK; ZS_ETIMEDOUT when the ranks a gather needs
+ * did not push within the server's step timeout (the message names them);
+ * ZS_EINVAL / ZS_ESTATE when a server refused it (a step out of order, a
+ * push twice); ZS_EUNAVAIL when a server went away.
  */
 int zs_gather(zs_trainer *t, unsigned unit, unsigned long long step, void *dst, zs_op **op);
 int zs_push(zs_trainer *t, unsigned unit, unsigned long long step, const void *grad,
@@ -94,7 +125,8 @@ int zs_push(zs_trainer *t, unsigned unit, unsigned long long step, const void *g
 int zs_push_partial(zs_trainer *t, unsigned unit, unsigned long long step,
 		    const void *grad, zs_op **op);
 
-/* ZS_EAGAIN while in progress; else the final status, and op is freed. */
+/* ZS_EAGAIN while in progress; else the op's final status (see zs_gather),
+ * and op is freed: it must not be used again. */
 int zs_op_test(zs_op *op);
 /* Waits up to timeout_ms (-1: unbounded). If the bound passes first it
  * returns ZS_EAGAIN and op is still alive; any other return is final. */
@@ -110,7 +142,7 @@ int zs_op_wait(zs_op *op, int timeout_ms);
  *                      backward into g; zs_unit_push(t, u)
  *   zs_step_end(t)
  *
- * What the trainer holds follows the stage (DESIGN.md section 4), read from
+ * What the trainer holds follows the stage (docs/DESIGN.md in the source, section 4), read from
  * the coordinator at every zs_step_begin:
  *   stage 3: a unit's parameters only while in use (+ the prefetch window):
  *            freed after its forward (or kept until its backward when
@@ -133,19 +165,37 @@ struct zs_policy {
 					     * push_depth + 1 gradients, zs_unit_grad
 					     * waits for the oldest push beyond that */
 };
+/* Sets the policy (copied) for the next steps: ZS_OK; ZS_ESTATE inside a
+ * step (between zs_step_begin and zs_step_end). */
 int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p);
 
+/* Begins step: reads the stage and checkpoint interval from the
+ * coordinator (sending the last step's report) and starts the first
+ * gathers. ZS_OK; ZS_ESTATE (the previous step has not ended); a gather's
+ * or the coordinator's failure. */
 int zs_step_begin(zs_trainer *t, unsigned long long step);
 /* Waits for unit's parameters of the current step (starting the next
- * gathers of the window) and points *params at them. backward: 0 or 1. */
+ * gathers of the window) and points *params at them: the library's buffer,
+ * valid until the unit's parameters are released (see above). backward:
+ * 0 or 1. ZS_OK; ZS_ESTATE outside a step; ZS_EINVAL (unit out of range);
+ * a gather's final status (see zs_gather). */
 int zs_unit_params(zs_trainer *t, unsigned unit, int backward, const void **params);
+/* The forward pass of unit is done (stage 3 may free its parameters).
+ * ZS_OK; ZS_EINVAL (unit out of range). */
 int zs_unit_forward_done(zs_trainer *t, unsigned unit);
-/* A zeroed buffer for unit's gradient (numel elements of its dtype). */
+/* A zeroed buffer for unit's gradient (numel elements of its dtype), the
+ * library's, valid until the unit's push completes (stage 2, 3) or
+ * zs_step_end (stage 1). It may wait for the oldest push beyond push_depth.
+ * ZS_OK; ZS_EINVAL (unit out of range); ZS_ESTATE (its gradient is being
+ * pushed); ZS_ENOMEM; a push's final status. */
 int zs_unit_grad(zs_trainer *t, unsigned unit, void **grad);
 /* Pushes the gradient written into zs_unit_grad's buffer (stage 2, 3: now,
- * asynchronously; stage 1: at zs_step_end). */
+ * asynchronously; stage 1: at zs_step_end). ZS_OK; ZS_EINVAL (no gradient:
+ * zs_unit_grad first); a push's failure to start. */
 int zs_unit_push(zs_trainer *t, unsigned unit);
-/* Returns once every push of the step is acknowledged. */
+/* Returns once every push of the step is acknowledged, and takes the
+ * step's checkpoint when checkpoint_every says so. ZS_OK; ZS_ESTATE (no
+ * step begun); a push's final status (the message names the step). */
 int zs_step_end(zs_trainer *t);
 
 /* ---------------------------------------------------------------------
@@ -156,20 +206,28 @@ int zs_step_end(zs_trainer *t);
  * pushing step t; every rank may, each with its own blob: they share one
  * checkpoint. It is usable once committed (every server durable).
  * --------------------------------------------------------------------- */
+/* blob (len bytes, the caller's, copied) may be NULL. *id gets the
+ * checkpoint's id. ZS_OK; ZS_EINVAL (a blob over 1 MiB, or rank out of
+ * range); ZS_ENOTFOUND (the job is gone); ZS_ESTATE (the job is being
+ * restored). */
 int zs_checkpoint(zs_trainer *t, unsigned long long step, const void *blob, unsigned len,
 		  unsigned long long *id);
-/* ZS_OK once committed; ZS_EIO if it failed (zs_trainer_error says why);
- * ZS_EAGAIN if timeout_ms passed first. */
+/* ZS_OK once committed; ZS_EIO if it failed (zs_trainer_error says why,
+ * e.g. a server's disk is full); ZS_EAGAIN if timeout_ms passed first;
+ * ZS_ENOTFOUND (no such checkpoint). */
 int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms);
 /*
  * After an operator's restore (zshardctl checkpoint restore): the step to
- * resume at and this rank's blob (up to cap bytes into blob; *len gets its
- * size). ZS_ENOTFOUND when the job was never restored.
+ * resume at and this rank's blob (up to cap bytes into the caller's blob;
+ * *len gets its full size, which may exceed cap). ZS_OK; ZS_ENOTFOUND when
+ * the job was never restored; ZS_ESTATE while the restore is still under
+ * way on the servers (retry).
  */
 int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsigned cap,
 		      unsigned *len);
 
-/* Bytes moved, time spent waiting, and memory held by this trainer. */
+/* Bytes moved, time spent waiting, and memory held by this trainer, copied
+ * into the caller's *c; never fails. */
 struct zs_trainer_counters {
 	unsigned long long bytes_gathered, bytes_pushed;
 	unsigned long long gathers, pushes;
@@ -186,7 +244,8 @@ void zs_trainer_counters(const zs_trainer *t, struct zs_trainer_counters *c);
  * step), waiting for gradient pushes, the coordinator calls at the boundary,
  * and the rest, the trainer's own compute. Peaks are of this step. Each
  * report also goes to the coordinator at the next boundary (or at close),
- * where `zshardctl stats JOB` shows it. ZS_ENOTFOUND before the first step.
+ * where `zshardctl stats JOB` shows it. Copied into the caller's *s.
+ * ZS_OK; ZS_ENOTFOUND before the first step ended.
  */
 struct zs_step_stats {
 	unsigned long long step;

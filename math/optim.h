@@ -2,7 +2,7 @@
  * optim.h - the math the shard servers run: optimizer updates, rank-order
  * gradient reduction, squared norms (conversions: base/dtype.h). Pure
  * functions of plain arrays and a config: no I/O, no locks, no allocation
- * (the parallel wrapper only starts threads). STYLE.md habit 10.
+ * (the parallel wrapper only starts threads).
  *
  * Reproducibility: every kernel is elementwise or sums in a fixed order, and
  * the build uses -ffp-contract=off, so results are bitwise the same on any

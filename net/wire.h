@@ -1,5 +1,5 @@
 /*
- * wire.h - the data plane's binary frame header (DESIGN.md section 5).
+ * wire.h - the data plane's binary frame header (docs/DESIGN.md section 5).
  *
  * Every frame on a stream transport (tcp, and shm's control socket) is an
  * 80-byte header, little-endian on the wire whatever the host, followed by
@@ -32,7 +32,7 @@
  *         for any)                         -> HELLO_OK(job) | ERROR
  *   GATHER(job, unit, offset, length, step)  -> GATHER_DATA(payload) | ERROR
  *   PUSH(job, unit, offset, length, step, payload) -> PUSH_ACK | ERROR
- *   rdma: HELLO(flags RDMA) -> HELLO_OK(aux: arena length); RDMA_QP(the
+ *   rdma: HELLO(flags ONE_SIDED) -> HELLO_OK(aux: arena length); RDMA_QP(the
  *        client's queue pair) -> RDMA_QP(the server's, with the arena's
  *        address and key); then as shm, except that the client moves the
  *        bytes by RDMA READ / WRITE instead of copying from a mapping

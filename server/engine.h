@@ -7,7 +7,7 @@
  * master itself for fp32 units), one staging slot per trainer, and a
  * version (the number of optimizer steps applied).
  *
- * Step protocol per shard (DESIGN.md section 3):
+ * Step protocol per shard (docs/DESIGN.md section 3):
  *   gather(step t): served when version == t; held when version < t (until
  *     the update that makes t); refused when version > t (t is gone).
  *   push(step t, rank r): lands in r's slot when version == t and r has not

@@ -1,6 +1,6 @@
 /*
  * oracle.h - the training oracle's synthetic model and its single-process
- * reference (DESIGN.md section 3). The gradient is a deterministic function
+ * reference (docs/DESIGN.md section 3). The gradient is a deterministic function
  * of the parameters a trainer gathered, its rank and the step, so a test of
  * the service does not depend on any model's numerics; the reference sums
  * the ranks' gradients in rank order in fp32, as the servers must.
