@@ -212,7 +212,7 @@ check: all
 	[ $$rc -eq 0 ] && [ $$r -eq 0 ]
 
 check-layers:
-	@sh tools/check-layers.sh
+	@sh tools/check-layers.sh && sh tests/lib/check-layers-fails.sh
 check-exports: $(LIBZS_SO)
 	@sh tests/lib/check-exports.sh $(LIBZS_SO) $(PUBLIC_H)
 check-install: all
