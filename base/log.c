@@ -23,6 +23,19 @@ int zs_log_parse_level(const char *name, enum zs_log_level *out)
 	return -1;
 }
 
+int zs_log_level_option(const char *prog, const char *arg)
+{
+	enum zs_log_level lv;
+
+	if (zs_log_parse_level(arg, &lv)) {
+		fprintf(stderr, "%s: --log-level: '%s' is not one of debug, info, warn, error\n",
+			prog, arg);
+		return 2;
+	}
+	zs_log_set_level(lv);
+	return 0;
+}
+
 void zs_log_init(const char *name)
 {
 	component = name;

@@ -17,6 +17,10 @@ void zs_log_set_level(enum zs_log_level lvl);
 /* "debug", "info", "warn" or "error" into *out: 0; anything else (NULL
  * too): -1 and *out unchanged. */
 int zs_log_parse_level(const char *name, enum zs_log_level *out);
+/* A daemon's --log-level ARG: sets the level and returns 0, or says on
+ * stderr what is wrong (prefixed with prog) and returns 2, the exit status
+ * of bad usage. */
+int zs_log_level_option(const char *prog, const char *arg);
 
 void zs_log(enum zs_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -105,11 +105,9 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	if (zs_dec_ckpt_req(p, n, true, job, &step, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, job);
-	if (!j) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+	j = coord_job_or_fail(c, call, job);
+	if (!j)
 		goto out;
-	}
 	if (j->restore_pending) {
 		zs_rpc_fail(call, ZS_ESTATE, "job '%s' is being restored", job);
 		goto out;
@@ -185,10 +183,8 @@ void coord_h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, s
 	if (zs_dec_job_name(p, n, job, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	if (!coord_find_job(c, job)) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+	if (!coord_job_or_fail(c, call, job))
 		goto out;
-	}
 	v = malloc((c->n_ckpts ? c->n_ckpts : 1) * sizeof *v);
 	if (!v) {
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
@@ -269,11 +265,9 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 	if (zs_dec_ckpt_req(p, n, false, job, &id, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, job);
-	if (!j) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+	j = coord_job_or_fail(c, call, job);
+	if (!j)
 		goto out;
-	}
 	if (id == 0) { /* the latest committed */
 		for (size_t i = 0; i < c->n_ckpts; i++)
 			if (!strcmp(c->ckpts[i].job, job) && c->ckpts[i].state == ZS_CKPT_COMMITTED)

@@ -23,6 +23,16 @@ struct zs_job *coord_find_job(struct coord *c, const char *name)
 	return NULL;
 }
 
+/* The job named, or NULL after failing call with ZS_ENOTFOUND. */
+struct zs_job *coord_job_or_fail(struct coord *c, struct zs_rpc_call *call, const char *name)
+{
+	struct zs_job *j = coord_find_job(c, name);
+
+	if (!j)
+		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+	return j;
+}
+
 /* Bytes placements hold on server id, over all jobs except skip. */
 uint64_t coord_used_on(struct coord *c, uint64_t id, const struct zs_job *skip)
 {

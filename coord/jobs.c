@@ -76,16 +76,12 @@ struct zs_job *coord_lookup(struct coord *c, struct zs_rpc_call *call,
 			     const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX])
 {
 	struct zs_error e = {0};
-	struct zs_job *j;
 
 	if (zs_dec_job_name(p, n, name, &e)) {
 		coord_reply_err(call, &e);
 		return NULL;
 	}
-	j = coord_find_job(c, name);
-	if (!j)
-		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
-	return j;
+	return coord_job_or_fail(c, call, name);
 }
 
 void coord_h_get_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
@@ -159,11 +155,9 @@ void coord_h_set_stage(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		return zs_rpc_fail(call, ZS_EINVAL, "stage %u is invalid (1, 2 or 3)",
 				   stage);
 	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, name);
-	if (!j) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+	j = coord_job_or_fail(c, call, name);
+	if (!j)
 		goto out;
-	}
 	old = j->spec.stage;
 	j->spec.stage = stage;
 	if (coord_save_job(c, j, false, false, &e)) {
@@ -196,11 +190,9 @@ void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	if (zs_dec_rebalance(p, n, name, &want, &n_want, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, name);
-	if (!j) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+	j = coord_job_or_fail(c, call, name);
+	if (!j)
 		goto out;
-	}
 	for (uint32_t i = 0; i < n_want; i++) {
 		struct srv *sv = coord_find_srv(c, want[i]);
 		if (!sv || !sv->up) {
@@ -277,11 +269,9 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 				   e.msg);
 	}
 	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, r.job);
-	if (!j) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", r.job);
+	j = coord_job_or_fail(c, call, r.job);
+	if (!j)
 		goto out;
-	}
 	if (r.rank >= j->spec.world_size) {
 		zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
 			    r.rank, r.job, j->spec.world_size);
@@ -345,11 +335,9 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 	if (zs_dec_leave(p, n, name, &rank, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, name);
-	if (!j) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
+	j = coord_job_or_fail(c, call, name);
+	if (!j)
 		goto out;
-	}
 	for (pos = 0; pos < j->n_trainers && j->trainers[pos].rank != rank; pos++)
 		;
 	if (pos == j->n_trainers) {

@@ -72,15 +72,10 @@ int main(int argc, char **argv)
 			}
 			cfg.lease_ms = (uint32_t)v;
 			break;
-		case 'v': {
-			enum zs_log_level lv;
-			if (zs_log_parse_level(optarg, &lv)) {
-				fprintf(stderr, "zshard-coordinator: --log-level: '%s' is not one of debug, info, warn, error\n", optarg);
+		case 'v':
+			if (zs_log_level_option("zshard-coordinator", optarg))
 				return 2;
-			}
-			zs_log_set_level(lv);
 			break;
-		}
 		case 'V': printf("zshard-coordinator %s\n", ZS_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

@@ -56,11 +56,9 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	if (zs_dec_norm_report(p, n, &r, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, r.job);
-	if (!j) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", r.job);
+	j = coord_job_or_fail(c, call, r.job);
+	if (!j)
 		goto out;
-	}
 	if (j->spec.optim.clip_norm <= 0.0) {
 		zs_rpc_fail(call, ZS_ESTATE, "job '%s' does not clip gradients", r.job);
 		goto out;

@@ -33,10 +33,10 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	if (zs_dec_report_step(p, n, job, &rank, &r, &has, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, job);
+	j = coord_job_or_fail(c, call, job);
 	if (!j) {
 		pthread_mutex_unlock(&c->mu);
-		return zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", job);
+		return;
 	}
 	if (rank >= j->spec.world_size) {
 		pthread_mutex_unlock(&c->mu);

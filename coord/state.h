@@ -112,6 +112,8 @@ struct coord {
 /* coord.c */
 struct srv *coord_find_srv(struct coord *c, uint64_t id);
 struct zs_job *coord_find_job(struct coord *c, const char *name);
+/* The job named, or NULL after failing call with ZS_ENOTFOUND. */
+struct zs_job *coord_job_or_fail(struct coord *c, struct zs_rpc_call *call, const char *name);
 /* Bytes placements hold on server id, over all jobs except skip. */
 uint64_t coord_used_on(struct coord *c, uint64_t id, const struct zs_job *skip);
 /* Encodes and sends a job, or fails the call. */
