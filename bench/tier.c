@@ -26,8 +26,9 @@ static int run(const char *tier_dir, uint64_t n, int steps, double *med_s, uint6
 	struct zs_conn *c;
 	struct zs_error err = {0};
 	struct place_server sv = {.id = 1, .free_bytes = UINT64_MAX};
-	struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .arena_bytes = n * 4 * 3 + (64u << 20)};
-	char tcp[ZS_ADDR_MAX], shm[ZS_ADDR_MAX];
+	char tcp[ZS_ADDR_MAX];
+	struct zs_listener_opts o = {.at = {{&zs_tcp_endpoint, "127.0.0.1:0", tcp}},
+				     .arena_bytes = n * 4 * 3 + (64u << 20)};
 	float *p = malloc(n * 4), *g = malloc(n * 4);
 	double *t = malloc((size_t)steps * sizeof *t);
 	struct engine_stats es0, es1;
@@ -49,7 +50,7 @@ static int run(const char *tier_dir, uint64_t n, int steps, double *med_s, uint6
 	    place_job(&job.spec, &sv, 1, NULL, &job.placement, &err) ||
 	    engine_create(2, 0, &e, &err) ||
 	    (tier_dir && engine_set_tier(e, tier_dir, 1, &err)) ||
-	    zs_listener_start(&o, engine_target(e), &l, tcp, shm, &err)) {
+	    zs_listener_start(&o, engine_target(e), &l, &err)) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}

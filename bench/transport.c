@@ -171,10 +171,11 @@ int main(int argc, char **argv)
 		reps = 7;
 	for (int s = 0; s < MAXS; s++) {
 		struct zs_target tg = {&srv[s], b_hello, b_read, b_wbegin, b_wdone, b_wabort};
-		struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = true,
+		struct zs_listener_opts o = {.at = {{&zs_tcp_endpoint, "127.0.0.1:0", srv[s].tcp},
+						    {&zs_shm_endpoint, NULL, srv[s].shm}},
 					     .arena_bytes = (64u << 20) * (1 + MAXT)};
 		struct zs_error err = {0};
-		if (zs_listener_start(&o, &tg, &srv[s].l, srv[s].tcp, srv[s].shm, &err)) {
+		if (zs_listener_start(&o, &tg, &srv[s].l, &err)) {
 			fprintf(stderr, "%s\n", err.msg);
 			return 1;
 		}

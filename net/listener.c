@@ -1,7 +1,8 @@
 /*
  * listener.c - the server side of the data plane (see transport.h).
  *
- * One accept thread polls the tcp and shm listening sockets; each accepted
+ * One accept thread polls the listening sockets of every endpoint (each
+ * stream transport's server half: net/tcp.c, net/shm.c); each accepted
  * connection gets a thread that reads frames and calls the target. Replies
  * may come from any thread (a deferred gather is answered by whoever makes
  * the step's parameters), so writes to a connection go under its write
@@ -23,10 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include "base/log.h"
 #include "net/sockio.h"
@@ -43,7 +41,7 @@ struct note { /* a one-sided push's notification waiting for a worker */
 	struct note *next;
 };
 
-struct slot { /* a write slot handed out by PUSH_SLOT (shm, a path) */
+struct slot { /* a write slot handed out by PUSH_SLOT (offset peers) */
 	uint64_t req_id;
 	struct zs_xfer x;
 	void *dst;
@@ -52,8 +50,10 @@ struct slot { /* a write slot handed out by PUSH_SLOT (shm, a path) */
 struct zs_lconn {
 	struct zs_listener *l;
 	int fd;
-	bool shm;
-	bool path;    /* a tcp peer on the one-sided path: replies give offsets */
+	const struct zs_endpoint_ops *ep; /* the endpoint it came in on */
+	bool offsets; /* it addresses the arena itself (an offset endpoint, or
+		       * the one-sided path): replies give offsets */
+	bool path;    /* on the one-sided path */
 	void *pstate; /* the path's state for it (its queue pair) */
 	atomic_int refs;
 	pthread_mutex_t wmu; /* serializes writes; guards dead */
@@ -82,13 +82,15 @@ struct block {
 
 struct zs_listener {
 	struct zs_target t;
-	int tcp_fd, shm_fd;
-	char shm_name[108];
+	int fds[ZS_LISTEN_MAX];
+	const struct zs_endpoint_ops *eps[ZS_LISTEN_MAX];
+	int n_fds;
 	pthread_t accept_th;
 	atomic_int stop;
 	pthread_mutex_t mu; /* conns, blocks */
 	struct zs_lconn *conns;
-	/* the arena: a memfd that shm peers map; tcp peers never see it */
+	/* the arena: a memfd that offset peers may map (pass_arena endpoints)
+	 * and a one-sided path registers; inline peers never see it */
 	int memfd;
 	uint8_t *arena;
 	size_t arena_len, arena_used;
@@ -223,7 +225,7 @@ void zs_sop_read_ready(struct zs_sop *op, const void *src)
 	pthread_mutex_unlock(&c->wmu);
 	if (dead) {
 		/* the peer is gone (or the listener closed): nothing to send */
-	} else if (c->shm || c->path) {
+	} else if (c->offsets) {
 		const uint8_t *s = src, *a = c->l->arena;
 		if (s < a || s + bytes > a + c->l->arena_len) {
 			zs_error("data plane: target served memory outside the arena (bug)");
@@ -299,7 +301,7 @@ static int on_hello(struct zs_lconn *c, const struct zs_frame *f)
 	buf[f->payload_len] = '\0';
 	token = memchr(buf, '\0', f->payload_len);
 	token = token ? token + 1 : buf + f->payload_len;
-	if ((f->flags & ZS_WF_ONE_SIDED) && (c->shm || !l->path)) {
+	if ((f->flags & ZS_WF_ONE_SIDED) && (c->offsets || !l->path)) {
 		send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no one-sided data path");
 		return -1;
 	}
@@ -307,22 +309,14 @@ static int on_hello(struct zs_lconn *c, const struct zs_frame *f)
 		send_error(c, f->req_id, err.code, err.msg);
 		return -1;
 	}
-	if (f->flags & ZS_WF_ONE_SIDED) { /* the path's control frame follows */
-		c->hello = true;
-		c->path = true;
-		c->job = r.job = job;
-		c->rank = f->rank;
-		r.aux = l->arena_len;
-		return send_frame(c, &r, NULL, 0, -1);
-	}
 	c->hello = true;
 	c->job = r.job = job;
 	c->rank = f->rank;
-	if (c->shm) {
+	if (f->flags & ZS_WF_ONE_SIDED) /* the path's control frame follows */
+		c->path = c->offsets = true;
+	if (c->offsets) /* the size of what its offsets address */
 		r.aux = l->arena_len;
-		return send_frame(c, &r, NULL, 0, l->memfd);
-	}
-	return send_frame(c, &r, NULL, 0, -1);
+	return send_frame(c, &r, NULL, 0, c->ep->pass_arena ? l->memfd : -1);
 }
 
 /* A path's notification (the push's request id) arrived with its last
@@ -464,7 +458,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 		l->t.read(l->t.ctx, op, c->job, c->rank, &x);
 		return 0;
 	case ZS_OP_PUSH:
-		if (c->shm || c->path) {
+		if (c->offsets) {
 			pthread_mutex_lock(&c->smu);
 			for (size_t i = 0; i < c->n_slots; i++) {
 				if (c->slots[i].req_id != f->req_id)
@@ -514,8 +508,8 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 	case ZS_OP_PUSH_BEGIN: {
 		struct zs_frame r = {.op = ZS_OP_PUSH_SLOT, .req_id = f->req_id, .job = c->job};
 		struct slot *g;
-		if (!(c->shm || c->path) || f->payload_len) {
-			send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for shm and one-sided peers");
+		if (!(c->offsets) || f->payload_len) {
+			send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for peers that address the arena");
 			return -1;
 		}
 		if (l->t.write_begin(l->t.ctx, c->job, c->rank, &x, &dst, &err)) {
@@ -580,11 +574,12 @@ static void *accept_main(void *arg)
 	struct zs_listener *l = arg;
 
 	while (!atomic_load(&l->stop)) {
-		struct pollfd p[2] = {{.fd = l->tcp_fd, .events = POLLIN},
-				      {.fd = l->shm_fd, .events = POLLIN}};
-		if (poll(p, 2, 100) <= 0)
+		struct pollfd p[ZS_LISTEN_MAX];
+		for (int i = 0; i < l->n_fds; i++)
+			p[i] = (struct pollfd){.fd = l->fds[i], .events = POLLIN};
+		if (poll(p, (nfds_t)l->n_fds, 100) <= 0)
 			continue;
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < l->n_fds; i++) {
 			struct zs_lconn *c;
 			int fd;
 			if (!(p[i].revents & POLLIN))
@@ -597,11 +592,12 @@ static void *accept_main(void *arg)
 				close(fd);
 				continue;
 			}
-			if (i == 0)
-				zs_tune_tcp(fd);
+			if (l->eps[i]->accepted)
+				l->eps[i]->accepted(fd);
 			c->l = l;
 			c->fd = fd;
-			c->shm = i == 1;
+			c->ep = l->eps[i];
+			c->offsets = c->ep->offsets;
 			atomic_init(&c->refs, 1);
 			pthread_mutex_init(&c->wmu, NULL);
 			pthread_mutex_init(&c->smu, NULL);
@@ -631,18 +627,24 @@ static void stop_workers(struct zs_listener *l)
 	l->n_nth = 0;
 }
 
+static void close_fds(struct zs_listener *l)
+{
+	for (int i = 0; i < l->n_fds; i++)
+		close(l->fds[i]);
+	l->n_fds = 0;
+}
+
 enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 				 const struct zs_target *t, struct zs_listener **out,
-				 char *tcp_addr, char *shm_name, struct zs_error *err)
+				 struct zs_error *err)
 {
-	static atomic_int seq;
 	struct zs_listener *l = calloc(1, sizeof *l);
 	enum zs_status st = ZS_OK;
 
 	if (!l)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	l->t = *t;
-	l->tcp_fd = l->shm_fd = l->memfd = -1;
+	l->memfd = -1;
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_mutex_init(&l->nmu, NULL);
 	pthread_cond_init(&l->ncv, NULL);
@@ -660,46 +662,15 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 		st = zs_fail(err, ZS_ENOMEM, "cannot map the shard arena: %s", strerror(errno));
 		goto fail;
 	}
-
-	if (o->tcp_listen) {
-		char host[ZS_HOST_MAX];
-		uint16_t port;
-		struct sockaddr_in a = {.sin_family = AF_INET};
-		socklen_t al = sizeof a;
-		int one = 1;
-
-		if ((st = zs_parse_hostport(o->tcp_listen, host, &port, err)))
-			goto fail;
-		if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
-			st = zs_fail(err, ZS_EINVAL, "data address '%s' must be an IPv4 literal",
-				     o->tcp_listen);
+	for (int i = 0; i < ZS_LISTEN_MAX && o->at[i].ops; i++) {
+		const struct zs_listen_at *at = &o->at[i];
+		int fd = at->ops->listen(at->addr, at->bound, err);
+		if (fd < 0) {
+			st = err ? err->code : ZS_EUNAVAIL;
 			goto fail;
 		}
-		a.sin_port = htons(port);
-		l->tcp_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		setsockopt(l->tcp_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (bind(l->tcp_fd, (struct sockaddr *)&a, sizeof a) || listen(l->tcp_fd, 128) ||
-		    getsockname(l->tcp_fd, (struct sockaddr *)&a, &al)) {
-			st = zs_fail(err, ZS_EUNAVAIL, "cannot listen on %s: %s", o->tcp_listen,
-				     strerror(errno));
-			goto fail;
-		}
-		zs_fmt(tcp_addr, ZS_ADDR_MAX, "%s:%u", host, ntohs(a.sin_port));
-	}
-	if (o->shm) {
-		struct sockaddr_un un = {.sun_family = AF_UNIX};
-		int n = snprintf(l->shm_name, sizeof l->shm_name, "@zshard-%d-%d", (int)getpid(),
-				 atomic_fetch_add(&seq, 1));
-		memcpy(un.sun_path + 1, l->shm_name + 1, (size_t)n - 1);
-		l->shm_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (bind(l->shm_fd, (struct sockaddr *)&un,
-			 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n)) ||
-		    listen(l->shm_fd, 128)) {
-			st = zs_fail(err, ZS_EUNAVAIL, "cannot listen on %s: %s", l->shm_name,
-				     strerror(errno));
-			goto fail;
-		}
-		snprintf(shm_name, ZS_ADDR_MAX, "%s", l->shm_name);
+		l->eps[l->n_fds] = at->ops;
+		l->fds[l->n_fds++] = fd;
 	}
 	if (o->path) {
 		if ((st = o->path->open(l->arena, l->arena_len, &l->pctx, err)))
@@ -726,10 +697,7 @@ fail:
 	stop_workers(l);
 	pthread_cond_destroy(&l->ncv);
 	pthread_mutex_destroy(&l->nmu);
-	if (l->tcp_fd >= 0)
-		close(l->tcp_fd);
-	if (l->shm_fd >= 0)
-		close(l->shm_fd);
+	close_fds(l);
 	if (l->arena)
 		munmap(l->arena, l->arena_len ? l->arena_len : 4096);
 	if (l->memfd >= 0)
@@ -748,10 +716,7 @@ void zs_listener_stop(struct zs_listener *l)
 	l->stopped = true;
 	atomic_store(&l->stop, 1);
 	pthread_join(l->accept_th, NULL);
-	if (l->tcp_fd >= 0)
-		close(l->tcp_fd);
-	if (l->shm_fd >= 0)
-		close(l->shm_fd);
+	close_fds(l);
 	for (c = l->conns; c; c = next) {
 		next = c->next;
 		pthread_mutex_lock(&c->wmu);

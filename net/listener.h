@@ -1,8 +1,9 @@
 /*
  * listener.h - the server side of the data plane: a listener accepts the
- * trainers' connections for every transport it offers (tcp; shm, whose
- * HELLO hands over the arena's memfd; a one-sided path such as rdma on the
- * tcp connections) and turns their frames into calls on a struct zs_target
+ * trainers' connections on every endpoint it is given (the server half of
+ * each stream transport: tcp; shm, whose HELLO hands over the arena's
+ * memfd) and serves a one-sided path (rdma) on them when it is given one,
+ * and turns their frames into calls on a struct zs_target
  * (the shard engine). The target answers each read or write exactly once,
  * at once or later from any thread (a gather of step t waits until step t's
  * parameters exist). Memory the target serves reads from or receives
@@ -98,20 +99,51 @@ void zs_lconn_hold(struct zs_lconn *c);
  * hold; never blocks on the target. */
 void zs_lconn_landed(struct zs_lconn *c, uint32_t id);
 
+/*
+ * An endpoint: a kind of socket the listener accepts trainers on, the
+ * server half of a stream transport (zs_tcp_endpoint in net/tcp.c,
+ * zs_shm_endpoint in net/shm.c). It says how its peers see the data: with
+ * offsets, a peer addresses the arena itself and replies carry offsets
+ * into it (shm); without, bytes travel in the frames (tcp, unless the peer
+ * asks for the one-sided path).
+ */
+struct zs_endpoint_ops {
+	const char *name;
+	bool offsets;    /* its peers address the arena: replies give offsets */
+	bool pass_arena; /* HELLO_OK hands the peer the arena's memfd */
+	/* Binds and listens at addr (its own syntax; NULL: the transport's
+	 * default) and writes the address to advertise into bound (ZS_ADDR_MAX
+	 * bytes). The listening socket, or -1 with err. */
+	int (*listen)(const char *addr, char *bound, struct zs_error *err);
+	/* Tunes a socket just accepted. Optional. */
+	void (*accepted)(int fd);
+};
+extern const struct zs_endpoint_ops zs_tcp_endpoint; /* net/tcp.c */
+extern const struct zs_endpoint_ops zs_shm_endpoint; /* net/shm.c */
+
+#define ZS_LISTEN_MAX 4
+struct zs_listen_at {
+	const struct zs_endpoint_ops *ops; /* NULL ends the list */
+	const char *addr;                  /* tcp: HOST:PORT (port 0: a free one);
+					    * shm: NULL (a fresh name) */
+	char *bound;                       /* receives the address to advertise */
+};
+
 struct zs_listener_opts {
-	const char *tcp_listen; /* HOST:PORT (port 0: a free one); NULL: no tcp */
-	bool shm;               /* also accept same-host shm connections */
-	const struct zs_listener_path *path; /* a one-sided path to offer, or NULL */
-	uint64_t arena_bytes;   /* the memory zs_listener_alloc hands out */
+	struct zs_listen_at at[ZS_LISTEN_MAX]; /* where to accept trainers */
+	const struct zs_listener_path *path;   /* a one-sided path to offer, or NULL */
+	uint64_t arena_bytes;                  /* what zs_listener_alloc hands out */
 };
 
 /*
- * Starts listening. The target must outlive the listener. tcp_addr and
- * shm_name (each ZS_ADDR_MAX) receive the addresses to advertise.
+ * Starts listening on every endpoint of o->at (each writes the address to
+ * advertise into its bound). The target must outlive the listener. Fails
+ * (ZS_EINVAL a bad address, ZS_EUNAVAIL cannot listen, ZS_ENOMEM no arena,
+ * or the path's open failed) with nothing left behind.
  */
 enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 				 const struct zs_target *t, struct zs_listener **out,
-				 char *tcp_addr, char *shm_name, struct zs_error *err);
+				 struct zs_error *err);
 /*
  * Stops taking work: no new connection, every connection closed and its
  * thread joined, every notification handled. The target may be freed

@@ -7,11 +7,17 @@
  * Only the small frames cross the socket.
  */
 #include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include "net/listener.h"
 #include "net/stream.h"
 
 struct shm_map {
@@ -90,4 +96,39 @@ const struct zs_transport_ops zs_shm_transport = {
 	.test = zs_req_test,
 	.wait = zs_req_wait,
 	.close = stream_close,
+};
+
+/* ------------------------------------------------------- the server half */
+
+/* An abstract unix socket of a fresh name, "@zshard-PID-N": nothing on
+ * disk to clean up, and gone with the process. */
+static int shm_listen(const char *addr, char *bound, struct zs_error *err)
+{
+	static atomic_int seq;
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	char name[sizeof un.sun_path];
+	int n, fd;
+
+	(void)addr;
+	n = snprintf(name, sizeof name, "@zshard-%d-%d", (int)getpid(), atomic_fetch_add(&seq, 1));
+	memcpy(un.sun_path + 1, name + 1, (size_t)n - 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return zs_fail(err, ZS_EUNAVAIL, "cannot make a socket: %s", strerror(errno)), -1;
+	if (bind(fd, (struct sockaddr *)&un,
+		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n)) ||
+	    listen(fd, 128)) {
+		zs_fail(err, ZS_EUNAVAIL, "cannot listen on %s: %s", name, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	snprintf(bound, ZS_ADDR_MAX, "%s", name);
+	return fd;
+}
+
+const struct zs_endpoint_ops zs_shm_endpoint = {
+	.name = "shm",
+	.offsets = true,
+	.pass_arena = true,
+	.listen = shm_listen,
 };

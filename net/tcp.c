@@ -4,6 +4,16 @@
  * 4 MiB socket buffers); payloads are written from and read into the
  * callers' buffers directly. Two-sided: the server's CPU serves each request.
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "net/listener.h"
+#include "net/sockio.h"
 #include "net/stream.h"
 
 static const struct stream_hooks tcp_hooks = {
@@ -28,4 +38,42 @@ const struct zs_transport_ops zs_tcp_transport = {
 	.test = zs_req_test,
 	.wait = zs_req_wait,
 	.close = stream_close,
+};
+
+/* ------------------------------------------------------- the server half */
+
+static int tcp_listen(const char *addr, char *bound, struct zs_error *err)
+{
+	char host[ZS_HOST_MAX];
+	uint16_t port;
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t al = sizeof a;
+	int fd, one = 1;
+
+	if (!addr)
+		return zs_fail(err, ZS_EINVAL, "a tcp endpoint needs HOST:PORT"), -1;
+	if (zs_parse_hostport(addr, host, &port, err))
+		return -1;
+	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+		return zs_fail(err, ZS_EINVAL, "data address '%s' must be an IPv4 literal", addr),
+		       -1;
+	a.sin_port = htons(port);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return zs_fail(err, ZS_EUNAVAIL, "cannot make a socket: %s", strerror(errno)), -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 128) ||
+	    getsockname(fd, (struct sockaddr *)&a, &al)) {
+		zs_fail(err, ZS_EUNAVAIL, "cannot listen on %s: %s", addr, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	zs_fmt(bound, ZS_ADDR_MAX, "%s:%u", host, ntohs(a.sin_port));
+	return fd;
+}
+
+const struct zs_endpoint_ops zs_tcp_endpoint = {
+	.name = "tcp",
+	.listen = tcp_listen,
+	.accepted = zs_tune_tcp,
 };

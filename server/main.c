@@ -203,19 +203,19 @@ int main(int argc, char **argv)
 		snprintf(d.rdma_note, sizeof d.rdma_note, "turned off (--rdma off)");
 	}
 	{
-		struct zs_listener_opts lo = {.tcp_listen = data_listen, .shm = true,
-					      .path = rdma ? &zs_rdma_path : NULL,
-					      .arena_bytes = d.me.capacity};
-		enum zs_status lst = zs_listener_start(&lo, engine_target(d.engine), &dp,
-						       d.me.data_addr, d.me.shm_addr, &err);
+		struct zs_listener_opts lo = {
+			.at = {{&zs_tcp_endpoint, data_listen, d.me.data_addr},
+			       {&zs_shm_endpoint, NULL, d.me.shm_addr}},
+			.path = rdma ? &zs_rdma_path : NULL,
+			.arena_bytes = d.me.capacity};
+		enum zs_status lst = zs_listener_start(&lo, engine_target(d.engine), &dp, &err);
 		if (lst && rdma && strcmp(rdma_mode, "on")) {
 			/* registering the arena failed after all: serve without rdma */
 			zs_warn("rdma not offered: %s", err.msg);
 			zs_fmt(d.rdma_note, sizeof d.rdma_note, "%s", err.msg);
 			rdma = false;
 			lo.path = NULL;
-			lst = zs_listener_start(&lo, engine_target(d.engine), &dp, d.me.data_addr,
-						d.me.shm_addr, &err);
+			lst = zs_listener_start(&lo, engine_target(d.engine), &dp, &err);
 		}
 		if (lst)
 			goto clean_engine;

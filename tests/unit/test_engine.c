@@ -136,7 +136,8 @@ static void start_clip(struct cluster *c, int S, uint32_t R, enum zs_optim_kind 
 	c->ex.sumsq = calloc(c->job.placement.n_shards, sizeof(double));
 	c->ex.have = calloc(c->job.placement.n_shards, sizeof(bool));
 	for (int s = 0; s < S; s++) {
-		struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = true,
+		struct zs_listener_opts o = {.at = {{&zs_tcp_endpoint, "127.0.0.1:0", c->tcp[s]},
+						    {&zs_shm_endpoint, NULL, c->shm[s]}},
 					     .arena_bytes = 16u << 20};
 		assert_int_equal(engine_create(2, 0, &c->e[s], NULL), ZS_OK);
 		engine_set_norm_exchange(c->e[s], exchange, &c->ex);
@@ -145,8 +146,7 @@ static void start_clip(struct cluster *c, int S, uint32_t R, enum zs_optim_kind 
 			snprintf(d, sizeof d, "%s/s%d", tier_dir, s);
 			assert_int_equal(engine_set_tier(c->e[s], d, tier_budget, NULL), ZS_OK);
 		}
-		if (zs_listener_start(&o, engine_target(c->e[s]), &c->l[s], c->tcp[s],
-				      c->shm[s], &err))
+		if (zs_listener_start(&o, engine_target(c->e[s]), &c->l[s], &err))
 			fail_msg("%s", err.msg);
 		engine_set_listener(c->e[s], c->l[s]);
 		if (engine_add_job(c->e[s], &c->job, (uint64_t)s + 1, &err))
@@ -410,7 +410,7 @@ static void test_pipelined_reduction(void **st)
 	oracle_spec_sizes(&c.job.spec, "t", 2, ZS_ADAMW, ZS_BF16, sizes, 2);
 	{
 		struct place_server sv = {.id = 1, .free_bytes = UINT64_MAX};
-		struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = false,
+		struct zs_listener_opts o = {.at = {{&zs_tcp_endpoint, "127.0.0.1:0", c.tcp[0]}},
 					     .arena_bytes = 64u << 20};
 		struct zs_error err = {0};
 		assert_int_equal(place_job(&c.job.spec, &sv, 1, NULL, &c.job.placement, NULL), ZS_OK);
@@ -422,7 +422,7 @@ static void test_pipelined_reduction(void **st)
 			snprintf(d, sizeof d, "%s/big", tier_dir);
 			assert_int_equal(engine_set_tier(c.e[0], d, tier_budget, NULL), ZS_OK);
 		}
-		if (zs_listener_start(&o, engine_target(c.e[0]), &c.l[0], c.tcp[0], c.shm[0], &err))
+		if (zs_listener_start(&o, engine_target(c.e[0]), &c.l[0], &err))
 			fail_msg("%s", err.msg);
 		engine_set_listener(c.e[0], c.l[0]);
 		if (engine_add_job(c.e[0], &c.job, 1, &err))

@@ -160,14 +160,15 @@ static int start_toy(struct fixture *f)
 {
 	struct zs_target tg = {&f->toy, toy_hello, toy_read, toy_write_begin,
 			       toy_write_done, toy_write_abort};
-	struct zs_listener_opts o = {.tcp_listen = "127.0.0.1:0", .shm = true,
+	struct zs_listener_opts o = {.at = {{&zs_tcp_endpoint, "127.0.0.1:0", f->tcp_addr},
+					    {&zs_shm_endpoint, NULL, f->shm_name}},
 				     .path = f->t == &zs_rdma_transport ? &zs_rdma_path : NULL,
 				     .arena_bytes = 2ull * NELEM * 4};
 	struct zs_error err = {0};
 
 	memset(&f->toy, 0, sizeof f->toy);
 	pthread_mutex_init(&f->toy.mu, NULL);
-	if (zs_listener_start(&o, &tg, &f->toy.l, f->tcp_addr, f->shm_name, &err)) {
+	if (zs_listener_start(&o, &tg, &f->toy.l, &err)) {
 		fprintf(stderr, "listener: %s\n", err.msg);
 		return -1;
 	}
@@ -673,16 +674,16 @@ static int two_node(void)
 		return 2;
 	}
 	if (!strcmp(role, "server")) {
-		struct zs_listener_opts o = {.tcp_listen = NULL, .path = &zs_rdma_path,
+		struct zs_listener_opts o = {.path = &zs_rdma_path,
 					     .arena_bytes = 2ull * NELEM * 4};
 		struct zs_target tg = {&f.toy, toy_hello, toy_read, toy_write_begin,
 				       toy_write_done, toy_write_abort};
 		struct zs_error err = {0};
 		char listen[64];
 		snprintf(listen, sizeof listen, "%s:7470", ip);
-		o.tcp_listen = listen;
+		o.at[0] = (struct zs_listen_at){&zs_tcp_endpoint, listen, f.tcp_addr};
 		pthread_mutex_init(&f.toy.mu, NULL);
-		if (zs_listener_start(&o, &tg, &f.toy.l, f.tcp_addr, f.shm_name, &err)) {
+		if (zs_listener_start(&o, &tg, &f.toy.l, &err)) {
 			fprintf(stderr, "two-node server: %s\n", err.msg);
 			return 1;
 		}
