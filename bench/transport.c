@@ -35,9 +35,9 @@ struct srv {
 };
 
 static enum zs_status b_hello(void *ctx, const char *job, const char *tok, uint64_t inc,
-			      uint32_t rank, uint32_t *h, struct zs_error *err)
+			      uint64_t epoch, uint32_t rank, uint32_t *h, struct zs_error *err)
 {
-	(void)ctx; (void)job; (void)tok; (void)inc; (void)rank; (void)err;
+	(void)ctx; (void)job; (void)tok; (void)inc; (void)epoch; (void)rank; (void)err;
 	*h = 1;
 	return ZS_OK;
 }

@@ -305,7 +305,7 @@ static int on_hello(struct zs_lconn *c, const struct zs_frame *f)
 		send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no one-sided data path");
 		return -1;
 	}
-	if (l->t.hello(l->t.ctx, buf, token, f->step, f->rank, &job, &err)) {
+	if (l->t.hello(l->t.ctx, buf, token, f->step, f->aux, f->rank, &job, &err)) {
 		send_error(c, f->req_id, err.code, err.msg);
 		return -1;
 	}

@@ -33,10 +33,11 @@ struct zs_sop; /* one server-side operation awaiting the target's answer */
 
 struct zs_target {
 	void *ctx;
-	/* Checks a HELLO (incarnation 0: any; see zs_conn_opts); on success
-	 * sets *job_handle (never 0). */
+	/* Checks a HELLO (incarnation and epoch 0: any; see zs_conn_opts);
+	 * on success sets *job_handle (never 0). */
 	enum zs_status (*hello)(void *ctx, const char *job, const char *token,
-				uint64_t incarnation, uint32_t rank, uint32_t *job_handle,
+				uint64_t incarnation, uint64_t epoch, uint32_t rank,
+				uint32_t *job_handle,
 				struct zs_error *err);
 	/* A read: answer with zs_sop_read_ready() or zs_sop_fail(), now or later. */
 	void (*read)(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,

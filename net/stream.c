@@ -559,7 +559,8 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int
 	char payload[1024];
 	uint8_t h[ZS_WIRE_HDR];
 	struct zs_frame f = {.op = ZS_OP_HELLO, .req_id = 0, .rank = o->rank,
-			     .step = o->incarnation, .flags = c->h->hello_flags};
+			     .step = o->incarnation, .aux = o->epoch,
+			     .flags = c->h->hello_flags};
 	struct iovec iov[2];
 
 	*fd = -1;

@@ -62,6 +62,9 @@ struct zs_conn_opts {
 	const char *addr;  /* tcp: HOST:PORT; shm: the server's socket name */
 	const char *job;
 	const char *token; /* "" if the job has none */
+	uint64_t epoch;       /* the placement epoch the trainer holds: refused
+			       * by a server that holds another one (not yet
+			       * the new one, or a newer one); 0 accepts any */
 	uint64_t incarnation; /* the job's creation time (zs_job.created_ms):
 			       * refused by a server still holding an earlier
 			       * job of that name; 0 accepts any */

@@ -28,8 +28,9 @@
  *    76    4 aux2         op-specific (shm: region offset high bits)
  *
  * Message sequence (client -> server, server -> client):
- *   HELLO(payload: "job\0token\0", rank, step: the job's incarnation, 0
- *         for any)                         -> HELLO_OK(job) | ERROR
+ *   HELLO(payload: "job\0token\0", rank, step: the job's incarnation,
+ *         aux: the placement epoch the trainer holds; 0 for any)
+ *                                          -> HELLO_OK(job) | ERROR
  *   GATHER(job, unit, offset, length, step)  -> GATHER_DATA(payload) | ERROR
  *   PUSH(job, unit, offset, length, step, payload) -> PUSH_ACK | ERROR
  *   rdma: HELLO(flags ONE_SIDED) -> HELLO_OK(aux: arena length); RDMA_QP(the

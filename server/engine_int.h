@@ -135,8 +135,8 @@ void eng_job_unref(struct engine *e, struct ejob *j);
 /* face.c */
 const char *eng_unit_name(struct ejob *j, uint32_t u);
 enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
-			      uint64_t incarnation, uint32_t rank, uint32_t *handle,
-			      struct zs_error *err);
+			   uint64_t incarnation, uint64_t epoch, uint32_t rank,
+			   uint32_t *handle, struct zs_error *err);
 const void *eng_served(struct eshard *s, const struct zs_xfer *x);
 void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		   const struct zs_xfer *x);

@@ -41,8 +41,8 @@ const char *eng_unit_name(struct ejob *j, uint32_t u)
 /* -------------------------------------------------------------- target */
 
 enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
-			      uint64_t incarnation, uint32_t rank, uint32_t *handle,
-			      struct zs_error *err)
+			      uint64_t incarnation, uint64_t epoch, uint32_t rank,
+			      uint32_t *handle, struct zs_error *err)
 {
 	struct engine *e = ctx;
 	struct ejob *j;
@@ -60,6 +60,13 @@ enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 		st = zs_fail(err, ZS_ENOTFOUND,
 			     "this server holds no shard of job '%s' as created at %llu ms yet (it holds an earlier job of that name)",
 			     job, (unsigned long long)incarnation);
+	else if (epoch && j->epoch != epoch)
+		/* re-placed: the trainer's placement and this server's differ
+		 * until the server's next assignments (or the trainer's next
+		 * join) bring them together */
+		st = zs_fail(err, ZS_ENOTFOUND,
+			     "this server holds no shard of job '%s' at placement epoch %llu yet (it holds epoch %llu)",
+			     job, (unsigned long long)epoch, (unsigned long long)j->epoch);
 	else if (rank >= j->spec.world_size && rank != ZS_RANK_OBSERVER)
 		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
 			     rank, job, j->spec.world_size);

@@ -480,6 +480,20 @@ static void test_refusals_and_held_gather(void **st)
 	for (uint32_t i = 0; i < c.job.placement.n_shards; i++)
 		if (c.job.placement.shards[i].unit == 0)
 			sh = &c.job.placement.shards[i];
+	/* a trainer holding another placement epoch than the server's is
+	 * refused at HELLO (it retries once the server has the new one) */
+	{
+		struct zs_conn_opts o = {.addr = c.tcp[0], .job = "t", .token = "", .rank = 0,
+					 .timeout_ms = 5000, .epoch = c.job.placement.epoch + 1};
+		struct zs_conn *stale = NULL;
+		assert_int_equal(zs_connect(c.t, &o, &stale, &err), ZS_ENOTFOUND);
+		assert_null(stale);
+		assert_non_null(strstr(err.msg, "holds no shard"));
+		assert_non_null(strstr(err.msg, "placement epoch"));
+		o.epoch = c.job.placement.epoch;
+		assert_int_equal(zs_connect(c.t, &o, &stale, &err), ZS_OK);
+		zs_conn_close(stale);
+	}
 	a = conn_to(&c, 0, 0);
 	b = conn_to(&c, 0, 1);
 	struct zs_xfer x = {.unit = 0, .offset = sh->offset, .length = sh->length,

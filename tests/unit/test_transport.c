@@ -53,11 +53,12 @@ static const char *addr_of(struct fixture *f)
 /* ---------------------------------------------------------- toy target */
 
 static enum zs_status toy_hello(void *ctx, const char *job, const char *token,
-				uint64_t incarnation, uint32_t rank, uint32_t *h,
+				uint64_t incarnation, uint64_t epoch, uint32_t rank, uint32_t *h,
 				struct zs_error *err)
 {
 	(void)ctx;
 	(void)incarnation;
+	(void)epoch;
 	if (strcmp(job, "job"))
 		return zs_fail(err, ZS_ENOTFOUND, "no job '%s' here", job);
 	if (strcmp(token, "tok"))
