@@ -216,7 +216,7 @@ check-layers:
 check-exports: $(LIBZS_SO)
 	@sh tests/lib/check-exports.sh $(LIBZS_SO) $(PUBLIC_H)
 check-install: all
-	@sh tests/lib/check-install.sh $(BUILD) $(CC)
+	@sh tests/lib/check-install.sh $(BUILD) "$(CC)" "$(SANFLAGS)"
 
 test-rdma: all
 	@sh tests/rdma/run.sh $(BUILD)

@@ -3,10 +3,14 @@
 # trainer against the installed tree with pkg-config alone (shared and
 # static), run both, and check the soname and the layout. Leaves nothing.
 #
-#   tests/lib/check-install.sh BUILD_DIR CC
+#   tests/lib/check-install.sh BUILD_DIR CC [EXTRA_CFLAGS]
+#
+# EXTRA_CFLAGS: the sanitizer flags of a sanitized build, whose library
+# needs its runtime linked into the program too.
 set -eu
 build=$1
 cc=${2:-cc}
+extra=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
@@ -48,16 +52,16 @@ int main(void)
 }
 C
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-# shellcheck disable=SC2046
-"$cc" -Wall -Wextra -Werror -o "$tmp/hello" "$tmp/hello.c" $(pkg-config --cflags --libs zshard) ||
+# shellcheck disable=SC2046,SC2086
+"$cc" $extra -Wall -Wextra -Werror -o "$tmp/hello" "$tmp/hello.c" $(pkg-config --cflags --libs zshard) ||
 	fail "a program does not build with pkg-config --cflags --libs zshard"
 out=$(LD_LIBRARY_PATH="$prefix/lib" "$tmp/hello") || fail "the shared-library program failed"
 ldd "$tmp/hello" | grep -q "$prefix/lib/libzshard.so.0" 2>/dev/null ||
 	LD_LIBRARY_PATH="$prefix/lib" ldd "$tmp/hello" | grep -q "$prefix/lib/libzshard.so.0" ||
 	fail "the program is not linked against the installed libzshard.so.0"
 libdir=$(pkg-config --variable=libdir zshard)
-# shellcheck disable=SC2046
-"$cc" -Wall -Wextra -Werror -o "$tmp/hello-static" "$tmp/hello.c" $(pkg-config --cflags zshard) \
+# shellcheck disable=SC2046,SC2086
+"$cc" $extra -Wall -Wextra -Werror -o "$tmp/hello-static" "$tmp/hello.c" $(pkg-config --cflags zshard) \
 	"$libdir/libzshard.a" $(pkg-config --static --libs zshard | sed 's/-lzshard//') ||
 	fail "a program does not build with the static libzshard.a"
 "$tmp/hello-static" > /dev/null || fail "the static program failed"
