@@ -53,13 +53,7 @@ static void *trainer(void *arg)
 	size_t n = 0;
 	int rc = 0;
 
-	for (int i = 0; i < 200; i++) { /* servers learn a new job at their next heartbeat */
-		rc = zs_trainer_join(x->coord, x->job, x->rank, x->transport, 10000, &t, err,
-				     sizeof err);
-		if (rc != ZS_ENOTFOUND || !strstr(err, "holds no shard"))
-			break;
-		nanosleep(&(struct timespec){0, 50000000}, NULL);
-	}
+	rc = zs_trainer_join(x->coord, x->job, x->rank, x->transport, 10000, &t, err, sizeof err);
 	if (rc) {
 		fprintf(stderr, "bench_coll: rank %u cannot join: %s\n", x->rank, err);
 		x->failed = 1;

@@ -155,6 +155,8 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	t->job.spec.stage = stage;
 	t->job.spec.checkpoint_every = every;
 	t->stage = stage;
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++)
+		t->du[u].pushed = false;
 	t->step = step;
 	t->in_step = true;
 	t->cur = (struct zs_step_report){.rank = t->rank, .step = step, .stage = stage,
@@ -292,6 +294,7 @@ int zs_unit_push(zs_trainer *t, unsigned u)
 	if (u >= t->job.spec.layout.n_units || !t->du[u].grad)
 		return tr_fail(t, ZS_EINVAL, "unit %u has no gradient (zs_unit_grad first)", u);
 	d = &t->du[u];
+	d->pushed = true;
 	if (t->stage == 3)
 		drop_params(t, u); /* its backward is done */
 	if (t->stage == 1) {
@@ -334,6 +337,24 @@ int zs_step_end(zs_trainer *t)
 		}
 		if (t->stage == 3)
 			drop_params(t, u);
+	}
+	/* the servers finish a step only once every unit is pushed: a unit
+	 * left out would hold the next step's gathers until their timeout */
+	if (!rc) {
+		char miss[256] = "";
+		size_t ml = 0;
+		uint32_t n_miss = 0;
+		for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
+			if (t->du[u].pushed)
+				continue;
+			if (n_miss++ < 8 && ml < sizeof miss)
+				ml += (size_t)snprintf(miss + ml, sizeof miss - ml, "%s'%s'",
+						       ml ? ", " : "", t->job.spec.layout.units[u].name);
+		}
+		if (n_miss)
+			rc = tr_fail(t, ZS_ESTATE,
+				     "%u unit(s) were not pushed (%s%s): every unit's gradient must be pushed every step",
+				     n_miss, miss, n_miss > 8 ? ", ..." : "");
 	}
 	t->in_step = false;
 	{

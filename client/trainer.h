@@ -33,6 +33,7 @@ struct dunit {
 	void *grad;
 	zs_op *push;       /* in flight */
 	bool grad_ready;   /* stage 1: written, to push at step end */
+	bool pushed;       /* its gradient of the current step went out */
 	size_t bytes;      /* numel * dtype size */
 };
 

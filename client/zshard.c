@@ -65,6 +65,20 @@ static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
 	return NULL;
 }
 
+/* Closes what connect_all opened (nothing is in flight yet). */
+static void disconnect_all(zs_trainer *t)
+{
+	for (uint32_t i = 0; i < t->n_srv; i++)
+		zs_conn_close(t->conn[i]);
+	t->n_srv = 0;
+	t->reg_conn = NULL;
+	t->reg_ops = NULL;
+	free(t->srv_id);
+	free(t->conn);
+	t->srv_id = NULL;
+	t->conn = NULL;
+}
+
 /* Connects to every server holding a shard of the job. */
 static enum zs_status connect_all(zs_trainer *t, const char *transport, int timeout_ms,
 				  struct zs_error *err)
@@ -171,7 +185,20 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++)
 		t->du[u].bytes = t->job.spec.layout.units[u].numel *
 				 zs_dtype_size(t->job.spec.layout.units[u].dtype);
-	st = connect_all(t, transport, timeout_ms, &err);
+	/* a server that has not loaded the job's placement yet (it comes
+	 * with the server's next heartbeat) says ZS_EAGAIN: wait for it,
+	 * within the join's bound */
+	{
+		int64_t deadline = zs_now_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
+		while ((st = connect_all(t, transport, timeout_ms, &err)) == ZS_EAGAIN &&
+		       zs_now_ms() < deadline) {
+			disconnect_all(t);
+			zs_sleep_ms(50, NULL);
+		}
+		if (st == ZS_EAGAIN)
+			st = zs_fail(&err, ZS_ETIMEDOUT, "%s (waited %d ms for it)", err.msg,
+				     timeout_ms > 0 ? timeout_ms : 10000);
+	}
 	if (st)
 		goto fail;
 	*out = t;
@@ -269,6 +296,8 @@ static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 	if (u >= t->job.spec.layout.n_units)
 		return tr_fail(t, ZS_EINVAL, "unit %u is out of range (%u units)", u,
 			    t->job.spec.layout.n_units);
+	if (!dst && !src)
+		return tr_fail(t, ZS_EINVAL, "unit %u: a NULL buffer", u);
 	un = &t->job.spec.layout.units[u];
 	dt = init ? ZS_F32 : un->dtype;
 	dsz = zs_dtype_size(dt);

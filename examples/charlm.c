@@ -611,14 +611,8 @@ int main(int argc, char **argv)
 		free(d.text);
 		return 2;
 	}
-	for (int i = 0;; i++) {
-		rc = zs_trainer_join(coord, job, rank, transport, 10000, &t, err, sizeof err);
-		/* servers learn a new job at their next heartbeat */
-		if (rc != ZS_ENOTFOUND || !strstr(err, "holds no shard") || i == 200)
-			break;
-		struct timespec ts = {0, 50 * 1000 * 1000};
-		nanosleep(&ts, NULL);
-	}
+	/* the join waits (within its 10 s) for servers still loading the job */
+	rc = zs_trainer_join(coord, job, rank, transport, 10000, &t, err, sizeof err);
 	if (rc) {
 		fprintf(stderr, "charlm: cannot join job '%s' as rank %u: %s\n", job, rank, err);
 		free(d.text);

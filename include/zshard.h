@@ -59,8 +59,11 @@ typedef struct zs_op zs_op;
  *   ZS_EINVAL     an unknown transport, a bad job name, rank >= world size
  *   ZS_ENOTFOUND  no such job
  *   ZS_EEXIST     this rank joined already (it must leave first)
- *   ZS_ESTATE     a server does not offer the transport asked for, or has
- *                 not loaded the job yet (retry)
+ *   ZS_ESTATE     a server does not offer the transport asked for
+ *   ZS_ETIMEDOUT  a server had not loaded the job (its placement comes with
+ *                 the server's next heartbeat) within timeout_ms: the join
+ *                 waits for that, so a trainer may join right after the
+ *                 job is created
  *   ZS_EUNAVAIL   the coordinator or a server is unreachable
  */
 int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
@@ -102,7 +105,8 @@ int zs_init_unit(zs_trainer *t, unsigned unit, const float *params);
 
 /*
  * Starts a gather of unit at step into dst (numel elements of the unit's
- * dtype), or a push of grad (same shape) for step. Returns ZS_OK with *op
+ * dtype), or a push of grad (same shape) for step. ZS_EINVAL for a NULL
+ * buffer. Returns ZS_OK with *op
  * (the library's, freed when zs_op_test or zs_op_wait returns its final
  * status), ZS_EAGAIN when too much is in flight (test or wait an op,
  * retry), ZS_EINVAL (unit out of range), ZS_EUNAVAIL (a server's
@@ -195,7 +199,9 @@ int zs_unit_grad(zs_trainer *t, unsigned unit, void **grad);
 int zs_unit_push(zs_trainer *t, unsigned unit);
 /* Returns once every push of the step is acknowledged, and takes the
  * step's checkpoint when checkpoint_every says so. ZS_OK; ZS_ESTATE (no
- * step begun); a push's final status (the message names the step). */
+ * step begun, or a unit's gradient was not pushed in the step: the
+ * servers need every unit each step); a push's final status (the message
+ * names the step). The step ends in any case. */
 int zs_step_end(zs_trainer *t);
 
 /* ---------------------------------------------------------------------

@@ -88,7 +88,9 @@ struct zs_transport_ops {
 	 * false with a plain reason in why. NULL: always. May block briefly. */
 	bool (*available)(char *why, size_t len);
 
-	/* Connects and completes HELLO; blocking, bounded by o->timeout_ms. */
+	/* Connects and completes HELLO; blocking, bounded by o->timeout_ms.
+	 * ZS_EAGAIN: the server does not hold the job (at o's incarnation and
+	 * epoch) yet: its next assignments bring it, retry. */
 	enum zs_status (*connect)(const struct zs_conn_opts *o, struct zs_conn **out,
 				  struct zs_error *err);
 	/*

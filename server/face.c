@@ -53,18 +53,18 @@ enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 	for (j = e->jobs; j && strcmp(j->name, job); j = j->next)
 		;
 	if (!j)
-		st = zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
+		st = zs_fail(err, ZS_EAGAIN, "this server holds no shard of job '%s' yet", job);
 	else if (incarnation && (uint64_t)j->created_ms != incarnation)
 		/* the job was deleted and created again; the new one arrives
 		 * with this server's next assignments */
-		st = zs_fail(err, ZS_ENOTFOUND,
+		st = zs_fail(err, ZS_EAGAIN,
 			     "this server holds no shard of job '%s' as created at %llu ms yet (it holds an earlier job of that name)",
 			     job, (unsigned long long)incarnation);
 	else if (epoch && j->epoch != epoch)
 		/* re-placed: the trainer's placement and this server's differ
 		 * until the server's next assignments (or the trainer's next
 		 * join) bring them together */
-		st = zs_fail(err, ZS_ENOTFOUND,
+		st = zs_fail(err, ZS_EAGAIN,
 			     "this server holds no shard of job '%s' at placement epoch %llu yet (it holds epoch %llu)",
 			     job, (unsigned long long)epoch, (unsigned long long)j->epoch);
 	else if (rank >= j->spec.world_size && rank != ZS_RANK_OBSERVER)

@@ -429,6 +429,51 @@ static void test_step_driver_memory(void **st)
 	assert_true(c.peak_grad_bytes <= 4000 + 4 + 16396 && c.peak_grad_bytes >= 16396);
 }
 
+/*
+ * Calls a trainer gets wrong are refused with a clear error: a NULL buffer
+ * (before anything is sent), and a step that ends with a unit not pushed
+ * (the servers need every unit each step). The join itself comes right
+ * after the job's creation: the library waits for the servers to load it.
+ */
+static void test_bad_calls(void **st)
+{
+	struct zs_job_spec spec;
+	zs_trainer *t;
+	zs_op *op = NULL;
+	const void *p;
+	void *g;
+	unsigned U;
+
+	(void)st;
+	oracle_spec(&spec, "bad", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t = join("bad", 0, "tcp");
+	upload_init(t);
+	assert_int_equal(zs_gather(t, 0, 0, NULL, &op), ZS_EINVAL);
+	assert_null(op);
+	assert_non_null(strstr(zs_trainer_error(t), "NULL"));
+	assert_int_equal(zs_push(t, 0, 0, NULL, &op), ZS_EINVAL);
+	assert_int_equal(zs_init_unit(t, 0, NULL), ZS_EINVAL);
+
+	U = zs_trainer_units(t);
+	assert_true(U >= 2);
+	assert_int_equal(zs_step_begin(t, 0), ZS_OK);
+	for (unsigned u = 0; u < U; u++) {
+		assert_int_equal(zs_unit_params(t, u, 0, &p), ZS_OK);
+		assert_int_equal(zs_unit_forward_done(t, u), ZS_OK);
+	}
+	for (unsigned u = U; u-- > 1;) { /* unit 0's gradient is left out */
+		assert_int_equal(zs_unit_params(t, u, 1, &p), ZS_OK);
+		assert_int_equal(zs_unit_grad(t, u, &g), ZS_OK);
+		assert_int_equal(zs_unit_push(t, u), ZS_OK);
+	}
+	assert_int_equal(zs_step_end(t), ZS_ESTATE);
+	assert_non_null(strstr(zs_trainer_error(t), "not pushed"));
+	assert_non_null(strstr(zs_trainer_error(t), zs_unit_name(t, 0)));
+	zs_trainer_close(t);
+	zs_job_spec_release(&spec);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -438,6 +483,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stage_and_held_gather),
 		cmocka_unit_test(test_charlm_equals_reference),
 		cmocka_unit_test(test_step_driver_memory),
+		cmocka_unit_test(test_bad_calls),
 	};
 	if (argc > 1) /* e.g. test_train '*rdma*' */
 		cmocka_set_test_filter(argv[1]);

@@ -65,19 +65,13 @@ void create_job(struct zs_job_spec *spec)
 	zs_coord_close(c);
 }
 
-/* Joins, retrying while servers have not loaded the job yet. */
+/* Joins (the library waits for servers still loading the job). */
 zs_trainer *join(const char *job, unsigned rank, const char *transport)
 {
 	char err[512];
 	zs_trainer *t = NULL;
-	int rc = -1;
+	int rc = zs_trainer_join(C.addr, job, rank, transport, 10000, &t, err, sizeof err);
 
-	for (int i = 0; i < 200; i++) {
-		rc = zs_trainer_join(C.addr, job, rank, transport, 5000, &t, err, sizeof err);
-		if (rc != ZS_ENOTFOUND || !strstr(err, "holds no shard"))
-			break;
-		usleep(50 * 1000); /* the next heartbeat brings the assignment */
-	}
 	if (rc)
 		fail_msg("join %s rank %u: %s", job, rank, err);
 	return t;
