@@ -2,7 +2,7 @@
 #
 #   make            build everything into build/ (installs Debian packages first)
 #   make check      build and run every test (unit, integration, layers,
-#                   exports, install, rdma)
+#                   exports, install, a server in another netns, rdma)
 #   make test-rdma  the rdma transport on Soft-RoCE in a qemu guest
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make demo       the main job on a local cluster
@@ -205,6 +205,8 @@ check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
 	rc=$$?; \
 	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \
+	sh tests/integration/netns.sh $(BUILD)/bin; n=$$?; \
+	if [ $$n -eq 77 ]; then echo "check: netns skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	if [ "$(SAN)" = 1 ]; then echo "check: rdma on Soft-RoCE skipped under the sanitizers (make check runs it)"; exit $$rc; fi; \
 	sh tests/rdma/run.sh $(BUILD); r=$$?; \
 	if [ $$r -eq 77 ]; then echo "check: rdma on Soft-RoCE skipped (the reason is above)"; r=0; \

@@ -5,6 +5,8 @@
  */
 #include "client/trainer.h"
 
+#include "base/log.h"
+
 int tr_fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
 {
 	va_list ap;
@@ -113,13 +115,26 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 			used |= t->job.placement.shards[k].server_id == s[i].id;
 		if (!used)
 			continue;
-		st = zs_transport_choose(transport, &offer, &probe, &ops, &o.addr, err);
-		if (st) {
-			zs_error_prefix(err, "server %llu (%s)", (unsigned long long)s[i].id,
-					s[i].addr);
-			break;
+		/* under auto, a transport that does not reach the server (shm to
+		 * a server in another network namespace) gives way to the next */
+		for (uint32_t skip = 0;; skip |= ops->bit) {
+			struct zs_error why = {0};
+			st = zs_transport_choose(transport, &offer, &probe, skip, &ops, &o.addr,
+						 skip ? &why : err);
+			if (st) {
+				if (skip) /* nothing left: the last connect's error */
+					st = err->code;
+				else
+					zs_error_prefix(err, "server %llu (%s)",
+							(unsigned long long)s[i].id, s[i].addr);
+				break;
+			}
+			st = zs_connect(ops, &o, &t->conn[t->n_srv], err);
+			if (st != ZS_EUNAVAIL || !zs_transport_is_auto(transport))
+				break;
+			zs_debug("server %llu: %s does not reach it (%s), trying the next transport",
+			       (unsigned long long)s[i].id, ops->name, err->msg);
 		}
-		st = zs_connect(ops, &o, &t->conn[t->n_srv], err);
 		if (!st) {
 			if ((ops->caps & ZS_CAP_REGISTER) && !t->reg_conn) {
 				t->reg_conn = t->conn[t->n_srv];

@@ -67,7 +67,7 @@ static bool available(const struct zs_transport_ops *t, struct zs_transport_prob
 }
 
 enum zs_status zs_transport_choose(const char *want, const struct zs_transport_offer *o,
-				   struct zs_transport_probe *probe,
+				   struct zs_transport_probe *probe, uint32_t skip,
 				   const struct zs_transport_ops **out, const char **addr,
 				   struct zs_error *err)
 {
@@ -79,7 +79,7 @@ enum zs_status zs_transport_choose(const char *want, const struct zs_transport_o
 	for (size_t i = 0; i < N_ALL; i++) {
 		const struct zs_transport_ops *t = all[i];
 		const char *a = addr_for(t, o);
-		if (!any && strcmp(want, t->name))
+		if ((!any && strcmp(want, t->name)) || (t->bit & skip))
 			continue;
 		if (!(o->bits & t->bit) || !a) {
 			if (any)
@@ -99,3 +99,5 @@ enum zs_status zs_transport_choose(const char *want, const struct zs_transport_o
 	}
 	return zs_fail(err, ZS_ESTATE, "it offers no transport this trainer can use");
 }
+
+bool zs_transport_is_auto(const char *want) { return !strcmp(want, "auto"); }

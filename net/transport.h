@@ -148,14 +148,19 @@ enum zs_status zs_transport_check_name(const char *want, struct zs_error *err);
 /*
  * Picks the transport for a server: want names one, or is "auto": the
  * first of shm (same host), rdma (where this host can), tcp that the server
- * offers. Sets *out and *addr (the address to connect to, in o). ZS_EINVAL:
- * an unknown name; ZS_ESTATE: the server does not offer it (err says
+ * offers, leaving out the ZS_TRANSPORT_* bits in skip (those already tried:
+ * under "auto" a connection that fails falls back to the next, as shm does
+ * for a server in another network namespace of the same host). Sets *out
+ * and *addr (the address to connect to, in o). ZS_EINVAL: an unknown name;
+ * ZS_ESTATE: the server does not offer it, or nothing is left (err says
  * which, as "it offers no ..." for the caller to prefix).
  */
 enum zs_status zs_transport_choose(const char *want, const struct zs_transport_offer *o,
-				   struct zs_transport_probe *probe,
+				   struct zs_transport_probe *probe, uint32_t skip,
 				   const struct zs_transport_ops **out, const char **addr,
 				   struct zs_error *err);
+/* Whether want leaves the choice to zs_transport_choose ("auto"). */
+bool zs_transport_is_auto(const char *want);
 
 /* The transport a connection was made with. */
 const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c);
