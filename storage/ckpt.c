@@ -1,6 +1,7 @@
 /* ckpt.c - shard state records with headers and checksums (see ckpt.h). */
 #include "storage/ckpt.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "base/le.h"
@@ -41,11 +42,12 @@ enum zs_status ckpt_put(struct zs_kv_txn *t, unsigned table, const char *job, ui
 		return st;
 	/* little-endian on disk: x86-64 floats are already */
 	memcpy(v + CKPT_HDR, data, bytes);
-	memcpy(v, "ZSC1", 4);
+	memcpy(v, "ZSC2", 4);
 	zs_put32(v + 4, 1);
 	zs_put64(v + 8, numel);
 	zs_put64(v + 16, step);
-	zs_put32(v + 24, zs_crc32c(0, v + CKPT_HDR, bytes));
+	/* the header's fields too: a flipped step or size is caught as well */
+	zs_put32(v + 24, zs_crc32c(zs_crc32c(0, v, 24), v + CKPT_HDR, bytes));
 	zs_put32(v + 28, 0);
 	return ZS_OK;
 }
@@ -58,6 +60,7 @@ static enum zs_status record(struct zs_kv_txn *t, unsigned table, const char *jo
 	uint8_t key[CKPT_KEY_MAX];
 	size_t kl = ckpt_key(key, job, id, unit, index, kind), vl;
 	enum zs_status st = zs_kv_get(t, table, key, kl, (const void **)v, &vl, err);
+	bool v1;
 
 	if (st == ZS_ENOTFOUND)
 		return zs_fail(err, st, "checkpoint %llu of job '%s' has no record of unit %u shard %u (%c)",
@@ -65,12 +68,14 @@ static enum zs_status record(struct zs_kv_txn *t, unsigned table, const char *jo
 	if (st)
 		return st;
 	*numel = vl >= CKPT_HDR ? zs_get64(*v + 8) : 0;
-	if (vl < CKPT_HDR || memcmp(*v, "ZSC1", 4) || zs_get32(*v + 4) != 1 ||
-	    vl != CKPT_HDR + *numel * 4)
+	v1 = vl >= CKPT_HDR && !memcmp(*v, "ZSC1", 4);
+	if (vl < CKPT_HDR || (memcmp(*v, "ZSC2", 4) && !v1) || zs_get32(*v + 4) != 1 ||
+	    *numel > (vl - CKPT_HDR) / 4 || vl != CKPT_HDR + *numel * 4)
 		return zs_fail(err, ZS_EIO,
 			       "checkpoint %llu of job '%s', unit %u shard %u (%c): bad header or size",
 			       (unsigned long long)id, job, unit, index, kind);
-	if (zs_get32(*v + 24) != zs_crc32c(0, *v + CKPT_HDR, *numel * 4))
+	if (zs_get32(*v + 24) !=
+	    zs_crc32c(v1 ? 0 : zs_crc32c(0, *v, 24), *v + CKPT_HDR, *numel * 4))
 		return zs_fail(err, ZS_EIO,
 			       "checkpoint %llu of job '%s', unit %u shard %u (%c): checksum mismatch",
 			       (unsigned long long)id, job, unit, index, kind);

@@ -6,12 +6,15 @@
  * header followed by the raw little-endian array:
  *
  *   off size field
- *     0    4 magic     "ZSC1"
+ *     0    4 magic     "ZSC2"
  *     4    4 dtype     1 (f32)
  *     8    8 numel
  *    16    8 step      the version the state belongs to
- *    24    4 crc32c    of the array bytes
+ *    24    4 crc32c    of bytes 0..23 of the header, then of the array
  *    28    4 reserved  0
+ *
+ * A "ZSC1" record (written before the header was covered) has the CRC of
+ * the array alone; it is still read.
  *
  * Keys: job NUL id(u64 BE) unit(u32 BE) index(u32 BE) kind(u8), so a
  * checkpoint's records are contiguous and deleting one is a prefix delete.
