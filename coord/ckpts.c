@@ -55,17 +55,29 @@ void coord_ctask_free(struct ctask *t)
 }
 
 /* Drops committed checkpoints of job beyond its keep count (oldest first). */
+/*
+ * Retires the oldest committed checkpoints of j beyond keep_checkpoints,
+ * and every failed one older than the newest committed (kept until then
+ * so that an operator sees why it failed): the catalog forgets each, and a
+ * delete task removes what the servers wrote of it.
+ */
 static void enforce_keep(struct coord *c, struct zs_job *j)
 {
 	uint32_t committed = 0;
+	uint64_t newest = 0;
 
 	for (size_t i = 0; i < c->n_ckpts; i++)
-		committed += !strcmp(c->ckpts[i].job, j->spec.name) &&
-			     c->ckpts[i].state == ZS_CKPT_COMMITTED;
-	for (size_t i = 0; i < c->n_ckpts && committed > j->spec.keep_checkpoints;) {
+		if (!strcmp(c->ckpts[i].job, j->spec.name) &&
+		    c->ckpts[i].state == ZS_CKPT_COMMITTED) {
+			committed++;
+			newest = c->ckpts[i].id > newest ? c->ckpts[i].id : newest;
+		}
+	for (size_t i = 0; i < c->n_ckpts;) {
 		struct zs_checkpoint *k = &c->ckpts[i];
 		struct zs_error e = {0};
-		if (strcmp(k->job, j->spec.name) || k->state != ZS_CKPT_COMMITTED) {
+		bool old = k->state == ZS_CKPT_COMMITTED && committed > j->spec.keep_checkpoints;
+		bool failed = k->state == ZS_CKPT_FAILED && k->id < newest;
+		if (strcmp(k->job, j->spec.name) || !(old || failed)) {
 			i++;
 			continue;
 		}
@@ -78,12 +90,16 @@ static void enforce_keep(struct coord *c, struct zs_job *j)
 				(unsigned long long)k->id, k->job, e.msg);
 			return;
 		}
-		zs_info("job '%s': checkpoint %llu retired (keeping %u)", k->job,
-			(unsigned long long)k->id, j->spec.keep_checkpoints);
+		if (old)
+			zs_info("job '%s': checkpoint %llu retired (keeping %u)", k->job,
+				(unsigned long long)k->id, j->spec.keep_checkpoints);
+		else
+			zs_info("job '%s': failed checkpoint %llu pruned (%llu committed since)",
+				k->job, (unsigned long long)k->id, (unsigned long long)newest);
 		zs_checkpoint_release(k);
 		memmove(k, k + 1, (c->n_ckpts - i - 1) * sizeof *k);
 		c->n_ckpts--;
-		committed--;
+		committed -= old;
 	}
 }
 

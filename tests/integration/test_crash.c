@@ -258,6 +258,16 @@ static void test_checkpoint_on_a_full_disk(void **st)
 	zs_checkpoint_release(&k);
 	train_ranks(x, 1, 1, 2); /* the job goes on */
 	assert_true(h_alive(srv)); /* and the server did not die of it */
+	/* room again: the next checkpoint commits, and the failed one, kept
+	 * until then for the operator to see, is pruned */
+	zs_fmt(cmd, sizeof cmd, "mount -o remount,size=64m %s", small);
+	assert_int_equal(system(cmd), 0);
+	{
+		unsigned long long id2;
+		assert_int_equal(zs_checkpoint(x[0].t, 2, NULL, 0, &id2), ZS_OK);
+		assert_int_equal(zs_checkpoint_wait(x[0].t, id2, 20000), ZS_OK);
+		assert_int_equal(zs_coord_get_ckpt(c, "full", id, &k, NULL), ZS_ENOTFOUND);
+	}
 	zs_trainer_close(x[0].t);
 	h_stop(srv, SIGTERM, 5000);
 	/* later jobs must not be placed on it: wait until its lease lapses */
