@@ -233,15 +233,40 @@ static int c_stage(struct ctx *x, int argc, char **argv)
 
 /* ------------------------------------------------------------- trainers */
 
+/* trainers evict JOB RANK: the rank leaves as if its trainer had. */
+static int evict(struct ctx *x, const char *job, const char *rank_s)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	uint64_t rank;
+	int r;
+
+	if (zs_parse_u64(rank_s, 0, ZS_MAX_WORLD - 1, &rank, &err))
+		return cli_usage_err("trainers", "evict: rank: %s", err.msg);
+	if ((r = cli_open_coord(x)))
+		return r;
+	if (zs_coord_leave(x->c, job, (uint32_t)rank, &j, &err))
+		return cli_die("%s", err.msg);
+	printf("job %s: rank %u evicted (%u of %u ranks joined)\n", j.spec.name,
+	       (unsigned)rank, j.n_trainers, j.spec.world_size);
+	zs_job_release(&j);
+	return 0;
+}
+
 static int c_trainers(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
 	struct zs_job j;
-	char *pos[1];
+	char *pos[3];
 	int json = 0, np, r;
 
-	if ((r = cli_flags(&cmd_trainers, argc, argv, &json, pos, 1, &np)))
+	if ((r = cli_flags(&cmd_trainers, argc, argv, &json, pos, 3, &np)))
 		return r < 0 ? 0 : r;
+	if (np >= 1 && !strcmp(pos[0], "evict")) {
+		if (np != 3 || json)
+			return cli_usage_err("trainers", "evict wants a job and a rank");
+		return evict(x, pos[1], pos[2]);
+	}
 	if (np != 1)
 		return cli_usage_err("trainers", "want a job name");
 	if ((r = cli_open_coord(x)))
@@ -314,6 +339,9 @@ const struct cmd cmd_placement = {"placement", "JOB [--json]", "Show which serve
 
 const struct cmd cmd_stage = {"stage", "JOB [1|2|3]", "Print the job's ZeRO stage, or set it (trainers pick it up at\ntheir next step boundary).", c_stage};
 
-const struct cmd cmd_trainers = {"trainers", "JOB [--json]", "List the ranks that joined the job.", c_trainers};
+const struct cmd cmd_trainers = {"trainers", "JOB [--json] | evict JOB RANK",
+	"List the ranks that joined the job, or evict one: the rank leaves as if\n"
+	"its trainer had (a trainer killed without leaving keeps its rank joined,\n"
+	"and a new process for that rank is refused until it is evicted).", c_trainers};
 
 const struct cmd cmd_rebalance = {"rebalance", "JOB [--servers ID,ID...]", "Recompute the job's placement over the live servers, or the ones\nnamed (no trainers joined); the epoch grows if it changed. A checkpoint\ntaken before restores onto the new placement.", c_rebalance};

@@ -39,10 +39,31 @@ static void live_grads(zs_trainer *t, long long delta)
 }
 
 /* Waits for a parameter gather of the step driver, timing it. */
-static int wait_gather(zs_trainer *t, zs_op *op)
+/*
+ * Waits for *op within the policy's bound. Done: *op is NULL and its final
+ * status returned. Still running at the bound: *op stays (it owns its
+ * buffer until it completes or the trainer closes) and ZS_ETIMEDOUT says
+ * what it waited for.
+ */
+static int wait_op(zs_trainer *t, zs_op **op)
+{
+	int bound = t->pol.op_timeout_ms > 0 ? t->pol.op_timeout_ms : TR_OP_TIMEOUT_MS;
+	int rc = zs_op_wait(*op, bound);
+	char why[ZS_ERRMSG_MAX];
+
+	if (rc != ZS_EAGAIN) {
+		*op = NULL;
+		return rc;
+	}
+	memcpy(why, t->err, sizeof why);
+	return tr_fail(t, ZS_ETIMEDOUT, "%s (the step driver's bound, zs_policy.op_timeout_ms)",
+		       why);
+}
+
+static int wait_gather(zs_trainer *t, zs_op **op)
 {
 	double t0 = tr_now_s();
-	int rc = zs_op_wait(op, -1);
+	int rc = wait_op(t, op);
 	t->cur.gather_wait_seconds += tr_now_s() - t0;
 	return rc;
 }
@@ -117,10 +138,19 @@ static int reap_pushes(zs_trainer *t, bool wait)
 		int rc;
 		if (!d->push)
 			continue;
-		rc = wait ? zs_op_wait(d->push, -1) : zs_op_test(d->push);
-		if (rc == ZS_EAGAIN)
-			continue;
-		d->push = NULL;
+		if (wait) {
+			rc = wait_op(t, &d->push);
+			if (d->push) { /* still running at the bound: keep its buffer */
+				if (!first)
+					first = rc;
+				continue;
+			}
+		} else {
+			rc = zs_op_test(d->push);
+			if (rc == ZS_EAGAIN)
+				continue;
+			d->push = NULL;
+		}
 		buf_put(t, d->grad, d->bytes);
 		d->grad = NULL;
 		live_grads(t, -(long long)d->bytes);
@@ -202,12 +232,8 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 	d = &t->du[u];
 	if ((rc = want(t, u, true)))
 		return rc;
-	if (d->gather) {
-		rc = wait_gather(t, d->gather);
-		d->gather = NULL;
-		if (rc)
-			return rc;
-	}
+	if (d->gather && (rc = wait_gather(t, &d->gather)))
+		return rc;
 	/* the window: the next units in this pass's order */
 	for (unsigned k = 1; k <= t->pol.prefetch; k++) {
 		if (backward ? u < k : u + k >= n)
@@ -242,8 +268,9 @@ static int wait_oldest_push(zs_trainer *t)
 		d = &t->du[u];
 		if (!d->push)
 			continue;
-		rc = zs_op_wait(d->push, -1);
-		d->push = NULL;
+		rc = wait_op(t, &d->push);
+		if (d->push) /* still running at the bound: keep its buffer */
+			return rc;
 		buf_put(t, d->grad, d->bytes);
 		d->grad = NULL;
 		live_grads(t, -(long long)d->bytes);
@@ -330,8 +357,7 @@ int zs_step_end(zs_trainer *t)
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
 		struct dunit *d = &t->du[u];
 		if (d->gather) { /* a prefetch nobody used */
-			r = wait_gather(t, d->gather);
-			d->gather = NULL;
+			r = wait_gather(t, &d->gather);
 			if (r && !rc)
 				rc = r;
 		}

@@ -70,10 +70,15 @@ struct zs_trainer {
 	bool have_last, last_sent;
 	double step_t0;
 	unsigned long long step_g0, step_p0;
+	zs_op *strays; /* ops whose wait timed out while their requests live */
 };
+
+/* A wait's bound when no policy says (zs_policy.op_timeout_ms). */
+#define TR_OP_TIMEOUT_MS 120000
 
 struct zs_op {
 	zs_trainer *t;
+	zs_op *stray_next; /* an op given up on (t->strays): freed at close */
 	uint32_t n, done;
 	enum zs_status status;
 	char msg[ZS_ERRMSG_MAX];

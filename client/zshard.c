@@ -249,6 +249,11 @@ void zs_trainer_close(zs_trainer *t)
 		tr_buf_free(t, t->du[u].grad);
 	}
 	free(t->du);
+	while (t->strays) {
+		zs_op *op = t->strays;
+		t->strays = op->stray_next;
+		free(op);
+	}
 	for (unsigned i = 0; i < t->n_cache; i++)
 		tr_buf_free(t, t->cache[i].p);
 	if (t->joined && !zs_coord_leave(t->coord, t->job.spec.name, t->rank, &j, &err))
@@ -419,7 +424,18 @@ int zs_init_unit(zs_trainer *t, unsigned u, const float *params)
 {
 	zs_op *op;
 	int rc = start(t, u, 0, NULL, params, true, false, &op);
-	return rc ? rc : zs_op_wait(op, -1);
+
+	if (rc)
+		return rc;
+	rc = zs_op_wait(op, TR_OP_TIMEOUT_MS);
+	if (rc == ZS_EAGAIN) { /* its requests still live: freed at close */
+		char why[ZS_ERRMSG_MAX];
+		memcpy(why, t->err, sizeof why);
+		op->stray_next = t->strays;
+		t->strays = op;
+		return tr_fail(t, ZS_ETIMEDOUT, "%s", why);
+	}
+	return rc;
 }
 
 void zs_trainer_counters(const zs_trainer *t, struct zs_trainer_counters *c)

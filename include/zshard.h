@@ -168,6 +168,11 @@ struct zs_policy {
 					     * (0: 1); the trainer holds at most
 					     * push_depth + 1 gradients, zs_unit_grad
 					     * waits for the oldest push beyond that */
+	int op_timeout_ms;                  /* the longest the driver waits for one
+					     * gather or push (0: 120000, twice the
+					     * servers' default step timeout); past it
+					     * the call fails with ZS_ETIMEDOUT naming
+					     * the server, unit and step it waited for */
 };
 /* Sets the policy (copied) for the next steps: ZS_OK; ZS_ESTATE inside a
  * step (between zs_step_begin and zs_step_end). */

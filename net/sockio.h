@@ -18,7 +18,8 @@ int zs_writev_full(int fd, struct iovec *iov, int n);
 /* Reads and drops len bytes. */
 int zs_drain(int fd, size_t len);
 
-/* TCP_NODELAY and 4 MiB socket buffers (large transfers, small latency). */
+/* TCP_NODELAY, 4 MiB socket buffers (large transfers, small latency),
+ * keepalive and a user timeout (a vanished peer breaks the connection). */
 void zs_tune_tcp(int fd);
 
 /* Connects to "HOST:PORT" (tcp) or "@name" (abstract Unix socket) within

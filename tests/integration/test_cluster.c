@@ -487,6 +487,30 @@ static void test_bad_rpcs_change_nothing(void **st)
 	assert_int_equal(count_up(), NSERV);
 	free(before);
 	free(after);
+
+	/* an operator evicts the rank a dead trainer left joined */
+	{
+		char *out, *errs;
+		assert_int_equal(ctl(&out, &errs, "trainers", "evict", "demo", "x"), 2);
+		free(out);
+		free(errs);
+		assert_int_equal(ctl(&out, &errs, "trainers", "evict", "demo", "1"), 0);
+		assert_non_null(strstr(out, "rank 1 evicted"));
+		free(out);
+		free(errs);
+		assert_int_equal(zs_coord_get_job(c, "demo", &j2, NULL), ZS_OK);
+		assert_int_equal(j2.n_trainers, 0);
+		zs_job_release(&j2);
+		assert_int_equal(ctl(&out, &errs, "trainers", "evict", "demo", "1"), 1);
+		assert_non_null(strstr(errs, "rank 1 has not joined"));
+		free(out);
+		free(errs);
+		r.rank = 1; /* and the rank can join again */
+		assert_int_equal(zs_coord_join(c, &r, &j2, &err), ZS_OK);
+		zs_job_release(&j2);
+		assert_int_equal(zs_coord_leave(c, "demo", 1, &j2, &err), ZS_OK);
+		zs_job_release(&j2);
+	}
 	zs_layout_release(&r.layout);
 	zs_job_release(&job);
 	zs_coord_close(c);

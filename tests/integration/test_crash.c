@@ -286,6 +286,40 @@ static void test_checkpoint_on_a_full_disk(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * A server stopped (SIGSTOP: its sockets stay open, nothing answers): the
+ * step driver's wait is bounded by its policy and fails with ZS_ETIMEDOUT
+ * naming the server, the unit and the step, instead of hanging.
+ */
+static void test_stopped_server_is_bounded(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1, .op_timeout_ms = 1500};
+	zs_trainer *t;
+	const void *p;
+	double t0;
+	int rc = ZS_OK;
+
+	(void)st;
+	oracle_spec(&spec, "stopped", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t = join("stopped", 0, "tcp");
+	upload_init(t);
+	assert_int_equal(zs_trainer_set_policy(t, &pol), ZS_OK);
+	assert_int_equal(kill(C.srv[0], SIGSTOP), 0);
+	t0 = (double)zs_now_ms();
+	if ((rc = zs_step_begin(t, 0)) == ZS_OK)
+		for (unsigned u = 0; u < zs_trainer_units(t) && rc == ZS_OK; u++)
+			rc = zs_unit_params(t, u, 0, &p);
+	kill(C.srv[0], SIGCONT);
+	assert_int_equal(rc, ZS_ETIMEDOUT);
+	assert_non_null(strstr(zs_trainer_error(t), "no answer from"));
+	assert_non_null(strstr(zs_trainer_error(t), "op_timeout_ms"));
+	assert_true((double)zs_now_ms() - t0 < 15000);
+	zs_trainer_close(t);
+	zs_job_spec_release(&spec);
+}
+
 /* A rank that dies mid-step: the others get a clear error, in bounded time,
  * that names it; the servers go on serving. */
 static void test_dead_trainer_is_named(void **st)
@@ -328,6 +362,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_crash_during_checkpoint),
 		cmocka_unit_test(test_checkpoint_on_a_full_disk),
 		cmocka_unit_test(test_dead_trainer_is_named),
+		cmocka_unit_test(test_stopped_server_is_bounded),
 	};
 	if (argc > 1) /* e.g. test_crash '*rdma*' */
 		cmocka_set_test_filter(argv[1]);
