@@ -190,6 +190,9 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	if (st)
 		goto fail;
 	t->joined = true;
+	/* from here on the coordinator is known to exist: a call during its
+	 * restart waits for it (within timeout_ms) instead of failing at once */
+	zs_coord_set_wait_for_ready(t->coord, 1);
 	t->pol = (struct zs_policy){.prefetch = 1, .reshard_after_forward = 1};
 	t->du = calloc(t->job.spec.layout.n_units ? t->job.spec.layout.n_units : 1,
 		       sizeof *t->du);
@@ -233,6 +236,8 @@ void zs_trainer_close(zs_trainer *t)
 
 	if (!t)
 		return;
+	if (t->coord) /* best effort from here: a coordinator away is not waited for */
+		zs_coord_set_wait_for_ready(t->coord, 0);
 	if (t->joined && t->have_last && !t->last_sent) { /* stats only: errors do not matter */
 		uint32_t stage;
 		uint64_t every;

@@ -31,6 +31,11 @@ enum zs_status zs_coord_open(const char *addr, int timeout_ms, int wait_for_read
 	return ZS_OK;
 }
 
+void zs_coord_set_wait_for_ready(struct zs_coord_client *c, int wait_for_ready)
+{
+	c->flags = wait_for_ready ? ZS_RPC_WAIT_FOR_READY : 0;
+}
+
 void zs_coord_close(struct zs_coord_client *c)
 {
 	if (!c)

@@ -24,6 +24,9 @@ struct zs_coord_client;
  * timeout) for a coordinator that is not up yet instead of failing at once */
 enum zs_status zs_coord_open(const char *addr, int timeout_ms, int wait_for_ready,
 			     struct zs_coord_client **out, struct zs_error *err);
+/* Changes wait_for_ready for the calls that follow (a trainer, once joined,
+ * rides out a coordinator's restart within each call's bound). */
+void zs_coord_set_wait_for_ready(struct zs_coord_client *c, int wait_for_ready);
 void zs_coord_close(struct zs_coord_client *c);
 const char *zs_coord_addr(const struct zs_coord_client *c);
 
