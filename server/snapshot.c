@@ -182,18 +182,25 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 				     (unsigned long long)at, (unsigned long long)tmp[k].step);
 		at = tmp[k].step;
 	}
+	/*
+	 * A step some ranks pushed and others never will (a trainer died in
+	 * it) is discarded by the restore below: its pushes belong to the
+	 * timeline the restore rolls back. Only a step still moving is
+	 * refused: a push landing now, or every rank in and the update under
+	 * way (clipping's norm exchange).
+	 */
 	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
 		struct eshard *s = &j->shards[k];
-		bool busy;
+		bool landing = false;
 		pthread_mutex_lock(&s->mu);
-		busy = s->full || s->reduced;
 		for (uint32_t r = 0; r < j->spec.world_size; r++)
-			busy |= s->nacc[r] || s->slot[r] != SLOT_EMPTY;
-		if (busy) {
+			landing |= s->slot[r] == SLOT_LANDING;
+		if (landing || s->reduced)
 			st = zs_fail(err, ZS_ESTATE,
-				     "unit '%s' has pushes of step %llu in: restore while no trainer is training",
-				     eng_unit_name(j, s->sh.unit), (unsigned long long)s->version);
-		}
+				     "unit '%s' is %s step %llu: restore while no trainer is training",
+				     eng_unit_name(j, s->sh.unit),
+				     landing ? "receiving a push of" : "applying",
+				     (unsigned long long)s->version);
 		pthread_mutex_unlock(&s->mu);
 	}
 	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
@@ -206,8 +213,14 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 				 s->sh.index, s->path);
 		if (s->copy != s->master)
 			zs_convert_from_f32(s->copy, s->dt, tmp[k].master, n);
+		if (s->full)
+			zs_info("job '%s': unit '%s' shard %u: the half-finished step %llu (%u of %u ranks pushed) is discarded",
+				j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
+				(unsigned long long)s->version, s->full, j->spec.world_size);
 		s->version = at;
 		s->ready = true;
+		s->full = 0;
+		s->piped = 0;
 		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 		memset(s->nacc, 0, j->spec.world_size * sizeof *s->nacc);
 		if (s->n_held && (rel = malloc(s->n_held * sizeof *rel))) {

@@ -347,6 +347,52 @@ static void test_export_import(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * A rank dies in the middle of a step: the other rank's pushes of that
+ * step stay on the servers. A restore discards that half-finished step (it
+ * refused before: "has pushes of step S in"), and the ranks that resume
+ * from the checkpoint train to the same bits as a run never interrupted.
+ */
+static void test_restore_discards_a_half_finished_step(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct rank_ctx x[2], one;
+	unsigned long long id, step;
+	unsigned len;
+
+	(void)st;
+	oracle_spec(&spec, "half", 2, ZS_ADAMW, ZS_F32);
+	create_job(&spec);
+	for (uint32_t r = 0; r < 2; r++)
+		x[r] = (struct rank_ctx){.t = join("half", r, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 2, 0, 2);
+	assert_int_equal(zs_checkpoint(x[0].t, 2, NULL, 0, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_OK);
+	/* step 2: rank 1 pushes every unit, rank 0 dies before it pushes */
+	one = (struct rank_ctx){.t = x[1].t, .t0 = 2, .t1 = 3};
+	train(&one);
+	if (one.rc)
+		fail_msg("rank 1's half step: %s", one.why);
+	zs_trainer_close(x[0].t);
+	zs_trainer_close(x[1].t);
+
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	restore(c, "half", id);
+	for (uint32_t r = 0; r < 2; r++) {
+		x[r] = (struct rank_ctx){.t = join("half", r, "tcp")};
+		assert_int_equal(zs_trainer_resume(x[r].t, &step, NULL, 0, &len), ZS_OK);
+		assert_int_equal(step, 2);
+	}
+	train_ranks(x, 2, 2, 4);
+	check_oracle(x[0].t, &spec, 4);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -354,6 +400,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_full_cluster_restart),
 		cmocka_unit_test(test_export_import),
 		cmocka_unit_test(test_restore_onto_other_server_counts),
+		cmocka_unit_test(test_restore_discards_a_half_finished_step),
 	};
 	if (argc > 1) /* e.g. test_ckpt '*rdma*' */
 		cmocka_set_test_filter(argv[1]);
