@@ -7,6 +7,8 @@
  */
 #include "coord/state.h"
 
+#include <time.h>
+
 struct srv *coord_find_srv(struct coord *c, uint64_t id)
 {
 	for (size_t i = 0; i < c->n_srvs; i++)
@@ -121,6 +123,14 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	c->lease_ms = cfg->lease_ms;
 	c->norm_timeout_ms = cfg->norm_timeout_ms ? cfg->norm_timeout_ms : 60000;
 	c->started_ms = zs_now_ms();
+	{
+		/* the task generation is not persisted: start it where no
+		 * server's remembered value can be, or a server would take the
+		 * restarted coordinator's first tasks for ones it has seen */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		c->task_gen = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	}
 	c->lock_fd = -1;
 	snprintf(c->data_dir, sizeof c->data_dir, "%s", cfg->data_dir);
 

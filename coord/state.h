@@ -94,7 +94,8 @@ struct coord {
 
 	uint64_t next_server_id;
 	uint64_t assign_gen;
-	uint64_t task_gen; /* grows when server tasks change (not persisted) */
+	uint64_t task_gen; /* grows when server tasks change; not persisted: it
+			    * starts at the wall clock's microseconds */
 	struct srv *srvs;
 	size_t n_srvs;
 	struct zs_job *jobs;

@@ -203,6 +203,30 @@ static void test_crash_during_checkpoint(void **st)
  * A full data dir: a checkpoint on a server whose data dir is a 4 MiB
  * tmpfs fails with a clear "no space" error, and training goes on.
  */
+/* What the full-disk test started, for its teardown to undo whether or
+ * not the test got to the end: no server, no mount left behind. */
+static struct {
+	pid_t srv;
+	char mnt[1024];
+} full;
+
+static int full_disk_teardown(void **st)
+{
+	char cmd[1100];
+
+	(void)st;
+	if (full.srv > 0 && h_alive(full.srv))
+		h_stop(full.srv, SIGKILL, 5000);
+	full.srv = 0;
+	if (full.mnt[0]) {
+		zs_fmt(cmd, sizeof cmd, "umount %s", full.mnt);
+		if (system(cmd))
+			fprintf(stderr, "cannot unmount %s\n", full.mnt);
+		full.mnt[0] = '\0';
+	}
+	return 0;
+}
+
 static void test_checkpoint_on_a_full_disk(void **st)
 {
 	static const uint64_t sizes[] = {1u << 20, 64};
@@ -225,12 +249,13 @@ static void test_checkpoint_on_a_full_disk(void **st)
 		printf("[  SKIP    ] cannot mount a small tmpfs here (not root?): the full-disk test is skipped\n");
 		skip();
 	}
+	snprintf(full.mnt, sizeof full.mnt, "%s", small);
 	snprintf(log, sizeof log, "%s/server-small.log", C.dir);
 	zs_fmt(data, sizeof data, "%s/data", small);
 	snprintf(port, sizeof port, "%s/server-small.addr", C.dir);
 	char *argv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr, "--data-dir", data,
 			"--capacity", "256M", "--port-file", port, NULL};
-	srv = h_spawn(argv, log);
+	srv = full.srv = h_spawn(argv, log);
 	assert_true(h_wait_file(port, 10000, got, sizeof got));
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
 	for (int i = 0; i < 100 && !sid; i++) {
@@ -280,9 +305,6 @@ static void test_checkpoint_on_a_full_disk(void **st)
 			usleep(50 * 1000);
 	}
 	zs_coord_close(c);
-	zs_fmt(cmd, sizeof cmd, "umount %s", small);
-	if (system(cmd))
-		fprintf(stderr, "cannot unmount %s\n", small);
 	zs_job_spec_release(&spec);
 }
 
@@ -360,7 +382,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crash_during_checkpoint),
-		cmocka_unit_test(test_checkpoint_on_a_full_disk),
+		cmocka_unit_test_teardown(test_checkpoint_on_a_full_disk, full_disk_teardown),
 		cmocka_unit_test(test_dead_trainer_is_named),
 		cmocka_unit_test(test_stopped_server_is_bounded),
 	};
