@@ -13,7 +13,9 @@
  * job, --prefetch units gathered ahead, bounded by --max-live-bytes):
  *   charlm --coordinator ADDR --job charlm --rank R [--steps N] [--batch B]
  *          [--transport auto|tcp|shm] [--print-every K] [--dump FILE]
- * Rank 0 uploads the initial parameters. --dump writes the final ones.
+ * Rank 0 uploads the initial parameters, unless the job was restored from a
+ * checkpoint (zshardctl checkpoint restore): then every rank resumes at the
+ * checkpoint's step. --dump writes the final ones.
  *
  * Without the service, the same R ranks in one process, their gradients
  * reduced in rank order and the same optimizer applied (the oracle):
@@ -347,6 +349,7 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 {
 	unsigned rank = zs_trainer_rank(t);
 	int NU = n_units();
+	unsigned long long start = 0;
 	struct work w;
 	double t0 = now(), first_loss = -1, loss = 0;
 
@@ -365,7 +368,28 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 	work_init(&w, B);
 	if (zs_trainer_set_policy(t, pol))
 		goto fail;
-	if (rank == 0) {
+	/* after an operator's restore, every rank continues from its step (the
+	 * data a step samples depends only on the rank and the step, so the
+	 * resumed run is the uninterrupted one); otherwise rank 0 uploads the
+	 * initial parameters */
+	for (int i = 0;; i++) {
+		unsigned len;
+		int rc = zs_trainer_resume(t, &start, NULL, 0, &len);
+		if (rc == ZS_OK) {
+			printf("rank %u resumes at step %llu (a restored checkpoint)\n", rank,
+			       (unsigned long long)start);
+			break;
+		}
+		if (rc == ZS_ENOTFOUND) {
+			start = 0;
+			break;
+		}
+		if (rc != ZS_ESTATE || i == 600) /* ESTATE: the restore is under way */
+			goto fail;
+		struct timespec ts = {0, 50 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	if (rank == 0 && start == 0) {
 		float *init[MAXL], *ub[MAXL] = {0};
 		int rc = 0;
 		for (int u = 0; u < NU; u++) {
@@ -380,7 +404,7 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 		if (rc)
 			goto fail;
 	}
-	for (uint64_t step = 0; step < steps; step++) {
+	for (uint64_t step = start; step < steps; step++) {
 		const void *p;
 		void *g;
 		float *lp[MAXL], *lg[MAXL];

@@ -430,6 +430,82 @@ static void test_step_driver_memory(void **st)
 }
 
 /*
+ * The example trainer resumes by itself: a job that checkpoints every 10
+ * steps trains 20, the operator restores the checkpoint of step 10, and
+ * the trainers started again with --steps 40 continue from step 10: the
+ * result equals the reference's 40 steps, bit for bit.
+ */
+static void test_charlm_resumes(void **st)
+{
+	const char *root = getenv("ZSHARD_ROOT");
+	char spec_path[1024], d[2][1024], dref[1024], log[1024];
+	struct zs_coord_client *c;
+	struct zs_job_spec spec;
+	struct zs_checkpoint *v;
+	uint32_t n;
+	uint64_t id10 = 0;
+	char *out, *errs;
+
+	(void)st;
+	snprintf(spec_path, sizeof spec_path, "%s/examples/charlm.json", root ? root : ".");
+	assert_int_equal(zs_spec_load(spec_path, &spec, NULL), ZS_OK);
+	assert_int_equal(zs_job_spec_normalize(&spec, NULL), ZS_OK);
+	snprintf(spec.name, sizeof spec.name, "lmres");
+	spec.checkpoint_every = 10;
+	create_job(&spec);
+	zs_job_spec_release(&spec);
+	for (int pass = 0; pass < 2; pass++) {
+		const char *steps = pass ? "40" : "20";
+		pid_t r1;
+		for (int r = 0; r < 2; r++)
+			snprintf(d[r], sizeof d[r], "%s/lmres-%d.bin", C.dir, r);
+		snprintf(log, sizeof log, "%s/lmres-rank1-%d.log", C.dir, pass);
+		char *a1[] = {(char *)h_bin("charlm"), "--coordinator", C.addr, "--job", "lmres",
+			      "--rank", "1", "--steps", (char *)steps, "--print-every", "0",
+			      "--dump", d[1], NULL};
+		char *a0[] = {(char *)h_bin("charlm"), "--coordinator", C.addr, "--job", "lmres",
+			      "--rank", "0", "--steps", (char *)steps, "--print-every", "0",
+			      "--dump", d[0], NULL};
+		r1 = h_spawn(a1, log);
+		if (h_run(a0, &out, &errs))
+			fail_msg("charlm rank 0, pass %d: %s", pass, errs);
+		if (pass)
+			assert_non_null(strstr(out, "resumes at step 10"));
+		free(out);
+		free(errs);
+		assert_int_equal(h_stop(r1, 0, 60000), 0);
+		if (pass)
+			break;
+		/* the operator restores the checkpoint of step 10 */
+		assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+		assert_int_equal(zs_coord_list_ckpts(c, "lmres", &v, &n, NULL), ZS_OK);
+		for (uint32_t k = 0; k < n; k++)
+			if (v[k].step == 10 && v[k].state == ZS_CKPT_COMMITTED)
+				id10 = v[k].id;
+		for (uint32_t k = 0; k < n; k++)
+			zs_checkpoint_release(&v[k]);
+		free(v);
+		assert_true(id10 != 0);
+		restore(c, "lmres", id10);
+		zs_coord_close(c);
+	}
+	snprintf(dref, sizeof dref, "%s/lmres-ref.bin", C.dir);
+	char *ar[] = {(char *)h_bin("charlm"), "--reference", "--spec", spec_path, "--world",
+		      "2", "--steps", "40", "--dump", dref, NULL};
+	assert_int_equal(h_run(ar, &out, &errs), 0);
+	free(out);
+	free(errs);
+	for (int r = 0; r < 2; r++) {
+		char *cm[] = {"cmp", d[r], dref, NULL};
+		if (h_run(cm, &out, &errs) != 0)
+			fail_msg("rank %d's parameters after resuming differ from the reference: %s",
+				 r, out);
+		free(out);
+		free(errs);
+	}
+}
+
+/*
  * Calls a trainer gets wrong are refused with a clear error: a NULL buffer
  * (before anything is sent), and a step that ends with a unit not pushed
  * (the servers need every unit each step). The join itself comes right
@@ -483,6 +559,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stage_and_held_gather),
 		cmocka_unit_test(test_charlm_equals_reference),
 		cmocka_unit_test(test_step_driver_memory),
+		cmocka_unit_test(test_charlm_resumes),
 		cmocka_unit_test(test_bad_calls),
 	};
 	if (argc > 1) /* e.g. test_train '*rdma*' */
