@@ -1,7 +1,9 @@
 /* coord_client.c - typed coordinator calls (see coord_client.h). */
 #include "ctrl/coord_client.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ctrl/methods.h"
 #include "ctrl/rpc.h"
@@ -49,6 +51,26 @@ const char *zs_coord_addr(const struct zs_coord_client *c)
 	return zs_rpc_client_target(c->rpc);
 }
 
+/*
+ * Calls that may be repeated without changing their outcome: reads, and
+ * writes the coordinator makes idempotent (one checkpoint per step, a
+ * rank's blob or step report overwritten, a stage set). Join, Leave,
+ * CreateJob, DeleteJob, Rebalance, Restore and TaskDone are not.
+ */
+static bool idempotent(const char *path)
+{
+	static const char *const ok[] = {
+		ZS_M_HEARTBEAT, ZS_M_ASSIGNMENTS, ZS_M_SERVERS,   ZS_M_GET_JOB,
+		ZS_M_JOBS,      ZS_M_SET_STAGE,   ZS_M_COORD_STATUS, ZS_M_CREATE_CKPT,
+		ZS_M_GET_CKPT,  ZS_M_LIST_CKPTS,  ZS_M_PUT_BLOB,  ZS_M_SERVER_TASKS,
+		ZS_M_REPORT_STEP, ZS_M_STEP_REPORTS,
+	};
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+		if (!strcmp(path, ok[i]))
+			return true;
+	return false;
+}
+
 /* Sends an encoded request (released here) and returns the reply bytes. */
 static enum zs_status call(struct zs_coord_client *c, const char *path,
 			   enum zs_status enc_st, struct zs_buf *req,
@@ -64,6 +86,16 @@ static enum zs_status call(struct zs_coord_client *c, const char *path,
 	}
 	st = zs_rpc_invoke(c->rpc, path, req->data, req->len, &resp->data,
 			   &resp->len, c->timeout_ms, c->flags, err);
+	/* a coordinator that restarted: the first call may go out on the old,
+	 * dead connection and fail at once; with wait_for_ready an idempotent
+	 * call is sent again, and waits (within its bound) for the new one */
+	if (st == ZS_EUNAVAIL && (c->flags & ZS_RPC_WAIT_FOR_READY) && idempotent(path)) {
+		free(resp->data);
+		resp->data = NULL;
+		resp->len = 0;
+		st = zs_rpc_invoke(c->rpc, path, req->data, req->len, &resp->data, &resp->len,
+				   c->timeout_ms, c->flags, err);
+	}
 	zs_buf_release(req);
 	return st;
 }
