@@ -629,7 +629,8 @@ static void test_local_launcher(void **st)
 	(void)st;
 	snprintf(launcher, sizeof launcher, "%s/deploy/local/zshard-local", root ? root : ".");
 	snprintf(dir, sizeof dir, "%s", path("local"));
-	char *start[] = {launcher, "start", "--servers", "3", "--dir", dir, NULL};
+	char *start[] = {launcher, "start", "--servers", "3", "--dir", dir,
+			 "--server-opt", "--step-timeout-ms=5000", NULL};
 	assert_int_equal(h_run(start, &out, &err), 0);
 	out[strcspn(out, "\n")] = '\0';
 	assert_true(!strncmp(out, "127.0.0.1:", 10));
@@ -642,6 +643,48 @@ static void test_local_launcher(void **st)
 		snprintf(f, sizeof f, i ? "%s/run/server-%d.pid" : "%s/run/coordinator.pid", dir, i - 1);
 		assert_true(h_wait_file(f, 100, pids[i], sizeof pids[i]));
 	}
+	{ /* the server option reached the servers */
+		char f[64], cmdline[4096] = "";
+		FILE *fp;
+		size_t k;
+		snprintf(f, sizeof f, "/proc/%s/cmdline", pids[1]);
+		assert_non_null(fp = fopen(f, "r"));
+		k = fread(cmdline, 1, sizeof cmdline - 1, fp);
+		fclose(fp);
+		for (size_t q = 0; q < k; q++)
+			if (!cmdline[q])
+				cmdline[q] = ' ';
+		assert_non_null(strstr(cmdline, "--step-timeout-ms=5000"));
+	}
+	/* a second start on a running cluster is refused; nothing changes */
+	assert_int_equal(h_run(start, &out, &err), 1);
+	assert_non_null(strstr(err, "already runs"));
+	free(out);
+	free(err);
+	/* one server and the coordinator restart in place: same address */
+	char *rs[] = {launcher, "restart", "server-1", "--dir", dir, NULL};
+	char *rc[] = {launcher, "restart", "coordinator", "--dir", dir, NULL};
+	assert_int_equal(h_run(rs, &out, &err), 0);
+	free(out);
+	free(err);
+	assert_int_equal(kill(atoi(pids[2]), 0), -1); /* the old server-1 is gone */
+	assert_int_equal(h_run(rc, &out, &err), 0);
+	out[strcspn(out, "\n")] = '\0';
+	assert_string_equal(out, C.addr);
+	free(out);
+	free(err);
+	assert_true(h_poll(all_up, &n, 5000));
+	char *bad[] = {launcher, "restart", "server-7", "--dir", dir, NULL};
+	assert_int_equal(h_run(bad, &out, &err), 1);
+	free(out);
+	free(err);
+	{ /* every daemon it started, the restarted ones too, stops */
+		char f[1100];
+		snprintf(f, sizeof f, "%s/run/server-1.pid", dir);
+		assert_true(h_wait_file(f, 100, pids[2], sizeof pids[2]));
+		snprintf(f, sizeof f, "%s/run/coordinator.pid", dir);
+		assert_true(h_wait_file(f, 100, pids[0], sizeof pids[0]));
+	}
 	char *stop[] = {launcher, "stop", "--dir", dir, NULL};
 	assert_int_equal(h_run(stop, &out, &err), 0);
 	free(out);
@@ -649,6 +692,17 @@ static void test_local_launcher(void **st)
 	for (int i = 0; i < 4; i++)
 		if (kill(atoi(pids[i]), 0) == 0)
 			fail_msg("pid %s still runs after zshard-local stop", pids[i]);
+	/* started again with no options: as before, on the same address */
+	char *again[] = {launcher, "start", "--dir", dir, NULL};
+	assert_int_equal(h_run(again, &out, &err), 0);
+	out[strcspn(out, "\n")] = '\0';
+	assert_string_equal(out, C.addr);
+	free(out);
+	free(err);
+	assert_true(h_poll(all_up, &n, 5000));
+	assert_int_equal(h_run(stop, &out, &err), 0);
+	free(out);
+	free(err);
 }
 
 int main(void)
