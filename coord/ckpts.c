@@ -408,7 +408,9 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 		nk = *k;
 		if (!ok) {
 			nk.state = ZS_CKPT_FAILED;
-			zs_fmt(nk.error, sizeof nk.error, "server %llu: %s", (unsigned long long)sid, why);
+			char who[ZS_ADDR_MAX + 32];
+			zs_fmt(nk.error, sizeof nk.error, "%s: %s",
+			       coord_server_name(c, sid, who, sizeof who), why);
 		} else {
 			uint64_t *d = malloc((k->n_durable + 1) * sizeof *d);
 			if (!d) {
@@ -459,10 +461,11 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 			if (ct->pending[q] == sid)
 				ct->pending[q--] = ct->pending[--ct->n_pending];
 		if (t.kind == ZS_TASK_RESTORE && j && (!ok || ct->n_pending == 0)) {
-			if (!ok)
-				zs_fmt(j->restore_error, sizeof j->restore_error, "server %llu: %s",
-				       (unsigned long long)sid, why);
-			else {
+			if (!ok) {
+				char who[ZS_ADDR_MAX + 32];
+				zs_fmt(j->restore_error, sizeof j->restore_error, "%s: %s",
+				       coord_server_name(c, sid, who, sizeof who), why);
+			} else {
 				j->restored_id = t.id;
 				j->restored_step = t.step;
 			}

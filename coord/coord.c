@@ -25,6 +25,19 @@ struct zs_job *coord_find_job(struct coord *c, const char *name)
 	return NULL;
 }
 
+/* "server ID (ADDR)" for messages an operator acts on: the address says
+ * which process, the id alone does not. Returns buf. */
+const char *coord_server_name(struct coord *c, uint64_t id, char *buf, size_t len)
+{
+	struct srv *s = coord_find_srv(c, id);
+
+	if (s)
+		snprintf(buf, len, "server %llu (%s)", (unsigned long long)id, s->info.addr);
+	else
+		snprintf(buf, len, "server %llu", (unsigned long long)id);
+	return buf;
+}
+
 /* The job named, or NULL after failing call with ZS_ENOTFOUND. */
 struct zs_job *coord_job_or_fail(struct coord *c, struct zs_rpc_call *call, const char *name)
 {

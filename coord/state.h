@@ -113,6 +113,8 @@ struct coord {
 /* coord.c */
 struct srv *coord_find_srv(struct coord *c, uint64_t id);
 struct zs_job *coord_find_job(struct coord *c, const char *name);
+/* "server ID (ADDR)" into buf (len bytes), for messages; returns buf. */
+const char *coord_server_name(struct coord *c, uint64_t id, char *buf, size_t len);
 /* The job named, or NULL after failing call with ZS_ENOTFOUND. */
 struct zs_job *coord_job_or_fail(struct coord *c, struct zs_rpc_call *call, const char *name);
 /* Bytes placements hold on server id, over all jobs except skip. */

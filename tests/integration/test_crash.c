@@ -280,6 +280,8 @@ static void test_checkpoint_on_a_full_disk(void **st)
 	assert_int_equal(k.state, ZS_CKPT_FAILED);
 	if (!strstr(k.error, "free"))
 		fail_msg("the failure does not say why: %s", k.error);
+	if (!strstr(k.error, got))
+		fail_msg("the failure does not name the server's address %s: %s", got, k.error);
 	zs_checkpoint_release(&k);
 	train_ranks(x, 1, 1, 2); /* the job goes on */
 	assert_true(h_alive(srv)); /* and the server did not die of it */
