@@ -159,7 +159,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 
 /* step.c */
 void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b);
-/* One set of chunk buffers of the tier's double buffer. */
+/* The optimizer on elements [a, b) of acc (scaled by coef), and the copy. */
 void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 			size_t a, size_t b);
 /*

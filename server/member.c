@@ -71,7 +71,8 @@ enum zs_status srvd_exchange_norms(void *ctx, const char *job, uint64_t step,
 	return zs_coord_report_norm(d->coord, &r, (int)d->step_timeout_ms, total, err);
 }
 
-/* Claims a task: false if it is already under way here. */
+/* Snapshot: a trainer's word that a checkpoint of step t is wanted, ahead
+ * of the next heartbeat that would bring the task. */
 static void h_snapshot(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
 {
 	struct srvd *d = ctx;

@@ -5,6 +5,7 @@
  */
 #include "server/engine_int.h"
 
+/* Copies shard s into snapshot p (caller holds s->mu and j->cmu). */
 static bool capture(struct ejob *j, struct eshard *s, struct epending *p)
 {
 	size_t k = (size_t)(s - j->shards), n = s->sh.length;

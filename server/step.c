@@ -31,7 +31,7 @@ void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 	s->red_ns += now_ns() - t0;
 }
 
-/* One set of chunk buffers of the tier's double buffer. */
+/* The optimizer on elements [a, b) of acc (scaled by coef), and the copy. */
 void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 			size_t a, size_t b)
 {

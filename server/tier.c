@@ -71,7 +71,7 @@ enum zs_status eng_arrays_io(struct engine *e, struct eshard *s, bool wr, float 
 	return st;
 }
 
-/* Copies shard s into snapshot p (caller holds s->mu and j->cmu). */
+/* One set of chunk buffers of the tier's double buffer. */
 struct tier_set {
 	float *arr[3];
 	float *bb; /* O_DIRECT bounce buffer */
@@ -151,5 +151,3 @@ void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_s
 			free(set[i].arr[k]);
 	}
 }
-
-/* The optimizer on elements [a, b) of acc (scaled by coef), and the copy. */
