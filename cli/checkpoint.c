@@ -41,12 +41,15 @@ static int c_checkpoint(struct ctx *x, int argc, char **argv)
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			printf("usage: zshardctl checkpoint create JOB --step N [--wait MS]\n"
 			       "       zshardctl checkpoint list JOB [--json]\n"
-			       "       zshardctl checkpoint restore JOB ID|latest [--wait MS]\n\n"
+			       "       zshardctl checkpoint restore JOB ID|latest [--wait MS]\n"
+			       "       zshardctl checkpoint delete JOB ID\n\n"
 			       "Checkpoints are taken at a step: every server captures its shards\n"
 			       "when they reach it and writes them to its LMDB; the coordinator\n"
 			       "commits the checkpoint once all are durable. restore puts a\n"
 			       "committed one back (trainers stopped), and trainers resume from its\n"
-			       "step. --wait waits up to MS for the outcome.\n");
+			       "step. delete forgets one (a pending one that no trainer will reach,\n"
+			       "a failed or an old one) and its servers drop what they hold of it.\n"
+			       "--wait waits up to MS for the outcome.\n");
 			return 0;
 		}
 		if (!strcmp(argv[i], "--json")) {
@@ -70,8 +73,25 @@ static int c_checkpoint(struct ctx *x, int argc, char **argv)
 			return cli_usage_err("checkpoint", "unexpected argument '%s'", argv[i]);
 		}
 	}
-	if (!sub || !job || (strcmp(sub, "create") && strcmp(sub, "list") && strcmp(sub, "restore")))
-		return cli_usage_err("checkpoint", "want create, list or restore, and a job");
+	if (!sub || !job ||
+	    (strcmp(sub, "create") && strcmp(sub, "list") && strcmp(sub, "restore") &&
+	     strcmp(sub, "delete")))
+		return cli_usage_err("checkpoint", "want create, list, restore or delete, and a job");
+	if (!strcmp(sub, "delete")) {
+		uint64_t id;
+		struct zs_checkpoint k;
+		if (!which || zs_parse_u64(which, 1, UINT64_MAX, &id, &err))
+			return cli_usage_err("checkpoint", "delete needs a checkpoint id");
+		if ((r = cli_open_coord(x)))
+			return r;
+		if (zs_coord_delete_ckpt(x->c, job, id, &k, &err))
+			return cli_die("%s", err.msg);
+		printf("checkpoint %llu of job %s at step %llu (%s) deleted\n",
+		       (unsigned long long)k.id, job, (unsigned long long)k.step,
+		       zs_ckpt_state_name(k.state));
+		zs_checkpoint_release(&k);
+		return 0;
+	}
 	if (!strcmp(sub, "create") && !have_step)
 		return cli_usage_err("checkpoint", "create needs --step N (the step whose parameters to keep)");
 	if (!strcmp(sub, "restore") && !which)
@@ -162,4 +182,5 @@ static int c_checkpoint(struct ctx *x, int argc, char **argv)
 	}
 }
 
-const struct cmd cmd_checkpoint = {"checkpoint", "create JOB --step N | list JOB | restore JOB ID|latest", "Take, list and restore checkpoints (see zshardctl checkpoint --help).", c_checkpoint};
+const struct cmd cmd_checkpoint = {"checkpoint", "create JOB --step N | list JOB | restore JOB ID|latest | delete JOB ID",
+	"Take, list, restore and delete checkpoints (see zshardctl checkpoint --help).", c_checkpoint};

@@ -167,6 +167,56 @@ out:
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* Forgets a checkpoint: the catalog first, then a delete task for the
+ * servers of its placement (they cancel a capture still waiting for its
+ * step and drop the records). */
+void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_checkpoint *k;
+	struct zs_job *j;
+	uint64_t id;
+	size_t i;
+
+	if (zs_dec_ckpt_req(p, n, false, job, &id, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_job_or_fail(c, call, job);
+	if (!j)
+		goto out;
+	k = coord_find_ckpt(c, job, id);
+	if (!k) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no checkpoint %llu", job,
+			    (unsigned long long)id);
+		goto out;
+	}
+	if (j->restore_pending == id) {
+		zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is being restored",
+			    (unsigned long long)id, job);
+		goto out;
+	}
+	if (coord_save_ckpt(c, k, true, &e)) {
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	if (add_ctask_on(c, k->job, k->placement.n_shards ? &k->placement : &j->placement,
+			 ZS_TASK_DELETE, k->id, k->step))
+		zs_warn("job '%s': checkpoint %llu forgotten, but its servers could not be told to drop it (out of memory)",
+			job, (unsigned long long)id);
+	zs_info("job '%s': checkpoint %llu of step %llu (%s) deleted", job,
+		(unsigned long long)k->id, (unsigned long long)k->step,
+		zs_ckpt_state_name(k->state));
+	reply_ckpt(call, k);
+	i = (size_t)(k - c->ckpts);
+	zs_checkpoint_release(k);
+	memmove(k, k + 1, (c->n_ckpts - i - 1) * sizeof *k);
+	c->n_ckpts--;
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
 void coord_h_get_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
 {
 	struct coord *c = ctx;

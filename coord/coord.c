@@ -114,6 +114,7 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_JOIN, coord_h_join},             {ZS_M_LEAVE, coord_h_leave},
 	{ZS_M_COORD_STATUS, coord_h_status},   {ZS_M_REPORT_NORM, coord_h_report_norm},
 	{ZS_M_REPORT_STEP, coord_h_report_step},  {ZS_M_STEP_REPORTS, coord_h_step_reports},
+	{ZS_M_DELETE_CKPT, coord_h_delete_ckpt},
 	{ZS_M_CREATE_CKPT, coord_h_create_ckpt}, {ZS_M_GET_CKPT, coord_h_get_ckpt},
 	{ZS_M_LIST_CKPTS, coord_h_list_ckpts}, {ZS_M_PUT_BLOB, coord_h_put_blob},
 	{ZS_M_RESTORE, coord_h_restore},       {ZS_M_SERVER_TASKS, coord_h_server_tasks},

@@ -181,6 +181,7 @@ enum zs_status coord_add_ctask(struct coord *c, const struct zs_job *j, enum zs_
 void coord_ctask_free(struct ctask *t);
 void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_get_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);

@@ -337,6 +337,14 @@ enum zs_status zs_coord_get_ckpt(struct zs_coord_client *c, const char *job, uin
 			 err);
 }
 
+enum zs_status zs_coord_delete_ckpt(struct zs_coord_client *c, const char *job, uint64_t id,
+				    struct zs_checkpoint *out, struct zs_error *err)
+{
+	struct zs_buf req;
+	return ckpt_call(c, ZS_M_DELETE_CKPT, zs_enc_ckpt_req(job, id, false, &req), &req, out,
+			 err);
+}
+
 enum zs_status zs_coord_list_ckpts(struct zs_coord_client *c, const char *job,
 				   struct zs_checkpoint **v, uint32_t *n,
 				   struct zs_error *err)

@@ -95,6 +95,11 @@ enum zs_status zs_coord_create_ckpt(struct zs_coord_client *c, const char *job,
 				    struct zs_error *err);
 enum zs_status zs_coord_get_ckpt(struct zs_coord_client *c, const char *job, uint64_t id,
 				 struct zs_checkpoint *out, struct zs_error *err);
+/* Forgets checkpoint id of job (its record as it was into *out, which may
+ * be NULL); its servers drop what they hold of it. ZS_ENOTFOUND; ZS_ESTATE
+ * while it is being restored. */
+enum zs_status zs_coord_delete_ckpt(struct zs_coord_client *c, const char *job, uint64_t id,
+				    struct zs_checkpoint *out, struct zs_error *err);
 enum zs_status zs_coord_list_ckpts(struct zs_coord_client *c, const char *job,
 				   struct zs_checkpoint **v, uint32_t *n,
 				   struct zs_error *err);

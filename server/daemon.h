@@ -58,6 +58,10 @@ struct srvd {
 	pthread_cond_t wcv;
 	struct snapjob *wq; /* snapshots waiting to be written */
 	bool wstop;
+	/* checkpoints deleted lately: the writer checks, inside its LMDB write
+	 * transaction, that what it is about to write is not among them */
+	struct { char job[ZS_JOB_NAME_MAX]; uint64_t id; } deleted[16];
+	unsigned n_deleted;
 	char rdma_note[256]; /* why rdma is (not) offered, for Status */
 };
 

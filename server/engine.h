@@ -105,6 +105,9 @@ struct engine_snap {
 	float *master, *s0, *s1;
 };
 void engine_snaps_free(struct engine_snap *s, uint32_t n);
+/* Cancels the snapshot id of job still waiting for its step: its done
+ * callback runs now with ZS_ECANCELED. Nothing to cancel is fine. */
+void engine_cancel_snapshot(struct engine *e, const char *job, uint64_t id);
 
 /*
  * Called once per snapshot, from the thread that captured its last shard

@@ -82,6 +82,37 @@ static struct ejob *job_by_name(struct engine *e, const char *name)
 	return j;
 }
 
+void engine_cancel_snapshot(struct engine *e, const char *job, uint64_t id)
+{
+	struct ejob *j = job_by_name(e, job);
+	struct epending *gone = NULL;
+
+	if (!j)
+		return;
+	pthread_mutex_lock(&j->cmu);
+	for (struct epending **pp = &j->pend; *pp;) {
+		struct epending *p = *pp;
+		if (p->id != id) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		p->next = gone;
+		gone = p;
+	}
+	pthread_mutex_unlock(&j->cmu);
+	while (gone) {
+		struct epending *p = gone;
+		gone = p->next;
+		engine_snaps_free(p->snaps, p->n_shards);
+		p->done(p->ctx, p->job, p->id, p->step, NULL, p->n_shards, ZS_ECANCELED,
+			"the checkpoint was deleted");
+		free(p->got);
+		free(p);
+	}
+	eng_job_unref(e, j);
+}
+
 enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 			       uint64_t step, engine_snap_done done, void *ctx,
 			       struct zs_error *err)

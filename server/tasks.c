@@ -134,6 +134,35 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t)
 		break;
 	}
 	case ZS_TASK_DELETE:
+		/* a capture still waiting for its step, a snapshot queued for
+		 * the writer, and (checked by the writer inside its own write
+		 * transaction) one being written go too */
+		engine_cancel_snapshot(d->engine, t->job, t->id);
+		pthread_mutex_lock(&d->mu);
+		{
+			unsigned k = d->n_deleted++ % 16;
+			snprintf(d->deleted[k].job, sizeof d->deleted[k].job, "%s", t->job);
+			d->deleted[k].id = t->id;
+		}
+		struct snapjob *dropped = NULL;
+		for (struct snapjob **pp = &d->wq; *pp;) {
+			struct snapjob *sj = *pp;
+			if (sj->task.id != t->id || strcmp(sj->task.job, t->job)) {
+				pp = &sj->next;
+				continue;
+			}
+			*pp = sj->next;
+			sj->next = dropped;
+			dropped = sj;
+		}
+		pthread_mutex_unlock(&d->mu);
+		while (dropped) { /* its snapshot task ends, unreported as done */
+			struct snapjob *sj = dropped;
+			dropped = sj->next;
+			engine_snaps_free(sj->snaps, sj->n);
+			srvd_task_finish(d, &sj->task, false, "the checkpoint was deleted", 0);
+			free(sj);
+		}
 		st = zs_kv_begin(d->kv, true, &txn, &err);
 		if (!st) {
 			st = ckpt_delete(txn, KV_CKPT, t->job, t->id, &err);

@@ -142,6 +142,14 @@ void *srvd_writer_main(void *arg)
 			st = zs_kv_begin(d->kv, true, &t, &err);
 		else
 			t = NULL;
+		if (!st) { /* deleted meanwhile: LMDB's one writer orders this check */
+			pthread_mutex_lock(&d->mu);
+			for (unsigned k = 0; k < 16 && k < d->n_deleted && !st; k++)
+				if (d->deleted[k].id == sj->task.id &&
+				    !strcmp(d->deleted[k].job, sj->task.job))
+					st = zs_fail(&err, ZS_ECANCELED, "the checkpoint was deleted");
+			pthread_mutex_unlock(&d->mu);
+		}
 		for (uint32_t i = 0; !st && i < sj->n; i++) {
 			const struct engine_snap *s = &sj->snaps[i];
 			st = ckpt_put(t, KV_CKPT, sj->task.job, sj->task.id, s->unit, s->index,

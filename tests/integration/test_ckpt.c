@@ -393,6 +393,65 @@ static void test_restore_discards_a_half_finished_step(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * zshardctl checkpoint delete: a checkpoint for a step no trainer reaches
+ * (it stayed pending forever before) and a committed one are forgotten,
+ * their servers told to drop them; a second delete says it is gone.
+ */
+static void test_delete_checkpoint(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_checkpoint k, *v;
+	struct rank_ctx x[1];
+	unsigned long long done;
+	uint32_t n;
+	char ids[32], idp[32], *out, *errs;
+	struct zs_job j;
+
+	(void)st;
+	oracle_spec(&spec, "del", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	x[0] = (struct rank_ctx){.t = join("del", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 2);
+	assert_int_equal(zs_checkpoint(x[0].t, 2, NULL, 0, &done), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, done, 20000), ZS_OK);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_create_ckpt(c, "del", 100, &k, NULL), ZS_OK);
+	assert_int_equal(k.state, ZS_CKPT_PENDING);
+	snprintf(idp, sizeof idp, "%llu", (unsigned long long)k.id);
+	zs_checkpoint_release(&k);
+	usleep(1200 * 1000); /* the servers take the task with a heartbeat */
+
+	assert_int_equal(ctl(&out, &errs, "checkpoint", "delete", "del", idp, NULL), 0);
+	assert_non_null(strstr(out, "pending) deleted"));
+	free(out);
+	free(errs);
+	assert_int_equal(ctl(&out, &errs, "checkpoint", "delete", "del", idp, NULL), 1);
+	assert_non_null(strstr(errs, "has no checkpoint"));
+	free(out);
+	free(errs);
+	assert_int_equal(zs_coord_list_ckpts(c, "del", &v, &n, NULL), ZS_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0].id, done);
+	zs_checkpoint_release(&v[0]);
+	free(v);
+	/* training goes on past where the deleted one would have been taken */
+	train_ranks(x, 1, 2, 3);
+	snprintf(ids, sizeof ids, "%llu", done);
+	assert_int_equal(ctl(&out, &errs, "checkpoint", "delete", "del", ids, NULL), 0);
+	free(out);
+	free(errs);
+	zs_trainer_close(x[0].t);
+	assert_int_equal(zs_coord_restore(c, "del", 0, &j, NULL), ZS_ENOTFOUND);
+	assert_int_equal(ctl(&out, &errs, "checkpoint", "delete", "del", "x", NULL), 2);
+	free(out);
+	free(errs);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -401,6 +460,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_export_import),
 		cmocka_unit_test(test_restore_onto_other_server_counts),
 		cmocka_unit_test(test_restore_discards_a_half_finished_step),
+		cmocka_unit_test(test_delete_checkpoint),
 	};
 	if (argc > 1) /* e.g. test_ckpt '*rdma*' */
 		cmocka_set_test_filter(argv[1]);
