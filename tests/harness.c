@@ -59,6 +59,47 @@ void h_rmtree(const char *dir)
 	}
 }
 
+/*
+ * The daemons this test process started and has not reaped: killed if the
+ * process is stopped from outside (run-tests.sh's timeout sends SIGTERM),
+ * so that a test that hangs leaves no process behind. An entry is cleared
+ * when its process is reaped, so a reused pid is never hit.
+ */
+#define MAX_SPAWNED 256
+static volatile pid_t spawned[MAX_SPAWNED];
+
+static void forget(pid_t pid)
+{
+	for (int i = 0; i < MAX_SPAWNED; i++)
+		if (spawned[i] == pid)
+			spawned[i] = 0;
+}
+
+static void on_stop(int sig)
+{
+	for (int i = 0; i < MAX_SPAWNED; i++)
+		if (spawned[i] > 0)
+			kill(spawned[i], SIGKILL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void remember(pid_t pid)
+{
+	static int handlers;
+
+	if (!handlers) {
+		signal(SIGTERM, on_stop);
+		signal(SIGINT, on_stop);
+		handlers = 1;
+	}
+	for (int i = 0; i < MAX_SPAWNED; i++)
+		if (!spawned[i]) {
+			spawned[i] = pid;
+			return;
+		}
+}
+
 pid_t h_spawn(char *const argv[], const char *log)
 {
 	posix_spawn_file_actions_t fa;
@@ -75,6 +116,7 @@ pid_t h_spawn(char *const argv[], const char *log)
 		fprintf(stderr, "harness: cannot start %s: %s\n", argv[0], strerror(rc));
 		return -1;
 	}
+	remember(pid);
 	return pid;
 }
 
@@ -105,9 +147,11 @@ int h_stop(pid_t pid, int sig, int ms)
 	kill(pid, sig);
 	for (int t = 0; t < ms; t += 10) {
 		pid_t r = waitpid(pid, &status, WNOHANG);
-		if (r == pid)
+		if (r == pid) {
+			forget(pid);
 			return WIFEXITED(status) ? WEXITSTATUS(status)
 						 : 128 + WTERMSIG(status);
+		}
 		if (r < 0)
 			return -1;
 		sleep_ms(10);
@@ -116,13 +160,21 @@ int h_stop(pid_t pid, int sig, int ms)
 		(int)pid, ms, sig);
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
+	forget(pid);
 	return -1;
 }
 
 bool h_alive(pid_t pid)
 {
 	int status;
-	return pid > 0 && waitpid(pid, &status, WNOHANG) == 0;
+	pid_t r;
+
+	if (pid <= 0)
+		return false;
+	r = waitpid(pid, &status, WNOHANG);
+	if (r == pid)
+		forget(pid);
+	return r == 0;
 }
 
 static char *slurp(const char *path)
