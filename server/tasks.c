@@ -171,6 +171,12 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t)
 			else
 				st = zs_kv_commit(txn, &err);
 		}
+		if (!st)
+			zs_info("checkpoint %llu of job '%s' dropped", (unsigned long long)t->id,
+				t->job);
+		else
+			zs_warn("cannot drop checkpoint %llu of job '%s': %s",
+				(unsigned long long)t->id, t->job, err.msg);
 		break;
 	default:
 		st = zs_fail(&err, ZS_EINVAL, "unknown task kind %d", (int)t->kind);

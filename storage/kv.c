@@ -187,11 +187,14 @@ enum zs_status zs_kv_del_prefix(struct zs_kv_txn *t, unsigned table, const void 
 	rc = mdb_cursor_open(t->txn, t->kv->dbi[table], &c);
 	if (rc)
 		return kv_fail(err, rc, "cursor", t->kv->dir);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	     rc == 0 && k.mv_size >= plen && !memcmp(k.mv_data, prefix, plen);
-	     rc = mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT)) {
-		rc = mdb_cursor_del(c, 0);
-		if (rc)
+	/* seek the prefix again after each delete: a cursor whose last item
+	 * went is not positioned, and MDB_GET_CURRENT on it is EINVAL */
+	for (;;) {
+		k = (MDB_val){plen, (void *)prefix};
+		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		if (rc || k.mv_size < plen || memcmp(k.mv_data, prefix, plen))
+			break;
+		if ((rc = mdb_cursor_del(c, 0)))
 			break;
 	}
 	mdb_cursor_close(c);

@@ -159,6 +159,35 @@ static void test_lock_dir(void **st)
 	close(fd2);
 }
 
+/* A prefix delete takes every key under the prefix and nothing else,
+ * also when they are the last keys of the table or all of it. */
+static void test_del_prefix(void **st)
+{
+	const char *dir = *st;
+	struct zs_kv *kv;
+	struct zs_kv_txn *t;
+	int n = 0;
+
+	assert_int_equal(zs_kv_open(dir, 0, tables, 2, 0, &kv, NULL), ZS_OK);
+	assert_int_equal(zs_kv_begin(kv, true, &t, NULL), ZS_OK);
+	assert_int_equal(zs_kv_put(t, 1, "a1", 2, "x", 1, NULL), ZS_OK);
+	assert_int_equal(zs_kv_put(t, 1, "a2", 2, "x", 1, NULL), ZS_OK);
+	assert_int_equal(zs_kv_put(t, 1, "b1", 2, "x", 1, NULL), ZS_OK);
+	assert_int_equal(zs_kv_put(t, 1, "b2", 2, "x", 1, NULL), ZS_OK);
+	assert_int_equal(zs_kv_commit(t, NULL), ZS_OK);
+	assert_int_equal(zs_kv_begin(kv, true, &t, NULL), ZS_OK);
+	assert_int_equal(zs_kv_del_prefix(t, 1, "b", 1, NULL), ZS_OK); /* the last keys */
+	assert_int_equal(zs_kv_foreach(t, 1, count, &n, NULL), ZS_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(zs_kv_del_prefix(t, 1, "a", 1, NULL), ZS_OK); /* all that is left */
+	n = 0;
+	assert_int_equal(zs_kv_foreach(t, 1, count, &n, NULL), ZS_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(zs_kv_del_prefix(t, 1, "a", 1, NULL), ZS_OK); /* nothing there */
+	assert_int_equal(zs_kv_commit(t, NULL), ZS_OK);
+	zs_kv_close(kv);
+}
+
 /* Rewrites the stored value of a record with byte off xor-ed by mask
  * (the CRC left as it was: a bit flipped on disk). */
 static void flip(struct zs_kv *kv, const uint8_t *key, size_t kl, size_t off, uint8_t mask)
@@ -258,6 +287,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_a_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_del_prefix, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }
