@@ -393,6 +393,33 @@ static void test_restore_discards_a_half_finished_step(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/* How many of job's shards still have a record of checkpoint id on their
+ * server (array 0, the master). */
+static uint32_t records_left(struct zs_coord_client *c, const char *job, uint64_t id)
+{
+	struct zs_server_info *s;
+	struct zs_job j;
+	uint32_t n_s, left = 0;
+
+	assert_int_equal(zs_coord_get_job(c, job, &j, NULL), ZS_OK);
+	assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+	for (uint32_t k = 0; k < j.placement.n_shards; k++) {
+		const struct zs_shard *sh = &j.placement.shards[k];
+		struct zs_read_ckpt r = {.id = id, .offset = 0, .length = 1, .unit = sh->unit,
+					 .index = sh->index, .array = 0};
+		float one;
+		uint64_t step;
+		snprintf(r.job, sizeof r.job, "%s", job);
+		for (uint32_t q = 0; q < n_s; q++)
+			if (s[q].id == sh->server_id &&
+			    zs_server_read_ckpt(s[q].addr, 5000, &r, &one, &step, NULL) == ZS_OK)
+				left++;
+	}
+	free(s);
+	zs_job_release(&j);
+	return left;
+}
+
 /*
  * zshardctl checkpoint delete: a checkpoint for a step no trainer reaches
  * (it stayed pending forever before) and a committed one are forgotten,
@@ -437,12 +464,26 @@ static void test_delete_checkpoint(void **st)
 	assert_int_equal(v[0].id, done);
 	zs_checkpoint_release(&v[0]);
 	free(v);
-	/* training goes on past where the deleted one would have been taken */
-	train_ranks(x, 1, 2, 3);
+	/* training goes on past where the deleted one would have been taken:
+	 * no server keeps a record of it (its capture was cancelled, or what
+	 * was written is dropped) */
+	train_ranks(x, 1, 2, 102);
+	{
+		uint64_t pid = strtoull(idp, NULL, 10);
+		int i;
+		for (i = 0; i < 100 && records_left(c, "del", pid); i++)
+			usleep(50 * 1000);
+		assert_int_equal(records_left(c, "del", pid), 0);
+	}
+	/* the committed one has its records, until it is deleted too */
+	assert_true(records_left(c, "del", done) > 0);
 	snprintf(ids, sizeof ids, "%llu", done);
 	assert_int_equal(ctl(&out, &errs, "checkpoint", "delete", "del", ids, NULL), 0);
 	free(out);
 	free(errs);
+	for (int i = 0; i < 100 && records_left(c, "del", done); i++)
+		usleep(50 * 1000);
+	assert_int_equal(records_left(c, "del", done), 0);
 	zs_trainer_close(x[0].t);
 	assert_int_equal(zs_coord_restore(c, "del", 0, &j, NULL), ZS_ENOTFOUND);
 	assert_int_equal(ctl(&out, &errs, "checkpoint", "delete", "del", "x", NULL), 2);
