@@ -38,7 +38,6 @@ static void live_grads(zs_trainer *t, long long delta)
 	live_add(&t->ctr.live_grad_bytes, &t->ctr.peak_grad_bytes, &t->cur.peak_grad_bytes, delta);
 }
 
-/* Waits for a parameter gather of the step driver, timing it. */
 /*
  * Waits for *op within the policy's bound. Done: *op is NULL and its final
  * status returned. Still running at the bound: *op stays (it owns its
@@ -60,6 +59,7 @@ static int wait_op(zs_trainer *t, zs_op **op)
 		       why);
 }
 
+/* Waits for a parameter gather of the step driver, timing it. */
 static int wait_gather(zs_trainer *t, zs_op **op)
 {
 	double t0 = tr_now_s();
@@ -128,6 +128,14 @@ static int want(zs_trainer *t, unsigned u, bool must)
 	return rc;
 }
 
+/* Unit d's push completed: its gradient buffer goes back to the cache. */
+static void push_done(zs_trainer *t, struct dunit *d)
+{
+	buf_put(t, d->grad, d->bytes);
+	d->grad = NULL;
+	live_grads(t, -(long long)d->bytes);
+}
+
 /* Reaps finished pushes (stage 2, 3 free their gradients then). */
 static int reap_pushes(zs_trainer *t, bool wait)
 {
@@ -151,9 +159,7 @@ static int reap_pushes(zs_trainer *t, bool wait)
 				continue;
 			d->push = NULL;
 		}
-		buf_put(t, d->grad, d->bytes);
-		d->grad = NULL;
-		live_grads(t, -(long long)d->bytes);
+		push_done(t, d);
 		if (rc && !first)
 			first = rc;
 	}
@@ -269,12 +275,9 @@ static int wait_oldest_push(zs_trainer *t)
 		if (!d->push)
 			continue;
 		rc = wait_op(t, &d->push);
-		if (d->push) /* still running at the bound: keep its buffer */
-			return rc;
-		buf_put(t, d->grad, d->bytes);
-		d->grad = NULL;
-		live_grads(t, -(long long)d->bytes);
 		t->cur.push_wait_seconds += tr_now_s() - t0;
+		if (!d->push) /* else still running at the bound: it keeps its buffer */
+			push_done(t, d);
 		return rc;
 	}
 	return ZS_OK;

@@ -67,14 +67,14 @@ static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
 	return NULL;
 }
 
-/* Closes what connect_all opened (nothing is in flight yet). */
+/* Closes what connect_all opened; requests in flight fail and are freed.
+ * reg_ops stays: buffers registered through it are deregistered with it. */
 static void disconnect_all(zs_trainer *t)
 {
 	for (uint32_t i = 0; i < t->n_srv; i++)
 		zs_conn_close(t->conn[i]);
 	t->n_srv = 0;
 	t->reg_conn = NULL;
-	t->reg_ops = NULL;
 	free(t->srv_id);
 	free(t->conn);
 	t->srv_id = NULL;
@@ -244,9 +244,7 @@ void zs_trainer_close(zs_trainer *t)
 		zs_coord_report_step(t->coord, t->job.spec.name, t->rank, &t->last, &stage,
 				     &every, &err);
 	}
-	/* connections first: they fail and free what is in flight */
-	for (uint32_t i = 0; i < t->n_srv; i++)
-		zs_conn_close(t->conn[i]);
+	disconnect_all(t); /* first: in-flight requests fail and are freed */
 	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
 		free(t->du[u].gather); /* ops only; their requests died with the conns */
 		free(t->du[u].push);
@@ -266,8 +264,6 @@ void zs_trainer_close(zs_trainer *t)
 	zs_coord_close(t->coord);
 	zs_job_release(&t->job);
 	free(t->regs);
-	free(t->srv_id);
-	free(t->conn);
 	free(t);
 }
 

@@ -56,6 +56,30 @@ void coord_ctask_free(struct ctask *t)
 
 /* Drops committed checkpoints of job beyond its keep count (oldest first). */
 /*
+ * Forgets checkpoint k of job j: the catalog first (failing that, nothing
+ * changes), then a delete task for the servers of the placement it was
+ * taken on, then memory. The record moves into *gone (the caller
+ * releases it).
+ */
+static enum zs_status forget_ckpt(struct coord *c, struct zs_job *j, struct zs_checkpoint *k,
+				  struct zs_checkpoint *gone, struct zs_error *err)
+{
+	size_t i = (size_t)(k - c->ckpts);
+	enum zs_status st = coord_save_ckpt(c, k, true, err);
+
+	if (st)
+		return st;
+	if (add_ctask_on(c, k->job, k->placement.n_shards ? &k->placement : &j->placement,
+			 ZS_TASK_DELETE, k->id, k->step))
+		zs_warn("job '%s': checkpoint %llu forgotten, but its servers could not be told to drop it (out of memory)",
+			k->job, (unsigned long long)k->id);
+	*gone = *k;
+	memmove(k, k + 1, (c->n_ckpts - i - 1) * sizeof *k);
+	c->n_ckpts--;
+	return ZS_OK;
+}
+
+/*
  * Retires the oldest committed checkpoints of j beyond keep_checkpoints,
  * and every failed one older than the newest committed (kept until then
  * so that an operator sees why it failed): the catalog forgets each, and a
@@ -73,7 +97,7 @@ static void enforce_keep(struct coord *c, struct zs_job *j)
 			newest = c->ckpts[i].id > newest ? c->ckpts[i].id : newest;
 		}
 	for (size_t i = 0; i < c->n_ckpts;) {
-		struct zs_checkpoint *k = &c->ckpts[i];
+		struct zs_checkpoint *k = &c->ckpts[i], gone;
 		struct zs_error e = {0};
 		bool old = k->state == ZS_CKPT_COMMITTED && committed > j->spec.keep_checkpoints;
 		bool failed = k->state == ZS_CKPT_FAILED && k->id < newest;
@@ -81,24 +105,18 @@ static void enforce_keep(struct coord *c, struct zs_job *j)
 			i++;
 			continue;
 		}
-		/* the catalog forgets it first; the servers' records follow */
-		/* the records are where the checkpoint was taken */
-		if (coord_save_ckpt(c, k, true, &e) ||
-		    add_ctask_on(c, k->job, k->placement.n_shards ? &k->placement : &j->placement,
-				 ZS_TASK_DELETE, k->id, k->step)) {
+		if (forget_ckpt(c, j, k, &gone, &e)) {
 			zs_warn("cannot retire checkpoint %llu of job '%s': %s",
 				(unsigned long long)k->id, k->job, e.msg);
 			return;
 		}
 		if (old)
-			zs_info("job '%s': checkpoint %llu retired (keeping %u)", k->job,
-				(unsigned long long)k->id, j->spec.keep_checkpoints);
+			zs_info("job '%s': checkpoint %llu retired (keeping %u)", gone.job,
+				(unsigned long long)gone.id, j->spec.keep_checkpoints);
 		else
 			zs_info("job '%s': failed checkpoint %llu pruned (%llu committed since)",
-				k->job, (unsigned long long)k->id, (unsigned long long)newest);
-		zs_checkpoint_release(k);
-		memmove(k, k + 1, (c->n_ckpts - i - 1) * sizeof *k);
-		c->n_ckpts--;
+				gone.job, (unsigned long long)gone.id, (unsigned long long)newest);
+		zs_checkpoint_release(&gone);
 		committed -= old;
 	}
 }
@@ -175,10 +193,9 @@ void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	struct coord *c = ctx;
 	char job[ZS_JOB_NAME_MAX];
 	struct zs_error e = {0};
-	struct zs_checkpoint *k;
+	struct zs_checkpoint *k, gone;
 	struct zs_job *j;
 	uint64_t id;
-	size_t i;
 
 	if (zs_dec_ckpt_req(p, n, false, job, &id, &e))
 		return coord_reply_err(call, &e);
@@ -197,22 +214,15 @@ void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 			    (unsigned long long)id, job);
 		goto out;
 	}
-	if (coord_save_ckpt(c, k, true, &e)) {
+	if (forget_ckpt(c, j, k, &gone, &e)) {
 		coord_reply_err(call, &e);
 		goto out;
 	}
-	if (add_ctask_on(c, k->job, k->placement.n_shards ? &k->placement : &j->placement,
-			 ZS_TASK_DELETE, k->id, k->step))
-		zs_warn("job '%s': checkpoint %llu forgotten, but its servers could not be told to drop it (out of memory)",
-			job, (unsigned long long)id);
 	zs_info("job '%s': checkpoint %llu of step %llu (%s) deleted", job,
-		(unsigned long long)k->id, (unsigned long long)k->step,
-		zs_ckpt_state_name(k->state));
-	reply_ckpt(call, k);
-	i = (size_t)(k - c->ckpts);
-	zs_checkpoint_release(k);
-	memmove(k, k + 1, (c->n_ckpts - i - 1) * sizeof *k);
-	c->n_ckpts--;
+		(unsigned long long)gone.id, (unsigned long long)gone.step,
+		zs_ckpt_state_name(gone.state));
+	reply_ckpt(call, &gone);
+	zs_checkpoint_release(&gone);
 out:
 	pthread_mutex_unlock(&c->mu);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "net/listener.h"
+#include "net/sockio.h"
 #include "net/stream.h"
 
 struct shm_map {
@@ -112,16 +113,10 @@ static int shm_listen(const char *addr, char *bound, struct zs_error *err)
 	(void)addr;
 	n = snprintf(name, sizeof name, "@zshard-%d-%d", (int)getpid(), atomic_fetch_add(&seq, 1));
 	memcpy(un.sun_path + 1, name + 1, (size_t)n - 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = zs_listen_on(AF_UNIX, (struct sockaddr *)&un,
+			  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n), name, err);
 	if (fd < 0)
-		return zs_fail(err, ZS_EUNAVAIL, "cannot make a socket: %s", strerror(errno)), -1;
-	if (bind(fd, (struct sockaddr *)&un,
-		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n)) ||
-	    listen(fd, 128)) {
-		zs_fail(err, ZS_EUNAVAIL, "cannot listen on %s: %s", name, strerror(errno));
-		close(fd);
 		return -1;
-	}
 	snprintf(bound, ZS_ADDR_MAX, "%s", name);
 	return fd;
 }

@@ -114,6 +114,23 @@ static int finish_connect(int fd, const struct sockaddr *sa, socklen_t len,
 	return 0;
 }
 
+int zs_listen_on(int family, const struct sockaddr *a, socklen_t al, const char *name,
+		 struct zs_error *err)
+{
+	int one = 1, fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return zs_fail(err, ZS_EUNAVAIL, "cannot make a socket: %s", strerror(errno)), -1;
+	if (family != AF_UNIX)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, a, al) || listen(fd, 128)) {
+		zs_fail(err, ZS_EUNAVAIL, "cannot listen on %s: %s", name, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int zs_dial(const char *addr, int timeout_ms, struct zs_error *err)
 {
 	int fd;

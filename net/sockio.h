@@ -7,6 +7,7 @@
 #define ZS_SOCKIO_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "base/status.h"
@@ -21,6 +22,11 @@ int zs_drain(int fd, size_t len);
 /* TCP_NODELAY, 4 MiB socket buffers (large transfers, small latency),
  * keepalive and a user timeout (a vanished peer breaks the connection). */
 void zs_tune_tcp(int fd);
+
+/* A listening stream socket of family bound to a (al bytes): the socket,
+ * or -1 with err naming name and why (nothing left open). */
+int zs_listen_on(int family, const struct sockaddr *a, socklen_t al, const char *name,
+		 struct zs_error *err);
 
 /* Connects to "HOST:PORT" (tcp) or "@name" (abstract Unix socket) within
  * timeout_ms; returns a blocking fd or -1 with err filled. */

@@ -48,7 +48,7 @@ static int tcp_listen(const char *addr, char *bound, struct zs_error *err)
 	uint16_t port;
 	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t al = sizeof a;
-	int fd, one = 1;
+	int fd;
 
 	if (!addr)
 		return zs_fail(err, ZS_EINVAL, "a tcp endpoint needs HOST:PORT"), -1;
@@ -58,12 +58,10 @@ static int tcp_listen(const char *addr, char *bound, struct zs_error *err)
 		return zs_fail(err, ZS_EINVAL, "data address '%s' must be an IPv4 literal", addr),
 		       -1;
 	a.sin_port = htons(port);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = zs_listen_on(AF_INET, (struct sockaddr *)&a, sizeof a, addr, err);
 	if (fd < 0)
-		return zs_fail(err, ZS_EUNAVAIL, "cannot make a socket: %s", strerror(errno)), -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 128) ||
-	    getsockname(fd, (struct sockaddr *)&a, &al)) {
+		return -1;
+	if (getsockname(fd, (struct sockaddr *)&a, &al)) {
 		zs_fail(err, ZS_EUNAVAIL, "cannot listen on %s: %s", addr, strerror(errno));
 		close(fd);
 		return -1;

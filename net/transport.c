@@ -17,28 +17,24 @@ static const struct zs_transport_ops *const all[] = {
 	&zs_tcp_transport,
 };
 #define N_ALL (sizeof all / sizeof all[0])
+_Static_assert(N_ALL <= sizeof ((struct zs_transport_probe *)0)->avail / sizeof(int),
+	       "struct zs_transport_probe has room for every transport");
 
-static const char *names(void)
-{
-	static char buf[128];
-	size_t n = 0;
-
-	if (!buf[0]) {
-		n += (size_t)snprintf(buf, sizeof buf, "auto");
-		for (size_t i = 0; i < N_ALL && n < sizeof buf; i++)
-			n += (size_t)snprintf(buf + n, sizeof buf - n, ", %s", all[i]->name);
-	}
-	return buf;
-}
+bool zs_transport_is_auto(const char *want) { return !strcmp(want, "auto"); }
 
 enum zs_status zs_transport_check_name(const char *want, struct zs_error *err)
 {
-	if (!strcmp(want, "auto"))
+	char names[128] = "auto";
+	size_t n = strlen(names);
+
+	if (zs_transport_is_auto(want))
 		return ZS_OK;
-	for (size_t i = 0; i < N_ALL; i++)
+	for (size_t i = 0; i < N_ALL; i++) {
 		if (!strcmp(want, all[i]->name))
 			return ZS_OK;
-	return zs_fail(err, ZS_EINVAL, "transport '%s' is not one of %s", want, names());
+		n += (size_t)snprintf(names + n, sizeof names - n, ", %s", all[i]->name);
+	}
+	return zs_fail(err, ZS_EINVAL, "transport '%s' is not one of %s", want, names);
 }
 
 static const char *addr_for(const struct zs_transport_ops *t, const struct zs_transport_offer *o)
@@ -47,23 +43,16 @@ static const char *addr_for(const struct zs_transport_ops *t, const struct zs_tr
 	return a && a[0] ? a : NULL;
 }
 
-static bool available(const struct zs_transport_ops *t, struct zs_transport_probe *p)
+/* Whether all[i] can work on this host, asked once per probe. */
+static bool available(size_t i, struct zs_transport_probe *p)
 {
-	size_t i = 0;
+	char why[256];
 
-	if (!t->available)
+	if (!all[i]->available)
 		return true;
-	while (i < N_ALL && all[i] != t)
-		i++;
-	if (p && i < N_ALL && p->avail[i])
-		return p->avail[i] > 0;
-	{
-		char why[256];
-		bool ok = t->available(why, sizeof why);
-		if (p && i < N_ALL)
-			p->avail[i] = ok ? 1 : -1;
-		return ok;
-	}
+	if (!p->avail[i])
+		p->avail[i] = all[i]->available(why, sizeof why) ? 1 : -1;
+	return p->avail[i] > 0;
 }
 
 enum zs_status zs_transport_choose(const char *want, const struct zs_transport_offer *o,
@@ -71,7 +60,7 @@ enum zs_status zs_transport_choose(const char *want, const struct zs_transport_o
 				   const struct zs_transport_ops **out, const char **addr,
 				   struct zs_error *err)
 {
-	bool any = !strcmp(want, "auto");
+	bool any = zs_transport_is_auto(want);
 	enum zs_status st = zs_transport_check_name(want, err);
 
 	if (st)
@@ -91,7 +80,7 @@ enum zs_status zs_transport_choose(const char *want, const struct zs_transport_o
 		/* asked for by name, a transport is tried even where it says it
 		 * cannot work, so that its own error reaches the caller */
 		if (any && (((t->caps & ZS_CAP_SAME_HOST) && !o->same_host) ||
-			    !available(t, probe)))
+			    !available(i, probe)))
 			continue;
 		*out = t;
 		*addr = a;
@@ -99,5 +88,3 @@ enum zs_status zs_transport_choose(const char *want, const struct zs_transport_o
 	}
 	return zs_fail(err, ZS_ESTATE, "it offers no transport this trainer can use");
 }
-
-bool zs_transport_is_auto(const char *want) { return !strcmp(want, "auto"); }
