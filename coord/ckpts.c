@@ -185,6 +185,19 @@ out:
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* Checkpoint id of job, or NULL after failing call with ZS_ENOTFOUND
+ * (caller holds mu). */
+static struct zs_checkpoint *ckpt_or_fail(struct coord *c, struct zs_rpc_call *call,
+					  const char *job, uint64_t id)
+{
+	struct zs_checkpoint *k = coord_find_ckpt(c, job, id);
+
+	if (!k)
+		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no checkpoint %llu", job,
+			    (unsigned long long)id);
+	return k;
+}
+
 /* Forgets a checkpoint: the catalog first, then a delete task for the
  * servers of its placement (they cancel a capture still waiting for its
  * step and drop the records). */
@@ -203,12 +216,9 @@ void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	j = coord_job_or_fail(c, call, job);
 	if (!j)
 		goto out;
-	k = coord_find_ckpt(c, job, id);
-	if (!k) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no checkpoint %llu", job,
-			    (unsigned long long)id);
+	k = ckpt_or_fail(c, call, job, id);
+	if (!k)
 		goto out;
-	}
 	if (j->restore_pending == id) {
 		zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is being restored",
 			    (unsigned long long)id, job);
@@ -238,12 +248,9 @@ void coord_h_get_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 	if (zs_dec_ckpt_req(p, n, false, job, &id, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	k = coord_find_ckpt(c, job, id);
+	k = ckpt_or_fail(c, call, job, id);
 	if (k)
 		reply_ckpt(call, k);
-	else
-		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no checkpoint %llu", job,
-			    (unsigned long long)id);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -288,13 +295,10 @@ void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 	if (zs_dec_put_blob(p, n, job, &id, &b, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, job);
-	k = coord_find_ckpt(c, job, id);
-	if (!j || !k) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no checkpoint %llu", job,
-			    (unsigned long long)id);
+	j = coord_job_or_fail(c, call, job);
+	k = j ? ckpt_or_fail(c, call, job, id) : NULL;
+	if (!k)
 		goto out;
-	}
 	if (b.rank >= j->spec.world_size) {
 		zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range (world size %u)", b.rank,
 			    j->spec.world_size);
