@@ -20,6 +20,7 @@ static const char *const names[ZS_STATUS_COUNT] = {
 	[ZS_ECANCELED] = "canceled",
 	[ZS_EAGAIN] = "try again",
 	[ZS_EINTERNAL] = "internal error",
+	[ZS_ERESUME] = "rolled back: resume",
 };
 
 const char *zs_strerror(int s)

@@ -245,7 +245,7 @@ static int evict(struct ctx *x, const char *job, const char *rank_s)
 		return cli_usage_err("trainers", "evict: rank: %s", err.msg);
 	if ((r = cli_open_coord(x)))
 		return r;
-	if (zs_coord_leave(x->c, job, (uint32_t)rank, &j, &err))
+	if (zs_coord_leave(x->c, job, (uint32_t)rank, 0, &j, &err))
 		return cli_die("%s", err.msg);
 	printf("job %s: rank %u evicted (%u of %u ranks joined)\n", j.spec.name,
 	       (unsigned)rank, j.n_trainers, j.spec.world_size);

@@ -93,6 +93,22 @@ static void buf_put(zs_trainer *t, void *p, size_t n)
 	t->cache[t->n_cache++].n = n;
 }
 
+void tr_driver_reset(zs_trainer *t)
+{
+	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
+		struct dunit *d = &t->du[u];
+		size_t bytes = d->bytes;
+		free(d->gather); /* ops only: their requests died with the conns */
+		free(d->push);
+		buf_put(t, d->params, bytes);
+		buf_put(t, d->grad, bytes);
+		*d = (struct dunit){.bytes = bytes};
+	}
+	t->ctr.live_param_bytes = 0;
+	t->ctr.live_grad_bytes = 0;
+	t->in_step = false;
+}
+
 static void drop_params(zs_trainer *t, unsigned u)
 {
 	struct dunit *d = &t->du[u];
@@ -180,6 +196,13 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 
 	if (t->in_step)
 		return tr_fail(t, ZS_ESTATE, "step %llu has not ended", (unsigned long long)t->step);
+	/* the job rolled back since this trainer's connections were made */
+	if (atomic_load(&t->seen_timeline) != t->timeline || atomic_load(&t->evicted))
+		return tr_fail(t, ZS_ERESUME,
+			       atomic_load(&t->evicted)
+				       ? "rank %u lost its lease on job '%s' and the job rolled back: resume (zs_trainer_resume)"
+				       : "rank %u: job '%s' rolled back to a checkpoint: resume (zs_trainer_resume)",
+			       t->rank, t->job.spec.name);
 	/* the last step's report goes to the coordinator; the stage an
 	 * operator set applies from this step boundary */
 	rc = zs_coord_report_step(t->coord, t->job.spec.name, t->rank,

@@ -13,7 +13,9 @@
 
 #include "include/zshard.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,19 @@ struct zs_trainer {
 	double step_t0;
 	unsigned long long step_g0, step_p0;
 	zs_op *strays; /* ops whose wait timed out while their requests live */
+	/* how it joined, for zs_trainer_resume's reconnect and rejoin */
+	char transport[16];
+	int timeout_ms;
+	uint64_t timeline; /* the job's timeline this trainer's connections belong to */
+	/* the lease (lease.c): a thread renews the rank every second over its
+	 * own coordinator connection */
+	uint64_t session;
+	char coord_addr[ZS_ADDR_MAX];
+	pthread_t lease;
+	bool lease_running;
+	atomic_int lease_stop;
+	_Atomic uint64_t seen_timeline; /* the job's, at the last renewal */
+	atomic_int evicted;             /* the rank is no longer this trainer's */
 };
 
 /* A wait's bound when no policy says (zs_policy.op_timeout_ms). */
@@ -97,5 +112,16 @@ void *tr_buf_alloc(zs_trainer *t, size_t n);
 void tr_buf_free(zs_trainer *t, void *p);
 /* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
 int tr_progress(zs_op *op, int timeout_ms);
+
+/* driver.c */
+/* Forgets the step in progress: its ops (their requests died with the
+ * connections: call after closing them) and every buffer of the driver. */
+void tr_driver_reset(zs_trainer *t);
+
+/* lease.c */
+/* Starts renewing t's rank (t->session, t->coord_addr set). */
+enum zs_status tr_lease_start(zs_trainer *t, struct zs_error *err);
+/* Stops renewing (the rank lapses unless it leaves); fine if not started. */
+void tr_lease_stop(zs_trainer *t);
 
 #endif

@@ -5,6 +5,8 @@
  */
 #include "client/trainer.h"
 
+#include <sys/random.h>
+
 #include "base/log.h"
 
 int tr_fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
@@ -151,6 +153,23 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 	return st;
 }
 
+/*
+ * Joins t's rank. A rank still held by a process that died is refused
+ * until that process's lease lapses (and the job rolls back): that is
+ * waited for, within t->timeout_ms.
+ */
+static enum zs_status join_rank(zs_trainer *t, const struct zs_join_req *req,
+				struct zs_error *err)
+{
+	int64_t deadline = zs_now_ms() + t->timeout_ms;
+	enum zs_status st;
+
+	while ((st = zs_coord_join(t->coord, req, &t->job, err)) == ZS_EEXIST &&
+	       zs_now_ms() < deadline)
+		zs_sleep_ms(200, NULL);
+	return st;
+}
+
 int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 		    const char *transport, int timeout_ms, zs_trainer **out, char *errbuf,
 		    size_t errlen)
@@ -185,11 +204,22 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	snprintf(req.job, sizeof req.job, "%s", job);
 	gethostname(req.host, sizeof req.host - 1);
 	req.layout = j.spec.layout;
-	st = zs_coord_join(t->coord, &req, &t->job, &err);
+	/* this process's session: its lease, and its join sent again after a
+	 * lost reply, are told from another process's for the same rank */
+	while (!t->session && getrandom(&t->session, sizeof t->session, 0) != sizeof t->session)
+		;
+	req.session = t->session;
+	snprintf(t->coord_addr, sizeof t->coord_addr, "%s", coordinator);
+	snprintf(t->transport, sizeof t->transport, "%s", transport);
+	t->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
+	st = join_rank(t, &req, &err);
 	zs_job_release(&j);
 	if (st)
 		goto fail;
 	t->joined = true;
+	t->timeline = t->job.timeline;
+	if ((st = tr_lease_start(t, &err)))
+		goto fail;
 	/* from here on the coordinator is known to exist: a call during its
 	 * restart waits for it (within timeout_ms) instead of failing at once */
 	zs_coord_set_wait_for_ready(t->coord, 1);
@@ -236,6 +266,7 @@ void zs_trainer_close(zs_trainer *t)
 
 	if (!t)
 		return;
+	tr_lease_stop(t);
 	if (t->coord) /* best effort from here: a coordinator away is not waited for */
 		zs_coord_set_wait_for_ready(t->coord, 0);
 	if (t->joined && t->have_last && !t->last_sent) { /* stats only: errors do not matter */
@@ -259,7 +290,8 @@ void zs_trainer_close(zs_trainer *t)
 	}
 	for (unsigned i = 0; i < t->n_cache; i++)
 		tr_buf_free(t, t->cache[i].p);
-	if (t->joined && !zs_coord_leave(t->coord, t->job.spec.name, t->rank, &j, &err))
+	if (t->joined && !atomic_load(&t->evicted) &&
+	    !zs_coord_leave(t->coord, t->job.spec.name, t->rank, t->session, &j, &err))
 		zs_job_release(&j);
 	zs_coord_close(t->coord);
 	zs_job_release(&t->job);
@@ -514,20 +546,92 @@ int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms)
 	}
 }
 
+/*
+ * Brings t onto the job's current timeline: rejoins if its rank lapsed,
+ * waits (within t->timeout_ms) for a restore or rollback under way, and
+ * reconnects to every server (connections of an earlier timeline get
+ * ZS_ERESUME). *j: the job as it is now (the caller releases it).
+ */
+static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error *err)
+{
+	int64_t deadline = zs_now_ms() + t->timeout_ms;
+	enum zs_status st;
+
+	if (atomic_load(&t->evicted)) {
+		struct zs_join_req req = {.rank = t->rank, .session = t->session};
+		struct zs_job nj;
+		snprintf(req.job, sizeof req.job, "%s", t->job.spec.name);
+		gethostname(req.host, sizeof req.host - 1);
+		req.layout = t->job.spec.layout;
+		tr_lease_stop(t);
+		while ((st = zs_coord_join(t->coord, &req, &nj, err)) == ZS_EEXIST &&
+		       zs_now_ms() < deadline)
+			zs_sleep_ms(200, NULL);
+		if (st)
+			return st;
+		zs_job_release(&t->job);
+		t->job = nj;
+		zs_info("rank %u rejoined job '%s' (its lease had lapsed)", t->rank, nj.spec.name);
+		if ((st = tr_lease_start(t, err)))
+			return st;
+	}
+	for (;;) {
+		if ((st = zs_coord_get_job(t->coord, t->job.spec.name, j, err)))
+			return st;
+		if (!j->restore_pending)
+			break;
+		zs_job_release(j);
+		if (zs_now_ms() >= deadline)
+			return zs_fail(err, ZS_ESTATE, "job '%s' is still being restored (waited %d ms)",
+				       t->job.spec.name, t->timeout_ms);
+		zs_sleep_ms(50, NULL);
+	}
+	if (j->restore_error[0]) {
+		st = zs_fail(err, ZS_EIO, "job '%s' could not be restored: %s", j->spec.name,
+			     j->restore_error);
+		zs_job_release(j);
+		return st;
+	}
+	/* the placement may have moved with the restore: take the job's */
+	zs_placement_release(&t->job.placement);
+	if ((st = zs_placement_copy(&t->job.placement, &j->placement))) {
+		zs_job_release(j);
+		return zs_fail(err, st, "out of memory");
+	}
+	disconnect_all(t);
+	tr_driver_reset(t);
+	{
+		int64_t until = zs_now_ms() + t->timeout_ms;
+		while ((st = connect_all(t, t->transport, t->timeout_ms, err)) == ZS_EAGAIN &&
+		       zs_now_ms() < until) {
+			disconnect_all(t);
+			zs_sleep_ms(50, NULL);
+		}
+	}
+	if (st) {
+		disconnect_all(t);
+		zs_job_release(j);
+		return st;
+	}
+	t->timeline = j->timeline;
+	atomic_store(&t->seen_timeline, j->timeline);
+	return ZS_OK;
+}
+
 int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsigned cap,
 		      unsigned *len)
 {
 	struct zs_error err = {0};
 	struct zs_checkpoint k;
 	struct zs_job j;
-	enum zs_status st = zs_coord_get_job(t->coord, t->job.spec.name, &j, &err);
+	enum zs_status st = catch_up(t, &j, &err);
 
 	if (st)
 		return tr_fail(t, st, "%s", err.msg);
-	if (j.restore_pending || !j.restored_id) {
-		st = tr_fail(t, j.restore_pending ? ZS_ESTATE : ZS_ENOTFOUND,
-			  j.restore_pending ? "job '%s' is being restored" : "job '%s' was never restored",
-			  j.spec.name);
+	if (!j.restored_id) {
+		st = tr_fail(t, ZS_ENOTFOUND,
+			     "job '%s' was never restored from a checkpoint: it starts at step 0",
+			     j.spec.name);
 		zs_job_release(&j);
 		return st;
 	}

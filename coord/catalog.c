@@ -225,8 +225,10 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 	for (size_t i = 0; i < c->n_jobs; i++) {
 		struct zs_checkpoint *k = coord_find_ckpt(c, c->jobs[i].spec.name,
 						    c->jobs[i].restore_pending);
-		if (c->jobs[i].restore_pending && k &&
-		    coord_add_ctask(c, &c->jobs[i], ZS_TASK_RESTORE, k->id, k->step))
+		bool reset = c->jobs[i].restore_pending == ZS_CKPT_RESET;
+		if ((reset || (c->jobs[i].restore_pending && k)) &&
+		    coord_add_ctask(c, &c->jobs[i], ZS_TASK_RESTORE, c->jobs[i].restore_pending,
+				    reset ? 0 : k->step))
 			return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	return ZS_OK;

@@ -378,8 +378,10 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 	}
 	j->restore_pending = k->id;
 	j->restore_error[0] = '\0';
+	j->timeline++;
 	if (coord_save_job(c, j, false, false, &e)) {
 		j->restore_pending = 0;
+		j->timeline--;
 		coord_reply_err(call, &e);
 		goto out;
 	}
@@ -529,6 +531,9 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 				char who[ZS_ADDR_MAX + 32];
 				zs_fmt(j->restore_error, sizeof j->restore_error, "%s: %s",
 				       coord_server_name(c, sid, who, sizeof who), why);
+			} else if (t.id == ZS_CKPT_RESET) { /* from step 0, fresh */
+				j->restored_id = 0;
+				j->restored_step = 0;
 			} else {
 				j->restored_id = t.id;
 				j->restored_step = t.step;

@@ -112,6 +112,7 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_JOBS, coord_h_jobs},             {ZS_M_DELETE_JOB, coord_h_delete_job},
 	{ZS_M_SET_STAGE, coord_h_set_stage},   {ZS_M_REBALANCE, coord_h_rebalance},
 	{ZS_M_JOIN, coord_h_join},             {ZS_M_LEAVE, coord_h_leave},
+	{ZS_M_TRAINER_HB, coord_h_trainer_heartbeat},
 	{ZS_M_COORD_STATUS, coord_h_status},   {ZS_M_REPORT_NORM, coord_h_report_norm},
 	{ZS_M_REPORT_STEP, coord_h_report_step},  {ZS_M_STEP_REPORTS, coord_h_step_reports},
 	{ZS_M_DELETE_CKPT, coord_h_delete_ckpt},
@@ -130,11 +131,17 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	if (cfg->lease_ms < 100 || cfg->lease_ms > 3600 * 1000)
 		return zs_fail(err, ZS_EINVAL, "lease %u ms is out of range [100, 3600000]",
 			       cfg->lease_ms);
+	if (cfg->trainer_lease_ms && (cfg->trainer_lease_ms < 3000 ||
+				      cfg->trainer_lease_ms > 3600 * 1000))
+		return zs_fail(err, ZS_EINVAL,
+			       "trainer lease %u ms is out of range [3000, 3600000] (trainers renew it every second)",
+			       cfg->trainer_lease_ms);
 	c = calloc(1, sizeof *c);
 	if (!c)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	pthread_mutex_init(&c->mu, NULL);
 	c->lease_ms = cfg->lease_ms;
+	c->trainer_lease_ms = cfg->trainer_lease_ms ? cfg->trainer_lease_ms : 10000;
 	c->norm_timeout_ms = cfg->norm_timeout_ms ? cfg->norm_timeout_ms : 60000;
 	c->started_ms = zs_now_ms();
 	{

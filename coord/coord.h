@@ -21,6 +21,8 @@ struct coord_config {
 	const char *listen;   /* HOST:PORT, port 0 for a free one */
 	const char *data_dir; /* LMDB environment */
 	uint32_t lease_ms;    /* a server silent this long is marked down */
+	uint32_t trainer_lease_ms; /* a trainer silent this long loses its rank
+				    * and its job rolls back (0: 10 s) */
 	uint32_t norm_timeout_ms; /* bound on collecting a step's gradient
 				   * norms from every server (0: 60 s) */
 };

@@ -285,9 +285,18 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 	for (pos = 0; pos < j->n_trainers && j->trainers[pos].rank < r.rank; pos++)
 		;
 	if (pos < j->n_trainers && j->trainers[pos].rank == r.rank) {
-		zs_rpc_fail(call, ZS_EEXIST,
-			    "rank %u already joined job '%s' (from %s); it must leave first",
-			    r.rank, r.job, j->trainers[pos].host);
+		if (r.session && j->trainers[pos].session == r.session) {
+			coord_reply_job(call, j); /* this trainer's join, sent again */
+			goto out;
+		}
+		if (j->trainers[pos].session)
+			zs_rpc_fail(call, ZS_EEXIST,
+				    "rank %u already joined job '%s' (from %s); it must leave first, or its lease lapse (%u ms without a heartbeat)",
+				    r.rank, r.job, j->trainers[pos].host, c->trainer_lease_ms);
+		else
+			zs_rpc_fail(call, ZS_EEXIST,
+				    "rank %u already joined job '%s' (from %s); it must leave first",
+				    r.rank, r.job, j->trainers[pos].host);
 		goto out;
 	}
 	nt = malloc((j->n_trainers + 1) * sizeof *nt);
@@ -300,7 +309,8 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 		memcpy(nt + pos + 1, j->trainers + pos,
 		       (j->n_trainers - pos) * sizeof *nt);
 	}
-	nt[pos] = (struct zs_member){.rank = r.rank, .joined_ms = zs_wall_ms()};
+	nt[pos] = (struct zs_member){.rank = r.rank, .joined_ms = zs_wall_ms(),
+				     .session = r.session, .last_hb_ms = zs_now_ms()};
 	snprintf(nt[pos].host, sizeof nt[pos].host, "%s", r.host);
 	{
 		struct zs_member *old = j->trainers;
@@ -328,11 +338,11 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 	struct coord *c = ctx;
 	char name[ZS_JOB_NAME_MAX];
 	struct zs_error e = {0};
-	struct zs_member gone;
 	struct zs_job *j;
 	uint32_t rank, pos;
+	uint64_t session;
 
-	if (zs_dec_leave(p, n, name, &rank, &e))
+	if (zs_dec_leave(p, n, name, &rank, &session, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	j = coord_job_or_fail(c, call, name);
@@ -345,19 +355,23 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 			    name);
 		goto out;
 	}
-	gone = j->trainers[pos];
-	memmove(j->trainers + pos, j->trainers + pos + 1,
-		(j->n_trainers - pos - 1) * sizeof *j->trainers);
-	j->n_trainers--;
-	if (coord_save_job(c, j, false, false, &e)) {
-		memmove(j->trainers + pos + 1, j->trainers + pos,
-			(j->n_trainers - pos) * sizeof *j->trainers);
-		j->trainers[pos] = gone;
-		j->n_trainers++;
+	if (session && j->trainers[pos].session != session) {
+		zs_rpc_fail(call, ZS_ENOTFOUND,
+			    "rank %u of job '%s' is held by another trainer now (this one's lease lapsed, or it was evicted)",
+			    rank, name);
+		goto out;
+	}
+	if (coord_drop_trainer(c, j, pos, &e)) {
 		coord_reply_err(call, &e);
 		goto out;
 	}
-	zs_info("job '%s': rank %u left", name, rank);
+	if (session) {
+		zs_info("job '%s': rank %u left", name, rank);
+	} else { /* an operator's eviction: the rank's step in flight is lost */
+		char why[64];
+		zs_fmt(why, sizeof why, "rank %u was evicted", rank);
+		coord_rollback(c, j, 0, why);
+	}
 	coord_reply_job(call, j);
 out:
 	pthread_mutex_unlock(&c->mu);

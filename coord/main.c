@@ -34,6 +34,8 @@ static void usage(FILE *f)
 		"  --data-dir DIR       catalog directory (created if missing)\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
 		"  --lease-ms MS        a server silent this long is marked down (default 10000)\n"
+		"  --trainer-lease-ms MS  a trainer silent this long loses its rank and its\n"
+		"                       job rolls back to its latest checkpoint (default 10000)\n"
 		"  --log-level LEVEL    debug, info, warn, error (default info)\n"
 		"  --version, --help\n");
 }
@@ -45,6 +47,7 @@ int main(int argc, char **argv)
 		{"data-dir", required_argument, NULL, 'd'},
 		{"port-file", required_argument, NULL, 'p'},
 		{"lease-ms", required_argument, NULL, 'L'},
+		{"trainer-lease-ms", required_argument, NULL, 'T'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
@@ -71,6 +74,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cfg.lease_ms = (uint32_t)v;
+			break;
+		case 'T':
+			if (zs_parse_u64(optarg, 3000, 3600000, &v, &err)) {
+				fprintf(stderr, "zshard-coordinator: --trainer-lease-ms: %s\n", err.msg);
+				return 2;
+			}
+			cfg.trainer_lease_ms = (uint32_t)v;
 			break;
 		case 'v':
 			if (zs_log_level_option("zshard-coordinator", optarg))

@@ -74,6 +74,8 @@ void coord_h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 			(unsigned long long)in.capacity);
 	s->up = true;
 	c->next_server_id = next;
+	if (in.fresh) /* its jobs' shards are gone with its last process */
+		coord_server_restarted(c, id);
 	pthread_mutex_unlock(&c->mu);
 
 	struct zs_buf b;
@@ -203,6 +205,7 @@ void *coord_reaper(void *arg)
 		int64_t now = zs_now_ms();
 		pthread_mutex_lock(&c->mu);
 		coord_norm_sweep(c, now);
+		coord_trainer_sweep(c, now);
 		for (size_t i = 0; i < c->n_srvs; i++) {
 			struct srv *s = &c->srvs[i];
 			if (s->up && now - s->last_hb_ms > (int64_t)c->lease_ms) {

@@ -11,7 +11,8 @@
  * registration, heartbeats, leases, assignments), jobs.c (jobs, stage,
  * placement, trainer joins), ckpts.c (checkpoints and the server tasks
  * that restore and delete them), norms.c (the global-norm exchange for
- * clipping), reports.c (per-rank step reports).
+ * clipping), reports.c (per-rank step reports), recovery.c (trainer
+ * leases, and the rollback of a job that lost a process).
  */
 #ifndef ZS_COORD_STATE_H
 #define ZS_COORD_STATE_H
@@ -88,6 +89,7 @@ struct coord {
 	atomic_int stop;
 	int lock_fd;
 	uint32_t lease_ms;
+	uint32_t trainer_lease_ms;
 	int64_t started_ms;
 	char addr[ZS_ADDR_MAX];
 	char data_dir[512];
@@ -188,6 +190,26 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 bool coord_holds(const struct zs_job *j, uint64_t server_id);
 void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+
+/* recovery.c */
+/*
+ * Rolls job j back to its latest committed checkpoint (or resets it, with
+ * none): a restore task for its servers, its pending checkpoints abandoned,
+ * its timeline advanced, committed before it returns. lost_server (0: none)
+ * is a server that lost its shards: during a rollback already under way it
+ * is asked to restore again. Caller holds mu.
+ */
+enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_server,
+			      const char *why);
+/* A server registered fresh (restarted): every job it holds rolls back. */
+void coord_server_restarted(struct coord *c, uint64_t sid);
+/* Drops the trainer at j->trainers[pos] and commits (nothing changes on
+ * failure). */
+enum zs_status coord_drop_trainer(struct coord *c, struct zs_job *j, uint32_t pos,
+				  struct zs_error *e);
+void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+/* Drops trainers whose lease lapsed, rolling their jobs back. */
+void coord_trainer_sweep(struct coord *c, int64_t now);
 
 /* norms.c */
 /* Fails every server waiting on n (caller holds mu and unlinks n). */

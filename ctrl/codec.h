@@ -32,6 +32,7 @@ struct zs_join_req {
 	uint32_t rank;
 	char host[ZS_ADDR_MAX];
 	struct zs_layout layout;
+	uint64_t session; /* the trainer process's; 0: none (no lease renewal) */
 };
 
 struct zs_coord_status {
@@ -151,9 +152,11 @@ enum zs_status zs_dec_set_stage(const uint8_t *p, size_t n,
 enum zs_status zs_enc_join(const struct zs_join_req *r, struct zs_buf *out);
 enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
 			   struct zs_error *err);
-enum zs_status zs_enc_leave(const char *job, uint32_t rank, struct zs_buf *out);
+/* Leave and TrainerHeartbeat; session 0 in a Leave: an operator's eviction */
+enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session,
+			    struct zs_buf *out);
 enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
-			    uint32_t *rank, struct zs_error *err);
+			    uint32_t *rank, uint64_t *session, struct zs_error *err);
 
 /* The coordinator's catalog record of a server (all of ServerInfo) */
 enum zs_status zs_enc_server_info(const struct zs_server_info *s, struct zs_buf *out);

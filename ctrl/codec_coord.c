@@ -17,6 +17,7 @@ enum zs_status zs_enc_register(const struct zs_server_info *s, struct zs_buf *ou
 	m.host = (char *)s->host;
 	m.capacity = s->capacity;
 	m.transports = s->transports;
+	m.fresh = s->fresh;
 	return pb_pack(&a, &m.base, out);
 }
 
@@ -29,6 +30,7 @@ enum zs_status zs_dec_register(const uint8_t *p, size_t n, struct zs_server_info
 	s->id = m->id;
 	s->capacity = m->capacity;
 	s->transports = m->transports;
+	s->fresh = m->fresh;
 	if (!(st = pb_cpy(s->addr, sizeof s->addr, m->addr, "server address", err)) &&
 	    !(st = pb_cpy(s->data_addr, sizeof s->data_addr, m->data_addr,
 		       "server data address", err)) &&
@@ -273,6 +275,7 @@ enum zs_status zs_enc_join(const struct zs_join_req *r, struct zs_buf *out)
 	m.job = (char *)r->job;
 	m.rank = r->rank;
 	m.host = (char *)r->host;
+	m.session = r->session;
 	m.layout = pb_layout_pb(&a, &r->layout);
 	return pb_pack(&a, &m.base, out);
 }
@@ -284,6 +287,7 @@ enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
 	UNPACK(Zshard__JoinRequest, join_request, p, n, err);
 	memset(r, 0, sizeof *r);
 	r->rank = m->rank;
+	r->session = m->session;
 	if (!(st = pb_cpy(r->job, sizeof r->job, m->job, "job name", err)) &&
 	    !(st = pb_cpy(r->host, sizeof r->host, m->host, "trainer host", err)))
 		st = pb_layout_from(m->layout, &r->layout, err);
@@ -291,22 +295,25 @@ enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
 	return st;
 }
 
-enum zs_status zs_enc_leave(const char *job, uint32_t rank, struct zs_buf *out)
+enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session,
+			    struct zs_buf *out)
 {
 	Zshard__LeaveRequest m = ZSHARD__LEAVE_REQUEST__INIT;
 	struct arena a = {0};
 	m.job = (char *)job;
 	m.rank = rank;
+	m.session = session;
 	return pb_pack(&a, &m.base, out);
 }
 
 enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
-			    uint32_t *rank, struct zs_error *err)
+			    uint32_t *rank, uint64_t *session, struct zs_error *err)
 {
 	enum zs_status st;
 	UNPACK(Zshard__LeaveRequest, leave_request, p, n, err);
 	st = pb_cpy(job, ZS_JOB_NAME_MAX, m->job, "job name", err);
 	*rank = m->rank;
+	*session = m->session;
 	DONE(leave_request);
 	return st;
 }

@@ -7,6 +7,7 @@
 
 #include "ctrl/methods.h"
 #include "ctrl/rpc.h"
+#include "base/util.h"
 
 struct zs_coord_client {
 	struct zs_rpc_client *rpc;
@@ -63,7 +64,7 @@ static bool idempotent(const char *path)
 		ZS_M_HEARTBEAT, ZS_M_ASSIGNMENTS, ZS_M_SERVERS,   ZS_M_GET_JOB,
 		ZS_M_JOBS,      ZS_M_SET_STAGE,   ZS_M_COORD_STATUS, ZS_M_CREATE_CKPT,
 		ZS_M_GET_CKPT,  ZS_M_LIST_CKPTS,  ZS_M_PUT_BLOB,  ZS_M_SERVER_TASKS,
-		ZS_M_REPORT_STEP, ZS_M_STEP_REPORTS,
+		ZS_M_REPORT_STEP, ZS_M_STEP_REPORTS, ZS_M_TRAINER_HB,
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
 		if (!strcmp(path, ok[i]))
@@ -86,15 +87,20 @@ static enum zs_status call(struct zs_coord_client *c, const char *path,
 	}
 	st = zs_rpc_invoke(c->rpc, path, req->data, req->len, &resp->data,
 			   &resp->len, c->timeout_ms, c->flags, err);
-	/* a coordinator that restarted: the first call may go out on the old,
-	 * dead connection and fail at once; with wait_for_ready an idempotent
-	 * call is sent again, and waits (within its bound) for the new one */
+	/* a coordinator that restarts: a call may go out on the old, dead
+	 * connection (or meet the reset of one) and fail at once; with
+	 * wait_for_ready an idempotent call is sent again until the new one
+	 * answers, within the call's bound */
 	if (st == ZS_EUNAVAIL && (c->flags & ZS_RPC_WAIT_FOR_READY) && idempotent(path)) {
-		free(resp->data);
-		resp->data = NULL;
-		resp->len = 0;
-		st = zs_rpc_invoke(c->rpc, path, req->data, req->len, &resp->data, &resp->len,
-				   c->timeout_ms, c->flags, err);
+		int64_t deadline = zs_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+		while (st == ZS_EUNAVAIL && zs_now_ms() < deadline) {
+			free(resp->data);
+			resp->data = NULL;
+			resp->len = 0;
+			zs_sleep_ms(100, NULL);
+			st = zs_rpc_invoke(c->rpc, path, req->data, req->len, &resp->data,
+					   &resp->len, c->timeout_ms, c->flags, err);
+		}
 	}
 	zs_buf_release(req);
 	return st;
@@ -227,11 +233,20 @@ enum zs_status zs_coord_join(struct zs_coord_client *c,
 }
 
 enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
-			      uint32_t rank, struct zs_job *job,
+			      uint32_t rank, uint64_t session, struct zs_job *job,
 			      struct zs_error *err)
 {
 	struct zs_buf req;
-	return job_call(c, ZS_M_LEAVE, zs_enc_leave(name, rank, &req), &req, job,
+	return job_call(c, ZS_M_LEAVE, zs_enc_leave(name, rank, session, &req), &req, job,
+			err);
+}
+
+enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char *name,
+					  uint32_t rank, uint64_t session, struct zs_job *job,
+					  struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_TRAINER_HB, zs_enc_leave(name, rank, session, &req), &req, job,
 			err);
 }
 
@@ -271,13 +286,9 @@ enum zs_status zs_coord_report_step(struct zs_coord_client *c, const char *job,
 				    struct zs_error *err)
 {
 	struct zs_buf req, resp = {0};
-	enum zs_status st = zs_enc_report_step(job, rank, r, &req);
+	enum zs_status st = call(c, ZS_M_REPORT_STEP, zs_enc_report_step(job, rank, r, &req), &req,
+				 &resp, err);
 
-	if (st)
-		return zs_fail(err, st, "cannot encode a step report");
-	st = zs_rpc_invoke(c->rpc, ZS_M_REPORT_STEP, req.data, req.len, &resp.data, &resp.len,
-			   c->timeout_ms, c->flags, err);
-	zs_buf_release(&req);
 	if (!st)
 		st = zs_dec_report_step_reply(resp.data, resp.len, stage, checkpoint_every, err);
 	zs_buf_release(&resp);

@@ -15,6 +15,7 @@
 #define ZS_M_REBALANCE ZS_COORD_SVC "Rebalance"
 #define ZS_M_JOIN ZS_COORD_SVC "Join"
 #define ZS_M_LEAVE ZS_COORD_SVC "Leave"
+#define ZS_M_TRAINER_HB ZS_COORD_SVC "TrainerHeartbeat"
 #define ZS_M_COORD_STATUS ZS_COORD_SVC "Status"
 #define ZS_M_REPORT_NORM ZS_COORD_SVC "ReportNorm"
 #define ZS_M_CREATE_CKPT ZS_COORD_SVC "CreateCheckpoint"

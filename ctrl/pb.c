@@ -162,6 +162,8 @@ Zshard__Job *pb_job_pb(struct arena *a, const struct zs_job *j)
 	pj->restored_step = j->restored_step;
 	pj->restore_pending = j->restore_pending;
 	pj->restore_error = (char *)j->restore_error;
+	pj->timeline = j->timeline;
+	pj->rollback_reason = (char *)j->rollback_reason;
 	pj->n_trainers = j->n_trainers;
 	pj->trainers = pb_aalloc(a, j->n_trainers * sizeof *pj->trainers);
 	for (uint32_t i = 0; pj->trainers && i < j->n_trainers; i++) {
@@ -171,6 +173,7 @@ Zshard__Job *pb_job_pb(struct arena *a, const struct zs_job *j)
 		pt->rank = j->trainers[i].rank;
 		pt->host = (char *)j->trainers[i].host;
 		pt->joined_ms = j->trainers[i].joined_ms;
+		pt->session = j->trainers[i].session;
 		pj->trainers[i] = pt;
 	}
 	return pj;
@@ -347,8 +350,12 @@ enum zs_status pb_job_from(const Zshard__Job *pj, struct zs_job *j,
 	j->restored_id = pj->restored_id;
 	j->restored_step = pj->restored_step;
 	j->restore_pending = pj->restore_pending;
+	j->timeline = pj->timeline;
 	st = pb_cpy(j->restore_error, sizeof j->restore_error, pj->restore_error, "restore error",
 		 err);
+	if (!st)
+		st = pb_cpy(j->rollback_reason, sizeof j->rollback_reason, pj->rollback_reason,
+			    "rollback reason", err);
 	if (st)
 		goto fail;
 	if (pj->placement) {
@@ -372,6 +379,7 @@ enum zs_status pb_job_from(const Zshard__Job *pj, struct zs_job *j,
 		for (size_t i = 0; i < pj->n_trainers; i++) {
 			j->trainers[i].rank = pj->trainers[i]->rank;
 			j->trainers[i].joined_ms = pj->trainers[i]->joined_ms;
+			j->trainers[i].session = pj->trainers[i]->session;
 			st = pb_cpy(j->trainers[i].host, sizeof j->trainers[i].host,
 				 pj->trainers[i]->host, "trainer host", err);
 			if (st)

@@ -350,6 +350,7 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 	unsigned rank = zs_trainer_rank(t);
 	int NU = n_units();
 	unsigned long long start = 0;
+	int rc = 0, resumes = 0;
 	struct work w;
 	double t0 = now(), first_loss = -1, loss = 0;
 
@@ -368,30 +369,31 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 	work_init(&w, B);
 	if (zs_trainer_set_policy(t, pol))
 		goto fail;
-	/* after an operator's restore, every rank continues from its step (the
-	 * data a step samples depends only on the rank and the step, so the
-	 * resumed run is the uninterrupted one); otherwise rank 0 uploads the
-	 * initial parameters */
+	/* where the job's state comes from: a checkpoint it was restored or
+	 * rolled back to (every rank continues from its step; the data a step
+	 * samples depends only on the rank and the step, so the resumed run is
+	 * the uninterrupted one), or nothing yet: rank 0 uploads the initial
+	 * parameters. A job that rolls back while we train (a process of it
+	 * was lost) says ZS_ERESUME, and we go back here. */
+again:
 	for (int i = 0;; i++) {
 		unsigned len;
-		int rc = zs_trainer_resume(t, &start, NULL, 0, &len);
+		rc = zs_trainer_resume(t, &start, NULL, 0, &len);
 		if (rc == ZS_OK) {
-			printf("rank %u resumes at step %llu (a restored checkpoint)\n", rank,
+			printf("rank %u resumes at step %llu (checkpoint)\n", rank,
 			       (unsigned long long)start);
 			break;
 		}
-		if (rc == ZS_ENOTFOUND) {
+		if (rc == ZS_ENOTFOUND) { /* nothing to resume: from step 0 */
 			start = 0;
+			rc = 0;
 			break;
 		}
-		if (rc != ZS_ESTATE || i == 600) /* ESTATE: the restore is under way */
+		if (rc != ZS_ESTATE || i == 20) /* ESTATE: a restore still under way */
 			goto fail;
-		struct timespec ts = {0, 50 * 1000 * 1000};
-		nanosleep(&ts, NULL);
 	}
 	if (rank == 0 && start == 0) {
 		float *init[MAXL], *ub[MAXL] = {0};
-		int rc = 0;
 		for (int u = 0; u < NU; u++) {
 			ub[u] = malloc(sizeof(float) * unit_numel(u));
 			layer_ptrs(u, ub[u], init);
@@ -410,28 +412,29 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 		float *lp[MAXL], *lg[MAXL];
 		loss = 0;
 		sample(&w, d, rank, step);
-		if (zs_step_begin(t, step))
+		if ((rc = zs_step_begin(t, step)))
 			goto fail;
 		for (int u = 0; u < NU; u++) { /* forward: the window gathers ahead */
-			if (zs_unit_params(t, (unsigned)u, 0, &p))
+			if ((rc = zs_unit_params(t, (unsigned)u, 0, &p)))
 				goto fail;
 			layer_ptrs(u, p, lp);
 			for (int l = first_layer(u); compute && l < first_layer(u + 1); l++)
 				loss += forward(l, lp[l], &w);
-			if (zs_unit_forward_done(t, (unsigned)u))
+			if ((rc = zs_unit_forward_done(t, (unsigned)u)))
 				goto fail;
 		}
 		for (int u = NU - 1; u >= 0; u--) { /* backward: push as we go */
-			if (zs_unit_params(t, (unsigned)u, 1, &p) || zs_unit_grad(t, (unsigned)u, &g))
+			if ((rc = zs_unit_params(t, (unsigned)u, 1, &p)) ||
+			    (rc = zs_unit_grad(t, (unsigned)u, &g)))
 				goto fail;
 			layer_ptrs(u, p, lp);
 			layer_ptrs(u, g, lg);
 			for (int l = first_layer(u + 1) - 1; compute && l >= first_layer(u); l--)
 				backward(l, lp[l], &w, lg[l]);
-			if (zs_unit_push(t, (unsigned)u))
+			if ((rc = zs_unit_push(t, (unsigned)u)))
 				goto fail;
 		}
-		if (zs_step_end(t)) /* every push acknowledged */
+		if ((rc = zs_step_end(t))) /* every push acknowledged */
 			goto fail;
 		log_step(slog, t);
 		if (first_loss < 0)
@@ -456,7 +459,8 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 		for (int u = 0; u < NU && !bad; u++) {
 			zs_op *op;
 			ub[u] = malloc(sizeof(float) * unit_numel(u));
-			bad = zs_gather(t, (unsigned)u, steps, ub[u], &op) || zs_op_wait(op, 120000);
+			bad = (rc = zs_gather(t, (unsigned)u, steps, ub[u], &op)) ||
+			      (rc = zs_op_wait(op, 120000));
 			layer_ptrs(u, ub[u], lp);
 		}
 		if (!bad)
@@ -469,6 +473,11 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 	work_free(&w);
 	return 0;
 fail:
+	if (rc == ZS_ERESUME && resumes++ < 100) {
+		printf("rank %u: %s\n", rank, zs_trainer_error(t));
+		fflush(stdout);
+		goto again;
+	}
 	fprintf(stderr, "charlm rank %u: %s\n", rank, zs_trainer_error(t));
 	work_free(&w);
 	return 1;

@@ -29,6 +29,8 @@ enum zs_status {
 	ZS_ECANCELED, /* 11: the operation was dropped (its handle closed) */
 	ZS_EAGAIN,    /* 12: not done yet, or no resources right now: retry */
 	ZS_EINTERNAL, /* 13: a bug: please report */
+	ZS_ERESUME,   /* 14: the job was rolled back (a process of it was lost):
+		       * zs_trainer_resume() gives the step to resume at */
 	ZS_STATUS_COUNT
 };
 

@@ -105,6 +105,8 @@ struct zs_member {
 	uint32_t rank;
 	char host[ZS_ADDR_MAX];
 	int64_t joined_ms;
+	uint64_t session;   /* the trainer process's (random, at its join) */
+	int64_t last_hb_ms; /* the coordinator's monotonic clock; not persisted */
 };
 
 struct zs_job {
@@ -114,8 +116,11 @@ struct zs_job {
 	struct zs_member *trainers; /* sorted by rank */
 	int64_t created_ms;
 	uint64_t restored_id, restored_step; /* the last restore (id 0: none) */
-	uint64_t restore_pending;            /* checkpoint id being restored */
+	uint64_t restore_pending;            /* checkpoint id being restored
+					      * (ZS_CKPT_RESET: a reset) */
 	char restore_error[256];             /* why the last restore failed */
+	uint64_t timeline;                   /* grows at every restore or rollback */
+	char rollback_reason[256];           /* why the last rollback, "" if none */
 };
 
 /* One trainer's account of one step (libzshard's step driver; see
@@ -139,6 +144,10 @@ struct zs_job_step_stats {
 };
 
 enum zs_ckpt_state { ZS_CKPT_PENDING = 1, ZS_CKPT_COMMITTED = 2, ZS_CKPT_FAILED = 3 };
+
+/* A restore task's checkpoint id that means a reset: a job rolled back with
+ * no committed checkpoint starts again from step 0. */
+#define ZS_CKPT_RESET UINT64_MAX
 
 struct zs_blob {
 	uint32_t rank;
@@ -183,6 +192,7 @@ struct zs_server_info {
 	uint32_t transports;
 	bool up;
 	int64_t last_seen_ms; /* ms since the last heartbeat */
+	bool fresh;           /* registering: just started, no job's live state */
 };
 
 struct zs_assignment {

@@ -135,9 +135,13 @@ typedef enum zs_status (*engine_loader)(void *ctx, const struct engine_snap *wan
 
 /*
  * Restores every shard of job through load, all or nothing: every shard is
- * loaded and checked (one step for all) before any changes. Refused with
- * ZS_ESTATE while pushes of the open step are in. Gathers waiting for the
- * restored step are then served. *step receives it.
+ * loaded and checked (one step for all) before any changes; load NULL
+ * resets the job instead (step 0, no parameters until an initial upload).
+ * Either ends the job's timeline: the handle its trainers' connections
+ * carry is retired (their requests, and the gathers they have waiting, get
+ * ZS_ERESUME; they reconnect), pushes still landing are waited for (within
+ * the step timeout, else ZS_ETIMEDOUT) and discarded with any half-finished
+ * step. *step receives the restored step.
  */
 enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
 			      void *ctx, uint64_t *step, struct zs_error *err);

@@ -54,6 +54,7 @@ struct eshard {
 	uint8_t *staging; /* arena: R slots of padded * dsz bytes */
 	uint8_t *slot;   /* enum slot_state per rank */
 	uint32_t full;   /* ranks whose slot is full */
+	uint32_t init_landing; /* initial uploads landing now */
 	float **racc;    /* per rank: fp32 sum of its partial pushes (lazy) */
 	uint32_t n_ranks;
 	uint32_t *nacc;  /* per rank: partial pushes folded this step */
@@ -100,6 +101,10 @@ struct ejob {
 	bool have_last;
 	char name[ZS_JOB_NAME_MAX];
 	uint32_t handle;
+	/* handles given out before a restore (the connections of an earlier
+	 * timeline): their requests are refused with ZS_ERESUME */
+	uint32_t retired[16];
+	unsigned n_retired;
 	uint64_t epoch;
 	int64_t created_ms; /* with the name and epoch: which job this is */
 	struct zs_job_spec spec;
@@ -133,6 +138,9 @@ struct engine {
 void eng_job_unref(struct engine *e, struct ejob *j);
 
 /* face.c */
+/* The job of handle h (referenced: eng_job_unref), the current one or one
+ * a restore retired (*stale true); NULL if no job has it. */
+struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale);
 const char *eng_unit_name(struct ejob *j, uint32_t u);
 enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 			   uint64_t incarnation, uint64_t epoch, uint32_t rank,

@@ -8,15 +8,42 @@
 
 /* ------------------------------------------------------------- lookups */
 
-static struct ejob *job_by_handle(struct engine *e, uint32_t h)
+struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale)
 {
 	struct ejob *j;
+
+	*stale = false;
 	pthread_mutex_lock(&e->mu);
-	for (j = e->jobs; j && j->handle != h; j = j->next)
-		;
+	for (j = e->jobs; j; j = j->next) {
+		if (j->handle == h)
+			break;
+		for (unsigned i = 0; i < j->n_retired && i < 16 && !*stale; i++)
+			*stale = j->retired[i] == h;
+		if (*stale)
+			break;
+	}
 	if (j)
 		atomic_fetch_add(&j->refs, 1);
 	pthread_mutex_unlock(&e->mu);
+	return j;
+}
+
+#define ROLLED_BACK "job '%s' was rolled back to a checkpoint (a process of it was lost, or an operator restored it): resume"
+
+/* The current job of handle h, or NULL after failing err: ZS_ERESUME for a
+ * handle of an earlier timeline, ZS_ENOTFOUND for one that never was. */
+static struct ejob *job_or_fail(struct engine *e, uint32_t h, struct zs_error *err)
+{
+	bool stale;
+	struct ejob *j = eng_job_by_handle(e, h, &stale);
+
+	if (j && stale) {
+		zs_fail(err, ZS_ERESUME, ROLLED_BACK, j->name);
+		eng_job_unref(e, j);
+		return NULL;
+	}
+	if (!j)
+		zs_fail(err, ZS_ENOTFOUND, "job handle %u is gone", h);
 	return j;
 }
 
@@ -85,11 +112,12 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		   const struct zs_xfer *x)
 {
 	struct engine *e = ctx;
-	struct ejob *j = job_by_handle(e, job);
+	struct zs_error err = {0};
+	struct ejob *j = job_or_fail(e, job, &err);
 	struct eshard *s;
 
 	if (!j) {
-		zs_sop_fail(op, ZS_ENOTFOUND, "job handle %u is gone", job);
+		zs_sop_fail(op, err.code, "%s", err.msg);
 		return;
 	}
 	s = shard_for(j, x);
@@ -171,12 +199,12 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 				    struct zs_error *err)
 {
 	struct engine *e = ctx;
-	struct ejob *j = job_by_handle(e, job);
+	struct ejob *j = job_or_fail(e, job, err);
 	struct eshard *s;
 	enum zs_status st = ZS_OK;
 
 	if (!j)
-		return zs_fail(err, ZS_ENOTFOUND, "job handle %u is gone", job);
+		return err->code;
 	if (rank >= j->spec.world_size && !x->init) {
 		eng_job_unref(e, j);
 		return zs_fail(err, ZS_EINVAL, "an observer reads and uploads; it cannot push");
@@ -209,6 +237,8 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 				     eng_unit_name(j, x->unit));
 		else
 			*dst = s->landing; /* to the tier file when it has landed */
+		if (!st)
+			s->init_landing++;
 	} else if (x->dtype != s->dt) {
 		st = zs_fail(err, ZS_EINVAL, "unit '%s' takes %s gradients, not %s",
 			     eng_unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
@@ -247,11 +277,17 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 	uint64_t upto;
 
 	(void)dst;
+	bool stale;
+
 	if (x->init || x->partial)
 		return;
-	j = job_by_handle(e, job);
+	j = eng_job_by_handle(e, job, &stale);
 	if (!j)
 		return;
+	if (stale) { /* a push of an earlier timeline: the restore discards it */
+		eng_job_unref(e, j);
+		return;
+	}
 	s = shard_for(j, x);
 	if (s && j->spec.optim.clip_norm <= 0.0) {
 		pthread_mutex_lock(&s->mu);
@@ -278,16 +314,20 @@ void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 			  const struct zs_xfer *x, void *dst)
 {
 	struct engine *e = ctx;
-	struct ejob *j = job_by_handle(e, job);
+	bool stale;
+	struct ejob *j = eng_job_by_handle(e, job, &stale);
 	struct eshard *s;
 
 	(void)dst;
+	(void)stale; /* either timeline's landing ends here */
 	if (!j)
 		return;
 	s = shard_for(j, x);
-	if (s && !x->init) {
+	if (s) {
 		pthread_mutex_lock(&s->mu);
-		if (s->slot[rank] == SLOT_LANDING)
+		if (x->init)
+			s->init_landing--;
+		else if (s->slot[rank] == SLOT_LANDING)
 			s->slot[rank] = SLOT_EMPTY;
 		pthread_mutex_unlock(&s->mu);
 	}
@@ -327,7 +367,8 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			 const struct zs_xfer *x, void *dst)
 {
 	struct engine *e = ctx;
-	struct ejob *j = job_by_handle(e, job);
+	bool stale;
+	struct ejob *j = eng_job_by_handle(e, job, &stale);
 	struct eshard *s;
 	struct held *release = NULL;
 	size_t n_release = 0, keep = 0;
@@ -338,10 +379,26 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		return;
 	}
 	s = shard_for(j, x);
+	if (stale) {
+		/* began before a restore retired its handle: the restore waits
+		 * for it to end and discards it (an earlier timeline's push) */
+		if (s) {
+			pthread_mutex_lock(&s->mu);
+			if (x->init)
+				s->init_landing--;
+			else if (s->slot[rank] == SLOT_LANDING)
+				s->slot[rank] = SLOT_EMPTY;
+			pthread_mutex_unlock(&s->mu);
+		}
+		zs_sop_fail(op, ZS_ERESUME, ROLLED_BACK, j->name);
+		eng_job_unref(e, j);
+		return;
+	}
 	atomic_fetch_add(&e->bytes_in, x->length * (x->init ? 4 : s->dsz));
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
 		const float *m = s->fd >= 0 ? s->landing : s->master;
+		s->init_landing--;
 		if (s->fd >= 0 && eng_arrays_io(e, s, true, s->landing, NULL, NULL)) {
 			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
 				    eng_unit_name(j, x->unit), s->path, strerror(errno));

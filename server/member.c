@@ -170,6 +170,9 @@ enum zs_status srvd_do_register(struct srvd *d, struct zs_error *err)
 	uint64_t id;
 	uint32_t lease;
 
+	/* the first registration of this process: whatever shards the
+	 * coordinator had placed here are gone with the last one */
+	d->me.fresh = !d->registered;
 	for (;;) {
 		st = zs_coord_register(d->coord, &d->me, &id, &lease, err);
 		if (st != ZS_EUNAVAIL && st != ZS_ETIMEDOUT)

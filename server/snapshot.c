@@ -181,6 +181,48 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 	return ZS_OK;
 }
 
+/* Retires j's handle: the connections of the timeline a restore ends get
+ * ZS_ERESUME from now on; new HELLOs get the new handle. */
+static void retire_handle(struct engine *e, struct ejob *j)
+{
+	pthread_mutex_lock(&e->mu);
+	j->retired[j->n_retired++ % 16] = j->handle;
+	j->handle = ++e->next_handle;
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* Waits (within the step timeout) until nothing of j is moving: no push or
+ * initial upload landing, no update waiting on the norm exchange. */
+static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_error *err)
+{
+	int64_t deadline = zs_now_ms() + e->step_timeout_ms;
+
+	for (;;) {
+		const char *what = NULL;
+		struct eshard *busy = NULL;
+		for (uint32_t k = 0; k < j->n_shards && !busy; k++) {
+			struct eshard *s = &j->shards[k];
+			bool landing = s->init_landing != 0;
+			pthread_mutex_lock(&s->mu);
+			for (uint32_t r = 0; r < j->spec.world_size; r++)
+				landing |= s->slot[r] == SLOT_LANDING;
+			if (landing || s->reduced) {
+				busy = s;
+				what = landing ? "receiving a push of" : "applying";
+			}
+			pthread_mutex_unlock(&s->mu);
+		}
+		if (!busy)
+			return ZS_OK;
+		if (zs_now_ms() > deadline)
+			return zs_fail(err, ZS_ETIMEDOUT,
+				       "unit '%s' was still %s step %llu after %u ms",
+				       eng_unit_name(j, busy->sh.unit), what,
+				       (unsigned long long)busy->version, e->step_timeout_ms);
+		zs_sleep_ms(5, NULL);
+	}
+}
+
 enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
 			      void *ctx, uint64_t *step, struct zs_error *err)
 {
@@ -197,7 +239,7 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	/* load and check everything first: nothing half-applied */
-	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+	for (uint32_t k = 0; k < j->n_shards && !st && load; k++) {
 		struct eshard *s = &j->shards[k];
 		size_t n = s->sh.length;
 		tmp[k] = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, 0,
@@ -215,63 +257,59 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		at = tmp[k].step;
 	}
 	/*
-	 * A step some ranks pushed and others never will (a trainer died in
-	 * it) is discarded by the restore below: its pushes belong to the
-	 * timeline the restore rolls back. Only a step still moving is
-	 * refused: a push landing now, or every rank in and the update under
-	 * way (clipping's norm exchange).
+	 * The restore ends the job's timeline: the trainers' connections of it
+	 * get ZS_ERESUME from here on (their gathers held now too), a push
+	 * still landing is waited for and discarded, and so is a step some
+	 * ranks pushed and others never will (a trainer died in it).
 	 */
-	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
-		struct eshard *s = &j->shards[k];
-		bool landing = false;
-		pthread_mutex_lock(&s->mu);
-		for (uint32_t r = 0; r < j->spec.world_size; r++)
-			landing |= s->slot[r] == SLOT_LANDING;
-		if (landing || s->reduced)
-			st = zs_fail(err, ZS_ESTATE,
-				     "unit '%s' is %s step %llu: restore while no trainer is training",
-				     eng_unit_name(j, s->sh.unit),
-				     landing ? "receiving a push of" : "applying",
-				     (unsigned long long)s->version);
-		pthread_mutex_unlock(&s->mu);
+	if (!st) {
+		retire_handle(e, j);
+		st = wait_quiet(e, j, err);
 	}
 	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
 		struct eshard *s = &j->shards[k];
-		struct held *rel = NULL;
-		size_t n = s->sh.length, n_rel = 0, keep = 0;
+		struct held *gone = NULL;
+		size_t n = s->sh.length, n_gone = 0;
 		pthread_mutex_lock(&s->mu);
-		if (eng_arrays_io(e, s, true, tmp[k].master, tmp[k].s0, tmp[k].s1))
-			zs_error("restore: cannot write unit %u shard %u to %s", s->sh.unit,
-				 s->sh.index, s->path);
-		if (s->copy != s->master)
-			zs_convert_from_f32(s->copy, s->dt, tmp[k].master, n);
+		if (load) {
+			if (eng_arrays_io(e, s, true, tmp[k].master, tmp[k].s0, tmp[k].s1))
+				zs_error("restore: cannot write unit %u shard %u to %s", s->sh.unit,
+					 s->sh.index, s->path);
+			if (s->copy != s->master)
+				zs_convert_from_f32(s->copy, s->dt, tmp[k].master, n);
+		}
 		if (s->full)
 			zs_info("job '%s': unit '%s' shard %u: the half-finished step %llu (%u of %u ranks pushed) is discarded",
 				j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
 				(unsigned long long)s->version, s->full, j->spec.world_size);
 		s->version = at;
-		s->ready = true;
+		s->ready = load != NULL; /* a reset waits for new initial parameters */
 		s->full = 0;
 		s->piped = 0;
 		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 		memset(s->nacc, 0, j->spec.world_size * sizeof *s->nacc);
-		if (s->n_held && (rel = malloc(s->n_held * sizeof *rel))) {
-			for (size_t h = 0; h < s->n_held; h++) {
-				if (s->held[h].x.step == at)
-					rel[n_rel++] = s->held[h];
-				else
-					s->held[keep++] = s->held[h];
-			}
-			s->n_held = keep;
+		if (s->n_held && (gone = malloc(s->n_held * sizeof *gone))) {
+			memcpy(gone, s->held, s->n_held * sizeof *gone);
+			n_gone = s->n_held;
+			s->n_held = 0;
 		}
 		pthread_mutex_unlock(&s->mu);
-		eng_serve_released(e, s, rel, n_rel);
+		for (size_t h = 0; h < n_gone; h++)
+			zs_sop_fail(gone[h].op, ZS_ERESUME,
+				    "job '%s' was rolled back to step %llu while this gather of step %llu waited: resume",
+				    j->name, (unsigned long long)at,
+				    (unsigned long long)gone[h].x.step);
+		free(gone);
 	}
 	engine_snaps_free(tmp, j->n_shards);
 	if (!st) {
 		*step = at;
-		zs_info("job '%s': %u shards restored at step %llu", j->name, j->n_shards,
-			(unsigned long long)at);
+		if (load)
+			zs_info("job '%s': %u shards restored at step %llu", j->name, j->n_shards,
+				(unsigned long long)at);
+		else
+			zs_info("job '%s': %u shards reset: no parameters until rank 0 uploads them",
+				j->name, j->n_shards);
 	}
 	eng_job_unref(e, j);
 	return st;

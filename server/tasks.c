@@ -116,6 +116,10 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t)
 		uint32_t n_srv = 0;
 		/* the shards to restore into are those of the job's placement now */
 		srvd_refresh_assignments(d);
+		if (t->id == ZS_CKPT_RESET) { /* a rollback with no checkpoint to go to */
+			st = engine_restore(d->engine, t->job, NULL, NULL, &step, &err);
+			break;
+		}
 		st = zs_coord_get_ckpt(d->coord, t->job, t->id, &k, &err);
 		if (!st)
 			st = zs_coord_servers(d->coord, &srv, &n_srv, &err);

@@ -716,6 +716,18 @@ static void test_snapshot_and_restore(void **st)
 		assert_int_equal(engine_restore(c.e[s], "t", load, &lc[s], &at, &err), ZS_OK);
 		assert_int_equal(at, 2);
 	}
+	/* the restore ended the timeline the old connections belong to: they
+	 * are told to resume, new ones are served */
+	{
+		float *p = malloc(c.job.spec.layout.units[0].numel * 4);
+		assert_int_equal(gather_unit(&c, conn, 0, 2, p, why), -1);
+		assert_non_null(strstr(why, "rolled back"));
+		free(p);
+	}
+	for (int s = 0; s < 2; s++) {
+		zs_conn_close(conn[s]);
+		conn[s] = conn_to(&c, s, 0);
+	}
 	train_from(&c, 2, 2);
 	final_params(&c, conn, second);
 	for (int u = 0; u < 4; u++) {

@@ -1,0 +1,191 @@
+/*
+ * recovery.c - what the coordinator does by itself when a process of a job
+ * is lost: trainer leases (renewed by the trainer library's heartbeat, and
+ * lapsing when a trainer dies or is stopped), and the rollback of a job
+ * whose state is no longer whole (a rank lost mid-step, a server restarted
+ * without its shards) to its latest committed checkpoint, or to a reset
+ * when it has none. The servers carry the rollback out as a restore task;
+ * trainers of the old timeline get ZS_ERESUME and resume from the step the
+ * job now records.
+ */
+#include "coord/state.h"
+
+/* The latest committed checkpoint of job (NULL: none). */
+static struct zs_checkpoint *latest_committed(struct coord *c, const char *job)
+{
+	struct zs_checkpoint *k = NULL;
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		if (!strcmp(c->ckpts[i].job, job) && c->ckpts[i].state == ZS_CKPT_COMMITTED)
+			k = &c->ckpts[i];
+	return k;
+}
+
+/* Pending checkpoints of j belong to the timeline a rollback ends. */
+static void fail_pending(struct coord *c, struct zs_job *j, uint64_t to_step)
+{
+	for (size_t i = 0; i < c->n_ckpts; i++) {
+		struct zs_checkpoint *k = &c->ckpts[i], nk;
+		struct zs_error e = {0};
+		if (strcmp(k->job, j->spec.name) || k->state != ZS_CKPT_PENDING)
+			continue;
+		nk = *k;
+		nk.state = ZS_CKPT_FAILED;
+		zs_fmt(nk.error, sizeof nk.error,
+		       "abandoned: the job rolled back to step %llu before it was durable",
+		       (unsigned long long)to_step);
+		if (coord_save_ckpt(c, &nk, false, &e)) {
+			zs_error("job '%s': cannot record checkpoint %llu as abandoned: %s",
+				 j->spec.name, (unsigned long long)k->id, e.msg);
+			continue;
+		}
+		*k = nk;
+		c->task_gen++;
+	}
+}
+
+enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_server,
+			      const char *why)
+{
+	struct zs_checkpoint *k;
+	struct zs_error e = {0};
+	struct zs_job old = *j;
+	uint64_t id, step;
+
+	if (j->restore_pending) {
+		/* already going back: a server that lost its shards meanwhile
+		 * (restored them, then restarted) must restore them again */
+		for (struct ctask *t = c->ctasks; lost_server && t; t = t->next) {
+			bool there = false;
+			uint64_t *g;
+			if (t->t.kind != ZS_TASK_RESTORE || strcmp(t->t.job, j->spec.name))
+				continue;
+			for (uint32_t q = 0; q < t->n_pending; q++)
+				there |= t->pending[q] == lost_server;
+			if (there || !(g = realloc(t->pending, (t->n_pending + 1) * sizeof *g)))
+				break;
+			t->pending = g;
+			t->pending[t->n_pending++] = lost_server;
+			c->task_gen++;
+			break;
+		}
+		zs_info("job '%s': %s, during its rollback (which goes on)", j->spec.name, why);
+		return ZS_OK;
+	}
+	k = latest_committed(c, j->spec.name);
+	id = k ? k->id : ZS_CKPT_RESET;
+	step = k ? k->step : 0;
+	j->restore_pending = id;
+	j->restore_error[0] = '\0';
+	j->timeline++;
+	zs_fmt(j->rollback_reason, sizeof j->rollback_reason, "%s", why);
+	if (coord_save_job(c, j, false, false, &e)) {
+		*j = old;
+		zs_error("job '%s': %s, but the rollback cannot be recorded: %s", j->spec.name, why,
+			 e.msg);
+		return e.code;
+	}
+	fail_pending(c, j, step);
+	if (coord_add_ctask(c, j, ZS_TASK_RESTORE, id, step)) {
+		zs_error("job '%s': out of memory queueing its rollback", j->spec.name);
+		return ZS_ENOMEM;
+	}
+	if (k)
+		zs_warn("job '%s': %s: rolling back to checkpoint %llu (step %llu)", j->spec.name,
+			why, (unsigned long long)k->id, (unsigned long long)k->step);
+	else
+		zs_warn("job '%s': %s, and it has no committed checkpoint: it starts again from step 0",
+			j->spec.name, why);
+	return ZS_OK;
+}
+
+void coord_server_restarted(struct coord *c, uint64_t sid)
+{
+	char who[ZS_ADDR_MAX + 32], why[ZS_ADDR_MAX + 96];
+
+	for (size_t i = 0; i < c->n_jobs; i++) {
+		struct zs_job *j = &c->jobs[i];
+		if (!coord_holds(j, sid))
+			continue;
+		zs_fmt(why, sizeof why, "%s restarted without its shards",
+		       coord_server_name(c, sid, who, sizeof who));
+		coord_rollback(c, j, sid, why);
+	}
+}
+
+/* ------------------------------------------------------- trainer leases */
+
+enum zs_status coord_drop_trainer(struct coord *c, struct zs_job *j, uint32_t pos,
+				  struct zs_error *e)
+{
+	struct zs_member gone = j->trainers[pos];
+
+	memmove(j->trainers + pos, j->trainers + pos + 1,
+		(j->n_trainers - pos - 1) * sizeof *j->trainers);
+	j->n_trainers--;
+	if (coord_save_job(c, j, false, false, e)) {
+		memmove(j->trainers + pos + 1, j->trainers + pos,
+			(j->n_trainers - pos) * sizeof *j->trainers);
+		j->trainers[pos] = gone;
+		j->n_trainers++;
+		return e->code;
+	}
+	return ZS_OK;
+}
+
+void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_job *j;
+	uint32_t rank, pos;
+	uint64_t session;
+
+	if (zs_dec_leave(p, n, name, &rank, &session, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_job_or_fail(c, call, name);
+	if (!j)
+		goto out;
+	for (pos = 0; pos < j->n_trainers && j->trainers[pos].rank != rank; pos++)
+		;
+	if (pos == j->n_trainers || !session || j->trainers[pos].session != session) {
+		zs_rpc_fail(call, ZS_ENOTFOUND,
+			    "rank %u of job '%s' is no longer this trainer's (its lease lapsed, or an operator evicted it)",
+			    rank, name);
+		goto out;
+	}
+	j->trainers[pos].last_hb_ms = zs_now_ms();
+	coord_reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_trainer_sweep(struct coord *c, int64_t now)
+{
+	for (size_t i = 0; i < c->n_jobs; i++) {
+		struct zs_job *j = &c->jobs[i];
+		for (uint32_t pos = 0; pos < j->n_trainers; pos++) {
+			struct zs_member *m = &j->trainers[pos];
+			struct zs_error e = {0};
+			char why[128];
+			int64_t quiet;
+			if (!m->session) /* joined without a lease (no library) */
+				continue;
+			if (!m->last_hb_ms) /* since our start: a lease from now */
+				m->last_hb_ms = now;
+			quiet = now - m->last_hb_ms;
+			if (quiet <= (int64_t)c->trainer_lease_ms)
+				continue;
+			zs_fmt(why, sizeof why, "rank %u missed its lease (%lld ms without a heartbeat)",
+			       m->rank, (long long)quiet);
+			if (coord_drop_trainer(c, j, pos, &e)) {
+				zs_error("job '%s': %s, but it cannot be dropped: %s", j->spec.name,
+					 why, e.msg);
+				continue;
+			}
+			coord_rollback(c, j, 0, why);
+			pos--;
+		}
+	}
+}

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""faults.py - zshard's fault matrix: random single-process kills, recovered
+without hands, checked bitwise.
+
+Each trial runs a real cluster on loopback (a coordinator, --servers shard
+servers, --ranks trainers of examples/charlm with automatic checkpoints every
+--every steps) under a supervisor that restarts whatever dies, as systemd or
+Kubernetes would (daemons always; a trainer when it exits non-zero). One
+process, drawn from the seed, is killed with SIGKILL once rank 0 has reached a
+step also drawn from it. Nobody touches the cluster after that: the job must
+finish by itself, and its final parameters and optimizer state (zshardctl
+export --optimizer) must be bitwise those of the fault-free run.
+
+    tests/faults/faults.py [--trials N] [--seed S] [--steps N] [--every K]
+                           [--servers S] [--ranks R] [--kinds trainer,server,coordinator]
+                           [--trial KIND:STEP]...   fixed trials instead of drawn ones
+
+Prints one line per trial and a table: victim, kill step, the step the job
+rolled back to, the recovery time (from the kill until rank 0 is two steps
+past the one it had finished when the kill came), the trial's time against
+the fault-free run's, and the verdict. Exits
+non-zero if any trial did not end bitwise equal. Leaves nothing running and
+nothing on disk (its directory is removed unless ZSHARD_FAULTS_KEEP is set).
+"""
+import argparse
+import hashlib
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.environ.get("ZSHARD_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+BIN = os.path.join(ROOT, "build", "bin")
+TRIAL_LIMIT_S = 300  # one trial, fault and recovery included
+
+
+def now():
+    return time.monotonic()
+
+
+class Proc:
+    """One supervised process: restarted when it dies (daemons) or exits
+    non-zero (trainers), until the cluster stops."""
+
+    def __init__(self, cl, name, argv_fn, log, daemon):
+        self.cl, self.name, self.argv_fn, self.log, self.daemon = cl, name, argv_fn, log, daemon
+        self.p = None
+        self.done = False  # a trainer that exited 0
+        self.starts = 0
+        self.lock = threading.Lock()
+        self.t = threading.Thread(target=self.run, daemon=True)
+
+    def spawn(self):
+        with self.lock:
+            if self.cl.stopping:
+                return None
+            out = open(self.log, "ab")
+            self.p = subprocess.Popen(self.argv_fn(), stdout=out, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+            out.close()
+            self.starts += 1
+            return self.p
+
+    def run(self):
+        while not self.cl.stopping:
+            p = self.spawn()
+            if not p:
+                return
+            rc = p.wait()
+            if self.cl.stopping:
+                return
+            if not self.daemon and rc == 0:
+                self.done = True
+                return
+            self.cl.note("%s exited (rc %d): restarting it" % (self.name, rc))
+            time.sleep(0.3)
+
+    def kill(self, sig=signal.SIGKILL):
+        with self.lock:
+            if self.p and self.p.poll() is None:
+                self.p.send_signal(sig)
+                return True
+        return False
+
+    def stop(self):
+        with self.lock:
+            if self.p and self.p.poll() is None:
+                self.p.terminate()
+        if self.p:
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+
+
+class Cluster:
+    def __init__(self, d, a):
+        self.d, self.a = d, a
+        self.stopping = False
+        self.events = []
+        self.coord_addr = None
+        self.procs = []
+        self.job = "faults"
+
+    def note(self, msg):
+        self.events.append((now(), msg))
+
+    def coordinator_argv(self):
+        listen = self.coord_addr or "127.0.0.1:0"
+        return [os.path.join(BIN, "zshard-coordinator"), "--listen", listen,
+                "--data-dir", os.path.join(self.d, "coord"),
+                "--port-file", os.path.join(self.d, "coord.addr"),
+                "--lease-ms", "2000", "--trainer-lease-ms", "3000"]
+
+    def server_argv(self, i):
+        return [os.path.join(BIN, "zshard-server"), "--coordinator", self.coord_addr,
+                "--data-dir", os.path.join(self.d, "server-%d" % i), "--capacity", "256M",
+                "--step-timeout-ms", "20000", "--coordinator-timeout-ms", "60000",
+                "--rdma", "off"]
+
+    def trainer_argv(self, r):
+        argv = [os.path.join(BIN, "charlm"), "--coordinator", self.coord_addr, "--job", self.job,
+                "--rank", str(r), "--steps", str(self.a.steps), "--batch", "8",
+                "--print-every", "1", "--transport", "tcp"]
+        return argv
+
+    def ctl(self, *args, check=True):
+        r = subprocess.run([os.path.join(BIN, "zshardctl"), "--coordinator", self.coord_addr,
+                            "--timeout-ms", "20000"] + list(args),
+                           capture_output=True, text=True, timeout=60)
+        if check and r.returncode:
+            raise RuntimeError("zshardctl %s: %s" % (" ".join(args), r.stderr.strip()))
+        return r.stdout
+
+    def start(self):
+        co = Proc(self, "coordinator", self.coordinator_argv,
+                  os.path.join(self.d, "coordinator.log"), True)
+        self.procs.append(co)
+        co.t.start()
+        path = os.path.join(self.d, "coord.addr")
+        t0 = now()
+        while not (os.path.exists(path) and open(path).read().strip()):
+            if now() - t0 > 20:
+                raise RuntimeError("the coordinator did not start (see coordinator.log)")
+            time.sleep(0.05)
+        self.coord_addr = open(path).read().strip()
+        for i in range(self.a.servers):
+            p = Proc(self, "server-%d" % i, lambda i=i: self.server_argv(i),
+                     os.path.join(self.d, "server-%d.log" % i), True)
+            self.procs.append(p)
+            p.t.start()
+        t0 = now()
+        while True:
+            up = self.ctl("servers", check=False).count(" up")
+            if up >= self.a.servers:
+                break
+            if now() - t0 > 30:
+                raise RuntimeError("servers did not come up")
+            time.sleep(0.1)
+        spec = subprocess.run([os.path.join(BIN, "charlm"), "--print-spec", "--job", self.job,
+                               "--world", str(self.a.ranks), "--stage", "3"],
+                              capture_output=True, text=True, check=True).stdout
+        spec = spec.replace('"stage": 3,', '"stage": 3, "checkpoint_every": %d,' % self.a.every)
+        sp = os.path.join(self.d, "job.json")
+        open(sp, "w").write(spec)
+        self.ctl("job", "create", sp)
+        for r in range(self.a.ranks):
+            p = Proc(self, "rank-%d" % r, lambda r=r: self.trainer_argv(r),
+                     os.path.join(self.d, "rank-%d.log" % r), False)
+            self.procs.append(p)
+            p.t.start()
+
+    def proc(self, name):
+        return next(p for p in self.procs if p.name == name)
+
+    def rank0_step(self):
+        try:
+            txt = open(os.path.join(self.d, "rank-0.log")).read()
+        except OSError:
+            return -1
+        m = re.findall(r"rank 0 step +(\d+)", txt)
+        return int(m[-1]) if m else -1
+
+    def trainers_done(self):
+        return all(p.done for p in self.procs if p.name.startswith("rank-"))
+
+    def stop(self):
+        self.stopping = True
+        for p in reversed(self.procs):
+            p.stop()
+        for p in self.procs:
+            p.t.join(15)
+
+
+def run_trial(a, victim, kill_step, tag):
+    """Returns a dict: the outcome of one trial (victim None: fault-free)."""
+    d = tempfile.mkdtemp(prefix="zshard-faults-")
+    cl = Cluster(d, a)
+    res = {"victim": victim or "-", "kill_step": kill_step, "rollback": "-", "recovery": None,
+           "seconds": None, "digest": None, "ok": False, "why": ""}
+    t0 = now()
+    try:
+        cl.start()
+        killed_at = None
+        while not cl.trainers_done():
+            if now() - t0 > TRIAL_LIMIT_S:
+                raise RuntimeError("the job did not finish within %d s" % TRIAL_LIMIT_S)
+            if victim and killed_at is None and cl.rank0_step() >= kill_step:
+                at = cl.rank0_step()
+                if cl.proc(victim).kill():
+                    killed_at = now()
+                    res["kill_step"] = kill_step = at
+                    cl.note("killed %s at step %d" % (victim, kill_step))
+            elif killed_at is not None and res["recovery"] is None:
+                # recovered: rank 0 two steps past the one it had finished
+                # when the kill came (one step may still finish without the
+                # victim: a rank's step ends when its own pushes land)
+                if cl.rank0_step() >= kill_step + 2:
+                    res["recovery"] = now() - killed_at
+            time.sleep(0.02)
+        res["seconds"] = now() - t0
+        if victim and killed_at is None:
+            raise RuntimeError("the job finished before step %d: nothing was killed" % kill_step)
+        out = os.path.join(d, "final.safetensors")
+        cl.ctl("export", cl.job, "--out", out, "--optimizer")
+        res["digest"] = hashlib.sha256(open(out, "rb").read()).hexdigest()
+        if killed_at is not None:
+            # the rollback, and the first step finished after the kill
+            logs = "".join(open(os.path.join(d, "rank-%d.log" % r)).read()
+                           for r in range(a.ranks))
+            m = re.findall(r"resumes at step (\d+)", logs)
+            res["rollback"] = m[-1] if m else "none"
+        res["ok"] = True
+    except Exception as e:  # the trial failed: say why, keep going
+        res["why"] = str(e)
+        res["seconds"] = now() - t0
+    finally:
+        cl.stop()
+        if res["why"] or os.environ.get("ZSHARD_FAULTS_KEEP"):
+            keep = os.environ.get("ZSHARD_FAULTS_KEEP")
+            if keep:
+                dst = os.path.join(keep, "trial-%s" % tag)
+                shutil.copytree(d, dst, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("data.mdb", "*.safetensors"))
+                res["why"] += " (logs in %s)" % dst
+            else:
+                for f in sorted(os.listdir(d)):
+                    if f.endswith(".log"):
+                        tail = open(os.path.join(d, f), errors="replace").read()[-1500:]
+                        sys.stderr.write("--- %s (tail)\n%s\n" % (f, tail))
+        shutil.rmtree(d, ignore_errors=True)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--every", type=int, default=10)
+    ap.add_argument("--servers", type=int, default=2)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--kinds", default="trainer,server,coordinator")
+    ap.add_argument("--trial", action="append", default=[],
+                    help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
+    a = ap.parse_args()
+    for b in ("zshard-coordinator", "zshard-server", "zshardctl", "charlm"):
+        if not os.access(os.path.join(BIN, b), os.X_OK):
+            sys.exit("faults: %s/%s is missing: run make first" % (BIN, b))
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
+    rng = random.Random(seed)
+    kinds = a.kinds.split(",")
+    plan = []
+    for t in a.trial:
+        kind, step = t.split(":")
+        plan.append((kind, int(step)))
+    if not plan:
+        plan = [(rng.choice(kinds), rng.randrange(1, a.steps - 2)) for _ in range(a.trials)]
+    print("faults: seed %d, %d trials; %d servers, %d ranks, %d steps, checkpoint every %d"
+          % (seed, len(plan), a.servers, a.ranks, a.steps, a.every), flush=True)
+    base = run_trial(a, None, 0, "baseline")
+    if not base["ok"]:
+        print("faults: the fault-free run failed: %s" % base["why"])
+        return 1
+    print("faults: fault-free run: %.1f s, export sha256 %s" % (base["seconds"],
+                                                               base["digest"][:16]), flush=True)
+    rows, bad = [], 0
+    for i, (kind, step) in enumerate(plan):
+        n = {"trainer": a.ranks, "server": a.servers, "coordinator": 1}[kind]
+        idx = rng.randrange(n)
+        victim = {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
+                  "coordinator": "coordinator"}[kind]
+        r = run_trial(a, victim, step, str(i))
+        equal = r["ok"] and r["digest"] == base["digest"]
+        if r["ok"] and not equal:
+            r["why"] = "finished, but not bitwise equal to the fault-free run"
+        bad += not equal
+        r["equal"] = equal
+        rows.append(r)
+        print("trial %2d: kill %-11s at step %3d: %s (%.1f s)%s" %
+              (i, victim, step, "bitwise equal" if equal else "FAILED", r["seconds"],
+               ": " + r["why"] if r["why"] else ""), flush=True)
+    print("\n| # | victim | killed at step | rolled back to | recovered after | "
+          "trial s | vs fault-free | result |")
+    print("|---|---|---|---|---|---|---|---|")
+    sec = lambda v: "%.1f s" % v if v is not None else "-"
+    for i, r in enumerate(rows):
+        print("| %d | %s | %d | %s | %s | %.1f | %+.1f s | %s |" %
+              (i, r["victim"], r["kill_step"], r["rollback"], sec(r["recovery"]),
+               r["seconds"], r["seconds"] - base["seconds"],
+               "bitwise equal" if r["equal"] else "FAILED"))
+    print("\nfaults: %d of %d trials bitwise equal to the fault-free run (seed %d)"
+          % (len(rows) - bad, len(rows), seed))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
