@@ -113,7 +113,7 @@ INTEG_TESTS := cluster train ckpt crash
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all check check-layers check-exports check-install test-rdma asan demo bench \
+.PHONY: all check check-layers check-exports check-install test-rdma test-faults asan demo bench \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(TEST_BINS)
@@ -207,6 +207,7 @@ check: all
 	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \
 	sh tests/integration/netns.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: netns skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
+	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \
 	if [ "$(SAN)" = 1 ]; then echo "check: rdma on Soft-RoCE skipped under the sanitizers (make check runs it)"; exit $$rc; fi; \
 	sh tests/rdma/run.sh $(BUILD); r=$$?; \
 	if [ $$r -eq 77 ]; then echo "check: rdma on Soft-RoCE skipped (the reason is above)"; r=0; \
@@ -266,6 +267,14 @@ $(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(LIBZS_A) $(CORE_LIB)
 
 demo: $(BINS) $(BUILD)/bin/charlm
 	@examples/demo.sh
+
+# the fault matrix: random single-process kills, each recovered without
+# hands and checked bitwise (FAULTS="--trials 50 --seed 7" to vary it);
+# make check runs one fixed kill of each kind
+FAULTS ?= --trials 30
+CHECK_FAULTS ?= --seed 1 --trial trainer:25 --trial server:35 --trial coordinator:15
+test-faults: $(BINS) $(BUILD)/bin/charlm
+	@ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(FAULTS)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 check

@@ -15,7 +15,7 @@
 
 static json_t *job_json_brief(const struct zs_job *j)
 {
-	return json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:I, s:I, s:i, s:i}",
+	return json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
 			 "name", j->spec.name, "stage", (int)j->spec.stage,
 			 "world_size", (int)j->spec.world_size,
 			 "compute_dtype", zs_dtype_name(j->spec.compute_dtype),
@@ -24,7 +24,12 @@ static json_t *job_json_brief(const struct zs_job *j)
 			 "numel", (json_int_t)zs_layout_numel(&j->spec.layout),
 			 "epoch", (json_int_t)j->placement.epoch,
 			 "shards", (int)j->placement.n_shards,
-			 "trainers", (int)j->n_trainers);
+			 "trainers", (int)j->n_trainers,
+			 "timeline", (json_int_t)j->timeline,
+			 "restored_checkpoint", (json_int_t)j->restored_id,
+			 "restored_step", (json_int_t)j->restored_step,
+			 "restoring", (int)(j->restore_pending != 0),
+			 "rollback_reason", j->rollback_reason);
 }
 
 static int c_jobs(struct ctx *x, int argc, char **argv)
@@ -75,6 +80,18 @@ static void print_job(const struct zs_job *j)
 	       (unsigned long long)zs_layout_numel(&j->spec.layout),
 	       (unsigned long long)j->placement.epoch, j->placement.n_shards,
 	       j->n_trainers, j->spec.world_size);
+	if (j->restore_pending == ZS_CKPT_RESET)
+		printf("  resetting now (to step 0, no checkpoint to roll back to)\n");
+	else if (j->restore_pending)
+		printf("  restoring checkpoint %llu now\n", (unsigned long long)j->restore_pending);
+	if (j->restored_id)
+		printf("  timeline %llu: from checkpoint %llu (step %llu)\n",
+		       (unsigned long long)j->timeline, (unsigned long long)j->restored_id,
+		       (unsigned long long)j->restored_step);
+	if (j->rollback_reason[0])
+		printf("  last automatic rollback: %s\n", j->rollback_reason);
+	if (j->restore_error[0])
+		printf("  last restore failed: %s\n", j->restore_error);
 }
 
 static int c_job(struct ctx *x, int argc, char **argv)
@@ -245,7 +262,7 @@ static int evict(struct ctx *x, const char *job, const char *rank_s)
 		return cli_usage_err("trainers", "evict: rank: %s", err.msg);
 	if ((r = cli_open_coord(x)))
 		return r;
-	if (zs_coord_leave(x->c, job, (uint32_t)rank, 0, &j, &err))
+	if (zs_coord_leave(x->c, job, (uint32_t)rank, 0, false, &j, &err))
 		return cli_die("%s", err.msg);
 	printf("job %s: rank %u evicted (%u of %u ranks joined)\n", j.spec.name,
 	       (unsigned)rank, j.n_trainers, j.spec.world_size);

@@ -291,7 +291,7 @@ void zs_trainer_close(zs_trainer *t)
 	for (unsigned i = 0; i < t->n_cache; i++)
 		tr_buf_free(t, t->cache[i].p);
 	if (t->joined && !atomic_load(&t->evicted) &&
-	    !zs_coord_leave(t->coord, t->job.spec.name, t->rank, t->session, &j, &err))
+	    !zs_coord_leave(t->coord, t->job.spec.name, t->rank, t->session, t->in_step, &j, &err))
 		zs_job_release(&j);
 	zs_coord_close(t->coord);
 	zs_job_release(&t->job);
@@ -534,8 +534,20 @@ int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms)
 		zs_checkpoint_release(&k);
 		if (state == ZS_CKPT_COMMITTED)
 			return ZS_OK;
-		if (state == ZS_CKPT_FAILED)
+		if (state == ZS_CKPT_FAILED) {
+			/* abandoned by a rollback: the job's timeline says so */
+			struct zs_job j;
+			bool moved = false;
+			if (!zs_coord_get_job(t->coord, t->job.spec.name, &j, &err)) {
+				moved = j.timeline != t->timeline;
+				zs_job_release(&j);
+			}
+			if (moved)
+				return tr_fail(t, ZS_ERESUME,
+					       "checkpoint %llu: job '%s' rolled back before it was durable: resume (zs_trainer_resume)",
+					       id, t->job.spec.name);
 			return ZS_EIO;
+		}
 		if (timeout_ms >= 0 && (tr_now_s() - t0) * 1000.0 >= timeout_ms)
 			return tr_fail(t, ZS_EAGAIN, "checkpoint %llu is not committed after %d ms", id,
 				    timeout_ms);
@@ -552,11 +564,25 @@ int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms)
  * reconnects to every server (connections of an earlier timeline get
  * ZS_ERESUME). *j: the job as it is now (the caller releases it).
  */
+/* Whether t's session still holds its rank in job j. */
+static bool holds_rank(const zs_trainer *t, const struct zs_job *j)
+{
+	for (uint32_t i = 0; i < j->n_trainers; i++)
+		if (j->trainers[i].rank == t->rank)
+			return j->trainers[i].session == t->session;
+	return false;
+}
+
 static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error *err)
 {
 	int64_t deadline = zs_now_ms() + t->timeout_ms;
 	enum zs_status st;
 
+	if ((st = zs_coord_get_job(t->coord, t->job.spec.name, j, err)))
+		return st;
+	if (!holds_rank(t, j))
+		atomic_store(&t->evicted, 1);
+	zs_job_release(j);
 	if (atomic_load(&t->evicted)) {
 		struct zs_join_req req = {.rank = t->rank, .session = t->session};
 		struct zs_job nj;
@@ -571,7 +597,9 @@ static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error 
 			return st;
 		zs_job_release(&t->job);
 		t->job = nj;
-		zs_info("rank %u rejoined job '%s' (its lease had lapsed)", t->rank, nj.spec.name);
+		atomic_store(&t->evicted, 0);
+		zs_info("rank %u rejoined job '%s' (its lease had lapsed, or it was evicted)",
+			t->rank, nj.spec.name);
 		if ((st = tr_lease_start(t, err)))
 			return st;
 	}

@@ -341,8 +341,9 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 	struct zs_job *j;
 	uint32_t rank, pos;
 	uint64_t session;
+	bool abandoned;
 
-	if (zs_dec_leave(p, n, name, &rank, &session, &e))
+	if (zs_dec_leave(p, n, name, &rank, &session, &abandoned, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	j = coord_job_or_fail(c, call, name);
@@ -365,11 +366,12 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 		coord_reply_err(call, &e);
 		goto out;
 	}
-	if (session) {
+	if (session && !abandoned) {
 		zs_info("job '%s': rank %u left", name, rank);
-	} else { /* an operator's eviction: the rank's step in flight is lost */
+	} else { /* the rank's step in flight is lost with it */
 		char why[64];
-		zs_fmt(why, sizeof why, "rank %u was evicted", rank);
+		zs_fmt(why, sizeof why, session ? "rank %u left in the middle of a step"
+					      : "rank %u was evicted", rank);
 		coord_rollback(c, j, 0, why);
 	}
 	coord_reply_job(call, j);

@@ -140,8 +140,9 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
 	struct zs_job *j;
 	uint32_t rank, pos;
 	uint64_t session;
+	bool abandoned;
 
-	if (zs_dec_leave(p, n, name, &rank, &session, &e))
+	if (zs_dec_leave(p, n, name, &rank, &session, &abandoned, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	j = coord_job_or_fail(c, call, name);

@@ -152,11 +152,13 @@ enum zs_status zs_dec_set_stage(const uint8_t *p, size_t n,
 enum zs_status zs_enc_join(const struct zs_join_req *r, struct zs_buf *out);
 enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
 			   struct zs_error *err);
-/* Leave and TrainerHeartbeat; session 0 in a Leave: an operator's eviction */
-enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session,
+/* Leave and TrainerHeartbeat; session 0 in a Leave: an operator's eviction;
+ * abandoned: the trainer leaves in the middle of a step */
+enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session, bool abandoned,
 			    struct zs_buf *out);
 enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
-			    uint32_t *rank, uint64_t *session, struct zs_error *err);
+			    uint32_t *rank, uint64_t *session, bool *abandoned,
+			    struct zs_error *err);
 
 /* The coordinator's catalog record of a server (all of ServerInfo) */
 enum zs_status zs_enc_server_info(const struct zs_server_info *s, struct zs_buf *out);

@@ -295,7 +295,7 @@ enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
 	return st;
 }
 
-enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session,
+enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session, bool abandoned,
 			    struct zs_buf *out)
 {
 	Zshard__LeaveRequest m = ZSHARD__LEAVE_REQUEST__INIT;
@@ -303,17 +303,20 @@ enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session,
 	m.job = (char *)job;
 	m.rank = rank;
 	m.session = session;
+	m.abandoned = abandoned;
 	return pb_pack(&a, &m.base, out);
 }
 
 enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
-			    uint32_t *rank, uint64_t *session, struct zs_error *err)
+			    uint32_t *rank, uint64_t *session, bool *abandoned,
+			    struct zs_error *err)
 {
 	enum zs_status st;
 	UNPACK(Zshard__LeaveRequest, leave_request, p, n, err);
 	st = pb_cpy(job, ZS_JOB_NAME_MAX, m->job, "job name", err);
 	*rank = m->rank;
 	*session = m->session;
+	*abandoned = m->abandoned;
 	DONE(leave_request);
 	return st;
 }

@@ -233,12 +233,12 @@ enum zs_status zs_coord_join(struct zs_coord_client *c,
 }
 
 enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
-			      uint32_t rank, uint64_t session, struct zs_job *job,
-			      struct zs_error *err)
+			      uint32_t rank, uint64_t session, bool abandoned,
+			      struct zs_job *job, struct zs_error *err)
 {
 	struct zs_buf req;
-	return job_call(c, ZS_M_LEAVE, zs_enc_leave(name, rank, session, &req), &req, job,
-			err);
+	return job_call(c, ZS_M_LEAVE, zs_enc_leave(name, rank, session, abandoned, &req), &req,
+			job, err);
 }
 
 enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char *name,
@@ -246,8 +246,8 @@ enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char 
 					  struct zs_error *err)
 {
 	struct zs_buf req;
-	return job_call(c, ZS_M_TRAINER_HB, zs_enc_leave(name, rank, session, &req), &req, job,
-			err);
+	return job_call(c, ZS_M_TRAINER_HB, zs_enc_leave(name, rank, session, false, &req), &req,
+			job, err);
 }
 
 enum zs_status zs_coord_status(struct zs_coord_client *c,

@@ -61,10 +61,11 @@ enum zs_status zs_coord_rebalance(struct zs_coord_client *c, const char *name,
 enum zs_status zs_coord_join(struct zs_coord_client *c,
 			     const struct zs_join_req *req, struct zs_job *job,
 			     struct zs_error *err);
-/* session 0: an operator's eviction (the job rolls back) */
+/* session 0: an operator's eviction; abandoned: the trainer leaves in the
+ * middle of a step (either way the job rolls back) */
 enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
-			      uint32_t rank, uint64_t session, struct zs_job *job,
-			      struct zs_error *err);
+			      uint32_t rank, uint64_t session, bool abandoned,
+			      struct zs_job *job, struct zs_error *err);
 /* Renews rank's lease; ZS_ENOTFOUND when session no longer holds the rank
  * (its lease lapsed or it was evicted). *job: the job as it is now. */
 enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char *name,

@@ -443,6 +443,17 @@ again:
 			printf("rank %u step %4llu loss %.4f\n", rank, (unsigned long long)step, loss);
 		fflush(stdout);
 	}
+	/* the end: every rank asks for the final step's checkpoint (one for
+	 * all) and waits for it to commit, so that no rank leaves before the
+	 * job's last update is durable: a process lost after this rolls the
+	 * job back to its end, one lost before it finds every rank there to
+	 * resume */
+	{
+		unsigned long long id;
+		if ((rc = zs_checkpoint(t, steps, NULL, 0, &id)) ||
+		    (rc = zs_checkpoint_wait(t, id, 600000)))
+			goto fail;
+	}
 	{
 		struct zs_trainer_counters c;
 		zs_trainer_counters(t, &c);

@@ -26,6 +26,13 @@
  * gone: the message names it), ZS_ETIMEDOUT (a bound ran out) and
  * ZS_ENOMEM. A call that fails with ZS_EINVAL or ZS_ESTATE changed nothing.
  *
+ * Recovery: a trainer holds its rank by a lease the library renews every
+ * second (a thread of its own). When a process of the job is lost (a
+ * trainer's lease lapses, or it leaves mid-step, or is evicted; a server
+ * restarts), the coordinator rolls the job back to its latest committed
+ * checkpoint by itself. Every op and driver call may then return
+ * ZS_ERESUME: call zs_trainer_resume() and go on from the step it gives.
+ *
  * Ownership: the library owns every handle and buffer it returns and says
  * how long each stays valid; the caller owns what it passes in, except
  * buffers handed to an op, which the op uses until it completes.
@@ -58,7 +65,8 @@ typedef struct zs_op zs_op;
  * On failure *out is NULL and err (errlen bytes, may be NULL) says why:
  *   ZS_EINVAL     an unknown transport, a bad job name, rank >= world size
  *   ZS_ENOTFOUND  no such job
- *   ZS_EEXIST     this rank joined already (it must leave first)
+ *   ZS_EEXIST     this rank is held by another trainer (it must leave, or
+ *                 its lease lapse: that is waited for within timeout_ms)
  *   ZS_ESTATE     a server does not offer the transport asked for
  *   ZS_ETIMEDOUT  a server had not loaded the job (its placement comes with
  *                 the server's next heartbeat) within timeout_ms: the join
@@ -114,7 +122,8 @@ int zs_init_unit(zs_trainer *t, unsigned unit, const float *params);
  * The op's final status: ZS_OK; ZS_ETIMEDOUT when the ranks a gather needs
  * did not push within the server's step timeout (the message names them);
  * ZS_EINVAL / ZS_ESTATE when a server refused it (a step out of order, a
- * push twice); ZS_EUNAVAIL when a server went away.
+ * push twice); ZS_EUNAVAIL when a server went away; ZS_ERESUME when the
+ * job rolled back (a gather waiting for its step gets it at once).
  */
 int zs_gather(zs_trainer *t, unsigned unit, unsigned long long step, void *dst, zs_op **op);
 int zs_push(zs_trainer *t, unsigned unit, unsigned long long step, const void *grad,
@@ -180,8 +189,9 @@ int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p);
 
 /* Begins step: reads the stage and checkpoint interval from the
  * coordinator (sending the last step's report) and starts the first
- * gathers. ZS_OK; ZS_ESTATE (the previous step has not ended); a gather's
- * or the coordinator's failure. */
+ * gathers. ZS_OK; ZS_ESTATE (the previous step has not ended); ZS_ERESUME
+ * (the job rolled back since this trainer's last resume, or its rank's
+ * lease lapsed); a gather's or the coordinator's failure. */
 int zs_step_begin(zs_trainer *t, unsigned long long step);
 /* Waits for unit's parameters of the current step (starting the next
  * gathers of the window) and points *params at them: the library's buffer,
@@ -224,15 +234,24 @@ int zs_step_end(zs_trainer *t);
 int zs_checkpoint(zs_trainer *t, unsigned long long step, const void *blob, unsigned len,
 		  unsigned long long *id);
 /* ZS_OK once committed; ZS_EIO if it failed (zs_trainer_error says why,
- * e.g. a server's disk is full); ZS_EAGAIN if timeout_ms passed first;
- * ZS_ENOTFOUND (no such checkpoint). */
+ * e.g. a server's disk is full); ZS_ERESUME if the job rolled back before
+ * it was durable; ZS_EAGAIN if timeout_ms passed first; ZS_ENOTFOUND (no
+ * such checkpoint). */
 int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms);
 /*
- * After an operator's restore (zshardctl checkpoint restore): the step to
- * resume at and this rank's blob (up to cap bytes into the caller's blob;
- * *len gets its full size, which may exceed cap). ZS_OK; ZS_ENOTFOUND when
- * the job was never restored; ZS_ESTATE while the restore is still under
- * way on the servers (retry).
+ * Brings the trainer onto the job's current timeline and says where it
+ * starts: call it at start (a restarted process) and after ZS_ERESUME. It
+ * takes the rank again if its lease lapsed (waiting, within the join's
+ * timeout, for a rank still held by a lost process), waits for a restore
+ * or rollback under way, reconnects to every server and forgets the step
+ * driver's step in progress. ZS_OK: the job's state is the checkpoint of
+ * *step (an operator's restore or an automatic rollback); this rank's blob
+ * is copied (up to cap bytes into the caller's blob; *len gets its full
+ * size, which may exceed cap). ZS_ENOTFOUND: the job has no checkpoint to
+ * come from (never restored, or reset): start at step 0, rank 0 uploading
+ * the initial parameters. ZS_ESTATE: a restore still under way after the
+ * timeout (retry); ZS_EIO: the restore failed (the message says why);
+ * ZS_EEXIST: another trainer took the rank.
  */
 int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsigned cap,
 		      unsigned *len);

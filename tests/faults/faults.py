@@ -16,14 +16,15 @@ export --optimizer) must be bitwise those of the fault-free run.
                            [--trial KIND:STEP]...   fixed trials instead of drawn ones
 
 Prints one line per trial and a table: victim, kill step, the step the job
-rolled back to, the recovery time (from the kill until rank 0 is two steps
-past the one it had finished when the kill came), the trial's time against
+rolled back to, the recovery time (from the kill until rank 0 is three
+steps past the one it had finished when the kill came), the trial's time against
 the fault-free run's, and the verdict. Exits
 non-zero if any trial did not end bitwise equal. Leaves nothing running and
 nothing on disk (its directory is removed unless ZSHARD_FAULTS_KEEP is set).
 """
 import argparse
 import hashlib
+import json
 import os
 import random
 import re
@@ -37,7 +38,7 @@ import time
 
 ROOT = os.environ.get("ZSHARD_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-BIN = os.path.join(ROOT, "build", "bin")
+BIN = os.environ.get("ZSHARD_BIN", os.path.join(ROOT, "build", "bin"))
 TRIAL_LIMIT_S = 300  # one trial, fault and recovery included
 
 
@@ -178,6 +179,10 @@ class Cluster:
             self.procs.append(p)
             p.t.start()
 
+    def restoring(self):
+        j = json.loads(self.ctl("job", "show", self.job, "--json"))
+        return bool(j.get("restoring", j.get("job", {}).get("restoring")))
+
     def proc(self, name):
         return next(p for p in self.procs if p.name == name)
 
@@ -220,13 +225,19 @@ def run_trial(a, victim, kill_step, tag):
                     res["kill_step"] = kill_step = at
                     cl.note("killed %s at step %d" % (victim, kill_step))
             elif killed_at is not None and res["recovery"] is None:
-                # recovered: rank 0 two steps past the one it had finished
-                # when the kill came (one step may still finish without the
-                # victim: a rank's step ends when its own pushes land)
-                if cl.rank0_step() >= kill_step + 2:
+                # recovered: rank 0 three steps past the one it had
+                # finished when the kill came (a rank may run up to two
+                # steps ahead of a lost one: its step ends when its own
+                # pushes land, and the lost one may have pushed the next)
+                if cl.rank0_step() >= kill_step + 3:
                     res["recovery"] = now() - killed_at
             time.sleep(0.02)
         res["seconds"] = now() - t0
+        t1 = now()  # a rollback still under way finishes before the export
+        while cl.restoring():
+            if now() - t1 > 60:
+                raise RuntimeError("the job's rollback did not finish within 60 s")
+            time.sleep(0.1)
         if victim and killed_at is None:
             raise RuntimeError("the job finished before step %d: nothing was killed" % kill_step)
         out = os.path.join(d, "final.safetensors")
@@ -239,6 +250,10 @@ def run_trial(a, victim, kill_step, tag):
             m = re.findall(r"resumes at step (\d+)", logs)
             res["rollback"] = m[-1] if m else "none"
         res["ok"] = True
+    except KeyboardInterrupt:
+        cl.stop()
+        shutil.rmtree(d, ignore_errors=True)
+        raise
     except Exception as e:  # the trial failed: say why, keep going
         res["why"] = str(e)
         res["seconds"] = now() - t0
@@ -250,7 +265,7 @@ def run_trial(a, victim, kill_step, tag):
                 dst = os.path.join(keep, "trial-%s" % tag)
                 shutil.copytree(d, dst, dirs_exist_ok=True,
                                 ignore=shutil.ignore_patterns("data.mdb", "*.safetensors"))
-                res["why"] += " (logs in %s)" % dst
+                res["logs"] = dst
             else:
                 for f in sorted(os.listdir(d)):
                     if f.endswith(".log"):
@@ -260,7 +275,13 @@ def run_trial(a, victim, kill_step, tag):
     return res
 
 
+def on_signal(sig, frame):
+    # the trial's finally stops its cluster; then the run ends
+    raise KeyboardInterrupt
+
+
 def main():
+    signal.signal(signal.SIGTERM, on_signal)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--seed", type=int, default=None)
@@ -305,9 +326,10 @@ def main():
         bad += not equal
         r["equal"] = equal
         rows.append(r)
-        print("trial %2d: kill %-11s at step %3d: %s (%.1f s)%s" %
-              (i, victim, step, "bitwise equal" if equal else "FAILED", r["seconds"],
-               ": " + r["why"] if r["why"] else ""), flush=True)
+        print("trial %2d: kill %-11s at step %3d: %s (%.1f s)%s%s" %
+              (i, victim, r["kill_step"], "bitwise equal" if equal else "FAILED", r["seconds"],
+               ": " + r["why"] if r["why"] else "",
+               " (logs in %s)" % r["logs"] if r.get("logs") else ""), flush=True)
     print("\n| # | victim | killed at step | rolled back to | recovered after | "
           "trial s | vs fault-free | result |")
     print("|---|---|---|---|---|---|---|---|")

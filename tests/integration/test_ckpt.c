@@ -131,7 +131,7 @@ static void test_full_cluster_restart(void **st)
 	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
 	/* the old trainers' ranks are still recorded; they leave first */
 	for (uint32_t r = 0; r < 2; r++) {
-		if (!zs_coord_leave(c, "rs", r, 0, &j, NULL))
+		if (!zs_coord_leave(c, "rs", r, 0, false, &j, NULL))
 			zs_job_release(&j);
 	}
 	/* restore the latest committed, once servers are back */

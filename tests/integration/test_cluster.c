@@ -439,7 +439,7 @@ static void test_bad_rpcs_change_nothing(void **st)
 	strcpy(r.job, "nope");
 	assert_int_equal(zs_coord_join(c, &r, &j2, &err), ZS_ENOTFOUND);
 	strcpy(r.job, "demo");
-	assert_int_equal(zs_coord_leave(c, "demo", 0, 0, &j2, &err), ZS_ENOTFOUND);
+	assert_int_equal(zs_coord_leave(c, "demo", 0, 0, false, &j2, &err), ZS_ENOTFOUND);
 	assert_non_null(strstr(err.msg, "rank 0 has not joined"));
 	assert_int_equal(zs_coord_raw(c, ZS_M_JOIN, junk, sizeof junk, &err), ZS_EINVAL);
 	assert_non_null(strstr(err.msg, "malformed"));
@@ -508,7 +508,7 @@ static void test_bad_rpcs_change_nothing(void **st)
 		r.rank = 1; /* and the rank can join again */
 		assert_int_equal(zs_coord_join(c, &r, &j2, &err), ZS_OK);
 		zs_job_release(&j2);
-		assert_int_equal(zs_coord_leave(c, "demo", 1, 0, &j2, &err), ZS_OK);
+		assert_int_equal(zs_coord_leave(c, "demo", 1, 0, false, &j2, &err), ZS_OK);
 		zs_job_release(&j2);
 	}
 	zs_layout_release(&r.layout);

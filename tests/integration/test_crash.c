@@ -2,7 +2,8 @@
  * test_crash.c - failures through the whole service: a server or the
  * coordinator killed mid-checkpoint (the previous checkpoint is what comes
  * back), a checkpoint on a full disk (a clear error, training goes on), a
- * trainer that dies mid-step (named, in bounded time).
+ * trainer that dies mid-step (named, in bounded time), an evicted rank and a
+ * lapsed lease (the job rolls back by itself; the trainers resume).
  */
 #include "tests/integration/train_common.h"
 
@@ -181,7 +182,7 @@ static void coordinator_dies_at_commit(void)
 		zs_checkpoint_release(&k);
 		/* the old rank 0 left while the coordinator was down: it is still
 		 * recorded, and leaves now */
-		if (!zs_coord_leave(c, "crash3", 0, 0, &j, NULL))
+		if (!zs_coord_leave(c, "crash3", 0, 0, false, &j, NULL))
 			zs_job_release(&j);
 	}
 	x[0] = (struct rank_ctx){.t = join("crash3", 0, "tcp")};
@@ -380,6 +381,133 @@ static void test_dead_trainer_is_named(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * An operator evicts a rank that is training: the job rolls back to its
+ * latest committed checkpoint by itself; the trainer's old connections say
+ * ZS_ERESUME; zs_trainer_resume rejoins the rank and gives the checkpoint's
+ * step; training from there ends bitwise where an uninterrupted run does.
+ */
+static void test_evicted_rank_rolls_back(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct rank_ctx x[1];
+	struct zs_job j;
+	unsigned long long id, step;
+	unsigned len;
+	float p[1000];
+	char *out = NULL, *errs = NULL;
+
+	(void)st;
+	oracle_spec(&spec, "evict", 1, ZS_ADAMW, ZS_F32);
+	create_job(&spec);
+	x[0] = (struct rank_ctx){.t = join("evict", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 2);
+	assert_int_equal(zs_checkpoint(x[0].t, 2, NULL, 0, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_OK);
+	train_ranks(x, 1, 2, 3); /* one step past the checkpoint: lost below */
+
+	if (ctl(&out, &errs, "trainers", "evict", "evict", "0", NULL))
+		fail_msg("trainers evict: %s", errs);
+	free(out);
+	free(errs);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	wait_restored(c, "evict", &j);
+	assert_int_equal(j.n_trainers, 0);
+	assert_int_equal(j.restored_id, id);
+	assert_int_equal(j.restored_step, 2);
+	assert_true(j.timeline >= 1);
+	if (!strstr(j.rollback_reason, "rank 0 was evicted"))
+		fail_msg("rollback reason: '%s'", j.rollback_reason);
+	zs_job_release(&j);
+
+	/* the connections of the timeline that ended are told so */
+	assert_int_equal(fetch(x[0].t, 0, 3, p), ZS_ERESUME);
+	assert_non_null(strstr(zs_trainer_error(x[0].t), "rolled back"));
+	/* the trainer takes its rank again and resumes at the checkpoint */
+	assert_int_equal(zs_trainer_resume(x[0].t, &step, NULL, 0, &len), ZS_OK);
+	assert_int_equal(step, 2);
+	assert_int_equal(zs_coord_get_job(c, "evict", &j, NULL), ZS_OK);
+	assert_int_equal(j.n_trainers, 1);
+	zs_job_release(&j);
+	train_ranks(x, 1, 2, 4);
+	check_oracle(x[0].t, &spec, 4);
+	zs_trainer_close(x[0].t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
+/*
+ * A rank whose trainer stops renewing its lease (it joined with a session,
+ * then went silent: dead, stopped, cut off) loses it within the
+ * coordinator's --trainer-lease-ms (3 s here): the rank is free again, and
+ * the job (no checkpoint yet) is reset, and the other rank is told so with
+ * ZS_ERESUME.
+ */
+static void test_lapsed_lease_frees_the_rank(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_join_req req = {.rank = 1, .session = 42};
+	struct zs_job j;
+	zs_trainer *t0;
+	zs_op *op;
+	static float g[4099], p[4099]; /* the largest unit's elements */
+	unsigned long long step;
+	unsigned len;
+	int64_t t_start;
+	int rc;
+
+	(void)st;
+	oracle_spec(&spec, "lapse", 2, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t0 = join("lapse", 0, "tcp");
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	snprintf(req.job, sizeof req.job, "lapse");
+	snprintf(req.host, sizeof req.host, "nowhere");
+	req.layout = spec.layout;
+	assert_int_equal(zs_coord_join(c, &req, &j, NULL), ZS_OK);
+	zs_job_release(&j);
+	upload_init(t0);
+	for (unsigned u = 0; u < 4; u++) {
+		assert_int_equal(zs_push(t0, u, 0, g, &op), ZS_OK);
+		assert_int_equal(zs_op_wait(op, 5000), ZS_OK);
+	}
+	/* held: rank 1 never pushes step 0. It ends within the servers' step
+	 * timeout (3 s here) or, if the lease lapses first, at the rollback */
+	t_start = zs_now_ms();
+	assert_int_equal(zs_gather(t0, 0, 1, p, &op), ZS_OK);
+	rc = zs_op_wait(op, 20000);
+	if (rc != ZS_ERESUME && rc != ZS_ETIMEDOUT)
+		fail_msg("the held gather ended with %s: %s", zs_strerror(rc), zs_trainer_error(t0));
+	for (;;) { /* the lease lapses within 3 s and the sweep's tick */
+		assert_int_equal(zs_coord_get_job(c, "lapse", &j, NULL), ZS_OK);
+		if (j.n_trainers == 1 && !j.restore_pending)
+			break;
+		zs_job_release(&j);
+		if (zs_now_ms() - t_start > 15000)
+			fail_msg("rank 1's lease did not lapse within 15 s");
+		usleep(50 * 1000);
+	}
+	if (!strstr(j.rollback_reason, "rank 1 missed its lease"))
+		fail_msg("rollback reason: '%s'", j.rollback_reason);
+	zs_job_release(&j);
+	/* the job was reset: this trainer's connections are told to resume */
+	assert_int_equal(fetch(t0, 0, 0, p), ZS_ERESUME);
+	/* no checkpoint to go back to: from step 0, rank 0 uploads again */
+	assert_int_equal(zs_trainer_resume(t0, &step, NULL, 0, &len), ZS_ENOTFOUND);
+	upload_init(t0);
+	assert_int_equal(fetch(t0, 1, 0, p), ZS_OK);
+	/* the rank is free for the process that replaces the lost one */
+	req.session = 43;
+	assert_int_equal(zs_coord_join(c, &req, &j, NULL), ZS_OK);
+	zs_job_release(&j);
+	zs_trainer_close(t0);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,6 +515,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_checkpoint_on_a_full_disk, full_disk_teardown),
 		cmocka_unit_test(test_dead_trainer_is_named),
 		cmocka_unit_test(test_stopped_server_is_bounded),
+		cmocka_unit_test(test_evicted_rank_rolls_back),
+		cmocka_unit_test(test_lapsed_lease_frees_the_rank),
 	};
 	if (argc > 1) /* e.g. test_crash '*rdma*' */
 		cmocka_set_test_filter(argv[1]);

@@ -11,7 +11,8 @@ int start_cluster(const char *listen)
 	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
 	snprintf(data, sizeof data, "%s/coordinator", C.dir);
 	char *cargv[] = {(char *)h_bin("zshard-coordinator"), "--listen", (char *)listen,
-			 "--data-dir", data, "--port-file", pf, "--lease-ms", "1500", NULL};
+			 "--data-dir", data, "--port-file", pf, "--lease-ms", "1500",
+			 "--trainer-lease-ms", "3000", NULL};
 	C.coord = h_spawn(cargv, log);
 	if (!h_wait_file(pf, 10000, C.addr, sizeof C.addr))
 		return -1;
