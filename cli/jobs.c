@@ -94,6 +94,44 @@ static void print_job(const struct zs_job *j)
 		printf("  last restore failed: %s\n", j->restore_error);
 }
 
+/* Every rank leaves before one step (the step driver sees it at its next
+ * boundary); waits, within STOP_WAIT_MS, until they have. */
+#define STOP_WAIT_MS 600000
+static int stop_job(struct ctx *x, const char *name)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	uint64_t before;
+
+	if (zs_coord_stop_job(x->c, name, &j, &err))
+		return cli_die("%s", err.msg);
+	before = j.stop_before;
+	zs_job_release(&j);
+	printf("job %s: every rank leaves before step %llu\n", name, (unsigned long long)before);
+	fflush(stdout);
+	for (int64_t t0 = zs_now_ms();; zs_sleep_ms(200, NULL)) {
+		if (zs_coord_get_job(x->c, name, &j, &err))
+			return cli_die("%s", err.msg);
+		if (!j.n_trainers || j.stop_before != before)
+			break;
+		if (zs_now_ms() - t0 > STOP_WAIT_MS) {
+			int r = cli_die("%u rank(s) of job %s did not leave within %d s (rank %u first)",
+					j.n_trainers, name, STOP_WAIT_MS / 1000, j.trainers[0].rank);
+			zs_job_release(&j);
+			return r;
+		}
+		zs_job_release(&j);
+	}
+	if (j.stopped_step)
+		printf("job %s stopped before step %llu: its servers keep its state across a clean restart, and trainers resume there\n",
+		       name, (unsigned long long)j.stopped_step);
+	else
+		printf("job %s did not stop cleanly (%s): it resumes from its latest checkpoint\n", name,
+		       j.rollback_reason[0] ? j.rollback_reason : "its ranks left at different steps");
+	zs_job_release(&j);
+	return 0;
+}
+
 static int c_job(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
@@ -105,8 +143,9 @@ static int c_job(struct ctx *x, int argc, char **argv)
 	if ((r = cli_flags(&cmd_job, argc, argv, &json, pos, 2, &np)))
 		return r < 0 ? 0 : r;
 	if (np != 2 || (strcmp(pos[0], "create") && strcmp(pos[0], "show") &&
-			strcmp(pos[0], "delete")))
-		return cli_usage_err("job", "want 'create FILE', 'show NAME' or 'delete NAME'");
+			strcmp(pos[0], "delete") && strcmp(pos[0], "stop")))
+		return cli_usage_err("job",
+				     "want 'create FILE', 'show NAME', 'stop NAME' or 'delete NAME'");
 	if (!strcmp(pos[0], "create")) {
 		struct zs_job_spec spec;
 		if (zs_spec_load(pos[1], &spec, &err))
@@ -126,6 +165,8 @@ static int c_job(struct ctx *x, int argc, char **argv)
 		return r;
 	} else if (!strcmp(pos[0], "show")) {
 		st = zs_coord_get_job(x->c, pos[1], &j, &err);
+	} else if (!strcmp(pos[0], "stop")) {
+		return stop_job(x, pos[1]);
 	} else {
 		st = zs_coord_delete_job(x->c, pos[1], &j, &err);
 	}
@@ -262,7 +303,7 @@ static int evict(struct ctx *x, const char *job, const char *rank_s)
 		return cli_usage_err("trainers", "evict: rank: %s", err.msg);
 	if ((r = cli_open_coord(x)))
 		return r;
-	if (zs_coord_leave(x->c, job, (uint32_t)rank, 0, false, &j, &err))
+	if (zs_coord_leave(x->c, job, (uint32_t)rank, 0, false, 0, &j, &err))
 		return cli_die("%s", err.msg);
 	printf("job %s: rank %u evicted (%u of %u ranks joined)\n", j.spec.name,
 	       (unsigned)rank, j.n_trainers, j.spec.world_size);
@@ -349,8 +390,11 @@ static int c_rebalance(struct ctx *x, int argc, char **argv)
 
 const struct cmd cmd_jobs = {"jobs", "[--json]", "List jobs with stage, world size, size and placement epoch.", c_jobs};
 
-const struct cmd cmd_job = {"job", "create FILE.json | show NAME | delete NAME [--json]",
-	 "Create a job from a JSON spec (see model/spec_json.h; '-' reads stdin),\nshow one, or delete one.", c_job};
+const struct cmd cmd_job = {"job", "create FILE.json | show NAME | stop NAME | delete NAME [--json]",
+	 "Create a job from a JSON spec (see model/spec_json.h; '-' reads stdin),\n"
+	 "show one, stop one, or delete one. Stop: every rank of the job leaves\n"
+	 "cleanly before one step (waiting for them); a clean restart of the\n"
+	 "servers then keeps its state, and trainers resume at that step.", c_job};
 
 const struct cmd cmd_placement = {"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes.", c_placement};
 

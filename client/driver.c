@@ -191,7 +191,7 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 
 	struct zs_error err = {0};
 	uint32_t stage;
-	uint64_t every;
+	uint64_t every, stop;
 	double t0 = tr_now_s();
 
 	if (t->in_step)
@@ -207,10 +207,14 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	 * operator set applies from this step boundary */
 	rc = zs_coord_report_step(t->coord, t->job.spec.name, t->rank,
 				  t->have_last && !t->last_sent ? &t->last : NULL, &stage, &every,
-				  &err);
+				  &stop, &err);
 	if (rc)
 		return tr_fail(t, (enum zs_status)rc, "%s", err.msg);
 	t->last_sent = true;
+	if (stop && step >= stop) /* every rank stops here: a clean stop */
+		return tr_fail(t, ZS_ECANCELED,
+			       "job '%s' is stopping before step %llu (zshardctl job stop): leave it (zs_trainer_close); it resumes there",
+			       t->job.spec.name, (unsigned long long)step);
 	t->job.spec.stage = stage;
 	t->job.spec.checkpoint_every = every;
 	t->stage = stage;

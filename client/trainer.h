@@ -36,6 +36,7 @@ struct dunit {
 	zs_op *push;       /* in flight */
 	bool grad_ready;   /* stage 1: written, to push at step end */
 	bool pushed;       /* its gradient of the current step went out */
+	uint64_t last_push; /* 1 + the last step whose push of it completed (0: none) */
 	size_t bytes;      /* numel * dtype size */
 };
 
@@ -93,6 +94,9 @@ struct zs_trainer {
 
 struct zs_op {
 	zs_trainer *t;
+	uint32_t unit;
+	uint64_t step;
+	bool final_push; /* a gradient push that completes the rank's (unit, step) */
 	zs_op *stray_next; /* an op given up on (t->strays): freed at close */
 	uint32_t n, done;
 	enum zs_status status;

@@ -263,17 +263,27 @@ void zs_trainer_close(zs_trainer *t)
 {
 	struct zs_error err = {0};
 	struct zs_job j;
+	bool abandoned = false;
+	uint64_t next = 0;
 
 	if (!t)
 		return;
+	/* where this trainer leaves the job: in the middle of a step (the job
+	 * rolls back), or before the step its units were all pushed up to */
+	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
+		if (t->du[u].last_push != t->du[0].last_push)
+			abandoned = true;
+		next = t->du[u].last_push;
+	}
+	abandoned |= t->in_step;
 	tr_lease_stop(t);
 	if (t->coord) /* best effort from here: a coordinator away is not waited for */
 		zs_coord_set_wait_for_ready(t->coord, 0);
 	if (t->joined && t->have_last && !t->last_sent) { /* stats only: errors do not matter */
 		uint32_t stage;
-		uint64_t every;
+		uint64_t every, stop;
 		zs_coord_report_step(t->coord, t->job.spec.name, t->rank, &t->last, &stage,
-				     &every, &err);
+				     &every, &stop, &err);
 	}
 	disconnect_all(t); /* first: in-flight requests fail and are freed */
 	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
@@ -291,7 +301,8 @@ void zs_trainer_close(zs_trainer *t)
 	for (unsigned i = 0; i < t->n_cache; i++)
 		tr_buf_free(t, t->cache[i].p);
 	if (t->joined && !atomic_load(&t->evicted) &&
-	    !zs_coord_leave(t->coord, t->job.spec.name, t->rank, t->session, t->in_step, &j, &err))
+	    !zs_coord_leave(t->coord, t->job.spec.name, t->rank, t->session, abandoned,
+			    abandoned ? 0 : next, &j, &err))
 		zs_job_release(&j);
 	zs_coord_close(t->coord);
 	zs_job_release(&t->job);
@@ -360,6 +371,9 @@ static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 	if (!op)
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
 	op->t = t;
+	op->unit = u;
+	op->step = step;
+	op->final_push = src && !init && !partial;
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
 		const struct zs_shard *sh = &t->job.placement.shards[i];
 		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
@@ -446,6 +460,8 @@ int tr_progress(zs_op *op, int timeout_ms)
 	rc = op->status;
 	if (rc)
 		tr_fail(t, (enum zs_status)rc, "%s", op->msg);
+	else if (op->final_push && t->du && op->step + 1 > t->du[op->unit].last_push)
+		t->du[op->unit].last_push = op->step + 1;
 	free(op);
 	return rc;
 }
@@ -656,6 +672,12 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 
 	if (st)
 		return tr_fail(t, st, "%s", err.msg);
+	if (j.stopped_step) { /* every rank left there; the servers kept it */
+		*step = j.stopped_step;
+		*len = 0;
+		zs_job_release(&j);
+		return ZS_OK;
+	}
 	if (!j.restored_id) {
 		st = tr_fail(t, ZS_ENOTFOUND,
 			     "job '%s' was never restored from a checkpoint: it starts at step 0",

@@ -376,12 +376,15 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 		zs_rpc_fail(call, ZS_ESTATE, "job '%s' is already being restored", job);
 		goto out;
 	}
+	struct zs_job old = *j;
 	j->restore_pending = k->id;
 	j->restore_error[0] = '\0';
 	j->timeline++;
+	j->stopped_step = 0;
+	j->leaving_step = 0;
+	j->stop_before = 0;
 	if (coord_save_job(c, j, false, false, &e)) {
-		j->restore_pending = 0;
-		j->timeline--;
+		*j = old;
 		coord_reply_err(call, &e);
 		goto out;
 	}

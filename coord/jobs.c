@@ -309,8 +309,13 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 		memcpy(nt + pos + 1, j->trainers + pos,
 		       (j->n_trainers - pos) * sizeof *nt);
 	}
+	if (!j->n_trainers) { /* a new run: what the last one's ranks agreed on is done */
+		j->leaving_step = 0;
+		j->stop_before = 0;
+	}
 	nt[pos] = (struct zs_member){.rank = r.rank, .joined_ms = zs_wall_ms(),
-				     .session = r.session, .last_hb_ms = zs_now_ms()};
+				     .session = r.session, .last_hb_ms = zs_now_ms(),
+				     .joined_mono_ms = zs_now_ms()};
 	snprintf(nt[pos].host, sizeof nt[pos].host, "%s", r.host);
 	{
 		struct zs_member *old = j->trainers;
@@ -342,8 +347,9 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 	uint32_t rank, pos;
 	uint64_t session;
 	bool abandoned;
+	uint64_t next;
 
-	if (zs_dec_leave(p, n, name, &rank, &session, &abandoned, &e))
+	if (zs_dec_leave(p, n, name, &rank, &session, &abandoned, &next, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	j = coord_job_or_fail(c, call, name);
@@ -367,7 +373,8 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 		goto out;
 	}
 	if (session && !abandoned) {
-		zs_info("job '%s': rank %u left", name, rank);
+		zs_info("job '%s': rank %u left%s", name, rank, next ? "" : " (it pushed nothing)");
+		coord_clean_leave(c, j, rank, next);
 	} else { /* the rank's step in flight is lost with it */
 		char why[64];
 		zs_fmt(why, sizeof why, session ? "rank %u left in the middle of a step"

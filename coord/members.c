@@ -75,7 +75,7 @@ void coord_h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	s->up = true;
 	c->next_server_id = next;
 	if (in.fresh) /* its jobs' shards are gone with its last process */
-		coord_server_restarted(c, id);
+		coord_server_restarted(c, id, &in);
 	pthread_mutex_unlock(&c->mu);
 
 	struct zs_buf b;

@@ -77,6 +77,9 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 	j->restore_pending = id;
 	j->restore_error[0] = '\0';
 	j->timeline++;
+	j->stopped_step = 0;
+	j->leaving_step = 0;
+	j->stop_before = 0;
 	zs_fmt(j->rollback_reason, sizeof j->rollback_reason, "%s", why);
 	if (coord_save_job(c, j, false, false, &e)) {
 		*j = old;
@@ -98,17 +101,70 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 	return ZS_OK;
 }
 
-void coord_server_restarted(struct coord *c, uint64_t sid)
+void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_server_info *in)
 {
-	char who[ZS_ADDR_MAX + 32], why[ZS_ADDR_MAX + 96];
+	char who[ZS_ADDR_MAX + 32], why[ZS_ADDR_MAX + 160];
 
+	coord_server_name(c, sid, who, sizeof who);
 	for (size_t i = 0; i < c->n_jobs; i++) {
 		struct zs_job *j = &c->jobs[i];
+		const struct zs_live_claim *k = NULL;
 		if (!coord_holds(j, sid))
 			continue;
-		zs_fmt(why, sizeof why, "%s restarted without its shards",
-		       coord_server_name(c, sid, who, sizeof who));
+		for (uint32_t q = 0; q < in->n_live && !k; q++)
+			if (!strcmp(in->live[q].job, j->spec.name) &&
+			    in->live[q].created_ms == j->created_ms &&
+			    in->live[q].epoch == j->placement.epoch)
+				k = &in->live[q];
+		/* trainers may have joined again meanwhile: until they push,
+		 * the job is still at the step they left it; one that pushed to
+		 * the others and now finds this server gone leaves mid-step,
+		 * which rolls the job back */
+		if (k && j->stopped_step && k->step == j->stopped_step && !j->restore_pending) {
+			zs_info("job '%s': %s came back with its state of step %llu, where every rank had left it",
+				j->spec.name, who, (unsigned long long)k->step);
+			continue;
+		}
+		if (!k)
+			zs_fmt(why, sizeof why, "%s restarted without its shards", who);
+		else
+			zs_fmt(why, sizeof why,
+			       "%s came back with its state of step %llu, but the ranks had not all left the job there",
+			       who, (unsigned long long)k->step);
 		coord_rollback(c, j, sid, why);
+	}
+}
+
+void coord_clean_leave(struct coord *c, struct zs_job *j, uint32_t rank, uint64_t next)
+{
+	struct zs_error e = {0};
+	struct zs_job old = *j;
+
+	if (next) {
+		if (j->leaving_step && j->leaving_step != next) {
+			char why[160];
+			zs_fmt(why, sizeof why,
+			       "rank %u left before step %llu, another rank before step %llu",
+			       rank, (unsigned long long)next, (unsigned long long)j->leaving_step);
+			coord_rollback(c, j, 0, why);
+			return;
+		}
+		j->leaving_step = next;
+	}
+	if (j->n_trainers || !j->leaving_step)
+		goto save;
+	j->stopped_step = j->leaving_step;
+	j->leaving_step = 0;
+	j->stop_before = 0;
+	zs_info("job '%s': every rank left before step %llu: it resumes there", j->spec.name,
+		(unsigned long long)j->stopped_step);
+save:
+	if (j->leaving_step == old.leaving_step && j->stopped_step == old.stopped_step &&
+	    j->stop_before == old.stop_before)
+		return;
+	if (coord_save_job(c, j, false, false, &e)) {
+		*j = old;
+		zs_error("job '%s': cannot record where its ranks left: %s", j->spec.name, e.msg);
 	}
 }
 
@@ -141,8 +197,9 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
 	uint32_t rank, pos;
 	uint64_t session;
 	bool abandoned;
+	uint64_t next;
 
-	if (zs_dec_leave(p, n, name, &rank, &session, &abandoned, &e))
+	if (zs_dec_leave(p, n, name, &rank, &session, &abandoned, &next, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	j = coord_job_or_fail(c, call, name);
@@ -189,4 +246,69 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 			pos--;
 		}
 	}
+}
+
+/* ------------------------------------------------------ a graceful stop */
+
+void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct sreports *sr;
+	struct zs_job *j, old;
+	uint64_t top = 0;
+	bool any = false;
+
+	if (zs_dec_job_name(p, n, name, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_job_or_fail(c, call, name);
+	if (!j)
+		goto out;
+	if (!j->n_trainers) {
+		zs_rpc_fail(call, ZS_ESTATE, "no trainer is in job '%s': nothing to stop", name);
+		goto out;
+	}
+	if (j->stop_before) { /* asked again: the same step */
+		coord_reply_job(call, j);
+		goto out;
+	}
+	/*
+	 * Every rank reports the step it finished at each step boundary (the
+	 * step driver does): the furthest any can have begun is one past the
+	 * latest report of this run, so two past it no rank has begun yet and
+	 * every one can reach it.
+	 */
+	for (sr = c->reports; sr && strcmp(sr->job, name); sr = sr->next)
+		;
+	for (uint32_t i = 0; sr && i < j->n_trainers; i++) {
+		const struct zs_step_report *r;
+		if (j->trainers[i].rank >= sr->n)
+			continue;
+		r = &sr->r[j->trainers[i].rank];
+		if (!r->reported_ms || r->reported_ms < j->trainers[i].joined_mono_ms)
+			continue; /* none yet from this trainer (an earlier one's) */
+		any = true;
+		if (r->step > top)
+			top = r->step;
+	}
+	if (!any) {
+		zs_rpc_fail(call, ZS_ESTATE,
+			    "no rank of job '%s' has finished a step through the step driver yet: try again in a moment",
+			    name);
+		goto out;
+	}
+	old = *j;
+	j->stop_before = top + 2;
+	if (coord_save_job(c, j, false, false, &e)) {
+		*j = old;
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	zs_info("job '%s': stopping: every rank leaves before step %llu", name,
+		(unsigned long long)j->stop_before);
+	coord_reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
 }

@@ -27,7 +27,7 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	struct zs_buf b;
 	struct zs_job *j;
 	uint32_t rank, stage;
-	uint64_t every;
+	uint64_t every, stop;
 	bool has;
 
 	if (zs_dec_report_step(p, n, job, &rank, &r, &has, &e))
@@ -45,6 +45,7 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	}
 	stage = j->spec.stage;
 	every = j->spec.checkpoint_every;
+	stop = j->stop_before;
 	for (sr = c->reports; sr && strcmp(sr->job, job); sr = sr->next)
 		;
 	if (has && !sr) {
@@ -66,7 +67,7 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		sr->r[rank] = r;
 	}
 	pthread_mutex_unlock(&c->mu);
-	coord_reply_buf(call, zs_enc_report_step_reply(stage, every, &b), &b);
+	coord_reply_buf(call, zs_enc_report_step_reply(stage, every, stop, &b), &b);
 }
 
 void coord_h_step_reports(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)

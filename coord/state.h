@@ -201,13 +201,20 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
  */
 enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_server,
 			      const char *why);
-/* A server registered fresh (restarted): every job it holds rolls back. */
-void coord_server_restarted(struct coord *c, uint64_t sid);
+/* A server registered fresh (restarted): every job it holds rolls back,
+ * but for those whose live state it kept (in->live) at the step where
+ * every rank had left the job cleanly (Job.stopped_step). */
+void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_server_info *in);
+/* Rank left job j (already dropped and committed) cleanly before step
+ * next (0: it pushed nothing). When the last rank leaves and all agreed,
+ * the job's stopped_step records it; ranks that disagree roll it back. */
+void coord_clean_leave(struct coord *c, struct zs_job *j, uint32_t rank, uint64_t next);
 /* Drops the trainer at j->trainers[pos] and commits (nothing changes on
  * failure). */
 enum zs_status coord_drop_trainer(struct coord *c, struct zs_job *j, uint32_t pos,
 				  struct zs_error *e);
 void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 /* Drops trainers whose lease lapsed, rolling their jobs back. */
 void coord_trainer_sweep(struct coord *c, int64_t now);
 

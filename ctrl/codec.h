@@ -87,9 +87,10 @@ enum zs_status zs_dec_report_step(const uint8_t *p, size_t n, char job[ZS_JOB_NA
 				  uint32_t *rank, struct zs_step_report *r, bool *has_report,
 				  struct zs_error *err);
 enum zs_status zs_enc_report_step_reply(uint32_t stage, uint64_t checkpoint_every,
-					struct zs_buf *out);
+					uint64_t stop_before, struct zs_buf *out);
 enum zs_status zs_dec_report_step_reply(const uint8_t *p, size_t n, uint32_t *stage,
-					uint64_t *checkpoint_every, struct zs_error *err);
+					uint64_t *checkpoint_every, uint64_t *stop_before,
+					struct zs_error *err);
 /* StepReportsReply: *r is malloc'd (free) */
 enum zs_status zs_enc_step_reports(const struct zs_step_report *r, uint32_t n_r,
 				   struct zs_buf *out);
@@ -155,10 +156,10 @@ enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
 /* Leave and TrainerHeartbeat; session 0 in a Leave: an operator's eviction;
  * abandoned: the trainer leaves in the middle of a step */
 enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session, bool abandoned,
-			    struct zs_buf *out);
+			    uint64_t next_step, struct zs_buf *out);
 enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
 			    uint32_t *rank, uint64_t *session, bool *abandoned,
-			    struct zs_error *err);
+			    uint64_t *next_step, struct zs_error *err);
 
 /* The coordinator's catalog record of a server (all of ServerInfo) */
 enum zs_status zs_enc_server_info(const struct zs_server_info *s, struct zs_buf *out);

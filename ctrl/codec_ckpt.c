@@ -71,21 +71,24 @@ enum zs_status zs_dec_report_step(const uint8_t *p, size_t n, char job[ZS_JOB_NA
 }
 
 enum zs_status zs_enc_report_step_reply(uint32_t stage, uint64_t checkpoint_every,
-					struct zs_buf *out)
+					uint64_t stop_before, struct zs_buf *out)
 {
 	Zshard__ReportStepReply m = ZSHARD__REPORT_STEP_REPLY__INIT;
 	struct arena a = {0};
 	m.stage = stage;
 	m.checkpoint_every = checkpoint_every;
+	m.stop_before = stop_before;
 	return pb_pack(&a, &m.base, out);
 }
 
 enum zs_status zs_dec_report_step_reply(const uint8_t *p, size_t n, uint32_t *stage,
-					uint64_t *checkpoint_every, struct zs_error *err)
+					uint64_t *checkpoint_every, uint64_t *stop_before,
+					struct zs_error *err)
 {
 	UNPACK(Zshard__ReportStepReply, report_step_reply, p, n, err);
 	*stage = m->stage;
 	*checkpoint_every = m->checkpoint_every;
+	*stop_before = m->stop_before;
 	DONE(report_step_reply);
 	return ZS_OK;
 }

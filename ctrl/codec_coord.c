@@ -18,6 +18,26 @@ enum zs_status zs_enc_register(const struct zs_server_info *s, struct zs_buf *ou
 	m.capacity = s->capacity;
 	m.transports = s->transports;
 	m.fresh = s->fresh;
+	if (s->n_live) {
+		m.live = pb_aalloc(&a, s->n_live * sizeof *m.live);
+		if (!m.live) {
+			pb_arena_free(&a);
+			return ZS_ENOMEM;
+		}
+		for (uint32_t i = 0; i < s->n_live; i++) {
+			Zshard__LiveJob *l = NEW(&a, Zshard__LiveJob, ZSHARD__LIVE_JOB__INIT);
+			if (!l) {
+				pb_arena_free(&a);
+				return ZS_ENOMEM;
+			}
+			l->job = (char *)s->live[i].job;
+			l->created_ms = s->live[i].created_ms;
+			l->epoch = s->live[i].epoch;
+			l->step = s->live[i].step;
+			m.live[i] = l;
+		}
+		m.n_live = s->n_live;
+	}
 	return pb_pack(&a, &m.base, out);
 }
 
@@ -31,6 +51,22 @@ enum zs_status zs_dec_register(const uint8_t *p, size_t n, struct zs_server_info
 	s->capacity = m->capacity;
 	s->transports = m->transports;
 	s->fresh = m->fresh;
+	if (m->n_live > ZS_LIVE_MAX) {
+		DONE(register_server_request);
+		return zs_fail(err, ZS_EINVAL, "%zu live jobs claimed; at most %d", m->n_live,
+			       ZS_LIVE_MAX);
+	}
+	for (size_t i = 0; i < m->n_live; i++) {
+		s->live[i].created_ms = m->live[i]->created_ms;
+		s->live[i].epoch = m->live[i]->epoch;
+		s->live[i].step = m->live[i]->step;
+		if ((st = pb_cpy(s->live[i].job, sizeof s->live[i].job, m->live[i]->job,
+				 "live job name", err))) {
+			DONE(register_server_request);
+			return st;
+		}
+	}
+	s->n_live = (uint32_t)m->n_live;
 	if (!(st = pb_cpy(s->addr, sizeof s->addr, m->addr, "server address", err)) &&
 	    !(st = pb_cpy(s->data_addr, sizeof s->data_addr, m->data_addr,
 		       "server data address", err)) &&
@@ -296,7 +332,7 @@ enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
 }
 
 enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session, bool abandoned,
-			    struct zs_buf *out)
+			    uint64_t next_step, struct zs_buf *out)
 {
 	Zshard__LeaveRequest m = ZSHARD__LEAVE_REQUEST__INIT;
 	struct arena a = {0};
@@ -304,12 +340,13 @@ enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session, bo
 	m.rank = rank;
 	m.session = session;
 	m.abandoned = abandoned;
+	m.next_step = next_step;
 	return pb_pack(&a, &m.base, out);
 }
 
 enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
 			    uint32_t *rank, uint64_t *session, bool *abandoned,
-			    struct zs_error *err)
+			    uint64_t *next_step, struct zs_error *err)
 {
 	enum zs_status st;
 	UNPACK(Zshard__LeaveRequest, leave_request, p, n, err);
@@ -317,6 +354,7 @@ enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX
 	*rank = m->rank;
 	*session = m->session;
 	*abandoned = m->abandoned;
+	*next_step = m->next_step;
 	DONE(leave_request);
 	return st;
 }

@@ -234,11 +234,12 @@ enum zs_status zs_coord_join(struct zs_coord_client *c,
 
 enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
 			      uint32_t rank, uint64_t session, bool abandoned,
-			      struct zs_job *job, struct zs_error *err)
+			      uint64_t next_step, struct zs_job *job, struct zs_error *err)
 {
 	struct zs_buf req;
-	return job_call(c, ZS_M_LEAVE, zs_enc_leave(name, rank, session, abandoned, &req), &req,
-			job, err);
+	return job_call(c, ZS_M_LEAVE,
+			zs_enc_leave(name, rank, session, abandoned, next_step, &req), &req, job,
+			err);
 }
 
 enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char *name,
@@ -246,7 +247,7 @@ enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char 
 					  struct zs_error *err)
 {
 	struct zs_buf req;
-	return job_call(c, ZS_M_TRAINER_HB, zs_enc_leave(name, rank, session, false, &req), &req,
+	return job_call(c, ZS_M_TRAINER_HB, zs_enc_leave(name, rank, session, false, 0, &req), &req,
 			job, err);
 }
 
@@ -283,16 +284,24 @@ enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
 enum zs_status zs_coord_report_step(struct zs_coord_client *c, const char *job,
 				    uint32_t rank, const struct zs_step_report *r,
 				    uint32_t *stage, uint64_t *checkpoint_every,
-				    struct zs_error *err)
+				    uint64_t *stop_before, struct zs_error *err)
 {
 	struct zs_buf req, resp = {0};
 	enum zs_status st = call(c, ZS_M_REPORT_STEP, zs_enc_report_step(job, rank, r, &req), &req,
 				 &resp, err);
 
 	if (!st)
-		st = zs_dec_report_step_reply(resp.data, resp.len, stage, checkpoint_every, err);
+		st = zs_dec_report_step_reply(resp.data, resp.len, stage, checkpoint_every,
+					      stop_before, err);
 	zs_buf_release(&resp);
 	return st;
+}
+
+enum zs_status zs_coord_stop_job(struct zs_coord_client *c, const char *name,
+				 struct zs_job *job, struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_STOP_JOB, zs_enc_job_name(name, &req), &req, job, err);
 }
 
 enum zs_status zs_coord_step_reports(struct zs_coord_client *c, const char *job,

@@ -62,10 +62,11 @@ enum zs_status zs_coord_join(struct zs_coord_client *c,
 			     const struct zs_join_req *req, struct zs_job *job,
 			     struct zs_error *err);
 /* session 0: an operator's eviction; abandoned: the trainer leaves in the
- * middle of a step (either way the job rolls back) */
+ * middle of a step (either way the job rolls back); next_step: it leaves
+ * between steps, every one before next_step finished (0: unknown) */
 enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
 			      uint32_t rank, uint64_t session, bool abandoned,
-			      struct zs_job *job, struct zs_error *err);
+			      uint64_t next_step, struct zs_job *job, struct zs_error *err);
 /* Renews rank's lease; ZS_ENOTFOUND when session no longer holds the rank
  * (its lease lapsed or it was evicted). *job: the job as it is now. */
 enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char *name,
@@ -92,7 +93,10 @@ enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
 enum zs_status zs_coord_report_step(struct zs_coord_client *c, const char *job,
 				    uint32_t rank, const struct zs_step_report *r,
 				    uint32_t *stage, uint64_t *checkpoint_every,
-				    struct zs_error *err);
+				    uint64_t *stop_before, struct zs_error *err);
+/* zshardctl job stop: every rank leaves before one step, all the same. */
+enum zs_status zs_coord_stop_job(struct zs_coord_client *c, const char *name,
+				 struct zs_job *job, struct zs_error *err);
 /* The latest report of each rank of job (*r malloc'd, by rank; free). */
 enum zs_status zs_coord_step_reports(struct zs_coord_client *c, const char *job,
 				     struct zs_step_report **r, uint32_t *n_r,

@@ -163,6 +163,9 @@ Zshard__Job *pb_job_pb(struct arena *a, const struct zs_job *j)
 	pj->restore_pending = j->restore_pending;
 	pj->restore_error = (char *)j->restore_error;
 	pj->timeline = j->timeline;
+	pj->stopped_step = j->stopped_step;
+	pj->leaving_step = j->leaving_step;
+	pj->stop_before = j->stop_before;
 	pj->rollback_reason = (char *)j->rollback_reason;
 	pj->n_trainers = j->n_trainers;
 	pj->trainers = pb_aalloc(a, j->n_trainers * sizeof *pj->trainers);
@@ -351,6 +354,9 @@ enum zs_status pb_job_from(const Zshard__Job *pj, struct zs_job *j,
 	j->restored_step = pj->restored_step;
 	j->restore_pending = pj->restore_pending;
 	j->timeline = pj->timeline;
+	j->stopped_step = pj->stopped_step;
+	j->leaving_step = pj->leaving_step;
+	j->stop_before = pj->stop_before;
 	st = pb_cpy(j->restore_error, sizeof j->restore_error, pj->restore_error, "restore error",
 		 err);
 	if (!st)

@@ -380,7 +380,7 @@ again:
 		unsigned len;
 		rc = zs_trainer_resume(t, &start, NULL, 0, &len);
 		if (rc == ZS_OK) {
-			printf("rank %u resumes at step %llu (checkpoint)\n", rank,
+			printf("rank %u resumes at step %llu\n", rank,
 			       (unsigned long long)start);
 			break;
 		}
@@ -412,7 +412,14 @@ again:
 		float *lp[MAXL], *lg[MAXL];
 		loss = 0;
 		sample(&w, d, rank, step);
-		if ((rc = zs_step_begin(t, step)))
+		if ((rc = zs_step_begin(t, step)) == ZS_ECANCELED) {
+			/* zshardctl job stop: every rank leaves before this step */
+			printf("rank %u stops before step %llu: %s\n", rank,
+			       (unsigned long long)step, zs_trainer_error(t));
+			work_free(&w);
+			return 0;
+		}
+		if (rc)
 			goto fail;
 		for (int u = 0; u < NU; u++) { /* forward: the window gathers ahead */
 			if ((rc = zs_unit_params(t, (unsigned)u, 0, &p)))

@@ -107,6 +107,7 @@ struct zs_member {
 	int64_t joined_ms;
 	uint64_t session;   /* the trainer process's (random, at its join) */
 	int64_t last_hb_ms; /* the coordinator's monotonic clock; not persisted */
+	int64_t joined_mono_ms; /* the same clock at its join; not persisted */
 };
 
 struct zs_job {
@@ -120,6 +121,9 @@ struct zs_job {
 					      * (ZS_CKPT_RESET: a reset) */
 	char restore_error[256];             /* why the last restore failed */
 	uint64_t timeline;                   /* grows at every restore or rollback */
+	uint64_t stopped_step;               /* every rank left cleanly before it */
+	uint64_t leaving_step;               /* what the ranks that left agreed on */
+	uint64_t stop_before;                /* stopping: ranks leave before it */
 	char rollback_reason[256];           /* why the last rollback, "" if none */
 };
 
@@ -181,6 +185,15 @@ struct zs_task {
 	uint64_t id, step;
 };
 
+/* A server's claim, at its first registration, that it brought back a
+ * job's live state from a clean stop (see server/live.c). */
+struct zs_live_claim {
+	char job[ZS_JOB_NAME_MAX];
+	int64_t created_ms;
+	uint64_t epoch, step;
+};
+#define ZS_LIVE_MAX 16
+
 struct zs_server_info {
 	uint64_t id;
 	char addr[ZS_ADDR_MAX];
@@ -192,7 +205,9 @@ struct zs_server_info {
 	uint32_t transports;
 	bool up;
 	int64_t last_seen_ms; /* ms since the last heartbeat */
-	bool fresh;           /* registering: just started, no job's live state */
+	bool fresh;           /* registering: just started */
+	uint32_t n_live;      /* registering fresh: the jobs whose live state it */
+	struct zs_live_claim live[ZS_LIVE_MAX]; /* brought back from its disk */
 };
 
 struct zs_assignment {

@@ -73,7 +73,17 @@ struct snapjob {
 	struct snapjob *next;
 };
 
-enum { KV_META, KV_CKPT };
+enum { KV_META, KV_CKPT, KV_LIVE };
+
+/* live.c */
+/* At a clean stop (the data plane stopped): keeps every job that is
+ * between steps on disk for the next start. */
+void srvd_live_persist(struct srvd *d);
+/* At start, before registering: the jobs kept, as claims (d->me.live). */
+void srvd_live_claims(struct srvd *d);
+/* After the first assignments: loads the kept jobs still assigned here at
+ * the same epoch, and deletes what was kept. */
+void srvd_live_load(struct srvd *d);
 
 /* member.c */
 /* The engine's norm exchange: the coordinator sums every server's norms. */

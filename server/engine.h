@@ -137,14 +137,26 @@ typedef enum zs_status (*engine_loader)(void *ctx, const struct engine_snap *wan
  * Restores every shard of job through load, all or nothing: every shard is
  * loaded and checked (one step for all) before any changes; load NULL
  * resets the job instead (step 0, no parameters until an initial upload).
- * Either ends the job's timeline: the handle its trainers' connections
- * carry is retired (their requests, and the gathers they have waiting, get
- * ZS_ERESUME; they reconnect), pushes still landing are waited for (within
- * the step timeout, else ZS_ETIMEDOUT) and discarded with any half-finished
- * step. *step receives the restored step.
+ * rollback: the restore ends the job's timeline: the handle its trainers'
+ * connections carry is retired (their requests, and the gathers they have
+ * waiting, get ZS_ERESUME; they reconnect), pushes still landing are
+ * waited for (within the step timeout, else ZS_ETIMEDOUT) and discarded
+ * with any half-finished step. Without it (a server bringing back its own
+ * live state at start) gathers waiting for the restored step are served.
+ * *step receives the restored step.
  */
 enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
-			      void *ctx, uint64_t *step, struct zs_error *err);
+			      void *ctx, bool rollback, uint64_t *step, struct zs_error *err);
+
+/*
+ * Captures every shard of job as it is now, if the job is between steps:
+ * every shard has parameters at one version, no push is in or landing.
+ * ZS_OK: *snaps (n of them, engine_snaps_free) and *step; ZS_ESTATE (with
+ * the reason) otherwise; ZS_ENOTFOUND. The caller keeps trainers away
+ * (the listener stopped) so that the shards cannot move meanwhile.
+ */
+enum zs_status engine_capture_now(struct engine *e, const char *job, struct engine_snap **snaps,
+				  uint32_t *n, uint64_t *step, struct zs_error *err);
 
 void engine_stats(struct engine *e, struct engine_stats *st);
 

@@ -66,7 +66,7 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	static const char *const tables[] = {"meta", "ckpt"};
+	static const char *const tables[] = {"meta", "ckpt", "live"};
 	const char *coord_addr = getenv("ZSHARD_COORDINATOR");
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
 	const char *data_listen = NULL;
@@ -161,7 +161,7 @@ int main(int argc, char **argv)
 	/* a virtual reservation; written through the map (about 5x faster for
 	 * checkpoint records here), so data.mdb is a sparse file of that size */
 	if (zs_kv_open(data_dir, d.me.capacity * 8 > (1ULL << 30) ? d.me.capacity * 8 : 1ULL << 30,
-		       tables, 2, ZS_KV_WRITEMAP, &d.kv, &err))
+		       tables, sizeof tables / sizeof tables[0], ZS_KV_WRITEMAP, &d.kv, &err))
 		goto clean_lock;
 	pthread_cond_init(&d.wcv, NULL);
 	if (pthread_create(&d.writer, NULL, srvd_writer_main, &d)) {
@@ -240,9 +240,11 @@ int main(int argc, char **argv)
 		ZS_VERSION, d.me.addr, d.me.data_addr, d.me.shm_addr, data_dir,
 		(unsigned long long)d.me.capacity, d.me.id ? "" : " (new)");
 
+	srvd_live_claims(&d);
 	if (srvd_do_register(&d, &err))
 		goto clean_rpc;
 	srvd_refresh_assignments(&d);
+	srvd_live_load(&d);
 	/* a restore asked while we were away is waiting */
 	d.task_gen = (uint64_t)-1;
 	if (pthread_create(&hb, NULL, srvd_heartbeat, &d)) {
@@ -262,6 +264,9 @@ int main(int argc, char **argv)
 	pthread_mutex_unlock(&d.mu);
 	pthread_join(d.writer, NULL);
 	d.writer = 0;
+	/* no trainer can move a shard now: keep what is between steps */
+	zs_listener_stop(dp);
+	srvd_live_persist(&d);
 	zs_rpc_server_free(rpc);
 	rpc = NULL;
 	engine_free(d.engine);

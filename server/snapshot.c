@@ -224,7 +224,7 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 }
 
 enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
-			      void *ctx, uint64_t *step, struct zs_error *err)
+			      void *ctx, bool rollback, uint64_t *step, struct zs_error *err)
 {
 	struct ejob *j = job_by_name(e, job);
 	struct engine_snap *tmp;
@@ -262,15 +262,20 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 	 * still landing is waited for and discarded, and so is a step some
 	 * ranks pushed and others never will (a trainer died in it).
 	 */
-	if (!st) {
+	if (!st && rollback)
 		retire_handle(e, j);
+	if (!st)
 		st = wait_quiet(e, j, err);
-	}
 	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
 		struct eshard *s = &j->shards[k];
-		struct held *gone = NULL;
-		size_t n = s->sh.length, n_gone = 0;
+		struct held *gone = NULL, *rel = NULL;
+		size_t n = s->sh.length, n_gone = 0, n_rel = 0;
 		pthread_mutex_lock(&s->mu);
+		if (s->n_held && !rollback && !(rel = malloc(s->n_held * sizeof *rel))) {
+			pthread_mutex_unlock(&s->mu);
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+			break;
+		}
 		if (load) {
 			if (eng_arrays_io(e, s, true, tmp[k].master, tmp[k].s0, tmp[k].s1))
 				zs_error("restore: cannot write unit %u shard %u to %s", s->sh.unit,
@@ -289,11 +294,20 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 		memset(s->nacc, 0, j->spec.world_size * sizeof *s->nacc);
 		if (s->n_held && (gone = malloc(s->n_held * sizeof *gone))) {
-			memcpy(gone, s->held, s->n_held * sizeof *gone);
-			n_gone = s->n_held;
-			s->n_held = 0;
+			size_t keep = 0;
+			for (size_t h = 0; h < s->n_held; h++) {
+				if (rollback) /* every one: they belong to the old timeline */
+					gone[n_gone++] = s->held[h];
+				else if (s->held[h].x.step == at && s->ready)
+					rel[n_rel++] = s->held[h];
+				else
+					s->held[keep++] = s->held[h];
+			}
+			s->n_held = keep;
 		}
 		pthread_mutex_unlock(&s->mu);
+		eng_serve_released(e, s, rel, n_rel);
+		rel = NULL;
 		for (size_t h = 0; h < n_gone; h++)
 			zs_sop_fail(gone[h].op, ZS_ERESUME,
 				    "job '%s' was rolled back to step %llu while this gather of step %llu waited: resume",
@@ -310,6 +324,62 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		else
 			zs_info("job '%s': %u shards reset: no parameters until rank 0 uploads them",
 				j->name, j->n_shards);
+	}
+	eng_job_unref(e, j);
+	return st;
+}
+
+enum zs_status engine_capture_now(struct engine *e, const char *job, struct engine_snap **snaps,
+				  uint32_t *n, uint64_t *step, struct zs_error *err)
+{
+	struct ejob *j = job_by_name(e, job);
+	struct engine_snap *v;
+	enum zs_status st = ZS_OK;
+
+	if (!j)
+		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
+	v = calloc(j->n_shards ? j->n_shards : 1, sizeof *v);
+	if (!v) {
+		eng_job_unref(e, j);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+		struct eshard *s = &j->shards[k];
+		size_t len = s->sh.length;
+		bool busy;
+		pthread_mutex_lock(&s->mu);
+		busy = s->full || s->reduced || s->init_landing;
+		for (uint32_t r = 0; r < j->spec.world_size; r++)
+			busy |= s->slot[r] != SLOT_EMPTY || s->nacc[r];
+		if (!s->ready)
+			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters",
+				     eng_unit_name(j, s->sh.unit));
+		else if (busy)
+			st = zs_fail(err, ZS_ESTATE, "unit '%s' is in the middle of step %llu",
+				     eng_unit_name(j, s->sh.unit), (unsigned long long)s->version);
+		else if (k > 0 && s->version != v[0].step)
+			st = zs_fail(err, ZS_ESTATE, "its units are at different steps (%llu, %llu)",
+				     (unsigned long long)v[0].step, (unsigned long long)s->version);
+		if (!st) {
+			v[k] = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, len,
+						    s->version, malloc(len * 4),
+						    s->n_arrays > 1 ? malloc(len * 4) : NULL,
+						    s->n_arrays > 2 ? malloc(len * 4) : NULL};
+			if (!v[k].master || (s->n_arrays > 1 && !v[k].s0) ||
+			    (s->n_arrays > 2 && !v[k].s1))
+				st = zs_fail(err, ZS_ENOMEM, "out of memory");
+			else if (eng_arrays_io(e, s, false, v[k].master, v[k].s0, v[k].s1))
+				st = zs_fail(err, ZS_EIO, "cannot read unit '%s' from %s",
+					     eng_unit_name(j, s->sh.unit), s->path);
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	if (st) {
+		engine_snaps_free(v, j->n_shards);
+	} else {
+		*snaps = v;
+		*n = j->n_shards;
+		*step = j->n_shards ? v[0].step : 0;
 	}
 	eng_job_unref(e, j);
 	return st;

@@ -7,12 +7,15 @@ servers, --ranks trainers of examples/charlm with automatic checkpoints every
 --every steps) under a supervisor that restarts whatever dies, as systemd or
 Kubernetes would (daemons always; a trainer when it exits non-zero). One
 process, drawn from the seed, is killed with SIGKILL once rank 0 has reached a
-step also drawn from it. Nobody touches the cluster after that: the job must
+step also drawn from it; or (kind "stop") the whole cluster is stopped cleanly
+(zshardctl job stop, then SIGTERM to every daemon) and started again, which
+must not roll the job back. Nobody touches the cluster after that: the job must
 finish by itself, and its final parameters and optimizer state (zshardctl
 export --optimizer) must be bitwise those of the fault-free run.
 
     tests/faults/faults.py [--trials N] [--seed S] [--steps N] [--every K]
-                           [--servers S] [--ranks R] [--kinds trainer,server,coordinator]
+                           [--servers S] [--ranks R] [--batch B]
+                           [--kinds trainer,server,coordinator,stop]
                            [--trial KIND:STEP]...   fixed trials instead of drawn ones
 
 Prints one line per trial and a table: victim, kill step, the step the job
@@ -129,7 +132,7 @@ class Cluster:
 
     def trainer_argv(self, r):
         argv = [os.path.join(BIN, "charlm"), "--coordinator", self.coord_addr, "--job", self.job,
-                "--rank", str(r), "--steps", str(self.a.steps), "--batch", "8",
+                "--rank", str(r), "--steps", str(self.a.steps), "--batch", str(self.a.batch),
                 "--print-every", "1", "--transport", "tcp"]
         return argv
 
@@ -183,6 +186,28 @@ class Cluster:
         j = json.loads(self.ctl("job", "show", self.job, "--json"))
         return bool(j.get("restoring", j.get("job", {}).get("restoring")))
 
+    def bounce(self):
+        """A clean stop of the whole cluster and a start on the same
+        directories: every rank leaves before one step (zshardctl job
+        stop), the daemons get SIGTERM (the servers keep the job's live
+        state), then everything starts again, trainers included."""
+        self.ctl("job", "stop", self.job)
+        old = self.procs
+        self.stopping = True
+        for p in reversed(old):
+            p.stop()
+        for p in old:
+            p.t.join(15)
+        self.stopping = False
+        self.procs = []
+        names = [(p.name, p.argv_fn, p.log, p.daemon) for p in old]
+        for name, fn, log, daemon in names:
+            p = Proc(self, name, fn, log, daemon)
+            self.procs.append(p)
+            p.t.start()
+            if name == "coordinator":
+                time.sleep(0.3)
+
     def proc(self, name):
         return next(p for p in self.procs if p.name == name)
 
@@ -220,7 +245,11 @@ def run_trial(a, victim, kill_step, tag):
                 raise RuntimeError("the job did not finish within %d s" % TRIAL_LIMIT_S)
             if victim and killed_at is None and cl.rank0_step() >= kill_step:
                 at = cl.rank0_step()
-                if cl.proc(victim).kill():
+                if victim == "cluster":
+                    cl.bounce()
+                    killed_at = now()
+                    res["kill_step"] = kill_step = at
+                elif cl.proc(victim).kill():
                     killed_at = now()
                     res["kill_step"] = kill_step = at
                     cl.note("killed %s at step %d" % (victim, kill_step))
@@ -249,6 +278,11 @@ def run_trial(a, victim, kill_step, tag):
                            for r in range(a.ranks))
             m = re.findall(r"resumes at step (\d+)", logs)
             res["rollback"] = m[-1] if m else "none"
+            coord_log = open(os.path.join(d, "coordinator.log"), errors="replace").read()
+            if victim == "cluster":
+                if "rolling back" in coord_log or "starts again from step 0" in coord_log:
+                    raise RuntimeError("the clean stop rolled the job back")
+                res["rollback"] += " (kept)"
         res["ok"] = True
     except KeyboardInterrupt:
         cl.stop()
@@ -287,9 +321,10 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--every", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=32, help="charlm's batch (its step time)")
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--kinds", default="trainer,server,coordinator")
+    ap.add_argument("--kinds", default="trainer,server,coordinator,stop")
     ap.add_argument("--trial", action="append", default=[],
                     help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
     a = ap.parse_args()
@@ -305,8 +340,8 @@ def main():
         plan.append((kind, int(step)))
     if not plan:
         plan = [(rng.choice(kinds), rng.randrange(1, a.steps - 2)) for _ in range(a.trials)]
-    print("faults: seed %d, %d trials; %d servers, %d ranks, %d steps, checkpoint every %d"
-          % (seed, len(plan), a.servers, a.ranks, a.steps, a.every), flush=True)
+    print("faults: seed %d, %d trials; %d servers, %d ranks, %d steps of batch %d, checkpoint every %d"
+          % (seed, len(plan), a.servers, a.ranks, a.steps, a.batch, a.every), flush=True)
     base = run_trial(a, None, 0, "baseline")
     if not base["ok"]:
         print("faults: the fault-free run failed: %s" % base["why"])
@@ -315,10 +350,10 @@ def main():
                                                                base["digest"][:16]), flush=True)
     rows, bad = [], 0
     for i, (kind, step) in enumerate(plan):
-        n = {"trainer": a.ranks, "server": a.servers, "coordinator": 1}[kind]
+        n = {"trainer": a.ranks, "server": a.servers, "coordinator": 1, "stop": 1}[kind]
         idx = rng.randrange(n)
         victim = {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
-                  "coordinator": "coordinator"}[kind]
+                  "coordinator": "coordinator", "stop": "cluster"}[kind]
         r = run_trial(a, victim, step, str(i))
         equal = r["ok"] and r["digest"] == base["digest"]
         if r["ok"] and not equal:

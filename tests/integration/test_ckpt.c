@@ -93,10 +93,12 @@ static void test_checkpoint_and_resume(void **st)
 }
 
 /*
- * Everything stops at once (SIGKILL: no daemon gets to clean up), comes
- * back on the same directories, and the job resumes from its latest
- * committed checkpoint: the parameters after the remaining steps equal
- * those of a run that was never interrupted.
+ * Everything dies at once (SIGKILL: no daemon gets to clean up) and comes
+ * back on the same directories, and nobody restores by hand: the servers
+ * register fresh, the old trainers' leases lapse, the job rolls back to
+ * its latest committed checkpoint by itself, and the new trainers join
+ * (waiting for the lapse), resume there with their blobs and end where a
+ * run that was never interrupted ends.
  */
 static void test_full_cluster_restart(void **st)
 {
@@ -128,26 +130,6 @@ static void test_full_cluster_restart(void **st)
 
 	snprintf(addr, sizeof addr, "%s", C.addr);
 	assert_int_equal(start_cluster(addr), 0);
-	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
-	/* the old trainers' ranks are still recorded; they leave first */
-	for (uint32_t r = 0; r < 2; r++) {
-		if (!zs_coord_leave(c, "rs", r, 0, false, &j, NULL))
-			zs_job_release(&j);
-	}
-	/* restore the latest committed, once servers are back */
-	for (int i = 0; i < 200; i++) {
-		struct zs_error err = {0};
-		if (zs_coord_restore(c, "rs", 0, &j, &err) == ZS_OK)
-			break;
-		usleep(50 * 1000);
-	}
-	zs_job_release(&j);
-	wait_restored(c, "rs", &j);
-	if (j.restore_error[0])
-		fail_msg("restore failed: %s", j.restore_error);
-	assert_int_equal(j.restored_id, id);
-	zs_job_release(&j);
-	zs_coord_close(c);
 	for (uint32_t r = 0; r < 2; r++) {
 		char blob[8] = "", want[8];
 		x[r] = (struct rank_ctx){.t = join("rs", r, "tcp")};
@@ -156,6 +138,12 @@ static void test_full_cluster_restart(void **st)
 		snprintf(want, sizeof want, "r%u", r);
 		assert_string_equal(blob, want);
 	}
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "rs", &j, NULL), ZS_OK);
+	assert_int_equal(j.restored_id, id);
+	assert_true(j.rollback_reason[0] != '\0');
+	zs_job_release(&j);
+	zs_coord_close(c);
 	train_ranks(x, 2, 1, STEPS);
 	check_oracle(x[0].t, &spec, STEPS);
 	for (uint32_t r = 0; r < 2; r++)
@@ -348,10 +336,11 @@ static void test_export_import(void **st)
 }
 
 /*
- * A rank dies in the middle of a step: the other rank's pushes of that
- * step stay on the servers. A restore discards that half-finished step (it
- * refused before: "has pushes of step S in"), and the ranks that resume
- * from the checkpoint train to the same bits as a run never interrupted.
+ * A rank stops in the middle of a step: the other rank's pushes of that
+ * step stay on the servers. The ranks left before different steps, so the
+ * job rolls back by itself to its checkpoint, discarding the half-finished
+ * step, and the ranks that resume train to the same bits as a run never
+ * interrupted.
  */
 static void test_restore_discards_a_half_finished_step(void **st)
 {
@@ -378,7 +367,27 @@ static void test_restore_discards_a_half_finished_step(void **st)
 	zs_trainer_close(x[0].t);
 	zs_trainer_close(x[1].t);
 
+	/* the ranks left before different steps (2 and 3): the job rolls
+	 * back by itself, discarding the half-finished step */
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	{
+		struct zs_job j;
+		for (int i = 0; i < 100; i++) { /* the rollback is queued at the leave */
+			assert_int_equal(zs_coord_get_job(c, "half", &j, NULL), ZS_OK);
+			if (j.timeline)
+				break;
+			zs_job_release(&j);
+			usleep(50 * 1000);
+		}
+		zs_job_release(&j);
+		wait_restored(c, "half", &j);
+		if (!strstr(j.rollback_reason, "before step"))
+			fail_msg("rollback reason: '%s'", j.rollback_reason);
+		assert_int_equal(j.restored_id, id);
+		zs_job_release(&j);
+	}
+	/* and an operator's restore of the same checkpoint discards nothing
+	 * more: the servers are between steps */
 	restore(c, "half", id);
 	for (uint32_t r = 0; r < 2; r++) {
 		x[r] = (struct rank_ctx){.t = join("half", r, "tcp")};
@@ -493,11 +502,68 @@ static void test_delete_checkpoint(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * A clean stop loses nothing, without a checkpoint: every rank leaves
+ * before the same step, the servers and the coordinator stop on SIGTERM
+ * (the servers keep the job's live state on disk) and start again; the
+ * trainers resume at that step from the servers' own state, and the run
+ * ends bitwise where an uninterrupted one does. No rollback happened.
+ */
+static void test_clean_stop_loses_nothing(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_job j;
+	struct rank_ctx x[2];
+	unsigned long long step;
+	unsigned len;
+	char addr[64];
+
+	(void)st;
+	oracle_spec(&spec, "clean", 2, ZS_ADAMW, ZS_F32);
+	create_job(&spec);
+	for (uint32_t r = 0; r < 2; r++)
+		x[r] = (struct rank_ctx){.t = join("clean", r, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 2, 0, 2);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t); /* both between steps: before step 2 */
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "clean", &j, NULL), ZS_OK);
+	assert_int_equal(j.stopped_step, 2);
+	zs_job_release(&j);
+	zs_coord_close(c);
+
+	for (int i = 0; i < C.n; i++)
+		assert_int_equal(h_stop(C.srv[i], SIGTERM, 10000), 0);
+	assert_int_equal(h_stop(C.coord, SIGTERM, 10000), 0);
+	snprintf(addr, sizeof addr, "%s", C.addr);
+	assert_int_equal(start_cluster(addr), 0);
+	for (uint32_t r = 0; r < 2; r++) {
+		x[r] = (struct rank_ctx){.t = join("clean", r, "tcp")};
+		assert_int_equal(zs_trainer_resume(x[r].t, &step, NULL, 0, &len), ZS_OK);
+		assert_int_equal(step, 2);
+		assert_int_equal(len, 0);
+	}
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "clean", &j, NULL), ZS_OK);
+	assert_int_equal(j.timeline, 0);
+	assert_string_equal(j.rollback_reason, "");
+	zs_job_release(&j);
+	zs_coord_close(c);
+	train_ranks(x, 2, 2, STEPS);
+	check_oracle(x[0].t, &spec, STEPS);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t);
+	zs_job_spec_release(&spec);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_checkpoint_and_resume),
 		cmocka_unit_test(test_full_cluster_restart),
+		cmocka_unit_test(test_clean_stop_loses_nothing),
 		cmocka_unit_test(test_export_import),
 		cmocka_unit_test(test_restore_onto_other_server_counts),
 		cmocka_unit_test(test_restore_discards_a_half_finished_step),

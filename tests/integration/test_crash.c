@@ -182,7 +182,7 @@ static void coordinator_dies_at_commit(void)
 		zs_checkpoint_release(&k);
 		/* the old rank 0 left while the coordinator was down: it is still
 		 * recorded, and leaves now */
-		if (!zs_coord_leave(c, "crash3", 0, 0, false, &j, NULL))
+		if (!zs_coord_leave(c, "crash3", 0, 0, false, 0, &j, NULL))
 			zs_job_release(&j);
 	}
 	x[0] = (struct rank_ctx){.t = join("crash3", 0, "tcp")};

@@ -207,7 +207,7 @@ static void test_step_reports_roundtrip(void **st)
 				     .n_job_steps = 2, .job_steps = js}, s2;
 	char job[ZS_JOB_NAME_MAX];
 	uint32_t rank, stage, n;
-	uint64_t every;
+	uint64_t every, stop;
 	bool has;
 	struct zs_buf b;
 
@@ -224,10 +224,12 @@ static void test_step_reports_roundtrip(void **st)
 	assert_int_equal(zs_dec_report_step(b.data, b.len, job, &rank, &r2, &has, NULL), ZS_OK);
 	assert_false(has);
 	zs_buf_release(&b);
-	assert_int_equal(zs_enc_report_step_reply(2, 50, &b), ZS_OK);
-	assert_int_equal(zs_dec_report_step_reply(b.data, b.len, &stage, &every, NULL), ZS_OK);
+	assert_int_equal(zs_enc_report_step_reply(2, 50, 77, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step_reply(b.data, b.len, &stage, &every, &stop, NULL),
+			 ZS_OK);
 	assert_int_equal(stage, 2);
 	assert_int_equal(every, 50);
+	assert_int_equal(stop, 77);
 	zs_buf_release(&b);
 	assert_int_equal(zs_enc_step_reports(&r, 1, &b), ZS_OK);
 	assert_int_equal(zs_dec_step_reports(b.data, b.len, &list, &n, NULL), ZS_OK);
