@@ -352,6 +352,53 @@ static int c_trainers(struct ctx *x, int argc, char **argv)
 
 /* ------------------------------------------------------------ rebalance */
 
+#define WAIT_MS 120000
+
+/*
+ * A job stopped cleanly keeps its state on its servers only: before a
+ * rebalance moves it, a checkpoint of that step (taken at once: the servers
+ * are there) carries it. Waits for the checkpoint to commit.
+ */
+static int checkpoint_state(struct ctx *x, const char *name)
+{
+	struct zs_error err = {0};
+	struct zs_checkpoint k;
+	struct zs_job j;
+	uint64_t step, id;
+	int64_t t0 = zs_now_ms();
+
+	if (zs_coord_get_job(x->c, name, &j, &err))
+		return cli_die("%s", err.msg);
+	step = j.stopped_step;
+	if (!step || j.n_trainers) { /* nothing to take, or refused below */
+		zs_job_release(&j);
+		return 0;
+	}
+	zs_job_release(&j);
+	if (zs_coord_create_ckpt(x->c, name, step, &k, &err))
+		return cli_die("a checkpoint of step %llu to carry the job's state: %s",
+			       (unsigned long long)step, err.msg);
+	id = k.id;
+	while (k.state == ZS_CKPT_PENDING && zs_now_ms() - t0 < WAIT_MS) {
+		zs_checkpoint_release(&k);
+		zs_sleep_ms(100, NULL);
+		if (zs_coord_get_ckpt(x->c, name, id, &k, &err))
+			return cli_die("%s", err.msg);
+	}
+	if (k.state != ZS_CKPT_COMMITTED) {
+		int r = cli_die("checkpoint %llu of step %llu, to carry the job's state, %s%s%s",
+				(unsigned long long)id, (unsigned long long)step,
+				k.state == ZS_CKPT_FAILED ? "failed" : "did not commit in time",
+				k.error[0] ? ": " : "", k.error);
+		zs_checkpoint_release(&k);
+		return r;
+	}
+	zs_checkpoint_release(&k);
+	printf("job %s: checkpoint %llu holds its state of step %llu\n", name,
+	       (unsigned long long)id, (unsigned long long)step);
+	return 0;
+}
+
 static int c_rebalance(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
@@ -380,12 +427,35 @@ static int c_rebalance(struct ctx *x, int argc, char **argv)
 		return cli_usage_err("rebalance", "want a job name");
 	if ((r = cli_open_coord(x)))
 		return r;
+	if ((r = checkpoint_state(x, pos[0])))
+		return r;
 	if (zs_coord_rebalance(x->c, pos[0], ids, n_ids, &j, &err))
 		return cli_die("%s", err.msg);
 	printf("job %s: placement epoch %llu, %u shards\n", j.spec.name,
 	       (unsigned long long)j.placement.epoch, j.placement.n_shards);
+	if (j.restore_pending) { /* its state follows: wait for it */
+		uint64_t id = j.restore_pending;
+		int64_t t0 = zs_now_ms();
+		zs_job_release(&j);
+		for (;; zs_sleep_ms(100, NULL)) {
+			if (zs_coord_get_job(x->c, pos[0], &j, &err))
+				return cli_die("%s", err.msg);
+			if (!j.restore_pending || zs_now_ms() - t0 > WAIT_MS)
+				break;
+			zs_job_release(&j);
+		}
+		if (j.restore_pending)
+			r = cli_die("the state's move (checkpoint %llu) has not finished after %d s",
+				    (unsigned long long)id, WAIT_MS / 1000);
+		else if (j.restore_error[0])
+			r = cli_die("the state's move failed: %s", j.restore_error);
+		else
+			printf("job %s: its state of step %llu moved with it (checkpoint %llu)\n",
+			       j.spec.name, (unsigned long long)j.restored_step,
+			       (unsigned long long)id);
+	}
 	zs_job_release(&j);
-	return 0;
+	return r;
 }
 
 const struct cmd cmd_jobs = {"jobs", "[--json]", "List jobs with stage, world size, size and placement epoch.", c_jobs};
@@ -405,4 +475,10 @@ const struct cmd cmd_trainers = {"trainers", "JOB [--json] | evict JOB RANK",
 	"its trainer had (a trainer killed without leaving keeps its rank joined,\n"
 	"and a new process for that rank is refused until it is evicted).", c_trainers};
 
-const struct cmd cmd_rebalance = {"rebalance", "JOB [--servers ID,ID...]", "Recompute the job's placement over the live servers, or the ones\nnamed (no trainers joined); the epoch grows if it changed. A checkpoint\ntaken before restores onto the new placement.", c_rebalance};
+const struct cmd cmd_rebalance = {"rebalance", "JOB [--servers ID,ID...]",
+	"Recompute the job's placement over the live servers, or the ones\n"
+	"named (no trainers joined: zshardctl job stop first); the epoch grows if\n"
+	"it changed. The job's state moves with it, bitwise: a job stopped\n"
+	"cleanly gets a checkpoint of its step first, and the checkpoint it is at\n"
+	"is restored onto the new placement (waited for). Trainers then resume\n"
+	"there.", c_rebalance};

@@ -182,8 +182,8 @@ void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	struct zs_placement np;
 	struct place_server *ps;
 	struct zs_placement old;
-	struct zs_job *j;
-	uint64_t *want = NULL;
+	struct zs_job *j, was;
+	uint64_t *want = NULL, carry;
 	uint32_t n_want = 0;
 	size_t n_live;
 
@@ -203,10 +203,18 @@ void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	}
 	if (j->n_trainers) {
 		zs_rpc_fail(call, ZS_ESTATE,
-			    "job '%s' has %u joined trainers: moving live shard state is not supported; rebalance before trainers join",
-			    name, j->n_trainers);
+			    "job '%s' has %u joined trainers: stop it first (zshardctl job stop %s), then rebalance",
+			    name, j->n_trainers, name);
 		goto out;
 	}
+	if (j->restore_pending) {
+		zs_rpc_fail(call, ZS_ESTATE, "job '%s' is being restored: rebalance after that", name);
+		goto out;
+	}
+	/* the state the job has goes with it, as a checkpoint of that very
+	 * state restored onto the new placement: never dropped */
+	if ((carry = coord_state_checkpoint(c, j, call)) == UINT64_MAX)
+		goto out;
 	ps = malloc((c->n_srvs ? c->n_srvs : 1) * sizeof *ps);
 	if (!ps) {
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
@@ -235,9 +243,17 @@ void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		goto out;
 	}
 	old = j->placement;
+	was = *j;
 	j->placement = np;
+	if (carry) {
+		j->restore_pending = carry;
+		j->restore_error[0] = '\0';
+		j->timeline++;
+		j->stopped_step = 0;
+		j->leaving_step = 0;
+	}
 	if (coord_save_job(c, j, false, true, &e)) {
-		j->placement = old;
+		*j = was;
 		zs_placement_release(&np);
 		coord_reply_err(call, &e);
 		goto out;
@@ -245,6 +261,15 @@ void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	zs_placement_release(&old);
 	zs_info("job '%s' rebalanced over %zu servers: epoch %llu", name, n_live,
 		(unsigned long long)j->placement.epoch);
+	if (carry) {
+		struct zs_checkpoint *k = coord_find_ckpt(c, name, carry);
+		if (coord_add_ctask(c, j, ZS_TASK_RESTORE, carry, k ? k->step : 0))
+			zs_error("job '%s': out of memory queueing the restore of its state", name);
+		else
+			zs_info("job '%s': its state moves to the new placement (checkpoint %llu, step %llu)",
+				name, (unsigned long long)carry,
+				(unsigned long long)(k ? k->step : 0));
+	}
 	coord_reply_job(call, j);
 out:
 	pthread_mutex_unlock(&c->mu);

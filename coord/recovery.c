@@ -312,3 +312,24 @@ void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 out:
 	pthread_mutex_unlock(&c->mu);
 }
+
+uint64_t coord_state_checkpoint(struct coord *c, const struct zs_job *j,
+				struct zs_rpc_call *call)
+{
+	const char *name = j->spec.name;
+	uint64_t step = j->stopped_step ? j->stopped_step : j->restored_step;
+	struct zs_checkpoint *k = NULL;
+
+	if (!j->stopped_step && !j->restored_id)
+		return 0;
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		if (!strcmp(c->ckpts[i].job, name) && c->ckpts[i].state == ZS_CKPT_COMMITTED &&
+		    c->ckpts[i].step == step)
+			k = &c->ckpts[i];
+	if (k && (k->epoch == j->placement.epoch || k->placement.n_shards))
+		return k->id;
+	zs_rpc_fail(call, ZS_ESTATE,
+		    "job '%s' holds the state of step %llu, which no committed checkpoint has: take one first (zshardctl checkpoint create %s --step %llu --wait 60000; its servers capture it at once)",
+		    name, (unsigned long long)step, name, (unsigned long long)step);
+	return UINT64_MAX;
+}

@@ -218,6 +218,17 @@ void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 /* Drops trainers whose lease lapsed, rolling their jobs back. */
 void coord_trainer_sweep(struct coord *c, int64_t now);
 
+/*
+ * The committed checkpoint that holds job j's state as it is now (between
+ * runs: no trainer joined), for a rebalance to restore onto the new
+ * placement: the one of its stopped step, or the one it was last restored
+ * from; 0 when it has no state to keep (never trained). UINT64_MAX after
+ * failing call: its state is at a step no checkpoint holds (the reply says
+ * how to take one).
+ */
+uint64_t coord_state_checkpoint(struct coord *c, const struct zs_job *j,
+				struct zs_rpc_call *call);
+
 /* norms.c */
 /* Fails every server waiting on n (caller holds mu and unlinks n). */
 void coord_norm_fail(struct norm_coll *n, enum zs_status code, const char *why);

@@ -79,7 +79,11 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 		    size_t errlen);
 
 /* Leaves the job and frees the handle; ops not yet completed are dropped
- * (their buffers are the caller's again once this returns). NULL is fine. */
+ * (their buffers are the caller's again once this returns). Leaving in the
+ * middle of a step (some of this step's pushes done, not all) rolls the
+ * job back; leaving between steps tells the coordinator before which step,
+ * and when every rank left before the same one the job resumes there.
+ * NULL is fine. */
 void zs_trainer_close(zs_trainer *t);
 
 /* The last failure's message on this trainer ("" if none). Valid until the
@@ -191,7 +195,9 @@ int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p);
  * coordinator (sending the last step's report) and starts the first
  * gathers. ZS_OK; ZS_ESTATE (the previous step has not ended); ZS_ERESUME
  * (the job rolled back since this trainer's last resume, or its rank's
- * lease lapsed); a gather's or the coordinator's failure. */
+ * lease lapsed); ZS_ECANCELED (the job is stopping before this step,
+ * zshardctl job stop: leave with zs_trainer_close, nothing is lost); a
+ * gather's or the coordinator's failure. */
 int zs_step_begin(zs_trainer *t, unsigned long long step);
 /* Waits for unit's parameters of the current step (starting the next
  * gathers of the window) and points *params at them: the library's buffer,
@@ -244,12 +250,13 @@ int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms);
  * takes the rank again if its lease lapsed (waiting, within the join's
  * timeout, for a rank still held by a lost process), waits for a restore
  * or rollback under way, reconnects to every server and forgets the step
- * driver's step in progress. ZS_OK: the job's state is the checkpoint of
- * *step (an operator's restore or an automatic rollback); this rank's blob
- * is copied (up to cap bytes into the caller's blob; *len gets its full
- * size, which may exceed cap). ZS_ENOTFOUND: the job has no checkpoint to
- * come from (never restored, or reset): start at step 0, rank 0 uploading
- * the initial parameters. ZS_ESTATE: a restore still under way after the
+ * driver's step in progress. ZS_OK: start at *step: every rank left the
+ * job cleanly before it (the servers kept it; *len is 0), or the job's
+ * state is the checkpoint of *step (an operator's restore or an automatic
+ * rollback), and this rank's blob is copied (up to cap bytes into the
+ * caller's blob; *len gets its full size, which may exceed cap).
+ * ZS_ENOTFOUND: the job has no state to come from (new, or reset with no
+ * checkpoint): start at step 0, rank 0 uploading the initial parameters. ZS_ESTATE: a restore still under way after the
  * timeout (retry); ZS_EIO: the restore failed (the message says why);
  * ZS_EEXIST: another trainer took the rank.
  */

@@ -151,10 +151,12 @@ static void test_full_cluster_restart(void **st)
 	zs_job_spec_release(&spec);
 }
 /*
- * Checkpoints restore onto another number of servers: taken on 2, restored
- * onto 3; taken on 3, restored onto 1. Each server assembles its new shards
- * from the records of the old ones (its own, or another server's); the
- * training that resumes equals training never interrupted, to the bit.
+ * A job's state moves with its placement: a checkpoint taken on 2 servers
+ * restores onto 3, a job stopped on 3 moves onto 1 (zshardctl rebalance
+ * checkpoints its step first), and a rebalance that would drop state is
+ * refused. Each server assembles its new shards from the records of the
+ * old ones (its own, or another server's); the training that resumes
+ * equals training never interrupted, to the bit.
  */
 static void test_restore_onto_other_server_counts(void **st)
 {
@@ -186,24 +188,56 @@ static void test_restore_onto_other_server_counts(void **st)
 	train_ranks(x, 1, 2, 3);
 	zs_trainer_close(x[0].t);
 
-	/* 2 servers -> 3 */
+	/* 2 servers -> 3, by hand: a rebalance that would drop the state the
+	 * job stopped at (step 3, no checkpoint of it) is refused and changes
+	 * nothing; the checkpoint of step 2 restores onto the new placement */
+	{
+		struct zs_error err = {0};
+		struct zs_job j;
+		uint64_t epoch;
+		assert_int_equal(zs_coord_get_job(c, "rp", &j, NULL), ZS_OK);
+		epoch = j.placement.epoch;
+		assert_int_equal(j.stopped_step, 3);
+		zs_job_release(&j);
+		assert_int_equal(zs_coord_rebalance(c, "rp", NULL, 0, &j, &err), ZS_ESTATE);
+		if (!strstr(err.msg, "step 3, which no committed checkpoint has"))
+			fail_msg("refusal: %s", err.msg);
+		assert_int_equal(zs_coord_get_job(c, "rp", &j, NULL), ZS_OK);
+		assert_int_equal(j.placement.epoch, epoch);
+		zs_job_release(&j);
+	}
+	restore(c, "rp", id); /* back to step 2: the job's state is that checkpoint */
 	rebalance(c, "rp", NULL, 0, C.n);
-	restore(c, "rp", id);
+	{
+		struct zs_job j;
+		wait_restored(c, "rp", &j); /* the rebalance moves it along */
+		assert_int_equal(j.restored_id, id);
+		zs_job_release(&j);
+	}
 	x[0] = (struct rank_ctx){.t = join("rp", 0, "shm")};
 	assert_int_equal(zs_trainer_resume(x[0].t, &step, NULL, 0, &len), ZS_OK);
 	assert_int_equal(step, 2);
 	train_ranks(x, 1, 2, 4);
 	check_oracle(x[0].t, &spec, 4);
-	assert_int_equal(zs_checkpoint(x[0].t, 4, NULL, 0, &id), ZS_OK);
-	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_OK);
 	train_ranks(x, 1, 4, 5);
-	zs_trainer_close(x[0].t);
+	zs_trainer_close(x[0].t); /* stopped before step 5 */
 
-	/* 3 servers -> 1 */
-	rebalance(c, "rp", &one, 1, 1);
-	restore(c, "rp", id);
+	/* 3 servers -> 1 with zshardctl: it checkpoints step 5 first, and the
+	 * state moves with the placement */
+	{
+		char ids[32], *out = NULL, *errs = NULL;
+		snprintf(ids, sizeof ids, "%llu", (unsigned long long)one);
+		if (ctl(&out, &errs, "rebalance", "rp", "--servers", ids, NULL))
+			fail_msg("zshardctl rebalance: %s", errs);
+		if (!strstr(out, "its state of step 5 moved with it"))
+			fail_msg("zshardctl rebalance said: %s", out);
+		free(out);
+		free(errs);
+	}
 	x[0] = (struct rank_ctx){.t = join("rp", 0, "tcp")};
-	train_ranks(x, 1, 4, 6);
+	assert_int_equal(zs_trainer_resume(x[0].t, &step, NULL, 0, &len), ZS_OK);
+	assert_int_equal(step, 5);
+	train_ranks(x, 1, 5, 6);
 	check_oracle(x[0].t, &spec, 6);
 	zs_trainer_close(x[0].t);
 	zs_coord_close(c);
