@@ -30,6 +30,36 @@ static void print_ckpt(const struct zs_checkpoint *k)
 	       zs_fmt_bytes(k->bytes, b, sizeof b), k->n_durable, k->n_blobs, k->error);
 }
 
+/*
+ * Tells every server of the job about checkpoint k now, rather than at
+ * its next heartbeat: a step just ahead of the trainers can then still be
+ * captured (each server arms the capture before the step's update).
+ */
+static int arm(struct ctx *x, const char *job, const struct zs_checkpoint *k)
+{
+	struct zs_error err = {0};
+	struct zs_server_info *s = NULL;
+	struct zs_task task = {.kind = ZS_TASK_SNAPSHOT, .id = k->id, .step = k->step};
+	struct zs_job j;
+	uint32_t n_s = 0;
+	enum zs_status st;
+
+	snprintf(task.job, sizeof task.job, "%s", job);
+	if ((st = zs_coord_get_job(x->c, job, &j, &err)) == ZS_OK) {
+		st = zs_coord_servers(x->c, &s, &n_s, &err);
+		for (uint32_t i = 0; !st && i < n_s; i++) {
+			bool holds = false;
+			for (uint32_t q = 0; q < j.placement.n_shards; q++)
+				holds |= j.placement.shards[q].server_id == s[i].id;
+			if (holds)
+				st = zs_server_snapshot(s[i].addr, x->timeout_ms, &task, &err);
+		}
+		free(s);
+		zs_job_release(&j);
+	}
+	return st ? cli_die("checkpoint %llu: %s", (unsigned long long)k->id, err.msg) : 0;
+}
+
 static int c_checkpoint(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
@@ -133,6 +163,10 @@ static int c_checkpoint(struct ctx *x, int argc, char **argv)
 		if (zs_coord_create_ckpt(x->c, job, step, &k, &err))
 			return cli_die("%s", err.msg);
 		id = k.id;
+		if (k.state == ZS_CKPT_PENDING && (r = arm(x, job, &k))) {
+			zs_checkpoint_release(&k);
+			return r;
+		}
 		for (uint64_t t = 0; k.state == ZS_CKPT_PENDING && t < wait_ms; t += 100) {
 			zs_checkpoint_release(&k);
 			sleep_100ms();

@@ -32,7 +32,7 @@ static int c_servers(struct ctx *x, int argc, char **argv)
 		for (uint32_t i = 0; i < n; i++) {
 			char tr[64];
 			json_array_append_new(
-				a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:I}",
+				a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:I, s:s}",
 					     "id", (json_int_t)s[i].id, "addr", s[i].addr,
 					     "data_addr", s[i].data_addr, "shm_addr", s[i].shm_addr,
 					     "host", s[i].host,
@@ -40,11 +40,12 @@ static int c_servers(struct ctx *x, int argc, char **argv)
 					     "capacity", (json_int_t)s[i].capacity,
 					     "used", (json_int_t)s[i].used,
 					     "transports", zs_transports_fmt(s[i].transports, tr, sizeof tr),
-					     "last_seen_ms", (json_int_t)s[i].last_seen_ms));
+					     "last_seen_ms", (json_int_t)s[i].last_seen_ms,
+					     "health", s[i].health));
 		}
 		cli_json_print(json_pack("{s:o}", "servers", a));
 	} else {
-		printf("%-4s %-22s %-5s %12s %12s %-10s %s\n", "ID", "ADDRESS", "STATE",
+		printf("%-4s %-22s %-6s %12s %12s %-10s %s\n", "ID", "ADDRESS", "STATE",
 		       "CAPACITY", "USED", "TRANSPORTS", "LAST SEEN");
 		for (uint32_t i = 0; i < n; i++) {
 			char cap[32], used[32], tr[64], seen[32];
@@ -53,11 +54,13 @@ static int c_servers(struct ctx *x, int argc, char **argv)
 			else
 				snprintf(seen, sizeof seen, "%.1f s ago",
 					 (double)s[i].last_seen_ms / 1000.0);
-			printf("%-4llu %-22s %-5s %12s %12s %-10s %s\n",
+			printf("%-4llu %-22s %-6s %12s %12s %-10s %s\n",
 			       (unsigned long long)s[i].id, s[i].addr, cli_state_name(&s[i]),
 			       zs_fmt_bytes(s[i].capacity, cap, sizeof cap),
 			       zs_fmt_bytes(s[i].used, used, sizeof used),
 			       zs_transports_fmt(s[i].transports, tr, sizeof tr), seen);
+			if (s[i].health[0])
+				printf("     %s\n", s[i].health);
 		}
 	}
 	free(s);

@@ -75,5 +75,5 @@ void cli_json_print(json_t *j)
 
 const char *cli_state_name(const struct zs_server_info *s)
 {
-	return s->up ? "up" : "down";
+	return !s->up ? "down" : s->health[0] ? "unwell" : "up";
 }

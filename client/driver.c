@@ -47,16 +47,28 @@ static void live_grads(zs_trainer *t, long long delta)
 static int wait_op(zs_trainer *t, zs_op **op)
 {
 	int bound = t->pol.op_timeout_ms > 0 ? t->pol.op_timeout_ms : TR_OP_TIMEOUT_MS;
-	int rc = zs_op_wait(*op, bound);
+	int64_t deadline = zs_now_ms() + bound;
 	char why[ZS_ERRMSG_MAX];
+	int rc;
 
-	if (rc != ZS_EAGAIN) {
-		*op = NULL;
-		return rc;
+	/* in slices, so that a server the coordinator marks down (stopped,
+	 * cut off) fails the wait at once instead of at the bound */
+	for (;;) {
+		int64_t left = deadline - zs_now_ms();
+		rc = zs_op_wait(*op, left <= 0 ? 0 : left < 250 ? (int)left : 250);
+		if (rc != ZS_EAGAIN) {
+			*op = NULL;
+			return rc;
+		}
+		if (zs_now_ms() >= deadline)
+			break;
+		if (tr_server_down(t, why, sizeof why))
+			return tr_fail(t, ZS_EUNAVAIL, "%s; waited for it %lld ms", why,
+				       (long long)(bound - (deadline - zs_now_ms())));
 	}
 	memcpy(why, t->err, sizeof why);
-	return tr_fail(t, ZS_ETIMEDOUT, "%s (the step driver's bound, zs_policy.op_timeout_ms)",
-		       why);
+	return tr_fail(t, ZS_ETIMEDOUT, "%s; %d ms in all (the step driver's bound, zs_policy.op_timeout_ms)",
+		       why, bound);
 }
 
 /* Waits for a parameter gather of the step driver, timing it. */

@@ -13,6 +13,50 @@
 
 #define LEASE_RENEW_MS 1000
 
+/* Keeps the servers the coordinator marks down (it stops hearing from one
+ * stopped or cut off within its lease), for the step driver's waits. */
+static void note_down(zs_trainer *t, struct zs_coord_client *c)
+{
+	struct zs_error err = {0};
+	struct zs_server_info *s;
+	uint32_t n;
+
+	if (zs_coord_servers(c, &s, &n, &err))
+		return;
+	pthread_mutex_lock(&t->down_mu);
+	t->n_down = 0;
+	for (uint32_t i = 0; i < n && t->n_down < 8; i++) {
+		if (s[i].up)
+			continue;
+		t->down[t->n_down].id = s[i].id;
+		t->down[t->n_down].silent_ms = s[i].last_seen_ms;
+		snprintf(t->down[t->n_down].addr, sizeof t->down[0].addr, "%s", s[i].addr);
+		t->n_down++;
+	}
+	pthread_mutex_unlock(&t->down_mu);
+	free(s);
+}
+
+bool tr_server_down(zs_trainer *t, char *buf, size_t len)
+{
+	bool down = false;
+
+	if (!t->lease_running)
+		return false;
+	pthread_mutex_lock(&t->down_mu);
+	for (uint32_t i = 0; i < t->n_down && !down; i++)
+		for (uint32_t k = 0; k < t->n_srv && !down; k++)
+			if (t->srv_id[k] == t->down[i].id) {
+				down = true;
+				snprintf(buf, len,
+					 "server %llu (%s) is down: the coordinator has not heard from it for %lld ms",
+					 (unsigned long long)t->down[i].id, t->down[i].addr,
+					 (long long)t->down[i].silent_ms);
+			}
+	pthread_mutex_unlock(&t->down_mu);
+	return down;
+}
+
 static void *lease_main(void *arg)
 {
 	zs_trainer *t = arg;
@@ -31,6 +75,7 @@ static void *lease_main(void *arg)
 		if (st == ZS_OK) {
 			atomic_store(&t->seen_timeline, j.timeline);
 			zs_job_release(&j);
+			note_down(t, c);
 		} else if (st == ZS_ENOTFOUND) {
 			atomic_store(&t->evicted, 1);
 		} else if (zs_now_ms() - last_note > 10000) { /* the coordinator away */
@@ -46,6 +91,9 @@ static void *lease_main(void *arg)
 
 enum zs_status tr_lease_start(zs_trainer *t, struct zs_error *err)
 {
+	static pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
+	t->down_mu = init;
+	t->n_down = 0;
 	atomic_store(&t->lease_stop, 0);
 	atomic_store(&t->evicted, 0);
 	atomic_store(&t->seen_timeline, t->timeline);

@@ -87,6 +87,10 @@ struct zs_trainer {
 	atomic_int lease_stop;
 	_Atomic uint64_t seen_timeline; /* the job's, at the last renewal */
 	atomic_int evicted;             /* the rank is no longer this trainer's */
+	/* servers the coordinator marks down, as of the last renewal */
+	pthread_mutex_t down_mu;
+	uint32_t n_down;
+	struct { uint64_t id; int64_t silent_ms; char addr[ZS_ADDR_MAX]; } down[8];
 };
 
 /* A wait's bound when no policy says (zs_policy.op_timeout_ms). */
@@ -127,5 +131,8 @@ void tr_driver_reset(zs_trainer *t);
 enum zs_status tr_lease_start(zs_trainer *t, struct zs_error *err);
 /* Stops renewing (the rank lapses unless it leaves); fine if not started. */
 void tr_lease_stop(zs_trainer *t);
+/* Whether a server t is connected to is marked down by the coordinator;
+ * if so, why (into buf) for an error message. */
+bool tr_server_down(zs_trainer *t, char *buf, size_t len);
 
 #endif

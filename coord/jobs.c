@@ -370,7 +370,7 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 	struct zs_error e = {0};
 	struct zs_job *j;
 	uint32_t rank, pos;
-	uint64_t session;
+	uint64_t session, held;
 	bool abandoned;
 	uint64_t next;
 
@@ -393,11 +393,16 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 			    rank, name);
 		goto out;
 	}
+	held = j->trainers[pos].session;
 	if (coord_drop_trainer(c, j, pos, &e)) {
 		coord_reply_err(call, &e);
 		goto out;
 	}
-	if (session && !abandoned) {
+	if (!held && !session) {
+		/* joined and left without the library (no lease, no pushes it
+		 * accounts for): a plain leave */
+		zs_info("job '%s': rank %u left", name, rank);
+	} else if (session && !abandoned) {
 		zs_info("job '%s': rank %u left%s", name, rank, next ? "" : " (it pushed nothing)");
 		coord_clean_leave(c, j, rank, next);
 	} else { /* the rank's step in flight is lost with it */

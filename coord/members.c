@@ -90,8 +90,9 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	struct zs_buf b;
 	struct srv *s;
 	uint64_t id, gen;
+	char health[sizeof s->info.health];
 
-	if (zs_dec_server_id(p, n, &id, &e))
+	if (zs_dec_heartbeat(p, n, &id, health, sizeof health, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	s = coord_find_srv(c, id);
@@ -105,6 +106,15 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	if (!s->up)
 		zs_info("server %llu (%s) up again", (unsigned long long)id,
 			s->info.addr);
+	if (strcmp(health, s->info.health)) {
+		if (health[0])
+			zs_warn("server %llu (%s) reports: %s", (unsigned long long)id, s->info.addr,
+				health);
+		else
+			zs_info("server %llu (%s) is well again", (unsigned long long)id,
+				s->info.addr);
+		snprintf(s->info.health, sizeof s->info.health, "%s", health);
+	}
 	s->up = true;
 	gen = c->assign_gen;
 	pthread_mutex_unlock(&c->mu);

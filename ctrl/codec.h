@@ -107,6 +107,10 @@ enum zs_status zs_dec_register_reply(const uint8_t *p, size_t n, uint64_t *id,
 
 /* Heartbeat and GetAssignments requests: one server id */
 enum zs_status zs_enc_server_id(uint64_t id, struct zs_buf *out);
+/* A server's heartbeat: its id and health ("" when well). */
+enum zs_status zs_enc_heartbeat(uint64_t id, const char *health, struct zs_buf *out);
+enum zs_status zs_dec_heartbeat(const uint8_t *p, size_t n, uint64_t *id, char *health,
+				size_t cap, struct zs_error *err);
 enum zs_status zs_dec_server_id(const uint8_t *p, size_t n, uint64_t *id,
 				struct zs_error *err);
 enum zs_status zs_enc_heartbeat_reply(uint32_t lease_ms, uint64_t gen, uint64_t task_gen,

@@ -113,6 +113,26 @@ enum zs_status zs_dec_server_id(const uint8_t *p, size_t n, uint64_t *id,
 	return ZS_OK;
 }
 
+enum zs_status zs_enc_heartbeat(uint64_t id, const char *health, struct zs_buf *out)
+{
+	Zshard__HeartbeatRequest m = ZSHARD__HEARTBEAT_REQUEST__INIT;
+	struct arena a = {0};
+	m.id = id;
+	m.health = (char *)health;
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_heartbeat(const uint8_t *p, size_t n, uint64_t *id, char *health,
+				size_t cap, struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__HeartbeatRequest, heartbeat_request, p, n, err);
+	*id = m->id;
+	st = pb_cpy(health, cap, m->health, "server health", err);
+	DONE(heartbeat_request);
+	return st;
+}
+
 enum zs_status zs_enc_heartbeat_reply(uint32_t lease_ms, uint64_t gen, uint64_t task_gen,
 				      struct zs_buf *out)
 {

@@ -133,12 +133,12 @@ enum zs_status zs_coord_register(struct zs_coord_client *c,
 	return st;
 }
 
-enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id,
+enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id, const char *health,
 				  uint32_t *lease_ms, uint64_t *gen, uint64_t *task_gen,
 				  struct zs_error *err)
 {
 	struct zs_buf req, resp;
-	enum zs_status st = call(c, ZS_M_HEARTBEAT, zs_enc_server_id(id, &req),
+	enum zs_status st = call(c, ZS_M_HEARTBEAT, zs_enc_heartbeat(id, health, &req),
 				 &req, &resp, err);
 	if (!st)
 		st = zs_dec_heartbeat_reply(resp.data, resp.len, lease_ms, gen, task_gen, err);

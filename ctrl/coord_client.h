@@ -33,7 +33,8 @@ const char *zs_coord_addr(const struct zs_coord_client *c);
 enum zs_status zs_coord_register(struct zs_coord_client *c,
 				 const struct zs_server_info *me, uint64_t *id,
 				 uint32_t *lease_ms, struct zs_error *err);
-enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id,
+/* health: "" when well; else what fails on the server (its disk). */
+enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id, const char *health,
 				  uint32_t *lease_ms, uint64_t *gen, uint64_t *task_gen,
 				  struct zs_error *err);
 enum zs_status zs_coord_assignments(struct zs_coord_client *c, uint64_t id,

@@ -197,6 +197,7 @@ Zshard__ServerInfo *pb_server_pb(struct arena *a, const struct zs_server_info *s
 	p->up = s->up;
 	p->used = s->used;
 	p->last_seen_ms = s->last_seen_ms;
+	p->health = (char *)s->health;
 	return p;
 }
 
@@ -415,7 +416,8 @@ enum zs_status pb_server_from(const Zshard__ServerInfo *p,
 		      "server data address", err)) ||
 	    (st = pb_cpy(s->shm_addr, sizeof s->shm_addr, p->shm_addr, "server shm address",
 		      err)) ||
-	    (st = pb_cpy(s->host, sizeof s->host, p->host, "server host", err)))
+	    (st = pb_cpy(s->host, sizeof s->host, p->host, "server host", err)) ||
+	    (st = pb_cpy(s->health, sizeof s->health, p->health, "server health", err)))
 		return st;
 	return ZS_OK;
 }

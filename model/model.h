@@ -205,6 +205,7 @@ struct zs_server_info {
 	uint32_t transports;
 	bool up;
 	int64_t last_seen_ms; /* ms since the last heartbeat */
+	char health[192];     /* "" when well; else what fails (its disk) */
 	bool fresh;           /* registering: just started */
 	uint32_t n_live;      /* registering fresh: the jobs whose live state it */
 	struct zs_live_claim live[ZS_LIVE_MAX]; /* brought back from its disk */

@@ -63,6 +63,7 @@ struct srvd {
 	struct { char job[ZS_JOB_NAME_MAX]; uint64_t id; } deleted[16];
 	unsigned n_deleted;
 	char rdma_note[256]; /* why rdma is (not) offered, for Status */
+	char health[192];    /* "" when well; else what fails (under mu) */
 };
 
 /* A captured snapshot on its way to LMDB. */
@@ -74,6 +75,12 @@ struct snapjob {
 };
 
 enum { KV_META, KV_CKPT, KV_LIVE };
+
+/* writer.c */
+/* Records the outcome of a write to this server's disk: an I/O error or a
+ * full disk makes the server report itself unwell in its heartbeats (the
+ * coordinator shows it) until a write succeeds again. */
+void srvd_note_storage(struct srvd *d, enum zs_status st, const char *why);
 
 /* live.c */
 /* At a clean stop (the data plane stopped): keeps every job that is

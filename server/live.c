@@ -91,6 +91,7 @@ void srvd_live_persist(struct srvd *d)
 	}
 	if (zs_kv_commit(t, &err))
 		zs_error("cannot keep live state: %s", err.msg);
+	srvd_note_storage(d, err.code, err.msg);
 }
 
 /* ------------------------------------------------------------- at start */

@@ -277,13 +277,17 @@ void *srvd_heartbeat(void *arg)
 			    (volatile const int *)&srvd_stop);
 		if (srvd_stop)
 			break;
-		st = zs_coord_heartbeat(d->coord, d->me.id, &lease, &gen, &task_gen, &err);
+		char health[sizeof d->health];
+		pthread_mutex_lock(&d->mu);
+		memcpy(health, d->health, sizeof health);
+		pthread_mutex_unlock(&d->mu);
+		st = zs_coord_heartbeat(d->coord, d->me.id, health, &lease, &gen, &task_gen, &err);
 		if (st == ZS_ENOTFOUND) {
 			zs_warn("coordinator does not know server %llu: registering again",
 				(unsigned long long)d->me.id);
 			st = srvd_do_register(d, &err);
 			if (!st)
-				st = zs_coord_heartbeat(d->coord, d->me.id, &lease, &gen,
+				st = zs_coord_heartbeat(d->coord, d->me.id, health, &lease, &gen,
 							&task_gen, &err);
 		}
 		if (st) {

@@ -117,6 +117,19 @@ static enum zs_status space_for(struct srvd *d, const struct snapjob *sj,
 	return ZS_OK;
 }
 
+void srvd_note_storage(struct srvd *d, enum zs_status st, const char *why)
+{
+	pthread_mutex_lock(&d->mu);
+	if (!st && d->health[0]) {
+		zs_info("its disk writes again: well");
+		d->health[0] = '\0';
+	} else if (st == ZS_EIO || st == ZS_ENOSPC) {
+		zs_fmt(d->health, sizeof d->health, "%s: %s",
+		       st == ZS_EIO ? "disk I/O error" : "disk full", why);
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
 /* Writes snapshots into LMDB, one transaction each, off the data path. */
 void *srvd_writer_main(void *arg)
 {
@@ -178,6 +191,7 @@ void *srvd_writer_main(void *arg)
 		else
 			zs_error("checkpoint %llu of job '%s': %s", (unsigned long long)sj->task.id,
 				 sj->task.job, err.msg);
+		srvd_note_storage(d, st, err.msg);
 		srvd_task_finish(d, &sj->task, !st, st ? err.msg : NULL, bytes);
 		free(sj);
 		pthread_mutex_lock(&d->mu);

@@ -592,6 +592,52 @@ static void test_clean_stop_loses_nothing(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * An operator's checkpoint of the very next step: zshardctl arms every
+ * server before it returns, so the capture is in place before the step's
+ * update even though the trainer goes on at once (the servers' own
+ * heartbeat would bring the task too late).
+ */
+static void test_checkpoint_just_ahead(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct rank_ctx x[1];
+	struct zs_checkpoint *v = NULL;
+	char *out = NULL, *errs = NULL;
+	uint32_t n = 0;
+	int state = 0;
+
+	(void)st;
+	oracle_spec(&spec, "ahead", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	x[0] = (struct rank_ctx){.t = join("ahead", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 2);
+	if (ctl(&out, &errs, "checkpoint", "create", "ahead", "--step", "3"))
+		fail_msg("checkpoint create: %s", errs);
+	free(out);
+	free(errs);
+	train_ranks(x, 1, 2, 6); /* past step 3 within milliseconds */
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	for (int i = 0; i < 200 && state != ZS_CKPT_COMMITTED && state != ZS_CKPT_FAILED; i++) {
+		usleep(50 * 1000);
+		assert_int_equal(zs_coord_list_ckpts(c, "ahead", &v, &n, NULL), ZS_OK);
+		assert_int_equal(n, 1);
+		state = v[0].state;
+		if (state == ZS_CKPT_FAILED)
+			fail_msg("checkpoint of step 3 failed: %s", v[0].error);
+		assert_int_equal(v[0].step, 3);
+		for (uint32_t i2 = 0; i2 < n; i2++)
+			zs_checkpoint_release(&v[i2]);
+		free(v);
+	}
+	assert_int_equal(state, ZS_CKPT_COMMITTED);
+	zs_trainer_close(x[0].t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -602,6 +648,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_restore_onto_other_server_counts),
 		cmocka_unit_test(test_restore_discards_a_half_finished_step),
 		cmocka_unit_test(test_delete_checkpoint),
+		cmocka_unit_test(test_checkpoint_just_ahead),
 	};
 	if (argc > 1) /* e.g. test_ckpt '*rdma*' */
 		cmocka_set_test_filter(argv[1]);

@@ -487,7 +487,7 @@ static void test_bad_rpcs_change_nothing(void **st)
 	strcpy(me.addr, "127.0.0.1:9");
 	me.capacity = 0;
 	assert_int_equal(zs_coord_register(c, &me, &id, &lease, &err), ZS_EINVAL);
-	assert_int_equal(zs_coord_heartbeat(c, 999, &lease, &id, &id, &err), ZS_ENOTFOUND);
+	assert_int_equal(zs_coord_heartbeat(c, 999, "", &lease, &id, &id, &err), ZS_ENOTFOUND);
 	/* a norm report for a job that does not clip, or for a shard elsewhere */
 	{
 		struct zs_shard_norm nv = {0, 0, 1.0};

@@ -286,6 +286,20 @@ static void test_checkpoint_on_a_full_disk(void **st)
 	zs_checkpoint_release(&k);
 	train_ranks(x, 1, 1, 2); /* the job goes on */
 	assert_true(h_alive(srv)); /* and the server did not die of it */
+	/* it says it is unwell (its next heartbeat carries it): the operator
+	 * sees why in zshardctl servers */
+	{
+		bool unwell = false;
+		for (int i = 0; i < 100 && !unwell; i++) {
+			assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+			for (uint32_t k2 = 0; k2 < n_s; k2++)
+				unwell |= s[k2].id == sid && strstr(s[k2].health, "disk full");
+			free(s);
+			if (!unwell)
+				usleep(50 * 1000);
+		}
+		assert_true(unwell);
+	}
 	/* room again: the next checkpoint commits, and the failed one, kept
 	 * until then for the operator to see, is pruned */
 	zs_fmt(cmd, sizeof cmd, "mount -o remount,size=64m %s", small);
@@ -295,6 +309,18 @@ static void test_checkpoint_on_a_full_disk(void **st)
 		assert_int_equal(zs_checkpoint(x[0].t, 2, NULL, 0, &id2), ZS_OK);
 		assert_int_equal(zs_checkpoint_wait(x[0].t, id2, 20000), ZS_OK);
 		assert_int_equal(zs_coord_get_ckpt(c, "full", id, &k, NULL), ZS_ENOTFOUND);
+	}
+	{ /* and well again */
+		bool well = false;
+		for (int i = 0; i < 100 && !well; i++) {
+			assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+			for (uint32_t k2 = 0; k2 < n_s; k2++)
+				well |= s[k2].id == sid && !s[k2].health[0];
+			free(s);
+			if (!well)
+				usleep(50 * 1000);
+		}
+		assert_true(well);
 	}
 	zs_trainer_close(x[0].t);
 	h_stop(srv, SIGTERM, 5000);
@@ -341,6 +367,39 @@ static void test_stopped_server_is_bounded(void **st)
 	assert_non_null(strstr(zs_trainer_error(t), "no answer from"));
 	assert_non_null(strstr(zs_trainer_error(t), "op_timeout_ms"));
 	assert_true((double)zs_now_ms() - t0 < 15000);
+	zs_trainer_close(t);
+	zs_job_spec_release(&spec);
+}
+
+/*
+ * A server stopped (SIGSTOP) under the step driver's default bound (120
+ * s): the coordinator marks it down within its lease (1.5 s here), and the
+ * wait fails then with ZS_EUNAVAIL naming the server, not at the bound.
+ */
+static void test_server_marked_down_fails_the_step(void **st)
+{
+	struct zs_job_spec spec;
+	zs_trainer *t;
+	const void *p;
+	int64_t t0, waited;
+	int rc = ZS_OK;
+
+	(void)st;
+	oracle_spec(&spec, "down", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t = join("down", 0, "tcp");
+	upload_init(t);
+	assert_int_equal(kill(C.srv[0], SIGSTOP), 0);
+	t0 = zs_now_ms();
+	if ((rc = zs_step_begin(t, 0)) == ZS_OK)
+		for (unsigned u = 0; u < zs_trainer_units(t) && rc == ZS_OK; u++)
+			rc = zs_unit_params(t, u, 0, &p);
+	waited = zs_now_ms() - t0;
+	kill(C.srv[0], SIGCONT);
+	if (rc != ZS_EUNAVAIL || !strstr(zs_trainer_error(t), "is down"))
+		fail_msg("after %lld ms: %s: %s", (long long)waited, zs_strerror(rc),
+			 zs_trainer_error(t));
+	assert_true(waited < 15000);
 	zs_trainer_close(t);
 	zs_job_spec_release(&spec);
 }
@@ -515,6 +574,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_checkpoint_on_a_full_disk, full_disk_teardown),
 		cmocka_unit_test(test_dead_trainer_is_named),
 		cmocka_unit_test(test_stopped_server_is_bounded),
+		cmocka_unit_test(test_server_marked_down_fails_the_step),
 		cmocka_unit_test(test_evicted_rank_rolls_back),
 		cmocka_unit_test(test_lapsed_lease_frees_the_rank),
 	};
