@@ -9,13 +9,16 @@ Kubernetes would (daemons always; a trainer when it exits non-zero). One
 process, drawn from the seed, is killed with SIGKILL once rank 0 has reached a
 step also drawn from it; or (kind "stop") the whole cluster is stopped cleanly
 (zshardctl job stop, then SIGTERM to every daemon) and started again, which
-must not roll the job back. Nobody touches the cluster after that: the job must
+must not roll the job back; or (kind "pause") a server is stopped (SIGSTOP)
+for 6 s; or (kind "partition", as root) the last server, in a network
+namespace of its own, is cut off for 6 s by taking its veth down. The
+trainers must then fail with a bounded error and the job finish by itself. Nobody touches the cluster after that: the job must
 finish by itself, and its final parameters and optimizer state (zshardctl
 export --optimizer) must be bitwise those of the fault-free run.
 
     tests/faults/faults.py [--trials N] [--seed S] [--steps N] [--every K]
                            [--servers S] [--ranks R] [--batch B]
-                           [--kinds trainer,server,coordinator,stop]
+                           [--kinds trainer,server,coordinator,stop,pause,partition]
                            [--trial KIND:STEP]...   fixed trials instead of drawn ones
 
 Prints one line per trial and a table: victim, kill step, the step the job
@@ -105,30 +108,85 @@ class Proc:
                 self.p.wait()
 
 
+PAUSE_S = 6  # a stopped server or a partition: longer than the servers' lease (2 s)
+
+
+def netns_reason():
+    """Why a partition cannot be made here (None: it can)."""
+    if os.geteuid() != 0:
+        return "not root (a network namespace needs it)"
+    if not shutil.which("ip"):
+        return "no ip (iproute2)"
+    return None
+
+
 class Cluster:
-    def __init__(self, d, a):
+    def __init__(self, d, a, netns=False):
         self.d, self.a = d, a
         self.stopping = False
         self.events = []
         self.coord_addr = None
         self.procs = []
         self.job = "faults"
+        self.ns = None
+        self.host = "127.0.0.1"
+        if netns:
+            self.make_netns()
+
+    def make_netns(self):
+        """The last server runs in a network namespace of its own, joined
+        by a veth pair (10.0.8.1 <-> 10.0.8.2) that a partition takes down."""
+        tag = "%d%d" % (os.getpid() % 10000, random.randrange(1000))
+        self.ns, self.va, self.vb = "zsf" + tag, "zfa" + tag, "zfb" + tag
+        self.host = "10.0.8.1"
+        for cmd in (["ip", "netns", "add", self.ns],
+                    ["ip", "link", "add", self.va, "type", "veth", "peer", "name", self.vb],
+                    ["ip", "link", "set", self.vb, "netns", self.ns],
+                    ["ip", "addr", "add", "10.0.8.1/24", "dev", self.va],
+                    ["ip", "link", "set", self.va, "up"],
+                    ["ip", "netns", "exec", self.ns, "ip", "addr", "add", "10.0.8.2/24", "dev",
+                     self.vb],
+                    ["ip", "netns", "exec", self.ns, "ip", "link", "set", self.vb, "up"],
+                    ["ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up"]):
+            subprocess.run(cmd, check=True, capture_output=True)
+
+    def drop_netns(self):
+        if not self.ns:
+            return
+        r = subprocess.run(["ip", "netns", "pids", self.ns], capture_output=True, text=True)
+        for pid in r.stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        subprocess.run(["ip", "link", "del", self.va], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+        self.ns = None
+
+    def partition(self, seconds):
+        subprocess.run(["ip", "link", "set", self.va, "down"], check=True)
+        time.sleep(seconds)
+        subprocess.run(["ip", "link", "set", self.va, "up"], check=True)
 
     def note(self, msg):
         self.events.append((now(), msg))
 
     def coordinator_argv(self):
-        listen = self.coord_addr or "127.0.0.1:0"
+        listen = self.coord_addr or self.host + ":0"
         return [os.path.join(BIN, "zshard-coordinator"), "--listen", listen,
                 "--data-dir", os.path.join(self.d, "coord"),
                 "--port-file", os.path.join(self.d, "coord.addr"),
                 "--lease-ms", "2000", "--trainer-lease-ms", "3000"]
 
     def server_argv(self, i):
-        return [os.path.join(BIN, "zshard-server"), "--coordinator", self.coord_addr,
+        argv = [os.path.join(BIN, "zshard-server"), "--coordinator", self.coord_addr,
                 "--data-dir", os.path.join(self.d, "server-%d" % i), "--capacity", "256M",
                 "--step-timeout-ms", "20000", "--coordinator-timeout-ms", "60000",
-                "--rdma", "off"]
+                "--rdma", "off", "--listen", self.host + ":0"]
+        if self.ns and i == self.a.servers - 1:  # the one beyond the veth
+            argv[-1] = "10.0.8.2:0"
+            argv = ["ip", "netns", "exec", self.ns] + argv
+        return argv
 
     def trainer_argv(self, r):
         argv = [os.path.join(BIN, "charlm"), "--coordinator", self.coord_addr, "--job", self.job,
@@ -228,12 +286,13 @@ class Cluster:
             p.stop()
         for p in self.procs:
             p.t.join(15)
+        self.drop_netns()
 
 
 def run_trial(a, victim, kill_step, tag):
     """Returns a dict: the outcome of one trial (victim None: fault-free)."""
     d = tempfile.mkdtemp(prefix="zshard-faults-")
-    cl = Cluster(d, a)
+    cl = Cluster(d, a, netns=victim == "partition")
     res = {"victim": victim or "-", "kill_step": kill_step, "rollback": "-", "recovery": None,
            "seconds": None, "digest": None, "ok": False, "why": ""}
     t0 = now()
@@ -249,6 +308,17 @@ def run_trial(a, victim, kill_step, tag):
                     cl.bounce()
                     killed_at = now()
                     res["kill_step"] = kill_step = at
+                elif victim == "partition":
+                    killed_at = now()
+                    res["kill_step"] = kill_step = at
+                    cl.partition(PAUSE_S)
+                elif victim.startswith("pause-"):
+                    p = cl.proc("server-" + victim[6:])
+                    if p.kill(signal.SIGSTOP):
+                        killed_at = now()
+                        res["kill_step"] = kill_step = at
+                        time.sleep(PAUSE_S)
+                        p.kill(signal.SIGCONT)
                 elif cl.proc(victim).kill():
                     killed_at = now()
                     res["kill_step"] = kill_step = at
@@ -324,7 +394,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32, help="charlm's batch (its step time)")
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--kinds", default="trainer,server,coordinator,stop")
+    ap.add_argument("--kinds", default="trainer,server,coordinator,stop,pause,partition")
     ap.add_argument("--trial", action="append", default=[],
                     help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
     a = ap.parse_args()
@@ -348,12 +418,18 @@ def main():
         return 1
     print("faults: fault-free run: %.1f s, export sha256 %s" % (base["seconds"],
                                                                base["digest"][:16]), flush=True)
-    rows, bad = [], 0
+    rows, bad, skipped = [], 0, 0
     for i, (kind, step) in enumerate(plan):
-        n = {"trainer": a.ranks, "server": a.servers, "coordinator": 1, "stop": 1}[kind]
+        n = {"trainer": a.ranks, "server": a.servers, "coordinator": 1, "stop": 1,
+             "pause": a.servers, "partition": 1}[kind]
         idx = rng.randrange(n)
         victim = {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
-                  "coordinator": "coordinator", "stop": "cluster"}[kind]
+                  "coordinator": "coordinator", "stop": "cluster", "pause": "pause-%d" % idx,
+                  "partition": "partition"}[kind]
+        if kind == "partition" and netns_reason():
+            print("trial %2d: partition: skipped: %s" % (i, netns_reason()), flush=True)
+            skipped += 1
+            continue
         r = run_trial(a, victim, step, str(i))
         equal = r["ok"] and r["digest"] == base["digest"]
         if r["ok"] and not equal:
@@ -374,8 +450,9 @@ def main():
               (i, r["victim"], r["kill_step"], r["rollback"], sec(r["recovery"]),
                r["seconds"], r["seconds"] - base["seconds"],
                "bitwise equal" if r["equal"] else "FAILED"))
-    print("\nfaults: %d of %d trials bitwise equal to the fault-free run (seed %d)"
-          % (len(rows) - bad, len(rows), seed))
+    print("\nfaults: %d of %d trials bitwise equal to the fault-free run (seed %d)%s"
+          % (len(rows) - bad, len(rows), seed,
+             ", %d skipped (the reason is above)" % skipped if skipped else ""))
     return 1 if bad else 0
 
 
