@@ -1,12 +1,14 @@
 /*
  * trainer.h - a trainer handle's state, internal to client/ (the API is
  * include/zshard.h). One handle is used by one thread at a time, so nothing
- * here is locked.
+ * here is locked, except what the lease thread shares (atomics, down_mu).
  *
  * Files: zshard.c (join through the coordinator, one data-plane connection
  * per server that holds a shard, ops that fan a unit's gather or push out
  * over its shards, checkpoints), driver.c (the step driver: the stage's
- * resharding policy, the prefetch window, bounded pushes, the step report).
+ * resharding policy, the prefetch window, bounded pushes, the step report),
+ * lease.c (the rank's lease, renewed by a thread of its own), resume.c
+ * (back onto the job's timeline after a rollback, a restore or a stop).
  */
 #ifndef ZS_CLIENT_TRAINER_H
 #define ZS_CLIENT_TRAINER_H
@@ -118,6 +120,13 @@ double tr_now_s(void);
  * then registers it per transfer). */
 void *tr_buf_alloc(zs_trainer *t, size_t n);
 void tr_buf_free(zs_trainer *t, void *p);
+/* Closes every server connection; requests in flight fail and are freed.
+ * reg_ops stays: buffers registered through it are deregistered with it. */
+void tr_disconnect(zs_trainer *t);
+/* (Re)connects to every server holding a shard of t->job over t->transport,
+ * waiting (within t->timeout_ms) for servers that have not loaded the
+ * job's placement yet. */
+enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err);
 /* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
 int tr_progress(zs_op *op, int timeout_ms);
 

@@ -69,9 +69,7 @@ static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
 	return NULL;
 }
 
-/* Closes what connect_all opened; requests in flight fail and are freed.
- * reg_ops stays: buffers registered through it are deregistered with it. */
-static void disconnect_all(zs_trainer *t)
+void tr_disconnect(zs_trainer *t)
 {
 	for (uint32_t i = 0; i < t->n_srv; i++)
 		zs_conn_close(t->conn[i]);
@@ -150,6 +148,24 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 			st = zs_fail(err, ZS_EUNAVAIL, "server %llu, which holds shards, is not listed",
 				     (unsigned long long)t->job.placement.shards[k].server_id);
 	free(s);
+	return st;
+}
+
+enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err)
+{
+	int64_t deadline = zs_now_ms() + t->timeout_ms;
+	enum zs_status st;
+
+	tr_disconnect(t);
+	while ((st = connect_all(t, t->transport, t->timeout_ms, err)) == ZS_EAGAIN &&
+	       zs_now_ms() < deadline) {
+		tr_disconnect(t);
+		zs_sleep_ms(50, NULL);
+	}
+	if (st == ZS_EAGAIN)
+		st = zs_fail(err, ZS_ETIMEDOUT, "%s (waited %d ms for it)", err->msg, t->timeout_ms);
+	if (st)
+		tr_disconnect(t);
 	return st;
 }
 
@@ -236,18 +252,7 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	/* a server that has not loaded the job's placement yet (it comes
 	 * with the server's next heartbeat) says ZS_EAGAIN: wait for it,
 	 * within the join's bound */
-	{
-		int64_t deadline = zs_now_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
-		while ((st = connect_all(t, transport, timeout_ms, &err)) == ZS_EAGAIN &&
-		       zs_now_ms() < deadline) {
-			disconnect_all(t);
-			zs_sleep_ms(50, NULL);
-		}
-		if (st == ZS_EAGAIN)
-			st = zs_fail(&err, ZS_ETIMEDOUT, "%s (waited %d ms for it)", err.msg,
-				     timeout_ms > 0 ? timeout_ms : 10000);
-	}
-	if (st)
+	if ((st = tr_reconnect(t, &err)))
 		goto fail;
 	*out = t;
 	return ZS_OK;
@@ -285,7 +290,7 @@ void zs_trainer_close(zs_trainer *t)
 		zs_coord_report_step(t->coord, t->job.spec.name, t->rank, &t->last, &stage,
 				     &every, &stop, &err);
 	}
-	disconnect_all(t); /* first: in-flight requests fail and are freed */
+	tr_disconnect(t); /* first: in-flight requests fail and are freed */
 	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
 		free(t->du[u].gather); /* ops only; their requests died with the conns */
 		free(t->du[u].push);
@@ -572,131 +577,4 @@ int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms)
 			nanosleep(&ts, NULL);
 		}
 	}
-}
-
-/*
- * Brings t onto the job's current timeline: rejoins if its rank lapsed,
- * waits (within t->timeout_ms) for a restore or rollback under way, and
- * reconnects to every server (connections of an earlier timeline get
- * ZS_ERESUME). *j: the job as it is now (the caller releases it).
- */
-/* Whether t's session still holds its rank in job j. */
-static bool holds_rank(const zs_trainer *t, const struct zs_job *j)
-{
-	for (uint32_t i = 0; i < j->n_trainers; i++)
-		if (j->trainers[i].rank == t->rank)
-			return j->trainers[i].session == t->session;
-	return false;
-}
-
-static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error *err)
-{
-	int64_t deadline = zs_now_ms() + t->timeout_ms;
-	enum zs_status st;
-
-	if ((st = zs_coord_get_job(t->coord, t->job.spec.name, j, err)))
-		return st;
-	if (!holds_rank(t, j))
-		atomic_store(&t->evicted, 1);
-	zs_job_release(j);
-	if (atomic_load(&t->evicted)) {
-		struct zs_join_req req = {.rank = t->rank, .session = t->session};
-		struct zs_job nj;
-		snprintf(req.job, sizeof req.job, "%s", t->job.spec.name);
-		gethostname(req.host, sizeof req.host - 1);
-		req.layout = t->job.spec.layout;
-		tr_lease_stop(t);
-		while ((st = zs_coord_join(t->coord, &req, &nj, err)) == ZS_EEXIST &&
-		       zs_now_ms() < deadline)
-			zs_sleep_ms(200, NULL);
-		if (st)
-			return st;
-		zs_job_release(&t->job);
-		t->job = nj;
-		atomic_store(&t->evicted, 0);
-		zs_info("rank %u rejoined job '%s' (its lease had lapsed, or it was evicted)",
-			t->rank, nj.spec.name);
-		if ((st = tr_lease_start(t, err)))
-			return st;
-	}
-	for (;;) {
-		if ((st = zs_coord_get_job(t->coord, t->job.spec.name, j, err)))
-			return st;
-		if (!j->restore_pending)
-			break;
-		zs_job_release(j);
-		if (zs_now_ms() >= deadline)
-			return zs_fail(err, ZS_ESTATE, "job '%s' is still being restored (waited %d ms)",
-				       t->job.spec.name, t->timeout_ms);
-		zs_sleep_ms(50, NULL);
-	}
-	if (j->restore_error[0]) {
-		st = zs_fail(err, ZS_EIO, "job '%s' could not be restored: %s", j->spec.name,
-			     j->restore_error);
-		zs_job_release(j);
-		return st;
-	}
-	/* the placement may have moved with the restore: take the job's */
-	zs_placement_release(&t->job.placement);
-	if ((st = zs_placement_copy(&t->job.placement, &j->placement))) {
-		zs_job_release(j);
-		return zs_fail(err, st, "out of memory");
-	}
-	disconnect_all(t);
-	tr_driver_reset(t);
-	{
-		int64_t until = zs_now_ms() + t->timeout_ms;
-		while ((st = connect_all(t, t->transport, t->timeout_ms, err)) == ZS_EAGAIN &&
-		       zs_now_ms() < until) {
-			disconnect_all(t);
-			zs_sleep_ms(50, NULL);
-		}
-	}
-	if (st) {
-		disconnect_all(t);
-		zs_job_release(j);
-		return st;
-	}
-	t->timeline = j->timeline;
-	atomic_store(&t->seen_timeline, j->timeline);
-	return ZS_OK;
-}
-
-int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsigned cap,
-		      unsigned *len)
-{
-	struct zs_error err = {0};
-	struct zs_checkpoint k;
-	struct zs_job j;
-	enum zs_status st = catch_up(t, &j, &err);
-
-	if (st)
-		return tr_fail(t, st, "%s", err.msg);
-	if (j.stopped_step) { /* every rank left there; the servers kept it */
-		*step = j.stopped_step;
-		*len = 0;
-		zs_job_release(&j);
-		return ZS_OK;
-	}
-	if (!j.restored_id) {
-		st = tr_fail(t, ZS_ENOTFOUND,
-			     "job '%s' was never restored from a checkpoint: it starts at step 0",
-			     j.spec.name);
-		zs_job_release(&j);
-		return st;
-	}
-	*step = j.restored_step;
-	*len = 0;
-	st = zs_coord_get_ckpt(t->coord, j.spec.name, j.restored_id, &k, &err);
-	zs_job_release(&j);
-	if (st)
-		return tr_fail(t, st, "%s", err.msg);
-	for (uint32_t i = 0; i < k.n_blobs; i++)
-		if (k.blobs[i].rank == t->rank) {
-			*len = k.blobs[i].len;
-			if (blob)
-				memcpy(blob, k.blobs[i].data, k.blobs[i].len < cap ? k.blobs[i].len : cap);
-		}
-	zs_checkpoint_release(&k);
-	return ZS_OK;
 }

@@ -1,0 +1,129 @@
+/*
+ * resume.c - a trainer's way back onto its job's timeline: after a restore
+ * or an automatic rollback (the job lost a process), after a clean stop,
+ * or at the start of a process that replaces a lost one. zs_trainer_resume
+ * takes the rank again if its lease lapsed, waits for the restore under
+ * way, reconnects (connections of an earlier timeline get ZS_ERESUME) and
+ * says where the job's state is.
+ */
+#include "client/trainer.h"
+
+#include "base/log.h"
+
+/*
+ * Brings t onto the job's current timeline: rejoins if its rank lapsed,
+ * waits (within t->timeout_ms) for a restore or rollback under way, and
+ * reconnects to every server (connections of an earlier timeline get
+ * ZS_ERESUME). *j: the job as it is now (the caller releases it).
+ */
+/* Whether t's session still holds its rank in job j. */
+static bool holds_rank(const zs_trainer *t, const struct zs_job *j)
+{
+	for (uint32_t i = 0; i < j->n_trainers; i++)
+		if (j->trainers[i].rank == t->rank)
+			return j->trainers[i].session == t->session;
+	return false;
+}
+
+static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error *err)
+{
+	int64_t deadline = zs_now_ms() + t->timeout_ms;
+	enum zs_status st;
+
+	if ((st = zs_coord_get_job(t->coord, t->job.spec.name, j, err)))
+		return st;
+	if (!holds_rank(t, j))
+		atomic_store(&t->evicted, 1);
+	zs_job_release(j);
+	if (atomic_load(&t->evicted)) {
+		struct zs_join_req req = {.rank = t->rank, .session = t->session};
+		struct zs_job nj;
+		snprintf(req.job, sizeof req.job, "%s", t->job.spec.name);
+		gethostname(req.host, sizeof req.host - 1);
+		req.layout = t->job.spec.layout;
+		tr_lease_stop(t);
+		while ((st = zs_coord_join(t->coord, &req, &nj, err)) == ZS_EEXIST &&
+		       zs_now_ms() < deadline)
+			zs_sleep_ms(200, NULL);
+		if (st)
+			return st;
+		zs_job_release(&t->job);
+		t->job = nj;
+		atomic_store(&t->evicted, 0);
+		zs_info("rank %u rejoined job '%s' (its lease had lapsed, or it was evicted)",
+			t->rank, nj.spec.name);
+		if ((st = tr_lease_start(t, err)))
+			return st;
+	}
+	for (;;) {
+		if ((st = zs_coord_get_job(t->coord, t->job.spec.name, j, err)))
+			return st;
+		if (!j->restore_pending)
+			break;
+		zs_job_release(j);
+		if (zs_now_ms() >= deadline)
+			return zs_fail(err, ZS_ESTATE, "job '%s' is still being restored (waited %d ms)",
+				       t->job.spec.name, t->timeout_ms);
+		zs_sleep_ms(50, NULL);
+	}
+	if (j->restore_error[0]) {
+		st = zs_fail(err, ZS_EIO, "job '%s' could not be restored: %s", j->spec.name,
+			     j->restore_error);
+		zs_job_release(j);
+		return st;
+	}
+	/* the placement may have moved with the restore: take the job's */
+	zs_placement_release(&t->job.placement);
+	if ((st = zs_placement_copy(&t->job.placement, &j->placement))) {
+		zs_job_release(j);
+		return zs_fail(err, st, "out of memory");
+	}
+	tr_disconnect(t);
+	tr_driver_reset(t);
+	if ((st = tr_reconnect(t, err))) {
+		zs_job_release(j);
+		return st;
+	}
+	t->timeline = j->timeline;
+	atomic_store(&t->seen_timeline, j->timeline);
+	return ZS_OK;
+}
+
+int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsigned cap,
+		      unsigned *len)
+{
+	struct zs_error err = {0};
+	struct zs_checkpoint k;
+	struct zs_job j;
+	enum zs_status st = catch_up(t, &j, &err);
+
+	if (st)
+		return tr_fail(t, st, "%s", err.msg);
+	if (j.stopped_step) { /* every rank left there; the servers kept it */
+		*step = j.stopped_step;
+		*len = 0;
+		zs_job_release(&j);
+		return ZS_OK;
+	}
+	if (!j.restored_id) {
+		st = tr_fail(t, ZS_ENOTFOUND,
+			     "job '%s' was never restored from a checkpoint: it starts at step 0",
+			     j.spec.name);
+		zs_job_release(&j);
+		return st;
+	}
+	*step = j.restored_step;
+	*len = 0;
+	st = zs_coord_get_ckpt(t->coord, j.spec.name, j.restored_id, &k, &err);
+	zs_job_release(&j);
+	if (st)
+		return tr_fail(t, st, "%s", err.msg);
+	for (uint32_t i = 0; i < k.n_blobs; i++)
+		if (k.blobs[i].rank == t->rank) {
+			*len = k.blobs[i].len;
+			if (blob)
+				memcpy(blob, k.blobs[i].data, k.blobs[i].len < cap ? k.blobs[i].len : cap);
+		}
+	zs_checkpoint_release(&k);
+	return ZS_OK;
+}
