@@ -363,59 +363,6 @@ out:
 	zs_layout_release(&r.layout);
 }
 
-void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
-{
-	struct coord *c = ctx;
-	char name[ZS_JOB_NAME_MAX];
-	struct zs_error e = {0};
-	struct zs_job *j;
-	uint32_t rank, pos;
-	uint64_t session, held;
-	bool abandoned;
-	uint64_t next;
-
-	if (zs_dec_leave(p, n, name, &rank, &session, &abandoned, &next, &e))
-		return coord_reply_err(call, &e);
-	pthread_mutex_lock(&c->mu);
-	j = coord_job_or_fail(c, call, name);
-	if (!j)
-		goto out;
-	for (pos = 0; pos < j->n_trainers && j->trainers[pos].rank != rank; pos++)
-		;
-	if (pos == j->n_trainers) {
-		zs_rpc_fail(call, ZS_ENOTFOUND, "rank %u has not joined job '%s'", rank,
-			    name);
-		goto out;
-	}
-	if (session && j->trainers[pos].session != session) {
-		zs_rpc_fail(call, ZS_ENOTFOUND,
-			    "rank %u of job '%s' is held by another trainer now (this one's lease lapsed, or it was evicted)",
-			    rank, name);
-		goto out;
-	}
-	held = j->trainers[pos].session;
-	if (coord_drop_trainer(c, j, pos, &e)) {
-		coord_reply_err(call, &e);
-		goto out;
-	}
-	if (!held && !session) {
-		/* joined and left without the library (no lease, no pushes it
-		 * accounts for): a plain leave */
-		zs_info("job '%s': rank %u left", name, rank);
-	} else if (session && !abandoned) {
-		zs_info("job '%s': rank %u left%s", name, rank, next ? "" : " (it pushed nothing)");
-		coord_clean_leave(c, j, rank, next);
-	} else { /* the rank's step in flight is lost with it */
-		char why[64];
-		zs_fmt(why, sizeof why, session ? "rank %u left in the middle of a step"
-					      : "rank %u was evicted", rank);
-		coord_rollback(c, j, 0, why);
-	}
-	coord_reply_job(call, j);
-out:
-	pthread_mutex_unlock(&c->mu);
-}
-
 void coord_h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		     size_t n)
 {

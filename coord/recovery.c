@@ -188,32 +188,98 @@ enum zs_status coord_drop_trainer(struct coord *c, struct zs_job *j, uint32_t po
 	return ZS_OK;
 }
 
-void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
-{
-	struct coord *c = ctx;
-	char name[ZS_JOB_NAME_MAX];
-	struct zs_error e = {0};
-	struct zs_job *j;
-	uint32_t rank, pos;
+/* A Leave or TrainerHeartbeat, decoded. */
+struct leave {
+	char job[ZS_JOB_NAME_MAX];
+	uint32_t rank;
 	uint64_t session;
 	bool abandoned;
 	uint64_t next;
+};
 
-	if (zs_dec_leave(p, n, name, &rank, &session, &abandoned, &next, &e))
-		return coord_reply_err(call, &e);
+/*
+ * Decodes a Leave or TrainerHeartbeat, locks mu and finds the rank in its
+ * job (*pos). NULL, with mu unlocked and the call answered, when the job
+ * or the rank is not there, or the rank is another session's (session 0,
+ * an operator's, matches any unless own).
+ */
+static struct zs_job *find_member(struct coord *c, struct zs_rpc_call *call, const uint8_t *p,
+				  size_t n, bool own, struct leave *lv, uint32_t *pos)
+{
+	struct zs_error e = {0};
+	struct zs_job *j;
+
+	if (zs_dec_leave(p, n, lv->job, &lv->rank, &lv->session, &lv->abandoned, &lv->next, &e)) {
+		coord_reply_err(call, &e);
+		return NULL;
+	}
 	pthread_mutex_lock(&c->mu);
-	j = coord_job_or_fail(c, call, name);
+	j = coord_job_or_fail(c, call, lv->job);
 	if (!j)
-		goto out;
-	for (pos = 0; pos < j->n_trainers && j->trainers[pos].rank != rank; pos++)
+		goto none;
+	for (*pos = 0; *pos < j->n_trainers && j->trainers[*pos].rank != lv->rank; (*pos)++)
 		;
-	if (pos == j->n_trainers || !session || j->trainers[pos].session != session) {
+	if (*pos == j->n_trainers) {
+		zs_rpc_fail(call, ZS_ENOTFOUND, "rank %u has not joined job '%s'%s", lv->rank,
+			    lv->job, own ? " (its lease lapsed, or an operator evicted it)" : "");
+		goto none;
+	}
+	if ((lv->session || own) && j->trainers[*pos].session != lv->session) {
 		zs_rpc_fail(call, ZS_ENOTFOUND,
-			    "rank %u of job '%s' is no longer this trainer's (its lease lapsed, or an operator evicted it)",
-			    rank, name);
+			    "rank %u of job '%s' is held by another trainer now (this one's lease lapsed, or it was evicted)",
+			    lv->rank, lv->job);
+		goto none;
+	}
+	return j;
+none:
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct leave lv;
+	uint32_t pos;
+	struct zs_job *j = find_member(c, call, p, n, true, &lv, &pos);
+
+	if (!j)
+		return;
+	j->trainers[pos].last_hb_ms = zs_now_ms();
+	coord_reply_job(call, j);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct leave lv;
+	uint32_t pos;
+	uint64_t held;
+	struct zs_job *j = find_member(c, call, p, n, false, &lv, &pos);
+
+	if (!j)
+		return;
+	held = j->trainers[pos].session;
+	if (coord_drop_trainer(c, j, pos, &e)) {
+		coord_reply_err(call, &e);
 		goto out;
 	}
-	j->trainers[pos].last_hb_ms = zs_now_ms();
+	if (!held && !lv.session) {
+		/* joined and left without the library (no lease, no pushes it
+		 * accounts for): a plain leave */
+		zs_info("job '%s': rank %u left", lv.job, lv.rank);
+	} else if (lv.session && !lv.abandoned) {
+		zs_info("job '%s': rank %u left%s", lv.job, lv.rank,
+			lv.next ? "" : " (it pushed nothing)");
+		coord_clean_leave(c, j, lv.rank, lv.next);
+	} else { /* the rank's step in flight is lost with it */
+		char why[64];
+		zs_fmt(why, sizeof why, lv.session ? "rank %u left in the middle of a step"
+						 : "rank %u was evicted", lv.rank);
+		coord_rollback(c, j, 0, why);
+	}
 	coord_reply_job(call, j);
 out:
 	pthread_mutex_unlock(&c->mu);

@@ -173,7 +173,6 @@ void coord_h_set_stage(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 			size_t n);
 void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
-void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		     size_t n);
 
@@ -214,6 +213,9 @@ void coord_clean_leave(struct coord *c, struct zs_job *j, uint32_t rank, uint64_
 enum zs_status coord_drop_trainer(struct coord *c, struct zs_job *j, uint32_t pos,
 				  struct zs_error *e);
 void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+/* A trainer leaves (or an operator evicts it, session 0): cleanly between
+ * steps, or rolling the job back. */
+void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 /* Drops trainers whose lease lapsed, rolling their jobs back. */
 void coord_trainer_sweep(struct coord *c, int64_t now);

@@ -310,27 +310,32 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 	eng_job_unref(e, j);
 }
 
+/* A write that began on shard s will not land (aborted, or of a timeline
+ * a restore ended): its slot (or the initial upload's count) is free. */
+static void end_landing(struct eshard *s, const struct zs_xfer *x, uint32_t rank)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	if (x->init)
+		s->init_landing--;
+	else if (s->slot[rank] == SLOT_LANDING)
+		s->slot[rank] = SLOT_EMPTY;
+	pthread_mutex_unlock(&s->mu);
+}
+
 void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 			  const struct zs_xfer *x, void *dst)
 {
 	struct engine *e = ctx;
 	bool stale;
 	struct ejob *j = eng_job_by_handle(e, job, &stale);
-	struct eshard *s;
 
 	(void)dst;
 	(void)stale; /* either timeline's landing ends here */
 	if (!j)
 		return;
-	s = shard_for(j, x);
-	if (s) {
-		pthread_mutex_lock(&s->mu);
-		if (x->init)
-			s->init_landing--;
-		else if (s->slot[rank] == SLOT_LANDING)
-			s->slot[rank] = SLOT_EMPTY;
-		pthread_mutex_unlock(&s->mu);
-	}
+	end_landing(shard_for(j, x), x, rank);
 	eng_job_unref(e, j);
 }
 
@@ -382,14 +387,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	if (stale) {
 		/* began before a restore retired its handle: the restore waits
 		 * for it to end and discards it (an earlier timeline's push) */
-		if (s) {
-			pthread_mutex_lock(&s->mu);
-			if (x->init)
-				s->init_landing--;
-			else if (s->slot[rank] == SLOT_LANDING)
-				s->slot[rank] = SLOT_EMPTY;
-			pthread_mutex_unlock(&s->mu);
-		}
+		end_landing(s, x, rank);
 		zs_sop_fail(op, ZS_ERESUME, ROLLED_BACK, j->name);
 		eng_job_unref(e, j);
 		return;
