@@ -239,18 +239,23 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	/* load and check everything first: nothing half-applied */
-	for (uint32_t k = 0; k < j->n_shards && !st && load; k++) {
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
 		struct eshard *s = &j->shards[k];
 		size_t n = s->sh.length;
+		/* a reset writes zeros: no parameters, and optimizer state as a
+		 * fresh job has it (what the lost timeline's updates left goes) */
 		tmp[k] = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, 0,
-					      malloc(n * 4), s->n_arrays > 1 ? malloc(n * 4) : NULL,
-					      s->n_arrays > 2 ? malloc(n * 4) : NULL};
+					      calloc(n ? n : 1, 4),
+					      s->n_arrays > 1 ? calloc(n ? n : 1, 4) : NULL,
+					      s->n_arrays > 2 ? calloc(n ? n : 1, 4) : NULL};
 		if (!tmp[k].master || (s->n_arrays > 1 && !tmp[k].s0) ||
 		    (s->n_arrays > 2 && !tmp[k].s1)) {
 			st = zs_fail(err, ZS_ENOMEM, "out of memory");
 			break;
 		}
-		st = load(ctx, &tmp[k], tmp[k].master, tmp[k].s0, tmp[k].s1, &tmp[k].step, err);
+		if (load)
+			st = load(ctx, &tmp[k], tmp[k].master, tmp[k].s0, tmp[k].s1, &tmp[k].step,
+				  err);
 		if (!st && k > 0 && tmp[k].step != at)
 			st = zs_fail(err, ZS_EIO, "the checkpoint's shards disagree on the step (%llu, %llu)",
 				     (unsigned long long)at, (unsigned long long)tmp[k].step);
@@ -276,13 +281,11 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 			st = zs_fail(err, ZS_ENOMEM, "out of memory");
 			break;
 		}
-		if (load) {
-			if (eng_arrays_io(e, s, true, tmp[k].master, tmp[k].s0, tmp[k].s1))
-				zs_error("restore: cannot write unit %u shard %u to %s", s->sh.unit,
-					 s->sh.index, s->path);
-			if (s->copy != s->master)
-				zs_convert_from_f32(s->copy, s->dt, tmp[k].master, n);
-		}
+		if (eng_arrays_io(e, s, true, tmp[k].master, tmp[k].s0, tmp[k].s1))
+			zs_error("restore: cannot write unit %u shard %u to %s", s->sh.unit,
+				 s->sh.index, s->path);
+		if (s->copy != s->master)
+			zs_convert_from_f32(s->copy, s->dt, tmp[k].master, n);
 		if (s->full)
 			zs_info("job '%s': unit '%s' shard %u: the half-finished step %llu (%u of %u ranks pushed) is discarded",
 				j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
