@@ -305,9 +305,9 @@ def run_trial(a, victim, kill_step, tag):
             if victim and killed_at is None and cl.rank0_step() >= kill_step:
                 at = cl.rank0_step()
                 if victim == "cluster":
-                    cl.bounce()
                     killed_at = now()
                     res["kill_step"] = kill_step = at
+                    cl.bounce()
                 elif victim == "partition":
                     killed_at = now()
                     res["kill_step"] = kill_step = at
