@@ -105,6 +105,9 @@ LIB_OBJ := $(call obj,$(LIB_SRC)) $(GEN_OBJ)
 PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))
 LIBZS_A := $(BUILD)/lib/libzshard.a
 LIBZS_SO := $(BUILD)/lib/libzshard.so.$(ZS_VERSION)
+# Debian's python3 (with python3-numpy from tools/install-deps.sh), not
+# whatever python3 comes first in PATH
+PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
@@ -208,6 +211,11 @@ check: all
 	sh tests/integration/netns.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: netns skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \
+	if [ "$(SAN)" = 1 ]; then echo "check: python skipped under the sanitizers (python would need libasan preloaded)"; \
+	elif ZSHARD_LIB=$(abspath $(LIBZS_SO)) ZSHARD_BIN=$(abspath $(BUILD)/bin) \
+		timeout 600 $(PYTHON) tests/python/test_zshard.py >$(BUILD)/python-test.log 2>&1; \
+	then echo "check: python: $$(sed -n 's/^Ran \([0-9]*\) test.*/\1/p' $(BUILD)/python-test.log) tests passed"; \
+	else cat $(BUILD)/python-test.log; echo "check: python FAILED"; rc=1; fi; \
 	if [ "$(SAN)" = 1 ]; then echo "check: rdma on Soft-RoCE skipped under the sanitizers (make check runs it)"; exit $$rc; fi; \
 	sh tests/rdma/run.sh $(BUILD); r=$$?; \
 	if [ $$r -eq 77 ]; then echo "check: rdma on Soft-RoCE skipped (the reason is above)"; r=0; \

@@ -18,6 +18,25 @@ import numpy as np
 f32 = np.float32
 
 
+def step(kind, p, s0, s1, g, t, lr, b1, b2, eps, wd, mom):
+    """One update of step t (1-based) of float32 arrays; returns p, s0, s1."""
+    if kind == "sgd":
+        d = g + f32(wd) * p                      # d_p.add(param, alpha=wd)
+        if mom != 0.0:
+            s0 = d.copy() if t == 1 else s0 * f32(mom) + d  # buf.mul_(m).add_(d_p)
+            d = s0
+        p = p + f32(-lr) * d                     # param.add_(d_p, alpha=-lr)
+    else:
+        p = p * f32(1.0 - lr * wd)               # param.mul_(1 - lr * wd)
+        s0 = s0 * f32(b1) + f32(1.0 - b1) * g    # exp_avg.mul_(b1).add_(g, alpha=1-b1)
+        s1 = s1 * f32(b2) + f32(1.0 - b2) * g * g  # addcmul_(g, g, value=1-b2)
+        bc1 = 1.0 - b1 ** t
+        bc2 = 1.0 - b2 ** t
+        denom = np.sqrt(s1) / f32(bc2 ** 0.5) + f32(eps)
+        p = p + f32(-(lr / bc1)) * s0 / denom    # addcdiv_(m, denom, value=-lr/bc1)
+    return p, s0, s1
+
+
 def optim(kind, lr, b1, b2, eps, wd, mom, steps, n, src, dst):
     data = np.fromfile(src, dtype=np.float32)
     p = data[:n].copy()
@@ -25,21 +44,7 @@ def optim(kind, lr, b1, b2, eps, wd, mom, steps, n, src, dst):
     s0 = np.zeros(n, dtype=np.float32)
     s1 = np.zeros(n, dtype=np.float32)
     for t in range(1, steps + 1):
-        g = grads[t - 1]
-        if kind == "sgd":
-            d = g + f32(wd) * p                      # d_p.add(param, alpha=wd)
-            if mom != 0.0:
-                s0 = d.copy() if t == 1 else s0 * f32(mom) + d  # buf.mul_(m).add_(d_p)
-                d = s0
-            p = p + f32(-lr) * d                     # param.add_(d_p, alpha=-lr)
-        else:
-            p = p * f32(1.0 - lr * wd)               # param.mul_(1 - lr * wd)
-            s0 = s0 * f32(b1) + f32(1.0 - b1) * g    # exp_avg.mul_(b1).add_(g, alpha=1-b1)
-            s1 = s1 * f32(b2) + f32(1.0 - b2) * g * g  # addcmul_(g, g, value=1-b2)
-            bc1 = 1.0 - b1 ** t
-            bc2 = 1.0 - b2 ** t
-            denom = np.sqrt(s1) / f32(bc2 ** 0.5) + f32(eps)
-            p = p + f32(-(lr / bc1)) * s0 / denom    # addcdiv_(m, denom, value=-lr/bc1)
+        p, s0, s1 = step(kind, p, s0, s1, grads[t - 1], t, lr, b1, b2, eps, wd, mom)
     np.concatenate([p, s0, s1]).astype(np.float32).tofile(dst)
 
 

@@ -1,0 +1,113 @@
+"""Loads libzshard.so.0 and declares the C API (include/zshard.h) to ctypes.
+
+The library is $ZSHARD_LIB if set, else the one of the build tree this
+package sits in (build/lib, or $ZSHARD_BUILD/lib), else the installed one.
+"""
+import ctypes
+import ctypes.util
+import os
+
+from ctypes import (POINTER, Structure, c_char_p, c_double, c_int, c_uint,
+                    c_ulonglong, c_void_p, c_size_t)
+
+
+class Policy(Structure):
+    """struct zs_policy"""
+    _fields_ = [("prefetch", c_uint), ("max_live_bytes", c_ulonglong),
+                ("reshard_after_forward", c_int), ("push_depth", c_uint),
+                ("op_timeout_ms", c_int)]
+
+
+class Counters(Structure):
+    """struct zs_trainer_counters"""
+    _fields_ = [("bytes_gathered", c_ulonglong), ("bytes_pushed", c_ulonglong),
+                ("gathers", c_ulonglong), ("pushes", c_ulonglong),
+                ("wait_seconds", c_double),
+                ("live_param_bytes", c_ulonglong), ("peak_param_bytes", c_ulonglong),
+                ("live_grad_bytes", c_ulonglong), ("peak_grad_bytes", c_ulonglong)]
+
+
+class StepStats(Structure):
+    """struct zs_step_stats"""
+    _fields_ = [("step", c_ulonglong), ("stage", c_uint), ("prefetch", c_uint),
+                ("seconds", c_double), ("compute_seconds", c_double),
+                ("gather_wait_seconds", c_double), ("push_wait_seconds", c_double),
+                ("control_seconds", c_double),
+                ("bytes_gathered", c_ulonglong), ("bytes_pushed", c_ulonglong),
+                ("peak_param_bytes", c_ulonglong), ("peak_grad_bytes", c_ulonglong),
+                ("rss_peak_bytes", c_ulonglong)]
+
+
+def _candidates():
+    env = os.environ.get("ZSHARD_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    build = os.environ.get("ZSHARD_BUILD", os.path.join(here, "..", "..", "build"))
+    yield os.path.join(build, "lib", "libzshard.so.0")
+    found = ctypes.util.find_library("zshard")
+    if found:
+        yield found
+    yield "libzshard.so.0"
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            errors.append("%s: no such file" % path)
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            errors.append(str(e))
+    raise ImportError("cannot load libzshard (set ZSHARD_LIB to libzshard.so.0): " +
+                      "; ".join(errors))
+
+
+lib = _load()
+
+_T = c_void_p  # zs_trainer *
+_OP = c_void_p  # zs_op *
+_SIGS = {
+    "zs_strerror": (c_char_p, [c_int]),
+    "zs_trainer_join": (c_int, [c_char_p, c_char_p, c_uint, c_char_p, c_int, POINTER(_T),
+                                c_char_p, c_size_t]),
+    "zs_trainer_close": (None, [_T]),
+    "zs_trainer_error": (c_char_p, [_T]),
+    "zs_trainer_rank": (c_uint, [_T]),
+    "zs_trainer_world_size": (c_uint, [_T]),
+    "zs_trainer_stage": (c_uint, [_T]),
+    "zs_trainer_refresh": (c_int, [_T]),
+    "zs_trainer_units": (c_uint, [_T]),
+    "zs_unit_name": (c_char_p, [_T, c_uint]),
+    "zs_unit_numel": (c_ulonglong, [_T, c_uint]),
+    "zs_unit_dtype": (c_int, [_T, c_uint]),
+    "zs_init_unit": (c_int, [_T, c_uint, c_void_p]),
+    "zs_gather": (c_int, [_T, c_uint, c_ulonglong, c_void_p, POINTER(_OP)]),
+    "zs_push": (c_int, [_T, c_uint, c_ulonglong, c_void_p, POINTER(_OP)]),
+    "zs_push_partial": (c_int, [_T, c_uint, c_ulonglong, c_void_p, POINTER(_OP)]),
+    "zs_op_test": (c_int, [_OP]),
+    "zs_op_wait": (c_int, [_OP, c_int]),
+    "zs_trainer_set_policy": (c_int, [_T, POINTER(Policy)]),
+    "zs_step_begin": (c_int, [_T, c_ulonglong]),
+    "zs_unit_params": (c_int, [_T, c_uint, c_int, POINTER(c_void_p)]),
+    "zs_unit_forward_done": (c_int, [_T, c_uint]),
+    "zs_unit_grad": (c_int, [_T, c_uint, POINTER(c_void_p)]),
+    "zs_unit_push": (c_int, [_T, c_uint]),
+    "zs_step_end": (c_int, [_T]),
+    "zs_checkpoint": (c_int, [_T, c_ulonglong, c_void_p, c_uint, POINTER(c_ulonglong)]),
+    "zs_checkpoint_wait": (c_int, [_T, c_ulonglong, c_int]),
+    "zs_trainer_resume": (c_int, [_T, POINTER(c_ulonglong), c_void_p, c_uint,
+                                  POINTER(c_uint)]),
+    "zs_trainer_counters": (None, [_T, POINTER(Counters)]),
+    "zs_last_step": (c_int, [_T, POINTER(StepStats)]),
+}
+for _name, (_res, _args) in _SIGS.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+ERRLEN = 512
+errbuf = lambda: ctypes.create_string_buffer(ERRLEN)  # noqa: E731

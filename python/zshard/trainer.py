@@ -1,0 +1,277 @@
+"""A trainer of a zshard job: libzshard's handle (include/zshard.h) in Python.
+
+Buffers are numpy arrays. Parameters and gradients of the step driver are
+numpy views of libzshard's own buffers (no copy), valid as zshard.h says:
+until the unit's parameters are released (stage 3: after its forward and
+its backward) or its gradient's push completes. bf16 units are viewed as
+uint16 (numpy has no bfloat16); f16 as float16; f32 as float32.
+
+One Trainer is used by one thread at a time; several may live in one
+process (each joins as its own rank). Calls release the GIL while they
+wait, so ranks in threads run in parallel.
+"""
+import ctypes
+import os
+from ctypes import byref, c_uint, c_ulonglong, c_void_p
+
+import numpy as np
+
+from zshard import _lib
+from zshard._lib import Counters, Policy, StepStats, lib
+from zshard.errors import error_for
+
+F32, BF16, F16 = 1, 2, 3
+_NP = {F32: np.float32, BF16: np.uint16, F16: np.float16}
+
+
+def strerror(code):
+    """The short name of a status code, e.g. "not found"."""
+    return lib.zs_strerror(code).decode()
+
+
+class Op:
+    """A gather or push in flight. It owns its buffer until it completes."""
+
+    def __init__(self, trainer, handle, buf):
+        self._t, self._h, self._buf = trainer, handle, buf
+
+    def _live(self):
+        if not self._t._h:  # closing the trainer dropped the op
+            self._h = None
+            raise error_for(11, "the trainer was closed before the op completed")
+        return self._h
+
+    def test(self):
+        """True once complete (raising its error if it failed)."""
+        if self._h is None:
+            return True
+        rc = lib.zs_op_test(self._live())
+        if rc == 12:  # ZS_EAGAIN: in progress
+            return False
+        self._h = None
+        self._t._check(rc)
+        return True
+
+    def wait(self, timeout_ms=-1):
+        """Waits up to timeout_ms (-1: no bound); True once complete, False
+        if the bound passed first (still alive); raises its error."""
+        if self._h is None:
+            return True
+        rc = lib.zs_op_wait(self._live(), timeout_ms)
+        if rc == 12 and timeout_ms >= 0:
+            return False
+        self._h = None
+        self._t._check(rc)
+        return True
+
+
+class Trainer:
+    """One rank of a job. Use Trainer.join(); close() (or a with block)
+    leaves the job."""
+
+    def __init__(self, handle):
+        self._h = handle
+        self._live = {}
+
+    # ------------------------------------------------------------- life
+    @classmethod
+    def join(cls, job, rank=None, coordinator=None, transport="auto", timeout_ms=10000):
+        """Joins job as rank (default $RANK, else 0) through the coordinator
+        (default $ZSHARD_COORDINATOR). Waits, within timeout_ms, for servers
+        still loading the job and for a rank a lost process still holds."""
+        if rank is None:
+            rank = int(os.environ.get("RANK", "0"))
+        coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
+        if not coordinator:
+            raise error_for(1, "no coordinator: give coordinator= or set ZSHARD_COORDINATOR")
+        h = c_void_p()
+        err = _lib.errbuf()
+        rc = lib.zs_trainer_join(coordinator.encode(), job.encode(), rank, transport.encode(),
+                                 timeout_ms, byref(h), err, _lib.ERRLEN)
+        if rc:
+            raise error_for(rc, err.value.decode(errors="replace"))
+        t = cls(h)
+        want = os.environ.get("WORLD_SIZE")
+        have = t.world_size
+        if want is not None and int(want) != have:
+            t.close()
+            raise error_for(1, "WORLD_SIZE is %s but job '%s' has world size %d" %
+                            (want, job, have))
+        return t
+
+    def close(self):
+        """Leaves the job (between steps: cleanly; in the middle of a step:
+        the job rolls back) and frees the handle. Idempotent."""
+        if self._h:
+            lib.zs_trainer_close(self._h)
+            self._h = None
+            self._live.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def _handle(self):
+        if not self._h:
+            raise error_for(10, "the trainer is closed")
+        return self._h
+
+    def _check(self, rc):
+        if rc:
+            msg = lib.zs_trainer_error(self._h).decode(errors="replace") if self._h else ""
+            raise error_for(rc, msg)
+
+    # ------------------------------------------------------------- the job
+    @property
+    def rank(self):
+        return lib.zs_trainer_rank(self._handle())
+
+    @property
+    def world_size(self):
+        return lib.zs_trainer_world_size(self._handle())
+
+    @property
+    def stage(self):
+        return lib.zs_trainer_stage(self._handle())
+
+    def refresh(self):
+        self._check(lib.zs_trainer_refresh(self._handle()))
+
+    @property
+    def units(self):
+        return lib.zs_trainer_units(self._handle())
+
+    def unit_name(self, u):
+        return lib.zs_unit_name(self._handle(), self._unit(u)).decode()
+
+    def unit_numel(self, u):
+        return lib.zs_unit_numel(self._handle(), self._unit(u))
+
+    def unit_dtype(self, u):
+        """numpy dtype of unit u (uint16 for bf16)."""
+        dt = lib.zs_unit_dtype(self._handle(), self._unit(u))
+        return np.dtype(_NP[dt])
+
+    def _unit(self, u):
+        if not 0 <= u < self.units:
+            raise error_for(1, "unit %d is out of range (%d units)" % (u, self.units))
+        return u
+
+    def _buffer(self, u, arr, dtype, writable):
+        if arr is None:
+            raise error_for(1, "unit %d: no buffer" % u)
+        want = self.unit_numel(u)
+        if not isinstance(arr, np.ndarray) or arr.dtype != dtype or arr.size != want or \
+                not arr.flags.c_contiguous or (writable and not arr.flags.writeable):
+            raise error_for(1, "unit %d wants a contiguous%s numpy array of %d %s" %
+                            (u, " writable" if writable else "", want, np.dtype(dtype).name))
+        return arr
+
+    # ----------------------------------------------------------- raw ops
+    def init_unit(self, u, params):
+        """Uploads unit u's initial float32 parameters (before step 0)."""
+        params = self._buffer(u, params, np.float32, False)
+        self._check(lib.zs_init_unit(self._handle(), u, params.ctypes.data))
+
+    def _start(self, fn, u, step, arr):
+        op = c_void_p()
+        self._check(fn(self._handle(), u, step, arr.ctypes.data, byref(op)))
+        return Op(self, op, arr)
+
+    def gather(self, u, step, out=None):
+        """Starts a gather of unit u at step into out (a new array if None)."""
+        if out is None:
+            out = np.empty(self.unit_numel(u), dtype=self.unit_dtype(u))
+        return self._start(lib.zs_gather, u, step,
+                           self._buffer(u, out, self.unit_dtype(u), True))
+
+    def push(self, u, step, grad, partial=False):
+        """Starts a push of unit u's gradient for step (partial: one
+        micro-batch of several, summed on the server)."""
+        fn = lib.zs_push_partial if partial else lib.zs_push
+        return self._start(fn, u, step, self._buffer(u, grad, self.unit_dtype(u), False))
+
+    # --------------------------------------------------------- step driver
+    def set_policy(self, prefetch=1, max_live_bytes=0, reshard_after_forward=True,
+                   push_depth=0, op_timeout_ms=0):
+        p = Policy(prefetch, max_live_bytes, int(reshard_after_forward), push_depth,
+                   op_timeout_ms)
+        self._check(lib.zs_trainer_set_policy(self._handle(), byref(p)))
+
+    def _view(self, u, ptr):
+        n = self.unit_numel(u)
+        dt = self.unit_dtype(u)
+        raw = (ctypes.c_char * (n * dt.itemsize)).from_address(ptr)
+        return np.frombuffer(raw, dtype=dt, count=n)
+
+    def step_begin(self, step):
+        self._check(lib.zs_step_begin(self._handle(), step))
+
+    def unit_params(self, u, backward=False):
+        """Unit u's parameters of the current step: a read-only numpy view."""
+        p = c_void_p()
+        self._check(lib.zs_unit_params(self._handle(), u, int(backward), byref(p)))
+        v = self._view(u, p.value)
+        v.flags.writeable = False
+        return v
+
+    def unit_forward_done(self, u):
+        self._check(lib.zs_unit_forward_done(self._handle(), u))
+
+    def unit_grad(self, u):
+        """A zeroed numpy view to write unit u's gradient into."""
+        p = c_void_p()
+        self._check(lib.zs_unit_grad(self._handle(), u, byref(p)))
+        return self._view(u, p.value)
+
+    def unit_push(self, u):
+        self._check(lib.zs_unit_push(self._handle(), u))
+
+    def step_end(self):
+        self._check(lib.zs_step_end(self._handle()))
+
+    # --------------------------------------------------------- checkpoints
+    def checkpoint(self, step, blob=b""):
+        """Asks for the checkpoint of step (at a step boundary) with this
+        rank's blob; returns its id."""
+        ident = c_ulonglong()
+        buf = ctypes.create_string_buffer(bytes(blob), len(blob)) if blob else None
+        self._check(lib.zs_checkpoint(self._handle(), step, buf, len(blob), byref(ident)))
+        return ident.value
+
+    def checkpoint_wait(self, ident, timeout_ms=-1):
+        """True once committed, False if timeout_ms passed first."""
+        rc = lib.zs_checkpoint_wait(self._handle(), ident, timeout_ms)
+        if rc == 12:
+            return False
+        self._check(rc)
+        return True
+
+    def resume(self, cap=1 << 20):
+        """Where this rank starts: None for a new job (step 0; rank 0
+        uploads), else (step, blob). Call at start and after zshard.Resume."""
+        step, n = c_ulonglong(), c_uint()
+        buf = ctypes.create_string_buffer(cap)
+        rc = lib.zs_trainer_resume(self._handle(), byref(step), buf, cap, byref(n))
+        if rc == 2:  # ZS_ENOTFOUND: nothing to come from
+            return None
+        self._check(rc)
+        return step.value, buf.raw[:min(n.value, cap)]
+
+    # ---------------------------------------------------------- accounting
+    def counters(self):
+        c = Counters()
+        lib.zs_trainer_counters(self._handle(), byref(c))
+        return {k: getattr(c, k) for k, _ in Counters._fields_}
+
+    def last_step(self):
+        """The last step's report (a dict), or None before one ended."""
+        s = StepStats()
+        if lib.zs_last_step(self._handle(), byref(s)):
+            return None
+        return {k: getattr(s, k) for k, _ in StepStats._fields_}

@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""test_zshard.py - the Python package (python/zshard) against a real cluster.
+
+Starts a coordinator and two shard servers on loopback (free ports, a
+temporary directory removed at the end, every process stopped), then:
+two ranks in threads train through the step driver and end bitwise equal to
+a numpy reference of zshard's semantics (mean in rank order, fp32, then
+AdamW as tests/ref/optim_ref.py computes it); errors arrive as the
+exceptions of their status; a checkpoint carries a blob back through
+resume(); an evicted rank gets zshard.Resume and resume() takes it back to
+the checkpoint.
+
+    ZSHARD_BIN=build/bin PYTHONPATH=python tests/python/test_zshard.py
+"""
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
+import optim_ref  # noqa: E402
+import zshard  # noqa: E402
+
+BIN = os.environ.get("ZSHARD_BIN", os.path.join(ROOT, "build", "bin"))
+f32 = np.float32
+SIZES = [1000, 1, 4099]
+# hyperparameters exact in float32, so that no rounding differs anywhere
+OPT = {"kind": "adamw", "lr": 0.0078125, "beta1": 0.875, "beta2": 0.9921875,
+       "eps": 2.0 ** -20, "weight_decay": 0.0625}
+
+
+def die_with_us():
+    """In a daemon before exec: SIGKILL when this test process ends, however
+    it ends (a crash included), so that nothing is left running."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class Cluster:
+    def __init__(self):
+        self.d = tempfile.mkdtemp(prefix="zshard-py-")
+        self.procs = []
+        pf = os.path.join(self.d, "coord.addr")
+        self.spawn("coordinator", [os.path.join(BIN, "zshard-coordinator"), "--listen",
+                                   "127.0.0.1:0", "--data-dir", os.path.join(self.d, "coord"),
+                                   "--port-file", pf, "--lease-ms", "1500",
+                                   "--trainer-lease-ms", "3000"])
+        self.addr = self.wait_file(pf)
+        for i in range(2):
+            spf = os.path.join(self.d, "server-%d.addr" % i)
+            self.spawn("server-%d" % i, [os.path.join(BIN, "zshard-server"), "--coordinator",
+                                         self.addr, "--data-dir",
+                                         os.path.join(self.d, "server-%d" % i),
+                                         "--capacity", "64M", "--port-file", spf,
+                                         "--rdma", "off", "--step-timeout-ms", "5000"])
+            self.wait_file(spf)
+
+    def spawn(self, name, argv):
+        with open(os.path.join(self.d, name + ".log"), "wb") as log:
+            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, preexec_fn=die_with_us))
+
+    def wait_file(self, path, seconds=15):
+        t0 = time.monotonic()
+        while True:
+            if os.path.exists(path):
+                with open(path) as f:
+                    text = f.read().strip()
+                if text:
+                    return text
+            if time.monotonic() - t0 > seconds:
+                raise RuntimeError("%s did not appear" % path)
+            time.sleep(0.05)
+
+    def ctl(self, *args):
+        r = subprocess.run([os.path.join(BIN, "zshardctl"), "--coordinator", self.addr] +
+                           list(args), capture_output=True, text=True, timeout=120)
+        if r.returncode:
+            raise RuntimeError("zshardctl %s: %s" % (" ".join(args), r.stderr))
+        return r.stdout
+
+    def create_job(self, name, world, stage=3):
+        spec = {"name": name, "stage": stage, "world_size": world, "compute_dtype": "f32",
+                "optimizer": OPT,
+                "units": [{"name": "u%d" % u, "tensors": [{"name": "w", "shape": [n]}]}
+                          for u, n in enumerate(SIZES)]}
+        path = os.path.join(self.d, name + ".json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        self.ctl("job", "create", path)
+
+    def close(self):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        shutil.rmtree(self.d, ignore_errors=True)
+
+
+def init(u):
+    return (np.arange(SIZES[u], dtype=f32) % f32(17)) * f32(0.03125) - f32(0.25)
+
+
+def grad(p, u, rank, t):
+    i = np.arange(p.size)
+    return (p * (f32(0.3) + f32(0.1) * f32(rank)) +
+            ((i * 7 + u * 3 + t) % 11).astype(f32) * f32(0.01) - f32(0.05) * f32(rank))
+
+
+def reference(world, steps):
+    out = []
+    for u in range(len(SIZES)):
+        p = init(u)
+        s0 = np.zeros_like(p)
+        s1 = np.zeros_like(p)
+        for t in range(steps):
+            acc = grad(p, u, 0, t)
+            for r in range(1, world):
+                acc = acc + grad(p, u, r, t)
+            acc = acc / f32(world)
+            p, s0, s1 = optim_ref.step("adamw", p, s0, s1, acc, t + 1, OPT["lr"],
+                                       OPT["beta1"], OPT["beta2"], OPT["eps"],
+                                       OPT["weight_decay"], 0.0)
+        out.append(p)
+    return out
+
+
+def train(t, first, last, errors):
+    """The step driver over steps [first, last) of rank t.rank."""
+    try:
+        for step in range(first, last):
+            t.step_begin(step)
+            for u in range(t.units):
+                t.unit_params(u)
+                t.unit_forward_done(u)
+            for u in reversed(range(t.units)):
+                p = t.unit_params(u, backward=True)
+                g = t.unit_grad(u)
+                g[:] = grad(p, u, t.rank, step)
+                t.unit_push(u)
+            t.step_end()
+    except Exception as e:  # reported by the test's thread
+        errors.append(e)
+
+
+def train_ranks(ts, first, last):
+    errors = []
+    th = [threading.Thread(target=train, args=(t, first, last, errors)) for t in ts]
+    for x in th:
+        x.start()
+    for x in th:
+        x.join()
+    if errors:
+        raise errors[0]
+
+
+class TestZshard(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def join(self, job, rank):
+        return zshard.Trainer.join(job, rank=rank, coordinator=self.c.addr, transport="tcp")
+
+    def _gather(self, t, u, step):
+        out = np.empty(SIZES[u], dtype=f32)
+        self.assertTrue(t.gather(u, step, out).wait(20000))
+        return out
+
+    def test_two_ranks_bitwise(self):
+        self.c.create_job("bits", 2)
+        ts = [self.join("bits", r) for r in range(2)]
+        try:
+            self.assertEqual((ts[1].rank, ts[1].world_size, ts[1].units), (1, 2, 3))
+            self.assertEqual(ts[0].unit_name(2), "u2")
+            self.assertEqual(ts[0].unit_dtype(0), np.float32)
+            self.assertIsNone(ts[0].resume())  # a new job: rank 0 uploads
+            for u in range(3):
+                ts[0].init_unit(u, init(u))
+            train_ranks(ts, 0, 4)
+            got = [self._gather(ts[0], u, 4) for u in range(3)]
+            for u, want in enumerate(reference(2, 4)):
+                self.assertTrue(np.array_equal(got[u].view(np.uint32), want.view(np.uint32)),
+                                "unit %d differs from the reference" % u)
+            stats = ts[0].last_step()
+            self.assertEqual(stats["step"], 3)
+            self.assertEqual(stats["stage"], 3)
+            self.assertGreater(ts[0].counters()["bytes_pushed"], 0)
+        finally:
+            for t in ts:
+                t.close()
+
+    def test_errors_are_exceptions(self):
+        with self.assertRaises(zshard.NotFound) as e:
+            self.join("no-such-job", 0)
+        self.assertEqual(e.exception.code, 2)
+        self.assertIn("no-such-job", str(e.exception))
+        with self.assertRaises(zshard.InvalidArgument):
+            zshard.Trainer.join("x", 0, coordinator=self.c.addr, transport="carrier-pigeon")
+        self.c.create_job("errs", 1)
+        with self.join("errs", 0) as t:
+            with self.assertRaises(zshard.InvalidArgument):
+                t.init_unit(0, np.zeros(3, dtype=f32))  # the wrong size
+            with self.assertRaises(zshard.InvalidArgument):
+                t.gather(7, 0)  # no such unit
+            with self.assertRaises(zshard.FailedPrecondition):
+                t.step_end()  # no step begun
+        os.environ["WORLD_SIZE"] = "4"
+        try:
+            with self.assertRaises(zshard.InvalidArgument):
+                self.join("errs", 0)
+        finally:
+            del os.environ["WORLD_SIZE"]
+
+    def test_checkpoint_evict_and_resume(self):
+        self.c.create_job("ck", 1)
+        t = self.join("ck", 0)
+        try:
+            for u in range(3):
+                t.init_unit(u, init(u))
+            train_ranks([t], 0, 2)
+            ident = t.checkpoint(2, b"loader at 2")
+            self.assertTrue(t.checkpoint_wait(ident, 20000))
+            train_ranks([t], 2, 3)
+            self.c.ctl("trainers", "evict", "ck", "0")
+            for _ in range(300):  # the rollback the eviction starts, carried out
+                j = json.loads(self.c.ctl("job", "show", "ck", "--json"))
+                if j["timeline"] and not j["restoring"]:
+                    break
+                time.sleep(0.05)
+            self.assertIn("evicted", j["rollback_reason"])
+            with self.assertRaises(zshard.Resume):  # this trainer's timeline ended
+                t.gather(0, 3).wait(20000)
+            self.assertEqual(t.resume(), (2, b"loader at 2"))
+            train_ranks([t], 2, 4)
+            got = [self._gather(t, u, 4) for u in range(3)]
+            for u, want in enumerate(reference(1, 4)):
+                self.assertTrue(np.array_equal(got[u].view(np.uint32), want.view(np.uint32)))
+        finally:
+            t.close()
+
+
+if __name__ == "__main__":
+    # a timeout's SIGTERM ends the run through tearDownClass (the temporary
+    # directory goes too)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("test_zshard: stopped by SIGTERM"))
+    unittest.main(verbosity=2)
