@@ -281,7 +281,7 @@ demo: $(BINS) $(BUILD)/bin/charlm
 # make check runs one fixed kill of each kind
 FAULTS ?= --trials 30
 CHECK_FAULTS ?= --seed 1 --trial trainer:25 --trial server:35 --trial coordinator:15 --trial stop:30 \
-	--trial pause:20 --trial partition:40 --trial server:4
+	--trial pause:20 --trial partition:40 --trial server:4 --trial tpause:30
 test-faults: $(BINS) $(BUILD)/bin/charlm
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(FAULTS)
 

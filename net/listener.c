@@ -707,6 +707,21 @@ fail:
 	return st;
 }
 
+void zs_listener_end_job(struct zs_listener *l, uint32_t job)
+{
+	pthread_mutex_lock(&l->mu);
+	for (struct zs_lconn *c = l->conns; c; c = c->next) {
+		if (c->job != job)
+			continue;
+		/* the list's reference keeps c->fd open until the stop */
+		pthread_mutex_lock(&c->wmu);
+		c->dead = true;
+		shutdown(c->fd, SHUT_RDWR);
+		pthread_mutex_unlock(&c->wmu);
+	}
+	pthread_mutex_unlock(&l->mu);
+}
+
 void zs_listener_stop(struct zs_listener *l)
 {
 	struct zs_lconn *c, *next;

@@ -152,6 +152,13 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
  * stays until zs_listener_free.
  */
 void zs_listener_stop(struct zs_listener *l);
+/*
+ * Cuts every connection that said job handle in its HELLO: its thread sees
+ * the end at once, and a write still landing on it is aborted
+ * (write_abort). For a target whose job moved on (a restore) and whose old
+ * peers hang mid-transfer (a stopped trainer).
+ */
+void zs_listener_end_job(struct zs_listener *l, uint32_t job);
 /* Stops (if not yet), then frees the arena and the listener. */
 void zs_listener_free(struct zs_listener *l);
 

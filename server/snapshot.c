@@ -191,11 +191,16 @@ static void retire_handle(struct engine *e, struct ejob *j)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* A push of the ended timeline still landing after this long is one whose
+ * trainer hangs (stopped, cut off): its connections are cut. */
+#define STUCK_MS 2000
+
 /* Waits (within the step timeout) until nothing of j is moving: no push or
  * initial upload landing, no update waiting on the norm exchange. */
 static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_error *err)
 {
-	int64_t deadline = zs_now_ms() + e->step_timeout_ms;
+	int64_t start = zs_now_ms(), deadline = start + e->step_timeout_ms;
+	bool cut = false;
 
 	for (;;) {
 		const char *what = NULL;
@@ -214,6 +219,20 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 		}
 		if (!busy)
 			return ZS_OK;
+		if (!cut && e->l && zs_now_ms() - start > STUCK_MS) {
+			uint32_t old[16];
+			unsigned n;
+			pthread_mutex_lock(&e->mu);
+			n = j->n_retired < 16 ? j->n_retired : 16;
+			memcpy(old, j->retired, n * sizeof *old);
+			pthread_mutex_unlock(&e->mu);
+			zs_warn("job '%s': unit '%s' is still %s step %llu from before the restore: cutting the old connections",
+				j->name, eng_unit_name(j, busy->sh.unit), what,
+				(unsigned long long)busy->version);
+			for (unsigned i = 0; i < n; i++)
+				zs_listener_end_job(e->l, old[i]);
+			cut = true;
+		}
 		if (zs_now_ms() > deadline)
 			return zs_fail(err, ZS_ETIMEDOUT,
 				       "unit '%s' was still %s step %llu after %u ms",

@@ -10,7 +10,8 @@ process, drawn from the seed, is killed with SIGKILL once rank 0 has reached a
 step also drawn from it; or (kind "stop") the whole cluster is stopped cleanly
 (zshardctl job stop, then SIGTERM to every daemon) and started again, which
 must not roll the job back; or (kind "pause") a server is stopped (SIGSTOP)
-for 6 s; or (kind "partition", as root) the last server, in a network
+for 6 s, or (kind "tpause") a trainer (its lease lapses meanwhile: it comes
+back to find its rank lost and the job rolled back); or (kind "partition", as root) the last server, in a network
 namespace of its own, is cut off for 6 s by taking its veth down. The
 trainers must then fail with a bounded error and the job finish by itself. Nobody touches the cluster after that: the job must
 finish by itself, and its final parameters and optimizer state (zshardctl
@@ -18,7 +19,7 @@ export --optimizer) must be bitwise those of the fault-free run.
 
     tests/faults/faults.py [--trials N] [--seed S] [--steps N] [--every K]
                            [--servers S] [--ranks R] [--batch B]
-                           [--kinds trainer,server,coordinator,stop,pause,partition]
+                           [--kinds trainer,server,coordinator,stop,pause,partition,tpause]
                            [--trial KIND:STEP]...   fixed trials instead of drawn ones
 
 Prints one line per trial and a table: victim, kill step, the step the job
@@ -312,8 +313,9 @@ def run_trial(a, victim, kill_step, tag):
                     killed_at = now()
                     res["kill_step"] = kill_step = at
                     cl.partition(PAUSE_S)
-                elif victim.startswith("pause-"):
-                    p = cl.proc("server-" + victim[6:])
+                elif victim.startswith("pause-") or victim.startswith("tpause-"):
+                    p = cl.proc(("server-" if victim[0] == "p" else "rank-") +
+                                victim.split("-")[1])
                     if p.kill(signal.SIGSTOP):
                         killed_at = now()
                         res["kill_step"] = kill_step = at
@@ -394,7 +396,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32, help="charlm's batch (its step time)")
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--kinds", default="trainer,server,coordinator,stop,pause,partition")
+    ap.add_argument("--kinds",
+                    default="trainer,server,coordinator,stop,pause,partition,tpause")
     ap.add_argument("--trial", action="append", default=[],
                     help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
     a = ap.parse_args()
@@ -421,11 +424,11 @@ def main():
     rows, bad, skipped = [], 0, 0
     for i, (kind, step) in enumerate(plan):
         n = {"trainer": a.ranks, "server": a.servers, "coordinator": 1, "stop": 1,
-             "pause": a.servers, "partition": 1}[kind]
+             "pause": a.servers, "partition": 1, "tpause": a.ranks}[kind]
         idx = rng.randrange(n)
         victim = {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
                   "coordinator": "coordinator", "stop": "cluster", "pause": "pause-%d" % idx,
-                  "partition": "partition"}[kind]
+                  "partition": "partition", "tpause": "tpause-%d" % idx}[kind]
         if kind == "partition" and netns_reason():
             print("trial %2d: partition: skipped: %s" % (i, netns_reason()), flush=True)
             skipped += 1

@@ -508,6 +508,42 @@ static void test_peer_dies_mid_frame(void **st)
 	assert_int_equal(count(&f->toy, &f->toy.writes_done), before_done);
 }
 
+/* A peer that hangs in the middle of a push (a stopped trainer): the target
+ * cuts its job's connections (zs_listener_end_job), and the write is
+ * aborted at once instead of landing whenever the peer wakes. */
+static void test_end_job_cuts_a_hanging_push(void **st)
+{
+	struct fixture *f = *st;
+	int fd = raw_hello(f), before_done = count(&f->toy, &f->toy.writes_done);
+	int before_abort = count(&f->toy, &f->toy.writes_aborted);
+	uint8_t h[ZS_WIRE_HDR], part[1000] = {0};
+	struct zs_frame fr = {.op = ZS_OP_PUSH, .job = JOB_HANDLE, .rank = 2, .length = 1 << 18,
+			      .dtype = ZS_F32};
+
+	if (f->t == &zs_shm_transport) {
+		fr.op = ZS_OP_PUSH_BEGIN;
+		zs_wire_encode(&fr, h);
+		assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+		assert_int_equal(zs_read_full(fd, h, sizeof h), 0); /* PUSH_SLOT */
+	} else {
+		fr.payload_len = (1 << 18) * 4;
+		zs_wire_encode(&fr, h);
+		assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+		assert_int_equal(send(fd, part, sizeof part, MSG_NOSIGNAL), (ssize_t)sizeof part);
+	}
+	usleep(100 * 1000); /* the peer hangs: nothing ends the write by itself */
+	assert_int_equal(count(&f->toy, &f->toy.writes_aborted), before_abort);
+	zs_listener_end_job(f->toy.l, JOB_HANDLE + 1); /* another job's: nothing */
+	usleep(50 * 1000);
+	assert_int_equal(count(&f->toy, &f->toy.writes_aborted), before_abort);
+	zs_listener_end_job(f->toy.l, JOB_HANDLE);
+	for (int i = 0; i < 200 && count(&f->toy, &f->toy.writes_aborted) == before_abort; i++)
+		usleep(10 * 1000);
+	assert_int_equal(count(&f->toy, &f->toy.writes_aborted), before_abort + 1);
+	assert_int_equal(count(&f->toy, &f->toy.writes_done), before_done);
+	close(fd);
+}
+
 static void test_server_goes_away(void **st)
 {
 	struct fixture *f = *st, g = {.t = f->t};
@@ -653,6 +689,7 @@ static void test_rdma_registered_buffers(void **st)
 		cmocka_unit_test(test_many_in_flight_two_clients),                 \
 		cmocka_unit_test(test_bad_frame_drops_only_that_peer),             \
 		cmocka_unit_test(test_peer_dies_mid_frame),                        \
+		cmocka_unit_test(test_end_job_cuts_a_hanging_push),                \
 		cmocka_unit_test(test_server_goes_away),                           \
 	}
 
