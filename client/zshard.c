@@ -264,6 +264,25 @@ out:
 	return st;
 }
 
+int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms, char *errbuf,
+		  size_t errlen)
+{
+	struct zs_error err = {0};
+	struct zs_coord_client *c = NULL;
+	struct zs_job j;
+	enum zs_status st;
+
+	if (!coordinator || !spec_json)
+		st = zs_fail(&err, ZS_EINVAL, "a coordinator and a spec are needed");
+	else if (!(st = zs_coord_open(coordinator, timeout_ms, 0, &c, &err)) &&
+		 !(st = zs_coord_create_job_json(c, spec_json, &j, &err)))
+		zs_job_release(&j);
+	zs_coord_close(c);
+	if (errbuf && errlen)
+		snprintf(errbuf, errlen, "%s", st ? err.msg : "");
+	return st;
+}
+
 void zs_trainer_close(zs_trainer *t)
 {
 	struct zs_error err = {0};

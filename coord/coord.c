@@ -114,6 +114,7 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_JOIN, coord_h_join},             {ZS_M_LEAVE, coord_h_leave},
 	{ZS_M_TRAINER_HB, coord_h_trainer_heartbeat},
 	{ZS_M_STOP_JOB, coord_h_stop_job},
+	{ZS_M_CREATE_JOB_JSON, coord_h_create_job_json},
 	{ZS_M_COORD_STATUS, coord_h_status},   {ZS_M_REPORT_NORM, coord_h_report_norm},
 	{ZS_M_REPORT_STEP, coord_h_report_step},  {ZS_M_STEP_REPORTS, coord_h_step_reports},
 	{ZS_M_DELETE_CKPT, coord_h_delete_ckpt},

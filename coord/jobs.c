@@ -4,20 +4,19 @@
  */
 #include "coord/state.h"
 
+#include "model/spec_json.h"
+
 /* ------------------------------------------------------------------ jobs */
 
-void coord_h_create_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
-			 size_t n)
+/* Creates the job whose spec is in job->spec (taken over) and answers. */
+static void create(struct coord *c, struct zs_rpc_call *call, struct zs_job *jobp)
 {
-	struct coord *c = ctx;
-	struct zs_job job = {0};
+	struct zs_job job = *jobp;
 	struct zs_error e = {0};
 	struct place_server *ps;
 	struct zs_job *g;
 	size_t n_live;
 
-	if (zs_dec_create_job(p, n, &job.spec, &e))
-		return coord_reply_err(call, &e);
 	if (zs_job_spec_normalize(&job.spec, &e)) {
 		zs_job_release(&job);
 		return coord_reply_err(call, &e);
@@ -69,6 +68,33 @@ fail:
 	pthread_mutex_unlock(&c->mu);
 	zs_job_release(&job);
 	coord_reply_err(call, &e);
+}
+
+void coord_h_create_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct zs_job job = {0};
+	struct zs_error e = {0};
+
+	if (zs_dec_create_job(p, n, &job.spec, &e))
+		return coord_reply_err(call, &e);
+	create(ctx, call, &job);
+}
+
+void coord_h_create_job_json(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct zs_job job = {0};
+	struct zs_error e = {0};
+	char *json = NULL;
+
+	if (zs_dec_create_job_json(p, n, &json, &e))
+		return coord_reply_err(call, &e);
+	if (zs_spec_from_json(json, &job.spec, &e)) {
+		free(json);
+		zs_error_prefix(&e, "job spec");
+		return coord_reply_err(call, &e);
+	}
+	free(json);
+	create(ctx, call, &job);
 }
 
 /* Decodes a job name and finds the job; on failure the call is answered. */

@@ -160,6 +160,8 @@ void *coord_reaper(void *arg);
 /* jobs.c */
 void coord_h_create_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 			 size_t n);
+/* The same from the spec as JSON (model/spec_json.h). */
+void coord_h_create_job_json(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 /* Decodes a job name and finds the job; on failure the call is answered. */
 struct zs_job *coord_lookup(struct coord *c, struct zs_rpc_call *call,
 			     const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX]);

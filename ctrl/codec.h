@@ -132,6 +132,10 @@ enum zs_status zs_dec_servers(const uint8_t *p, size_t n, struct zs_server_info 
 			      uint32_t *n_s, struct zs_error *err);
 
 enum zs_status zs_enc_create_job(const struct zs_job_spec *spec, struct zs_buf *out);
+/* A job spec as JSON text; the decoder's *json is malloc'd (free). */
+enum zs_status zs_enc_create_job_json(const char *json, struct zs_buf *out);
+enum zs_status zs_dec_create_job_json(const uint8_t *p, size_t n, char **json,
+				      struct zs_error *err);
 enum zs_status zs_dec_create_job(const uint8_t *p, size_t n, struct zs_job_spec *spec,
 				 struct zs_error *err);
 

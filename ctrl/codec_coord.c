@@ -211,6 +211,23 @@ enum zs_status zs_dec_servers(const uint8_t *p, size_t n, struct zs_server_info 
 	return st;
 }
 
+enum zs_status zs_enc_create_job_json(const char *json, struct zs_buf *out)
+{
+	Zshard__CreateJobJsonRequest m = ZSHARD__CREATE_JOB_JSON_REQUEST__INIT;
+	struct arena a = {0};
+	m.spec_json = (char *)json;
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_create_job_json(const uint8_t *p, size_t n, char **json,
+				      struct zs_error *err)
+{
+	UNPACK(Zshard__CreateJobJsonRequest, create_job_json_request, p, n, err);
+	*json = strdup(m->spec_json ? m->spec_json : "");
+	DONE(create_job_json_request);
+	return *json ? ZS_OK : zs_fail(err, ZS_ENOMEM, "out of memory");
+}
+
 enum zs_status zs_enc_create_job(const struct zs_job_spec *spec, struct zs_buf *out)
 {
 	Zshard__CreateJobRequest m = ZSHARD__CREATE_JOB_REQUEST__INIT;

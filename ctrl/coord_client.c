@@ -297,6 +297,14 @@ enum zs_status zs_coord_report_step(struct zs_coord_client *c, const char *job,
 	return st;
 }
 
+enum zs_status zs_coord_create_job_json(struct zs_coord_client *c, const char *json,
+					struct zs_job *job, struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_CREATE_JOB_JSON, zs_enc_create_job_json(json, &req), &req, job,
+			err);
+}
+
 enum zs_status zs_coord_stop_job(struct zs_coord_client *c, const char *name,
 				 struct zs_job *job, struct zs_error *err)
 {

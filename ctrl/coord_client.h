@@ -95,6 +95,9 @@ enum zs_status zs_coord_report_step(struct zs_coord_client *c, const char *job,
 				    uint32_t rank, const struct zs_step_report *r,
 				    uint32_t *stage, uint64_t *checkpoint_every,
 				    uint64_t *stop_before, struct zs_error *err);
+/* Creates a job from its spec as JSON (model/spec_json.h). */
+enum zs_status zs_coord_create_job_json(struct zs_coord_client *c, const char *json,
+					struct zs_job *job, struct zs_error *err);
 /* zshardctl job stop: every rank leaves before one step, all the same. */
 enum zs_status zs_coord_stop_job(struct zs_coord_client *c, const char *name,
 				 struct zs_job *job, struct zs_error *err);

@@ -17,6 +17,7 @@
 #define ZS_M_LEAVE ZS_COORD_SVC "Leave"
 #define ZS_M_TRAINER_HB ZS_COORD_SVC "TrainerHeartbeat"
 #define ZS_M_STOP_JOB ZS_COORD_SVC "StopJob"
+#define ZS_M_CREATE_JOB_JSON ZS_COORD_SVC "CreateJobJson"
 #define ZS_M_COORD_STATUS ZS_COORD_SVC "Status"
 #define ZS_M_REPORT_NORM ZS_COORD_SVC "ReportNorm"
 #define ZS_M_CREATE_CKPT ZS_COORD_SVC "CreateCheckpoint"

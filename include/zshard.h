@@ -78,6 +78,19 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 		    const char *transport, int timeout_ms, zs_trainer **out, char *err,
 		    size_t errlen);
 
+/*
+ * Creates a job from its spec as JSON, the format zshardctl job create
+ * reads (in the source: model/spec_json.h; example: examples/charlm.json):
+ * name, stage, world_size, compute_dtype, optimizer, units and their
+ * tensors. The coordinator places it over the live servers. ZS_OK;
+ * ZS_EEXIST (a job of that name exists: join it; the join checks that its
+ * layout is the trainer's); ZS_EINVAL (the spec, and why: its JSON, a key,
+ * a value); ZS_ENOSPC (the servers' capacity); ZS_EUNAVAIL. err (errlen
+ * bytes, may be NULL) gets the message.
+ */
+int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms, char *err,
+		  size_t errlen);
+
 /* Leaves the job and frees the handle; ops not yet completed are dropped
  * (their buffers are the caller's again once this returns). Leaving in the
  * middle of a step (some of this step's pushes done, not all) rolls the

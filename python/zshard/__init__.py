@@ -9,9 +9,9 @@ from zshard.errors import (AlreadyExists, Canceled, FailedPrecondition, Internal
                            InvalidArgument, NoSpace, NotFound, OutOfMemory, ProtocolError,
                            Resume, StorageError, TimedOut, TryAgain, Unavailable,
                            ZshardError)
-from zshard.trainer import BF16, F16, F32, Op, Trainer, strerror
+from zshard.trainer import BF16, F16, F32, Op, Trainer, create_job, strerror
 
-__all__ = ["Trainer", "Op", "strerror", "F32", "BF16", "F16", "ZshardError",
+__all__ = ["Trainer", "Op", "create_job", "strerror", "F32", "BF16", "F16", "ZshardError",
            "InvalidArgument", "NotFound", "AlreadyExists", "NoSpace", "Unavailable",
            "TimedOut", "StorageError", "OutOfMemory", "ProtocolError", "FailedPrecondition",
            "Canceled", "TryAgain", "InternalError", "Resume"]

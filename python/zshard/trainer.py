@@ -11,6 +11,7 @@ process (each joins as its own rank). Calls release the GIL while they
 wait, so ranks in threads run in parallel.
 """
 import ctypes
+import json
 import os
 from ctypes import byref, c_uint, c_ulonglong, c_void_p
 
@@ -27,6 +28,21 @@ _NP = {F32: np.float32, BF16: np.uint16, F16: np.float16}
 def strerror(code):
     """The short name of a status code, e.g. "not found"."""
     return lib.zs_strerror(code).decode()
+
+
+def create_job(spec, coordinator=None, timeout_ms=10000):
+    """Creates a job from its spec: a dict (or its JSON text) in the format
+    of zshardctl job create (name, stage, world_size, compute_dtype,
+    optimizer, units with their tensors). zshard.AlreadyExists if a job of
+    that name exists (join it: the join checks its layout)."""
+    coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
+    if not coordinator:
+        raise error_for(1, "no coordinator: give coordinator= or set ZSHARD_COORDINATOR")
+    text = spec if isinstance(spec, str) else json.dumps(spec)
+    err = _lib.errbuf()
+    rc = lib.zs_create_job(coordinator.encode(), text.encode(), timeout_ms, err, _lib.ERRLEN)
+    if rc:
+        raise error_for(rc, err.value.decode(errors="replace"))
 
 
 class Op:

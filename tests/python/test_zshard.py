@@ -91,14 +91,7 @@ class Cluster:
         return r.stdout
 
     def create_job(self, name, world, stage=3):
-        spec = {"name": name, "stage": stage, "world_size": world, "compute_dtype": "f32",
-                "optimizer": OPT,
-                "units": [{"name": "u%d" % u, "tensors": [{"name": "w", "shape": [n]}]}
-                          for u, n in enumerate(SIZES)]}
-        path = os.path.join(self.d, name + ".json")
-        with open(path, "w") as f:
-            json.dump(spec, f)
-        self.ctl("job", "create", path)
+        zshard.create_job(spec(name, world, stage), coordinator=self.addr)
 
     def close(self):
         for p in self.procs:
@@ -110,6 +103,13 @@ class Cluster:
                 p.kill()
                 p.wait()
         shutil.rmtree(self.d, ignore_errors=True)
+
+
+def spec(name, world, stage=3):
+    return {"name": name, "stage": stage, "world_size": world, "compute_dtype": "f32",
+            "optimizer": OPT,
+            "units": [{"name": "u%d" % u, "tensors": [{"name": "w", "shape": [n]}]}
+                      for u, n in enumerate(SIZES)]}
 
 
 def init(u):
@@ -208,6 +208,27 @@ class TestZshard(unittest.TestCase):
         finally:
             for t in ts:
                 t.close()
+
+    def test_create_job(self):
+        self.c.create_job("made", 2)
+        shown = json.loads(self.c.ctl("job", "show", "made", "--json"))
+        self.assertEqual((shown["world_size"], shown["units"]), (2, 3))
+        with self.assertRaises(zshard.AlreadyExists):
+            self.c.create_job("made", 2)
+        bad = spec("bad", 2)
+        bad["optimizer"] = dict(OPT, kind="lion")
+        with self.assertRaises(zshard.InvalidArgument) as e:
+            zshard.create_job(bad, coordinator=self.c.addr)
+        self.assertIn("lion", str(e.exception))
+        bad = spec("bad", 2)
+        bad["wrold_size"] = 2  # a typo is refused, not ignored
+        with self.assertRaises(zshard.InvalidArgument) as e:
+            zshard.create_job(bad, coordinator=self.c.addr)
+        self.assertIn("wrold_size", str(e.exception))
+        with self.assertRaises(zshard.InvalidArgument):
+            zshard.create_job("{not json", coordinator=self.c.addr)
+        with self.assertRaises(zshard.NotFound):  # nothing was created
+            self.join("bad", 0)
 
     def test_errors_are_exceptions(self):
         with self.assertRaises(zshard.NotFound) as e:
