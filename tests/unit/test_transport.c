@@ -480,17 +480,16 @@ static void test_bad_frame_drops_only_that_peer(void **st)
 	zs_conn_close(c);
 }
 
-static void test_peer_dies_mid_frame(void **st)
+/* A raw peer that begins a push and stops in the middle of it (shm: the
+ * slot is handed out, then no PUSH comes); returns its socket. */
+static int begin_push_and_stop(struct fixture *f)
 {
-	struct fixture *f = *st;
-	int fd = raw_hello(f), before_done = count(&f->toy, &f->toy.writes_done);
-	int before_abort = count(&f->toy, &f->toy.writes_aborted);
+	int fd = raw_hello(f);
 	uint8_t h[ZS_WIRE_HDR], part[1000] = {0};
 	struct zs_frame fr = {.op = ZS_OP_PUSH, .job = JOB_HANDLE, .rank = 2, .length = 1 << 18,
 			      .dtype = ZS_F32};
 
 	if (f->t == &zs_shm_transport) {
-		/* shm: the slot is handed out, then the peer vanishes before PUSH */
 		fr.op = ZS_OP_PUSH_BEGIN;
 		zs_wire_encode(&fr, h);
 		assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
@@ -501,7 +500,16 @@ static void test_peer_dies_mid_frame(void **st)
 		assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
 		assert_int_equal(send(fd, part, sizeof part, MSG_NOSIGNAL), (ssize_t)sizeof part);
 	}
-	close(fd);
+	return fd;
+}
+
+static void test_peer_dies_mid_frame(void **st)
+{
+	struct fixture *f = *st;
+	int before_done = count(&f->toy, &f->toy.writes_done);
+	int before_abort = count(&f->toy, &f->toy.writes_aborted);
+
+	close(begin_push_and_stop(f)); /* and vanishes */
 	for (int i = 0; i < 200 && count(&f->toy, &f->toy.writes_aborted) == before_abort; i++)
 		usleep(10 * 1000);
 	assert_int_equal(count(&f->toy, &f->toy.writes_aborted), before_abort + 1);
@@ -514,23 +522,10 @@ static void test_peer_dies_mid_frame(void **st)
 static void test_end_job_cuts_a_hanging_push(void **st)
 {
 	struct fixture *f = *st;
-	int fd = raw_hello(f), before_done = count(&f->toy, &f->toy.writes_done);
+	int before_done = count(&f->toy, &f->toy.writes_done);
 	int before_abort = count(&f->toy, &f->toy.writes_aborted);
-	uint8_t h[ZS_WIRE_HDR], part[1000] = {0};
-	struct zs_frame fr = {.op = ZS_OP_PUSH, .job = JOB_HANDLE, .rank = 2, .length = 1 << 18,
-			      .dtype = ZS_F32};
+	int fd = begin_push_and_stop(f);
 
-	if (f->t == &zs_shm_transport) {
-		fr.op = ZS_OP_PUSH_BEGIN;
-		zs_wire_encode(&fr, h);
-		assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
-		assert_int_equal(zs_read_full(fd, h, sizeof h), 0); /* PUSH_SLOT */
-	} else {
-		fr.payload_len = (1 << 18) * 4;
-		zs_wire_encode(&fr, h);
-		assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
-		assert_int_equal(send(fd, part, sizeof part, MSG_NOSIGNAL), (ssize_t)sizeof part);
-	}
 	usleep(100 * 1000); /* the peer hangs: nothing ends the write by itself */
 	assert_int_equal(count(&f->toy, &f->toy.writes_aborted), before_abort);
 	zs_listener_end_job(f->toy.l, JOB_HANDLE + 1); /* another job's: nothing */
