@@ -24,6 +24,7 @@
 #include "tests/harness.h"
 #include "ctrl/methods.h"
 #include "model/model.h"
+#include "include/zshard.h"
 
 #define NSERV 3
 #define LEASE_MS "1000"
@@ -534,6 +535,39 @@ static void test_bad_rpcs_change_nothing(void **st)
 	zs_coord_close(c);
 }
 
+/* libzshard's zs_create_job: a job from its JSON spec; a taken name, a bad
+ * spec and a typo are refused with the reason, and create nothing. */
+static void test_create_job_from_json(void **st)
+{
+	static const char spec[] =
+		"{\"name\": \"fromjson\", \"stage\": 2, \"world_size\": 2,"
+		" \"optimizer\": {\"kind\": \"sgd\", \"lr\": 0.1},"
+		" \"units\": [{\"name\": \"a\", \"tensors\": [{\"name\": \"w\", \"shape\": [64, 8]}]}]}";
+	char err[256];
+	struct zs_coord_client *c;
+	struct zs_job j;
+
+	(void)st;
+	assert_int_equal(zs_create_job(C.addr, spec, 5000, err, sizeof err), ZS_OK);
+	assert_string_equal(err, "");
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "fromjson", &j, NULL), ZS_OK);
+	assert_int_equal(j.spec.stage, 2);
+	assert_int_equal(j.spec.layout.units[0].numel, 512);
+	zs_job_release(&j);
+	assert_int_equal(zs_create_job(C.addr, spec, 5000, err, sizeof err), ZS_EEXIST);
+	assert_non_null(strstr(err, "already exists"));
+	assert_int_equal(zs_create_job(C.addr, "{\"name\": \"x\", \"stag\": 2}", 5000, err,
+				       sizeof err), ZS_EINVAL);
+	assert_non_null(strstr(err, "stag"));
+	assert_int_equal(zs_create_job(C.addr, "{not json", 5000, err, sizeof err), ZS_EINVAL);
+	assert_int_equal(zs_create_job(C.addr, NULL, 5000, err, sizeof err), ZS_EINVAL);
+	assert_int_equal(zs_coord_get_job(c, "x", &j, NULL), ZS_ENOTFOUND);
+	assert_int_equal(zs_coord_delete_job(c, "fromjson", &j, NULL), ZS_OK);
+	zs_job_release(&j);
+	zs_coord_close(c);
+}
+
 static void test_stage_change(void **st)
 {
 	char *out, *err;
@@ -732,6 +766,7 @@ int main(void)
 		cmocka_unit_test(test_plan_and_rdma_check),
 		cmocka_unit_test(test_bad_rpcs_change_nothing),
 		cmocka_unit_test(test_stage_change),
+		cmocka_unit_test(test_create_job_from_json),
 		cmocka_unit_test(test_sigkill_restart_keeps_state),
 		cmocka_unit_test(test_lease_lapse_and_return),
 		cmocka_unit_test(test_server_waits_for_coordinator),
