@@ -91,8 +91,6 @@ static void *lease_main(void *arg)
 
 enum zs_status tr_lease_start(zs_trainer *t, struct zs_error *err)
 {
-	static pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
-	t->down_mu = init;
 	t->n_down = 0;
 	atomic_store(&t->lease_stop, 0);
 	atomic_store(&t->evicted, 0);

@@ -10,12 +10,6 @@
 
 #include "base/log.h"
 
-/*
- * Brings t onto the job's current timeline: rejoins if its rank lapsed,
- * waits (within t->timeout_ms) for a restore or rollback under way, and
- * reconnects to every server (connections of an earlier timeline get
- * ZS_ERESUME). *j: the job as it is now (the caller releases it).
- */
 /* Whether t's session still holds its rank in job j. */
 static bool holds_rank(const zs_trainer *t, const struct zs_job *j)
 {
@@ -25,39 +19,52 @@ static bool holds_rank(const zs_trainer *t, const struct zs_job *j)
 	return false;
 }
 
+/* Takes t's rank again (its lease lapsed, or it was evicted), waiting
+ * until deadline for a rank another lost process still holds. */
+static enum zs_status rejoin(zs_trainer *t, int64_t deadline, struct zs_error *err)
+{
+	struct zs_join_req req = {.rank = t->rank, .session = t->session};
+	struct zs_job nj;
+	enum zs_status st;
+
+	snprintf(req.job, sizeof req.job, "%s", t->job.spec.name);
+	gethostname(req.host, sizeof req.host - 1);
+	req.layout = t->job.spec.layout;
+	tr_lease_stop(t);
+	while ((st = zs_coord_join(t->coord, &req, &nj, err)) == ZS_EEXIST &&
+	       zs_now_ms() < deadline)
+		zs_sleep_ms(200, NULL);
+	if (st)
+		return st;
+	zs_job_release(&t->job);
+	t->job = nj;
+	zs_info("rank %u rejoined job '%s' (its lease had lapsed, or it was evicted)", t->rank,
+		nj.spec.name);
+	return tr_lease_start(t, err); /* clears evicted */
+}
+
+/*
+ * Brings t onto the job's current timeline: rejoins if its rank lapsed,
+ * waits (within t->timeout_ms) for a restore or rollback under way, and
+ * reconnects to every server (connections of an earlier timeline get
+ * ZS_ERESUME). *j: the job as it is now (the caller releases it).
+ */
 static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error *err)
 {
 	int64_t deadline = zs_now_ms() + t->timeout_ms;
+	bool rejoined = false;
 	enum zs_status st;
 
-	if ((st = zs_coord_get_job(t->coord, t->job.spec.name, j, err)))
-		return st;
-	if (!holds_rank(t, j))
-		atomic_store(&t->evicted, 1);
-	zs_job_release(j);
-	if (atomic_load(&t->evicted)) {
-		struct zs_join_req req = {.rank = t->rank, .session = t->session};
-		struct zs_job nj;
-		snprintf(req.job, sizeof req.job, "%s", t->job.spec.name);
-		gethostname(req.host, sizeof req.host - 1);
-		req.layout = t->job.spec.layout;
-		tr_lease_stop(t);
-		while ((st = zs_coord_join(t->coord, &req, &nj, err)) == ZS_EEXIST &&
-		       zs_now_ms() < deadline)
-			zs_sleep_ms(200, NULL);
-		if (st)
-			return st;
-		zs_job_release(&t->job);
-		t->job = nj;
-		atomic_store(&t->evicted, 0);
-		zs_info("rank %u rejoined job '%s' (its lease had lapsed, or it was evicted)",
-			t->rank, nj.spec.name);
-		if ((st = tr_lease_start(t, err)))
-			return st;
-	}
 	for (;;) {
 		if ((st = zs_coord_get_job(t->coord, t->job.spec.name, j, err)))
 			return st;
+		if (!rejoined && (atomic_load(&t->evicted) || !holds_rank(t, j))) {
+			zs_job_release(j);
+			if ((st = rejoin(t, deadline, err)))
+				return st;
+			rejoined = true;
+			continue;
+		}
 		if (!j->restore_pending)
 			break;
 		zs_job_release(j);

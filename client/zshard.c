@@ -211,6 +211,7 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 		goto out;
 	}
 	t->rank = rank;
+	pthread_mutex_init(&t->down_mu, NULL);
 	st = zs_coord_open(coordinator, timeout_ms, 0, &t->coord, &err);
 	if (st)
 		goto fail;
@@ -331,6 +332,7 @@ void zs_trainer_close(zs_trainer *t)
 	zs_coord_close(t->coord);
 	zs_job_release(&t->job);
 	free(t->regs);
+	pthread_mutex_destroy(&t->down_mu);
 	free(t);
 }
 

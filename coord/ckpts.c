@@ -338,7 +338,7 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 	struct coord *c = ctx;
 	char job[ZS_JOB_NAME_MAX];
 	struct zs_error e = {0};
-	struct zs_checkpoint *k = NULL;
+	struct zs_checkpoint *k;
 	struct zs_job *j;
 	uint64_t id;
 
@@ -348,13 +348,7 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 	j = coord_job_or_fail(c, call, job);
 	if (!j)
 		goto out;
-	if (id == 0) { /* the latest committed */
-		for (size_t i = 0; i < c->n_ckpts; i++)
-			if (!strcmp(c->ckpts[i].job, job) && c->ckpts[i].state == ZS_CKPT_COMMITTED)
-				k = &c->ckpts[i];
-	} else {
-		k = coord_find_ckpt(c, job, id);
-	}
+	k = id ? coord_find_ckpt(c, job, id) : coord_latest_ckpt(c, job);
 	if (!k) {
 		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no %s checkpoint%s", job,
 			    id ? "such" : "committed", id ? "" : " to restore");
@@ -377,12 +371,7 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 		goto out;
 	}
 	struct zs_job old = *j;
-	j->restore_pending = k->id;
-	j->restore_error[0] = '\0';
-	j->timeline++;
-	j->stopped_step = 0;
-	j->leaving_step = 0;
-	j->stop_before = 0;
+	coord_mark_restore(j, k->id);
 	if (coord_save_job(c, j, false, false, &e)) {
 		*j = old;
 		coord_reply_err(call, &e);

@@ -271,13 +271,8 @@ void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	old = j->placement;
 	was = *j;
 	j->placement = np;
-	if (carry) {
-		j->restore_pending = carry;
-		j->restore_error[0] = '\0';
-		j->timeline++;
-		j->stopped_step = 0;
-		j->leaving_step = 0;
-	}
+	if (carry)
+		coord_mark_restore(j, carry);
 	if (coord_save_job(c, j, false, true, &e)) {
 		*j = was;
 		zs_placement_release(&np);

@@ -10,8 +10,7 @@
  */
 #include "coord/state.h"
 
-/* The latest committed checkpoint of job (NULL: none). */
-static struct zs_checkpoint *latest_committed(struct coord *c, const char *job)
+struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const char *job)
 {
 	struct zs_checkpoint *k = NULL;
 	for (size_t i = 0; i < c->n_ckpts; i++)
@@ -43,6 +42,17 @@ static void fail_pending(struct coord *c, struct zs_job *j, uint64_t to_step)
 	}
 }
 
+void coord_mark_restore(struct zs_job *j, uint64_t id)
+{
+	j->restore_pending = id;
+	j->restore_error[0] = '\0';
+	j->timeline++;
+	/* where ranks stopped, or are to stop, belongs to the ended timeline */
+	j->stopped_step = 0;
+	j->leaving_step = 0;
+	j->stop_before = 0;
+}
+
 enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_server,
 			      const char *why)
 {
@@ -71,15 +81,10 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 		zs_info("job '%s': %s, during its rollback (which goes on)", j->spec.name, why);
 		return ZS_OK;
 	}
-	k = latest_committed(c, j->spec.name);
+	k = coord_latest_ckpt(c, j->spec.name);
 	id = k ? k->id : ZS_CKPT_RESET;
 	step = k ? k->step : 0;
-	j->restore_pending = id;
-	j->restore_error[0] = '\0';
-	j->timeline++;
-	j->stopped_step = 0;
-	j->leaving_step = 0;
-	j->stop_before = 0;
+	coord_mark_restore(j, id);
 	zs_fmt(j->rollback_reason, sizeof j->rollback_reason, "%s", why);
 	if (coord_save_job(c, j, false, false, &e)) {
 		*j = old;

@@ -202,6 +202,12 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
  */
 enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_server,
 			      const char *why);
+/* Marks j as being restored to checkpoint id (ZS_CKPT_RESET: a reset): a
+ * new timeline. The caller commits it (and restores the old record if the
+ * commit fails), then queues the restore task. */
+void coord_mark_restore(struct zs_job *j, uint64_t id);
+/* The latest committed checkpoint of job (NULL: none). */
+struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const char *job);
 /* A server registered fresh (restarted): every job it holds rolls back,
  * but for those whose live state it kept (in->live) at the step where
  * every rank had left the job cleanly (Job.stopped_step). */

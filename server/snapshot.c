@@ -5,18 +5,44 @@
  */
 #include "server/engine_int.h"
 
+/* Gives sn the arrays of shard s (master, and the optimizer state it has),
+ * zeroed if zero, at step; false when out of memory (what was allocated
+ * stays in sn for engine_snaps_free). */
+static float *snap_array(size_t n, bool zero)
+{
+	n = n ? n : 1;
+	return zero ? calloc(n, 4) : malloc(n * 4);
+}
+
+static bool snap_alloc(const struct eshard *s, uint64_t step, bool zero, struct engine_snap *sn)
+{
+	size_t n = s->sh.length;
+
+	*sn = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, step,
+				   snap_array(n, zero),
+				   s->n_arrays > 1 ? snap_array(n, zero) : NULL,
+				   s->n_arrays > 2 ? snap_array(n, zero) : NULL};
+	return sn->master && (s->n_arrays < 2 || sn->s0) && (s->n_arrays < 3 || sn->s1);
+}
+
+/* Copies shard s's state as it is now into sn (caller holds s->mu). */
+static enum zs_status snap_read(struct ejob *j, struct eshard *s, struct engine_snap *sn,
+				struct zs_error *err)
+{
+	if (!snap_alloc(s, s->version, false, sn))
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	if (eng_arrays_io(j->e, s, false, sn->master, sn->s0, sn->s1))
+		return zs_fail(err, ZS_EIO, "cannot read unit '%s' from %s",
+			       eng_unit_name(j, s->sh.unit), s->path);
+	return ZS_OK;
+}
+
 /* Copies shard s into snapshot p (caller holds s->mu and j->cmu). */
 static bool capture(struct ejob *j, struct eshard *s, struct epending *p)
 {
-	size_t k = (size_t)(s - j->shards), n = s->sh.length;
-	struct engine_snap *sn = &p->snaps[k];
+	size_t k = (size_t)(s - j->shards);
 
-	*sn = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, s->version,
-				   malloc(n * 4), s->n_arrays > 1 ? malloc(n * 4) : NULL,
-				   s->n_arrays > 2 ? malloc(n * 4) : NULL};
-	if (!sn->master || (s->n_arrays > 1 && !sn->s0) || (s->n_arrays > 2 && !sn->s1))
-		return false;
-	if (eng_arrays_io(j->e, s, false, sn->master, sn->s0, sn->s1))
+	if (snap_read(j, s, &p->snaps[k], NULL))
 		return false;
 	p->got[k] = true;
 	p->n_got++;
@@ -260,15 +286,9 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 	/* load and check everything first: nothing half-applied */
 	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
 		struct eshard *s = &j->shards[k];
-		size_t n = s->sh.length;
 		/* a reset writes zeros: no parameters, and optimizer state as a
 		 * fresh job has it (what the lost timeline's updates left goes) */
-		tmp[k] = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, n, 0,
-					      calloc(n ? n : 1, 4),
-					      s->n_arrays > 1 ? calloc(n ? n : 1, 4) : NULL,
-					      s->n_arrays > 2 ? calloc(n ? n : 1, 4) : NULL};
-		if (!tmp[k].master || (s->n_arrays > 1 && !tmp[k].s0) ||
-		    (s->n_arrays > 2 && !tmp[k].s1)) {
+		if (!snap_alloc(s, 0, true, &tmp[k])) {
 			st = zs_fail(err, ZS_ENOMEM, "out of memory");
 			break;
 		}
@@ -367,7 +387,6 @@ enum zs_status engine_capture_now(struct engine *e, const char *job, struct engi
 	}
 	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
 		struct eshard *s = &j->shards[k];
-		size_t len = s->sh.length;
 		bool busy;
 		pthread_mutex_lock(&s->mu);
 		busy = s->full || s->reduced || s->init_landing;
@@ -382,18 +401,8 @@ enum zs_status engine_capture_now(struct engine *e, const char *job, struct engi
 		else if (k > 0 && s->version != v[0].step)
 			st = zs_fail(err, ZS_ESTATE, "its units are at different steps (%llu, %llu)",
 				     (unsigned long long)v[0].step, (unsigned long long)s->version);
-		if (!st) {
-			v[k] = (struct engine_snap){s->sh.unit, s->sh.index, s->sh.offset, len,
-						    s->version, malloc(len * 4),
-						    s->n_arrays > 1 ? malloc(len * 4) : NULL,
-						    s->n_arrays > 2 ? malloc(len * 4) : NULL};
-			if (!v[k].master || (s->n_arrays > 1 && !v[k].s0) ||
-			    (s->n_arrays > 2 && !v[k].s1))
-				st = zs_fail(err, ZS_ENOMEM, "out of memory");
-			else if (eng_arrays_io(e, s, false, v[k].master, v[k].s0, v[k].s1))
-				st = zs_fail(err, ZS_EIO, "cannot read unit '%s' from %s",
-					     eng_unit_name(j, s->sh.unit), s->path);
-		}
+		if (!st)
+			st = snap_read(j, s, &v[k], err);
 		pthread_mutex_unlock(&s->mu);
 	}
 	if (st) {

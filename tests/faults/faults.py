@@ -373,6 +373,9 @@ def run_trial(a, victim, kill_step, tag):
                                 ignore=shutil.ignore_patterns("data.mdb", "*.safetensors"))
                 res["logs"] = dst
             else:
+                # what the supervisor did, then what each process said
+                for at, msg in cl.events:
+                    sys.stderr.write("+%.1f s: %s\n" % (at - t0, msg))
                 for f in sorted(os.listdir(d)):
                     if f.endswith(".log"):
                         tail = open(os.path.join(d, f), errors="replace").read()[-1500:]
