@@ -81,7 +81,7 @@ NET_SRC := $(wildcard net/*.c)
 CTRL_SRC := $(wildcard ctrl/*.c)
 CLIENT_SRC := $(wildcard client/*.c)
 # the shard engine (the tests and benchmarks drive it without the daemon)
-ENGINE_SRC := $(addprefix server/,engine.c face.c step.c tier.c snapshot.c)
+ENGINE_SRC := $(addprefix server/,engine.c face.c step.c hparams.c tier.c snapshot.c)
 SERVER_SRC := $(filter-out server/main.c $(ENGINE_SRC),$(wildcard server/*.c))
 COORD_SRC := $(filter-out coord/main.c,$(wildcard coord/*.c))
 CLI_SRC := $(wildcard cli/*.c)
@@ -98,7 +98,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 
 # libzshard: the trainer's library, only what a trainer needs (no LMDB,
 # no jansson, no server side); the shared one exports only include/'s API
-LIB_SRC := $(CLIENT_SRC) $(BASE_SRC) model/model.c $(filter-out net/listener.c,$(NET_SRC)) \
+LIB_SRC := $(CLIENT_SRC) $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/listener.c,$(NET_SRC)) \
 	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(CTRL_SRC)
 LIB_LIBS := $(CTRL_LIBS) $(RDMA_LIBS) -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(GEN_OBJ)

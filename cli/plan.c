@@ -155,7 +155,8 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			in.dtype = j.spec.compute_dtype;
 		if (!have_optim) {
 			in.optim = j.spec.optim.kind;
-			in.momentum = j.spec.optim.momentum != 0.0;
+			in.momentum = j.spec.optim.kind == ZS_SGD &&
+				      zs_optim_state_arrays(&j.spec.optim) == 1;
 		}
 		for (uint32_t k = 0; !in.servers && k < j.placement.n_shards; k++) {
 			uint32_t q = 0;

@@ -61,7 +61,7 @@ static int c_export(struct ctx *x, int argc, char **argv)
 	if (jobio_open(x->coordinator, job, x->timeout_ms, &io, &err))
 		return cli_die("%s", err.msg);
 	j = jobio_job(io);
-	arrays = 1 + (with_opt ? (j->spec.optim.kind == ZS_ADAMW ? 2 : j->spec.optim.momentum != 0 ? 1 : 0) : 0);
+	arrays = 1 + (with_opt ? zs_optim_state_arrays(&j->spec.optim) : 0);
 	arr = calloc(j->spec.layout.n_units * arrays, sizeof *arr);
 	{
 		uint32_t total = 0;

@@ -46,7 +46,7 @@ static void live_grads(zs_trainer *t, long long delta)
  */
 static int wait_op(zs_trainer *t, zs_op **op)
 {
-	int bound = t->pol.op_timeout_ms > 0 ? t->pol.op_timeout_ms : TR_OP_TIMEOUT_MS;
+	int bound = tr_op_timeout(t);
 	int64_t deadline = zs_now_ms() + bound;
 	char why[ZS_ERRMSG_MAX];
 	int rc;

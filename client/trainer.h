@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "ctrl/coord_client.h"
+#include "model/hparams.h"
 #include "model/model.h"
 #include "net/transport.h"
 #include "base/util.h"
@@ -93,6 +94,9 @@ struct zs_trainer {
 	pthread_mutex_t down_mu;
 	uint32_t n_down;
 	struct { uint64_t id; int64_t silent_ms; char addr[ZS_ADDR_MAX]; } down[8];
+	/* hyperparameters set for a step on (hparams.c); hp_set: any */
+	struct zs_hp_table hp;
+	bool hp_set;
 };
 
 /* A wait's bound when no policy says (zs_policy.op_timeout_ms). */
@@ -129,6 +133,17 @@ void tr_disconnect(zs_trainer *t);
 enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err);
 /* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
 int tr_progress(zs_op *op, int timeout_ms);
+
+/* Waits for op within timeout_ms; past it the op is parked (its requests
+ * still live, freed at close) and the call fails with ZS_ETIMEDOUT. */
+int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms);
+/* The policy's bound on one op's wait. */
+int tr_op_timeout(const zs_trainer *t);
+
+/* hparams.c */
+/* Sends the last hyperparameters set (if any) to every server again: after
+ * a reconnect, whose servers hold none of this timeline's. */
+enum zs_status tr_hparams_resend(zs_trainer *t, struct zs_error *err);
 
 /* driver.c */
 /* Forgets the step in progress: its ops (their requests died with the

@@ -164,6 +164,8 @@ enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err)
 	}
 	if (st == ZS_EAGAIN)
 		st = zs_fail(err, ZS_ETIMEDOUT, "%s (waited %d ms for it)", err->msg, t->timeout_ms);
+	if (!st)
+		st = tr_hparams_resend(t, err);
 	if (st)
 		tr_disconnect(t);
 	return st;
@@ -502,7 +504,18 @@ int zs_init_unit(zs_trainer *t, unsigned u, const float *params)
 
 	if (rc)
 		return rc;
-	rc = zs_op_wait(op, TR_OP_TIMEOUT_MS);
+	return tr_wait_or_park(t, op, TR_OP_TIMEOUT_MS);
+}
+
+int tr_op_timeout(const zs_trainer *t)
+{
+	return t->pol.op_timeout_ms > 0 ? t->pol.op_timeout_ms : TR_OP_TIMEOUT_MS;
+}
+
+int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms)
+{
+	int rc = zs_op_wait(op, timeout_ms);
+
 	if (rc == ZS_EAGAIN) { /* its requests still live: freed at close */
 		char why[ZS_ERRMSG_MAX];
 		memcpy(why, t->err, sizeof why);

@@ -96,6 +96,7 @@ Zshard__Layout *pb_layout_pb(struct arena *a, const struct zs_layout *l)
 			pt->name = (char *)te->name;
 			pt->n_shape = te->ndim;
 			pt->shape = (uint64_t *)te->shape;
+			pt->group = te->group;
 		}
 	}
 	return pl;
@@ -122,6 +123,20 @@ Zshard__JobSpec *pb_spec_pb(struct arena *a, const struct zs_job_spec *s)
 	po->weight_decay = s->optim.weight_decay;
 	po->momentum = s->optim.momentum;
 	po->clip_norm = s->optim.clip_norm;
+	po->groups = pb_aalloc(a, s->optim.n_groups * sizeof *po->groups + 1);
+	for (uint32_t g = 0; po->groups && g < s->optim.n_groups; g++) {
+		const struct zs_hp *h = &s->optim.groups[g];
+		Zshard__OptimGroup *pg = NEW(a, Zshard__OptimGroup, ZSHARD__OPTIM_GROUP__INIT);
+		if (!pg)
+			break;
+		pg->lr = h->lr;
+		pg->weight_decay = h->weight_decay;
+		pg->beta1 = h->beta1;
+		pg->beta2 = h->beta2;
+		pg->eps = h->eps;
+		pg->momentum = h->momentum;
+		po->groups[po->n_groups++] = pg;
+	}
 	ps->optimizer = po;
 	ps->layout = pb_layout_pb(a, &s->layout);
 	return ps;
@@ -280,6 +295,7 @@ enum zs_status pb_layout_from(const Zshard__Layout *pl, struct zs_layout *l,
 				goto fail;
 			}
 			te->ndim = (uint32_t)pt->n_shape;
+			te->group = pt->group;
 			if (pt->n_shape)
 				memcpy(te->shape, pt->shape,
 				       pt->n_shape * sizeof te->shape[0]);
@@ -314,6 +330,17 @@ enum zs_status pb_spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s,
 			.weight_decay = o->weight_decay, .momentum = o->momentum,
 			.clip_norm = o->clip_norm,
 		};
+		if (o->n_groups > ZS_MAX_GROUPS)
+			return zs_fail(err, ZS_EINVAL, "%zu optimizer groups (at most %d)",
+				       o->n_groups, ZS_MAX_GROUPS);
+		s->optim.n_groups = (uint32_t)o->n_groups;
+		for (size_t g = 0; g < o->n_groups; g++)
+			s->optim.groups[g] = (struct zs_hp){
+				o->groups[g]->lr, o->groups[g]->weight_decay, o->groups[g]->beta1,
+				o->groups[g]->beta2, o->groups[g]->eps, o->groups[g]->momentum};
+		if (!s->optim.n_groups) /* a record from before groups: its one group */
+			s->optim.groups[s->optim.n_groups++] = (struct zs_hp){
+				o->lr, o->weight_decay, o->beta1, o->beta2, o->eps, o->momentum};
 	}
 	return pb_layout_from(ps->layout, &s->layout, err);
 }

@@ -163,6 +163,40 @@ int zs_op_test(zs_op *op);
 int zs_op_wait(zs_op *op, int timeout_ms);
 
 /* ---------------------------------------------------------------------
+ * Hyperparameters per step: a learning-rate schedule, per-group weight
+ * decay (torch's param_groups). A job's tensors are in optimizer groups
+ * (its spec's "groups"; one group without them), each with its lr,
+ * weight_decay, betas, eps and momentum; the spec gives their first values.
+ * --------------------------------------------------------------------- */
+struct zs_hparams {
+	double lr, weight_decay, beta1, beta2, eps, momentum;
+};
+/* The job's optimizer groups (at least 1). */
+unsigned zs_trainer_groups(const zs_trainer *t);
+/* Group's values in force for this trainer's next step (the last set,
+ * else the spec's) and, if clip_norm is not NULL, the clipping norm (0:
+ * the job does not clip). ZS_OK; ZS_EINVAL (group out of range). */
+int zs_trainer_hparams(const zs_trainer *t, unsigned group, struct zs_hparams *h,
+		       double *clip_norm);
+/*
+ * Sets every group's values (n_groups of them, in group order) and the
+ * clipping norm for the updates of step and the steps after it, until set
+ * again: call before this trainer's first push of step (zs_step_begin and
+ * the forward pass may come first). Every rank may set them, each the same
+ * (a schedule computed from the step); the servers refuse values that
+ * differ from another rank's for the same step. A job whose spec does not
+ * clip cannot clip at one step, nor the other way round (clip_norm 0 iff
+ * the spec's is). Waits (bounded by the policy's op timeout) until every
+ * server has them; after zs_trainer_resume the last values set go again by
+ * themselves (set those of the step resumed from if they depend on it).
+ * ZS_OK; ZS_EINVAL (a count or value out of range, a step before the last
+ * one set, or another rank's values differ: the message says which);
+ * ZS_ETIMEDOUT; a server's failure.
+ */
+int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hparams *groups,
+		   unsigned n_groups, double clip_norm);
+
+/* ---------------------------------------------------------------------
  * The step driver: prefetch, resharding and the stage's memory rules, so a
  * trainer only says which unit it computes next. Per step t:
  *

@@ -1,5 +1,6 @@
 /* model.c - validation, defaults, copies and accounting for model.h. */
 #include "model/model.h"
+#include "model/hparams.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -197,6 +198,35 @@ void zs_layout_derive(struct zs_layout *l)
 
 static bool finite_nonneg(double x) { return isfinite(x) && x >= 0.0; }
 
+/* No groups: one, of the top-level values. A group's AdamW betas and eps
+ * left at 0 take the top-level ones (as the JSON does for missing keys). */
+static enum zs_status normalize_groups(struct zs_optim *o, struct zs_error *err)
+{
+	if (o->n_groups > ZS_MAX_GROUPS)
+		return zs_fail(err, ZS_EINVAL, "%u optimizer groups (at most %d)", o->n_groups,
+			       ZS_MAX_GROUPS);
+	if (o->n_groups == 0) {
+		o->n_groups = 1;
+		o->groups[0] = (struct zs_hp){o->lr, o->weight_decay, o->beta1, o->beta2, o->eps,
+					      o->momentum};
+	}
+	for (uint32_t g = 0; g < o->n_groups; g++) {
+		struct zs_hp *h = &o->groups[g];
+		char what[40];
+		enum zs_status st;
+		if (o->kind == ZS_ADAMW && h->beta1 == 0.0 && h->beta2 == 0.0) {
+			h->beta1 = o->beta1;
+			h->beta2 = o->beta2;
+		}
+		if (o->kind == ZS_ADAMW && h->eps == 0.0)
+			h->eps = o->eps;
+		snprintf(what, sizeof what, "optimizer group %u", g);
+		if ((st = zs_hp_check(o->kind, h, what, err)))
+			return st;
+	}
+	return ZS_OK;
+}
+
 enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err)
 {
 	struct zs_optim *o = &s->optim;
@@ -253,10 +283,21 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 			return zs_fail(err, ZS_EINVAL,
 				       "AdamW needs betas in [0, 1) and eps > 0");
 	}
+	if ((st = normalize_groups(o, err)))
+		return st;
 
 	st = zs_layout_validate(&s->layout, err);
 	if (st)
 		return st;
+	for (uint32_t u = 0; u < s->layout.n_units; u++)
+		for (uint32_t t = 0; t < s->layout.units[u].n_tensors; t++)
+			if (s->layout.units[u].tensors[t].group >= o->n_groups)
+				return zs_fail(err, ZS_EINVAL,
+					       "tensor '%s' of unit '%s' is in optimizer group %u; "
+					       "the job has %u",
+					       s->layout.units[u].tensors[t].name,
+					       s->layout.units[u].name,
+					       s->layout.units[u].tensors[t].group, o->n_groups);
 	for (uint32_t u = 0; u < s->layout.n_units; u++)
 		if (s->layout.units[u].dtype == ZS_DTYPE_UNSET)
 			s->layout.units[u].dtype = s->compute_dtype;
@@ -288,6 +329,9 @@ bool zs_layout_equal(const struct zs_layout *a, const struct zs_layout *b,
 			    memcmp(p->shape, q->shape, p->ndim * sizeof p->shape[0]))
 				DIFF("tensor '%s' has another shape than the job's",
 				     p->name);
+			if (p->group != q->group)
+				DIFF("tensor '%s' is in optimizer group %u, the job's in %u",
+				     p->name, p->group, q->group);
 		}
 	}
 	return true;
@@ -302,6 +346,18 @@ uint64_t zs_layout_numel(const struct zs_layout *l)
 	return n;
 }
 
+unsigned zs_optim_state_arrays(const struct zs_optim *o)
+{
+	if (o->kind == ZS_ADAMW)
+		return 2;
+	if (o->momentum != 0.0)
+		return 1;
+	for (uint32_t g = 0; g < o->n_groups; g++)
+		if (o->groups[g].momentum != 0.0)
+			return 1;
+	return 0;
+}
+
 uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 				  const struct zs_unit *u)
 {
@@ -309,10 +365,7 @@ uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 	uint64_t dsz = zs_dtype_size(d);
 	uint64_t b = 4 + 4; /* fp32 master + fp32 reduction accumulator */
 
-	if (s->optim.kind == ZS_ADAMW)
-		b += 8;
-	else if (s->optim.momentum != 0.0)
-		b += 4;
+	b += 4 * zs_optim_state_arrays(&s->optim);
 	if (d != ZS_F32)
 		b += dsz;
 	return b + (uint64_t)s->world_size * dsz;

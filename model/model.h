@@ -30,6 +30,7 @@
 #define ZS_MAX_WORLD 65536
 #define ZS_MAX_NUMEL (1ULL << 48)    /* per unit */
 #define ZS_DEFAULT_ALIGN 256         /* bytes */
+#define ZS_MAX_GROUPS 64             /* optimizer groups per job */
 
 enum zs_optim_kind { ZS_OPTIM_UNSET = 0, ZS_SGD = 1, ZS_ADAMW = 2 };
 
@@ -47,6 +48,7 @@ struct zs_tensor {
 	uint64_t shape[ZS_MAX_DIMS];
 	uint64_t offset; /* derived: elements from the unit's start */
 	uint64_t numel;  /* derived: product of shape (1 for ndim 0) */
+	uint32_t group;  /* its optimizer group (0 unless the spec says) */
 };
 
 struct zs_unit {
@@ -62,10 +64,23 @@ struct zs_layout {
 	struct zs_unit *units;
 };
 
+/* One optimizer group's hyperparameters (a torch param_groups entry). */
+struct zs_hp {
+	double lr, weight_decay, beta1, beta2, eps, momentum;
+};
+
+/*
+ * The job's optimizer. The top-level values are the defaults of every
+ * group; groups[g] are what tensors of group g are updated with unless the
+ * trainers set others for a step (model/hparams.h). A spec without groups
+ * has one, of the top-level values (zs_job_spec_normalize fills it in).
+ */
 struct zs_optim {
 	enum zs_optim_kind kind;
 	double lr, beta1, beta2, eps, weight_decay, momentum;
-	double clip_norm; /* 0: off */
+	double clip_norm; /* 0: off (then no step may turn it on) */
+	uint32_t n_groups;
+	struct zs_hp groups[ZS_MAX_GROUPS];
 };
 
 struct zs_job_spec {
@@ -275,6 +290,9 @@ uint64_t zs_layout_numel(const struct zs_layout *l);
  * unit is not fp32 + one gradient staging slot per trainer in the unit's
  * dtype (R * size). Placement charges capacity with exactly this.
  */
+/* fp32 arrays of optimizer state per element: AdamW 2, SGD 1 where any
+ * group has momentum, else 0. */
+unsigned zs_optim_state_arrays(const struct zs_optim *o);
 uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 				  const struct zs_unit *u);
 

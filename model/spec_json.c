@@ -86,12 +86,50 @@ static enum zs_status get_dtype(json_t *obj, const char *where, enum zs_dtype *d
 	return st;
 }
 
+/* "groups": [{"lr": ..., "weight_decay": 0}, ...]: group g's values, each
+ * key missing taking the optimizer's top-level one. */
+static enum zs_status parse_groups(json_t *gs, struct zs_optim *opt, struct zs_error *err)
+{
+	static const char *const keys[] = {"lr", "weight_decay", "beta1", "beta2", "eps",
+					   "momentum", NULL};
+	json_t *g;
+	size_t i;
+
+	if (!gs)
+		return ZS_OK;
+	if (!json_is_array(gs) || json_array_size(gs) == 0 ||
+	    json_array_size(gs) > ZS_MAX_GROUPS)
+		return zs_fail(err, ZS_EINVAL,
+			       "optimizer: 'groups' must be an array of 1 to %d objects",
+			       ZS_MAX_GROUPS);
+	opt->n_groups = (uint32_t)json_array_size(gs);
+	json_array_foreach(gs, i, g) {
+		struct zs_hp *h = &opt->groups[i];
+		char where[40];
+		enum zs_status st;
+		snprintf(where, sizeof where, "optimizer group %zu", i);
+		if (!json_is_object(g))
+			return zs_fail(err, ZS_EINVAL, "%s: must be an object", where);
+		*h = (struct zs_hp){opt->lr, opt->weight_decay, opt->beta1, opt->beta2, opt->eps,
+				    opt->momentum};
+		if ((st = only_keys(g, where, keys, err)) ||
+		    (st = get_num(g, "lr", where, &h->lr, err)) ||
+		    (st = get_num(g, "weight_decay", where, &h->weight_decay, err)) ||
+		    (st = get_num(g, "beta1", where, &h->beta1, err)) ||
+		    (st = get_num(g, "beta2", where, &h->beta2, err)) ||
+		    (st = get_num(g, "eps", where, &h->eps, err)) ||
+		    (st = get_num(g, "momentum", where, &h->momentum, err)))
+			return st;
+	}
+	return ZS_OK;
+}
+
 static enum zs_status parse_optim(json_t *o, struct zs_optim *opt,
 				  struct zs_error *err)
 {
 	static const char *const keys[] = {"kind", "lr", "beta1", "beta2", "eps",
 					   "weight_decay", "momentum",
-					   "clip_norm", NULL};
+					   "clip_norm", "groups", NULL};
 	char kind[32];
 	enum zs_status st;
 
@@ -102,6 +140,11 @@ static enum zs_status parse_optim(json_t *o, struct zs_optim *opt,
 		return st;
 	if ((st = zs_optim_parse(kind, &opt->kind, err)))
 		return st;
+	if (opt->kind == ZS_ADAMW) { /* torch's defaults, each key on its own */
+		opt->beta1 = 0.9;
+		opt->beta2 = 0.999;
+		opt->eps = 1e-8;
+	}
 	if ((st = get_num(o, "lr", "optimizer", &opt->lr, err)) ||
 	    (st = get_num(o, "beta1", "optimizer", &opt->beta1, err)) ||
 	    (st = get_num(o, "beta2", "optimizer", &opt->beta2, err)) ||
@@ -110,13 +153,13 @@ static enum zs_status parse_optim(json_t *o, struct zs_optim *opt,
 	    (st = get_num(o, "momentum", "optimizer", &opt->momentum, err)) ||
 	    (st = get_num(o, "clip_norm", "optimizer", &opt->clip_norm, err)))
 		return st;
-	return ZS_OK;
+	return parse_groups(json_object_get(o, "groups"), opt, err);
 }
 
 static enum zs_status parse_tensor(json_t *t, const char *unit, struct zs_tensor *te,
 				   struct zs_error *err)
 {
-	static const char *const keys[] = {"name", "shape", NULL};
+	static const char *const keys[] = {"name", "shape", "group", NULL};
 	char where[ZS_NAME_MAX + 16];
 	json_t *shape, *d;
 	enum zs_status st;
@@ -135,6 +178,12 @@ static enum zs_status parse_tensor(json_t *t, const char *unit, struct zs_tensor
 	if (json_array_size(shape) > ZS_MAX_DIMS)
 		return zs_fail(err, ZS_EINVAL, "tensor '%s': more than %d dimensions",
 			       te->name, ZS_MAX_DIMS);
+	d = json_object_get(t, "group");
+	if (d && (!json_is_integer(d) || json_integer_value(d) < 0 ||
+		  json_integer_value(d) >= ZS_MAX_GROUPS))
+		return zs_fail(err, ZS_EINVAL, "tensor '%s': 'group' must be an integer in 0..%d",
+			       te->name, ZS_MAX_GROUPS - 1);
+	te->group = d ? (uint32_t)json_integer_value(d) : 0;
 	te->ndim = (uint32_t)json_array_size(shape);
 	json_array_foreach(shape, i, d) {
 		if (!json_is_integer(d) || json_integer_value(d) < 0)

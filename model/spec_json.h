@@ -8,6 +8,11 @@
  *    "units": [{"name": "embed", "dtype": "f32",
  *               "tensors": [{"name": "wte", "shape": [256, 64]}]}]}
  *
+ * Optimizer groups (torch's param_groups): "optimizer": {..., "groups":
+ * [{}, {"weight_decay": 0}]} lists groups 0, 1, ... (a key left out takes
+ * the top-level value) and a tensor names its own, {"name": "ln.bias",
+ * "shape": [64], "group": 1}; without "groups" there is one, group 0.
+ *
  * Keys other than these are refused (a typo must not silently become a
  * default). Parsing checks types only; zs_job_spec_normalize() checks values.
  */

@@ -29,6 +29,7 @@
 #include "base/log.h"
 #include "net/sockio.h"
 #include "net/listener.h"
+#include "model/hparams.h"
 #include "base/util.h"
 #include "net/wire.h"
 
@@ -421,6 +422,32 @@ static int on_control(struct zs_lconn *c, const struct zs_frame *f)
 	return send_frame(c, &r, out, out_len, -1);
 }
 
+/* The optimizer's hyperparameters from a step on: the target answers. */
+static int on_hparams(struct zs_lconn *c, const struct zs_frame *f)
+{
+	struct zs_listener *l = c->l;
+	struct zs_frame r = {.op = ZS_OP_PUSH_ACK, .req_id = f->req_id, .job = c->job,
+			     .step = f->step};
+	uint8_t in[ZS_HP_MAX_BYTES];
+	struct zs_error err = {0};
+
+	if (f->payload_len > sizeof in) {
+		send_error(c, f->req_id, ZS_EPROTO, "a HPARAMS payload over its maximum size");
+		return -1;
+	}
+	if (zs_read_full(c->fd, in, f->payload_len))
+		return -1;
+	if (!l->t.hparams) {
+		send_error(c, f->req_id, ZS_EPROTO, "this server takes no HPARAMS");
+		return 0;
+	}
+	if (l->t.hparams(l->t.ctx, c->job, c->rank, f->step, in, f->payload_len, &err)) {
+		send_error(c, f->req_id, err.code, err.msg);
+		return 0;
+	}
+	return send_frame(c, &r, NULL, 0, -1);
+}
+
 /* Handles one frame; nonzero ends the connection. */
 static int handle(struct zs_lconn *c, const struct zs_frame *f)
 {
@@ -439,6 +466,8 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			   c->hello ? "frame for another job" : "HELLO first");
 		return -1;
 	}
+	if (f->op == ZS_OP_HPARAMS)
+		return on_hparams(c, f);
 	if (check_xfer(f, &x, &err)) {
 		/* keep the stream in step if the payload is sane, else drop it */
 		if (f->payload_len > ((uint64_t)1 << 40) || zs_drain(c->fd, f->payload_len))

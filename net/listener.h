@@ -62,6 +62,14 @@ struct zs_target {
 	 */
 	void (*write_progress)(void *ctx, uint32_t job, uint32_t rank,
 			       const struct zs_xfer *x, void *dst, uint64_t bytes);
+	/*
+	 * The optimizer's hyperparameters from step on (a HPARAMS frame's
+	 * payload, len <= ZS_HP_MAX_BYTES, model/hparams.h), before the
+	 * connection's pushes of that step. Answered by the return: ZS_OK, or
+	 * a failure err explains (the connection goes on).
+	 */
+	enum zs_status (*hparams)(void *ctx, uint32_t job, uint32_t rank, uint64_t step,
+				  const uint8_t *payload, size_t len, struct zs_error *err);
 };
 
 /*

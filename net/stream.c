@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/hparams.h"
 #include "net/sockio.h"
 #include "base/util.h"
 #include "net/wire.h"
@@ -46,6 +47,7 @@ struct zs_req {
 	char msg[ZS_ERRMSG_MAX];
 	struct zs_req *next;             /* in sendq or waiting */
 	struct zs_req *all_prev, *all_next; /* every live request */
+	uint8_t own[]; /* a payload the request carries itself (HPARAMS) */
 };
 
 struct zs_conn {
@@ -167,14 +169,16 @@ static void enqueue(struct zs_conn *c, struct zs_req *r, bool front)
 	pthread_cond_broadcast(&c->cv);
 }
 
+/* Queues a request of op for x; own > 0: a payload of own bytes at src
+ * that the request copies and carries (no transfer of a unit's range). */
 static enum zs_status post(struct zs_conn *c, uint16_t op, const struct zs_xfer *x,
-			   void *dst, const void *src, struct zs_req **out,
+			   void *dst, const void *src, size_t own, struct zs_req **out,
 			   struct zs_error *err)
 {
 	unsigned dsz = zs_dtype_size(x->dtype);
 	struct zs_req *r;
 
-	if (!dsz || x->length == 0 || x->length > ZS_MAX_NUMEL)
+	if (!own && (!dsz || x->length == 0 || x->length > ZS_MAX_NUMEL))
 		return zs_fail(err, ZS_EINVAL, "bad transfer: %llu elements of dtype %d",
 			       (unsigned long long)x->length, (int)x->dtype);
 	pthread_mutex_lock(&c->mu);
@@ -188,13 +192,17 @@ static enum zs_status post(struct zs_conn *c, uint16_t op, const struct zs_xfer 
 		pthread_mutex_unlock(&c->mu);
 		return ZS_EAGAIN; /* back-pressure, not an error */
 	}
-	r = calloc(1, sizeof *r);
+	r = calloc(1, sizeof *r + own);
 	if (!r) {
 		pthread_mutex_unlock(&c->mu);
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	*r = (struct zs_req){.c = c, .id = ++c->next_id, .op = op, .x = *x, .dst = dst,
-			     .src = src, .bytes = x->length * dsz};
+			     .src = src, .bytes = own ? own : x->length * dsz};
+	if (own) {
+		memcpy(r->own, src, own);
+		r->src = r->own;
+	}
 	r->all_next = c->all;
 	if (c->all)
 		c->all->all_prev = r;
@@ -209,15 +217,25 @@ static enum zs_status post(struct zs_conn *c, uint16_t op, const struct zs_xfer 
 enum zs_status stream_post_read(struct zs_conn *c, const struct zs_xfer *x, void *dst,
 				struct zs_req **out, struct zs_error *err)
 {
-	return post(c, ZS_OP_GATHER, x, dst, NULL, out, err);
+	return post(c, ZS_OP_GATHER, x, dst, NULL, 0, out, err);
 }
 
 enum zs_status stream_post_write(struct zs_conn *c, const struct zs_xfer *x,
 				 const void *src, struct zs_req **out,
 				 struct zs_error *err)
 {
-	return post(c, c->h->inline_data ? ZS_OP_PUSH : ZS_OP_PUSH_BEGIN, x, NULL, src, out,
+	return post(c, c->h->inline_data ? ZS_OP_PUSH : ZS_OP_PUSH_BEGIN, x, NULL, src, 0, out,
 		    err);
+}
+
+enum zs_status zs_post_hparams(struct zs_conn *c, uint64_t step, const void *payload,
+			       size_t len, struct zs_req **out, struct zs_error *err)
+{
+	struct zs_xfer x = {.step = step};
+
+	if (!len || len > ZS_HP_MAX_BYTES)
+		return zs_fail(err, ZS_EINVAL, "a HPARAMS payload of %zu bytes", len);
+	return post(c, ZS_OP_HPARAMS, &x, NULL, payload, len, out, err);
 }
 
 enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *payload,
@@ -373,7 +391,8 @@ static void *sender_main(void *arg)
 						   (r->x.init ? ZS_WF_INIT : 0) |
 						   (r->x.state_read ? ZS_WF_STATE : 0)),
 				      .aux = r->x.state_read ? (uint64_t)r->x.state : 0};
-		with_payload = (r->op == ZS_OP_PUSH && c->h->inline_data) || r->internal;
+		with_payload = (r->op == ZS_OP_PUSH && c->h->inline_data) || r->internal ||
+			       r->op == ZS_OP_HPARAMS;
 		f.payload_len = with_payload ? r->bytes : 0;
 		zs_wire_encode(&f, h);
 		iov[0] = (struct iovec){h, sizeof h};
@@ -504,7 +523,7 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 			break;
 		return move_bytes(c, r, f, why, wl);
 	case ZS_OP_PUSH_ACK:
-		if (r->op != ZS_OP_PUSH)
+		if (r->op != ZS_OP_PUSH && r->op != ZS_OP_HPARAMS)
 			break;
 		pthread_mutex_lock(&c->mu);
 		unlink_waiting(c, r);

@@ -197,6 +197,12 @@ static inline void zs_conn_close(struct zs_conn *c)
 	if (c)
 		zs_conn_transport(c)->close(c);
 }
+/* Queues the optimizer's hyperparameters from step on (a HPARAMS frame:
+ * payload of len bytes, model/hparams.h, copied), ordered before the
+ * requests posted after it on c; completes like a push. Every transport
+ * carries it inline. */
+enum zs_status zs_post_hparams(struct zs_conn *c, uint64_t step, const void *payload,
+			       size_t len, struct zs_req **out, struct zs_error *err);
 /* test and wait are transport-independent (one request type). */
 enum zs_status zs_req_test(struct zs_req *r, struct zs_error *err);
 enum zs_status zs_req_wait(struct zs_req *r, int timeout_ms, struct zs_error *err);

@@ -69,6 +69,7 @@ const char *zs_op_name(unsigned op)
 		[ZS_OP_PUSH] = "PUSH", [ZS_OP_PUSH_ACK] = "PUSH_ACK",
 		[ZS_OP_PUSH_BEGIN] = "PUSH_BEGIN", [ZS_OP_PUSH_SLOT] = "PUSH_SLOT",
 		[ZS_OP_ERROR] = "ERROR", [ZS_OP_RDMA_QP] = "RDMA_QP",
+		[ZS_OP_HPARAMS] = "HPARAMS",
 	};
 	return op < ZS_OP_MAX && n[op] ? n[op] : "?";
 }

@@ -40,6 +40,10 @@
  *   shm: GATHER -> GATHER_DATA(aux: region offset, no payload);
  *        PUSH_BEGIN -> PUSH_SLOT(aux: region offset); client copies;
  *        PUSH(no payload) -> PUSH_ACK
+ *   HPARAMS(job, step, payload: the groups' values, model/hparams.h)
+ *                                          -> PUSH_ACK | ERROR
+ *        inline on every transport, before the first push of the step
+ *        it sets values from (on that connection)
  *   ERROR carries a status and a one-line message as payload.
  */
 #ifndef ZS_WIRE_H
@@ -67,6 +71,8 @@ enum zs_op {
 	ZS_OP_ERROR,
 	ZS_OP_RDMA_QP, /* rdma: queue-pair details (payload: ZS_RDMA_INFO bytes),
 			* client -> server, then server -> client */
+	ZS_OP_HPARAMS, /* the optimizer's hyperparameters from step on
+			* (payload: model/hparams.h), answered PUSH_ACK */
 	ZS_OP_MAX
 };
 

@@ -28,6 +28,7 @@ static void shard_release(struct engine *e, struct eshard *s)
 	}
 	free(s->s0);
 	free(s->s1);
+	free(s->segs);
 	free(s->acc);
 	free(s->slot);
 	for (uint32_t r = 0; s->racc && r < s->n_ranks; r++)
@@ -53,6 +54,7 @@ static void job_free(struct engine *e, struct ejob *j)
 	free(j->shards);
 	zs_job_spec_release(&j->spec);
 	pthread_mutex_destroy(&j->cmu);
+	pthread_mutex_destroy(&j->hpmu);
 	free(j);
 }
 
@@ -69,8 +71,7 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	size_t pad = sh->padded;
 	uint32_t R = j->spec.world_size;
 
-	unsigned arrays = 1 + (j->spec.optim.kind == ZS_ADAMW ? 2
-				 : j->spec.optim.momentum != 0.0 ? 1 : 0);
+	unsigned arrays = 1 + zs_optim_state_arrays(&j->spec.optim);
 	uint64_t state = pad * 4 * arrays;
 
 	pthread_mutex_init(&s->mu, NULL);
@@ -107,19 +108,18 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	s->n_ranks = R;
 	s->racc = calloc(R, sizeof *s->racc);
 	s->nacc = calloc(R, sizeof *s->nacc);
-	if (s->fd < 0 && j->spec.optim.kind == ZS_ADAMW) {
+	if (s->fd < 0 && arrays > 1)
 		s->s0 = calloc(pad, 4);
+	if (s->fd < 0 && arrays > 2)
 		s->s1 = calloc(pad, 4);
-	} else if (s->fd < 0 && j->spec.optim.momentum != 0.0) {
-		s->s0 = calloc(pad, 4);
-	}
+	if (eng_shard_segments(j, s))
+		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	if ((s->fd < 0 && !s->master) || !s->copy || !s->staging)
 		return zs_fail(err, ZS_ENOSPC,
 			       "the shard arena is full: unit '%s' shard %u needs %zu bytes more",
 			       u->name, sh->index, pad * (4 + s->dsz * (R + 1)));
 	if (!s->acc || !s->slot || !s->racc || !s->nacc ||
-	    (s->fd < 0 && j->spec.optim.kind == ZS_ADAMW && (!s->s0 || !s->s1)) ||
-	    (s->fd < 0 && j->spec.optim.kind == ZS_SGD && j->spec.optim.momentum != 0.0 && !s->s0))
+	    (s->fd < 0 && arrays > 1 && !s->s0) || (s->fd < 0 && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	e->bytes += pad * zs_server_bytes_per_elem(&j->spec, u);
 	return ZS_OK;
@@ -153,6 +153,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	snprintf(j->name, sizeof j->name, "%s", job->spec.name);
 	j->e = e;
 	pthread_mutex_init(&j->cmu, NULL);
+	pthread_mutex_init(&j->hpmu, NULL);
 	j->epoch = job->placement.epoch;
 	j->created_ms = job->created_ms;
 	atomic_init(&j->refs, 1);
@@ -351,7 +352,7 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 	e->nthreads = nthreads ? nthreads : 1;
 	e->step_timeout_ms = step_timeout_ms ? step_timeout_ms : 60000;
 	e->target = (struct zs_target){e, eng_t_hello, eng_t_read, eng_t_write_begin, eng_t_write_done,
-				       eng_t_write_abort, eng_t_write_progress};
+				       eng_t_write_abort, eng_t_write_progress, eng_t_hparams};
 	if (pthread_create(&e->sweeper, NULL, sweeper_main, e)) {
 		pthread_mutex_destroy(&e->mu);
 		free(e);

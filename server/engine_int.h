@@ -31,9 +31,14 @@
 
 #include "base/log.h"
 #include "math/optim.h"
+#include "model/hparams.h"
 #include "base/util.h"
 
 enum slot_state { SLOT_EMPTY, SLOT_LANDING, SLOT_FULL };
+
+/* hyperparameter tables a job keeps (those still ahead of or at its
+ * slowest shard's step) */
+#define EJOB_HP_KEEP 8
 
 struct held {
 	struct zs_sop *op;
@@ -71,6 +76,10 @@ struct eshard {
 	uint64_t arr_bytes; /* per array, rounded up to 4 KiB */
 	unsigned n_arrays;  /* 1 + optimizer arrays */
 	float *landing;     /* arena: where an initial upload lands */
+	/* its elements by optimizer group: [a, b) from the shard's start,
+	 * adjacent tensors of one group merged (one segment for most jobs) */
+	struct eseg { uint64_t a, b; uint32_t group; } *segs;
+	uint32_t n_segs;
 	char path[600];
 	struct held *held;
 	size_t n_held, cap_held;
@@ -110,6 +119,11 @@ struct ejob {
 	struct zs_job_spec spec;
 	uint32_t n_shards;
 	struct eshard *shards;
+	/* the hyperparameters trainers set (server/hparams.c): tables by
+	 * step, ascending; none: the spec's values */
+	pthread_mutex_t hpmu;
+	struct zs_hp_table hp[EJOB_HP_KEEP];
+	unsigned n_hp;
 	atomic_int refs;
 	bool removed;
 	struct ejob *next;
@@ -165,6 +179,21 @@ const void *eng_contribution(struct eshard *s, uint32_t r, enum zs_dtype *dt);
 void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			 const struct zs_xfer *x, void *dst);
 
+/* hparams.c */
+/* The listener's HPARAMS callback: keeps a job's table from a step on. */
+enum zs_status eng_t_hparams(void *ctx, uint32_t job, uint32_t rank, uint64_t step,
+			     const uint8_t *payload, size_t len, struct zs_error *err);
+/* Shard s's segments by optimizer group (at its creation): 0 or ENOMEM. */
+int eng_shard_segments(struct ejob *j, struct eshard *s);
+/* The update of step (t-th, 1-based) per optimizer group, steps[] with the
+ * job's n_groups entries, and the clipping norm in force at step. */
+void eng_hp_steps(struct ejob *j, uint64_t step, uint64_t t, struct zs_optim_step *steps,
+		  double *clip_norm);
+/* The optimizer on shard elements [a, b), group by group: p, s0, s1, g
+ * point at element a of their arrays (s0, s1 may be NULL). */
+void eng_optim_run(struct engine *e, const struct eshard *s, const struct zs_optim_step *steps,
+		   float *p, float *s0, float *s1, const float *g, uint64_t a, uint64_t b);
+
 /* step.c */
 void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b);
 /* The optimizer on elements [a, b) of acc (scaled by coef), and the copy. */
@@ -200,7 +229,7 @@ enum zs_status eng_arrays_io(struct engine *e, struct eshard *s, bool wr, float 
  * buffer: while chunk c is computed in one set, a helper thread writes
  * chunk c-1 back from the other and reads chunk c+1 into it.
  */
-void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_step *step,
+void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
 			uint64_t a, uint64_t b);
 
 /* snapshot.c */

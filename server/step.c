@@ -35,20 +35,17 @@ void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 			size_t a, size_t b)
 {
-	const struct zs_optim *o = &j->spec.optim;
-	struct zs_optim_step step = {.kind = o->kind, .lr = o->lr, .beta1 = o->beta1,
-				     .beta2 = o->beta2, .eps = o->eps,
-				     .weight_decay = o->weight_decay,
-				     .momentum = o->momentum, .t = s->version + 1};
+	struct zs_optim_step steps[ZS_MAX_GROUPS];
 	uint64_t t0 = now_ns();
 
+	eng_hp_steps(j, s->version, s->version + 1, steps, NULL);
 	if (coef != 1.0f)
 		zs_scale(s->acc + a, coef, b - a);
 	if (s->fd >= 0) {
-		eng_tier_update(e, s, &step, a, b);
+		eng_tier_update(e, s, steps, a, b);
 	} else {
-		zs_optim_apply_parallel(&step, s->master + a, s->s0 ? s->s0 + a : NULL,
-					s->s1 ? s->s1 + a : NULL, s->acc + a, b - a, e->nthreads);
+		eng_optim_run(e, s, steps, s->master + a, s->s0 ? s->s0 + a : NULL,
+			      s->s1 ? s->s1 + a : NULL, s->acc + a, a, b);
 		if (s->copy != s->master)
 			zs_convert_from_f32((uint8_t *)s->copy + a * s->dsz, s->dt,
 					    s->master + a, b - a);
@@ -130,7 +127,7 @@ void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t)
 {
 	struct zs_shard_norm *nv = malloc((j->n_shards ? j->n_shards : 1) * sizeof *nv);
 	struct zs_error err = {0};
-	double total = 0.0;
+	double total = 0.0, clip;
 	enum zs_status st;
 	float coef;
 
@@ -143,7 +140,8 @@ void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t)
 		st = e->norm_fn(e->norm_ctx, j->name, t, nv, j->n_shards, &total, &err);
 	}
 	free(nv);
-	coef = st ? 1.0f : zs_clip_coef(total, j->spec.optim.clip_norm);
+	eng_hp_steps(j, t, t + 1, NULL, &clip);
+	coef = st ? 1.0f : zs_clip_coef(total, clip);
 	for (uint32_t i = 0; i < j->n_shards; i++) {
 		struct eshard *s = &j->shards[i];
 		struct held *rel = NULL;

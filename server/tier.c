@@ -102,7 +102,7 @@ static void *tier_job_run(void *arg)
  * buffer: while chunk c is computed in one set, a helper thread writes
  * chunk c-1 back from the other and reads chunk c+1 into it.
  */
-void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_step *step,
+void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
 			uint64_t a, uint64_t b)
 {
 	struct tier_set set[2] = {0};
@@ -129,8 +129,8 @@ void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_s
 				pthread_create(&th, NULL, tier_job_run, &job) == 0;
 		if (!threaded)
 			tier_job_run(&job); /* nothing to overlap, or no thread */
-		zs_optim_apply(step, set[cur].arr[0], set[cur].arr[1], set[cur].arr[2],
-			       s->acc + c, d);
+		eng_optim_run(NULL, s, steps, set[cur].arr[0], set[cur].arr[1], set[cur].arr[2],
+			      s->acc + c, c, c + d);
 		zs_convert_from_f32((uint8_t *)s->copy + c * s->dsz, s->dt, set[cur].arr[0], d);
 		if (threaded)
 			pthread_join(th, NULL);

@@ -80,8 +80,52 @@ void oracle_reference_k(const struct zs_job_spec *s, uint64_t steps, uint32_t K,
 	oracle_reference_full(s, NULL, steps, K, out);
 }
 
+void oracle_spec_groups(struct zs_job_spec *s)
+{
+	static const struct { uint32_t unit, n; struct zs_tensor t[3]; } split[] = {
+		{0, 2, {{"w", 2, {30, 20}, 0, 0, 0}, {"b", 1, {400}, 0, 0, 1}}},
+		{2, 3, {{"a", 1, {2000}, 0, 0, 1}, {"b", 1, {99}, 0, 0, 0}, {"c", 1, {2000}, 0, 0, 2}}},
+	};
+	struct zs_optim *o = &s->optim;
+
+	for (unsigned k = 0; k < 2; k++) {
+		struct zs_unit *un = &s->layout.units[split[k].unit];
+		free(un->tensors);
+		un->tensors = calloc(split[k].n, sizeof *un->tensors);
+		memcpy(un->tensors, split[k].t, split[k].n * sizeof *un->tensors);
+		un->n_tensors = split[k].n;
+	}
+	o->n_groups = 3;
+	o->groups[1] = o->groups[0];
+	o->groups[1].weight_decay = 0.0;
+	o->groups[2] = o->groups[0];
+	o->groups[2].lr = o->groups[0].lr / 3.0;
+	zs_layout_derive(&s->layout);
+	if (zs_job_spec_normalize(s, NULL))
+		abort();
+}
+
+void oracle_hparams(const struct zs_job_spec *s, uint64_t step, struct zs_hp_table *out)
+{
+	double warm = step < 2 ? (double)(step + 1) / 2.0 : 1.0;
+	double decay = 0.5 + 0.5 * cos(3.141592653589793 * (double)step / 8.0);
+
+	zs_hp_of_spec(s, out);
+	out->step = step;
+	for (uint32_t g = 0; g < out->n_groups; g++)
+		out->g[g].lr *= warm * decay;
+	if (out->clip_norm > 0.0)
+		out->clip_norm *= 1.0 + 0.1 * (double)step;
+}
+
 void oracle_reference_full(const struct zs_job_spec *s, const struct zs_placement *pl,
 			   uint64_t steps, uint32_t K, float **out)
+{
+	oracle_reference_sched(s, pl, steps, K, 0, out);
+}
+
+void oracle_reference_sched(const struct zs_job_spec *s, const struct zs_placement *pl,
+			    uint64_t steps, uint32_t K, int sched, float **out)
 {
 	const struct zs_optim *o = &s->optim;
 	uint32_t R = s->world_size, U = s->layout.n_units;
@@ -98,9 +142,13 @@ void oracle_reference_full(const struct zs_job_spec *s, const struct zs_placemen
 			P[u][i] = oracle_init(u, i);
 	}
 	for (uint64_t t = 0; t < steps; t++) {
-		struct zs_optim_step st = {o->kind, o->lr, o->beta1, o->beta2, o->eps,
-					   o->weight_decay, o->momentum, t + 1};
+		struct zs_hp_table hp;
 		float coef = 1.0f;
+
+		if (sched)
+			oracle_hparams(s, t, &hp);
+		else
+			zs_hp_of_spec(s, &hp);
 		for (uint32_t u = 0; u < U; u++) {
 			const struct zs_unit *un = &s->layout.units[u];
 			uint64_t n = un->numel;
@@ -130,13 +178,21 @@ void oracle_reference_full(const struct zs_job_spec *s, const struct zs_placemen
 			for (uint32_t k = 0; k < pl->n_shards; k++)
 				total += zs_sumsq(A[pl->shards[k].unit] + pl->shards[k].offset,
 						  pl->shards[k].length);
-			coef = zs_clip_coef(total, o->clip_norm);
+			coef = zs_clip_coef(total, hp.clip_norm);
 		}
 		for (uint32_t u = 0; u < U; u++) {
-			uint64_t n = s->layout.units[u].numel;
+			const struct zs_unit *un = &s->layout.units[u];
 			if (coef != 1.0f)
-				zs_scale(A[u], coef, n);
-			zs_optim_apply(&st, P[u], M[u], Vv[u], A[u], n);
+				zs_scale(A[u], coef, un->numel);
+			/* tensor by tensor, each with its group's values */
+			for (uint32_t k = 0; k < un->n_tensors; k++) {
+				const struct zs_tensor *te = &un->tensors[k];
+				const struct zs_hp *h = &hp.g[te->group];
+				struct zs_optim_step st = {o->kind, h->lr, h->beta1, h->beta2, h->eps,
+							   h->weight_decay, h->momentum, t + 1};
+				zs_optim_apply(&st, P[u] + te->offset, M[u] + te->offset,
+					       Vv[u] + te->offset, A[u] + te->offset, te->numel);
+			}
 		}
 	}
 	for (uint32_t u = 0; u < U; u++) {

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "model/hparams.h"
 #include "model/model.h"
 
 float oracle_init(uint32_t unit, uint64_t i);
@@ -39,5 +40,18 @@ void oracle_reference_k(const struct zs_job_spec *s, uint64_t steps, uint32_t K,
  * order, as the servers and the coordinator do. */
 void oracle_reference_full(const struct zs_job_spec *s, const struct zs_placement *p,
 			   uint64_t steps, uint32_t K, float **out);
+
+/* Splits the oracle spec's units 0 and 2 into tensors of 3 optimizer
+ * groups (group 1 without weight decay, group 2 at a third of the lr):
+ * unit 0: w [30, 20] group 0, b [400] group 1; unit 2: a [2000] group 1,
+ * b [99] group 0, c [2000] group 2. Normalized again. */
+void oracle_spec_groups(struct zs_job_spec *s);
+/* The schedule the tests set with zs_set_hparams: warmup then cosine decay
+ * of each group's lr, clip_norm growing with the step where the job clips. */
+void oracle_hparams(const struct zs_job_spec *s, uint64_t step, struct zs_hp_table *out);
+/* oracle_reference_full, each tensor updated with its group's values:
+ * those of oracle_hparams at each step when sched, else the spec's. */
+void oracle_reference_sched(const struct zs_job_spec *s, const struct zs_placement *p,
+			    uint64_t steps, uint32_t K, int sched, float **out);
 
 #endif

@@ -10,8 +10,10 @@
  */
 #include "tests/integration/train_common.h"
 
-static void run_clip(const char *name, uint32_t R, const char *transport,
-		     enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip)
+/* Trains the oracle job and checks it bitwise; sched: in 3 optimizer
+ * groups (oracle_spec_groups) with oracle_hparams set at every step. */
+static void run_full(const char *name, uint32_t R, const char *transport,
+		     enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip, int sched)
 {
 	struct zs_job_spec spec;
 	struct zs_coord_client *c;
@@ -22,13 +24,16 @@ static void run_clip(const char *name, uint32_t R, const char *transport,
 
 	oracle_spec(&spec, name, R, kind, dt);
 	spec.optim.clip_norm = clip;
+	if (sched)
+		oracle_spec_groups(&spec);
 	create_job(&spec);
 	/* the reference sums norms over the placement the coordinator chose */
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
 	assert_int_equal(zs_coord_get_job(c, name, &placed, NULL), ZS_OK);
 	zs_coord_close(c);
 	for (uint32_t r = 0; r < R; r++)
-		x[r] = (struct rank_ctx){.t = join(name, r, transport), .K = K};
+		x[r] = (struct rank_ctx){.t = join(name, r, transport), .K = K, .spec = &spec,
+					 .sched = sched};
 	upload_init(x[0].t);
 	for (uint32_t r = 0; r < R; r++)
 		pthread_create(&th[r], NULL, train, &x[r]);
@@ -37,7 +42,7 @@ static void run_clip(const char *name, uint32_t R, const char *transport,
 		if (x[r].rc)
 			fail_msg("%s rank %u: %s", name, r, x[r].why);
 	}
-	oracle_reference_full(&spec, &placed.placement, STEPS, K,
+	oracle_reference_sched(&spec, &placed.placement, STEPS, K, sched,
 			      (ref[0] = malloc(spec.layout.units[0].numel * 4), ref[1] = malloc(4),
 			       ref[2] = malloc(4099 * 4), ref[3] = malloc(64 * 4), ref));
 	zs_job_release(&placed);
@@ -59,10 +64,74 @@ static void run_clip(const char *name, uint32_t R, const char *transport,
 	zs_job_spec_release(&spec);
 }
 
+static void run_clip(const char *name, uint32_t R, const char *transport,
+		     enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip)
+{
+	run_full(name, R, transport, kind, dt, K, clip, 0);
+}
+
 static void run(const char *name, uint32_t R, const char *transport,
 		enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K)
 {
 	run_clip(name, R, transport, kind, dt, K, 0.0);
+}
+
+/*
+ * A learning-rate schedule and optimizer groups: every rank sets each
+ * step's values (warmup, cosine decay; a group without weight decay, one at
+ * a third of the lr; a clipping norm that changes) before its pushes; the
+ * result equals the reference that updates each tensor with its group's
+ * values of that step, to the bit. Then what the servers refuse.
+ */
+static void test_schedule_and_groups(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_hparams h[3];
+	zs_trainer *a, *b;
+	double clip;
+
+	(void)st;
+	run_full("hp1", 2, "tcp", ZS_ADAMW, ZS_F32, 1, 0.0, 1);
+	run_full("hp2", 3, "shm", ZS_ADAMW, ZS_BF16, 1, 0.5, 1); /* clipping per step */
+	run_full("hp3", 2, "auto", ZS_SGD, ZS_F32, 3, 0.0, 1);   /* momentum, accumulation */
+
+	oracle_spec(&spec, "hp4", 2, ZS_ADAMW, ZS_F32);
+	oracle_spec_groups(&spec);
+	create_job(&spec);
+	a = join("hp4", 0, "tcp");
+	b = join("hp4", 1, "tcp");
+	assert_int_equal(zs_trainer_groups(a), 3);
+	assert_int_equal(zs_trainer_hparams(a, 1, &h[1], &clip), ZS_OK);
+	assert_true(h[1].weight_decay == 0.0 && h[1].lr == spec.optim.lr && clip == 0.0);
+	assert_int_equal(zs_trainer_hparams(a, 3, &h[0], NULL), ZS_EINVAL);
+	for (int g = 0; g < 3; g++)
+		assert_int_equal(zs_trainer_hparams(a, (unsigned)g, &h[g], NULL), ZS_OK);
+	/* a count, a value or a clipping the job does not have: refused here */
+	assert_int_equal(zs_set_hparams(a, 0, h, 2, 0.0), ZS_EINVAL);
+	assert_non_null(strstr(zs_trainer_error(a), "2 optimizer groups"));
+	h[2].lr = -1.0;
+	assert_int_equal(zs_set_hparams(a, 0, h, 3, 0.0), ZS_EINVAL);
+	assert_non_null(strstr(zs_trainer_error(a), "group 2: learning rate"));
+	h[2].lr = 1e-3;
+	assert_int_equal(zs_set_hparams(a, 0, h, 3, 1.0), ZS_EINVAL);
+	assert_non_null(strstr(zs_trainer_error(a), "turn clipping on"));
+	/* set, then a rank that disagrees for the same step is refused by
+	 * the servers, naming the value; steps do not go back */
+	assert_int_equal(zs_set_hparams(a, 1, h, 3, 0.0), ZS_OK);
+	assert_int_equal(zs_trainer_hparams(a, 2, &h[0], NULL), ZS_OK);
+	assert_true(h[0].lr == 1e-3);
+	for (int g = 0; g < 3; g++)
+		zs_trainer_hparams(a, (unsigned)g, &h[g], NULL);
+	h[0].weight_decay = 0.5;
+	assert_int_equal(zs_set_hparams(b, 1, h, 3, 0.0), ZS_EINVAL);
+	assert_non_null(strstr(zs_trainer_error(b), "group 0 weight_decay 0.5"));
+	h[0].weight_decay = spec.optim.weight_decay;
+	assert_int_equal(zs_set_hparams(b, 1, h, 3, 0.0), ZS_OK);
+	assert_int_equal(zs_set_hparams(a, 0, h, 3, 0.0), ZS_EINVAL);
+	assert_non_null(strstr(zs_trainer_error(a), "steps only go forward"));
+	zs_trainer_close(a);
+	zs_trainer_close(b);
+	zs_job_spec_release(&spec);
 }
 
 static void test_oracle_through_the_service(void **st)
@@ -555,6 +624,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_oracle_through_the_service),
 		cmocka_unit_test(test_oracle_over_rdma),
+		cmocka_unit_test(test_schedule_and_groups),
 		cmocka_unit_test(test_recreated_job),
 		cmocka_unit_test(test_stage_and_held_gather),
 		cmocka_unit_test(test_charlm_equals_reference),

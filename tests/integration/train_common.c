@@ -119,6 +119,19 @@ void *train(void *arg)
 		zs_op *ops[8];
 		void *bufs[8];
 		int n_ops = 0;
+		if (x->sched) {
+			struct zs_hp_table hp;
+			struct zs_hparams g[ZS_MAX_GROUPS];
+			oracle_hparams(x->spec, step, &hp);
+			for (uint32_t k = 0; k < hp.n_groups; k++)
+				g[k] = (struct zs_hparams){hp.g[k].lr, hp.g[k].weight_decay,
+							   hp.g[k].beta1, hp.g[k].beta2,
+							   hp.g[k].eps, hp.g[k].momentum};
+			if ((x->rc = zs_set_hparams(t, step, g, hp.n_groups, hp.clip_norm))) {
+				zs_fmt(x->why, sizeof x->why, "set_hparams: %s", zs_trainer_error(t));
+				break;
+			}
+		}
 		/* backward order; pushes stay in flight until the step's end */
 		for (int u = (int)zs_trainer_units(t) - 1; u >= 0 && !x->rc; u--) {
 			unsigned long long n = zs_unit_numel(t, (unsigned)u);

@@ -52,6 +52,8 @@ extern struct train_cluster C;
 struct rank_ctx {
 	zs_trainer *t;
 	uint32_t K; /* micro-batches per step (gradient accumulation) */
+	const struct zs_job_spec *spec; /* with sched: sets oracle_hparams of */
+	int sched;                       /* spec before each step's pushes */
 	uint64_t t0, t1; /* steps [t0, t1); 0, 0: [0, STEPS) */
 	int rc;
 	char why[512];

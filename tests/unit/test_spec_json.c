@@ -83,6 +83,66 @@ static void test_refusals(void **st)
 	expect_parse_error("\"weight_decay\": 0.1", "\"momentum\": 1.5", "momentum");
 }
 
+/* Optimizer groups: values per group (missing keys from the top level),
+ * tensors naming theirs, through JSON and protobuf alike. */
+static void test_groups(void **st)
+{
+	static const char *text =
+		"{\"name\": \"g\", \"stage\": 3, \"world_size\": 2,"
+		" \"optimizer\": {\"kind\": \"adamw\", \"lr\": 0.001, \"weight_decay\": 0.1,"
+		"   \"beta2\": 0.95, \"groups\": [{}, {\"weight_decay\": 0}, {\"lr\": 0.01, \"eps\": 1e-6}]},"
+		" \"units\": [{\"name\": \"h0\", \"tensors\": [{\"name\": \"w\", \"shape\": [8, 8]},"
+		"   {\"name\": \"b\", \"shape\": [8], \"group\": 1},"
+		"   {\"name\": \"e\", \"shape\": [4], \"group\": 2}]}]}";
+	struct zs_job_spec s, plain;
+	struct zs_error err = {0};
+
+	(void)st;
+	assert_int_equal(zs_spec_from_json(text, &s, &err), ZS_OK);
+	assert_int_equal(zs_job_spec_normalize(&s, &err), ZS_OK);
+	assert_int_equal(s.optim.n_groups, 3);
+	assert_true(s.optim.groups[0].lr == 0.001 && s.optim.groups[0].weight_decay == 0.1);
+	assert_true(s.optim.groups[1].weight_decay == 0.0 && s.optim.groups[1].lr == 0.001);
+	assert_true(s.optim.groups[1].beta1 == 0.9 && s.optim.groups[1].beta2 == 0.95);
+	assert_true(s.optim.groups[2].lr == 0.01 && s.optim.groups[2].eps == 1e-6 &&
+		    s.optim.groups[2].weight_decay == 0.1);
+	assert_int_equal(s.layout.units[0].tensors[0].group, 0);
+	assert_int_equal(s.layout.units[0].tensors[1].group, 1);
+	assert_int_equal(s.layout.units[0].tensors[2].group, 2);
+	/* a job without groups has one, of the top-level values */
+	assert_int_equal(zs_spec_from_json(good, &plain, NULL), ZS_OK);
+	assert_int_equal(zs_job_spec_normalize(&plain, NULL), ZS_OK);
+	assert_int_equal(plain.optim.n_groups, 1);
+	assert_true(plain.optim.groups[0].lr == 0.001 && plain.optim.groups[0].weight_decay == 0.1 &&
+		    plain.optim.groups[0].beta2 == 0.999);
+	/* a layout whose tensor moved to another group is another layout */
+	plain.layout.units[1].tensors[1].group = 0;
+	zs_job_spec_release(&plain);
+	s.layout.units[0].tensors[1].group = 0;
+	{
+		struct zs_job_spec t;
+		char why[256];
+		assert_int_equal(zs_spec_from_json(text, &t, NULL), ZS_OK);
+		assert_int_equal(zs_job_spec_normalize(&t, NULL), ZS_OK);
+		assert_false(zs_layout_equal(&s.layout, &t.layout, why, sizeof why));
+		assert_non_null(strstr(why, "optimizer group 0, the job's in 1"));
+		zs_job_spec_release(&t);
+	}
+	/* a tensor of a group the job does not have; a group's bad value */
+	s.layout.units[0].tensors[1].group = 3;
+	assert_int_equal(zs_job_spec_normalize(&s, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "tensor 'b' of unit 'h0' is in optimizer group 3"));
+	zs_job_spec_release(&s);
+	expect_parse_error("\"lr\": 0.001", "\"lr\": 0.001, \"groups\": []", "'groups' must be");
+	expect_parse_error("\"lr\": 0.001", "\"lr\": 0.001, \"groups\": [{\"lr\": -2}]",
+			   "optimizer group 0: learning rate -2");
+	expect_parse_error("\"lr\": 0.001", "\"lr\": 0.001, \"groups\": [{\"lamda\": 1}]",
+			   "unknown key 'lamda'");
+	expect_parse_error("[256, 64]}", "[256, 64], \"group\": -1}", "'group' must be an integer");
+	expect_parse_error("[256, 64]}", "[256, 64], \"group\": 1}",
+			   "tensor 'wte' of unit 'embed' is in optimizer group 1; the job has 1");
+}
+
 static void test_layout_equal(void **st)
 {
 	struct zs_job_spec a, b;
@@ -121,6 +181,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_good),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_groups),
 		cmocka_unit_test(test_layout_equal),
 		cmocka_unit_test(test_load_file_errors),
 	};

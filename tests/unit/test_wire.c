@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/crc32c.h"
+#include "model/hparams.h"
 #include "net/wire.h"
 
 static void test_layout_and_roundtrip(void **st)
@@ -91,6 +92,31 @@ static uint32_t crc32c_slow(uint32_t crc, const uint8_t *p, size_t n)
 	return ~crc;
 }
 
+/* A HPARAMS payload: round trip bit for bit, and what decoding refuses. */
+static void test_hparams_payload(void **st)
+{
+	struct zs_hp_table a = {.n_groups = 2, .clip_norm = 0.75}, b;
+	uint8_t buf[ZS_HP_MAX_BYTES];
+	struct zs_error err = {0};
+	size_t n;
+
+	(void)st;
+	a.g[0] = (struct zs_hp){1e-3, 0.1, 0.9, 0.999, 1e-8, 0.0};
+	a.g[1] = (struct zs_hp){3.0000000000000001e-4, 0.0, 0.8, 0.95, 1e-6, 0.5};
+	n = zs_hp_encode(&a, buf);
+	assert_int_equal(n, ZS_HP_BYTES(2));
+	assert_int_equal(zs_hp_decode(buf, n, &b, &err), ZS_OK);
+	assert_true(zs_hp_same(&a, &b));
+	assert_int_equal(zs_hp_decode(buf, n - 1, &b, &err), ZS_EPROTO);
+	assert_non_null(strstr(err.msg, "for 2 groups"));
+	buf[0] = 0;
+	assert_int_equal(zs_hp_decode(buf, n, &b, &err), ZS_EPROTO);
+	assert_int_equal(zs_hp_decode(buf, 3, &b, &err), ZS_EPROTO);
+	assert_non_null(strstr(err.msg, "too short"));
+	b.g[1].lr = 1e-3;
+	assert_false(zs_hp_same(&a, &b));
+}
+
 static void test_crc32c_vector(void **st)
 {
 	uint8_t buf[1031];
@@ -113,6 +139,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_layout_and_roundtrip),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_hparams_payload),
 		cmocka_unit_test(test_crc32c_vector),
 	};
 	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);

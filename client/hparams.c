@@ -1,0 +1,84 @@
+/*
+ * hparams.c - hyperparameters per step (include/zshard.h): the trainer
+ * sends the table it sets to every server it is connected to, as a HPARAMS
+ * frame ahead of its pushes, and waits for each to take it.
+ */
+#include "client/trainer.h"
+
+unsigned zs_trainer_groups(const zs_trainer *t) { return t->job.spec.optim.n_groups; }
+
+int zs_trainer_hparams(const zs_trainer *t, unsigned group, struct zs_hparams *h,
+		       double *clip_norm)
+{
+	const struct zs_optim *o = &t->job.spec.optim;
+	const struct zs_hp *g;
+
+	if (group >= o->n_groups || !h)
+		return ZS_EINVAL;
+	g = t->hp_set ? &t->hp.g[group] : &o->groups[group];
+	*h = (struct zs_hparams){g->lr, g->weight_decay, g->beta1, g->beta2, g->eps, g->momentum};
+	if (clip_norm)
+		*clip_norm = t->hp_set ? t->hp.clip_norm : o->clip_norm;
+	return ZS_OK;
+}
+
+/* Posts tab to every connection, as one op, and waits for all of them. */
+static int send_table(zs_trainer *t, const struct zs_hp_table *tab, struct zs_error *err)
+{
+	uint8_t payload[ZS_HP_MAX_BYTES];
+	size_t len = zs_hp_encode(tab, payload);
+	zs_op *op = calloc(1, sizeof *op + (t->n_srv ? t->n_srv : 1) * sizeof op->req[0]);
+	int rc;
+
+	if (!op)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	op->t = t;
+	op->step = tab->step;
+	for (uint32_t i = 0; i < t->n_srv; i++) {
+		enum zs_status st = zs_post_hparams(t->conn[i], tab->step, payload, len,
+						    &op->req[op->n], err);
+		if (st) { /* what was posted completes on its own; this is the answer */
+			op->status = st == ZS_EAGAIN ? ZS_EAGAIN : st;
+			zs_fmt(op->msg, sizeof op->msg, "%s",
+			       st == ZS_EAGAIN ? "too many transfers in flight" : err->msg);
+			break;
+		}
+		op->n++;
+	}
+	rc = tr_wait_or_park(t, op, tr_op_timeout(t));
+	if (rc)
+		zs_fail(err, (enum zs_status)rc, "%s", t->err);
+	return rc;
+}
+
+int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hparams *groups,
+		   unsigned n_groups, double clip_norm)
+{
+	struct zs_hp_table tab = {.step = step, .n_groups = n_groups, .clip_norm = clip_norm};
+	struct zs_error err = {0};
+	enum zs_status st;
+
+	if (!groups || n_groups == 0 || n_groups > ZS_MAX_GROUPS)
+		return tr_fail(t, ZS_EINVAL, "%u optimizer groups given; job '%s' has %u",
+			       n_groups, t->job.spec.name, t->job.spec.optim.n_groups);
+	if (t->hp_set && step < t->hp.step)
+		return tr_fail(t, ZS_EINVAL,
+			       "hyperparameters for step %llu come after those for step %llu: "
+			       "steps only go forward",
+			       step, (unsigned long long)t->hp.step);
+	for (unsigned g = 0; g < n_groups; g++)
+		tab.g[g] = (struct zs_hp){groups[g].lr, groups[g].weight_decay, groups[g].beta1,
+					  groups[g].beta2, groups[g].eps, groups[g].momentum};
+	if ((st = zs_hp_table_check(&t->job.spec, &tab, &err)))
+		return tr_fail(t, st, "%s", err.msg);
+	if ((st = send_table(t, &tab, &err)))
+		return tr_fail(t, st, "setting the hyperparameters of step %llu: %s", step, err.msg);
+	t->hp = tab;
+	t->hp_set = true;
+	return ZS_OK;
+}
+
+enum zs_status tr_hparams_resend(zs_trainer *t, struct zs_error *err)
+{
+	return t->hp_set ? (enum zs_status)send_table(t, &t->hp, err) : ZS_OK;
+}

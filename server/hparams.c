@@ -1,0 +1,175 @@
+/*
+ * hparams.c - the optimizer's hyperparameters on a shard server: the
+ * tables trainers send (a learning-rate schedule, per-group values) kept by
+ * step, and the update each shard's tensors get at a step.
+ *
+ * Every rank sends the table it sets for a step before its pushes of that
+ * step, on each connection, and a step is applied only once every rank
+ * pushed: so the table of step t is here before step t is applied, whatever
+ * the order of arrival, and the update is the same bits. Ranks that send a
+ * table for the same step must send the same values; a rank that sends
+ * none uses the others'. Without any table a step uses the spec's values.
+ */
+#include "server/engine_int.h"
+
+/* The slowest shard's step here (tables before it are no longer read,
+ * except the one in force there). */
+static uint64_t slowest(struct ejob *j)
+{
+	uint64_t v = UINT64_MAX;
+
+	for (uint32_t i = 0; i < j->n_shards; i++) {
+		pthread_mutex_lock(&j->shards[i].mu);
+		if (j->shards[i].version < v)
+			v = j->shards[i].version;
+		pthread_mutex_unlock(&j->shards[i].mu);
+	}
+	return v;
+}
+
+/* Names the first value where a and b differ, into buf. */
+static void first_difference(const struct zs_hp_table *a, const struct zs_hp_table *b,
+			     char *buf, size_t len)
+{
+	static const char *const names[] = {"lr", "weight_decay", "beta1", "beta2", "eps",
+					    "momentum"};
+	if (memcmp(&a->clip_norm, &b->clip_norm, sizeof a->clip_norm)) {
+		snprintf(buf, len, "clip_norm %.17g, not %.17g", a->clip_norm, b->clip_norm);
+		return;
+	}
+	for (uint32_t g = 0; g < a->n_groups; g++) {
+		const double *x = &a->g[g].lr, *y = &b->g[g].lr;
+		for (int k = 0; k < 6; k++)
+			if (memcmp(&x[k], &y[k], sizeof x[k])) {
+				snprintf(buf, len, "group %u %s %.17g, not %.17g", g, names[k], x[k],
+					 y[k]);
+				return;
+			}
+	}
+	snprintf(buf, len, "?");
+}
+
+enum zs_status eng_t_hparams(void *ctx, uint32_t job, uint32_t rank, uint64_t step,
+			     const uint8_t *payload, size_t len, struct zs_error *err)
+{
+	struct engine *e = ctx;
+	struct zs_hp_table t;
+	enum zs_status st;
+	uint64_t low;
+	struct ejob *j;
+	bool stale;
+	unsigned i, keep = 0;
+
+	j = eng_job_by_handle(e, job, &stale);
+	if (!j)
+		return zs_fail(err, ZS_ENOTFOUND, "no job has handle %u here", job);
+	if (stale) {
+		eng_job_unref(e, j);
+		return zs_fail(err, ZS_ERESUME, "job '%s' was restored: resume", j->name);
+	}
+	if ((st = zs_hp_decode(payload, len, &t, err)) || (st = zs_hp_table_check(&j->spec, &t, err))) {
+		eng_job_unref(e, j);
+		return st;
+	}
+	t.step = step;
+	low = slowest(j);
+	pthread_mutex_lock(&j->hpmu);
+	for (i = 0; i < j->n_hp && j->hp[i].step < step; i++)
+		;
+	if (i < j->n_hp && j->hp[i].step == step) {
+		if (!zs_hp_same(&j->hp[i], &t)) {
+			char what[160];
+			first_difference(&t, &j->hp[i], what, sizeof what);
+			st = zs_fail(err, ZS_EINVAL,
+				     "job '%s': rank %u's hyperparameters for step %llu differ from "
+				     "another rank's (%s): every rank must set the same",
+				     j->name, rank, (unsigned long long)step, what);
+		}
+		goto out;
+	}
+	/* tables no step here will read again: those followed by one in
+	 * force at the slowest shard's step */
+	for (unsigned k = 0; k < j->n_hp; k++)
+		if (k + 1 == j->n_hp || j->hp[k + 1].step > low)
+			j->hp[keep++] = j->hp[k];
+		else if (k < i)
+			i--;
+	j->n_hp = keep;
+	if (j->n_hp == EJOB_HP_KEEP) {
+		st = zs_fail(err, ZS_ESTATE,
+			     "job '%s': %d hyperparameter tables ahead of step %llu here; trainers "
+			     "set them faster than the steps finish",
+			     j->name, EJOB_HP_KEEP, (unsigned long long)low);
+		goto out;
+	}
+	memmove(&j->hp[i + 1], &j->hp[i], (j->n_hp - i) * sizeof j->hp[0]);
+	j->hp[i] = t;
+	j->n_hp++;
+out:
+	pthread_mutex_unlock(&j->hpmu);
+	eng_job_unref(e, j);
+	return st;
+}
+
+void eng_hp_steps(struct ejob *j, uint64_t step, uint64_t t, struct zs_optim_step *steps,
+		  double *clip_norm)
+{
+	const struct zs_optim *o = &j->spec.optim;
+	const struct zs_hp *g = o->groups;
+	double clip = o->clip_norm;
+	int k;
+
+	pthread_mutex_lock(&j->hpmu);
+	for (k = (int)j->n_hp - 1; k >= 0 && j->hp[k].step > step; k--)
+		;
+	if (k >= 0) {
+		g = j->hp[k].g;
+		clip = j->hp[k].clip_norm;
+	}
+	for (uint32_t i = 0; steps && i < o->n_groups; i++)
+		steps[i] = (struct zs_optim_step){.kind = o->kind, .lr = g[i].lr,
+						  .beta1 = g[i].beta1, .beta2 = g[i].beta2,
+						  .eps = g[i].eps, .weight_decay = g[i].weight_decay,
+						  .momentum = g[i].momentum, .t = t};
+	pthread_mutex_unlock(&j->hpmu);
+	if (clip_norm)
+		*clip_norm = clip;
+}
+
+int eng_shard_segments(struct ejob *j, struct eshard *s)
+{
+	const struct zs_unit *u = &j->spec.layout.units[s->sh.unit];
+	uint64_t lo = s->sh.offset, hi = s->sh.offset + s->sh.length;
+
+	s->segs = calloc(u->n_tensors ? u->n_tensors : 1, sizeof *s->segs);
+	if (!s->segs)
+		return -1;
+	s->n_segs = 0;
+	for (uint32_t i = 0; i < u->n_tensors; i++) {
+		const struct zs_tensor *te = &u->tensors[i];
+		uint64_t a = te->offset > lo ? te->offset : lo;
+		uint64_t b = te->offset + te->numel < hi ? te->offset + te->numel : hi;
+		struct eseg *last = s->n_segs ? &s->segs[s->n_segs - 1] : NULL;
+		if (a >= b)
+			continue;
+		if (last && last->group == te->group && last->b == a - lo)
+			last->b = b - lo;
+		else
+			s->segs[s->n_segs++] = (struct eseg){a - lo, b - lo, te->group};
+	}
+	return 0;
+}
+
+void eng_optim_run(struct engine *e, const struct eshard *s, const struct zs_optim_step *steps,
+		   float *p, float *s0, float *s1, const float *g, uint64_t a, uint64_t b)
+{
+	for (uint32_t k = 0; k < s->n_segs; k++) {
+		uint64_t lo = s->segs[k].a > a ? s->segs[k].a : a;
+		uint64_t hi = s->segs[k].b < b ? s->segs[k].b : b;
+		if (lo >= hi)
+			continue;
+		zs_optim_apply_parallel(&steps[s->segs[k].group], p + (lo - a),
+					s0 ? s0 + (lo - a) : NULL, s1 ? s1 + (lo - a) : NULL,
+					g + (lo - a), hi - lo, e ? e->nthreads : 1);
+	}
+}
