@@ -77,8 +77,3 @@ int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hpara
 	t->hp_set = true;
 	return ZS_OK;
 }
-
-enum zs_status tr_hparams_resend(zs_trainer *t, struct zs_error *err)
-{
-	return t->hp_set ? (enum zs_status)send_table(t, &t->hp, err) : ZS_OK;
-}

@@ -140,11 +140,6 @@ int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms);
 /* The policy's bound on one op's wait. */
 int tr_op_timeout(const zs_trainer *t);
 
-/* hparams.c */
-/* Sends the last hyperparameters set (if any) to every server again: after
- * a reconnect, whose servers hold none of this timeline's. */
-enum zs_status tr_hparams_resend(zs_trainer *t, struct zs_error *err);
-
 /* driver.c */
 /* Forgets the step in progress: its ops (their requests died with the
  * connections: call after closing them) and every buffer of the driver. */

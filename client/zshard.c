@@ -164,8 +164,6 @@ enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err)
 	}
 	if (st == ZS_EAGAIN)
 		st = zs_fail(err, ZS_ETIMEDOUT, "%s (waited %d ms for it)", err->msg, t->timeout_ms);
-	if (!st)
-		st = tr_hparams_resend(t, err);
 	if (st)
 		tr_disconnect(t);
 	return st;

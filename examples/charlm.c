@@ -9,6 +9,9 @@
  * shape. Matrix products through OpenBLAS. Text: a file every Debian
  * machine has.
  *
+ * Biases are in an optimizer group without weight decay, and every step
+ * sets its learning rate (warmup, then cosine decay: --schedule).
+ *
  * Through the service, with libzshard's step driver (the ZeRO stage from the
  * job, --prefetch units gathered ahead, bounded by --max-live-bytes):
  *   charlm --coordinator ADDR --job charlm --rank R [--steps N] [--batch B]
@@ -251,6 +254,31 @@ static void dump(const char *path, float **p)
 	}
 }
 
+/*
+ * The learning-rate schedule (--schedule): "cosine" (the default) warms up
+ * linearly over --warmup steps (default a tenth of --steps), then decays
+ * along a cosine to a tenth at --total (default --steps: a run resumed with
+ * more steps than it began with says --total to keep its schedule);
+ * "constant" keeps the spec's lr.
+ * Every group's lr is scaled by it; the spec's groups keep their weight
+ * decay (biases in a group without it, examples/charlm.json).
+ */
+static int COSINE = 1;
+static uint64_t WARMUP = UINT64_MAX, TOTAL = 300;
+
+static double lr_factor(uint64_t t)
+{
+	uint64_t warm = WARMUP == UINT64_MAX ? TOTAL / 10 : WARMUP;
+	double prog;
+
+	if (!COSINE)
+		return 1.0;
+	if (t < warm)
+		return (double)(t + 1) / (double)warm;
+	prog = TOTAL > warm ? (double)(t - warm) / (double)(TOTAL - warm) : 1.0;
+	return 0.1 + 0.45 * (1.0 + cos(3.141592653589793 * (prog < 1.0 ? prog : 1.0)));
+}
+
 static double now(void)
 {
 	struct timespec ts;
@@ -259,6 +287,18 @@ static double now(void)
 }
 
 /* ------------------------------------------------------ without service */
+
+/* The spec's k-th tensor, counting through its units in order. */
+static const struct zs_tensor *spec_tensor(const struct zs_job_spec *s, int k)
+{
+	for (uint32_t u = 0; u < s->layout.n_units; u++) {
+		if ((uint32_t)k < s->layout.units[u].n_tensors)
+			return &s->layout.units[u].tensors[k];
+		k -= (int)s->layout.units[u].n_tensors;
+	}
+	fprintf(stderr, "charlm: the spec has fewer tensors than the model\n");
+	exit(1);
+}
 
 static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 		     const struct data *d, const char *out)
@@ -293,12 +333,21 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 					acc[u][i] = r == 0 ? g[u][i] : acc[u][i] + g[u][i];
 			}
 		}
-		for (int u = 0; u < NL; u++) {
-			const struct zs_optim *o = &spec.optim;
-			struct zs_optim_step st = {o->kind, o->lr, o->beta1, o->beta2, o->eps,
-						   o->weight_decay, o->momentum, t + 1};
+		/* layer by layer, tensor by tensor (the spec's, in order: a
+		 * layer is its weight, then its bias), each with its group's
+		 * values of step t */
+		for (int u = 0, k = 0; u < NL; u++) {
+			unsigned long long off = 0, n;
 			zs_reduce_mean(acc[u], R, layer_numel(u));
-			zs_optim_apply(&st, p[u], m[u], v[u], acc[u], layer_numel(u));
+			for (; off < layer_numel(u); off += n, k++) {
+				const struct zs_tensor *te = spec_tensor(&spec, k);
+				const struct zs_hp *h = &spec.optim.groups[te->group];
+				struct zs_optim_step st = {spec.optim.kind, h->lr * lr_factor(t),
+							   h->beta1, h->beta2, h->eps,
+							   h->weight_decay, h->momentum, t + 1};
+				n = te->numel;
+				zs_optim_apply(&st, p[u] + off, m[u] + off, v[u] + off, acc[u] + off, n);
+			}
 		}
 		if (t == 0 || t + 1 == steps)
 			printf("reference step %llu loss %.4f\n", (unsigned long long)t, loss / R);
@@ -366,6 +415,17 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 				unit_numel(u), H, LPU);
 			return 1;
 		}
+	/* the spec's values, before this trainer sets any: the schedule
+	 * scales each group's lr */
+	struct zs_hparams base[64];
+	double clip;
+	unsigned n_groups = zs_trainer_groups(t);
+	if (n_groups > 64) {
+		fprintf(stderr, "charlm: the job has %u optimizer groups (at most 64 here)\n", n_groups);
+		return 1;
+	}
+	for (unsigned k = 0; k < n_groups; k++)
+		zs_trainer_hparams(t, k, &base[k], &clip);
 	work_init(&w, B);
 	if (zs_trainer_set_policy(t, pol))
 		goto fail;
@@ -421,6 +481,15 @@ again:
 		}
 		if (rc)
 			goto fail;
+		if (COSINE) { /* this step's values, before its first push */
+			struct zs_hparams hp[64];
+			for (unsigned k = 0; k < n_groups; k++) {
+				hp[k] = base[k];
+				hp[k].lr = base[k].lr * lr_factor(step);
+			}
+			if ((rc = zs_set_hparams(t, step, hp, n_groups, clip)))
+				goto fail;
+		}
 		for (int u = 0; u < NU; u++) { /* forward: the window gathers ahead */
 			if ((rc = zs_unit_params(t, (unsigned)u, 0, &p)))
 				goto fail;
@@ -544,7 +613,8 @@ static void print_spec(const char *job, unsigned world, unsigned stage)
 	snprintf(lname[NL - 1], sizeof lname[NL - 1], "head");
 	printf("{\n  \"name\": \"%s\",\n  \"stage\": %u,\n  \"world_size\": %u,\n"
 	       "  \"compute_dtype\": \"f32\",\n"
-	       "  \"optimizer\": {\"kind\": \"adamw\", \"lr\": 0.003, \"weight_decay\": 0.01},\n"
+	       "  \"optimizer\": {\"kind\": \"adamw\", \"lr\": 0.003, \"weight_decay\": 0.01,\n"
+	       "                \"groups\": [{}, {\"weight_decay\": 0}]},\n"
 	       "  \"units\": [\n", job, stage, world);
 	for (int u = 0; u < n_units(); u++) {
 		printf("    {\"name\": \"u%d\", \"tensors\": [", u);
@@ -553,7 +623,7 @@ static void print_spec(const char *job, unsigned world, unsigned stage)
 			if (l == 0)
 				printf("%s{\"name\": \"%s.wte\", \"shape\": [%d, %d]}", sep, lname[l], V, D);
 			else
-				printf("%s{\"name\": \"%s.w\", \"shape\": [%d, %d]}, {\"name\": \"%s.b\", \"shape\": [%d]}",
+				printf("%s{\"name\": \"%s.w\", \"shape\": [%d, %d]}, {\"name\": \"%s.b\", \"shape\": [%d], \"group\": 1}",
 				       sep, lname[l], l == 1 ? IN : H, l == NL - 1 ? V : H, lname[l],
 				       l == NL - 1 ? V : H);
 		}
@@ -578,13 +648,15 @@ int main(int argc, char **argv)
 		{"no-compute", no_argument, NULL, 'N'},        {"local", no_argument, NULL, 'l'},
 		{"step-log", required_argument, NULL, 'o'},    {"depth", required_argument, NULL, 'e'},
 		{"push-depth", required_argument, NULL, 'D'},
+		{"schedule", required_argument, NULL, 'C'},    {"warmup", required_argument, NULL, 'W'},
+		{"total", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},              {0},
 	};
 	const char *coord = getenv("ZSHARD_COORDINATOR"), *job = "charlm", *transport = "auto";
 	const char *out = NULL, *spec = "examples/charlm.json";
 	const char *text = "/usr/share/common-licenses/GPL-3";
 	unsigned rank = 0, world = 1;
-	uint64_t steps = 300;
+	uint64_t steps = 300, total = 0;
 	int B = 64, print_every = 50, ref = 0, o, rc, spec_only = 0, compute = 1, loc = 0;
 	unsigned stage = 3;
 	const char *slog_path = NULL;
@@ -620,11 +692,21 @@ int main(int argc, char **argv)
 		case 'o': slog_path = optarg; break;
 		case 'e': NL = atoi(optarg) + 3; break;
 		case 'D': pol.push_depth = (unsigned)atoi(optarg); break;
+		case 'C':
+			if (strcmp(optarg, "cosine") && strcmp(optarg, "constant")) {
+				fprintf(stderr, "charlm: --schedule is cosine or constant, not '%s'\n", optarg);
+				return 2;
+			}
+			COSINE = !strcmp(optarg, "cosine");
+			break;
+		case 'W': WARMUP = strtoull(optarg, NULL, 10); break;
+		case 'T': total = strtoull(optarg, NULL, 10); break;
 		case 'h':
 			printf("usage: charlm --coordinator ADDR [--job charlm] --rank R [--steps N] [--batch B]\n"
 			       "              [--transport auto|tcp|shm] [--print-every K] [--dump FILE]\n"
 			       "              [--prefetch N] [--max-live-bytes B] [--keep-until-backward]\n"
 			       "              [--push-depth D] [--no-compute] [--step-log FILE]\n"
+			       "              [--schedule cosine|constant] [--warmup N] [--total N]\n"
 			       "       charlm --reference [--spec FILE] --world R [--steps N] [--dump FILE]\n"
 			       "       charlm --local [--steps N] [--batch B] [--step-log FILE]\n"
 			       "       charlm --print-spec [--job NAME] [--world R] [--stage S]\n"
@@ -640,6 +722,7 @@ int main(int argc, char **argv)
 			MAXL - 3);
 		return 2;
 	}
+	TOTAL = total ? total : steps;
 	if (spec_only) {
 		print_spec(job, world, stage);
 		return 0;

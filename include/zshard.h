@@ -187,8 +187,8 @@ int zs_trainer_hparams(const zs_trainer *t, unsigned group, struct zs_hparams *h
  * differ from another rank's for the same step. A job whose spec does not
  * clip cannot clip at one step, nor the other way round (clip_norm 0 iff
  * the spec's is). Waits (bounded by the policy's op timeout) until every
- * server has them; after zs_trainer_resume the last values set go again by
- * themselves (set those of the step resumed from if they depend on it).
+ * server has them. A restore or rollback forgets them (the servers and
+ * zs_trainer_resume alike): set them again for the step resumed from.
  * ZS_OK; ZS_EINVAL (a count or value out of range, a step before the last
  * one set, or another rank's values differ: the message says which);
  * ZS_ETIMEDOUT; a server's failure.

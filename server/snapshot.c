@@ -215,6 +215,10 @@ static void retire_handle(struct engine *e, struct ejob *j)
 	j->retired[j->n_retired++ % 16] = j->handle;
 	j->handle = ++e->next_handle;
 	pthread_mutex_unlock(&e->mu);
+	/* the new timeline's trainers set their own hyperparameters again */
+	pthread_mutex_lock(&j->hpmu);
+	j->n_hp = 0;
+	pthread_mutex_unlock(&j->hpmu);
 }
 
 /* A push of the ended timeline still landing after this long is one whose

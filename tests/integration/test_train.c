@@ -531,10 +531,10 @@ static void test_charlm_resumes(void **st)
 		snprintf(log, sizeof log, "%s/lmres-rank1-%d.log", C.dir, pass);
 		char *a1[] = {(char *)h_bin("charlm"), "--coordinator", C.addr, "--job", "lmres",
 			      "--rank", "1", "--steps", (char *)steps, "--print-every", "0",
-			      "--dump", d[1], NULL};
+			      "--total", "40", "--dump", d[1], NULL};
 		char *a0[] = {(char *)h_bin("charlm"), "--coordinator", C.addr, "--job", "lmres",
 			      "--rank", "0", "--steps", (char *)steps, "--print-every", "0",
-			      "--dump", d[0], NULL};
+			      "--total", "40", "--dump", d[0], NULL};
 		r1 = h_spawn(a1, log);
 		if (h_run(a0, &out, &errs))
 			fail_msg("charlm rank 0, pass %d: %s", pass, errs);
