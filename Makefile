@@ -116,7 +116,7 @@ INTEG_TESTS := cluster train ckpt crash
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all check check-layers check-exports check-install test-rdma test-faults asan demo bench \
+.PHONY: all check check-layers check-exports check-install test-rdma test-faults asan demo gpt torch-venv bench \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(TEST_BINS)
@@ -216,6 +216,12 @@ check: all
 		timeout 600 $(PYTHON) tests/python/test_zshard.py >$(BUILD)/python-test.log 2>&1; \
 	then echo "check: python: $$(sed -n 's/^Ran \([0-9]*\) test.*/\1/p' $(BUILD)/python-test.log) tests passed"; \
 	else cat $(BUILD)/python-test.log; echo "check: python FAILED"; rc=1; fi; \
+	if [ "$(SAN)" = 1 ]; then echo "check: torch skipped under the sanitizers (as python)"; \
+	elif sh tools/torch-venv.sh $(TORCH_VENV) && ZSHARD_LIB=$(abspath $(LIBZS_SO)) \
+		ZSHARD_BIN=$(abspath $(BUILD)/bin) timeout 900 env -u LD_LIBRARY_PATH \
+		$(TORCH_VENV)/bin/python tests/python/test_torch.py >$(BUILD)/torch-test.log 2>&1; \
+	then grep '^check: torch' $(BUILD)/torch-test.log; \
+	else cat $(BUILD)/torch-test.log; echo "check: torch FAILED"; rc=1; fi; \
 	if [ "$(SAN)" = 1 ]; then echo "check: rdma on Soft-RoCE skipped under the sanitizers (make check runs it)"; exit $$rc; fi; \
 	sh tests/rdma/run.sh $(BUILD); r=$$?; \
 	if [ $$r -eq 77 ]; then echo "check: rdma on Soft-RoCE skipped (the reason is above)"; r=0; \
@@ -275,6 +281,15 @@ $(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(LIBZS_A) $(CORE_LIB)
 
 demo: $(BINS) $(BUILD)/bin/charlm
 	@examples/demo.sh
+
+# PyTorch through zshard: torch 2.x from PyPI in a virtual environment kept
+# under build/ (tools/torch-venv.sh; minutes the first time), then the GPT
+# example on a local cluster
+TORCH_VENV := $(BUILD)/torch-venv
+torch-venv:
+	@sh tools/torch-venv.sh $(TORCH_VENV)
+gpt: $(BINS) $(LIBZS_SO) torch-venv
+	@ZSHARD_LIB=$(abspath $(LIBZS_SO)) PYTHON=$(abspath $(TORCH_VENV))/bin/python examples/gpt.sh
 
 # the fault matrix: random single-process kills, each recovered without
 # hands and checked bitwise (FAULTS="--trials 50 --seed 7" to vary it);

@@ -28,7 +28,7 @@ static int c_export(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
 	const char *job = NULL, *out = NULL;
-	int with_opt = 0, rc = 1;
+	int with_opt = 0, bare = 0, rc = 1;
 	struct jobio *io = NULL;
 	const struct zs_job *j;
 	struct st_tensor *t = NULL;
@@ -39,15 +39,20 @@ static int c_export(struct ctx *x, int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: zshardctl export JOB --out FILE.safetensors [--optimizer]\n\n"
+			printf("usage: zshardctl export JOB --out FILE.safetensors [--optimizer]\n"
+			       "                        [--bare-names]\n\n"
 			       "Writes the job's fp32 parameters (and with --optimizer its optimizer\n"
-			       "state) as one safetensors file, tensors named UNIT.TENSOR. Run it\n"
-			       "between steps: a job caught mid-step is refused.\n");
+			       "state) as one safetensors file, tensors named UNIT.TENSOR, or with\n"
+			       "--bare-names TENSOR (a PyTorch job's tensors carry their state_dict\n"
+			       "names: the file loads with load_state_dict). Run it between steps:\n"
+			       "a job caught mid-step is refused.\n");
 			return 0;
 		} else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
 		} else if (!strcmp(argv[i], "--optimizer")) {
 			with_opt = 1;
+		} else if (!strcmp(argv[i], "--bare-names")) {
+			bare = 1;
 		} else if (argv[i][0] != '-' && !job) {
 			job = argv[i];
 		} else {
@@ -98,8 +103,15 @@ static int c_export(struct ctx *x, int argc, char **argv)
 			for (uint32_t k = 0; k < un->n_tensors; k++) {
 				const struct zs_tensor *te = &un->tensors[k];
 				struct st_tensor *o = &t[nt++];
-				snprintf(o->name, sizeof o->name, "%s.%s%s", un->name, te->name,
+				snprintf(o->name, sizeof o->name, "%s%s%s%s", bare ? "" : un->name,
+					 bare ? "" : ".", te->name,
 					 suffix[j->spec.optim.kind == ZS_ADAMW ? 0 : 1][a]);
+				for (uint32_t q = 0; bare && q + 1 < nt; q++)
+					if (!strcmp(t[q].name, o->name)) {
+						cli_die("--bare-names: two units have a tensor '%s'; export "
+							"without it", o->name);
+						goto out;
+					}
 				o->dtype = ZS_F32;
 				o->ndim = te->ndim;
 				memcpy(o->shape, te->shape, sizeof o->shape);
@@ -144,8 +156,9 @@ static int c_import(struct ctx *x, int argc, char **argv)
 			printf("usage: zshardctl import JOB FILE.safetensors\n\n"
 			       "Uploads a safetensors file as the initial parameters of a job that\n"
 			       "has not trained yet: every UNIT.TENSOR of the job's layout must be\n"
-			       "there with its shape (F32, BF16 or F16). Nothing is uploaded unless\n"
-			       "the whole file fits the layout.\n");
+			       "there (or TENSOR alone, as export --bare-names writes it) with its\n"
+			       "shape (F32, BF16 or F16). Nothing is uploaded unless the whole file\n"
+			       "fits the layout.\n");
 			return 0;
 		} else if (argv[i][0] != '-' && !job) {
 			job = argv[i];
@@ -181,6 +194,8 @@ static int c_import(struct ctx *x, int argc, char **argv)
 			const struct st_tensor *s;
 			snprintf(name, sizeof name, "%s.%s", un->name, te->name);
 			s = st_find(&f, name);
+			if (!s && (s = st_find(&f, te->name))) /* an export --bare-names */
+				snprintf(name, sizeof name, "%s", te->name);
 			if (!s) {
 				cli_die("%s has no tensor '%s' (the job's layout needs it)", in, name);
 				goto out;

@@ -9,7 +9,7 @@
 set -eu
 
 PKGS="gcc make pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
-liblmdb-dev lmdb-utils libcmocka-dev libjansson-dev libopenblas-dev python3 python3-numpy \
+liblmdb-dev lmdb-utils libcmocka-dev libjansson-dev libopenblas-dev python3 python3-numpy python3-venv \
 libibverbs-dev ibverbs-providers"
 
 missing=""

@@ -38,6 +38,12 @@ class StepStats(Structure):
                 ("rss_peak_bytes", c_ulonglong)]
 
 
+class HParams(Structure):
+    """struct zs_hparams"""
+    _fields_ = [("lr", c_double), ("weight_decay", c_double), ("beta1", c_double),
+                ("beta2", c_double), ("eps", c_double), ("momentum", c_double)]
+
+
 def _candidates():
     env = os.environ.get("ZSHARD_LIB")
     if env:
@@ -92,6 +98,9 @@ _SIGS = {
     "zs_op_test": (c_int, [_OP]),
     "zs_op_wait": (c_int, [_OP, c_int]),
     "zs_trainer_set_policy": (c_int, [_T, POINTER(Policy)]),
+    "zs_trainer_groups": (c_uint, [_T]),
+    "zs_trainer_hparams": (c_int, [_T, c_uint, POINTER(HParams), POINTER(c_double)]),
+    "zs_set_hparams": (c_int, [_T, c_ulonglong, POINTER(HParams), c_uint, c_double]),
     "zs_step_begin": (c_int, [_T, c_ulonglong]),
     "zs_unit_params": (c_int, [_T, c_uint, c_int, POINTER(c_void_p)]),
     "zs_unit_forward_done": (c_int, [_T, c_uint]),

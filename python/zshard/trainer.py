@@ -18,7 +18,7 @@ from ctypes import byref, c_uint, c_ulonglong, c_void_p
 import numpy as np
 
 from zshard import _lib
-from zshard._lib import Counters, Policy, StepStats, lib
+from zshard._lib import Counters, HParams, Policy, StepStats, lib
 from zshard.errors import error_for
 
 F32, BF16, F16 = 1, 2, 3
@@ -212,6 +212,34 @@ class Trainer:
         fn = lib.zs_push_partial if partial else lib.zs_push
         return self._start(fn, u, step, self._buffer(u, grad, self.unit_dtype(u), False))
 
+    # ------------------------------------------------- hyperparameters
+    @property
+    def groups(self):
+        """The job's optimizer groups (at least 1)."""
+        return lib.zs_trainer_groups(self._handle())
+
+    def hparams(self, group):
+        """Group's values in force for the next step (the last set, else the
+        spec's): a dict of lr, weight_decay, beta1, beta2, eps, momentum and
+        clip_norm (the job's; 0: no clipping)."""
+        h, clip = HParams(), ctypes.c_double()
+        rc = lib.zs_trainer_hparams(self._handle(), group, byref(h), byref(clip))
+        if rc:
+            raise error_for(rc, "group %d is out of range (%d groups)" % (group, self.groups))
+        d = {k: getattr(h, k) for k, _ in HParams._fields_}
+        d["clip_norm"] = clip.value
+        return d
+
+    def set_hparams(self, step, groups, clip_norm=0.0):
+        """Sets every group's values (a list of dicts with lr, weight_decay,
+        beta1, beta2, eps, momentum; missing keys are 0) and the clipping
+        norm for the updates of step on; before this rank's first push of
+        step. Every rank that sets them must set the same."""
+        arr = (HParams * max(len(groups), 1))()
+        for i, g in enumerate(groups):
+            arr[i] = HParams(*(float(g.get(k, 0.0)) for k, _ in HParams._fields_))
+        self._check(lib.zs_set_hparams(self._handle(), step, arr, len(groups), float(clip_norm)))
+
     # --------------------------------------------------------- step driver
     def set_policy(self, prefetch=1, max_live_bytes=0, reshard_after_forward=True,
                    push_depth=0, op_timeout_ms=0):
@@ -230,20 +258,29 @@ class Trainer:
 
     def unit_params(self, u, backward=False):
         """Unit u's parameters of the current step: a read-only numpy view."""
-        p = c_void_p()
-        self._check(lib.zs_unit_params(self._handle(), u, int(backward), byref(p)))
-        v = self._view(u, p.value)
+        v = self._view(u, self.unit_params_ptr(u, backward))
         v.flags.writeable = False
         return v
+
+    def unit_params_ptr(self, u, backward=False):
+        """The address of unit u's parameters of the current step (what
+        unit_params views), for bindings that wrap it themselves."""
+        p = c_void_p()
+        self._check(lib.zs_unit_params(self._handle(), u, int(backward), byref(p)))
+        return p.value
+
+    def unit_grad_ptr(self, u):
+        """The address of unit u's zeroed gradient buffer (unit_grad's)."""
+        p = c_void_p()
+        self._check(lib.zs_unit_grad(self._handle(), u, byref(p)))
+        return p.value
 
     def unit_forward_done(self, u):
         self._check(lib.zs_unit_forward_done(self._handle(), u))
 
     def unit_grad(self, u):
         """A zeroed numpy view to write unit u's gradient into."""
-        p = c_void_p()
-        self._check(lib.zs_unit_grad(self._handle(), u, byref(p)))
-        return self._view(u, p.value)
+        return self._view(u, self.unit_grad_ptr(u))
 
     def unit_push(self, u):
         self._check(lib.zs_unit_push(self._handle(), u))

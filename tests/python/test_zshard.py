@@ -12,14 +12,10 @@ the checkpoint.
 
     ZSHARD_BIN=build/bin PYTHONPATH=python tests/python/test_zshard.py
 """
-import ctypes
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -30,8 +26,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
+sys.path.insert(0, HERE)
 import optim_ref  # noqa: E402
 import zshard  # noqa: E402
+from cluster import Cluster  # noqa: E402
 
 BIN = os.environ.get("ZSHARD_BIN", os.path.join(ROOT, "build", "bin"))
 f32 = np.float32
@@ -39,70 +37,6 @@ SIZES = [1000, 1, 4099]
 # hyperparameters exact in float32, so that no rounding differs anywhere
 OPT = {"kind": "adamw", "lr": 0.0078125, "beta1": 0.875, "beta2": 0.9921875,
        "eps": 2.0 ** -20, "weight_decay": 0.0625}
-
-
-def die_with_us():
-    """In a daemon before exec: SIGKILL when this test process ends, however
-    it ends (a crash included), so that nothing is left running."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-class Cluster:
-    def __init__(self):
-        self.d = tempfile.mkdtemp(prefix="zshard-py-")
-        self.procs = []
-        pf = os.path.join(self.d, "coord.addr")
-        self.spawn("coordinator", [os.path.join(BIN, "zshard-coordinator"), "--listen",
-                                   "127.0.0.1:0", "--data-dir", os.path.join(self.d, "coord"),
-                                   "--port-file", pf, "--lease-ms", "1500",
-                                   "--trainer-lease-ms", "3000"])
-        self.addr = self.wait_file(pf)
-        for i in range(2):
-            spf = os.path.join(self.d, "server-%d.addr" % i)
-            self.spawn("server-%d" % i, [os.path.join(BIN, "zshard-server"), "--coordinator",
-                                         self.addr, "--data-dir",
-                                         os.path.join(self.d, "server-%d" % i),
-                                         "--capacity", "64M", "--port-file", spf,
-                                         "--rdma", "off", "--step-timeout-ms", "5000"])
-            self.wait_file(spf)
-
-    def spawn(self, name, argv):
-        with open(os.path.join(self.d, name + ".log"), "wb") as log:
-            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, preexec_fn=die_with_us))
-
-    def wait_file(self, path, seconds=15):
-        t0 = time.monotonic()
-        while True:
-            if os.path.exists(path):
-                with open(path) as f:
-                    text = f.read().strip()
-                if text:
-                    return text
-            if time.monotonic() - t0 > seconds:
-                raise RuntimeError("%s did not appear" % path)
-            time.sleep(0.05)
-
-    def ctl(self, *args):
-        r = subprocess.run([os.path.join(BIN, "zshardctl"), "--coordinator", self.addr] +
-                           list(args), capture_output=True, text=True, timeout=120)
-        if r.returncode:
-            raise RuntimeError("zshardctl %s: %s" % (" ".join(args), r.stderr))
-        return r.stdout
-
-    def create_job(self, name, world, stage=3):
-        zshard.create_job(spec(name, world, stage), coordinator=self.addr)
-
-    def close(self):
-        for p in self.procs:
-            p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        shutil.rmtree(self.d, ignore_errors=True)
 
 
 def spec(name, world, stage=3):
@@ -172,7 +106,7 @@ def train_ranks(ts, first, last):
 class TestZshard(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.c = Cluster()
+        cls.c = Cluster(BIN)
 
     @classmethod
     def tearDownClass(cls):
@@ -187,7 +121,7 @@ class TestZshard(unittest.TestCase):
         return out
 
     def test_two_ranks_bitwise(self):
-        self.c.create_job("bits", 2)
+        zshard.create_job(spec("bits", 2), coordinator=self.c.addr)
         ts = [self.join("bits", r) for r in range(2)]
         try:
             self.assertEqual((ts[1].rank, ts[1].world_size, ts[1].units), (1, 2, 3))
@@ -210,11 +144,11 @@ class TestZshard(unittest.TestCase):
                 t.close()
 
     def test_create_job(self):
-        self.c.create_job("made", 2)
+        zshard.create_job(spec("made", 2), coordinator=self.c.addr)
         shown = json.loads(self.c.ctl("job", "show", "made", "--json"))
         self.assertEqual((shown["world_size"], shown["units"]), (2, 3))
         with self.assertRaises(zshard.AlreadyExists):
-            self.c.create_job("made", 2)
+            zshard.create_job(spec("made", 2), coordinator=self.c.addr)
         bad = spec("bad", 2)
         bad["optimizer"] = dict(OPT, kind="lion")
         with self.assertRaises(zshard.InvalidArgument) as e:
@@ -237,7 +171,7 @@ class TestZshard(unittest.TestCase):
         self.assertIn("no-such-job", str(e.exception))
         with self.assertRaises(zshard.InvalidArgument):
             zshard.Trainer.join("x", 0, coordinator=self.c.addr, transport="carrier-pigeon")
-        self.c.create_job("errs", 1)
+        zshard.create_job(spec("errs", 1), coordinator=self.c.addr)
         with self.join("errs", 0) as t:
             with self.assertRaises(zshard.InvalidArgument):
                 t.init_unit(0, np.zeros(3, dtype=f32))  # the wrong size
@@ -253,7 +187,7 @@ class TestZshard(unittest.TestCase):
             del os.environ["WORLD_SIZE"]
 
     def test_checkpoint_evict_and_resume(self):
-        self.c.create_job("ck", 1)
+        zshard.create_job(spec("ck", 1), coordinator=self.c.addr)
         t = self.join("ck", 0)
         try:
             for u in range(3):

@@ -1,0 +1,723 @@
+"""zshard.torch: PyTorch modules trained through zshard, in the spirit of
+FSDP2's ``fully_shard``.
+
+    from zshard.torch import fully_shard, AdamW
+    for block in model.blocks:
+        fully_shard(block)                      # a unit: gathered and freed as one
+    fully_shard(model, job="gpt", stage=3)      # the root: what is left, and the job
+    opt = AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}],
+                lr=3e-4, betas=(0.9, 0.95), max_grad_norm=1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine)
+    start = model.zshard_start()                # None, or (step, blob) to resume from
+    for step in range(start_step, steps):
+        loss = model(x).loss                     # gathers each unit before its forward
+        loss.backward()                          # pushes each unit's gradient when done
+        opt.step()                               # the step ends; the servers update
+        sched.step()
+        opt.zero_grad()
+
+What happens: the root's forward begins the step (zs_step_begin); each
+unit's parameters are gathered before its forward (the next one prefetched),
+and at stage 3 freed after it; parameters saved for the backward pass are
+not kept alive by autograd but gathered again when the backward needs them
+(saved-tensor hooks); each unit's gradient lands in libzshard's buffer (set
+as the parameters' .grad before their backward) and is pushed as soon as the
+last of its parameters has its gradient. The optimizer runs on the shard
+servers: the optimizer object here only carries the values of its
+param_groups (lr, weight_decay, betas, eps, momentum), which go to the
+servers before each step's first push, so any torch.optim.lr_scheduler
+drives it. The root's own parameters (embeddings, a tied output head, the
+last norm) stay gathered through the step, as FSDP2's root.
+
+CPU parameters are views of libzshard's buffers: no copy between a gather
+and the parameter, nor between a gradient and its push. Between steps the
+parameters are the last gathered ones at stages 1 and 2 (empty at stage 3);
+after the backward pass gradients live on the servers (.grad is None).
+
+Rank, world size and coordinator come from RANK, WORLD_SIZE and
+ZSHARD_COORDINATOR (torchrun's conventions; LOCAL_RANK is kept for the
+device), or the arguments of the root's fully_shard.
+"""
+import ctypes
+import math
+import os
+import pickle
+import random
+
+import numpy as np
+import torch
+from torch import nn
+
+import zshard
+from zshard.errors import error_for
+
+_DT = {torch.float32: ("f32", np.float32, None), torch.bfloat16: ("bf16", np.uint16,
+                                                                   torch.bfloat16),
+       torch.float16: ("f16", np.float16, None)}
+_EMPTY = {}
+
+
+def _empty(dtype):
+    if dtype not in _EMPTY:
+        _EMPTY[dtype] = torch.empty(0, dtype=dtype)
+    return _EMPTY[dtype]
+
+
+class _Unit:
+    """One unit of the job: a module and the parameters it owns."""
+
+    def __init__(self, index, name, module, params, reshard):
+        self.index, self.name, self.module = index, name, module
+        self.params = params          # [(qualified name, parameter)] in the job's order
+        self.reshard = reshard
+        self.ptr = None               # the bound parameter buffer, or None
+        self.flat = None              # a tensor over it
+        self.grad_ptr = None
+        self.grad_flat = None
+        self.waiting = 0              # parameters whose gradient is still to come
+        self.pushed = False
+        self.offsets, self.shapes = [], []  # each parameter's place (its data may be empty)
+        off = 0
+        for _, p in params:
+            self.offsets.append(off)
+            self.shapes.append(tuple(p.shape))
+            off += p.numel()
+        self.numel = off
+
+
+class _Optim:
+    """What the zshard optimizers share: param_groups carry the values."""
+
+    _KIND = None
+
+    def _zshard_init(self, max_grad_norm):
+        self.max_grad_norm = float(max_grad_norm or 0.0)
+        self._zs = None
+        seen = set()
+        for g in self.param_groups:
+            for p in g["params"]:
+                owner = _OWNER.get(id(p))
+                if owner is None:
+                    raise error_for(1, "a parameter of the optimizer is in no zshard module "
+                                    "(fully_shard the root module first)")
+                if self._zs is None:
+                    self._zs = owner
+                elif owner is not self._zs:
+                    raise error_for(1, "the optimizer's parameters span two zshard jobs")
+                seen.add(id(p))
+        if self._zs is None:
+            raise error_for(1, "the optimizer has no parameters")
+        self._zs.attach(self, seen)
+
+    def _group_values(self, g):
+        raise NotImplementedError
+
+    def zshard_hparams(self):
+        """The values of every group as libzshard takes them."""
+        return [self._group_values(g) for g in self.param_groups]
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Ends the step: every gradient pushed and acknowledged. The update
+        itself runs on the servers (the next gather waits for it)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._zs.end_step()
+        return loss
+
+    def zero_grad(self, set_to_none=True):
+        """Gradients were pushed with the backward pass: what is left here
+        (an accumulation in progress is kept: the next backward adds to it)."""
+        if not self._zs.accumulating():
+            for g in self.param_groups:
+                for p in g["params"]:
+                    p.grad = None
+
+
+class AdamW(_Optim, torch.optim.Optimizer):
+    """torch.optim.AdamW's hyperparameters, applied by the shard servers
+    (zshard's AdamW: docs/DESIGN.md). amsgrad, maximize and foreach/fused
+    are not offered. max_grad_norm: global-norm clipping (None: off) on the
+    servers; it may change between steps but not be turned on or off."""
+
+    _KIND = "adamw"
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 max_grad_norm=None):
+        torch.optim.Optimizer.__init__(self, params, dict(lr=lr, betas=betas, eps=eps,
+                                                          weight_decay=weight_decay))
+        self._zshard_init(max_grad_norm)
+
+    def _group_values(self, g):
+        b1, b2 = g["betas"]
+        return {"lr": float(g["lr"]), "weight_decay": float(g["weight_decay"]),
+                "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
+                "momentum": 0.0}
+
+
+class SGD(_Optim, torch.optim.Optimizer):
+    """torch.optim.SGD's lr, momentum and weight_decay, applied by the shard
+    servers (no dampening, no Nesterov)."""
+
+    _KIND = "sgd"
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, weight_decay=0.0, max_grad_norm=None):
+        torch.optim.Optimizer.__init__(self, params, dict(lr=lr, momentum=momentum,
+                                                          weight_decay=weight_decay))
+        self._zshard_init(max_grad_norm)
+
+    def _group_values(self, g):
+        return {"lr": float(g["lr"]), "weight_decay": float(g["weight_decay"]),
+                "beta1": 0.0, "beta2": 0.0, "eps": 0.0, "momentum": float(g["momentum"])}
+
+
+_OWNER = {}  # id(parameter) -> the _Job that trains it
+
+
+class _Job:
+    """The root's state: the job, the units, the hooks."""
+
+    def __init__(self, root, opts):
+        self.root, self.o = root, opts
+        self.units = []
+        self.t = None
+        self.opt = None
+        self.step = 0
+        self.in_step = False
+        self.backward_started = False
+        self.sync = True
+        self.accum = False             # gradients held for a later push
+        self.sent = None               # the hyperparameters last sent
+        self.by_ptr = {}               # buffer address -> unit, for the saved-tensor hooks
+        self.resume_state = None
+        self.started = False
+        self._sth = None
+        self.eval_bufs = {}
+        self.init_flats = None
+
+    # ---------------------------------------------------------- structure
+    def collect(self):
+        """Units: the root's own parameters first (unit 0), then each
+        fully_shard'ed submodule in module order, a nested unit's parameters
+        its own (not its parent's). A parameter that a unit shares with a
+        module outside it (a tied embedding and output head) belongs to the
+        root, which stays gathered through the step."""
+        marked = [(n, m) for n, m in self.root.named_modules()
+                  if m is not self.root and getattr(m, "_zshard_unit", None) is not None]
+        names = {id(p): n for n, p in self.root.named_parameters()}
+        claim = {}  # id(p) -> the innermost unit holding it
+        for n, m in sorted(marked, key=lambda nm: -nm[0].count(".")):
+            for p in m.parameters():
+                claim.setdefault(id(p), n)
+        shared = set()
+        for n, m in marked:
+            for p in m.parameters():
+                c = claim[id(p)]
+                if c != n and not c.startswith(n + "."):
+                    shared.add(id(p))  # used by n, claimed by a unit outside it
+        for n, p in self.root.named_parameters():
+            c = claim.get(id(p))
+            if c is not None and n != c and not n.startswith(c + "."):
+                shared.add(id(p))  # the root's own modules use it too
+        per = {n: [] for n, _ in marked}
+        root_ps = []
+        for p in self.root.parameters():
+            c = claim.get(id(p))
+            if c is None or id(p) in shared:
+                root_ps.append((names[id(p)], p))
+            else:
+                per[c].append((names[id(p)], p))
+        self.units.append(_Unit(0, "root", self.root, root_ps, False))
+        for n, m in marked:  # module order
+            self.units.append(_Unit(len(self.units), n, m, per[n], m._zshard_unit))
+        self.slot = {}
+        for u in self.units:
+            for (_, p), off in zip(u.params, u.offsets):
+                self.slot[id(p)] = (u, off)
+                _OWNER[id(p)] = self
+        empty = [u.name for u in self.units if not u.params]
+        if empty:
+            raise error_for(1, "zshard modules with no parameters of their own: %s" %
+                            ", ".join(empty))
+        dts = {p.dtype for u in self.units for _, p in u.params}
+        if len(dts) != 1 or next(iter(dts)) not in _DT:
+            raise error_for(1, "every parameter must be of one dtype of float32, bfloat16, "
+                            "float16 (found %s)" % ", ".join(sorted(map(str, dts))))
+        self.dtype = next(iter(dts))
+
+    def attach(self, opt, seen):
+        missing = [n for u in self.units for n, p in u.params
+                   if id(p) not in seen and p.requires_grad]
+        if missing:
+            raise error_for(1, "parameters the optimizer does not train: %s (frozen "
+                            "parameters: requires_grad=False)" % ", ".join(missing[:8]))
+        self.opt = opt
+
+    def spec(self):
+        opt = self.opt
+        group_of = {}
+        for gi, g in enumerate(opt.param_groups):
+            for p in g["params"]:
+                group_of[id(p)] = gi
+        h = opt.zshard_hparams()
+        optimizer = {"kind": opt._KIND, "lr": h[0]["lr"], "weight_decay": h[0]["weight_decay"],
+                     "groups": [_group_json(opt._KIND, g) for g in h]}
+        if opt._KIND == "adamw":
+            optimizer.update(beta1=h[0]["beta1"], beta2=h[0]["beta2"], eps=h[0]["eps"])
+        else:
+            optimizer["momentum"] = h[0]["momentum"]
+        if opt.max_grad_norm:
+            optimizer["clip_norm"] = opt.max_grad_norm
+        units = []
+        for u in self.units:
+            tensors = []
+            for (n, p), shape in zip(u.params, u.shapes):
+                t = {"name": n, "shape": list(shape)}
+                if group_of.get(id(p), 0):
+                    t["group"] = group_of[id(p)]
+                tensors.append(t)
+            units.append({"name": u.name, "tensors": tensors})
+        spec = {"name": self.o["job"], "stage": self.o["stage"],
+                "world_size": self.o["world_size"], "compute_dtype": _DT[self.dtype][0],
+                "optimizer": optimizer, "units": units}
+        if self.o.get("checkpoint_every"):
+            spec["checkpoint_every"] = self.o["checkpoint_every"]
+        return spec
+
+    # ------------------------------------------------------------- start
+    def start(self):
+        if self.started:
+            return self.resume_state
+        if self.opt is None:
+            raise error_for(10, "no optimizer: create zshard.torch.AdamW or SGD over the "
+                            "model's parameters before its first forward")
+        o = self.o
+        if o["rank"] == 0 or o.get("create_everywhere"):
+            try:
+                zshard.create_job(self.spec(), coordinator=o["coordinator"],
+                                  timeout_ms=o["timeout_ms"])
+            except zshard.AlreadyExists:
+                pass  # joined below: the join checks the layout
+        t = None
+        for _ in range(100):  # ranks other than 0 wait for rank 0 to create it
+            try:
+                t = zshard.Trainer.join(o["job"], rank=o["rank"], coordinator=o["coordinator"],
+                                        transport=o["transport"], timeout_ms=o["timeout_ms"])
+                break
+            except zshard.NotFound:
+                import time
+                time.sleep(0.1)
+        if t is None:
+            raise error_for(2, "job '%s' was not created (by rank 0) in 10 s" % o["job"])
+        self.t = t
+        t.set_policy(prefetch=o["prefetch"], reshard_after_forward=o["reshard_after_forward"],
+                     push_depth=o["push_depth"], op_timeout_ms=o["op_timeout_ms"])
+        self.check_layout()
+        self.resume_state = t.resume()
+        if self.resume_state is None:
+            self.step = 0
+            if o["rank"] == 0:
+                self.upload()
+        else:
+            self.step = self.resume_state[0]
+        self.sent = None
+        self.started = True
+        return self.resume_state
+
+    def check_layout(self):
+        t = self.t
+        if t.units != len(self.units):
+            raise error_for(1, "job '%s' has %d units, this model %d" %
+                            (self.o["job"], t.units, len(self.units)))
+        for u in self.units:
+            if t.unit_numel(u.index) != u.numel:
+                raise error_for(1, "job '%s' unit %d is %d elements, this model's '%s' %d" %
+                                (self.o["job"], u.index, t.unit_numel(u.index), u.name,
+                                 u.numel))
+
+    def upload(self):
+        """Rank 0's upload of the initial parameters: the module's own, kept
+        (as float32, on rank 0 only) for a job reset before any checkpoint."""
+        if self.init_flats is None:
+            self.init_flats = []
+            for u in self.units:
+                flat = np.empty(u.numel, dtype=np.float32)
+                for (_, p), off in zip(u.params, u.offsets):
+                    flat[off:off + p.numel()] = p.detach().float().reshape(-1).numpy()
+                self.init_flats.append(flat)
+        for u, flat in zip(self.units, self.init_flats):
+            self.t.init_unit(u.index, flat)
+
+    def resume(self):
+        """After zshard.Resume: back onto the job's timeline."""
+        self.abandon_step()
+        self.resume_state = self.t.resume()
+        self.step = 0 if self.resume_state is None else self.resume_state[0]
+        if self.resume_state is None and self.o["rank"] == 0:
+            self.upload()
+        self.sent = None
+        return self.resume_state
+
+    # ----------------------------------------------------------- binding
+    def _wrap(self, u, ptr):
+        np_dt, tview = _DT[self.dtype][1], _DT[self.dtype][2]
+        nbytes = u.numel * np.dtype(np_dt).itemsize
+        raw = (ctypes.c_char * nbytes).from_address(ptr)
+        flat = torch.from_numpy(np.frombuffer(raw, dtype=np_dt, count=u.numel))
+        return flat.view(tview) if tview is not None else flat
+
+    def bind(self, u, backward):
+        """Unit u's parameters of the step, gathered (waiting for them) and
+        set as its parameters' data."""
+        ptr = self.t.unit_params_ptr(u.index, backward)
+        if ptr != u.ptr:
+            self.unbind(u)
+            u.flat = self._wrap(u, ptr)
+            u.ptr = ptr
+            self.by_ptr[ptr] = u
+            for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
+                p.data = u.flat[off:off + math.prod(shape)].view(shape)
+        return u.flat
+
+    def unbind(self, u):
+        if u.ptr is not None:
+            self.by_ptr.pop(u.ptr, None)
+        u.ptr, u.flat = None, None
+        for _, p in u.params:
+            p.data = _empty(self.dtype)
+
+    def unbind_grads(self, u):
+        u.grad_ptr, u.grad_flat = None, None
+        for _, p in u.params:
+            p.grad = None
+
+    def grads(self, u):
+        """Unit u's gradient buffer (libzshard's, zeroed once per step) as
+        its parameters' .grad."""
+        if u.grad_ptr is None:
+            u.grad_ptr = self.t.unit_grad_ptr(u.index)
+            u.grad_flat = self._wrap(u, u.grad_ptr)
+        for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
+            g = u.grad_flat[off:off + math.prod(shape)].view(shape)
+            if p.grad is None:
+                p.grad = g
+            elif p.grad.data_ptr() != g.data_ptr():  # one autograd made itself
+                g.add_(p.grad)
+                p.grad = g
+
+    # ------------------------------------------------------------- steps
+    def begin_step(self):
+        self.t.step_begin(self.step)
+        self.in_step = True
+        self.backward_started = False
+        for u in self.units:
+            u.pushed = False
+            u.waiting = 0
+            if u.ptr is not None:  # last step's parameters are gone
+                self.unbind(u)
+
+    def send_hparams(self):
+        h = self.opt.zshard_hparams()
+        clip = self.opt.max_grad_norm
+        if self.sent != (h, clip):
+            self.t.set_hparams(self.step, h, clip)
+            self.sent = (h, clip)
+
+    def push(self, u):
+        if u.pushed:
+            return
+        self.grads(u)
+        u.pushed = True
+        self.t.unit_push(u.index)
+        if self.t.stage != 1:  # stage 1 pushes at the step's end, from these buffers
+            self.unbind_grads(u)
+        if self.t.stage == 3:
+            self.unbind(u)
+
+    def end_step(self):
+        if self.accumulating():
+            raise error_for(10, "optimizer.step() while gradients accumulate "
+                            "(set_requires_gradient_sync(False)): a backward with sync "
+                            "on comes first")
+        if not self.in_step:
+            raise error_for(10, "optimizer.step() without a forward and backward pass")
+        try:
+            self.t.step_end()
+        finally:
+            self.in_step = False
+            for u in self.units:
+                self.unbind_grads(u)
+                if self.t.stage == 3 and u.ptr is not None:
+                    self.unbind(u)
+        self.step += 1
+
+    def abandon_step(self):
+        self.in_step = False
+        self.accum = False
+        if self._sth is not None:
+            self._sth.__exit__(None, None, None)
+            self._sth = None
+        for u in self.units:
+            self.unbind_grads(u)
+            self.unbind(u)
+
+    def accumulating(self):
+        return self.accum
+
+    # ------------------------------------------------------------- hooks
+    def pack(self, x):
+        try:
+            ptr = x.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):
+            return x
+        u = self.by_ptr.get(ptr)
+        if u is None:
+            return x
+        return (_Saved, u, x.storage_offset(), tuple(x.shape), x.stride(), x.dtype)
+
+    def unpack(self, x):
+        if type(x) is not tuple or not x or x[0] is not _Saved:
+            return x
+        _, u, off, shape, stride, dt = x
+        flat = self.bind(u, True)
+        out = flat.as_strided(shape, stride, off)
+        return out if out.dtype == dt else out.view(dt)
+
+    def pre_forward(self, module, args):
+        u = module._zshard_index_unit
+        if not torch.is_grad_enabled():
+            return self.eval_pre(u)
+        if u.index == 0:
+            self.start()
+            if not self.in_step:
+                self.begin_step()
+            self._sth = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+            self._sth.__enter__()
+        self.bind(u, False)
+
+    def post_forward(self, module, args, out):
+        u = module._zshard_index_unit
+        if not torch.is_grad_enabled():
+            return self.eval_post(u)
+        for x in _tensors(out):
+            if x.requires_grad:
+                x.register_hook(lambda g, u=u: self.pre_backward(u))
+        if u.index == 0:
+            if self._sth is not None:
+                self._sth.__exit__(None, None, None)
+                self._sth = None
+        elif self.t.stage == 3 and u.reshard:
+            self.t.unit_forward_done(u.index)
+            self.unbind(u)
+        return None
+
+    def pre_backward(self, u):
+        if not self.backward_started:
+            self.backward_started = True
+            if self.sync:
+                self.send_hparams()
+            torch.autograd.Variable._execution_engine.queue_callback(self.backward_done)
+            for v in self.units:
+                v.waiting = sum(1 for _, p in v.params if p.requires_grad)
+        if u.pushed:
+            return
+        self.bind(u, True)
+        self.grads(u)
+
+    def post_accumulate(self, p):
+        u, off = self.slot[id(p)]
+        if u.grad_ptr is None or p.grad.data_ptr() != u.grad_flat[off:].data_ptr():
+            self.grads(u)  # a gradient autograd made itself: added into ours
+        u.waiting -= 1
+        if u.waiting == 0 and self.sync:
+            self.push(u)
+        elif u.waiting == 0 and self.t.stage == 3 and u.reshard and u.index:
+            self.t.unit_forward_done(u.index)  # accumulating: free until the next pass
+            self.unbind(u)
+
+    def backward_done(self):
+        self.backward_started = False
+        if not self.sync:
+            self.accum = True
+            return
+        for u in self.units:  # units some of whose parameters had no gradient
+            self.push(u)
+        self.accum = False
+
+    # ------------------------------------------------- forward without grad
+    def eval_pre(self, u):
+        """A forward under no_grad (evaluation): parameters of the last
+        completed step, gathered outside the step driver."""
+        self.start()
+        if self.in_step:
+            return self.bind(u, False)
+        buf = np.empty(u.numel, dtype=_DT[self.dtype][1])
+        self.t.gather(u.index, self.step, out=buf).wait(self.o["op_timeout_ms"] or -1)
+        self.eval_bufs[u.index] = buf
+        flat = torch.from_numpy(buf)
+        if _DT[self.dtype][2] is not None:
+            flat = flat.view(_DT[self.dtype][2])
+        for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
+            p.data = flat[off:off + math.prod(shape)].view(shape)
+
+    def eval_post(self, u):
+        if self.in_step:
+            return None
+        if u.index == 0:
+            for v in self.units:
+                if v.index in self.eval_bufs:
+                    for _, p in v.params:
+                        p.data = _empty(self.dtype)
+            self.eval_bufs.clear()
+        return None
+
+
+_Saved = object()  # marks what the saved-tensor hook keeps in place of a parameter
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        yield out
+    elif isinstance(out, (tuple, list)):
+        for x in out:
+            yield from _tensors(x)
+    elif isinstance(out, dict):
+        for x in out.values():
+            yield from _tensors(x)
+    elif hasattr(out, "__dataclass_fields__"):
+        for k in out.__dataclass_fields__:
+            yield from _tensors(getattr(out, k))
+
+
+def _group_json(kind, g):
+    if kind == "adamw":
+        return {k: g[k] for k in ("lr", "weight_decay", "beta1", "beta2", "eps")}
+    return {k: g[k] for k in ("lr", "weight_decay", "momentum")}
+
+
+class ZshardModule:
+    """What fully_shard adds to the root module."""
+
+    def zshard_start(self):
+        """Creates (rank 0) or joins the job, and says where training starts:
+        None for a new job (step 0; rank 0 uploaded the parameters), else
+        (step, blob): the step to continue from and this rank's blob of the
+        checkpoint. The first forward calls it if you do not."""
+        return self._zshard.start()
+
+    def zshard_resume(self):
+        """After zshard.Resume (the job rolled back): None or (step, blob)."""
+        return self._zshard.resume()
+
+    @property
+    def zshard_step(self):
+        """The step the next forward and backward compute."""
+        return self._zshard.step
+
+    @property
+    def zshard_trainer(self):
+        """The zshard.Trainer underneath (counters, last_step, ...)."""
+        return self._zshard.t
+
+    def set_requires_gradient_sync(self, requires_gradient_sync):
+        """As FSDP2's: False keeps gradients here (accumulating over the next
+        backward passes); the backward that runs with True pushes the sum."""
+        self._zshard.sync = bool(requires_gradient_sync)
+
+    def zshard_checkpoint(self, blob=b"", wait=True, timeout_ms=600000):
+        """A checkpoint of the current step boundary (model, optimizer state,
+        the step) with this rank's blob (up to 1 MiB: rng_blob() helps);
+        every rank calls it. Returns its id once committed (wait=False:
+        at once)."""
+        j = self._zshard
+        if j.in_step:
+            raise error_for(10, "a checkpoint is taken between steps (after optimizer.step())")
+        ident = j.t.checkpoint(j.step, blob)
+        if wait and not j.t.checkpoint_wait(ident, timeout_ms):
+            raise error_for(5, "checkpoint %d did not commit within %d ms" % (ident, timeout_ms))
+        return ident
+
+    def zshard_state_dict(self):
+        """The full parameters of the last completed step, by qualified name
+        (as the model's state_dict names them), as float32 CPU tensors: for
+        load_state_dict into a plain module, or safetensors."""
+        j = self._zshard
+        j.start()
+        got = {}
+        for u in j.units:
+            buf = np.empty(u.numel, dtype=_DT[j.dtype][1])
+            j.t.gather(u.index, j.step, out=buf).wait(j.o["op_timeout_ms"] or -1)
+            flat = torch.from_numpy(buf)
+            if _DT[j.dtype][2] is not None:
+                flat = flat.view(_DT[j.dtype][2])
+            for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
+                got[id(p)] = flat[off:off + math.prod(shape)].view(shape).float()
+        out = {}
+        for n, p in self.named_parameters(remove_duplicate=False):  # tied: each name
+            out[n] = got[id(p)].clone()
+        for n, b in self.named_buffers():
+            out[n] = b.detach().clone()
+        return out
+
+    def zshard_close(self):
+        """Leaves the job (cleanly between steps)."""
+        j = self._zshard
+        if j.t is not None:
+            j.t.close()
+            j.t = None
+            j.started = False
+
+
+def fully_shard(module, *, reshard_after_forward=True, job=None, coordinator=None, rank=None,
+                world_size=None, stage=3, transport="auto", prefetch=1, push_depth=0,
+                op_timeout_ms=0, timeout_ms=10000, checkpoint_every=0):
+    """Marks module as a zshard unit (its parameters gathered and freed as
+    one); on the root (job= given, called last) builds the job from the
+    marked units: the root keeps what no unit claims. Returns module."""
+    if job is None:
+        module._zshard_unit = bool(reshard_after_forward)
+        return module
+    if rank is None:
+        rank = int(os.environ.get("RANK", "0"))
+    if world_size is None:
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
+    if not coordinator:
+        raise error_for(1, "no coordinator: give coordinator= or set ZSHARD_COORDINATOR")
+    opts = dict(job=job, coordinator=coordinator, rank=rank, world_size=world_size,
+                stage=stage, transport=transport, prefetch=prefetch,
+                reshard_after_forward=reshard_after_forward, push_depth=push_depth,
+                op_timeout_ms=op_timeout_ms, timeout_ms=timeout_ms,
+                checkpoint_every=checkpoint_every, local_rank=int(os.environ.get(
+                    "LOCAL_RANK", "0")))
+    st = _Job(module, opts)
+    st.collect()
+    module._zshard = st
+    module.__class__ = type("Zshard" + module.__class__.__name__,
+                            (ZshardModule, module.__class__), {})
+    for u in st.units:
+        u.module._zshard_index_unit = u
+        u.module.register_forward_pre_hook(st.pre_forward)
+        u.module.register_forward_hook(st.post_forward)
+        for _, p in u.params:
+            if p.requires_grad:
+                p.register_post_accumulate_grad_hook(st.post_accumulate)
+    return module
+
+
+def rng_blob(extra=None):
+    """This process's RNG states (torch, numpy, random) and extra (any
+    picklable object: the data loader's position), as a checkpoint blob."""
+    return pickle.dumps({"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+                         "random": random.getstate(), "extra": extra})
+
+
+def load_rng_blob(blob):
+    """Restores what rng_blob saved; returns its extra."""
+    d = pickle.loads(blob)
+    torch.set_rng_state(d["torch"])
+    np.random.set_state(d["numpy"])
+    random.setstate(d["random"])
+    return d["extra"]

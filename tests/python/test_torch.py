@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""test_torch.py - PyTorch modules through zshard (python/zshard/torch.py),
+with examples/gpt.py, against a real cluster.
+
+Two ranks (processes, torchrun's environment) train the small GPT of
+examples/gpt.py through fully_shard at stage 3 (and 1 and 2), AdamW with
+two parameter groups and a warmup + cosine LambdaLR. The parameters after N
+steps must equal, bit for bit, one process that applies zshard's documented
+semantics to the same data: each rank's gradient computed by torch, their
+mean in rank order in float32, then AdamW in zshard's operation order
+(tests/ref/optim_ref.py, numpy) with each group's lr and weight decay of
+that step. torch.optim.AdamW on the same mean gradients must agree within a
+tolerance (see test_against_torch_adamw). A run stopped and restored from a
+checkpoint, and a rank killed with SIGKILL and restarted as torchrun would,
+end bitwise equal to the run that never stopped; the export loads into a
+plain nn.Module with load_state_dict.
+
+    ZSHARD_BIN=build/bin build/torch-venv/bin/python tests/python/test_torch.py
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+sys.path.insert(0, HERE)
+import gpt  # noqa: E402
+import optim_ref  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from zshard.torch import fully_shard  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
+
+BIN = os.environ.get("ZSHARD_BIN", os.path.join(ROOT, "build", "bin"))
+STEPS = 6
+MODEL = ["--d", "32", "--layers", "2", "--heads", "2", "--seq", "16", "--batch", "4",
+         "--lr", "1e-2", "--weight-decay", "0.1", "--warmup", "2", "--print-every", "0"]
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def args(extra=()):
+    return argparse.Namespace(
+        d=32, layers=2, heads=2, seq=16, batch=4, lr=1e-2, weight_decay=0.1, warmup=2,
+        seed=1234, **dict(extra))
+
+
+def clip_coef(acc, units, shards, max_norm):
+    """zshard's clipping coefficient: each shard's sum of squares in double
+    in element order (cumsum: sequential, as the servers sum), the shards'
+    sums added in placement order, then min(1, max / (norm + 1e-6)) rounded
+    to float32 (torch's clip_grad_norm_)."""
+    flat = {u: torch.cat([acc[n].reshape(-1) for n in names]).numpy().astype(np.float64)
+            for u, names in units.items()}
+    total = 0.0
+    for unit, off, length in shards:
+        seg = flat[unit][off:off + length]
+        total += float(np.cumsum(seg * seg)[-1]) if length else 0.0
+    c = max_norm / (total ** 0.5 + 1e-6)
+    return np.float32(c) if c < 1.0 else np.float32(1.0)
+
+
+def reference(steps, world=2, total=STEPS, torch_adamw=False, accum=1, clip=None):
+    """One process: the world's gradients (each the sum of its accum
+    micro-batches' as autograd accumulates them), their mean in rank order,
+    clipping (clip: (max_norm, units, shards) of the job's placement), and
+    zshard's AdamW (or torch.optim.AdamW) with each group's values."""
+    torch.set_num_threads(1)
+    a = args()
+    model = gpt.build(a)
+    decay, no_decay = gpt.param_groups(model)
+    wd = {id(p): a.weight_decay for p in decay}
+    wd.update({id(p): 0.0 for p in no_decay})
+    lam = gpt.warmup_cosine(a.warmup, total)
+    data = gpt.load_text()
+    params = list(model.named_parameters())
+    state = {n: (np.zeros(p.numel(), np.float32), np.zeros(p.numel(), np.float32))
+             for n, p in params}
+    topt = None
+    if torch_adamw:
+        topt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                                  {"params": no_decay, "weight_decay": 0.0}], lr=a.lr,
+                                 betas=(0.9, 0.95), eps=1e-8)
+        sched = torch.optim.lr_scheduler.LambdaLR(topt, lam)
+    for t in range(steps):
+        grads = []
+        for r in range(world):
+            model.zero_grad(set_to_none=True)
+            for k in range(accum):
+                x, y = gpt.batch(data, a.seed + k, r, t, a.batch, a.seq)
+                (model(x, y) / accum).backward()
+            grads.append({n: p.grad.detach().clone() for n, p in params})
+        lr = a.lr * lam(t)
+        mean = {}
+        for n, p in params:
+            acc = grads[0][n].clone()
+            for r in range(1, world):
+                acc = acc + grads[r][n]
+            mean[n] = acc / np.float32(world)
+        if clip:
+            coef = clip_coef(mean, clip[1], clip[2], clip[0])
+            if coef != 1.0:
+                mean = {n: g * torch.tensor(coef) for n, g in mean.items()}
+        with torch.no_grad():
+            for n, p in params:
+                acc = mean[n]
+                if topt is not None:
+                    p.grad = acc
+                    continue
+                m, v = state[n]
+                pn, m, v = optim_ref.step("adamw", p.detach().numpy().reshape(-1).copy(), m,
+                                          v, acc.numpy().reshape(-1), t + 1, lr, 0.9, 0.95,
+                                          1e-8, wd[id(p)], 0.0)
+                state[n] = (m, v)
+                p.copy_(torch.from_numpy(pn).view(p.shape))
+        if topt is not None:
+            topt.step()
+            sched.step()
+    return {n: p.detach().clone() for n, p in model.named_parameters(remove_duplicate=False)}
+
+
+class TestTorch(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster(BIN)
+        cls.procs = []
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in cls.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        cls.c.close()
+
+    def spawn(self, rank, job, extra, log):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
+                   ZSHARD_COORDINATOR=self.c.addr, OMP_NUM_THREADS="1")
+        env.pop("LD_LIBRARY_PATH", None)
+        with open(log, "w") as out:
+            p = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples", "gpt.py"),
+                                  "--job", job] + MODEL + list(extra), stdout=out,
+                                 stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    def run_ranks(self, job, extra=(), timeout=300):
+        """Both ranks to their end; rank 0 dumps the final parameters."""
+        dump = os.path.join(self.c.d, job + ".safetensors")
+        logs = [os.path.join(self.c.d, "%s-%d.log" % (job, r)) for r in range(2)]
+        ps = [self.spawn(r, job, list(extra) + (["--dump", dump] if r == 0 else []), logs[r])
+              for r in range(2)]
+        for p, log in zip(ps, logs):
+            try:
+                rc = p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "timeout"
+            if rc != 0:
+                self.fail("%s: %s" % (log, read(log)[-3000:]))
+        return dump, [read(x) for x in logs]
+
+    def assert_bitwise(self, got, ref, what):
+        for n, r in ref.items():
+            g = got[n]
+            if not torch.equal(g, r):
+                d = (g - r).abs().max().item()
+                self.fail("%s: %s differs from the reference (max |diff| %g)" % (what, n, d))
+
+    def test_stage3_bitwise_and_export(self):
+        dump, _ = self.run_ranks("g3", ["--steps", str(STEPS), "--stage", "3"])
+        ref = reference(STEPS)
+        got = load_file(dump)
+        self.assert_bitwise(got, ref, "stage 3")
+        # the dump, and zshardctl's own export, load into a plain module
+        plain = gpt.build(args())
+        plain.load_state_dict(got)
+        out = os.path.join(self.c.d, "g3-ctl.safetensors")
+        self.c.ctl("export", "g3", "--out", out, "--bare-names")
+        exported = load_file(out)
+        exported["head.weight"] = exported["wte.weight"]  # tied: stored once
+        plain2 = gpt.build(args())
+        plain2.load_state_dict(exported)
+        self.assert_bitwise(dict(plain2.named_parameters(remove_duplicate=False)), ref,
+                            "zshardctl export")
+
+    def test_stages_1_and_2_bitwise(self):
+        ref = reference(4, total=4)
+        for stage in (1, 2):
+            dump, _ = self.run_ranks("g%d" % stage, ["--steps", "4", "--stage", str(stage),
+                                                      "--transport", "shm"])
+            self.assert_bitwise(load_file(dump), ref, "stage %d" % stage)
+
+    def test_accumulation_and_clipping_bitwise(self):
+        """Two micro-batches per step (set_requires_gradient_sync(False) on
+        the first: the gradient stays in libzshard's buffer and the second
+        backward adds to it) and global-norm clipping (max_grad_norm, the
+        norm summed in the placement's shard order as the servers do)."""
+        dump, _ = self.run_ranks("gac", ["--steps", "4", "--accum", "2", "--clip", "0.05"])
+        pl = json.loads(self.c.ctl("placement", "gac", "--json"))
+        shards = [(s["unit"], s["offset"], s["length"]) for s in pl["shards"]]
+        m = gpt.build(args())
+        for b in m.blocks:
+            fully_shard(b)
+        fully_shard(m, job="layout-only", coordinator="127.0.0.1:1", world_size=2)
+        units = {u.index: [n for n, _ in u.params] for u in m._zshard.units}
+        ref = reference(4, total=4, accum=2, clip=(0.05, units, shards))
+        self.assert_bitwise(load_file(dump), ref, "accumulation and clipping")
+        unclipped = reference(4, total=4, accum=2)
+        self.assertFalse(all(torch.equal(ref[n], unclipped[n]) for n in ref),
+                         "clipping at 0.05 changed nothing: the test would not see it")
+
+    def test_against_torch_adamw(self):
+        """torch.optim.AdamW on the same mean gradients. torch updates the
+        first moment with lerp (m + (g - m)(1 - b1), one rounding fewer
+        and in another order than zshard's m b1 + g (1 - b1), PyTorch 1.13's
+        order), so one step from the same state differs by a few float32
+        ulps of the parameters: within 4e-8 here (|p| up to about 0.1).
+        From the second step on the gradients themselves come from slightly
+        different parameters, and Adam's normalization m / sqrt(v) turns
+        relative differences of tiny, cancelling gradients (embedding rows
+        of rare bytes) into differences of the update's size: measured
+        3e-4 of each tensor's largest value after 6 steps, bounded at 1e-3."""
+        one = reference(1), reference(1, torch_adamw=True)
+        worst = max((one[0][n] - one[1][n]).abs().max().item() for n in one[0])
+        self.assertLess(worst, 4e-8, "one step: zshard's AdamW and torch's differ by %g" % worst)
+        ours, theirs = reference(STEPS), reference(STEPS, torch_adamw=True)
+        rel = max(((ours[n] - theirs[n]).abs().max() / ours[n].abs().max()).item()
+                  for n in ours)
+        self.assertLess(rel, 1e-3, "%d steps: relative difference %g" % (STEPS, rel))
+
+    def test_restore_continues_bitwise(self):
+        """Stopped after step 3, the job restored to its checkpoint of step
+        2 (whose blob holds the scheduler), both ranks started again: the
+        end equals the run that never stopped."""
+        _, logs = self.run_ranks("gr", ["--steps", str(STEPS), "--checkpoint-every", "2",
+                                        "--stop-after", "4"])
+        self.assertIn("stops after step 3", logs[0])
+        ck = self.c.ctl("checkpoint", "list", "gr")
+        ids = [ln.split()[0] for ln in ck.splitlines()[1:]
+               if ln.split() and ln.split()[1] == "2" and "committed" in ln]
+        self.assertTrue(ids, ck)
+        self.c.ctl("checkpoint", "restore", "gr", ids[0], "--wait", "60000")
+        dump, logs = self.run_ranks("gr", ["--steps", str(STEPS), "--checkpoint-every", "2"])
+        self.assertIn("resumes at step 2", logs[0])
+        self.assert_bitwise(load_file(dump), reference(STEPS), "restored")
+
+    def test_killed_rank_rejoins(self):
+        """SIGKILL of rank 1 mid-run; a new rank 1 as torchrun would start
+        it: the job rolls back to its last checkpoint, rank 0 resumes there
+        by itself, and the end is bitwise the same."""
+        job, steps = "gk", 30
+        extra = ["--steps", str(steps), "--total", str(steps), "--checkpoint-every", "5"]
+        dump = os.path.join(self.c.d, job + ".safetensors")
+        logs = [os.path.join(self.c.d, "%s-%d.log" % (job, r)) for r in range(2)]
+        r0 = self.spawn(0, job, extra + ["--dump", dump, "--print-every", "1"], logs[0])
+        r1 = self.spawn(1, job, extra + ["--print-every", "1"], logs[1])
+        deadline = time.monotonic() + 120
+        while "step   12" not in read(logs[1]):
+            self.assertIsNone(r1.poll(), read(logs[1])[-2000:])
+            self.assertLess(time.monotonic(), deadline, "rank 1 did not reach step 12")
+            time.sleep(0.05)
+        r1.send_signal(signal.SIGKILL)
+        r1.wait()
+        r1 = self.spawn(1, job, extra, logs[1] + ".2")
+        for p, log in ((r0, logs[0]), (r1, logs[1] + ".2")):
+            try:
+                rc = p.wait(240)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "timeout"
+            if rc != 0:
+                self.fail("%s: %s" % (log, read(log)[-3000:]))
+        self.assertIn("resumes at step", read(logs[0]))
+        self.assert_bitwise(load_file(dump), reference(steps, total=steps), "after a kill")
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("test_torch: stopped by SIGTERM"))
+    torch.set_num_threads(1)
+    r = unittest.main(exit=False, verbosity=2).result
+    n = r.testsRun - len(r.skipped)
+    bad = len(r.failures) + len(r.errors)
+    print("check: torch: %d tests passed" % (n - bad) if not bad else
+          "check: torch: %d of %d tests failed" % (bad, n))
+    sys.exit(1 if bad else 0)
