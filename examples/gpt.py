@@ -55,7 +55,7 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads))
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(b, t, d)
         x = x + self.proj(y)
@@ -79,7 +79,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None):
         t = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(t))
+        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
         for b in self.blocks:
             x = b(x)
         logits = self.head(self.ln_f(x))
@@ -145,6 +145,9 @@ def main(argv=None):
     ap.add_argument("--transport", default="auto")
     ap.add_argument("--prefetch", type=int, default=1)
     ap.add_argument("--keep-until-backward", action="store_true")
+    ap.add_argument("--staged", action="store_true",
+                    help="parameters copied from libzshard's buffers (as on a GPU)")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda (cuda:LOCAL_RANK)")
     ap.add_argument("--checkpoint-every", type=int, default=0)
     ap.add_argument("--stop-after", type=int, default=0,
                     help="leave after this many steps of this run (a test's stop)")
@@ -164,11 +167,15 @@ def main(argv=None):
     warmup = a.warmup if a.warmup >= 0 else max(1, total // 10)
     data = load_text(a.text)
     model = build(a)
+    dev = torch.device("cpu")
+    if a.device == "cuda":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        model = model.to(dev)
     decay, no_decay = param_groups(model)
     for blk in model.blocks:
         fully_shard(blk, reshard_after_forward=not a.keep_until_backward)
     fully_shard(model, job=a.job, coordinator=a.coordinator, stage=a.stage,
-                transport=a.transport, prefetch=a.prefetch)
+                transport=a.transport, prefetch=a.prefetch, staged=a.staged)
     opt = AdamW([{"params": decay, "weight_decay": a.weight_decay},
                  {"params": no_decay, "weight_decay": 0.0}],
                 lr=a.lr, betas=(0.9, 0.95), eps=1e-8, max_grad_norm=a.clip or None)
@@ -213,7 +220,8 @@ def main(argv=None):
             if a.checkpoint_every and step and step % a.checkpoint_every == 0:
                 model.zshard_checkpoint(state_blob())
             for k in range(a.accum):  # the last micro-batch's backward pushes
-                x, y = batch(data, a.seed + k, rank, step, a.batch, a.seq)
+                x, y = (z.to(dev) for z in batch(data, a.seed + k, rank, step, a.batch,
+                                                 a.seq))
                 model.set_requires_gradient_sync(k == a.accum - 1)
                 loss = model(x, y) / a.accum
                 loss.backward()

@@ -197,6 +197,13 @@ class TestTorch(unittest.TestCase):
         self.assert_bitwise(dict(plain2.named_parameters(remove_duplicate=False)), ref,
                             "zshardctl export")
 
+    def test_staged_bitwise(self):
+        """Parameters as tensors of their own, copied from libzshard's
+        buffers and their gradients copied back (what CUDA parameters get),
+        on the CPU: the same bits."""
+        dump, _ = self.run_ranks("gst", ["--steps", "4", "--staged"])
+        self.assert_bitwise(load_file(dump), reference(4, total=4), "staged")
+
     def test_stages_1_and_2_bitwise(self):
         ref = reference(4, total=4)
         for stage in (1, 2):
@@ -222,6 +229,52 @@ class TestTorch(unittest.TestCase):
         unclipped = reference(4, total=4, accum=2)
         self.assertFalse(all(torch.equal(ref[n], unclipped[n]) for n in ref),
                          "clipping at 0.05 changed nothing: the test would not see it")
+
+    def test_in_process_sgd_eval_and_refusals(self):
+        """One rank in this process: what is refused with a clear error and
+        changes nothing; SGD with momentum and a param group of its own; an
+        evaluation forward under no_grad between steps sees the parameters
+        a plain module loaded with zshard_state_dict has."""
+        import zshard
+        from zshard.torch import SGD
+        a = args()
+        m = gpt.build(a)
+        with self.assertRaisesRegex(zshard.InvalidArgument, "no coordinator"):
+            env = os.environ.pop("ZSHARD_COORDINATOR", None)
+            try:
+                fully_shard(gpt.build(a), job="nope", world_size=1)
+            finally:
+                if env is not None:
+                    os.environ["ZSHARD_COORDINATOR"] = env
+        for b in m.blocks:
+            fully_shard(b)
+        fully_shard(m, job="g1p", coordinator=self.c.addr, rank=0, world_size=1)
+        x, y = gpt.batch(gpt.load_text(), 5, 0, 0, 4, 16)
+        with self.assertRaisesRegex(zshard.FailedPrecondition, "no optimizer"):
+            m(x, y)
+        with self.assertRaisesRegex(zshard.InvalidArgument, "does not train: blocks.0"):
+            SGD([p for n, p in m.named_parameters() if not n.startswith("blocks.0")], lr=0.1)
+        decay, no_decay = gpt.param_groups(m)
+        opt = SGD([{"params": decay}, {"params": no_decay, "momentum": 0.5}], lr=0.05,
+                  momentum=0.9, weight_decay=1e-3)
+        self.assertIsNone(m.zshard_start())
+        losses = []
+        for step in range(3):
+            loss = m(x, y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+        self.assertEqual(m.zshard_step, 3)
+        self.assertLess(losses[-1], losses[0])
+        with torch.no_grad():
+            got = m(x)
+        plain = gpt.build(a)
+        plain.load_state_dict(m.zshard_state_dict())
+        with torch.no_grad():
+            want = plain(x)
+        self.assertTrue(torch.equal(got, want), "an eval forward differs from the state dict's")
+        m.zshard_close()
 
     def test_against_torch_adamw(self):
         """torch.optim.AdamW on the same mean gradients. torch updates the

@@ -1,66 +1,18 @@
-"""zshard.torch: PyTorch modules trained through zshard, in the spirit of
-FSDP2's ``fully_shard``.
-
-    from zshard.torch import fully_shard, AdamW
-    for block in model.blocks:
-        fully_shard(block)                      # a unit: gathered and freed as one
-    fully_shard(model, job="gpt", stage=3)      # the root: what is left, and the job
-    opt = AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}],
-                lr=3e-4, betas=(0.9, 0.95), max_grad_norm=1.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine)
-    start = model.zshard_start()                # None, or (step, blob) to resume from
-    for step in range(start_step, steps):
-        loss = model(x).loss                     # gathers each unit before its forward
-        loss.backward()                          # pushes each unit's gradient when done
-        opt.step()                               # the step ends; the servers update
-        sched.step()
-        opt.zero_grad()
-
-What happens: the root's forward begins the step (zs_step_begin); each
-unit's parameters are gathered before its forward (the next one prefetched),
-and at stage 3 freed after it; parameters saved for the backward pass are
-not kept alive by autograd but gathered again when the backward needs them
-(saved-tensor hooks); each unit's gradient lands in libzshard's buffer (set
-as the parameters' .grad before their backward) and is pushed as soon as the
-last of its parameters has its gradient. The optimizer runs on the shard
-servers: the optimizer object here only carries the values of its
-param_groups (lr, weight_decay, betas, eps, momentum), which go to the
-servers before each step's first push, so any torch.optim.lr_scheduler
-drives it. The root's own parameters (embeddings, a tied output head, the
-last norm) stay gathered through the step, as FSDP2's root.
-
-CPU parameters are views of libzshard's buffers: no copy between a gather
-and the parameter, nor between a gradient and its push. Between steps the
-parameters are the last gathered ones at stages 1 and 2 (empty at stage 3);
-after the backward pass gradients live on the servers (.grad is None).
-
-Rank, world size and coordinator come from RANK, WORLD_SIZE and
-ZSHARD_COORDINATOR (torchrun's conventions; LOCAL_RANK is kept for the
-device), or the arguments of the root's fully_shard.
-"""
+"""The state behind a fully_shard'ed root: the job, its units, the binding
+of parameters and gradients to libzshard's buffers, and the hooks that run
+the gather -> compute -> free -> push flow (see zshard.torch)."""
 import ctypes
 import math
-import os
-import pickle
-import random
 
 import numpy as np
 import torch
-from torch import nn
 
 import zshard
 from zshard.errors import error_for
 
-_DT = {torch.float32: ("f32", np.float32, None), torch.bfloat16: ("bf16", np.uint16,
+DT = {torch.float32: ("f32", np.float32, None), torch.bfloat16: ("bf16", np.uint16,
                                                                    torch.bfloat16),
        torch.float16: ("f16", np.float16, None)}
-_EMPTY = {}
-
-
-def _empty(dtype):
-    if dtype not in _EMPTY:
-        _EMPTY[dtype] = torch.empty(0, dtype=dtype)
-    return _EMPTY[dtype]
 
 
 class _Unit:
@@ -85,98 +37,10 @@ class _Unit:
         self.numel = off
 
 
-class _Optim:
-    """What the zshard optimizers share: param_groups carry the values."""
-
-    _KIND = None
-
-    def _zshard_init(self, max_grad_norm):
-        self.max_grad_norm = float(max_grad_norm or 0.0)
-        self._zs = None
-        seen = set()
-        for g in self.param_groups:
-            for p in g["params"]:
-                owner = _OWNER.get(id(p))
-                if owner is None:
-                    raise error_for(1, "a parameter of the optimizer is in no zshard module "
-                                    "(fully_shard the root module first)")
-                if self._zs is None:
-                    self._zs = owner
-                elif owner is not self._zs:
-                    raise error_for(1, "the optimizer's parameters span two zshard jobs")
-                seen.add(id(p))
-        if self._zs is None:
-            raise error_for(1, "the optimizer has no parameters")
-        self._zs.attach(self, seen)
-
-    def _group_values(self, g):
-        raise NotImplementedError
-
-    def zshard_hparams(self):
-        """The values of every group as libzshard takes them."""
-        return [self._group_values(g) for g in self.param_groups]
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        """Ends the step: every gradient pushed and acknowledged. The update
-        itself runs on the servers (the next gather waits for it)."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        self._zs.end_step()
-        return loss
-
-    def zero_grad(self, set_to_none=True):
-        """Gradients were pushed with the backward pass: what is left here
-        (an accumulation in progress is kept: the next backward adds to it)."""
-        if not self._zs.accumulating():
-            for g in self.param_groups:
-                for p in g["params"]:
-                    p.grad = None
+OWNER = {}  # id(parameter) -> the Job that trains it
 
 
-class AdamW(_Optim, torch.optim.Optimizer):
-    """torch.optim.AdamW's hyperparameters, applied by the shard servers
-    (zshard's AdamW: docs/DESIGN.md). amsgrad, maximize and foreach/fused
-    are not offered. max_grad_norm: global-norm clipping (None: off) on the
-    servers; it may change between steps but not be turned on or off."""
-
-    _KIND = "adamw"
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 max_grad_norm=None):
-        torch.optim.Optimizer.__init__(self, params, dict(lr=lr, betas=betas, eps=eps,
-                                                          weight_decay=weight_decay))
-        self._zshard_init(max_grad_norm)
-
-    def _group_values(self, g):
-        b1, b2 = g["betas"]
-        return {"lr": float(g["lr"]), "weight_decay": float(g["weight_decay"]),
-                "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
-                "momentum": 0.0}
-
-
-class SGD(_Optim, torch.optim.Optimizer):
-    """torch.optim.SGD's lr, momentum and weight_decay, applied by the shard
-    servers (no dampening, no Nesterov)."""
-
-    _KIND = "sgd"
-
-    def __init__(self, params, lr=1e-3, momentum=0.0, weight_decay=0.0, max_grad_norm=None):
-        torch.optim.Optimizer.__init__(self, params, dict(lr=lr, momentum=momentum,
-                                                          weight_decay=weight_decay))
-        self._zshard_init(max_grad_norm)
-
-    def _group_values(self, g):
-        return {"lr": float(g["lr"]), "weight_decay": float(g["weight_decay"]),
-                "beta1": 0.0, "beta2": 0.0, "eps": 0.0, "momentum": float(g["momentum"])}
-
-
-_OWNER = {}  # id(parameter) -> the _Job that trains it
-
-
-class _Job:
+class Job:
     """The root's state: the job, the units, the hooks."""
 
     def __init__(self, root, opts):
@@ -194,7 +58,7 @@ class _Job:
         self.resume_state = None
         self.started = False
         self._sth = None
-        self.eval_bufs = {}
+        self.eval_units = set()
         self.init_flats = None
 
     # ---------------------------------------------------------- structure
@@ -236,16 +100,25 @@ class _Job:
         for u in self.units:
             for (_, p), off in zip(u.params, u.offsets):
                 self.slot[id(p)] = (u, off)
-                _OWNER[id(p)] = self
+                OWNER[id(p)] = self
         empty = [u.name for u in self.units if not u.params]
         if empty:
             raise error_for(1, "zshard modules with no parameters of their own: %s" %
                             ", ".join(empty))
         dts = {p.dtype for u in self.units for _, p in u.params}
-        if len(dts) != 1 or next(iter(dts)) not in _DT:
+        if len(dts) != 1 or next(iter(dts)) not in DT:
             raise error_for(1, "every parameter must be of one dtype of float32, bfloat16, "
                             "float16 (found %s)" % ", ".join(sorted(map(str, dts))))
         self.dtype = next(iter(dts))
+        devs = {p.device for u in self.units for _, p in u.params}
+        if len(devs) != 1:
+            raise error_for(1, "the parameters are on several devices: %s" %
+                            ", ".join(sorted(map(str, devs))))
+        dev = next(iter(devs))
+        # CPU parameters are libzshard's buffers themselves; others (CUDA)
+        # are copies on their device, staged through those buffers
+        self.device = None if dev.type == "cpu" and not self.o.get("staged") else dev
+        self.empty = torch.empty(0, dtype=self.dtype, device=dev)
 
     def attach(self, opt, seen):
         missing = [n for u in self.units for n, p in u.params
@@ -280,7 +153,7 @@ class _Job:
                 tensors.append(t)
             units.append({"name": u.name, "tensors": tensors})
         spec = {"name": self.o["job"], "stage": self.o["stage"],
-                "world_size": self.o["world_size"], "compute_dtype": _DT[self.dtype][0],
+                "world_size": self.o["world_size"], "compute_dtype": DT[self.dtype][0],
                 "optimizer": optimizer, "units": units}
         if self.o.get("checkpoint_every"):
             spec["checkpoint_every"] = self.o["checkpoint_every"]
@@ -345,7 +218,7 @@ class _Job:
             for u in self.units:
                 flat = np.empty(u.numel, dtype=np.float32)
                 for (_, p), off in zip(u.params, u.offsets):
-                    flat[off:off + p.numel()] = p.detach().float().reshape(-1).numpy()
+                    flat[off:off + p.numel()] = p.detach().float().reshape(-1).cpu().numpy()
                 self.init_flats.append(flat)
         for u, flat in zip(self.units, self.init_flats):
             self.t.init_unit(u.index, flat)
@@ -362,7 +235,7 @@ class _Job:
 
     # ----------------------------------------------------------- binding
     def _wrap(self, u, ptr):
-        np_dt, tview = _DT[self.dtype][1], _DT[self.dtype][2]
+        np_dt, tview = DT[self.dtype][1], DT[self.dtype][2]
         nbytes = u.numel * np.dtype(np_dt).itemsize
         raw = (ctypes.c_char * nbytes).from_address(ptr)
         flat = torch.from_numpy(np.frombuffer(raw, dtype=np_dt, count=u.numel))
@@ -374,19 +247,25 @@ class _Job:
         ptr = self.t.unit_params_ptr(u.index, backward)
         if ptr != u.ptr:
             self.unbind(u)
-            u.flat = self._wrap(u, ptr)
             u.ptr = ptr
-            self.by_ptr[ptr] = u
-            for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
-                p.data = u.flat[off:off + math.prod(shape)].view(shape)
+            u.flat = self._wrap(u, ptr)
+            if self.device is not None:  # staged: a copy on the device
+                u.flat = u.flat.to(self.device, copy=True)
+            u.key = u.flat.untyped_storage().data_ptr()
+            self.by_ptr[u.key] = u
+            self.set_data(u, u.flat)
         return u.flat
+
+    def set_data(self, u, flat):
+        for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
+            p.data = flat[off:off + math.prod(shape)].view(shape)
 
     def unbind(self, u):
         if u.ptr is not None:
-            self.by_ptr.pop(u.ptr, None)
-        u.ptr, u.flat = None, None
+            self.by_ptr.pop(u.key, None)
+        u.ptr, u.flat, u.key = None, None, None
         for _, p in u.params:
-            p.data = _empty(self.dtype)
+            p.data = self.empty
 
     def unbind_grads(self, u):
         u.grad_ptr, u.grad_flat = None, None
@@ -396,7 +275,9 @@ class _Job:
     def grads(self, u):
         """Unit u's gradient buffer (libzshard's, zeroed once per step) as
         its parameters' .grad."""
-        if u.grad_ptr is None:
+        if u.grad_flat is None and self.device is not None:
+            u.grad_flat = torch.zeros(u.numel, dtype=self.dtype, device=self.device)
+        elif u.grad_flat is None:
             u.grad_ptr = self.t.unit_grad_ptr(u.index)
             u.grad_flat = self._wrap(u, u.grad_ptr)
         for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
@@ -430,6 +311,8 @@ class _Job:
             return
         self.grads(u)
         u.pushed = True
+        if self.device is not None:  # staged: the device's gradient to libzshard's buffer
+            self._wrap(u, self.t.unit_grad_ptr(u.index)).copy_(u.grad_flat)
         self.t.unit_push(u.index)
         if self.t.stage != 1:  # stage 1 pushes at the step's end, from these buffers
             self.unbind_grads(u)
@@ -528,7 +411,7 @@ class _Job:
 
     def post_accumulate(self, p):
         u, off = self.slot[id(p)]
-        if u.grad_ptr is None or p.grad.data_ptr() != u.grad_flat[off:].data_ptr():
+        if u.grad_flat is None or p.grad.data_ptr() != u.grad_flat[off:].data_ptr():
             self.grads(u)  # a gradient autograd made itself: added into ours
         u.waiting -= 1
         if u.waiting == 0 and self.sync:
@@ -547,30 +430,34 @@ class _Job:
         self.accum = False
 
     # ------------------------------------------------- forward without grad
+    def gathered(self, u):
+        """Unit u's parameters of the last completed step, gathered outside
+        the step driver into a tensor of their own (on the host)."""
+        buf = np.empty(u.numel, dtype=DT[self.dtype][1])
+        self.t.gather(u.index, self.step, out=buf).wait(self.o["op_timeout_ms"] or -1)
+        flat = torch.from_numpy(buf)
+        return flat.view(DT[self.dtype][2]) if DT[self.dtype][2] is not None else flat
+
     def eval_pre(self, u):
         """A forward under no_grad (evaluation): parameters of the last
-        completed step, gathered outside the step driver."""
+        completed step, gathered outside the step driver, until the root's
+        forward ends."""
         self.start()
         if self.in_step:
             return self.bind(u, False)
-        buf = np.empty(u.numel, dtype=_DT[self.dtype][1])
-        self.t.gather(u.index, self.step, out=buf).wait(self.o["op_timeout_ms"] or -1)
-        self.eval_bufs[u.index] = buf
-        flat = torch.from_numpy(buf)
-        if _DT[self.dtype][2] is not None:
-            flat = flat.view(_DT[self.dtype][2])
-        for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
-            p.data = flat[off:off + math.prod(shape)].view(shape)
+        flat = self.gathered(u)
+        self.set_data(u, flat if self.device is None else flat.to(self.device))
+        self.eval_units.add(u.index)
+        return None
 
     def eval_post(self, u):
-        if self.in_step:
+        if self.in_step or u.index != 0:
             return None
-        if u.index == 0:
-            for v in self.units:
-                if v.index in self.eval_bufs:
-                    for _, p in v.params:
-                        p.data = _empty(self.dtype)
-            self.eval_bufs.clear()
+        for v in self.units:
+            if v.index in self.eval_units:
+                for _, p in v.params:
+                    p.data = self.empty
+        self.eval_units.clear()
         return None
 
 
@@ -595,129 +482,3 @@ def _group_json(kind, g):
     if kind == "adamw":
         return {k: g[k] for k in ("lr", "weight_decay", "beta1", "beta2", "eps")}
     return {k: g[k] for k in ("lr", "weight_decay", "momentum")}
-
-
-class ZshardModule:
-    """What fully_shard adds to the root module."""
-
-    def zshard_start(self):
-        """Creates (rank 0) or joins the job, and says where training starts:
-        None for a new job (step 0; rank 0 uploaded the parameters), else
-        (step, blob): the step to continue from and this rank's blob of the
-        checkpoint. The first forward calls it if you do not."""
-        return self._zshard.start()
-
-    def zshard_resume(self):
-        """After zshard.Resume (the job rolled back): None or (step, blob)."""
-        return self._zshard.resume()
-
-    @property
-    def zshard_step(self):
-        """The step the next forward and backward compute."""
-        return self._zshard.step
-
-    @property
-    def zshard_trainer(self):
-        """The zshard.Trainer underneath (counters, last_step, ...)."""
-        return self._zshard.t
-
-    def set_requires_gradient_sync(self, requires_gradient_sync):
-        """As FSDP2's: False keeps gradients here (accumulating over the next
-        backward passes); the backward that runs with True pushes the sum."""
-        self._zshard.sync = bool(requires_gradient_sync)
-
-    def zshard_checkpoint(self, blob=b"", wait=True, timeout_ms=600000):
-        """A checkpoint of the current step boundary (model, optimizer state,
-        the step) with this rank's blob (up to 1 MiB: rng_blob() helps);
-        every rank calls it. Returns its id once committed (wait=False:
-        at once)."""
-        j = self._zshard
-        if j.in_step:
-            raise error_for(10, "a checkpoint is taken between steps (after optimizer.step())")
-        ident = j.t.checkpoint(j.step, blob)
-        if wait and not j.t.checkpoint_wait(ident, timeout_ms):
-            raise error_for(5, "checkpoint %d did not commit within %d ms" % (ident, timeout_ms))
-        return ident
-
-    def zshard_state_dict(self):
-        """The full parameters of the last completed step, by qualified name
-        (as the model's state_dict names them), as float32 CPU tensors: for
-        load_state_dict into a plain module, or safetensors."""
-        j = self._zshard
-        j.start()
-        got = {}
-        for u in j.units:
-            buf = np.empty(u.numel, dtype=_DT[j.dtype][1])
-            j.t.gather(u.index, j.step, out=buf).wait(j.o["op_timeout_ms"] or -1)
-            flat = torch.from_numpy(buf)
-            if _DT[j.dtype][2] is not None:
-                flat = flat.view(_DT[j.dtype][2])
-            for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
-                got[id(p)] = flat[off:off + math.prod(shape)].view(shape).float()
-        out = {}
-        for n, p in self.named_parameters(remove_duplicate=False):  # tied: each name
-            out[n] = got[id(p)].clone()
-        for n, b in self.named_buffers():
-            out[n] = b.detach().clone()
-        return out
-
-    def zshard_close(self):
-        """Leaves the job (cleanly between steps)."""
-        j = self._zshard
-        if j.t is not None:
-            j.t.close()
-            j.t = None
-            j.started = False
-
-
-def fully_shard(module, *, reshard_after_forward=True, job=None, coordinator=None, rank=None,
-                world_size=None, stage=3, transport="auto", prefetch=1, push_depth=0,
-                op_timeout_ms=0, timeout_ms=10000, checkpoint_every=0):
-    """Marks module as a zshard unit (its parameters gathered and freed as
-    one); on the root (job= given, called last) builds the job from the
-    marked units: the root keeps what no unit claims. Returns module."""
-    if job is None:
-        module._zshard_unit = bool(reshard_after_forward)
-        return module
-    if rank is None:
-        rank = int(os.environ.get("RANK", "0"))
-    if world_size is None:
-        world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
-    if not coordinator:
-        raise error_for(1, "no coordinator: give coordinator= or set ZSHARD_COORDINATOR")
-    opts = dict(job=job, coordinator=coordinator, rank=rank, world_size=world_size,
-                stage=stage, transport=transport, prefetch=prefetch,
-                reshard_after_forward=reshard_after_forward, push_depth=push_depth,
-                op_timeout_ms=op_timeout_ms, timeout_ms=timeout_ms,
-                checkpoint_every=checkpoint_every, local_rank=int(os.environ.get(
-                    "LOCAL_RANK", "0")))
-    st = _Job(module, opts)
-    st.collect()
-    module._zshard = st
-    module.__class__ = type("Zshard" + module.__class__.__name__,
-                            (ZshardModule, module.__class__), {})
-    for u in st.units:
-        u.module._zshard_index_unit = u
-        u.module.register_forward_pre_hook(st.pre_forward)
-        u.module.register_forward_hook(st.post_forward)
-        for _, p in u.params:
-            if p.requires_grad:
-                p.register_post_accumulate_grad_hook(st.post_accumulate)
-    return module
-
-
-def rng_blob(extra=None):
-    """This process's RNG states (torch, numpy, random) and extra (any
-    picklable object: the data loader's position), as a checkpoint blob."""
-    return pickle.dumps({"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
-                         "random": random.getstate(), "extra": extra})
-
-
-def load_rng_blob(blob):
-    """Restores what rng_blob saved; returns its extra."""
-    d = pickle.loads(blob)
-    torch.set_rng_state(d["torch"])
-    np.random.set_state(d["numpy"])
-    random.setstate(d["random"])
-    return d["extra"]

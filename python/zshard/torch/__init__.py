@@ -1,0 +1,45 @@
+"""zshard.torch: PyTorch modules trained through zshard, in the spirit of
+FSDP2's ``fully_shard``.
+
+    from zshard.torch import fully_shard, AdamW
+    for block in model.blocks:
+        fully_shard(block)                      # a unit: gathered and freed as one
+    fully_shard(model, job="gpt", stage=3)      # the root: what is left, and the job
+    opt = AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}],
+                lr=3e-4, betas=(0.9, 0.95), max_grad_norm=1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine)
+    start = model.zshard_start()                # None, or (step, blob) to resume from
+    for step in range(start_step, steps):
+        loss = model(x).loss                     # gathers each unit before its forward
+        loss.backward()                          # pushes each unit's gradient when done
+        opt.step()                               # the step ends; the servers update
+        sched.step()
+        opt.zero_grad()
+
+What happens: the root's forward begins the step (zs_step_begin); each
+unit's parameters are gathered before its forward (the next one prefetched),
+and at stage 3 freed after it; parameters saved for the backward pass are
+not kept alive by autograd but gathered again when the backward needs them
+(saved-tensor hooks); each unit's gradient lands in libzshard's buffer (set
+as the parameters' .grad before their backward) and is pushed as soon as the
+last of its parameters has its gradient. The optimizer runs on the shard
+servers: the optimizer object here only carries the values of its
+param_groups (lr, weight_decay, betas, eps, momentum), which go to the
+servers before each step's first push, so any torch.optim.lr_scheduler
+drives it. The root's own parameters (embeddings, a tied output head, the
+last norm) stay gathered through the step, as FSDP2's root.
+
+CPU parameters are views of libzshard's buffers: no copy between a gather
+and the parameter, nor between a gradient and its push. Between steps the
+parameters are the last gathered ones at stages 1 and 2 (empty at stage 3);
+after the backward pass gradients live on the servers (.grad is None).
+
+Rank, world size and coordinator come from RANK, WORLD_SIZE and
+ZSHARD_COORDINATOR (torchrun's conventions; LOCAL_RANK is kept for the
+device), or the arguments of the root's fully_shard.
+"""
+from zshard.torch.blob import load_rng_blob, rng_blob
+from zshard.torch.module import ZshardModule, fully_shard
+from zshard.torch.optim import SGD, AdamW
+
+__all__ = ["fully_shard", "ZshardModule", "AdamW", "SGD", "rng_blob", "load_rng_blob"]

@@ -1,0 +1,125 @@
+"""fully_shard and what it adds to the root module (see zshard.torch)."""
+import math
+import os
+
+import numpy as np
+import torch
+
+from zshard.errors import error_for
+from zshard.torch.job import DT, Job
+
+class ZshardModule:
+    """What fully_shard adds to the root module."""
+
+    def zshard_start(self):
+        """Creates (rank 0) or joins the job, and says where training starts:
+        None for a new job (step 0; rank 0 uploaded the parameters), else
+        (step, blob): the step to continue from and this rank's blob of the
+        checkpoint. The first forward calls it if you do not."""
+        return self._zshard.start()
+
+    def zshard_resume(self):
+        """After zshard.Resume (the job rolled back): None or (step, blob)."""
+        return self._zshard.resume()
+
+    @property
+    def zshard_step(self):
+        """The step the next forward and backward compute."""
+        return self._zshard.step
+
+    @property
+    def zshard_trainer(self):
+        """The zshard.Trainer underneath (counters, last_step, ...)."""
+        return self._zshard.t
+
+    def set_requires_gradient_sync(self, requires_gradient_sync):
+        """As FSDP2's: False keeps gradients here (accumulating over the next
+        backward passes); the backward that runs with True pushes the sum."""
+        self._zshard.sync = bool(requires_gradient_sync)
+
+    def zshard_checkpoint(self, blob=b"", wait=True, timeout_ms=600000):
+        """A checkpoint of the current step boundary (model, optimizer state,
+        the step) with this rank's blob (up to 1 MiB: rng_blob() helps);
+        every rank calls it. Returns its id once committed (wait=False:
+        at once)."""
+        j = self._zshard
+        if j.in_step:
+            raise error_for(10, "a checkpoint is taken between steps (after optimizer.step())")
+        ident = j.t.checkpoint(j.step, blob)
+        if wait and not j.t.checkpoint_wait(ident, timeout_ms):
+            raise error_for(5, "checkpoint %d did not commit within %d ms" % (ident, timeout_ms))
+        return ident
+
+    def zshard_state_dict(self):
+        """The full parameters of the last completed step, by qualified name
+        (every name of a tied parameter, as the model's state_dict names
+        them), as float32 CPU tensors, and the buffers: for load_state_dict
+        into a plain module, or safetensors."""
+        j = self._zshard
+        j.start()
+        got = {}
+        for u in j.units:
+            flat = j.gathered(u)
+            for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
+                got[id(p)] = flat[off:off + math.prod(shape)].view(shape).float()
+        out = {}
+        for n, p in self.named_parameters(remove_duplicate=False):
+            out[n] = got[id(p)].clone()
+        for n, b in self.named_buffers():
+            out[n] = b.detach().cpu().clone()
+        return out
+
+    def zshard_close(self):
+        """Leaves the job (cleanly between steps)."""
+        j = self._zshard
+        if j.t is not None:
+            j.t.close()
+            j.t = None
+            j.started = False
+
+
+def fully_shard(module, *, reshard_after_forward=True, job=None, coordinator=None, rank=None,
+                world_size=None, stage=3, transport="auto", prefetch=1, push_depth=0,
+                op_timeout_ms=0, timeout_ms=10000, checkpoint_every=0, staged=False):
+    """Marks module as a zshard unit (its parameters gathered and freed as
+    one); on the root (job= given, called last) builds the job from the
+    marked units: the root keeps what no unit claims. Returns module.
+
+    The root's arguments: job (its name: created by rank 0 from the model,
+    joined by every rank), coordinator ($ZSHARD_COORDINATOR), rank ($RANK),
+    world_size ($WORLD_SIZE), stage (1, 2, 3), transport (auto, tcp, shm,
+    rdma), prefetch (units gathered ahead), push_depth (pushes in flight),
+    op_timeout_ms (the longest wait for one gather or push), timeout_ms
+    (joining), checkpoint_every (the job's automatic checkpoints, without
+    blobs), staged (CPU parameters as tensors of their own, copied from and
+    to libzshard's buffers, as CUDA parameters always are; in place
+    otherwise)."""
+    if job is None:
+        module._zshard_unit = bool(reshard_after_forward)
+        return module
+    if rank is None:
+        rank = int(os.environ.get("RANK", "0"))
+    if world_size is None:
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
+    if not coordinator:
+        raise error_for(1, "no coordinator: give coordinator= or set ZSHARD_COORDINATOR")
+    opts = dict(job=job, coordinator=coordinator, rank=rank, world_size=world_size,
+                stage=stage, transport=transport, prefetch=prefetch,
+                reshard_after_forward=reshard_after_forward, push_depth=push_depth,
+                op_timeout_ms=op_timeout_ms, timeout_ms=timeout_ms,
+                checkpoint_every=checkpoint_every, staged=staged, local_rank=int(os.environ.get(
+                    "LOCAL_RANK", "0")))
+    st = Job(module, opts)
+    st.collect()
+    module._zshard = st
+    module.__class__ = type("Zshard" + module.__class__.__name__,
+                            (ZshardModule, module.__class__), {})
+    for u in st.units:
+        u.module._zshard_index_unit = u
+        u.module.register_forward_pre_hook(st.pre_forward)
+        u.module.register_forward_hook(st.post_forward)
+        for _, p in u.params:
+            if p.requires_grad:
+                p.register_post_accumulate_grad_hook(st.post_accumulate)
+    return module
