@@ -146,6 +146,8 @@ $(BUILD)/pic/%.o: %.c $(GEN)
 # the math runs at -O3 (GCC 12 does not vectorize these loops at -O2); it is
 # elementwise IEEE arithmetic, so every vector width gives the same bits
 $(BUILD)/obj/math/%.o $(BUILD)/pic/math/%.o $(BUILD)/obj/base/dtype.o $(BUILD)/pic/base/dtype.o: TARGET_FLAGS := -O3
+# and so do the memory-bound baselines the benchmarks hold them against
+$(BUILD)/obj/bench/baselines.o $(BUILD)/obj/bench/optim.o $(BUILD)/pic/bench/%.o: TARGET_FLAGS := -O3
 # the example is written as a user writes it: against the public folder
 $(BUILD)/obj/examples/charlm.o: TARGET_FLAGS := -Iinclude
 
@@ -270,7 +272,13 @@ $(BUILD)/bin/bench_mpi_coll: bench/mpi_coll.c
 	@mkdir -p $(@D)
 	mpicc -O2 -Wall -Wextra -o $@ $<
 
-bench: $(BINS) $(BUILD)/bin/charlm $(BENCH_BINS)
+# the kernel and its baselines for the Python peers (bench/adamw_peers.py)
+$(BUILD)/lib/libzsbench.so: $(addprefix $(BUILD)/pic/,bench/zsbench.o bench/baselines.o \
+			    math/optim.o base/dtype.o net/sockio.o base/util.o base/status.o)
+	@mkdir -p $(@D)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ -lm -pthread
+
+bench: $(BINS) $(BUILD)/bin/charlm $(BENCH_BINS) $(BUILD)/lib/libzsbench.so
 	@bench/run.sh
 
 # the example trains through libzshard; its single-process reference

@@ -124,6 +124,7 @@ struct triad {
 	size_t n;
 };
 
+BENCH_CLONES
 static void *triad_part(void *arg)
 {
 	struct triad *t = arg;
@@ -151,6 +152,46 @@ double bench_triad(float *a, const float *b, const float *c, size_t n, unsigned 
 	for (unsigned i = 1; i < th; i++)
 		pthread_join(t[i], NULL);
 	return 12.0 * (double)n / (bench_now() - t0) / 1e9;
+}
+
+struct traffic {
+	float *p, *m, *v;
+	const float *g;
+	size_t n;
+};
+
+BENCH_CLONES
+static void *traffic_part(void *arg)
+{
+	struct traffic *t = arg;
+	for (size_t i = 0; i < t->n; i++) {
+		float gi = t->g[i];
+		t->p[i] += gi;
+		t->m[i] += gi;
+		t->v[i] += gi;
+	}
+	return NULL;
+}
+
+double bench_adamw_traffic(float *p, float *m, float *v, const float *g, size_t n,
+			   unsigned th)
+{
+	struct traffic t[2];
+	pthread_t tid;
+	size_t per;
+	double t0 = bench_now();
+
+	th = th < 1 ? 1 : th > 2 ? 2 : th;
+	per = n / th;
+	for (unsigned i = 0; i < th; i++)
+		t[i] = (struct traffic){p + i * per, m + i * per, v + i * per, g + i * per,
+					i + 1 == th ? n - i * per : per};
+	if (th == 2 && pthread_create(&tid, NULL, traffic_part, &t[1]))
+		th = 1, traffic_part(&t[1]);
+	traffic_part(&t[0]);
+	if (th == 2)
+		pthread_join(tid, NULL);
+	return 28.0 * (double)n / (bench_now() - t0) / 1e9;
 }
 
 double bench_write_fsync(const char *path, const void *buf, size_t chunk, size_t bytes)

@@ -19,6 +19,10 @@ double bench_tcp_stream(size_t bytes, int reps, bool full, double *v);
 double bench_memcpy(size_t bytes, int reps, double *v);
 /* a[i] = b[i] + 1.5 c[i] over n floats on th threads (1 or 2): 12 B/element */
 double bench_triad(float *a, const float *b, const float *c, size_t n, unsigned th);
+/* AdamW's memory traffic (read p, g, m, v; write p, m, v) with adds only,
+ * over n floats on th threads (1 or 2): GB/s counting 28 B per element */
+double bench_adamw_traffic(float *p, float *m, float *v, const float *g, size_t n,
+			   unsigned th);
 /* bytes written in chunk-sized writes from buf (repeated), then fsync */
 double bench_write_fsync(const char *path, const void *buf, size_t chunk, size_t bytes);
 /* the file read back sequentially in chunk-sized reads into buf */

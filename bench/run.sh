@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - the benchmark suite (make bench). Installs what it compares with
-# (as root: gnuplot, OpenMPI, python3-torch), starts its own local cluster,
+# (as root: gnuplot, OpenMPI; torch and DeepSpeed from PyPI into
+# build/torch-venv), starts its own local cluster,
 # writes markdown tables and PNG plots under build/bench/, prints them, and
 # ends with build/bench/summary.md: every target of the suite as a ratio
 # measured in this run.
@@ -16,7 +17,6 @@ today="$(date -u +%F), $(nproc) cores"
 want=""
 command -v gnuplot >/dev/null 2>&1 || want="$want gnuplot-nox"
 command -v mpicc >/dev/null 2>&1 || want="$want openmpi-bin libopenmpi-dev"
-/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || want="$want python3-torch"
 if [ -n "$want" ]; then
 	if [ "$(id -u)" = 0 ]; then
 		echo "bench: installing$want"
@@ -102,32 +102,26 @@ ctl job delete charlm >/dev/null
 	echo "(zshard: 2 trainers and 2 shard servers, 4 processes; push + reduce = push until acknowledged plus the extra time the next gather waits for the servers' reduction and update; MPI: --mca pml ob1, GLIBC_TUNABLES=glibc.malloc.hugetlb=1, buffers touched before timing. Bytes on the wire per rank differ: an MPI rank receives half the total in an allgather, a zshard trainer all of it.)"
 } | tee -a "$out/coll.md"
 
-# ---- the optimizer kernel against the triad bound and torch
+# ---- the optimizer kernel against the triad bound and today's peers
+venv=$root/build/torch-venv
+sh "$root/tools/torch-venv.sh" "$venv" --peers ||
+	echo "bench: could not install torch and DeepSpeed into $venv; the peers' rows are missing" >&2
 {
 	echo
-	echo "## Optimizer kernel: AdamW against the fp32 triad bound and torch.optim.AdamW ($today)"
+	echo "## Optimizer kernel: AdamW against the memory bounds, torch.optim.AdamW and DeepSpeedCPUAdam ($today)"
 	echo
-	"$bin/bench_optim" $((32 << 20)) "$REPS"
-	echo
-	echo "| peer | threads | G params/s (median of $REPS) | spread (min-max) |"
-	echo "|---|---|---|---|"
-	if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
-		/usr/bin/python3 "$root/bench/torch_adamw.py" $((32 << 20)) "$REPS"
-	else
-		echo "| torch not installed (python3-torch): no comparison | | | |"
-	fi
+	"$bin/bench_optim" $((64 << 20)) "$REPS"
+	for th in 1 2; do
+		echo
+		if [ -x "$venv/bin/python" ]; then
+			env -u LD_LIBRARY_PATH "$venv/bin/python" "$root/bench/adamw_peers.py" \
+				"$root/build/lib/libzsbench.so" $((64 << 20)) 11 "$th" 2>/dev/null | grep -v '^\[' ||
+				echo "(the peers' run failed)"
+		else
+			echo "(no torch: no peers)"
+		fi
+	done
 } | tee "$out/optim.md"
-{
-	echo
-	echo "| threads | zshard AdamW G params/s | torch best G params/s | zshard / torch |"
-	echo "|---|---|---|---|"
-	awk -F'|' '
-	/^\| [12] \| [0-9.]+ \| / { z[$2 + 0] = $5 + 0 }
-	/^\| torch / { t = $3 + 0; if ($4 + 0 > best[t]) best[t] = $4 + 0 }
-	END { for (t = 1; t <= 2; t++) if (best[t] > 0) printf "| %d | %.2f | %.3f | %.2f |\n", t, z[t], best[t], z[t] / best[t] }' "$out/optim.md"
-	echo
-	echo "(torch: one 32 M-element fp32 tensor, foreach and single-tensor AdamW, GLIBC_TUNABLES=glibc.malloc.hugetlb=1, the best of the two per thread count)"
-} | tee -a "$out/optim.md"
 
 {
 	echo

@@ -5,6 +5,14 @@
 #include <stdlib.h>
 #include <time.h>
 
+/* Memory-bound baselines are compiled as the kernels they bound are: -O3
+ * (the Makefile) and one clone per vector width, the loader picking. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define BENCH_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define BENCH_CLONES
+#endif
+
 static inline double bench_now(void)
 {
 	struct timespec ts;

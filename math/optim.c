@@ -13,7 +13,7 @@
  * clones give the same bits; only the speed differs.
  */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define ZS_CLONES __attribute__((target_clones("avx2", "default")))
+#define ZS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ZS_CLONES
 #endif
