@@ -69,4 +69,19 @@ set style histogram clustered
 set ylabel "MiB"
 plot "$out/step_split.dat" using 6:xtic(1) title "measured peak", "" using 7 title "plan"
 GP
-echo "plots: $out/ckpt.png $out/transport.png $out/coll.png $out/optim.png $out/step.png $out/memory.png"
+if [ -s "$out/peers.dat" ]; then
+	gnuplot <<GP
+set terminal pngcairo size 1400,560 font ",9"
+set style data histograms
+set style fill solid 0.8 border -1
+set boxwidth 0.7
+set grid ytics
+set xtics rotate by -35 noenhanced
+set yrange [0:*]
+set output "$out/peers.png"
+set title "The GPT example's training step, 2 ranks: zshard against PyTorch FSDP2, DDP and DeepSpeed (median ms, lower is better)"
+set ylabel "ms per step"
+plot "$out/peers.dat" using 2:xtic(1) title ""
+GP
+fi
+echo "plots: $out/ckpt.png $out/transport.png $out/coll.png $out/optim.png $out/step.png $out/memory.png $out/peers.png"

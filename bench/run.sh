@@ -144,6 +144,19 @@ sh "$root/tools/torch-venv.sh" "$venv" --peers ||
 	"$root/bench/step.sh" "$addr" "$out"
 } | tee "$out/step.md"
 
+{
+	echo
+	echo "## The GPT example against PyTorch FSDP2, DDP and DeepSpeed ZeRO, 2 ranks ($today)"
+	echo
+	if [ -x "$venv/bin/python" ]; then
+		env -u LD_LIBRARY_PATH ZSHARD_LIB="$root/build/lib/libzshard.so.0" \
+			"$venv/bin/python" "$root/bench/peers.py" --runs "${PEER_RUNS:-1}" "$out/peers.dat" |
+			grep -v '^| .* ms |$'
+	else
+		echo "(no torch: no peers)"
+	fi
+} | tee "$out/peers.md"
+
 "$root/bench/summary.sh" "$out" | tee "$out/summary.md"
 
 if command -v gnuplot >/dev/null 2>&1; then

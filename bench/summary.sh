@@ -28,6 +28,10 @@ awk -F'|' '/^\| [12] \| [0-9.]+ \| (torch|DeepSpeed)/ {
 		$2 + 0, $7 + 0, ($7 + 0 >= 0.8) ? "yes" : "no"
 	printf "| AdamW kernel, %d thread(s), against its own traffic at memory speed | %.2f | (the ceiling) | - |\n",
 		$2 + 0, $8 + 0 }' "$out/optim.md"
+# the training step against the peers
+awk -F'|' '/^\| zshard ZeRO-3 .* vs / { n = $2; gsub(/^ +| +$/, "", n)
+	printf "| %s, step time | %.2f (%.1f against %.1f ms) | %s | %s |\n", n, $5 + 0, $4 + 0, $3 + 0,
+		$6, ($5 + 0 <= ($6 ~ /0.80/ ? 0.8 : 1.0)) ? "yes" : "no" }' "$out/peers.md" 2>/dev/null || true
 # the plan against the measured trainer peak at stage 3
 # (prefetch 0: the plan is a bound the driver enforces; a blocking gather
 # usually lets the previous push finish first, so fewer gradients are live)
