@@ -15,11 +15,12 @@
 
 static json_t *job_json_brief(const struct zs_job *j)
 {
-	return json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
+	return json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
 			 "name", j->spec.name, "stage", (int)j->spec.stage,
 			 "world_size", (int)j->spec.world_size,
 			 "compute_dtype", zs_dtype_name(j->spec.compute_dtype),
 			 "optimizer", zs_optim_name(j->spec.optim.kind),
+			 "optimizer_groups", (int)j->spec.optim.n_groups,
 			 "units", (int)j->spec.layout.n_units,
 			 "numel", (json_int_t)zs_layout_numel(&j->spec.layout),
 			 "epoch", (json_int_t)j->placement.epoch,
@@ -80,6 +81,19 @@ static void print_job(const struct zs_job *j)
 	       (unsigned long long)zs_layout_numel(&j->spec.layout),
 	       (unsigned long long)j->placement.epoch, j->placement.n_shards,
 	       j->n_trainers, j->spec.world_size);
+	for (uint32_t g = 0; j->spec.optim.n_groups > 1 && g < j->spec.optim.n_groups; g++) {
+		const struct zs_hp *h = &j->spec.optim.groups[g];
+		uint32_t nt = 0;
+		for (uint32_t u = 0; u < j->spec.layout.n_units; u++)
+			for (uint32_t t = 0; t < j->spec.layout.units[u].n_tensors; t++)
+				nt += j->spec.layout.units[u].tensors[t].group == g;
+		if (j->spec.optim.kind == ZS_ADAMW)
+			printf("  optimizer group %u: lr %g, weight_decay %g, betas %g %g, eps %g; %u tensors\n",
+			       g, h->lr, h->weight_decay, h->beta1, h->beta2, h->eps, nt);
+		else
+			printf("  optimizer group %u: lr %g, weight_decay %g, momentum %g; %u tensors\n", g,
+			       h->lr, h->weight_decay, h->momentum, nt);
+	}
 	if (j->restore_pending == ZS_CKPT_RESET)
 		printf("  resetting now (to step 0, no checkpoint to roll back to)\n");
 	else if (j->restore_pending)

@@ -185,6 +185,10 @@ class TestTorch(unittest.TestCase):
         ref = reference(STEPS)
         got = load_file(dump)
         self.assert_bitwise(got, ref, "stage 3")
+        # the job the wrapper built: units, tensors by state_dict name, groups
+        shown = self.c.ctl("job", "show", "g3")
+        self.assertIn("optimizer group 1: lr 0.005, weight_decay 0, betas 0.9 0.95", shown)  # lr: warmup
+        self.assertIn("3 units", shown)
         # the dump, and zshardctl's own export, load into a plain module
         plain = gpt.build(args())
         plain.load_state_dict(got)
