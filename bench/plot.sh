@@ -27,6 +27,17 @@ awk -F'|' '/^\| fp32 triad bound / { b[$3 + 0] = $4 + 0 }
 	/^\| (torch|DeepSpeed)/ { t = $3 + 0; if ($4 + 0 > best[t]) best[t] = $4 + 0 }
 	END { for (t = 1; t <= 2; t++) print t "-thread" (t > 1 ? "s" : ""), z[t] + 0, b[t] + 0, best[t] + 0, f[t] + 0 }' "$out/optim.md" >"$out/optim.dat"
 
+# the GPT against FSDP2, DDP and DeepSpeed (when the peers ran)
+peers_plot=""
+[ -s "$out/peers.dat" ] && peers_plot='set terminal pngcairo size 1400,560 font ",9"
+set output "'"$out"'/peers.png"
+set title "The GPT example, 2 ranks: zshard against PyTorch FSDP2, DDP and DeepSpeed (median ms per step, lower is better)"
+set style histogram clustered
+set xtics rotate by -35
+set rmargin 14
+set ylabel "ms per step"
+plot "'"$out"'/peers.dat" using 2:xtic(1) title ""'
+
 gnuplot <<GP
 set terminal pngcairo size 1000,480 font ",9"
 set style data histograms
@@ -68,20 +79,6 @@ set title "Trainer peak (parameters + gradients) against zshardctl plan's predic
 set style histogram clustered
 set ylabel "MiB"
 plot "$out/step_split.dat" using 6:xtic(1) title "measured peak", "" using 7 title "plan"
+$peers_plot
 GP
-if [ -s "$out/peers.dat" ]; then
-	gnuplot <<GP
-set terminal pngcairo size 1400,560 font ",9"
-set style data histograms
-set style fill solid 0.8 border -1
-set boxwidth 0.7
-set grid ytics
-set xtics rotate by -35 noenhanced
-set yrange [0:*]
-set output "$out/peers.png"
-set title "The GPT example's training step, 2 ranks: zshard against PyTorch FSDP2, DDP and DeepSpeed (median ms, lower is better)"
-set ylabel "ms per step"
-plot "$out/peers.dat" using 2:xtic(1) title ""
-GP
-fi
 echo "plots: $out/ckpt.png $out/transport.png $out/coll.png $out/optim.png $out/step.png $out/memory.png $out/peers.png"
