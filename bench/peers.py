@@ -87,7 +87,9 @@ def rank_main(a):
         if a.kind == "deepspeed":
             import deepspeed
             deepspeed.init_distributed(dist_backend="gloo")
+            # gradient_clipping: DeepSpeed clips at 1.0 unless told; no one else does here
             conf = {"train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": 1,
+                    "gradient_clipping": 0.0,
                     "optimizer": {"type": "AdamW", "params": {
                         "lr": LR, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": WD}},
                     "zero_optimization": {"stage": cfg["stage"]}}
