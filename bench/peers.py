@@ -130,7 +130,7 @@ def rank_main(a):
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 return loss
-    times, loss = [], None
+    times, split, loss = [], [], None
     for step in range(a.warmup + a.steps):
         x, y = gpt.batch(data, 1234, rank, step, B, SEQ)
         t0 = time.perf_counter()
@@ -138,10 +138,15 @@ def rank_main(a):
         dt = time.perf_counter() - t0
         if step >= a.warmup:
             times.append(dt)
+            if a.kind == "zshard":  # where the time goes: the step driver's report
+                s = model.zshard_trainer.last_step()
+                split.append([s["gather_wait_seconds"], s["push_wait_seconds"],
+                              s["control_seconds"]])
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print("RESULT " + json.dumps({"rank": rank, "median_s": statistics.median(times),
-                                  "rss": rss, "loss": float(loss), "world": world}),
-          flush=True)
+                                  "rss": rss, "loss": float(loss), "world": world,
+                                  "split": [statistics.median(c) for c in zip(*split)]
+                                  if split else None}), flush=True)
     if a.kind == "zshard":
         model.zshard_close()
     elif a.kind != "deepspeed":
@@ -213,9 +218,9 @@ def main():
     ap.add_argument("--rank-of", default=None)
     ap.add_argument("--cfg", default="{}")
     ap.add_argument("--job", default="peers")
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("out")
@@ -228,28 +233,40 @@ def main():
     d = tempfile.mkdtemp(prefix="zshard-peers-")
     cluster = subprocess.run([launcher, "start", "--servers", "2", "--dir", d],
                              capture_output=True, text=True, check=True).stdout.strip()
-    rows = []
+    chosen = [c for c in CONFIGS if not a.only or any(o in c[0] for o in a.only.split(","))]
+    got = {name: [] for name, _, _ in chosen}
+    why = {}
     try:
-        for name, kind, cfg in CONFIGS:
-            if a.only and not any(o in name for o in a.only.split(",")):
-                continue
-            meds, rss, losses, why = [], [], [], None
-            for run in range(a.runs):
-                res, why = run_config(name, kind, cfg, a, cluster, run)
+        # round-robin: each run goes through every configuration in turn, so
+        # the machine's drift (it is shared) falls on all of them alike
+        for run in range(a.runs):
+            for name, kind, cfg in chosen:
+                if name in why:
+                    continue
+                res, err = run_config(name, kind, cfg, a, cluster, run)
                 if res is None:
-                    break
-                meds += [x["median_s"] for x in res]
-                rss += [x["rss"] for x in res]
-                losses += [x["loss"] for x in res]
-            if not meds:
-                rows.append((name, None, why))
-                print("| %s | failed: %s |" % (name, why), flush=True)
+                    why[name] = err
+                    print("| %s | failed: %s |" % (name, err), flush=True)
+                    continue
+                srv = server_peaks(d) if kind == "zshard" else []
+                got[name].append((res, srv))
+                print("| %s | %.1f ms |" % (name, statistics.median(
+                    x["median_s"] for x in res) * 1e3), flush=True)
+        rows = []
+        for name, kind, _ in chosen:
+            if name in why or not got[name]:
+                rows.append((name, None, why.get(name, "no run")))
                 continue
-            srv = server_peaks(d) if kind == "zshard" else []
+            res = [x for r, _ in got[name] for x in r]
+            meds = [x["median_s"] for x in res]
+            splits = [x["split"] for x in res if x.get("split")]
+            srv = [m for _, s in got[name] for m in s]
             med = statistics.median(meds)
-            rows.append((name, (med, min(meds), max(meds), 2 * B * SEQ / med, max(rss),
-                                max(srv) if srv else 0, statistics.mean(losses)), None))
-            print("| %s | %.1f ms |" % (name, med * 1e3), flush=True)
+            rows.append((name, (med, min(meds), max(meds), 2 * B * SEQ / med,
+                                max(x["rss"] for x in res), max(srv) if srv else 0,
+                                statistics.mean(x["loss"] for x in res),
+                                [statistics.median(c) for c in zip(*splits)] if splits
+                                else None), None))
     finally:
         subprocess.run([launcher, "stop", "--dir", d], capture_output=True)
         subprocess.run(["rm", "-rf", d])
@@ -269,7 +286,7 @@ def write(a, rows):
             if v is None:
                 f.write("| %s | failed: %s | | | | | |\n" % (name, why))
                 continue
-            med, lo, hi, tps, rss, srv, loss = v
+            med, lo, hi, tps, rss, srv, loss, _ = v
             f.write("| %s | %.1f | %.1f-%.1f | %.0f | %.0f | %s | %.3f |\n" % (
                 name, med * 1e3, lo * 1e3, hi * 1e3, tps, rss / 1e6,
                 "%.0f" % (srv / 1e6) if srv else "-", loss))
@@ -284,6 +301,15 @@ def write(a, rows):
                 f.write("| %s vs %s | %.1f | %.1f | %.2f | %s |\n" % (
                     z[0], peer[0], peer[1][0] * 1e3, z[1][0] * 1e3, z[1][0] / peer[1][0],
                     goal))
+        f.write("\n| zshard: where the step goes | step ms | waiting for parameters | "
+                "waiting for pushes | coordinator at the boundary | the trainer's compute |\n"
+                "|---|---|---|---|---|---|\n")
+        for name, v, _ in rows:
+            if v is None or not v[7]:
+                continue
+            g, p, c = (x * 1e3 for x in v[7])
+            f.write("| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n" % (
+                name, v[0] * 1e3, g, p, c, v[0] * 1e3 - g - p - c))
         f.write("\n(%d steps after %d warm-up per run, %d runs, 2 ranks; batch %d x %d tokens "
                 "per rank; GPT d %d, %d blocks, %d heads; zshard's 2 shard servers run on the "
                 "same 2 cores as its trainers)\n" % (a.steps, a.warmup, a.runs, B, SEQ, D,

@@ -150,7 +150,7 @@ sh "$root/tools/torch-venv.sh" "$venv" --peers ||
 	echo
 	if [ -x "$venv/bin/python" ]; then
 		env -u LD_LIBRARY_PATH ZSHARD_LIB="$root/build/lib/libzshard.so.0" \
-			"$venv/bin/python" "$root/bench/peers.py" --runs "${PEER_RUNS:-1}" "$out/peers.dat" |
+			"$venv/bin/python" "$root/bench/peers.py" --runs "${PEER_RUNS:-3}" "$out/peers.dat" |
 			grep -v '^| .* ms |$'
 	else
 		echo "(no torch: no peers)"
