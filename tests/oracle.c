@@ -100,6 +100,7 @@ void oracle_spec_groups(struct zs_job_spec *s)
 	o->groups[1].weight_decay = 0.0;
 	o->groups[2] = o->groups[0];
 	o->groups[2].lr = o->groups[0].lr / 3.0;
+	o->groups[2].momentum = 0.0; /* SGD: a group without momentum */
 	zs_layout_derive(&s->layout);
 	if (zs_job_spec_normalize(s, NULL))
 		abort();

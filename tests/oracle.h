@@ -42,9 +42,10 @@ void oracle_reference_full(const struct zs_job_spec *s, const struct zs_placemen
 			   uint64_t steps, uint32_t K, float **out);
 
 /* Splits the oracle spec's units 0 and 2 into tensors of 3 optimizer
- * groups (group 1 without weight decay, group 2 at a third of the lr):
- * unit 0: w [30, 20] group 0, b [400] group 1; unit 2: a [2000] group 1,
- * b [99] group 0, c [2000] group 2. Normalized again. */
+ * groups (group 1 without weight decay; group 2 at a third of the lr and,
+ * for SGD, without momentum): unit 0: w [30, 20] group 0, b [400] group 1;
+ * unit 2: a [2000] group 1, b [99] group 0, c [2000] group 2. Normalized
+ * again. */
 void oracle_spec_groups(struct zs_job_spec *s);
 /* The schedule the tests set with zs_set_hparams: warmup then cosine decay
  * of each group's lr, clip_norm growing with the step where the job clips. */

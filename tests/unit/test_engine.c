@@ -63,6 +63,10 @@ struct cluster {
 	const struct zs_transport_ops *t;
 };
 
+/* When set, jobs split units 0 and 2 into tensors of 3 optimizer groups
+ * (oracle_spec_groups): the optimizer runs segment by segment. */
+static int with_groups;
+
 static void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kind,
 		     enum zs_dtype dt)
 {
@@ -70,6 +74,8 @@ static void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kin
 
 	memset(j, 0, sizeof *j);
 	oracle_spec(&j->spec, "t", R, kind, dt);
+	if (with_groups)
+		oracle_spec_groups(&j->spec);
 	for (int s = 0; s < S; s++)
 		sv[s] = (struct place_server){.id = (uint64_t)s + 1, .free_bytes = UINT64_MAX};
 	assert_int_equal(place_job(&j->spec, sv, (size_t)S, NULL, &j->placement, NULL), ZS_OK);
@@ -385,6 +391,12 @@ static void test_oracle_matrix(void **st)
 	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
 		run_oracle(m[i].S, m[i].R, m[i].k, m[i].d,
 			   m[i].shm ? &zs_shm_transport : &zs_tcp_transport, m[i].K, m[i].clip);
+	/* optimizer groups: shards cut through tensors of different groups,
+	 * SGD with momentum in one group and not in another */
+	with_groups = 1;
+	run_oracle(3, 2, ZS_ADAMW, ZS_BF16, &zs_tcp_transport, 1, 0.5);
+	run_oracle(2, 3, ZS_SGD, ZS_F32, &zs_shm_transport, 3, 0);
+	with_groups = 0;
 }
 
 /*
@@ -763,6 +775,11 @@ static void test_tier_equals_memory(void **st)
 	run_oracle(2, 2, ZS_ADAMW, ZS_BF16, &zs_tcp_transport, 1, 0);
 	run_oracle(1, 3, ZS_SGD, ZS_F32, &zs_shm_transport, 3, 0.5);
 	run_oracle(3, 1, ZS_ADAMW, ZS_F32, &zs_tcp_transport, 1, 0.5);
+	/* optimizer groups: tiered chunks split at tensors of other groups */
+	with_groups = 1;
+	run_oracle(2, 2, ZS_ADAMW, ZS_F32, &zs_tcp_transport, 1, 0);
+	run_oracle(2, 2, ZS_SGD, ZS_F32, &zs_shm_transport, 1, 0);
+	with_groups = 0;
 	/* snapshots read tiered state, restores write it */
 	test_snapshot_and_restore(st);
 	/* a unit of many chunks, updated while its last push lands */
