@@ -25,6 +25,8 @@ class _Unit:
         self.ptr = None               # the bound parameter buffer, or None
         self.flat = None              # a tensor over it
         self.grad_ptr = None
+        self.pinned = None            # CUDA: the unit's pinned staging buffer
+        self.copied = None            # and the event of its last copy to the device
         self.grad_flat = None
         self.waiting = 0              # parameters whose gradient is still to come
         self.pushed = False
@@ -250,11 +252,42 @@ class Job:
             u.ptr = ptr
             u.flat = self._wrap(u, ptr)
             if self.device is not None:  # staged: a copy on the device
-                u.flat = u.flat.to(self.device, copy=True)
+                u.flat = self.stage_in(u, u.flat)
             u.key = u.flat.untyped_storage().data_ptr()
             self.by_ptr[u.key] = u
             self.set_data(u, u.flat)
         return u.flat
+
+    def stage_in(self, u, host):
+        """A device copy of host (libzshard's buffer). On CUDA through a
+        pinned buffer of the unit's, copied to the device asynchronously on
+        the current stream (the compute that follows is ordered after it);
+        the pinned buffer is reused only once its last copy is done."""
+        if self.device.type != "cuda":
+            return host.to(self.device, copy=True)
+        self.stage_in_wait(u)
+        u.pinned.copy_(host)
+        dev = torch.empty(u.numel, dtype=self.dtype, device=self.device)
+        dev.copy_(u.pinned, non_blocking=True)
+        u.copied.record()
+        return dev
+
+    def stage_out(self, u, dev, host):
+        """The device's gradient into host (libzshard's buffer), through the
+        unit's pinned buffer on CUDA."""
+        if self.device.type != "cuda":
+            host.copy_(dev)
+            return
+        self.stage_in_wait(u)
+        u.pinned.copy_(dev)  # synchronous: the push needs the bytes now
+        host.copy_(u.pinned)
+
+    def stage_in_wait(self, u):
+        if u.pinned is None:
+            u.pinned = torch.empty(u.numel, dtype=self.dtype, pin_memory=True)
+            u.copied = torch.cuda.Event()
+        else:
+            u.copied.synchronize()
 
     def set_data(self, u, flat):
         for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
@@ -312,7 +345,7 @@ class Job:
         self.grads(u)
         u.pushed = True
         if self.device is not None:  # staged: the device's gradient to libzshard's buffer
-            self._wrap(u, self.t.unit_grad_ptr(u.index)).copy_(u.grad_flat)
+            self.stage_out(u, u.grad_flat, self._wrap(u, self.t.unit_grad_ptr(u.index)))
         self.t.unit_push(u.index)
         if self.t.stage != 1:  # stage 1 pushes at the step's end, from these buffers
             self.unbind_grads(u)

@@ -2,11 +2,9 @@
 import math
 import os
 
-import numpy as np
-import torch
-
 from zshard.errors import error_for
-from zshard.torch.job import DT, Job
+from zshard.torch.job import Job
+
 
 class ZshardModule:
     """What fully_shard adds to the root module."""
