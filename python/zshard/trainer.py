@@ -13,6 +13,7 @@ wait, so ranks in threads run in parallel.
 import ctypes
 import json
 import os
+from typing import Any, Dict, List, Optional, Tuple, Union
 from ctypes import byref, c_uint, c_ulonglong, c_void_p
 
 import numpy as np
@@ -25,12 +26,13 @@ F32, BF16, F16 = 1, 2, 3
 _NP = {F32: np.float32, BF16: np.uint16, F16: np.float16}
 
 
-def strerror(code):
+def strerror(code: int) -> str:
     """The short name of a status code, e.g. "not found"."""
     return lib.zs_strerror(code).decode()
 
 
-def create_job(spec, coordinator=None, timeout_ms=10000):
+def create_job(spec: Union[Dict[str, Any], str], coordinator: Optional[str] = None,
+               timeout_ms: int = 10000) -> None:
     """Creates a job from its spec: a dict (or its JSON text) in the format
     of zshardctl job create (name, stage, world_size, compute_dtype,
     optimizer, units with their tensors). zshard.AlreadyExists if a job of
@@ -57,7 +59,7 @@ class Op:
             raise error_for(11, "the trainer was closed before the op completed")
         return self._h
 
-    def test(self):
+    def test(self) -> bool:
         """True once complete (raising its error if it failed)."""
         if self._h is None:
             return True
@@ -68,7 +70,7 @@ class Op:
         self._t._check(rc)
         return True
 
-    def wait(self, timeout_ms=-1):
+    def wait(self, timeout_ms: int = -1) -> bool:
         """Waits up to timeout_ms (-1: no bound); True once complete, False
         if the bound passed first (still alive); raises its error."""
         if self._h is None:
@@ -91,7 +93,8 @@ class Trainer:
 
     # ------------------------------------------------------------- life
     @classmethod
-    def join(cls, job, rank=None, coordinator=None, transport="auto", timeout_ms=10000):
+    def join(cls, job: str, rank: Optional[int] = None, coordinator: Optional[str] = None,
+             transport: str = "auto", timeout_ms: int = 10000) -> "Trainer":
         """Joins job as rank (default $RANK, else 0) through the coordinator
         (default $ZSHARD_COORDINATOR). Waits, within timeout_ms, for servers
         still loading the job and for a rank a lost process still holds."""
@@ -115,7 +118,7 @@ class Trainer:
                             (want, job, have))
         return t
 
-    def close(self):
+    def close(self) -> None:
         """Leaves the job (between steps: cleanly; in the middle of a step:
         the job rolls back) and frees the handle. Idempotent."""
         if self._h:
@@ -144,31 +147,31 @@ class Trainer:
 
     # ------------------------------------------------------------- the job
     @property
-    def rank(self):
+    def rank(self) -> int:
         return lib.zs_trainer_rank(self._handle())
 
     @property
-    def world_size(self):
+    def world_size(self) -> int:
         return lib.zs_trainer_world_size(self._handle())
 
     @property
-    def stage(self):
+    def stage(self) -> int:
         return lib.zs_trainer_stage(self._handle())
 
-    def refresh(self):
+    def refresh(self) -> None:
         self._check(lib.zs_trainer_refresh(self._handle()))
 
     @property
-    def units(self):
+    def units(self) -> int:
         return lib.zs_trainer_units(self._handle())
 
-    def unit_name(self, u):
+    def unit_name(self, u: int) -> str:
         return lib.zs_unit_name(self._handle(), self._unit(u)).decode()
 
-    def unit_numel(self, u):
+    def unit_numel(self, u: int) -> int:
         return lib.zs_unit_numel(self._handle(), self._unit(u))
 
-    def unit_dtype(self, u):
+    def unit_dtype(self, u: int) -> np.dtype:
         """numpy dtype of unit u (uint16 for bf16)."""
         dt = lib.zs_unit_dtype(self._handle(), self._unit(u))
         return np.dtype(_NP[dt])
@@ -189,7 +192,7 @@ class Trainer:
         return arr
 
     # ----------------------------------------------------------- raw ops
-    def init_unit(self, u, params):
+    def init_unit(self, u: int, params: np.ndarray) -> None:
         """Uploads unit u's initial float32 parameters (before step 0)."""
         params = self._buffer(u, params, np.float32, False)
         self._check(lib.zs_init_unit(self._handle(), u, params.ctypes.data))
@@ -199,14 +202,14 @@ class Trainer:
         self._check(fn(self._handle(), u, step, arr.ctypes.data, byref(op)))
         return Op(self, op, arr)
 
-    def gather(self, u, step, out=None):
+    def gather(self, u: int, step: int, out: Optional[np.ndarray] = None) -> "Op":
         """Starts a gather of unit u at step into out (a new array if None)."""
         if out is None:
             out = np.empty(self.unit_numel(u), dtype=self.unit_dtype(u))
         return self._start(lib.zs_gather, u, step,
                            self._buffer(u, out, self.unit_dtype(u), True))
 
-    def push(self, u, step, grad, partial=False):
+    def push(self, u: int, step: int, grad: np.ndarray, partial: bool = False) -> "Op":
         """Starts a push of unit u's gradient for step (partial: one
         micro-batch of several, summed on the server)."""
         fn = lib.zs_push_partial if partial else lib.zs_push
@@ -214,11 +217,11 @@ class Trainer:
 
     # ------------------------------------------------- hyperparameters
     @property
-    def groups(self):
+    def groups(self) -> int:
         """The job's optimizer groups (at least 1)."""
         return lib.zs_trainer_groups(self._handle())
 
-    def hparams(self, group):
+    def hparams(self, group: int) -> Dict[str, float]:
         """Group's values in force for the next step (the last set, else the
         spec's): a dict of lr, weight_decay, beta1, beta2, eps, momentum and
         clip_norm (the job's; 0: no clipping)."""
@@ -230,7 +233,8 @@ class Trainer:
         d["clip_norm"] = clip.value
         return d
 
-    def set_hparams(self, step, groups, clip_norm=0.0):
+    def set_hparams(self, step: int, groups: List[Dict[str, float]],
+                    clip_norm: float = 0.0) -> None:
         """Sets every group's values (a list of dicts with lr, weight_decay,
         beta1, beta2, eps, momentum; missing keys are 0) and the clipping
         norm for the updates of step on; before this rank's first push of
@@ -241,8 +245,12 @@ class Trainer:
         self._check(lib.zs_set_hparams(self._handle(), step, arr, len(groups), float(clip_norm)))
 
     # --------------------------------------------------------- step driver
-    def set_policy(self, prefetch=1, max_live_bytes=0, reshard_after_forward=True,
-                   push_depth=0, op_timeout_ms=0):
+    def set_policy(self, prefetch: int = 1, max_live_bytes: int = 0,
+                   reshard_after_forward: bool = True,
+                   push_depth: int = 0, op_timeout_ms: int = 0) -> None:
+        """The step driver's policy (struct zs_policy): units gathered
+        ahead, the live-bytes bound, stage 3's resharding, pushes in
+        flight, the longest wait for one gather or push."""
         p = Policy(prefetch, max_live_bytes, int(reshard_after_forward), push_depth,
                    op_timeout_ms)
         self._check(lib.zs_trainer_set_policy(self._handle(), byref(p)))
@@ -253,43 +261,43 @@ class Trainer:
         raw = (ctypes.c_char * (n * dt.itemsize)).from_address(ptr)
         return np.frombuffer(raw, dtype=dt, count=n)
 
-    def step_begin(self, step):
+    def step_begin(self, step: int) -> None:
         self._check(lib.zs_step_begin(self._handle(), step))
 
-    def unit_params(self, u, backward=False):
+    def unit_params(self, u: int, backward: bool = False) -> np.ndarray:
         """Unit u's parameters of the current step: a read-only numpy view."""
         v = self._view(u, self.unit_params_ptr(u, backward))
         v.flags.writeable = False
         return v
 
-    def unit_params_ptr(self, u, backward=False):
+    def unit_params_ptr(self, u: int, backward: bool = False) -> int:
         """The address of unit u's parameters of the current step (what
         unit_params views), for bindings that wrap it themselves."""
         p = c_void_p()
         self._check(lib.zs_unit_params(self._handle(), u, int(backward), byref(p)))
         return p.value
 
-    def unit_grad_ptr(self, u):
+    def unit_grad_ptr(self, u: int) -> int:
         """The address of unit u's zeroed gradient buffer (unit_grad's)."""
         p = c_void_p()
         self._check(lib.zs_unit_grad(self._handle(), u, byref(p)))
         return p.value
 
-    def unit_forward_done(self, u):
+    def unit_forward_done(self, u: int) -> None:
         self._check(lib.zs_unit_forward_done(self._handle(), u))
 
-    def unit_grad(self, u):
+    def unit_grad(self, u: int) -> np.ndarray:
         """A zeroed numpy view to write unit u's gradient into."""
         return self._view(u, self.unit_grad_ptr(u))
 
-    def unit_push(self, u):
+    def unit_push(self, u: int) -> None:
         self._check(lib.zs_unit_push(self._handle(), u))
 
-    def step_end(self):
+    def step_end(self) -> None:
         self._check(lib.zs_step_end(self._handle()))
 
     # --------------------------------------------------------- checkpoints
-    def checkpoint(self, step, blob=b""):
+    def checkpoint(self, step: int, blob: bytes = b"") -> int:
         """Asks for the checkpoint of step (at a step boundary) with this
         rank's blob; returns its id."""
         ident = c_ulonglong()
@@ -297,7 +305,7 @@ class Trainer:
         self._check(lib.zs_checkpoint(self._handle(), step, buf, len(blob), byref(ident)))
         return ident.value
 
-    def checkpoint_wait(self, ident, timeout_ms=-1):
+    def checkpoint_wait(self, ident: int, timeout_ms: int = -1) -> bool:
         """True once committed, False if timeout_ms passed first."""
         rc = lib.zs_checkpoint_wait(self._handle(), ident, timeout_ms)
         if rc == 12:
@@ -305,7 +313,7 @@ class Trainer:
         self._check(rc)
         return True
 
-    def resume(self, cap=1 << 20):
+    def resume(self, cap: int = 1 << 20) -> Optional[Tuple[int, bytes]]:
         """Where this rank starts: None for a new job (step 0; rank 0
         uploads), else (step, blob). Call at start and after zshard.Resume."""
         step, n = c_ulonglong(), c_uint()
@@ -317,12 +325,12 @@ class Trainer:
         return step.value, buf.raw[:min(n.value, cap)]
 
     # ---------------------------------------------------------- accounting
-    def counters(self):
+    def counters(self) -> Dict[str, Any]:
         c = Counters()
         lib.zs_trainer_counters(self._handle(), byref(c))
         return {k: getattr(c, k) for k, _ in Counters._fields_}
 
-    def last_step(self):
+    def last_step(self) -> Optional[Dict[str, Any]]:
         """The last step's report (a dict), or None before one ended."""
         s = StepStats()
         if lib.zs_last_step(self._handle(), byref(s)):

@@ -1,41 +1,46 @@
 """fully_shard and what it adds to the root module (see zshard.torch)."""
 import math
 import os
+from typing import Dict, Optional, Tuple
+
+import torch
 
 from zshard.errors import error_for
+from zshard.trainer import Trainer
 from zshard.torch.job import Job
 
 
 class ZshardModule:
     """What fully_shard adds to the root module."""
 
-    def zshard_start(self):
+    def zshard_start(self) -> Optional[Tuple[int, bytes]]:
         """Creates (rank 0) or joins the job, and says where training starts:
         None for a new job (step 0; rank 0 uploaded the parameters), else
         (step, blob): the step to continue from and this rank's blob of the
         checkpoint. The first forward calls it if you do not."""
         return self._zshard.start()
 
-    def zshard_resume(self):
+    def zshard_resume(self) -> Optional[Tuple[int, bytes]]:
         """After zshard.Resume (the job rolled back): None or (step, blob)."""
         return self._zshard.resume()
 
     @property
-    def zshard_step(self):
+    def zshard_step(self) -> int:
         """The step the next forward and backward compute."""
         return self._zshard.step
 
     @property
-    def zshard_trainer(self):
+    def zshard_trainer(self) -> Trainer:
         """The zshard.Trainer underneath (counters, last_step, ...)."""
         return self._zshard.t
 
-    def set_requires_gradient_sync(self, requires_gradient_sync):
+    def set_requires_gradient_sync(self, requires_gradient_sync: bool) -> None:
         """As FSDP2's: False keeps gradients here (accumulating over the next
         backward passes); the backward that runs with True pushes the sum."""
         self._zshard.sync = bool(requires_gradient_sync)
 
-    def zshard_checkpoint(self, blob=b"", wait=True, timeout_ms=600000):
+    def zshard_checkpoint(self, blob: bytes = b"", wait: bool = True,
+                          timeout_ms: int = 600000) -> int:
         """A checkpoint of the current step boundary (model, optimizer state,
         the step) with this rank's blob (up to 1 MiB: rng_blob() helps);
         every rank calls it. Returns its id once committed (wait=False:
@@ -48,7 +53,7 @@ class ZshardModule:
             raise error_for(5, "checkpoint %d did not commit within %d ms" % (ident, timeout_ms))
         return ident
 
-    def zshard_state_dict(self):
+    def zshard_state_dict(self) -> Dict[str, torch.Tensor]:
         """The full parameters of the last completed step, by qualified name
         (every name of a tied parameter, as the model's state_dict names
         them), as float32 CPU tensors, and the buffers: for load_state_dict
@@ -67,7 +72,7 @@ class ZshardModule:
             out[n] = b.detach().cpu().clone()
         return out
 
-    def zshard_close(self):
+    def zshard_close(self) -> None:
         """Leaves the job (cleanly between steps)."""
         j = self._zshard
         if j.t is not None:
@@ -76,9 +81,12 @@ class ZshardModule:
             j.started = False
 
 
-def fully_shard(module, *, reshard_after_forward=True, job=None, coordinator=None, rank=None,
-                world_size=None, stage=3, transport="auto", prefetch=1, push_depth=0,
-                op_timeout_ms=0, timeout_ms=10000, checkpoint_every=0, staged=False):
+def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
+                job: Optional[str] = None, coordinator: Optional[str] = None,
+                rank: Optional[int] = None, world_size: Optional[int] = None, stage: int = 3,
+                transport: str = "auto", prefetch: int = 1, push_depth: int = 0,
+                op_timeout_ms: int = 0, timeout_ms: int = 10000, checkpoint_every: int = 0,
+                staged: bool = False) -> torch.nn.Module:
     """Marks module as a zshard unit (its parameters gathered and freed as
     one); on the root (job= given, called last) builds the job from the
     marked units: the root keeps what no unit claims. Returns module.

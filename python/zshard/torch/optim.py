@@ -1,6 +1,8 @@
 """The optimizers of zshard.torch: torch.optim.Optimizer objects whose
 param_groups carry the hyperparameters; the update itself runs on the
 shard servers."""
+from typing import Optional, Tuple
+
 import torch
 
 from zshard.errors import error_for
@@ -66,8 +68,9 @@ class AdamW(_Optim, torch.optim.Optimizer):
 
     _KIND = "adamw"
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 max_grad_norm=None):
+    def __init__(self, params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2,
+                 max_grad_norm: Optional[float] = None) -> None:
         torch.optim.Optimizer.__init__(self, params, dict(lr=lr, betas=betas, eps=eps,
                                                           weight_decay=weight_decay))
         self._zshard_init(max_grad_norm)
@@ -85,7 +88,8 @@ class SGD(_Optim, torch.optim.Optimizer):
 
     _KIND = "sgd"
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, weight_decay=0.0, max_grad_norm=None):
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0,
+                 weight_decay: float = 0.0, max_grad_norm: Optional[float] = None) -> None:
         torch.optim.Optimizer.__init__(self, params, dict(lr=lr, momentum=momentum,
                                                           weight_decay=weight_decay))
         self._zshard_init(max_grad_norm)
