@@ -20,6 +20,7 @@ plain nn.Module with load_state_dict.
 import argparse
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -316,34 +317,51 @@ class TestTorch(unittest.TestCase):
         self.assert_bitwise(load_file(dump), reference(STEPS), "restored")
 
     def test_killed_rank_rejoins(self):
-        """SIGKILL of rank 1 mid-run; a new rank 1 as torchrun would start
-        it: the job rolls back to its last checkpoint, rank 0 resumes there
-        by itself, and the end is bitwise the same."""
-        job, steps = "gk", 30
-        extra = ["--steps", str(steps), "--total", str(steps), "--checkpoint-every", "5"]
-        dump = os.path.join(self.c.d, job + ".safetensors")
-        logs = [os.path.join(self.c.d, "%s-%d.log" % (job, r)) for r in range(2)]
-        r0 = self.spawn(0, job, extra + ["--dump", dump, "--print-every", "1"], logs[0])
-        r1 = self.spawn(1, job, extra + ["--print-every", "1"], logs[1])
-        deadline = time.monotonic() + 120
-        while "step   12" not in read(logs[1]):
-            self.assertIsNone(r1.poll(), read(logs[1])[-2000:])
-            self.assertLess(time.monotonic(), deadline, "rank 1 did not reach step 12")
-            time.sleep(0.05)
-        r1.send_signal(signal.SIGKILL)
-        r1.wait()
-        r1 = self.spawn(1, job, extra, logs[1] + ".2")
-        for p, log in ((r0, logs[0]), (r1, logs[1] + ".2")):
-            try:
-                rc = p.wait(240)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                rc = "timeout"
-            if rc != 0:
-                self.fail("%s: %s" % (log, read(log)[-3000:]))
-        self.assertIn("resumes at step", read(logs[0]))
-        self.assert_bitwise(load_file(dump), reference(steps, total=steps), "after a kill")
-
+        """SIGKILL of a random rank at a random point (after a random step,
+        a random part of a step later); a new process for that rank as
+        torchrun would start it: the job rolls back to its last checkpoint,
+        the other rank resumes there by itself, and the end is bitwise the
+        same. Two trials; ZSHARD_TORCH_SEED repeats a failure's."""
+        seed = int(os.environ.get("ZSHARD_TORCH_SEED", str(time.time_ns() % 100000)))
+        rng = random.Random(seed)
+        steps = 30
+        ref = reference(steps, total=steps)
+        for trial in range(2):
+            victim, at, delay = rng.randrange(2), rng.randrange(3, 25), rng.uniform(0, 0.05)
+            what = "seed %d trial %d: rank %d killed %.0f ms after step %d" % (
+                seed, trial, victim, delay * 1e3, at)
+            job = "gk%d" % trial
+            extra = ["--steps", str(steps), "--total", str(steps), "--checkpoint-every", "5",
+                     "--print-every", "1"]
+            dump = os.path.join(self.c.d, job + ".safetensors")
+            logs = [os.path.join(self.c.d, "%s-%d.log" % (job, r)) for r in range(2)]
+            ps = [self.spawn(r, job, extra + (["--dump", dump] if r == 0 else []), logs[r])
+                  for r in range(2)]
+            deadline = time.monotonic() + 120
+            while "step %4d" % at not in read(logs[victim]):
+                self.assertIsNone(ps[victim].poll(), "%s: %s" % (what, read(logs[victim])))
+                self.assertLess(time.monotonic(), deadline, what + ": step never reached")
+                time.sleep(0.01)
+            time.sleep(delay)
+            ps[victim].send_signal(signal.SIGKILL)
+            ps[victim].wait()
+            again = logs[victim] + ".2"
+            ps[victim] = self.spawn(victim, job, extra + (["--dump", dump] if victim == 0
+                                                          else []), again)
+            for p, log in ((ps[1 - victim], logs[1 - victim]), (ps[victim], again)):
+                try:
+                    rc = p.wait(240)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    rc = "timeout"
+                if rc != 0:
+                    self.fail("%s: %s: %s" % (what, log, read(log)[-3000:]))
+            # the new process resumes; so does the other rank, unless the
+            # victim had finished before the kill (steps take milliseconds)
+            self.assertIn("resumes at step", read(again), what)
+            if "%d steps; last step" % steps not in read(logs[victim]):
+                self.assertIn("resumes at step", read(logs[1 - victim]), what)
+            self.assert_bitwise(load_file(dump), ref, what)
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("test_torch: stopped by SIGTERM"))
