@@ -281,6 +281,36 @@ class TestTorch(unittest.TestCase):
         self.assertTrue(torch.equal(got, want), "an eval forward differs from the state dict's")
         m.zshard_close()
 
+    def test_in_process_bf16(self):
+        """A bfloat16 model: the job computes in bf16 (fp32 masters on the
+        servers), parameters are bf16 views of libzshard's buffers, it
+        trains, and an evaluation forward equals the plain bf16 module
+        loaded with zshard_state_dict."""
+        a = args()
+        m = gpt.build(a).to(torch.bfloat16)
+        for b in m.blocks:
+            fully_shard(b)
+        fully_shard(m, job="gbf", coordinator=self.c.addr, rank=0, world_size=1)
+        from zshard.torch import AdamW
+        opt = AdamW(m.parameters(), lr=1e-2, betas=(0.9, 0.95))
+        x, y = gpt.batch(gpt.load_text(), 6, 0, 0, 4, 16)
+        losses = []
+        for _ in range(4):
+            loss = m(x, y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        self.assertIn("compute bf16", self.c.ctl("job", "show", "gbf"))
+        self.assertLess(losses[-1], losses[0])
+        self.assertEqual(m.wte.weight.dtype, torch.bfloat16)
+        with torch.no_grad():
+            got = m(x)
+        plain = gpt.build(a).to(torch.bfloat16)
+        plain.load_state_dict(m.zshard_state_dict())
+        with torch.no_grad():
+            self.assertTrue(torch.equal(got, plain(x)))
+        m.zshard_close()
+
     def test_against_torch_adamw(self):
         """torch.optim.AdamW on the same mean gradients. torch updates the
         first moment with lerp (m + (g - m)(1 - b1), one rounding fewer
