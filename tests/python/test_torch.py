@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, HERE)
 import gpt  # noqa: E402
 import optim_ref  # noqa: E402
-from cluster import Cluster  # noqa: E402
+from cluster import Cluster, die_with_us  # noqa: E402
 from zshard.torch import fully_shard  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
@@ -154,7 +154,8 @@ class TestTorch(unittest.TestCase):
         with open(log, "w") as out:
             p = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples", "gpt.py"),
                                   "--job", job] + MODEL + list(extra), stdout=out,
-                                 stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
+                                 stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
+                                 preexec_fn=die_with_us)
         self.procs.append(p)
         return p
 
