@@ -5,17 +5,9 @@
 # the placement table, a check against the single-process reference, and a
 # clean stop.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-dir=${ZSHARD_DEMO_DIR:-$(mktemp -d /tmp/zshard-demo-XXXXXX)}
+. "$(dirname "$0")/cluster.sh"
 steps=${ZSHARD_DEMO_STEPS:-300}
-bin=$root/build/bin
-launcher=$root/deploy/local/zshard-local
-
-cleanup() { "$launcher" stop --dir "$dir" >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-
-addr=$("$launcher" start --servers 4 --dir "$dir")
-echo "== cluster up: coordinator $addr, 4 shard servers (state in $dir)"
+start_cluster 4 "${ZSHARD_DEMO_DIR:-$(mktemp -d /tmp/zshard-demo-XXXXXX)}"
 "$bin/zshardctl" --coordinator "$addr" job create "$root/examples/charlm.json"
 echo
 echo "== training: 2 trainers, $steps steps, ZeRO-3, one unit of prefetch"
@@ -40,6 +32,5 @@ else
 	echo "parameters after $steps steps DIFFER from the reference" >&2
 	exit 1
 fi
-cleanup
-trap - EXIT
+stop_cluster
 echo "== stopped; zshard processes left: $(pgrep -c -f "$dir" || true)"

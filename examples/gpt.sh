@@ -5,18 +5,10 @@
 # parameters exported with zshardctl and loaded into a plain nn.Module,
 # and a clean stop. PYTHON: a python with torch (make gpt makes one).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-dir=${ZSHARD_GPT_DIR:-$(mktemp -d /tmp/zshard-gpt-XXXXXX)}
+. "$(dirname "$0")/cluster.sh"
 steps=${ZSHARD_GPT_STEPS:-200}
 py=${PYTHON:-python3}
-bin=$root/build/bin
-launcher=$root/deploy/local/zshard-local
-
-cleanup() { "$launcher" stop --dir "$dir" >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-
-addr=$("$launcher" start --servers 2 --dir "$dir")
-echo "== cluster up: coordinator $addr, 2 shard servers (state in $dir)"
+start_cluster 2 "${ZSHARD_GPT_DIR:-$(mktemp -d /tmp/zshard-gpt-XXXXXX)}"
 echo "== training: a 4-block GPT, 2 ranks, $steps steps, ZeRO-3, AdamW (2 groups), warmup + cosine"
 export ZSHARD_COORDINATOR=$addr WORLD_SIZE=2 OMP_NUM_THREADS=1
 unset LD_LIBRARY_PATH
