@@ -189,7 +189,8 @@ class TestTorch(unittest.TestCase):
         self.assert_bitwise(got, ref, "stage 3")
         # the job the wrapper built: units, tensors by state_dict name, groups
         shown = self.c.ctl("job", "show", "g3")
-        self.assertIn("optimizer group 1: lr 0.005, weight_decay 0, betas 0.9 0.95", shown)  # lr: warmup
+        # lr: the warmup's first value
+        self.assertIn("optimizer group 1: lr 0.005, weight_decay 0, betas 0.9 0.95", shown)
         self.assertIn("3 units", shown)
         # the dump, and zshardctl's own export, load into a plain module
         plain = gpt.build(args())

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import zshard
-from zshard.errors import error_for
+from zshard.errors import FailedPrecondition, InvalidArgument, NotFound, TimedOut
 
 DT = {torch.float32: ("f32", np.float32, None), torch.bfloat16: ("bf16", np.uint16,
                                                                    torch.bfloat16),
@@ -105,16 +105,16 @@ class Job:
                 OWNER[id(p)] = self
         empty = [u.name for u in self.units if not u.params]
         if empty:
-            raise error_for(1, "zshard modules with no parameters of their own: %s" %
+            raise InvalidArgument("zshard modules with no parameters of their own: %s" %
                             ", ".join(empty))
         dts = {p.dtype for u in self.units for _, p in u.params}
         if len(dts) != 1 or next(iter(dts)) not in DT:
-            raise error_for(1, "every parameter must be of one dtype of float32, bfloat16, "
+            raise InvalidArgument("every parameter must be of one dtype of float32, bfloat16, "
                             "float16 (found %s)" % ", ".join(sorted(map(str, dts))))
         self.dtype = next(iter(dts))
         devs = {p.device for u in self.units for _, p in u.params}
         if len(devs) != 1:
-            raise error_for(1, "the parameters are on several devices: %s" %
+            raise InvalidArgument("the parameters are on several devices: %s" %
                             ", ".join(sorted(map(str, devs))))
         dev = next(iter(devs))
         # CPU parameters are libzshard's buffers themselves; others (CUDA)
@@ -126,7 +126,7 @@ class Job:
         missing = [n for u in self.units for n, p in u.params
                    if id(p) not in seen and p.requires_grad]
         if missing:
-            raise error_for(1, "parameters the optimizer does not train: %s (frozen "
+            raise InvalidArgument("parameters the optimizer does not train: %s (frozen "
                             "parameters: requires_grad=False)" % ", ".join(missing[:8]))
         self.opt = opt
 
@@ -166,7 +166,7 @@ class Job:
         if self.started:
             return self.resume_state
         if self.opt is None:
-            raise error_for(10, "no optimizer: create zshard.torch.AdamW or SGD over the "
+            raise FailedPrecondition("no optimizer: create zshard.torch.AdamW or SGD over the "
                             "model's parameters before its first forward")
         o = self.o
         if o["rank"] == 0 or o.get("create_everywhere"):
@@ -185,7 +185,7 @@ class Job:
                 import time
                 time.sleep(0.1)
         if t is None:
-            raise error_for(2, "job '%s' was not created (by rank 0) in 10 s" % o["job"])
+            raise NotFound("job '%s' was not created (by rank 0) in 10 s" % o["job"])
         self.t = t
         t.set_policy(prefetch=o["prefetch"], reshard_after_forward=o["reshard_after_forward"],
                      push_depth=o["push_depth"], op_timeout_ms=o["op_timeout_ms"])
@@ -204,11 +204,11 @@ class Job:
     def check_layout(self):
         t = self.t
         if t.units != len(self.units):
-            raise error_for(1, "job '%s' has %d units, this model %d" %
+            raise InvalidArgument("job '%s' has %d units, this model %d" %
                             (self.o["job"], t.units, len(self.units)))
         for u in self.units:
             if t.unit_numel(u.index) != u.numel:
-                raise error_for(1, "job '%s' unit %d is %d elements, this model's '%s' %d" %
+                raise InvalidArgument("job '%s' unit %d is %d elements, this model's '%s' %d" %
                                 (self.o["job"], u.index, t.unit_numel(u.index), u.name,
                                  u.numel))
 
@@ -354,11 +354,11 @@ class Job:
 
     def end_step(self):
         if self.accumulating():
-            raise error_for(10, "optimizer.step() while gradients accumulate "
+            raise FailedPrecondition("optimizer.step() while gradients accumulate "
                             "(set_requires_gradient_sync(False)): a backward with sync "
                             "on comes first")
         if not self.in_step:
-            raise error_for(10, "optimizer.step() without a forward and backward pass")
+            raise FailedPrecondition("optimizer.step() without a forward and backward pass")
         try:
             self.t.step_end()
         finally:
@@ -467,7 +467,10 @@ class Job:
         """Unit u's parameters of the last completed step, gathered outside
         the step driver into a tensor of their own (on the host)."""
         buf = np.empty(u.numel, dtype=DT[self.dtype][1])
-        self.t.gather(u.index, self.step, out=buf).wait(self.o["op_timeout_ms"] or -1)
+        bound = self.o["op_timeout_ms"] or 120000  # the step driver's default bound
+        if not self.t.gather(u.index, self.step, out=buf).wait(bound):
+            raise TimedOut("unit '%s' of step %d was not gathered within %d ms" %
+                            (u.name, self.step, bound))
         flat = torch.from_numpy(buf)
         return flat.view(DT[self.dtype][2]) if DT[self.dtype][2] is not None else flat
 

@@ -5,7 +5,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from zshard.errors import error_for
+from zshard.errors import FailedPrecondition, InvalidArgument, TimedOut
 from zshard.trainer import Trainer
 from zshard.torch.job import Job
 
@@ -47,10 +47,11 @@ class ZshardModule:
         at once)."""
         j = self._zshard
         if j.in_step:
-            raise error_for(10, "a checkpoint is taken between steps (after optimizer.step())")
+            raise FailedPrecondition("a checkpoint is taken between steps "
+                                     "(after optimizer.step())")
         ident = j.t.checkpoint(j.step, blob)
         if wait and not j.t.checkpoint_wait(ident, timeout_ms):
-            raise error_for(5, "checkpoint %d did not commit within %d ms" % (ident, timeout_ms))
+            raise TimedOut("checkpoint %d did not commit within %d ms" % (ident, timeout_ms))
         return ident
 
     def zshard_state_dict(self) -> Dict[str, torch.Tensor]:
@@ -109,7 +110,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
     coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
     if not coordinator:
-        raise error_for(1, "no coordinator: give coordinator= or set ZSHARD_COORDINATOR")
+        raise InvalidArgument("no coordinator: give coordinator= or set ZSHARD_COORDINATOR")
     opts = dict(job=job, coordinator=coordinator, rank=rank, world_size=world_size,
                 stage=stage, transport=transport, prefetch=prefetch,
                 reshard_after_forward=reshard_after_forward, push_depth=push_depth,

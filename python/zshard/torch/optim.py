@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from zshard.errors import error_for
+from zshard.errors import InvalidArgument
 from zshard.torch.job import OWNER
 
 
@@ -22,15 +22,15 @@ class _Optim:
             for p in g["params"]:
                 owner = OWNER.get(id(p))
                 if owner is None:
-                    raise error_for(1, "a parameter of the optimizer is in no zshard module "
+                    raise InvalidArgument("a parameter of the optimizer is in no zshard module "
                                     "(fully_shard the root module first)")
                 if self._zs is None:
                     self._zs = owner
                 elif owner is not self._zs:
-                    raise error_for(1, "the optimizer's parameters span two zshard jobs")
+                    raise InvalidArgument("the optimizer's parameters span two zshard jobs")
                 seen.add(id(p))
         if self._zs is None:
-            raise error_for(1, "the optimizer has no parameters")
+            raise InvalidArgument("the optimizer has no parameters")
         self._zs.attach(self, seen)
 
     def _group_values(self, g):
