@@ -106,16 +106,16 @@ class Job:
         empty = [u.name for u in self.units if not u.params]
         if empty:
             raise InvalidArgument("zshard modules with no parameters of their own: %s" %
-                            ", ".join(empty))
+                                  ", ".join(empty))
         dts = {p.dtype for u in self.units for _, p in u.params}
         if len(dts) != 1 or next(iter(dts)) not in DT:
             raise InvalidArgument("every parameter must be of one dtype of float32, bfloat16, "
-                            "float16 (found %s)" % ", ".join(sorted(map(str, dts))))
+                                  "float16 (found %s)" % ", ".join(sorted(map(str, dts))))
         self.dtype = next(iter(dts))
         devs = {p.device for u in self.units for _, p in u.params}
         if len(devs) != 1:
             raise InvalidArgument("the parameters are on several devices: %s" %
-                            ", ".join(sorted(map(str, devs))))
+                                  ", ".join(sorted(map(str, devs))))
         dev = next(iter(devs))
         # CPU parameters are libzshard's buffers themselves; others (CUDA)
         # are copies on their device, staged through those buffers
@@ -127,7 +127,7 @@ class Job:
                    if id(p) not in seen and p.requires_grad]
         if missing:
             raise InvalidArgument("parameters the optimizer does not train: %s (frozen "
-                            "parameters: requires_grad=False)" % ", ".join(missing[:8]))
+                                  "parameters: requires_grad=False)" % ", ".join(missing[:8]))
         self.opt = opt
 
     def spec(self):
@@ -167,7 +167,7 @@ class Job:
             return self.resume_state
         if self.opt is None:
             raise FailedPrecondition("no optimizer: create zshard.torch.AdamW or SGD over the "
-                            "model's parameters before its first forward")
+                                     "model's parameters before its first forward")
         o = self.o
         if o["rank"] == 0 or o.get("create_everywhere"):
             try:
@@ -205,12 +205,12 @@ class Job:
         t = self.t
         if t.units != len(self.units):
             raise InvalidArgument("job '%s' has %d units, this model %d" %
-                            (self.o["job"], t.units, len(self.units)))
+                                  (self.o["job"], t.units, len(self.units)))
         for u in self.units:
             if t.unit_numel(u.index) != u.numel:
                 raise InvalidArgument("job '%s' unit %d is %d elements, this model's '%s' %d" %
-                                (self.o["job"], u.index, t.unit_numel(u.index), u.name,
-                                 u.numel))
+                                      (self.o["job"], u.index, t.unit_numel(u.index), u.name,
+                                       u.numel))
 
     def upload(self):
         """Rank 0's upload of the initial parameters: the module's own, kept
@@ -355,8 +355,8 @@ class Job:
     def end_step(self):
         if self.accumulating():
             raise FailedPrecondition("optimizer.step() while gradients accumulate "
-                            "(set_requires_gradient_sync(False)): a backward with sync "
-                            "on comes first")
+                                     "(set_requires_gradient_sync(False)): a backward with sync "
+                                     "on comes first")
         if not self.in_step:
             raise FailedPrecondition("optimizer.step() without a forward and backward pass")
         try:
@@ -470,7 +470,7 @@ class Job:
         bound = self.o["op_timeout_ms"] or 120000  # the step driver's default bound
         if not self.t.gather(u.index, self.step, out=buf).wait(bound):
             raise TimedOut("unit '%s' of step %d was not gathered within %d ms" %
-                            (u.name, self.step, bound))
+                           (u.name, self.step, bound))
         flat = torch.from_numpy(buf)
         return flat.view(DT[self.dtype][2]) if DT[self.dtype][2] is not None else flat
 

@@ -23,7 +23,7 @@ class _Optim:
                 owner = OWNER.get(id(p))
                 if owner is None:
                     raise InvalidArgument("a parameter of the optimizer is in no zshard module "
-                                    "(fully_shard the root module first)")
+                                          "(fully_shard the root module first)")
                 if self._zs is None:
                     self._zs = owner
                 elif owner is not self._zs:
