@@ -211,12 +211,16 @@ class TestTorch(unittest.TestCase):
         dump, _ = self.run_ranks("gst", ["--steps", "4", "--staged"])
         self.assert_bitwise(load_file(dump), reference(4, total=4), "staged")
 
-    def test_stages_1_and_2_bitwise(self):
+    def test_stages_and_policies_bitwise(self):
+        """Stages 1 and 2 over shm; stage 3 keeping units until their
+        backward with two units of prefetch, over tcp: the same bits."""
         ref = reference(4, total=4)
-        for stage in (1, 2):
-            dump, _ = self.run_ranks("g%d" % stage, ["--steps", "4", "--stage", str(stage),
-                                                      "--transport", "shm"])
-            self.assert_bitwise(load_file(dump), ref, "stage %d" % stage)
+        for job, extra in (("g1", ["--stage", "1", "--transport", "shm"]),
+                           ("g2", ["--stage", "2", "--transport", "shm"]),
+                           ("g3k", ["--keep-until-backward", "--prefetch", "2",
+                                    "--transport", "tcp"])):
+            dump, _ = self.run_ranks(job, ["--steps", "4"] + extra)
+            self.assert_bitwise(load_file(dump), ref, job)
 
     def test_accumulation_and_clipping_bitwise(self):
         """Two micro-batches per step (set_requires_gradient_sync(False) on
