@@ -172,6 +172,9 @@ static void test_oracle_over_rdma(void **st)
 	printf("test_oracle_over_rdma: on %s, %d servers\n", note, C.n);
 	run("rd1", 2, "rdma", ZS_ADAMW, ZS_F32, 1);
 	run("rd2", 2, "rdma", ZS_SGD, ZS_BF16, 3); /* accumulation, bf16 */
+	/* optimizer groups and a schedule set each step (HPARAMS frames on
+	 * the rdma connections' stream), with clipping */
+	run_full("rd4", 2, "rdma", ZS_ADAMW, ZS_F32, 1, 0.5, 1);
 	{ /* the step driver, its buffers registered once */
 		struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1};
 		struct zs_trainer_counters c;
