@@ -18,65 +18,59 @@
 #define ZS_CLONES
 #endif
 
+struct zs_sgd_k zs_sgd_consts(const struct zs_optim_step *s)
+{
+	return (struct zs_sgd_k){(float)s->lr, (float)s->weight_decay, (float)s->momentum,
+				 s->t == 1};
+}
+
+struct zs_adamw_k zs_adamw_consts(const struct zs_optim_step *s)
+{
+	const double bc1 = 1.0 - pow(s->beta1, (double)s->t);
+	const double bc2 = 1.0 - pow(s->beta2, (double)s->t);
+
+	return (struct zs_adamw_k){
+		.decay = (float)(1.0 - s->lr * s->weight_decay),
+		.b1 = (float)s->beta1, .b2 = (float)s->beta2,
+		.one_b1 = (float)(1.0 - s->beta1), .one_b2 = (float)(1.0 - s->beta2),
+		.step = (float)(-(s->lr / bc1)), .bc2_sqrt = (float)sqrt(bc2),
+		.eps = (float)s->eps,
+	};
+}
+
+/* The loops: math/elem.h's arithmetic per element, each momentum case its
+ * own loop so that the compiler sees no branch inside. */
 ZS_CLONES
-static void sgd(const struct zs_optim_step *s, float *restrict p, float *restrict buf,
+static void sgd(const struct zs_sgd_k k, float *restrict p, float *restrict buf,
 		const float *restrict g, size_t n)
 {
-	const float lr = (float)s->lr, wd = (float)s->weight_decay;
-	const float mom = (float)s->momentum;
-
-	if (mom == 0.0f) {
+	if (k.mom == 0.0f) {
 		for (size_t i = 0; i < n; i++)
-			p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);
-		return;
-	}
-	if (s->t == 1) {
-		for (size_t i = 0; i < n; i++) {
-			float d = g[i] + wd * p[i];
-			buf[i] = d;
-			p[i] = p[i] + (-lr) * d;
-		}
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		float d = g[i] + wd * p[i];
-		float b = buf[i] * mom + d;
-		buf[i] = b;
-		p[i] = p[i] + (-lr) * b;
+			zs_sgd_elem(k, &p[i], NULL, g[i]);
+	} else if (k.first) {
+		for (size_t i = 0; i < n; i++)
+			zs_sgd_elem(k, &p[i], &buf[i], g[i]);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			zs_sgd_elem(k, &p[i], &buf[i], g[i]);
 	}
 }
 
 ZS_CLONES
-static void adamw(const struct zs_optim_step *s, float *restrict p, float *restrict m,
+static void adamw(const struct zs_adamw_k k, float *restrict p, float *restrict m,
 		  float *restrict v, const float *restrict g, size_t n)
 {
-	const double bc1 = 1.0 - pow(s->beta1, (double)s->t);
-	const double bc2 = 1.0 - pow(s->beta2, (double)s->t);
-	const float decay = (float)(1.0 - s->lr * s->weight_decay);
-	const float b1 = (float)s->beta1, b2 = (float)s->beta2;
-	const float one_b1 = (float)(1.0 - s->beta1), one_b2 = (float)(1.0 - s->beta2);
-	const float step = (float)(-(s->lr / bc1));
-	const float bc2_sqrt = (float)sqrt(bc2);
-	const float eps = (float)s->eps;
-
-	for (size_t i = 0; i < n; i++) {
-		float gi = g[i];
-		float mi = m[i] * b1 + one_b1 * gi;
-		float vi = v[i] * b2 + one_b2 * gi * gi; /* addcmul: value * t1 * t2 */
-		float denom = sqrtf(vi) / bc2_sqrt + eps;
-		m[i] = mi;
-		v[i] = vi;
-		p[i] = p[i] * decay + step * mi / denom;
-	}
+	for (size_t i = 0; i < n; i++)
+		zs_adamw_elem(k, &p[i], &m[i], &v[i], g[i]);
 }
 
 void zs_optim_apply(const struct zs_optim_step *s, float *param, float *state0,
 		    float *state1, const float *grad, size_t n)
 {
 	if (s->kind == ZS_ADAMW)
-		adamw(s, param, state0, state1, grad, n);
+		adamw(zs_adamw_consts(s), param, state0, state1, grad, n);
 	else
-		sgd(s, param, state0, grad, n);
+		sgd(zs_sgd_consts(s), param, state0, grad, n);
 }
 
 struct part {

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "math/elem.h"
 #include "model/model.h"
 
 struct zs_optim_step {
@@ -31,6 +32,11 @@ struct zs_optim_step {
 	double lr, beta1, beta2, eps, weight_decay, momentum;
 	uint64_t t; /* 1-based step number of this update */
 };
+
+/* The per-update scalars math/elem.h's element functions take (the same
+ * for the host and the CUDA kernels). */
+struct zs_adamw_k zs_adamw_consts(const struct zs_optim_step *s);
+struct zs_sgd_k zs_sgd_consts(const struct zs_optim_step *s);
 
 /*
  * One optimizer update of n elements: param (fp32 master) in place, state
