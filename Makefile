@@ -67,8 +67,19 @@ LDLIBS += $(RDMA_LIBS)
 HAVE_NCCL := $(shell test -f /usr/local/cuda/include/nccl.h && echo 1)
 RDMA_NOTE := $(if $(HAVE_IBVERBS),libibverbs found,libibverbs-dev not found)
 NCCL_NOTE := $(if $(HAVE_NCCL),found under /usr/local/cuda,not found)
+# CUDA: the GPU kernels (gpu/*.cu) build with nvcc wherever the toolkit is
+# (every machine of this project); they run only where a device is. The
+# flags give the host kernels' IEEE arithmetic: no fused multiply-add, IEEE
+# division and square root, subnormals kept (tests/gpu/check-ptx.sh checks)
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+HAVE_NVCC := $(wildcard $(NVCC))
+NVCC_IEEE := -fmad=false -prec-div=true -prec-sqrt=true -ftz=false
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVCCFLAGS := -O3 -std=c++17 $(NVCC_IEEE) $(NVCC_ARCH) -I. -Xcompiler -Wall,-Wextra -Werror all-warnings
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
 ifeq ($(MAKELEVEL),0)
-$(info zshard: optional parts: rdma: $(RDMA_NOTE)$(if $(HAVE_IBVERBS),, - the rdma transport is left out); nccl: $(NCCL_NOTE), transport not yet built)
+$(info zshard: optional parts: rdma: $(RDMA_NOTE)$(if $(HAVE_IBVERBS),, - the rdma transport is left out); cuda: $(if $(HAVE_NVCC),nvcc found: the GPU kernels are built (make test-gpu runs them where a device is),nvcc not found: the GPU kernels are left out); nccl: $(NCCL_NOTE), transport not yet built)
 endif
 
 # ------------------------------------------------------------ the layers
@@ -111,12 +122,13 @@ PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
-UNIT_TESTS := placement codec kv util spec_json optim wire transport engine plan
+UNIT_TESTS := placement codec kv util spec_json optim wire transport engine plan \
+	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train ckpt crash
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all check check-layers check-exports check-install test-rdma test-faults asan demo gpt torch-venv bench \
+.PHONY: all check check-layers check-exports check-install test-rdma test-gpu test-faults asan demo gpt torch-venv bench \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(TEST_BINS)
@@ -191,6 +203,13 @@ $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
 $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(CORE_LIB)
 $(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(CORE_LIB)
+# the CUDA kernels against the host's (skipped, with the reason, without a device)
+GPU_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard gpu/*.cu))
+$(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h math/elem.h include/zshard_status.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+$(BUILD)/tests/test_gpu: $(BUILD)/obj/tests/gpu/test_gpu.o $(GPU_OBJ) $(CORE_LIB)
+$(BUILD)/tests/test_gpu: LDLIBS += $(CUDA_LIBS)
 TRAIN_OBJ := $(TEST_HARNESS) $(BUILD)/obj/tests/oracle.o $(BUILD)/obj/tests/integration/train_common.o
 $(BUILD)/tests/test_train: $(BUILD)/obj/tests/integration/test_train.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_ckpt: $(BUILD)/obj/tests/integration/test_ckpt.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
@@ -210,6 +229,7 @@ check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
 	rc=$$?; \
 	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \
+	if [ -n "$(HAVE_NVCC)" ]; then sh tests/gpu/check-ptx.sh "$(NVCC)" "$(NVCC_IEEE)" || rc=1; fi; \
 	sh tests/integration/netns.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: netns skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \
@@ -239,6 +259,12 @@ check-install: all
 
 test-rdma: all
 	@sh tests/rdma/run.sh $(BUILD)
+
+# where a CUDA device is: the GPU tests (make check runs them too, and
+# lists them as skipped, with the reason, on machines without one)
+test-gpu: $(BUILD)/tests/test_gpu
+	@sh tests/gpu/check-ptx.sh "$(NVCC)" "$(NVCC_IEEE)"
+	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests gpu
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

@@ -21,6 +21,7 @@ include:
 base: include
 model: base include
 math: model base include
+gpu: math model base include
 storage: model base include
 net: model base include
 ctrl: gen model base include
@@ -37,6 +38,8 @@ protobuf-c/ ctrl
 lmdb.h storage
 infiniband/ rdma
 jansson.h model storage cli
+cuda_runtime.h gpu
+cuda.h gpu
 "
 
 allowed() { # folder -> its allowed list, or "?" when the folder is unknown

@@ -1,0 +1,168 @@
+/*
+ * test_gpu.c - the CUDA optimizer kernels (gpu/optim.cu) against the host
+ * kernels (math/optim.c), bit for bit: AdamW over several steps, SGD with
+ * and without momentum (its first step and later ones), over awkward sizes
+ * (0, 1, a warp less one, block boundaries, more than one grid-stride
+ * pass) and awkward values (zeros, subnormals, large and tiny gradients).
+ * Without a CUDA device each test says why and is skipped (not passed);
+ * make test-gpu runs it where a device is.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/gpu.h"
+#include "math/optim.h"
+
+static const size_t sizes[] = {0, 1, 31, 255, 256, 257, 4099, 65536 * 3 + 5,
+			       65535ull * 256 + 1000};
+
+static uint32_t rng = 2463534242u;
+static float frand(void) /* xorshift, in [-1, 1), with awkward values now and then */
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 17;
+	rng ^= rng << 5;
+	switch (rng % 61) {
+	case 0: return 0.0f;
+	case 1: return -0.0f;
+	case 2: return FLT_MIN / 8; /* subnormal */
+	case 3: return 3e4f;
+	case 4: return 1e-20f;
+	default: return (float)((double)rng / 2147483648.0 - 1.0);
+	}
+}
+
+static void need_device(void)
+{
+	char why[256];
+	if (!zs_gpu_available(why, sizeof why)) {
+		printf("test_gpu: skipped: %s (make test-gpu runs it where a device is)\n", why);
+		skip();
+	}
+}
+
+/* Host arrays a[k] (n floats each) copied to the device into d[k]. */
+static void to_device(float **d, float **a, int k, size_t n)
+{
+	char why[256];
+	for (int i = 0; i < k; i++) {
+		d[i] = zs_gpu_alloc(n * 4, why, sizeof why);
+		if (!d[i])
+			fail_msg("%s", why);
+		if (zs_gpu_copy(d[i], a[i], n * 4, true, why, sizeof why))
+			fail_msg("%s", why);
+	}
+}
+
+static void same(float *dev, const float *host, size_t n, const char *what, size_t size,
+		 uint64_t t)
+{
+	char why[256];
+	float *back = malloc(n * 4 + 4);
+	if (zs_gpu_copy(back, dev, n * 4, false, why, sizeof why))
+		fail_msg("%s", why);
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(&back[i], &host[i], 4))
+			fail_msg("%s, %zu elements, step %llu: element %zu is %.9g on the device, "
+				 "%.9g on the host", what, size, (unsigned long long)t, i, back[i],
+				 host[i]);
+	free(back);
+}
+
+static void test_adamw_bitwise(void **st)
+{
+	(void)st;
+	need_device();
+	for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+		size_t n = sizes[z];
+		float *h[4], *d[4];
+		char why[256];
+		for (int k = 0; k < 4; k++) {
+			h[k] = malloc(n * 4 + 4);
+			for (size_t i = 0; i < n; i++)
+				h[k][i] = k == 1 || k == 2 ? 0.0f : frand();
+		}
+		to_device(d, h, 4, n);
+		for (uint64_t t = 1; t <= 3; t++) {
+			struct zs_optim_step s = {.kind = ZS_ADAMW, .lr = 1e-3 * (double)t,
+						  .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+						  .weight_decay = 0.1, .t = t};
+			zs_optim_apply(&s, h[0], h[1], h[2], h[3], n);
+			if (zs_gpu_adamw(zs_adamw_consts(&s), d[0], d[1], d[2], d[3], n, why,
+					 sizeof why))
+				fail_msg("%s", why);
+			same(d[0], h[0], n, "AdamW parameters", n, t);
+			same(d[1], h[1], n, "AdamW first moment", n, t);
+			same(d[2], h[2], n, "AdamW second moment", n, t);
+		}
+		for (int k = 0; k < 4; k++) {
+			zs_gpu_free(d[k]);
+			free(h[k]);
+		}
+	}
+}
+
+static void test_sgd_bitwise(void **st)
+{
+	(void)st;
+	need_device();
+	for (double mom = 0.0; mom < 1.0; mom += 0.9)
+		for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+			size_t n = sizes[z];
+			float *h[3], *d[3];
+			char why[256];
+			for (int k = 0; k < 3; k++) {
+				h[k] = malloc(n * 4 + 4);
+				for (size_t i = 0; i < n; i++)
+					h[k][i] = k == 1 ? 0.0f : frand();
+			}
+			to_device(d, h, 3, n);
+			for (uint64_t t = 1; t <= 3; t++) {
+				struct zs_optim_step s = {.kind = ZS_SGD, .lr = 0.05, .momentum = mom,
+							  .weight_decay = 1e-3, .t = t};
+				zs_optim_apply(&s, h[0], mom != 0.0 ? h[1] : NULL, NULL, h[2], n);
+				if (zs_gpu_sgd(zs_sgd_consts(&s), d[0], mom != 0.0 ? d[1] : NULL, d[2],
+					       n, why, sizeof why))
+					fail_msg("%s", why);
+				same(d[0], h[0], n, mom != 0.0 ? "SGD (momentum) parameters"
+							       : "SGD parameters", n, t);
+				if (mom != 0.0)
+					same(d[1], h[1], n, "SGD momentum buffer", n, t);
+			}
+			for (int k = 0; k < 3; k++) {
+				zs_gpu_free(d[k]);
+				free(h[k]);
+			}
+		}
+}
+
+/* Without a device every call says so plainly, none crashes. */
+static void test_no_device_is_plain(void **st)
+{
+	char why[256] = "";
+	(void)st;
+	if (zs_gpu_available(why, sizeof why)) {
+		printf("test_gpu: skipped: a device is here (this checks the machines without)\n");
+		skip();
+	}
+	assert_true(strlen(why) > 0);
+	assert_null(zs_gpu_alloc(64, why, sizeof why));
+	assert_true(strstr(why, "cudaMalloc") != NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_adamw_bitwise),
+		cmocka_unit_test(test_sgd_bitwise),
+		cmocka_unit_test(test_no_device_is_plain),
+	};
+	return cmocka_run_group_tests_name("gpu", tests, NULL, NULL);
+}
