@@ -205,7 +205,7 @@ $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(CORE_L
 $(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(CORE_LIB)
 # the CUDA kernels against the host's (skipped, with the reason, without a device)
 GPU_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard gpu/*.cu))
-$(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h math/elem.h include/zshard_status.h
+$(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h gpu/launch.cuh math/elem.h base/dtype.h include/zshard_status.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
 $(BUILD)/tests/test_gpu: $(BUILD)/obj/tests/gpu/test_gpu.o $(GPU_OBJ) $(CORE_LIB)

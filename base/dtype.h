@@ -29,22 +29,29 @@ void zs_convert_from_f32(void *dst, enum zs_dtype dt, const float *src, size_t n
 /* Converts n dtype values to fp32. */
 void zs_convert_to_f32(float *dst, const void *src, enum zs_dtype dt, size_t n);
 
-/* fp32 <-> bf16 / fp16, one value. */
-static inline uint32_t zs_f32_bits(float f)
+/* fp32 <-> bf16 / fp16, one value; nvcc compiles the same functions for
+ * the CUDA kernels (gpu/), so host and device convert alike. */
+#ifdef __CUDACC__
+#define ZS_DT_INLINE static inline __host__ __device__
+#else
+#define ZS_DT_INLINE static inline
+#endif
+
+ZS_DT_INLINE uint32_t zs_f32_bits(float f)
 {
 	uint32_t u;
 	memcpy(&u, &f, 4);
 	return u;
 }
 
-static inline float zs_f32_from_bits(uint32_t u)
+ZS_DT_INLINE float zs_f32_from_bits(uint32_t u)
 {
 	float f;
 	memcpy(&f, &u, 4);
 	return f;
 }
 
-static inline uint16_t zs_f32_to_bf16(float f)
+ZS_DT_INLINE uint16_t zs_f32_to_bf16(float f)
 {
 	uint32_t u = zs_f32_bits(f);
 	if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet and a NaN */
@@ -53,9 +60,9 @@ static inline uint16_t zs_f32_to_bf16(float f)
 	return (uint16_t)(u >> 16);
 }
 
-static inline float zs_bf16_to_f32(uint16_t h) { return zs_f32_from_bits((uint32_t)h << 16); }
+ZS_DT_INLINE float zs_bf16_to_f32(uint16_t h) { return zs_f32_from_bits((uint32_t)h << 16); }
 
-static inline uint16_t zs_f32_to_f16(float f)
+ZS_DT_INLINE uint16_t zs_f32_to_f16(float f)
 {
 	uint32_t u = zs_f32_bits(f), sign = (u >> 16) & 0x8000u;
 	uint32_t a = u & 0x7fffffffu;
@@ -80,7 +87,7 @@ static inline uint16_t zs_f32_to_f16(float f)
 	}
 }
 
-static inline float zs_f16_to_f32(uint16_t h)
+ZS_DT_INLINE float zs_f16_to_f32(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu,
 		 m = h & 0x3ffu;

@@ -5,8 +5,9 @@
  * host kernels' bits. Plain C for its callers; nothing here needs a device
  * to link, and every call says plainly when there is none.
  *
- * First piece of GPU-resident shards (issue 13): the optimizer kernels on
- * device memory, and what the tests need to compare them with the host's.
+ * First piece of GPU-resident shards (issue 13): the optimizer, reduction
+ * and conversion kernels on device memory (optim.cu, reduce.cu), and what
+ * the tests need to compare them with the host's.
  */
 #ifndef ZS_GPU_H
 #define ZS_GPU_H
@@ -14,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/dtype.h"
 #include "include/zshard_status.h"
 #include "math/elem.h"
 
@@ -40,6 +42,18 @@ enum zs_status zs_gpu_adamw(struct zs_adamw_k k, float *p, float *m, float *v, c
 			    size_t n, char *why, size_t len);
 enum zs_status zs_gpu_sgd(struct zs_sgd_k k, float *p, float *buf, const float *g, size_t n,
 			  char *why, size_t len);
+
+/* The reduction and the copies around it, on device memory, as
+ * math/optim.h's zs_reduce_first / zs_reduce_add (x in dt, first: acc =
+ * x, else acc += x), zs_reduce_mean, zs_scale and base/dtype.h's
+ * zs_convert_from_f32 do them on the host (the same conversions: nvcc
+ * compiles base/dtype.h's). ZS_OK, or ZS_EIO with why. */
+enum zs_status zs_gpu_reduce(float *acc, const void *x, enum zs_dtype dt, bool first, size_t n,
+			     char *why, size_t len);
+enum zs_status zs_gpu_mean(float *acc, uint32_t count, size_t n, char *why, size_t len);
+enum zs_status zs_gpu_scale(float *x, float coef, size_t n, char *why, size_t len);
+enum zs_status zs_gpu_from_f32(void *dst, enum zs_dtype dt, const float *src, size_t n,
+			       char *why, size_t len);
 
 #ifdef __cplusplus
 }

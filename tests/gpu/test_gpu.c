@@ -1,7 +1,9 @@
 /*
- * test_gpu.c - the CUDA optimizer kernels (gpu/optim.cu) against the host
- * kernels (math/optim.c), bit for bit: AdamW over several steps, SGD with
- * and without momentum (its first step and later ones), over awkward sizes
+ * test_gpu.c - the CUDA kernels (gpu/) against the host kernels
+ * (math/optim.c, base/dtype.c), bit for bit: AdamW over several steps, SGD
+ * with and without momentum (its first step and later ones), the rank-order
+ * reduction in each dtype with the mean, the clipping scale and the
+ * compute-dtype copy, over awkward sizes
  * (0, 1, a warp less one, block boundaries, more than one grid-stride
  * pass) and awkward values (zeros, subnormals, large and tiny gradients).
  * Without a CUDA device each test says why and is skipped (not passed);
@@ -143,6 +145,68 @@ static void test_sgd_bitwise(void **st)
 		}
 }
 
+/* The reduction of 3 ranks' contributions in each dtype, the mean, the
+ * clipping scale and the compute-dtype copy, device against host. (Finite
+ * values only: a NaN's payload is the one thing CUDA and x86 propagate
+ * differently.) */
+static void test_reduce_bitwise(void **st)
+{
+	static const enum zs_dtype dts[] = {ZS_F32, ZS_BF16, ZS_F16};
+	(void)st;
+	need_device();
+	for (int d = 0; d < 3; d++)
+		for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+			enum zs_dtype dt = dts[d];
+			size_t n = sizes[z], dsz = zs_dtype_size(dt);
+			float *acc = malloc(n * 4 + 4), *f = malloc(n * 4 + 4), *dacc, *back;
+			uint8_t *x[3], *copy = malloc(n * 4 + 4);
+			void *dx[3], *dcopy;
+			char why[256];
+			for (int r = 0; r < 3; r++) {
+				x[r] = malloc(n * dsz + 4);
+				for (size_t i = 0; i < n; i++)
+					f[i] = frand() * (float)(r + 1) * 100.0f;
+				zs_convert_from_f32(x[r], dt, f, n);
+				if (!(dx[r] = zs_gpu_alloc(n * dsz, why, sizeof why)) ||
+				    zs_gpu_copy(dx[r], x[r], n * dsz, true, why, sizeof why))
+					fail_msg("%s", why);
+			}
+			dacc = zs_gpu_alloc(n * 4, why, sizeof why);
+			dcopy = zs_gpu_alloc(n * 4, why, sizeof why);
+			if (!dacc || !dcopy)
+				fail_msg("%s", why);
+			zs_reduce_first(acc, x[0], dt, n);
+			zs_reduce_add(acc, x[1], dt, n);
+			zs_reduce_add(acc, x[2], dt, n);
+			zs_reduce_mean(acc, 3, n);
+			zs_scale(acc, 0.37f, n);
+			zs_convert_from_f32(copy, dt, acc, n);
+			for (int r = 0; r < 3; r++)
+				if (zs_gpu_reduce(dacc, dx[r], dt, r == 0, n, why, sizeof why))
+					fail_msg("%s", why);
+			if (zs_gpu_mean(dacc, 3, n, why, sizeof why) ||
+			    zs_gpu_scale(dacc, 0.37f, n, why, sizeof why) ||
+			    zs_gpu_from_f32(dcopy, dt, dacc, n, why, sizeof why))
+				fail_msg("%s", why);
+			same(dacc, acc, n, zs_dtype_name(dt), n, 0);
+			back = malloc(n * 4 + 4);
+			if (zs_gpu_copy(back, dcopy, n * dsz, false, why, sizeof why))
+				fail_msg("%s", why);
+			if (memcmp(back, copy, n * dsz))
+				fail_msg("the %s copy of %zu elements differs", zs_dtype_name(dt), n);
+			free(back);
+			for (int r = 0; r < 3; r++) {
+				zs_gpu_free(dx[r]);
+				free(x[r]);
+			}
+			zs_gpu_free(dacc);
+			zs_gpu_free(dcopy);
+			free(acc);
+			free(f);
+			free(copy);
+		}
+}
+
 /* Without a device every call says so plainly, none crashes. */
 static void test_no_device_is_plain(void **st)
 {
@@ -162,6 +226,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_adamw_bitwise),
 		cmocka_unit_test(test_sgd_bitwise),
+		cmocka_unit_test(test_reduce_bitwise),
 		cmocka_unit_test(test_no_device_is_plain),
 	};
 	return cmocka_run_group_tests_name("gpu", tests, NULL, NULL);
