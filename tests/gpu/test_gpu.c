@@ -50,16 +50,26 @@ static void need_device(void)
 	}
 }
 
-/* Host arrays a[k] (n floats each) copied to the device into d[k]. */
-static void to_device(float **d, float **a, int k, size_t n)
+/* k host arrays h[] of n floats (random; zeros where bit i of zeros is
+ * set: optimizer state) and their copies on the device, d[]. */
+static void arrays(float **h, float **d, int k, size_t n, unsigned zeros)
 {
 	char why[256];
 	for (int i = 0; i < k; i++) {
+		h[i] = malloc(n * 4 + 4);
+		for (size_t e = 0; e < n; e++)
+			h[i][e] = zeros >> i & 1 ? 0.0f : frand();
 		d[i] = zs_gpu_alloc(n * 4, why, sizeof why);
-		if (!d[i])
+		if (!d[i] || zs_gpu_copy(d[i], h[i], n * 4, true, why, sizeof why))
 			fail_msg("%s", why);
-		if (zs_gpu_copy(d[i], a[i], n * 4, true, why, sizeof why))
-			fail_msg("%s", why);
+	}
+}
+
+static void arrays_free(float **h, float **d, int k)
+{
+	for (int i = 0; i < k; i++) {
+		zs_gpu_free(d[i]);
+		free(h[i]);
 	}
 }
 
@@ -86,12 +96,7 @@ static void test_adamw_bitwise(void **st)
 		size_t n = sizes[z];
 		float *h[4], *d[4];
 		char why[256];
-		for (int k = 0; k < 4; k++) {
-			h[k] = malloc(n * 4 + 4);
-			for (size_t i = 0; i < n; i++)
-				h[k][i] = k == 1 || k == 2 ? 0.0f : frand();
-		}
-		to_device(d, h, 4, n);
+		arrays(h, d, 4, n, 1u << 1 | 1u << 2); /* p, m = 0, v = 0, g */
 		for (uint64_t t = 1; t <= 3; t++) {
 			struct zs_optim_step s = {.kind = ZS_ADAMW, .lr = 1e-3 * (double)t,
 						  .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
@@ -104,10 +109,7 @@ static void test_adamw_bitwise(void **st)
 			same(d[1], h[1], n, "AdamW first moment", n, t);
 			same(d[2], h[2], n, "AdamW second moment", n, t);
 		}
-		for (int k = 0; k < 4; k++) {
-			zs_gpu_free(d[k]);
-			free(h[k]);
-		}
+		arrays_free(h, d, 4);
 	}
 }
 
@@ -120,12 +122,7 @@ static void test_sgd_bitwise(void **st)
 			size_t n = sizes[z];
 			float *h[3], *d[3];
 			char why[256];
-			for (int k = 0; k < 3; k++) {
-				h[k] = malloc(n * 4 + 4);
-				for (size_t i = 0; i < n; i++)
-					h[k][i] = k == 1 ? 0.0f : frand();
-			}
-			to_device(d, h, 3, n);
+			arrays(h, d, 3, n, 1u << 1); /* p, buf = 0, g */
 			for (uint64_t t = 1; t <= 3; t++) {
 				struct zs_optim_step s = {.kind = ZS_SGD, .lr = 0.05, .momentum = mom,
 							  .weight_decay = 1e-3, .t = t};
@@ -138,10 +135,7 @@ static void test_sgd_bitwise(void **st)
 				if (mom != 0.0)
 					same(d[1], h[1], n, "SGD momentum buffer", n, t);
 			}
-			for (int k = 0; k < 3; k++) {
-				zs_gpu_free(d[k]);
-				free(h[k]);
-			}
+			arrays_free(h, d, 3);
 		}
 }
 
