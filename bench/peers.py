@@ -161,19 +161,30 @@ def free_port():
         return s.getsockname()[1]
 
 
-def server_peaks(d):
-    """The shard servers' peak RSS (VmHWM), bytes, from their pid files."""
+def server_pids(d):
+    """The shard servers' pids, from the launcher's pid files."""
+    run = os.path.join(d, "run")
     out = []
-    for f in sorted(os.listdir(os.path.join(d, "run"))) if os.path.isdir(
-            os.path.join(d, "run")) else []:
-        if not f.startswith("server"):
-            continue
+    for f in sorted(os.listdir(run)) if os.path.isdir(run) else []:
+        if f.startswith("server"):
+            with open(os.path.join(run, f)) as pf:
+                out.append(int(pf.read().split()[0]))
+    return out
+
+
+def server_peaks(d, reset=False):
+    """The shard servers' peak RSS (VmHWM), bytes, since the last reset;
+    reset: start the peak afresh (clear_refs 5), for the next configuration."""
+    out = []
+    for pid in server_pids(d):
         try:
-            pid = int(open(os.path.join(d, "run", f)).read().split()[0])
-            for ln in open("/proc/%d/status" % pid):
-                if ln.startswith("VmHWM:"):
-                    out.append(int(ln.split()[1]) * 1024)
-        except (OSError, ValueError):
+            if reset:
+                with open("/proc/%d/clear_refs" % pid, "w") as f:
+                    f.write("5")
+                continue
+            with open("/proc/%d/status" % pid) as f:
+                out += [int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmHWM:")]
+        except OSError:
             pass
     return out
 
@@ -243,6 +254,8 @@ def main():
             for name, kind, cfg in chosen:
                 if name in why:
                     continue
+                if kind == "zshard":
+                    server_peaks(d, reset=True)
                 res, err = run_config(name, kind, cfg, a, cluster, run)
                 if res is None:
                     why[name] = err

@@ -21,7 +21,7 @@ enum zs_status zs_hp_check(enum zs_optim_kind kind, const struct zs_hp *h, const
 	if (!finite_nonneg(h->weight_decay))
 		return zs_fail(err, ZS_EINVAL, "%s: weight_decay %g is invalid (finite, >= 0)",
 			       what, h->weight_decay);
-	if (kind == ZS_SGD && !(finite_nonneg(h->momentum) && h->momentum < 1.0))
+	if (!(finite_nonneg(h->momentum) && h->momentum < 1.0))
 		return zs_fail(err, ZS_EINVAL, "%s: momentum %g is invalid (in [0, 1))", what,
 			       h->momentum);
 	if (kind == ZS_ADAMW &&

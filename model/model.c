@@ -263,27 +263,23 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 	if (o->kind != ZS_SGD && o->kind != ZS_ADAMW)
 		return zs_fail(err, ZS_EINVAL,
 			       "optimizer kind is missing or unknown (sgd, adamw)");
-	if (!isfinite(o->lr) || o->lr <= 0.0)
+	if (!isfinite(o->lr) || o->lr <= 0.0) /* a step's may be 0, the job's not */
 		return zs_fail(err, ZS_EINVAL,
 			       "learning rate %g is invalid (finite, > 0)", o->lr);
-	if (!finite_nonneg(o->weight_decay) || !finite_nonneg(o->clip_norm) ||
-	    !finite_nonneg(o->momentum) || o->momentum >= 1.0)
-		return zs_fail(err, ZS_EINVAL,
-			       "weight_decay, clip_norm must be finite and >= 0; momentum in [0, 1)");
-	if (o->kind == ZS_ADAMW) {
-		if (o->beta1 == 0.0 && o->beta2 == 0.0) {
-			o->beta1 = 0.9;
-			o->beta2 = 0.999;
-		}
-		if (o->eps == 0.0)
-			o->eps = 1e-8;
-		if (!(o->beta1 >= 0.0 && o->beta1 < 1.0) ||
-		    !(o->beta2 >= 0.0 && o->beta2 < 1.0) ||
-		    !isfinite(o->eps) || o->eps <= 0.0)
-			return zs_fail(err, ZS_EINVAL,
-				       "AdamW needs betas in [0, 1) and eps > 0");
+	if (!finite_nonneg(o->clip_norm))
+		return zs_fail(err, ZS_EINVAL, "clip_norm %g is invalid (finite, >= 0)",
+			       o->clip_norm);
+	if (o->kind == ZS_ADAMW && o->beta1 == 0.0 && o->beta2 == 0.0) {
+		o->beta1 = 0.9;
+		o->beta2 = 0.999;
 	}
-	if ((st = normalize_groups(o, err)))
+	if (o->kind == ZS_ADAMW && o->eps == 0.0)
+		o->eps = 1e-8;
+	if ((st = zs_hp_check(o->kind,
+			      &(struct zs_hp){o->lr, o->weight_decay, o->beta1, o->beta2, o->eps,
+					      o->momentum},
+			      "optimizer", err)) ||
+	    (st = normalize_groups(o, err)))
 		return st;
 
 	st = zs_layout_validate(&s->layout, err);

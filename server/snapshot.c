@@ -108,6 +108,21 @@ static struct ejob *job_by_name(struct engine *e, const char *name)
 	return j;
 }
 
+/* The job (*j, referenced) and a zeroed snapshot per shard of it here
+ * (*v), for a restore or a capture. */
+static enum zs_status job_with_snaps(struct engine *e, const char *job, struct ejob **j,
+				     struct engine_snap **v, struct zs_error *err)
+{
+	if (!(*j = job_by_name(e, job)))
+		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
+	*v = calloc((*j)->n_shards ? (*j)->n_shards : 1, sizeof **v);
+	if (!*v) {
+		eng_job_unref(e, *j);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	return ZS_OK;
+}
+
 void engine_cancel_snapshot(struct engine *e, const char *job, uint64_t id)
 {
 	struct ejob *j = job_by_name(e, job);
@@ -275,18 +290,13 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
 			      void *ctx, bool rollback, uint64_t *step, struct zs_error *err)
 {
-	struct ejob *j = job_by_name(e, job);
 	struct engine_snap *tmp;
-	enum zs_status st = ZS_OK;
+	struct ejob *j;
+	enum zs_status st = job_with_snaps(e, job, &j, &tmp, err);
 	uint64_t at = 0;
 
-	if (!j)
-		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
-	tmp = calloc(j->n_shards ? j->n_shards : 1, sizeof *tmp);
-	if (!tmp) {
-		eng_job_unref(e, j);
-		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	}
+	if (st)
+		return st;
 	/* load and check everything first: nothing half-applied */
 	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
 		struct eshard *s = &j->shards[k];
@@ -378,17 +388,12 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 enum zs_status engine_capture_now(struct engine *e, const char *job, struct engine_snap **snaps,
 				  uint32_t *n, uint64_t *step, struct zs_error *err)
 {
-	struct ejob *j = job_by_name(e, job);
 	struct engine_snap *v;
-	enum zs_status st = ZS_OK;
+	struct ejob *j;
+	enum zs_status st = job_with_snaps(e, job, &j, &v, err);
 
-	if (!j)
-		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
-	v = calloc(j->n_shards ? j->n_shards : 1, sizeof *v);
-	if (!v) {
-		eng_job_unref(e, j);
-		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	}
+	if (st)
+		return st;
 	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
 		struct eshard *s = &j->shards[k];
 		bool busy;

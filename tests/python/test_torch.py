@@ -272,6 +272,9 @@ class TestTorch(unittest.TestCase):
         losses = []
         for step in range(3):
             loss = m(x, y)
+            if step == 1:  # a forward under no_grad inside the step sees the same
+                with torch.no_grad():
+                    self.assertEqual(m(x, y).item(), loss.item())
             loss.backward()
             opt.step()
             opt.zero_grad()

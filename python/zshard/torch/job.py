@@ -3,6 +3,7 @@ of parameters and gradients to libzshard's buffers, and the hooks that run
 the gather -> compute -> free -> push flow (see zshard.torch)."""
 import ctypes
 import math
+import time
 
 import numpy as np
 import torch
@@ -169,7 +170,7 @@ class Job:
             raise FailedPrecondition("no optimizer: create zshard.torch.AdamW or SGD over the "
                                      "model's parameters before its first forward")
         o = self.o
-        if o["rank"] == 0 or o.get("create_everywhere"):
+        if o["rank"] == 0:
             try:
                 zshard.create_job(self.spec(), coordinator=o["coordinator"],
                                   timeout_ms=o["timeout_ms"])
@@ -182,7 +183,6 @@ class Job:
                                         transport=o["transport"], timeout_ms=o["timeout_ms"])
                 break
             except zshard.NotFound:
-                import time
                 time.sleep(0.1)
         if t is None:
             raise NotFound("job '%s' was not created (by rank 0) in 10 s" % o["job"])
@@ -190,16 +190,9 @@ class Job:
         t.set_policy(prefetch=o["prefetch"], reshard_after_forward=o["reshard_after_forward"],
                      push_depth=o["push_depth"], op_timeout_ms=o["op_timeout_ms"])
         self.check_layout()
-        self.resume_state = t.resume()
-        if self.resume_state is None:
-            self.step = 0
-            if o["rank"] == 0:
-                self.upload()
-        else:
-            self.step = self.resume_state[0]
-        self.sent = None
+        state = self.enter(t.resume())
         self.started = True
-        return self.resume_state
+        return state
 
     def check_layout(self):
         t = self.t
@@ -228,12 +221,18 @@ class Job:
     def resume(self):
         """After zshard.Resume: back onto the job's timeline."""
         self.abandon_step()
-        self.resume_state = self.t.resume()
-        self.step = 0 if self.resume_state is None else self.resume_state[0]
-        if self.resume_state is None and self.o["rank"] == 0:
+        return self.enter(self.t.resume())
+
+    def enter(self, state):
+        """Starts from what Trainer.resume() said: None (step 0; rank 0
+        uploads) or (step, blob). The servers have no hyperparameters of
+        this timeline yet."""
+        self.resume_state = state
+        self.step = 0 if state is None else state[0]
+        if state is None and self.o["rank"] == 0:
             self.upload()
         self.sent = None
-        return self.resume_state
+        return state
 
     # ----------------------------------------------------------- binding
     def _wrap(self, u, ptr):
@@ -265,7 +264,7 @@ class Job:
         the pinned buffer is reused only once its last copy is done."""
         if self.device.type != "cuda":
             return host.to(self.device, copy=True)
-        self.stage_in_wait(u)
+        self.pinned_free(u)
         u.pinned.copy_(host)
         dev = torch.empty(u.numel, dtype=self.dtype, device=self.device)
         dev.copy_(u.pinned, non_blocking=True)
@@ -278,11 +277,13 @@ class Job:
         if self.device.type != "cuda":
             host.copy_(dev)
             return
-        self.stage_in_wait(u)
+        self.pinned_free(u)
         u.pinned.copy_(dev)  # synchronous: the push needs the bytes now
         host.copy_(u.pinned)
 
-    def stage_in_wait(self, u):
+    def pinned_free(self, u):
+        """The unit's pinned buffer (made at first use), once its last copy
+        to the device is done."""
         if u.pinned is None:
             u.pinned = torch.empty(u.numel, dtype=self.dtype, pin_memory=True)
             u.copied = torch.cuda.Event()
@@ -353,7 +354,7 @@ class Job:
             self.unbind(u)
 
     def end_step(self):
-        if self.accumulating():
+        if self.accum:
             raise FailedPrecondition("optimizer.step() while gradients accumulate "
                                      "(set_requires_gradient_sync(False)): a backward with sync "
                                      "on comes first")
@@ -378,9 +379,6 @@ class Job:
         for u in self.units:
             self.unbind_grads(u)
             self.unbind(u)
-
-    def accumulating(self):
-        return self.accum
 
     # ------------------------------------------------------------- hooks
     def pack(self, x):
@@ -479,8 +477,9 @@ class Job:
         completed step, gathered outside the step driver, until the root's
         forward ends."""
         self.start()
-        if self.in_step:
-            return self.bind(u, False)
+        if self.in_step:  # (a hook that returns something replaces the input)
+            self.bind(u, False)
+            return None
         flat = self.gathered(u)
         self.set_data(u, flat if self.device is None else flat.to(self.device))
         self.eval_units.add(u.index)

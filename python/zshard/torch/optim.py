@@ -54,7 +54,7 @@ class _Optim:
     def zero_grad(self, set_to_none=True):
         """Gradients were pushed with the backward pass: what is left here
         (an accumulation in progress is kept: the next backward adds to it)."""
-        if not self._zs.accumulating():
+        if not self._zs.accum:
             for g in self.param_groups:
                 for p in g["params"]:
                     p.grad = None
