@@ -50,7 +50,7 @@ CPPFLAGS := -I. -I$(BUILD) -D_GNU_SOURCE
 LDFLAGS := -pthread $(SANFLAGS)
 # -lgrpc -lgpr is all a dynamic link needs (pkg-config lists ~90 absl libs)
 CTRL_LIBS := -lprotobuf-c -lgrpc -lgpr
-LDLIBS := -ljansson -llmdb $(CTRL_LIBS) -lm
+LDLIBS := -ljansson -llmdb $(CTRL_LIBS) -ldl -lm
 
 GEN := $(BUILD)/gen/zshard.pb-c.c $(BUILD)/gen/zshard.pb-c.h
 GEN_OBJ := $(BUILD)/obj/gen/zshard.pb-c.o
@@ -91,6 +91,8 @@ STORAGE_SRC := $(wildcard storage/*.c)
 NET_SRC := $(wildcard net/*.c)
 CTRL_SRC := $(wildcard ctrl/*.c)
 CLIENT_SRC := $(wildcard client/*.c)
+# the device layer: the CUDA driver API loaded at run time, and the emulator
+GPU_SRC := $(wildcard gpu/*.c)
 # the shard engine (the tests and benchmarks drive it without the daemon)
 ENGINE_SRC := $(addprefix server/,engine.c face.c step.c hparams.c tier.c snapshot.c)
 SERVER_SRC := $(filter-out server/main.c $(ENGINE_SRC),$(wildcard server/*.c))
@@ -98,7 +100,7 @@ COORD_SRC := $(filter-out coord/main.c,$(wildcard coord/*.c))
 CLI_SRC := $(wildcard cli/*.c)
 
 # everything below the daemons, as one internal archive
-CORE_OBJ := $(call obj,$(BASE_SRC) $(MODEL_SRC) $(MATH_SRC) $(STORAGE_SRC) $(NET_SRC) \
+CORE_OBJ := $(call obj,$(BASE_SRC) $(MODEL_SRC) $(MATH_SRC) $(GPU_SRC) $(STORAGE_SRC) $(NET_SRC) \
 	      $(RDMA_SRC) $(CTRL_SRC)) $(GEN_OBJ)
 CORE_LIB := $(BUILD)/lib/libzscore.a
 ENGINE_OBJ := $(call obj,$(ENGINE_SRC))
@@ -109,9 +111,9 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 
 # libzshard: the trainer's library, only what a trainer needs (no LMDB,
 # no jansson, no server side); the shared one exports only include/'s API
-LIB_SRC := $(CLIENT_SRC) $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/listener.c,$(NET_SRC)) \
+LIB_SRC := $(CLIENT_SRC) $(GPU_SRC) $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/listener.c,$(NET_SRC)) \
 	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(CTRL_SRC)
-LIB_LIBS := $(CTRL_LIBS) $(RDMA_LIBS) -lm
+LIB_LIBS := $(CTRL_LIBS) $(RDMA_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(GEN_OBJ)
 PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))
 LIBZS_A := $(BUILD)/lib/libzshard.a
@@ -124,7 +126,7 @@ PUBLIC_H := include/zshard.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util spec_json optim wire transport engine plan \
 	      $(if $(HAVE_NVCC),gpu)
-INTEG_TESTS := cluster train ckpt crash
+INTEG_TESTS := cluster train ckpt crash device
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -215,6 +217,7 @@ $(BUILD)/tests/test_train: $(BUILD)/obj/tests/integration/test_train.o $(TRAIN_O
 $(BUILD)/tests/test_ckpt: $(BUILD)/obj/tests/integration/test_ckpt.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_crash: $(BUILD)/obj/tests/integration/test_crash.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_device: $(BUILD)/obj/tests/integration/test_device.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/obj/tests/%.o: tests/%.c $(GEN)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
@@ -229,7 +232,8 @@ check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
 	rc=$$?; \
 	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \
-	if [ -n "$(HAVE_NVCC)" ]; then sh tests/gpu/check-ptx.sh "$(NVCC)" "$(NVCC_IEEE)" || rc=1; fi; \
+	if [ -n "$(HAVE_NVCC)" ]; then sh tests/gpu/check-ptx.sh "$(NVCC)" "$(NVCC_IEEE)" || rc=1; \
+		CC="$(CC)" sh tests/gpu/check-cuda-abi.sh "$(CUDA_HOME)" || rc=1; fi; \
 	sh tests/integration/netns.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: netns skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \
@@ -261,10 +265,12 @@ test-rdma: all
 	@sh tests/rdma/run.sh $(BUILD)
 
 # where a CUDA device is: the GPU tests (make check runs them too, and
-# lists them as skipped, with the reason, on machines without one)
-test-gpu: $(BUILD)/tests/test_gpu
+# lists them as skipped, with the reason, on machines without one): the
+# kernels against the host's, and trainers in device mode (test_device)
+test-gpu: all
 	@sh tests/gpu/check-ptx.sh "$(NVCC)" "$(NVCC_IEEE)"
-	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests gpu
+	@CC="$(CC)" sh tests/gpu/check-cuda-abi.sh "$(CUDA_HOME)"
+	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests gpu device
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

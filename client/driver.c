@@ -80,8 +80,7 @@ static int wait_gather(zs_trainer *t, zs_op **op)
 	return rc;
 }
 
-/* A buffer of n bytes, from the cache when one of that size is there. */
-static void *buf_get(zs_trainer *t, size_t n)
+void *tr_stage_get(zs_trainer *t, size_t n)
 {
 	for (unsigned i = 0; i < t->n_cache; i++)
 		if (t->cache[i].n == n) {
@@ -92,8 +91,8 @@ static void *buf_get(zs_trainer *t, size_t n)
 	return tr_buf_alloc(t, n);
 }
 
-/* Keeps a buffer for reuse (the oldest goes when the cache is full). */
-static void buf_put(zs_trainer *t, void *p, size_t n)
+/* The oldest goes when the cache is full. */
+void tr_stage_put(zs_trainer *t, void *p, size_t n)
 {
 	if (!p)
 		return;
@@ -105,15 +104,24 @@ static void buf_put(zs_trainer *t, void *p, size_t n)
 	t->cache[t->n_cache++].n = n;
 }
 
+void tr_cache_flush(zs_trainer *t)
+{
+	for (unsigned i = 0; i < t->n_cache; i++)
+		tr_buf_free(t, t->cache[i].p);
+	t->n_cache = 0;
+}
+
 void tr_driver_reset(zs_trainer *t)
 {
+	if (t->dv)
+		tr_dv_reset(t, true);
 	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
 		struct dunit *d = &t->du[u];
 		size_t bytes = d->bytes;
 		free(d->gather); /* ops only: their requests died with the conns */
 		free(d->push);
-		buf_put(t, d->params, bytes);
-		buf_put(t, d->grad, bytes);
+		tr_stage_put(t, d->params, bytes);
+		tr_stage_put(t, d->grad, bytes);
 		*d = (struct dunit){.bytes = bytes};
 	}
 	t->ctr.live_param_bytes = 0;
@@ -125,7 +133,10 @@ static void drop_params(zs_trainer *t, unsigned u)
 {
 	struct dunit *d = &t->du[u];
 	if (d->params && !d->gather) {
-		buf_put(t, d->params, d->bytes);
+		if (t->dv)
+			tr_dv_drop_params(t, u);
+		else
+			tr_stage_put(t, d->params, d->bytes);
 		d->params = NULL;
 		live_params(t, -(long long)d->bytes);
 	}
@@ -143,13 +154,19 @@ static int want(zs_trainer *t, unsigned u, bool must)
 	if (!must && t->pol.max_live_bytes &&
 	    t->ctr.live_param_bytes + d->bytes > t->pol.max_live_bytes)
 		return ZS_OK; /* the window waits for memory */
-	d->params = buf_get(t, d->bytes);
+	if (t->dv) { /* into staging, then to the device */
+		if ((rc = tr_dv_gather(t, u)))
+			return rc;
+		live_params(t, (long long)d->bytes);
+		return ZS_OK;
+	}
+	d->params = tr_stage_get(t, d->bytes);
 	if (!d->params)
 		return tr_fail(t, ZS_ENOMEM, "out of memory for unit %u's parameters", u);
 	live_params(t, (long long)d->bytes);
 	rc = zs_gather(t, u, t->step, d->params, &d->gather);
 	if (rc) {
-		buf_put(t, d->params, d->bytes);
+		tr_stage_put(t, d->params, d->bytes);
 		d->params = NULL;
 		live_params(t, -(long long)d->bytes);
 	}
@@ -159,13 +176,16 @@ static int want(zs_trainer *t, unsigned u, bool must)
 /* Unit d's push completed: its gradient buffer goes back to the cache. */
 static void push_done(zs_trainer *t, struct dunit *d)
 {
-	buf_put(t, d->grad, d->bytes);
+	if (t->dv)
+		tr_dv_push_done(t, (uint32_t)(d - t->du));
+	else
+		tr_stage_put(t, d->grad, d->bytes);
 	d->grad = NULL;
 	live_grads(t, -(long long)d->bytes);
 }
 
 /* Reaps finished pushes (stage 2, 3 free their gradients then). */
-static int reap_pushes(zs_trainer *t, bool wait)
+static int reap(zs_trainer *t, bool wait)
 {
 	double t0 = wait ? tr_now_s() : 0.0;
 	int first = ZS_OK;
@@ -194,6 +214,49 @@ static int reap_pushes(zs_trainer *t, bool wait)
 	if (wait)
 		t->cur.push_wait_seconds += tr_now_s() - t0;
 	return first;
+}
+
+/* Device mode: unit u's gradient is in staging (wait: once it is): its
+ * push goes out. ZS_EAGAIN while its copy runs. */
+static int push_copied(zs_trainer *t, uint32_t u, bool wait)
+{
+	struct dunit *d = &t->du[u];
+	int rc = tr_dv_copied(t, u, wait);
+
+	if (rc)
+		return rc;
+	while ((rc = zs_push(t, u, t->step, d->gstage, &d->push)) == ZS_EAGAIN)
+		if ((rc = reap(t, true)))
+			break;
+	return rc;
+}
+
+/* Device mode: starts the pushes whose copies are done (wait: all of
+ * them, once done); stage 1's wait for the step's end. */
+static int start_copied(zs_trainer *t, bool wait)
+{
+	int first = ZS_OK;
+	for (uint32_t u = 0; t->dv && u < t->job.spec.layout.n_units; u++) {
+		int rc;
+		if (!t->du[u].copying || t->du[u].grad_ready)
+			continue;
+		rc = push_copied(t, u, wait);
+		if (rc && rc != ZS_EAGAIN && !first)
+			first = rc;
+	}
+	return first;
+}
+
+/* Starts what device mode has copied, then reaps finished pushes. */
+static int reap_pushes(zs_trainer *t, bool wait)
+{
+	double t0 = wait ? tr_now_s() : 0.0;
+	int rc = start_copied(t, wait), r;
+
+	if (wait)
+		t->cur.push_wait_seconds += tr_now_s() - t0;
+	r = reap(t, wait);
+	return rc ? rc : r;
 }
 
 int zs_step_begin(zs_trainer *t, unsigned long long step)
@@ -279,6 +342,8 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 		return rc;
 	if (d->gather && (rc = wait_gather(t, &d->gather)))
 		return rc;
+	if (t->dv && (rc = tr_dv_params_ready(t, u)))
+		return rc;
 	/* the window: the next units in this pass's order */
 	for (unsigned k = 1; k <= t->pol.prefetch; k++) {
 		if (backward ? u < k : u + k >= n)
@@ -287,6 +352,8 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 			return rc;
 	}
 	reap_pushes(t, false);
+	if (t->dv)
+		tr_dv_poll(t);
 	*params = d->params;
 	return ZS_OK;
 }
@@ -311,6 +378,10 @@ static int wait_oldest_push(zs_trainer *t)
 
 	for (uint32_t u = t->job.spec.layout.n_units; u-- > 0;) {
 		d = &t->du[u];
+		if (d->copying && (rc = push_copied(t, u, true))) {
+			t->cur.push_wait_seconds += tr_now_s() - t0;
+			return rc;
+		}
 		if (!d->push)
 			continue;
 		rc = wait_op(t, &d->push);
@@ -331,7 +402,7 @@ int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
 	if (u >= t->job.spec.layout.n_units)
 		return tr_fail(t, ZS_EINVAL, "unit %u is out of range", u);
 	d = &t->du[u];
-	if (d->push)
+	if (d->push || d->copying)
 		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
 	if (!d->grad && t->in_step && t->stage > 1) {
 		/* at most push_depth pushes in flight beside the gradient written */
@@ -339,18 +410,24 @@ int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
 		if ((rc = reap_pushes(t, false)))
 			return rc;
 		for (uint32_t k = 0; k < t->job.spec.layout.n_units; k++)
-			inflight += t->du[k].push != NULL;
+			inflight += t->du[k].push != NULL || t->du[k].copying;
 		for (; inflight > depth; inflight--)
 			if ((rc = wait_oldest_push(t)))
 				return rc;
 	}
 	if (!d->grad) {
-		d->grad = buf_get(t, d->bytes);
+		d->grad = t->dv ? tr_dv_grad_buf(t, u) : tr_stage_get(t, d->bytes);
 		if (!d->grad)
-			return tr_fail(t, ZS_ENOMEM, "out of memory for unit %u's gradient", u);
+			return t->dv ? ZS_EIO
+				     : tr_fail(t, ZS_ENOMEM, "out of memory for unit %u's gradient", u);
 		live_grads(t, (long long)d->bytes);
 	}
-	memset(d->grad, 0, d->bytes);
+	if (t->dv) { /* on the compute stream, before the kernels that write it */
+		if ((rc = tr_dv_zero_grad(t, u)))
+			return rc;
+	} else {
+		memset(d->grad, 0, d->bytes);
+	}
 	*grad = d->grad;
 	return ZS_OK;
 }
@@ -363,9 +440,17 @@ int zs_unit_push(zs_trainer *t, unsigned u)
 	if (u >= t->job.spec.layout.n_units || !t->du[u].grad)
 		return tr_fail(t, ZS_EINVAL, "unit %u has no gradient (zs_unit_grad first)", u);
 	d = &t->du[u];
+	if (d->push || d->copying)
+		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
 	d->pushed = true;
 	if (t->stage == 3)
 		drop_params(t, u); /* its backward is done */
+	if (t->dv) { /* to staging; the push goes out once it is there */
+		if ((rc = tr_dv_push_copy(t, u)))
+			return rc;
+		d->grad_ready = t->stage == 1;
+		return start_copied(t, false);
+	}
 	if (t->stage == 1) {
 		d->grad_ready = true; /* stage 1 pushes everything at the step's end */
 		return ZS_OK;
@@ -387,6 +472,8 @@ int zs_step_end(zs_trainer *t)
 		if (!d->grad_ready)
 			continue;
 		d->grad_ready = false;
+		if (t->dv)
+			continue; /* copied already: reap_pushes starts it */
 		while ((r = zs_push(t, u, t->step, d->grad, &d->push)) == ZS_EAGAIN)
 			if ((r = reap_pushes(t, true)))
 				break;

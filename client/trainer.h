@@ -8,7 +8,8 @@
  * over its shards, checkpoints), driver.c (the step driver: the stage's
  * resharding policy, the prefetch window, bounded pushes, the step report),
  * lease.c (the rank's lease, renewed by a thread of its own), resume.c
- * (back onto the job's timeline after a rollback, a restore or a stop).
+ * (back onto the job's timeline after a rollback, a restore or a stop),
+ * device.c (the step driver's device mode: buffers in GPU memory).
  */
 #ifndef ZS_CLIENT_TRAINER_H
 #define ZS_CLIENT_TRAINER_H
@@ -41,7 +42,13 @@ struct dunit {
 	bool pushed;       /* its gradient of the current step went out */
 	uint64_t last_push; /* 1 + the last step whose push of it completed (0: none) */
 	size_t bytes;      /* numel * dtype size */
+	/* device mode (device.c): params and grad are device memory */
+	void *stage;       /* pinned staging of the gather, until its copy is done */
+	void *gstage;      /* pinned staging of the gradient's push */
+	bool copying;      /* its gradient's copy to gstage is queued; the push follows */
 };
+
+struct tr_dev;
 
 struct zs_trainer {
 	struct zs_coord_client *coord;
@@ -97,6 +104,8 @@ struct zs_trainer {
 	/* hyperparameters set for a step on (hparams.c); hp_set: any */
 	struct zs_hp_table hp;
 	bool hp_set;
+	/* device mode (device.c); NULL: the driver's buffers are host memory */
+	struct tr_dev *dv;
 };
 
 /* A wait's bound when no policy says (zs_policy.op_timeout_ms). */
@@ -109,6 +118,9 @@ struct zs_op {
 	bool final_push; /* a gradient push that completes the rank's (unit, step) */
 	zs_op *stray_next; /* an op given up on (t->strays): freed at close */
 	uint32_t n, done;
+	/* called as request i completes without error, in order (device.c
+	 * copies that shard's bytes to the device) */
+	void (*on_req)(zs_op *op, uint32_t i);
 	enum zs_status status;
 	char msg[ZS_ERRMSG_MAX];
 	struct zs_req *req[];
@@ -133,6 +145,9 @@ void tr_disconnect(zs_trainer *t);
 enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err);
 /* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
 int tr_progress(zs_op *op, int timeout_ms);
+/* Advances the requests of op that have completed, without waiting and
+ * without finishing op (tr_progress does that, op stays valid). */
+void tr_poll(zs_op *op);
 
 /* Waits for op within timeout_ms; past it the op is parked (its requests
  * still live, freed at close) and the call fails with ZS_ETIMEDOUT. */
@@ -144,6 +159,41 @@ int tr_op_timeout(const zs_trainer *t);
 /* Forgets the step in progress: its ops (their requests died with the
  * connections: call after closing them) and every buffer of the driver. */
 void tr_driver_reset(zs_trainer *t);
+/* The driver's host buffers (pinned staging in device mode): one of n
+ * bytes, from its cache when one of that size is there; back to the cache
+ * (NULL is fine); the cache emptied. */
+void *tr_stage_get(zs_trainer *t, size_t n);
+void tr_stage_put(zs_trainer *t, void *p, size_t n);
+void tr_cache_flush(zs_trainer *t);
+
+/* device.c: the driver's device mode, called by driver.c where t->dv */
+/* Starts unit u's gather into staging, its device buffer ready. */
+int tr_dv_gather(zs_trainer *t, uint32_t u);
+/* Unit u's gather completed: the compute stream waits for its copy. */
+int tr_dv_params_ready(zs_trainer *t, uint32_t u);
+/* Copies of gathers in flight that have bytes to the device; staging of
+ * finished copies back to the cache. Never waits. */
+void tr_dv_poll(zs_trainer *t);
+/* Unit u's parameters go back to the device cache after the caller's
+ * kernels queued so far. */
+void tr_dv_drop_params(zs_trainer *t, uint32_t u);
+/* A device buffer for unit u's gradient (NULL: the error is set); zeroing
+ * it on the compute stream. */
+void *tr_dv_grad_buf(zs_trainer *t, uint32_t u);
+int tr_dv_zero_grad(zs_trainer *t, uint32_t u);
+/* Queues unit u's gradient's copy to staging after the compute stream's
+ * work so far; tr_dv_copied says (wait: waits) when it is there. */
+int tr_dv_push_copy(zs_trainer *t, uint32_t u);
+int tr_dv_copied(zs_trainer *t, uint32_t u, bool wait);
+/* Unit u's push completed: its buffers go back to the caches. */
+void tr_dv_push_done(zs_trainer *t, uint32_t u);
+/* Every device-mode buffer of the driver to the caches (to_cache) or
+ * freed, after the copy stream's work. */
+void tr_dv_reset(zs_trainer *t, bool to_cache);
+/* Leaves device mode: frees its buffers, streams, events, the device. */
+void tr_dv_close(zs_trainer *t);
+void *tr_dv_host_alloc(zs_trainer *t, size_t n);
+void tr_dv_host_free(zs_trainer *t, void *p);
 
 /* lease.c */
 /* Starts renewing t's rank (t->session, t->coord_addr set). */

@@ -30,7 +30,7 @@ double tr_now_s(void)
  * then registers it per transfer). */
 void *tr_buf_alloc(zs_trainer *t, size_t n)
 {
-	void *p = malloc(n ? n : 1);
+	void *p = t->dv ? tr_dv_host_alloc(t, n ? n : 1) : malloc(n ? n : 1);
 	struct zs_mr *mr;
 	void *g;
 
@@ -58,7 +58,10 @@ void tr_buf_free(zs_trainer *t, void *p)
 			t->regs[i] = t->regs[--t->n_regs];
 			break;
 		}
-	free(p);
+	if (t->dv)
+		tr_dv_host_free(t, p);
+	else
+		free(p);
 }
 
 static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
@@ -311,6 +314,7 @@ void zs_trainer_close(zs_trainer *t)
 				     &every, &stop, &err);
 	}
 	tr_disconnect(t); /* first: in-flight requests fail and are freed */
+	tr_dv_close(t);   /* device mode's buffers, then its pinned staging */
 	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
 		free(t->du[u].gather); /* ops only; their requests died with the conns */
 		free(t->du[u].push);
@@ -323,8 +327,7 @@ void zs_trainer_close(zs_trainer *t)
 		t->strays = op->stray_next;
 		free(op);
 	}
-	for (unsigned i = 0; i < t->n_cache; i++)
-		tr_buf_free(t, t->cache[i].p);
+	tr_cache_flush(t);
 	if (t->joined && !atomic_load(&t->evicted) &&
 	    !zs_coord_leave(t->coord, t->job.spec.name, t->rank, t->session, abandoned,
 			    abandoned ? 0 : next, &j, &err))
@@ -480,6 +483,8 @@ int tr_progress(zs_op *op, int timeout_ms)
 			op->status = st;
 			zs_fmt(op->msg, sizeof op->msg, "%s", err.msg);
 		}
+		if (!st && !op->status && op->on_req)
+			op->on_req(op, op->done);
 		op->done++;
 	}
 	t->ctr.wait_seconds += tr_now_s() - t0;
@@ -490,6 +495,23 @@ int tr_progress(zs_op *op, int timeout_ms)
 		t->du[op->unit].last_push = op->step + 1;
 	free(op);
 	return rc;
+}
+
+void tr_poll(zs_op *op)
+{
+	while (op->done < op->n) {
+		struct zs_error err = {0};
+		enum zs_status st = zs_req_test(op->req[op->done], &err);
+		if (st == ZS_EAGAIN)
+			return;
+		if (st && !op->status) {
+			op->status = st;
+			zs_fmt(op->msg, sizeof op->msg, "%s", err.msg);
+		}
+		if (!st && !op->status && op->on_req)
+			op->on_req(op, op->done);
+		op->done++;
+	}
 }
 
 int zs_op_test(zs_op *op) { return tr_progress(op, 0); }

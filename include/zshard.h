@@ -238,6 +238,39 @@ struct zs_policy {
  * step (between zs_step_begin and zs_step_end). */
 int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p);
 
+/*
+ * Device mode: the step driver's buffers in GPU memory. From the next step
+ * zs_unit_params and zs_unit_grad return device pointers (CUdeviceptr) on
+ * CUDA device `device` (its primary context, the one the CUDA runtime and
+ * torch use). A gather lands in pinned host staging and goes to the device
+ * on the library's own copy stream as each shard's bytes arrive; `stream`,
+ * the caller's compute stream (a CUstream / cudaStream_t, e.g. torch's
+ * torch.cuda.current_stream().cuda_stream; NULL: the legacy default
+ * stream), is made to wait for that copy before zs_unit_params returns,
+ * so the host never waits for a copy. zs_unit_grad's buffer is zeroed on
+ * `stream`; zs_unit_push queues the gradient's copy to staging after the
+ * work queued on `stream` so far and the push goes out once it is there.
+ * A buffer the driver releases is reused only after the work `stream` had
+ * queued when it was released. The prefetch window and max_live_bytes
+ * count device bytes. zs_gather and zs_push themselves take host memory,
+ * as ever.
+ *
+ * device: a CUDA ordinal; ZS_DEVICE_HOST, back to host buffers (stream
+ * NULL); or ZS_DEVICE_EMULATED: host memory stands in for the device, a
+ * thread for the copy stream, and the calling thread for `stream` (NULL),
+ * with random delays before each copy: the device mode's staging and
+ * event order, run where there is no GPU (tests, CI). $ZSHARD_COPY_CHUNK
+ * sets the largest single copy (bytes; default 8 MiB).
+ *
+ * The CUDA driver (libcuda.so.1) is loaded by this call: libzshard itself
+ * does not link CUDA. ZS_OK; ZS_ESTATE inside a step; ZS_EINVAL (a bad
+ * device number); ZS_EUNAVAIL (no CUDA driver, no such device: the message
+ * says which); ZS_EIO (a device error).
+ */
+#define ZS_DEVICE_HOST (-1)
+#define ZS_DEVICE_EMULATED (-2)
+int zs_trainer_set_device(zs_trainer *t, int device, void *stream);
+
 /* Begins step: reads the stage and checkpoint interval from the
  * coordinator (sending the last step's report) and starts the first
  * gathers. ZS_OK; ZS_ESTATE (the previous step has not ended); ZS_ERESUME

@@ -26,7 +26,7 @@ storage: model base include
 net: model base include
 ctrl: gen model base include
 rdma: net model base include
-client: ctrl net model base include
+client: gpu ctrl net model base include
 server: ctrl rdma net storage math model base include
 coord: ctrl storage model base include
 cli: ctrl rdma net storage math model base include

@@ -1,0 +1,371 @@
+/*
+ * device.c - the step driver's device mode (zs_trainer_set_device): unit
+ * buffers in device memory, gathers landing in pinned host staging and
+ * copied to the device on the library's copy stream as each shard's bytes
+ * arrive, gradients copied back to staging on that stream before their
+ * push goes out. The caller's compute stream and the copy stream order
+ * each other by events, never by the host waiting, except where a buffer
+ * leaves the library for good.
+ *
+ * Each unit has three events: h2d (its parameters are on the device),
+ * gready (the compute stream's work up to its push: its gradient is
+ * written) and d2h (its gradient is in staging). Freed device buffers keep
+ * an event of the stream that last used them; the next user's stream
+ * waits for it before touching the buffer.
+ */
+#include "client/trainer.h"
+
+#include "gpu/dev.h"
+
+#define DV_CHUNK_DEFAULT (8u << 20)
+#define DV_CACHE 8
+
+struct tr_dev {
+	struct zs_dev *dev;
+	zs_dev_stream copy;    /* the library's */
+	zs_dev_stream compute; /* the caller's */
+	size_t chunk;          /* the largest single copy */
+	zs_dev_event *h2d, *gready, *d2h; /* per unit */
+	bool *h2d_recorded;
+	/* freed device buffers, each with the event its last user recorded */
+	struct { void *p; size_t n; zs_dev_event ev; bool used; } cache[DV_CACHE];
+};
+
+static int dv_fail(zs_trainer *t, const char *what, unsigned u)
+{
+	return tr_fail(t, ZS_EIO, "device mode, unit %u: %s: %s", u, what, zs_dev_error(t->dv->dev));
+}
+
+/* A device buffer of n bytes; the cache's waits for its last user on the
+ * stream s that uses it next. */
+static void *dbuf_get(zs_trainer *t, size_t n, zs_dev_stream s)
+{
+	struct tr_dev *v = t->dv;
+	for (unsigned i = 0; i < DV_CACHE; i++)
+		if (v->cache[i].p && v->cache[i].n == n) {
+			void *p = v->cache[i].p;
+			if (v->cache[i].used && zs_dev_wait(v->dev, s, v->cache[i].ev))
+				zs_dev_sync(v->dev, v->cache[i].ev); /* the host then */
+			v->cache[i].p = NULL;
+			return p;
+		}
+	return zs_dev_alloc(v->dev, n);
+}
+
+/* Keeps a device buffer for reuse; s: the stream that used it last (NULL
+ * when its last use is known complete). A full cache frees its oldest
+ * after that one's last use. */
+static void dbuf_put(zs_trainer *t, void *p, size_t n, zs_dev_stream s, bool pending)
+{
+	struct tr_dev *v = t->dv;
+	unsigned slot = 0;
+	if (!p)
+		return;
+	for (unsigned i = 0; i < DV_CACHE; i++)
+		if (!v->cache[i].p) {
+			slot = i;
+			goto put;
+		}
+	slot = (unsigned)(((uintptr_t)p >> 8) % DV_CACHE); /* any: all are full */
+	if (v->cache[slot].used)
+		zs_dev_sync(v->dev, v->cache[slot].ev);
+	zs_dev_free(v->dev, v->cache[slot].p);
+put:
+	v->cache[slot].p = p;
+	v->cache[slot].n = n;
+	v->cache[slot].used = pending && zs_dev_record(v->dev, v->cache[slot].ev, s) == ZS_OK;
+	if (pending && !v->cache[slot].used)
+		zs_dev_stream_sync(v->dev, s); /* could not record: wait here */
+}
+
+/* Queues the copy of bytes [off, off + n) of a unit between its device
+ * buffer and staging, in chunks of at most v->chunk. */
+static enum zs_status copy_range(struct tr_dev *v, uint8_t *dbuf, uint8_t *host, size_t off,
+				 size_t n, enum zs_dev_dir dir)
+{
+	for (size_t done = 0; done < n;) {
+		size_t c = n - done < v->chunk ? n - done : v->chunk;
+		enum zs_status st =
+			dir == ZS_DEV_H2D
+				? zs_dev_copy(v->dev, dbuf + off + done, host + off + done, c, dir, v->copy)
+				: zs_dev_copy(v->dev, host + off + done, dbuf + off + done, c, dir, v->copy);
+		if (st)
+			return st;
+		done += c;
+	}
+	return ZS_OK;
+}
+
+/* The i-th shard of unit u (in placement order): a gather's i-th request. */
+static const struct zs_shard *shard_of(const zs_trainer *t, uint32_t u, uint32_t i)
+{
+	for (uint32_t k = 0; k < t->job.placement.n_shards; k++)
+		if (t->job.placement.shards[k].unit == u && i-- == 0)
+			return &t->job.placement.shards[k];
+	return NULL;
+}
+
+/* A gather's request i arrived in staging: its bytes go to the device. */
+static void h2d_request(zs_op *op, uint32_t i)
+{
+	zs_trainer *t = op->t;
+	struct dunit *d = &t->du[op->unit];
+	const struct zs_shard *sh = shard_of(t, op->unit, i);
+	size_t dsz = zs_dtype_size(t->job.spec.layout.units[op->unit].dtype);
+
+	if (!sh || copy_range(t->dv, d->params, d->stage, sh->offset * dsz, sh->length * dsz,
+			      ZS_DEV_H2D)) {
+		op->status = ZS_EIO;
+		zs_fmt(op->msg, sizeof op->msg, "device mode, unit %u: the copy to the device: %s",
+		       op->unit, sh ? zs_dev_error(t->dv->dev) : "no such shard");
+	}
+}
+
+/* Staging of unit u back to the cache once its copy to the device is done
+ * (wait: the host waits for it). */
+static void stage_release(zs_trainer *t, uint32_t u, bool wait)
+{
+	struct dunit *d = &t->du[u];
+	struct tr_dev *v = t->dv;
+	if (!d->stage || d->gather)
+		return;
+	if (!v->h2d_recorded[u]) {
+		if (zs_dev_record(v->dev, v->h2d[u], v->copy))
+			wait = true, zs_dev_stream_sync(v->dev, v->copy);
+		v->h2d_recorded[u] = true;
+	}
+	if (wait ? zs_dev_sync(v->dev, v->h2d[u]) : zs_dev_query(v->dev, v->h2d[u]))
+		return;
+	tr_stage_put(t, d->stage, d->bytes);
+	d->stage = NULL;
+}
+
+int tr_dv_gather(zs_trainer *t, uint32_t u)
+{
+	struct dunit *d = &t->du[u];
+	struct tr_dev *v = t->dv;
+	int rc;
+
+	stage_release(t, u, true); /* an earlier gather's, if still there */
+	d->params = dbuf_get(t, d->bytes, v->copy);
+	if (!d->params)
+		return dv_fail(t, "device memory for its parameters", u);
+	d->stage = tr_stage_get(t, d->bytes);
+	if (!d->stage) {
+		dbuf_put(t, d->params, d->bytes, NULL, false);
+		d->params = NULL;
+		return tr_fail(t, ZS_ENOMEM, "device mode: out of pinned memory for unit %u's staging", u);
+	}
+	v->h2d_recorded[u] = false;
+	rc = zs_gather(t, u, t->step, d->stage, &d->gather);
+	if (rc) {
+		tr_stage_put(t, d->stage, d->bytes);
+		d->stage = NULL;
+		dbuf_put(t, d->params, d->bytes, NULL, false);
+		d->params = NULL;
+		return rc;
+	}
+	d->gather->on_req = h2d_request;
+	return ZS_OK;
+}
+
+int tr_dv_params_ready(zs_trainer *t, uint32_t u)
+{
+	struct tr_dev *v = t->dv;
+	if (!v->h2d_recorded[u]) {
+		if (zs_dev_record(v->dev, v->h2d[u], v->copy))
+			return dv_fail(t, "recording its copy's event", u);
+		v->h2d_recorded[u] = true;
+	}
+	/* the caller's kernels run after the copy; the host goes on */
+	if (zs_dev_wait(v->dev, v->compute, v->h2d[u]))
+		return dv_fail(t, "the compute stream's wait for its copy", u);
+	return ZS_OK;
+}
+
+void tr_dv_poll(zs_trainer *t)
+{
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
+		if (t->du[u].gather)
+			tr_poll(t->du[u].gather);
+		stage_release(t, u, false);
+	}
+}
+
+void tr_dv_drop_params(zs_trainer *t, uint32_t u)
+{
+	struct dunit *d = &t->du[u];
+	stage_release(t, u, true);
+	/* the caller's kernels queued so far may still read it */
+	dbuf_put(t, d->params, d->bytes, t->dv->compute, true);
+	d->params = NULL;
+}
+
+void *tr_dv_grad_buf(zs_trainer *t, uint32_t u)
+{
+	void *p = dbuf_get(t, t->du[u].bytes, t->dv->compute);
+	if (!p)
+		dv_fail(t, "device memory for its gradient", u);
+	return p;
+}
+
+int tr_dv_zero_grad(zs_trainer *t, uint32_t u)
+{
+	struct dunit *d = &t->du[u];
+	if (zs_dev_zero(t->dv->dev, d->grad, d->bytes, t->dv->compute))
+		return dv_fail(t, "zeroing its gradient", u);
+	return ZS_OK;
+}
+
+int tr_dv_push_copy(zs_trainer *t, uint32_t u)
+{
+	struct dunit *d = &t->du[u];
+	struct tr_dev *v = t->dv;
+	if (!d->gstage && !(d->gstage = tr_stage_get(t, d->bytes)))
+		return tr_fail(t, ZS_ENOMEM, "device mode: out of pinned memory for unit %u's gradient",
+			       u);
+	/* after the caller's kernels that wrote it, on the copy stream */
+	if (zs_dev_record(v->dev, v->gready[u], v->compute) ||
+	    zs_dev_wait(v->dev, v->copy, v->gready[u]) ||
+	    copy_range(v, d->grad, d->gstage, 0, d->bytes, ZS_DEV_D2H) ||
+	    zs_dev_record(v->dev, v->d2h[u], v->copy))
+		return dv_fail(t, "the copy of its gradient to the host", u);
+	d->copying = true;
+	return ZS_OK;
+}
+
+int tr_dv_copied(zs_trainer *t, uint32_t u, bool wait)
+{
+	enum zs_status st = wait ? zs_dev_sync(t->dv->dev, t->dv->d2h[u])
+				 : zs_dev_query(t->dv->dev, t->dv->d2h[u]);
+	if (st == ZS_EAGAIN)
+		return ZS_EAGAIN;
+	if (st)
+		return dv_fail(t, "the copy of its gradient to the host", u);
+	t->du[u].copying = false;
+	return ZS_OK;
+}
+
+void tr_dv_push_done(zs_trainer *t, uint32_t u)
+{
+	struct dunit *d = &t->du[u];
+	/* its copy to staging is complete (the push went out after it) */
+	dbuf_put(t, d->grad, d->bytes, NULL, false);
+	tr_stage_put(t, d->gstage, d->bytes);
+	d->gstage = NULL;
+	d->grad = NULL;
+}
+
+void tr_dv_reset(zs_trainer *t, bool to_cache)
+{
+	struct tr_dev *v = t->dv;
+	/* nothing the copy stream still has queued may outlive its buffers */
+	zs_dev_stream_sync(v->dev, v->copy);
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
+		struct dunit *d = &t->du[u];
+		if (to_cache) {
+			tr_stage_put(t, d->stage, d->bytes);
+			tr_stage_put(t, d->gstage, d->bytes);
+			dbuf_put(t, d->params, d->bytes, v->compute, true);
+			dbuf_put(t, d->grad, d->bytes, v->compute, true);
+		} else {
+			tr_buf_free(t, d->stage);
+			tr_buf_free(t, d->gstage);
+			zs_dev_free(v->dev, d->params);
+			zs_dev_free(v->dev, d->grad);
+		}
+		d->stage = d->gstage = d->params = d->grad = NULL;
+		d->copying = false;
+		v->h2d_recorded[u] = false;
+	}
+}
+
+void tr_dv_close(zs_trainer *t)
+{
+	struct tr_dev *v = t->dv;
+	if (!v)
+		return;
+	tr_dv_reset(t, false);
+	/* the caller's stream may still use cached buffers it was handed */
+	zs_dev_stream_sync(v->dev, v->compute);
+	for (unsigned i = 0; i < DV_CACHE; i++) {
+		zs_dev_free(v->dev, v->cache[i].p);
+		zs_dev_event_destroy(v->dev, v->cache[i].ev);
+	}
+	for (uint32_t u = 0; v->h2d && u < t->job.spec.layout.n_units; u++) {
+		zs_dev_event_destroy(v->dev, v->h2d[u]);
+		zs_dev_event_destroy(v->dev, v->gready[u]);
+		zs_dev_event_destroy(v->dev, v->d2h[u]);
+	}
+	free(v->h2d);
+	free(v->gready);
+	free(v->d2h);
+	free(v->h2d_recorded);
+	zs_dev_stream_destroy(v->dev, v->copy);
+	/* staging cached by the driver is this device's pinned memory */
+	tr_cache_flush(t);
+	zs_dev_close(v->dev);
+	free(v);
+	t->dv = NULL;
+}
+
+int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
+{
+	uint32_t n = t->job.spec.layout.n_units;
+	struct tr_dev *v;
+	char why[256];
+	const char *ch = getenv("ZSHARD_COPY_CHUNK");
+	enum zs_status st;
+
+	if (t->in_step)
+		return tr_fail(t, ZS_ESTATE, "the device changes between steps, not within one");
+	if (device < ZS_DEVICE_EMULATED)
+		return tr_fail(t, ZS_EINVAL,
+			       "no device %d: a CUDA ordinal, ZS_DEVICE_HOST (%d) or ZS_DEVICE_EMULATED (%d)",
+			       device, ZS_DEVICE_HOST, ZS_DEVICE_EMULATED);
+	if (device == ZS_DEVICE_HOST && stream)
+		return tr_fail(t, ZS_EINVAL, "a stream without a device");
+	/* what the driver holds was made for the old mode */
+	tr_driver_reset(t);
+	tr_dv_close(t);
+	tr_cache_flush(t);
+	if (device == ZS_DEVICE_HOST)
+		return ZS_OK;
+	v = calloc(1, sizeof *v);
+	if (!v)
+		return tr_fail(t, ZS_ENOMEM, "out of memory");
+	st = zs_dev_open(device == ZS_DEVICE_EMULATED ? ZS_DEV_EMULATED : device, &v->dev, why,
+			 sizeof why);
+	if (st) {
+		free(v);
+		return tr_fail(t, st, "device mode: %s", why);
+	}
+	t->dv = v;
+	v->compute = stream;
+	v->chunk = ch && strtoull(ch, NULL, 10) > 0 ? (size_t)strtoull(ch, NULL, 10)
+						      : DV_CHUNK_DEFAULT;
+	v->h2d = calloc(n ? n : 1, sizeof *v->h2d);
+	v->gready = calloc(n ? n : 1, sizeof *v->gready);
+	v->d2h = calloc(n ? n : 1, sizeof *v->d2h);
+	v->h2d_recorded = calloc(n ? n : 1, sizeof *v->h2d_recorded);
+	if (!v->h2d || !v->gready || !v->d2h || !v->h2d_recorded) {
+		tr_dv_close(t);
+		return tr_fail(t, ZS_ENOMEM, "out of memory");
+	}
+	st = zs_dev_stream_create(v->dev, &v->copy);
+	for (unsigned i = 0; !st && i < DV_CACHE; i++)
+		st = zs_dev_event_create(v->dev, &v->cache[i].ev);
+	for (uint32_t u = 0; !st && u < n; u++)
+		if (!(st = zs_dev_event_create(v->dev, &v->h2d[u])) &&
+		    !(st = zs_dev_event_create(v->dev, &v->gready[u])))
+			st = zs_dev_event_create(v->dev, &v->d2h[u]);
+	if (st) {
+		snprintf(why, sizeof why, "%s", zs_dev_error(v->dev));
+		tr_dv_close(t);
+		return tr_fail(t, st, "device mode: %s", why);
+	}
+	return ZS_OK;
+}
+
+void *tr_dv_host_alloc(zs_trainer *t, size_t n) { return zs_dev_host_alloc(t->dv->dev, n); }
+void tr_dv_host_free(zs_trainer *t, void *p) { zs_dev_host_free(t->dv->dev, p); }

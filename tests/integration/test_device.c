@@ -1,0 +1,316 @@
+/*
+ * test_device.c - the step driver's device mode (zs_trainer_set_device):
+ * trainers whose unit buffers are device memory train the oracle through
+ * the real service, bitwise equal to the single-process reference.
+ *
+ * The trainers' "kernels" are copies queued on their compute stream: the
+ * forward reads each unit's parameters back, the backward reads them,
+ * computes the oracle's gradient on the host and writes it into the
+ * driver's device buffer, all without waiting, so the driver's own waits
+ * (the compute stream on each gather's copy; the copy stream on the
+ * gradient's writes; buffers reused after their last reader) are what keep
+ * the bytes right. On the emulated device every stream is a thread that
+ * runs each copy after a random delay, and copies are cut into 1000-byte
+ * chunks ($ZSHARD_COPY_CHUNK), so a missing wait or a chunk put in the
+ * wrong place shows as wrong bits. Where a CUDA device is (make test-gpu),
+ * the same runs on it; elsewhere that case is skipped with the reason.
+ */
+#include "tests/integration/train_common.h"
+
+#include "gpu/dev.h"
+
+#define MAXU 8
+#define BUSY (4u << 20)
+
+struct dev_rank {
+	zs_trainer *t;
+	int device;        /* for zs_trainer_set_device */
+	bool own_stream;   /* a compute stream of its own (else NULL) */
+	unsigned stage;
+	struct zs_policy pol;
+	int rc;
+	char why[512];
+	unsigned long long peak_params;
+	struct zs_dev *dev; /* the rank's own handle on the device, and */
+	zs_dev_stream s;    /* its compute stream: closed after the trainer */
+};
+
+#define FAIL(x, ...) \
+	do { \
+		if (!(x)->rc) \
+			(x)->rc = -1; \
+		snprintf((x)->why, sizeof (x)->why, __VA_ARGS__); \
+		goto out; \
+	} while (0)
+
+/* One rank's steps, its kernels queued on its compute stream. */
+static void *dev_train(void *arg)
+{
+	struct dev_rank *x = arg;
+	zs_trainer *t = x->t;
+	unsigned U = zs_trainer_units(t), rank = zs_trainer_rank(t);
+	struct zs_dev *dev = NULL;
+	zs_dev_stream s = NULL;
+	void *fwd[MAXU] = {0}, *bwd[MAXU] = {0}, *gh[MAXU] = {0};
+	void *busy_d = NULL, *busy_h = NULL;
+	char why[256];
+
+	if (zs_dev_open(x->device == ZS_DEVICE_EMULATED ? ZS_DEV_EMULATED : x->device, &dev, why,
+			sizeof why))
+		FAIL(x, "open: %s", why);
+	if (x->own_stream && zs_dev_stream_create(dev, &s))
+		FAIL(x, "stream: %s", zs_dev_error(dev));
+	if ((x->rc = zs_trainer_set_device(t, x->device, s)) ||
+	    (x->rc = zs_trainer_set_policy(t, &x->pol)))
+		FAIL(x, "set_device: %s", zs_trainer_error(t));
+	/* a "kernel" that keeps the stream busy for a while (a 4 MiB copy) */
+	if (!(busy_d = zs_dev_alloc(dev, BUSY)) || !(busy_h = zs_dev_host_alloc(dev, BUSY)))
+		FAIL(x, "busy buffers: %s", zs_dev_error(dev));
+	for (unsigned u = 0; u < U; u++) {
+		size_t b = zs_unit_numel(t, u) * (zs_unit_dtype(t, u) == ZS_F32 ? 4 : 2);
+		fwd[u] = malloc(b);
+		bwd[u] = malloc(b);
+		gh[u] = malloc(b);
+	}
+	for (uint64_t step = 0; step < STEPS; step++) {
+		const void *p;
+		void *g;
+		if ((x->rc = zs_step_begin(t, step)))
+			FAIL(x, "step_begin: %s", zs_trainer_error(t));
+		/* forward: each unit's parameters read by a "kernel" that runs
+		 * whenever the stream gets to it, after the driver let go */
+		for (unsigned u = 0; u < U; u++) {
+			size_t b = zs_unit_numel(t, u) * (zs_unit_dtype(t, u) == ZS_F32 ? 4 : 2);
+			if ((x->rc = zs_unit_params(t, u, 0, &p)))
+				FAIL(x, "params: %s", zs_trainer_error(t));
+			if (zs_dev_copy(dev, busy_h, busy_d, BUSY, ZS_DEV_D2H, s) ||
+			    zs_dev_copy(dev, fwd[u], p, b, ZS_DEV_D2H, s))
+				FAIL(x, "read: %s", zs_dev_error(dev));
+			if ((x->rc = zs_unit_forward_done(t, u)))
+				FAIL(x, "forward_done: %s", zs_trainer_error(t));
+		}
+		for (int u = (int)U - 1; u >= 0; u--) {
+			unsigned long long n = zs_unit_numel(t, (unsigned)u);
+			enum zs_dtype dt = (enum zs_dtype)zs_unit_dtype(t, (unsigned)u);
+			size_t b = n * zs_dtype_size(dt);
+			float *pf = malloc(n * 4);
+			if ((x->rc = zs_unit_params(t, (unsigned)u, 1, &p)))
+				FAIL(x, "params: %s", zs_trainer_error(t));
+			if (zs_dev_copy(dev, bwd[u], p, b, ZS_DEV_D2H, s) || zs_dev_stream_sync(dev, s))
+				FAIL(x, "read: %s", zs_dev_error(dev));
+			/* the forward saw the same parameters as the backward */
+			if (memcmp(fwd[u], bwd[u], b))
+				FAIL(x, "step %llu unit %d: the forward read other parameters than the backward",
+				     (unsigned long long)step, u);
+			zs_convert_to_f32(pf, bwd[u], dt, n);
+			for (unsigned long long i = 0; i < n; i++)
+				pf[i] = oracle_grad(pf[i], (uint32_t)u, i, rank, step);
+			/* the last write into gh[u] must be copied before this
+			 * step's write: the host buffer is the test's */
+			if (zs_dev_stream_sync(dev, s))
+				FAIL(x, "sync: %s", zs_dev_error(dev));
+			zs_convert_from_f32(gh[u], dt, pf, n);
+			free(pf);
+			if ((x->rc = zs_unit_grad(t, (unsigned)u, &g)))
+				FAIL(x, "grad: %s", zs_trainer_error(t));
+			if (zs_dev_copy(dev, busy_h, busy_d, BUSY, ZS_DEV_D2H, s) ||
+			    zs_dev_copy(dev, g, gh[u], b, ZS_DEV_H2D, s))
+				FAIL(x, "write: %s", zs_dev_error(dev));
+			if ((x->rc = zs_unit_push(t, (unsigned)u)))
+				FAIL(x, "push: %s", zs_trainer_error(t));
+		}
+		if ((x->rc = zs_step_end(t)))
+			FAIL(x, "step_end: %s", zs_trainer_error(t));
+		{
+			struct zs_step_stats st;
+			zs_last_step(t, &st);
+			x->peak_params = st.peak_param_bytes;
+		}
+	}
+out:
+	if (dev && s)
+		zs_dev_stream_sync(dev, s);
+	if (dev) {
+		zs_dev_free(dev, busy_d);
+		zs_dev_host_free(dev, busy_h);
+	}
+	for (unsigned u = 0; u < MAXU; u++) {
+		free(fwd[u]);
+		free(bwd[u]);
+		free(gh[u]);
+	}
+	/* the trainer uses s until it leaves device mode (at its close) */
+	x->dev = dev;
+	x->s = s;
+	return NULL;
+}
+
+/* Trains the oracle job name with R device-mode ranks over transport and
+ * checks it bitwise. */
+static void dev_run_sizes(const char *name, uint32_t R, const char *transport, unsigned stage,
+			  enum zs_dtype dt, int device, bool own_stream, unsigned prefetch,
+			  const uint64_t *sizes, uint32_t U, unsigned long long *peak)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_job placed;
+	struct dev_rank x[3];
+	pthread_t th[3];
+	float *ref[MAXU];
+
+	oracle_spec_sizes(&spec, name, R, ZS_ADAMW, dt, sizes, U);
+	spec.stage = stage;
+	create_job(&spec);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, name, &placed, NULL), ZS_OK);
+	zs_coord_close(c);
+	for (uint32_t r = 0; r < R; r++)
+		x[r] = (struct dev_rank){.t = join(name, r, transport), .device = device,
+					 .own_stream = own_stream, .stage = stage,
+					 .pol = {.prefetch = prefetch, .reshard_after_forward = 1}};
+	upload_init(x[0].t);
+	for (uint32_t r = 0; r < R; r++)
+		pthread_create(&th[r], NULL, dev_train, &x[r]);
+	for (uint32_t r = 0; r < R; r++)
+		pthread_join(th[r], NULL);
+	for (uint32_t r = 0; r < R; r++)
+		if (x[r].rc)
+			fail_msg("%s rank %u (%s, stage %u): %s", name, r, transport, stage, x[r].why);
+	/* (a failure leaves the trainers to the process's exit: the cluster
+	 * is torn down by the group's teardown all the same) */
+	for (uint32_t u = 0; u < U; u++)
+		ref[u] = malloc(sizes[u] * 4);
+	oracle_reference_sched(&spec, &placed.placement, STEPS, 1, 0, ref);
+	zs_job_release(&placed);
+	for (unsigned u = 0; u < U; u++) {
+		unsigned long long n = spec.layout.units[u].numel;
+		float *got = malloc(n * 4);
+		if (fetch(x[R - 1].t, u, STEPS, got))
+			fail_msg("final gather: %s", zs_trainer_error(x[R - 1].t));
+		for (unsigned long long i = 0; i < n; i++)
+			if (memcmp(&got[i], &ref[u][i], 4))
+				fail_msg("%s (R=%u %s stage %u %s): unit %u element %llu is %.9g, the reference %.9g",
+					 name, R, transport, stage, zs_dtype_name(dt), u, i, got[i],
+					 ref[u][i]);
+		free(got);
+		free(ref[u]);
+	}
+	if (peak)
+		*peak = x[0].peak_params;
+	for (uint32_t r = 0; r < R; r++) {
+		zs_trainer_close(x[r].t);
+		if (x[r].dev) {
+			zs_dev_stream_destroy(x[r].dev, x[r].s);
+			zs_dev_close(x[r].dev);
+		}
+	}
+	zs_job_spec_release(&spec);
+}
+
+/* The oracle's units: 4000, 4, 16396 and 256 bytes in f32. */
+static void dev_run(const char *name, uint32_t R, const char *transport, unsigned stage,
+		    enum zs_dtype dt, int device, bool own_stream, unsigned prefetch,
+		    unsigned long long *peak)
+{
+	static const uint64_t sizes[] = {1000, 1, 4099, 64};
+	dev_run_sizes(name, R, transport, stage, dt, device, own_stream, prefetch, sizes, 4,
+		      peak);
+}
+
+/* Units of one size: every buffer the driver frees is the next unit's,
+ * at once (the caches are by size), while the compute stream may still
+ * read it and its staging's copy may still run. */
+static void dev_run_equal(const char *name, const char *transport, unsigned stage, int device,
+			  unsigned prefetch)
+{
+	static const uint64_t sizes[] = {1500, 1500, 1500, 1500, 1500, 1500};
+	dev_run_sizes(name, 2, transport, stage, ZS_F32, device, true, prefetch, sizes, 6, NULL);
+}
+
+/* The emulated device, a compute stream of each rank's own: stage 3 with
+ * prefetch 1 and 2 over tcp, stage 2 and stage 1 over shm, bf16 too. */
+static void test_emulated(void **st)
+{
+	unsigned long long peak = 0;
+	(void)st;
+	dev_run("dv3", 2, "tcp", 3, ZS_F32, ZS_DEVICE_EMULATED, true, 1, &peak);
+	/* the window counts device bytes: the largest unit and the next */
+	assert_int_equal(peak, 16396 + 256);
+	dev_run("dv3p2", 2, "tcp", 3, ZS_BF16, ZS_DEVICE_EMULATED, true, 2, NULL);
+	dev_run("dv2", 2, "shm", 2, ZS_F32, ZS_DEVICE_EMULATED, true, 1, NULL);
+	dev_run("dv1", 2, "shm", 1, ZS_BF16, ZS_DEVICE_EMULATED, true, 1, NULL);
+	dev_run_equal("dve3", "tcp", 3, ZS_DEVICE_EMULATED, 1);
+	dev_run_equal("dve2", "shm", 2, ZS_DEVICE_EMULATED, 1);
+}
+
+/* The emulated device with the calling thread as the compute stream
+ * (stream NULL), as an application without streams would use it. */
+static void test_emulated_host_stream(void **st)
+{
+	(void)st;
+	dev_run("dvh", 1, "tcp", 3, ZS_F32, ZS_DEVICE_EMULATED, false, 1, NULL);
+}
+
+/* Bad input changes nothing; without a CUDA driver the message says so. */
+static void test_set_device_errors(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_dev *dev;
+	char why[256];
+	zs_trainer *t;
+	int rc;
+
+	(void)st;
+	oracle_spec(&spec, "dverr", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t = join("dverr", 0, "tcp");
+	assert_int_equal(zs_trainer_set_device(t, -7, NULL), ZS_EINVAL);
+	assert_non_null(strstr(zs_trainer_error(t), "no device -7"));
+	assert_int_equal(zs_trainer_set_device(t, ZS_DEVICE_HOST, (void *)8), ZS_EINVAL);
+	rc = zs_trainer_set_device(t, 0, NULL);
+	if (zs_dev_open(0, &dev, why, sizeof why) == ZS_OK) {
+		zs_dev_close(dev);
+		assert_int_equal(rc, ZS_OK);
+	} else {
+		assert_int_equal(rc, ZS_EUNAVAIL);
+		assert_non_null(strstr(zs_trainer_error(t), "libcuda.so.1"));
+	}
+	upload_init(t);
+	assert_int_equal(zs_trainer_set_device(t, ZS_DEVICE_EMULATED, NULL), ZS_OK);
+	assert_int_equal(zs_step_begin(t, 0), ZS_OK);
+	assert_int_equal(zs_trainer_set_device(t, ZS_DEVICE_HOST, NULL), ZS_ESTATE);
+	zs_trainer_close(t);
+	zs_job_spec_release(&spec);
+}
+
+/* The same on a CUDA device, where there is one (make test-gpu). */
+static void test_cuda(void **st)
+{
+	struct zs_dev *dev;
+	char why[256];
+
+	(void)st;
+	if (zs_dev_open(0, &dev, why, sizeof why)) {
+		printf("test_cuda: skipped: %s (make test-gpu runs it where a device is)\n", why);
+		skip();
+	}
+	printf("test_cuda: on %s\n", zs_dev_name(dev));
+	zs_dev_close(dev);
+	dev_run("dvc3", 2, "tcp", 3, ZS_F32, 0, true, 1, NULL);
+	dev_run("dvc2", 2, "shm", 2, ZS_BF16, 0, true, 2, NULL);
+	dev_run("dvc1", 2, "shm", 1, ZS_F32, 0, false, 1, NULL); /* the default stream */
+	dev_run_equal("dvce3", "tcp", 3, 0, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_emulated),
+		cmocka_unit_test(test_emulated_host_stream),
+		cmocka_unit_test(test_set_device_errors),
+		cmocka_unit_test(test_cuda),
+	};
+	/* small chunks: every copy is cut, at odd boundaries */
+	setenv("ZSHARD_COPY_CHUNK", "1000", 1);
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
