@@ -147,7 +147,9 @@ def main(argv=None):
     ap.add_argument("--keep-until-backward", action="store_true")
     ap.add_argument("--staged", action="store_true",
                     help="parameters copied from libzshard's buffers (as on a GPU)")
-    ap.add_argument("--device", default="cpu", help="cpu, or cuda (cuda:LOCAL_RANK)")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu, cuda (cuda:LOCAL_RANK: libzshard's device mode), or emulated "
+                    "(CPU parameters in libzshard's emulated device: its device mode, no GPU)")
     ap.add_argument("--checkpoint-every", type=int, default=0)
     ap.add_argument("--stop-after", type=int, default=0,
                     help="leave after this many steps of this run (a test's stop)")
@@ -168,6 +170,8 @@ def main(argv=None):
     data = load_text(a.text)
     model = build(a)
     dev = torch.device("cpu")
+    if a.device not in ("cpu", "cuda", "emulated"):
+        ap.error("--device: cpu, cuda or emulated")
     if a.device == "cuda":
         dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         model = model.to(dev)
@@ -175,7 +179,8 @@ def main(argv=None):
     for blk in model.blocks:
         fully_shard(blk, reshard_after_forward=not a.keep_until_backward)
     fully_shard(model, job=a.job, coordinator=a.coordinator, stage=a.stage,
-                transport=a.transport, prefetch=a.prefetch, staged=a.staged)
+                transport=a.transport, prefetch=a.prefetch, staged=a.staged,
+                device="emulated" if a.device == "emulated" else None)
     opt = AdamW([{"params": decay, "weight_decay": a.weight_decay},
                  {"params": no_decay, "weight_decay": 0.0}],
                 lr=a.lr, betas=(0.9, 0.95), eps=1e-8, max_grad_norm=a.clip or None)

@@ -98,6 +98,7 @@ _SIGS = {
     "zs_op_test": (c_int, [_OP]),
     "zs_op_wait": (c_int, [_OP, c_int]),
     "zs_trainer_set_policy": (c_int, [_T, POINTER(Policy)]),
+    "zs_trainer_set_device": (c_int, [_T, c_int, c_void_p]),
     "zs_trainer_groups": (c_uint, [_T]),
     "zs_trainer_hparams": (c_int, [_T, c_uint, POINTER(HParams), POINTER(c_double)]),
     "zs_set_hparams": (c_int, [_T, c_ulonglong, POINTER(HParams), c_uint, c_double]),
@@ -118,6 +119,9 @@ for _name, (_res, _args) in _SIGS.items():
     _f = getattr(lib, _name)
     _f.restype = _res
     _f.argtypes = _args
+
+DEVICE_HOST = -1       # ZS_DEVICE_HOST
+DEVICE_EMULATED = -2   # ZS_DEVICE_EMULATED
 
 ERRLEN = 512
 errbuf = lambda: ctypes.create_string_buffer(ERRLEN)  # noqa: E731

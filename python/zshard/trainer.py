@@ -255,6 +255,15 @@ class Trainer:
                    op_timeout_ms)
         self._check(lib.zs_trainer_set_policy(self._handle(), byref(p)))
 
+    def set_device(self, device: int, stream: Optional[int] = None) -> None:
+        """The step driver's buffers in device memory (zs_trainer_set_device):
+        device a CUDA ordinal, DEVICE_HOST (-1) or DEVICE_EMULATED (-2);
+        stream the compute stream's handle (torch's
+        torch.cuda.current_stream().cuda_stream; None: the default stream,
+        or the calling thread on the emulated device). unit_params_ptr and
+        unit_grad_ptr then give device addresses."""
+        self._check(lib.zs_trainer_set_device(self._handle(), device, stream))
+
     def _view(self, u, ptr):
         n = self.unit_numel(u)
         dt = self.unit_dtype(u)

@@ -211,6 +211,14 @@ class TestTorch(unittest.TestCase):
         dump, _ = self.run_ranks("gst", ["--steps", "4", "--staged"])
         self.assert_bitwise(load_file(dump), reference(4, total=4), "staged")
 
+    def test_device_mode_emulated_bitwise(self):
+        """libzshard's device mode under torch (what CUDA parameters get:
+        buffers in device memory, gathers and gradients staged on the
+        library's copy stream), on its emulated device: the same bits."""
+        dump, _ = self.run_ranks("gdv", ["--steps", "4", "--device", "emulated",
+                                         "--stage", "3", "--prefetch", "2"])
+        self.assert_bitwise(load_file(dump), reference(4, total=4), "device mode")
+
     def test_stages_and_policies_bitwise(self):
         """Stages 1 and 2 over shm; stage 3 keeping units until their
         backward with two units of prefetch, over tcp: the same bits."""

@@ -43,6 +43,15 @@ class _Unit:
 OWNER = {}  # id(parameter) -> the Job that trains it
 
 
+class _DeviceMemory:
+    """Device memory of libzshard's, as torch.as_tensor takes it (the CUDA
+    array interface): the library owns it; the tensor keeps this alive."""
+
+    def __init__(self, ptr, n, typestr):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": typestr,
+                                         "data": (ptr, False), "version": 2}
+
+
 class Job:
     """The root's state: the job, the units, the hooks."""
 
@@ -118,9 +127,23 @@ class Job:
             raise InvalidArgument("the parameters are on several devices: %s" %
                                   ", ".join(sorted(map(str, devs))))
         dev = next(iter(devs))
-        # CPU parameters are libzshard's buffers themselves; others (CUDA)
-        # are copies on their device, staged through those buffers
-        self.device = None if dev.type == "cpu" and not self.o.get("staged") else dev
+        # CUDA parameters are libzshard's device buffers (its device mode:
+        # gathers staged and copied on its stream), CPU ones its host
+        # buffers (or, device="emulated", its emulated device's); staged:
+        # copies of their own, staged here through those buffers
+        mode = self.o.get("device")
+        if mode not in (None, "emulated"):
+            raise InvalidArgument("device=%r: None (the parameters' device) or 'emulated'" %
+                                  (mode,))
+        if mode == "emulated" and (dev.type != "cpu" or self.o.get("staged")):
+            raise InvalidArgument("device='emulated' is for CPU parameters, not staged")
+        self.devmode = None  # what zs_trainer_set_device gets: None, a device, "emulated"
+        if dev.type == "cuda" and not self.o.get("staged"):
+            self.devmode = dev
+        elif mode == "emulated":
+            self.devmode = "emulated"
+        staged = self.o.get("staged") or (dev.type != "cpu" and self.devmode is None)
+        self.device = dev if staged else None
         self.empty = torch.empty(0, dtype=self.dtype, device=dev)
 
     def attach(self, opt, seen):
@@ -189,6 +212,12 @@ class Job:
         self.t = t
         t.set_policy(prefetch=o["prefetch"], reshard_after_forward=o["reshard_after_forward"],
                      push_depth=o["push_depth"], op_timeout_ms=o["op_timeout_ms"])
+        if self.devmode == "emulated":
+            t.set_device(zshard.DEVICE_EMULATED)
+        elif self.devmode is not None:  # its kernels' stream waits for the copies
+            t.set_device(self.devmode.index if self.devmode.index is not None
+                         else torch.cuda.current_device(),
+                         torch.cuda.current_stream(self.devmode).cuda_stream)
         self.check_layout()
         state = self.enter(t.resume())
         self.started = True
@@ -237,6 +266,10 @@ class Job:
     # ----------------------------------------------------------- binding
     def _wrap(self, u, ptr):
         np_dt, tview = DT[self.dtype][1], DT[self.dtype][2]
+        if isinstance(self.devmode, torch.device):  # device memory
+            flat = torch.as_tensor(_DeviceMemory(ptr, u.numel, np.dtype(np_dt).str),
+                                   device=self.devmode)
+            return flat.view(tview) if tview is not None else flat
         nbytes = u.numel * np.dtype(np_dt).itemsize
         raw = (ctypes.c_char * nbytes).from_address(ptr)
         flat = torch.from_numpy(np.frombuffer(raw, dtype=np_dt, count=u.numel))

@@ -87,7 +87,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 rank: Optional[int] = None, world_size: Optional[int] = None, stage: int = 3,
                 transport: str = "auto", prefetch: int = 1, push_depth: int = 0,
                 op_timeout_ms: int = 0, timeout_ms: int = 10000, checkpoint_every: int = 0,
-                staged: bool = False) -> torch.nn.Module:
+                staged: bool = False, device: Optional[str] = None) -> torch.nn.Module:
     """Marks module as a zshard unit (its parameters gathered and freed as
     one); on the root (job= given, called last) builds the job from the
     marked units: the root keeps what no unit claims. Returns module.
@@ -98,9 +98,13 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     rdma), prefetch (units gathered ahead), push_depth (pushes in flight),
     op_timeout_ms (the longest wait for one gather or push), timeout_ms
     (joining), checkpoint_every (the job's automatic checkpoints, without
-    blobs), staged (CPU parameters as tensors of their own, copied from and
-    to libzshard's buffers, as CUDA parameters always are; in place
-    otherwise)."""
+    blobs), staged (parameters as tensors of their own, copied from and to
+    libzshard's host buffers; otherwise CPU parameters are libzshard's host
+    buffers and CUDA parameters its device buffers: libzshard's device mode,
+    which stages gathers and gradients through pinned memory on a copy
+    stream of its own that torch's current stream waits for), device
+    ("emulated": CPU parameters in libzshard's emulated device memory,
+    the device mode's path without a GPU, for tests)."""
     if job is None:
         module._zshard_unit = bool(reshard_after_forward)
         return module
@@ -115,7 +119,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 stage=stage, transport=transport, prefetch=prefetch,
                 reshard_after_forward=reshard_after_forward, push_depth=push_depth,
                 op_timeout_ms=op_timeout_ms, timeout_ms=timeout_ms,
-                checkpoint_every=checkpoint_every, staged=staged, local_rank=int(os.environ.get(
+                checkpoint_every=checkpoint_every, staged=staged, device=device, local_rank=int(os.environ.get(
                     "LOCAL_RANK", "0")))
     st = Job(module, opts)
     st.collect()
