@@ -78,6 +78,7 @@ NVCC_IEEE := -fmad=false -prec-div=true -prec-sqrt=true -ftz=false
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 NVCCFLAGS := -O3 -std=c++17 $(NVCC_IEEE) $(NVCC_ARCH) -I. -Xcompiler -Wall,-Wextra -Werror all-warnings
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+GPU_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard gpu/*.cu))
 ifeq ($(MAKELEVEL),0)
 $(info zshard: optional parts: rdma: $(RDMA_NOTE)$(if $(HAVE_IBVERBS),, - the rdma transport is left out); cuda: $(if $(HAVE_NVCC),nvcc found: the GPU kernels are built (make test-gpu runs them where a device is),nvcc not found: the GPU kernels are left out); nccl: $(NCCL_NOTE), transport not yet built)
 endif
@@ -94,7 +95,7 @@ CLIENT_SRC := $(wildcard client/*.c)
 # the device layer: the CUDA driver API loaded at run time, and the emulator
 GPU_SRC := $(wildcard gpu/*.c)
 # the shard engine (the tests and benchmarks drive it without the daemon)
-ENGINE_SRC := $(addprefix server/,engine.c face.c step.c hparams.c tier.c snapshot.c)
+ENGINE_SRC := $(addprefix server/,engine.c face.c step.c hparams.c tier.c snapshot.c devshard.c)
 SERVER_SRC := $(filter-out server/main.c $(ENGINE_SRC),$(wildcard server/*.c))
 COORD_SRC := $(filter-out coord/main.c,$(wildcard coord/*.c))
 CLI_SRC := $(wildcard cli/*.c)
@@ -104,6 +105,14 @@ CORE_OBJ := $(call obj,$(BASE_SRC) $(MODEL_SRC) $(MATH_SRC) $(GPU_SRC) $(STORAGE
 	      $(RDMA_SRC) $(CTRL_SRC)) $(GEN_OBJ)
 CORE_LIB := $(BUILD)/lib/libzscore.a
 ENGINE_OBJ := $(call obj,$(ENGINE_SRC))
+# the engine's GPU-resident shards run gpu/*.cu's kernels where nvcc is:
+# linked with the static CUDA runtime (it loads the driver when a device is
+# opened, so the daemons run on machines without one)
+ifneq ($(HAVE_NVCC),)
+ENGINE_GPU := $(GPU_OBJ)
+ENGINE_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -lrt
+$(BUILD)/obj/gpu/kern.o: TARGET_FLAGS := -DZS_HAVE_CUDA_KERNELS
+endif
 SERVER_OBJ := $(call obj,$(SERVER_SRC))
 COORD_OBJ := $(call obj,$(COORD_SRC))
 
@@ -111,7 +120,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 
 # libzshard: the trainer's library, only what a trainer needs (no LMDB,
 # no jansson, no server side); the shared one exports only include/'s API
-LIB_SRC := $(CLIENT_SRC) $(GPU_SRC) $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/listener.c,$(NET_SRC)) \
+LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/cudadrv.c $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/listener.c,$(NET_SRC)) \
 	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(CTRL_SRC)
 LIB_LIBS := $(CTRL_LIBS) $(RDMA_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(GEN_OBJ)
@@ -187,9 +196,9 @@ $(LIBZS_LINKS): $(LIBZS_SO)
 $(BUILD)/bin/zshard-coordinator: $(BUILD)/obj/coord/main.o $(COORD_OBJ) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/bin/zshard-server: $(BUILD)/obj/server/main.o $(SERVER_OBJ) $(ENGINE_OBJ) $(CORE_LIB)
+$(BUILD)/bin/zshard-server: $(BUILD)/obj/server/main.o $(SERVER_OBJ) $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(ENGINE_LIBS)
 $(BUILD)/bin/zshardctl: $(call obj,$(CLI_SRC)) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -204,9 +213,9 @@ $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_L
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
 $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(CORE_LIB)
-$(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(CORE_LIB)
+$(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
+$(BUILD)/tests/test_engine: LDLIBS += $(ENGINE_LIBS)
 # the CUDA kernels against the host's (skipped, with the reason, without a device)
-GPU_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard gpu/*.cu))
 $(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h gpu/launch.cuh math/elem.h base/dtype.h include/zshard_status.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
@@ -231,6 +240,10 @@ $(TEST_BINS):
 check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
 	rc=$$?; \
+	ZSHARD_TEST_SERVER_GPU=emulated ZSHARD_TEST_LABEL="servers --gpu emulated" \
+		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train ckpt device \
+		>$(BUILD)/gpu-servers.log 2>&1 && tail -1 $(BUILD)/gpu-servers.log || \
+		{ cat $(BUILD)/gpu-servers.log; rc=1; }; \
 	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \
 	if [ -n "$(HAVE_NVCC)" ]; then sh tests/gpu/check-ptx.sh "$(NVCC)" "$(NVCC_IEEE)" || rc=1; \
 		CC="$(CC)" sh tests/gpu/check-cuda-abi.sh "$(CUDA_HOME)" || rc=1; fi; \
@@ -292,7 +305,8 @@ $(BUILD)/bin/bench_coll: $(BUILD)/obj/bench/coll.o $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/bin/bench_transport: $(BUILD)/obj/bench/transport.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_optim: $(BUILD)/obj/bench/optim.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_ckpt: $(BUILD)/obj/bench/ckpt.o $(BENCH_BASE) $(CORE_LIB)
-$(BUILD)/bin/bench_tier: $(BUILD)/obj/bench/tier.o $(ENGINE_OBJ) $(CORE_LIB)
+$(BUILD)/bin/bench_tier: $(BUILD)/obj/bench/tier.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
+$(BUILD)/bin/bench_tier: LDLIBS += $(ENGINE_LIBS)
 BENCH_BINS := $(addprefix $(BUILD)/bin/,coord_rpc bench_limits bench_coll bench_transport \
 	      bench_optim bench_ckpt bench_tier)
 $(BENCH_BINS):

@@ -207,6 +207,8 @@ static enum zs_status c_stream_sync(struct zs_dev *d, zs_dev_stream s)
 	return ZS_OK;
 }
 
+static enum zs_status c_bind(struct zs_dev *d) { return cur(d) ? ZS_OK : ZS_EIO; }
+
 static void c_close(struct zs_dev *d)
 {
 	struct cuda *c = d->impl;
@@ -219,7 +221,8 @@ static const struct zs_dev_ops cuda_ops = {
 	.stream_create = c_stream_create, .stream_destroy = c_stream_destroy,
 	.event_create = c_event_create, .event_destroy = c_event_destroy,
 	.copy = c_copy, .zero = c_zero, .record = c_record, .wait = c_wait,
-	.query = c_query, .sync = c_sync, .stream_sync = c_stream_sync, .close = c_close,
+	.query = c_query, .sync = c_sync, .stream_sync = c_stream_sync, .bind = c_bind,
+	.close = c_close,
 };
 
 enum zs_status zs_dev_cuda_open(struct zs_dev *d, int device, char *why, size_t len)

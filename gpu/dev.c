@@ -125,6 +125,15 @@ enum zs_status zs_dev_stream_sync(struct zs_dev *d, zs_dev_stream s)
 	return d->ops->stream_sync(d, s);
 }
 
+enum zs_status zs_dev_bind(struct zs_dev *d) { return d->ops->bind(d); }
+
+enum zs_status zs_dev_copy_sync(struct zs_dev *d, void *dst, const void *src, size_t n,
+				enum zs_dev_dir dir)
+{
+	enum zs_status st = zs_dev_copy(d, dst, src, n, dir, NULL);
+	return st ? st : zs_dev_stream_sync(d, NULL);
+}
+
 unsigned long long zs_dev_emu_copies(const struct zs_dev *d)
 {
 	return zs_dev_emulated(d) ? zs_dev_emu_count(d) : 0;

@@ -48,6 +48,11 @@ int zs_dev_number(const struct zs_dev *d);
 bool zs_dev_emulated(const struct zs_dev *d);
 const char *zs_dev_error(const struct zs_dev *d);
 
+/* Makes the device current on the calling thread (CUDA: its primary
+ * context, which the runtime's kernels then use too); every call here does
+ * it itself. */
+enum zs_status zs_dev_bind(struct zs_dev *d);
+
 /* Device memory and pinned (page-locked) host memory; NULL with the reason
  * in zs_dev_error. Frees take NULL. */
 void *zs_dev_alloc(struct zs_dev *d, size_t n);
@@ -64,6 +69,9 @@ enum zs_dev_dir { ZS_DEV_H2D, ZS_DEV_D2H };
 /* Queues a copy of n bytes on s (H2D: dst is device memory, src host). */
 enum zs_status zs_dev_copy(struct zs_dev *d, void *dst, const void *src, size_t n,
 			   enum zs_dev_dir dir, zs_dev_stream s);
+/* A synchronous copy (on the NULL stream, waited for). */
+enum zs_status zs_dev_copy_sync(struct zs_dev *d, void *dst, const void *src, size_t n,
+				enum zs_dev_dir dir);
 /* Queues zeroing n bytes of device memory on s. */
 enum zs_status zs_dev_zero(struct zs_dev *d, void *dst, size_t n, zs_dev_stream s);
 /* e completes once everything queued on s so far has. */

@@ -27,6 +27,7 @@ struct zs_dev_ops {
 	enum zs_status (*query)(struct zs_dev *d, zs_dev_event e);
 	enum zs_status (*sync)(struct zs_dev *d, zs_dev_event e);
 	enum zs_status (*stream_sync)(struct zs_dev *d, zs_dev_stream s);
+	enum zs_status (*bind)(struct zs_dev *d);
 	void (*close)(struct zs_dev *d);
 };
 

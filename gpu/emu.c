@@ -291,12 +291,19 @@ static enum zs_status emu_stream_sync(struct zs_dev *d, zs_dev_stream stream)
 
 static void emu_close(struct zs_dev *d) { free(d->impl); }
 
+static enum zs_status emu_bind(struct zs_dev *d)
+{
+	(void)d;
+	return ZS_OK;
+}
+
 static const struct zs_dev_ops emu_ops = {
 	.alloc = emu_alloc, .free = emu_free, .host_alloc = emu_alloc, .host_free = emu_free,
 	.stream_create = emu_stream_create, .stream_destroy = emu_stream_destroy,
 	.event_create = emu_event_create, .event_destroy = emu_event_destroy,
 	.copy = emu_copy, .zero = emu_zero, .record = emu_record, .wait = emu_wait,
-	.query = emu_query, .sync = emu_sync, .stream_sync = emu_stream_sync, .close = emu_close,
+	.query = emu_query, .sync = emu_sync, .stream_sync = emu_stream_sync, .bind = emu_bind,
+	.close = emu_close,
 };
 
 enum zs_status zs_dev_emu_open(struct zs_dev *d, char *why, size_t len)

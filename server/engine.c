@@ -20,6 +20,7 @@ static void shard_release(struct engine *e, struct eshard *s)
 		if (s->landing)
 			zs_listener_release(e->l, s->landing);
 	}
+	eng_dev_shard_release(e, s);
 	if (s->fd >= 0) {
 		close(s->fd);
 		unlink(s->path);
@@ -80,7 +81,12 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	s->dsz = zs_dtype_size(u->dtype);
 	s->fd = -1;
 	s->n_arrays = arrays;
-	if (e->tier_dir[0] && e->resident + state > e->tier_budget) {
+	if (e->dev) {
+		/* on the device: see devshard.c */
+		enum zs_status st = eng_dev_shard_init(e, s, pad, arrays, err);
+		if (st)
+			return st;
+	} else if (e->tier_dir[0] && e->resident + state > e->tier_budget) {
 		/* past the budget: master and optimizer state live in a file */
 		s->arr_bytes = (pad * 4 + 4095) & ~(uint64_t)4095;
 		snprintf(s->path, sizeof s->path, "%s/%s-%llu-%u-%u.state", e->tier_dir, j->name,
@@ -108,18 +114,19 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	s->n_ranks = R;
 	s->racc = calloc(R, sizeof *s->racc);
 	s->nacc = calloc(R, sizeof *s->nacc);
-	if (s->fd < 0 && arrays > 1)
+	if (s->fd < 0 && !s->gpu && arrays > 1)
 		s->s0 = calloc(pad, 4);
-	if (s->fd < 0 && arrays > 2)
+	if (s->fd < 0 && !s->gpu && arrays > 2)
 		s->s1 = calloc(pad, 4);
 	if (eng_shard_segments(j, s))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
-	if ((s->fd < 0 && !s->master) || !s->copy || !s->staging)
+	if ((s->fd < 0 && !s->gpu && !s->master) || !s->copy || !s->staging)
 		return zs_fail(err, ZS_ENOSPC,
 			       "the shard arena is full: unit '%s' shard %u needs %zu bytes more",
 			       u->name, sh->index, pad * (4 + s->dsz * (R + 1)));
 	if (!s->acc || !s->slot || !s->racc || !s->nacc ||
-	    (s->fd < 0 && arrays > 1 && !s->s0) || (s->fd < 0 && arrays > 2 && !s->s1))
+	    (s->fd < 0 && !s->gpu && arrays > 1 && !s->s0) ||
+	    (s->fd < 0 && !s->gpu && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	e->bytes += pad * zs_server_bytes_per_elem(&j->spec, u);
 	return ZS_OK;

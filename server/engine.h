@@ -77,6 +77,19 @@ void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx);
 enum zs_status engine_set_tier(struct engine *e, const char *dir, uint64_t budget,
 			       struct zs_error *err);
 
+/*
+ * GPU-resident shards: every shard added after this keeps its fp32 master,
+ * optimizer state and reduction in device memory (a CUDA ordinal, or
+ * ZS_DEV_EMULATED: gpu/dev.h), reduced and updated by gpu/kern.h's kernels,
+ * bitwise as on the host; gathers read a compute-dtype copy in the arena.
+ * The NVMe tier does not apply to them. Set before adding jobs: ZS_OK;
+ * ZS_EUNAVAIL (no such device, no CUDA driver, a build without kernels:
+ * the message says which); ZS_ESTATE (jobs were added).
+ */
+enum zs_status engine_set_device(struct engine *e, int device, struct zs_error *err);
+/* The device's name, or NULL when shards are in host memory. */
+const char *engine_device(const struct engine *e);
+
 /* The target to give zs_listener_start (ctx is the engine). */
 const struct zs_target *engine_target(struct engine *e);
 /* Must be called once, before any job is added. */

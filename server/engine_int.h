@@ -81,6 +81,11 @@ struct eshard {
 	struct eseg { uint64_t a, b; uint32_t group; } *segs;
 	uint32_t n_segs;
 	char path[600];
+	/* GPU-resident (devshard.c; master, s0, s1 then NULL): the arrays,
+	 * the reduction, one contribution at a time, the compute-dtype copy */
+	bool gpu;
+	float *dmaster, *ds0, *ds1, *dacc, *dx;
+	void *dcopy;
 	struct held *held;
 	size_t n_held, cap_held;
 };
@@ -144,12 +149,34 @@ struct engine {
 	atomic_uint_fast64_t tier_read, tier_written;
 	engine_norm_fn norm_fn;
 	void *norm_ctx;
+	/* GPU-resident shards (devshard.c): the device and its kernels */
+	struct zs_dev *dev;
+	const struct zs_kern *kern;
+	uint64_t dev_resident; /* device bytes of the shards' arrays */
 	pthread_t sweeper;
 	atomic_int stop;
 };
 
 /* engine.c */
 void eng_job_unref(struct engine *e, struct ejob *j);
+
+/* devshard.c: a shard's arrays, reduction and update on the engine's
+ * device. A device error stops the server (its jobs roll back to their
+ * last checkpoint): the shard's state is not known any more. */
+enum zs_status eng_dev_shard_init(struct engine *e, struct eshard *s, size_t pad,
+				  unsigned arrays, struct zs_error *err);
+void eng_dev_shard_release(struct engine *e, struct eshard *s);
+void eng_dev_reduce(struct ejob *j, struct eshard *s, size_t a, size_t b);
+void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
+		   float coef, size_t a, size_t b);
+/* The shard's sum of squares of its reduced gradient, as zs_sumsq gives it
+ * on the host (it is computed there, from a copy). */
+double eng_dev_sumsq(struct engine *e, struct eshard *s);
+/* Whole arrays in or out (NULL skips one); elements [a, b) of array k out. */
+enum zs_status eng_dev_arrays_io(struct engine *e, struct eshard *s, bool wr, float *m,
+				 float *s0, float *s1);
+enum zs_status eng_dev_array_read(struct engine *e, struct eshard *s, unsigned k, size_t a,
+				  size_t b, float *dst);
 
 /* face.c */
 /* The job of handle h (referenced: eng_job_unref), the current one or one

@@ -131,7 +131,16 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		const float *a = x->state == 0 ? s->master : x->state == 1 ? s->s0 : s->s1;
 		float *tmp = NULL;
 		pthread_mutex_lock(&s->mu);
-		if (s->fd >= 0 && (unsigned)x->state < s->n_arrays && s->ready) {
+		if (s->gpu && (unsigned)x->state < s->n_arrays && s->ready) {
+			size_t a0 = x->offset - s->sh.offset;
+			tmp = malloc(x->length * 4);
+			if (tmp && eng_dev_array_read(e, s, (unsigned)x->state, a0, a0 + x->length,
+						      tmp)) {
+				free(tmp);
+				tmp = NULL;
+			}
+			a = tmp ? tmp - a0 : NULL; /* served from tmp, as the tier's */
+		} else if (s->fd >= 0 && (unsigned)x->state < s->n_arrays && s->ready) {
 			float *bb = eng_tier_buf();
 			tmp = malloc(x->length * 4);
 			if (!bb || !tmp ||
@@ -229,14 +238,14 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			st = zs_fail(err, ZS_ESTATE,
 				     "unit '%s' has trained (step %llu): initial parameters come before step 0",
 				     eng_unit_name(j, x->unit), (unsigned long long)s->version);
-		else if (s->fd < 0)
+		else if (s->fd < 0 && !s->gpu)
 			*dst = s->master;
 		else if (!s->landing &&
 			 !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
 			st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
 				     eng_unit_name(j, x->unit));
 		else
-			*dst = s->landing; /* to the tier file when it has landed */
+			*dst = s->landing; /* to the tier file or device once landed */
 		if (!st)
 			s->init_landing++;
 	} else if (x->dtype != s->dt) {
@@ -395,16 +404,17 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	atomic_fetch_add(&e->bytes_in, x->length * (x->init ? 4 : s->dsz));
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
-		const float *m = s->fd >= 0 ? s->landing : s->master;
+		bool away = s->fd >= 0 || s->gpu; /* not in memory: landed first */
+		const float *m = away ? s->landing : s->master;
 		s->init_landing--;
-		if (s->fd >= 0 && eng_arrays_io(e, s, true, s->landing, NULL, NULL)) {
+		if (away && eng_arrays_io(e, s, true, s->landing, NULL, NULL)) {
 			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
 				    eng_unit_name(j, x->unit), s->path, strerror(errno));
 			goto release;
 		}
 		if (s->copy != m)
 			zs_convert_from_f32(s->copy, s->dt, m, s->sh.length);
-		if (s->fd >= 0) {
+		if (away) {
 			zs_listener_release(e->l, s->landing);
 			s->landing = NULL;
 		}
@@ -438,7 +448,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		if (j->spec.optim.clip_norm > 0.0) {
 			uint64_t t = s->version;
 			bool last;
-			s->sumsq = zs_sumsq(s->acc, s->sh.length);
+			s->sumsq = s->gpu ? eng_dev_sumsq(e, s) : zs_sumsq(s->acc, s->sh.length);
 			s->reduced = true;
 			pthread_mutex_unlock(&s->mu);
 			pthread_mutex_lock(&j->cmu);

@@ -8,6 +8,8 @@
  */
 #include "server/daemon.h"
 
+#include "gpu/dev.h"
+
 volatile sig_atomic_t srvd_stop;
 static void on_signal(int sig)
 {
@@ -36,6 +38,11 @@ static void usage(FILE *f)
 		"                       masters and optimizer state beyond this stay in\n"
 		"                       O_DIRECT files under DIR/tier, streamed for each\n"
 		"                       update (default: all in memory)\n"
+		"  --gpu N|emulated     keep the shards' fp32 masters, optimizer state and\n"
+		"                       reduction on CUDA device N, reduced and updated by\n"
+		"                       its kernels, bitwise as on the host (emulated: the\n"
+		"                       same path on host memory, for tests); --capacity\n"
+		"                       should then be what the device holds\n"
 		"  --step-timeout-ms MS a gather waiting longer for the other ranks fails,\n"
 		"                       naming the ranks it waits for (default 60000)\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
@@ -58,6 +65,7 @@ int main(int argc, char **argv)
 		{"port-file", required_argument, NULL, 'p'},
 		{"data-listen", required_argument, NULL, 'D'},
 		{"step-timeout-ms", required_argument, NULL, 'T'},
+		{"gpu", required_argument, NULL, 'G'},
 		{"memory-budget", required_argument, NULL, 'M'},
 		{"coordinator-timeout-ms", required_argument, NULL, 'w'},
 		{"log-level", required_argument, NULL, 'v'},
@@ -73,6 +81,7 @@ int main(int argc, char **argv)
 	uint32_t step_timeout_ms = 60000;
 	uint64_t memory_budget = 0;
 	const char *rdma_mode = "auto";
+	int gpu = -1; /* --gpu: a CUDA device, ZS_DEV_EMULATED, or none */
 	bool rdma = false;
 	char data_default[ZS_ADDR_MAX];
 	struct zs_listener *dp = NULL;
@@ -102,6 +111,17 @@ int main(int argc, char **argv)
 			rdma_mode = optarg;
 			break;
 		case 'D': data_listen = optarg; break;
+		case 'G':
+			if (!strcmp(optarg, "emulated")) {
+				gpu = ZS_DEV_EMULATED;
+			} else if (zs_parse_u64(optarg, 0, 1023, &v, &err)) {
+				fprintf(stderr, "zshard-server: --gpu: %s (a CUDA device number, or emulated)\n",
+					err.msg);
+				return 2;
+			} else {
+				gpu = (int)v;
+			}
+			break;
 		case 'M':
 			if (zs_parse_size(optarg, &memory_budget, &err)) {
 				fprintf(stderr, "zshard-server: --memory-budget: %s\n", err.msg);
@@ -182,6 +202,8 @@ int main(int argc, char **argv)
 	d.step_timeout_ms = step_timeout_ms;
 	d.data_dir = data_dir;
 	engine_set_norm_exchange(d.engine, srvd_exchange_norms, &d);
+	if (gpu != -1 && engine_set_device(d.engine, gpu, &err))
+		goto clean_engine;
 	if (memory_budget) {
 		char tier[1024];
 		zs_fmt(tier, sizeof tier, "%s/tier", data_dir);

@@ -21,6 +21,11 @@ void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 	enum zs_dtype dt;
 	const uint8_t *c;
 
+	if (s->gpu) {
+		eng_dev_reduce(j, s, a, b);
+		s->red_ns += now_ns() - t0;
+		return;
+	}
 	c = eng_contribution(s, 0, &dt);
 	zs_reduce_first(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
 	for (uint32_t r = 1; r < R; r++) {
@@ -39,6 +44,11 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
 	uint64_t t0 = now_ns();
 
 	eng_hp_steps(j, s->version, s->version + 1, steps, NULL);
+	if (s->gpu) {
+		eng_dev_apply(e, s, steps, coef, a, b);
+		s->opt_ns += now_ns() - t0;
+		return;
+	}
 	if (coef != 1.0f)
 		zs_scale(s->acc + a, coef, b - a);
 	if (s->fd >= 0) {

@@ -33,9 +33,11 @@ for t in "$@"; do
 done
 rm -f "$log"
 [ -n "$broken" ] && echo "check: test binaries that died without a summary:$broken"
+# $ZSHARD_TEST_LABEL names a run of the same binaries in another setting
+what="check${ZSHARD_TEST_LABEL:+ ($ZSHARD_TEST_LABEL)}"
 if [ "$skipped" -gt 0 ]; then
-	echo "check: $passed passed, $failed failed, $skipped skipped"
+	echo "$what: $passed passed, $failed failed, $skipped skipped"
 else
-	echo "check: $passed passed, $failed failed"
+	echo "$what: $passed passed, $failed failed"
 fi
 [ "$failed" -eq 0 ]

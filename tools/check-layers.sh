@@ -27,7 +27,7 @@ net: model base include
 ctrl: gen model base include
 rdma: net model base include
 client: gpu ctrl net model base include
-server: ctrl rdma net storage math model base include
+server: ctrl rdma net storage gpu math model base include
 coord: ctrl storage model base include
 cli: ctrl rdma net storage math model base include
 "

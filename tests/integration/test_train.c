@@ -10,58 +10,10 @@
  */
 #include "tests/integration/train_common.h"
 
-/* Trains the oracle job and checks it bitwise; sched: in 3 optimizer
- * groups (oracle_spec_groups) with oracle_hparams set at every step. */
 static void run_full(const char *name, uint32_t R, const char *transport,
 		     enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip, int sched)
 {
-	struct zs_job_spec spec;
-	struct zs_coord_client *c;
-	struct zs_job placed;
-	struct rank_ctx x[3];
-	pthread_t th[3];
-	float *ref[4];
-
-	oracle_spec(&spec, name, R, kind, dt);
-	spec.optim.clip_norm = clip;
-	if (sched)
-		oracle_spec_groups(&spec);
-	create_job(&spec);
-	/* the reference sums norms over the placement the coordinator chose */
-	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
-	assert_int_equal(zs_coord_get_job(c, name, &placed, NULL), ZS_OK);
-	zs_coord_close(c);
-	for (uint32_t r = 0; r < R; r++)
-		x[r] = (struct rank_ctx){.t = join(name, r, transport), .K = K, .spec = &spec,
-					 .sched = sched};
-	upload_init(x[0].t);
-	for (uint32_t r = 0; r < R; r++)
-		pthread_create(&th[r], NULL, train, &x[r]);
-	for (uint32_t r = 0; r < R; r++) {
-		pthread_join(th[r], NULL);
-		if (x[r].rc)
-			fail_msg("%s rank %u: %s", name, r, x[r].why);
-	}
-	oracle_reference_sched(&spec, &placed.placement, STEPS, K, sched,
-			      (ref[0] = malloc(spec.layout.units[0].numel * 4), ref[1] = malloc(4),
-			       ref[2] = malloc(4099 * 4), ref[3] = malloc(64 * 4), ref));
-	zs_job_release(&placed);
-	for (unsigned u = 0; u < 4; u++) {
-		unsigned long long n = spec.layout.units[u].numel;
-		float *got = malloc(n * 4);
-		if (fetch(x[R - 1].t, u, STEPS, got))
-			fail_msg("final gather: %s", zs_trainer_error(x[R - 1].t));
-		for (unsigned long long i = 0; i < n; i++)
-			if (memcmp(&got[i], &ref[u][i], 4))
-				fail_msg("%s (R=%u %s %s %s): unit %u element %llu is %.9g, the reference %.9g",
-					 name, R, transport, zs_optim_name(kind), zs_dtype_name(dt),
-					 u, i, got[i], ref[u][i]);
-		free(got);
-		free(ref[u]);
-	}
-	for (uint32_t r = 0; r < R; r++)
-		zs_trainer_close(x[r].t);
-	zs_job_spec_release(&spec);
+	train_oracle(name, R, transport, kind, dt, K, clip, sched);
 }
 
 static void run_clip(const char *name, uint32_t R, const char *transport,

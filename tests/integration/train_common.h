@@ -73,6 +73,11 @@ zs_trainer *join(const char *job, unsigned rank, const char *transport);
 void upload_init(zs_trainer *t);
 int fetch(zs_trainer *t, unsigned u, uint64_t step, float *out);
 void *train(void *arg);
+/* Trains the oracle job name with R ranks (threads) and checks it bitwise;
+ * K micro-batches, clip, sched: in 3 optimizer groups (oracle_spec_groups)
+ * with oracle_hparams set at every step. */
+void train_oracle(const char *name, uint32_t R, const char *transport,
+		  enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip, int sched);
 void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps);
 void train_ranks(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1);
 void fetch_all(zs_trainer *t, uint64_t step, float **out);

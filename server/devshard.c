@@ -1,0 +1,184 @@
+/*
+ * devshard.c - GPU-resident shards (engine_set_device, zshard-server
+ * --gpu): a shard's fp32 master, optimizer state and reduction buffer live
+ * in device memory; each rank's contribution goes from the arena (where the
+ * transports land it) to the device one at a time and is added there in
+ * rank order; the optimizer and the compute-dtype copy run as kernels and
+ * the copy comes back to the arena, where gathers read it. The kernels are
+ * gpu/kern.h's (CUDA, or the host's on the emulated device), all running
+ * math/elem.h's arithmetic: the bits are the host engine's.
+ *
+ * Copies and kernels are synchronous here (the shard's mutex is held, as
+ * for the host kernels): overlap comes from shards and steps in flight on
+ * other threads, not from streams.
+ */
+#include "server/engine_int.h"
+
+#include "gpu/dev.h"
+#include "gpu/kern.h"
+
+/* The shard's state is no longer known: stop, so that the job rolls back. */
+static void die(struct engine *e, const char *what, const char *why)
+{
+	zs_error("device %s: %s: %s; stopping so that this server's jobs roll back to their last checkpoint",
+		 zs_dev_name(e->dev), what, why);
+	abort();
+}
+
+/* e->kern->fn(..., why, len), stopping on its failure */
+#define KCALL(e, what, fn, ...)                                                     \
+	do {                                                                        \
+		char why_[256];                                                     \
+		if ((e)->kern->fn(__VA_ARGS__, why_, sizeof why_))                  \
+			die(e, what, why_);                                         \
+	} while (0)
+
+static void copy(struct engine *e, void *dst, const void *src, size_t n, enum zs_dev_dir dir)
+{
+	if (n && zs_dev_copy_sync(e->dev, dst, src, n, dir))
+		die(e, dir == ZS_DEV_H2D ? "a copy to the device" : "a copy from the device",
+		    zs_dev_error(e->dev));
+}
+
+enum zs_status engine_set_device(struct engine *e, int device, struct zs_error *err)
+{
+	char why[256];
+	enum zs_status st;
+
+	if (e->jobs)
+		return zs_fail(err, ZS_ESTATE, "the device is set before any job is added");
+	st = zs_dev_open(device, &e->dev, why, sizeof why);
+	if (st)
+		return zs_fail(err, st, "%s", why);
+	e->kern = zs_dev_emulated(e->dev) ? zs_kern_host() : zs_kern_cuda(why, sizeof why);
+	if (!e->kern) {
+		zs_dev_close(e->dev);
+		e->dev = NULL;
+		return zs_fail(err, ZS_EUNAVAIL, "%s", why);
+	}
+	zs_info("shards live on %s (its kernels: %s)", zs_dev_name(e->dev), e->kern->name);
+	return ZS_OK;
+}
+
+const char *engine_device(const struct engine *e) { return e->dev ? zs_dev_name(e->dev) : NULL; }
+
+static float *dalloc(struct engine *e, size_t bytes, bool zero)
+{
+	void *p = zs_dev_alloc(e->dev, bytes);
+	if (p && zero && (zs_dev_zero(e->dev, p, bytes, NULL) || zs_dev_stream_sync(e->dev, NULL))) {
+		zs_dev_free(e->dev, p);
+		p = NULL;
+	}
+	return p;
+}
+
+enum zs_status eng_dev_shard_init(struct engine *e, struct eshard *s, size_t pad,
+				  unsigned arrays, struct zs_error *err)
+{
+	s->gpu = true;
+	s->master = NULL;
+	s->copy = zs_listener_alloc(e->l, pad * s->dsz); /* what gathers read */
+	if (!s->copy)
+		return zs_fail(err, ZS_ENOSPC, "the shard arena is full: unit %u shard %u needs %zu bytes",
+			       s->sh.unit, s->sh.index, pad * s->dsz);
+	s->dmaster = dalloc(e, pad * 4, false);
+	s->ds0 = arrays > 1 ? dalloc(e, pad * 4, true) : NULL;
+	s->ds1 = arrays > 2 ? dalloc(e, pad * 4, true) : NULL;
+	s->dacc = dalloc(e, pad * 4, false);
+	s->dx = dalloc(e, pad * 4, false); /* f32 at most: a rank's accumulated sum */
+	s->dcopy = s->dt == ZS_F32 ? NULL : dalloc(e, pad * s->dsz, false);
+	if (!s->dmaster || (arrays > 1 && !s->ds0) || (arrays > 2 && !s->ds1) || !s->dacc ||
+	    !s->dx || (s->dt != ZS_F32 && !s->dcopy))
+		return zs_fail(err, ZS_ENOSPC, "no room on %s for unit %u shard %u: %s",
+			       zs_dev_name(e->dev), s->sh.unit, s->sh.index, zs_dev_error(e->dev));
+	e->dev_resident += pad * 4 * arrays;
+	return ZS_OK;
+}
+
+void eng_dev_shard_release(struct engine *e, struct eshard *s)
+{
+	if (!s->gpu)
+		return;
+	if (s->dmaster)
+		e->dev_resident -= s->sh.padded * 4 * s->n_arrays;
+	zs_dev_free(e->dev, s->dmaster);
+	zs_dev_free(e->dev, s->ds0);
+	zs_dev_free(e->dev, s->ds1);
+	zs_dev_free(e->dev, s->dacc);
+	zs_dev_free(e->dev, s->dx);
+	zs_dev_free(e->dev, s->dcopy);
+	s->dmaster = s->ds0 = s->ds1 = s->dacc = s->dx = NULL;
+	s->dcopy = NULL;
+}
+
+void eng_dev_reduce(struct ejob *j, struct eshard *s, size_t a, size_t b)
+{
+	struct engine *e = j->e;
+	uint32_t R = j->spec.world_size;
+
+	zs_dev_bind(e->dev);
+	for (uint32_t r = 0; r < R; r++) {
+		enum zs_dtype dt;
+		const uint8_t *c = eng_contribution(s, r, &dt);
+		size_t dsz = zs_dtype_size(dt);
+		copy(e, s->dx, c + a * dsz, (b - a) * dsz, ZS_DEV_H2D);
+		KCALL(e, "the reduction", reduce, s->dacc + a, s->dx, dt, r == 0, b - a);
+	}
+	KCALL(e, "the reduction's mean", mean, s->dacc + a, R, b - a);
+}
+
+void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
+		   float coef, size_t a, size_t b)
+{
+	zs_dev_bind(e->dev);
+	if (coef != 1.0f)
+		KCALL(e, "clipping's scale", scale, s->dacc + a, coef, b - a);
+	for (uint32_t k = 0; k < s->n_segs; k++) {
+		uint64_t lo = s->segs[k].a > a ? s->segs[k].a : a;
+		uint64_t hi = s->segs[k].b < b ? s->segs[k].b : b;
+		const struct zs_optim_step *st = &steps[s->segs[k].group];
+		if (lo >= hi)
+			continue;
+		if (st->kind == ZS_ADAMW)
+			KCALL(e, "AdamW", adamw, zs_adamw_consts(st), s->dmaster + lo, s->ds0 + lo,
+						 s->ds1 + lo, s->dacc + lo, hi - lo);
+		else
+			KCALL(e, "SGD", sgd, zs_sgd_consts(st), s->dmaster + lo,
+					     s->ds0 ? s->ds0 + lo : NULL, s->dacc + lo, hi - lo);
+	}
+	/* the compute-dtype copy, back where gathers read it */
+	if (s->dt == ZS_F32) {
+		copy(e, (float *)s->copy + a, s->dmaster + a, (b - a) * 4, ZS_DEV_D2H);
+	} else {
+		uint8_t *dc = (uint8_t *)s->dcopy + a * s->dsz;
+		KCALL(e, "the compute-dtype copy", from_f32, dc, s->dt, s->dmaster + a, b - a);
+		copy(e, (uint8_t *)s->copy + a * s->dsz, dc, (b - a) * s->dsz, ZS_DEV_D2H);
+	}
+}
+
+double eng_dev_sumsq(struct engine *e, struct eshard *s)
+{
+	copy(e, s->acc, s->dacc, s->sh.length * 4, ZS_DEV_D2H);
+	return zs_sumsq(s->acc, s->sh.length);
+}
+
+enum zs_status eng_dev_arrays_io(struct engine *e, struct eshard *s, bool wr, float *m,
+				 float *s0, float *s1)
+{
+	float *host[3] = {m, s0, s1}, *dev[3] = {s->dmaster, s->ds0, s->ds1};
+	for (int k = 0; k < 3; k++)
+		if (host[k] && dev[k])
+			copy(e, wr ? (void *)dev[k] : host[k], wr ? host[k] : dev[k],
+			     s->sh.length * 4, wr ? ZS_DEV_H2D : ZS_DEV_D2H);
+	return ZS_OK;
+}
+
+enum zs_status eng_dev_array_read(struct engine *e, struct eshard *s, unsigned k, size_t a,
+				  size_t b, float *dst)
+{
+	float *dev[3] = {s->dmaster, s->ds0, s->ds1};
+	if (k > 2 || !dev[k])
+		return ZS_EINVAL;
+	copy(e, dst, dev[k] + a, (b - a) * 4, ZS_DEV_D2H);
+	return ZS_OK;
+}
