@@ -279,11 +279,10 @@ test-rdma: all
 
 # where a CUDA device is: the GPU tests (make check runs them too, and
 # lists them as skipped, with the reason, on machines without one): the
-# kernels against the host's, and trainers in device mode (test_device)
+# kernels against the host's, trainers in device mode (test_device), the
+# training and checkpoint tests with the servers on --gpu 0 (tests/gpu/run.sh)
 test-gpu: all
-	@sh tests/gpu/check-ptx.sh "$(NVCC)" "$(NVCC_IEEE)"
-	@CC="$(CC)" sh tests/gpu/check-cuda-abi.sh "$(CUDA_HOME)"
-	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests gpu device
+	@CC="$(CC)" sh tests/gpu/run.sh $(BUILD) "$(NVCC)" "$(NVCC_IEEE)" "$(CUDA_HOME)"
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

@@ -1,0 +1,24 @@
+#!/bin/sh
+# run.sh BUILD NVCC "IEEE-FLAGS" CUDA_HOME - make test-gpu: every GPU test,
+# where a device is (each says why it skips where there is none):
+#   the kernels' PTX and the driver API declarations (no device needed);
+#   test_gpu: the CUDA kernels against the host's, bit for bit;
+#   test_device: trainers in device mode on the emulated device and CUDA;
+#   test_train, test_ckpt, test_device with every server on --gpu 0.
+# About 2 minutes on one H200 machine once built.
+build=$1
+nvcc=$2
+ieee=$3
+cuda=$4
+bin=$(cd "$build/bin" && pwd)
+rc=0
+sh tests/gpu/check-ptx.sh "$nvcc" "$ieee" || rc=1
+sh tests/gpu/check-cuda-abi.sh "$cuda" || rc=1
+ZSHARD_BIN=$bin sh tests/run-tests.sh "$build/tests" gpu device || rc=1
+if why=$("$build/tests/test_gpu" --probe); then
+	ZSHARD_TEST_SERVER_GPU=0 ZSHARD_TEST_LABEL="servers --gpu 0" ZSHARD_BIN=$bin \
+		sh tests/run-tests.sh "$build/tests" train ckpt device || rc=1
+else
+	echo "check (servers --gpu 0): skipped: $why"
+fi
+exit $rc
