@@ -96,9 +96,13 @@ static int c_status(struct ctx *x, int argc, char **argv)
 							     (json_int_t)s.assignments[k].epoch,
 							     "shards", (int)s.assignments[k].n_shards,
 							     "bytes", (json_int_t)s.assignments[k].bytes));
-				cli_json_print(json_pack("{s:I, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:o}",
+				cli_json_print(json_pack("{s:I, s:s, s:s, s:s, s:i, s:I, s:i, s:i, s:s, s:b, s:I, s:I, s:I, s:o}",
 						     "id", (json_int_t)s.id, "addr", s.addr,
-						     "rdma", s.rdma,
+						     "rdma", s.rdma, "device", s.device,
+						     "shards_on_device", (int)s.shards_on_device,
+						     "device_bytes", (json_int_t)s.device_bytes,
+						     "shards_tiered", (int)s.shards_tiered,
+						     "shards", (int)s.shards,
 						     "coordinator", s.coordinator, "registered",
 						     s.registered, "capacity",
 						     (json_int_t)s.capacity, "assigned_bytes",
@@ -114,6 +118,10 @@ static int c_status(struct ctx *x, int argc, char **argv)
 				       zs_fmt_bytes(s.assigned_bytes, c2, sizeof c2),
 				       s.n_assignments);
 				printf("  rdma %s\n", s.rdma[0] ? s.rdma : "(not reported)");
+				printf("  shards: %u, state on %s: %u (%s), in the NVMe tier: %u, in host memory: %u\n",
+				       s.shards, s.device[0] ? s.device : "no device", s.shards_on_device,
+				       zs_fmt_bytes(s.device_bytes, c1, sizeof c1), s.shards_tiered,
+				       s.shards - s.shards_on_device - s.shards_tiered);
 				for (uint32_t k = 0; k < s.n_assignments; k++)
 					printf("  job %s: %u shards, epoch %llu, %s\n",
 					       s.assignments[k].job, s.assignments[k].n_shards,

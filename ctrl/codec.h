@@ -59,6 +59,9 @@ struct zs_server_status {
 	char data_addr[ZS_ADDR_MAX], shm_addr[ZS_ADDR_MAX];
 	uint64_t rss_bytes, rss_peak_bytes;
 	char rdma[256]; /* "offered: DEVICE ..." or "not offered: why" */
+	char device[96]; /* --gpu's device, "" without one */
+	uint32_t shards_on_device, shards_tiered; /* the rest: in host memory */
+	uint64_t device_bytes;
 	uint32_t n_job_steps;
 	struct zs_job_step_stats *job_steps; /* malloc'd by the decoder */
 };

@@ -479,6 +479,10 @@ enum zs_status zs_enc_server_status(const struct zs_server_status *s,
 	m.rss_bytes = s->rss_bytes;
 	m.rss_peak_bytes = s->rss_peak_bytes;
 	m.rdma = (char *)s->rdma;
+	m.device = (char *)s->device;
+	m.shards_on_device = s->shards_on_device;
+	m.device_bytes = s->device_bytes;
+	m.shards_tiered = s->shards_tiered;
 	m.n_job_steps = s->n_job_steps;
 	m.job_steps = pb_aalloc(&a, s->n_job_steps * sizeof *m.job_steps);
 	for (uint32_t i = 0; m.job_steps && i < s->n_job_steps; i++) {
@@ -517,6 +521,9 @@ enum zs_status zs_dec_server_status(const uint8_t *p, size_t n,
 	s->gathers_waiting = m->gathers_waiting;
 	s->rss_bytes = m->rss_bytes;
 	s->rss_peak_bytes = m->rss_peak_bytes;
+	s->shards_on_device = m->shards_on_device;
+	s->device_bytes = m->device_bytes;
+	s->shards_tiered = m->shards_tiered;
 	if (m->n_job_steps > (1u << 16)) {
 		DONE(server_status_reply);
 		return zs_fail(err, ZS_EINVAL, "too many job step stats (%zu)", m->n_job_steps);
@@ -540,6 +547,7 @@ enum zs_status zs_dec_server_status(const uint8_t *p, size_t n,
 	}
 	if (!st && !(st = pb_cpy(s->addr, sizeof s->addr, m->addr, "address", err)) &&
 	    !(st = pb_cpy(s->rdma, sizeof s->rdma, m->rdma, "rdma note", err)) &&
+	    !(st = pb_cpy(s->device, sizeof s->device, m->device, "device", err)) &&
 	    !(st = pb_cpy(s->data_addr, sizeof s->data_addr, m->data_addr, "data address", err)) &&
 	    !(st = pb_cpy(s->shm_addr, sizeof s->shm_addr, m->shm_addr, "shm address", err)) &&
 	    !(st = pb_cpy(s->coordinator, sizeof s->coordinator, m->coordinator,

@@ -40,7 +40,8 @@ static void copy(struct engine *e, void *dst, const void *src, size_t n, enum zs
 		    zs_dev_error(e->dev));
 }
 
-enum zs_status engine_set_device(struct engine *e, int device, struct zs_error *err)
+enum zs_status engine_set_device(struct engine *e, int device, uint64_t budget,
+				 struct zs_error *err)
 {
 	char why[256];
 	enum zs_status st;
@@ -56,7 +57,9 @@ enum zs_status engine_set_device(struct engine *e, int device, struct zs_error *
 		e->dev = NULL;
 		return zs_fail(err, ZS_EUNAVAIL, "%s", why);
 	}
-	zs_info("shards live on %s (its kernels: %s)", zs_dev_name(e->dev), e->kern->name);
+	e->dev_budget = budget;
+	zs_info("shards live on %s (its kernels: %s) up to %s", zs_dev_name(e->dev), e->kern->name,
+		budget ? "the --gpu-budget" : "its memory");
 	return ZS_OK;
 }
 

@@ -81,7 +81,7 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	s->dsz = zs_dtype_size(u->dtype);
 	s->fd = -1;
 	s->n_arrays = arrays;
-	if (e->dev) {
+	if (e->dev && (!e->dev_budget || e->dev_resident + state <= e->dev_budget)) {
 		/* on the device: see devshard.c */
 		enum zs_status st = eng_dev_shard_init(e, s, pad, arrays, err);
 		if (st)
@@ -252,10 +252,12 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 			pthread_mutex_lock(&j->shards[i].mu);
 			st->held += j->shards[i].n_held;
 			st->tiered += j->shards[i].fd >= 0;
+			st->on_device += j->shards[i].gpu;
 			pthread_mutex_unlock(&j->shards[i].mu);
 		}
 	}
 	st->tier_read = atomic_load(&e->tier_read);
+	st->device_bytes = e->dev_resident;
 	st->tier_written = atomic_load(&e->tier_written);
 	st->bytes = e->bytes;
 	pthread_mutex_unlock(&e->mu);

@@ -47,6 +47,8 @@ struct engine_stats {
 	uint64_t held;          /* gathers waiting now */
 	uint64_t pipelined;     /* elements updated while their last push landed */
 	uint32_t tiered;        /* shards whose state lives in tier files */
+	uint32_t on_device;     /* shards whose state lives on the device */
+	uint64_t device_bytes;  /* of masters and state there */
 	uint64_t tier_read, tier_written; /* bytes */
 };
 
@@ -78,15 +80,18 @@ enum zs_status engine_set_tier(struct engine *e, const char *dir, uint64_t budge
 			       struct zs_error *err);
 
 /*
- * GPU-resident shards: every shard added after this keeps its fp32 master,
+ * GPU-resident shards: shards added after this keep their fp32 master,
  * optimizer state and reduction in device memory (a CUDA ordinal, or
  * ZS_DEV_EMULATED: gpu/dev.h), reduced and updated by gpu/kern.h's kernels,
  * bitwise as on the host; gathers read a compute-dtype copy in the arena.
- * The NVMe tier does not apply to them. Set before adding jobs: ZS_OK;
+ * budget: bytes of masters and state the device takes (0: as many as it
+ * allocates); the shards past it stay in host memory, and past the tier's
+ * budget in its files, as without a device. Set before adding jobs: ZS_OK;
  * ZS_EUNAVAIL (no such device, no CUDA driver, a build without kernels:
  * the message says which); ZS_ESTATE (jobs were added).
  */
-enum zs_status engine_set_device(struct engine *e, int device, struct zs_error *err);
+enum zs_status engine_set_device(struct engine *e, int device, uint64_t budget,
+				 struct zs_error *err);
 /* The device's name, or NULL when shards are in host memory. */
 const char *engine_device(const struct engine *e);
 

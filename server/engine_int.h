@@ -153,6 +153,7 @@ struct engine {
 	struct zs_dev *dev;
 	const struct zs_kern *kern;
 	uint64_t dev_resident; /* device bytes of the shards' arrays */
+	uint64_t dev_budget;   /* the most of them (0: no bound) */
 	pthread_t sweeper;
 	atomic_int stop;
 };

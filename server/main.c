@@ -43,6 +43,8 @@ static void usage(FILE *f)
 		"                       its kernels, bitwise as on the host (emulated: the\n"
 		"                       same path on host memory, for tests); --capacity\n"
 		"                       should then be what the device holds\n"
+		"  --gpu-budget BYTES   masters and optimizer state beyond this stay in host\n"
+		"                       memory (and past --memory-budget, in the tier)\n"
 		"  --step-timeout-ms MS a gather waiting longer for the other ranks fails,\n"
 		"                       naming the ranks it waits for (default 60000)\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
@@ -66,6 +68,7 @@ int main(int argc, char **argv)
 		{"data-listen", required_argument, NULL, 'D'},
 		{"step-timeout-ms", required_argument, NULL, 'T'},
 		{"gpu", required_argument, NULL, 'G'},
+		{"gpu-budget", required_argument, NULL, 'B'},
 		{"memory-budget", required_argument, NULL, 'M'},
 		{"coordinator-timeout-ms", required_argument, NULL, 'w'},
 		{"log-level", required_argument, NULL, 'v'},
@@ -82,6 +85,7 @@ int main(int argc, char **argv)
 	uint64_t memory_budget = 0;
 	const char *rdma_mode = "auto";
 	int gpu = -1; /* --gpu: a CUDA device, ZS_DEV_EMULATED, or none */
+	uint64_t gpu_budget = 0;
 	bool rdma = false;
 	char data_default[ZS_ADDR_MAX];
 	struct zs_listener *dp = NULL;
@@ -111,6 +115,13 @@ int main(int argc, char **argv)
 			rdma_mode = optarg;
 			break;
 		case 'D': data_listen = optarg; break;
+		case 'B':
+			if (zs_parse_size(optarg, &gpu_budget, &err) || !gpu_budget) {
+				fprintf(stderr, "zshard-server: --gpu-budget: %s\n",
+					gpu_budget ? err.msg : "must be > 0");
+				return 2;
+			}
+			break;
 		case 'G':
 			if (!strcmp(optarg, "emulated")) {
 				gpu = ZS_DEV_EMULATED;
@@ -202,7 +213,11 @@ int main(int argc, char **argv)
 	d.step_timeout_ms = step_timeout_ms;
 	d.data_dir = data_dir;
 	engine_set_norm_exchange(d.engine, srvd_exchange_norms, &d);
-	if (gpu != -1 && engine_set_device(d.engine, gpu, &err))
+	if (gpu == -1 && gpu_budget) {
+		fprintf(stderr, "zshard-server: --gpu-budget without --gpu\n");
+		return 2;
+	}
+	if (gpu != -1 && engine_set_device(d.engine, gpu, gpu_budget, &err))
 		goto clean_engine;
 	if (memory_budget) {
 		char tier[1024];

@@ -42,6 +42,11 @@ static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 		s.bytes_in = es.bytes_in;
 		s.bytes_out = es.bytes_out;
 		s.gathers_waiting = es.held;
+		s.shards_on_device = es.on_device;
+		s.shards_tiered = es.tiered;
+		s.device_bytes = es.device_bytes;
+		if (engine_device(d->engine))
+			zs_fmt(s.device, sizeof s.device, "%s", engine_device(d->engine));
 	}
 	zs_rss(&s.rss_bytes, &s.rss_peak_bytes);
 	zs_fmt(s.rdma, sizeof s.rdma, "%s%s", d->me.transports & ZS_TRANSPORT_RDMA ? "offered: " : "not offered: ",

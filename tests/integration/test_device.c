@@ -302,6 +302,47 @@ static void test_cuda(void **st)
 	dev_run_equal("dvce3", "tcp", 3, 0, 1);
 }
 
+/*
+ * Servers on the emulated device with a budget: the first shards of each
+ * server on the device, the next in host memory, the rest in the NVMe
+ * tier, in one job; device-mode trainers against them, AdamW with groups,
+ * a schedule and clipping, SGD with accumulation in bf16: bitwise.
+ */
+static void test_servers_device_host_and_tier(void **st)
+{
+	(void)st;
+	dev_run("sdv3", 2, "tcp", 3, ZS_F32, ZS_DEVICE_EMULATED, true, 1, NULL);
+	train_oracle("sdvs", 2, "shm", ZS_ADAMW, ZS_F32, 1, 0.5, 1);
+	train_oracle("sdvk", 3, "tcp", ZS_SGD, ZS_BF16, 3, 0.0, 0);
+	/* where the shards' state lives, as an operator sees it */
+	uint32_t dev = 0, tier = 0, host = 0;
+	for (int i = 0; i < C.n; i++) {
+		char pf[1024], addr[128];
+		struct zs_server_status s;
+		struct zs_error err = {0};
+		snprintf(pf, sizeof pf, "%s/server-%d.addr", C.dir, i);
+		assert_true(h_wait_file(pf, 1000, addr, sizeof addr));
+		if (zs_server_status_query(addr, 5000, &s, &err))
+			fail_msg("status of server %d: %s", i, err.msg);
+		assert_string_equal(s.device, "emulated");
+		dev += s.shards_on_device;
+		tier += s.shards_tiered;
+		host += s.shards - s.shards_on_device - s.shards_tiered;
+		assert_true(s.device_bytes <= 24 * 1024);
+		zs_server_status_release(&s);
+	}
+	printf("test_servers_device_host_and_tier: shards on the device %u, in host memory %u, in the tier %u\n",
+	       dev, host, tier);
+	assert_true(dev > 0 && host > 0 && tier > 0);
+}
+
+static int budget_setup(void **st)
+{
+	setenv("ZSHARD_TEST_SERVER_GPU", "emulated", 1);
+	setenv("ZSHARD_TEST_SERVER_ARGS", "--gpu-budget 24K --memory-budget 12K", 1);
+	return group_setup(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,7 +351,13 @@ int main(void)
 		cmocka_unit_test(test_set_device_errors),
 		cmocka_unit_test(test_cuda),
 	};
+	const struct CMUnitTest budget[] = {
+		cmocka_unit_test(test_servers_device_host_and_tier),
+	};
+	int rc;
 	/* small chunks: every copy is cut, at odd boundaries */
 	setenv("ZSHARD_COPY_CHUNK", "1000", 1);
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	rc = cmocka_run_group_tests_name("device", tests, group_setup, group_teardown);
+	return rc | cmocka_run_group_tests_name("servers-budget", budget, budget_setup,
+						group_teardown);
 }

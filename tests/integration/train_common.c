@@ -34,11 +34,23 @@ int start_cluster(const char *listen)
 		snprintf(log, sizeof log, "%s/server-%d.log", C.dir, i);
 		snprintf(data, sizeof data, "%s/server-%d", C.dir, i);
 		snprintf(port, sizeof port, "%s/server-%d.addr", C.dir, i);
-		/* $ZSHARD_TEST_SERVER_GPU: the servers' --gpu (test_device) */
+		/* $ZSHARD_TEST_SERVER_GPU: the servers' --gpu (test_device);
+		 * $ZSHARD_TEST_SERVER_ARGS: up to 6 more options, blank-separated */
 		const char *gpu = getenv("ZSHARD_TEST_SERVER_GPU");
-		char *sargv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr,
-				 "--data-dir", data, "--capacity", (char *)C.capacity, "--port-file", port,
-				 "--step-timeout-ms", "3000", gpu ? "--gpu" : NULL, (char *)gpu, NULL};
+		const char *more = getenv("ZSHARD_TEST_SERVER_ARGS");
+		char extra[512], *save = NULL;
+		char *sargv[24] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr,
+				   "--data-dir", data, "--capacity", (char *)C.capacity,
+				   "--port-file", port, "--step-timeout-ms", "3000"};
+		int na = 11;
+		if (gpu) {
+			sargv[na++] = "--gpu";
+			sargv[na++] = (char *)gpu;
+		}
+		snprintf(extra, sizeof extra, "%s", more ? more : "");
+		for (char *a = strtok_r(extra, " ", &save); a && na < 19; a = strtok_r(NULL, " ", &save))
+			sargv[na++] = a;
+		sargv[na] = NULL;
 		unlink(port);
 		C.srv[i] = h_spawn(sargv, log);
 		if (!h_wait_file(port, 10000, pf, sizeof pf))
