@@ -66,7 +66,7 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		bool takes = strcmp(a, "--json") && strcmp(a, "--keep-until-backward") &&
-			     strcmp(a, "--help") && strcmp(a, "-h");
+			     strcmp(a, "--server-gpu") && strcmp(a, "--help") && strcmp(a, "-h");
 		if (takes && !val)
 			return cli_usage_err("plan", "%s wants a value", a);
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -74,6 +74,8 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "--json")) {
 			json = 1;
+		} else if (!strcmp(a, "--server-gpu")) {
+			in.server_gpu = true;
 		} else if (!strcmp(a, "--keep-until-backward")) {
 			in.keep_until_backward = true;
 		} else if (!strcmp(a, "--params")) {
@@ -185,7 +187,8 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 	{
 		uint64_t max_p = (gpu || host) && !in.unit_numel ? zs_plan_max_params(&in, gpu, host) : 0;
 		uint32_t S = in.servers ? in.servers : in.world;
-		bool gpu_ok = !gpu || pl.trainer_total <= gpu, host_ok = !host || pl.server_total <= host;
+		bool gpu_ok = !gpu || zs_plan_gpu_bytes(&pl) <= gpu,
+		     host_ok = !host || pl.server_total <= host;
 		if (json) {
 			json_t *o = json_pack(
 				"{s:I, s:i, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:i, s:i,"
@@ -205,6 +208,13 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 				"total_bytes", (json_int_t)pl.server_total);
 			json_object_set_new(o, "push_depth",
 					    json_integer(in.push_depth ? in.push_depth : 1));
+			if (in.server_gpu)
+				json_object_set_new(o, "server_gpu",
+						    json_pack("{s:I, s:I, s:I}", "bytes_per_element",
+							      (json_int_t)pl.server_dev_per_elem,
+							      "total_bytes", (json_int_t)pl.server_dev_total,
+							      "gpu_bytes_with_trainer",
+							      (json_int_t)zs_plan_gpu_bytes(&pl)));
 			if (gpu)
 				json_object_set_new(o, "fits_gpu", json_boolean(gpu_ok));
 			if (host)
@@ -237,19 +247,34 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 		       zs_fmt_bytes(pl.trainer_grads, b[2], sizeof b[2]),
 		       in.stage == 1 ? "every unit until the step's end"
 				     : "1 + push depth units: one written, the rest being pushed");
-		printf("  per server (host):  %s = %s per owned element x %s elements\n"
-		       "                      (fp32 master 4 + reduction 4 + optimizer %u + compute copy %u + %u ranks' staging slots x %u)\n",
-		       zs_fmt_bytes(pl.server_total, b[0], sizeof b[0]),
-		       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]),
-		       fmt_count((pl.params + S - 1) / S, b[2], sizeof b[2]),
-		       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b,
-		       in.world, pl.b);
+		if (in.server_gpu) {
+			printf("  per server (GPU):   %s = %s per owned element x %s elements\n"
+			       "                      (fp32 master 4 + optimizer %u + reduction 4 + a contribution 4 + compute copy %u)\n",
+			       zs_fmt_bytes(pl.server_dev_total, b[0], sizeof b[0]),
+			       zs_fmt_bytes(pl.server_dev_per_elem, b[1], sizeof b[1]),
+			       fmt_count((pl.params + S - 1) / S, b[2], sizeof b[2]),
+			       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b);
+			printf("  per server (host):  %s = %s per owned element\n"
+			       "                      (%u ranks' staging slots x %u + the copy gathers read %u + clipping's copy 4)\n"
+			       "  per GPU, a trainer and its co-located server: %s\n",
+			       zs_fmt_bytes(pl.server_total, b[0], sizeof b[0]),
+			       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]), in.world, pl.b,
+			       pl.b, zs_fmt_bytes(zs_plan_gpu_bytes(&pl), b[2], sizeof b[2]));
+		} else {
+			printf("  per server (host):  %s = %s per owned element x %s elements\n"
+			       "                      (fp32 master 4 + reduction 4 + optimizer %u + compute copy %u + %u ranks' staging slots x %u)\n",
+			       zs_fmt_bytes(pl.server_total, b[0], sizeof b[0]),
+			       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]),
+			       fmt_count((pl.params + S - 1) / S, b[2], sizeof b[2]),
+			       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b,
+			       in.world, pl.b);
+		}
 		printf("  not counted: activations and the trainer's process (libraries, connections;\n"
 		       "  about 20 MiB resident for the example here), the servers' process\n");
 		if (gpu)
 			printf("\nGPU %s: %s (%s needed)\n", zs_fmt_bytes(gpu, b[0], sizeof b[0]),
 			       gpu_ok ? "fits" : "DOES NOT FIT",
-			       zs_fmt_bytes(pl.trainer_total, b[1], sizeof b[1]));
+			       zs_fmt_bytes(zs_plan_gpu_bytes(&pl), b[1], sizeof b[1]));
 		if (host)
 			printf("%shost %s per server: %s (%s needed)\n", gpu ? "" : "\n",
 			       zs_fmt_bytes(host, b[0], sizeof b[0]), host_ok ? "fits" : "DOES NOT FIT",
@@ -266,7 +291,8 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 const struct cmd cmd_plan = {"plan", "(--params N --world N | --job JOB) [OPTIONS] [--json]",
 	 "Options: [--units U | --largest-unit N] [--stage 1|2|3] [--servers S]\n"
 	 "  [--dtype bf16|f16|f32] [--optimizer adamw|sgd|sgd-momentum] [--prefetch P]\n"
-	 "  [--push-depth D] [--keep-until-backward] [--gpu-mem SIZE] [--host-mem SIZE]\n\n"
+	 "  [--push-depth D] [--keep-until-backward] [--gpu-mem SIZE] [--host-mem SIZE]\n"
+	 "  [--server-gpu]\n\n"
 	 "The memory a sharding setup needs, before running it: the ZeRO paper's\n"
 	 "accounting per GPU for every stage (b + b + K bytes per parameter, K = 12\n"
 	 "for mixed-precision Adam), and zshard's split: what each trainer holds\n"
@@ -274,6 +300,8 @@ const struct cmd cmd_plan = {"plan", "(--params N --world N | --job JOB) [OPTION
 	 "each server (master, optimizer state, copy, staging). With --job, the\n"
 	 "job's own units, stage, world size, dtype and servers. With --gpu-mem\n"
 	 "and --host-mem: whether it fits, and the largest model that would.\n"
+	 "--server-gpu: the servers keep their shards on the GPU they share with a\n"
+	 "trainer (zshard-server --gpu): their device share counts against --gpu-mem.\n"
 	 "Counts take k, M, B/G, T (7.5B); sizes K, M, G, T (80G, powers of 1024).\n"
 	 "Defaults: stage 3, bf16, adamw, prefetch 1, push depth 1, 32 uniform units.\n"
 	 "Runs without a coordinator unless --job is given.", c_plan};

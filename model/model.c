@@ -367,6 +367,16 @@ uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 	return b + (uint64_t)s->world_size * dsz;
 }
 
+void zs_server_bytes_per_elem_gpu(const struct zs_job_spec *s, const struct zs_unit *u,
+				  uint64_t *host, uint64_t *device)
+{
+	enum zs_dtype d = u->dtype ? u->dtype : s->compute_dtype;
+	uint64_t dsz = zs_dtype_size(d);
+
+	*device = 4 + 4 * zs_optim_state_arrays(&s->optim) + 4 + 4 + (d != ZS_F32 ? dsz : 0);
+	*host = (uint64_t)s->world_size * dsz + dsz + 4;
+}
+
 enum zs_status zs_layout_copy(struct zs_layout *dst, const struct zs_layout *src)
 {
 	memset(dst, 0, sizeof *dst);

@@ -295,6 +295,15 @@ uint64_t zs_layout_numel(const struct zs_layout *l);
 unsigned zs_optim_state_arrays(const struct zs_optim *o);
 uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 				  const struct zs_unit *u);
+/*
+ * The same for a shard on the server's GPU (zshard-server --gpu), split:
+ * *device gets fp32 master 4 + optimizer state + reduction 4 + one
+ * contribution in flight 4 + the compute-dtype copy when not fp32; *host
+ * gets the staging slots (R * size) + the copy gathers read (size) + 4 for
+ * the reduced gradient's copy clipping sums on the host.
+ */
+void zs_server_bytes_per_elem_gpu(const struct zs_job_spec *s, const struct zs_unit *u,
+				  uint64_t *host, uint64_t *device);
 
 void zs_layout_release(struct zs_layout *l);
 void zs_job_spec_release(struct zs_job_spec *s);

@@ -105,10 +105,19 @@ enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
 	spec.optim.kind = in->optim;
 	spec.optim.momentum = in->momentum ? 0.9 : 0.0;
 	unit.dtype = in->dtype;
-	out->server_per_elem = zs_server_bytes_per_elem(&spec, &unit);
+	if (in->server_gpu) {
+		zs_server_bytes_per_elem_gpu(&spec, &unit, &out->server_per_elem,
+					     &out->server_dev_per_elem);
+		out->server_dev_total =
+			(out->params + servers - 1) / servers * out->server_dev_per_elem;
+	} else {
+		out->server_per_elem = zs_server_bytes_per_elem(&spec, &unit);
+	}
 	out->server_total = (out->params + servers - 1) / servers * out->server_per_elem;
 	return ZS_OK;
 }
+
+uint64_t zs_plan_gpu_bytes(const struct zs_plan *p) { return p->trainer_total + p->server_dev_total; }
 
 static bool fits(const struct zs_plan_in *in, uint64_t params, uint64_t gpu, uint64_t host)
 {
@@ -119,7 +128,7 @@ static bool fits(const struct zs_plan_in *in, uint64_t params, uint64_t gpu, uin
 	x.unit_numel = NULL;
 	if (zs_plan_compute(&x, &p, NULL))
 		return false;
-	return (!gpu || p.trainer_total <= gpu) && (!host || p.server_total <= host);
+	return (!gpu || zs_plan_gpu_bytes(&p) <= gpu) && (!host || p.server_total <= host);
 }
 
 uint64_t zs_plan_max_params(const struct zs_plan_in *in, uint64_t gpu, uint64_t host)

@@ -43,6 +43,8 @@ struct zs_plan_in {
 	unsigned prefetch;
 	unsigned push_depth;   /* gradient pushes in flight (0: 1, the driver's default) */
 	bool keep_until_backward; /* stage 3: no reshard after forward */
+	bool server_gpu;       /* servers keep shards on their GPU (--gpu), one
+				* per trainer host, sharing a trainer's GPU */
 };
 
 struct zs_plan {
@@ -52,18 +54,26 @@ struct zs_plan {
 	double zero[4];
 	/* zshard: bytes per trainer and per server */
 	uint64_t trainer_params, trainer_grads, trainer_total;
-	uint64_t server_per_elem; /* bytes per element owned */
+	uint64_t server_per_elem; /* host bytes per element owned */
 	uint64_t server_total;    /* per server, shards spread evenly */
+	/* server_gpu: the device's share (else 0); the GPU then holds
+	 * trainer_total + server_dev_total */
+	uint64_t server_dev_per_elem, server_dev_total;
 };
 
 /* Fills *out; ZS_EINVAL (with err) for an input out of range. */
 enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
 			       struct zs_error *err);
 
+/* The GPU bytes a setup needs: the trainer's, and with server_gpu its
+ * co-located server's device share. */
+uint64_t zs_plan_gpu_bytes(const struct zs_plan *p);
+
 /*
  * The largest parameter count (uniform units of in->n_units) whose trainer
- * fits in gpu bytes and whose servers fit in host bytes each (0 for a limit
- * not given); UINT64_MAX when nothing bounds it below 2^50.
+ * (and server_gpu's share) fits in gpu bytes and whose servers fit in host
+ * bytes each (0 for a limit not given); UINT64_MAX when nothing bounds it
+ * below 2^50.
  */
 uint64_t zs_plan_max_params(const struct zs_plan_in *in, uint64_t gpu, uint64_t host);
 
