@@ -157,6 +157,26 @@ sh "$root/tools/torch-venv.sh" "$venv" --peers ||
 	fi
 } | tee "$out/peers.md"
 
+{
+	echo
+	echo "## GPUs: staging, device mode and the optimizer kernel ($today)"
+	echo
+	if [ -x "$bin/bench_gpu" ]; then
+		printf '{"name": "gpustep", "stage": 3, "world_size": 1, "compute_dtype": "bf16",\n "optimizer": {"kind": "adamw", "lr": 0.001},\n "units": [{"name": "u", "tensors": [{"name": "w", "shape": [33554432]}]}]}\n' >"$dir/gpustep.json"
+		ctl job create "$dir/gpustep.json" >/dev/null
+		"$bin/bench_gpu" "$addr" "$REPS"
+		ctl job delete gpustep >/dev/null
+		if [ -x "$venv/bin/python" ] && [ -f "$root/build/lib/libzsgpu.so" ]; then
+			env -u LD_LIBRARY_PATH "$venv/bin/python" "$root/bench/gpu_adamw.py" \
+				"$root/build/lib/libzsgpu.so" $((64 << 20)) "$REPS" || echo "(the torch comparison failed)"
+		fi
+		echo
+		echo "(ratio: staging, one pinned copy's time over the staged pieces'; the step, device mode's time over host buffers'; AdamW, zshard's GB/s over the baseline's)"
+	else
+		echo "(no GPU rows: this build has no nvcc)"
+	fi
+} | tee "$out/gpu.md"
+
 "$root/bench/summary.sh" "$out" | tee "$out/summary.md"
 
 if command -v gnuplot >/dev/null 2>&1; then
