@@ -22,6 +22,8 @@
 	X(cuMemFree_v2, (ZS_CUdeviceptr p))                                                  \
 	X(cuMemHostAlloc, (void **p, size_t n, unsigned int flags))                          \
 	X(cuMemFreeHost, (void *p))                                                          \
+	X(cuMemHostRegister_v2, (void *p, size_t n, unsigned int flags))                     \
+	X(cuMemHostUnregister, (void *p))                                                    \
 	X(cuStreamCreate, (ZS_CUstream * s, unsigned int flags))                             \
 	X(cuStreamDestroy_v2, (ZS_CUstream s))                                               \
 	X(cuEventCreate, (ZS_CUevent * e, unsigned int flags))                               \
@@ -43,5 +45,6 @@
 #define ZS_CU_STREAM_NON_BLOCKING 0x1
 #define ZS_CU_EVENT_DISABLE_TIMING 0x2
 #define ZS_CU_MEMHOSTALLOC_PORTABLE 0x1
+#define ZS_CU_MEMHOSTREGISTER_PORTABLE 0x1
 
 #endif

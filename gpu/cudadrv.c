@@ -130,6 +130,19 @@ static void c_host_free(struct zs_dev *d, void *p)
 		cu.cuMemFreeHost(p);
 }
 
+static enum zs_status c_host_register(struct zs_dev *d, void *p, size_t n)
+{
+	CALL(d, "cuMemHostRegister",
+	     cu.cuMemHostRegister_v2(p, n, ZS_CU_MEMHOSTREGISTER_PORTABLE));
+	return ZS_OK;
+}
+
+static void c_host_unregister(struct zs_dev *d, void *p)
+{
+	if (cur(d))
+		cu.cuMemHostUnregister(p);
+}
+
 static enum zs_status c_stream_create(struct zs_dev *d, zs_dev_stream *s)
 {
 	CALL(d, "cuStreamCreate", cu.cuStreamCreate(s, ZS_CU_STREAM_NON_BLOCKING));
@@ -218,6 +231,7 @@ static void c_close(struct zs_dev *d)
 
 static const struct zs_dev_ops cuda_ops = {
 	.alloc = c_alloc, .free = c_free, .host_alloc = c_host_alloc, .host_free = c_host_free,
+	.host_register = c_host_register, .host_unregister = c_host_unregister,
 	.stream_create = c_stream_create, .stream_destroy = c_stream_destroy,
 	.event_create = c_event_create, .event_destroy = c_event_destroy,
 	.copy = c_copy, .zero = c_zero, .record = c_record, .wait = c_wait,

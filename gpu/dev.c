@@ -74,6 +74,17 @@ void zs_dev_host_free(struct zs_dev *d, void *p)
 		d->ops->host_free(d, p);
 }
 
+enum zs_status zs_dev_host_register(struct zs_dev *d, void *p, size_t n)
+{
+	return n ? d->ops->host_register(d, p, n) : ZS_OK;
+}
+
+void zs_dev_host_unregister(struct zs_dev *d, void *p)
+{
+	if (p)
+		d->ops->host_unregister(d, p);
+}
+
 enum zs_status zs_dev_stream_create(struct zs_dev *d, zs_dev_stream *s)
 {
 	return d->ops->stream_create(d, s);

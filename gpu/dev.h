@@ -60,6 +60,12 @@ void zs_dev_free(struct zs_dev *d, void *p);
 void *zs_dev_host_alloc(struct zs_dev *d, size_t n);
 void zs_dev_host_free(struct zs_dev *d, void *p);
 
+/* Pins host memory the caller allocated (page-locked, for fast copies)
+ * until unregistered; ZS_OK, or the device's error (the memory still
+ * works, unpinned). */
+enum zs_status zs_dev_host_register(struct zs_dev *d, void *p, size_t n);
+void zs_dev_host_unregister(struct zs_dev *d, void *p);
+
 enum zs_status zs_dev_stream_create(struct zs_dev *d, zs_dev_stream *s);
 void zs_dev_stream_destroy(struct zs_dev *d, zs_dev_stream s);
 enum zs_status zs_dev_event_create(struct zs_dev *d, zs_dev_event *e);

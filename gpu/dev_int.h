@@ -15,6 +15,8 @@ struct zs_dev_ops {
 	void (*free)(struct zs_dev *d, void *p);
 	void *(*host_alloc)(struct zs_dev *d, size_t n);
 	void (*host_free)(struct zs_dev *d, void *p);
+	enum zs_status (*host_register)(struct zs_dev *d, void *p, size_t n);
+	void (*host_unregister)(struct zs_dev *d, void *p);
 	enum zs_status (*stream_create)(struct zs_dev *d, zs_dev_stream *s);
 	void (*stream_destroy)(struct zs_dev *d, zs_dev_stream s);
 	enum zs_status (*event_create)(struct zs_dev *d, zs_dev_event *e);

@@ -178,6 +178,20 @@ static void emu_free(struct zs_dev *d, void *p)
 	free(p);
 }
 
+static enum zs_status emu_host_register(struct zs_dev *d, void *p, size_t n)
+{
+	(void)d;
+	(void)p;
+	(void)n;
+	return ZS_OK; /* host memory is all alike here */
+}
+
+static void emu_host_unregister(struct zs_dev *d, void *p)
+{
+	(void)d;
+	(void)p;
+}
+
 static enum zs_status emu_stream_create(struct zs_dev *d, zs_dev_stream *out)
 {
 	struct emu *e = d->impl;
@@ -299,6 +313,7 @@ static enum zs_status emu_bind(struct zs_dev *d)
 
 static const struct zs_dev_ops emu_ops = {
 	.alloc = emu_alloc, .free = emu_free, .host_alloc = emu_alloc, .host_free = emu_free,
+	.host_register = emu_host_register, .host_unregister = emu_host_unregister,
 	.stream_create = emu_stream_create, .stream_destroy = emu_stream_destroy,
 	.event_create = emu_event_create, .event_destroy = emu_event_destroy,
 	.copy = emu_copy, .zero = emu_zero, .record = emu_record, .wait = emu_wait,

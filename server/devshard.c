@@ -98,10 +98,40 @@ enum zs_status eng_dev_shard_init(struct engine *e, struct eshard *s, size_t pad
 	return ZS_OK;
 }
 
+void eng_dev_pin(struct engine *e, struct eshard *s)
+{
+	/* what the copies touch, page-locked for the link's speed; unpinned
+	 * it still works, only slower: say so once */
+	static atomic_int warned;
+	size_t slots = (size_t)s->n_ranks * s->sh.padded * s->dsz;
+	if (zs_dev_host_register(e->dev, s->staging, slots)) {
+		if (!atomic_exchange(&warned, 1))
+			zs_warn("cannot pin the arena for %s (%s): copies go through pageable memory",
+				zs_dev_name(e->dev), zs_dev_error(e->dev));
+		return;
+	}
+	if (zs_dev_host_register(e->dev, s->copy, s->sh.padded * s->dsz)) {
+		zs_dev_host_unregister(e->dev, s->staging);
+		return;
+	}
+	s->pinned = true;
+}
+
+void eng_dev_free(struct engine *e)
+{
+	zs_dev_close(e->dev);
+	e->dev = NULL;
+}
+
 void eng_dev_shard_release(struct engine *e, struct eshard *s)
 {
 	if (!s->gpu)
 		return;
+	if (s->pinned) {
+		zs_dev_host_unregister(e->dev, s->staging);
+		zs_dev_host_unregister(e->dev, s->copy);
+		s->pinned = false;
+	}
 	if (s->dmaster)
 		e->dev_resident -= s->sh.padded * 4 * s->n_arrays;
 	zs_dev_free(e->dev, s->dmaster);

@@ -124,6 +124,8 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 		return zs_fail(err, ZS_ENOSPC,
 			       "the shard arena is full: unit '%s' shard %u needs %zu bytes more",
 			       u->name, sh->index, pad * (4 + s->dsz * (R + 1)));
+	if (s->gpu)
+		eng_dev_pin(e, s);
 	if (!s->acc || !s->slot || !s->racc || !s->nacc ||
 	    (s->fd < 0 && !s->gpu && arrays > 1 && !s->s0) ||
 	    (s->fd < 0 && !s->gpu && arrays > 2 && !s->s1))
@@ -399,6 +401,8 @@ void engine_free(struct engine *e)
 	pthread_join(e->sweeper, NULL);
 	while (e->jobs)
 		engine_remove_job(e, e->jobs->name);
+	if (e->dev)
+		eng_dev_free(e);
 	pthread_mutex_destroy(&e->mu);
 	free(e);
 }

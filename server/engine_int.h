@@ -83,7 +83,7 @@ struct eshard {
 	char path[600];
 	/* GPU-resident (devshard.c; master, s0, s1 then NULL): the arrays,
 	 * the reduction, one contribution at a time, the compute-dtype copy */
-	bool gpu;
+	bool gpu, pinned; /* pinned: staging and copy page-locked */
 	float *dmaster, *ds0, *ds1, *dacc, *dx;
 	void *dcopy;
 	struct held *held;
@@ -167,6 +167,10 @@ void eng_job_unref(struct engine *e, struct ejob *j);
 enum zs_status eng_dev_shard_init(struct engine *e, struct eshard *s, size_t pad,
 				  unsigned arrays, struct zs_error *err);
 void eng_dev_shard_release(struct engine *e, struct eshard *s);
+/* Page-locks the shard's staging slots and copy (once both exist). */
+void eng_dev_pin(struct engine *e, struct eshard *s);
+/* Closes the engine's device (its shards released first). */
+void eng_dev_free(struct engine *e);
 void eng_dev_reduce(struct ejob *j, struct eshard *s, size_t a, size_t b);
 void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
 		   float coef, size_t a, size_t b);

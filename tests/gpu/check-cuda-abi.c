@@ -27,6 +27,8 @@ _Static_assert(ZS_CUDA_ERROR_NOT_READY == CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_
 _Static_assert(ZS_CU_STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING, "CU_STREAM_NON_BLOCKING");
 _Static_assert(ZS_CU_EVENT_DISABLE_TIMING == CU_EVENT_DISABLE_TIMING, "CU_EVENT_DISABLE_TIMING");
 _Static_assert(ZS_CU_MEMHOSTALLOC_PORTABLE == CU_MEMHOSTALLOC_PORTABLE, "CU_MEMHOSTALLOC_PORTABLE");
+_Static_assert(ZS_CU_MEMHOSTREGISTER_PORTABLE == CU_MEMHOSTREGISTER_PORTABLE,
+	       "CU_MEMHOSTREGISTER_PORTABLE");
 _Static_assert(sizeof(CUdeviceptr) == sizeof(unsigned long long), "CUdeviceptr");
 _Static_assert(sizeof(CUdevice) == sizeof(int), "CUdevice");
 _Static_assert(sizeof(CUresult) == sizeof(int), "CUresult");
