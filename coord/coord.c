@@ -121,7 +121,7 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_CREATE_CKPT, coord_h_create_ckpt}, {ZS_M_GET_CKPT, coord_h_get_ckpt},
 	{ZS_M_LIST_CKPTS, coord_h_list_ckpts}, {ZS_M_PUT_BLOB, coord_h_put_blob},
 	{ZS_M_RESTORE, coord_h_restore},       {ZS_M_SERVER_TASKS, coord_h_server_tasks},
-	{ZS_M_TASK_DONE, coord_h_task_done},
+	{ZS_M_TASK_DONE, coord_h_task_done},   {ZS_M_COMM_ID, coord_h_comm_id},
 };
 
 enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
@@ -215,6 +215,7 @@ void coord_free(struct coord *c)
 	}
 	while (c->reports)
 		coord_drop_reports(c, c->reports->job);
+	coord_drop_comms(c);
 	pthread_mutex_unlock(&c->mu);
 	zs_rpc_server_free(c->rpc);
 	zs_kv_close(c->kv);

@@ -110,6 +110,7 @@ struct coord {
 	size_t n_ckpts;
 	struct ctask *ctasks;
 	struct sreports *reports;
+	struct comm *comms; /* trainers' communicator ids (comms.c) */
 };
 
 /* coord.c */
@@ -248,6 +249,11 @@ void coord_norm_sweep(struct coord *c, int64_t now);
 
 /* reports.c */
 void coord_drop_reports(struct coord *c, const char *job);
+
+/* comms.c */
+void coord_h_comm_id(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_drop_comm(struct coord *c, const char *job);
+void coord_drop_comms(struct coord *c); /* every job's */
 void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_step_reports(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 

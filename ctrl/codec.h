@@ -152,6 +152,18 @@ enum zs_status zs_enc_jobs(const struct zs_job *j, uint32_t n_j, struct zs_buf *
 enum zs_status zs_dec_jobs(const uint8_t *p, size_t n, struct zs_job **j,
 			   uint32_t *n_j, struct zs_error *err);
 
+/* CommIdRequest and CommIdReply: a communicator id of ZS_COMM_ID_BYTES
+ * (an offer, or none: n 0) */
+#define ZS_COMM_ID_BYTES 128
+enum zs_status zs_enc_comm_id_req(const char *job, uint64_t timeline, uint32_t rank,
+				  const uint8_t *id, struct zs_buf *out);
+enum zs_status zs_dec_comm_id_req(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
+				  uint64_t *timeline, uint32_t *rank, uint8_t id[ZS_COMM_ID_BYTES],
+				  bool *offered, struct zs_error *err);
+enum zs_status zs_enc_comm_id(const uint8_t id[ZS_COMM_ID_BYTES], struct zs_buf *out);
+enum zs_status zs_dec_comm_id(const uint8_t *p, size_t n, uint8_t id[ZS_COMM_ID_BYTES],
+			      struct zs_error *err);
+
 /* JobRequest (a job name) and SetStageRequest (name, stage) */
 enum zs_status zs_enc_job_name(const char *name, struct zs_buf *out);
 enum zs_status zs_dec_job_name(const uint8_t *p, size_t n,

@@ -320,6 +320,63 @@ enum zs_status zs_dec_job_name(const uint8_t *p, size_t n,
 	return st;
 }
 
+enum zs_status zs_enc_comm_id_req(const char *job, uint64_t timeline, uint32_t rank,
+				  const uint8_t *id, struct zs_buf *out)
+{
+	Zshard__CommIdRequest m = ZSHARD__COMM_ID_REQUEST__INIT;
+	struct arena a = {0};
+	m.job = (char *)job;
+	m.timeline = timeline;
+	m.rank = rank;
+	if (id) {
+		m.id.data = (uint8_t *)id;
+		m.id.len = ZS_COMM_ID_BYTES;
+	}
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_comm_id_req(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
+				  uint64_t *timeline, uint32_t *rank, uint8_t id[ZS_COMM_ID_BYTES],
+				  bool *offered, struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__CommIdRequest, comm_id_request, p, n, err);
+	st = pb_cpy(job, ZS_JOB_NAME_MAX, m->job, "job name", err);
+	*timeline = m->timeline;
+	*rank = m->rank;
+	*offered = m->id.len > 0;
+	if (!st && m->id.len && m->id.len != ZS_COMM_ID_BYTES)
+		st = zs_fail(err, ZS_EINVAL, "a communicator id is %d bytes, not %zu",
+			     ZS_COMM_ID_BYTES, m->id.len);
+	if (!st && m->id.len)
+		memcpy(id, m->id.data, ZS_COMM_ID_BYTES);
+	DONE(comm_id_request);
+	return st;
+}
+
+enum zs_status zs_enc_comm_id(const uint8_t id[ZS_COMM_ID_BYTES], struct zs_buf *out)
+{
+	Zshard__CommIdReply m = ZSHARD__COMM_ID_REPLY__INIT;
+	struct arena a = {0};
+	m.id.data = (uint8_t *)id;
+	m.id.len = ZS_COMM_ID_BYTES;
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_comm_id(const uint8_t *p, size_t n, uint8_t id[ZS_COMM_ID_BYTES],
+			      struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+	UNPACK(Zshard__CommIdReply, comm_id_reply, p, n, err);
+	if (m->id.len != ZS_COMM_ID_BYTES)
+		st = zs_fail(err, ZS_EPROTO, "the coordinator sent a %zu-byte communicator id",
+			     m->id.len);
+	else
+		memcpy(id, m->id.data, ZS_COMM_ID_BYTES);
+	DONE(comm_id_reply);
+	return st;
+}
+
 enum zs_status zs_enc_set_stage(const char *name, uint32_t stage, struct zs_buf *out)
 {
 	Zshard__SetStageRequest m = ZSHARD__SET_STAGE_REQUEST__INIT;

@@ -206,6 +206,19 @@ enum zs_status zs_coord_delete_job(struct zs_coord_client *c, const char *name,
 			err);
 }
 
+enum zs_status zs_coord_comm_id(struct zs_coord_client *c, const char *job, uint64_t timeline,
+				uint32_t rank, const uint8_t *id, uint8_t out[128],
+				struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	enum zs_status st = call(c, ZS_M_COMM_ID, zs_enc_comm_id_req(job, timeline, rank, id, &req),
+				 &req, &resp, err);
+	if (!st)
+		st = zs_dec_comm_id(resp.data, resp.len, out, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
 enum zs_status zs_coord_set_stage(struct zs_coord_client *c, const char *name,
 				  uint32_t stage, struct zs_job *job,
 				  struct zs_error *err)

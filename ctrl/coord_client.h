@@ -52,6 +52,16 @@ enum zs_status zs_coord_jobs(struct zs_coord_client *c, struct zs_job **jobs,
 			     uint32_t *n_jobs, struct zs_error *err);
 enum zs_status zs_coord_delete_job(struct zs_coord_client *c, const char *name,
 				   struct zs_job *job, struct zs_error *err);
+/*
+ * The job's trainer communicator id for timeline: rank 0 offers id (128
+ * bytes, kept for the timeline; offering it again is fine, another is
+ * ZS_EEXIST); other ranks pass id NULL and get it into out, ZS_EAGAIN
+ * while rank 0 has not offered one. ZS_ESTATE: the job is on another
+ * timeline (it rolled back: resume); ZS_ENOTFOUND: no such job.
+ */
+enum zs_status zs_coord_comm_id(struct zs_coord_client *c, const char *job, uint64_t timeline,
+				uint32_t rank, const uint8_t *id, uint8_t out[128],
+				struct zs_error *err);
 enum zs_status zs_coord_set_stage(struct zs_coord_client *c, const char *name,
 				  uint32_t stage, struct zs_job *job,
 				  struct zs_error *err);

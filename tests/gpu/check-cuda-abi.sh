@@ -28,5 +28,22 @@ if [ "$n" -lt 20 ]; then
 	echo "gpu: found only $n calls in gpu/cuda_abi.h: this check cannot tell"
 	fail=1
 fi
-[ $fail -eq 0 ] && echo "check: gpu: the $n CUDA driver calls libzshard loads match cuda.h and the driver's exports"
+# NCCL, the same way, where the toolkit has it
+nn=0
+if [ -f "$cuda/include/nccl.h" ]; then
+	if ! ${CC:-cc} -std=gnu11 -Wall -Wextra -Werror -I. -I"$cuda/include" -c \
+		-o "$tmp/nccl.o" tests/gpu/check-nccl-abi.c; then
+		echo "gpu: gpu/nccl_abi.h does not match $cuda/include/nccl.h (above)"
+		fail=1
+	fi
+	lib=$(ls "$cuda"/lib64/libnccl.so.2 2>/dev/null | head -1)
+	for f in $(sed -n 's/^[[:space:]]*X(\(nccl[A-Za-z0-9_]*\),.*/\1/p' gpu/nccl_abi.h) ncclGetErrorString; do
+		nn=$((nn + 1))
+		if [ -n "$lib" ] && ! nm -D --defined-only "$lib" | awk '{ print $3 }' | grep -qx "$f"; then
+			echo "gpu: NCCL ($lib) exports no $f"
+			fail=1
+		fi
+	done
+fi
+[ $fail -eq 0 ] && echo "check: gpu: the $n CUDA driver calls and $nn NCCL calls libzshard loads match cuda.h, nccl.h and the libraries' exports"
 exit $fail

@@ -17,6 +17,7 @@
  */
 #include "tests/integration/train_common.h"
 
+#include "gpu/coll.h"
 #include "gpu/dev.h"
 
 #define MAXU 8
@@ -302,6 +303,182 @@ static void test_cuda(void **st)
 	dev_run_equal("dvce3", "tcp", 3, 0, 1);
 }
 
+/* One rank of a communicator formed through the coordinator. */
+struct comm_rank {
+	int device; /* ZS_DEV_EMULATED or a CUDA ordinal */
+	const char *job;
+	uint64_t timeline;
+	int rank, nranks;
+	int rc;
+	char why[512];
+};
+
+static void *comm_rank_main(void *arg)
+{
+	struct comm_rank *x = arg;
+	struct zs_coord_client *c = NULL;
+	struct zs_dev *d = NULL;
+	struct zs_coll *k = NULL;
+	struct zs_error err = {0};
+	uint8_t id[ZS_COLL_ID_BYTES];
+	const size_t n = 1000; /* bytes per rank: odd on purpose */
+	uint8_t *send = NULL, *recv = NULL, *h = NULL;
+	size_t all = n * (size_t)x->nranks;
+	char why[256] = "";
+
+	x->rc = -1;
+	if (zs_coord_open(C.addr, 5000, 0, &c, &err)) {
+		snprintf(x->why, sizeof x->why, "coordinator: %.400s", err.msg);
+		goto out;
+	}
+	if (zs_dev_open(x->device, &d, why, sizeof why)) {
+		snprintf(x->why, sizeof x->why, "device: %s", why);
+		goto out;
+	}
+	if (x->rank == 0) {
+		uint8_t back[ZS_COLL_ID_BYTES];
+		if (zs_coll_new_id(d, id, why, sizeof why) ||
+		    zs_coord_comm_id(c, x->job, x->timeline, 0, id, back, &err) ||
+		    memcmp(id, back, sizeof id)) {
+			snprintf(x->why, sizeof x->why, "offer: %.200s%.200s", why, err.msg);
+			goto out;
+		}
+	} else {
+		int64_t until = zs_now_ms() + 10000;
+		enum zs_status st;
+		while ((st = zs_coord_comm_id(c, x->job, x->timeline, (uint32_t)x->rank, NULL, id,
+					      &err)) == ZS_EAGAIN &&
+		       zs_now_ms() < until)
+			usleep(20000);
+		if (st) {
+			snprintf(x->why, sizeof x->why, "ask: %.400s", err.msg);
+			goto out;
+		}
+	}
+	if (zs_coll_open(d, id, x->nranks, x->rank, 10000, &k, why, sizeof why)) {
+		snprintf(x->why, sizeof x->why, "open: %s", why);
+		goto out;
+	}
+	send = zs_dev_alloc(d, all);
+	recv = zs_dev_alloc(d, all);
+	h = malloc(all);
+	/* every rank's send: byte i of the piece for rank q is f(me, q, i) */
+	for (size_t i = 0; i < all; i++)
+		h[i] = (uint8_t)(x->rank * 31 + (int)(i / n) * 7 + (int)(i % n % 251));
+	if (!send || !recv || !h || zs_dev_copy_sync(d, send, h, all, ZS_DEV_H2D)) {
+		snprintf(x->why, sizeof x->why, "buffers: %s", zs_dev_error(d));
+		goto out;
+	}
+	/* all-to-all: piece r of recv is rank r's piece for me */
+	if (zs_coll_all_to_all(k, send, recv, n, NULL) || zs_dev_stream_sync(d, NULL) ||
+	    zs_dev_copy_sync(d, h, recv, all, ZS_DEV_D2H)) {
+		snprintf(x->why, sizeof x->why, "all-to-all: %s", zs_coll_error(k));
+		goto out;
+	}
+	for (size_t i = 0; i < all; i++)
+		if (h[i] != (uint8_t)((int)(i / n) * 31 + x->rank * 7 + (int)(i % n % 251))) {
+			snprintf(x->why, sizeof x->why, "all-to-all: byte %zu is wrong", i);
+			goto out;
+		}
+	/* all-gather in place: my piece is (me, i); afterwards piece r is r's */
+	for (size_t i = 0; i < n; i++)
+		h[i] = (uint8_t)(x->rank * 13 + (int)(i % 241));
+	if (zs_dev_copy_sync(d, recv + (size_t)x->rank * n, h, n, ZS_DEV_H2D) ||
+	    zs_coll_all_gather(k, recv + (size_t)x->rank * n, recv, n, NULL) ||
+	    zs_dev_stream_sync(d, NULL) || zs_dev_copy_sync(d, h, recv, all, ZS_DEV_D2H)) {
+		snprintf(x->why, sizeof x->why, "all-gather: %s", zs_coll_error(k));
+		goto out;
+	}
+	for (size_t i = 0; i < all; i++)
+		if (h[i] != (uint8_t)((int)(i / n) * 13 + (int)(i % n % 241))) {
+			snprintf(x->why, sizeof x->why, "all-gather: byte %zu is wrong", i);
+			goto out;
+		}
+	x->rc = 0;
+out:
+	free(h);
+	if (d) {
+		zs_dev_free(d, send);
+		zs_dev_free(d, recv);
+	}
+	zs_coll_close(k);
+	zs_dev_close(d);
+	zs_coord_close(c);
+	return NULL;
+}
+
+/* Forms a communicator of R ranks on device through the coordinator. */
+static void comm_run(const char *name, int R, int device)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_job j;
+	struct comm_rank x[4];
+	pthread_t th[4];
+
+	oracle_spec(&spec, name, (uint32_t)R, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, name, &j, NULL), ZS_OK);
+	for (int r = 0; r < R; r++) {
+		x[r] = (struct comm_rank){.device = device == ZS_DEV_EMULATED ? device : device + r,
+					  .job = name, .timeline = j.timeline,
+					  .rank = r, .nranks = R};
+		pthread_create(&th[r], NULL, comm_rank_main, &x[r]);
+	}
+	for (int r = 0; r < R; r++)
+		pthread_join(th[r], NULL);
+	for (int r = 0; r < R; r++)
+		if (x[r].rc)
+			fail_msg("%s rank %d: %s", name, r, x[r].why);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
+/*
+ * The trainers' communicator: its id handed out through the coordinator
+ * (rank 0 offers, the others ask; refusals say why), an all-to-all and an
+ * in-place all-gather among 3 ranks on the emulated device; NCCL where two
+ * GPUs are.
+ */
+static void test_communicator(void **st)
+{
+	struct zs_coord_client *c;
+	struct zs_error err = {0};
+	struct zs_job j;
+	uint8_t id[ZS_COLL_ID_BYTES] = {1}, other[ZS_COLL_ID_BYTES] = {2}, out[ZS_COLL_ID_BYTES];
+
+	(void)st;
+	comm_run("comm3", 3, ZS_DEV_EMULATED);
+	/* refusals, and nothing kept from them */
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "comm3", &j, NULL), ZS_OK);
+	assert_int_equal(zs_coord_comm_id(c, "nojob", 1, 0, id, out, &err), ZS_ENOTFOUND);
+	assert_int_equal(zs_coord_comm_id(c, "comm3", j.timeline + 1, 0, id, out, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "rolled back"));
+	assert_int_equal(zs_coord_comm_id(c, "comm3", j.timeline, 1, id, out, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "rank 0 makes it"));
+	assert_int_equal(zs_coord_comm_id(c, "comm3", j.timeline, 0, other, out, &err), ZS_EEXIST);
+	zs_job_release(&j);
+	zs_coord_close(c);
+}
+
+/* The same through NCCL, rank r on GPU r, where two GPUs are. */
+static void test_nccl(void **st)
+{
+	struct zs_dev *d;
+	char why[256];
+
+	(void)st;
+	if (zs_dev_open(1, &d, why, sizeof why)) {
+		printf("test_nccl: skipped: NCCL needs two GPUs: %s\n", why);
+		skip();
+	}
+	zs_dev_close(d);
+	comm_run("commnccl", 2, 0);
+}
+
 /*
  * Servers on the emulated device with a budget: the first shards of each
  * server on the device, the next in host memory, the rest in the NVMe
@@ -349,6 +526,8 @@ int main(void)
 		cmocka_unit_test(test_emulated),
 		cmocka_unit_test(test_emulated_host_stream),
 		cmocka_unit_test(test_set_device_errors),
+		cmocka_unit_test(test_communicator),
+		cmocka_unit_test(test_nccl),
 		cmocka_unit_test(test_cuda),
 	};
 	const struct CMUnitTest budget[] = {

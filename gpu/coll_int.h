@@ -1,0 +1,32 @@
+/* coll_int.h - a communicator and its backend (gpu/coll.h is the API):
+ * coll.c dispatches and holds the emulated one, nccl.c NCCL's. */
+#ifndef ZS_GPU_COLL_INT_H
+#define ZS_GPU_COLL_INT_H
+
+#include <stdarg.h>
+
+#include "gpu/coll.h"
+
+struct zs_coll {
+	struct zs_dev *dev;
+	int rank, nranks;
+	int timeout_ms;
+	char err[256];
+	void *impl;
+	bool nccl;
+};
+
+enum zs_status zs_coll_fail(struct zs_coll *c, enum zs_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* nccl.c */
+enum zs_status zs_nccl_new_id(uint8_t id[ZS_COLL_ID_BYTES], char *why, size_t len);
+enum zs_status zs_nccl_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_BYTES], char *why,
+			    size_t len);
+void zs_nccl_close(struct zs_coll *c);
+enum zs_status zs_nccl_all_gather(struct zs_coll *c, const void *send, void *recv, size_t n,
+				  zs_dev_stream s);
+enum zs_status zs_nccl_all_to_all(struct zs_coll *c, const void *send, void *recv, size_t n,
+				  zs_dev_stream s);
+
+#endif

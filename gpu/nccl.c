@@ -1,0 +1,137 @@
+/*
+ * nccl.c - NCCL's backend of gpu/coll.h, loaded from libnccl.so.2 when a
+ * communicator is first made or opened (libzshard links no NCCL). The
+ * device's context is made current first, as NCCL expects of its caller.
+ * Not run yet: NCCL needs at least two GPUs.
+ */
+#include "gpu/coll_int.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef int ZS_ncclResult_t;
+typedef void *ZS_ncclComm_t;
+typedef int ZS_ncclDataType_t;
+typedef void *ZS_cudaStream_t;
+typedef struct { char internal[ZS_COLL_ID_BYTES]; } ZS_ncclUniqueId;
+
+#include "gpu/nccl_abi.h"
+
+static struct {
+#define X(name, params) ZS_ncclResult_t (*name) params;
+	ZS_NCCL_FUNCS(X)
+#undef X
+	const char *(*ncclGetErrorString)(ZS_ncclResult_t r);
+} nc;
+static char load_err[256];
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void load(void)
+{
+	void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		snprintf(load_err, sizeof load_err, "no NCCL on this machine (dlopen libnccl.so.2: %s)",
+			 dlerror());
+		return;
+	}
+#define X(name, params)                                                                  \
+	if (!load_err[0] && !(*(void **)&nc.name = dlsym(h, #name)))                      \
+		snprintf(load_err, sizeof load_err, "libnccl.so.2 lacks %s: too old for zshard", \
+			 #name);
+	ZS_NCCL_FUNCS(X)
+	X(ncclGetErrorString, ())
+#undef X
+}
+
+static const char *nerr(ZS_ncclResult_t r)
+{
+	const char *s = nc.ncclGetErrorString ? nc.ncclGetErrorString(r) : NULL;
+	return s ? s : "unknown NCCL error";
+}
+
+enum zs_status zs_nccl_new_id(uint8_t id[ZS_COLL_ID_BYTES], char *why, size_t len)
+{
+	ZS_ncclUniqueId u;
+	ZS_ncclResult_t r;
+
+	pthread_once(&load_once, load);
+	if (load_err[0]) {
+		if (why && len)
+			snprintf(why, len, "%s", load_err);
+		return ZS_EUNAVAIL;
+	}
+	if ((r = nc.ncclGetUniqueId(&u)) != ZS_NCCL_SUCCESS) {
+		if (why && len)
+			snprintf(why, len, "ncclGetUniqueId: %s", nerr(r));
+		return ZS_EIO;
+	}
+	memcpy(id, u.internal, ZS_COLL_ID_BYTES);
+	return ZS_OK;
+}
+
+enum zs_status zs_nccl_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_BYTES], char *why,
+			    size_t len)
+{
+	ZS_ncclUniqueId u;
+	ZS_ncclResult_t r;
+
+	pthread_once(&load_once, load);
+	if (load_err[0]) {
+		if (why && len)
+			snprintf(why, len, "%s", load_err);
+		return ZS_EUNAVAIL;
+	}
+	if (zs_dev_bind(c->dev)) {
+		if (why && len)
+			snprintf(why, len, "%s", zs_dev_error(c->dev));
+		return ZS_EIO;
+	}
+	memcpy(u.internal, id, ZS_COLL_ID_BYTES);
+	if ((r = nc.ncclCommInitRank((ZS_ncclComm_t *)&c->impl, c->nranks, u, c->rank)) !=
+	    ZS_NCCL_SUCCESS) {
+		if (why && len)
+			snprintf(why, len, "ncclCommInitRank (rank %d of %d): %s", c->rank, c->nranks,
+				 nerr(r));
+		return ZS_EIO;
+	}
+	return ZS_OK;
+}
+
+void zs_nccl_close(struct zs_coll *c)
+{
+	if (c->impl && !zs_dev_bind(c->dev))
+		nc.ncclCommDestroy(c->impl);
+}
+
+enum zs_status zs_nccl_all_gather(struct zs_coll *c, const void *send, void *recv, size_t n,
+				  zs_dev_stream s)
+{
+	ZS_ncclResult_t r;
+	if (zs_dev_bind(c->dev))
+		return zs_coll_fail(c, ZS_EIO, "%s", zs_dev_error(c->dev));
+	r = nc.ncclAllGather(send, recv, n, ZS_NCCL_UINT8, c->impl, s);
+	return r == ZS_NCCL_SUCCESS ? ZS_OK : zs_coll_fail(c, ZS_EIO, "ncclAllGather: %s", nerr(r));
+}
+
+enum zs_status zs_nccl_all_to_all(struct zs_coll *c, const void *send, void *recv, size_t n,
+				  zs_dev_stream s)
+{
+	ZS_ncclResult_t r, r2;
+	if (zs_dev_bind(c->dev))
+		return zs_coll_fail(c, ZS_EIO, "%s", zs_dev_error(c->dev));
+	r = nc.ncclGroupStart();
+	for (int p = 0; r == ZS_NCCL_SUCCESS && p < c->nranks; p++) {
+		r = nc.ncclSend((const uint8_t *)send + (size_t)p * n, n, ZS_NCCL_UINT8, p, c->impl, s);
+		if (r == ZS_NCCL_SUCCESS)
+			r = nc.ncclRecv((uint8_t *)recv + (size_t)p * n, n, ZS_NCCL_UINT8, p, c->impl, s);
+	}
+	r2 = nc.ncclGroupEnd();
+	if (r == ZS_NCCL_SUCCESS)
+		r = r2;
+	return r == ZS_NCCL_SUCCESS ? ZS_OK
+				    : zs_coll_fail(c, ZS_EIO, "the all-to-all's sends and receives: %s",
+						   nerr(r));
+}
