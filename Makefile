@@ -241,7 +241,7 @@ check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
 	rc=$$?; \
 	ZSHARD_TEST_SERVER_GPU=emulated ZSHARD_TEST_LABEL="servers --gpu emulated" \
-		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train ckpt device \
+		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train ckpt crash device \
 		>$(BUILD)/gpu-servers.log 2>&1 && tail -1 $(BUILD)/gpu-servers.log || \
 		{ cat $(BUILD)/gpu-servers.log; rc=1; }; \
 	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \

@@ -17,9 +17,53 @@ static bool file_has(const char *path, const char *text)
 	return strstr(buf, text) != NULL;
 }
 
+/*
+ * Starts server i (its data dir, log and port file under C.dir) with
+ * capacity, fault in $ZSHARD_FAULT when not NULL, and what the environment
+ * asks of every test server: $ZSHARD_TEST_SERVER_GPU, its --gpu (checked in
+ * its log); $ZSHARD_TEST_SERVER_ARGS, up to 6 more options, blank-separated.
+ * 0 once it listens.
+ */
+static int spawn_server(int i, const char *capacity, const char *fault)
+{
+	char log[1024], data[1024], port[1024], got[128];
+	const char *gpu = getenv("ZSHARD_TEST_SERVER_GPU");
+	const char *more = getenv("ZSHARD_TEST_SERVER_ARGS");
+	char extra[512], *save = NULL;
+
+	snprintf(log, sizeof log, "%s/server-%d.log", C.dir, i);
+	snprintf(data, sizeof data, "%s/server-%d", C.dir, i);
+	snprintf(port, sizeof port, "%s/server-%d.addr", C.dir, i);
+	char *sargv[24] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr,
+			   "--data-dir", data, "--capacity", (char *)capacity,
+			   "--port-file", port, "--step-timeout-ms", "3000"};
+	int na = 11;
+	if (gpu) {
+		sargv[na++] = "--gpu";
+		sargv[na++] = (char *)gpu;
+	}
+	snprintf(extra, sizeof extra, "%s", more ? more : "");
+	for (char *a = strtok_r(extra, " ", &save); a && na < 19; a = strtok_r(NULL, " ", &save))
+		sargv[na++] = a;
+	sargv[na] = NULL;
+	unlink(port);
+	if (fault)
+		setenv("ZSHARD_FAULT", fault, 1);
+	C.srv[i] = h_spawn(sargv, log);
+	unsetenv("ZSHARD_FAULT");
+	if (!h_wait_file(port, 10000, got, sizeof got))
+		return -1;
+	if (gpu && !file_has(log, "shards live on")) {
+		fprintf(stderr, "server %d was asked for --gpu %s and did not say so in %s\n", i,
+			gpu, log);
+		return -1;
+	}
+	return 0;
+}
+
 int start_cluster(const char *listen)
 {
-	char pf[1024], log[1024], data[1024], port[1024];
+	char pf[1024], log[1024], data[1024];
 	snprintf(pf, sizeof pf, "%s/coordinator.addr", C.dir);
 	unlink(pf);
 	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
@@ -30,37 +74,9 @@ int start_cluster(const char *listen)
 	C.coord = h_spawn(cargv, log);
 	if (!h_wait_file(pf, 10000, C.addr, sizeof C.addr))
 		return -1;
-	for (int i = 0; i < C.n; i++) {
-		snprintf(log, sizeof log, "%s/server-%d.log", C.dir, i);
-		snprintf(data, sizeof data, "%s/server-%d", C.dir, i);
-		snprintf(port, sizeof port, "%s/server-%d.addr", C.dir, i);
-		/* $ZSHARD_TEST_SERVER_GPU: the servers' --gpu (test_device);
-		 * $ZSHARD_TEST_SERVER_ARGS: up to 6 more options, blank-separated */
-		const char *gpu = getenv("ZSHARD_TEST_SERVER_GPU");
-		const char *more = getenv("ZSHARD_TEST_SERVER_ARGS");
-		char extra[512], *save = NULL;
-		char *sargv[24] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr,
-				   "--data-dir", data, "--capacity", (char *)C.capacity,
-				   "--port-file", port, "--step-timeout-ms", "3000"};
-		int na = 11;
-		if (gpu) {
-			sargv[na++] = "--gpu";
-			sargv[na++] = (char *)gpu;
-		}
-		snprintf(extra, sizeof extra, "%s", more ? more : "");
-		for (char *a = strtok_r(extra, " ", &save); a && na < 19; a = strtok_r(NULL, " ", &save))
-			sargv[na++] = a;
-		sargv[na] = NULL;
-		unlink(port);
-		C.srv[i] = h_spawn(sargv, log);
-		if (!h_wait_file(port, 10000, pf, sizeof pf))
+	for (int i = 0; i < C.n; i++)
+		if (spawn_server(i, C.capacity, NULL))
 			return -1;
-		if (gpu && !file_has(log, "shards live on")) {
-			fprintf(stderr, "server %d was asked for --gpu %s and did not say so in %s\n",
-				i, gpu, log);
-			return -1;
-		}
-	}
 	return 0;
 }
 
@@ -276,19 +292,7 @@ void wait_restored(struct zs_coord_client *c, const char *job, struct zs_job *j)
 /* Restarts server i, with ZSHARD_FAULT=fault when not NULL. */
 void restart_server(int i, const char *fault)
 {
-	char log[1024], data[1024], port[1024], got[64];
-	snprintf(log, sizeof log, "%s/server-%d.log", C.dir, i);
-	snprintf(data, sizeof data, "%s/server-%d", C.dir, i);
-	snprintf(port, sizeof port, "%s/server-%d.addr", C.dir, i);
-	char *sargv[] = {(char *)h_bin("zshard-server"), "--coordinator", C.addr, "--data-dir",
-			 data, "--capacity", "256M", "--port-file", port,
-			 "--step-timeout-ms", "3000", NULL};
-	unlink(port);
-	if (fault)
-		setenv("ZSHARD_FAULT", fault, 1);
-	C.srv[i] = h_spawn(sargv, log);
-	unsetenv("ZSHARD_FAULT");
-	assert_true(h_wait_file(port, 10000, got, sizeof got));
+	assert_int_equal(spawn_server(i, C.capacity, fault), 0);
 }
 /* Restores checkpoint id (0: latest) of job and waits for it. */
 void restore(struct zs_coord_client *c, const char *job, uint64_t id)
