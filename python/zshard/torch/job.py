@@ -144,6 +144,7 @@ class Job:
             self.devmode = "emulated"
         staged = self.o.get("staged") or (dev.type != "cpu" and self.devmode is None)
         self.device = dev if staged else None
+        self.pdev = dev  # where the parameters live
         self.empty = torch.empty(0, dtype=self.dtype, device=dev)
 
     def attach(self, opt, seen):
@@ -514,7 +515,7 @@ class Job:
             self.bind(u, False)
             return None
         flat = self.gathered(u)
-        self.set_data(u, flat if self.device is None else flat.to(self.device))
+        self.set_data(u, flat if self.pdev.type == "cpu" else flat.to(self.pdev))
         self.eval_units.add(u.index)
         return None
 
