@@ -457,6 +457,19 @@ int zs_push_partial(zs_trainer *t, unsigned u, unsigned long long step, const vo
 	return start(t, u, step, NULL, grad, false, true, op);
 }
 
+/* op's next request completed with st: the op's first failure is kept,
+ * a success goes to on_req. */
+static void req_done(zs_op *op, enum zs_status st, const struct zs_error *err)
+{
+	if (st && !op->status) {
+		op->status = st;
+		zs_fmt(op->msg, sizeof op->msg, "%s", err->msg);
+	}
+	if (!st && !op->status && op->on_req)
+		op->on_req(op, op->done);
+	op->done++;
+}
+
 /* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
 int tr_progress(zs_op *op, int timeout_ms)
 {
@@ -479,13 +492,7 @@ int tr_progress(zs_op *op, int timeout_ms)
 				tr_fail(t, st, "%s", err.msg);
 			return ZS_EAGAIN;
 		}
-		if (st && !op->status) {
-			op->status = st;
-			zs_fmt(op->msg, sizeof op->msg, "%s", err.msg);
-		}
-		if (!st && !op->status && op->on_req)
-			op->on_req(op, op->done);
-		op->done++;
+		req_done(op, st, &err);
 	}
 	t->ctr.wait_seconds += tr_now_s() - t0;
 	rc = op->status;
@@ -504,13 +511,7 @@ void tr_poll(zs_op *op)
 		enum zs_status st = zs_req_test(op->req[op->done], &err);
 		if (st == ZS_EAGAIN)
 			return;
-		if (st && !op->status) {
-			op->status = st;
-			zs_fmt(op->msg, sizeof op->msg, "%s", err.msg);
-		}
-		if (!st && !op->status && op->on_req)
-			op->on_req(op, op->done);
-		op->done++;
+		req_done(op, st, &err);
 	}
 }
 

@@ -52,17 +52,24 @@ static const char *nerr(ZS_ncclResult_t r)
 	return s ? s : "unknown NCCL error";
 }
 
+/* Loads NCCL once: ZS_OK, or ZS_EUNAVAIL with why. */
+static enum zs_status loaded(char *why, size_t len)
+{
+	pthread_once(&load_once, load);
+	if (!load_err[0])
+		return ZS_OK;
+	if (why && len)
+		snprintf(why, len, "%s", load_err);
+	return ZS_EUNAVAIL;
+}
+
 enum zs_status zs_nccl_new_id(uint8_t id[ZS_COLL_ID_BYTES], char *why, size_t len)
 {
 	ZS_ncclUniqueId u;
 	ZS_ncclResult_t r;
 
-	pthread_once(&load_once, load);
-	if (load_err[0]) {
-		if (why && len)
-			snprintf(why, len, "%s", load_err);
+	if (loaded(why, len))
 		return ZS_EUNAVAIL;
-	}
 	if ((r = nc.ncclGetUniqueId(&u)) != ZS_NCCL_SUCCESS) {
 		if (why && len)
 			snprintf(why, len, "ncclGetUniqueId: %s", nerr(r));
@@ -78,12 +85,8 @@ enum zs_status zs_nccl_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_BYTES
 	ZS_ncclUniqueId u;
 	ZS_ncclResult_t r;
 
-	pthread_once(&load_once, load);
-	if (load_err[0]) {
-		if (why && len)
-			snprintf(why, len, "%s", load_err);
+	if (loaded(why, len))
 		return ZS_EUNAVAIL;
-	}
 	if (zs_dev_bind(c->dev)) {
 		if (why && len)
 			snprintf(why, len, "%s", zs_dev_error(c->dev));

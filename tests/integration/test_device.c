@@ -157,7 +157,6 @@ static void dev_run_sizes(const char *name, uint32_t R, const char *transport, u
 	struct zs_job placed;
 	struct dev_rank x[3];
 	pthread_t th[3];
-	float *ref[MAXU];
 
 	oracle_spec_sizes(&spec, name, R, ZS_ADAMW, dt, sizes, U);
 	spec.stage = stage;
@@ -179,23 +178,13 @@ static void dev_run_sizes(const char *name, uint32_t R, const char *transport, u
 			fail_msg("%s rank %u (%s, stage %u): %s", name, r, transport, stage, x[r].why);
 	/* (a failure leaves the trainers to the process's exit: the cluster
 	 * is torn down by the group's teardown all the same) */
-	for (uint32_t u = 0; u < U; u++)
-		ref[u] = malloc(sizes[u] * 4);
-	oracle_reference_sched(&spec, &placed.placement, STEPS, 1, 0, ref);
-	zs_job_release(&placed);
-	for (unsigned u = 0; u < U; u++) {
-		unsigned long long n = spec.layout.units[u].numel;
-		float *got = malloc(n * 4);
-		if (fetch(x[R - 1].t, u, STEPS, got))
-			fail_msg("final gather: %s", zs_trainer_error(x[R - 1].t));
-		for (unsigned long long i = 0; i < n; i++)
-			if (memcmp(&got[i], &ref[u][i], 4))
-				fail_msg("%s (R=%u %s stage %u %s): unit %u element %llu is %.9g, the reference %.9g",
-					 name, R, transport, stage, zs_dtype_name(dt), u, i, got[i],
-					 ref[u][i]);
-		free(got);
-		free(ref[u]);
+	{
+		char what[256];
+		snprintf(what, sizeof what, "%s (R=%u %s stage %u %s)", name, R, transport, stage,
+			 zs_dtype_name(dt));
+		check_reference(x[R - 1].t, &spec, &placed.placement, 1, 0, what);
 	}
+	zs_job_release(&placed);
 	if (peak)
 		*peak = x[0].peak_params;
 	for (uint32_t r = 0; r < R; r++) {

@@ -339,6 +339,30 @@ int ctl(char **out, char **errs, const char *a1, const char *a2, const char *a3,
 
 /* Trains the oracle job and checks it bitwise; sched: in 3 optimizer
  * groups (oracle_spec_groups) with oracle_hparams set at every step. */
+void check_reference(zs_trainer *t, const struct zs_job_spec *spec,
+		     const struct zs_placement *pl, uint32_t K, int sched, const char *what)
+{
+	uint32_t U = spec->layout.n_units;
+	float **ref = calloc(U, sizeof *ref);
+
+	for (uint32_t u = 0; u < U; u++)
+		ref[u] = malloc(spec->layout.units[u].numel * 4);
+	oracle_reference_sched(spec, pl, STEPS, K, sched, ref);
+	for (unsigned u = 0; u < U; u++) {
+		unsigned long long n = spec->layout.units[u].numel;
+		float *got = malloc(n * 4);
+		if (fetch(t, u, STEPS, got))
+			fail_msg("%s: final gather: %s", what, zs_trainer_error(t));
+		for (unsigned long long i = 0; i < n; i++)
+			if (memcmp(&got[i], &ref[u][i], 4))
+				fail_msg("%s: unit %u element %llu is %.9g, the reference %.9g", what, u,
+					 i, got[i], ref[u][i]);
+		free(got);
+		free(ref[u]);
+	}
+	free(ref);
+}
+
 void train_oracle(const char *name, uint32_t R, const char *transport,
 		     enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip, int sched)
 {
@@ -347,7 +371,6 @@ void train_oracle(const char *name, uint32_t R, const char *transport,
 	struct zs_job placed;
 	struct rank_ctx x[3];
 	pthread_t th[3];
-	float *ref[4];
 
 	oracle_spec(&spec, name, R, kind, dt);
 	spec.optim.clip_norm = clip;
@@ -369,23 +392,13 @@ void train_oracle(const char *name, uint32_t R, const char *transport,
 		if (x[r].rc)
 			fail_msg("%s rank %u: %s", name, r, x[r].why);
 	}
-	oracle_reference_sched(&spec, &placed.placement, STEPS, K, sched,
-			      (ref[0] = malloc(spec.layout.units[0].numel * 4), ref[1] = malloc(4),
-			       ref[2] = malloc(4099 * 4), ref[3] = malloc(64 * 4), ref));
-	zs_job_release(&placed);
-	for (unsigned u = 0; u < 4; u++) {
-		unsigned long long n = spec.layout.units[u].numel;
-		float *got = malloc(n * 4);
-		if (fetch(x[R - 1].t, u, STEPS, got))
-			fail_msg("final gather: %s", zs_trainer_error(x[R - 1].t));
-		for (unsigned long long i = 0; i < n; i++)
-			if (memcmp(&got[i], &ref[u][i], 4))
-				fail_msg("%s (R=%u %s %s %s): unit %u element %llu is %.9g, the reference %.9g",
-					 name, R, transport, zs_optim_name(kind), zs_dtype_name(dt),
-					 u, i, got[i], ref[u][i]);
-		free(got);
-		free(ref[u]);
+	{
+		char what[256];
+		snprintf(what, sizeof what, "%s (R=%u %s %s %s)", name, R, transport,
+			 zs_optim_name(kind), zs_dtype_name(dt));
+		check_reference(x[R - 1].t, &spec, &placed.placement, K, sched, what);
 	}
+	zs_job_release(&placed);
 	for (uint32_t r = 0; r < R; r++)
 		zs_trainer_close(x[r].t);
 	zs_job_spec_release(&spec);

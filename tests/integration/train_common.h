@@ -76,6 +76,11 @@ void *train(void *arg);
 /* Trains the oracle job name with R ranks (threads) and checks it bitwise;
  * K micro-batches, clip, sched: in 3 optimizer groups (oracle_spec_groups)
  * with oracle_hparams set at every step. */
+/* The parameters t gathers after STEPS steps equal the reference's (over
+ * placement pl; K micro-batches; sched as train_oracle), bit for bit; what
+ * names the run in the failure. */
+void check_reference(zs_trainer *t, const struct zs_job_spec *spec,
+		     const struct zs_placement *pl, uint32_t K, int sched, const char *what);
 void train_oracle(const char *name, uint32_t R, const char *transport,
 		  enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip, int sched);
 void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps);
