@@ -15,7 +15,9 @@
  */
 #include "client/trainer.h"
 
+#include "gpu/coll.h"
 #include "gpu/dev.h"
+#include "gpu/kern.h"
 
 #define DV_CHUNK_DEFAULT (8u << 20)
 #define DV_CACHE 8
@@ -29,7 +31,35 @@ struct tr_dev {
 	bool *h2d_recorded;
 	/* freed device buffers, each with the event its last user recorded */
 	struct { void *p; size_t n; zs_dev_event ev; bool used; } cache[DV_CACHE];
+	/* a collective job (coll.c): the communicator of this timeline, the
+	 * kernels that add what the all-to-all brings, their scratch */
+	struct zs_coll *coll;
+	uint64_t coll_timeline;
+	const struct zs_kern *kern;
+	void *drecv;  /* every rank's piece of my slice, for the largest unit */
+	float *dsum;  /* their sum */
 };
+
+/* Device bytes of unit u's buffers: a collective job's are R slices of
+ * zs_slice_len elements (the last one's tail unused), else the unit. */
+static size_t dbytes(const zs_trainer *t, uint32_t u)
+{
+	const struct zs_unit *un = &t->job.spec.layout.units[u];
+	uint32_t R = t->job.spec.world_size;
+	if (!t->job.spec.collective)
+		return t->du[u].bytes;
+	return (size_t)R * zs_slice_len(un->numel, R) * zs_dtype_size(un->dtype);
+}
+
+/* Host bytes of unit u's gradient staging: the unit's, or a collective
+ * job's f32 slice sum if larger. */
+static size_t gbytes(const zs_trainer *t, uint32_t u)
+{
+	size_t b = t->du[u].bytes, f = 0;
+	if (t->job.spec.collective)
+		f = zs_slice_len(t->job.spec.layout.units[u].numel, t->job.spec.world_size) * 4;
+	return f > b ? f : b;
+}
 
 static int dv_fail(zs_trainer *t, const char *what, unsigned u)
 {
@@ -110,7 +140,7 @@ static void h2d_request(zs_op *op, uint32_t i)
 {
 	zs_trainer *t = op->t;
 	struct dunit *d = &t->du[op->unit];
-	const struct zs_shard *sh = shard_of(t, op->unit, i);
+	const struct zs_shard *sh = shard_of(t, op->unit, op->only >= 0 ? (uint32_t)op->only : i);
 	size_t dsz = zs_dtype_size(t->job.spec.layout.units[op->unit].dtype);
 
 	if (!sh || copy_range(t->dv, d->params, d->stage, sh->offset * dsz, sh->length * dsz,
@@ -147,21 +177,23 @@ int tr_dv_gather(zs_trainer *t, uint32_t u)
 	int rc;
 
 	stage_release(t, u, true); /* an earlier gather's, if still there */
-	d->params = dbuf_get(t, d->bytes, v->copy);
+	d->params = dbuf_get(t, dbytes(t, u), v->copy);
 	if (!d->params)
 		return dv_fail(t, "device memory for its parameters", u);
 	d->stage = tr_stage_get(t, d->bytes);
 	if (!d->stage) {
-		dbuf_put(t, d->params, d->bytes, NULL, false);
+		dbuf_put(t, d->params, dbytes(t, u), NULL, false);
 		d->params = NULL;
 		return tr_fail(t, ZS_ENOMEM, "device mode: out of pinned memory for unit %u's staging", u);
 	}
 	v->h2d_recorded[u] = false;
-	rc = zs_gather(t, u, t->step, d->stage, &d->gather);
+	/* a collective job: this rank's slice; the all-gather brings the rest */
+	rc = t->job.spec.collective ? tr_gather_slice(t, u, d->stage, &d->gather)
+				    : zs_gather(t, u, t->step, d->stage, &d->gather);
 	if (rc) {
 		tr_stage_put(t, d->stage, d->bytes);
 		d->stage = NULL;
-		dbuf_put(t, d->params, d->bytes, NULL, false);
+		dbuf_put(t, d->params, dbytes(t, u), NULL, false);
 		d->params = NULL;
 		return rc;
 	}
@@ -173,6 +205,15 @@ int tr_dv_params_ready(zs_trainer *t, uint32_t u)
 {
 	struct tr_dev *v = t->dv;
 	if (!v->h2d_recorded[u]) {
+		if (t->job.spec.collective) { /* every rank's slice from its owner */
+			const struct zs_unit *un = &t->job.spec.layout.units[u];
+			size_t piece = zs_slice_len(un->numel, t->job.spec.world_size) *
+				       zs_dtype_size(un->dtype);
+			if (zs_coll_all_gather(v->coll, (uint8_t *)t->du[u].params + t->rank * piece,
+					       t->du[u].params, piece, v->copy))
+				return tr_fail(t, ZS_EIO, "unit %u: the all-gather of its slices: %s",
+					       u, zs_coll_error(v->coll));
+		}
 		if (zs_dev_record(v->dev, v->h2d[u], v->copy))
 			return dv_fail(t, "recording its copy's event", u);
 		v->h2d_recorded[u] = true;
@@ -197,13 +238,13 @@ void tr_dv_drop_params(zs_trainer *t, uint32_t u)
 	struct dunit *d = &t->du[u];
 	stage_release(t, u, true);
 	/* the caller's kernels queued so far may still read it */
-	dbuf_put(t, d->params, d->bytes, t->dv->compute, true);
+	dbuf_put(t, d->params, dbytes(t, u), t->dv->compute, true);
 	d->params = NULL;
 }
 
 void *tr_dv_grad_buf(zs_trainer *t, uint32_t u)
 {
-	void *p = dbuf_get(t, t->du[u].bytes, t->dv->compute);
+	void *p = dbuf_get(t, dbytes(t, u), t->dv->compute);
 	if (!p)
 		dv_fail(t, "device memory for its gradient", u);
 	return p;
@@ -212,8 +253,99 @@ void *tr_dv_grad_buf(zs_trainer *t, uint32_t u)
 int tr_dv_zero_grad(zs_trainer *t, uint32_t u)
 {
 	struct dunit *d = &t->du[u];
-	if (zs_dev_zero(t->dv->dev, d->grad, d->bytes, t->dv->compute))
+	if (zs_dev_zero(t->dv->dev, d->grad, dbytes(t, u), t->dv->compute))
 		return dv_fail(t, "zeroing its gradient", u);
+	return ZS_OK;
+}
+
+/*
+ * A collective job's push of unit u: an all-to-all gives this rank every
+ * rank's piece of its slice; they are added in rank order in f32 (the
+ * servers' own arithmetic, so the servers' bits) and the sum is queued to
+ * staging, whence tr_push_slice sends it to the slice's server.
+ */
+static int slice_sum(zs_trainer *t, uint32_t u)
+{
+	struct tr_dev *v = t->dv;
+	struct dunit *d = &t->du[u];
+	const struct zs_unit *un = &t->job.spec.layout.units[u];
+	uint32_t R = t->job.spec.world_size;
+	size_t q = zs_slice_len(un->numel, R), dsz = zs_dtype_size(un->dtype);
+	const struct zs_shard *mine = shard_of(t, u, t->rank);
+	char why[256];
+
+	if (!mine)
+		return tr_fail(t, ZS_EINTERNAL, "unit %u has no slice for rank %u", u, t->rank);
+	if (zs_coll_all_to_all(v->coll, d->grad, v->drecv, q * dsz, v->copy))
+		return tr_fail(t, ZS_EIO, "unit %u: the all-to-all of its gradient: %s", u,
+			       zs_coll_error(v->coll));
+	/* the kernels run once the pieces are in (and the last sum is out) */
+	if (zs_dev_stream_sync(v->dev, v->copy) || zs_dev_bind(v->dev))
+		return dv_fail(t, "the all-to-all", u);
+	for (uint32_t r = 0; r < R; r++)
+		if (v->kern->reduce(v->dsum, (uint8_t *)v->drecv + r * q * dsz, un->dtype, r == 0, q,
+				    why, sizeof why))
+			return tr_fail(t, ZS_EIO, "unit %u: adding rank %u's piece: %s", u, r, why);
+	if (zs_dev_copy(v->dev, d->gstage, v->dsum, mine->length * 4, ZS_DEV_D2H, v->copy))
+		return dv_fail(t, "the copy of its slice's sum to the host", u);
+	return ZS_OK;
+}
+
+int tr_dv_collective(zs_trainer *t)
+{
+	struct tr_dev *v = t->dv;
+	uint32_t R = t->job.spec.world_size;
+	uint8_t id[ZS_COLL_ID_BYTES];
+	struct zs_error err = {0};
+	enum zs_status st;
+	size_t recv = 0, sum = 0;
+	char why[256];
+
+	if (!t->job.spec.collective)
+		return ZS_OK;
+	if (!v)
+		return tr_fail(t, ZS_ESTATE,
+			       "job '%s' is collective (its trainers reduce among themselves): its trainers run in device mode (zs_trainer_set_device)",
+			       t->job.spec.name);
+	if (v->coll && v->coll_timeline == t->timeline)
+		return ZS_OK;
+	zs_coll_close(v->coll); /* an earlier timeline's */
+	v->coll = NULL;
+	if (!v->kern && !(v->kern = zs_dev_emulated(v->dev) ? zs_kern_host()
+							     : zs_kern_cuda(why, sizeof why)))
+		return tr_fail(t, ZS_EUNAVAIL, "job '%s' is collective: %s", t->job.spec.name, why);
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
+		size_t q = zs_slice_len(t->job.spec.layout.units[u].numel, R);
+		if (dbytes(t, u) > recv)
+			recv = dbytes(t, u);
+		if (q * 4 > sum)
+			sum = q * 4;
+	}
+	if ((!v->drecv && !(v->drecv = zs_dev_alloc(v->dev, recv))) ||
+	    (!v->dsum && !(v->dsum = zs_dev_alloc(v->dev, sum))))
+		return tr_fail(t, ZS_ENOMEM, "device mode: no room for the collective's scratch: %s",
+			       zs_dev_error(v->dev));
+	/* the id: rank 0 makes it, the coordinator hands it to the others */
+	if (t->rank == 0) {
+		uint8_t back[ZS_COLL_ID_BYTES];
+		if ((st = zs_coll_new_id(v->dev, id, why, sizeof why)))
+			return tr_fail(t, st, "job '%s': a communicator id: %s", t->job.spec.name, why);
+		if ((st = zs_coord_comm_id(t->coord, t->job.spec.name, t->timeline, 0, id, back, &err)))
+			return tr_fail(t, st, "%s", err.msg);
+	} else {
+		int64_t until = zs_now_ms() + t->timeout_ms;
+		while ((st = zs_coord_comm_id(t->coord, t->job.spec.name, t->timeline, t->rank, NULL,
+					      id, &err)) == ZS_EAGAIN && zs_now_ms() < until)
+			zs_sleep_ms(20, NULL);
+		if (st)
+			return tr_fail(t, st, "%s%s", err.msg,
+				       st == ZS_EAGAIN ? " (waited the join's timeout)" : "");
+	}
+	if ((st = zs_coll_open(v->dev, id, (int)R, (int)t->rank, t->timeout_ms, &v->coll, why,
+			       sizeof why)))
+		return tr_fail(t, st, "job '%s': the trainers' communicator: %s", t->job.spec.name,
+			       why);
+	v->coll_timeline = t->timeline;
 	return ZS_OK;
 }
 
@@ -221,14 +353,21 @@ int tr_dv_push_copy(zs_trainer *t, uint32_t u)
 {
 	struct dunit *d = &t->du[u];
 	struct tr_dev *v = t->dv;
-	if (!d->gstage && !(d->gstage = tr_stage_get(t, d->bytes)))
+	if (!d->gstage && !(d->gstage = tr_stage_get(t, gbytes(t, u))))
 		return tr_fail(t, ZS_ENOMEM, "device mode: out of pinned memory for unit %u's gradient",
 			       u);
 	/* after the caller's kernels that wrote it, on the copy stream */
 	if (zs_dev_record(v->dev, v->gready[u], v->compute) ||
-	    zs_dev_wait(v->dev, v->copy, v->gready[u]) ||
-	    copy_range(v, d->grad, d->gstage, 0, d->bytes, ZS_DEV_D2H) ||
-	    zs_dev_record(v->dev, v->d2h[u], v->copy))
+	    zs_dev_wait(v->dev, v->copy, v->gready[u]))
+		return dv_fail(t, "the copy stream's wait for its gradient", u);
+	if (t->job.spec.collective) {
+		int rc = slice_sum(t, u);
+		if (rc)
+			return rc;
+	} else if (copy_range(v, d->grad, d->gstage, 0, d->bytes, ZS_DEV_D2H)) {
+		return dv_fail(t, "the copy of its gradient to the host", u);
+	}
+	if (zs_dev_record(v->dev, v->d2h[u], v->copy))
 		return dv_fail(t, "the copy of its gradient to the host", u);
 	d->copying = true;
 	return ZS_OK;
@@ -250,8 +389,8 @@ void tr_dv_push_done(zs_trainer *t, uint32_t u)
 {
 	struct dunit *d = &t->du[u];
 	/* its copy to staging is complete (the push went out after it) */
-	dbuf_put(t, d->grad, d->bytes, NULL, false);
-	tr_stage_put(t, d->gstage, d->bytes);
+	dbuf_put(t, d->grad, dbytes(t, u), NULL, false);
+	tr_stage_put(t, d->gstage, gbytes(t, u));
 	d->gstage = NULL;
 	d->grad = NULL;
 }
@@ -265,9 +404,9 @@ void tr_dv_reset(zs_trainer *t, bool to_cache)
 		struct dunit *d = &t->du[u];
 		if (to_cache) {
 			tr_stage_put(t, d->stage, d->bytes);
-			tr_stage_put(t, d->gstage, d->bytes);
-			dbuf_put(t, d->params, d->bytes, v->compute, true);
-			dbuf_put(t, d->grad, d->bytes, v->compute, true);
+			tr_stage_put(t, d->gstage, gbytes(t, u));
+			dbuf_put(t, d->params, dbytes(t, u), v->compute, true);
+			dbuf_put(t, d->grad, dbytes(t, u), v->compute, true);
 		} else {
 			tr_buf_free(t, d->stage);
 			tr_buf_free(t, d->gstage);
@@ -301,6 +440,9 @@ void tr_dv_close(zs_trainer *t)
 	free(v->gready);
 	free(v->d2h);
 	free(v->h2d_recorded);
+	zs_coll_close(v->coll);
+	zs_dev_free(v->dev, v->drecv);
+	zs_dev_free(v->dev, v->dsum);
 	zs_dev_stream_destroy(v->dev, v->copy);
 	/* staging cached by the driver is this device's pinned memory */
 	tr_cache_flush(t);

@@ -225,7 +225,8 @@ static int push_copied(zs_trainer *t, uint32_t u, bool wait)
 
 	if (rc)
 		return rc;
-	while ((rc = zs_push(t, u, t->step, d->gstage, &d->push)) == ZS_EAGAIN)
+	while ((rc = t->job.spec.collective ? tr_push_slice(t, u, d->gstage, &d->push)
+					    : zs_push(t, u, t->step, d->gstage, &d->push)) == ZS_EAGAIN)
 		if ((rc = reap(t, true)))
 			break;
 	return rc;
@@ -290,6 +291,9 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 		return tr_fail(t, ZS_ECANCELED,
 			       "job '%s' is stopping before step %llu (zshardctl job stop): leave it (zs_trainer_close); it resumes there",
 			       t->job.spec.name, (unsigned long long)step);
+	/* a collective job: every rank's communicator, formed once a timeline */
+	if ((rc = tr_dv_collective(t)))
+		return rc;
 	t->job.spec.stage = stage;
 	t->job.spec.checkpoint_every = every;
 	t->stage = stage;

@@ -121,6 +121,7 @@ struct zs_op {
 	/* called as request i completes without error, in order (device.c
 	 * copies that shard's bytes to the device) */
 	void (*on_req)(zs_op *op, uint32_t i);
+	int only; /* the unit's shard of that index alone (-1: all of them) */
 	enum zs_status status;
 	char msg[ZS_ERRMSG_MAX];
 	struct zs_req *req[];
@@ -148,6 +149,12 @@ int tr_progress(zs_op *op, int timeout_ms);
 /* Advances the requests of op that have completed, without waiting and
  * without finishing op (tr_progress does that, op stays valid). */
 void tr_poll(zs_op *op);
+
+/* A collective job's own slice of unit u at the current step: its gather
+ * into dst (the unit's buffer: the slice lands at its offset), its push
+ * of src (the slice's f32 sum over the ranks). */
+int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op);
+int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op);
 
 /* Waits for op within timeout_ms; past it the op is parked (its requests
  * still live, freed at close) and the call fails with ZS_ETIMEDOUT. */
@@ -190,6 +197,9 @@ void tr_dv_push_done(zs_trainer *t, uint32_t u);
 /* Every device-mode buffer of the driver to the caches (to_cache) or
  * freed, after the copy stream's work. */
 void tr_dv_reset(zs_trainer *t, bool to_cache);
+/* A collective job: the trainers' communicator of this timeline, formed
+ * (through the coordinator) when missing; ZS_ESTATE outside device mode. */
+int tr_dv_collective(zs_trainer *t);
 /* Leaves device mode: frees its buffers, streams, events, the device. */
 void tr_dv_close(zs_trainer *t);
 void *tr_dv_host_alloc(zs_trainer *t, size_t n);

@@ -374,10 +374,12 @@ int zs_unit_dtype(const zs_trainer *t, unsigned u)
 	return u < t->job.spec.layout.n_units ? (int)t->job.spec.layout.units[u].dtype : 0;
 }
 
-/* Posts one transfer per shard of unit; on failure cancels nothing posted
- * (they complete on their own) but reports the error through the op. */
-static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
-		 const void *src, bool init, bool partial, zs_op **out)
+/* Posts one transfer per shard of unit (only >= 0: its shard of that
+ * index alone; slice: src holds just that shard's f32 elements); on failure
+ * cancels nothing posted (they complete on their own) but reports the
+ * error through the op. */
+static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
+		    const void *src, bool init, bool partial, int only, bool slice, zs_op **out)
 {
 	const struct zs_unit *un;
 	enum zs_dtype dt;
@@ -392,10 +394,11 @@ static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 	if (!dst && !src)
 		return tr_fail(t, ZS_EINVAL, "unit %u: a NULL buffer", u);
 	un = &t->job.spec.layout.units[u];
-	dt = init ? ZS_F32 : un->dtype;
+	dt = init || slice ? ZS_F32 : un->dtype;
 	dsz = zs_dtype_size(dt);
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++)
-		n += t->job.placement.shards[i].unit == u;
+		n += t->job.placement.shards[i].unit == u &&
+		     (only < 0 || t->job.placement.shards[i].index == (uint32_t)only);
 	op = calloc(1, sizeof *op + n * sizeof op->req[0]);
 	if (!op)
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
@@ -403,16 +406,17 @@ static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 	op->unit = u;
 	op->step = step;
 	op->final_push = src && !init && !partial;
+	op->only = only;
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
 		const struct zs_shard *sh = &t->job.placement.shards[i];
 		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
 				    .step = step, .dtype = dt, .init = init, .partial = partial};
 		struct zs_error err = {0};
 		enum zs_status st;
-		if (sh->unit != u)
+		if (sh->unit != u || (only >= 0 && sh->index != (uint32_t)only))
 			continue;
 		st = src ? zs_post_write(conn_of(t, sh->server_id), &x,
-					 (const uint8_t *)src + sh->offset * dsz,
+					 (const uint8_t *)src + (slice ? 0 : sh->offset * dsz),
 					 &op->req[op->n], &err)
 			 : zs_post_read(conn_of(t, sh->server_id), &x,
 					(uint8_t *)dst + sh->offset * dsz, &op->req[op->n], &err);
@@ -429,15 +433,39 @@ static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 		}
 		op->n++;
 	}
-	if (src) {
-		t->ctr.pushes++;
-		t->ctr.bytes_pushed += un->numel * dsz;
-	} else {
-		t->ctr.gathers++;
-		t->ctr.bytes_gathered += un->numel * dsz;
+	{
+		uint64_t moved = 0; /* what the op moves */
+		for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
+			const struct zs_shard *sh = &t->job.placement.shards[i];
+			if (sh->unit == u && (only < 0 || sh->index == (uint32_t)only))
+				moved += sh->length * dsz;
+		}
+		if (src) {
+			t->ctr.pushes++;
+			t->ctr.bytes_pushed += moved;
+		} else {
+			t->ctr.gathers++;
+			t->ctr.bytes_gathered += moved;
+		}
 	}
 	*out = op;
 	return ZS_OK;
+}
+
+static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
+		 const void *src, bool init, bool partial, zs_op **out)
+{
+	return start_ex(t, u, step, dst, src, init, partial, -1, false, out);
+}
+
+int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op)
+{
+	return start_ex(t, u, t->step, dst, NULL, false, false, (int)t->rank, false, op);
+}
+
+int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op)
+{
+	return start_ex(t, u, t->step, NULL, src, false, false, (int)t->rank, true, op);
 }
 
 int zs_gather(zs_trainer *t, unsigned u, unsigned long long step, void *dst, zs_op **op)

@@ -115,6 +115,7 @@ Zshard__JobSpec *pb_spec_pb(struct arena *a, const struct zs_job_spec *s)
 	ps->align_bytes = s->align_bytes;
 	ps->keep_checkpoints = s->keep_checkpoints;
 	ps->checkpoint_every = s->checkpoint_every;
+	ps->collective = s->collective;
 	po->kind = (Zshard__OptimKind)s->optim.kind;
 	po->lr = s->optim.lr;
 	po->beta1 = s->optim.beta1;
@@ -322,6 +323,7 @@ enum zs_status pb_spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s,
 	s->align_bytes = ps->align_bytes;
 	s->keep_checkpoints = ps->keep_checkpoints;
 	s->checkpoint_every = ps->checkpoint_every;
+	s->collective = ps->collective;
 	if (ps->optimizer) {
 		const Zshard__Optimizer *o = ps->optimizer;
 		s->optim = (struct zs_optim){

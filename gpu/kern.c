@@ -1,11 +1,17 @@
 /*
- * kern.c - the two tables of gpu/kern.h. The CUDA one exists where the
- * build compiled the gpu/ .cu files (ZS_HAVE_CUDA_KERNELS: the daemons that link
- * them); the host one wraps math/optim.h and base/dtype.h.
+ * kern.c - the two tables of gpu/kern.h. The CUDA one is linked in where
+ * the build compiled the gpu/ .cu files into the program
+ * (ZS_HAVE_CUDA_KERNELS: the daemons); elsewhere (libzshard, which links no
+ * CUDA) it is loaded from libzsgpu.so ($ZSHARD_GPU_LIB, else the loader's
+ * search path), the same kernels built as a library. The host one wraps
+ * math/optim.h and base/dtype.h.
  */
 #include "gpu/kern.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "math/optim.h"
 
@@ -18,6 +24,34 @@ static const struct zs_kern cuda = {
 };
 #endif
 
+#ifndef ZS_HAVE_CUDA_KERNELS
+static struct zs_kern loaded = {.name = "cuda (libzsgpu.so)"};
+static char load_err[300];
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void load(void)
+{
+	const char *path = getenv("ZSHARD_GPU_LIB") ? getenv("ZSHARD_GPU_LIB") : "libzsgpu.so";
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		snprintf(load_err, sizeof load_err,
+			 "no CUDA kernels: %s (make builds build/lib/libzsgpu.so; $ZSHARD_GPU_LIB names it)",
+			 dlerror());
+		return;
+	}
+	*(void **)&loaded.reduce = dlsym(h, "zs_gpu_reduce");
+	*(void **)&loaded.mean = dlsym(h, "zs_gpu_mean");
+	*(void **)&loaded.scale = dlsym(h, "zs_gpu_scale");
+	*(void **)&loaded.adamw = dlsym(h, "zs_gpu_adamw");
+	*(void **)&loaded.sgd = dlsym(h, "zs_gpu_sgd");
+	*(void **)&loaded.from_f32 = dlsym(h, "zs_gpu_from_f32");
+	if (!loaded.reduce || !loaded.mean || !loaded.scale || !loaded.adamw || !loaded.sgd ||
+	    !loaded.from_f32)
+		snprintf(load_err, sizeof load_err, "%s lacks a kernel zshard needs", path);
+}
+#endif
+
 const struct zs_kern *zs_kern_cuda(char *why, size_t len)
 {
 #ifdef ZS_HAVE_CUDA_KERNELS
@@ -25,8 +59,11 @@ const struct zs_kern *zs_kern_cuda(char *why, size_t len)
 	(void)len;
 	return &cuda;
 #else
+	pthread_once(&load_once, load);
+	if (!load_err[0])
+		return &loaded;
 	if (why && len)
-		snprintf(why, len, "this build has no CUDA kernels (nvcc was not found when it was built)");
+		snprintf(why, len, "%s", load_err);
 	return NULL;
 #endif
 }

@@ -297,6 +297,18 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 	for (uint32_t u = 0; u < s->layout.n_units; u++)
 		if (s->layout.units[u].dtype == ZS_DTYPE_UNSET)
 			s->layout.units[u].dtype = s->compute_dtype;
+	if (s->collective && s->world_size < 2)
+		return zs_fail(err, ZS_EINVAL, "a collective job has 2 or more ranks");
+	/* a collective job's slices: one per rank, none empty */
+	for (uint32_t u = 0; s->collective && u < s->layout.n_units; u++) {
+		uint64_t n = s->layout.units[u].numel;
+		if (n <= (uint64_t)(s->world_size - 1) * zs_slice_len(n, s->world_size))
+			return zs_fail(err, ZS_EINVAL,
+				       "unit '%s' (%llu elements) cannot be cut into %u slices of %llu "
+				       "(a collective job's units have more than (R - 1) * ceil(n / R) elements)",
+				       s->layout.units[u].name, (unsigned long long)n, s->world_size,
+				       (unsigned long long)zs_slice_len(n, s->world_size));
+	}
 	return ZS_OK;
 }
 

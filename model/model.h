@@ -93,7 +93,18 @@ struct zs_job_spec {
 	uint32_t align_bytes;
 	uint32_t keep_checkpoints; /* committed ones kept; 0 -> 3 */
 	uint32_t checkpoint_every; /* steps; 0: no automatic checkpoints */
+	/* the trainers reduce among themselves (the NCCL path, in device
+	 * mode): each unit is cut into world_size slices, slice r owned by one
+	 * shard that rank r alone pushes to, with every rank's sum */
+	bool collective;
 };
+
+/* A collective job's slice length for a unit of numel elements: slice r is
+ * [r * q, min(numel, (r + 1) * q)). */
+static inline uint64_t zs_slice_len(uint64_t numel, uint32_t world)
+{
+	return (numel + world - 1) / world;
+}
 
 struct zs_shard {
 	uint32_t unit;

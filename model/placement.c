@@ -58,13 +58,15 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 		const struct zs_unit *un = &l->units[u];
 		unsigned dsz = zs_dtype_size(un->dtype ? un->dtype : spec->compute_dtype);
 		uint64_t align = spec->align_bytes / dsz ? spec->align_bytes / dsz : 1;
-		uint64_t chunk = round_up((un->numel + n - 1) / n, align);
+		/* a collective job: a slice per rank, rank r's on one server */
+		uint64_t chunk = spec->collective ? zs_slice_len(un->numel, spec->world_size)
+						  : round_up((un->numel + n - 1) / n, align);
 		uint64_t per = zs_server_bytes_per_elem(spec, un);
 
 		for (uint32_t i = 0; (uint64_t)i * chunk < un->numel; i++) {
 			uint64_t off = (uint64_t)i * chunk;
 			uint64_t len = un->numel - off < chunk ? un->numel - off : chunk;
-			size_t k = (u + i) % n;
+			size_t k = spec->collective ? i % n : (u + i) % n;
 
 			if (n_sh == cap_sh) {
 				size_t nc = cap_sh ? cap_sh * 2 : 64;

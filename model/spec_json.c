@@ -249,7 +249,7 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 	static const char *const keys[] = {"name", "stage", "world_size",
 					   "compute_dtype", "align_bytes",
 					   "optimizer", "units", "keep_checkpoints",
-					   "checkpoint_every", NULL};
+					   "checkpoint_every", "collective", NULL};
 	char dt[32] = "";
 	uint64_t v;
 	enum zs_status st;
@@ -279,6 +279,15 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 	if ((st = get_uint(root, "checkpoint_every", "job spec", UINT32_MAX, &v, err)))
 		return st;
 	s->checkpoint_every = (uint32_t)v;
+	{
+		char coll[16] = "";
+		if ((st = get_str(root, "collective", "job spec", coll, sizeof coll, 0, err)))
+			return st;
+		if (coll[0] && strcmp(coll, "nccl") && strcmp(coll, "none"))
+			return zs_fail(err, ZS_EINVAL,
+				       "job spec: collective '%s' is not nccl or none", coll);
+		s->collective = !strcmp(coll, "nccl");
+	}
 	if ((st = get_str(root, "compute_dtype", "job spec", dt, sizeof dt, 0, err)))
 		return st;
 	if (dt[0] && (st = zs_dtype_parse(dt, &s->compute_dtype, err)))

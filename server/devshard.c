@@ -150,7 +150,7 @@ void eng_dev_reduce(struct ejob *j, struct eshard *s, size_t a, size_t b)
 	uint32_t R = j->spec.world_size;
 
 	zs_dev_bind(e->dev);
-	for (uint32_t r = 0; r < R; r++) {
+	for (uint32_t r = 0; r < eng_contributors(j); r++) {
 		enum zs_dtype dt;
 		const uint8_t *c = eng_contribution(s, r, &dt);
 		size_t dsz = zs_dtype_size(dt);

@@ -81,6 +81,7 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	s->dsz = zs_dtype_size(u->dtype);
 	s->fd = -1;
 	s->n_arrays = arrays;
+	s->collective = j->spec.collective;
 	if (e->dev && (!e->dev_budget || e->dev_resident + state <= e->dev_budget)) {
 		/* on the device: see devshard.c */
 		enum zs_status st = eng_dev_shard_init(e, s, pad, arrays, err);
@@ -308,7 +309,7 @@ static void waiting_for(struct ejob *j, struct eshard *s, uint64_t t, char *buf,
 	n += (size_t)snprintf(buf, len, "the push of step %llu from rank",
 			      (unsigned long long)s->version);
 	for (uint32_t r = 0, k = 0; r < j->spec.world_size && n < len; r++)
-		if (s->slot[r] != SLOT_FULL)
+		if (s->slot[r] != SLOT_FULL && (!j->spec.collective || r == s->sh.index))
 			n += (size_t)snprintf(buf + n, len - n, "%s %u", k++ ? "," : "", r);
 }
 

@@ -84,6 +84,7 @@ struct eshard {
 	/* GPU-resident (devshard.c; master, s0, s1 then NULL): the arrays,
 	 * the reduction, one contribution at a time, the compute-dtype copy */
 	bool gpu, pinned; /* pinned: staging and copy page-locked */
+	bool collective;  /* its job's (eng_contributors) */
 	float *dmaster, *ds0, *ds1, *dacc, *dx;
 	void *dcopy;
 	struct held *held;
@@ -157,6 +158,14 @@ struct engine {
 	pthread_t sweeper;
 	atomic_int stop;
 };
+
+/* The pushes a shard's step waits for: one per rank, or, in a collective
+ * job (the trainers reduce among themselves), one: its slice's f32 sum
+ * from rank sh.index, which lands at the start of the staging area. */
+static inline uint32_t eng_contributors(const struct ejob *j)
+{
+	return j->spec.collective ? 1 : j->spec.world_size;
+}
 
 /* engine.c */
 void eng_job_unref(struct engine *e, struct ejob *j);

@@ -248,7 +248,15 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			*dst = s->landing; /* to the tier file or device once landed */
 		if (!st)
 			s->init_landing++;
-	} else if (x->dtype != s->dt) {
+	} else if (j->spec.collective && (x->dtype != ZS_F32 || x->partial)) {
+		st = zs_fail(err, ZS_EINVAL,
+			     "job '%s' is collective: a push is its slice's f32 sum over the ranks, whole",
+			     j->name);
+	} else if (j->spec.collective && rank != s->sh.index) {
+		st = zs_fail(err, ZS_EINVAL,
+			     "job '%s' is collective: slice %u of unit '%s' is rank %u's to push, not rank %u's",
+			     j->name, s->sh.index, eng_unit_name(j, x->unit), s->sh.index, rank);
+	} else if (!j->spec.collective && x->dtype != s->dt) {
 		st = zs_fail(err, ZS_EINVAL, "unit '%s' takes %s gradients, not %s",
 			     eng_unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
 	} else if (!s->ready) {
@@ -264,7 +272,8 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit));
 	} else {
 		s->slot[rank] = SLOT_LANDING;
-		*dst = s->staging + (size_t)rank * s->sh.padded * s->dsz;
+		*dst = j->spec.collective ? s->staging
+					  : s->staging + (size_t)rank * s->sh.padded * s->dsz;
 	}
 	pthread_mutex_unlock(&s->mu);
 out:
@@ -300,9 +309,9 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 	s = shard_for(j, x);
 	if (s && j->spec.optim.clip_norm <= 0.0) {
 		pthread_mutex_lock(&s->mu);
-		upto = bytes / s->dsz;
+		upto = bytes / zs_dtype_size(x->dtype);
 		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
-		if (s->slot[rank] == SLOT_LANDING && s->full + 1 == j->spec.world_size &&
+		if (s->slot[rank] == SLOT_LANDING && s->full + 1 == eng_contributors(j) &&
 		    upto > s->piped && upto <= s->sh.length) {
 			bool accumulating = false;
 			for (uint32_t r = 0; r < j->spec.world_size; r++)
@@ -351,6 +360,10 @@ void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 /* Rank r's contribution: its accumulated partial pushes, else its slot. */
 const void *eng_contribution(struct eshard *s, uint32_t r, enum zs_dtype *dt)
 {
+	if (s->collective) { /* the one: the ranks' f32 sum */
+		*dt = ZS_F32;
+		return s->staging;
+	}
 	if (s->nacc[r]) {
 		*dt = ZS_F32;
 		return s->racc[r];
@@ -443,7 +456,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	s->slot[rank] = SLOT_FULL;
 	s->full++;
 	zs_sop_done(op); /* landed: acknowledged; the update may follow */
-	if (s->full == j->spec.world_size) {
+	if (s->full == eng_contributors(j)) {
 		eng_reduce_range(j, s, s->piped, s->sh.length);
 		if (j->spec.optim.clip_norm > 0.0) {
 			uint64_t t = s->version;

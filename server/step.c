@@ -28,7 +28,7 @@ void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 	}
 	c = eng_contribution(s, 0, &dt);
 	zs_reduce_first(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
-	for (uint32_t r = 1; r < R; r++) {
+	for (uint32_t r = 1; r < eng_contributors(j); r++) {
 		c = eng_contribution(s, r, &dt);
 		zs_reduce_add(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
 	}

@@ -150,7 +150,8 @@ out:
  * checks it bitwise. */
 static void dev_run_sizes(const char *name, uint32_t R, const char *transport, unsigned stage,
 			  enum zs_dtype dt, int device, bool own_stream, unsigned prefetch,
-			  const uint64_t *sizes, uint32_t U, unsigned long long *peak)
+			  const uint64_t *sizes, uint32_t U, bool collective,
+			  unsigned long long *peak)
 {
 	struct zs_job_spec spec;
 	struct zs_coord_client *c;
@@ -160,6 +161,9 @@ static void dev_run_sizes(const char *name, uint32_t R, const char *transport, u
 
 	oracle_spec_sizes(&spec, name, R, ZS_ADAMW, dt, sizes, U);
 	spec.stage = stage;
+	spec.collective = collective;
+	if (collective && zs_job_spec_normalize(&spec, NULL))
+		fail_msg("%s: not a valid collective job", name);
 	create_job(&spec);
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
 	assert_int_equal(zs_coord_get_job(c, name, &placed, NULL), ZS_OK);
@@ -203,7 +207,7 @@ static void dev_run(const char *name, uint32_t R, const char *transport, unsigne
 		    unsigned long long *peak)
 {
 	static const uint64_t sizes[] = {1000, 1, 4099, 64};
-	dev_run_sizes(name, R, transport, stage, dt, device, own_stream, prefetch, sizes, 4,
+	dev_run_sizes(name, R, transport, stage, dt, device, own_stream, prefetch, sizes, 4, false,
 		      peak);
 }
 
@@ -214,7 +218,8 @@ static void dev_run_equal(const char *name, const char *transport, unsigned stag
 			  unsigned prefetch)
 {
 	static const uint64_t sizes[] = {1500, 1500, 1500, 1500, 1500, 1500};
-	dev_run_sizes(name, 2, transport, stage, ZS_F32, device, true, prefetch, sizes, 6, NULL);
+	dev_run_sizes(name, 2, transport, stage, ZS_F32, device, true, prefetch, sizes, 6, false,
+		      NULL);
 }
 
 /* The emulated device, a compute stream of each rank's own: stage 3 with
@@ -453,6 +458,64 @@ static void test_communicator(void **st)
 	zs_coord_close(c);
 }
 
+/*
+ * A collective job: the trainers reduce among themselves (an all-to-all of
+ * each gradient's slices, each rank adding the pieces of its own slice in
+ * rank order) and each pushes only its slice's sum, to its slice's server;
+ * a gather is each rank's slice from its server and an all-gather. On the
+ * emulated device and communicator: bitwise the reference, R = 2 and 3,
+ * stages 3 and 1, tcp and shm, f32 and bf16.
+ */
+static const uint64_t coll_sizes[] = {1000, 7, 4099, 64};
+
+static void test_collective(void **st)
+{
+	(void)st;
+	dev_run_sizes("cl3", 2, "tcp", 3, ZS_F32, ZS_DEVICE_EMULATED, true, 1, coll_sizes, 4, true,
+		      NULL);
+	dev_run_sizes("cl1", 3, "shm", 1, ZS_BF16, ZS_DEVICE_EMULATED, true, 2, coll_sizes, 4, true,
+		      NULL);
+	dev_run_sizes("cl2", 3, "tcp", 2, ZS_BF16, ZS_DEVICE_EMULATED, false, 1, coll_sizes, 4,
+		      true, NULL);
+}
+
+/* What a collective job refuses, each with its reason. */
+static void test_collective_refusals(void **st)
+{
+	static const uint64_t small[] = {1000, 2};
+	struct zs_job_spec spec;
+	struct zs_error err = {0};
+	zs_trainer *t;
+	zs_op *op;
+	float g[1000] = {0};
+
+	(void)st;
+	oracle_spec_sizes(&spec, "clbad", 3, ZS_SGD, ZS_F32, small, 2);
+	spec.collective = true;
+	assert_int_equal(zs_job_spec_normalize(&spec, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "cannot be cut into 3 slices"));
+	zs_job_spec_release(&spec);
+	oracle_spec_sizes(&spec, "clone", 1, ZS_SGD, ZS_F32, small, 2);
+	spec.collective = true;
+	assert_int_equal(zs_job_spec_normalize(&spec, &err), ZS_EINVAL);
+	zs_job_spec_release(&spec);
+
+	oracle_spec_sizes(&spec, "clref", 2, ZS_SGD, ZS_F32, coll_sizes, 4);
+	spec.collective = true;
+	create_job(&spec);
+	t = join("clref", 0, "tcp");
+	upload_init(t);
+	/* outside device mode */
+	assert_int_equal(zs_step_begin(t, 0), ZS_ESTATE);
+	assert_non_null(strstr(zs_trainer_error(t), "device mode"));
+	/* a plain push: not the slice's f32 sum */
+	assert_int_equal(zs_push(t, 0, 0, g, &op), ZS_OK);
+	assert_int_equal(zs_op_wait(op, 5000), ZS_EINVAL);
+	assert_non_null(strstr(zs_trainer_error(t), "is collective"));
+	zs_trainer_close(t);
+	zs_job_spec_release(&spec);
+}
+
 /* The same through NCCL, rank r on GPU r, where two GPUs are. */
 static void test_nccl(void **st)
 {
@@ -517,6 +580,8 @@ int main(void)
 		cmocka_unit_test(test_set_device_errors),
 		cmocka_unit_test(test_communicator),
 		cmocka_unit_test(test_nccl),
+		cmocka_unit_test(test_collective),
+		cmocka_unit_test(test_collective_refusals),
 		cmocka_unit_test(test_cuda),
 	};
 	const struct CMUnitTest budget[] = {
