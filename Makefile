@@ -80,7 +80,7 @@ NVCCFLAGS := -O3 -std=c++17 $(NVCC_IEEE) $(NVCC_ARCH) -I. -Xcompiler -Wall,-Wext
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
 GPU_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard gpu/*.cu))
 ifeq ($(MAKELEVEL),0)
-$(info zshard: optional parts: rdma: $(RDMA_NOTE)$(if $(HAVE_IBVERBS),, - the rdma transport is left out); cuda: $(if $(HAVE_NVCC),nvcc found: the GPU kernels are built (make test-gpu runs them where a device is),nvcc not found: the GPU kernels are left out); nccl: $(NCCL_NOTE), transport not yet built)
+$(info zshard: optional parts: rdma: $(RDMA_NOTE)$(if $(HAVE_IBVERBS),, - the rdma transport is left out); cuda: $(if $(HAVE_NVCC),nvcc found: the GPU kernels are built (make test-gpu runs them where a device is),nvcc not found: the GPU kernels are left out); nccl: $(NCCL_NOTE) (loaded at run time by collective jobs' trainers))
 endif
 
 # ------------------------------------------------------------ the layers

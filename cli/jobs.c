@@ -15,8 +15,10 @@
 
 static json_t *job_json_brief(const struct zs_job *j)
 {
-	return json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
-			 "name", j->spec.name, "stage", (int)j->spec.stage,
+	return json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
+			 "name", j->spec.name,
+			 "collective", j->spec.collective ? "nccl" : "none",
+			 "stage", (int)j->spec.stage,
 			 "world_size", (int)j->spec.world_size,
 			 "compute_dtype", zs_dtype_name(j->spec.compute_dtype),
 			 "optimizer", zs_optim_name(j->spec.optim.kind),
@@ -81,6 +83,8 @@ static void print_job(const struct zs_job *j)
 	       (unsigned long long)zs_layout_numel(&j->spec.layout),
 	       (unsigned long long)j->placement.epoch, j->placement.n_shards,
 	       j->n_trainers, j->spec.world_size);
+	if (j->spec.collective)
+		printf("  collective (nccl): the trainers reduce among themselves; rank r pushes slice r of each unit, its sum\n");
 	for (uint32_t g = 0; j->spec.optim.n_groups > 1 && g < j->spec.optim.n_groups; g++) {
 		const struct zs_hp *h = &j->spec.optim.groups[g];
 		uint32_t nt = 0;
