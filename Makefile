@@ -320,6 +320,8 @@ $(BUILD)/lib/libzsgpu.so: $(GPU_OBJ)
 	@mkdir -p $(@D)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS) -ldl -pthread
 GPU_BENCH := $(BUILD)/bin/bench_gpu $(BUILD)/lib/libzsgpu.so
+# collective jobs' trainers load the kernels from it
+all: $(BUILD)/lib/libzsgpu.so
 endif
 $(BENCH_BINS):
 	@mkdir -p $(@D)

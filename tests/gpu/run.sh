@@ -11,6 +11,9 @@ nvcc=$2
 ieee=$3
 cuda=$4
 bin=$(cd "$build/bin" && pwd)
+# collective jobs' trainers add with the CUDA kernels of this library
+ZSHARD_GPU_LIB=$(cd "$build/lib" && pwd)/libzsgpu.so
+export ZSHARD_GPU_LIB
 rc=0
 sh tests/gpu/check-ptx.sh "$nvcc" "$ieee" || rc=1
 sh tests/gpu/check-cuda-abi.sh "$cuda" || rc=1

@@ -169,7 +169,9 @@ static void dev_run_sizes(const char *name, uint32_t R, const char *transport, u
 	assert_int_equal(zs_coord_get_job(c, name, &placed, NULL), ZS_OK);
 	zs_coord_close(c);
 	for (uint32_t r = 0; r < R; r++)
-		x[r] = (struct dev_rank){.t = join(name, r, transport), .device = device,
+		/* a collective job on CUDA: rank r on GPU r (NCCL wants one each) */
+		x[r] = (struct dev_rank){.t = join(name, r, transport),
+					 .device = collective && device >= 0 ? device + (int)r : device,
 					 .own_stream = own_stream, .stage = stage,
 					 .pol = {.prefetch = prefetch, .reshard_after_forward = 1}};
 	upload_init(x[0].t);
@@ -529,6 +531,8 @@ static void test_nccl(void **st)
 	}
 	zs_dev_close(d);
 	comm_run("commnccl", 2, 0);
+	/* and a collective job trained through NCCL, rank r on GPU r */
+	dev_run_sizes("clnccl", 2, "tcp", 3, ZS_BF16, 0, true, 1, coll_sizes, 4, true, NULL);
 }
 
 /*
