@@ -481,6 +481,139 @@ static void test_collective(void **st)
 		      true, NULL);
 }
 
+/* One phase of a collective rank on the emulated device, the calling
+ * thread its compute stream: steps [t0, t1), after resuming if asked. */
+struct phase {
+	zs_trainer *t;
+	uint64_t t0, t1;
+	bool resume;
+	int rc;
+	char why[512];
+};
+
+static void *phase_main(void *arg)
+{
+	struct phase *x = arg;
+	zs_trainer *t = x->t;
+	unsigned U = zs_trainer_units(t), rank = zs_trainer_rank(t);
+
+	if (x->resume) {
+		unsigned long long at;
+		unsigned len;
+		if ((x->rc = zs_trainer_resume(t, &at, NULL, 0, &len))) {
+			snprintf(x->why, sizeof x->why, "resume: %.400s", zs_trainer_error(t));
+			return NULL;
+		}
+		if (at != x->t0) {
+			x->rc = -1;
+			snprintf(x->why, sizeof x->why, "resumed at step %llu, not %llu", at,
+				 (unsigned long long)x->t0);
+			return NULL;
+		}
+	}
+	for (uint64_t step = x->t0; step < x->t1; step++) {
+		const void *p;
+		void *g;
+		if ((x->rc = zs_step_begin(t, step)))
+			goto fail;
+		for (unsigned u = 0; u < U; u++)
+			if ((x->rc = zs_unit_params(t, u, 0, &p)) ||
+			    (x->rc = zs_unit_forward_done(t, u)))
+				goto fail;
+		for (int u = (int)U - 1; u >= 0; u--) {
+			unsigned long long n = zs_unit_numel(t, (unsigned)u);
+			enum zs_dtype dt = (enum zs_dtype)zs_unit_dtype(t, (unsigned)u);
+			float *pf = malloc(n * 4);
+			if ((x->rc = zs_unit_params(t, (unsigned)u, 1, &p)) ||
+			    (x->rc = zs_unit_grad(t, (unsigned)u, &g))) {
+				free(pf);
+				goto fail;
+			}
+			/* the emulated device's memory is the host's */
+			zs_convert_to_f32(pf, p, dt, n);
+			for (unsigned long long i = 0; i < n; i++)
+				pf[i] = oracle_grad(pf[i], (uint32_t)u, i, rank, step);
+			zs_convert_from_f32(g, dt, pf, n);
+			free(pf);
+			if ((x->rc = zs_unit_push(t, (unsigned)u)))
+				goto fail;
+		}
+		if ((x->rc = zs_step_end(t)))
+			goto fail;
+	}
+	return NULL;
+fail:
+	snprintf(x->why, sizeof x->why, "%.400s", zs_trainer_error(t));
+	return NULL;
+}
+
+static void phases(struct phase *x, uint32_t R, uint64_t t0, uint64_t t1, bool resume)
+{
+	pthread_t th[3];
+	for (uint32_t r = 0; r < R; r++) {
+		x[r].t0 = t0;
+		x[r].t1 = t1;
+		x[r].resume = resume;
+		pthread_create(&th[r], NULL, phase_main, &x[r]);
+	}
+	for (uint32_t r = 0; r < R; r++)
+		pthread_join(th[r], NULL);
+	for (uint32_t r = 0; r < R; r++)
+		if (x[r].rc)
+			fail_msg("rank %u, steps %llu..%llu: %s", r, (unsigned long long)t0,
+				 (unsigned long long)t1, x[r].why);
+}
+
+/*
+ * A collective job rolled back: a checkpoint at step 2, a step trained past
+ * it, the checkpoint restored; every rank resumes on the new timeline, the
+ * communicator is formed again, and training ends bitwise the reference.
+ */
+static void test_collective_restore(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_job placed;
+	struct phase x[3];
+	unsigned long long id;
+	const uint32_t R = 3;
+
+	(void)st;
+	oracle_spec_sizes(&spec, "clrs", R, ZS_ADAMW, ZS_BF16, coll_sizes, 4);
+	spec.collective = true;
+	create_job(&spec);
+	for (uint32_t r = 0; r < R; r++) {
+		x[r] = (struct phase){.t = join("clrs", r, r == 1 ? "shm" : "tcp")};
+		assert_int_equal(zs_trainer_set_device(x[r].t, ZS_DEVICE_EMULATED, NULL), ZS_OK);
+	}
+	upload_init(x[0].t);
+	phases(x, R, 0, 2, false);
+	assert_int_equal(zs_checkpoint(x[0].t, 2, NULL, 0, &id), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, id, 20000), ZS_OK);
+	phases(x, R, 2, 3, false); /* to be undone */
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "clrs", &placed, NULL), ZS_OK);
+	uint64_t before = placed.timeline;
+	zs_job_release(&placed);
+	restore(c, "clrs", id);
+	phases(x, R, 2, STEPS, true);
+	assert_int_equal(zs_coord_get_job(c, "clrs", &placed, NULL), ZS_OK);
+	{ /* the communicator was formed again, for the new timeline */
+		uint8_t cid[128];
+		struct zs_error err = {0};
+		assert_true(placed.timeline != before);
+		if (zs_coord_comm_id(c, "clrs", placed.timeline, 1, NULL, cid, &err))
+			fail_msg("no communicator for timeline %llu: %s",
+				 (unsigned long long)placed.timeline, err.msg);
+	}
+	check_reference(x[0].t, &spec, &placed.placement, 1, 0, "clrs (collective, restored)");
+	zs_job_release(&placed);
+	zs_coord_close(c);
+	for (uint32_t r = 0; r < R; r++)
+		zs_trainer_close(x[r].t);
+	zs_job_spec_release(&spec);
+}
+
 /* What a collective job refuses, each with its reason. */
 static void test_collective_refusals(void **st)
 {
@@ -586,6 +719,7 @@ int main(void)
 		cmocka_unit_test(test_nccl),
 		cmocka_unit_test(test_collective),
 		cmocka_unit_test(test_collective_refusals),
+		cmocka_unit_test(test_collective_restore),
 		cmocka_unit_test(test_cuda),
 	};
 	const struct CMUnitTest budget[] = {
