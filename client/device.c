@@ -209,10 +209,12 @@ int tr_dv_params_ready(zs_trainer *t, uint32_t u)
 			const struct zs_unit *un = &t->job.spec.layout.units[u];
 			size_t piece = zs_slice_len(un->numel, t->job.spec.world_size) *
 				       zs_dtype_size(un->dtype);
-			if (zs_coll_all_gather(v->coll, (uint8_t *)t->du[u].params + t->rank * piece,
-					       t->du[u].params, piece, v->copy))
-				return tr_fail(t, ZS_EIO, "unit %u: the all-gather of its slices: %s",
-					       u, zs_coll_error(v->coll));
+			enum zs_status st = zs_coll_all_gather(
+				v->coll, (uint8_t *)t->du[u].params + t->rank * piece,
+				t->du[u].params, piece, v->copy);
+			if (st)
+				return tr_fail(t, st, "unit %u: the all-gather of its slices: %s", u,
+					       zs_coll_error(v->coll));
 		}
 		if (zs_dev_record(v->dev, v->h2d[u], v->copy))
 			return dv_fail(t, "recording its copy's event", u);
@@ -272,15 +274,20 @@ static int slice_sum(zs_trainer *t, uint32_t u)
 	uint32_t R = t->job.spec.world_size;
 	size_t q = zs_slice_len(un->numel, R), dsz = zs_dtype_size(un->dtype);
 	const struct zs_shard *mine = shard_of(t, u, t->rank);
+	enum zs_status st;
 	char why[256];
 
 	if (!mine)
 		return tr_fail(t, ZS_EINTERNAL, "unit %u has no slice for rank %u", u, t->rank);
-	if (zs_coll_all_to_all(v->coll, d->grad, v->drecv, q * dsz, v->copy))
-		return tr_fail(t, ZS_EIO, "unit %u: the all-to-all of its gradient: %s", u,
+	if ((st = zs_coll_all_to_all(v->coll, d->grad, v->drecv, q * dsz, v->copy)))
+		return tr_fail(t, st, "unit %u: the all-to-all of its gradient: %s", u,
 			       zs_coll_error(v->coll));
-	/* the kernels run once the pieces are in (and the last sum is out) */
-	if (zs_dev_stream_sync(v->dev, v->copy) || zs_dev_bind(v->dev))
+	/* the kernels run once the pieces are in (and the last sum is out);
+	 * the wait is bounded: a rank gone would hold it forever */
+	if ((st = zs_coll_wait(v->coll, v->copy)))
+		return tr_fail(t, st, "unit %u: the all-to-all of its gradient: %s", u,
+			       zs_coll_error(v->coll));
+	if (zs_dev_bind(v->dev))
 		return dv_fail(t, "the all-to-all", u);
 	for (uint32_t r = 0; r < R; r++)
 		if (v->kern->reduce(v->dsum, (uint8_t *)v->drecv + r * q * dsz, un->dtype, r == 0, q,

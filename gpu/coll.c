@@ -243,6 +243,16 @@ const char *zs_coll_error(const struct zs_coll *c) { return c->err; }
 int zs_coll_rank(const struct zs_coll *c) { return c->rank; }
 int zs_coll_size(const struct zs_coll *c) { return c->nranks; }
 
+enum zs_status zs_coll_wait(struct zs_coll *c, zs_dev_stream s)
+{
+	enum zs_status st;
+	if (c->nccl)
+		return zs_nccl_wait(c, s);
+	/* emulated collectives are complete when they return */
+	st = zs_dev_stream_sync(c->dev, s);
+	return st ? zs_coll_fail(c, st, "%s", zs_dev_error(c->dev)) : ZS_OK;
+}
+
 enum zs_status zs_coll_all_gather(struct zs_coll *c, const void *send, void *recv, size_t n,
 				  zs_dev_stream s)
 {

@@ -39,6 +39,12 @@ const char *zs_coll_error(const struct zs_coll *c);
 int zs_coll_rank(const struct zs_coll *c);
 int zs_coll_size(const struct zs_coll *c);
 
+/* Waits (the host) for what is queued on s, collectives included, within
+ * the open's timeout: a rank gone makes NCCL wait forever, so past the
+ * bound (or on NCCL's own error) the communicator is aborted and every
+ * later call fails: ZS_ETIMEDOUT / ZS_EIO with the reason. */
+enum zs_status zs_coll_wait(struct zs_coll *c, zs_dev_stream s);
+
 /* recv[r*n, (r+1)*n) = rank r's send[0, n), for every r (in place:
  * send == recv + rank*n). */
 enum zs_status zs_coll_all_gather(struct zs_coll *c, const void *send, void *recv, size_t n,

@@ -14,6 +14,7 @@ struct zs_coll {
 	char err[256];
 	void *impl;
 	bool nccl;
+	bool aborted; /* NCCL: after a wait ran out; every call fails */
 };
 
 enum zs_status zs_coll_fail(struct zs_coll *c, enum zs_status st, const char *fmt, ...)
@@ -24,6 +25,7 @@ enum zs_status zs_nccl_new_id(uint8_t id[ZS_COLL_ID_BYTES], char *why, size_t le
 enum zs_status zs_nccl_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_BYTES], char *why,
 			    size_t len);
 void zs_nccl_close(struct zs_coll *c);
+enum zs_status zs_nccl_wait(struct zs_coll *c, zs_dev_stream s);
 enum zs_status zs_nccl_all_gather(struct zs_coll *c, const void *send, void *recv, size_t n,
 				  zs_dev_stream s);
 enum zs_status zs_nccl_all_to_all(struct zs_coll *c, const void *send, void *recv, size_t n,

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 typedef int ZS_ncclResult_t;
 typedef void *ZS_ncclComm_t;
@@ -106,7 +107,56 @@ enum zs_status zs_nccl_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_BYTES
 void zs_nccl_close(struct zs_coll *c)
 {
 	if (c->impl && !zs_dev_bind(c->dev))
-		nc.ncclCommDestroy(c->impl);
+		(c->aborted ? nc.ncclCommAbort : nc.ncclCommDestroy)(c->impl);
+}
+
+/* Stops the communicator: its queued work is dropped, later calls fail. */
+static enum zs_status abort_with(struct zs_coll *c, enum zs_status st, const char *fmt,
+				 const char *detail)
+{
+	if (!c->aborted && !zs_dev_bind(c->dev))
+		nc.ncclCommAbort(c->impl);
+	c->aborted = true;
+	return zs_coll_fail(c, st, fmt, c->rank, detail);
+}
+
+enum zs_status zs_nccl_wait(struct zs_coll *c, zs_dev_stream s)
+{
+	zs_dev_event ev = NULL;
+	int64_t deadline;
+	enum zs_status st;
+	ZS_ncclResult_t async = ZS_NCCL_SUCCESS;
+	struct timespec ts;
+
+	if (c->aborted)
+		return zs_coll_fail(c, ZS_EIO, "the trainers' communicator was aborted: %s", c->err);
+	if (zs_dev_event_create(c->dev, &ev) || zs_dev_record(c->dev, ev, s)) {
+		zs_dev_event_destroy(c->dev, ev);
+		return zs_coll_fail(c, ZS_EIO, "%s", zs_dev_error(c->dev));
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + c->timeout_ms;
+	for (;;) {
+		st = zs_dev_query(c->dev, ev);
+		if (st != ZS_EAGAIN)
+			break;
+		nc.ncclCommGetAsyncError(c->impl, &async);
+		if (async != ZS_NCCL_SUCCESS) {
+			zs_dev_event_destroy(c->dev, ev);
+			return abort_with(c, ZS_EIO, "rank %d: NCCL failed: %s", nerr(async));
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 >= deadline) {
+			zs_dev_event_destroy(c->dev, ev);
+			return abort_with(c, ZS_ETIMEDOUT,
+					  "rank %d waited past the bound for a collective of the trainers' communicator (%s): another rank is gone or stopped",
+					  "NCCL");
+		}
+		struct timespec nap = {0, 200000}; /* 0.2 ms */
+		nanosleep(&nap, NULL);
+	}
+	zs_dev_event_destroy(c->dev, ev);
+	return st ? zs_coll_fail(c, st, "%s", zs_dev_error(c->dev)) : ZS_OK;
 }
 
 enum zs_status zs_nccl_all_gather(struct zs_coll *c, const void *send, void *recv, size_t n,

@@ -11,6 +11,8 @@
 	X(ncclGetUniqueId, (ZS_ncclUniqueId * id))                                           \
 	X(ncclCommInitRank, (ZS_ncclComm_t * comm, int nranks, ZS_ncclUniqueId id, int rank)) \
 	X(ncclCommDestroy, (ZS_ncclComm_t comm))                                             \
+	X(ncclCommAbort, (ZS_ncclComm_t comm))                                               \
+	X(ncclCommGetAsyncError, (ZS_ncclComm_t comm, ZS_ncclResult_t * err))                \
 	X(ncclAllGather, (const void *send, void *recv, size_t count, ZS_ncclDataType_t type, \
 			  ZS_ncclComm_t comm, ZS_cudaStream_t s))                            \
 	X(ncclSend, (const void *send, size_t count, ZS_ncclDataType_t type, int peer,        \

@@ -614,6 +614,57 @@ static void test_collective_restore(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/* A collective rank that stops after its forward pass. */
+static void *forward_only(void *arg)
+{
+	struct phase *x = arg;
+	const void *p;
+	if ((x->rc = zs_step_begin(x->t, 0)))
+		return NULL;
+	for (unsigned u = 0; u < zs_trainer_units(x->t) && !x->rc; u++)
+		x->rc = zs_unit_params(x->t, u, 0, &p);
+	return NULL;
+}
+
+/*
+ * A rank that stops taking part: the other's next collective (the push's
+ * all-to-all) fails within the communicator's bound (the join's timeout),
+ * naming what it waited for, instead of waiting forever.
+ */
+static void test_collective_rank_gone(void **st)
+{
+	struct zs_job_spec spec;
+	struct phase x[2];
+	pthread_t th[2];
+	char err[512];
+
+	(void)st;
+	oracle_spec_sizes(&spec, "clgone", 2, ZS_SGD, ZS_F32, coll_sizes, 4);
+	spec.collective = true;
+	create_job(&spec);
+	for (unsigned r = 0; r < 2; r++) {
+		x[r] = (struct phase){.t0 = 0, .t1 = 1};
+		if (zs_trainer_join(C.addr, "clgone", r, "tcp", 2000, &x[r].t, err, sizeof err))
+			fail_msg("join: %s", err);
+		assert_int_equal(zs_trainer_set_device(x[r].t, ZS_DEVICE_EMULATED, NULL), ZS_OK);
+	}
+	upload_init(x[0].t);
+	int64_t t0 = zs_now_ms();
+	pthread_create(&th[0], NULL, phase_main, &x[0]);
+	pthread_create(&th[1], NULL, forward_only, &x[1]);
+	pthread_join(th[0], NULL);
+	pthread_join(th[1], NULL);
+	assert_int_equal(x[1].rc, ZS_OK);
+	if (x[0].rc != ZS_ETIMEDOUT || !strstr(x[0].why, "all-to-all"))
+		fail_msg("rank 0: %d: %s", x[0].rc, x[0].why);
+	assert_true(zs_now_ms() - t0 < 10000);
+	printf("test_collective_rank_gone: rank 0 after %lld ms: %s\n",
+	       (long long)(zs_now_ms() - t0), x[0].why);
+	for (unsigned r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t);
+	zs_job_spec_release(&spec);
+}
+
 /* What a collective job refuses, each with its reason. */
 static void test_collective_refusals(void **st)
 {
@@ -720,6 +771,7 @@ int main(void)
 		cmocka_unit_test(test_collective),
 		cmocka_unit_test(test_collective_refusals),
 		cmocka_unit_test(test_collective_restore),
+		cmocka_unit_test(test_collective_rank_gone),
 		cmocka_unit_test(test_cuda),
 	};
 	const struct CMUnitTest budget[] = {
