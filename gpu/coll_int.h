@@ -1,5 +1,5 @@
-/* coll_int.h - a communicator and its backend (gpu/coll.h is the API):
- * coll.c dispatches and holds the emulated one, nccl.c NCCL's. */
+/* coll_int.h - a communicator and its backends (gpu/coll.h is the API):
+ * coll.c dispatches, coll_emu.c is the emulated one, nccl.c NCCL's. */
 #ifndef ZS_GPU_COLL_INT_H
 #define ZS_GPU_COLL_INT_H
 
@@ -19,6 +19,14 @@ struct zs_coll {
 
 enum zs_status zs_coll_fail(struct zs_coll *c, enum zs_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* coll_emu.c */
+enum zs_status zs_emu_coll_new_id(uint8_t id[ZS_COLL_ID_BYTES], char *why, size_t len);
+enum zs_status zs_emu_coll_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_BYTES], char *why,
+				size_t len);
+void zs_emu_coll_close(struct zs_coll *c);
+enum zs_status zs_emu_coll_exchange(struct zs_coll *c, const void *send, void *recv, size_t n,
+				    zs_dev_stream s, bool transpose);
 
 /* nccl.c */
 enum zs_status zs_nccl_new_id(uint8_t id[ZS_COLL_ID_BYTES], char *why, size_t len);

@@ -1,0 +1,247 @@
+/*
+ * coll_emu.c - the emulated communicator (gpu/coll.h) for the emulated
+ * device: ranks are processes (or threads) of one host that meet in a
+ * shared-memory segment named by the id (/dev/shm/zscoll-...). Each
+ * collective copies this rank's bytes into the segment, meets the others
+ * (a process-shared barrier, bounded by the open's timeout), copies out
+ * what it receives and meets them again before the segment is reused. The
+ * name is unlinked once every rank has opened it, so nothing outlives the
+ * ranks.
+ */
+#include "gpu/coll_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char EMU_MAGIC[8] = "zsemucol";
+#define HDR 4096
+#define DATA (1ull << 30) /* virtual: tmpfs backs only what is touched */
+
+struct seg {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	atomic_int ready; /* the creator initialized the above */
+	int nranks;
+	int arrived;
+	uint64_t gen; /* barriers passed */
+};
+
+struct emu {
+	struct seg *s;
+	uint8_t *data;
+	size_t len;
+};
+
+static void seg_name(const uint8_t id[ZS_COLL_ID_BYTES], char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "/zscoll-");
+	for (int i = 0; i < 16 && n + 2 < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%02x", id[sizeof EMU_MAGIC + i]);
+}
+
+static struct timespec deadline_in(int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+static void lock(struct seg *s)
+{
+	if (pthread_mutex_lock(&s->mu) == EOWNERDEAD) /* a rank died in it */
+		pthread_mutex_consistent(&s->mu);
+}
+
+/* Meets every rank (false past the deadline: the arrival is taken back). */
+static bool barrier(struct seg *s, const struct timespec *deadline)
+{
+	bool ok = true;
+	lock(s);
+	uint64_t gen = s->gen;
+	if (++s->arrived == s->nranks) {
+		s->arrived = 0;
+		s->gen++;
+		pthread_cond_broadcast(&s->cv);
+	} else {
+		while (s->gen == gen) {
+			int rc = pthread_cond_timedwait(&s->cv, &s->mu, deadline);
+			if (rc == EOWNERDEAD)
+				pthread_mutex_consistent(&s->mu);
+			if (rc == ETIMEDOUT && s->gen == gen) {
+				s->arrived--;
+				ok = false;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	return ok;
+}
+
+enum zs_status zs_emu_coll_new_id(uint8_t id[ZS_COLL_ID_BYTES], char *why, size_t len)
+{
+	memset(id, 0, ZS_COLL_ID_BYTES);
+	memcpy(id, EMU_MAGIC, sizeof EMU_MAGIC);
+	if (getrandom(id + sizeof EMU_MAGIC, 16, 0) != 16) {
+		if (why && len)
+			snprintf(why, len, "getrandom: %s", strerror(errno));
+		return ZS_EIO;
+	}
+	return ZS_OK;
+}
+
+static void init_seg(struct seg *s, int nranks)
+{
+	pthread_mutexattr_t ma;
+	pthread_condattr_t ca;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&s->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+	pthread_cond_init(&s->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	s->nranks = nranks;
+	atomic_store(&s->ready, 1);
+}
+
+enum zs_status zs_emu_coll_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_BYTES], char *why,
+				size_t len)
+{
+	struct timespec dl = deadline_in(c->timeout_ms);
+	char name[64];
+	struct emu *e;
+	bool creator = false;
+	struct stat sb;
+	int fd;
+	void *m;
+
+	if (memcmp(id, EMU_MAGIC, sizeof EMU_MAGIC)) {
+		if (why && len)
+			snprintf(why, len, "not an emulated communicator's id (one made for NCCL?)");
+		return ZS_EINVAL;
+	}
+	seg_name(id, name, sizeof name);
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd >= 0) {
+		creator = true;
+		if (ftruncate(fd, (off_t)(HDR + DATA))) {
+			if (why && len)
+				snprintf(why, len, "sizing %s: %s", name, strerror(errno));
+			close(fd);
+			shm_unlink(name);
+			return ZS_EIO;
+		}
+	} else if (errno == EEXIST) {
+		fd = shm_open(name, O_RDWR, 0600);
+	}
+	if (fd < 0) {
+		if (why && len)
+			snprintf(why, len, "opening %s: %s", name, strerror(errno));
+		return errno == ENOENT ? ZS_ETIMEDOUT : ZS_EIO;
+	}
+	/* a joiner waits for the creator's size */
+	for (int i = 0; !creator && (fstat(fd, &sb) || (uint64_t)sb.st_size < HDR + DATA); i++) {
+		if (i > c->timeout_ms) {
+			close(fd);
+			if (why && len)
+				snprintf(why, len, "%s was never sized by its creator", name);
+			return ZS_ETIMEDOUT;
+		}
+		usleep(1000);
+	}
+	m = mmap(NULL, HDR + DATA, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED) {
+		if (why && len)
+			snprintf(why, len, "mapping %s: %s", name, strerror(errno));
+		if (creator)
+			shm_unlink(name);
+		return ZS_EIO;
+	}
+	e = calloc(1, sizeof *e);
+	if (!e) {
+		munmap(m, HDR + DATA);
+		return ZS_ENOMEM;
+	}
+	e->s = m;
+	e->data = (uint8_t *)m + HDR;
+	e->len = DATA;
+	if (creator)
+		init_seg(e->s, c->nranks);
+	for (int i = 0; !atomic_load(&e->s->ready); i++) {
+		if (i > c->timeout_ms)
+			break;
+		usleep(1000);
+	}
+	c->impl = e;
+	if (!atomic_load(&e->s->ready) || e->s->nranks != c->nranks || !barrier(e->s, &dl)) {
+		bool size = atomic_load(&e->s->ready) && e->s->nranks != c->nranks;
+		if (why && len)
+			snprintf(why, len, size ? "rank %d opens a communicator of %d ranks as one of %d"
+					       : "rank %d waited %d ms for the communicator's %d ranks",
+				 c->rank, size ? e->s->nranks : c->timeout_ms, c->nranks);
+		shm_unlink(name);
+		munmap(m, HDR + DATA);
+		free(e);
+		c->impl = NULL;
+		return size ? ZS_EINVAL : ZS_ETIMEDOUT;
+	}
+	shm_unlink(name); /* every rank has it mapped: the name can go */
+	return ZS_OK;
+}
+
+void zs_emu_coll_close(struct zs_coll *c)
+{
+	struct emu *e = c->impl;
+	if (!e)
+		return;
+	munmap(e->s, HDR + DATA);
+	free(e);
+}
+
+enum zs_status zs_emu_coll_exchange(struct zs_coll *c, const void *send, void *recv, size_t n,
+				    zs_dev_stream s, bool transpose)
+{
+	struct emu *e = c->impl;
+	struct timespec dl = deadline_in(c->timeout_ms);
+	size_t R = (size_t)c->nranks, me = (size_t)c->rank;
+	size_t in = transpose ? R * n : n; /* what each rank puts in */
+	enum zs_status st = zs_dev_stream_sync(c->dev, s); /* its earlier work first */
+
+	if (st)
+		return zs_coll_fail(c, st, "%s", zs_dev_error(c->dev));
+	if (R * in > e->len)
+		return zs_coll_fail(c, ZS_EINVAL,
+				    "a collective of %zu bytes per rank is over the emulated communicator's %zu",
+				    in, e->len / R);
+	memcpy(e->data + me * in, send, in);
+	if (!barrier(e->s, &dl))
+		return zs_coll_fail(c, ZS_ETIMEDOUT, "rank %d waited %d ms for the other ranks' %s",
+				    c->rank, c->timeout_ms, transpose ? "all-to-all" : "all-gather");
+	for (size_t r = 0; r < R; r++)
+		memcpy((uint8_t *)recv + r * n, e->data + r * in + (transpose ? me * n : 0), n);
+	if (!barrier(e->s, &dl))
+		return zs_coll_fail(c, ZS_ETIMEDOUT, "rank %d waited %d ms for the other ranks' copies",
+				    c->rank, c->timeout_ms);
+	return ZS_OK;
+}
