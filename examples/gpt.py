@@ -151,6 +151,8 @@ def main(argv=None):
                     help="cpu, cuda (cuda:LOCAL_RANK: libzshard's device mode), or emulated "
                     "(CPU parameters in libzshard's emulated device: its device mode, no GPU)")
     ap.add_argument("--checkpoint-every", type=int, default=0)
+    ap.add_argument("--collective", action="store_true",
+                    help="the trainers reduce among themselves (NCCL; device mode)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="leave after this many steps of this run (a test's stop)")
     ap.add_argument("--seed", type=int, default=1234)
@@ -180,7 +182,8 @@ def main(argv=None):
         fully_shard(blk, reshard_after_forward=not a.keep_until_backward)
     fully_shard(model, job=a.job, coordinator=a.coordinator, stage=a.stage,
                 transport=a.transport, prefetch=a.prefetch, staged=a.staged,
-                device="emulated" if a.device == "emulated" else None)
+                device="emulated" if a.device == "emulated" else None,
+                collective=a.collective)
     opt = AdamW([{"params": decay, "weight_decay": a.weight_decay},
                  {"params": no_decay, "weight_decay": 0.0}],
                 lr=a.lr, betas=(0.9, 0.95), eps=1e-8, max_grad_norm=a.clip or None)

@@ -219,6 +219,14 @@ class TestTorch(unittest.TestCase):
                                          "--stage", "3", "--prefetch", "2"])
         self.assert_bitwise(load_file(dump), reference(4, total=4), "device mode")
 
+    def test_collective_emulated_bitwise(self):
+        """A collective job (the ranks reduce among themselves, each pushing
+        its slice's sum) from PyTorch, on the emulated device and
+        communicator: two processes, the same bits."""
+        dump, _ = self.run_ranks("gcl", ["--steps", "4", "--device", "emulated",
+                                         "--collective", "--stage", "3"])
+        self.assert_bitwise(load_file(dump), reference(4, total=4), "collective")
+
     def test_stages_and_policies_bitwise(self):
         """Stages 1 and 2 over shm; stage 3 keeping units until their
         backward with two units of prefetch, over tcp: the same bits."""

@@ -142,6 +142,10 @@ class Job:
             self.devmode = dev
         elif mode == "emulated":
             self.devmode = "emulated"
+        if self.o.get("collective") and self.devmode is None:
+            raise InvalidArgument("collective=True: the trainers reduce among themselves in "
+                                  "libzshard's device mode: CUDA parameters (not staged), or "
+                                  "device='emulated'")
         staged = self.o.get("staged") or (dev.type != "cpu" and self.devmode is None)
         self.device = dev if staged else None
         self.pdev = dev  # where the parameters live
@@ -184,6 +188,8 @@ class Job:
                 "optimizer": optimizer, "units": units}
         if self.o.get("checkpoint_every"):
             spec["checkpoint_every"] = self.o["checkpoint_every"]
+        if self.o.get("collective"):
+            spec["collective"] = "nccl"
         return spec
 
     # ------------------------------------------------------------- start

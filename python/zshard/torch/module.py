@@ -87,7 +87,8 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 rank: Optional[int] = None, world_size: Optional[int] = None, stage: int = 3,
                 transport: str = "auto", prefetch: int = 1, push_depth: int = 0,
                 op_timeout_ms: int = 0, timeout_ms: int = 10000, checkpoint_every: int = 0,
-                staged: bool = False, device: Optional[str] = None) -> torch.nn.Module:
+                staged: bool = False, device: Optional[str] = None,
+                collective: bool = False) -> torch.nn.Module:
     """Marks module as a zshard unit (its parameters gathered and freed as
     one); on the root (job= given, called last) builds the job from the
     marked units: the root keeps what no unit claims. Returns module.
@@ -104,7 +105,9 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     which stages gathers and gradients through pinned memory on a copy
     stream of its own that torch's current stream waits for), device
     ("emulated": CPU parameters in libzshard's emulated device memory,
-    the device mode's path without a GPU, for tests)."""
+    the device mode's path without a GPU, for tests), collective (the
+    trainers reduce among themselves over NCCL, each pushing only its slice's
+    sum to the servers: the job's "collective": "nccl"; device mode only)."""
     if job is None:
         module._zshard_unit = bool(reshard_after_forward)
         return module
@@ -119,7 +122,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 stage=stage, transport=transport, prefetch=prefetch,
                 reshard_after_forward=reshard_after_forward, push_depth=push_depth,
                 op_timeout_ms=op_timeout_ms, timeout_ms=timeout_ms,
-                checkpoint_every=checkpoint_every, staged=staged, device=device, local_rank=int(os.environ.get(
+                checkpoint_every=checkpoint_every, staged=staged, device=device, collective=collective, local_rank=int(os.environ.get(
                     "LOCAL_RANK", "0")))
     st = Job(module, opts)
     st.collect()
