@@ -100,6 +100,7 @@ size_t coord_live_servers(struct coord *c, const struct zs_job *skip,
 			.id = s->info.id,
 			.free_bytes = s->info.capacity > used ? s->info.capacity - used : 0,
 			.addr = s->info.addr,
+			.host = s->info.host,
 		};
 	}
 	return n;

@@ -116,6 +116,11 @@ Zshard__JobSpec *pb_spec_pb(struct arena *a, const struct zs_job_spec *s)
 	ps->keep_checkpoints = s->keep_checkpoints;
 	ps->checkpoint_every = s->checkpoint_every;
 	ps->collective = s->collective;
+	if (s->n_rank_hosts && (ps->rank_hosts = pb_aalloc(a, s->n_rank_hosts * sizeof(char *)))) {
+		ps->n_rank_hosts = s->n_rank_hosts;
+		for (uint32_t r = 0; r < s->n_rank_hosts; r++)
+			ps->rank_hosts[r] = (char *)s->rank_hosts[r];
+	}
 	po->kind = (Zshard__OptimKind)s->optim.kind;
 	po->lr = s->optim.lr;
 	po->beta1 = s->optim.beta1;
@@ -324,6 +329,17 @@ enum zs_status pb_spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s,
 	s->keep_checkpoints = ps->keep_checkpoints;
 	s->checkpoint_every = ps->checkpoint_every;
 	s->collective = ps->collective;
+	if (ps->n_rank_hosts) {
+		if (ps->n_rank_hosts > ZS_MAX_WORLD)
+			return zs_fail(err, ZS_EINVAL, "%zu rank hosts", ps->n_rank_hosts);
+		s->rank_hosts = calloc(ps->n_rank_hosts, sizeof *s->rank_hosts);
+		if (!s->rank_hosts)
+			return zs_fail(err, ZS_ENOMEM, "out of memory");
+		s->n_rank_hosts = (uint32_t)ps->n_rank_hosts;
+		for (uint32_t r = 0; r < s->n_rank_hosts; r++)
+			if (pb_cpy(s->rank_hosts[r], ZS_HOST_NAME, ps->rank_hosts[r], "rank host", err))
+				return err ? err->code : ZS_EINVAL;
+	}
 	if (ps->optimizer) {
 		const Zshard__Optimizer *o = ps->optimizer;
 		s->optim = (struct zs_optim){

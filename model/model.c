@@ -299,6 +299,14 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 			s->layout.units[u].dtype = s->compute_dtype;
 	if (s->collective && s->world_size < 2)
 		return zs_fail(err, ZS_EINVAL, "a collective job has 2 or more ranks");
+	if (s->n_rank_hosts && (!s->collective || s->n_rank_hosts != s->world_size))
+		return zs_fail(err, ZS_EINVAL,
+			       s->collective ? "rank_hosts names %u hosts for %u ranks"
+					     : "rank_hosts (%u of them, for %u ranks) is for collective jobs",
+			       s->n_rank_hosts, s->world_size);
+	for (uint32_t r = 0; r < s->n_rank_hosts; r++)
+		if (!s->rank_hosts[r][0])
+			return zs_fail(err, ZS_EINVAL, "rank_hosts: rank %u's host is empty", r);
 	/* a collective job's slices: one per rank, none empty */
 	for (uint32_t u = 0; s->collective && u < s->layout.n_units; u++) {
 		uint64_t n = s->layout.units[u].numel;
@@ -443,6 +451,7 @@ void zs_layout_release(struct zs_layout *l)
 void zs_job_spec_release(struct zs_job_spec *s)
 {
 	zs_layout_release(&s->layout);
+	free(s->rank_hosts);
 	memset(s, 0, sizeof *s);
 }
 

@@ -24,6 +24,7 @@
 #define ZS_NAME_MAX 256      /* tensor and unit names, with the NUL */
 #define ZS_JOB_NAME_MAX 64   /* job names: [A-Za-z0-9._-], 1..63 chars */
 #define ZS_ADDR_MAX 256
+#define ZS_HOST_NAME 64 /* a host name, as gethostname gives it */
 #define ZS_MAX_DIMS 8
 #define ZS_MAX_UNITS 65536
 #define ZS_MAX_TENSORS 4096          /* per unit */
@@ -97,6 +98,12 @@ struct zs_job_spec {
 	 * mode): each unit is cut into world_size slices, slice r owned by one
 	 * shard that rank r alone pushes to, with every rank's sum */
 	bool collective;
+	/* a collective job's optional trainer hosts, rank by rank (what the
+	 * launcher knows): rank r's slices go to a server on rank_hosts[r].
+	 * n_rank_hosts is 0 (slice r on server r mod S) or world_size. Owned
+	 * (zs_job_spec_release frees it). */
+	char (*rank_hosts)[ZS_HOST_NAME];
+	uint32_t n_rank_hosts;
 };
 
 /* A collective job's slice length for a unit of numel elements: slice r is

@@ -28,6 +28,41 @@ uint64_t place_bytes_on(const struct zs_job_spec *spec,
 	return b;
 }
 
+/*
+ * A collective job with rank_hosts: rank r's slices on a server of host
+ * rank_hosts[r], the ranks of one host spread over its servers in rank
+ * order. ZS_ENOSPC naming the host when none of its servers is live.
+ */
+static enum zs_status ranks_on_hosts(const struct zs_job_spec *spec,
+				     const struct place_server *sv, size_t n, size_t **out,
+				     struct zs_error *err)
+{
+	size_t *k = calloc(spec->world_size, sizeof *k);
+	if (!k)
+		return zs_fail(err, ZS_ENOMEM, "out of memory placing a job");
+	for (uint32_t r = 0; r < spec->world_size; r++) {
+		size_t on_host = 0, before = 0;
+		for (size_t i = 0; i < n; i++)
+			on_host += sv[i].host && !strcmp(sv[i].host, spec->rank_hosts[r]);
+		if (!on_host) {
+			free(k);
+			return zs_fail(err, ZS_ENOSPC,
+				       "job '%s': rank %u runs on host '%s', which has no live shard server for its slices",
+				       spec->name, r, spec->rank_hosts[r]);
+		}
+		for (uint32_t q = 0; q < r; q++)
+			before += !strcmp(spec->rank_hosts[q], spec->rank_hosts[r]);
+		before %= on_host;
+		for (size_t i = 0; i < n; i++)
+			if (sv[i].host && !strcmp(sv[i].host, spec->rank_hosts[r]) && before-- == 0) {
+				k[r] = i;
+				break;
+			}
+	}
+	*out = k;
+	return ZS_OK;
+}
+
 enum zs_status place_job(const struct zs_job_spec *spec,
 			 const struct place_server *servers, size_t n,
 			 const struct zs_placement *prev,
@@ -37,6 +72,7 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 	struct place_server *sv = NULL;
 	uint64_t *charge = NULL;
 	struct zs_shard *sh = NULL;
+	size_t *rank_srv = NULL; /* a collective job's rank -> server, by host */
 	size_t n_sh = 0, cap_sh = 0;
 	enum zs_status st = ZS_OK;
 
@@ -53,6 +89,9 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 	}
 	memcpy(sv, servers, n * sizeof *sv);
 	qsort(sv, n, sizeof *sv, cmp_id);
+	if (spec->collective && spec->n_rank_hosts &&
+	    (st = ranks_on_hosts(spec, sv, n, &rank_srv, err)))
+		goto clean;
 
 	for (uint32_t u = 0; u < l->n_units; u++) {
 		const struct zs_unit *un = &l->units[u];
@@ -66,7 +105,7 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 		for (uint32_t i = 0; (uint64_t)i * chunk < un->numel; i++) {
 			uint64_t off = (uint64_t)i * chunk;
 			uint64_t len = un->numel - off < chunk ? un->numel - off : chunk;
-			size_t k = spec->collective ? i % n : (u + i) % n;
+			size_t k = rank_srv ? rank_srv[i] : spec->collective ? i % n : (u + i) % n;
 
 			if (n_sh == cap_sh) {
 				size_t nc = cap_sh ? cap_sh * 2 : 64;
@@ -113,6 +152,7 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 	else
 		out->epoch = prev->epoch + 1;
 clean:
+	free(rank_srv);
 	free(sh);
 	free(charge);
 	free(sv);

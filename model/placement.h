@@ -26,6 +26,7 @@ struct place_server {
 	uint64_t id;
 	uint64_t free_bytes; /* capacity minus what other jobs hold */
 	const char *addr;    /* for error messages only; may be NULL */
+	const char *host;    /* its host (a collective job's rank_hosts); may be NULL */
 };
 
 /*

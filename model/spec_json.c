@@ -249,7 +249,7 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 	static const char *const keys[] = {"name", "stage", "world_size",
 					   "compute_dtype", "align_bytes",
 					   "optimizer", "units", "keep_checkpoints",
-					   "checkpoint_every", "collective", NULL};
+					   "checkpoint_every", "collective", "rank_hosts", NULL};
 	char dt[32] = "";
 	uint64_t v;
 	enum zs_status st;
@@ -287,6 +287,25 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 			return zs_fail(err, ZS_EINVAL,
 				       "job spec: collective '%s' is not nccl or none", coll);
 		s->collective = !strcmp(coll, "nccl");
+	}
+	{
+		json_t *hs = json_object_get(root, "rank_hosts"), *h;
+		size_t i;
+		if (hs && (!json_is_array(hs) || json_array_size(hs) > ZS_MAX_WORLD))
+			return zs_fail(err, ZS_EINVAL, "job spec: rank_hosts is a list of host names");
+		if (hs && json_array_size(hs)) {
+			s->rank_hosts = calloc(json_array_size(hs), sizeof *s->rank_hosts);
+			if (!s->rank_hosts)
+				return zs_fail(err, ZS_ENOMEM, "out of memory");
+			s->n_rank_hosts = (uint32_t)json_array_size(hs);
+			json_array_foreach(hs, i, h) {
+				if (!json_is_string(h) || json_string_length(h) >= ZS_HOST_NAME)
+					return zs_fail(err, ZS_EINVAL,
+						       "job spec: rank_hosts[%zu] is not a host name (a string under %d bytes)",
+						       i, ZS_HOST_NAME);
+				snprintf(s->rank_hosts[i], ZS_HOST_NAME, "%s", json_string_value(h));
+			}
+		}
 	}
 	if ((st = get_str(root, "compute_dtype", "job spec", dt, sizeof dt, 0, err)))
 		return st;

@@ -168,6 +168,8 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	j->created_ms = job->created_ms;
 	atomic_init(&j->refs, 1);
 	j->spec = job->spec;
+	j->spec.rank_hosts = NULL; /* the coordinator's placement used them */
+	j->spec.n_rank_hosts = 0;
 	if (zs_layout_copy(&j->spec.layout, &job->spec.layout)) {
 		free(j);
 		return zs_fail(err, ZS_ENOMEM, "out of memory");

@@ -702,6 +702,50 @@ static void test_collective_refusals(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * rank_hosts: rank r's slices on a server of its host. Here every server is
+ * on this host: the job places and trains bitwise; a host with no server
+ * is refused at creation, naming it.
+ */
+static void test_collective_hosts(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_error err = {0};
+	struct zs_job j;
+	struct phase x[2];
+	char me[ZS_HOST_NAME] = "";
+
+	(void)st;
+	gethostname(me, sizeof me - 1);
+	oracle_spec_sizes(&spec, "clhost", 2, ZS_ADAMW, ZS_F32, coll_sizes, 4);
+	spec.collective = true;
+	spec.rank_hosts = calloc(2, sizeof *spec.rank_hosts);
+	spec.n_rank_hosts = 2;
+	snprintf(spec.rank_hosts[0], ZS_HOST_NAME, "%s", me);
+	snprintf(spec.rank_hosts[1], ZS_HOST_NAME, "no-such-host");
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_create_job(c, &spec, &j, &err), ZS_ENOSPC);
+	assert_non_null(strstr(err.msg, "rank 1 runs on host 'no-such-host'"));
+	snprintf(spec.rank_hosts[1], ZS_HOST_NAME, "%s", me);
+	create_job(&spec);
+	for (uint32_t r = 0; r < 2; r++) {
+		x[r] = (struct phase){.t = join("clhost", r, "shm")};
+		assert_int_equal(zs_trainer_set_device(x[r].t, ZS_DEVICE_EMULATED, NULL), ZS_OK);
+	}
+	upload_init(x[0].t);
+	phases(x, 2, 0, STEPS, false);
+	assert_int_equal(zs_coord_get_job(c, "clhost", &j, NULL), ZS_OK);
+	assert_int_equal(j.spec.n_rank_hosts, 2);
+	assert_string_equal(j.spec.rank_hosts[1], me);
+	check_reference(x[0].t, &spec, &j.placement, 1, 0, "clhost (collective, by host)");
+	zs_job_release(&j);
+	zs_coord_close(c);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t);
+	zs_job_spec_release(&spec);
+}
+
 /* The same through NCCL, rank r on GPU r, where two GPUs are. */
 static void test_nccl(void **st)
 {
@@ -772,6 +816,7 @@ int main(void)
 		cmocka_unit_test(test_collective_refusals),
 		cmocka_unit_test(test_collective_restore),
 		cmocka_unit_test(test_collective_rank_gone),
+		cmocka_unit_test(test_collective_hosts),
 		cmocka_unit_test(test_cuda),
 	};
 	const struct CMUnitTest budget[] = {

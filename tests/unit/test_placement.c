@@ -62,6 +62,54 @@ static void check_cover(const struct zs_job_spec *s, const struct zs_placement *
 	}
 }
 
+/*
+ * A collective job: one slice per rank of ceil(n / R) elements, rank r's
+ * slices all on one server: r mod S, or, with rank_hosts, a server of rank
+ * r's host (the ranks of a host spread over its servers); a host without a
+ * live server is refused, naming it.
+ */
+static void test_collective_slices(void **st)
+{
+	uint64_t sizes[] = {1000, 64};
+	struct zs_job_spec s;
+	struct place_server sv[4];
+	struct zs_placement p;
+	struct zs_error err = {0};
+	const char *hosts[4] = {"a", "b", "a", "b"};
+
+	(void)st;
+	make_spec(&s, sizes, 2, ZS_BF16, 3);
+	s.collective = true;
+	servers(sv, 4, UINT64_MAX);
+	assert_int_equal(place_job(&s, sv, 4, NULL, &p, NULL), ZS_OK);
+	check_cover(&s, &p);
+	assert_int_equal(p.n_shards, 6);
+	for (uint32_t i = 0; i < p.n_shards; i++) {
+		uint64_t q = s.layout.units[p.shards[i].unit].numel == 1000 ? 334 : 22;
+		assert_int_equal(p.shards[i].offset, p.shards[i].index * q);
+		assert_int_equal(p.shards[i].server_id, 10 + p.shards[i].index % 4);
+	}
+	zs_placement_release(&p);
+	/* by host: ranks 0 and 2 on host b (servers 11, 13), rank 1 on a */
+	for (int i = 0; i < 4; i++)
+		sv[i].host = hosts[i];
+	s.rank_hosts = calloc(3, sizeof *s.rank_hosts);
+	s.n_rank_hosts = 3;
+	strcpy(s.rank_hosts[0], "b");
+	strcpy(s.rank_hosts[1], "a");
+	strcpy(s.rank_hosts[2], "b");
+	assert_int_equal(place_job(&s, sv, 4, NULL, &p, NULL), ZS_OK);
+	for (uint32_t i = 0; i < p.n_shards; i++) {
+		static const uint64_t want[3] = {11, 10, 13};
+		assert_int_equal(p.shards[i].server_id, want[p.shards[i].index]);
+	}
+	zs_placement_release(&p);
+	strcpy(s.rank_hosts[1], "c");
+	assert_int_equal(place_job(&s, sv, 4, NULL, &p, &err), ZS_ENOSPC);
+	assert_non_null(strstr(err.msg, "rank 1 runs on host 'c'"));
+	zs_job_spec_release(&s);
+}
+
 static void test_striping_and_padding(void **st)
 {
 	uint64_t sizes[] = {1000};
@@ -287,6 +335,7 @@ int main(void)
 		cmocka_unit_test(test_deterministic),
 		cmocka_unit_test(test_epoch_growth),
 		cmocka_unit_test(test_bytes_on),
+		cmocka_unit_test(test_collective_slices),
 	};
 	return cmocka_run_group_tests_name("placement", tests, NULL, NULL);
 }

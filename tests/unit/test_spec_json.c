@@ -81,6 +81,16 @@ static void test_refusals(void **st)
 	expect_parse_error("\"stage\": 3,", "\"stage\": 3,,", "line 1");
 	expect_parse_error("\"compute_dtype\"", "\"align_bytes\": 100, \"compute_dtype\"", "align_bytes 100");
 	expect_parse_error("\"weight_decay\": 0.1", "\"momentum\": 1.5", "momentum");
+	/* collective jobs and their rank hosts */
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"collective\": \"mpi\",",
+			   "collective 'mpi' is not nccl or none");
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"rank_hosts\": [\"a\", 7],",
+			   "rank_hosts[1] is not a host name");
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"rank_hosts\": [\"a\", \"b\"],",
+			   "is for collective jobs");
+	expect_parse_error("\"stage\": 3,",
+			   "\"stage\": 3, \"collective\": \"nccl\", \"rank_hosts\": [\"a\"],",
+			   "names 1 hosts for 2 ranks");
 }
 
 /* Optimizer groups: values per group (missing keys from the top level),
