@@ -1,6 +1,7 @@
 /*
- * cluster.c - zshardctl servers, status and rdma: the shard servers, the
- * coordinator's or one server's status, and whether rdma works on a host.
+ * cluster.c - zshardctl servers, status, rdma and gpu: the shard servers,
+ * the coordinator's or one server's status, and whether rdma works on a
+ * host, and what GPU work it can do.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -9,6 +10,8 @@
 
 #include "cli/cli.h"
 #include "base/util.h"
+#include "gpu/coll.h"
+#include "gpu/dev.h"
 #include "rdma/rdma.h"
 
 /* ------------------------------------------------------------- servers */
@@ -191,9 +194,75 @@ static int c_rdma(struct ctx *x, int argc, char **argv)
 	return st ? 1 : 0;
 }
 
+/* ------------------------------------------------------------------ gpu */
+
+static int c_gpu(struct ctx *x, int argc, char **argv)
+{
+	char why[256] = "", nwhy[256] = "";
+	int json = 0, n;
+	bool nccl;
+	json_t *devs;
+
+	(void)x;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: zshardctl gpu [--json]\n\n%s\n", cmd_gpu.help);
+			return 0;
+		} else if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else {
+			return cli_usage_err("gpu", "unknown argument '%s'", argv[i]);
+		}
+	}
+	devs = json_array();
+	n = zs_dev_count(why, sizeof why);
+	for (int i = 0; i < n; i++) {
+		struct zs_dev *d;
+		char w[256];
+		if (zs_dev_open(i, &d, w, sizeof w)) {
+			json_array_append_new(devs, json_pack("{s:i, s:s}", "device", i, "error", w));
+			continue;
+		}
+		json_array_append_new(devs, json_pack("{s:i, s:s}", "device", i, "name",
+						      zs_dev_name(d)));
+		zs_dev_close(d);
+	}
+	nccl = zs_nccl_available(nwhy, sizeof nwhy);
+	if (json) {
+		cli_json_print(json_pack("{s:o, s:s, s:b, s:s}", "devices", devs, "cuda",
+					 n > 0 ? "" : n == 0 ? "no CUDA device on this machine" : why,
+					 "nccl", nccl, "nccl_note", nwhy));
+		return n > 0 ? 0 : 1;
+	}
+	if (n < 0)
+		printf("cuda: no device usable: %s\n", why);
+	else
+		printf("cuda: %d device%s\n", n, n == 1 ? "" : "s");
+	for (size_t i = 0; i < json_array_size(devs); i++) {
+		json_t *o = json_array_get(devs, i);
+		const char *name = json_string_value(json_object_get(o, "name"));
+		printf("  %d: %s\n", (int)json_integer_value(json_object_get(o, "device")),
+		       name ? name : json_string_value(json_object_get(o, "error")));
+	}
+	if (nccl)
+		printf("nccl: loads (collective jobs can use it%s)\n",
+		       n >= 2 ? "" : "; it needs two GPUs to run");
+	else
+		printf("nccl: does not load: %s\n", nwhy);
+	printf("emulated device: always (trainers: ZS_DEVICE_EMULATED; zshard-server --gpu emulated)\n");
+	json_decref(devs);
+	return n > 0 ? 0 : 1;
+}
+
 const struct cmd cmd_servers = {"servers", "[--json]", "List shard servers: id, address, up/down, capacity, bytes placed, transports.", c_servers};
 
 const struct cmd cmd_status = {"status", "[--server HOST:PORT] [--json]", "The coordinator's status, or a shard server's.", c_status};
+
+const struct cmd cmd_gpu = {"gpu", "[--json]",
+	 "What GPU work this host can do, said plainly: the CUDA driver and its\n"
+	 "devices (for trainers in device mode and zshard-server --gpu N), and\n"
+	 "whether NCCL loads (collective jobs). Exit 0 with a device, 1 without.\n"
+	 "Needs no coordinator.", c_gpu};
 
 const struct cmd cmd_rdma = {"rdma", "[--lock SIZE] [--json]",
 	 "Whether RDMA can work on this host, said plainly: an RDMA device, its\n"

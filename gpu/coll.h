@@ -27,6 +27,9 @@
 
 struct zs_coll;
 
+/* Whether NCCL loads here (libnccl.so.2), or why not. */
+bool zs_nccl_available(char *why, size_t len);
+
 /* A new communicator id for device d's kind. */
 enum zs_status zs_coll_new_id(struct zs_dev *d, uint8_t id[ZS_COLL_ID_BYTES], char *why,
 			      size_t len);

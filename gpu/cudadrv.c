@@ -239,6 +239,27 @@ static const struct zs_dev_ops cuda_ops = {
 	.close = c_close,
 };
 
+int zs_dev_count(char *why, size_t len)
+{
+	int count = 0;
+	ZS_CUresult r;
+	const char *s = NULL;
+
+	pthread_once(&load_once, load);
+	if (load_err[0]) {
+		if (why && len)
+			snprintf(why, len, "%s", load_err);
+		return -1;
+	}
+	if ((r = cu.cuDeviceGetCount(&count)) != ZS_CUDA_SUCCESS) {
+		cu.cuGetErrorString(r, &s);
+		if (why && len)
+			snprintf(why, len, "cuDeviceGetCount: %s", s ? s : "unknown error");
+		return -1;
+	}
+	return count;
+}
+
 enum zs_status zs_dev_cuda_open(struct zs_dev *d, int device, char *why, size_t len)
 {
 	struct cuda *c;

@@ -38,6 +38,9 @@ struct zs_dev;
 typedef void *zs_dev_stream; /* CUstream, or the emulator's; NULL: see above */
 typedef void *zs_dev_event;
 
+/* The CUDA devices here: their count, or -1 with why (no driver). */
+int zs_dev_count(char *why, size_t len);
+
 /* Opens device (a CUDA ordinal or ZS_DEV_EMULATED): ZS_OK and *out, or
  * ZS_EUNAVAIL (no driver, no such device) / ZS_EIO with why. */
 enum zs_status zs_dev_open(int device, struct zs_dev **out, char *why, size_t len);

@@ -64,6 +64,8 @@ static enum zs_status loaded(char *why, size_t len)
 	return ZS_EUNAVAIL;
 }
 
+bool zs_nccl_available(char *why, size_t len) { return loaded(why, len) == ZS_OK; }
+
 enum zs_status zs_nccl_new_id(uint8_t id[ZS_COLL_ID_BYTES], char *why, size_t len)
 {
 	ZS_ncclUniqueId u;

@@ -29,7 +29,7 @@ rdma: net model base include
 client: gpu ctrl net model base include
 server: ctrl rdma net storage gpu math model base include
 coord: ctrl storage model base include
-cli: ctrl rdma net storage math model base include
+cli: ctrl rdma net storage gpu math model base include
 "
 # a third-party header: the folders that may include it
 FOREIGN="

@@ -265,12 +265,29 @@ static void test_set_device_errors(void **st)
 	assert_non_null(strstr(zs_trainer_error(t), "no device -7"));
 	assert_int_equal(zs_trainer_set_device(t, ZS_DEVICE_HOST, (void *)8), ZS_EINVAL);
 	rc = zs_trainer_set_device(t, 0, NULL);
-	if (zs_dev_open(0, &dev, why, sizeof why) == ZS_OK) {
-		zs_dev_close(dev);
-		assert_int_equal(rc, ZS_OK);
-	} else {
-		assert_int_equal(rc, ZS_EUNAVAIL);
-		assert_non_null(strstr(zs_trainer_error(t), "libcuda.so.1"));
+	{ /* and zshardctl gpu says the same of this host */
+		char *argv[] = {(char *)h_bin("zshardctl"), "gpu", "--json", NULL};
+		char *out = NULL, *errs = NULL;
+		json_error_t je;
+		int ctl = h_run(argv, &out, &errs);
+		json_t *j = json_loads(out ? out : "", 0, &je);
+		bool have = zs_dev_open(0, &dev, why, sizeof why) == ZS_OK;
+		if (!j)
+			fail_msg("zshardctl gpu --json printed no JSON: %s %s", out, errs);
+		assert_int_equal(ctl, have ? 0 : 1);
+		assert_int_equal(json_array_size(json_object_get(j, "devices")) > 0, have);
+		if (!have)
+			assert_non_null(strstr(json_string_value(json_object_get(j, "cuda")), why));
+		json_decref(j);
+		free(out);
+		free(errs);
+		if (have) {
+			zs_dev_close(dev);
+			assert_int_equal(rc, ZS_OK);
+		} else {
+			assert_int_equal(rc, ZS_EUNAVAIL);
+			assert_non_null(strstr(zs_trainer_error(t), "libcuda.so.1"));
+		}
 	}
 	upload_init(t);
 	assert_int_equal(zs_trainer_set_device(t, ZS_DEVICE_EMULATED, NULL), ZS_OK);
