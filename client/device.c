@@ -19,6 +19,9 @@
 #include "gpu/dev.h"
 #include "gpu/kern.h"
 
+/* the public device numbers are gpu/dev.h's */
+_Static_assert(ZS_DEVICE_EMULATED == ZS_DEV_EMULATED, "ZS_DEVICE_EMULATED");
+
 #define DV_CHUNK_DEFAULT (8u << 20)
 #define DV_CACHE 8
 
@@ -27,8 +30,10 @@ struct tr_dev {
 	zs_dev_stream copy;    /* the library's */
 	zs_dev_stream compute; /* the caller's */
 	size_t chunk;          /* the largest single copy */
-	zs_dev_event *h2d, *gready, *d2h; /* per unit */
-	bool *h2d_recorded;
+	struct dv_unit {
+		zs_dev_event h2d, gready, d2h;
+		bool h2d_recorded;
+	} *ev; /* per unit */
 	/* freed device buffers, each with the event its last user recorded */
 	struct { void *p; size_t n; zs_dev_event ev; bool used; } cache[DV_CACHE];
 	/* a collective job (coll.c): the communicator of this timeline, the
@@ -115,10 +120,9 @@ static enum zs_status copy_range(struct tr_dev *v, uint8_t *dbuf, uint8_t *host,
 {
 	for (size_t done = 0; done < n;) {
 		size_t c = n - done < v->chunk ? n - done : v->chunk;
-		enum zs_status st =
-			dir == ZS_DEV_H2D
-				? zs_dev_copy(v->dev, dbuf + off + done, host + off + done, c, dir, v->copy)
-				: zs_dev_copy(v->dev, host + off + done, dbuf + off + done, c, dir, v->copy);
+		uint8_t *d = dbuf + off + done, *h = host + off + done;
+		enum zs_status st = dir == ZS_DEV_H2D ? zs_dev_copy(v->dev, d, h, c, dir, v->copy)
+						      : zs_dev_copy(v->dev, h, d, c, dir, v->copy);
 		if (st)
 			return st;
 		done += c;
@@ -159,12 +163,12 @@ static void stage_release(zs_trainer *t, uint32_t u, bool wait)
 	struct tr_dev *v = t->dv;
 	if (!d->stage || d->gather)
 		return;
-	if (!v->h2d_recorded[u]) {
-		if (zs_dev_record(v->dev, v->h2d[u], v->copy))
+	if (!v->ev[u].h2d_recorded) {
+		if (zs_dev_record(v->dev, v->ev[u].h2d, v->copy))
 			wait = true, zs_dev_stream_sync(v->dev, v->copy);
-		v->h2d_recorded[u] = true;
+		v->ev[u].h2d_recorded = true;
 	}
-	if (wait ? zs_dev_sync(v->dev, v->h2d[u]) : zs_dev_query(v->dev, v->h2d[u]))
+	if (wait ? zs_dev_sync(v->dev, v->ev[u].h2d) : zs_dev_query(v->dev, v->ev[u].h2d))
 		return;
 	tr_stage_put(t, d->stage, d->bytes);
 	d->stage = NULL;
@@ -186,7 +190,7 @@ int tr_dv_gather(zs_trainer *t, uint32_t u)
 		d->params = NULL;
 		return tr_fail(t, ZS_ENOMEM, "device mode: out of pinned memory for unit %u's staging", u);
 	}
-	v->h2d_recorded[u] = false;
+	v->ev[u].h2d_recorded = false;
 	/* a collective job: this rank's slice; the all-gather brings the rest */
 	rc = t->job.spec.collective ? tr_gather_slice(t, u, d->stage, &d->gather)
 				    : zs_gather(t, u, t->step, d->stage, &d->gather);
@@ -204,7 +208,7 @@ int tr_dv_gather(zs_trainer *t, uint32_t u)
 int tr_dv_params_ready(zs_trainer *t, uint32_t u)
 {
 	struct tr_dev *v = t->dv;
-	if (!v->h2d_recorded[u]) {
+	if (!v->ev[u].h2d_recorded) {
 		if (t->job.spec.collective) { /* every rank's slice from its owner */
 			const struct zs_unit *un = &t->job.spec.layout.units[u];
 			size_t piece = zs_slice_len(un->numel, t->job.spec.world_size) *
@@ -216,12 +220,12 @@ int tr_dv_params_ready(zs_trainer *t, uint32_t u)
 				return tr_fail(t, st, "unit %u: the all-gather of its slices: %s", u,
 					       zs_coll_error(v->coll));
 		}
-		if (zs_dev_record(v->dev, v->h2d[u], v->copy))
+		if (zs_dev_record(v->dev, v->ev[u].h2d, v->copy))
 			return dv_fail(t, "recording its copy's event", u);
-		v->h2d_recorded[u] = true;
+		v->ev[u].h2d_recorded = true;
 	}
 	/* the caller's kernels run after the copy; the host goes on */
-	if (zs_dev_wait(v->dev, v->compute, v->h2d[u]))
+	if (zs_dev_wait(v->dev, v->compute, v->ev[u].h2d))
 		return dv_fail(t, "the compute stream's wait for its copy", u);
 	return ZS_OK;
 }
@@ -364,8 +368,8 @@ int tr_dv_push_copy(zs_trainer *t, uint32_t u)
 		return tr_fail(t, ZS_ENOMEM, "device mode: out of pinned memory for unit %u's gradient",
 			       u);
 	/* after the caller's kernels that wrote it, on the copy stream */
-	if (zs_dev_record(v->dev, v->gready[u], v->compute) ||
-	    zs_dev_wait(v->dev, v->copy, v->gready[u]))
+	if (zs_dev_record(v->dev, v->ev[u].gready, v->compute) ||
+	    zs_dev_wait(v->dev, v->copy, v->ev[u].gready))
 		return dv_fail(t, "the copy stream's wait for its gradient", u);
 	if (t->job.spec.collective) {
 		int rc = slice_sum(t, u);
@@ -374,7 +378,7 @@ int tr_dv_push_copy(zs_trainer *t, uint32_t u)
 	} else if (copy_range(v, d->grad, d->gstage, 0, d->bytes, ZS_DEV_D2H)) {
 		return dv_fail(t, "the copy of its gradient to the host", u);
 	}
-	if (zs_dev_record(v->dev, v->d2h[u], v->copy))
+	if (zs_dev_record(v->dev, v->ev[u].d2h, v->copy))
 		return dv_fail(t, "the copy of its gradient to the host", u);
 	d->copying = true;
 	return ZS_OK;
@@ -382,8 +386,8 @@ int tr_dv_push_copy(zs_trainer *t, uint32_t u)
 
 int tr_dv_copied(zs_trainer *t, uint32_t u, bool wait)
 {
-	enum zs_status st = wait ? zs_dev_sync(t->dv->dev, t->dv->d2h[u])
-				 : zs_dev_query(t->dv->dev, t->dv->d2h[u]);
+	enum zs_status st = wait ? zs_dev_sync(t->dv->dev, t->dv->ev[u].d2h)
+				 : zs_dev_query(t->dv->dev, t->dv->ev[u].d2h);
 	if (st == ZS_EAGAIN)
 		return ZS_EAGAIN;
 	if (st)
@@ -422,7 +426,7 @@ void tr_dv_reset(zs_trainer *t, bool to_cache)
 		}
 		d->stage = d->gstage = d->params = d->grad = NULL;
 		d->copying = false;
-		v->h2d_recorded[u] = false;
+		v->ev[u].h2d_recorded = false;
 	}
 }
 
@@ -438,15 +442,12 @@ void tr_dv_close(zs_trainer *t)
 		zs_dev_free(v->dev, v->cache[i].p);
 		zs_dev_event_destroy(v->dev, v->cache[i].ev);
 	}
-	for (uint32_t u = 0; v->h2d && u < t->job.spec.layout.n_units; u++) {
-		zs_dev_event_destroy(v->dev, v->h2d[u]);
-		zs_dev_event_destroy(v->dev, v->gready[u]);
-		zs_dev_event_destroy(v->dev, v->d2h[u]);
+	for (uint32_t u = 0; v->ev && u < t->job.spec.layout.n_units; u++) {
+		zs_dev_event_destroy(v->dev, v->ev[u].h2d);
+		zs_dev_event_destroy(v->dev, v->ev[u].gready);
+		zs_dev_event_destroy(v->dev, v->ev[u].d2h);
 	}
-	free(v->h2d);
-	free(v->gready);
-	free(v->d2h);
-	free(v->h2d_recorded);
+	free(v->ev);
 	zs_coll_close(v->coll);
 	zs_dev_free(v->dev, v->drecv);
 	zs_dev_free(v->dev, v->dsum);
@@ -483,8 +484,7 @@ int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
 	v = calloc(1, sizeof *v);
 	if (!v)
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
-	st = zs_dev_open(device == ZS_DEVICE_EMULATED ? ZS_DEV_EMULATED : device, &v->dev, why,
-			 sizeof why);
+	st = zs_dev_open(device, &v->dev, why, sizeof why);
 	if (st) {
 		free(v);
 		return tr_fail(t, st, "device mode: %s", why);
@@ -493,11 +493,8 @@ int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
 	v->compute = stream;
 	v->chunk = ch && strtoull(ch, NULL, 10) > 0 ? (size_t)strtoull(ch, NULL, 10)
 						      : DV_CHUNK_DEFAULT;
-	v->h2d = calloc(n ? n : 1, sizeof *v->h2d);
-	v->gready = calloc(n ? n : 1, sizeof *v->gready);
-	v->d2h = calloc(n ? n : 1, sizeof *v->d2h);
-	v->h2d_recorded = calloc(n ? n : 1, sizeof *v->h2d_recorded);
-	if (!v->h2d || !v->gready || !v->d2h || !v->h2d_recorded) {
+	v->ev = calloc(n ? n : 1, sizeof *v->ev);
+	if (!v->ev) {
 		tr_dv_close(t);
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
 	}
@@ -505,9 +502,9 @@ int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
 	for (unsigned i = 0; !st && i < DV_CACHE; i++)
 		st = zs_dev_event_create(v->dev, &v->cache[i].ev);
 	for (uint32_t u = 0; !st && u < n; u++)
-		if (!(st = zs_dev_event_create(v->dev, &v->h2d[u])) &&
-		    !(st = zs_dev_event_create(v->dev, &v->gready[u])))
-			st = zs_dev_event_create(v->dev, &v->d2h[u]);
+		if (!(st = zs_dev_event_create(v->dev, &v->ev[u].h2d)) &&
+		    !(st = zs_dev_event_create(v->dev, &v->ev[u].gready)))
+			st = zs_dev_event_create(v->dev, &v->ev[u].d2h);
 	if (st) {
 		snprintf(why, sizeof why, "%s", zs_dev_error(v->dev));
 		tr_dv_close(t);

@@ -374,6 +374,13 @@ int zs_unit_dtype(const zs_trainer *t, unsigned u)
 	return u < t->job.spec.layout.n_units ? (int)t->job.spec.layout.units[u].dtype : 0;
 }
 
+/* Whether shard sh is one of unit u's that an op moves (only >= 0: the
+ * shard of that index alone). */
+static bool moves(const struct zs_shard *sh, unsigned u, int only)
+{
+	return sh->unit == u && (only < 0 || sh->index == (uint32_t)only);
+}
+
 /* Posts one transfer per shard of unit (only >= 0: its shard of that
  * index alone; slice: src holds just that shard's f32 elements); on failure
  * cancels nothing posted (they complete on their own) but reports the
@@ -385,6 +392,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	enum zs_dtype dt;
 	unsigned dsz;
 	uint32_t n = 0;
+	uint64_t moved = 0; /* elements the op moves */
 	zs_op *op;
 
 	*out = NULL;
@@ -397,8 +405,10 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	dt = init || slice ? ZS_F32 : un->dtype;
 	dsz = zs_dtype_size(dt);
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++)
-		n += t->job.placement.shards[i].unit == u &&
-		     (only < 0 || t->job.placement.shards[i].index == (uint32_t)only);
+		if (moves(&t->job.placement.shards[i], u, only)) {
+			n++;
+			moved += t->job.placement.shards[i].length;
+		}
 	op = calloc(1, sizeof *op + n * sizeof op->req[0]);
 	if (!op)
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
@@ -413,7 +423,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 				    .step = step, .dtype = dt, .init = init, .partial = partial};
 		struct zs_error err = {0};
 		enum zs_status st;
-		if (sh->unit != u || (only >= 0 && sh->index != (uint32_t)only))
+		if (!moves(sh, u, only))
 			continue;
 		st = src ? zs_post_write(conn_of(t, sh->server_id), &x,
 					 (const uint8_t *)src + (slice ? 0 : sh->offset * dsz),
@@ -433,20 +443,12 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		}
 		op->n++;
 	}
-	{
-		uint64_t moved = 0; /* what the op moves */
-		for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
-			const struct zs_shard *sh = &t->job.placement.shards[i];
-			if (sh->unit == u && (only < 0 || sh->index == (uint32_t)only))
-				moved += sh->length * dsz;
-		}
-		if (src) {
-			t->ctr.pushes++;
-			t->ctr.bytes_pushed += moved;
-		} else {
-			t->ctr.gathers++;
-			t->ctr.bytes_gathered += moved;
-		}
+	if (src) {
+		t->ctr.pushes++;
+		t->ctr.bytes_pushed += moved * dsz;
+	} else {
+		t->ctr.gathers++;
+		t->ctr.bytes_gathered += moved * dsz;
 	}
 	*out = op;
 	return ZS_OK;

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/util.h"
+
 static const char EMU_MAGIC[8] = "zsemucol";
 #define HDR 4096
 #define DATA (1ull << 30) /* virtual: tmpfs backs only what is touched */
@@ -37,11 +39,8 @@ struct seg {
 	uint64_t gen; /* barriers passed */
 };
 
-struct emu {
-	struct seg *s;
-	uint8_t *data;
-	size_t len;
-};
+/* The segment's data, after its header. */
+static uint8_t *seg_data(struct seg *s) { return (uint8_t *)s + HDR; }
 
 static void seg_name(const uint8_t id[ZS_COLL_ID_BYTES], char *buf, size_t len)
 {
@@ -128,8 +127,9 @@ enum zs_status zs_emu_coll_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_B
 				size_t len)
 {
 	struct timespec dl = deadline_in(c->timeout_ms);
+	int64_t until = zs_now_ms() + c->timeout_ms;
 	char name[64];
-	struct emu *e;
+	struct seg *sg;
 	bool creator = false;
 	struct stat sb;
 	int fd;
@@ -160,8 +160,8 @@ enum zs_status zs_emu_coll_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_B
 		return errno == ENOENT ? ZS_ETIMEDOUT : ZS_EIO;
 	}
 	/* a joiner waits for the creator's size */
-	for (int i = 0; !creator && (fstat(fd, &sb) || (uint64_t)sb.st_size < HDR + DATA); i++) {
-		if (i > c->timeout_ms) {
+	while (!creator && (fstat(fd, &sb) || (uint64_t)sb.st_size < HDR + DATA)) {
+		if (zs_now_ms() > until) {
 			close(fd);
 			if (why && len)
 				snprintf(why, len, "%s was never sized by its creator", name);
@@ -178,51 +178,36 @@ enum zs_status zs_emu_coll_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_B
 			shm_unlink(name);
 		return ZS_EIO;
 	}
-	e = calloc(1, sizeof *e);
-	if (!e) {
-		munmap(m, HDR + DATA);
-		return ZS_ENOMEM;
-	}
-	e->s = m;
-	e->data = (uint8_t *)m + HDR;
-	e->len = DATA;
+	sg = m;
 	if (creator)
-		init_seg(e->s, c->nranks);
-	for (int i = 0; !atomic_load(&e->s->ready); i++) {
-		if (i > c->timeout_ms)
-			break;
+		init_seg(sg, c->nranks);
+	while (!atomic_load(&sg->ready) && zs_now_ms() <= until)
 		usleep(1000);
-	}
-	c->impl = e;
-	if (!atomic_load(&e->s->ready) || e->s->nranks != c->nranks || !barrier(e->s, &dl)) {
-		bool size = atomic_load(&e->s->ready) && e->s->nranks != c->nranks;
+	if (!atomic_load(&sg->ready) || sg->nranks != c->nranks || !barrier(sg, &dl)) {
+		bool size = atomic_load(&sg->ready) && sg->nranks != c->nranks;
 		if (why && len)
 			snprintf(why, len, size ? "rank %d opens a communicator of %d ranks as one of %d"
 					       : "rank %d waited %d ms for the communicator's %d ranks",
-				 c->rank, size ? e->s->nranks : c->timeout_ms, c->nranks);
+				 c->rank, size ? sg->nranks : c->timeout_ms, c->nranks);
 		shm_unlink(name);
 		munmap(m, HDR + DATA);
-		free(e);
-		c->impl = NULL;
 		return size ? ZS_EINVAL : ZS_ETIMEDOUT;
 	}
+	c->impl = sg;
 	shm_unlink(name); /* every rank has it mapped: the name can go */
 	return ZS_OK;
 }
 
 void zs_emu_coll_close(struct zs_coll *c)
 {
-	struct emu *e = c->impl;
-	if (!e)
-		return;
-	munmap(e->s, HDR + DATA);
-	free(e);
+	if (c->impl)
+		munmap(c->impl, HDR + DATA);
 }
 
 enum zs_status zs_emu_coll_exchange(struct zs_coll *c, const void *send, void *recv, size_t n,
 				    zs_dev_stream s, bool transpose)
 {
-	struct emu *e = c->impl;
+	struct seg *sg = c->impl;
 	struct timespec dl = deadline_in(c->timeout_ms);
 	size_t R = (size_t)c->nranks, me = (size_t)c->rank;
 	size_t in = transpose ? R * n : n; /* what each rank puts in */
@@ -230,17 +215,17 @@ enum zs_status zs_emu_coll_exchange(struct zs_coll *c, const void *send, void *r
 
 	if (st)
 		return zs_coll_fail(c, st, "%s", zs_dev_error(c->dev));
-	if (R * in > e->len)
+	if (R * in > DATA)
 		return zs_coll_fail(c, ZS_EINVAL,
 				    "a collective of %zu bytes per rank is over the emulated communicator's %zu",
-				    in, e->len / R);
-	memcpy(e->data + me * in, send, in);
-	if (!barrier(e->s, &dl))
+				    in, (size_t)(DATA / R));
+	memcpy(seg_data(sg) + me * in, send, in);
+	if (!barrier(sg, &dl))
 		return zs_coll_fail(c, ZS_ETIMEDOUT, "rank %d waited %d ms for the other ranks' %s",
 				    c->rank, c->timeout_ms, transpose ? "all-to-all" : "all-gather");
 	for (size_t r = 0; r < R; r++)
-		memcpy((uint8_t *)recv + r * n, e->data + r * in + (transpose ? me * n : 0), n);
-	if (!barrier(e->s, &dl))
+		memcpy((uint8_t *)recv + r * n, seg_data(sg) + r * in + (transpose ? me * n : 0), n);
+	if (!barrier(sg, &dl))
 		return zs_coll_fail(c, ZS_ETIMEDOUT, "rank %d waited %d ms for the other ranks' copies",
 				    c->rank, c->timeout_ms);
 	return ZS_OK;

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/util.h"
+
 typedef int ZS_ncclResult_t;
 typedef void *ZS_ncclComm_t;
 typedef int ZS_ncclDataType_t;
@@ -125,10 +127,9 @@ static enum zs_status abort_with(struct zs_coll *c, enum zs_status st, const cha
 enum zs_status zs_nccl_wait(struct zs_coll *c, zs_dev_stream s)
 {
 	zs_dev_event ev = NULL;
-	int64_t deadline;
+	int64_t deadline = zs_now_ms() + c->timeout_ms;
 	enum zs_status st;
 	ZS_ncclResult_t async = ZS_NCCL_SUCCESS;
-	struct timespec ts;
 
 	if (c->aborted)
 		return zs_coll_fail(c, ZS_EIO, "the trainers' communicator was aborted: %s", c->err);
@@ -136,8 +137,6 @@ enum zs_status zs_nccl_wait(struct zs_coll *c, zs_dev_stream s)
 		zs_dev_event_destroy(c->dev, ev);
 		return zs_coll_fail(c, ZS_EIO, "%s", zs_dev_error(c->dev));
 	}
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + c->timeout_ms;
 	for (;;) {
 		st = zs_dev_query(c->dev, ev);
 		if (st != ZS_EAGAIN)
@@ -147,8 +146,7 @@ enum zs_status zs_nccl_wait(struct zs_coll *c, zs_dev_stream s)
 			zs_dev_event_destroy(c->dev, ev);
 			return abort_with(c, ZS_EIO, "rank %d: NCCL failed: %s", nerr(async));
 		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		if ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 >= deadline) {
+		if (zs_now_ms() >= deadline) {
 			zs_dev_event_destroy(c->dev, ev);
 			return abort_with(c, ZS_ETIMEDOUT,
 					  "rank %d waited past the bound for a collective of the trainers' communicator (%s): another rank is gone or stopped",

@@ -152,7 +152,7 @@ void eng_dev_reduce(struct ejob *j, struct eshard *s, size_t a, size_t b)
 	zs_dev_bind(e->dev);
 	for (uint32_t r = 0; r < eng_contributors(j); r++) {
 		enum zs_dtype dt;
-		const uint8_t *c = eng_contribution(s, r, &dt);
+		const uint8_t *c = eng_contribution(j, s, r, &dt);
 		size_t dsz = zs_dtype_size(dt);
 		copy(e, s->dx, c + a * dsz, (b - a) * dsz, ZS_DEV_H2D);
 		KCALL(e, "the reduction", reduce, s->dacc + a, s->dx, dt, r == 0, b - a);

@@ -74,6 +74,7 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 
 	unsigned arrays = 1 + zs_optim_state_arrays(&j->spec.optim);
 	uint64_t state = pad * 4 * arrays;
+	bool in_mem = false; /* master and optimizer state in host memory */
 
 	pthread_mutex_init(&s->mu, NULL);
 	s->sh = *sh;
@@ -81,7 +82,6 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	s->dsz = zs_dtype_size(u->dtype);
 	s->fd = -1;
 	s->n_arrays = arrays;
-	s->collective = j->spec.collective;
 	if (e->dev && (!e->dev_budget || e->dev_resident + state <= e->dev_budget)) {
 		/* on the device: see devshard.c */
 		enum zs_status st = eng_dev_shard_init(e, s, pad, arrays, err);
@@ -105,6 +105,7 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 		s->copy = zs_listener_alloc(e->l, pad * s->dsz);
 		s->master = NULL;
 	} else {
+		in_mem = true;
 		e->resident += state;
 		s->master = zs_listener_alloc(e->l, pad * 4);
 		s->copy = s->dt == ZS_F32 ? (void *)s->master : zs_listener_alloc(e->l, pad * s->dsz);
@@ -115,21 +116,20 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	s->n_ranks = R;
 	s->racc = calloc(R, sizeof *s->racc);
 	s->nacc = calloc(R, sizeof *s->nacc);
-	if (s->fd < 0 && !s->gpu && arrays > 1)
+	if (in_mem && arrays > 1)
 		s->s0 = calloc(pad, 4);
-	if (s->fd < 0 && !s->gpu && arrays > 2)
+	if (in_mem && arrays > 2)
 		s->s1 = calloc(pad, 4);
 	if (eng_shard_segments(j, s))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
-	if ((s->fd < 0 && !s->gpu && !s->master) || !s->copy || !s->staging)
+	if ((in_mem && !s->master) || !s->copy || !s->staging)
 		return zs_fail(err, ZS_ENOSPC,
 			       "the shard arena is full: unit '%s' shard %u needs %zu bytes more",
 			       u->name, sh->index, pad * (4 + s->dsz * (R + 1)));
 	if (s->gpu)
 		eng_dev_pin(e, s);
 	if (!s->acc || !s->slot || !s->racc || !s->nacc ||
-	    (s->fd < 0 && !s->gpu && arrays > 1 && !s->s0) ||
-	    (s->fd < 0 && !s->gpu && arrays > 2 && !s->s1))
+	    (in_mem && arrays > 1 && !s->s0) || (in_mem && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	e->bytes += pad * zs_server_bytes_per_elem(&j->spec, u);
 	return ZS_OK;

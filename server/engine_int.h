@@ -84,7 +84,6 @@ struct eshard {
 	/* GPU-resident (devshard.c; master, s0, s1 then NULL): the arrays,
 	 * the reduction, one contribution at a time, the compute-dtype copy */
 	bool gpu, pinned; /* pinned: staging and copy page-locked */
-	bool collective;  /* its job's (eng_contributors) */
 	float *dmaster, *ds0, *ds1, *dacc, *dx;
 	void *dcopy;
 	struct held *held;
@@ -215,8 +214,10 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 			     const struct zs_xfer *x, void *dst, uint64_t bytes);
 void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 			  const struct zs_xfer *x, void *dst);
-/* Rank r's contribution: its accumulated partial pushes, else its slot. */
-const void *eng_contribution(struct eshard *s, uint32_t r, enum zs_dtype *dt);
+/* Rank r's contribution: its accumulated partial pushes, else its slot (a
+ * collective job's one: the ranks' f32 sum, at the staging's start). */
+const void *eng_contribution(const struct ejob *j, struct eshard *s, uint32_t r,
+			     enum zs_dtype *dt);
 void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			 const struct zs_xfer *x, void *dst);
 
@@ -256,11 +257,10 @@ void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, si
 void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t);
 
 /* tier.c */
-float *eng_tier_buf(void);
-/* Reads or writes elements [a, b) of array k of a tiered shard through the
- * aligned bounce buffer bb (O_DIRECT wants aligned offsets and sizes). */
-enum zs_status eng_tier_io(struct engine *e, struct eshard *s, bool wr, unsigned k,
-			      uint64_t a, uint64_t b, float *data, float *bb);
+/* Elements [a, b) of array k of a shard whose state is not in memory (the
+ * tier's or the device's) into dst. */
+enum zs_status eng_array_read(struct engine *e, struct eshard *s, unsigned k, size_t a, size_t b,
+			      float *dst);
 /* Whole arrays of a shard, resident or tiered, into or out of the buffers
  * given (NULL skips an array). */
 enum zs_status eng_arrays_io(struct engine *e, struct eshard *s, bool wr, float *m,

@@ -131,27 +131,16 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		const float *a = x->state == 0 ? s->master : x->state == 1 ? s->s0 : s->s1;
 		float *tmp = NULL;
 		pthread_mutex_lock(&s->mu);
-		if (s->gpu && (unsigned)x->state < s->n_arrays && s->ready) {
+		if (!s->master && (unsigned)x->state < s->n_arrays && s->ready) {
+			/* in the tier or on the device: a copy of the range */
 			size_t a0 = x->offset - s->sh.offset;
 			tmp = malloc(x->length * 4);
-			if (tmp && eng_dev_array_read(e, s, (unsigned)x->state, a0, a0 + x->length,
-						      tmp)) {
+			if (tmp && eng_array_read(e, s, (unsigned)x->state, a0, a0 + x->length, tmp)) {
 				free(tmp);
 				tmp = NULL;
 			}
-			a = tmp ? tmp - a0 : NULL; /* served from tmp, as the tier's */
-		} else if (s->fd >= 0 && (unsigned)x->state < s->n_arrays && s->ready) {
-			float *bb = eng_tier_buf();
-			tmp = malloc(x->length * 4);
-			if (!bb || !tmp ||
-			    eng_tier_io(e, s, false, (unsigned)x->state, x->offset - s->sh.offset,
-				    x->offset - s->sh.offset + x->length, tmp, bb)) {
-				free(tmp);
-				tmp = NULL;
-			}
-			free(bb);
 			/* served from tmp: offset it back for the common path */
-			a = tmp ? tmp - (x->offset - s->sh.offset) : NULL;
+			a = tmp ? tmp - a0 : NULL;
 		}
 		if (!a || !s->ready) {
 			pthread_mutex_unlock(&s->mu);
@@ -238,7 +227,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			st = zs_fail(err, ZS_ESTATE,
 				     "unit '%s' has trained (step %llu): initial parameters come before step 0",
 				     eng_unit_name(j, x->unit), (unsigned long long)s->version);
-		else if (s->fd < 0 && !s->gpu)
+		else if (s->master)
 			*dst = s->master;
 		else if (!s->landing &&
 			 !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
@@ -358,9 +347,10 @@ void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 }
 
 /* Rank r's contribution: its accumulated partial pushes, else its slot. */
-const void *eng_contribution(struct eshard *s, uint32_t r, enum zs_dtype *dt)
+const void *eng_contribution(const struct ejob *j, struct eshard *s, uint32_t r,
+			     enum zs_dtype *dt)
 {
-	if (s->collective) { /* the one: the ranks' f32 sum */
+	if (j->spec.collective) { /* the one: the ranks' f32 sum */
 		*dt = ZS_F32;
 		return s->staging;
 	}
@@ -417,7 +407,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	atomic_fetch_add(&e->bytes_in, x->length * (x->init ? 4 : s->dsz));
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
-		bool away = s->fd >= 0 || s->gpu; /* not in memory: landed first */
+		bool away = !s->master; /* in the tier or on the device: landed first */
 		const float *m = away ? s->landing : s->master;
 		s->init_landing--;
 		if (away && eng_arrays_io(e, s, true, s->landing, NULL, NULL)) {

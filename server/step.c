@@ -26,10 +26,10 @@ void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 		s->red_ns += now_ns() - t0;
 		return;
 	}
-	c = eng_contribution(s, 0, &dt);
+	c = eng_contribution(j, s, 0, &dt);
 	zs_reduce_first(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
 	for (uint32_t r = 1; r < eng_contributors(j); r++) {
-		c = eng_contribution(s, r, &dt);
+		c = eng_contribution(j, s, r, &dt);
 		zs_reduce_add(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
 	}
 	zs_reduce_mean(s->acc + a, R, b - a);

@@ -10,7 +10,7 @@
 
 #define TIER_CHUNK (1u << 18) /* floats: 1 MiB, a multiple of 4 KiB */
 
-float *eng_tier_buf(void)
+static float *eng_tier_buf(void)
 {
 	void *p = NULL;
 	return posix_memalign(&p, 4096, TIER_CHUNK * 4) ? NULL : p;
@@ -18,8 +18,8 @@ float *eng_tier_buf(void)
 
 /* Reads or writes elements [a, b) of array k of a tiered shard through the
  * aligned bounce buffer bb (O_DIRECT wants aligned offsets and sizes). */
-enum zs_status eng_tier_io(struct engine *e, struct eshard *s, bool wr, unsigned k,
-			      uint64_t a, uint64_t b, float *data, float *bb)
+static enum zs_status eng_tier_io(struct engine *e, struct eshard *s, bool wr, unsigned k,
+				  uint64_t a, uint64_t b, float *data, float *bb)
 {
 	for (uint64_t c = a - a % TIER_CHUNK; c < b; c += TIER_CHUNK) {
 		uint64_t lo = c > a ? c : a, hi = c + TIER_CHUNK < b ? c + TIER_CHUNK : b;
@@ -45,6 +45,23 @@ enum zs_status eng_tier_io(struct engine *e, struct eshard *s, bool wr, unsigned
 		}
 	}
 	return ZS_OK;
+}
+
+/* Elements [a, b) of array k of a shard whose state is not in memory (the
+ * tier's or the device's) into dst. */
+enum zs_status eng_array_read(struct engine *e, struct eshard *s, unsigned k, size_t a, size_t b,
+			      float *dst)
+{
+	float *bb;
+	enum zs_status st;
+
+	if (s->gpu)
+		return eng_dev_array_read(e, s, k, a, b, dst);
+	if (!(bb = eng_tier_buf()))
+		return ZS_ENOMEM;
+	st = eng_tier_io(e, s, false, k, a, b, dst, bb);
+	free(bb);
+	return st;
 }
 
 /* Whole arrays of a shard, resident or tiered, into or out of the buffers

@@ -27,7 +27,6 @@ struct dev_rank {
 	zs_trainer *t;
 	int device;        /* for zs_trainer_set_device */
 	bool own_stream;   /* a compute stream of its own (else NULL) */
-	unsigned stage;
 	struct zs_policy pol;
 	int rc;
 	char why[512];
@@ -56,8 +55,7 @@ static void *dev_train(void *arg)
 	void *busy_d = NULL, *busy_h = NULL;
 	char why[256];
 
-	if (zs_dev_open(x->device == ZS_DEVICE_EMULATED ? ZS_DEV_EMULATED : x->device, &dev, why,
-			sizeof why))
+	if (zs_dev_open(x->device, &dev, why, sizeof why)) /* the same numbers */
 		FAIL(x, "open: %s", why);
 	if (x->own_stream && zs_dev_stream_create(dev, &s))
 		FAIL(x, "stream: %s", zs_dev_error(dev));
@@ -172,7 +170,7 @@ static void dev_run_sizes(const char *name, uint32_t R, const char *transport, u
 		/* a collective job on CUDA: rank r on GPU r (NCCL wants one each) */
 		x[r] = (struct dev_rank){.t = join(name, r, transport),
 					 .device = collective && device >= 0 ? device + (int)r : device,
-					 .own_stream = own_stream, .stage = stage,
+					 .own_stream = own_stream,
 					 .pol = {.prefetch = prefetch, .reshard_after_forward = 1}};
 	upload_init(x[0].t);
 	for (uint32_t r = 0; r < R; r++)
@@ -812,6 +810,50 @@ static void test_servers_device_host_and_tier(void **st)
 	printf("test_servers_device_host_and_tier: shards on the device %u, in host memory %u, in the tier %u\n",
 	       dev, host, tier);
 	assert_true(dev > 0 && host > 0 && tier > 0);
+	/* the exporter reads each kind's fp32 state: what a gather gives */
+	struct zs_coord_client *c;
+	struct zs_job jb;
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	for (int i = 0; i < 2; i++) {
+		const char *job = i ? "sdvs" : "sdv3";
+		char out[1024], *o = NULL, *e = NULL;
+		struct st_file f;
+		struct zs_error err = {0};
+		zs_trainer *t;
+		snprintf(out, sizeof out, "%s/%s.safetensors", C.dir, job);
+		if (ctl(&o, &e, "export", job, "--out", out, "--optimizer"))
+			fail_msg("export %s: %s", job, e);
+		free(o);
+		free(e);
+		if (st_open(out, &f, &err))
+			fail_msg("%s: %s", out, err.msg);
+		t = join(job, 0, "tcp");
+		assert_int_equal(zs_coord_get_job(c, job, &jb, NULL), ZS_OK);
+		for (unsigned u = 0; u < jb.spec.layout.n_units; u++) {
+			const struct zs_unit *un = &jb.spec.layout.units[u];
+			float *got = malloc(un->numel * 4);
+			uint64_t off = 0;
+			assert_int_equal(fetch(t, u, STEPS, got), ZS_OK);
+			for (uint32_t k = 0; k < un->n_tensors; k++) {
+				const struct zs_tensor *te = &un->tensors[k];
+				char name[2 * ZS_NAME_MAX + 2];
+				const struct st_tensor *w;
+				snprintf(name, sizeof name, "%s.%s", un->name, te->name);
+				w = st_find(&f, name);
+				assert_non_null(w);
+				assert_int_equal(w->bytes, te->numel * 4);
+				if (memcmp(w->data, got + off, te->numel * 4))
+					fail_msg("%s: the export's %s differs from what a gather gives",
+						 job, name);
+				off += te->numel;
+			}
+			free(got);
+		}
+		zs_job_release(&jb);
+		zs_trainer_close(t);
+		st_close(&f);
+	}
+	zs_coord_close(c);
 }
 
 static int budget_setup(void **st)

@@ -10,16 +10,10 @@
  */
 #include "tests/integration/train_common.h"
 
-static void run_full(const char *name, uint32_t R, const char *transport,
-		     enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip, int sched)
-{
-	train_oracle(name, R, transport, kind, dt, K, clip, sched);
-}
-
 static void run_clip(const char *name, uint32_t R, const char *transport,
 		     enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip)
 {
-	run_full(name, R, transport, kind, dt, K, clip, 0);
+	train_oracle(name, R, transport, kind, dt, K, clip, 0);
 }
 
 static void run(const char *name, uint32_t R, const char *transport,
@@ -43,9 +37,9 @@ static void test_schedule_and_groups(void **st)
 	double clip;
 
 	(void)st;
-	run_full("hp1", 2, "tcp", ZS_ADAMW, ZS_F32, 1, 0.0, 1);
-	run_full("hp2", 3, "shm", ZS_ADAMW, ZS_BF16, 1, 0.5, 1); /* clipping per step */
-	run_full("hp3", 2, "auto", ZS_SGD, ZS_F32, 3, 0.0, 1);   /* momentum, accumulation */
+	train_oracle("hp1", 2, "tcp", ZS_ADAMW, ZS_F32, 1, 0.0, 1);
+	train_oracle("hp2", 3, "shm", ZS_ADAMW, ZS_BF16, 1, 0.5, 1); /* clipping per step */
+	train_oracle("hp3", 2, "auto", ZS_SGD, ZS_F32, 3, 0.0, 1);   /* momentum, accumulation */
 
 	oracle_spec(&spec, "hp4", 2, ZS_ADAMW, ZS_F32);
 	oracle_spec_groups(&spec);
@@ -126,7 +120,7 @@ static void test_oracle_over_rdma(void **st)
 	run("rd2", 2, "rdma", ZS_SGD, ZS_BF16, 3); /* accumulation, bf16 */
 	/* optimizer groups and a schedule set each step (HPARAMS frames on
 	 * the rdma connections' stream), with clipping */
-	run_full("rd4", 2, "rdma", ZS_ADAMW, ZS_F32, 1, 0.5, 1);
+	train_oracle("rd4", 2, "rdma", ZS_ADAMW, ZS_F32, 1, 0.5, 1);
 	{ /* the step driver, its buffers registered once */
 		struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1};
 		struct zs_trainer_counters c;
