@@ -105,7 +105,7 @@ void zs_optim_apply_parallel(const struct zs_optim_step *s, float *param,
 	}
 	/* whole cache lines per part; the math is elementwise, so any split
 	 * gives the same bits */
-	per = (n / k + 15) & ~(size_t)15;
+	per = ((n + k - 1) / k + 15) & ~(size_t)15; /* k parts cover n */
 	for (size_t i = 0; i < k; i++) {
 		size_t off = per * i < n ? per * i : n;
 		size_t len = n - off < per ? n - off : per;

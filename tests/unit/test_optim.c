@@ -160,6 +160,12 @@ static void test_parallel_bitwise(void **st)
 		zs_optim_apply(&s, p1, m1, v1, g, n);
 		zs_optim_apply_parallel(&s, p2, m2, v2, g, n, 3);
 	}
+	/* n / k a multiple of 16 with a remainder: the last part still
+	 * reaches the end (2 * 74224 + 1) */
+	for (s.t = 4; s.t <= 5; s.t++) {
+		zs_optim_apply(&s, p1, m1, v1, g, 148449);
+		zs_optim_apply_parallel(&s, p2, m2, v2, g, 148449, 2);
+	}
 	assert_memory_equal(p1, p2, n * 4);
 	assert_memory_equal(m1, m2, n * 4);
 	assert_memory_equal(v1, v2, n * 4);
