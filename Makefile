@@ -95,7 +95,7 @@ CLIENT_SRC := $(wildcard client/*.c)
 # the device layer: the CUDA driver API loaded at run time, and the emulator
 GPU_SRC := $(wildcard gpu/*.c)
 # the shard engine (the tests and benchmarks drive it without the daemon)
-ENGINE_SRC := $(addprefix server/,engine.c face.c step.c hparams.c tier.c snapshot.c devshard.c)
+ENGINE_SRC := $(addprefix server/,engine.c face.c step.c landing.c hparams.c tier.c snapshot.c devshard.c)
 SERVER_SRC := $(filter-out server/main.c $(ENGINE_SRC),$(wildcard server/*.c))
 COORD_SRC := $(filter-out coord/main.c,$(wildcard coord/*.c))
 CLI_SRC := $(wildcard cli/*.c)
@@ -121,7 +121,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # libzshard: the trainer's library, only what a trainer needs (no LMDB,
 # no jansson, no server side); the shared one exports only include/'s API
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
-	   math/optim.c $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/listener.c,$(NET_SRC)) \
+	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/listener.c,$(NET_SRC)) \
 	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(CTRL_SRC)
 LIB_LIBS := $(CTRL_LIBS) $(RDMA_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(GEN_OBJ)
@@ -134,9 +134,9 @@ PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
-UNIT_TESTS := placement codec kv util spec_json optim wire transport engine plan \
+UNIT_TESTS := placement codec kv util spec_json optim bsum wire transport engine plan \
 	      $(if $(HAVE_NVCC),gpu)
-INTEG_TESTS := cluster train ckpt crash device
+INTEG_TESTS := cluster train ckpt crash device scale
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -171,7 +171,7 @@ $(BUILD)/pic/%.o: %.c $(GEN)
 # elementwise IEEE arithmetic, so every vector width gives the same bits
 $(BUILD)/obj/math/%.o $(BUILD)/pic/math/%.o $(BUILD)/obj/base/dtype.o $(BUILD)/pic/base/dtype.o: TARGET_FLAGS := -O3
 # and so do the memory-bound baselines the benchmarks hold them against
-$(BUILD)/obj/bench/baselines.o $(BUILD)/obj/bench/optim.o $(BUILD)/pic/bench/%.o: TARGET_FLAGS := -O3
+$(BUILD)/obj/bench/baselines.o $(BUILD)/obj/bench/optim.o $(BUILD)/obj/bench/reduce.o $(BUILD)/pic/bench/%.o: TARGET_FLAGS := -O3
 # the example is written as a user writes it: against the public folder
 $(BUILD)/obj/examples/charlm.o: TARGET_FLAGS := -Iinclude
 
@@ -212,18 +212,20 @@ $(BUILD)/tests/test_util: $(BUILD)/obj/tests/unit/test_util.o $(CORE_LIB)
 $(BUILD)/tests/test_plan: $(BUILD)/obj/tests/unit/test_plan.o $(CORE_LIB)
 $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_LIB)
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(CORE_LIB)
+$(BUILD)/tests/test_bsum: $(BUILD)/obj/tests/unit/test_bsum.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
 $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(CORE_LIB)
 $(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_engine: LDLIBS += $(ENGINE_LIBS)
 # the CUDA kernels against the host's (skipped, with the reason, without a device)
-$(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h gpu/launch.cuh math/elem.h base/dtype.h include/zshard_status.h
+$(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h gpu/launch.cuh math/elem.h math/bsum.h base/dtype.h include/zshard_status.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
 $(BUILD)/tests/test_gpu: $(BUILD)/obj/tests/gpu/test_gpu.o $(GPU_OBJ) $(CORE_LIB)
 $(BUILD)/tests/test_gpu: LDLIBS += $(CUDA_LIBS)
 TRAIN_OBJ := $(TEST_HARNESS) $(BUILD)/obj/tests/oracle.o $(BUILD)/obj/tests/integration/train_common.o
 $(BUILD)/tests/test_train: $(BUILD)/obj/tests/integration/test_train.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_scale: $(BUILD)/obj/tests/integration/test_scale.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_ckpt: $(BUILD)/obj/tests/integration/test_ckpt.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_crash: $(BUILD)/obj/tests/integration/test_crash.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(LIBZS_A) $(CORE_LIB)
@@ -242,7 +244,7 @@ check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
 	rc=$$?; \
 	ZSHARD_TEST_SERVER_GPU=emulated ZSHARD_TEST_LABEL="servers --gpu emulated" \
-		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train ckpt crash device \
+		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train ckpt crash device scale \
 		>$(BUILD)/gpu-servers.log 2>&1 && tail -1 $(BUILD)/gpu-servers.log || \
 		{ cat $(BUILD)/gpu-servers.log; rc=1; }; \
 	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \
@@ -304,11 +306,12 @@ $(BUILD)/bin/bench_limits: $(BUILD)/obj/bench/limits.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_coll: $(BUILD)/obj/bench/coll.o $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/bin/bench_transport: $(BUILD)/obj/bench/transport.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_optim: $(BUILD)/obj/bench/optim.o $(BENCH_BASE) $(CORE_LIB)
+$(BUILD)/bin/bench_reduce: $(BUILD)/obj/bench/reduce.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_ckpt: $(BUILD)/obj/bench/ckpt.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_tier: $(BUILD)/obj/bench/tier.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/bin/bench_tier: LDLIBS += $(ENGINE_LIBS)
 BENCH_BINS := $(addprefix $(BUILD)/bin/,coord_rpc bench_limits bench_coll bench_transport \
-	      bench_optim bench_ckpt bench_tier)
+	      bench_optim bench_reduce bench_ckpt bench_tier)
 # the GPU rows (bench/gpu.c, bench/gpu_adamw.py): where nvcc is; they say
 # why they print nothing where no device is
 ifneq ($(HAVE_NVCC),)

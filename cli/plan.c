@@ -120,10 +120,12 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 				return cli_usage_err("plan", "--optimizer: %s", err.msg);
 			}
 			have_optim = true;
-		} else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--host-mem")) {
-			if (zs_parse_size(val, &v, &err))
-				return cli_usage_err("plan", "%s: %s", a, err.msg);
-			*(!strcmp(a, "--gpu-mem") ? &gpu : &host) = v;
+		} else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--host-mem") ||
+			   !strcmp(a, "--landing-budget")) {
+			if (zs_parse_size(val, &v, &err) || (!v && a[2] == 'l'))
+				return cli_usage_err("plan", "%s: %s", a, v ? err.msg : "must be > 0");
+			*(!strcmp(a, "--gpu-mem") ? &gpu : !strcmp(a, "--host-mem") ? &host
+										: &in.landing) = v;
 		} else {
 			return cli_usage_err("plan", "unknown option '%s'", a);
 		}
@@ -206,6 +208,8 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 				(json_int_t)pl.trainer_grads, "total_bytes", (json_int_t)pl.trainer_total,
 				"server", "bytes_per_element", (json_int_t)pl.server_per_elem,
 				"total_bytes", (json_int_t)pl.server_total);
+			json_object_set_new(json_object_get(o, "server"), "landing_bytes",
+					    json_integer((json_int_t)pl.server_landing));
 			json_object_set_new(o, "push_depth",
 					    json_integer(in.push_depth ? in.push_depth : 1));
 			if (in.server_gpu)
@@ -249,25 +253,27 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 				     : "1 + push depth units: one written, the rest being pushed");
 		if (in.server_gpu) {
 			printf("  per server (GPU):   %s = %s per owned element x %s elements\n"
-			       "                      (fp32 master 4 + optimizer %u + reduction 4 + a contribution 4 + compute copy %u)\n",
+			       "                      (fp32 master 4 + optimizer %u + reduction 16 + mean gradient 4 + a push 4 + compute copy %u)\n",
 			       zs_fmt_bytes(pl.server_dev_total, b[0], sizeof b[0]),
 			       zs_fmt_bytes(pl.server_dev_per_elem, b[1], sizeof b[1]),
 			       fmt_count((pl.params + S - 1) / S, b[2], sizeof b[2]),
 			       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b);
-			printf("  per server (host):  %s = %s per owned element\n"
-			       "                      (%u ranks' staging slots x %u + the copy gathers read %u + clipping's copy 4)\n"
+			printf("  per server (host):  %s = %s per owned element + landing %s\n"
+			       "                      (the copy gathers read %u + clipping's copy 4; pushes in flight)\n"
 			       "  per GPU, a trainer and its co-located server: %s\n",
 			       zs_fmt_bytes(pl.server_total, b[0], sizeof b[0]),
-			       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]), in.world, pl.b,
-			       pl.b, zs_fmt_bytes(zs_plan_gpu_bytes(&pl), b[2], sizeof b[2]));
+			       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]),
+			       zs_fmt_bytes(pl.server_landing, b[3], sizeof b[3]), pl.b,
+			       zs_fmt_bytes(zs_plan_gpu_bytes(&pl), b[2], sizeof b[2]));
 		} else {
-			printf("  per server (host):  %s = %s per owned element x %s elements\n"
-			       "                      (fp32 master 4 + reduction 4 + optimizer %u + compute copy %u + %u ranks' staging slots x %u)\n",
+			printf("  per server (host):  %s = %s per owned element x %s elements + landing %s\n"
+			       "                      (fp32 master 4 + reduction 16 + mean gradient 4 + optimizer %u + compute copy %u,\n"
+			       "                      at any world size; landing: pushes in flight, --landing-budget)\n",
 			       zs_fmt_bytes(pl.server_total, b[0], sizeof b[0]),
 			       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]),
 			       fmt_count((pl.params + S - 1) / S, b[2], sizeof b[2]),
-			       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b,
-			       in.world, pl.b);
+			       zs_fmt_bytes(pl.server_landing, b[3], sizeof b[3]),
+			       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b);
 		}
 		printf("  not counted: activations and the trainer's process (libraries, connections;\n"
 		       "  about 20 MiB resident for the example here), the servers' process\n");
@@ -292,12 +298,13 @@ const struct cmd cmd_plan = {"plan", "(--params N --world N | --job JOB) [OPTION
 	 "Options: [--units U | --largest-unit N] [--stage 1|2|3] [--servers S]\n"
 	 "  [--dtype bf16|f16|f32] [--optimizer adamw|sgd|sgd-momentum] [--prefetch P]\n"
 	 "  [--push-depth D] [--keep-until-backward] [--gpu-mem SIZE] [--host-mem SIZE]\n"
-	 "  [--server-gpu]\n\n"
+	 "  [--server-gpu] [--landing-budget SIZE]\n\n"
 	 "The memory a sharding setup needs, before running it: the ZeRO paper's\n"
 	 "accounting per GPU for every stage (b + b + K bytes per parameter, K = 12\n"
 	 "for mixed-precision Adam), and zshard's split: what each trainer holds\n"
 	 "(parameters and gradients by the stage and the prefetch window) and\n"
-	 "each server (master, optimizer state, copy, staging). With --job, the\n"
+	 "each server (master, reduction, optimizer state, copy; its landing budget\n"
+	 "for pushes in flight, 256M unless given). With --job, the\n"
 	 "job's own units, stage, world size, dtype and servers. With --gpu-mem\n"
 	 "and --host-mem: whether it fits, and the largest model that would.\n"
 	 "--server-gpu: the servers keep their shards on the GPU they share with a\n"

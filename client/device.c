@@ -43,6 +43,7 @@ struct tr_dev {
 	const struct zs_kern *kern;
 	void *drecv;  /* every rank's piece of my slice, for the largest unit */
 	float *dsum;  /* their sum */
+	struct zs_bacc *dbsum; /* the sum's reduction state (math/bsum.h) */
 };
 
 /* Device bytes of unit u's buffers: a collective job's are R slices of
@@ -266,9 +267,11 @@ int tr_dv_zero_grad(zs_trainer *t, uint32_t u)
 
 /*
  * A collective job's push of unit u: an all-to-all gives this rank every
- * rank's piece of its slice; they are added in rank order in f32 (the
- * servers' own arithmetic, so the servers' bits) and the sum is queued to
- * staging, whence tr_push_slice sends it to the slice's server.
+ * rank's piece of its slice; they go into the exact reduction (math/bsum.h,
+ * the servers' own kernels) and its sum, rounded once, is queued to
+ * staging, whence tr_push_slice sends it to the slice's server: one f32
+ * term there, so the servers' result is the reduction of every rank's
+ * piece, the bits of a job that pushes them all.
  */
 static int slice_sum(zs_trainer *t, uint32_t u)
 {
@@ -294,9 +297,11 @@ static int slice_sum(zs_trainer *t, uint32_t u)
 	if (zs_dev_bind(v->dev))
 		return dv_fail(t, "the all-to-all", u);
 	for (uint32_t r = 0; r < R; r++)
-		if (v->kern->reduce(v->dsum, (uint8_t *)v->drecv + r * q * dsz, un->dtype, r == 0, q,
-				    why, sizeof why))
+		if (v->kern->deposit(v->dbsum, (uint8_t *)v->drecv + r * q * dsz, un->dtype, q, why,
+				     sizeof why))
 			return tr_fail(t, ZS_EIO, "unit %u: adding rank %u's piece: %s", u, r, why);
+	if (v->kern->finish(v->dsum, v->dbsum, 1, q, why, sizeof why))
+		return tr_fail(t, ZS_EIO, "unit %u: rounding its slice's sum: %s", u, why);
 	if (zs_dev_copy(v->dev, d->gstage, v->dsum, mine->length * 4, ZS_DEV_D2H, v->copy))
 		return dv_fail(t, "the copy of its slice's sum to the host", u);
 	return ZS_OK;
@@ -333,7 +338,10 @@ int tr_dv_collective(zs_trainer *t)
 			sum = q * 4;
 	}
 	if ((!v->drecv && !(v->drecv = zs_dev_alloc(v->dev, recv))) ||
-	    (!v->dsum && !(v->dsum = zs_dev_alloc(v->dev, sum))))
+	    (!v->dsum && !(v->dsum = zs_dev_alloc(v->dev, sum))) ||
+	    (!v->dbsum && (!(v->dbsum = zs_dev_alloc(v->dev, sum * 4)) ||
+			   zs_dev_zero(v->dev, v->dbsum, sum * 4, NULL) ||
+			   zs_dev_stream_sync(v->dev, NULL))))
 		return tr_fail(t, ZS_ENOMEM, "device mode: no room for the collective's scratch: %s",
 			       zs_dev_error(v->dev));
 	/* the id: rank 0 makes it, the coordinator hands it to the others */
@@ -451,6 +459,7 @@ void tr_dv_close(zs_trainer *t)
 	zs_coll_close(v->coll);
 	zs_dev_free(v->dev, v->drecv);
 	zs_dev_free(v->dev, v->dsum);
+	zs_dev_free(v->dev, v->dbsum);
 	zs_dev_stream_destroy(v->dev, v->copy);
 	/* staging cached by the driver is this device's pinned memory */
 	tr_cache_flush(t);

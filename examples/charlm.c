@@ -306,6 +306,7 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 	struct zs_job_spec spec;
 	struct zs_error err = {0};
 	float *p[MAXL], *m[MAXL], *v[MAXL], *acc[MAXL], *g[MAXL];
+	struct zs_bacc *sum[MAXL]; /* the servers' reduction (math/bsum.h) */
 	struct work w;
 
 	if (zs_spec_load(spec_path, &spec, &err) || zs_job_spec_normalize(&spec, &err)) {
@@ -318,6 +319,7 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 		m[u] = calloc(layer_numel(u), sizeof(float));
 		v[u] = calloc(layer_numel(u), sizeof(float));
 		acc[u] = malloc(sizeof(float) * layer_numel(u));
+		sum[u] = calloc(layer_numel(u), sizeof *sum[u]);
 		g[u] = malloc(sizeof(float) * layer_numel(u));
 	}
 	init_params(p);
@@ -329,8 +331,7 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 				loss += forward(u, p[u], &w);
 			for (int u = NL - 1; u >= 0; u--) {
 				backward(u, p[u], &w, g[u]);
-				for (unsigned long long i = 0; i < layer_numel(u); i++)
-					acc[u][i] = r == 0 ? g[u][i] : acc[u][i] + g[u][i];
+				zs_bsum_deposit(sum[u], g[u], ZS_F32, layer_numel(u));
 			}
 		}
 		/* layer by layer, tensor by tensor (the spec's, in order: a
@@ -338,7 +339,7 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 		 * values of step t */
 		for (int u = 0, k = 0; u < NL; u++) {
 			unsigned long long off = 0, n;
-			zs_reduce_mean(acc[u], R, layer_numel(u));
+			zs_bsum_finish(acc[u], sum[u], R, layer_numel(u));
 			for (; off < layer_numel(u); off += n, k++) {
 				const struct zs_tensor *te = spec_tensor(&spec, k);
 				const struct zs_hp *h = &spec.optim.groups[te->group];
@@ -359,6 +360,7 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 		free(m[u]);
 		free(v[u]);
 		free(acc[u]);
+		free(sum[u]);
 		free(g[u]);
 	}
 	work_free(&w);

@@ -17,6 +17,7 @@
 
 #include "base/dtype.h"
 #include "include/zshard_status.h"
+#include "math/bsum.h"
 #include "math/elem.h"
 
 #ifdef __cplusplus
@@ -44,13 +45,14 @@ enum zs_status zs_gpu_sgd(struct zs_sgd_k k, float *p, float *buf, const float *
 			  char *why, size_t len);
 
 /* The reduction and the copies around it, on device memory, as
- * math/optim.h's zs_reduce_first / zs_reduce_add (x in dt, first: acc =
- * x, else acc += x), zs_reduce_mean, zs_scale and base/dtype.h's
- * zs_convert_from_f32 do them on the host (the same conversions: nvcc
- * compiles base/dtype.h's). ZS_OK, or ZS_EIO with why. */
-enum zs_status zs_gpu_reduce(float *acc, const void *x, enum zs_dtype dt, bool first, size_t n,
-			     char *why, size_t len);
-enum zs_status zs_gpu_mean(float *acc, uint32_t count, size_t n, char *why, size_t len);
+ * math/optim.h's zs_bsum_deposit (x in dt), zs_bsum_finish, zs_scale and
+ * base/dtype.h's zs_convert_from_f32 do them on the host (the same integer
+ * code and conversions: nvcc compiles math/bsum.h and base/dtype.h).
+ * ZS_OK, or ZS_EIO with why. */
+enum zs_status zs_gpu_bsum_deposit(struct zs_bacc *acc, const void *x, enum zs_dtype dt,
+				   size_t n, char *why, size_t len);
+enum zs_status zs_gpu_bsum_finish(float *out, struct zs_bacc *acc, uint32_t count, size_t n,
+				  char *why, size_t len);
 enum zs_status zs_gpu_scale(float *x, float coef, size_t n, char *why, size_t len);
 enum zs_status zs_gpu_from_f32(void *dst, enum zs_dtype dt, const float *src, size_t n,
 			       char *why, size_t len);

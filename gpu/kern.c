@@ -19,8 +19,8 @@
 #include "gpu/gpu.h"
 
 static const struct zs_kern cuda = {
-	.name = "cuda", .reduce = zs_gpu_reduce, .mean = zs_gpu_mean, .scale = zs_gpu_scale,
-	.adamw = zs_gpu_adamw, .sgd = zs_gpu_sgd, .from_f32 = zs_gpu_from_f32,
+	.name = "cuda", .deposit = zs_gpu_bsum_deposit, .finish = zs_gpu_bsum_finish,
+	.scale = zs_gpu_scale, .adamw = zs_gpu_adamw, .sgd = zs_gpu_sgd, .from_f32 = zs_gpu_from_f32,
 };
 #endif
 
@@ -40,13 +40,13 @@ static void load(void)
 			 dlerror());
 		return;
 	}
-	*(void **)&loaded.reduce = dlsym(h, "zs_gpu_reduce");
-	*(void **)&loaded.mean = dlsym(h, "zs_gpu_mean");
+	*(void **)&loaded.deposit = dlsym(h, "zs_gpu_bsum_deposit");
+	*(void **)&loaded.finish = dlsym(h, "zs_gpu_bsum_finish");
 	*(void **)&loaded.scale = dlsym(h, "zs_gpu_scale");
 	*(void **)&loaded.adamw = dlsym(h, "zs_gpu_adamw");
 	*(void **)&loaded.sgd = dlsym(h, "zs_gpu_sgd");
 	*(void **)&loaded.from_f32 = dlsym(h, "zs_gpu_from_f32");
-	if (!loaded.reduce || !loaded.mean || !loaded.scale || !loaded.adamw || !loaded.sgd ||
+	if (!loaded.deposit || !loaded.finish || !loaded.scale || !loaded.adamw || !loaded.sgd ||
 	    !loaded.from_f32)
 		snprintf(load_err, sizeof load_err, "%s lacks a kernel zshard needs", path);
 }
@@ -68,23 +68,21 @@ const struct zs_kern *zs_kern_cuda(char *why, size_t len)
 #endif
 }
 
-static enum zs_status h_reduce(float *acc, const void *x, enum zs_dtype dt, bool first,
-			       size_t n, char *why, size_t len)
+static enum zs_status h_deposit(struct zs_bacc *acc, const void *x, enum zs_dtype dt, size_t n,
+				char *why, size_t len)
 {
 	(void)why;
 	(void)len;
-	if (first)
-		zs_reduce_first(acc, x, dt, n);
-	else
-		zs_reduce_add(acc, x, dt, n);
+	zs_bsum_deposit(acc, x, dt, n);
 	return ZS_OK;
 }
 
-static enum zs_status h_mean(float *acc, uint32_t count, size_t n, char *why, size_t len)
+static enum zs_status h_finish(float *out, struct zs_bacc *acc, uint32_t count, size_t n,
+			       char *why, size_t len)
 {
 	(void)why;
 	(void)len;
-	zs_reduce_mean(acc, count, n);
+	zs_bsum_finish(out, acc, count, n);
 	return ZS_OK;
 }
 
@@ -126,7 +124,7 @@ static enum zs_status h_from_f32(void *dst, enum zs_dtype dt, const float *src, 
 }
 
 static const struct zs_kern host = {
-	.name = "host", .reduce = h_reduce, .mean = h_mean, .scale = h_scale,
+	.name = "host", .deposit = h_deposit, .finish = h_finish, .scale = h_scale,
 	.adamw = h_adamw, .sgd = h_sgd, .from_f32 = h_from_f32,
 };
 

@@ -15,14 +15,16 @@
 
 #include "base/dtype.h"
 #include "include/zshard_status.h"
+#include "math/bsum.h"
 #include "math/elem.h"
 
 struct zs_kern {
 	const char *name;
-	/* acc = x (first) or acc += x, x in dt */
-	enum zs_status (*reduce)(float *acc, const void *x, enum zs_dtype dt, bool first, size_t n,
+	/* math/optim.h's zs_bsum_deposit (x in dt) and zs_bsum_finish */
+	enum zs_status (*deposit)(struct zs_bacc *acc, const void *x, enum zs_dtype dt, size_t n,
+				  char *why, size_t len);
+	enum zs_status (*finish)(float *out, struct zs_bacc *acc, uint32_t count, size_t n,
 				 char *why, size_t len);
-	enum zs_status (*mean)(float *acc, uint32_t count, size_t n, char *why, size_t len);
 	enum zs_status (*scale)(float *x, float coef, size_t n, char *why, size_t len);
 	enum zs_status (*adamw)(struct zs_adamw_k k, float *p, float *m, float *v, const float *g,
 				size_t n, char *why, size_t len);

@@ -1,7 +1,7 @@
 /*
  * reduce.cu - the reduction's kernels on device memory (see gpu/gpu.h):
- * each rank's contribution converted to fp32 and added in rank order (one
- * launch per rank, so the order of the additions is the host's), the mean,
+ * each push converted to fp32 and deposited into the exact binned sum
+ * (math/bsum.h, the host's integer code), its rounding and the mean,
  * clipping's scale, and the compute-dtype copy, with base/dtype.h's
  * conversions.
  */
@@ -22,16 +22,22 @@ __device__ static float to_f32(const void *x, enum zs_dtype dt, size_t i)
 	return zs_f16_to_f32(((const uint16_t *)x)[i]);
 }
 
-__global__ void reduce_kernel(float *acc, const void *x, enum zs_dtype dt, bool first, size_t n)
+__global__ void deposit_kernel(struct zs_bacc *acc, const void *x, enum zs_dtype dt, size_t n)
 {
 	GRID_STRIDE(i, n)
-		acc[i] = first ? to_f32(x, dt, i) : acc[i] + to_f32(x, dt, i);
+		zs_bsum_add(&acc[i], to_f32(x, dt, i));
 }
 
-__global__ void mean_kernel(float *acc, float c, size_t n)
+__global__ void finish_kernel(float *out, struct zs_bacc *acc, uint32_t count, size_t n)
 {
+	const float c = (float)count;
 	GRID_STRIDE(i, n)
-		acc[i] = acc[i] / c;
+	{
+		float v = zs_bsum_value(&acc[i]);
+		out[i] = count > 1 ? v / c : v; /* as the host's zs_bsum_finish */
+		acc[i].hi = 0;
+		acc[i].lo = 0;
+	}
 }
 
 __global__ void scale_kernel(float *x, float coef, size_t n)
@@ -62,20 +68,21 @@ static bool known(enum zs_dtype dt, char *why, size_t len)
 	return false;
 }
 
-enum zs_status zs_gpu_reduce(float *acc, const void *x, enum zs_dtype dt, bool first, size_t n,
-			     char *why, size_t len)
+enum zs_status zs_gpu_bsum_deposit(struct zs_bacc *acc, const void *x, enum zs_dtype dt,
+				   size_t n, char *why, size_t len)
 {
 	if (!known(dt, why, len))
 		return ZS_EINVAL;
 	if (n)
-		reduce_kernel<<<zs_gpu_blocks(n), 256>>>(acc, x, dt, first, n);
+		deposit_kernel<<<zs_gpu_blocks(n), 256>>>(acc, x, dt, n);
 	return zs_gpu_finish("the reduction kernel", why, len);
 }
 
-enum zs_status zs_gpu_mean(float *acc, uint32_t count, size_t n, char *why, size_t len)
+enum zs_status zs_gpu_bsum_finish(float *out, struct zs_bacc *acc, uint32_t count, size_t n,
+				  char *why, size_t len)
 {
-	if (count > 1 && n) /* the host's zs_reduce_mean leaves one contribution alone */
-		mean_kernel<<<zs_gpu_blocks(n), 256>>>(acc, (float)count, n);
+	if (n)
+		finish_kernel<<<zs_gpu_blocks(n), 256>>>(out, acc, count, n);
 	return zs_gpu_finish("the mean kernel", why, len);
 }
 

@@ -1,4 +1,5 @@
-/* optim.c - optimizer, reduction and conversion kernels (see optim.h). */
+/* optim.c - optimizer, norm and clipping kernels (see optim.h; the
+ * reduction's: bsum.c). */
 #include "math/optim.h"
 
 #include <math.h>
@@ -123,38 +124,7 @@ void zs_optim_apply_parallel(const struct zs_optim_step *s, float *param,
 	}
 }
 
-/* ------------------------------------------------------------ reduction */
-
-void zs_reduce_first(float *acc, const void *x, enum zs_dtype dt, size_t n)
-{
-	zs_convert_to_f32(acc, x, dt, n);
-}
-
-void zs_reduce_add(float *restrict acc, const void *x, enum zs_dtype dt, size_t n)
-{
-	if (dt == ZS_F32) {
-		const float *restrict f = x;
-		for (size_t i = 0; i < n; i++)
-			acc[i] += f[i];
-	} else if (dt == ZS_BF16) {
-		const uint16_t *restrict h = x;
-		for (size_t i = 0; i < n; i++)
-			acc[i] += zs_bf16_to_f32(h[i]);
-	} else {
-		const uint16_t *restrict h = x;
-		for (size_t i = 0; i < n; i++)
-			acc[i] += zs_f16_to_f32(h[i]);
-	}
-}
-
-void zs_reduce_mean(float *acc, uint32_t count, size_t n)
-{
-	const float c = (float)count;
-	if (count == 1)
-		return;
-	for (size_t i = 0; i < n; i++)
-		acc[i] = acc[i] / c;
-}
+/* ------------------------------------------------------- norm and clip */
 
 double zs_sumsq(const float *x, size_t n)
 {

@@ -1,11 +1,11 @@
 /*
- * optim.h - the math the shard servers run: optimizer updates, rank-order
- * gradient reduction, squared norms (conversions: base/dtype.h). Pure
+ * optim.h - the math the shard servers run: optimizer updates, the
+ * order-independent gradient reduction (math/bsum.h), squared norms (conversions: base/dtype.h). Pure
  * functions of plain arrays and a config: no I/O, no locks, no allocation
  * (the parallel wrapper only starts threads).
  *
- * Reproducibility: every kernel is elementwise or sums in a fixed order, and
- * the build uses -ffp-contract=off, so results are bitwise the same on any
+ * Reproducibility: every kernel is elementwise, sums in a fixed order, or
+ * sums exactly (the reduction), and the build uses -ffp-contract=off, so results are bitwise the same on any
  * x86-64 whatever S, the arrival order of pushes, or the thread count.
  *
  * Update formulas are PyTorch's (torch.optim.SGD, torch.optim.AdamW, 1.13
@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "math/bsum.h"
 #include "math/elem.h"
 #include "model/model.h"
 
@@ -52,11 +53,15 @@ void zs_optim_apply_parallel(const struct zs_optim_step *s, float *param,
 			     float *state0, float *state1, const float *grad, size_t n,
 			     unsigned nthreads);
 
-/* acc[i] = x[i] (first contribution) or acc[i] += x[i], x in dtype. */
-void zs_reduce_first(float *acc, const void *x, enum zs_dtype dt, size_t n);
-void zs_reduce_add(float *acc, const void *x, enum zs_dtype dt, size_t n);
-/* acc[i] = acc[i] / count (the mean over contributions). */
-void zs_reduce_mean(float *acc, uint32_t count, size_t n);
+/*
+ * The reduction (math/bsum.h): acc[i] takes x[i] (in dtype) as one more
+ * term; any order of deposits gives the same state. finish: out[i] = the
+ * sum of acc[i]'s terms rounded to fp32, divided by count when count > 1
+ * (the mean over contributions), and acc[i] empty again. acc may be
+ * zeroed memory (an empty accumulator is all zeros).
+ */
+void zs_bsum_deposit(struct zs_bacc *acc, const void *x, enum zs_dtype dt, size_t n);
+void zs_bsum_finish(float *out, struct zs_bacc *acc, uint32_t count, size_t n);
 
 /* Sum of squares of x[0..n) accumulated in double in index order. */
 double zs_sumsq(const float *x, size_t n);

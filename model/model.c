@@ -379,12 +379,12 @@ uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 {
 	enum zs_dtype d = u->dtype ? u->dtype : s->compute_dtype;
 	uint64_t dsz = zs_dtype_size(d);
-	uint64_t b = 4 + 4; /* fp32 master + fp32 reduction accumulator */
+	uint64_t b = 4 + ZS_REDUCE_BYTES + 4; /* master, reduction, mean gradient */
 
 	b += 4 * zs_optim_state_arrays(&s->optim);
 	if (d != ZS_F32)
 		b += dsz;
-	return b + (uint64_t)s->world_size * dsz;
+	return b;
 }
 
 void zs_server_bytes_per_elem_gpu(const struct zs_job_spec *s, const struct zs_unit *u,
@@ -393,8 +393,9 @@ void zs_server_bytes_per_elem_gpu(const struct zs_job_spec *s, const struct zs_u
 	enum zs_dtype d = u->dtype ? u->dtype : s->compute_dtype;
 	uint64_t dsz = zs_dtype_size(d);
 
-	*device = 4 + 4 * zs_optim_state_arrays(&s->optim) + 4 + 4 + (d != ZS_F32 ? dsz : 0);
-	*host = (uint64_t)s->world_size * dsz + dsz + 4;
+	*device = 4 + 4 * zs_optim_state_arrays(&s->optim) + ZS_REDUCE_BYTES + 4 + 4 +
+		  (d != ZS_F32 ? dsz : 0);
+	*host = dsz + 4;
 }
 
 enum zs_status zs_layout_copy(struct zs_layout *dst, const struct zs_layout *src)

@@ -303,11 +303,14 @@ uint64_t zs_layout_numel(const struct zs_layout *l);
 
 /*
  * Bytes a shard server holds per allocated element of unit u of a job:
- * fp32 master (4) + optimizer state (AdamW m,v: 8; SGD momentum: 4) + an fp32
- * reduction accumulator (4) + a compute-dtype copy served to gathers when the
- * unit is not fp32 + one gradient staging slot per trainer in the unit's
- * dtype (R * size). Placement charges capacity with exactly this.
+ * fp32 master (4) + optimizer state (AdamW m,v: 8; SGD momentum: 4) + the
+ * reduction's state (ZS_REDUCE_BYTES, math/bsum.h, whatever the world
+ * size) + the step's fp32 mean gradient (4) + a compute-dtype copy served
+ * to gathers when the unit is not fp32. Placement charges capacity with
+ * exactly this; pushes land in buffers beside it (the server's landing
+ * budget, not per element).
  */
+#define ZS_REDUCE_BYTES 16
 /* fp32 arrays of optimizer state per element: AdamW 2, SGD 1 where any
  * group has momentum, else 0. */
 unsigned zs_optim_state_arrays(const struct zs_optim *o);
@@ -315,10 +318,10 @@ uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 				  const struct zs_unit *u);
 /*
  * The same for a shard on the server's GPU (zshard-server --gpu), split:
- * *device gets fp32 master 4 + optimizer state + reduction 4 + one
- * contribution in flight 4 + the compute-dtype copy when not fp32; *host
- * gets the staging slots (R * size) + the copy gathers read (size) + 4 for
- * the reduced gradient's copy clipping sums on the host.
+ * *device gets fp32 master 4 + optimizer state + the reduction's state
+ * ZS_REDUCE_BYTES + the mean gradient 4 + one push in flight 4 + the
+ * compute-dtype copy when not fp32; *host gets the copy gathers read
+ * (size) + 4 for the mean gradient's copy clipping sums on the host.
  */
 void zs_server_bytes_per_elem_gpu(const struct zs_job_spec *s, const struct zs_unit *u,
 				  uint64_t *host, uint64_t *device);

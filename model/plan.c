@@ -113,7 +113,9 @@ enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
 	} else {
 		out->server_per_elem = zs_server_bytes_per_elem(&spec, &unit);
 	}
-	out->server_total = (out->params + servers - 1) / servers * out->server_per_elem;
+	out->server_landing = in->landing ? in->landing : 256ull << 20;
+	out->server_total = (out->params + servers - 1) / servers * out->server_per_elem +
+			    out->server_landing;
 	return ZS_OK;
 }
 

@@ -14,10 +14,11 @@
  *    gradient; stage 2 the replica and the gradients of 1 + push_depth
  *    consecutive units (one being written, the rest being pushed); stage 3
  *    the prefetch window of parameters (1 + prefetch consecutive units;
- *    every unit when kept until backward) and the same gradients. A server holds, per
- *    element of its shards, zs_server_bytes_per_elem: master, reduction
- *    buffer, optimizer state, the compute copy and one gradient staging
- *    slot per rank.
+ *    every unit when kept until backward) and the same gradients. A server
+ *    holds, per element of its shards, zs_server_bytes_per_elem: master,
+ *    the reduction's state (16 bytes at any world size), the mean
+ *    gradient, optimizer state and the compute copy; and, once, its
+ *    landing budget for pushes in flight.
  * Not counted (a fixed overhead the output states): the trainer's
  * activations and its process (libraries, connections), the servers'
  * process.
@@ -45,6 +46,7 @@ struct zs_plan_in {
 	bool keep_until_backward; /* stage 3: no reshard after forward */
 	bool server_gpu;       /* servers keep shards on their GPU (--gpu), one
 				* per trainer host, sharing a trainer's GPU */
+	uint64_t landing;      /* a server's --landing-budget (0: 256 MiB) */
 };
 
 struct zs_plan {
@@ -55,7 +57,9 @@ struct zs_plan {
 	/* zshard: bytes per trainer and per server */
 	uint64_t trainer_params, trainer_grads, trainer_total;
 	uint64_t server_per_elem; /* host bytes per element owned */
-	uint64_t server_total;    /* per server, shards spread evenly */
+	uint64_t server_landing;  /* host bytes for pushes in flight */
+	uint64_t server_total;    /* per server, shards spread evenly, and
+				   * the landing budget */
 	/* server_gpu: the device's share (else 0); the GPU then holds
 	 * trainer_total + server_dev_total */
 	uint64_t server_dev_per_elem, server_dev_total;

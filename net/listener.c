@@ -106,6 +106,11 @@ struct zs_listener {
 	struct note *notes, *notes_tail;
 	bool nstop;
 	pthread_t nth[LANDED_WORKERS];
+	/* writes waiting for the target's room: kicked when it frees some */
+	pthread_mutex_t kmu;
+	pthread_cond_t kcv;
+	uint64_t kgen;
+	uint32_t wait_ms;
 	int n_nth;
 	bool stopped;
 };
@@ -448,6 +453,67 @@ static int on_hparams(struct zs_lconn *c, const struct zs_frame *f)
 	return send_frame(c, &r, NULL, 0, -1);
 }
 
+void zs_listener_kick(struct zs_listener *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->kmu);
+	l->kgen++;
+	pthread_cond_broadcast(&l->kcv);
+	pthread_mutex_unlock(&l->kmu);
+}
+
+/*
+ * write_begin, waiting (in c's thread) while the target has no room, up
+ * to the listener's wait. A shm connection that holds a slot does not
+ * wait: what frees its slot is behind this frame on the same connection.
+ */
+static enum zs_status begin_write(struct zs_lconn *c, struct zs_xfer *x, void **dst,
+				  struct zs_error *err)
+{
+	struct zs_listener *l = c->l;
+	int64_t start = zs_now_ms();
+	enum zs_status st;
+
+	for (;;) {
+		uint64_t gen;
+		bool holds;
+		pthread_mutex_lock(&l->kmu);
+		gen = l->kgen;
+		pthread_mutex_unlock(&l->kmu);
+		if ((st = l->t.write_begin(l->t.ctx, c->job, c->rank, x, dst, err)) != ZS_EAGAIN)
+			return st;
+		pthread_mutex_lock(&c->smu);
+		holds = c->offsets && !c->path && c->n_slots;
+		pthread_mutex_unlock(&c->smu);
+		if (holds && !x->over_budget) {
+			x->over_budget = true;
+			continue;
+		}
+		pthread_mutex_lock(&c->wmu);
+		holds = c->dead; /* cut (a restore), or the listener stops */
+		pthread_mutex_unlock(&c->wmu);
+		if (holds || atomic_load(&l->stop) || zs_now_ms() - start >= (int64_t)l->wait_ms) {
+			char why[ZS_ERRMSG_MAX];
+			snprintf(why, sizeof why, "%s", err->msg);
+			return zs_fail(err, ZS_ETIMEDOUT, "%s (waited %lld ms for room)", why,
+				       (long long)(zs_now_ms() - start));
+		}
+		pthread_mutex_lock(&l->kmu);
+		if (l->kgen == gen) { /* nothing freed since: wait a while */
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 200 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&l->kcv, &l->kmu, &ts);
+		}
+		pthread_mutex_unlock(&l->kmu);
+	}
+}
+
 /* Handles one frame; nonzero ends the connection. */
 static int handle(struct zs_lconn *c, const struct zs_frame *f)
 {
@@ -510,7 +576,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			send_error(c, f->req_id, ZS_EPROTO, "PUSH payload size does not match its range");
 			return -1;
 		}
-		if (l->t.write_begin(l->t.ctx, c->job, c->rank, &x, &dst, &err)) {
+		if (begin_write(c, &x, &dst, &err)) {
 			if (zs_drain(c->fd, f->payload_len))
 				return -1;
 			send_error(c, f->req_id, err.code, err.msg);
@@ -541,7 +607,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for peers that address the arena");
 			return -1;
 		}
-		if (l->t.write_begin(l->t.ctx, c->job, c->rank, &x, &dst, &err)) {
+		if (begin_write(c, &x, &dst, &err)) {
 			send_error(c, f->req_id, err.code, err.msg);
 			return 0;
 		}
@@ -677,6 +743,9 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_mutex_init(&l->nmu, NULL);
 	pthread_cond_init(&l->ncv, NULL);
+	pthread_mutex_init(&l->kmu, NULL);
+	pthread_cond_init(&l->kcv, NULL);
+	l->wait_ms = o->wait_ms ? o->wait_ms : 60000;
 	l->arena_len = (o->arena_bytes + 4095) & ~(uint64_t)4095;
 	/* memfd pages are only allocated when touched: the arena is a reservation */
 	l->memfd = memfd_create("zshard-arena", MFD_CLOEXEC);
@@ -726,6 +795,8 @@ fail:
 	stop_workers(l);
 	pthread_cond_destroy(&l->ncv);
 	pthread_mutex_destroy(&l->nmu);
+	pthread_cond_destroy(&l->kcv);
+	pthread_mutex_destroy(&l->kmu);
 	close_fds(l);
 	if (l->arena)
 		munmap(l->arena, l->arena_len ? l->arena_len : 4096);
@@ -784,6 +855,8 @@ void zs_listener_free(struct zs_listener *l)
 	zs_listener_stop(l);
 	pthread_cond_destroy(&l->ncv);
 	pthread_mutex_destroy(&l->nmu);
+	pthread_cond_destroy(&l->kcv);
+	pthread_mutex_destroy(&l->kmu);
 	munmap(l->arena, l->arena_len ? l->arena_len : 4096);
 	close(l->memfd);
 	free(l->blocks);

@@ -45,6 +45,8 @@ struct zs_target {
 	/*
 	 * A write is about to land: return where its bytes go (from
 	 * zs_listener_alloc memory), or fail; no state may change yet.
+	 * ZS_EAGAIN: no room for it now; the listener asks again when the
+	 * target calls zs_listener_kick, for up to the listener's wait.
 	 */
 	enum zs_status (*write_begin)(void *ctx, uint32_t job, uint32_t rank,
 				      const struct zs_xfer *x, void **dst,
@@ -142,6 +144,7 @@ struct zs_listener_opts {
 	struct zs_listen_at at[ZS_LISTEN_MAX]; /* where to accept trainers */
 	const struct zs_listener_path *path;   /* a one-sided path to offer, or NULL */
 	uint64_t arena_bytes;                  /* what zs_listener_alloc hands out */
+	uint32_t wait_ms; /* the longest a write waits for room (0: 60 s) */
 };
 
 /*
@@ -169,6 +172,15 @@ void zs_listener_stop(struct zs_listener *l);
 void zs_listener_end_job(struct zs_listener *l, uint32_t job);
 /* Stops (if not yet), then frees the arena and the listener. */
 void zs_listener_free(struct zs_listener *l);
+
+/*
+ * From the target, any thread: room for writes was given back, so writes
+ * waiting for it (write_begin said ZS_EAGAIN) try again. They wait in
+ * their connection's thread; a shm write whose connection already holds a
+ * slot does not (the frame that gives that slot back queues behind it on
+ * the same connection): it asks again with x.over_budget set.
+ */
+void zs_listener_kick(struct zs_listener *l);
 
 /* Zeroed memory of at least bytes, 4 KiB aligned, valid until freed. */
 void *zs_listener_alloc(struct zs_listener *l, size_t bytes);

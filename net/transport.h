@@ -53,6 +53,8 @@ struct zs_xfer {
 		       * optimizer's arrays, as fp32, at the shard's version */
 	bool state_read;
 	uint64_t *version; /* state reads: receives the shard's version */
+	bool over_budget;  /* server side, writes: land it even past the
+			    * target's landing budget (the listener's call) */
 };
 
 /* The rank an exporter says HELLO with: it may read, never push. */

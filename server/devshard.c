@@ -1,9 +1,9 @@
 /*
  * devshard.c - GPU-resident shards (engine_set_device, zshard-server
  * --gpu): a shard's fp32 master, optimizer state and reduction buffer live
- * in device memory; each rank's contribution goes from the arena (where the
- * transports land it) to the device one at a time and is added there in
- * rank order; the optimizer and the compute-dtype copy run as kernels and
+ * in device memory; each push goes from its landing buffer in the arena
+ * to the device as it lands and into the reduction there (math/bsum.h:
+ * exact, so arrival order does not matter); the optimizer and the compute-dtype copy run as kernels and
  * the copy comes back to the arena, where gathers read it. The kernels are
  * gpu/kern.h's (CUDA, or the host's on the emulated device), all running
  * math/elem.h's arithmetic: the bits are the host engine's.
@@ -88,10 +88,11 @@ enum zs_status eng_dev_shard_init(struct engine *e, struct eshard *s, size_t pad
 	s->ds0 = arrays > 1 ? dalloc(e, pad * 4, true) : NULL;
 	s->ds1 = arrays > 2 ? dalloc(e, pad * 4, true) : NULL;
 	s->dacc = dalloc(e, pad * 4, false);
-	s->dx = dalloc(e, pad * 4, false); /* f32 at most: a rank's accumulated sum */
+	s->dbacc = (struct zs_bacc *)dalloc(e, pad * sizeof *s->dbacc, true);
+	s->dx = dalloc(e, pad * 4, false); /* one push: f32 at most */
 	s->dcopy = s->dt == ZS_F32 ? NULL : dalloc(e, pad * s->dsz, false);
 	if (!s->dmaster || (arrays > 1 && !s->ds0) || (arrays > 2 && !s->ds1) || !s->dacc ||
-	    !s->dx || (s->dt != ZS_F32 && !s->dcopy))
+	    !s->dbacc || !s->dx || (s->dt != ZS_F32 && !s->dcopy))
 		return zs_fail(err, ZS_ENOSPC, "no room on %s for unit %u shard %u: %s",
 			       zs_dev_name(e->dev), s->sh.unit, s->sh.index, zs_dev_error(e->dev));
 	e->dev_resident += pad * 4 * arrays;
@@ -100,18 +101,14 @@ enum zs_status eng_dev_shard_init(struct engine *e, struct eshard *s, size_t pad
 
 void eng_dev_pin(struct engine *e, struct eshard *s)
 {
-	/* what the copies touch, page-locked for the link's speed; unpinned
-	 * it still works, only slower: say so once */
+	/* what the copies touch, page-locked for the link's speed (landing
+	 * buffers: landing.c); unpinned it still works, only slower: say so
+	 * once */
 	static atomic_int warned;
-	size_t slots = (size_t)s->n_ranks * s->sh.padded * s->dsz;
-	if (zs_dev_host_register(e->dev, s->staging, slots)) {
+	if (zs_dev_host_register(e->dev, s->copy, s->sh.padded * s->dsz)) {
 		if (!atomic_exchange(&warned, 1))
 			zs_warn("cannot pin the arena for %s (%s): copies go through pageable memory",
 				zs_dev_name(e->dev), zs_dev_error(e->dev));
-		return;
-	}
-	if (zs_dev_host_register(e->dev, s->copy, s->sh.padded * s->dsz)) {
-		zs_dev_host_unregister(e->dev, s->staging);
 		return;
 	}
 	s->pinned = true;
@@ -128,7 +125,6 @@ void eng_dev_shard_release(struct engine *e, struct eshard *s)
 	if (!s->gpu)
 		return;
 	if (s->pinned) {
-		zs_dev_host_unregister(e->dev, s->staging);
 		zs_dev_host_unregister(e->dev, s->copy);
 		s->pinned = false;
 	}
@@ -138,26 +134,39 @@ void eng_dev_shard_release(struct engine *e, struct eshard *s)
 	zs_dev_free(e->dev, s->ds0);
 	zs_dev_free(e->dev, s->ds1);
 	zs_dev_free(e->dev, s->dacc);
+	zs_dev_free(e->dev, s->dbacc);
 	zs_dev_free(e->dev, s->dx);
 	zs_dev_free(e->dev, s->dcopy);
 	s->dmaster = s->ds0 = s->ds1 = s->dacc = s->dx = NULL;
+	s->dbacc = NULL;
 	s->dcopy = NULL;
 }
 
-void eng_dev_reduce(struct ejob *j, struct eshard *s, size_t a, size_t b)
+void eng_dev_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt,
+		     size_t a, size_t b)
 {
-	struct engine *e = j->e;
-	uint32_t R = j->spec.world_size;
+	size_t dsz = zs_dtype_size(dt);
 
 	zs_dev_bind(e->dev);
-	for (uint32_t r = 0; r < eng_contributors(j); r++) {
-		enum zs_dtype dt;
-		const uint8_t *c = eng_contribution(j, s, r, &dt);
-		size_t dsz = zs_dtype_size(dt);
-		copy(e, s->dx, c + a * dsz, (b - a) * dsz, ZS_DEV_H2D);
-		KCALL(e, "the reduction", reduce, s->dacc + a, s->dx, dt, r == 0, b - a);
-	}
-	KCALL(e, "the reduction's mean", mean, s->dacc + a, R, b - a);
+	copy(e, s->dx, (const uint8_t *)x + a * dsz, (b - a) * dsz, ZS_DEV_H2D);
+	KCALL(e, "the reduction", deposit, s->dbacc + a, s->dx, dt, b - a);
+}
+
+void eng_dev_finish(struct ejob *j, struct eshard *s, size_t a, size_t b)
+{
+	struct engine *e = j->e;
+
+	zs_dev_bind(e->dev);
+	KCALL(e, "the reduction's mean", finish, s->dacc + a, s->dbacc + a, j->spec.world_size,
+	      b - a);
+}
+
+void eng_dev_clear(struct engine *e, struct eshard *s)
+{
+	zs_dev_bind(e->dev);
+	if (zs_dev_zero(e->dev, s->dbacc, s->sh.padded * sizeof *s->dbacc, NULL) ||
+	    zs_dev_stream_sync(e->dev, NULL))
+		die(e, "clearing the reduction", zs_dev_error(e->dev));
 }
 
 void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,

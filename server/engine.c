@@ -15,8 +15,6 @@ static void shard_release(struct engine *e, struct eshard *s)
 			zs_listener_release(e->l, s->copy);
 		if (s->master)
 			zs_listener_release(e->l, s->master);
-		if (s->staging)
-			zs_listener_release(e->l, s->staging);
 		if (s->landing)
 			zs_listener_release(e->l, s->landing);
 	}
@@ -31,11 +29,8 @@ static void shard_release(struct engine *e, struct eshard *s)
 	free(s->s1);
 	free(s->segs);
 	free(s->acc);
+	free(s->bacc);
 	free(s->slot);
-	for (uint32_t r = 0; s->racc && r < s->n_ranks; r++)
-		free(s->racc[r]);
-	free(s->racc);
-	free(s->nacc);
 	pthread_mutex_destroy(&s->mu);
 }
 
@@ -110,25 +105,24 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 		s->master = zs_listener_alloc(e->l, pad * 4);
 		s->copy = s->dt == ZS_F32 ? (void *)s->master : zs_listener_alloc(e->l, pad * s->dsz);
 	}
-	s->staging = zs_listener_alloc(e->l, (size_t)R * pad * s->dsz);
 	s->acc = calloc(pad, 4);
+	if (!s->gpu) /* on the device: devshard.c's dbacc */
+		s->bacc = calloc(pad, sizeof *s->bacc);
 	s->slot = calloc(R, 1);
 	s->n_ranks = R;
-	s->racc = calloc(R, sizeof *s->racc);
-	s->nacc = calloc(R, sizeof *s->nacc);
 	if (in_mem && arrays > 1)
 		s->s0 = calloc(pad, 4);
 	if (in_mem && arrays > 2)
 		s->s1 = calloc(pad, 4);
 	if (eng_shard_segments(j, s))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
-	if ((in_mem && !s->master) || !s->copy || !s->staging)
+	if ((in_mem && !s->master) || !s->copy)
 		return zs_fail(err, ZS_ENOSPC,
 			       "the shard arena is full: unit '%s' shard %u needs %zu bytes more",
-			       u->name, sh->index, pad * (4 + s->dsz * (R + 1)));
+			       u->name, sh->index, pad * (4 + s->dsz));
 	if (s->gpu)
 		eng_dev_pin(e, s);
-	if (!s->acc || !s->slot || !s->racc || !s->nacc ||
+	if (!s->acc || (!s->gpu && !s->bacc) || !s->slot ||
 	    (in_mem && arrays > 1 && !s->s0) || (in_mem && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	e->bytes += pad * zs_server_bytes_per_elem(&j->spec, u);
@@ -270,6 +264,11 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 	st->bytes_in = atomic_load(&e->bytes_in);
 	st->bytes_out = atomic_load(&e->bytes_out);
 	st->pipelined = atomic_load(&e->piped);
+	pthread_mutex_lock(&e->lmu);
+	st->landing_bytes = e->land_busy;
+	st->landing_kept = e->land_total;
+	st->landing_waits = e->land_waits;
+	pthread_mutex_unlock(&e->lmu);
 }
 
 uint32_t engine_job_steps(struct engine *e, struct zs_job_step_stats *out, uint32_t max)
@@ -363,6 +362,8 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 	if (!e)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	pthread_mutex_init(&e->mu, NULL);
+	pthread_mutex_init(&e->lmu, NULL);
+	e->land_budget = 256u << 20;
 	e->nthreads = nthreads ? nthreads : 1;
 	e->step_timeout_ms = step_timeout_ms ? step_timeout_ms : 60000;
 	e->target = (struct zs_target){e, eng_t_hello, eng_t_read, eng_t_write_begin, eng_t_write_done,
@@ -404,6 +405,9 @@ void engine_free(struct engine *e)
 	pthread_join(e->sweeper, NULL);
 	while (e->jobs)
 		engine_remove_job(e, e->jobs->name);
+	if (e->l)
+		eng_land_free_all(e); /* unpinned before the device closes */
+	pthread_mutex_destroy(&e->lmu);
 	if (e->dev)
 		eng_dev_free(e);
 	pthread_mutex_destroy(&e->mu);

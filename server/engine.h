@@ -50,6 +50,9 @@ struct engine_stats {
 	uint32_t on_device;     /* shards whose state lives on the device */
 	uint64_t device_bytes;  /* of masters and state there */
 	uint64_t tier_read, tier_written; /* bytes */
+	uint64_t landing_bytes; /* of pushes landing now */
+	uint64_t landing_kept;  /* landing buffers held, busy or for reuse */
+	uint64_t landing_waits; /* pushes told to wait for landing room */
 };
 
 /*
@@ -92,6 +95,12 @@ enum zs_status engine_set_tier(struct engine *e, const char *dir, uint64_t budge
  */
 enum zs_status engine_set_device(struct engine *e, int device, uint64_t budget,
 				 struct zs_error *err);
+/*
+ * Pushes land in arena buffers taken as each begins and given back once it
+ * is in the reduction; budget bounds their bytes together (default 256
+ * MiB): a push past it waits for room (one push always may land).
+ */
+void engine_set_landing(struct engine *e, uint64_t budget);
 /* The device's name, or NULL when shards are in host memory. */
 const char *engine_device(const struct engine *e);
 

@@ -12,7 +12,8 @@
  * face.c (the data-plane face: the listener's target callbacks), step.c
  * (the reduction, clipping and the optimizer step of a shard), tier.c (the
  * NVMe tier's file I/O and double buffer), snapshot.c (capture at a
- * checkpoint's step, snapshots and restore).
+ * checkpoint's step, snapshots and restore), landing.c (the buffers pushes
+ * land in).
  */
 #ifndef ZS_ENGINE_INT_H
 #define ZS_ENGINE_INT_H
@@ -55,14 +56,14 @@ struct eshard {
 	float *master;   /* arena: init writes land here */
 	void *copy;      /* arena: what gathers read (== master for f32) */
 	float *s0, *s1;  /* optimizer state */
-	float *acc;      /* reduction buffer */
-	uint8_t *staging; /* arena: R slots of padded * dsz bytes */
-	uint8_t *slot;   /* enum slot_state per rank */
-	uint32_t full;   /* ranks whose slot is full */
+	float *acc;      /* the step's mean gradient (bacc finished) */
+	struct zs_bacc *bacc; /* the reduction (math/bsum.h): 16 B/element */
+	uint8_t *slot;   /* enum slot_state per rank: its last push of the step */
+	uint32_t full;   /* ranks whose last push is in */
+	uint32_t terms;  /* pushes in bacc this step (partial ones too) */
+	uint32_t n_landing; /* pushes landing now (in landing buffers) */
 	uint32_t init_landing; /* initial uploads landing now */
-	float **racc;    /* per rank: fp32 sum of its partial pushes (lazy) */
 	uint32_t n_ranks;
-	uint32_t *nacc;  /* per rank: partial pushes folded this step */
 	uint64_t version;
 	bool ready;   /* has parameters: initialized (or, later, restored) */
 	bool reduced; /* clipping: acc holds step version's mean gradient */
@@ -81,10 +82,11 @@ struct eshard {
 	struct eseg { uint64_t a, b; uint32_t group; } *segs;
 	uint32_t n_segs;
 	char path[600];
-	/* GPU-resident (devshard.c; master, s0, s1 then NULL): the arrays,
-	 * the reduction, one contribution at a time, the compute-dtype copy */
-	bool gpu, pinned; /* pinned: staging and copy page-locked */
+	/* GPU-resident (devshard.c; master, s0, s1, bacc then NULL): the
+	 * arrays, the reduction, one push at a time, the compute-dtype copy */
+	bool gpu, pinned; /* pinned: the copy page-locked */
 	float *dmaster, *ds0, *ds1, *dacc, *dx;
+	struct zs_bacc *dbacc;
 	void *dcopy;
 	struct held *held;
 	size_t n_held, cap_held;
@@ -154,13 +156,18 @@ struct engine {
 	const struct zs_kern *kern;
 	uint64_t dev_resident; /* device bytes of the shards' arrays */
 	uint64_t dev_budget;   /* the most of them (0: no bound) */
+	/* landing.c: the buffers pushes land in, busy or kept for reuse */
+	pthread_mutex_t lmu;
+	struct landbuf { void *p; size_t bytes; bool busy, pinned; } *land;
+	size_t n_land;
+	uint64_t land_busy, land_total, land_budget, land_waits;
 	pthread_t sweeper;
 	atomic_int stop;
 };
 
 /* The pushes a shard's step waits for: one per rank, or, in a collective
  * job (the trainers reduce among themselves), one: its slice's f32 sum
- * from rank sh.index, which lands at the start of the staging area. */
+ * from rank sh.index. */
 static inline uint32_t eng_contributors(const struct ejob *j)
 {
 	return j->spec.collective ? 1 : j->spec.world_size;
@@ -175,11 +182,16 @@ void eng_job_unref(struct engine *e, struct ejob *j);
 enum zs_status eng_dev_shard_init(struct engine *e, struct eshard *s, size_t pad,
 				  unsigned arrays, struct zs_error *err);
 void eng_dev_shard_release(struct engine *e, struct eshard *s);
-/* Page-locks the shard's staging slots and copy (once both exist). */
+/* Page-locks the shard's copy (gathers read it; the device writes it). */
 void eng_dev_pin(struct engine *e, struct eshard *s);
 /* Closes the engine's device (its shards released first). */
 void eng_dev_free(struct engine *e);
-void eng_dev_reduce(struct ejob *j, struct eshard *s, size_t a, size_t b);
+/* Elements [a, b) of a push (x: its element 0, in dt) into the reduction;
+ * the reduction's [a, b) to the mean gradient. */
+void eng_dev_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt,
+		     size_t a, size_t b);
+void eng_dev_finish(struct ejob *j, struct eshard *s, size_t a, size_t b);
+void eng_dev_clear(struct engine *e, struct eshard *s);
 void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
 		   float coef, size_t a, size_t b);
 /* The shard's sum of squares of its reduced gradient, as zs_sumsq gives it
@@ -208,16 +220,12 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 /*
  * The last rank's push is landing: reduce and apply what has landed, so the
  * update overlaps the reception. Only when nothing else can still change
- * those elements: every other rank in, no accumulation, no clipping.
+ * those elements: every other push in, none other landing, no clipping.
  */
 void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 			     const struct zs_xfer *x, void *dst, uint64_t bytes);
 void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 			  const struct zs_xfer *x, void *dst);
-/* Rank r's contribution: its accumulated partial pushes, else its slot (a
- * collective job's one: the ranks' f32 sum, at the staging's start). */
-const void *eng_contribution(const struct ejob *j, struct eshard *s, uint32_t r,
-			     enum zs_dtype *dt);
 void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			 const struct zs_xfer *x, void *dst);
 
@@ -237,7 +245,14 @@ void eng_optim_run(struct engine *e, const struct eshard *s, const struct zs_opt
 		   float *p, float *s0, float *s1, const float *g, uint64_t a, uint64_t b);
 
 /* step.c */
-void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b);
+/* Elements [a, b) of a push (x: its element 0, in dt) into s's reduction. */
+void eng_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt, size_t a,
+		 size_t b);
+/* The reduction's elements [a, b) to the step's mean gradient (acc); the
+ * reduction there is empty again. */
+void eng_finish_range(struct ejob *j, struct eshard *s, size_t a, size_t b);
+/* Empties the reduction (a restore discards the open step's pushes). */
+void eng_reduction_clear(struct engine *e, struct eshard *s);
 /* The optimizer on elements [a, b) of acc (scaled by coef), and the copy. */
 void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 			size_t a, size_t b);
@@ -272,6 +287,14 @@ enum zs_status eng_arrays_io(struct engine *e, struct eshard *s, bool wr, float 
  */
 void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
 			uint64_t a, uint64_t b);
+
+/* landing.c */
+/* A landing buffer of at least bytes, or NULL: no room now (the budget,
+ * unless over_budget, or the arena); eng_land_put gives it back and wakes
+ * waiting pushes. */
+void *eng_land_get(struct engine *e, size_t bytes, bool over_budget);
+void eng_land_put(struct engine *e, void *p);
+void eng_land_free_all(struct engine *e);
 
 /* snapshot.c */
 /* After s reached a new version: capture it for snapshots of that step. */

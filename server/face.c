@@ -259,10 +259,18 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 	} else if (s->slot[rank] != SLOT_EMPTY) {
 		st = zs_fail(err, ZS_EEXIST, "rank %u already pushed step %llu of unit '%s'", rank,
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit));
+	} else if (s->terms + s->n_landing >= ZS_BSUM_MAX_TERMS) {
+		st = zs_fail(err, ZS_ENOSPC,
+			     "unit '%s' has taken %u pushes in step %llu, the most one step's reduction takes",
+			     eng_unit_name(j, x->unit), s->terms, (unsigned long long)x->step);
+	} else if (!(*dst = eng_land_get(e, s->sh.length * zs_dtype_size(x->dtype), x->over_budget))) {
+		/* the listener retries when room is given back */
+		st = zs_fail(err, ZS_EAGAIN,
+			     "no landing room for unit '%s': the pushes landing on this server fill its landing budget (%llu bytes)",
+			     eng_unit_name(j, x->unit), (unsigned long long)e->land_budget);
 	} else {
 		s->slot[rank] = SLOT_LANDING;
-		*dst = j->spec.collective ? s->staging
-					  : s->staging + (size_t)rank * s->sh.padded * s->dsz;
+		s->n_landing++;
 	}
 	pthread_mutex_unlock(&s->mu);
 out:
@@ -283,7 +291,6 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 	struct eshard *s;
 	uint64_t upto;
 
-	(void)dst;
 	bool stale;
 
 	if (x->init || x->partial)
@@ -301,16 +308,12 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 		upto = bytes / zs_dtype_size(x->dtype);
 		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
 		if (s->slot[rank] == SLOT_LANDING && s->full + 1 == eng_contributors(j) &&
-		    upto > s->piped && upto <= s->sh.length) {
-			bool accumulating = false;
-			for (uint32_t r = 0; r < j->spec.world_size; r++)
-				accumulating |= s->nacc[r] != 0;
-			if (!accumulating) {
-				eng_reduce_range(j, s, s->piped, upto);
-				eng_apply_range(e, j, s, 1.0f, s->piped, upto);
-				atomic_fetch_add(&e->piped, upto - s->piped);
-				s->piped = upto;
-			}
+		    s->n_landing == 1 && upto > s->piped && upto <= s->sh.length) {
+			eng_deposit(e, s, dst, x->dtype, s->piped, upto);
+			eng_finish_range(j, s, s->piped, upto);
+			eng_apply_range(e, j, s, 1.0f, s->piped, upto);
+			atomic_fetch_add(&e->piped, upto - s->piped);
+			s->piped = upto;
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
@@ -318,17 +321,26 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 }
 
 /* A write that began on shard s will not land (aborted, or of a timeline
- * a restore ended): its slot (or the initial upload's count) is free. */
-static void end_landing(struct eshard *s, const struct zs_xfer *x, uint32_t rank)
+ * a restore ended): its slot and landing buffer (or the initial upload's
+ * count) are free. */
+static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer *x,
+			uint32_t rank, void *dst)
 {
+	bool give_back = false;
+
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->mu);
-	if (x->init)
+	if (x->init) {
 		s->init_landing--;
-	else if (s->slot[rank] == SLOT_LANDING)
+	} else if (s->slot[rank] == SLOT_LANDING) {
 		s->slot[rank] = SLOT_EMPTY;
+		s->n_landing--;
+		give_back = true;
+	}
 	pthread_mutex_unlock(&s->mu);
+	if (give_back)
+		eng_land_put(e, dst);
 }
 
 void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
@@ -338,46 +350,11 @@ void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 	bool stale;
 	struct ejob *j = eng_job_by_handle(e, job, &stale);
 
-	(void)dst;
 	(void)stale; /* either timeline's landing ends here */
 	if (!j)
 		return;
-	end_landing(shard_for(j, x), x, rank);
+	end_landing(e, shard_for(j, x), x, rank, dst);
 	eng_job_unref(e, j);
-}
-
-/* Rank r's contribution: its accumulated partial pushes, else its slot. */
-const void *eng_contribution(const struct ejob *j, struct eshard *s, uint32_t r,
-			     enum zs_dtype *dt)
-{
-	if (j->spec.collective) { /* the one: the ranks' f32 sum */
-		*dt = ZS_F32;
-		return s->staging;
-	}
-	if (s->nacc[r]) {
-		*dt = ZS_F32;
-		return s->racc[r];
-	}
-	*dt = s->dt;
-	return s->staging + (size_t)r * s->sh.padded * s->dsz;
-}
-
-/* Folds rank r's landed slot into its fp32 accumulator (caller holds mu). */
-static bool fold(struct eshard *s, uint32_t r)
-{
-	const void *x = s->staging + (size_t)r * s->sh.padded * s->dsz;
-
-	if (!s->racc[r]) {
-		s->racc[r] = malloc(s->sh.padded * sizeof(float));
-		if (!s->racc[r])
-			return false;
-	}
-	if (s->nacc[r] == 0)
-		zs_reduce_first(s->racc[r], x, s->dt, s->sh.length);
-	else
-		zs_reduce_add(s->racc[r], x, s->dt, s->sh.length);
-	s->nacc[r]++;
-	return true;
 }
 
 void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
@@ -390,7 +367,6 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	struct held *release = NULL;
 	size_t n_release = 0, keep = 0;
 
-	(void)dst;
 	if (!j) {
 		zs_sop_fail(op, ZS_ENOTFOUND, "job handle %u is gone", job);
 		return;
@@ -399,7 +375,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	if (stale) {
 		/* began before a restore retired its handle: the restore waits
 		 * for it to end and discards it (an earlier timeline's push) */
-		end_landing(s, x, rank);
+		end_landing(e, s, x, rank, dst);
 		zs_sop_fail(op, ZS_ERESUME, ROLLED_BACK, j->name);
 		eng_job_unref(e, j);
 		return;
@@ -425,29 +401,26 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		zs_sop_done(op);
 		goto release;
 	}
-	if (x->partial || s->nacc[rank]) {
-		/* gradient accumulation: add this micro-batch to the rank's sum,
-		 * in the order its pushes arrive (a rank pushes them in order) */
-		if (!fold(s, rank)) {
-			s->slot[rank] = SLOT_EMPTY;
-			pthread_mutex_unlock(&s->mu);
-			zs_sop_fail(op, ZS_ENOMEM, "out of memory accumulating a gradient");
-			eng_job_unref(e, j);
-			return;
-		}
-		if (x->partial) {
-			s->slot[rank] = SLOT_EMPTY; /* ready for the next micro-batch */
-			zs_sop_done(op);
-			pthread_mutex_unlock(&s->mu);
-			eng_job_unref(e, j);
-			return;
-		}
+	/* into the reduction at once, whoever it is from (what pipelining
+	 * took is in already), and the landing buffer goes back */
+	eng_deposit(e, s, dst, x->dtype, s->piped, s->sh.length);
+	s->terms++;
+	s->n_landing--;
+	eng_land_put(e, dst);
+	if (x->partial) {
+		/* gradient accumulation: one more term, the rank's slot free
+		 * for its next micro-batch */
+		s->slot[rank] = SLOT_EMPTY;
+		zs_sop_done(op);
+		pthread_mutex_unlock(&s->mu);
+		eng_job_unref(e, j);
+		return;
 	}
 	s->slot[rank] = SLOT_FULL;
 	s->full++;
 	zs_sop_done(op); /* landed: acknowledged; the update may follow */
 	if (s->full == eng_contributors(j)) {
-		eng_reduce_range(j, s, s->piped, s->sh.length);
+		eng_finish_range(j, s, s->piped, s->sh.length);
 		if (j->spec.optim.clip_norm > 0.0) {
 			uint64_t t = s->version;
 			bool last;

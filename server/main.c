@@ -45,8 +45,13 @@ static void usage(FILE *f)
 		"                       should then be what the device holds\n"
 		"  --gpu-budget BYTES   masters and optimizer state beyond this stay in host\n"
 		"                       memory (and past --memory-budget, in the tier)\n"
+		"  --landing-budget BYTES\n"
+		"                       room for pushes in flight (each lands whole, then\n"
+		"                       goes into the reduction): more waits (default\n"
+		"                       256M; one push always lands); beside --capacity\n"
 		"  --step-timeout-ms MS a gather waiting longer for the other ranks fails,\n"
-		"                       naming the ranks it waits for (default 60000)\n"
+		"                       naming the ranks it waits for (default 60000); a\n"
+		"                       push waits as long for landing room\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
 		"  --coordinator-timeout-ms MS\n"
 		"                       how long to wait for the coordinator at start\n"
@@ -70,6 +75,7 @@ int main(int argc, char **argv)
 		{"gpu", required_argument, NULL, 'G'},
 		{"gpu-budget", required_argument, NULL, 'B'},
 		{"memory-budget", required_argument, NULL, 'M'},
+		{"landing-budget", required_argument, NULL, 'L'},
 		{"coordinator-timeout-ms", required_argument, NULL, 'w'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"rdma", required_argument, NULL, 'R'},
@@ -82,7 +88,7 @@ int main(int argc, char **argv)
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
 	const char *data_listen = NULL;
 	uint32_t step_timeout_ms = 60000;
-	uint64_t memory_budget = 0;
+	uint64_t memory_budget = 0, landing_budget = 256u << 20;
 	const char *rdma_mode = "auto";
 	int gpu = -1; /* --gpu: a CUDA device, ZS_DEV_EMULATED, or none */
 	uint64_t gpu_budget = 0;
@@ -153,6 +159,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'L':
+			if (zs_parse_size(optarg, &landing_budget, &err) || !landing_budget) {
+				fprintf(stderr, "zshard-server: --landing-budget: %s\n",
+					landing_budget ? err.msg : "must be > 0");
+				return 2;
+			}
+			break;
 		case 'w':
 			if (zs_parse_u64(optarg, 0, 86400000, &v, &err)) {
 				fprintf(stderr, "zshard-server: --coordinator-timeout-ms: %s\n", err.msg);
@@ -212,6 +225,7 @@ int main(int argc, char **argv)
 		goto clean_kv;
 	d.step_timeout_ms = step_timeout_ms;
 	d.data_dir = data_dir;
+	engine_set_landing(d.engine, landing_budget);
 	engine_set_norm_exchange(d.engine, srvd_exchange_norms, &d);
 	if (gpu == -1 && gpu_budget) {
 		fprintf(stderr, "zshard-server: --gpu-budget without --gpu\n");
@@ -228,7 +242,7 @@ int main(int argc, char **argv)
 	/* rdma: offered only where a device works and the arena can be pinned;
 	 * otherwise said plainly, once, here and in Status */
 	if (strcmp(rdma_mode, "off")) {
-		rdma = !zs_rdma_probe(d.me.capacity, d.rdma_note, sizeof d.rdma_note);
+		rdma = !zs_rdma_probe(d.me.capacity + landing_budget, d.rdma_note, sizeof d.rdma_note);
 		if (!rdma && !strcmp(rdma_mode, "on")) {
 			zs_fail(&err, ZS_EUNAVAIL, "--rdma on, but RDMA cannot work here: %s",
 				d.rdma_note);
@@ -244,7 +258,9 @@ int main(int argc, char **argv)
 			.at = {{&zs_tcp_endpoint, data_listen, d.me.data_addr},
 			       {&zs_shm_endpoint, NULL, d.me.shm_addr}},
 			.path = rdma ? &zs_rdma_path : NULL,
-			.arena_bytes = d.me.capacity};
+			/* the shards' arrays and, beside them, the landing room */
+			.arena_bytes = d.me.capacity + landing_budget,
+			.wait_ms = step_timeout_ms};
 		enum zs_status lst = zs_listener_start(&lo, engine_target(d.engine), &dp, &err);
 		if (lst && rdma && strcmp(rdma_mode, "on")) {
 			/* registering the arena failed after all: serve without rdma */

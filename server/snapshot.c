@@ -252,10 +252,9 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 		struct eshard *busy = NULL;
 		for (uint32_t k = 0; k < j->n_shards && !busy; k++) {
 			struct eshard *s = &j->shards[k];
-			bool landing = s->init_landing != 0;
+			bool landing;
 			pthread_mutex_lock(&s->mu);
-			for (uint32_t r = 0; r < j->spec.world_size; r++)
-				landing |= s->slot[r] == SLOT_LANDING;
+			landing = s->init_landing || s->n_landing;
 			if (landing || s->reduced) {
 				busy = s;
 				what = landing ? "receiving a push of" : "applying";
@@ -346,9 +345,8 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		s->version = at;
 		s->ready = load != NULL; /* a reset waits for new initial parameters */
 		s->full = 0;
-		s->piped = 0;
+		eng_reduction_clear(e, s); /* the discarded step's pushes */
 		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
-		memset(s->nacc, 0, j->spec.world_size * sizeof *s->nacc);
 		if (s->n_held && (gone = malloc(s->n_held * sizeof *gone))) {
 			size_t keep = 0;
 			for (size_t h = 0; h < s->n_held; h++) {
@@ -398,9 +396,7 @@ enum zs_status engine_capture_now(struct engine *e, const char *job, struct engi
 		struct eshard *s = &j->shards[k];
 		bool busy;
 		pthread_mutex_lock(&s->mu);
-		busy = s->full || s->reduced || s->init_landing;
-		for (uint32_t r = 0; r < j->spec.world_size; r++)
-			busy |= s->slot[r] != SLOT_EMPTY || s->nacc[r];
+		busy = s->full || s->terms || s->n_landing || s->reduced || s->init_landing;
 		if (!s->ready)
 			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters",
 				     eng_unit_name(j, s->sh.unit));

@@ -1,12 +1,10 @@
 /*
- * step.c - a shard's step: the rank-order reduction, global-norm clipping
+ * step.c - a shard's step: the reduction, global-norm clipping
  * through the coordinator, the optimizer (in memory or through the tier),
  * the compute-dtype copy, and releasing the gathers that waited for it.
  */
 #include "server/engine_int.h"
 
-/* Reduces elements [a, b) of the R contributions in rank order and
- * averages them, into acc. Elementwise: any split gives the same bits. */
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -14,26 +12,39 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void eng_reduce_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
+/* Elements [a, b) of a push into the reduction: exact and independent of
+ * the order pushes arrive in (math/bsum.h), so each goes in as it lands. */
+void eng_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt, size_t a,
+		 size_t b)
 {
-	uint32_t R = j->spec.world_size;
 	uint64_t t0 = now_ns();
-	enum zs_dtype dt;
-	const uint8_t *c;
 
-	if (s->gpu) {
-		eng_dev_reduce(j, s, a, b);
-		s->red_ns += now_ns() - t0;
-		return;
-	}
-	c = eng_contribution(j, s, 0, &dt);
-	zs_reduce_first(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
-	for (uint32_t r = 1; r < eng_contributors(j); r++) {
-		c = eng_contribution(j, s, r, &dt);
-		zs_reduce_add(s->acc + a, c + a * zs_dtype_size(dt), dt, b - a);
-	}
-	zs_reduce_mean(s->acc + a, R, b - a);
+	if (s->gpu)
+		eng_dev_deposit(e, s, x, dt, a, b);
+	else
+		zs_bsum_deposit(s->bacc + a, (const uint8_t *)x + a * zs_dtype_size(dt), dt, b - a);
 	s->red_ns += now_ns() - t0;
+}
+
+void eng_finish_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
+{
+	uint64_t t0 = now_ns();
+
+	if (s->gpu)
+		eng_dev_finish(j, s, a, b);
+	else
+		zs_bsum_finish(s->acc + a, s->bacc + a, j->spec.world_size, b - a);
+	s->red_ns += now_ns() - t0;
+}
+
+void eng_reduction_clear(struct engine *e, struct eshard *s)
+{
+	if (s->gpu)
+		eng_dev_clear(e, s);
+	else if (s->terms || s->piped)
+		memset(s->bacc, 0, s->sh.padded * sizeof *s->bacc);
+	s->terms = 0;
+	s->piped = 0;
 }
 
 /* The optimizer on elements [a, b) of acc (scaled by coef), and the copy. */
@@ -101,9 +112,9 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	s->version++;
 	eng_capture_due(j, s);
 	s->full = 0;
+	s->terms = 0;
 	s->reduced = false;
 	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
-	memset(s->nacc, 0, j->spec.world_size * sizeof *s->nacc);
 	atomic_fetch_add(&e->steps, 1);
 	*rel = NULL;
 	*n_rel = 0;

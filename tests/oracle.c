@@ -2,6 +2,7 @@
 #include "tests/oracle.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,55 @@ static float round_to(enum zs_dtype d, float x)
 	if (d == ZS_F16)
 		return zs_f16_to_f32(zs_f32_to_f16(x));
 	return x;
+}
+
+/*
+ * The reduction (math/bsum.h) from its definition, computed another way
+ * than the library: the top bin from frexp over all the terms first, each
+ * term truncated in double, the exact sum in 128 bits, then rounded to
+ * odd at 53 bits and converted (round to odd, then to nearest at 24 bits
+ * or fewer, is the correct rounding).
+ */
+float oracle_bsum(const float *v, uint32_t n)
+{
+	bool nan = false, pinf = false, ninf = false;
+	int t = -1, g, nb = 0, scale = 0;
+	__int128 T = 0;
+	unsigned __int128 mag;
+	uint64_t top;
+	double d;
+
+	for (uint32_t k = 0; k < n; k++) {
+		int e;
+		if (isnan(v[k]))
+			nan = true;
+		else if (isinf(v[k]))
+			*(v[k] > 0 ? &pinf : &ninf) = true;
+		else if (v[k] != 0.0f && (frexp(fabs((double)v[k]), &e), (e - 1 + 149) / 30 > t))
+			t = (e - 1 + 149) / 30;
+	}
+	if (nan || (pinf && ninf))
+		return NAN;
+	if (pinf || ninf)
+		return pinf ? INFINITY : -INFINITY;
+	if (t < 0)
+		return 0.0f;
+	g = (t - 1) * 30 - 149;
+	for (uint32_t k = 0; k < n; k++)
+		T += (int64_t)trunc(ldexp((double)v[k], -g));
+	if (!T)
+		return 0.0f;
+	mag = T < 0 ? (unsigned __int128)-T : (unsigned __int128)T;
+	while (nb < 128 && (mag >> nb))
+		nb++;
+	if (nb > 53) {
+		scale = nb - 53;
+		top = (uint64_t)(mag >> scale) | ((mag & (((unsigned __int128)1 << scale) - 1)) != 0);
+	} else {
+		top = (uint64_t)mag;
+	}
+	d = ldexp((double)top, g + scale);
+	return (float)(T < 0 ? -d : d);
 }
 
 void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out)
@@ -153,26 +203,20 @@ void oracle_reference_sched(const struct zs_job_spec *s, const struct zs_placeme
 		for (uint32_t u = 0; u < U; u++) {
 			const struct zs_unit *un = &s->layout.units[u];
 			uint64_t n = un->numel;
-			float *p = P[u], *acc = A[u], *seen = malloc(n * 4), *rs = malloc(n * 4);
-			/* trainers see the compute-dtype copy and push in that dtype */
-			for (uint64_t i = 0; i < n; i++)
-				seen[i] = round_to(un->dtype, p[i]);
-			for (uint32_t r = 0; r < R; r++) {
-				/* the rank's micro-batches, in order, widened to fp32 */
-				for (uint32_t mb = 0; mb < K; mb++)
-					for (uint64_t i = 0; i < n; i++) {
-						float g = round_to(un->dtype,
-								   K == 1 ? oracle_grad(seen[i], u, i, r, t)
-									  : oracle_grad_mb(seen[i], u, i, r, t, mb));
-						rs[i] = mb == 0 ? g : rs[i] + g;
-					}
-				for (uint64_t i = 0; i < n; i++)
-					acc[i] = r == 0 ? rs[i] : acc[i] + rs[i];
-			}
-			for (uint64_t i = 0; i < n; i++)
+			float *p = P[u], *acc = A[u], *terms = malloc((size_t)R * K * 4);
+			/* trainers see the compute-dtype copy and push in that dtype;
+			 * every push of every rank is one term of the reduction */
+			for (uint64_t i = 0; i < n; i++) {
+				float seen = round_to(un->dtype, p[i]);
+				for (uint32_t r = 0; r < R; r++)
+					for (uint32_t mb = 0; mb < K; mb++)
+						terms[r * K + mb] = round_to(
+							un->dtype, K == 1 ? oracle_grad(seen, u, i, r, t)
+									  : oracle_grad_mb(seen, u, i, r, t, mb));
+				acc[i] = oracle_bsum(terms, R * K);
 				acc[i] = R > 1 ? acc[i] / (float)R : acc[i];
-			free(seen);
-			free(rs);
+			}
+			free(terms);
 		}
 		if (o->clip_norm > 0.0 && pl) {
 			double total = 0.0;

@@ -3,7 +3,8 @@
  * reference (docs/DESIGN.md section 3). The gradient is a deterministic function
  * of the parameters a trainer gathered, its rank and the step, so a test of
  * the service does not depend on any model's numerics; the reference sums
- * the ranks' gradients in rank order in fp32, as the servers must.
+ * every push of every rank by the reduction's definition (math/bsum.h),
+ * which is what the servers must give whatever order pushes arrive in.
  */
 #ifndef ZS_ORACLE_H
 #define ZS_ORACLE_H
@@ -28,11 +29,15 @@ void oracle_spec_sizes(struct zs_job_spec *s, const char *name, uint32_t R,
 		       enum zs_optim_kind kind, enum zs_dtype dt, const uint64_t *sizes,
 		       uint32_t n_units);
 
+/* The reduction of n terms by its definition (evaluated independently of
+ * math/bsum.h's incremental code). */
+float oracle_bsum(const float *v, uint32_t n);
+
 /* Parameters after steps updates, one array per unit (numel floats each),
  * as gathers of step `steps` return them (rounded to the unit's dtype). */
 void oracle_reference(const struct zs_job_spec *s, uint64_t steps, float **out);
 /* The same with K micro-batches per rank and step, each pushed in the
- * unit's dtype and summed per rank in order before the rank-order sum. */
+ * unit's dtype: R * K terms of the reduction. */
 void oracle_reference_k(const struct zs_job_spec *s, uint64_t steps, uint32_t K,
 			float **out);
 /* With global-norm clipping (s->optim.clip_norm > 0): the norm is summed per

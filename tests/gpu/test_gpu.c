@@ -1,8 +1,9 @@
 /*
  * test_gpu.c - the CUDA kernels (gpu/) against the host kernels
  * (math/optim.c, base/dtype.c), bit for bit: AdamW over several steps, SGD
- * with and without momentum (its first step and later ones), the rank-order
- * reduction in each dtype with the mean, the clipping scale and the
+ * with and without momentum (its first step and later ones), the binned
+ * reduction in each dtype (its state, terms deposited in another order,
+ * and its rounding) with the mean, the clipping scale and the
  * compute-dtype copy, over awkward sizes
  * (0, 1, a warp less one, block boundaries, more than one grid-stride
  * pass) and awkward values (zeros, subnormals, large and tiny gradients).
@@ -154,12 +155,15 @@ static void test_reduce_bitwise(void **st)
 			size_t n = sizes[z], dsz = zs_dtype_size(dt);
 			float *acc = malloc(n * 4 + 4), *f = malloc(n * 4 + 4), *dacc, *back;
 			uint8_t *x[3], *copy = malloc(n * 4 + 4);
+			struct zs_bacc *bacc = calloc(n + 1, sizeof *bacc), *dbacc, *bstate;
 			void *dx[3], *dcopy;
 			char why[256];
 			for (int r = 0; r < 3; r++) {
 				x[r] = malloc(n * dsz + 4);
+				/* magnitudes far apart too: the bins move */
 				for (size_t i = 0; i < n; i++)
-					f[i] = frand() * (float)(r + 1) * 100.0f;
+					f[i] = frand() * (float)(r + 1) * 100.0f *
+					       ldexpf(1.0f, (int)(i % 13) * 7 - 40);
 				zs_convert_from_f32(x[r], dt, f, n);
 				if (!(dx[r] = zs_gpu_alloc(n * dsz, why, sizeof why)) ||
 				    zs_gpu_copy(dx[r], x[r], n * dsz, true, why, sizeof why))
@@ -167,18 +171,27 @@ static void test_reduce_bitwise(void **st)
 			}
 			dacc = zs_gpu_alloc(n * 4, why, sizeof why);
 			dcopy = zs_gpu_alloc(n * 4, why, sizeof why);
-			if (!dacc || !dcopy)
+			dbacc = zs_gpu_alloc(n * sizeof *dbacc, why, sizeof why);
+			if (!dacc || !dcopy || !dbacc ||
+			    zs_gpu_copy(dbacc, bacc, n * sizeof *dbacc, true, why, sizeof why))
 				fail_msg("%s", why);
-			zs_reduce_first(acc, x[0], dt, n);
-			zs_reduce_add(acc, x[1], dt, n);
-			zs_reduce_add(acc, x[2], dt, n);
-			zs_reduce_mean(acc, 3, n);
+			/* the host in one order, the device in another */
+			for (int r = 0; r < 3; r++)
+				zs_bsum_deposit(bacc, x[r], dt, n);
+			bstate = malloc((n + 1) * sizeof *bstate);
+			memcpy(bstate, bacc, n * sizeof *bacc);
+			zs_bsum_finish(acc, bacc, 3, n);
 			zs_scale(acc, 0.37f, n);
 			zs_convert_from_f32(copy, dt, acc, n);
-			for (int r = 0; r < 3; r++)
-				if (zs_gpu_reduce(dacc, dx[r], dt, r == 0, n, why, sizeof why))
+			for (int r = 2; r >= 0; r--)
+				if (zs_gpu_bsum_deposit(dbacc, dx[r], dt, n, why, sizeof why))
 					fail_msg("%s", why);
-			if (zs_gpu_mean(dacc, 3, n, why, sizeof why) ||
+			if (zs_gpu_copy(bacc, dbacc, n * sizeof *bacc, false, why, sizeof why))
+				fail_msg("%s", why);
+			if (memcmp(bacc, bstate, n * sizeof *bacc))
+				fail_msg("the %s reduction state of %zu elements differs", zs_dtype_name(dt), n);
+			free(bstate);
+			if (zs_gpu_bsum_finish(dacc, dbacc, 3, n, why, sizeof why) ||
 			    zs_gpu_scale(dacc, 0.37f, n, why, sizeof why) ||
 			    zs_gpu_from_f32(dcopy, dt, dacc, n, why, sizeof why))
 				fail_msg("%s", why);
@@ -195,6 +208,8 @@ static void test_reduce_bitwise(void **st)
 			}
 			zs_gpu_free(dacc);
 			zs_gpu_free(dcopy);
+			zs_gpu_free(dbacc);
+			free(bacc);
 			free(acc);
 			free(f);
 			free(copy);

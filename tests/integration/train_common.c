@@ -217,6 +217,11 @@ void *train(void *arg)
 				free(g);
 				break;
 			}
+			if (x->delay_ms) {
+				unsigned d = x->delay_ms(rank, step, (unsigned)u);
+				if (d)
+					usleep(d * 1000u);
+			}
 			if ((x->rc = zs_push(t, (unsigned)u, step, g, &ops[n_ops]))) {
 				zs_fmt(x->why, sizeof x->why, "push: %s", zs_trainer_error(t));
 				free(g);
@@ -255,7 +260,7 @@ void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps)
 
 void train_ranks(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1)
 {
-	pthread_t th[3];
+	pthread_t *th = calloc(R, sizeof *th);
 	for (uint32_t r = 0; r < R; r++) {
 		x[r].t0 = t0;
 		x[r].t1 = t1;
@@ -267,6 +272,7 @@ void train_ranks(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1)
 		if (x[r].rc)
 			fail_msg("rank %u: %s", r, x[r].why);
 	}
+	free(th);
 }
 
 void fetch_all(zs_trainer *t, uint64_t step, float **out)

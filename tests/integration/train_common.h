@@ -7,7 +7,8 @@
  *
  * Binaries: test_train (training at every stage, transport and policy),
  * test_ckpt (checkpoints, restore anywhere, export and import), test_crash
- * (processes killed mid-checkpoint, a full disk, a dead trainer).
+ * (processes killed mid-checkpoint, a full disk, a dead trainer),
+ * test_scale (64 ranks, pushes in adversarial orders, server memory).
  */
 #ifndef ZS_TRAIN_COMMON_H
 #define ZS_TRAIN_COMMON_H
@@ -55,6 +56,9 @@ struct rank_ctx {
 	const struct zs_job_spec *spec; /* with sched: sets oracle_hparams of */
 	int sched;                       /* spec before each step's pushes */
 	uint64_t t0, t1; /* steps [t0, t1); 0, 0: [0, STEPS) */
+	/* optional: ms to wait before pushing unit u of step (an order of
+	 * arrival the test wants) */
+	unsigned (*delay_ms)(unsigned rank, uint64_t step, unsigned u);
 	int rc;
 	char why[512];
 };

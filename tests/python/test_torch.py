@@ -7,7 +7,8 @@ examples/gpt.py through fully_shard at stage 3 (and 1 and 2), AdamW with
 two parameter groups and a warmup + cosine LambdaLR. The parameters after N
 steps must equal, bit for bit, one process that applies zshard's documented
 semantics to the same data: each rank's gradient computed by torch, their
-mean in rank order in float32, then AdamW in zshard's operation order
+sum by the reduction's definition (tests/ref/bsum_ref.py, numpy) and mean
+in float32, then AdamW in zshard's operation order
 (tests/ref/optim_ref.py, numpy) with each group's lr and weight decay of
 that step. torch.optim.AdamW on the same mean gradients must agree within a
 tolerance (see test_against_torch_adamw). A run stopped and restored from a
@@ -38,6 +39,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, HERE)
 import gpt  # noqa: E402
+import bsum_ref  # noqa: E402
 import optim_ref  # noqa: E402
 from cluster import Cluster, die_with_us  # noqa: E402
 from zshard.torch import fully_shard  # noqa: E402
@@ -77,7 +79,7 @@ def clip_coef(acc, units, shards, max_norm):
 
 def reference(steps, world=2, total=STEPS, torch_adamw=False, accum=1, clip=None):
     """One process: the world's gradients (each the sum of its accum
-    micro-batches' as autograd accumulates them), their mean in rank order,
+    micro-batches' as autograd accumulates them), the reduction's mean,
     clipping (clip: (max_norm, units, shards) of the job's placement), and
     zshard's AdamW (or torch.optim.AdamW) with each group's values."""
     torch.set_num_threads(1)
@@ -108,10 +110,10 @@ def reference(steps, world=2, total=STEPS, torch_adamw=False, accum=1, clip=None
         lr = a.lr * lam(t)
         mean = {}
         for n, p in params:
-            acc = grads[0][n].clone()
-            for r in range(1, world):
-                acc = acc + grads[r][n]
-            mean[n] = acc / np.float32(world)
+            # the servers' reduction, from its definition (tests/ref)
+            acc = torch.from_numpy(bsum_ref.bsum_rows(
+                np.stack([grads[r][n].numpy() for r in range(world)])))
+            mean[n] = acc / np.float32(world) if world > 1 else acc
         if clip:
             coef = clip_coef(mean, clip[1], clip[2], clip[0])
             if coef != 1.0:

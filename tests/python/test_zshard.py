@@ -4,7 +4,8 @@
 Starts a coordinator and two shard servers on loopback (free ports, a
 temporary directory removed at the end, every process stopped), then:
 two ranks in threads train through the step driver and end bitwise equal to
-a numpy reference of zshard's semantics (mean in rank order, fp32, then
+a numpy reference of zshard's semantics (the ranks' gradients summed by
+the reduction's definition, tests/ref/bsum_ref.py, their mean in fp32, then
 AdamW as tests/ref/optim_ref.py computes it); errors arrive as the
 exceptions of their status; a checkpoint carries a blob back through
 resume(); an evicted rank gets zshard.Resume and resume() takes it back to
@@ -27,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
 sys.path.insert(0, HERE)
+import bsum_ref  # noqa: E402
 import optim_ref  # noqa: E402
 import zshard  # noqa: E402
 from cluster import Cluster  # noqa: E402
@@ -63,10 +65,10 @@ def reference(world, steps):
         s0 = np.zeros_like(p)
         s1 = np.zeros_like(p)
         for t in range(steps):
-            acc = grad(p, u, 0, t)
-            for r in range(1, world):
-                acc = acc + grad(p, u, r, t)
-            acc = acc / f32(world)
+            # the servers' reduction, from its definition (tests/ref)
+            acc = bsum_ref.bsum_rows(np.stack([grad(p, u, r, t) for r in range(world)]))
+            if world > 1:
+                acc = acc / f32(world)
             p, s0, s1 = optim_ref.step("adamw", p, s0, s1, acc, t + 1, OPT["lr"],
                                        OPT["beta1"], OPT["beta2"], OPT["eps"],
                                        OPT["weight_decay"], 0.0)

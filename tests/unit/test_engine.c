@@ -1,7 +1,7 @@
 /*
  * test_engine.c - the shard step engine behind real listeners, driven by R
  * trainer threads over tcp or shm, against a single-process reference that
- * reduces in rank order: the parameters after T steps must be equal to the
+ * reduces by the reduction's definition (tests/oracle.c): the parameters after T steps must be equal to the
  * bit, for S in {1, 2, 3}, R in {1, 2, 3}, SGD and AdamW, f32 and bf16
  * units, units whose size does not divide by S and a one-element unit.
  * Also: protocol refusals (a push twice, for a closed step, off a shard,
@@ -86,6 +86,8 @@ static void start_clip(struct cluster *c, int S, uint32_t R, enum zs_optim_kind 
 
 /* When set, servers keep state past this many bytes in tier files. */
 static uint64_t tier_budget;
+/* When set, the servers' landing budget (pushes in flight). */
+static uint64_t land_budget;
 static char tier_dir[64];
 
 static enum zs_status exchange(void *ctx, const char *job, uint64_t step,
@@ -147,6 +149,8 @@ static void start_clip(struct cluster *c, int S, uint32_t R, enum zs_optim_kind 
 					     .arena_bytes = 16u << 20};
 		assert_int_equal(engine_create(2, 0, &c->e[s], NULL), ZS_OK);
 		engine_set_norm_exchange(c->e[s], exchange, &c->ex);
+		if (land_budget)
+			engine_set_landing(c->e[s], land_budget);
 		if (tier_budget) {
 			char d[128];
 			snprintf(d, sizeof d, "%s/s%d", tier_dir, s);
@@ -355,6 +359,15 @@ static void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype
 		free(got);
 		free(ref[u]);
 	}
+	if (land_budget) {
+		for (int s = 0; s < S; s++) {
+			struct engine_stats es;
+			engine_stats(c.e[s], &es);
+			assert_int_equal(es.landing_bytes, 0); /* every buffer given back */
+			printf("S=%d R=%u %s: server %d: %llu pushes waited for landing room\n", S, R,
+			       t->name, s, (unsigned long long)es.landing_waits);
+		}
+	}
 	if (tier_budget) {
 		uint32_t tiered = 0;
 		uint64_t rd = 0, wr = 0;
@@ -397,6 +410,79 @@ static void test_oracle_matrix(void **st)
 	run_oracle(3, 2, ZS_ADAMW, ZS_BF16, &zs_tcp_transport, 1, 0.5);
 	run_oracle(2, 3, ZS_SGD, ZS_F32, &zs_shm_transport, 3, 0);
 	with_groups = 0;
+}
+
+/*
+ * A landing budget of one byte: one push lands at a time on each server
+ * (one may always land). Directly at the engine: a second push is told to
+ * wait (ZS_EAGAIN, naming the budget) until the first gives its buffer
+ * back, and lands past the budget when the listener says so. Then whole
+ * jobs through the listeners, whose pushes wait for each other's buffers
+ * or, on a shm connection that already holds one, land past the budget:
+ * the reference's bits, and every buffer back.
+ */
+static void test_landing_budget(void **st)
+{
+	struct cluster c;
+	struct zs_conn *conn[1];
+	struct zs_error err = {0};
+	struct engine_stats es;
+	const struct zs_target *t;
+	const struct zs_shard *sh = NULL;
+	uint32_t h0, h1;
+	void *d0, *d1, *d2;
+	char why[512];
+
+	(void)st;
+	land_budget = 1;
+	start_clip(&c, 1, 3, ZS_SGD, ZS_F32, &zs_tcp_transport, 0);
+	conn[0] = conn_to(&c, 0, 0);
+	for (uint32_t u = 0; u < c.job.spec.layout.n_units; u++) {
+		uint64_t n = c.job.spec.layout.units[u].numel;
+		float *p = malloc(n * 4);
+		for (uint64_t i = 0; i < n; i++)
+			p[i] = oracle_init(u, i);
+		if (push_unit(&c, conn, u, 0, p, ZS_F32, true, why))
+			fail_msg("init: %s", why);
+		free(p);
+	}
+	for (uint32_t k = 0; k < c.job.placement.n_shards; k++)
+		if (c.job.placement.shards[k].unit == 2)
+			sh = &c.job.placement.shards[k];
+	t = engine_target(c.e[0]);
+	assert_int_equal(t->hello(t->ctx, "t", "", 0, 0, 0, &h0, &err), ZS_OK);
+	assert_int_equal(t->hello(t->ctx, "t", "", 0, 0, 1, &h1, &err), ZS_OK);
+	{
+		struct zs_xfer x = {.unit = 2, .offset = sh->offset, .length = sh->length,
+				    .dtype = ZS_F32};
+		assert_int_equal(t->write_begin(t->ctx, h0, 0, &x, &d0, &err), ZS_OK);
+		assert_int_equal(t->write_begin(t->ctx, h1, 1, &x, &d1, &err), ZS_EAGAIN);
+		assert_non_null(strstr(err.msg, "landing budget"));
+		engine_stats(c.e[0], &es);
+		assert_int_equal(es.landing_waits, 1);
+		assert_true(es.landing_bytes >= sh->length * 4);
+		x.over_budget = true; /* the listener's call */
+		assert_int_equal(t->write_begin(t->ctx, h1, 1, &x, &d1, &err), ZS_OK);
+		t->write_abort(t->ctx, h1, 1, &x, d1);
+		x.over_budget = false;
+		assert_int_equal(t->write_begin(t->ctx, h1, 1, &x, &d2, &err), ZS_EAGAIN);
+		t->write_abort(t->ctx, h0, 0, &x, d0); /* gives the buffer back */
+		assert_int_equal(t->write_begin(t->ctx, h1, 1, &x, &d2, &err), ZS_OK);
+		t->write_abort(t->ctx, h1, 1, &x, d2);
+		engine_stats(c.e[0], &es);
+		assert_int_equal(es.landing_bytes, 0);
+	}
+	zs_conn_close(conn[0]);
+	stop(&c);
+	run_oracle(2, 3, ZS_ADAMW, ZS_BF16, &zs_tcp_transport, 3, 0);
+	run_oracle(1, 3, ZS_SGD, ZS_F32, &zs_shm_transport, 1, 0.5);
+}
+
+static int no_landing_budget(void **st)
+{
+	(void)st;
+	land_budget = 0;
+	return 0;
 }
 
 /*
@@ -814,6 +900,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_oracle_matrix),
 		cmocka_unit_test(test_pipelined_reduction),
+		cmocka_unit_test_teardown(test_landing_budget, no_landing_budget),
 		cmocka_unit_test(test_tier_equals_memory),
 		cmocka_unit_test(test_refusals_and_held_gather),
 		cmocka_unit_test(test_snapshot_and_restore),

@@ -2,7 +2,8 @@
  * test_optim.c - the server's math against an independent reference:
  * optimizer updates bitwise equal to PyTorch's formulas evaluated by numpy
  * (tests/ref/optim_ref.py), fp16 conversion equal to numpy's, bf16 by its
- * rounding rule, rank-order reduction, clipping, and the threaded update
+ * rounding rule, clipping, and the threaded update (the reduction:
+ * test_bsum.c)
  * bitwise equal to the serial one.
  */
 #include <stdarg.h>
@@ -239,35 +240,6 @@ static void test_bf16_rounding(void **st)
 		assert_int_equal(zs_f32_to_bf16(zs_bf16_to_f32((uint16_t)h)), h);
 }
 
-static void test_reduce_rank_order(void **st)
-{
-	enum { R = 3, N = 1000 };
-	float c[R][N], acc[N], ref[N];
-	uint16_t h[N];
-
-	(void)st;
-	for (int r = 0; r < R; r++)
-		for (int i = 0; i < N; i++)
-			c[r][i] = frand() * (float)(r + 1) * 1000.0f;
-	zs_reduce_first(acc, c[0], ZS_F32, N);
-	for (int r = 1; r < R; r++)
-		zs_reduce_add(acc, c[r], ZS_F32, N);
-	zs_reduce_mean(acc, R, N);
-	for (int i = 0; i < N; i++) {
-		float s = c[0][i];
-		s += c[1][i];
-		s += c[2][i];
-		ref[i] = s / 3.0f;
-	}
-	assert_memory_equal(acc, ref, sizeof acc);
-	/* bf16 contributions are widened exactly, then summed in fp32 */
-	zs_convert_from_f32(h, ZS_BF16, c[1], N);
-	zs_reduce_first(acc, c[0], ZS_F32, N);
-	zs_reduce_add(acc, h, ZS_BF16, N);
-	for (int i = 0; i < N; i++)
-		assert_true(acc[i] == c[0][i] + zs_bf16_to_f32(h[i]));
-}
-
 static void test_clip(void **st)
 {
 	float x[4] = {3, 4, 0, 0};
@@ -288,7 +260,6 @@ int main(void)
 		cmocka_unit_test(test_parallel_bitwise),
 		cmocka_unit_test(test_f16_matches_numpy),
 		cmocka_unit_test(test_bf16_rounding),
-		cmocka_unit_test(test_reduce_rank_order),
 		cmocka_unit_test(test_clip),
 	};
 	return cmocka_run_group_tests_name("optim", tests, NULL, NULL);

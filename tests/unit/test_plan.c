@@ -82,31 +82,41 @@ static void test_trainer_and_server(void **st)
 	in.keep_until_backward = true;
 	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
 	assert_int_equal(p.trainer_params, total);
-	/* a server: master 4 + reduction 4 + Adam 8 + 2 ranks' f32 slots */
-	assert_int_equal(p.server_per_elem, 4 + 4 + 8 + 2 * 4);
-	assert_int_equal(p.server_total, (5164 + 2) / 3 * 24);
-	/* bf16: the compute copy and 2-byte slots */
+	/* a server: master 4 + reduction 16 + mean gradient 4 + Adam 8, and
+	 * its landing budget */
+	assert_int_equal(p.server_per_elem, 4 + 16 + 4 + 8);
+	assert_int_equal(p.server_landing, 256u << 20);
+	assert_int_equal(p.server_total, (5164 + 2) / 3 * 32 + (256u << 20));
+	/* the same at any world size */
+	in.world = 1024;
+	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
+	assert_int_equal(p.server_per_elem, 32);
+	in.world = 2;
+	in.landing = 1u << 20;
+	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
+	assert_int_equal(p.server_total, (5164 + 2) / 3 * 32 + (1u << 20));
+	/* bf16: and the compute copy */
 	in.dtype = ZS_BF16;
 	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
-	assert_int_equal(p.server_per_elem, 4 + 4 + 8 + 2 + 2 * 2);
+	assert_int_equal(p.server_per_elem, 4 + 16 + 4 + 8 + 2);
 	assert_int_equal(p.server_dev_total, 0);
 	assert_int_equal(zs_plan_gpu_bytes(&p), p.trainer_total);
-	/* servers on their GPU: master 4 + Adam 8 + reduction 4 + a
-	 * contribution 4 + the bf16 copy 2 there; 2 ranks' slots + the copy
-	 * gathers read + clipping's copy 4 on the host */
+	/* servers on their GPU: master 4 + Adam 8 + reduction 16 + mean
+	 * gradient 4 + a push 4 + the bf16 copy 2 there; the copy gathers
+	 * read + clipping's copy 4 on the host */
 	in.server_gpu = true;
 	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
-	assert_int_equal(p.server_dev_per_elem, 4 + 8 + 4 + 4 + 2);
-	assert_int_equal(p.server_per_elem, 2 * 2 + 2 + 4);
-	assert_int_equal(p.server_dev_total, (5164 + 2) / 3 * 22);
+	assert_int_equal(p.server_dev_per_elem, 4 + 8 + 16 + 4 + 4 + 2);
+	assert_int_equal(p.server_per_elem, 2 + 4);
+	assert_int_equal(p.server_dev_total, (5164 + 2) / 3 * 38);
 	assert_int_equal(zs_plan_gpu_bytes(&p), p.trainer_total + p.server_dev_total);
 	/* f32, SGD with momentum: no device copy, one state array */
 	in.dtype = ZS_F32;
 	in.optim = ZS_SGD;
 	in.momentum = true;
 	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
-	assert_int_equal(p.server_dev_per_elem, 4 + 4 + 4 + 4);
-	assert_int_equal(p.server_per_elem, 2 * 4 + 4 + 4);
+	assert_int_equal(p.server_dev_per_elem, 4 + 4 + 16 + 4 + 4);
+	assert_int_equal(p.server_per_elem, 4 + 4);
 }
 
 /* The largest model in given limits: it fits, one more parameter's worth
