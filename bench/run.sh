@@ -123,6 +123,15 @@ sh "$root/tools/torch-venv.sh" "$venv" --peers ||
 	done
 } | tee "$out/optim.md"
 
+# ---- the reduction kernel: the binned sum against the rank-order kernel it
+# replaced and the triad bound, per pushed byte
+{
+	echo
+	echo "## Reduction kernel: the order-independent binned sum against the rank-order kernel and the triad ($today)"
+	echo
+	"$bin/bench_reduce" $((16 << 20)) 16 "$REPS"
+} | tee "$out/reduce.md"
+
 {
 	echo
 	echo "## Checkpoints: write and restore against the disk ($today)"

@@ -28,6 +28,10 @@ awk -F'|' '/^\| [12] \| [0-9.]+ \| (torch|DeepSpeed)/ {
 		$2 + 0, $7 + 0, ($7 + 0 >= 0.8) ? "yes" : "no"
 	printf "| AdamW kernel, %d thread(s), against its own traffic at memory speed | %.2f | (the ceiling) | - |\n",
 		$2 + 0, $8 + 0 }' "$out/optim.md"
+# the reduction kernel against its traffic bound, beside the kernel it replaced
+awk -F'|' '/^\| 2 \| [0-9.]+ \| [0-9.]+ \|/ {
+	printf "| reduction (binned, order-independent), 2 threads, against its traffic bound (triad / 17 B per pushed byte) | %.2f (%.2f pushed GB/s; rank order %.2f, %.2f of its bound) | >= 0.50 | %s |\n",
+		$7 + 0, $6 + 0, $4 + 0, $5 + 0, ($7 + 0 >= 0.5) ? "yes" : "no" }' "$out/reduce.md" 2>/dev/null || true
 # the training step against the peers
 awk -F'|' '/^\| zshard ZeRO-3 .* vs / { n = $2; gsub(/^ +| +$/, "", n)
 	printf "| %s, step time | %.2f (%.1f against %.1f ms) | %s | %s |\n", n, $5 + 0, $4 + 0, $3 + 0,
