@@ -153,6 +153,17 @@ sh "$root/tools/torch-venv.sh" "$venv" --peers ||
 	"$root/bench/step.sh" "$addr" "$out"
 } | tee "$out/step.md"
 
+# ---- overlap where a link, not these cores, bounds the communication
+{
+	echo
+	echo "## Overlap on a shaped link: servers behind a veth pair at several tbf rates ($today)"
+	echo
+	"$root/bench/link.sh" "$out"; rc=$?
+	[ $rc -eq 77 ] && echo "(skipped: the reason is above)"
+	[ $rc -ne 0 ] && [ $rc -ne 77 ] && echo "(link.sh failed: rc $rc)"
+	true
+} | tee "$out/link.md"
+
 {
 	echo
 	echo "## The GPT example against PyTorch FSDP2, DDP and DeepSpeed ZeRO, 2 ranks ($today)"

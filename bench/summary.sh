@@ -12,6 +12,10 @@ echo "|---|---|---|---|"
 awk '{ mx = $4 > $5 ? $4 : $5; r = $3 / mx
 	printf "| ZeRO-3 step, %s, %d units, prefetch 1: step / max(compute alone, communication alone) | %.2f (%.1f ms against %.1f / %.1f ms; %.2f of their sum) | <= 1.15 | %s |\n",
 		$1, $2, r, $3 * 1e3, $4 * 1e3, $5 * 1e3, $3 / ($4 + $5), (r <= 1.15) ? "yes" : "no" }' "$out/overlap.dat"
+# the same where a shaped link bounds the communication (bench/link.sh)
+[ -s "$out/link.dat" ] && awk '{ mx = $4 > $5 ? $4 : $5; r = $7 / mx
+	printf "| ZeRO-3 step, tcp through a veth shaped at %s (raw TCP %s MB/s), prefetch 1: step / max(compute alone, communication alone) | %.2f (%.1f ms against %.1f / %.1f ms) | <= 1.10 | %s |\n",
+		$1, $2, r, $7 * 1e3, $4 * 1e3, $5 * 1e3, (r <= 1.10) ? "yes" : "no" }' "$out/link.dat"
 # collectives against MPI
 awk -F'|' '/ vs (tcp|vader),self / {
 	gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3); gsub(/^ +| +$/, "", $4)
