@@ -63,6 +63,11 @@ static enum zs_status ranks_on_hosts(const struct zs_job_spec *spec,
 	return ZS_OK;
 }
 
+/* a unit is spread over at least this many servers (all of them when
+ * fewer), and over one more per this many bytes */
+#define PLACE_SPLIT_MIN 8
+#define PLACE_SHARD_TARGET (4ull << 20)
+
 enum zs_status place_job(const struct zs_job_spec *spec,
 			 const struct place_server *servers, size_t n,
 			 const struct zs_placement *prev,
@@ -98,8 +103,14 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 		unsigned dsz = zs_dtype_size(un->dtype ? un->dtype : spec->compute_dtype);
 		uint64_t align = spec->align_bytes / dsz ? spec->align_bytes / dsz : 1;
 		/* a collective job: a slice per rank, rank r's on one server */
-		uint64_t chunk = spec->collective ? zs_slice_len(un->numel, spec->world_size)
-						  : round_up((un->numel + n - 1) / n, align);
+		uint64_t parts = (un->numel * dsz + PLACE_SHARD_TARGET - 1) / PLACE_SHARD_TARGET;
+		uint64_t chunk;
+		if (parts < PLACE_SPLIT_MIN)
+			parts = PLACE_SPLIT_MIN;
+		if (parts > n)
+			parts = n;
+		chunk = spec->collective ? zs_slice_len(un->numel, spec->world_size)
+					 : round_up((un->numel + parts - 1) / parts, align);
 		uint64_t per = zs_server_bytes_per_elem(spec, un);
 
 		for (uint32_t i = 0; (uint64_t)i * chunk < un->numel; i++) {

@@ -2,12 +2,15 @@
  * placement.h - where each shard of a job lives. A pure function of the job
  * spec and the live servers: no I/O, no locks, deterministic.
  *
- * Striping: a unit of N elements over S servers is cut into ceil(N/S)
- * elements per shard, rounded up to the job's alignment, so every link
- * carries about 1/S of a gather. A unit smaller than S aligned chunks has
- * fewer shards (no empty shards are listed). Shard i of unit u goes to the
- * server at position (u + i) mod S of the id-sorted server list, so that
- * one-shard units do not all land on the first server.
+ * Striping: a unit of N elements is cut into P = min(S, max(8, ceil(its
+ * bytes / 4 MiB))) shards of ceil(N/P) elements, rounded up to the job's
+ * alignment: over up to 8 servers every link carries 1/S of a gather; on a
+ * large cluster a unit is spread over as many servers as its size warrants
+ * (at least 8), so the placement grows with the model, not with units x
+ * servers. A unit smaller than P aligned chunks has fewer shards (no empty
+ * shards are listed). Shard i of unit u goes to the server at position
+ * (u + i) mod S of the id-sorted server list, so that units spread over
+ * every server.
  *
  * Capacity: each server is charged padded * zs_server_bytes_per_elem() for
  * every shard it gets; a server whose charge exceeds its free bytes refuses

@@ -110,6 +110,35 @@ static void test_collective_slices(void **st)
 	zs_job_spec_release(&s);
 }
 
+/* On a large cluster a unit goes to max(8, its size / 4 MiB) servers, not
+ * to every one, and the units spread over all of them. */
+static void test_large_cluster_split(void **st)
+{
+	uint64_t sizes[] = {65536, 10u << 20, 3};
+	struct zs_job_spec s;
+	struct place_server *sv = calloc(100, sizeof *sv);
+	struct zs_placement p;
+	uint32_t per_unit[3] = {0}, on[100] = {0};
+
+	(void)st;
+	make_spec(&s, sizes, 3, ZS_F32, 2);
+	servers(sv, 100, UINT64_MAX);
+	assert_int_equal(place_job(&s, sv, 100, NULL, &p, NULL), ZS_OK);
+	check_cover(&s, &p);
+	for (uint32_t i = 0; i < p.n_shards; i++) {
+		per_unit[p.shards[i].unit]++;
+		on[p.shards[i].server_id - 10]++;
+	}
+	assert_int_equal(per_unit[0], 8);  /* 256 KiB: the floor of 8 */
+	assert_int_equal(per_unit[1], 10); /* 40 MiB: one per 4 MiB */
+	assert_int_equal(per_unit[2], 1);  /* smaller than one aligned chunk */
+	for (uint32_t k = 0; k < 8; k++) /* unit 0 from server 0, unit 1 from 1 */
+		assert_true(on[k] >= 1);
+	zs_placement_release(&p);
+	zs_job_spec_release(&s);
+	free(sv);
+}
+
 static void test_striping_and_padding(void **st)
 {
 	uint64_t sizes[] = {1000};
@@ -327,6 +356,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_striping_and_padding),
+		cmocka_unit_test(test_large_cluster_split),
 		cmocka_unit_test(test_bf16_alignment),
 		cmocka_unit_test(test_small_units_rotate),
 		cmocka_unit_test(test_cover_random),
