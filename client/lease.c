@@ -14,15 +14,10 @@
 #define LEASE_RENEW_MS 1000
 
 /* Keeps the servers the coordinator marks down (it stops hearing from one
- * stopped or cut off within its lease), for the step driver's waits. */
-static void note_down(zs_trainer *t, struct zs_coord_client *c)
+ * stopped or cut off within its lease; the renewal's reply lists them),
+ * for the step driver's waits. */
+static void note_down(zs_trainer *t, const struct zs_server_info *s, uint32_t n)
 {
-	struct zs_error err = {0};
-	struct zs_server_info *s;
-	uint32_t n;
-
-	if (zs_coord_servers(c, &s, &n, &err))
-		return;
 	pthread_mutex_lock(&t->down_mu);
 	t->n_down = 0;
 	for (uint32_t i = 0; i < n && t->n_down < 8; i++) {
@@ -34,7 +29,6 @@ static void note_down(zs_trainer *t, struct zs_coord_client *c)
 		t->n_down++;
 	}
 	pthread_mutex_unlock(&t->down_mu);
-	free(s);
 }
 
 bool tr_server_down(zs_trainer *t, char *buf, size_t len)
@@ -65,17 +59,19 @@ static void *lease_main(void *arg)
 	int64_t last_note = 0;
 
 	while (!atomic_load(&t->lease_stop)) {
-		struct zs_job j;
+		struct zs_server_info *down = NULL;
+		uint32_t n_down = 0;
+		uint64_t timeline = 0;
 		enum zs_status st;
 		if (!c && zs_coord_open(t->coord_addr, LEASE_RENEW_MS * 2, 0, &c, &err))
 			c = NULL;
-		st = c ? zs_coord_trainer_heartbeat(c, t->job.spec.name, t->rank, t->session, &j,
-						    &err)
+		st = c ? zs_coord_trainer_heartbeat(c, t->job.spec.name, t->rank, t->session,
+						    &timeline, &down, &n_down, &err)
 		       : err.code;
 		if (st == ZS_OK) {
-			atomic_store(&t->seen_timeline, j.timeline);
-			zs_job_release(&j);
-			note_down(t, c);
+			atomic_store(&t->seen_timeline, timeline);
+			note_down(t, down, n_down);
+			free(down);
 		} else if (st == ZS_ENOTFOUND) {
 			atomic_store(&t->evicted, 1);
 		} else if (zs_now_ms() - last_note > 10000) { /* the coordinator away */

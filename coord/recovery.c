@@ -222,8 +222,17 @@ static struct zs_job *find_member(struct coord *c, struct zs_rpc_call *call, con
 	j = coord_job_or_fail(c, call, lv->job);
 	if (!j)
 		goto none;
-	for (*pos = 0; *pos < j->n_trainers && j->trainers[*pos].rank != lv->rank; (*pos)++)
-		;
+	{ /* trainers are kept in rank order: a binary search */
+		uint32_t lo = 0, hi = j->n_trainers;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (j->trainers[mid].rank < lv->rank)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		*pos = lo < j->n_trainers && j->trainers[lo].rank == lv->rank ? lo : j->n_trainers;
+	}
 	if (*pos == j->n_trainers) {
 		zs_rpc_fail(call, ZS_ENOTFOUND, "rank %u has not joined job '%s'%s", lv->rank,
 			    lv->job, own ? " (its lease lapsed, or an operator evicted it)" : "");
@@ -247,12 +256,29 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
 	struct leave lv;
 	uint32_t pos;
 	struct zs_job *j = find_member(c, call, p, n, true, &lv, &pos);
+	struct zs_server_info down[8];
+	uint32_t n_down = 0;
+	int64_t now = zs_now_ms();
+	enum zs_status st;
+	struct zs_buf b;
 
 	if (!j)
 		return;
-	j->trainers[pos].last_hb_ms = zs_now_ms();
-	coord_reply_job(call, j);
+	j->trainers[pos].last_hb_ms = now;
+	/* a few bytes whatever the job's size: the timeline (a rollback) and
+	 * the servers down, for the step driver's waits */
+	for (size_t i = 0; i < c->n_srvs && n_down < 8; i++)
+		if (!c->srvs[i].up) {
+			struct srv *s = &c->srvs[i];
+			down[n_down] = (struct zs_server_info){.id = s->info.id, .up = false,
+							       .last_seen_ms = s->last_hb_ms ? now - s->last_hb_ms
+											: -1};
+			snprintf(down[n_down].addr, sizeof down[n_down].addr, "%s", s->info.addr);
+			n_down++;
+		}
+	st = zs_enc_trainer_hb_reply(j->timeline, down, n_down, &b);
 	pthread_mutex_unlock(&c->mu);
+	coord_reply_buf(call, st, &b);
 }
 
 void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)

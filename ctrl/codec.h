@@ -128,6 +128,12 @@ enum zs_status zs_dec_assignments(const uint8_t *p, size_t n, uint64_t *gen,
 				  struct zs_assignment **a, uint32_t *n_a,
 				  struct zs_error *err);
 
+/* TrainerHeartbeat's reply: the job's timeline and the servers down. */
+enum zs_status zs_enc_trainer_hb_reply(uint64_t timeline, const struct zs_server_info *down,
+				       uint32_t n_down, struct zs_buf *out);
+enum zs_status zs_dec_trainer_hb_reply(const uint8_t *p, size_t n, uint64_t *timeline,
+				       struct zs_server_info **down, uint32_t *n_down,
+				       struct zs_error *err);
 enum zs_status zs_enc_servers(const struct zs_server_info *s, uint32_t n_s,
 			      struct zs_buf *out);
 /* *s is malloc'd (free) */

@@ -211,6 +211,42 @@ enum zs_status zs_dec_servers(const uint8_t *p, size_t n, struct zs_server_info 
 	return st;
 }
 
+enum zs_status zs_enc_trainer_hb_reply(uint64_t timeline, const struct zs_server_info *down,
+				       uint32_t n_down, struct zs_buf *out)
+{
+	Zshard__TrainerHeartbeatReply m = ZSHARD__TRAINER_HEARTBEAT_REPLY__INIT;
+	struct arena a = {0};
+	m.timeline = timeline;
+	m.n_down = n_down;
+	m.down = pb_aalloc(&a, (n_down ? n_down : 1) * sizeof *m.down);
+	for (uint32_t i = 0; m.down && i < n_down; i++)
+		m.down[i] = pb_server_pb(&a, &down[i]);
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_trainer_hb_reply(const uint8_t *p, size_t n, uint64_t *timeline,
+				       struct zs_server_info **down, uint32_t *n_down,
+				       struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+	UNPACK(Zshard__TrainerHeartbeatReply, trainer_heartbeat_reply, p, n, err);
+	*timeline = m->timeline;
+	*down = calloc(m->n_down ? m->n_down : 1, sizeof **down);
+	*n_down = 0;
+	if (!*down)
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (size_t i = 0; !st && i < m->n_down; i++)
+		st = pb_server_from(m->down[i], &(*down)[i], err);
+	if (st) {
+		free(*down);
+		*down = NULL;
+	} else {
+		*n_down = (uint32_t)m->n_down;
+	}
+	DONE(trainer_heartbeat_reply);
+	return st;
+}
+
 enum zs_status zs_enc_create_job_json(const char *json, struct zs_buf *out)
 {
 	Zshard__CreateJobJsonRequest m = ZSHARD__CREATE_JOB_JSON_REQUEST__INIT;

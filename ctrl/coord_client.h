@@ -79,9 +79,11 @@ enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
 			      uint32_t rank, uint64_t session, bool abandoned,
 			      uint64_t next_step, struct zs_job *job, struct zs_error *err);
 /* Renews rank's lease; ZS_ENOTFOUND when session no longer holds the rank
- * (its lease lapsed or it was evicted). *job: the job as it is now. */
+ * (its lease lapsed or it was evicted). *timeline: the job's now; *down
+ * (malloc'd, free it): the servers the coordinator marks down, 8 at most. */
 enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char *name,
-					  uint32_t rank, uint64_t session, struct zs_job *job,
+					  uint32_t rank, uint64_t session, uint64_t *timeline,
+					  struct zs_server_info **down, uint32_t *n_down,
 					  struct zs_error *err);
 enum zs_status zs_coord_status(struct zs_coord_client *c,
 			       struct zs_coord_status *st, struct zs_error *err);
