@@ -74,6 +74,22 @@ enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
 	return st;
 }
 
+enum zs_status coord_save_job_reply(struct coord *c, const struct zs_job *j,
+				     struct zs_rpc_call *call, struct zs_error *err)
+{
+	struct zs_buf b = {0};
+	const char *name = j->spec.name;
+	enum zs_status st;
+
+	if (zs_enc_job(j, &b))
+		return zs_fail(err, ZS_ENOMEM, "cannot encode job record");
+	st = commit_record(c, T_JOBS, name, strlen(name), &b, NULL, 0, err);
+	if (!st)
+		zs_rpc_reply(call, b.data, b.len);
+	zs_buf_release(&b);
+	return st;
+}
+
 enum zs_status coord_save_server(struct coord *c, const struct zs_server_info *s,
 				  uint64_t next_id, struct zs_error *err)
 {

@@ -368,7 +368,8 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 		struct zs_member *old = j->trainers;
 		j->trainers = nt;
 		j->n_trainers++;
-		if (coord_save_job(c, j, false, false, &e)) {
+		/* the record and the reply are the same bytes: encoded once */
+		if (coord_save_job_reply(c, j, call, &e)) {
 			j->trainers = old;
 			j->n_trainers--;
 			free(nt);
@@ -379,7 +380,6 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 	}
 	zs_info("job '%s': rank %u joined from %s (%u of %u)", r.job, r.rank,
 		r.host[0] ? r.host : "?", j->n_trainers, j->spec.world_size);
-	coord_reply_job(call, j);
 out:
 	pthread_mutex_unlock(&c->mu);
 	zs_layout_release(&r.layout);

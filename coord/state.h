@@ -138,6 +138,10 @@ size_t coord_live_servers(struct coord *c, const struct zs_job *skip,
  */
 enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
 			       bool bump, struct zs_error *err);
+/* Commits a job record and, once committed, answers call with the same
+ * bytes (a JobReply is the record): the job encoded once. */
+enum zs_status coord_save_job_reply(struct coord *c, const struct zs_job *j,
+				     struct zs_rpc_call *call, struct zs_error *err);
 enum zs_status coord_save_server(struct coord *c, const struct zs_server_info *s,
 				  uint64_t next_id, struct zs_error *err);
 struct zs_checkpoint *coord_find_ckpt(struct coord *c, const char *job, uint64_t id);
