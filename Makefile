@@ -302,6 +302,7 @@ install: all
 # ---------------------------------------------------------------- bench
 BENCH_BASE := $(BUILD)/obj/bench/baselines.o
 $(BUILD)/bin/coord_rpc: $(BUILD)/obj/bench/coord_rpc.o $(CORE_LIB)
+$(BUILD)/bin/bench_coord_scale: $(BUILD)/obj/bench/coord_scale.o $(CORE_LIB)
 $(BUILD)/bin/bench_limits: $(BUILD)/obj/bench/limits.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_coll: $(BUILD)/obj/bench/coll.o $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/bin/bench_transport: $(BUILD)/obj/bench/transport.o $(BENCH_BASE) $(CORE_LIB)
@@ -310,7 +311,7 @@ $(BUILD)/bin/bench_reduce: $(BUILD)/obj/bench/reduce.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_ckpt: $(BUILD)/obj/bench/ckpt.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_tier: $(BUILD)/obj/bench/tier.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/bin/bench_tier: LDLIBS += $(ENGINE_LIBS)
-BENCH_BINS := $(addprefix $(BUILD)/bin/,coord_rpc bench_limits bench_coll bench_transport \
+BENCH_BINS := $(addprefix $(BUILD)/bin/,coord_rpc bench_coord_scale bench_limits bench_coll bench_transport \
 	      bench_optim bench_reduce bench_ckpt bench_tier)
 # the GPU rows (bench/gpu.c, bench/gpu_adamw.py): where nvcc is; they say
 # why they print nothing where no device is

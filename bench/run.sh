@@ -54,6 +54,15 @@ ctl job create "$root/examples/charlm.json" >/dev/null
 } | tee "$out/coord_rpc.md"
 ctl job delete charlm >/dev/null
 
+# ---- the coordinator at cluster scale: its own coordinator, 1,000 servers,
+# 10,000 ranks, a job of 10,000 units, then the steady load
+{
+	echo
+	echo "## Control plane at scale: 1,000 servers, 10,000 ranks, 10,000 units ($today)"
+	echo
+	"$bin/bench_coord_scale" "$bin" 1000 10000 10000 10 8
+} | tee "$out/coord_scale.md"
+
 {
 	echo
 	echo "## Data plane: transport throughput ($today; in-process servers, no optimizer)"

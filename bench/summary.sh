@@ -16,6 +16,11 @@ awk '{ mx = $4 > $5 ? $4 : $5; r = $3 / mx
 [ -s "$out/link.dat" ] && awk '{ mx = $4 > $5 ? $4 : $5; r = $7 / mx
 	printf "| ZeRO-3 step, tcp through a veth shaped at %s (raw TCP %s MB/s), prefetch 1: step / max(compute alone, communication alone) | %.2f (%.1f ms against %.1f / %.1f ms) | <= 1.10 | %s |\n",
 		$1, $2, r, $7 * 1e3, $4 * 1e3, $5 * 1e3, (r <= 1.10) ? "yes" : "no" }' "$out/link.dat"
+# the coordinator at scale (bench_coord_scale)
+awk -F'|' '/^\| placement of / { printf "| %s | %.3f ms | < 50 ms | %s |\n", $2, $5 + 0, ($5 + 0 < 50) ? "yes" : "no" }
+	/^\| (Heartbeat|TrainerHeartbeat|ReportStep)/ { n = $2; gsub(/^ +| +$/, "", n)
+		printf "| coordinator at 1,000 servers and 10,000 ranks: %s | %.3f ms median, %.3f ms p99 (%s calls/s) | < 1 ms, < 10 ms | %s |\n",
+			n, $5 + 0, $6 + 0, $4 + 0, ($5 + 0 < 1 && $6 + 0 < 10) ? "yes" : "no" }' "$out/coord_scale.md" 2>/dev/null || true
 # collectives against MPI
 awk -F'|' '/ vs (tcp|vader),self / {
 	gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3); gsub(/^ +| +$/, "", $4)
