@@ -279,14 +279,31 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 				       ? "rank %u lost its lease on job '%s' and the job rolled back: resume (zs_trainer_resume)"
 				       : "rank %u: job '%s' rolled back to a checkpoint: resume (zs_trainer_resume)",
 			       t->rank, t->job.spec.name);
-	/* the last step's report goes to the coordinator; the stage an
-	 * operator set applies from this step boundary */
-	rc = zs_coord_report_step(t->coord, t->job.spec.name, t->rank,
-				  t->have_last && !t->last_sent ? &t->last : NULL, &stage, &every,
-				  &stop, &err);
+	/*
+	 * The last step's report goes to the coordinator, and what an operator
+	 * set (the stage, the checkpoint interval, a stop) comes back: without
+	 * a round trip here, the lease thread sends the report posted at the
+	 * last boundary while that step ran and this boundary takes its answer
+	 * (lease.c); the first boundary of a lease asks and waits.
+	 */
+	{
+		enum zs_status bst;
+		if (t->lease_running && tr_boundary_take(t, &bst, &stage, &every, &stop, &err)) {
+			rc = bst;
+		} else {
+			rc = zs_coord_report_step(t->coord, t->job.spec.name, t->rank,
+						  t->have_last && !t->last_sent ? &t->last : NULL,
+						  &stage, &every, &stop, &err);
+			if (!rc)
+				t->last_sent = true;
+		}
+	}
 	if (rc)
 		return tr_fail(t, (enum zs_status)rc, "%s", err.msg);
-	t->last_sent = true;
+	if (t->lease_running) {
+		tr_boundary_post(t, t->have_last && !t->last_sent ? &t->last : NULL);
+		t->last_sent = true; /* posted: the lease thread sends it */
+	}
 	if (stop && step >= stop) /* every rank stops here: a clean stop */
 		return tr_fail(t, ZS_ECANCELED,
 			       "job '%s' is stopping before step %llu (zshardctl job stop): leave it (zs_trainer_close); it resumes there",

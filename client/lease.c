@@ -6,6 +6,14 @@
  * --trainer-lease-ms: the job then rolls back and the rank is free for the
  * process that replaces it. Each renewal also brings the job's timeline,
  * which tells the step driver at its next boundary that the job rolled back.
+ *
+ * The same thread sends the step boundary's report (tr_boundary_post), so
+ * that a boundary waits on no coordinator round trip: the report posted at
+ * boundary b is answered while step b runs, and its answer (the stage, the
+ * checkpoint interval, the step to stop before) applies at boundary b + 1.
+ * The coordinator puts a stop three steps past the latest report it has,
+ * which no rank can have begun and whose boundary every rank meets with an
+ * answer given after the stop was set (docs/DESIGN.md, the control plane).
  */
 #include "client/trainer.h"
 
@@ -51,6 +59,89 @@ bool tr_server_down(zs_trainer *t, char *buf, size_t len)
 	return down;
 }
 
+/* Sends a posted boundary report over c and keeps the answer (down_mu
+ * held on entry and exit). */
+static void send_boundary(zs_trainer *t, struct zs_coord_client *c)
+{
+	struct zs_step_report r = t->brep;
+	bool has = t->bhas;
+	struct zs_error err = {0};
+	uint32_t stage = 0;
+	uint64_t every = 0, stop = 0;
+	enum zs_status st;
+
+	pthread_mutex_unlock(&t->down_mu);
+	/* a coordinator restarting is ridden out within the call's bound, as
+	 * the trainer's own calls do */
+	{
+		int64_t deadline = zs_now_ms() + t->timeout_ms;
+		zs_coord_set_wait_for_ready(c, 1);
+		while ((st = zs_coord_report_step(c, t->job.spec.name, t->rank, has ? &r : NULL,
+						  &stage, &every, &stop, &err)) &&
+		       (st == ZS_EUNAVAIL || st == ZS_ETIMEDOUT) && zs_now_ms() < deadline &&
+		       !atomic_load(&t->lease_stop))
+			zs_sleep_ms(100, (volatile const int *)&t->lease_stop);
+		zs_coord_set_wait_for_ready(c, 0);
+	}
+	pthread_mutex_lock(&t->down_mu);
+	if (t->bstate != B_POSTED)
+		return; /* dropped meanwhile (the lease stopped) */
+	t->bst = st;
+	t->bstage = stage;
+	t->bevery = every;
+	t->bstop = stop;
+	snprintf(t->bwhy, sizeof t->bwhy, "%s", st ? err.msg : "");
+	t->bstate = B_ANSWERED;
+	pthread_cond_broadcast(&t->bcv);
+}
+
+void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r)
+{
+	pthread_mutex_lock(&t->down_mu);
+	t->bhas = r != NULL;
+	if (r)
+		t->brep = *r;
+	t->bstate = B_POSTED;
+	pthread_cond_broadcast(&t->bcv);
+	pthread_mutex_unlock(&t->down_mu);
+}
+
+bool tr_boundary_take(zs_trainer *t, enum zs_status *st, uint32_t *stage, uint64_t *every,
+		      uint64_t *stop, struct zs_error *err)
+{
+	int64_t deadline = zs_now_ms() + t->timeout_ms;
+	bool took = false;
+
+	pthread_mutex_lock(&t->down_mu);
+	while (t->bstate == B_POSTED && t->lease_running && zs_now_ms() < deadline) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&t->bcv, &t->down_mu, &ts);
+	}
+	if (t->bstate == B_ANSWERED) {
+		*st = t->bst;
+		*stage = t->bstage;
+		*every = t->bevery;
+		*stop = t->bstop;
+		if (t->bst)
+			zs_fail(err, t->bst, "%s", t->bwhy);
+		took = true;
+	} else if (t->bstate == B_POSTED && t->lease_running) {
+		*st = zs_fail(err, ZS_ETIMEDOUT,
+			      "the coordinator did not answer rank %u's step report within %d ms",
+			      t->rank, t->timeout_ms);
+		took = true;
+	}
+	t->bstate = B_NONE;
+	pthread_mutex_unlock(&t->down_mu);
+	return took;
+}
+
 static void *lease_main(void *arg)
 {
 	zs_trainer *t = arg;
@@ -79,7 +170,31 @@ static void *lease_main(void *arg)
 				 t->job.spec.name, err.msg);
 			last_note = zs_now_ms();
 		}
-		zs_sleep_ms(LEASE_RENEW_MS, (volatile const int *)&t->lease_stop);
+		/* until the next renewal: boundary reports as they are posted */
+		{
+			int64_t next = zs_now_ms() + LEASE_RENEW_MS;
+			pthread_mutex_lock(&t->down_mu);
+			while (!atomic_load(&t->lease_stop) && zs_now_ms() < next) {
+				if (t->bstate == B_POSTED) {
+					if (!c && zs_coord_open(t->coord_addr, LEASE_RENEW_MS * 2, 0, &c,
+								&err))
+						c = NULL;
+					if (c) {
+						send_boundary(t, c);
+						continue;
+					}
+				}
+				struct timespec ts;
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ts.tv_nsec += 50 * 1000000L;
+				if (ts.tv_nsec >= 1000000000L) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000L;
+				}
+				pthread_cond_timedwait(&t->bcv, &t->down_mu, &ts);
+			}
+			pthread_mutex_unlock(&t->down_mu);
+		}
 	}
 	zs_coord_close(c);
 	return NULL;
@@ -102,6 +217,12 @@ void tr_lease_stop(zs_trainer *t)
 	if (!t->lease_running)
 		return;
 	atomic_store(&t->lease_stop, 1);
+	pthread_mutex_lock(&t->down_mu);
+	pthread_cond_broadcast(&t->bcv);
+	pthread_mutex_unlock(&t->down_mu);
 	pthread_join(t->lease, NULL);
+	pthread_mutex_lock(&t->down_mu);
 	t->lease_running = false;
+	t->bstate = B_NONE; /* a report still posted is dropped */
+	pthread_mutex_unlock(&t->down_mu);
 }

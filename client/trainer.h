@@ -101,6 +101,16 @@ struct zs_trainer {
 	pthread_mutex_t down_mu;
 	uint32_t n_down;
 	struct { uint64_t id; int64_t silent_ms; char addr[ZS_ADDR_MAX]; } down[8];
+	/* the step boundary's report, sent by the lease thread (lease.c):
+	 * posted at one boundary, its answer used at the next (down_mu) */
+	pthread_cond_t bcv;
+	enum { B_NONE, B_POSTED, B_ANSWERED } bstate;
+	struct zs_step_report brep;
+	bool bhas;     /* brep holds a report (else the call only asks) */
+	uint32_t bstage;
+	uint64_t bevery, bstop;
+	enum zs_status bst;
+	char bwhy[ZS_ERRMSG_MAX];
 	/* hyperparameters set for a step on (hparams.c); hp_set: any */
 	struct zs_hp_table hp;
 	bool hp_set;
@@ -213,5 +223,15 @@ void tr_lease_stop(zs_trainer *t);
 /* Whether a server t is connected to is marked down by the coordinator;
  * if so, why (into buf) for an error message. */
 bool tr_server_down(zs_trainer *t, char *buf, size_t len);
+/*
+ * The step boundary without a round trip: tr_boundary_post hands the
+ * lease thread a ReportStep (r NULL: only ask) to send now; at the next
+ * boundary tr_boundary_take gives its answer (the stage, checkpoint
+ * interval and stop step), waiting for it within t->timeout_ms. Returns
+ * false (nothing taken) when no post is outstanding.
+ */
+void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r);
+bool tr_boundary_take(zs_trainer *t, enum zs_status *st, uint32_t *stage, uint64_t *every,
+		      uint64_t *stop, struct zs_error *err);
 
 #endif

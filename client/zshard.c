@@ -215,6 +215,7 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	}
 	t->rank = rank;
 	pthread_mutex_init(&t->down_mu, NULL);
+	pthread_cond_init(&t->bcv, NULL);
 	st = zs_coord_open(coordinator, timeout_ms, 0, &t->coord, &err);
 	if (st)
 		goto fail;
@@ -336,6 +337,7 @@ void zs_trainer_close(zs_trainer *t)
 	zs_job_release(&t->job);
 	free(t->regs);
 	pthread_mutex_destroy(&t->down_mu);
+	pthread_cond_destroy(&t->bcv);
 	free(t);
 }
 

@@ -373,9 +373,12 @@ void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 	}
 	/*
 	 * Every rank reports the step it finished at each step boundary (the
-	 * step driver does): the furthest any can have begun is one past the
-	 * latest report of this run, so two past it no rank has begun yet and
-	 * every one can reach it.
+	 * step driver does), and a rank passes boundary b only with the
+	 * answer to the report it posted at b - 1 (the one of step b - 2:
+	 * client/lease.c). So the furthest any rank can have begun is two past
+	 * the latest report of this run; three past it no rank has begun yet,
+	 * and every rank meets that boundary with an answer given after this
+	 * one, which names it.
 	 */
 	for (sr = c->reports; sr && strcmp(sr->job, name); sr = sr->next)
 		;
@@ -397,7 +400,7 @@ void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 		goto out;
 	}
 	old = *j;
-	j->stop_before = top + 2;
+	j->stop_before = top + 3;
 	if (coord_save_job(c, j, false, false, &e)) {
 		*j = old;
 		coord_reply_err(call, &e);

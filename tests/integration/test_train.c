@@ -568,6 +568,73 @@ static void test_bad_calls(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/* One step through the step driver (zero gradients). */
+static void driver_step(zs_trainer *t, unsigned long long step)
+{
+	unsigned U = zs_trainer_units(t);
+	const void *p;
+	void *g;
+
+	assert_int_equal(zs_step_begin(t, step), ZS_OK);
+	for (unsigned u = 0; u < U; u++) {
+		assert_int_equal(zs_unit_params(t, u, 0, &p), ZS_OK);
+		assert_int_equal(zs_unit_forward_done(t, u), ZS_OK);
+	}
+	for (unsigned u = U; u-- > 0;) {
+		assert_int_equal(zs_unit_params(t, u, 1, &p), ZS_OK);
+		assert_int_equal(zs_unit_grad(t, u, &g), ZS_OK);
+		assert_int_equal(zs_unit_push(t, u), ZS_OK);
+	}
+	assert_int_equal(zs_step_end(t), ZS_OK);
+}
+
+static void *resume_coordinator(void *arg)
+{
+	(void)arg;
+	usleep(1000 * 1000); /* within the test cluster's leases (1.5 s, 3 s) */
+	kill(C.coord, SIGCONT);
+	return NULL;
+}
+
+/*
+ * A step boundary waits on no coordinator round trip: with the
+ * coordinator stopped (SIGSTOP), the next step still begins at once (the
+ * answer to the report posted at the last boundary came while that step
+ * ran); the one after waits for the coordinator, which comes back.
+ */
+static void test_boundary_without_round_trip(void **st)
+{
+	struct zs_job_spec spec;
+	pthread_t th;
+	zs_trainer *t;
+	double t0;
+
+	(void)st;
+	oracle_spec(&spec, "boundary", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t = join("boundary", 0, "tcp");
+	upload_init(t);
+	driver_step(t, 0);
+	usleep(300 * 1000); /* the lease thread sends the boundary's report */
+	kill(C.coord, SIGSTOP);
+	pthread_create(&th, NULL, resume_coordinator, NULL);
+	t0 = zs_now_ms();
+	driver_step(t, 1);
+	{
+		double took = zs_now_ms() - t0;
+		if (took > 800) {
+			pthread_join(th, NULL);
+			fail_msg("step 1 took %.0f ms with the coordinator stopped: its boundary waited on it",
+				 took);
+		}
+	}
+	driver_step(t, 2); /* waits for the coordinator, back within 1 s */
+	pthread_join(th, NULL);
+	driver_step(t, 3);
+	zs_trainer_close(t);
+	zs_job_spec_release(&spec);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -580,6 +647,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_step_driver_memory),
 		cmocka_unit_test(test_charlm_resumes),
 		cmocka_unit_test(test_bad_calls),
+		cmocka_unit_test(test_boundary_without_round_trip),
 	};
 	if (argc > 1) /* e.g. test_train '*rdma*' */
 		cmocka_set_test_filter(argv[1]);
