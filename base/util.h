@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "base/status.h"
 
@@ -40,6 +41,10 @@ int64_t zs_now_ms(void);
 void zs_rss(uint64_t *now, uint64_t *peak);
 /* Milliseconds since the Unix epoch (for records people read). */
 int64_t zs_wall_ms(void);
+
+/* The wall-clock time ms milliseconds from now: a pthread_cond_timedwait
+ * deadline. */
+struct timespec zs_deadline_in(int64_t ms);
 
 /* Sleeps ms milliseconds (restarting on EINTR unless *stop becomes true). */
 void zs_sleep_ms(int64_t ms, volatile const int *stop);

@@ -114,13 +114,7 @@ bool tr_boundary_take(zs_trainer *t, enum zs_status *st, uint32_t *stage, uint64
 
 	pthread_mutex_lock(&t->down_mu);
 	while (t->bstate == B_POSTED && t->lease_running && zs_now_ms() < deadline) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		struct timespec ts = zs_deadline_in(50);
 		pthread_cond_timedwait(&t->bcv, &t->down_mu, &ts);
 	}
 	if (t->bstate == B_ANSWERED) {
@@ -184,13 +178,7 @@ static void *lease_main(void *arg)
 						continue;
 					}
 				}
-				struct timespec ts;
-				clock_gettime(CLOCK_REALTIME, &ts);
-				ts.tv_nsec += 50 * 1000000L;
-				if (ts.tv_nsec >= 1000000000L) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000L;
-				}
+				struct timespec ts = zs_deadline_in(50);
 				pthread_cond_timedwait(&t->bcv, &t->down_mu, &ts);
 			}
 			pthread_mutex_unlock(&t->down_mu);

@@ -49,19 +49,6 @@ static void seg_name(const uint8_t id[ZS_COLL_ID_BYTES], char *buf, size_t len)
 		n += (size_t)snprintf(buf + n, len - n, "%02x", id[sizeof EMU_MAGIC + i]);
 }
 
-static struct timespec deadline_in(int ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return ts;
-}
-
 static void lock(struct seg *s)
 {
 	if (pthread_mutex_lock(&s->mu) == EOWNERDEAD) /* a rank died in it */
@@ -126,7 +113,7 @@ static void init_seg(struct seg *s, int nranks)
 enum zs_status zs_emu_coll_open(struct zs_coll *c, const uint8_t id[ZS_COLL_ID_BYTES], char *why,
 				size_t len)
 {
-	struct timespec dl = deadline_in(c->timeout_ms);
+	struct timespec dl = zs_deadline_in(c->timeout_ms);
 	int64_t until = zs_now_ms() + c->timeout_ms;
 	char name[64];
 	struct seg *sg;
@@ -208,7 +195,7 @@ enum zs_status zs_emu_coll_exchange(struct zs_coll *c, const void *send, void *r
 				    zs_dev_stream s, bool transpose)
 {
 	struct seg *sg = c->impl;
-	struct timespec dl = deadline_in(c->timeout_ms);
+	struct timespec dl = zs_deadline_in(c->timeout_ms);
 	size_t R = (size_t)c->nranks, me = (size_t)c->rank;
 	size_t in = transpose ? R * n : n; /* what each rank puts in */
 	enum zs_status st = zs_dev_stream_sync(c->dev, s); /* its earlier work first */

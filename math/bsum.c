@@ -69,7 +69,7 @@ static void to_bits(uint32_t *u, const void *x, enum zs_dtype dt, size_t n)
 	} else {
 		const uint16_t *h = x;
 		for (size_t i = 0; i < n; i++)
-			u[i] = zs_bsum_bits(zs_f16_to_f32(h[i]));
+			u[i] = zs_f32_bits(zs_f16_to_f32(h[i]));
 	}
 }
 
@@ -85,7 +85,7 @@ void zs_bsum_deposit(struct zs_bacc *restrict acc, const void *x, enum zs_dtype 
 			block_add(acc + a, u, k);
 		} else {
 			for (size_t i = 0; i < k; i++)
-				zs_bsum_add(&acc[a + i], zs_bsum_float(u[i]));
+				zs_bsum_add(&acc[a + i], zs_f32_from_bits(u[i]));
 		}
 	}
 }

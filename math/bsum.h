@@ -33,6 +33,7 @@
 
 #include <stdint.h>
 
+#include "base/dtype.h"
 #include "math/elem.h"
 
 #define ZS_BSUM_W 30
@@ -58,24 +59,10 @@ ZS_ELEM unsigned zs_bsum_clz64(uint64_t x)
 #endif
 }
 
-ZS_ELEM uint32_t zs_bsum_bits(float x)
-{
-	union { float f; uint32_t u; } v;
-	v.f = x;
-	return v.u;
-}
-
-ZS_ELEM float zs_bsum_float(uint32_t u)
-{
-	union { float f; uint32_t u; } v;
-	v.u = u;
-	return v.f;
-}
-
 /* Adds the term x (all arithmetic in integers: exact). */
 ZS_ELEM void zs_bsum_add(struct zs_bacc *a, float x)
 {
-	const uint32_t u = zs_bsum_bits(x), e = (u >> 23) & 0xffu, f = u & 0x7fffffu;
+	const uint32_t u = zs_f32_bits(x), e = (u >> 23) & 0xffu, f = u & 0x7fffffu;
 	uint64_t lo = (uint64_t)a->lo, hi = (uint64_t)a->hi, v;
 	unsigned t = (unsigned)(lo & ZS_BSUM_TOP), b;
 	uint32_t m;
@@ -121,9 +108,9 @@ ZS_ELEM float zs_bsum_value(const struct zs_bacc *a)
 	int e0, sh, k;
 
 	if ((fl & ZS_BSUM_NAN) || (fl & (ZS_BSUM_PINF | ZS_BSUM_NINF)) == (ZS_BSUM_PINF | ZS_BSUM_NINF))
-		return zs_bsum_float(0x7fc00000u);
+		return zs_f32_from_bits(0x7fc00000u);
 	if (fl)
-		return zs_bsum_float(fl & ZS_BSUM_PINF ? 0x7f800000u : 0xff800000u);
+		return zs_f32_from_bits(fl & ZS_BSUM_PINF ? 0x7f800000u : 0xff800000u);
 	T = (__int128)a->hi * ((__int128)1 << ZS_BSUM_W) + (__int128)(a->lo >> 8);
 	if (!T)
 		return 0.0f;
@@ -150,10 +137,10 @@ ZS_ELEM float zs_bsum_value(const struct zs_bacc *a)
 		k++;
 	}
 	if (mm < 0x800000u) /* subnormal (k == -149) */
-		return zs_bsum_float((neg << 31) | mm);
+		return zs_f32_from_bits((neg << 31) | mm);
 	if (k + 150 >= 255)
-		return zs_bsum_float((neg << 31) | 0x7f800000u);
-	return zs_bsum_float((neg << 31) | ((uint32_t)(k + 150) << 23) | (mm & 0x7fffffu));
+		return zs_f32_from_bits((neg << 31) | 0x7f800000u);
+	return zs_f32_from_bits((neg << 31) | ((uint32_t)(k + 150) << 23) | (mm & 0x7fffffu));
 }
 
 #endif

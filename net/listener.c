@@ -501,13 +501,7 @@ static enum zs_status begin_write(struct zs_lconn *c, struct zs_xfer *x, void **
 		}
 		pthread_mutex_lock(&l->kmu);
 		if (l->kgen == gen) { /* nothing freed since: wait a while */
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 200 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts = zs_deadline_in(200);
 			pthread_cond_timedwait(&l->kcv, &l->kmu, &ts);
 		}
 		pthread_mutex_unlock(&l->kmu);

@@ -329,15 +329,8 @@ enum zs_status zs_req_wait(struct zs_req *r, int timeout_ms, struct zs_error *er
 	struct timespec dl;
 	enum zs_status st;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	if (timeout_ms >= 0) {
-		dl.tv_sec += timeout_ms / 1000;
-		dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
-	}
+	if (timeout_ms >= 0)
+		dl = zs_deadline_in(timeout_ms);
 	pthread_mutex_lock(&c->mu);
 	while (r->state != R_DONE) {
 		if (timeout_ms < 0) {

@@ -30,24 +30,10 @@ static uint32_t rnd(void) /* xorshift64 */
 	return (uint32_t)(rng >> 16);
 }
 
-static float from_bits(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint32_t bits(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
 /* A random fp32 of any magnitude: normal, subnormal, near the top. */
 static float any_float(void)
 {
-	return from_bits(rnd() % 0x7f800000u | (rnd() & 1u) << 31);
+	return zs_f32_from_bits(rnd() % 0x7f800000u | (rnd() & 1u) << 31);
 }
 
 /*
@@ -67,23 +53,23 @@ static void adversarial(float *x, unsigned R, size_t n)
 				*v = any_float();
 				break;
 			case 1: /* one exponent band, the usual gradient */
-				*v = from_bits((115u << 23 | (rnd() & 0x7fffff)) | (rnd() & 1u) << 31);
+				*v = zs_f32_from_bits((115u << 23 | (rnd() & 0x7fffff)) | (rnd() & 1u) << 31);
 				break;
 			case 2: /* cancellation: +a, -a pairs and one small term */
-				*v = r == R - 1 ? from_bits(60u << 23 | (rnd() & 0x7fffff))
+				*v = r == R - 1 ? zs_f32_from_bits(60u << 23 | (rnd() & 0x7fffff))
 				     : (r & 1) ? -x[(size_t)(r - 1) * n + i] : any_float();
 				break;
 			case 3: /* at the overflow edge */
 				*v = FLT_MAX * (r % 3 ? 0.75f : -0.25f);
 				break;
 			case 4: /* subnormals */
-				*v = from_bits((rnd() % 0x800000u) | (rnd() & 1u) << 31);
+				*v = zs_f32_from_bits((rnd() % 0x800000u) | (rnd() & 1u) << 31);
 				break;
 			case 5: /* ties: 2^24 + 1 style sums */
 				*v = r == 0 ? 16777216.0f : r == 1 ? 1.0f : r == 2 ? -0.0f : 0.0f;
 				break;
 			case 6: /* two magnitudes 40 bits apart: truncation */
-				*v = from_bits((r ? e : (e + 40 < 254 ? e + 40 : 254)) << 23 |
+				*v = zs_f32_from_bits((r ? e : (e + 40 < 254 ? e + 40 : 254)) << 23 |
 					       (rnd() & 0x7fffff));
 				break;
 			case 7: /* zeros, both signs */
@@ -99,7 +85,7 @@ static void adversarial(float *x, unsigned R, size_t n)
 				*v = r == 0 ? -INFINITY : r == R - 1 ? INFINITY : any_float();
 				break;
 			default: /* exponents one bin apart, both signs */
-				*v = from_bits(((e % 30) + 30 * (r % 3) + 1) << 23 | (rnd() & 0x7fffff) |
+				*v = zs_f32_from_bits(((e % 30) + 30 * (r % 3) + 1) << 23 | (rnd() & 0x7fffff) |
 					       (r & 1u) << 31);
 			}
 		}
@@ -160,9 +146,9 @@ static void test_matches_reference(void **st)
 	shuffle(order, R); /* any order: the reference has none */
 	sum_in(x, R, N, order, acc, out);
 	for (size_t i = 0; i < N; i++)
-		if (bits(out[i]) != ref[i] && diff++ < 5)
+		if (zs_f32_bits(out[i]) != ref[i] && diff++ < 5)
 			printf("element %zu (kind %zu): 0x%08x, reference 0x%08x\n", i, i % 12,
-			       bits(out[i]), ref[i]);
+			       zs_f32_bits(out[i]), ref[i]);
 	unlink(in);
 	unlink(outp);
 	assert_int_equal(diff, 0);
@@ -234,12 +220,12 @@ static void test_exact_when_close(void **st)
 		double exact = 0.0;
 		memset(&a, 0, sizeof a);
 		for (unsigned r = 0; r < R; r++) {
-			x[r] = from_bits((e + rnd() % 7) << 23 | (rnd() & 0x7fffff) | (rnd() & 1u) << 31);
+			x[r] = zs_f32_from_bits((e + rnd() % 7) << 23 | (rnd() & 0x7fffff) | (rnd() & 1u) << 31);
 			exact += x[r]; /* exact in double: 24 + 6 + 4 bits */
 			zs_bsum_add(&a, x[r]);
 		}
 		zs_bsum_finish(&out, &a, 1, 1);
-		assert_true(bits(out) == bits((float)exact) || (exact == 0.0 && out == 0.0f));
+		assert_true(zs_f32_bits(out) == zs_f32_bits((float)exact) || (exact == 0.0 && out == 0.0f));
 	}
 	/* bf16 and f16 terms are widened exactly first */
 	for (unsigned r = 0; r < R; r++)
@@ -270,10 +256,10 @@ static void test_block_path_is_zs_bsum_add(void **st)
 			float *v = &x[(size_t)r * N + i];
 			uint32_t e = rnd() % 3 == 0 ? 1 + rnd() % 254 : 100 + r * 5 + rnd() % 4;
 			*v = rnd() % 17 == 0 ? 0.0f
-					      : from_bits(e << 23 | (rnd() & 0x7fffff) | (rnd() & 1u) << 31);
+					      : zs_f32_from_bits(e << 23 | (rnd() & 0x7fffff) | (rnd() & 1u) << 31);
 			/* pushes 3 and 7: a subnormal or an infinity in some blocks */
 			if ((r == 3 || r == 7) && i % 700 == 5)
-				*v = r == 3 ? from_bits(0x1234u) : -INFINITY;
+				*v = r == 3 ? zs_f32_from_bits(0x1234u) : -INFINITY;
 		}
 	for (unsigned r = 0; r < R; r++) {
 		zs_bsum_deposit(a, x + (size_t)r * N, ZS_F32, N);
@@ -291,7 +277,7 @@ static void test_max_terms(void **st)
 {
 	struct zs_bacc a = {0, 0};
 	/* top bit at bin 5's top; 24 ones reaching into bin 4 */
-	const float x = from_bits((uint32_t)(5 * ZS_BSUM_W + ZS_BSUM_W - 1 + 1) << 23 | 0x7fffff);
+	const float x = zs_f32_from_bits((uint32_t)(5 * ZS_BSUM_W + ZS_BSUM_W - 1 + 1) << 23 | 0x7fffff);
 	float out;
 
 	(void)st;
