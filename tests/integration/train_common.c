@@ -53,6 +53,8 @@ static int spawn_server(int i, const char *capacity, const char *fault)
 	unsetenv("ZSHARD_FAULT");
 	if (!h_wait_file(port, 10000, got, sizeof got))
 		return -1;
+	got[strcspn(got, "\n")] = '\0';
+	snprintf(C.srv_addr[i], sizeof C.srv_addr[i], "%s", got);
 	if (gpu && !file_has(log, "shards live on")) {
 		fprintf(stderr, "server %d was asked for --gpu %s and did not say so in %s\n", i,
 			gpu, log);
@@ -298,7 +300,29 @@ void wait_restored(struct zs_coord_client *c, const char *job, struct zs_job *j)
 /* Restarts server i, with ZSHARD_FAULT=fault when not NULL. */
 void restart_server(int i, const char *fault)
 {
+	struct zs_coord_client *c;
+	int64_t deadline;
+	bool up = false;
+
 	assert_int_equal(spawn_server(i, C.capacity, fault), 0);
+	/* listening is not registered: wait until the coordinator lists it up,
+	 * so that a placement made next (a restore) can use it */
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	for (deadline = zs_now_ms() + 20000; !up && zs_now_ms() < deadline;) {
+		struct zs_server_info *s;
+		uint32_t n;
+		if (!zs_coord_servers(c, &s, &n, NULL)) {
+			for (uint32_t k = 0; k < n; k++)
+				up |= s[k].up && !strcmp(s[k].addr, C.srv_addr[i]);
+			free(s);
+		}
+		if (!up)
+			usleep(50 * 1000);
+	}
+	zs_coord_close(c);
+	if (!up)
+		fail_msg("server %d (%s) did not come up at the coordinator within 20 s", i,
+			 C.srv_addr[i]);
 }
 /* Restores checkpoint id (0: latest) of job and waits for it. */
 void restore(struct zs_coord_client *c, const char *job, uint64_t id)

@@ -47,6 +47,7 @@ struct train_cluster {
 	int n; /* servers: $ZSHARD_TEST_SERVERS (1..3), default 3 */
 	const char *capacity; /* each: $ZSHARD_TEST_CAPACITY, default 256M */
 	pid_t coord, srv[MAXSERV];
+	char srv_addr[MAXSERV][128]; /* each server's control address */
 };
 extern struct train_cluster C;
 
