@@ -53,39 +53,134 @@ static enum zs_status commit_record(struct coord *c, unsigned table, const void 
 	return zs_kv_commit(t, err);
 }
 
-/*
- * Commits a job record (or its deletion when del) and, when bump, the next
- * assignment generation, in one transaction.
- */
+/* The record's bytes: the job without its trainers (they have their own). */
+static enum zs_status enc_record(const struct zs_job *j, struct zs_buf *b)
+{
+	struct zs_job v = *j;
+	v.trainers = NULL;
+	v.n_trainers = 0;
+	return zs_enc_job(&v, b);
+}
+
+static struct jobrec **rec_slot(struct coord *c, const char *name)
+{
+	struct jobrec **p = &c->recs;
+	while (*p && strcmp((*p)->name, name))
+		p = &(*p)->next;
+	return p;
+}
+
+/* Keeps b (taken) as name's committed record; b NULL: forgets it. */
+static void rec_set(struct coord *c, const char *name, struct zs_buf *b)
+{
+	struct jobrec **p = rec_slot(c, name), *r = *p;
+	if (r) {
+		zs_buf_release(&r->b);
+		if (!b) {
+			*p = r->next;
+			free(r);
+			return;
+		}
+	} else if (b && (r = calloc(1, sizeof *r))) {
+		snprintf(r->name, sizeof r->name, "%s", name);
+		*p = r;
+	}
+	if (r && b) {
+		r->b = *b;
+		*b = (struct zs_buf){0};
+	} else if (b) {
+		zs_buf_release(b);
+	}
+}
+
+const struct zs_buf *coord_job_record(struct coord *c, const struct zs_job *j)
+{
+	struct jobrec *r = *rec_slot(c, j->spec.name);
+	struct zs_buf b = {0};
+
+	if (r)
+		return &r->b;
+	if (enc_record(j, &b))
+		return NULL;
+	rec_set(c, j->spec.name, &b);
+	r = *rec_slot(c, j->spec.name);
+	return r ? &r->b : NULL;
+}
+
+void coord_records_free(struct coord *c)
+{
+	while (c->recs)
+		rec_set(c, c->recs->name, NULL);
+}
+
 enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
 			       bool bump, struct zs_error *err)
 {
 	struct zs_buf b = {0};
 	const char *name = j->spec.name;
+	size_t nl = strlen(name);
+	struct zs_kv_txn *t;
 	enum zs_status st;
 
-	if (!del && zs_enc_job(j, &b))
+	if (!del && enc_record(j, &b))
 		return zs_fail(err, ZS_ENOMEM, "cannot encode job record");
-	st = commit_record(c, T_JOBS, name, strlen(name), del ? NULL : &b,
-			   bump ? "assign_gen" : NULL, c->assign_gen + 1, err);
+	if ((st = zs_kv_begin(c->kv, true, &t, err))) {
+		zs_buf_release(&b);
+		return st;
+	}
+	if (del) { /* the job and its trainers' records, at once */
+		st = zs_kv_del(t, T_JOBS, name, nl, err);
+		if (!st)
+			st = zs_kv_del_prefix(t, T_MEMBERS, name, nl + 1, err);
+	} else {
+		st = zs_kv_put(t, T_JOBS, name, nl, b.data, b.len, err);
+	}
+	if (!st && bump)
+		st = put_u64(t, "assign_gen", c->assign_gen + 1, err);
+	if (st)
+		zs_kv_abort(t);
+	else
+		st = zs_kv_commit(t, err);
 	if (!st && bump)
 		c->assign_gen++;
+	if (!st) /* what joins are answered with from now on */
+		rec_set(c, name, del ? NULL : &b);
 	zs_buf_release(&b);
 	return st;
 }
 
-enum zs_status coord_save_job_reply(struct coord *c, const struct zs_job *j,
-				     struct zs_rpc_call *call, struct zs_error *err)
+/* A trainer's key: the job's name, NUL, the rank big endian. */
+static size_t member_key(const char *job, uint32_t rank, uint8_t *k)
 {
+	size_t n = strlen(job);
+	memcpy(k, job, n + 1);
+	for (int i = 0; i < 4; i++)
+		k[n + 1 + i] = (uint8_t)(rank >> (24 - 8 * i));
+	return n + 5;
+}
+
+enum zs_status coord_save_member(struct coord *c, const struct zs_job *j,
+				  const struct zs_member *m, bool del, struct zs_error *err)
+{
+	uint8_t k[ZS_JOB_NAME_MAX + 5];
+	size_t kl = member_key(j->spec.name, m->rank, k);
 	struct zs_buf b = {0};
-	const char *name = j->spec.name;
 	enum zs_status st;
 
-	if (zs_enc_job(j, &b))
-		return zs_fail(err, ZS_ENOMEM, "cannot encode job record");
-	st = commit_record(c, T_JOBS, name, strlen(name), &b, NULL, 0, err);
-	if (!st)
-		zs_rpc_reply(call, b.data, b.len);
+	if (del) { /* gone already (a record of before members had their own) */
+		struct zs_kv_txn *t;
+		if ((st = zs_kv_begin(c->kv, true, &t, err)))
+			return st;
+		st = zs_kv_del(t, T_MEMBERS, k, kl, err);
+		if (st && st != ZS_ENOTFOUND) {
+			zs_kv_abort(t);
+			return st;
+		}
+		return zs_kv_commit(t, err);
+	}
+	if (zs_enc_member(m, &b))
+		return zs_fail(err, ZS_ENOMEM, "cannot encode a trainer's record");
+	st = commit_record(c, T_MEMBERS, k, kl, &b, NULL, 0, err);
 	zs_buf_release(&b);
 	return st;
 }
@@ -195,6 +290,40 @@ static enum zs_status load_job(void *ctx, const void *k, size_t kl, const void *
 	return ZS_OK;
 }
 
+/* A trainer's record: onto its job's list (sorted once all are in); one
+ * of a job that is gone (a delete cut short) is left alone. */
+static enum zs_status load_member(void *ctx, const void *k, size_t kl, const void *v,
+				  size_t vl)
+{
+	struct coord *c = ctx;
+	const uint8_t *key = k;
+	const uint8_t *nul = memchr(key, 0, kl);
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_member m, *g;
+	struct zs_job *j;
+
+	if (!nul || (size_t)(nul - key) >= sizeof name || kl != (size_t)(nul - key) + 5)
+		return ZS_EIO;
+	memcpy(name, key, (size_t)(nul - key));
+	name[nul - key] = '\0';
+	if (zs_dec_member(v, vl, &m, NULL))
+		return ZS_EIO;
+	if (!(j = coord_find_job(c, name)))
+		return ZS_OK;
+	g = realloc(j->trainers, (j->n_trainers + 1) * sizeof *g);
+	if (!g)
+		return ZS_ENOMEM;
+	j->trainers = g;
+	j->trainers[j->n_trainers++] = m;
+	return ZS_OK;
+}
+
+static int cmp_member(const void *a, const void *b)
+{
+	const struct zs_member *x = a, *y = b;
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
 static enum zs_status load_ckpt(void *ctx, const void *k, size_t kl, const void *v,
 				size_t vl)
 {
@@ -227,12 +356,36 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 	c->next_server_id = get_u64(t, "next_server_id", 1);
 	c->assign_gen = get_u64(t, "assign_gen", 0);
 	c->next_ckpt_id = get_u64(t, "next_ckpt_id", 1);
+	bool *legacy = NULL;
+
 	st = zs_kv_foreach(t, T_SERVERS, load_server, c, err);
 	if (!st)
 		st = zs_kv_foreach(t, T_JOBS, load_job, c, err);
+	/* a record written before trainers had records of their own holds
+	 * them: noted, and moved out below */
+	if (!st && c->n_jobs && !(legacy = calloc(c->n_jobs, sizeof *legacy)))
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (size_t i = 0; !st && i < c->n_jobs; i++)
+		legacy[i] = c->jobs[i].n_trainers != 0;
+	if (!st)
+		st = zs_kv_foreach(t, T_MEMBERS, load_member, c, err);
 	if (!st)
 		st = zs_kv_foreach(t, T_CKPTS, load_ckpt, c, err);
 	zs_kv_abort(t);
+	for (size_t i = 0; !st && i < c->n_jobs; i++) {
+		struct zs_job *j = &c->jobs[i];
+		uint32_t keep = 0;
+		qsort(j->trainers, j->n_trainers, sizeof *j->trainers, cmp_member);
+		for (uint32_t k = 0; k < j->n_trainers; k++) /* one per rank */
+			if (!keep || j->trainers[keep - 1].rank != j->trainers[k].rank)
+				j->trainers[keep++] = j->trainers[k];
+		j->n_trainers = keep;
+		for (uint32_t k = 0; !st && legacy[i] && k < j->n_trainers; k++)
+			st = coord_save_member(c, j, &j->trainers[k], false, err);
+		if (!st && legacy[i])
+			st = coord_save_job(c, j, false, false, err);
+	}
+	free(legacy);
 	if (st)
 		return st;
 	if (c->n_ckpts)
@@ -252,6 +405,7 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 
 void coord_free_state(struct coord *c)
 {
+	coord_records_free(c);
 	for (size_t i = 0; i < c->n_jobs; i++)
 		zs_job_release(&c->jobs[i]);
 	free(c->jobs);

@@ -164,7 +164,7 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	st = zs_lock_dir(cfg->data_dir, "coordinator.lock", &c->lock_fd, err);
 	if (st)
 		goto clean_c;
-	st = zs_kv_open(cfg->data_dir, 0, tables, 4, 0, &c->kv, err);
+	st = zs_kv_open(cfg->data_dir, 0, tables, N_TABLES, 0, &c->kv, err);
 	if (st)
 		goto clean_lock;
 	st = coord_load(c, err);

@@ -356,30 +356,40 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 		memcpy(nt + pos + 1, j->trainers + pos,
 		       (j->n_trainers - pos) * sizeof *nt);
 	}
-	if (!j->n_trainers) { /* a new run: what the last one's ranks agreed on is done */
+	if (!j->n_trainers && (j->leaving_step || j->stop_before)) {
+		/* a new run: what the last one's ranks agreed on is done */
+		struct zs_job old = *j;
 		j->leaving_step = 0;
 		j->stop_before = 0;
+		if (coord_save_job(c, j, false, false, &e)) {
+			*j = old;
+			free(nt);
+			coord_reply_err(call, &e);
+			goto out;
+		}
 	}
 	nt[pos] = (struct zs_member){.rank = r.rank, .joined_ms = zs_wall_ms(),
 				     .session = r.session, .last_hb_ms = zs_now_ms(),
 				     .joined_mono_ms = zs_now_ms()};
 	snprintf(nt[pos].host, sizeof nt[pos].host, "%s", r.host);
-	{
-		struct zs_member *old = j->trainers;
-		j->trainers = nt;
-		j->n_trainers++;
-		/* the record and the reply are the same bytes: encoded once */
-		if (coord_save_job_reply(c, j, call, &e)) {
-			j->trainers = old;
-			j->n_trainers--;
-			free(nt);
-			coord_reply_err(call, &e);
-			goto out;
-		}
-		free(old);
+	/* the trainer's own record: a join commits O(1) bytes */
+	if (coord_save_member(c, j, &nt[pos], false, &e)) {
+		free(nt);
+		coord_reply_err(call, &e);
+		goto out;
 	}
+	free(j->trainers);
+	j->trainers = nt;
+	j->n_trainers++;
 	zs_info("job '%s': rank %u joined from %s (%u of %u)", r.job, r.rank,
 		r.host[0] ? r.host : "?", j->n_trainers, j->spec.world_size);
+	{ /* the job as committed, without its trainers: encoded once per change */
+		const struct zs_buf *rec = coord_job_record(c, j);
+		if (rec)
+			zs_rpc_reply(call, rec->data, rec->len);
+		else
+			coord_reply_job(call, j);
+	}
 out:
 	pthread_mutex_unlock(&c->mu);
 	zs_layout_release(&r.layout);

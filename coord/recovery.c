@@ -183,7 +183,7 @@ enum zs_status coord_drop_trainer(struct coord *c, struct zs_job *j, uint32_t po
 	memmove(j->trainers + pos, j->trainers + pos + 1,
 		(j->n_trainers - pos - 1) * sizeof *j->trainers);
 	j->n_trainers--;
-	if (coord_save_job(c, j, false, false, e)) {
+	if (coord_save_member(c, j, &gone, true, e)) {
 		memmove(j->trainers + pos + 1, j->trainers + pos,
 			(j->n_trainers - pos) * sizeof *j->trainers);
 		j->trainers[pos] = gone;

@@ -38,8 +38,18 @@
 #include "base/util.h"
 #include "base/version.h"
 
-enum { T_META, T_SERVERS, T_JOBS, T_CKPTS };
-static const char *const tables[] = {"meta", "servers", "jobs", "ckpts"};
+/* members: one record per joined trainer (key: job name, NUL, rank big
+ * endian), so that a join or a leave commits O(1) bytes; a job's record
+ * holds everything else */
+enum { T_META, T_SERVERS, T_JOBS, T_CKPTS, T_MEMBERS, N_TABLES };
+static const char *const tables[] = {"meta", "servers", "jobs", "ckpts", "members"};
+
+/* A job's record as last committed (catalog.c), for the replies to joins. */
+struct jobrec {
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_buf b;
+	struct jobrec *next;
+};
 
 struct srv {
 	struct zs_server_info info; /* as registered (up/used/last_seen derived) */
@@ -111,6 +121,7 @@ struct coord {
 	struct ctask *ctasks;
 	struct sreports *reports;
 	struct comm *comms; /* trainers' communicator ids (comms.c) */
+	struct jobrec *recs;
 };
 
 /* coord.c */
@@ -133,15 +144,19 @@ size_t coord_live_servers(struct coord *c, const struct zs_job *skip,
 
 /* catalog.c */
 /*
- * Commits a job record (or its deletion when del) and, when bump, the next
- * assignment generation, in one transaction.
+ * Commits a job record (everything but its trainers) or, when del, its
+ * deletion with its trainers' records, and, when bump, the next assignment
+ * generation, in one transaction.
  */
 enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
 			       bool bump, struct zs_error *err);
-/* Commits a job record and, once committed, answers call with the same
- * bytes (a JobReply is the record): the job encoded once. */
-enum zs_status coord_save_job_reply(struct coord *c, const struct zs_job *j,
-				     struct zs_rpc_call *call, struct zs_error *err);
+/* Commits one trainer's record (or its deletion) of job j. */
+enum zs_status coord_save_member(struct coord *c, const struct zs_job *j,
+				  const struct zs_member *m, bool del, struct zs_error *err);
+/* j's record as committed (the job without its trainers): a join's reply,
+ * encoded once per change of the job, not once per join. NULL: no memory. */
+const struct zs_buf *coord_job_record(struct coord *c, const struct zs_job *j);
+void coord_records_free(struct coord *c);
 enum zs_status coord_save_server(struct coord *c, const struct zs_server_info *s,
 				  uint64_t next_id, struct zs_error *err);
 struct zs_checkpoint *coord_find_ckpt(struct coord *c, const char *job, uint64_t id);

@@ -128,6 +128,10 @@ enum zs_status zs_dec_assignments(const uint8_t *p, size_t n, uint64_t *gen,
 				  struct zs_assignment **a, uint32_t *n_a,
 				  struct zs_error *err);
 
+/* One joined trainer (the coordinator's catalog keeps each in a record). */
+enum zs_status zs_enc_member(const struct zs_member *m, struct zs_buf *out);
+enum zs_status zs_dec_member(const uint8_t *p, size_t n, struct zs_member *m,
+			     struct zs_error *err);
 /* TrainerHeartbeat's reply: the job's timeline and the servers down. */
 enum zs_status zs_enc_trainer_hb_reply(uint64_t timeline, const struct zs_server_info *down,
 				       uint32_t n_down, struct zs_buf *out);

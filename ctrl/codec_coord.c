@@ -211,6 +211,31 @@ enum zs_status zs_dec_servers(const uint8_t *p, size_t n, struct zs_server_info 
 	return st;
 }
 
+enum zs_status zs_enc_member(const struct zs_member *mb, struct zs_buf *out)
+{
+	Zshard__Trainer m = ZSHARD__TRAINER__INIT;
+	struct arena a = {0};
+	m.rank = mb->rank;
+	m.host = (char *)mb->host;
+	m.joined_ms = mb->joined_ms;
+	m.session = mb->session;
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_member(const uint8_t *p, size_t n, struct zs_member *mb,
+			     struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__Trainer, trainer, p, n, err);
+	memset(mb, 0, sizeof *mb);
+	mb->rank = m->rank;
+	mb->joined_ms = m->joined_ms;
+	mb->session = m->session;
+	st = pb_cpy(mb->host, sizeof mb->host, m->host, "trainer host", err);
+	DONE(trainer);
+	return st;
+}
+
 enum zs_status zs_enc_trainer_hb_reply(uint64_t timeline, const struct zs_server_info *down,
 				       uint32_t n_down, struct zs_buf *out)
 {

@@ -69,6 +69,8 @@ enum zs_status zs_coord_set_stage(struct zs_coord_client *c, const char *name,
 enum zs_status zs_coord_rebalance(struct zs_coord_client *c, const char *name,
 				  const uint64_t *servers, uint32_t n, struct zs_job *job,
 				  struct zs_error *err);
+/* Joins req->rank; *job: the job as committed, without its trainers list
+ * (GetJob has it), so that a join costs the coordinator no encoding. */
 enum zs_status zs_coord_join(struct zs_coord_client *c,
 			     const struct zs_join_req *req, struct zs_job *job,
 			     struct zs_error *err);

@@ -441,7 +441,12 @@ static void test_bad_rpcs_change_nothing(void **st)
 	r.rank = 1;
 	assert_int_equal(zs_layout_copy(&r.layout, &job.spec.layout), ZS_OK);
 	assert_int_equal(zs_coord_join(c, &r, &j2, &err), ZS_OK);
+	assert_int_equal(j2.n_trainers, 0); /* a join's reply: the job, not who joined */
+	assert_true(j2.placement.n_shards > 0);
+	zs_job_release(&j2);
+	assert_int_equal(zs_coord_get_job(c, "demo", &j2, &err), ZS_OK);
 	assert_int_equal(j2.n_trainers, 1);
+	assert_int_equal(j2.trainers[0].rank, 1);
 	zs_job_release(&j2);
 	before = job_snapshot();
 
