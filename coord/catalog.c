@@ -375,7 +375,8 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 	for (size_t i = 0; !st && i < c->n_jobs; i++) {
 		struct zs_job *j = &c->jobs[i];
 		uint32_t keep = 0;
-		qsort(j->trainers, j->n_trainers, sizeof *j->trainers, cmp_member);
+		if (j->n_trainers > 1)
+			qsort(j->trainers, j->n_trainers, sizeof *j->trainers, cmp_member);
 		for (uint32_t k = 0; k < j->n_trainers; k++) /* one per rank */
 			if (!keep || j->trainers[keep - 1].rank != j->trainers[k].rank)
 				j->trainers[keep++] = j->trainers[k];
