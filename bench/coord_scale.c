@@ -159,7 +159,6 @@ static void *load_main(void *arg)
 	struct zs_coord_client *c = conn();
 	while (!atomic_load(&stop_load)) {
 		double round = bench_now();
-		uint32_t ns = 0, nr = 0;
 		for (uint32_t i = (uint32_t)w->id; i < S || i < R; i += T) {
 			struct zs_error err = {0};
 			double t0;
@@ -172,7 +171,6 @@ static void *load_main(void *arg)
 				if (zs_coord_heartbeat(c, srv_ids[i], "", &lease, &gen, &tgen, &err))
 					w->fails++, snprintf(w->why, sizeof w->why, "heartbeat: %.200s", err.msg);
 				lat_add(&w->shb, (bench_now() - t0) * 1e6);
-				ns++;
 			}
 			if (i < R && i < atomic_load(&joined) + T) {
 				struct zs_server_info *down;
@@ -190,15 +188,12 @@ static void *load_main(void *arg)
 				if (zs_coord_report_step(c, spec.name, i, &rep, &stage, &every, &stop, &err))
 					w->fails++, snprintf(w->why, sizeof w->why, "step report: %.200s", err.msg);
 				lat_add(&w->rep, (bench_now() - t0) * 1e6);
-				nr++;
 			}
 		}
 		/* once a second at most: the offered rate */
 		double left = 1.0 - (bench_now() - round);
 		if (left > 0 && !atomic_load(&stop_load))
 			usleep((useconds_t)(left * 1e6));
-		(void)ns;
-		(void)nr;
 	}
 	zs_coord_close(c);
 	return NULL;
@@ -304,8 +299,6 @@ int main(int argc, char **argv)
 
 	/* 2. the job: placement in process, then CreateJob */
 	{
-		uint64_t sizes[1];
-		(void)sizes;
 		memset(&spec, 0, sizeof spec);
 		snprintf(spec.name, sizeof spec.name, "scale");
 		spec.stage = 3;

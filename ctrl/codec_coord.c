@@ -178,6 +178,26 @@ enum zs_status zs_dec_assignments(const uint8_t *p, size_t n, uint64_t *gen,
 	return st;
 }
 
+/* A message's server list into a malloc'd array (*s NULL on failure). */
+static enum zs_status servers_from(Zshard__ServerInfo **v, size_t n, struct zs_server_info **s,
+				   uint32_t *n_s, struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+	*s = calloc(n ? n : 1, sizeof **s);
+	*n_s = 0;
+	if (!*s)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (size_t i = 0; !st && i < n; i++)
+		st = pb_server_from(v[i], &(*s)[i], err);
+	if (st) {
+		free(*s);
+		*s = NULL;
+	} else {
+		*n_s = (uint32_t)n;
+	}
+	return st;
+}
+
 enum zs_status zs_enc_servers(const struct zs_server_info *s, uint32_t n_s,
 			      struct zs_buf *out)
 {
@@ -193,20 +213,9 @@ enum zs_status zs_enc_servers(const struct zs_server_info *s, uint32_t n_s,
 enum zs_status zs_dec_servers(const uint8_t *p, size_t n, struct zs_server_info **s,
 			      uint32_t *n_s, struct zs_error *err)
 {
-	enum zs_status st = ZS_OK;
+	enum zs_status st;
 	UNPACK(Zshard__ListServersReply, list_servers_reply, p, n, err);
-	*s = calloc(m->n_servers ? m->n_servers : 1, sizeof **s);
-	*n_s = 0;
-	if (!*s)
-		st = zs_fail(err, ZS_ENOMEM, "out of memory");
-	for (size_t i = 0; !st && i < m->n_servers; i++)
-		st = pb_server_from(m->servers[i], &(*s)[i], err);
-	if (st) {
-		free(*s);
-		*s = NULL;
-	} else {
-		*n_s = (uint32_t)m->n_servers;
-	}
+	st = servers_from(m->servers, m->n_servers, s, n_s, err);
 	DONE(list_servers_reply);
 	return st;
 }
@@ -253,21 +262,10 @@ enum zs_status zs_dec_trainer_hb_reply(const uint8_t *p, size_t n, uint64_t *tim
 				       struct zs_server_info **down, uint32_t *n_down,
 				       struct zs_error *err)
 {
-	enum zs_status st = ZS_OK;
+	enum zs_status st;
 	UNPACK(Zshard__TrainerHeartbeatReply, trainer_heartbeat_reply, p, n, err);
 	*timeline = m->timeline;
-	*down = calloc(m->n_down ? m->n_down : 1, sizeof **down);
-	*n_down = 0;
-	if (!*down)
-		st = zs_fail(err, ZS_ENOMEM, "out of memory");
-	for (size_t i = 0; !st && i < m->n_down; i++)
-		st = pb_server_from(m->down[i], &(*down)[i], err);
-	if (st) {
-		free(*down);
-		*down = NULL;
-	} else {
-		*n_down = (uint32_t)m->n_down;
-	}
+	st = servers_from(m->down, m->n_down, down, n_down, err);
 	DONE(trainer_heartbeat_reply);
 	return st;
 }

@@ -12,7 +12,8 @@
  * Per connection:  HELLO -> (GATHER | PUSH | PUSH_BEGIN, PUSH)*  -> EOF.
  * A frame that does not decode, a payload of the wrong size or a peer that
  * closes mid-frame ends that connection only; the target sees write_abort
- * for a write that began, and nothing else changes.
+ * for a write that began, and nothing else changes. A one-sided path's
+ * control frames and landing notifications: listener_path.c.
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,91 +30,12 @@
 #include "base/log.h"
 #include "net/sockio.h"
 #include "net/listener.h"
+#include "net/listener_int.h"
 #include "model/hparams.h"
 #include "base/util.h"
 #include "net/wire.h"
 
 #define MAX_HELLO 1024
-#define LANDED_WORKERS 2
-
-struct note { /* a one-sided push's notification waiting for a worker */
-	struct zs_lconn *c;
-	uint32_t id;
-	struct note *next;
-};
-
-struct slot { /* a write slot handed out by PUSH_SLOT (offset peers) */
-	uint64_t req_id;
-	struct zs_xfer x;
-	void *dst;
-};
-
-struct zs_lconn {
-	struct zs_listener *l;
-	int fd;
-	const struct zs_endpoint_ops *ep; /* the endpoint it came in on */
-	bool offsets; /* it addresses the arena itself (an offset endpoint, or
-		       * the one-sided path): replies give offsets */
-	bool path;    /* on the one-sided path */
-	void *pstate; /* the path's state for it (its queue pair) */
-	atomic_int refs;
-	pthread_mutex_t wmu; /* serializes writes; guards dead */
-	bool dead;
-	bool hello;
-	uint32_t job, rank;
-	pthread_t th;
-	pthread_mutex_t smu; /* slots: a path's notifications come from another thread */
-	struct slot *slots;
-	size_t n_slots;
-	struct zs_lconn *next; /* listener's list */
-};
-
-struct zs_sop {
-	struct zs_lconn *c;
-	uint64_t req_id;
-	uint16_t op;
-	struct zs_xfer x;
-};
-
-struct block {
-	void *p;
-	size_t size;
-	bool used;
-};
-
-struct zs_listener {
-	struct zs_target t;
-	int fds[ZS_LISTEN_MAX];
-	const struct zs_endpoint_ops *eps[ZS_LISTEN_MAX];
-	int n_fds;
-	pthread_t accept_th;
-	atomic_int stop;
-	pthread_mutex_t mu; /* conns, blocks */
-	struct zs_lconn *conns;
-	/* the arena: a memfd that offset peers may map (pass_arena endpoints)
-	 * and a one-sided path registers; inline peers never see it */
-	int memfd;
-	uint8_t *arena;
-	size_t arena_len, arena_used;
-	struct block *blocks;
-	size_t n_blocks;
-	const struct zs_listener_path *path; /* the one-sided path, when offered */
-	void *pctx;
-	/* its push notifications, handled by a few workers so that the
-	 * reductions they start run in parallel, as tcp connections' do */
-	pthread_mutex_t nmu;
-	pthread_cond_t ncv;
-	struct note *notes, *notes_tail;
-	bool nstop;
-	pthread_t nth[LANDED_WORKERS];
-	/* writes waiting for the target's room: kicked when it frees some */
-	pthread_mutex_t kmu;
-	pthread_cond_t kcv;
-	uint64_t kgen;
-	uint32_t wait_ms;
-	int n_nth;
-	bool stopped;
-};
 
 /* ----------------------------------------------------------------- arena */
 
@@ -155,7 +77,7 @@ void zs_listener_release(struct zs_listener *l, void *p)
 
 /* ----------------------------------------------------------- connections */
 
-static void conn_unref(struct zs_lconn *c)
+void lsn_conn_unref(struct zs_lconn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
@@ -167,8 +89,8 @@ static void conn_unref(struct zs_lconn *c)
 }
 
 /* Sends a frame (and payload) unless the connection is dead. */
-static int send_frame(struct zs_lconn *c, struct zs_frame *f, const void *payload,
-		      size_t len, int pass_fd)
+int lsn_send_frame(struct zs_lconn *c, struct zs_frame *f, const void *payload, size_t len,
+		   int pass_fd)
 {
 	uint8_t h[ZS_WIRE_HDR];
 	struct iovec iov[2] = {{h, sizeof h}, {(void *)payload, len}};
@@ -191,14 +113,14 @@ static int send_frame(struct zs_lconn *c, struct zs_frame *f, const void *payloa
 	return rc;
 }
 
-static void send_error(struct zs_lconn *c, uint64_t req_id, enum zs_status code,
+void lsn_send_error(struct zs_lconn *c, uint64_t req_id, enum zs_status code,
 		       const char *msg)
 {
 	struct zs_frame f = {.op = ZS_OP_ERROR, .req_id = req_id, .status = code};
-	send_frame(c, &f, msg, strlen(msg), -1);
+	lsn_send_frame(c, &f, msg, strlen(msg), -1);
 }
 
-static struct zs_sop *new_sop(struct zs_lconn *c, const struct zs_frame *f,
+struct zs_sop *lsn_new_sop(struct zs_lconn *c, const struct zs_frame *f,
 			      const struct zs_xfer *x)
 {
 	struct zs_sop *op = malloc(sizeof *op);
@@ -211,7 +133,7 @@ static struct zs_sop *new_sop(struct zs_lconn *c, const struct zs_frame *f,
 
 static void sop_end(struct zs_sop *op)
 {
-	conn_unref(op->c);
+	lsn_conn_unref(op->c);
 	free(op);
 }
 
@@ -235,13 +157,13 @@ void zs_sop_read_ready(struct zs_sop *op, const void *src)
 		const uint8_t *s = src, *a = c->l->arena;
 		if (s < a || s + bytes > a + c->l->arena_len) {
 			zs_error("data plane: target served memory outside the arena (bug)");
-			send_error(c, op->req_id, ZS_EINTERNAL, "server memory error");
+			lsn_send_error(c, op->req_id, ZS_EINTERNAL, "server memory error");
 		} else {
 			f.aux = (uint64_t)(s - a);
-			send_frame(c, &f, NULL, 0, -1);
+			lsn_send_frame(c, &f, NULL, 0, -1);
 		}
 	} else {
-		send_frame(c, &f, src, bytes, -1);
+		lsn_send_frame(c, &f, src, bytes, -1);
 	}
 	sop_end(op);
 }
@@ -252,7 +174,7 @@ void zs_sop_done(struct zs_sop *op)
 {
 	struct zs_frame f = {.op = ZS_OP_PUSH_ACK, .req_id = op->req_id,
 			     .job = op->c->job, .unit = op->x.unit, .step = op->x.step};
-	send_frame(op->c, &f, NULL, 0, -1);
+	lsn_send_frame(op->c, &f, NULL, 0, -1);
 	sop_end(op);
 }
 
@@ -264,7 +186,7 @@ void zs_sop_fail(struct zs_sop *op, enum zs_status code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	send_error(op->c, op->req_id, code == ZS_OK ? ZS_EINTERNAL : code, msg);
+	lsn_send_error(op->c, op->req_id, code == ZS_OK ? ZS_EINTERNAL : code, msg);
 	sop_end(op);
 }
 
@@ -299,7 +221,7 @@ static int on_hello(struct zs_lconn *c, const struct zs_frame *f)
 	uint32_t job;
 
 	if (c->hello || f->payload_len == 0 || f->payload_len > MAX_HELLO) {
-		send_error(c, f->req_id, ZS_EPROTO, "bad HELLO");
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "bad HELLO");
 		return -1;
 	}
 	if (zs_read_full(c->fd, buf, f->payload_len))
@@ -308,11 +230,11 @@ static int on_hello(struct zs_lconn *c, const struct zs_frame *f)
 	token = memchr(buf, '\0', f->payload_len);
 	token = token ? token + 1 : buf + f->payload_len;
 	if ((f->flags & ZS_WF_ONE_SIDED) && (c->offsets || !l->path)) {
-		send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no one-sided data path");
+		lsn_send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no one-sided data path");
 		return -1;
 	}
 	if (l->t.hello(l->t.ctx, buf, token, f->step, f->aux, f->rank, &job, &err)) {
-		send_error(c, f->req_id, err.code, err.msg);
+		lsn_send_error(c, f->req_id, err.code, err.msg);
 		return -1;
 	}
 	c->hello = true;
@@ -322,109 +244,7 @@ static int on_hello(struct zs_lconn *c, const struct zs_frame *f)
 		c->path = c->offsets = true;
 	if (c->offsets) /* the size of what its offsets address */
 		r.aux = l->arena_len;
-	return send_frame(c, &r, NULL, 0, c->ep->pass_arena ? l->memfd : -1);
-}
-
-/* A path's notification (the push's request id) arrived with its last
- * piece; the bytes are in the slot. Called with a reference held. */
-static void note_handle(struct zs_lconn *c, uint32_t id)
-{
-	struct zs_frame f = {.op = ZS_OP_PUSH};
-	struct slot sl = {0};
-	bool found = false;
-
-	pthread_mutex_lock(&c->smu);
-	for (size_t i = 0; i < c->n_slots && !found; i++)
-		if ((uint32_t)c->slots[i].req_id == id) {
-			sl = c->slots[i];
-			c->slots[i] = c->slots[--c->n_slots];
-			found = true;
-		}
-	pthread_mutex_unlock(&c->smu);
-	if (!found) {
-		zs_warn("data plane: a %s notification for request %u, which has no slot",
-			c->l->path->name, id);
-	} else {
-		struct zs_sop *op;
-		f.req_id = sl.req_id;
-		op = new_sop(c, &f, &sl.x);
-		if (op)
-			c->l->t.write_done(c->l->t.ctx, op, c->job, c->rank, &sl.x, sl.dst);
-		else
-			c->l->t.write_abort(c->l->t.ctx, c->job, c->rank, &sl.x, sl.dst);
-	}
-	conn_unref(c);
-}
-
-void zs_lconn_hold(struct zs_lconn *c) { atomic_fetch_add(&c->refs, 1); }
-
-/* From the path's thread: queued for a worker (the reference goes with
- * it). Handled at once if no queue entry can be made. */
-void zs_lconn_landed(struct zs_lconn *c, uint32_t id)
-{
-	struct zs_listener *l = c->l;
-	struct note *n = malloc(sizeof *n);
-
-	if (!n) {
-		note_handle(c, id);
-		return;
-	}
-	*n = (struct note){c, id, NULL};
-	pthread_mutex_lock(&l->nmu);
-	if (l->notes_tail)
-		l->notes_tail->next = n;
-	else
-		l->notes = n;
-	l->notes_tail = n;
-	pthread_cond_signal(&l->ncv);
-	pthread_mutex_unlock(&l->nmu);
-}
-
-static void *note_main(void *arg)
-{
-	struct zs_listener *l = arg;
-
-	pthread_mutex_lock(&l->nmu);
-	for (;;) {
-		struct note *n;
-		while (!l->notes && !l->nstop)
-			pthread_cond_wait(&l->ncv, &l->nmu);
-		if (!l->notes)
-			break; /* stopping, and nothing left */
-		n = l->notes;
-		l->notes = n->next;
-		if (!l->notes)
-			l->notes_tail = NULL;
-		pthread_mutex_unlock(&l->nmu);
-		note_handle(n->c, n->id);
-		free(n);
-		pthread_mutex_lock(&l->nmu);
-	}
-	pthread_mutex_unlock(&l->nmu);
-	return NULL;
-}
-
-/* A control frame of the one-sided path (an rdma queue pair, again after
- * a failure): the path's answer in reply. */
-static int on_control(struct zs_lconn *c, const struct zs_frame *f)
-{
-	struct zs_listener *l = c->l;
-	struct zs_frame r = {.op = f->op, .req_id = f->req_id, .job = c->job};
-	uint8_t in[ZS_PATH_CTL_MAX], out[ZS_PATH_CTL_MAX];
-	size_t out_len = 0;
-	struct zs_error err = {0};
-
-	if (!c->path || f->payload_len > sizeof in) {
-		send_error(c, f->req_id, ZS_EPROTO, "a control frame is for one-sided peers");
-		return -1;
-	}
-	if (zs_read_full(c->fd, in, f->payload_len))
-		return -1;
-	if (l->path->control(l->pctx, c, &c->pstate, in, f->payload_len, out, &out_len, &err)) {
-		send_error(c, f->req_id, err.code, err.msg);
-		return -1;
-	}
-	return send_frame(c, &r, out, out_len, -1);
+	return lsn_send_frame(c, &r, NULL, 0, c->ep->pass_arena ? l->memfd : -1);
 }
 
 /* The optimizer's hyperparameters from a step on: the target answers. */
@@ -437,20 +257,20 @@ static int on_hparams(struct zs_lconn *c, const struct zs_frame *f)
 	struct zs_error err = {0};
 
 	if (f->payload_len > sizeof in) {
-		send_error(c, f->req_id, ZS_EPROTO, "a HPARAMS payload over its maximum size");
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "a HPARAMS payload over its maximum size");
 		return -1;
 	}
 	if (zs_read_full(c->fd, in, f->payload_len))
 		return -1;
 	if (!l->t.hparams) {
-		send_error(c, f->req_id, ZS_EPROTO, "this server takes no HPARAMS");
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "this server takes no HPARAMS");
 		return 0;
 	}
 	if (l->t.hparams(l->t.ctx, c->job, c->rank, f->step, in, f->payload_len, &err)) {
-		send_error(c, f->req_id, err.code, err.msg);
+		lsn_send_error(c, f->req_id, err.code, err.msg);
 		return 0;
 	}
-	return send_frame(c, &r, NULL, 0, -1);
+	return lsn_send_frame(c, &r, NULL, 0, -1);
 }
 
 void zs_listener_kick(struct zs_listener *l)
@@ -520,9 +340,9 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 	if (f->op == ZS_OP_HELLO)
 		return on_hello(c, f);
 	if (l->path && f->op == l->path->control_op)
-		return on_control(c, f);
+		return lsn_on_control(c, f);
 	if (!c->hello || f->job != c->job) {
-		send_error(c, f->req_id, ZS_EPROTO,
+		lsn_send_error(c, f->req_id, ZS_EPROTO,
 			   c->hello ? "frame for another job" : "HELLO first");
 		return -1;
 	}
@@ -532,16 +352,16 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 		/* keep the stream in step if the payload is sane, else drop it */
 		if (f->payload_len > ((uint64_t)1 << 40) || zs_drain(c->fd, f->payload_len))
 			return -1;
-		send_error(c, f->req_id, err.code, err.msg);
+		lsn_send_error(c, f->req_id, err.code, err.msg);
 		return 0;
 	}
 	switch (f->op) {
 	case ZS_OP_GATHER:
 		if (f->payload_len) {
-			send_error(c, f->req_id, ZS_EPROTO, "GATHER with a payload");
+			lsn_send_error(c, f->req_id, ZS_EPROTO, "GATHER with a payload");
 			return -1;
 		}
-		op = new_sop(c, f, &x);
+		op = lsn_new_sop(c, f, &x);
 		if (!op)
 			return -1;
 		l->t.read(l->t.ctx, op, c->job, c->rank, &x);
@@ -556,24 +376,24 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 				x = c->slots[i].x;
 				c->slots[i] = c->slots[--c->n_slots];
 				pthread_mutex_unlock(&c->smu);
-				op = new_sop(c, f, &x);
+				op = lsn_new_sop(c, f, &x);
 				if (!op)
 					return -1;
 				l->t.write_done(l->t.ctx, op, c->job, c->rank, &x, dst);
 				return 0;
 			}
 			pthread_mutex_unlock(&c->smu);
-			send_error(c, f->req_id, ZS_EPROTO, "PUSH without PUSH_BEGIN");
+			lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH without PUSH_BEGIN");
 			return -1;
 		}
 		if (f->payload_len != x.length * zs_dtype_size(x.dtype)) {
-			send_error(c, f->req_id, ZS_EPROTO, "PUSH payload size does not match its range");
+			lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH payload size does not match its range");
 			return -1;
 		}
 		if (begin_write(c, &x, &dst, &err)) {
 			if (zs_drain(c->fd, f->payload_len))
 				return -1;
-			send_error(c, f->req_id, err.code, err.msg);
+			lsn_send_error(c, f->req_id, err.code, err.msg);
 			return 0;
 		}
 		/* straight into the target's staging slot, no intermediate copy,
@@ -589,7 +409,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			if (l->t.write_progress && got < f->payload_len)
 				l->t.write_progress(l->t.ctx, c->job, c->rank, &x, dst, got);
 		}
-		op = new_sop(c, f, &x);
+		op = lsn_new_sop(c, f, &x);
 		if (!op)
 			return -1;
 		l->t.write_done(l->t.ctx, op, c->job, c->rank, &x, dst);
@@ -598,11 +418,11 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 		struct zs_frame r = {.op = ZS_OP_PUSH_SLOT, .req_id = f->req_id, .job = c->job};
 		struct slot *g;
 		if (!(c->offsets) || f->payload_len) {
-			send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for peers that address the arena");
+			lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for peers that address the arena");
 			return -1;
 		}
 		if (begin_write(c, &x, &dst, &err)) {
-			send_error(c, f->req_id, err.code, err.msg);
+			lsn_send_error(c, f->req_id, err.code, err.msg);
 			return 0;
 		}
 		pthread_mutex_lock(&c->smu);
@@ -617,10 +437,10 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			return -1;
 		}
 		r.aux = (uint64_t)((uint8_t *)dst - l->arena);
-		return send_frame(c, &r, NULL, 0, -1);
+		return lsn_send_frame(c, &r, NULL, 0, -1);
 	}
 	default:
-		send_error(c, f->req_id, ZS_EPROTO, "unexpected frame op");
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "unexpected frame op");
 		return -1;
 	}
 }
@@ -635,7 +455,7 @@ static void *conn_main(void *arg)
 	while (zs_read_full(c->fd, h, sizeof h) == 0) {
 		if (zs_wire_decode(h, &f, &err)) {
 			zs_warn("data plane: dropping a connection: %s", err.msg);
-			send_error(c, 0, ZS_EPROTO, err.msg);
+			lsn_send_error(c, 0, ZS_EPROTO, err.msg);
 			break;
 		}
 		if (handle(c, &f))
@@ -704,18 +524,6 @@ static void *accept_main(void *arg)
 	return NULL;
 }
 
-/* The notification workers finish what was notified, then stop. */
-static void stop_workers(struct zs_listener *l)
-{
-	pthread_mutex_lock(&l->nmu);
-	l->nstop = true;
-	pthread_cond_broadcast(&l->ncv);
-	pthread_mutex_unlock(&l->nmu);
-	for (int i = 0; i < l->n_nth; i++)
-		pthread_join(l->nth[i], NULL);
-	l->n_nth = 0;
-}
-
 static void close_fds(struct zs_listener *l)
 {
 	for (int i = 0; i < l->n_fds; i++)
@@ -768,14 +576,8 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 		if ((st = o->path->open(l->arena, l->arena_len, &l->pctx, err)))
 			goto fail;
 		l->path = o->path;
-		for (; l->n_nth < LANDED_WORKERS; l->n_nth++)
-			if (pthread_create(&l->nth[l->n_nth], NULL, note_main, l))
-				break;
-		if (!l->n_nth) {
-			st = zs_fail(err, ZS_ENOMEM, "cannot start the %s notification workers",
-				     o->path->name);
+		if ((st = lsn_start_workers(l, err)))
 			goto fail;
-		}
 	}
 	if (pthread_create(&l->accept_th, NULL, accept_main, l)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start the accept thread");
@@ -786,7 +588,7 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 fail:
 	if (l->path) /* no connection uses it yet */
 		l->path->close(l->pctx);
-	stop_workers(l);
+	lsn_stop_workers(l);
 	pthread_cond_destroy(&l->ncv);
 	pthread_mutex_destroy(&l->nmu);
 	pthread_cond_destroy(&l->kcv);
@@ -833,13 +635,13 @@ void zs_listener_stop(struct zs_listener *l)
 		shutdown(c->fd, SHUT_RDWR);
 		pthread_mutex_unlock(&c->wmu);
 		pthread_join(c->th, NULL);
-		conn_unref(c);
+		lsn_conn_unref(c);
 	}
 	l->conns = NULL;
 	if (l->path) /* after the connections let it go */
 		l->path->close(l->pctx);
 	l->path = NULL;
-	stop_workers(l);
+	lsn_stop_workers(l);
 }
 
 void zs_listener_free(struct zs_listener *l)

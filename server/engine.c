@@ -109,7 +109,6 @@ static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard
 	if (!s->gpu) /* on the device: devshard.c's dbacc */
 		s->bacc = calloc(pad, sizeof *s->bacc);
 	s->slot = calloc(R, 1);
-	s->n_ranks = R;
 	if (in_mem && arrays > 1)
 		s->s0 = calloc(pad, 4);
 	if (in_mem && arrays > 2)

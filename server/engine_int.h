@@ -63,7 +63,6 @@ struct eshard {
 	uint32_t terms;  /* pushes in bacc this step (partial ones too) */
 	uint32_t n_landing; /* pushes landing now (in landing buffers) */
 	uint32_t init_landing; /* initial uploads landing now */
-	uint32_t n_ranks;
 	uint64_t version;
 	bool ready;   /* has parameters: initialized (or, later, restored) */
 	bool reduced; /* clipping: acc holds step version's mean gradient */

@@ -1,0 +1,118 @@
+/*
+ * listener_int.h - the listener's state, internal to net/ (the API is
+ * listener.h). listener.c: the arena, connections, frames and the target's
+ * calls; listener_path.c: a one-sided path's control frames and landing
+ * notifications.
+ */
+#ifndef ZS_LISTENER_INT_H
+#define ZS_LISTENER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/listener.h"
+#include "net/wire.h"
+
+#define LANDED_WORKERS 2
+
+struct note { /* a one-sided push's notification waiting for a worker */
+	struct zs_lconn *c;
+	uint32_t id;
+	struct note *next;
+};
+
+struct slot { /* a write slot handed out by PUSH_SLOT (offset peers) */
+	uint64_t req_id;
+	struct zs_xfer x;
+	void *dst;
+};
+
+struct zs_lconn {
+	struct zs_listener *l;
+	int fd;
+	const struct zs_endpoint_ops *ep; /* the endpoint it came in on */
+	bool offsets; /* it addresses the arena itself (an offset endpoint, or
+		       * the one-sided path): replies give offsets */
+	bool path;    /* on the one-sided path */
+	void *pstate; /* the path's state for it (its queue pair) */
+	atomic_int refs;
+	pthread_mutex_t wmu; /* serializes writes; guards dead */
+	bool dead;
+	bool hello;
+	uint32_t job, rank;
+	pthread_t th;
+	pthread_mutex_t smu; /* slots: a path's notifications come from another thread */
+	struct slot *slots;
+	size_t n_slots;
+	struct zs_lconn *next; /* listener's list */
+};
+
+struct zs_sop {
+	struct zs_lconn *c;
+	uint64_t req_id;
+	uint16_t op;
+	struct zs_xfer x;
+};
+
+struct block {
+	void *p;
+	size_t size;
+	bool used;
+};
+
+struct zs_listener {
+	struct zs_target t;
+	int fds[ZS_LISTEN_MAX];
+	const struct zs_endpoint_ops *eps[ZS_LISTEN_MAX];
+	int n_fds;
+	pthread_t accept_th;
+	atomic_int stop;
+	pthread_mutex_t mu; /* conns, blocks */
+	struct zs_lconn *conns;
+	/* the arena: a memfd that offset peers may map (pass_arena endpoints)
+	 * and a one-sided path registers; inline peers never see it */
+	int memfd;
+	uint8_t *arena;
+	size_t arena_len, arena_used;
+	struct block *blocks;
+	size_t n_blocks;
+	const struct zs_listener_path *path; /* the one-sided path, when offered */
+	void *pctx;
+	/* its push notifications, handled by a few workers so that the
+	 * reductions they start run in parallel, as tcp connections' do */
+	pthread_mutex_t nmu;
+	pthread_cond_t ncv;
+	struct note *notes, *notes_tail;
+	bool nstop;
+	pthread_t nth[LANDED_WORKERS];
+	/* writes waiting for the target's room: kicked when it frees some */
+	pthread_mutex_t kmu;
+	pthread_cond_t kcv;
+	uint64_t kgen;
+	uint32_t wait_ms;
+	int n_nth;
+	bool stopped;
+};
+
+/* listener.c */
+void lsn_conn_unref(struct zs_lconn *c);
+/* Sends a frame (and payload) unless the connection is dead. */
+int lsn_send_frame(struct zs_lconn *c, struct zs_frame *f, const void *payload, size_t len,
+		   int pass_fd);
+void lsn_send_error(struct zs_lconn *c, uint64_t req_id, enum zs_status code, const char *msg);
+/* An operation for the target (holds a reference on c), or NULL. */
+struct zs_sop *lsn_new_sop(struct zs_lconn *c, const struct zs_frame *f,
+			   const struct zs_xfer *x);
+
+/* listener_path.c */
+/* A control frame of the one-sided path; nonzero ends the connection. */
+int lsn_on_control(struct zs_lconn *c, const struct zs_frame *f);
+/* The notification workers: started with the path, stopped after every
+ * connection let it go (they finish what was notified). */
+enum zs_status lsn_start_workers(struct zs_listener *l, struct zs_error *err);
+void lsn_stop_workers(struct zs_listener *l);
+
+#endif

@@ -1,0 +1,137 @@
+/*
+ * listener_path.c - the listener's side of a one-sided data path (rdma):
+ * its control frames, and the notifications that a push has landed, handed
+ * to a few workers so that the reductions they start run in parallel, as
+ * tcp connections' do (see listener.h, struct zs_listener_path).
+ */
+#include "net/listener_int.h"
+
+#include <stdlib.h>
+
+#include "base/log.h"
+#include "net/sockio.h"
+
+/* A path's notification (the push's request id) arrived with its last
+ * piece; the bytes are in the slot. Called with a reference held. */
+static void note_handle(struct zs_lconn *c, uint32_t id)
+{
+	struct zs_frame f = {.op = ZS_OP_PUSH};
+	struct slot sl = {0};
+	bool found = false;
+
+	pthread_mutex_lock(&c->smu);
+	for (size_t i = 0; i < c->n_slots && !found; i++)
+		if ((uint32_t)c->slots[i].req_id == id) {
+			sl = c->slots[i];
+			c->slots[i] = c->slots[--c->n_slots];
+			found = true;
+		}
+	pthread_mutex_unlock(&c->smu);
+	if (!found) {
+		zs_warn("data plane: a %s notification for request %u, which has no slot",
+			c->l->path->name, id);
+	} else {
+		struct zs_sop *op;
+		f.req_id = sl.req_id;
+		op = lsn_new_sop(c, &f, &sl.x);
+		if (op)
+			c->l->t.write_done(c->l->t.ctx, op, c->job, c->rank, &sl.x, sl.dst);
+		else
+			c->l->t.write_abort(c->l->t.ctx, c->job, c->rank, &sl.x, sl.dst);
+	}
+	lsn_conn_unref(c);
+}
+
+void zs_lconn_hold(struct zs_lconn *c) { atomic_fetch_add(&c->refs, 1); }
+
+/* From the path's thread: queued for a worker (the reference goes with
+ * it). Handled at once if no queue entry can be made. */
+void zs_lconn_landed(struct zs_lconn *c, uint32_t id)
+{
+	struct zs_listener *l = c->l;
+	struct note *n = malloc(sizeof *n);
+
+	if (!n) {
+		note_handle(c, id);
+		return;
+	}
+	*n = (struct note){c, id, NULL};
+	pthread_mutex_lock(&l->nmu);
+	if (l->notes_tail)
+		l->notes_tail->next = n;
+	else
+		l->notes = n;
+	l->notes_tail = n;
+	pthread_cond_signal(&l->ncv);
+	pthread_mutex_unlock(&l->nmu);
+}
+
+static void *note_main(void *arg)
+{
+	struct zs_listener *l = arg;
+
+	pthread_mutex_lock(&l->nmu);
+	for (;;) {
+		struct note *n;
+		while (!l->notes && !l->nstop)
+			pthread_cond_wait(&l->ncv, &l->nmu);
+		if (!l->notes)
+			break; /* stopping, and nothing left */
+		n = l->notes;
+		l->notes = n->next;
+		if (!l->notes)
+			l->notes_tail = NULL;
+		pthread_mutex_unlock(&l->nmu);
+		note_handle(n->c, n->id);
+		free(n);
+		pthread_mutex_lock(&l->nmu);
+	}
+	pthread_mutex_unlock(&l->nmu);
+	return NULL;
+}
+
+/* A control frame of the one-sided path (an rdma queue pair, again after
+ * a failure): the path's answer in reply. */
+int lsn_on_control(struct zs_lconn *c, const struct zs_frame *f)
+{
+	struct zs_listener *l = c->l;
+	struct zs_frame r = {.op = f->op, .req_id = f->req_id, .job = c->job};
+	uint8_t in[ZS_PATH_CTL_MAX], out[ZS_PATH_CTL_MAX];
+	size_t out_len = 0;
+	struct zs_error err = {0};
+
+	if (!c->path || f->payload_len > sizeof in) {
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "a control frame is for one-sided peers");
+		return -1;
+	}
+	if (zs_read_full(c->fd, in, f->payload_len))
+		return -1;
+	if (l->path->control(l->pctx, c, &c->pstate, in, f->payload_len, out, &out_len, &err)) {
+		lsn_send_error(c, f->req_id, err.code, err.msg);
+		return -1;
+	}
+	return lsn_send_frame(c, &r, out, out_len, -1);
+}
+
+enum zs_status lsn_start_workers(struct zs_listener *l, struct zs_error *err)
+{
+	for (; l->n_nth < LANDED_WORKERS; l->n_nth++)
+		if (pthread_create(&l->nth[l->n_nth], NULL, note_main, l))
+			break;
+	if (!l->n_nth)
+		return zs_fail(err, ZS_ENOMEM, "cannot start the %s notification workers",
+			       l->path->name);
+	return ZS_OK;
+}
+
+/* The notification workers finish what was notified, then stop. */
+void lsn_stop_workers(struct zs_listener *l)
+{
+	pthread_mutex_lock(&l->nmu);
+	l->nstop = true;
+	pthread_cond_broadcast(&l->ncv);
+	pthread_mutex_unlock(&l->nmu);
+	for (int i = 0; i < l->n_nth; i++)
+		pthread_join(l->nth[i], NULL);
+	l->n_nth = 0;
+}
