@@ -44,6 +44,7 @@ static int secs;
 static uint64_t *srv_ids;
 static uint64_t *sessions;
 static struct zs_job_spec spec;
+static uint64_t digest; /* the job's layout's, as a trainer sends it */
 static atomic_uint next_rank, joined;
 static atomic_int stop_load;
 
@@ -95,6 +96,23 @@ static uint64_t rss_kb(pid_t pid)
 	return kb;
 }
 
+/* the process's CPU time (user + system), seconds */
+static double cpu_s(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	p = fgets(buf, sizeof buf, f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			 &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 struct worker {
 	int id;
 	struct lat reg, join, shb, thb, rep;
@@ -131,7 +149,7 @@ static void *join_main(void *arg)
 	double deadline = bench_now() + 600.0;
 	uint32_t r;
 	while ((r = atomic_fetch_add(&next_rank, 1)) < R && bench_now() < deadline) {
-		struct zs_join_req q = {.rank = r, .session = 1000 + r, .layout = spec.layout};
+		struct zs_join_req q = {.rank = r, .session = 1000 + r, .layout_digest = digest};
 		struct zs_job j;
 		struct zs_error err = {0};
 		double t0 = bench_now();
@@ -239,7 +257,8 @@ int main(int argc, char **argv)
 	struct place_server *ps;
 	struct zs_placement pl;
 	struct zs_job job;
-	double plan_ms[5], create_ms, t0, joins_s, load_s;
+	double plan_ms[5], create_ms, t0, joins_s, load_s, cpu0, dec_ms[5];
+	size_t reply_bytes = 0;
 	uint64_t rss0, rss1, rss2;
 	pid_t pid;
 
@@ -343,6 +362,7 @@ int main(int argc, char **argv)
 		kill(pid, SIGKILL);
 		return 1;
 	}
+	digest = zs_layout_digest(&job.spec.layout);
 	create_ms = (bench_now() - t0) * 1e3;
 	{
 		double pm = bench_median(plan_ms, 5);
@@ -351,15 +371,34 @@ int main(int argc, char **argv)
 		printf("| CreateJob (placement, LMDB commit, reply) | 1 | - | %.3f | - | - |\n", create_ms);
 	}
 	zs_placement_release(&pl);
+	{ /* what a join's reply costs the trainer: its size, its decoding */
+		struct zs_buf b;
+		if (!zs_enc_job(&job, &b)) {
+			reply_bytes = b.len;
+			for (int k = 0; k < 5; k++) {
+				struct zs_job d;
+				t0 = bench_now();
+				if (zs_dec_job(b.data, b.len, &d, NULL))
+					break;
+				dec_ms[k] = (bench_now() - t0) * 1e3;
+				zs_job_release(&d);
+			}
+			zs_buf_release(&b);
+		}
+	}
 	zs_job_release(&job);
 	zs_coord_close(c);
 	rss1 = rss_kb(pid);
 
 	/* 3. joins */
 	t0 = bench_now();
+	cpu0 = cpu_s(pid);
 	run_all(join_main, w);
 	joins_s = bench_now() - t0;
 	row("Join", w, offsetof(struct worker, join), joins_s, "-");
+	printf("| (a join: %.3f ms of the coordinator's CPU; its reply %.2f MB, %.1f ms to decode in the trainer) | | | | | |\n",
+	       (cpu_s(pid) - cpu0) * 1e3 / (double)(atomic_load(&joined) ? atomic_load(&joined) : 1),
+	       (double)reply_bytes / 1e6, reply_bytes ? bench_median(dec_ms, 5) : 0.0);
 	if (atomic_load(&joined) < R)
 		printf("| (joined %u of %u ranks) | | | | | |\n", atomic_load(&joined), R);
 

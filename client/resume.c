@@ -29,7 +29,8 @@ static enum zs_status rejoin(zs_trainer *t, int64_t deadline, struct zs_error *e
 
 	snprintf(req.job, sizeof req.job, "%s", t->job.spec.name);
 	gethostname(req.host, sizeof req.host - 1);
-	req.layout = t->job.spec.layout;
+	/* the job of that name must still be the one this trainer trains */
+	req.layout_digest = zs_layout_digest(&t->job.spec.layout);
 	tr_lease_stop(t);
 	while ((st = zs_coord_join(t->coord, &req, &nj, err)) == ZS_EEXIST &&
 	       zs_now_ms() < deadline)

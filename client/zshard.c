@@ -195,7 +195,6 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 {
 	struct zs_error err = {0};
 	struct zs_join_req req = {.rank = rank};
-	struct zs_job j;
 	zs_trainer *t;
 	enum zs_status st;
 
@@ -219,12 +218,10 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	st = zs_coord_open(coordinator, timeout_ms, 0, &t->coord, &err);
 	if (st)
 		goto fail;
-	st = zs_coord_get_job(t->coord, job, &j, &err);
-	if (st)
-		goto fail;
+	/* no layout to check: the trainer takes the job's from the join's
+	 * reply (its bindings check their model against it) */
 	snprintf(req.job, sizeof req.job, "%s", job);
 	gethostname(req.host, sizeof req.host - 1);
-	req.layout = j.spec.layout;
 	/* this process's session: its lease, and its join sent again after a
 	 * lost reply, are told from another process's for the same rank */
 	while (!t->session && getrandom(&t->session, sizeof t->session, 0) != sizeof t->session)
@@ -234,7 +231,6 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	snprintf(t->transport, sizeof t->transport, "%s", transport);
 	t->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
 	st = join_rank(t, &req, &err);
-	zs_job_release(&j);
 	if (st)
 		goto fail;
 	t->joined = true;

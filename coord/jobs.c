@@ -310,7 +310,7 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 
 	if (zs_dec_join(p, n, &r, &e))
 		return coord_reply_err(call, &e);
-	if (zs_layout_validate(&r.layout, &e)) {
+	if (r.layout.n_units && zs_layout_validate(&r.layout, &e)) {
 		zs_layout_release(&r.layout);
 		return zs_rpc_fail(call, ZS_EINVAL, "trainer's layout is invalid: %s",
 				   e.msg);
@@ -324,9 +324,18 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 			    r.rank, r.job, j->spec.world_size);
 		goto out;
 	}
-	if (!zs_layout_equal(&r.layout, &j->spec.layout, why, sizeof why)) {
+	if (r.layout.n_units &&
+	    !zs_layout_equal(&r.layout, &j->spec.layout, why, sizeof why)) {
 		zs_rpc_fail(call, ZS_EINVAL, "layout differs from job '%s': %s", r.job,
 			    why);
+		goto out;
+	}
+	if (!r.layout.n_units && r.layout_digest &&
+	    r.layout_digest != zs_layout_digest(&j->spec.layout)) {
+		zs_rpc_fail(call, ZS_EINVAL,
+			    "layout differs from job '%s' (digest %016llx, the job's %016llx): was the job deleted and created again with another model?",
+			    r.job, (unsigned long long)r.layout_digest,
+			    (unsigned long long)zs_layout_digest(&j->spec.layout));
 		goto out;
 	}
 	for (pos = 0; pos < j->n_trainers && j->trainers[pos].rank < r.rank; pos++)

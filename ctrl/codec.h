@@ -31,7 +31,8 @@ struct zs_join_req {
 	char job[ZS_JOB_NAME_MAX];
 	uint32_t rank;
 	char host[ZS_ADDR_MAX];
-	struct zs_layout layout;
+	struct zs_layout layout; /* 0 units: none (the digest, if any, is checked) */
+	uint64_t layout_digest;  /* zs_layout_digest of the trainer's layout; 0: none */
 	uint64_t session; /* the trainer process's; 0: none (no lease renewal) */
 };
 

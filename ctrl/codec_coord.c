@@ -465,7 +465,9 @@ enum zs_status zs_enc_join(const struct zs_join_req *r, struct zs_buf *out)
 	m.rank = r->rank;
 	m.host = (char *)r->host;
 	m.session = r->session;
-	m.layout = pb_layout_pb(&a, &r->layout);
+	m.layout_digest = r->layout_digest;
+	if (r->layout.n_units)
+		m.layout = pb_layout_pb(&a, &r->layout);
 	return pb_pack(&a, &m.base, out);
 }
 
@@ -477,6 +479,7 @@ enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
 	memset(r, 0, sizeof *r);
 	r->rank = m->rank;
 	r->session = m->session;
+	r->layout_digest = m->layout_digest;
 	if (!(st = pb_cpy(r->job, sizeof r->job, m->job, "job name", err)) &&
 	    !(st = pb_cpy(r->host, sizeof r->host, m->host, "trainer host", err)))
 		st = pb_layout_from(m->layout, &r->layout, err);

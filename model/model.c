@@ -320,6 +320,43 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 	return ZS_OK;
 }
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static uint64_t fnv_u64(uint64_t h, uint64_t v)
+{
+	uint8_t le[8];
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(v >> 8 * i);
+	return fnv(h, le, sizeof le);
+}
+
+uint64_t zs_layout_digest(const struct zs_layout *l)
+{
+	uint64_t h = fnv_u64(0xcbf29ce484222325ULL, l->n_units);
+
+	for (uint32_t u = 0; u < l->n_units; u++) {
+		const struct zs_unit *x = &l->units[u];
+		h = fnv(h, x->name, strlen(x->name) + 1);
+		h = fnv_u64(h, (uint64_t)x->dtype);
+		h = fnv_u64(h, x->n_tensors);
+		for (uint32_t t = 0; t < x->n_tensors; t++) {
+			const struct zs_tensor *p = &x->tensors[t];
+			h = fnv(h, p->name, strlen(p->name) + 1);
+			h = fnv_u64(h, p->ndim);
+			for (uint32_t d = 0; d < p->ndim && d < ZS_MAX_DIMS; d++)
+				h = fnv_u64(h, p->shape[d]);
+			h = fnv_u64(h, p->group);
+		}
+	}
+	return h ? h : 1;
+}
+
 bool zs_layout_equal(const struct zs_layout *a, const struct zs_layout *b,
 		     char *why, unsigned why_len)
 {

@@ -287,6 +287,15 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s,
 				     struct zs_error *err);
 
 /*
+ * A 64-bit digest (FNV-1a) of what zs_layout_equal compares: the units'
+ * names and dtypes, their tensors' names, shapes and optimizer groups, in
+ * order. Never 0. A join sends it instead of the layout itself (O(1)
+ * bytes at any model size); it tells layouts apart, it is no protection
+ * against a forger.
+ */
+uint64_t zs_layout_digest(const struct zs_layout *l);
+
+/*
  * True when a and b describe the same units and tensors (names, shapes,
  * dtypes, in order). On false, writes the first difference into why.
  */

@@ -460,6 +460,15 @@ static void test_bad_rpcs_change_nothing(void **st)
 	assert_int_equal(zs_coord_join(c, &r, &j2, &err), ZS_EINVAL);
 	assert_non_null(strstr(err.msg, "layout differs"));
 	r.layout.units[1].tensors[0].shape[0] = 64;
+	{ /* the digest a trainer sends instead: checked, refused on a mismatch */
+		struct zs_layout keep = r.layout;
+		r.layout = (struct zs_layout){0};
+		r.layout_digest = zs_layout_digest(&job.spec.layout) ^ 1;
+		assert_int_equal(zs_coord_join(c, &r, &j2, &err), ZS_EINVAL);
+		assert_non_null(strstr(err.msg, "layout differs from job 'demo' (digest"));
+		r.layout = keep;
+		r.layout_digest = 0;
+	}
 	strcpy(r.job, "nope");
 	assert_int_equal(zs_coord_join(c, &r, &j2, &err), ZS_ENOTFOUND);
 	strcpy(r.job, "demo");

@@ -91,7 +91,16 @@ static void test_create_and_join_roundtrip(void **st)
 	assert_string_equal(q.host, "trainer-5");
 	assert_int_equal(q.rank, 5);
 	assert_true(zs_layout_equal(&q.layout, &s.layout, why, sizeof why));
+	assert_int_equal(q.layout_digest, 0);
 	zs_layout_release(&q.layout);
+	zs_buf_release(&b);
+	/* a join with the digest alone: no layout comes out */
+	r.layout = (struct zs_layout){0};
+	r.layout_digest = zs_layout_digest(&s.layout);
+	assert_int_equal(zs_enc_join(&r, &b), ZS_OK);
+	assert_int_equal(zs_dec_join(b.data, b.len, &q, NULL), ZS_OK);
+	assert_int_equal(q.layout.n_units, 0);
+	assert_true(q.layout_digest == r.layout_digest);
 	zs_buf_release(&b);
 	zs_job_spec_release(&s);
 	zs_job_spec_release(&t);

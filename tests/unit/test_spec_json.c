@@ -162,15 +162,37 @@ static void test_layout_equal(void **st)
 	fixture_spec(&a, "x");
 	fixture_spec(&b, "x");
 	assert_true(zs_layout_equal(&a.layout, &b.layout, why, sizeof why));
+	/* the digest a join sends tells apart what the comparison does */
+#define SAME_DIGEST(yes) assert_true((zs_layout_digest(&a.layout) == \
+				      zs_layout_digest(&b.layout)) == (yes))
+	SAME_DIGEST(true);
 	b.layout.units[1].tensors[0].shape[1] = 65;
 	assert_false(zs_layout_equal(&a.layout, &b.layout, why, sizeof why));
 	assert_non_null(strstr(why, "tensor 'w'"));
+	SAME_DIGEST(false);
 	b.layout.units[1].tensors[0].shape[1] = 64;
+	SAME_DIGEST(true);
+	b.layout.units[1].tensors[0].group = 1;
+	SAME_DIGEST(false);
+	b.layout.units[1].tensors[0].group = 0;
+	b.layout.units[1].dtype = b.layout.units[1].dtype == ZS_F32 ? ZS_BF16 : ZS_F32;
+	SAME_DIGEST(false);
+	b.layout.units[1].dtype = a.layout.units[1].dtype;
+	b.layout.units[1].tensors[0].ndim++;
+	SAME_DIGEST(false);
+	b.layout.units[1].tensors[0].ndim--;
+	strcat(b.layout.units[1].tensors[0].name, "x");
+	SAME_DIGEST(false);
+	strcpy(b.layout.units[1].tensors[0].name, a.layout.units[1].tensors[0].name);
+	SAME_DIGEST(true);
 	strcpy(b.layout.units[2].name, "other");
 	assert_false(zs_layout_equal(&a.layout, &b.layout, why, sizeof why));
 	assert_non_null(strstr(why, "unit 2"));
+	SAME_DIGEST(false);
 	b.layout.n_units = 2;
 	assert_false(zs_layout_equal(&a.layout, &b.layout, why, sizeof why));
+	SAME_DIGEST(false);
+#undef SAME_DIGEST
 	b.layout.n_units = 3;
 	zs_job_spec_release(&a);
 	zs_job_spec_release(&b);
