@@ -313,6 +313,9 @@ $(BUILD)/bin/bench_tier: $(BUILD)/obj/bench/tier.o $(ENGINE_OBJ) $(ENGINE_GPU) $
 $(BUILD)/bin/bench_tier: LDLIBS += $(ENGINE_LIBS)
 BENCH_BINS := $(addprefix $(BUILD)/bin/,coord_rpc bench_coord_scale bench_limits bench_coll bench_transport \
 	      bench_optim bench_reduce bench_ckpt bench_tier)
+# the tests build the benchmarks too, so that an API change cannot leave
+# them broken until the next make bench
+check: $(BENCH_BINS) $(BUILD)/lib/libzsbench.so
 # the GPU rows (bench/gpu.c, bench/gpu_adamw.py): where nvcc is; they say
 # why they print nothing where no device is
 ifneq ($(HAVE_NVCC),)

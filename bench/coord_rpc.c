@@ -103,7 +103,7 @@ int main(int argc, char **argv)
 				enum zs_status e =
 					k == 0 ? zs_coord_status(c, &s, &err)
 					: k == 1 ? zs_coord_get_job(c, argv[2], &j, &err)
-						 : zs_coord_heartbeat(c, sid, &lease, &gen, &gen, &err);
+						 : zs_coord_heartbeat(c, sid, "", &lease, &gen, &gen, &err);
 				lat[i] = now_us() - t0;
 				if (e) {
 					fprintf(stderr, "%s: %s\n", names[k], err.msg);
