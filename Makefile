@@ -50,7 +50,7 @@ CPPFLAGS := -I. -I$(BUILD) -D_GNU_SOURCE
 LDFLAGS := -pthread $(SANFLAGS)
 # -lgrpc -lgpr is all a dynamic link needs (pkg-config lists ~90 absl libs)
 CTRL_LIBS := -lprotobuf-c -lgrpc -lgpr
-LDLIBS := -ljansson -llmdb $(CTRL_LIBS) -ldl -lm
+LDLIBS := -ljansson -llmdb -lmicrohttpd $(CTRL_LIBS) -ldl -lm
 
 GEN := $(BUILD)/gen/zshard.pb-c.c $(BUILD)/gen/zshard.pb-c.h
 GEN_OBJ := $(BUILD)/obj/gen/zshard.pb-c.o
@@ -91,6 +91,7 @@ MATH_SRC := $(wildcard math/*.c)
 STORAGE_SRC := $(wildcard storage/*.c)
 NET_SRC := $(wildcard net/*.c)
 CTRL_SRC := $(wildcard ctrl/*.c)
+METRICS_SRC := $(wildcard metrics/*.c)
 CLIENT_SRC := $(wildcard client/*.c)
 # the device layer: the CUDA driver API loaded at run time, and the emulator
 GPU_SRC := $(wildcard gpu/*.c)
@@ -102,7 +103,7 @@ CLI_SRC := $(wildcard cli/*.c)
 
 # everything below the daemons, as one internal archive
 CORE_OBJ := $(call obj,$(BASE_SRC) $(MODEL_SRC) $(MATH_SRC) $(GPU_SRC) $(STORAGE_SRC) $(NET_SRC) \
-	      $(RDMA_SRC) $(CTRL_SRC)) $(GEN_OBJ)
+	      $(RDMA_SRC) $(CTRL_SRC) $(METRICS_SRC)) $(GEN_OBJ)
 CORE_LIB := $(BUILD)/lib/libzscore.a
 ENGINE_OBJ := $(call obj,$(ENGINE_SRC))
 # the engine's GPU-resident shards run gpu/*.cu's kernels where nvcc is:
@@ -134,13 +135,13 @@ PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
-UNIT_TESTS := placement codec kv util spec_json optim bsum wire transport engine plan \
+UNIT_TESTS := placement codec kv util spec_json optim bsum wire transport engine plan metrics \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train ckpt crash device scale
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all check check-layers check-exports check-install test-rdma test-gpu test-faults asan demo gpt torch-venv bench \
+.PHONY: all check check-layers check-exports check-install test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(TEST_BINS)
@@ -209,6 +210,7 @@ $(BUILD)/tests/test_placement: $(BUILD)/obj/tests/unit/test_placement.o $(CORE_L
 $(BUILD)/tests/test_codec: $(BUILD)/obj/tests/unit/test_codec.o $(CORE_LIB)
 $(BUILD)/tests/test_kv: $(BUILD)/obj/tests/unit/test_kv.o $(CORE_LIB)
 $(BUILD)/tests/test_util: $(BUILD)/obj/tests/unit/test_util.o $(CORE_LIB)
+$(BUILD)/tests/test_metrics: $(BUILD)/obj/tests/unit/test_metrics.o $(CORE_LIB)
 $(BUILD)/tests/test_plan: $(BUILD)/obj/tests/unit/test_plan.o $(CORE_LIB)
 $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_LIB)
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(CORE_LIB)
@@ -252,6 +254,12 @@ check: all
 		CC="$(CC)" sh tests/gpu/check-cuda-abi.sh "$(CUDA_HOME)" || rc=1; fi; \
 	sh tests/integration/netns.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: netns skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
+	if [ "$(SAN)" = 1 ]; then echo "check: fuzz skipped under the sanitizers (its build has them; make check runs it)"; \
+	elif ! command -v $(FUZZ_CC) >/dev/null 2>&1; then echo "check: fuzz skipped: no $(FUZZ_CC) (Debian's clang-14)"; \
+	elif $(FUZZ_MAKE) >$(BUILD)/fuzz-build.log 2>&1; then sh tests/fuzz/run.sh $(FUZZ_BUILD) 5 $(FUZZ_TARGETS) || rc=1; \
+	else tail -30 $(BUILD)/fuzz-build.log; echo "check: fuzz build FAILED"; rc=1; fi; \
+	sh tests/integration/prometheus.sh $(BUILD)/bin; n=$$?; \
+	if [ $$n -eq 77 ]; then echo "check: prometheus skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \
 	if [ "$(SAN)" = 1 ]; then echo "check: python skipped under the sanitizers (python would need libasan preloaded)"; \
 	elif ZSHARD_LIB=$(abspath $(LIBZS_SO)) ZSHARD_BIN=$(abspath $(BUILD)/bin) \
@@ -333,6 +341,28 @@ endif
 $(BENCH_BINS):
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---------------------------------------------------------------- fuzz
+# libFuzzer targets (tests/fuzz/): the data plane as a server runs it, every
+# control-plane decoder, the safetensors reader, the job-spec parser. Built
+# with clang, AddressSanitizer and UBSan into build-fuzz/ (make fuzz-bins
+# there); make fuzz runs each for FUZZ_SECONDS, make check for a few.
+FUZZ_TARGETS := wire rpc safetensors spec
+FUZZ_CC ?= clang-14
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := build-fuzz
+FUZZ_MAKE = $(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SAN=1 OPT=-O1 \
+	    EXTRA_CFLAGS=-fsanitize=fuzzer-no-link fuzz-bins
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+$(BUILD)/fuzz/seeds: $(BUILD)/obj/tests/fuzz/seeds.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+fuzz-bins: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%) $(BUILD)/fuzz/seeds
+fuzz:
+	@$(FUZZ_MAKE)
+	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # the MPI peer, built by bench/run.sh once it installed OpenMPI
 $(BUILD)/bin/bench_mpi_coll: bench/mpi_coll.c

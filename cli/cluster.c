@@ -35,8 +35,9 @@ static int c_servers(struct ctx *x, int argc, char **argv)
 		for (uint32_t i = 0; i < n; i++) {
 			char tr[64];
 			json_array_append_new(
-				a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:I, s:s}",
+				a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:I, s:s}",
 					     "id", (json_int_t)s[i].id, "addr", s[i].addr,
+					     "metrics_addr", s[i].metrics_addr,
 					     "data_addr", s[i].data_addr, "shm_addr", s[i].shm_addr,
 					     "host", s[i].host,
 					     "state", cli_state_name(&s[i]),
@@ -144,8 +145,9 @@ static int c_status(struct ctx *x, int argc, char **argv)
 		if (zs_coord_status(x->c, &s, &err))
 			return cli_die("%s", err.msg);
 		if (json)
-			cli_json_print(json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:I}",
+			cli_json_print(json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:I}",
 					     "version", s.version, "addr", s.addr,
+					     "metrics_addr", s.metrics_addr,
 					     "data_dir", s.data_dir, "uptime_ms",
 					     (json_int_t)s.uptime_ms, "lease_ms",
 					     (int)s.lease_ms, "servers_up", (int)s.servers_up,
@@ -158,6 +160,8 @@ static int c_status(struct ctx *x, int argc, char **argv)
 			       s.addr, s.version, (double)s.uptime_ms / 1000.0, s.data_dir,
 			       s.servers_up, s.servers_down, s.lease_ms, s.jobs,
 			       (unsigned long long)s.assign_gen);
+		if (!json && s.metrics_addr[0])
+			printf("metrics: http://%s/metrics\n", s.metrics_addr);
 	}
 	return 0;
 }

@@ -502,6 +502,9 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 		*k = nk;
 		c->task_gen++;
 		if (k->state != ZS_CKPT_PENDING)
+			coord_metrics_ckpt(c, k->state == ZS_CKPT_COMMITTED,
+					   (double)(zs_wall_ms() - k->created_ms) * 1e-3);
+		if (k->state != ZS_CKPT_PENDING)
 			zs_info("job '%s': checkpoint %llu of step %llu %s%s%s", k->job,
 				(unsigned long long)k->id, (unsigned long long)k->step,
 				zs_ckpt_state_name(k->state), k->error[0] ? ": " : "", k->error);

@@ -178,6 +178,8 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 				 c->addr, sizeof c->addr, err);
 	if (st)
 		goto clean_state;
+	if (cfg->metrics && (st = coord_metrics_start(c, cfg->metrics, err)))
+		goto clean_rpc;
 	if (pthread_create(&c->reaper, NULL, coord_reaper, c)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start the lease thread");
 		goto clean_rpc;
@@ -188,7 +190,9 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	return ZS_OK;
 
 clean_rpc:
+	coord_metrics_stop(c);
 	zs_rpc_server_free(c->rpc);
+	coord_metrics_free(c);
 clean_state:
 	coord_free_state(c);
 clean_kv:
@@ -206,6 +210,7 @@ void coord_free(struct coord *c)
 	if (!c)
 		return;
 	atomic_store(&c->stop, 1);
+	coord_metrics_stop(c); /* no scrape reads the state from here on */
 	pthread_join(c->reaper, NULL);
 	/* deferred calls are answered before the RPC server goes */
 	pthread_mutex_lock(&c->mu);
@@ -219,6 +224,7 @@ void coord_free(struct coord *c)
 	coord_drop_comms(c);
 	pthread_mutex_unlock(&c->mu);
 	zs_rpc_server_free(c->rpc);
+	coord_metrics_free(c); /* the RPC server's observer is gone with it */
 	zs_kv_close(c->kv);
 	close(c->lock_fd);
 	coord_free_state(c);

@@ -25,6 +25,7 @@ struct coord_config {
 				    * and its job rolls back (0: 10 s) */
 	uint32_t norm_timeout_ms; /* bound on collecting a step's gradient
 				   * norms from every server (0: 60 s) */
+	const char *metrics;  /* HOST:PORT to serve Prometheus metrics at, or NULL */
 };
 
 /*

@@ -416,6 +416,7 @@ void coord_h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	snprintf(s.version, sizeof s.version, "%s", ZS_VERSION);
 	snprintf(s.addr, sizeof s.addr, "%s", c->addr);
 	snprintf(s.data_dir, sizeof s.data_dir, "%s", c->data_dir);
+	snprintf(s.metrics_addr, sizeof s.metrics_addr, "%s", coord_metrics_addr(c));
 	pthread_mutex_lock(&c->mu);
 	s.uptime_ms = zs_now_ms() - c->started_ms;
 	s.lease_ms = c->lease_ms;

@@ -36,6 +36,8 @@ static void usage(FILE *f)
 		"  --lease-ms MS        a server silent this long is marked down (default 10000)\n"
 		"  --trainer-lease-ms MS  a trainer silent this long loses its rank and its\n"
 		"                       job rolls back to its latest checkpoint (default 10000)\n"
+		"  --metrics HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
+		"                       (port 0: a free one; zshardctl status shows it)\n"
 		"  --log-level LEVEL    debug, info, warn, error (default info)\n"
 		"  --version, --help\n");
 }
@@ -49,6 +51,7 @@ int main(int argc, char **argv)
 		{"lease-ms", required_argument, NULL, 'L'},
 		{"trainer-lease-ms", required_argument, NULL, 'T'},
 		{"log-level", required_argument, NULL, 'v'},
+		{"metrics", required_argument, NULL, 'm'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -67,6 +70,7 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 'l': cfg.listen = optarg; break;
 		case 'd': cfg.data_dir = optarg; break;
+		case 'm': cfg.metrics = optarg; break;
 		case 'p': port_file = optarg; break;
 		case 'L':
 			if (zs_parse_u64(optarg, 100, 3600000, &v, &err)) {

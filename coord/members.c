@@ -26,6 +26,11 @@ void coord_h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 				   in.addr);
 	if (in.data_addr[0] && zs_parse_hostport(in.data_addr, host, &port, &e))
 		return zs_rpc_fail(call, ZS_EINVAL, "bad data address: %s", e.msg);
+	if (in.metrics_addr[0] &&
+	    (zs_parse_hostport(in.metrics_addr, host, &port, &e) || port == 0))
+		return zs_rpc_fail(call, ZS_EINVAL,
+				   "metrics address '%s' must be HOST:PORT with a real port",
+				   in.metrics_addr);
 	if (in.shm_addr[0] && (in.shm_addr[0] != '@' || !in.shm_addr[1]))
 		return zs_rpc_fail(call, ZS_EINVAL, "shm address '%s' must be '@name'",
 				   in.shm_addr);
@@ -220,6 +225,7 @@ void *coord_reaper(void *arg)
 			struct srv *s = &c->srvs[i];
 			if (s->up && now - s->last_hb_ms > (int64_t)c->lease_ms) {
 				s->up = false;
+				coord_metrics_event(c, COORD_EV_SERVER_LAPSE);
 				zs_warn("server %llu (%s) missed its lease (%lld ms without a heartbeat): marked down",
 					(unsigned long long)s->info.id, s->info.addr,
 					(long long)(now - s->last_hb_ms));

@@ -93,6 +93,7 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 		return e.code;
 	}
 	fail_pending(c, j, step);
+	coord_metrics_event(c, COORD_EV_ROLLBACK);
 	if (coord_add_ctask(c, j, ZS_TASK_RESTORE, id, step)) {
 		zs_error("job '%s': out of memory queueing its rollback", j->spec.name);
 		return ZS_ENOMEM;
@@ -334,6 +335,7 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 				continue;
 			zs_fmt(why, sizeof why, "rank %u missed its lease (%lld ms without a heartbeat)",
 			       m->rank, (long long)quiet);
+			coord_metrics_event(c, COORD_EV_TRAINER_LAPSE);
 			if (coord_drop_trainer(c, j, pos, &e)) {
 				zs_error("job '%s': %s, but it cannot be dropped: %s", j->spec.name,
 					 why, e.msg);

@@ -122,7 +122,19 @@ struct coord {
 	struct sreports *reports;
 	struct comm *comms; /* trainers' communicator ids (comms.c) */
 	struct jobrec *recs;
+	struct coord_metrics *metrics; /* NULL without --metrics */
 };
+
+/* metrics.c: --metrics HOST:PORT, Prometheus text at /metrics */
+enum coord_event { COORD_EV_SERVER_LAPSE, COORD_EV_TRAINER_LAPSE, COORD_EV_ROLLBACK };
+enum zs_status coord_metrics_start(struct coord *c, const char *addr, struct zs_error *err);
+const char *coord_metrics_addr(struct coord *c); /* "" without */
+void coord_metrics_event(struct coord *c, enum coord_event ev);
+/* a checkpoint committed or failed, seconds after it started */
+void coord_metrics_ckpt(struct coord *c, bool committed, double seconds);
+/* Stops serving scrapes (before the state goes); free after the RPC server. */
+void coord_metrics_stop(struct coord *c);
+void coord_metrics_free(struct coord *c);
 
 /* coord.c */
 struct srv *coord_find_srv(struct coord *c, uint64_t id);

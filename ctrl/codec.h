@@ -40,6 +40,7 @@ struct zs_coord_status {
 	char version[64];
 	char addr[ZS_ADDR_MAX];
 	char data_dir[512];
+	char metrics_addr[ZS_ADDR_MAX]; /* "" without --metrics */
 	int64_t uptime_ms;
 	uint32_t lease_ms;
 	uint32_t servers_up, servers_down, jobs;

@@ -15,6 +15,7 @@ enum zs_status zs_enc_register(const struct zs_server_info *s, struct zs_buf *ou
 	m.data_addr = (char *)s->data_addr;
 	m.shm_addr = (char *)s->shm_addr;
 	m.host = (char *)s->host;
+	m.metrics_addr = (char *)s->metrics_addr;
 	m.capacity = s->capacity;
 	m.transports = s->transports;
 	m.fresh = s->fresh;
@@ -71,7 +72,9 @@ enum zs_status zs_dec_register(const uint8_t *p, size_t n, struct zs_server_info
 	    !(st = pb_cpy(s->data_addr, sizeof s->data_addr, m->data_addr,
 		       "server data address", err)) &&
 	    !(st = pb_cpy(s->shm_addr, sizeof s->shm_addr, m->shm_addr,
-		       "server shm address", err)))
+		       "server shm address", err)) &&
+	    !(st = pb_cpy(s->metrics_addr, sizeof s->metrics_addr, m->metrics_addr,
+			  "server metrics address", err)))
 		st = pb_cpy(s->host, sizeof s->host, m->host, "server host", err);
 	DONE(register_server_request);
 	return st;
@@ -543,6 +546,7 @@ enum zs_status zs_enc_coord_status(const struct zs_coord_status *s, struct zs_bu
 	m.version = (char *)s->version;
 	m.addr = (char *)s->addr;
 	m.data_dir = (char *)s->data_dir;
+	m.metrics_addr = (char *)s->metrics_addr;
 	m.uptime_ms = s->uptime_ms;
 	m.lease_ms = s->lease_ms;
 	m.servers_up = s->servers_up;
@@ -565,7 +569,9 @@ enum zs_status zs_dec_coord_status(const uint8_t *p, size_t n,
 	s->jobs = m->jobs;
 	s->assign_gen = m->assign_gen;
 	if (!(st = pb_cpy(s->version, sizeof s->version, m->version, "version", err)) &&
-	    !(st = pb_cpy(s->addr, sizeof s->addr, m->addr, "address", err)))
+	    !(st = pb_cpy(s->addr, sizeof s->addr, m->addr, "address", err)) &&
+	    !(st = pb_cpy(s->metrics_addr, sizeof s->metrics_addr, m->metrics_addr,
+			  "metrics address", err)))
 		st = pb_cpy(s->data_dir, sizeof s->data_dir, m->data_dir, "data dir", err);
 	DONE(coordinator_status_reply);
 	return st;

@@ -213,6 +213,7 @@ Zshard__ServerInfo *pb_server_pb(struct arena *a, const struct zs_server_info *s
 	p->data_addr = (char *)s->data_addr;
 	p->shm_addr = (char *)s->shm_addr;
 	p->host = (char *)s->host;
+	p->metrics_addr = (char *)s->metrics_addr;
 	p->capacity = s->capacity;
 	p->transports = s->transports;
 	p->up = s->up;
@@ -462,6 +463,8 @@ enum zs_status pb_server_from(const Zshard__ServerInfo *p,
 	    (st = pb_cpy(s->shm_addr, sizeof s->shm_addr, p->shm_addr, "server shm address",
 		      err)) ||
 	    (st = pb_cpy(s->host, sizeof s->host, p->host, "server host", err)) ||
+	    (st = pb_cpy(s->metrics_addr, sizeof s->metrics_addr, p->metrics_addr,
+			 "server metrics address", err)) ||
 	    (st = pb_cpy(s->health, sizeof s->health, p->health, "server health", err)))
 		return st;
 	return ZS_OK;

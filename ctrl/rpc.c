@@ -45,6 +45,7 @@ struct zs_rpc_call {
 	grpc_byte_buffer *reply;
 	int cancelled;
 	atomic_int answered;
+	int64_t t0_ns; /* when the handler got it (for the observer) */
 };
 
 struct zs_rpc_server {
@@ -58,6 +59,8 @@ struct zs_rpc_server {
 	atomic_int stop;
 	int shutting_down;
 	struct zs_rpc_call shutdown_tag;
+	_Atomic(zs_rpc_observe_fn) observe;
+	void *observe_ctx;
 };
 
 #define CQ_POOL 8
@@ -256,18 +259,29 @@ static int arm(struct zs_rpc_server *s, size_t m)
 	return 0;
 }
 
-static void answer(struct zs_rpc_call *c, grpc_status_code code,
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void answer(struct zs_rpc_call *c, enum zs_status st, grpc_status_code code,
 		   const char *msg, const void *resp, size_t len)
 {
 	grpc_op ops[4];
 	grpc_slice details;
 	grpc_call_error e;
 	size_t n = 0;
+	zs_rpc_observe_fn obs;
 
 	if (atomic_exchange(&c->answered, 1)) {
 		zs_error("rpc: a call was answered twice (bug)");
 		return;
 	}
+	if (c->kind == TAG_NEW_CALL && (obs = atomic_load(&c->srv->observe)))
+		obs(c->srv->observe_ctx, c->srv->methods[c->method].path, st,
+		    (double)(now_ns() - c->t0_ns) * 1e-9);
 	/* every op zeroed: gRPC validates reserved fields and flags */
 	memset(ops, 0, sizeof ops);
 	ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -293,7 +307,7 @@ static void answer(struct zs_rpc_call *c, grpc_status_code code,
 
 void zs_rpc_reply(struct zs_rpc_call *c, const void *resp, size_t len)
 {
-	answer(c, GRPC_STATUS_OK, NULL, resp, len);
+	answer(c, ZS_OK, GRPC_STATUS_OK, NULL, resp, len);
 }
 
 void zs_rpc_fail(struct zs_rpc_call *c, enum zs_status code, const char *fmt, ...)
@@ -304,7 +318,9 @@ void zs_rpc_fail(struct zs_rpc_call *c, enum zs_status code, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	answer(c, to_grpc(code == ZS_OK ? ZS_EINTERNAL : code), msg, NULL, 0);
+	if (code == ZS_OK)
+		code = ZS_EINTERNAL;
+	answer(c, code, to_grpc(code), msg, NULL, 0);
 }
 
 static void handle_event(struct zs_rpc_server *s, grpc_event ev)
@@ -321,6 +337,7 @@ static void handle_event(struct zs_rpc_server *s, grpc_event ev)
 		}
 		if (!s->shutting_down)
 			arm(s, c->method); /* re-arm before handling */
+		c->t0_ns = now_ns();
 		if (bb_to(c->payload, &req, &len)) {
 			zs_rpc_fail(c, ZS_ENOMEM, "cannot read request");
 			return;
@@ -338,7 +355,7 @@ static void handle_event(struct zs_rpc_server *s, grpc_event ev)
 		{
 			char *m = grpc_slice_to_c_string(c->details.method);
 			zs_debug("rpc: unknown method %s", m);
-			answer(c, GRPC_STATUS_UNIMPLEMENTED, "no such method", NULL, 0);
+			answer(c, ZS_EPROTO, GRPC_STATUS_UNIMPLEMENTED, "no such method", NULL, 0);
 			gpr_free(m);
 		}
 		return;
@@ -464,6 +481,12 @@ clean_cq:
 	free(s->handles);
 	free(s);
 	return st;
+}
+
+void zs_rpc_server_observe(struct zs_rpc_server *s, zs_rpc_observe_fn fn, void *ctx)
+{
+	s->observe_ctx = ctx;
+	atomic_store(&s->observe, fn);
 }
 
 void zs_rpc_server_free(struct zs_rpc_server *s)

@@ -61,6 +61,15 @@ enum zs_status zs_rpc_server_start(const char *listen,
 				   size_t bound_len, struct zs_error *err);
 
 /*
+ * Optional, for metrics: called as each call is answered (from the
+ * answering thread): its method's path, its status, and the seconds since
+ * its handler got it. Set once, before or while serving.
+ */
+typedef void (*zs_rpc_observe_fn)(void *ctx, const char *method, enum zs_status st,
+				  double seconds);
+void zs_rpc_server_observe(struct zs_rpc_server *s, zs_rpc_observe_fn fn, void *ctx);
+
+/*
  * Stops accepting, cancels calls in flight, waits for the CQ thread and frees
  * everything. Deferred calls still unanswered must be answered before this
  * (their answer then fails quietly). NULL is fine.

@@ -233,6 +233,7 @@ struct zs_server_info {
 	char data_addr[ZS_ADDR_MAX]; /* tcp data plane */
 	char shm_addr[ZS_ADDR_MAX];  /* shm socket name, same host only */
 	char host[ZS_ADDR_MAX];
+	char metrics_addr[ZS_ADDR_MAX]; /* its Prometheus endpoint; "" none */
 	uint64_t capacity;
 	uint64_t used;
 	uint32_t transports;

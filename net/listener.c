@@ -120,20 +120,34 @@ void lsn_send_error(struct zs_lconn *c, uint64_t req_id, enum zs_status code,
 	lsn_send_frame(c, &f, msg, strlen(msg), -1);
 }
 
+int64_t lsn_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 struct zs_sop *lsn_new_sop(struct zs_lconn *c, const struct zs_frame *f,
-			      const struct zs_xfer *x)
+			      const struct zs_xfer *x, int64_t t0)
 {
 	struct zs_sop *op = malloc(sizeof *op);
 	if (!op)
 		return NULL;
 	atomic_fetch_add(&c->refs, 1);
-	*op = (struct zs_sop){c, f->req_id, f->op, *x};
+	*op = (struct zs_sop){c, f->req_id, f->op, *x, t0};
 	return op;
 }
 
-static void sop_end(struct zs_sop *op)
+static void sop_end(struct zs_sop *op, bool ok)
 {
-	lsn_conn_unref(op->c);
+	struct zs_lconn *c = op->c;
+	struct zs_listener *l = c->l;
+
+	if (l->observe)
+		l->observe(l->observe_ctx, c->path ? l->path->name : c->ep->name,
+			   op->op != ZS_OP_GATHER, op->x.length * zs_dtype_size(op->x.dtype),
+			   (double)(lsn_now_ns() - op->t0) * 1e-9, ok);
+	lsn_conn_unref(c);
 	free(op);
 }
 
@@ -165,7 +179,7 @@ void zs_sop_read_ready(struct zs_sop *op, const void *src)
 	} else {
 		lsn_send_frame(c, &f, src, bytes, -1);
 	}
-	sop_end(op);
+	sop_end(op, !dead);
 }
 
 void zs_sop_set_step(struct zs_sop *op, uint64_t step) { op->x.step = step; }
@@ -175,7 +189,7 @@ void zs_sop_done(struct zs_sop *op)
 	struct zs_frame f = {.op = ZS_OP_PUSH_ACK, .req_id = op->req_id,
 			     .job = op->c->job, .unit = op->x.unit, .step = op->x.step};
 	lsn_send_frame(op->c, &f, NULL, 0, -1);
-	sop_end(op);
+	sop_end(op, true);
 }
 
 void zs_sop_fail(struct zs_sop *op, enum zs_status code, const char *fmt, ...)
@@ -187,7 +201,7 @@ void zs_sop_fail(struct zs_sop *op, enum zs_status code, const char *fmt, ...)
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	lsn_send_error(op->c, op->req_id, code == ZS_OK ? ZS_EINTERNAL : code, msg);
-	sop_end(op);
+	sop_end(op, false);
 }
 
 static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
@@ -336,6 +350,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 	struct zs_xfer x;
 	struct zs_sop *op;
 	void *dst;
+	int64_t t0 = lsn_now_ns();
 
 	if (f->op == ZS_OP_HELLO)
 		return on_hello(c, f);
@@ -361,7 +376,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			lsn_send_error(c, f->req_id, ZS_EPROTO, "GATHER with a payload");
 			return -1;
 		}
-		op = lsn_new_sop(c, f, &x);
+		op = lsn_new_sop(c, f, &x, t0);
 		if (!op)
 			return -1;
 		l->t.read(l->t.ctx, op, c->job, c->rank, &x);
@@ -374,9 +389,10 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 					continue;
 				dst = c->slots[i].dst;
 				x = c->slots[i].x;
+				t0 = c->slots[i].t0;
 				c->slots[i] = c->slots[--c->n_slots];
 				pthread_mutex_unlock(&c->smu);
-				op = lsn_new_sop(c, f, &x);
+				op = lsn_new_sop(c, f, &x, t0);
 				if (!op)
 					return -1;
 				l->t.write_done(l->t.ctx, op, c->job, c->rank, &x, dst);
@@ -409,7 +425,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			if (l->t.write_progress && got < f->payload_len)
 				l->t.write_progress(l->t.ctx, c->job, c->rank, &x, dst, got);
 		}
-		op = lsn_new_sop(c, f, &x);
+		op = lsn_new_sop(c, f, &x, t0);
 		if (!op)
 			return -1;
 		l->t.write_done(l->t.ctx, op, c->job, c->rank, &x, dst);
@@ -429,7 +445,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 		g = realloc(c->slots, (c->n_slots + 1) * sizeof *g);
 		if (g) {
 			c->slots = g;
-			g[c->n_slots++] = (struct slot){f->req_id, x, dst};
+			g[c->n_slots++] = (struct slot){f->req_id, x, dst, t0};
 		}
 		pthread_mutex_unlock(&c->smu);
 		if (!g) {
@@ -548,6 +564,8 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 	pthread_mutex_init(&l->kmu, NULL);
 	pthread_cond_init(&l->kcv, NULL);
 	l->wait_ms = o->wait_ms ? o->wait_ms : 60000;
+	l->observe = o->observe;
+	l->observe_ctx = o->observe_ctx;
 	l->arena_len = (o->arena_bytes + 4095) & ~(uint64_t)4095;
 	/* memfd pages are only allocated when touched: the arena is a reservation */
 	l->memfd = memfd_create("zshard-arena", MFD_CLOEXEC);

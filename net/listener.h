@@ -145,6 +145,16 @@ struct zs_listener_opts {
 	const struct zs_listener_path *path;   /* a one-sided path to offer, or NULL */
 	uint64_t arena_bytes;                  /* what zs_listener_alloc hands out */
 	uint32_t wait_ms; /* the longest a write waits for room (0: 60 s) */
+	/*
+	 * Optional, for metrics: called as each gather (push false) or push
+	 * is answered, from any thread: the transport that carried it (an
+	 * endpoint's or the path's name), its bytes, the seconds from its
+	 * first frame to its answer (a gather's wait for its step included),
+	 * and whether it succeeded.
+	 */
+	void (*observe)(void *ctx, const char *transport, bool push, uint64_t bytes,
+			double seconds, bool ok);
+	void *observe_ctx;
 };
 
 /*

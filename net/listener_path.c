@@ -33,7 +33,7 @@ static void note_handle(struct zs_lconn *c, uint32_t id)
 	} else {
 		struct zs_sop *op;
 		f.req_id = sl.req_id;
-		op = lsn_new_sop(c, &f, &sl.x);
+		op = lsn_new_sop(c, &f, &sl.x, sl.t0);
 		if (op)
 			c->l->t.write_done(c->l->t.ctx, op, c->job, c->rank, &sl.x, sl.dst);
 		else

@@ -52,7 +52,7 @@ struct srvd {
 	const char *data_dir;
 	/* checkpoint tasks */
 	uint64_t task_gen;
-	struct zs_task *busy; /* started, not reported yet */
+	struct srvd_busy { struct zs_task task; int64_t t0_ms; } *busy; /* started, not reported yet */
 	uint32_t n_busy;
 	pthread_t writer;
 	pthread_cond_t wcv;
@@ -64,6 +64,7 @@ struct srvd {
 	unsigned n_deleted;
 	char rdma_note[256]; /* why rdma is (not) offered, for Status */
 	char health[192];    /* "" when well; else what fails (under mu) */
+	struct srvd_metrics *metrics; /* NULL without --metrics */
 };
 
 /* A captured snapshot on its way to LMDB. */
@@ -120,6 +121,20 @@ void *srvd_writer_main(void *arg);
 /* tasks.c */
 void srvd_run_task(struct srvd *d, const struct zs_task *t);
 void srvd_refresh_tasks(struct srvd *d, uint64_t gen);
+
+/* metrics.c: --metrics HOST:PORT, Prometheus text at /metrics */
+enum zs_status srvd_metrics_start(struct srvd *d, const char *addr, struct zs_error *err);
+/* Stops serving scrapes (before the engine goes); the series stay for the
+ * data plane's last answers until srvd_metrics_free, at the very end. */
+void srvd_metrics_stop(struct srvd *d);
+void srvd_metrics_free(struct srvd *d);
+/* the data plane's observer (zs_listener_opts.observe; ctx: the srvd) */
+void srvd_metrics_op(void *ctx, const char *transport, bool push, uint64_t bytes, double seconds,
+		     bool ok);
+void srvd_metrics_heartbeat(struct srvd *d, double seconds, bool ok);
+/* a task reported: seconds since it was claimed (< 0: unknown) */
+void srvd_metrics_task(struct srvd *d, const struct zs_task *t, bool ok, uint64_t bytes,
+		       double seconds);
 
 /* The Server RPC service (member.c). */
 extern const struct zs_rpc_method srvd_methods[];

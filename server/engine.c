@@ -263,6 +263,8 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 	st->bytes_in = atomic_load(&e->bytes_in);
 	st->bytes_out = atomic_load(&e->bytes_out);
 	st->pipelined = atomic_load(&e->piped);
+	st->reduce_seconds = (double)atomic_load(&e->red_ns) * 1e-9;
+	st->optim_seconds = (double)atomic_load(&e->opt_ns) * 1e-9;
 	pthread_mutex_lock(&e->lmu);
 	st->landing_bytes = e->land_busy;
 	st->landing_kept = e->land_total;

@@ -53,6 +53,8 @@ struct engine_stats {
 	uint64_t landing_bytes; /* of pushes landing now */
 	uint64_t landing_kept;  /* landing buffers held, busy or for reuse */
 	uint64_t landing_waits; /* pushes told to wait for landing room */
+	double reduce_seconds;  /* every shard update's reduction (finishing the sum), summed */
+	double optim_seconds;   /* and its optimizer */
 };
 
 /*

@@ -143,6 +143,7 @@ struct engine {
 	uint32_t next_handle;
 	struct ejob *jobs;
 	atomic_uint_fast64_t steps, bytes_in, bytes_out, piped;
+	atomic_uint_fast64_t red_ns, opt_ns; /* every update's, summed */
 	uint64_t bytes;
 	uint32_t step_timeout_ms;
 	char tier_dir[512];

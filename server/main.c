@@ -56,6 +56,8 @@ static void usage(FILE *f)
 		"  --coordinator-timeout-ms MS\n"
 		"                       how long to wait for the coordinator at start\n"
 		"                       (default 300000)\n"
+		"  --metrics HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
+		"                       (port 0: a free one; the coordinator lists it)\n"
 		"  --rdma auto|on|off   offer the rdma data path: auto (default) where an RDMA\n"
 		"                       device works, on (refuse to start without one), off\n"
 		"  --log-level LEVEL    debug, info, warn, error (default info)\n"
@@ -79,6 +81,7 @@ int main(int argc, char **argv)
 		{"coordinator-timeout-ms", required_argument, NULL, 'w'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"rdma", required_argument, NULL, 'R'},
+		{"metrics", required_argument, NULL, 'm'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -86,7 +89,7 @@ int main(int argc, char **argv)
 	static const char *const tables[] = {"meta", "ckpt", "live"};
 	const char *coord_addr = getenv("ZSHARD_COORDINATOR");
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
-	const char *data_listen = NULL;
+	const char *data_listen = NULL, *metrics = NULL;
 	uint32_t step_timeout_ms = 60000;
 	uint64_t memory_budget = 0, landing_budget = 256u << 20;
 	const char *rdma_mode = "auto";
@@ -121,6 +124,7 @@ int main(int argc, char **argv)
 			rdma_mode = optarg;
 			break;
 		case 'D': data_listen = optarg; break;
+		case 'm': metrics = optarg; break;
 		case 'B':
 			if (zs_parse_size(optarg, &gpu_budget, &err) || !gpu_budget) {
 				fprintf(stderr, "zshard-server: --gpu-budget: %s\n",
@@ -260,7 +264,9 @@ int main(int argc, char **argv)
 			.path = rdma ? &zs_rdma_path : NULL,
 			/* the shards' arrays and, beside them, the landing room */
 			.arena_bytes = d.me.capacity + landing_budget,
-			.wait_ms = step_timeout_ms};
+			.wait_ms = step_timeout_ms,
+			.observe = srvd_metrics_op,
+			.observe_ctx = &d};
 		enum zs_status lst = zs_listener_start(&lo, engine_target(d.engine), &dp, &err);
 		if (lst && rdma && strcmp(rdma_mode, "on")) {
 			/* registering the arena failed after all: serve without rdma */
@@ -278,6 +284,8 @@ int main(int argc, char **argv)
 			zs_info("rdma offered on %s (the %llu-byte shard arena is registered)",
 				d.rdma_note, (unsigned long long)d.me.capacity);
 	}
+	if (metrics && srvd_metrics_start(&d, metrics, &err))
+		goto clean_dp;
 	/* a short per-call deadline; do_register bounds the whole wait */
 	if (zs_coord_open(coord_addr, 2000, 1, &d.coord, &err))
 		goto clean_dp;
@@ -307,6 +315,7 @@ int main(int argc, char **argv)
 	while (!srvd_stop)
 		zs_sleep_ms(200, (volatile const int *)&srvd_stop);
 	zs_info("shutting down");
+	srvd_metrics_stop(&d); /* no scrape reads the engine from here on */
 	pthread_join(hb, NULL);
 	/* the writer finishes what it writes, and reports it, while the
 	 * coordinator client is still open; then the engine goes (its
@@ -331,6 +340,7 @@ clean_rpc:
 clean_coord:
 	zs_coord_close(d.coord);
 clean_dp:
+	srvd_metrics_stop(&d);
 	/* no more calls into the engine, then the engine answers what it
 	 * holds (into closed connections), then the arena goes */
 	zs_listener_stop(dp);
@@ -366,6 +376,7 @@ fail:
 	for (uint32_t i = 0; i < d.n_as; i++)
 		zs_assignment_release(&d.as[i]);
 	free(d.as);
+	srvd_metrics_free(&d);
 	pthread_mutex_destroy(&d.mu);
 	return rc;
 }

@@ -286,7 +286,9 @@ void *srvd_heartbeat(void *arg)
 		pthread_mutex_lock(&d->mu);
 		memcpy(health, d->health, sizeof health);
 		pthread_mutex_unlock(&d->mu);
+		int64_t t0 = zs_now_ms();
 		st = zs_coord_heartbeat(d->coord, d->me.id, health, &lease, &gen, &task_gen, &err);
+		srvd_metrics_heartbeat(d, (double)(zs_now_ms() - t0) * 1e-3, !st);
 		if (st == ZS_ENOTFOUND) {
 			zs_warn("coordinator does not know server %llu: registering again",
 				(unsigned long long)d->me.id);

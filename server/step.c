@@ -84,6 +84,8 @@ static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
 		*a = (typeof(*a)){.step = v};
 	a->red_ns += s->red_ns;
 	a->opt_ns += s->opt_ns;
+	atomic_fetch_add(&j->e->red_ns, s->red_ns);
+	atomic_fetch_add(&j->e->opt_ns, s->opt_ns);
 	if (++a->n == j->n_shards) {
 		j->last = (struct zs_job_step_stats){.step = v, .shards = a->n,
 						   .reduce_seconds = (double)a->red_ns * 1e-9,

@@ -14,15 +14,15 @@ static bool same_task(const struct zs_task *a, const struct zs_task *b)
 /* Claims a task: false if it is already under way here. */
 bool srvd_claim(struct srvd *d, const struct zs_task *t)
 {
-	struct zs_task *g = NULL;
+	struct srvd_busy *g = NULL;
 	bool busy = false;
 
 	pthread_mutex_lock(&d->mu);
 	for (uint32_t k = 0; k < d->n_busy && !busy; k++)
-		busy = same_task(&d->busy[k], t);
+		busy = same_task(&d->busy[k].task, t);
 	if (!busy && (g = realloc(d->busy, (d->n_busy + 1) * sizeof *g))) {
 		d->busy = g;
-		g[d->n_busy++] = *t;
+		g[d->n_busy++] = (struct srvd_busy){*t, zs_now_ms()};
 	}
 	pthread_mutex_unlock(&d->mu);
 	return g != NULL;
@@ -33,6 +33,7 @@ void srvd_task_finish(struct srvd *d, const struct zs_task *t, bool ok, const ch
 			uint64_t bytes)
 {
 	struct zs_error err = {0};
+	double seconds = -1;
 
 	if (zs_coord_task_done(d->coord, d->me.id, t, ok, why, bytes, &err))
 		zs_warn("cannot report %s of checkpoint %llu of job '%s': %s",
@@ -41,11 +42,13 @@ void srvd_task_finish(struct srvd *d, const struct zs_task *t, bool ok, const ch
 			(unsigned long long)t->id, t->job, err.msg);
 	pthread_mutex_lock(&d->mu);
 	for (uint32_t i = 0; i < d->n_busy; i++)
-		if (same_task(&d->busy[i], t)) {
+		if (same_task(&d->busy[i].task, t)) {
+			seconds = (double)(zs_now_ms() - d->busy[i].t0_ms) * 1e-3;
 			d->busy[i] = d->busy[--d->n_busy];
 			break;
 		}
 	pthread_mutex_unlock(&d->mu);
+	srvd_metrics_task(d, t, ok, bytes, seconds);
 }
 
 /* Called by the engine when every shard of a snapshot is captured. */

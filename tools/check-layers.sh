@@ -25,10 +25,11 @@ gpu: math model base include
 storage: model base include
 net: model base include
 ctrl: gen model base include
+metrics: base include
 rdma: net model base include
 client: gpu ctrl net model base include
-server: ctrl rdma net storage gpu math model base include
-coord: ctrl storage model base include
+server: metrics ctrl rdma net storage gpu math model base include
+coord: metrics ctrl storage model base include
 cli: ctrl rdma net storage gpu math model base include
 "
 # a third-party header: the folders that may include it
@@ -38,6 +39,7 @@ protobuf-c/ ctrl
 lmdb.h storage
 infiniband/ rdma
 jansson.h model storage cli
+microhttpd.h metrics
 cuda_runtime.h gpu
 cuda.h gpu
 "

@@ -9,31 +9,51 @@
 set -eu
 
 PKGS="gcc make pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
-liblmdb-dev lmdb-utils libcmocka-dev libjansson-dev libopenblas-dev python3 python3-numpy python3-venv \
+liblmdb-dev lmdb-utils libmicrohttpd-dev libcmocka-dev libjansson-dev libopenblas-dev python3 python3-numpy python3-venv \
 libibverbs-dev ibverbs-providers"
+# for the tests only, without what Debian recommends beside them (the
+# prometheus package would bring node exporters): a real Prometheus server
+# scrapes a local cluster (tests/integration/prometheus.sh); clang and its
+# runtime build the libFuzzer targets (tests/fuzz/)
+TEST_PKGS="prometheus clang-14 libclang-rt-14-dev"
 
-missing=""
-for p in $PKGS; do
+missing="" missing_test=""
+for p in $PKGS $TEST_PKGS; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-		missing="$missing $p"
+		case " $TEST_PKGS " in
+		*" $p "*) missing_test="$missing_test $p" ;;
+		*) missing="$missing $p" ;;
+		esac
 	fi
 done
-[ -z "$missing" ] && exit 0
+[ -z "$missing$missing_test" ] && exit 0
 
 if [ "${1:-}" = "--check" ]; then
-	echo "missing Debian packages:$missing"
+	echo "missing Debian packages:$missing$missing_test"
 	exit 1
 fi
 
-cmd="apt-get install -y -o DPkg::Lock::Timeout=300$missing"
+opts="-y -o DPkg::Lock::Timeout=300"
 if [ "$(id -u)" != 0 ]; then
-	echo "zshard: missing Debian packages:$missing" >&2
-	echo "zshard: run as root:  apt-get update && $cmd" >&2
+	echo "zshard: missing Debian packages:$missing$missing_test" >&2
+	echo "zshard: run as root:  apt-get update${missing:+ && apt-get install $opts$missing}${missing_test:+ && apt-get install $opts --no-install-recommends$missing_test}" >&2
 	exit 1
 fi
-echo "zshard: installing$missing"
+echo "zshard: installing$missing$missing_test"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >/dev/null
 # shellcheck disable=SC2086
-apt-get install -y -q -o DPkg::Lock::Timeout=300 $missing >/dev/null
+[ -z "$missing" ] || apt-get install -q $opts $missing >/dev/null
+# shellcheck disable=SC2086
+[ -z "$missing_test" ] || apt-get install -q $opts --no-install-recommends $missing_test >/dev/null
+# the tests start their own Prometheus: the system service the package
+# enabled just now (where systemd runs) is not wanted
+case "$missing_test" in
+*prometheus*)
+	if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled --quiet prometheus 2>/dev/null; then
+		systemctl disable --now prometheus >/dev/null 2>&1 &&
+			echo "zshard: prometheus installed for the tests; its system service is disabled"
+	fi
+	;;
+esac
 echo "zshard: packages installed"

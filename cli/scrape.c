@@ -1,0 +1,52 @@
+/*
+ * scrape.c - zshardctl scrape-targets: the daemons' metrics endpoints as a
+ * Prometheus file_sd_configs file (JSON), so that Prometheus follows the
+ * cluster as servers come and go: the coordinator's endpoint, and each
+ * server's, labelled with its id and host. Rewrite the file from cron or a
+ * timer; Prometheus rereads it when it changes.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+
+static int c_scrape_targets(struct ctx *x, int argc, char **argv)
+{
+	struct zs_error err = {0};
+	struct zs_coord_status cs;
+	struct zs_server_info *s;
+	uint32_t n;
+	char *pos[1];
+	int json = 0, np, r;
+	json_t *groups;
+
+	if ((r = cli_flags(&cmd_scrape_targets, argc, argv, &json, pos, 0, &np)))
+		return r < 0 ? 0 : r;
+	if ((r = cli_open_coord(x)))
+		return r;
+	if (zs_coord_status(x->c, &cs, &err) || zs_coord_servers(x->c, &s, &n, &err))
+		return cli_die("%s", err.msg);
+	groups = json_array();
+	if (cs.metrics_addr[0])
+		json_array_append_new(groups, json_pack("{s:[s], s:{s:s}}", "targets", cs.metrics_addr,
+							"labels", "zshard_role", "coordinator"));
+	for (uint32_t i = 0; i < n; i++) {
+		char id[24];
+		if (!s[i].metrics_addr[0])
+			continue;
+		snprintf(id, sizeof id, "%llu", (unsigned long long)s[i].id);
+		json_array_append_new(groups,
+				      json_pack("{s:[s], s:{s:s, s:s, s:s}}", "targets",
+						s[i].metrics_addr, "labels", "zshard_role", "server",
+						"zshard_server", id, "zshard_host", s[i].host));
+	}
+	free(s);
+	cli_json_print(groups);
+	return 0;
+}
+
+const struct cmd cmd_scrape_targets = {"scrape-targets", "[--json]",
+	 "The metrics endpoints of the coordinator and of every server started\n"
+	 "with --metrics, as a Prometheus file_sd_configs file (always JSON):\n"
+	 "  zshardctl scrape-targets > /etc/prometheus/zshard.json", c_scrape_targets};

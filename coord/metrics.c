@@ -1,0 +1,219 @@
+/*
+ * metrics.c - the coordinator's Prometheus metrics (--metrics HOST:PORT):
+ * every RPC by method and status, timed; membership (servers up and down,
+ * leases that lapsed); each job's trainers, stage, timeline and latest
+ * reported step; rollbacks; checkpoints by state and the time from a
+ * checkpoint's start to its commit or failure; and the process.
+ */
+#include "coord/state.h"
+
+#include "metrics/metrics.h"
+
+struct coord_metrics {
+	struct zs_metrics *m;
+	struct zs_metrics_http *http;
+	char addr[ZS_ADDR_MAX];
+	struct zs_series *lapse_srv, *lapse_tr, *rollbacks, *ckpt_secs[2];
+	struct zs_series *srv_up, *srv_down, *jobs, *ckpts[4];
+};
+
+/* the method's last path element: "/zshard.Coordinator/Join" -> "Join" */
+static const char *method_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+/* a status as a label value: "not found" -> "not_found" */
+static void code_name(enum zs_status st, char *buf, size_t len)
+{
+	const char *s = zs_strerror(st);
+	size_t o = 0;
+
+	for (; *s && o + 1 < len; s++) {
+		bool word = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9');
+		if (word)
+			buf[o++] = (char)(*s >= 'A' && *s <= 'Z' ? *s + 32 : *s);
+		else if (o && buf[o - 1] != '_')
+			buf[o++] = '_';
+	}
+	while (o && buf[o - 1] == '_')
+		o--;
+	buf[o] = '\0';
+}
+
+static void on_rpc(void *ctx, const char *path, enum zs_status st, double seconds)
+{
+	struct coord_metrics *x = ctx;
+	char l[160], code[40];
+
+	code_name(st, code, sizeof code);
+	snprintf(l, sizeof l, "method=\"%s\",code=\"%s\"", method_name(path), code);
+	zs_series_add(zs_metrics_counter(x->m, "zshard_coordinator_rpcs_total",
+					 "RPCs answered, by method and status.", l),
+		      1);
+	snprintf(l, sizeof l, "method=\"%s\"", method_name(path));
+	zs_series_observe(zs_metrics_histogram(x->m, "zshard_coordinator_rpc_duration_seconds",
+					       "From an RPC's arrival at its handler to its answer.", l,
+					       zs_metrics_seconds_buckets,
+					       zs_metrics_n_seconds_buckets),
+			  seconds);
+}
+
+static void job_gauge(struct zs_metrics *m, const char *name, const char *help, const char *l,
+		      double v)
+{
+	zs_series_set(zs_metrics_gauge(m, name, help, l), v);
+}
+
+static void collect(void *ctx, struct zs_metrics *m)
+{
+	struct coord *c = ctx;
+	struct coord_metrics *x = c->metrics;
+	uint32_t up = 0, n_state[4] = {0};
+	static const char *const per_job[] = {"zshard_coordinator_job_trainers",
+					      "zshard_coordinator_job_world_size",
+					      "zshard_coordinator_job_stage", "zshard_coordinator_job_timeline",
+					      "zshard_coordinator_job_step"};
+
+	for (size_t i = 0; i < sizeof per_job / sizeof per_job[0]; i++)
+		zs_metrics_forget(m, per_job[i]);
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->n_srvs; i++)
+		up += c->srvs[i].up;
+	zs_series_set(x->srv_up, up);
+	zs_series_set(x->srv_down, (double)(c->n_srvs - up));
+	zs_series_set(x->jobs, (double)c->n_jobs);
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		if ((unsigned)c->ckpts[i].state < 4)
+			n_state[c->ckpts[i].state]++;
+	for (int s = 1; s < 4; s++)
+		zs_series_set(x->ckpts[s], n_state[s]);
+	for (size_t i = 0; i < c->n_jobs; i++) {
+		const struct zs_job *j = &c->jobs[i];
+		char l[ZS_JOB_NAME_MAX * 2 + 16];
+		uint64_t top = 0;
+		bool any = false;
+		zs_metrics_label(l, sizeof l, "zshard_job", j->spec.name);
+		job_gauge(m, per_job[0], "Trainer ranks joined (holding leases).", l, j->n_trainers);
+		job_gauge(m, per_job[1], "The job's world size.", l, j->spec.world_size);
+		job_gauge(m, per_job[2], "The job's ZeRO stage.", l, j->spec.stage);
+		job_gauge(m, per_job[3], "Grows at every restore or rollback.", l, (double)j->timeline);
+		for (struct sreports *r = c->reports; r; r = r->next) {
+			if (strcmp(r->job, j->spec.name))
+				continue;
+			for (uint32_t k = 0; k < r->n; k++)
+				if (r->r[k].reported_ms) {
+					any = true;
+					top = r->r[k].step > top ? r->r[k].step : top;
+				}
+		}
+		if (!any && j->stopped_step) { /* every rank left: steps before it are done */
+			any = true;
+			top = j->stopped_step - 1;
+		}
+		if (any)
+			job_gauge(m, per_job[4],
+				  "The latest step a trainer of the job reported (after a clean stop: the last step done).",
+				  l, (double)top);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_metrics_event(struct coord *c, enum coord_event ev)
+{
+	struct coord_metrics *x = c->metrics;
+
+	if (!x)
+		return;
+	zs_series_add(ev == COORD_EV_SERVER_LAPSE    ? x->lapse_srv
+		      : ev == COORD_EV_TRAINER_LAPSE ? x->lapse_tr
+						     : x->rollbacks,
+		      1);
+}
+
+void coord_metrics_ckpt(struct coord *c, bool committed, double seconds)
+{
+	if (c->metrics)
+		zs_series_observe(c->metrics->ckpt_secs[committed], seconds);
+}
+
+enum zs_status coord_metrics_start(struct coord *c, const char *addr, struct zs_error *err)
+{
+	struct coord_metrics *x = calloc(1, sizeof *x);
+	struct zs_metrics *m;
+	enum zs_status st;
+	char l[64];
+
+	if (!x || !(x->m = m = zs_metrics_new())) {
+		free(x);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	x->lapse_srv = zs_metrics_counter(m, "zshard_coordinator_lease_lapses_total",
+					  "Leases that lapsed: servers marked down, trainers dropped.",
+					  "member=\"server\"");
+	x->lapse_tr = zs_metrics_counter(m, "zshard_coordinator_lease_lapses_total",
+					 "Leases that lapsed: servers marked down, trainers dropped.",
+					 "member=\"trainer\"");
+	x->rollbacks = zs_metrics_counter(m, "zshard_coordinator_rollbacks_total",
+					  "Jobs rolled back to their latest checkpoint (a lost rank or server).",
+					  "");
+	for (int k = 0; k < 2; k++) {
+		snprintf(l, sizeof l, "outcome=\"%s\"", k ? "committed" : "failed");
+		x->ckpt_secs[k] = zs_metrics_histogram(
+			m, "zshard_coordinator_checkpoint_duration_seconds",
+			"From a checkpoint's start to its commit (every server durable) or failure.", l,
+			zs_metrics_seconds_buckets, zs_metrics_n_seconds_buckets);
+	}
+	x->srv_up = zs_metrics_gauge(m, "zshard_coordinator_servers", "Shard servers, by state.",
+				     "state=\"up\"");
+	x->srv_down = zs_metrics_gauge(m, "zshard_coordinator_servers", "Shard servers, by state.",
+				       "state=\"down\"");
+	x->jobs = zs_metrics_gauge(m, "zshard_coordinator_jobs", "Jobs in the catalog.", "");
+	for (int s = 1; s < 4; s++) {
+		snprintf(l, sizeof l, "state=\"%s\"", zs_ckpt_state_name((enum zs_ckpt_state)s));
+		x->ckpts[s] = zs_metrics_gauge(m, "zshard_coordinator_checkpoints",
+					       "Checkpoints in the catalog, by state.", l);
+	}
+	st = ZS_OK;
+	if (!x->lapse_srv || !x->lapse_tr || !x->rollbacks || !x->ckpt_secs[0] ||
+	    !x->ckpt_secs[1] || !x->srv_up || !x->srv_down || !x->jobs || !x->ckpts[1] ||
+	    !x->ckpts[2] || !x->ckpts[3])
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+	if (st || (st = zs_metrics_add_process(m, err)) ||
+	    (st = zs_metrics_add_collector(m, collect, c, err)) ||
+	    (st = zs_metrics_http_start(m, addr, x->addr, sizeof x->addr, &x->http, err))) {
+		zs_metrics_free(m);
+		free(x);
+		return st;
+	}
+	c->metrics = x;
+	zs_rpc_server_observe(c->rpc, on_rpc, x);
+	zs_info("metrics at http://%s/metrics", x->addr);
+	return ZS_OK;
+}
+
+const char *coord_metrics_addr(struct coord *c)
+{
+	return c->metrics ? c->metrics->addr : "";
+}
+
+void coord_metrics_stop(struct coord *c)
+{
+	if (c->metrics && c->metrics->http) {
+		zs_metrics_http_stop(c->metrics->http);
+		c->metrics->http = NULL;
+	}
+}
+
+void coord_metrics_free(struct coord *c)
+{
+	struct coord_metrics *x = c->metrics;
+
+	if (!x)
+		return;
+	coord_metrics_stop(c);
+	c->metrics = NULL;
+	zs_metrics_free(x->m);
+	free(x);
+}

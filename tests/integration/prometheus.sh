@@ -1,0 +1,169 @@
+#!/bin/sh
+# prometheus.sh - a real Prometheus server scrapes a local cluster while a
+# job trains: the coordinator and two shard servers serve /metrics
+# (--metrics 127.0.0.1:0), Prometheus finds them through the file that
+# `zshardctl scrape-targets` writes (file_sd_configs), and its HTTP API
+# must answer, while the example model trains over tcp and shm:
+#   - up == 1 for all three targets;
+#   - a rate: the bytes pushed per second, summed over servers, > 0;
+#   - a histogram quantile: p90 of the gathers' latency, finite and > 0;
+#   - the coordinator's and both servers' view of the job's step reach the
+#     last step trained;
+# and every exposition passes `promtool check metrics` (names, units, types),
+# an unknown path answers 404 and a POST 405.
+#
+#   tests/integration/prometheus.sh BIN_DIR
+#
+# Needs prometheus and promtool (Debian's prometheus; tools/install-deps.sh
+# installs it); exits 77 with the reason otherwise. Leaves no process or
+# directory behind.
+set -u
+bin=$1
+PY=${PYTHON:-/usr/bin/python3}
+STEPS=${STEPS:-1000}
+skip() { echo "prometheus: skipped: $*"; exit 77; }
+command -v prometheus >/dev/null 2>&1 || skip "no prometheus (Debian's prometheus package)"
+command -v promtool >/dev/null 2>&1 || skip "no promtool (Debian's prometheus package)"
+
+dir=$(mktemp -d /tmp/zshard-prom-XXXXXX)
+pids=""
+cleanup() {
+	for p in $pids; do kill -9 "$p" 2>/dev/null; done
+	for p in $pids; do wait "$p" 2>/dev/null; done
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+	echo "prometheus: FAILED: $*"
+	for t in $(cat "$dir/targets" 2>/dev/null); do
+		echo "--- http://$t/metrics (the jobs)"
+		http GET "http://$t/metrics" >/dev/null && grep '_job_' "$dir/body" | grep -v '^#'
+	done
+	for f in "$dir"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -8 "$f"; }; done
+	exit 1
+}
+wait_file() { # file seconds
+	i=0
+	while [ ! -s "$1" ] && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+	[ -s "$1" ]
+}
+# http METHOD URL: prints the status code, the body into $dir/body
+http() {
+	"$PY" - "$1" "$2" "$dir/body" <<'EOF'
+import sys, urllib.request, urllib.error
+req = urllib.request.Request(sys.argv[2], method=sys.argv[1], data=b"" if sys.argv[1] == "POST" else None)
+try:
+    r = urllib.request.urlopen(req, timeout=10); code, body = r.status, r.read()
+except urllib.error.HTTPError as e:
+    code, body = e.code, e.read()
+except Exception as e:
+    code, body = 0, str(e).encode()
+open(sys.argv[3], "wb").write(body)
+print(code)
+EOF
+}
+# query EXPR: the first sample's value of an instant query ("" if none)
+query() {
+	"$PY" - "$prom" "$1" <<'EOF'
+import json, sys, urllib.parse, urllib.request
+u = "http://%s/api/v1/query?%s" % (sys.argv[1], urllib.parse.urlencode({"query": sys.argv[2]}))
+try:
+    d = json.load(urllib.request.urlopen(u, timeout=10))
+except Exception:
+    sys.exit(0)
+r = d.get("data", {}).get("result", [])
+if d.get("status") == "success" and r:
+    print(r[0]["value"][1])
+EOF
+}
+# until_true SECONDS PYTHON-EXPR-OF-v EXPR: polls EXPR until the condition holds
+until_true() {
+	t=$1 cond=$2 expr=$3 i=0
+	while [ $i -lt $((t * 2)) ]; do
+		v=$(query "$expr")
+		if [ -n "$v" ] && "$PY" -c "import sys, math; v = float(sys.argv[1]); sys.exit(0 if ($cond) else 1)" "$v"; then
+			echo "$v"
+			return 0
+		fi
+		sleep 0.5
+		i=$((i + 1))
+	done
+	echo "${v:-no sample}"
+	return 1
+}
+
+"$bin/zshard-coordinator" --listen 127.0.0.1:0 --data-dir "$dir/coord" --port-file "$dir/coord.addr" \
+	--metrics 127.0.0.1:0 >"$dir/coord.log" 2>&1 &
+pids="$pids $!"
+wait_file "$dir/coord.addr" 10 || fail "the coordinator did not start"
+addr=$(cat "$dir/coord.addr")
+for s in 0 1; do
+	"$bin/zshard-server" --coordinator "$addr" --data-dir "$dir/s$s" --capacity 256M \
+		--metrics 127.0.0.1:0 >"$dir/s$s.log" 2>&1 &
+	pids="$pids $!"
+done
+ctl() { "$bin/zshardctl" --coordinator "$addr" "$@"; }
+i=0
+until [ "$(ctl servers 2>/dev/null | grep -c ' up ')" -ge 2 ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ $i -lt 100 ] || fail "the servers did not register"
+
+ctl scrape-targets >"$dir/targets.json" || fail "zshardctl scrape-targets failed"
+n=$("$PY" -c 'import json, sys; print(sum(len(g["targets"]) for g in json.load(open(sys.argv[1]))))' "$dir/targets.json")
+[ "$n" = 3 ] || fail "scrape-targets lists $n endpoints, not 3: $(cat "$dir/targets.json")"
+"$PY" -c 'import json, sys; print(" ".join(t for g in json.load(open(sys.argv[1])) for t in g["targets"]))' \
+	"$dir/targets.json" >"$dir/targets"
+for t in $(cat "$dir/targets"); do
+	[ "$(http GET "http://$t/metrics")" = 200 ] || fail "GET http://$t/metrics: $(cat "$dir/body")"
+	promtool check metrics <"$dir/body" >"$dir/promtool.log" 2>&1 ||
+		fail "promtool check metrics on $t: $(cat "$dir/promtool.log")"
+	[ "$(http GET "http://$t/other")" = 404 ] || fail "http://$t/other did not answer 404"
+	[ "$(http POST "http://$t/metrics")" = 405 ] || fail "a POST to http://$t/metrics did not answer 405"
+done
+
+port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+prom=127.0.0.1:$port
+cat >"$dir/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: zshard
+    file_sd_configs:
+      - files: ['$dir/targets.json']
+        refresh_interval: 1s
+EOF
+prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/tsdb" \
+	--web.listen-address="$prom" >"$dir/prometheus.log" 2>&1 &
+pids="$pids $!"
+v=$(until_true 60 "v == 3" 'count(up{job="zshard"} == 1)') ||
+	fail "Prometheus does not see 3 targets up (got $v)"
+
+"$bin/charlm" --print-spec --job prom --world 2 --stage 3 >"$dir/prom.json"
+ctl job create "$dir/prom.json" >/dev/null || fail "cannot create the job"
+"$bin/charlm" --coordinator "$addr" --job prom --rank 1 --steps "$STEPS" --transport tcp \
+	--print-every 0 >"$dir/rank1.log" 2>&1 &
+r1=$!
+pids="$pids $r1"
+"$bin/charlm" --coordinator "$addr" --job prom --rank 0 --steps "$STEPS" --transport shm \
+	--print-every 0 >"$dir/rank0.log" 2>&1 &
+r0=$!
+pids="$pids $r0"
+
+v=$(until_true 120 "v > 0" 'sum(rate(zshard_server_data_bytes_total{op="push"}[15s]))') ||
+	fail "no push rate while the job trains (got $v)"
+echo "prometheus: pushed $v bytes/s (rate over 15 s, both servers)"
+v=$(until_true 60 "v > 0 and not math.isinf(v)" \
+	'histogram_quantile(0.9, sum by (le) (rate(zshard_server_data_op_duration_seconds_bucket{op="gather"}[15s])))') ||
+	fail "no finite p90 gather latency (got $v)"
+echo "prometheus: p90 gather latency $v s"
+wait $r0 || fail "rank 0 did not train"
+wait $r1 || fail "rank 1 did not train"
+last=$((STEPS - 1))
+v=$(until_true 30 "v == $last" 'max(zshard_coordinator_job_step{zshard_job="prom"})') ||
+	fail "the coordinator's job step is $v, not $last"
+v=$(until_true 30 "v == 2" "count(zshard_server_job_step{zshard_job=\"prom\"} == $last)") ||
+	fail "$v servers, not 2, say they applied step $last"
+v=$(until_true 30 "v > 0" 'sum(zshard_coordinator_rpcs_total{method="ReportStep",code="ok"})') ||
+	fail "no ReportStep counted (got $v)"
+v=$(until_true 30 "v > 0" 'sum(process_resident_memory_bytes)') || fail "no resident memory (got $v)"
+echo "prometheus: passed (3 targets; rate, histogram quantile, steps, RPCs, RSS through Prometheus's API)"
