@@ -491,7 +491,37 @@ static void *conn_main(void *arg)
 				    c->slots[i].dst);
 	c->n_slots = 0;
 	pthread_mutex_unlock(&c->smu);
+	atomic_store(&c->ended, true);
 	return NULL;
+}
+
+/*
+ * Joins the threads of connections that ended and drops the list's
+ * reference (the socket closes with the last one: an operation still held
+ * by the target keeps it). Without this a server kept a socket, a thread's
+ * stack and the connection's memory for every connection it ever took, to
+ * its stop (the data-plane fuzzer ran it out of descriptors in seconds).
+ */
+static void reap_ended(struct zs_listener *l)
+{
+	struct zs_lconn *done = NULL, **pp, *c;
+
+	pthread_mutex_lock(&l->mu);
+	for (pp = &l->conns; (c = *pp);) {
+		if (atomic_load(&c->ended)) {
+			*pp = c->next;
+			c->next = done;
+			done = c;
+		} else {
+			pp = &c->next;
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+	while ((c = done)) {
+		done = c->next;
+		pthread_join(c->th, NULL);
+		lsn_conn_unref(c);
+	}
 }
 
 static void *accept_main(void *arg)
@@ -500,6 +530,7 @@ static void *accept_main(void *arg)
 
 	while (!atomic_load(&l->stop)) {
 		struct pollfd p[ZS_LISTEN_MAX];
+		reap_ended(l);
 		for (int i = 0; i < l->n_fds; i++)
 			p[i] = (struct pollfd){.fd = l->fds[i], .events = POLLIN};
 		if (poll(p, (nfds_t)l->n_fds, 100) <= 0)

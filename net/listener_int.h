@@ -40,6 +40,7 @@ struct zs_lconn {
 	bool path;    /* on the one-sided path */
 	void *pstate; /* the path's state for it (its queue pair) */
 	atomic_int refs;
+	atomic_bool ended;   /* its thread is done: the accept thread reaps it */
 	pthread_mutex_t wmu; /* serializes writes; guards dead */
 	bool dead;
 	bool hello;
