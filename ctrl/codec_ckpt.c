@@ -212,7 +212,8 @@ static enum zs_status ckpt_from(const Zshard__Checkpoint *p, struct zs_checkpoin
 			c->n_blobs = (uint32_t)i + 1;
 			if (!c->blobs[i].data)
 				goto nomem;
-			memcpy(c->blobs[i].data, p->blobs[i]->data.data, c->blobs[i].len);
+			if (c->blobs[i].len) /* an empty bytes field has no data pointer */
+				memcpy(c->blobs[i].data, p->blobs[i]->data.data, c->blobs[i].len);
 		}
 	}
 	return ZS_OK;
@@ -343,7 +344,8 @@ enum zs_status zs_dec_put_blob(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_
 		if (!b->data)
 			st = zs_fail(err, ZS_ENOMEM, "out of memory");
 		else {
-			memcpy(b->data, m->data.data, m->data.len);
+			if (m->data.len) /* an empty bytes field has no data pointer */
+				memcpy(b->data, m->data.data, m->data.len);
 			b->len = (uint32_t)m->data.len;
 		}
 	}
@@ -545,7 +547,7 @@ enum zs_status zs_dec_read_ckpt_reply(const uint8_t *p, size_t n, uint64_t *step
 	if (m->data.len != len * 4)
 		st = zs_fail(err, ZS_EPROTO, "checkpoint slice of %zu bytes, %llu expected",
 			     m->data.len, (unsigned long long)(len * 4));
-	else
+	else if (len)
 		memcpy(out, m->data.data, len * 4);
 	DONE(read_checkpoint_reply);
 	return st;

@@ -52,10 +52,11 @@ enum zs_status zs_dec_register(const uint8_t *p, size_t n, struct zs_server_info
 	s->capacity = m->capacity;
 	s->transports = m->transports;
 	s->fresh = m->fresh;
-	if (m->n_live > ZS_LIVE_MAX) {
+	if (m->n_live > ZS_LIVE_MAX) { /* the count is read before m is freed */
+		st = zs_fail(err, ZS_EINVAL, "%zu live jobs claimed; at most %d", m->n_live,
+			     ZS_LIVE_MAX);
 		DONE(register_server_request);
-		return zs_fail(err, ZS_EINVAL, "%zu live jobs claimed; at most %d", m->n_live,
-			       ZS_LIVE_MAX);
+		return st;
 	}
 	for (size_t i = 0; i < m->n_live; i++) {
 		s->live[i].created_ms = m->live[i]->created_ms;
@@ -408,8 +409,8 @@ enum zs_status zs_dec_comm_id_req(const uint8_t *p, size_t n, char job[ZS_JOB_NA
 	*rank = m->rank;
 	*offered = m->id.len > 0;
 	if (!st && m->id.len && m->id.len != ZS_COMM_ID_BYTES)
-		st = zs_fail(err, ZS_EINVAL, "a communicator id is %d bytes, not %zu",
-			     ZS_COMM_ID_BYTES, m->id.len);
+		st = zs_fail(err, ZS_EINVAL, "a communicator id is %zu bytes, not %d",
+			     m->id.len, ZS_COMM_ID_BYTES);
 	if (!st && m->id.len)
 		memcpy(id, m->id.data, ZS_COMM_ID_BYTES);
 	DONE(comm_id_request);
@@ -649,9 +650,11 @@ enum zs_status zs_dec_server_status(const uint8_t *p, size_t n,
 	s->shards_on_device = m->shards_on_device;
 	s->device_bytes = m->device_bytes;
 	s->shards_tiered = m->shards_tiered;
-	if (m->n_job_steps > (1u << 16)) {
+	if (m->n_job_steps > (1u << 16)) { /* the count is read before m is freed */
+		enum zs_status bad = zs_fail(err, ZS_EINVAL, "too many job step stats (%zu)",
+					     m->n_job_steps);
 		DONE(server_status_reply);
-		return zs_fail(err, ZS_EINVAL, "too many job step stats (%zu)", m->n_job_steps);
+		return bad;
 	}
 	if (m->n_job_steps) {
 		s->job_steps = calloc(m->n_job_steps, sizeof *s->job_steps);

@@ -357,10 +357,14 @@ enum zs_status pb_spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s,
 			s->optim.groups[g] = (struct zs_hp){
 				o->groups[g]->lr, o->groups[g]->weight_decay, o->groups[g]->beta1,
 				o->groups[g]->beta2, o->groups[g]->eps, o->groups[g]->momentum};
-		if (!s->optim.n_groups) /* a record from before groups: its one group */
-			s->optim.groups[s->optim.n_groups++] = (struct zs_hp){
-				o->lr, o->weight_decay, o->beta1, o->beta2, o->eps, o->momentum};
 	}
+	/* a record from before groups (or without an optimizer at all): one
+	 * group, of the top-level values, so that what is decoded encodes and
+	 * decodes to itself (the RPC fuzzer found the absent case differing) */
+	if (!s->optim.n_groups)
+		s->optim.groups[s->optim.n_groups++] = (struct zs_hp){
+			s->optim.lr, s->optim.weight_decay, s->optim.beta1, s->optim.beta2,
+			s->optim.eps, s->optim.momentum};
 	return pb_layout_from(ps->layout, &s->layout, err);
 }
 

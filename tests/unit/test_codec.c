@@ -332,6 +332,65 @@ static void test_bounds(void **st)
 	}
 }
 
+/* What the RPC fuzzer found (tests/fuzz/fuzz_rpc.c), kept as cases. */
+static void test_fuzz_findings(void **st)
+{
+	struct zs_error err = {0};
+	struct zs_server_info si = {.capacity = 1};
+	struct zs_blob bl;
+	struct zs_job j;
+	struct zs_buf b, b2;
+	char name[ZS_JOB_NAME_MAX];
+	uint64_t id;
+
+	(void)st;
+	/* too many live jobs claimed: refused, the count read before the
+	 * message is freed (it was read after: a use after free) */
+	{
+		Zshard__LiveJob lj = ZSHARD__LIVE_JOB__INIT, *ljs[ZS_LIVE_MAX + 1];
+		Zshard__RegisterServerRequest m = ZSHARD__REGISTER_SERVER_REQUEST__INIT;
+		uint8_t buf[1024];
+		size_t n;
+		lj.job = "j";
+		for (int i = 0; i <= ZS_LIVE_MAX; i++)
+			ljs[i] = &lj;
+		m.addr = "127.0.0.1:1";
+		m.n_live = ZS_LIVE_MAX + 1;
+		m.live = ljs;
+		n = zshard__register_server_request__pack(&m, buf);
+		assert_int_equal(zs_dec_register(buf, n, &si, &err), ZS_EINVAL);
+		assert_non_null(strstr(err.msg, "17 live jobs claimed; at most 16"));
+	}
+	/* an empty trainer blob: its bytes field has no data pointer */
+	assert_int_equal(zs_enc_put_blob("j", 3, 1, NULL, 0, &b), ZS_OK);
+	assert_int_equal(zs_dec_put_blob(b.data, b.len, name, &id, &bl, &err), ZS_OK);
+	assert_int_equal(bl.len, 0);
+	free(bl.data);
+	zs_buf_release(&b);
+	/* a job record without an optimizer decodes to what it encodes to */
+	{
+		Zshard__JobSpec sp = ZSHARD__JOB_SPEC__INIT;
+		Zshard__Job jm = ZSHARD__JOB__INIT;
+		Zshard__JobReply m = ZSHARD__JOB_REPLY__INIT;
+		uint8_t buf[256];
+		size_t n;
+		sp.name = "noopt";
+		jm.spec = &sp;
+		m.job = &jm;
+		n = zshard__job_reply__pack(&m, buf);
+		assert_int_equal(zs_dec_job(buf, n, &j, &err), ZS_OK);
+		assert_int_equal(zs_enc_job(&j, &b), ZS_OK);
+		zs_job_release(&j);
+		assert_int_equal(zs_dec_job(b.data, b.len, &j, &err), ZS_OK);
+		assert_int_equal(zs_enc_job(&j, &b2), ZS_OK);
+		assert_int_equal(b.len, b2.len);
+		assert_memory_equal(b.data, b2.data, b.len);
+		zs_job_release(&j);
+		zs_buf_release(&b);
+		zs_buf_release(&b2);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -342,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_step_reports_roundtrip),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_fuzz_findings),
 	};
 	return cmocka_run_group_tests_name("codec", tests, NULL, NULL);
 }
