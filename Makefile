@@ -258,6 +258,7 @@ check: all
 	elif ! command -v $(FUZZ_CC) >/dev/null 2>&1; then echo "check: fuzz skipped: no $(FUZZ_CC) (Debian's clang-14)"; \
 	elif $(FUZZ_MAKE) >$(BUILD)/fuzz-build.log 2>&1; then sh tests/fuzz/run.sh $(FUZZ_BUILD) 5 $(FUZZ_TARGETS) || rc=1; \
 	else tail -30 $(BUILD)/fuzz-build.log; echo "check: fuzz build FAILED"; rc=1; fi; \
+	sh tests/integration/advertise.sh $(BUILD)/bin || rc=1; \
 	sh tests/integration/prometheus.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: prometheus skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \

@@ -105,6 +105,53 @@ enum zs_status zs_parse_hostport(const char *s, char host[ZS_HOST_MAX],
 	return ZS_OK;
 }
 
+/* Whether s has a port: "h:p", "[v6]:p" (not "h", "[v6]"). */
+static bool has_port(const char *s)
+{
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		return rb && rb[1] == ':';
+	}
+	return strchr(s, ':') != NULL;
+}
+
+enum zs_status zs_advertise_addr(const char *adv, const char *bound, bool host_only, char *out,
+				 size_t len, const char *what, struct zs_error *err)
+{
+	char bhost[ZS_HOST_MAX], ahost[ZS_HOST_MAX], probe[ZS_HOST_MAX + 8];
+	uint16_t bport, aport;
+	struct zs_error e = {0};
+
+	if (zs_parse_hostport(bound, bhost, &bport, &e))
+		return zs_fail(err, ZS_EINVAL, "%s", e.msg);
+	if (!adv) {
+		if (!strcmp(bhost, "0.0.0.0") || !strcmp(bhost, "::") || !strcmp(bhost, "*"))
+			return zs_fail(err, ZS_EINVAL,
+				       "the %s address %s is a wildcard that peers cannot reach: give --advertise HOST (or HOST:PORT)",
+				       what, bound);
+		snprintf(out, len, "%s", bound);
+		return ZS_OK;
+	}
+	if (has_port(adv)) {
+		if (zs_parse_hostport(adv, ahost, &aport, &e))
+			return zs_fail(err, ZS_EINVAL, "--advertise '%s': %s", adv, e.msg);
+		if (!aport && !host_only)
+			return zs_fail(err, ZS_EINVAL, "--advertise '%s': the port must be real", adv);
+	} else {
+		/* a host alone: parse it with the bound port to check it */
+		snprintf(probe, sizeof probe, "%s:%u", adv, bport);
+		if (zs_parse_hostport(probe, ahost, &aport, &e))
+			return zs_fail(err, ZS_EINVAL, "--advertise '%s': %s", adv, e.msg);
+	}
+	if (host_only || !has_port(adv))
+		aport = bport;
+	if (strchr(ahost, ':'))
+		snprintf(out, len, "[%s]:%u", ahost, aport);
+	else
+		snprintf(out, len, "%s:%u", ahost, aport);
+	return ZS_OK;
+}
+
 int64_t zs_now_ms(void)
 {
 	struct timespec ts;

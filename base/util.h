@@ -34,6 +34,17 @@ enum zs_status zs_parse_u64(const char *s, uint64_t min, uint64_t max,
 enum zs_status zs_parse_hostport(const char *s, char host[ZS_HOST_MAX],
 				 uint16_t *port, struct zs_error *err);
 
+/*
+ * The address a daemon tells others (what it registers, what Status says)
+ * for one it listens on, bound ("HOST:PORT" as bound): adv NULL keeps bound,
+ * which must then not be a wildcard (0.0.0.0, [::]); adv "HOST" keeps
+ * bound's port; adv "HOST:PORT" replaces both (a port mapped by NAT or a
+ * container runtime). With host_only, only adv's host is taken. what names
+ * the address in errors ("control", "data-plane").
+ */
+enum zs_status zs_advertise_addr(const char *adv, const char *bound, bool host_only, char *out,
+				 size_t len, const char *what, struct zs_error *err);
+
 /* Milliseconds on a monotonic clock (for timeouts and leases). */
 int64_t zs_now_ms(void);
 /* This process's resident set now and at its peak (VmRSS, VmHWM), in

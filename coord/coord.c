@@ -178,7 +178,13 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 				 c->addr, sizeof c->addr, err);
 	if (st)
 		goto clean_state;
-	if (cfg->metrics && (st = coord_metrics_start(c, cfg->metrics, err)))
+	/* what Status says; a wildcard is kept there (clients are configured
+	 * with the coordinator's address, they never learn it from it) */
+	snprintf(c->adv, sizeof c->adv, "%s", c->addr);
+	if (cfg->advertise && (st = zs_advertise_addr(cfg->advertise, c->addr, false, c->adv,
+						      sizeof c->adv, "control", err)))
+		goto clean_rpc;
+	if (cfg->metrics && (st = coord_metrics_start(c, cfg->metrics, cfg->advertise, err)))
 		goto clean_rpc;
 	if (pthread_create(&c->reaper, NULL, coord_reaper, c)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start the lease thread");

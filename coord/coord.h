@@ -26,6 +26,7 @@ struct coord_config {
 	uint32_t norm_timeout_ms; /* bound on collecting a step's gradient
 				   * norms from every server (0: 60 s) */
 	const char *metrics;  /* HOST:PORT to serve Prometheus metrics at, or NULL */
+	const char *advertise; /* HOST[:PORT] Status reports (NAT, pods); NULL: bound */
 };
 
 /*

@@ -414,7 +414,7 @@ void coord_h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	(void)p;
 	(void)n;
 	snprintf(s.version, sizeof s.version, "%s", ZS_VERSION);
-	snprintf(s.addr, sizeof s.addr, "%s", c->addr);
+	snprintf(s.addr, sizeof s.addr, "%s", c->adv);
 	snprintf(s.data_dir, sizeof s.data_dir, "%s", c->data_dir);
 	snprintf(s.metrics_addr, sizeof s.metrics_addr, "%s", coord_metrics_addr(c));
 	pthread_mutex_lock(&c->mu);

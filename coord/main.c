@@ -36,6 +36,10 @@ static void usage(FILE *f)
 		"  --lease-ms MS        a server silent this long is marked down (default 10000)\n"
 		"  --trainer-lease-ms MS  a trainer silent this long loses its rank and its\n"
 		"                       job rolls back to its latest checkpoint (default 10000)\n"
+		"  --advertise HOST[:PORT]\n"
+		"                       the address to report (zshardctl status, the metrics\n"
+		"                       endpoint's host) when peers reach this one under\n"
+		"                       another (NAT, containers, --listen 0.0.0.0)\n"
 		"  --metrics HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
 		"                       (port 0: a free one; zshardctl status shows it)\n"
 		"  --log-level LEVEL    debug, info, warn, error (default info)\n"
@@ -52,6 +56,7 @@ int main(int argc, char **argv)
 		{"trainer-lease-ms", required_argument, NULL, 'T'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"metrics", required_argument, NULL, 'm'},
+		{"advertise", required_argument, NULL, 'a'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -71,6 +76,7 @@ int main(int argc, char **argv)
 		case 'l': cfg.listen = optarg; break;
 		case 'd': cfg.data_dir = optarg; break;
 		case 'm': cfg.metrics = optarg; break;
+		case 'a': cfg.advertise = optarg; break;
 		case 'p': port_file = optarg; break;
 		case 'L':
 			if (zs_parse_u64(optarg, 100, 3600000, &v, &err)) {

@@ -12,7 +12,8 @@
 struct coord_metrics {
 	struct zs_metrics *m;
 	struct zs_metrics_http *http;
-	char addr[ZS_ADDR_MAX];
+	char addr[ZS_ADDR_MAX]; /* as bound */
+	char adv[ZS_ADDR_MAX];  /* as told (Status) */
 	struct zs_series *lapse_srv, *lapse_tr, *rollbacks, *ckpt_secs[2];
 	struct zs_series *srv_up, *srv_down, *jobs, *ckpts[4];
 };
@@ -138,7 +139,8 @@ void coord_metrics_ckpt(struct coord *c, bool committed, double seconds)
 		zs_series_observe(c->metrics->ckpt_secs[committed], seconds);
 }
 
-enum zs_status coord_metrics_start(struct coord *c, const char *addr, struct zs_error *err)
+enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char *advertise,
+				   struct zs_error *err)
 {
 	struct coord_metrics *x = calloc(1, sizeof *x);
 	struct zs_metrics *m;
@@ -182,7 +184,10 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, struct zs_
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 	if (st || (st = zs_metrics_add_process(m, err)) ||
 	    (st = zs_metrics_add_collector(m, collect, c, err)) ||
-	    (st = zs_metrics_http_start(m, addr, x->addr, sizeof x->addr, &x->http, err))) {
+	    (st = zs_metrics_http_start(m, addr, x->addr, sizeof x->addr, &x->http, err)) ||
+	    (st = zs_advertise_addr(advertise, x->addr, true, x->adv, sizeof x->adv, "metrics",
+				    err))) {
+		zs_metrics_http_stop(x->http);
 		zs_metrics_free(m);
 		free(x);
 		return st;
@@ -195,7 +200,7 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, struct zs_
 
 const char *coord_metrics_addr(struct coord *c)
 {
-	return c->metrics ? c->metrics->addr : "";
+	return c->metrics ? c->metrics->adv : "";
 }
 
 void coord_metrics_stop(struct coord *c)

@@ -102,6 +102,7 @@ struct coord {
 	uint32_t trainer_lease_ms;
 	int64_t started_ms;
 	char addr[ZS_ADDR_MAX];
+	char adv[ZS_ADDR_MAX]; /* the address Status reports (--advertise) */
 	char data_dir[512];
 
 	uint64_t next_server_id;
@@ -127,7 +128,10 @@ struct coord {
 
 /* metrics.c: --metrics HOST:PORT, Prometheus text at /metrics */
 enum coord_event { COORD_EV_SERVER_LAPSE, COORD_EV_TRAINER_LAPSE, COORD_EV_ROLLBACK };
-enum zs_status coord_metrics_start(struct coord *c, const char *addr, struct zs_error *err);
+/* advertise: --advertise (its host replaces the bound one in what Status
+ * says), or NULL */
+enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char *advertise,
+				   struct zs_error *err);
 const char *coord_metrics_addr(struct coord *c); /* "" without */
 void coord_metrics_event(struct coord *c, enum coord_event ev);
 /* a checkpoint committed or failed, seconds after it started */

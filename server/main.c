@@ -52,6 +52,15 @@ static void usage(FILE *f)
 		"  --step-timeout-ms MS a gather waiting longer for the other ranks fails,\n"
 		"                       naming the ranks it waits for (default 60000); a\n"
 		"                       push waits as long for landing room\n"
+		"  --advertise HOST[:PORT]\n"
+		"                       the address peers reach this server at, when it is\n"
+		"                       not the one it listens on (NAT, containers, pods,\n"
+		"                       --listen 0.0.0.0:PORT): HOST keeps the bound ports\n"
+		"                       (of the data plane and metrics too); HOST:PORT maps\n"
+		"                       the control port\n"
+		"  --data-advertise HOST[:PORT]\n"
+		"                       the same for the data plane (default: --advertise's\n"
+		"                       host, the bound data port)\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
 		"  --coordinator-timeout-ms MS\n"
 		"                       how long to wait for the coordinator at start\n"
@@ -82,6 +91,8 @@ int main(int argc, char **argv)
 		{"log-level", required_argument, NULL, 'v'},
 		{"rdma", required_argument, NULL, 'R'},
 		{"metrics", required_argument, NULL, 'm'},
+		{"advertise", required_argument, NULL, 'a'},
+		{"data-advertise", required_argument, NULL, 'A'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -89,7 +100,8 @@ int main(int argc, char **argv)
 	static const char *const tables[] = {"meta", "ckpt", "live"};
 	const char *coord_addr = getenv("ZSHARD_COORDINATOR");
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
-	const char *data_listen = NULL, *metrics = NULL;
+	const char *data_listen = NULL, *metrics = NULL, *advertise = NULL, *data_advertise = NULL;
+	char bound_ctl[ZS_ADDR_MAX], bound_data[ZS_ADDR_MAX];
 	uint32_t step_timeout_ms = 60000;
 	uint64_t memory_budget = 0, landing_budget = 256u << 20;
 	const char *rdma_mode = "auto";
@@ -125,6 +137,8 @@ int main(int argc, char **argv)
 			break;
 		case 'D': data_listen = optarg; break;
 		case 'm': metrics = optarg; break;
+		case 'a': advertise = optarg; break;
+		case 'A': data_advertise = optarg; break;
 		case 'B':
 			if (zs_parse_size(optarg, &gpu_budget, &err) || !gpu_budget) {
 				fprintf(stderr, "zshard-server: --gpu-budget: %s\n",
@@ -259,7 +273,7 @@ int main(int argc, char **argv)
 	}
 	{
 		struct zs_listener_opts lo = {
-			.at = {{&zs_tcp_endpoint, data_listen, d.me.data_addr},
+			.at = {{&zs_tcp_endpoint, data_listen, bound_data},
 			       {&zs_shm_endpoint, NULL, d.me.shm_addr}},
 			.path = rdma ? &zs_rdma_path : NULL,
 			/* the shards' arrays and, beside them, the landing room */
@@ -289,17 +303,32 @@ int main(int argc, char **argv)
 	/* a short per-call deadline; do_register bounds the whole wait */
 	if (zs_coord_open(coord_addr, 2000, 1, &d.coord, &err))
 		goto clean_dp;
-	if (zs_rpc_server_start(listen, srvd_methods, srvd_n_methods, &d, &rpc,
-				d.me.addr,
-				sizeof d.me.addr, &err))
+	if (zs_rpc_server_start(listen, srvd_methods, srvd_n_methods, &d, &rpc, bound_ctl,
+				sizeof bound_ctl, &err))
 		goto clean_coord;
-	if (port_file && zs_write_file_atomic(port_file, d.me.addr, &err))
+	/* what the coordinator, the trainers and Prometheus are told */
+	if (zs_advertise_addr(advertise, bound_ctl, false, d.me.addr, sizeof d.me.addr, "control",
+			      &err) ||
+	    zs_advertise_addr(data_advertise ? data_advertise : advertise, bound_data,
+			      !data_advertise, d.me.data_addr, sizeof d.me.data_addr, "data-plane",
+			      &err))
 		goto clean_rpc;
-	printf("listening on %s\n", d.me.addr);
+	if (d.me.metrics_addr[0]) {
+		char m[ZS_ADDR_MAX];
+		snprintf(m, sizeof m, "%s", d.me.metrics_addr);
+		if (zs_advertise_addr(advertise, m, true, d.me.metrics_addr, sizeof d.me.metrics_addr,
+				      "metrics", &err))
+			goto clean_rpc;
+	}
+	if (port_file && zs_write_file_atomic(port_file, bound_ctl, &err))
+		goto clean_rpc;
+	printf("listening on %s\n", bound_ctl);
 	fflush(stdout);
 	zs_info("zshard-server %s listening on %s (data %s, %s), data dir %s, capacity %llu bytes%s",
-		ZS_VERSION, d.me.addr, d.me.data_addr, d.me.shm_addr, data_dir,
+		ZS_VERSION, bound_ctl, bound_data, d.me.shm_addr, data_dir,
 		(unsigned long long)d.me.capacity, d.me.id ? "" : " (new)");
+	if (strcmp(bound_ctl, d.me.addr) || strcmp(bound_data, d.me.data_addr))
+		zs_info("advertised as %s (data %s)", d.me.addr, d.me.data_addr);
 
 	srvd_live_claims(&d);
 	if (srvd_do_register(&d, &err))

@@ -34,6 +34,50 @@ static void test_sizes(void **st)
 	}
 }
 
+static void test_advertise(void **st)
+{
+	struct zs_error err = {0};
+	char out[ZS_ADDR_MAX];
+
+	(void)st;
+	/* nothing to advertise: the bound address, unless it is a wildcard */
+	assert_int_equal(zs_advertise_addr(NULL, "127.0.0.1:7401", false, out, sizeof out, "control",
+					   &err), ZS_OK);
+	assert_string_equal(out, "127.0.0.1:7401");
+	assert_int_equal(zs_advertise_addr(NULL, "0.0.0.0:7401", false, out, sizeof out, "control",
+					   &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "the control address 0.0.0.0:7401 is a wildcard"));
+	assert_non_null(strstr(err.msg, "--advertise"));
+	assert_int_equal(zs_advertise_addr(NULL, "[::]:7401", false, out, sizeof out, "data-plane",
+					   &err), ZS_EINVAL);
+	/* a host keeps the bound port; HOST:PORT maps it, unless host_only */
+	assert_int_equal(zs_advertise_addr("node-3.cluster", "0.0.0.0:7401", false, out, sizeof out,
+					   "control", &err), ZS_OK);
+	assert_string_equal(out, "node-3.cluster:7401");
+	assert_int_equal(zs_advertise_addr("203.0.113.9:30401", "0.0.0.0:7401", false, out,
+					   sizeof out, "control", &err), ZS_OK);
+	assert_string_equal(out, "203.0.113.9:30401");
+	assert_int_equal(zs_advertise_addr("203.0.113.9:30401", "0.0.0.0:7402", true, out,
+					   sizeof out, "data-plane", &err), ZS_OK);
+	assert_string_equal(out, "203.0.113.9:7402");
+	assert_int_equal(zs_advertise_addr("[fd00::5]", "[::]:7401", false, out, sizeof out,
+					   "control", &err), ZS_OK);
+	assert_string_equal(out, "[fd00::5]:7401");
+	assert_int_equal(zs_advertise_addr("[fd00::5]:9", "[::]:7401", false, out, sizeof out,
+					   "control", &err), ZS_OK);
+	assert_string_equal(out, "[fd00::5]:9");
+	/* bad ones are refused with the flag named */
+	strcpy(out, "untouched");
+	assert_int_equal(zs_advertise_addr("host:0", "0.0.0.0:7401", false, out, sizeof out,
+					   "control", &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "--advertise 'host:0'"));
+	assert_int_equal(zs_advertise_addr("host:99999", "0.0.0.0:7401", false, out, sizeof out,
+					   "control", &err), ZS_EINVAL);
+	assert_int_equal(zs_advertise_addr("[fd00::5", "0.0.0.0:7401", false, out, sizeof out,
+					   "control", &err), ZS_EINVAL);
+	assert_string_equal(out, "untouched");
+}
+
 static void test_hostport(void **st)
 {
 	char host[ZS_HOST_MAX];
@@ -100,6 +144,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_hostport),
+		cmocka_unit_test(test_advertise),
 		cmocka_unit_test(test_u64),
 		cmocka_unit_test(test_names_and_dtypes),
 	};
