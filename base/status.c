@@ -10,11 +10,14 @@ enum zs_status zs_fail(struct zs_error *err, enum zs_status code,
 		       const char *fmt, ...)
 {
 	if (err) {
+		/* formatted aside first: a message may quote err->msg itself */
+		char msg[sizeof err->msg];
 		va_list ap;
-		err->code = code;
 		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		vsnprintf(msg, sizeof msg, fmt, ap);
 		va_end(ap);
+		err->code = code;
+		memcpy(err->msg, msg, sizeof msg);
 	}
 	return code;
 }

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/cli.h"
+#include "ctrl/tls.h"
 
 static const struct cmd *const cmds[] = {
 	&cmd_servers, &cmd_jobs, &cmd_job, &cmd_placement, &cmd_stage, &cmd_trainers,
@@ -19,7 +20,8 @@ static const struct cmd *const cmds[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: zshardctl [--coordinator HOST:PORT] [--timeout-ms MS] COMMAND [ARGS]\n\n"
+	fprintf(f, "usage: zshardctl [--coordinator HOST:PORT] [--timeout-ms MS]\n"
+		   "                 [--tls-ca FILE --tls-cert FILE --tls-key FILE] COMMAND [ARGS]\n\n"
 		   "The zshard operator CLI. The coordinator address may also come from\n"
 		   "$ZSHARD_COORDINATOR. Commands (each takes --help):\n\n");
 	for (const struct cmd *const *c = cmds; *c; c++)
@@ -30,6 +32,7 @@ int main(int argc, char **argv)
 {
 	struct ctx x = {.coordinator = getenv("ZSHARD_COORDINATOR"), .timeout_ms = 10000};
 	struct zs_error err = {0};
+	const char *tls_ca = NULL, *tls_cert = NULL, *tls_key = NULL;
 	int i = 1, rc;
 
 	zs_log_init("zshardctl");
@@ -43,6 +46,12 @@ int main(int argc, char **argv)
 			x.coordinator = argv[++i];
 		} else if (!strncmp(argv[i], "--coordinator=", 14)) {
 			x.coordinator = argv[i] + 14;
+		} else if (!strcmp(argv[i], "--tls-ca") && i + 1 < argc) {
+			tls_ca = argv[++i];
+		} else if (!strcmp(argv[i], "--tls-cert") && i + 1 < argc) {
+			tls_cert = argv[++i];
+		} else if (!strcmp(argv[i], "--tls-key") && i + 1 < argc) {
+			tls_key = argv[++i];
 		} else if (!strcmp(argv[i], "--timeout-ms") && i + 1 < argc) {
 			if (zs_parse_u64(argv[++i], 1, 3600000, &v, &err)) {
 				fprintf(stderr, "zshardctl: --timeout-ms: %s\n", err.msg);
@@ -57,6 +66,13 @@ int main(int argc, char **argv)
 	}
 	if (i == argc) {
 		usage(stderr);
+		return 2;
+	}
+	/* mutual TLS to the coordinator and servers: the flags, else the
+	 * environment (ZSHARD_TLS_CA, _CERT, _KEY) */
+	if ((tls_ca || tls_cert || tls_key) ? zs_tls_configure(tls_ca, tls_cert, tls_key, &err)
+					    : zs_tls_from_env(&err)) {
+		fprintf(stderr, "zshardctl: %s\n", err.msg);
 		return 2;
 	}
 	for (const struct cmd *const *c = cmds; *c; c++) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "coord/coord.h"
+#include "ctrl/tls.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "base/version.h"
@@ -40,6 +41,11 @@ static void usage(FILE *f)
 		"                       the address to report (zshardctl status, the metrics\n"
 		"                       endpoint's host) when peers reach this one under\n"
 		"                       another (NAT, containers, --listen 0.0.0.0)\n"
+		"  --tls-ca FILE, --tls-cert FILE, --tls-key FILE\n"
+		"                       mutual TLS on the control plane: this daemon's\n"
+		"                       certificate and key (PEM), and the CA every peer's\n"
+		"                       must be signed by (default: $ZSHARD_TLS_CA, _CERT,\n"
+		"                       _KEY; none: plaintext)\n"
 		"  --metrics HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
 		"                       (port 0: a free one; zshardctl status shows it)\n"
 		"  --log-level LEVEL    debug, info, warn, error (default info)\n"
@@ -57,12 +63,15 @@ int main(int argc, char **argv)
 		{"log-level", required_argument, NULL, 'v'},
 		{"metrics", required_argument, NULL, 'm'},
 		{"advertise", required_argument, NULL, 'a'},
+		{"tls-ca", required_argument, NULL, 1},
+		{"tls-cert", required_argument, NULL, 2},
+		{"tls-key", required_argument, NULL, 3},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	struct coord_config cfg = {.listen = "127.0.0.1:7400", .lease_ms = 10000};
-	const char *port_file = NULL;
+	const char *port_file = NULL, *tls[3] = {NULL, NULL, NULL};
 	struct zs_error err = {0};
 	char bound[ZS_HOST_MAX + 8];
 	struct coord *c;
@@ -77,6 +86,7 @@ int main(int argc, char **argv)
 		case 'd': cfg.data_dir = optarg; break;
 		case 'm': cfg.metrics = optarg; break;
 		case 'a': cfg.advertise = optarg; break;
+		case 1: case 2: case 3: tls[o - 1] = optarg; break;
 		case 'p': port_file = optarg; break;
 		case 'L':
 			if (zs_parse_u64(optarg, 100, 3600000, &v, &err)) {
@@ -107,6 +117,11 @@ int main(int argc, char **argv)
 	}
 	if (!cfg.data_dir) {
 		fprintf(stderr, "zshard-coordinator: --data-dir is required\n");
+		return 2;
+	}
+	if ((tls[0] || tls[1] || tls[2]) ? zs_tls_configure(tls[0], tls[1], tls[2], &err)
+					 : zs_tls_from_env(&err)) {
+		fprintf(stderr, "zshard-coordinator: %s\n", err.msg);
 		return 2;
 	}
 

@@ -28,6 +28,7 @@
 
 #include "base/log.h"
 #include "base/util.h"
+#include "ctrl/tls.h"
 
 #define ARMED_PER_METHOD 4
 
@@ -437,7 +438,11 @@ enum zs_status zs_rpc_server_start(const char *listen,
 		s->handles[i] = grpc_server_register_method(
 			s->server, methods[i].path, NULL,
 			GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
-	cr = grpc_insecure_server_credentials_create();
+	cr = zs_tls_server_creds(); /* mutual TLS when configured (ctrl/tls.h) */
+	if (!cr) {
+		st = zs_fail(err, ZS_EINVAL, "the TLS certificate or key is not usable (gRPC refused them)");
+		goto clean_server;
+	}
 	p = grpc_server_add_http2_port(s->server, listen, cr);
 	grpc_server_credentials_release(cr);
 	if (p == 0) {
@@ -520,10 +525,21 @@ enum zs_status zs_rpc_client_open(const char *target, struct zs_rpc_client **out
 	c = calloc(1, sizeof *c);
 	if (!c)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	/* libzshard's processes take TLS from the environment; the daemons
+	 * and zshardctl configured it from their flags already */
+	if ((st = zs_tls_from_env(err))) {
+		free(c);
+		return st;
+	}
 	snprintf(c->target, sizeof c->target, "%s", target);
 	pthread_mutex_init(&c->mu, NULL);
 	rpc_init();
-	cr = grpc_insecure_credentials_create();
+	cr = zs_tls_channel_creds();
+	if (!cr) {
+		pthread_mutex_destroy(&c->mu);
+		free(c);
+		return zs_fail(err, ZS_EINVAL, "the TLS certificate or key is not usable (gRPC refused them)");
+	}
 	c->ch = grpc_channel_create(target, cr, msg_size_args());
 	grpc_channel_credentials_release(cr);
 	*out = c;

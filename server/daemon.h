@@ -32,6 +32,7 @@
 #include "model/model.h"
 #include "rdma/rdma.h"
 #include "ctrl/rpc.h"
+#include "ctrl/tls.h"
 #include "base/util.h"
 #include "base/version.h"
 

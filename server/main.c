@@ -61,6 +61,11 @@ static void usage(FILE *f)
 		"  --data-advertise HOST[:PORT]\n"
 		"                       the same for the data plane (default: --advertise's\n"
 		"                       host, the bound data port)\n"
+		"  --tls-ca FILE, --tls-cert FILE, --tls-key FILE\n"
+		"                       mutual TLS on the control plane: this daemon's\n"
+		"                       certificate and key (PEM), and the CA every peer's\n"
+		"                       must be signed by (default: $ZSHARD_TLS_CA, _CERT,\n"
+		"                       _KEY; none: plaintext)\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
 		"  --coordinator-timeout-ms MS\n"
 		"                       how long to wait for the coordinator at start\n"
@@ -92,6 +97,9 @@ int main(int argc, char **argv)
 		{"rdma", required_argument, NULL, 'R'},
 		{"metrics", required_argument, NULL, 'm'},
 		{"advertise", required_argument, NULL, 'a'},
+		{"tls-ca", required_argument, NULL, 1},
+		{"tls-cert", required_argument, NULL, 2},
+		{"tls-key", required_argument, NULL, 3},
 		{"data-advertise", required_argument, NULL, 'A'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
@@ -102,6 +110,7 @@ int main(int argc, char **argv)
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
 	const char *data_listen = NULL, *metrics = NULL, *advertise = NULL, *data_advertise = NULL;
 	char bound_ctl[ZS_ADDR_MAX], bound_data[ZS_ADDR_MAX];
+	const char *tls[3] = {NULL, NULL, NULL};
 	uint32_t step_timeout_ms = 60000;
 	uint64_t memory_budget = 0, landing_budget = 256u << 20;
 	const char *rdma_mode = "auto";
@@ -138,6 +147,7 @@ int main(int argc, char **argv)
 		case 'D': data_listen = optarg; break;
 		case 'm': metrics = optarg; break;
 		case 'a': advertise = optarg; break;
+		case 1: case 2: case 3: tls[o - 1] = optarg; break;
 		case 'A': data_advertise = optarg; break;
 		case 'B':
 			if (zs_parse_size(optarg, &gpu_budget, &err) || !gpu_budget) {
@@ -206,6 +216,11 @@ int main(int argc, char **argv)
 	}
 	if (!coord_addr || !data_dir) {
 		fprintf(stderr, "zshard-server: --coordinator and --data-dir are required\n");
+		return 2;
+	}
+	if ((tls[0] || tls[1] || tls[2]) ? zs_tls_configure(tls[0], tls[1], tls[2], &err)
+					 : zs_tls_from_env(&err)) {
+		fprintf(stderr, "zshard-server: %s\n", err.msg);
 		return 2;
 	}
 

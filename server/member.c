@@ -184,11 +184,13 @@ enum zs_status srvd_do_register(struct srvd *d, struct zs_error *err)
 			break;
 		if (srvd_stop)
 			return zs_fail(err, ZS_ECANCELED, "stopped while waiting");
-		if (zs_now_ms() - t0 >= d->wait_ms)
+		if (zs_now_ms() - t0 >= d->wait_ms) {
+			char last[ZS_ERRMSG_MAX / 2]; /* err->msg cannot format into itself */
+			snprintf(last, sizeof last, "%.200s", err->msg);
 			return zs_fail(err, ZS_ETIMEDOUT,
 				       "no coordinator answered at %s within %lld ms (%s)",
-				       zs_coord_addr(d->coord), (long long)d->wait_ms,
-				       err->msg);
+				       zs_coord_addr(d->coord), (long long)d->wait_ms, last);
+		}
 		if (zs_now_ms() - last_note >= 5000) {
 			zs_info("waiting for the coordinator at %s (%lld s so far)",
 				zs_coord_addr(d->coord),

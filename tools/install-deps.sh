@@ -14,8 +14,9 @@ libibverbs-dev ibverbs-providers"
 # for the tests only, without what Debian recommends beside them (the
 # prometheus package would bring node exporters): a real Prometheus server
 # scrapes a local cluster (tests/integration/prometheus.sh); clang and its
-# runtime build the libFuzzer targets (tests/fuzz/)
-TEST_PKGS="prometheus clang-14 libclang-rt-14-dev"
+# runtime build the libFuzzer targets (tests/fuzz/); openssl makes the TLS
+# test's certificates
+TEST_PKGS="prometheus clang-14 libclang-rt-14-dev openssl"
 
 missing="" missing_test=""
 for p in $PKGS $TEST_PKGS; do

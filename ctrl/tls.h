@@ -1,0 +1,36 @@
+/*
+ * tls.h - mutual TLS on the control plane (gRPC's SSL credentials): one
+ * identity per process (a certificate, its key, and the CA that signs every
+ * peer's), used both by the gRPC servers it runs and by every channel it
+ * opens. Each side presents its certificate and checks the other's against
+ * the CA; a server refuses clients without one. Off unless configured, by
+ * flags (daemons, zshardctl: zs_tls_configure) or, in libzshard, by the
+ * environment (ZSHARD_TLS_CA, ZSHARD_TLS_CERT, ZSHARD_TLS_KEY). Key
+ * material is never logged or put in an error message: files are named.
+ */
+#ifndef ZS_CTRL_TLS_H
+#define ZS_CTRL_TLS_H
+
+#include <stdbool.h>
+
+#include "base/status.h"
+
+/*
+ * Reads the three PEM files (all three, or none: every argument NULL turns
+ * TLS off). Fails with ZS_EINVAL naming the file that is missing, unreadable
+ * or not PEM of the kind expected; nothing changes then.
+ */
+enum zs_status zs_tls_configure(const char *ca_file, const char *cert_file, const char *key_file,
+				struct zs_error *err);
+/* From ZSHARD_TLS_CA / _CERT / _KEY, unless zs_tls_configure ran. */
+enum zs_status zs_tls_from_env(struct zs_error *err);
+bool zs_tls_on(void);
+
+/* For ctrl/rpc.c: the credentials to serve and to connect with (insecure
+ * ones when TLS is off). Release with grpc's *_credentials_release. */
+struct grpc_server_credentials;
+struct grpc_channel_credentials;
+struct grpc_server_credentials *zs_tls_server_creds(void);
+struct grpc_channel_credentials *zs_tls_channel_creds(void);
+
+#endif
