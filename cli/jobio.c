@@ -41,7 +41,7 @@ enum zs_status jobio_open(const char *coordinator, const char *job, int timeout_
 		free(io);
 		return st;
 	}
-	if (!(st = zs_coord_get_job(c, job, &io->job, err)))
+	if (!(st = zs_coord_get_job_token(c, job, &io->job, err)))
 		st = zs_coord_servers(c, &s, &n_s, err);
 	zs_coord_close(c);
 	if (!st) {
@@ -51,7 +51,7 @@ enum zs_status jobio_open(const char *coordinator, const char *job, int timeout_
 			st = zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	for (uint32_t i = 0; !st && i < n_s; i++) {
-		struct zs_conn_opts o = {.addr = s[i].data_addr, .job = job, .token = "",
+		struct zs_conn_opts o = {.addr = s[i].data_addr, .job = job, .token = io->job.token,
 					 .incarnation = (uint64_t)io->job.created_ms,
 					 .epoch = io->job.placement.epoch,
 					 .rank = ZS_RANK_OBSERVER, .timeout_ms = timeout_ms};

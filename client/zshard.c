@@ -106,7 +106,7 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 	for (uint32_t i = 0; i < n_s && !st; i++) {
 		bool used = false;
 		const struct zs_transport_ops *ops;
-		struct zs_conn_opts o = {.job = t->job.spec.name, .token = "", .rank = t->rank,
+		struct zs_conn_opts o = {.job = t->job.spec.name, .token = t->job.token, .rank = t->rank,
 					 .incarnation = (uint64_t)t->job.created_ms,
 					 .epoch = t->job.placement.epoch,
 					 .timeout_ms = timeout_ms};

@@ -383,7 +383,12 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 		j->n_trainers = keep;
 		for (uint32_t k = 0; !st && legacy[i] && k < j->n_trainers; k++)
 			st = coord_save_member(c, j, &j->trainers[k], false, err);
-		if (!st && legacy[i])
+		/* a record from before data-plane tokens gets one now; its
+		 * trainers take it at their next join */
+		bool untokened = !j->token[0];
+		if (untokened)
+			coord_new_token(j->token);
+		if (!st && (legacy[i] || untokened))
 			st = coord_save_job(c, j, false, false, err);
 	}
 	free(legacy);

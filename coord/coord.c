@@ -61,14 +61,32 @@ uint64_t coord_used_on(struct coord *c, uint64_t id, const struct zs_job *skip)
 /* Encodes and sends a job, or fails the call. */
 void coord_reply_job(struct zs_rpc_call *call, const struct zs_job *j)
 {
+	struct zs_job v = *j;
 	struct zs_buf b;
 
-	if (zs_enc_job(j, &b)) {
+	v.token[0] = '\0'; /* a listing, not a credential */
+	if (zs_enc_job(&v, &b)) {
 		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode reply");
 		return;
 	}
 	zs_rpc_reply(call, b.data, b.len);
 	zs_buf_release(&b);
+}
+
+void coord_reply_join(struct coord *c, struct zs_rpc_call *call, const struct zs_job *j)
+{
+	/* the job as committed, without its trainers: encoded once per change */
+	const struct zs_buf *rec = coord_job_record(c, j);
+	struct zs_buf b;
+
+	if (rec) {
+		zs_rpc_reply(call, rec->data, rec->len);
+	} else if (!zs_enc_job(j, &b)) {
+		zs_rpc_reply(call, b.data, b.len);
+		zs_buf_release(&b);
+	} else {
+		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode reply");
+	}
 }
 
 void coord_reply_buf(struct zs_rpc_call *call, enum zs_status enc_st,

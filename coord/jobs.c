@@ -4,6 +4,8 @@
  */
 #include "coord/state.h"
 
+#include <sys/random.h>
+
 #include "model/spec_json.h"
 
 /* ------------------------------------------------------------------ jobs */
@@ -38,6 +40,7 @@ static void create(struct coord *c, struct zs_rpc_call *call, struct zs_job *job
 	}
 	free(ps);
 	job.created_ms = zs_wall_ms();
+	coord_new_token(job.token); /* a job created again under this name gets another */
 	g = realloc(c->jobs, (c->n_jobs + 1) * sizeof *g);
 	if (!g) {
 		zs_fail(&e, ZS_ENOMEM, "out of memory");
@@ -115,13 +118,34 @@ void coord_h_get_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 {
 	struct coord *c = ctx;
 	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
 	struct zs_job *j;
+	struct zs_buf b;
+	bool with_token;
 
+	if (zs_dec_job_request(p, n, name, &with_token, &e))
+		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = coord_lookup(c, call, p, n, name);
-	if (j)
+	j = coord_job_or_fail(c, call, name);
+	if (j && with_token) /* an observer's: the whole job, token included */
+		coord_reply_buf(call, zs_enc_job(j, &b), &b);
+	else if (j)
 		coord_reply_job(call, j);
 	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_new_token(char out[ZS_TOKEN_MAX])
+{
+	uint8_t r[16];
+	size_t got = 0;
+
+	while (got < sizeof r) {
+		ssize_t k = getrandom(r + got, sizeof r - got, 0);
+		if (k > 0)
+			got += (size_t)k;
+	}
+	for (size_t i = 0; i < sizeof r; i++)
+		snprintf(out + 2 * i, 3, "%02x", r[i]);
 }
 
 void coord_h_jobs(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
@@ -133,7 +157,17 @@ void coord_h_jobs(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 	(void)p;
 	(void)n;
 	pthread_mutex_lock(&c->mu);
-	st = zs_enc_jobs(c->jobs, (uint32_t)c->n_jobs, &b);
+	{ /* a listing: the jobs without their data-plane tokens */
+		struct zs_job *v = malloc((c->n_jobs ? c->n_jobs : 1) * sizeof *v);
+		st = v ? ZS_OK : ZS_ENOMEM;
+		for (size_t i = 0; v && i < c->n_jobs; i++) {
+			v[i] = c->jobs[i];
+			v[i].token[0] = '\0';
+		}
+		if (v)
+			st = zs_enc_jobs(v, (uint32_t)c->n_jobs, &b);
+		free(v);
+	}
 	pthread_mutex_unlock(&c->mu);
 	coord_reply_buf(call, st, &b);
 }
@@ -342,7 +376,7 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 		;
 	if (pos < j->n_trainers && j->trainers[pos].rank == r.rank) {
 		if (r.session && j->trainers[pos].session == r.session) {
-			coord_reply_job(call, j); /* this trainer's join, sent again */
+			coord_reply_join(c, call, j); /* this trainer's join, sent again */
 			goto out;
 		}
 		if (j->trainers[pos].session)
@@ -392,13 +426,7 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 	j->n_trainers++;
 	zs_info("job '%s': rank %u joined from %s (%u of %u)", r.job, r.rank,
 		r.host[0] ? r.host : "?", j->n_trainers, j->spec.world_size);
-	{ /* the job as committed, without its trainers: encoded once per change */
-		const struct zs_buf *rec = coord_job_record(c, j);
-		if (rec)
-			zs_rpc_reply(call, rec->data, rec->len);
-		else
-			coord_reply_job(call, j);
-	}
+	coord_reply_join(c, call, j);
 out:
 	pthread_mutex_unlock(&c->mu);
 	zs_layout_release(&r.layout);

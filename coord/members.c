@@ -166,6 +166,7 @@ void coord_h_assignments(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		snprintf(a->job, sizeof a->job, "%s", job->spec.name);
 		a->epoch = job->placement.epoch;
 		a->created_ms = job->created_ms;
+		memcpy(a->token, job->token, sizeof a->token);
 		a->bytes = place_bytes_on(&job->spec, &job->placement, id);
 		n_as++;
 	}

@@ -126,6 +126,10 @@ struct coord {
 	struct coord_metrics *metrics; /* NULL without --metrics */
 };
 
+/* jobs.c */
+/* A fresh data-plane token: 32 hex digits of the system's randomness. */
+void coord_new_token(char out[ZS_TOKEN_MAX]);
+
 /* metrics.c: --metrics HOST:PORT, Prometheus text at /metrics */
 enum coord_event { COORD_EV_SERVER_LAPSE, COORD_EV_TRAINER_LAPSE, COORD_EV_ROLLBACK };
 /* advertise: --advertise (its host replaces the bound one in what Status
@@ -149,8 +153,10 @@ const char *coord_server_name(struct coord *c, uint64_t id, char *buf, size_t le
 struct zs_job *coord_job_or_fail(struct coord *c, struct zs_rpc_call *call, const char *name);
 /* Bytes placements hold on server id, over all jobs except skip. */
 uint64_t coord_used_on(struct coord *c, uint64_t id, const struct zs_job *skip);
-/* Encodes and sends a job, or fails the call. */
+/* Encodes and sends a job without its data-plane token, or fails the call. */
 void coord_reply_job(struct zs_rpc_call *call, const struct zs_job *j);
+/* The same with the token: a Join's answer, only. */
+void coord_reply_join(struct coord *c, struct zs_rpc_call *call, const struct zs_job *j);
 void coord_reply_buf(struct zs_rpc_call *call, enum zs_status enc_st,
 		      struct zs_buf *b);
 void coord_reply_err(struct zs_rpc_call *call, const struct zs_error *e);

@@ -180,6 +180,10 @@ enum zs_status zs_dec_comm_id(const uint8_t *p, size_t n, uint8_t id[ZS_COMM_ID_
 enum zs_status zs_enc_job_name(const char *name, struct zs_buf *out);
 enum zs_status zs_dec_job_name(const uint8_t *p, size_t n,
 			       char name[ZS_JOB_NAME_MAX], struct zs_error *err);
+/* GetJob's request: with_token asks for the job's data-plane token too */
+enum zs_status zs_enc_job_request(const char *name, bool with_token, struct zs_buf *out);
+enum zs_status zs_dec_job_request(const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX],
+				  bool *with_token, struct zs_error *err);
 enum zs_status zs_enc_set_stage(const char *name, uint32_t stage, struct zs_buf *out);
 enum zs_status zs_dec_set_stage(const uint8_t *p, size_t n,
 				char name[ZS_JOB_NAME_MAX], uint32_t *stage,

@@ -367,10 +367,27 @@ enum zs_status zs_dec_jobs(const uint8_t *p, size_t n, struct zs_job **j,
 
 enum zs_status zs_enc_job_name(const char *name, struct zs_buf *out)
 {
+	return zs_enc_job_request(name, false, out);
+}
+
+enum zs_status zs_enc_job_request(const char *name, bool with_token, struct zs_buf *out)
+{
 	Zshard__JobRequest m = ZSHARD__JOB_REQUEST__INIT;
 	struct arena a = {0};
 	m.name = (char *)name;
+	m.with_token = with_token;
 	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_job_request(const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX],
+				  bool *with_token, struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__JobRequest, job_request, p, n, err);
+	*with_token = m->with_token;
+	st = pb_cpy(name, ZS_JOB_NAME_MAX, m->name, "job name", err);
+	DONE(job_request);
+	return st;
 }
 
 enum zs_status zs_dec_job_name(const uint8_t *p, size_t n,

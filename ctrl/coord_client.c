@@ -187,6 +187,13 @@ enum zs_status zs_coord_get_job(struct zs_coord_client *c, const char *name,
 	return job_call(c, ZS_M_GET_JOB, zs_enc_job_name(name, &req), &req, job, err);
 }
 
+enum zs_status zs_coord_get_job_token(struct zs_coord_client *c, const char *name,
+				      struct zs_job *job, struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_GET_JOB, zs_enc_job_request(name, true, &req), &req, job, err);
+}
+
 enum zs_status zs_coord_jobs(struct zs_coord_client *c, struct zs_job **jobs,
 			     uint32_t *n_jobs, struct zs_error *err)
 {

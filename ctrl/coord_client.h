@@ -48,6 +48,10 @@ enum zs_status zs_coord_create_job(struct zs_coord_client *c,
 				   struct zs_job *job, struct zs_error *err);
 enum zs_status zs_coord_get_job(struct zs_coord_client *c, const char *name,
 				struct zs_job *job, struct zs_error *err);
+/* The same with the job's data-plane token (GetJob omits it): for an
+ * observer's data-plane connections (zshardctl export / import). */
+enum zs_status zs_coord_get_job_token(struct zs_coord_client *c, const char *name,
+				      struct zs_job *job, struct zs_error *err);
 enum zs_status zs_coord_jobs(struct zs_coord_client *c, struct zs_job **jobs,
 			     uint32_t *n_jobs, struct zs_error *err);
 enum zs_status zs_coord_delete_job(struct zs_coord_client *c, const char *name,

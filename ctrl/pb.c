@@ -188,6 +188,7 @@ Zshard__Job *pb_job_pb(struct arena *a, const struct zs_job *j)
 	pj->leaving_step = j->leaving_step;
 	pj->stop_before = j->stop_before;
 	pj->rollback_reason = (char *)j->rollback_reason;
+	pj->token = (char *)j->token;
 	pj->n_trainers = j->n_trainers;
 	pj->trainers = pb_aalloc(a, j->n_trainers * sizeof *pj->trainers);
 	for (uint32_t i = 0; pj->trainers && i < j->n_trainers; i++) {
@@ -235,6 +236,7 @@ Zshard__Assignment **pb_assignments_pb(struct arena *a,
 		p->job = (char *)as[i].job;
 		p->epoch = as[i].epoch;
 		p->created_ms = as[i].created_ms;
+		p->token = (char *)as[i].token;
 		p->bytes = as[i].bytes;
 		p->n_shards = as[i].n_shards;
 		p->shards = pb_shards_pb(a, as[i].shards, as[i].n_shards);
@@ -413,6 +415,8 @@ enum zs_status pb_job_from(const Zshard__Job *pj, struct zs_job *j,
 	if (!st)
 		st = pb_cpy(j->rollback_reason, sizeof j->rollback_reason, pj->rollback_reason,
 			    "rollback reason", err);
+	if (!st)
+		st = pb_cpy(j->token, sizeof j->token, pj->token, "job token", err);
 	if (st)
 		goto fail;
 	if (pj->placement) {
@@ -493,6 +497,8 @@ enum zs_status pb_assignments_from(Zshard__Assignment *const *pa, size_t n,
 		a->created_ms = pa[i]->created_ms;
 		a->bytes = pa[i]->bytes;
 		st = pb_cpy(a->job, sizeof a->job, pa[i]->job, "job name", err);
+		if (!st)
+			st = pb_cpy(a->token, sizeof a->token, pa[i]->token, "job token", err);
 		if (!st)
 			st = pb_shards_from(pa[i]->shards, pa[i]->n_shards, &a->shards,
 					 &a->n_shards, err);

@@ -24,6 +24,7 @@
 #define ZS_NAME_MAX 256      /* tensor and unit names, with the NUL */
 #define ZS_JOB_NAME_MAX 64   /* job names: [A-Za-z0-9._-], 1..63 chars */
 #define ZS_ADDR_MAX 256
+#define ZS_TOKEN_MAX 40 /* a job's data-plane token: 32 hex digits, NUL */
 #define ZS_HOST_NAME 64 /* a host name, as gethostname gives it */
 #define ZS_MAX_DIMS 8
 #define ZS_MAX_UNITS 65536
@@ -158,6 +159,7 @@ struct zs_job {
 	uint64_t leaving_step;               /* what the ranks that left agreed on */
 	uint64_t stop_before;                /* stopping: ranks leave before it */
 	char rollback_reason[256];           /* why the last rollback, "" if none */
+	char token[ZS_TOKEN_MAX];            /* data-plane credential ("" in listings) */
 };
 
 /* One trainer's account of one step (libzshard's step driver; see
@@ -249,6 +251,7 @@ struct zs_assignment {
 	char job[ZS_JOB_NAME_MAX];
 	uint64_t epoch;
 	int64_t created_ms; /* the job's: a job re-created under its name differs */
+	char token[ZS_TOKEN_MAX]; /* the job's data-plane token */
 	uint64_t bytes;
 	uint32_t n_shards;
 	struct zs_shard *shards;

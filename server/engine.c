@@ -159,6 +159,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	pthread_mutex_init(&j->hpmu, NULL);
 	j->epoch = job->placement.epoch;
 	j->created_ms = job->created_ms;
+	memcpy(j->token, job->token, sizeof j->token);
 	atomic_init(&j->refs, 1);
 	j->spec = job->spec;
 	j->spec.rank_hosts = NULL; /* the coordinator's placement used them */

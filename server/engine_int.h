@@ -115,6 +115,7 @@ struct ejob {
 	struct zs_job_step_stats last;
 	bool have_last;
 	char name[ZS_JOB_NAME_MAX];
+	char token[ZS_TOKEN_MAX]; /* what a HELLO for it must carry */
 	uint32_t handle;
 	/* handles given out before a restore (the connections of an earlier
 	 * timeline): their requests are refused with ZS_ERESUME */

@@ -67,6 +67,16 @@ const char *eng_unit_name(struct ejob *j, uint32_t u)
 
 /* -------------------------------------------------------------- target */
 
+/* Compares in time independent of where the strings differ. */
+static bool token_equal(const char *want, const char *got)
+{
+	size_t n = strlen(want), m = strnlen(got, ZS_TOKEN_MAX);
+	unsigned char d = (unsigned char)(n != m);
+	for (size_t i = 0; i < n; i++)
+		d |= (unsigned char)(want[i] ^ (i < m ? got[i] : 0));
+	return d == 0;
+}
+
 enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 			      uint64_t incarnation, uint64_t epoch, uint32_t rank,
 			      uint32_t *handle, struct zs_error *err)
@@ -75,7 +85,6 @@ enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 	struct ejob *j;
 	enum zs_status st = ZS_OK;
 
-	(void)token; /* job tokens arrive with the security work (DESIGN 9) */
 	pthread_mutex_lock(&e->mu);
 	for (j = e->jobs; j && strcmp(j->name, job); j = j->next)
 		;
@@ -94,6 +103,11 @@ enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 		st = zs_fail(err, ZS_EAGAIN,
 			     "this server holds no shard of job '%s' at placement epoch %llu yet (it holds epoch %llu)",
 			     job, (unsigned long long)epoch, (unsigned long long)j->epoch);
+	else if (!token_equal(j->token, token))
+		/* never says which token it expected, nor echoes the one given */
+		st = zs_fail(err, ZS_EINVAL,
+			     "job '%s': the data-plane token does not match (a trainer takes it from its join; one from an earlier job of that name does not work)",
+			     job);
 	else if (rank >= j->spec.world_size && rank != ZS_RANK_OBSERVER)
 		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
 			     rank, job, j->spec.world_size);

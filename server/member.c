@@ -249,6 +249,8 @@ void srvd_refresh_assignments(struct srvd *d)
 			zs_warn("cannot fetch job '%s': %s", as[i].job, err.msg);
 			continue;
 		}
+		/* the data-plane token comes with the assignment, not the listing */
+		memcpy(job.token, as[i].token, sizeof job.token);
 		if (engine_add_job(d->engine, &job, d->me.id, &err))
 			zs_error("cannot hold job '%s': %s", as[i].job, err.msg);
 		zs_job_release(&job);
