@@ -36,7 +36,8 @@ endif
 # them (a fresh machine would otherwise build without rdma the first time).
 ifeq ($(MAKELEVEL),0)
 ifeq ($(filter clean format,$(MAKECMDGOALS)),)
-DEPS_RC := $(shell sh tools/install-deps.sh >&2; echo $$?)
+# (the tests' own servers and tools only for the goals that run them)
+DEPS_RC := $(shell sh tools/install-deps.sh $(if $(filter check asan fuzz fuzz-bins,$(MAKECMDGOALS)),--tests) >&2; echo $$?)
 ifneq ($(DEPS_RC),0)
 $(error zshard: the Debian packages above are missing)
 endif
@@ -147,7 +148,7 @@ all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(TEST_BINS)
 
 deps:
-	@sh tools/install-deps.sh
+	@sh tools/install-deps.sh --tests
 
 $(GEN): proto/zshard.proto
 	@mkdir -p $(BUILD)/gen
@@ -259,6 +260,7 @@ check: all
 	elif $(FUZZ_MAKE) >$(BUILD)/fuzz-build.log 2>&1; then sh tests/fuzz/run.sh $(FUZZ_BUILD) 5 $(FUZZ_TARGETS) || rc=1; \
 	else tail -30 $(BUILD)/fuzz-build.log; echo "check: fuzz build FAILED"; rc=1; fi; \
 	sh tests/integration/advertise.sh $(BUILD)/bin || rc=1; \
+	sh tests/deploy/check.sh $(BUILD)/bin $(BUILD) || rc=1; \
 	sh tests/integration/tls.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: tls skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	sh tests/integration/prometheus.sh $(BUILD)/bin; n=$$?; \

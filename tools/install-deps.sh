@@ -4,7 +4,9 @@
 # when everything is there. As root it runs apt-get; otherwise it prints the
 # exact command and fails.
 #
-#   tools/install-deps.sh            build and test packages
+#   tools/install-deps.sh            what the build and the unit tests need
+#   tools/install-deps.sh --tests    and what the rest of make check starts
+#                                    (Prometheus, clang for the fuzzers, openssl)
 #   tools/install-deps.sh --check    only report what is missing (exit 1 if any)
 set -eu
 
@@ -15,9 +17,18 @@ libibverbs-dev ibverbs-providers"
 # prometheus package would bring node exporters): a real Prometheus server
 # scrapes a local cluster (tests/integration/prometheus.sh); clang and its
 # runtime build the libFuzzer targets (tests/fuzz/); openssl makes the TLS
-# test's certificates
-TEST_PKGS="prometheus clang-14 libclang-rt-14-dev openssl"
+# test's certificates; shellcheck checks the Slurm script
+TEST_PKGS="prometheus clang-14 libclang-rt-14-dev openssl shellcheck"
 
+tests=false check=false
+for a in "$@"; do
+	case $a in
+	--tests) tests=true ;;
+	--check) check=true ;;
+	*) echo "install-deps.sh: unknown option $a" >&2; exit 2 ;;
+	esac
+done
+$tests || $check || TEST_PKGS=""
 missing="" missing_test=""
 for p in $PKGS $TEST_PKGS; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -29,7 +40,7 @@ for p in $PKGS $TEST_PKGS; do
 done
 [ -z "$missing$missing_test" ] && exit 0
 
-if [ "${1:-}" = "--check" ]; then
+if $check; then
 	echo "missing Debian packages:$missing$missing_test"
 	exit 1
 fi
