@@ -260,6 +260,8 @@ check: all
 	elif $(FUZZ_MAKE) >$(BUILD)/fuzz-build.log 2>&1; then sh tests/fuzz/run.sh $(FUZZ_BUILD) 5 $(FUZZ_TARGETS) || rc=1; \
 	else tail -30 $(BUILD)/fuzz-build.log; echo "check: fuzz build FAILED"; rc=1; fi; \
 	sh tests/integration/advertise.sh $(BUILD)/bin || rc=1; \
+	sh tests/integration/multihost.sh $(BUILD)/bin; n=$$?; \
+	if [ $$n -eq 77 ]; then echo "check: multihost skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	sh tests/deploy/check.sh $(BUILD)/bin $(BUILD) || rc=1; \
 	sh tests/integration/tls.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: tls skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
