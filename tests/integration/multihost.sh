@@ -15,7 +15,6 @@
 # namespace, link or directory behind.
 set -u
 bin=$1
-root=$(cd "$(dirname "$0")/../.." && pwd)
 skip() { echo "multihost: skipped: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "not root (network namespaces need it)"
 command -v ip >/dev/null 2>&1 || skip "no ip (iproute2)"
