@@ -14,35 +14,11 @@
 #
 # Leaves no process or directory behind.
 set -u
-bin=$1
-PY=${PYTHON:-/usr/bin/python3}
+name=advertise bin=$1
 here=$(cd "$(dirname "$0")" && pwd)
-dir=$(mktemp -d /tmp/zshard-adv-XXXXXX)
-pids=""
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-	echo "advertise: FAILED: $*"
-	for f in "$dir"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -6 "$f"; }; done
-	exit 1
-}
-wait_file() { # file seconds
-	i=0
-	while [ ! -s "$1" ] && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
-	[ -s "$1" ]
-}
-free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-"$bin/zshard-coordinator" --listen 127.0.0.1:0 --data-dir "$dir/coord" --port-file "$dir/coord.addr" \
-	>"$dir/coord.log" 2>&1 &
-pids="$pids $!"
-wait_file "$dir/coord.addr" 10 || fail "the coordinator did not start"
-addr=$(cat "$dir/coord.addr")
-ctl() { "$bin/zshardctl" --coordinator "$addr" "$@"; }
+. "$here/common.sh"
+zs_begin adv
+start_coord
 
 # refused: the wildcard, and nothing to tell peers
 "$bin/zshard-server" --coordinator "$addr" --listen 0.0.0.0:0 --data-dir "$dir/bad" \
@@ -70,9 +46,7 @@ pids="$pids $!"
 "$bin/zshard-server" --coordinator "$addr" --listen 0.0.0.0:0 --advertise 127.0.0.1 \
 	--data-dir "$dir/s1" --capacity 256M >"$dir/s1.log" 2>&1 &
 pids="$pids $!"
-i=0
-until [ "$(ctl servers 2>/dev/null | grep -c ' up ')" -ge 2 ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
-[ $i -lt 100 ] || fail "the servers did not register"
+wait_servers 2 || fail "the servers did not register"
 
 ctl servers --json >"$dir/servers.json" || fail "zshardctl servers"
 "$PY" - "$dir/servers.json" "$map_ctl" "$map_data" <<'PYEOF' || fail "the servers are not listed at what they advertise: $(cat "$dir/servers.json")"

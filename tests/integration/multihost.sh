@@ -14,32 +14,22 @@
 # test's alone); exits 77 with the reason otherwise. Leaves no process,
 # namespace, link or directory behind.
 set -u
-bin=$1
-skip() { echo "multihost: skipped: $*"; exit 77; }
+name=multihost bin=$1
+. "$(cd "$(dirname "$0")" && pwd)/common.sh"
 [ "$(id -u)" = 0 ] || skip "not root (network namespaces need it)"
 command -v ip >/dev/null 2>&1 || skip "no ip (iproute2)"
 
 tag=$$
 br=zmb$tag
-dir=$(mktemp -d /tmp/zshard-multihost-XXXXXX)
-pids=""
 hosts="coord s0 s1 t1"
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
+zs_begin multihost
+zs_cleanup_more() { # the hosts' namespaces, their links, the bridge
 	for h in $hosts; do
 		ip netns pids "zm$h$tag" 2>/dev/null | xargs -r kill -9 2>/dev/null
 		ip link del "zm$h$tag" 2>/dev/null
 		ip netns del "zm$h$tag" 2>/dev/null
 	done
 	ip link del "$br" 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-	echo "multihost: FAILED: $*"
-	for f in "$dir"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -5 "$f"; }; done
-	exit 1
 }
 ip link add "$br" type bridge 2>/dev/null || skip "cannot create a bridge"
 ip addr add 10.0.8.1/24 dev "$br" && ip link set "$br" up || fail "cannot set up the bridge"
@@ -69,10 +59,8 @@ for s in s0 s1; do
 		--capacity 256M --step-timeout-ms 60000 >"$dir/$s.log" 2>&1 &
 	pids="$pids $!"
 done
-ctl() { "$bin/zshardctl" --coordinator "$coord" "$@"; }
-i=0
-until [ "$(ctl servers 2>/dev/null | grep -c ' up ')" -ge 2 ] || [ $i -ge 150 ]; do sleep 0.1; i=$((i + 1)); done
-[ $i -lt 150 ] || fail "the servers did not register across the bridge"
+addr=$coord
+wait_servers 2 || fail "the servers did not register across the bridge"
 
 # train JOB STEPS [CUT SECONDS AFTER STEP]: both ranks (rank 1 in its own
 # namespace); prints the ranks' exit codes; with a cut, s1's link goes down

@@ -18,34 +18,18 @@
 # installs it); exits 77 with the reason otherwise. Leaves no process or
 # directory behind.
 set -u
-bin=$1
-PY=${PYTHON:-/usr/bin/python3}
+name=prometheus bin=$1
+. "$(cd "$(dirname "$0")" && pwd)/common.sh"
 STEPS=${STEPS:-1000}
-skip() { echo "prometheus: skipped: $*"; exit 77; }
 command -v prometheus >/dev/null 2>&1 || skip "no prometheus (Debian's prometheus package)"
 command -v promtool >/dev/null 2>&1 || skip "no promtool (Debian's prometheus package)"
 
-dir=$(mktemp -d /tmp/zshard-prom-XXXXXX)
-pids=""
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-	echo "prometheus: FAILED: $*"
+zs_begin prom
+zs_fail_more() { # what the daemons say of the job
 	for t in $(cat "$dir/targets" 2>/dev/null); do
 		echo "--- http://$t/metrics (the jobs)"
 		http GET "http://$t/metrics" >/dev/null && grep '_job_' "$dir/body" | grep -v '^#'
 	done
-	for f in "$dir"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -8 "$f"; }; done
-	exit 1
-}
-wait_file() { # file seconds
-	i=0
-	while [ ! -s "$1" ] && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
-	[ -s "$1" ]
 }
 # http METHOD URL: prints the status code, the body into $dir/body
 http() {
@@ -92,20 +76,13 @@ until_true() {
 	return 1
 }
 
-"$bin/zshard-coordinator" --listen 127.0.0.1:0 --data-dir "$dir/coord" --port-file "$dir/coord.addr" \
-	--metrics 127.0.0.1:0 >"$dir/coord.log" 2>&1 &
-pids="$pids $!"
-wait_file "$dir/coord.addr" 10 || fail "the coordinator did not start"
-addr=$(cat "$dir/coord.addr")
+start_coord --metrics 127.0.0.1:0
 for s in 0 1; do
 	"$bin/zshard-server" --coordinator "$addr" --data-dir "$dir/s$s" --capacity 256M \
 		--metrics 127.0.0.1:0 >"$dir/s$s.log" 2>&1 &
 	pids="$pids $!"
 done
-ctl() { "$bin/zshardctl" --coordinator "$addr" "$@"; }
-i=0
-until [ "$(ctl servers 2>/dev/null | grep -c ' up ')" -ge 2 ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
-[ $i -lt 100 ] || fail "the servers did not register"
+wait_servers 2 || fail "the servers did not register"
 
 ctl scrape-targets >"$dir/targets.json" || fail "zshardctl scrape-targets failed"
 n=$("$PY" -c 'import json, sys; print(sum(len(g["targets"]) for g in json.load(open(sys.argv[1]))))' "$dir/targets.json")
@@ -120,7 +97,7 @@ for t in $(cat "$dir/targets"); do
 	[ "$(http POST "http://$t/metrics")" = 405 ] || fail "a POST to http://$t/metrics did not answer 405"
 done
 
-port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 prom=127.0.0.1:$port
 cat >"$dir/prometheus.yml" <<EOF
 global:

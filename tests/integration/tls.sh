@@ -12,27 +12,10 @@
 # Needs openssl (Debian's openssl); exits 77 with the reason otherwise.
 # Leaves no process or directory behind.
 set -u
-bin=$1
-skip() { echo "tls: skipped: $*"; exit 77; }
+name=tls bin=$1
+. "$(cd "$(dirname "$0")" && pwd)/common.sh"
 command -v openssl >/dev/null 2>&1 || skip "no openssl"
-dir=$(mktemp -d /tmp/zshard-tls-XXXXXX)
-pids=""
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	for p in $pids; do wait "$p" 2>/dev/null; done
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-	echo "tls: FAILED: $*"
-	for f in "$dir"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -6 "$f"; }; done
-	exit 1
-}
-wait_file() { # file seconds
-	i=0
-	while [ ! -s "$1" ] && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
-	[ -s "$1" ]
-}
+zs_begin tls
 # ca NAME: a CA; cert NAME CA: a certificate for 127.0.0.1 signed by CA
 ca() {
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
@@ -49,20 +32,16 @@ cert() {
 ca ca && cert node ca && ca other && cert stranger other || fail "openssl could not make the certificates"
 T="--tls-ca $dir/ca.pem --tls-cert $dir/node.pem --tls-key $dir/node.key"
 
-"$bin/zshard-coordinator" --listen 127.0.0.1:0 --data-dir "$dir/coord" --port-file "$dir/coord.addr" \
-	$T >"$dir/coord.log" 2>&1 &
-pids="$pids $!"
-wait_file "$dir/coord.addr" 10 || fail "the coordinator did not start"
-addr=$(cat "$dir/coord.addr")
+# shellcheck disable=SC2086 # T is three flags
+start_coord $T
 for s in 0 1; do
 	"$bin/zshard-server" --coordinator "$addr" --data-dir "$dir/s$s" --capacity 256M $T \
 		>"$dir/s$s.log" 2>&1 &
 	pids="$pids $!"
 done
 ctl() { "$bin/zshardctl" --coordinator "$addr" --timeout-ms 3000 "$@"; }
-i=0
-until [ "$(ctl $T servers 2>/dev/null | grep -c ' up ')" -ge 2 ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
-[ $i -lt 100 ] || fail "the servers did not register over TLS"
+# shellcheck disable=SC2086
+wait_servers 2 $T || fail "the servers did not register over TLS"
 
 "$bin/charlm" --print-spec --job tls --world 2 --stage 3 >"$dir/tls.json"
 ctl $T job create "$dir/tls.json" >/dev/null || fail "cannot create the job over TLS"
