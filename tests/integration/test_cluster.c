@@ -25,7 +25,6 @@
 #include "ctrl/methods.h"
 #include "model/model.h"
 #include "include/zshard.h"
-#include "net/transport.h"
 
 #define NSERV 3
 #define LEASE_MS "1000"
@@ -772,117 +771,6 @@ static void test_local_launcher(void **st)
 	free(err);
 }
 
-/* Connects to the server holding shards of j with token, waiting (while
- * the server has not loaded this incarnation yet) up to 10 s. */
-static enum zs_status hello_with(struct zs_coord_client *c, const struct zs_job *j,
-				 const char *token, struct zs_error *err)
-{
-	struct zs_server_info *s;
-	uint32_t n;
-	enum zs_status st = ZS_EAGAIN;
-	char addr[ZS_ADDR_MAX] = "";
-
-	assert_int_equal(zs_coord_servers(c, &s, &n, NULL), ZS_OK);
-	for (uint32_t i = 0; i < n; i++)
-		if (s[i].id == j->placement.shards[0].server_id)
-			snprintf(addr, sizeof addr, "%s", s[i].data_addr);
-	free(s);
-	assert_true(addr[0]);
-	for (int k = 0; k < 200 && st == ZS_EAGAIN; k++) {
-		struct zs_conn_opts o = {.addr = addr, .job = j->spec.name, .token = token,
-					 .rank = 0, .incarnation = (uint64_t)j->created_ms,
-					 .epoch = j->placement.epoch, .timeout_ms = 5000};
-		struct zs_conn *conn = NULL;
-		st = zs_connect(&zs_tcp_transport, &o, &conn, err);
-		if (!st)
-			zs_conn_close(conn);
-		else if (st == ZS_EAGAIN)
-			usleep(50 * 1000);
-	}
-	return st;
-}
-
-static bool file_has(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	bool has = false;
-	while (f && !has && fgets(line, sizeof line, f))
-		has = strstr(line, needle) != NULL;
-	if (f)
-		fclose(f);
-	return has;
-}
-
-/*
- * The data plane takes a trainer only with its job's token, which comes
- * from the join (an authenticated call when TLS is on) and is never listed:
- * a wrong token, none, and one of an earlier job of the same name (a
- * replayed HELLO) are refused, and the job goes on; no log holds a token.
- */
-static void test_data_plane_token(void **st)
-{
-	struct zs_coord_client *c;
-	struct zs_error err = {0};
-	struct zs_job demo, j, g, *all;
-	struct zs_job_spec spec;
-	struct zs_join_req r = {.rank = 0};
-	char t1[ZS_TOKEN_MAX], t2[ZS_TOKEN_MAX];
-	uint32_t n;
-
-	(void)st;
-	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
-	assert_int_equal(zs_coord_get_job(c, "demo", &demo, NULL), ZS_OK);
-	assert_string_equal(demo.token, ""); /* a listing carries none */
-	spec_like(&spec, &demo.spec, "tok");
-	zs_job_release(&demo);
-	strcpy(r.job, "tok");
-	strcpy(r.host, "test-host");
-	for (int round = 0; round < 2; round++) {
-		assert_int_equal(zs_coord_create_job(c, &spec, &g, &err), ZS_OK);
-		assert_string_equal(g.token, "");
-		zs_job_release(&g);
-		assert_int_equal(zs_coord_join(c, &r, &j, &err), ZS_OK);
-		assert_int_equal(strlen(j.token), 32);
-		snprintf(round ? t2 : t1, ZS_TOKEN_MAX, "%s", j.token);
-		assert_int_equal(zs_coord_get_job(c, "tok", &g, NULL), ZS_OK);
-		assert_string_equal(g.token, "");
-		assert_int_equal(g.n_trainers, 1);
-		zs_job_release(&g);
-		assert_int_equal(zs_coord_jobs(c, &all, &n, NULL), ZS_OK);
-		for (uint32_t i = 0; i < n; i++) {
-			assert_string_equal(all[i].token, "");
-			zs_job_release(&all[i]);
-		}
-		free(all);
-		/* its own token: in; none, a wrong one: out, saying so */
-		assert_int_equal(hello_with(c, &j, j.token, &err), ZS_OK);
-		assert_int_equal(hello_with(c, &j, "", &err), ZS_EINVAL);
-		assert_non_null(strstr(err.msg, "data-plane token does not match"));
-		assert_int_equal(hello_with(c, &j, "00000000000000000000000000000000", &err),
-				 ZS_EINVAL);
-		assert_null(strstr(err.msg, j.token));
-		if (round) { /* the earlier job's token, replayed: out; the job's own still in */
-			assert_string_not_equal(t1, t2);
-			assert_int_equal(hello_with(c, &j, t1, &err), ZS_EINVAL);
-			assert_non_null(strstr(err.msg, "earlier job of that name"));
-			assert_int_equal(hello_with(c, &j, t2, &err), ZS_OK);
-		}
-		assert_int_equal(zs_coord_leave(c, "tok", 0, 0, false, 0, &g, &err), ZS_OK);
-		zs_job_release(&g);
-		assert_int_equal(zs_coord_delete_job(c, "tok", &g, &err), ZS_OK);
-		zs_job_release(&g);
-		zs_job_release(&j);
-	}
-	zs_job_spec_release(&spec);
-	zs_coord_close(c);
-	/* no token in any log */
-	assert_false(file_has(path("coordinator.log"), t1) || file_has(path("coordinator.log"), t2));
-	for (int i = 0; i < 3; i++)
-		assert_false(file_has(path("server-%d.log", i), t1) ||
-			     file_has(path("server-%d.log", i), t2));
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -891,7 +779,6 @@ int main(void)
 		cmocka_unit_test(test_cli_errors),
 		cmocka_unit_test(test_plan_and_rdma_check),
 		cmocka_unit_test(test_bad_rpcs_change_nothing),
-		cmocka_unit_test(test_data_plane_token),
 		cmocka_unit_test(test_stage_change),
 		cmocka_unit_test(test_create_job_from_json),
 		cmocka_unit_test(test_sigkill_restart_keeps_state),
