@@ -136,7 +136,7 @@ PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
-UNIT_TESTS := placement codec kv util spec_json optim bsum wire transport engine plan metrics \
+UNIT_TESTS := placement codec kv util spec_json optim bsum wire transport engine plan metrics config \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train ckpt crash device scale security
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -212,6 +212,7 @@ $(BUILD)/tests/test_codec: $(BUILD)/obj/tests/unit/test_codec.o $(CORE_LIB)
 $(BUILD)/tests/test_kv: $(BUILD)/obj/tests/unit/test_kv.o $(CORE_LIB)
 $(BUILD)/tests/test_util: $(BUILD)/obj/tests/unit/test_util.o $(CORE_LIB)
 $(BUILD)/tests/test_metrics: $(BUILD)/obj/tests/unit/test_metrics.o $(CORE_LIB)
+$(BUILD)/tests/test_config: $(BUILD)/obj/tests/unit/test_config.o $(CORE_LIB)
 $(BUILD)/tests/test_plan: $(BUILD)/obj/tests/unit/test_plan.o $(CORE_LIB)
 $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_LIB)
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(CORE_LIB)
@@ -261,6 +262,7 @@ check: all
 	elif $(FUZZ_MAKE) >$(BUILD)/fuzz-build.log 2>&1; then sh tests/fuzz/run.sh $(FUZZ_BUILD) 5 $(FUZZ_TARGETS) || rc=1; \
 	else tail -30 $(BUILD)/fuzz-build.log; echo "check: fuzz build FAILED"; rc=1; fi; \
 	sh tests/integration/advertise.sh $(BUILD)/bin || rc=1; \
+	sh tests/integration/config.sh $(BUILD)/bin || rc=1; \
 	sh tests/integration/multihost.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: multihost skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	sh tests/deploy/check.sh $(BUILD)/bin $(BUILD) || rc=1; \

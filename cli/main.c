@@ -11,17 +11,19 @@
 #include "base/util.h"
 #include "cli/cli.h"
 #include "ctrl/tls.h"
+#include "base/config.h"
 
 static const struct cmd *const cmds[] = {
 	&cmd_servers, &cmd_jobs, &cmd_job, &cmd_placement, &cmd_stage, &cmd_trainers,
 	&cmd_rebalance, &cmd_status, &cmd_checkpoint, &cmd_export, &cmd_import, &cmd_stats,
-	&cmd_plan, &cmd_rdma, &cmd_gpu, &cmd_scrape_targets, NULL,
+	&cmd_plan, &cmd_rdma, &cmd_gpu, &cmd_scrape_targets, &cmd_config, NULL,
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: zshardctl [--coordinator HOST:PORT] [--timeout-ms MS]\n"
-		   "                 [--tls-ca FILE --tls-cert FILE --tls-key FILE] COMMAND [ARGS]\n\n"
+		   "                 [--tls-ca FILE --tls-cert FILE --tls-key FILE] [--config FILE]\n"
+		   "                 COMMAND [ARGS]\n\n"
 		   "The zshard operator CLI. The coordinator address may also come from\n"
 		   "$ZSHARD_COORDINATOR. Commands (each takes --help):\n\n");
 	for (const struct cmd *const *c = cmds; *c; c++)
@@ -32,7 +34,8 @@ int main(int argc, char **argv)
 {
 	struct ctx x = {.coordinator = getenv("ZSHARD_COORDINATOR"), .timeout_ms = 10000};
 	struct zs_error err = {0};
-	const char *tls_ca = NULL, *tls_cert = NULL, *tls_key = NULL;
+	const char *tls_ca = NULL, *tls_cert = NULL, *tls_key = NULL, *config = getenv("ZSHARD_CONFIG");
+	static struct zs_config file; /* the strings above may point into it */
 	int i = 1, rc;
 
 	zs_log_init("zshardctl");
@@ -46,6 +49,8 @@ int main(int argc, char **argv)
 			x.coordinator = argv[++i];
 		} else if (!strncmp(argv[i], "--coordinator=", 14)) {
 			x.coordinator = argv[i] + 14;
+		} else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+			config = argv[++i];
 		} else if (!strcmp(argv[i], "--tls-ca") && i + 1 < argc) {
 			tls_ca = argv[++i];
 		} else if (!strcmp(argv[i], "--tls-cert") && i + 1 < argc) {
@@ -67,6 +72,24 @@ int main(int argc, char **argv)
 	if (i == argc) {
 		usage(stderr);
 		return 2;
+	}
+	/* a launch configuration fills in what neither the flags nor the
+	 * environment say (config check reads its own file) */
+	if (config && config[0] && strcmp(argv[i], "config")) {
+		if (zs_config_load(config, &file, &err)) {
+			fprintf(stderr, "zshardctl: %s\n", err.msg);
+			return 2;
+		}
+		if (!x.coordinator && zs_config_get(&file, "coordinator")) {
+			char *l = zs_config_get_mut(&file, "coordinator");
+			l[strcspn(l, ",")] = '\0'; /* the first of the list */
+			x.coordinator = l;
+		}
+		if (!tls_ca && !tls_cert && !tls_key && !getenv("ZSHARD_TLS_CA")) {
+			tls_ca = zs_config_get(&file, "tls_ca");
+			tls_cert = zs_config_get(&file, "tls_cert");
+			tls_key = zs_config_get(&file, "tls_key");
+		}
 	}
 	/* mutual TLS to the coordinator and servers: the flags, else the
 	 * environment (ZSHARD_TLS_CA, _CERT, _KEY) */

@@ -16,6 +16,8 @@ int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p)
 	return ZS_OK;
 }
 
+void zs_trainer_policy(const zs_trainer *t, struct zs_policy *p) { *p = t->pol; }
+
 /* *live += delta; the overall peak and this step's follow it. */
 static void live_add(unsigned long long *live, unsigned long long *peak, uint64_t *step_peak,
 		     long long delta)

@@ -7,7 +7,9 @@
 
 #include <sys/random.h>
 
+#include "base/config.h"
 #include "base/log.h"
+#include "ctrl/tls.h"
 
 int tr_fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
 {
@@ -195,10 +197,36 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 {
 	struct zs_error err = {0};
 	struct zs_join_req req = {.rank = rank};
+	struct zs_config cfg = {0};
+	const char *cpath = getenv("ZSHARD_CONFIG");
+	char first[ZS_ADDR_MAX];
 	zs_trainer *t;
 	enum zs_status st;
 
 	*out = NULL;
+	/* a launch configuration ($ZSHARD_CONFIG) fills in what the caller
+	 * leaves out: the coordinator, the transport, the step driver's
+	 * policy, TLS (unless ZSHARD_TLS_* says) */
+	if (cpath && cpath[0] && (st = zs_config_load(cpath, &cfg, &err)))
+		goto out;
+	if (!coordinator && zs_config_get(&cfg, "coordinator")) {
+		const char *l = zs_config_get(&cfg, "coordinator");
+		snprintf(first, sizeof first, "%.*s", (int)strcspn(l, ","), l);
+		coordinator = first;
+	}
+	if (!coordinator)
+		coordinator = getenv("ZSHARD_COORDINATOR");
+	if (!transport)
+		transport = zs_config_get(&cfg, "transport");
+	if (zs_config_get(&cfg, "tls_ca") && !getenv("ZSHARD_TLS_CA") &&
+	    (st = zs_tls_configure(zs_config_get(&cfg, "tls_ca"), zs_config_get(&cfg, "tls_cert"),
+				   zs_config_get(&cfg, "tls_key"), &err)))
+		goto out;
+	if (!coordinator) {
+		st = zs_fail(&err, ZS_EINVAL,
+			     "no coordinator: give one, set ZSHARD_COORDINATOR or a coordinator in $ZSHARD_CONFIG");
+		goto out;
+	}
 	if (!transport)
 		transport = "auto";
 	if ((st = zs_transport_check_name(transport, &err)))
@@ -241,6 +269,18 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	 * restart waits for it (within timeout_ms) instead of failing at once */
 	zs_coord_set_wait_for_ready(t->coord, 1);
 	t->pol = (struct zs_policy){.prefetch = 1, .reshard_after_forward = 1};
+	{ /* the configuration's policy, validated when it was read */
+		uint64_t v;
+		if (zs_config_get(&cfg, "prefetch") &&
+		    !zs_parse_u64(zs_config_get(&cfg, "prefetch"), 0, 64, &v, NULL))
+			t->pol.prefetch = (unsigned)v;
+		if (zs_config_get(&cfg, "push_depth") &&
+		    !zs_parse_u64(zs_config_get(&cfg, "push_depth"), 0, 64, &v, NULL))
+			t->pol.push_depth = (unsigned)v;
+		if (zs_config_get(&cfg, "max_live_bytes") &&
+		    !zs_parse_size(zs_config_get(&cfg, "max_live_bytes"), &v, NULL))
+			t->pol.max_live_bytes = v;
+	}
 	t->du = calloc(t->job.spec.layout.n_units ? t->job.spec.layout.n_units : 1,
 		       sizeof *t->du);
 	if (!t->du) {
@@ -255,11 +295,13 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	 * within the join's bound */
 	if ((st = tr_reconnect(t, &err)))
 		goto fail;
+	zs_config_release(&cfg);
 	*out = t;
 	return ZS_OK;
 fail:
 	zs_trainer_close(t);
 out:
+	zs_config_release(&cfg);
 	if (errbuf && errlen)
 		snprintf(errbuf, errlen, "%s", err.msg);
 	return st;

@@ -10,6 +10,7 @@
 
 #include "coord/coord.h"
 #include "ctrl/tls.h"
+#include "base/config.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "base/version.h"
@@ -46,6 +47,8 @@ static void usage(FILE *f)
 		"                       certificate and key (PEM), and the CA every peer's\n"
 		"                       must be signed by (default: $ZSHARD_TLS_CA, _CERT,\n"
 		"                       _KEY; none: plaintext)\n"
+		"  --config FILE        a launch configuration (zshardctl config --help):\n"
+		"                       its coordinator.* keys and tls_*; flags win\n"
 		"  --metrics HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
 		"                       (port 0: a free one; zshardctl status shows it)\n"
 		"  --log-level LEVEL    debug, info, warn, error (default info)\n"
@@ -63,6 +66,7 @@ int main(int argc, char **argv)
 		{"log-level", required_argument, NULL, 'v'},
 		{"metrics", required_argument, NULL, 'm'},
 		{"advertise", required_argument, NULL, 'a'},
+		{"config", required_argument, NULL, 4},
 		{"tls-ca", required_argument, NULL, 1},
 		{"tls-cert", required_argument, NULL, 2},
 		{"tls-key", required_argument, NULL, 3},
@@ -80,6 +84,16 @@ int main(int argc, char **argv)
 	int o;
 
 	zs_log_init("coordinator");
+	if (zs_config_flag(argc, argv)) { /* the file's settings first, the flags after them win */
+		static struct zs_config file;
+		static char **cargv;
+		if (zs_config_load(zs_config_flag(argc, argv), &file, &err) ||
+		    zs_config_argv(&file, "coordinator", argc, argv, &cargv, &argc, &err)) {
+			fprintf(stderr, "zshard-coordinator: %s\n", err.msg);
+			return 2;
+		}
+		argv = cargv;
+	}
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case 'l': cfg.listen = optarg; break;
@@ -87,6 +101,7 @@ int main(int argc, char **argv)
 		case 'm': cfg.metrics = optarg; break;
 		case 'a': cfg.advertise = optarg; break;
 		case 1: case 2: case 3: tls[o - 1] = optarg; break;
+		case 4: break; /* read before the other flags */
 		case 'p': port_file = optarg; break;
 		case 'L':
 			if (zs_parse_u64(optarg, 100, 3600000, &v, &err)) {

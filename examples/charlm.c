@@ -654,7 +654,7 @@ int main(int argc, char **argv)
 		{"total", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},              {0},
 	};
-	const char *coord = getenv("ZSHARD_COORDINATOR"), *job = "charlm", *transport = "auto";
+	const char *coord = getenv("ZSHARD_COORDINATOR"), *job = "charlm", *transport = NULL;
 	const char *out = NULL, *spec = "examples/charlm.json";
 	const char *text = "/usr/share/common-licenses/GPL-3";
 	unsigned rank = 0, world = 1;
@@ -664,6 +664,7 @@ int main(int argc, char **argv)
 	const char *slog_path = NULL;
 	FILE *slog = NULL;
 	struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1};
+	unsigned given = 0; /* the policy's fields the flags set (the rest: the trainer's defaults) */
 	struct data d;
 	char err[512];
 	zs_trainer *t;
@@ -682,9 +683,9 @@ int main(int argc, char **argv)
 		case 'S': spec = optarg; break;
 		case 'w': world = (unsigned)atoi(optarg); break;
 		case 'x': text = optarg; break;
-		case 'P': pol.prefetch = (unsigned)atoi(optarg); break;
-		case 'M': pol.max_live_bytes = strtoull(optarg, NULL, 10); break;
-		case 'K': pol.reshard_after_forward = 0; break;
+		case 'P': pol.prefetch = (unsigned)atoi(optarg); given |= 1; break;
+		case 'M': pol.max_live_bytes = strtoull(optarg, NULL, 10); given |= 2; break;
+		case 'K': pol.reshard_after_forward = 0; given |= 4; break;
 		case 'H': H = atoi(optarg); break;
 		case 'L': LPU = atoi(optarg); break;
 		case 'Z': spec_only = 1; break;
@@ -693,7 +694,7 @@ int main(int argc, char **argv)
 		case 'l': loc = 1; break;
 		case 'o': slog_path = optarg; break;
 		case 'e': NL = atoi(optarg) + 3; break;
-		case 'D': pol.push_depth = (unsigned)atoi(optarg); break;
+		case 'D': pol.push_depth = (unsigned)atoi(optarg); given |= 8; break;
 		case 'C':
 			if (strcmp(optarg, "cosine") && strcmp(optarg, "constant")) {
 				fprintf(stderr, "charlm: --schedule is cosine or constant, not '%s'\n", optarg);
@@ -742,8 +743,8 @@ int main(int argc, char **argv)
 			fclose(slog);
 		return rc;
 	}
-	if (!coord) {
-		fprintf(stderr, "charlm: give --coordinator or set ZSHARD_COORDINATOR\n");
+	if (!coord && !getenv("ZSHARD_CONFIG")) { /* libzshard reads the configuration's */
+		fprintf(stderr, "charlm: give --coordinator, set ZSHARD_COORDINATOR or ZSHARD_CONFIG\n");
 		free(d.text);
 		return 2;
 	}
@@ -753,6 +754,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "charlm: cannot join job '%s' as rank %u: %s\n", job, rank, err);
 		free(d.text);
 		return 1;
+	}
+	{ /* the flags over the trainer's defaults (which $ZSHARD_CONFIG may set) */
+		struct zs_policy base;
+		zs_trainer_policy(t, &base);
+		if (given & 1)
+			base.prefetch = pol.prefetch;
+		if (given & 2)
+			base.max_live_bytes = pol.max_live_bytes;
+		if (given & 4)
+			base.reshard_after_forward = 0;
+		if (given & 8)
+			base.push_depth = pol.push_depth;
+		pol = base;
 	}
 	rc = train(t, steps, B, print_every, &d, out, &pol, compute, slog);
 	zs_trainer_close(t);

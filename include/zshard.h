@@ -61,7 +61,10 @@ typedef struct zs_op zs_op;
  * shard: "auto" picks per server the first it offers of shm (same host),
  * rdma (where this host has a working device), tcp; "tcp", "shm" or "rdma"
  * asks for one. timeout_ms bounds each control call and each connection.
- * On success *out is a handle the caller frees with zs_trainer_close().
+ * coordinator NULL: $ZSHARD_CONFIG's (a launch configuration, see
+ * zshardctl config --help), else $ZSHARD_COORDINATOR; transport NULL: the
+ * configuration's, else "auto"; the configuration's prefetch, push_depth,
+ * max_live_bytes and TLS files become the defaults. On success *out is a handle the caller frees with zs_trainer_close().
  * On failure *out is NULL and err (errlen bytes, may be NULL) says why:
  *   ZS_EINVAL     an unknown transport, a bad job name, rank >= world size
  *   ZS_ENOTFOUND  no such job
@@ -237,6 +240,9 @@ struct zs_policy {
 /* Sets the policy (copied) for the next steps: ZS_OK; ZS_ESTATE inside a
  * step (between zs_step_begin and zs_step_end). */
 int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p);
+/* The policy in force: after the join, the defaults (prefetch 1, reshard
+ * after forward) with what $ZSHARD_CONFIG sets. */
+void zs_trainer_policy(const zs_trainer *t, struct zs_policy *p);
 
 /*
  * Device mode: the step driver's buffers in GPU memory. From the next step

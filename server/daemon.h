@@ -33,6 +33,7 @@
 #include "rdma/rdma.h"
 #include "ctrl/rpc.h"
 #include "ctrl/tls.h"
+#include "base/config.h"
 #include "base/util.h"
 #include "base/version.h"
 

@@ -66,6 +66,8 @@ static void usage(FILE *f)
 		"                       certificate and key (PEM), and the CA every peer's\n"
 		"                       must be signed by (default: $ZSHARD_TLS_CA, _CERT,\n"
 		"                       _KEY; none: plaintext)\n"
+		"  --config FILE        a launch configuration (zshardctl config --help):\n"
+		"                       its server.* keys, coordinator and tls_*; flags win\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
 		"  --coordinator-timeout-ms MS\n"
 		"                       how long to wait for the coordinator at start\n"
@@ -97,6 +99,7 @@ int main(int argc, char **argv)
 		{"rdma", required_argument, NULL, 'R'},
 		{"metrics", required_argument, NULL, 'm'},
 		{"advertise", required_argument, NULL, 'a'},
+		{"config", required_argument, NULL, 4},
 		{"tls-ca", required_argument, NULL, 1},
 		{"tls-cert", required_argument, NULL, 2},
 		{"tls-key", required_argument, NULL, 3},
@@ -128,6 +131,16 @@ int main(int argc, char **argv)
 	uint64_t v;
 
 	zs_log_init("server");
+	if (zs_config_flag(argc, argv)) { /* the file's settings first, the flags after them win */
+		static struct zs_config cfg;
+		static char **cargv;
+		if (zs_config_load(zs_config_flag(argc, argv), &cfg, &err) ||
+		    zs_config_argv(&cfg, "server", argc, argv, &cargv, &argc, &err)) {
+			fprintf(stderr, "zshard-server: %s\n", err.msg);
+			return 2;
+		}
+		argv = cargv;
+	}
 	pthread_mutex_init(&d.mu, NULL);
 	d.me.capacity = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -148,6 +161,7 @@ int main(int argc, char **argv)
 		case 'm': metrics = optarg; break;
 		case 'a': advertise = optarg; break;
 		case 1: case 2: case 3: tls[o - 1] = optarg; break;
+		case 4: break; /* read before the other flags */
 		case 'A': data_advertise = optarg; break;
 		case 'B':
 			if (zs_parse_size(optarg, &gpu_budget, &err) || !gpu_budget) {

@@ -94,18 +94,22 @@ class Trainer:
     # ------------------------------------------------------------- life
     @classmethod
     def join(cls, job: str, rank: Optional[int] = None, coordinator: Optional[str] = None,
-             transport: str = "auto", timeout_ms: int = 10000) -> "Trainer":
+             transport: Optional[str] = None, timeout_ms: int = 10000) -> "Trainer":
         """Joins job as rank (default $RANK, else 0) through the coordinator
-        (default $ZSHARD_COORDINATOR). Waits, within timeout_ms, for servers
-        still loading the job and for a rank a lost process still holds."""
+        (default $ZSHARD_COORDINATOR, else the launch configuration's,
+        $ZSHARD_CONFIG), over transport (default: the configuration's, else
+        auto). Waits, within timeout_ms, for servers still loading the job
+        and for a rank a lost process still holds."""
         if rank is None:
             rank = int(os.environ.get("RANK", "0"))
         coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
-        if not coordinator:
-            raise error_for(1, "no coordinator: give coordinator= or set ZSHARD_COORDINATOR")
+        if not coordinator and not os.environ.get("ZSHARD_CONFIG"):
+            raise error_for(1, "no coordinator: give coordinator=, set ZSHARD_COORDINATOR "
+                               "or ZSHARD_CONFIG")
         h = c_void_p()
         err = _lib.errbuf()
-        rc = lib.zs_trainer_join(coordinator.encode(), job.encode(), rank, transport.encode(),
+        rc = lib.zs_trainer_join(coordinator.encode() if coordinator else None, job.encode(), rank,
+                                 transport.encode() if transport else None,
                                  timeout_ms, byref(h), err, _lib.ERRLEN)
         if rc:
             raise error_for(rc, err.value.decode(errors="replace"))

@@ -1,0 +1,65 @@
+/*
+ * config.h - the launch configuration: one file of "key = value" lines
+ * ('#' starts a comment) that the daemons (--config FILE), libzshard
+ * ($ZSHARD_CONFIG) and zshardctl (--config FILE or $ZSHARD_CONFIG) read,
+ * each taking its keys; `zshardctl config check FILE` validates it all.
+ *
+ *   coordinator      HOST:PORT[,HOST:PORT...]  everyone (the first answers today)
+ *   tls_ca, tls_cert, tls_key  FILE            everyone (mutual TLS, all three)
+ *   transport        auto|tcp|shm|rdma         trainers
+ *   prefetch, push_depth  N                    trainers' step driver
+ *   max_live_bytes   SIZE                      trainers' step driver
+ *   server.KEY       a zshard-server flag      listen data_listen advertise
+ *                    (--KEY, '_' for '-')       data_advertise data_dir capacity
+ *                                               memory_budget gpu gpu_budget
+ *                                               landing_budget metrics
+ *                                               step_timeout_ms rdma
+ *   coordinator.KEY  a zshard-coordinator flag listen advertise data_dir
+ *                                               metrics lease_ms trainer_lease_ms
+ *
+ * Flags given on a command line win over the file.
+ */
+#ifndef ZS_BASE_CONFIG_H
+#define ZS_BASE_CONFIG_H
+
+#include <stddef.h>
+
+#include "base/status.h"
+
+struct zs_config_entry {
+	char key[48];
+	char value[512];
+	int line;
+};
+
+struct zs_config {
+	char path[512];
+	struct zs_config_entry *e;
+	size_t n;
+};
+
+/*
+ * Reads and checks path: every line a known key once, each value of its
+ * kind (an address, a size, a number, a word). Fails with ZS_EINVAL and
+ * "PATH:LINE: what" for the first problem; *c is empty then.
+ */
+enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_error *err);
+void zs_config_release(struct zs_config *c);
+/* The value of key, or NULL. */
+const char *zs_config_get(const struct zs_config *c, const char *key);
+char *zs_config_get_mut(struct zs_config *c, const char *key);
+
+/*
+ * A daemon's command line with the file's flags first: "server" or
+ * "coordinator" picks its keys (and the shared coordinator and TLS keys
+ * it takes). argv[0] stays first; --config FILE is dropped from what
+ * follows, so the command line's flags come after and win. The result
+ * (*out, *out_argc) is malloc'd: free(*out) (its strings live in c).
+ */
+enum zs_status zs_config_argv(const struct zs_config *c, const char *who, int argc, char **argv,
+			      char ***out, int *out_argc, struct zs_error *err);
+
+/* The --config FILE (or --config=FILE) of argv, or NULL. */
+const char *zs_config_flag(int argc, char **argv);
+
+#endif

@@ -1,0 +1,76 @@
+#!/bin/sh
+# config.sh - one launch configuration file for a whole local cluster: the
+# coordinator and two servers started with --config FILE (one overriding a
+# value with a flag, which wins), zshardctl and the trainers reading it from
+# $ZSHARD_CONFIG alone (no coordinator given anywhere else, the transport
+# and prefetch from the file); the example model trains bitwise equal to
+# the reference. A file with a mistake stops a daemon at start, naming the
+# line, and zshardctl config check says the same.
+#
+#   tests/integration/config.sh BIN_DIR
+#
+# Leaves no process or directory behind.
+set -u
+name=config bin=$1
+. "$(cd "$(dirname "$0")" && pwd)/common.sh"
+zs_begin config
+port=$(free_port)
+cat >"$dir/zshard.conf" <<CONF
+# the cluster
+coordinator = 127.0.0.1:$port
+transport = tcp
+prefetch = 2
+coordinator.listen = 127.0.0.1:$port
+coordinator.data_dir = $dir/coord
+coordinator.lease_ms = 4000
+server.capacity = 200M
+server.landing_budget = 64M
+CONF
+"$bin/zshardctl" config check "$dir/zshard.conf" >"$dir/check.log" 2>&1 ||
+	fail "config check refused a good file: $(cat "$dir/check.log")"
+grep -q "zshard-server takes: --coordinator=127.0.0.1:$port --capacity=200M --landing-budget=64M" \
+	"$dir/check.log" || fail "config check: $(cat "$dir/check.log")"
+
+"$bin/zshard-coordinator" --config "$dir/zshard.conf" >"$dir/coord.log" 2>&1 &
+pids="$pids $!"
+"$bin/zshard-server" --config "$dir/zshard.conf" --data-dir "$dir/s0" >"$dir/s0.log" 2>&1 &
+pids="$pids $!"
+"$bin/zshard-server" --config "$dir/zshard.conf" --data-dir "$dir/s1" --capacity 300M \
+	>"$dir/s1.log" 2>&1 &
+pids="$pids $!"
+export ZSHARD_CONFIG="$dir/zshard.conf"
+unset ZSHARD_COORDINATOR
+addr=127.0.0.1:$port
+zctl() { "$bin/zshardctl" "$@"; }
+i=0
+until [ "$(zctl servers 2>/dev/null | grep -c ' up ')" -ge 2 ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ $i -lt 100 ] || fail "the servers did not register (zshardctl found the coordinator through ZSHARD_CONFIG?)"
+zctl status | grep -q "lease 4000 ms" || fail "the coordinator did not take its lease from the file"
+caps=$(zctl servers --json | "$PY" -c 'import json, sys; print(" ".join(sorted(str(s["capacity"] >> 20) for s in json.load(sys.stdin)["servers"])))')
+[ "$caps" = "200 300" ] || fail "capacities $caps MiB, not 200 (the file) and 300 (a flag over it)"
+
+"$bin/charlm" --print-spec --job conf --world 2 --stage 3 >"$dir/conf.json"
+zctl job create "$dir/conf.json" >/dev/null || fail "cannot create the job"
+for r in 1 0; do
+	"$bin/charlm" --job conf --rank $r --steps 20 --print-every 0 --step-log "$dir/steps.$r" \
+		--dump "$dir/rank$r.bin" >"$dir/rank$r.log" 2>&1 &
+	eval "t$r=\$!"
+done
+wait "$t0" || fail "rank 0 did not train from the configuration alone"
+wait "$t1" || fail "rank 1 did not train from the configuration alone"
+"$bin/charlm" --reference --spec "$dir/conf.json" --world 2 --steps 20 --dump "$dir/ref.bin" \
+	>"$dir/ref.log" 2>&1 || fail "the reference did not run"
+cmp -s "$dir/rank0.bin" "$dir/ref.bin" || fail "the parameters differ from the reference"
+zctl stats conf --json | "$PY" -c '
+import json, sys
+r = json.load(sys.stdin)["ranks"]
+assert r and all(x["prefetch"] == 2 for x in r), r' 2>"$dir/stats.log" ||
+	fail "the trainers did not take prefetch = 2 from the file: $(cat "$dir/stats.log")"
+
+# a mistake: the daemon stops at start, naming the line
+printf 'server.capacity = 200M\nserver.capcity = 1G\n' >"$dir/bad.conf"
+"$bin/zshard-server" --config "$dir/bad.conf" --data-dir "$dir/bad" >"$dir/bad.log" 2>&1 &&
+	fail "a server started from a file with an unknown key"
+grep -q "bad.conf:2: unknown key 'server.capcity'" "$dir/bad.log" || fail "bad file: $(cat "$dir/bad.log")"
+"$bin/zshardctl" config check "$dir/bad.conf" >/dev/null 2>&1 && fail "config check took an unknown key"
+echo "config: passed (one file for the coordinator, the servers, zshardctl and the trainers; a flag over it wins; trained bitwise; a mistake named by line)"

@@ -1,0 +1,122 @@
+/* test_config.c - the launch configuration: parsing, checks, a daemon's flags. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/config.h"
+
+static char path[64];
+
+static void write_conf(const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int setup(void **st)
+{
+	int fd;
+	(void)st;
+	snprintf(path, sizeof path, "/tmp/zshard-config-XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+static int teardown(void **st)
+{
+	(void)st;
+	unlink(path);
+	return 0;
+}
+
+static void test_good_file_and_daemon_flags(void **st)
+{
+	struct zs_config c;
+	struct zs_error err = {0};
+	char *argv[] = {"zshard-server", "--config", path, "--capacity", "1G", NULL}, **v;
+	int n;
+
+	(void)st;
+	write_conf("# cluster\n"
+		   "coordinator = 10.0.0.1:7400, 10.0.0.2:7400\n"
+		   "  server.capacity=64G   # per server\n"
+		   "server.data_dir = /var/lib/zshard/s0\n"
+		   "server.step_timeout_ms = 5000\n"
+		   "coordinator.lease_ms = 3000\n"
+		   "tls_ca = /etc/zshard/ca.pem\n"
+		   "prefetch = 2\n\n");
+	assert_int_equal(zs_config_load(path, &c, &err), ZS_OK);
+	assert_int_equal(c.n, 7);
+	assert_string_equal(zs_config_get(&c, "server.capacity"), "64G");
+	assert_string_equal(zs_config_get(&c, "coordinator"), "10.0.0.1:7400, 10.0.0.2:7400");
+	assert_null(zs_config_get(&c, "server.gpu"));
+	assert_string_equal(zs_config_flag(5, argv), path);
+	/* the server's flags: the file's first (its keys, the first
+	 * coordinator, TLS), then the command line's, which win */
+	assert_int_equal(zs_config_argv(&c, "server", 5, argv, &v, &n, &err), ZS_OK);
+	assert_int_equal(n, 8);
+	assert_string_equal(v[0], "zshard-server");
+	assert_string_equal(v[1], "--coordinator=10.0.0.1:7400");
+	assert_string_equal(v[2], "--capacity=64G");
+	assert_string_equal(v[3], "--data-dir=/var/lib/zshard/s0");
+	assert_string_equal(v[4], "--step-timeout-ms=5000");
+	assert_string_equal(v[5], "--tls-ca=/etc/zshard/ca.pem");
+	assert_string_equal(v[6], "--capacity");
+	assert_string_equal(v[7], "1G");
+	assert_null(v[8]);
+	free(v);
+	assert_int_equal(zs_config_argv(&c, "coordinator", 1, argv, &v, &n, &err), ZS_OK);
+	assert_int_equal(n, 3);
+	assert_string_equal(v[1], "--lease-ms=3000");
+	assert_string_equal(v[2], "--tls-ca=/etc/zshard/ca.pem");
+	free(v);
+	zs_config_release(&c);
+}
+
+static void test_bad_files_name_the_line(void **st)
+{
+	static const struct { const char *text, *why; } bad[] = {
+		{"server.capacty = 8G\n", ":1: unknown key 'server.capacty'"},
+		{"# ok\n\nserver.capacity = 8X\n", ":3: server.capacity: '8X' is not a size"},
+		{"coordinator = nowhere\n", ":1: coordinator:"},
+		{"coordinator = h:7400,h:0\n", "a coordinator needs a real port"},
+		{"prefetch = 65\n", ":1: prefetch:"},
+		{"prefetch = 1\nprefetch = 2\n", ":2: 'prefetch' is set twice"},
+		{"server.gpu = 0 1\n", "one word expected"},
+		{"just words\n", ":1: want KEY = VALUE"},
+		{"server.metrics =\n", ":1: server.metrics: no value"},
+	};
+	struct zs_config c;
+	struct zs_error err = {0};
+
+	(void)st;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		write_conf(bad[i].text);
+		assert_int_equal(zs_config_load(path, &c, &err), ZS_EINVAL);
+		if (!strstr(err.msg, bad[i].why) || !strstr(err.msg, path))
+			fail_msg("'%s': %s", bad[i].text, err.msg);
+		assert_int_equal(c.n, 0);
+	}
+	assert_int_equal(zs_config_load("/nonexistent/zshard.conf", &c, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "cannot read it"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_good_file_and_daemon_flags, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_files_name_the_line, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
