@@ -259,7 +259,7 @@ check: all
 	if [ $$n -eq 77 ]; then echo "check: netns skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	if [ "$(SAN)" = 1 ]; then echo "check: fuzz skipped under the sanitizers (its build has them; make check runs it)"; \
 	elif ! command -v $(FUZZ_CC) >/dev/null 2>&1; then echo "check: fuzz skipped: no $(FUZZ_CC) (Debian's clang-14)"; \
-	elif $(FUZZ_MAKE) >$(BUILD)/fuzz-build.log 2>&1; then sh tests/fuzz/run.sh $(FUZZ_BUILD) 5 $(FUZZ_TARGETS) || rc=1; \
+	elif $(FUZZ_MAKE) >$(BUILD)/fuzz-build.log 2>&1; then FUZZ_SEED=1 sh tests/fuzz/run.sh $(FUZZ_BUILD) 5 $(FUZZ_TARGETS) || rc=1; \
 	else tail -30 $(BUILD)/fuzz-build.log; echo "check: fuzz build FAILED"; rc=1; fi; \
 	sh tests/integration/advertise.sh $(BUILD)/bin || rc=1; \
 	sh tests/integration/config.sh $(BUILD)/bin || rc=1; \

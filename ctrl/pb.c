@@ -317,7 +317,21 @@ fail:
 	return err ? err->code : ZS_EINVAL;
 }
 
+static enum zs_status spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s,
+				struct zs_error *err);
+
+/* A spec that fails half-way gives back what it took (the RPC fuzzer found
+ * rank hosts kept when a later field was refused). */
 enum zs_status pb_spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s,
+				struct zs_error *err)
+{
+	enum zs_status st = spec_from(ps, s, err);
+	if (st)
+		zs_job_spec_release(s);
+	return st;
+}
+
+static enum zs_status spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s,
 				struct zs_error *err)
 {
 	memset(s, 0, sizeof *s);

@@ -4,6 +4,9 @@
 #
 #   tests/fuzz/run.sh FUZZ_BUILD SECONDS TARGET...
 #
+# $FUZZ_SEED fixes libFuzzer's seed (make check: 1, so that a run is the
+# same run each time; make fuzz: a new one each time).
+#
 # FUZZ_BUILD is the clang build (make fuzz makes it): FUZZ_BUILD/fuzz/ holds
 # the targets and the seed writer. Each target's working corpus is
 # FUZZ_BUILD/corpus/TARGET: the committed seeds (tests/fuzz/corpus/TARGET),
@@ -25,6 +28,7 @@ for t in "$@"; do
 	leaks=1
 	[ "$t" = wire ] && leaks=0
 	"$b/fuzz/fuzz_$t" -max_total_time="$secs" -print_final_stats=1 -timeout=20 -rss_limit_mb=4096 \
+		${FUZZ_SEED:+-seed=$FUZZ_SEED} \
 		-detect_leaks=$leaks -artifact_prefix="$b/findings/$t-" "$b/corpus/$t" >"$log" 2>&1
 	r=$?
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
