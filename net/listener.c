@@ -141,10 +141,9 @@ struct zs_sop *lsn_new_sop(struct zs_lconn *c, const struct zs_frame *f,
 static void sop_end(struct zs_sop *op, bool ok)
 {
 	struct zs_lconn *c = op->c;
-	struct zs_listener *l = c->l;
 
-	if (l->observe)
-		l->observe(l->observe_ctx, c->path ? l->path->name : c->ep->name,
+	if (c->observe) /* c's copies: the listener may be gone by now */
+		c->observe(c->observe_ctx, c->path ? c->path_name : c->ep->name,
 			   op->op != ZS_OP_GATHER, op->x.length * zs_dtype_size(op->x.dtype),
 			   (double)(lsn_now_ns() - op->t0) * 1e-9, ok);
 	lsn_conn_unref(c);
@@ -554,6 +553,9 @@ static void *accept_main(void *arg)
 			c->fd = fd;
 			c->ep = l->eps[i];
 			c->offsets = c->ep->offsets;
+			c->observe = l->observe;
+			c->observe_ctx = l->observe_ctx;
+			c->path_name = l->path ? l->path->name : NULL;
 			atomic_init(&c->refs, 1);
 			pthread_mutex_init(&c->wmu, NULL);
 			pthread_mutex_init(&c->smu, NULL);

@@ -41,6 +41,12 @@ struct zs_lconn {
 	void *pstate; /* the path's state for it (its queue pair) */
 	atomic_int refs;
 	atomic_bool ended;   /* its thread is done: the accept thread reaps it */
+	/* the listener's observer and the path's name, copied: answers may
+	 * come after the listener is freed (they go nowhere then) */
+	void (*observe)(void *ctx, const char *transport, bool push, uint64_t bytes,
+			double seconds, bool ok);
+	void *observe_ctx;
+	const char *path_name;
 	pthread_mutex_t wmu; /* serializes writes; guards dead */
 	bool dead;
 	bool hello;
