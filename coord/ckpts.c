@@ -463,6 +463,29 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 				    (unsigned long long)t.id, t.job);
 			goto out;
 		}
+		{
+			/* a server's second report of the same snapshot (it took the
+			 * task again from a listing fetched before its first report
+			 * landed) counts once: counted twice, a checkpoint committed
+			 * with another server's shards not durable (test_crash, under
+			 * load); and only a server holding the job's shards counts */
+			bool again = false, holds = false;
+			for (uint32_t d = 0; d < k->n_durable; d++)
+				again |= k->durable[d] == sid;
+			n_ids = job_servers(j, ids, 256);
+			for (uint32_t q = 0; q < n_ids; q++)
+				holds |= ids[q] == sid;
+			if (ok && again) {
+				reply_ckpt(call, k);
+				goto out;
+			}
+			if (!holds) {
+				zs_rpc_fail(call, ZS_ESTATE,
+					    "server %llu holds no shard of job '%s': its snapshot does not count",
+					    (unsigned long long)sid, t.job);
+				goto out;
+			}
+		}
 		nk = *k;
 		if (!ok) {
 			nk.state = ZS_CKPT_FAILED;

@@ -638,6 +638,54 @@ static void test_checkpoint_just_ahead(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * A server's snapshot counts once: reported again (a server may take the
+ * task again from a listing fetched before its first report landed), a
+ * checkpoint must not commit on it while another server's shards are not
+ * durable; a server that holds none of the job's shards does not count.
+ * (Counted twice, test_crash committed a checkpoint without the server the
+ * fault had killed, under load.)
+ */
+static void test_snapshot_reports_count_once(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_checkpoint k;
+	struct zs_error err = {0};
+	struct zs_job j;
+	struct zs_task t = {.kind = ZS_TASK_SNAPSHOT};
+
+	(void)st;
+	if (C.n < 2) {
+		printf("skipped: needs 2 servers (ZSHARD_TEST_SERVERS=%d)\n", C.n);
+		skip();
+	}
+	oracle_spec(&spec, "once", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "once", &j, NULL), ZS_OK);
+	/* a step no trainer reaches: the checkpoint stays pending */
+	assert_int_equal(zs_coord_create_ckpt(c, "once", 1000000, &k, &err), ZS_OK);
+	t.id = k.id;
+	t.step = k.step;
+	snprintf(t.job, sizeof t.job, "once");
+	zs_checkpoint_release(&k);
+	for (int i = 0; i < C.n + 1; i++)
+		assert_int_equal(zs_coord_task_done(c, j.placement.shards[0].server_id, &t, true, NULL,
+						    64, &err),
+				 ZS_OK);
+	assert_int_equal(zs_coord_get_ckpt(c, "once", t.id, &k, NULL), ZS_OK);
+	assert_int_equal(k.state, ZS_CKPT_PENDING);
+	assert_int_equal(k.n_durable, 1);
+	zs_checkpoint_release(&k);
+	assert_int_equal(zs_coord_task_done(c, 999999, &t, true, NULL, 64, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "holds no shard of job 'once'"));
+	assert_int_equal(zs_coord_delete_ckpt(c, "once", t.id, NULL, &err), ZS_OK);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -649,6 +697,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_restore_discards_a_half_finished_step),
 		cmocka_unit_test(test_delete_checkpoint),
 		cmocka_unit_test(test_checkpoint_just_ahead),
+		cmocka_unit_test(test_snapshot_reports_count_once),
 	};
 	if (argc > 1) /* e.g. test_ckpt '*rdma*' */
 		cmocka_set_test_filter(argv[1]);
