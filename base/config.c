@@ -218,6 +218,22 @@ const char *zs_config_flag(int argc, char **argv)
 	return NULL;
 }
 
+enum zs_status zs_config_daemon(const char *who, int *argc, char ***argv, struct zs_error *err)
+{
+	static struct zs_config file; /* the process's: what the new argv points into */
+	static char **v;
+	const char *path = zs_config_flag(*argc, *argv);
+	enum zs_status st;
+
+	if (!path)
+		return ZS_OK;
+	if ((st = zs_config_load(path, &file, err)) ||
+	    (st = zs_config_argv(&file, who, *argc, *argv, &v, argc, err)))
+		return st;
+	*argv = v;
+	return ZS_OK;
+}
+
 enum zs_status zs_config_argv(const struct zs_config *c, const char *who, int argc, char **argv,
 			      char ***out, int *out_argc, struct zs_error *err)
 {

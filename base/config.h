@@ -62,4 +62,11 @@ enum zs_status zs_config_argv(const struct zs_config *c, const char *who, int ar
 /* The --config FILE (or --config=FILE) of argv, or NULL. */
 const char *zs_config_flag(int argc, char **argv);
 
+/*
+ * For a daemon's main: when argv has --config FILE, replaces *argc, *argv
+ * with zs_config_argv's (kept for the process's life); else changes
+ * nothing. who: "server" or "coordinator".
+ */
+enum zs_status zs_config_daemon(const char *who, int *argc, char ***argv, struct zs_error *err);
+
 #endif

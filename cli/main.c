@@ -93,8 +93,7 @@ int main(int argc, char **argv)
 	}
 	/* mutual TLS to the coordinator and servers: the flags, else the
 	 * environment (ZSHARD_TLS_CA, _CERT, _KEY) */
-	if ((tls_ca || tls_cert || tls_key) ? zs_tls_configure(tls_ca, tls_cert, tls_key, &err)
-					    : zs_tls_from_env(&err)) {
+	if (zs_tls_setup(tls_ca, tls_cert, tls_key, &err)) {
 		fprintf(stderr, "zshardctl: %s\n", err.msg);
 		return 2;
 	}

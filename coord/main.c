@@ -84,15 +84,10 @@ int main(int argc, char **argv)
 	int o;
 
 	zs_log_init("coordinator");
-	if (zs_config_flag(argc, argv)) { /* the file's settings first, the flags after them win */
-		static struct zs_config file;
-		static char **cargv;
-		if (zs_config_load(zs_config_flag(argc, argv), &file, &err) ||
-		    zs_config_argv(&file, "coordinator", argc, argv, &cargv, &argc, &err)) {
-			fprintf(stderr, "zshard-coordinator: %s\n", err.msg);
-			return 2;
-		}
-		argv = cargv;
+	/* a --config file's settings first: the flags after them win */
+	if (zs_config_daemon("coordinator", &argc, &argv, &err)) {
+		fprintf(stderr, "zshard-coordinator: %s\n", err.msg);
+		return 2;
 	}
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -134,8 +129,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zshard-coordinator: --data-dir is required\n");
 		return 2;
 	}
-	if ((tls[0] || tls[1] || tls[2]) ? zs_tls_configure(tls[0], tls[1], tls[2], &err)
-					 : zs_tls_from_env(&err)) {
+	if (zs_tls_setup(tls[0], tls[1], tls[2], &err)) {
 		fprintf(stderr, "zshard-coordinator: %s\n", err.msg);
 		return 2;
 	}

@@ -106,6 +106,14 @@ enum zs_status zs_tls_from_env(struct zs_error *err)
 				getenv("ZSHARD_TLS_KEY"), err);
 }
 
+enum zs_status zs_tls_setup(const char *ca_file, const char *cert_file, const char *key_file,
+			    struct zs_error *err)
+{
+	if (ca_file || cert_file || key_file)
+		return zs_tls_configure(ca_file, cert_file, key_file, err);
+	return zs_tls_from_env(err);
+}
+
 bool zs_tls_on(void)
 {
 	bool on;

@@ -24,6 +24,10 @@ enum zs_status zs_tls_configure(const char *ca_file, const char *cert_file, cons
 				struct zs_error *err);
 /* From ZSHARD_TLS_CA / _CERT / _KEY, unless zs_tls_configure ran. */
 enum zs_status zs_tls_from_env(struct zs_error *err);
+/* A program's flags (any of them given: zs_tls_configure), else the
+ * environment's. */
+enum zs_status zs_tls_setup(const char *ca_file, const char *cert_file, const char *key_file,
+			    struct zs_error *err);
 bool zs_tls_on(void);
 
 /* For ctrl/rpc.c: the credentials to serve and to connect with (insecure

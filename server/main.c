@@ -131,15 +131,10 @@ int main(int argc, char **argv)
 	uint64_t v;
 
 	zs_log_init("server");
-	if (zs_config_flag(argc, argv)) { /* the file's settings first, the flags after them win */
-		static struct zs_config cfg;
-		static char **cargv;
-		if (zs_config_load(zs_config_flag(argc, argv), &cfg, &err) ||
-		    zs_config_argv(&cfg, "server", argc, argv, &cargv, &argc, &err)) {
-			fprintf(stderr, "zshard-server: %s\n", err.msg);
-			return 2;
-		}
-		argv = cargv;
+	/* a --config file's settings first: the flags after them win */
+	if (zs_config_daemon("server", &argc, &argv, &err)) {
+		fprintf(stderr, "zshard-server: %s\n", err.msg);
+		return 2;
 	}
 	pthread_mutex_init(&d.mu, NULL);
 	d.me.capacity = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
@@ -232,8 +227,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zshard-server: --coordinator and --data-dir are required\n");
 		return 2;
 	}
-	if ((tls[0] || tls[1] || tls[2]) ? zs_tls_configure(tls[0], tls[1], tls[2], &err)
-					 : zs_tls_from_env(&err)) {
+	if (zs_tls_setup(tls[0], tls[1], tls[2], &err)) {
 		fprintf(stderr, "zshard-server: %s\n", err.msg);
 		return 2;
 	}

@@ -21,6 +21,7 @@
 
 #include "base/util.h"
 #include "metrics/metrics.h"
+#include "tests/unit/fixtures.h"
 
 static char *render(struct zs_metrics *m)
 {
@@ -192,23 +193,13 @@ static int http(const char *addr, const char *method, const char *path, char *bu
 	return code;
 }
 
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
-
 static void test_http_endpoint(void **st)
 {
 	struct zs_metrics *m = zs_metrics_new();
 	struct zs_metrics_http *h, *h2;
 	struct zs_error err = {0};
 	char addr[64], addr2[64], *buf = malloc(1 << 16);
-	int fds = open_fds();
+	int fds = fixture_open_fds();
 
 	(void)st;
 	zs_series_set(zs_metrics_gauge(m, "zs_test_up", "Up.", ""), 1);
@@ -229,7 +220,7 @@ static void test_http_endpoint(void **st)
 					       &err),
 			 ZS_EINVAL);
 	zs_metrics_http_stop(h);
-	assert_int_equal(open_fds(), fds); /* the listening socket went with it */
+	assert_int_equal(fixture_open_fds(), fds); /* the listening socket went with it */
 	zs_metrics_free(m);
 	free(buf);
 }

@@ -24,6 +24,7 @@
 #include "rdma/rdma.h"
 #include "net/sockio.h"
 #include "net/transport.h"
+#include "tests/unit/fixtures.h"
 #include "net/wire.h"
 
 #define NELEM (16u << 20) /* 64 MiB of f32 served, 64 MiB of staging */
@@ -517,16 +518,6 @@ static void test_peer_dies_mid_frame(void **st)
 	assert_int_equal(count(&f->toy, &f->toy.writes_done), before_done);
 }
 
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
-
 /* Connections that ended give their socket and thread back while the
  * server runs, not at its stop: 300 trainers come and go, and the
  * process's descriptors return to where they were (the data-plane fuzzer
@@ -534,11 +525,11 @@ static int open_fds(void)
 static void test_closed_connections_are_reaped(void **st)
 {
 	struct fixture *f = *st;
-	int before = open_fds(), now = 0;
+	int before = fixture_open_fds(), now = 0;
 
 	for (int i = 0; i < 300; i++)
 		zs_conn_close(open_conn(f, 0));
-	for (int i = 0; i < 300 && (now = open_fds()) > before; i++)
+	for (int i = 0; i < 300 && (now = fixture_open_fds()) > before; i++)
 		usleep(10 * 1000);
 	if (now > before)
 		fail_msg("%d descriptors more after 300 connections came and went (%d before)",
