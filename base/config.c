@@ -199,12 +199,18 @@ const char *zs_config_get(const struct zs_config *c, const char *key)
 	return NULL;
 }
 
-char *zs_config_get_mut(struct zs_config *c, const char *key)
+const char *zs_config_coordinator(const struct zs_config *c, char *buf, size_t len)
 {
-	for (size_t i = 0; c && i < c->n; i++)
-		if (!strcmp(c->e[i].key, key))
-			return c->e[i].value;
-	return NULL;
+	const char *v = zs_config_get(c, "coordinator");
+	size_t l;
+
+	if (!v)
+		return NULL;
+	l = strcspn(v, ",");
+	while (l && isspace((unsigned char)v[l - 1]))
+		l--;
+	snprintf(buf, len, "%.*s", (int)l, v);
+	return buf;
 }
 
 const char *zs_config_flag(int argc, char **argv)
@@ -250,15 +256,15 @@ enum zs_status zs_config_argv(const struct zs_config *c, const char *who, int ar
 	v[n++] = argv[0];
 	for (size_t i = 0; i < c->n; i++) {
 		const char *k = c->e[i].key, *val = c->e[i].value;
-		int vl = (int)strlen(val);
+		char first[sizeof c->e[i].value];
 		if (!strncmp(k, who, wl) && k[wl] == '.')
 			k += wl + 1;
 		else if (strncmp(k, "tls_", 4) && (strcmp(k, "coordinator") || strcmp(who, "server")))
 			continue; /* another program's key */
 		if (!strcmp(k, "coordinator"))
-			vl = (int)strcspn(val, ","); /* the first of the list */
+			val = zs_config_coordinator(c, first, sizeof first);
 		v[n++] = buf;
-		buf += sprintf(buf, "--%s=%.*s", k, vl, val) + 1;
+		buf += sprintf(buf, "--%s=%s", k, val) + 1;
 		for (char *p = v[n - 1] + 2; *p != '='; p++)
 			if (*p == '_')
 				*p = '-';

@@ -47,6 +47,8 @@ enum zs_status zs_advertise_addr(const char *adv, const char *bound, bool host_o
 
 /* Milliseconds on a monotonic clock (for timeouts and leases). */
 int64_t zs_now_ms(void);
+/* Nanoseconds on the same clock (for timing operations). */
+int64_t zs_now_ns(void);
 /* This process's resident set now and at its peak (VmRSS, VmHWM), in
  * bytes; 0 where /proc cannot say. */
 void zs_rss(uint64_t *now, uint64_t *peak);

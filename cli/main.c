@@ -36,6 +36,7 @@ int main(int argc, char **argv)
 	struct zs_error err = {0};
 	const char *tls_ca = NULL, *tls_cert = NULL, *tls_key = NULL, *config = getenv("ZSHARD_CONFIG");
 	static struct zs_config file; /* the strings above may point into it */
+	static char first[ZS_ADDR_MAX];
 	int i = 1, rc;
 
 	zs_log_init("zshardctl");
@@ -80,11 +81,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "zshardctl: %s\n", err.msg);
 			return 2;
 		}
-		if (!x.coordinator && zs_config_get(&file, "coordinator")) {
-			char *l = zs_config_get_mut(&file, "coordinator");
-			l[strcspn(l, ",")] = '\0'; /* the first of the list */
-			x.coordinator = l;
-		}
+		if (!x.coordinator)
+			x.coordinator = zs_config_coordinator(&file, first, sizeof first);
 		if (!tls_ca && !tls_cert && !tls_key && !getenv("ZSHARD_TLS_CA")) {
 			tls_ca = zs_config_get(&file, "tls_ca");
 			tls_cert = zs_config_get(&file, "tls_cert");

@@ -209,11 +209,8 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	 * policy, TLS (unless ZSHARD_TLS_* says) */
 	if (cpath && cpath[0] && (st = zs_config_load(cpath, &cfg, &err)))
 		goto out;
-	if (!coordinator && zs_config_get(&cfg, "coordinator")) {
-		const char *l = zs_config_get(&cfg, "coordinator");
-		snprintf(first, sizeof first, "%.*s", (int)strcspn(l, ","), l);
-		coordinator = first;
-	}
+	if (!coordinator)
+		coordinator = zs_config_coordinator(&cfg, first, sizeof first);
 	if (!coordinator)
 		coordinator = getenv("ZSHARD_COORDINATOR");
 	if (!transport)

@@ -202,7 +202,8 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	if (cfg->advertise && (st = zs_advertise_addr(cfg->advertise, c->addr, false, c->adv,
 						      sizeof c->adv, "control", err)))
 		goto clean_rpc;
-	if (cfg->metrics && (st = coord_metrics_start(c, cfg->metrics, cfg->advertise, err)))
+	if (cfg->metrics && (st = coord_metrics_start(c, cfg->metrics, cfg->advertise, methods,
+						      sizeof methods / sizeof methods[0], err)))
 		goto clean_rpc;
 	if (pthread_create(&c->reaper, NULL, coord_reaper, c)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start the lease thread");

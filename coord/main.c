@@ -42,11 +42,7 @@ static void usage(FILE *f)
 		"                       the address to report (zshardctl status, the metrics\n"
 		"                       endpoint's host) when peers reach this one under\n"
 		"                       another (NAT, containers, --listen 0.0.0.0)\n"
-		"  --tls-ca FILE, --tls-cert FILE, --tls-key FILE\n"
-		"                       mutual TLS on the control plane: this daemon's\n"
-		"                       certificate and key (PEM), and the CA every peer's\n"
-		"                       must be signed by (default: $ZSHARD_TLS_CA, _CERT,\n"
-		"                       _KEY; none: plaintext)\n"
+		ZS_TLS_HELP
 		"  --config FILE        a launch configuration (zshardctl config --help):\n"
 		"                       its coordinator.* keys and tls_*; flags win\n"
 		"  --metrics HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"

@@ -16,6 +16,10 @@ struct coord_metrics {
 	char adv[ZS_ADDR_MAX];  /* as told (Status) */
 	struct zs_series *lapse_srv, *lapse_tr, *rollbacks, *ckpt_secs[2];
 	struct zs_series *srv_up, *srv_down, *jobs, *ckpts[4];
+	/* by method index, made at start: an RPC's answer touches only atomics */
+	const struct zs_rpc_method *methods;
+	size_t n_methods;
+	struct zs_series **ok, **secs;
 };
 
 /* the method's last path element: "/zshard.Coordinator/Join" -> "Join" */
@@ -43,22 +47,26 @@ static void code_name(enum zs_status st, char *buf, size_t len)
 	buf[o] = '\0';
 }
 
-static void on_rpc(void *ctx, const char *path, enum zs_status st, double seconds)
+#define RPCS_TOTAL "zshard_coordinator_rpcs_total", "RPCs answered, by method and status."
+
+static struct zs_series *rpcs_total(struct zs_metrics *m, const char *path, enum zs_status st)
 {
-	struct coord_metrics *x = ctx;
 	char l[160], code[40];
 
 	code_name(st, code, sizeof code);
 	snprintf(l, sizeof l, "method=\"%s\",code=\"%s\"", method_name(path), code);
-	zs_series_add(zs_metrics_counter(x->m, "zshard_coordinator_rpcs_total",
-					 "RPCs answered, by method and status.", l),
-		      1);
-	snprintf(l, sizeof l, "method=\"%s\"", method_name(path));
-	zs_series_observe(zs_metrics_histogram(x->m, "zshard_coordinator_rpc_duration_seconds",
-					       "From an RPC's arrival at its handler to its answer.", l,
-					       zs_metrics_seconds_buckets,
-					       zs_metrics_n_seconds_buckets),
-			  seconds);
+	return zs_metrics_counter(m, RPCS_TOTAL, l);
+}
+
+static void on_rpc(void *ctx, size_t i, enum zs_status st, double seconds)
+{
+	struct coord_metrics *x = ctx;
+
+	if (i >= x->n_methods)
+		return;
+	/* a failure's series is looked up (and made once): failures are rare */
+	zs_series_add(st ? rpcs_total(x->m, x->methods[i].path, st) : x->ok[i], 1);
+	zs_series_observe(x->secs[i], seconds);
 }
 
 static void job_gauge(struct zs_metrics *m, const char *name, const char *help, const char *l,
@@ -140,6 +148,7 @@ void coord_metrics_ckpt(struct coord *c, bool committed, double seconds)
 }
 
 enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char *advertise,
+				   const struct zs_rpc_method *methods, size_t n_methods,
 				   struct zs_error *err)
 {
 	struct coord_metrics *x = calloc(1, sizeof *x);
@@ -177,10 +186,26 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 		x->ckpts[s] = zs_metrics_gauge(m, "zshard_coordinator_checkpoints",
 					       "Checkpoints in the catalog, by state.", l);
 	}
+	x->methods = methods;
+	x->n_methods = n_methods;
+	x->ok = calloc(n_methods ? n_methods : 1, sizeof *x->ok);
+	x->secs = calloc(n_methods ? n_methods : 1, sizeof *x->secs);
 	st = ZS_OK;
-	if (!x->lapse_srv || !x->lapse_tr || !x->rollbacks || !x->ckpt_secs[0] ||
+	for (size_t i = 0; x->ok && x->secs && i < n_methods; i++) {
+		snprintf(l, sizeof l, "method=\"%s\"", method_name(methods[i].path));
+		x->ok[i] = rpcs_total(m, methods[i].path, ZS_OK);
+		x->secs[i] = zs_metrics_histogram(m, "zshard_coordinator_rpc_duration_seconds",
+						  "From an RPC's arrival at its handler to its answer.",
+						  l, zs_metrics_seconds_buckets,
+						  zs_metrics_n_seconds_buckets);
+		if (!x->ok[i] || !x->secs[i])
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	if (!x->ok || !x->secs)
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+	if (!st && (!x->lapse_srv || !x->lapse_tr || !x->rollbacks || !x->ckpt_secs[0] ||
 	    !x->ckpt_secs[1] || !x->srv_up || !x->srv_down || !x->jobs || !x->ckpts[1] ||
-	    !x->ckpts[2] || !x->ckpts[3])
+	    !x->ckpts[2] || !x->ckpts[3]))
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 	if (st || (st = zs_metrics_add_process(m, err)) ||
 	    (st = zs_metrics_add_collector(m, collect, c, err)) ||
@@ -189,6 +214,8 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 				    err))) {
 		zs_metrics_http_stop(x->http);
 		zs_metrics_free(m);
+		free(x->ok);
+		free(x->secs);
 		free(x);
 		return st;
 	}
@@ -220,5 +247,7 @@ void coord_metrics_free(struct coord *c)
 	coord_metrics_stop(c);
 	c->metrics = NULL;
 	zs_metrics_free(x->m);
+	free(x->ok);
+	free(x->secs);
 	free(x);
 }

@@ -135,6 +135,7 @@ enum coord_event { COORD_EV_SERVER_LAPSE, COORD_EV_TRAINER_LAPSE, COORD_EV_ROLLB
 /* advertise: --advertise (its host replaces the bound one in what Status
  * says), or NULL */
 enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char *advertise,
+				   const struct zs_rpc_method *methods, size_t n_methods,
 				   struct zs_error *err);
 const char *coord_metrics_addr(struct coord *c); /* "" without */
 void coord_metrics_event(struct coord *c, enum coord_event ev);

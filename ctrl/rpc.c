@@ -260,13 +260,6 @@ static int arm(struct zs_rpc_server *s, size_t m)
 	return 0;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void answer(struct zs_rpc_call *c, enum zs_status st, grpc_status_code code,
 		   const char *msg, const void *resp, size_t len)
 {
@@ -281,8 +274,7 @@ static void answer(struct zs_rpc_call *c, enum zs_status st, grpc_status_code co
 		return;
 	}
 	if (c->kind == TAG_NEW_CALL && (obs = atomic_load(&c->srv->observe)))
-		obs(c->srv->observe_ctx, c->srv->methods[c->method].path, st,
-		    (double)(now_ns() - c->t0_ns) * 1e-9);
+		obs(c->srv->observe_ctx, c->method, st, (double)(zs_now_ns() - c->t0_ns) * 1e-9);
 	/* every op zeroed: gRPC validates reserved fields and flags */
 	memset(ops, 0, sizeof ops);
 	ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -338,7 +330,7 @@ static void handle_event(struct zs_rpc_server *s, grpc_event ev)
 		}
 		if (!s->shutting_down)
 			arm(s, c->method); /* re-arm before handling */
-		c->t0_ns = now_ns();
+		c->t0_ns = zs_now_ns();
 		if (bb_to(c->payload, &req, &len)) {
 			zs_rpc_fail(c, ZS_ENOMEM, "cannot read request");
 			return;

@@ -62,11 +62,11 @@ enum zs_status zs_rpc_server_start(const char *listen,
 
 /*
  * Optional, for metrics: called as each call is answered (from the
- * answering thread): its method's path, its status, and the seconds since
- * its handler got it. Set once, before or while serving.
+ * answering thread): its method (the index into the methods given to
+ * zs_rpc_server_start), its status, and the seconds since its handler got
+ * it. Set once, before or while serving.
  */
-typedef void (*zs_rpc_observe_fn)(void *ctx, const char *method, enum zs_status st,
-				  double seconds);
+typedef void (*zs_rpc_observe_fn)(void *ctx, size_t method, enum zs_status st, double seconds);
 void zs_rpc_server_observe(struct zs_rpc_server *s, zs_rpc_observe_fn fn, void *ctx);
 
 /*

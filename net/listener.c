@@ -120,13 +120,6 @@ void lsn_send_error(struct zs_lconn *c, uint64_t req_id, enum zs_status code,
 	lsn_send_frame(c, &f, msg, strlen(msg), -1);
 }
 
-int64_t lsn_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 struct zs_sop *lsn_new_sop(struct zs_lconn *c, const struct zs_frame *f,
 			      const struct zs_xfer *x, int64_t t0)
 {
@@ -145,7 +138,7 @@ static void sop_end(struct zs_sop *op, bool ok)
 	if (c->observe) /* c's copies: the listener may be gone by now */
 		c->observe(c->observe_ctx, c->path ? c->path_name : c->ep->name,
 			   op->op != ZS_OP_GATHER, op->x.length * zs_dtype_size(op->x.dtype),
-			   (double)(lsn_now_ns() - op->t0) * 1e-9, ok);
+			   (double)(zs_now_ns() - op->t0) * 1e-9, ok);
 	lsn_conn_unref(c);
 	free(op);
 }
@@ -349,7 +342,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 	struct zs_xfer x;
 	struct zs_sop *op;
 	void *dst;
-	int64_t t0 = lsn_now_ns();
+	int64_t t0 = zs_now_ns();
 
 	if (f->op == ZS_OP_HELLO)
 		return on_hello(c, f);

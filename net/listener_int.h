@@ -28,7 +28,7 @@ struct slot { /* a write slot handed out by PUSH_SLOT (offset peers) */
 	uint64_t req_id;
 	struct zs_xfer x;
 	void *dst;
-	int64_t t0; /* its PUSH_BEGIN, for the push's latency (lsn_now_ns) */
+	int64_t t0; /* its PUSH_BEGIN, for the push's latency (zs_now_ns) */
 };
 
 struct zs_lconn {
@@ -63,7 +63,7 @@ struct zs_sop {
 	uint64_t req_id;
 	uint16_t op;
 	struct zs_xfer x;
-	int64_t t0; /* its first frame (lsn_now_ns) */
+	int64_t t0; /* its first frame (zs_now_ns) */
 };
 
 struct block {
@@ -116,11 +116,9 @@ int lsn_send_frame(struct zs_lconn *c, struct zs_frame *f, const void *payload, 
 		   int pass_fd);
 void lsn_send_error(struct zs_lconn *c, uint64_t req_id, enum zs_status code, const char *msg);
 /* An operation for the target (holds a reference on c), or NULL; t0:
- * when its first frame came (lsn_now_ns). */
+ * when its first frame came (zs_now_ns). */
 struct zs_sop *lsn_new_sop(struct zs_lconn *c, const struct zs_frame *f,
 			   const struct zs_xfer *x, int64_t t0);
-/* Nanoseconds on the monotonic clock. */
-int64_t lsn_now_ns(void);
 
 /* listener_path.c */
 /* A control frame of the one-sided path; nonzero ends the connection. */

@@ -61,11 +61,7 @@ static void usage(FILE *f)
 		"  --data-advertise HOST[:PORT]\n"
 		"                       the same for the data plane (default: --advertise's\n"
 		"                       host, the bound data port)\n"
-		"  --tls-ca FILE, --tls-cert FILE, --tls-key FILE\n"
-		"                       mutual TLS on the control plane: this daemon's\n"
-		"                       certificate and key (PEM), and the CA every peer's\n"
-		"                       must be signed by (default: $ZSHARD_TLS_CA, _CERT,\n"
-		"                       _KEY; none: plaintext)\n"
+		ZS_TLS_HELP
 		"  --config FILE        a launch configuration (zshardctl config --help):\n"
 		"                       its server.* keys, coordinator and tls_*; flags win\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"

@@ -5,12 +5,8 @@
  */
 #include "server/engine_int.h"
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* the monotonic clock, as the shards' unsigned nanosecond counters take it */
+static uint64_t now_ns(void) { return (uint64_t)zs_now_ns(); }
 
 /* Elements [a, b) of a push into the reduction: exact and independent of
  * the order pushes arrive in (math/bsum.h), so each goes in as it lands. */

@@ -116,9 +116,9 @@ case $rc in
 	;;
 *124*) fail "an 8 s cut left a trainer hanging (killed at 180 s)" ;;
 *)
-	grep -h -i "server\|timed out\|down\|unavailable" "$dir/cut8.0.log" "$dir/cut8.1.log" | head -1 |
+	grep -h -i "is down\|timed out\|unavailable\|no answer" "$dir/cut8.0.log" "$dir/cut8.1.log" | head -1 |
 		grep -q . || fail "an 8 s cut ended the job ($rc) without a clear error"
-	said="$said; an 8 s cut: a clear error ($(grep -h -i "server\|timed out\|down\|unavailable" "$dir/cut8.0.log" "$dir/cut8.1.log" | head -1 | cut -c1-120))"
+	said="$said; an 8 s cut: a clear error ($(grep -h -i "is down\|timed out\|unavailable\|no answer" "$dir/cut8.0.log" "$dir/cut8.1.log" | head -1 | cut -c1-120))"
 	;;
 esac
 echo "multihost: $said"

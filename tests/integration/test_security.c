@@ -51,15 +51,18 @@ static enum zs_status hello_with(struct zs_coord_client *c, const struct zs_job 
 	return st;
 }
 
+/* Whether the log at path has needle; a log that cannot be read fails the
+ * test (a missing log would make "no token in it" pass by itself). */
 static bool file_has(const char *path, const char *needle)
 {
 	FILE *f = fopen(path, "r");
 	char line[4096];
 	bool has = false;
-	while (f && !has && fgets(line, sizeof line, f))
+	if (!f)
+		fail_msg("cannot read %s", path);
+	while (!has && fgets(line, sizeof line, f))
 		has = strstr(line, needle) != NULL;
-	if (f)
-		fclose(f);
+	fclose(f);
 	return has;
 }
 
