@@ -62,7 +62,12 @@ struct zs_rpc_server {
 	struct zs_rpc_call shutdown_tag;
 	_Atomic(zs_rpc_observe_fn) observe;
 	void *observe_ctx;
+	_Atomic(zs_rpc_gate_fn) gate;
+	void *gate_ctx;
 };
+
+/* the trailing metadata key a standby names the leader under */
+#define LEADER_MD "zshard-leader"
 
 #define CQ_POOL 8
 
@@ -169,8 +174,8 @@ static enum zs_status from_grpc(grpc_status_code c)
 
 static grpc_channel_args *msg_size_args(void)
 {
-	static grpc_arg a[2];
-	static grpc_channel_args args = {2, a};
+	static grpc_arg a[4];
+	static grpc_channel_args args = {4, a};
 
 	a[0].type = GRPC_ARG_INTEGER;
 	a[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -178,6 +183,15 @@ static grpc_channel_args *msg_size_args(void)
 	a[1].type = GRPC_ARG_INTEGER;
 	a[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
 	a[1].value.integer = (int)ZS_RPC_MAX_MSG;
+	/* a peer that comes back (a coordinator restarted, a standby that
+	 * now leads) is reached again within a second, not after gRPC's
+	 * default backoff of up to two minutes */
+	a[2].type = GRPC_ARG_INTEGER;
+	a[2].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+	a[2].value.integer = 1000;
+	a[3].type = GRPC_ARG_INTEGER;
+	a[3].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+	a[3].value.integer = 100;
 	return &args;
 }
 
@@ -261,10 +275,11 @@ static int arm(struct zs_rpc_server *s, size_t m)
 }
 
 static void answer(struct zs_rpc_call *c, enum zs_status st, grpc_status_code code,
-		   const char *msg, const void *resp, size_t len)
+		   const char *msg, const void *resp, size_t len, const char *leader)
 {
 	grpc_op ops[4];
 	grpc_slice details;
+	grpc_metadata md;
 	grpc_call_error e;
 	size_t n = 0;
 	zs_rpc_observe_fn obs;
@@ -286,12 +301,22 @@ static void answer(struct zs_rpc_call *c, enum zs_status st, grpc_status_code co
 	details = grpc_slice_from_copied_string(msg ? msg : "");
 	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
 	ops[n].data.send_status_from_server.status = code;
-	ops[n++].data.send_status_from_server.status_details = &details;
+	ops[n].data.send_status_from_server.status_details = &details;
+	if (leader) {
+		memset(&md, 0, sizeof md);
+		md.key = grpc_slice_from_static_string(LEADER_MD);
+		md.value = grpc_slice_from_copied_string(leader);
+		ops[n].data.send_status_from_server.trailing_metadata_count = 1;
+		ops[n].data.send_status_from_server.trailing_metadata = &md;
+	}
+	n++;
 	ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
 	ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
 	c->kind = TAG_REPLY_DONE;
 	e = grpc_call_start_batch(c->call, ops, n, c, NULL);
 	grpc_slice_unref(details); /* needed only through start_batch */
+	if (leader)
+		grpc_slice_unref(md.value);
 	if (e != GRPC_CALL_OK) {
 		zs_error("rpc: cannot send a reply (grpc error %d)", (int)e);
 		call_free(c);
@@ -300,7 +325,7 @@ static void answer(struct zs_rpc_call *c, enum zs_status st, grpc_status_code co
 
 void zs_rpc_reply(struct zs_rpc_call *c, const void *resp, size_t len)
 {
-	answer(c, ZS_OK, GRPC_STATUS_OK, NULL, resp, len);
+	answer(c, ZS_OK, GRPC_STATUS_OK, NULL, resp, len, NULL);
 }
 
 void zs_rpc_fail(struct zs_rpc_call *c, enum zs_status code, const char *fmt, ...)
@@ -313,7 +338,24 @@ void zs_rpc_fail(struct zs_rpc_call *c, enum zs_status code, const char *fmt, ..
 	va_end(ap);
 	if (code == ZS_OK)
 		code = ZS_EINTERNAL;
-	answer(c, code, to_grpc(code), msg, NULL, 0);
+	answer(c, code, to_grpc(code), msg, NULL, 0, NULL);
+}
+
+void zs_rpc_redirect(struct zs_rpc_call *c, const char *leader, const char *fmt, ...)
+{
+	char msg[ZS_ERRMSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	answer(c, ZS_EUNAVAIL, GRPC_STATUS_UNAVAILABLE, msg, NULL, 0, leader ? leader : "");
+}
+
+void zs_rpc_server_gate(struct zs_rpc_server *s, zs_rpc_gate_fn fn, void *ctx)
+{
+	s->gate_ctx = ctx;
+	atomic_store(&s->gate, fn);
 }
 
 static void handle_event(struct zs_rpc_server *s, grpc_event ev)
@@ -335,6 +377,13 @@ static void handle_event(struct zs_rpc_server *s, grpc_event ev)
 			zs_rpc_fail(c, ZS_ENOMEM, "cannot read request");
 			return;
 		}
+		{
+			zs_rpc_gate_fn gate = atomic_load(&s->gate);
+			if (gate && !gate(s->gate_ctx, c->method, c)) {
+				free(req);
+				return;
+			}
+		}
 		s->methods[c->method].fn(s->ctx, c, req, len);
 		free(req);
 		return;
@@ -348,7 +397,7 @@ static void handle_event(struct zs_rpc_server *s, grpc_event ev)
 		{
 			char *m = grpc_slice_to_c_string(c->details.method);
 			zs_debug("rpc: unknown method %s", m);
-			answer(c, ZS_EPROTO, GRPC_STATUS_UNIMPLEMENTED, "no such method", NULL, 0);
+			answer(c, ZS_EPROTO, GRPC_STATUS_UNIMPLEMENTED, "no such method", NULL, 0, NULL);
 			gpr_free(m);
 		}
 		return;
@@ -500,7 +549,7 @@ void zs_rpc_server_free(struct zs_rpc_server *s)
 
 /* ---------------------------------------------------------------- client */
 
-enum zs_status zs_rpc_client_open(const char *target, struct zs_rpc_client **out,
+static enum zs_status client_open(const char *target, bool plain, struct zs_rpc_client **out,
 				  struct zs_error *err)
 {
 	struct zs_rpc_client *c;
@@ -519,14 +568,14 @@ enum zs_status zs_rpc_client_open(const char *target, struct zs_rpc_client **out
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	/* libzshard's processes take TLS from the environment; the daemons
 	 * and zshardctl configured it from their flags already */
-	if ((st = zs_tls_from_env(err))) {
+	if (!plain && (st = zs_tls_from_env(err))) {
 		free(c);
 		return st;
 	}
 	snprintf(c->target, sizeof c->target, "%s", target);
 	pthread_mutex_init(&c->mu, NULL);
 	rpc_init();
-	cr = zs_tls_channel_creds();
+	cr = plain ? grpc_insecure_credentials_create() : zs_tls_channel_creds();
 	if (!cr) {
 		pthread_mutex_destroy(&c->mu);
 		free(c);
@@ -536,6 +585,50 @@ enum zs_status zs_rpc_client_open(const char *target, struct zs_rpc_client **out
 	grpc_channel_credentials_release(cr);
 	*out = c;
 	return ZS_OK;
+}
+
+enum zs_status zs_rpc_client_open(const char *target, struct zs_rpc_client **out,
+				  struct zs_error *err)
+{
+	return client_open(target, false, out, err);
+}
+
+enum zs_status zs_rpc_client_open_plain(const char *target, struct zs_rpc_client **out,
+					struct zs_error *err)
+{
+	return client_open(target, true, out, err);
+}
+
+enum zs_status zs_rpc_client_ready(struct zs_rpc_client *c, int timeout_ms)
+{
+	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+					     gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+	grpc_connectivity_state s = grpc_channel_check_connectivity_state(c->ch, 1);
+	grpc_completion_queue *cq;
+	enum zs_status st = ZS_EUNAVAIL;
+
+	if (s == GRPC_CHANNEL_READY)
+		return ZS_OK;
+	if (s == GRPC_CHANNEL_TRANSIENT_FAILURE) /* failed, backing off */
+		return ZS_EUNAVAIL;
+	cq = cq_get(c);
+	/* each watch ends at a change of state or at the deadline */
+	for (;;) {
+		grpc_event ev;
+		grpc_channel_watch_connectivity_state(c->ch, s, deadline, cq, c);
+		ev = grpc_completion_queue_pluck(cq, c, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		s = grpc_channel_check_connectivity_state(c->ch, 1);
+		if (s == GRPC_CHANNEL_READY) {
+			st = ZS_OK;
+			break;
+		}
+		/* the deadline, or a connection refused (it is not up) */
+		if (ev.type != GRPC_OP_COMPLETE || !ev.success || s == GRPC_CHANNEL_SHUTDOWN ||
+		    s == GRPC_CHANNEL_TRANSIENT_FAILURE)
+			break;
+	}
+	cq_put(c, cq);
+	return st;
 }
 
 void zs_rpc_client_free(struct zs_rpc_client *c)
@@ -560,6 +653,33 @@ enum zs_status zs_rpc_invoke(struct zs_rpc_client *c, const char *path,
 			     size_t *resp_len, int timeout_ms, int flags,
 			     struct zs_error *err)
 {
+	return zs_rpc_invoke_ex(c, path, req, req_len, resp, resp_len, timeout_ms, flags, NULL,
+				NULL, 0, err);
+}
+
+/* The leader a standby named in its trailing metadata into out ("" when
+ * none); true when the answer came from a standby. */
+static bool standby_leader(const grpc_metadata_array *md, char *out, size_t len)
+{
+	for (size_t i = 0; i < md->count; i++) {
+		if (!grpc_slice_str_cmp(md->metadata[i].key, LEADER_MD)) {
+			size_t n = GRPC_SLICE_LENGTH(md->metadata[i].value);
+			if (out && len) {
+				n = n < len - 1 ? n : len - 1;
+				memcpy(out, GRPC_SLICE_START_PTR(md->metadata[i].value), n);
+				out[n] = '\0';
+			}
+			return true;
+		}
+	}
+	return false;
+}
+
+enum zs_status zs_rpc_invoke_ex(struct zs_rpc_client *c, const char *path,
+				const void *req, size_t req_len, uint8_t **resp,
+				size_t *resp_len, int timeout_ms, int flags, bool *standby,
+				char *leader, size_t leader_len, struct zs_error *err)
+{
 	grpc_completion_queue *cq = cq_get(c);
 	grpc_metadata_array init_md, trail_md;
 	grpc_byte_buffer *send = bb_from(req, req_len), *recv = NULL;
@@ -573,6 +693,10 @@ enum zs_status zs_rpc_invoke(struct zs_rpc_client *c, const char *path,
 
 	*resp = NULL;
 	*resp_len = 0;
+	if (leader && leader_len)
+		leader[0] = '\0';
+	if (standby)
+		*standby = false;
 	grpc_metadata_array_init(&init_md);
 	grpc_metadata_array_init(&trail_md);
 	call = grpc_channel_create_call(
@@ -613,7 +737,13 @@ enum zs_status zs_rpc_invoke(struct zs_rpc_client *c, const char *path,
 	if (!st && code != GRPC_STATUS_OK) {
 		char *d = grpc_slice_to_c_string(details);
 		st = from_grpc(code);
-		if (code == GRPC_STATUS_UNAVAILABLE)
+		bool refused = code == GRPC_STATUS_UNAVAILABLE &&
+			       standby_leader(&trail_md, leader, leader_len);
+		if (standby)
+			*standby = refused;
+		if (refused)
+			zs_fail(err, st, "%s", d); /* a standby's own words */
+		else if (code == GRPC_STATUS_UNAVAILABLE)
 			zs_fail(err, st, "cannot reach %s: %s", c->target, d);
 		else if (code == GRPC_STATUS_DEADLINE_EXCEEDED)
 			zs_fail(err, st, "%s did not answer %s within %d ms",

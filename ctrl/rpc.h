@@ -24,6 +24,7 @@
 #ifndef ZS_RPC_H
 #define ZS_RPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,9 +82,37 @@ void zs_rpc_reply(struct zs_rpc_call *call, const void *resp, size_t len);
 /* Answers with an error status and a one-line message. */
 void zs_rpc_fail(struct zs_rpc_call *call, enum zs_status code,
 		 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/*
+ * A standby's refusal: UNAVAILABLE with a message, naming the leader (its
+ * address, "" when none is known) in the trailing metadata, where
+ * zs_rpc_invoke_ex() finds it. The call was not carried out: a client may
+ * send it again elsewhere, whatever it was.
+ */
+void zs_rpc_redirect(struct zs_rpc_call *call, const char *leader, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * Optional: runs before every handler with the method's index; returns
+ * false after answering the call itself (a standby refusing it), and the
+ * handler is not run. Set once, before or while serving.
+ */
+typedef bool (*zs_rpc_gate_fn)(void *ctx, size_t method, struct zs_rpc_call *call);
+void zs_rpc_server_gate(struct zs_rpc_server *s, zs_rpc_gate_fn fn, void *ctx);
 /* Opens a channel to target ("HOST:PORT"); connects lazily. */
 enum zs_status zs_rpc_client_open(const char *target, struct zs_rpc_client **out,
 				  struct zs_error *err);
+/* The same without TLS, whatever zshard's own channels use: for a peer
+ * outside zshard that speaks plain gRPC (etcd on its client port). */
+enum zs_status zs_rpc_client_open_plain(const char *target, struct zs_rpc_client **out,
+					struct zs_error *err);
+/*
+ * Connects the channel if it is not, waiting at most timeout_ms: ZS_OK once
+ * it is ready, ZS_EUNAVAIL when it is not by then. A call made right after
+ * ZS_OK goes out on that connection; one made on a channel that never
+ * connected is never sent (what a client following a list of servers
+ * needs to know before it sends a call elsewhere).
+ */
+enum zs_status zs_rpc_client_ready(struct zs_rpc_client *c, int timeout_ms);
 void zs_rpc_client_free(struct zs_rpc_client *c);
 const char *zs_rpc_client_target(const struct zs_rpc_client *c);
 
@@ -104,5 +133,12 @@ enum zs_status zs_rpc_invoke(struct zs_rpc_client *c, const char *path,
 			     const void *req, size_t req_len, uint8_t **resp,
 			     size_t *resp_len, int timeout_ms, int flags,
 			     struct zs_error *err);
+/* The same; *standby says whether a standby refused the call (then it was
+ * not carried out: zs_rpc_redirect), and leader (leader_len bytes) gets
+ * the leader it named ("" when it named none). */
+enum zs_status zs_rpc_invoke_ex(struct zs_rpc_client *c, const char *path,
+				const void *req, size_t req_len, uint8_t **resp,
+				size_t *resp_len, int timeout_ms, int flags, bool *standby,
+				char *leader, size_t leader_len, struct zs_error *err);
 
 #endif
