@@ -53,8 +53,10 @@ LDFLAGS := -pthread $(SANFLAGS)
 CTRL_LIBS := -lprotobuf-c -lgrpc -lgpr
 LDLIBS := -ljansson -llmdb -lmicrohttpd $(CTRL_LIBS) -ldl -lm
 
-GEN := $(BUILD)/gen/zshard.pb-c.c $(BUILD)/gen/zshard.pb-c.h
-GEN_OBJ := $(BUILD)/obj/gen/zshard.pb-c.o
+# zshard's own messages, and the part of etcd's v3 API the coordinator uses
+GEN := $(BUILD)/gen/zshard.pb-c.c $(BUILD)/gen/zshard.pb-c.h $(BUILD)/gen/etcd.pb-c.c \
+       $(BUILD)/gen/etcd.pb-c.h
+GEN_OBJ := $(BUILD)/obj/gen/zshard.pb-c.o $(BUILD)/obj/gen/etcd.pb-c.o
 
 HAVE_IBVERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
 ifeq ($(HAVE_IBVERBS),1)
@@ -124,9 +126,9 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # no jansson, no server side); the shared one exports only include/'s API
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
 	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/listener.c net/listener_path.c,$(NET_SRC)) \
-	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(CTRL_SRC)
+	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(filter-out ctrl/etcd.c,$(CTRL_SRC))
 LIB_LIBS := $(CTRL_LIBS) $(RDMA_LIBS) -ldl -lm
-LIB_OBJ := $(call obj,$(LIB_SRC)) $(GEN_OBJ)
+LIB_OBJ := $(call obj,$(LIB_SRC)) $(BUILD)/obj/gen/zshard.pb-c.o
 PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))
 LIBZS_A := $(BUILD)/lib/libzshard.a
 LIBZS_SO := $(BUILD)/lib/libzshard.so.$(ZS_VERSION)
@@ -138,7 +140,7 @@ PUBLIC_H := include/zshard.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util spec_json optim bsum wire transport engine plan metrics config \
 	      $(if $(HAVE_NVCC),gpu)
-INTEG_TESTS := cluster train ckpt crash device scale security
+INTEG_TESTS := cluster train ckpt crash device scale security etcd norms
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -150,11 +152,11 @@ all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 deps:
 	@sh tools/install-deps.sh --tests
 
-$(GEN): proto/zshard.proto
+$(GEN) &: proto/zshard.proto proto/etcd.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --c_out=$(BUILD)/gen -Iproto proto/zshard.proto
+	protoc-c --c_out=$(BUILD)/gen -Iproto proto/zshard.proto proto/etcd.proto
 
-$(GEN_OBJ): $(BUILD)/gen/zshard.pb-c.c
+$(GEN_OBJ): $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -c -o $@ $<
 $(BUILD)/pic/gen/%.o: $(BUILD)/gen/%.c $(GEN)
@@ -234,6 +236,8 @@ $(BUILD)/tests/test_ckpt: $(BUILD)/obj/tests/integration/test_ckpt.o $(TRAIN_OBJ
 $(BUILD)/tests/test_crash: $(BUILD)/obj/tests/integration/test_crash.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_security: $(BUILD)/obj/tests/integration/test_security.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_etcd: $(BUILD)/obj/tests/integration/test_etcd.o $(TEST_HARNESS) $(CORE_LIB)
+$(BUILD)/tests/test_norms: $(BUILD)/obj/tests/integration/test_norms.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/tests/test_device: $(BUILD)/obj/tests/integration/test_device.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/obj/tests/%.o: tests/%.c $(GEN)
 	@mkdir -p $(@D)
@@ -271,6 +275,10 @@ check: all
 	sh tests/integration/prometheus.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: prometheus skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \
+	sh tests/integration/ha.sh $(BUILD)/bin; n=$$?; \
+	if [ $$n -eq 77 ]; then echo "check: ha skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
+	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS_HA); n=$$?; \
+	if [ $$n -eq 77 ]; then echo "check: faults --etcd skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	if [ "$(SAN)" = 1 ]; then echo "check: python skipped under the sanitizers (python would need libasan preloaded)"; \
 	elif ZSHARD_LIB=$(abspath $(LIBZS_SO)) ZSHARD_BIN=$(abspath $(BUILD)/bin) \
 		timeout 600 $(PYTHON) tests/python/test_zshard.py >$(BUILD)/python-test.log 2>&1; \
@@ -412,6 +420,11 @@ gpt: $(BINS) $(LIBZS_SO) torch-venv
 FAULTS ?= --trials 30
 CHECK_FAULTS ?= --seed 1 --trial trainer:25 --trial server:35 --trial coordinator:15 --trial stop:30 \
 	--trial pause:20 --trial partition:40 --trial server:4 --trial tpause:30
+# and the same with three coordinators on a 3-member etcd cluster: the
+# leader killed, the leader stopped past its lease, an etcd member killed,
+# a standby killed (FAULTS="--etcd --trials 20" for drawn ones)
+CHECK_FAULTS_HA ?= --etcd --seed 1 --steps 150 --trial leader:30 --trial lpause:60 --trial etcd:40 \
+	--trial standby:20
 test-faults: $(BINS) $(BUILD)/bin/charlm
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(FAULTS)
 

@@ -45,6 +45,9 @@ static const struct key {
 	{"coordinator.metrics", ADDR, 0},
 	{"coordinator.lease_ms", NUM, 3600000},
 	{"coordinator.trainer_lease_ms", NUM, 3600000},
+	{"coordinator.etcd", ADDRS, 0},
+	{"coordinator.etcd_prefix", WORD, 0},
+	{"coordinator.etcd_lease_s", NUM, 3600},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -91,7 +94,7 @@ static bool value_ok(const struct key *k, const char *v, char *why, size_t len)
 			size_t l = strcspn(p, ",");
 			snprintf(one, sizeof one, "%.*s", (int)l, p);
 			if (zs_parse_hostport(trim(one), host, &port, &e) || !port) {
-				snprintf(why, len, "%.200s", port ? e.msg : "a coordinator needs a real port");
+				snprintf(why, len, "%.200s", port ? e.msg : "an address of a list needs a real port");
 				return false;
 			}
 			p += l + (p[l] == ',');
@@ -206,10 +209,12 @@ const char *zs_config_coordinator(const struct zs_config *c, char *buf, size_t l
 
 	if (!v)
 		return NULL;
-	l = strcspn(v, ",");
-	while (l && isspace((unsigned char)v[l - 1]))
-		l--;
-	snprintf(buf, len, "%.*s", (int)l, v);
+	/* the list without its spaces: every client follows a list */
+	l = 0;
+	for (; *v && l + 1 < len; v++)
+		if (!isspace((unsigned char)*v))
+			buf[l++] = *v;
+	buf[l] = '\0';
 	return buf;
 }
 

@@ -47,8 +47,8 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 void zs_config_release(struct zs_config *c);
 /* The value of key, or NULL. */
 const char *zs_config_get(const struct zs_config *c, const char *key);
-/* The first address of the coordinator list, into buf (len bytes); NULL
- * when the file names none. */
+/* The coordinator list ("HOST:PORT,...", spaces dropped) into buf (len
+ * bytes); NULL when the file names none. */
 const char *zs_config_coordinator(const struct zs_config *c, char *buf, size_t len);
 
 /*

@@ -155,9 +155,12 @@ static int c_status(struct ctx *x, int argc, char **argv)
 					     (int)s.jobs, "assign_gen",
 					     (json_int_t)s.assign_gen));
 		else
-			printf("coordinator %s (zshard %s), up %.1f s, data dir %s\n"
+			printf("coordinator %s (zshard %s), up %.1f s, %s %s\n"
 			       "servers: %u up, %u down (lease %u ms); jobs: %u; assignment generation %llu\n",
-			       s.addr, s.version, (double)s.uptime_ms / 1000.0, s.data_dir,
+			       s.addr, s.version, (double)s.uptime_ms / 1000.0,
+			       /* "etcd ENDPOINTS": the leader of those sharing it */
+			       strncmp(s.data_dir, "etcd ", 5) ? "data dir" : "leading, catalog in",
+			       s.data_dir,
 			       s.servers_up, s.servers_down, s.lease_ms, s.jobs,
 			       (unsigned long long)s.assign_gen);
 		if (!json && s.metrics_addr[0])

@@ -68,7 +68,7 @@ const struct cmd cmd_config = {"config", "check FILE",
 	 "      listen data_listen advertise data_advertise data_dir capacity\n"
 	 "      memory_budget gpu gpu_budget landing_budget metrics step_timeout_ms rdma\n"
 	 "  coordinator.KEY = VALUE a zshard-coordinator flag: listen advertise\n"
-	 "      data_dir metrics lease_ms trainer_lease_ms\n"
+	 "      data_dir metrics lease_ms trainer_lease_ms etcd etcd_prefix etcd_lease_s\n"
 	 "The daemons read it with --config FILE, trainers (libzshard, Python) and\n"
 	 "zshardctl with $ZSHARD_CONFIG (zshardctl also --config); flags and the\n"
 	 "environment win over the file. Exit 0 when valid, 1 with FILE:LINE: why.",

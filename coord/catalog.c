@@ -1,6 +1,7 @@
 /*
- * catalog.c - the coordinator's LMDB catalog: each record written in one
- * transaction before memory changes, and everything read back at start.
+ * catalog.c - the coordinator's catalog: each record written in one
+ * transaction (LMDB or etcd: store.c) before memory changes, and
+ * everything read back at start, or when a coordinator takes the lead.
  */
 #include "coord/state.h"
 
@@ -10,22 +11,25 @@ static void id_key(uint64_t id, uint8_t k[8])
 		k[i] = (uint8_t)(id >> (56 - 8 * i));
 }
 
-static enum zs_status put_u64(struct zs_kv_txn *t, const char *key, uint64_t v,
+static enum zs_status put_u64(struct cstore_txn *t, const char *key, uint64_t v,
 			      struct zs_error *err)
 {
 	uint8_t b[8];
 	zs_kv_u64_enc(v, b);
-	return zs_kv_put(t, T_META, key, strlen(key), b, 8, err);
+	return cstore_put(t, T_META, key, strlen(key), b, 8, err);
 }
 
-static uint64_t get_u64(struct zs_kv_txn *t, const char *key, uint64_t def)
+/* The meta counters, as read at start (absent: their first values). */
+static enum zs_status load_meta(void *ctx, const void *k, size_t kl, const void *v, size_t vl)
 {
-	const void *v;
-	size_t vl;
+	struct coord *c = ctx;
+	static const char *const names[] = {"next_server_id", "assign_gen", "next_ckpt_id"};
+	uint64_t *dst[] = {&c->next_server_id, &c->assign_gen, &c->next_ckpt_id};
 
-	if (!zs_kv_get(t, T_META, key, strlen(key), &v, &vl, NULL) && vl == 8)
-		return zs_kv_u64_dec(v);
-	return def;
+	for (size_t i = 0; i < 3; i++)
+		if (kl == strlen(names[i]) && !memcmp(k, names[i], kl) && vl == 8)
+			*dst[i] = zs_kv_u64_dec(v);
+	return ZS_OK;
 }
 
 /*
@@ -37,20 +41,20 @@ static enum zs_status commit_record(struct coord *c, unsigned table, const void 
 				    const struct zs_buf *b, const char *counter, uint64_t value,
 				    struct zs_error *err)
 {
-	struct zs_kv_txn *t;
-	enum zs_status st = zs_kv_begin(c->kv, true, &t, err);
+	struct cstore_txn *t;
+	enum zs_status st = cstore_begin(c, &t, err);
 
 	if (st)
 		return st;
-	st = b ? zs_kv_put(t, table, key, kl, b->data, b->len, err)
-	       : zs_kv_del(t, table, key, kl, err);
+	st = b ? cstore_put(t, table, key, kl, b->data, b->len, err)
+	       : cstore_del(t, table, key, kl, err);
 	if (!st && counter)
 		st = put_u64(t, counter, value, err);
 	if (st) {
-		zs_kv_abort(t);
+		cstore_abort(t);
 		return st;
 	}
-	return zs_kv_commit(t, err);
+	return cstore_commit(t, err);
 }
 
 /* The record's bytes: the job without its trainers (they have their own). */
@@ -119,28 +123,28 @@ enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
 	struct zs_buf b = {0};
 	const char *name = j->spec.name;
 	size_t nl = strlen(name);
-	struct zs_kv_txn *t;
+	struct cstore_txn *t;
 	enum zs_status st;
 
 	if (!del && enc_record(j, &b))
 		return zs_fail(err, ZS_ENOMEM, "cannot encode job record");
-	if ((st = zs_kv_begin(c->kv, true, &t, err))) {
+	if ((st = cstore_begin(c, &t, err))) {
 		zs_buf_release(&b);
 		return st;
 	}
 	if (del) { /* the job and its trainers' records, at once */
-		st = zs_kv_del(t, T_JOBS, name, nl, err);
+		st = cstore_del(t, T_JOBS, name, nl, err);
 		if (!st)
-			st = zs_kv_del_prefix(t, T_MEMBERS, name, nl + 1, err);
+			st = cstore_del_prefix(t, T_MEMBERS, name, nl + 1, err);
 	} else {
-		st = zs_kv_put(t, T_JOBS, name, nl, b.data, b.len, err);
+		st = cstore_put(t, T_JOBS, name, nl, b.data, b.len, err);
 	}
 	if (!st && bump)
 		st = put_u64(t, "assign_gen", c->assign_gen + 1, err);
 	if (st)
-		zs_kv_abort(t);
+		cstore_abort(t);
 	else
-		st = zs_kv_commit(t, err);
+		st = cstore_commit(t, err);
 	if (!st && bump)
 		c->assign_gen++;
 	if (!st) /* what joins are answered with from now on */
@@ -167,17 +171,8 @@ enum zs_status coord_save_member(struct coord *c, const struct zs_job *j,
 	struct zs_buf b = {0};
 	enum zs_status st;
 
-	if (del) { /* gone already (a record of before members had their own) */
-		struct zs_kv_txn *t;
-		if ((st = zs_kv_begin(c->kv, true, &t, err)))
-			return st;
-		st = zs_kv_del(t, T_MEMBERS, k, kl, err);
-		if (st && st != ZS_ENOTFOUND) {
-			zs_kv_abort(t);
-			return st;
-		}
-		return zs_kv_commit(t, err);
-	}
+	if (del) /* an absent record is fine (one of before members had their own) */
+		return commit_record(c, T_MEMBERS, k, kl, NULL, NULL, 0, err);
 	if (zs_enc_member(m, &b))
 		return zs_fail(err, ZS_ENOMEM, "cannot encode a trainer's record");
 	st = commit_record(c, T_MEMBERS, k, kl, &b, NULL, 0, err);
@@ -348,19 +343,21 @@ static int cmp_ckpt(const void *a, const void *b)
 
 enum zs_status coord_load(struct coord *c, struct zs_error *err)
 {
-	struct zs_kv_txn *t;
-	enum zs_status st = zs_kv_begin(c->kv, false, &t, err);
+	struct cstore_read t;
+	enum zs_status st = cstore_read_begin(c, &t, err);
 
 	if (st)
 		return st;
-	c->next_server_id = get_u64(t, "next_server_id", 1);
-	c->assign_gen = get_u64(t, "assign_gen", 0);
-	c->next_ckpt_id = get_u64(t, "next_ckpt_id", 1);
+	c->next_server_id = 1;
+	c->assign_gen = 0;
+	c->next_ckpt_id = 1;
 	bool *legacy = NULL;
 
-	st = zs_kv_foreach(t, T_SERVERS, load_server, c, err);
+	st = cstore_foreach(c, &t, T_META, load_meta, c, err);
 	if (!st)
-		st = zs_kv_foreach(t, T_JOBS, load_job, c, err);
+		st = cstore_foreach(c, &t, T_SERVERS, load_server, c, err);
+	if (!st)
+		st = cstore_foreach(c, &t, T_JOBS, load_job, c, err);
 	/* a record written before trainers had records of their own holds
 	 * them: noted, and moved out below */
 	if (!st && c->n_jobs && !(legacy = calloc(c->n_jobs, sizeof *legacy)))
@@ -368,10 +365,10 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 	for (size_t i = 0; !st && i < c->n_jobs; i++)
 		legacy[i] = c->jobs[i].n_trainers != 0;
 	if (!st)
-		st = zs_kv_foreach(t, T_MEMBERS, load_member, c, err);
+		st = cstore_foreach(c, &t, T_MEMBERS, load_member, c, err);
 	if (!st)
-		st = zs_kv_foreach(t, T_CKPTS, load_ckpt, c, err);
-	zs_kv_abort(t);
+		st = cstore_foreach(c, &t, T_CKPTS, load_ckpt, c, err);
+	cstore_read_end(&t);
 	for (size_t i = 0; !st && i < c->n_jobs; i++) {
 		struct zs_job *j = &c->jobs[i];
 		uint32_t keep = 0;

@@ -157,14 +157,20 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 		return zs_fail(err, ZS_EINVAL,
 			       "trainer lease %u ms is out of range [3000, 3600000] (trainers renew it every second)",
 			       cfg->trainer_lease_ms);
+	if (!cfg->etcd && !cfg->data_dir)
+		return zs_fail(err, ZS_EINVAL, "a data dir or etcd endpoints are needed");
+	if (cfg->etcd_lease_s > 3600)
+		return zs_fail(err, ZS_EINVAL, "etcd lease %u s is out of range [1, 3600]",
+			       cfg->etcd_lease_s);
 	c = calloc(1, sizeof *c);
 	if (!c)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->lead_mu, NULL);
 	c->lease_ms = cfg->lease_ms;
 	c->trainer_lease_ms = cfg->trainer_lease_ms ? cfg->trainer_lease_ms : 10000;
 	c->norm_timeout_ms = cfg->norm_timeout_ms ? cfg->norm_timeout_ms : 60000;
-	c->started_ms = zs_now_ms();
+	c->started_ms = c->serving_since_ms = zs_now_ms();
 	{
 		/* the task generation is not persisted: start it where no
 		 * server's remembered value can be, or a server would take the
@@ -174,6 +180,10 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 		c->task_gen = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 	}
 	c->lock_fd = -1;
+	if (cfg->etcd) { /* the catalog is in etcd, loaded when we lead */
+		snprintf(c->data_dir, sizeof c->data_dir, "etcd %s", cfg->etcd);
+		goto serve;
+	}
 	snprintf(c->data_dir, sizeof c->data_dir, "%s", cfg->data_dir);
 
 	st = zs_mkdir_p(cfg->data_dir, err);
@@ -188,9 +198,11 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	st = coord_load(c, err);
 	if (st)
 		goto clean_kv;
+	atomic_store(&c->leading, 1);
 	if (c->n_srvs || c->n_jobs)
 		zs_info("catalog: %zu servers (down until they heartbeat), %zu jobs",
 			c->n_srvs, c->n_jobs);
+serve:
 	st = zs_rpc_server_start(cfg->listen, methods,
 				 sizeof methods / sizeof methods[0], c, &c->rpc,
 				 c->addr, sizeof c->addr, err);
@@ -205,8 +217,14 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	if (cfg->metrics && (st = coord_metrics_start(c, cfg->metrics, cfg->advertise, methods,
 						      sizeof methods / sizeof methods[0], err)))
 		goto clean_rpc;
+	zs_rpc_server_gate(c->rpc, coord_gate, c);
+	if (cfg->etcd && (st = coord_lead_start(c, cfg->etcd, cfg->etcd_prefix, cfg->etcd_lease_s,
+						err)))
+		goto clean_rpc;
 	if (pthread_create(&c->reaper, NULL, coord_reaper, c)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start the lease thread");
+		atomic_store(&c->stop, 1);
+		coord_lead_stop(c);
 		goto clean_rpc;
 	}
 	if (bound)
@@ -223,8 +241,10 @@ clean_state:
 clean_kv:
 	zs_kv_close(c->kv);
 clean_lock:
-	close(c->lock_fd);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
 clean_c:
+	pthread_mutex_destroy(&c->lead_mu);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	return st;
@@ -237,6 +257,7 @@ void coord_free(struct coord *c)
 	atomic_store(&c->stop, 1);
 	coord_metrics_stop(c); /* no scrape reads the state from here on */
 	pthread_join(c->reaper, NULL);
+	coord_lead_stop(c); /* a leader hands over now */
 	/* deferred calls are answered before the RPC server goes */
 	pthread_mutex_lock(&c->mu);
 	while (c->norms) {
@@ -246,13 +267,16 @@ void coord_free(struct coord *c)
 	}
 	while (c->reports)
 		coord_drop_reports(c, c->reports->job);
+	coord_drop_norms_done(c, NULL);
 	coord_drop_comms(c);
 	pthread_mutex_unlock(&c->mu);
 	zs_rpc_server_free(c->rpc);
 	coord_metrics_free(c); /* the RPC server's observer is gone with it */
 	zs_kv_close(c->kv);
-	close(c->lock_fd);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
 	coord_free_state(c);
+	pthread_mutex_destroy(&c->lead_mu);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }

@@ -27,6 +27,11 @@ struct coord_config {
 				   * norms from every server (0: 60 s) */
 	const char *metrics;  /* HOST:PORT to serve Prometheus metrics at, or NULL */
 	const char *advertise; /* HOST[:PORT] Status reports (NAT, pods); NULL: bound */
+	/* etcd endpoints "HOST:PORT,...": the catalog lives there and several
+	 * coordinators share it, one leading (then data_dir may be NULL) */
+	const char *etcd;
+	const char *etcd_prefix; /* the keys' prefix (NULL: /zshard) */
+	uint32_t etcd_lease_s;   /* the leader's lease (0: 5 s) */
 };
 
 /*
@@ -39,5 +44,9 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 
 /* Stops serving, closes the catalog, frees. Blocks until threads exit. */
 void coord_free(struct coord *c);
+
+/* With etcd: this coordinator lost the lead (its daemon exits, to start
+ * again as a standby); always 0 without. */
+int coord_lost(struct coord *c);
 
 #endif

@@ -192,6 +192,7 @@ void coord_h_delete_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	coord_reply_job(call, j);
 	coord_drop_reports(c, name);
 	coord_drop_comm(c, name);
+	coord_drop_norms_done(c, name);
 	zs_info("job '%s' deleted (%u trainers were joined)", name, j->n_trainers);
 	zs_job_release(j);
 	/* keep jobs in name order, as they load from the catalog */

@@ -27,13 +27,23 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: zshard-coordinator --data-dir DIR [options]\n"
+		"       zshard-coordinator --etcd HOST:PORT,... [options]\n"
 		"\n"
 		"The zshard coordinator: shard-server membership, jobs, placement, stage.\n"
-		"Its state lives in LMDB under DIR and survives restarts.\n"
+		"Its state lives in LMDB under DIR and survives restarts; or, with --etcd,\n"
+		"in etcd, where several coordinators share it: one leads, the others stand\n"
+		"by and take over within a lease period when it is lost. Clients take the\n"
+		"list of all of them (--coordinator A,B,C) and follow the leader.\n"
 		"\n"
 		"  --listen HOST:PORT   address to serve on (default 127.0.0.1:7400;\n"
 		"                       port 0 picks a free port)\n"
 		"  --data-dir DIR       catalog directory (created if missing)\n"
+		"  --etcd HOST:PORT,... the catalog in this etcd cluster (its client URLs,\n"
+		"                       plain gRPC), with leader election instead of DIR\n"
+		"  --etcd-prefix P      the keys' prefix in etcd (default /zshard): one\n"
+		"                       prefix per zshard cluster sharing an etcd\n"
+		"  --etcd-lease-s S     the leader's etcd lease (default 5): a lost leader\n"
+		"                       is replaced within about S seconds\n"
 		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
 		"  --lease-ms MS        a server silent this long is marked down (default 10000)\n"
 		"  --trainer-lease-ms MS  a trainer silent this long loses its rank and its\n"
@@ -63,6 +73,9 @@ int main(int argc, char **argv)
 		{"metrics", required_argument, NULL, 'm'},
 		{"advertise", required_argument, NULL, 'a'},
 		{"config", required_argument, NULL, 4},
+		{"etcd", required_argument, NULL, 5},
+		{"etcd-prefix", required_argument, NULL, 6},
+		{"etcd-lease-s", required_argument, NULL, 7},
 		{"tls-ca", required_argument, NULL, 1},
 		{"tls-cert", required_argument, NULL, 2},
 		{"tls-key", required_argument, NULL, 3},
@@ -93,6 +106,15 @@ int main(int argc, char **argv)
 		case 'a': cfg.advertise = optarg; break;
 		case 1: case 2: case 3: tls[o - 1] = optarg; break;
 		case 4: break; /* read before the other flags */
+		case 5: cfg.etcd = optarg; break;
+		case 6: cfg.etcd_prefix = optarg; break;
+		case 7:
+			if (zs_parse_u64(optarg, 1, 3600, &v, &err)) {
+				fprintf(stderr, "zshard-coordinator: --etcd-lease-s: %s\n", err.msg);
+				return 2;
+			}
+			cfg.etcd_lease_s = (uint32_t)v;
+			break;
 		case 'p': port_file = optarg; break;
 		case 'L':
 			if (zs_parse_u64(optarg, 100, 3600000, &v, &err)) {
@@ -121,8 +143,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zshard-coordinator: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	if (!cfg.data_dir) {
-		fprintf(stderr, "zshard-coordinator: --data-dir is required\n");
+	if (!cfg.data_dir && !cfg.etcd) {
+		fprintf(stderr, "zshard-coordinator: --data-dir (or --etcd) is required\n");
+		return 2;
+	}
+	if (cfg.data_dir && cfg.etcd) {
+		fprintf(stderr, "zshard-coordinator: --data-dir and --etcd exclude each other (the catalog is in one of them)\n");
 		return 2;
 	}
 	if (zs_tls_setup(tls[0], tls[1], tls[2], &err)) {
@@ -147,11 +173,19 @@ int main(int argc, char **argv)
 	}
 	printf("listening on %s\n", bound);
 	fflush(stdout);
-	zs_info("zshard-coordinator %s listening on %s, data dir %s, lease %u ms",
-		ZS_VERSION, bound, cfg.data_dir, cfg.lease_ms);
+	if (cfg.etcd)
+		zs_info("zshard-coordinator %s listening on %s, catalog in etcd %s, lease %u ms; standing by until it leads",
+			ZS_VERSION, bound, cfg.etcd, cfg.lease_ms);
+	else
+		zs_info("zshard-coordinator %s listening on %s, data dir %s, lease %u ms",
+			ZS_VERSION, bound, cfg.data_dir, cfg.lease_ms);
 
-	while (!stop)
+	while (!stop && !coord_lost(c))
 		zs_sleep_ms(200, (volatile const int *)&stop);
+	if (coord_lost(c)) { /* said why already */
+		coord_free(c);
+		return 1;
+	}
 
 	zs_info("shutting down");
 	coord_free(c);

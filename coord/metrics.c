@@ -15,7 +15,7 @@ struct coord_metrics {
 	char addr[ZS_ADDR_MAX]; /* as bound */
 	char adv[ZS_ADDR_MAX];  /* as told (Status) */
 	struct zs_series *lapse_srv, *lapse_tr, *rollbacks, *ckpt_secs[2];
-	struct zs_series *srv_up, *srv_down, *jobs, *ckpts[4];
+	struct zs_series *srv_up, *srv_down, *jobs, *ckpts[4], *leader;
 	/* by method index, made at start: an RPC's answer touches only atomics */
 	const struct zs_rpc_method *methods;
 	size_t n_methods;
@@ -93,6 +93,7 @@ static void collect(void *ctx, struct zs_metrics *m)
 	zs_series_set(x->srv_up, up);
 	zs_series_set(x->srv_down, (double)(c->n_srvs - up));
 	zs_series_set(x->jobs, (double)c->n_jobs);
+	zs_series_set(x->leader, atomic_load(&c->leading));
 	for (size_t i = 0; i < c->n_ckpts; i++)
 		if ((unsigned)c->ckpts[i].state < 4)
 			n_state[c->ckpts[i].state]++;
@@ -181,6 +182,9 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 	x->srv_down = zs_metrics_gauge(m, "zshard_coordinator_servers", "Shard servers, by state.",
 				       "state=\"down\"");
 	x->jobs = zs_metrics_gauge(m, "zshard_coordinator_jobs", "Jobs in the catalog.", "");
+	x->leader = zs_metrics_gauge(m, "zshard_coordinator_leader",
+				     "1 while this coordinator leads (always, without etcd); "
+				     "a standby says 0 and holds no catalog.", "");
 	for (int s = 1; s < 4; s++) {
 		snprintf(l, sizeof l, "state=\"%s\"", zs_ckpt_state_name((enum zs_ckpt_state)s));
 		x->ckpts[s] = zs_metrics_gauge(m, "zshard_coordinator_checkpoints",

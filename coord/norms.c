@@ -44,6 +44,48 @@ static void norm_missing(const struct zs_job *j, const struct norm_coll *n, char
 }
 
 
+/* The job's latest totals, NORMS_KEPT at most: a server whose answer was
+ * lost asks again and gets the same total. */
+#define NORMS_KEPT 4
+static void norm_remember(struct coord *c, const char *job, uint64_t timeline, uint64_t step,
+			  double total, uint32_t n_shards)
+{
+	struct norm_done *d = calloc(1, sizeof *d), **pp;
+	unsigned kept = 0;
+
+	if (!d)
+		return; /* a repeat then waits for its bound: not worse */
+	snprintf(d->job, sizeof d->job, "%s", job);
+	d->step = step;
+	d->timeline = timeline;
+	d->total = total;
+	d->n_shards = n_shards;
+	d->next = c->norms_done;
+	c->norms_done = d;
+	for (pp = &c->norms_done; *pp;) {
+		struct norm_done *x = *pp;
+		if (!strcmp(x->job, job) && ++kept > NORMS_KEPT) {
+			*pp = x->next;
+			free(x);
+		} else {
+			pp = &x->next;
+		}
+	}
+}
+
+void coord_drop_norms_done(struct coord *c, const char *job)
+{
+	for (struct norm_done **pp = &c->norms_done; *pp;) {
+		struct norm_done *x = *pp;
+		if (!job || !strcmp(x->job, job)) {
+			*pp = x->next;
+			free(x);
+		} else {
+			pp = &x->next;
+		}
+	}
+}
+
 void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
 {
 	struct coord *c = ctx;
@@ -91,12 +133,28 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 				    r.norms[i].unit, r.norms[i].index);
 			goto out;
 		}
-		if (nc && nc->have[k]) {
-			zs_rpc_fail(call, ZS_EEXIST, "unit %u shard %u of step %llu was reported already",
+		/* the same report again (its server's call met a broken
+		 * connection and was sent again): it waits with the first */
+		if (nc && nc->have[k] && nc->sumsq[k] != r.norms[i].sumsq) {
+			zs_rpc_fail(call, ZS_EEXIST,
+				    "unit %u shard %u of step %llu was reported already, with another norm",
 				    r.norms[i].unit, r.norms[i].index, (unsigned long long)r.step);
 			goto out;
 		}
 		pos[i] = k;
+	}
+	/* a step whose total went out already (an answer lost on its way) */
+	for (struct norm_done *d = c->norms_done; d; d = d->next) {
+		struct zs_buf b;
+		/* a step of an earlier timeline is not this one */
+		if (strcmp(d->job, r.job) || d->step != r.step || d->timeline != j->timeline)
+			continue;
+		if (zs_enc_norm_reply(d->total, d->n_shards, &b))
+			zs_rpc_fail(call, ZS_ENOMEM, "cannot encode the norm reply");
+		else
+			zs_rpc_reply(call, b.data, b.len);
+		zs_buf_release(&b);
+		goto out;
 	}
 	if (!nc) {
 		nc = calloc(1, sizeof *nc);
@@ -128,6 +186,8 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		g[nc->n_waits++] = (struct norm_wait){call, r.server_id};
 	}
 	for (uint32_t i = 0; i < r.n; i++) {
+		if (nc->have[pos[i]])
+			continue; /* sent again: counted once */
 		nc->sumsq[pos[i]] = r.norms[i].sumsq;
 		nc->have[pos[i]] = true;
 		nc->n_have++;
@@ -146,6 +206,7 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		for (size_t i = 0; i < nc->n_waits; i++)
 			zs_rpc_reply(nc->waits[i].call, b.data, b.len);
 		zs_buf_release(&b);
+		norm_remember(c, r.job, j->timeline, r.step, total, nc->n_shards);
 		zs_debug("job '%s' step %llu: gradient norm %g over %u shards", r.job,
 			 (unsigned long long)r.step, sqrt(total), nc->n_shards);
 		norm_free(nc);

@@ -271,6 +271,12 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
 	for (size_t i = 0; i < c->n_srvs && n_down < 8; i++)
 		if (!c->srvs[i].up) {
 			struct srv *s = &c->srvs[i];
+			/* not heard from since we began to serve (a restart, a
+			 * takeover): not down before a lease has passed, as the
+			 * reaper would give it, or trainers would give up on a
+			 * server that is only on its way to us */
+			if (!s->last_hb_ms && now - c->serving_since_ms < (int64_t)c->lease_ms)
+				continue;
 			down[n_down] = (struct zs_server_info){.id = s->info.id, .up = false,
 							       .last_seen_ms = s->last_hb_ms ? now - s->last_hb_ms
 											: -1};

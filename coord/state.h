@@ -67,12 +67,22 @@ struct norm_coll {
 	char job[ZS_JOB_NAME_MAX];
 	uint64_t step;
 	int64_t started_ms;
+	int64_t serving_since_ms; /* the start, or the takeover with etcd */
 	uint32_t n_shards, n_have;
 	double *sumsq; /* by position in the job's placement */
 	bool *have;
 	struct norm_wait *waits;
 	size_t n_waits;
 	struct norm_coll *next;
+};
+
+/* A step's total, kept after it went out (norms.c). */
+struct norm_done {
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t timeline, step;
+	double total;
+	uint32_t n_shards;
+	struct norm_done *next;
 };
 
 /* A restore or a delete some servers still have to carry out (in memory). */
@@ -101,6 +111,7 @@ struct coord {
 	uint32_t lease_ms;
 	uint32_t trainer_lease_ms;
 	int64_t started_ms;
+	int64_t serving_since_ms; /* the start, or the takeover with etcd */
 	char addr[ZS_ADDR_MAX];
 	char adv[ZS_ADDR_MAX]; /* the address Status reports (--advertise) */
 	char data_dir[512];
@@ -114,6 +125,7 @@ struct coord {
 	struct zs_job *jobs;
 	size_t n_jobs;
 	struct norm_coll *norms;
+	struct norm_done *norms_done;
 	uint32_t norm_timeout_ms;
 	/* checkpoints: the catalog (in id order) and the work in flight */
 	uint64_t next_ckpt_id;
@@ -124,7 +136,58 @@ struct coord {
 	struct comm *comms; /* trainers' communicator ids (comms.c) */
 	struct jobrec *recs;
 	struct coord_metrics *metrics; /* NULL without --metrics */
+
+	/* etcd (lead.c): the catalog there, one of several coordinators
+	 * leading; NULL: LMDB under data_dir, and this one always leads */
+	struct zs_etcd *etcd;
+	char etcd_prefix[128];
+	char lead_key[160];    /* PREFIX/leader */
+	int64_t fence;         /* that key's create revision while we lead */
+	int64_t lease;         /* our etcd lease (0: none) */
+	int64_t lease_until;   /* when it ends unless renewed (our clock, ms) */
+	_Atomic int64_t lead_until; /* serve calls until then (a margin before) */
+	uint32_t lease_ttl_s;
+	atomic_int leading;    /* serving; without etcd always */
+	atomic_int lost;       /* lost the lead: the process ends */
+	pthread_mutex_t lead_mu;
+	char leader[ZS_ADDR_MAX]; /* who leads, as last read (lead_mu) */
+	pthread_t elector;
+	bool elector_started;
 };
+
+/* lead.c */
+/* Starts campaigning (a thread): endpoints "HOST:PORT,...", keys under
+ * prefix (NULL: /zshard), a lease of lease_s seconds (0: 5). */
+enum zs_status coord_lead_start(struct coord *c, const char *endpoints, const char *prefix,
+				uint32_t lease_s, struct zs_error *err);
+/* Stops campaigning; a leader hands over (revokes its lease). */
+void coord_lead_stop(struct coord *c);
+/* The RPC gate: a standby refuses every call, naming the leader. */
+bool coord_gate(void *ctx, size_t method, struct zs_rpc_call *call);
+/* The lead is gone (a fenced write, a lease not renewed): stop serving. */
+void coord_lead_lost(struct coord *c, const char *why);
+
+/* store.c: the catalog's records in LMDB or etcd (see store.c) */
+struct cstore_txn;
+struct cstore_read {
+	struct zs_kv_txn *kv;
+	int64_t rev;
+};
+enum zs_status cstore_begin(struct coord *c, struct cstore_txn **out, struct zs_error *err);
+enum zs_status cstore_put(struct cstore_txn *t, unsigned table, const void *key, size_t kl,
+			  const void *val, size_t vl, struct zs_error *err);
+enum zs_status cstore_del(struct cstore_txn *t, unsigned table, const void *key, size_t kl,
+			  struct zs_error *err);
+enum zs_status cstore_del_prefix(struct cstore_txn *t, unsigned table, const void *prefix,
+				 size_t pl, struct zs_error *err);
+/* Commits (durably) and frees the batch, even on failure. */
+enum zs_status cstore_commit(struct cstore_txn *t, struct zs_error *err);
+void cstore_abort(struct cstore_txn *t); /* NULL is fine */
+/* Reads every table from one snapshot. */
+enum zs_status cstore_read_begin(struct coord *c, struct cstore_read *r, struct zs_error *err);
+enum zs_status cstore_foreach(struct coord *c, struct cstore_read *r, unsigned table,
+			      zs_kv_visit fn, void *ctx, struct zs_error *err);
+void cstore_read_end(struct cstore_read *r);
 
 /* jobs.c */
 /* A fresh data-plane token: 32 hex digits of the system's randomness. */
@@ -286,6 +349,8 @@ uint64_t coord_state_checkpoint(struct coord *c, const struct zs_job *j,
 /* Fails every server waiting on n (caller holds mu and unlinks n). */
 void coord_norm_fail(struct norm_coll *n, enum zs_status code, const char *why);
 void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+/* Forgets job's totals kept for repeats (NULL: every job's). */
+void coord_drop_norms_done(struct coord *c, const char *job);
 /* Fails collections older than the bound (caller holds mu). */
 void coord_norm_sweep(struct coord *c, int64_t now);
 

@@ -1,7 +1,9 @@
 /* coord_client.c - typed coordinator calls (see coord_client.h). */
 #include "ctrl/coord_client.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,23 +11,57 @@
 #include "ctrl/rpc.h"
 #include "base/util.h"
 
+#define MAX_COORDS 8
+
+/*
+ * A client of one coordinator, or of several (HA on etcd: one leads, the
+ * others refuse every call naming the leader). With several, a call goes
+ * to the one that last answered; when that one refuses (a standby) or
+ * cannot be reached, the call moves to the leader it named or to the next
+ * in the list, and is sent again when that is safe: a standby's refusal
+ * was never carried out; a call is only sent to a connected channel, so
+ * an unreachable coordinator never got it; one that broke in flight is
+ * sent again only when idempotent. Waiting for a coordinator (the
+ * wait_for_ready flag) is then done here, over the list, not by gRPC.
+ */
 struct zs_coord_client {
-	struct zs_rpc_client *rpc;
+	struct zs_rpc_client *rpc[MAX_COORDS];
+	size_t n;
+	atomic_size_t cur;
 	int timeout_ms;
 	int flags;
+	char addrs[ZS_ADDR_MAX];
 };
 
 enum zs_status zs_coord_open(const char *addr, int timeout_ms, int wait_for_ready,
 			     struct zs_coord_client **out, struct zs_error *err)
 {
 	struct zs_coord_client *c = calloc(1, sizeof *c);
-	enum zs_status st;
+	char list[ZS_ADDR_MAX], *save = NULL;
+	enum zs_status st = ZS_OK;
 
 	if (!c)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	st = zs_rpc_client_open(addr, &c->rpc, err);
-	if (st) {
+	if (!addr || strlen(addr) >= sizeof list) {
 		free(c);
+		return zs_fail(err, ZS_EINVAL, "the coordinator list is %s",
+			       addr ? "too long" : "missing");
+	}
+	snprintf(list, sizeof list, "%s", addr);
+	snprintf(c->addrs, sizeof c->addrs, "%s", addr);
+	for (char *t = strtok_r(list, ",", &save); t && !st; t = strtok_r(NULL, ",", &save)) {
+		while (*t == ' ')
+			t++;
+		if (c->n == MAX_COORDS)
+			st = zs_fail(err, ZS_EINVAL, "more than %d coordinators in '%s'", MAX_COORDS,
+				     addr);
+		else if (!(st = zs_rpc_client_open(t, &c->rpc[c->n], err)))
+			c->n++;
+	}
+	if (!st && !c->n)
+		st = zs_fail(err, ZS_EINVAL, "no coordinator address in '%s'", addr);
+	if (st) {
+		zs_coord_close(c);
 		return st;
 	}
 	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
@@ -43,19 +79,21 @@ void zs_coord_close(struct zs_coord_client *c)
 {
 	if (!c)
 		return;
-	zs_rpc_client_free(c->rpc);
+	for (size_t i = 0; i < c->n; i++)
+		zs_rpc_client_free(c->rpc[i]);
 	free(c);
 }
 
 const char *zs_coord_addr(const struct zs_coord_client *c)
 {
-	return zs_rpc_client_target(c->rpc);
+	return c->n > 1 ? c->addrs : zs_rpc_client_target(c->rpc[0]);
 }
 
 /*
  * Calls that may be repeated without changing their outcome: reads, and
  * writes the coordinator makes idempotent (one checkpoint per step, a
- * rank's blob or step report overwritten, a stage set). Join, Leave,
+ * rank's blob or step report overwritten, a stage set, a norm report
+ * sent again). Join, Leave,
  * CreateJob, DeleteJob, Rebalance, Restore and TaskDone are not.
  */
 static bool idempotent(const char *path)
@@ -65,11 +103,118 @@ static bool idempotent(const char *path)
 		ZS_M_JOBS,      ZS_M_SET_STAGE,   ZS_M_COORD_STATUS, ZS_M_CREATE_CKPT,
 		ZS_M_GET_CKPT,  ZS_M_LIST_CKPTS,  ZS_M_PUT_BLOB,  ZS_M_SERVER_TASKS,
 		ZS_M_REPORT_STEP, ZS_M_STEP_REPORTS, ZS_M_TRAINER_HB,
+		/* the same norms again wait with the first, or get the total
+		 * that went out (coord/norms.c) */
+		ZS_M_REPORT_NORM,
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
 		if (!strcmp(path, ok[i]))
 			return true;
 	return false;
+}
+
+/* One coordinator: gRPC waits for it (wait_for_ready), and an idempotent
+ * call that meets its restart is sent again within the bound. */
+static enum zs_status invoke_one(struct zs_coord_client *c, const char *path, const void *req,
+				 size_t len, uint8_t **resp, size_t *resp_len, int timeout_ms,
+				 struct zs_error *err)
+{
+	enum zs_status st = zs_rpc_invoke(c->rpc[0], path, req, len, resp, resp_len, timeout_ms,
+					  c->flags, err);
+	/* a coordinator that restarts: a call may go out on the old, dead
+	 * connection (or meet the reset of one) and fail at once; with
+	 * wait_for_ready an idempotent call is sent again until the new one
+	 * answers, within the call's bound */
+	if (st == ZS_EUNAVAIL && (c->flags & ZS_RPC_WAIT_FOR_READY) && idempotent(path)) {
+		int64_t deadline = zs_now_ms() + timeout_ms;
+		while (st == ZS_EUNAVAIL && zs_now_ms() < deadline) {
+			free(*resp);
+			*resp = NULL;
+			*resp_len = 0;
+			zs_sleep_ms(100, NULL);
+			st = zs_rpc_invoke(c->rpc[0], path, req, len, resp, resp_len, timeout_ms,
+					   c->flags, err);
+		}
+	}
+	return st;
+}
+
+/* The next coordinator to try after i: the leader a standby named when it
+ * is in the list, else the one after i. */
+static void move_on(struct zs_coord_client *c, size_t i, const char *leader)
+{
+	size_t next = (i + 1) % c->n;
+
+	for (size_t k = 0; leader && leader[0] && k < c->n; k++)
+		if (k != i && !strcmp(zs_rpc_client_target(c->rpc[k]), leader))
+			next = k;
+	atomic_compare_exchange_strong(&c->cur, &i, next);
+}
+
+/* Sends req to the coordinator that leads (see the struct's comment),
+ * within timeout_ms; *resp (malloc'd) gets the answer. */
+static enum zs_status invoke(struct zs_coord_client *c, const char *path, const void *req,
+			     size_t len, uint8_t **resp, size_t *resp_len, int timeout_ms,
+			     struct zs_error *err)
+{
+	int64_t deadline = zs_now_ms() + timeout_ms;
+	bool wait = c->flags & ZS_RPC_WAIT_FOR_READY, idem = idempotent(path), heard = false;
+	enum zs_status st;
+
+	*resp = NULL;
+	*resp_len = 0;
+	if (c->n == 1)
+		return invoke_one(c, path, req, len, resp, resp_len, timeout_ms, err);
+	for (size_t tries = 1;; tries++) {
+		size_t i = atomic_load(&c->cur);
+		int64_t left = deadline - zs_now_ms();
+		char leader[ZS_ADDR_MAX] = "";
+		bool standby = false;
+
+		if (left < 1)
+			left = 1;
+		/* an idempotent call is given a third of its bound, 1 to 2 s,
+		 * at one coordinator, and then sent again (to the leader a
+		 * standby names): one that is stopped, not dead, holds its
+		 * connection open and would take it all */
+		int64_t try_ms = timeout_ms / 3 < 1000 ? 1000 : timeout_ms / 3 > 2000 ? 2000 : timeout_ms / 3;
+		if (!idem || try_ms > left)
+			try_ms = left;
+		if (zs_rpc_client_ready(c->rpc[i], left < 1000 ? (int)left : 1000)) {
+			st = zs_fail(err, ZS_EUNAVAIL, "cannot reach coordinator %s",
+				     zs_rpc_client_target(c->rpc[i]));
+		} else {
+			st = zs_rpc_invoke_ex(c->rpc[i], path, req, len, resp, resp_len, (int)try_ms, 0,
+					      &standby, leader, sizeof leader, err);
+			/* one that does not answer in time (stopped, cut off):
+			 * another is tried, now for an idempotent call (within
+			 * its bound), for the next call otherwise */
+			bool slow = st == ZS_ETIMEDOUT;
+			if (slow && (!idem || zs_now_ms() >= deadline)) {
+				move_on(c, i, NULL);
+				return st;
+			}
+			if (!slow && st != ZS_EUNAVAIL)
+				return st;
+			if (!slow && !standby && !idem) /* it may have been carried out */
+				return st;
+			heard |= standby || slow;
+		}
+		move_on(c, i, leader);
+		free(*resp);
+		*resp = NULL;
+		*resp_len = 0;
+		/* without waiting: each coordinator once, unless a standby
+		 * answered (a takeover under way is waited out to the bound) */
+		if (zs_now_ms() >= deadline || (!wait && !heard && tries >= c->n))
+			break;
+		if (tries % c->n == 0 || (standby && !leader[0]))
+			zs_sleep_ms(100, NULL);
+	}
+	if (c->n > 1)
+		zs_error_prefix(err, "no coordinator of %s leads or answers (the last said)",
+				c->addrs);
+	return st;
 }
 
 /* Sends an encoded request (released here) and returns the reply bytes. */
@@ -85,23 +230,7 @@ static enum zs_status call(struct zs_coord_client *c, const char *path,
 		zs_buf_release(req);
 		return zs_fail(err, enc_st, "cannot encode request for %s", path);
 	}
-	st = zs_rpc_invoke(c->rpc, path, req->data, req->len, &resp->data,
-			   &resp->len, c->timeout_ms, c->flags, err);
-	/* a coordinator that restarts: a call may go out on the old, dead
-	 * connection (or meet the reset of one) and fail at once; with
-	 * wait_for_ready an idempotent call is sent again until the new one
-	 * answers, within the call's bound */
-	if (st == ZS_EUNAVAIL && (c->flags & ZS_RPC_WAIT_FOR_READY) && idempotent(path)) {
-		int64_t deadline = zs_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
-		while (st == ZS_EUNAVAIL && zs_now_ms() < deadline) {
-			free(resp->data);
-			resp->data = NULL;
-			resp->len = 0;
-			zs_sleep_ms(100, NULL);
-			st = zs_rpc_invoke(c->rpc, path, req->data, req->len, &resp->data,
-					   &resp->len, c->timeout_ms, c->flags, err);
-		}
-	}
+	st = invoke(c, path, req->data, req->len, &resp->data, &resp->len, c->timeout_ms, err);
 	zs_buf_release(req);
 	return st;
 }
@@ -297,8 +426,7 @@ enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
 
 	if (st)
 		return zs_fail(err, st, "cannot encode a norm report");
-	st = zs_rpc_invoke(c->rpc, ZS_M_REPORT_NORM, req.data, req.len, &resp.data, &resp.len,
-			   timeout_ms, c->flags, err);
+	st = invoke(c, ZS_M_REPORT_NORM, req.data, req.len, &resp.data, &resp.len, timeout_ms, err);
 	zs_buf_release(&req);
 	if (!st)
 		st = zs_dec_norm_reply(resp.data, resp.len, total, &shards, err);
@@ -348,8 +476,8 @@ enum zs_status zs_coord_step_reports(struct zs_coord_client *c, const char *job,
 	*n_r = 0;
 	if (st)
 		return zs_fail(err, st, "cannot encode a job name");
-	st = zs_rpc_invoke(c->rpc, ZS_M_STEP_REPORTS, req.data, req.len, &resp.data, &resp.len,
-			   c->timeout_ms, c->flags, err);
+	st = invoke(c, ZS_M_STEP_REPORTS, req.data, req.len, &resp.data, &resp.len, c->timeout_ms,
+		    err);
 	zs_buf_release(&req);
 	if (!st)
 		st = zs_dec_step_reports(resp.data, resp.len, r, n_r, err);
@@ -453,8 +581,7 @@ enum zs_status zs_coord_raw(struct zs_coord_client *c, const char *path,
 {
 	uint8_t *resp;
 	size_t resp_len;
-	enum zs_status st = zs_rpc_invoke(c->rpc, path, data, len, &resp,
-					  &resp_len, c->timeout_ms, c->flags, err);
+	enum zs_status st = invoke(c, path, data, len, &resp, &resp_len, c->timeout_ms, err);
 	free(resp);
 	return st;
 }

@@ -6,7 +6,7 @@
 #
 #   tools/install-deps.sh            what the build and the unit tests need
 #   tools/install-deps.sh --tests    and what the rest of make check starts
-#                                    (Prometheus, clang for the fuzzers, openssl)
+#                                    (Prometheus, etcd, clang for the fuzzers, openssl)
 #   tools/install-deps.sh --check    only report what is missing (exit 1 if any)
 set -eu
 
@@ -17,8 +17,10 @@ libibverbs-dev ibverbs-providers"
 # prometheus package would bring node exporters): a real Prometheus server
 # scrapes a local cluster (tests/integration/prometheus.sh); clang and its
 # runtime build the libFuzzer targets (tests/fuzz/); openssl makes the TLS
-# test's certificates; shellcheck checks the Slurm script
-TEST_PKGS="prometheus clang-14 libclang-rt-14-dev openssl shellcheck"
+# test's certificates; shellcheck checks the Slurm script; etcd-server is
+# the etcd cluster the coordinators share in tests/integration/ha.sh and
+# tests/faults/faults.py --etcd
+TEST_PKGS="prometheus clang-14 libclang-rt-14-dev openssl shellcheck etcd-server"
 
 tests=false check=false
 for a in "$@"; do

@@ -21,6 +21,20 @@ export --optimizer) must be bitwise those of the fault-free run.
                            [--servers S] [--ranks R] [--batch B]
                            [--kinds trainer,server,coordinator,stop,pause,partition,tpause]
                            [--trial KIND:STEP]...   fixed trials instead of drawn ones
+                           [--etcd]
+
+With --etcd the catalog lives in a real 3-member etcd cluster and three
+coordinators share it (one leads); every client gets the list of the three,
+and the job clips gradients, so that every step's global-norm exchange goes
+through the leader.
+Its kinds: "leader" (kill -9 of the coordinator that leads), "lpause" (the
+leader stopped for 6 s, past its 2 s etcd lease: another takes over, and
+the old one, continued, must find itself fenced out and step down), "etcd"
+(kill -9 of the member that leads etcd's raft), "standby" (kill -9 of a
+coordinator that does not lead). These must cost no step: no rollback, no checkpoint committed
+before the fault lost, the result bitwise that of the fault-free run; the
+table adds the takeover time (from the fault until another coordinator
+answers as leader).
 
 Prints one line per trial and a table: victim, kill step, the step the job
 rolled back to, the recovery time (from the kill until rank 0 is three
@@ -42,6 +56,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import etcd as etcd_cluster
 
 ROOT = os.environ.get("ZSHARD_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -130,6 +146,8 @@ class Cluster:
         self.procs = []
         self.job = "faults"
         self.ns = None
+        self.etcd = None  # with --etcd: the members' argv (etcd.Members)
+        self.coord_addrs = []
         self.host = "127.0.0.1"
         if netns:
             self.make_netns()
@@ -172,6 +190,50 @@ class Cluster:
     def note(self, msg):
         self.events.append((now(), msg))
 
+    def ha_coordinator_argv(self, k):
+        return [os.path.join(BIN, "zshard-coordinator"), "--listen", self.coord_addrs[k],
+                "--etcd", self.etcd.endpoints(), "--etcd-prefix", "/faults",
+                "--etcd-lease-s", "2", "--lease-ms", "2000", "--trainer-lease-ms", "3000"]
+
+    def start_ha(self):
+        """Three etcd members and three coordinators on them; the list of
+        the coordinators is what every client gets."""
+        self.etcd = etcd_cluster.Members(self.d, 3, "faults-%d" % os.getpid())
+        for i in range(3):
+            p = Proc(self, "etcd-%d" % i, lambda i=i: self.etcd.argv(i),
+                     os.path.join(self.d, "etcd-%d.log" % i), True)
+            self.procs.append(p)
+            p.t.start()
+        self.etcd.healthy()
+        self.coord_addrs = ["127.0.0.1:%d" % p for p in etcd_cluster.free_ports(3)]
+        self.coord_addr = ",".join(self.coord_addrs)
+        for k in range(3):
+            p = Proc(self, "coordinator-%d" % k, lambda k=k: self.ha_coordinator_argv(k),
+                     os.path.join(self.d, "coordinator-%d.log" % k), True)
+            self.procs.append(p)
+            p.t.start()
+        t0 = now()
+        while self.leader() is None:
+            if now() - t0 > 30:
+                raise RuntimeError("no coordinator took the lead within 30 s")
+            time.sleep(0.1)
+
+    def leader(self):
+        """The index of the coordinator that leads now (None: none answers;
+        each is asked alone, so that a stopped one costs only its bound)."""
+        for k, addr in enumerate(self.coord_addrs):
+            r = subprocess.run([os.path.join(BIN, "zshardctl"), "--coordinator", addr,
+                                "--timeout-ms", "500", "status"],
+                               capture_output=True, text=True, timeout=30)
+            if r.returncode == 0 and r.stdout.startswith("coordinator %s " % addr):
+                return k
+        return None
+
+    def committed(self):
+        """The ids of the job's committed checkpoints."""
+        j = json.loads(self.ctl("checkpoint", "list", self.job, "--json"))
+        return {c["id"] for c in j["checkpoints"] if c["state"] == "committed"}
+
     def coordinator_argv(self):
         listen = self.coord_addr or self.host + ":0"
         return [os.path.join(BIN, "zshard-coordinator"), "--listen", listen,
@@ -204,6 +266,13 @@ class Cluster:
         return r.stdout
 
     def start(self):
+        if self.a.etcd:
+            self.start_ha()
+        else:
+            self.start_one()
+        self.start_rest()
+
+    def start_one(self):
         co = Proc(self, "coordinator", self.coordinator_argv,
                   os.path.join(self.d, "coordinator.log"), True)
         self.procs.append(co)
@@ -215,6 +284,8 @@ class Cluster:
                 raise RuntimeError("the coordinator did not start (see coordinator.log)")
             time.sleep(0.05)
         self.coord_addr = open(path).read().strip()
+
+    def start_rest(self):
         for i in range(self.a.servers):
             p = Proc(self, "server-%d" % i, lambda i=i: self.server_argv(i),
                      os.path.join(self.d, "server-%d.log" % i), True)
@@ -232,6 +303,10 @@ class Cluster:
                                "--world", str(self.a.ranks), "--stage", "3"],
                               capture_output=True, text=True, check=True).stdout
         spec = spec.replace('"stage": 3,', '"stage": 3, "checkpoint_every": %d,' % self.a.every)
+        if self.a.etcd:  # clipping: every step exchanges norms through the leader
+            spec = spec.replace('"kind": "adamw",', '"kind": "adamw", "clip_norm": 1.0,')
+            if "clip_norm" not in spec:
+                raise RuntimeError("charlm's spec changed: cannot turn clipping on")
         sp = os.path.join(self.d, "job.json")
         open(sp, "w").write(spec)
         self.ctl("job", "create", sp)
@@ -295,7 +370,8 @@ def run_trial(a, victim, kill_step, tag):
     d = tempfile.mkdtemp(prefix="zshard-faults-")
     cl = Cluster(d, a, netns=victim == "partition")
     res = {"victim": victim or "-", "kill_step": kill_step, "rollback": "-", "recovery": None,
-           "seconds": None, "digest": None, "ok": False, "why": ""}
+           "seconds": None, "digest": None, "ok": False, "why": "", "takeover": None}
+    old_leader, before, took_over = None, set(), None
     t0 = now()
     try:
         cl.start()
@@ -305,7 +381,46 @@ def run_trial(a, victim, kill_step, tag):
                 raise RuntimeError("the job did not finish within %d s" % TRIAL_LIMIT_S)
             if victim and killed_at is None and cl.rank0_step() >= kill_step:
                 at = cl.rank0_step()
-                if victim == "cluster":
+                if victim in ("leader", "lpause", "standby"):
+                    before = cl.committed()
+                    old_leader = cl.leader()
+                    if old_leader is None:
+                        raise RuntimeError("no coordinator leads before the fault")
+                    k = old_leader if victim != "standby" else (old_leader + 1) % 3
+                    p = cl.proc("coordinator-%d" % k)
+                    # a takeover: another leads, or this one started again
+                    # (its supervisor restarts it at once, as a standby)
+                    took_over = lambda k=k, p=p, n=p.starts: (
+                        cl.leader() not in (None, k) or
+                        (p.starts > n and cl.leader() == k))
+                    res["victim"] = "%s (coordinator-%d)" % (victim, k)
+                    killed_at = now()
+                    res["kill_step"] = kill_step = at
+                    if victim == "lpause":
+                        p.kill(signal.SIGSTOP)
+                        cl.note("stopped the leader, coordinator-%d, at step %d" % (k, at))
+                        t1 = now()
+                        while now() - t1 < PAUSE_S:
+                            if res["takeover"] is None and cl.leader() not in (None, k):
+                                res["takeover"] = now() - killed_at
+                            time.sleep(0.05)
+                        p.kill(signal.SIGCONT)
+                    else:
+                        p.kill()
+                        cl.note("killed coordinator-%d at step %d" % (k, at))
+                    if victim == "standby":
+                        old_leader = None  # no takeover to wait for
+                elif victim.startswith("etcd-"):
+                    before = cl.committed()
+                    lead = cl.etcd.raft_leader()  # etcd's own leader, when known
+                    if lead is not None:
+                        victim = res["victim"] = "etcd-%d" % lead
+                        res["victim"] += " (raft leader)"
+                    if cl.proc(victim).kill():
+                        killed_at = now()
+                        res["kill_step"] = kill_step = at
+                        cl.note("killed %s at step %d" % (victim, at))
+                elif victim == "cluster":
                     killed_at = now()
                     res["kill_step"] = kill_step = at
                     cl.bounce()
@@ -325,6 +440,9 @@ def run_trial(a, victim, kill_step, tag):
                     killed_at = now()
                     res["kill_step"] = kill_step = at
                     cl.note("killed %s at step %d" % (victim, kill_step))
+            elif (killed_at is not None and old_leader is not None and res["takeover"] is None
+                  and took_over()):
+                res["takeover"] = now() - killed_at
             elif killed_at is not None and res["recovery"] is None:
                 # recovered: rank 0 three steps past the one it had
                 # finished when the kill came (a rank may run up to two
@@ -350,11 +468,34 @@ def run_trial(a, victim, kill_step, tag):
                            for r in range(a.ranks))
             m = re.findall(r"resumes at step (\d+)", logs)
             res["rollback"] = m[-1] if m else "none"
-            coord_log = open(os.path.join(d, "coordinator.log"), errors="replace").read()
+            coord_log = "".join(open(os.path.join(d, f), errors="replace").read()
+                                for f in os.listdir(d) if f.startswith("coordinator"))
             if victim == "cluster":
                 if "rolling back" in coord_log or "starts again from step 0" in coord_log:
                     raise RuntimeError("the clean stop rolled the job back")
                 res["rollback"] += " (kept)"
+            if cl.etcd and old_leader is not None and res["takeover"] is None:
+                t1 = now()  # the job ended first: the takeover is still timed
+                while res["takeover"] is None and now() - t1 < 30:
+                    if took_over():
+                        res["takeover"] = now() - killed_at
+                    time.sleep(0.05)
+            if cl.etcd and victim in ("leader", "lpause", "standby") or victim.startswith("etcd-"):
+                # a coordinator's or an etcd member's loss costs no step
+                logs = "".join(open(os.path.join(d, f), errors="replace").read()
+                               for f in os.listdir(d) if f.startswith("coordinator-"))
+                if res["rollback"] != "none" or "rolling back" in logs:
+                    raise RuntimeError("the job rolled back (to step %s): a step was lost"
+                                       % res["rollback"])
+                # kept unless retired (the job keeps its newest few)
+                retired = {int(x) for x in re.findall(r"checkpoint (\d+) retired", logs)}
+                lost = before - cl.committed() - retired
+                if lost:
+                    raise RuntimeError("committed checkpoints %s were lost" % sorted(lost))
+                if old_leader is not None and res["takeover"] is None:
+                    raise RuntimeError("no other coordinator took the lead")
+                if victim == "lpause" and "lost the lead" not in logs:
+                    raise RuntimeError("the stopped leader, continued, did not step down")
         res["ok"] = True
     except KeyboardInterrupt:
         cl.stop()
@@ -399,8 +540,11 @@ def main():
     ap.add_argument("--batch", type=int, default=32, help="charlm's batch (its step time)")
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--kinds",
-                    default="trainer,server,coordinator,stop,pause,partition,tpause")
+    ap.add_argument("--kinds", default=None,
+                    help="default: trainer,server,coordinator,stop,pause,partition,tpause; "
+                    "with --etcd: leader,lpause,standby,etcd,server,trainer")
+    ap.add_argument("--etcd", action="store_true",
+                    help="three coordinators on a 3-member etcd cluster")
     ap.add_argument("--trial", action="append", default=[],
                     help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
     a = ap.parse_args()
@@ -409,15 +553,26 @@ def main():
             sys.exit("faults: %s/%s is missing: run make first" % (BIN, b))
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
     rng = random.Random(seed)
-    kinds = a.kinds.split(",")
+    if a.etcd and etcd_cluster.reason():
+        print("faults --etcd: skipped: %s" % etcd_cluster.reason())
+        return 77
+    kinds = (a.kinds or ("leader,lpause,standby,etcd,server,trainer" if a.etcd else
+                         "trainer,server,coordinator,stop,pause,partition,tpause")).split(",")
+    ha_kinds = {"leader", "lpause", "standby", "etcd"}
+    for k in set(kinds + [t.split(":")[0] for t in a.trial]):
+        if a.etcd and k in ("coordinator", "stop"):
+            sys.exit("faults: kind %s does not go with --etcd (leader, lpause, standby do)" % k)
+        if not a.etcd and k in ha_kinds:
+            sys.exit("faults: kind %s needs --etcd" % k)
     plan = []
     for t in a.trial:
         kind, step = t.split(":")
         plan.append((kind, int(step)))
     if not plan:
         plan = [(rng.choice(kinds), rng.randrange(1, a.steps - 2)) for _ in range(a.trials)]
-    print("faults: seed %d, %d trials; %d servers, %d ranks, %d steps of batch %d, checkpoint every %d"
-          % (seed, len(plan), a.servers, a.ranks, a.steps, a.batch, a.every), flush=True)
+    print("faults: seed %d, %d trials; %d servers, %d ranks, %d steps of batch %d, checkpoint every %d%s"
+          % (seed, len(plan), a.servers, a.ranks, a.steps, a.batch, a.every,
+             "; 3 coordinators on a 3-member etcd cluster" if a.etcd else ""), flush=True)
     base = run_trial(a, None, 0, "baseline")
     if not base["ok"]:
         print("faults: the fault-free run failed: %s" % base["why"])
@@ -427,11 +582,13 @@ def main():
     rows, bad, skipped = [], 0, 0
     for i, (kind, step) in enumerate(plan):
         n = {"trainer": a.ranks, "server": a.servers, "coordinator": 1, "stop": 1,
-             "pause": a.servers, "partition": 1, "tpause": a.ranks}[kind]
+             "pause": a.servers, "partition": 1, "tpause": a.ranks, "leader": 1, "lpause": 1,
+             "standby": 1, "etcd": 3}[kind]
         idx = rng.randrange(n)
         victim = {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
                   "coordinator": "coordinator", "stop": "cluster", "pause": "pause-%d" % idx,
-                  "partition": "partition", "tpause": "tpause-%d" % idx}[kind]
+                  "partition": "partition", "tpause": "tpause-%d" % idx, "leader": "leader",
+                  "lpause": "lpause", "standby": "standby", "etcd": "etcd-%d" % idx}[kind]
         if kind == "partition" and netns_reason():
             print("trial %2d: partition: skipped: %s" % (i, netns_reason()), flush=True)
             skipped += 1
@@ -444,16 +601,17 @@ def main():
         r["equal"] = equal
         rows.append(r)
         print("trial %2d: kill %-11s at step %3d: %s (%.1f s)%s%s" %
-              (i, victim, r["kill_step"], "bitwise equal" if equal else "FAILED", r["seconds"],
+              (i, r["victim"], r["kill_step"], "bitwise equal" if equal else "FAILED", r["seconds"],
                ": " + r["why"] if r["why"] else "",
                " (logs in %s)" % r["logs"] if r.get("logs") else ""), flush=True)
-    print("\n| # | victim | killed at step | rolled back to | recovered after | "
+    print("\n| # | victim | killed at step | rolled back to | takeover | recovered after | "
           "trial s | vs fault-free | result |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     sec = lambda v: "%.1f s" % v if v is not None else "-"
     for i, r in enumerate(rows):
-        print("| %d | %s | %d | %s | %s | %.1f | %+.1f s | %s |" %
-              (i, r["victim"], r["kill_step"], r["rollback"], sec(r["recovery"]),
+        print("| %d | %s | %d | %s | %s | %s | %.1f | %+.1f s | %s |" %
+              (i, r["victim"], r["kill_step"], r["rollback"], sec(r["takeover"]),
+               sec(r["recovery"]),
                r["seconds"], r["seconds"] - base["seconds"],
                "bitwise equal" if r["equal"] else "FAILED"))
     print("\nfaults: %d of %d trials bitwise equal to the fault-free run (seed %d)%s"

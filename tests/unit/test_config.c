@@ -62,12 +62,12 @@ static void test_good_file_and_daemon_flags(void **st)
 	assert_string_equal(zs_config_get(&c, "coordinator"), "10.0.0.1:7400, 10.0.0.2:7400");
 	assert_null(zs_config_get(&c, "server.gpu"));
 	assert_string_equal(zs_config_flag(5, argv), path);
-	/* the server's flags: the file's first (its keys, the first
-	 * coordinator, TLS), then the command line's, which win */
+	/* the server's flags: the file's first (its keys, the coordinator
+	 * list, TLS), then the command line's, which win */
 	assert_int_equal(zs_config_argv(&c, "server", 5, argv, &v, &n, &err), ZS_OK);
 	assert_int_equal(n, 8);
 	assert_string_equal(v[0], "zshard-server");
-	assert_string_equal(v[1], "--coordinator=10.0.0.1:7400");
+	assert_string_equal(v[1], "--coordinator=10.0.0.1:7400,10.0.0.2:7400");
 	assert_string_equal(v[2], "--capacity=64G");
 	assert_string_equal(v[3], "--data-dir=/var/lib/zshard/s0");
 	assert_string_equal(v[4], "--step-timeout-ms=5000");
@@ -90,12 +90,14 @@ static void test_bad_files_name_the_line(void **st)
 		{"server.capacty = 8G\n", ":1: unknown key 'server.capacty'"},
 		{"# ok\n\nserver.capacity = 8X\n", ":3: server.capacity: '8X' is not a size"},
 		{"coordinator = nowhere\n", ":1: coordinator:"},
-		{"coordinator = h:7400,h:0\n", "a coordinator needs a real port"},
+		{"coordinator = h:7400,h:0\n", "an address of a list needs a real port"},
 		{"prefetch = 65\n", ":1: prefetch:"},
 		{"prefetch = 1\nprefetch = 2\n", ":2: 'prefetch' is set twice"},
 		{"server.gpu = 0 1\n", "one word expected"},
 		{"just words\n", ":1: want KEY = VALUE"},
 		{"server.metrics =\n", ":1: server.metrics: no value"},
+		{"coordinator.etcd = e1:2379,e2\n", ":1: coordinator.etcd:"},
+		{"coordinator.etcd_lease_s = 3601\n", ":1: coordinator.etcd_lease_s:"},
 	};
 	struct zs_config c;
 	struct zs_error err = {0};
@@ -112,11 +114,42 @@ static void test_bad_files_name_the_line(void **st)
 	assert_non_null(strstr(err.msg, "cannot read it"));
 }
 
+/* The coordinators sharing etcd: their keys become the coordinator's
+ * flags; the server gets the whole coordinator list. */
+static void test_etcd_keys(void **st)
+{
+	struct zs_config c;
+	struct zs_error err = {0};
+	char *argv[] = {"zshard-coordinator", NULL};
+	char **v;
+	int n;
+
+	(void)st;
+	write_conf("coordinator = a:7400 , b:7400\n"
+		   "coordinator.etcd = e1:2379, e2:2379,e3:2379\n"
+		   "coordinator.etcd_prefix = /prod\n"
+		   "coordinator.etcd_lease_s = 3\n");
+	assert_int_equal(zs_config_load(path, &c, &err), ZS_OK);
+	assert_int_equal(zs_config_argv(&c, "coordinator", 1, argv, &v, &n, &err), ZS_OK);
+	assert_int_equal(n, 4);
+	assert_string_equal(v[1], "--etcd=e1:2379, e2:2379,e3:2379");
+	assert_string_equal(v[2], "--etcd-prefix=/prod");
+	assert_string_equal(v[3], "--etcd-lease-s=3");
+	free(v);
+	argv[0] = "zshard-server";
+	assert_int_equal(zs_config_argv(&c, "server", 1, argv, &v, &n, &err), ZS_OK);
+	assert_int_equal(n, 2);
+	assert_string_equal(v[1], "--coordinator=a:7400,b:7400");
+	free(v);
+	zs_config_release(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_good_file_and_daemon_flags, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_files_name_the_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_etcd_keys, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
