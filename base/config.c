@@ -17,8 +17,11 @@ static const struct key {
 	const char *key;
 	enum kind kind;
 	unsigned long long max; /* NUM */
+	unsigned long long min; /* NUM */
 } keys[] = {
 	{"coordinator", ADDRS, 0},
+	/* the stage of jobs zshardctl creates from a spec that names none */
+	{"stage", NUM, 3, 1},
 	{"tls_ca", PATH, 0},
 	{"tls_cert", PATH, 0},
 	{"tls_key", PATH, 0},
@@ -107,7 +110,7 @@ static bool value_ok(const struct key *k, const char *v, char *why, size_t len)
 		}
 		return true;
 	case NUM:
-		if (zs_parse_u64(v, 0, k->max, &n, &e)) {
+		if (zs_parse_u64(v, k->min, k->max, &n, &e)) {
 			snprintf(why, len, "%.200s", e.msg);
 			return false;
 		}

@@ -63,6 +63,7 @@ const struct cmd cmd_config = {"config", "check FILE",
 	 "  coordinator = HOST:PORT[,HOST:PORT...]   everyone\n"
 	 "  tls_ca, tls_cert, tls_key = FILE          everyone (mutual TLS)\n"
 	 "  transport = auto|tcp|shm|rdma             trainers\n"
+	 "  stage = 1|2|3           zshardctl job create, for a spec without one\n"
 	 "  prefetch, push_depth = N; max_live_bytes = SIZE   trainers' step driver\n"
 	 "  server.KEY = VALUE      a zshard-server flag (--KEY, '-' written '_'):\n"
 	 "      listen data_listen advertise data_advertise data_dir capacity\n"

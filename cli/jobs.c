@@ -168,6 +168,8 @@ static int c_job(struct ctx *x, int argc, char **argv)
 		struct zs_job_spec spec;
 		if (zs_spec_load(pos[1], &spec, &err))
 			return cli_die("%s", err.msg);
+		if (!spec.stage && x->stage) /* the spec names none: the configuration's */
+			spec.stage = x->stage;
 		/* check here too, so a bad file fails without a round trip */
 		if (zs_job_spec_normalize(&spec, &err)) {
 			zs_job_spec_release(&spec);

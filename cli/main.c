@@ -83,6 +83,8 @@ int main(int argc, char **argv)
 		}
 		if (!x.coordinator)
 			x.coordinator = zs_config_coordinator(&file, first, sizeof first);
+		if (zs_config_get(&file, "stage")) /* checked at load: 1 to 3 */
+			x.stage = (unsigned)atoi(zs_config_get(&file, "stage"));
 		if (!tls_ca && !tls_cert && !tls_key && !getenv("ZSHARD_TLS_CA")) {
 			tls_ca = zs_config_get(&file, "tls_ca");
 			tls_cert = zs_config_get(&file, "tls_cert");

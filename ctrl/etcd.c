@@ -9,6 +9,7 @@
 
 #include "base/util.h"
 #include "ctrl/rpc.h"
+#include "ctrl/tls.h"
 #include "gen/etcd.pb-c.h"
 
 #define MAX_ENDPOINTS 16
@@ -38,11 +39,26 @@ enum zs_status zs_etcd_open(const char *endpoints, int timeout_ms, struct zs_etc
 	snprintf(e->endpoints, sizeof e->endpoints, "%s", endpoints);
 	e->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
 	for (char *t = strtok_r(list, ",", &save); t && !st; t = strtok_r(NULL, ",", &save)) {
+		bool tls = false;
 		while (*t == ' ')
 			t++;
+		/* etcd's own form: https:// with this process's TLS identity
+		 * (its CA must sign etcd's certificate, etcd's CA this one's),
+		 * http:// or none for plaintext */
+		if (!strncmp(t, "https://", 8)) {
+			t += 8;
+			tls = true;
+		} else if (!strncmp(t, "http://", 7)) {
+			t += 7;
+		}
 		if (e->n == MAX_ENDPOINTS)
 			st = zs_fail(err, ZS_EINVAL, "more than %d etcd endpoints", MAX_ENDPOINTS);
-		else if (!(st = zs_rpc_client_open_plain(t, &e->rpc[e->n], err)))
+		else if (tls && !zs_tls_on())
+			st = zs_fail(err, ZS_EINVAL,
+				     "etcd endpoint 'https://%s' needs this process's TLS identity (--tls-ca, --tls-cert, --tls-key)",
+				     t);
+		else if (!(st = tls ? zs_rpc_client_open(t, &e->rpc[e->n], err)
+				    : zs_rpc_client_open_plain(t, &e->rpc[e->n], err)))
 			e->n++;
 		else
 			zs_error_prefix(err, "etcd endpoint '%s'", t);

@@ -3,7 +3,8 @@
  * coordinator's replicated catalog and its leader election: key ranges,
  * fenced transactions and leases. Nothing else in zshard talks to etcd.
  *
- * A client holds every endpoint of the etcd cluster ("HOST:PORT,..."):
+ * A client holds every endpoint of the etcd cluster ("HOST:PORT,...";
+ * "https://HOST:PORT" for TLS with the process's own identity, ctrl/tls.h):
  * each call goes to the endpoint that last answered and, when that one
  * cannot be reached or does not answer within the call's bound, to the
  * next, each once. Every call here may be sent twice without harm (a

@@ -18,6 +18,7 @@ port=$(free_port)
 cat >"$dir/zshard.conf" <<CONF
 # the cluster
 coordinator = 127.0.0.1:$port
+stage = 2
 transport = tcp
 prefetch = 2
 coordinator.listen = 127.0.0.1:$port
@@ -51,6 +52,12 @@ caps=$(zctl servers --json | "$PY" -c 'import json, sys; print(" ".join(sorted(s
 
 "$bin/charlm" --print-spec --job conf --world 2 --stage 3 >"$dir/conf.json"
 zctl job create "$dir/conf.json" >/dev/null || fail "cannot create the job"
+# a spec that names no stage takes the file's (one that names one keeps it)
+grep -v '"stage"' "$dir/conf.json" | sed 's/"conf"/"staged"/' >"$dir/staged.json"
+zctl job create "$dir/staged.json" >/dev/null || fail "cannot create a job without a stage"
+zctl job show staged --json | grep -q '"stage": 2' || fail "the file's stage did not apply"
+zctl job show conf --json | grep -q '"stage": 3' || fail "the file's stage overrode the spec's"
+zctl job delete staged >/dev/null || fail "cannot delete the staged job"
 for r in 1 0; do
 	"$bin/charlm" --job conf --rank $r --steps 20 --print-every 0 --step-log "$dir/steps.$r" \
 		--dump "$dir/rank$r.bin" >"$dir/rank$r.log" 2>&1 &

@@ -83,9 +83,41 @@ grep -q "TLS needs all of --tls-ca, --tls-cert and --tls-key" "$dir/half.log" ||
 ctl --tls-ca "$dir/ca.pem" --tls-cert "$dir/node.pem" --tls-key "$dir/node.pem" jobs \
 	>"$dir/nokey.log" 2>&1 && fail "a certificate as the key was taken"
 grep -q "no PEM PRIVATE KEY in it" "$dir/nokey.log" || fail "a key without a key: $(cat "$dir/nokey.log")"
+# the catalog in etcd over TLS (https:// endpoints): the coordinator's own
+# identity; another CA's is refused by etcd, and none at all at start
+if command -v etcd >/dev/null 2>&1; then
+	ep=$(free_port) pp=$(free_port)
+	etcd --name t --data-dir "$dir/etcd" --listen-client-urls "https://127.0.0.1:$ep" \
+		--advertise-client-urls "https://127.0.0.1:$ep" --listen-peer-urls "http://127.0.0.1:$pp" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+		--initial-cluster "t=http://127.0.0.1:$pp" --cert-file "$dir/node.pem" \
+		--key-file "$dir/node.key" --trusted-ca-file "$dir/ca.pem" --client-cert-auth \
+		--logger zap --log-level error >"$dir/etcd.log" 2>&1 &
+	pids="$pids $!"
+	"$bin/zshard-coordinator" --listen 127.0.0.1:0 --etcd "https://127.0.0.1:$ep" \
+		--etcd-lease-s 2 $T >"$dir/ha.log" 2>&1 &
+	pids="$pids $!"
+	"$bin/zshard-coordinator" --listen 127.0.0.1:0 --etcd "https://127.0.0.1:$ep" \
+		--etcd-lease-s 2 --tls-ca "$dir/ca.pem" --tls-cert "$dir/stranger.pem" \
+		--tls-key "$dir/stranger.key" >"$dir/ha-stranger.log" 2>&1 &
+	pids="$pids $!"
+	i=0
+	until grep -q "leading (etcd https://" "$dir/ha.log" || [ $i -ge 200 ]; do sleep 0.1; i=$((i + 1)); done
+	grep -q "leading (etcd https://" "$dir/ha.log" || fail "no coordinator led on etcd over TLS"
+	grep -q "waiting for etcd" "$dir/ha-stranger.log" ||
+		fail "a coordinator with another CA's certificate was not refused by etcd"
+	grep -q "leading (etcd\|standing by: " "$dir/ha-stranger.log" &&
+		fail "a coordinator with another CA's certificate reached etcd"
+	out=$("$bin/zshard-coordinator" --listen 127.0.0.1:0 --etcd "https://127.0.0.1:$ep" 2>&1) &&
+		fail "an https etcd endpoint without a TLS identity was taken"
+	echo "$out" | grep -q "needs this process's TLS identity" || fail "https without TLS: $out"
+	etcd_said="; etcd over TLS: led, another CA's refused"
+else
+	etcd_said="; etcd over TLS skipped: no etcd"
+fi
 # no key material in any log: no PEM block, no line of the key
 line=$(sed -n 2p "$dir/node.key")
 if grep -l -e "-----BEGIN" -e "$line" "$dir"/*.log >/dev/null 2>&1; then
 	fail "key material in $(grep -l -e "-----BEGIN" -e "$line" "$dir"/*.log | head -1)"
 fi
-echo "tls: passed (mutual TLS: trained bitwise equal; no certificate, another CA's, another CA trusted, a plaintext server, half a configuration and a non-key refused with nothing changed; no key in the logs)"
+echo "tls: passed (mutual TLS: trained bitwise equal; no certificate, another CA's, another CA trusted, a plaintext server, half a configuration and a non-key refused with nothing changed; no key in the logs$etcd_said)"

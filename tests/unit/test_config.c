@@ -98,6 +98,8 @@ static void test_bad_files_name_the_line(void **st)
 		{"server.metrics =\n", ":1: server.metrics: no value"},
 		{"coordinator.etcd = e1:2379,e2\n", ":1: coordinator.etcd:"},
 		{"coordinator.etcd_lease_s = 3601\n", ":1: coordinator.etcd_lease_s:"},
+		{"stage = 0\n", ":1: stage:"},
+		{"stage = 4\n", ":1: stage:"},
 	};
 	struct zs_config c;
 	struct zs_error err = {0};
