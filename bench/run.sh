@@ -162,6 +162,17 @@ sh "$root/tools/torch-venv.sh" "$venv" --peers ||
 	"$root/bench/step.sh" "$addr" "$out"
 } | tee "$out/step.md"
 
+# ---- what a lost process costs: the rollback path (a server), a restart
+# and a takeover on etcd (coordinators), etcd's own leader; clusters of
+# their own, as the fault matrix runs them
+{
+	echo
+	echo "## Recovery: what a lost process costs the same job ($today)"
+	echo
+	ZSHARD_BIN=$bin python3 "$root/bench/recovery.py" --trials 3 2>"$out/recovery.log" ||
+		echo "(recovery.py failed: see $out/recovery.log)"
+} | tee "$out/recovery.md"
+
 # ---- overlap where a link, not these cores, bounds the communication
 {
 	echo

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""recovery.py - what a lost process costs a training job, in wall time and
+in steps computed again, measured on the fault matrix's cluster
+(tests/faults/faults.py: 2 servers, 2 ranks of charlm, a checkpoint every
+10 steps) against the same job without a fault, run just before:
+
+  server        kill -9 of a shard server: the rollback path (the job goes
+                back to its last checkpoint; issue 16's replicas are to
+                remove it)
+  coordinator   kill -9 of the one coordinator (LMDB), restarted at once
+  leader        kill -9 of the leading coordinator of three on etcd
+                (a standby takes over; the job clips, so every step's norm
+                exchange needs a leader)
+  etcd          kill -9 of etcd's raft leader under those coordinators
+
+    bench/recovery.py [--trials N] [--seed S]      (make bench runs it)
+
+Prints a markdown table: per kind, the median extra wall time over the
+fault-free run, the median steps computed again, the median takeover, and
+whether every trial ended bitwise equal to the fault-free run.
+"""
+import argparse
+import os
+import random
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
+import etcd as etcd_cluster  # noqa: E402
+import faults  # noqa: E402
+
+
+def job(etcd):
+    return argparse.Namespace(servers=2, ranks=2, steps=150, batch=32, every=10, etcd=etcd)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    rows = []
+    kinds = [("server", False, lambda: "server-%d" % rng.randrange(2)),
+             ("coordinator", False, lambda: "coordinator"),
+             ("leader", True, lambda: "leader"),
+             ("etcd", True, lambda: "etcd-0")]
+    base = {}
+    for kind, ha, victim in kinds:
+        if ha and etcd_cluster.reason():
+            rows.append("| %s | skipped: %s | | | | |" % (kind, etcd_cluster.reason()))
+            continue
+        if ha not in base:
+            b = faults.run_trial(job(ha), None, 0, "baseline")
+            if not b["ok"]:
+                sys.exit("recovery: the fault-free run failed: %s" % b["why"])
+            base[ha] = b
+        b = base[ha]
+        cost, again, takeover, equal = [], [], [], True
+        for t in range(a.trials):
+            step = rng.randrange(15, 130)
+            r = faults.run_trial(job(ha), victim(), step, "%s-%d" % (kind, t))
+            equal &= r["ok"] and r["digest"] == b["digest"]
+            if not r["ok"]:
+                print("recovery: %s trial %d failed: %s" % (kind, t, r["why"]), file=sys.stderr)
+                continue
+            cost.append(r["seconds"] - b["seconds"])
+            back = r["rollback"].split()[0]
+            again.append(r["kill_step"] - int(back) if back.isdigit() else 0)
+            if r["takeover"] is not None:
+                takeover.append(r["takeover"])
+        med = lambda v, f: f % statistics.median(v) if v else "-"
+        rows.append("| %s | %d | %s | %s | %s | %s |" % (
+            kind, len(cost), med(cost, "%+.1f s"), med(again, "%.0f"),
+            med(takeover, "%.1f s"), "yes" if equal and cost else "NO"))
+    print("| lost | trials | extra wall time (median) | steps computed again (median) | "
+          "takeover (median) | all bitwise equal |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(r)
+    print()
+    print("Fault-free run: %s (150 steps of charlm, batch 32, 2 servers, 2 ranks)." %
+          ", ".join("%.1f s%s" % (b["seconds"], " on etcd with clipping" if ha else " (LMDB)")
+                    for ha, b in sorted(base.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
