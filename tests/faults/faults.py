@@ -500,6 +500,7 @@ def run_trial(a, victim, kill_step, tag):
                     raise RuntimeError("the stopped leader, continued, did not step down")
         res["ok"] = True
     except KeyboardInterrupt:
+        STOPPING["cleaning"] = True
         cl.stop()
         shutil.rmtree(d, ignore_errors=True)
         raise
@@ -507,6 +508,7 @@ def run_trial(a, victim, kill_step, tag):
         res["why"] = str(e)
         res["seconds"] = now() - t0
     finally:
+        STOPPING["cleaning"] = True  # a signal now waits until this is done
         cl.stop()
         if res["why"] or os.environ.get("ZSHARD_FAULTS_KEEP"):
             keep = os.environ.get("ZSHARD_FAULTS_KEEP")
@@ -524,11 +526,23 @@ def run_trial(a, victim, kill_step, tag):
                         tail = open(os.path.join(d, f), errors="replace").read()[-1500:]
                         sys.stderr.write("--- %s (tail)\n%s\n" % (f, tail))
         shutil.rmtree(d, ignore_errors=True)
+        STOPPING["cleaning"] = False
+        if STOPPING["pending"]:  # a signal came during the cleanup: end now
+            raise KeyboardInterrupt
     return res
+
+
+# a signal during a trial's cleanup must not cut it short (its processes
+# and directory would stay behind): it is noted and acted on after
+STOPPING = {"cleaning": False, "pending": False}
 
 
 def on_signal(sig, frame):
     # the trial's finally stops its cluster; then the run ends
+    if STOPPING["cleaning"] or STOPPING["pending"]:
+        STOPPING["pending"] = True
+        return
+    STOPPING["pending"] = True
     raise KeyboardInterrupt
 
 
