@@ -92,9 +92,7 @@ static enum zs_status take_lead(struct coord *c, int64_t fence, struct zs_error 
 	st = coord_load(c, err);
 	if (!st) {
 		set_leader(c, c->adv);
-		/* serving until our lease may end (hold_lead moves it on) */
-		atomic_store(&c->lead_until, c->lease_until - (int64_t)c->lease_ttl_s * 1000 / 4);
-		atomic_store(&c->leading, 1);
+		atomic_store(&c->leading, 1); /* until lead_until (hold_lead moves it on) */
 	}
 	pthread_mutex_unlock(&c->mu);
 	if (!st)
@@ -104,20 +102,26 @@ static enum zs_status take_lead(struct coord *c, int64_t fence, struct zs_error 
 	return st;
 }
 
+/* Our lease, granted or renewed by a request sent at `sent` (our clock) for
+ * ttl_s more seconds: we may lead until then, less a quarter period of
+ * margin for our clock against etcd's. */
+static void renewed(struct coord *c, int64_t sent, int64_t ttl_s)
+{
+	atomic_store(&c->lead_until, sent + ttl_s * 1000 - (int64_t)c->lease_ttl_s * 1000 / 4);
+}
+
 /* A lease of our own, or ZS_EUNAVAIL after saying (once per outage) why. */
 static enum zs_status get_lease(struct coord *c, bool *said)
 {
 	struct zs_error err = {0};
-	int64_t ttl;
-
-	int64_t sent = zs_now_ms();
+	int64_t ttl, sent = zs_now_ms();
 
 	if (!zs_etcd_lease_grant(c->etcd, c->lease_ttl_s, &c->lease, &ttl, &err)) {
-		c->lease_until = sent + ttl * 1000;
+		c->lease_ttl_s = (uint32_t)ttl;
+		renewed(c, sent, ttl);
 		if (*said)
 			zs_info("etcd answers again");
 		*said = false;
-		c->lease_ttl_s = (uint32_t)ttl;
 		return ZS_OK;
 	}
 	if (!*said)
@@ -131,11 +135,8 @@ static enum zs_status get_lease(struct coord *c, bool *said)
 static void hold_lead(struct coord *c)
 {
 	int64_t period = (int64_t)c->lease_ttl_s * 1000;
-	int64_t until = c->lease_until; /* as renewed while standing by */
 	char why[ZS_ERRMSG_MAX] = "";
 
-	/* a quarter period of margin for our clock against etcd's */
-	atomic_store(&c->lead_until, until - period / 4);
 	while (!atomic_load(&c->stop) && !atomic_load(&c->lost)) {
 		struct zs_error err = {0};
 		int64_t sent = zs_now_ms(), ttl = 0;
@@ -145,13 +146,12 @@ static void hold_lead(struct coord *c)
 				coord_lead_lost(c, "etcd says its lease has ended");
 				break;
 			}
-			until = sent + ttl * 1000;
-			atomic_store(&c->lead_until, until - period / 4);
+			renewed(c, sent, ttl);
 			why[0] = '\0';
 		} else {
 			snprintf(why, sizeof why, "%s", err.msg);
 		}
-		if (zs_now_ms() >= until - period / 4) {
+		if (zs_now_ms() >= atomic_load(&c->lead_until)) {
 			char msg[ZS_ERRMSG_MAX + 64];
 			snprintf(msg, sizeof msg, "the lease was not renewed in time (%s)",
 				 why[0] ? why : "etcd did not answer");
@@ -212,7 +212,7 @@ static void *elector(void *arg)
 		if (zs_etcd_lease_keepalive(c->etcd, c->lease, &ttl, &err) || !ttl)
 			c->lease = 0; /* a new one next round */
 		else
-			c->lease_until = sent + ttl * 1000;
+			renewed(c, sent, ttl);
 		zs_sleep_ms(poll, (volatile const int *)&c->stop);
 	}
 	return NULL;

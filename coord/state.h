@@ -144,8 +144,8 @@ struct coord {
 	char lead_key[160];    /* PREFIX/leader */
 	int64_t fence;         /* that key's create revision while we lead */
 	int64_t lease;         /* our etcd lease (0: none) */
-	int64_t lease_until;   /* when it ends unless renewed (our clock, ms) */
-	_Atomic int64_t lead_until; /* serve calls until then (a margin before) */
+	_Atomic int64_t lead_until; /* our lease may end then, less a margin
+				     * (our clock, ms): a leader serves until */
 	uint32_t lease_ttl_s;
 	atomic_int leading;    /* serving; without etcd always */
 	atomic_int lost;       /* lost the lead: the process ends */

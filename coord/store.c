@@ -139,7 +139,6 @@ enum zs_status cstore_commit(struct cstore_txn *t, struct zs_error *err)
 }
 
 struct etcd_visit {
-	struct coord *c;
 	size_t head;
 	zs_kv_visit fn;
 	void *ctx;
@@ -165,7 +164,7 @@ enum zs_status cstore_read_begin(struct coord *c, struct cstore_read *r, struct 
 enum zs_status cstore_foreach(struct coord *c, struct cstore_read *r, unsigned table,
 			      zs_kv_visit fn, void *ctx, struct zs_error *err)
 {
-	struct etcd_visit v = {.c = c, .fn = fn, .ctx = ctx};
+	struct etcd_visit v = {.fn = fn, .ctx = ctx};
 	uint8_t *prefix;
 	enum zs_status st;
 

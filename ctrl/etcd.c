@@ -349,46 +349,53 @@ enum zs_status zs_etcd_range_prefix(struct zs_etcd *e, const void *prefix, size_
 	return st;
 }
 
+/* One write of a transaction as etcd's messages, with the end of its
+ * range when it deletes a prefix. */
+struct txn_op {
+	Etcdserverpb__RequestOp ro;
+	Etcdserverpb__PutRequest put;
+	Etcdserverpb__DeleteRangeRequest del;
+	uint8_t *end;
+};
+
 enum zs_status zs_etcd_txn(struct zs_etcd *e, const void *fence_key, size_t fence_klen,
 			   int64_t fence_rev, const struct zs_etcd_op *ops, size_t n,
 			   struct zs_error *err)
 {
 	Etcdserverpb__Compare cmp = ETCDSERVERPB__COMPARE__INIT, *cmps[1] = {&cmp};
 	Etcdserverpb__TxnRequest q = ETCDSERVERPB__TXN_REQUEST__INIT;
-	Etcdserverpb__RequestOp *ro = calloc(n ? n : 1, sizeof *ro);
+	struct txn_op *o = calloc(n ? n : 1, sizeof *o);
 	Etcdserverpb__RequestOp **rop = calloc(n ? n : 1, sizeof *rop);
-	Etcdserverpb__PutRequest *put = calloc(n ? n : 1, sizeof *put);
-	Etcdserverpb__DeleteRangeRequest *del = calloc(n ? n : 1, sizeof *del);
-	uint8_t **ends = calloc(n ? n : 1, sizeof *ends);
 	enum zs_status st = ZS_OK;
 	struct zs_buf b;
 
-	if (!ro || !rop || !put || !del || !ends) {
+	if (!o || !rop) {
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		etcdserverpb__request_op__init(&ro[i]);
-		rop[i] = &ro[i];
+		etcdserverpb__request_op__init(&o[i].ro);
+		rop[i] = &o[i].ro;
 		if (ops[i].kind == ZS_ETCD_PUT) {
-			etcdserverpb__put_request__init(&put[i]);
-			put[i].key = bin(ops[i].key, ops[i].klen);
-			put[i].value = bin(ops[i].val, ops[i].vlen);
-			ro[i].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
-			ro[i].request_put = &put[i];
+			etcdserverpb__put_request__init(&o[i].put);
+			o[i].put.key = bin(ops[i].key, ops[i].klen);
+			o[i].put.value = bin(ops[i].val, ops[i].vlen);
+			o[i].ro.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+			o[i].ro.request_put = &o[i].put;
 			continue;
 		}
-		etcdserverpb__delete_range_request__init(&del[i]);
-		del[i].key = bin(ops[i].key, ops[i].klen);
+		etcdserverpb__delete_range_request__init(&o[i].del);
+		o[i].del.key = bin(ops[i].key, ops[i].klen);
 		if (ops[i].kind == ZS_ETCD_DEL_PREFIX) {
-			if (!(ends[i] = malloc(ops[i].klen + 1))) {
+			if (!(o[i].end = malloc(ops[i].klen + 1))) {
 				st = zs_fail(err, ZS_ENOMEM, "out of memory");
 				goto out;
 			}
-			del[i].range_end = bin(ends[i], prefix_end(ops[i].key, ops[i].klen, ends[i]));
+			o[i].del.range_end =
+				bin(o[i].end, prefix_end(ops[i].key, ops[i].klen, o[i].end));
 		}
-		ro[i].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
-		ro[i].request_delete_range = &del[i];
+		o[i].ro.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+		o[i].ro.request_delete_range = &o[i].del;
 	}
 	if (fence_key) {
 		cmp.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
@@ -403,20 +410,17 @@ enum zs_status zs_etcd_txn(struct zs_etcd *e, const void *fence_key, size_t fenc
 	q.success = rop;
 	if ((st = call(e, "/etcdserverpb.KV/Txn", &q.base, &b, err)))
 		goto out;
-	{
-		UNPACKED(Etcdserverpb__TxnResponse, txn_response, &b, err);
-		if (!r->succeeded)
-			st = zs_fail(err, ZS_ESTATE,
-				     "etcd refused the write: this coordinator no longer leads");
-		etcdserverpb__txn_response__free_unpacked(r, NULL);
-	}
+	Etcdserverpb__TxnResponse *r = etcdserverpb__txn_response__unpack(NULL, b.len, b.data);
+	zs_buf_release(&b);
+	if (!r)
+		st = zs_fail(err, ZS_EPROTO, "etcd sent a malformed txn_response message");
+	else if (!r->succeeded)
+		st = zs_fail(err, ZS_ESTATE, "etcd refused the write: this coordinator no longer leads");
+	etcdserverpb__txn_response__free_unpacked(r, NULL);
 out:
-	for (size_t i = 0; ends && i < n; i++)
-		free(ends[i]);
-	free(ends);
-	free(ro);
+	for (size_t i = 0; o && i < n; i++)
+		free(o[i].end);
+	free(o);
 	free(rop);
-	free(put);
-	free(del);
 	return st;
 }

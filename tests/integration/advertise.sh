@@ -64,16 +64,8 @@ grep -q "at 127.0.0.1:$map_ctl" "$dir/status.log" || fail "status does not say t
 
 "$bin/charlm" --print-spec --job adv --world 2 --stage 3 >"$dir/adv.json"
 ctl job create "$dir/adv.json" >/dev/null || fail "cannot create the job"
-for r in 1 0; do
-	"$bin/charlm" --coordinator "$addr" --job adv --rank $r --steps 20 --transport tcp \
-		--print-every 0 --dump "$dir/rank$r.bin" >"$dir/rank$r.log" 2>&1 &
-	eval "t$r=\$!"
-done
-wait "$t0" || fail "rank 0 did not train"
-wait "$t1" || fail "rank 1 did not train"
-"$bin/charlm" --reference --spec "$dir/adv.json" --world 2 --steps 20 --dump "$dir/ref.bin" \
-	>"$dir/ref.log" 2>&1 || fail "the reference did not run"
-cmp -s "$dir/rank0.bin" "$dir/ref.bin" || fail "the trained parameters differ from the reference"
+train_pair "" --coordinator "$addr" --job adv --transport tcp
+like_reference "$dir/adv.json"
 kill -TERM "$f1" "$f2"
 wait "$f1" 2>/dev/null
 wait "$f2" 2>/dev/null

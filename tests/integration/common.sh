@@ -12,6 +12,12 @@
 #   start_coord [ARG]  a coordinator on 127.0.0.1:0 (more flags: ARG...);
 #                      sets $addr; ctl runs zshardctl against it
 #   wait_servers N [ARG]  until N servers are up (ARG: zshardctl flags), 10 s
+#   train_pair WHAT FLAG...  ranks 1 and 0 of the example model (charlm with
+#                      FLAG...: the job, the coordinator), 20 steps, their
+#                      parameters in $dir/rankR.bin; "rank R did not train
+#                      WHAT" when one fails
+#   like_reference SPEC  rank 0's parameters against the single-process
+#                      reference of SPEC after the same 20 steps
 PY=${PYTHON:-/usr/bin/python3}
 
 skip() { echo "$name: skipped: $*"; exit 77; }
@@ -65,4 +71,22 @@ wait_servers() { # n [zshardctl flags]
 		i=$((i + 1))
 	done
 	[ $i -lt 100 ]
+}
+
+train_pair() { # what charlm-flags...
+	what=$1
+	shift
+	for r in 1 0; do
+		"$bin/charlm" --rank $r --steps 20 --print-every 0 --dump "$dir/rank$r.bin" "$@" \
+			>"$dir/rank$r.log" 2>&1 &
+		eval "t$r=\$!"
+	done
+	wait "$t0" || fail "rank 0 did not train$what"
+	wait "$t1" || fail "rank 1 did not train$what"
+}
+
+like_reference() { # spec
+	"$bin/charlm" --reference --spec "$1" --world 2 --steps 20 --dump "$dir/ref.bin" \
+		>"$dir/ref.log" 2>&1 || fail "the reference did not run"
+	cmp -s "$dir/rank0.bin" "$dir/ref.bin" || fail "the parameters differ from the reference"
 }

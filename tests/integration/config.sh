@@ -58,16 +58,8 @@ zctl job create "$dir/staged.json" >/dev/null || fail "cannot create a job witho
 zctl job show staged --json | grep -q '"stage": 2' || fail "the file's stage did not apply"
 zctl job show conf --json | grep -q '"stage": 3' || fail "the file's stage overrode the spec's"
 zctl job delete staged >/dev/null || fail "cannot delete the staged job"
-for r in 1 0; do
-	"$bin/charlm" --job conf --rank $r --steps 20 --print-every 0 --step-log "$dir/steps.$r" \
-		--dump "$dir/rank$r.bin" >"$dir/rank$r.log" 2>&1 &
-	eval "t$r=\$!"
-done
-wait "$t0" || fail "rank 0 did not train from the configuration alone"
-wait "$t1" || fail "rank 1 did not train from the configuration alone"
-"$bin/charlm" --reference --spec "$dir/conf.json" --world 2 --steps 20 --dump "$dir/ref.bin" \
-	>"$dir/ref.log" 2>&1 || fail "the reference did not run"
-cmp -s "$dir/rank0.bin" "$dir/ref.bin" || fail "the parameters differ from the reference"
+train_pair " from the configuration alone" --job conf
+like_reference "$dir/conf.json"
 zctl stats conf --json | "$PY" -c '
 import json, sys
 r = json.load(sys.stdin)["ranks"]
