@@ -99,7 +99,7 @@ CLIENT_SRC := $(wildcard client/*.c)
 # the device layer: the CUDA driver API loaded at run time, and the emulator
 GPU_SRC := $(wildcard gpu/*.c)
 # the shard engine (the tests and benchmarks drive it without the daemon)
-ENGINE_SRC := $(addprefix server/,engine.c face.c step.c landing.c hparams.c tier.c snapshot.c devshard.c)
+ENGINE_SRC := $(addprefix server/,engine.c face.c step.c landing.c hparams.c tier.c snapshot.c devshard.c replica.c)
 SERVER_SRC := $(filter-out server/main.c $(ENGINE_SRC),$(wildcard server/*.c))
 COORD_SRC := $(filter-out coord/main.c,$(wildcard coord/*.c))
 CLI_SRC := $(wildcard cli/*.c)
@@ -140,7 +140,7 @@ PUBLIC_H := include/zshard.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util spec_json optim bsum wire transport engine plan metrics config \
 	      $(if $(HAVE_NVCC),gpu)
-INTEG_TESTS := cluster train ckpt crash device scale security etcd norms
+INTEG_TESTS := cluster train ckpt crash device scale security etcd norms replica
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -235,6 +235,7 @@ $(BUILD)/tests/test_scale: $(BUILD)/obj/tests/integration/test_scale.o $(TRAIN_O
 $(BUILD)/tests/test_ckpt: $(BUILD)/obj/tests/integration/test_ckpt.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_crash: $(BUILD)/obj/tests/integration/test_crash.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_security: $(BUILD)/obj/tests/integration/test_security.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_replica: $(BUILD)/obj/tests/integration/test_replica.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_etcd: $(BUILD)/obj/tests/integration/test_etcd.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/tests/test_norms: $(BUILD)/obj/tests/integration/test_norms.o $(TEST_HARNESS) $(CORE_LIB)

@@ -107,7 +107,7 @@ static enum zs_status fan_out(struct jobio *io, uint32_t unit, int array, float 
 		struct zs_xfer x = {.unit = unit, .offset = sh->offset, .length = sh->length,
 				    .dtype = ZS_F32, .init = in != NULL, .state_read = in == NULL,
 				    .state = array, .version = &ver[n]};
-		if (sh->unit != unit)
+		if (sh->unit != unit || sh->copy) /* a replica follows its primary */
 			continue;
 		st = in ? zs_post_write(conn_of(io, sh->server_id), &x, in + sh->offset, &r[n], err)
 			: zs_post_read(conn_of(io, sh->server_id), &x, out + sh->offset, &r[n], err);

@@ -15,8 +15,9 @@
 
 static json_t *job_json_brief(const struct zs_job *j)
 {
-	return json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
+	return json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
 			 "name", j->spec.name,
+			 "replicas", (int)(j->spec.replicas ? j->spec.replicas : 1),
 			 "collective", j->spec.collective ? "nccl" : "none",
 			 "stage", (int)j->spec.stage,
 			 "world_size", (int)j->spec.world_size,
@@ -83,6 +84,9 @@ static void print_job(const struct zs_job *j)
 	       (unsigned long long)zs_layout_numel(&j->spec.layout),
 	       (unsigned long long)j->placement.epoch, j->placement.n_shards,
 	       j->n_trainers, j->spec.world_size);
+	if (j->spec.replicas > 1)
+		printf("  replicas %u: each shard on %u servers; the primary forwards each step's reduced gradient to the others\n",
+		       j->spec.replicas, j->spec.replicas);
 	if (j->spec.collective)
 		printf("  collective (nccl): the trainers reduce among themselves; rank r pushes slice r of each unit, its sum\n");
 	for (uint32_t g = 0; j->spec.optim.n_groups > 1 && g < j->spec.optim.n_groups; g++) {
@@ -248,9 +252,10 @@ static int c_placement(struct ctx *x, int argc, char **argv)
 			const struct zs_unit *un = &j.spec.layout.units[sh->unit];
 			json_array_append_new(
 				shards,
-				json_pack("{s:i, s:s, s:i, s:I, s:s, s:I, s:I, s:I, s:I}",
+				json_pack("{s:i, s:s, s:i, s:s, s:I, s:s, s:I, s:I, s:I, s:I}",
 					  "unit", (int)sh->unit, "unit_name", un->name,
 					  "shard", (int)sh->index,
+					  "role", sh->copy ? "replica" : "primary",
 					  "server", (json_int_t)sh->server_id,
 					  "server_addr", addr_of(s, n_s, sh->server_id),
 					  "offset", (json_int_t)sh->offset,
@@ -264,14 +269,15 @@ static int c_placement(struct ctx *x, int argc, char **argv)
 	} else {
 		printf("job %s, placement epoch %llu, %u shards\n", j.spec.name,
 		       (unsigned long long)j.placement.epoch, j.placement.n_shards);
-		printf("%-24s %5s %6s %-22s %12s %12s %12s\n", "UNIT", "SHARD", "SERVER",
-		       "ADDRESS", "OFFSET", "LENGTH", "BYTES");
+		printf("%-24s %5s %-8s %6s %-22s %12s %12s %12s\n", "UNIT", "SHARD", "ROLE",
+		       "SERVER", "ADDRESS", "OFFSET", "LENGTH", "BYTES");
 		for (uint32_t i = 0; i < j.placement.n_shards; i++) {
 			const struct zs_shard *sh = &j.placement.shards[i];
 			const struct zs_unit *un = &j.spec.layout.units[sh->unit];
 			char b[32];
-			printf("%-24.24s %5u %6llu %-22s %12llu %12llu %12s\n", un->name,
-			       sh->index, (unsigned long long)sh->server_id,
+			printf("%-24.24s %5u %-8s %6llu %-22s %12llu %12llu %12s\n", un->name,
+			       sh->index, sh->copy ? "replica" : "primary",
+			       (unsigned long long)sh->server_id,
 			       addr_of(s, n_s, sh->server_id),
 			       (unsigned long long)sh->offset,
 			       (unsigned long long)sh->length,

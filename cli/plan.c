@@ -57,7 +57,7 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 	const char *job = NULL;
 	uint64_t gpu = 0, host = 0, v, *numel = NULL, largest = 0;
 	bool have_params = false, have_world = false, have_stage = false, have_dtype = false,
-	     have_optim = false;
+	     have_optim = false, have_replicas = false;
 	int json = 0, rc;
 	char b[8][32];
 	static const char *stage_names[4] = {"baseline (DDP)", "stage 1 (P_os)",
@@ -86,8 +86,10 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			job = val;
 		} else if (!strcmp(a, "--world") || !strcmp(a, "--servers") ||
 			   !strcmp(a, "--stage") || !strcmp(a, "--prefetch") ||
-			   !strcmp(a, "--units") || !strcmp(a, "--push-depth")) {
+			   !strcmp(a, "--units") || !strcmp(a, "--push-depth") ||
+			   !strcmp(a, "--replicas")) {
 			uint64_t hi = !strcmp(a, "--stage") ? 3 : !strcmp(a, "--prefetch") ? 64
+				      : !strcmp(a, "--replicas") ? ZS_MAX_REPLICAS
 				      : !strcmp(a, "--push-depth") ? 64
 				      : !strcmp(a, "--units") ? ZS_MAX_UNITS : ZS_MAX_WORLD;
 			uint64_t lo = !strcmp(a, "--prefetch") ? 0 : 1;
@@ -103,6 +105,8 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 				in.prefetch = (unsigned)v;
 			else if (!strcmp(a, "--push-depth"))
 				in.push_depth = (unsigned)v;
+			else if (!strcmp(a, "--replicas"))
+				in.replicas = (uint32_t)v, have_replicas = true;
 			else
 				in.n_units = (uint32_t)v;
 		} else if (!strcmp(a, "--largest-unit")) {
@@ -155,6 +159,8 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			in.world = j.spec.world_size;
 		if (!have_stage)
 			in.stage = j.spec.stage;
+		if (!have_replicas)
+			in.replicas = j.spec.replicas;
 		if (!have_dtype)
 			in.dtype = j.spec.compute_dtype;
 		if (!have_optim) {
@@ -212,6 +218,8 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 					    json_integer((json_int_t)pl.server_landing));
 			json_object_set_new(o, "push_depth",
 					    json_integer(in.push_depth ? in.push_depth : 1));
+			json_object_set_new(o, "replicas",
+					    json_integer(in.replicas ? in.replicas : 1));
 			if (in.server_gpu)
 				json_object_set_new(o, "server_gpu",
 						    json_pack("{s:I, s:I, s:I}", "bytes_per_element",
@@ -230,11 +238,14 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			cli_json_print(o);
 			return 0;
 		}
-		printf("plan: %s parameters in %u units (largest %s), %u trainers, %u servers, ZeRO stage %u, compute %s, %s, prefetch %u%s\n",
+		printf("plan: %s parameters in %u units (largest %s), %u trainers, %u servers, ZeRO stage %u, compute %s, %s, prefetch %u%s",
 		       fmt_count(pl.params, b[0], sizeof b[0]), in.n_units,
 		       fmt_count(pl.largest_unit, b[1], sizeof b[1]), in.world, S, in.stage,
 		       zs_dtype_name(in.dtype), in.momentum ? "sgd-momentum" : zs_optim_name(in.optim),
 		       in.prefetch, in.keep_until_backward ? ", kept until backward" : "");
+		if (in.replicas > 1)
+			printf(", %u copies of each shard", in.replicas);
+		printf("\n");
 		printf("\nthe ZeRO paper's accounting, per GPU (%u + %u + %u bytes per parameter):\n",
 		       pl.b, pl.b, pl.K);
 		for (int k = 0; k < 4; k++)
@@ -256,7 +267,7 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			       "                      (fp32 master 4 + optimizer %u + reduction 16 + mean gradient 4 + a push 4 + compute copy %u)\n",
 			       zs_fmt_bytes(pl.server_dev_total, b[0], sizeof b[0]),
 			       zs_fmt_bytes(pl.server_dev_per_elem, b[1], sizeof b[1]),
-			       fmt_count((pl.params + S - 1) / S, b[2], sizeof b[2]),
+			       fmt_count((pl.params * (in.replicas ? in.replicas : 1) + S - 1) / S, b[2], sizeof b[2]),
 			       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b);
 			printf("  per server (host):  %s = %s per owned element + landing %s\n"
 			       "                      (the copy gathers read %u + clipping's copy 4; pushes in flight)\n"
@@ -271,7 +282,7 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			       "                      at any world size; landing: pushes in flight, --landing-budget)\n",
 			       zs_fmt_bytes(pl.server_total, b[0], sizeof b[0]),
 			       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]),
-			       fmt_count((pl.params + S - 1) / S, b[2], sizeof b[2]),
+			       fmt_count((pl.params * (in.replicas ? in.replicas : 1) + S - 1) / S, b[2], sizeof b[2]),
 			       zs_fmt_bytes(pl.server_landing, b[3], sizeof b[3]),
 			       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b);
 		}
@@ -298,7 +309,7 @@ const struct cmd cmd_plan = {"plan", "(--params N --world N | --job JOB) [OPTION
 	 "Options: [--units U | --largest-unit N] [--stage 1|2|3] [--servers S]\n"
 	 "  [--dtype bf16|f16|f32] [--optimizer adamw|sgd|sgd-momentum] [--prefetch P]\n"
 	 "  [--push-depth D] [--keep-until-backward] [--gpu-mem SIZE] [--host-mem SIZE]\n"
-	 "  [--server-gpu] [--landing-budget SIZE]\n\n"
+	 "  [--server-gpu] [--landing-budget SIZE] [--replicas K]\n\n"
 	 "The memory a sharding setup needs, before running it: the ZeRO paper's\n"
 	 "accounting per GPU for every stage (b + b + K bytes per parameter, K = 12\n"
 	 "for mixed-precision Adam), and zshard's split: what each trainer holds\n"

@@ -39,6 +39,8 @@ static enum zs_status rejoin(zs_trainer *t, int64_t deadline, struct zs_error *e
 		return st;
 	zs_job_release(&t->job);
 	t->job = nj;
+	if ((st = tr_take_placement(t, &t->job.placement)))
+		return zs_fail(err, st, "out of memory");
 	zs_info("rank %u rejoined job '%s' (its lease had lapsed, or it was evicted)", t->rank,
 		nj.spec.name);
 	return tr_lease_start(t, err); /* clears evicted */
@@ -81,8 +83,7 @@ static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error 
 		return st;
 	}
 	/* the placement may have moved with the restore: take the job's */
-	zs_placement_release(&t->job.placement);
-	if ((st = zs_placement_copy(&t->job.placement, &j->placement))) {
+	if ((st = tr_take_placement(t, &j->placement))) {
 		zs_job_release(j);
 		return zs_fail(err, st, "out of memory");
 	}

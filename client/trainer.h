@@ -150,6 +150,9 @@ void tr_buf_free(zs_trainer *t, void *p);
 /* Closes every server connection; requests in flight fail and are freed.
  * reg_ops stays: buffers registered through it are deregistered with it. */
 void tr_disconnect(zs_trainer *t);
+/* Makes t->job's placement p's primaries: the copies a trainer gathers
+ * from and pushes to (p may be t->job.placement). ZS_OK or ZS_ENOMEM. */
+enum zs_status tr_take_placement(zs_trainer *t, const struct zs_placement *p);
 /* (Re)connects to every server holding a shard of t->job over t->transport,
  * waiting (within t->timeout_ms) for servers that have not loaded the
  * job's placement yet. */

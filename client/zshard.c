@@ -188,7 +188,20 @@ static enum zs_status join_rank(zs_trainer *t, const struct zs_join_req *req,
 	while ((st = zs_coord_join(t->coord, req, &t->job, err)) == ZS_EEXIST &&
 	       zs_now_ms() < deadline)
 		zs_sleep_ms(200, NULL);
+	if (!st && (st = tr_take_placement(t, &t->job.placement)))
+		zs_fail(err, st, "out of memory");
 	return st;
+}
+
+enum zs_status tr_take_placement(zs_trainer *t, const struct zs_placement *p)
+{
+	struct zs_placement q;
+
+	if (zs_placement_primaries(&q, p))
+		return ZS_ENOMEM;
+	zs_placement_release(&t->job.placement);
+	t->job.placement = q;
+	return ZS_OK;
 }
 
 int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,

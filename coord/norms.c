@@ -33,10 +33,11 @@ static void norm_missing(const struct zs_job *j, const struct norm_coll *n, char
 	for (uint32_t i = 0; i < j->placement.n_shards && k < len; i++) {
 		uint64_t id = j->placement.shards[i].server_id;
 		bool listed = false;
-		if (n->have[i])
+		if (n->have[i] || j->placement.shards[i].copy)
 			continue;
 		for (uint32_t q = 0; q < i && !listed; q++)
-			listed = !n->have[q] && j->placement.shards[q].server_id == id;
+			listed = !n->have[q] && !j->placement.shards[q].copy &&
+				 j->placement.shards[q].server_id == id;
 		if (!listed)
 			k += (size_t)snprintf(buf + k, len - k, "%s%llu", k ? ", " : "",
 					      (unsigned long long)id);
@@ -119,7 +120,8 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		uint32_t k;
 		for (k = 0; k < j->placement.n_shards; k++)
 			if (j->placement.shards[k].unit == r.norms[i].unit &&
-			    j->placement.shards[k].index == r.norms[i].index)
+			    j->placement.shards[k].index == r.norms[i].index &&
+			    j->placement.shards[k].copy == 0)
 				break;
 		if (k == j->placement.n_shards || j->placement.shards[k].server_id != r.server_id) {
 			zs_rpc_fail(call, ZS_EINVAL,
@@ -170,7 +172,10 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		}
 		snprintf(nc->job, sizeof nc->job, "%s", r.job);
 		nc->step = r.step;
-		nc->n_shards = j->placement.n_shards;
+		nc->n_slots = j->placement.n_shards;
+		nc->n_shards = 0;
+		for (uint32_t k = 0; k < j->placement.n_shards; k++)
+			nc->n_shards += j->placement.shards[k].copy == 0;
 		nc->started_ms = zs_now_ms();
 		nc->next = c->norms;
 		c->norms = nc;
@@ -196,8 +201,9 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		/* every shard in: the total, summed in placement order */
 		double total = 0.0;
 		struct zs_buf b;
-		for (uint32_t k = 0; k < nc->n_shards; k++)
-			total += nc->sumsq[k];
+		for (uint32_t k = 0; k < nc->n_slots; k++)
+			if (nc->have[k])
+				total += nc->sumsq[k];
 		*pp = nc->next;
 		if (zs_enc_norm_reply(total, nc->n_shards, &b)) {
 			coord_norm_fail(nc, ZS_ENOMEM, "cannot encode the norm reply");

@@ -115,7 +115,7 @@ void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_serve
 	for (size_t i = 0; i < c->n_jobs; i++) {
 		struct zs_job *j = &c->jobs[i];
 		const struct zs_live_claim *k = NULL;
-		if (!coord_holds(j, sid))
+		if (!coord_holds(j, sid, false))
 			continue;
 		for (uint32_t q = 0; q < in->n_live && !k; q++)
 			if (!strcmp(in->live[q].job, j->spec.name) &&

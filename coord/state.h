@@ -68,7 +68,8 @@ struct norm_coll {
 	uint64_t step;
 	int64_t started_ms;
 	int64_t serving_since_ms; /* the start, or the takeover with etcd */
-	uint32_t n_shards, n_have;
+	uint32_t n_shards, n_have; /* primaries (a replica reports no norm) */
+	uint32_t n_slots;          /* the job's placement's entries */
 	double *sumsq; /* by position in the job's placement */
 	bool *have;
 	struct norm_wait *waits;
@@ -294,7 +295,8 @@ void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 void coord_h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
-bool coord_holds(const struct zs_job *j, uint64_t server_id);
+/* Whether server_id holds shards of j (primary: a primary copy). */
+bool coord_holds(const struct zs_job *j, uint64_t server_id, bool primary);
 void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 

@@ -116,6 +116,7 @@ Zshard__JobSpec *pb_spec_pb(struct arena *a, const struct zs_job_spec *s)
 	ps->keep_checkpoints = s->keep_checkpoints;
 	ps->checkpoint_every = s->checkpoint_every;
 	ps->collective = s->collective;
+	ps->replicas = s->replicas > 1 ? s->replicas : 0;
 	if (s->n_rank_hosts && (ps->rank_hosts = pb_aalloc(a, s->n_rank_hosts * sizeof(char *)))) {
 		ps->n_rank_hosts = s->n_rank_hosts;
 		for (uint32_t r = 0; r < s->n_rank_hosts; r++)
@@ -162,6 +163,8 @@ Zshard__Shard **pb_shards_pb(struct arena *a, const struct zs_shard *sh,
 		p->offset = sh[i].offset;
 		p->length = sh[i].length;
 		p->padded = sh[i].padded;
+		p->copy = sh[i].copy;
+		p->copies = sh[i].copies > 1 ? sh[i].copies : 0;
 		v[i] = p;
 	}
 	return v;
@@ -346,6 +349,7 @@ static enum zs_status spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s
 	s->keep_checkpoints = ps->keep_checkpoints;
 	s->checkpoint_every = ps->checkpoint_every;
 	s->collective = ps->collective;
+	s->replicas = ps->replicas;
 	if (ps->n_rank_hosts) {
 		if (ps->n_rank_hosts > ZS_MAX_WORLD)
 			return zs_fail(err, ZS_EINVAL, "%zu rank hosts", ps->n_rank_hosts);
@@ -397,12 +401,21 @@ enum zs_status pb_shards_from(Zshard__Shard *const *ps, size_t n,
 	*out = malloc(n * sizeof **out);
 	if (!*out)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		uint32_t copies = ps[i]->copies ? ps[i]->copies : 1;
+		if (copies > ZS_MAX_REPLICAS || ps[i]->copy >= copies) {
+			free(*out);
+			*out = NULL;
+			return zs_fail(err, ZS_EINVAL, "shard %zu: copy %u of %u", i, ps[i]->copy,
+				       copies);
+		}
 		(*out)[i] = (struct zs_shard){
 			.unit = ps[i]->unit, .index = ps[i]->index,
 			.server_id = ps[i]->server_id, .offset = ps[i]->offset,
 			.length = ps[i]->length, .padded = ps[i]->padded,
+			.copy = ps[i]->copy, .copies = copies,
 		};
+	}
 	*n_out = (uint32_t)n;
 	return ZS_OK;
 }

@@ -299,6 +299,15 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 			s->layout.units[u].dtype = s->compute_dtype;
 	if (s->collective && s->world_size < 2)
 		return zs_fail(err, ZS_EINVAL, "a collective job has 2 or more ranks");
+	if (s->replicas == 0)
+		s->replicas = 1;
+	if (s->replicas > ZS_MAX_REPLICAS)
+		return zs_fail(err, ZS_EINVAL, "replicas %u: a shard has 1 to %d copies",
+			       s->replicas, ZS_MAX_REPLICAS);
+	if (s->replicas > 1 && s->collective)
+		return zs_fail(err, ZS_EINVAL,
+			       "a collective job has one copy of each slice (its trainers reduce among themselves): replicas %u is for jobs whose servers reduce",
+			       s->replicas);
 	if (s->n_rank_hosts && (!s->collective || s->n_rank_hosts != s->world_size))
 		return zs_fail(err, ZS_EINVAL,
 			       s->collective ? "rank_hosts names %u hosts for %u ranks"
@@ -475,6 +484,20 @@ enum zs_status zs_placement_copy(struct zs_placement *dst,
 		return ZS_ENOMEM;
 	}
 	memcpy(dst->shards, src->shards, src->n_shards * sizeof *dst->shards);
+	return ZS_OK;
+}
+
+enum zs_status zs_placement_primaries(struct zs_placement *dst,
+				      const struct zs_placement *src)
+{
+	uint32_t n = 0;
+
+	if (zs_placement_copy(dst, src))
+		return ZS_ENOMEM;
+	for (uint32_t i = 0; i < src->n_shards; i++)
+		if (src->shards[i].copy == 0)
+			dst->shards[n++] = src->shards[i];
+	dst->n_shards = n;
 	return ZS_OK;
 }
 

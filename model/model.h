@@ -105,7 +105,14 @@ struct zs_job_spec {
 	 * (zs_job_spec_release frees it). */
 	char (*rank_hosts)[ZS_HOST_NAME];
 	uint32_t n_rank_hosts;
+	/* copies of every shard, each on another server (another host where
+	 * the placement knows hosts): 1 (0 in a spec) to ZS_MAX_REPLICAS.
+	 * The first copy (the primary) takes the trainers' pushes and
+	 * forwards each step's reduced gradient to the others */
+	uint32_t replicas;
 };
+
+#define ZS_MAX_REPLICAS 3
 
 /* A collective job's slice length for a unit of numel elements: slice r is
  * [r * q, min(numel, (r + 1) * q)). */
@@ -121,6 +128,8 @@ struct zs_shard {
 	uint64_t offset; /* elements */
 	uint64_t length; /* elements owned */
 	uint64_t padded; /* elements allocated */
+	uint32_t copy;   /* 0: the primary; 1..: a replica (spec.replicas) */
+	uint32_t copies; /* how many copies the shard has (1 without replicas) */
 };
 
 /* A shard's gradient sum of squares (global-norm clipping). */
@@ -310,6 +319,10 @@ bool zs_layout_equal(const struct zs_layout *a, const struct zs_layout *b,
 enum zs_status zs_layout_copy(struct zs_layout *dst, const struct zs_layout *src);
 enum zs_status zs_placement_copy(struct zs_placement *dst,
 				 const struct zs_placement *src);
+/* A copy of src with its primaries only (the shards trainers push to and
+ * checkpoints are taken from): ZS_OK or ZS_ENOMEM (dst empty). */
+enum zs_status zs_placement_primaries(struct zs_placement *dst,
+				      const struct zs_placement *src);
 
 /* Total elements of all units. */
 uint64_t zs_layout_numel(const struct zs_layout *l);

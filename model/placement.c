@@ -63,6 +63,50 @@ static enum zs_status ranks_on_hosts(const struct zs_job_spec *spec,
 	return ZS_OK;
 }
 
+/* Whether servers a and b may hold two copies of one shard: not the same
+ * server, and not the same host when hosts must differ. */
+static bool apart(const struct place_server *a, const struct place_server *b, bool hosts)
+{
+	if (a->id == b->id)
+		return false;
+	return !hosts || !a->host || !b->host || strcmp(a->host, b->host);
+}
+
+/* Distinct hosts among sv (a server whose host is unknown counts as its own). */
+static size_t n_hosts(const struct place_server *sv, size_t n)
+{
+	size_t h = 0;
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
+		for (size_t k = 0; k < i && !seen && sv[i].host; k++)
+			seen = sv[k].host && !strcmp(sv[k].host, sv[i].host);
+		h += !seen;
+	}
+	return h;
+}
+
+/*
+ * The servers of copies 1..K-1 of a shard whose primary is at position k:
+ * the next ones after k in the rotation that are apart from every copy
+ * chosen so far (on other hosts where there are K hosts, else on other
+ * servers). Fills at[0..K) with positions (at[0] = k).
+ */
+static void pick_copies(const struct place_server *sv, size_t n, size_t k, uint32_t K,
+			bool hosts, size_t *at)
+{
+	uint32_t got = 1;
+
+	at[0] = k;
+	for (size_t step = 1; step < n && got < K; step++) {
+		size_t c = (k + step) % n;
+		bool ok = true;
+		for (uint32_t q = 0; q < got && ok; q++)
+			ok = apart(&sv[at[q]], &sv[c], hosts);
+		if (ok)
+			at[got++] = c;
+	}
+}
+
 /* a unit is spread over at least this many servers (all of them when
  * fewer), and over one more per this many bytes */
 #define PLACE_SPLIT_MIN 8
@@ -94,6 +138,14 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 	}
 	memcpy(sv, servers, n * sizeof *sv);
 	qsort(sv, n, sizeof *sv, cmp_id);
+	uint32_t K = spec->replicas ? spec->replicas : 1;
+	bool hosts = n_hosts(sv, n) >= K;
+	if (K > n) {
+		st = zs_fail(err, ZS_ENOSPC,
+			     "job '%s' keeps %u copies of each shard, each on another server: %zu live server%s",
+			     spec->name, K, n, n == 1 ? "" : "s");
+		goto clean;
+	}
 	if (spec->collective && spec->n_rank_hosts &&
 	    (st = ranks_on_hosts(spec, sv, n, &rank_srv, err)))
 		goto clean;
@@ -117,8 +169,10 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 			uint64_t off = (uint64_t)i * chunk;
 			uint64_t len = un->numel - off < chunk ? un->numel - off : chunk;
 			size_t k = rank_srv ? rank_srv[i] : spec->collective ? i % n : (u + i) % n;
+			size_t at[ZS_MAX_REPLICAS];
 
-			if (n_sh == cap_sh) {
+			pick_copies(sv, n, k, K, hosts, at);
+			if (n_sh + K > cap_sh) {
 				size_t nc = cap_sh ? cap_sh * 2 : 64;
 				struct zs_shard *g = realloc(sh, nc * sizeof *sh);
 				if (!g) {
@@ -129,12 +183,15 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 				sh = g;
 				cap_sh = nc;
 			}
-			sh[n_sh++] = (struct zs_shard){
-				.unit = u, .index = i, .server_id = sv[k].id,
-				.offset = off, .length = len,
-				.padded = round_up(len, align),
-			};
-			charge[k] += round_up(len, align) * per;
+			for (uint32_t c = 0; c < K; c++) {
+				sh[n_sh++] = (struct zs_shard){
+					.unit = u, .index = i, .server_id = sv[at[c]].id,
+					.offset = off, .length = len,
+					.padded = round_up(len, align),
+					.copy = c, .copies = K,
+				};
+				charge[at[c]] += round_up(len, align) * per;
+			}
 		}
 	}
 

@@ -12,6 +12,12 @@
  * (u + i) mod S of the id-sorted server list, so that units spread over
  * every server.
  *
+ * Replicas (spec.replicas = K > 1): each shard is listed K times, copy 0
+ * (the primary) where striping puts it and copies 1..K-1 on the next
+ * servers of the rotation that are on other hosts than the copies before
+ * (where the live servers span K hosts; else on other servers), so no two
+ * copies share a server. Fewer than K live servers: ZS_ENOSPC.
+ *
  * Capacity: each server is charged padded * zs_server_bytes_per_elem() for
  * every shard it gets; a server whose charge exceeds its free bytes refuses
  * the whole placement (ZS_ENOSPC, naming the server), never over-commits.

@@ -43,8 +43,9 @@ enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
 	struct zs_job_spec spec = {0};
 	struct zs_unit unit = {0};
 	uint32_t servers = in->servers ? in->servers : in->world;
+	uint32_t K = in->replicas ? in->replicas : 1;
 	double P, N;
-	uint64_t master;
+	uint64_t master, owned;
 
 	*out = (struct zs_plan){0};
 	if (in->stage < 1 || in->stage > 3)
@@ -57,6 +58,10 @@ enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
 			       ZS_MAX_UNITS);
 	if (in->dtype != ZS_F32 && in->dtype != ZS_BF16 && in->dtype != ZS_F16)
 		return zs_fail(err, ZS_EINVAL, "no compute dtype");
+	if (K > ZS_MAX_REPLICAS || K > servers)
+		return zs_fail(err, ZS_EINVAL,
+			       "replicas %u: each copy of a shard is on another server (1..%u here)",
+			       K, servers < ZS_MAX_REPLICAS ? servers : ZS_MAX_REPLICAS);
 	if (in->optim != ZS_ADAMW && in->optim != ZS_SGD)
 		return zs_fail(err, ZS_EINVAL, "no optimizer");
 	out->params = 0;
@@ -105,17 +110,17 @@ enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
 	spec.optim.kind = in->optim;
 	spec.optim.momentum = in->momentum ? 0.9 : 0.0;
 	unit.dtype = in->dtype;
+	/* each server owns its share of every copy */
+	owned = ((out->params * K) + servers - 1) / servers;
 	if (in->server_gpu) {
 		zs_server_bytes_per_elem_gpu(&spec, &unit, &out->server_per_elem,
 					     &out->server_dev_per_elem);
-		out->server_dev_total =
-			(out->params + servers - 1) / servers * out->server_dev_per_elem;
+		out->server_dev_total = owned * out->server_dev_per_elem;
 	} else {
 		out->server_per_elem = zs_server_bytes_per_elem(&spec, &unit);
 	}
 	out->server_landing = in->landing ? in->landing : 256ull << 20;
-	out->server_total = (out->params + servers - 1) / servers * out->server_per_elem +
-			    out->server_landing;
+	out->server_total = owned * out->server_per_elem + out->server_landing;
 	return ZS_OK;
 }
 

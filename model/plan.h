@@ -47,6 +47,7 @@ struct zs_plan_in {
 	bool server_gpu;       /* servers keep shards on their GPU (--gpu), one
 				* per trainer host, sharing a trainer's GPU */
 	uint64_t landing;      /* a server's --landing-budget (0: 256 MiB) */
+	uint32_t replicas;     /* copies of each shard (0: 1), on distinct servers */
 };
 
 struct zs_plan {

@@ -249,7 +249,8 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 	static const char *const keys[] = {"name", "stage", "world_size",
 					   "compute_dtype", "align_bytes",
 					   "optimizer", "units", "keep_checkpoints",
-					   "checkpoint_every", "collective", "rank_hosts", NULL};
+					   "checkpoint_every", "collective", "rank_hosts", "replicas",
+					   NULL};
 	char dt[32] = "";
 	uint64_t v;
 	enum zs_status st;
@@ -279,6 +280,10 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 	if ((st = get_uint(root, "checkpoint_every", "job spec", UINT32_MAX, &v, err)))
 		return st;
 	s->checkpoint_every = (uint32_t)v;
+	v = 0;
+	if ((st = get_uint(root, "replicas", "job spec", ZS_MAX_REPLICAS, &v, err)))
+		return st;
+	s->replicas = (uint32_t)v;
 	{
 		char coll[16] = "";
 		if ((st = get_str(root, "collective", "job spec", coll, sizeof coll, 0, err)))

@@ -211,6 +211,7 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			      .step = f->step, .dtype = (enum zs_dtype)f->dtype,
 			      .partial = f->flags & ZS_WF_PARTIAL,
 			      .init = f->flags & ZS_WF_INIT,
+			      .replica = f->flags & ZS_WF_REPLICA,
 			      .state_read = f->flags & ZS_WF_STATE,
 			      .state = (f->flags & ZS_WF_STATE) ? (int)(f->aux & 3) : -1};
 	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))

@@ -382,6 +382,7 @@ static void *sender_main(void *arg)
 				      .rank = c->rank, .dtype = (uint16_t)r->x.dtype,
 				      .flags = (uint16_t)((r->x.partial ? ZS_WF_PARTIAL : 0) |
 						   (r->x.init ? ZS_WF_INIT : 0) |
+						   (r->x.replica ? ZS_WF_REPLICA : 0) |
 						   (r->x.state_read ? ZS_WF_STATE : 0)),
 				      .aux = r->x.state_read ? (uint64_t)r->x.state : 0};
 		with_payload = (r->op == ZS_OP_PUSH && c->h->inline_data) || r->internal ||

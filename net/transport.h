@@ -55,10 +55,15 @@ struct zs_xfer {
 	uint64_t *version; /* state reads: receives the shard's version */
 	bool over_budget;  /* server side, writes: land it even past the
 			    * target's landing budget (the listener's call) */
+	bool replica;      /* a write from a shard's primary to its replica
+			    * (ZS_WF_REPLICA; rank ZS_RANK_PEER) */
 };
 
 /* The rank an exporter says HELLO with: it may read, never push. */
 #define ZS_RANK_OBSERVER 0xffffffffu
+/* The rank a shard's primary says HELLO with to its replicas' server: it
+ * writes only ZS_WF_REPLICA pushes. */
+#define ZS_RANK_PEER 0xfffffffeu
 
 struct zs_conn_opts {
 	const char *addr;  /* tcp: HOST:PORT; shm: the server's socket name */

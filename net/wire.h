@@ -40,6 +40,9 @@
  *   shm: GATHER -> GATHER_DATA(aux: region offset, no payload);
  *        PUSH_BEGIN -> PUSH_SLOT(aux: region offset); client copies;
  *        PUSH(no payload) -> PUSH_ACK
+ *   primary -> replica (server to server, rank ZS_RANK_PEER, tcp):
+ *        [HPARAMS(the table in force)] PUSH(flags REPLICA, f32: the step's
+ *        reduced gradient, whole shard) -> PUSH_ACK once applied
  *   HPARAMS(job, step, payload: the groups' values, model/hparams.h)
  *                                          -> PUSH_ACK | ERROR
  *        inline on every transport, before the first push of the step
@@ -85,7 +88,11 @@ enum {
 	ZS_WF_ONE_SIDED = 1 << 3, /* a HELLO asking for the server's one-sided
 				   * path (rdma): replies give arena offsets, the
 				   * path moves the bytes */
-	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED,
+	ZS_WF_REPLICA = 1 << 4,   /* a PUSH from a shard's primary to its replica
+				   * (rank ZS_RANK_PEER): the step's reduced
+				   * fp32 gradient, applied there and then
+				   * acknowledged (or, with INIT, the masters) */
+	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED | ZS_WF_REPLICA,
 };
 
 struct zs_frame {

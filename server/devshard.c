@@ -198,6 +198,16 @@ void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_ste
 	}
 }
 
+void eng_dev_acc_out(struct engine *e, struct eshard *s)
+{
+	copy(e, s->acc, s->dacc, s->sh.length * 4, ZS_DEV_D2H);
+}
+
+void eng_dev_acc_in(struct engine *e, struct eshard *s)
+{
+	copy(e, s->dacc, s->acc, s->sh.length * 4, ZS_DEV_H2D);
+}
+
 double eng_dev_sumsq(struct engine *e, struct eshard *s)
 {
 	copy(e, s->acc, s->dacc, s->sh.length * 4, ZS_DEV_D2H);

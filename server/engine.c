@@ -31,11 +31,13 @@ static void shard_release(struct engine *e, struct eshard *s)
 	free(s->acc);
 	free(s->bacc);
 	free(s->slot);
+	free(s->repl_err);
 	pthread_mutex_destroy(&s->mu);
 }
 
 static void job_free(struct engine *e, struct ejob *j)
 {
+	eng_repl_close(j);
 	for (uint32_t i = 0; i < j->n_shards; i++)
 		shard_release(e, &j->shards[i]);
 	while (j->pend) {
@@ -43,7 +45,7 @@ static void job_free(struct engine *e, struct ejob *j)
 		j->pend = p->next;
 		p->done(p->ctx, j->name, p->id, p->step, NULL, 0, ZS_ECANCELED,
 			"the job was dropped from this server");
-		engine_snaps_free(p->snaps, j->n_shards);
+		engine_snaps_free(p->snaps, p->n_shards);
 		free(p->got);
 		free(p);
 	}
@@ -176,17 +178,39 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 		goto fail;
 	}
-	for (uint32_t i = 0; i < job->placement.n_shards; i++) {
-		const struct zs_shard *sh = &job->placement.shards[i];
-		if (sh->server_id != server_id)
-			continue;
-		if (sh->unit >= j->spec.layout.n_units) {
-			st = zs_fail(err, ZS_EINVAL, "placement names unit %u of %u", sh->unit,
-				     j->spec.layout.n_units);
+	/* the primaries first (what a checkpoint captures), then replicas */
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = 0; i < job->placement.n_shards; i++) {
+			const struct zs_shard *sh = &job->placement.shards[i];
+			struct eshard *s;
+			if (sh->server_id != server_id || (sh->copy != 0) != (pass == 1))
+				continue;
+			if (sh->unit >= j->spec.layout.n_units) {
+				st = zs_fail(err, ZS_EINVAL, "placement names unit %u of %u",
+					     sh->unit, j->spec.layout.n_units);
+				goto fail;
+			}
+			s = &j->shards[j->n_shards++];
+			st = shard_init(e, j, s, sh, err);
+			if (st)
+				goto fail;
+			j->n_primary += sh->copy == 0;
+			/* a primary's other copies: where its updates go */
+			for (uint32_t q = 0; sh->copy == 0 && q < job->placement.n_shards; q++) {
+				const struct zs_shard *o = &job->placement.shards[q];
+				if (o->unit == sh->unit && o->index == sh->index && o->copy &&
+				    s->n_peers < ZS_MAX_REPLICAS - 1)
+					s->peer[s->n_peers++] = o->server_id;
+			}
+		}
+	if (j->spec.replicas > 1 && j->n_primary) { /* it forwards */
+		if (!e->peer_fn) {
+			st = zs_fail(err, ZS_ESTATE,
+				     "job '%s' keeps replicas, and this server cannot reach its peers (no peer resolver)",
+				     j->name);
 			goto fail;
 		}
-		st = shard_init(e, j, &j->shards[j->n_shards++], sh, err);
-		if (st)
+		if ((st = eng_repl_start(e, err)))
 			goto fail;
 	}
 	pthread_mutex_lock(&e->mu);
@@ -194,8 +218,12 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	j->next = e->jobs;
 	e->jobs = j;
 	pthread_mutex_unlock(&e->mu);
-	zs_info("holding %u shards of job '%s' (epoch %llu)", j->n_shards, j->name,
-		(unsigned long long)j->epoch);
+	if (j->n_shards > j->n_primary)
+		zs_info("holding %u shards of job '%s' (epoch %llu), %u of them replicas", j->n_shards,
+			j->name, (unsigned long long)j->epoch, j->n_shards - j->n_primary);
+	else
+		zs_info("holding %u shards of job '%s' (epoch %llu)", j->n_shards, j->name,
+			(unsigned long long)j->epoch);
 	return ZS_OK;
 fail:
 	job_free(e, j);
@@ -264,6 +292,8 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 	st->bytes_in = atomic_load(&e->bytes_in);
 	st->bytes_out = atomic_load(&e->bytes_out);
 	st->pipelined = atomic_load(&e->piped);
+	st->repl_bytes = atomic_load(&e->repl_bytes);
+	st->repl_steps = atomic_load(&e->repl_steps);
 	st->reduce_seconds = (double)atomic_load(&e->red_ns) * 1e-9;
 	st->optim_seconds = (double)atomic_load(&e->opt_ns) * 1e-9;
 	pthread_mutex_lock(&e->lmu);
@@ -302,6 +332,15 @@ static void waiting_for(struct ejob *j, struct eshard *s, uint64_t t, char *buf,
 	}
 	if (s->reduced) {
 		zs_fmt(buf, len, "the gradient norms of the other servers (clipping)");
+		return;
+	}
+	if (s->repl_wait && t == s->version) {
+		if (s->repl_err)
+			zs_fmt(buf, len, "its replicas: %s", s->repl_err);
+		else
+			zs_fmt(buf, len, "its replicas to apply step %llu (server %llu%s)",
+			       (unsigned long long)t - 1, (unsigned long long)s->peer[0],
+			       s->n_peers > 1 ? " and others" : "");
 		return;
 	}
 	if (t > s->version + 1) {
@@ -397,6 +436,12 @@ void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx)
 	e->norm_ctx = ctx;
 }
 
+void engine_set_peer_resolver(struct engine *e, engine_peer_fn fn, void *ctx)
+{
+	e->peer_fn = fn;
+	e->peer_ctx = ctx;
+}
+
 void engine_set_listener(struct engine *e, struct zs_listener *l) { e->l = l; }
 
 void engine_free(struct engine *e)
@@ -405,6 +450,7 @@ void engine_free(struct engine *e)
 		return;
 	atomic_store(&e->stop, 1);
 	pthread_join(e->sweeper, NULL);
+	eng_repl_stop(e); /* its queued forwards hold job references */
 	while (e->jobs)
 		engine_remove_job(e, e->jobs->name);
 	if (e->l)

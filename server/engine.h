@@ -53,6 +53,8 @@ struct engine_stats {
 	uint64_t landing_bytes; /* of pushes landing now */
 	uint64_t landing_kept;  /* landing buffers held, busy or for reuse */
 	uint64_t landing_waits; /* pushes told to wait for landing room */
+	uint64_t repl_bytes;    /* forwarded to replicas */
+	uint64_t repl_steps;    /* shard updates every replica acknowledged */
 	double reduce_seconds;  /* every shard update's reduction (finishing the sum), summed */
 	double optim_seconds;   /* and its optimizer */
 };
@@ -74,6 +76,16 @@ typedef enum zs_status (*engine_norm_fn)(void *ctx, const char *job, uint64_t st
 					 double *total, struct zs_error *err);
 /* Without one, jobs that clip are refused. Set before adding jobs. */
 void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx);
+
+/*
+ * Replicas (a job's spec.replicas > 1): the data-plane address (tcp,
+ * HOST:PORT) of server id, where a primary sends its copies' updates.
+ * Called from the replicator's thread without locks; may block (bounded).
+ * Without one, jobs with replicas are refused. Set before adding jobs.
+ */
+typedef enum zs_status (*engine_peer_fn)(void *ctx, uint64_t id, char *addr, size_t len,
+					 struct zs_error *err);
+void engine_set_peer_resolver(struct engine *e, engine_peer_fn fn, void *ctx);
 
 /*
  * The NVMe tier: shards added after budget bytes of masters and optimizer

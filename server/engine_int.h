@@ -89,6 +89,19 @@ struct eshard {
 	void *dcopy;
 	struct held *held;
 	size_t n_held, cap_held;
+	/* replicas (replica.c). A primary: the servers of its other copies
+	 * (peer); repl_wait while the update that made version (or the
+	 * initial upload) is not yet applied by every one of them: gathers
+	 * of version wait, and so does the next step's update (apply_wait:
+	 * every push of it is in); repl_err: why a copy failed to take it.
+	 * repl_gen grows at every restore (a forward of the earlier timeline
+	 * then changes nothing). A replica (sh.copy > 0): repl_landing while
+	 * its primary's forward lands in acc. */
+	uint64_t peer[ZS_MAX_REPLICAS - 1];
+	uint32_t n_peers;
+	bool repl_wait, apply_wait, repl_landing;
+	uint64_t repl_gen;
+	char *repl_err;
 };
 
 /* A snapshot in progress: shards are captured as they reach step. */
@@ -125,7 +138,12 @@ struct ejob {
 	int64_t created_ms; /* with the name and epoch: which job this is */
 	struct zs_job_spec spec;
 	uint32_t n_shards;
-	struct eshard *shards;
+	struct eshard *shards; /* the primaries first, then the replicas */
+	uint32_t n_primary;
+	/* the replicator's connections to the servers of this job's other
+	 * copies (replica.c; only its thread touches them) */
+	struct { uint64_t id; struct zs_conn *c; bool broken; } peerc[8];
+	unsigned n_peerc;
 	/* the hyperparameters trainers set (server/hparams.c): tables by
 	 * step, ascending; none: the spec's values */
 	pthread_mutex_t hpmu;
@@ -164,6 +182,11 @@ struct engine {
 	uint64_t land_busy, land_total, land_budget, land_waits;
 	pthread_t sweeper;
 	atomic_int stop;
+	/* replica.c: forwards to replicas, one thread, a queue of tasks */
+	engine_peer_fn peer_fn;
+	void *peer_ctx;
+	struct erepl *repl;
+	atomic_uint_fast64_t repl_bytes, repl_steps;
 };
 
 /* The pushes a shard's step waits for: one per rank, or, in a collective
@@ -176,6 +199,25 @@ static inline uint32_t eng_contributors(const struct ejob *j)
 
 /* engine.c */
 void eng_job_unref(struct engine *e, struct ejob *j);
+
+/* replica.c */
+/* A primary with replicas has reached a new version (init: its initial
+ * parameters, m their fp32 values): queues the forward to every copy and
+ * sets repl_wait (caller holds s->mu). */
+void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool init, const float *m);
+/* A replica's side of a forward: the write's destination (caller holds
+ * nothing), and its landing (applies the step, then acknowledges). */
+enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
+			      const struct zs_xfer *x, void **dst, struct zs_error *err);
+void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, struct zs_sop *op);
+/* Starts and stops the replicator's thread; closes a job's connections. */
+enum zs_status eng_repl_start(struct engine *e, struct zs_error *err);
+void eng_repl_stop(struct engine *e);
+void eng_repl_close(struct ejob *j);
+/* The step's completion once every push of it is in (caller holds s->mu,
+ * which it releases): the reduction finished, then clipping's exchange or
+ * the update (face.c). */
+void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s);
 
 /* devshard.c: a shard's arrays, reduction and update on the engine's
  * device. A device error stops the server (its jobs roll back to their
@@ -198,6 +240,9 @@ void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_ste
 /* The shard's sum of squares of its reduced gradient, as zs_sumsq gives it
  * on the host (it is computed there, from a copy). */
 double eng_dev_sumsq(struct engine *e, struct eshard *s);
+/* The mean gradient (as the update consumed it) out to s->acc, or in from it. */
+void eng_dev_acc_out(struct engine *e, struct eshard *s);
+void eng_dev_acc_in(struct engine *e, struct eshard *s);
 /* Whole arrays in or out (NULL skips one); elements [a, b) of array k out. */
 enum zs_status eng_dev_arrays_io(struct engine *e, struct eshard *s, bool wr, float *m,
 				 float *s0, float *s1);
@@ -227,6 +272,10 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 			     const struct zs_xfer *x, void *dst, uint64_t bytes);
 void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 			  const struct zs_xfer *x, void *dst);
+/* An initial upload's destination (caller holds s->mu): the masters, or a
+ * landing buffer when they are in the tier or on the device. */
+enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s,
+			      const struct zs_xfer *x, void **dst, struct zs_error *err);
 void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			 const struct zs_xfer *x, void *dst);
 

@@ -108,7 +108,7 @@ enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 		st = zs_fail(err, ZS_EINVAL,
 			     "job '%s': the data-plane token does not match (a trainer takes it from its join; one from an earlier job of that name does not work)",
 			     job);
-	else if (rank >= j->spec.world_size && rank != ZS_RANK_OBSERVER)
+	else if (rank >= j->spec.world_size && rank != ZS_RANK_OBSERVER && rank != ZS_RANK_PEER)
 		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
 			     rank, job, j->spec.world_size);
 	else
@@ -173,7 +173,7 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			    eng_unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
 	} else {
 		pthread_mutex_lock(&s->mu);
-		if (s->version == x->step && s->ready) {
+		if (s->version == x->step && s->ready && !s->repl_wait) {
 			pthread_mutex_unlock(&s->mu);
 			atomic_fetch_add(&e->bytes_out, x->length * s->dsz);
 			zs_sop_read_ready(op, eng_served(s, x));
@@ -206,6 +206,29 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	eng_job_unref(e, j);
 }
 
+enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s,
+			      const struct zs_xfer *x, void **dst, struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+
+	if (x->dtype != ZS_F32)
+		st = zs_fail(err, ZS_EINVAL, "initial parameters are sent as f32");
+	else if (s->version != 0 || s->full || x->step != 0)
+		st = zs_fail(err, ZS_ESTATE,
+			     "unit '%s' has trained (step %llu): initial parameters come before step 0",
+			     eng_unit_name(j, x->unit), (unsigned long long)s->version);
+	else if (s->master)
+		*dst = s->master;
+	else if (!s->landing && !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
+		st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
+			     eng_unit_name(j, x->unit));
+	else
+		*dst = s->landing; /* to the tier file or device once landed */
+	if (!st)
+		s->init_landing++;
+	return st;
+}
+
 enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 				    const struct zs_xfer *x, void **dst,
 				    struct zs_error *err)
@@ -217,6 +240,11 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 
 	if (!j)
 		return err->code;
+	if (rank == ZS_RANK_PEER || x->replica) { /* a primary's forward */
+		st = eng_repl_begin(e, j, shard_for(j, x), rank, x, dst, err);
+		eng_job_unref(e, j);
+		return st;
+	}
 	if (rank >= j->spec.world_size && !x->init) {
 		eng_job_unref(e, j);
 		return zs_fail(err, ZS_EINVAL, "an observer reads and uploads; it cannot push");
@@ -233,24 +261,16 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		st = zs_fail(err, ZS_EINVAL, "an initial upload cannot be partial");
 		goto out;
 	}
+	if (s->sh.copy) {
+		st = zs_fail(err, ZS_EINVAL,
+			     "unit '%s' shard %u is a replica here (copy %u): its primary takes %s",
+			     eng_unit_name(j, x->unit), s->sh.index, s->sh.copy,
+			     x->init ? "the initial upload" : "pushes");
+		goto out;
+	}
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
-		if (x->dtype != ZS_F32)
-			st = zs_fail(err, ZS_EINVAL, "initial parameters are sent as f32");
-		else if (s->version != 0 || s->full || x->step != 0)
-			st = zs_fail(err, ZS_ESTATE,
-				     "unit '%s' has trained (step %llu): initial parameters come before step 0",
-				     eng_unit_name(j, x->unit), (unsigned long long)s->version);
-		else if (s->master)
-			*dst = s->master;
-		else if (!s->landing &&
-			 !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
-			st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
-				     eng_unit_name(j, x->unit));
-		else
-			*dst = s->landing; /* to the tier file or device once landed */
-		if (!st)
-			s->init_landing++;
+		st = eng_init_begin(e, j, s, x, dst, err);
 	} else if (j->spec.collective && (x->dtype != ZS_F32 || x->partial)) {
 		st = zs_fail(err, ZS_EINVAL,
 			     "job '%s' is collective: a push is its slice's f32 sum over the ranks, whole",
@@ -307,7 +327,7 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 
 	bool stale;
 
-	if (x->init || x->partial)
+	if (x->init || x->partial || x->replica)
 		return;
 	j = eng_job_by_handle(e, job, &stale);
 	if (!j)
@@ -322,7 +342,8 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 		upto = bytes / zs_dtype_size(x->dtype);
 		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
 		if (s->slot[rank] == SLOT_LANDING && s->full + 1 == eng_contributors(j) &&
-		    s->n_landing == 1 && upto > s->piped && upto <= s->sh.length) {
+		    s->n_landing == 1 && upto > s->piped && upto <= s->sh.length &&
+		    !s->repl_wait) {
 			eng_deposit(e, s, dst, x->dtype, s->piped, upto);
 			eng_finish_range(j, s, s->piped, upto);
 			eng_apply_range(e, j, s, 1.0f, s->piped, upto);
@@ -347,6 +368,8 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
 		s->init_landing--;
+	} else if (x->replica) {
+		s->repl_landing = false;
 	} else if (s->slot[rank] == SLOT_LANDING) {
 		s->slot[rank] = SLOT_EMPTY;
 		s->n_landing--;
@@ -394,7 +417,12 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		eng_job_unref(e, j);
 		return;
 	}
-	atomic_fetch_add(&e->bytes_in, x->length * (x->init ? 4 : s->dsz));
+	atomic_fetch_add(&e->bytes_in, x->length * (x->init || x->replica ? 4 : s->dsz));
+	if (x->replica && !x->init) {
+		eng_repl_landed(e, j, s, op);
+		eng_job_unref(e, j);
+		return;
+	}
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
 		bool away = !s->master; /* in the tier or on the device: landed first */
@@ -407,11 +435,13 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		}
 		if (s->copy != m)
 			zs_convert_from_f32(s->copy, s->dt, m, s->sh.length);
+		s->ready = true;
+		if (s->n_peers) /* its replicas take the same parameters first */
+			eng_repl_queue(e, j, s, true, m);
 		if (away) {
 			zs_listener_release(e->l, s->landing);
 			s->landing = NULL;
 		}
-		s->ready = true;
 		zs_sop_done(op);
 		goto release;
 	}
@@ -434,32 +464,18 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	s->full++;
 	zs_sop_done(op); /* landed: acknowledged; the update may follow */
 	if (s->full == eng_contributors(j)) {
-		eng_finish_range(j, s, s->piped, s->sh.length);
-		if (j->spec.optim.clip_norm > 0.0) {
-			uint64_t t = s->version;
-			bool last;
-			s->sumsq = s->gpu ? eng_dev_sumsq(e, s) : zs_sumsq(s->acc, s->sh.length);
-			s->reduced = true;
+		if (s->repl_wait) { /* the last update is not on every copy
+				     * yet: this one follows once it is */
+			s->apply_wait = true;
 			pthread_mutex_unlock(&s->mu);
-			pthread_mutex_lock(&j->cmu);
-			last = ++j->n_reduced == j->n_shards;
-			if (last)
-				j->n_reduced = 0;
-			pthread_mutex_unlock(&j->cmu);
-			if (last)
-				eng_clip_and_apply(e, j, t);
-			eng_job_unref(e, j);
-			return;
+		} else {
+			eng_step_complete(e, j, s); /* unlocks */
 		}
-		eng_apply(e, j, s, 1.0f, &release, &n_release);
-		pthread_mutex_unlock(&s->mu);
-		eng_serve_released(e, s, release, n_release);
-		eng_deliver_finished();
 		eng_job_unref(e, j);
 		return;
 	}
 release:
-	if (s->ready && s->n_held) {
+	if (s->ready && s->n_held && !s->repl_wait) {
 		/* the initial upload releases the gathers of step 0 */
 		release = malloc(s->n_held * sizeof *release);
 		for (size_t i = 0; i < s->n_held; i++) {
@@ -473,6 +489,34 @@ release:
 	pthread_mutex_unlock(&s->mu);
 	eng_serve_released(e, s, release, n_release);
 	eng_job_unref(e, j);
+}
+
+void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s)
+{
+	struct held *release = NULL;
+	size_t n_release = 0;
+
+	s->apply_wait = false;
+	eng_finish_range(j, s, s->piped, s->sh.length);
+	if (j->spec.optim.clip_norm > 0.0) {
+		uint64_t t = s->version;
+		bool last;
+		s->sumsq = s->gpu ? eng_dev_sumsq(e, s) : zs_sumsq(s->acc, s->sh.length);
+		s->reduced = true;
+		pthread_mutex_unlock(&s->mu);
+		pthread_mutex_lock(&j->cmu);
+		last = ++j->n_reduced == j->n_primary;
+		if (last)
+			j->n_reduced = 0;
+		pthread_mutex_unlock(&j->cmu);
+		if (last)
+			eng_clip_and_apply(e, j, t);
+		return;
+	}
+	eng_apply(e, j, s, 1.0f, &release, &n_release);
+	pthread_mutex_unlock(&s->mu);
+	eng_serve_released(e, s, release, n_release);
+	eng_deliver_finished();
 }
 
 const struct zs_target *engine_target(struct engine *e) { return &e->target; }

@@ -76,6 +76,33 @@ enum zs_status srvd_exchange_norms(void *ctx, const char *job, uint64_t step,
 	return zs_coord_report_norm(d->coord, &r, (int)d->step_timeout_ms, total, err);
 }
 
+/* The engine's peer resolver: a server's data-plane address, as the
+ * coordinator lists it. */
+enum zs_status srvd_peer_addr(void *ctx, uint64_t id, char *addr, size_t len,
+			      struct zs_error *err)
+{
+	struct srvd *d = ctx;
+	struct zs_server_info *s = NULL;
+	uint32_t n = 0;
+	enum zs_status st = zs_coord_servers(d->coord, &s, &n, err);
+
+	if (st)
+		return st;
+	st = zs_fail(err, ZS_ENOTFOUND, "server %llu is not registered", (unsigned long long)id);
+	for (uint32_t i = 0; i < n; i++)
+		if (s[i].id == id) {
+			if (!s[i].data_addr[0])
+				st = zs_fail(err, ZS_EUNAVAIL, "server %llu has no data address yet",
+					     (unsigned long long)id);
+			else {
+				snprintf(addr, len, "%s", s[i].data_addr);
+				st = ZS_OK;
+			}
+		}
+	free(s);
+	return st;
+}
+
 /* Snapshot: a trainer's word that a checkpoint of step t is wanted, ahead
  * of the next heartbeat that would bring the task. */
 static void h_snapshot(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)

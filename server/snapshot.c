@@ -57,12 +57,14 @@ void eng_capture_due(struct ejob *j, struct eshard *s)
 {
 	size_t k = (size_t)(s - j->shards);
 
+	if (k >= j->n_primary) /* a replica: its primary is captured */
+		return;
 	pthread_mutex_lock(&j->cmu);
 	for (struct epending **pp = &j->pend; *pp;) {
 		struct epending *p = *pp;
 		if (p->step == s->version && !p->got[k] && !capture(j, s, p))
 			zs_error("out of memory capturing a snapshot of job '%s'", j->name);
-		if (p->n_got == j->n_shards) {
+		if (p->n_got == p->n_shards) {
 			*pp = p->next;
 			p->next = finished;
 			finished = p;
@@ -166,8 +168,8 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
 	p = calloc(1, sizeof *p);
 	if (p) {
-		p->got = calloc(j->n_shards ? j->n_shards : 1, sizeof *p->got);
-		p->snaps = calloc(j->n_shards ? j->n_shards : 1, sizeof *p->snaps);
+		p->got = calloc(j->n_primary ? j->n_primary : 1, sizeof *p->got);
+		p->snaps = calloc(j->n_primary ? j->n_primary : 1, sizeof *p->snaps);
 	}
 	if (!p || !p->got || !p->snaps) {
 		if (p) {
@@ -179,13 +181,13 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	snprintf(p->job, sizeof p->job, "%s", j->name);
-	p->n_shards = j->n_shards;
+	p->n_shards = j->n_primary; /* replicas take no snapshot */
 	p->id = id;
 	p->step = step;
 	p->done = done;
 	p->ctx = ctx;
 	/* check every shard before registering: past the step or empty is final */
-	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
+	for (uint32_t k = 0; k < j->n_primary && !st; k++) {
 		struct eshard *s = &j->shards[k];
 		pthread_mutex_lock(&s->mu);
 		if (!s->ready)
@@ -210,7 +212,7 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 	j->pend = p;
 	pthread_mutex_unlock(&j->cmu);
 	/* capture the shards already at step (the rest on their update) */
-	for (uint32_t k = 0; k < j->n_shards; k++) {
+	for (uint32_t k = 0; k < j->n_primary; k++) {
 		struct eshard *s = &j->shards[k];
 		pthread_mutex_lock(&s->mu);
 		if (s->version == step)
@@ -254,7 +256,7 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 			struct eshard *s = &j->shards[k];
 			bool landing;
 			pthread_mutex_lock(&s->mu);
-			landing = s->init_landing || s->n_landing;
+			landing = s->init_landing || s->n_landing || s->repl_landing;
 			if (landing || s->reduced) {
 				busy = s;
 				what = landing ? "receiving a push of" : "applying";
@@ -345,6 +347,11 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		s->version = at;
 		s->ready = load != NULL; /* a reset waits for new initial parameters */
 		s->full = 0;
+		/* every copy is restored to the same state: nothing to forward */
+		s->repl_gen++;
+		s->repl_wait = s->apply_wait = false;
+		free(s->repl_err);
+		s->repl_err = NULL;
 		eng_reduction_clear(e, s); /* the discarded step's pushes */
 		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 		if (s->n_held && (gone = malloc(s->n_held * sizeof *gone))) {

@@ -82,7 +82,7 @@ static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
 	a->opt_ns += s->opt_ns;
 	atomic_fetch_add(&j->e->red_ns, s->red_ns);
 	atomic_fetch_add(&j->e->opt_ns, s->opt_ns);
-	if (++a->n == j->n_shards) {
+	if (++a->n == j->n_primary) {
 		j->last = (struct zs_job_step_stats){.step = v, .shards = a->n,
 						   .reduce_seconds = (double)a->red_ns * 1e-9,
 						   .optim_seconds = (double)a->opt_ns * 1e-9};
@@ -106,7 +106,10 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	/* what pipelining has not done yet */
 	eng_apply_range(e, j, s, coef, s->piped, s->sh.length);
 	s->piped = 0;
-	account_step(j, s, s->version);
+	if (!s->sh.copy) /* a replica's time is its primary's step's too */
+		account_step(j, s, s->version);
+	else
+		s->red_ns = s->opt_ns = 0;
 	s->version++;
 	eng_capture_due(j, s);
 	s->full = 0;
@@ -116,7 +119,9 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	atomic_fetch_add(&e->steps, 1);
 	*rel = NULL;
 	*n_rel = 0;
-	if (!s->n_held)
+	if (s->n_peers) /* on every copy before a gather sees it */
+		eng_repl_queue(e, j, s, false, NULL);
+	if (!s->n_held || s->repl_wait)
 		return;
 	*rel = malloc(s->n_held * sizeof **rel);
 	for (size_t i = 0; i < s->n_held; i++) {
@@ -144,7 +149,7 @@ void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, si
  */
 void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t)
 {
-	struct zs_shard_norm *nv = malloc((j->n_shards ? j->n_shards : 1) * sizeof *nv);
+	struct zs_shard_norm *nv = malloc((j->n_primary ? j->n_primary : 1) * sizeof *nv);
 	struct zs_error err = {0};
 	double total = 0.0, clip;
 	enum zs_status st;
@@ -153,15 +158,15 @@ void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t)
 	if (!nv) {
 		st = zs_fail(&err, ZS_ENOMEM, "out of memory");
 	} else {
-		for (uint32_t i = 0; i < j->n_shards; i++)
+		for (uint32_t i = 0; i < j->n_primary; i++)
 			nv[i] = (struct zs_shard_norm){j->shards[i].sh.unit, j->shards[i].sh.index,
 						       j->shards[i].sumsq};
-		st = e->norm_fn(e->norm_ctx, j->name, t, nv, j->n_shards, &total, &err);
+		st = e->norm_fn(e->norm_ctx, j->name, t, nv, j->n_primary, &total, &err);
 	}
 	free(nv);
 	eng_hp_steps(j, t, t + 1, NULL, &clip);
 	coef = st ? 1.0f : zs_clip_coef(total, clip);
-	for (uint32_t i = 0; i < j->n_shards; i++) {
+	for (uint32_t i = 0; i < j->n_primary; i++) {
 		struct eshard *s = &j->shards[i];
 		struct held *rel = NULL;
 		size_t n_rel = 0;

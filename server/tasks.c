@@ -64,7 +64,7 @@ static enum zs_status load_shard(void *ctx, const struct engine_snap *w, float *
 	for (uint32_t i = 0; i < x->old->n_shards; i++) {
 		const struct zs_shard *os = &x->old->shards[i];
 		uint64_t lo, hi;
-		if (os->unit != w->unit)
+		if (os->unit != w->unit || os->copy)
 			continue;
 		lo = os->offset > w->offset ? os->offset : w->offset;
 		hi = os->offset + os->length < w->offset + w->length ? os->offset + os->length

@@ -393,6 +393,8 @@ void check_reference(zs_trainer *t, const struct zs_job_spec *spec,
 	free(ref);
 }
 
+uint32_t oracle_replicas;
+
 void train_oracle(const char *name, uint32_t R, const char *transport,
 		     enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip, int sched)
 {
@@ -404,13 +406,21 @@ void train_oracle(const char *name, uint32_t R, const char *transport,
 
 	oracle_spec(&spec, name, R, kind, dt);
 	spec.optim.clip_norm = clip;
+	spec.replicas = oracle_replicas;
 	if (sched)
 		oracle_spec_groups(&spec);
 	create_job(&spec);
-	/* the reference sums norms over the placement the coordinator chose */
+	/* the reference sums norms over the placement the coordinator chose
+	 * (its primaries: a replica's norm is its primary's) */
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
 	assert_int_equal(zs_coord_get_job(c, name, &placed, NULL), ZS_OK);
 	zs_coord_close(c);
+	{
+		struct zs_placement prim;
+		assert_int_equal(zs_placement_primaries(&prim, &placed.placement), ZS_OK);
+		zs_placement_release(&placed.placement);
+		placed.placement = prim;
+	}
 	for (uint32_t r = 0; r < R; r++)
 		x[r] = (struct rank_ctx){.t = join(name, r, transport), .K = K, .spec = &spec,
 					 .sched = sched};

@@ -68,6 +68,83 @@ static void check_cover(const struct zs_job_spec *s, const struct zs_placement *
  * r's host (the ranks of a host spread over its servers); a host without a
  * live server is refused, naming it.
  */
+/*
+ * replicas K: every shard listed K times (copy 0..K-1, in order, the same
+ * range), each copy on another server, on other hosts where K hosts exist;
+ * the primaries are the placement without replicas; each server charged
+ * for every copy it holds; fewer than K servers refused.
+ */
+static void test_replicas(void **st)
+{
+	static const uint64_t sizes[] = {5000, 300, 70000, 9};
+	struct zs_job_spec s;
+	struct place_server sv[5];
+	struct zs_placement p, one, prim;
+	struct zs_error err = {0};
+
+	(void)st;
+	make_spec(&s, sizes, 4, ZS_F32, 2);
+	servers(sv, 4, 1ull << 40);
+	assert_int_equal(place_job(&s, sv, 4, NULL, &one, NULL), ZS_OK);
+	for (uint32_t K = 2; K <= 3; K++) {
+		uint64_t held = 0, copies = 0;
+		s.replicas = K;
+		assert_int_equal(place_job(&s, sv, 4, NULL, &p, NULL), ZS_OK);
+		assert_int_equal(p.n_shards, one.n_shards * K);
+		for (uint32_t i = 0; i < p.n_shards; i += K) {
+			for (uint32_t c = 0; c < K; c++) {
+				const struct zs_shard *a = &p.shards[i + c];
+				assert_int_equal(a->copy, c);
+				assert_int_equal(a->copies, K);
+				assert_int_equal(a->unit, p.shards[i].unit);
+				assert_int_equal(a->index, p.shards[i].index);
+				assert_int_equal(a->offset, p.shards[i].offset);
+				assert_int_equal(a->length, p.shards[i].length);
+				for (uint32_t d = 0; d < c; d++)
+					assert_int_not_equal(a->server_id, p.shards[i + d].server_id);
+			}
+		}
+		assert_int_equal(zs_placement_primaries(&prim, &p), ZS_OK);
+		assert_int_equal(prim.n_shards, one.n_shards);
+		for (uint32_t i = 0; i < prim.n_shards; i++) {
+			struct zs_shard a = prim.shards[i];
+			a.copies = 1;
+			assert_memory_equal(&a, &one.shards[i], sizeof a);
+		}
+		for (size_t k = 0; k < 4; k++) {
+			held += place_bytes_on(&s, &p, sv[k].id);
+			copies += place_bytes_on(&s, &prim, sv[k].id);
+		}
+		assert_int_equal(held, copies * K);
+		zs_placement_release(&prim);
+		zs_placement_release(&p);
+	}
+	/* two hosts of two servers each: the copies on the other host */
+	s.replicas = 2;
+	sv[0].host = sv[1].host = "a";
+	sv[2].host = sv[3].host = "b";
+	assert_int_equal(place_job(&s, sv, 4, NULL, &p, NULL), ZS_OK);
+	for (uint32_t i = 0; i < p.n_shards; i += 2) {
+		const char *h[2];
+		for (uint32_t c = 0; c < 2; c++)
+			for (size_t k = 0; k < 4; k++)
+				if (sv[k].id == p.shards[i + c].server_id)
+					h[c] = sv[k].host;
+		assert_string_not_equal(h[0], h[1]);
+	}
+	zs_placement_release(&p);
+	/* three copies, two hosts: on three servers all the same */
+	s.replicas = 3;
+	assert_int_equal(place_job(&s, sv, 4, NULL, &p, NULL), ZS_OK);
+	zs_placement_release(&p);
+	/* fewer servers than copies */
+	assert_int_equal(place_job(&s, sv, 2, NULL, &p, &err), ZS_ENOSPC);
+	assert_non_null(strstr(err.msg, "3 copies"));
+	assert_int_equal(p.n_shards, 0);
+	zs_placement_release(&one);
+	zs_job_spec_release(&s);
+}
+
 static void test_collective_slices(void **st)
 {
 	uint64_t sizes[] = {1000, 64};
@@ -366,6 +443,7 @@ int main(void)
 		cmocka_unit_test(test_epoch_growth),
 		cmocka_unit_test(test_bytes_on),
 		cmocka_unit_test(test_collective_slices),
+		cmocka_unit_test(test_replicas),
 	};
 	return cmocka_run_group_tests_name("placement", tests, NULL, NULL);
 }

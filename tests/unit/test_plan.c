@@ -95,6 +95,11 @@ static void test_trainer_and_server(void **st)
 	in.landing = 1u << 20;
 	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
 	assert_int_equal(p.server_total, (5164 + 2) / 3 * 32 + (1u << 20));
+	/* replicas: each server owns its share of every copy */
+	in.replicas = 2;
+	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
+	assert_int_equal(p.server_total, (2 * 5164 + 2) / 3 * 32 + (1u << 20));
+	in.replicas = 0;
 	/* bf16: and the compute copy */
 	in.dtype = ZS_BF16;
 	assert_int_equal(zs_plan_compute(&in, &p, NULL), ZS_OK);
@@ -167,6 +172,9 @@ static void test_bad_input(void **st)
 	assert_int_equal(zs_plan_compute(&in, &p, &err), ZS_EINVAL);
 	in = ok, in.optim = ZS_OPTIM_UNSET;
 	assert_int_equal(zs_plan_compute(&in, &p, &err), ZS_EINVAL);
+	in = ok, in.servers = 2, in.replicas = 3; /* more copies than servers */
+	assert_int_equal(zs_plan_compute(&in, &p, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "replicas 3"));
 	assert_int_equal(zs_plan_compute(&ok, &p, &err), ZS_OK);
 }
 

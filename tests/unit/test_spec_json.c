@@ -91,6 +91,11 @@ static void test_refusals(void **st)
 	expect_parse_error("\"stage\": 3,",
 			   "\"stage\": 3, \"collective\": \"nccl\", \"rank_hosts\": [\"a\"],",
 			   "names 1 hosts for 2 ranks");
+	/* replicas: 1 to 3, not with a collective job */
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"replicas\": 4,", "replicas");
+	expect_parse_error("\"stage\": 3,",
+			   "\"stage\": 3, \"collective\": \"nccl\", \"replicas\": 2,",
+			   "a collective job has one copy");
 }
 
 /* Optimizer groups: values per group (missing keys from the top level),
