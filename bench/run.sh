@@ -162,6 +162,13 @@ sh "$root/tools/torch-venv.sh" "$venv" --peers ||
 	"$root/bench/step.sh" "$addr" "$out"
 } | tee "$out/step.md"
 
+{
+	echo
+	echo "## Replicated shards: the step with 2 copies of each shard against 1 ($today)"
+	echo
+	"$root/bench/replicas.sh" "$addr"
+} | tee "$out/replicas.md"
+
 # ---- what a lost process costs: the rollback path (a server), a restart
 # and a takeover on etcd (coordinators), etcd's own leader; clusters of
 # their own, as the fault matrix runs them

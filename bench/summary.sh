@@ -16,6 +16,11 @@ awk '{ mx = $4 > $5 ? $4 : $5; r = $3 / mx
 [ -s "$out/link.dat" ] && awk '{ mx = $4 > $5 ? $4 : $5; r = $7 / mx
 	printf "| ZeRO-3 step, tcp through a veth shaped at %s (raw TCP %s MB/s), prefetch 1: step / max(compute alone, communication alone) | %.2f (%.1f ms against %.1f / %.1f ms) | <= 1.10 | %s |\n",
 		$1, $2, r, $7 * 1e3, $4 * 1e3, $5 * 1e3, (r <= 1.10) ? "yes" : "no" }' "$out/link.dat"
+# replicated shards: the step with 2 copies against 1 (bench/replicas.sh)
+awk -F'|' '/^\| (tcp|shm) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|/ { tr = $2; gsub(/^ +| +$/, "", tr)
+	printf "| ZeRO-3 step with replicas 2 against 1, %s | %.3f (%.1f against %.1f ms; %.1f MiB forwarded per step) | %s | %s |\n",
+		tr, $5 + 0, $4 + 0, $3 + 0, $6 + 0, tr == "tcp" ? "<= 1.15" : "(reported)",
+		tr != "tcp" ? "-" : ($5 + 0 <= 1.15) ? "yes" : "no" }' "$out/replicas.md" 2>/dev/null || true
 # the coordinator at scale (bench_coord_scale)
 awk -F'|' '/^\| placement of / { printf "| %s | %.3f ms | < 50 ms | %s |\n", $2, $5 + 0, ($5 + 0 < 50) ? "yes" : "no" }
 	/^\| (Heartbeat|TrainerHeartbeat|ReportStep)/ { n = $2; gsub(/^ +| +$/, "", n)

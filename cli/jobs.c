@@ -15,7 +15,7 @@
 
 static json_t *job_json_brief(const struct zs_job *j)
 {
-	return json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
+	return json_pack("{s:s, s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
 			 "name", j->spec.name,
 			 "replicas", (int)(j->spec.replicas ? j->spec.replicas : 1),
 			 "collective", j->spec.collective ? "nccl" : "none",

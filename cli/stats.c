@@ -180,7 +180,7 @@ static int c_stats(struct ctx *x, int argc, char **argv)
 		}
 		if (json)
 			json_array_append_new(
-				arr, json_pack("{s:I, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:I}",
+				arr, json_pack("{s:I, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I}",
 					       "id", (json_int_t)st.id, "addr", st.addr, "state", "up",
 					       "data_addr", st.data_addr, "shm_addr", st.shm_addr,
 					       "jobs", (int)st.jobs_held, "shards", (int)st.shards,
@@ -188,6 +188,7 @@ static int c_stats(struct ctx *x, int argc, char **argv)
 					       "steps_applied", (json_int_t)st.steps_applied,
 					       "bytes_in", (json_int_t)st.bytes_in,
 					       "bytes_out", (json_int_t)st.bytes_out,
+					       "replica_bytes", (json_int_t)st.replica_bytes,
 					       "gathers_waiting", (json_int_t)st.gathers_waiting));
 		else
 			printf("%-4llu %-22s %-5s %5u %7u %12s %10llu %12s %12s %8llu\n",

@@ -64,6 +64,7 @@ struct zs_server_status {
 	char device[96]; /* --gpu's device, "" without one */
 	uint32_t shards_on_device, shards_tiered; /* the rest: in host memory */
 	uint64_t device_bytes;
+	uint64_t replica_bytes; /* forwarded to its shards' replicas */
 	uint32_t n_job_steps;
 	struct zs_job_step_stats *job_steps; /* malloc'd by the decoder */
 };

@@ -626,6 +626,7 @@ enum zs_status zs_enc_server_status(const struct zs_server_status *s,
 	m.shards_on_device = s->shards_on_device;
 	m.device_bytes = s->device_bytes;
 	m.shards_tiered = s->shards_tiered;
+	m.replica_bytes = s->replica_bytes;
 	m.n_job_steps = s->n_job_steps;
 	m.job_steps = pb_aalloc(&a, s->n_job_steps * sizeof *m.job_steps);
 	for (uint32_t i = 0; m.job_steps && i < s->n_job_steps; i++) {
@@ -667,6 +668,7 @@ enum zs_status zs_dec_server_status(const uint8_t *p, size_t n,
 	s->shards_on_device = m->shards_on_device;
 	s->device_bytes = m->device_bytes;
 	s->shards_tiered = m->shards_tiered;
+	s->replica_bytes = m->replica_bytes;
 	if (m->n_job_steps > (1u << 16)) { /* the count is read before m is freed */
 		enum zs_status bad = zs_fail(err, ZS_EINVAL, "too many job step stats (%zu)",
 					     m->n_job_steps);

@@ -164,7 +164,7 @@ Zshard__Shard **pb_shards_pb(struct arena *a, const struct zs_shard *sh,
 		p->length = sh[i].length;
 		p->padded = sh[i].padded;
 		p->copy = sh[i].copy;
-		p->copies = sh[i].copies > 1 ? sh[i].copies : 0;
+		p->copies = sh[i].copies;
 		v[i] = p;
 	}
 	return v;
@@ -402,8 +402,8 @@ enum zs_status pb_shards_from(Zshard__Shard *const *ps, size_t n,
 	if (!*out)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		uint32_t copies = ps[i]->copies ? ps[i]->copies : 1;
-		if (copies > ZS_MAX_REPLICAS || ps[i]->copy >= copies) {
+		uint32_t copies = ps[i]->copies;
+		if (copies > ZS_MAX_REPLICAS || ps[i]->copy >= (copies ? copies : 1)) {
 			free(*out);
 			*out = NULL;
 			return zs_fail(err, ZS_EINVAL, "shard %zu: copy %u of %u", i, ps[i]->copy,

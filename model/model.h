@@ -129,7 +129,7 @@ struct zs_shard {
 	uint64_t length; /* elements owned */
 	uint64_t padded; /* elements allocated */
 	uint32_t copy;   /* 0: the primary; 1..: a replica (spec.replicas) */
-	uint32_t copies; /* how many copies the shard has (1 without replicas) */
+	uint32_t copies; /* how many copies the shard has (0 without replicas) */
 };
 
 /* A shard's gradient sum of squares (global-norm clipping). */

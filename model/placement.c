@@ -188,7 +188,7 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 					.unit = u, .index = i, .server_id = sv[at[c]].id,
 					.offset = off, .length = len,
 					.padded = round_up(len, align),
-					.copy = c, .copies = K,
+					.copy = c, .copies = K > 1 ? K : 0,
 				};
 				charge[at[c]] += round_up(len, align) * per;
 			}

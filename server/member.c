@@ -45,6 +45,7 @@ static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 		s.shards_on_device = es.on_device;
 		s.shards_tiered = es.tiered;
 		s.device_bytes = es.device_bytes;
+		s.replica_bytes = es.repl_bytes;
 		if (engine_device(d->engine))
 			zs_fmt(s.device, sizeof s.device, "%s", engine_device(d->engine));
 	}

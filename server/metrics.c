@@ -24,7 +24,7 @@ struct srvd_metrics {
 	/* set at each scrape from the engine */
 	struct zs_series *reduce, *optim, *updates, *jobs, *shards, *state_bytes, *capacity,
 		*device_bytes, *tiered, *tier_read, *tier_written, *landing, *landing_kept,
-		*landing_waits, *held, *lease, *registered;
+		*landing_waits, *held, *lease, *registered, *repl_bytes;
 };
 
 static void collect(void *ctx, struct zs_metrics *m)
@@ -41,6 +41,7 @@ static void collect(void *ctx, struct zs_metrics *m)
 	zs_series_set(x->reduce, es.reduce_seconds);
 	zs_series_set(x->optim, es.optim_seconds);
 	zs_series_set(x->updates, (double)es.steps_applied);
+	zs_series_set(x->repl_bytes, (double)es.repl_bytes);
 	zs_series_set(x->jobs, es.jobs);
 	zs_series_set(x->shards, es.shards);
 	zs_series_set(x->state_bytes, (double)es.bytes);
@@ -131,6 +132,8 @@ static enum zs_status make_series(struct srvd_metrics *x, struct zs_error *err)
 		      "Time spent reducing pushes (depositing them and finishing the sums).");
 	x->optim = C("zshard_server_optimizer_seconds_total", "Time spent in optimizer updates.");
 	x->updates = C("zshard_server_shard_updates_total", "Shard updates (one per shard per step).");
+	x->repl_bytes = C("zshard_server_replica_bytes_total",
+			  "Bytes of updates forwarded to shard replicas (every copy acknowledged).");
 	x->jobs = G("zshard_server_jobs", "Jobs with shards on this server.");
 	x->shards = G("zshard_server_shards", "Shards held.");
 	x->state_bytes = G("zshard_server_shard_state_bytes",
@@ -149,7 +152,7 @@ static enum zs_status make_series(struct srvd_metrics *x, struct zs_error *err)
 	x->lease = G("zshard_server_lease_seconds", "The lease the coordinator grants this server.");
 	x->registered = G("zshard_server_registered", "1 while registered with the coordinator.");
 	ok &= x->hb && x->hb_fail && x->hb_secs && x->ckpt_bytes && x->reduce && x->optim &&
-	      x->updates && x->jobs && x->shards && x->state_bytes && x->capacity &&
+	      x->updates && x->repl_bytes && x->jobs && x->shards && x->state_bytes && x->capacity &&
 	      x->device_bytes && x->tiered && x->tier_read && x->tier_written && x->landing &&
 	      x->landing_kept && x->landing_waits && x->held && x->lease && x->registered;
 	return ok ? ZS_OK : zs_fail(err, ZS_ENOMEM, "out of memory");

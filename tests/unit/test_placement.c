@@ -108,7 +108,7 @@ static void test_replicas(void **st)
 		assert_int_equal(prim.n_shards, one.n_shards);
 		for (uint32_t i = 0; i < prim.n_shards; i++) {
 			struct zs_shard a = prim.shards[i];
-			a.copies = 1;
+			a.copies = 0;
 			assert_memory_equal(&a, &one.shards[i], sizeof a);
 		}
 		for (size_t k = 0; k < 4; k++) {
