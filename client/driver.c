@@ -64,9 +64,19 @@ static int wait_op(zs_trainer *t, zs_op **op)
 		}
 		if (zs_now_ms() >= deadline)
 			break;
-		if (tr_server_down(t, why, sizeof why))
+		uint64_t down;
+		if (tr_server_down_id(t, &down, why, sizeof why)) {
+			struct zs_error ferr = {0};
+			/* replicated: its shards move to their replicas, and what
+			 * was on it is sent there again (the op's next wait) */
+			if (t->job.spec.replicas > 1 && !tr_failover(t, down, &ferr))
+				continue;
+			if (ferr.msg[0])
+				return tr_fail(t, ZS_EUNAVAIL, "%s; waited for it %lld ms, and %s", why,
+					       (long long)(bound - (deadline - zs_now_ms())), ferr.msg);
 			return tr_fail(t, ZS_EUNAVAIL, "%s; waited for it %lld ms", why,
 				       (long long)(bound - (deadline - zs_now_ms())));
+		}
 	}
 	memcpy(why, t->err, sizeof why);
 	return tr_fail(t, ZS_ETIMEDOUT, "%s; %d ms in all (the step driver's bound, zs_policy.op_timeout_ms)",

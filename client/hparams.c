@@ -27,16 +27,25 @@ static int send_table(zs_trainer *t, const struct zs_hp_table *tab, struct zs_er
 {
 	uint8_t payload[ZS_HP_MAX_BYTES];
 	size_t len = zs_hp_encode(tab, payload);
-	zs_op *op = calloc(1, sizeof *op + (t->n_srv ? t->n_srv : 1) * sizeof op->req[0]);
+	uint32_t n = t->n_srv ? t->n_srv : 1;
+	zs_op *op = calloc(1, sizeof *op + n * (sizeof op->req[0] + sizeof *op->rq));
 	int rc;
 
 	if (!op)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	op->t = t;
 	op->step = tab->step;
+	if (t->job.spec.replicas > 1) /* a lost server needs its table no more */
+		op->rq = (struct tr_rq *)&op->req[n];
 	for (uint32_t i = 0; i < t->n_srv; i++) {
+		if (op->rq)
+			op->rq[op->n] = (struct tr_rq){.server = t->srv_id[i], .hparams = true};
 		enum zs_status st = zs_post_hparams(t->conn[i], tab->step, payload, len,
 						    &op->req[op->n], err);
+		if ((st == ZS_EUNAVAIL || st == ZS_ECANCELED) && op->rq) {
+			op->req[op->n++] = NULL; /* a lost server: see tr_failover_req */
+			continue;
+		}
 		if (st) { /* what was posted completes on its own; this is the answer */
 			op->status = st == ZS_EAGAIN ? ZS_EAGAIN : st;
 			zs_fmt(op->msg, sizeof op->msg, "%s",

@@ -41,6 +41,12 @@ static void note_down(zs_trainer *t, const struct zs_server_info *s, uint32_t n)
 
 bool tr_server_down(zs_trainer *t, char *buf, size_t len)
 {
+	uint64_t id;
+	return tr_server_down_id(t, &id, buf, len);
+}
+
+bool tr_server_down_id(zs_trainer *t, uint64_t *id, char *buf, size_t len)
+{
 	bool down = false;
 
 	if (!t->lease_running)
@@ -50,6 +56,7 @@ bool tr_server_down(zs_trainer *t, char *buf, size_t len)
 		for (uint32_t k = 0; k < t->n_srv && !down; k++)
 			if (t->srv_id[k] == t->down[i].id) {
 				down = true;
+				*id = t->down[i].id;
 				snprintf(buf, len,
 					 "server %llu (%s) is down: the coordinator has not heard from it for %lld ms",
 					 (unsigned long long)t->down[i].id, t->down[i].addr,

@@ -116,6 +116,12 @@ struct zs_trainer {
 	bool hp_set;
 	/* device mode (device.c); NULL: the driver's buffers are host memory */
 	struct tr_dev *dv;
+	/* failover (failover.c): connections to lost servers, shut down and
+	 * closed with the others (ops may still hold their requests); per
+	 * unit, 1 + the step of its last partial push (0: none) */
+	struct zs_conn **dead;
+	uint32_t n_dead;
+	uint64_t *partial_at;
 };
 
 /* A wait's bound when no policy says (zs_policy.op_timeout_ms). */
@@ -134,10 +140,39 @@ struct zs_op {
 	int only; /* the unit's shard of that index alone (-1: all of them) */
 	enum zs_status status;
 	char msg[ZS_ERRMSG_MAX];
+	/* what each request was, to send it again to another copy of its
+	 * shard when its server is lost (failover.c); NULL: not sent again */
+	struct tr_rq {
+		uint64_t server;
+		struct zs_xfer x;
+		void *dst;
+		const void *src;
+		bool hparams; /* a HPARAMS frame: the lost server needs it no more */
+	} *rq;
 	struct zs_req *req[];
 };
 
+/* failover.c */
+/*
+ * A replicated job's server lost (its connection broke, or the coordinator
+ * marks it down): waits, within the step driver's bound, for the
+ * coordinator's placement without it, takes it, shuts its connection down
+ * (what is on it fails; nothing more lands) and connects to the servers the
+ * placement adds. ZS_OK; ZS_ERESUME (the job rolled back instead),
+ * ZS_ETIMEDOUT, or another error: the caller keeps its own.
+ */
+enum zs_status tr_failover(zs_trainer *t, uint64_t lost, struct zs_error *err);
+/*
+ * Request i of op failed with st: when the job is replicated and its server
+ * was lost, sends it again to its shard's primary now (true: op->req[i] is
+ * the new request, or a HPARAMS that needs no sending). False: st stands
+ * (why, when a failover was tried and failed, into err).
+ */
+bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *err);
+
 /* zshard.c */
+/* Connects to the servers of t->job's placement not connected yet. */
+enum zs_status tr_connect_new(zs_trainer *t, struct zs_error *err);
 /* Records the failure in t->err (zs_trainer_error) and returns st. */
 int tr_fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -226,6 +261,8 @@ void tr_lease_stop(zs_trainer *t);
 /* Whether a server t is connected to is marked down by the coordinator;
  * if so, why (into buf) for an error message. */
 bool tr_server_down(zs_trainer *t, char *buf, size_t len);
+/* The same, with the server's id. */
+bool tr_server_down_id(zs_trainer *t, uint64_t *id, char *buf, size_t len);
 /*
  * The step boundary without a round trip: tr_boundary_post hands the
  * lease thread a ReportStep (r NULL: only ask) to send now; at the next

@@ -78,6 +78,11 @@ void tr_disconnect(zs_trainer *t)
 {
 	for (uint32_t i = 0; i < t->n_srv; i++)
 		zs_conn_close(t->conn[i]);
+	for (uint32_t i = 0; i < t->n_dead; i++)
+		zs_conn_close(t->dead[i]);
+	free(t->dead);
+	t->dead = NULL;
+	t->n_dead = 0;
 	t->n_srv = 0;
 	t->reg_conn = NULL;
 	free(t->srv_id);
@@ -99,11 +104,17 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 	if (st)
 		return st;
 	gethostname(host, sizeof host - 1);
-	t->srv_id = calloc(n_s ? n_s : 1, sizeof *t->srv_id);
-	t->conn = calloc(n_s ? n_s : 1, sizeof *t->conn);
-	if (!t->srv_id || !t->conn) {
-		free(s);
-		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	{ /* room for every server listed, beside those connected already */
+		uint64_t *ids = realloc(t->srv_id, (t->n_srv + n_s + 1) * sizeof *ids);
+		struct zs_conn **cs = ids ? realloc(t->conn, (t->n_srv + n_s + 1) * sizeof *cs) : NULL;
+		if (ids)
+			t->srv_id = ids;
+		if (cs)
+			t->conn = cs;
+		if (!ids || !cs) {
+			free(s);
+			return zs_fail(err, ZS_ENOMEM, "out of memory");
+		}
 	}
 	for (uint32_t i = 0; i < n_s && !st; i++) {
 		bool used = false;
@@ -118,7 +129,7 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 						   .local_addr = s[i].shm_addr};
 		for (uint32_t k = 0; k < t->job.placement.n_shards; k++)
 			used |= t->job.placement.shards[k].server_id == s[i].id;
-		if (!used)
+		if (!used || conn_of(t, s[i].id))
 			continue;
 		/* under auto, a transport that does not reach the server (shm to
 		 * a server in another network namespace) gives way to the next */
@@ -154,6 +165,11 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 				     (unsigned long long)t->job.placement.shards[k].server_id);
 	free(s);
 	return st;
+}
+
+enum zs_status tr_connect_new(zs_trainer *t, struct zs_error *err)
+{
+	return connect_all(t, t->transport, t->timeout_ms, err);
 }
 
 enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err)
@@ -384,6 +400,7 @@ void zs_trainer_close(zs_trainer *t)
 	zs_coord_close(t->coord);
 	zs_job_release(&t->job);
 	free(t->regs);
+	free(t->partial_at);
 	pthread_mutex_destroy(&t->down_mu);
 	pthread_cond_destroy(&t->bcv);
 	free(t);
@@ -459,9 +476,16 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 			n++;
 			moved += t->job.placement.shards[i].length;
 		}
-	op = calloc(1, sizeof *op + n * sizeof op->req[0]);
+	op = calloc(1, sizeof *op + n * (sizeof op->req[0] + sizeof *op->rq));
 	if (!op)
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
+	/* what each request is, to send it again after a failover (not a
+	 * partial push: its term would be missing from the sum) */
+	if (t->job.spec.replicas > 1 && !partial)
+		op->rq = (struct tr_rq *)&op->req[n];
+	if (partial && src && (t->partial_at || (t->partial_at = calloc(t->job.spec.layout.n_units,
+									sizeof *t->partial_at))))
+		t->partial_at[u] = step + 1;
 	op->t = t;
 	op->unit = u;
 	op->step = step;
@@ -475,6 +499,11 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		enum zs_status st;
 		if (!moves(sh, u, only))
 			continue;
+		if (op->rq)
+			op->rq[op->n] = (struct tr_rq){
+				.server = sh->server_id, .x = x,
+				.dst = src ? NULL : (uint8_t *)dst + sh->offset * dsz,
+				.src = src ? (const uint8_t *)src + (slice ? 0 : sh->offset * dsz) : NULL};
 		st = src ? zs_post_write(conn_of(t, sh->server_id), &x,
 					 (const uint8_t *)src + (slice ? 0 : sh->offset * dsz),
 					 &op->req[op->n], &err)
@@ -483,6 +512,12 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		if (st == ZS_EAGAIN && op->n == 0) {
 			free(op);
 			return tr_fail(t, ZS_EAGAIN, "too many transfers in flight");
+		}
+		if ((st == ZS_EUNAVAIL || st == ZS_ECANCELED) && op->rq) {
+			/* its server is gone: sent again once its shards have
+			 * moved (the op's wait, tr_failover_req) */
+			op->req[op->n++] = NULL;
+			continue;
 		}
 		if (st) {
 			/* what was posted still completes; the op reports this */
@@ -564,13 +599,22 @@ int tr_progress(zs_op *op, int timeout_ms)
 					  : timeout_ms - (int)((tr_now_s() - t0) * 1000.0);
 		if (timeout_ms >= 0 && left < 0)
 			left = 0;
-		st = timeout_ms == 0 ? zs_req_test(op->req[op->done], &err)
-				     : zs_req_wait(op->req[op->done], left, &err);
+		if (!op->req[op->done]) /* never sent: its server was gone */
+			st = zs_fail(&err, ZS_EUNAVAIL, "server %llu is gone",
+				     (unsigned long long)op->rq[op->done].server);
+		else
+			st = timeout_ms == 0 ? zs_req_test(op->req[op->done], &err)
+					     : zs_req_wait(op->req[op->done], left, &err);
 		if (st == ZS_EAGAIN) { /* in progress (or the wait's bound passed) */
 			t->ctr.wait_seconds += tr_now_s() - t0;
 			if (timeout_ms != 0)
 				tr_fail(t, st, "%s", err.msg);
 			return ZS_EAGAIN;
+		}
+		if (st && tr_failover_req(op, op->done, st, &err)) {
+			if (op->req[op->done])
+				continue; /* sent again: wait for that */
+			st = ZS_OK;       /* a HPARAMS the lost server needs no more */
 		}
 		req_done(op, st, &err);
 	}
@@ -588,9 +632,17 @@ void tr_poll(zs_op *op)
 {
 	while (op->done < op->n) {
 		struct zs_error err = {0};
-		enum zs_status st = zs_req_test(op->req[op->done], &err);
+		enum zs_status st = op->req[op->done]
+					    ? zs_req_test(op->req[op->done], &err)
+					    : zs_fail(&err, ZS_EUNAVAIL, "server %llu is gone",
+						      (unsigned long long)op->rq[op->done].server);
 		if (st == ZS_EAGAIN)
 			return;
+		if (st && tr_failover_req(op, op->done, st, &err)) {
+			if (op->req[op->done])
+				continue;
+			st = ZS_OK;
+		}
 		req_done(op, st, &err);
 	}
 }

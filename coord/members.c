@@ -230,6 +230,12 @@ void *coord_reaper(void *arg)
 				zs_warn("server %llu (%s) missed its lease (%lld ms without a heartbeat): marked down",
 					(unsigned long long)s->info.id, s->info.addr,
 					(long long)(now - s->last_hb_ms));
+				{
+					char why[ZS_ADDR_MAX + 64];
+					zs_fmt(why, sizeof why, "server %llu (%s) was marked down",
+					       (unsigned long long)s->info.id, s->info.addr);
+					coord_server_lost(c, s->info.id, why);
+				}
 			}
 		}
 		pthread_mutex_unlock(&c->mu);

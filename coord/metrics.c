@@ -14,7 +14,7 @@ struct coord_metrics {
 	struct zs_metrics_http *http;
 	char addr[ZS_ADDR_MAX]; /* as bound */
 	char adv[ZS_ADDR_MAX];  /* as told (Status) */
-	struct zs_series *lapse_srv, *lapse_tr, *rollbacks, *ckpt_secs[2];
+	struct zs_series *lapse_srv, *lapse_tr, *rollbacks, *failovers, *ckpt_secs[2];
 	struct zs_series *srv_up, *srv_down, *jobs, *ckpts[4], *leader;
 	/* by method index, made at start: an RPC's answer touches only atomics */
 	const struct zs_rpc_method *methods;
@@ -138,6 +138,7 @@ void coord_metrics_event(struct coord *c, enum coord_event ev)
 		return;
 	zs_series_add(ev == COORD_EV_SERVER_LAPSE    ? x->lapse_srv
 		      : ev == COORD_EV_TRAINER_LAPSE ? x->lapse_tr
+		      : ev == COORD_EV_FAILOVER      ? x->failovers
 						     : x->rollbacks,
 		      1);
 }
@@ -169,6 +170,9 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 					 "member=\"trainer\"");
 	x->rollbacks = zs_metrics_counter(m, "zshard_coordinator_rollbacks_total",
 					  "Jobs rolled back to their latest checkpoint (a lost rank or server).",
+					  "");
+	x->failovers = zs_metrics_counter(m, "zshard_coordinator_failovers_total",
+					  "Replicated jobs that lost a server and went on without a rollback (its shards' replicas promoted).",
 					  "");
 	for (int k = 0; k < 2; k++) {
 		snprintf(l, sizeof l, "outcome=\"%s\"", k ? "committed" : "failed");
@@ -207,7 +211,7 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 	}
 	if (!x->ok || !x->secs)
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
-	if (!st && (!x->lapse_srv || !x->lapse_tr || !x->rollbacks || !x->ckpt_secs[0] ||
+	if (!st && (!x->lapse_srv || !x->lapse_tr || !x->rollbacks || !x->failovers || !x->ckpt_secs[0] ||
 	    !x->ckpt_secs[1] || !x->srv_up || !x->srv_down || !x->jobs || !x->ckpts[1] ||
 	    !x->ckpts[2] || !x->ckpts[3]))
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");

@@ -19,8 +19,7 @@ struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const char *job)
 	return k;
 }
 
-/* Pending checkpoints of j belong to the timeline a rollback ends. */
-static void fail_pending(struct coord *c, struct zs_job *j, uint64_t to_step)
+void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why)
 {
 	for (size_t i = 0; i < c->n_ckpts; i++) {
 		struct zs_checkpoint *k = &c->ckpts[i], nk;
@@ -29,9 +28,7 @@ static void fail_pending(struct coord *c, struct zs_job *j, uint64_t to_step)
 			continue;
 		nk = *k;
 		nk.state = ZS_CKPT_FAILED;
-		zs_fmt(nk.error, sizeof nk.error,
-		       "abandoned: the job rolled back to step %llu before it was durable",
-		       (unsigned long long)to_step);
+		zs_fmt(nk.error, sizeof nk.error, "abandoned: %s", why);
 		if (coord_save_ckpt(c, &nk, false, &e)) {
 			zs_error("job '%s': cannot record checkpoint %llu as abandoned: %s",
 				 j->spec.name, (unsigned long long)k->id, e.msg);
@@ -92,7 +89,12 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 			 e.msg);
 		return e.code;
 	}
-	fail_pending(c, j, step);
+	{
+		char w[96];
+		zs_fmt(w, sizeof w, "the job rolled back to step %llu before it was durable",
+		       (unsigned long long)step);
+		coord_fail_pending(c, j, w);
+	}
 	coord_metrics_event(c, COORD_EV_ROLLBACK);
 	if (coord_add_ctask(c, j, ZS_TASK_RESTORE, id, step)) {
 		zs_error("job '%s': out of memory queueing its rollback", j->spec.name);
@@ -117,6 +119,14 @@ void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_serve
 		const struct zs_live_claim *k = NULL;
 		if (!coord_holds(j, sid, false))
 			continue;
+		/* back sooner than its lease: replicas take over as if it had
+		 * been marked down (when the job has them) */
+		{
+			char lost[ZS_ADDR_MAX + 64];
+			zs_fmt(lost, sizeof lost, "%s restarted without its shards", who);
+			if (coord_failover(c, j, sid, lost))
+				continue;
+		}
 		for (uint32_t q = 0; q < in->n_live && !k; q++)
 			if (!strcmp(in->live[q].job, j->spec.name) &&
 			    in->live[q].created_ms == j->created_ms &&

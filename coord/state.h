@@ -195,7 +195,8 @@ void cstore_read_end(struct cstore_read *r);
 void coord_new_token(char out[ZS_TOKEN_MAX]);
 
 /* metrics.c: --metrics HOST:PORT, Prometheus text at /metrics */
-enum coord_event { COORD_EV_SERVER_LAPSE, COORD_EV_TRAINER_LAPSE, COORD_EV_ROLLBACK };
+enum coord_event { COORD_EV_SERVER_LAPSE, COORD_EV_TRAINER_LAPSE, COORD_EV_ROLLBACK,
+		   COORD_EV_FAILOVER };
 /* advertise: --advertise (its host replaces the bound one in what Status
  * says), or NULL */
 enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char *advertise,
@@ -295,6 +296,16 @@ void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 void coord_h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+/* failover.c */
+/* A replicated job j lost server sid (why: how): promotes the replicas of
+ * its shards in a new placement epoch. False when the job cannot go on
+ * that way (not replicated, no live copy of some shard, restoring,
+ * clipping): the caller's rollback path applies. Caller holds mu. */
+bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char *why);
+/* Every job's failover for server sid, marked down (caller holds mu). */
+void coord_server_lost(struct coord *c, uint64_t sid, const char *why);
+/* recovery.c: fails j's pending checkpoints, saying why. */
+void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why);
 /* Whether server_id holds shards of j (primary: a primary copy). */
 bool coord_holds(const struct zs_job *j, uint64_t server_id, bool primary);
 void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);

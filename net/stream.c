@@ -384,7 +384,9 @@ static void *sender_main(void *arg)
 						   (r->x.init ? ZS_WF_INIT : 0) |
 						   (r->x.replica ? ZS_WF_REPLICA : 0) |
 						   (r->x.state_read ? ZS_WF_STATE : 0)),
-				      .aux = r->x.state_read ? (uint64_t)r->x.state : 0};
+				      .aux = r->x.state_read ? (uint64_t)r->x.state
+					     : r->x.replica  ? r->x.epoch
+							     : 0};
 		with_payload = (r->op == ZS_OP_PUSH && c->h->inline_data) || r->internal ||
 			       r->op == ZS_OP_HPARAMS;
 		f.payload_len = with_payload ? r->bytes : 0;
@@ -689,6 +691,12 @@ clean_c:
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	return st;
+}
+
+void zs_conn_shutdown(struct zs_conn *c)
+{
+	if (c)
+		shutdown(c->fd, SHUT_RDWR); /* the receiver ends and breaks it */
 }
 
 void stream_close(struct zs_conn *c)

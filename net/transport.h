@@ -57,6 +57,8 @@ struct zs_xfer {
 			    * target's landing budget (the listener's call) */
 	bool replica;      /* a write from a shard's primary to its replica
 			    * (ZS_WF_REPLICA; rank ZS_RANK_PEER) */
+	uint64_t epoch;    /* replica writes: the sender's placement epoch
+			    * (in the frame's aux): a replica refuses another */
 };
 
 /* The rank an exporter says HELLO with: it may read, never push. */
@@ -204,6 +206,11 @@ static inline void zs_conn_close(struct zs_conn *c)
 	if (c)
 		zs_conn_transport(c)->close(c);
 }
+/* Breaks c as if its server had gone (every transport is built on the
+ * stream core): its requests fail with ZS_EUNAVAIL once its receiver has
+ * stopped, so nothing lands in their buffers after; c stays to be closed.
+ * A trainer does this to a server its job's failover left behind. */
+void zs_conn_shutdown(struct zs_conn *c);
 /* Queues the optimizer's hyperparameters from step on (a HPARAMS frame:
  * payload of len bytes, model/hparams.h, copied), ordered before the
  * requests posted after it on c; completes like a push. Every transport

@@ -97,6 +97,7 @@ void srvd_live_load(struct srvd *d);
 
 /* member.c */
 /* The engine's norm exchange: the coordinator sums every server's norms. */
+bool srvd_stale(void *ctx, const char *job, uint64_t epoch);
 enum zs_status srvd_peer_addr(void *ctx, uint64_t id, char *addr, size_t len,
 			      struct zs_error *err);
 enum zs_status srvd_exchange_norms(void *ctx, const char *job, uint64_t step,

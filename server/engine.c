@@ -10,6 +10,8 @@ static void shard_release(struct engine *e, struct eshard *s)
 	for (size_t i = 0; i < s->n_held; i++)
 		zs_sop_fail(s->held[i].op, ZS_ECANCELED, "the shard was dropped from this server");
 	free(s->held);
+	eng_acks_fail(s, ZS_ECANCELED, "the shard was dropped from this server");
+	free(s->acks);
 	if (e->l) {
 		if (s->copy && s->copy != s->master)
 			zs_listener_release(e->l, s->copy);
@@ -148,7 +150,17 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 		pthread_mutex_unlock(&e->mu);
 		return ZS_OK;
 	}
-	pthread_mutex_unlock(&e->mu);
+	if (old && old->created_ms == job->created_ms && job->spec.replicas > 1) {
+		/* a failover's new epoch: the same shards here, other roles */
+		atomic_fetch_add(&old->refs, 1);
+		pthread_mutex_unlock(&e->mu);
+		st = eng_reassign(e, old, job, server_id);
+		eng_job_unref(e, old);
+		if (!st)
+			return ZS_OK;
+	} else {
+		pthread_mutex_unlock(&e->mu);
+	}
 	if (old)
 		engine_remove_job(e, job->spec.name); /* a new epoch or job: start over */
 
@@ -178,32 +190,24 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 		goto fail;
 	}
-	/* the primaries first (what a checkpoint captures), then replicas */
-	for (int pass = 0; pass < 2; pass++)
-		for (uint32_t i = 0; i < job->placement.n_shards; i++) {
-			const struct zs_shard *sh = &job->placement.shards[i];
-			struct eshard *s;
-			if (sh->server_id != server_id || (sh->copy != 0) != (pass == 1))
-				continue;
-			if (sh->unit >= j->spec.layout.n_units) {
-				st = zs_fail(err, ZS_EINVAL, "placement names unit %u of %u",
-					     sh->unit, j->spec.layout.n_units);
-				goto fail;
-			}
-			s = &j->shards[j->n_shards++];
-			st = shard_init(e, j, s, sh, err);
-			if (st)
-				goto fail;
-			j->n_primary += sh->copy == 0;
-			/* a primary's other copies: where its updates go */
-			for (uint32_t q = 0; sh->copy == 0 && q < job->placement.n_shards; q++) {
-				const struct zs_shard *o = &job->placement.shards[q];
-				if (o->unit == sh->unit && o->index == sh->index && o->copy &&
-				    s->n_peers < ZS_MAX_REPLICAS - 1)
-					s->peer[s->n_peers++] = o->server_id;
-			}
+	for (uint32_t i = 0; i < job->placement.n_shards; i++) {
+		const struct zs_shard *sh = &job->placement.shards[i];
+		struct eshard *s;
+		if (sh->server_id != server_id)
+			continue;
+		if (sh->unit >= j->spec.layout.n_units) {
+			st = zs_fail(err, ZS_EINVAL, "placement names unit %u of %u", sh->unit,
+				     j->spec.layout.n_units);
+			goto fail;
 		}
-	if (j->spec.replicas > 1 && j->n_primary) { /* it forwards */
+		s = &j->shards[j->n_shards++];
+		st = shard_init(e, j, s, sh, err);
+		if (st)
+			goto fail;
+		j->n_primary += sh->copy == 0;
+		eng_shard_peers(s, &job->placement);
+	}
+	if (j->spec.replicas > 1) { /* its primaries forward (now or once promoted) */
 		if (!e->peer_fn) {
 			st = zs_fail(err, ZS_ESTATE,
 				     "job '%s' keeps replicas, and this server cannot reach its peers (no peer resolver)",
@@ -440,6 +444,12 @@ void engine_set_peer_resolver(struct engine *e, engine_peer_fn fn, void *ctx)
 {
 	e->peer_fn = fn;
 	e->peer_ctx = ctx;
+}
+
+void engine_set_stale_check(struct engine *e, engine_stale_fn fn, void *ctx)
+{
+	e->stale_fn = fn;
+	e->stale_ctx = ctx;
 }
 
 void engine_set_listener(struct engine *e, struct zs_listener *l) { e->l = l; }

@@ -86,6 +86,15 @@ void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx);
 typedef enum zs_status (*engine_peer_fn)(void *ctx, uint64_t id, char *addr, size_t len,
 					 struct zs_error *err);
 void engine_set_peer_resolver(struct engine *e, engine_peer_fn fn, void *ctx);
+/*
+ * A trainer reached a replica of a replicated job: whether the
+ * coordinator's placement of job is newer than epoch (a failover made that
+ * replica a primary), and if so this server's assignments brought up to
+ * date before it returns. Called from a connection's thread without locks;
+ * may block (bounded). Without one, such a request is refused at once.
+ */
+typedef bool (*engine_stale_fn)(void *ctx, const char *job, uint64_t epoch);
+void engine_set_stale_check(struct engine *e, engine_stale_fn fn, void *ctx);
 
 /*
  * The NVMe tier: shards added after budget bytes of masters and optimizer

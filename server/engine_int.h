@@ -102,12 +102,19 @@ struct eshard {
 	bool repl_wait, apply_wait, repl_landing;
 	uint64_t repl_gen;
 	char *repl_err;
+	/* a replicated job's pushes of the open step (or of the step being
+	 * forwarded) that landed: acknowledged once every copy has applied
+	 * their step, so that a trainer can send again to a replica whatever
+	 * a lost primary was not done with */
+	struct eack { struct zs_sop *op; uint64_t step; } *acks;
+	size_t n_acks, cap_acks;
 };
 
 /* A snapshot in progress: shards are captured as they reach step. */
 struct epending {
 	char job[ZS_JOB_NAME_MAX];
-	uint32_t n_shards;
+	uint32_t n_shards; /* of the job here (snaps, got: by shard) */
+	uint32_t want;     /* its primaries: what the snapshot takes */
 	uint64_t id, step;
 	uint32_t n_got;
 	bool *got;
@@ -138,8 +145,8 @@ struct ejob {
 	int64_t created_ms; /* with the name and epoch: which job this is */
 	struct zs_job_spec spec;
 	uint32_t n_shards;
-	struct eshard *shards; /* the primaries first, then the replicas */
-	uint32_t n_primary;
+	struct eshard *shards;
+	uint32_t n_primary; /* shards here that are their shard's primary */
 	/* the replicator's connections to the servers of this job's other
 	 * copies (replica.c; only its thread touches them) */
 	struct { uint64_t id; struct zs_conn *c; bool broken; } peerc[8];
@@ -185,6 +192,8 @@ struct engine {
 	/* replica.c: forwards to replicas, one thread, a queue of tasks */
 	engine_peer_fn peer_fn;
 	void *peer_ctx;
+	engine_stale_fn stale_fn;
+	void *stale_ctx;
 	struct erepl *repl;
 	atomic_uint_fast64_t repl_bytes, repl_steps;
 };
@@ -201,6 +210,19 @@ static inline uint32_t eng_contributors(const struct ejob *j)
 void eng_job_unref(struct engine *e, struct ejob *j);
 
 /* replica.c */
+/* A replicated job's push of step landed (caller holds s->mu): kept until
+ * that step is on every copy; false when out of memory (answer it now). */
+bool eng_ack_later(struct eshard *s, struct zs_sop *op, uint64_t step);
+/* Acknowledges the kept pushes whose step every copy has applied (those
+ * below version, or version - 1 while its forward is out). */
+void eng_acks_flush(struct eshard *s);
+/* Fails every kept push (a restore, a failed forward, the shard dropped). */
+void eng_acks_fail(struct eshard *s, enum zs_status st, const char *why);
+/* j's shards take placement job's roles in place (a replica promoted,
+ * peers gone): ZS_OK; ZS_ESTATE when the shards here differ (the caller
+ * then starts over). Caller holds no lock. */
+enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_job *job,
+			    uint64_t server_id);
 /* A primary with replicas has reached a new version (init: its initial
  * parameters, m their fp32 values): queues the forward to every copy and
  * sets repl_wait (caller holds s->mu). */
@@ -209,7 +231,14 @@ void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool ini
  * nothing), and its landing (applies the step, then acknowledges). */
 enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
 			      const struct zs_xfer *x, void **dst, struct zs_error *err);
-void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, struct zs_sop *op);
+void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const struct zs_xfer *x,
+		     struct zs_sop *op);
+/* A trainer's request reached replica s of j: true when a newer placement
+ * (now taken) made it its shard's primary (caller holds no lock). */
+bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s);
+/* A shard's peers: the servers of its other copies in placement p when it
+ * is the primary there, none otherwise. */
+void eng_shard_peers(struct eshard *s, const struct zs_placement *p);
 /* Starts and stops the replicator's thread; closes a job's connections. */
 enum zs_status eng_repl_start(struct engine *e, struct zs_error *err);
 void eng_repl_stop(struct engine *e);

@@ -261,7 +261,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		st = zs_fail(err, ZS_EINVAL, "an initial upload cannot be partial");
 		goto out;
 	}
-	if (s->sh.copy) {
+	if (s->sh.copy && !eng_promoted_since(e, j, s)) {
 		st = zs_fail(err, ZS_EINVAL,
 			     "unit '%s' shard %u is a replica here (copy %u): its primary takes %s",
 			     eng_unit_name(j, x->unit), s->sh.index, s->sh.copy,
@@ -286,6 +286,13 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		st = zs_fail(err, ZS_ESTATE,
 			     "unit '%s' has no parameters yet: rank 0 uploads them before step 0",
 			     eng_unit_name(j, x->unit));
+	} else if (j->spec.replicas > 1 && !x->partial && x->step + 1 == s->version) {
+		/* sent again after a failover: its step is applied here (by
+		 * this server as a replica); acknowledged once on every copy */
+		if (!(*dst = eng_land_get(e, s->sh.length * zs_dtype_size(x->dtype), x->over_budget)))
+			st = zs_fail(err, ZS_EAGAIN,
+				     "no landing room for unit '%s': the pushes landing on this server fill its landing budget (%llu bytes)",
+				     eng_unit_name(j, x->unit), (unsigned long long)e->land_budget);
 	} else if (x->step != s->version) {
 		st = zs_fail(err, ZS_ESTATE, "push for step %llu of unit '%s', whose open step is %llu",
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit),
@@ -369,7 +376,10 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 	if (x->init) {
 		s->init_landing--;
 	} else if (x->replica) {
-		s->repl_landing = false;
+		if (x->step == s->version) /* not a forward sent again */
+			s->repl_landing = false;
+	} else if (x->step < s->version) { /* a push sent again (failover) */
+		give_back = true;
 	} else if (s->slot[rank] == SLOT_LANDING) {
 		s->slot[rank] = SLOT_EMPTY;
 		s->n_landing--;
@@ -419,11 +429,21 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	}
 	atomic_fetch_add(&e->bytes_in, x->length * (x->init || x->replica ? 4 : s->dsz));
 	if (x->replica && !x->init) {
-		eng_repl_landed(e, j, s, op);
+		eng_repl_landed(e, j, s, x, op);
 		eng_job_unref(e, j);
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
+	if (!x->init && x->step < s->version) {
+		/* a push sent again after a failover: its step is applied */
+		eng_land_put(e, dst);
+		if (!eng_ack_later(s, op, x->step))
+			zs_sop_done(op);
+		eng_acks_flush(s);
+		pthread_mutex_unlock(&s->mu);
+		eng_job_unref(e, j);
+		return;
+	}
 	if (x->init) {
 		bool away = !s->master; /* in the tier or on the device: landed first */
 		const float *m = away ? s->landing : s->master;
@@ -462,7 +482,10 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	}
 	s->slot[rank] = SLOT_FULL;
 	s->full++;
-	zs_sop_done(op); /* landed: acknowledged; the update may follow */
+	/* landed: acknowledged (with replicas: once its step is on every
+	 * copy); the update may follow */
+	if (j->spec.replicas < 2 || !eng_ack_later(s, op, x->step))
+		zs_sop_done(op);
 	if (s->full == eng_contributors(j)) {
 		if (s->repl_wait) { /* the last update is not on every copy
 				     * yet: this one follows once it is */

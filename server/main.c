@@ -265,6 +265,7 @@ int main(int argc, char **argv)
 	engine_set_landing(d.engine, landing_budget);
 	engine_set_norm_exchange(d.engine, srvd_exchange_norms, &d);
 	engine_set_peer_resolver(d.engine, srvd_peer_addr, &d);
+	engine_set_stale_check(d.engine, srvd_stale, &d);
 	if (gpu == -1 && gpu_budget) {
 		fprintf(stderr, "zshard-server: --gpu-budget without --gpu\n");
 		return 2;

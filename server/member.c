@@ -104,6 +104,25 @@ enum zs_status srvd_peer_addr(void *ctx, uint64_t id, char *addr, size_t len,
 	return st;
 }
 
+/* The engine's stale check: a trainer reached one of our replicas; when
+ * the coordinator has moved the job's placement on (a failover), the
+ * assignments are taken now rather than at the next heartbeat. */
+bool srvd_stale(void *ctx, const char *job, uint64_t epoch)
+{
+	struct srvd *d = ctx;
+	struct zs_error err = {0};
+	struct zs_job j;
+	bool newer;
+
+	if (zs_coord_get_job(d->coord, job, &j, &err))
+		return false;
+	newer = j.placement.epoch > epoch;
+	zs_job_release(&j);
+	if (newer)
+		srvd_refresh_assignments(d);
+	return newer;
+}
+
 /* Snapshot: a trainer's word that a checkpoint of step t is wanted, ahead
  * of the next heartbeat that would bring the task. */
 static void h_snapshot(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
@@ -244,7 +263,8 @@ enum zs_status srvd_do_register(struct srvd *d, struct zs_error *err)
 	return ZS_OK;
 }
 
-void srvd_refresh_assignments(struct srvd *d)
+/* Fetches this server's assignments and makes the engine hold them. */
+static void refresh(struct srvd *d)
 {
 	struct zs_error err = {0};
 	struct zs_assignment *as, *old;
@@ -297,6 +317,16 @@ void srvd_refresh_assignments(struct srvd *d)
 	}
 	zs_info("assignment generation %llu: %u jobs, %llu bytes in all",
 		(unsigned long long)gen, n_as, (unsigned long long)bytes);
+}
+
+void srvd_refresh_assignments(struct srvd *d)
+{
+	/* one at a time: the heartbeat's, a task's, a stale check's */
+	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
+
+	pthread_mutex_lock(&one);
+	refresh(d);
+	pthread_mutex_unlock(&one);
 }
 
 void *srvd_heartbeat(void *arg)

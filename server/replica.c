@@ -139,7 +139,7 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	struct eshard *s = &r->j->shards[r->shard];
 	struct zs_xfer x = {.unit = s->sh.unit, .offset = s->sh.offset,
 			    .length = s->sh.length, .step = r->step, .dtype = ZS_F32,
-			    .init = r->init, .replica = true};
+			    .init = r->init, .replica = true, .epoch = r->j->epoch};
 	const float *src = r->init ? (r->own ? r->own : s->master) : s->acc;
 	uint8_t hp[ZS_HP_MAX_BYTES];
 	struct zs_hp_table t;
@@ -189,6 +189,24 @@ static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req
 	return st;
 }
 
+/* The held gathers of s's version, out of s->held (caller holds s->mu,
+ * serves them unlocked: eng_serve_released). */
+static void take_released(struct eshard *s, struct held **rel, size_t *n_rel)
+{
+	size_t keep = 0;
+
+	*rel = NULL;
+	*n_rel = 0;
+	if (!s->n_held || !s->ready || !(*rel = malloc(s->n_held * sizeof **rel)))
+		return;
+	for (size_t h = 0; h < s->n_held; h++)
+		if (s->held[h].x.step == s->version)
+			(*rel)[(*n_rel)++] = s->held[h];
+		else
+			s->held[keep++] = s->held[h];
+	s->n_held = keep;
+}
+
 /* Every copy has r's step (st ZS_OK), or will not (why): the shard goes on
  * (gathers of its version served, a deferred update run) or says why. */
 static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const char *why)
@@ -196,7 +214,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 	struct ejob *j = r->j;
 	struct eshard *s = &j->shards[r->shard];
 	struct held *rel = NULL;
-	size_t n_rel = 0, keep = 0;
+	size_t n_rel = 0;
 
 	pthread_mutex_lock(&s->mu);
 	if (r->gen != s->repl_gen || !s->repl_wait) { /* a restore came between */
@@ -213,6 +231,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		for (size_t h = 0; h < s->n_held; h++)
 			zs_sop_fail(s->held[h].op, ZS_EUNAVAIL, "%s", msg);
 		s->n_held = 0;
+		eng_acks_fail(s, ZS_EUNAVAIL, msg);
 		pthread_mutex_unlock(&s->mu);
 		zs_error("job '%s': %s", j->name, msg);
 		return;
@@ -220,18 +239,12 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 	s->repl_wait = false;
 	atomic_fetch_add(&e->repl_steps, 1);
 	atomic_fetch_add(&e->repl_bytes, (uint64_t)s->sh.length * 4 * s->n_peers);
+	eng_acks_flush(s);
 	if (s->apply_wait) { /* the next step's pushes are all in */
 		eng_step_complete(e, j, s); /* unlocks */
 		return;
 	}
-	if (s->n_held && s->ready && (rel = malloc(s->n_held * sizeof *rel))) {
-		for (size_t h = 0; h < s->n_held; h++)
-			if (s->held[h].x.step == s->version)
-				rel[n_rel++] = s->held[h];
-			else
-				s->held[keep++] = s->held[h];
-		s->n_held = keep;
-	}
+	take_released(s, &rel, &n_rel);
 	pthread_mutex_unlock(&s->mu);
 	eng_serve_released(e, s, rel, n_rel);
 }
@@ -430,6 +443,146 @@ void eng_repl_stop(struct engine *e)
 	free(q);
 }
 
+/* ---------------------------------------------------------- new epochs */
+
+void eng_shard_peers(struct eshard *s, const struct zs_placement *p)
+{
+	s->n_peers = 0;
+	for (uint32_t q = 0; s->sh.copy == 0 && q < p->n_shards; q++) {
+		const struct zs_shard *o = &p->shards[q];
+		if (o->unit == s->sh.unit && o->index == s->sh.index && o->copy &&
+		    s->n_peers < ZS_MAX_REPLICAS - 1)
+			s->peer[s->n_peers++] = o->server_id;
+	}
+}
+
+bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s)
+{
+	uint64_t epoch;
+	bool primary;
+
+	pthread_mutex_lock(&e->mu);
+	epoch = j->epoch;
+	pthread_mutex_unlock(&e->mu);
+	if (j->spec.replicas < 2 || !e->stale_fn || !e->stale_fn(e->stale_ctx, j->name, epoch))
+		return false;
+	pthread_mutex_lock(&s->mu);
+	primary = !s->sh.copy;
+	pthread_mutex_unlock(&s->mu);
+	return primary;
+}
+
+/* The entry of placement p for shard s on server id, or NULL. */
+static const struct zs_shard *entry(const struct zs_placement *p, const struct eshard *s,
+				    uint64_t id)
+{
+	for (uint32_t i = 0; i < p->n_shards; i++) {
+		const struct zs_shard *o = &p->shards[i];
+		if (o->server_id == id && o->unit == s->sh.unit && o->index == s->sh.index &&
+		    o->offset == s->sh.offset && o->length == s->sh.length &&
+		    o->padded == s->sh.padded)
+			return o;
+	}
+	return NULL;
+}
+
+enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_job *job,
+			    uint64_t server_id)
+{
+	struct zs_error err = {0};
+	uint32_t n = 0, promoted = 0, primaries = 0;
+
+	for (uint32_t i = 0; i < job->placement.n_shards; i++)
+		n += job->placement.shards[i].server_id == server_id;
+	if (n != j->n_shards)
+		return ZS_ESTATE;
+	for (uint32_t k = 0; k < j->n_shards; k++)
+		if (!entry(&job->placement, &j->shards[k], server_id))
+			return ZS_ESTATE;
+	if (!e->peer_fn || eng_repl_start(e, &err))
+		return ZS_ESTATE;
+	pthread_mutex_lock(&e->mu);
+	j->epoch = job->placement.epoch;
+	pthread_mutex_unlock(&e->mu);
+	for (uint32_t k = 0; k < j->n_shards; k++) {
+		struct eshard *s = &j->shards[k];
+		const struct zs_shard *sh = entry(&job->placement, s, server_id);
+		struct held *rel = NULL;
+		size_t n_rel = 0;
+		pthread_mutex_lock(&s->mu);
+		promoted += s->sh.copy && !sh->copy;
+		primaries += !sh->copy;
+		s->sh.copy = sh->copy;
+		s->sh.copies = sh->copies;
+		eng_shard_peers(s, &job->placement);
+		if (s->repl_wait) {
+			/* the forward under way went to the old copies: to the
+			 * ones left, or, with none left, it is done */
+			s->repl_gen++;
+			s->repl_wait = false;
+			if (s->n_peers) {
+				float *m = NULL;
+				if (!s->version && !s->master && (m = malloc(s->sh.length * 4)) &&
+				    eng_arrays_io(e, s, false, m, NULL, NULL)) {
+					free(m);
+					m = NULL;
+				}
+				eng_repl_queue(e, j, s, !s->version, s->version ? NULL : m ? m : s->master);
+				free(m);
+			} else {
+				eng_acks_flush(s);
+				if (s->apply_wait) {
+					eng_step_complete(e, j, s); /* unlocks */
+					continue;
+				}
+				take_released(s, &rel, &n_rel);
+			}
+		}
+		pthread_mutex_unlock(&s->mu);
+		eng_serve_released(e, s, rel, n_rel);
+	}
+	j->n_primary = primaries;
+	zs_info("job '%s': placement epoch %llu taken in place: %u shards here, %u primaries (%u promoted from replicas)",
+		j->name, (unsigned long long)j->epoch, j->n_shards, primaries, promoted);
+	return ZS_OK;
+}
+
+/* ------------------------------------------------------------ the acks */
+
+bool eng_ack_later(struct eshard *s, struct zs_sop *op, uint64_t step)
+{
+	if (s->n_acks == s->cap_acks) {
+		size_t nc = s->cap_acks ? s->cap_acks * 2 : 8;
+		struct eack *g = realloc(s->acks, nc * sizeof *g);
+		if (!g)
+			return false;
+		s->acks = g;
+		s->cap_acks = nc;
+	}
+	s->acks[s->n_acks++] = (struct eack){op, step};
+	return true;
+}
+
+void eng_acks_flush(struct eshard *s)
+{
+	uint64_t frontier = s->version - (s->repl_wait && s->version ? 1 : 0);
+	size_t keep = 0;
+
+	for (size_t i = 0; i < s->n_acks; i++)
+		if (s->acks[i].step < frontier)
+			zs_sop_done(s->acks[i].op);
+		else
+			s->acks[keep++] = s->acks[i];
+	s->n_acks = keep;
+}
+
+void eng_acks_fail(struct eshard *s, enum zs_status st, const char *why)
+{
+	for (size_t i = 0; i < s->n_acks; i++)
+		zs_sop_fail(s->acks[i].op, st, "%s", why);
+	s->n_acks = 0;
+}
+
 /* ------------------------------------------------------------ receiving */
 
 enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
@@ -451,13 +604,25 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 			       eng_unit_name(j, x->unit), s->sh.index);
 	if (x->dtype != ZS_F32 || x->partial)
 		return zs_fail(err, ZS_EINVAL, "a forward is f32, whole");
+	if (x->epoch != j->epoch) /* a deposed primary (cut off, then back) */
+		return zs_fail(err, ZS_ESTATE,
+			       "a forward of placement epoch %llu: this server holds epoch %llu of job '%s'",
+			       (unsigned long long)x->epoch, (unsigned long long)j->epoch, j->name);
 	pthread_mutex_lock(&s->mu);
 	if (x->init)
 		st = eng_init_begin(e, j, s, x, dst, err);
 	else if (!s->ready)
 		st = zs_fail(err, ZS_ESTATE, "unit '%s' shard %u has no parameters yet",
 			     eng_unit_name(j, x->unit), s->sh.index);
-	else if (x->step != s->version)
+	else if (x->step + 1 == s->version && !x->init) {
+		/* sent again to a replica that applied it (a failover moved the
+		 * primary while its acknowledgement was on the way): done */
+		if (!s->landing && !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
+			st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
+				     eng_unit_name(j, x->unit));
+		else
+			*dst = s->landing;
+	} else if (x->step != s->version)
 		st = zs_fail(err, ZS_ESTATE,
 			     "a forward of step %llu for unit '%s' shard %u, which is at step %llu",
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit), s->sh.index,
@@ -474,12 +639,18 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 	return st;
 }
 
-void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, struct zs_sop *op)
+void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const struct zs_xfer *x,
+		     struct zs_sop *op)
 {
 	struct held *rel = NULL;
 	size_t n_rel = 0;
 
 	pthread_mutex_lock(&s->mu);
+	if (x->step != s->version || !s->repl_landing) { /* sent again: applied already */
+		zs_sop_done(op);
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
 	s->repl_landing = false;
 	if (s->gpu)
 		eng_dev_acc_in(e, s);

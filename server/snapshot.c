@@ -57,14 +57,14 @@ void eng_capture_due(struct ejob *j, struct eshard *s)
 {
 	size_t k = (size_t)(s - j->shards);
 
-	if (k >= j->n_primary) /* a replica: its primary is captured */
+	if (s->sh.copy) /* a replica: its primary is captured */
 		return;
 	pthread_mutex_lock(&j->cmu);
 	for (struct epending **pp = &j->pend; *pp;) {
 		struct epending *p = *pp;
 		if (p->step == s->version && !p->got[k] && !capture(j, s, p))
 			zs_error("out of memory capturing a snapshot of job '%s'", j->name);
-		if (p->n_got == p->n_shards) {
+		if (p->n_got == p->want) {
 			*pp = p->next;
 			p->next = finished;
 			finished = p;
@@ -80,8 +80,16 @@ void eng_deliver_finished(void)
 {
 	while (finished) {
 		struct epending *p = finished;
+		uint32_t n = 0;
 		finished = p->next;
-		p->done(p->ctx, p->job, p->id, p->step, p->snaps, p->n_shards, ZS_OK, NULL);
+		/* the primaries' snapshots, in shard order, first */
+		for (uint32_t k = 0; k < p->n_shards; k++)
+			if (p->got[k]) {
+				struct engine_snap t = p->snaps[k];
+				p->snaps[k] = (struct engine_snap){0};
+				p->snaps[n++] = t;
+			}
+		p->done(p->ctx, p->job, p->id, p->step, p->snaps, n, ZS_OK, NULL);
 		free(p->got);
 		free(p);
 	}
@@ -168,8 +176,8 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
 	p = calloc(1, sizeof *p);
 	if (p) {
-		p->got = calloc(j->n_primary ? j->n_primary : 1, sizeof *p->got);
-		p->snaps = calloc(j->n_primary ? j->n_primary : 1, sizeof *p->snaps);
+		p->got = calloc(j->n_shards ? j->n_shards : 1, sizeof *p->got);
+		p->snaps = calloc(j->n_shards ? j->n_shards : 1, sizeof *p->snaps);
 	}
 	if (!p || !p->got || !p->snaps) {
 		if (p) {
@@ -181,16 +189,20 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	snprintf(p->job, sizeof p->job, "%s", j->name);
-	p->n_shards = j->n_primary; /* replicas take no snapshot */
+	p->n_shards = j->n_shards;
+	p->want = 0; /* counted with the checks below: replicas take none */
 	p->id = id;
 	p->step = step;
 	p->done = done;
 	p->ctx = ctx;
 	/* check every shard before registering: past the step or empty is final */
-	for (uint32_t k = 0; k < j->n_primary && !st; k++) {
+	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
 		struct eshard *s = &j->shards[k];
 		pthread_mutex_lock(&s->mu);
-		if (!s->ready)
+		p->want += !s->sh.copy;
+		if (s->sh.copy)
+			;
+		else if (!s->ready)
 			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters to checkpoint yet",
 				     eng_unit_name(j, s->sh.unit));
 		else if (s->version > step)
@@ -212,7 +224,7 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 	j->pend = p;
 	pthread_mutex_unlock(&j->cmu);
 	/* capture the shards already at step (the rest on their update) */
-	for (uint32_t k = 0; k < j->n_primary; k++) {
+	for (uint32_t k = 0; k < j->n_shards; k++) {
 		struct eshard *s = &j->shards[k];
 		pthread_mutex_lock(&s->mu);
 		if (s->version == step)
@@ -350,6 +362,8 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		/* every copy is restored to the same state: nothing to forward */
 		s->repl_gen++;
 		s->repl_wait = s->apply_wait = false;
+		eng_acks_fail(s, rollback ? ZS_ERESUME : ZS_ECANCELED,
+			      "the job was restored before this push's step was on every copy");
 		free(s->repl_err);
 		s->repl_err = NULL;
 		eng_reduction_clear(e, s); /* the discarded step's pushes */

@@ -1,0 +1,167 @@
+/*
+ * failover.c - a trainer's side of a replicated job (spec.replicas > 1)
+ * losing a server: the coordinator moves the lost server's shards to their
+ * replicas in a new placement epoch (coord/failover.c); the trainer waits
+ * for that placement, takes it, and sends every request that was on the
+ * lost server again, to its shard's new primary, from the same buffer.
+ *
+ * Nothing is lost that way: a replicated job's servers acknowledge a push
+ * only once every copy has applied its step, so a push the lost server did
+ * not acknowledge is still the op's (its buffer untouched) and goes again;
+ * the new primary takes it as any push (or, if it applied that step as a
+ * replica already, acknowledges it at once). A gather goes again and is
+ * served at its step. What cannot go again: a gradient-accumulation
+ * push's earlier micro-batches (their terms were acknowledged by the lost
+ * server alone), so a unit with partial pushes in its step is not failed
+ * over: the error stands and the job rolls back.
+ */
+#include "client/trainer.h"
+
+#include "base/log.h"
+
+/* Whether t's placement still puts a shard on server id. */
+static bool holds(const zs_trainer *t, uint64_t id)
+{
+	for (uint32_t k = 0; k < t->job.placement.n_shards; k++)
+		if (t->job.placement.shards[k].server_id == id)
+			return true;
+	return false;
+}
+
+/* Shuts server id's connection down and sets it aside (closed with the
+ * others: ops may still hold requests of it). */
+static void retire(zs_trainer *t, uint64_t id)
+{
+	for (uint32_t i = 0; i < t->n_srv; i++) {
+		struct zs_conn **g;
+		if (t->srv_id[i] != id)
+			continue;
+		zs_conn_shutdown(t->conn[i]);
+		g = realloc(t->dead, (t->n_dead + 1) * sizeof *g);
+		if (g) {
+			t->dead = g;
+			t->dead[t->n_dead++] = t->conn[i];
+		} /* else: left open, unused, until close (no memory to track it) */
+		if (t->reg_conn == t->conn[i])
+			t->reg_conn = NULL;
+		t->srv_id[i] = t->srv_id[t->n_srv - 1];
+		t->conn[i] = t->conn[t->n_srv - 1];
+		t->n_srv--;
+		return;
+	}
+}
+
+enum zs_status tr_failover(zs_trainer *t, uint64_t lost, struct zs_error *err)
+{
+	int bound = tr_op_timeout(t);
+	int64_t t0 = zs_now_ms(), deadline = t0 + bound;
+	enum zs_status st;
+
+	if (t->job.spec.replicas < 2)
+		return zs_fail(err, ZS_EUNAVAIL, "job '%s' has no replicas", t->job.spec.name);
+	while (holds(t, lost)) {
+		struct zs_job j;
+		bool moved = true;
+		if ((st = zs_coord_get_job(t->coord, t->job.spec.name, &j, err))) {
+			if (zs_now_ms() > deadline)
+				return st;
+			zs_sleep_ms(100, NULL);
+			continue;
+		}
+		if (j.timeline != t->timeline) {
+			st = zs_fail(err, ZS_ERESUME,
+				     "job '%s' was rolled back instead (%s): resume",
+				     j.spec.name, j.rollback_reason[0] ? j.rollback_reason : "a restore");
+			zs_job_release(&j);
+			return st;
+		}
+		for (uint32_t k = 0; k < j.placement.n_shards; k++)
+			moved &= j.placement.shards[k].server_id != lost;
+		if (moved) {
+			st = tr_take_placement(t, &j.placement);
+			zs_job_release(&j);
+			if (st)
+				return zs_fail(err, st, "out of memory");
+			zs_info("rank %u of job '%s': server %llu was lost; its shards' replicas took over (placement epoch %llu, %lld ms)",
+				t->rank, t->job.spec.name, (unsigned long long)lost,
+				(unsigned long long)t->job.placement.epoch,
+				(long long)(zs_now_ms() - t0));
+			break;
+		}
+		zs_job_release(&j);
+		if (zs_now_ms() > deadline)
+			return zs_fail(err, ZS_ETIMEDOUT,
+				       "server %llu was lost, and the coordinator did not move its shards to their replicas within %d ms",
+				       (unsigned long long)lost, bound);
+		zs_sleep_ms(100, NULL);
+	}
+	retire(t, lost);
+	/* a server takes the new epoch at its next heartbeat: until then it
+	 * refuses a new connection with ZS_EAGAIN */
+	while ((st = tr_connect_new(t, err)) == ZS_EAGAIN && zs_now_ms() < deadline)
+		zs_sleep_ms(100, NULL);
+	return st;
+}
+
+/* The server of t's placement that holds x's range now (0: none). */
+static uint64_t primary_of(const zs_trainer *t, const struct zs_xfer *x)
+{
+	for (uint32_t k = 0; k < t->job.placement.n_shards; k++) {
+		const struct zs_shard *sh = &t->job.placement.shards[k];
+		if (sh->unit == x->unit && sh->offset == x->offset && sh->length == x->length)
+			return sh->server_id;
+	}
+	return 0;
+}
+
+static struct zs_conn *conn_to(zs_trainer *t, uint64_t id)
+{
+	for (uint32_t i = 0; i < t->n_srv; i++)
+		if (t->srv_id[i] == id)
+			return t->conn[i];
+	return NULL;
+}
+
+bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *err)
+{
+	zs_trainer *t = op->t;
+	struct tr_rq *q = op->rq ? &op->rq[i] : NULL;
+	struct zs_error ferr = {0};
+	struct zs_conn *c;
+	uint64_t to;
+
+	/* a broken connection (the server gone) or one we shut down */
+	if (!q || (st != ZS_EUNAVAIL && st != ZS_ECANCELED))
+		return false;
+	if (q->src && !q->x.init && t->partial_at && q->x.unit < t->job.spec.layout.n_units &&
+	    t->partial_at[q->x.unit] == q->x.step + 1) {
+		zs_error_prefix(err, "unit %u had gradient-accumulation pushes of step %llu on the lost server (they cannot be sent again)",
+				q->x.unit, (unsigned long long)q->x.step);
+		return false;
+	}
+	if (tr_failover(t, q->server, &ferr)) {
+		zs_error_prefix(err, "%s; after which", ferr.msg);
+		return false;
+	}
+	if (q->hparams) { /* the lost server needed it; the others have it */
+		op->req[i] = NULL;
+		return true;
+	}
+	to = primary_of(t, &q->x);
+	if (!to || !(c = conn_to(t, to))) {
+		zs_error_prefix(err, "unit %u [%llu, +%llu) has no primary in placement epoch %llu",
+				q->x.unit, (unsigned long long)q->x.offset,
+				(unsigned long long)q->x.length,
+				(unsigned long long)t->job.placement.epoch);
+		return false;
+	}
+	st = q->src ? zs_post_write(c, &q->x, q->src, &op->req[i], &ferr)
+		    : zs_post_read(c, &q->x, q->dst, &op->req[i], &ferr);
+	if (st) {
+		zs_error_prefix(err, "sending it again to server %llu: %s", (unsigned long long)to,
+				ferr.msg);
+		return false;
+	}
+	q->server = to;
+	return true;
+}
