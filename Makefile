@@ -254,7 +254,7 @@ check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
 	rc=$$?; \
 	ZSHARD_TEST_SERVER_GPU=emulated ZSHARD_TEST_LABEL="servers --gpu emulated" \
-		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train ckpt crash device scale \
+		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train ckpt crash device scale replica \
 		>$(BUILD)/gpu-servers.log 2>&1 && tail -1 $(BUILD)/gpu-servers.log || \
 		{ cat $(BUILD)/gpu-servers.log; rc=1; }; \
 	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \
@@ -276,6 +276,7 @@ check: all
 	sh tests/integration/prometheus.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: prometheus skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \
+	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS_REPLICAS) || rc=1; \
 	sh tests/integration/ha.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: ha skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS_HA); n=$$?; \
@@ -421,6 +422,10 @@ gpt: $(BINS) $(LIBZS_SO) torch-venv
 FAULTS ?= --trials 30
 CHECK_FAULTS ?= --seed 1 --trial trainer:25 --trial server:35 --trial coordinator:15 --trial stop:30 \
 	--trial pause:20 --trial partition:40 --trial server:4 --trial tpause:30
+# replicated shards: a server killed, a server stopped past its lease (no
+# rollback either), two servers killed at once (the checkpoint rollback)
+CHECK_FAULTS_REPLICAS ?= --replicas 2 --servers 3 --seed 1 --steps 150 --trial server:40 \
+	--trial pause:70 --trial server2:100 --trial server:12
 # and the same with three coordinators on a 3-member etcd cluster: the
 # leader killed, the leader stopped past its lease, an etcd member killed,
 # a standby killed (FAULTS="--etcd --trials 20" for drawn ones)

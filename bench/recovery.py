@@ -5,8 +5,9 @@ in steps computed again, measured on the fault matrix's cluster
 10 steps) against the same job without a fault, run just before:
 
   server        kill -9 of a shard server: the rollback path (the job goes
-                back to its last checkpoint; issue 16's replicas are to
-                remove it)
+                back to its last checkpoint)
+  replicated    the same kill, the job keeping 2 copies of each shard: its
+                replicas take over, no rollback
   coordinator   kill -9 of the one coordinator (LMDB), restarted at once
   leader        kill -9 of the leading coordinator of three on etcd
                 (a standby takes over; the job clips, so every step's norm
@@ -31,8 +32,9 @@ import etcd as etcd_cluster  # noqa: E402
 import faults  # noqa: E402
 
 
-def job(etcd):
-    return argparse.Namespace(servers=2, ranks=2, steps=150, batch=32, every=10, etcd=etcd)
+def job(etcd, replicas=1):
+    return argparse.Namespace(servers=2, ranks=2, steps=150, batch=32, every=10, etcd=etcd,
+                              replicas=replicas)
 
 
 def main():
@@ -43,24 +45,26 @@ def main():
     rng = random.Random(a.seed)
     rows = []
     kinds = [("server", False, lambda: "server-%d" % rng.randrange(2)),
+             ("replicated", False, lambda: "server-%d" % rng.randrange(2)),
              ("coordinator", False, lambda: "coordinator"),
              ("leader", True, lambda: "leader"),
              ("etcd", True, lambda: "etcd-0")]
     base = {}
     for kind, ha, victim in kinds:
         if ha and etcd_cluster.reason():
-            rows.append("| %s | skipped: %s | | | | |" % (kind, etcd_cluster.reason()))
+            rows.append("| %s | skipped: %s | | | | | |" % (kind, etcd_cluster.reason()))
             continue
-        if ha not in base:
-            b = faults.run_trial(job(ha), None, 0, "baseline")
+        K = 2 if kind == "replicated" else 1
+        if (ha, K) not in base:
+            b = faults.run_trial(job(ha, K), None, 0, "baseline")
             if not b["ok"]:
                 sys.exit("recovery: the fault-free run failed: %s" % b["why"])
-            base[ha] = b
-        b = base[ha]
-        cost, again, takeover, equal = [], [], [], True
+            base[(ha, K)] = b
+        b = base[(ha, K)]
+        cost, again, takeover, rec, equal = [], [], [], [], True
         for t in range(a.trials):
             step = rng.randrange(15, 130)
-            r = faults.run_trial(job(ha), victim(), step, "%s-%d" % (kind, t))
+            r = faults.run_trial(job(ha, K), victim(), step, "%s-%d" % (kind, t))
             equal &= r["ok"] and r["digest"] == b["digest"]
             if not r["ok"]:
                 print("recovery: %s trial %d failed: %s" % (kind, t, r["why"]), file=sys.stderr)
@@ -70,19 +74,22 @@ def main():
             again.append(r["kill_step"] - int(back) if back.isdigit() else 0)
             if r["takeover"] is not None:
                 takeover.append(r["takeover"])
+            if r["recovery"] is not None:
+                rec.append(r["recovery"])
         med = lambda v, f: f % statistics.median(v) if v else "-"
-        rows.append("| %s | %d | %s | %s | %s | %s |" % (
-            kind, len(cost), med(cost, "%+.1f s"), med(again, "%.0f"),
+        rows.append("| %s | %d | %s | %s | %s | %s | %s |" % (
+            kind, len(cost), med(cost, "%+.1f s"), med(again, "%.0f"), med(rec, "%.1f s"),
             med(takeover, "%.1f s"), "yes" if equal and cost else "NO"))
     print("| lost | trials | extra wall time (median) | steps computed again (median) | "
-          "takeover (median) | all bitwise equal |")
-    print("|---|---|---|---|---|---|")
+          "from the fault to 3 steps past it (median) | takeover (median) | all bitwise equal |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(r)
     print()
     print("Fault-free run: %s (150 steps of charlm, batch 32, 2 servers, 2 ranks)." %
-          ", ".join("%.1f s%s" % (b["seconds"], " on etcd with clipping" if ha else " (LMDB)")
-                    for ha, b in sorted(base.items())))
+          ", ".join("%.1f s%s%s" % (b["seconds"], " on etcd with clipping" if ha else " (LMDB)",
+                                    ", 2 copies" if K > 1 else "")
+                    for (ha, K), b in sorted(base.items())))
     return 0
 
 

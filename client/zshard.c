@@ -706,8 +706,18 @@ int zs_checkpoint(zs_trainer *t, unsigned long long step, const void *blob, unsi
 		snprintf(task.job, sizeof task.job, "%s", t->job.spec.name);
 		st = zs_coord_servers(t->coord, &s, &n_s, &err);
 		for (uint32_t i = 0; !st && i < n_s; i++)
-			if (conn_of(t, s[i].id))
-				st = zs_server_snapshot(s[i].addr, 10000, &task, &err);
+			if (conn_of(t, s[i].id)) {
+				bool repl = t->job.spec.replicas > 1;
+				st = zs_server_snapshot(s[i].addr, repl ? 2000 : 10000, &task, &err);
+				/* a replicated job's server lost (or stopped): its
+				 * failover fails this checkpoint; training goes on,
+				 * the next one is taken */
+				if ((st == ZS_EUNAVAIL || st == ZS_ETIMEDOUT) && repl) {
+					zs_warn("checkpoint %llu: %s (the job's replicas take over; the checkpoint will not commit)",
+						(unsigned long long)k.id, err.msg);
+					st = ZS_OK;
+				}
+			}
 		free(s);
 		if (st) {
 			zs_checkpoint_release(&k);

@@ -528,8 +528,17 @@ again:
 	 * resume */
 	{
 		unsigned long long id;
-		if ((rc = zs_checkpoint(t, steps, NULL, 0, &id)) ||
-		    (rc = zs_checkpoint_wait(t, id, 600000)))
+		/* a replicated job's failover abandons a checkpoint under way
+		 * (ZS_EIO, the timeline unchanged): ask for it again */
+		for (int tries = 0;; tries++) {
+			if ((rc = zs_checkpoint(t, steps, NULL, 0, &id)) ||
+			    (rc = zs_checkpoint_wait(t, id, 600000)) == ZS_OK)
+				break;
+			if (rc != ZS_EIO || tries == 3)
+				break;
+			fprintf(stderr, "charlm rank %u: %s: asking again\n", rank, zs_trainer_error(t));
+		}
+		if (rc)
 			goto fail;
 	}
 	{

@@ -21,7 +21,7 @@ export --optimizer) must be bitwise those of the fault-free run.
                            [--servers S] [--ranks R] [--batch B]
                            [--kinds trainer,server,coordinator,stop,pause,partition,tpause]
                            [--trial KIND:STEP]...   fixed trials instead of drawn ones
-                           [--etcd]
+                           [--etcd] [--replicas K]
 
 With --etcd the catalog lives in a real 3-member etcd cluster and three
 coordinators share it (one leads); every client gets the list of the three,
@@ -35,6 +35,12 @@ coordinator that does not lead). These must cost no step: no rollback, no checkp
 before the fault lost, the result bitwise that of the fault-free run; the
 table adds the takeover time (from the fault until another coordinator
 answers as leader).
+
+With --replicas K (2 or 3) every shard of the job has K copies on distinct
+servers: a lost server (kinds "server", "pause", "partition") must then cost
+no step either: its shards' replicas take over, no rollback, bitwise. Kind
+"server2" kills two servers at once: with K = 2 some shard has no copy left,
+and the job must fall back to its checkpoint (and still end bitwise).
 
 Prints one line per trial and a table: victim, kill step, the step the job
 rolled back to, the recovery time (from the kill until rank 0 is three
@@ -303,6 +309,8 @@ class Cluster:
                                "--world", str(self.a.ranks), "--stage", "3"],
                               capture_output=True, text=True, check=True).stdout
         spec = spec.replace('"stage": 3,', '"stage": 3, "checkpoint_every": %d,' % self.a.every)
+        if getattr(self.a, "replicas", 1) > 1:
+            spec = spec.replace('"stage": 3,', '"stage": 3, "replicas": %d,' % self.a.replicas)
         if self.a.etcd:  # clipping: every step exchanges norms through the leader
             spec = spec.replace('"kind": "adamw",', '"kind": "adamw", "clip_norm": 1.0,')
             if "clip_norm" not in spec:
@@ -436,6 +444,12 @@ def run_trial(a, victim, kill_step, tag):
                         res["kill_step"] = kill_step = at
                         time.sleep(PAUSE_S)
                         p.kill(signal.SIGCONT)
+                elif victim.startswith("servers-"):  # two at once
+                    pair = victim.split("-")[1:]
+                    if all([cl.proc("server-" + k).kill() for k in pair]):
+                        killed_at = now()
+                        res["kill_step"] = kill_step = at
+                        cl.note("killed servers %s at step %d" % (" and ".join(pair), at))
                 elif cl.proc(victim).kill():
                     killed_at = now()
                     res["kill_step"] = kill_step = at
@@ -476,6 +490,21 @@ def run_trial(a, victim, kill_step, tag):
                 if "rolling back" in coord_log or "starts again from step 0" in coord_log:
                     raise RuntimeError("the clean stop rolled the job back")
                 res["rollback"] += " (kept)"
+            if getattr(a, "replicas", 1) > 1 and (victim.startswith("server-") or
+                                                  victim.startswith("pause-") or
+                                                  victim == "partition"):
+                # one server lost: its replicas take over, no step is lost
+                if res["rollback"] != "none" or "rolling back" in coord_log or \
+                        "starts again from step 0" in coord_log:
+                    raise RuntimeError("the job rolled back (to step %s) though it keeps %d copies"
+                                       % (res["rollback"], a.replicas))
+                if "replicas take over" not in coord_log:
+                    raise RuntimeError("no failover was recorded by the coordinator")
+                res["rollback"] = "none (failover)"
+            if getattr(a, "replicas", 1) == 2 and victim.startswith("servers-") and \
+                    res["rollback"] == "none":
+                raise RuntimeError("two servers of three lost with two copies, and no rollback: "
+                                   "a shard with no copy left cannot have gone on")
             if cl.etcd and old_leader is not None and res["takeover"] is None:
                 t1 = now()  # the job ended first: the takeover is still timed
                 while res["takeover"] is None and now() - t1 < 30:
@@ -561,6 +590,8 @@ def main():
                     "with --etcd: leader,lpause,standby,etcd,server,trainer")
     ap.add_argument("--etcd", action="store_true",
                     help="three coordinators on a 3-member etcd cluster")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="copies of each shard (2, 3: a lost server costs no step)")
     ap.add_argument("--trial", action="append", default=[],
                     help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
     a = ap.parse_args()
@@ -573,7 +604,12 @@ def main():
         print("faults --etcd: skipped: %s" % etcd_cluster.reason())
         return 77
     kinds = (a.kinds or ("leader,lpause,standby,etcd,server,trainer" if a.etcd else
+                         "server,pause" if a.replicas > 1 else
                          "trainer,server,coordinator,stop,pause,partition,tpause")).split(",")
+    if a.replicas > 1 and a.servers < a.replicas:
+        sys.exit("faults: --replicas %d needs --servers %d or more" % (a.replicas, a.replicas))
+    if "server2" in kinds + [t.split(":")[0] for t in a.trial] and a.servers < 3:
+        sys.exit("faults: kind server2 needs --servers 3 or more")
     ha_kinds = {"leader", "lpause", "standby", "etcd"}
     for k in set(kinds + [t.split(":")[0] for t in a.trial]):
         if a.etcd and k in ("coordinator", "stop"):
@@ -586,9 +622,10 @@ def main():
         plan.append((kind, int(step)))
     if not plan:
         plan = [(rng.choice(kinds), rng.randrange(1, a.steps - 2)) for _ in range(a.trials)]
-    print("faults: seed %d, %d trials; %d servers, %d ranks, %d steps of batch %d, checkpoint every %d%s"
+    print("faults: seed %d, %d trials; %d servers, %d ranks, %d steps of batch %d, checkpoint every %d%s%s"
           % (seed, len(plan), a.servers, a.ranks, a.steps, a.batch, a.every,
-             "; 3 coordinators on a 3-member etcd cluster" if a.etcd else ""), flush=True)
+             "; 3 coordinators on a 3-member etcd cluster" if a.etcd else "",
+             "; %d copies of each shard" % a.replicas if a.replicas > 1 else ""), flush=True)
     base = run_trial(a, None, 0, "baseline")
     if not base["ok"]:
         print("faults: the fault-free run failed: %s" % base["why"])
@@ -597,11 +634,13 @@ def main():
                                                                base["digest"][:16]), flush=True)
     rows, bad, skipped = [], 0, 0
     for i, (kind, step) in enumerate(plan):
-        n = {"trainer": a.ranks, "server": a.servers, "coordinator": 1, "stop": 1,
+        n = {"trainer": a.ranks, "server": a.servers, "server2": a.servers, "coordinator": 1,
+             "stop": 1,
              "pause": a.servers, "partition": 1, "tpause": a.ranks, "leader": 1, "lpause": 1,
              "standby": 1, "etcd": 3}[kind]
         idx = rng.randrange(n)
         victim = {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
+                  "server2": "servers-%d-%d" % (idx, (idx + 1) % a.servers),
                   "coordinator": "coordinator", "stop": "cluster", "pause": "pause-%d" % idx,
                   "partition": "partition", "tpause": "tpause-%d" % idx, "leader": "leader",
                   "lpause": "lpause", "standby": "standby", "etcd": "etcd-%d" % idx}[kind]
