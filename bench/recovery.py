@@ -87,8 +87,8 @@ def main():
         print(r)
     print()
     print("Fault-free run: %s (150 steps of charlm, batch 32, 2 servers, 2 ranks)." %
-          ", ".join("%.1f s%s%s" % (b["seconds"], " on etcd with clipping" if ha else " (LMDB)",
-                                    ", 2 copies" if K > 1 else "")
+          ", ".join("%.1f s (%s%s)" % (b["seconds"], "on etcd with clipping" if ha else "LMDB",
+                                       ", 2 copies of each shard" if K > 1 else "")
                     for (ha, K), b in sorted(base.items())))
     return 0
 

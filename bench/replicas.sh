@@ -61,4 +61,4 @@ for tr in tcp shm; do
 		printf "| %s | %.2f | %.2f | %.3f | %.2f | %.2f |\n", tr, a * 1e3, b * 1e3, r, f / 1048576, p * 4 / 1048576 }'
 done
 echo
-echo "(charlm --depth $DEPTH --hidden $HIDDEN: $params parameters; 2 trainers, ZeRO-3, prefetch 1, batch $BATCH, $STEPS steps, medians over both ranks' steps $WARM..$((STEPS - 1)); $REPS rounds, each a run with 1 copy then one with 2; forwarded: the servers' replica_bytes over the run / steps.)"
+echo "(charlm --depth $DEPTH --hidden $HIDDEN: $params parameters; 2 trainers, ZeRO-3, prefetch 1, batch $BATCH, $STEPS steps, medians over both ranks' steps $WARM..$((STEPS - 1)); $REPS rounds, each a run with 1 copy then one with 2; forwarded: the servers' replica_bytes over the run / steps, the initial upload's forward (4 B x parameters once) included.)"
