@@ -75,8 +75,11 @@ enum zs_status tr_failover(zs_trainer *t, uint64_t lost, struct zs_error *err)
 			zs_job_release(&j);
 			return st;
 		}
+		/* no primary there (a rebuild may put new copies back on it,
+		 * restarted under the same id) */
 		for (uint32_t k = 0; k < j.placement.n_shards; k++)
-			moved &= j.placement.shards[k].server_id != lost;
+			moved &= j.placement.shards[k].server_id != lost ||
+				 j.placement.shards[k].copy != 0;
 		if (moved) {
 			st = tr_take_placement(t, &j.placement);
 			zs_job_release(&j);

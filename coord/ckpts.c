@@ -560,6 +560,9 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 				j->restored_step = t.step;
 			}
 			j->restore_pending = 0;
+			/* every copy holds the checkpoint's state now */
+			for (uint32_t q = 0; ok && q < j->placement.n_shards; q++)
+				j->placement.shards[q].fresh = 0;
 			if (coord_save_job(c, j, false, false, &e))
 				zs_error("cannot record the restore of job '%s': %s", j->spec.name, e.msg);
 			zs_info("job '%s': restore of checkpoint %llu %s%s", j->spec.name,

@@ -10,6 +10,13 @@
  * by a replicated job's servers only once every copy has applied its step,
  * so nothing a trainer was told is done can be lost with one server.
  *
+ * Rebuilt: a shard left with fewer copies than the job keeps gets a new
+ * one on a live server that holds none of it (another host where one
+ * has room), in a new placement epoch, as soon as there is such a server
+ * (right after the failover, or when one registers or comes back): its
+ * primary sends it the shard's whole state (server/replica.c, a seed),
+ * then forwards every step to it as to the others, while training goes on.
+ *
  * Not promoted (the job keeps today's path: the rollback to its last
  * checkpoint when the server comes back without its shards, or a trainer
  * gives up on it): a shard with no copy left on a live server (two servers
@@ -19,11 +26,12 @@
  */
 #include "coord/state.h"
 
-/* Whether server id is up. */
-static bool srv_up(struct coord *c, uint64_t id)
+/* Whether copy sh can take over: its server up, its state whole (not a
+ * rebuilt copy its primary has not seeded yet). */
+static bool live(struct coord *c, const struct zs_shard *sh)
 {
-	struct srv *s = coord_find_srv(c, id);
-	return s && s->up;
+	struct srv *s = coord_find_srv(c, sh->server_id);
+	return s && s->up && !sh->fresh;
 }
 
 /*
@@ -42,16 +50,16 @@ static enum zs_status without(struct coord *c, const struct zs_job *j, uint64_t 
 	if (!out->shards)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < p->n_shards;) {
-		uint32_t e = i, first = n, live = 0;
+		uint32_t e = i, first = n, live_n = 0;
 		while (e < p->n_shards && p->shards[e].unit == p->shards[i].unit &&
 		       p->shards[e].index == p->shards[i].index)
 			e++;
 		for (uint32_t k = i; k < e; k++)
 			if (p->shards[k].server_id != sid) {
 				out->shards[n++] = p->shards[k];
-				live += srv_up(c, p->shards[k].server_id);
+				live_n += live(c, &p->shards[k]);
 			}
-		if (!live) {
+		if (!live_n) {
 			free(out->shards);
 			out->shards = NULL;
 			return zs_fail(err, ZS_ESTATE,
@@ -60,7 +68,7 @@ static enum zs_status without(struct coord *c, const struct zs_job *j, uint64_t 
 		}
 		/* a live copy first: it becomes the primary */
 		for (uint32_t k = first; k < n; k++)
-			if (srv_up(c, out->shards[k].server_id)) {
+			if (live(c, &out->shards[k])) {
 				struct zs_shard t = out->shards[first];
 				out->shards[first] = out->shards[k];
 				out->shards[k] = t;
@@ -75,6 +83,139 @@ static enum zs_status without(struct coord *c, const struct zs_job *j, uint64_t 
 	out->n_shards = n;
 	out->epoch = p->epoch + 1;
 	return ZS_OK;
+}
+
+/* Whether server s may take a new copy of the shard group at p[a, b):
+ * up, holding none of it, with room for bytes. */
+static bool can_take(struct coord *c, const struct srv *s, const struct zs_placement *p,
+		     uint32_t a, uint32_t b, uint64_t bytes, uint64_t extra)
+{
+	if (!s->up)
+		return false;
+	for (uint32_t k = a; k < b; k++)
+		if (p->shards[k].server_id == s->info.id)
+			return false;
+	return coord_used_on(c, s->info.id, NULL) + extra + bytes <= s->info.capacity;
+}
+
+/* Whether server s is on the host of a copy in p[a, b). */
+static bool same_host(struct coord *c, const struct srv *s, const struct zs_placement *p,
+		      uint32_t a, uint32_t b)
+{
+	for (uint32_t k = a; k < b; k++) {
+		struct srv *o = coord_find_srv(c, p->shards[k].server_id);
+		if (o && o->info.host[0] && !strcmp(o->info.host, s->info.host))
+			return true;
+	}
+	return false;
+}
+
+bool coord_rebuild(struct coord *c, struct zs_job *j)
+{
+	uint32_t K = j->spec.replicas, added = 0, n = 0;
+	const struct zs_placement *p = &j->placement;
+	struct zs_placement np = {0}, old;
+	struct zs_error e = {0};
+	uint64_t *extra; /* what this pass adds to each server, by c->srvs */
+
+	if (K < 2 || j->restore_pending || j->spec.optim.clip_norm > 0.0)
+		return false;
+	extra = calloc(c->n_srvs ? c->n_srvs : 1, sizeof *extra);
+	np.shards = malloc((zs_placement_groups(p) * K + 1) * sizeof *np.shards);
+	if (!extra || !np.shards) {
+		free(extra);
+		free(np.shards);
+		return false;
+	}
+	for (uint32_t i = 0; i < p->n_shards;) {
+		uint32_t e2 = i, first = n;
+		while (e2 < p->n_shards && p->shards[e2].unit == p->shards[i].unit &&
+		       p->shards[e2].index == p->shards[i].index)
+			e2++;
+		for (uint32_t k = i; k < e2; k++)
+			np.shards[n++] = p->shards[k];
+		while (n - first < K) {
+			const struct zs_shard *sh = &p->shards[i];
+			uint64_t bytes = sh->padded * zs_server_bytes_per_elem(
+							      &j->spec, &j->spec.layout.units[sh->unit]);
+			size_t best = c->n_srvs;
+			/* another host first, then the least used */
+			for (int pass = 0; pass < 2 && best == c->n_srvs; pass++)
+				for (size_t q = 0; q < c->n_srvs; q++) {
+					struct srv *s = &c->srvs[q];
+					if (!can_take(c, s, &np, first, n, bytes, extra[q]) ||
+					    (pass == 0 && same_host(c, s, &np, first, n)))
+						continue;
+					if (best == c->n_srvs ||
+					    coord_used_on(c, s->info.id, NULL) + extra[q] <
+						    coord_used_on(c, c->srvs[best].info.id, NULL) + extra[best])
+						best = q;
+				}
+			if (best == c->n_srvs)
+				break; /* no server can take it now: later */
+			np.shards[n] = *sh;
+			np.shards[n].server_id = c->srvs[best].info.id;
+			np.shards[n].copy = n - first;
+			np.shards[n].fresh = 1; /* until its primary has seeded it */
+			extra[best] += bytes;
+			n++;
+			added++;
+		}
+		for (uint32_t k = first; k < n; k++)
+			np.shards[k].copies = n - first;
+		i = e2;
+	}
+	free(extra);
+	if (!added) {
+		free(np.shards);
+		return false;
+	}
+	np.n_shards = n;
+	np.epoch = p->epoch + 1;
+	old = j->placement;
+	j->placement = np;
+	if (coord_save_job(c, j, false, true, &e)) {
+		j->placement = old;
+		zs_placement_release(&np);
+		zs_error("job '%s': its new copies cannot be recorded: %s", j->spec.name, e.msg);
+		return false;
+	}
+	zs_placement_release(&old);
+	zs_info("job '%s': %u shard copies rebuilt from their primaries (placement epoch %llu)",
+		j->spec.name, added, (unsigned long long)j->placement.epoch);
+	return true;
+}
+
+void coord_seeded(struct coord *c, const struct zs_seeded *v, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct zs_job *j = coord_find_job(c, v[i].job);
+		struct zs_error e = {0};
+		bool changed = false;
+		for (uint32_t k = 0; j && k < j->placement.n_shards; k++) {
+			struct zs_shard *sh = &j->placement.shards[k];
+			if (sh->unit == v[i].unit && sh->index == v[i].index &&
+			    sh->server_id == v[i].server_id && sh->fresh) {
+				sh->fresh = 0;
+				changed = true;
+			}
+		}
+		if (!changed)
+			continue;
+		/* the epoch stays: nothing about where shards are changed */
+		if (coord_save_job(c, j, false, false, &e))
+			zs_error("job '%s': cannot record a seeded copy: %s", j->spec.name, e.msg);
+		else
+			zs_info("job '%s': unit %u shard %u: the copy on server %llu is seeded",
+				j->spec.name, v[i].unit, v[i].index,
+				(unsigned long long)v[i].server_id);
+	}
+}
+
+void coord_rebuild_all(struct coord *c)
+{
+	for (size_t i = 0; i < c->n_jobs; i++)
+		coord_rebuild(c, &c->jobs[i]);
 }
 
 bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char *why)
@@ -116,6 +257,7 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
 	coord_metrics_event(c, COORD_EV_FAILOVER);
 	zs_warn("job '%s': %s: its shards' replicas take over (%u shards promoted), placement epoch %llu, no rollback",
 		j->spec.name, why, promoted, (unsigned long long)j->placement.epoch);
+	coord_rebuild(c, j); /* where a server can take the lost copies now */
 	return true;
 }
 

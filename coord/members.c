@@ -81,6 +81,7 @@ void coord_h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	c->next_server_id = next;
 	if (in.fresh) /* its jobs' shards are gone with its last process */
 		coord_server_restarted(c, id, &in);
+	coord_rebuild_all(c); /* a server to put lost copies on */
 	pthread_mutex_unlock(&c->mu);
 
 	struct zs_buf b;
@@ -97,9 +98,14 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	uint64_t id, gen;
 	char health[sizeof s->info.health];
 
-	if (zs_dec_heartbeat(p, n, &id, health, sizeof health, &e))
+	struct zs_seeded *seeded = NULL;
+	uint32_t n_seeded = 0;
+
+	if (zs_dec_heartbeat_ex(p, n, &id, health, sizeof health, &seeded, &n_seeded, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
+	coord_seeded(c, seeded, n_seeded);
+	free(seeded);
 	s = coord_find_srv(c, id);
 	if (!s) {
 		pthread_mutex_unlock(&c->mu);
@@ -108,9 +114,12 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 				   (unsigned long long)id);
 	}
 	s->last_hb_ms = zs_now_ms();
-	if (!s->up)
+	if (!s->up) {
 		zs_info("server %llu (%s) up again", (unsigned long long)id,
 			s->info.addr);
+		s->up = true;
+		coord_rebuild_all(c);
+	}
 	if (strcmp(health, s->info.health)) {
 		if (health[0])
 			zs_warn("server %llu (%s) reports: %s", (unsigned long long)id, s->info.addr,

@@ -302,6 +302,13 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
  * that way (not replicated, no live copy of some shard, restoring,
  * clipping): the caller's rollback path applies. Caller holds mu. */
 bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char *why);
+/* A replicated job's shards with fewer copies than it keeps get new ones
+ * on live servers with room, in a new placement epoch (true: some did).
+ * Caller holds mu. */
+bool coord_rebuild(struct coord *c, struct zs_job *j);
+void coord_rebuild_all(struct coord *c);
+/* Rebuilt copies their primaries seeded: they may be promoted now. */
+void coord_seeded(struct coord *c, const struct zs_seeded *v, uint32_t n);
 /* Every job's failover for server sid, marked down (caller holds mu). */
 void coord_server_lost(struct coord *c, uint64_t sid, const char *why);
 /* recovery.c: fails j's pending checkpoints, saying why. */

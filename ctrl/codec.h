@@ -115,6 +115,13 @@ enum zs_status zs_dec_register_reply(const uint8_t *p, size_t n, uint64_t *id,
 enum zs_status zs_enc_server_id(uint64_t id, struct zs_buf *out);
 /* A server's heartbeat: its id and health ("" when well). */
 enum zs_status zs_enc_heartbeat(uint64_t id, const char *health, struct zs_buf *out);
+/* The same with the rebuilt copies seeded since the last one; decoded:
+ * *seeded malloc'd (NULL when none), the caller frees it. */
+enum zs_status zs_enc_heartbeat_ex(uint64_t id, const char *health, const struct zs_seeded *seeded,
+				   uint32_t n_seeded, struct zs_buf *out);
+enum zs_status zs_dec_heartbeat_ex(const uint8_t *p, size_t n, uint64_t *id, char *health,
+				   size_t cap, struct zs_seeded **seeded, uint32_t *n_seeded,
+				   struct zs_error *err);
 enum zs_status zs_dec_heartbeat(const uint8_t *p, size_t n, uint64_t *id, char *health,
 				size_t cap, struct zs_error *err);
 enum zs_status zs_dec_server_id(const uint8_t *p, size_t n, uint64_t *id,

@@ -119,11 +119,60 @@ enum zs_status zs_dec_server_id(const uint8_t *p, size_t n, uint64_t *id,
 
 enum zs_status zs_enc_heartbeat(uint64_t id, const char *health, struct zs_buf *out)
 {
+	return zs_enc_heartbeat_ex(id, health, NULL, 0, out);
+}
+
+enum zs_status zs_enc_heartbeat_ex(uint64_t id, const char *health, const struct zs_seeded *seeded,
+				   uint32_t n_seeded, struct zs_buf *out)
+{
 	Zshard__HeartbeatRequest m = ZSHARD__HEARTBEAT_REQUEST__INIT;
 	struct arena a = {0};
 	m.id = id;
 	m.health = (char *)health;
+	if (n_seeded && (m.seeded = pb_aalloc(&a, n_seeded * sizeof *m.seeded))) {
+		for (uint32_t i = 0; i < n_seeded; i++) {
+			Zshard__SeededCopy *c = NEW(&a, Zshard__SeededCopy, ZSHARD__SEEDED_COPY__INIT);
+			if (!c)
+				break;
+			c->job = (char *)seeded[i].job;
+			c->unit = seeded[i].unit;
+			c->index = seeded[i].index;
+			c->server_id = seeded[i].server_id;
+			m.seeded[m.n_seeded++] = c;
+		}
+	}
 	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_heartbeat_ex(const uint8_t *p, size_t n, uint64_t *id, char *health,
+				   size_t cap, struct zs_seeded **seeded, uint32_t *n_seeded,
+				   struct zs_error *err)
+{
+	enum zs_status st;
+	*seeded = NULL;
+	*n_seeded = 0;
+	UNPACK(Zshard__HeartbeatRequest, heartbeat_request, p, n, err);
+	*id = m->id;
+	st = pb_cpy(health, cap, m->health, "server health", err);
+	if (!st && m->n_seeded > 4096)
+		st = zs_fail(err, ZS_EINVAL, "%zu seeded copies in one heartbeat", m->n_seeded);
+	if (!st && m->n_seeded && !(*seeded = calloc(m->n_seeded, sizeof **seeded)))
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (size_t i = 0; !st && i < m->n_seeded; i++) {
+		st = pb_cpy((*seeded)[i].job, sizeof (*seeded)[i].job, m->seeded[i]->job,
+			    "job name", err);
+		(*seeded)[i].unit = m->seeded[i]->unit;
+		(*seeded)[i].index = m->seeded[i]->index;
+		(*seeded)[i].server_id = m->seeded[i]->server_id;
+		*n_seeded = (uint32_t)i + 1;
+	}
+	if (st) {
+		free(*seeded);
+		*seeded = NULL;
+		*n_seeded = 0;
+	}
+	DONE(heartbeat_request);
+	return st;
 }
 
 enum zs_status zs_dec_heartbeat(const uint8_t *p, size_t n, uint64_t *id, char *health,

@@ -34,6 +34,11 @@ enum zs_status zs_coord_register(struct zs_coord_client *c,
 				 const struct zs_server_info *me, uint64_t *id,
 				 uint32_t *lease_ms, struct zs_error *err);
 /* health: "" when well; else what fails on the server (its disk). */
+/* The same with the rebuilt copies this server's primaries seeded. */
+enum zs_status zs_coord_heartbeat_ex(struct zs_coord_client *c, uint64_t id, const char *health,
+				     const struct zs_seeded *seeded, uint32_t n_seeded,
+				     uint32_t *lease_ms, uint64_t *gen, uint64_t *task_gen,
+				     struct zs_error *err);
 enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id, const char *health,
 				  uint32_t *lease_ms, uint64_t *gen, uint64_t *task_gen,
 				  struct zs_error *err);

@@ -165,6 +165,7 @@ Zshard__Shard **pb_shards_pb(struct arena *a, const struct zs_shard *sh,
 		p->padded = sh[i].padded;
 		p->copy = sh[i].copy;
 		p->copies = sh[i].copies;
+		p->fresh = sh[i].fresh != 0;
 		v[i] = p;
 	}
 	return v;
@@ -413,7 +414,7 @@ enum zs_status pb_shards_from(Zshard__Shard *const *ps, size_t n,
 			.unit = ps[i]->unit, .index = ps[i]->index,
 			.server_id = ps[i]->server_id, .offset = ps[i]->offset,
 			.length = ps[i]->length, .padded = ps[i]->padded,
-			.copy = ps[i]->copy, .copies = copies,
+			.copy = ps[i]->copy, .copies = copies, .fresh = ps[i]->fresh,
 		};
 	}
 	*n_out = (uint32_t)n;

@@ -487,6 +487,14 @@ enum zs_status zs_placement_copy(struct zs_placement *dst,
 	return ZS_OK;
 }
 
+uint32_t zs_placement_groups(const struct zs_placement *p)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < p->n_shards; i++)
+		n += p->shards[i].copy == 0;
+	return n;
+}
+
 enum zs_status zs_placement_primaries(struct zs_placement *dst,
 				      const struct zs_placement *src)
 {

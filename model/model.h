@@ -130,6 +130,15 @@ struct zs_shard {
 	uint64_t padded; /* elements allocated */
 	uint32_t copy;   /* 0: the primary; 1..: a replica (spec.replicas) */
 	uint32_t copies; /* how many copies the shard has (0 without replicas) */
+	uint32_t fresh;  /* a rebuilt copy not seeded yet: never promoted */
+	uint32_t reserved;
+};
+
+/* A rebuilt copy that its primary seeded (a server's heartbeat says). */
+struct zs_seeded {
+	char job[ZS_JOB_NAME_MAX];
+	uint32_t unit, index;
+	uint64_t server_id;
 };
 
 /* A shard's gradient sum of squares (global-norm clipping). */
@@ -319,6 +328,8 @@ bool zs_layout_equal(const struct zs_layout *a, const struct zs_layout *b,
 enum zs_status zs_layout_copy(struct zs_layout *dst, const struct zs_layout *src);
 enum zs_status zs_placement_copy(struct zs_placement *dst,
 				 const struct zs_placement *src);
+/* The shards of p, each counted once whatever its copies. */
+uint32_t zs_placement_groups(const struct zs_placement *p);
 /* A copy of src with its primaries only (the shards trainers push to and
  * checkpoints are taken from): ZS_OK or ZS_ENOMEM (dst empty). */
 enum zs_status zs_placement_primaries(struct zs_placement *dst,

@@ -212,6 +212,7 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			      .partial = f->flags & ZS_WF_PARTIAL,
 			      .init = f->flags & ZS_WF_INIT,
 			      .replica = f->flags & ZS_WF_REPLICA,
+			      .seed = (f->flags & ZS_WF_SEED) && (f->flags & ZS_WF_REPLICA),
 			      .epoch = (f->flags & ZS_WF_REPLICA) ? f->aux : 0,
 			      .state_read = f->flags & ZS_WF_STATE,
 			      .state = (f->flags & ZS_WF_STATE) ? (int)(f->aux & 3) : -1};

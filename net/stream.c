@@ -383,6 +383,7 @@ static void *sender_main(void *arg)
 				      .flags = (uint16_t)((r->x.partial ? ZS_WF_PARTIAL : 0) |
 						   (r->x.init ? ZS_WF_INIT : 0) |
 						   (r->x.replica ? ZS_WF_REPLICA : 0) |
+						   (r->x.seed ? ZS_WF_SEED : 0) |
 						   (r->x.state_read ? ZS_WF_STATE : 0)),
 				      .aux = r->x.state_read ? (uint64_t)r->x.state
 					     : r->x.replica  ? r->x.epoch

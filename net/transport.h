@@ -59,6 +59,8 @@ struct zs_xfer {
 			    * (ZS_WF_REPLICA; rank ZS_RANK_PEER) */
 	uint64_t epoch;    /* replica writes: the sender's placement epoch
 			    * (in the frame's aux): a replica refuses another */
+	bool seed;         /* a replica write of the shard's whole state:
+			    * length is n_arrays x the shard's (ZS_WF_SEED) */
 };
 
 /* The rank an exporter says HELLO with: it may read, never push. */

@@ -92,7 +92,10 @@ enum {
 				   * (rank ZS_RANK_PEER): the step's reduced
 				   * fp32 gradient, applied there and then
 				   * acknowledged (or, with INIT, the masters) */
-	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED | ZS_WF_REPLICA,
+	ZS_WF_SEED = 1 << 5,      /* with REPLICA: a new copy's whole state (master,
+				   * then the optimizer's arrays) at step */
+	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED | ZS_WF_REPLICA |
+		    ZS_WF_SEED,
 };
 
 struct zs_frame {

@@ -5,7 +5,7 @@
  */
 #include "server/engine_int.h"
 
-static void shard_release(struct engine *e, struct eshard *s)
+void eng_shard_release(struct engine *e, struct eshard *s)
 {
 	for (size_t i = 0; i < s->n_held; i++)
 		zs_sop_fail(s->held[i].op, ZS_ECANCELED, "the shard was dropped from this server");
@@ -34,14 +34,17 @@ static void shard_release(struct engine *e, struct eshard *s)
 	free(s->bacc);
 	free(s->slot);
 	free(s->repl_err);
+	free(s->seed);
 	pthread_mutex_destroy(&s->mu);
 }
 
 static void job_free(struct engine *e, struct ejob *j)
 {
 	eng_repl_close(j);
-	for (uint32_t i = 0; i < j->n_shards; i++)
-		shard_release(e, &j->shards[i]);
+	for (uint32_t i = 0; i < j->n_shards; i++) {
+		eng_shard_release(e, j->shards[i]);
+		free(j->shards[i]);
+	}
 	while (j->pend) {
 		struct epending *p = j->pend;
 		j->pend = p->next;
@@ -64,7 +67,7 @@ void eng_job_unref(struct engine *e, struct ejob *j)
 		job_free(e, j);
 }
 
-static enum zs_status shard_init(struct engine *e, struct ejob *j, struct eshard *s,
+enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s,
 				 const struct zs_shard *sh, struct zs_error *err)
 {
 	const struct zs_unit *u = &j->spec.layout.units[sh->unit];
@@ -185,7 +188,12 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	zs_layout_derive(&j->spec.layout);
 	for (uint32_t i = 0; i < job->placement.n_shards; i++)
 		n += job->placement.shards[i].server_id == server_id;
-	j->shards = calloc(n ? n : 1, sizeof *j->shards);
+	/* room for one copy of each of the job's shards: a rebuild may add
+	 * replicas here in place */
+	j->cap_shards = j->spec.replicas > 1 ? zs_placement_groups(&job->placement) : n;
+	if (j->cap_shards < n)
+		j->cap_shards = n;
+	j->shards = calloc(j->cap_shards ? j->cap_shards : 1, sizeof *j->shards);
 	if (!j->shards) {
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 		goto fail;
@@ -200,8 +208,13 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 				     j->spec.layout.n_units);
 			goto fail;
 		}
-		s = &j->shards[j->n_shards++];
-		st = shard_init(e, j, s, sh, err);
+		if (!(s = calloc(1, sizeof *s))) {
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+			goto fail;
+		}
+		s->idx = j->n_shards;
+		j->shards[j->n_shards++] = s;
+		st = eng_shard_init(e, j, s, sh, err);
 		if (st)
 			goto fail;
 		j->n_primary += sh->copy == 0;
@@ -280,11 +293,11 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 		st->jobs++;
 		st->shards += j->n_shards;
 		for (uint32_t i = 0; i < j->n_shards; i++) {
-			pthread_mutex_lock(&j->shards[i].mu);
-			st->held += j->shards[i].n_held;
-			st->tiered += j->shards[i].fd >= 0;
-			st->on_device += j->shards[i].gpu;
-			pthread_mutex_unlock(&j->shards[i].mu);
+			pthread_mutex_lock(&j->shards[i]->mu);
+			st->held += j->shards[i]->n_held;
+			st->tiered += j->shards[i]->fd >= 0;
+			st->on_device += j->shards[i]->gpu;
+			pthread_mutex_unlock(&j->shards[i]->mu);
 		}
 	}
 	st->tier_read = atomic_load(&e->tier_read);
@@ -369,7 +382,7 @@ static void *sweeper_main(void *arg)
 		pthread_mutex_lock(&e->mu);
 		for (struct ejob *j = e->jobs; j; j = j->next)
 			for (uint32_t i = 0; i < j->n_shards; i++) {
-				struct eshard *s = &j->shards[i];
+				struct eshard *s = j->shards[i];
 				size_t keep = 0;
 				pthread_mutex_lock(&s->mu);
 				for (size_t h = 0; h < s->n_held; h++) {
@@ -468,6 +481,7 @@ void engine_free(struct engine *e)
 	pthread_mutex_destroy(&e->lmu);
 	if (e->dev)
 		eng_dev_free(e);
+	free(e->seeded);
 	pthread_mutex_destroy(&e->mu);
 	free(e);
 }

@@ -94,6 +94,10 @@ void engine_set_peer_resolver(struct engine *e, engine_peer_fn fn, void *ctx);
  * may block (bounded). Without one, such a request is refused at once.
  */
 typedef bool (*engine_stale_fn)(void *ctx, const char *job, uint64_t epoch);
+/* The new copies this server's primaries seeded (a rebuild) since the last
+ * call, for the coordinator (up to max into out; returns how many; the
+ * rest stay for the next call). */
+uint32_t engine_take_seeded(struct engine *e, struct zs_seeded *out, uint32_t max);
 void engine_set_stale_check(struct engine *e, engine_stale_fn fn, void *ctx);
 
 /*

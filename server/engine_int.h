@@ -50,6 +50,7 @@ struct held {
 
 struct eshard {
 	pthread_mutex_t mu;
+	uint32_t idx; /* in its job's shards */
 	struct zs_shard sh;
 	enum zs_dtype dt;
 	unsigned dsz;
@@ -102,6 +103,7 @@ struct eshard {
 	bool repl_wait, apply_wait, repl_landing;
 	uint64_t repl_gen;
 	char *repl_err;
+	float *seed; /* a new copy's whole state, landing (a rebuild) */
 	/* a replicated job's pushes of the open step (or of the step being
 	 * forwarded) that landed: acknowledged once every copy has applied
 	 * their step, so that a trainer can send again to a replica whatever
@@ -144,8 +146,13 @@ struct ejob {
 	uint64_t epoch;
 	int64_t created_ms; /* with the name and epoch: which job this is */
 	struct zs_job_spec spec;
-	uint32_t n_shards;
-	struct eshard *shards;
+	/* the shards here, each allocated once (a pointer to one stays good
+	 * while the job lives); the array has room for one copy of every
+	 * shard of the job, so a new replica (a rebuild) is added in place:
+	 * filled in, then counted (n_shards, atomic) */
+	_Atomic uint32_t n_shards;
+	uint32_t cap_shards;
+	struct eshard **shards;
 	uint32_t n_primary; /* shards here that are their shard's primary */
 	/* the replicator's connections to the servers of this job's other
 	 * copies (replica.c; only its thread touches them) */
@@ -196,6 +203,9 @@ struct engine {
 	void *stale_ctx;
 	struct erepl *repl;
 	atomic_uint_fast64_t repl_bytes, repl_steps;
+	/* seeds done, for the coordinator (engine_take_seeded; mu) */
+	struct zs_seeded *seeded;
+	uint32_t n_seeded, cap_seeded;
 };
 
 /* The pushes a shard's step waits for: one per rank, or, in a collective
@@ -208,8 +218,16 @@ static inline uint32_t eng_contributors(const struct ejob *j)
 
 /* engine.c */
 void eng_job_unref(struct engine *e, struct ejob *j);
+/* A shard's arrays and state for placement entry sh (s zeroed but for
+ * idx), and their release. */
+enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s,
+			      const struct zs_shard *sh, struct zs_error *err);
+void eng_shard_release(struct engine *e, struct eshard *s);
 
 /* replica.c */
+/* The held gathers of s's version, out of s->held (caller holds s->mu,
+ * serves them unlocked: eng_serve_released). */
+void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel);
 /* A replicated job's push of step landed (caller holds s->mu): kept until
  * that step is on every copy; false when out of memory (answer it now). */
 bool eng_ack_later(struct eshard *s, struct zs_sop *op, uint64_t step);
@@ -227,6 +245,10 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
  * parameters, m their fp32 values): queues the forward to every copy and
  * sets repl_wait (caller holds s->mu). */
 void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool init, const float *m);
+/* A new copy of primary s on server peer (a rebuild): queues the shard's
+ * whole state at its version to it, ahead of the forwards after (caller
+ * holds s->mu). */
+void eng_repl_seed(struct engine *e, struct ejob *j, struct eshard *s, uint64_t peer);
 /* A replica's side of a forward: the write's destination (caller holds
  * nothing), and its landing (applies the step, then acknowledges). */
 enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,

@@ -47,11 +47,17 @@ static struct ejob *job_or_fail(struct engine *e, uint32_t h, struct zs_error *e
 	return j;
 }
 
-/* The shard of j holding [x->offset, x->offset + x->length) of x->unit. */
+/* The shard of j holding [x->offset, x->offset + x->length) of x->unit (a
+ * seed: the shard starting at x->offset; its length is the arrays'). */
 static struct eshard *shard_for(struct ejob *j, const struct zs_xfer *x)
 {
+	for (uint32_t i = 0; x->seed && i < j->n_shards; i++)
+		if (j->shards[i]->sh.unit == x->unit && j->shards[i]->sh.offset == x->offset)
+			return j->shards[i];
+	if (x->seed)
+		return NULL;
 	for (uint32_t i = 0; i < j->n_shards; i++) {
-		struct eshard *s = &j->shards[i];
+		struct eshard *s = j->shards[i];
 		if (s->sh.unit == x->unit && x->offset >= s->sh.offset &&
 		    x->offset - s->sh.offset < s->sh.length &&
 		    x->length <= s->sh.length - (x->offset - s->sh.offset))
@@ -348,9 +354,10 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 		pthread_mutex_lock(&s->mu);
 		upto = bytes / zs_dtype_size(x->dtype);
 		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
+		/* not with replicas: a new copy's seed reads the state whole */
 		if (s->slot[rank] == SLOT_LANDING && s->full + 1 == eng_contributors(j) &&
 		    s->n_landing == 1 && upto > s->piped && upto <= s->sh.length &&
-		    !s->repl_wait) {
+		    j->spec.replicas < 2) {
 			eng_deposit(e, s, dst, x->dtype, s->piped, upto);
 			eng_finish_range(j, s, s->piped, upto);
 			eng_apply_range(e, j, s, 1.0f, s->piped, upto);
@@ -375,6 +382,10 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
 		s->init_landing--;
+	} else if (x->seed) {
+		s->repl_landing = false;
+		free(s->seed);
+		s->seed = NULL;
 	} else if (x->replica) {
 		if (x->step == s->version) /* not a forward sent again */
 			s->repl_landing = false;

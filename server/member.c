@@ -333,6 +333,8 @@ void *srvd_heartbeat(void *arg)
 {
 	struct srvd *d = arg;
 	int lost = 0;
+	static struct zs_seeded seeded[64]; /* this thread's alone */
+	uint32_t n_seeded = 0;
 
 	while (!srvd_stop) {
 		struct zs_error err = {0};
@@ -349,7 +351,13 @@ void *srvd_heartbeat(void *arg)
 		memcpy(health, d->health, sizeof health);
 		pthread_mutex_unlock(&d->mu);
 		int64_t t0 = zs_now_ms();
-		st = zs_coord_heartbeat(d->coord, d->me.id, health, &lease, &gen, &task_gen, &err);
+		/* new copies seeded: told once the coordinator has heard it */
+		n_seeded += engine_take_seeded(d->engine, seeded + n_seeded,
+					       (uint32_t)(sizeof seeded / sizeof seeded[0]) - n_seeded);
+		st = zs_coord_heartbeat_ex(d->coord, d->me.id, health, seeded, n_seeded, &lease, &gen,
+					   &task_gen, &err);
+		if (!st)
+			n_seeded = 0;
 		srvd_metrics_heartbeat(d, (double)(zs_now_ms() - t0) * 1e-3, !st);
 		if (st == ZS_ENOTFOUND) {
 			zs_warn("coordinator does not know server %llu: registering again",

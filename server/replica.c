@@ -34,7 +34,13 @@ struct rtask {
 	uint32_t shard;
 	uint64_t step, gen;
 	bool init;
-	float *own; /* the initial parameters when they are not in s->master */
+	bool seed;  /* the shard's whole state at step, to one new copy */
+	float *own; /* the initial parameters when they are not in s->master;
+		     * a seed's arrays */
+	/* the copies it goes to, as they were when it was posted */
+	uint64_t peer[ZS_MAX_REPLICAS - 1];
+	uint32_t n_peers;
+	uint64_t empty; /* a copy that answered it has no state (0: none) */
 	int64_t deadline_ms;
 	struct rtask *next;
 };
@@ -46,6 +52,9 @@ struct erepl {
 	pthread_t th;
 	bool stop;
 };
+
+/* A copy answered forward f that it has no state: its seed, sent now. */
+static void seed_now(struct engine *e, struct rtask *f);
 
 /* ------------------------------------------------------------- sending */
 
@@ -136,24 +145,30 @@ static bool table_at(struct ejob *j, uint64_t step, struct zs_hp_table *t)
 static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req **reqs,
 				struct zs_error *err)
 {
-	struct eshard *s = &r->j->shards[r->shard];
+	struct eshard *s = r->j->shards[r->shard];
 	struct zs_xfer x = {.unit = s->sh.unit, .offset = s->sh.offset,
 			    .length = s->sh.length, .step = r->step, .dtype = ZS_F32,
-			    .init = r->init, .replica = true, .epoch = r->j->epoch};
-	const float *src = r->init ? (r->own ? r->own : s->master) : s->acc;
+			    .init = r->init, .replica = true, .seed = r->seed};
+	const float *src = r->init || r->seed ? (r->own ? r->own : s->master) : s->acc;
 	uint8_t hp[ZS_HP_MAX_BYTES];
 	struct zs_hp_table t;
-	size_t hlen = !r->init && table_at(r->j, r->step, &t) ? zs_hp_encode(&t, hp) : 0;
+	size_t hlen;
 	enum zs_status st = ZS_OK;
 
-	for (uint32_t p = 0; p < s->n_peers && !st; p++) {
-		struct zs_conn *c = peer_conn(e, r->j, s->peer[p], err);
+	pthread_mutex_lock(&r->j->e->mu);
+	x.epoch = r->j->epoch;
+	pthread_mutex_unlock(&r->j->e->mu);
+	if (r->seed) /* master and the optimizer's arrays, one after the other */
+		x.length = s->sh.length * s->n_arrays;
+	hlen = !r->init && table_at(r->j, r->step, &t) ? zs_hp_encode(&t, hp) : 0;
+	for (uint32_t p = 0; p < r->n_peers && !st; p++) {
+		struct zs_conn *c = peer_conn(e, r->j, r->peer[p], err);
 		if (!c)
 			st = err->code ? err->code : ZS_EUNAVAIL;
 		else if (hlen && (st = zs_post_hparams(c, t.step, hp, hlen, &reqs[2 * p], err)))
-			peer_broken(r->j, s->peer[p]);
+			peer_broken(r->j, r->peer[p]);
 		else if ((st = zs_post_write(c, &x, src, &reqs[2 * p + 1], err)))
-			peer_broken(r->j, s->peer[p]);
+			peer_broken(r->j, r->peer[p]);
 	}
 	return st;
 }
@@ -162,28 +177,30 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req **reqs,
 				struct zs_error *err)
 {
-	struct eshard *s = &r->j->shards[r->shard];
 	enum zs_status st = ZS_OK, w;
 
-	for (uint32_t i = 0; i < 2 * s->n_peers; i++) {
+	for (uint32_t i = 0; i < 2 * r->n_peers; i++) {
 		if (!reqs[i])
 			continue;
 		while ((w = zs_req_wait(reqs[i], 100, st ? NULL : err)) == ZS_EAGAIN) {
 			if (atomic_load(&e->stop) || zs_now_ms() > r->deadline_ms) {
 				/* closing the connection (peers_reap) ends it */
-				peer_broken(r->j, s->peer[i / 2]);
+				peer_broken(r->j, r->peer[i / 2]);
 				w = ZS_ETIMEDOUT;
 				if (!st)
 					zs_fail(err, w, "server %llu did not acknowledge within %u ms",
-						(unsigned long long)s->peer[i / 2],
+						(unsigned long long)r->peer[i / 2],
 						e->step_timeout_ms);
 				break;
 			}
 		}
 		reqs[i] = NULL;
-		if (w) {
+		if (w == ZS_ENOTFOUND && !r->seed && !r->init) {
+			r->empty = r->peer[i / 2]; /* to seed, not a broken link */
 			st = st ? st : w;
-			peer_broken(r->j, s->peer[i / 2]);
+		} else if (w) {
+			st = st ? st : w;
+			peer_broken(r->j, r->peer[i / 2]);
 		}
 	}
 	return st;
@@ -191,7 +208,7 @@ static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req
 
 /* The held gathers of s's version, out of s->held (caller holds s->mu,
  * serves them unlocked: eng_serve_released). */
-static void take_released(struct eshard *s, struct held **rel, size_t *n_rel)
+void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel)
 {
 	size_t keep = 0;
 
@@ -212,10 +229,38 @@ static void take_released(struct eshard *s, struct held **rel, size_t *n_rel)
 static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const char *why)
 {
 	struct ejob *j = r->j;
-	struct eshard *s = &j->shards[r->shard];
+	struct eshard *s = j->shards[r->shard];
 	struct held *rel = NULL;
 	size_t n_rel = 0;
 
+	if (r->seed) { /* a new copy has the state (or not: its forwards say) */
+		pthread_mutex_lock(&e->mu);
+		if (!st && e->n_seeded == e->cap_seeded) {
+			uint32_t nc = e->cap_seeded ? e->cap_seeded * 2 : 16;
+			struct zs_seeded *g = realloc(e->seeded, nc * sizeof *g);
+			if (g) {
+				e->seeded = g;
+				e->cap_seeded = nc;
+			}
+		}
+		if (!st && e->n_seeded < e->cap_seeded) {
+			struct zs_seeded *d = &e->seeded[e->n_seeded++];
+			snprintf(d->job, sizeof d->job, "%s", j->name);
+			d->unit = s->sh.unit;
+			d->index = s->sh.index;
+			d->server_id = r->peer[0];
+		}
+		pthread_mutex_unlock(&e->mu);
+		if (st)
+			zs_error("job '%s': unit '%s' shard %u: the new copy on server %llu did not take its state: %s",
+				 j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
+				 (unsigned long long)r->peer[0], why);
+		else
+			zs_info("job '%s': unit '%s' shard %u: a new copy on server %llu has its state of step %llu",
+				j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
+				(unsigned long long)r->peer[0], (unsigned long long)r->step);
+		return;
+	}
 	pthread_mutex_lock(&s->mu);
 	if (r->gen != s->repl_gen || !s->repl_wait) { /* a restore came between */
 		pthread_mutex_unlock(&s->mu);
@@ -244,7 +289,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		eng_step_complete(e, j, s); /* unlocks */
 		return;
 	}
-	take_released(s, &rel, &n_rel);
+	eng_take_released(s, &rel, &n_rel);
 	pthread_mutex_unlock(&s->mu);
 	eng_serve_released(e, s, rel, n_rel);
 }
@@ -299,14 +344,17 @@ static void run_batch(struct engine *e, struct rtask *batch)
 	for (r = batch, i = 0; r; r = r->next, i++) {
 		/* again, alone, until it lands or its time is up */
 		while (st[i] && !atomic_load(&e->stop) && zs_now_ms() < r->deadline_ms) {
-			struct eshard *s = &r->j->shards[r->shard];
+			struct eshard *s = r->j->shards[r->shard];
 			bool moot;
 			pthread_mutex_lock(&s->mu);
 			moot = r->gen != s->repl_gen;
 			pthread_mutex_unlock(&s->mu);
 			if (moot)
 				break;
-			zs_sleep_ms(100, NULL);
+			if (st[i] == ZS_ENOTFOUND && r->empty)
+				seed_now(e, r); /* then the forward is one it applied */
+			else
+				zs_sleep_ms(100, NULL);
 			memset(reqs[i], 0, sizeof reqs[i]);
 			errs[i] = (struct zs_error){0};
 			st[i] = post_task(e, r, reqs[i], &errs[i]);
@@ -362,6 +410,8 @@ static void *repl_main(void *arg)
 	return NULL;
 }
 
+static void enqueue(struct engine *e, struct ejob *j, struct eshard *s, struct rtask *r);
+
 void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool init, const float *m)
 {
 	struct rtask *r = calloc(1, sizeof *r);
@@ -382,18 +432,87 @@ void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool ini
 	}
 	if (!init && s->gpu)
 		eng_dev_acc_out(e, s); /* what the device's update consumed */
+	r->step = init ? 0 : s->version - 1;
+	r->init = init;
+	r->n_peers = s->n_peers;
+	memcpy(r->peer, s->peer, sizeof r->peer);
+	enqueue(e, j, s, r);
+}
+
+/* Queues r for shard s of j (caller holds s->mu). */
+static void enqueue(struct engine *e, struct ejob *j, struct eshard *s, struct rtask *r)
+{
 	atomic_fetch_add(&j->refs, 1);
 	r->j = j;
-	r->shard = (uint32_t)(s - j->shards);
-	r->step = init ? 0 : s->version - 1;
+	r->shard = s->idx;
 	r->gen = s->repl_gen;
-	r->init = init;
 	r->deadline_ms = zs_now_ms() + e->step_timeout_ms;
 	pthread_mutex_lock(&e->repl->mu);
 	*e->repl->tail = r;
 	e->repl->tail = &r->next;
 	pthread_cond_signal(&e->repl->cv);
 	pthread_mutex_unlock(&e->repl->mu);
+}
+
+/* A seed of s's whole state at its version for peer (caller holds s->mu),
+ * not queued yet; NULL when it cannot be read (said why). */
+static struct rtask *seed_task(struct engine *e, struct ejob *j, struct eshard *s, uint64_t peer)
+{
+	struct rtask *r = calloc(1, sizeof *r);
+	size_t n = s->sh.length;
+
+	if (!r || !(r->own = malloc(n * 4 * s->n_arrays)) ||
+	    eng_arrays_io(e, s, false, r->own, s->n_arrays > 1 ? r->own + n : NULL,
+			  s->n_arrays > 2 ? r->own + 2 * n : NULL)) {
+		zs_error("job '%s': unit '%s' shard %u: cannot read its state for a new copy on server %llu",
+			 j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
+			 (unsigned long long)peer);
+		if (r)
+			free(r->own);
+		free(r);
+		return NULL;
+	}
+	r->seed = true;
+	r->step = s->version;
+	r->peer[0] = peer;
+	r->n_peers = 1;
+	return r;
+}
+
+void eng_repl_seed(struct engine *e, struct ejob *j, struct eshard *s, uint64_t peer)
+{
+	struct rtask *r = e->repl ? seed_task(e, j, s, peer) : NULL;
+
+	if (r)
+		enqueue(e, j, s, r);
+}
+
+static void seed_now(struct engine *e, struct rtask *f)
+{
+	struct eshard *s = f->j->shards[f->shard];
+	struct zs_req *reqs[2 * (ZS_MAX_REPLICAS - 1)] = {0};
+	struct zs_error err = {0};
+	struct rtask *r;
+	enum zs_status st;
+
+	pthread_mutex_lock(&s->mu);
+	r = s->ready ? seed_task(e, f->j, s, f->empty) : NULL;
+	if (r) {
+		atomic_fetch_add(&f->j->refs, 1);
+		r->j = f->j;
+		r->shard = s->idx;
+		r->deadline_ms = f->deadline_ms;
+	}
+	pthread_mutex_unlock(&s->mu);
+	f->empty = 0;
+	if (!r)
+		return;
+	st = post_task(e, r, reqs, &err);
+	if (!st)
+		st = wait_task(e, r, reqs, &err);
+	peers_reap(r->j);
+	task_end(e, r, st, err.msg);
+	task_free(e, r);
 }
 
 enum zs_status eng_repl_start(struct engine *e, struct zs_error *err)
@@ -426,6 +545,19 @@ enum zs_status eng_repl_start(struct engine *e, struct zs_error *err)
 	return ZS_OK;
 }
 
+uint32_t engine_take_seeded(struct engine *e, struct zs_seeded *out, uint32_t max)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&e->mu);
+	n = e->n_seeded < max ? e->n_seeded : max;
+	memcpy(out, e->seeded, n * sizeof *out);
+	memmove(e->seeded, e->seeded + n, (e->n_seeded - n) * sizeof *e->seeded);
+	e->n_seeded -= n;
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
 void eng_repl_stop(struct engine *e)
 {
 	struct erepl *q = e->repl;
@@ -441,110 +573,6 @@ void eng_repl_stop(struct engine *e)
 	pthread_cond_destroy(&q->cv);
 	pthread_mutex_destroy(&q->mu);
 	free(q);
-}
-
-/* ---------------------------------------------------------- new epochs */
-
-void eng_shard_peers(struct eshard *s, const struct zs_placement *p)
-{
-	s->n_peers = 0;
-	for (uint32_t q = 0; s->sh.copy == 0 && q < p->n_shards; q++) {
-		const struct zs_shard *o = &p->shards[q];
-		if (o->unit == s->sh.unit && o->index == s->sh.index && o->copy &&
-		    s->n_peers < ZS_MAX_REPLICAS - 1)
-			s->peer[s->n_peers++] = o->server_id;
-	}
-}
-
-bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s)
-{
-	uint64_t epoch;
-	bool primary;
-
-	pthread_mutex_lock(&e->mu);
-	epoch = j->epoch;
-	pthread_mutex_unlock(&e->mu);
-	if (j->spec.replicas < 2 || !e->stale_fn || !e->stale_fn(e->stale_ctx, j->name, epoch))
-		return false;
-	pthread_mutex_lock(&s->mu);
-	primary = !s->sh.copy;
-	pthread_mutex_unlock(&s->mu);
-	return primary;
-}
-
-/* The entry of placement p for shard s on server id, or NULL. */
-static const struct zs_shard *entry(const struct zs_placement *p, const struct eshard *s,
-				    uint64_t id)
-{
-	for (uint32_t i = 0; i < p->n_shards; i++) {
-		const struct zs_shard *o = &p->shards[i];
-		if (o->server_id == id && o->unit == s->sh.unit && o->index == s->sh.index &&
-		    o->offset == s->sh.offset && o->length == s->sh.length &&
-		    o->padded == s->sh.padded)
-			return o;
-	}
-	return NULL;
-}
-
-enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_job *job,
-			    uint64_t server_id)
-{
-	struct zs_error err = {0};
-	uint32_t n = 0, promoted = 0, primaries = 0;
-
-	for (uint32_t i = 0; i < job->placement.n_shards; i++)
-		n += job->placement.shards[i].server_id == server_id;
-	if (n != j->n_shards)
-		return ZS_ESTATE;
-	for (uint32_t k = 0; k < j->n_shards; k++)
-		if (!entry(&job->placement, &j->shards[k], server_id))
-			return ZS_ESTATE;
-	if (!e->peer_fn || eng_repl_start(e, &err))
-		return ZS_ESTATE;
-	pthread_mutex_lock(&e->mu);
-	j->epoch = job->placement.epoch;
-	pthread_mutex_unlock(&e->mu);
-	for (uint32_t k = 0; k < j->n_shards; k++) {
-		struct eshard *s = &j->shards[k];
-		const struct zs_shard *sh = entry(&job->placement, s, server_id);
-		struct held *rel = NULL;
-		size_t n_rel = 0;
-		pthread_mutex_lock(&s->mu);
-		promoted += s->sh.copy && !sh->copy;
-		primaries += !sh->copy;
-		s->sh.copy = sh->copy;
-		s->sh.copies = sh->copies;
-		eng_shard_peers(s, &job->placement);
-		if (s->repl_wait) {
-			/* the forward under way went to the old copies: to the
-			 * ones left, or, with none left, it is done */
-			s->repl_gen++;
-			s->repl_wait = false;
-			if (s->n_peers) {
-				float *m = NULL;
-				if (!s->version && !s->master && (m = malloc(s->sh.length * 4)) &&
-				    eng_arrays_io(e, s, false, m, NULL, NULL)) {
-					free(m);
-					m = NULL;
-				}
-				eng_repl_queue(e, j, s, !s->version, s->version ? NULL : m ? m : s->master);
-				free(m);
-			} else {
-				eng_acks_flush(s);
-				if (s->apply_wait) {
-					eng_step_complete(e, j, s); /* unlocks */
-					continue;
-				}
-				take_released(s, &rel, &n_rel);
-			}
-		}
-		pthread_mutex_unlock(&s->mu);
-		eng_serve_released(e, s, rel, n_rel);
-	}
-	j->n_primary = primaries;
-	zs_info("job '%s': placement epoch %llu taken in place: %u shards here, %u primaries (%u promoted from replicas)",
-		j->name, (unsigned long long)j->epoch, j->n_shards, primaries, promoted);
-	return ZS_OK;
 }
 
 /* ------------------------------------------------------------ the acks */
@@ -581,82 +609,4 @@ void eng_acks_fail(struct eshard *s, enum zs_status st, const char *why)
 	for (size_t i = 0; i < s->n_acks; i++)
 		zs_sop_fail(s->acks[i].op, st, "%s", why);
 	s->n_acks = 0;
-}
-
-/* ------------------------------------------------------------ receiving */
-
-enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
-			      const struct zs_xfer *x, void **dst, struct zs_error *err)
-{
-	enum zs_status st = ZS_OK;
-
-	if (rank != ZS_RANK_PEER || !x->replica)
-		return zs_fail(err, ZS_EINVAL,
-			       "only a shard's primary forwards to its replicas, and only forwards");
-	if (!s || x->offset != s->sh.offset || x->length != s->sh.length)
-		return zs_fail(err, ZS_EINVAL,
-			       "a forward covers exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
-			       x->unit, (unsigned long long)x->offset,
-			       (unsigned long long)x->length, j->name);
-	if (!s->sh.copy)
-		return zs_fail(err, ZS_EINVAL,
-			       "unit '%s' shard %u is the primary here, not a replica: placements disagree",
-			       eng_unit_name(j, x->unit), s->sh.index);
-	if (x->dtype != ZS_F32 || x->partial)
-		return zs_fail(err, ZS_EINVAL, "a forward is f32, whole");
-	if (x->epoch != j->epoch) /* a deposed primary (cut off, then back) */
-		return zs_fail(err, ZS_ESTATE,
-			       "a forward of placement epoch %llu: this server holds epoch %llu of job '%s'",
-			       (unsigned long long)x->epoch, (unsigned long long)j->epoch, j->name);
-	pthread_mutex_lock(&s->mu);
-	if (x->init)
-		st = eng_init_begin(e, j, s, x, dst, err);
-	else if (!s->ready)
-		st = zs_fail(err, ZS_ESTATE, "unit '%s' shard %u has no parameters yet",
-			     eng_unit_name(j, x->unit), s->sh.index);
-	else if (x->step + 1 == s->version && !x->init) {
-		/* sent again to a replica that applied it (a failover moved the
-		 * primary while its acknowledgement was on the way): done */
-		if (!s->landing && !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
-			st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
-				     eng_unit_name(j, x->unit));
-		else
-			*dst = s->landing;
-	} else if (x->step != s->version)
-		st = zs_fail(err, ZS_ESTATE,
-			     "a forward of step %llu for unit '%s' shard %u, which is at step %llu",
-			     (unsigned long long)x->step, eng_unit_name(j, x->unit), s->sh.index,
-			     (unsigned long long)s->version);
-	else if (s->repl_landing)
-		st = zs_fail(err, ZS_EEXIST, "unit '%s' shard %u is taking a forward already",
-			     eng_unit_name(j, x->unit), s->sh.index);
-	else {
-		/* straight into the mean gradient: nothing else writes it here */
-		*dst = s->acc;
-		s->repl_landing = true;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return st;
-}
-
-void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const struct zs_xfer *x,
-		     struct zs_sop *op)
-{
-	struct held *rel = NULL;
-	size_t n_rel = 0;
-
-	pthread_mutex_lock(&s->mu);
-	if (x->step != s->version || !s->repl_landing) { /* sent again: applied already */
-		zs_sop_done(op);
-		pthread_mutex_unlock(&s->mu);
-		return;
-	}
-	s->repl_landing = false;
-	if (s->gpu)
-		eng_dev_acc_in(e, s);
-	eng_apply(e, j, s, 1.0f, &rel, &n_rel);
-	zs_sop_done(op); /* applied: now the primary may go on */
-	pthread_mutex_unlock(&s->mu);
-	eng_serve_released(e, s, rel, n_rel);
-	eng_deliver_finished();
 }

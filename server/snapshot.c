@@ -40,7 +40,7 @@ static enum zs_status snap_read(struct ejob *j, struct eshard *s, struct engine_
 /* Copies shard s into snapshot p (caller holds s->mu and j->cmu). */
 static bool capture(struct ejob *j, struct eshard *s, struct epending *p)
 {
-	size_t k = (size_t)(s - j->shards);
+	size_t k = (size_t)s->idx;
 
 	if (snap_read(j, s, &p->snaps[k], NULL))
 		return false;
@@ -55,14 +55,14 @@ static __thread struct epending *finished;
 /* After s reached a new version: capture it for snapshots of that step. */
 void eng_capture_due(struct ejob *j, struct eshard *s)
 {
-	size_t k = (size_t)(s - j->shards);
+	size_t k = (size_t)s->idx;
 
 	if (s->sh.copy) /* a replica: its primary is captured */
 		return;
 	pthread_mutex_lock(&j->cmu);
 	for (struct epending **pp = &j->pend; *pp;) {
 		struct epending *p = *pp;
-		if (p->step == s->version && !p->got[k] && !capture(j, s, p))
+		if (p->step == s->version && k < p->n_shards && !p->got[k] && !capture(j, s, p))
 			zs_error("out of memory capturing a snapshot of job '%s'", j->name);
 		if (p->n_got == p->want) {
 			*pp = p->next;
@@ -121,11 +121,12 @@ static struct ejob *job_by_name(struct engine *e, const char *name)
 /* The job (*j, referenced) and a zeroed snapshot per shard of it here
  * (*v), for a restore or a capture. */
 static enum zs_status job_with_snaps(struct engine *e, const char *job, struct ejob **j,
-				     struct engine_snap **v, struct zs_error *err)
+				     struct engine_snap **v, uint32_t *n, struct zs_error *err)
 {
 	if (!(*j = job_by_name(e, job)))
 		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
-	*v = calloc((*j)->n_shards ? (*j)->n_shards : 1, sizeof **v);
+	*n = (*j)->n_shards; /* those here now (a rebuild may add more) */
+	*v = calloc(*n ? *n : 1, sizeof **v);
 	if (!*v) {
 		eng_job_unref(e, *j);
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
@@ -176,8 +177,9 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
 	p = calloc(1, sizeof *p);
 	if (p) {
-		p->got = calloc(j->n_shards ? j->n_shards : 1, sizeof *p->got);
-		p->snaps = calloc(j->n_shards ? j->n_shards : 1, sizeof *p->snaps);
+		p->n_shards = j->n_shards; /* those here now */
+		p->got = calloc(p->n_shards ? p->n_shards : 1, sizeof *p->got);
+		p->snaps = calloc(p->n_shards ? p->n_shards : 1, sizeof *p->snaps);
 	}
 	if (!p || !p->got || !p->snaps) {
 		if (p) {
@@ -189,15 +191,14 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	snprintf(p->job, sizeof p->job, "%s", j->name);
-	p->n_shards = j->n_shards;
 	p->want = 0; /* counted with the checks below: replicas take none */
 	p->id = id;
 	p->step = step;
 	p->done = done;
 	p->ctx = ctx;
 	/* check every shard before registering: past the step or empty is final */
-	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
-		struct eshard *s = &j->shards[k];
+	for (uint32_t k = 0; k < p->n_shards && !st; k++) {
+		struct eshard *s = j->shards[k];
 		pthread_mutex_lock(&s->mu);
 		p->want += !s->sh.copy;
 		if (s->sh.copy)
@@ -224,8 +225,8 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 	j->pend = p;
 	pthread_mutex_unlock(&j->cmu);
 	/* capture the shards already at step (the rest on their update) */
-	for (uint32_t k = 0; k < j->n_shards; k++) {
-		struct eshard *s = &j->shards[k];
+	for (uint32_t k = 0; k < p->n_shards; k++) {
+		struct eshard *s = j->shards[k];
 		pthread_mutex_lock(&s->mu);
 		if (s->version == step)
 			eng_capture_due(j, s);
@@ -265,7 +266,7 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 		const char *what = NULL;
 		struct eshard *busy = NULL;
 		for (uint32_t k = 0; k < j->n_shards && !busy; k++) {
-			struct eshard *s = &j->shards[k];
+			struct eshard *s = j->shards[k];
 			bool landing;
 			pthread_mutex_lock(&s->mu);
 			landing = s->init_landing || s->n_landing || s->repl_landing;
@@ -305,14 +306,15 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 {
 	struct engine_snap *tmp;
 	struct ejob *j;
-	enum zs_status st = job_with_snaps(e, job, &j, &tmp, err);
+	uint32_t ns = 0;
+	enum zs_status st = job_with_snaps(e, job, &j, &tmp, &ns, err);
 	uint64_t at = 0;
 
 	if (st)
 		return st;
 	/* load and check everything first: nothing half-applied */
-	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
-		struct eshard *s = &j->shards[k];
+	for (uint32_t k = 0; k < ns && !st; k++) {
+		struct eshard *s = j->shards[k];
 		/* a reset writes zeros: no parameters, and optimizer state as a
 		 * fresh job has it (what the lost timeline's updates left goes) */
 		if (!snap_alloc(s, 0, true, &tmp[k])) {
@@ -337,8 +339,8 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		retire_handle(e, j);
 	if (!st)
 		st = wait_quiet(e, j, err);
-	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
-		struct eshard *s = &j->shards[k];
+	for (uint32_t k = 0; k < ns && !st; k++) {
+		struct eshard *s = j->shards[k];
 		struct held *gone = NULL, *rel = NULL;
 		size_t n = s->sh.length, n_gone = 0, n_rel = 0;
 		pthread_mutex_lock(&s->mu);
@@ -390,15 +392,15 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 				    (unsigned long long)gone[h].x.step);
 		free(gone);
 	}
-	engine_snaps_free(tmp, j->n_shards);
+	engine_snaps_free(tmp, ns);
 	if (!st) {
 		*step = at;
 		if (load)
-			zs_info("job '%s': %u shards restored at step %llu", j->name, j->n_shards,
+			zs_info("job '%s': %u shards restored at step %llu", j->name, ns,
 				(unsigned long long)at);
 		else
 			zs_info("job '%s': %u shards reset: no parameters until rank 0 uploads them",
-				j->name, j->n_shards);
+				j->name, ns);
 	}
 	eng_job_unref(e, j);
 	return st;
@@ -409,12 +411,13 @@ enum zs_status engine_capture_now(struct engine *e, const char *job, struct engi
 {
 	struct engine_snap *v;
 	struct ejob *j;
-	enum zs_status st = job_with_snaps(e, job, &j, &v, err);
+	uint32_t ns = 0;
+	enum zs_status st = job_with_snaps(e, job, &j, &v, &ns, err);
 
 	if (st)
 		return st;
-	for (uint32_t k = 0; k < j->n_shards && !st; k++) {
-		struct eshard *s = &j->shards[k];
+	for (uint32_t k = 0; k < ns && !st; k++) {
+		struct eshard *s = j->shards[k];
 		bool busy;
 		pthread_mutex_lock(&s->mu);
 		busy = s->full || s->terms || s->n_landing || s->reduced || s->init_landing;
@@ -432,11 +435,11 @@ enum zs_status engine_capture_now(struct engine *e, const char *job, struct engi
 		pthread_mutex_unlock(&s->mu);
 	}
 	if (st) {
-		engine_snaps_free(v, j->n_shards);
+		engine_snaps_free(v, ns);
 	} else {
 		*snaps = v;
-		*n = j->n_shards;
-		*step = j->n_shards ? v[0].step : 0;
+		*n = ns;
+		*step = ns ? v[0].step : 0;
 	}
 	eng_job_unref(e, j);
 	return st;

@@ -151,8 +151,8 @@ void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, si
  */
 void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t)
 {
-	struct zs_shard_norm *nv = malloc((j->n_shards ? j->n_shards : 1) * sizeof *nv);
-	uint32_t n_nv = 0;
+	uint32_t ns = j->n_shards, n_nv = 0;
+	struct zs_shard_norm *nv = malloc((ns ? ns : 1) * sizeof *nv);
 	struct zs_error err = {0};
 	double total = 0.0, clip;
 	enum zs_status st;
@@ -161,18 +161,18 @@ void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t)
 	if (!nv) {
 		st = zs_fail(&err, ZS_ENOMEM, "out of memory");
 	} else {
-		for (uint32_t i = 0; i < j->n_shards; i++)
-			if (!j->shards[i].sh.copy) /* a replica's norm is its primary's */
-				nv[n_nv++] = (struct zs_shard_norm){j->shards[i].sh.unit,
-								    j->shards[i].sh.index,
-								    j->shards[i].sumsq};
+		for (uint32_t i = 0; i < ns; i++)
+			if (!j->shards[i]->sh.copy) /* a replica's norm is its primary's */
+				nv[n_nv++] = (struct zs_shard_norm){j->shards[i]->sh.unit,
+								    j->shards[i]->sh.index,
+								    j->shards[i]->sumsq};
 		st = e->norm_fn(e->norm_ctx, j->name, t, nv, n_nv, &total, &err);
 	}
 	free(nv);
 	eng_hp_steps(j, t, t + 1, NULL, &clip);
 	coef = st ? 1.0f : zs_clip_coef(total, clip);
-	for (uint32_t i = 0; i < j->n_shards; i++) {
-		struct eshard *s = &j->shards[i];
+	for (uint32_t i = 0; i < ns; i++) {
+		struct eshard *s = j->shards[i];
 		struct held *rel = NULL;
 		size_t n_rel = 0;
 		if (s->sh.copy)

@@ -478,9 +478,10 @@ static void *kill_later(void *arg)
  * job with two copies of each shard: the coordinator promotes the lost
  * server's replicas, the trainers send what was in flight there again,
  * and the job goes on from where it was: no rollback (the timeline never
- * moves), and after every step the parameters equal the single-process
- * reference bit for bit. The server, started again, holds nothing of the
- * job (and its return rolls nothing back).
+ * moves), and the parameters equal the single-process reference bit for
+ * bit. The server, started again, rolls nothing back; the lost copies are
+ * rebuilt from their primaries (seeded with their whole state) and follow
+ * the steps after, bit for bit.
  */
 static void test_server_killed_no_rollback(void **st)
 {
@@ -544,14 +545,47 @@ static void test_server_killed_no_rollback(void **st)
 		assert_true(j.placement.epoch > 1);
 		zs_job_release(&j);
 		zs_coord_close(c);
-		/* the server comes back empty; nothing rolls back */
+		/* the server comes back empty; nothing rolls back, and the
+		 * lost copies are rebuilt (on it, or on another with room) */
 		restart_server(k.victim, NULL);
 		assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
-		assert_int_equal(zs_coord_get_job(c, name, &j, NULL), ZS_OK);
-		assert_int_equal(j.timeline, 0);
-		zs_job_release(&j);
+		for (int w = 0;; w++) {
+			bool whole = true;
+			assert_int_equal(zs_coord_get_job(c, name, &j, NULL), ZS_OK);
+			assert_int_equal(j.timeline, 0);
+			for (uint32_t i = 0; i < j.placement.n_shards; i++)
+				whole &= j.placement.shards[i].copies == 2;
+			zs_job_release(&j);
+			if (whole)
+				break;
+			if (w == 100)
+				fail_msg("%s: its lost copies were not rebuilt within 10 s", name);
+			usleep(100 * 1000);
+		}
 		zs_coord_close(c);
-		check_copies(name, N, NULL);
+		/* training goes on; the new copies follow every step */
+		train_ranks(x, 2, N, N + 4);
+		check_copies(name, N + 4, NULL);
+		{
+			uint32_t U = spec.layout.n_units;
+			float **ref = calloc(U, sizeof *ref);
+			for (uint32_t u = 0; u < U; u++)
+				ref[u] = malloc(spec.layout.units[u].numel * 4);
+			oracle_reference_sched(&spec, NULL, N + 4, 1, 0, ref);
+			for (uint32_t u = 0; u < U; u++) {
+				unsigned long long n = spec.layout.units[u].numel;
+				float *got = malloc(n * 4);
+				if (fetch(x[0].t, u, N + 4, got))
+					fail_msg("%s: gather after the rebuild: %s", name,
+						 zs_trainer_error(x[0].t));
+				if (memcmp(got, ref[u], n * 4))
+					fail_msg("%s (seed %u): unit %u differs from the reference after the rebuild",
+						 name, seed, u);
+				free(got);
+				free(ref[u]);
+			}
+			free(ref);
+		}
 		for (uint32_t r = 0; r < 2; r++)
 			zs_trainer_close(x[r].t);
 		zs_job_spec_release(&spec);

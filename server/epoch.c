@@ -1,0 +1,154 @@
+/*
+ * epoch.c - a replicated job's new placement epoch, taken in place: after a
+ * failover (a replica promoted, a lost server's copies gone) or a rebuild
+ * (a new copy added), the shards here keep their state and change role
+ * and peers; a new copy is added as an empty shard that its primary seeds
+ * (replica.c); a primary with a new peer seeds it. Also how a replica
+ * reached by a trainer finds out it was promoted.
+ */
+#include "server/engine_int.h"
+
+void eng_shard_peers(struct eshard *s, const struct zs_placement *p)
+{
+	s->n_peers = 0;
+	for (uint32_t q = 0; s->sh.copy == 0 && q < p->n_shards; q++) {
+		const struct zs_shard *o = &p->shards[q];
+		if (o->unit == s->sh.unit && o->index == s->sh.index && o->copy &&
+		    s->n_peers < ZS_MAX_REPLICAS - 1)
+			s->peer[s->n_peers++] = o->server_id;
+	}
+}
+
+bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s)
+{
+	uint64_t epoch;
+	bool primary;
+
+	pthread_mutex_lock(&e->mu);
+	epoch = j->epoch;
+	pthread_mutex_unlock(&e->mu);
+	if (j->spec.replicas < 2 || !e->stale_fn || !e->stale_fn(e->stale_ctx, j->name, epoch))
+		return false;
+	pthread_mutex_lock(&s->mu);
+	primary = !s->sh.copy;
+	pthread_mutex_unlock(&s->mu);
+	return primary;
+}
+
+/* The entry of placement p for shard s on server id, or NULL. */
+static const struct zs_shard *entry(const struct zs_placement *p, const struct eshard *s,
+				    uint64_t id)
+{
+	for (uint32_t i = 0; i < p->n_shards; i++) {
+		const struct zs_shard *o = &p->shards[i];
+		if (o->server_id == id && o->unit == s->sh.unit && o->index == s->sh.index &&
+		    o->offset == s->sh.offset && o->length == s->sh.length &&
+		    o->padded == s->sh.padded)
+			return o;
+	}
+	return NULL;
+}
+
+enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_job *job,
+			    uint64_t server_id)
+{
+	struct zs_error err = {0};
+	uint32_t n = 0, promoted = 0, primaries = 0, added = 0, held = j->n_shards;
+
+	for (uint32_t i = 0; i < job->placement.n_shards; i++)
+		n += job->placement.shards[i].server_id == server_id;
+	/* every shard here stays (only the lost server loses some: it starts
+	 * over), and the new ones fit the room kept for them */
+	if (n < held || n > j->cap_shards)
+		return ZS_ESTATE;
+	for (uint32_t k = 0; k < held; k++)
+		if (!entry(&job->placement, j->shards[k], server_id))
+			return ZS_ESTATE;
+	if (!e->peer_fn || eng_repl_start(e, &err))
+		return ZS_ESTATE;
+	/* new copies here (a rebuild): empty until their primary seeds them */
+	for (uint32_t i = 0; i < job->placement.n_shards; i++) {
+		const struct zs_shard *sh = &job->placement.shards[i];
+		struct eshard *s;
+		bool have = false;
+		if (sh->server_id != server_id)
+			continue;
+		for (uint32_t k = 0; k < held && !have; k++)
+			have = entry(&job->placement, j->shards[k], server_id) == sh;
+		if (have)
+			continue;
+		if (!sh->copy || !(s = calloc(1, sizeof *s))) {
+			zs_error("job '%s': cannot take unit %u shard %u as a new %s here",
+				 j->name, sh->unit, sh->index, sh->copy ? "copy (no memory)" : "primary");
+			continue;
+		}
+		s->idx = j->n_shards;
+		if (eng_shard_init(e, j, s, sh, &err)) {
+			zs_error("job '%s': cannot take a new copy of unit %u shard %u: %s", j->name,
+				 sh->unit, sh->index, err.msg);
+			eng_shard_release(e, s);
+			free(s);
+			continue;
+		}
+		j->shards[s->idx] = s;
+		j->n_shards = s->idx + 1; /* atomic: the shard is whole first */
+		added++;
+	}
+	pthread_mutex_lock(&e->mu);
+	j->epoch = job->placement.epoch;
+	pthread_mutex_unlock(&e->mu);
+	for (uint32_t k = 0; k < j->n_shards; k++) {
+		struct eshard *s = j->shards[k];
+		const struct zs_shard *sh = entry(&job->placement, s, server_id);
+		struct held *rel = NULL;
+		size_t n_rel = 0;
+		uint64_t was[ZS_MAX_REPLICAS - 1];
+		uint32_t n_was;
+		pthread_mutex_lock(&s->mu);
+		promoted += s->sh.copy && !sh->copy;
+		primaries += !sh->copy;
+		s->sh.copy = sh->copy;
+		s->sh.copies = sh->copies;
+		n_was = s->n_peers;
+		memcpy(was, s->peer, sizeof was);
+		eng_shard_peers(s, &job->placement);
+		/* a new copy of a primary with parameters: its whole state first,
+		 * ahead of the forwards that follow on the same connection */
+		for (uint32_t q = 0; q < s->n_peers && s->ready; q++) {
+			bool old = false;
+			for (uint32_t w = 0; w < n_was && !old; w++)
+				old = was[w] == s->peer[q];
+			if (!old)
+				eng_repl_seed(e, j, s, s->peer[q]);
+		}
+		if (s->repl_wait) {
+			/* the forward under way went to the old copies: to the
+			 * ones left, or, with none left, it is done */
+			s->repl_gen++;
+			s->repl_wait = false;
+			if (s->n_peers) {
+				float *m = NULL;
+				if (!s->version && !s->master && (m = malloc(s->sh.length * 4)) &&
+				    eng_arrays_io(e, s, false, m, NULL, NULL)) {
+					free(m);
+					m = NULL;
+				}
+				eng_repl_queue(e, j, s, !s->version, s->version ? NULL : m ? m : s->master);
+				free(m);
+			} else {
+				eng_acks_flush(s);
+				if (s->apply_wait) {
+					eng_step_complete(e, j, s); /* unlocks */
+					continue;
+				}
+				eng_take_released(s, &rel, &n_rel);
+			}
+		}
+		pthread_mutex_unlock(&s->mu);
+		eng_serve_released(e, s, rel, n_rel);
+	}
+	j->n_primary = primaries;
+	zs_info("job '%s': placement epoch %llu taken in place: %u shards here, %u primaries (%u promoted from replicas, %u new copies)",
+		j->name, (unsigned long long)j->epoch, j->n_shards, primaries, promoted, added);
+	return ZS_OK;
+}

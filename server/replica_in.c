@@ -1,0 +1,122 @@
+/*
+ * replica_in.c - a copy's side of replication: the forwards of its
+ * shard's primary (rank ZS_RANK_PEER; fenced by placement epoch) land in
+ * the mean gradient and are applied with the primary's code, then
+ * acknowledged; a forward sent again for a step already applied is
+ * acknowledged at once; a seed (a rebuild) brings a new copy's whole
+ * state at a step.
+ */
+#include "server/engine_int.h"
+
+enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
+			      const struct zs_xfer *x, void **dst, struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+	uint64_t epoch;
+
+	if (rank != ZS_RANK_PEER || !x->replica)
+		return zs_fail(err, ZS_EINVAL,
+			       "only a shard's primary forwards to its replicas, and only forwards");
+	if (!s || x->offset != s->sh.offset ||
+	    x->length != s->sh.length * (x->seed ? s->n_arrays : 1))
+		return zs_fail(err, ZS_EINVAL,
+			       "a forward covers exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
+			       x->unit, (unsigned long long)x->offset,
+			       (unsigned long long)x->length, j->name);
+	if (!s->sh.copy)
+		return zs_fail(err, ZS_EINVAL,
+			       "unit '%s' shard %u is the primary here, not a replica: placements disagree",
+			       eng_unit_name(j, x->unit), s->sh.index);
+	if (x->dtype != ZS_F32 || x->partial)
+		return zs_fail(err, ZS_EINVAL, "a forward is f32, whole");
+	pthread_mutex_lock(&e->mu);
+	epoch = j->epoch;
+	pthread_mutex_unlock(&e->mu);
+	if (x->epoch != epoch) /* a deposed primary (cut off, then back) */
+		return zs_fail(err, ZS_ESTATE,
+			       "a forward of placement epoch %llu: this server holds epoch %llu of job '%s'",
+			       (unsigned long long)x->epoch, (unsigned long long)epoch, j->name);
+	pthread_mutex_lock(&s->mu);
+	if (x->seed) {
+		/* a new copy's whole state (a rebuild), once */
+		if (s->ready || s->repl_landing || s->init_landing)
+			st = zs_fail(err, ZS_EEXIST, "unit '%s' shard %u has its state already",
+				     eng_unit_name(j, x->unit), s->sh.index);
+		else if (!(s->seed = malloc(x->length * 4)))
+			st = zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'",
+				     eng_unit_name(j, x->unit));
+		else {
+			*dst = s->seed;
+			s->repl_landing = true;
+		}
+	} else if (x->init)
+		st = eng_init_begin(e, j, s, x, dst, err);
+	else if (!s->ready) /* ZS_ENOTFOUND: its primary seeds it, then again */
+		st = zs_fail(err, ZS_ENOTFOUND,
+			     "unit '%s' shard %u has no state here yet (a new or restarted copy)",
+			     eng_unit_name(j, x->unit), s->sh.index);
+	else if (x->step + 1 == s->version && !x->init) {
+		/* sent again to a replica that applied it (a failover moved the
+		 * primary while its acknowledgement was on the way): done */
+		if (!s->landing && !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
+			st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
+				     eng_unit_name(j, x->unit));
+		else
+			*dst = s->landing;
+	} else if (x->step != s->version)
+		st = zs_fail(err, ZS_ESTATE,
+			     "a forward of step %llu for unit '%s' shard %u, which is at step %llu",
+			     (unsigned long long)x->step, eng_unit_name(j, x->unit), s->sh.index,
+			     (unsigned long long)s->version);
+	else if (s->repl_landing)
+		st = zs_fail(err, ZS_EEXIST, "unit '%s' shard %u is taking a forward already",
+			     eng_unit_name(j, x->unit), s->sh.index);
+	else {
+		/* straight into the mean gradient: nothing else writes it here */
+		*dst = s->acc;
+		s->repl_landing = true;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return st;
+}
+
+void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const struct zs_xfer *x,
+		     struct zs_sop *op)
+{
+	struct held *rel = NULL;
+	size_t n_rel = 0;
+
+	pthread_mutex_lock(&s->mu);
+	if (x->seed) {
+		size_t n = s->sh.length;
+		s->repl_landing = false;
+		if (eng_arrays_io(e, s, true, s->seed, s->n_arrays > 1 ? s->seed + n : NULL,
+				  s->n_arrays > 2 ? s->seed + 2 * n : NULL)) {
+			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s",
+				    eng_unit_name(j, x->unit), s->path);
+		} else {
+			if (s->copy != s->master)
+				zs_convert_from_f32(s->copy, s->dt, s->seed, n);
+			s->version = x->step;
+			s->ready = true;
+			zs_sop_done(op);
+		}
+		free(s->seed);
+		s->seed = NULL;
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
+	if (x->step != s->version || !s->repl_landing) { /* sent again: applied already */
+		zs_sop_done(op);
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
+	s->repl_landing = false;
+	if (s->gpu)
+		eng_dev_acc_in(e, s);
+	eng_apply(e, j, s, 1.0f, &rel, &n_rel);
+	zs_sop_done(op); /* applied: now the primary may go on */
+	pthread_mutex_unlock(&s->mu);
+	eng_serve_released(e, s, rel, n_rel);
+	eng_deliver_finished();
+}
