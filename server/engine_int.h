@@ -13,7 +13,10 @@
  * (the reduction, clipping and the optimizer step of a shard), tier.c (the
  * NVMe tier's file I/O and double buffer), snapshot.c (capture at a
  * checkpoint's step, snapshots and restore), landing.c (the buffers pushes
- * land in).
+ * land in), replica.c (a primary's forwards to its shard's other copies,
+ * seeds of new copies, and a replicated job's durable acknowledgements),
+ * replica_in.c (a copy taking them), epoch.c (a new placement epoch taken
+ * in place: failover, rebuild).
  */
 #ifndef ZS_ENGINE_INT_H
 #define ZS_ENGINE_INT_H

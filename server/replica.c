@@ -22,7 +22,13 @@
  * then waited for. A forward that fails is sent again on a new connection
  * until the step timeout; past it, the shard's gathers fail naming the
  * replica that did not answer (the job then rolls back as after a lost
- * server).
+ * server). A new copy (a rebuild) gets a seed first: the shard's whole
+ * state at its version, queued ahead of the forwards that follow; a copy
+ * that answers a forward that it has no state is seeded then.
+ *
+ * A replicated job's pushes are acknowledged once their step is on every
+ * copy (the acks, below), so what a lost primary had not acknowledged is
+ * still the trainer's to send again (client/failover.c).
  */
 #include "server/engine_int.h"
 
