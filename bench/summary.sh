@@ -21,6 +21,10 @@ awk -F'|' '/^\| (tcp|shm) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|/ { tr = $2; gsub(/
 	printf "| ZeRO-3 step with replicas 2 against 1, %s | %.3f (%.1f against %.1f ms; %.1f MiB forwarded per step) | %s | %s |\n",
 		tr, $5 + 0, $4 + 0, $3 + 0, $6 + 0, tr == "tcp" ? "<= 1.15" : "(reported)",
 		tr != "tcp" ? "-" : ($5 + 0 <= 1.15) ? "yes" : "no" }' "$out/replicas.md" 2>/dev/null || true
+# a lost server with replicas against the rollback path (bench/recovery.py)
+awk -F'|' '/^\| server \|/ { rb = $6 + 0; rs = $5 + 0 } /^\| replicated \|/ { fs = $6 + 0; fa = $5 + 0; ok = 1 }
+	END { if (ok) printf "| a shard server killed, replicas 2 against none: from the kill to 3 steps past it, steps computed again | %.1f s against %.1f s; %d against %d steps | no step computed again | %s |\n",
+		fs, rb, fa, rs, (fa == 0) ? "yes" : "no" }' "$out/recovery.md" 2>/dev/null || true
 # the coordinator at scale (bench_coord_scale)
 awk -F'|' '/^\| placement of / { printf "| %s | %.3f ms | < 50 ms | %s |\n", $2, $5 + 0, ($5 + 0 < 50) ? "yes" : "no" }
 	/^\| (Heartbeat|TrainerHeartbeat|ReportStep)/ { n = $2; gsub(/^ +| +$/, "", n)
