@@ -704,11 +704,16 @@ int zs_checkpoint(zs_trainer *t, unsigned long long step, const void *blob, unsi
 		uint32_t n_s = 0;
 		struct zs_task task = {.kind = ZS_TASK_SNAPSHOT, .id = k.id, .step = step};
 		snprintf(task.job, sizeof task.job, "%s", t->job.spec.name);
+		bool repl = t->job.spec.replicas > 1;
 		st = zs_coord_servers(t->coord, &s, &n_s, &err);
+		/* a replicated job's copies write records too, on servers this
+		 * rank may not push to: every live server is told */
 		for (uint32_t i = 0; !st && i < n_s; i++)
-			if (conn_of(t, s[i].id)) {
-				bool repl = t->job.spec.replicas > 1;
+			if (conn_of(t, s[i].id) || (repl && s[i].up)) {
+				bool mine = conn_of(t, s[i].id) != NULL;
 				st = zs_server_snapshot(s[i].addr, repl ? 2000 : 10000, &task, &err);
+				if (st && !mine) /* holds none of it, or cannot say */
+					st = ZS_OK;
 				/* a replicated job's server lost (or stopped): its
 				 * failover fails this checkpoint; training goes on,
 				 * the next one is taken */

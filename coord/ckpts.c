@@ -5,14 +5,13 @@
  */
 #include "coord/state.h"
 
-/* The distinct servers holding shards of j (primaries only: the servers a
- * checkpoint is taken from; else every copy's). */
-static uint32_t job_servers(const struct zs_job *j, bool primaries, uint64_t *out, uint32_t max)
+/* The distinct servers holding shards (any copy) of j. */
+static uint32_t job_servers(const struct zs_job *j, uint64_t *out, uint32_t max)
 {
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < j->placement.n_shards; i++) {
 		uint64_t id = j->placement.shards[i].server_id;
-		bool seen = primaries && j->placement.shards[i].copy;
+		bool seen = false;
 		for (uint32_t k = 0; k < n && !seen; k++)
 			seen = out[k] == id;
 		if (!seen && n < max)
@@ -36,7 +35,7 @@ static enum zs_status add_ctask_on(struct coord *c, const char *job,
 	}
 	t->t = (struct zs_task){.kind = kind, .id = id, .step = step};
 	snprintf(t->t.job, sizeof t->t.job, "%s", job);
-	t->n_pending = job_servers(&view, false, t->pending, n);
+	t->n_pending = job_servers(&view, t->pending, n);
 	t->next = c->ctasks;
 	c->ctasks = t;
 	c->task_gen++;
@@ -164,8 +163,8 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	snprintf(k.job, sizeof k.job, "%s", job);
 	k.step = step;
 	k.epoch = j->placement.epoch;
-	/* where its records are: the primaries (replicas take no snapshot) */
-	if (zs_placement_primaries(&k.placement, &j->placement)) {
+	/* where its records are: every copy's server writes them */
+	if (zs_placement_copy(&k.placement, &j->placement)) {
 		c->next_ckpt_id--;
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 		goto out;
@@ -390,11 +389,10 @@ out:
 	pthread_mutex_unlock(&c->mu);
 }
 
-bool coord_holds(const struct zs_job *j, uint64_t server_id, bool primary)
+bool coord_holds(const struct zs_job *j, uint64_t server_id)
 {
 	for (uint32_t i = 0; i < j->placement.n_shards; i++)
-		if (j->placement.shards[i].server_id == server_id &&
-		    (!primary || !j->placement.shards[i].copy))
+		if (j->placement.shards[i].server_id == server_id)
 			return true;
 	return false;
 }
@@ -423,7 +421,7 @@ void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		struct zs_checkpoint *k = &c->ckpts[i];
 		struct zs_job *j = coord_find_job(c, k->job);
 		bool done = false;
-		if (k->state != ZS_CKPT_PENDING || !j || !coord_holds(j, sid, true))
+		if (k->state != ZS_CKPT_PENDING || !j || !coord_holds(j, sid))
 			continue;
 		for (uint32_t d = 0; d < k->n_durable; d++)
 			done |= k->durable[d] == sid;
@@ -475,7 +473,7 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 			bool again = false, holds = false;
 			for (uint32_t d = 0; d < k->n_durable; d++)
 				again |= k->durable[d] == sid;
-			n_ids = job_servers(j, true, ids, 256);
+			n_ids = job_servers(j, ids, 256);
 			for (uint32_t q = 0; q < n_ids; q++)
 				holds |= ids[q] == sid;
 			if (ok && again) {
@@ -507,7 +505,7 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 			nk.durable = d;
 			nk.n_durable = k->n_durable + 1;
 			nk.bytes += bytes;
-			n_ids = job_servers(j, true, ids, 256);
+			n_ids = job_servers(j, ids, 256);
 			if (nk.n_durable >= n_ids)
 				nk.state = ZS_CKPT_COMMITTED; /* every server durable */
 		}

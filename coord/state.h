@@ -313,8 +313,8 @@ void coord_seeded(struct coord *c, const struct zs_seeded *v, uint32_t n);
 void coord_server_lost(struct coord *c, uint64_t sid, const char *why);
 /* recovery.c: fails j's pending checkpoints, saying why. */
 void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why);
-/* Whether server_id holds shards of j (primary: a primary copy). */
-bool coord_holds(const struct zs_job *j, uint64_t server_id, bool primary);
+/* Whether server_id holds shards (any copy) of j. */
+bool coord_holds(const struct zs_job *j, uint64_t server_id);
 void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 

@@ -272,6 +272,7 @@ void engine_remove_job(struct engine *e, const char *name)
 	if (!j)
 		return;
 	zs_info("dropping job '%s'", name);
+	atomic_store(&j->removed, true); /* its forwards stop (replica.c) */
 	eng_job_unref(e, j);
 }
 

@@ -167,7 +167,7 @@ struct ejob {
 	struct zs_hp_table hp[EJOB_HP_KEEP];
 	unsigned n_hp;
 	atomic_int refs;
-	bool removed;
+	atomic_bool removed; /* dropped from the engine (its last reference frees it) */
 	struct ejob *next;
 };
 

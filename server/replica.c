@@ -179,6 +179,26 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	return st;
 }
 
+/* Whether r is no longer wanted: a restore or a new epoch changed its
+ * shard's forwards (a seed: its copy is no longer one). */
+static bool moot(struct rtask *r)
+{
+	struct eshard *s = r->j->shards[r->shard];
+	bool m;
+
+	if (atomic_load(&r->j->removed)) /* the job was dropped here */
+		return true;
+	pthread_mutex_lock(&s->mu);
+	m = r->gen != s->repl_gen;
+	if (r->seed) {
+		m = true;
+		for (uint32_t q = 0; q < s->n_peers; q++)
+			m &= s->peer[q] != r->peer[0];
+	}
+	pthread_mutex_unlock(&s->mu);
+	return m;
+}
+
 /* Waits for r's requests (within its deadline); the first failure in err. */
 static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req **reqs,
 				struct zs_error *err)
@@ -189,6 +209,14 @@ static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req
 		if (!reqs[i])
 			continue;
 		while ((w = zs_req_wait(reqs[i], 100, st ? NULL : err)) == ZS_EAGAIN) {
+			if (moot(r)) { /* a new epoch or a restore: no longer wanted */
+				peer_broken(r->j, r->peer[i / 2]);
+				w = ZS_ECANCELED;
+				if (!st)
+					zs_fail(err, w, "server %llu is no longer a copy of it",
+						(unsigned long long)r->peer[i / 2]);
+				break;
+			}
 			if (atomic_load(&e->stop) || zs_now_ms() > r->deadline_ms) {
 				/* closing the connection (peers_reap) ends it */
 				peer_broken(r->j, r->peer[i / 2]);
@@ -350,12 +378,7 @@ static void run_batch(struct engine *e, struct rtask *batch)
 	for (r = batch, i = 0; r; r = r->next, i++) {
 		/* again, alone, until it lands or its time is up */
 		while (st[i] && !atomic_load(&e->stop) && zs_now_ms() < r->deadline_ms) {
-			struct eshard *s = r->j->shards[r->shard];
-			bool moot;
-			pthread_mutex_lock(&s->mu);
-			moot = r->gen != s->repl_gen;
-			pthread_mutex_unlock(&s->mu);
-			if (moot)
+			if (moot(r))
 				break;
 			if (st[i] == ZS_ENOTFOUND && r->empty)
 				seed_now(e, r); /* then the forward is one it applied */
@@ -557,9 +580,11 @@ uint32_t engine_take_seeded(struct engine *e, struct zs_seeded *out, uint32_t ma
 
 	pthread_mutex_lock(&e->mu);
 	n = e->n_seeded < max ? e->n_seeded : max;
-	memcpy(out, e->seeded, n * sizeof *out);
-	memmove(e->seeded, e->seeded + n, (e->n_seeded - n) * sizeof *e->seeded);
-	e->n_seeded -= n;
+	if (n) {
+		memcpy(out, e->seeded, n * sizeof *out);
+		memmove(e->seeded, e->seeded + n, (e->n_seeded - n) * sizeof *e->seeded);
+		e->n_seeded -= n;
+	}
 	pthread_mutex_unlock(&e->mu);
 	return n;
 }

@@ -57,8 +57,6 @@ void eng_capture_due(struct ejob *j, struct eshard *s)
 {
 	size_t k = (size_t)s->idx;
 
-	if (s->sh.copy) /* a replica: its primary is captured */
-		return;
 	pthread_mutex_lock(&j->cmu);
 	for (struct epending **pp = &j->pend; *pp;) {
 		struct epending *p = *pp;
@@ -82,9 +80,10 @@ void eng_deliver_finished(void)
 		struct epending *p = finished;
 		uint32_t n = 0;
 		finished = p->next;
-		/* the primaries' snapshots, in shard order, first */
+		/* the shards' snapshots, in shard order, first (a copy left
+		 * out has none) */
 		for (uint32_t k = 0; k < p->n_shards; k++)
-			if (p->got[k]) {
+			if (p->got[k] && p->snaps[k].master) {
 				struct engine_snap t = p->snaps[k];
 				p->snaps[k] = (struct engine_snap){0};
 				p->snaps[n++] = t;
@@ -200,8 +199,13 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 	for (uint32_t k = 0; k < p->n_shards && !st; k++) {
 		struct eshard *s = j->shards[k];
 		pthread_mutex_lock(&s->mu);
-		p->want += !s->sh.copy;
-		if (s->sh.copy)
+		/* every copy that has its state writes records: a restore reads
+		 * them from whichever copy is there (a new copy not seeded yet
+		 * is left out) */
+		bool empty_copy = s->sh.copy && !s->ready;
+		p->got[k] = empty_copy; /* not waited for */
+		p->want += !empty_copy;
+		if (empty_copy)
 			;
 		else if (!s->ready)
 			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters to checkpoint yet",

@@ -64,7 +64,7 @@ static enum zs_status load_shard(void *ctx, const struct engine_snap *w, float *
 	for (uint32_t i = 0; i < x->old->n_shards; i++) {
 		const struct zs_shard *os = &x->old->shards[i];
 		uint64_t lo, hi;
-		if (os->unit != w->unit || os->copy)
+		if (os->unit != w->unit || os->copy) /* its copies: below */
 			continue;
 		lo = os->offset > w->offset ? os->offset : w->offset;
 		hi = os->offset + os->length < w->offset + w->length ? os->offset + os->length
@@ -76,8 +76,23 @@ static enum zs_status load_shard(void *ctx, const struct engine_snap *w, float *
 			enum zs_status st;
 			if (!arrays[a])
 				continue;
-			st = slice(x, os, a, lo - os->offset, hi - lo, arrays[a] + (lo - w->offset),
-				   &sstep, err);
+			/* from the first copy that has its records (a replicated
+			 * job's copies each wrote them) */
+			st = ZS_ENOTFOUND;
+			for (uint32_t c = i; st && c < x->old->n_shards &&
+					     x->old->shards[c].unit == os->unit &&
+					     x->old->shards[c].index == os->index;
+			     c++) {
+				struct zs_error why = {0};
+				st = slice(x, &x->old->shards[c], a, lo - os->offset, hi - lo,
+					   arrays[a] + (lo - w->offset), &sstep, &why);
+				if (st && c + 1 < x->old->n_shards &&
+				    x->old->shards[c + 1].unit == os->unit &&
+				    x->old->shards[c + 1].index == os->index)
+					zs_warn("restore: %s; reading its next copy", why.msg);
+				else if (st)
+					*err = why;
+			}
 			if (st)
 				return st;
 			if (!first && sstep != st_step)

@@ -32,7 +32,7 @@ struct observer {
 	struct zs_job job;
 	struct zs_server_info *s;
 	uint32_t n_s;
-	struct zs_conn *conn[MAXSERV];
+	struct zs_conn *conn[8]; /* by o->s: those holding copies */
 };
 
 static void observe(struct observer *o, const char *job, uint32_t rank)
@@ -46,7 +46,7 @@ static void observe(struct observer *o, const char *job, uint32_t rank)
 	    zs_coord_servers(c, &o->s, &o->n_s, &err))
 		fail_msg("%s: %s", job, err.msg);
 	zs_coord_close(c);
-	assert_true(o->n_s <= MAXSERV);
+	assert_true(o->n_s <= 8);
 	for (uint32_t i = 0; i < o->n_s; i++) {
 		struct zs_conn_opts co = {.addr = o->s[i].data_addr, .job = job,
 					  .token = o->job.token,
@@ -76,6 +76,18 @@ static struct zs_conn *conn_of(struct observer *o, uint64_t id)
 			return o->conn[i];
 	fail_msg("server %llu is not listed", (unsigned long long)id);
 	return NULL;
+}
+
+/* C.srv's index of the server with id (by its control address). */
+static int srv_index(const struct observer *o, uint64_t id)
+{
+	for (uint32_t i = 0; i < o->n_s; i++)
+		if (o->s[i].id == id)
+			for (int k = 0; k < C.n; k++)
+				if (!strcmp(C.srv_addr[k], o->s[i].addr))
+					return k;
+	fail_msg("server %llu is not one of the test's", (unsigned long long)id);
+	return -1;
 }
 
 static void unobserve(struct observer *o)
@@ -271,10 +283,13 @@ static void test_checkpoint_restores_every_copy(void **st)
 		state = v[0].state;
 		if (state == ZS_CKPT_FAILED)
 			fail_msg("checkpoint failed: %s", v[0].error);
-		/* taken from the primaries only: one record per shard */
-		if (state == ZS_CKPT_COMMITTED)
+		/* every copy wrote its records: both are listed */
+		if (state == ZS_CKPT_COMMITTED) {
+			uint32_t copies = 0;
 			for (uint32_t k = 0; k < v[0].placement.n_shards; k++)
-				assert_int_equal(v[0].placement.shards[k].copy, 0);
+				copies += v[0].placement.shards[k].copy != 0;
+			assert_int_equal(copies * 2, v[0].placement.n_shards);
+		}
 		if (state != ZS_CKPT_COMMITTED)
 			zs_checkpoint_release(&v[0]), free(v), v = NULL;
 	}
@@ -283,6 +298,39 @@ static void test_checkpoint_restores_every_copy(void **st)
 	check_copies("rckpt", 4, NULL);
 	restore(c, "rckpt", v[0].id);
 	check_copies("rckpt", 2, at2);
+	/* the records of a server whose disk is gone are read from the other
+	 * copy: kill -9 of a primary's server, its data dir wiped, started
+	 * again (a new server); its copies fail over; the checkpoint still
+	 * restores whole, bit for bit */
+	if (C.n >= 3) {
+		struct observer o;
+		struct zs_job j;
+		char cmd[1200];
+		uint64_t gone;
+		int victim;
+		observe(&o, "rckpt", ZS_RANK_OBSERVER);
+		gone = o.job.placement.shards[0].server_id; /* a primary's */
+		victim = srv_index(&o, gone);
+		unobserve(&o);
+		h_stop(C.srv[victim], SIGKILL, 5000);
+		snprintf(cmd, sizeof cmd, "rm -rf '%s/server-%d'", C.dir, victim);
+		assert_int_equal(system(cmd), 0);
+		restart_server(victim, NULL);
+		for (int w = 0;; w++) { /* its copies moved (its lease lapsed) */
+			bool there = false;
+			assert_int_equal(zs_coord_get_job(c, "rckpt", &j, NULL), ZS_OK);
+			for (uint32_t i = 0; i < j.placement.n_shards; i++)
+				there |= j.placement.shards[i].server_id == gone;
+			zs_job_release(&j);
+			if (!there)
+				break;
+			if (w == 100)
+				fail_msg("the wiped server's copies did not move within 10 s");
+			usleep(100 * 1000);
+		}
+		restore(c, "rckpt", v[0].id);
+		check_copies("rckpt", 2, at2);
+	}
 	zs_checkpoint_release(&v[0]);
 	free(v);
 	zs_coord_close(c);
@@ -353,18 +401,6 @@ static void test_replica_refuses(void **st)
 	unobserve(&o);
 	free(buf);
 	check_copies("r1", STEPS, NULL);
-}
-
-/* C.srv's index of the server with id (by its control address). */
-static int srv_index(const struct observer *o, uint64_t id)
-{
-	for (uint32_t i = 0; i < o->n_s; i++)
-		if (o->s[i].id == id)
-			for (int k = 0; k < C.n; k++)
-				if (!strcmp(C.srv_addr[k], o->s[i].addr))
-					return k;
-	fail_msg("server %llu is not one of the test's", (unsigned long long)id);
-	return -1;
 }
 
 /*
