@@ -604,7 +604,7 @@ def main():
         print("faults --etcd: skipped: %s" % etcd_cluster.reason())
         return 77
     kinds = (a.kinds or ("leader,lpause,standby,etcd,server,trainer" if a.etcd else
-                         "server,pause" if a.replicas > 1 else
+                         "server,pause,partition" if a.replicas > 1 else
                          "trainer,server,coordinator,stop,pause,partition,tpause")).split(",")
     if a.replicas > 1 and a.servers < a.replicas:
         sys.exit("faults: --replicas %d needs --servers %d or more" % (a.replicas, a.replicas))
