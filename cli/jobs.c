@@ -492,7 +492,7 @@ const struct cmd cmd_job = {"job", "create FILE.json | show NAME | stop NAME | d
 	 "cleanly before one step (waiting for them); a clean restart of the\n"
 	 "servers then keeps its state, and trainers resume at that step.", c_job};
 
-const struct cmd cmd_placement = {"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes.", c_placement};
+const struct cmd cmd_placement = {"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes;\nwith replicas, each copy and its role (primary or replica).", c_placement};
 
 const struct cmd cmd_stage = {"stage", "JOB [1|2|3]", "Print the job's ZeRO stage, or set it (trainers pick it up at\ntheir next step boundary).", c_stage};
 
