@@ -133,8 +133,9 @@ bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *
 	struct zs_conn *c;
 	uint64_t to;
 
-	/* a broken connection (the server gone) or one we shut down */
-	if (!q || (st != ZS_EUNAVAIL && st != ZS_ECANCELED))
+	/* a broken connection (the server gone), one we shut down, or a
+	 * server that dropped the job (a deposed primary back) */
+	if (!q || (st != ZS_EUNAVAIL && st != ZS_ECANCELED && st != ZS_ENOTFOUND))
 		return false;
 	if (q->src && !q->x.init && t->partial_at && q->x.unit < t->job.spec.layout.n_units &&
 	    t->partial_at[q->x.unit] == q->x.step + 1) {
