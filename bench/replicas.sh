@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # replicas.sh ADDR - what replicated shards cost a training step: the same
 # job (examples/charlm.c at --depth $DEPTH --hidden $HIDDEN, 2 trainers,
-# f32, AdamW, ZeRO-3, prefetch 1) through the cluster at ADDR (two or more
+# f32, AdamW, ZeRO-3, prefetch 1, push depth $PUSH_DEPTH: a replicated job's
+# push completes once its step is on every copy, so a second push in
+# flight keeps the backward pass from waiting on each; both runs use it)
+# through the cluster at ADDR (two or more
 # servers) with one copy of each shard and with two ("replicas": 2), the
 # two runs alternated $REPS times so that the machine's drift falls on
 # both. Per round: each run's median step time over both ranks' steps
@@ -13,7 +16,7 @@ addr=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
 DEPTH=${DEPTH:-6} HIDDEN=${HIDDEN:-512} BATCH=${BATCH:-64} STEPS=${STEPS:-25} WARM=${WARM:-5}
-REPS=${REPS:-3}
+REPS=${REPS:-3} PUSH_DEPTH=${PUSH_DEPTH:-2}
 tmp=$(mktemp -d /tmp/zshard-replicas-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 ctl() { "$bin/zshardctl" --coordinator "$addr" "$@"; }
@@ -34,7 +37,7 @@ run() {
 	before=$(forwarded)
 	for r in 1 0; do
 		"$bin/charlm" --coordinator "$addr" --job "$job" --rank $r --steps "$STEPS" --batch "$BATCH" \
-			--depth "$DEPTH" --hidden "$HIDDEN" --prefetch 1 --transport "$tr" \
+			--depth "$DEPTH" --hidden "$HIDDEN" --prefetch 1 --push-depth "$PUSH_DEPTH" --transport "$tr" \
 			--print-every 0 --step-log "$tmp/$job.$r" >"$tmp/$job.out$r" 2>&1 &
 	done
 	wait || { cat "$tmp/$job".out*; exit 1; }
@@ -61,4 +64,4 @@ for tr in tcp shm; do
 		printf "| %s | %.2f | %.2f | %.3f | %.2f | %.2f |\n", tr, a * 1e3, b * 1e3, r, f / 1048576, p * 4 / 1048576 }'
 done
 echo
-echo "(charlm --depth $DEPTH --hidden $HIDDEN: $params parameters; 2 trainers, ZeRO-3, prefetch 1, batch $BATCH, $STEPS steps, medians over both ranks' steps $WARM..$((STEPS - 1)); $REPS rounds, each a run with 1 copy then one with 2; forwarded: the servers' replica_bytes over the run / steps, the initial upload's forward (4 B x parameters once) included.)"
+echo "(charlm --depth $DEPTH --hidden $HIDDEN: $params parameters; 2 trainers, ZeRO-3, prefetch 1, push depth $PUSH_DEPTH, batch $BATCH, $STEPS steps, medians over both ranks' steps $WARM..$((STEPS - 1)); $REPS rounds, each a run with 1 copy then one with 2; forwarded: the servers' replica_bytes over the run / steps, the initial upload's forward (4 B x parameters once) included.)"
