@@ -27,8 +27,11 @@ bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s)
 	pthread_mutex_lock(&e->mu);
 	epoch = j->epoch;
 	pthread_mutex_unlock(&e->mu);
-	if (j->spec.replicas < 2 || !e->stale_fn || !e->stale_fn(e->stale_ctx, j->name, epoch))
+	if (j->spec.replicas < 2 || !e->stale_fn)
 		return false;
+	/* catches up when the coordinator is ahead; either way the role is
+	 * read after (a heartbeat may have taken the new epoch meanwhile) */
+	e->stale_fn(e->stale_ctx, j->name, epoch);
 	pthread_mutex_lock(&s->mu);
 	primary = !s->sh.copy;
 	pthread_mutex_unlock(&s->mu);

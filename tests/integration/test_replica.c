@@ -108,7 +108,20 @@ static uint32_t check_copies(const char *job, uint64_t step, float **want)
 	struct observer o;
 	uint32_t checked = 0;
 
-	observe(&o, job, ZS_RANK_OBSERVER);
+	/* a copy rebuilt by a failover (of any job: every job on a lost
+	 * server moves) is compared once its primary has seeded it */
+	for (int w = 0;; w++) {
+		bool fresh = false;
+		observe(&o, job, ZS_RANK_OBSERVER);
+		for (uint32_t i = 0; i < o.job.placement.n_shards; i++)
+			fresh |= o.job.placement.shards[i].fresh != 0;
+		if (!fresh)
+			break;
+		unobserve(&o);
+		if (w == 100)
+			fail_msg("job %s: its new copies were not seeded within 10 s", job);
+		usleep(100 * 1000);
+	}
 	unsigned arrays = 1 + zs_optim_state_arrays(&o.job.spec.optim);
 	for (uint32_t i = 0; i < o.job.placement.n_shards; i++) {
 		const struct zs_shard *p = &o.job.placement.shards[i];
