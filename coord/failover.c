@@ -85,17 +85,17 @@ static enum zs_status without(struct coord *c, const struct zs_job *j, uint64_t 
 	return ZS_OK;
 }
 
-/* Whether server s may take a new copy of the shard group at p[a, b):
- * up, holding none of it, with room for bytes. */
-static bool can_take(struct coord *c, const struct srv *s, const struct zs_placement *p,
-		     uint32_t a, uint32_t b, uint64_t bytes, uint64_t extra)
+/* Whether server s, with used bytes held, may take a new copy of the
+ * shard group at p[a, b): up, holding none of it, with room for bytes. */
+static bool can_take(const struct srv *s, const struct zs_placement *p, uint32_t a, uint32_t b,
+		     uint64_t bytes, uint64_t used)
 {
 	if (!s->up)
 		return false;
 	for (uint32_t k = a; k < b; k++)
 		if (p->shards[k].server_id == s->info.id)
 			return false;
-	return coord_used_on(c, s->info.id, NULL) + extra + bytes <= s->info.capacity;
+	return used + bytes <= s->info.capacity;
 }
 
 /* Whether server s is on the host of a copy in p[a, b). */
@@ -116,17 +116,19 @@ bool coord_rebuild(struct coord *c, struct zs_job *j)
 	const struct zs_placement *p = &j->placement;
 	struct zs_placement np = {0}, old;
 	struct zs_error e = {0};
-	uint64_t *extra; /* what this pass adds to each server, by c->srvs */
+	uint64_t *used; /* each server's, by c->srvs, with what this pass adds */
 
 	if (K < 2 || j->restore_pending || j->spec.optim.clip_norm > 0.0)
 		return false;
-	extra = calloc(c->n_srvs ? c->n_srvs : 1, sizeof *extra);
+	used = calloc(c->n_srvs ? c->n_srvs : 1, sizeof *used);
 	np.shards = malloc((zs_placement_groups(p) * K + 1) * sizeof *np.shards);
-	if (!extra || !np.shards) {
-		free(extra);
+	if (!used || !np.shards) {
+		free(used);
 		free(np.shards);
 		return false;
 	}
+	for (size_t q = 0; q < c->n_srvs; q++)
+		used[q] = coord_used_on(c, c->srvs[q].info.id, NULL);
 	for (uint32_t i = 0; i < p->n_shards;) {
 		uint32_t e2 = i, first = n;
 		while (e2 < p->n_shards && p->shards[e2].unit == p->shards[i].unit &&
@@ -143,12 +145,10 @@ bool coord_rebuild(struct coord *c, struct zs_job *j)
 			for (int pass = 0; pass < 2 && best == c->n_srvs; pass++)
 				for (size_t q = 0; q < c->n_srvs; q++) {
 					struct srv *s = &c->srvs[q];
-					if (!can_take(c, s, &np, first, n, bytes, extra[q]) ||
+					if (!can_take(s, &np, first, n, bytes, used[q]) ||
 					    (pass == 0 && same_host(c, s, &np, first, n)))
 						continue;
-					if (best == c->n_srvs ||
-					    coord_used_on(c, s->info.id, NULL) + extra[q] <
-						    coord_used_on(c, c->srvs[best].info.id, NULL) + extra[best])
+					if (best == c->n_srvs || used[q] < used[best])
 						best = q;
 				}
 			if (best == c->n_srvs)
@@ -157,7 +157,7 @@ bool coord_rebuild(struct coord *c, struct zs_job *j)
 			np.shards[n].server_id = c->srvs[best].info.id;
 			np.shards[n].copy = n - first;
 			np.shards[n].fresh = 1; /* until its primary has seeded it */
-			extra[best] += bytes;
+			used[best] += bytes;
 			n++;
 			added++;
 		}
@@ -165,7 +165,7 @@ bool coord_rebuild(struct coord *c, struct zs_job *j)
 			np.shards[k].copies = n - first;
 		i = e2;
 	}
-	free(extra);
+	free(used);
 	if (!added) {
 		free(np.shards);
 		return false;

@@ -541,3 +541,22 @@ enum zs_status pb_assignments_from(Zshard__Assignment *const *pa, size_t n,
 	}
 	return st;
 }
+
+enum zs_status pb_servers_from(Zshard__ServerInfo **v, size_t n, struct zs_server_info **s,
+			       uint32_t *n_s, struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+	*s = calloc(n ? n : 1, sizeof **s);
+	*n_s = 0;
+	if (!*s)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (size_t i = 0; !st && i < n; i++)
+		st = pb_server_from(v[i], &(*s)[i], err);
+	if (st) {
+		free(*s);
+		*s = NULL;
+	} else {
+		*n_s = (uint32_t)n;
+	}
+	return st;
+}

@@ -63,6 +63,9 @@ enum zs_status pb_job_from(const Zshard__Job *pj, struct zs_job *j,
 			       struct zs_error *err);
 enum zs_status pb_server_from(const Zshard__ServerInfo *p,
 				  struct zs_server_info *s, struct zs_error *err);
+/* n of them, into *s (malloc'd, *n_s set; NULL and 0 on failure). */
+enum zs_status pb_servers_from(Zshard__ServerInfo **v, size_t n, struct zs_server_info **s,
+			       uint32_t *n_s, struct zs_error *err);
 enum zs_status pb_assignments_from(Zshard__Assignment *const *pa, size_t n,
 				       struct zs_assignment **out, uint32_t *n_out,
 				       struct zs_error *err);

@@ -228,9 +228,6 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 void eng_shard_release(struct engine *e, struct eshard *s);
 
 /* replica.c */
-/* The held gathers of s's version, out of s->held (caller holds s->mu,
- * serves them unlocked: eng_serve_released). */
-void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel);
 /* A replicated job's push of step landed (caller holds s->mu): kept until
  * that step is on every copy; false when out of memory (answer it now). */
 bool eng_ack_later(struct eshard *s, struct zs_sop *op, uint64_t step);
@@ -367,6 +364,9 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
  */
 void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		  struct held **rel, size_t *n_rel);
+/* The held gathers of s's version, out of s->held (caller holds s->mu,
+ * serves them unlocked: eng_serve_released). */
+void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel);
 void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n);
 /*
  * Clipping: the last shard of the job on this server to reduce step t

@@ -235,6 +235,17 @@ enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s
 	return st;
 }
 
+/* A landing buffer for push x, or ZS_EAGAIN naming the budget. */
+static enum zs_status land(struct engine *e, struct ejob *j, struct eshard *s,
+			   const struct zs_xfer *x, void **dst, struct zs_error *err)
+{
+	if ((*dst = eng_land_get(e, s->sh.length * zs_dtype_size(x->dtype), x->over_budget)))
+		return ZS_OK;
+	return zs_fail(err, ZS_EAGAIN,
+		       "no landing room for unit '%s': the pushes landing on this server fill its landing budget (%llu bytes)",
+		       eng_unit_name(j, x->unit), (unsigned long long)e->land_budget);
+}
+
 enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 				    const struct zs_xfer *x, void **dst,
 				    struct zs_error *err)
@@ -295,10 +306,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 	} else if (j->spec.replicas > 1 && !x->partial && x->step + 1 == s->version) {
 		/* sent again after a failover: its step is applied here (by
 		 * this server as a replica); acknowledged once on every copy */
-		if (!(*dst = eng_land_get(e, s->sh.length * zs_dtype_size(x->dtype), x->over_budget)))
-			st = zs_fail(err, ZS_EAGAIN,
-				     "no landing room for unit '%s': the pushes landing on this server fill its landing budget (%llu bytes)",
-				     eng_unit_name(j, x->unit), (unsigned long long)e->land_budget);
+		st = land(e, j, s, x, dst, err);
 	} else if (x->step != s->version) {
 		st = zs_fail(err, ZS_ESTATE, "push for step %llu of unit '%s', whose open step is %llu",
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit),
@@ -310,11 +318,8 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		st = zs_fail(err, ZS_ENOSPC,
 			     "unit '%s' has taken %u pushes in step %llu, the most one step's reduction takes",
 			     eng_unit_name(j, x->unit), s->terms, (unsigned long long)x->step);
-	} else if (!(*dst = eng_land_get(e, s->sh.length * zs_dtype_size(x->dtype), x->over_budget))) {
+	} else if ((st = land(e, j, s, x, dst, err))) {
 		/* the listener retries when room is given back */
-		st = zs_fail(err, ZS_EAGAIN,
-			     "no landing room for unit '%s': the pushes landing on this server fill its landing budget (%llu bytes)",
-			     eng_unit_name(j, x->unit), (unsigned long long)e->land_budget);
 	} else {
 		s->slot[rank] = SLOT_LANDING;
 		s->n_landing++;
@@ -423,7 +428,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	struct ejob *j = eng_job_by_handle(e, job, &stale);
 	struct eshard *s;
 	struct held *release = NULL;
-	size_t n_release = 0, keep = 0;
+	size_t n_release = 0;
 
 	if (!j) {
 		zs_sop_fail(op, ZS_ENOTFOUND, "job handle %u is gone", job);
@@ -509,17 +514,8 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		return;
 	}
 release:
-	if (s->ready && s->n_held && !s->repl_wait) {
-		/* the initial upload releases the gathers of step 0 */
-		release = malloc(s->n_held * sizeof *release);
-		for (size_t i = 0; i < s->n_held; i++) {
-			if (release && s->held[i].x.step == s->version)
-				release[n_release++] = s->held[i];
-			else
-				s->held[keep++] = s->held[i];
-		}
-		s->n_held = keep;
-	}
+	if (!s->repl_wait) /* the initial upload releases the gathers of step 0 */
+		eng_take_released(s, &release, &n_release);
 	pthread_mutex_unlock(&s->mu);
 	eng_serve_released(e, s, release, n_release);
 	eng_job_unref(e, j);

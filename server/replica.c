@@ -240,24 +240,6 @@ static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req
 	return st;
 }
 
-/* The held gathers of s's version, out of s->held (caller holds s->mu,
- * serves them unlocked: eng_serve_released). */
-void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel)
-{
-	size_t keep = 0;
-
-	*rel = NULL;
-	*n_rel = 0;
-	if (!s->n_held || !s->ready || !(*rel = malloc(s->n_held * sizeof **rel)))
-		return;
-	for (size_t h = 0; h < s->n_held; h++)
-		if (s->held[h].x.step == s->version)
-			(*rel)[(*n_rel)++] = s->held[h];
-		else
-			s->held[keep++] = s->held[h];
-	s->n_held = keep;
-}
-
 /* Every copy has r's step (st ZS_OK), or will not (why): the shard goes on
  * (gathers of its version served, a deferred update run) or says why. */
 static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const char *why)

@@ -101,8 +101,6 @@ static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
 void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		  struct held **rel, size_t *n_rel)
 {
-	size_t keep = 0;
-
 	/* what pipelining has not done yet */
 	eng_apply_range(e, j, s, coef, s->piped, s->sh.length);
 	s->piped = 0;
@@ -123,15 +121,25 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		eng_repl_queue(e, j, s, false, NULL);
 	else
 		eng_acks_flush(s);
-	if (!s->n_held || s->repl_wait)
+	if (!s->repl_wait)
+		eng_take_released(s, rel, n_rel);
+}
+
+/* The held gathers of s's version, out of s->held (caller holds s->mu,
+ * serves them unlocked: eng_serve_released). */
+void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel)
+{
+	size_t keep = 0;
+
+	*rel = NULL;
+	*n_rel = 0;
+	if (!s->n_held || !s->ready || !(*rel = malloc(s->n_held * sizeof **rel)))
 		return;
-	*rel = malloc(s->n_held * sizeof **rel);
-	for (size_t i = 0; i < s->n_held; i++) {
-		if (*rel && s->held[i].x.step == s->version)
-			(*rel)[(*n_rel)++] = s->held[i];
+	for (size_t h = 0; h < s->n_held; h++)
+		if (s->held[h].x.step == s->version)
+			(*rel)[(*n_rel)++] = s->held[h];
 		else
-			s->held[keep++] = s->held[i];
-	}
+			s->held[keep++] = s->held[h];
 	s->n_held = keep;
 }
 
