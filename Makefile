@@ -99,7 +99,7 @@ CLIENT_SRC := $(wildcard client/*.c)
 # the device layer: the CUDA driver API loaded at run time, and the emulator
 GPU_SRC := $(wildcard gpu/*.c)
 # the shard engine (the tests and benchmarks drive it without the daemon)
-ENGINE_SRC := $(addprefix server/,engine.c face.c step.c landing.c hparams.c tier.c snapshot.c devshard.c replica.c replica_in.c epoch.c)
+ENGINE_SRC := $(addprefix server/,engine.c face.c step.c landing.c hparams.c tier.c snapshot.c devshard.c replica.c replica_in.c epoch.c clip.c)
 SERVER_SRC := $(filter-out server/main.c $(ENGINE_SRC),$(wildcard server/*.c))
 COORD_SRC := $(filter-out coord/main.c,$(wildcard coord/*.c))
 CLI_SRC := $(wildcard cli/*.c)
@@ -422,10 +422,10 @@ gpt: $(BINS) $(LIBZS_SO) torch-venv
 FAULTS ?= --trials 30
 CHECK_FAULTS ?= --seed 1 --trial trainer:25 --trial server:35 --trial coordinator:15 --trial stop:30 \
 	--trial pause:20 --trial partition:40 --trial server:4 --trial tpause:30
-# replicated shards: a server killed, a server stopped past its lease, one
-# cut off past it (no rollback either), two servers killed at once (the
-# checkpoint rollback)
-CHECK_FAULTS_REPLICAS ?= --replicas 2 --servers 3 --seed 1 --steps 150 --trial server:40 \
+# replicated shards, a job that clips gradients: a server killed, a server
+# stopped past its lease, one cut off past it (no rollback either), two
+# servers killed at once (the checkpoint rollback)
+CHECK_FAULTS_REPLICAS ?= --replicas 2 --servers 3 --clip --seed 1 --steps 150 --trial server:40 \
 	--trial pause:70 --trial partition:50 --trial server2:100 --trial server:12
 # and the same with three coordinators on a 3-member etcd cluster: the
 # leader killed, the leader stopped past its lease, an etcd member killed,

@@ -65,18 +65,15 @@ static int wait_op(zs_trainer *t, zs_op **op)
 		if (zs_now_ms() >= deadline)
 			break;
 		uint64_t down;
-		if (tr_server_down_id(t, &down, why, sizeof why)) {
-			struct zs_error ferr = {0};
-			/* replicated: its shards move to their replicas, and what
-			 * was on it is sent there again (the op's next wait) */
-			if (t->job.spec.replicas > 1 && !tr_failover(t, down, &ferr))
-				continue;
-			if (ferr.msg[0])
-				return tr_fail(t, ZS_EUNAVAIL, "%s; waited for it %lld ms, and %s", why,
-					       (long long)(bound - (deadline - zs_now_ms())), ferr.msg);
+		struct zs_error ferr = {0};
+		/* replicated: a lost server's shards move to their replicas,
+		 * and what was on it is sent there again */
+		if (t->job.spec.replicas > 1 && tr_watch_lost(t, why, sizeof why, &ferr))
+			return tr_fail(t, ZS_EUNAVAIL, "%s; waited for it %lld ms, and %s", why,
+				       (long long)(bound - (deadline - zs_now_ms())), ferr.msg);
+		if (t->job.spec.replicas < 2 && tr_server_down_id(t, &down, why, sizeof why))
 			return tr_fail(t, ZS_EUNAVAIL, "%s; waited for it %lld ms", why,
 				       (long long)(bound - (deadline - zs_now_ms())));
-		}
 	}
 	memcpy(why, t->err, sizeof why);
 	return tr_fail(t, ZS_ETIMEDOUT, "%s; %d ms in all (the step driver's bound, zs_policy.op_timeout_ms)",
@@ -437,8 +434,12 @@ int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
 	d = &t->du[u];
 	if (d->push || d->copying)
 		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
-	if (!d->grad && t->in_step && t->stage > 1) {
-		/* at most push_depth pushes in flight beside the gradient written */
+	/* at most push_depth pushes in flight beside the gradient written; not
+	 * in a replicated job that clips gradients: a push of it is answered
+	 * once its step is on every copy, and that step is applied only once
+	 * every unit's gradient is in (the step's gradients stay, as DDP's) */
+	if (!d->grad && t->in_step && t->stage > 1 &&
+	    !(t->job.spec.replicas > 1 && t->job.spec.optim.clip_norm > 0.0)) {
 		unsigned inflight = 0;
 		if ((rc = reap_pushes(t, false)))
 			return rc;

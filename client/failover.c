@@ -3,7 +3,11 @@
  * losing a server: the coordinator moves the lost server's shards to their
  * replicas in a new placement epoch (coord/failover.c); the trainer waits
  * for that placement, takes it, and sends every request that was on the
- * lost server again, to its shard's new primary, from the same buffer.
+ * lost server again, to its shard's new primary, from the same buffer:
+ * those of every op in flight at once (the sweep), whichever request the
+ * trainer is waiting on. It notices the loss when a request fails, or
+ * between the slices of a replicated job's wait (tr_watch_lost: a broken
+ * connection, a server the coordinator marks down).
  *
  * Nothing is lost that way: a replicated job's servers acknowledge a push
  * only once every copy has applied its step, so a push the lost server did
@@ -125,32 +129,37 @@ static struct zs_conn *conn_to(zs_trainer *t, uint64_t id)
 	return NULL;
 }
 
-bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *err)
+/* Whether request i of op may go again (else why into err): not the last
+ * push of a unit whose earlier micro-batches were on the lost server. */
+static bool may_resend(zs_op *op, uint32_t i, struct zs_error *err)
 {
 	zs_trainer *t = op->t;
-	struct tr_rq *q = op->rq ? &op->rq[i] : NULL;
-	struct zs_error ferr = {0};
-	struct zs_conn *c;
-	uint64_t to;
+	const struct tr_rq *q = &op->rq[i];
 
-	/* a broken connection (the server gone), one we shut down, or a
-	 * server that dropped the job (a deposed primary back) */
-	if (!q || (st != ZS_EUNAVAIL && st != ZS_ECANCELED && st != ZS_ENOTFOUND))
-		return false;
 	if (q->src && !q->x.init && t->partial_at && q->x.unit < t->job.spec.layout.n_units &&
 	    t->partial_at[q->x.unit] == q->x.step + 1) {
 		zs_error_prefix(err, "unit %u had gradient-accumulation pushes of step %llu on the lost server (they cannot be sent again)",
 				q->x.unit, (unsigned long long)q->x.step);
 		return false;
 	}
-	if (tr_failover(t, q->server, &ferr)) {
-		zs_error_prefix(err, "%s; after which", ferr.msg);
-		return false;
-	}
-	if (q->hparams) { /* the lost server needed it; the others have it */
-		op->req[i] = NULL;
+	return true;
+}
+
+/* Sends request i of op (its server lost, its request gone) to its shard's
+ * primary in t's placement: true when sent, or a HPARAMS that needs no
+ * sending (op->req[i] stays NULL). */
+static bool resend(zs_op *op, uint32_t i, struct zs_error *err)
+{
+	zs_trainer *t = op->t;
+	struct tr_rq *q = &op->rq[i];
+	struct zs_error ferr = {0};
+	enum zs_status st;
+	struct zs_conn *c;
+	uint64_t to;
+
+	op->req[i] = NULL;
+	if (q->hparams) /* the lost server needed it; the others have it */
 		return true;
-	}
 	to = primary_of(t, &q->x);
 	if (!to || !(c = conn_to(t, to))) {
 		zs_error_prefix(err, "unit %u [%llu, +%llu) has no primary in placement epoch %llu",
@@ -162,10 +171,131 @@ bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *
 	st = q->src ? zs_post_write(c, &q->x, q->src, &op->req[i], &ferr)
 		    : zs_post_read(c, &q->x, q->dst, &op->req[i], &ferr);
 	if (st) {
+		op->req[i] = NULL;
 		zs_error_prefix(err, "sending it again to server %llu: %s", (unsigned long long)to,
 				ferr.msg);
 		return false;
 	}
 	q->server = to;
 	return true;
+}
+
+bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *err)
+{
+	zs_trainer *t = op->t;
+	struct tr_rq *q = op->rq ? &op->rq[i] : NULL;
+	struct zs_error ferr = {0};
+	uint64_t lost;
+
+	/* a broken connection (the server gone), one we shut down, or a
+	 * server that dropped the job (a deposed primary back) */
+	if (!q || (st != ZS_EUNAVAIL && st != ZS_ECANCELED && st != ZS_ENOTFOUND))
+		return false;
+	op->req[i] = NULL; /* its wait took it */
+	if (!may_resend(op, i, err))
+		return false;
+	lost = q->server;
+	if (tr_failover(t, lost, &ferr)) {
+		zs_error_prefix(err, "%s; after which", ferr.msg);
+		return false;
+	}
+	if (!resend(op, i, err))
+		return false;
+	tr_failover_sweep(t, lost);
+	return true;
+}
+
+/* Request i of op, on lost server's connection (shut down: it fails
+ * soon, if it has not finished), finished now or sent again. */
+static void sweep_req(zs_op *op, uint32_t i)
+{
+	struct tr_rq *q = &op->rq[i];
+	struct zs_error err = {0};
+	enum zs_status st = ZS_EUNAVAIL;
+
+	if (op->req[i]) {
+		st = zs_req_wait(op->req[i], 2000, &err);
+		if (st == ZS_EAGAIN)
+			return; /* its turn in the op's wait will see to it */
+		op->req[i] = NULL;
+	}
+	if (st == ZS_OK) {
+		q->fin = true;
+		q->fst = ZS_OK;
+		return;
+	}
+	if ((st == ZS_EUNAVAIL || st == ZS_ECANCELED || st == ZS_ENOTFOUND) &&
+	    may_resend(op, i, &err) && resend(op, i, &err)) {
+		if (!op->req[i]) { /* a HPARAMS: done */
+			q->fin = true;
+			q->fst = ZS_OK;
+		}
+		return;
+	}
+	q->fin = true;
+	q->fst = st;
+	if (!op->status) {
+		op->status = st;
+		zs_fmt(op->msg, sizeof op->msg, "%s", err.msg);
+	}
+}
+
+void tr_failover_sweep(zs_trainer *t, uint64_t lost)
+{
+	for (zs_op *op = t->live; op; op = op->live_next)
+		for (uint32_t i = op->done; i < op->n; i++)
+			if (op->rq[i].server == lost && !op->rq[i].fin)
+				sweep_req(op, i);
+}
+
+enum zs_status tr_watch_lost(zs_trainer *t, char *why, size_t len, struct zs_error *err)
+{
+	char b[ZS_ERRMSG_MAX] = "";
+	uint64_t lost = 0;
+	enum zs_status st;
+
+	for (uint32_t i = 0; i < t->n_srv && !lost; i++)
+		if (t->srv_id[i] != t->lost_tried && zs_conn_broken(t->conn[i], b, sizeof b)) {
+			lost = t->srv_id[i];
+			snprintf(why, len, "server %llu's connection broke (%s)",
+				 (unsigned long long)lost, b);
+		}
+	if (!lost && (!tr_server_down_id(t, &lost, why, len) || lost == t->lost_tried))
+		return ZS_OK;
+	if ((st = tr_failover(t, lost, err))) {
+		/* once: its requests fail in their turn, each saying why */
+		t->lost_tried = lost;
+		return st;
+	}
+	tr_failover_sweep(t, lost);
+	return ZS_OK;
+}
+
+void tr_live_add(zs_trainer *t, zs_op *op)
+{
+	op->live_prev = NULL;
+	op->live_next = t->live;
+	if (t->live)
+		t->live->live_prev = op;
+	t->live = op;
+	op->listed = true;
+}
+
+void tr_live_del(zs_trainer *t, zs_op *op)
+{
+	if (!op->listed)
+		return;
+	if (op->live_prev)
+		op->live_prev->live_next = op->live_next;
+	else
+		t->live = op->live_next;
+	if (op->live_next)
+		op->live_next->live_prev = op->live_prev;
+	op->listed = false;
+}
+
+void tr_live_forget(zs_trainer *t)
+{
+	while (t->live)
+		tr_live_del(t, t->live);
 }

@@ -54,6 +54,8 @@ static int send_table(zs_trainer *t, const struct zs_hp_table *tab, struct zs_er
 		}
 		op->n++;
 	}
+	if (op->rq)
+		tr_live_add(t, op);
 	rc = tr_wait_or_park(t, op, tr_op_timeout(t));
 	if (rc)
 		zs_fail(err, (enum zs_status)rc, "%s", t->err);

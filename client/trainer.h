@@ -122,6 +122,11 @@ struct zs_trainer {
 	struct zs_conn **dead;
 	uint32_t n_dead;
 	uint64_t *partial_at;
+	/* the ops whose requests may be sent again (those with rq), until
+	 * their last wait or the connections close: a failover sends all
+	 * that were on the lost server again at once */
+	zs_op *live;
+	uint64_t lost_tried; /* a server whose failover failed (tr_watch_lost) */
 };
 
 /* A wait's bound when no policy says (zs_policy.op_timeout_ms). */
@@ -133,6 +138,8 @@ struct zs_op {
 	uint64_t step;
 	bool final_push; /* a gradient push that completes the rank's (unit, step) */
 	zs_op *stray_next; /* an op given up on (t->strays): freed at close */
+	zs_op *live_prev, *live_next; /* in t->live (listed) */
+	bool listed;
 	uint32_t n, done;
 	/* called as request i completes without error, in order (device.c
 	 * copies that shard's bytes to the device) */
@@ -148,6 +155,10 @@ struct zs_op {
 		void *dst;
 		const void *src;
 		bool hparams; /* a HPARAMS frame: the lost server needs it no more */
+		/* finished ahead of its turn (a failover's sweep): req is
+		 * NULL, fst its status (a failure is the op's already) */
+		bool fin;
+		enum zs_status fst;
 	} *rq;
 	struct zs_req *req[];
 };
@@ -169,6 +180,30 @@ enum zs_status tr_failover(zs_trainer *t, uint64_t lost, struct zs_error *err);
  * (why, when a failover was tried and failed, into err).
  */
 bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *err);
+/*
+ * After a failover from server lost: every listed op's requests that were
+ * on it go again now, not at their turn in their op's wait. A replicated
+ * job's push is acknowledged once its step is on every copy, and a job
+ * that clips gradients applies a step only with every shard's pushes in:
+ * one request sent again at a time, in wait order, would wait for one
+ * not sent yet.
+ */
+void tr_failover_sweep(zs_trainer *t, uint64_t lost);
+/*
+ * Between the slices of a replicated job's wait: a server whose connection
+ * broke (killed, restarted) or that the coordinator marks down (stopped,
+ * cut off) is failed over from, and every request on it swept, whichever
+ * request the wait is on (that one may be waiting for them). ZS_OK: none
+ * lost, or failed over; else the failover's error (err; what was lost in
+ * why), once per server.
+ */
+enum zs_status tr_watch_lost(zs_trainer *t, char *why, size_t len, struct zs_error *err);
+/* Lists op (one with rq) for the sweep, and unlists it (at its end);
+ * forget: none listed any more (the connections closed: their requests
+ * are gone). */
+void tr_live_add(zs_trainer *t, zs_op *op);
+void tr_live_del(zs_trainer *t, zs_op *op);
+void tr_live_forget(zs_trainer *t);
 
 /* zshard.c */
 /* Connects to the servers of t->job's placement not connected yet. */

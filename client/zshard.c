@@ -76,6 +76,8 @@ static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
 
 void tr_disconnect(zs_trainer *t)
 {
+	tr_live_forget(t); /* their requests go with the connections */
+	t->lost_tried = 0;
 	for (uint32_t i = 0; i < t->n_srv; i++)
 		zs_conn_close(t->conn[i]);
 	for (uint32_t i = 0; i < t->n_dead; i++)
@@ -535,6 +537,8 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		t->ctr.gathers++;
 		t->ctr.bytes_gathered += moved * dsz;
 	}
+	if (op->rq)
+		tr_live_add(t, op);
 	*out = op;
 	return ZS_OK;
 }
@@ -585,6 +589,21 @@ static void req_done(zs_op *op, enum zs_status st, const struct zs_error *err)
 	op->done++;
 }
 
+/* The status of op's next request: waited for up to timeout_ms (< 0:
+ * without bound, 0: tested), or as a failover's sweep left it. */
+static enum zs_status next_status(zs_op *op, int timeout_ms, struct zs_error *err)
+{
+	uint32_t i = op->done;
+
+	if (op->rq && op->rq[i].fin) /* a failure is the op's already */
+		return op->rq[i].fst;
+	if (!op->req[i]) /* never sent: its server was gone */
+		return zs_fail(err, ZS_EUNAVAIL, "server %llu is gone",
+			       (unsigned long long)op->rq[i].server);
+	return timeout_ms == 0 ? zs_req_test(op->req[i], err)
+			       : zs_req_wait(op->req[i], timeout_ms, err);
+}
+
 /* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
 int tr_progress(zs_op *op, int timeout_ms)
 {
@@ -599,19 +618,25 @@ int tr_progress(zs_op *op, int timeout_ms)
 					  : timeout_ms - (int)((tr_now_s() - t0) * 1000.0);
 		if (timeout_ms >= 0 && left < 0)
 			left = 0;
-		if (!op->req[op->done]) /* never sent: its server was gone */
-			st = zs_fail(&err, ZS_EUNAVAIL, "server %llu is gone",
-				     (unsigned long long)op->rq[op->done].server);
-		else
-			st = timeout_ms == 0 ? zs_req_test(op->req[op->done], &err)
-					     : zs_req_wait(op->req[op->done], left, &err);
+		/* replicated: in slices, watching for a lost server between them */
+		int slice = op->rq && (left < 0 || left > 250) ? 250 : left;
+		st = next_status(op, timeout_ms == 0 ? 0 : slice, &err);
+		if (st == ZS_EAGAIN && slice != left) {
+			char why[ZS_ERRMSG_MAX];
+			struct zs_error ferr = {0};
+			if (tr_watch_lost(t, why, sizeof why, &ferr))
+				zs_warn("rank %u of job '%s': %s; no failover: %s", t->rank,
+					t->job.spec.name, why, ferr.msg);
+			continue;
+		}
 		if (st == ZS_EAGAIN) { /* in progress (or the wait's bound passed) */
 			t->ctr.wait_seconds += tr_now_s() - t0;
 			if (timeout_ms != 0)
 				tr_fail(t, st, "%s", err.msg);
 			return ZS_EAGAIN;
 		}
-		if (st && tr_failover_req(op, op->done, st, &err)) {
+		if (st && !(op->rq && op->rq[op->done].fin) &&
+		    tr_failover_req(op, op->done, st, &err)) {
 			if (op->req[op->done])
 				continue; /* sent again: wait for that */
 			st = ZS_OK;       /* a HPARAMS the lost server needs no more */
@@ -624,6 +649,7 @@ int tr_progress(zs_op *op, int timeout_ms)
 		tr_fail(t, (enum zs_status)rc, "%s", op->msg);
 	else if (op->final_push && t->du && op->step + 1 > t->du[op->unit].last_push)
 		t->du[op->unit].last_push = op->step + 1;
+	tr_live_del(t, op);
 	free(op);
 	return rc;
 }
@@ -632,13 +658,11 @@ void tr_poll(zs_op *op)
 {
 	while (op->done < op->n) {
 		struct zs_error err = {0};
-		enum zs_status st = op->req[op->done]
-					    ? zs_req_test(op->req[op->done], &err)
-					    : zs_fail(&err, ZS_EUNAVAIL, "server %llu is gone",
-						      (unsigned long long)op->rq[op->done].server);
+		enum zs_status st = next_status(op, 0, &err);
 		if (st == ZS_EAGAIN)
 			return;
-		if (st && tr_failover_req(op, op->done, st, &err)) {
+		if (st && !(op->rq && op->rq[op->done].fin) &&
+		    tr_failover_req(op, op->done, st, &err)) {
 			if (op->req[op->done])
 				continue;
 			st = ZS_OK;

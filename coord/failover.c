@@ -20,9 +20,9 @@
  * Not promoted (the job keeps today's path: the rollback to its last
  * checkpoint when the server comes back without its shards, or a trainer
  * gives up on it): a shard with no copy left on a live server (two servers
- * lost at once with two copies), a job being restored, and a job that
- * clips gradients (its norm exchange counts the shards of one placement
- * per step; taking a new one mid-step is not done yet).
+ * lost at once with two copies), and a job being restored. A job that
+ * clips gradients fails over the same way: its step's norms are counted
+ * by shard (norms.c), and a promoted copy reports its shard's.
  */
 #include "coord/state.h"
 
@@ -118,7 +118,7 @@ bool coord_rebuild(struct coord *c, struct zs_job *j)
 	struct zs_error e = {0};
 	uint64_t *used; /* each server's, by c->srvs, with what this pass adds */
 
-	if (K < 2 || j->restore_pending || j->spec.optim.clip_norm > 0.0)
+	if (K < 2 || j->restore_pending)
 		return false;
 	used = calloc(c->n_srvs ? c->n_srvs : 1, sizeof *used);
 	np.shards = malloc((zs_placement_groups(p) * K + 1) * sizeof *np.shards);
@@ -230,11 +230,6 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
 		zs_info("job '%s': %s during a restore: no failover", j->spec.name, why);
 		return false;
 	}
-	if (j->spec.optim.clip_norm > 0.0) {
-		zs_warn("job '%s': %s; it clips gradients, which failover does not do yet: it rolls back",
-			j->spec.name, why);
-		return false;
-	}
 	if (without(c, j, sid, &np, &e)) {
 		zs_warn("job '%s': %s, and %s: it rolls back", j->spec.name, why, e.msg);
 		return false;
@@ -254,6 +249,10 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
 	/* a checkpoint under way counted that server's shards: it cannot
 	 * commit whole; the next one will */
 	coord_fail_pending(c, j, "a server of the job was lost before it was durable");
+	/* a step's norms (clipping) wait for the promoted copies from now */
+	for (struct norm_coll *n = c->norms; n; n = n->next)
+		if (!strcmp(n->job, j->spec.name))
+			n->started_ms = zs_now_ms();
 	coord_metrics_event(c, COORD_EV_FAILOVER);
 	zs_warn("job '%s': %s: its shards' replicas take over (%u shards promoted), placement epoch %llu, no rollback",
 		j->spec.name, why, promoted, (unsigned long long)j->placement.epoch);

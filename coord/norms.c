@@ -2,6 +2,12 @@
  * norms.c - the global-norm exchange for clipping: each server reports its
  * shards' squared norms for a step; the call is answered, for every server
  * at once, when the job's last shard is in (or failed after the bound).
+ *
+ * A step's norms are kept by shard (its position among the placement's
+ * primaries, which no new placement epoch reorders), not by server: after
+ * a failover the promoted copy of a lost primary's shard reports it, and
+ * a norm the lost one had reported already stands (the same pushes reduce
+ * to the same bits). The total is summed in that order, whoever reported.
  */
 #include "coord/state.h"
 
@@ -27,17 +33,23 @@ void coord_norm_fail(struct norm_coll *n, enum zs_status code, const char *why)
 static void norm_missing(const struct zs_job *j, const struct norm_coll *n, char *buf,
 			 size_t len)
 {
+	const struct zs_placement *p = &j->placement;
 	size_t k = 0;
 
 	buf[0] = '\0';
-	for (uint32_t i = 0; i < j->placement.n_shards && k < len; i++) {
-		uint64_t id = j->placement.shards[i].server_id;
+	for (uint32_t i = 0, g = 0; i < p->n_shards && k < len; i++) {
+		uint64_t id = p->shards[i].server_id;
 		bool listed = false;
-		if (n->have[i] || j->placement.shards[i].copy)
+		if (p->shards[i].copy)
 			continue;
-		for (uint32_t q = 0; q < i && !listed; q++)
-			listed = !n->have[q] && !j->placement.shards[q].copy &&
-				 j->placement.shards[q].server_id == id;
+		if (g < n->n_shards && n->have[g++])
+			continue;
+		for (uint32_t q = 0, h = 0; q < i && !listed; q++) {
+			if (p->shards[q].copy)
+				continue;
+			listed = h < n->n_shards && !n->have[h] && p->shards[q].server_id == id;
+			h++;
+		}
 		if (!listed)
 			k += (size_t)snprintf(buf + k, len - k, "%s%llu", k ? ", " : "",
 					      (unsigned long long)id);
@@ -117,12 +129,15 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	nc = *pp;
 	/* check everything before changing anything */
 	for (uint32_t i = 0; i < r.n; i++) {
-		uint32_t k;
-		for (k = 0; k < j->placement.n_shards; k++)
+		uint32_t k, g = 0; /* g: the shard's place among the primaries */
+		for (k = 0; k < j->placement.n_shards; k++) {
+			if (j->placement.shards[k].copy)
+				continue;
 			if (j->placement.shards[k].unit == r.norms[i].unit &&
-			    j->placement.shards[k].index == r.norms[i].index &&
-			    j->placement.shards[k].copy == 0)
+			    j->placement.shards[k].index == r.norms[i].index)
 				break;
+			g++;
+		}
 		if (k == j->placement.n_shards || j->placement.shards[k].server_id != r.server_id) {
 			zs_rpc_fail(call, ZS_EINVAL,
 				    "unit %u shard %u of job '%s' is not placed on server %llu",
@@ -137,13 +152,13 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		}
 		/* the same report again (its server's call met a broken
 		 * connection and was sent again): it waits with the first */
-		if (nc && nc->have[k] && nc->sumsq[k] != r.norms[i].sumsq) {
+		if (nc && nc->have[g] && nc->sumsq[g] != r.norms[i].sumsq) {
 			zs_rpc_fail(call, ZS_EEXIST,
 				    "unit %u shard %u of step %llu was reported already, with another norm",
 				    r.norms[i].unit, r.norms[i].index, (unsigned long long)r.step);
 			goto out;
 		}
-		pos[i] = k;
+		pos[i] = g;
 	}
 	/* a step whose total went out already (an answer lost on its way) */
 	for (struct norm_done *d = c->norms_done; d; d = d->next) {
@@ -159,10 +174,11 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		goto out;
 	}
 	if (!nc) {
+		uint32_t groups = zs_placement_groups(&j->placement);
 		nc = calloc(1, sizeof *nc);
 		if (nc) {
-			nc->sumsq = calloc(j->placement.n_shards, sizeof *nc->sumsq);
-			nc->have = calloc(j->placement.n_shards, sizeof *nc->have);
+			nc->sumsq = calloc(groups ? groups : 1, sizeof *nc->sumsq);
+			nc->have = calloc(groups ? groups : 1, sizeof *nc->have);
 		}
 		if (!nc || !nc->sumsq || !nc->have) {
 			if (nc)
@@ -172,10 +188,7 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		}
 		snprintf(nc->job, sizeof nc->job, "%s", r.job);
 		nc->step = r.step;
-		nc->n_slots = j->placement.n_shards;
-		nc->n_shards = 0;
-		for (uint32_t k = 0; k < j->placement.n_shards; k++)
-			nc->n_shards += j->placement.shards[k].copy == 0;
+		nc->n_shards = groups;
 		nc->started_ms = zs_now_ms();
 		nc->next = c->norms;
 		c->norms = nc;
@@ -201,7 +214,7 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		/* every shard in: the total, summed in placement order */
 		double total = 0.0;
 		struct zs_buf b;
-		for (uint32_t k = 0; k < nc->n_slots; k++)
+		for (uint32_t k = 0; k < nc->n_shards; k++)
 			if (nc->have[k])
 				total += nc->sumsq[k];
 		*pp = nc->next;

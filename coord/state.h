@@ -69,8 +69,7 @@ struct norm_coll {
 	int64_t started_ms;
 	int64_t serving_since_ms; /* the start, or the takeover with etcd */
 	uint32_t n_shards, n_have; /* primaries (a replica reports no norm) */
-	uint32_t n_slots;          /* the job's placement's entries */
-	double *sumsq; /* by position in the job's placement */
+	double *sumsq; /* by the shard's place among the placement's primaries */
 	bool *have;
 	struct norm_wait *waits;
 	size_t n_waits;

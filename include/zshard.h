@@ -230,7 +230,9 @@ struct zs_policy {
 	unsigned push_depth;                /* stage 2, 3: gradient pushes in flight at once
 					     * (0: 1); the trainer holds at most
 					     * push_depth + 1 gradients, zs_unit_grad
-					     * waits for the oldest push beyond that */
+					     * waits for the oldest push beyond that
+					     * (not in a replicated job that clips:
+					     * its pushes complete with the step) */
 	int op_timeout_ms;                  /* the longest the driver waits for one
 					     * gather or push (0: 120000, twice the
 					     * servers' default step timeout); past it

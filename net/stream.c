@@ -700,6 +700,18 @@ void zs_conn_shutdown(struct zs_conn *c)
 		shutdown(c->fd, SHUT_RDWR); /* the receiver ends and breaks it */
 }
 
+bool zs_conn_broken(struct zs_conn *c, char *why, size_t len)
+{
+	bool b;
+
+	pthread_mutex_lock(&c->mu);
+	b = c->broken;
+	if (b && why)
+		snprintf(why, len, "%s", c->why);
+	pthread_mutex_unlock(&c->mu);
+	return b;
+}
+
 void stream_close(struct zs_conn *c)
 {
 	if (!c)

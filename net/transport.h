@@ -213,6 +213,9 @@ static inline void zs_conn_close(struct zs_conn *c)
  * stopped, so nothing lands in their buffers after; c stays to be closed.
  * A trainer does this to a server its job's failover left behind. */
 void zs_conn_shutdown(struct zs_conn *c);
+/* Whether c is broken (its server closed it or went away; its requests
+ * fail), with why when it is (NULL: not wanted). */
+bool zs_conn_broken(struct zs_conn *c, char *why, size_t len);
 /* Queues the optimizer's hyperparameters from step on (a HPARAMS frame:
  * payload of len bytes, model/hparams.h, copied), ordered before the
  * requests posted after it on c; completes like a push. Every transport

@@ -474,6 +474,7 @@ void engine_free(struct engine *e)
 		return;
 	atomic_store(&e->stop, 1);
 	pthread_join(e->sweeper, NULL);
+	eng_clip_stop(e); /* an update it lets go forwards to replicas */
 	eng_repl_stop(e); /* its queued forwards hold job references */
 	while (e->jobs)
 		engine_remove_job(e, e->jobs->name);

@@ -16,7 +16,8 @@
  * land in), replica.c (a primary's forwards to its shard's other copies,
  * seeds of new copies, and a replicated job's durable acknowledgements),
  * replica_in.c (a copy taking them), epoch.c (a new placement epoch taken
- * in place: failover, rebuild).
+ * in place: failover, rebuild), clip.c (global-norm clipping: the norm
+ * exchange and the update it lets go).
  */
 #ifndef ZS_ENGINE_INT_H
 #define ZS_ENGINE_INT_H
@@ -71,6 +72,10 @@ struct eshard {
 	bool ready;   /* has parameters: initialized (or, later, restored) */
 	bool reduced; /* clipping: acc holds step version's mean gradient */
 	double sumsq;
+	/* clipping (clip.c; under j->cmu): reduced at step clip_at - 1 and
+	 * not applied yet (0: none), claimed by an exchange */
+	uint64_t clip_at;
+	bool clip_claimed;
 	uint64_t piped; /* elements of the open step already reduced and
 			 * applied while the last push was landing */
 	uint64_t red_ns, opt_ns; /* the open step's reduce and optimizer time */
@@ -131,8 +136,7 @@ struct epending {
 
 struct ejob {
 	struct engine *e;
-	pthread_mutex_t cmu; /* clipping counter, snapshots in progress */
-	uint32_t n_reduced;
+	pthread_mutex_t cmu; /* clipping's marks, snapshots in progress */
 	struct epending *pend;
 	/* the step report: time of the steps being applied (by step parity)
 	 * and of the latest one every shard here has applied */
@@ -205,6 +209,7 @@ struct engine {
 	engine_stale_fn stale_fn;
 	void *stale_ctx;
 	struct erepl *repl;
+	struct eclip *clip; /* clip.c: the norm exchanges' threads */
 	atomic_uint_fast64_t repl_bytes, repl_steps;
 	/* seeds done, for the coordinator (engine_take_seeded; mu) */
 	struct zs_seeded *seeded;
@@ -368,12 +373,14 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
  * serves them unlocked: eng_serve_released). */
 void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel);
 void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n);
-/*
- * Clipping: the last shard of the job on this server to reduce step t
- * exchanges the norms and applies every shard. A failed exchange fails the
- * gathers waiting for step t + 1 with its reason.
- */
-void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t);
+
+/* clip.c */
+/* Primary s has reduced its open step (caller holds s->mu, which it
+ * releases): its norm, then the exchange of every primary here that
+ * reduced that step, once none is still reducing it; applied after. */
+void eng_clip_reduced(struct engine *e, struct ejob *j, struct eshard *s);
+/* Stops the exchanges' threads (what is queued runs first). */
+void eng_clip_stop(struct engine *e);
 
 /* tier.c */
 /* Elements [a, b) of array k of a shard whose state is not in memory (the

@@ -529,18 +529,7 @@ void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s)
 	s->apply_wait = false;
 	eng_finish_range(j, s, s->piped, s->sh.length);
 	if (j->spec.optim.clip_norm > 0.0) {
-		uint64_t t = s->version;
-		bool last;
-		s->sumsq = s->gpu ? eng_dev_sumsq(e, s) : zs_sumsq(s->acc, s->sh.length);
-		s->reduced = true;
-		pthread_mutex_unlock(&s->mu);
-		pthread_mutex_lock(&j->cmu);
-		last = ++j->n_reduced == j->n_primary;
-		if (last)
-			j->n_reduced = 0;
-		pthread_mutex_unlock(&j->cmu);
-		if (last)
-			eng_clip_and_apply(e, j, t);
+		eng_clip_reduced(e, j, s); /* unlocks */
 		return;
 	}
 	eng_apply(e, j, s, 1.0f, &release, &n_release);

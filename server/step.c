@@ -1,7 +1,7 @@
 /*
- * step.c - a shard's step: the reduction, global-norm clipping
- * through the coordinator, the optimizer (in memory or through the tier),
- * the compute-dtype copy, and releasing the gathers that waited for it.
+ * step.c - a shard's step: the reduction, the optimizer (in memory or
+ * through the tier), the compute-dtype copy, and releasing the gathers
+ * that waited for it (clipping's exchange between the two: clip.c).
  */
 #include "server/engine_int.h"
 
@@ -150,55 +150,4 @@ void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, si
 		zs_sop_read_ready(rel[i].op, eng_served(s, &rel[i].x));
 	}
 	free(rel);
-}
-
-/*
- * Clipping: the last shard of the job on this server to reduce step t
- * exchanges the norms and applies every shard. A failed exchange fails the
- * gathers waiting for step t + 1 with its reason.
- */
-void eng_clip_and_apply(struct engine *e, struct ejob *j, uint64_t t)
-{
-	uint32_t ns = j->n_shards, n_nv = 0;
-	struct zs_shard_norm *nv = malloc((ns ? ns : 1) * sizeof *nv);
-	struct zs_error err = {0};
-	double total = 0.0, clip;
-	enum zs_status st;
-	float coef;
-
-	if (!nv) {
-		st = zs_fail(&err, ZS_ENOMEM, "out of memory");
-	} else {
-		for (uint32_t i = 0; i < ns; i++)
-			if (!j->shards[i]->sh.copy) /* a replica's norm is its primary's */
-				nv[n_nv++] = (struct zs_shard_norm){j->shards[i]->sh.unit,
-								    j->shards[i]->sh.index,
-								    j->shards[i]->sumsq};
-		st = e->norm_fn(e->norm_ctx, j->name, t, nv, n_nv, &total, &err);
-	}
-	free(nv);
-	eng_hp_steps(j, t, t + 1, NULL, &clip);
-	coef = st ? 1.0f : zs_clip_coef(total, clip);
-	for (uint32_t i = 0; i < ns; i++) {
-		struct eshard *s = j->shards[i];
-		struct held *rel = NULL;
-		size_t n_rel = 0;
-		if (s->sh.copy)
-			continue;
-		pthread_mutex_lock(&s->mu);
-		if (st) {
-			/* the step cannot finish: say why to whoever waits on it */
-			for (size_t h = 0; h < s->n_held; h++)
-				zs_sop_fail(s->held[h].op, st, "step %llu of job '%s' cannot finish: %s",
-					    (unsigned long long)t, j->name, err.msg);
-			s->n_held = 0;
-		} else {
-			eng_apply(e, j, s, coef, &rel, &n_rel);
-		}
-		pthread_mutex_unlock(&s->mu);
-		eng_serve_released(e, s, rel, n_rel);
-	}
-	eng_deliver_finished();
-	if (st)
-		zs_error("job '%s' step %llu: %s", j->name, (unsigned long long)t, err.msg);
 }

@@ -21,7 +21,7 @@ export --optimizer) must be bitwise those of the fault-free run.
                            [--servers S] [--ranks R] [--batch B]
                            [--kinds trainer,server,coordinator,stop,pause,partition,tpause]
                            [--trial KIND:STEP]...   fixed trials instead of drawn ones
-                           [--etcd] [--replicas K]
+                           [--etcd] [--replicas K] [--clip]
 
 With --etcd the catalog lives in a real 3-member etcd cluster and three
 coordinators share it (one leads); every client gets the list of the three,
@@ -41,6 +41,9 @@ servers: a lost server (kinds "server", "pause", "partition") must then cost
 no step either: its shards' replicas take over, no rollback, bitwise. Kind
 "server2" kills two servers at once: with K = 2 some shard has no copy left,
 and the job must fall back to its checkpoint (and still end bitwise).
+With --clip (implied by --etcd) the job clips gradients: every step waits
+for the norms of all shards, so a failover must bring the promoted copies'
+norms in for the step the lost server left.
 
 Prints one line per trial and a table: victim, kill step, the step the job
 rolled back to, the recovery time (from the kill until rank 0 is three
@@ -68,7 +71,7 @@ import etcd as etcd_cluster
 ROOT = os.environ.get("ZSHARD_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 BIN = os.environ.get("ZSHARD_BIN", os.path.join(ROOT, "build", "bin"))
-TRIAL_LIMIT_S = 300  # one trial, fault and recovery included
+TRIAL_LIMIT_S = int(os.environ.get("ZSHARD_FAULTS_TRIAL_S", "300"))  # one trial, fault and recovery included
 
 
 def now():
@@ -311,7 +314,7 @@ class Cluster:
         spec = spec.replace('"stage": 3,', '"stage": 3, "checkpoint_every": %d,' % self.a.every)
         if getattr(self.a, "replicas", 1) > 1:
             spec = spec.replace('"stage": 3,', '"stage": 3, "replicas": %d,' % self.a.replicas)
-        if self.a.etcd:  # clipping: every step exchanges norms through the leader
+        if self.a.etcd or self.a.clip:  # every step exchanges norms (with etcd: through the leader)
             spec = spec.replace('"kind": "adamw",', '"kind": "adamw", "clip_norm": 1.0,')
             if "clip_norm" not in spec:
                 raise RuntimeError("charlm's spec changed: cannot turn clipping on")
@@ -592,6 +595,8 @@ def main():
                     help="three coordinators on a 3-member etcd cluster")
     ap.add_argument("--replicas", type=int, default=1,
                     help="copies of each shard (2, 3: a lost server costs no step)")
+    ap.add_argument("--clip", action="store_true",
+                    help="the job clips gradients (global-norm exchange at every step)")
     ap.add_argument("--trial", action="append", default=[],
                     help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
     a = ap.parse_args()
@@ -622,10 +627,11 @@ def main():
         plan.append((kind, int(step)))
     if not plan:
         plan = [(rng.choice(kinds), rng.randrange(1, a.steps - 2)) for _ in range(a.trials)]
-    print("faults: seed %d, %d trials; %d servers, %d ranks, %d steps of batch %d, checkpoint every %d%s%s"
+    print("faults: seed %d, %d trials; %d servers, %d ranks, %d steps of batch %d, checkpoint every %d%s%s%s"
           % (seed, len(plan), a.servers, a.ranks, a.steps, a.batch, a.every,
              "; 3 coordinators on a 3-member etcd cluster" if a.etcd else "",
-             "; %d copies of each shard" % a.replicas if a.replicas > 1 else ""), flush=True)
+             "; %d copies of each shard" % a.replicas if a.replicas > 1 else "",
+             "; gradients clipped" if a.clip and not a.etcd else ""), flush=True)
     base = run_trial(a, None, 0, "baseline")
     if not base["ok"]:
         print("faults: the fault-free run failed: %s" % base["why"])

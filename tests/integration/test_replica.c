@@ -528,9 +528,11 @@ static void *kill_later(void *arg)
  * server's replicas, the trainers send what was in flight there again,
  * and the job goes on from where it was: no rollback (the timeline never
  * moves), and the parameters equal the single-process reference bit for
- * bit. The server, started again, rolls nothing back; the lost copies are
- * rebuilt from their primaries (seeded with their whole state) and follow
- * the steps after, bit for bit.
+ * bit. The second trial clips gradients: the promoted copies report their
+ * shards' norms for the step the lost server left. The server, started
+ * again, rolls nothing back; the lost copies are rebuilt from their
+ * primaries (seeded with their whole state) and follow the steps after,
+ * bit for bit.
  */
 static void test_server_killed_no_rollback(void **st)
 {
@@ -541,6 +543,7 @@ static void test_server_killed_no_rollback(void **st)
 	struct killer k;
 	pthread_t th;
 	struct zs_job j;
+	struct zs_placement prim[2];
 	unsigned seed = (unsigned)time(NULL);
 	char name[32];
 
@@ -556,7 +559,15 @@ static void test_server_killed_no_rollback(void **st)
 		snprintf(name, sizeof name, "rkill%d", trial);
 		oracle_spec(&spec, name, 2, trial ? ZS_ADAMW : ZS_SGD, trial ? ZS_BF16 : ZS_F32);
 		spec.replicas = 2;
+		spec.optim.clip_norm = trial ? 0.05 : 0.0; /* clips at every step */
 		create_job(&spec);
+		/* the reference sums the norms over the shards in placement order,
+		 * which a new epoch keeps */
+		assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+		assert_int_equal(zs_coord_get_job(c, name, &j, NULL), ZS_OK);
+		zs_coord_close(c);
+		assert_int_equal(zs_placement_primaries(&prim[0], &j.placement), ZS_OK);
+		zs_job_release(&j);
 		for (uint32_t r = 0; r < 2; r++)
 			x[r] = (struct rank_ctx){.t = join(name, r, "tcp")};
 		upload_init(x[0].t);
@@ -572,7 +583,7 @@ static void test_server_killed_no_rollback(void **st)
 			float **ref = calloc(U, sizeof *ref);
 			for (uint32_t u = 0; u < U; u++)
 				ref[u] = malloc(spec.layout.units[u].numel * 4);
-			oracle_reference_sched(&spec, NULL, N, 1, 0, ref);
+			oracle_reference_sched(&spec, &prim[0], N, 1, 0, ref);
 			for (uint32_t u = 0; u < U; u++) {
 				unsigned long long n = spec.layout.units[u].numel;
 				float *got = malloc(n * 4);
@@ -592,6 +603,11 @@ static void test_server_killed_no_rollback(void **st)
 		if (j.timeline != 0 || j.restored_id)
 			fail_msg("%s: rolled back (%s)", name, j.rollback_reason);
 		assert_true(j.placement.epoch > 1);
+		assert_int_equal(zs_placement_primaries(&prim[1], &j.placement), ZS_OK);
+		for (uint32_t i = 0; i < prim[0].n_shards; i++) /* the same order */
+			assert_true(prim[1].shards[i].unit == prim[0].shards[i].unit &&
+				    prim[1].shards[i].index == prim[0].shards[i].index);
+		zs_placement_release(&prim[1]);
 		zs_job_release(&j);
 		zs_coord_close(c);
 		/* the server comes back empty; nothing rolls back, and the
@@ -620,7 +636,7 @@ static void test_server_killed_no_rollback(void **st)
 			float **ref = calloc(U, sizeof *ref);
 			for (uint32_t u = 0; u < U; u++)
 				ref[u] = malloc(spec.layout.units[u].numel * 4);
-			oracle_reference_sched(&spec, NULL, N + 4, 1, 0, ref);
+			oracle_reference_sched(&spec, &prim[0], N + 4, 1, 0, ref);
 			for (uint32_t u = 0; u < U; u++) {
 				unsigned long long n = spec.layout.units[u].numel;
 				float *got = malloc(n * 4);
@@ -637,6 +653,7 @@ static void test_server_killed_no_rollback(void **st)
 		}
 		for (uint32_t r = 0; r < 2; r++)
 			zs_trainer_close(x[r].t);
+		zs_placement_release(&prim[0]);
 		zs_job_spec_release(&spec);
 	}
 }

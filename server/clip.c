@@ -1,0 +1,258 @@
+/*
+ * clip.c - global-norm clipping on a server. A primary that has reduced
+ * step t keeps its mean gradient (s->reduced) until the coordinator has
+ * the squared norm of every shard of the job for t; then it is applied,
+ * scaled by the clipping coefficient of the total.
+ *
+ * The primaries here that reduced t go to the coordinator together, in one
+ * report, once none of this server's primaries at t is still reducing: the
+ * last to finish claims the others (under j->cmu) and queues the exchange.
+ * A replica promoted during the step (a failover) reduces later, from the
+ * pushes its trainers send again, and reports on its own; the coordinator
+ * counts shards, not servers, so its total is the same either way. A
+ * promoted copy one step behind (its lost primary's last forward never
+ * came) reports that step, which the coordinator answers from the totals
+ * it keeps.
+ *
+ * Exchanges run on their own threads (a pool that grows up to CLIP_THREADS
+ * and stays), never on the connection or replicator thread that finished a
+ * reduction: an exchange waits at the coordinator for every shard, and a
+ * promoted replica's pushes may come over the very connection whose
+ * thread would otherwise wait.
+ */
+#include "server/engine_int.h"
+
+#define CLIP_THREADS 8
+
+struct ctask {
+	struct ejob *j; /* a reference */
+	uint64_t t;
+	uint32_t n;
+	struct eshard **set;
+	struct ctask *next;
+};
+
+struct eclip {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct ctask *head, **tail;
+	pthread_t th[CLIP_THREADS];
+	unsigned n_th, n_idle, n_queued;
+	bool stop;
+};
+
+/*
+ * Exchanges the norms of set (primaries here that reduced step t) and
+ * applies them; a failed exchange fails the gathers waiting for step t + 1
+ * with its reason.
+ */
+static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct eshard **set,
+			   uint32_t n)
+{
+	struct zs_shard_norm *nv = malloc((n ? n : 1) * sizeof *nv);
+	struct zs_error err = {0};
+	double total = 0.0, clip;
+	enum zs_status st;
+	float coef;
+
+	if (!nv) {
+		st = zs_fail(&err, ZS_ENOMEM, "out of memory");
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			nv[i] = (struct zs_shard_norm){set[i]->sh.unit, set[i]->sh.index,
+						       set[i]->sumsq};
+		st = e->norm_fn(e->norm_ctx, j->name, t, nv, n, &total, &err);
+	}
+	free(nv);
+	eng_hp_steps(j, t, t + 1, NULL, &clip);
+	coef = st ? 1.0f : zs_clip_coef(total, clip);
+	for (uint32_t i = 0; i < n; i++) {
+		struct eshard *s = set[i];
+		struct held *rel = NULL;
+		size_t n_rel = 0;
+		pthread_mutex_lock(&s->mu);
+		if (st) {
+			/* the step cannot finish: say why to whoever waits on it */
+			for (size_t h = 0; h < s->n_held; h++)
+				zs_sop_fail(s->held[h].op, st, "step %llu of job '%s' cannot finish: %s",
+					    (unsigned long long)t, j->name, err.msg);
+			s->n_held = 0;
+		} else if (s->reduced && s->version == t) { /* not restored meanwhile */
+			eng_apply(e, j, s, coef, &rel, &n_rel);
+		}
+		pthread_mutex_lock(&j->cmu);
+		s->clip_at = 0;
+		s->clip_claimed = false;
+		pthread_mutex_unlock(&j->cmu);
+		pthread_mutex_unlock(&s->mu);
+		eng_serve_released(e, s, rel, n_rel);
+	}
+	eng_deliver_finished();
+	if (st)
+		zs_error("job '%s' step %llu: %s", j->name, (unsigned long long)t, err.msg);
+}
+
+static void *clip_main(void *arg)
+{
+	struct engine *e = arg;
+	struct eclip *q = e->clip;
+
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		struct ctask *c;
+		while (!q->head && !q->stop) {
+			q->n_idle++;
+			pthread_cond_wait(&q->cv, &q->mu);
+			q->n_idle--;
+		}
+		if (!q->head)
+			break;
+		c = q->head;
+		q->n_queued--;
+		q->head = c->next;
+		if (!q->head)
+			q->tail = &q->head;
+		pthread_mutex_unlock(&q->mu);
+		clip_and_apply(e, c->j, c->t, c->set, c->n);
+		eng_job_unref(e, c->j);
+		free(c->set);
+		free(c);
+		pthread_mutex_lock(&q->mu);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+/* The pool, started at its first exchange (NULL when it cannot start). */
+static struct eclip *pool(struct engine *e)
+{
+	struct eclip *q;
+
+	pthread_mutex_lock(&e->mu);
+	if (!(q = e->clip) && (q = calloc(1, sizeof *q))) {
+		pthread_mutex_init(&q->mu, NULL);
+		pthread_cond_init(&q->cv, NULL);
+		q->tail = &q->head;
+		e->clip = q;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return q;
+}
+
+/* Queues an exchange; a new thread for it unless an idle one is left for
+ * each task queued (an exchange may wait for the one queued after it). */
+static bool clip_queue(struct engine *e, struct ctask *c)
+{
+	struct eclip *q = pool(e);
+	bool ok = true;
+
+	if (!q)
+		return false;
+	pthread_mutex_lock(&q->mu);
+	if (q->n_queued >= q->n_idle && q->n_th < CLIP_THREADS &&
+	    !pthread_create(&q->th[q->n_th], NULL, clip_main, e))
+		q->n_th++;
+	if (!q->n_th) {
+		ok = false;
+	} else {
+		*q->tail = c;
+		q->tail = &c->next;
+		q->n_queued++;
+		pthread_cond_signal(&q->cv);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return ok;
+}
+
+/* Whether a primary of j here other than s is at step t and not reduced
+ * yet (that one claims s when it is). */
+static bool others_reducing(struct ejob *j, struct eshard *s, uint64_t t)
+{
+	uint32_t ns = atomic_load(&j->n_shards);
+	bool open = false;
+
+	for (uint32_t k = 0; k < ns && !open; k++) {
+		struct eshard *o = j->shards[k];
+		if (o == s)
+			continue;
+		pthread_mutex_lock(&o->mu);
+		open = !o->sh.copy && o->ready && o->version == t && !o->reduced;
+		if (open)
+			zs_debug("job '%s' step %llu: unit %u shard %u reduced; unit %u shard %u reports with it",
+				 j->name, (unsigned long long)t, s->sh.unit, s->sh.index, o->sh.unit,
+				 o->sh.index);
+		pthread_mutex_unlock(&o->mu);
+	}
+	return open;
+}
+
+void eng_clip_reduced(struct engine *e, struct ejob *j, struct eshard *s)
+{
+	uint64_t t = s->version;
+	struct ctask *c;
+	uint32_t ns;
+
+	s->sumsq = s->gpu ? eng_dev_sumsq(e, s) : zs_sumsq(s->acc, s->sh.length);
+	s->reduced = true;
+	pthread_mutex_lock(&j->cmu);
+	s->clip_at = t + 1;
+	pthread_mutex_unlock(&j->cmu);
+	pthread_mutex_unlock(&s->mu);
+	/* each reduced shard looks after marking itself, so the last of them
+	 * to look sees every other one reduced */
+	if (others_reducing(j, s, t))
+		return;
+	c = calloc(1, sizeof *c);
+	ns = atomic_load(&j->n_shards);
+	if (c)
+		c->set = malloc(ns * sizeof *c->set);
+	pthread_mutex_lock(&j->cmu);
+	for (uint32_t k = 0; c && c->set && k < ns; k++) {
+		struct eshard *o = j->shards[k];
+		if (o->clip_at == t + 1 && !o->clip_claimed) {
+			o->clip_claimed = true;
+			c->set[c->n++] = o;
+		}
+	}
+	pthread_mutex_unlock(&j->cmu);
+	if (!c || !c->set || !c->n) {
+		if (c && !c->set) /* the shards wait: held gathers time out */
+			zs_error("job '%s' step %llu: out of memory for the norm exchange",
+				 j->name, (unsigned long long)t);
+		if (c)
+			free(c->set);
+		free(c);
+		return;
+	}
+	zs_debug("job '%s' step %llu: the norms of %u shards here go to the coordinator", j->name,
+		 (unsigned long long)t, c->n);
+	c->j = j;
+	c->t = t;
+	atomic_fetch_add(&j->refs, 1);
+	if (!clip_queue(e, c)) {
+		zs_error("job '%s' step %llu: cannot start a thread for the norm exchange; it runs here",
+			 j->name, (unsigned long long)t);
+		clip_and_apply(e, j, t, c->set, c->n);
+		eng_job_unref(e, j);
+		free(c->set);
+		free(c);
+	}
+}
+
+void eng_clip_stop(struct engine *e)
+{
+	struct eclip *q = e->clip;
+
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->mu);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	for (unsigned i = 0; i < q->n_th; i++) /* the queue runs empty first */
+		pthread_join(q->th[i], NULL);
+	e->clip = NULL;
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mu);
+	free(q);
+}
