@@ -104,6 +104,9 @@ enum zs_status srvd_peer_addr(void *ctx, uint64_t id, char *addr, size_t len,
 	return st;
 }
 
+/* one refresh at a time: the heartbeat's, a task's, a stale check's */
+static pthread_mutex_t refresh_one = PTHREAD_MUTEX_INITIALIZER;
+
 /* The engine's stale check: a trainer reached one of our replicas; when
  * the coordinator has moved the job's placement on (a failover), the
  * assignments are taken now rather than at the next heartbeat. */
@@ -118,8 +121,14 @@ bool srvd_stale(void *ctx, const char *job, uint64_t epoch)
 		return false;
 	newer = j.placement.epoch > epoch;
 	zs_job_release(&j);
-	if (newer)
+	if (newer) {
 		srvd_refresh_assignments(d);
+	} else {
+		/* the engine has the epoch, but a refresh may be giving the
+		 * shards their roles still: the caller reads its role after */
+		pthread_mutex_lock(&refresh_one);
+		pthread_mutex_unlock(&refresh_one);
+	}
 	return newer;
 }
 
@@ -321,12 +330,9 @@ static void refresh(struct srvd *d)
 
 void srvd_refresh_assignments(struct srvd *d)
 {
-	/* one at a time: the heartbeat's, a task's, a stale check's */
-	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
-
-	pthread_mutex_lock(&one);
+	pthread_mutex_lock(&refresh_one);
 	refresh(d);
-	pthread_mutex_unlock(&one);
+	pthread_mutex_unlock(&refresh_one);
 }
 
 void *srvd_heartbeat(void *arg)
