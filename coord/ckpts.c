@@ -372,7 +372,7 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 		goto out;
 	}
 	struct zs_job old = *j;
-	coord_mark_restore(j, k->id);
+	coord_mark_restore(c, j, k->id);
 	if (coord_save_job(c, j, false, false, &e)) {
 		*j = old;
 		coord_reply_err(call, &e);

@@ -308,7 +308,7 @@ void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	was = *j;
 	j->placement = np;
 	if (carry)
-		coord_mark_restore(j, carry);
+		coord_mark_restore(c, j, carry);
 	if (coord_save_job(c, j, false, true, &e)) {
 		*j = was;
 		zs_placement_release(&np);

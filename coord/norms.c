@@ -236,6 +236,22 @@ out:
 	free(r.norms);
 }
 
+void coord_norms_fail_job(struct coord *c, const char *job, const char *why)
+{
+	for (struct norm_coll **pp = &c->norms; *pp;) {
+		struct norm_coll *n = *pp;
+		char msg[ZS_ERRMSG_MAX];
+		if (strcmp(n->job, job)) {
+			pp = &n->next;
+			continue;
+		}
+		*pp = n->next;
+		zs_fmt(msg, sizeof msg, "job '%s' step %llu: %s", job, (unsigned long long)n->step,
+		       why);
+		coord_norm_fail(n, ZS_ECANCELED, msg);
+	}
+}
+
 /* Fails collections older than the bound (caller holds mu). */
 void coord_norm_sweep(struct coord *c, int64_t now)
 {

@@ -39,8 +39,11 @@ void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why)
 	}
 }
 
-void coord_mark_restore(struct zs_job *j, uint64_t id)
+void coord_mark_restore(struct coord *c, struct zs_job *j, uint64_t id)
 {
+	/* a step's norms of the ended timeline never come whole: the servers
+	 * waiting on them let their shards go to the restore now */
+	coord_norms_fail_job(c, j->spec.name, "the job is going back to a checkpoint");
 	j->restore_pending = id;
 	j->restore_error[0] = '\0';
 	j->timeline++;
@@ -81,7 +84,7 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 	k = coord_latest_ckpt(c, j->spec.name);
 	id = k ? k->id : ZS_CKPT_RESET;
 	step = k ? k->step : 0;
-	coord_mark_restore(j, id);
+	coord_mark_restore(c, j, id);
 	zs_fmt(j->rollback_reason, sizeof j->rollback_reason, "%s", why);
 	if (coord_save_job(c, j, false, false, &e)) {
 		*j = old;

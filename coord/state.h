@@ -328,9 +328,10 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_server,
 			      const char *why);
 /* Marks j as being restored to checkpoint id (ZS_CKPT_RESET: a reset): a
- * new timeline. The caller commits it (and restores the old record if the
- * commit fails), then queues the restore task. */
-void coord_mark_restore(struct zs_job *j, uint64_t id);
+ * new timeline; its open steps' norm exchanges fail at once. The caller
+ * commits it (and restores the old record if the commit fails), then
+ * queues the restore task. */
+void coord_mark_restore(struct coord *c, struct zs_job *j, uint64_t id);
 /* The latest committed checkpoint of job (NULL: none). */
 struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const char *job);
 /* A server registered fresh (restarted): every job it holds rolls back,
@@ -372,6 +373,8 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 void coord_drop_norms_done(struct coord *c, const char *job);
 /* Fails collections older than the bound (caller holds mu). */
 void coord_norm_sweep(struct coord *c, int64_t now);
+/* Fails job's collections at once, saying why (caller holds mu). */
+void coord_norms_fail_job(struct coord *c, const char *job, const char *why);
 
 /* reports.c */
 void coord_drop_reports(struct coord *c, const char *job);

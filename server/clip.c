@@ -14,15 +14,15 @@
  * came) reports that step, which the coordinator answers from the totals
  * it keeps.
  *
- * Exchanges run on their own threads (a pool that grows up to CLIP_THREADS
- * and stays), never on the connection or replicator thread that finished a
- * reduction: an exchange waits at the coordinator for every shard, and a
- * promoted replica's pushes may come over the very connection whose
- * thread would otherwise wait.
+ * Exchanges run on their own threads (a pool that grows to as many as have
+ * waited at once, and stays), never on the connection or replicator thread
+ * that finished a reduction: an exchange waits at the coordinator for
+ * every shard, and a promoted replica's pushes may come over the very
+ * connection whose thread would otherwise wait. Nor is the pool bounded:
+ * an exchange queued behind busy ones could be the one they wait for
+ * (another job's, through another server).
  */
 #include "server/engine_int.h"
-
-#define CLIP_THREADS 8
 
 struct ctask {
 	struct ejob *j; /* a reference */
@@ -36,8 +36,8 @@ struct eclip {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct ctask *head, **tail;
-	pthread_t th[CLIP_THREADS];
-	unsigned n_th, n_idle, n_queued;
+	pthread_t *th;
+	unsigned n_th, cap_th, n_idle, n_queued;
 	bool stop;
 };
 
@@ -72,11 +72,14 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 		size_t n_rel = 0;
 		pthread_mutex_lock(&s->mu);
 		if (st) {
-			/* the step cannot finish: say why to whoever waits on it */
+			/* the step cannot finish: say why to whoever waits on it;
+			 * its gradient goes (a restore need not wait for it) */
 			for (size_t h = 0; h < s->n_held; h++)
 				zs_sop_fail(s->held[h].op, st, "step %llu of job '%s' cannot finish: %s",
 					    (unsigned long long)t, j->name, err.msg);
 			s->n_held = 0;
+			if (s->version == t)
+				s->reduced = false;
 		} else if (s->reduced && s->version == t) { /* not restored meanwhile */
 			eng_apply(e, j, s, coef, &rel, &n_rel);
 		}
@@ -149,7 +152,15 @@ static bool clip_queue(struct engine *e, struct ctask *c)
 	if (!q)
 		return false;
 	pthread_mutex_lock(&q->mu);
-	if (q->n_queued >= q->n_idle && q->n_th < CLIP_THREADS &&
+	if (q->n_queued >= q->n_idle && q->n_th == q->cap_th) {
+		unsigned nc = q->cap_th ? 2 * q->cap_th : 4;
+		pthread_t *g = realloc(q->th, nc * sizeof *g);
+		if (g) {
+			q->th = g;
+			q->cap_th = nc;
+		}
+	}
+	if (q->n_queued >= q->n_idle && q->n_th < q->cap_th &&
 	    !pthread_create(&q->th[q->n_th], NULL, clip_main, e))
 		q->n_th++;
 	if (!q->n_th) {
@@ -254,5 +265,6 @@ void eng_clip_stop(struct engine *e)
 	e->clip = NULL;
 	pthread_cond_destroy(&q->cv);
 	pthread_mutex_destroy(&q->mu);
+	free(q->th);
 	free(q);
 }
