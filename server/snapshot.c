@@ -260,7 +260,9 @@ static void retire_handle(struct engine *e, struct ejob *j)
 #define STUCK_MS 2000
 
 /* Waits (within the step timeout) until nothing of j is moving: no push or
- * initial upload landing, no update waiting on the norm exchange. */
+ * initial upload landing, no norm exchange under way (one that waits for
+ * its turn, other shards here not reduced yet, never comes: the restore
+ * drops it). */
 static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_error *err)
 {
 	int64_t start = zs_now_ms(), deadline = start + e->step_timeout_ms;
@@ -271,10 +273,13 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 		struct eshard *busy = NULL;
 		for (uint32_t k = 0; k < j->n_shards && !busy; k++) {
 			struct eshard *s = j->shards[k];
-			bool landing;
+			bool landing, exchanging;
 			pthread_mutex_lock(&s->mu);
 			landing = s->init_landing || s->n_landing || s->repl_landing;
-			if (landing || s->reduced) {
+			pthread_mutex_lock(&j->cmu);
+			exchanging = s->reduced && s->clip_claimed;
+			pthread_mutex_unlock(&j->cmu);
+			if (landing || exchanging) {
 				busy = s;
 				what = landing ? "receiving a push of" : "applying";
 			}
@@ -365,6 +370,10 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		s->version = at;
 		s->ready = load != NULL; /* a reset waits for new initial parameters */
 		s->full = 0;
+		s->reduced = false; /* a step reduced here, its norms never sent */
+		pthread_mutex_lock(&j->cmu);
+		s->clip_at = 0;
+		pthread_mutex_unlock(&j->cmu);
 		/* every copy is restored to the same state: nothing to forward */
 		s->repl_gen++;
 		s->repl_wait = s->apply_wait = false;
