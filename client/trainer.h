@@ -227,11 +227,6 @@ enum zs_status tr_take_placement(zs_trainer *t, const struct zs_placement *p);
  * waiting (within t->timeout_ms) for servers that have not loaded the
  * job's placement yet. */
 enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err);
-/* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
-int tr_progress(zs_op *op, int timeout_ms);
-/* Advances the requests of op that have completed, without waiting and
- * without finishing op (tr_progress does that, op stays valid). */
-void tr_poll(zs_op *op);
 
 /* A collective job's own slice of unit u at the current step: its gather
  * into dst (the unit's buffer: the slice lands at its offset), its push
@@ -239,6 +234,12 @@ void tr_poll(zs_op *op);
 int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op);
 int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op);
 
+/* op.c */
+/* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
+int tr_progress(zs_op *op, int timeout_ms);
+/* Advances the requests of op that have completed, without waiting and
+ * without finishing op (tr_progress does that, op stays valid). */
+void tr_poll(zs_op *op);
 /* Waits for op within timeout_ms; past it the op is parked (its requests
  * still live, freed at close) and the call fails with ZS_ETIMEDOUT. */
 int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms);
