@@ -8,6 +8,9 @@ in steps computed again, measured on the fault matrix's cluster
                 back to its last checkpoint)
   replicated    the same kill, the job keeping 2 copies of each shard: its
                 replicas take over, no rollback
+  replicated, clipping
+                the same with a job that clips gradients (the promoted
+                copies' norms complete the step the lost server left)
   coordinator   kill -9 of the one coordinator (LMDB), restarted at once
   leader        kill -9 of the leading coordinator of three on etcd
                 (a standby takes over; the job clips, so every step's norm
@@ -32,9 +35,9 @@ import etcd as etcd_cluster  # noqa: E402
 import faults  # noqa: E402
 
 
-def job(etcd, replicas=1):
+def job(etcd, replicas=1, clip=False):
     return argparse.Namespace(servers=2, ranks=2, steps=150, batch=32, every=10, etcd=etcd,
-                              replicas=replicas)
+                              replicas=replicas, clip=clip)
 
 
 def main():
@@ -46,6 +49,7 @@ def main():
     rows = []
     kinds = [("server", False, lambda: "server-%d" % rng.randrange(2)),
              ("replicated", False, lambda: "server-%d" % rng.randrange(2)),
+             ("replicated, clipping", False, lambda: "server-%d" % rng.randrange(2)),
              ("coordinator", False, lambda: "coordinator"),
              ("leader", True, lambda: "leader"),
              ("etcd", True, lambda: "etcd-0")]
@@ -54,17 +58,19 @@ def main():
         if ha and etcd_cluster.reason():
             rows.append("| %s | skipped: %s | | | | | |" % (kind, etcd_cluster.reason()))
             continue
-        K = 2 if kind == "replicated" else 1
-        if (ha, K) not in base:
-            b = faults.run_trial(job(ha, K), None, 0, "baseline")
+        K = 2 if kind.startswith("replicated") else 1
+        clip = kind.endswith("clipping")
+        if (ha, K, clip) not in base:
+            b = faults.run_trial(job(ha, K, clip), None, 0, "baseline")
             if not b["ok"]:
                 sys.exit("recovery: the fault-free run failed: %s" % b["why"])
-            base[(ha, K)] = b
-        b = base[(ha, K)]
+            base[(ha, K, clip)] = b
+        b = base[(ha, K, clip)]
         cost, again, takeover, rec, equal = [], [], [], [], True
         for t in range(a.trials):
             step = rng.randrange(15, 130)
-            r = faults.run_trial(job(ha, K), victim(), step, "%s-%d" % (kind, t))
+            r = faults.run_trial(job(ha, K, clip), victim(), step,
+                                 "%s-%d" % (kind.replace(", ", "-"), t))
             equal &= r["ok"] and r["digest"] == b["digest"]
             if not r["ok"]:
                 print("recovery: %s trial %d failed: %s" % (kind, t, r["why"]), file=sys.stderr)
@@ -87,9 +93,10 @@ def main():
         print(r)
     print()
     print("Fault-free run: %s (150 steps of charlm, batch 32, 2 servers, 2 ranks)." %
-          ", ".join("%.1f s (%s%s)" % (b["seconds"], "on etcd with clipping" if ha else "LMDB",
-                                       ", 2 copies of each shard" if K > 1 else "")
-                    for (ha, K), b in sorted(base.items())))
+          ", ".join("%.1f s (%s%s%s)" % (b["seconds"], "on etcd with clipping" if ha else "LMDB",
+                                         ", 2 copies of each shard" if K > 1 else "",
+                                         ", clipping" if clip and not ha else "")
+                    for (ha, K, clip), b in sorted(base.items())))
     return 0
 
 

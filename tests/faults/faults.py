@@ -314,7 +314,7 @@ class Cluster:
         spec = spec.replace('"stage": 3,', '"stage": 3, "checkpoint_every": %d,' % self.a.every)
         if getattr(self.a, "replicas", 1) > 1:
             spec = spec.replace('"stage": 3,', '"stage": 3, "replicas": %d,' % self.a.replicas)
-        if self.a.etcd or self.a.clip:  # every step exchanges norms (with etcd: through the leader)
+        if self.a.etcd or getattr(self.a, "clip", False):  # every step exchanges norms (with etcd: through the leader)
             spec = spec.replace('"kind": "adamw",', '"kind": "adamw", "clip_norm": 1.0,')
             if "clip_norm" not in spec:
                 raise RuntimeError("charlm's spec changed: cannot turn clipping on")
