@@ -38,6 +38,37 @@ bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s)
 	return primary;
 }
 
+/*
+ * Shard s, held here from an earlier placement, is placed here anew as a
+ * fresh copy (this server was lost, stopped or cut off, and came back with
+ * the job still in memory; the others moved on): its state is stale, so it
+ * waits for its primary's seed like any new copy (caller holds s->mu).
+ */
+static void forget_state(struct engine *e, struct ejob *j, struct eshard *s)
+{
+	if (s->repl_landing || s->init_landing || s->n_landing) {
+		zs_warn("job '%s': unit '%s' shard %u is placed here anew while something lands in it: kept",
+			j->name, eng_unit_name(j, s->sh.unit), s->sh.index);
+		return;
+	}
+	for (size_t h = 0; h < s->n_held; h++)
+		zs_sop_fail(s->held[h].op, ZS_ECANCELED,
+			    "unit '%s' shard %u moved: this server's copy is stale", eng_unit_name(j, s->sh.unit),
+			    s->sh.index);
+	s->n_held = 0;
+	eng_acks_fail(s, ZS_ECANCELED, "this server's copy of the shard is stale");
+	eng_reduction_clear(e, s);
+	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
+	s->full = s->terms = 0;
+	s->reduced = s->repl_wait = s->apply_wait = false;
+	free(s->repl_err);
+	s->repl_err = NULL;
+	s->ready = false;
+	zs_info("job '%s': unit '%s' shard %u: this server's copy of step %llu is stale: it waits for its primary's seed",
+		j->name, eng_unit_name(j, s->sh.unit), s->sh.index, (unsigned long long)s->version);
+	s->version = 0;
+}
+
 /* The entry of placement p for shard s on server id, or NULL. */
 static const struct zs_shard *entry(const struct zs_placement *p, const struct eshard *s,
 				    uint64_t id)
@@ -110,6 +141,9 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		pthread_mutex_lock(&s->mu);
 		promoted += s->sh.copy && !sh->copy;
 		primaries += !sh->copy;
+		if (sh->fresh && !s->sh.fresh && s->ready && sh->copy)
+			forget_state(e, j, s);
+		s->sh.fresh = sh->fresh;
 		s->sh.copy = sh->copy;
 		s->sh.copies = sh->copies;
 		n_was = s->n_peers;
