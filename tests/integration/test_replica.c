@@ -473,17 +473,33 @@ static void test_gather_waits_for_replica(void **st)
 	assert_int_equal(zs_gather(t, (unsigned)u, 1, p, &op), ZS_OK);
 	int rc = zs_op_wait(op, 700), rp = zs_op_test(push);
 	if (rc != ZS_EAGAIN || rp != ZS_EAGAIN) {
-		kill(C.srv[b], SIGCONT);
-		fail_msg("with the replica's server stopped, the push returned %d and the gather of step 1 %d: %s",
-			 rp, rc, zs_trainer_error(t));
+		/* done only if the lease lapsed already (a loaded machine: the
+		 * stopped server's last heartbeat was late) and its copies went */
+		struct zs_coord_client *c;
+		struct zs_job j;
+		uint64_t epoch;
+		assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+		assert_int_equal(zs_coord_get_job(c, "rwait", &j, NULL), ZS_OK);
+		epoch = j.placement.epoch;
+		zs_job_release(&j);
+		zs_coord_close(c);
+		if (epoch == o.job.placement.epoch) {
+			kill(C.srv[b], SIGCONT);
+			fail_msg("with the replica's server stopped, the push returned %d and the gather of step 1 %d: %s",
+				 rp, rc, zs_trainer_error(t));
+		}
+		print_message("the stopped server's lease lapsed within 700 ms (a loaded machine): the push and gather went on without its copies\n");
 	}
 	/* past the lease: the copies on the stopped server are dropped */
-	if ((rp = zs_op_wait(push, 15000))) {
+	if (rp == ZS_EAGAIN)
+		rp = zs_op_wait(push, 15000);
+	if (rp) {
 		kill(C.srv[b], SIGCONT);
 		fail_msg("the push with the replica's server stopped past its lease: %s",
 			 zs_trainer_error(t));
 	}
-	rc = zs_op_wait(op, 15000);
+	if (rc == ZS_EAGAIN)
+		rc = zs_op_wait(op, 15000);
 	{
 		struct zs_coord_client *c;
 		struct zs_job j;
