@@ -42,7 +42,8 @@ static void norm_missing(const struct zs_job *j, const struct norm_coll *n, char
 		bool listed = false;
 		if (p->shards[i].copy)
 			continue;
-		if (g < n->n_shards && n->have[g++])
+		g++; /* shard i is the (g - 1)th primary */
+		if (g <= n->n_shards && n->have[g - 1])
 			continue;
 		for (uint32_t q = 0, h = 0; q < i && !listed; q++) {
 			if (p->shards[q].copy)

@@ -189,7 +189,7 @@ static bool others_reducing(struct ejob *j, struct eshard *s, uint64_t t)
 		pthread_mutex_lock(&o->mu);
 		open = !o->sh.copy && o->ready && o->version == t && !o->reduced;
 		if (open)
-			zs_debug("job '%s' step %llu: unit %u shard %u reduced; unit %u shard %u reports with it",
+			zs_debug("job '%s' step %llu: unit %u shard %u reduced; its norm waits for unit %u shard %u here",
 				 j->name, (unsigned long long)t, s->sh.unit, s->sh.index, o->sh.unit,
 				 o->sh.index);
 		pthread_mutex_unlock(&o->mu);

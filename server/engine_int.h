@@ -359,6 +359,9 @@ void eng_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtyp
 void eng_finish_range(struct ejob *j, struct eshard *s, size_t a, size_t b);
 /* Empties the reduction (a restore discards the open step's pushes). */
 void eng_reduction_clear(struct engine *e, struct eshard *s);
+/* Drops s's open step: its pushes, its reduction, clipping's marks
+ * (caller holds s->mu; a restore, a stale copy placed anew). */
+void eng_step_discard(struct engine *e, struct ejob *j, struct eshard *s);
 /* The optimizer on elements [a, b) of acc (scaled by coef), and the copy. */
 void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 			size_t a, size_t b);

@@ -57,10 +57,8 @@ static void forget_state(struct engine *e, struct ejob *j, struct eshard *s)
 			    s->sh.index);
 	s->n_held = 0;
 	eng_acks_fail(s, ZS_ECANCELED, "this server's copy of the shard is stale");
-	eng_reduction_clear(e, s);
-	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
-	s->full = s->terms = 0;
-	s->reduced = s->repl_wait = s->apply_wait = false;
+	eng_step_discard(e, j, s);
+	s->repl_wait = s->apply_wait = false;
 	free(s->repl_err);
 	s->repl_err = NULL;
 	s->ready = false;

@@ -369,11 +369,7 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 				(unsigned long long)s->version, s->full, j->spec.world_size);
 		s->version = at;
 		s->ready = load != NULL; /* a reset waits for new initial parameters */
-		s->full = 0;
-		s->reduced = false; /* a step reduced here, its norms never sent */
-		pthread_mutex_lock(&j->cmu);
-		s->clip_at = 0;
-		pthread_mutex_unlock(&j->cmu);
+		eng_step_discard(e, j, s); /* the discarded step's pushes */
 		/* every copy is restored to the same state: nothing to forward */
 		s->repl_gen++;
 		s->repl_wait = s->apply_wait = false;
@@ -381,8 +377,6 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 			      "the job was restored before this push's step was on every copy");
 		free(s->repl_err);
 		s->repl_err = NULL;
-		eng_reduction_clear(e, s); /* the discarded step's pushes */
-		memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 		if (s->n_held && (gone = malloc(s->n_held * sizeof *gone))) {
 			size_t keep = 0;
 			for (size_t h = 0; h < s->n_held; h++) {

@@ -43,6 +43,17 @@ void eng_reduction_clear(struct engine *e, struct eshard *s)
 	s->piped = 0;
 }
 
+void eng_step_discard(struct engine *e, struct ejob *j, struct eshard *s)
+{
+	eng_reduction_clear(e, s);
+	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
+	s->full = 0;
+	s->reduced = false;
+	pthread_mutex_lock(&j->cmu);
+	s->clip_at = 0; /* no exchange may take its old norm */
+	pthread_mutex_unlock(&j->cmu);
+}
+
 /* The optimizer on elements [a, b) of acc (scaled by coef), and the copy. */
 void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 			size_t a, size_t b)
