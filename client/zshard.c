@@ -154,6 +154,14 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 			zs_debug("server %llu: %s does not reach it (%s), trying the next transport",
 			       (unsigned long long)s[i].id, ops->name, err->msg);
 		}
+		if ((st == ZS_EUNAVAIL || st == ZS_ETIMEDOUT) && !s[i].up) {
+			/* a server the coordinator has not heard from since its
+			 * own restart (or since the lease lapsed) is listed at
+			 * the address it had: wait for it to register again */
+			zs_error_prefix(err, "server %llu, not registered since the coordinator's start or its lease's lapse",
+					(unsigned long long)s[i].id);
+			st = ZS_EAGAIN;
+		}
 		if (!st) {
 			if ((ops->caps & ZS_CAP_REGISTER) && !t->reg_conn) {
 				t->reg_conn = t->conn[t->n_srv];

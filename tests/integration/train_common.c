@@ -63,7 +63,7 @@ static int spawn_server(int i, const char *capacity, const char *fault)
 	return 0;
 }
 
-int start_cluster(const char *listen)
+int start_coordinator(const char *listen)
 {
 	char pf[1024], log[1024], data[1024];
 	snprintf(pf, sizeof pf, "%s/coordinator.addr", C.dir);
@@ -74,12 +74,20 @@ int start_cluster(const char *listen)
 			 "--data-dir", data, "--port-file", pf, "--lease-ms", "1500",
 			 "--trainer-lease-ms", "3000", NULL};
 	C.coord = h_spawn(cargv, log);
-	if (!h_wait_file(pf, 10000, C.addr, sizeof C.addr))
-		return -1;
+	return h_wait_file(pf, 10000, C.addr, sizeof C.addr) ? 0 : -1;
+}
+
+int start_servers(void)
+{
 	for (int i = 0; i < C.n; i++)
 		if (spawn_server(i, C.capacity, NULL))
 			return -1;
 	return 0;
+}
+
+int start_cluster(const char *listen)
+{
+	return start_coordinator(listen) || start_servers() ? -1 : 0;
 }
 
 int group_setup(void **st)

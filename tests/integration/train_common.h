@@ -70,6 +70,10 @@ int group_teardown(void **st);
 
 /* train_common.c */
 int start_cluster(const char *listen);
+/* start_cluster's two halves: the coordinator (its address in C.addr), then
+ * the servers (a new port each) */
+int start_coordinator(const char *listen);
+int start_servers(void);
 /* Creates a job and waits (bounded) until every server holds its shards. */
 void create_job(struct zs_job_spec *spec);
 /* Joins, retrying while servers have not loaded the job yet. */
