@@ -162,9 +162,11 @@ struct ejob {
 	struct eshard **shards;
 	uint32_t n_primary; /* shards here that are their shard's primary */
 	/* the replicator's connections to the servers of this job's other
-	 * copies (replica.c; only its thread touches them) */
+	 * copies (replica.c; only the worker running the job's forwards,
+	 * repl_busy under the queue's lock, touches them) */
 	struct { uint64_t id; struct zs_conn *c; bool broken; } peerc[8];
 	unsigned n_peerc;
+	bool repl_busy;
 	/* the hyperparameters trainers set (server/hparams.c): tables by
 	 * step, ascending; none: the spec's values */
 	pthread_mutex_t hpmu;
@@ -203,7 +205,8 @@ struct engine {
 	uint64_t land_busy, land_total, land_budget, land_waits;
 	pthread_t sweeper;
 	atomic_int stop;
-	/* replica.c: forwards to replicas, one thread, a queue of tasks */
+	/* replica.c: forwards to replicas, a queue of tasks, a worker per
+	 * job with tasks in it */
 	engine_peer_fn peer_fn;
 	void *peer_ctx;
 	engine_stale_fn stale_fn;

@@ -17,9 +17,12 @@
  * update is a pure function of (state, gradient, step, table), the same
  * on every server (math/optim.c; elem.h on a device).
  *
- * One thread sends every forward of this server, in the order the steps
- * were applied; the forwards it takes at once are posted together and
- * then waited for. A forward that fails is sent again on a new connection
+ * A job's forwards are sent by one worker at a time, in the order the
+ * steps were applied; the forwards it takes at once are posted together
+ * and then waited for. Jobs do not wait on each other: a worker takes the
+ * first queued job that no other worker holds, and the pool grows (to
+ * REPL_THREADS) while another job has tasks and no worker is free (a
+ * forward to a stopped server must not hold another job's back). A forward that fails is sent again on a new connection
  * until the step timeout; past it, the shard's gathers fail naming the
  * replica that did not answer (the job then rolls back as after a lost
  * server). A new copy (a rebuild) gets a seed first: the shard's whole
@@ -51,11 +54,14 @@ struct rtask {
 	struct rtask *next;
 };
 
+#define REPL_THREADS 16
+
 struct erepl {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct rtask *head, **tail;
-	pthread_t th;
+	pthread_t th[REPL_THREADS];
+	unsigned n_th, idle;
 	bool stop;
 };
 
@@ -383,41 +389,82 @@ static void run_batch(struct engine *e, struct rtask *batch)
 
 #define BATCH 24
 
+static void *repl_main(void *arg);
+
+/* The first queued task whose job no worker holds (caller holds q->mu). */
+static struct rtask *runnable(struct erepl *q)
+{
+	struct rtask *r;
+
+	for (r = q->head; r && r->j->repl_busy; r = r->next)
+		;
+	return r;
+}
+
+/* Takes up to BATCH of job j's queued tasks, in order (caller holds q->mu). */
+static struct rtask *take_job(struct erepl *q, struct ejob *j)
+{
+	struct rtask *batch = NULL, **bt = &batch, **pp = &q->head;
+	int k = 0;
+
+	/* at most BATCH at once: their requests stay within a connection's
+	 * 64 in flight */
+	while (*pp && k < BATCH) {
+		struct rtask *r = *pp;
+		if (r->j != j) {
+			pp = &r->next;
+			continue;
+		}
+		*pp = r->next;
+		r->next = NULL;
+		*bt = r;
+		bt = &r->next;
+		k++;
+	}
+	q->tail = &q->head;
+	while (*q->tail)
+		q->tail = &(*q->tail)->next;
+	return batch;
+}
+
 static void *repl_main(void *arg)
 {
 	struct engine *e = arg;
 	struct erepl *q = e->repl;
 
+	pthread_mutex_lock(&q->mu);
 	for (;;) {
-		struct rtask *batch;
-		pthread_mutex_lock(&q->mu);
-		while (!q->head && !q->stop)
+		struct rtask *batch, *r = runnable(q);
+		struct ejob *j;
+		if (!r) {
+			if (q->stop && !q->head)
+				break; /* stopping, nothing left */
+			q->idle++;
 			pthread_cond_wait(&q->cv, &q->mu);
-		/* at most BATCH at once: their requests stay within a
-		 * connection's 64 in flight */
-		batch = q->head;
-		{
-			struct rtask *last = batch;
-			for (int k = 1; last && k < BATCH; k++)
-				last = last->next;
-			if (last && last->next) {
-				q->head = last->next;
-				last->next = NULL;
-			} else {
-				q->head = NULL;
-				q->tail = &q->head;
-			}
+			q->idle--;
+			continue;
 		}
+		j = r->j;
+		j->repl_busy = true;
+		batch = take_job(q, j);
+		/* another job waits and no worker is free: one more */
+		if (runnable(q) && !q->idle && q->n_th < REPL_THREADS && !q->stop &&
+		    !pthread_create(&q->th[q->n_th], NULL, repl_main, e))
+			q->n_th++;
 		pthread_mutex_unlock(&q->mu);
-		if (!batch)
-			break; /* stopping, nothing left */
 		run_batch(e, batch);
+		pthread_mutex_lock(&q->mu);
+		j->repl_busy = false; /* before the tasks' references go */
+		pthread_cond_broadcast(&q->cv);
+		pthread_mutex_unlock(&q->mu);
 		while (batch) {
-			struct rtask *r = batch;
+			r = batch;
 			batch = r->next;
 			task_free(e, r);
 		}
+		pthread_mutex_lock(&q->mu);
 	}
+	pthread_mutex_unlock(&q->mu);
 	return NULL;
 }
 
@@ -461,7 +508,7 @@ static void enqueue(struct engine *e, struct ejob *j, struct eshard *s, struct r
 	pthread_mutex_lock(&e->repl->mu);
 	*e->repl->tail = r;
 	e->repl->tail = &r->next;
-	pthread_cond_signal(&e->repl->cv);
+	pthread_cond_broadcast(&e->repl->cv);
 	pthread_mutex_unlock(&e->repl->mu);
 }
 
@@ -544,7 +591,8 @@ enum zs_status eng_repl_start(struct engine *e, struct zs_error *err)
 	pthread_cond_init(&q->cv, NULL);
 	q->tail = &q->head;
 	e->repl = q;
-	if (pthread_create(&q->th, NULL, repl_main, e)) {
+	q->n_th = 1; /* before it runs: it may add workers */
+	if (pthread_create(&q->th[0], NULL, repl_main, e)) {
 		e->repl = NULL;
 		pthread_mutex_unlock(&e->mu);
 		pthread_cond_destroy(&q->cv);
@@ -579,9 +627,11 @@ void eng_repl_stop(struct engine *e)
 		return;
 	pthread_mutex_lock(&q->mu);
 	q->stop = true;
-	pthread_cond_signal(&q->cv);
+	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);
-	pthread_join(q->th, NULL);
+	/* no worker is made once stop is set: n_th stays */
+	for (unsigned i = 0; i < q->n_th; i++)
+		pthread_join(q->th[i], NULL);
 	e->repl = NULL;
 	pthread_cond_destroy(&q->cv);
 	pthread_mutex_destroy(&q->mu);
