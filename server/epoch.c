@@ -148,9 +148,13 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		memcpy(was, s->peer, sizeof was);
 		eng_shard_peers(s, &job->placement);
 		/* a new copy of a primary with parameters: its whole state first,
-		 * ahead of the forwards that follow on the same connection */
+		 * ahead of the forwards that follow on the same connection. New:
+		 * fresh in the placement (a copy that was one before, the
+		 * promoted replica's fellow, has the state), and not this
+		 * primary's peer already (its seed is under way) */
 		for (uint32_t q = 0; q < s->n_peers && s->ready; q++) {
-			bool old = false;
+			const struct zs_shard *o = entry(&job->placement, s, s->peer[q]);
+			bool old = !o || !o->fresh;
 			for (uint32_t w = 0; w < n_was && !old; w++)
 				old = was[w] == s->peer[q];
 			if (!old)

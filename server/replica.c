@@ -366,8 +366,8 @@ static void run_batch(struct engine *e, struct rtask *batch)
 	for (r = batch, i = 0; r; r = r->next, i++) {
 		/* again, alone, until it lands or its time is up */
 		while (st[i] && !atomic_load(&e->stop) && zs_now_ms() < r->deadline_ms) {
-			if (moot(r))
-				break;
+			if (moot(r) || (r->seed && st[i] == ZS_EEXIST))
+				break; /* a copy with state: its forwards go on */
 			if (st[i] == ZS_ENOTFOUND && r->empty)
 				seed_now(e, r); /* then the forward is one it applied */
 			else
