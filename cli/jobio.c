@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "ctrl/coord_client.h"
 #include "net/transport.h"
 
@@ -55,12 +56,19 @@ enum zs_status jobio_open(const char *coordinator, const char *job, int timeout_
 					 .incarnation = (uint64_t)io->job.created_ms,
 					 .epoch = io->job.placement.epoch,
 					 .rank = ZS_RANK_OBSERVER, .timeout_ms = timeout_ms};
+		int64_t deadline = zs_now_ms() + timeout_ms;
 		bool used = false;
+		/* reads and the initial upload go to primaries alone */
 		for (uint32_t k = 0; k < io->job.placement.n_shards; k++)
-			used |= io->job.placement.shards[k].server_id == s[i].id;
+			used |= io->job.placement.shards[k].server_id == s[i].id &&
+				!io->job.placement.shards[k].copy;
 		if (!used)
 			continue;
-		st = zs_connect(&zs_tcp_transport, &o, &io->conn[io->n], err);
+		/* a server takes a new placement epoch (a failover, a rebuild)
+		 * at its next heartbeat: until then it answers ZS_EAGAIN */
+		while ((st = zs_connect(&zs_tcp_transport, &o, &io->conn[io->n], err)) == ZS_EAGAIN &&
+		       zs_now_ms() < deadline)
+			zs_sleep_ms(100, NULL);
 		if (!st)
 			io->id[io->n++] = s[i].id;
 	}
