@@ -545,7 +545,9 @@ static void *kill_later(void *arg)
  * and the job goes on from where it was: no rollback (the timeline never
  * moves), and the parameters equal the single-process reference bit for
  * bit. The second trial clips gradients: the promoted copies report their
- * shards' norms for the step the lost server left. The server, started
+ * shards' norms for the step the lost server left; the third keeps three
+ * copies on the three servers (a promoted primary's fellow copy keeps its
+ * state; only the restarted server's are seeded). The server, started
  * again, rolls nothing back; the lost copies are rebuilt from their
  * primaries (seeded with their whole state) and follow the steps after,
  * bit for bit.
@@ -571,10 +573,17 @@ static void test_server_killed_no_rollback(void **st)
 	if (getenv("ZSHARD_TEST_SEED"))
 		seed = (unsigned)atoi(getenv("ZSHARD_TEST_SEED"));
 	srand(seed);
-	for (int trial = 0; trial < 2; trial++) {
+	for (int trial = 0; trial < 3; trial++) {
+		if (trial == 2 && C.n < 3) {
+			print_message("three copies: skipped, needs 3 servers ($ZSHARD_TEST_SERVERS is %d)\n",
+				      C.n);
+			break;
+		}
 		snprintf(name, sizeof name, "rkill%d", trial);
-		oracle_spec(&spec, name, 2, trial ? ZS_ADAMW : ZS_SGD, trial ? ZS_BF16 : ZS_F32);
-		spec.replicas = 2;
+		oracle_spec(&spec, name, 2, trial ? ZS_ADAMW : ZS_SGD, trial == 1 ? ZS_BF16 : ZS_F32);
+		/* the third: three copies on three servers, every one of them
+		 * on the restarted server rebuilt while its fellows keep theirs */
+		spec.replicas = trial == 2 ? 3 : 2;
 		spec.optim.clip_norm = trial ? 0.05 : 0.0; /* clips at every step */
 		create_job(&spec);
 		/* the reference sums the norms over the shards in placement order,
@@ -635,7 +644,7 @@ static void test_server_killed_no_rollback(void **st)
 			assert_int_equal(zs_coord_get_job(c, name, &j, NULL), ZS_OK);
 			assert_int_equal(j.timeline, 0);
 			for (uint32_t i = 0; i < j.placement.n_shards; i++)
-				whole &= j.placement.shards[i].copies == 2;
+				whole &= j.placement.shards[i].copies == spec.replicas;
 			zs_job_release(&j);
 			if (whole)
 				break;
@@ -671,6 +680,16 @@ static void test_server_killed_no_rollback(void **st)
 			zs_trainer_close(x[r].t);
 		zs_placement_release(&prim[0]);
 		zs_job_spec_release(&spec);
+	}
+	/* a primary seeds only new copies: one that kept its state (the
+	 * promoted copy's fellow, with three) is never sent a seed */
+	for (int i = 0; i < C.n; i++) {
+		char log[1024];
+		snprintf(log, sizeof log, "%s/server-%d.log", C.dir, i);
+		if (access(log, R_OK)) /* else "not in it" would pass by itself */
+			fail_msg("cannot read %s", log);
+		if (text_in_file(log, "has its state already"))
+			fail_msg("%s: a primary sent a seed to a copy that had its state", log);
 	}
 }
 

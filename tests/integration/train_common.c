@@ -3,18 +3,35 @@
 
 struct train_cluster C;
 
-/* Whether the file at path holds text. */
-static bool file_has(const char *path, const char *text)
+bool text_in_file(const char *path, const char *text)
 {
-	char buf[65536];
 	FILE *f = fopen(path, "r");
-	size_t n;
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+	bool has = false;
+
 	if (!f)
 		return false;
-	n = fread(buf, 1, sizeof buf - 1, f);
+	for (;;) { /* the whole file */
+		if (n == cap) {
+			char *g = realloc(buf, cap + 65536 + 1);
+			if (!g)
+				break;
+			buf = g;
+			cap += 65536;
+		}
+		size_t got = fread(buf + n, 1, cap - n, f);
+		if (!got)
+			break;
+		n += got;
+	}
 	fclose(f);
-	buf[n] = 0;
-	return strstr(buf, text) != NULL;
+	if (buf) {
+		buf[n] = 0;
+		has = strstr(buf, text) != NULL;
+	}
+	free(buf);
+	return has;
 }
 
 /*
@@ -55,7 +72,7 @@ static int spawn_server(int i, const char *capacity, const char *fault)
 		return -1;
 	got[strcspn(got, "\n")] = '\0';
 	snprintf(C.srv_addr[i], sizeof C.srv_addr[i], "%s", got);
-	if (gpu && !file_has(log, "shards live on")) {
+	if (gpu && !text_in_file(log, "shards live on")) {
 		fprintf(stderr, "server %d was asked for --gpu %s and did not say so in %s\n", i,
 			gpu, log);
 		return -1;

@@ -74,6 +74,8 @@ int start_cluster(const char *listen);
  * the servers (a new port each) */
 int start_coordinator(const char *listen);
 int start_servers(void);
+/* Whether the file at path holds text. */
+bool text_in_file(const char *path, const char *text);
 /* Creates a job and waits (bounded) until every server holds its shards. */
 void create_job(struct zs_job_spec *spec);
 /* Joins, retrying while servers have not loaded the job yet. */
