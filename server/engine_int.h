@@ -416,6 +416,10 @@ void eng_land_free_all(struct engine *e);
 /* snapshot.c */
 /* After s reached a new version: capture it for snapshots of that step. */
 void eng_capture_due(struct ejob *j, struct eshard *s);
+/* s will not reach the step of the snapshots waiting for it (a stale copy
+ * that waits for a seed): they stop waiting for it (caller holds s->mu;
+ * eng_deliver_finished after, without locks). */
+void eng_capture_skip(struct ejob *j, struct eshard *s);
 /* Hands completed snapshots to their callbacks (no locks held). */
 void eng_deliver_finished(void);
 

@@ -58,6 +58,7 @@ static void forget_state(struct engine *e, struct ejob *j, struct eshard *s)
 	s->n_held = 0;
 	eng_acks_fail(s, ZS_ECANCELED, "this server's copy of the shard is stale");
 	eng_step_discard(e, j, s);
+	eng_capture_skip(j, s); /* a checkpoint under way takes the other copies' */
 	s->repl_wait = s->apply_wait = false;
 	free(s->repl_err);
 	s->repl_err = NULL;
@@ -187,6 +188,7 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		eng_serve_released(e, s, rel, n_rel);
 	}
 	j->n_primary = primaries;
+	eng_deliver_finished(); /* snapshots that waited for a stale copy */
 	zs_info("job '%s': placement epoch %llu taken in place: %u shards here, %u primaries (%u promoted from replicas, %u new copies)",
 		j->name, (unsigned long long)j->epoch, j->n_shards, primaries, promoted, added);
 	return ZS_OK;

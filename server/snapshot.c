@@ -52,16 +52,12 @@ static bool capture(struct ejob *j, struct eshard *s, struct epending *p)
 /* Snapshots that completed, to hand over outside the locks. */
 static __thread struct epending *finished;
 
-/* After s reached a new version: capture it for snapshots of that step. */
-void eng_capture_due(struct ejob *j, struct eshard *s)
+/* Moves j's snapshots that have every shard they wait for to finished
+ * (caller holds j->cmu). */
+static void take_whole(struct ejob *j)
 {
-	size_t k = (size_t)s->idx;
-
-	pthread_mutex_lock(&j->cmu);
 	for (struct epending **pp = &j->pend; *pp;) {
 		struct epending *p = *pp;
-		if (p->step == s->version && k < p->n_shards && !p->got[k] && !capture(j, s, p))
-			zs_error("out of memory capturing a snapshot of job '%s'", j->name);
 		if (p->n_got == p->want) {
 			*pp = p->next;
 			p->next = finished;
@@ -70,6 +66,32 @@ void eng_capture_due(struct ejob *j, struct eshard *s)
 		}
 		pp = &p->next;
 	}
+}
+
+/* After s reached a new version: capture it for snapshots of that step. */
+void eng_capture_due(struct ejob *j, struct eshard *s)
+{
+	size_t k = (size_t)s->idx;
+
+	pthread_mutex_lock(&j->cmu);
+	for (struct epending *p = j->pend; p; p = p->next)
+		if (p->step == s->version && k < p->n_shards && !p->got[k] && !capture(j, s, p))
+			zs_error("out of memory capturing a snapshot of job '%s'", j->name);
+	take_whole(j);
+	pthread_mutex_unlock(&j->cmu);
+}
+
+void eng_capture_skip(struct ejob *j, struct eshard *s)
+{
+	size_t k = (size_t)s->idx;
+
+	pthread_mutex_lock(&j->cmu);
+	for (struct epending *p = j->pend; p; p = p->next)
+		if (k < p->n_shards && !p->got[k]) {
+			p->got[k] = true; /* not waited for any more */
+			p->want--;
+		}
+	take_whole(j);
 	pthread_mutex_unlock(&j->cmu);
 }
 
@@ -227,6 +249,7 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 	pthread_mutex_lock(&j->cmu);
 	p->next = j->pend;
 	j->pend = p;
+	take_whole(j); /* nothing to wait for here (new copies not seeded yet) */
 	pthread_mutex_unlock(&j->cmu);
 	/* capture the shards already at step (the rest on their update) */
 	for (uint32_t k = 0; k < p->n_shards; k++) {
