@@ -14,10 +14,11 @@
  * not acknowledge is still the op's (its buffer untouched) and goes again;
  * the new primary takes it as any push (or, if it applied that step as a
  * replica already, acknowledges it at once). A gather goes again and is
- * served at its step. What cannot go again: a gradient-accumulation
- * push's earlier micro-batches (their terms were acknowledged by the lost
- * server alone), so a unit with partial pushes in its step is not failed
- * over: the error stands and the job rolls back.
+ * served at its step. A gradient-accumulation push is acknowledged once
+ * every copy has its term in its reduction (server/replica.c), so the new
+ * primary has every partial push acknowledged before; it counts the
+ * rank's micro-batches of the step, so one sent again that the lost
+ * primary had forwarded before it died goes in once.
  */
 #include "client/trainer.h"
 
@@ -129,22 +130,6 @@ static struct zs_conn *conn_to(zs_trainer *t, uint64_t id)
 	return NULL;
 }
 
-/* Whether request i of op may go again (else why into err): not the last
- * push of a unit whose earlier micro-batches were on the lost server. */
-static bool may_resend(zs_op *op, uint32_t i, struct zs_error *err)
-{
-	zs_trainer *t = op->t;
-	const struct tr_rq *q = &op->rq[i];
-
-	if (q->src && !q->x.init && t->partial_at && q->x.unit < t->job.spec.layout.n_units &&
-	    t->partial_at[q->x.unit] == q->x.step + 1) {
-		zs_error_prefix(err, "unit %u had gradient-accumulation pushes of step %llu on the lost server (they cannot be sent again)",
-				q->x.unit, (unsigned long long)q->x.step);
-		return false;
-	}
-	return true;
-}
-
 /* Sends request i of op (its server lost, its request gone) to its shard's
  * primary in t's placement: true when sent, or a HPARAMS that needs no
  * sending (op->req[i] stays NULL). */
@@ -192,17 +177,17 @@ bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *
 	if (!q || (st != ZS_EUNAVAIL && st != ZS_ECANCELED && st != ZS_ENOTFOUND))
 		return false;
 	op->req[i] = NULL; /* its wait took it */
-	if (!may_resend(op, i, err))
-		return false;
 	lost = q->server;
 	if (tr_failover(t, lost, &ferr)) {
 		zs_error_prefix(err, "%s; after which", ferr.msg);
 		return false;
 	}
-	if (!resend(op, i, err))
-		return false;
+	/* this one with the others, in the order they were made (a rank's
+	 * partial pushes of a unit go in the order of their micro-batches) */
 	tr_failover_sweep(t, lost);
-	return true;
+	if (q->fin && q->fst)
+		zs_fail(err, q->fst, "%s", op->msg);
+	return op->req[i] || (q->fin && !q->fst);
 }
 
 /* Request i of op, on lost server's connection (shut down: it fails
@@ -225,7 +210,7 @@ static void sweep_req(zs_op *op, uint32_t i)
 		return;
 	}
 	if ((st == ZS_EUNAVAIL || st == ZS_ECANCELED || st == ZS_ENOTFOUND) &&
-	    may_resend(op, i, &err) && resend(op, i, &err)) {
+	    resend(op, i, &err)) {
 		if (!op->req[i]) { /* a HPARAMS: done */
 			q->fin = true;
 			q->fst = ZS_OK;
@@ -242,7 +227,11 @@ static void sweep_req(zs_op *op, uint32_t i)
 
 void tr_failover_sweep(zs_trainer *t, uint64_t lost)
 {
-	for (zs_op *op = t->live; op; op = op->live_next)
+	zs_op *oldest = t->live;
+
+	while (oldest && oldest->live_next) /* the list is newest first */
+		oldest = oldest->live_next;
+	for (zs_op *op = oldest; op; op = op->live_prev)
 		for (uint32_t i = op->done; i < op->n; i++)
 			if (op->rq[i].server == lost && !op->rq[i].fin)
 				sweep_req(op, i);

@@ -117,11 +117,14 @@ struct zs_trainer {
 	/* device mode (device.c); NULL: the driver's buffers are host memory */
 	struct tr_dev *dv;
 	/* failover (failover.c): connections to lost servers, shut down and
-	 * closed with the others (ops may still hold their requests); per
-	 * unit, 1 + the step of its last partial push (0: none) */
+	 * closed with the others (ops may still hold their requests) */
 	struct zs_conn **dead;
 	uint32_t n_dead;
+	/* per unit, 1 + the step of its last partial push (0: none) and the
+	 * partial pushes of that step so far: a push's micro-batch index,
+	 * which a server counts to take one sent again only once */
 	uint64_t *partial_at;
+	uint32_t *micro;
 	/* the ops whose requests may be sent again (those with rq), until
 	 * their last wait or the connections close: a failover sends all
 	 * that were on the lost server again at once */

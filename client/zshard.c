@@ -412,6 +412,7 @@ void zs_trainer_close(zs_trainer *t)
 	zs_job_release(&t->job);
 	free(t->regs);
 	free(t->partial_at);
+	free(t->micro);
 	pthread_mutex_destroy(&t->down_mu);
 	pthread_cond_destroy(&t->bcv);
 	free(t);
@@ -472,6 +473,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	uint32_t n = 0;
 	uint64_t moved = 0; /* elements the op moves */
 	zs_op *op;
+	uint32_t micro = 0;
 
 	*out = NULL;
 	if (u >= t->job.spec.layout.n_units)
@@ -490,13 +492,27 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	op = calloc(1, sizeof *op + n * (sizeof op->req[0] + sizeof *op->rq));
 	if (!op)
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
-	/* what each request is, to send it again after a failover (not a
-	 * partial push: its term would be missing from the sum) */
-	if (t->job.spec.replicas > 1 && !partial)
+	/* what each request is, to send it again after a failover */
+	if (t->job.spec.replicas > 1)
 		op->rq = (struct tr_rq *)&op->req[n];
-	if (partial && src && (t->partial_at || (t->partial_at = calloc(t->job.spec.layout.n_units,
-									sizeof *t->partial_at))))
+	if (partial && src && !t->partial_at) {
+		t->partial_at = calloc(t->job.spec.layout.n_units, sizeof *t->partial_at);
+		t->micro = calloc(t->job.spec.layout.n_units, sizeof *t->micro);
+		if (!t->partial_at || !t->micro) {
+			free(t->partial_at);
+			free(t->micro);
+			t->partial_at = NULL;
+			t->micro = NULL;
+			free(op);
+			return tr_fail(t, ZS_ENOMEM, "out of memory");
+		}
+	}
+	if (partial && src) {
+		if (t->partial_at[u] != step + 1)
+			t->micro[u] = 0;
 		t->partial_at[u] = step + 1;
+		micro = t->micro[u]++;
+	}
 	op->t = t;
 	op->unit = u;
 	op->step = step;
@@ -505,7 +521,8 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
 		const struct zs_shard *sh = &t->job.placement.shards[i];
 		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
-				    .step = step, .dtype = dt, .init = init, .partial = partial};
+				    .step = step, .dtype = dt, .init = init, .partial = partial,
+				    .micro = micro};
 		struct zs_error err = {0};
 		enum zs_status st;
 		if (!moves(sh, u, only))
@@ -521,6 +538,8 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 			 : zs_post_read(conn_of(t, sh->server_id), &x,
 					(uint8_t *)dst + sh->offset * dsz, &op->req[op->n], &err);
 		if (st == ZS_EAGAIN && op->n == 0) {
+			if (partial && src) /* not sent: its index is the next one's */
+				t->micro[u]--;
 			free(op);
 			return tr_fail(t, ZS_EAGAIN, "too many transfers in flight");
 		}

@@ -214,10 +214,17 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			      .replica = f->flags & ZS_WF_REPLICA,
 			      .seed = (f->flags & ZS_WF_SEED) && (f->flags & ZS_WF_REPLICA),
 			      .epoch = (f->flags & ZS_WF_REPLICA) ? f->aux : 0,
+			      .from = f->rank,
 			      .state_read = f->flags & ZS_WF_STATE,
 			      .state = (f->flags & ZS_WF_STATE) ? (int)(f->aux & 3) : -1};
 	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))
 		return zs_fail(err, ZS_EINVAL, "a state read is of array 0, 1 or 2, as f32");
+	if (x->partial && x->replica && !x->seed) { /* a forwarded partial push */
+		x->epoch = f->aux & 0xffffffffu;
+		x->micro = (uint32_t)(f->aux >> 32);
+	} else if (x->partial && !x->replica) {
+		x->micro = (uint32_t)f->aux;
+	}
 	return ZS_OK;
 }
 

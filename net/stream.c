@@ -352,6 +352,20 @@ enum zs_status zs_req_wait(struct zs_req *r, int timeout_ms, struct zs_error *er
 
 /* --------------------------------------------------------------- threads */
 
+/* A request's aux (net/wire.h): a state read's array; a replica write's
+ * placement epoch (a forwarded partial push: its low 32 bits, and the
+ * micro-batch above); a partial push's micro-batch. */
+static uint64_t wire_aux(const struct zs_xfer *x)
+{
+	if (x->state_read)
+		return (uint64_t)x->state;
+	if (x->replica && x->partial && !x->seed)
+		return (x->epoch & 0xffffffffu) | (uint64_t)x->micro << 32;
+	if (x->replica)
+		return x->epoch;
+	return x->partial ? x->micro : 0;
+}
+
 static void *sender_main(void *arg)
 {
 	struct zs_conn *c = arg;
@@ -379,15 +393,15 @@ static void *sender_main(void *arg)
 		f = (struct zs_frame){.op = r->op, .req_id = r->id, .job = c->job,
 				      .unit = r->x.unit, .offset = r->x.offset,
 				      .length = r->x.length, .step = r->x.step,
-				      .rank = c->rank, .dtype = (uint16_t)r->x.dtype,
+				      .rank = r->x.replica && r->x.partial && !r->x.seed
+					      ? r->x.from : c->rank,
+				      .dtype = (uint16_t)r->x.dtype,
 				      .flags = (uint16_t)((r->x.partial ? ZS_WF_PARTIAL : 0) |
 						   (r->x.init ? ZS_WF_INIT : 0) |
 						   (r->x.replica ? ZS_WF_REPLICA : 0) |
 						   (r->x.seed ? ZS_WF_SEED : 0) |
 						   (r->x.state_read ? ZS_WF_STATE : 0)),
-				      .aux = r->x.state_read ? (uint64_t)r->x.state
-					     : r->x.replica  ? r->x.epoch
-							     : 0};
+				      .aux = wire_aux(&r->x)};
 		with_payload = (r->op == ZS_OP_PUSH && c->h->inline_data) || r->internal ||
 			       r->op == ZS_OP_HPARAMS;
 		f.payload_len = with_payload ? r->bytes : 0;

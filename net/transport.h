@@ -60,7 +60,13 @@ struct zs_xfer {
 	uint64_t epoch;    /* replica writes: the sender's placement epoch
 			    * (in the frame's aux): a replica refuses another */
 	bool seed;         /* a replica write of the shard's whole state:
-			    * length is n_arrays x the shard's (ZS_WF_SEED) */
+			    * length is n_arrays x the shard's (ZS_WF_SEED);
+			    * with partial: taken mid-step, after partial
+			    * pushes of its step (the copy lacks their terms) */
+	uint32_t micro;    /* partial pushes: the rank's micro-batch index in
+			    * the step (0, 1, ...), so that one sent again
+			    * after a failover is not counted twice */
+	uint32_t from;     /* a forwarded partial push: its trainer's rank */
 };
 
 /* The rank an exporter says HELLO with: it may read, never push. */

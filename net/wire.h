@@ -33,6 +33,7 @@
  *                                          -> HELLO_OK(job) | ERROR
  *   GATHER(job, unit, offset, length, step)  -> GATHER_DATA(payload) | ERROR
  *   PUSH(job, unit, offset, length, step, payload) -> PUSH_ACK | ERROR
+ *        (flags PARTIAL: aux is the rank's micro-batch index in the step)
  *   rdma: HELLO(flags ONE_SIDED) -> HELLO_OK(aux: arena length); RDMA_QP(the
  *        client's queue pair) -> RDMA_QP(the server's, with the arena's
  *        address and key); then as shm, except that the client moves the
@@ -42,7 +43,11 @@
  *        PUSH(no payload) -> PUSH_ACK
  *   primary -> replica (server to server, rank ZS_RANK_PEER, tcp):
  *        [HPARAMS(the table in force)] PUSH(flags REPLICA, f32: the step's
- *        reduced gradient, whole shard) -> PUSH_ACK once applied
+ *        reduced gradient, whole shard) -> PUSH_ACK once applied;
+ *        PUSH(flags REPLICA | PARTIAL, the push's dtype: a trainer's
+ *        partial push as it landed; rank: that trainer's; aux: the epoch's
+ *        low 32 bits, the micro-batch index above) -> PUSH_ACK once in the
+ *        copy's reduction
  *   HPARAMS(job, step, payload: the groups' values, model/hparams.h)
  *                                          -> PUSH_ACK | ERROR
  *        inline on every transport, before the first push of the step

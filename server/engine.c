@@ -33,6 +33,7 @@ void eng_shard_release(struct engine *e, struct eshard *s)
 	free(s->acc);
 	free(s->bacc);
 	free(s->slot);
+	free(s->pcount);
 	free(s->repl_err);
 	free(s->seed);
 	pthread_mutex_destroy(&s->mu);
@@ -116,6 +117,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	if (!s->gpu) /* on the device: devshard.c's dbacc */
 		s->bacc = calloc(pad, sizeof *s->bacc);
 	s->slot = calloc(R, 1);
+	s->pcount = calloc(R, sizeof *s->pcount);
 	if (in_mem && arrays > 1)
 		s->s0 = calloc(pad, 4);
 	if (in_mem && arrays > 2)
@@ -128,7 +130,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 			       u->name, sh->index, pad * (4 + s->dsz));
 	if (s->gpu)
 		eng_dev_pin(e, s);
-	if (!s->acc || (!s->gpu && !s->bacc) || !s->slot ||
+	if (!s->acc || (!s->gpu && !s->bacc) || !s->slot || !s->pcount ||
 	    (in_mem && arrays > 1 && !s->s0) || (in_mem && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	e->bytes += pad * zs_server_bytes_per_elem(&j->spec, u);

@@ -118,6 +118,22 @@ struct eshard {
 	 * a lost primary was not done with */
 	struct eack { struct zs_sop *op; uint64_t step; } *acks;
 	size_t n_acks, cap_acks;
+	/* gradient accumulation with replicas (replica.c): every copy puts
+	 * each partial push in its reduction (its primary forwards them);
+	 * pcount: per rank, the partial pushes of the open step in it
+	 * (pterms: all ranks'), so that one sent again goes in once.
+	 * seed_gap (a copy): 1 + the step it was seeded in after partial
+	 * pushes of that step (their terms are not here; 0: none). A
+	 * primary: the copies it seeded so (unsettled), reported seeded once
+	 * that step's forward has reached them; peer_gen grows at every new
+	 * placement epoch (a partial push's forward then goes to the peers
+	 * of the new one). */
+	uint32_t *pcount;
+	uint32_t pterms;
+	uint64_t seed_gap;
+	struct { uint64_t peer, step; } unsettled[ZS_MAX_REPLICAS - 1];
+	uint32_t n_unsettled;
+	uint64_t peer_gen;
 };
 
 /* A snapshot in progress: shards are captured as they reach step. */
@@ -262,7 +278,17 @@ void eng_repl_seed(struct engine *e, struct ejob *j, struct eshard *s, uint64_t 
 enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
 			      const struct zs_xfer *x, void **dst, struct zs_error *err);
 void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const struct zs_xfer *x,
-		     struct zs_sop *op);
+		     void *dst, struct zs_sop *op);
+/* A replicated job's partial push (rank, x) landed in primary s at dst
+ * (its term in the reduction already, unless dup): forwarded to every copy
+ * from dst, acknowledged (op) and dst given back once all have it; at
+ * once with no copy (caller holds s->mu). */
+void eng_repl_partial(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
+		      const struct zs_xfer *x, void *dst, struct zs_sop *op);
+/* Whether partial push (rank, x) of s's open step may land now: ZS_OK
+ * (*dup: its term is in already), or why not (caller holds s->mu). */
+enum zs_status eng_partial_check(struct ejob *j, struct eshard *s, uint32_t rank,
+				 const struct zs_xfer *x, bool *dup, struct zs_error *err);
 /* A trainer's request reached replica s of j: true when a newer placement
  * (now taken) made it its shard's primary (caller holds no lock). */
 bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s);

@@ -87,6 +87,9 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 {
 	struct zs_error err = {0};
 	uint32_t n = 0, promoted = 0, primaries = 0, added = 0, held = j->n_shards;
+	/* epochs this server never took (stopped, cut off): a copy it holds
+	 * may have been dropped and placed again in them */
+	bool skipped;
 
 	for (uint32_t i = 0; i < job->placement.n_shards; i++)
 		n += job->placement.shards[i].server_id == server_id;
@@ -128,6 +131,7 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		added++;
 	}
 	pthread_mutex_lock(&e->mu);
+	skipped = job->placement.epoch > j->epoch + 1;
 	j->epoch = job->placement.epoch;
 	pthread_mutex_unlock(&e->mu);
 	for (uint32_t k = 0; k < j->n_shards; k++) {
@@ -140,10 +144,15 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		pthread_mutex_lock(&s->mu);
 		promoted += s->sh.copy && !sh->copy;
 		primaries += !sh->copy;
-		if (sh->fresh && !s->sh.fresh && s->ready && sh->copy)
+		/* a fresh copy in the new placement that this server had state
+		 * for: stale, unless it is the seeded copy the coordinator has
+		 * not marked so yet (fresh in the epoch before, none skipped;
+		 * forgetting a good one only costs a seed: its forwards ask) */
+		if (sh->fresh && s->ready && sh->copy && (!s->sh.fresh || skipped))
 			forget_state(e, j, s);
 		s->sh.fresh = sh->fresh;
 		s->sh.copy = sh->copy;
+		s->peer_gen++; /* partial pushes' forwards go to the new peers */
 		s->sh.copies = sh->copies;
 		n_was = s->n_peers;
 		memcpy(was, s->peer, sizeof was);

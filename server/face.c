@@ -303,7 +303,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		st = zs_fail(err, ZS_ESTATE,
 			     "unit '%s' has no parameters yet: rank 0 uploads them before step 0",
 			     eng_unit_name(j, x->unit));
-	} else if (j->spec.replicas > 1 && !x->partial && x->step + 1 == s->version) {
+	} else if (j->spec.replicas > 1 && x->step + 1 == s->version) {
 		/* sent again after a failover: its step is applied here (by
 		 * this server as a replica); acknowledged once on every copy */
 		st = land(e, j, s, x, dst, err);
@@ -314,6 +314,9 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 	} else if (s->slot[rank] != SLOT_EMPTY) {
 		st = zs_fail(err, ZS_EEXIST, "rank %u already pushed step %llu of unit '%s'", rank,
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit));
+	} else if (x->partial && j->spec.replicas > 1 &&
+		   (st = eng_partial_check(j, s, rank, x, NULL, err))) {
+		/* a micro-batch before the one it follows */
 	} else if (s->terms + s->n_landing >= ZS_BSUM_MAX_TERMS) {
 		st = zs_fail(err, ZS_ENOSPC,
 			     "unit '%s' has taken %u pushes in step %llu, the most one step's reduction takes",
@@ -391,6 +394,8 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 		s->repl_landing = false;
 		free(s->seed);
 		s->seed = NULL;
+	} else if (x->replica && x->partial) {
+		give_back = true; /* a forwarded partial push's landing buffer */
 	} else if (x->replica) {
 		if (x->step == s->version) /* not a forward sent again */
 			s->repl_landing = false;
@@ -445,7 +450,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	}
 	atomic_fetch_add(&e->bytes_in, x->length * (x->init || x->replica ? 4 : s->dsz));
 	if (x->replica && !x->init) {
-		eng_repl_landed(e, j, s, x, op);
+		eng_repl_landed(e, j, s, x, dst, op);
 		eng_job_unref(e, j);
 		return;
 	}
@@ -480,6 +485,25 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		}
 		zs_sop_done(op);
 		goto release;
+	}
+	if (x->partial && j->spec.replicas > 1) {
+		/* gradient accumulation with replicas: into the reduction
+		 * (once: one sent again after a failover may be in already),
+		 * then to every copy's before it is acknowledged */
+		bool dup = false;
+		eng_partial_check(j, s, rank, x, &dup, NULL);
+		if (!dup) {
+			eng_deposit(e, s, dst, x->dtype, s->piped, s->sh.length);
+			s->terms++;
+			s->pcount[rank]++;
+			s->pterms++;
+		}
+		s->n_landing--;
+		s->slot[rank] = SLOT_EMPTY;
+		eng_repl_partial(e, j, s, rank, x, dst, op);
+		pthread_mutex_unlock(&s->mu);
+		eng_job_unref(e, j);
+		return;
 	}
 	/* into the reduction at once, whoever it is from (what pipelining
 	 * took is in already), and the landing buffer goes back */

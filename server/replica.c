@@ -44,6 +44,15 @@ struct rtask {
 	uint64_t step, gen;
 	bool init;
 	bool seed;  /* the shard's whole state at step, to one new copy */
+	bool seed_mid; /* a seed taken after partial pushes of its step */
+	/* a trainer's partial push (gradient accumulation): its landing
+	 * buffer (given back at the end), whose acknowledgement waits */
+	bool partial;
+	void *buf;
+	enum zs_dtype dt;
+	uint32_t from, micro;
+	struct zs_sop *ack;
+	uint64_t peer_gen;
 	float *own; /* the initial parameters when they are not in s->master;
 		     * a seed's arrays */
 	/* the copies it goes to, as they were when it was posted */
@@ -159,9 +168,13 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 {
 	struct eshard *s = r->j->shards[r->shard];
 	struct zs_xfer x = {.unit = s->sh.unit, .offset = s->sh.offset,
-			    .length = s->sh.length, .step = r->step, .dtype = ZS_F32,
-			    .init = r->init, .replica = true, .seed = r->seed};
-	const float *src = r->init || r->seed ? (r->own ? r->own : s->master) : s->acc;
+			    .length = s->sh.length, .step = r->step,
+			    .dtype = r->partial ? r->dt : ZS_F32, .init = r->init, .replica = true,
+			    .seed = r->seed, .partial = r->partial || r->seed_mid,
+			    .from = r->from, .micro = r->micro};
+	const void *src = r->partial ? r->buf
+			  : r->init || r->seed ? (const void *)(r->own ? r->own : s->master)
+					       : s->acc;
 	uint8_t hp[ZS_HP_MAX_BYTES];
 	struct zs_hp_table t;
 	size_t hlen;
@@ -172,7 +185,7 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	pthread_mutex_unlock(&r->j->e->mu);
 	if (r->seed) /* master and the optimizer's arrays, one after the other */
 		x.length = s->sh.length * s->n_arrays;
-	hlen = !r->init && table_at(r->j, r->step, &t) ? zs_hp_encode(&t, hp) : 0;
+	hlen = !r->init && !r->partial && table_at(r->j, r->step, &t) ? zs_hp_encode(&t, hp) : 0;
 	for (uint32_t p = 0; p < r->n_peers && !st; p++) {
 		struct zs_conn *c = peer_conn(e, r->j, r->peer[p], err);
 		if (!c)
@@ -195,7 +208,7 @@ static bool moot(struct rtask *r)
 	if (atomic_load(&r->j->removed)) /* the job was dropped here */
 		return true;
 	pthread_mutex_lock(&s->mu);
-	m = r->gen != s->repl_gen;
+	m = r->gen != s->repl_gen || (r->partial && r->peer_gen != s->peer_gen);
 	if (r->seed) {
 		m = true;
 		for (uint32_t q = 0; q < s->n_peers; q++)
@@ -246,6 +259,71 @@ static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req
 	return st;
 }
 
+/* Copy peer of shard s has its state: told to the coordinator at the next
+ * heartbeat (from then on it may be promoted). */
+static void record_seeded(struct engine *e, struct ejob *j, struct eshard *s, uint64_t peer)
+{
+	pthread_mutex_lock(&e->mu);
+	if (e->n_seeded == e->cap_seeded) {
+		uint32_t nc = e->cap_seeded ? e->cap_seeded * 2 : 16;
+		struct zs_seeded *g = realloc(e->seeded, nc * sizeof *g);
+		if (g) {
+			e->seeded = g;
+			e->cap_seeded = nc;
+		}
+	}
+	if (e->n_seeded < e->cap_seeded) {
+		struct zs_seeded *d = &e->seeded[e->n_seeded++];
+		snprintf(d->job, sizeof d->job, "%s", j->name);
+		d->unit = s->sh.unit;
+		d->index = s->sh.index;
+		d->server_id = peer;
+	}
+	pthread_mutex_unlock(&e->mu);
+}
+
+static void enqueue(struct engine *e, struct ejob *j, struct eshard *s, struct rtask *r);
+
+/* The end of a partial push's forward: acknowledged when every copy has
+ * it; after a new placement epoch, sent to the copies of the new one
+ * (those that have it already take it once); else it fails. */
+static void partial_end(struct engine *e, struct rtask *r, enum zs_status st, const char *why)
+{
+	struct ejob *j = r->j;
+	struct eshard *s = j->shards[r->shard];
+	struct rtask *again = NULL;
+
+	pthread_mutex_lock(&s->mu);
+	if (st && r->gen == s->repl_gen && r->peer_gen != s->peer_gen && !s->sh.copy) {
+		if (s->n_peers && (again = calloc(1, sizeof *again))) {
+			*again = *r;
+			again->next = NULL;
+			again->n_peers = s->n_peers;
+			memcpy(again->peer, s->peer, sizeof again->peer);
+			again->peer_gen = s->peer_gen;
+			again->empty = 0;
+			enqueue(e, j, s, again); /* takes the buffer and the op */
+			r->buf = NULL;
+			r->ack = NULL;
+		} else if (!s->n_peers) {
+			st = ZS_OK; /* no copy left to give it to */
+		}
+	}
+	if (r->ack && !st) {
+		atomic_fetch_add(&e->repl_bytes, (uint64_t)s->sh.length * s->dsz * r->n_peers);
+		zs_sop_done(r->ack);
+	} else if (r->ack) {
+		zs_sop_fail(r->ack, st == ZS_ECANCELED ? ZS_ECANCELED : ZS_EUNAVAIL,
+			    "micro-batch %u of rank %u for unit '%s' shard %u is not on its replica: %s",
+			    r->micro, r->from, eng_unit_name(j, s->sh.unit), s->sh.index, why);
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (r->buf)
+		eng_land_put(e, r->buf);
+	r->buf = NULL;
+	r->ack = NULL;
+}
+
 /* Every copy has r's step (st ZS_OK), or will not (why): the shard goes on
  * (gathers of its version served, a deferred update run) or says why. */
 static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const char *why)
@@ -254,33 +332,35 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 	struct eshard *s = j->shards[r->shard];
 	struct held *rel = NULL;
 	size_t n_rel = 0;
+	uint64_t settled[ZS_MAX_REPLICAS - 1];
+	uint32_t n_settled = 0;
 
+	if (r->partial) {
+		partial_end(e, r, st, why);
+		return;
+	}
 	if (r->seed) { /* a new copy has the state (or not: its forwards say) */
-		pthread_mutex_lock(&e->mu);
-		if (!st && e->n_seeded == e->cap_seeded) {
-			uint32_t nc = e->cap_seeded ? e->cap_seeded * 2 : 16;
-			struct zs_seeded *g = realloc(e->seeded, nc * sizeof *g);
-			if (g) {
-				e->seeded = g;
-				e->cap_seeded = nc;
-			}
+		if (!st && r->seed_mid) {
+			/* not whole until the step it was taken in is applied
+			 * there: reported when that step's forward reaches it */
+			pthread_mutex_lock(&s->mu);
+			if (s->n_unsettled < ZS_MAX_REPLICAS - 1)
+				s->unsettled[s->n_unsettled++] = (typeof(s->unsettled[0])){r->peer[0],
+											   r->step};
+			pthread_mutex_unlock(&s->mu);
+		} else if (!st) {
+			record_seeded(e, j, s, r->peer[0]);
 		}
-		if (!st && e->n_seeded < e->cap_seeded) {
-			struct zs_seeded *d = &e->seeded[e->n_seeded++];
-			snprintf(d->job, sizeof d->job, "%s", j->name);
-			d->unit = s->sh.unit;
-			d->index = s->sh.index;
-			d->server_id = r->peer[0];
-		}
-		pthread_mutex_unlock(&e->mu);
 		if (st)
 			zs_error("job '%s': unit '%s' shard %u: the new copy on server %llu did not take its state: %s",
 				 j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
 				 (unsigned long long)r->peer[0], why);
 		else
-			zs_info("job '%s': unit '%s' shard %u: a new copy on server %llu has its state of step %llu",
+			zs_info("job '%s': unit '%s' shard %u: a new copy on server %llu has its state of step %llu%s",
 				j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
-				(unsigned long long)r->peer[0], (unsigned long long)r->step);
+				(unsigned long long)r->peer[0], (unsigned long long)r->step,
+				r->seed_mid ? " (taken mid-step: it may take over once that step is applied there)"
+					    : "");
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -304,16 +384,29 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		return;
 	}
 	s->repl_wait = false;
+	for (uint32_t u = 0; u < s->n_unsettled;) { /* copies seeded mid-step */
+		bool got = false;
+		for (uint32_t q = 0; q < r->n_peers && !got; q++)
+			got = r->peer[q] == s->unsettled[u].peer;
+		if (got && !r->init && s->unsettled[u].step <= r->step) {
+			settled[n_settled++] = s->unsettled[u].peer;
+			s->unsettled[u] = s->unsettled[--s->n_unsettled];
+		} else {
+			u++;
+		}
+	}
 	atomic_fetch_add(&e->repl_steps, 1);
 	atomic_fetch_add(&e->repl_bytes, (uint64_t)s->sh.length * 4 * s->n_peers);
 	eng_acks_flush(s);
 	if (s->apply_wait) { /* the next step's pushes are all in */
 		eng_step_complete(e, j, s); /* unlocks */
-		return;
+	} else {
+		eng_take_released(s, &rel, &n_rel);
+		pthread_mutex_unlock(&s->mu);
+		eng_serve_released(e, s, rel, n_rel);
 	}
-	eng_take_released(s, &rel, &n_rel);
-	pthread_mutex_unlock(&s->mu);
-	eng_serve_released(e, s, rel, n_rel);
+	for (uint32_t u = 0; u < n_settled; u++) /* e->mu: not under s->mu */
+		record_seeded(e, j, s, settled[u]);
 }
 
 static void task_free(struct engine *e, struct rtask *r)
@@ -468,7 +561,6 @@ static void *repl_main(void *arg)
 	return NULL;
 }
 
-static void enqueue(struct engine *e, struct ejob *j, struct eshard *s, struct rtask *r);
 
 void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool init, const float *m)
 {
@@ -531,10 +623,40 @@ static struct rtask *seed_task(struct engine *e, struct ejob *j, struct eshard *
 		return NULL;
 	}
 	r->seed = true;
+	r->seed_mid = s->pterms > 0; /* their terms are not in the state */
 	r->step = s->version;
 	r->peer[0] = peer;
 	r->n_peers = 1;
 	return r;
+}
+
+void eng_repl_partial(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
+		      const struct zs_xfer *x, void *dst, struct zs_sop *op)
+{
+	struct rtask *r = s->n_peers && e->repl ? calloc(1, sizeof *r) : NULL;
+
+	if (!s->n_peers || !e->repl) { /* no copy (left): in, and done */
+		eng_land_put(e, dst);
+		zs_sop_done(op);
+		return;
+	}
+	if (!r) {
+		eng_land_put(e, dst);
+		zs_sop_fail(op, ZS_ENOMEM, "out of memory forwarding a push of unit '%s'",
+			    eng_unit_name(j, s->sh.unit));
+		return;
+	}
+	r->partial = true;
+	r->buf = dst;
+	r->ack = op;
+	r->dt = x->dtype;
+	r->from = rank;
+	r->micro = x->micro;
+	r->step = x->step;
+	r->n_peers = s->n_peers;
+	memcpy(r->peer, s->peer, sizeof r->peer);
+	r->peer_gen = s->peer_gen;
+	enqueue(e, j, s, r);
 }
 
 void eng_repl_seed(struct engine *e, struct ejob *j, struct eshard *s, uint64_t peer)

@@ -4,9 +4,63 @@
  * the mean gradient and are applied with the primary's code, then
  * acknowledged; a forward sent again for a step already applied is
  * acknowledged at once; a seed (a rebuild) brings a new copy's whole
- * state at a step.
+ * state at a step. A trainer's partial push (gradient accumulation),
+ * forwarded as it landed, goes into the copy's own reduction, as it did
+ * into the primary's: a promoted copy has every term acknowledged.
  */
 #include "server/engine_int.h"
+
+enum zs_status eng_partial_check(struct ejob *j, struct eshard *s, uint32_t rank,
+				 const struct zs_xfer *x, bool *dup, struct zs_error *err)
+{
+	if (dup)
+		*dup = false;
+	if (rank >= j->spec.world_size)
+		return zs_fail(err, ZS_EINVAL, "a partial push from rank %u of a job of %u", rank,
+			       j->spec.world_size);
+	if (x->micro < s->pcount[rank]) { /* sent again: its term is in */
+		if (dup)
+			*dup = true;
+		return ZS_OK;
+	}
+	if (x->micro > s->pcount[rank])
+		return zs_fail(err, ZS_ESTATE,
+			       "micro-batch %u of rank %u in step %llu of unit '%s' came before micro-batch %u",
+			       x->micro, rank, (unsigned long long)x->step,
+			       eng_unit_name(j, x->unit), s->pcount[rank]);
+	return ZS_OK;
+}
+
+/* A forwarded partial push's destination (caller holds s->mu). */
+static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct eshard *s,
+				    const struct zs_xfer *x, void **dst, struct zs_error *err)
+{
+	enum zs_status st;
+
+	if (x->dtype != s->dt)
+		return zs_fail(err, ZS_EINVAL, "unit '%s' takes %s gradients, not %s",
+			       eng_unit_name(j, x->unit), zs_dtype_name(s->dt),
+			       zs_dtype_name(x->dtype));
+	if (!s->ready) /* ZS_ENOTFOUND: its primary seeds it, then again */
+		return zs_fail(err, ZS_ENOTFOUND,
+			       "unit '%s' shard %u has no state here yet (a new or restarted copy)",
+			       eng_unit_name(j, x->unit), s->sh.index);
+	if (x->step > s->version)
+		return zs_fail(err, ZS_ESTATE,
+			       "a partial push of step %llu for unit '%s' shard %u, which is at step %llu",
+			       (unsigned long long)x->step, eng_unit_name(j, x->unit), s->sh.index,
+			       (unsigned long long)s->version);
+	/* one of an applied step, of the step it was seeded in past (its
+	 * terms are in the seed's state's future), or in already: taken and
+	 * dropped at its landing */
+	if (x->step == s->version && s->seed_gap != x->step + 1 &&
+	    (st = eng_partial_check(j, s, x->from, x, NULL, err)))
+		return st;
+	if (!(*dst = eng_land_get(e, s->sh.length * s->dsz, true)))
+		return zs_fail(err, ZS_ENOMEM, "out of memory for a push of unit '%s'",
+			       eng_unit_name(j, x->unit));
+	return ZS_OK;
+}
 
 enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
 			      const struct zs_xfer *x, void **dst, struct zs_error *err)
@@ -27,21 +81,31 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		return zs_fail(err, ZS_EINVAL,
 			       "unit '%s' shard %u is the primary here, not a replica: placements disagree",
 			       eng_unit_name(j, x->unit), s->sh.index);
-	if (x->dtype != ZS_F32 || x->partial)
+	if ((x->dtype != ZS_F32 && !(x->partial && !x->seed)) || (x->partial && x->init))
 		return zs_fail(err, ZS_EINVAL, "a forward is f32, whole");
 	pthread_mutex_lock(&e->mu);
 	epoch = j->epoch;
 	pthread_mutex_unlock(&e->mu);
+	if (x->partial && !x->seed) /* a trainer's partial push: 32 bits of it */
+		epoch &= 0xffffffffu;
 	if (x->epoch != epoch) /* a deposed primary (cut off, then back) */
 		return zs_fail(err, ZS_ESTATE,
 			       "a forward of placement epoch %llu: this server holds epoch %llu of job '%s'",
 			       (unsigned long long)x->epoch, (unsigned long long)epoch, j->name);
 	pthread_mutex_lock(&s->mu);
-	if (x->seed) {
-		/* a new copy's whole state (a rebuild), once */
-		if (s->ready || s->repl_landing || s->init_landing)
-			st = zs_fail(err, ZS_EEXIST, "unit '%s' shard %u has its state already",
-				     eng_unit_name(j, x->unit), s->sh.index);
+	if (x->partial && !x->seed) {
+		st = partial_begin(e, j, s, x, dst, err);
+	} else if (x->seed) {
+		/* a new copy's whole state (a rebuild). One with state takes it
+		 * too unless that state is of a later step: a primary promoted
+		 * after its predecessor seeded the copy (the coordinator did not
+		 * hear of it) seeds it again, and the fenced epoch makes the
+		 * sender this shard's primary */
+		if (s->repl_landing || s->init_landing || (s->ready && x->step < s->version))
+			st = zs_fail(err, ZS_EEXIST,
+				     "unit '%s' shard %u has its state of step %llu already (a seed of step %llu)",
+				     eng_unit_name(j, x->unit), s->sh.index,
+				     (unsigned long long)s->version, (unsigned long long)x->step);
 		else if (!(s->seed = malloc(x->length * 4)))
 			st = zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'",
 				     eng_unit_name(j, x->unit));
@@ -81,12 +145,28 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 }
 
 void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const struct zs_xfer *x,
-		     struct zs_sop *op)
+		     void *dst, struct zs_sop *op)
 {
 	struct held *rel = NULL;
 	size_t n_rel = 0;
 
 	pthread_mutex_lock(&s->mu);
+	if (x->partial && !x->seed) {
+		bool dup = true;
+		if (x->step == s->version && s->seed_gap != x->step + 1 &&
+		    eng_partial_check(j, s, x->from, x, &dup, NULL))
+			dup = true; /* cannot be: its begin checked the order */
+		if (!dup) {
+			eng_deposit(e, s, dst, x->dtype, 0, s->sh.length);
+			s->terms++;
+			s->pcount[x->from]++;
+			s->pterms++;
+		}
+		pthread_mutex_unlock(&s->mu);
+		eng_land_put(e, dst);
+		zs_sop_done(op);
+		return;
+	}
 	if (x->seed) {
 		size_t n = s->sh.length;
 		s->repl_landing = false;
@@ -99,6 +179,10 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 				zs_convert_from_f32(s->copy, s->dt, s->seed, n);
 			s->version = x->step;
 			s->ready = true;
+			/* taken after partial pushes of its step: their terms are
+			 * not here (the copy is not promoted until that step is) */
+			eng_step_discard(e, j, s);
+			s->seed_gap = x->partial ? x->step + 1 : 0;
 			zs_sop_done(op);
 		}
 		free(s->seed);
@@ -114,6 +198,8 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 	s->repl_landing = false;
 	if (s->gpu)
 		eng_dev_acc_in(e, s);
+	if (s->terms) /* partial pushes' terms: the primary's mean has them */
+		eng_reduction_clear(e, s);
 	eng_apply(e, j, s, 1.0f, &rel, &n_rel);
 	zs_sop_done(op); /* applied: now the primary may go on */
 	pthread_mutex_unlock(&s->mu);

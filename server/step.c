@@ -46,6 +46,9 @@ void eng_reduction_clear(struct engine *e, struct eshard *s)
 void eng_step_discard(struct engine *e, struct ejob *j, struct eshard *s)
 {
 	eng_reduction_clear(e, s);
+	memset(s->pcount, 0, j->spec.world_size * sizeof *s->pcount);
+	s->pterms = 0;
+	s->seed_gap = 0;
 	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 	s->full = 0;
 	s->reduced = false;
@@ -125,6 +128,12 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	s->terms = 0;
 	s->reduced = false;
 	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
+	if (s->pterms) {
+		memset(s->pcount, 0, j->spec.world_size * sizeof *s->pcount);
+		s->pterms = 0;
+	}
+	if (s->seed_gap && s->seed_gap < s->version + 1)
+		s->seed_gap = 0; /* the step it lacked terms of is applied */
 	atomic_fetch_add(&e->steps, 1);
 	*rel = NULL;
 	*n_rel = 0;

@@ -287,11 +287,16 @@ void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps)
 
 void train_ranks(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1)
 {
+	train_ranks_k(x, R, t0, t1, 1);
+}
+
+void train_ranks_k(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1, uint32_t K)
+{
 	pthread_t *th = calloc(R, sizeof *th);
 	for (uint32_t r = 0; r < R; r++) {
 		x[r].t0 = t0;
 		x[r].t1 = t1;
-		x[r].K = 1;
+		x[r].K = K;
 		pthread_create(&th[r], NULL, train, &x[r]);
 	}
 	for (uint32_t r = 0; r < R; r++) {

@@ -98,6 +98,9 @@ void train_oracle(const char *name, uint32_t R, const char *transport,
 		  enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip, int sched);
 void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps);
 void train_ranks(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1);
+/* The same with K micro-batches per step (K - 1 partial pushes, then the
+ * last) */
+void train_ranks_k(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1, uint32_t K);
 void fetch_all(zs_trainer *t, uint64_t step, float **out);
 void wait_restored(struct zs_coord_client *c, const char *job, struct zs_job *j);
 /* Restarts server i, with ZSHARD_FAULT=fault when not NULL. */
