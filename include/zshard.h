@@ -151,9 +151,12 @@ int zs_push(zs_trainer *t, unsigned unit, unsigned long long step, const void *g
 
 /*
  * Gradient accumulation: push a micro-batch's gradient as partial; the
- * server adds it to this rank's sum for (unit, step), and the rank's next
- * plain zs_push completes it. Partial pushes of one unit must not overlap
- * in flight (wait each before the next) so they are summed in order.
+ * server adds it to the step's reduction for (unit, step), and the rank's
+ * next plain zs_push completes its share. Partial pushes of one unit must
+ * not overlap in flight (wait each before the next): each carries its
+ * index among the rank's micro-batches of the step. In a replicated job
+ * the op completes once every copy has the term, so a lost server loses
+ * none (the trainer sends what was unacknowledged again after a failover).
  */
 int zs_push_partial(zs_trainer *t, unsigned unit, unsigned long long step,
 		    const void *grad, zs_op **op);
