@@ -14,8 +14,9 @@
  * NVMe tier's file I/O and double buffer), snapshot.c (capture at a
  * checkpoint's step, snapshots and restore), landing.c (the buffers pushes
  * land in), replica.c (a primary's forwards to its shard's other copies,
- * seeds of new copies, and a replicated job's durable acknowledgements),
- * replica_in.c (a copy taking them), epoch.c (a new placement epoch taken
+ * partial pushes included, and seeds of new copies), acks.c (a replicated
+ * job's durable acknowledgements), replica_in.c (a copy taking the
+ * forwards), epoch.c (a new placement epoch taken
  * in place: failover, rebuild), clip.c (global-norm clipping: the norm
  * exchange and the update it lets go).
  */
@@ -251,7 +252,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 			      const struct zs_shard *sh, struct zs_error *err);
 void eng_shard_release(struct engine *e, struct eshard *s);
 
-/* replica.c */
+/* acks.c */
 /* A replicated job's push of step landed (caller holds s->mu): kept until
  * that step is on every copy; false when out of memory (answer it now). */
 bool eng_ack_later(struct eshard *s, struct zs_sop *op, uint64_t step);
@@ -260,6 +261,8 @@ bool eng_ack_later(struct eshard *s, struct zs_sop *op, uint64_t step);
 void eng_acks_flush(struct eshard *s);
 /* Fails every kept push (a restore, a failed forward, the shard dropped). */
 void eng_acks_fail(struct eshard *s, enum zs_status st, const char *why);
+
+/* replica.c */
 /* j's shards take placement job's roles in place (a replica promoted,
  * peers gone): ZS_OK; ZS_ESTATE when the shards here differ (the caller
  * then starts over). Caller holds no lock. */

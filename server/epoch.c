@@ -152,11 +152,21 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 			forget_state(e, j, s);
 		s->sh.fresh = sh->fresh;
 		s->sh.copy = sh->copy;
-		s->peer_gen++; /* partial pushes' forwards go to the new peers */
 		s->sh.copies = sh->copies;
 		n_was = s->n_peers;
 		memcpy(was, s->peer, sizeof was);
 		eng_shard_peers(s, &job->placement);
+		{ /* other peers: partial pushes' forwards go to the new ones */
+			bool same = n_was == s->n_peers;
+			for (uint32_t q = 0; q < s->n_peers && same; q++) {
+				bool in = false;
+				for (uint32_t w = 0; w < n_was && !in; w++)
+					in = was[w] == s->peer[q];
+				same = in;
+			}
+			if (!same)
+				s->peer_gen++;
+		}
 		/* a new copy of a primary with parameters: its whole state first,
 		 * ahead of the forwards that follow on the same connection. New:
 		 * fresh in the placement (a copy that was one before, the

@@ -30,8 +30,10 @@
  * that answers a forward that it has no state is seeded then.
  *
  * A replicated job's pushes are acknowledged once their step is on every
- * copy (the acks, below), so what a lost primary had not acknowledged is
- * still the trainer's to send again (client/failover.c).
+ * copy (acks.c), so what a lost primary had not acknowledged is still the
+ * trainer's to send again (client/failover.c). A partial push (gradient
+ * accumulation) is forwarded as it landed and acknowledged once every
+ * copy has its term (eng_repl_partial).
  */
 #include "server/engine_int.h"
 
@@ -758,40 +760,4 @@ void eng_repl_stop(struct engine *e)
 	pthread_cond_destroy(&q->cv);
 	pthread_mutex_destroy(&q->mu);
 	free(q);
-}
-
-/* ------------------------------------------------------------ the acks */
-
-bool eng_ack_later(struct eshard *s, struct zs_sop *op, uint64_t step)
-{
-	if (s->n_acks == s->cap_acks) {
-		size_t nc = s->cap_acks ? s->cap_acks * 2 : 8;
-		struct eack *g = realloc(s->acks, nc * sizeof *g);
-		if (!g)
-			return false;
-		s->acks = g;
-		s->cap_acks = nc;
-	}
-	s->acks[s->n_acks++] = (struct eack){op, step};
-	return true;
-}
-
-void eng_acks_flush(struct eshard *s)
-{
-	uint64_t frontier = s->version - (s->repl_wait && s->version ? 1 : 0);
-	size_t keep = 0;
-
-	for (size_t i = 0; i < s->n_acks; i++)
-		if (s->acks[i].step < frontier)
-			zs_sop_done(s->acks[i].op);
-		else
-			s->acks[keep++] = s->acks[i];
-	s->n_acks = keep;
-}
-
-void eng_acks_fail(struct eshard *s, enum zs_status st, const char *why)
-{
-	for (size_t i = 0; i < s->n_acks; i++)
-		zs_sop_fail(s->acks[i].op, st, "%s", why);
-	s->n_acks = 0;
 }
