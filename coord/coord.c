@@ -235,6 +235,7 @@ serve:
 clean_rpc:
 	coord_metrics_stop(c);
 	zs_rpc_server_free(c->rpc);
+	coord_lead_close(c);
 	coord_metrics_free(c);
 clean_state:
 	coord_free_state(c);
@@ -271,6 +272,7 @@ void coord_free(struct coord *c)
 	coord_drop_comms(c);
 	pthread_mutex_unlock(&c->mu);
 	zs_rpc_server_free(c->rpc);
+	coord_lead_close(c); /* no call uses the etcd client any more */
 	coord_metrics_free(c); /* the RPC server's observer is gone with it */
 	zs_kv_close(c->kv);
 	if (c->lock_fd >= 0)

@@ -256,6 +256,10 @@ void coord_lead_stop(struct coord *c)
 		zs_warn("cannot hand the lead over (the next leader waits out the lease): %s",
 			err.msg);
 	atomic_store(&c->leading, 0);
+}
+
+void coord_lead_close(struct coord *c)
+{
 	zs_etcd_close(c->etcd);
 	c->etcd = NULL;
 }

@@ -160,8 +160,11 @@ struct coord {
  * prefix (NULL: /zshard), a lease of lease_s seconds (0: 5). */
 enum zs_status coord_lead_start(struct coord *c, const char *endpoints, const char *prefix,
 				uint32_t lease_s, struct zs_error *err);
-/* Stops campaigning; a leader hands over (revokes its lease). */
+/* Stops campaigning; a leader hands over (revokes its lease). The etcd
+ * client stays for a call still being handled: coord_lead_close, once the
+ * RPC server is gone. */
 void coord_lead_stop(struct coord *c);
+void coord_lead_close(struct coord *c);
 /* The RPC gate: a standby refuses every call, naming the leader. */
 bool coord_gate(void *ctx, size_t method, struct zs_rpc_call *call);
 /* The lead is gone (a fenced write, a lease not renewed): stop serving. */

@@ -131,6 +131,10 @@ struct eshard {
 	 * of the new one). */
 	uint32_t *pcount;
 	uint32_t pterms;
+	/* 1 + the step whose mean gradient acc holds, as the optimizer took
+	 * it (0: none known; a seed, a restore): a copy promoted sends its
+	 * last step again, from acc, to a fellow copy that missed it */
+	uint64_t acc_of;
 	uint64_t seed_gap;
 	struct { uint64_t peer, step; } unsettled[ZS_MAX_REPLICAS - 1];
 	uint32_t n_unsettled;

@@ -141,8 +141,10 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		size_t n_rel = 0;
 		uint64_t was[ZS_MAX_REPLICAS - 1];
 		uint32_t n_was;
+		bool now_primary;
 		pthread_mutex_lock(&s->mu);
-		promoted += s->sh.copy && !sh->copy;
+		now_primary = s->sh.copy && !sh->copy;
+		promoted += now_primary;
 		primaries += !sh->copy;
 		/* a fresh copy in the new placement that this server had state
 		 * for: stale, unless it is the seeded copy the coordinator has
@@ -202,6 +204,13 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 				}
 				eng_take_released(s, &rel, &n_rel);
 			}
+		} else if (now_primary && s->n_peers && s->ready && s->version &&
+			   s->acc_of == s->version) {
+			/* its last step, again, to every copy: one that missed it
+			 * (the lost primary died forwarding it; with three copies)
+			 * applies it, the others acknowledge it as applied; until
+			 * then the next step's update waits, as after any step */
+			eng_repl_queue(e, j, s, false, NULL);
 		}
 		pthread_mutex_unlock(&s->mu);
 		eng_serve_released(e, s, rel, n_rel);

@@ -193,6 +193,7 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 	struct ejob *j = job_by_name(e, job);
 	struct epending *p;
 	enum zs_status st = ZS_OK;
+	uint32_t n;
 
 	if (!j)
 		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
@@ -246,13 +247,14 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 		eng_job_unref(e, j);
 		return st;
 	}
+	n = p->n_shards; /* once registered, p is another thread's to finish */
 	pthread_mutex_lock(&j->cmu);
 	p->next = j->pend;
 	j->pend = p;
 	take_whole(j); /* nothing to wait for here (new copies not seeded yet) */
 	pthread_mutex_unlock(&j->cmu);
 	/* capture the shards already at step (the rest on their update) */
-	for (uint32_t k = 0; k < p->n_shards; k++) {
+	for (uint32_t k = 0; k < n; k++) {
 		struct eshard *s = j->shards[k];
 		pthread_mutex_lock(&s->mu);
 		if (s->version == step)

@@ -49,6 +49,7 @@ void eng_step_discard(struct engine *e, struct ejob *j, struct eshard *s)
 	memset(s->pcount, 0, j->spec.world_size * sizeof *s->pcount);
 	s->pterms = 0;
 	s->seed_gap = 0;
+	s->acc_of = 0;
 	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 	s->full = 0;
 	s->reduced = false;
@@ -122,6 +123,7 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		account_step(j, s, s->version);
 	else
 		s->red_ns = s->opt_ns = 0;
+	s->acc_of = s->version + 1;
 	s->version++;
 	eng_capture_due(j, s);
 	s->full = 0;
