@@ -422,10 +422,11 @@ gpt: $(BINS) $(LIBZS_SO) torch-venv
 FAULTS ?= --trials 30
 CHECK_FAULTS ?= --seed 1 --trial trainer:25 --trial server:35 --trial coordinator:15 --trial stop:30 \
 	--trial pause:20 --trial partition:40 --trial server:4 --trial tpause:30
-# replicated shards, a job that clips gradients: a server killed, a server
+# replicated shards, a job that clips gradients and accumulates them over
+# 3 micro-batches (partial pushes): a server killed, a server
 # stopped past its lease, one cut off past it (no rollback either), two
 # servers killed at once (the checkpoint rollback)
-CHECK_FAULTS_REPLICAS ?= --replicas 2 --servers 3 --clip --seed 1 --steps 150 --trial server:40 \
+CHECK_FAULTS_REPLICAS ?= --replicas 2 --servers 3 --clip --accum 3 --seed 1 --steps 150 --trial server:40 \
 	--trial pause:70 --trial partition:50 --trial server2:100 --trial server:12
 # and the same with three coordinators on a 3-member etcd cluster: the
 # leader killed, the leader stopped past its lease, an etcd member killed,

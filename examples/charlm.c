@@ -44,6 +44,9 @@ enum { V = 256, D = 64, CTX = 3, IN = CTX * D, MAXL = 64 };
  * hidden width (--hidden); each unit of the job holds LPU consecutive
  * layers (--layers-per-unit). */
 static int H = 256, LPU = 1, NL = 4;
+/* micro-batches per step (--micro-batches): all but the last pushed as
+ * partial (gradient accumulation), each a batch of its own */
+static int MB = 1;
 
 static unsigned long long layer_numel(int l)
 {
@@ -392,6 +395,45 @@ static void log_step(FILE *f, zs_trainer *t)
 		s.peak_param_bytes, s.peak_grad_bytes, s.rss_peak_bytes);
 }
 
+/*
+ * Gradient accumulation (--micro-batches K > 1): the step's first K - 1
+ * micro-batches, each a forward and backward over the units gathered
+ * apart from the step driver, its gradient pushed partial (each waited,
+ * so that a unit's go in in order); then the last one's batch is sampled
+ * for the step driver. A micro-batch's data depends on rank, step and
+ * index only. pu, gu: NU unit buffers each.
+ */
+static int partial_passes(zs_trainer *t, uint64_t step, struct work *w, const struct data *d,
+			  float **pu, float **gu)
+{
+	unsigned rank = zs_trainer_rank(t);
+	float *lp[MAXL], *lg[MAXL];
+	int rc = 0, NU = n_units();
+
+	for (int mb = 0; mb + 1 < MB && !rc; mb++) {
+		sample(w, d, rank, step * (uint64_t)MB + (uint64_t)mb);
+		for (int u = 0; u < NU && !rc; u++) {
+			zs_op *op;
+			if (!(rc = zs_gather(t, (unsigned)u, step, pu[u], &op)))
+				rc = zs_op_wait(op, -1);
+			layer_ptrs(u, pu[u], lp);
+			layer_ptrs(u, gu[u], lg);
+		}
+		for (int l = 0; !rc && l < NL; l++)
+			forward(l, lp[l], w);
+		for (int l = NL - 1; !rc && l >= 0; l--)
+			backward(l, lp[l], w, lg[l]);
+		for (int u = NU - 1; u >= 0 && !rc; u--) {
+			zs_op *op;
+			if (!(rc = zs_push_partial(t, (unsigned)u, step, gu[u], &op)))
+				rc = zs_op_wait(op, -1);
+		}
+	}
+	if (!rc)
+		sample(w, d, rank, step * (uint64_t)MB + (uint64_t)MB - 1);
+	return rc;
+}
+
 /* compute: 0 runs the step driver alone (gathers and pushes of zero
  * gradients, no model): the step's communication without its compute */
 static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
@@ -404,6 +446,7 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 	int rc = 0, resumes = 0;
 	struct work w;
 	double t0 = now(), first_loss = -1, loss = 0;
+	float *pu[MAXL] = {0}, *gu[MAXL] = {0}; /* the micro-batches' units */
 
 	if ((int)zs_trainer_units(t) != NU) {
 		fprintf(stderr, "charlm: the job has %u units, this model %d (--layers-per-unit %d)\n",
@@ -429,6 +472,10 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 	for (unsigned k = 0; k < n_groups; k++)
 		zs_trainer_hparams(t, k, &base[k], &clip);
 	work_init(&w, B);
+	for (int u = 0; MB > 1 && u < NU; u++) {
+		pu[u] = malloc(sizeof(float) * unit_numel(u));
+		gu[u] = malloc(sizeof(float) * unit_numel(u));
+	}
 	if (zs_trainer_set_policy(t, pol))
 		goto fail;
 	/* where the job's state comes from: a checkpoint it was restored or
@@ -492,6 +539,8 @@ again:
 			if ((rc = zs_set_hparams(t, step, hp, n_groups, clip)))
 				goto fail;
 		}
+		if (MB > 1 && compute && (rc = partial_passes(t, step, &w, d, pu, gu)))
+			goto fail;
 		for (int u = 0; u < NU; u++) { /* forward: the window gathers ahead */
 			if ((rc = zs_unit_params(t, (unsigned)u, 0, &p)))
 				goto fail;
@@ -568,6 +617,10 @@ again:
 		if (bad)
 			goto fail;
 	}
+	for (int u = 0; u < NU; u++) {
+		free(pu[u]);
+		free(gu[u]);
+	}
 	work_free(&w);
 	return 0;
 fail:
@@ -577,6 +630,10 @@ fail:
 		goto again;
 	}
 	fprintf(stderr, "charlm rank %u: %s\n", rank, zs_trainer_error(t));
+	for (int u = 0; u < NU; u++) {
+		free(pu[u]);
+		free(gu[u]);
+	}
 	work_free(&w);
 	return 1;
 }
@@ -661,6 +718,7 @@ int main(int argc, char **argv)
 		{"push-depth", required_argument, NULL, 'D'},
 		{"schedule", required_argument, NULL, 'C'},    {"warmup", required_argument, NULL, 'W'},
 		{"total", required_argument, NULL, 'T'},
+		{"micro-batches", required_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},              {0},
 	};
 	const char *coord = getenv("ZSHARD_COORDINATOR"), *job = "charlm", *transport = NULL;
@@ -713,12 +771,14 @@ int main(int argc, char **argv)
 			break;
 		case 'W': WARMUP = strtoull(optarg, NULL, 10); break;
 		case 'T': total = strtoull(optarg, NULL, 10); break;
+		case 'm': MB = atoi(optarg); break;
 		case 'h':
 			printf("usage: charlm --coordinator ADDR [--job charlm] --rank R [--steps N] [--batch B]\n"
 			       "              [--transport auto|tcp|shm] [--print-every K] [--dump FILE]\n"
 			       "              [--prefetch N] [--max-live-bytes B] [--keep-until-backward]\n"
 			       "              [--push-depth D] [--no-compute] [--step-log FILE]\n"
 			       "              [--schedule cosine|constant] [--warmup N] [--total N]\n"
+			       "              [--micro-batches K]\n"
 			       "       charlm --reference [--spec FILE] --world R [--steps N] [--dump FILE]\n"
 			       "       charlm --local [--steps N] [--batch B] [--step-log FILE]\n"
 			       "       charlm --print-spec [--job NAME] [--world R] [--stage S]\n"
@@ -729,8 +789,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (B < 1 || B > 4096 || world < 1 || H < 1 || H > 16384 || NL < 4 || NL > MAXL ||
-	    LPU < 1 || LPU > NL || stage < 1 || stage > 3) {
-		fprintf(stderr, "charlm: bad --batch, --world, --hidden (1..16384), --depth (1..%d), --layers-per-unit (1..layers) or --stage\n",
+	    LPU < 1 || LPU > NL || stage < 1 || stage > 3 || MB < 1 || MB > 64) {
+		fprintf(stderr, "charlm: bad --batch, --world, --hidden (1..16384), --depth (1..%d), --layers-per-unit (1..layers), --stage or --micro-batches (1..64)\n",
 			MAXL - 3);
 		return 2;
 	}

@@ -264,6 +264,8 @@ class Cluster:
         argv = [os.path.join(BIN, "charlm"), "--coordinator", self.coord_addr, "--job", self.job,
                 "--rank", str(r), "--steps", str(self.a.steps), "--batch", str(self.a.batch),
                 "--print-every", "1", "--transport", "tcp"]
+        if getattr(self.a, "accum", 1) > 1:
+            argv += ["--micro-batches", str(self.a.accum)]
         return argv
 
     def ctl(self, *args, check=True):
@@ -597,6 +599,9 @@ def main():
                     help="copies of each shard (2, 3: a lost server costs no step)")
     ap.add_argument("--clip", action="store_true",
                     help="the job clips gradients (global-norm exchange at every step)")
+    ap.add_argument("--accum", type=int, default=1,
+                    help="micro-batches per step: all but the last pushed partial (gradient "
+                         "accumulation)")
     ap.add_argument("--trial", action="append", default=[],
                     help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
     a = ap.parse_args()
@@ -631,7 +636,8 @@ def main():
           % (seed, len(plan), a.servers, a.ranks, a.steps, a.batch, a.every,
              "; 3 coordinators on a 3-member etcd cluster" if a.etcd else "",
              "; %d copies of each shard" % a.replicas if a.replicas > 1 else "",
-             "; gradients clipped" if a.clip and not a.etcd else ""), flush=True)
+             "; gradients clipped" if a.clip and not a.etcd else "") +
+          ("; %d micro-batches a step" % a.accum if a.accum > 1 else ""), flush=True)
     base = run_trial(a, None, 0, "baseline")
     if not base["ok"]:
         print("faults: the fault-free run failed: %s" % base["why"])
