@@ -177,7 +177,7 @@ $(BUILD)/obj/math/%.o $(BUILD)/pic/math/%.o $(BUILD)/obj/base/dtype.o $(BUILD)/p
 # and so do the memory-bound baselines the benchmarks hold them against
 $(BUILD)/obj/bench/baselines.o $(BUILD)/obj/bench/optim.o $(BUILD)/obj/bench/reduce.o $(BUILD)/pic/bench/%.o: TARGET_FLAGS := -O3
 # the example is written as a user writes it: against the public folder
-$(BUILD)/obj/examples/charlm.o: TARGET_FLAGS := -Iinclude
+$(BUILD)/obj/examples/charlm.o $(BUILD)/obj/examples/charlm_model.o: TARGET_FLAGS := -Iinclude
 
 $(CORE_LIB): $(CORE_OBJ)
 	@mkdir -p $(@D)
@@ -400,7 +400,8 @@ bench: $(BINS) $(BUILD)/bin/charlm $(BENCH_BINS) $(GPU_BENCH) $(BUILD)/lib/libzs
 
 # the example trains through libzshard; its single-process reference
 # (--local) uses the servers' own kernels and job-spec parser
-$(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(BUILD)/obj/examples/charlm_model.o \
+		    $(LIBZS_A) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lopenblas
 
