@@ -123,8 +123,7 @@ struct zs_trainer {
 	/* per unit, 1 + the step of its last partial push (0: none) and the
 	 * partial pushes of that step so far: a push's micro-batch index,
 	 * which a server counts to take one sent again only once */
-	uint64_t *partial_at;
-	uint32_t *micro;
+	struct tr_micro { uint64_t step1; uint32_t n; } *micro;
 	/* the ops whose requests may be sent again (those with rq), until
 	 * their last wait or the connections close: a failover sends all
 	 * that were on the lost server again at once */

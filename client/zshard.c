@@ -411,7 +411,6 @@ void zs_trainer_close(zs_trainer *t)
 	zs_coord_close(t->coord);
 	zs_job_release(&t->job);
 	free(t->regs);
-	free(t->partial_at);
 	free(t->micro);
 	pthread_mutex_destroy(&t->down_mu);
 	pthread_cond_destroy(&t->bcv);
@@ -495,23 +494,15 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	/* what each request is, to send it again after a failover */
 	if (t->job.spec.replicas > 1)
 		op->rq = (struct tr_rq *)&op->req[n];
-	if (partial && src && !t->partial_at) {
-		t->partial_at = calloc(t->job.spec.layout.n_units, sizeof *t->partial_at);
-		t->micro = calloc(t->job.spec.layout.n_units, sizeof *t->micro);
-		if (!t->partial_at || !t->micro) {
-			free(t->partial_at);
-			free(t->micro);
-			t->partial_at = NULL;
-			t->micro = NULL;
-			free(op);
-			return tr_fail(t, ZS_ENOMEM, "out of memory");
-		}
+	if (partial && src && !t->micro &&
+	    !(t->micro = calloc(t->job.spec.layout.n_units, sizeof *t->micro))) {
+		free(op);
+		return tr_fail(t, ZS_ENOMEM, "out of memory");
 	}
 	if (partial && src) {
-		if (t->partial_at[u] != step + 1)
-			t->micro[u] = 0;
-		t->partial_at[u] = step + 1;
-		micro = t->micro[u]++;
+		if (t->micro[u].step1 != step + 1)
+			t->micro[u] = (struct tr_micro){.step1 = step + 1};
+		micro = t->micro[u].n++;
 	}
 	op->t = t;
 	op->unit = u;
@@ -539,7 +530,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 					(uint8_t *)dst + sh->offset * dsz, &op->req[op->n], &err);
 		if (st == ZS_EAGAIN && op->n == 0) {
 			if (partial && src) /* not sent: its index is the next one's */
-				t->micro[u]--;
+				t->micro[u].n--;
 			free(op);
 			return tr_fail(t, ZS_EAGAIN, "too many transfers in flight");
 		}

@@ -393,6 +393,10 @@ void eng_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtyp
 /* The reduction's elements [a, b) to the step's mean gradient (acc); the
  * reduction there is empty again. */
 void eng_finish_range(struct ejob *j, struct eshard *s, size_t a, size_t b);
+/* A replicated job's partial push from rank, landed at dst, into s's
+ * reduction, unless its term is in already (caller holds s->mu). */
+void eng_partial_in(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
+		    const struct zs_xfer *x, const void *dst);
 /* Empties the reduction (a restore discards the open step's pushes). */
 void eng_reduction_clear(struct engine *e, struct eshard *s);
 /* Drops s's open step: its pushes, its reduction, clipping's marks

@@ -68,6 +68,14 @@ static void forget_state(struct engine *e, struct ejob *j, struct eshard *s)
 	s->version = 0;
 }
 
+static bool in_list(const uint64_t *v, uint32_t n, uint64_t id)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (v[i] == id)
+			return true;
+	return false;
+}
+
 /* The entry of placement p for shard s on server id, or NULL. */
 static const struct zs_shard *entry(const struct zs_placement *p, const struct eshard *s,
 				    uint64_t id)
@@ -160,12 +168,8 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		eng_shard_peers(s, &job->placement);
 		{ /* other peers: partial pushes' forwards go to the new ones */
 			bool same = n_was == s->n_peers;
-			for (uint32_t q = 0; q < s->n_peers && same; q++) {
-				bool in = false;
-				for (uint32_t w = 0; w < n_was && !in; w++)
-					in = was[w] == s->peer[q];
-				same = in;
-			}
+			for (uint32_t q = 0; q < s->n_peers && same; q++)
+				same = in_list(was, n_was, s->peer[q]);
 			if (!same)
 				s->peer_gen++;
 		}
@@ -176,10 +180,7 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		 * primary's peer already (its seed is under way) */
 		for (uint32_t q = 0; q < s->n_peers && s->ready; q++) {
 			const struct zs_shard *o = entry(&job->placement, s, s->peer[q]);
-			bool old = !o || !o->fresh;
-			for (uint32_t w = 0; w < n_was && !old; w++)
-				old = was[w] == s->peer[q];
-			if (!old)
+			if (o && o->fresh && !in_list(was, n_was, s->peer[q]))
 				eng_repl_seed(e, j, s, s->peer[q]);
 		}
 		if (s->repl_wait) {

@@ -490,14 +490,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		/* gradient accumulation with replicas: into the reduction
 		 * (once: one sent again after a failover may be in already),
 		 * then to every copy's before it is acknowledged */
-		bool dup = false;
-		eng_partial_check(j, s, rank, x, &dup, NULL);
-		if (!dup) {
-			eng_deposit(e, s, dst, x->dtype, s->piped, s->sh.length);
-			s->terms++;
-			s->pcount[rank]++;
-			s->pterms++;
-		}
+		eng_partial_in(e, j, s, rank, x, dst);
 		s->n_landing--;
 		s->slot[rank] = SLOT_EMPTY;
 		eng_repl_partial(e, j, s, rank, x, dst, op);

@@ -22,8 +22,9 @@
  * and then waited for. Jobs do not wait on each other: a worker takes the
  * first queued job that no other worker holds, and the pool grows (to
  * REPL_THREADS) while another job has tasks and no worker is free (a
- * forward to a stopped server must not hold another job's back). A forward that fails is sent again on a new connection
- * until the step timeout; past it, the shard's gathers fail naming the
+ * forward to a stopped server must not hold another job's back). A
+ * forward that fails is sent again on a new connection until the step
+ * timeout; past it, the shard's gathers fail naming the
  * replica that did not answer (the job then rolls back as after a lost
  * server). A new copy (a rebuild) gets a seed first: the shard's whole
  * state at its version, queued ahead of the forwards that follow; a copy
@@ -562,7 +563,6 @@ static void *repl_main(void *arg)
 	pthread_mutex_unlock(&q->mu);
 	return NULL;
 }
-
 
 void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool init, const float *m)
 {

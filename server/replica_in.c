@@ -152,16 +152,9 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 
 	pthread_mutex_lock(&s->mu);
 	if (x->partial && !x->seed) {
-		bool dup = true;
-		if (x->step == s->version && s->seed_gap != x->step + 1 &&
-		    eng_partial_check(j, s, x->from, x, &dup, NULL))
-			dup = true; /* cannot be: its begin checked the order */
-		if (!dup) {
-			eng_deposit(e, s, dst, x->dtype, 0, s->sh.length);
-			s->terms++;
-			s->pcount[x->from]++;
-			s->pterms++;
-		}
+		/* not of an applied step, nor of one the seed came in past */
+		if (x->step == s->version && s->seed_gap != x->step + 1)
+			eng_partial_in(e, j, s, x->from, x, dst);
 		pthread_mutex_unlock(&s->mu);
 		eng_land_put(e, dst);
 		zs_sop_done(op);

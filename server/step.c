@@ -43,6 +43,19 @@ void eng_reduction_clear(struct engine *e, struct eshard *s)
 	s->piped = 0;
 }
 
+void eng_partial_in(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
+		    const struct zs_xfer *x, const void *dst)
+{
+	bool dup = true;
+
+	if (eng_partial_check(j, s, rank, x, &dup, NULL) || dup)
+		return; /* in already (a gap cannot be: its begin checked) */
+	eng_deposit(e, s, dst, x->dtype, s->piped, s->sh.length);
+	s->terms++;
+	s->pcount[rank]++;
+	s->pterms++;
+}
+
 void eng_step_discard(struct engine *e, struct ejob *j, struct eshard *s)
 {
 	eng_reduction_clear(e, s);
