@@ -15,6 +15,12 @@
 #else
 #define ZS_CLONES
 #endif
+/* the int64 to fp32 conversion vectorizes with AVX-512DQ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define ZS_CLONES_DQ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define ZS_CLONES_DQ
+#endif
 
 _Static_assert(sizeof(struct zs_bacc) == ZS_REDUCE_BYTES,
 	       "the planner's reduction bytes are the accumulator's");
@@ -90,12 +96,48 @@ void zs_bsum_deposit(struct zs_bacc *restrict acc, const void *x, enum zs_dtype 
 	}
 }
 
+/*
+ * zs_bsum_value for a block, without branches, where the sum fits in 64
+ * bits and rounds to a normal fp32 (every element of a gradient but the
+ * rare one): the integer sum converted once (the conversion rounds to
+ * nearest, ties to even: zs_bsum_value's one rounding) and scaled by the
+ * bin's power of two (exact for a normal result), then divided by c.
+ * slow[i]: element i is left to zs_bsum_value (a flag, a sum past 64 bits,
+ * a result near or past either end of the normal range). Whether any is.
+ */
+ZS_CLONES_DQ
+static unsigned block_finish(float *restrict out, const struct zs_bacc *restrict acc, float c,
+			     uint8_t *restrict slow, size_t n)
+{
+	unsigned any = 0;
+	for (size_t i = 0; i < n; i++) {
+		const int64_t hi = acc[i].hi, lo = acc[i].lo;
+		const int64_t T = (int64_t)(((uint64_t)hi << ZS_BSUM_W) + (uint64_t)(lo >> 8));
+		const uint32_t b = zs_f32_bits((float)T);
+		const int32_t e = (int32_t)((b >> 23) & 0xffu) +
+				  ((int32_t)((uint64_t)lo & ZS_BSUM_TOP) - 1) * ZS_BSUM_W - 149;
+		const unsigned wide = (uint64_t)hi + (1ull << 32) >= (1ull << 33);
+		const unsigned bad = (((uint64_t)lo & 0x70u) != 0) | wide |
+				     ((T != 0) & ((e < 2) | (e > 253)));
+		const uint32_t r = T ? (b & 0x807fffffu) | ((uint32_t)e << 23) : 0u;
+		out[i] = zs_f32_from_bits(r) / c;
+		slow[i] = (uint8_t)bad;
+		any |= bad;
+	}
+	return any;
+}
+
 void zs_bsum_finish(float *restrict out, struct zs_bacc *restrict acc, uint32_t count, size_t n)
 {
-	const float c = (float)count;
-	for (size_t i = 0; i < n; i++) {
-		float v = zs_bsum_value(&acc[i]);
-		out[i] = count > 1 ? v / c : v;
-		acc[i] = (struct zs_bacc){0, 0};
+	const float c = count > 1 ? (float)count : 1.0f; /* v / 1 is v */
+	uint8_t slow[BLOCK];
+
+	for (size_t a = 0; a < n; a += BLOCK) {
+		size_t k = n - a < BLOCK ? n - a : BLOCK;
+		if (block_finish(out + a, acc + a, c, slow, k))
+			for (size_t i = 0; i < k; i++)
+				if (slow[i])
+					out[a + i] = zs_bsum_value(&acc[a + i]) / c;
+		memset(acc + a, 0, k * sizeof *acc);
 	}
 }

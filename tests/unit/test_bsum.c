@@ -272,6 +272,84 @@ static void test_block_path_is_zs_bsum_add(void **st)
 	free(b);
 }
 
+/*
+ * zs_bsum_finish rounds most elements in a vectorized loop (the integer sum
+ * converted once, then scaled) and leaves the rest to zs_bsum_value: every
+ * state must give zs_bsum_value's bits divided by the count, whichever way
+ * it goes. States drawn near every edge: sums of either sign past 64 bits
+ * or near it, results near the bottom of the normal range (subnormal or
+ * rounding up into it), near the top (rounding up to infinity), ties, zero
+ * with any bin, the non-finite flags; mixed in one block.
+ */
+static void test_finish_is_zs_bsum_value(void **st)
+{
+	enum { N = 20000 };
+	struct zs_bacc *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+	float *out = malloc(N * sizeof *out);
+	static const uint32_t counts[] = {1, 2, 3, 64, 1000};
+
+	(void)st;
+	for (unsigned c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+		for (size_t i = 0; i < N; i++) {
+			uint64_t t = rnd() % 10, fl = 0;
+			int64_t hi, lo;
+			switch (rnd() % 8) {
+			case 0: /* anything up to 2^40 in the top bin */
+				hi = (int64_t)(((uint64_t)rnd() << 8) ^ rnd()) - (1ll << 39);
+				lo = (int64_t)rnd() - (1ll << 31);
+				break;
+			case 1: /* around 2^32 in the top bin: the 64-bit edge */
+				hi = ((1ll << 32) - 4 + rnd() % 8) * (rnd() & 1 ? 1 : -1);
+				lo = (int64_t)rnd() - (1ll << 31);
+				break;
+			case 2: /* a few units of the grid: subnormal for low bins */
+				hi = 0;
+				lo = (int64_t)(rnd() % (1u << 26)) - (1 << 25);
+				t = rnd() % 3;
+				break;
+			case 3: /* 2^24 + 1 style: ties at the rounding point */
+				hi = 0;
+				lo = (int64_t)((1u << 24) + (rnd() % 4)) << (rnd() % 6);
+				lo = rnd() & 1 ? lo : -lo;
+				break;
+			case 4: /* near the top: rounds to the largest float or past it */
+				t = 9;
+				hi = (int64_t)(0x7fffff8ull + rnd() % 16) << 20;
+				lo = (int64_t)rnd() - (1ll << 31);
+				break;
+			case 5: /* zero, any bin */
+				hi = lo = 0;
+				break;
+			case 6: /* a flag */
+				hi = (int64_t)rnd() - (1ll << 31);
+				lo = (int64_t)rnd();
+				fl = (uint64_t)(1 + rnd() % 7) << 4;
+				break;
+			default: /* ordinary: both bins of one sign, or cancelling */
+				hi = (int64_t)(rnd() % (1u << 30)) * (rnd() & 1 ? 1 : -1);
+				lo = (int64_t)(rnd() % (1u << 30)) * (rnd() & 1 ? 1 : -1);
+			}
+			a[i].hi = hi;
+			a[i].lo = (int64_t)(((uint64_t)lo << 8) | fl | t);
+		}
+		memcpy(b, a, N * sizeof *a);
+		zs_bsum_finish(out, a, counts[c], N);
+		for (size_t i = 0; i < N; i++) {
+			float v = zs_bsum_value(&b[i]);
+			if (counts[c] > 1)
+				v /= (float)counts[c];
+			if (zs_f32_bits(out[i]) != zs_f32_bits(v))
+				fail_msg("count %u, state %zu (hi %lld, lo %lld): %08x, zs_bsum_value %08x",
+					 counts[c], i, (long long)b[i].hi, (long long)b[i].lo,
+					 zs_f32_bits(out[i]), zs_f32_bits(v));
+			assert_true(a[i].hi == 0 && a[i].lo == 0); /* left empty */
+		}
+	}
+	free(a);
+	free(b);
+	free(out);
+}
+
 /* The most terms an accumulator takes, each with full digits in both bins. */
 static void test_max_terms(void **st)
 {
@@ -299,6 +377,7 @@ int main(void)
 		cmocka_unit_test(test_order_independent),
 		cmocka_unit_test(test_exact_when_close),
 		cmocka_unit_test(test_block_path_is_zs_bsum_add),
+		cmocka_unit_test(test_finish_is_zs_bsum_value),
 		cmocka_unit_test(test_max_terms),
 	};
 	return cmocka_run_group_tests_name("bsum", tests, NULL, NULL);
