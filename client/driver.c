@@ -370,17 +370,22 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 	d = &t->du[u];
 	if ((rc = want(t, u, true)))
 		return rc;
+	/* the window, asked for before waiting on u, so that the link never
+	 * idles between u's last byte and the next unit's first: the next
+	 * units in the step's order (the forward pass, then the backward one
+	 * from the unit before the last, which the forward pass keeps) */
+	for (unsigned k = 1; k <= t->pol.prefetch; k++) {
+		long long next = backward ? (long long)u - k
+			       : u + k < n ? (long long)(u + k) : 2LL * n - 2 - (u + k);
+		if (next < 0)
+			break;
+		if ((rc = want(t, (unsigned)next, false)))
+			return rc;
+	}
 	if (d->gather && (rc = wait_gather(t, &d->gather)))
 		return rc;
 	if (t->dv && (rc = tr_dv_params_ready(t, u)))
 		return rc;
-	/* the window: the next units in this pass's order */
-	for (unsigned k = 1; k <= t->pol.prefetch; k++) {
-		if (backward ? u < k : u + k >= n)
-			break;
-		if ((rc = want(t, backward ? u - k : u + k, false)))
-			return rc;
-	}
 	reap_pushes(t, false);
 	if (t->dv)
 		tr_dv_poll(t);

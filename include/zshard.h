@@ -226,7 +226,11 @@ int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hpara
  * parameters or gradient are released as above.
  * --------------------------------------------------------------------- */
 struct zs_policy {
-	unsigned prefetch;                  /* units gathered ahead (default 1) */
+	unsigned prefetch;                  /* units gathered ahead (default 1): the
+					     * next ones in the step's order (forward,
+					     * then backward from the unit before the
+					     * last), asked for before zs_unit_params
+					     * waits for its own */
 	unsigned long long max_live_bytes;  /* gathered parameter bytes alive at once,
 					     * prefetch included; 0: no bound */
 	int reshard_after_forward;          /* stage 3: 1 (default) frees after forward */
