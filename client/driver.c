@@ -141,7 +141,7 @@ void tr_driver_reset(zs_trainer *t)
 static void drop_params(zs_trainer *t, unsigned u)
 {
 	struct dunit *d = &t->du[u];
-	if (d->params && !d->gather) {
+	if (d->params && !d->gather && !d->ahead) {
 		if (t->dv)
 			tr_dv_drop_params(t, u);
 		else
@@ -151,9 +151,10 @@ static void drop_params(zs_trainer *t, unsigned u)
 	}
 }
 
-/* Starts unit u's gather if it is neither resident nor in flight. must:
- * the unit is needed now (the memory bound cannot refuse it). */
-static int want(zs_trainer *t, unsigned u, bool must)
+/* Starts unit u's gather of this step (ahead: of the next one) if it is
+ * neither resident nor in flight. must: the unit is needed now (the memory
+ * bound cannot refuse it). */
+static int want_at(zs_trainer *t, unsigned u, bool must, bool ahead)
 {
 	struct dunit *d = &t->du[u];
 	int rc;
@@ -173,12 +174,47 @@ static int want(zs_trainer *t, unsigned u, bool must)
 	if (!d->params)
 		return tr_fail(t, ZS_ENOMEM, "out of memory for unit %u's parameters", u);
 	live_params(t, (long long)d->bytes);
-	rc = zs_gather(t, u, t->step, d->params, &d->gather);
+	rc = zs_gather(t, u, t->step + ahead, d->params, &d->gather);
 	if (rc) {
 		tr_stage_put(t, d->params, d->bytes);
 		d->params = NULL;
 		live_params(t, -(long long)d->bytes);
 	}
+	d->ahead = ahead && !rc;
+	return rc;
+}
+
+static int want(zs_trainer *t, unsigned u, bool must) { return want_at(t, u, must, false); }
+
+/*
+ * Unit u's parameters of the next step, gathered ahead, go: at a step
+ * that is not the next one, or asked for again in this one after its push.
+ * In flight, the op is waited for (this rank has pushed u, so the update
+ * it waits for comes with the other ranks' pushes) or, at a step that is
+ * not the next one (which may never come), parked with its buffer until
+ * the trainer closes.
+ */
+static int drop_ahead(zs_trainer *t, unsigned u, bool park)
+{
+	struct dunit *d = &t->du[u];
+	int rc = ZS_OK;
+
+	if (!d->ahead)
+		return ZS_OK;
+	if (d->gather && park) {
+		d->gather->own = d->params; /* its requests may still write it */
+		d->gather->stray_next = t->strays;
+		t->strays = d->gather;
+		d->gather = NULL;
+		d->params = NULL;
+		live_params(t, -(long long)d->bytes);
+	} else if (d->gather) {
+		rc = wait_gather(t, &d->gather);
+		if (d->gather) /* still running at the bound: it keeps its buffer */
+			return rc;
+	}
+	d->ahead = false;
+	drop_params(t, u);
 	return rc;
 }
 
@@ -323,8 +359,11 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	t->job.spec.stage = stage;
 	t->job.spec.checkpoint_every = every;
 	t->stage = stage;
-	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++)
+	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
 		t->du[u].pushed = false;
+		if (step != t->step + 1) /* gathered ahead for another step */
+			drop_ahead(t, u, true);
+	}
 	t->step = step;
 	t->in_step = true;
 	t->cur = (struct zs_step_report){.rank = t->rank, .step = step, .stage = stage,
@@ -342,8 +381,12 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 		return rc;
 	}
 	t->cur.control_seconds = tr_now_s() - t0;
-	for (uint32_t u = 0; u < n; u++) /* last step's parameters are stale */
-		drop_params(t, u);
+	for (uint32_t u = 0; u < n; u++) {
+		if (t->du[u].ahead) /* gathered ahead: this step's */
+			t->du[u].ahead = false;
+		else /* last step's parameters are stale */
+			drop_params(t, u);
+	}
 	if (t->stage < 3) {
 		/* the replica: every unit, refreshed once per step */
 		for (uint32_t u = 0; u < n; u++)
@@ -368,17 +411,32 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 	if (u >= n)
 		return tr_fail(t, ZS_EINVAL, "unit %u is out of range (%u units)", u, n);
 	d = &t->du[u];
+	if (d->ahead && (rc = drop_ahead(t, u, false))) /* asked for again after its push */
+		return rc;
 	if ((rc = want(t, u, true)))
 		return rc;
-	/* the window, asked for before waiting on u, so that the link never
+	/*
+	 * The window, asked for before waiting on u, so that the link never
 	 * idles between u's last byte and the next unit's first: the next
 	 * units in the step's order (the forward pass, then the backward one
-	 * from the unit before the last, which the forward pass keeps) */
+	 * from the unit before the last, which the forward pass keeps), and at
+	 * the backward pass's end the next step's from unit 1 on (unit 0's
+	 * update waits for this rank's last push): a unit whose gradient this
+	 * step has pushed, gathered for the next step as soon as its server
+	 * has updated it. Host buffers only (device mode's copies follow the
+	 * step's own order).
+	 */
 	for (unsigned k = 1; k <= t->pol.prefetch; k++) {
 		long long next = backward ? (long long)u - k
 			       : u + k < n ? (long long)(u + k) : 2LL * n - 2 - (u + k);
-		if (next < 0)
-			break;
+		if (next < 0) {
+			unsigned v = (unsigned)-next;
+			if (t->dv || t->stage != 3 || v >= n || !t->du[v].pushed)
+				break;
+			if ((rc = want_at(t, v, false, true)))
+				return rc;
+			continue;
+		}
 		if ((rc = want(t, (unsigned)next, false)))
 			return rc;
 	}
@@ -524,7 +582,7 @@ int zs_step_end(zs_trainer *t)
 		rc = r;
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
 		struct dunit *d = &t->du[u];
-		if (d->gather) { /* a prefetch nobody used */
+		if (d->gather && !d->ahead) { /* a prefetch nobody used */
 			r = wait_gather(t, &d->gather);
 			if (r && !rc)
 				rc = r;

@@ -40,6 +40,8 @@ struct dunit {
 	zs_op *push;       /* in flight */
 	bool grad_ready;   /* stage 1: written, to push at step end */
 	bool pushed;       /* its gradient of the current step went out */
+	bool ahead;        /* params / gather are of the next step (t->step + 1),
+			    * asked for at the end of this one (driver.c) */
 	uint64_t last_push; /* 1 + the last step whose push of it completed (0: none) */
 	size_t bytes;      /* numel * dtype size */
 	/* device mode (device.c): params and grad are device memory */
@@ -140,6 +142,7 @@ struct zs_op {
 	uint64_t step;
 	bool final_push; /* a gradient push that completes the rank's (unit, step) */
 	zs_op *stray_next; /* an op given up on (t->strays): freed at close */
+	void *own;         /* a parked op's buffer (tr_buf_alloc'd), freed with it */
 	zs_op *live_prev, *live_next; /* in t->live (listed) */
 	bool listed;
 	uint32_t n, done;

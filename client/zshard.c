@@ -401,6 +401,7 @@ void zs_trainer_close(zs_trainer *t)
 	while (t->strays) {
 		zs_op *op = t->strays;
 		t->strays = op->stray_next;
+		tr_buf_free(t, op->own);
 		free(op);
 	}
 	tr_cache_flush(t);

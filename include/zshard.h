@@ -216,7 +216,9 @@ int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hpara
  * the coordinator at every zs_step_begin:
  *   stage 3: a unit's parameters only while in use (+ the prefetch window):
  *            freed after its forward (or kept until its backward when
- *            reshard_after_forward is 0) and after its backward;
+ *            reshard_after_forward is 0) and after its backward; the
+ *            window's units of the next step stay between steps (a step
+ *            begun that is not the next one drops them);
  *            a gradient until its push completes (push_depth + 1 at most).
  *   stage 2: the full replica for the step (refreshed by gathering every
  *            unit at zs_step_begin); a gradient until its push completes.
@@ -229,8 +231,10 @@ struct zs_policy {
 	unsigned prefetch;                  /* units gathered ahead (default 1): the
 					     * next ones in the step's order (forward,
 					     * then backward from the unit before the
-					     * last), asked for before zs_unit_params
-					     * waits for its own */
+					     * last, then the next step's from unit 1
+					     * on once pushed; stage 3, host buffers),
+					     * asked for before zs_unit_params waits
+					     * for its own */
 	unsigned long long max_live_bytes;  /* gathered parameter bytes alive at once,
 					     * prefetch included; 0: no bound */
 	int reshard_after_forward;          /* stage 3: 1 (default) frees after forward */

@@ -326,6 +326,60 @@ static void driver_run(const char *name, unsigned stage, const struct zs_policy 
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * The window runs on into the next step at the backward pass's end: unit 1
+ * of step 1 is asked for once its step-0 gradient is pushed, and held by
+ * its server until every rank's push of it is in (rank 1 never pushes
+ * here). A step begun that is not the next one (step 0 again) must not
+ * wait for it: the gather is parked with its buffer until the trainer
+ * closes, and the unit is gathered for the step begun.
+ */
+static void test_window_ahead_parked(void **st)
+{
+	struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1};
+	struct zs_trainer_counters c;
+	struct zs_job_spec spec;
+	const void *p;
+	void *g;
+	zs_trainer *t;
+
+	(void)st;
+	oracle_spec(&spec, "ahead", 2, ZS_SGD, ZS_F32);
+	spec.stage = 3;
+	create_job(&spec);
+	t = join("ahead", 0, "tcp");
+	assert_int_equal(zs_trainer_set_policy(t, &pol), ZS_OK);
+	upload_init(t);
+	assert_int_equal(zs_step_begin(t, 0), ZS_OK);
+	for (unsigned u = 0; u < 4; u++) {
+		assert_int_equal(zs_unit_params(t, u, 0, &p), ZS_OK);
+		assert_int_equal(zs_unit_forward_done(t, u), ZS_OK);
+	}
+	for (int u = 3; u >= 0; u--) {
+		if (zs_unit_params(t, (unsigned)u, 1, &p) || zs_unit_grad(t, (unsigned)u, &g) ||
+		    zs_unit_push(t, (unsigned)u))
+			fail_msg("%s", zs_trainer_error(t));
+	}
+	if (zs_step_end(t))
+		fail_msg("%s", zs_trainer_error(t));
+	zs_trainer_counters(t, &c);
+	assert_int_equal(c.live_param_bytes, 4); /* unit 1 of step 1, held */
+	double t0 = zs_now_ms();
+	assert_int_equal(zs_step_begin(t, 0), ZS_OK);
+	/* at once: not when the server gives up holding it (--step-timeout-ms
+	 * 3000 here), nor at the op's bound (120 s) */
+	assert_true(zs_now_ms() - t0 < 2000);
+	/* step 0's unit 1, not the parked step 1's */
+	assert_int_equal(zs_unit_params(t, 0, 0, &p), ZS_OK);
+	assert_int_equal(zs_unit_forward_done(t, 0), ZS_OK);
+	assert_int_equal(zs_unit_params(t, 1, 0, &p), ZS_OK);
+	assert_true(((const float *)p)[0] == oracle_init(1, 0));
+	zs_trainer_counters(t, &c);
+	assert_int_equal(c.live_param_bytes, 4 + 16396); /* unit 1 and the window's 2 */
+	zs_trainer_close(t); /* mid-step: the parked gather and its buffer go */
+	zs_job_spec_release(&spec);
+}
+
 /* A step report's times add up and none is negative. */
 static void check_split(const struct zs_step_stats *s, unsigned stage, unsigned prefetch)
 {
@@ -428,7 +482,9 @@ static void test_step_driver_memory(void **st)
 	driver_run("drv3", 3, &pol, &c, &s);
 	assert_true(c.peak_param_bytes <= pol.max_live_bytes);
 	assert_true(c.peak_param_bytes >= 16396);
-	assert_int_equal(c.live_param_bytes, 0);
+	/* after the step: the window's one unit of the next step, asked for
+	 * at the backward pass's end (unit 1: unit 0 waits for this push) */
+	assert_int_equal(c.live_param_bytes, 4);
 	assert_int_equal(c.live_grad_bytes, 0);
 	/* freed after forward: all but the head gathered again for backward */
 	check_split(&s, 3, 1);
@@ -654,6 +710,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stage_and_held_gather),
 		cmocka_unit_test(test_charlm_equals_reference),
 		cmocka_unit_test(test_step_driver_memory),
+		cmocka_unit_test(test_window_ahead_parked),
 		cmocka_unit_test(test_charlm_resumes),
 		cmocka_unit_test(test_bad_calls),
 		cmocka_unit_test(test_boundary_without_round_trip),
