@@ -7,8 +7,9 @@
 # throughput (a raw TCP stream through the same veth, one direction, then
 # the other), communication alone (the step driver without the model), and
 # the full step at prefetch 0, 1 and 2; compute alone (the model without
-# the service, both ranks at once) once. The target: the step at prefetch 1
-# within 1.10x max(compute alone, communication alone).
+# the service, both ranks at once) once ($QUEUE: the shaper's queue
+# depth, 50ms unless given). The target: the step at prefetch 1 within
+# 1.10x max(compute alone, communication alone).
 # Writes OUT_DIR/link.md and OUT_DIR/link.dat (rate, tcp MB/s, compute,
 # communication, steps at prefetch 0 1 2, in seconds).
 #
@@ -20,6 +21,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
 PY=${PYTHON:-/usr/bin/python3}
 RATES=${RATES:-"1gbit 2gbit 4gbit 8gbit"}
+# the shaper's queue, as the longest a packet waits in it (tbf's latency):
+# 50 ms is a deep buffer; a datacenter switch port holds a few ms at these
+# rates
+QUEUE=${QUEUE:-50ms}
 DEPTH=${DEPTH:-8} HIDDEN=${HIDDEN:-1024} BATCH=${BATCH:-384} STEPS=${STEPS:-12} WARM=${WARM:-3}
 skip() { echo "link: skipped: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "not root (a network namespace needs it)"
@@ -50,7 +55,7 @@ ip link set "$vb" netns "$ns" &&
 	ip netns exec "$ns" ip addr add $b/24 dev "$vb" &&
 	ip netns exec "$ns" ip link set "$vb" up &&
 	ip netns exec "$ns" ip link set lo up || fail "cannot set up the veth pair"
-tc qdisc replace dev "$va" root tbf rate 1gbit burst 512kb latency 50ms 2>/dev/null ||
+tc qdisc replace dev "$va" root tbf rate 1gbit burst 512kb latency "$QUEUE" 2>/dev/null ||
 	skip "tc cannot shape the veth (no tbf qdisc in this kernel)"
 
 wait_file() { # file seconds
@@ -144,9 +149,9 @@ echo "|---|---|---|---|---|---|---|---|---|"
 : >"$out/link.dat"
 k=0
 for rate in $RATES; do
-	tc qdisc replace dev "$va" root tbf rate "$rate" burst 512kb latency 50ms ||
+	tc qdisc replace dev "$va" root tbf rate "$rate" burst 512kb latency "$QUEUE" ||
 		fail "tc cannot set $rate"
-	ip netns exec "$ns" tc qdisc replace dev "$vb" root tbf rate "$rate" burst 512kb latency 50ms ||
+	ip netns exec "$ns" tc qdisc replace dev "$vb" root tbf rate "$rate" burst 512kb latency "$QUEUE" ||
 		fail "tc cannot set $rate in the namespace"
 	up=$(stream a) down=$(stream b)
 	comm=$(run "c$k" 1 --no-compute)
@@ -159,4 +164,4 @@ for rate in $RATES; do
 	k=$((k + 1))
 done
 echo
-echo "(charlm --depth $DEPTH --hidden $HIDDEN: $params parameters, f32, ZeRO-3 over tcp; batch $BATCH per rank; 2 trainers outside the namespace, the coordinator and 2 servers inside, every byte through one veth pair shaped by tbf in both directions; medians over both ranks' steps $WARM..$((STEPS - 1)); compute alone: both ranks' forward and backward at once without the service; communication alone: the same step driver without the model. A ZeRO-3 step moves about 3 x the parameters' bytes per rank: two gathers one way, one push the other.)"
+echo "(charlm --depth $DEPTH --hidden $HIDDEN: $params parameters, f32, ZeRO-3 over tcp; batch $BATCH per rank; 2 trainers outside the namespace, the coordinator and 2 servers inside, every byte through one veth pair shaped by tbf in both directions, its queue $QUEUE deep; medians over both ranks' steps $WARM..$((STEPS - 1)); compute alone: both ranks' forward and backward at once without the service; communication alone: the same step driver without the model. A ZeRO-3 step moves about 3 x the parameters' bytes per rank: two gathers one way, one push the other.)"

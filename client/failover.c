@@ -42,15 +42,20 @@ static void retire(zs_trainer *t, uint64_t id)
 		if (t->srv_id[i] != id)
 			continue;
 		zs_conn_shutdown(t->conn[i]);
-		g = realloc(t->dead, (t->n_dead + 1) * sizeof *g);
+		if (t->gconn[i])
+			zs_conn_shutdown(t->gconn[i]);
+		g = realloc(t->dead, (t->n_dead + 2) * sizeof *g);
 		if (g) {
 			t->dead = g;
 			t->dead[t->n_dead++] = t->conn[i];
+			if (t->gconn[i])
+				t->dead[t->n_dead++] = t->gconn[i];
 		} /* else: left open, unused, until close (no memory to track it) */
 		if (t->reg_conn == t->conn[i])
 			t->reg_conn = NULL;
 		t->srv_id[i] = t->srv_id[t->n_srv - 1];
 		t->conn[i] = t->conn[t->n_srv - 1];
+		t->gconn[i] = t->gconn[t->n_srv - 1];
 		t->n_srv--;
 		return;
 	}
@@ -154,7 +159,7 @@ static bool resend(zs_op *op, uint32_t i, struct zs_error *err)
 		return false;
 	}
 	st = q->src ? zs_post_write(c, &q->x, q->src, &op->req[i], &ferr)
-		    : zs_post_read(c, &q->x, q->dst, &op->req[i], &ferr);
+		    : zs_post_read(tr_gather_conn(t, to), &q->x, q->dst, &op->req[i], &ferr);
 	if (st) {
 		op->req[i] = NULL;
 		zs_error_prefix(err, "sending it again to server %llu: %s", (unsigned long long)to,
@@ -244,7 +249,9 @@ enum zs_status tr_watch_lost(zs_trainer *t, char *why, size_t len, struct zs_err
 	enum zs_status st;
 
 	for (uint32_t i = 0; i < t->n_srv && !lost; i++)
-		if (t->srv_id[i] != t->lost_tried && zs_conn_broken(t->conn[i], b, sizeof b)) {
+		if (t->srv_id[i] != t->lost_tried &&
+		    (zs_conn_broken(t->conn[i], b, sizeof b) ||
+		     (t->gconn[i] && zs_conn_broken(t->gconn[i], b, sizeof b)))) {
 			lost = t->srv_id[i];
 			snprintf(why, len, "server %llu's connection broke (%s)",
 				 (unsigned long long)lost, b);

@@ -60,6 +60,10 @@ struct zs_trainer {
 	uint32_t n_srv;
 	uint64_t *srv_id;
 	struct zs_conn **conn;
+	/* a transport with ZS_CAP_LANES: each server's second connection, for
+	 * gathers (NULL: they go on conn[i]); pushes, partial pushes and
+	 * HPARAMS frames stay on conn[i], in their order */
+	struct zs_conn **gconn;
 	char err[ZS_ERRMSG_MAX];
 	struct zs_trainer_counters ctr;
 	/* the step driver */
@@ -120,7 +124,7 @@ struct zs_trainer {
 	struct tr_dev *dv;
 	/* failover (failover.c): connections to lost servers, shut down and
 	 * closed with the others (ops may still hold their requests) */
-	struct zs_conn **dead;
+	struct zs_conn **dead; /* retired connections, both lanes */
 	uint32_t n_dead;
 	/* per unit, 1 + the step of its last partial push (0: none) and the
 	 * partial pushes of that step so far: a push's micro-batch index,
@@ -245,6 +249,8 @@ int tr_progress(zs_op *op, int timeout_ms);
 /* Advances the requests of op that have completed, without waiting and
  * without finishing op (tr_progress does that, op stays valid). */
 void tr_poll(zs_op *op);
+/* Server id's connection for gathers (its second lane, or its only one). */
+struct zs_conn *tr_gather_conn(zs_trainer *t, uint64_t server_id);
 /* Waits for op within timeout_ms; past it the op is parked (its requests
  * still live, freed at close) and the call fails with ZS_ETIMEDOUT. */
 int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms);

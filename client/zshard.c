@@ -75,12 +75,22 @@ static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
 	return NULL;
 }
 
+struct zs_conn *tr_gather_conn(zs_trainer *t, uint64_t server_id)
+{
+	for (uint32_t i = 0; i < t->n_srv; i++)
+		if (t->srv_id[i] == server_id)
+			return t->gconn[i] ? t->gconn[i] : t->conn[i];
+	return NULL;
+}
+
 void tr_disconnect(zs_trainer *t)
 {
 	tr_live_forget(t); /* their requests go with the connections */
 	t->lost_tried = 0;
-	for (uint32_t i = 0; i < t->n_srv; i++)
+	for (uint32_t i = 0; i < t->n_srv; i++) {
 		zs_conn_close(t->conn[i]);
+		zs_conn_close(t->gconn[i]);
+	}
 	for (uint32_t i = 0; i < t->n_dead; i++)
 		zs_conn_close(t->dead[i]);
 	free(t->dead);
@@ -90,8 +100,10 @@ void tr_disconnect(zs_trainer *t)
 	t->reg_conn = NULL;
 	free(t->srv_id);
 	free(t->conn);
+	free(t->gconn);
 	t->srv_id = NULL;
 	t->conn = NULL;
+	t->gconn = NULL;
 }
 
 /* Connects to every server holding a shard of the job. */
@@ -108,13 +120,17 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 		return st;
 	gethostname(host, sizeof host - 1);
 	{ /* room for every server listed, beside those connected already */
-		uint64_t *ids = realloc(t->srv_id, (t->n_srv + n_s + 1) * sizeof *ids);
-		struct zs_conn **cs = ids ? realloc(t->conn, (t->n_srv + n_s + 1) * sizeof *cs) : NULL;
+		size_t room = t->n_srv + n_s + 1;
+		uint64_t *ids = realloc(t->srv_id, room * sizeof *ids);
+		struct zs_conn **cs = ids ? realloc(t->conn, room * sizeof *cs) : NULL;
+		struct zs_conn **gs = cs ? realloc(t->gconn, room * sizeof *gs) : NULL;
 		if (ids)
 			t->srv_id = ids;
 		if (cs)
 			t->conn = cs;
-		if (!ids || !cs) {
+		if (gs)
+			t->gconn = gs;
+		if (!ids || !cs || !gs) {
 			free(s);
 			return zs_fail(err, ZS_ENOMEM, "out of memory");
 		}
@@ -148,7 +164,11 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 							(unsigned long long)s[i].id, s[i].addr);
 				break;
 			}
+			t->gconn[t->n_srv] = NULL;
 			st = zs_connect(ops, &o, &t->conn[t->n_srv], err);
+			if (!st && (ops->caps & ZS_CAP_LANES) &&
+			    (st = zs_connect(ops, &o, &t->gconn[t->n_srv], err)))
+				zs_conn_close(t->conn[t->n_srv]); /* both lanes or none */
 			if (st != ZS_EUNAVAIL || !zs_transport_is_auto(transport))
 				break;
 			zs_debug("server %llu: %s does not reach it (%s), trying the next transport",
@@ -527,7 +547,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		st = src ? zs_post_write(conn_of(t, sh->server_id), &x,
 					 (const uint8_t *)src + (slice ? 0 : sh->offset * dsz),
 					 &op->req[op->n], &err)
-			 : zs_post_read(conn_of(t, sh->server_id), &x,
+			 : zs_post_read(tr_gather_conn(t, sh->server_id), &x,
 					(uint8_t *)dst + sh->offset * dsz, &op->req[op->n], &err);
 		if (st == ZS_EAGAIN && op->n == 0) {
 			if (partial && src) /* not sent: its index is the next one's */

@@ -28,7 +28,7 @@ static enum zs_status tcp_connect(const struct zs_conn_opts *o, struct zs_conn *
 
 const struct zs_transport_ops zs_tcp_transport = {
 	.name = "tcp",
-	.caps = 0,
+	.caps = ZS_CAP_LANES,
 	.bit = ZS_TRANSPORT_TCP,
 	.connect = tcp_connect,
 	.reg = stream_reg,

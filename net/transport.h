@@ -95,6 +95,10 @@ enum {
 	ZS_CAP_SAME_HOST = 1 << 1, /* only between processes of one host */
 	ZS_CAP_REGISTER = 1 << 2,  /* buffers registered once (reg) move faster:
 				    * register what is reused */
+	ZS_CAP_LANES = 1 << 3,     /* requests and bulk data share one byte
+				    * stream: a trainer's gathers take a
+				    * connection of their own, so that a gather's
+				    * request and data never wait behind a push */
 };
 
 struct zs_transport_ops {

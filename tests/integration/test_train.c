@@ -8,6 +8,8 @@
  * refresh, a trainer that asks for a step that is not there yet is held,
  * then served, and the step driver's memory follows the stage and the plan.
  */
+#include <dirent.h>
+
 #include "tests/integration/train_common.h"
 
 static void run_clip(const char *name, uint32_t R, const char *transport,
@@ -380,6 +382,77 @@ static void test_window_ahead_parked(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/* This process's TCP connections to port (its sockets in /proc/net/tcp). */
+static unsigned conns_to(unsigned port)
+{
+	unsigned long inodes[256];
+	unsigned n_in = 0, n = 0;
+	char line[512], path[300], link[64];
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *de;
+	FILE *f;
+
+	assert_non_null(dir);
+	while ((de = readdir(dir)) && n_in < 256) {
+		ssize_t k;
+		snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
+		k = readlink(path, link, sizeof link - 1);
+		if (k > 0) {
+			link[k] = '\0';
+			if (sscanf(link, "socket:[%lu]", &inodes[n_in]) == 1)
+				n_in++;
+		}
+	}
+	closedir(dir);
+	f = fopen("/proc/net/tcp", "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof line, f)) {
+		unsigned rport, st;
+		unsigned long inode;
+		if (sscanf(line, " %*u: %*x:%*x %*x:%x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
+			   &st, &inode) != 3 || rport != port || st != 1 /* ESTABLISHED */)
+			continue;
+		for (unsigned i = 0; i < n_in; i++)
+			n += inodes[i] == inode;
+	}
+	fclose(f);
+	return n;
+}
+
+/*
+ * Over tcp a trainer keeps two connections to each server of its job:
+ * pushes (and HPARAMS frames) on one, gathers on the other, so that a
+ * gather's request and data never wait behind a push's payload in one
+ * byte stream (bench/link.sh measures what that gains).
+ */
+static void test_tcp_gather_lane(void **st)
+{
+	struct zs_coord_client *c;
+	struct zs_server_info *s;
+	struct zs_job_spec spec;
+	uint32_t n_s;
+	zs_trainer *t;
+
+	(void)st;
+	oracle_spec(&spec, "lanes", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t = join("lanes", 0, "tcp");
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
+	for (uint32_t i = 0; i < n_s; i++) {
+		const char *colon = strrchr(s[i].data_addr, ':');
+		assert_non_null(colon);
+		assert_int_equal(conns_to((unsigned)atoi(colon + 1)), 2);
+	}
+	free(s);
+	zs_coord_close(c);
+	/* and the job trains through them as ever */
+	upload_init(t);
+	zs_trainer_close(t);
+	run("lanes2", 1, "tcp", ZS_ADAMW, ZS_F32, 1);
+	zs_job_spec_release(&spec);
+}
+
 /* A step report's times add up and none is negative. */
 static void check_split(const struct zs_step_stats *s, unsigned stage, unsigned prefetch)
 {
@@ -711,6 +784,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_charlm_equals_reference),
 		cmocka_unit_test(test_step_driver_memory),
 		cmocka_unit_test(test_window_ahead_parked),
+		cmocka_unit_test(test_tcp_gather_lane),
 		cmocka_unit_test(test_charlm_resumes),
 		cmocka_unit_test(test_bad_calls),
 		cmocka_unit_test(test_boundary_without_round_trip),
