@@ -202,9 +202,7 @@ static int drop_ahead(zs_trainer *t, unsigned u, bool park)
 	if (!d->ahead)
 		return ZS_OK;
 	if (d->gather && park) {
-		d->gather->own = d->params; /* its requests may still write it */
-		d->gather->stray_next = t->strays;
-		t->strays = d->gather;
+		tr_park(t, d->gather, d->params);
 		d->gather = NULL;
 		d->params = NULL;
 		live_params(t, -(long long)d->bytes);

@@ -127,14 +127,6 @@ static uint64_t primary_of(const zs_trainer *t, const struct zs_xfer *x)
 	return 0;
 }
 
-static struct zs_conn *conn_to(zs_trainer *t, uint64_t id)
-{
-	for (uint32_t i = 0; i < t->n_srv; i++)
-		if (t->srv_id[i] == id)
-			return t->conn[i];
-	return NULL;
-}
-
 /* Sends request i of op (its server lost, its request gone) to its shard's
  * primary in t's placement: true when sent, or a HPARAMS that needs no
  * sending (op->req[i] stays NULL). */
@@ -151,7 +143,7 @@ static bool resend(zs_op *op, uint32_t i, struct zs_error *err)
 	if (q->hparams) /* the lost server needed it; the others have it */
 		return true;
 	to = primary_of(t, &q->x);
-	if (!to || !(c = conn_to(t, to))) {
+	if (!to || !(c = tr_conn(t, to, !q->src))) {
 		zs_error_prefix(err, "unit %u [%llu, +%llu) has no primary in placement epoch %llu",
 				q->x.unit, (unsigned long long)q->x.offset,
 				(unsigned long long)q->x.length,
@@ -159,7 +151,7 @@ static bool resend(zs_op *op, uint32_t i, struct zs_error *err)
 		return false;
 	}
 	st = q->src ? zs_post_write(c, &q->x, q->src, &op->req[i], &ferr)
-		    : zs_post_read(tr_gather_conn(t, to), &q->x, q->dst, &op->req[i], &ferr);
+		    : zs_post_read(c, &q->x, q->dst, &op->req[i], &ferr);
 	if (st) {
 		op->req[i] = NULL;
 		zs_error_prefix(err, "sending it again to server %llu: %s", (unsigned long long)to,

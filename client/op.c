@@ -115,6 +115,13 @@ int tr_op_timeout(const zs_trainer *t)
 	return t->pol.op_timeout_ms > 0 ? t->pol.op_timeout_ms : TR_OP_TIMEOUT_MS;
 }
 
+void tr_park(zs_trainer *t, zs_op *op, void *own)
+{
+	op->own = own;
+	op->stray_next = t->strays;
+	t->strays = op;
+}
+
 int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms)
 {
 	int rc = zs_op_wait(op, timeout_ms);
@@ -122,8 +129,7 @@ int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms)
 	if (rc == ZS_EAGAIN) { /* its requests still live: freed at close */
 		char why[ZS_ERRMSG_MAX];
 		memcpy(why, t->err, sizeof why);
-		op->stray_next = t->strays;
-		t->strays = op;
+		tr_park(t, op, NULL);
 		return tr_fail(t, ZS_ETIMEDOUT, "%s", why);
 	}
 	return rc;

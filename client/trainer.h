@@ -249,8 +249,12 @@ int tr_progress(zs_op *op, int timeout_ms);
 /* Advances the requests of op that have completed, without waiting and
  * without finishing op (tr_progress does that, op stays valid). */
 void tr_poll(zs_op *op);
-/* Server id's connection for gathers (its second lane, or its only one). */
-struct zs_conn *tr_gather_conn(zs_trainer *t, uint64_t server_id);
+/* Server id's connection (NULL: none); gather: the one for gathers (its
+ * second lane, or its only one). */
+struct zs_conn *tr_conn(zs_trainer *t, uint64_t server_id, bool gather);
+/* Parks op, given up on while its requests live, with own (a buffer they
+ * may still write, tr_buf_alloc'd; NULL: none): both freed at close. */
+void tr_park(zs_trainer *t, zs_op *op, void *own);
 /* Waits for op within timeout_ms; past it the op is parked (its requests
  * still live, freed at close) and the call fails with ZS_ETIMEDOUT. */
 int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms);

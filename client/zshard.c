@@ -67,20 +67,17 @@ void tr_buf_free(zs_trainer *t, void *p)
 		free(p);
 }
 
-static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
+struct zs_conn *tr_conn(zs_trainer *t, uint64_t server_id, bool gather)
 {
 	for (uint32_t i = 0; i < t->n_srv; i++)
 		if (t->srv_id[i] == server_id)
-			return t->conn[i];
+			return gather && t->gconn[i] ? t->gconn[i] : t->conn[i];
 	return NULL;
 }
 
-struct zs_conn *tr_gather_conn(zs_trainer *t, uint64_t server_id)
+static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
 {
-	for (uint32_t i = 0; i < t->n_srv; i++)
-		if (t->srv_id[i] == server_id)
-			return t->gconn[i] ? t->gconn[i] : t->conn[i];
-	return NULL;
+	return tr_conn(t, server_id, false);
 }
 
 void tr_disconnect(zs_trainer *t)
@@ -547,7 +544,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		st = src ? zs_post_write(conn_of(t, sh->server_id), &x,
 					 (const uint8_t *)src + (slice ? 0 : sh->offset * dsz),
 					 &op->req[op->n], &err)
-			 : zs_post_read(tr_gather_conn(t, sh->server_id), &x,
+			 : zs_post_read(tr_conn(t, sh->server_id, true), &x,
 					(uint8_t *)dst + sh->offset * dsz, &op->req[op->n], &err);
 		if (st == ZS_EAGAIN && op->n == 0) {
 			if (partial && src) /* not sent: its index is the next one's */

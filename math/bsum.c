@@ -12,13 +12,10 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define ZS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ZS_CLONES
-#endif
-/* the int64 to fp32 conversion vectorizes with AVX-512DQ */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+/* the int64 to fp32 conversion vectorizes with AVX-512DQ (x86-64-v4) */
 #define ZS_CLONES_DQ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
+#define ZS_CLONES
 #define ZS_CLONES_DQ
 #endif
 
