@@ -459,29 +459,27 @@ int zs_unit_forward_done(zs_trainer *t, unsigned u)
 	return ZS_OK;
 }
 
-/* Waits for the oldest push in flight (the backward pass pushes units in
- * descending order: the highest unit); ZS_OK if none. */
-static int wait_oldest_push(zs_trainer *t)
+/* Waits for every push in flight that started no later than the
+ * seq-th (device mode: starting those still being copied); ZS_OK if none. */
+static int wait_pushes_upto(zs_trainer *t, uint64_t seq)
 {
 	double t0 = tr_now_s();
-	struct dunit *d;
-	int rc;
+	int rc = ZS_OK;
 
-	for (uint32_t u = t->job.spec.layout.n_units; u-- > 0;) {
-		d = &t->du[u];
-		if (d->copying && (rc = push_copied(t, u, true))) {
-			t->cur.push_wait_seconds += tr_now_s() - t0;
-			return rc;
-		}
+	for (uint32_t u = 0; !rc && u < t->job.spec.layout.n_units; u++) {
+		struct dunit *d = &t->du[u];
+		if ((!d->push && !d->copying) || d->push_seq > seq)
+			continue;
+		if (d->copying && (rc = push_copied(t, u, true)))
+			break;
 		if (!d->push)
 			continue;
 		rc = wait_op(t, &d->push);
-		t->cur.push_wait_seconds += tr_now_s() - t0;
 		if (!d->push) /* else still running at the bound: it keeps its buffer */
 			push_done(t, d);
-		return rc;
 	}
-	return ZS_OK;
+	t->cur.push_wait_seconds += tr_now_s() - t0;
+	return rc;
 }
 
 int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
@@ -501,14 +499,15 @@ int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
 	 * every unit's gradient is in (the step's gradients stay, as DDP's) */
 	if (!d->grad && t->in_step && t->stage > 1 &&
 	    !(t->job.spec.replicas > 1 && t->job.spec.optim.clip_norm > 0.0)) {
-		unsigned inflight = 0;
+		/* the last push_depth pushes, by the order they started in,
+		 * may still run, not merely push_depth of any age: one that
+		 * finished early (a small unit, another server) must not let
+		 * an older, larger one stay beside the gradient written, so
+		 * that what is held is 1 + push_depth consecutive units (plan.h) */
 		if ((rc = reap_pushes(t, false)))
 			return rc;
-		for (uint32_t k = 0; k < t->job.spec.layout.n_units; k++)
-			inflight += t->du[k].push != NULL || t->du[k].copying;
-		for (; inflight > depth; inflight--)
-			if ((rc = wait_oldest_push(t)))
-				return rc;
+		if (t->n_pushed > depth && (rc = wait_pushes_upto(t, t->n_pushed - depth)))
+			return rc;
 	}
 	if (!d->grad) {
 		d->grad = t->dv ? tr_dv_grad_buf(t, u) : tr_stage_get(t, d->bytes);
@@ -538,6 +537,7 @@ int zs_unit_push(zs_trainer *t, unsigned u)
 	if (d->push || d->copying)
 		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
 	d->pushed = true;
+	d->push_seq = ++t->n_pushed;
 	if (t->stage == 3)
 		drop_params(t, u); /* its backward is done */
 	if (t->dv) { /* to staging; the push goes out once it is there */

@@ -43,6 +43,7 @@ struct dunit {
 	bool ahead;        /* params / gather are of the next step (t->step + 1),
 			    * asked for at the end of this one (driver.c) */
 	uint64_t last_push; /* 1 + the last step whose push of it completed (0: none) */
+	uint64_t push_seq;  /* its last push's place in the trainer's order (n_pushed) */
 	size_t bytes;      /* numel * dtype size */
 	/* device mode (device.c): params and grad are device memory */
 	void *stage;       /* pinned staging of the gather, until its copy is done */
@@ -81,6 +82,7 @@ struct zs_trainer {
 	unsigned n_regs;
 	struct dunit *du;
 	uint64_t step;
+	uint64_t n_pushed; /* pushes the step driver started, ever */
 	bool in_step;
 	unsigned stage; /* for this step */
 	/* the step report: the step in progress, and the last one finished

@@ -240,8 +240,9 @@ struct zs_policy {
 	int reshard_after_forward;          /* stage 3: 1 (default) frees after forward */
 	unsigned push_depth;                /* stage 2, 3: gradient pushes in flight at once
 					     * (0: 1); the trainer holds at most
-					     * push_depth + 1 gradients, zs_unit_grad
-					     * waits for the oldest push beyond that
+					     * push_depth + 1 gradients, those of its
+					     * last pushes: zs_unit_grad waits for
+					     * any push older than the last push_depth
 					     * (not in a replicated job that clips:
 					     * its pushes complete with the step) */
 	int op_timeout_ms;                  /* the longest the driver waits for one
@@ -309,7 +310,7 @@ int zs_unit_params(zs_trainer *t, unsigned unit, int backward, const void **para
 int zs_unit_forward_done(zs_trainer *t, unsigned unit);
 /* A zeroed buffer for unit's gradient (numel elements of its dtype), the
  * library's, valid until the unit's push completes (stage 2, 3) or
- * zs_step_end (stage 1). It may wait for the oldest push beyond push_depth.
+ * zs_step_end (stage 1). It may wait for pushes older than the last push_depth.
  * ZS_OK; ZS_EINVAL (unit out of range); ZS_ESTATE (its gradient is being
  * pushed); ZS_ENOMEM; a push's final status. */
 int zs_unit_grad(zs_trainer *t, unsigned unit, void **grad);

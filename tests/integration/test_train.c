@@ -577,7 +577,8 @@ static void test_step_driver_memory(void **st)
 	driver_run("drv3p", 3, &pol, &c, &s);
 	assert_int_equal(s.peak_param_bytes, 16396 + 256);
 	assert_int_equal(s.peak_param_bytes, planned("drv3p", "--prefetch", "1"));
-	/* one push in flight beside the gradient being written: never more */
+	/* beside the gradient being written, only the last push started (in
+	 * flight or not): never more, whichever push finishes first */
 	assert_true(c.peak_grad_bytes <= 16396 + 256);
 	/* two in flight: up to three units */
 	pol.push_depth = 2;
