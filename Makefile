@@ -140,7 +140,7 @@ PUBLIC_H := include/zshard.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util spec_json optim bsum wire transport engine plan metrics config \
 	      $(if $(HAVE_NVCC),gpu)
-INTEG_TESTS := cluster train ckpt crash device scale security etcd norms replica
+INTEG_TESTS := cluster train ckpt crash device collective scale security etcd norms replica
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -239,7 +239,9 @@ $(BUILD)/tests/test_replica: $(BUILD)/obj/tests/integration/test_replica.o $(TRA
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_etcd: $(BUILD)/obj/tests/integration/test_etcd.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/tests/test_norms: $(BUILD)/obj/tests/integration/test_norms.o $(TEST_HARNESS) $(CORE_LIB)
-$(BUILD)/tests/test_device: $(BUILD)/obj/tests/integration/test_device.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
+DEV_OBJ := $(TRAIN_OBJ) $(BUILD)/obj/tests/integration/dev_common.o
+$(BUILD)/tests/test_device: $(BUILD)/obj/tests/integration/test_device.o $(DEV_OBJ) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_collective: $(BUILD)/obj/tests/integration/test_collective.o $(DEV_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/obj/tests/%.o: tests/%.c $(GEN)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
@@ -254,7 +256,7 @@ check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
 	rc=$$?; \
 	ZSHARD_TEST_SERVER_GPU=emulated ZSHARD_TEST_LABEL="servers --gpu emulated" \
-		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train ckpt crash device scale replica \
+		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train ckpt crash device collective scale replica \
 		>$(BUILD)/gpu-servers.log 2>&1 && tail -1 $(BUILD)/gpu-servers.log || \
 		{ cat $(BUILD)/gpu-servers.log; rc=1; }; \
 	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \
@@ -310,8 +312,9 @@ test-rdma: all
 
 # where a CUDA device is: the GPU tests (make check runs them too, and
 # lists them as skipped, with the reason, on machines without one): the
-# kernels against the host's, trainers in device mode (test_device), the
-# training and checkpoint tests with the servers on --gpu 0 (tests/gpu/run.sh)
+# kernels against the host's, trainers in device mode (test_device),
+# collective jobs (test_collective; NCCL with two GPUs), the training and
+# checkpoint tests with the servers on --gpu 0 (tests/gpu/run.sh)
 test-gpu: all
 	@CC="$(CC)" sh tests/gpu/run.sh $(BUILD) "$(NVCC)" "$(NVCC_IEEE)" "$(CUDA_HOME)"
 

@@ -4,7 +4,9 @@
 #   the kernels' PTX and the driver API declarations (no device needed);
 #   test_gpu: the CUDA kernels against the host's, bit for bit;
 #   test_device: trainers in device mode on the emulated device and CUDA;
-#   test_train, test_ckpt, test_device with every server on --gpu 0.
+#   test_collective: collective jobs, through NCCL where two GPUs are;
+#   test_train, test_ckpt, test_crash, test_device, test_collective with
+#   every server on --gpu 0.
 # About 2 minutes on one H200 machine once built.
 build=$1
 nvcc=$2
@@ -17,10 +19,10 @@ export ZSHARD_GPU_LIB
 rc=0
 sh tests/gpu/check-ptx.sh "$nvcc" "$ieee" || rc=1
 sh tests/gpu/check-cuda-abi.sh "$cuda" || rc=1
-ZSHARD_BIN=$bin sh tests/run-tests.sh "$build/tests" gpu device || rc=1
+ZSHARD_BIN=$bin sh tests/run-tests.sh "$build/tests" gpu device collective || rc=1
 if why=$("$build/tests/test_gpu" --probe); then
 	ZSHARD_TEST_SERVER_GPU=0 ZSHARD_TEST_LABEL="servers --gpu 0" ZSHARD_BIN=$bin \
-		sh tests/run-tests.sh "$build/tests" train ckpt crash device || rc=1
+		sh tests/run-tests.sh "$build/tests" train ckpt crash device collective || rc=1
 else
 	echo "check (servers --gpu 0): skipped: $why"
 fi
