@@ -220,7 +220,7 @@ $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_L
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(CORE_LIB)
 $(BUILD)/tests/test_bsum: $(BUILD)/obj/tests/unit/test_bsum.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
-$(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(CORE_LIB)
+$(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(BUILD)/obj/tests/unit/transport_toy.o $(CORE_LIB)
 $(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_engine: LDLIBS += $(ENGINE_LIBS)
 # the CUDA kernels against the host's (skipped, with the reason, without a device)

@@ -1,0 +1,214 @@
+/*
+ * transport_toy.c - the toy target the transport conformance suite runs
+ * against (transport_toy.h).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/transport_toy.h"
+#include "rdma/rdma.h"
+#include "base/status.h"
+
+const char *addr_of(struct fixture *f)
+{
+	return f->t == &zs_shm_transport ? f->shm_name : f->tcp_addr;
+}
+
+static enum zs_status toy_hello(void *ctx, const char *job, const char *token,
+				uint64_t incarnation, uint64_t epoch, uint32_t rank, uint32_t *h,
+				struct zs_error *err)
+{
+	(void)ctx;
+	(void)incarnation;
+	(void)epoch;
+	if (strcmp(job, "job"))
+		return zs_fail(err, ZS_ENOTFOUND, "no job '%s' here", job);
+	if (strcmp(token, "tok"))
+		return zs_fail(err, ZS_EINVAL, "bad token for job '%s'", job);
+	if (rank >= 4)
+		return zs_fail(err, ZS_EINVAL, "rank %u >= world size 4", rank);
+	*h = JOB_HANDLE;
+	return ZS_OK;
+}
+
+static bool in_range(const struct zs_xfer *x)
+{
+	return x->unit == 0 && x->dtype == ZS_F32 && x->offset <= NELEM &&
+	       x->length <= NELEM - x->offset;
+}
+
+static void toy_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+		     const struct zs_xfer *x)
+{
+	struct toy *t = ctx;
+	(void)job;
+	(void)rank;
+	if (!in_range(x)) {
+		zs_sop_fail(op, ZS_EINVAL, "range [%llu, +%llu) is outside unit %u",
+			    (unsigned long long)x->offset, (unsigned long long)x->length,
+			    x->unit);
+		return;
+	}
+	pthread_mutex_lock(&t->mu);
+	if (x->step > t->ready_step && t->n_held < 256) {
+		t->held_x[t->n_held] = *x;
+		t->held[t->n_held++] = op;
+		pthread_mutex_unlock(&t->mu);
+		return;
+	}
+	pthread_mutex_unlock(&t->mu);
+	zs_sop_read_ready(op, t->served + x->offset);
+}
+
+static enum zs_status toy_write_begin(void *ctx, uint32_t job, uint32_t rank,
+				      const struct zs_xfer *x, void **dst,
+				      struct zs_error *err)
+{
+	struct toy *t = ctx;
+	(void)job;
+	(void)rank;
+	if (!in_range(x))
+		return zs_fail(err, ZS_EINVAL, "push outside unit 0");
+	*dst = t->staging + x->offset;
+	return ZS_OK;
+}
+
+static void toy_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+			   const struct zs_xfer *x, void *dst)
+{
+	struct toy *t = ctx;
+	(void)job; (void)rank; (void)x; (void)dst;
+	pthread_mutex_lock(&t->mu);
+	t->writes_done++;
+	pthread_mutex_unlock(&t->mu);
+	zs_sop_done(op);
+}
+
+static void toy_write_abort(void *ctx, uint32_t job, uint32_t rank,
+			    const struct zs_xfer *x, void *dst)
+{
+	struct toy *t = ctx;
+	(void)job; (void)rank; (void)x; (void)dst;
+	pthread_mutex_lock(&t->mu);
+	t->writes_aborted++;
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* Reads a counter the listener's threads update. */
+int count(struct toy *t, const int *p)
+{
+	int v;
+	pthread_mutex_lock(&t->mu);
+	v = *p;
+	pthread_mutex_unlock(&t->mu);
+	return v;
+}
+
+/* Answers every held read (ready or failing). */
+void toy_release(struct toy *t, bool fail)
+{
+	pthread_mutex_lock(&t->mu);
+	t->ready_step = UINT64_MAX;
+	for (int i = 0; i < t->n_held; i++) {
+		if (fail)
+			zs_sop_fail(t->held[i], ZS_ECANCELED, "server stopping");
+		else
+			zs_sop_read_ready(t->held[i], t->served + t->held_x[i].offset);
+	}
+	t->n_held = 0;
+	pthread_mutex_unlock(&t->mu);
+}
+
+struct zs_target toy_target(struct toy *t)
+{
+	return (struct zs_target){t, toy_hello, toy_read, toy_write_begin, toy_write_done,
+				  toy_write_abort};
+}
+
+int start_toy(struct fixture *f)
+{
+	struct zs_target tg = toy_target(&f->toy);
+	struct zs_listener_opts o = {.at = {{&zs_tcp_endpoint, "127.0.0.1:0", f->tcp_addr},
+					    {&zs_shm_endpoint, NULL, f->shm_name}},
+				     .path = f->t == &zs_rdma_transport ? &zs_rdma_path : NULL,
+				     .arena_bytes = 2ull * NELEM * 4};
+	struct zs_error err = {0};
+
+	memset(&f->toy, 0, sizeof f->toy);
+	pthread_mutex_init(&f->toy.mu, NULL);
+	if (zs_listener_start(&o, &tg, &f->toy.l, &err)) {
+		fprintf(stderr, "listener: %s\n", err.msg);
+		return -1;
+	}
+	f->toy.served = zs_listener_alloc(f->toy.l, NELEM * 4);
+	f->toy.staging = zs_listener_alloc(f->toy.l, NELEM * 4);
+	if (!f->toy.served || !f->toy.staging)
+		return -1;
+	for (uint32_t i = 0; i < NELEM; i++)
+		f->toy.served[i] = (float)i * 0.5f;
+	return 0;
+}
+
+void stop_toy(struct fixture *f)
+{
+	toy_release(&f->toy, true);
+	zs_listener_free(f->toy.l);
+	pthread_mutex_destroy(&f->toy.mu);
+}
+
+int setup_tcp(void **st)
+{
+	static struct fixture f;
+	f.t = &zs_tcp_transport;
+	*st = &f;
+	return start_toy(&f);
+}
+
+int setup_shm(void **st)
+{
+	static struct fixture f;
+	f.t = &zs_shm_transport;
+	*st = &f;
+	return start_toy(&f);
+}
+
+int setup_rdma(void **st)
+{
+	static struct fixture f;
+	f.t = &zs_rdma_transport;
+	*st = &f;
+	return start_toy(&f);
+}
+
+int teardown(void **st)
+{
+	stop_toy(*st);
+	return 0;
+}
+
+struct zs_conn *open_conn(struct fixture *f, unsigned max_inflight)
+{
+	struct zs_conn_opts o = {.addr = addr_of(f), .job = "job", .token = "tok",
+				 .rank = 1, .timeout_ms = 5000, .max_inflight = max_inflight};
+	struct zs_conn *c = NULL;
+	struct zs_error err = {0};
+
+	if (zs_connect(f->t, &o, &c, &err))
+		fail_msg("%s connect: %s", f->t->name, err.msg);
+	assert_ptr_equal(zs_conn_transport(c), f->t);
+	return c;
+}
+
+struct zs_xfer xf(uint64_t off, uint64_t len, uint64_t step)
+{
+	return (struct zs_xfer){.unit = 0, .offset = off, .length = len, .step = step,
+				.dtype = ZS_F32};
+}
+
