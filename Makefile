@@ -140,7 +140,7 @@ PUBLIC_H := include/zshard.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util spec_json optim bsum wire transport engine plan metrics config \
 	      $(if $(HAVE_NVCC),gpu)
-INTEG_TESTS := cluster train ckpt crash device collective scale security etcd norms replica
+INTEG_TESTS := cluster train driver ckpt crash device collective scale security etcd norms replica
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -231,6 +231,7 @@ $(BUILD)/tests/test_gpu: $(BUILD)/obj/tests/gpu/test_gpu.o $(GPU_OBJ) $(CORE_LIB
 $(BUILD)/tests/test_gpu: LDLIBS += $(CUDA_LIBS)
 TRAIN_OBJ := $(TEST_HARNESS) $(BUILD)/obj/tests/oracle.o $(BUILD)/obj/tests/integration/train_common.o
 $(BUILD)/tests/test_train: $(BUILD)/obj/tests/integration/test_train.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_driver: $(BUILD)/obj/tests/integration/test_driver.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_scale: $(BUILD)/obj/tests/integration/test_scale.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_ckpt: $(BUILD)/obj/tests/integration/test_ckpt.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_crash: $(BUILD)/obj/tests/integration/test_crash.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
@@ -256,7 +257,7 @@ check: all
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
 	rc=$$?; \
 	ZSHARD_TEST_SERVER_GPU=emulated ZSHARD_TEST_LABEL="servers --gpu emulated" \
-		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train ckpt crash device collective scale replica \
+		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train driver ckpt crash device collective scale replica \
 		>$(BUILD)/gpu-servers.log 2>&1 && tail -1 $(BUILD)/gpu-servers.log || \
 		{ cat $(BUILD)/gpu-servers.log; rc=1; }; \
 	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \

@@ -5,8 +5,8 @@
 #   test_gpu: the CUDA kernels against the host's, bit for bit;
 #   test_device: trainers in device mode on the emulated device and CUDA;
 #   test_collective: collective jobs, through NCCL where two GPUs are;
-#   test_train, test_ckpt, test_crash, test_device, test_collective with
-#   every server on --gpu 0.
+#   test_train, test_driver, test_ckpt, test_crash, test_device,
+#   test_collective with every server on --gpu 0.
 # About 2 minutes on one H200 machine once built.
 build=$1
 nvcc=$2
@@ -22,7 +22,7 @@ sh tests/gpu/check-cuda-abi.sh "$cuda" || rc=1
 ZSHARD_BIN=$bin sh tests/run-tests.sh "$build/tests" gpu device collective || rc=1
 if why=$("$build/tests/test_gpu" --probe); then
 	ZSHARD_TEST_SERVER_GPU=0 ZSHARD_TEST_LABEL="servers --gpu 0" ZSHARD_BIN=$bin \
-		sh tests/run-tests.sh "$build/tests" train ckpt crash device collective || rc=1
+		sh tests/run-tests.sh "$build/tests" train driver ckpt crash device collective || rc=1
 else
 	echo "check (servers --gpu 0): skipped: $why"
 fi

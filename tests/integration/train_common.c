@@ -473,3 +473,59 @@ void train_oracle(const char *name, uint32_t R, const char *transport,
 		zs_trainer_close(x[r].t);
 	zs_job_spec_release(&spec);
 }
+
+void driver_run(const char *name, unsigned stage, const char *transport,
+		const struct zs_policy *pol, struct zs_trainer_counters *ctr,
+		struct zs_step_stats *last)
+{
+	struct zs_job_spec spec;
+	zs_trainer *t;
+	float *ref[4];
+
+	oracle_spec(&spec, name, 1, ZS_SGD, ZS_F32);
+	spec.stage = stage;
+	create_job(&spec);
+	t = join(name, 0, transport);
+	assert_int_equal(zs_trainer_set_policy(t, pol), ZS_OK);
+	upload_init(t);
+	for (uint64_t step = 0; step < STEPS; step++) {
+		const void *p;
+		void *g;
+		assert_int_equal(zs_step_begin(t, step), ZS_OK);
+		for (unsigned u = 0; u < 4; u++) {
+			assert_int_equal(zs_unit_params(t, u, 0, &p), ZS_OK);
+			if (u == 3 && stage == 3 && pol->prefetch == 1 && pol->reshard_after_forward &&
+			    !pol->max_live_bytes) {
+				/* the window runs on into the backward pass: the
+				 * last unit (kept) and the one before it, asked for
+				 * again while the last one's forward runs */
+				struct zs_trainer_counters now;
+				zs_trainer_counters(t, &now);
+				assert_int_equal(now.live_param_bytes, 256 + 16396);
+			}
+			assert_int_equal(zs_unit_forward_done(t, u), ZS_OK);
+		}
+		for (int u = 3; u >= 0; u--) {
+			unsigned long long n = zs_unit_numel(t, (unsigned)u);
+			if (zs_unit_params(t, (unsigned)u, 1, &p) || zs_unit_grad(t, (unsigned)u, &g))
+				fail_msg("%s", zs_trainer_error(t));
+			for (unsigned long long i = 0; i < n; i++)
+				((float *)g)[i] = oracle_grad(((const float *)p)[i], (uint32_t)u, i, 0, step);
+			assert_int_equal(zs_unit_push(t, (unsigned)u), ZS_OK);
+		}
+		if (zs_step_end(t))
+			fail_msg("%s", zs_trainer_error(t));
+	}
+	zs_trainer_counters(t, ctr);
+	assert_int_equal(zs_last_step(t, last), ZS_OK);
+	oracle_reference(&spec, STEPS, (ref[0] = malloc(4000), ref[1] = malloc(4),
+					 ref[2] = malloc(16396), ref[3] = malloc(256), ref));
+	for (unsigned u = 0; u < 4; u++) {
+		float got[4099];
+		assert_int_equal(fetch(t, u, STEPS, got), ZS_OK);
+		assert_memory_equal(got, ref[u], zs_unit_numel(t, u) * 4);
+		free(ref[u]);
+	}
+	zs_trainer_close(t);
+	zs_job_spec_release(&spec);
+}

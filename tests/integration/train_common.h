@@ -6,6 +6,7 @@
  * against the single-process reference.
  *
  * Binaries: test_train (training at every stage, transport and policy),
+ * test_driver (the step driver: memory, the prefetch window, lanes),
  * test_ckpt (checkpoints, restore anywhere, export and import), test_crash
  * (processes killed mid-checkpoint, a full disk, a dead trainer),
  * test_scale (64 ranks, pushes in adversarial orders, server memory).
@@ -83,6 +84,13 @@ zs_trainer *join(const char *job, unsigned rank, const char *transport);
 /* Rank 0's upload of the oracle's initial parameters. */
 void upload_init(zs_trainer *t);
 int fetch(zs_trainer *t, unsigned u, uint64_t step, float *out);
+/* The step driver over transport: rank 0 of a 1-rank oracle job (units of
+ * 4000, 4, 16396 and 256 bytes, f32) at stage, under pol, trains STEPS
+ * steps through zs_step_begin .. zs_step_end and equals the reference;
+ * its counters and last step report in ctr and last. */
+void driver_run(const char *name, unsigned stage, const char *transport,
+		const struct zs_policy *pol, struct zs_trainer_counters *ctr,
+		struct zs_step_stats *last);
 void *train(void *arg);
 /* Trains the oracle job name with R ranks (threads) and checks it bitwise;
  * K micro-batches, clip, sched: in 3 optimizer groups (oracle_spec_groups)
