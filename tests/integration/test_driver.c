@@ -11,6 +11,51 @@
 
 #include "tests/integration/train_common.h"
 
+/* Rank 0 over tcp of a new 1-rank oracle job name (SGD, f32; stage 0:
+ * the spec's), its spec in *spec. */
+static zs_trainer *one_rank(struct zs_job_spec *spec, const char *name, unsigned stage)
+{
+	oracle_spec(spec, name, 1, ZS_SGD, ZS_F32);
+	if (stage)
+		spec->stage = stage;
+	create_job(spec);
+	return join(name, 0, "tcp");
+}
+
+/* Begins step step and runs its forward pass through the step driver. */
+static void driver_forward(zs_trainer *t, unsigned long long step)
+{
+	const void *p;
+
+	assert_int_equal(zs_step_begin(t, step), ZS_OK);
+	for (unsigned u = 0; u < zs_trainer_units(t); u++) {
+		assert_int_equal(zs_unit_params(t, u, 0, &p), ZS_OK);
+		assert_int_equal(zs_unit_forward_done(t, u), ZS_OK);
+	}
+}
+
+/* Step step through the step driver, zero gradients, pushing units U - 1
+ * down to lowest (0: all); zs_step_end's status. */
+static int driver_step_to(zs_trainer *t, unsigned long long step, unsigned lowest)
+{
+	unsigned U = zs_trainer_units(t);
+	const void *p;
+	void *g;
+
+	driver_forward(t, step);
+	for (unsigned u = U; u-- > lowest;) {
+		assert_int_equal(zs_unit_params(t, u, 1, &p), ZS_OK);
+		assert_int_equal(zs_unit_grad(t, u, &g), ZS_OK);
+		assert_int_equal(zs_unit_push(t, u), ZS_OK);
+	}
+	return zs_step_end(t);
+}
+
+static void driver_step(zs_trainer *t, unsigned long long step)
+{
+	assert_int_equal(driver_step_to(t, step, 0), ZS_OK);
+}
+
 /*
  * The window runs on into the next step at the backward pass's end: unit 1
  * of step 1 is asked for once its step-0 gradient is pushed, and held by
@@ -117,9 +162,7 @@ static void test_tcp_gather_lane(void **st)
 	zs_trainer *t;
 
 	(void)st;
-	oracle_spec(&spec, "lanes", 1, ZS_SGD, ZS_F32);
-	create_job(&spec);
-	t = join("lanes", 0, "tcp");
+	t = one_rank(&spec, "lanes", 0);
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
 	assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
 	for (uint32_t i = 0; i < n_s; i++) {
@@ -319,9 +362,7 @@ static void test_push_depth_in_order(void **st)
 	double t0, waited;
 
 	(void)st;
-	oracle_spec(&spec, "depth", 1, ZS_SGD, ZS_F32);
-	spec.stage = 3;
-	create_job(&spec);
+	t = one_rank(&spec, "depth", 3);
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &cc, NULL), ZS_OK);
 	assert_int_equal(zs_coord_get_job(cc, "depth", &j, NULL), ZS_OK);
 	zs_coord_close(cc);
@@ -340,14 +381,9 @@ static void test_push_depth_in_order(void **st)
 		fail_msg("no server holds a part of unit 2 and none of unit 1 (%d servers): the "
 			 "test needs unit 2 split across them",
 			 C.n);
-	t = join("depth", 0, "tcp");
 	assert_int_equal(zs_trainer_set_policy(t, &pol), ZS_OK);
 	upload_init(t);
-	assert_int_equal(zs_step_begin(t, 0), ZS_OK);
-	for (unsigned u = 0; u < 4; u++) {
-		assert_int_equal(zs_unit_params(t, u, 0, &p), ZS_OK);
-		assert_int_equal(zs_unit_forward_done(t, u), ZS_OK);
-	}
+	driver_forward(t, 0);
 	for (unsigned u = 4; u-- > 1;) { /* kept since the forward pass: no gathers */
 		assert_int_equal(zs_unit_params(t, u, 1, &p), ZS_OK);
 		assert_int_equal(zs_unit_grad(t, u, &g), ZS_OK);
@@ -386,14 +422,9 @@ static void test_bad_calls(void **st)
 	struct zs_job_spec spec;
 	zs_trainer *t;
 	zs_op *op = NULL;
-	const void *p;
-	void *g;
-	unsigned U;
 
 	(void)st;
-	oracle_spec(&spec, "bad", 1, ZS_SGD, ZS_F32);
-	create_job(&spec);
-	t = join("bad", 0, "tcp");
+	t = one_rank(&spec, "bad", 0);
 	upload_init(t);
 	assert_int_equal(zs_gather(t, 0, 0, NULL, &op), ZS_EINVAL);
 	assert_null(op);
@@ -401,43 +432,13 @@ static void test_bad_calls(void **st)
 	assert_int_equal(zs_push(t, 0, 0, NULL, &op), ZS_EINVAL);
 	assert_int_equal(zs_init_unit(t, 0, NULL), ZS_EINVAL);
 
-	U = zs_trainer_units(t);
-	assert_true(U >= 2);
-	assert_int_equal(zs_step_begin(t, 0), ZS_OK);
-	for (unsigned u = 0; u < U; u++) {
-		assert_int_equal(zs_unit_params(t, u, 0, &p), ZS_OK);
-		assert_int_equal(zs_unit_forward_done(t, u), ZS_OK);
-	}
-	for (unsigned u = U; u-- > 1;) { /* unit 0's gradient is left out */
-		assert_int_equal(zs_unit_params(t, u, 1, &p), ZS_OK);
-		assert_int_equal(zs_unit_grad(t, u, &g), ZS_OK);
-		assert_int_equal(zs_unit_push(t, u), ZS_OK);
-	}
-	assert_int_equal(zs_step_end(t), ZS_ESTATE);
+	assert_true(zs_trainer_units(t) >= 2);
+	/* unit 0's gradient is left out */
+	assert_int_equal(driver_step_to(t, 0, 1), ZS_ESTATE);
 	assert_non_null(strstr(zs_trainer_error(t), "not pushed"));
 	assert_non_null(strstr(zs_trainer_error(t), zs_unit_name(t, 0)));
 	zs_trainer_close(t);
 	zs_job_spec_release(&spec);
-}
-
-/* One step through the step driver (zero gradients). */
-static void driver_step(zs_trainer *t, unsigned long long step)
-{
-	unsigned U = zs_trainer_units(t);
-	const void *p;
-	void *g;
-
-	assert_int_equal(zs_step_begin(t, step), ZS_OK);
-	for (unsigned u = 0; u < U; u++) {
-		assert_int_equal(zs_unit_params(t, u, 0, &p), ZS_OK);
-		assert_int_equal(zs_unit_forward_done(t, u), ZS_OK);
-	}
-	for (unsigned u = U; u-- > 0;) {
-		assert_int_equal(zs_unit_params(t, u, 1, &p), ZS_OK);
-		assert_int_equal(zs_unit_grad(t, u, &g), ZS_OK);
-		assert_int_equal(zs_unit_push(t, u), ZS_OK);
-	}
-	assert_int_equal(zs_step_end(t), ZS_OK);
 }
 
 static void *resume_coordinator(void *arg)
@@ -462,9 +463,7 @@ static void test_boundary_without_round_trip(void **st)
 	double t0;
 
 	(void)st;
-	oracle_spec(&spec, "boundary", 1, ZS_SGD, ZS_F32);
-	create_job(&spec);
-	t = join("boundary", 0, "tcp");
+	t = one_rank(&spec, "boundary", 0);
 	upload_init(t);
 	driver_step(t, 0);
 	usleep(300 * 1000); /* the lease thread sends the boundary's report */
