@@ -41,6 +41,10 @@
 #include "model/hparams.h"
 #include "net/transport.h"
 
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
 struct rtask {
 	struct ejob *j; /* referenced */
 	uint32_t shard;
@@ -182,6 +186,7 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	struct zs_hp_table t;
 	size_t hlen;
 	enum zs_status st = ZS_OK;
+	bool one;
 
 	pthread_mutex_lock(&r->j->e->mu);
 	x.epoch = r->j->epoch;
@@ -189,7 +194,12 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	if (r->seed) /* master and the optimizer's arrays, one after the other */
 		x.length = s->sh.length * s->n_arrays;
 	hlen = !r->init && !r->partial && table_at(r->j, r->step, &t) ? zs_hp_encode(&t, hp) : 0;
-	for (uint32_t p = 0; p < r->n_peers && !st; p++) {
+	/* ZSHARD_FAULT=repl-one-copy (test_replica): a step's forward from
+	 * step 3 on, to two copies or more, goes to the last alone, which
+	 * applies it, and this server dies: a primary lost mid-forward */
+	one = !r->init && !r->seed && !r->partial && r->n_peers > 1 && r->step >= 3 &&
+	      getenv("ZSHARD_FAULT") && !strcmp(getenv("ZSHARD_FAULT"), "repl-one-copy");
+	for (uint32_t p = one ? r->n_peers - 1 : 0; p < r->n_peers && !st; p++) {
 		struct zs_conn *c = peer_conn(e, r->j, r->peer[p], err);
 		if (!c)
 			st = err->code ? err->code : ZS_EUNAVAIL;
@@ -197,6 +207,15 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 			peer_broken(r->j, r->peer[p]);
 		else if ((st = zs_post_write(c, &x, src, &reqs[2 * p + 1], err)))
 			peer_broken(r->j, r->peer[p]);
+	}
+	if (one && !st) {
+		for (uint32_t i = 2 * r->n_peers - 2; i < 2 * r->n_peers; i++)
+			if (reqs[i])
+				zs_req_wait(reqs[i], 5000, NULL);
+		zs_error("fault injection: dying at repl-one-copy (step %llu of unit '%s' shard %u went to server %llu alone)",
+			 (unsigned long long)r->step, eng_unit_name(r->j, s->sh.unit), s->sh.index,
+			 (unsigned long long)r->peer[r->n_peers - 1]);
+		raise(SIGKILL);
 	}
 	return st;
 }

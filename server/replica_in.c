@@ -119,9 +119,14 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		st = zs_fail(err, ZS_ENOTFOUND,
 			     "unit '%s' shard %u has no state here yet (a new or restarted copy)",
 			     eng_unit_name(j, x->unit), s->sh.index);
-	else if (x->step + 1 == s->version && !x->init) {
+	else if (x->step < s->version && x->step + 2 >= s->version) {
 		/* sent again to a replica that applied it (a failover moved the
-		 * primary while its acknowledgement was on the way): done */
+		 * primary while its acknowledgement was on the way): done. Or
+		 * the step before it: a promoted copy sends its last step again
+		 * (epoch.c), and its fellow may be a step ahead of it, the lost
+		 * primary's last forward having reached that one alone; the
+		 * trainers push that step again to the new primary, whose
+		 * forward of it then finds it applied here, as above */
 		if (!s->landing && !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
 			st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
 				     eng_unit_name(j, x->unit));

@@ -525,6 +525,34 @@ static void test_gather_waits_for_replica(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/* What t gathers at step n equals the reference after n steps (K
+ * micro-batches; prim: the job's first primaries, its norms' order). */
+static void check_reference_at(const char *name, const struct zs_job_spec *spec,
+			       const struct zs_placement *prim, uint64_t n, uint32_t K,
+			       zs_trainer *t)
+{
+	uint32_t U = spec->layout.n_units;
+	float **ref = calloc(U, sizeof *ref);
+
+	for (uint32_t u = 0; u < U; u++)
+		ref[u] = malloc(spec->layout.units[u].numel * 4);
+	oracle_reference_sched(spec, prim, n, K, 0, ref);
+	for (uint32_t u = 0; u < U; u++) {
+		unsigned long long numel = spec->layout.units[u].numel;
+		float *got = malloc(numel * 4);
+		if (fetch(t, u, n, got))
+			fail_msg("%s: gather of step %llu: %s", name, (unsigned long long)n,
+				 zs_trainer_error(t));
+		for (unsigned long long i = 0; i < numel; i++)
+			if (memcmp(&got[i], &ref[u][i], 4))
+				fail_msg("%s: step %llu: unit %u element %llu is %.9g, the reference %.9g",
+					 name, (unsigned long long)n, u, i, got[i], ref[u][i]);
+		free(got);
+		free(ref[u]);
+	}
+	free(ref);
+}
+
 struct killer {
 	int victim;
 	unsigned delay_ms;
@@ -610,26 +638,7 @@ static void test_server_killed_no_rollback(void **st)
 		pthread_create(&th, NULL, kill_later, &k);
 		train_ranks_k(x, 2, 2, N, K);
 		pthread_join(th, NULL);
-		{ /* bitwise against the reference, N steps */
-			uint32_t U = spec.layout.n_units;
-			float **ref = calloc(U, sizeof *ref);
-			for (uint32_t u = 0; u < U; u++)
-				ref[u] = malloc(spec.layout.units[u].numel * 4);
-			oracle_reference_sched(&spec, &prim[0], N, K, 0, ref);
-			for (uint32_t u = 0; u < U; u++) {
-				unsigned long long n = spec.layout.units[u].numel;
-				float *got = malloc(n * 4);
-				if (fetch(x[1].t, u, N, got))
-					fail_msg("%s: final gather: %s", name, zs_trainer_error(x[1].t));
-				for (unsigned long long i = 0; i < n; i++)
-					if (memcmp(&got[i], &ref[u][i], 4))
-						fail_msg("%s (seed %u): unit %u element %llu is %.9g, the reference %.9g",
-							 name, seed, u, i, got[i], ref[u][i]);
-				free(got);
-				free(ref[u]);
-			}
-			free(ref);
-		}
+		check_reference_at(name, &spec, &prim[0], N, K, x[1].t); /* no step lost */
 		assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
 		assert_int_equal(zs_coord_get_job(c, name, &j, NULL), ZS_OK);
 		if (j.timeline != 0 || j.restored_id)
@@ -663,26 +672,7 @@ static void test_server_killed_no_rollback(void **st)
 		/* training goes on; the new copies follow every step */
 		train_ranks_k(x, 2, N, N + 4, K);
 		check_copies(name, N + 4, NULL);
-		{
-			uint32_t U = spec.layout.n_units;
-			float **ref = calloc(U, sizeof *ref);
-			for (uint32_t u = 0; u < U; u++)
-				ref[u] = malloc(spec.layout.units[u].numel * 4);
-			oracle_reference_sched(&spec, &prim[0], N + 4, K, 0, ref);
-			for (uint32_t u = 0; u < U; u++) {
-				unsigned long long n = spec.layout.units[u].numel;
-				float *got = malloc(n * 4);
-				if (fetch(x[0].t, u, N + 4, got))
-					fail_msg("%s: gather after the rebuild: %s", name,
-						 zs_trainer_error(x[0].t));
-				if (memcmp(got, ref[u], n * 4))
-					fail_msg("%s (seed %u): unit %u differs from the reference after the rebuild",
-						 name, seed, u);
-				free(got);
-				free(ref[u]);
-			}
-			free(ref);
-		}
+		check_reference_at(name, &spec, &prim[0], N + 4, K, x[0].t);
 		for (uint32_t r = 0; r < 2; r++)
 			zs_trainer_close(x[r].t);
 		zs_placement_release(&prim[0]);
@@ -700,6 +690,77 @@ static void test_server_killed_no_rollback(void **st)
 	}
 }
 
+/*
+ * A primary lost mid-forward, its last forward on one of its two copies
+ * alone (ZSHARD_FAULT=repl-one-copy: from step 3 on it sends a step to
+ * its last copy, waits until that one applied it, and dies): the copy
+ * promoted is then a step behind its fellow. Its forward of the step it
+ * applied last, again, and then of the step the trainers push again, find
+ * those applied there: training goes on, no rollback, every copy and the
+ * parameters bitwise the reference.
+ */
+static void test_primary_lost_mid_forward(void **st)
+{
+	enum { N = 8 };
+	const int f = C.n - 1;
+	struct zs_job_spec spec;
+	struct zs_placement prim;
+	struct zs_coord_client *c;
+	struct rank_ctx x[2];
+	struct zs_job j;
+	char log[1024];
+
+	(void)st;
+	if (C.n < 3) {
+		print_message("skipped: three copies need 3 servers ($ZSHARD_TEST_SERVERS is %d)\n",
+			      C.n);
+		skip();
+	}
+	h_stop(C.srv[f], SIGKILL, 5000);
+	/* placed only once the coordinator has marked that one down */
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	for (int w = 0, up = 1; up; w++) {
+		struct zs_server_info *si;
+		uint32_t n;
+		assert_int_equal(zs_coord_servers(c, &si, &n, NULL), ZS_OK);
+		up = 0;
+		for (uint32_t k = 0; k < n; k++)
+			up |= si[k].up && !strcmp(si[k].addr, C.srv_addr[f]);
+		free(si);
+		if (up && w == 200)
+			fail_msg("server %d, killed, still up at the coordinator after 20 s", f);
+		if (up)
+			usleep(100 * 1000);
+	}
+	restart_server(f, "repl-one-copy");
+	oracle_spec(&spec, "midfwd", 2, ZS_ADAMW, ZS_F32);
+	spec.replicas = 3;
+	create_job(&spec);
+	assert_int_equal(zs_coord_get_job(c, "midfwd", &j, NULL), ZS_OK);
+	assert_int_equal(zs_placement_primaries(&prim, &j.placement), ZS_OK);
+	zs_job_release(&j);
+	for (uint32_t r = 0; r < 2; r++)
+		x[r] = (struct rank_ctx){.t = join("midfwd", r, "tcp")};
+	upload_init(x[0].t);
+	train_ranks_k(x, 2, 0, N, 1);
+	snprintf(log, sizeof log, "%s/server-%d.log", C.dir, f);
+	if (h_alive(C.srv[f]) || !text_in_file(log, "dying at repl-one-copy"))
+		fail_msg("server %d did not die at its fault (repl-one-copy): see %s", f, log);
+	check_reference_at("midfwd", &spec, &prim, N, 1, x[1].t);
+	assert_true(check_copies("midfwd", N, NULL) > 0);
+	assert_int_equal(zs_coord_get_job(c, "midfwd", &j, NULL), ZS_OK);
+	if (j.timeline != 0 || j.restored_id)
+		fail_msg("midfwd: rolled back (%s)", j.rollback_reason);
+	assert_true(j.placement.epoch > 1);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t);
+	zs_placement_release(&prim);
+	zs_job_spec_release(&spec);
+	restart_server(f, NULL); /* the cluster whole again, unarmed */
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,6 +770,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_replica_refuses),
 		cmocka_unit_test(test_gather_waits_for_replica),
 		cmocka_unit_test(test_server_killed_no_rollback),
+		cmocka_unit_test(test_primary_lost_mid_forward),
 	};
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
