@@ -209,6 +209,9 @@ struct engine {
 	atomic_uint_fast64_t red_ns, opt_ns; /* every update's, summed */
 	uint64_t bytes;
 	uint32_t step_timeout_ms;
+	/* ZSHARD_FAULT=repl-one-copy, read once (test_replica): replica.c's
+	 * primary dies after sending a step to its last copy alone */
+	bool fault_one_copy;
 	char tier_dir[512];
 	uint64_t tier_budget, resident; /* bytes of master + state */
 	atomic_uint_fast64_t tier_read, tier_written;

@@ -42,8 +42,6 @@
 #include "net/transport.h"
 
 #include <signal.h>
-#include <stdlib.h>
-#include <string.h>
 
 struct rtask {
 	struct ejob *j; /* referenced */
@@ -194,11 +192,11 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	if (r->seed) /* master and the optimizer's arrays, one after the other */
 		x.length = s->sh.length * s->n_arrays;
 	hlen = !r->init && !r->partial && table_at(r->j, r->step, &t) ? zs_hp_encode(&t, hp) : 0;
-	/* ZSHARD_FAULT=repl-one-copy (test_replica): a step's forward from
-	 * step 3 on, to two copies or more, goes to the last alone, which
-	 * applies it, and this server dies: a primary lost mid-forward */
-	one = !r->init && !r->seed && !r->partial && r->n_peers > 1 && r->step >= 3 &&
-	      getenv("ZSHARD_FAULT") && !strcmp(getenv("ZSHARD_FAULT"), "repl-one-copy");
+	/* the fault (e->fault_one_copy): a step's forward from step 3 on, to
+	 * two copies or more, goes to the last alone, which applies it, and
+	 * this server dies: a primary lost mid-forward */
+	one = e->fault_one_copy && !r->init && !r->seed && !r->partial && r->n_peers > 1 &&
+	      r->step >= 3;
 	for (uint32_t p = one ? r->n_peers - 1 : 0; p < r->n_peers && !st; p++) {
 		struct zs_conn *c = peer_conn(e, r->j, r->peer[p], err);
 		if (!c)
