@@ -37,7 +37,12 @@
 	X(cuEventSynchronize, (ZS_CUevent e))                                                \
 	X(cuStreamSynchronize, (ZS_CUstream s))                                              \
 	X(cuGetErrorString, (ZS_CUresult r, const char **s))                                 \
-	X(cuGetErrorName, (ZS_CUresult r, const char **s))
+	X(cuGetErrorName, (ZS_CUresult r, const char **s))                                   \
+	X(cuDeviceGetUuid_v2, (ZS_CUuuid * uuid, ZS_CUdevice dev))                           \
+	X(cuMemGetAddressRange_v2, (ZS_CUdeviceptr * base, size_t *size, ZS_CUdeviceptr p))  \
+	X(cuIpcGetMemHandle, (ZS_CUipcMemHandle * h, ZS_CUdeviceptr p))                      \
+	X(cuIpcOpenMemHandle_v2, (ZS_CUdeviceptr * p, ZS_CUipcMemHandle h, unsigned int flags)) \
+	X(cuIpcCloseMemHandle, (ZS_CUdeviceptr p))
 
 /* the constants used (checked against cuda.h the same way) */
 #define ZS_CUDA_SUCCESS 0
@@ -46,5 +51,7 @@
 #define ZS_CU_EVENT_DISABLE_TIMING 0x2
 #define ZS_CU_MEMHOSTALLOC_PORTABLE 0x1
 #define ZS_CU_MEMHOSTREGISTER_PORTABLE 0x1
+#define ZS_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+#define ZS_CU_IPC_HANDLE_SIZE 64
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef int ZS_CUresult;
 typedef int ZS_CUdevice;
@@ -19,6 +20,8 @@ typedef void *ZS_CUcontext;
 typedef void *ZS_CUstream;
 typedef void *ZS_CUevent;
 typedef unsigned long long ZS_CUdeviceptr;
+typedef struct { char bytes[16]; } ZS_CUuuid;
+typedef struct { char reserved[64]; } ZS_CUipcMemHandle;
 
 #include "gpu/cuda_abi.h"
 
@@ -229,6 +232,47 @@ static void c_close(struct zs_dev *d)
 	free(c);
 }
 
+/* sharing with another process of this host: CUDA IPC */
+static enum zs_status c_share(struct zs_dev *d, const void *p, void **base, size_t *size,
+			      unsigned char handle[ZS_DEV_HANDLE_BYTES])
+{
+	ZS_CUdeviceptr b = 0;
+	ZS_CUipcMemHandle h;
+
+	_Static_assert(sizeof h == ZS_DEV_HANDLE_BYTES, "CUipcMemHandle");
+	CALL(d, "cuMemGetAddressRange",
+	     cu.cuMemGetAddressRange_v2(&b, size, (ZS_CUdeviceptr)(uintptr_t)p));
+	CALL(d, "cuIpcGetMemHandle", cu.cuIpcGetMemHandle(&h, b));
+	memcpy(handle, &h, sizeof h);
+	*base = (void *)(uintptr_t)b;
+	return ZS_OK;
+}
+
+static enum zs_status c_map(struct zs_dev *d, const unsigned char handle[ZS_DEV_HANDLE_BYTES],
+			    void **base, size_t *size)
+{
+	ZS_CUdeviceptr p = 0, b = 0;
+	ZS_CUipcMemHandle h;
+
+	memcpy(&h, handle, sizeof h);
+	CALL(d, "cuIpcOpenMemHandle",
+	     cu.cuIpcOpenMemHandle_v2(&p, h, ZS_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	if (cu.cuMemGetAddressRange_v2(&b, size, p) != ZS_CUDA_SUCCESS || b != p) {
+		cu.cuIpcCloseMemHandle(p);
+		return zs_dev_fail(d, ZS_EIO, "cuMemGetAddressRange on %s: an opened handle's size is unknown",
+				   d->name);
+	}
+	*base = (void *)(uintptr_t)p;
+	return ZS_OK;
+}
+
+static void c_unmap(struct zs_dev *d, void *base, size_t size)
+{
+	(void)size;
+	if (cur(d))
+		cu.cuIpcCloseMemHandle((ZS_CUdeviceptr)(uintptr_t)base);
+}
+
 static const struct zs_dev_ops cuda_ops = {
 	.alloc = c_alloc, .free = c_free, .host_alloc = c_host_alloc, .host_free = c_host_free,
 	.host_register = c_host_register, .host_unregister = c_host_unregister,
@@ -236,7 +280,7 @@ static const struct zs_dev_ops cuda_ops = {
 	.event_create = c_event_create, .event_destroy = c_event_destroy,
 	.copy = c_copy, .zero = c_zero, .record = c_record, .wait = c_wait,
 	.query = c_query, .sync = c_sync, .stream_sync = c_stream_sync, .bind = c_bind,
-	.close = c_close,
+	.close = c_close, .share = c_share, .map = c_map, .unmap = c_unmap,
 };
 
 int zs_dev_count(char *why, size_t len)
@@ -294,6 +338,16 @@ enum zs_status zs_dev_cuda_open(struct zs_dev *d, int device, char *why, size_t 
 		return ZS_EIO;
 	}
 	cu.cuDeviceGetName(name, (int)sizeof name, c->dev);
+	{ /* the identity processes compare before sharing memory: its UUID's */
+		ZS_CUuuid u;
+		unsigned h = 2166136261u;
+		if (cu.cuDeviceGetUuid_v2(&u, c->dev) == ZS_CUDA_SUCCESS)
+			for (size_t i = 0; i < sizeof u.bytes; i++)
+				h = (h ^ (unsigned char)u.bytes[i]) * 16777619u;
+		else
+			h = 0x43554400u + (unsigned)device; /* "CUD" and the ordinal */
+		d->ident = h ? h : 1;
+	}
 	d->ops = &cuda_ops;
 	d->impl = c;
 	snprintf(d->name, sizeof d->name, "cuda:%d %s", device, name);

@@ -4,8 +4,10 @@
  */
 #include "gpu/dev_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum zs_status zs_dev_fail(struct zs_dev *d, enum zs_status st, const char *fmt, ...)
 {
@@ -35,9 +37,11 @@ enum zs_status zs_dev_open(int device, struct zs_dev **out, char *why, size_t le
 		return ZS_ENOMEM;
 	}
 	d->number = device;
+	pthread_mutex_init(&d->smu, NULL);
 	st = device == ZS_DEV_EMULATED ? zs_dev_emu_open(d, why, len)
 				       : zs_dev_cuda_open(d, device, why, len);
 	if (st) {
+		pthread_mutex_destroy(&d->smu);
 		free(d);
 		return st;
 	}
@@ -50,6 +54,12 @@ void zs_dev_close(struct zs_dev *d)
 	if (!d)
 		return;
 	d->ops->close(d);
+	while (d->shared) {
+		struct zs_dev_shared *x = d->shared;
+		d->shared = x->next;
+		free(x);
+	}
+	pthread_mutex_destroy(&d->smu);
 	free(d);
 }
 
@@ -62,8 +72,21 @@ void *zs_dev_alloc(struct zs_dev *d, size_t n) { return d->ops->alloc(d, n ? n :
 
 void zs_dev_free(struct zs_dev *d, void *p)
 {
-	if (p)
-		d->ops->free(d, p);
+	struct zs_dev_shared **pp, *x;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&d->smu);
+	for (pp = &d->shared; (x = *pp);) {
+		if (x->base == p) {
+			*pp = x->next;
+			free(x);
+		} else {
+			pp = &x->next;
+		}
+	}
+	pthread_mutex_unlock(&d->smu);
+	d->ops->free(d, p);
 }
 
 void *zs_dev_host_alloc(struct zs_dev *d, size_t n) { return d->ops->host_alloc(d, n ? n : 1); }
@@ -148,4 +171,55 @@ enum zs_status zs_dev_copy_sync(struct zs_dev *d, void *dst, const void *src, si
 unsigned long long zs_dev_emu_copies(const struct zs_dev *d)
 {
 	return zs_dev_emulated(d) ? zs_dev_emu_count(d) : 0;
+}
+
+/* -------------------------------------------------------------- sharing */
+
+void zs_dev_set_shareable(struct zs_dev *d) { d->shareable = true; }
+
+unsigned zs_dev_ident(const struct zs_dev *d) { return d->ident; }
+
+enum zs_status zs_dev_share(struct zs_dev *d, const void *p, struct zs_dev_share *out)
+{
+	static atomic_ullong serials;
+	struct zs_dev_shared *x;
+	enum zs_status st = ZS_OK;
+	const unsigned char *c = p;
+
+	pthread_mutex_lock(&d->smu);
+	for (x = d->shared; x; x = x->next)
+		if (c >= (unsigned char *)x->base && c < (unsigned char *)x->base + x->size)
+			break;
+	if (!x) {
+		x = calloc(1, sizeof *x);
+		if (!x)
+			st = zs_dev_fail(d, ZS_ENOMEM, "out of memory");
+		else if ((st = d->ops->share(d, p, &x->base, &x->size, x->handle))) {
+			free(x);
+			x = NULL;
+		} else {
+			x->serial = atomic_fetch_add(&serials, 1) + 1;
+			x->next = d->shared;
+			d->shared = x;
+		}
+	}
+	if (x) {
+		memcpy(out->handle, x->handle, sizeof out->handle);
+		out->serial = x->serial;
+		out->offset = (unsigned long long)(c - (unsigned char *)x->base);
+	}
+	pthread_mutex_unlock(&d->smu);
+	return st;
+}
+
+enum zs_status zs_dev_map(struct zs_dev *d, const unsigned char handle[ZS_DEV_HANDLE_BYTES],
+			  void **base, size_t *size)
+{
+	return d->ops->map(d, handle, base, size);
+}
+
+void zs_dev_unmap(struct zs_dev *d, void *base, size_t size)
+{
+	if (base)
+		d->ops->unmap(d, base, size);
 }

@@ -94,6 +94,34 @@ enum zs_status zs_dev_query(struct zs_dev *d, zs_dev_event e);
 enum zs_status zs_dev_sync(struct zs_dev *d, zs_dev_event e);
 enum zs_status zs_dev_stream_sync(struct zs_dev *d, zs_dev_stream s);
 
+/*
+ * Device memory shared with another process of this host (a trainer hands
+ * its gradient to the shard server on its own device: CUDA IPC, or on the
+ * emulator a memfd the other process opens through /proc).
+ *
+ * zs_dev_set_shareable: allocations from now on may be shared (CUDA: all
+ * are; the emulator backs them with a memfd each). zs_dev_share: the
+ * handle of the allocation that holds p, p's byte offset in it, and a
+ * number this process gives that allocation, never reused while it runs
+ * (so a mapping of an allocation since freed is never taken for a new
+ * one with the same handle). zs_dev_map: maps another process's handle,
+ * its base and size; zs_dev_unmap undoes it. zs_dev_ident: a nonzero
+ * identity of the device; two processes of one host whose devices have the
+ * same one map each other's handles (CUDA: from the device's UUID).
+ */
+#define ZS_DEV_HANDLE_BYTES 64
+struct zs_dev_share {
+	unsigned char handle[ZS_DEV_HANDLE_BYTES];
+	unsigned long long serial;
+	unsigned long long offset;
+};
+void zs_dev_set_shareable(struct zs_dev *d);
+enum zs_status zs_dev_share(struct zs_dev *d, const void *p, struct zs_dev_share *out);
+enum zs_status zs_dev_map(struct zs_dev *d, const unsigned char handle[ZS_DEV_HANDLE_BYTES],
+			  void **base, size_t *size);
+void zs_dev_unmap(struct zs_dev *d, void *base, size_t size);
+unsigned zs_dev_ident(const struct zs_dev *d);
+
 /* The emulator's copies: how many ran, and the longest delay before one
  * (microseconds; $ZSHARD_DEV_EMU_DELAY_US sets it, default 300). */
 unsigned long long zs_dev_emu_copies(const struct zs_dev *d);

@@ -6,6 +6,7 @@
 #ifndef ZS_GPU_DEV_INT_H
 #define ZS_GPU_DEV_INT_H
 
+#include <pthread.h>
 #include <stdarg.h>
 
 #include "gpu/dev.h"
@@ -31,6 +32,22 @@ struct zs_dev_ops {
 	enum zs_status (*stream_sync)(struct zs_dev *d, zs_dev_stream s);
 	enum zs_status (*bind)(struct zs_dev *d);
 	void (*close)(struct zs_dev *d);
+	/* sharing (dev.c keeps the serials): the allocation holding p, its
+	 * base and size, and its handle */
+	enum zs_status (*share)(struct zs_dev *d, const void *p, void **base, size_t *size,
+				unsigned char handle[ZS_DEV_HANDLE_BYTES]);
+	enum zs_status (*map)(struct zs_dev *d, const unsigned char handle[ZS_DEV_HANDLE_BYTES],
+			      void **base, size_t *size);
+	void (*unmap)(struct zs_dev *d, void *base, size_t size);
+};
+
+/* an allocation shared so far (zs_dev_share), until it is freed */
+struct zs_dev_shared {
+	void *base;
+	size_t size;
+	unsigned long long serial;
+	unsigned char handle[ZS_DEV_HANDLE_BYTES];
+	struct zs_dev_shared *next;
 };
 
 struct zs_dev {
@@ -39,6 +56,10 @@ struct zs_dev {
 	char name[96];
 	char err[256];
 	void *impl; /* the backend's */
+	bool shareable;  /* zs_dev_set_shareable */
+	unsigned ident;  /* zs_dev_ident */
+	pthread_mutex_t smu; /* shared */
+	struct zs_dev_shared *shared;
 };
 
 /* Leaves the reason in d->err and returns st. */

@@ -6,6 +6,7 @@
  * time and a test sees it. The NULL stream is the calling thread.
  */
 #include "gpu/dev_int.h"
+#include "gpu/emu_shm.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -52,6 +53,7 @@ struct emu {
 	unsigned max_delay_us;
 	atomic_ullong copies;
 	atomic_uint seeds;
+	struct emu_shms shms; /* shareable allocations (emu_shm.c) */
 };
 
 static void ev_complete(struct emu_event *ev, uint64_t gen)
@@ -164,7 +166,7 @@ static enum zs_status put(struct zs_dev *d, zs_dev_stream stream, struct item it
 	return ZS_OK;
 }
 
-static void *emu_alloc(struct zs_dev *d, size_t n)
+static void *emu_host_alloc(struct zs_dev *d, size_t n)
 {
 	void *p = malloc(n);
 	if (!p)
@@ -172,10 +174,30 @@ static void *emu_alloc(struct zs_dev *d, size_t n)
 	return p;
 }
 
-static void emu_free(struct zs_dev *d, void *p)
+static void emu_host_free(struct zs_dev *d, void *p)
 {
 	(void)d;
 	free(p);
+}
+
+static void *emu_alloc(struct zs_dev *d, size_t n)
+{
+	struct emu *e = d->impl;
+	return d->shareable ? emu_shm_alloc(d, &e->shms, n) : emu_host_alloc(d, n);
+}
+
+static void emu_free(struct zs_dev *d, void *p)
+{
+	struct emu *e = d->impl;
+	if (!emu_shm_free(&e->shms, p))
+		free(p);
+}
+
+static enum zs_status emu_share(struct zs_dev *d, const void *p, void **base, size_t *size,
+				unsigned char handle[ZS_DEV_HANDLE_BYTES])
+{
+	struct emu *e = d->impl;
+	return emu_shm_share(d, &e->shms, p, base, size, handle);
 }
 
 static enum zs_status emu_host_register(struct zs_dev *d, void *p, size_t n)
@@ -303,7 +325,12 @@ static enum zs_status emu_stream_sync(struct zs_dev *d, zs_dev_stream stream)
 	return ZS_OK;
 }
 
-static void emu_close(struct zs_dev *d) { free(d->impl); }
+static void emu_close(struct zs_dev *d)
+{
+	struct emu *e = d->impl;
+	emu_shm_free_all(&e->shms);
+	free(e);
+}
 
 static enum zs_status emu_bind(struct zs_dev *d)
 {
@@ -312,13 +339,14 @@ static enum zs_status emu_bind(struct zs_dev *d)
 }
 
 static const struct zs_dev_ops emu_ops = {
-	.alloc = emu_alloc, .free = emu_free, .host_alloc = emu_alloc, .host_free = emu_free,
+	.alloc = emu_alloc, .free = emu_free, .host_alloc = emu_host_alloc,
+	.host_free = emu_host_free,
 	.host_register = emu_host_register, .host_unregister = emu_host_unregister,
 	.stream_create = emu_stream_create, .stream_destroy = emu_stream_destroy,
 	.event_create = emu_event_create, .event_destroy = emu_event_destroy,
 	.copy = emu_copy, .zero = emu_zero, .record = emu_record, .wait = emu_wait,
 	.query = emu_query, .sync = emu_sync, .stream_sync = emu_stream_sync, .bind = emu_bind,
-	.close = emu_close,
+	.close = emu_close, .share = emu_share, .map = emu_map, .unmap = emu_unmap,
 };
 
 enum zs_status zs_dev_emu_open(struct zs_dev *d, char *why, size_t len)
@@ -332,6 +360,8 @@ enum zs_status zs_dev_emu_open(struct zs_dev *d, char *why, size_t len)
 		return ZS_ENOMEM;
 	}
 	e->max_delay_us = v && *v ? (unsigned)strtoul(v, NULL, 10) : 300;
+	emu_shm_init(&e->shms);
+	d->ident = EMU_IDENT;
 	d->ops = &emu_ops;
 	d->impl = e;
 	snprintf(d->name, sizeof d->name, "emulated");

@@ -15,6 +15,8 @@
 #define ZS_CUstream CUstream
 #define ZS_CUevent CUevent
 #define ZS_CUdeviceptr CUdeviceptr
+#define ZS_CUuuid CUuuid
+#define ZS_CUipcMemHandle CUipcMemHandle
 #include "gpu/cuda_abi.h"
 
 /* each name, taken with the parameter list cudadrv.c calls it with */
@@ -29,6 +31,11 @@ _Static_assert(ZS_CU_EVENT_DISABLE_TIMING == CU_EVENT_DISABLE_TIMING, "CU_EVENT_
 _Static_assert(ZS_CU_MEMHOSTALLOC_PORTABLE == CU_MEMHOSTALLOC_PORTABLE, "CU_MEMHOSTALLOC_PORTABLE");
 _Static_assert(ZS_CU_MEMHOSTREGISTER_PORTABLE == CU_MEMHOSTREGISTER_PORTABLE,
 	       "CU_MEMHOSTREGISTER_PORTABLE");
+_Static_assert(ZS_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+	       "CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS");
+_Static_assert(ZS_CU_IPC_HANDLE_SIZE == CU_IPC_HANDLE_SIZE, "CU_IPC_HANDLE_SIZE");
+_Static_assert(sizeof(CUipcMemHandle) == CU_IPC_HANDLE_SIZE, "CUipcMemHandle");
+_Static_assert(sizeof(CUuuid) == 16, "CUuuid");
 _Static_assert(sizeof(CUdeviceptr) == sizeof(unsigned long long), "CUdeviceptr");
 _Static_assert(sizeof(CUdevice) == sizeof(int), "CUdevice");
 _Static_assert(sizeof(CUresult) == sizeof(int), "CUresult");
