@@ -136,7 +136,8 @@ static void sop_end(struct zs_sop *op, bool ok)
 	struct zs_lconn *c = op->c;
 
 	if (c->observe) /* c's copies: the listener may be gone by now */
-		c->observe(c->observe_ctx, c->path ? c->path_name : c->ep->name,
+		c->observe(c->observe_ctx,
+			   op->x.device ? "device" : c->path ? c->path_name : c->ep->name,
 			   op->op != ZS_OP_GATHER, op->x.length * zs_dtype_size(op->x.dtype),
 			   (double)(zs_now_ns() - op->t0) * 1e-9, ok);
 	lsn_conn_unref(c);
@@ -216,7 +217,8 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			      .epoch = (f->flags & ZS_WF_REPLICA) ? f->aux : 0,
 			      .from = f->rank,
 			      .state_read = f->flags & ZS_WF_STATE,
-			      .state = (f->flags & ZS_WF_STATE) ? (int)(f->aux & 3) : -1};
+			      .state = (f->flags & ZS_WF_STATE) ? (int)(f->aux & 3) : -1,
+			      .device = f->op == ZS_OP_PUSH && (f->flags & ZS_WF_DEVICE)};
 	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))
 		return zs_fail(err, ZS_EINVAL, "a state read is of array 0, 1 or 2, as f32");
 	if (x->partial && x->replica && !x->seed) { /* a forwarded partial push */
@@ -260,6 +262,11 @@ static int on_hello(struct zs_lconn *c, const struct zs_frame *f)
 		c->path = c->offsets = true;
 	if (c->offsets) /* the size of what its offsets address */
 		r.aux = l->arena_len;
+	if (c->ep->pass_arena && !c->path && l->t.dev_ident && l->t.dev_map &&
+	    (r.offset = l->t.dev_ident(l->t.ctx))) { /* shm: pushes from its device */
+		r.flags = ZS_WF_DEVICE;
+		c->dev = true;
+	}
 	return lsn_send_frame(c, &r, NULL, 0, c->ep->pass_arena ? l->memfd : -1);
 }
 
@@ -300,12 +307,12 @@ void zs_listener_kick(struct zs_listener *l)
 }
 
 /*
- * write_begin, waiting (in c's thread) while the target has no room, up
- * to the listener's wait. A shm connection that holds a slot does not
+ * write_begin, waiting while the target has no room, up to the
+ * listener's wait. A shm connection that holds a slot does not
  * wait: what frees its slot is behind this frame on the same connection.
  */
-static enum zs_status begin_write(struct zs_lconn *c, struct zs_xfer *x, void **dst,
-				  struct zs_error *err)
+enum zs_status lsn_begin_write(struct zs_lconn *c, struct zs_xfer *x, void **dst,
+			       struct zs_error *err)
 {
 	struct zs_listener *l = c->l;
 	int64_t start = zs_now_ms();
@@ -384,6 +391,8 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 		l->t.read(l->t.ctx, op, c->job, c->rank, &x);
 		return 0;
 	case ZS_OP_PUSH:
+		if (x.device)
+			return lsn_on_device_push(c, f, &x, t0);
 		if (c->offsets) {
 			pthread_mutex_lock(&c->smu);
 			for (size_t i = 0; i < c->n_slots; i++) {
@@ -408,7 +417,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH payload size does not match its range");
 			return -1;
 		}
-		if (begin_write(c, &x, &dst, &err)) {
+		if (lsn_begin_write(c, &x, &dst, &err)) {
 			if (zs_drain(c->fd, f->payload_len))
 				return -1;
 			lsn_send_error(c, f->req_id, err.code, err.msg);
@@ -439,7 +448,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for peers that address the arena");
 			return -1;
 		}
-		if (begin_write(c, &x, &dst, &err)) {
+		if (lsn_begin_write(c, &x, &dst, &err)) {
 			lsn_send_error(c, f->req_id, err.code, err.msg);
 			return 0;
 		}
@@ -493,6 +502,7 @@ static void *conn_main(void *arg)
 				    c->slots[i].dst);
 	c->n_slots = 0;
 	pthread_mutex_unlock(&c->smu);
+	lsn_dev_conn_end(c);
 	atomic_store(&c->ended, true);
 	return NULL;
 }

@@ -72,6 +72,21 @@ struct zs_target {
 	 */
 	enum zs_status (*hparams)(void *ctx, uint32_t job, uint32_t rank, uint64_t step,
 				  const uint8_t *payload, size_t len, struct zs_error *err);
+	/*
+	 * Optional, pushes from a trainer's device memory (shm peers on the
+	 * target's own device): the identity of the device the target keeps
+	 * shards on (gpu/dev.h's zs_dev_ident; 0: none, no such pushes);
+	 * mapping a trainer's allocation by its handle (its base and size) and
+	 * undoing it. Such a write comes with x->device and x->dsrc (its bytes
+	 * in the mapping), valid until write_done or write_abort returns: the
+	 * target takes the bytes by then (write_begin may return dsrc itself
+	 * as dst). The listener keeps a connection's mappings for its next
+	 * pushes and undoes them when it ends.
+	 */
+	uint32_t (*dev_ident)(void *ctx);
+	enum zs_status (*dev_map)(void *ctx, const unsigned char handle[64], void **base,
+				  uint64_t *size, struct zs_error *err);
+	void (*dev_unmap)(void *ctx, void *base, uint64_t size);
 };
 
 /*

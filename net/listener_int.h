@@ -55,6 +55,12 @@ struct zs_lconn {
 	pthread_mutex_t smu; /* slots: a path's notifications come from another thread */
 	struct slot *slots;
 	size_t n_slots;
+	/* device pushes (listener_dev.c): whether its HELLO_OK offered them,
+	 * and the trainer's allocations mapped so far (its thread's alone) */
+	bool dev;
+	struct dmap *dmaps;
+	size_t n_dmaps;
+	uint64_t dmap_clock;
 	struct zs_lconn *next; /* listener's list */
 };
 
@@ -119,6 +125,17 @@ void lsn_send_error(struct zs_lconn *c, uint64_t req_id, enum zs_status code, co
  * when its first frame came (zs_now_ns). */
 struct zs_sop *lsn_new_sop(struct zs_lconn *c, const struct zs_frame *f,
 			   const struct zs_xfer *x, int64_t t0);
+
+/* write_begin, waiting (in c's thread) while the target has no room. */
+enum zs_status lsn_begin_write(struct zs_lconn *c, struct zs_xfer *x, void **dst,
+			       struct zs_error *err);
+
+/* listener_dev.c */
+/* A PUSH with ZS_WF_DEVICE (x checked); nonzero ends the connection. */
+int lsn_on_device_push(struct zs_lconn *c, const struct zs_frame *f, struct zs_xfer *x,
+		       int64_t t0);
+/* c ends: undo its mappings. */
+void lsn_dev_conn_end(struct zs_lconn *c);
 
 /* listener_path.c */
 /* A control frame of the one-sided path; nonzero ends the connection. */

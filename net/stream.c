@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/le.h"
 #include "model/hparams.h"
 #include "net/sockio.h"
 #include "base/util.h"
@@ -55,6 +56,7 @@ struct zs_conn {
 	const struct stream_hooks *h;
 	int fd;
 	uint64_t region_len; /* the server's region (not inline_data) */
+	uint32_t dev_ident;  /* zs_conn_device */
 	uint32_t job, rank;
 	char addr[ZS_ADDR_MAX];
 
@@ -228,6 +230,28 @@ enum zs_status stream_post_write(struct zs_conn *c, const struct zs_xfer *x,
 		    err);
 }
 
+enum zs_status zs_post_write_device(struct zs_conn *c, const struct zs_xfer *x,
+				    const struct zs_dev_src *src, struct zs_req **out,
+				    struct zs_error *err)
+{
+	struct zs_xfer d = *x;
+	uint8_t pl[ZS_WIRE_DEV_SRC];
+
+	if (!c->dev_ident)
+		return zs_fail(err, ZS_EINVAL, "%s takes no pushes from device memory", c->addr);
+	if (!zs_dtype_size(x->dtype) || !x->length || x->length > ZS_MAX_NUMEL || x->init ||
+	    x->replica)
+		return zs_fail(err, ZS_EINVAL, "bad device push of %llu elements",
+			       (unsigned long long)x->length);
+	memcpy(pl, src->handle, 64);
+	zs_put64(pl + 64, src->serial);
+	zs_put64(pl + 72, src->offset);
+	d.device = true;
+	return post(c, ZS_OP_PUSH, &d, NULL, pl, sizeof pl, out, err);
+}
+
+uint32_t zs_conn_device(const struct zs_conn *c) { return c->dev_ident; }
+
 enum zs_status zs_post_hparams(struct zs_conn *c, uint64_t step, const void *payload,
 			       size_t len, struct zs_req **out, struct zs_error *err)
 {
@@ -400,10 +424,11 @@ static void *sender_main(void *arg)
 						   (r->x.init ? ZS_WF_INIT : 0) |
 						   (r->x.replica ? ZS_WF_REPLICA : 0) |
 						   (r->x.seed ? ZS_WF_SEED : 0) |
-						   (r->x.state_read ? ZS_WF_STATE : 0)),
+						   (r->x.state_read ? ZS_WF_STATE : 0) |
+						   (r->x.device ? ZS_WF_DEVICE : 0)),
 				      .aux = wire_aux(&r->x)};
 		with_payload = (r->op == ZS_OP_PUSH && c->h->inline_data) || r->internal ||
-			       r->op == ZS_OP_HPARAMS;
+			       r->op == ZS_OP_HPARAMS || r->x.device;
 		f.payload_len = with_payload ? r->bytes : 0;
 		zs_wire_encode(&f, h);
 		iov[0] = (struct iovec){h, sizeof h};
@@ -634,6 +659,8 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int
 		}
 		c->region_len = f.aux;
 	}
+	if (f.flags & ZS_WF_DEVICE) /* its shards' device, for device pushes */
+		c->dev_ident = (uint32_t)f.offset;
 	return ZS_OK;
 fail:
 	if (*fd >= 0)

@@ -67,6 +67,18 @@ struct zs_xfer {
 			    * the step (0, 1, ...), so that one sent again
 			    * after a failover is not counted twice */
 	uint32_t from;     /* a forwarded partial push: its trainer's rank */
+	bool device;       /* a push from the trainer's device memory (ZS_WF_DEVICE) */
+	const void *dsrc;  /* server side, a device push: the range's bytes,
+			    * mapped from the trainer's device (the listener's) */
+};
+
+/* Where a device push's bytes are (gpu/dev.h's zs_dev_share, as the wire
+ * carries it): the trainer's allocation's handle, its number for it, the
+ * range's byte offset in it. */
+struct zs_dev_src {
+	unsigned char handle[64];
+	uint64_t serial;
+	uint64_t offset;
 };
 
 /* The rank an exporter says HELLO with: it may read, never push. */
@@ -232,6 +244,16 @@ bool zs_conn_broken(struct zs_conn *c, char *why, size_t len);
  * carries it inline. */
 enum zs_status zs_post_hparams(struct zs_conn *c, uint64_t step, const void *payload,
 			       size_t len, struct zs_req **out, struct zs_error *err);
+/* The identity (gpu/dev.h's zs_dev_ident) of the device c's server keeps
+ * shards on, when it takes pushes from this host's device memory (shm to
+ * a server with --gpu); 0 otherwise. */
+uint32_t zs_conn_device(const struct zs_conn *c);
+/* Queues a push of x whose bytes are in device memory src names, on the
+ * server's own device (zs_conn_device says which): it takes them from
+ * there; completes like a push. The memory must stay as it is until then. */
+enum zs_status zs_post_write_device(struct zs_conn *c, const struct zs_xfer *x,
+				    const struct zs_dev_src *src, struct zs_req **out,
+				    struct zs_error *err);
 /* test and wait are transport-independent (one request type). */
 enum zs_status zs_req_test(struct zs_req *r, struct zs_error *err);
 enum zs_status zs_req_wait(struct zs_req *r, int timeout_ms, struct zs_error *err);

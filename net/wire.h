@@ -41,6 +41,11 @@
  *   shm: GATHER -> GATHER_DATA(aux: region offset, no payload);
  *        PUSH_BEGIN -> PUSH_SLOT(aux: region offset); client copies;
  *        PUSH(no payload) -> PUSH_ACK
+ *   shm, a server with shards on a device: HELLO_OK(flags DEVICE, offset:
+ *        the device's identity); a trainer on that device may push
+ *        PUSH(flags DEVICE, payload: handle, number, byte offset of its
+ *        device memory holding the range) -> PUSH_ACK once the server
+ *        has taken the bytes (mapped through the handle; no host copy)
  *   primary -> replica (server to server, rank ZS_RANK_PEER, tcp):
  *        [HPARAMS(the table in force)] PUSH(flags REPLICA, f32: the step's
  *        reduced gradient, whole shard) -> PUSH_ACK once applied;
@@ -66,6 +71,9 @@
 #define ZS_WIRE_VERSION 1
 #define ZS_WIRE_HDR 80
 #define ZS_WIRE_MAX_ERR 512
+/* a device push's payload: the allocation's handle (64 bytes), the
+ * trainer's number for it and the range's byte offset in it (8 each) */
+#define ZS_WIRE_DEV_SRC 80
 
 enum zs_op {
 	ZS_OP_HELLO = 1,
@@ -99,8 +107,12 @@ enum {
 				   * acknowledged (or, with INIT, the masters) */
 	ZS_WF_SEED = 1 << 5,      /* with REPLICA: a new copy's whole state (master,
 				   * then the optimizer's arrays) at step */
+	ZS_WF_DEVICE = 1 << 6,    /* shm: a HELLO_OK whose server keeps shards on
+				   * a device (offset: its zs_dev_ident); a PUSH
+				   * whose bytes are in the trainer's memory on
+				   * that device (payload: ZS_WIRE_DEV_SRC bytes) */
 	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED | ZS_WF_REPLICA |
-		    ZS_WF_SEED,
+		    ZS_WF_SEED | ZS_WF_DEVICE,
 };
 
 struct zs_frame {

@@ -28,6 +28,7 @@
 #include "tests/unit/fixtures.h"
 #include "net/wire.h"
 #include "tests/unit/transport_toy.h"
+#include "gpu/dev.h"
 
 /* ----------------------------------------------------------------- tests */
 
@@ -374,6 +375,7 @@ static void test_server_goes_away(void **st)
 	g.toy.n_held = 0;
 	pthread_mutex_unlock(&g.toy.mu);
 	pthread_mutex_destroy(&g.toy.mu);
+	zs_dev_close(g.toy.dev);
 }
 
 /* rdma: a read with a stale key, then one outside the registered region,
@@ -482,6 +484,130 @@ static void test_rdma_registered_buffers(void **st)
 	free(buf);
 }
 
+/* Pushes from device memory (an emulated device in this process): shm
+ * alone offers them; the toy takes the bytes where they are, maps each
+ * allocation once (a connection keeps 16: the 17th undoes the least
+ * recently used), refuses a range outside its allocation and a handle it
+ * cannot map with a clear error, and the connection goes on. */
+static void test_device_push(void **st)
+{
+	struct fixture *f = *st;
+	struct zs_conn *c = open_conn(f, 0);
+	struct zs_error err = {0};
+	struct zs_dev *d;
+	struct zs_dev_share sh;
+	struct zs_dev_src ds;
+	struct zs_req *r;
+	float *a[20];
+	int maps0 = count(&f->toy, &f->toy.maps);
+
+	{ /* a raw peer's device push with a payload that is not a device
+	   * range (or where none is offered): refused, the peer dropped */
+		int fd = raw_hello(f);
+		uint8_t h[ZS_WIRE_HDR], junk[3] = {1, 2, 3};
+		struct zs_frame fr = {.op = ZS_OP_PUSH, .job = JOB_HANDLE, .rank = 2, .length = 4,
+				      .dtype = ZS_F32, .flags = ZS_WF_DEVICE,
+				      .payload_len = sizeof junk};
+		zs_wire_encode(&fr, h);
+		assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+		assert_int_equal(send(fd, junk, sizeof junk, MSG_NOSIGNAL), (ssize_t)sizeof junk);
+		assert_int_equal(zs_read_full(fd, h, sizeof h), 0);
+		assert_int_equal(zs_wire_decode(h, &fr, NULL), ZS_OK);
+		assert_int_equal(fr.op, ZS_OP_ERROR);
+		assert_int_equal(fr.status, ZS_EPROTO);
+		close(fd);
+	}
+	assert_int_equal(zs_dev_open(ZS_DEV_EMULATED, &d, NULL, 0), ZS_OK);
+	zs_dev_set_shareable(d);
+	if (f->t != &zs_shm_transport) { /* tcp and rdma: not offered */
+		struct zs_xfer x = xf(0, 4, 0);
+		assert_int_equal(zs_conn_device(c), 0);
+		memset(&ds, 0, sizeof ds);
+		assert_int_equal(zs_post_write_device(c, &x, &ds, &r, &err), ZS_EINVAL);
+		assert_non_null(strstr(err.msg, "takes no pushes from device memory"));
+		zs_conn_close(c);
+		zs_dev_close(d);
+		return;
+	}
+	assert_int_equal(zs_conn_device(c), zs_dev_ident(d));
+	for (int i = 0; i < 20; i++) {
+		a[i] = zs_dev_alloc(d, 1000 * 4);
+		assert_non_null(a[i]);
+		for (int k = 0; k < 1000; k++)
+			a[i][k] = (float)(i * 1000 + k) * -0.25f;
+	}
+	/* 20 allocations, then the first again (unmapped by now): each lands */
+	for (int n = 0; n < 21; n++) {
+		int i = n % 20;
+		struct zs_xfer x = xf((uint64_t)i * 1000, 990, 0);
+		assert_int_equal(zs_dev_share(d, a[i] + 10, &sh), ZS_OK);
+		memcpy(ds.handle, sh.handle, sizeof ds.handle);
+		ds.serial = sh.serial;
+		ds.offset = sh.offset;
+		assert_int_equal(ds.offset, 40);
+		memset(f->toy.staging + i * 1000, 0, 990 * 4);
+		assert_int_equal(zs_post_write_device(c, &x, &ds, &r, &err), ZS_OK);
+		assert_int_equal(zs_req_wait(r, 5000, &err), ZS_OK);
+		assert_memory_equal(f->toy.staging + i * 1000, a[i] + 10, 990 * 4);
+	}
+	assert_int_equal(count(&f->toy, &f->toy.maps) - maps0, 21);
+	assert_true(count(&f->toy, &f->toy.unmaps) >= 5);
+	{ /* a range past its allocation's end */
+		struct zs_xfer x = xf(0, 1000, 0);
+		assert_int_equal(zs_dev_share(d, a[3] + 10, &sh), ZS_OK);
+		memcpy(ds.handle, sh.handle, sizeof ds.handle);
+		ds.serial = sh.serial;
+		ds.offset = sh.offset;
+		assert_int_equal(zs_post_write_device(c, &x, &ds, &r, &err), ZS_OK);
+		assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EINVAL);
+		assert_non_null(strstr(err.msg, "outside the allocation"));
+	}
+	{ /* an allocation freed before the server mapped it (another in its
+	   * descriptor's place now), and a handle of nothing: refused, naming
+	   * why */
+		void *b = zs_dev_alloc(d, 4096), *b2;
+		struct zs_xfer x = xf(0, 4, 0);
+		assert_int_equal(zs_dev_share(d, b, &sh), ZS_OK);
+		zs_dev_free(d, b);
+		b2 = zs_dev_alloc(d, 4096);
+		memcpy(ds.handle, sh.handle, sizeof ds.handle);
+		ds.serial = sh.serial;
+		ds.offset = 0;
+		assert_int_equal(zs_post_write_device(c, &x, &ds, &r, &err), ZS_OK);
+		assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EUNAVAIL);
+		assert_non_null(strstr(err.msg, "cannot map the trainer's device memory"));
+		if (!strstr(err.msg, "gone"))
+			fail_msg("%s", err.msg);
+		memset(ds.handle, 0x5a, sizeof ds.handle);
+		assert_int_equal(zs_post_write_device(c, &x, &ds, &r, &err), ZS_OK);
+		assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EUNAVAIL);
+		assert_non_null(strstr(err.msg, "not a handle"));
+		zs_dev_free(d, b2);
+	}
+	{ /* memory that was never shareable, and the connection still works */
+		struct zs_dev *h;
+		void *p;
+		struct zs_xfer x = xf(0, 4, 0);
+		assert_int_equal(zs_dev_open(ZS_DEV_EMULATED, &h, NULL, 0), ZS_OK);
+		p = zs_dev_alloc(h, 64);
+		assert_int_equal(zs_dev_share(h, p, &sh), ZS_EINVAL);
+		assert_non_null(strstr(zs_dev_error(h), "not shareable"));
+		zs_dev_free(h, p);
+		zs_dev_close(h);
+		assert_int_equal(zs_dev_share(d, a[0], &sh), ZS_OK);
+		memcpy(ds.handle, sh.handle, sizeof ds.handle);
+		ds.serial = sh.serial;
+		ds.offset = 0;
+		assert_int_equal(zs_post_write_device(c, &x, &ds, &r, &err), ZS_OK);
+		assert_int_equal(zs_req_wait(r, 5000, &err), ZS_OK);
+		assert_memory_equal(f->toy.staging, a[0], 16);
+	}
+	zs_conn_close(c);
+	for (int i = 0; i < 20; i++)
+		zs_dev_free(d, a[i]);
+	zs_dev_close(d);
+}
+
 #define SUITE(setup)                                                               \
 	{                                                                          \
 		cmocka_unit_test(test_hello_refusals),                             \
@@ -496,6 +622,7 @@ static void test_rdma_registered_buffers(void **st)
 		cmocka_unit_test(test_closed_connections_are_reaped),              \
 		cmocka_unit_test(test_end_job_cuts_a_hanging_push),                \
 		cmocka_unit_test(test_server_goes_away),                           \
+		cmocka_unit_test(test_device_push),                                \
 	}
 
 /*

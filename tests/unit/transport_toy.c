@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "tests/unit/transport_toy.h"
+#include "gpu/dev.h"
 #include "rdma/rdma.h"
 #include "base/status.h"
 
@@ -84,11 +85,42 @@ static void toy_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t 
 			   const struct zs_xfer *x, void *dst)
 {
 	struct toy *t = ctx;
-	(void)job; (void)rank; (void)x; (void)dst;
+	(void)job; (void)rank;
+	if (x->device) /* the bytes are in the peer's device memory: take them */
+		memcpy(dst, x->dsrc, x->length * 4);
 	pthread_mutex_lock(&t->mu);
 	t->writes_done++;
 	pthread_mutex_unlock(&t->mu);
 	zs_sop_done(op);
+}
+
+static uint32_t toy_dev_ident(void *ctx)
+{
+	struct toy *t = ctx;
+	return t->dev ? zs_dev_ident(t->dev) : 0;
+}
+
+static enum zs_status toy_dev_map(void *ctx, const unsigned char handle[64], void **base,
+				  uint64_t *size, struct zs_error *err)
+{
+	struct toy *t = ctx;
+	size_t n;
+	if (zs_dev_map(t->dev, handle, base, &n))
+		return zs_fail(err, ZS_EUNAVAIL, "%s", zs_dev_error(t->dev));
+	*size = n;
+	pthread_mutex_lock(&t->mu);
+	t->maps++;
+	pthread_mutex_unlock(&t->mu);
+	return ZS_OK;
+}
+
+static void toy_dev_unmap(void *ctx, void *base, uint64_t size)
+{
+	struct toy *t = ctx;
+	zs_dev_unmap(t->dev, base, size);
+	pthread_mutex_lock(&t->mu);
+	t->unmaps++;
+	pthread_mutex_unlock(&t->mu);
 }
 
 static void toy_write_abort(void *ctx, uint32_t job, uint32_t rank,
@@ -128,8 +160,10 @@ void toy_release(struct toy *t, bool fail)
 
 struct zs_target toy_target(struct toy *t)
 {
-	return (struct zs_target){t, toy_hello, toy_read, toy_write_begin, toy_write_done,
-				  toy_write_abort};
+	return (struct zs_target){.ctx = t, .hello = toy_hello, .read = toy_read,
+				  .write_begin = toy_write_begin, .write_done = toy_write_done,
+				  .write_abort = toy_write_abort, .dev_ident = toy_dev_ident,
+				  .dev_map = toy_dev_map, .dev_unmap = toy_dev_unmap};
 }
 
 int start_toy(struct fixture *f)
@@ -143,6 +177,8 @@ int start_toy(struct fixture *f)
 
 	memset(&f->toy, 0, sizeof f->toy);
 	pthread_mutex_init(&f->toy.mu, NULL);
+	if (zs_dev_open(ZS_DEV_EMULATED, &f->toy.dev, NULL, 0))
+		return -1;
 	if (zs_listener_start(&o, &tg, &f->toy.l, &err)) {
 		fprintf(stderr, "listener: %s\n", err.msg);
 		return -1;
@@ -160,6 +196,7 @@ void stop_toy(struct fixture *f)
 {
 	toy_release(&f->toy, true);
 	zs_listener_free(f->toy.l);
+	zs_dev_close(f->toy.dev);
 	pthread_mutex_destroy(&f->toy.mu);
 }
 

@@ -4,7 +4,9 @@
  * endpoints, the rdma path when asked) that serves unit 0 of job "job"
  * (token "tok", 4 ranks) from NELEM f32 values, i * 0.5, lands pushes in a
  * staging array of as many, holds reads of a step past ready_step until
- * toy_release, and counts completed and aborted pushes.
+ * toy_release, and counts completed and aborted pushes. It keeps "shards"
+ * on an emulated device: shm peers may push from their device memory
+ * (zs_post_write_device), which it copies into the staging array.
  */
 #ifndef ZS_TESTS_TRANSPORT_TOY_H
 #define ZS_TESTS_TRANSPORT_TOY_H
@@ -28,6 +30,8 @@ struct toy {
 	struct zs_xfer held_x[256];
 	int n_held;
 	int writes_done, writes_aborted;
+	struct zs_dev *dev; /* the emulated device its device pushes map on */
+	int maps, unmaps;   /* of trainers' device memory */
 };
 
 struct fixture {
