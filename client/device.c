@@ -30,6 +30,7 @@ struct tr_dev {
 	zs_dev_stream copy;    /* the library's */
 	zs_dev_stream compute; /* the caller's */
 	size_t chunk;          /* the largest single copy */
+	bool direct_ok;        /* pushes may go from device memory (tr_dv_direct) */
 	struct dv_unit {
 		zs_dev_event h2d, gready, d2h;
 		bool h2d_recorded;
@@ -300,9 +301,18 @@ static int slice_sum(zs_trainer *t, uint32_t u)
 		if (v->kern->deposit(v->dbsum, (uint8_t *)v->drecv + r * q * dsz, un->dtype, q, why,
 				     sizeof why))
 			return tr_fail(t, ZS_EIO, "unit %u: adding rank %u's piece: %s", u, r, why);
-	if (v->kern->finish(v->dsum, v->dbsum, 1, q, why, sizeof why))
+	if (d->direct) { /* the server reads the sum where it is */
+		if (!d->dsend && !(d->dsend = dbuf_get(t, q * 4, v->copy)))
+			return dv_fail(t, "a buffer for its slice's sum", u);
+		d->dsend_n = q * 4; /* the kernel writes q; the push sends the slice's */
+		/* its last user is done before the kernel (not on a stream) writes it */
+		if (zs_dev_stream_sync(v->dev, v->copy))
+			return dv_fail(t, "a buffer for its slice's sum", u);
+	}
+	if (v->kern->finish(d->direct ? d->dsend : v->dsum, v->dbsum, 1, q, why, sizeof why))
 		return tr_fail(t, ZS_EIO, "unit %u: rounding its slice's sum: %s", u, why);
-	if (zs_dev_copy(v->dev, d->gstage, v->dsum, mine->length * 4, ZS_DEV_D2H, v->copy))
+	if (!d->direct &&
+	    zs_dev_copy(v->dev, d->gstage, v->dsum, mine->length * 4, ZS_DEV_D2H, v->copy))
 		return dv_fail(t, "the copy of its slice's sum to the host", u);
 	return ZS_OK;
 }
@@ -372,7 +382,10 @@ int tr_dv_push_copy(zs_trainer *t, uint32_t u)
 {
 	struct dunit *d = &t->du[u];
 	struct tr_dev *v = t->dv;
-	if (!d->gstage && !(d->gstage = tr_stage_get(t, gbytes(t, u))))
+	/* to servers on this device the push goes from device memory: no
+	 * copy to the host (the event below then says the gradient is written) */
+	d->direct = tr_dv_direct(t, u);
+	if (!d->direct && !d->gstage && !(d->gstage = tr_stage_get(t, gbytes(t, u))))
 		return tr_fail(t, ZS_ENOMEM, "device mode: out of pinned memory for unit %u's gradient",
 			       u);
 	/* after the caller's kernels that wrote it, on the copy stream */
@@ -383,7 +396,7 @@ int tr_dv_push_copy(zs_trainer *t, uint32_t u)
 		int rc = slice_sum(t, u);
 		if (rc)
 			return rc;
-	} else if (copy_range(v, d->grad, d->gstage, 0, d->bytes, ZS_DEV_D2H)) {
+	} else if (!d->direct && copy_range(v, d->grad, d->gstage, 0, d->bytes, ZS_DEV_D2H)) {
 		return dv_fail(t, "the copy of its gradient to the host", u);
 	}
 	if (zs_dev_record(v->dev, v->ev[u].d2h, v->copy))
@@ -407,11 +420,14 @@ int tr_dv_copied(zs_trainer *t, uint32_t u, bool wait)
 void tr_dv_push_done(zs_trainer *t, uint32_t u)
 {
 	struct dunit *d = &t->du[u];
-	/* its copy to staging is complete (the push went out after it) */
+	/* its copy to staging is complete (the push went out after it), or
+	 * the server has read it from device memory (the push is done) */
 	dbuf_put(t, d->grad, dbytes(t, u), NULL, false);
+	dbuf_put(t, d->dsend, d->dsend_n, NULL, false);
 	tr_stage_put(t, d->gstage, gbytes(t, u));
 	d->gstage = NULL;
 	d->grad = NULL;
+	d->dsend = NULL;
 }
 
 void tr_dv_reset(zs_trainer *t, bool to_cache)
@@ -426,13 +442,16 @@ void tr_dv_reset(zs_trainer *t, bool to_cache)
 			tr_stage_put(t, d->gstage, gbytes(t, u));
 			dbuf_put(t, d->params, dbytes(t, u), v->compute, true);
 			dbuf_put(t, d->grad, dbytes(t, u), v->compute, true);
+			dbuf_put(t, d->dsend, d->dsend_n, NULL, false);
 		} else {
 			tr_buf_free(t, d->stage);
 			tr_buf_free(t, d->gstage);
 			zs_dev_free(v->dev, d->params);
 			zs_dev_free(v->dev, d->grad);
+			zs_dev_free(v->dev, d->dsend);
 		}
-		d->stage = d->gstage = d->params = d->grad = NULL;
+		d->stage = d->gstage = d->params = d->grad = d->dsend = NULL;
+		d->direct = false;
 		d->copying = false;
 		v->ev[u].h2d_recorded = false;
 	}
@@ -500,6 +519,9 @@ int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
 	}
 	t->dv = v;
 	v->compute = stream;
+	/* its buffers may be read by a server on the same device */
+	zs_dev_set_shareable(v->dev);
+	v->direct_ok = !getenv("ZSHARD_DEVICE_PUSH") || strcmp(getenv("ZSHARD_DEVICE_PUSH"), "0");
 	v->chunk = ch && strtoull(ch, NULL, 10) > 0 ? (size_t)strtoull(ch, NULL, 10)
 						      : DV_CHUNK_DEFAULT;
 	v->ev = calloc(n ? n : 1, sizeof *v->ev);
@@ -519,6 +541,42 @@ int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
 		tr_dv_close(t);
 		return tr_fail(t, st, "device mode: %s", why);
 	}
+	return ZS_OK;
+}
+
+bool tr_dv_direct(zs_trainer *t, uint32_t u)
+{
+	struct tr_dev *v = t->dv;
+	unsigned ident;
+	bool any = false;
+
+	if (!v || !v->direct_ok || t->job.spec.replicas > 1)
+		return false;
+	ident = zs_dev_ident(v->dev);
+	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
+		const struct zs_shard *sh = &t->job.placement.shards[i];
+		struct zs_conn *c;
+		if (sh->unit != u || (t->job.spec.collective && sh->index != t->rank))
+			continue;
+		c = tr_conn(t, sh->server_id, false);
+		if (!c || zs_conn_device(c) != ident)
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+enum zs_status tr_dv_src(zs_trainer *t, const void *p, struct zs_dev_src *out,
+			 struct zs_error *err)
+{
+	struct zs_dev_share s;
+
+	if (zs_dev_share(t->dv->dev, p, &s))
+		return zs_fail(err, ZS_EIO, "sharing device memory with the server: %s",
+			       zs_dev_error(t->dv->dev));
+	memcpy(out->handle, s.handle, sizeof out->handle);
+	out->serial = s.serial;
+	out->offset = s.offset;
 	return ZS_OK;
 }
 

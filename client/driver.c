@@ -268,7 +268,9 @@ static int push_copied(zs_trainer *t, uint32_t u, bool wait)
 
 	if (rc)
 		return rc;
-	while ((rc = t->job.spec.collective ? tr_push_slice(t, u, d->gstage, &d->push)
+	while ((rc = d->direct ? tr_push_device(t, u, t->job.spec.collective ? d->dsend : d->grad,
+						t->job.spec.collective, &d->push)
+		   : t->job.spec.collective ? tr_push_slice(t, u, d->gstage, &d->push)
 					    : zs_push(t, u, t->step, d->gstage, &d->push)) == ZS_EAGAIN)
 		if ((rc = reap(t, true)))
 			break;

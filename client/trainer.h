@@ -49,6 +49,9 @@ struct dunit {
 	void *stage;       /* pinned staging of the gather, until its copy is done */
 	void *gstage;      /* pinned staging of the gradient's push */
 	bool copying;      /* its gradient's copy to gstage is queued; the push follows */
+	bool direct;       /* its push goes from device memory (tr_dv_direct) */
+	void *dsend;       /* a collective job's direct push: the slice's sum */
+	size_t dsend_n;
 };
 
 struct tr_dev;
@@ -244,6 +247,9 @@ enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err);
  * of src (the slice's f32 sum over the ranks). */
 int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op);
 int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op);
+/* Device mode: unit u's push (slice: a collective job's slice sum) from
+ * device memory at dsrc, to servers that take it from there. */
+int tr_push_device(zs_trainer *t, unsigned u, const void *dsrc, bool slice, zs_op **op);
 
 /* op.c */
 /* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
@@ -292,6 +298,13 @@ int tr_dv_zero_grad(zs_trainer *t, uint32_t u);
 /* Queues unit u's gradient's copy to staging after the compute stream's
  * work so far; tr_dv_copied says (wait: waits) when it is there. */
 int tr_dv_push_copy(zs_trainer *t, uint32_t u);
+/* Whether unit u's push may go from device memory: every server it goes
+ * to keeps shards on this trainer's device and takes pushes from it
+ * (zs_conn_device), the job is not replicated, $ZSHARD_DEVICE_PUSH is not 0. */
+bool tr_dv_direct(zs_trainer *t, uint32_t u);
+/* Where device memory p is, for a device push. */
+enum zs_status tr_dv_src(zs_trainer *t, const void *p, struct zs_dev_src *out,
+			 struct zs_error *err);
 int tr_dv_copied(zs_trainer *t, uint32_t u, bool wait);
 /* Unit u's push completed: its buffers go back to the caches. */
 void tr_dv_push_done(zs_trainer *t, uint32_t u);

@@ -482,7 +482,8 @@ static bool moves(const struct zs_shard *sh, unsigned u, int only)
  * cancels nothing posted (they complete on their own) but reports the
  * error through the op. */
 static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
-		    const void *src, bool init, bool partial, int only, bool slice, zs_op **out)
+		    const void *src, bool init, bool partial, int only, bool slice, bool dev,
+		    zs_op **out)
 {
 	const struct zs_unit *un;
 	enum zs_dtype dt;
@@ -541,11 +542,21 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 				.server = sh->server_id, .x = x,
 				.dst = src ? NULL : (uint8_t *)dst + sh->offset * dsz,
 				.src = src ? (const uint8_t *)src + (slice ? 0 : sh->offset * dsz) : NULL};
-		st = src ? zs_post_write(conn_of(t, sh->server_id), &x,
-					 (const uint8_t *)src + (slice ? 0 : sh->offset * dsz),
-					 &op->req[op->n], &err)
-			 : zs_post_read(tr_conn(t, sh->server_id, true), &x,
-					(uint8_t *)dst + sh->offset * dsz, &op->req[op->n], &err);
+		if (src && dev) { /* the server takes it from device memory */
+			struct zs_dev_src ds;
+			st = tr_dv_src(t, (const uint8_t *)src + (slice ? 0 : sh->offset * dsz), &ds,
+				       &err);
+			if (!st)
+				st = zs_post_write_device(conn_of(t, sh->server_id), &x, &ds,
+							  &op->req[op->n], &err);
+		} else {
+			st = src ? zs_post_write(conn_of(t, sh->server_id), &x,
+						 (const uint8_t *)src + (slice ? 0 : sh->offset * dsz),
+						 &op->req[op->n], &err)
+				 : zs_post_read(tr_conn(t, sh->server_id, true), &x,
+						(uint8_t *)dst + sh->offset * dsz, &op->req[op->n],
+						&err);
+		}
 		if (st == ZS_EAGAIN && op->n == 0) {
 			if (partial && src) /* not sent: its index is the next one's */
 				t->micro[u].n--;
@@ -570,6 +581,8 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	if (src) {
 		t->ctr.pushes++;
 		t->ctr.bytes_pushed += moved * dsz;
+		if (dev)
+			t->ctr.bytes_pushed_device += moved * dsz;
 	} else {
 		t->ctr.gathers++;
 		t->ctr.bytes_gathered += moved * dsz;
@@ -583,17 +596,23 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 		 const void *src, bool init, bool partial, zs_op **out)
 {
-	return start_ex(t, u, step, dst, src, init, partial, -1, false, out);
+	return start_ex(t, u, step, dst, src, init, partial, -1, false, false, out);
 }
 
 int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op)
 {
-	return start_ex(t, u, t->step, dst, NULL, false, false, (int)t->rank, false, op);
+	return start_ex(t, u, t->step, dst, NULL, false, false, (int)t->rank, false, false, op);
 }
 
 int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op)
 {
-	return start_ex(t, u, t->step, NULL, src, false, false, (int)t->rank, true, op);
+	return start_ex(t, u, t->step, NULL, src, false, false, (int)t->rank, true, false, op);
+}
+
+int tr_push_device(zs_trainer *t, unsigned u, const void *dsrc, bool slice, zs_op **op)
+{
+	return start_ex(t, u, t->step, NULL, dsrc, false, false, slice ? (int)t->rank : -1, slice,
+			true, op);
 }
 
 int zs_gather(zs_trainer *t, unsigned u, unsigned long long step, void *dst, zs_op **op)

@@ -371,6 +371,9 @@ struct zs_trainer_counters {
 	double wait_seconds;
 	unsigned long long live_param_bytes, peak_param_bytes; /* step driver */
 	unsigned long long live_grad_bytes, peak_grad_bytes;
+	/* of bytes_pushed, those the server took from this trainer's device
+	 * memory (device mode, a server on the same device over shm) */
+	unsigned long long bytes_pushed_device;
 };
 void zs_trainer_counters(const zs_trainer *t, struct zs_trainer_counters *c);
 

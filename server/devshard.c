@@ -143,13 +143,59 @@ void eng_dev_shard_release(struct engine *e, struct eshard *s)
 }
 
 void eng_dev_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt,
-		     size_t a, size_t b)
+		     size_t a, size_t b, bool on_device)
 {
 	size_t dsz = zs_dtype_size(dt);
 
 	zs_dev_bind(e->dev);
+	if (on_device) { /* a trainer's memory on this device: read in place */
+		KCALL(e, "the reduction", deposit, s->dbacc + a, (const uint8_t *)x + a * dsz, dt,
+		      b - a);
+		return;
+	}
 	copy(e, s->dx, (const uint8_t *)x + a * dsz, (b - a) * dsz, ZS_DEV_H2D);
 	KCALL(e, "the reduction", deposit, s->dbacc + a, s->dx, dt, b - a);
+}
+
+/* ------------------------------------- pushes from a trainer's device memory */
+
+uint32_t eng_t_dev_ident(void *ctx)
+{
+	struct engine *e = ctx;
+	return e->dev ? zs_dev_ident(e->dev) : 0;
+}
+
+enum zs_status eng_t_dev_map(void *ctx, const unsigned char handle[64], void **base,
+			     uint64_t *size, struct zs_error *err)
+{
+	struct engine *e = ctx;
+	size_t n = 0;
+
+	if (!e->dev)
+		return zs_fail(err, ZS_EUNAVAIL, "this server keeps no shards on a device");
+	if (zs_dev_map(e->dev, handle, base, &n))
+		return zs_fail(err, ZS_EUNAVAIL, "%s", zs_dev_error(e->dev));
+	*size = n;
+	return ZS_OK;
+}
+
+void eng_t_dev_unmap(void *ctx, void *base, uint64_t size)
+{
+	struct engine *e = ctx;
+	if (e->dev)
+		zs_dev_unmap(e->dev, base, size);
+}
+
+enum zs_status eng_dev_take(struct engine *e, const struct zs_xfer *x, void *dst,
+			    struct zs_error *err)
+{
+	size_t bytes = x->length * zs_dtype_size(x->dtype);
+
+	zs_dev_bind(e->dev);
+	if (zs_dev_copy_sync(e->dev, dst, x->dsrc, bytes, ZS_DEV_D2H))
+		return zs_fail(err, ZS_EIO, "copying a push from the trainer's device memory: %s",
+			       zs_dev_error(e->dev));
+	return ZS_OK;
 }
 
 void eng_dev_finish(struct ejob *j, struct eshard *s, size_t a, size_t b)

@@ -324,10 +324,20 @@ void eng_dev_shard_release(struct engine *e, struct eshard *s);
 void eng_dev_pin(struct engine *e, struct eshard *s);
 /* Closes the engine's device (its shards released first). */
 void eng_dev_free(struct engine *e);
-/* Elements [a, b) of a push (x: its element 0, in dt) into the reduction;
- * the reduction's [a, b) to the mean gradient. */
+/* Elements [a, b) of a push (x: its element 0, in dt; on_device: in the
+ * device's memory, a trainer's mapped) into the reduction; the
+ * reduction's [a, b) to the mean gradient. */
 void eng_dev_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt,
-		     size_t a, size_t b);
+		     size_t a, size_t b, bool on_device);
+/* Pushes from a trainer's device memory (the listener's dev_* calls). */
+uint32_t eng_t_dev_ident(void *ctx);
+enum zs_status eng_t_dev_map(void *ctx, const unsigned char handle[64], void **base,
+			     uint64_t *size, struct zs_error *err);
+void eng_t_dev_unmap(void *ctx, void *base, uint64_t size);
+/* A device push's bytes (x->dsrc) copied to dst in host memory (for a
+ * shard that is not on the device). */
+enum zs_status eng_dev_take(struct engine *e, const struct zs_xfer *x, void *dst,
+			    struct zs_error *err);
 void eng_dev_finish(struct ejob *j, struct eshard *s, size_t a, size_t b);
 void eng_dev_clear(struct engine *e, struct eshard *s);
 void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
@@ -390,9 +400,13 @@ void eng_optim_run(struct engine *e, const struct eshard *s, const struct zs_opt
 		   float *p, float *s0, float *s1, const float *g, uint64_t a, uint64_t b);
 
 /* step.c */
-/* Elements [a, b) of a push (x: its element 0, in dt) into s's reduction. */
+/* Elements [a, b) of a push (x: its element 0, in dt) into s's reduction;
+ * eng_deposit_mapped: x in the device's memory (a device push to a shard
+ * on the device). */
 void eng_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt, size_t a,
 		 size_t b);
+void eng_deposit_mapped(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt,
+			size_t a, size_t b);
 /* The reduction's elements [a, b) to the step's mean gradient (acc); the
  * reduction there is empty again. */
 void eng_finish_range(struct ejob *j, struct eshard *s, size_t a, size_t b);

@@ -235,12 +235,30 @@ enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s
 	return st;
 }
 
-/* A landing buffer for push x, or ZS_EAGAIN naming the budget. */
+/* Whether push x's bytes stay where they are until write_done: a device
+ * push to a shard on the device reads them from the trainer's memory. */
+static bool mapped(const struct eshard *s, const struct zs_xfer *x)
+{
+	return x->device && s->gpu;
+}
+
+/* A landing buffer for push x (a device push to a shard on the device
+ * needs none; one to a shard elsewhere lands by a copy from the device),
+ * or ZS_EAGAIN naming the budget. */
 static enum zs_status land(struct engine *e, struct ejob *j, struct eshard *s,
 			   const struct zs_xfer *x, void **dst, struct zs_error *err)
 {
-	if ((*dst = eng_land_get(e, s->sh.length * zs_dtype_size(x->dtype), x->over_budget)))
+	if (mapped(s, x)) {
+		*dst = (void *)x->dsrc;
 		return ZS_OK;
+	}
+	if ((*dst = eng_land_get(e, s->sh.length * zs_dtype_size(x->dtype), x->over_budget))) {
+		if (x->device && eng_dev_take(e, x, *dst, err)) {
+			eng_land_put(e, *dst);
+			return err->code;
+		}
+		return ZS_OK;
+	}
 	return zs_fail(err, ZS_EAGAIN,
 		       "no landing room for unit '%s': the pushes landing on this server fill its landing budget (%llu bytes)",
 		       eng_unit_name(j, x->unit), (unsigned long long)e->land_budget);
@@ -265,6 +283,12 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 	if (rank >= j->spec.world_size && !x->init) {
 		eng_job_unref(e, j);
 		return zs_fail(err, ZS_EINVAL, "an observer reads and uploads; it cannot push");
+	}
+	if (x->device && (x->init || j->spec.replicas > 1 || !e->dev)) {
+		eng_job_unref(e, j);
+		return zs_fail(err, ZS_EINVAL,
+			       "job '%s': pushes from device memory are for unreplicated jobs' gradients on a server with a device",
+			       j->name);
 	}
 	s = shard_for(j, x);
 	if (!s || x->offset != s->sh.offset || x->length != s->sh.length) {
@@ -407,7 +431,7 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 		give_back = true;
 	}
 	pthread_mutex_unlock(&s->mu);
-	if (give_back)
+	if (give_back && !mapped(s, x))
 		eng_land_put(e, dst);
 }
 
@@ -500,10 +524,14 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	}
 	/* into the reduction at once, whoever it is from (what pipelining
 	 * took is in already), and the landing buffer goes back */
-	eng_deposit(e, s, dst, x->dtype, s->piped, s->sh.length);
+	if (mapped(s, x)) {
+		eng_deposit_mapped(e, s, dst, x->dtype, s->piped, s->sh.length);
+	} else {
+		eng_deposit(e, s, dst, x->dtype, s->piped, s->sh.length);
+		eng_land_put(e, dst);
+	}
 	s->terms++;
 	s->n_landing--;
-	eng_land_put(e, dst);
 	if (x->partial) {
 		/* gradient accumulation: one more term, the rank's slot free
 		 * for its next micro-batch */

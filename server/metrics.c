@@ -9,8 +9,10 @@
 
 #include "metrics/metrics.h"
 
-enum { N_TR = 3 }; /* tcp, shm, rdma: the listener's endpoints and path */
-static const char *const tr_name[N_TR] = {"tcp", "shm", "rdma"};
+/* tcp, shm, rdma: the listener's endpoints and path; device: pushes a
+ * server on a device took from the trainer's memory on it */
+enum { N_TR = 4 };
+static const char *const tr_name[N_TR] = {"tcp", "shm", "rdma", "device"};
 static const char *const kind_name[] = {"", "snapshot", "restore", "delete"};
 
 struct srvd_metrics {

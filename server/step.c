@@ -16,9 +16,18 @@ void eng_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtyp
 	uint64_t t0 = now_ns();
 
 	if (s->gpu)
-		eng_dev_deposit(e, s, x, dt, a, b);
+		eng_dev_deposit(e, s, x, dt, a, b, false);
 	else
 		zs_bsum_deposit(s->bacc + a, (const uint8_t *)x + a * zs_dtype_size(dt), dt, b - a);
+	s->red_ns += now_ns() - t0;
+}
+
+void eng_deposit_mapped(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt,
+			size_t a, size_t b)
+{
+	uint64_t t0 = now_ns();
+
+	eng_dev_deposit(e, s, x, dt, a, b, true);
 	s->red_ns += now_ns() - t0;
 }
 

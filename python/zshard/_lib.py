@@ -24,7 +24,8 @@ class Counters(Structure):
                 ("gathers", c_ulonglong), ("pushes", c_ulonglong),
                 ("wait_seconds", c_double),
                 ("live_param_bytes", c_ulonglong), ("peak_param_bytes", c_ulonglong),
-                ("live_grad_bytes", c_ulonglong), ("peak_grad_bytes", c_ulonglong)]
+                ("live_grad_bytes", c_ulonglong), ("peak_grad_bytes", c_ulonglong),
+                ("bytes_pushed_device", c_ulonglong)]
 
 
 class StepStats(Structure):

@@ -119,6 +119,17 @@ out:
 
 /* Trains the oracle job name with R device-mode ranks over transport and
  * checks it bitwise. */
+/* Whether device is the test servers' own ($ZSHARD_TEST_SERVER_GPU) and
+ * transport reaches them through shared memory: pushes from device memory. */
+static bool servers_on(const char *transport, int device)
+{
+	const char *gpu = getenv("ZSHARD_TEST_SERVER_GPU");
+	if (!gpu || strcmp(transport, "shm"))
+		return false;
+	return !strcmp(gpu, "emulated") ? device == ZS_DEVICE_EMULATED
+					: device >= 0 && device == atoi(gpu);
+}
+
 void dev_run_sizes(const char *name, uint32_t R, const char *transport, unsigned stage,
 			  enum zs_dtype dt, int device, bool own_stream, unsigned prefetch,
 			  const uint64_t *sizes, uint32_t U, bool collective,
@@ -162,6 +173,24 @@ void dev_run_sizes(const char *name, uint32_t R, const char *transport, unsigned
 		check_reference(x[R - 1].t, &spec, &placed.placement, 1, 0, what);
 	}
 	zs_job_release(&placed);
+	/* a rank on the servers' own device pushed every gradient from device
+	 * memory over shm (the server took it there), any other none */
+	for (uint32_t r = 0; r < R; r++) {
+		struct zs_trainer_counters k;
+		unsigned long long init = 0;
+		bool direct = servers_on(transport, x[r].device);
+		for (uint32_t u = 0; u < U && r == 0; u++)
+			init += sizes[u] * 4; /* rank 0's upload: through the arena */
+		zs_trainer_counters(x[r].t, &k);
+		if (direct ? k.bytes_pushed_device == 0 || k.bytes_pushed_device + init != k.bytes_pushed
+			   : k.bytes_pushed_device != 0)
+			fail_msg("%s rank %u (%s): %llu of %llu bytes pushed from device memory, expected %s",
+				 name, r, transport, k.bytes_pushed_device, k.bytes_pushed,
+				 direct ? "all but the upload" : "none");
+		if (direct && r == 0)
+			printf("%s: rank 0 pushed %llu bytes from device memory to servers on its device\n",
+			       name, k.bytes_pushed_device);
+	}
 	if (peak)
 		*peak = x[0].peak_params;
 	for (uint32_t r = 0; r < R; r++) {

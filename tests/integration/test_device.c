@@ -133,13 +133,17 @@ static void test_cuda(void **st)
 /*
  * Servers on the emulated device with a budget: the first shards of each
  * server on the device, the next in host memory, the rest in the NVMe
- * tier, in one job; device-mode trainers against them, AdamW with groups,
- * a schedule and clipping, SGD with accumulation in bf16: bitwise.
+ * tier, in one job; device-mode trainers against them (over shm their
+ * pushes go from device memory: the server reads those to its device in
+ * place and copies those to host or tier shards), AdamW with groups, a
+ * schedule and clipping, SGD with accumulation in bf16: bitwise.
  */
 static void test_servers_device_host_and_tier(void **st)
 {
 	(void)st;
 	dev_run("sdv3", 2, "tcp", 3, ZS_F32, ZS_DEVICE_EMULATED, true, 1, NULL);
+	dev_run("sdm3", 2, "shm", 3, ZS_F32, ZS_DEVICE_EMULATED, true, 1, NULL);
+	dev_run("sdm2", 2, "shm", 2, ZS_BF16, ZS_DEVICE_EMULATED, true, 2, NULL);
 	train_oracle("sdvs", 2, "shm", ZS_ADAMW, ZS_F32, 1, 0.5, 1);
 	train_oracle("sdvk", 3, "tcp", ZS_SGD, ZS_BF16, 3, 0.0, 0);
 	/* where the shards' state lives, as an operator sees it */
