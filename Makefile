@@ -343,8 +343,9 @@ $(BUILD)/bin/bench_reduce: $(BUILD)/obj/bench/reduce.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_ckpt: $(BUILD)/obj/bench/ckpt.o $(BENCH_BASE) $(CORE_LIB)
 $(BUILD)/bin/bench_tier: $(BUILD)/obj/bench/tier.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/bin/bench_tier: LDLIBS += $(ENGINE_LIBS)
+$(BUILD)/bin/bench_devpush: $(BUILD)/obj/bench/devpush.o $(LIBZS_A) $(CORE_LIB)
 BENCH_BINS := $(addprefix $(BUILD)/bin/,coord_rpc bench_coord_scale bench_limits bench_coll bench_transport \
-	      bench_optim bench_reduce bench_ckpt bench_tier)
+	      bench_optim bench_reduce bench_ckpt bench_tier bench_devpush)
 # the tests build the benchmarks too, so that an API change cannot leave
 # them broken until the next make bench
 check: $(BENCH_BINS) $(BUILD)/lib/libzsbench.so

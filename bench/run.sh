@@ -224,6 +224,34 @@ sh "$root/tools/torch-venv.sh" "$venv" --peers ||
 	fi
 } | tee "$out/gpu.md"
 
+# ---- pushes from device memory: a cluster of its own, its server on the
+# device (the emulated one always, GPU 0 where there is one)
+{
+	echo
+	echo "## Pushes from device memory against pushes through host staging ($today)"
+	echo
+	echo "| what | baseline | baseline time | zshard | zshard time | zshard / baseline |"
+	echo "|---|---|---:|---|---:|---:|"
+	devs=emulated
+	"$bin/zshardctl" gpu >/dev/null 2>&1 && devs="emulated 0"
+	for dv in $devs; do
+		ddir=$(mktemp -d /tmp/zshard-bench-dev-XXXXXX)
+		if daddr=$("$launcher" start --servers 1 --capacity 8G --dir "$ddir" \
+			--server-opt --gpu --server-opt "$dv" 2>/dev/null); then
+			printf '{"name": "devpush", "stage": 3, "world_size": 1, "compute_dtype": "f32",\n "optimizer": {"kind": "adamw", "lr": 0.001},\n "units": [{"name": "u", "tensors": [{"name": "w", "shape": [16777216]}]}]}\n' >"$ddir/devpush.json"
+			"$bin/zshardctl" --coordinator "$daddr" job create "$ddir/devpush.json" >/dev/null
+			ZSHARD_DEV_EMU_DELAY_US=0 "$bin/bench_devpush" "$daddr" devpush "$dv" "$REPS" ||
+				echo "(device $dv: the benchmark failed, above)"
+		else
+			echo "(device $dv: its cluster did not start)"
+		fi
+		"$launcher" stop --dir "$ddir" >/dev/null 2>&1 || true
+		rm -rf "$ddir"
+	done
+	echo
+	echo "(ratio: the step's time with pushes from device memory over its time through host staging; on the emulated device the copies saved are the host's memcpys)"
+} | tee "$out/devpush.md"
+
 "$root/bench/summary.sh" "$out" | tee "$out/summary.md"
 
 if command -v gnuplot >/dev/null 2>&1; then

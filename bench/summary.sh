@@ -63,3 +63,7 @@ for pf in "1 and 2" 0; do
 		END { if (n) printf "| ZeRO-3 trainer peak (parameters + gradients) against zshardctl plan, prefetch %s, %d configurations | %.2f-%.2f | within 0.90-1.10 | %s |\n",
 			pf, n, lo, hi, (lo >= 0.9 && hi <= 1.1) ? "yes" : "no" }' "$out/step.dat"
 done
+# pushes from device memory against host staging (bench/devpush.c)
+awk -F'|' '/^\| a step of one 64 MiB fp32 unit, device / { n = $2; gsub(/^ +| +$/, "", n)
+	printf "| %s: step with pushes from device memory / through host staging | %.2f (%.1f against %.1f ms) | < 1.00 | %s |\n",
+		n, $7 + 0, $6 + 0, $4 + 0, ($7 + 0 < 1.0) ? "yes" : "no" }' "$out/devpush.md" 2>/dev/null || true
