@@ -6,7 +6,8 @@
 #   test_device: trainers in device mode on the emulated device and CUDA;
 #   test_collective: collective jobs, through NCCL where two GPUs are;
 #   test_train, test_driver, test_ckpt, test_crash, test_device,
-#   test_collective with every server on --gpu 0.
+#   test_collective with every server on --gpu 0 (device-mode trainers
+#   over shm then push from device memory by CUDA IPC, and check it).
 # About 2 minutes on one H200 machine once built.
 build=$1
 nvcc=$2
