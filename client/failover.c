@@ -162,6 +162,18 @@ static bool resend(zs_op *op, uint32_t i, struct zs_error *err)
 	return true;
 }
 
+/* Whether server id answered a request itself, alive: its connections
+ * stand and the coordinator does not mark it down. */
+static bool answered_alive(zs_trainer *t, uint64_t id)
+{
+	for (uint32_t i = 0; i < t->n_srv; i++)
+		if (t->srv_id[i] == id)
+			return !zs_conn_broken(t->conn[i], NULL, 0) &&
+			       !(t->gconn[i] && zs_conn_broken(t->gconn[i], NULL, 0)) &&
+			       !tr_server_marked_down(t, id);
+	return false;
+}
+
 bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *err)
 {
 	zs_trainer *t = op->t;
@@ -173,6 +185,14 @@ bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *
 	 * server that dropped the job (a deposed primary back) */
 	if (!q || (st != ZS_EUNAVAIL && st != ZS_ECANCELED && st != ZS_ENOTFOUND))
 		return false;
+	/* a live primary that says a copy of its shard is out of its reach
+	 * (its forward timed out): not lost, so no failover moves its shards;
+	 * its words are the answer, now rather than after the failover's bound */
+	if (st == ZS_EUNAVAIL && answered_alive(t, q->server)) {
+		zs_error_prefix(err, "server %llu, which is up, answered",
+				(unsigned long long)q->server);
+		return false;
+	}
 	op->req[i] = NULL; /* its wait took it */
 	lost = q->server;
 	if (tr_failover(t, lost, &ferr)) {

@@ -45,6 +45,19 @@ bool tr_server_down(zs_trainer *t, char *buf, size_t len)
 	return tr_server_down_id(t, &id, buf, len);
 }
 
+bool tr_server_marked_down(zs_trainer *t, uint64_t id)
+{
+	bool down = false;
+
+	if (!t->lease_running)
+		return false;
+	pthread_mutex_lock(&t->down_mu);
+	for (uint32_t i = 0; i < t->n_down && !down; i++)
+		down = t->down[i].id == id;
+	pthread_mutex_unlock(&t->down_mu);
+	return down;
+}
+
 bool tr_server_down_id(zs_trainer *t, uint64_t *id, char *buf, size_t len)
 {
 	bool down = false;

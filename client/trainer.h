@@ -327,6 +327,8 @@ void tr_lease_stop(zs_trainer *t);
 /* Whether a server t is connected to is marked down by the coordinator;
  * if so, why (into buf) for an error message. */
 bool tr_server_down(zs_trainer *t, char *buf, size_t len);
+/* Whether the coordinator marks server id down. */
+bool tr_server_marked_down(zs_trainer *t, uint64_t id);
 /* The same, with the server's id. */
 bool tr_server_down_id(zs_trainer *t, uint64_t *id, char *buf, size_t len);
 /*

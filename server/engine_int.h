@@ -210,8 +210,10 @@ struct engine {
 	uint64_t bytes;
 	uint32_t step_timeout_ms;
 	/* ZSHARD_FAULT=repl-one-copy, read once (test_replica): replica.c's
-	 * primary dies after sending a step to its last copy alone */
-	bool fault_one_copy;
+	 * primary dies after sending a step to its last copy alone;
+	 * repl-refuse: replica_in.c's copies refuse step forwards from step 2
+	 * on (a copy alive to the coordinator that its primary cannot reach) */
+	bool fault_one_copy, fault_refuse;
 	char tier_dir[512];
 	uint64_t tier_budget, resident; /* bytes of master + state */
 	atomic_uint_fast64_t tier_read, tier_written;

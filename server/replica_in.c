@@ -92,6 +92,9 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		return zs_fail(err, ZS_ESTATE,
 			       "a forward of placement epoch %llu: this server holds epoch %llu of job '%s'",
 			       (unsigned long long)x->epoch, (unsigned long long)epoch, j->name);
+	if (e->fault_refuse && !x->init && !x->seed && !x->partial && x->step >= 2)
+		return zs_fail(err, ZS_ESTATE,
+			       "fault injection: this server's copies refuse step forwards (repl-refuse)");
 	pthread_mutex_lock(&s->mu);
 	if (x->partial && !x->seed) {
 		st = partial_begin(e, j, s, x, dst, err);

@@ -10,161 +10,7 @@
  * copies; a checkpoint is taken from primaries and restored onto every
  * copy; what a replica refuses.
  */
-#include "tests/integration/train_common.h"
-
-#include "net/transport.h"
-
-/* Reads array a of shard sh from its server (observer connection c). */
-static void read_array(struct zs_conn *c, const struct zs_shard *sh, int a, float *out,
-		       uint64_t *version)
-{
-	struct zs_xfer x = {.unit = sh->unit, .offset = sh->offset, .length = sh->length,
-			    .dtype = ZS_F32, .state_read = true, .state = a, .version = version};
-	struct zs_error err = {0};
-	struct zs_req *r;
-
-	if (zs_post_read(c, &x, out, &r, &err) || zs_req_wait(r, 20000, &err))
-		fail_msg("reading unit %u shard %u copy %u array %d from server %llu: %s", sh->unit,
-			 sh->index, sh->copy, a, (unsigned long long)sh->server_id, err.msg);
-}
-
-struct observer {
-	struct zs_job job;
-	struct zs_server_info *s;
-	uint32_t n_s;
-	struct zs_conn *conn[8]; /* by o->s: those holding copies */
-};
-
-static void observe(struct observer *o, const char *job, uint32_t rank)
-{
-	struct zs_coord_client *c;
-	struct zs_error err = {0};
-
-	memset(o, 0, sizeof *o);
-	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
-	if (zs_coord_get_job_token(c, job, &o->job, &err) ||
-	    zs_coord_servers(c, &o->s, &o->n_s, &err))
-		fail_msg("%s: %s", job, err.msg);
-	zs_coord_close(c);
-	assert_true(o->n_s <= 8);
-	for (uint32_t i = 0; i < o->n_s; i++) {
-		struct zs_conn_opts co = {.addr = o->s[i].data_addr, .job = job,
-					  .token = o->job.token,
-					  .incarnation = (uint64_t)o->job.created_ms,
-					  .epoch = o->job.placement.epoch, .rank = rank,
-					  .timeout_ms = 10000};
-		enum zs_status st;
-		bool holds = false;
-		for (uint32_t k = 0; k < o->job.placement.n_shards; k++)
-			holds |= o->job.placement.shards[k].server_id == o->s[i].id;
-		if (!holds)
-			continue;
-		/* a server takes a new placement epoch at its next heartbeat */
-		for (int k = 0; (st = zs_connect(&zs_tcp_transport, &co, &o->conn[i], &err)) ==
-				    ZS_EAGAIN && k < 50; k++)
-			usleep(100 * 1000);
-		if (st)
-			fail_msg("connecting to server %llu: %s", (unsigned long long)o->s[i].id,
-				 err.msg);
-	}
-}
-
-static struct zs_conn *conn_of(struct observer *o, uint64_t id)
-{
-	for (uint32_t i = 0; i < o->n_s; i++)
-		if (o->s[i].id == id)
-			return o->conn[i];
-	fail_msg("server %llu is not listed", (unsigned long long)id);
-	return NULL;
-}
-
-/* C.srv's index of the server with id (by its control address). */
-static int srv_index(const struct observer *o, uint64_t id)
-{
-	for (uint32_t i = 0; i < o->n_s; i++)
-		if (o->s[i].id == id)
-			for (int k = 0; k < C.n; k++)
-				if (!strcmp(C.srv_addr[k], o->s[i].addr))
-					return k;
-	fail_msg("server %llu is not one of the test's", (unsigned long long)id);
-	return -1;
-}
-
-static void unobserve(struct observer *o)
-{
-	for (uint32_t i = 0; i < o->n_s; i++)
-		zs_conn_close(o->conn[i]);
-	free(o->s);
-	zs_job_release(&o->job);
-}
-
-/*
- * Every copy of every shard of job holds the same fp32 state, at step,
- * bit for bit; with want (by unit, the masters expected, or NULL) the
- * masters equal it. Returns the number of shards checked.
- */
-static uint32_t check_copies(const char *job, uint64_t step, float **want)
-{
-	struct observer o;
-	uint32_t checked = 0;
-
-	/* a copy rebuilt by a failover (of any job: every job on a lost
-	 * server moves) is compared once its primary has seeded it */
-	for (int w = 0;; w++) {
-		bool fresh = false;
-		observe(&o, job, ZS_RANK_OBSERVER);
-		for (uint32_t i = 0; i < o.job.placement.n_shards; i++)
-			fresh |= o.job.placement.shards[i].fresh != 0;
-		if (!fresh)
-			break;
-		unobserve(&o);
-		if (w == 100)
-			fail_msg("job %s: its new copies were not seeded within 10 s", job);
-		usleep(100 * 1000);
-	}
-	unsigned arrays = 1 + zs_optim_state_arrays(&o.job.spec.optim);
-	for (uint32_t i = 0; i < o.job.placement.n_shards; i++) {
-		const struct zs_shard *p = &o.job.placement.shards[i];
-		/* the job's copies, fewer where a failover left fewer */
-		uint32_t K = p->copies ? p->copies : 1;
-		if (p->copy)
-			continue;
-		assert_true(K <= (o.job.spec.replicas ? o.job.spec.replicas : 1));
-		for (unsigned a = 0; a < arrays; a++) {
-			float *ref = malloc(p->length * 4), *got = malloc(p->length * 4);
-			uint64_t v0 = 0;
-			uint32_t copies = 1;
-			read_array(conn_of(&o, p->server_id), p, (int)a, ref, &v0);
-			assert_int_equal(v0, step);
-			if (want && a == 0 && memcmp(ref, want[p->unit] + p->offset, p->length * 4))
-				fail_msg("job %s unit %u shard %u: the master is not the one expected",
-					 job, p->unit, p->index);
-			for (uint32_t q = 0; q < o.job.placement.n_shards; q++) {
-				const struct zs_shard *r = &o.job.placement.shards[q];
-				uint64_t v = 0;
-				if (!r->copy || r->unit != p->unit || r->index != p->index)
-					continue;
-				assert_int_not_equal(r->server_id, p->server_id);
-				read_array(conn_of(&o, r->server_id), r, (int)a, got, &v);
-				assert_int_equal(v, step);
-				for (uint64_t e = 0; e < p->length; e++)
-					if (memcmp(&got[e], &ref[e], 4))
-						fail_msg("job %s unit %u shard %u array %u element %llu: replica on server %llu has %.9g, the primary on %llu %.9g",
-							 job, p->unit, p->index, a,
-							 (unsigned long long)e,
-							 (unsigned long long)r->server_id, got[e],
-							 (unsigned long long)p->server_id, ref[e]);
-				copies++;
-			}
-			assert_int_equal(copies, K);
-			free(ref);
-			free(got);
-		}
-		checked++;
-	}
-	unobserve(&o);
-	return checked;
-}
+#include "tests/integration/replica_common.h"
 
 static void run_k(uint32_t K, const char *name, uint32_t R, const char *transport,
 		  enum zs_optim_kind kind, enum zs_dtype dt, uint32_t acc, double clip, int sched)
@@ -525,34 +371,6 @@ static void test_gather_waits_for_replica(void **st)
 	zs_job_spec_release(&spec);
 }
 
-/* What t gathers at step n equals the reference after n steps (K
- * micro-batches; prim: the job's first primaries, its norms' order). */
-static void check_reference_at(const char *name, const struct zs_job_spec *spec,
-			       const struct zs_placement *prim, uint64_t n, uint32_t K,
-			       zs_trainer *t)
-{
-	uint32_t U = spec->layout.n_units;
-	float **ref = calloc(U, sizeof *ref);
-
-	for (uint32_t u = 0; u < U; u++)
-		ref[u] = malloc(spec->layout.units[u].numel * 4);
-	oracle_reference_sched(spec, prim, n, K, 0, ref);
-	for (uint32_t u = 0; u < U; u++) {
-		unsigned long long numel = spec->layout.units[u].numel;
-		float *got = malloc(numel * 4);
-		if (fetch(t, u, n, got))
-			fail_msg("%s: gather of step %llu: %s", name, (unsigned long long)n,
-				 zs_trainer_error(t));
-		for (unsigned long long i = 0; i < numel; i++)
-			if (memcmp(&got[i], &ref[u][i], 4))
-				fail_msg("%s: step %llu: unit %u element %llu is %.9g, the reference %.9g",
-					 name, (unsigned long long)n, u, i, got[i], ref[u][i]);
-		free(got);
-		free(ref[u]);
-	}
-	free(ref);
-}
-
 struct killer {
 	int victim;
 	unsigned delay_ms;
@@ -761,6 +579,71 @@ static void test_primary_lost_mid_forward(void **st)
 	restart_server(f, NULL); /* the cluster whole again, unarmed */
 }
 
+/*
+ * A copy that its primary cannot reach while its server stays up (the
+ * fault repl-refuse: that server's copies refuse step forwards from step
+ * 2 on): the primary sends the step again until its step timeout (3 s for
+ * the test servers), then answers the trainer's push that the step is not on its
+ * replica. The trainer takes that answer at once, naming it: the primary
+ * is up, so no failover would ever move its shards (before, it waited its
+ * whole failover bound, then said the coordinator did not move them).
+ */
+static void test_live_primary_answers(void **st)
+{
+	const int f = C.n - 1;
+	struct zs_policy pol;
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct rank_ctx x;
+	struct zs_job j;
+	bool copy_there = false;
+	int64_t t0, ms;
+
+	(void)st;
+	if (C.n < 2) {
+		print_message("skipped: a copy needs 2 servers ($ZSHARD_TEST_SERVERS is %d)\n", C.n);
+		skip();
+	}
+	h_stop(C.srv[f], SIGTERM, 5000);
+	restart_server(f, "repl-refuse");
+	oracle_spec(&spec, "refuse", 1, ZS_SGD, ZS_F32);
+	spec.replicas = 2;
+	create_job(&spec);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "refuse", &j, NULL), ZS_OK);
+	{
+		struct observer o;
+		observe(&o, "refuse", ZS_RANK_OBSERVER);
+		for (uint32_t k = 0; k < j.placement.n_shards; k++)
+			copy_there |= j.placement.shards[k].copy &&
+				      srv_index(&o, j.placement.shards[k].server_id) == f;
+		unobserve(&o);
+	}
+	zs_job_release(&j);
+	zs_coord_close(c);
+	if (!copy_there)
+		fail_msg("no copy of job refuse on server %d: the test's fault would not bite", f);
+	x = (struct rank_ctx){.t = join("refuse", 0, "tcp"), .t1 = 6};
+	zs_trainer_policy(x.t, &pol);
+	pol.op_timeout_ms = 40000; /* the failover's bound, were it taken */
+	assert_int_equal(zs_trainer_set_policy(x.t, &pol), ZS_OK);
+	upload_init(x.t);
+	t0 = zs_now_ms();
+	train(&x);
+	ms = zs_now_ms() - t0;
+	print_message("the trainer's error after %lld ms: %s\n", (long long)ms, x.why);
+	assert_int_not_equal(x.rc, 0);
+	if (!strstr(x.why, "which is up, answered") || !strstr(x.why, "is not on its replica"))
+		fail_msg("not the primary's answer: %s", x.why);
+	/* within the primary's step timeout and its sending again, not the
+	 * failover's 40 s */
+	assert_true(ms < 30000);
+	zs_trainer_close(x.t);
+	zs_job_spec_release(&spec);
+	h_stop(C.srv[f], SIGTERM, 5000);
+	restart_server(f, NULL); /* the cluster whole again, unarmed */
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -771,6 +654,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_gather_waits_for_replica),
 		cmocka_unit_test(test_server_killed_no_rollback),
 		cmocka_unit_test(test_primary_lost_mid_forward),
+		cmocka_unit_test(test_live_primary_answers),
 	};
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);

@@ -1,0 +1,42 @@
+/*
+ * replica_common.h - what the replicated-shard tests share (test_replica.c):
+ * an observer that connects to every server holding a job's copies and
+ * reads their fp32 state, the check that every copy equals its primary bit
+ * for bit, and the check of a run against the reference at a step.
+ */
+#ifndef ZS_TESTS_REPLICA_COMMON_H
+#define ZS_TESTS_REPLICA_COMMON_H
+
+#include "tests/integration/train_common.h"
+
+#include "net/transport.h"
+
+struct observer {
+	struct zs_job job;
+	struct zs_server_info *s;
+	uint32_t n_s;
+	struct zs_conn *conn[8]; /* by o->s: those holding copies */
+};
+
+/* Reads array a of shard sh from its server (observer connection c). */
+void read_array(struct zs_conn *c, const struct zs_shard *sh, int a, float *out,
+		uint64_t *version);
+/* Connects o, as rank, to every server holding a copy of job's shards. */
+void observe(struct observer *o, const char *job, uint32_t rank);
+struct zs_conn *conn_of(struct observer *o, uint64_t id);
+/* C.srv's index of the server with id (by its control address). */
+int srv_index(const struct observer *o, uint64_t id);
+void unobserve(struct observer *o);
+/*
+ * Every copy of every shard of job holds the same fp32 state, at step,
+ * bit for bit; with want (by unit, the masters expected, or NULL) the
+ * masters equal it. Returns the number of shards checked.
+ */
+uint32_t check_copies(const char *job, uint64_t step, float **want);
+/* What t gathers at step n equals the reference after n steps (K
+ * micro-batches; prim: the job's first primaries, its norms' order). */
+void check_reference_at(const char *name, const struct zs_job_spec *spec,
+			const struct zs_placement *prim, uint64_t n, uint32_t K,
+			zs_trainer *t);
+
+#endif
