@@ -604,7 +604,6 @@ static void test_live_primary_answers(void **st)
 		print_message("skipped: a copy needs 2 servers ($ZSHARD_TEST_SERVERS is %d)\n", C.n);
 		skip();
 	}
-	h_stop(C.srv[f], SIGTERM, 5000);
 	restart_server(f, "repl-refuse");
 	oracle_spec(&spec, "refuse", 1, ZS_SGD, ZS_F32);
 	spec.replicas = 2;
@@ -640,7 +639,6 @@ static void test_live_primary_answers(void **st)
 	assert_true(ms < 30000);
 	zs_trainer_close(x.t);
 	zs_job_spec_release(&spec);
-	h_stop(C.srv[f], SIGTERM, 5000);
 	restart_server(f, NULL); /* the cluster whole again, unarmed */
 }
 

@@ -334,6 +334,9 @@ void restart_server(int i, const char *fault)
 	int64_t deadline;
 	bool up = false;
 
+	/* one still running would be left behind, untracked, by the new one */
+	if (C.srv[i] > 0 && h_alive(C.srv[i]))
+		h_stop(C.srv[i], SIGKILL, 5000);
 	assert_int_equal(spawn_server(i, C.capacity, fault), 0);
 	/* listening is not registered: wait until the coordinator lists it up,
 	 * so that a placement made next (a restore) can use it */

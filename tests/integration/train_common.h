@@ -111,7 +111,8 @@ void train_ranks(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1);
 void train_ranks_k(struct rank_ctx *x, uint32_t R, uint64_t t0, uint64_t t1, uint32_t K);
 void fetch_all(zs_trainer *t, uint64_t step, float **out);
 void wait_restored(struct zs_coord_client *c, const char *job, struct zs_job *j);
-/* Restarts server i, with ZSHARD_FAULT=fault when not NULL. */
+/* Restarts server i (killed first if it still runs), with
+ * ZSHARD_FAULT=fault when not NULL. */
 void restart_server(int i, const char *fault);
 /* Restores checkpoint id (0: latest) of job and waits for it. */
 void restore(struct zs_coord_client *c, const char *job, uint64_t id);
