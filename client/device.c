@@ -58,13 +58,18 @@ static size_t dbytes(const zs_trainer *t, uint32_t u)
 	return (size_t)R * zs_slice_len(un->numel, R) * zs_dtype_size(un->dtype);
 }
 
+/* Bytes of a collective job's f32 slice sum of unit u (zs_slice_len
+ * elements; the last slice's tail unused). */
+static size_t sbytes(const zs_trainer *t, uint32_t u)
+{
+	return zs_slice_len(t->job.spec.layout.units[u].numel, t->job.spec.world_size) * 4;
+}
+
 /* Host bytes of unit u's gradient staging: the unit's, or a collective
  * job's f32 slice sum if larger. */
 static size_t gbytes(const zs_trainer *t, uint32_t u)
 {
-	size_t b = t->du[u].bytes, f = 0;
-	if (t->job.spec.collective)
-		f = zs_slice_len(t->job.spec.layout.units[u].numel, t->job.spec.world_size) * 4;
+	size_t b = t->du[u].bytes, f = t->job.spec.collective ? sbytes(t, u) : 0;
 	return f > b ? f : b;
 }
 
@@ -302,9 +307,9 @@ static int slice_sum(zs_trainer *t, uint32_t u)
 				     sizeof why))
 			return tr_fail(t, ZS_EIO, "unit %u: adding rank %u's piece: %s", u, r, why);
 	if (d->direct) { /* the server reads the sum where it is */
-		if (!d->dsend && !(d->dsend = dbuf_get(t, q * 4, v->copy)))
+		/* the kernel writes q elements; the push sends the slice's */
+		if (!d->dsend && !(d->dsend = dbuf_get(t, sbytes(t, u), v->copy)))
 			return dv_fail(t, "a buffer for its slice's sum", u);
-		d->dsend_n = q * 4; /* the kernel writes q; the push sends the slice's */
 		/* its last user is done before the kernel (not on a stream) writes it */
 		if (zs_dev_stream_sync(v->dev, v->copy))
 			return dv_fail(t, "a buffer for its slice's sum", u);
@@ -423,7 +428,7 @@ void tr_dv_push_done(zs_trainer *t, uint32_t u)
 	/* its copy to staging is complete (the push went out after it), or
 	 * the server has read it from device memory (the push is done) */
 	dbuf_put(t, d->grad, dbytes(t, u), NULL, false);
-	dbuf_put(t, d->dsend, d->dsend_n, NULL, false);
+	dbuf_put(t, d->dsend, sbytes(t, u), NULL, false);
 	tr_stage_put(t, d->gstage, gbytes(t, u));
 	d->gstage = NULL;
 	d->grad = NULL;
@@ -442,7 +447,7 @@ void tr_dv_reset(zs_trainer *t, bool to_cache)
 			tr_stage_put(t, d->gstage, gbytes(t, u));
 			dbuf_put(t, d->params, dbytes(t, u), v->compute, true);
 			dbuf_put(t, d->grad, dbytes(t, u), v->compute, true);
-			dbuf_put(t, d->dsend, d->dsend_n, NULL, false);
+			dbuf_put(t, d->dsend, sbytes(t, u), NULL, false);
 		} else {
 			tr_buf_free(t, d->stage);
 			tr_buf_free(t, d->gstage);

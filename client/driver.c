@@ -259,6 +259,17 @@ static int reap(zs_trainer *t, bool wait)
 	return first;
 }
 
+/* Device mode: unit u's push, from staging or (direct) device memory. */
+static int post_push(zs_trainer *t, uint32_t u, struct dunit *d)
+{
+	bool coll = t->job.spec.collective;
+
+	if (d->direct)
+		return tr_push_device(t, u, coll ? d->dsend : d->grad, coll, &d->push);
+	return coll ? tr_push_slice(t, u, d->gstage, &d->push)
+		    : zs_push(t, u, t->step, d->gstage, &d->push);
+}
+
 /* Device mode: unit u's gradient is in staging (wait: once it is): its
  * push goes out. ZS_EAGAIN while its copy runs. */
 static int push_copied(zs_trainer *t, uint32_t u, bool wait)
@@ -268,10 +279,7 @@ static int push_copied(zs_trainer *t, uint32_t u, bool wait)
 
 	if (rc)
 		return rc;
-	while ((rc = d->direct ? tr_push_device(t, u, t->job.spec.collective ? d->dsend : d->grad,
-						t->job.spec.collective, &d->push)
-		   : t->job.spec.collective ? tr_push_slice(t, u, d->gstage, &d->push)
-					    : zs_push(t, u, t->step, d->gstage, &d->push)) == ZS_EAGAIN)
+	while ((rc = post_push(t, u, d)) == ZS_EAGAIN)
 		if ((rc = reap(t, true)))
 			break;
 	return rc;

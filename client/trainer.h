@@ -51,7 +51,6 @@ struct dunit {
 	bool copying;      /* its gradient's copy to gstage is queued; the push follows */
 	bool direct;       /* its push goes from device memory (tr_dv_direct) */
 	void *dsend;       /* a collective job's direct push: the slice's sum */
-	size_t dsend_n;
 };
 
 struct tr_dev;

@@ -172,7 +172,8 @@ static void enqueue(struct zs_conn *c, struct zs_req *r, bool front)
 }
 
 /* Queues a request of op for x; own > 0: a payload of own bytes at src
- * that the request copies and carries (no transfer of a unit's range). */
+ * that the request copies and carries (no transfer of a unit's range,
+ * unless x is a device push: its payload says where the range is). */
 static enum zs_status post(struct zs_conn *c, uint16_t op, const struct zs_xfer *x,
 			   void *dst, const void *src, size_t own, struct zs_req **out,
 			   struct zs_error *err)
@@ -180,7 +181,7 @@ static enum zs_status post(struct zs_conn *c, uint16_t op, const struct zs_xfer 
 	unsigned dsz = zs_dtype_size(x->dtype);
 	struct zs_req *r;
 
-	if (!own && (!dsz || x->length == 0 || x->length > ZS_MAX_NUMEL))
+	if ((!own || x->device) && (!dsz || x->length == 0 || x->length > ZS_MAX_NUMEL))
 		return zs_fail(err, ZS_EINVAL, "bad transfer: %llu elements of dtype %d",
 			       (unsigned long long)x->length, (int)x->dtype);
 	pthread_mutex_lock(&c->mu);
@@ -239,10 +240,9 @@ enum zs_status zs_post_write_device(struct zs_conn *c, const struct zs_xfer *x,
 
 	if (!c->dev_ident)
 		return zs_fail(err, ZS_EINVAL, "%s takes no pushes from device memory", c->addr);
-	if (!zs_dtype_size(x->dtype) || !x->length || x->length > ZS_MAX_NUMEL || x->init ||
-	    x->replica)
-		return zs_fail(err, ZS_EINVAL, "bad device push of %llu elements",
-			       (unsigned long long)x->length);
+	if (x->init || x->replica)
+		return zs_fail(err, ZS_EINVAL,
+			       "initial parameters and replicas' pushes do not come from device memory");
 	memcpy(pl, src->handle, 64);
 	zs_put64(pl + 64, src->serial);
 	zs_put64(pl + 72, src->offset);

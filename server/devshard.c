@@ -168,11 +168,9 @@ uint32_t eng_t_dev_ident(void *ctx)
 enum zs_status eng_t_dev_map(void *ctx, const unsigned char handle[64], void **base,
 			     uint64_t *size, struct zs_error *err)
 {
-	struct engine *e = ctx;
+	struct engine *e = ctx; /* on a device: only then offered (eng_t_dev_ident) */
 	size_t n = 0;
 
-	if (!e->dev)
-		return zs_fail(err, ZS_EUNAVAIL, "this server keeps no shards on a device");
 	if (zs_dev_map(e->dev, handle, base, &n))
 		return zs_fail(err, ZS_EUNAVAIL, "%s", zs_dev_error(e->dev));
 	*size = n;
@@ -182,8 +180,7 @@ enum zs_status eng_t_dev_map(void *ctx, const unsigned char handle[64], void **b
 void eng_t_dev_unmap(void *ctx, void *base, uint64_t size)
 {
 	struct engine *e = ctx;
-	if (e->dev)
-		zs_dev_unmap(e->dev, base, size);
+	zs_dev_unmap(e->dev, base, size);
 }
 
 enum zs_status eng_dev_take(struct engine *e, const struct zs_xfer *x, void *dst,

@@ -484,6 +484,17 @@ static void test_rdma_registered_buffers(void **st)
 	free(buf);
 }
 
+/* Where device memory p of d is, as a device push names it. */
+static void src_of(struct zs_dev *d, const void *p, struct zs_dev_src *ds)
+{
+	struct zs_dev_share sh;
+
+	assert_int_equal(zs_dev_share(d, p, &sh), ZS_OK);
+	memcpy(ds->handle, sh.handle, sizeof ds->handle);
+	ds->serial = sh.serial;
+	ds->offset = sh.offset;
+}
+
 /* Pushes from device memory (an emulated device in this process): shm
  * alone offers them; the toy takes the bytes where they are, maps each
  * allocation once (a connection keeps 16: the 17th undoes the least
@@ -540,10 +551,7 @@ static void test_device_push(void **st)
 	for (int n = 0; n < 21; n++) {
 		int i = n % 20;
 		struct zs_xfer x = xf((uint64_t)i * 1000, 990, 0);
-		assert_int_equal(zs_dev_share(d, a[i] + 10, &sh), ZS_OK);
-		memcpy(ds.handle, sh.handle, sizeof ds.handle);
-		ds.serial = sh.serial;
-		ds.offset = sh.offset;
+		src_of(d, a[i] + 10, &ds);
 		assert_int_equal(ds.offset, 40);
 		memset(f->toy.staging + i * 1000, 0, 990 * 4);
 		assert_int_equal(zs_post_write_device(c, &x, &ds, &r, &err), ZS_OK);
@@ -554,10 +562,7 @@ static void test_device_push(void **st)
 	assert_true(count(&f->toy, &f->toy.unmaps) >= 5);
 	{ /* a range past its allocation's end */
 		struct zs_xfer x = xf(0, 1000, 0);
-		assert_int_equal(zs_dev_share(d, a[3] + 10, &sh), ZS_OK);
-		memcpy(ds.handle, sh.handle, sizeof ds.handle);
-		ds.serial = sh.serial;
-		ds.offset = sh.offset;
+		src_of(d, a[3] + 10, &ds);
 		assert_int_equal(zs_post_write_device(c, &x, &ds, &r, &err), ZS_OK);
 		assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EINVAL);
 		assert_non_null(strstr(err.msg, "outside the allocation"));
@@ -567,12 +572,9 @@ static void test_device_push(void **st)
 	   * why */
 		void *b = zs_dev_alloc(d, 4096), *b2;
 		struct zs_xfer x = xf(0, 4, 0);
-		assert_int_equal(zs_dev_share(d, b, &sh), ZS_OK);
+		src_of(d, b, &ds);
 		zs_dev_free(d, b);
 		b2 = zs_dev_alloc(d, 4096);
-		memcpy(ds.handle, sh.handle, sizeof ds.handle);
-		ds.serial = sh.serial;
-		ds.offset = 0;
 		assert_int_equal(zs_post_write_device(c, &x, &ds, &r, &err), ZS_OK);
 		assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EUNAVAIL);
 		assert_non_null(strstr(err.msg, "cannot map the trainer's device memory"));
@@ -594,10 +596,7 @@ static void test_device_push(void **st)
 		assert_non_null(strstr(zs_dev_error(h), "not shareable"));
 		zs_dev_free(h, p);
 		zs_dev_close(h);
-		assert_int_equal(zs_dev_share(d, a[0], &sh), ZS_OK);
-		memcpy(ds.handle, sh.handle, sizeof ds.handle);
-		ds.serial = sh.serial;
-		ds.offset = 0;
+		src_of(d, a[0], &ds);
 		assert_int_equal(zs_post_write_device(c, &x, &ds, &r, &err), ZS_OK);
 		assert_int_equal(zs_req_wait(r, 5000, &err), ZS_OK);
 		assert_memory_equal(f->toy.staging, a[0], 16);
