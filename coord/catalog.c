@@ -219,20 +219,108 @@ struct zs_checkpoint *coord_find_ckpt(struct coord *c, const char *job, uint64_t
 }
 
 /* Commits a checkpoint record (or its deletion) with the id counter. */
-enum zs_status coord_save_ckpt(struct coord *c, const struct zs_checkpoint *k, bool del,
-				struct zs_error *err)
+/* The record's bytes: the checkpoint without its placement and blobs. */
+static enum zs_status enc_ckpt_core(const struct zs_checkpoint *k, struct zs_buf *b)
+{
+	struct zs_checkpoint v = *k;
+	v.placement = (struct zs_placement){0};
+	v.blobs = NULL;
+	v.n_blobs = 0;
+	return zs_enc_checkpoint(&v, b);
+}
+
+enum zs_status coord_enc_ckpt_brief(const struct zs_checkpoint *k, struct zs_buf *b)
+{
+	struct zs_checkpoint v = *k;
+	v.placement = (struct zs_placement){0};
+	return zs_enc_checkpoint(&v, b);
+}
+
+static size_t blob_key(const uint8_t *ck, size_t kl, uint32_t rank, uint8_t *k)
+{
+	memcpy(k, ck, kl);
+	for (int i = 0; i < 4; i++)
+		k[kl + (size_t)i] = (uint8_t)(rank >> (24 - 8 * i));
+	return kl + 4;
+}
+
+/* Puts k's record, and with whole its placement and every blob too. */
+static enum zs_status put_ckpt(struct cstore_txn *t, const struct zs_checkpoint *k, bool whole,
+			       struct zs_error *err)
 {
 	struct zs_buf b = {0};
-	uint8_t key[ZS_JOB_NAME_MAX + 9];
+	uint8_t key[ZS_JOB_NAME_MAX + 9], bk[ZS_JOB_NAME_MAX + 13];
 	size_t kl = ckpt_key(k->job, k->id, key);
 	enum zs_status st;
 
-	if (!del && zs_enc_checkpoint(k, &b))
+	if (enc_ckpt_core(k, &b))
 		return zs_fail(err, ZS_ENOMEM, "cannot encode a checkpoint record");
-	st = commit_record(c, T_CKPTS, key, kl, del ? NULL : &b, "next_ckpt_id",
-			   c->next_ckpt_id, err);
+	st = cstore_put(t, T_CKPTS, key, kl, b.data, b.len, err);
 	zs_buf_release(&b);
+	if (st || !whole)
+		return st;
+	if (k->placement.n_shards) {
+		struct zs_checkpoint p = {.id = k->id, .placement = k->placement};
+		snprintf(p.job, sizeof p.job, "%s", k->job);
+		if (zs_enc_checkpoint(&p, &b))
+			return zs_fail(err, ZS_ENOMEM, "cannot encode a checkpoint's placement");
+		st = cstore_put(t, T_CKPLACE, key, kl, b.data, b.len, err);
+		zs_buf_release(&b);
+	}
+	for (uint32_t i = 0; !st && i < k->n_blobs; i++)
+		st = cstore_put(t, T_CKBLOBS, bk, blob_key(key, kl, k->blobs[i].rank, bk),
+				k->blobs[i].data, k->blobs[i].len, err);
 	return st;
+}
+
+static enum zs_status save_ckpt(struct coord *c, const struct zs_checkpoint *k, bool del,
+				bool whole, struct zs_error *err)
+{
+	uint8_t key[ZS_JOB_NAME_MAX + 9];
+	size_t kl = ckpt_key(k->job, k->id, key);
+	struct cstore_txn *t;
+	enum zs_status st = cstore_begin(c, &t, err);
+
+	if (st)
+		return st;
+	if (del) {
+		st = cstore_del(t, T_CKPTS, key, kl, err);
+		if (!st)
+			st = cstore_del(t, T_CKPLACE, key, kl, err);
+		if (!st)
+			st = cstore_del_prefix(t, T_CKBLOBS, key, kl, err);
+	} else {
+		st = put_ckpt(t, k, whole, err);
+	}
+	if (!st)
+		st = put_u64(t, "next_ckpt_id", c->next_ckpt_id, err);
+	if (st) {
+		cstore_abort(t);
+		return st;
+	}
+	return cstore_commit(t, err);
+}
+
+enum zs_status coord_save_ckpt(struct coord *c, const struct zs_checkpoint *k, bool del,
+				struct zs_error *err)
+{
+	return save_ckpt(c, k, del, false, err);
+}
+
+enum zs_status coord_save_ckpt_new(struct coord *c, const struct zs_checkpoint *k,
+				    struct zs_error *err)
+{
+	return save_ckpt(c, k, false, true, err);
+}
+
+enum zs_status coord_save_blob(struct coord *c, const struct zs_checkpoint *k,
+			       const struct zs_blob *b, struct zs_error *err)
+{
+	uint8_t key[ZS_JOB_NAME_MAX + 9], bk[ZS_JOB_NAME_MAX + 13];
+	size_t kl = ckpt_key(k->job, k->id, key);
+	struct zs_buf v = {.data = b->data, .len = b->len};
+
+	return commit_record(c, T_CKBLOBS, bk, blob_key(key, kl, b->rank, bk), &v, NULL, 0, err);
 }
 
 /* One more zeroed element at the end of *arr (n elements of size each);
@@ -319,10 +407,19 @@ static int cmp_member(const void *a, const void *b)
 	return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+/* Checkpoint records as read: the ids of those written before placements
+ * and blobs had records of their own (they hold them: moved out below). */
+struct ckload {
+	struct coord *c;
+	uint64_t *legacy;
+	size_t n_legacy;
+};
+
 static enum zs_status load_ckpt(void *ctx, const void *k, size_t kl, const void *v,
 				size_t vl)
 {
-	struct coord *c = ctx;
+	struct ckload *x = ctx;
+	struct coord *c = x->c;
 	struct zs_checkpoint *g = grow(c->ckpts, c->n_ckpts, sizeof *g, (void **)&c->ckpts);
 
 	(void)k;
@@ -332,6 +429,13 @@ static enum zs_status load_ckpt(void *ctx, const void *k, size_t kl, const void 
 	if (zs_dec_checkpoint(v, vl, g, NULL))
 		return ZS_EIO;
 	c->n_ckpts++;
+	if (g->placement.n_shards || g->n_blobs) {
+		uint64_t *l = realloc(x->legacy, (x->n_legacy + 1) * sizeof *l);
+		if (!l)
+			return ZS_ENOMEM;
+		x->legacy = l;
+		x->legacy[x->n_legacy++] = g->id;
+	}
 	return ZS_OK;
 }
 
@@ -339,6 +443,89 @@ static int cmp_ckpt(const void *a, const void *b)
 {
 	const struct zs_checkpoint *x = a, *y = b;
 	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The checkpoint a ckplace or ckblobs key names (job, NUL, id, then rest
+ * bytes), by binary search in the sorted catalog; NULL: none (a record
+ * of a checkpoint gone, left by a delete cut short: ignored). */
+static struct zs_checkpoint *ckpt_of_key(struct coord *c, const uint8_t *key, size_t kl,
+					 size_t rest)
+{
+	const uint8_t *nul = memchr(key, 0, kl);
+	uint64_t id = 0;
+	size_t lo = 0, hi = c->n_ckpts;
+
+	if (!nul || kl != (size_t)(nul - key) + 9 + rest)
+		return NULL;
+	for (int i = 0; i < 8; i++)
+		id = id << 8 | nul[1 + i];
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c->ckpts[mid].id == id)
+			return strlen(c->ckpts[mid].job) == (size_t)(nul - key) &&
+					       !memcmp(c->ckpts[mid].job, key, (size_t)(nul - key))
+				       ? &c->ckpts[mid]
+				       : NULL;
+		if (c->ckpts[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static enum zs_status load_ckplace(void *ctx, const void *k, size_t kl, const void *v,
+				   size_t vl)
+{
+	struct coord *c = ctx;
+	struct zs_checkpoint *g = ckpt_of_key(c, k, kl, 0), p;
+
+	if (!g || g->placement.n_shards)
+		return ZS_OK;
+	if (zs_dec_checkpoint(v, vl, &p, NULL))
+		return ZS_EIO;
+	g->placement = p.placement;
+	p.placement = (struct zs_placement){0};
+	zs_checkpoint_release(&p);
+	return ZS_OK;
+}
+
+static int cmp_blob(const void *a, const void *b)
+{
+	const struct zs_blob *x = a, *y = b;
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static enum zs_status load_ckblob(void *ctx, const void *k, size_t kl, const void *v,
+				  size_t vl)
+{
+	struct coord *c = ctx;
+	const uint8_t *key = k;
+	struct zs_checkpoint *g = ckpt_of_key(c, key, kl, 4);
+	struct zs_blob *b;
+	uint32_t rank = 0;
+
+	if (!g)
+		return ZS_OK;
+	if (vl > ZS_BLOB_MAX)
+		return ZS_EIO;
+	for (int i = 0; i < 4; i++)
+		rank = rank << 8 | key[kl - 4 + (size_t)i];
+	for (uint32_t i = 0; i < g->n_blobs; i++)
+		if (g->blobs[i].rank == rank)
+			return ZS_OK; /* the record's own (not moved out yet) */
+	b = grow(g->blobs, g->n_blobs, sizeof *b, (void **)&g->blobs);
+	if (!b)
+		return ZS_ENOMEM;
+	b->rank = rank;
+	b->len = (uint32_t)vl;
+	b->data = malloc(vl ? vl : 1);
+	if (!b->data)
+		return ZS_ENOMEM;
+	if (vl)
+		memcpy(b->data, v, vl);
+	g->n_blobs++;
+	return ZS_OK;
 }
 
 enum zs_status coord_load(struct coord *c, struct zs_error *err)
@@ -366,9 +553,29 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 		legacy[i] = c->jobs[i].n_trainers != 0;
 	if (!st)
 		st = cstore_foreach(c, &t, T_MEMBERS, load_member, c, err);
+	struct ckload ck = {c, NULL, 0};
 	if (!st)
-		st = cstore_foreach(c, &t, T_CKPTS, load_ckpt, c, err);
+		st = cstore_foreach(c, &t, T_CKPTS, load_ckpt, &ck, err);
+	if (!st && c->n_ckpts)
+		qsort(c->ckpts, c->n_ckpts, sizeof *c->ckpts, cmp_ckpt);
+	if (!st)
+		st = cstore_foreach(c, &t, T_CKPLACE, load_ckplace, c, err);
+	if (!st)
+		st = cstore_foreach(c, &t, T_CKBLOBS, load_ckblob, c, err);
 	cstore_read_end(&t);
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		if (c->ckpts[i].n_blobs > 1)
+			qsort(c->ckpts[i].blobs, c->ckpts[i].n_blobs, sizeof *c->ckpts[i].blobs,
+			      cmp_blob);
+	/* records from before placements and blobs had their own: moved out */
+	for (size_t i = 0; !st && i < ck.n_legacy; i++) {
+		struct zs_checkpoint *k = NULL;
+		for (size_t q = 0; !k && q < c->n_ckpts; q++)
+			k = c->ckpts[q].id == ck.legacy[i] ? &c->ckpts[q] : NULL;
+		if (k)
+			st = coord_save_ckpt_new(c, k, err);
+	}
+	free(ck.legacy);
 	for (size_t i = 0; !st && i < c->n_jobs; i++) {
 		struct zs_job *j = &c->jobs[i];
 		uint32_t keep = 0;
@@ -391,8 +598,6 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 	free(legacy);
 	if (st)
 		return st;
-	if (c->n_ckpts)
-		qsort(c->ckpts, c->n_ckpts, sizeof *c->ckpts, cmp_ckpt);
 	/* a restore that was in flight when we stopped: ask the servers again */
 	for (size_t i = 0; i < c->n_jobs; i++) {
 		struct zs_checkpoint *k = coord_find_ckpt(c, c->jobs[i].spec.name,
@@ -409,6 +614,7 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 void coord_free_state(struct coord *c)
 {
 	coord_records_free(c);
+	coord_jobsrv_free(c);
 	for (size_t i = 0; i < c->n_jobs; i++)
 		zs_job_release(&c->jobs[i]);
 	free(c->jobs);

@@ -5,37 +5,19 @@
  */
 #include "coord/state.h"
 
-/* The distinct servers holding shards (any copy) of j. */
-static uint32_t job_servers(const struct zs_job *j, uint64_t *out, uint32_t max)
-{
-	uint32_t n = 0;
-	for (uint32_t i = 0; i < j->placement.n_shards; i++) {
-		uint64_t id = j->placement.shards[i].server_id;
-		bool seen = false;
-		for (uint32_t k = 0; k < n && !seen; k++)
-			seen = out[k] == id;
-		if (!seen && n < max)
-			out[n++] = id;
-	}
-	return n;
-}
-
 /* A task for every server that holds shards in placement pl. */
 static enum zs_status add_ctask_on(struct coord *c, const char *job,
 				   const struct zs_placement *pl, enum zs_task_kind kind,
 				   uint64_t id, uint64_t step)
 {
 	struct ctask *t = calloc(1, sizeof *t);
-	uint32_t n = pl->n_shards;
-	struct zs_job view = {.placement = *pl};
 
-	if (!t || !(t->pending = malloc((n ? n : 1) * sizeof *t->pending))) {
+	if (!t || !coord_placement_servers(pl, &t->pending, &t->n_pending)) {
 		free(t);
 		return ZS_ENOMEM;
 	}
 	t->t = (struct zs_task){.kind = kind, .id = id, .step = step};
 	snprintf(t->t.job, sizeof t->t.job, "%s", job);
-	t->n_pending = job_servers(&view, t->pending, n);
 	t->next = c->ctasks;
 	c->ctasks = t;
 	c->task_gen++;
@@ -121,10 +103,11 @@ static void enforce_keep(struct coord *c, struct zs_job *j)
 	}
 }
 
+/* A checkpoint without its placement: what a call that changes it gets */
 static void reply_ckpt(struct zs_rpc_call *call, const struct zs_checkpoint *k)
 {
 	struct zs_buf b;
-	coord_reply_buf(call, zs_enc_checkpoint(k, &b), &b);
+	coord_reply_buf(call, coord_enc_ckpt_brief(k, &b), &b);
 }
 
 void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
@@ -171,7 +154,7 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	}
 	k.state = ZS_CKPT_PENDING;
 	k.created_ms = zs_wall_ms();
-	if (coord_save_ckpt(c, &k, false, &e)) {
+	if (coord_save_ckpt_new(c, &k, &e)) {
 		c->next_ckpt_id--;
 		zs_checkpoint_release(&k);
 		coord_reply_err(call, &e);
@@ -250,8 +233,10 @@ void coord_h_get_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	k = ckpt_or_fail(c, call, job, id);
-	if (k)
-		reply_ckpt(call, k);
+	if (k) { /* whole: a restore reads where its records are */
+		struct zs_buf b;
+		coord_reply_buf(call, zs_enc_checkpoint(k, &b), &b);
+	}
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -275,8 +260,10 @@ void coord_h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, s
 		goto out;
 	}
 	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (!strcmp(c->ckpts[i].job, job))
-			v[m++] = c->ckpts[i]; /* shallow: encoded before anything changes */
+		if (!strcmp(c->ckpts[i].job, job)) {
+			v[m] = c->ckpts[i]; /* shallow: encoded before anything changes */
+			v[m++].placement = (struct zs_placement){0}; /* O(shards) each */
+		}
 	coord_reply_buf(call, zs_enc_checkpoints(v, m, &b), &b);
 	free(v);
 out:
@@ -289,7 +276,7 @@ void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 	char job[ZS_JOB_NAME_MAX];
 	struct zs_error e = {0};
 	struct zs_blob b;
-	struct zs_checkpoint *k, nk;
+	struct zs_checkpoint *k;
 	struct zs_job *j;
 	uint64_t id;
 
@@ -305,29 +292,30 @@ void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 			    j->spec.world_size);
 		goto out;
 	}
-	/* the new record, with this rank's blob replaced or added */
-	nk = *k;
-	nk.blobs = calloc(k->n_blobs + 1, sizeof *nk.blobs);
-	if (!nk.blobs) {
-		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
-		goto out;
-	}
-	nk.n_blobs = 0;
-	for (uint32_t i = 0; i < k->n_blobs; i++)
-		if (k->blobs[i].rank != b.rank)
-			nk.blobs[nk.n_blobs++] = k->blobs[i];
-	nk.blobs[nk.n_blobs++] = b;
-	if (coord_save_ckpt(c, &nk, false, &e)) {
-		free(nk.blobs);
+	/* the blob is a record of its own: the checkpoint's is not written */
+	if (coord_save_blob(c, k, &b, &e)) {
 		coord_reply_err(call, &e);
 		goto out;
 	}
-	for (uint32_t i = 0; i < k->n_blobs; i++)
-		if (k->blobs[i].rank == b.rank)
-			free(k->blobs[i].data);
-	free(k->blobs);
-	*k = nk;
-	b.data = NULL;
+	{
+		uint32_t at = 0;
+		while (at < k->n_blobs && k->blobs[at].rank < b.rank)
+			at++;
+		if (at < k->n_blobs && k->blobs[at].rank == b.rank) {
+			free(k->blobs[at].data);
+		} else {
+			struct zs_blob *g = realloc(k->blobs, (k->n_blobs + 1) * sizeof *g);
+			if (!g) { /* committed: a restart reads it back */
+				zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+				goto out;
+			}
+			k->blobs = g;
+			memmove(g + at + 1, g + at, (k->n_blobs - at) * sizeof *g);
+			k->n_blobs++;
+		}
+		k->blobs[at] = b;
+		b.data = NULL;
+	}
 	reply_ckpt(call, k);
 out:
 	pthread_mutex_unlock(&c->mu);
@@ -389,12 +377,44 @@ out:
 	pthread_mutex_unlock(&c->mu);
 }
 
-bool coord_holds(const struct zs_job *j, uint64_t server_id)
+bool coord_holds(struct coord *c, const struct zs_job *j, uint64_t server_id)
 {
-	for (uint32_t i = 0; i < j->placement.n_shards; i++)
+	const uint64_t *ids;
+	uint32_t n;
+
+	if (coord_job_servers(c, j, &ids, &n))
+		return coord_id_in(ids, n, server_id);
+	for (uint32_t i = 0; i < j->placement.n_shards; i++) /* out of memory */
 		if (j->placement.shards[i].server_id == server_id)
 			return true;
 	return false;
+}
+
+/* Whether every server of ids (sorted) is in the sorted durable list: a
+ * merge, linear in the two. */
+static bool all_durable(const uint64_t *ids, uint32_t n, const uint64_t *durable, uint32_t nd)
+{
+	uint32_t d = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		while (d < nd && durable[d] < ids[i])
+			d++;
+		if (d == nd || durable[d] != ids[i])
+			return false;
+	}
+	return true;
+}
+
+/* Sorts a durable list read from a record written before they were kept
+ * sorted (insertion sort: already sorted costs one pass). */
+static void sort_durable(uint64_t *v, uint32_t n)
+{
+	for (uint32_t i = 1; i < n; i++)
+		for (uint32_t k = i; k && v[k - 1] > v[k]; k--) {
+			uint64_t x = v[k];
+			v[k] = v[k - 1];
+			v[k - 1] = x;
+		}
 }
 
 void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
@@ -421,10 +441,10 @@ void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		struct zs_checkpoint *k = &c->ckpts[i];
 		struct zs_job *j = coord_find_job(c, k->job);
 		bool done = false;
-		if (k->state != ZS_CKPT_PENDING || !j || !coord_holds(j, sid))
+		if (k->state != ZS_CKPT_PENDING || !j || !coord_holds(c, j, sid))
 			continue;
-		for (uint32_t d = 0; d < k->n_durable; d++)
-			done |= k->durable[d] == sid;
+		sort_durable(k->durable, k->n_durable);
+		done = coord_id_in(k->durable, k->n_durable, sid);
 		if (!done)
 			v[m++] = (struct zs_task){ZS_TASK_SNAPSHOT, "", k->id, k->step};
 		if (!done)
@@ -457,35 +477,36 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 	k = coord_find_ckpt(c, t.job, t.id);
 	if (t.kind == ZS_TASK_SNAPSHOT) {
 		struct zs_checkpoint nk;
-		uint64_t ids[256];
+		const uint64_t *ids;
 		uint32_t n_ids;
 		if (!j || !k || k->state != ZS_CKPT_PENDING) {
 			zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is not pending",
 				    (unsigned long long)t.id, t.job);
 			goto out;
 		}
-		{
-			/* a server's second report of the same snapshot (it took the
-			 * task again from a listing fetched before its first report
-			 * landed) counts once: counted twice, a checkpoint committed
-			 * with another server's shards not durable (test_crash, under
-			 * load); and only a server holding the job's shards counts */
-			bool again = false, holds = false;
-			for (uint32_t d = 0; d < k->n_durable; d++)
-				again |= k->durable[d] == sid;
-			n_ids = job_servers(j, ids, 256);
-			for (uint32_t q = 0; q < n_ids; q++)
-				holds |= ids[q] == sid;
-			if (ok && again) {
-				reply_ckpt(call, k);
-				goto out;
-			}
-			if (!holds) {
-				zs_rpc_fail(call, ZS_ESTATE,
-					    "server %llu holds no shard of job '%s': its snapshot does not count",
-					    (unsigned long long)sid, t.job);
-				goto out;
-			}
+		if (!coord_job_servers(c, j, &ids, &n_ids)) {
+			zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+			goto out;
+		}
+		/* a server's second report of the same snapshot (it took the
+		 * task again from a listing fetched before its first report
+		 * landed) counts once: counted twice, a checkpoint committed
+		 * with another server's shards not durable (test_crash, under
+		 * load); and only a server holding the job's shards counts.
+		 * The durable list is kept sorted: each report costs a search,
+		 * the commit a merge with the job's servers, whatever their
+		 * number (ids[256] once committed a checkpoint of a job over
+		 * more than 256 servers without the 257th) */
+		sort_durable(k->durable, k->n_durable);
+		if (ok && coord_id_in(k->durable, k->n_durable, sid)) {
+			reply_ckpt(call, k);
+			goto out;
+		}
+		if (!coord_id_in(ids, n_ids, sid)) {
+			zs_rpc_fail(call, ZS_ESTATE,
+				    "server %llu holds no shard of job '%s': its snapshot does not count",
+				    (unsigned long long)sid, t.job);
+			goto out;
 		}
 		nk = *k;
 		if (!ok) {
@@ -495,18 +516,22 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 			       coord_server_name(c, sid, who, sizeof who), why);
 		} else {
 			uint64_t *d = malloc((k->n_durable + 1) * sizeof *d);
+			uint32_t at = 0;
 			if (!d) {
 				zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 				goto out;
 			}
-			if (k->n_durable)
-				memcpy(d, k->durable, k->n_durable * sizeof *d);
-			d[k->n_durable] = sid;
+			while (at < k->n_durable && k->durable[at] < sid)
+				at++;
+			if (at)
+				memcpy(d, k->durable, at * sizeof *d);
+			d[at] = sid;
+			if (k->n_durable > at)
+				memcpy(d + at + 1, k->durable + at, (k->n_durable - at) * sizeof *d);
 			nk.durable = d;
 			nk.n_durable = k->n_durable + 1;
 			nk.bytes += bytes;
-			n_ids = job_servers(j, ids, 256);
-			if (nk.n_durable >= n_ids)
+			if (all_durable(ids, n_ids, nk.durable, nk.n_durable))
 				nk.state = ZS_CKPT_COMMITTED; /* every server durable */
 		}
 		/* fault injection for the crash tests: die before recording it */

@@ -48,6 +48,96 @@ struct zs_job *coord_job_or_fail(struct coord *c, struct zs_rpc_call *call, cons
 	return j;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+bool coord_placement_servers(const struct zs_placement *pl, uint64_t **ids, uint32_t *n)
+{
+	uint64_t *v;
+	uint32_t m = 0;
+
+	*ids = NULL;
+	*n = 0;
+	if (!pl->n_shards)
+		return true;
+	v = malloc(pl->n_shards * sizeof *v);
+	if (!v)
+		return false;
+	for (uint32_t i = 0; i < pl->n_shards; i++)
+		v[i] = pl->shards[i].server_id;
+	qsort(v, pl->n_shards, sizeof *v, cmp_u64);
+	for (uint32_t i = 0; i < pl->n_shards; i++)
+		if (!m || v[m - 1] != v[i])
+			v[m++] = v[i];
+	*ids = v;
+	*n = m;
+	return true;
+}
+
+bool coord_id_in(const uint64_t *ids, uint32_t n, uint64_t sid)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (ids[mid] == sid)
+			return true;
+		if (ids[mid] < sid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+bool coord_job_servers(struct coord *c, const struct zs_job *j, const uint64_t **ids,
+		       uint32_t *n)
+{
+	struct jobsrv *s;
+
+	for (s = c->jobsrvs; s; s = s->next)
+		if (!strcmp(s->job, j->spec.name))
+			break;
+	if (!s) {
+		s = calloc(1, sizeof *s);
+		if (!s)
+			return false;
+		snprintf(s->job, sizeof s->job, "%s", j->spec.name);
+		s->next = c->jobsrvs;
+		c->jobsrvs = s;
+	} else if (s->created_ms == j->created_ms && s->epoch == j->placement.epoch &&
+		   s->shards == j->placement.shards && s->n_shards == j->placement.n_shards) {
+		goto out;
+	}
+	free(s->ids);
+	s->ids = NULL;
+	s->n_shards = 0;
+	s->shards = NULL;
+	if (!coord_placement_servers(&j->placement, &s->ids, &s->n))
+		return false;
+	s->created_ms = j->created_ms;
+	s->epoch = j->placement.epoch;
+	s->shards = j->placement.shards;
+	s->n_shards = j->placement.n_shards;
+out:
+	*ids = s->ids;
+	*n = s->n;
+	return true;
+}
+
+void coord_jobsrv_free(struct coord *c)
+{
+	while (c->jobsrvs) {
+		struct jobsrv *s = c->jobsrvs;
+		c->jobsrvs = s->next;
+		free(s->ids);
+		free(s);
+	}
+}
+
 /* Bytes placements hold on server id, over all jobs except skip. */
 uint64_t coord_used_on(struct coord *c, uint64_t id, const struct zs_job *skip)
 {

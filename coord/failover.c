@@ -224,7 +224,7 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
 	struct zs_placement np, old;
 	uint32_t promoted = 0;
 
-	if (j->spec.replicas < 2 || !coord_holds(j, sid))
+	if (j->spec.replicas < 2 || !coord_holds(c, j, sid))
 		return false;
 	if (j->restore_pending) {
 		zs_info("job '%s': %s during a restore: no failover", j->spec.name, why);

@@ -120,7 +120,7 @@ void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_serve
 	for (size_t i = 0; i < c->n_jobs; i++) {
 		struct zs_job *j = &c->jobs[i];
 		const struct zs_live_claim *k = NULL;
-		if (!coord_holds(j, sid))
+		if (!coord_holds(c, j, sid))
 			continue;
 		/* back sooner than its lease: replicas take over as if it had
 		 * been marked down (when the job has them) */

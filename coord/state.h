@@ -40,9 +40,15 @@
 
 /* members: one record per joined trainer (key: job name, NUL, rank big
  * endian), so that a join or a leave commits O(1) bytes; a job's record
- * holds everything else */
-enum { T_META, T_SERVERS, T_JOBS, T_CKPTS, T_MEMBERS, N_TABLES };
-static const char *const tables[] = {"meta", "servers", "jobs", "ckpts", "members"};
+ * holds everything else. A checkpoint's record (ckpts: key job name, NUL,
+ * id big endian) holds what changes as servers report; what it was taken
+ * on (ckplace: the placement, written once) and each rank's blob
+ * (ckblobs: the checkpoint's key, rank big endian) are records of their
+ * own, so that a server's report commits O(servers) bytes, not the
+ * placement (O(shards)) and every blob again */
+enum { T_META, T_SERVERS, T_JOBS, T_CKPTS, T_MEMBERS, T_CKPLACE, T_CKBLOBS, N_TABLES };
+static const char *const tables[] = {"meta",    "servers", "jobs",  "ckpts",
+				     "members", "ckplace", "ckblobs"};
 
 /* A job's record as last committed (catalog.c), for the replies to joins. */
 struct jobrec {
@@ -93,6 +99,19 @@ struct ctask {
 	struct ctask *next;
 };
 
+/* The distinct servers of a job's placement, sorted (coord.c): computed
+ * once per placement, not at every checkpoint report. */
+struct jobsrv {
+	char job[ZS_JOB_NAME_MAX];
+	int64_t created_ms;
+	uint64_t epoch;
+	const struct zs_shard *shards; /* the placement it was computed from */
+	uint32_t n_shards;
+	uint64_t *ids;
+	uint32_t n;
+	struct jobsrv *next;
+};
+
 /* The latest step report of each rank of a job (in memory only). */
 struct sreports {
 	char job[ZS_JOB_NAME_MAX];
@@ -135,6 +154,7 @@ struct coord {
 	struct sreports *reports;
 	struct comm *comms; /* trainers' communicator ids (comms.c) */
 	struct jobrec *recs;
+	struct jobsrv *jobsrvs;
 	struct coord_metrics *metrics; /* NULL without --metrics */
 
 	/* etcd (lead.c): the catalog there, one of several coordinators
@@ -219,6 +239,18 @@ struct zs_job *coord_find_job(struct coord *c, const char *name);
 const char *coord_server_name(struct coord *c, uint64_t id, char *buf, size_t len);
 /* The job named, or NULL after failing call with ZS_ENOTFOUND. */
 struct zs_job *coord_job_or_fail(struct coord *c, struct zs_rpc_call *call, const char *name);
+/* The distinct servers holding shards (any copy) of j, sorted by id, in
+ * *ids (valid until j's placement changes or the job goes); false when
+ * out of memory. Cached by placement: O(shards log shards) once per
+ * placement, O(1) after. */
+bool coord_job_servers(struct coord *c, const struct zs_job *j, const uint64_t **ids,
+		       uint32_t *n);
+/* The distinct servers of placement pl, sorted, into a malloc'd *ids
+ * (NULL when pl has none); false when out of memory. */
+bool coord_placement_servers(const struct zs_placement *pl, uint64_t **ids, uint32_t *n);
+/* Whether sid is in the sorted ids (binary search). */
+bool coord_id_in(const uint64_t *ids, uint32_t n, uint64_t sid);
+void coord_jobsrv_free(struct coord *c);
 /* Bytes placements hold on server id, over all jobs except skip. */
 uint64_t coord_used_on(struct coord *c, uint64_t id, const struct zs_job *skip);
 /* Encodes and sends a job without its data-plane token, or fails the call. */
@@ -250,9 +282,19 @@ void coord_records_free(struct coord *c);
 enum zs_status coord_save_server(struct coord *c, const struct zs_server_info *s,
 				  uint64_t next_id, struct zs_error *err);
 struct zs_checkpoint *coord_find_ckpt(struct coord *c, const char *job, uint64_t id);
-/* Commits a checkpoint record (or its deletion) with the id counter. */
+/* Commits a checkpoint's record, what changes as servers report (or its
+ * deletion, with its placement and blobs), with the id counter. */
 enum zs_status coord_save_ckpt(struct coord *c, const struct zs_checkpoint *k, bool del,
 				struct zs_error *err);
+/* Commits a new checkpoint whole: its record, placement and blobs. */
+enum zs_status coord_save_ckpt_new(struct coord *c, const struct zs_checkpoint *k,
+				    struct zs_error *err);
+/* Commits one rank's blob of checkpoint k. */
+enum zs_status coord_save_blob(struct coord *c, const struct zs_checkpoint *k,
+				const struct zs_blob *b, struct zs_error *err);
+/* Encodes k for a reply without its placement (O(shards)): what every
+ * caller but a restore and a resume needs. */
+enum zs_status coord_enc_ckpt_brief(const struct zs_checkpoint *k, struct zs_buf *b);
 enum zs_status coord_load(struct coord *c, struct zs_error *err);
 void coord_free_state(struct coord *c);
 
@@ -316,7 +358,7 @@ void coord_server_lost(struct coord *c, uint64_t sid, const char *why);
 /* recovery.c: fails j's pending checkpoints, saying why. */
 void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why);
 /* Whether server_id holds shards (any copy) of j. */
-bool coord_holds(const struct zs_job *j, uint64_t server_id);
+bool coord_holds(struct coord *c, const struct zs_job *j, uint64_t server_id);
 void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 

@@ -1,0 +1,421 @@
+/*
+ * test_catalog.c - the coordinator's catalog at its edges, against a real
+ * coordinator whose servers the test registers and reports for through
+ * real RPCs (as bench_coord_scale does): a checkpoint of a job over 1,000
+ * servers commits exactly when the last of them is durable, and restores;
+ * one whose last server never reports stays pending; what a checkpoint
+ * was taken on and its blobs survive a restart.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ctrl/codec.h"
+#include "ctrl/coord_client.h"
+#include "model/spec_json.h"
+#include "storage/kv.h"
+#include "tests/harness.h"
+
+#define NSRV 1000
+
+static struct {
+	char *dir;
+	pid_t coord;
+	char addr[64];
+	struct zs_coord_client *c;
+	uint64_t ids[NSRV];
+} C;
+
+static int setup(void **st)
+{
+	char data[512], pf[512], log[512];
+	struct zs_error err = {0};
+	(void)st;
+
+	C.dir = h_tmpdir("catalog");
+	snprintf(data, sizeof data, "%s/coord", C.dir);
+	snprintf(pf, sizeof pf, "%s/coord.addr", C.dir);
+	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
+	/* the servers never heartbeat: an hour's lease keeps them up */
+	char *argv[] = {(char *)h_bin("zshard-coordinator"), "--listen", "127.0.0.1:0",
+			"--data-dir", data, "--port-file", pf, "--lease-ms", "3600000",
+			"--log-level", "warn", NULL};
+	C.coord = h_spawn(argv, log);
+	if (C.coord <= 0 || !h_wait_file(pf, 20000, C.addr, sizeof C.addr) ||
+	    zs_coord_open(C.addr, 20000, 1, &C.c, &err)) {
+		fprintf(stderr, "catalog: no coordinator: %s\n", err.msg);
+		return -1;
+	}
+	for (int i = 0; i < NSRV; i++) {
+		struct zs_server_info me = {.capacity = 1ull << 40};
+		uint32_t lease;
+		/* fake addresses: nothing listens there, nothing is dialled */
+		snprintf(me.addr, sizeof me.addr, "127.0.0.%d:%d", 2 + i / 250, 1000 + i);
+		snprintf(me.data_addr, sizeof me.data_addr, "127.0.0.%d:%d", 2 + i / 250, 3000 + i);
+		if (zs_coord_register(C.c, &me, &C.ids[i], &lease, &err)) {
+			fprintf(stderr, "catalog: register %d: %s\n", i, err.msg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Kills the coordinator (SIGKILL: no clean stop) and starts it again on
+ * the same data dir and address; run between its stop and start. */
+static void restart_coord(void (*between)(const char *data))
+{
+	char data[512], pf[512], log[512], addr[64];
+	struct zs_error err = {0};
+
+	zs_coord_close(C.c);
+	C.c = NULL;
+	assert_int_equal(h_stop(C.coord, SIGKILL, 20000), 128 + SIGKILL);
+	snprintf(data, sizeof data, "%s/coord", C.dir);
+	snprintf(pf, sizeof pf, "%s/coord.addr", C.dir);
+	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
+	if (between)
+		between(data);
+	unlink(pf);
+	char *argv[] = {(char *)h_bin("zshard-coordinator"), "--listen", C.addr,
+			"--data-dir", data, "--port-file", pf, "--lease-ms", "3600000",
+			"--log-level", "warn", NULL};
+	C.coord = h_spawn(argv, log);
+	assert_true(C.coord > 0);
+	if (!h_wait_file(pf, 20000, addr, sizeof addr))
+		fail_msg("the coordinator did not start again within 20 s (log: %s)", log);
+	if (zs_coord_open(C.addr, 20000, 1, &C.c, &err))
+		fail_msg("cannot reach the restarted coordinator: %s", err.msg);
+}
+
+static int teardown(void **st)
+{
+	(void)st;
+	zs_coord_close(C.c);
+	if (C.coord > 0)
+		h_stop(C.coord, SIGTERM, 20000);
+	h_rmtree(C.dir);
+	free(C.dir);
+	return 0;
+}
+
+/* A job of `units` small units: each goes to 8 servers, the first of
+ * them rotated by one a unit, so 993 units or more cover all 1,000. */
+static void create_wide_job(const char *name, unsigned units, struct zs_job *j)
+{
+	size_t cap = 256 + units * 96;
+	char *json = malloc(cap);
+	size_t at;
+	struct zs_error err = {0};
+
+	assert_non_null(json);
+	at = (size_t)snprintf(json, cap,
+			      "{\"name\": \"%s\", \"stage\": 3, \"world_size\": 1,\n"
+			      " \"optimizer\": {\"kind\": \"sgd\", \"lr\": 0.1},\n \"units\": [",
+			      name);
+	for (unsigned u = 0; u < units; u++)
+		at += (size_t)snprintf(json + at, cap - at,
+				       "%s{\"name\": \"u%u\", \"tensors\": [{\"name\": \"w\", \"shape\": [4096]}]}",
+				       u ? ", " : "", u);
+	snprintf(json + at, cap - at, "]}\n");
+	if (zs_coord_create_job_json(C.c, json, j, &err))
+		fail_msg("create %s: %s", name, err.msg);
+	free(json);
+}
+
+/* The distinct servers of j's placement, in placement order. */
+static uint32_t servers_of(const struct zs_job *j, uint64_t *out)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < j->placement.n_shards; i++) {
+		uint64_t id = j->placement.shards[i].server_id;
+		bool seen = false;
+		for (uint32_t k = 0; k < n && !seen; k++)
+			seen = out[k] == id;
+		if (!seen)
+			out[n++] = id;
+	}
+	return n;
+}
+
+static void report(const char *job, enum zs_task_kind kind, uint64_t id, uint64_t step,
+		   uint64_t sid, bool ok, enum zs_status want)
+{
+	struct zs_task t = {.kind = kind, .id = id, .step = step};
+	struct zs_error err = {0};
+
+	snprintf(t.job, sizeof t.job, "%s", job);
+	enum zs_status st = zs_coord_task_done(C.c, sid, &t, ok, ok ? NULL : "disk on fire",
+					       1000, &err);
+	if (st != want)
+		fail_msg("task %d of checkpoint %llu from server %llu: %s (%s), wanted %s", kind,
+			 (unsigned long long)id, (unsigned long long)sid, zs_strerror(st), err.msg,
+			 zs_strerror(want));
+}
+
+static enum zs_ckpt_state ckpt_state(const char *job, uint64_t id, uint32_t *n_durable)
+{
+	struct zs_checkpoint k;
+	enum zs_ckpt_state s;
+
+	assert_int_equal(zs_coord_get_ckpt(C.c, job, id, &k, NULL), ZS_OK);
+	s = k.state;
+	if (n_durable)
+		*n_durable = k.n_durable;
+	zs_checkpoint_release(&k);
+	return s;
+}
+
+/* Whether server sid is handed a task of kind for checkpoint id. */
+static bool has_task(uint64_t sid, enum zs_task_kind kind, uint64_t id)
+{
+	struct zs_task *v;
+	uint32_t n;
+	bool has = false;
+
+	assert_int_equal(zs_coord_server_tasks(C.c, sid, &v, &n, NULL), ZS_OK);
+	for (uint32_t i = 0; i < n; i++)
+		has |= v[i].kind == kind && v[i].id == id;
+	free(v);
+	return has;
+}
+
+/*
+ * 1,000 servers durable one by one, in an order that is not the
+ * registration's: pending through the 999th (whichever 999), committed at
+ * the last; a report again changes nothing; then a restore, carried out
+ * by every server, done only once the last one says so.
+ */
+static void test_checkpoint_over_1000_servers(void **st)
+{
+	static uint64_t srv[NSRV];
+	struct zs_job j, r;
+	struct zs_checkpoint k;
+	uint32_t n, nd;
+	uint64_t id;
+
+	(void)st;
+	create_wide_job("wide", 1000, &j);
+	n = servers_of(&j, srv);
+	assert_int_equal(n, NSRV);
+	assert_int_equal(zs_coord_create_ckpt(C.c, "wide", 7, &k, NULL), ZS_OK);
+	id = k.id;
+	zs_checkpoint_release(&k);
+	assert_true(has_task(srv[NSRV - 1], ZS_TASK_SNAPSHOT, id));
+	/* odd ones first, then even ones, the server at 500 last */
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = (uint32_t)pass ^ 1; i < NSRV; i += 2)
+			if (i != 500)
+				report("wide", ZS_TASK_SNAPSHOT, id, 7, srv[i], true, ZS_OK);
+	assert_int_equal(ckpt_state("wide", id, &nd), ZS_CKPT_PENDING);
+	assert_int_equal(nd, NSRV - 1);
+	/* a report again counts once; a server of no shard does not count */
+	report("wide", ZS_TASK_SNAPSHOT, id, 7, srv[257], true, ZS_OK);
+	report("wide", ZS_TASK_SNAPSHOT, id, 7, 987654321, true, ZS_ESTATE);
+	assert_int_equal(ckpt_state("wide", id, &nd), ZS_CKPT_PENDING);
+	assert_int_equal(nd, NSRV - 1);
+	assert_false(has_task(srv[257], ZS_TASK_SNAPSHOT, id));
+	assert_true(has_task(srv[500], ZS_TASK_SNAPSHOT, id));
+	report("wide", ZS_TASK_SNAPSHOT, id, 7, srv[500], true, ZS_OK);
+	assert_int_equal(ckpt_state("wide", id, &nd), ZS_CKPT_COMMITTED);
+	assert_int_equal(nd, NSRV);
+
+	/* the restore: a task on every server, done at the last report */
+	assert_int_equal(zs_coord_restore(C.c, "wide", id, &r, NULL), ZS_OK);
+	zs_job_release(&r);
+	for (uint32_t i = 0; i < NSRV - 1; i++)
+		report("wide", ZS_TASK_RESTORE, id, 7, srv[i], true, ZS_OK);
+	assert_int_equal(zs_coord_get_job(C.c, "wide", &r, NULL), ZS_OK);
+	assert_int_equal(r.restore_pending, id);
+	zs_job_release(&r);
+	assert_true(has_task(srv[NSRV - 1], ZS_TASK_RESTORE, id));
+	report("wide", ZS_TASK_RESTORE, id, 7, srv[NSRV - 1], true, ZS_OK);
+	assert_int_equal(zs_coord_get_job(C.c, "wide", &r, NULL), ZS_OK);
+	assert_int_equal(r.restore_pending, 0);
+	assert_int_equal(r.restored_id, id);
+	assert_int_equal(r.restored_step, 7);
+	assert_string_equal(r.restore_error, "");
+	zs_job_release(&r);
+	zs_job_release(&j);
+	assert_int_equal(zs_coord_delete_job(C.c, "wide", &r, NULL), ZS_OK);
+	zs_job_release(&r);
+}
+
+/*
+ * The last server's report never comes: the checkpoint stays pending
+ * however many of the others report, and a restore of it is refused;
+ * a failure reported by that server fails it, naming the server.
+ */
+static void test_last_report_missing(void **st)
+{
+	static uint64_t srv[NSRV];
+	struct zs_job j, r;
+	struct zs_checkpoint k;
+	struct zs_error err = {0};
+	uint32_t n, nd;
+	uint64_t id;
+
+	(void)st;
+	create_wide_job("gap", 1000, &j);
+	n = servers_of(&j, srv);
+	assert_int_equal(n, NSRV);
+	assert_int_equal(zs_coord_create_ckpt(C.c, "gap", 3, &k, NULL), ZS_OK);
+	id = k.id;
+	zs_checkpoint_release(&k);
+	for (uint32_t i = 0; i + 1 < NSRV; i++)
+		report("gap", ZS_TASK_SNAPSHOT, id, 3, srv[i], true, ZS_OK);
+	for (uint32_t i = 0; i < 3; i++) /* some again */
+		report("gap", ZS_TASK_SNAPSHOT, id, 3, srv[i], true, ZS_OK);
+	assert_int_equal(ckpt_state("gap", id, &nd), ZS_CKPT_PENDING);
+	assert_int_equal(nd, NSRV - 1);
+	assert_int_equal(zs_coord_restore(C.c, "gap", id, &r, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "not committed"));
+	/* what is left to do is on the last server alone */
+	assert_true(has_task(srv[NSRV - 1], ZS_TASK_SNAPSHOT, id));
+	assert_false(has_task(srv[0], ZS_TASK_SNAPSHOT, id));
+	report("gap", ZS_TASK_SNAPSHOT, id, 3, srv[NSRV - 1], false, ZS_OK);
+	assert_int_equal(zs_coord_get_ckpt(C.c, "gap", id, &k, NULL), ZS_OK);
+	assert_int_equal(k.state, ZS_CKPT_FAILED);
+	assert_non_null(strstr(k.error, "disk on fire"));
+	zs_checkpoint_release(&k);
+	zs_job_release(&j);
+	assert_int_equal(zs_coord_delete_job(C.c, "gap", &r, NULL), ZS_OK);
+	zs_job_release(&r);
+}
+
+/* A checkpoint's record as zshard wrote it before its placement and
+ * blobs had records of their own: all in one, under ckpts. */
+static uint64_t legacy_id;
+static struct zs_placement legacy_pl;
+
+static const char *const tables[] = {"meta",    "servers", "jobs",  "ckpts",
+				     "members", "ckplace", "ckblobs"};
+
+static size_t legacy_key(uint8_t *key)
+{
+	size_t kl = 4;
+	memcpy(key, "old", 4);
+	for (int i = 0; i < 8; i++)
+		key[kl++] = (uint8_t)(legacy_id >> (56 - 8 * i));
+	return kl;
+}
+
+/* The old record was moved out: its placement and blobs have their own. */
+static void check_moved_out(const char *data)
+{
+	struct zs_kv *kv;
+	struct zs_kv_txn *t;
+	uint8_t key[64];
+	size_t kl = legacy_key(key), vl;
+	const void *v;
+	struct zs_checkpoint k;
+
+	assert_int_equal(zs_kv_open(data, 0, tables, 7, 0, &kv, NULL), ZS_OK);
+	assert_int_equal(zs_kv_begin(kv, false, &t, NULL), ZS_OK);
+	assert_int_equal(zs_kv_get(t, 5, key, kl, &v, &vl, NULL), ZS_OK);
+	assert_int_equal(zs_kv_get(t, 3, key, kl, &v, &vl, NULL), ZS_OK);
+	assert_int_equal(zs_dec_checkpoint(v, vl, &k, NULL), ZS_OK);
+	assert_int_equal(k.placement.n_shards, 0);
+	assert_int_equal(k.n_blobs, 0);
+	zs_checkpoint_release(&k);
+	key[kl++] = 0, key[kl++] = 0, key[kl++] = 0, key[kl++] = 1;
+	assert_int_equal(zs_kv_get(t, 6, key, kl, &v, &vl, NULL), ZS_OK);
+	assert_int_equal(vl, 3);
+	zs_kv_abort(t);
+	zs_kv_close(kv);
+}
+
+static void put_legacy_record(const char *data)
+{
+	struct zs_kv *kv;
+	struct zs_kv_txn *t;
+	struct zs_checkpoint k = {.id = legacy_id, .step = 9, .state = ZS_CKPT_COMMITTED,
+				  .epoch = legacy_pl.epoch, .placement = legacy_pl};
+	struct zs_blob b[2] = {{0, 3, (uint8_t *)"ab"}, {1, 3, (uint8_t *)"cd"}};
+	struct zs_buf v;
+	uint8_t key[64];
+	size_t kl;
+
+	snprintf(k.job, sizeof k.job, "old");
+	k.blobs = b;
+	k.n_blobs = 2;
+	k.durable = &legacy_pl.shards[0].server_id;
+	k.n_durable = 1;
+	kl = legacy_key(key);
+	assert_int_equal(zs_kv_open(data, 0, tables, 7, 0, &kv, NULL), ZS_OK);
+	assert_int_equal(zs_kv_begin(kv, true, &t, NULL), ZS_OK);
+	assert_int_equal(zs_enc_checkpoint(&k, &v), ZS_OK);
+	assert_int_equal(zs_kv_put(t, 3, key, kl, v.data, v.len, NULL), ZS_OK);
+	zs_buf_release(&v);
+	assert_int_equal(zs_kv_commit(t, NULL), ZS_OK);
+	zs_kv_close(kv);
+}
+
+/*
+ * What a checkpoint is taken on and each rank's blob are records of their
+ * own: all of it comes back after the coordinator is killed, and a record
+ * written the old way (all in one) is read and moved out.
+ */
+static void test_checkpoint_records_survive_restart(void **st)
+{
+	struct zs_job j, r;
+	struct zs_checkpoint k, back;
+	uint64_t id;
+
+	(void)st;
+	create_wide_job("old", 3, &j);
+	assert_int_equal(zs_coord_create_ckpt(C.c, "old", 4, &k, NULL), ZS_OK);
+	id = k.id;
+	zs_checkpoint_release(&k);
+	assert_int_equal(zs_coord_put_blob(C.c, "old", id, 0, "rank zero", 10, NULL), ZS_OK);
+	assert_int_equal(zs_coord_put_blob(C.c, "old", id, 0, "rank 0", 7, NULL), ZS_OK);
+	for (uint32_t i = 0; i < j.placement.n_shards; i++)
+		report("old", ZS_TASK_SNAPSHOT, id, 4, j.placement.shards[i].server_id, true, ZS_OK);
+	assert_int_equal(ckpt_state("old", id, NULL), ZS_CKPT_COMMITTED);
+	legacy_id = id + 1000;
+	legacy_pl = j.placement;
+	restart_coord(put_legacy_record);
+
+	assert_int_equal(zs_coord_get_ckpt(C.c, "old", id, &back, NULL), ZS_OK);
+	assert_int_equal(back.state, ZS_CKPT_COMMITTED);
+	assert_int_equal(back.placement.n_shards, j.placement.n_shards);
+	assert_memory_equal(back.placement.shards, j.placement.shards,
+			    j.placement.n_shards * sizeof *j.placement.shards);
+	assert_int_equal(back.n_blobs, 1);
+	assert_string_equal((char *)back.blobs[0].data, "rank 0");
+	zs_checkpoint_release(&back);
+	/* the old record: read whole, then moved out (read again after a
+	 * second restart, with its ckpts record now without them) */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			restart_coord(check_moved_out);
+		assert_int_equal(zs_coord_get_ckpt(C.c, "old", legacy_id, &back, NULL), ZS_OK);
+		assert_int_equal(back.step, 9);
+		assert_int_equal(back.placement.n_shards, j.placement.n_shards);
+		assert_int_equal(back.n_blobs, 2);
+		assert_string_equal((char *)back.blobs[1].data, "cd");
+		zs_checkpoint_release(&back);
+	}
+	zs_job_release(&j);
+	assert_int_equal(zs_coord_delete_ckpt(C.c, "old", legacy_id, NULL, NULL), ZS_OK);
+	assert_int_equal(zs_coord_delete_job(C.c, "old", &r, NULL), ZS_OK);
+	zs_job_release(&r);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_checkpoint_over_1000_servers),
+		cmocka_unit_test(test_last_report_missing),
+		cmocka_unit_test(test_checkpoint_records_survive_restart),
+	};
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	return cmocka_run_group_tests_name("catalog", tests, setup, teardown);
+}
