@@ -19,12 +19,16 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/log.h>
 #include <grpc/support/time.h>
+#include <errno.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/util.h"
@@ -193,6 +197,59 @@ static grpc_channel_args *msg_size_args(void)
 	a[3].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
 	a[3].value.integer = 100;
 	return &args;
+}
+
+/* A server's: the channel's, and its port its own. gRPC sets SO_REUSEPORT
+ * by default, so a second daemon on a port in use bound it too and took
+ * half the calls (two coordinators with two catalogs, clients split
+ * between them; a server on the coordinator's port calling itself). */
+static grpc_channel_args *server_args(void)
+{
+	static grpc_arg a[5];
+	static grpc_channel_args args = {5, a};
+	const grpc_channel_args *base = msg_size_args();
+
+	for (size_t i = 0; i < 4; i++)
+		a[i] = base->args[i];
+	a[4].type = GRPC_ARG_INTEGER;
+	a[4].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
+	a[4].value.integer = 0;
+	return &args;
+}
+
+/* Why listen (HOST:PORT) cannot be bound, as bind(2) says it, after gRPC
+ * refused it without a reason: "" when a plain bind works (gRPC's reason
+ * was another). */
+static void bind_reason(const char *host, uint16_t port, char *out, size_t len)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE}, *res = NULL;
+	char ps[8];
+	int rc;
+
+	out[0] = '\0';
+	snprintf(ps, sizeof ps, "%u", port);
+	rc = getaddrinfo(host, ps, &hints, &res);
+	if (rc) {
+		snprintf(out, len, "%s", gai_strerror(rc));
+		return;
+	}
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol), one = 1;
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 1)) {
+			int e = errno;
+			snprintf(out, len, "%s",
+				 e == EADDRINUSE ? "the address is in use: another process listens there"
+						 : strerror(e));
+			close(fd);
+			break;
+		}
+		close(fd);
+	}
+	freeaddrinfo(res);
 }
 
 static grpc_byte_buffer *bb_from(const void *p, size_t len)
@@ -473,7 +530,7 @@ enum zs_status zs_rpc_server_start(const char *listen,
 	s->ctx = ctx;
 	rpc_init();
 	s->cq = grpc_completion_queue_create_for_next(NULL);
-	s->server = grpc_server_create(msg_size_args(), NULL);
+	s->server = grpc_server_create(server_args(), NULL);
 	grpc_server_register_completion_queue(s->server, s->cq, NULL);
 	for (size_t i = 0; i < n_methods; i++)
 		s->handles[i] = grpc_server_register_method(
@@ -487,9 +544,10 @@ enum zs_status zs_rpc_server_start(const char *listen,
 	p = grpc_server_add_http2_port(s->server, listen, cr);
 	grpc_server_credentials_release(cr);
 	if (p == 0) {
-		st = zs_fail(err, ZS_EUNAVAIL,
-			     "cannot listen on %s (address in use or not local?)",
-			     listen);
+		char why[160];
+		bind_reason(host, port, why, sizeof why);
+		st = zs_fail(err, ZS_EUNAVAIL, "cannot listen on %s: %s", listen,
+			     why[0] ? why : "gRPC refused the address (not local?)");
 		goto clean_server;
 	}
 	grpc_server_start(s->server);

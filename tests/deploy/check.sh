@@ -37,6 +37,26 @@ else
 	said="$said systemd skipped (no systemd-analyze);"
 fi
 
+# every default port distinct, per daemon kind and instance: the
+# coordinator's unit and env example, server instances 0-9 (%i expanded)
+{
+	sed -n 's/^Environment=ZSHARD_LISTEN=.*:\([0-9]*\)$/\1/p' "$root/deploy/systemd/zshard-coordinator.service"
+	grep -o -- '--metrics [^ ]*' "$root/deploy/systemd/coordinator.env.example" | sed 's/.*://'
+	for i in 0 1 2 3 4 5 6 7 8 9; do
+		sed -n 's/^Environment=ZSHARD_[A-Z_]*=[^ ]*:\([0-9%i]*\)$/\1/p' \
+			"$root/deploy/systemd/zshard-server@.service" | sed "s/%i/$i/"
+	done
+} >"$dir/ports"
+n=$(wc -l <"$dir/ports")
+dup=$(sort "$dir/ports" | uniq -d | tr '\n' ' ')
+if [ "$n" -ne 32 ]; then
+	fail "systemd ports: expected 2 of the coordinator and 3 of each of 10 server instances, found $n: $(tr '\n' ' ' <"$dir/ports")"
+elif [ -n "$dup" ]; then
+	fail "systemd ports shared by two daemons: $dup"
+else
+	said="$said systemd: 32 default ports distinct (coordinator, 10 server instances);"
+fi
+
 # kubernetes
 venv=$build/deploy-venv
 if [ ! -x "$venv/bin/kubernetes-validate" ]; then

@@ -4,7 +4,7 @@
  * real RPCs (as bench_coord_scale does): a checkpoint of a job over 1,000
  * servers commits exactly when the last of them is durable, and restores;
  * one whose last server never reports stays pending; what a checkpoint
- * was taken on and its blobs survive a restart.
+ * was taken on and its blobs survive a restart; a port in use is refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -408,12 +408,69 @@ static void test_checkpoint_records_survive_restart(void **st)
 	zs_job_release(&r);
 }
 
+/* Reads a whole small file into a malloc'd string ("" when absent). */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *b = calloc(1, 65536);
+	assert_non_null(b);
+	if (f) {
+		size_t n = fread(b, 1, 65535, f);
+		b[n] = '\0';
+		fclose(f);
+	}
+	return b;
+}
+
+/*
+ * Every daemon refuses a port in use, whatever else binds it: a second
+ * coordinator (its own catalog) on the first one's address, and a server
+ * told to listen there, exit with an error that says so; the first
+ * coordinator still answers every call with its own catalog.
+ */
+static void test_port_in_use_refused(void **st)
+{
+	char data[512], log[512];
+	struct zs_server_info *sv;
+	uint32_t n;
+
+	(void)st;
+	for (int kind = 0; kind < 2; kind++) {
+		snprintf(data, sizeof data, "%s/second-%d", C.dir, kind);
+		snprintf(log, sizeof log, "%s/second-%d.log", C.dir, kind);
+		char bin[512];
+		snprintf(bin, sizeof bin, "%s", h_bin(kind ? "zshard-server" : "zshard-coordinator"));
+		char *coord[] = {bin, "--listen", C.addr, "--data-dir", data, NULL};
+		char *server[] = {bin, "--listen", C.addr,
+				  "--coordinator", C.addr, "--data-dir", data,
+				  "--capacity", "16M", NULL};
+		pid_t p = h_spawn(kind ? server : coord, log);
+		assert_true(p > 0);
+		int rc = h_stop(p, 0, 30000);
+		char *out = slurp(log);
+		if (rc == 0 || rc == -1)
+			fail_msg("a %s on %s, in use, exited %d: %s", kind ? "server" : "coordinator",
+				 C.addr, rc, out);
+		if (!strstr(out, "the address is in use"))
+			fail_msg("the %s's error does not say the address is in use: %s",
+				 kind ? "server" : "coordinator", out);
+		free(out);
+	}
+	/* every call still reaches the first, with its catalog */
+	for (int i = 0; i < 10; i++) {
+		assert_int_equal(zs_coord_servers(C.c, &sv, &n, NULL), ZS_OK);
+		assert_int_equal(n, NSRV);
+		free(sv);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_checkpoint_over_1000_servers),
 		cmocka_unit_test(test_last_report_missing),
 		cmocka_unit_test(test_checkpoint_records_survive_restart),
+		cmocka_unit_test(test_port_in_use_refused),
 	};
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
