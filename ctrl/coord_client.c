@@ -190,9 +190,16 @@ static enum zs_status invoke(struct zs_coord_client *c, const char *path, const 
 			 * another is tried, now for an idempotent call (within
 			 * its bound), for the next call otherwise */
 			bool slow = st == ZS_ETIMEDOUT;
-			if (slow && (!idem || zs_now_ms() >= deadline)) {
+			if (slow && !idem) {
 				move_on(c, i, NULL);
 				return st;
+			}
+			if (slow && zs_now_ms() >= deadline) {
+				/* the bound is spent: the error says that none
+				 * answered, as a refusal's does (not only that the
+				 * last had the call's remaining milliseconds) */
+				move_on(c, i, NULL);
+				break;
 			}
 			if (!slow && st != ZS_EUNAVAIL)
 				return st;
