@@ -18,16 +18,29 @@ static void sleep_100ms(void)
 	nanosleep(&ts, NULL);
 }
 
-static void print_ckpt(const struct zs_checkpoint *k)
+/* Whose a checkpoint is: the job's now, or an earlier job's of its name
+ * (deleted with its checkpoints kept). */
+static const char *owner(const struct zs_checkpoint *k, const struct zs_job *j, char *b,
+			 size_t len)
 {
-	char b[32], when[32];
-	time_t sec = (time_t)(k->created_ms / 1000);
-	struct tm tm;
-	gmtime_r(&sec, &tm);
-	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	printf("%-6llu %-8llu %-10s %-21s %12s %7u %6u %s\n", (unsigned long long)k->id,
-	       (unsigned long long)k->step, zs_ckpt_state_name(k->state), when,
-	       zs_fmt_bytes(k->bytes, b, sizeof b), k->n_durable, k->n_blobs, k->error);
+	if (j && k->incarnation == j->incarnation)
+		return "this job";
+	if (!k->incarnation)
+		return "an earlier job";
+	snprintf(b, len, "earlier %016llx", (unsigned long long)k->incarnation);
+	return b;
+}
+
+static void print_ckpt(const struct zs_checkpoint *k, const struct zs_job *j, bool all)
+{
+	char b[32], when[32], o[40];
+	printf("%-6llu %-8llu %-10s %-21s %12s %7u %6u ", (unsigned long long)k->id,
+	       (unsigned long long)k->step, zs_ckpt_state_name(k->state),
+	       cli_time(k->created_ms, when, sizeof when), zs_fmt_bytes(k->bytes, b, sizeof b),
+	       k->n_durable, k->n_blobs);
+	if (all)
+		printf("%-24s ", owner(k, j, o, sizeof o));
+	printf("%s\n", k->error);
 }
 
 /*
@@ -65,12 +78,12 @@ static int c_checkpoint(struct ctx *x, int argc, char **argv)
 	struct zs_error err = {0};
 	const char *sub = NULL, *job = NULL, *which = NULL;
 	uint64_t step = 0, wait_ms = 0;
-	int have_step = 0, json = 0, r;
+	int have_step = 0, json = 0, all = 0, r;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			printf("usage: zshardctl checkpoint create JOB --step N [--wait MS]\n"
-			       "       zshardctl checkpoint list JOB [--json]\n"
+			       "       zshardctl checkpoint list JOB [--all] [--json]\n"
 			       "       zshardctl checkpoint restore JOB ID|latest [--wait MS]\n"
 			       "       zshardctl checkpoint delete JOB ID\n\n"
 			       "Checkpoints are taken at a step: every server captures its shards\n"
@@ -79,11 +92,17 @@ static int c_checkpoint(struct ctx *x, int argc, char **argv)
 			       "committed one back (trainers stopped), and trainers resume from its\n"
 			       "step. delete forgets one (a pending one that no trainer will reach,\n"
 			       "a failed or an old one) and its servers drop what they hold of it.\n"
-			       "--wait waits up to MS for the outcome.\n");
+			       "--wait waits up to MS for the outcome.\n\n"
+			       "A job deleted with --keep-checkpoints leaves its committed ones: no\n"
+			       "later job of its name sees them (latest, rollbacks), 'list --all'\n"
+			       "shows them beside the job's own, and a restore or delete by id\n"
+			       "reaches one (a restore only into a job of the same layout).\n");
 			return 0;
 		}
 		if (!strcmp(argv[i], "--json")) {
 			json = 1;
+		} else if (!strcmp(argv[i], "--all")) {
+			all = 1;
 		} else if (!strcmp(argv[i], "--step") && i + 1 < argc) {
 			if (zs_parse_u64(argv[++i], 0, UINT64_MAX, &step, &err))
 				return cli_usage_err("checkpoint", "--step: %s", err.msg);
@@ -129,29 +148,48 @@ static int c_checkpoint(struct ctx *x, int argc, char **argv)
 	if ((r = cli_open_coord(x)))
 		return r;
 
+	if (all && strcmp(sub, "list"))
+		return cli_usage_err("checkpoint", "--all goes with list");
 	if (!strcmp(sub, "list")) {
 		struct zs_checkpoint *v;
+		struct zs_job j = {0};
+		bool has_job;
 		uint32_t n;
-		if (zs_coord_list_ckpts(x->c, job, &v, &n, &err))
+		char o[40];
+		if (zs_coord_list_ckpts_ex(x->c, job, all, &v, &n, &err))
 			return cli_die("%s", err.msg);
+		/* whose each one is: the job's now or an earlier one's */
+		has_job = all && !zs_coord_get_job(x->c, job, &j, NULL);
 		if (json) {
 			json_t *a = json_array();
-			for (uint32_t i = 0; i < n; i++)
-				json_array_append_new(
-					a, json_pack("{s:I, s:I, s:s, s:I, s:I, s:i, s:i, s:s}", "id",
-						     (json_int_t)v[i].id, "step", (json_int_t)v[i].step,
-						     "state", zs_ckpt_state_name(v[i].state),
-						     "created_ms", (json_int_t)v[i].created_ms, "bytes",
-						     (json_int_t)v[i].bytes, "servers",
-						     (int)v[i].n_durable, "blobs", (int)v[i].n_blobs,
-						     "error", v[i].error));
+			for (uint32_t i = 0; i < n; i++) {
+				json_t *e = json_pack("{s:I, s:I, s:s, s:I, s:I, s:i, s:i, s:s}", "id",
+						      (json_int_t)v[i].id, "step", (json_int_t)v[i].step,
+						      "state", zs_ckpt_state_name(v[i].state),
+						      "created_ms", (json_int_t)v[i].created_ms, "bytes",
+						      (json_int_t)v[i].bytes, "servers",
+						      (int)v[i].n_durable, "blobs", (int)v[i].n_blobs,
+						      "error", v[i].error);
+				snprintf(o, sizeof o, "%016llx", (unsigned long long)v[i].incarnation);
+				json_object_set_new(e, "incarnation", json_string(o));
+				if (all)
+					json_object_set_new(e, "this_job",
+							    json_boolean(has_job && v[i].incarnation ==
+										j.incarnation));
+				json_array_append_new(a, e);
+			}
 			cli_json_print(json_pack("{s:s, s:o}", "job", job, "checkpoints", a));
 		} else {
-			printf("%-6s %-8s %-10s %-21s %12s %7s %6s %s\n", "ID", "STEP", "STATE",
-			       "CREATED", "BYTES", "SERVERS", "BLOBS", "ERROR");
+			printf("%-6s %-8s %-10s %-21s %12s %7s %6s ", "ID", "STEP", "STATE", "CREATED",
+			       "BYTES", "SERVERS", "BLOBS");
+			if (all)
+				printf("%-24s ", "WHOSE");
+			printf("ERROR\n");
 			for (uint32_t i = 0; i < n; i++)
-				print_ckpt(&v[i]);
+				print_ckpt(&v[i], has_job ? &j : NULL, all);
 		}
+		if (has_job)
+			zs_job_release(&j);
 		for (uint32_t i = 0; i < n; i++)
 			zs_checkpoint_release(&v[i]);
 		free(v);

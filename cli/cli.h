@@ -53,5 +53,7 @@ int cli_flags(const struct cmd *cmd, int argc, char **argv, int *json, char **po
 /* Prints j indented on stdout and releases it. */
 void cli_json_print(json_t *j);
 const char *cli_state_name(const struct zs_server_info *s);
+/* A wall-clock time in ms as "YYYY-MM-DDTHH:MM:SSZ" into buf; returns buf. */
+const char *cli_time(int64_t ms, char *buf, size_t len);
 
 #endif

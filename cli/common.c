@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 
@@ -71,6 +72,16 @@ void cli_json_print(json_t *j)
 	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	fputc('\n', stdout);
 	json_decref(j);
+}
+
+const char *cli_time(int64_t ms, char *buf, size_t len)
+{
+	time_t sec = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&sec, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return buf;
 }
 
 const char *cli_state_name(const struct zs_server_info *s)

@@ -53,7 +53,7 @@ enum zs_status jobio_open(const char *coordinator, const char *job, int timeout_
 	}
 	for (uint32_t i = 0; !st && i < n_s; i++) {
 		struct zs_conn_opts o = {.addr = s[i].data_addr, .job = job, .token = io->job.token,
-					 .incarnation = (uint64_t)io->job.created_ms,
+					 .incarnation = io->job.incarnation,
 					 .epoch = io->job.placement.epoch,
 					 .rank = ZS_RANK_OBSERVER, .timeout_ms = timeout_ms};
 		int64_t deadline = zs_now_ms() + timeout_ms;

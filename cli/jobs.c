@@ -13,10 +13,18 @@
 
 /* ----------------------------------------------------------------- jobs */
 
+static const char *incarnation_hex(uint64_t v)
+{
+	static char b[17];
+	snprintf(b, sizeof b, "%016llx", (unsigned long long)v);
+	return b;
+}
+
 static json_t *job_json_brief(const struct zs_job *j)
 {
-	return json_pack("{s:s, s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
-			 "name", j->spec.name,
+	return json_pack("{s:s, s:s, s:I, s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
+			 "name", j->spec.name, "incarnation", incarnation_hex(j->incarnation),
+			 "created_ms", (json_int_t)j->created_ms,
 			 "replicas", (int)(j->spec.replicas ? j->spec.replicas : 1),
 			 "collective", j->spec.collective ? "nccl" : "none",
 			 "stage", (int)j->spec.stage,
@@ -77,8 +85,10 @@ static int c_jobs(struct ctx *x, int argc, char **argv)
 
 static void print_job(const struct zs_job *j)
 {
-	printf("job %s: stage %u, world size %u, compute %s, optimizer %s (lr %g), %u units, %llu parameters, placement epoch %llu, %u shards, %u/%u trainers joined\n",
-	       j->spec.name, j->spec.stage, j->spec.world_size,
+	char when[32];
+	printf("job %s (incarnation %016llx, created %s): stage %u, world size %u, compute %s, optimizer %s (lr %g), %u units, %llu parameters, placement epoch %llu, %u shards, %u/%u trainers joined\n",
+	       j->spec.name, (unsigned long long)j->incarnation,
+	       cli_time(j->created_ms, when, sizeof when), j->spec.stage, j->spec.world_size,
 	       zs_dtype_name(j->spec.compute_dtype), zs_optim_name(j->spec.optim.kind),
 	       j->spec.optim.lr, j->spec.layout.n_units,
 	       (unsigned long long)zs_layout_numel(&j->spec.layout),
@@ -158,12 +168,20 @@ static int c_job(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
 	struct zs_job j = {0};
-	char *pos[2];
-	int json = 0, np, r;
+	char *pos[2], *args[64];
+	int json = 0, np, r, keep = 0, na = 0;
+	uint32_t deleted = 0, kept = 0;
 	enum zs_status st;
 
-	if ((r = cli_flags(&cmd_job, argc, argv, &json, pos, 2, &np)))
+	for (int i = 0; i < argc && na < 64; i++) /* delete's own flag */
+		if (strcmp(argv[i], "--keep-checkpoints"))
+			args[na++] = argv[i];
+		else
+			keep = 1;
+	if ((r = cli_flags(&cmd_job, na, args, &json, pos, 2, &np)))
 		return r < 0 ? 0 : r;
+	if (keep && (np < 1 || strcmp(pos[0], "delete")))
+		return cli_usage_err("job", "--keep-checkpoints goes with 'delete NAME'");
 	if (np != 2 || (strcmp(pos[0], "create") && strcmp(pos[0], "show") &&
 			strcmp(pos[0], "delete") && strcmp(pos[0], "stop")))
 		return cli_usage_err("job",
@@ -192,15 +210,27 @@ static int c_job(struct ctx *x, int argc, char **argv)
 	} else if (!strcmp(pos[0], "stop")) {
 		return stop_job(x, pos[1]);
 	} else {
-		st = zs_coord_delete_job(x->c, pos[1], &j, &err);
+		st = zs_coord_delete_job_ex(x->c, pos[1], keep, &j, &deleted, &kept, &err);
 	}
 	if (st)
 		return cli_die("%s", err.msg);
-	if (json)
+	if (json && !strcmp(pos[0], "delete")) {
+		json_t *o = job_json_brief(&j);
+		json_object_set_new(o, "checkpoints_deleted", json_integer(deleted));
+		json_object_set_new(o, "checkpoints_kept", json_integer(kept));
+		cli_json_print(o);
+	} else if (json) {
 		cli_json_print(job_json_brief(&j));
-	else if (!strcmp(pos[0], "delete"))
-		printf("job %s deleted\n", j.spec.name);
-	else
+	} else if (!strcmp(pos[0], "delete") && kept) {
+		printf("job %s deleted; its %u committed checkpoint%s kept (no job of the name sees them: 'zshardctl checkpoint list %s --all' lists them, 'zshardctl checkpoint restore %s ID' restores one into a job of the name and layout, 'zshardctl checkpoint delete %s ID' deletes one)\n",
+		       j.spec.name, kept, kept == 1 ? "" : "s", j.spec.name, j.spec.name,
+		       j.spec.name);
+		if (deleted)
+			printf("  %u failed or pending ones deleted\n", deleted);
+	} else if (!strcmp(pos[0], "delete")) {
+		printf("job %s deleted with its %u checkpoint%s (from the catalog now, from its servers as they next poll)\n",
+		       j.spec.name, deleted, deleted == 1 ? "" : "s");
+	} else
 		print_job(&j);
 	zs_job_release(&j);
 	return 0;
@@ -486,11 +516,16 @@ static int c_rebalance(struct ctx *x, int argc, char **argv)
 
 const struct cmd cmd_jobs = {"jobs", "[--json]", "List jobs with stage, world size, size and placement epoch.", c_jobs};
 
-const struct cmd cmd_job = {"job", "create FILE.json | show NAME | stop NAME | delete NAME [--json]",
+const struct cmd cmd_job = {"job", "create FILE.json | show NAME | stop NAME | delete NAME [--keep-checkpoints] [--json]",
 	 "Create a job from a JSON spec (see model/spec_json.h; '-' reads stdin),\n"
 	 "show one, stop one, or delete one. Stop: every rank of the job leaves\n"
 	 "cleanly before one step (waiting for them); a clean restart of the\n"
-	 "servers then keeps its state, and trainers resume at that step.", c_job};
+	 "servers then keeps its state, and trainers resume at that step.\n"
+	 "Delete: the job's checkpoints go with it, unless --keep-checkpoints:\n"
+	 "then its committed ones stay, seen by no later job of the name (each\n"
+	 "creation of a job is an incarnation of its own), listed by\n"
+	 "'checkpoint list NAME --all' and restored only by id, into a job of\n"
+	 "the name with the same layout.", c_job};
 
 const struct cmd cmd_placement = {"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes;\nwith replicas, each copy and its role (primary or replica).", c_placement};
 

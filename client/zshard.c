@@ -136,7 +136,7 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 		bool used = false;
 		const struct zs_transport_ops *ops;
 		struct zs_conn_opts o = {.job = t->job.spec.name, .token = t->job.token, .rank = t->rank,
-					 .incarnation = (uint64_t)t->job.created_ms,
+					 .incarnation = t->job.incarnation,
 					 .epoch = t->job.placement.epoch,
 					 .timeout_ms = timeout_ms};
 		struct zs_transport_offer offer = {.bits = s[i].transports,

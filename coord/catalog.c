@@ -592,10 +592,30 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 		bool untokened = !j->token[0];
 		if (untokened)
 			coord_new_token(j->token);
-		if (!st && (legacy[i] || untokened))
+		/* and one from before incarnations gets one: its creation
+		 * time, which its servers' kept live state names it by */
+		bool unnamed = !j->incarnation;
+		if (unnamed)
+			j->incarnation = j->created_ms > 0 ? (uint64_t)j->created_ms
+							   : coord_new_incarnation();
+		if (!st && (legacy[i] || untokened || unnamed))
 			st = coord_save_job(c, j, false, false, err);
 	}
 	free(legacy);
+	if (st)
+		return st;
+	/* a checkpoint from before incarnations: the job of its name's when
+	 * taken after that job was created (an earlier job's otherwise, which
+	 * no job sees but by its id) */
+	for (size_t i = 0; !st && i < c->n_ckpts; i++) {
+		struct zs_checkpoint *k = &c->ckpts[i];
+		const struct zs_job *j = coord_find_job(c, k->job);
+		if (k->incarnation || !j || k->created_ms < j->created_ms)
+			continue;
+		k->incarnation = j->incarnation;
+		k->layout_digest = zs_layout_digest(&j->spec.layout);
+		st = coord_save_ckpt(c, k, false, err);
+	}
 	if (st)
 		return st;
 	/* a restore that was in flight when we stopped: ask the servers again */

@@ -38,7 +38,7 @@ void coord_ctask_free(struct ctask *t)
 
 /* Drops committed checkpoints of job beyond its keep count (oldest first). */
 /*
- * Forgets checkpoint k of job j: the catalog first (failing that, nothing
+ * Forgets checkpoint k of job j (NULL: a job gone): the catalog first (failing that, nothing
  * changes), then a delete task for the servers of the placement it was
  * taken on, then memory. The record moves into *gone (the caller
  * releases it).
@@ -49,10 +49,16 @@ static enum zs_status forget_ckpt(struct coord *c, struct zs_job *j, struct zs_c
 	size_t i = (size_t)(k - c->ckpts);
 	enum zs_status st = coord_save_ckpt(c, k, true, err);
 
+	const struct zs_placement *pl = k->placement.n_shards ? &k->placement
+				       : j			 ? &j->placement
+								 : NULL;
+
 	if (st)
 		return st;
-	if (add_ctask_on(c, k->job, k->placement.n_shards ? &k->placement : &j->placement,
-			 ZS_TASK_DELETE, k->id, k->step))
+	if (!pl)
+		zs_warn("job '%s': checkpoint %llu forgotten; where its records are is not known (a record from before checkpoints kept their placement): its servers keep them",
+			k->job, (unsigned long long)k->id);
+	else if (add_ctask_on(c, k->job, pl, ZS_TASK_DELETE, k->id, k->step))
 		zs_warn("job '%s': checkpoint %llu forgotten, but its servers could not be told to drop it (out of memory)",
 			k->job, (unsigned long long)k->id);
 	*gone = *k;
@@ -73,8 +79,7 @@ static void enforce_keep(struct coord *c, struct zs_job *j)
 	uint64_t newest = 0;
 
 	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (!strcmp(c->ckpts[i].job, j->spec.name) &&
-		    c->ckpts[i].state == ZS_CKPT_COMMITTED) {
+		if (coord_ckpt_of(&c->ckpts[i], j) && c->ckpts[i].state == ZS_CKPT_COMMITTED) {
 			committed++;
 			newest = c->ckpts[i].id > newest ? c->ckpts[i].id : newest;
 		}
@@ -83,7 +88,7 @@ static void enforce_keep(struct coord *c, struct zs_job *j)
 		struct zs_error e = {0};
 		bool old = k->state == ZS_CKPT_COMMITTED && committed > j->spec.keep_checkpoints;
 		bool failed = k->state == ZS_CKPT_FAILED && k->id < newest;
-		if (strcmp(k->job, j->spec.name) || !(old || failed)) {
+		if (!coord_ckpt_of(k, j) || !(old || failed)) {
 			i++;
 			continue;
 		}
@@ -104,6 +109,43 @@ static void enforce_keep(struct coord *c, struct zs_job *j)
 }
 
 /* A checkpoint without its placement: what a call that changes it gets */
+void coord_job_deleted(struct coord *c, struct zs_job *j, bool keep, uint32_t *deleted,
+		       uint32_t *kept)
+{
+	*deleted = *kept = 0;
+	/* a restore still to carry out would restore a later job of the name */
+	for (struct ctask **pp = &c->ctasks; *pp;) {
+		struct ctask *t = *pp;
+		if (t->t.kind != ZS_TASK_RESTORE || strcmp(t->t.job, j->spec.name)) {
+			pp = &t->next;
+			continue;
+		}
+		*pp = t->next;
+		coord_ctask_free(t);
+		c->task_gen++;
+	}
+	if (keep)
+		coord_fail_pending(c, j, "the job was deleted");
+	for (size_t i = 0; i < c->n_ckpts;) {
+		struct zs_checkpoint *k = &c->ckpts[i], gone;
+		struct zs_error e = {0};
+		if (!coord_ckpt_of(k, j) || (keep && k->state == ZS_CKPT_COMMITTED)) {
+			*kept += coord_ckpt_of(k, j);
+			i++;
+			continue;
+		}
+		if (forget_ckpt(c, j, k, &gone, &e)) {
+			zs_warn("job '%s' deleted, but its checkpoint %llu cannot be: %s (it stays, out of any later job's reach)",
+				k->job, (unsigned long long)k->id, e.msg);
+			(*kept)++;
+			i++;
+			continue;
+		}
+		*deleted += gone.state == ZS_CKPT_COMMITTED;
+		zs_checkpoint_release(&gone);
+	}
+}
+
 static void reply_ckpt(struct zs_rpc_call *call, const struct zs_checkpoint *k)
 {
 	struct zs_buf b;
@@ -129,9 +171,10 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		zs_rpc_fail(call, ZS_ESTATE, "job '%s' is being restored", job);
 		goto out;
 	}
-	/* every rank may ask for the same step: one checkpoint */
+	/* every rank may ask for the same step: one checkpoint (of this
+	 * incarnation: an earlier job's of the name at that step is not it) */
 	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (!strcmp(c->ckpts[i].job, job) && c->ckpts[i].step == step &&
+		if (coord_ckpt_of(&c->ckpts[i], j) && c->ckpts[i].step == step &&
 		    c->ckpts[i].state != ZS_CKPT_FAILED) {
 			reply_ckpt(call, &c->ckpts[i]);
 			goto out;
@@ -145,6 +188,8 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	k.id = c->next_ckpt_id++;
 	snprintf(k.job, sizeof k.job, "%s", job);
 	k.step = step;
+	k.incarnation = j->incarnation;
+	k.layout_digest = zs_layout_digest(&j->spec.layout);
 	k.epoch = j->placement.epoch;
 	/* where its records are: every copy's server writes them */
 	if (zs_placement_copy(&k.placement, &j->placement)) {
@@ -197,13 +242,12 @@ void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	if (zs_dec_ckpt_req(p, n, false, job, &id, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = coord_job_or_fail(c, call, job);
-	if (!j)
-		goto out;
+	/* a checkpoint kept from a job deleted is deleted by its id alone */
+	j = coord_find_job(c, job);
 	k = ckpt_or_fail(c, call, job, id);
 	if (!k)
 		goto out;
-	if (j->restore_pending == id) {
+	if (j && j->restore_pending == id) {
 		zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is being restored",
 			    (unsigned long long)id, job);
 		goto out;
@@ -212,9 +256,9 @@ void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		coord_reply_err(call, &e);
 		goto out;
 	}
-	zs_info("job '%s': checkpoint %llu of step %llu (%s) deleted", job,
+	zs_info("job '%s': checkpoint %llu of step %llu (%s%s) deleted", job,
 		(unsigned long long)gone.id, (unsigned long long)gone.step,
-		zs_ckpt_state_name(gone.state));
+		zs_ckpt_state_name(gone.state), coord_ckpt_of(&gone, j) ? "" : ", an earlier job's");
 	reply_ckpt(call, &gone);
 	zs_checkpoint_release(&gone);
 out:
@@ -249,10 +293,16 @@ void coord_h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, s
 	uint32_t m = 0;
 	struct zs_buf b;
 
-	if (zs_dec_job_name(p, n, job, &e))
+	unsigned flags;
+	struct zs_job *j;
+
+	if (zs_dec_job_request(p, n, job, &flags, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	if (!coord_job_or_fail(c, call, job))
+	/* the job's own; with all, every one kept under the name, the
+	 * job's and earlier incarnations' (no job of the name is needed) */
+	j = flags & ZS_JR_ALL ? coord_find_job(c, job) : coord_job_or_fail(c, call, job);
+	if (!j && !(flags & ZS_JR_ALL))
 		goto out;
 	v = malloc((c->n_ckpts ? c->n_ckpts : 1) * sizeof *v);
 	if (!v) {
@@ -260,7 +310,8 @@ void coord_h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, s
 		goto out;
 	}
 	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (!strcmp(c->ckpts[i].job, job)) {
+		if (flags & ZS_JR_ALL ? !strcmp(c->ckpts[i].job, job)
+				      : coord_ckpt_of(&c->ckpts[i], j)) {
 			v[m] = c->ckpts[i]; /* shallow: encoded before anything changes */
 			v[m++].placement = (struct zs_placement){0}; /* O(shards) each */
 		}
@@ -287,6 +338,12 @@ void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 	k = j ? ckpt_or_fail(c, call, job, id) : NULL;
 	if (!k)
 		goto out;
+	if (!coord_ckpt_of(k, j)) {
+		zs_rpc_fail(call, ZS_ESTATE,
+			    "checkpoint %llu is an earlier job's of the name '%s': job '%s' now is another",
+			    (unsigned long long)id, job, job);
+		goto out;
+	}
 	if (b.rank >= j->spec.world_size) {
 		zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range (world size %u)", b.rank,
 			    j->spec.world_size);
@@ -337,10 +394,25 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 	j = coord_job_or_fail(c, call, job);
 	if (!j)
 		goto out;
-	k = id ? coord_find_ckpt(c, job, id) : coord_latest_ckpt(c, job);
+	/* latest: this incarnation's; one of an earlier job of the name
+	 * (deleted, its checkpoints kept) only when asked for by its id */
+	k = id ? coord_find_ckpt(c, job, id) : coord_latest_ckpt(c, j);
 	if (!k) {
 		zs_rpc_fail(call, ZS_ENOTFOUND, "job '%s' has no %s checkpoint%s", job,
 			    id ? "such" : "committed", id ? "" : " to restore");
+		goto out;
+	}
+	bool earlier = !coord_ckpt_of(k, j);
+	if (earlier && k->layout_digest != zs_layout_digest(&j->spec.layout)) {
+		if (k->layout_digest)
+			zs_rpc_fail(call, ZS_ESTATE,
+				    "checkpoint %llu is an earlier job's of the name '%s', whose layout differs from this job's (digest %016llx, this job's %016llx): it cannot be restored here",
+				    (unsigned long long)k->id, job, (unsigned long long)k->layout_digest,
+				    (unsigned long long)zs_layout_digest(&j->spec.layout));
+		else
+			zs_rpc_fail(call, ZS_ESTATE,
+				    "checkpoint %llu is an earlier job's of the name '%s', from before checkpoints recorded their layout: it cannot be checked against this job's, and is not restored",
+				    (unsigned long long)k->id, job);
 		goto out;
 	}
 	if (k->state != ZS_CKPT_COMMITTED) {
@@ -370,8 +442,9 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 		goto out;
 	}
-	zs_info("job '%s': restoring checkpoint %llu (step %llu)", job, (unsigned long long)k->id,
-		(unsigned long long)k->step);
+	zs_info("job '%s': restoring checkpoint %llu (step %llu)%s", job, (unsigned long long)k->id,
+		(unsigned long long)k->step,
+		earlier ? ", an earlier job's of the name, asked for by its id (the same layout)" : "");
 	coord_reply_job(call, j);
 out:
 	pthread_mutex_unlock(&c->mu);
@@ -441,7 +514,7 @@ void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		struct zs_checkpoint *k = &c->ckpts[i];
 		struct zs_job *j = coord_find_job(c, k->job);
 		bool done = false;
-		if (k->state != ZS_CKPT_PENDING || !j || !coord_holds(c, j, sid))
+		if (k->state != ZS_CKPT_PENDING || !coord_ckpt_of(k, j) || !coord_holds(c, j, sid))
 			continue;
 		sort_durable(k->durable, k->n_durable);
 		done = coord_id_in(k->durable, k->n_durable, sid);
@@ -479,9 +552,10 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 		struct zs_checkpoint nk;
 		const uint64_t *ids;
 		uint32_t n_ids;
-		if (!j || !k || k->state != ZS_CKPT_PENDING) {
-			zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is not pending",
-				    (unsigned long long)t.id, t.job);
+		if (!k || !coord_ckpt_of(k, j) || k->state != ZS_CKPT_PENDING) {
+			zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is not pending%s",
+				    (unsigned long long)t.id, t.job,
+				    k && !coord_ckpt_of(k, j) ? " (an earlier job's of the name)" : "");
 			goto out;
 		}
 		if (!coord_job_servers(c, j, &ids, &n_ids)) {

@@ -108,7 +108,7 @@ bool coord_job_servers(struct coord *c, const struct zs_job *j, const uint64_t *
 		snprintf(s->job, sizeof s->job, "%s", j->spec.name);
 		s->next = c->jobsrvs;
 		c->jobsrvs = s;
-	} else if (s->created_ms == j->created_ms && s->epoch == j->placement.epoch &&
+	} else if (s->incarnation == j->incarnation && s->epoch == j->placement.epoch &&
 		   s->shards == j->placement.shards && s->n_shards == j->placement.n_shards) {
 		goto out;
 	}
@@ -118,7 +118,7 @@ bool coord_job_servers(struct coord *c, const struct zs_job *j, const uint64_t *
 	s->shards = NULL;
 	if (!coord_placement_servers(&j->placement, &s->ids, &s->n))
 		return false;
-	s->created_ms = j->created_ms;
+	s->incarnation = j->incarnation;
 	s->epoch = j->placement.epoch;
 	s->shards = j->placement.shards;
 	s->n_shards = j->placement.n_shards;

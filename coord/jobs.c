@@ -41,6 +41,7 @@ static void create(struct coord *c, struct zs_rpc_call *call, struct zs_job *job
 	free(ps);
 	job.created_ms = zs_wall_ms();
 	coord_new_token(job.token); /* a job created again under this name gets another */
+	job.incarnation = coord_new_incarnation(); /* and so does its identity */
 	g = realloc(c->jobs, (c->n_jobs + 1) * sizeof *g);
 	if (!g) {
 		zs_fail(&e, ZS_ENOMEM, "out of memory");
@@ -121,17 +122,34 @@ void coord_h_get_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	struct zs_error e = {0};
 	struct zs_job *j;
 	struct zs_buf b;
-	bool with_token;
+	unsigned flags;
 
-	if (zs_dec_job_request(p, n, name, &with_token, &e))
+	if (zs_dec_job_request(p, n, name, &flags, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	j = coord_job_or_fail(c, call, name);
-	if (j && with_token) /* an observer's: the whole job, token included */
+	if (j && (flags & ZS_JR_TOKEN)) /* an observer's: the whole job, token included */
 		coord_reply_buf(call, zs_enc_job(j, &b), &b);
 	else if (j)
 		coord_reply_job(call, j);
 	pthread_mutex_unlock(&c->mu);
+}
+
+uint64_t coord_new_incarnation(void)
+{
+	uint64_t v = 0;
+
+	while (!v) {
+		uint8_t r[8];
+		size_t got = 0;
+		while (got < sizeof r) {
+			ssize_t k = getrandom(r + got, sizeof r - got, 0);
+			if (k > 0)
+				got += (size_t)k;
+		}
+		memcpy(&v, r, sizeof v);
+	}
+	return v;
 }
 
 void coord_new_token(char out[ZS_TOKEN_MAX])
@@ -180,20 +198,34 @@ void coord_h_delete_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	char name[ZS_JOB_NAME_MAX];
 	struct zs_error e = {0};
 	struct zs_job *j;
+	uint32_t deleted, kept;
+	unsigned flags;
+	struct zs_buf b;
 
+	if (zs_dec_job_request(p, n, name, &flags, &e))
+		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	j = coord_lookup(c, call, p, n, name);
+	j = coord_job_or_fail(c, call, name);
 	if (!j)
 		goto out;
+	/* the job first (so that a crash between leaves checkpoints that no
+	 * job of the name sees, never a job without some of its own) */
 	if (coord_save_job(c, j, true, true, &e)) {
 		coord_reply_err(call, &e);
 		goto out;
 	}
-	coord_reply_job(call, j);
+	coord_job_deleted(c, j, flags & ZS_JR_KEEP_CKPTS, &deleted, &kept);
+	{
+		struct zs_job v = *j;
+		v.token[0] = '\0';
+		coord_reply_buf(call, zs_enc_job_deleted(&v, deleted, kept, &b), &b);
+	}
 	coord_drop_reports(c, name);
 	coord_drop_comm(c, name);
 	coord_drop_norms_done(c, name);
-	zs_info("job '%s' deleted (%u trainers were joined)", name, j->n_trainers);
+	coord_norms_fail_job(c, name, "the job was deleted");
+	zs_info("job '%s' deleted (%u trainers were joined); %u of its checkpoints deleted, %u kept",
+		name, j->n_trainers, deleted, kept);
 	zs_job_release(j);
 	/* keep jobs in name order, as they load from the catalog */
 	memmove(j, j + 1, (size_t)(c->jobs + c->n_jobs - (j + 1)) * sizeof *j);

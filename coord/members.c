@@ -174,7 +174,7 @@ void coord_h_assignments(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 				a->shards[a->n_shards++] = job->placement.shards[i];
 		snprintf(a->job, sizeof a->job, "%s", job->spec.name);
 		a->epoch = job->placement.epoch;
-		a->created_ms = job->created_ms;
+		a->incarnation = job->incarnation;
 		memcpy(a->token, job->token, sizeof a->token);
 		a->bytes = place_bytes_on(&job->spec, &job->placement, id);
 		n_as++;

@@ -83,7 +83,7 @@ static void collect(void *ctx, struct zs_metrics *m)
 	static const char *const per_job[] = {"zshard_coordinator_job_trainers",
 					      "zshard_coordinator_job_world_size",
 					      "zshard_coordinator_job_stage", "zshard_coordinator_job_timeline",
-					      "zshard_coordinator_job_step"};
+					      "zshard_coordinator_job_step", "zshard_coordinator_job_info"};
 
 	for (size_t i = 0; i < sizeof per_job / sizeof per_job[0]; i++)
 		zs_metrics_forget(m, per_job[i]);
@@ -109,6 +109,17 @@ static void collect(void *ctx, struct zs_metrics *m)
 		job_gauge(m, per_job[1], "The job's world size.", l, j->spec.world_size);
 		job_gauge(m, per_job[2], "The job's ZeRO stage.", l, j->spec.stage);
 		job_gauge(m, per_job[3], "Grows at every restore or rollback.", l, (double)j->timeline);
+		{
+			/* which creation of the job of this name: its incarnation */
+			char li[sizeof l + 48];
+			size_t at = (size_t)snprintf(li, sizeof li, "%s,", l);
+			char inc[17];
+			snprintf(inc, sizeof inc, "%016llx", (unsigned long long)j->incarnation);
+			zs_metrics_label(li + at, sizeof li - at, "incarnation", inc);
+			job_gauge(m, per_job[5],
+				  "1 for the job's incarnation (each creation of a job under a name has one of its own).",
+				  li, 1.0);
+		}
 		for (struct sreports *r = c->reports; r; r = r->next) {
 			if (strcmp(r->job, j->spec.name))
 				continue;

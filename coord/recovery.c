@@ -10,11 +10,11 @@
  */
 #include "coord/state.h"
 
-struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const char *job)
+struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const struct zs_job *j)
 {
 	struct zs_checkpoint *k = NULL;
 	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (!strcmp(c->ckpts[i].job, job) && c->ckpts[i].state == ZS_CKPT_COMMITTED)
+		if (coord_ckpt_of(&c->ckpts[i], j) && c->ckpts[i].state == ZS_CKPT_COMMITTED)
 			k = &c->ckpts[i];
 	return k;
 }
@@ -24,7 +24,7 @@ void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why)
 	for (size_t i = 0; i < c->n_ckpts; i++) {
 		struct zs_checkpoint *k = &c->ckpts[i], nk;
 		struct zs_error e = {0};
-		if (strcmp(k->job, j->spec.name) || k->state != ZS_CKPT_PENDING)
+		if (!coord_ckpt_of(k, j) || k->state != ZS_CKPT_PENDING)
 			continue;
 		nk = *k;
 		nk.state = ZS_CKPT_FAILED;
@@ -81,7 +81,12 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 		zs_info("job '%s': %s, during its rollback (which goes on)", j->spec.name, why);
 		return ZS_OK;
 	}
-	k = coord_latest_ckpt(c, j->spec.name);
+	k = coord_latest_ckpt(c, j);
+	/* none of its own yet: the one an operator restored it from, by id,
+	 * an earlier job's of the name (its state started there) */
+	if (!k && j->restored_id && (k = coord_find_ckpt(c, j->spec.name, j->restored_id)) &&
+	    k->state != ZS_CKPT_COMMITTED)
+		k = NULL;
 	id = k ? k->id : ZS_CKPT_RESET;
 	step = k ? k->step : 0;
 	coord_mark_restore(c, j, id);
@@ -132,7 +137,7 @@ void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_serve
 		}
 		for (uint32_t q = 0; q < in->n_live && !k; q++)
 			if (!strcmp(in->live[q].job, j->spec.name) &&
-			    in->live[q].created_ms == j->created_ms &&
+			    in->live[q].incarnation == j->incarnation &&
 			    in->live[q].epoch == j->placement.epoch)
 				k = &in->live[q];
 		/* trainers may have joined again meanwhile: until they push,
@@ -443,8 +448,11 @@ uint64_t coord_state_checkpoint(struct coord *c, const struct zs_job *j,
 
 	if (!j->stopped_step && !j->restored_id)
 		return 0;
+	/* this incarnation's, or the one it was restored from (an earlier
+	 * incarnation's, when an operator asked for it by id) */
 	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (!strcmp(c->ckpts[i].job, name) && c->ckpts[i].state == ZS_CKPT_COMMITTED &&
+		if ((coord_ckpt_of(&c->ckpts[i], j) || c->ckpts[i].id == j->restored_id) &&
+		    !strcmp(c->ckpts[i].job, name) && c->ckpts[i].state == ZS_CKPT_COMMITTED &&
 		    c->ckpts[i].step == step)
 			k = &c->ckpts[i];
 	if (k && (k->epoch == j->placement.epoch || k->placement.n_shards))

@@ -103,7 +103,7 @@ struct ctask {
  * once per placement, not at every checkpoint report. */
 struct jobsrv {
 	char job[ZS_JOB_NAME_MAX];
-	int64_t created_ms;
+	uint64_t incarnation;
 	uint64_t epoch;
 	const struct zs_shard *shards; /* the placement it was computed from */
 	uint32_t n_shards;
@@ -215,6 +215,16 @@ void cstore_read_end(struct cstore_read *r);
 /* jobs.c */
 /* A fresh data-plane token: 32 hex digits of the system's randomness. */
 void coord_new_token(char out[ZS_TOKEN_MAX]);
+/* A fresh incarnation: 64 random bits, never 0. */
+uint64_t coord_new_incarnation(void);
+
+/* Whether checkpoint k was taken by job j as it is now: its name and its
+ * incarnation (a job deleted and created again under the name has
+ * another, and never sees, restores or rolls back to the earlier one's). */
+static inline bool coord_ckpt_of(const struct zs_checkpoint *k, const struct zs_job *j)
+{
+	return j && k->incarnation == j->incarnation && !strcmp(k->job, j->spec.name);
+}
 
 /* metrics.c: --metrics HOST:PORT, Prometheus text at /metrics */
 enum coord_event { COORD_EV_SERVER_LAPSE, COORD_EV_TRAINER_LAPSE, COORD_EV_ROLLBACK,
@@ -334,6 +344,13 @@ void coord_h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 enum zs_status coord_add_ctask(struct coord *c, const struct zs_job *j, enum zs_task_kind kind,
 				uint64_t id, uint64_t step);
 void coord_ctask_free(struct ctask *t);
+/* Job j is being deleted: its checkpoints go too (the catalog's records,
+ * and delete tasks for their servers), or with keep its committed ones
+ * stay (failed and pending ones go), reachable by id only; restores still
+ * to carry out for its name are dropped. Counts what went and what stayed.
+ * Caller holds mu. */
+void coord_job_deleted(struct coord *c, struct zs_job *j, bool keep, uint32_t *deleted,
+		       uint32_t *kept);
 void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_get_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
@@ -377,8 +394,8 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
  * commits it (and restores the old record if the commit fails), then
  * queues the restore task. */
 void coord_mark_restore(struct coord *c, struct zs_job *j, uint64_t id);
-/* The latest committed checkpoint of job (NULL: none). */
-struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const char *job);
+/* The latest committed checkpoint of job j's incarnation (NULL: none). */
+struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const struct zs_job *j);
 /* A server registered fresh (restarted): every job it holds rolls back,
  * but for those whose live state it kept (in->live) at the step where
  * every rank had left the job cleanly (Job.stopped_step). */

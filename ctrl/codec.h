@@ -164,6 +164,11 @@ enum zs_status zs_dec_create_job(const uint8_t *p, size_t n, struct zs_job_spec 
 
 /* JobReply, and the coordinator's catalog record of a job */
 enum zs_status zs_enc_job(const struct zs_job *j, struct zs_buf *out);
+/* DeleteJob's reply: the job as it was, and its checkpoints deleted or kept */
+enum zs_status zs_enc_job_deleted(const struct zs_job *j, uint32_t deleted, uint32_t kept,
+				  struct zs_buf *out);
+enum zs_status zs_dec_job_deleted(const uint8_t *p, size_t n, struct zs_job *j,
+				  uint32_t *deleted, uint32_t *kept, struct zs_error *err);
 enum zs_status zs_dec_job(const uint8_t *p, size_t n, struct zs_job *j,
 			  struct zs_error *err);
 
@@ -188,10 +193,15 @@ enum zs_status zs_dec_comm_id(const uint8_t *p, size_t n, uint8_t id[ZS_COMM_ID_
 enum zs_status zs_enc_job_name(const char *name, struct zs_buf *out);
 enum zs_status zs_dec_job_name(const uint8_t *p, size_t n,
 			       char name[ZS_JOB_NAME_MAX], struct zs_error *err);
-/* GetJob's request: with_token asks for the job's data-plane token too */
-enum zs_status zs_enc_job_request(const char *name, bool with_token, struct zs_buf *out);
+/* A job's name and what the call should do besides (JobRequest) */
+enum {
+	ZS_JR_TOKEN = 1,      /* GetJob: the job's data-plane token too */
+	ZS_JR_KEEP_CKPTS = 2, /* DeleteJob: keep its checkpoints */
+	ZS_JR_ALL = 4,        /* ListCheckpoints: every incarnation's */
+};
+enum zs_status zs_enc_job_request(const char *name, unsigned flags, struct zs_buf *out);
 enum zs_status zs_dec_job_request(const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX],
-				  bool *with_token, struct zs_error *err);
+				  unsigned *flags, struct zs_error *err);
 enum zs_status zs_enc_set_stage(const char *name, uint32_t stage, struct zs_buf *out);
 enum zs_status zs_dec_set_stage(const uint8_t *p, size_t n,
 				char name[ZS_JOB_NAME_MAX], uint32_t *stage,

@@ -145,6 +145,8 @@ static Zshard__Checkpoint *ckpt_pb(struct arena *a, const struct zs_checkpoint *
 	p->bytes = c->bytes;
 	p->error = (char *)c->error;
 	p->epoch = c->epoch;
+	p->incarnation = c->incarnation;
+	p->layout_digest = c->layout_digest;
 	p->placement = NEW(a, Zshard__Placement, ZSHARD__PLACEMENT__INIT);
 	if (p->placement) {
 		p->placement->epoch = c->placement.epoch;
@@ -177,6 +179,8 @@ static enum zs_status ckpt_from(const Zshard__Checkpoint *p, struct zs_checkpoin
 	c->created_ms = p->created_ms;
 	c->bytes = p->bytes;
 	c->epoch = p->epoch;
+	c->incarnation = p->incarnation;
+	c->layout_digest = p->layout_digest;
 	if ((st = pb_cpy(c->job, sizeof c->job, p->job, "job name", err)) ||
 	    (st = pb_cpy(c->error, sizeof c->error, p->error, "checkpoint error", err)))
 		return st;

@@ -94,14 +94,22 @@ enum zs_status zs_dec_create_job(const uint8_t *p, size_t n, struct zs_job_spec 
 
 enum zs_status zs_enc_job(const struct zs_job *j, struct zs_buf *out)
 {
+	return zs_enc_job_deleted(j, 0, 0, out);
+}
+
+enum zs_status zs_enc_job_deleted(const struct zs_job *j, uint32_t deleted, uint32_t kept,
+				  struct zs_buf *out)
+{
 	Zshard__JobReply m = ZSHARD__JOB_REPLY__INIT;
 	struct arena a = {0};
 	m.job = pb_job_pb(&a, j);
+	m.checkpoints_deleted = deleted;
+	m.checkpoints_kept = kept;
 	return pb_pack(&a, &m.base, out);
 }
 
-enum zs_status zs_dec_job(const uint8_t *p, size_t n, struct zs_job *j,
-			  struct zs_error *err)
+enum zs_status zs_dec_job_deleted(const uint8_t *p, size_t n, struct zs_job *j,
+				  uint32_t *deleted, uint32_t *kept, struct zs_error *err)
 {
 	enum zs_status st;
 	UNPACK(Zshard__JobReply, job_reply, p, n, err);
@@ -109,8 +117,18 @@ enum zs_status zs_dec_job(const uint8_t *p, size_t n, struct zs_job *j,
 		st = pb_job_from(m->job, j, err);
 	else
 		st = zs_fail(err, ZS_EPROTO, "reply carries no job");
+	if (deleted)
+		*deleted = m->checkpoints_deleted;
+	if (kept)
+		*kept = m->checkpoints_kept;
 	DONE(job_reply);
 	return st;
+}
+
+enum zs_status zs_dec_job(const uint8_t *p, size_t n, struct zs_job *j,
+			  struct zs_error *err)
+{
+	return zs_dec_job_deleted(p, n, j, NULL, NULL, err);
 }
 
 enum zs_status zs_enc_jobs(const struct zs_job *j, uint32_t n_j, struct zs_buf *out)
@@ -150,24 +168,27 @@ enum zs_status zs_dec_jobs(const uint8_t *p, size_t n, struct zs_job **j,
 
 enum zs_status zs_enc_job_name(const char *name, struct zs_buf *out)
 {
-	return zs_enc_job_request(name, false, out);
+	return zs_enc_job_request(name, 0, out);
 }
 
-enum zs_status zs_enc_job_request(const char *name, bool with_token, struct zs_buf *out)
+enum zs_status zs_enc_job_request(const char *name, unsigned flags, struct zs_buf *out)
 {
 	Zshard__JobRequest m = ZSHARD__JOB_REQUEST__INIT;
 	struct arena a = {0};
 	m.name = (char *)name;
-	m.with_token = with_token;
+	m.with_token = flags & ZS_JR_TOKEN;
+	m.keep_checkpoints = flags & ZS_JR_KEEP_CKPTS;
+	m.all = flags & ZS_JR_ALL;
 	return pb_pack(&a, &m.base, out);
 }
 
 enum zs_status zs_dec_job_request(const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX],
-				  bool *with_token, struct zs_error *err)
+				  unsigned *flags, struct zs_error *err)
 {
 	enum zs_status st;
 	UNPACK(Zshard__JobRequest, job_request, p, n, err);
-	*with_token = m->with_token;
+	*flags = (m->with_token ? ZS_JR_TOKEN : 0) | (m->keep_checkpoints ? ZS_JR_KEEP_CKPTS : 0) |
+		 (m->all ? ZS_JR_ALL : 0);
 	st = pb_cpy(name, ZS_JOB_NAME_MAX, m->name, "job name", err);
 	DONE(job_request);
 	return st;

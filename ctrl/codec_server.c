@@ -31,7 +31,7 @@ enum zs_status zs_enc_register(const struct zs_server_info *s, struct zs_buf *ou
 				return ZS_ENOMEM;
 			}
 			l->job = (char *)s->live[i].job;
-			l->created_ms = s->live[i].created_ms;
+			l->incarnation = s->live[i].incarnation;
 			l->epoch = s->live[i].epoch;
 			l->step = s->live[i].step;
 			m.live[i] = l;
@@ -58,7 +58,7 @@ enum zs_status zs_dec_register(const uint8_t *p, size_t n, struct zs_server_info
 		return st;
 	}
 	for (size_t i = 0; i < m->n_live; i++) {
-		s->live[i].created_ms = m->live[i]->created_ms;
+		s->live[i].incarnation = m->live[i]->incarnation;
 		s->live[i].epoch = m->live[i]->epoch;
 		s->live[i].step = m->live[i]->step;
 		if ((st = pb_cpy(s->live[i].job, sizeof s->live[i].job, m->live[i]->job,

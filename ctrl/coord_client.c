@@ -336,7 +336,7 @@ enum zs_status zs_coord_get_job_token(struct zs_coord_client *c, const char *nam
 				      struct zs_job *job, struct zs_error *err)
 {
 	struct zs_buf req;
-	return job_call(c, ZS_M_GET_JOB, zs_enc_job_request(name, true, &req), &req, job, err);
+	return job_call(c, ZS_M_GET_JOB, zs_enc_job_request(name, ZS_JR_TOKEN, &req), &req, job, err);
 }
 
 enum zs_status zs_coord_jobs(struct zs_coord_client *c, struct zs_job **jobs,
@@ -353,9 +353,22 @@ enum zs_status zs_coord_jobs(struct zs_coord_client *c, struct zs_job **jobs,
 enum zs_status zs_coord_delete_job(struct zs_coord_client *c, const char *name,
 				   struct zs_job *job, struct zs_error *err)
 {
-	struct zs_buf req;
-	return job_call(c, ZS_M_DELETE_JOB, zs_enc_job_name(name, &req), &req, job,
-			err);
+	return zs_coord_delete_job_ex(c, name, false, job, NULL, NULL, err);
+}
+
+enum zs_status zs_coord_delete_job_ex(struct zs_coord_client *c, const char *name,
+				      bool keep_ckpts, struct zs_job *job, uint32_t *deleted,
+				      uint32_t *kept, struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	enum zs_status st = call(c, ZS_M_DELETE_JOB,
+				 zs_enc_job_request(name, keep_ckpts ? ZS_JR_KEEP_CKPTS : 0, &req),
+				 &req, &resp, err);
+
+	if (!st)
+		st = zs_dec_job_deleted(resp.data, resp.len, job, deleted, kept, err);
+	zs_buf_release(&resp);
+	return st;
 }
 
 enum zs_status zs_coord_comm_id(struct zs_coord_client *c, const char *job, uint64_t timeline,
@@ -546,8 +559,16 @@ enum zs_status zs_coord_list_ckpts(struct zs_coord_client *c, const char *job,
 				   struct zs_checkpoint **v, uint32_t *n,
 				   struct zs_error *err)
 {
+	return zs_coord_list_ckpts_ex(c, job, false, v, n, err);
+}
+
+enum zs_status zs_coord_list_ckpts_ex(struct zs_coord_client *c, const char *job, bool all,
+				      struct zs_checkpoint **v, uint32_t *n,
+				      struct zs_error *err)
+{
 	struct zs_buf req, resp;
-	enum zs_status st = call(c, ZS_M_LIST_CKPTS, zs_enc_job_name(job, &req), &req, &resp,
+	enum zs_status st = call(c, ZS_M_LIST_CKPTS,
+				 zs_enc_job_request(job, all ? ZS_JR_ALL : 0, &req), &req, &resp,
 				 err);
 	if (!st)
 		st = zs_dec_checkpoints(resp.data, resp.len, v, n, err);

@@ -59,8 +59,15 @@ enum zs_status zs_coord_get_job_token(struct zs_coord_client *c, const char *nam
 				      struct zs_job *job, struct zs_error *err);
 enum zs_status zs_coord_jobs(struct zs_coord_client *c, struct zs_job **jobs,
 			     uint32_t *n_jobs, struct zs_error *err);
+/* Deletes a job and its checkpoints (their records on the servers too). */
 enum zs_status zs_coord_delete_job(struct zs_coord_client *c, const char *name,
 				   struct zs_job *job, struct zs_error *err);
+/* The same; keep_ckpts keeps the checkpoints (no later job of the name
+ * sees them: zs_coord_list_ckpts_ex with all lists them, a restore by id
+ * reads one). *deleted / *kept (may be NULL): how many. */
+enum zs_status zs_coord_delete_job_ex(struct zs_coord_client *c, const char *name,
+				      bool keep_ckpts, struct zs_job *job, uint32_t *deleted,
+				      uint32_t *kept, struct zs_error *err);
 /*
  * The job's trainer communicator id for timeline: rank 0 offers id (128
  * bytes, kept for the timeline; offering it again is fine, another is
@@ -138,9 +145,15 @@ enum zs_status zs_coord_get_ckpt(struct zs_coord_client *c, const char *job, uin
  * while it is being restored. */
 enum zs_status zs_coord_delete_ckpt(struct zs_coord_client *c, const char *job, uint64_t id,
 				    struct zs_checkpoint *out, struct zs_error *err);
+/* The job's checkpoints (this incarnation's); with all, every checkpoint
+ * kept under the name, of the job and of earlier, deleted jobs of the
+ * name (no job of the name is needed then). */
 enum zs_status zs_coord_list_ckpts(struct zs_coord_client *c, const char *job,
 				   struct zs_checkpoint **v, uint32_t *n,
 				   struct zs_error *err);
+enum zs_status zs_coord_list_ckpts_ex(struct zs_coord_client *c, const char *job, bool all,
+				      struct zs_checkpoint **v, uint32_t *n,
+				      struct zs_error *err);
 enum zs_status zs_coord_put_blob(struct zs_coord_client *c, const char *job, uint64_t id,
 				 uint32_t rank, const void *data, uint32_t len,
 				 struct zs_error *err);

@@ -193,6 +193,7 @@ Zshard__Job *pb_job_pb(struct arena *a, const struct zs_job *j)
 	pj->stop_before = j->stop_before;
 	pj->rollback_reason = (char *)j->rollback_reason;
 	pj->token = (char *)j->token;
+	pj->incarnation = j->incarnation;
 	pj->n_trainers = j->n_trainers;
 	pj->trainers = pb_aalloc(a, j->n_trainers * sizeof *pj->trainers);
 	for (uint32_t i = 0; pj->trainers && i < j->n_trainers; i++) {
@@ -239,7 +240,7 @@ Zshard__Assignment **pb_assignments_pb(struct arena *a,
 			break;
 		p->job = (char *)as[i].job;
 		p->epoch = as[i].epoch;
-		p->created_ms = as[i].created_ms;
+		p->incarnation = as[i].incarnation;
 		p->token = (char *)as[i].token;
 		p->bytes = as[i].bytes;
 		p->n_shards = as[i].n_shards;
@@ -431,6 +432,7 @@ enum zs_status pb_job_from(const Zshard__Job *pj, struct zs_job *j,
 	if (st)
 		return st;
 	j->created_ms = pj->created_ms;
+	j->incarnation = pj->incarnation;
 	j->restored_id = pj->restored_id;
 	j->restored_step = pj->restored_step;
 	j->restore_pending = pj->restore_pending;
@@ -522,7 +524,7 @@ enum zs_status pb_assignments_from(Zshard__Assignment *const *pa, size_t n,
 	for (size_t i = 0; i < n && !st; i++) {
 		struct zs_assignment *a = &(*out)[i];
 		a->epoch = pa[i]->epoch;
-		a->created_ms = pa[i]->created_ms;
+		a->incarnation = pa[i]->incarnation;
 		a->bytes = pa[i]->bytes;
 		st = pb_cpy(a->job, sizeof a->job, pa[i]->job, "job name", err);
 		if (!st)

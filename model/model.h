@@ -168,6 +168,11 @@ struct zs_job {
 	uint32_t n_trainers;
 	struct zs_member *trainers; /* sorted by rank */
 	int64_t created_ms;
+	uint64_t incarnation;                /* this creation of the job: random,
+					      * never 0, new each time a job is
+					      * created under its name; what its
+					      * checkpoints, live state, shards and
+					      * connections carry */
 	uint64_t restored_id, restored_step; /* the last restore (id 0: none) */
 	uint64_t restore_pending;            /* checkpoint id being restored
 					      * (ZS_CKPT_RESET: a reset) */
@@ -217,6 +222,9 @@ struct zs_blob {
 struct zs_checkpoint {
 	uint64_t id;
 	char job[ZS_JOB_NAME_MAX];
+	uint64_t incarnation;   /* the job's when taken (0: an earlier one
+				 * of unknown identity, from before) */
+	uint64_t layout_digest; /* the job's layout's (zs_layout_digest) */
 	uint64_t step, epoch, bytes;
 	enum zs_ckpt_state state;
 	int64_t created_ms;
@@ -242,7 +250,7 @@ struct zs_task {
  * job's live state from a clean stop (see server/live.c). */
 struct zs_live_claim {
 	char job[ZS_JOB_NAME_MAX];
-	int64_t created_ms;
+	uint64_t incarnation;
 	uint64_t epoch, step;
 };
 #define ZS_LIVE_MAX 16
@@ -268,7 +276,7 @@ struct zs_server_info {
 struct zs_assignment {
 	char job[ZS_JOB_NAME_MAX];
 	uint64_t epoch;
-	int64_t created_ms; /* the job's: a job re-created under its name differs */
+	uint64_t incarnation; /* the job's: a job re-created under its name differs */
 	char token[ZS_TOKEN_MAX]; /* the job's data-plane token */
 	uint64_t bytes;
 	uint32_t n_shards;

@@ -94,9 +94,9 @@ struct zs_conn_opts {
 	uint64_t epoch;       /* the placement epoch the trainer holds: refused
 			       * by a server that holds another one (not yet
 			       * the new one, or a newer one); 0 accepts any */
-	uint64_t incarnation; /* the job's creation time (zs_job.created_ms):
-			       * refused by a server still holding an earlier
-			       * job of that name; 0 accepts any */
+	uint64_t incarnation; /* the job's (zs_job.incarnation): refused by a
+			       * server still holding an earlier job of that
+			       * name; 0 accepts any */
 	uint32_t rank;
 	int timeout_ms;        /* connect + HELLO */
 	unsigned max_inflight; /* 0: 64 */

@@ -151,11 +151,11 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	pthread_mutex_lock(&e->mu);
 	for (old = e->jobs; old && strcmp(old->name, job->spec.name); old = old->next)
 		;
-	if (old && old->epoch == job->placement.epoch && old->created_ms == job->created_ms) {
+	if (old && old->epoch == job->placement.epoch && old->incarnation == job->incarnation) {
 		pthread_mutex_unlock(&e->mu);
 		return ZS_OK;
 	}
-	if (old && old->created_ms == job->created_ms && job->spec.replicas > 1) {
+	if (old && old->incarnation == job->incarnation && job->spec.replicas > 1) {
 		/* a failover's new epoch: the same shards here, other roles */
 		atomic_fetch_add(&old->refs, 1);
 		pthread_mutex_unlock(&e->mu);
@@ -177,7 +177,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	pthread_mutex_init(&j->cmu, NULL);
 	pthread_mutex_init(&j->hpmu, NULL);
 	j->epoch = job->placement.epoch;
-	j->created_ms = job->created_ms;
+	j->incarnation = job->incarnation;
 	memcpy(j->token, job->token, sizeof j->token);
 	atomic_init(&j->refs, 1);
 	j->spec = job->spec;
@@ -249,12 +249,12 @@ fail:
 	return st;
 }
 
-bool engine_has_job(struct engine *e, const char *name, uint64_t epoch, int64_t created_ms)
+bool engine_has_job(struct engine *e, const char *name, uint64_t epoch, uint64_t incarnation)
 {
 	bool has = false;
 	pthread_mutex_lock(&e->mu);
 	for (struct ejob *j = e->jobs; j; j = j->next)
-		has |= !strcmp(j->name, name) && j->epoch == epoch && j->created_ms == created_ms;
+		has |= !strcmp(j->name, name) && j->epoch == epoch && j->incarnation == incarnation;
 	pthread_mutex_unlock(&e->mu);
 	return has;
 }

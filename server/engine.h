@@ -144,7 +144,7 @@ void engine_set_listener(struct engine *e, struct zs_listener *l);
 enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 			      uint64_t server_id, struct zs_error *err);
 /* True if the engine holds job name at epoch. */
-bool engine_has_job(struct engine *e, const char *name, uint64_t epoch, int64_t created_ms);
+bool engine_has_job(struct engine *e, const char *name, uint64_t epoch, uint64_t incarnation);
 /* Drops a job: held gathers fail with ZS_ECANCELED, memory is returned. */
 void engine_remove_job(struct engine *e, const char *name);
 /* Names of the jobs held, for reconciling with assignments (n at most max). */

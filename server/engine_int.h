@@ -172,7 +172,7 @@ struct ejob {
 	uint32_t retired[16];
 	unsigned n_retired;
 	uint64_t epoch;
-	int64_t created_ms; /* with the name and epoch: which job this is */
+	uint64_t incarnation; /* with the name and epoch: which job this is */
 	struct zs_job_spec spec;
 	/* the shards here, each allocated once (a pointer to one stays good
 	 * while the job lives); the array has room for one copy of every

@@ -96,12 +96,12 @@ enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 		;
 	if (!j)
 		st = zs_fail(err, ZS_EAGAIN, "this server holds no shard of job '%s' yet", job);
-	else if (incarnation && (uint64_t)j->created_ms != incarnation)
+	else if (incarnation && j->incarnation != incarnation)
 		/* the job was deleted and created again; the new one arrives
 		 * with this server's next assignments */
 		st = zs_fail(err, ZS_EAGAIN,
-			     "this server holds no shard of job '%s' as created at %llu ms yet (it holds an earlier job of that name)",
-			     job, (unsigned long long)incarnation);
+			     "this server holds no shard of job '%s' (incarnation %016llx) yet: it holds an earlier job of that name (%016llx)",
+			     job, (unsigned long long)incarnation, (unsigned long long)j->incarnation);
 	else if (epoch && j->epoch != epoch)
 		/* re-placed: the trainer's placement and this server's differ
 		 * until the server's next assignments (or the trainer's next

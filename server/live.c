@@ -50,7 +50,7 @@ static enum zs_status put_job(struct srvd *d, struct zs_kv_txn *t, const struct 
 				      CKPT_STATE1, step, s[i].s1, s[i].length, err);
 	}
 	engine_snaps_free(s, n);
-	zs_put64(v, (uint64_t)a->created_ms);
+	zs_put64(v, a->incarnation);
 	zs_put64(v + 8, a->epoch);
 	zs_put64(v + 16, step);
 	if (!st)
@@ -114,7 +114,7 @@ static enum zs_status visit(void *ctx, const void *key, size_t klen, const void 
 	c = &w->v[w->n++];
 	memset(c, 0, sizeof *c);
 	memcpy(c->job, (const char *)key + pl, klen - pl);
-	c->created_ms = (int64_t)zs_get64((const uint8_t *)val);
+	c->incarnation = zs_get64((const uint8_t *)val);
 	c->epoch = zs_get64((const uint8_t *)val + 8);
 	c->step = zs_get64((const uint8_t *)val + 16);
 	return ZS_OK;
@@ -173,7 +173,7 @@ void srvd_live_load(struct srvd *d)
 			const struct zs_live_claim *c = &d->me.live[i];
 			struct live_load x = {t, c->job};
 			uint64_t step;
-			if (!engine_has_job(d->engine, c->job, c->epoch, c->created_ms)) {
+			if (!engine_has_job(d->engine, c->job, c->epoch, c->incarnation)) {
 				zs_info("job '%s': its kept state is not this server's any more (the job changed or moved)",
 					c->job);
 				continue;

@@ -297,13 +297,21 @@ static void refresh(struct srvd *d)
 	for (uint32_t i = 0; i < n_as; i++) {
 		struct zs_job job;
 		bytes += as[i].bytes;
-		if (engine_has_job(d->engine, as[i].job, as[i].epoch, as[i].created_ms))
+		if (engine_has_job(d->engine, as[i].job, as[i].epoch, as[i].incarnation))
 			continue;
 		zs_info("assigned %u shards of job '%s' (epoch %llu, %llu bytes)",
 			as[i].n_shards, as[i].job, (unsigned long long)as[i].epoch,
 			(unsigned long long)as[i].bytes);
 		if (zs_coord_get_job(d->coord, as[i].job, &job, &err)) {
 			zs_warn("cannot fetch job '%s': %s", as[i].job, err.msg);
+			continue;
+		}
+		if (job.incarnation != as[i].incarnation) {
+			/* deleted and created again since: the next assignments
+			 * bring the new one, with its token */
+			zs_info("job '%s' was created again since its assignment: waiting for the next",
+				as[i].job);
+			zs_job_release(&job);
 			continue;
 		}
 		/* the data-plane token comes with the assignment, not the listing */

@@ -237,6 +237,32 @@ int h_run(char *const argv[], char **out, char **err)
 	return rc;
 }
 
+pid_t h_start_etcd(const char *dir, char *ep, size_t len)
+{
+	char bin[256], cu[96], pu[96], data[512], log[512], cluster[128];
+	FILE *p = popen("command -v etcd", "r");
+
+	if (!p || !fgets(bin, sizeof bin, p) || bin[0] != '/') {
+		if (p)
+			pclose(p);
+		return 0;
+	}
+	pclose(p);
+	bin[strcspn(bin, "\n")] = '\0';
+	int cp = h_free_port(), pp = h_free_port();
+	snprintf(ep, len, "127.0.0.1:%d", cp);
+	snprintf(cu, sizeof cu, "http://127.0.0.1:%d", cp);
+	snprintf(pu, sizeof pu, "http://127.0.0.1:%d", pp);
+	snprintf(cluster, sizeof cluster, "t=%s", pu);
+	snprintf(data, sizeof data, "%s/etcd", dir);
+	snprintf(log, sizeof log, "%s/etcd.log", dir);
+	char *argv[] = {bin, "--name", "t", "--data-dir", data, "--listen-client-urls", cu,
+			"--advertise-client-urls", cu, "--listen-peer-urls", pu,
+			"--initial-advertise-peer-urls", pu, "--initial-cluster", cluster,
+			"--logger", "zap", "--log-level", "error", NULL};
+	return h_spawn(argv, log);
+}
+
 int h_free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET};

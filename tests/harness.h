@@ -38,6 +38,15 @@ int h_run(char *const argv[], char **out, char **err);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int h_free_port(void);
 
+/*
+ * Starts one etcd member (Debian's etcd-server) on two free loopback
+ * ports, its data under dir, its log in dir/etcd.log; its client endpoint
+ * ("127.0.0.1:PORT") into ep. Returns its pid, 0 when etcd is not
+ * installed (the caller skips, saying so), -1 when it could not start.
+ * The caller waits for it to answer.
+ */
+pid_t h_start_etcd(const char *dir, char *ep, size_t len);
+
 /* Polls fn(arg) every 50 ms for up to ms; true once it returns true. */
 bool h_poll(bool (*fn)(void *), void *arg, int ms);
 

@@ -33,7 +33,7 @@ void observe(struct observer *o, const char *job, uint32_t rank)
 	for (uint32_t i = 0; i < o->n_s; i++) {
 		struct zs_conn_opts co = {.addr = o->s[i].data_addr, .job = job,
 					  .token = o->job.token,
-					  .incarnation = (uint64_t)o->job.created_ms,
+					  .incarnation = o->job.incarnation,
 					  .epoch = o->job.placement.epoch, .rank = rank,
 					  .timeout_ms = 10000};
 		enum zs_status st;

@@ -4,7 +4,9 @@
  * real RPCs (as bench_coord_scale does): a checkpoint of a job over 1,000
  * servers commits exactly when the last of them is durable, and restores;
  * one whose last server never reports stays pending; what a checkpoint
- * was taken on and its blobs survive a restart; a port in use is refused.
+ * was taken on and its blobs survive a restart; a job created again under
+ * its name never sees the earlier one's checkpoints but by id; a port in
+ * use is refused. The catalog's tests run on LMDB and on etcd.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,79 +29,147 @@
 
 static struct {
 	char *dir;
-	pid_t coord;
+	pid_t coord, etcd;
+	char etcd_ep[64]; /* "": the catalog in LMDB under dir/coord */
 	char addr[64];
+	char listen[64]; /* what the coordinator is started with */
 	struct zs_coord_client *c;
 	uint64_t ids[NSRV];
+	uint32_t n_srv;
 } C;
 
-static int setup(void **st)
+static bool leads(void *arg)
+{
+	struct zs_coord_status s;
+	(void)arg;
+	return zs_coord_status(C.c, &s, NULL) == ZS_OK;
+}
+
+/* Starts the coordinator on C.listen (its catalog in LMDB or etcd) and
+ * waits until it serves; false after saying why. */
+static bool start_coord(void)
 {
 	char data[512], pf[512], log[512];
 	struct zs_error err = {0};
-	(void)st;
 
-	C.dir = h_tmpdir("catalog");
 	snprintf(data, sizeof data, "%s/coord", C.dir);
 	snprintf(pf, sizeof pf, "%s/coord.addr", C.dir);
 	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
+	unlink(pf);
 	/* the servers never heartbeat: an hour's lease keeps them up */
-	char *argv[] = {(char *)h_bin("zshard-coordinator"), "--listen", "127.0.0.1:0",
+	char *lmdb[] = {(char *)h_bin("zshard-coordinator"), "--listen", C.listen,
 			"--data-dir", data, "--port-file", pf, "--lease-ms", "3600000",
+			"--trainer-lease-ms", "3000", "--log-level", "warn", NULL};
+	char *etcd[] = {(char *)h_bin("zshard-coordinator"), "--listen", C.listen,
+			"--etcd", C.etcd_ep, "--etcd-lease-s", "2", "--port-file", pf,
+			"--lease-ms", "3600000", "--trainer-lease-ms", "3000",
 			"--log-level", "warn", NULL};
-	C.coord = h_spawn(argv, log);
-	if (C.coord <= 0 || !h_wait_file(pf, 20000, C.addr, sizeof C.addr) ||
-	    zs_coord_open(C.addr, 20000, 1, &C.c, &err)) {
-		fprintf(stderr, "catalog: no coordinator: %s\n", err.msg);
-		return -1;
+	C.coord = h_spawn(C.etcd_ep[0] ? etcd : lmdb, log);
+	if (C.coord <= 0 || !h_wait_file(pf, 30000, C.addr, sizeof C.addr)) {
+		fprintf(stderr, "catalog: the coordinator did not start within 30 s (log: %s)\n", log);
+		return false;
 	}
-	for (int i = 0; i < NSRV; i++) {
+	snprintf(C.listen, sizeof C.listen, "%s", C.addr);
+	if (zs_coord_open(C.addr, 20000, 1, &C.c, &err)) {
+		fprintf(stderr, "catalog: cannot reach the coordinator: %s\n", err.msg);
+		return false;
+	}
+	/* on etcd it serves once it leads (a killed one's lease first ends) */
+	if (!h_poll(leads, NULL, 30000)) {
+		fprintf(stderr, "catalog: the coordinator did not lead within 30 s (log: %s)\n", log);
+		return false;
+	}
+	return true;
+}
+
+static int setup_with(uint32_t n_srv, bool etcd)
+{
+	struct zs_error err = {0};
+
+	memset(&C, 0, sizeof C);
+	C.dir = h_tmpdir("catalog");
+	C.n_srv = n_srv;
+	snprintf(C.listen, sizeof C.listen, "127.0.0.1:0");
+	if (etcd) {
+		C.etcd = h_start_etcd(C.dir, C.etcd_ep, sizeof C.etcd_ep);
+		if (C.etcd <= 0) {
+			printf("catalog on etcd: skipped: %s\n",
+			       C.etcd ? "etcd did not start" : "no etcd (Debian's etcd-server)");
+			C.etcd_ep[0] = '\0';
+			return C.etcd ? -1 : 0;
+		}
+	}
+	if (!start_coord())
+		return -1;
+	for (uint32_t i = 0; i < n_srv; i++) {
 		struct zs_server_info me = {.capacity = 1ull << 40};
 		uint32_t lease;
 		/* fake addresses: nothing listens there, nothing is dialled */
-		snprintf(me.addr, sizeof me.addr, "127.0.0.%d:%d", 2 + i / 250, 1000 + i);
-		snprintf(me.data_addr, sizeof me.data_addr, "127.0.0.%d:%d", 2 + i / 250, 3000 + i);
+		snprintf(me.addr, sizeof me.addr, "127.0.0.%u:%u", 2 + i / 250, 1000 + i);
+		snprintf(me.data_addr, sizeof me.data_addr, "127.0.0.%u:%u", 2 + i / 250, 3000 + i);
 		if (zs_coord_register(C.c, &me, &C.ids[i], &lease, &err)) {
-			fprintf(stderr, "catalog: register %d: %s\n", i, err.msg);
+			fprintf(stderr, "catalog: register %u: %s\n", i, err.msg);
 			return -1;
 		}
 	}
 	return 0;
 }
 
+static int setup(void **st)
+{
+	(void)st;
+	return setup_with(NSRV, false);
+}
+
+static int setup_etcd(void **st)
+{
+	(void)st;
+	return setup_with(16, true);
+}
+
+/* The etcd group's tests skip, saying why, where etcd is not installed. */
+#define NEED_COORD()                                                      \
+	do {                                                              \
+		if (!C.coord) {                                           \
+			printf("skipped: no etcd (Debian's etcd-server)\n"); \
+			skip();                                           \
+		}                                                         \
+	} while (0)
+
 /* Kills the coordinator (SIGKILL: no clean stop) and starts it again on
- * the same data dir and address; run between its stop and start. */
+ * the same catalog and address; between (LMDB only) runs in between. */
 static void restart_coord(void (*between)(const char *data))
 {
-	char data[512], pf[512], log[512], addr[64];
-	struct zs_error err = {0};
+	char data[512];
 
 	zs_coord_close(C.c);
 	C.c = NULL;
 	assert_int_equal(h_stop(C.coord, SIGKILL, 20000), 128 + SIGKILL);
 	snprintf(data, sizeof data, "%s/coord", C.dir);
-	snprintf(pf, sizeof pf, "%s/coord.addr", C.dir);
-	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
-	if (between)
+	if (between && !C.etcd_ep[0])
 		between(data);
-	unlink(pf);
-	char *argv[] = {(char *)h_bin("zshard-coordinator"), "--listen", C.addr,
-			"--data-dir", data, "--port-file", pf, "--lease-ms", "3600000",
-			"--log-level", "warn", NULL};
-	C.coord = h_spawn(argv, log);
-	assert_true(C.coord > 0);
-	if (!h_wait_file(pf, 20000, addr, sizeof addr))
-		fail_msg("the coordinator did not start again within 20 s (log: %s)", log);
-	if (zs_coord_open(C.addr, 20000, 1, &C.c, &err))
-		fail_msg("cannot reach the restarted coordinator: %s", err.msg);
+	if (!start_coord())
+		fail_msg("the coordinator did not come back");
+	/* servers are down to a restarted coordinator until they heartbeat */
+	for (uint32_t i = 0; i < C.n_srv; i++) {
+		uint32_t lease;
+		uint64_t gen, tgen;
+		struct zs_error err = {0};
+		if (zs_coord_heartbeat(C.c, C.ids[i], "", &lease, &gen, &tgen, &err))
+			fail_msg("heartbeat of server %llu: %s", (unsigned long long)C.ids[i],
+				 err.msg);
+	}
 }
 
 static int teardown(void **st)
 {
 	(void)st;
-	zs_coord_close(C.c);
+	if (C.c)
+		zs_coord_close(C.c);
 	if (C.coord > 0)
 		h_stop(C.coord, SIGTERM, 20000);
+	if (C.etcd > 0)
+		h_stop(C.etcd, SIGTERM, 20000);
 	h_rmtree(C.dir);
 	free(C.dir);
 	return 0;
@@ -293,6 +363,7 @@ static void test_last_report_missing(void **st)
  * blobs had records of their own: all in one, under ckpts. */
 static uint64_t legacy_id;
 static struct zs_placement legacy_pl;
+static int64_t legacy_created_ms;
 
 static const char *const tables[] = {"meta",    "servers", "jobs",  "ckpts",
 				     "members", "ckplace", "ckblobs"};
@@ -336,7 +407,8 @@ static void put_legacy_record(const char *data)
 	struct zs_kv *kv;
 	struct zs_kv_txn *t;
 	struct zs_checkpoint k = {.id = legacy_id, .step = 9, .state = ZS_CKPT_COMMITTED,
-				  .epoch = legacy_pl.epoch, .placement = legacy_pl};
+				  .epoch = legacy_pl.epoch, .placement = legacy_pl,
+				  .created_ms = legacy_created_ms};
 	struct zs_blob b[2] = {{0, 3, (uint8_t *)"ab"}, {1, 3, (uint8_t *)"cd"}};
 	struct zs_buf v;
 	uint8_t key[64];
@@ -369,6 +441,7 @@ static void test_checkpoint_records_survive_restart(void **st)
 	uint64_t id;
 
 	(void)st;
+	NEED_COORD();
 	create_wide_job("old", 3, &j);
 	assert_int_equal(zs_coord_create_ckpt(C.c, "old", 4, &k, NULL), ZS_OK);
 	id = k.id;
@@ -380,6 +453,7 @@ static void test_checkpoint_records_survive_restart(void **st)
 	assert_int_equal(ckpt_state("old", id, NULL), ZS_CKPT_COMMITTED);
 	legacy_id = id + 1000;
 	legacy_pl = j.placement;
+	legacy_created_ms = j.created_ms + 1; /* taken by this job */
 	restart_coord(put_legacy_record);
 
 	assert_int_equal(zs_coord_get_ckpt(C.c, "old", id, &back, NULL), ZS_OK);
@@ -389,10 +463,13 @@ static void test_checkpoint_records_survive_restart(void **st)
 			    j.placement.n_shards * sizeof *j.placement.shards);
 	assert_int_equal(back.n_blobs, 1);
 	assert_string_equal((char *)back.blobs[0].data, "rank 0");
+	assert_int_equal(back.incarnation, j.incarnation);
 	zs_checkpoint_release(&back);
-	/* the old record: read whole, then moved out (read again after a
-	 * second restart, with its ckpts record now without them) */
-	for (int pass = 0; pass < 2; pass++) {
+	/* the old record (LMDB only: written into the coordinator's files):
+	 * read whole, then moved out (read again after a second restart,
+	 * with its ckpts record now without them); from before incarnations,
+	 * it is taken as the job's, which was created before it */
+	for (int pass = 0; !C.etcd_ep[0] && pass < 2; pass++) {
 		if (pass)
 			restart_coord(check_moved_out);
 		assert_int_equal(zs_coord_get_ckpt(C.c, "old", legacy_id, &back, NULL), ZS_OK);
@@ -400,12 +477,194 @@ static void test_checkpoint_records_survive_restart(void **st)
 		assert_int_equal(back.placement.n_shards, j.placement.n_shards);
 		assert_int_equal(back.n_blobs, 2);
 		assert_string_equal((char *)back.blobs[1].data, "cd");
+		assert_int_equal(back.incarnation, j.incarnation);
+		assert_int_equal(back.layout_digest, zs_layout_digest(&j.spec.layout));
 		zs_checkpoint_release(&back);
 	}
 	zs_job_release(&j);
-	assert_int_equal(zs_coord_delete_ckpt(C.c, "old", legacy_id, NULL, NULL), ZS_OK);
+	if (!C.etcd_ep[0])
+		assert_int_equal(zs_coord_delete_ckpt(C.c, "old", legacy_id, NULL, NULL), ZS_OK);
 	assert_int_equal(zs_coord_delete_job(C.c, "old", &r, NULL), ZS_OK);
 	zs_job_release(&r);
+}
+
+/* Takes a checkpoint of job j at step and has every server of it report
+ * it durable; returns its id. */
+static uint64_t commit_ckpt(const struct zs_job *j, uint64_t step)
+{
+	struct zs_checkpoint k;
+	uint64_t id;
+
+	assert_int_equal(zs_coord_create_ckpt(C.c, j->spec.name, step, &k, NULL), ZS_OK);
+	id = k.id;
+	assert_int_equal(k.incarnation, j->incarnation);
+	zs_checkpoint_release(&k);
+	for (uint32_t i = 0; i < j->placement.n_shards; i++)
+		report(j->spec.name, ZS_TASK_SNAPSHOT, id, step, j->placement.shards[i].server_id,
+		       true, ZS_OK);
+	assert_int_equal(ckpt_state(j->spec.name, id, NULL), ZS_CKPT_COMMITTED);
+	return id;
+}
+
+/* The checkpoints listed for name (all: --all) into ids; their count. */
+static uint32_t listed(const char *name, bool all, uint64_t *ids, uint64_t *incs)
+{
+	struct zs_checkpoint *v;
+	uint32_t n;
+	struct zs_error err = {0};
+
+	if (zs_coord_list_ckpts_ex(C.c, name, all, &v, &n, &err))
+		fail_msg("list %s: %s", name, err.msg);
+	for (uint32_t i = 0; i < n; i++) {
+		ids[i] = v[i].id;
+		if (incs)
+			incs[i] = v[i].incarnation;
+		zs_checkpoint_release(&v[i]);
+	}
+	free(v);
+	return n;
+}
+
+/* Restores id into job name and has every server carry it out. */
+static void restore_all(const char *name, uint64_t id)
+{
+	struct zs_job r;
+	struct zs_checkpoint k;
+	struct zs_error err = {0};
+
+	if (zs_coord_restore(C.c, name, id, &r, &err))
+		fail_msg("restore %s %llu: %s", name, (unsigned long long)id, err.msg);
+	assert_int_equal(r.restore_pending, id);
+	assert_int_equal(zs_coord_get_ckpt(C.c, name, id, &k, NULL), ZS_OK);
+	for (uint32_t i = 0; i < r.placement.n_shards; i++)
+		report(name, ZS_TASK_RESTORE, id, k.step, r.placement.shards[i].server_id, true,
+		       ZS_OK);
+	zs_checkpoint_release(&k);
+	zs_job_release(&r);
+	assert_int_equal(zs_coord_get_job(C.c, name, &r, NULL), ZS_OK);
+	assert_int_equal(r.restore_pending, 0);
+	assert_int_equal(r.restored_id, id);
+	zs_job_release(&r);
+}
+
+static bool rolled_back(void *arg)
+{
+	struct zs_job r;
+	bool moved;
+	if (zs_coord_get_job(C.c, "inc", &r, NULL))
+		return false;
+	moved = r.timeline > *(uint64_t *)arg;
+	zs_job_release(&r);
+	return moved;
+}
+
+/*
+ * A job deleted and created again under its name is another incarnation:
+ * it never sees, restores or rolls back to the earlier one's checkpoints.
+ * Deleted with --keep-checkpoints, those stay reachable by id alone (list
+ * --all, a restore into a job of the same layout, a delete); deleted
+ * plainly, the job's own go with it. Through a restart, on LMDB and etcd.
+ */
+static void test_incarnations(void **st)
+{
+	struct zs_job a, b, r;
+	struct zs_checkpoint k;
+	struct zs_error err = {0};
+	uint64_t ids[16], incs[16], a5, a6, b5, timeline;
+	uint32_t deleted, kept;
+
+	(void)st;
+	NEED_COORD();
+	create_wide_job("inc", 3, &a);
+	a5 = commit_ckpt(&a, 5);
+	a6 = commit_ckpt(&a, 6);
+	assert_int_equal(zs_coord_put_blob(C.c, "inc", a6, 0, "a's rank 0", 11, NULL), ZS_OK);
+	assert_int_equal(zs_coord_delete_job_ex(C.c, "inc", true, &r, &deleted, &kept, NULL), ZS_OK);
+	zs_job_release(&r);
+	assert_int_equal(deleted, 0);
+	assert_int_equal(kept, 2);
+	/* out of reach but by id: a job of the name is not needed to list them */
+	assert_int_equal(zs_coord_list_ckpts(C.c, "inc", NULL, NULL, &err), ZS_ENOTFOUND);
+	assert_int_equal(listed("inc", true, ids, NULL), 2);
+
+	/* created again, the same model: another incarnation and token */
+	create_wide_job("inc", 3, &b);
+	assert_true(b.incarnation != a.incarnation && b.incarnation != 0);
+	assert_int_equal(listed("inc", false, ids, NULL), 0);
+	assert_int_equal(listed("inc", true, ids, incs), 2);
+	assert_int_equal(incs[0], a.incarnation);
+	assert_int_equal(zs_coord_restore(C.c, "inc", 0, &r, &err), ZS_ENOTFOUND);
+	/* its checkpoint at step 5 is its own, not the earlier one's */
+	assert_int_equal(zs_coord_create_ckpt(C.c, "inc", 5, &k, NULL), ZS_OK);
+	b5 = k.id;
+	assert_true(b5 != a5);
+	assert_int_equal(k.state, ZS_CKPT_PENDING);
+	assert_int_equal(k.incarnation, b.incarnation);
+	zs_checkpoint_release(&k);
+	/* the earlier one's is not its servers' task, and takes no report */
+	assert_false(has_task(b.placement.shards[0].server_id, ZS_TASK_SNAPSHOT, a5));
+	assert_true(has_task(b.placement.shards[0].server_id, ZS_TASK_SNAPSHOT, b5));
+	report("inc", ZS_TASK_SNAPSHOT, a5, 5, b.placement.shards[0].server_id, true, ZS_ESTATE);
+	assert_int_equal(zs_coord_put_blob(C.c, "inc", a6, 0, "b's", 4, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "earlier job's"));
+	assert_int_equal(zs_coord_delete_ckpt(C.c, "inc", b5, NULL, NULL), ZS_OK);
+
+	/* a trainer's lease lapses: the rollback is to a reset (step 0),
+	 * never to the earlier job's latest */
+	struct zs_join_req jr = {.rank = 0, .session = 77};
+	snprintf(jr.job, sizeof jr.job, "inc");
+	assert_int_equal(zs_coord_join(C.c, &jr, &r, NULL), ZS_OK);
+	timeline = r.timeline;
+	zs_job_release(&r);
+	if (!h_poll(rolled_back, &timeline, 20000))
+		fail_msg("the job did not roll back within 20 s of its trainer's lease (3 s)");
+	assert_int_equal(zs_coord_get_job(C.c, "inc", &r, NULL), ZS_OK);
+	assert_int_equal(r.restore_pending, ZS_CKPT_RESET);
+	zs_job_release(&r);
+	for (uint32_t i = 0; i < b.placement.n_shards; i++)
+		report("inc", ZS_TASK_RESTORE, ZS_CKPT_RESET, 0, b.placement.shards[i].server_id,
+		       true, ZS_OK);
+
+	/* asked for by id, the same layout: restored, and its state is where
+	 * a later rollback goes while the job has none of its own */
+	restore_all("inc", a6);
+	assert_int_equal(zs_coord_join(C.c, &jr, &r, NULL), ZS_OK);
+	timeline = r.timeline;
+	zs_job_release(&r);
+	if (!h_poll(rolled_back, &timeline, 20000))
+		fail_msg("the job did not roll back within 20 s of its trainer's lease (3 s)");
+	assert_int_equal(zs_coord_get_job(C.c, "inc", &r, NULL), ZS_OK);
+	assert_int_equal(r.restore_pending, a6);
+	zs_job_release(&r);
+	for (uint32_t i = 0; i < b.placement.n_shards; i++)
+		report("inc", ZS_TASK_RESTORE, a6, 6, b.placement.shards[i].server_id, true, ZS_OK);
+
+	/* deleted plainly: its own checkpoint goes, the earlier ones stay */
+	b5 = commit_ckpt(&b, 7);
+	assert_int_equal(zs_coord_delete_job_ex(C.c, "inc", false, &r, &deleted, &kept, NULL), ZS_OK);
+	zs_job_release(&r);
+	assert_int_equal(deleted, 1);
+	assert_int_equal(kept, 0);
+	assert_int_equal(zs_coord_get_ckpt(C.c, "inc", b5, &k, &err), ZS_ENOTFOUND);
+	assert_int_equal(listed("inc", true, ids, NULL), 2);
+	/* one kept is deleted by its id, with no job of the name */
+	assert_int_equal(zs_coord_delete_ckpt(C.c, "inc", a5, NULL, &err), ZS_OK);
+
+	/* through a restart; then into another model of the name: refused */
+	restart_coord(NULL);
+	assert_int_equal(listed("inc", true, ids, incs), 1);
+	assert_int_equal(ids[0], a6);
+	assert_int_equal(incs[0], a.incarnation);
+	create_wide_job("inc", 4, &r);
+	zs_job_release(&r);
+	assert_int_equal(zs_coord_restore(C.c, "inc", a6, &r, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "layout differs"));
+	assert_int_equal(zs_coord_delete_job(C.c, "inc", &r, NULL), ZS_OK);
+	zs_job_release(&r);
+	assert_int_equal(zs_coord_delete_ckpt(C.c, "inc", a6, NULL, &err), ZS_OK);
+	assert_int_equal(listed("inc", true, ids, NULL), 0);
+	zs_job_release(&a);
+	zs_job_release(&b);
 }
 
 /* Reads a whole small file into a malloc'd string ("" when absent). */
@@ -435,6 +694,7 @@ static void test_port_in_use_refused(void **st)
 	uint32_t n;
 
 	(void)st;
+	NEED_COORD();
 	for (int kind = 0; kind < 2; kind++) {
 		snprintf(data, sizeof data, "%s/second-%d", C.dir, kind);
 		snprintf(log, sizeof log, "%s/second-%d.log", C.dir, kind);
@@ -459,7 +719,7 @@ static void test_port_in_use_refused(void **st)
 	/* every call still reaches the first, with its catalog */
 	for (int i = 0; i < 10; i++) {
 		assert_int_equal(zs_coord_servers(C.c, &sv, &n, NULL), ZS_OK);
-		assert_int_equal(n, NSRV);
+		assert_int_equal(n, C.n_srv);
 		free(sv);
 	}
 }
@@ -470,9 +730,18 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_checkpoint_over_1000_servers),
 		cmocka_unit_test(test_last_report_missing),
 		cmocka_unit_test(test_checkpoint_records_survive_restart),
+		cmocka_unit_test(test_incarnations),
 		cmocka_unit_test(test_port_in_use_refused),
 	};
+	/* the catalog's records the same in etcd as in LMDB */
+	const struct CMUnitTest on_etcd[] = {
+		cmocka_unit_test(test_checkpoint_records_survive_restart),
+		cmocka_unit_test(test_incarnations),
+	};
+	int rc;
+
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
-	return cmocka_run_group_tests_name("catalog", tests, setup, teardown);
+	rc = cmocka_run_group_tests_name("catalog", tests, setup, teardown);
+	return rc | cmocka_run_group_tests_name("catalog on etcd", on_etcd, setup_etcd, teardown);
 }

@@ -199,7 +199,8 @@ static void test_create_job_covers_every_byte(void **st)
 	fputs(job_json, f);
 	fclose(f);
 	assert_int_equal(ctl(&out, &err, "job", "create", spec, NULL), 0);
-	assert_non_null(strstr(out, "job demo: stage 3"));
+	assert_non_null(strstr(out, "job demo (incarnation "));
+	assert_non_null(strstr(out, "): stage 3, world size"));
 	free(out);
 	free(err);
 

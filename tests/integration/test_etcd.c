@@ -40,35 +40,16 @@ static bool etcd_answers(void *arg)
 
 static int setup(void **state)
 {
-	char cu[96], pu[96], data[512], log[512], cluster[128];
 	struct zs_etcd *e;
 	(void)state;
 
-	static char bin[256];
-	FILE *p = popen("command -v etcd", "r");
-
-	if (!p || !fgets(bin, sizeof bin, p) || bin[0] != '/') {
-		if (p)
-			pclose(p);
+	E.dir = h_tmpdir("etcd");
+	E.pid = h_start_etcd(E.dir, E.ep, sizeof E.ep);
+	if (E.pid == 0) {
 		print_message("etcd tests: skipped: no etcd (Debian's etcd-server)\n");
 		return 0;
 	}
-	pclose(p);
-	bin[strcspn(bin, "\n")] = '\0';
-	E.dir = h_tmpdir("etcd");
-	int cp = h_free_port(), pp = h_free_port();
-	snprintf(E.ep, sizeof E.ep, "127.0.0.1:%d", cp);
-	snprintf(cu, sizeof cu, "http://127.0.0.1:%d", cp);
-	snprintf(pu, sizeof pu, "http://127.0.0.1:%d", pp);
-	snprintf(cluster, sizeof cluster, "t=%s", pu);
-	snprintf(data, sizeof data, "%s/etcd", E.dir);
-	snprintf(log, sizeof log, "%s/etcd.log", E.dir);
-	char *argv[] = {bin, "--name", "t", "--data-dir", data, "--listen-client-urls", cu,
-			"--advertise-client-urls", cu, "--listen-peer-urls", pu,
-			"--initial-advertise-peer-urls", pu, "--initial-cluster", cluster,
-			"--logger", "zap", "--log-level", "error", NULL};
-	E.pid = h_spawn(argv, log);
-	if (E.pid <= 0 || zs_etcd_open(E.ep, 2000, &e, NULL))
+	if (E.pid < 0 || zs_etcd_open(E.ep, 2000, &e, NULL))
 		return -1;
 	E.up = h_poll(etcd_answers, e, 20000);
 	zs_etcd_close(e);

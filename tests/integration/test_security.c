@@ -39,7 +39,7 @@ static enum zs_status hello_with(struct zs_coord_client *c, const struct zs_job 
 	assert_true(addr[0]);
 	for (int k = 0; k < 200 && st == ZS_EAGAIN; k++) {
 		struct zs_conn_opts o = {.addr = addr, .job = j->spec.name, .token = token,
-					 .rank = 0, .incarnation = (uint64_t)j->created_ms,
+					 .rank = 0, .incarnation = j->incarnation,
 					 .epoch = j->placement.epoch, .timeout_ms = 5000};
 		struct zs_conn *conn = NULL;
 		st = zs_connect(&zs_tcp_transport, &o, &conn, err);
