@@ -125,7 +125,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # libzshard: the trainer's library, only what a trainer needs (no LMDB,
 # no jansson, no server side); the shared one exports only include/'s API
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/emu_shm.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
-	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/listener.c net/listener_path.c net/listener_dev.c,$(NET_SRC)) \
+	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/arena.c net/listener.c net/listener_path.c net/listener_dev.c,$(NET_SRC)) \
 	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(filter-out ctrl/etcd.c,$(CTRL_SRC))
 LIB_LIBS := $(CTRL_LIBS) $(RDMA_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(BUILD)/obj/gen/zshard.pb-c.o
@@ -138,7 +138,7 @@ PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
-UNIT_TESTS := placement codec kv util spec_json optim bsum wire transport engine plan metrics config \
+UNIT_TESTS := placement codec kv util spec_json optim bsum wire arena transport engine plan metrics config \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt crash device collective scale security etcd norms catalog replica
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -220,6 +220,7 @@ $(BUILD)/tests/test_spec_json: $(BUILD)/obj/tests/unit/test_spec_json.o $(CORE_L
 $(BUILD)/tests/test_optim: $(BUILD)/obj/tests/unit/test_optim.o $(CORE_LIB)
 $(BUILD)/tests/test_bsum: $(BUILD)/obj/tests/unit/test_bsum.o $(CORE_LIB)
 $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
+$(BUILD)/tests/test_arena: $(BUILD)/obj/tests/unit/test_arena.o $(CORE_LIB)
 $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(BUILD)/obj/tests/unit/transport_toy.o $(CORE_LIB)
 $(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_engine: LDLIBS += $(ENGINE_LIBS)

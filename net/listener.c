@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "net/arena.h"
 #include "net/sockio.h"
 #include "net/listener.h"
 #include "net/listener_int.h"
@@ -41,26 +42,14 @@
 
 void *zs_listener_alloc(struct zs_listener *l, size_t bytes)
 {
-	size_t need = (bytes + 4095) & ~(size_t)4095;
+	uint64_t off, dirty;
 	void *p = NULL;
 
-	if (!need)
-		need = 4096;
 	pthread_mutex_lock(&l->mu);
-	for (size_t i = 0; i < l->n_blocks && !p; i++)
-		if (!l->blocks[i].used && l->blocks[i].size == need) {
-			l->blocks[i].used = true;
-			p = l->blocks[i].p;
-			memset(p, 0, need);
-		}
-	if (!p && l->arena_used + need <= l->arena_len) {
-		struct block *g = realloc(l->blocks, (l->n_blocks + 1) * sizeof *g);
-		if (g) {
-			l->blocks = g;
-			p = l->arena + l->arena_used;
-			g[l->n_blocks++] = (struct block){p, need, true};
-			l->arena_used += need;
-		}
+	if (zs_arena_take(&l->map, bytes, &off, &dirty)) {
+		p = l->arena + off;
+		if (dirty) /* bytes of a buffer given back: zeroed */
+			memset(p, 0, dirty);
 	}
 	pthread_mutex_unlock(&l->mu);
 	return p;
@@ -68,10 +57,21 @@ void *zs_listener_alloc(struct zs_listener *l, size_t bytes)
 
 void zs_listener_release(struct zs_listener *l, void *p)
 {
+	if (!p)
+		return;
 	pthread_mutex_lock(&l->mu);
-	for (size_t i = 0; i < l->n_blocks; i++)
-		if (l->blocks[i].p == p)
-			l->blocks[i].used = false;
+	if ((uint8_t *)p < l->arena || (uint8_t *)p >= l->arena + l->arena_len ||
+	    !zs_arena_give(&l->map, (uint64_t)((uint8_t *)p - l->arena)))
+		zs_error("data plane: a buffer given back to the arena was not taken from it (bug)");
+	pthread_mutex_unlock(&l->mu);
+}
+
+void zs_listener_arena(struct zs_listener *l, uint64_t *len, uint64_t *taken, uint64_t *largest)
+{
+	pthread_mutex_lock(&l->mu);
+	*len = l->map.len;
+	*taken = l->map.taken;
+	*largest = zs_arena_largest(&l->map);
 	pthread_mutex_unlock(&l->mu);
 }
 
@@ -613,6 +613,7 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 	l->observe = o->observe;
 	l->observe_ctx = o->observe_ctx;
 	l->arena_len = (o->arena_bytes + 4095) & ~(uint64_t)4095;
+	zs_arena_map_init(&l->map, l->arena_len);
 	/* memfd pages are only allocated when touched: the arena is a reservation */
 	l->memfd = memfd_create("zshard-arena", MFD_CLOEXEC);
 	if (l->memfd < 0 || ftruncate(l->memfd, (off_t)l->arena_len)) {
@@ -719,7 +720,7 @@ void zs_listener_free(struct zs_listener *l)
 	pthread_mutex_destroy(&l->kmu);
 	munmap(l->arena, l->arena_len ? l->arena_len : 4096);
 	close(l->memfd);
-	free(l->blocks);
+	zs_arena_map_release(&l->map);
 	pthread_mutex_destroy(&l->mu);
 	free(l);
 }

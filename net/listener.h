@@ -207,9 +207,16 @@ void zs_listener_free(struct zs_listener *l);
  */
 void zs_listener_kick(struct zs_listener *l);
 
-/* Zeroed memory of at least bytes, 4 KiB aligned, valid until freed. */
+/* Zeroed memory of at least bytes, 4 KiB aligned, valid until given back;
+ * NULL when no gap of the arena is large enough. Buffers given back merge
+ * with their free neighbours (net/arena.h): an arena with nothing taken
+ * hands out its whole length again, whatever was taken before. */
 void *zs_listener_alloc(struct zs_listener *l, size_t bytes);
+/* Gives p (from zs_listener_alloc; NULL is fine) back. */
 void zs_listener_release(struct zs_listener *l, void *p);
+/* The arena's length, the bytes taken, and the largest buffer that could
+ * be taken now. */
+void zs_listener_arena(struct zs_listener *l, uint64_t *len, uint64_t *taken, uint64_t *largest);
 
 /* Answers a read with the bytes at src (x->length elements); src must stay
  * valid and unchanged until the reply is sent, which this call does. */

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/arena.h"
 #include "net/listener.h"
 #include "net/wire.h"
 
@@ -72,12 +73,6 @@ struct zs_sop {
 	int64_t t0; /* its first frame (zs_now_ns) */
 };
 
-struct block {
-	void *p;
-	size_t size;
-	bool used;
-};
-
 struct zs_listener {
 	struct zs_target t;
 	int fds[ZS_LISTEN_MAX];
@@ -85,15 +80,14 @@ struct zs_listener {
 	int n_fds;
 	pthread_t accept_th;
 	atomic_int stop;
-	pthread_mutex_t mu; /* conns, blocks */
+	pthread_mutex_t mu; /* conns, map */
 	struct zs_lconn *conns;
 	/* the arena: a memfd that offset peers may map (pass_arena endpoints)
 	 * and a one-sided path registers; inline peers never see it */
 	int memfd;
 	uint8_t *arena;
-	size_t arena_len, arena_used;
-	struct block *blocks;
-	size_t n_blocks;
+	size_t arena_len;
+	struct zs_arena_map map; /* which of it is taken (arena.h) */
 	const struct zs_listener_path *path; /* the one-sided path, when offered */
 	void *pctx;
 	/* its push notifications, handled by a few workers so that the

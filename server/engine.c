@@ -21,6 +21,8 @@ void eng_shard_release(struct engine *e, struct eshard *s)
 			zs_listener_release(e->l, s->landing);
 	}
 	eng_dev_shard_release(e, s);
+	atomic_fetch_sub(&e->bytes, s->counted);
+	s->counted = 0;
 	if (s->fd >= 0) {
 		close(s->fd);
 		unlink(s->path);
@@ -133,7 +135,8 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	if (!s->acc || (!s->gpu && !s->bacc) || !s->slot || !s->pcount ||
 	    (in_mem && arrays > 1 && !s->s0) || (in_mem && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
-	e->bytes += pad * zs_server_bytes_per_elem(&j->spec, u);
+	s->counted = pad * zs_server_bytes_per_elem(&j->spec, u);
+	atomic_fetch_add(&e->bytes, s->counted);
 	return ZS_OK;
 }
 
@@ -306,7 +309,7 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 	st->tier_read = atomic_load(&e->tier_read);
 	st->device_bytes = e->dev_resident;
 	st->tier_written = atomic_load(&e->tier_written);
-	st->bytes = e->bytes;
+	st->bytes = atomic_load(&e->bytes);
 	pthread_mutex_unlock(&e->mu);
 	st->steps_applied = atomic_load(&e->steps);
 	st->bytes_in = atomic_load(&e->bytes_in);

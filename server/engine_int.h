@@ -54,6 +54,7 @@ struct held {
 };
 
 struct eshard {
+	uint64_t counted; /* what it adds to engine.bytes (0: nothing yet) */
 	pthread_mutex_t mu;
 	uint32_t idx; /* in its job's shards */
 	struct zs_shard sh;
@@ -207,7 +208,9 @@ struct engine {
 	struct ejob *jobs;
 	atomic_uint_fast64_t steps, bytes_in, bytes_out, piped;
 	atomic_uint_fast64_t red_ns, opt_ns; /* every update's, summed */
-	uint64_t bytes;
+	atomic_uint_fast64_t bytes; /* the shards held now (zshardctl plan's
+				     * bytes a shard element, each shard's
+				     * counted once, added and dropped) */
 	uint32_t step_timeout_ms;
 	/* ZSHARD_FAULT=repl-one-copy, read once (test_replica): replica.c's
 	 * primary dies after sending a step to its last copy alone;

@@ -543,6 +543,101 @@ static void test_refused_features(void **st)
 	zs_job_release(&j);
 }
 
+/*
+ * Server memory comes back: 1,000 random creations and deletions of jobs
+ * of random shapes on one engine whose arena holds a few of them; the
+ * state bytes it reports are exactly what its jobs hold after every one
+ * (they only grew), and once every job is gone the arena is whole again:
+ * a job needing all of it is held (exact-size reuse of buffers once left
+ * an empty 32 MiB server refusing a 26 MiB job).
+ */
+static void test_arena_comes_back(void **st)
+{
+	char bound[ZS_ADDR_MAX];
+	struct zs_listener_opts o = {.at = {{&zs_tcp_endpoint, "127.0.0.1:0", bound}},
+				     .arena_bytes = 16u << 20};
+	struct engine *e;
+	struct zs_listener *l;
+	struct zs_error err = {0};
+	struct engine_stats es;
+	struct place_server sv = {.id = 1, .free_bytes = UINT64_MAX};
+	struct zs_job jobs[4];
+	bool live[4] = {0};
+	uint64_t rng = 88172645463325252ull, len, taken, largest, held = 0;
+	unsigned refused = 0;
+
+	(void)st;
+	assert_int_equal(engine_create(1, 0, &e, NULL), ZS_OK);
+	if (zs_listener_start(&o, engine_target(e), &l, &err))
+		fail_msg("%s", err.msg);
+	engine_set_listener(e, l);
+	for (int cycle = 0; cycle < 1000; cycle++) {
+		rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+		unsigned k = (unsigned)(rng % 4);
+		char name[8];
+		snprintf(name, sizeof name, "j%u", k);
+		if (live[k]) {
+			engine_remove_job(e, name);
+			held -= place_bytes_on(&jobs[k].spec, &jobs[k].placement, 1);
+			zs_job_release(&jobs[k]);
+			live[k] = false;
+		} else {
+			uint64_t sizes[6];
+			uint32_t n = 1 + (uint32_t)(rng >> 8) % 6;
+			for (uint32_t u = 0; u < n; u++)
+				sizes[u] = 1 + (rng >> (12 + 7 * u)) % 600000;
+			memset(&jobs[k], 0, sizeof jobs[k]);
+			oracle_spec_sizes(&jobs[k].spec, name, 1, (rng >> 4) & 1 ? ZS_ADAMW : ZS_SGD,
+					  (rng >> 5) & 1 ? ZS_BF16 : ZS_F32, sizes, n);
+			assert_int_equal(place_job(&jobs[k].spec, &sv, 1, NULL, &jobs[k].placement,
+						   NULL),
+					 ZS_OK);
+			jobs[k].incarnation = (uint64_t)cycle + 1;
+			if (engine_add_job(e, &jobs[k], 1, &err)) {
+				/* too many jobs at once: nothing of it stays */
+				assert_non_null(strstr(err.msg, "the shard arena is full"));
+				zs_job_release(&jobs[k]);
+				refused++;
+			} else {
+				held += place_bytes_on(&jobs[k].spec, &jobs[k].placement, 1);
+				live[k] = true;
+			}
+		}
+		engine_stats(e, &es);
+		assert_int_equal(es.bytes, held);
+	}
+	for (unsigned k = 0; k < 4; k++)
+		if (live[k]) {
+			char name[8];
+			snprintf(name, sizeof name, "j%u", k);
+			engine_remove_job(e, name);
+			zs_job_release(&jobs[k]);
+		}
+	engine_stats(e, &es);
+	assert_int_equal(es.bytes, 0);
+	zs_listener_arena(l, &len, &taken, &largest);
+	assert_int_equal(taken, 0);
+	assert_int_equal(largest, len);
+	printf("arena: 1000 creations and deletions, %u refused while others held the arena\n",
+	       refused);
+	{
+		/* one f32 unit whose master (its gathers' copy too) takes the
+		 * whole arena but a page */
+		uint64_t whole = len / 4 - 1024;
+		memset(&jobs[0], 0, sizeof jobs[0]);
+		oracle_spec_sizes(&jobs[0].spec, "whole", 1, ZS_SGD, ZS_F32, &whole, 1);
+		assert_int_equal(place_job(&jobs[0].spec, &sv, 1, NULL, &jobs[0].placement, NULL),
+				 ZS_OK);
+		if (engine_add_job(e, &jobs[0], 1, &err))
+			fail_msg("an empty server refused a job of its whole arena: %s", err.msg);
+		engine_remove_job(e, "whole");
+		zs_job_release(&jobs[0]);
+	}
+	zs_listener_stop(l);
+	engine_free(e);
+	zs_listener_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -553,6 +648,7 @@ int main(void)
 		cmocka_unit_test(test_refusals_and_held_gather),
 		cmocka_unit_test(test_snapshot_and_restore),
 		cmocka_unit_test(test_refused_features),
+		cmocka_unit_test(test_arena_comes_back),
 	};
 	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }
