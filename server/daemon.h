@@ -88,7 +88,10 @@ void srvd_note_storage(struct srvd *d, enum zs_status st, const char *why);
 /* live.c */
 /* At a clean stop (the data plane stopped): keeps every job that is
  * between steps on disk for the next start. */
-void srvd_live_persist(struct srvd *d);
+/* Keeps the live state of the jobs between steps (SIGTERM, the data plane
+ * stopped); returns how many jobs it could not keep for an error (a full
+ * disk: said in the log, never a signal). */
+unsigned srvd_live_persist(struct srvd *d);
 /* At start, before registering: the jobs kept, as claims (d->me.live). */
 void srvd_live_claims(struct srvd *d);
 /* After the first assignments: loads the kept jobs still assigned here at

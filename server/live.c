@@ -5,7 +5,10 @@
  * (each shard with parameters at one version, no push in) is written to the
  * "live" table in one transaction: its shards' masters and optimizer state
  * as the records of a checkpoint with id 0, and a marker in "meta" (the
- * job's creation time, placement epoch and step). At the next start the
+ * job's incarnation, placement epoch and step). Each job's records get
+ * their disk blocks before they are written (zs_kv_room): a full disk
+ * keeps the jobs that fit and says why the others are not kept, where a
+ * store through LMDB's map would have been a SIGBUS. At the next start the
  * server claims those jobs in its first registration and, once the job is
  * assigned to it again at the same epoch, loads them back and deletes them
  * (a later crash must not find them). The coordinator accepts a claim only
@@ -27,18 +30,29 @@ static size_t marker_key(char *k, size_t cap, const char *job)
 	return (size_t)snprintf(k, cap, LIVE_PREFIX "%s", job);
 }
 
+/* Puts job a's live state into t, which has written *written bytes of
+ * records before it (this job's are added). */
 static enum zs_status put_job(struct srvd *d, struct zs_kv_txn *t, const struct zs_assignment *a,
-			      struct zs_error *err)
+			      uint64_t *written, struct zs_error *err)
 {
 	struct engine_snap *s = NULL;
 	uint32_t n = 0;
-	uint64_t step;
+	uint64_t step, bytes = 0;
 	uint8_t v[24];
 	char k[ZS_JOB_NAME_MAX + 8];
 	enum zs_status st = engine_capture_now(d->engine, a->job, &s, &n, &step, err);
 
 	if (st)
 		return st;
+	for (uint32_t i = 0; i < n; i++)
+		bytes += (s[i].length * 4 + CKPT_HDR + 64) * (1 + !!s[i].s0 + !!s[i].s1);
+	/* the disk's blocks for them first: a full disk is an error here,
+	 * where a store through LMDB's map would be a SIGBUS */
+	st = zs_kv_room(t, *written + bytes, err);
+	if (st)
+		zs_error_prefix(err, "its live state (%llu bytes)", (unsigned long long)bytes);
+	else
+		*written += bytes;
 	for (uint32_t i = 0; i < n && !st; i++) {
 		st = ckpt_put(t, KV_LIVE, a->job, LIVE_ID, s[i].unit, s[i].index, CKPT_MASTER,
 			      step, s[i].master, s[i].length, err);
@@ -61,37 +75,46 @@ static enum zs_status put_job(struct srvd *d, struct zs_kv_txn *t, const struct 
 	return st;
 }
 
-void srvd_live_persist(struct srvd *d)
+unsigned srvd_live_persist(struct srvd *d)
 {
 	struct zs_error err = {0};
 	struct zs_kv_txn *t;
-	unsigned kept = 0;
+	unsigned kept = 0, lost = 0;
+	uint64_t written = 0;
 
 	if (!d->n_as)
-		return;
+		return 0;
 	if (zs_kv_begin(d->kv, true, &t, &err)) {
-		zs_error("cannot keep live state: %s", err.msg);
-		return;
+		zs_error("cannot keep the live state of its %u jobs: %s (they roll back to their latest checkpoints at the next start)",
+			 d->n_as, err.msg);
+		return d->n_as;
 	}
 	for (uint32_t i = 0; i < d->n_as; i++) {
 		struct zs_error e = {0};
-		if (put_job(d, t, &d->as[i], &e)) {
-			if (e.code == ZS_ESTATE)
+		if (put_job(d, t, &d->as[i], &written, &e)) {
+			if (e.code == ZS_ESTATE) {
 				zs_warn("job '%s' is not kept: %s (it rolls back to its latest checkpoint at the next start)",
 					d->as[i].job, e.msg);
-			else
-				zs_error("job '%s' is not kept: %s", d->as[i].job, e.msg);
+			} else {
+				zs_error("job '%s' is not kept: %s (it rolls back to its latest checkpoint at the next start)",
+					 d->as[i].job, e.msg);
+				lost++;
+			}
 			continue;
 		}
 		kept++;
 	}
 	if (!kept) {
 		zs_kv_abort(t);
-		return;
+		return lost;
 	}
-	if (zs_kv_commit(t, &err))
-		zs_error("cannot keep live state: %s", err.msg);
+	if (zs_kv_commit(t, &err)) {
+		zs_error("cannot keep the live state of %u jobs: %s (they roll back to their latest checkpoints at the next start)",
+			 kept, err.msg);
+		lost += kept;
+	}
 	srvd_note_storage(d, err.code, err.msg);
+	return lost;
 }
 
 /* ------------------------------------------------------------- at start */

@@ -378,12 +378,15 @@ int main(int argc, char **argv)
 	d.writer = 0;
 	/* no trainer can move a shard now: keep what is between steps */
 	zs_listener_stop(dp);
-	srvd_live_persist(&d);
+	unsigned lost = srvd_live_persist(&d);
 	zs_rpc_server_free(rpc);
 	rpc = NULL;
 	engine_free(d.engine);
 	d.engine = NULL;
-	rc = 0;
+	/* a stop that could not keep what it promised says so in its status */
+	rc = lost ? 1 : 0;
+	if (lost)
+		zs_error("stopped; the live state of %u jobs could not be kept (see above)", lost);
 
 clean_rpc:
 	zs_rpc_server_free(rpc);

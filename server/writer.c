@@ -91,21 +91,31 @@ static void fault_point(const char *name)
 	}
 }
 
+/* The bytes a checkpoint's records take (with their headers). */
+static uint64_t records_bytes(const struct snapjob *sj)
+{
+	uint64_t need = 0;
+
+	for (uint32_t i = 0; i < sj->n; i++)
+		need += (sj->snaps[i].length * 4 + CKPT_HDR + 64) *
+			(1 + !!sj->snaps[i].s0 + !!sj->snaps[i].s1);
+	return need;
+}
+
 /*
  * The LMDB environment is written through its map, where a full disk is a
  * SIGBUS, not an error: so a checkpoint first checks that the data dir has
  * room for its records (with a margin for LMDB's pages) and fails cleanly
- * with ZS_ENOSPC when it has not.
+ * with ZS_ENOSPC when it has not, saying how much it has; its transaction
+ * then allocates the blocks it writes into (zs_kv_room), which no other
+ * process's writes can take from it meanwhile.
  */
 static enum zs_status space_for(struct srvd *d, const struct snapjob *sj,
 				struct zs_error *err)
 {
 	struct statvfs vfs;
-	uint64_t need = 16u << 20, avail;
+	uint64_t need = (16u << 20) + records_bytes(sj) * 11 / 10, avail;
 
-	for (uint32_t i = 0; i < sj->n; i++)
-		need += (sj->snaps[i].length * 4 + CKPT_HDR + 64) *
-			(1 + !!sj->snaps[i].s0 + !!sj->snaps[i].s1) * 11 / 10;
 	if (statvfs(d->data_dir, &vfs))
 		return zs_fail(err, zs_status_from_errno(errno), "cannot stat %s: %s", d->data_dir,
 			       strerror(errno));
@@ -158,6 +168,8 @@ void *srvd_writer_main(void *arg)
 			st = zs_kv_begin(d->kv, true, &t, &err);
 		else
 			t = NULL;
+		if (!st)
+			st = zs_kv_room(t, records_bytes(sj), &err);
 		if (!st) { /* deleted meanwhile: LMDB's one writer orders this check */
 			pthread_mutex_lock(&d->mu);
 			for (unsigned k = 0; k < 16 && k < d->n_deleted && !st; k++)

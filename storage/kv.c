@@ -2,6 +2,7 @@
 #include "storage/kv.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,14 @@ struct zs_kv {
 	unsigned n_tables;
 	MDB_dbi dbi[ZS_KV_MAX_TABLES];
 	char dir[512];
+	bool writemap;
+	uint64_t map_size;
+	uint64_t reserved; /* [0, reserved) of the data file has its blocks */
 };
+
+/* Room every write transaction of a write-map environment has before it
+ * begins: its branch and leaf pages copied on write, the free list */
+#define KV_MARGIN (512u << 10)
 
 struct zs_kv_txn {
 	struct zs_kv *kv;
@@ -64,6 +72,8 @@ enum zs_status zs_kv_open(const char *dir, uint64_t map_size,
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	snprintf(kv->dir, sizeof kv->dir, "%s", dir);
 	kv->n_tables = n_tables;
+	kv->writemap = flags & ZS_KV_WRITEMAP;
+	kv->map_size = map_size ? map_size : (1ULL << 30);
 
 	rc = mdb_env_create(&kv->env);
 	if (rc)
@@ -126,7 +136,47 @@ enum zs_status zs_kv_begin(struct zs_kv *kv, bool write, struct zs_kv_txn **out,
 		free(t);
 		return kv_fail(err, rc, "begin", kv->dir);
 	}
+	if (write) {
+		enum zs_status st = zs_kv_room(t, 0, err);
+		if (st) {
+			zs_kv_abort(t);
+			return st;
+		}
+	}
 	*out = t;
+	return ZS_OK;
+}
+
+enum zs_status zs_kv_room(struct zs_kv_txn *t, uint64_t bytes, struct zs_error *err)
+{
+	struct zs_kv *kv = t->kv;
+	MDB_envinfo info;
+	MDB_stat ms;
+	uint64_t end;
+	int fd, rc;
+
+	if (!kv->writemap)
+		return ZS_OK;
+	if ((rc = mdb_env_info(kv->env, &info)) || (rc = mdb_env_stat(kv->env, &ms)) ||
+	    (rc = mdb_env_get_fd(kv->env, &fd)))
+		return kv_fail(err, rc, "reserve", kv->dir);
+	/* what is committed, what this transaction writes (with a tenth
+	 * more for its pages' headers and the tree), and the margin */
+	end = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize + bytes + bytes / 10 + KV_MARGIN;
+	if (end > kv->map_size)
+		end = kv->map_size; /* past it LMDB says the map is full */
+	if (end <= kv->reserved)
+		return ZS_OK;
+	/* the blocks the map may write into, allocated now: on a full disk
+	 * this fails, where a store through the map would be a SIGBUS */
+	rc = posix_fallocate(fd, (off_t)kv->reserved, (off_t)(end - kv->reserved));
+	if (rc) {
+		char need[32];
+		return zs_fail(err, rc == ENOSPC ? ZS_ENOSPC : zs_status_from_errno(rc),
+			       "%s has no room for %s more (%s): nothing was written", kv->dir,
+			       zs_fmt_bytes(end - kv->reserved, need, sizeof need), strerror(rc));
+	}
+	kv->reserved = end;
 	return ZS_OK;
 }
 

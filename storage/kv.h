@@ -44,9 +44,20 @@ enum zs_status zs_kv_open(const char *dir, uint64_t map_size,
 /* Closes the environment; no transaction may be open. NULL is fine. */
 void zs_kv_close(struct zs_kv *kv);
 
-/* Begins a transaction; a write transaction blocks other writers. */
+/* Begins a transaction; a write transaction blocks other writers. In a
+ * write-map environment a write transaction begins only with room on the
+ * disk for its first megabytes (ZS_ENOSPC otherwise, nothing written). */
 enum zs_status zs_kv_begin(struct zs_kv *kv, bool write, struct zs_kv_txn **out,
 			   struct zs_error *err);
+/*
+ * In a write-map environment, where a store into a page the disk has no
+ * block for is a SIGBUS, not an error: allocates the data file's blocks
+ * for bytes more than is committed (what write transaction t will have
+ * written in all, counted from its beginning), or fails with ZS_ENOSPC
+ * naming the room wanted, before anything is written. Call it before
+ * writes of more than a few megabytes; a no-op otherwise.
+ */
+enum zs_status zs_kv_room(struct zs_kv_txn *t, uint64_t bytes, struct zs_error *err);
 /* Commits (durably for a write txn) and frees the txn, even on failure. */
 enum zs_status zs_kv_commit(struct zs_kv_txn *t, struct zs_error *err);
 /* Aborts and frees; NULL is fine. */

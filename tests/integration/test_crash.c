@@ -7,6 +7,8 @@
  */
 #include "tests/integration/train_common.h"
 
+#include <sys/statvfs.h>
+
 /*
  * A server killed in the middle of writing a checkpoint (fault injection
  * at fixed points): the checkpoint never commits, and the previous
@@ -202,7 +204,10 @@ static void test_crash_during_checkpoint(void **st)
 
 /*
  * A full data dir: a checkpoint on a server whose data dir is a 4 MiB
- * tmpfs fails with a clear "no space" error, and training goes on.
+ * tmpfs fails with a clear "no space" error, and training goes on; a
+ * clean stop (SIGTERM) on a disk without room for the job's live state
+ * says it could not keep it and why, and the server exits by itself (it
+ * died of a SIGBUS writing through LMDB's map before).
  */
 /* What the full-disk test started, for its teardown to undo whether or
  * not the test got to the end: no server, no mount left behind. */
@@ -323,7 +328,32 @@ static void test_checkpoint_on_a_full_disk(void **st)
 		assert_true(well);
 	}
 	zs_trainer_close(x[0].t);
-	h_stop(srv, SIGTERM, 5000);
+	{
+		/* the disk filled by another process, 2 MiB left: the job's
+		 * live state (12 MiB) does not fit */
+		struct statvfs vfs;
+		char filler[1100];
+		FILE *f;
+		uint64_t left;
+		zs_fmt(filler, sizeof filler, "%s/filler", small);
+		assert_int_equal(statvfs(small, &vfs), 0);
+		left = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+		assert_non_null(f = fopen(filler, "w"));
+		static char zeros[1 << 16];
+		for (uint64_t w = 0; w + (2u << 20) < left; w += sizeof zeros)
+			if (fwrite(zeros, 1, sizeof zeros, f) != sizeof zeros)
+				break;
+		fclose(f);
+		int rc = h_stop(srv, SIGTERM, 20000);
+		if (rc != 1)
+			fail_msg("a clean stop on a full disk ended with %d (want 1, the server's own exit; %d is a SIGBUS): see %s",
+				 rc, 128 + SIGBUS, log);
+		if (!text_in_file(log, "is not kept: its live state") ||
+		    !text_in_file(log, "has no room for"))
+			fail_msg("the server's log does not say why the live state was not kept: %s",
+				 log);
+		full.srv = 0;
+	}
 	/* later jobs must not be placed on it: wait until its lease lapses */
 	for (int i = 0, down = 0; i < 200 && !down; i++) {
 		assert_int_equal(zs_coord_servers(c, &s, &n_s, NULL), ZS_OK);
