@@ -18,6 +18,7 @@
 struct ctx {
 	const char *coordinator;
 	int timeout_ms;
+	bool timeout_set; /* --timeout-ms given: it bounds a command's waits too */
 	unsigned stage; /* the configuration's stage for specs without one (0: none) */
 	struct zs_coord_client *c; /* opened by cli_open_coord, closed by main */
 };

@@ -410,6 +410,46 @@ static int c_trainers(struct ctx *x, int argc, char **argv)
 
 #define WAIT_MS 120000
 
+/* How long a rebalance waits for the state's checkpoint and its move:
+ * --timeout-ms when given, else WAIT_MS. */
+static int64_t wait_ms(const struct ctx *x)
+{
+	return x->timeout_set ? x->timeout_ms : WAIT_MS;
+}
+
+/*
+ * A job without replicas whose servers are not all up cannot move its
+ * state (a checkpoint needs every one of them durable): said at once,
+ * naming the server, rather than after the wait.
+ */
+static int servers_up(struct ctx *x, const char *name)
+{
+	struct zs_error err = {0};
+	struct zs_server_info *s = NULL;
+	struct zs_job j;
+	uint32_t n = 0;
+	int r = 0;
+
+	if (zs_coord_get_job(x->c, name, &j, &err))
+		return cli_die("%s", err.msg);
+	if (j.spec.replicas > 1 || (!j.stopped_step && !j.restored_id)) {
+		zs_job_release(&j); /* copies elsewhere, or no state to move */
+		return 0;
+	}
+	if (zs_coord_servers(x->c, &s, &n, &err)) {
+		zs_job_release(&j);
+		return cli_die("%s", err.msg);
+	}
+	for (uint32_t i = 0; i < j.placement.n_shards && !r; i++)
+		for (uint32_t q = 0; q < n && !r; q++)
+			if (s[q].id == j.placement.shards[i].server_id && !s[q].up)
+				r = cli_die("server %llu (%s), which holds shards of job %s (no replicas), is down: its state cannot move until it is back (or restore a checkpoint)",
+					    (unsigned long long)s[q].id, s[q].addr, name);
+	free(s);
+	zs_job_release(&j);
+	return r;
+}
+
 /*
  * A job stopped cleanly keeps its state on its servers only: before a
  * rebalance moves it, a checkpoint of that step (taken at once: the servers
@@ -435,7 +475,7 @@ static int checkpoint_state(struct ctx *x, const char *name)
 		return cli_die("a checkpoint of step %llu to carry the job's state: %s",
 			       (unsigned long long)step, err.msg);
 	id = k.id;
-	while (k.state == ZS_CKPT_PENDING && zs_now_ms() - t0 < WAIT_MS) {
+	while (k.state == ZS_CKPT_PENDING && zs_now_ms() - t0 < wait_ms(x)) {
 		zs_checkpoint_release(&k);
 		zs_sleep_ms(100, NULL);
 		if (zs_coord_get_ckpt(x->c, name, id, &k, &err))
@@ -483,7 +523,7 @@ static int c_rebalance(struct ctx *x, int argc, char **argv)
 		return cli_usage_err("rebalance", "want a job name");
 	if ((r = cli_open_coord(x)))
 		return r;
-	if ((r = checkpoint_state(x, pos[0])))
+	if ((r = servers_up(x, pos[0])) || (r = checkpoint_state(x, pos[0])))
 		return r;
 	if (zs_coord_rebalance(x->c, pos[0], ids, n_ids, &j, &err))
 		return cli_die("%s", err.msg);
@@ -496,13 +536,13 @@ static int c_rebalance(struct ctx *x, int argc, char **argv)
 		for (;; zs_sleep_ms(100, NULL)) {
 			if (zs_coord_get_job(x->c, pos[0], &j, &err))
 				return cli_die("%s", err.msg);
-			if (!j.restore_pending || zs_now_ms() - t0 > WAIT_MS)
+			if (!j.restore_pending || zs_now_ms() - t0 > wait_ms(x))
 				break;
 			zs_job_release(&j);
 		}
 		if (j.restore_pending)
-			r = cli_die("the state's move (checkpoint %llu) has not finished after %d s",
-				    (unsigned long long)id, WAIT_MS / 1000);
+			r = cli_die("the state's move (checkpoint %llu) has not finished after %lld ms",
+				    (unsigned long long)id, (long long)wait_ms(x));
 		else if (j.restore_error[0])
 			r = cli_die("the state's move failed: %s", j.restore_error);
 		else

@@ -64,6 +64,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			x.timeout_ms = (int)v;
+			x.timeout_set = true;
 		} else {
 			fprintf(stderr, "zshardctl: unknown option '%s' (see zshardctl --help)\n",
 				argv[i]);

@@ -105,8 +105,12 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 	struct zs_error err = {0};
 	struct zs_checkpoint k;
 	struct zs_job j;
-	enum zs_status st = catch_up(t, &j, &err);
+	unsigned no_len;
+	enum zs_status st;
 
+	if (!len) /* no blob wanted */
+		len = &no_len;
+	st = catch_up(t, &j, &err);
 	if (st)
 		return tr_fail(t, st, "%s", err.msg);
 	if (j.stopped_step) { /* every rank left there; the servers kept it */

@@ -1,54 +1,22 @@
 /*
- * ckpts.c - checkpoints: create (a task each server carries out), list,
- * get, trainer blobs, restore, and the task queue servers poll (restore,
- * delete), with the commit once every server is durable.
+ * ckpts.c - checkpoints in the catalog: create, list, get, delete,
+ * trainer blobs, restore; what a job keeps of them (keep_checkpoints, the
+ * failed ones) and what its deletion does to them. The tasks servers
+ * carry them out by, and the commit, are in ckpt_tasks.c.
  */
 #include "coord/state.h"
 
-/* A task for every server that holds shards in placement pl. */
-static enum zs_status add_ctask_on(struct coord *c, const char *job,
-				   const struct zs_placement *pl, enum zs_task_kind kind,
-				   uint64_t id, uint64_t step)
-{
-	struct ctask *t = calloc(1, sizeof *t);
-
-	if (!t || !coord_placement_servers(pl, &t->pending, &t->n_pending)) {
-		free(t);
-		return ZS_ENOMEM;
-	}
-	t->t = (struct zs_task){.kind = kind, .id = id, .step = step};
-	snprintf(t->t.job, sizeof t->t.job, "%s", job);
-	t->next = c->ctasks;
-	c->ctasks = t;
-	c->task_gen++;
-	return ZS_OK;
-}
-
-enum zs_status coord_add_ctask(struct coord *c, const struct zs_job *j, enum zs_task_kind kind,
-				uint64_t id, uint64_t step)
-{
-	return add_ctask_on(c, j->spec.name, &j->placement, kind, id, step);
-}
-
-void coord_ctask_free(struct ctask *t)
-{
-	free(t->pending);
-	free(t);
-}
-
-/* Drops committed checkpoints of job beyond its keep count (oldest first). */
 /*
- * Forgets checkpoint k of job j (NULL: a job gone): the catalog first (failing that, nothing
- * changes), then a delete task for the servers of the placement it was
- * taken on, then memory. The record moves into *gone (the caller
- * releases it).
+ * Forgets checkpoint k of job j (NULL: a job gone): the catalog first
+ * (failing that, nothing changes), then a delete task for the servers of
+ * the placement it was taken on, then memory. The record moves into *gone
+ * (the caller releases it).
  */
 static enum zs_status forget_ckpt(struct coord *c, struct zs_job *j, struct zs_checkpoint *k,
 				  struct zs_checkpoint *gone, struct zs_error *err)
 {
 	size_t i = (size_t)(k - c->ckpts);
 	enum zs_status st = coord_save_ckpt(c, k, true, err);
-
 	const struct zs_placement *pl = k->placement.n_shards ? &k->placement
 				       : j			 ? &j->placement
 								 : NULL;
@@ -58,7 +26,7 @@ static enum zs_status forget_ckpt(struct coord *c, struct zs_job *j, struct zs_c
 	if (!pl)
 		zs_warn("job '%s': checkpoint %llu forgotten; where its records are is not known (a record from before checkpoints kept their placement): its servers keep them",
 			k->job, (unsigned long long)k->id);
-	else if (add_ctask_on(c, k->job, pl, ZS_TASK_DELETE, k->id, k->step))
+	else if (coord_add_ctask_on(c, k->job, pl, ZS_TASK_DELETE, k->id, k->step))
 		zs_warn("job '%s': checkpoint %llu forgotten, but its servers could not be told to drop it (out of memory)",
 			k->job, (unsigned long long)k->id);
 	*gone = *k;
@@ -73,7 +41,7 @@ static enum zs_status forget_ckpt(struct coord *c, struct zs_job *j, struct zs_c
  * so that an operator sees why it failed): the catalog forgets each, and a
  * delete task removes what the servers wrote of it.
  */
-static void enforce_keep(struct coord *c, struct zs_job *j)
+void coord_enforce_keep(struct coord *c, struct zs_job *j)
 {
 	uint32_t committed = 0;
 	uint64_t newest = 0;
@@ -146,7 +114,38 @@ void coord_job_deleted(struct coord *c, struct zs_job *j, bool keep, uint32_t *d
 	}
 }
 
-static void reply_ckpt(struct zs_rpc_call *call, const struct zs_checkpoint *k)
+/* A job keeps this many failed checkpoints at most (the newest: an
+ * operator sees why they failed); older ones are pruned even before a
+ * checkpoint commits, so a disk full while trainers restart cannot grow
+ * the catalog without bound. */
+#define KEEP_FAILED 8
+
+void coord_prune_failed(struct coord *c, struct zs_job *j)
+{
+	uint32_t failed = 0;
+
+	for (size_t i = 0; i < c->n_ckpts; i++)
+		failed += coord_ckpt_of(&c->ckpts[i], j) && c->ckpts[i].state == ZS_CKPT_FAILED;
+	for (size_t i = 0; failed > KEEP_FAILED && i < c->n_ckpts;) {
+		struct zs_checkpoint *k = &c->ckpts[i], gone;
+		struct zs_error e = {0};
+		if (!coord_ckpt_of(k, j) || k->state != ZS_CKPT_FAILED) {
+			i++;
+			continue;
+		}
+		if (forget_ckpt(c, j, k, &gone, &e)) {
+			zs_warn("cannot prune failed checkpoint %llu of job '%s': %s",
+				(unsigned long long)k->id, k->job, e.msg);
+			return;
+		}
+		zs_info("job '%s': failed checkpoint %llu pruned (%u failed ones are kept)",
+			gone.job, (unsigned long long)gone.id, KEEP_FAILED);
+		zs_checkpoint_release(&gone);
+		failed--;
+	}
+}
+
+void coord_reply_ckpt(struct zs_rpc_call *call, const struct zs_checkpoint *k)
 {
 	struct zs_buf b;
 	coord_reply_buf(call, coord_enc_ckpt_brief(k, &b), &b);
@@ -176,7 +175,7 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	for (size_t i = 0; i < c->n_ckpts; i++)
 		if (coord_ckpt_of(&c->ckpts[i], j) && c->ckpts[i].step == step &&
 		    c->ckpts[i].state != ZS_CKPT_FAILED) {
-			reply_ckpt(call, &c->ckpts[i]);
+			coord_reply_ckpt(call, &c->ckpts[i]);
 			goto out;
 		}
 	g = realloc(c->ckpts, (c->n_ckpts + 1) * sizeof *g);
@@ -209,7 +208,7 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	c->task_gen++;
 	zs_info("job '%s': checkpoint %llu of step %llu requested", job, (unsigned long long)k.id,
 		(unsigned long long)step);
-	reply_ckpt(call, &k);
+	coord_reply_ckpt(call, &k);
 out:
 	pthread_mutex_unlock(&c->mu);
 }
@@ -259,7 +258,7 @@ void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	zs_info("job '%s': checkpoint %llu of step %llu (%s%s) deleted", job,
 		(unsigned long long)gone.id, (unsigned long long)gone.step,
 		zs_ckpt_state_name(gone.state), coord_ckpt_of(&gone, j) ? "" : ", an earlier job's");
-	reply_ckpt(call, &gone);
+	coord_reply_ckpt(call, &gone);
 	zs_checkpoint_release(&gone);
 out:
 	pthread_mutex_unlock(&c->mu);
@@ -373,7 +372,7 @@ void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 		k->blobs[at] = b;
 		b.data = NULL;
 	}
-	reply_ckpt(call, k);
+	coord_reply_ckpt(call, k);
 out:
 	pthread_mutex_unlock(&c->mu);
 	free(b.data);
@@ -446,240 +445,6 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 		(unsigned long long)k->step,
 		earlier ? ", an earlier job's of the name, asked for by its id (the same layout)" : "");
 	coord_reply_job(call, j);
-out:
-	pthread_mutex_unlock(&c->mu);
-}
-
-bool coord_holds(struct coord *c, const struct zs_job *j, uint64_t server_id)
-{
-	const uint64_t *ids;
-	uint32_t n;
-
-	if (coord_job_servers(c, j, &ids, &n))
-		return coord_id_in(ids, n, server_id);
-	for (uint32_t i = 0; i < j->placement.n_shards; i++) /* out of memory */
-		if (j->placement.shards[i].server_id == server_id)
-			return true;
-	return false;
-}
-
-/* Whether every server of ids (sorted) is in the sorted durable list: a
- * merge, linear in the two. */
-static bool all_durable(const uint64_t *ids, uint32_t n, const uint64_t *durable, uint32_t nd)
-{
-	uint32_t d = 0;
-
-	for (uint32_t i = 0; i < n; i++) {
-		while (d < nd && durable[d] < ids[i])
-			d++;
-		if (d == nd || durable[d] != ids[i])
-			return false;
-	}
-	return true;
-}
-
-/* Sorts a durable list read from a record written before they were kept
- * sorted (insertion sort: already sorted costs one pass). */
-static void sort_durable(uint64_t *v, uint32_t n)
-{
-	for (uint32_t i = 1; i < n; i++)
-		for (uint32_t k = i; k && v[k - 1] > v[k]; k--) {
-			uint64_t x = v[k];
-			v[k] = v[k - 1];
-			v[k - 1] = x;
-		}
-}
-
-void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
-{
-	struct coord *c = ctx;
-	struct zs_error e = {0};
-	struct zs_task *v;
-	uint32_t m = 0, cap;
-	struct zs_buf b;
-	uint64_t sid;
-
-	if (zs_dec_server_id(p, n, &sid, &e))
-		return coord_reply_err(call, &e);
-	pthread_mutex_lock(&c->mu);
-	cap = (uint32_t)c->n_ckpts + 1;
-	for (struct ctask *t = c->ctasks; t; t = t->next)
-		cap++;
-	v = calloc(cap, sizeof *v);
-	if (!v) {
-		pthread_mutex_unlock(&c->mu);
-		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < c->n_ckpts; i++) {
-		struct zs_checkpoint *k = &c->ckpts[i];
-		struct zs_job *j = coord_find_job(c, k->job);
-		bool done = false;
-		if (k->state != ZS_CKPT_PENDING || !coord_ckpt_of(k, j) || !coord_holds(c, j, sid))
-			continue;
-		sort_durable(k->durable, k->n_durable);
-		done = coord_id_in(k->durable, k->n_durable, sid);
-		if (!done)
-			v[m++] = (struct zs_task){ZS_TASK_SNAPSHOT, "", k->id, k->step};
-		if (!done)
-			snprintf(v[m - 1].job, sizeof v[m - 1].job, "%s", k->job);
-	}
-	for (struct ctask *t = c->ctasks; t; t = t->next)
-		for (uint32_t q = 0; q < t->n_pending; q++)
-			if (t->pending[q] == sid)
-				v[m++] = t->t;
-	coord_reply_buf(call, zs_enc_tasks(v, m, &b), &b);
-	pthread_mutex_unlock(&c->mu);
-	free(v);
-}
-
-void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
-{
-	struct coord *c = ctx;
-	struct zs_error e = {0};
-	struct zs_task t;
-	char why[256];
-	bool ok;
-	uint64_t sid, bytes;
-	struct zs_checkpoint *k;
-	struct zs_job *j;
-
-	if (zs_dec_task_done(p, n, &sid, &t, &ok, why, sizeof why, &bytes, &e))
-		return coord_reply_err(call, &e);
-	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, t.job);
-	k = coord_find_ckpt(c, t.job, t.id);
-	if (t.kind == ZS_TASK_SNAPSHOT) {
-		struct zs_checkpoint nk;
-		const uint64_t *ids;
-		uint32_t n_ids;
-		if (!k || !coord_ckpt_of(k, j) || k->state != ZS_CKPT_PENDING) {
-			zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is not pending%s",
-				    (unsigned long long)t.id, t.job,
-				    k && !coord_ckpt_of(k, j) ? " (an earlier job's of the name)" : "");
-			goto out;
-		}
-		if (!coord_job_servers(c, j, &ids, &n_ids)) {
-			zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
-			goto out;
-		}
-		/* a server's second report of the same snapshot (it took the
-		 * task again from a listing fetched before its first report
-		 * landed) counts once: counted twice, a checkpoint committed
-		 * with another server's shards not durable (test_crash, under
-		 * load); and only a server holding the job's shards counts.
-		 * The durable list is kept sorted: each report costs a search,
-		 * the commit a merge with the job's servers, whatever their
-		 * number (ids[256] once committed a checkpoint of a job over
-		 * more than 256 servers without the 257th) */
-		sort_durable(k->durable, k->n_durable);
-		if (ok && coord_id_in(k->durable, k->n_durable, sid)) {
-			reply_ckpt(call, k);
-			goto out;
-		}
-		if (!coord_id_in(ids, n_ids, sid)) {
-			zs_rpc_fail(call, ZS_ESTATE,
-				    "server %llu holds no shard of job '%s': its snapshot does not count",
-				    (unsigned long long)sid, t.job);
-			goto out;
-		}
-		nk = *k;
-		if (!ok) {
-			nk.state = ZS_CKPT_FAILED;
-			char who[ZS_ADDR_MAX + 32];
-			zs_fmt(nk.error, sizeof nk.error, "%s: %s",
-			       coord_server_name(c, sid, who, sizeof who), why);
-		} else {
-			uint64_t *d = malloc((k->n_durable + 1) * sizeof *d);
-			uint32_t at = 0;
-			if (!d) {
-				zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
-				goto out;
-			}
-			while (at < k->n_durable && k->durable[at] < sid)
-				at++;
-			if (at)
-				memcpy(d, k->durable, at * sizeof *d);
-			d[at] = sid;
-			if (k->n_durable > at)
-				memcpy(d + at + 1, k->durable + at, (k->n_durable - at) * sizeof *d);
-			nk.durable = d;
-			nk.n_durable = k->n_durable + 1;
-			nk.bytes += bytes;
-			if (all_durable(ids, n_ids, nk.durable, nk.n_durable))
-				nk.state = ZS_CKPT_COMMITTED; /* every server durable */
-		}
-		/* fault injection for the crash tests: die before recording it */
-		if (nk.state == ZS_CKPT_COMMITTED && getenv("ZSHARD_FAULT") &&
-		    !strcmp(getenv("ZSHARD_FAULT"), "coord-before-commit")) {
-			zs_error("fault injection: dying at coord-before-commit");
-			raise(SIGKILL);
-		}
-		if (coord_save_ckpt(c, &nk, false, &e)) {
-			if (nk.durable != k->durable)
-				free(nk.durable);
-			coord_reply_err(call, &e);
-			goto out;
-		}
-		if (nk.durable != k->durable)
-			free(k->durable);
-		*k = nk;
-		c->task_gen++;
-		if (k->state != ZS_CKPT_PENDING)
-			coord_metrics_ckpt(c, k->state == ZS_CKPT_COMMITTED,
-					   (double)(zs_wall_ms() - k->created_ms) * 1e-3);
-		if (k->state != ZS_CKPT_PENDING)
-			zs_info("job '%s': checkpoint %llu of step %llu %s%s%s", k->job,
-				(unsigned long long)k->id, (unsigned long long)k->step,
-				zs_ckpt_state_name(k->state), k->error[0] ? ": " : "", k->error);
-		reply_ckpt(call, k);
-		if (k->state == ZS_CKPT_COMMITTED)
-			enforce_keep(c, j);
-		goto out;
-	}
-	/* restore and delete: strike this server off the task */
-	for (struct ctask **pp = &c->ctasks; *pp; pp = &(*pp)->next) {
-		struct ctask *ct = *pp;
-		if (ct->t.kind != t.kind || ct->t.id != t.id || strcmp(ct->t.job, t.job))
-			continue;
-		for (uint32_t q = 0; q < ct->n_pending; q++)
-			if (ct->pending[q] == sid)
-				ct->pending[q--] = ct->pending[--ct->n_pending];
-		if (t.kind == ZS_TASK_RESTORE && j && (!ok || ct->n_pending == 0)) {
-			if (!ok) {
-				char who[ZS_ADDR_MAX + 32];
-				zs_fmt(j->restore_error, sizeof j->restore_error, "%s: %s",
-				       coord_server_name(c, sid, who, sizeof who), why);
-			} else if (t.id == ZS_CKPT_RESET) { /* from step 0, fresh */
-				j->restored_id = 0;
-				j->restored_step = 0;
-			} else {
-				j->restored_id = t.id;
-				j->restored_step = t.step;
-			}
-			j->restore_pending = 0;
-			/* every copy holds the checkpoint's state now */
-			for (uint32_t q = 0; ok && q < j->placement.n_shards; q++)
-				j->placement.shards[q].fresh = 0;
-			if (coord_save_job(c, j, false, false, &e))
-				zs_error("cannot record the restore of job '%s': %s", j->spec.name, e.msg);
-			zs_info("job '%s': restore of checkpoint %llu %s%s", j->spec.name,
-				(unsigned long long)t.id, ok ? "done" : "failed: ", ok ? "" : why);
-			ct->n_pending = 0;
-		}
-		if (ct->n_pending == 0) {
-			*pp = ct->next;
-			coord_ctask_free(ct);
-			c->task_gen++;
-		}
-		break;
-	}
-	if (k)
-		reply_ckpt(call, k);
-	else {
-		struct zs_checkpoint gone = {.id = t.id, .step = t.step};
-		snprintf(gone.job, sizeof gone.job, "%s", t.job);
-		reply_ckpt(call, &gone);
-	}
 out:
 	pthread_mutex_unlock(&c->mu);
 }

@@ -14,7 +14,7 @@ struct coord_metrics {
 	struct zs_metrics_http *http;
 	char addr[ZS_ADDR_MAX]; /* as bound */
 	char adv[ZS_ADDR_MAX];  /* as told (Status) */
-	struct zs_series *lapse_srv, *lapse_tr, *rollbacks, *failovers, *ckpt_secs[2];
+	struct zs_series *lapse_srv, *lapse_tr, *rollbacks, *failovers, *bad_ckpts, *ckpt_secs[2];
 	struct zs_series *srv_up, *srv_down, *jobs, *ckpts[4], *leader;
 	/* by method index, made at start: an RPC's answer touches only atomics */
 	const struct zs_rpc_method *methods;
@@ -150,6 +150,7 @@ void coord_metrics_event(struct coord *c, enum coord_event ev)
 	zs_series_add(ev == COORD_EV_SERVER_LAPSE    ? x->lapse_srv
 		      : ev == COORD_EV_TRAINER_LAPSE ? x->lapse_tr
 		      : ev == COORD_EV_FAILOVER      ? x->failovers
+		      : ev == COORD_EV_BAD_CKPT      ? x->bad_ckpts
 						     : x->rollbacks,
 		      1);
 }
@@ -184,6 +185,9 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 					  "");
 	x->failovers = zs_metrics_counter(m, "zshard_coordinator_failovers_total",
 					  "Replicated jobs that lost a server and went on without a rollback (its shards' replicas promoted).",
+					  "");
+	x->bad_ckpts = zs_metrics_counter(m, "zshard_coordinator_checkpoints_bad_total",
+					  "Committed checkpoints a restore found bad (a record failing its checksum, or gone): each is marked failed and the job falls back to the newest older one.",
 					  "");
 	for (int k = 0; k < 2; k++) {
 		snprintf(l, sizeof l, "outcome=\"%s\"", k ? "committed" : "failed");
@@ -222,7 +226,7 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 	}
 	if (!x->ok || !x->secs)
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
-	if (!st && (!x->lapse_srv || !x->lapse_tr || !x->rollbacks || !x->failovers || !x->ckpt_secs[0] ||
+	if (!st && (!x->lapse_srv || !x->lapse_tr || !x->rollbacks || !x->failovers || !x->bad_ckpts || !x->ckpt_secs[0] ||
 	    !x->ckpt_secs[1] || !x->srv_up || !x->srv_down || !x->jobs || !x->ckpts[1] ||
 	    !x->ckpts[2] || !x->ckpts[3]))
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");

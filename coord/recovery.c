@@ -37,6 +37,7 @@ void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why)
 		*k = nk;
 		c->task_gen++;
 	}
+	coord_prune_failed(c, j);
 }
 
 void coord_mark_restore(struct coord *c, struct zs_job *j, uint64_t id)
@@ -108,9 +109,10 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 		zs_error("job '%s': out of memory queueing its rollback", j->spec.name);
 		return ZS_ENOMEM;
 	}
-	if (k)
+	/* (k may have moved: failed checkpoints were pruned above) */
+	if (id != ZS_CKPT_RESET)
 		zs_warn("job '%s': %s: rolling back to checkpoint %llu (step %llu)", j->spec.name,
-			why, (unsigned long long)k->id, (unsigned long long)k->step);
+			why, (unsigned long long)id, (unsigned long long)step);
 	else
 		zs_warn("job '%s': %s, and it has no committed checkpoint: it starts again from step 0",
 			j->spec.name, why);

@@ -9,8 +9,9 @@
  * Files: coord.c (life, the method table, shared lookups and replies),
  * catalog.c (the LMDB catalog: records in and out), members.c (servers:
  * registration, heartbeats, leases, assignments), jobs.c (jobs, stage,
- * placement, trainer joins), ckpts.c (checkpoints and the server tasks
- * that restore and delete them), norms.c (the global-norm exchange for
+ * placement, trainer joins), ckpts.c (checkpoints in the catalog),
+ * ckpt_tasks.c (the server tasks that take, restore and delete them, and
+ * the commit), norms.c (the global-norm exchange for
  * clipping), reports.c (per-rank step reports), recovery.c (trainer
  * leases, and the rollback of a job that lost a process).
  */
@@ -228,7 +229,7 @@ static inline bool coord_ckpt_of(const struct zs_checkpoint *k, const struct zs_
 
 /* metrics.c: --metrics HOST:PORT, Prometheus text at /metrics */
 enum coord_event { COORD_EV_SERVER_LAPSE, COORD_EV_TRAINER_LAPSE, COORD_EV_ROLLBACK,
-		   COORD_EV_FAILOVER };
+		   COORD_EV_FAILOVER, COORD_EV_BAD_CKPT };
 /* advertise: --advertise (its host replaces the bound one in what Status
  * says), or NULL */
 enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char *advertise,
@@ -372,6 +373,16 @@ void coord_rebuild_all(struct coord *c);
 void coord_seeded(struct coord *c, const struct zs_seeded *v, uint32_t n);
 /* Every job's failover for server sid, marked down (caller holds mu). */
 void coord_server_lost(struct coord *c, uint64_t sid, const char *why);
+/* ckpts.c: j's failed checkpoints beyond the newest few are pruned; its
+ * committed ones beyond keep_checkpoints retired, and failed ones older
+ * than its newest committed; a checkpoint's reply (without placement) */
+void coord_prune_failed(struct coord *c, struct zs_job *j);
+void coord_enforce_keep(struct coord *c, struct zs_job *j);
+void coord_reply_ckpt(struct zs_rpc_call *call, const struct zs_checkpoint *k);
+/* ckpt_tasks.c: a task for every server holding shards in placement pl */
+enum zs_status coord_add_ctask_on(struct coord *c, const char *job,
+				  const struct zs_placement *pl, enum zs_task_kind kind,
+				  uint64_t id, uint64_t step);
 /* recovery.c: fails j's pending checkpoints, saying why. */
 void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why);
 /* Whether server_id holds shards (any copy) of j. */

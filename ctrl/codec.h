@@ -258,11 +258,15 @@ enum zs_status zs_enc_tasks(const struct zs_task *t, uint32_t n_t, struct zs_buf
 /* *t is malloc'd (free) */
 enum zs_status zs_dec_tasks(const uint8_t *p, size_t n, struct zs_task **t, uint32_t *n_t,
 			    struct zs_error *err);
-enum zs_status zs_enc_task_done(uint64_t server_id, const struct zs_task *t, bool ok,
-				const char *error, uint64_t bytes, struct zs_buf *out);
+/* A task's outcome: code ZS_OK when done, else why it failed (with error) */
+enum zs_status zs_enc_task_done(uint64_t server_id, const struct zs_task *t,
+				enum zs_status code, const char *error, uint64_t bytes,
+				struct zs_buf *out);
+/* *code: ZS_OK, the failure's, or ZS_EINTERNAL for a failure that did not
+ * say which */
 enum zs_status zs_dec_task_done(const uint8_t *p, size_t n, uint64_t *server_id,
-				struct zs_task *t, bool *ok, char *error, size_t error_len,
-				uint64_t *bytes, struct zs_error *err);
+				struct zs_task *t, enum zs_status *code, char *error,
+				size_t error_len, uint64_t *bytes, struct zs_error *err);
 
 /* Rebalance: a job name and, optionally, the servers to place it over */
 enum zs_status zs_enc_rebalance(const char *name, const uint64_t *servers, uint32_t n,

@@ -434,27 +434,31 @@ enum zs_status zs_dec_tasks(const uint8_t *p, size_t n, struct zs_task **t, uint
 	return st;
 }
 
-enum zs_status zs_enc_task_done(uint64_t server_id, const struct zs_task *t, bool ok,
-				const char *error, uint64_t bytes, struct zs_buf *out)
+enum zs_status zs_enc_task_done(uint64_t server_id, const struct zs_task *t,
+				enum zs_status code, const char *error, uint64_t bytes,
+				struct zs_buf *out)
 {
 	Zshard__TaskDoneRequest m = ZSHARD__TASK_DONE_REQUEST__INIT;
 	struct arena a = {0};
 	m.server_id = server_id;
 	m.task = task_pb(&a, t);
-	m.ok = ok;
+	m.ok = code == ZS_OK;
+	m.code = (uint32_t)code;
 	m.error = (char *)(error ? error : "");
 	m.bytes = bytes;
 	return pb_pack(&a, &m.base, out);
 }
 
 enum zs_status zs_dec_task_done(const uint8_t *p, size_t n, uint64_t *server_id,
-				struct zs_task *t, bool *ok, char *error, size_t error_len,
-				uint64_t *bytes, struct zs_error *err)
+				struct zs_task *t, enum zs_status *code, char *error,
+				size_t error_len, uint64_t *bytes, struct zs_error *err)
 {
 	enum zs_status st;
 	UNPACK(Zshard__TaskDoneRequest, task_done_request, p, n, err);
 	*server_id = m->server_id;
-	*ok = m->ok;
+	*code = m->ok ? ZS_OK
+		: m->code && m->code <= ZS_ERESUME ? (enum zs_status)m->code
+						   : ZS_EINTERNAL;
 	*bytes = m->bytes;
 	st = task_from(m->task, t, err);
 	if (!st)

@@ -608,9 +608,17 @@ enum zs_status zs_coord_task_done(struct zs_coord_client *c, uint64_t server_id,
 				  const struct zs_task *t, bool ok, const char *why,
 				  uint64_t bytes, struct zs_error *err)
 {
+	return zs_coord_task_done_code(c, server_id, t, ok ? ZS_OK : ZS_EINTERNAL, why, bytes,
+				       err);
+}
+
+enum zs_status zs_coord_task_done_code(struct zs_coord_client *c, uint64_t server_id,
+				       const struct zs_task *t, enum zs_status code,
+				       const char *why, uint64_t bytes, struct zs_error *err)
+{
 	struct zs_buf req;
 	return ckpt_call(c, ZS_M_TASK_DONE,
-			 zs_enc_task_done(server_id, t, ok, why, bytes, &req), &req, NULL, err);
+			 zs_enc_task_done(server_id, t, code, why, bytes, &req), &req, NULL, err);
 }
 
 enum zs_status zs_coord_raw(struct zs_coord_client *c, const char *path,

@@ -164,6 +164,11 @@ enum zs_status zs_coord_server_tasks(struct zs_coord_client *c, uint64_t server_
 enum zs_status zs_coord_task_done(struct zs_coord_client *c, uint64_t server_id,
 				  const struct zs_task *t, bool ok, const char *why,
 				  uint64_t bytes, struct zs_error *err);
+/* The same, saying why a failed task failed (code; ZS_OK: done): a restore
+ * failing with ZS_EIO or ZS_ENOTFOUND found the checkpoint's records bad. */
+enum zs_status zs_coord_task_done_code(struct zs_coord_client *c, uint64_t server_id,
+				       const struct zs_task *t, enum zs_status code,
+				       const char *why, uint64_t bytes, struct zs_error *err);
 
 /* Asks a shard server at addr for its status (a one-off connection). */
 enum zs_status zs_server_status_query(const char *addr, int timeout_ms,

@@ -354,7 +354,8 @@ int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms);
  * job cleanly before it (the servers kept it; *len is 0), or the job's
  * state is the checkpoint of *step (an operator's restore or an automatic
  * rollback), and this rank's blob is copied (up to cap bytes into the
- * caller's blob; *len gets its full size, which may exceed cap).
+ * caller's blob; *len gets its full size, which may exceed cap; len may be
+ * NULL, with blob NULL, when no blob is wanted).
  * ZS_ENOTFOUND: the job has no state to come from (new, or reset with no
  * checkpoint): start at step 0, rank 0 uploading the initial parameters. ZS_ESTATE: a restore still under way after the
  * timeout (retry); ZS_EIO: the restore failed (the message says why);

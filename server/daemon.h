@@ -117,9 +117,10 @@ void *srvd_heartbeat(void *arg);
 
 /* writer.c */
 bool srvd_claim(struct srvd *d, const struct zs_task *t);
-/* Reports a task and forgets it (caller does not hold mu). */
-void srvd_task_finish(struct srvd *d, const struct zs_task *t, bool ok, const char *why,
-			uint64_t bytes);
+/* Reports a task (code ZS_OK: done; else why it failed) and forgets it
+ * (caller does not hold mu). */
+void srvd_task_finish(struct srvd *d, const struct zs_task *t, enum zs_status code,
+		      const char *why, uint64_t bytes);
 /* Called by the engine when every shard of a snapshot is captured. */
 void srvd_snap_done(void *ctx, const char *job, uint64_t id, uint64_t step,
 		      struct engine_snap *snaps, uint32_t n, enum zs_status st, const char *why);

@@ -122,7 +122,7 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t)
 	case ZS_TASK_SNAPSHOT:
 		st = engine_snapshot(d->engine, t->job, t->id, t->step, srvd_snap_done, d, &err);
 		if (st)
-			srvd_task_finish(d, t, false, err.msg, 0);
+			srvd_task_finish(d, t, st, err.msg, 0);
 		return; /* the writer reports it */
 	case ZS_TASK_RESTORE: {
 		struct restore_ctx x = {d, t, NULL, NULL, NULL, 0};
@@ -179,7 +179,7 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t)
 			struct snapjob *sj = dropped;
 			dropped = sj->next;
 			engine_snaps_free(sj->snaps, sj->n);
-			srvd_task_finish(d, &sj->task, false, "the checkpoint was deleted", 0);
+			srvd_task_finish(d, &sj->task, ZS_ECANCELED, "the checkpoint was deleted", 0);
 			free(sj);
 		}
 		st = zs_kv_begin(d->kv, true, &txn, &err);
@@ -200,7 +200,7 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t)
 	default:
 		st = zs_fail(&err, ZS_EINVAL, "unknown task kind %d", (int)t->kind);
 	}
-	srvd_task_finish(d, t, !st, st ? err.msg : NULL, 0);
+	srvd_task_finish(d, t, st, st ? err.msg : NULL, 0);
 }
 
 void srvd_refresh_tasks(struct srvd *d, uint64_t gen)

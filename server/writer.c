@@ -29,13 +29,14 @@ bool srvd_claim(struct srvd *d, const struct zs_task *t)
 }
 
 /* Reports a task and forgets it (caller does not hold mu). */
-void srvd_task_finish(struct srvd *d, const struct zs_task *t, bool ok, const char *why,
-			uint64_t bytes)
+void srvd_task_finish(struct srvd *d, const struct zs_task *t, enum zs_status code,
+		      const char *why, uint64_t bytes)
 {
 	struct zs_error err = {0};
 	double seconds = -1;
+	bool ok = code == ZS_OK;
 
-	if (zs_coord_task_done(d->coord, d->me.id, t, ok, why, bytes, &err))
+	if (zs_coord_task_done_code(d->coord, d->me.id, t, code, why, bytes, &err))
 		zs_warn("cannot report %s of checkpoint %llu of job '%s': %s",
 			t->kind == ZS_TASK_SNAPSHOT ? "the snapshot" :
 			t->kind == ZS_TASK_RESTORE ? "the restore" : "the deletion",
@@ -61,13 +62,13 @@ void srvd_snap_done(void *ctx, const char *job, uint64_t id, uint64_t step,
 
 	snprintf(t.job, sizeof t.job, "%s", job);
 	if (st) {
-		srvd_task_finish(d, &t, false, why, 0);
+		srvd_task_finish(d, &t, st, why, 0);
 		return;
 	}
 	sj = calloc(1, sizeof *sj);
 	if (!sj) {
 		engine_snaps_free(snaps, n);
-		srvd_task_finish(d, &t, false, "out of memory", 0);
+		srvd_task_finish(d, &t, ZS_ENOMEM, "out of memory", 0);
 		return;
 	}
 	*sj = (struct snapjob){t, snaps, n, NULL};
@@ -207,7 +208,7 @@ void *srvd_writer_main(void *arg)
 			zs_error("checkpoint %llu of job '%s': %s", (unsigned long long)sj->task.id,
 				 sj->task.job, err.msg);
 		srvd_note_storage(d, st, err.msg);
-		srvd_task_finish(d, &sj->task, !st, st ? err.msg : NULL, bytes);
+		srvd_task_finish(d, &sj->task, st, st ? err.msg : NULL, bytes);
 		free(sj);
 		pthread_mutex_lock(&d->mu);
 	}

@@ -209,7 +209,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case 34: {
 		struct zs_task t;
-		zs_dec_task_done(p, n, &u64, &t, &b2, text, sizeof text, &u64c, NULL);
+		enum zs_status code;
+		zs_dec_task_done(p, n, &u64, &t, &code, text, sizeof text, &u64c, NULL);
 		break;
 	}
 	case 35:

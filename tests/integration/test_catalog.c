@@ -667,6 +667,42 @@ static void test_incarnations(void **st)
 	zs_job_release(&b);
 }
 
+/*
+ * Failed checkpoints are bounded: with none committing (a full disk while
+ * trainers restart), a job keeps its newest 8 failed ones, the reason of
+ * each; older ones are pruned (430 piled up in 30 s before).
+ */
+static void test_failed_checkpoints_are_bounded(void **st)
+{
+	struct zs_job j, r;
+	struct zs_checkpoint *v, k;
+	uint32_t n;
+	uint64_t last = 0;
+
+	(void)st;
+	NEED_COORD();
+	create_wide_job("fails", 2, &j);
+	for (uint64_t step = 1; step <= 20; step++) {
+		assert_int_equal(zs_coord_create_ckpt(C.c, "fails", step, &k, NULL), ZS_OK);
+		last = k.id;
+		zs_checkpoint_release(&k);
+		report("fails", ZS_TASK_SNAPSHOT, last, step, j.placement.shards[0].server_id, false,
+		       ZS_OK);
+	}
+	assert_int_equal(zs_coord_list_ckpts(C.c, "fails", &v, &n, NULL), ZS_OK);
+	assert_int_equal(n, 8);
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(v[i].state, ZS_CKPT_FAILED);
+		assert_true(v[i].id > last - 8);
+		assert_non_null(strstr(v[i].error, "disk on fire"));
+		zs_checkpoint_release(&v[i]);
+	}
+	free(v);
+	zs_job_release(&j);
+	assert_int_equal(zs_coord_delete_job(C.c, "fails", &r, NULL), ZS_OK);
+	zs_job_release(&r);
+}
+
 /* Reads a whole small file into a malloc'd string ("" when absent). */
 static char *slurp(const char *path)
 {
@@ -731,6 +767,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_last_report_missing),
 		cmocka_unit_test(test_checkpoint_records_survive_restart),
 		cmocka_unit_test(test_incarnations),
+		cmocka_unit_test(test_failed_checkpoints_are_bounded),
 		cmocka_unit_test(test_port_in_use_refused),
 	};
 	/* the catalog's records the same in etcd as in LMDB */

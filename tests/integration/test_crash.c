@@ -3,11 +3,15 @@
  * coordinator killed mid-checkpoint (the previous checkpoint is what comes
  * back), a checkpoint on a full disk (a clear error, training goes on), a
  * trainer that dies mid-step (named, in bounded time), an evicted rank and a
- * lapsed lease (the job rolls back by itself; the trainers resume).
+ * lapsed lease (the job rolls back by itself; the trainers resume), a
+ * checkpoint found bad when restored (the job falls back by itself).
  */
 #include "tests/integration/train_common.h"
 
 #include <sys/statvfs.h>
+
+#include "storage/ckpt.h"
+#include "storage/kv.h"
 
 /*
  * A server killed in the middle of writing a checkpoint (fault injection
@@ -597,10 +601,178 @@ static void test_lapsed_lease_frees_the_rank(void **st)
 	zs_job_spec_release(&spec);
 }
 
+/*
+ * A checkpoint found bad when it is restored (one record of it flipped on
+ * a server's disk): the rollback that needed it falls back by itself to
+ * the newest older checkpoint, which verifies, and says so (the bad one
+ * is marked failed with the server's reason, the job's rollback reason
+ * names it); the ranks resume there and end bitwise where a run never
+ * interrupted ends. Before, the restore failed and the job stopped until
+ * an operator deleted the bad checkpoint.
+ */
+static void test_bad_checkpoint_falls_back(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct zs_checkpoint k;
+	struct zs_server_info *s;
+	struct zs_job j;
+	struct rank_ctx x[1];
+	unsigned long long a, b, step;
+	uint64_t sid = 0;
+	uint32_t n;
+	bool flipped = false;
+
+	(void)st;
+	oracle_spec(&spec, "bad", 1, ZS_ADAMW, ZS_F32);
+	create_job(&spec);
+	x[0] = (struct rank_ctx){.t = join("bad", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 1);
+	assert_int_equal(zs_checkpoint(x[0].t, 1, NULL, 0, &a), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, a, 20000), ZS_OK);
+	train_ranks(x, 1, 1, 2);
+	assert_int_equal(zs_checkpoint(x[0].t, 2, NULL, 0, &b), ZS_OK);
+	assert_int_equal(zs_checkpoint_wait(x[0].t, b, 20000), ZS_OK);
+	train_ranks(x, 1, 2, 3);
+	zs_trainer_close(x[0].t);
+
+	/* server 0 dies; one of its records of B gets a bit flipped */
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_servers(c, &s, &n, NULL), ZS_OK);
+	for (uint32_t i = 0; i < n; i++)
+		if (!strcmp(s[i].addr, C.srv_addr[0]))
+			sid = s[i].id;
+	free(s);
+	assert_int_equal(zs_coord_get_job(c, "bad", &j, NULL), ZS_OK);
+	h_stop(C.srv[0], SIGKILL, 5000);
+	{
+		static const char *const tables[] = {"meta", "ckpt", "live"};
+		char data[1100];
+		struct zs_kv *kv;
+		struct zs_kv_txn *t;
+		uint8_t key[CKPT_KEY_MAX];
+		snprintf(data, sizeof data, "%s/server-0", C.dir);
+		assert_int_equal(zs_kv_open(data, 0, tables, 3, ZS_KV_WRITEMAP, &kv, NULL), ZS_OK);
+		assert_int_equal(zs_kv_begin(kv, true, &t, NULL), ZS_OK);
+		for (uint32_t i = 0; i < j.placement.n_shards && !flipped; i++) {
+			const struct zs_shard *sh = &j.placement.shards[i];
+			size_t kl = ckpt_key(key, "bad", b, sh->unit, sh->index, CKPT_MASTER), vl;
+			const void *v;
+			if (sh->server_id != sid || zs_kv_get(t, 1, key, kl, &v, &vl, NULL))
+				continue;
+			uint8_t *copy = malloc(vl);
+			memcpy(copy, v, vl);
+			copy[vl - 1] ^= 0x10; /* a bit of its last element */
+			assert_int_equal(zs_kv_put(t, 1, key, kl, copy, vl, NULL), ZS_OK);
+			free(copy);
+			flipped = true;
+		}
+		assert_int_equal(zs_kv_commit(t, NULL), ZS_OK);
+		zs_kv_close(kv);
+	}
+	assert_true(flipped);
+	zs_job_release(&j);
+
+	/* back without its shards: the job rolls back to B, whose restore
+	 * finds the flipped record, and falls back to A by itself */
+	restart_server(0, NULL);
+	for (int i = 0; i < 600; i++) {
+		assert_int_equal(zs_coord_get_job(c, "bad", &j, NULL), ZS_OK);
+		if (!j.restore_pending && j.restored_id == a)
+			break;
+		zs_job_release(&j);
+		j.restored_id = 0;
+		usleep(50 * 1000);
+	}
+	if (j.restored_id != a)
+		fail_msg("the job did not fall back to checkpoint %llu within 30 s", a);
+	if (!strstr(j.rollback_reason, "failed its restore") ||
+	    !strstr(j.rollback_reason, "checksum mismatch"))
+		fail_msg("the job does not say why it fell back: '%s'", j.rollback_reason);
+	assert_string_equal(j.restore_error, "");
+	zs_job_release(&j);
+	assert_int_equal(zs_coord_get_ckpt(c, "bad", b, &k, NULL), ZS_OK);
+	assert_int_equal(k.state, ZS_CKPT_FAILED);
+	if (!strstr(k.error, "found bad by its restore") || !strstr(k.error, C.srv_addr[0]))
+		fail_msg("checkpoint %llu does not say why it failed, naming the server: %s", b,
+			 k.error);
+	zs_checkpoint_release(&k);
+	/* the rank resumes at A's step and ends where the reference ends */
+	x[0] = (struct rank_ctx){.t = join("bad", 0, "tcp")};
+	assert_int_equal(zs_trainer_resume(x[0].t, &step, NULL, 0, NULL), ZS_OK);
+	assert_int_equal(step, 1);
+	train_ranks(x, 1, 1, 3);
+	check_oracle(x[0].t, &spec, 3);
+	zs_trainer_close(x[0].t);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
+/* Whether server i is up (true) or down (false) to the coordinator, within
+ * 20 s; false after failing the test. */
+static void wait_server(struct zs_coord_client *c, int i, bool up)
+{
+	for (int64_t deadline = zs_now_ms() + 20000; zs_now_ms() < deadline; usleep(50 * 1000)) {
+		struct zs_server_info *s;
+		uint32_t n;
+		bool is = false;
+		assert_int_equal(zs_coord_servers(c, &s, &n, NULL), ZS_OK);
+		for (uint32_t k = 0; k < n; k++)
+			if (!strcmp(s[k].addr, C.srv_addr[i]))
+				is = s[k].up;
+		free(s);
+		if (is == up)
+			return;
+	}
+	fail_msg("server %d (%s) is not %s within 20 s", i, C.srv_addr[i], up ? "up" : "down");
+}
+
+/*
+ * A rebalance of a job without replicas whose state is on a server that
+ * is down fails at once, naming the server (it waited a fixed 120 s for a
+ * checkpoint that could not commit, whatever --timeout-ms said).
+ */
+static void test_rebalance_with_a_server_down(void **st)
+{
+	struct zs_job_spec spec;
+	struct zs_coord_client *c;
+	struct rank_ctx x[1];
+	char *out, *errs;
+	int64_t t0;
+	int rc;
+
+	(void)st;
+	oracle_spec(&spec, "rbd", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	x[0] = (struct rank_ctx){.t = join("rbd", 0, "tcp")};
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, 1);
+	zs_trainer_close(x[0].t); /* left cleanly: the servers hold its state */
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	assert_int_equal(kill(C.srv[0], SIGSTOP), 0);
+	wait_server(c, 0, false);
+	t0 = zs_now_ms();
+	rc = ctl(&out, &errs, "--timeout-ms", "3000", "rebalance", "rbd", NULL);
+	kill(C.srv[0], SIGCONT);
+	if (rc != 1 || !strstr(errs, "is down") || !strstr(errs, C.srv_addr[0]))
+		fail_msg("rebalance with server 0 down: exit %d, '%s'", rc, errs);
+	if (zs_now_ms() - t0 > 30000)
+		fail_msg("rebalance with server 0 down took %lld ms (its bound is 3000)",
+			 (long long)(zs_now_ms() - t0));
+	free(out);
+	free(errs);
+	wait_server(c, 0, true);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crash_during_checkpoint),
+		cmocka_unit_test(test_bad_checkpoint_falls_back),
+		cmocka_unit_test(test_rebalance_with_a_server_down),
 		cmocka_unit_test_teardown(test_checkpoint_on_a_full_disk, full_disk_teardown),
 		cmocka_unit_test(test_dead_trainer_is_named),
 		cmocka_unit_test(test_stopped_server_is_bounded),

@@ -1,0 +1,317 @@
+/*
+ * ckpt_tasks.c - the tasks the servers carry checkpoints out by: snapshot
+ * (each server of a pending checkpoint's job, until it reports durable),
+ * restore and delete (a queue in memory, a server struck off as it
+ * reports); the commit once every server of the job is durable; a
+ * restore that finds a checkpoint bad falls back to an older one.
+ */
+#include "coord/state.h"
+
+/* A task for every server that holds shards in placement pl. */
+enum zs_status coord_add_ctask_on(struct coord *c, const char *job,
+				   const struct zs_placement *pl, enum zs_task_kind kind,
+				   uint64_t id, uint64_t step)
+{
+	struct ctask *t = calloc(1, sizeof *t);
+
+	if (!t || !coord_placement_servers(pl, &t->pending, &t->n_pending)) {
+		free(t);
+		return ZS_ENOMEM;
+	}
+	t->t = (struct zs_task){.kind = kind, .id = id, .step = step};
+	snprintf(t->t.job, sizeof t->t.job, "%s", job);
+	t->next = c->ctasks;
+	c->ctasks = t;
+	c->task_gen++;
+	return ZS_OK;
+}
+
+enum zs_status coord_add_ctask(struct coord *c, const struct zs_job *j, enum zs_task_kind kind,
+				uint64_t id, uint64_t step)
+{
+	return coord_add_ctask_on(c, j->spec.name, &j->placement, kind, id, step);
+}
+
+void coord_ctask_free(struct ctask *t)
+{
+	free(t->pending);
+	free(t);
+}
+
+/*
+ * A restore of checkpoint k (committed) found its records bad (a checksum
+ * that fails, a record gone: the server said so with sid's why): k is
+ * marked failed, saying so, and the job rolls back again, to the newest
+ * older committed checkpoint (the next restore verifies it as this one
+ * was verified), or to a reset with none. Caller holds mu.
+ */
+static void fall_back(struct coord *c, struct zs_job *j, struct zs_checkpoint *k, uint64_t sid,
+		      const char *why)
+{
+	struct zs_checkpoint nk = *k;
+	struct zs_error e = {0};
+	char who[ZS_ADDR_MAX + 32], reason[256];
+	uint64_t id = k->id;
+
+	nk.state = ZS_CKPT_FAILED;
+	zs_fmt(nk.error, sizeof nk.error, "found bad by its restore: %s: %s",
+	       coord_server_name(c, sid, who, sizeof who), why);
+	if (coord_save_ckpt(c, &nk, false, &e)) {
+		zs_error("job '%s': checkpoint %llu is bad (%s), and cannot be marked so: %s",
+			 j->spec.name, (unsigned long long)id, why, e.msg);
+		return;
+	}
+	*k = nk;
+	c->task_gen++;
+	coord_metrics_event(c, COORD_EV_BAD_CKPT);
+	zs_fmt(reason, sizeof reason,
+	       "checkpoint %llu failed its restore (%s: %s): back to the newest older checkpoint",
+	       (unsigned long long)id, who, why);
+	zs_warn("job '%s': %s", j->spec.name, reason);
+	coord_rollback(c, j, 0, reason);
+	coord_prune_failed(c, j);
+}
+
+bool coord_holds(struct coord *c, const struct zs_job *j, uint64_t server_id)
+{
+	const uint64_t *ids;
+	uint32_t n;
+
+	if (coord_job_servers(c, j, &ids, &n))
+		return coord_id_in(ids, n, server_id);
+	for (uint32_t i = 0; i < j->placement.n_shards; i++) /* out of memory */
+		if (j->placement.shards[i].server_id == server_id)
+			return true;
+	return false;
+}
+
+/* Whether every server of ids (sorted) is in the sorted durable list: a
+ * merge, linear in the two. */
+static bool all_durable(const uint64_t *ids, uint32_t n, const uint64_t *durable, uint32_t nd)
+{
+	uint32_t d = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		while (d < nd && durable[d] < ids[i])
+			d++;
+		if (d == nd || durable[d] != ids[i])
+			return false;
+	}
+	return true;
+}
+
+/* Sorts a durable list read from a record written before they were kept
+ * sorted (insertion sort: already sorted costs one pass). */
+static void sort_durable(uint64_t *v, uint32_t n)
+{
+	for (uint32_t i = 1; i < n; i++)
+		for (uint32_t k = i; k && v[k - 1] > v[k]; k--) {
+			uint64_t x = v[k];
+			v[k] = v[k - 1];
+			v[k - 1] = x;
+		}
+}
+
+void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct zs_task *v;
+	uint32_t m = 0, cap;
+	struct zs_buf b;
+	uint64_t sid;
+
+	if (zs_dec_server_id(p, n, &sid, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	cap = (uint32_t)c->n_ckpts + 1;
+	for (struct ctask *t = c->ctasks; t; t = t->next)
+		cap++;
+	v = calloc(cap, sizeof *v);
+	if (!v) {
+		pthread_mutex_unlock(&c->mu);
+		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < c->n_ckpts; i++) {
+		struct zs_checkpoint *k = &c->ckpts[i];
+		struct zs_job *j = coord_find_job(c, k->job);
+		bool done = false;
+		if (k->state != ZS_CKPT_PENDING || !coord_ckpt_of(k, j) || !coord_holds(c, j, sid))
+			continue;
+		sort_durable(k->durable, k->n_durable);
+		done = coord_id_in(k->durable, k->n_durable, sid);
+		if (!done)
+			v[m++] = (struct zs_task){ZS_TASK_SNAPSHOT, "", k->id, k->step};
+		if (!done)
+			snprintf(v[m - 1].job, sizeof v[m - 1].job, "%s", k->job);
+	}
+	for (struct ctask *t = c->ctasks; t; t = t->next)
+		for (uint32_t q = 0; q < t->n_pending; q++)
+			if (t->pending[q] == sid)
+				v[m++] = t->t;
+	coord_reply_buf(call, zs_enc_tasks(v, m, &b), &b);
+	pthread_mutex_unlock(&c->mu);
+	free(v);
+}
+
+void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct zs_task t;
+	char why[256];
+	enum zs_status code;
+	bool ok, bad = false;
+	uint64_t sid, bytes;
+	struct zs_checkpoint *k;
+	struct zs_job *j;
+
+	if (zs_dec_task_done(p, n, &sid, &t, &code, why, sizeof why, &bytes, &e))
+		return coord_reply_err(call, &e);
+	ok = code == ZS_OK;
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, t.job);
+	k = coord_find_ckpt(c, t.job, t.id);
+	if (t.kind == ZS_TASK_SNAPSHOT) {
+		struct zs_checkpoint nk;
+		const uint64_t *ids;
+		uint32_t n_ids;
+		if (!k || !coord_ckpt_of(k, j) || k->state != ZS_CKPT_PENDING) {
+			zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is not pending%s",
+				    (unsigned long long)t.id, t.job,
+				    k && !coord_ckpt_of(k, j) ? " (an earlier job's of the name)" : "");
+			goto out;
+		}
+		if (!coord_job_servers(c, j, &ids, &n_ids)) {
+			zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+			goto out;
+		}
+		/* a server's second report of the same snapshot (it took the
+		 * task again from a listing fetched before its first report
+		 * landed) counts once: counted twice, a checkpoint committed
+		 * with another server's shards not durable (test_crash, under
+		 * load); and only a server holding the job's shards counts.
+		 * The durable list is kept sorted: each report costs a search,
+		 * the commit a merge with the job's servers, whatever their
+		 * number (ids[256] once committed a checkpoint of a job over
+		 * more than 256 servers without the 257th) */
+		sort_durable(k->durable, k->n_durable);
+		if (ok && coord_id_in(k->durable, k->n_durable, sid)) {
+			coord_reply_ckpt(call, k);
+			goto out;
+		}
+		if (!coord_id_in(ids, n_ids, sid)) {
+			zs_rpc_fail(call, ZS_ESTATE,
+				    "server %llu holds no shard of job '%s': its snapshot does not count",
+				    (unsigned long long)sid, t.job);
+			goto out;
+		}
+		nk = *k;
+		if (!ok) {
+			nk.state = ZS_CKPT_FAILED;
+			char who[ZS_ADDR_MAX + 32];
+			zs_fmt(nk.error, sizeof nk.error, "%s: %s",
+			       coord_server_name(c, sid, who, sizeof who), why);
+		} else {
+			uint64_t *d = malloc((k->n_durable + 1) * sizeof *d);
+			uint32_t at = 0;
+			if (!d) {
+				zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+				goto out;
+			}
+			while (at < k->n_durable && k->durable[at] < sid)
+				at++;
+			if (at)
+				memcpy(d, k->durable, at * sizeof *d);
+			d[at] = sid;
+			if (k->n_durable > at)
+				memcpy(d + at + 1, k->durable + at, (k->n_durable - at) * sizeof *d);
+			nk.durable = d;
+			nk.n_durable = k->n_durable + 1;
+			nk.bytes += bytes;
+			if (all_durable(ids, n_ids, nk.durable, nk.n_durable))
+				nk.state = ZS_CKPT_COMMITTED; /* every server durable */
+		}
+		/* fault injection for the crash tests: die before recording it */
+		if (nk.state == ZS_CKPT_COMMITTED && getenv("ZSHARD_FAULT") &&
+		    !strcmp(getenv("ZSHARD_FAULT"), "coord-before-commit")) {
+			zs_error("fault injection: dying at coord-before-commit");
+			raise(SIGKILL);
+		}
+		if (coord_save_ckpt(c, &nk, false, &e)) {
+			if (nk.durable != k->durable)
+				free(nk.durable);
+			coord_reply_err(call, &e);
+			goto out;
+		}
+		if (nk.durable != k->durable)
+			free(k->durable);
+		*k = nk;
+		c->task_gen++;
+		if (k->state != ZS_CKPT_PENDING)
+			coord_metrics_ckpt(c, k->state == ZS_CKPT_COMMITTED,
+					   (double)(zs_wall_ms() - k->created_ms) * 1e-3);
+		if (k->state != ZS_CKPT_PENDING)
+			zs_info("job '%s': checkpoint %llu of step %llu %s%s%s", k->job,
+				(unsigned long long)k->id, (unsigned long long)k->step,
+				zs_ckpt_state_name(k->state), k->error[0] ? ": " : "", k->error);
+		coord_reply_ckpt(call, k);
+		if (k->state == ZS_CKPT_COMMITTED)
+			coord_enforce_keep(c, j);
+		else if (k->state == ZS_CKPT_FAILED)
+			coord_prune_failed(c, j);
+		goto out;
+	}
+	/* restore and delete: strike this server off the task */
+	for (struct ctask **pp = &c->ctasks; *pp; pp = &(*pp)->next) {
+		struct ctask *ct = *pp;
+		if (ct->t.kind != t.kind || ct->t.id != t.id || strcmp(ct->t.job, t.job))
+			continue;
+		for (uint32_t q = 0; q < ct->n_pending; q++)
+			if (ct->pending[q] == sid)
+				ct->pending[q--] = ct->pending[--ct->n_pending];
+		if (t.kind == ZS_TASK_RESTORE && j && (!ok || ct->n_pending == 0)) {
+			if (!ok) {
+				char who[ZS_ADDR_MAX + 32];
+				zs_fmt(j->restore_error, sizeof j->restore_error, "%s: %s",
+				       coord_server_name(c, sid, who, sizeof who), why);
+				/* its records failed their checksum or are gone:
+				 * the checkpoint is bad, not the server's moment */
+				bad = (code == ZS_EIO || code == ZS_ENOTFOUND) &&
+				      t.id != ZS_CKPT_RESET && k && k->state == ZS_CKPT_COMMITTED;
+			} else if (t.id == ZS_CKPT_RESET) { /* from step 0, fresh */
+				j->restored_id = 0;
+				j->restored_step = 0;
+			} else {
+				j->restored_id = t.id;
+				j->restored_step = t.step;
+			}
+			j->restore_pending = 0;
+			/* every copy holds the checkpoint's state now */
+			for (uint32_t q = 0; ok && q < j->placement.n_shards; q++)
+				j->placement.shards[q].fresh = 0;
+			if (coord_save_job(c, j, false, false, &e))
+				zs_error("cannot record the restore of job '%s': %s", j->spec.name, e.msg);
+			zs_info("job '%s': restore of checkpoint %llu %s%s", j->spec.name,
+				(unsigned long long)t.id, ok ? "done" : "failed: ", ok ? "" : why);
+			ct->n_pending = 0;
+		}
+		if (ct->n_pending == 0) {
+			*pp = ct->next;
+			coord_ctask_free(ct);
+			c->task_gen++;
+		}
+		break;
+	}
+	if (k)
+		coord_reply_ckpt(call, k);
+	else {
+		struct zs_checkpoint gone = {.id = t.id, .step = t.step};
+		snprintf(gone.job, sizeof gone.job, "%s", t.job);
+		coord_reply_ckpt(call, &gone);
+	}
+	if (bad)
+		fall_back(c, j, k, sid, why);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
