@@ -682,6 +682,11 @@ static void test_snapshot_reports_count_once(void **st)
 	}
 	oracle_spec(&spec, "once", 1, ZS_SGD, ZS_F32);
 	create_job(&spec);
+	/* with parameters, so that the real servers arm a capture that waits
+	 * for the step rather than fail the task (with none, one that took the
+	 * task before the reports below failed the checkpoint: under load) */
+	zs_trainer *tr = join("once", 0, "tcp");
+	upload_init(tr);
 	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
 	assert_int_equal(zs_coord_get_job(c, "once", &j, NULL), ZS_OK);
 	/* a step no trainer reaches: the checkpoint stays pending */
@@ -701,6 +706,7 @@ static void test_snapshot_reports_count_once(void **st)
 	assert_int_equal(zs_coord_task_done(c, 999999, &t, true, NULL, 64, &err), ZS_ESTATE);
 	assert_non_null(strstr(err.msg, "holds no shard of job 'once'"));
 	assert_int_equal(zs_coord_delete_ckpt(c, "once", t.id, NULL, &err), ZS_OK);
+	zs_trainer_close(tr);
 	zs_job_release(&j);
 	zs_coord_close(c);
 	zs_job_spec_release(&spec);
