@@ -434,9 +434,12 @@ CHECK_FAULTS ?= --seed 1 --trial trainer:25 --trial server:35 --trial coordinato
 # replicated shards, a job that clips gradients and accumulates them over
 # 3 micro-batches (partial pushes): a server killed, a server
 # stopped past its lease, one cut off past it (no rollback either), two
-# servers killed at once (the checkpoint rollback)
+# servers killed at once (the checkpoint rollback), a second server killed
+# while the first one's new copies are seeded (the two that ended with
+# other bits before the trainers sent a new server their tables)
 CHECK_FAULTS_REPLICAS ?= --replicas 2 --servers 3 --clip --accum 3 --seed 1 --steps 150 --trial server:40 \
-	--trial pause:70 --trial partition:50 --trial server2:100 --trial server:12
+	--trial pause:70 --trial partition:50 --trial server2:100 --trial server:12 \
+	--trial reseed-0-1-1016:18 --trial reseed-0-2-1147:60
 # and the same with three coordinators on a 3-member etcd cluster: the
 # leader killed, the leader stopped past its lease, an etcd member killed,
 # a standby killed (FAULTS="--etcd --trials 20" for drawn ones)

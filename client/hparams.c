@@ -86,5 +86,28 @@ int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hpara
 		return tr_fail(t, st, "setting the hyperparameters of step %llu: %s", step, err.msg);
 	t->hp = tab;
 	t->hp_set = true;
+	if (t->n_hp_hist == TR_HP_KEEP)
+		memmove(t->hp_hist, t->hp_hist + 1, (TR_HP_KEEP - 1) * sizeof *t->hp_hist);
+	else
+		t->n_hp_hist++;
+	t->hp_hist[t->n_hp_hist - 1] = tab;
+	return ZS_OK;
+}
+
+enum zs_status tr_hp_to_new(zs_trainer *t, struct zs_conn *c, struct zs_error *err)
+{
+	for (uint32_t i = 0; i < t->n_hp_hist; i++) {
+		uint8_t payload[ZS_HP_MAX_BYTES];
+		size_t len = zs_hp_encode(&t->hp_hist[i], payload);
+		struct zs_req *r;
+		enum zs_status st = zs_post_hparams(c, t->hp_hist[i].step, payload, len, &r, err);
+		if (!st)
+			st = zs_req_wait(r, t->timeout_ms, err);
+		if (st) {
+			zs_error_prefix(err, "the hyperparameters of step %llu to a server connected to now",
+					(unsigned long long)t->hp_hist[i].step);
+			return st;
+		}
+	}
 	return ZS_OK;
 }

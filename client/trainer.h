@@ -28,6 +28,10 @@
 
 #include "ctrl/coord_client.h"
 #include "model/hparams.h"
+
+/* tables a trainer keeps to send a server it connects to later: the
+ * steps that may have pushes in flight (push_depth and the window) */
+#define TR_HP_KEEP 4
 #include "model/model.h"
 #include "net/transport.h"
 #include "base/util.h"
@@ -124,6 +128,10 @@ struct zs_trainer {
 	/* hyperparameters set for a step on (hparams.c); hp_set: any */
 	struct zs_hp_table hp;
 	bool hp_set;
+	/* the last tables set, oldest first: a server connected to later
+	 * (a failover's new primary) gets them before any push */
+	struct zs_hp_table hp_hist[TR_HP_KEEP];
+	uint32_t n_hp_hist;
 	/* device mode (device.c); NULL: the driver's buffers are host memory */
 	struct tr_dev *dv;
 	/* failover (failover.c): connections to lost servers, shut down and
@@ -221,6 +229,9 @@ void tr_live_forget(zs_trainer *t);
 /* zshard.c */
 /* Connects to the servers of t->job's placement not connected yet. */
 enum zs_status tr_connect_new(zs_trainer *t, struct zs_error *err);
+/* hparams.c: the tables kept (hp_hist) to a server connected to now, on its
+ * push connection c, waited for (before any push there) */
+enum zs_status tr_hp_to_new(zs_trainer *t, struct zs_conn *c, struct zs_error *err);
 /* Records the failure in t->err (zs_trainer_error) and returns st. */
 int tr_fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

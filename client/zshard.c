@@ -179,6 +179,16 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 					(unsigned long long)s[i].id);
 			st = ZS_EAGAIN;
 		}
+		/* a server connected to now (a failover's new primary, which
+		 * trainers did not push to) has none of the tables the others
+		 * got: the steps in flight are applied with them, not with the
+		 * last table its primary forwarded (a promoted copy applied a
+		 * step at the step before's learning rate: wrong bits) */
+		if (!st && t->n_hp_hist && (st = tr_hp_to_new(t, t->conn[t->n_srv], err))) {
+			zs_conn_close(t->conn[t->n_srv]);
+			if (t->gconn[t->n_srv])
+				zs_conn_close(t->gconn[t->n_srv]);
+		}
 		if (!st) {
 			if ((ops->caps & ZS_CAP_REGISTER) && !t->reg_conn) {
 				t->reg_conn = t->conn[t->n_srv];

@@ -21,7 +21,9 @@ export --optimizer) must be bitwise those of the fault-free run.
                            [--servers S] [--ranks R] [--batch B]
                            [--kinds trainer,server,coordinator,stop,pause,partition,tpause]
                            [--trial KIND:STEP]...   fixed trials instead of drawn ones
-                           [--etcd] [--replicas K] [--clip]
+                                                    (KIND may name a victim as the table
+                                                    does: reseed-0-1-1016:18)
+                           [--etcd] [--replicas K] [--clip] [--exit-on-resume]
 
 With --etcd the catalog lives in a real 3-member etcd cluster and three
 coordinators share it (one leads); every client gets the list of the three,
@@ -41,6 +43,10 @@ servers: a lost server (kinds "server", "pause", "partition") must then cost
 no step either: its shards' replicas take over, no rollback, bitwise. Kind
 "server2" kills two servers at once: with K = 2 some shard has no copy left,
 and the job must fall back to its checkpoint (and still end bitwise).
+Kind "reseed" kills a server, then a second one a drawn 0-1.5 s after the
+coordinator placed the first one's new copies, while they are seeded:
+whatever it finds, the job either goes on with copies that hold every
+step or falls back to its checkpoint, and ends bitwise either way.
 With --clip (implied by --etcd) the job clips gradients: every step waits
 for the norms of all shards, so a failover must bring the promoted copies'
 norms in for the step the lost server left.
@@ -266,6 +272,8 @@ class Cluster:
                 "--print-every", "1", "--transport", "tcp"]
         if getattr(self.a, "accum", 1) > 1:
             argv += ["--micro-batches", str(self.a.accum)]
+        if getattr(self.a, "exit_on_resume", False):
+            argv += ["--exit-on-resume"]
         return argv
 
     def ctl(self, *args, check=True):
@@ -358,6 +366,10 @@ class Cluster:
     def proc(self, name):
         return next(p for p in self.procs if p.name == name)
 
+    def coordinator_log(self):
+        return "".join(open(os.path.join(self.d, f), errors="replace").read()
+                       for f in os.listdir(self.d) if f.startswith("coordinator"))
+
     def rank0_step(self):
         try:
             txt = open(os.path.join(self.d, "rank-0.log")).read()
@@ -449,6 +461,24 @@ def run_trial(a, victim, kill_step, tag):
                         res["kill_step"] = kill_step = at
                         time.sleep(PAUSE_S)
                         p.kill(signal.SIGCONT)
+                elif victim.startswith("reseed-"):
+                    # a second loss inside the first one's re-seed: server
+                    # x killed; once the coordinator has placed new copies
+                    # (the restarted x registered), server y killed after
+                    # the drawn delay, while they are seeded
+                    _, x, y, dms = victim.split("-")
+                    if cl.proc("server-" + x).kill():
+                        killed_at = now()
+                        res["kill_step"] = kill_step = at
+                        cl.note("killed server-%s at step %d" % (x, at))
+                        t1 = now()
+                        while "copies rebuilt" not in cl.coordinator_log():
+                            if now() - t1 > 60:
+                                raise RuntimeError("no copies were rebuilt within 60 s of the kill")
+                            time.sleep(0.02)
+                        time.sleep(int(dms) / 1000.0)
+                        cl.proc("server-" + y).kill()
+                        cl.note("killed server-%s %d ms into the re-seed" % (y, int(dms)))
                 elif victim.startswith("servers-"):  # two at once
                     pair = victim.split("-")[1:]
                     if all([cl.proc("server-" + k).kill() for k in pair]):
@@ -532,6 +562,13 @@ def run_trial(a, victim, kill_step, tag):
                     raise RuntimeError("no other coordinator took the lead")
                 if victim == "lpause" and "lost the lead" not in logs:
                     raise RuntimeError("the stopped leader, continued, did not step down")
+        # recovered without a wait that ran out: a step timeout after a
+        # fault means two processes disagreed about the step the job is at
+        logs = "".join(open(os.path.join(d, f), errors="replace").read()
+                       for f in os.listdir(d) if f.endswith(".log"))
+        if victim and re.search(r"waited \d+ ms for ", logs):
+            raise RuntimeError("a wait ran out its step timeout during the recovery: %s" %
+                               re.search(r"[^\n]*waited \d+ ms for[^\n]*", logs).group(0))
         res["ok"] = True
     except KeyboardInterrupt:
         STOPPING["cleaning"] = True
@@ -602,6 +639,10 @@ def main():
     ap.add_argument("--accum", type=int, default=1,
                     help="micro-batches per step: all but the last pushed partial (gradient "
                          "accumulation)")
+    ap.add_argument("--exit-on-resume", action="store_true",
+                    help="a trainer that is told to resume exits (and is started again) "
+                         "instead of resuming in its process, as a script whose exception ends "
+                         "it: its leave, of a timeline that ended, must not say where the job is")
     ap.add_argument("--trial", action="append", default=[],
                     help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
     a = ap.parse_args()
@@ -618,8 +659,11 @@ def main():
                          "trainer,server,coordinator,stop,pause,partition,tpause")).split(",")
     if a.replicas > 1 and a.servers < a.replicas:
         sys.exit("faults: --replicas %d needs --servers %d or more" % (a.replicas, a.replicas))
-    if "server2" in kinds + [t.split(":")[0] for t in a.trial] and a.servers < 3:
+    used = kinds + [t.split(":")[0] for t in a.trial]
+    if "server2" in used and a.servers < 3:
         sys.exit("faults: kind server2 needs --servers 3 or more")
+    if "reseed" in used and (a.servers < 3 or a.replicas < 2):
+        sys.exit("faults: kind reseed needs --servers 3 or more and --replicas 2 or 3")
     ha_kinds = {"leader", "lpause", "standby", "etcd"}
     for k in set(kinds + [t.split(":")[0] for t in a.trial]):
         if a.etcd and k in ("coordinator", "stop"):
@@ -630,8 +674,12 @@ def main():
     for t in a.trial:
         kind, step = t.split(":")
         plan.append((kind, int(step)))
+    # a second kill comes up to 1.5 s (some 40 steps) after the first: the
+    # job must not have finished by then
+    late = lambda k: 60 if k == "reseed" else 2
     if not plan:
-        plan = [(rng.choice(kinds), rng.randrange(1, a.steps - 2)) for _ in range(a.trials)]
+        plan = [(k, rng.randrange(1, a.steps - late(k)))
+                for k in [rng.choice(kinds) for _ in range(a.trials)]]
     print("faults: seed %d, %d trials; %d servers, %d ranks, %d steps of batch %d, checkpoint every %d%s%s%s"
           % (seed, len(plan), a.servers, a.ranks, a.steps, a.batch, a.every,
              "; 3 coordinators on a 3-member etcd cluster" if a.etcd else "",
@@ -646,13 +694,20 @@ def main():
                                                                base["digest"][:16]), flush=True)
     rows, bad, skipped = [], 0, 0
     for i, (kind, step) in enumerate(plan):
-        n = {"trainer": a.ranks, "server": a.servers, "server2": a.servers, "coordinator": 1,
+        if kind.startswith("reseed-"):  # a whole victim, as a table names it
+            kind, victim = "reseed", kind
+        else:
+            victim = None
+        n = {"trainer": a.ranks, "server": a.servers, "server2": a.servers, "reseed": a.servers,
+             "coordinator": 1,
              "stop": 1,
              "pause": a.servers, "partition": 1, "tpause": a.ranks, "leader": 1, "lpause": 1,
              "standby": 1, "etcd": 3}[kind]
         idx = rng.randrange(n)
-        victim = {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
+        victim = victim or {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
                   "server2": "servers-%d-%d" % (idx, (idx + 1) % a.servers),
+                  "reseed": "reseed-%d-%d-%d" % (idx, (idx + 1 + rng.randrange(a.servers - 1))
+                                                 % a.servers, rng.randrange(1500)),
                   "coordinator": "coordinator", "stop": "cluster", "pause": "pause-%d" % idx,
                   "partition": "partition", "tpause": "tpause-%d" % idx, "leader": "leader",
                   "lpause": "lpause", "standby": "standby", "etcd": "etcd-%d" % idx}[kind]
