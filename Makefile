@@ -140,7 +140,7 @@ PUBLIC_H := include/zshard.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util spec_json optim bsum wire arena transport engine plan metrics config \
 	      $(if $(HAVE_NVCC),gpu)
-INTEG_TESTS := cluster train driver ckpt crash device collective scale security etcd norms catalog replica
+INTEG_TESTS := cluster train driver ckpt crash device collective scale security etcd norms catalog recovery replica
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -242,7 +242,9 @@ $(BUILD)/tests/test_replica: $(BUILD)/obj/tests/integration/test_replica.o \
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_etcd: $(BUILD)/obj/tests/integration/test_etcd.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/tests/test_norms: $(BUILD)/obj/tests/integration/test_norms.o $(TEST_HARNESS) $(CORE_LIB)
-$(BUILD)/tests/test_catalog: $(BUILD)/obj/tests/integration/test_catalog.o $(TEST_HARNESS) $(CORE_LIB)
+CATALOG_OBJ := $(TEST_HARNESS) $(BUILD)/obj/tests/integration/catalog_common.o
+$(BUILD)/tests/test_catalog: $(BUILD)/obj/tests/integration/test_catalog.o $(CATALOG_OBJ) $(CORE_LIB)
+$(BUILD)/tests/test_recovery: $(BUILD)/obj/tests/integration/test_recovery.o $(CATALOG_OBJ) $(CORE_LIB)
 DEV_OBJ := $(TRAIN_OBJ) $(BUILD)/obj/tests/integration/dev_common.o
 $(BUILD)/tests/test_device: $(BUILD)/obj/tests/integration/test_device.o $(DEV_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_collective: $(BUILD)/obj/tests/integration/test_collective.o $(DEV_OBJ) $(LIBZS_A) $(CORE_LIB)

@@ -90,6 +90,7 @@ static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error 
 	tr_disconnect(t);
 	tr_driver_reset(t);
 	t->hp_set = false; /* the new timeline starts from the spec's values */
+	t->n_hp_hist = 0;
 	if ((st = tr_reconnect(t, err))) {
 		zs_job_release(j);
 		return st;

@@ -433,8 +433,8 @@ void zs_trainer_close(zs_trainer *t)
 	}
 	tr_cache_flush(t);
 	if (t->joined && !atomic_load(&t->evicted) &&
-	    !zs_coord_leave(t->coord, t->job.spec.name, t->rank, t->session, abandoned,
-			    abandoned ? 0 : next, &j, &err))
+	    !zs_coord_leave_at(t->coord, t->job.spec.name, t->rank, t->session, abandoned,
+			       abandoned ? 0 : next, t->timeline, &j, &err))
 		zs_job_release(&j);
 	zs_coord_close(t->coord);
 	zs_job_release(&t->job);

@@ -177,7 +177,8 @@ void coord_clean_leave(struct coord *c, struct zs_job *j, uint32_t rank, uint64_
 		}
 		j->leaving_step = next;
 	}
-	if (j->n_trainers || !j->leaving_step)
+	/* a job being restored stands at the restore's step, whoever left */
+	if (j->n_trainers || !j->leaving_step || j->restore_pending)
 		goto save;
 	j->stopped_step = j->leaving_step;
 	j->leaving_step = 0;
@@ -221,6 +222,8 @@ struct leave {
 	uint64_t session;
 	bool abandoned;
 	uint64_t next;
+	uint64_t timeline; /* with_timeline: the one the trainer ran on */
+	bool with_timeline;
 };
 
 /*
@@ -235,7 +238,8 @@ static struct zs_job *find_member(struct coord *c, struct zs_rpc_call *call, con
 	struct zs_error e = {0};
 	struct zs_job *j;
 
-	if (zs_dec_leave(p, n, lv->job, &lv->rank, &lv->session, &lv->abandoned, &lv->next, &e)) {
+	if (zs_dec_leave(p, n, lv->job, &lv->rank, &lv->session, &lv->abandoned, &lv->next,
+			 &lv->timeline, &lv->with_timeline, &e)) {
 		coord_reply_err(call, &e);
 		return NULL;
 	}
@@ -320,6 +324,15 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 	if (!j)
 		return;
 	held = j->trainers[pos].session;
+	/* a trainer of a timeline that has ended (a rollback came while it
+	 * ran, or one is under way: a trainer that does not say its
+	 * timeline): where it stopped, or that it stopped mid-step, is of that
+	 * timeline, not of the job's now. Counted, it made a job being
+	 * restored to step c record "every rank left before step k" (k > c):
+	 * its ranks resumed at k, the servers at c, and both waited out the
+	 * step timeout */
+	bool ended = lv.session && (lv.with_timeline ? lv.timeline != j->timeline
+						     : j->restore_pending != 0);
 	if (coord_drop_trainer(c, j, pos, &e)) {
 		coord_reply_err(call, &e);
 		goto out;
@@ -328,6 +341,10 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 		/* joined and left without the library (no lease, no pushes it
 		 * accounts for): a plain leave */
 		zs_info("job '%s': rank %u left", lv.job, lv.rank);
+	} else if (ended) {
+		zs_info("job '%s': rank %u left, from timeline %llu (the job is on %llu%s): where it stopped does not count",
+			lv.job, lv.rank, (unsigned long long)lv.timeline,
+			(unsigned long long)j->timeline, j->restore_pending ? ", being restored" : "");
 	} else if (lv.session && !lv.abandoned) {
 		zs_info("job '%s': rank %u left%s", lv.job, lv.rank,
 			lv.next ? "" : " (it pushed nothing)");

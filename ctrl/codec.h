@@ -211,12 +211,14 @@ enum zs_status zs_enc_join(const struct zs_join_req *r, struct zs_buf *out);
 enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
 			   struct zs_error *err);
 /* Leave and TrainerHeartbeat; session 0 in a Leave: an operator's eviction;
- * abandoned: the trainer leaves in the middle of a step */
+ * abandoned: the trainer leaves in the middle of a step; timeline (NULL:
+ * not said) the job's timeline the trainer ran on */
 enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session, bool abandoned,
-			    uint64_t next_step, struct zs_buf *out);
+			    uint64_t next_step, const uint64_t *timeline, struct zs_buf *out);
 enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
 			    uint32_t *rank, uint64_t *session, bool *abandoned,
-			    uint64_t *next_step, struct zs_error *err);
+			    uint64_t *next_step, uint64_t *timeline, bool *with_timeline,
+			    struct zs_error *err);
 
 /* The coordinator's catalog record of a server (all of ServerInfo) */
 enum zs_status zs_enc_server_info(const struct zs_server_info *s, struct zs_buf *out);

@@ -313,7 +313,7 @@ enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
 }
 
 enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session, bool abandoned,
-			    uint64_t next_step, struct zs_buf *out)
+			    uint64_t next_step, const uint64_t *timeline, struct zs_buf *out)
 {
 	Zshard__LeaveRequest m = ZSHARD__LEAVE_REQUEST__INIT;
 	struct arena a = {0};
@@ -322,12 +322,15 @@ enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session, bo
 	m.session = session;
 	m.abandoned = abandoned;
 	m.next_step = next_step;
+	m.with_timeline = timeline != NULL;
+	m.timeline = timeline ? *timeline : 0;
 	return pb_pack(&a, &m.base, out);
 }
 
 enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
 			    uint32_t *rank, uint64_t *session, bool *abandoned,
-			    uint64_t *next_step, struct zs_error *err)
+			    uint64_t *next_step, uint64_t *timeline, bool *with_timeline,
+			    struct zs_error *err)
 {
 	enum zs_status st;
 	UNPACK(Zshard__LeaveRequest, leave_request, p, n, err);
@@ -336,6 +339,8 @@ enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX
 	*session = m->session;
 	*abandoned = m->abandoned;
 	*next_step = m->next_step;
+	*timeline = m->timeline;
+	*with_timeline = m->with_timeline;
 	DONE(leave_request);
 	return st;
 }

@@ -416,8 +416,18 @@ enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
 {
 	struct zs_buf req;
 	return job_call(c, ZS_M_LEAVE,
-			zs_enc_leave(name, rank, session, abandoned, next_step, &req), &req, job,
-			err);
+			zs_enc_leave(name, rank, session, abandoned, next_step, NULL, &req), &req,
+			job, err);
+}
+
+enum zs_status zs_coord_leave_at(struct zs_coord_client *c, const char *name, uint32_t rank,
+				 uint64_t session, bool abandoned, uint64_t next_step,
+				 uint64_t timeline, struct zs_job *job, struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_LEAVE,
+			zs_enc_leave(name, rank, session, abandoned, next_step, &timeline, &req),
+			&req, job, err);
 }
 
 enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char *name,
@@ -426,7 +436,7 @@ enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char 
 					  struct zs_error *err)
 {
 	struct zs_buf req, resp;
-	enum zs_status st = call(c, ZS_M_TRAINER_HB, zs_enc_leave(name, rank, session, false, 0, &req),
+	enum zs_status st = call(c, ZS_M_TRAINER_HB, zs_enc_leave(name, rank, session, false, 0, NULL, &req),
 				 &req, &resp, err);
 	if (!st)
 		st = zs_dec_trainer_hb_reply(resp.data, resp.len, timeline, down, n_down, err);

@@ -96,6 +96,12 @@ enum zs_status zs_coord_join(struct zs_coord_client *c,
 enum zs_status zs_coord_leave(struct zs_coord_client *c, const char *name,
 			      uint32_t rank, uint64_t session, bool abandoned,
 			      uint64_t next_step, struct zs_job *job, struct zs_error *err);
+/* The same from a trainer that ran on the job's timeline: a leave of a
+ * timeline that has ended (a rollback came meanwhile) frees the rank and
+ * says nothing about where the job stands. */
+enum zs_status zs_coord_leave_at(struct zs_coord_client *c, const char *name, uint32_t rank,
+				 uint64_t session, bool abandoned, uint64_t next_step,
+				 uint64_t timeline, struct zs_job *job, struct zs_error *err);
 /* Renews rank's lease; ZS_ENOTFOUND when session no longer holds the rank
  * (its lease lapsed or it was evicted). *timeline: the job's now; *down
  * (malloc'd, free it): the servers the coordinator marks down, 8 at most. */

@@ -40,6 +40,10 @@
 /* micro-batches per step (--micro-batches): all but the last pushed as
  * partial (gradient accumulation), each a batch of its own */
 static int MB = 1;
+/* --exit-on-resume: a rollback ends this process (status 3) rather than
+ * resume in it, as a script whose exception ends it does; its supervisor
+ * starts it again, and it resumes at its join */
+static int exit_on_resume;
 
 /* ------------------------------------------------------ without service */
 
@@ -376,6 +380,16 @@ again:
 	work_free(&w);
 	return 0;
 fail:
+	if (rc == ZS_ERESUME && exit_on_resume) {
+		printf("rank %u: %s: exiting (--exit-on-resume)\n", rank, zs_trainer_error(t));
+		fflush(stdout);
+		for (int u = 0; u < NU; u++) {
+			free(pu[u]);
+			free(gu[u]);
+		}
+		work_free(&w);
+		return 3;
+	}
 	if (rc == ZS_ERESUME && resumes++ < 100) {
 		printf("rank %u: %s\n", rank, zs_trainer_error(t));
 		fflush(stdout);
@@ -471,6 +485,7 @@ int main(int argc, char **argv)
 		{"schedule", required_argument, NULL, 'C'},    {"warmup", required_argument, NULL, 'W'},
 		{"total", required_argument, NULL, 'T'},
 		{"micro-batches", required_argument, NULL, 'm'},
+		{"exit-on-resume", no_argument, NULL, 'X'},
 		{"help", no_argument, NULL, 'h'},              {0},
 	};
 	const char *coord = getenv("ZSHARD_COORDINATOR"), *job = "charlm", *transport = NULL;
@@ -524,13 +539,14 @@ int main(int argc, char **argv)
 		case 'W': WARMUP = strtoull(optarg, NULL, 10); break;
 		case 'T': total = strtoull(optarg, NULL, 10); break;
 		case 'm': MB = atoi(optarg); break;
+		case 'X': exit_on_resume = 1; break;
 		case 'h':
 			printf("usage: charlm --coordinator ADDR [--job charlm] --rank R [--steps N] [--batch B]\n"
 			       "              [--transport auto|tcp|shm] [--print-every K] [--dump FILE]\n"
 			       "              [--prefetch N] [--max-live-bytes B] [--keep-until-backward]\n"
 			       "              [--push-depth D] [--no-compute] [--step-log FILE]\n"
 			       "              [--schedule cosine|constant] [--warmup N] [--total N]\n"
-			       "              [--micro-batches K]\n"
+			       "              [--micro-batches K] [--exit-on-resume]\n"
 			       "       charlm --reference [--spec FILE] --world R [--steps N] [--dump FILE]\n"
 			       "       charlm --local [--steps N] [--batch B] [--step-log FILE]\n"
 			       "       charlm --print-spec [--job NAME] [--world R] [--stage S]\n"

@@ -151,7 +151,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			zs_layout_release(&r.layout);
 		break;
 	}
-	case 23: zs_dec_leave(p, n, name, &u32, &u64, &b1, &u64b, NULL); break;
+	case 23: {
+		uint64_t tl;
+		bool wt;
+		zs_dec_leave(p, n, name, &u32, &u64, &b1, &u64b, &tl, &wt, NULL);
+		break;
+	}
 	case 24: {
 		struct zs_server_info s;
 		if (!zs_dec_server_info(p, n, &s, NULL))

@@ -1,0 +1,188 @@
+/*
+ * test_recovery.c - the coordinator's bookkeeping of where a job's ranks
+ * left it, against rollbacks, through real RPCs (catalog_common.h): each
+ * transition of the state machine docs/DESIGN.md lists ("Where a job
+ * stands"), in the orders leaves and rollbacks can arrive in, on LMDB and
+ * on etcd. A leave from a timeline that has ended must not say where the
+ * job stands: counted, a job being restored to step c recorded "every
+ * rank left before step k", its ranks resumed at k and the servers at c,
+ * and both waited out the step timeout.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/harness.h"
+#include "tests/integration/catalog_common.h"
+
+static void join_rank(const char *job, uint32_t rank, uint64_t session, struct zs_job *out)
+{
+	struct zs_join_req r = {.rank = rank, .session = session};
+	struct zs_error err = {0};
+
+	snprintf(r.job, sizeof r.job, "%s", job);
+	snprintf(r.host, sizeof r.host, "test");
+	if (zs_coord_join(C.c, &r, out, &err))
+		fail_msg("join %s rank %u: %s", job, rank, err.msg);
+}
+
+/* A lease renewed: the test's ranks never lapse while it runs. */
+static void beat(const char *job, uint32_t rank, uint64_t session)
+{
+	uint64_t timeline;
+	struct zs_server_info *down = NULL;
+	uint32_t n_down = 0;
+
+	assert_int_equal(zs_coord_trainer_heartbeat(C.c, job, rank, session, &timeline, &down,
+						    &n_down, NULL),
+			 ZS_OK);
+	free(down);
+}
+
+static void leave(const char *job, uint32_t rank, uint64_t session, bool abandoned,
+		  uint64_t next, const uint64_t *timeline)
+{
+	struct zs_job j;
+	struct zs_error err = {0};
+	enum zs_status st =
+		timeline ? zs_coord_leave_at(C.c, job, rank, session, abandoned, next, *timeline,
+					     &j, &err)
+			 : zs_coord_leave(C.c, job, rank, session, abandoned, next, &j, &err);
+	if (st)
+		fail_msg("rank %u leaves %s: %s", rank, job, err.msg);
+	zs_job_release(&j);
+}
+
+static struct zs_job show(const char *job)
+{
+	struct zs_job j;
+	assert_int_equal(zs_coord_get_job(C.c, job, &j, NULL), ZS_OK);
+	return j;
+}
+
+/* Every server of j carries the pending restore of checkpoint id out. */
+static void finish_restore(const struct zs_job *j, uint64_t id, uint64_t step)
+{
+	uint64_t srv[64];
+	uint32_t n = servers_of(j, srv);
+
+	for (uint32_t i = 0; i < n; i++)
+		report(j->spec.name, ZS_TASK_RESTORE, id, step, srv[i], true, ZS_OK);
+}
+
+/*
+ * The orders of a rank lost mid-step (an abandoned leave rolls the job
+ * back to its checkpoint of step 2) and the other rank's clean leave:
+ *  - after the rollback, saying its ended timeline: not counted;
+ *  - after it, saying no timeline (an older library) while the restore
+ *    is pending: not counted;
+ *  - before the rollback (its own timeline): counted as leaving, then the
+ *    rollback forgets it;
+ * and on the job's timeline now, every rank leaving at one step: counted.
+ */
+static void test_leaves_and_rollbacks(void **st)
+{
+	struct zs_job j, r;
+	uint64_t ck, tl0;
+
+	(void)st;
+	NEED_COORD();
+	create_wide_job("lv", 3, &j);
+	j.spec.world_size = 2;
+	assert_int_equal(zs_coord_delete_job(C.c, "lv", &r, NULL), ZS_OK);
+	zs_job_release(&r);
+	{
+		struct zs_error err = {0};
+		if (zs_coord_create_job(C.c, &j.spec, &r, &err))
+			fail_msg("create: %s", err.msg);
+		zs_job_release(&j);
+		j = r;
+	}
+	ck = commit_ckpt(&j, 2);
+
+	for (int order = 0; order < 3; order++) {
+		struct zs_job now = show("lv");
+		tl0 = now.timeline;
+		zs_job_release(&now);
+		join_rank("lv", 0, 100 + (uint64_t)order, &r);
+		zs_job_release(&r);
+		join_rank("lv", 1, 200 + (uint64_t)order, &r);
+		zs_job_release(&r);
+		beat("lv", 0, 100 + (uint64_t)order);
+		if (order == 2) /* rank 0 leaves first, on its own timeline */
+			leave("lv", 0, 100 + (uint64_t)order, false, 5, &tl0);
+		/* rank 1 lost in the middle of step 5: back to step 2 */
+		leave("lv", 1, 200 + (uint64_t)order, true, 0, &tl0);
+		now = show("lv");
+		assert_int_equal(now.restore_pending, ck);
+		assert_int_equal(now.timeline, tl0 + 1);
+		zs_job_release(&now);
+		if (order == 0) /* rank 0, of the ended timeline, leaves cleanly */
+			leave("lv", 0, 100 + (uint64_t)order, false, 5, &tl0);
+		else if (order == 1) /* the same from a library that does not say */
+			leave("lv", 0, 100 + (uint64_t)order, false, 5, NULL);
+		now = show("lv");
+		if (now.stopped_step)
+			fail_msg("order %d: a leave of the ended timeline set the job's stopped step to %llu while it is restored to step 2",
+				 order, (unsigned long long)now.stopped_step);
+		assert_int_equal(now.n_trainers, 0);
+		assert_int_equal(now.restore_pending, ck);
+		zs_job_release(&now);
+		finish_restore(&j, ck, 2);
+		now = show("lv");
+		assert_int_equal(now.restore_pending, 0);
+		assert_int_equal(now.restored_step, 2);
+		assert_int_equal(now.stopped_step, 0);
+		zs_job_release(&now);
+	}
+
+	/* on the job's timeline now, both ranks leaving before step 4: the
+	 * job stands there; one saying another step rolls it back */
+	struct zs_job now = show("lv");
+	uint64_t tl = now.timeline;
+	zs_job_release(&now);
+	join_rank("lv", 0, 300, &r);
+	zs_job_release(&r);
+	join_rank("lv", 1, 301, &r);
+	zs_job_release(&r);
+	leave("lv", 0, 300, false, 4, &tl);
+	leave("lv", 1, 301, false, 4, &tl);
+	now = show("lv");
+	assert_int_equal(now.stopped_step, 4);
+	assert_int_equal(now.restore_pending, 0);
+	zs_job_release(&now);
+	join_rank("lv", 0, 400, &r);
+	zs_job_release(&r);
+	join_rank("lv", 1, 401, &r);
+	zs_job_release(&r);
+	leave("lv", 0, 400, false, 6, &tl);
+	leave("lv", 1, 401, false, 7, &tl);
+	now = show("lv");
+	assert_int_equal(now.stopped_step, 0);
+	assert_int_equal(now.restore_pending, ck);
+	assert_non_null(strstr(now.rollback_reason, "left before step 7"));
+	zs_job_release(&now);
+	finish_restore(&j, ck, 2);
+	zs_job_release(&j);
+	assert_int_equal(zs_coord_delete_job(C.c, "lv", &r, NULL), ZS_OK);
+	zs_job_release(&r);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_leaves_and_rollbacks),
+	};
+	int rc;
+
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	rc = cmocka_run_group_tests_name("recovery", tests, setup, teardown);
+	return rc | cmocka_run_group_tests_name("recovery on etcd", tests, setup_etcd, teardown);
+}
