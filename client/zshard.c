@@ -475,6 +475,31 @@ unsigned long long zs_unit_numel(const zs_trainer *t, unsigned u)
 	return u < t->job.spec.layout.n_units ? t->job.spec.layout.units[u].numel : 0;
 }
 
+unsigned zs_unit_tensors(const zs_trainer *t, unsigned u)
+{
+	return u < t->job.spec.layout.n_units ? t->job.spec.layout.units[u].n_tensors : 0;
+}
+
+int zs_unit_tensor(const zs_trainer *t, unsigned u, unsigned i, const char **name,
+		   unsigned long long *offset, unsigned *ndim, unsigned long long *shape,
+		   unsigned cap)
+{
+	const struct zs_tensor *x;
+
+	if (u >= t->job.spec.layout.n_units || i >= t->job.spec.layout.units[u].n_tensors)
+		return ZS_EINVAL;
+	x = &t->job.spec.layout.units[u].tensors[i];
+	if (name)
+		*name = x->name;
+	if (offset)
+		*offset = x->offset;
+	if (ndim)
+		*ndim = x->ndim;
+	for (unsigned d = 0; shape && d < x->ndim && d < cap; d++)
+		shape[d] = x->shape[d];
+	return ZS_OK;
+}
+
 int zs_unit_dtype(const zs_trainer *t, unsigned u)
 {
 	return u < t->job.spec.layout.n_units ? (int)t->job.spec.layout.units[u].dtype : 0;

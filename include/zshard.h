@@ -124,6 +124,15 @@ unsigned zs_trainer_units(const zs_trainer *t);
 const char *zs_unit_name(const zs_trainer *t, unsigned unit);
 unsigned long long zs_unit_numel(const zs_trainer *t, unsigned unit);
 int zs_unit_dtype(const zs_trainer *t, unsigned unit);
+/* A unit's number of tensors (0 out of range), and tensor i's name (the
+ * library's, valid while t is), offset in the unit's elements, and shape
+ * (up to cap dimensions into shape; *ndim the tensor's own count). ZS_OK;
+ * ZS_EINVAL: out of range. So a binding can check its model against the
+ * job's layout tensor by tensor, not only by element count. */
+unsigned zs_unit_tensors(const zs_trainer *t, unsigned unit);
+int zs_unit_tensor(const zs_trainer *t, unsigned unit, unsigned i, const char **name,
+		   unsigned long long *offset, unsigned *ndim, unsigned long long *shape,
+		   unsigned cap);
 
 /* Uploads unit's initial fp32 parameters (numel floats, the caller's);
  * blocking. Only before step 0; any rank may, rank 0 by convention.

@@ -309,6 +309,63 @@ class TestTorch(unittest.TestCase):
         self.assertTrue(torch.equal(got, want), "an eval forward differs from the state dict's")
         m.zshard_close()
 
+    def test_state_dict_and_layout_refusals(self):
+        """model.state_dict() holds the trained values at every stage (at
+        stage 3 it held empty tensors, at stages 1 and 2 the values before
+        the last update): the parameters of the last completed step, as
+        zshard_state_dict gives them, every persistent buffer and no other;
+        load_state_dict after the start is refused, saying what to do; a
+        rank whose model differs from the job's in a tensor's shape but not
+        in its unit's element count is refused at its start, naming it."""
+        import zshard
+        from zshard.torch import AdamW
+        a = args()
+        x, y = gpt.batch(gpt.load_text(), 7, 0, 0, 4, 16)
+        for stage in (3, 1):
+            m = gpt.build(a)
+            m.register_buffer("seen", torch.tensor([3.0]))
+            m.register_buffer("scratch", torch.zeros(2), persistent=False)
+            for b in m.blocks:
+                fully_shard(b)
+            fully_shard(m, job="gsd%d" % stage, coordinator=self.c.addr, rank=0, world_size=1,
+                        stage=stage)
+            opt = AdamW(m.parameters(), lr=1e-2)
+            before = {n: p.detach().clone() for n, p in m.named_parameters()}
+            for _ in range(3):
+                m(x, y).backward()
+                opt.step()
+            sd = m.state_dict()
+            want = m.zshard_state_dict()
+            self.assertEqual(sorted(sd), sorted(n for n in want if n != "scratch"))
+            self.assertNotIn("scratch", sd)
+            for n, v in sd.items():
+                self.assertTrue(torch.equal(v, want[n]), "stage %d: %s" % (stage, n))
+            moved = [n for n in before if not torch.equal(before[n], sd[n])]
+            self.assertTrue(moved, "stage %d: nothing trained" % stage)
+            plain = gpt.build(a)
+            plain.register_buffer("seen", torch.tensor([0.0]))
+            plain.load_state_dict(sd, strict=True)
+            self.assertEqual(plain.seen.item(), 3.0)
+            with self.assertRaisesRegex(zshard.FailedPrecondition, "changes nothing on its servers"):
+                m.load_state_dict(sd)
+            m.zshard_close()
+
+        class Net(torch.nn.Module):
+            def __init__(self, a, b):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(a, b))
+
+        nets = [Net(4, 6), Net(6, 4)]  # 24 elements each
+        for r, n in enumerate(nets):
+            fully_shard(n, job="gshape", coordinator=self.c.addr, rank=r, world_size=2)
+            AdamW(n.parameters(), lr=1e-2)
+        self.assertIsNone(nets[0].zshard_start())
+        with self.assertRaisesRegex(zshard.InvalidArgument,
+                                    r"holds w of shape \[4, 6\].*has w of shape \[6, 4\]"):
+            nets[1].zshard_start()
+        for n in nets:
+            n.zshard_close()
+
     def test_in_process_bf16(self):
         """A bfloat16 model: the job computes in bf16 (fp32 masters on the
         servers), parameters are bf16 views of libzshard's buffers, it

@@ -231,6 +231,10 @@ class Job:
         return state
 
     def check_layout(self):
+        """This model against the job's layout, tensor by tensor: its
+        names, shapes and places (a rank whose model differs in a shape but
+        not in a unit's element count was taken before, and trained on the
+        others' layout)."""
         t = self.t
         if t.units != len(self.units):
             raise InvalidArgument("job '%s' has %d units, this model %d" %
@@ -240,6 +244,20 @@ class Job:
                 raise InvalidArgument("job '%s' unit %d is %d elements, this model's '%s' %d" %
                                       (self.o["job"], u.index, t.unit_numel(u.index), u.name,
                                        u.numel))
+            theirs = t.unit_tensors(u.index)
+            mine = [(n, off, tuple(shape)) for (n, _), off, shape in
+                    zip(u.params, u.offsets, u.shapes)]
+            if len(theirs) != len(mine):
+                raise InvalidArgument("job '%s' unit %d has %d tensors, this model's '%s' %d" %
+                                      (self.o["job"], u.index, len(theirs), u.name, len(mine)))
+            for a, b in zip(theirs, mine):
+                # a 0-d tensor is laid out as shape ()
+                if a[0] != b[0] or a[1] != b[1] or tuple(a[2]) != b[2]:
+                    raise InvalidArgument(
+                        "job '%s' unit %d ('%s') holds %s of shape %s at element %d; this "
+                        "model has %s of shape %s there: every rank must build the same model"
+                        % (self.o["job"], u.index, u.name, a[0], list(a[2]), a[1], b[0],
+                           list(b[2])))
 
     def upload(self):
         """Rank 0's upload of the initial parameters: the module's own, kept

@@ -73,6 +73,42 @@ class ZshardModule:
             out[n] = b.detach().cpu().clone()
         return out
 
+    def state_dict(self, *args, **kwargs):
+        """The module's state dict with the trained values: parameters of
+        the last completed step, gathered from the servers (CPU tensors of
+        the parameters' dtype, every name of a tied parameter), and
+        the persistent buffers, keys as torch makes them. Before the job
+        started, the module's own. Between steps only (a step's parameters
+        are half updated on the servers): FailedPrecondition otherwise."""
+        j = self._zshard
+        sd = super().state_dict(*args, **kwargs)
+        if not j.started:
+            return sd
+        if j.in_step:
+            raise FailedPrecondition("state_dict() is taken between steps (after "
+                                     "optimizer.step()): the servers are applying this one")
+        prefix = kwargs.get("prefix", args[1] if len(args) > 1 else "")
+        got = {}
+        for u in j.units:
+            flat = j.gathered(u)
+            for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
+                got[id(p)] = flat[off:off + math.prod(shape)].view(shape).to(p.dtype)
+        for n, p in self.named_parameters(remove_duplicate=False):
+            if prefix + n in sd:
+                sd[prefix + n] = got[id(p)].clone()
+        return sd
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Loads into the module before its job started (the first forward
+        uploads it); after, the parameters are the servers' and a load here
+        would change nothing there: FailedPrecondition, saying what to do."""
+        if self._zshard.started:
+            raise FailedPrecondition(
+                "load_state_dict() after the job started changes nothing on its servers: load "
+                "before the first forward (rank 0 uploads it), or zshardctl import, or restore "
+                "a checkpoint (zshardctl checkpoint restore)")
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
     def zshard_close(self) -> None:
         """Leaves the job (cleanly between steps)."""
         j = self._zshard
