@@ -309,12 +309,36 @@ static void test_cli_errors(void **st)
 	/* --help for every command */
 	static const char *const cmds[] = {"servers", "jobs", "job", "placement", "stage",
 					   "trainers", "rebalance", "status", "stats", "checkpoint",
-					   "plan", "rdma"};
+					   "plan", "rdma", "export", "import", "scrape-targets",
+					   "config", "gpu"};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
 		assert_int_equal(ctl(&out, &err, cmds[i], "--help", NULL, NULL), 0);
 		assert_non_null(strstr(out, "usage: zshardctl"));
 		free(out);
 		free(err);
+	}
+	/* and for every program, the local launcher's commands included (it
+	 * said "--dir is required") */
+	{
+		const char *root = getenv("ZSHARD_ROOT");
+		char launcher[1024];
+		static const char *const progs[] = {"zshard-coordinator", "zshard-server", "zshardctl",
+						    "charlm"};
+		snprintf(launcher, sizeof launcher, "%s/deploy/local/zshard-local",
+			 root ? root : ".");
+		for (size_t i = 0; i < sizeof progs / sizeof progs[0] + 3; i++) {
+			char bin[1024];
+			const char *sub = i < 4 ? NULL : i == 4 ? "--help" : i == 5 ? "start" : "stop";
+			snprintf(bin, sizeof bin, "%s", i < 4 ? h_bin(progs[i]) : launcher);
+			char *hargv[] = {bin, (char *)(sub ? sub : "--help"), sub && i > 4 ? "--help" : NULL,
+					NULL};
+			int rc = h_run(hargv, &out, &err);
+			if (rc != 0 || (!strstr(out, "usage") && !strstr(out, "zshard-local")))
+				fail_msg("%s %s --help: exit %d, '%s' '%s'", bin, sub ? sub : "", rc, out,
+					 err);
+			free(out);
+			free(err);
+		}
 	}
 }
 
