@@ -8,24 +8,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/util.h"
 
-enum kind { ADDR, ADDRS, SIZE, NUM, WORD, PATH };
+/* A value's kind: CHOICE one of the words of choices ("a|b|c"); GPU a
+ * device number or "emulated"; FILE a readable file; PATH a directory to
+ * be (both relative to the file's folder) */
+enum kind { ADDR, ADDRS, SIZE, NUM, WORD, PATH, FILEP, CHOICE, GPU };
 
+/* The bounds are the daemons' own: a value the file takes, they take. */
 static const struct key {
 	const char *key;
 	enum kind kind;
-	unsigned long long max; /* NUM */
-	unsigned long long min; /* NUM */
+	unsigned long long max; /* NUM, SIZE (0: none) */
+	unsigned long long min; /* NUM, SIZE */
+	const char *choices;    /* CHOICE */
 } keys[] = {
 	{"coordinator", ADDRS, 0},
 	/* the stage of jobs zshardctl creates from a spec that names none */
 	{"stage", NUM, 3, 1},
-	{"tls_ca", PATH, 0},
-	{"tls_cert", PATH, 0},
-	{"tls_key", PATH, 0},
-	{"transport", WORD, 0},
+	{"tls_ca", FILEP, 0},
+	{"tls_cert", FILEP, 0},
+	{"tls_key", FILEP, 0},
+	{"transport", CHOICE, 0, 0, "auto|tcp|shm|rdma"},
 	{"prefetch", NUM, 64},
 	{"push_depth", NUM, 64},
 	{"max_live_bytes", SIZE, 0},
@@ -34,23 +41,28 @@ static const struct key {
 	{"server.advertise", WORD, 0},
 	{"server.data_advertise", WORD, 0},
 	{"server.data_dir", PATH, 0},
-	{"server.capacity", SIZE, 0},
+	{"server.capacity", SIZE, 0, 1},
 	{"server.memory_budget", SIZE, 0},
-	{"server.gpu", WORD, 0},
-	{"server.gpu_budget", SIZE, 0},
-	{"server.landing_budget", SIZE, 0},
+	{"server.gpu", GPU, 0},
+	{"server.gpu_budget", SIZE, 0, 1},
+	{"server.landing_budget", SIZE, 0, 1},
 	{"server.metrics", ADDR, 0},
-	{"server.step_timeout_ms", NUM, 86400000},
-	{"server.rdma", WORD, 0},
+	{"server.step_timeout_ms", NUM, 86400000, 1},
+	{"server.rdma", CHOICE, 0, 0, "auto|on|off"},
 	{"coordinator.listen", ADDR, 0},
 	{"coordinator.advertise", WORD, 0},
 	{"coordinator.data_dir", PATH, 0},
 	{"coordinator.metrics", ADDR, 0},
-	{"coordinator.lease_ms", NUM, 3600000},
-	{"coordinator.trainer_lease_ms", NUM, 3600000},
+	{"coordinator.lease_ms", NUM, 3600000, 100},
+	{"coordinator.trainer_lease_ms", NUM, 3600000, 3000},
 	{"coordinator.etcd", ADDRS, 0},
 	{"coordinator.etcd_prefix", WORD, 0},
-	{"coordinator.etcd_lease_s", NUM, 3600},
+	{"coordinator.etcd_lease_s", NUM, 3600, 1},
+};
+
+/* Keys that exclude each other: the first given wins the complaint. */
+static const char *const exclusive[][2] = {
+	{"coordinator.data_dir", "coordinator.etcd"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -108,7 +120,37 @@ static bool value_ok(const struct key *k, const char *v, char *why, size_t len)
 			snprintf(why, len, "%.200s", e.msg);
 			return false;
 		}
+		if (n < k->min) {
+			snprintf(why, len, "must be at least %llu bytes", k->min);
+			return false;
+		}
 		return true;
+	case CHOICE: {
+		size_t l = strlen(v);
+		for (const char *p = k->choices; *p;) {
+			size_t w = strcspn(p, "|");
+			if (w == l && !strncmp(p, v, l))
+				return true;
+			p += w + (p[w] == '|');
+		}
+		snprintf(why, len, "'%.64s' is not one of %s", v, k->choices);
+		return false;
+	}
+	case GPU:
+		if (!strcmp(v, "emulated") || !zs_parse_u64(v, 0, 1023, &n, NULL))
+			return true;
+		snprintf(why, len, "'%.64s' is not a device number or 'emulated'", v);
+		return false;
+	case FILEP: {
+		struct stat sb;
+		if (stat(v, &sb) || !S_ISREG(sb.st_mode) || access(v, R_OK)) {
+			snprintf(why, len, "%.200s is %s", v,
+				 stat(v, &sb) ? "not there" : S_ISREG(sb.st_mode) ? "not readable"
+										   : "not a file");
+			return false;
+		}
+		return true;
+	}
 	case NUM:
 		if (zs_parse_u64(v, k->min, k->max, &n, &e)) {
 			snprintf(why, len, "%.200s", e.msg);
@@ -134,10 +176,18 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 	FILE *f;
 	int ln = 0;
 
+	struct stat sb;
+	char base[512] = "";
+
 	memset(c, 0, sizeof *c);
+	if (path && !stat(path, &sb) && S_ISDIR(sb.st_mode))
+		return zs_fail(err, ZS_EINVAL, "config %s: is a directory, not a file", path);
 	if (!path || !(f = fopen(path, "r")))
 		return zs_fail(err, ZS_EINVAL, "config %s: cannot read it", path ? path : "(none)");
 	snprintf(c->path, sizeof c->path, "%s", path);
+	/* relative paths in it are the file's folder's */
+	if (strrchr(path, '/'))
+		snprintf(base, sizeof base, "%.*s/", (int)(strrchr(path, '/') - path), path);
 	while (fgets(line, sizeof line, f)) {
 		char *s, *eq, *k, *v;
 		const struct key *key;
@@ -168,10 +218,25 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 			zs_fail(err, ZS_EINVAL, "%s:%d: '%s' is set twice", path, ln, k);
 			goto fail;
 		}
+		char rel[1024];
+		if ((key->kind == FILEP || key->kind == PATH) && *v && *v != '/' && base[0]) {
+			snprintf(rel, sizeof rel, "%s%s", base, v);
+			v = rel;
+		}
 		if (strlen(v) >= sizeof c->e[0].value || !value_ok(key, v, why, sizeof why)) {
 			zs_fail(err, ZS_EINVAL, "%s:%d: %s: %s", path, ln, k,
 				strlen(v) >= sizeof c->e[0].value ? "the value is too long" : why);
 			goto fail;
+		}
+		for (size_t x = 0; x < sizeof exclusive / sizeof exclusive[0]; x++) {
+			const char *other = !strcmp(k, exclusive[x][0])   ? exclusive[x][1]
+					    : !strcmp(k, exclusive[x][1]) ? exclusive[x][0]
+									 : NULL;
+			if (other && zs_config_get(c, other)) {
+				zs_fail(err, ZS_EINVAL, "%s:%d: %s: not with %s (line %d): one or the other",
+					path, ln, k, other, zs_config_line(c, other));
+				goto fail;
+			}
 		}
 		if (!(g = realloc(c->e, (c->n + 1) * sizeof *g))) {
 			zs_fail(err, ZS_ENOMEM, "out of memory");
@@ -195,6 +260,14 @@ void zs_config_release(struct zs_config *c)
 	free(c->e);
 	c->e = NULL;
 	c->n = 0;
+}
+
+int zs_config_line(const struct zs_config *c, const char *key)
+{
+	for (size_t i = 0; c && i < c->n; i++)
+		if (!strcmp(c->e[i].key, key))
+			return c->e[i].line;
+	return 0;
 }
 
 const char *zs_config_get(const struct zs_config *c, const char *key)

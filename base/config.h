@@ -40,13 +40,18 @@ struct zs_config {
 
 /*
  * Reads and checks path: every line a known key once, each value of its
- * kind (an address, a size, a number, a word). Fails with ZS_EINVAL and
- * "PATH:LINE: what" for the first problem; *c is empty then.
+ * kind and within the bounds the daemons take (an address, a size, a
+ * number, one of a few words, a device, a file that is there), no two
+ * keys that exclude each other. Fails with ZS_EINVAL and "PATH:LINE:
+ * what" for the first problem; *c is empty then. Relative paths are taken
+ * from the file's folder.
  */
 enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_error *err);
 void zs_config_release(struct zs_config *c);
-/* The value of key, or NULL. */
+/* The value of key, or NULL (a relative path is the file's folder's). */
 const char *zs_config_get(const struct zs_config *c, const char *key);
+/* The line key was set on, or 0. */
+int zs_config_line(const struct zs_config *c, const char *key);
 /* The coordinator list ("HOST:PORT,...", spaces dropped) into buf (len
  * bytes); NULL when the file names none. */
 const char *zs_config_coordinator(const struct zs_config *c, char *buf, size_t len);

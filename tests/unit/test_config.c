@@ -54,7 +54,7 @@ static void test_good_file_and_daemon_flags(void **st)
 		   "server.data_dir = /var/lib/zshard/s0\n"
 		   "server.step_timeout_ms = 5000\n"
 		   "coordinator.lease_ms = 3000\n"
-		   "tls_ca = /etc/zshard/ca.pem\n"
+		   "tls_ca = /etc/hostname\n"
 		   "prefetch = 2\n\n");
 	assert_int_equal(zs_config_load(path, &c, &err), ZS_OK);
 	assert_int_equal(c.n, 7);
@@ -71,7 +71,7 @@ static void test_good_file_and_daemon_flags(void **st)
 	assert_string_equal(v[2], "--capacity=64G");
 	assert_string_equal(v[3], "--data-dir=/var/lib/zshard/s0");
 	assert_string_equal(v[4], "--step-timeout-ms=5000");
-	assert_string_equal(v[5], "--tls-ca=/etc/zshard/ca.pem");
+	assert_string_equal(v[5], "--tls-ca=/etc/hostname");
 	assert_string_equal(v[6], "--capacity");
 	assert_string_equal(v[7], "1G");
 	assert_null(v[8]);
@@ -79,7 +79,7 @@ static void test_good_file_and_daemon_flags(void **st)
 	assert_int_equal(zs_config_argv(&c, "coordinator", 1, argv, &v, &n, &err), ZS_OK);
 	assert_int_equal(n, 3);
 	assert_string_equal(v[1], "--lease-ms=3000");
-	assert_string_equal(v[2], "--tls-ca=/etc/zshard/ca.pem");
+	assert_string_equal(v[2], "--tls-ca=/etc/hostname");
 	free(v);
 	zs_config_release(&c);
 }
@@ -93,7 +93,17 @@ static void test_bad_files_name_the_line(void **st)
 		{"coordinator = h:7400,h:0\n", "an address of a list needs a real port"},
 		{"prefetch = 65\n", ":1: prefetch:"},
 		{"prefetch = 1\nprefetch = 2\n", ":2: 'prefetch' is set twice"},
-		{"server.gpu = 0 1\n", "one word expected"},
+		{"server.gpu = 0 1\n", "'0 1' is not a device number or 'emulated'"},
+		{"server.gpu = banana\n", ":1: server.gpu: 'banana' is not a device number"},
+		{"server.rdma = maybe\n", ":1: server.rdma: 'maybe' is not one of auto|on|off"},
+		{"transport = udp\n", ":1: transport: 'udp' is not one of auto|tcp|shm|rdma"},
+		{"server.capacity = 0\n", ":1: server.capacity: must be at least 1 bytes"},
+		{"coordinator.etcd_lease_s = 0\n", ":1: coordinator.etcd_lease_s:"},
+		{"coordinator.trainer_lease_ms = 100\n", ":1: coordinator.trainer_lease_ms:"},
+		{"coordinator.data_dir = /x\ncoordinator.etcd = e:2379\n",
+		 ":2: coordinator.etcd: not with coordinator.data_dir (line 1)"},
+		{"tls_cert = /nonexistent/cert.pem\n", ":1: tls_cert: /nonexistent/cert.pem is not there"},
+		{"tls_key = /tmp\n", ":1: tls_key: /tmp is not a file"},
 		{"just words\n", ":1: want KEY = VALUE"},
 		{"server.metrics =\n", ":1: server.metrics: no value"},
 		{"coordinator.etcd = e1:2379,e2\n", ":1: coordinator.etcd:"},
@@ -114,6 +124,38 @@ static void test_bad_files_name_the_line(void **st)
 	}
 	assert_int_equal(zs_config_load("/nonexistent/zshard.conf", &c, &err), ZS_EINVAL);
 	assert_non_null(strstr(err.msg, "cannot read it"));
+	assert_int_equal(zs_config_load("/tmp", &c, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "is a directory"));
+}
+
+/* Relative paths in a file are its folder's, wherever the program runs. */
+static void test_relative_paths(void **st)
+{
+	char dir[64], conf[128], ca[128];
+	struct zs_config c;
+	struct zs_error err = {0};
+	FILE *f;
+
+	(void)st;
+	snprintf(dir, sizeof dir, "/tmp/zshard-confdir-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(conf, sizeof conf, "%s/zshard.conf", dir);
+	snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+	assert_non_null(f = fopen(ca, "w"));
+	fclose(f);
+	assert_non_null(f = fopen(conf, "w"));
+	fputs("tls_ca = ca.pem\nserver.data_dir = state/s0\n", f);
+	fclose(f);
+	assert_int_equal(chdir("/"), 0);
+	if (zs_config_load(conf, &c, &err))
+		fail_msg("%s", err.msg);
+	assert_string_equal(zs_config_get(&c, "tls_ca"), ca);
+	assert_true(!strncmp(zs_config_get(&c, "server.data_dir"), dir, strlen(dir)));
+	assert_string_equal(zs_config_get(&c, "server.data_dir") + strlen(dir), "/state/s0");
+	zs_config_release(&c);
+	unlink(ca);
+	unlink(conf);
+	rmdir(dir);
 }
 
 /* The coordinators sharing etcd: their keys become the coordinator's
@@ -152,6 +194,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_good_file_and_daemon_flags, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_files_name_the_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_etcd_keys, setup, teardown),
+		cmocka_unit_test(test_relative_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
