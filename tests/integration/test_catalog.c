@@ -25,6 +25,21 @@
 #include "tests/harness.h"
 #include "tests/integration/catalog_common.h"
 
+/* A job over all NSRV servers (*j, its servers into srv) with a pending
+ * checkpoint of step; returns the checkpoint's id. */
+static uint64_t wide_pending(const char *name, uint64_t step, struct zs_job *j, uint64_t *srv)
+{
+	struct zs_checkpoint k;
+	uint64_t id;
+
+	create_wide_job(name, 1000, j);
+	assert_int_equal(servers_of(j, srv), NSRV);
+	assert_int_equal(zs_coord_create_ckpt(C.c, name, step, &k, NULL), ZS_OK);
+	id = k.id;
+	zs_checkpoint_release(&k);
+	return id;
+}
+
 /*
  * 1,000 servers durable one by one, in an order that is not the
  * registration's: pending through the 999th (whichever 999), committed at
@@ -35,17 +50,11 @@ static void test_checkpoint_over_1000_servers(void **st)
 {
 	static uint64_t srv[NSRV];
 	struct zs_job j, r;
-	struct zs_checkpoint k;
-	uint32_t n, nd;
+	uint32_t nd;
 	uint64_t id;
 
 	(void)st;
-	create_wide_job("wide", 1000, &j);
-	n = servers_of(&j, srv);
-	assert_int_equal(n, NSRV);
-	assert_int_equal(zs_coord_create_ckpt(C.c, "wide", 7, &k, NULL), ZS_OK);
-	id = k.id;
-	zs_checkpoint_release(&k);
+	id = wide_pending("wide", 7, &j, srv);
 	assert_true(has_task(srv[NSRV - 1], ZS_TASK_SNAPSHOT, id));
 	/* odd ones first, then even ones, the server at 500 last */
 	for (int pass = 0; pass < 2; pass++)
@@ -97,16 +106,11 @@ static void test_last_report_missing(void **st)
 	struct zs_job j, r;
 	struct zs_checkpoint k;
 	struct zs_error err = {0};
-	uint32_t n, nd;
+	uint32_t nd;
 	uint64_t id;
 
 	(void)st;
-	create_wide_job("gap", 1000, &j);
-	n = servers_of(&j, srv);
-	assert_int_equal(n, NSRV);
-	assert_int_equal(zs_coord_create_ckpt(C.c, "gap", 3, &k, NULL), ZS_OK);
-	id = k.id;
-	zs_checkpoint_release(&k);
+	id = wide_pending("gap", 3, &j, srv);
 	for (uint32_t i = 0; i + 1 < NSRV; i++)
 		report("gap", ZS_TASK_SNAPSHOT, id, 3, srv[i], true, ZS_OK);
 	for (uint32_t i = 0; i < 3; i++) /* some again */
