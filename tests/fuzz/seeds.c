@@ -117,7 +117,7 @@ static void rpcs(void)
 	rpc(20, zs_enc_job_name("seed", &b), &b);
 	rpc(21, zs_enc_set_stage("seed", 3, &b), &b);
 	rpc(22, zs_enc_join(&jr, &b), &b);
-	rpc(23, zs_enc_leave("seed", 1, 5, false, 9, &b), &b);
+	rpc(23, zs_enc_leave("seed", 1, 5, false, 9, NULL, &b), &b);
 	rpc(24, zs_enc_server_info(&si, &b), &b);
 	rpc(27, zs_enc_checkpoint(&ck, &b), &b);
 	rpc(28, zs_enc_checkpoints(&ck, 1, &b), &b);

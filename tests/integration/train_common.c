@@ -68,8 +68,12 @@ static int spawn_server(int i, const char *capacity, const char *fault)
 		setenv("ZSHARD_FAULT", fault, 1);
 	C.srv[i] = h_spawn(sargv, log);
 	unsetenv("ZSHARD_FAULT");
-	if (!h_wait_file(port, 10000, got, sizeof got))
+	/* generous: a loaded machine, or qemu's emulated one (Soft-RoCE),
+	 * starts a server in seconds (a 10 s bound gave up there) */
+	if (!h_wait_file(port, 60000, got, sizeof got)) {
+		fprintf(stderr, "server %d did not listen within 60 s (see %s)\n", i, log);
 		return -1;
+	}
 	got[strcspn(got, "\n")] = '\0';
 	snprintf(C.srv_addr[i], sizeof C.srv_addr[i], "%s", got);
 	if (gpu && !text_in_file(log, "shards live on")) {
@@ -91,7 +95,10 @@ int start_coordinator(const char *listen)
 			 "--data-dir", data, "--port-file", pf, "--lease-ms", "1500",
 			 "--trainer-lease-ms", "3000", NULL};
 	C.coord = h_spawn(cargv, log);
-	return h_wait_file(pf, 10000, C.addr, sizeof C.addr) ? 0 : -1;
+	if (h_wait_file(pf, 60000, C.addr, sizeof C.addr))
+		return 0;
+	fprintf(stderr, "the coordinator did not listen within 60 s (see %s)\n", log);
+	return -1;
 }
 
 int start_servers(void)
@@ -147,7 +154,7 @@ zs_trainer *join(const char *job, unsigned rank, const char *transport)
 {
 	char err[512];
 	zs_trainer *t = NULL;
-	int rc = zs_trainer_join(C.addr, job, rank, transport, 10000, &t, err, sizeof err);
+	int rc = zs_trainer_join(C.addr, job, rank, transport, 60000, &t, err, sizeof err);
 
 	if (rc)
 		fail_msg("join %s rank %u: %s", job, rank, err);

@@ -37,7 +37,7 @@ class Cluster:
                                          self.addr, "--data-dir",
                                          os.path.join(self.d, "server-%d" % i),
                                          "--capacity", capacity, "--port-file", spf,
-                                         "--rdma", "off", "--step-timeout-ms", "5000"])
+                                         "--rdma", "off"])
             self.wait_file(spf)
 
     def spawn(self, name, argv):
