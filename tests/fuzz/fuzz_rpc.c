@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t u64, u64b, u64c, *ids;
 	uint32_t u32, u32b;
 	double d;
-	bool b1, b2;
+	bool b1;
 
 	if (!size)
 		return 0;
