@@ -431,8 +431,10 @@ gpt: $(BINS) $(LIBZS_SO) torch-venv
 # hands and checked bitwise (FAULTS="--trials 50 --seed 7" to vary it);
 # make check runs one fixed kill of each kind
 FAULTS ?= --trials 30
-CHECK_FAULTS ?= --seed 1 --trial trainer:25 --trial server:35 --trial coordinator:15 --trial stop:30 \
-	--trial pause:20 --trial partition:40 --trial server:4 --trial tpause:30
+# (150 steps: at 60 a loaded machine's harness once reached step 30 after
+# the job had finished, and had no job left to stop)
+CHECK_FAULTS ?= --seed 1 --steps 150 --trial trainer:25 --trial server:35 --trial coordinator:15 \
+	--trial stop:30 --trial pause:20 --trial partition:40 --trial server:4 --trial tpause:30
 # replicated shards, a job that clips gradients and accumulates them over
 # 3 micro-batches (partial pushes): a server killed, a server
 # stopped past its lease, one cut off past it (no rollback either), two

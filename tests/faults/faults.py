@@ -346,7 +346,14 @@ class Cluster:
         directories: every rank leaves before one step (zshardctl job
         stop), the daemons get SIGTERM (the servers keep the job's live
         state), then everything starts again, trainers included."""
-        self.ctl("job", "stop", self.job)
+        r = subprocess.run([os.path.join(BIN, "zshardctl"), "--coordinator", self.coord_addr,
+                            "--timeout-ms", "20000", "job", "stop", self.job],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode and self.trainers_done():
+            raise RuntimeError("the job finished before it could be stopped (a loaded "
+                               "machine: give it more --steps)")
+        if r.returncode:
+            raise RuntimeError("zshardctl job stop %s: %s" % (self.job, r.stderr.strip()))
         old = self.procs
         self.stopping = True
         for p in reversed(old):

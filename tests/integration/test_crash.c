@@ -187,9 +187,19 @@ static void coordinator_dies_at_commit(void)
 		assert_int_equal(k.n_durable, job_servers(c, "crash3"));
 		zs_checkpoint_release(&k);
 		/* the old rank 0 left while the coordinator was down: it is still
-		 * recorded, and leaves now */
+		 * recorded, and is evicted now, which rolls the job back to that
+		 * checkpoint again: waited for, or the join below may come
+		 * before the rollback and its gather be told to resume */
 		if (!zs_coord_leave(c, "crash3", 0, 0, false, 0, &j, NULL))
 			zs_job_release(&j);
+		wait_restored(c, "crash3", &j);
+		/* to the latest committed: B's, if its last report came in the
+		 * meantime */
+		if (j.restored_id != a && j.restored_id != b)
+			fail_msg("the eviction rolled back to checkpoint %llu, neither %llu nor %llu",
+				 (unsigned long long)j.restored_id, a, b);
+		restored = j.restored_id;
+		zs_job_release(&j);
 	}
 	x[0] = (struct rank_ctx){.t = join("crash3", 0, "tcp")};
 	check_oracle(x[0].t, &spec, restored == a ? 1 : 2);

@@ -101,12 +101,41 @@ int start_coordinator(const char *listen)
 	return -1;
 }
 
+/* Whether every server of the cluster is registered and up. */
+static bool all_up(void *arg)
+{
+	struct zs_coord_client *c = arg;
+	struct zs_server_info *s;
+	uint32_t n, up = 0;
+
+	if (zs_coord_servers(c, &s, &n, NULL))
+		return false;
+	for (int i = 0; i < C.n; i++)
+		for (uint32_t k = 0; k < n; k++)
+			up += s[k].up && !strcmp(s[k].addr, C.srv_addr[i]);
+	free(s);
+	return up == (uint32_t)C.n;
+}
+
 int start_servers(void)
 {
+	struct zs_coord_client *c;
+	bool up;
+
 	for (int i = 0; i < C.n; i++)
 		if (spawn_server(i, C.capacity, NULL))
 			return -1;
-	return 0;
+	/* listening is not registered: a job created before every server is
+	 * up is placed on fewer of them (a test then raced its own fixture,
+	 * under load) */
+	if (zs_coord_open(C.addr, 10000, 1, &c, NULL))
+		return -1;
+	up = h_poll(all_up, c, 60000);
+	zs_coord_close(c);
+	if (!up)
+		fprintf(stderr, "the %d servers were not all registered and up within 60 s (see %s)\n",
+			C.n, C.dir);
+	return up ? 0 : -1;
 }
 
 int start_cluster(const char *listen)
