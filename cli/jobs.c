@@ -112,6 +112,19 @@ static void print_job(const struct zs_job *j)
 			printf("  optimizer group %u: lr %g, weight_decay %g, momentum %g; %u tensors\n", g,
 			       h->lr, h->weight_decay, h->momentum, nt);
 	}
+	{
+		uint32_t nf = 0;
+		uint64_t ef = 0;
+		for (uint32_t u = 0; u < j->spec.layout.n_units; u++)
+			for (uint32_t t = 0; t < j->spec.layout.units[u].n_tensors; t++)
+				if (j->spec.layout.units[u].tensors[t].frozen) {
+					nf++;
+					ef += j->spec.layout.units[u].tensors[t].numel;
+				}
+		if (nf)
+			printf("  frozen: %u tensors, %llu elements (held and gathered, never updated)\n",
+			       nf, (unsigned long long)ef);
+	}
 	if (j->restore_pending == ZS_CKPT_RESET)
 		printf("  resetting now (to step 0, no checkpoint to roll back to)\n");
 	else if (j->restore_pending)

@@ -500,6 +500,13 @@ int zs_unit_tensor(const zs_trainer *t, unsigned u, unsigned i, const char **nam
 	return ZS_OK;
 }
 
+int zs_unit_tensor_frozen(const zs_trainer *t, unsigned u, unsigned i)
+{
+	if (u >= t->job.spec.layout.n_units || i >= t->job.spec.layout.units[u].n_tensors)
+		return -1;
+	return t->job.spec.layout.units[u].tensors[i].frozen;
+}
+
 int zs_unit_dtype(const zs_trainer *t, unsigned u)
 {
 	return u < t->job.spec.layout.n_units ? (int)t->job.spec.layout.units[u].dtype : 0;

@@ -97,6 +97,7 @@ Zshard__Layout *pb_layout_pb(struct arena *a, const struct zs_layout *l)
 			pt->n_shape = te->ndim;
 			pt->shape = (uint64_t *)te->shape;
 			pt->group = te->group;
+			pt->frozen = te->frozen;
 		}
 	}
 	return pl;
@@ -310,6 +311,7 @@ enum zs_status pb_layout_from(const Zshard__Layout *pl, struct zs_layout *l,
 			}
 			te->ndim = (uint32_t)pt->n_shape;
 			te->group = pt->group;
+			te->frozen = pt->frozen;
 			if (pt->n_shape)
 				memcpy(te->shape, pt->shape,
 				       pt->n_shape * sizeof te->shape[0]);

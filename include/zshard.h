@@ -133,6 +133,9 @@ unsigned zs_unit_tensors(const zs_trainer *t, unsigned unit);
 int zs_unit_tensor(const zs_trainer *t, unsigned unit, unsigned i, const char **name,
 		   unsigned long long *offset, unsigned *ndim, unsigned long long *shape,
 		   unsigned cap);
+/* 1 when tensor i of unit is frozen (held and gathered, never updated: the
+ * spec's "frozen": true), 0 when trained, -1 out of range. */
+int zs_unit_tensor_frozen(const zs_trainer *t, unsigned unit, unsigned i);
 
 /* Uploads unit's initial fp32 parameters (numel floats, the caller's);
  * blocking. Only before step 0; any rank may, rank 0 by convention.

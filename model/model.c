@@ -361,6 +361,8 @@ uint64_t zs_layout_digest(const struct zs_layout *l)
 			for (uint32_t d = 0; d < p->ndim && d < ZS_MAX_DIMS; d++)
 				h = fnv_u64(h, p->shape[d]);
 			h = fnv_u64(h, p->group);
+			if (p->frozen) /* (digests of layouts without frozen tensors unchanged) */
+				h = fnv_u64(h, 0x66726f7a656eULL);
 		}
 	}
 	return h ? h : 1;
@@ -394,6 +396,9 @@ bool zs_layout_equal(const struct zs_layout *a, const struct zs_layout *b,
 			if (p->group != q->group)
 				DIFF("tensor '%s' is in optimizer group %u, the job's in %u",
 				     p->name, p->group, q->group);
+			if (p->frozen != q->frozen)
+				DIFF("tensor '%s' is %s, the job's is %s", p->name,
+				     p->frozen ? "frozen" : "trained", q->frozen ? "frozen" : "trained");
 		}
 	}
 	return true;

@@ -51,6 +51,7 @@ struct zs_tensor {
 	uint64_t offset; /* derived: elements from the unit's start */
 	uint64_t numel;  /* derived: product of shape (1 for ndim 0) */
 	uint32_t group;  /* its optimizer group (0 unless the spec says) */
+	bool frozen;     /* held and gathered, never updated (requires_grad=False) */
 };
 
 struct zs_unit {

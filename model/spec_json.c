@@ -159,7 +159,7 @@ static enum zs_status parse_optim(json_t *o, struct zs_optim *opt,
 static enum zs_status parse_tensor(json_t *t, const char *unit, struct zs_tensor *te,
 				   struct zs_error *err)
 {
-	static const char *const keys[] = {"name", "shape", "group", NULL};
+	static const char *const keys[] = {"name", "shape", "group", "frozen", NULL};
 	char where[ZS_NAME_MAX + 16];
 	json_t *shape, *d;
 	enum zs_status st;
@@ -184,6 +184,11 @@ static enum zs_status parse_tensor(json_t *t, const char *unit, struct zs_tensor
 		return zs_fail(err, ZS_EINVAL, "tensor '%s': 'group' must be an integer in 0..%d",
 			       te->name, ZS_MAX_GROUPS - 1);
 	te->group = d ? (uint32_t)json_integer_value(d) : 0;
+	d = json_object_get(t, "frozen");
+	if (d && !json_is_boolean(d))
+		return zs_fail(err, ZS_EINVAL, "tensor '%s': 'frozen' must be true or false",
+			       te->name);
+	te->frozen = d && json_is_true(d);
 	te->ndim = (uint32_t)json_array_size(shape);
 	json_array_foreach(shape, i, d) {
 		if (!json_is_integer(d) || json_integer_value(d) < 0)

@@ -197,13 +197,40 @@ static bool others_reducing(struct ejob *j, struct eshard *s, uint64_t t)
 	return open;
 }
 
+/* The squared norm of the step's mean gradient over the shard's trained
+ * elements: a frozen tensor's count for nothing (its "gradient" is whatever
+ * a trainer sent; torch's clip_grad_norm_ sees none). Summed by zs_sumsq
+ * over each run of trained elements (adjacent segments of any group), in
+ * order: a shard without frozen elements is one run, as before. */
+static double trained_sumsq(struct engine *e, struct eshard *s)
+{
+	double sum = 0;
+
+	if (s->gpu)
+		eng_dev_acc_out(e, s);
+	if (!s->frozen)
+		return zs_sumsq(s->acc, s->sh.length);
+	for (uint32_t k = 0; k < s->n_segs;) {
+		uint32_t m = k;
+		if (s->segs[k].frozen) {
+			k++;
+			continue;
+		}
+		while (m + 1 < s->n_segs && !s->segs[m + 1].frozen)
+			m++;
+		sum += zs_sumsq(s->acc + s->segs[k].a, s->segs[m].b - s->segs[k].a);
+		k = m + 1;
+	}
+	return sum;
+}
+
 void eng_clip_reduced(struct engine *e, struct ejob *j, struct eshard *s)
 {
 	uint64_t t = s->version;
 	struct ctask *c;
 	uint32_t ns;
 
-	s->sumsq = s->gpu ? eng_dev_sumsq(e, s) : zs_sumsq(s->acc, s->sh.length);
+	s->sumsq = trained_sumsq(e, s);
 	s->reduced = true;
 	pthread_mutex_lock(&j->cmu);
 	s->clip_at = t + 1;

@@ -222,7 +222,7 @@ void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_ste
 		uint64_t lo = s->segs[k].a > a ? s->segs[k].a : a;
 		uint64_t hi = s->segs[k].b < b ? s->segs[k].b : b;
 		const struct zs_optim_step *st = &steps[s->segs[k].group];
-		if (lo >= hi)
+		if (lo >= hi || s->segs[k].frozen)
 			continue;
 		if (st->kind == ZS_ADAMW)
 			KCALL(e, "AdamW", adamw, zs_adamw_consts(st), s->dmaster + lo, s->ds0 + lo,
@@ -249,12 +249,6 @@ void eng_dev_acc_out(struct engine *e, struct eshard *s)
 void eng_dev_acc_in(struct engine *e, struct eshard *s)
 {
 	copy(e, s->dacc, s->acc, s->sh.length * 4, ZS_DEV_H2D);
-}
-
-double eng_dev_sumsq(struct engine *e, struct eshard *s)
-{
-	copy(e, s->acc, s->dacc, s->sh.length * 4, ZS_DEV_D2H);
-	return zs_sumsq(s->acc, s->sh.length);
 }
 
 enum zs_status eng_dev_arrays_io(struct engine *e, struct eshard *s, bool wr, float *m,

@@ -88,9 +88,12 @@ struct eshard {
 	unsigned n_arrays;  /* 1 + optimizer arrays */
 	float *landing;     /* arena: where an initial upload lands */
 	/* its elements by optimizer group: [a, b) from the shard's start,
-	 * adjacent tensors of one group merged (one segment for most jobs) */
-	struct eseg { uint64_t a, b; uint32_t group; } *segs;
+	 * adjacent tensors of one group merged (one segment for most jobs);
+	 * a frozen tensor's segment is never updated and adds nothing to the
+	 * clipping norm (frozen: the shard has such a segment) */
+	struct eseg { uint64_t a, b; uint32_t group; bool frozen; } *segs;
 	uint32_t n_segs;
+	bool frozen;
 	char path[600];
 	/* GPU-resident (devshard.c; master, s0, s1, bacc then NULL): the
 	 * arrays, the reduction, one push at a time, the compute-dtype copy */
@@ -347,9 +350,6 @@ void eng_dev_finish(struct ejob *j, struct eshard *s, size_t a, size_t b);
 void eng_dev_clear(struct engine *e, struct eshard *s);
 void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
 		   float coef, size_t a, size_t b);
-/* The shard's sum of squares of its reduced gradient, as zs_sumsq gives it
- * on the host (it is computed there, from a copy). */
-double eng_dev_sumsq(struct engine *e, struct eshard *s);
 /* The mean gradient (as the update consumed it) out to s->acc, or in from it. */
 void eng_dev_acc_out(struct engine *e, struct eshard *s);
 void eng_dev_acc_in(struct engine *e, struct eshard *s);

@@ -153,10 +153,12 @@ int eng_shard_segments(struct ejob *j, struct eshard *s)
 		struct eseg *last = s->n_segs ? &s->segs[s->n_segs - 1] : NULL;
 		if (a >= b)
 			continue;
-		if (last && last->group == te->group && last->b == a - lo)
+		if (last && last->group == te->group && last->frozen == te->frozen &&
+		    last->b == a - lo)
 			last->b = b - lo;
 		else
-			s->segs[s->n_segs++] = (struct eseg){a - lo, b - lo, te->group};
+			s->segs[s->n_segs++] = (struct eseg){a - lo, b - lo, te->group, te->frozen};
+		s->frozen |= te->frozen;
 	}
 	return 0;
 }
@@ -167,7 +169,7 @@ void eng_optim_run(struct engine *e, const struct eshard *s, const struct zs_opt
 	for (uint32_t k = 0; k < s->n_segs; k++) {
 		uint64_t lo = s->segs[k].a > a ? s->segs[k].a : a;
 		uint64_t hi = s->segs[k].b < b ? s->segs[k].b : b;
-		if (lo >= hi)
+		if (lo >= hi || s->segs[k].frozen)
 			continue;
 		zs_optim_apply_parallel(&steps[s->segs[k].group], p + (lo - a),
 					s0 ? s0 + (lo - a) : NULL, s1 ? s1 + (lo - a) : NULL,

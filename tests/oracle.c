@@ -61,7 +61,7 @@ void oracle_spec_sizes(struct zs_job_spec *s, const char *name, uint32_t R,
 		abort();
 }
 
-static float round_to(enum zs_dtype d, float x)
+float oracle_round(enum zs_dtype d, float x)
 {
 	if (d == ZS_BF16)
 		return zs_bf16_to_f32(zs_f32_to_bf16(x));
@@ -156,6 +156,13 @@ void oracle_spec_groups(struct zs_job_spec *s)
 		abort();
 }
 
+void oracle_spec_frozen(struct zs_job_spec *s)
+{
+	oracle_spec_groups(s);
+	s->layout.units[0].tensors[1].frozen = true; /* b [400], group 1 */
+	s->layout.units[2].tensors[1].frozen = true; /* b [99], group 0, between a and c */
+}
+
 void oracle_hparams(const struct zs_job_spec *s, uint64_t step, struct zs_hp_table *out)
 {
 	double warm = step < 2 ? (double)(step + 1) / 2.0 : 1.0;
@@ -167,6 +174,35 @@ void oracle_hparams(const struct zs_job_spec *s, uint64_t step, struct zs_hp_tab
 		out->g[g].lr *= warm * decay;
 	if (out->clip_norm > 0.0)
 		out->clip_norm *= 1.0 + 0.1 * (double)step;
+}
+
+/* A shard's squared norm as the servers take it: zs_sumsq over each run
+ * of elements of trained (not frozen) tensors, summed in order. */
+static double trained_sumsq(const struct zs_unit *un, const float *acc, uint64_t off,
+			    uint64_t len)
+{
+	double sum = 0.0;
+	uint64_t run = off; /* where the current run of trained elements began */
+	bool in_run = false;
+
+	for (uint32_t k = 0; k < un->n_tensors; k++) {
+		const struct zs_tensor *te = &un->tensors[k];
+		uint64_t a = te->offset > off ? te->offset : off;
+		uint64_t b = te->offset + te->numel < off + len ? te->offset + te->numel
+								 : off + len;
+		if (a >= b)
+			continue;
+		if (te->frozen && in_run) {
+			sum += zs_sumsq(acc + run, a - run);
+			in_run = false;
+		} else if (!te->frozen && !in_run) {
+			run = a;
+			in_run = true;
+		}
+	}
+	if (in_run)
+		sum += zs_sumsq(acc + run, off + len - run);
+	return sum;
 }
 
 void oracle_reference_full(const struct zs_job_spec *s, const struct zs_placement *pl,
@@ -207,10 +243,10 @@ void oracle_reference_sched(const struct zs_job_spec *s, const struct zs_placeme
 			/* trainers see the compute-dtype copy and push in that dtype;
 			 * every push of every rank is one term of the reduction */
 			for (uint64_t i = 0; i < n; i++) {
-				float seen = round_to(un->dtype, p[i]);
+				float seen = oracle_round(un->dtype, p[i]);
 				for (uint32_t r = 0; r < R; r++)
 					for (uint32_t mb = 0; mb < K; mb++)
-						terms[r * K + mb] = round_to(
+						terms[r * K + mb] = oracle_round(
 							un->dtype, K == 1 ? oracle_grad(seen, u, i, r, t)
 									  : oracle_grad_mb(seen, u, i, r, t, mb));
 				acc[i] = oracle_bsum(terms, R * K);
@@ -221,8 +257,9 @@ void oracle_reference_sched(const struct zs_job_spec *s, const struct zs_placeme
 		if (o->clip_norm > 0.0 && pl) {
 			double total = 0.0;
 			for (uint32_t k = 0; k < pl->n_shards; k++)
-				total += zs_sumsq(A[pl->shards[k].unit] + pl->shards[k].offset,
-						  pl->shards[k].length);
+				total += trained_sumsq(&s->layout.units[pl->shards[k].unit],
+						       A[pl->shards[k].unit], pl->shards[k].offset,
+						       pl->shards[k].length);
 			coef = zs_clip_coef(total, hp.clip_norm);
 		}
 		for (uint32_t u = 0; u < U; u++) {
@@ -233,6 +270,8 @@ void oracle_reference_sched(const struct zs_job_spec *s, const struct zs_placeme
 			for (uint32_t k = 0; k < un->n_tensors; k++) {
 				const struct zs_tensor *te = &un->tensors[k];
 				const struct zs_hp *h = &hp.g[te->group];
+				if (te->frozen) /* never updated */
+					continue;
 				struct zs_optim_step st = {o->kind, h->lr, h->beta1, h->beta2, h->eps,
 							   h->weight_decay, h->momentum, t + 1};
 				zs_optim_apply(&st, P[u] + te->offset, M[u] + te->offset,
@@ -242,7 +281,7 @@ void oracle_reference_sched(const struct zs_job_spec *s, const struct zs_placeme
 	}
 	for (uint32_t u = 0; u < U; u++) {
 		for (uint64_t i = 0; i < s->layout.units[u].numel; i++)
-			out[u][i] = round_to(s->layout.units[u].dtype, P[u][i]);
+			out[u][i] = oracle_round(s->layout.units[u].dtype, P[u][i]);
 		free(P[u]);
 		free(M[u]);
 		free(Vv[u]);

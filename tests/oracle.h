@@ -15,6 +15,8 @@
 #include "model/model.h"
 
 float oracle_init(uint32_t unit, uint64_t i);
+/* x as a value of dtype d holds it (bf16, f16 rounded), as a float. */
+float oracle_round(enum zs_dtype d, float x);
 float oracle_grad(float p, uint32_t unit, uint64_t i, uint32_t rank, uint64_t step);
 /* The gradient of micro-batch mb (of K per step; mb 0 is oracle_grad). */
 float oracle_grad_mb(float p, uint32_t unit, uint64_t i, uint32_t rank, uint64_t step,
@@ -52,6 +54,9 @@ void oracle_reference_full(const struct zs_job_spec *s, const struct zs_placemen
  * unit 2: a [2000] group 1, b [99] group 0, c [2000] group 2. Normalized
  * again. */
 void oracle_spec_groups(struct zs_job_spec *s);
+/* oracle_spec_groups with unit 0's b and unit 2's b frozen (held, never
+ * updated, outside the clipping norm; their trainers push gradients). */
+void oracle_spec_frozen(struct zs_job_spec *s);
 /* The schedule the tests set with zs_set_hparams: warmup then cosine decay
  * of each group's lr, clip_norm growing with the step where the job clips. */
 void oracle_hparams(const struct zs_job_spec *s, uint64_t step, struct zs_hp_table *out);

@@ -93,6 +93,7 @@ _SIGS = {
     "zs_unit_numel": (c_ulonglong, [_T, c_uint]),
     "zs_unit_dtype": (c_int, [_T, c_uint]),
     "zs_unit_tensors": (c_uint, [_T, c_uint]),
+    "zs_unit_tensor_frozen": (c_int, [_T, c_uint, c_uint]),
     "zs_unit_tensor": (c_int, [_T, c_uint, c_uint, POINTER(c_char_p), POINTER(c_ulonglong),
                                POINTER(c_uint), POINTER(c_ulonglong), c_uint]),
     "zs_init_unit": (c_int, [_T, c_uint, c_void_p]),

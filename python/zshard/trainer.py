@@ -175,16 +175,17 @@ class Trainer:
     def unit_numel(self, u: int) -> int:
         return lib.zs_unit_numel(self._handle(), self._unit(u))
 
-    def unit_tensors(self, u: int) -> List[Tuple[str, int, Tuple[int, ...]]]:
+    def unit_tensors(self, u: int) -> List[Tuple[str, int, Tuple[int, ...], bool]]:
         """Unit u's tensors as the job lays them out: (name, offset in the
-        unit's elements, shape), in order."""
+        unit's elements, shape, frozen), in order."""
         out = []
         h, u = self._handle(), self._unit(u)
         for i in range(lib.zs_unit_tensors(h, u)):
             name, off, nd = ctypes.c_char_p(), c_ulonglong(), c_uint()
             shape = (c_ulonglong * 8)()
             self._check(lib.zs_unit_tensor(h, u, i, byref(name), byref(off), byref(nd), shape, 8))
-            out.append((name.value.decode(), off.value, tuple(shape[d] for d in range(nd.value))))
+            out.append((name.value.decode(), off.value, tuple(shape[d] for d in range(nd.value)),
+                        lib.zs_unit_tensor_frozen(h, u, i) == 1))
         return out
 
     def unit_dtype(self, u: int) -> np.dtype:

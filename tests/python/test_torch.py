@@ -366,6 +366,107 @@ class TestTorch(unittest.TestCase):
         for n in nets:
             n.zshard_close()
 
+    def test_frozen_parameters(self):
+        """Frozen parameters (requires_grad=False: a wholly frozen unit, a
+        frozen weight beside a trained bias, a root bias) are held and
+        gathered but never changed: before, they were put in group 0 and
+        decayed by its weight decay every step. The trained ones end
+        bitwise equal to zshard's AdamW (tests/ref) applied to torch's
+        gradients of a plain copy with the same parameters frozen; the
+        frozen ones bitwise equal to their initial values; no .grad on
+        them. requires_grad changed after the start is refused, and so is
+        a rank whose model freezes other parameters than the job's."""
+        import copy
+        import zshard
+        from zshard.torch import AdamW
+
+        class Block(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin1, self.lin2 = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+            def forward(self, h):
+                return h + self.lin2(torch.tanh(self.lin1(h)))
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb, self.out = torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)
+                self.blocks = torch.nn.ModuleList([Block(), Block()])
+
+            def forward(self, x):
+                h = self.emb(x)
+                for b in self.blocks:
+                    h = b(h)
+                return self.out(h).pow(2).mean()
+
+        def build():
+            torch.manual_seed(11)
+            n = Net()
+            n.blocks[0].requires_grad_(False)
+            n.blocks[1].lin1.weight.requires_grad_(False)
+            n.emb.bias.requires_grad_(False)
+            return n
+
+        def data(t):
+            return torch.randn(6, 4, generator=torch.Generator().manual_seed(100 + t))
+
+        m, plain = build(), build()
+        frozen = {n for n, p in plain.named_parameters() if not p.requires_grad}
+        initial = {n: p.detach().clone() for n, p in plain.named_parameters()}
+        for b in m.blocks:
+            fully_shard(b)
+        fully_shard(m, job="gfz", coordinator=self.c.addr, rank=0, world_size=1)
+        opt = AdamW(m.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
+        state = {n: (np.zeros(p.numel(), np.float32), np.zeros(p.numel(), np.float32))
+                 for n, p in plain.named_parameters()}
+        for t in range(5):
+            m(data(t)).backward()
+            self.assertTrue(all(p.grad is None for n, p in m.named_parameters() if n in frozen))
+            opt.step()
+            opt.zero_grad()
+            plain.zero_grad(set_to_none=True)
+            plain(data(t)).backward()
+            with torch.no_grad():
+                for n, p in plain.named_parameters():
+                    if n in frozen:
+                        continue
+                    s0, s1 = state[n]
+                    pn, s0, s1 = optim_ref.step("adamw", p.numpy().reshape(-1).copy(), s0, s1,
+                                                p.grad.numpy().reshape(-1), t + 1, 1e-2, 0.9,
+                                                0.95, 1e-8, 0.1, 0.0)
+                    state[n] = (s0, s1)
+                    p.copy_(torch.from_numpy(pn).view(p.shape))
+        self.assertIn("frozen: 6 tensors, 216 elements", self.c.ctl("job", "show", "gfz"))
+        sd = m.state_dict()
+        for n, p in plain.named_parameters():
+            if n in frozen:
+                self.assertTrue(torch.equal(sd[n], initial[n]), "frozen %s changed" % n)
+            else:
+                self.assertFalse(torch.equal(sd[n], initial[n]), "%s did not train" % n)
+                self.assertTrue(torch.equal(sd[n], p.detach()),
+                                "%s differs from the reference by %g" %
+                                (n, (sd[n] - p.detach()).abs().max().item()))
+        m.blocks[1].lin1.weight.requires_grad_(True)
+        with self.assertRaisesRegex(zshard.FailedPrecondition,
+                                    r"requires_grad changed .*blocks\.1\.lin1\.weight"):
+            m(data(5))
+        m.zshard_close()
+
+        nets = [build(), build()]
+        nets[1].emb.bias.requires_grad_(True)  # this rank trains what the job holds frozen
+        for r, n in enumerate(nets):
+            for b in n.blocks:
+                fully_shard(b)
+            fully_shard(n, job="gfz2", coordinator=self.c.addr, rank=r, world_size=2)
+            AdamW(n.parameters(), lr=1e-2)
+        self.assertIsNone(nets[0].zshard_start())
+        with self.assertRaisesRegex(zshard.InvalidArgument,
+                                    r"holds emb\.bias frozen; this model trains it"):
+            nets[1].zshard_start()
+        for n in nets:
+            n.zshard_close()
+
     def test_in_process_bf16(self):
         """A bfloat16 model: the job computes in bf16 (fp32 masters on the
         servers), parameters are bf16 views of libzshard's buffers, it

@@ -29,7 +29,9 @@ void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kind,
 
 	memset(j, 0, sizeof *j);
 	oracle_spec(&j->spec, "t", R, kind, dt);
-	if (with_groups)
+	if (with_groups == 2)
+		oracle_spec_frozen(&j->spec);
+	else if (with_groups)
 		oracle_spec_groups(&j->spec);
 	for (int s = 0; s < S; s++)
 		sv[s] = (struct place_server){.id = (uint64_t)s + 1,
@@ -311,6 +313,14 @@ void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype dt,
 		got = malloc(un->numel * 4);
 		if (gather_unit(&c, conn, u, STEPS, got, why))
 			fail_msg("final gather: %s", why);
+		for (uint32_t k = 0; k < un->n_tensors; k++) /* frozen: as uploaded */
+			for (uint64_t i = un->tensors[k].offset;
+			     un->tensors[k].frozen && i < un->tensors[k].offset + un->tensors[k].numel;
+			     i++)
+				if (got[i] != oracle_round(un->dtype, oracle_init(u, i)))
+					fail_msg("frozen tensor %s changed: element %llu %.9g, was %.9g",
+						 un->tensors[k].name, (unsigned long long)i, got[i],
+						 oracle_init(u, i));
 		for (uint64_t i = 0; i < un->numel; i++) {
 			float want = ref[u][i];
 			if (memcmp(&got[i], &want, 4))

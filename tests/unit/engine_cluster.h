@@ -57,7 +57,8 @@ struct trainer {
 };
 
 /* When set, jobs split units 0 and 2 into tensors of 3 optimizer groups
- * (oracle_spec_groups): the optimizer runs segment by segment. */
+ * (oracle_spec_groups): the optimizer runs segment by segment; 2: with
+ * frozen tensors too (oracle_spec_frozen). */
 extern int with_groups;
 /* When set, servers keep state past this many bytes in tier files under
  * tier_dir/sS. */

@@ -45,9 +45,12 @@ static void test_job_roundtrip(void **st)
 	j.n_trainers = 2;
 	j.trainers = tr;
 	j.created_ms = 1234567;
+	j.spec.layout.units[0].tensors[1].frozen = true;
 	assert_int_equal(zs_enc_job(&j, &b), ZS_OK);
 	assert_int_equal(zs_dec_job(b.data, b.len, &k, NULL), ZS_OK);
 	assert_spec_equal(&j.spec, &k.spec);
+	assert_true(k.spec.layout.units[0].tensors[1].frozen);
+	assert_false(k.spec.layout.units[0].tensors[0].frozen);
 	assert_int_equal(k.placement.epoch, 9);
 	assert_int_equal(k.placement.n_shards, 2);
 	assert_memory_equal(k.placement.shards, sh, sizeof sh);

@@ -57,6 +57,11 @@ static void test_oracle_matrix(void **st)
 	with_groups = 1;
 	run_oracle(3, 2, ZS_ADAMW, ZS_BF16, &zs_tcp_transport, 1, 0.5);
 	run_oracle(2, 3, ZS_SGD, ZS_F32, &zs_shm_transport, 3, 0);
+	/* frozen tensors (one mid-unit, between two trained ones) get
+	 * gradients pushed and are never changed, nor counted in the norm */
+	with_groups = 2;
+	run_oracle(3, 2, ZS_ADAMW, ZS_BF16, &zs_tcp_transport, 1, 0.5);
+	run_oracle(2, 1, ZS_SGD, ZS_F32, &zs_shm_transport, 3, 0.5);
 	with_groups = 0;
 }
 

@@ -98,6 +98,39 @@ static void test_refusals(void **st)
 			   "a collective job has one copy");
 }
 
+/* A frozen tensor: parsed, part of the layout (another frozen set is
+ * another layout) and of its digest, which stays what it was for a layout
+ * with none frozen (checkpoints name the digest). */
+static void test_frozen(void **st)
+{
+	struct zs_job_spec s, t;
+	uint64_t before;
+	char why[256];
+	char *text = strdup(good), *at = strstr(text, "[256, 64]}");
+	char buf[4096];
+
+	(void)st;
+	assert_non_null(at);
+	snprintf(buf, sizeof buf, "%.*s[256, 64], \"frozen\": true}%s", (int)(at - text), text,
+		 at + strlen("[256, 64]}"));
+	assert_int_equal(zs_spec_from_json(good, &s, NULL), ZS_OK);
+	assert_int_equal(zs_job_spec_normalize(&s, NULL), ZS_OK);
+	assert_int_equal(zs_spec_from_json(buf, &t, NULL), ZS_OK);
+	assert_int_equal(zs_job_spec_normalize(&t, NULL), ZS_OK);
+	assert_false(s.layout.units[0].tensors[0].frozen);
+	assert_true(t.layout.units[0].tensors[0].frozen);
+	assert_false(zs_layout_equal(&s.layout, &t.layout, why, sizeof why));
+	assert_non_null(strstr(why, "tensor 'wte' is trained, the job's is frozen"));
+	before = zs_layout_digest(&s.layout);
+	assert_true(before != zs_layout_digest(&t.layout));
+	s.layout.units[0].tensors[0].frozen = true;
+	assert_true(zs_layout_equal(&s.layout, &t.layout, NULL, 0));
+	assert_true(zs_layout_digest(&s.layout) == zs_layout_digest(&t.layout));
+	zs_job_spec_release(&s);
+	zs_job_spec_release(&t);
+	free(text);
+}
+
 /* Optimizer groups: values per group (missing keys from the top level),
  * tensors naming theirs, through JSON and protobuf alike. */
 static void test_groups(void **st)
@@ -154,6 +187,8 @@ static void test_groups(void **st)
 	expect_parse_error("\"lr\": 0.001", "\"lr\": 0.001, \"groups\": [{\"lamda\": 1}]",
 			   "unknown key 'lamda'");
 	expect_parse_error("[256, 64]}", "[256, 64], \"group\": -1}", "'group' must be an integer");
+	expect_parse_error("[256, 64]}", "[256, 64], \"frozen\": 1}",
+			   "tensor 'wte': 'frozen' must be true or false");
 	expect_parse_error("[256, 64]}", "[256, 64], \"group\": 1}",
 			   "tensor 'wte' of unit 'embed' is in optimizer group 1; the job has 1");
 }
@@ -219,6 +254,7 @@ int main(void)
 		cmocka_unit_test(test_good),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_groups),
+		cmocka_unit_test(test_frozen),
 		cmocka_unit_test(test_layout_equal),
 		cmocka_unit_test(test_load_file_errors),
 	};

@@ -26,7 +26,9 @@ last of its parameters has its gradient. The optimizer runs on the shard
 servers: the optimizer object here only carries the values of its
 param_groups (lr, weight_decay, betas, eps, momentum), which go to the
 servers before each step's first push, so any torch.optim.lr_scheduler
-drives it. The root's own parameters (embeddings, a tied output head, the
+drives it. Parameters with requires_grad=False are frozen in the job (held
+and gathered, never updated; the set is fixed when the job is created).
+The root's own parameters (embeddings, a tied output head, the
 last norm) stay gathered through the step, as FSDP2's root.
 
 CPU parameters are views of libzshard's buffers: no copy between a gather

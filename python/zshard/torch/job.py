@@ -181,6 +181,8 @@ class Job:
                 t = {"name": n, "shape": list(shape)}
                 if group_of.get(id(p), 0):
                     t["group"] = group_of[id(p)]
+                if not p.requires_grad:  # held and gathered, never updated
+                    t["frozen"] = True
                 tensors.append(t)
             units.append({"name": u.name, "tensors": tensors})
         spec = {"name": self.o["job"], "stage": self.o["stage"],
@@ -245,7 +247,7 @@ class Job:
                                       (self.o["job"], u.index, t.unit_numel(u.index), u.name,
                                        u.numel))
             theirs = t.unit_tensors(u.index)
-            mine = [(n, off, tuple(shape)) for (n, _), off, shape in
+            mine = [(n, off, tuple(shape), not p.requires_grad) for (n, p), off, shape in
                     zip(u.params, u.offsets, u.shapes)]
             if len(theirs) != len(mine):
                 raise InvalidArgument("job '%s' unit %d has %d tensors, this model's '%s' %d" %
@@ -258,6 +260,13 @@ class Job:
                         "model has %s of shape %s there: every rank must build the same model"
                         % (self.o["job"], u.index, u.name, a[0], list(a[2]), a[1], b[0],
                            list(b[2])))
+                if a[3] != b[3]:
+                    raise InvalidArgument(
+                        "job '%s' holds %s %s; this model %s it (requires_grad=%s): the "
+                        "frozen parameters are the job's, fixed when it was created"
+                        % (self.o["job"], a[0], "frozen" if a[3] else "trained",
+                           "trains" if a[3] else "freezes", b[3] is False))
+        self.frozen = [[not p.requires_grad for _, p in u.params] for u in self.units]
 
     def upload(self):
         """Rank 0's upload of the initial parameters: the module's own, kept
@@ -373,6 +382,8 @@ class Job:
             u.grad_ptr = self.t.unit_grad_ptr(u.index)
             u.grad_flat = self._wrap(u, u.grad_ptr)
         for (_, p), off, shape in zip(u.params, u.offsets, u.shapes):
+            if not p.requires_grad:  # frozen: no gradient, as in torch
+                continue
             g = u.grad_flat[off:off + math.prod(shape)].view(shape)
             if p.grad is None:
                 p.grad = g
@@ -382,6 +393,14 @@ class Job:
 
     # ------------------------------------------------------------- steps
     def begin_step(self):
+        now = [[not p.requires_grad for _, p in u.params] for u in self.units]
+        if now != self.frozen:
+            changed = [n for u, was, is_ in zip(self.units, self.frozen, now)
+                       for (n, _), a, b in zip(u.params, was, is_) if a != b]
+            raise FailedPrecondition(
+                "requires_grad changed since the job was created (%s): its frozen parameters "
+                "are fixed then; a new job (or zshardctl import of an export) freezes others"
+                % ", ".join(changed[:8]))
         self.t.step_begin(self.step)
         self.in_step = True
         self.backward_started = False
