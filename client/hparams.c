@@ -5,6 +5,8 @@
  */
 #include "client/trainer.h"
 
+#include <math.h>
+
 unsigned zs_trainer_groups(const zs_trainer *t) { return t->job.spec.optim.n_groups; }
 
 int zs_trainer_hparams(const zs_trainer *t, unsigned group, struct zs_hparams *h,
@@ -91,6 +93,39 @@ int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hpara
 	else
 		t->n_hp_hist++;
 	t->hp_hist[t->n_hp_hist - 1] = tab;
+	return ZS_OK;
+}
+
+int zs_step_grad_norm(zs_trainer *t, unsigned long long step, int timeout_ms, double *norm)
+{
+	struct zs_norm_report r = {.step = step, .server_id = 0};
+	int64_t until = zs_now_ms() + (timeout_ms > 0 ? timeout_ms : 60000), nap = 1;
+	struct zs_error err = {0};
+	double total = 0.0;
+	enum zs_status st;
+
+	if (!norm)
+		return tr_fail(t, ZS_EINVAL, "no place for the norm");
+	if (t->job.spec.optim.clip_norm <= 0.0)
+		return tr_fail(t, ZS_ESTATE,
+			       "job '%s' does not clip gradients: its servers compute no norm (a job "
+			       "spec's clip_norm, zshard.torch's max_grad_norm, turns it on)",
+			       t->job.spec.name);
+	snprintf(r.job, sizeof r.job, "%s", t->job.spec.name);
+	for (;;) {
+		int64_t left = until - zs_now_ms();
+		memset(&err, 0, sizeof err);
+		st = zs_coord_report_norm(t->coord, &r, (int)(left > 1 ? left : 1), &total, &err);
+		if (st != ZS_EAGAIN || left <= 0)
+			break;
+		zs_sleep_ms(nap < left ? nap : left, NULL); /* no server reported it yet */
+		nap = nap < 16 ? nap * 2 : 16;
+	}
+	if (st == ZS_EAGAIN)
+		st = zs_fail(&err, ZS_ETIMEDOUT, "%s within %d ms", err.msg, timeout_ms);
+	if (st)
+		return tr_fail(t, st, "the gradient norm of step %llu: %s", step, err.msg);
+	*norm = sqrt(total);
 	return ZS_OK;
 }
 

@@ -3,6 +3,10 @@
  * shards' squared norms for a step; the call is answered, for every server
  * at once, when the job's last shard is in (or failed after the bound).
  *
+ * A trainer asks for a step's total with a report from server 0 (none has
+ * that id) of no norms: answered with the servers, or at once for one of
+ * the last NORMS_KEPT steps; ZS_EAGAIN while no server has reported it.
+ *
  * A step's norms are kept by shard (its position among the placement's
  * primaries, which no new placement epoch reorders), not by server: after
  * a failover the promoted copy of a lost primary's shard reports it, and
@@ -172,6 +176,13 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		else
 			zs_rpc_reply(call, b.data, b.len);
 		zs_buf_release(&b);
+		goto out;
+	}
+	if (!nc && r.server_id == 0) {
+		/* a trainer's question (no server has id 0, no norms): the
+		 * total once a server reports; none has yet */
+		zs_rpc_fail(call, ZS_EAGAIN, "job '%s' step %llu: no gradient norm reported yet",
+			    r.job, (unsigned long long)r.step);
 		goto out;
 	}
 	if (!nc) {

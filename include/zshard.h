@@ -214,6 +214,18 @@ int zs_trainer_hparams(const zs_trainer *t, unsigned group, struct zs_hparams *h
 int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hparams *groups,
 		   unsigned n_groups, double clip_norm);
 
+/*
+ * The global gradient norm of step (the L2 norm of its mean gradient over
+ * every trained element, before clipping: what torch's clip_grad_norm_
+ * returns) into *norm, as the job's servers computed it to clip: waits
+ * until every server has reported it (at most timeout_ms; <= 0: 60 s).
+ * Only for a job that clips (the servers compute no norm otherwise), and
+ * for one of its latest steps (the coordinator keeps the last 4 totals).
+ * ZS_OK; ZS_ESTATE (the job does not clip); ZS_ETIMEDOUT (naming the
+ * servers not reported); ZS_ECANCELED (the step was abandoned: a rollback).
+ */
+int zs_step_grad_norm(zs_trainer *t, unsigned long long step, int timeout_ms, double *norm);
+
 /* ---------------------------------------------------------------------
  * The step driver: prefetch, resharding and the stage's memory rules, so a
  * trainer only says which unit it computes next. Per step t:

@@ -107,6 +107,7 @@ _SIGS = {
     "zs_trainer_groups": (c_uint, [_T]),
     "zs_trainer_hparams": (c_int, [_T, c_uint, POINTER(HParams), POINTER(c_double)]),
     "zs_set_hparams": (c_int, [_T, c_ulonglong, POINTER(HParams), c_uint, c_double]),
+    "zs_step_grad_norm": (c_int, [_T, c_ulonglong, c_int, POINTER(c_double)]),
     "zs_step_begin": (c_int, [_T, c_ulonglong]),
     "zs_unit_params": (c_int, [_T, c_uint, c_int, POINTER(c_void_p)]),
     "zs_unit_forward_done": (c_int, [_T, c_uint]),

@@ -14,7 +14,7 @@ import ctypes
 import json
 import os
 from typing import Any, Dict, List, Optional, Tuple, Union
-from ctypes import byref, c_uint, c_ulonglong, c_void_p
+from ctypes import byref, c_double, c_uint, c_ulonglong, c_void_p
 
 import numpy as np
 
@@ -330,6 +330,14 @@ class Trainer:
         buf = ctypes.create_string_buffer(bytes(blob), len(blob)) if blob else None
         self._check(lib.zs_checkpoint(self._handle(), step, buf, len(blob), byref(ident)))
         return ident.value
+
+    def grad_norm(self, step: int, timeout_ms: int = 60000) -> float:
+        """The global gradient norm of step (before clipping), as the
+        servers computed it to clip: waits until every server reported it.
+        FailedPrecondition if the job does not clip."""
+        out = c_double()
+        self._check(lib.zs_step_grad_norm(self._handle(), step, timeout_ms, byref(out)))
+        return out.value
 
     def checkpoint_wait(self, ident: int, timeout_ms: int = -1) -> bool:
         """True once committed, False if timeout_ms passed first."""

@@ -136,6 +136,43 @@ def reference(steps, world=2, total=STEPS, torch_adamw=False, accum=1, clip=None
     return {n: p.detach().clone() for n, p in model.named_parameters(remove_duplicate=False)}
 
 
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin1, self.lin2 = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, h):
+        return h + self.lin2(torch.tanh(self.lin1(h)))
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.out = torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)
+        self.blocks = torch.nn.ModuleList([_Block(), _Block()])
+
+    def forward(self, x):
+        h = self.emb(x)
+        for b in self.blocks:
+            h = b(h)
+        return self.out(h).pow(2).mean()
+
+
+def frozen_net():
+    """A small net with a wholly frozen unit (blocks.0), a frozen weight
+    beside a trained bias (blocks.1.lin1) and a frozen root bias."""
+    torch.manual_seed(11)
+    n = _Net()
+    n.blocks[0].requires_grad_(False)
+    n.blocks[1].lin1.weight.requires_grad_(False)
+    n.emb.bias.requires_grad_(False)
+    return n
+
+
+def net_data(t):
+    return torch.randn(6, 4, generator=torch.Generator().manual_seed(100 + t))
+
+
 class TestTorch(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -376,41 +413,9 @@ class TestTorch(unittest.TestCase):
         frozen ones bitwise equal to their initial values; no .grad on
         them. requires_grad changed after the start is refused, and so is
         a rank whose model freezes other parameters than the job's."""
-        import copy
         import zshard
         from zshard.torch import AdamW
-
-        class Block(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.lin1, self.lin2 = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
-
-            def forward(self, h):
-                return h + self.lin2(torch.tanh(self.lin1(h)))
-
-        class Net(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.emb, self.out = torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)
-                self.blocks = torch.nn.ModuleList([Block(), Block()])
-
-            def forward(self, x):
-                h = self.emb(x)
-                for b in self.blocks:
-                    h = b(h)
-                return self.out(h).pow(2).mean()
-
-        def build():
-            torch.manual_seed(11)
-            n = Net()
-            n.blocks[0].requires_grad_(False)
-            n.blocks[1].lin1.weight.requires_grad_(False)
-            n.emb.bias.requires_grad_(False)
-            return n
-
-        def data(t):
-            return torch.randn(6, 4, generator=torch.Generator().manual_seed(100 + t))
-
+        build, data = frozen_net, net_data
         m, plain = build(), build()
         frozen = {n for n, p in plain.named_parameters() if not p.requires_grad}
         initial = {n: p.detach().clone() for n, p in plain.named_parameters()}
@@ -466,6 +471,67 @@ class TestTorch(unittest.TestCase):
             nets[1].zshard_start()
         for n in nets:
             n.zshard_close()
+
+    def test_clip_grad_norm(self):
+        """torch.nn.utils.clip_grad_norm_ over a zshard model (it returned
+        0.0 and did nothing: no .grad between backward and step): the
+        step's global norm as the servers computed it to clip, equal (to
+        rounding: another summation order) to torch's over a plain copy's
+        gradients, frozen parameters left out; optimizer.last_grad_norm the
+        same after the step, and the model's own clip_grad_norm_. Refused,
+        saying why: another max_norm than the servers clip at, another
+        norm_type, outside a step, a job that does not clip, a mix with
+        other parameters. Parameters of no zshard module: torch's own."""
+        import zshard
+        from zshard.torch import AdamW
+        m, plain = frozen_net(), frozen_net()
+        for b in m.blocks:
+            fully_shard(b)
+        fully_shard(m, job="gclip", coordinator=self.c.addr, rank=0, world_size=1)
+        opt = AdamW(m.parameters(), lr=1e-3, max_grad_norm=0.05)
+        with self.assertRaisesRegex(zshard.FailedPrecondition, "between loss.backward"):
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.05)
+        for t in range(3):
+            # the same parameters in a plain module: torch's norm of its gradients
+            with torch.no_grad():
+                for p, q in zip(plain.parameters(), m.state_dict().values()):
+                    p.copy_(q)
+            plain.zero_grad(set_to_none=True)
+            plain(net_data(t)).backward()
+            want = torch.nn.utils.clip_grad_norm_(plain.parameters(), float("inf")).item()
+            m(net_data(t)).backward()
+            with self.assertRaisesRegex(zshard.FailedPrecondition,
+                                        r"clip step %d at max_grad_norm=0.05" % t):
+                torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            with self.assertRaisesRegex(zshard.InvalidArgument, "L2 norm"):
+                torch.nn.utils.clip_grad_norm_(m.parameters(), 0.05, norm_type=1)
+            with self.assertRaisesRegex(zshard.InvalidArgument, "and others"):
+                torch.nn.utils.clip_grad_norm_(list(m.parameters()) + [torch.nn.Parameter(
+                    torch.ones(2))], 0.05)
+            got = torch.nn.utils.clip_grad_norm_(m.parameters(), 0.05)
+            self.assertEqual(m.clip_grad_norm_(0.05).item(), got.item())
+            self.assertGreater(want, 0.05)  # so the servers clipped
+            self.assertAlmostEqual(got.item() / want, 1.0, places=5)
+            opt.step()
+            self.assertEqual(float(np.float32(opt.last_grad_norm)), got.item())
+        m.zshard_close()
+        plain2 = torch.nn.Linear(3, 3)
+        plain2(torch.ones(1, 3)).sum().backward()
+        n = torch.nn.utils.clip_grad_norm_(plain2.parameters(), 1e-3)  # torch's own
+        self.assertLessEqual(torch.cat([p.grad.reshape(-1) for p in plain2.parameters()]).norm()
+                             .item(), 1e-3 * 1.0001)
+        self.assertGreater(n.item(), 1e-3)
+
+        m2 = frozen_net()
+        fully_shard(m2, job="gnoclip", coordinator=self.c.addr, rank=0, world_size=1)
+        opt2 = AdamW(m2.parameters(), lr=1e-3)
+        m2(net_data(0)).backward()
+        with self.assertRaisesRegex(zshard.FailedPrecondition, "max_grad_norm=1"):
+            torch.nn.utils.clip_grad_norm_(m2.parameters(), 1.0)
+        opt2.step()
+        with self.assertRaisesRegex(zshard.FailedPrecondition, "max_grad_norm"):
+            opt2.last_grad_norm
+        m2.zshard_close()
 
     def test_in_process_bf16(self):
         """A bfloat16 model: the job computes in bf16 (fp32 masters on the

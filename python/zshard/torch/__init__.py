@@ -26,7 +26,11 @@ last of its parameters has its gradient. The optimizer runs on the shard
 servers: the optimizer object here only carries the values of its
 param_groups (lr, weight_decay, betas, eps, momentum), which go to the
 servers before each step's first push, so any torch.optim.lr_scheduler
-drives it. Parameters with requires_grad=False are frozen in the job (held
+drives it. Clipping is the servers' (the optimizer's max_grad_norm);
+torch.nn.utils.clip_grad_norm_ over a zshard model's parameters returns
+the step's global norm as the servers computed it (max_norm must equal
+max_grad_norm) and refuses what it cannot do; optimizer.last_grad_norm
+gives the last step's for logging. Parameters with requires_grad=False are frozen in the job (held
 and gathered, never updated; the set is fixed when the job is created).
 The root's own parameters (embeddings, a tied output head, the
 last norm) stay gathered through the step, as FSDP2's root.
@@ -40,8 +44,11 @@ Rank, world size and coordinator come from RANK, WORLD_SIZE and
 ZSHARD_COORDINATOR (torchrun's conventions; LOCAL_RANK is kept for the
 device), or the arguments of the root's fully_shard.
 """
+from zshard.torch import clip as _clip
 from zshard.torch.blob import load_rng_blob, rng_blob
 from zshard.torch.module import ZshardModule, fully_shard
 from zshard.torch.optim import SGD, AdamW
+
+_clip.install()
 
 __all__ = ["fully_shard", "ZshardModule", "AdamW", "SGD", "rng_blob", "load_rng_blob"]

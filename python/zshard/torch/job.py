@@ -72,6 +72,7 @@ class Job:
         self._sth = None
         self.eval_units = set()
         self.init_flats = None
+        self.norms = {}                # step -> its global gradient norm (servers')
 
     # ---------------------------------------------------------- structure
     def collect(self):
@@ -536,6 +537,36 @@ class Job:
         for u in self.units:  # units some of whose parameters had no gradient
             self.push(u)
         self.accum = False
+
+    # ---------------------------------------------------------- clipping
+    def grad_norm(self, step):
+        """The servers' global gradient norm of step (waiting for it)."""
+        if step not in self.norms:
+            self.norms = {s: n for s, n in self.norms.items() if s > step - 4}
+            self.norms[step] = self.t.grad_norm(step, self.o["op_timeout_ms"] or 120000)
+        return self.norms[step]
+
+    def clip(self, max_norm, norm_type):
+        """clip_grad_norm_ of this job's parameters: this step's norm."""
+        if float(norm_type) != 2.0:
+            raise InvalidArgument("the servers clip by the L2 norm; norm_type=%s is not offered"
+                                  % (norm_type,))
+        clip = self.opt.max_grad_norm if self.opt is not None else 0.0
+        if not clip:
+            raise FailedPrecondition(
+                "clip_grad_norm_ on a zshard model: the gradients are on the servers, which "
+                "clip them if the job does: create the optimizer with max_grad_norm=%g" %
+                float(max_norm))
+        if not self.in_step or self.accum or any(not u.pushed for u in self.units):
+            raise FailedPrecondition("clip_grad_norm_ is called between loss.backward() (with "
+                                     "gradient sync on) and optimizer.step()")
+        sent = self.sent[1] if self.sent is not None else clip
+        if float(max_norm) != sent:
+            raise FailedPrecondition(
+                "the servers clip step %d at max_grad_norm=%g, sent before its backward pass; "
+                "clip_grad_norm_(max_norm=%g) cannot change that now: set the optimizer's "
+                "max_grad_norm before the backward" % (self.step, sent, float(max_norm)))
+        return self.grad_norm(self.step)
 
     # ------------------------------------------------- forward without grad
     def gathered(self, u):

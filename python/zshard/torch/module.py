@@ -109,6 +109,12 @@ class ZshardModule:
                 "a checkpoint (zshardctl checkpoint restore)")
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
+        """As FSDP's: this step's global gradient norm (the servers clip at
+        the optimizer's max_grad_norm, which max_norm must equal); called
+        between loss.backward() and optimizer.step()."""
+        return torch.tensor(self._zshard.clip(max_norm, norm_type), dtype=torch.float32)
+
     def zshard_close(self) -> None:
         """Leaves the job (cleanly between steps)."""
         j = self._zshard

@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from zshard.errors import InvalidArgument
+from zshard.errors import FailedPrecondition, InvalidArgument
 from zshard.torch.job import OWNER
 
 
@@ -50,6 +50,19 @@ class _Optim:
                 loss = closure()
         self._zs.end_step()
         return loss
+
+    @property
+    def last_grad_norm(self) -> float:
+        """The global gradient norm (all ranks', before clipping) of the
+        last step ended, as the servers computed it to clip: for logging.
+        Waits for the slowest rank's pushes of that step. Needs
+        max_grad_norm (otherwise the servers compute no norm)."""
+        if self._zs.step == 0:
+            raise FailedPrecondition("no step has ended yet")
+        if not self.max_grad_norm:
+            raise FailedPrecondition("the servers compute the gradient norm to clip: create "
+                                     "the optimizer with max_grad_norm to have it")
+        return self._zs.grad_norm(self._zs.step - 1)
 
     def zero_grad(self, set_to_none=True):
         """Gradients were pushed with the backward pass: what is left here
