@@ -50,7 +50,7 @@ CFLAGS := -std=gnu11 $(OPT) -g -Wall -Wextra -Wshadow -Wno-missing-field-initial
 CPPFLAGS := -I. -I$(BUILD) -D_GNU_SOURCE
 LDFLAGS := -pthread $(SANFLAGS)
 # -lgrpc -lgpr is all a dynamic link needs (pkg-config lists ~90 absl libs)
-CTRL_LIBS := -lprotobuf-c -lgrpc -lgpr
+CTRL_LIBS := -lprotobuf-c -lgrpc -lgpr -lssl -lcrypto
 LDLIBS := -ljansson -llmdb -lmicrohttpd $(CTRL_LIBS) -ldl -lm
 
 # zshard's own messages, and the part of etcd's v3 API the coordinator uses

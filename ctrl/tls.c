@@ -114,6 +114,14 @@ enum zs_status zs_tls_setup(const char *ca_file, const char *cert_file, const ch
 	return zs_tls_from_env(err);
 }
 
+void zs_tls_use(void (*fn)(const char *ca, const char *cert, const char *key, void *arg),
+		void *arg)
+{
+	pthread_mutex_lock(&tls.mu);
+	fn(tls.ca, tls.cert, tls.key, arg);
+	pthread_mutex_unlock(&tls.mu);
+}
+
 bool zs_tls_on(void)
 {
 	bool on;

@@ -12,6 +12,7 @@
 #define ZS_CTRL_TLS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "base/status.h"
 
@@ -37,6 +38,23 @@ enum zs_status zs_tls_from_env(struct zs_error *err);
 enum zs_status zs_tls_setup(const char *ca_file, const char *cert_file, const char *key_file,
 			    struct zs_error *err);
 bool zs_tls_on(void);
+
+/* Calls fn with this process's PEM strings (all NULL when TLS is off),
+ * under the configuration's lock: fn copies what it needs. */
+void zs_tls_use(void (*fn)(const char *ca, const char *cert, const char *key, void *arg),
+		void *arg);
+
+/*
+ * After a connection to addr ("host:port") failed in a way TLS can cause
+ * (gRPC's "Socket closed", a failed handshake): a handshake of this
+ * process's own with addr (about a second at most) says whether TLS is why.
+ * ZS_EPROTO with why (which side refused what: the peer speaks no TLS,
+ * speaks it to a process without an identity, refused our certificate
+ * naming its alert, or we refused its certificate naming the check that
+ * failed); ZS_OK with why empty when TLS is not the cause or it cannot
+ * tell (ctrl/tls_probe.c).
+ */
+enum zs_status zs_tls_diagnose(const char *addr, char *why, size_t len);
 
 /* For ctrl/rpc.c: the credentials to serve and to connect with (insecure
  * ones when TLS is off). Release with grpc's *_credentials_release. */

@@ -10,7 +10,7 @@
 #   tools/install-deps.sh --check    only report what is missing (exit 1 if any)
 set -eu
 
-PKGS="gcc make pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
+PKGS="gcc make pkg-config libgrpc-dev libssl-dev libprotobuf-c-dev protobuf-c-compiler \
 liblmdb-dev lmdb-utils libmicrohttpd-dev libcmocka-dev libjansson-dev libopenblas-dev python3 python3-numpy python3-venv \
 libibverbs-dev ibverbs-providers"
 # for the tests only, without what Debian recommends beside them (the

@@ -4,8 +4,10 @@
 # ZSHARD_TLS_*) and zshardctl present; the example model trains through it
 # bit for bit as the reference. Refused, each with a clear error and
 # nothing changed: zshardctl without a certificate, with one from another
-# CA, trusting another CA; a plaintext server registering; half a TLS
-# configuration; a key file that holds no key. No key material in any log.
+# CA, trusting another CA; a plaintext server registering (and a TLS one
+# with a plaintext coordinator), each at once and saying which side refused
+# what; half a TLS configuration; a key file that holds no key. No key
+# material in any log.
 #
 #   tests/integration/tls.sh BIN_DIR
 #
@@ -53,21 +55,47 @@ like_reference "$dir/tls.json"
 
 ctl $T jobs --json >"$dir/before.json" || fail "jobs over TLS"
 sed 's/"tls"/"intruder"/' "$dir/tls.json" >"$dir/intruder.json"
-# refused: no certificate; another CA's; trusting another CA
+# refused: no certificate; another CA's; trusting another CA; each error
+# says TLS and which side refused what (gRPC said "Socket closed")
+n=0
 for how in "" "--tls-ca $dir/ca.pem --tls-cert $dir/stranger.pem --tls-key $dir/stranger.key" \
 	"--tls-ca $dir/other.pem --tls-cert $dir/node.pem --tls-key $dir/node.key"; do
-	if ctl $how job create "$dir/intruder.json" >"$dir/refused.log" 2>&1; then
+	n=$((n + 1))
+	if ctl $how job create "$dir/intruder.json" >"$dir/refused$n.log" 2>&1; then
 		fail "a job was created with '${how:-no TLS}'"
 	fi
-	grep -q "unavailable\|handshake\|failed to connect\|Socket closed" "$dir/refused.log" ||
-		fail "no clear error with '${how:-no TLS}': $(cat "$dir/refused.log")"
 done
+grep -q "$addr speaks TLS and this process has no TLS identity" "$dir/refused1.log" ||
+	fail "no TLS: $(cat "$dir/refused1.log")"
+grep -q "TLS: $addr refused this process's certificate" "$dir/refused2.log" ||
+	fail "another CA's certificate: $(cat "$dir/refused2.log")"
+grep -q "TLS: this process refused the certificate of $addr (self-signed certificate in certificate chain)" \
+	"$dir/refused3.log" || fail "trusting another CA: $(cat "$dir/refused3.log")"
+grep -q "TLS: refused a client that presented no certificate" "$dir/coord.log" ||
+	fail "the coordinator's log does not say it refused a client without a certificate"
 ctl $T jobs --json >"$dir/after.json" || fail "jobs over TLS"
 cmp -s "$dir/before.json" "$dir/after.json" || fail "a refused client changed the jobs"
-# a plaintext server cannot register, and says so within its bound
+# a plaintext server cannot register and says why at its first try (it
+# waited out its bound, 5 minutes by default, saying no coordinator
+# answered); the coordinator says a client spoke plaintext
 "$bin/zshard-server" --coordinator "$addr" --data-dir "$dir/plain" --capacity 64M \
-	--coordinator-timeout-ms 2000 >"$dir/plain.log" 2>&1 && fail "a plaintext server registered"
-grep -q "127.0.0.1" "$dir/plain.log" || fail "the plaintext server's error does not name the coordinator"
+	--coordinator-timeout-ms 60000 >"$dir/plain.log" 2>&1 && fail "a plaintext server registered"
+grep -q "$addr speaks TLS and this process has no TLS identity" "$dir/plain.log" ||
+	fail "the plaintext server's error: $(tail -2 "$dir/plain.log")"
+grep -q "waiting for the coordinator" "$dir/plain.log" && fail "the plaintext server waited"
+grep -q "TLS: a client spoke plaintext to this TLS listener" "$dir/coord.log" ||
+	fail "the coordinator's log does not say a client spoke plaintext"
+# and a TLS server meeting a plaintext coordinator says that
+"$bin/zshard-coordinator" --listen 127.0.0.1:0 --data-dir "$dir/pc" --port-file "$dir/pc.addr" \
+	>"$dir/pc.log" 2>&1 &
+pids="$pids $!"
+wait_file "$dir/pc.addr" 60 || fail "the plaintext coordinator did not start"
+paddr=$(cat "$dir/pc.addr")
+# shellcheck disable=SC2086
+"$bin/zshard-server" --coordinator "$paddr" --data-dir "$dir/tlss" --capacity 64M $T \
+	--coordinator-timeout-ms 60000 >"$dir/tlss.log" 2>&1 && fail "a TLS server registered with a plaintext coordinator"
+grep -q "TLS: $paddr does not speak TLS" "$dir/tlss.log" ||
+	fail "the TLS server's error: $(tail -2 "$dir/tlss.log")"
 [ "$(ctl $T servers | grep -c ' up ')" = 2 ] || fail "the server count changed"
 # half a configuration, and a key file without a key: refused at start
 "$bin/zshard-server" --coordinator "$addr" --data-dir "$dir/half" --tls-ca "$dir/ca.pem" \
@@ -114,4 +142,4 @@ line=$(sed -n 2p "$dir/node.key")
 if grep -l -e "-----BEGIN" -e "$line" "$dir"/*.log >/dev/null 2>&1; then
 	fail "key material in $(grep -l -e "-----BEGIN" -e "$line" "$dir"/*.log | head -1)"
 fi
-echo "tls: passed (mutual TLS: trained bitwise equal; no certificate, another CA's, another CA trusted, a plaintext server, half a configuration and a non-key refused with nothing changed; no key in the logs$etcd_said)"
+echo "tls: passed (mutual TLS: trained bitwise equal; no certificate, another CA's, another CA trusted, a plaintext server and a TLS one meeting a plaintext coordinator refused at once, saying which side refused what, with nothing changed; half a configuration and a non-key refused; no key in the logs$etcd_said)"
