@@ -181,6 +181,9 @@ static enum zs_status invoke(struct zs_coord_client *c, const char *path, const 
 		if (!idem || try_ms > left)
 			try_ms = left;
 		if (zs_rpc_client_ready(c->rpc[i], left < 1000 ? (int)left : 1000)) {
+			st = zs_rpc_client_refused(c->rpc[i], err);
+			if (st) /* TLS refused it: no waiting mends that */
+				break;
 			st = zs_fail(err, ZS_EUNAVAIL, "cannot reach coordinator %s",
 				     zs_rpc_client_target(c->rpc[i]));
 		} else {

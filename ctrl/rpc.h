@@ -113,6 +113,9 @@ enum zs_status zs_rpc_client_open_plain(const char *target, struct zs_rpc_client
  * needs to know before it sends a call elsewhere).
  */
 enum zs_status zs_rpc_client_ready(struct zs_rpc_client *c, int timeout_ms);
+/* After zs_rpc_client_ready failed: ZS_EPROTO saying which side refused
+ * what when TLS is why the channel fails (ctrl/tls_probe.c), else ZS_OK. */
+enum zs_status zs_rpc_client_refused(struct zs_rpc_client *c, struct zs_error *err);
 void zs_rpc_client_free(struct zs_rpc_client *c);
 const char *zs_rpc_client_target(const struct zs_rpc_client *c);
 

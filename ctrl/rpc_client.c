@@ -191,6 +191,13 @@ static enum zs_status tls_explains(const char *target, const char *d, struct zs_
 	return zs_fail(err, ZS_EPROTO, "cannot reach %s: %s", target, why);
 }
 
+enum zs_status zs_rpc_client_refused(struct zs_rpc_client *c, struct zs_error *err)
+{
+	if (grpc_channel_check_connectivity_state(c->ch, 0) != GRPC_CHANNEL_TRANSIENT_FAILURE)
+		return ZS_OK;
+	return tls_explains(c->target, NULL, err);
+}
+
 static bool standby_leader(const grpc_metadata_array *md, char *out, size_t len)
 {
 	for (size_t i = 0; i < md->count; i++) {
@@ -215,7 +222,7 @@ enum zs_status zs_rpc_invoke_ex(struct zs_rpc_client *c, const char *path,
 	const int bound = timeout_ms; /* what the caller gave, for its message */
 	grpc_completion_queue *cq = cq_get(c);
 	grpc_metadata_array init_md, trail_md;
-	grpc_byte_buffer *send = rpc_bb_from(req, req_len), *recv = NULL;
+	grpc_byte_buffer *send = NULL, *recv = NULL;
 	grpc_status_code code = GRPC_STATUS_UNKNOWN;
 	grpc_slice details = grpc_empty_slice();
 	const char *error_string = NULL;
@@ -239,15 +246,14 @@ enum zs_status zs_rpc_invoke_ex(struct zs_rpc_client *c, const char *path,
 		if (zs_rpc_client_ready(c, timeout_ms < 1000 ? timeout_ms : 1000) &&
 		    grpc_channel_check_connectivity_state(c->ch, 0) ==
 			    GRPC_CHANNEL_TRANSIENT_FAILURE &&
-		    (tst = tls_explains(c->target, NULL, err))) {
-			grpc_byte_buffer_destroy(send);
+		    (tst = tls_explains(c->target, NULL, err)))
 			return tst;
-		}
 		/* the call's bound includes this look */
 		timeout_ms -= (int)(zs_now_ms() - t0);
 		if (timeout_ms < 1)
 			timeout_ms = 1;
 	}
+	send = rpc_bb_from(req, req_len);
 	grpc_metadata_array_init(&init_md);
 	grpc_metadata_array_init(&trail_md);
 	call = grpc_channel_create_call(
