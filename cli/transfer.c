@@ -44,7 +44,9 @@ static int c_export(struct ctx *x, int argc, char **argv)
 			       "Writes the job's fp32 parameters (and with --optimizer its optimizer\n"
 			       "state) as one safetensors file, tensors named UNIT.TENSOR, or with\n"
 			       "--bare-names TENSOR (a PyTorch job's tensors carry their state_dict\n"
-			       "names: the file loads with load_state_dict). Run it between steps:\n"
+			       "names, a tied parameter each of its names: the file loads with\n"
+			       "load_state_dict; buffers live in the trainers, not here: take\n"
+			       "model.state_dict() for them). Run it between steps:\n"
 			       "a job caught mid-step is refused.\n");
 			return 0;
 		} else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
@@ -72,7 +74,7 @@ static int c_export(struct ctx *x, int argc, char **argv)
 		uint32_t total = 0;
 		for (uint32_t u = 0; u < j->spec.layout.n_units; u++)
 			total += j->spec.layout.units[u].n_tensors;
-		t = calloc(total * arrays + 1, sizeof *t);
+		t = calloc(total * arrays + j->spec.layout.n_aliases + 1, sizeof *t);
 	}
 	if (!arr || !t) {
 		cli_die("out of memory");
@@ -118,6 +120,22 @@ static int c_export(struct ctx *x, int argc, char **argv)
 				o->data = buf + te->offset;
 				o->bytes = te->numel * 4;
 			}
+			/* a tied parameter under each of its state_dict names */
+			for (uint32_t i = 0; bare && a == 0 && i < j->spec.layout.n_aliases; i++) {
+				const struct zs_alias *al = &j->spec.layout.aliases[i];
+				const struct zs_tensor *te;
+				struct st_tensor *o;
+				if (al->unit != u)
+					continue;
+				te = &un->tensors[al->tensor];
+				o = &t[nt++];
+				snprintf(o->name, sizeof o->name, "%s", al->name);
+				o->dtype = ZS_F32;
+				o->ndim = te->ndim;
+				memcpy(o->shape, te->shape, sizeof o->shape);
+				o->data = buf + te->offset;
+				o->bytes = te->numel * 4;
+			}
 		}
 	}
 	snprintf(step, sizeof step, "%llu", (unsigned long long)version);
@@ -156,7 +174,8 @@ static int c_import(struct ctx *x, int argc, char **argv)
 			printf("usage: zshardctl import JOB FILE.safetensors\n\n"
 			       "Uploads a safetensors file as the initial parameters of a job that\n"
 			       "has not trained yet: every UNIT.TENSOR of the job's layout must be\n"
-			       "there (or TENSOR alone, as export --bare-names writes it) with its\n"
+			       "there (or TENSOR alone, as export --bare-names writes it, or one of\n"
+			       "the tensor's aliases) with its\n"
 			       "shape (F32, BF16 or F16). Nothing is uploaded unless the whole file\n"
 			       "fits the layout.\n");
 			return 0;
@@ -196,6 +215,12 @@ static int c_import(struct ctx *x, int argc, char **argv)
 			s = st_find(&f, name);
 			if (!s && (s = st_find(&f, te->name))) /* an export --bare-names */
 				snprintf(name, sizeof name, "%s", te->name);
+			for (uint32_t i = 0; !s && i < j->spec.layout.n_aliases; i++) {
+				const struct zs_alias *al = &j->spec.layout.aliases[i];
+				/* a tied parameter under another of its names */
+				if (al->unit == u && al->tensor == k && (s = st_find(&f, al->name)))
+					snprintf(name, sizeof name, "%s", al->name);
+			}
 			if (!s) {
 				cli_die("%s has no tensor '%s' (the job's layout needs it)", in, name);
 				goto out;

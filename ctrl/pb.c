@@ -100,6 +100,16 @@ Zshard__Layout *pb_layout_pb(struct arena *a, const struct zs_layout *l)
 			pt->frozen = te->frozen;
 		}
 	}
+	pl->aliases = pb_aalloc(a, (l->n_aliases + 1) * sizeof *pl->aliases);
+	for (uint32_t i = 0; pl->aliases && i < l->n_aliases; i++) {
+		Zshard__Alias *pa = NEW(a, Zshard__Alias, ZSHARD__ALIAS__INIT);
+		if (!pa)
+			return pl;
+		pa->unit = l->aliases[i].unit;
+		pa->tensor = l->aliases[i].tensor;
+		pa->name = (char *)l->aliases[i].name;
+		pl->aliases[pl->n_aliases++] = pa;
+	}
 	return pl;
 }
 
@@ -316,6 +326,22 @@ enum zs_status pb_layout_from(const Zshard__Layout *pl, struct zs_layout *l,
 				memcpy(te->shape, pt->shape,
 				       pt->n_shape * sizeof te->shape[0]);
 		}
+	}
+	if (pl->n_aliases > ZS_MAX_ALIASES) {
+		zs_fail(err, ZS_EINVAL, "%zu tensor aliases (max %d)", pl->n_aliases,
+			ZS_MAX_ALIASES);
+		goto fail;
+	}
+	if (pl->n_aliases && !(l->aliases = calloc(pl->n_aliases, sizeof *l->aliases))) {
+		zs_fail(err, ZS_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < pl->n_aliases; i++) {
+		struct zs_alias *x = &l->aliases[l->n_aliases++];
+		x->unit = pl->aliases[i]->unit;
+		x->tensor = pl->aliases[i]->tensor;
+		if (pb_cpy(x->name, sizeof x->name, pl->aliases[i]->name, "alias", err))
+			goto fail;
 	}
 	zs_layout_derive(l);
 	return ZS_OK;

@@ -100,6 +100,55 @@ static const char *find_duplicate(const char *base, size_t stride, uint32_t n)
 	return dup;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Each alias names a tensor of the layout, once, and no tensor is called
+ * so (the names an export by bare names writes are distinct). */
+static enum zs_status validate_aliases(const struct zs_layout *l, struct zs_error *err)
+{
+	const char **names;
+	enum zs_status st = ZS_OK;
+
+	if (!l->n_aliases)
+		return ZS_OK;
+	if (l->n_aliases > ZS_MAX_ALIASES)
+		return zs_fail(err, ZS_EINVAL, "%u tensor aliases (max %d)", l->n_aliases,
+			       ZS_MAX_ALIASES);
+	names = malloc(l->n_aliases * sizeof *names);
+	if (!names)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < l->n_aliases && !st; i++) {
+		const struct zs_alias *a = &l->aliases[i];
+		names[i] = a->name;
+		if (a->unit >= l->n_units || a->tensor >= l->units[a->unit].n_tensors)
+			st = zs_fail(err, ZS_EINVAL, "alias '%.64s' names no tensor of the layout",
+				     a->name);
+		else if (!name_ok(a->name))
+			st = zs_fail(err, ZS_EINVAL,
+				     "an alias of tensor '%s' is empty, too long or not printable",
+				     l->units[a->unit].tensors[a->tensor].name);
+	}
+	if (!st) {
+		qsort(names, l->n_aliases, sizeof *names, cmp_name);
+		for (uint32_t i = 1; i < l->n_aliases && !st; i++)
+			if (!strcmp(names[i - 1], names[i]))
+				st = zs_fail(err, ZS_EINVAL, "alias '%s' appears twice", names[i]);
+	}
+	for (uint32_t u = 0; u < l->n_units && !st; u++)
+		for (uint32_t t = 0; t < l->units[u].n_tensors && !st; t++) {
+			const char *n = l->units[u].tensors[t].name;
+			if (bsearch(&n, names, l->n_aliases, sizeof *names, cmp_name))
+				st = zs_fail(err, ZS_EINVAL,
+					     "alias '%s' is the name of a tensor of unit '%s'", n,
+					     l->units[u].name);
+		}
+	free(names);
+	return st;
+}
+
 enum zs_status zs_layout_validate(struct zs_layout *l, struct zs_error *err)
 {
 	const char *dup;
@@ -170,7 +219,7 @@ enum zs_status zs_layout_validate(struct zs_layout *l, struct zs_error *err)
 	dup = find_duplicate(l->units[0].name, sizeof(struct zs_unit), l->n_units);
 	if (dup)
 		return zs_fail(err, ZS_EINVAL, "unit name '%s' appears twice", dup);
-	return ZS_OK;
+	return validate_aliases(l, err);
 }
 
 static uint64_t sat_mul(uint64_t a, uint64_t b)
@@ -473,6 +522,15 @@ enum zs_status zs_layout_copy(struct zs_layout *dst, const struct zs_layout *src
 		}
 		memcpy(d->tensors, s->tensors, s->n_tensors * sizeof *d->tensors);
 	}
+	if (src->n_aliases) {
+		dst->aliases = malloc(src->n_aliases * sizeof *dst->aliases);
+		if (!dst->aliases) {
+			zs_layout_release(dst);
+			return ZS_ENOMEM;
+		}
+		memcpy(dst->aliases, src->aliases, src->n_aliases * sizeof *dst->aliases);
+		dst->n_aliases = src->n_aliases;
+	}
 	return ZS_OK;
 }
 
@@ -519,6 +577,7 @@ void zs_layout_release(struct zs_layout *l)
 	for (uint32_t u = 0; u < l->n_units; u++)
 		free(l->units[u].tensors);
 	free(l->units);
+	free(l->aliases);
 	memset(l, 0, sizeof *l);
 }
 

@@ -29,6 +29,7 @@
 #define ZS_MAX_DIMS 8
 #define ZS_MAX_UNITS 65536
 #define ZS_MAX_TENSORS 4096          /* per unit */
+#define ZS_MAX_ALIASES 4096          /* per layout */
 #define ZS_MAX_WORLD 65536
 #define ZS_MAX_NUMEL (1ULL << 48)    /* per unit */
 #define ZS_DEFAULT_ALIGN 256         /* bytes */
@@ -62,9 +63,20 @@ struct zs_unit {
 	uint64_t numel; /* derived: sum of the tensors' numel */
 };
 
+/* Another name a tensor is known by (a tied parameter's other state_dict
+ * names): an export by bare names writes the tensor under each, an import
+ * takes it under one. Names only: not part of the layout's identity
+ * (zs_layout_equal, zs_layout_digest). */
+struct zs_alias {
+	uint32_t unit, tensor;
+	char name[ZS_NAME_MAX];
+};
+
 struct zs_layout {
 	uint32_t n_units;
 	struct zs_unit *units;
+	uint32_t n_aliases; /* at most ZS_MAX_ALIASES */
+	struct zs_alias *aliases;
 };
 
 /* One optimizer group's hyperparameters (a torch param_groups entry). */

@@ -159,7 +159,7 @@ static enum zs_status parse_optim(json_t *o, struct zs_optim *opt,
 static enum zs_status parse_tensor(json_t *t, const char *unit, struct zs_tensor *te,
 				   struct zs_error *err)
 {
-	static const char *const keys[] = {"name", "shape", "group", "frozen", NULL};
+	static const char *const keys[] = {"name", "shape", "group", "frozen", "aliases", NULL};
 	char where[ZS_NAME_MAX + 16];
 	json_t *shape, *d;
 	enum zs_status st;
@@ -196,6 +196,40 @@ static enum zs_status parse_tensor(json_t *t, const char *unit, struct zs_tensor
 				       "tensor '%s': shape entries must be integers >= 0",
 				       te->name);
 		te->shape[i] = (uint64_t)json_integer_value(d);
+	}
+	return ZS_OK;
+}
+
+/* A tensor's "aliases" (its other state_dict names), onto the layout's. */
+static enum zs_status parse_aliases(json_t *al, struct zs_layout *l, uint32_t u, uint32_t t,
+				    struct zs_error *err)
+{
+	const char *name = l->units[u].tensors[t].name;
+	struct zs_alias *grown;
+	json_t *a;
+	size_t i;
+
+	if (!al)
+		return ZS_OK;
+	if (!json_is_array(al))
+		return zs_fail(err, ZS_EINVAL, "tensor '%s': 'aliases' must be an array of names",
+			       name);
+	if (l->n_aliases + json_array_size(al) > ZS_MAX_ALIASES)
+		return zs_fail(err, ZS_EINVAL, "more than %d tensor aliases", ZS_MAX_ALIASES);
+	grown = realloc(l->aliases, (l->n_aliases + json_array_size(al) + 1) * sizeof *grown);
+	if (!grown)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	l->aliases = grown;
+	json_array_foreach(al, i, a) {
+		struct zs_alias *x = &l->aliases[l->n_aliases];
+		if (!json_is_string(a) || strlen(json_string_value(a)) >= sizeof x->name)
+			return zs_fail(err, ZS_EINVAL,
+				       "tensor '%s': each alias must be a name of at most %d bytes",
+				       name, ZS_NAME_MAX - 1);
+		x->unit = u;
+		x->tensor = t;
+		snprintf(x->name, sizeof x->name, "%s", json_string_value(a));
+		l->n_aliases++;
 	}
 	return ZS_OK;
 }
@@ -241,6 +275,9 @@ static enum zs_status parse_units(json_t *units, struct zs_layout *l,
 		un->n_tensors = (uint32_t)json_array_size(ts);
 		json_array_foreach(ts, k, t) {
 			st = parse_tensor(t, un->name, &un->tensors[k], err);
+			if (!st)
+				st = parse_aliases(json_object_get(t, "aliases"), l, (uint32_t)i,
+						   (uint32_t)k, err);
 			if (st)
 				return st;
 		}

@@ -365,6 +365,45 @@ static void test_export_import(void **st)
 	assert_int_equal(rc, 0);
 	free(out);
 	free(errs);
+	/* a tensor found under its alias (a tied parameter's other name, as a
+	 * file written by another tool may hold it), and exported again */
+	{
+		char tied[1024], back[1024];
+		float w1[1] = {0.25f}, big[5000] = {0};
+		struct st_file fc;
+		const struct st_tensor *tw;
+		struct st_tensor tt[4] = {
+			{.name = "u0.w", .dtype = ZS_F32, .ndim = 1, .shape = {0}, .data = big},
+			{.name = "tied.w", .dtype = ZS_F32, .ndim = 1, .shape = {0}, .data = w1},
+			{.name = "u2.w", .dtype = ZS_F32, .ndim = 1, .shape = {0}, .data = big},
+			{.name = "u3.w", .dtype = ZS_F32, .ndim = 1, .shape = {0}, .data = big},
+		};
+		snprintf(spec.name, sizeof spec.name, "exd");
+		spec.layout.aliases = calloc(1, sizeof *spec.layout.aliases);
+		spec.layout.n_aliases = 1;
+		spec.layout.aliases[0] = (struct zs_alias){1, 0, "tied.w"};
+		create_job(&spec);
+		for (uint32_t u = 0; u < 4; u++) {
+			tt[u].shape[0] = spec.layout.units[u].numel;
+			tt[u].bytes = spec.layout.units[u].numel * 4;
+		}
+		assert_true(spec.layout.units[1].numel == 1 && spec.layout.units[2].numel <= 5000);
+		snprintf(tied, sizeof tied, "%s/tied.safetensors", C.dir);
+		snprintf(back, sizeof back, "%s/tied-back.safetensors", C.dir);
+		assert_int_equal(st_write(tied, tt, 4, NULL, 0, NULL, NULL), ZS_OK);
+		rc = ctl(&out, &errs, "import", "exd", tied, NULL, NULL);
+		if (rc)
+			fail_msg("import by an alias: %s", errs);
+		free(out);
+		free(errs);
+		assert_int_equal(ctl(&out, &errs, "export", "exd", "--out", back, NULL), 0);
+		free(out);
+		free(errs);
+		assert_int_equal(st_open(back, &fc, NULL), ZS_OK);
+		assert_non_null(tw = st_find(&fc, "u1.w"));
+		assert_memory_equal(tw->data, w1, 4);
+		st_close(&fc);
+	}
 	zs_trainer_close(x[0].t);
 	zs_job_spec_release(&spec);
 }

@@ -46,10 +46,16 @@ static void test_job_roundtrip(void **st)
 	j.trainers = tr;
 	j.created_ms = 1234567;
 	j.spec.layout.units[0].tensors[1].frozen = true;
+	j.spec.layout.aliases = calloc(1, sizeof *j.spec.layout.aliases);
+	j.spec.layout.n_aliases = 1;
+	j.spec.layout.aliases[0] = (struct zs_alias){0, 1, "head.weight"};
 	assert_int_equal(zs_enc_job(&j, &b), ZS_OK);
 	assert_int_equal(zs_dec_job(b.data, b.len, &k, NULL), ZS_OK);
 	assert_spec_equal(&j.spec, &k.spec);
 	assert_true(k.spec.layout.units[0].tensors[1].frozen);
+	assert_int_equal(k.spec.layout.n_aliases, 1);
+	assert_string_equal(k.spec.layout.aliases[0].name, "head.weight");
+	assert_int_equal(k.spec.layout.aliases[0].tensor, 1);
 	assert_false(k.spec.layout.units[0].tensors[0].frozen);
 	assert_int_equal(k.placement.epoch, 9);
 	assert_int_equal(k.placement.n_shards, 2);

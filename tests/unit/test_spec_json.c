@@ -131,6 +131,51 @@ static void test_frozen(void **st)
 	free(text);
 }
 
+/* Aliases: a tensor's other names, parsed onto the layout, copied, never
+ * part of its identity; one that repeats or is another tensor's name is
+ * refused. */
+static void test_aliases(void **st)
+{
+	struct zs_job_spec s, t;
+	struct zs_layout c;
+	struct zs_error err = {0};
+	char buf[4096], *text = strdup(good), *at = strstr(text, "[256, 64]}");
+
+	(void)st;
+	snprintf(buf, sizeof buf, "%.*s[256, 64], \"aliases\": [\"head\", \"out.w\"]}%s",
+		 (int)(at - text), text, at + strlen("[256, 64]}"));
+	assert_int_equal(zs_spec_from_json(buf, &s, &err), ZS_OK);
+	assert_int_equal(zs_job_spec_normalize(&s, &err), ZS_OK);
+	assert_int_equal(s.layout.n_aliases, 2);
+	assert_string_equal(s.layout.aliases[1].name, "out.w");
+	assert_int_equal(s.layout.aliases[1].unit, 0);
+	assert_int_equal(s.layout.aliases[1].tensor, 0);
+	assert_int_equal(zs_spec_from_json(good, &t, NULL), ZS_OK);
+	assert_int_equal(zs_job_spec_normalize(&t, NULL), ZS_OK);
+	assert_true(zs_layout_equal(&s.layout, &t.layout, NULL, 0));
+	assert_true(zs_layout_digest(&s.layout) == zs_layout_digest(&t.layout));
+	assert_int_equal(zs_layout_copy(&c, &s.layout), ZS_OK);
+	assert_int_equal(c.n_aliases, 2);
+	assert_string_equal(c.aliases[0].name, "head");
+	zs_layout_release(&c);
+	/* the name of a tensor, twice, out of range */
+	snprintf(s.layout.aliases[1].name, sizeof s.layout.aliases[1].name, "%s",
+		 s.layout.units[1].tensors[0].name);
+	assert_int_equal(zs_job_spec_normalize(&s, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "is the name of a tensor"));
+	snprintf(s.layout.aliases[1].name, sizeof s.layout.aliases[1].name, "head");
+	assert_int_equal(zs_job_spec_normalize(&s, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "alias 'head' appears twice"));
+	s.layout.aliases[1].tensor = 99;
+	assert_int_equal(zs_job_spec_normalize(&s, &err), ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "names no tensor"));
+	zs_job_spec_release(&s);
+	zs_job_spec_release(&t);
+	free(text);
+	expect_parse_error("[256, 64]}", "[256, 64], \"aliases\": \"head\"}",
+			   "'aliases' must be an array of names");
+}
+
 /* Optimizer groups: values per group (missing keys from the top level),
  * tensors naming theirs, through JSON and protobuf alike. */
 static void test_groups(void **st)
@@ -255,6 +300,7 @@ int main(void)
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_groups),
 		cmocka_unit_test(test_frozen),
+		cmocka_unit_test(test_aliases),
 		cmocka_unit_test(test_layout_equal),
 		cmocka_unit_test(test_load_file_errors),
 	};

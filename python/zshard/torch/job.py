@@ -175,11 +175,17 @@ class Job:
             optimizer["momentum"] = h[0]["momentum"]
         if opt.max_grad_norm:
             optimizer["clip_norm"] = opt.max_grad_norm
+        names = {}  # id(p) -> every state_dict name of it (a tied parameter has several)
+        for n, p in self.root.named_parameters(remove_duplicate=False):
+            names.setdefault(id(p), []).append(n)
         units = []
         for u in self.units:
             tensors = []
             for (n, p), shape in zip(u.params, u.shapes):
                 t = {"name": n, "shape": list(shape)}
+                others = [a for a in names[id(p)] if a != n]
+                if others:  # an export by bare names writes it under each
+                    t["aliases"] = others
                 if group_of.get(id(p), 0):
                     t["group"] = group_of[id(p)]
                 if not p.requires_grad:  # held and gathered, never updated
