@@ -285,6 +285,7 @@ check: all
 	if [ $$n -eq 77 ]; then echo "check: prometheus skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS_REPLICAS) || rc=1; \
+	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS_SKEW) || rc=1; \
 	sh tests/integration/ha.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: ha skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS_HA); n=$$?; \
@@ -444,6 +445,11 @@ CHECK_FAULTS ?= --seed 1 --steps 150 --trial trainer:25 --trial server:35 --tria
 CHECK_FAULTS_REPLICAS ?= --replicas 2 --servers 3 --clip --accum 3 --seed 1 --steps 150 --trial server:40 \
 	--trial pause:70 --trial partition:50 --trial server2:100 --trial server:12 \
 	--trial reseed-0-1-1016:18 --trial reseed-0-2-1147:60
+# a server killed at a drawn point between the two ranks' step ends (the
+# last rank lags 150 ms a step), trainers that exit when told to resume:
+# no wait may run out its step timeout (FAULTS="--kinds skew --lag-ms 150
+# --exit-on-resume --trials 30" for more)
+CHECK_FAULTS_SKEW ?= --seed 3 --steps 80 --lag-ms 150 --exit-on-resume --kinds skew --trials 3
 # and the same with three coordinators on a 3-member etcd cluster: the
 # leader killed, the leader stopped past its lease, an etcd member killed,
 # a standby killed (FAULTS="--etcd --trials 20" for drawn ones)

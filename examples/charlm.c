@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "math/optim.h"
 #include "model/spec_json.h"
@@ -44,6 +45,9 @@ static int MB = 1;
  * resume in it, as a script whose exception ends it does; its supervisor
  * starts it again, and it resumes at its join */
 static int exit_on_resume;
+/* --lag-ms: this rank sleeps so long each step before its backward pushes
+ * (the others end their steps that much earlier: a fault test's window) */
+static int lag_ms;
 
 /* ------------------------------------------------------ without service */
 
@@ -306,6 +310,8 @@ again:
 			if ((rc = zs_unit_forward_done(t, (unsigned)u)))
 				goto fail;
 		}
+		if (lag_ms)
+			usleep((useconds_t)lag_ms * 1000);
 		for (int u = NU - 1; u >= 0; u--) { /* backward: push as we go */
 			if ((rc = zs_unit_params(t, (unsigned)u, 1, &p)) ||
 			    (rc = zs_unit_grad(t, (unsigned)u, &g)))
@@ -486,6 +492,7 @@ int main(int argc, char **argv)
 		{"total", required_argument, NULL, 'T'},
 		{"micro-batches", required_argument, NULL, 'm'},
 		{"exit-on-resume", no_argument, NULL, 'X'},
+		{"lag-ms", required_argument, NULL, 'G'},
 		{"help", no_argument, NULL, 'h'},              {0},
 	};
 	const char *coord = getenv("ZSHARD_COORDINATOR"), *job = "charlm", *transport = NULL;
@@ -540,13 +547,14 @@ int main(int argc, char **argv)
 		case 'T': total = strtoull(optarg, NULL, 10); break;
 		case 'm': MB = atoi(optarg); break;
 		case 'X': exit_on_resume = 1; break;
+		case 'G': lag_ms = atoi(optarg); break;
 		case 'h':
 			printf("usage: charlm --coordinator ADDR [--job charlm] --rank R [--steps N] [--batch B]\n"
 			       "              [--transport auto|tcp|shm] [--print-every K] [--dump FILE]\n"
 			       "              [--prefetch N] [--max-live-bytes B] [--keep-until-backward]\n"
 			       "              [--push-depth D] [--no-compute] [--step-log FILE]\n"
 			       "              [--schedule cosine|constant] [--warmup N] [--total N]\n"
-			       "              [--micro-batches K] [--exit-on-resume]\n"
+			       "              [--micro-batches K] [--exit-on-resume] [--lag-ms MS]\n"
 			       "       charlm --reference [--spec FILE] --world R [--steps N] [--dump FILE]\n"
 			       "       charlm --local [--steps N] [--batch B] [--step-log FILE]\n"
 			       "       charlm --print-spec [--job NAME] [--world R] [--stage S]\n"
@@ -557,7 +565,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (B < 1 || B > 4096 || world < 1 || H < 1 || H > 16384 || NL < 4 || NL > MAXL ||
-	    LPU < 1 || LPU > NL || stage < 1 || stage > 3 || MB < 1 || MB > 64) {
+	    LPU < 1 || LPU > NL || stage < 1 || stage > 3 || MB < 1 || MB > 64 || lag_ms < 0 ||
+	    lag_ms > 60000) {
 		fprintf(stderr, "charlm: bad --batch, --world, --hidden (1..16384), --depth (1..%d), --layers-per-unit (1..layers), --stage or --micro-batches (1..64)\n",
 			MAXL - 3);
 		return 2;

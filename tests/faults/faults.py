@@ -24,6 +24,7 @@ export --optimizer) must be bitwise those of the fault-free run.
                                                     (KIND may name a victim as the table
                                                     does: reseed-0-1-1016:18)
                            [--etcd] [--replicas K] [--clip] [--exit-on-resume]
+                           [--lag-ms L]   (kind skew: skew-SERVER-DELAYMS as a victim)
 
 With --etcd the catalog lives in a real 3-member etcd cluster and three
 coordinators share it (one leads); every client gets the list of the three,
@@ -43,6 +44,12 @@ servers: a lost server (kinds "server", "pause", "partition") must then cost
 no step either: its shards' replicas take over, no rollback, bitwise. Kind
 "server2" kills two servers at once: with K = 2 some shard has no copy left,
 and the job must fall back to its checkpoint (and still end bitwise).
+Kind "skew" (with --lag-ms L: the last rank sleeps L ms each step before
+its pushes, so the others end each step up to L ms before it) kills a
+server a drawn 0-L ms after rank 0 ended the drawn step: at a random point
+between the ranks' step ends, where leaves and rollbacks once arrived in
+an order that left the trainers waiting out their step timeout (any wait
+that runs out during a recovery fails the trial).
 Kind "reseed" kills a server, then a second one a drawn 0-1.5 s after the
 coordinator placed the first one's new copies, while they are seeded:
 whatever it finds, the job either goes on with copies that hold every
@@ -274,6 +281,8 @@ class Cluster:
             argv += ["--micro-batches", str(self.a.accum)]
         if getattr(self.a, "exit_on_resume", False):
             argv += ["--exit-on-resume"]
+        if getattr(self.a, "lag_ms", 0) and r == self.a.ranks - 1:
+            argv += ["--lag-ms", str(self.a.lag_ms)]
         return argv
 
     def ctl(self, *args, check=True):
@@ -486,6 +495,16 @@ def run_trial(a, victim, kill_step, tag):
                         time.sleep(int(dms) / 1000.0)
                         cl.proc("server-" + y).kill()
                         cl.note("killed server-%s %d ms into the re-seed" % (y, int(dms)))
+                elif victim.startswith("skew-"):
+                    # rank 0 has ended step at; the last rank, lagging, is
+                    # still in it: server x killed the drawn delay later
+                    _, x, dms = victim.split("-")
+                    time.sleep(int(dms) / 1000.0)
+                    if cl.proc("server-" + x).kill():
+                        killed_at = now()
+                        res["kill_step"] = kill_step = at
+                        cl.note("killed server-%s %d ms after rank 0 ended step %d"
+                                % (x, int(dms), at))
                 elif victim.startswith("servers-"):  # two at once
                     pair = victim.split("-")[1:]
                     if all([cl.proc("server-" + k).kill() for k in pair]):
@@ -650,6 +669,10 @@ def main():
                     help="a trainer that is told to resume exits (and is started again) "
                          "instead of resuming in its process, as a script whose exception ends "
                          "it: its leave, of a timeline that ended, must not say where the job is")
+    ap.add_argument("--lag-ms", type=int, default=0,
+                    help="the last rank sleeps so long each step before its pushes: the other "
+                         "ranks end each step that much earlier (kind skew kills a server "
+                         "inside that window)")
     ap.add_argument("--trial", action="append", default=[],
                     help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
     a = ap.parse_args()
@@ -669,6 +692,8 @@ def main():
     used = kinds + [t.split(":")[0] for t in a.trial]
     if "server2" in used and a.servers < 3:
         sys.exit("faults: kind server2 needs --servers 3 or more")
+    if any(k.startswith("skew") for k in used) and a.lag_ms < 1:
+        sys.exit("faults: kind skew needs --lag-ms (a window between the ranks' step ends)")
     if "reseed" in used and (a.servers < 3 or a.replicas < 2):
         sys.exit("faults: kind reseed needs --servers 3 or more and --replicas 2 or 3")
     ha_kinds = {"leader", "lpause", "standby", "etcd"}
@@ -701,11 +726,12 @@ def main():
                                                                base["digest"][:16]), flush=True)
     rows, bad, skipped = [], 0, 0
     for i, (kind, step) in enumerate(plan):
-        if kind.startswith("reseed-"):  # a whole victim, as a table names it
-            kind, victim = "reseed", kind
+        if kind.startswith("reseed-") or kind.startswith("skew-"):  # a whole victim
+            kind, victim = kind.split("-")[0], kind
         else:
             victim = None
         n = {"trainer": a.ranks, "server": a.servers, "server2": a.servers, "reseed": a.servers,
+             "skew": a.servers,
              "coordinator": 1,
              "stop": 1,
              "pause": a.servers, "partition": 1, "tpause": a.ranks, "leader": 1, "lpause": 1,
@@ -715,6 +741,7 @@ def main():
                   "server2": "servers-%d-%d" % (idx, (idx + 1) % a.servers),
                   "reseed": "reseed-%d-%d-%d" % (idx, (idx + 1 + rng.randrange(a.servers - 1))
                                                  % a.servers, rng.randrange(1500)),
+                  "skew": "skew-%d-%d" % (idx, rng.randrange(a.lag_ms + 1)),
                   "coordinator": "coordinator", "stop": "cluster", "pause": "pause-%d" % idx,
                   "partition": "partition", "tpause": "tpause-%d" % idx, "leader": "leader",
                   "lpause": "lpause", "standby": "standby", "etcd": "etcd-%d" % idx}[kind]
