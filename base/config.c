@@ -244,7 +244,7 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 		}
 		c->e = g;
 		snprintf(g[c->n].key, sizeof g[c->n].key, "%s", k);
-		snprintf(g[c->n].value, sizeof g[c->n].value, "%s", v);
+		snprintf(g[c->n].value, sizeof g[c->n].value, "%.*s", (int)sizeof g[c->n].value - 1, v);
 		g[c->n++].line = ln;
 	}
 	fclose(f);

@@ -47,7 +47,8 @@ void zs_tls_use(void (*fn)(const char *ca, const char *cert, const char *key, vo
 /*
  * After a connection to addr ("host:port") failed in a way TLS can cause
  * (gRPC's "Socket closed", a failed handshake): a handshake of this
- * process's own with addr (about a second at most) says whether TLS is why.
+ * process's own with addr (bounded: 5 s, a fraction of a second when
+ * the peer answers) says whether TLS is why.
  * ZS_EPROTO with why (which side refused what: the peer speaks no TLS,
  * speaks it to a process without an identity, refused our certificate
  * naming its alert, or we refused its certificate naming the check that

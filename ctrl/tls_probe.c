@@ -3,8 +3,8 @@
  * (see ctrl/tls.h): gRPC says "Socket closed" when a plaintext client meets
  * a TLS daemon and when a daemon refuses a client's certificate, and
  * "failed to connect to all addresses" around either. A handshake of our
- * own with the peer, with this process's identity and bounded by about a
- * second, tells the cases apart: the peer speaks no TLS, speaks TLS to a
+ * own with the peer, with this process's identity (bounded: PROBE_MS, a
+ * few milliseconds when the peer answers), tells the cases apart: the peer speaks no TLS, speaks TLS to a
  * process that has none, refused our certificate (its alert, by name), or
  * we refused its certificate (the verification's error, by name).
  */
@@ -26,8 +26,8 @@
 #include "base/util.h"
 #include "ctrl/tls.h"
 
-#define PROBE_MS 1000 /* connect and handshake */
-#define ALERT_MS 300  /* a TLS 1.3 server's verdict on our certificate, after it */
+#define PROBE_MS 5000 /* connect and handshake (a loaded machine may be slow) */
+#define ALERT_MS 500  /* a TLS 1.3 server's verdict on our certificate, after it */
 
 /* host and port of "host:port" or "[v6]:port"; false for other forms */
 static bool split_addr(const char *addr, char *host, size_t hlen, char *port, size_t plen)
