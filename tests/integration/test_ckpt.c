@@ -248,6 +248,21 @@ static void test_restore_onto_other_server_counts(void **st)
  * safetensors, read back by an independent reader; imported into a new job
  * and exported again, the same bits; a bad file changes nothing.
  */
+/* zshardctl import FILE into job, then export it to back */
+static void import_export(const char *job, const char *file, const char *back)
+{
+	char *out, *errs;
+
+	if (ctl(&out, &errs, "import", job, file, NULL, NULL))
+		fail_msg("import %s into %s: %s", file, job, errs);
+	free(out);
+	free(errs);
+	if (ctl(&out, &errs, "export", job, "--out", back, NULL))
+		fail_msg("export %s: %s", job, errs);
+	free(out);
+	free(errs);
+}
+
 static void test_export_import(void **st)
 {
 	struct zs_job_spec spec;
@@ -298,14 +313,7 @@ static void test_export_import(void **st)
 		assert_memory_equal(got, want, sizeof want);
 	}
 	/* into a new job and out again: the same bits */
-	rc = ctl(&out, &errs, "import", "exb", a, NULL, NULL);
-	if (rc)
-		fail_msg("import: %s", errs);
-	free(out);
-	free(errs);
-	assert_int_equal(ctl(&out, &errs, "export", "exb", "--out", b, NULL), 0);
-	free(out);
-	free(errs);
+	import_export("exb", a, b);
 	assert_int_equal(st_open(a, &fa, NULL), ZS_OK);
 	assert_int_equal(st_open(b, &fb, NULL), ZS_OK);
 	assert_int_equal(fb.n, 4);
@@ -391,14 +399,7 @@ static void test_export_import(void **st)
 		snprintf(tied, sizeof tied, "%s/tied.safetensors", C.dir);
 		snprintf(back, sizeof back, "%s/tied-back.safetensors", C.dir);
 		assert_int_equal(st_write(tied, tt, 4, NULL, 0, NULL, NULL), ZS_OK);
-		rc = ctl(&out, &errs, "import", "exd", tied, NULL, NULL);
-		if (rc)
-			fail_msg("import by an alias: %s", errs);
-		free(out);
-		free(errs);
-		assert_int_equal(ctl(&out, &errs, "export", "exd", "--out", back, NULL), 0);
-		free(out);
-		free(errs);
+		import_export("exd", tied, back);
 		assert_int_equal(st_open(back, &fc, NULL), ZS_OK);
 		assert_non_null(tw = st_find(&fc, "u1.w"));
 		assert_memory_equal(tw->data, w1, 4);
