@@ -281,6 +281,7 @@ check: all
 	sh tests/deploy/check.sh $(BUILD)/bin $(BUILD) || rc=1; \
 	sh tests/integration/tls.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: tls skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
+	sh tests/integration/options.sh $(BUILD)/bin || rc=1; \
 	sh tests/integration/prometheus.sh $(BUILD)/bin; n=$$?; \
 	if [ $$n -eq 77 ]; then echo "check: prometheus skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
 	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \

@@ -11,69 +11,34 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/opts.h"
 #include "base/util.h"
 
-/* A value's kind: CHOICE one of the words of choices ("a|b|c"); GPU a
- * device number or "emulated"; FILE a readable file; PATH a directory to
- * be (both relative to the file's folder) */
-enum kind { ADDR, ADDRS, SIZE, NUM, WORD, PATH, FILEP, CHOICE, GPU };
+/* A key: PROGRAM.KEY from that program's table, KEY from the common one
+ * (base/opts.h): the daemons check their flags with the same entries. */
+static const struct zs_opt *find_key(const char *k)
+{
+	const char *dot = strchr(k, '.');
+	const struct zs_opt *o;
 
-/* The bounds are the daemons' own: a value the file takes, they take. */
-static const struct key {
-	const char *key;
-	enum kind kind;
-	unsigned long long max; /* NUM, SIZE (0: none) */
-	unsigned long long min; /* NUM, SIZE */
-	const char *choices;    /* CHOICE */
-} keys[] = {
-	{"coordinator", ADDRS, 0},
-	/* the stage of jobs zshardctl creates from a spec that names none */
-	{"stage", NUM, 3, 1},
-	{"tls_ca", FILEP, 0},
-	{"tls_cert", FILEP, 0},
-	{"tls_key", FILEP, 0},
-	{"transport", CHOICE, 0, 0, "auto|tcp|shm|rdma"},
-	{"prefetch", NUM, 64},
-	{"push_depth", NUM, 64},
-	{"max_live_bytes", SIZE, 0},
-	{"server.listen", ADDR, 0},
-	{"server.data_listen", ADDR, 0},
-	{"server.advertise", WORD, 0},
-	{"server.data_advertise", WORD, 0},
-	{"server.data_dir", PATH, 0},
-	{"server.capacity", SIZE, 0, 1},
-	{"server.memory_budget", SIZE, 0},
-	{"server.gpu", GPU, 0},
-	{"server.gpu_budget", SIZE, 0, 1},
-	{"server.landing_budget", SIZE, 0, 1},
-	{"server.metrics", ADDR, 0},
-	{"server.step_timeout_ms", NUM, 86400000, 1},
-	{"server.rdma", CHOICE, 0, 0, "auto|on|off"},
-	{"coordinator.listen", ADDR, 0},
-	{"coordinator.advertise", WORD, 0},
-	{"coordinator.data_dir", PATH, 0},
-	{"coordinator.metrics", ADDR, 0},
-	{"coordinator.lease_ms", NUM, 3600000, 100},
-	{"coordinator.trainer_lease_ms", NUM, 3600000, 3000},
-	{"coordinator.etcd", ADDRS, 0},
-	{"coordinator.etcd_prefix", WORD, 0},
-	{"coordinator.etcd_lease_s", NUM, 3600, 1},
-};
+	if (strchr(k, '-'))
+		return NULL; /* keys are written with '_' */
+	if (!dot)
+		return zs_opt_find(zs_opts_common, k);
+	if (!strncmp(k, "server.", 7))
+		o = zs_opt_find(zs_opts_server, k + 7);
+	else if (!strncmp(k, "coordinator.", 12))
+		o = zs_opt_find(zs_opts_coordinator, k + 12);
+	else
+		return NULL;
+	/* a daemon's setting a file may give */
+	return o && o->config ? o : NULL;
+}
 
 /* Keys that exclude each other: the first given wins the complaint. */
 static const char *const exclusive[][2] = {
 	{"coordinator.data_dir", "coordinator.etcd"},
 };
-#define N_KEYS (sizeof keys / sizeof keys[0])
-
-static const struct key *find_key(const char *k)
-{
-	for (size_t i = 0; i < N_KEYS; i++)
-		if (!strcmp(keys[i].key, k))
-			return &keys[i];
-	return NULL;
-}
-
 static char *trim(char *s)
 {
 	char *e;
@@ -83,91 +48,6 @@ static char *trim(char *s)
 	while (e > s && isspace((unsigned char)e[-1]))
 		*--e = '\0';
 	return s;
-}
-
-/* Checks one value of its kind; the reason into why. */
-static bool value_ok(const struct key *k, const char *v, char *why, size_t len)
-{
-	struct zs_error e = {0};
-	char host[ZS_HOST_MAX], one[512];
-	uint16_t port;
-	uint64_t n;
-
-	if (!*v) {
-		snprintf(why, len, "no value");
-		return false;
-	}
-	switch (k->kind) {
-	case ADDR:
-		if (zs_parse_hostport(v, host, &port, &e)) {
-			snprintf(why, len, "%.200s", e.msg);
-			return false;
-		}
-		return true;
-	case ADDRS:
-		for (const char *p = v; *p;) {
-			size_t l = strcspn(p, ",");
-			snprintf(one, sizeof one, "%.*s", (int)l, p);
-			if (zs_parse_hostport(trim(one), host, &port, &e) || !port) {
-				snprintf(why, len, "%.200s", port ? e.msg : "an address of a list needs a real port");
-				return false;
-			}
-			p += l + (p[l] == ',');
-		}
-		return true;
-	case SIZE:
-		if (zs_parse_size(v, &n, &e)) {
-			snprintf(why, len, "%.200s", e.msg);
-			return false;
-		}
-		if (n < k->min) {
-			snprintf(why, len, "must be at least %llu bytes", k->min);
-			return false;
-		}
-		return true;
-	case CHOICE: {
-		size_t l = strlen(v);
-		for (const char *p = k->choices; *p;) {
-			size_t w = strcspn(p, "|");
-			if (w == l && !strncmp(p, v, l))
-				return true;
-			p += w + (p[w] == '|');
-		}
-		snprintf(why, len, "'%.64s' is not one of %s", v, k->choices);
-		return false;
-	}
-	case GPU:
-		if (!strcmp(v, "emulated") || !zs_parse_u64(v, 0, 1023, &n, NULL))
-			return true;
-		snprintf(why, len, "'%.64s' is not a device number or 'emulated'", v);
-		return false;
-	case FILEP: {
-		struct stat sb;
-		if (stat(v, &sb) || !S_ISREG(sb.st_mode) || access(v, R_OK)) {
-			snprintf(why, len, "%.200s is %s", v,
-				 stat(v, &sb) ? "not there" : S_ISREG(sb.st_mode) ? "not readable"
-										   : "not a file");
-			return false;
-		}
-		return true;
-	}
-	case NUM:
-		if (zs_parse_u64(v, k->min, k->max, &n, &e)) {
-			snprintf(why, len, "%.200s", e.msg);
-			return false;
-		}
-		return true;
-	case WORD:
-		for (const char *p = v; *p; p++)
-			if (isspace((unsigned char)*p)) {
-				snprintf(why, len, "one word expected");
-				return false;
-			}
-		return true;
-	case PATH:
-		return true;
-	}
-	return false;
 }
 
 enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_error *err)
@@ -190,7 +70,7 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 		snprintf(base, sizeof base, "%.*s/", (int)(strrchr(path, '/') - path), path);
 	while (fgets(line, sizeof line, f)) {
 		char *s, *eq, *k, *v;
-		const struct key *key;
+		const struct zs_opt *key;
 		struct zs_config_entry *g;
 		ln++;
 		if (!strchr(line, '\n') && !feof(f)) {
@@ -219,11 +99,11 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 			goto fail;
 		}
 		char rel[1024];
-		if ((key->kind == FILEP || key->kind == PATH) && *v && *v != '/' && base[0]) {
+		if ((key->kind == ZS_OPT_FILE || key->kind == ZS_OPT_PATH) && *v && *v != '/' && base[0]) {
 			snprintf(rel, sizeof rel, "%s%s", base, v);
 			v = rel;
 		}
-		if (strlen(v) >= sizeof c->e[0].value || !value_ok(key, v, why, sizeof why)) {
+		if (strlen(v) >= sizeof c->e[0].value || !zs_opt_check(key, v, why, sizeof why)) {
 			zs_fail(err, ZS_EINVAL, "%s:%d: %s: %s", path, ln, k,
 				strlen(v) >= sizeof c->e[0].value ? "the value is too long" : why);
 			goto fail;

@@ -7,8 +7,31 @@
 #include <string.h>
 
 #include "base/config.h"
+#include "base/opts.h"
 #include "cli/cli.h"
 #include "net/transport.h"
+
+/* zshardctl config keys: every key a file may set, from the tables the
+ * programs check their settings with */
+static void print_keys(const char *prefix, const struct zs_opt *t, const char *who)
+{
+	for (const struct zs_opt *o = t; o->name; o++) {
+		char key[64], range[160] = "", max[24] = "";
+		if (!o->config)
+			continue;
+		snprintf(key, sizeof key, "%s%s", prefix, o->name);
+		for (char *p = key; *p; p++)
+			*p = *p == '-' ? '_' : *p;
+		if (o->kind == ZS_OPT_CHOICE)
+			snprintf(range, sizeof range, " %s", o->choices);
+		else if ((o->kind == ZS_OPT_NUM || o->kind == ZS_OPT_SIZE) && (o->min || o->max)) {
+			if (o->max)
+				snprintf(max, sizeof max, "%llu", o->max);
+			snprintf(range, sizeof range, " %llu..%s", o->min, max);
+		}
+		printf("%-32.32s %s%s  (%s)\n", key, zs_opt_kind_name(o->kind), range, who);
+	}
+}
 
 static int c_config(struct ctx *x, int argc, char **argv)
 {
@@ -22,8 +45,14 @@ static int c_config(struct ctx *x, int argc, char **argv)
 		printf("usage: zshardctl config check FILE\n\n%s\n", cmd_config.help);
 		return 0;
 	}
+	if (argc == 2 && !strcmp(argv[1], "keys")) {
+		print_keys("", zs_opts_common, "everyone");
+		print_keys("server.", zs_opts_server, "zshard-server --FLAG");
+		print_keys("coordinator.", zs_opts_coordinator, "zshard-coordinator --FLAG");
+		return 0;
+	}
 	if (argc != 3 || strcmp(argv[1], "check"))
-		return cli_usage_err("config", "want: config check FILE");
+		return cli_usage_err("config", "want: config check FILE, or config keys");
 	if (zs_config_load(argv[2], &c, &err))
 		return cli_die("%s", err.msg);
 	if ((tr = zs_config_get(&c, "transport")) && zs_transport_check_name(tr, &err)) {
@@ -58,8 +87,10 @@ static int c_config(struct ctx *x, int argc, char **argv)
 	return 0;
 }
 
-const struct cmd cmd_config = {"config", "check FILE",
-	 "Checks a launch configuration: \"key = value\" lines, '#' comments.\n"
+const struct cmd cmd_config = {"config", "check FILE | keys",
+	 "Checks a launch configuration: \"key = value\" lines, '#' comments, each\n"
+	 "value checked as the program that takes it checks its flag (one table\n"
+	 "per program; config keys lists every key with its kind and bounds).\n"
 	 "  coordinator = HOST:PORT[,HOST:PORT...]   everyone\n"
 	 "  tls_ca, tls_cert, tls_key = FILE          everyone (mutual TLS)\n"
 	 "  transport = auto|tcp|shm|rdma             trainers\n"
@@ -68,8 +99,10 @@ const struct cmd cmd_config = {"config", "check FILE",
 	 "  server.KEY = VALUE      a zshard-server flag (--KEY, '-' written '_'):\n"
 	 "      listen data_listen advertise data_advertise data_dir capacity\n"
 	 "      memory_budget gpu gpu_budget landing_budget metrics step_timeout_ms rdma\n"
+	 "      coordinator_timeout_ms log_level\n"
 	 "  coordinator.KEY = VALUE a zshard-coordinator flag: listen advertise\n"
 	 "      data_dir metrics lease_ms trainer_lease_ms etcd etcd_prefix etcd_lease_s\n"
+	 "      log_level\n"
 	 "The daemons read it with --config FILE, trainers (libzshard, Python) and\n"
 	 "zshardctl with $ZSHARD_CONFIG (zshardctl also --config); flags and the\n"
 	 "environment win over the file. Exit 0 when valid, 1 with FILE:LINE: why.",

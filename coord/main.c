@@ -12,6 +12,7 @@
 #include "ctrl/tls.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "base/opts.h"
 #include "base/util.h"
 #include "base/version.h"
 
@@ -91,7 +92,7 @@ int main(int argc, char **argv)
 	struct coord *c;
 	struct sigaction sa;
 	uint64_t v;
-	int o;
+	int o, li = 0;
 
 	zs_log_init("coordinator");
 	/* a --config file's settings first: the flags after them win */
@@ -99,7 +100,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zshard-coordinator: %s\n", err.msg);
 		return 2;
 	}
-	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	/* each value checked as zshardctl config check checks it (base/opts.h) */
+	while ((o = getopt_long(argc, argv, "", opts, &li)) != -1) {
+		if (o != '?' && optarg && zs_opt_flag("zshard-coordinator", zs_opts_coordinator, opts[li].name, optarg))
+			return 2;
 		switch (o) {
 		case 'l': cfg.listen = optarg; break;
 		case 'd': cfg.data_dir = optarg; break;

@@ -8,6 +8,7 @@
  */
 #include "server/daemon.h"
 
+#include "base/opts.h"
 #include "gpu/dev.h"
 
 volatile sig_atomic_t srvd_stop;
@@ -123,7 +124,7 @@ int main(int argc, char **argv)
 	struct zs_error err = {0};
 	struct sigaction sa;
 	pthread_t hb;
-	int lock_fd = -1, rc = 1, o;
+	int lock_fd = -1, rc = 1, o, li = 0;
 	uint64_t v;
 
 	zs_log_init("server");
@@ -134,7 +135,10 @@ int main(int argc, char **argv)
 	}
 	pthread_mutex_init(&d.mu, NULL);
 	d.me.capacity = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
-	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	/* each value checked as zshardctl config check checks it (base/opts.h) */
+	while ((o = getopt_long(argc, argv, "", opts, &li)) != -1) {
+		if (o != '?' && optarg && zs_opt_flag("zshard-server", zs_opts_server, opts[li].name, optarg))
+			return 2;
 		switch (o) {
 		case 'c': coord_addr = optarg; break;
 		case 'l': listen = optarg; break;

@@ -93,7 +93,7 @@ static void test_bad_files_name_the_line(void **st)
 		{"coordinator = h:7400,h:0\n", "an address of a list needs a real port"},
 		{"prefetch = 65\n", ":1: prefetch:"},
 		{"prefetch = 1\nprefetch = 2\n", ":2: 'prefetch' is set twice"},
-		{"server.gpu = 0 1\n", "'0 1' is not a device number or 'emulated'"},
+		{"server.gpu = 0 1\n", "'0 1' is not a device number (0-1023) or 'emulated'"},
 		{"server.gpu = banana\n", ":1: server.gpu: 'banana' is not a device number"},
 		{"server.rdma = maybe\n", ":1: server.rdma: 'maybe' is not one of auto|on|off"},
 		{"transport = udp\n", ":1: transport: 'udp' is not one of auto|tcp|shm|rdma"},
@@ -110,6 +110,10 @@ static void test_bad_files_name_the_line(void **st)
 		{"coordinator.etcd_lease_s = 3601\n", ":1: coordinator.etcd_lease_s:"},
 		{"stage = 0\n", ":1: stage:"},
 		{"stage = 4\n", ":1: stage:"},
+		/* the daemon's own bound (the file took 50 before, the server not) */
+		{"server.step_timeout_ms = 50\n", ":1: server.step_timeout_ms: 50 is out of range"},
+		{"server-gpu = 0\n", ":1: unknown key 'server-gpu'"},
+		{"server.port_file = /x\n", ":1: unknown key 'server.port_file'"},
 	};
 	struct zs_config c;
 	struct zs_error err = {0};

@@ -1,0 +1,51 @@
+/*
+ * opts.h - every setting of the daemons and of the trainers' launch
+ * configuration in one table per program: its flag, its kind, its bounds,
+ * whether a launch configuration may set it. The daemons check each flag's
+ * value with zs_opt_check against their table as they parse it, and
+ * zshardctl config check checks each key of a file with the same call and
+ * the same table, so a value one takes the other takes (tests/integration/
+ * options.sh holds them to it, value by value); zshardctl config keys
+ * lists the tables.
+ */
+#ifndef ZS_BASE_OPTS_H
+#define ZS_BASE_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* ADDR host:port; ADDRS a comma-separated list of them (real ports); URLS
+ * the same, each optionally http:// or https:// (etcd's form); SIZE bytes
+ * with an optional K/M/G/T suffix; NUM an integer; WORD one word; PATH a
+ * directory to be; FILE a readable file; CHOICE one of the words of
+ * choices ("a|b|c"); GPU a device number or "emulated" */
+enum zs_opt_kind {
+	ZS_OPT_ADDR, ZS_OPT_ADDRS, ZS_OPT_URLS, ZS_OPT_SIZE, ZS_OPT_NUM, ZS_OPT_WORD,
+	ZS_OPT_PATH, ZS_OPT_FILE, ZS_OPT_CHOICE, ZS_OPT_GPU
+};
+
+struct zs_opt {
+	const char *name;           /* the flag without "--"; its key has '_' for '-' */
+	enum zs_opt_kind kind;
+	unsigned long long min, max; /* NUM, SIZE (max 0: none) */
+	const char *choices;        /* CHOICE */
+	bool config;                /* a launch configuration's PROGRAM.KEY may set it */
+};
+
+/* The tables, each ended by a NULL name: zshard-server's and
+ * zshard-coordinator's flags that take a value, and the keys without a
+ * program (everyone's: coordinator, tls_*; the trainers' and zshardctl's:
+ * stage, transport, prefetch, push_depth, max_live_bytes). */
+extern const struct zs_opt zs_opts_server[], zs_opts_coordinator[], zs_opts_common[];
+
+const char *zs_opt_kind_name(enum zs_opt_kind k);
+/* name as a flag ("data-dir") or a key ("data_dir"); NULL if not there */
+const struct zs_opt *zs_opt_find(const struct zs_opt *table, const char *name);
+/* Whether v is a value of o; why it is not into why. */
+bool zs_opt_check(const struct zs_opt *o, const char *v, char *why, size_t len);
+/* A daemon's check of one flag (long name, value) against its table: 0,
+ * or 2 after "PROG: --NAME: why" on stderr. A name not in the table
+ * passes (a flag without a value). */
+int zs_opt_flag(const char *prog, const struct zs_opt *table, const char *name, const char *v);
+
+#endif
