@@ -13,47 +13,111 @@
 
 #define MS_DAY 86400000ULL
 
+#define TLS_HELP(which, env)                                                              \
+	which " (PEM; default\n$ZSHARD_TLS_" env "): mutual TLS on the control\n"            \
+	"plane, all three or none (plaintext)"
+
 const struct zs_opt zs_opts_server[] = {
-	{"coordinator", ZS_OPT_ADDRS},
-	{"listen", ZS_OPT_ADDR, .config = true},
-	{"data-listen", ZS_OPT_ADDR, .config = true},
-	{"advertise", ZS_OPT_WORD, .config = true},
-	{"data-advertise", ZS_OPT_WORD, .config = true},
-	{"data-dir", ZS_OPT_PATH, .config = true},
-	{"capacity", ZS_OPT_SIZE, 1, 0, .config = true},
-	{"memory-budget", ZS_OPT_SIZE, .config = true},
-	{"gpu", ZS_OPT_GPU, .config = true},
-	{"gpu-budget", ZS_OPT_SIZE, 1, 0, .config = true},
-	{"landing-budget", ZS_OPT_SIZE, 1, 0, .config = true},
-	{"metrics", ZS_OPT_ADDR, .config = true},
-	{"step-timeout-ms", ZS_OPT_NUM, 100, MS_DAY, .config = true},
-	{"coordinator-timeout-ms", ZS_OPT_NUM, 0, MS_DAY, .config = true},
-	{"rdma", ZS_OPT_CHOICE, .choices = "auto|on|off", .config = true},
-	{"log-level", ZS_OPT_CHOICE, .choices = "debug|info|warn|error", .config = true},
-	{"port-file", ZS_OPT_PATH},
-	{"config", ZS_OPT_FILE},
-	{"tls-ca", ZS_OPT_FILE},
-	{"tls-cert", ZS_OPT_FILE},
-	{"tls-key", ZS_OPT_FILE},
+	{"coordinator", ZS_OPT_ADDRS, .val = 'c', .arg = "ADDR",
+	 .help = "coordinator HOST:PORT, or a list HOST:PORT,...\n(default $ZSHARD_COORDINATOR)"},
+	{"listen", ZS_OPT_ADDR, .config = true, .val = 'l', .arg = "HOST:PORT",
+	 .help = "control address (default 127.0.0.1:0, a free port)"},
+	{"data-dir", ZS_OPT_PATH, .config = true, .val = 'd', .arg = "DIR",
+	 .help = "state directory (created if missing)"},
+	{"capacity", ZS_OPT_SIZE, 1, 0, .config = true, .val = 'C', .arg = "BYTES",
+	 .help = "memory offered for shards, e.g. 512M, 8G\n(default: half of physical memory)"},
+	{"data-listen", ZS_OPT_ADDR, .config = true, .val = 'D', .arg = "HOST:PORT",
+	 .help = "data-plane (tcp) address (default: the control\naddress's host, a free port); "
+		 "same-host trainers\nalso get shared memory"},
+	{"memory-budget", ZS_OPT_SIZE, .config = true, .val = 'M', .arg = "BYTES",
+	 .help = "masters and optimizer state beyond this stay in\nO_DIRECT files under DIR/tier, "
+		 "streamed for each\nupdate (default: all in memory)"},
+	{"gpu", ZS_OPT_GPU, .config = true, .val = 'G', .arg = "N|emulated",
+	 .help = "keep the shards' fp32 masters, optimizer state and\nreduction on CUDA device N, "
+		 "reduced and updated by\nits kernels, bitwise as on the host (emulated: the\nsame "
+		 "path on host memory, for tests); --capacity\nshould then be what the device holds"},
+	{"gpu-budget", ZS_OPT_SIZE, 1, 0, .config = true, .val = 'B', .arg = "BYTES",
+	 .help = "masters and optimizer state beyond this stay in host\nmemory (and past "
+		 "--memory-budget, in the tier)"},
+	{"landing-budget", ZS_OPT_SIZE, 1, 0, .config = true, .val = 'L', .arg = "BYTES",
+	 .help = "room for pushes in flight (each lands whole, then\ngoes into the reduction): "
+		 "more waits (default\n256M; one push always lands); beside --capacity"},
+	{"step-timeout-ms", ZS_OPT_NUM, 100, MS_DAY, .config = true, .val = 'T', .arg = "MS",
+	 .help = "a gather waiting longer for the other ranks fails,\nnaming the ranks it waits "
+		 "for (default 60000); a\npush waits as long for landing room"},
+	{"advertise", ZS_OPT_WORD, .config = true, .val = 'a', .arg = "HOST[:PORT]",
+	 .help = "the address peers reach this server at, when it is\nnot the one it listens on "
+		 "(NAT, containers, pods,\n--listen 0.0.0.0:PORT): HOST keeps the bound ports\n(of "
+		 "the data plane and metrics too); HOST:PORT maps\nthe control port"},
+	{"data-advertise", ZS_OPT_WORD, .config = true, .val = 'A', .arg = "HOST[:PORT]",
+	 .help = "the same for the data plane (default: --advertise's\nhost, the bound data port)"},
+	{"tls-ca", ZS_OPT_FILE, .val = 1, .arg = "FILE",
+	 .help = TLS_HELP("the CA every peer's certificate\nmust be signed by", "CA")},
+	{"tls-cert", ZS_OPT_FILE, .val = 2, .arg = "FILE",
+	 .help = TLS_HELP("this daemon's certificate", "CERT")},
+	{"tls-key", ZS_OPT_FILE, .val = 3, .arg = "FILE",
+	 .help = TLS_HELP("its key", "KEY")},
+	{"config", ZS_OPT_FILE, .val = 4, .arg = "FILE",
+	 .help = "a launch configuration (zshardctl config --help):\nits server.* keys, coordinator "
+		 "and tls_*; flags win"},
+	{"port-file", ZS_OPT_PATH, .val = 'p', .arg = "FILE",
+	 .help = "also write the bound HOST:PORT to FILE"},
+	{"coordinator-timeout-ms", ZS_OPT_NUM, 0, MS_DAY, .config = true, .val = 'w', .arg = "MS",
+	 .help = "how long to wait for the coordinator at start\n(default 300000)"},
+	{"metrics", ZS_OPT_ADDR, .config = true, .val = 'm', .arg = "HOST:PORT",
+	 .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n(port 0: a free one; the "
+		 "coordinator lists it)"},
+	{"rdma", ZS_OPT_CHOICE, .choices = "auto|on|off", .config = true, .val = 'R',
+	 .arg = "auto|on|off",
+	 .help = "offer the rdma data path: auto (default) where an RDMA\ndevice works, on "
+		 "(refuse to start without one), off"},
+	{"log-level", ZS_OPT_CHOICE, .choices = "debug|info|warn|error", .config = true,
+	 .val = 'v', .arg = "LEVEL", .help = "debug, info, warn, error (default info)"},
+	{"version", ZS_OPT_FLAG, .val = 'V', .help = "print the version and exit"},
+	{"help", ZS_OPT_FLAG, .val = 'h', .help = "print this and exit"},
 	{NULL},
 };
 
 const struct zs_opt zs_opts_coordinator[] = {
-	{"listen", ZS_OPT_ADDR, .config = true},
-	{"advertise", ZS_OPT_WORD, .config = true},
-	{"data-dir", ZS_OPT_PATH, .config = true},
-	{"metrics", ZS_OPT_ADDR, .config = true},
-	{"lease-ms", ZS_OPT_NUM, 100, 3600000, .config = true},
-	{"trainer-lease-ms", ZS_OPT_NUM, 3000, 3600000, .config = true},
-	{"etcd", ZS_OPT_URLS, .config = true},
-	{"etcd-prefix", ZS_OPT_WORD, .config = true},
-	{"etcd-lease-s", ZS_OPT_NUM, 1, 3600, .config = true},
-	{"log-level", ZS_OPT_CHOICE, .choices = "debug|info|warn|error", .config = true},
-	{"port-file", ZS_OPT_PATH},
-	{"config", ZS_OPT_FILE},
-	{"tls-ca", ZS_OPT_FILE},
-	{"tls-cert", ZS_OPT_FILE},
-	{"tls-key", ZS_OPT_FILE},
+	{"listen", ZS_OPT_ADDR, .config = true, .val = 'l', .arg = "HOST:PORT",
+	 .help = "address to serve on (default 127.0.0.1:7400;\nport 0 picks a free port)"},
+	{"data-dir", ZS_OPT_PATH, .config = true, .val = 'd', .arg = "DIR",
+	 .help = "catalog directory (created if missing)"},
+	{"etcd", ZS_OPT_URLS, .config = true, .val = 5, .arg = "HOST:PORT,...",
+	 .help = "the catalog in this etcd cluster (its client URLs;\nhttps://HOST:PORT: TLS with "
+		 "this daemon's --tls-*),\nwith leader election instead of DIR"},
+	{"etcd-prefix", ZS_OPT_WORD, .config = true, .val = 6, .arg = "P",
+	 .help = "the keys' prefix in etcd (default /zshard): one\nprefix per zshard cluster "
+		 "sharing an etcd"},
+	{"etcd-lease-s", ZS_OPT_NUM, 1, 3600, .config = true, .val = 7, .arg = "S",
+	 .help = "the leader's etcd lease (default 5): a lost leader\nis replaced within about S "
+		 "seconds"},
+	{"port-file", ZS_OPT_PATH, .val = 'p', .arg = "FILE",
+	 .help = "also write the bound HOST:PORT to FILE"},
+	{"lease-ms", ZS_OPT_NUM, 100, 3600000, .config = true, .val = 'L', .arg = "MS",
+	 .help = "a server silent this long is marked down (default 10000)"},
+	{"trainer-lease-ms", ZS_OPT_NUM, 3000, 3600000, .config = true, .val = 'T', .arg = "MS",
+	 .help = "a trainer silent this long loses its rank and its\njob rolls back to its latest "
+		 "checkpoint (default 10000)"},
+	{"advertise", ZS_OPT_WORD, .config = true, .val = 'a', .arg = "HOST[:PORT]",
+	 .help = "the address to report (zshardctl status, the metrics\nendpoint's host) when "
+		 "peers reach this one under\nanother (NAT, containers, --listen 0.0.0.0)"},
+	{"tls-ca", ZS_OPT_FILE, .val = 1, .arg = "FILE",
+	 .help = TLS_HELP("the CA every peer's certificate\nmust be signed by", "CA")},
+	{"tls-cert", ZS_OPT_FILE, .val = 2, .arg = "FILE",
+	 .help = TLS_HELP("this daemon's certificate", "CERT")},
+	{"tls-key", ZS_OPT_FILE, .val = 3, .arg = "FILE",
+	 .help = TLS_HELP("its key", "KEY")},
+	{"config", ZS_OPT_FILE, .val = 4, .arg = "FILE",
+	 .help = "a launch configuration (zshardctl config --help):\nits coordinator.* keys and "
+		 "tls_*; flags win"},
+	{"metrics", ZS_OPT_ADDR, .config = true, .val = 'm', .arg = "HOST:PORT",
+	 .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n(port 0: a free one; "
+		 "zshardctl status shows it)"},
+	{"log-level", ZS_OPT_CHOICE, .choices = "debug|info|warn|error", .config = true,
+	 .val = 'v', .arg = "LEVEL", .help = "debug, info, warn, error (default info)"},
+	{"version", ZS_OPT_FLAG, .val = 'V', .help = "print the version and exit"},
+	{"help", ZS_OPT_FLAG, .val = 'h', .help = "print this and exit"},
 	{NULL},
 };
 
@@ -75,7 +139,8 @@ const struct zs_opt zs_opts_common[] = {
 const char *zs_opt_kind_name(enum zs_opt_kind k)
 {
 	static const char *const n[] = {"HOST:PORT", "HOST:PORT,...", "[http[s]://]HOST:PORT,...",
-					"SIZE", "N", "WORD", "DIR", "FILE", "CHOICE", "N|emulated"};
+					"SIZE", "N", "WORD", "DIR", "FILE", "CHOICE", "N|emulated",
+					"(no value)"};
 	return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
 }
 
@@ -195,10 +260,46 @@ bool zs_opt_check(const struct zs_opt *o, const char *v, char *why, size_t len)
 			}
 		return true;
 	case ZS_OPT_PATH:
+	case ZS_OPT_FLAG:
 		return true;
 	}
 	snprintf(why, len, "unknown kind");
 	return false;
+}
+
+size_t zs_opts_getopt(const struct zs_opt *t, struct option *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (const struct zs_opt *o = t; o->name && n + 1 < cap; o++)
+		out[n++] = (struct option){o->name, o->kind == ZS_OPT_FLAG ? no_argument
+									 : required_argument,
+					   NULL, o->val};
+	out[n] = (struct option){0};
+	return n;
+}
+
+void zs_opts_usage(FILE *f, const struct zs_opt *t)
+{
+	for (const struct zs_opt *o = t; o->name; o++) {
+		char head[64];
+		int w = snprintf(head, sizeof head, "  --%s%s%s", o->name, o->arg ? " " : "",
+				 o->arg ? o->arg : "");
+		const char *h = o->help ? o->help : "";
+		/* the help from column 24, on the flag's line when it fits */
+		if (w <= 22)
+			fprintf(f, "%-23s", head);
+		else
+			fprintf(f, "%s\n%23s", head, "");
+		for (const char *p = h;;) {
+			size_t l = strcspn(p, "\n");
+			fprintf(f, "%.*s\n", (int)l, p);
+			if (!p[l])
+				break;
+			p += l + 1;
+			fprintf(f, "%23s", "");
+		}
+	}
 }
 
 int zs_opt_flag(const char *prog, const struct zs_opt *table, const char *name, const char *v)

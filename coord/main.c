@@ -35,56 +35,13 @@ static void usage(FILE *f)
 		"in etcd, where several coordinators share it: one leads, the others stand\n"
 		"by and take over within a lease period when it is lost. Clients take the\n"
 		"list of all of them (--coordinator A,B,C) and follow the leader.\n"
-		"\n"
-		"  --listen HOST:PORT   address to serve on (default 127.0.0.1:7400;\n"
-		"                       port 0 picks a free port)\n"
-		"  --data-dir DIR       catalog directory (created if missing)\n"
-		"  --etcd HOST:PORT,... the catalog in this etcd cluster (its client URLs;\n"
-		"                       https://HOST:PORT: TLS with this daemon's --tls-*),\n"
-		"                       with leader election instead of DIR\n"
-		"  --etcd-prefix P      the keys' prefix in etcd (default /zshard): one\n"
-		"                       prefix per zshard cluster sharing an etcd\n"
-		"  --etcd-lease-s S     the leader's etcd lease (default 5): a lost leader\n"
-		"                       is replaced within about S seconds\n"
-		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
-		"  --lease-ms MS        a server silent this long is marked down (default 10000)\n"
-		"  --trainer-lease-ms MS  a trainer silent this long loses its rank and its\n"
-		"                       job rolls back to its latest checkpoint (default 10000)\n"
-		"  --advertise HOST[:PORT]\n"
-		"                       the address to report (zshardctl status, the metrics\n"
-		"                       endpoint's host) when peers reach this one under\n"
-		"                       another (NAT, containers, --listen 0.0.0.0)\n"
-		ZS_TLS_HELP
-		"  --config FILE        a launch configuration (zshardctl config --help):\n"
-		"                       its coordinator.* keys and tls_*; flags win\n"
-		"  --metrics HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
-		"                       (port 0: a free one; zshardctl status shows it)\n"
-		"  --log-level LEVEL    debug, info, warn, error (default info)\n"
-		"  --version, --help\n");
+		"\n");
+	zs_opts_usage(f, zs_opts_coordinator);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"listen", required_argument, NULL, 'l'},
-		{"data-dir", required_argument, NULL, 'd'},
-		{"port-file", required_argument, NULL, 'p'},
-		{"lease-ms", required_argument, NULL, 'L'},
-		{"trainer-lease-ms", required_argument, NULL, 'T'},
-		{"log-level", required_argument, NULL, 'v'},
-		{"metrics", required_argument, NULL, 'm'},
-		{"advertise", required_argument, NULL, 'a'},
-		{"config", required_argument, NULL, 4},
-		{"etcd", required_argument, NULL, 5},
-		{"etcd-prefix", required_argument, NULL, 6},
-		{"etcd-lease-s", required_argument, NULL, 7},
-		{"tls-ca", required_argument, NULL, 1},
-		{"tls-cert", required_argument, NULL, 2},
-		{"tls-key", required_argument, NULL, 3},
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
+	struct option opts[64];
 	struct coord_config cfg = {.listen = "127.0.0.1:7400", .lease_ms = 10000};
 	const char *port_file = NULL, *tls[3] = {NULL, NULL, NULL};
 	struct zs_error err = {0};
@@ -100,7 +57,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zshard-coordinator: %s\n", err.msg);
 		return 2;
 	}
-	/* each value checked as zshardctl config check checks it (base/opts.h) */
+	/* flags, --help and each value's check from one table (base/opts.h),
+	 * the one zshardctl config check checks a file's keys with */
+	zs_opts_getopt(zs_opts_coordinator, opts, sizeof opts / sizeof opts[0]);
 	while ((o = getopt_long(argc, argv, "", opts, &li)) != -1) {
 		if (o != '?' && optarg && zs_opt_flag("zshard-coordinator", zs_opts_coordinator, opts[li].name, optarg))
 			return 2;

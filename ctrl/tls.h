@@ -16,14 +16,6 @@
 
 #include "base/status.h"
 
-/* The daemons' --help lines for the three flags. */
-#define ZS_TLS_HELP                                                                         \
-	"  --tls-ca FILE, --tls-cert FILE, --tls-key FILE\n"                                  \
-	"                       mutual TLS on the control plane: this daemon's\n"             \
-	"                       certificate and key (PEM), and the CA every peer's\n"         \
-	"                       must be signed by (default: $ZSHARD_TLS_CA, _CERT,\n"         \
-	"                       _KEY; none: plaintext)\n"
-
 /*
  * Reads the three PEM files (all three, or none: every argument NULL turns
  * TLS off). Fails with ZS_EINVAL naming the file that is missing, unreadable

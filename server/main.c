@@ -25,86 +25,13 @@ static void usage(FILE *f)
 		"\n"
 		"A zshard shard server: registers with the coordinator, renews its lease,\n"
 		"holds the shards the coordinator assigns it.\n"
-		"\n"
-		"  --coordinator ADDR   coordinator HOST:PORT (or $ZSHARD_COORDINATOR)\n"
-		"  --listen HOST:PORT   control address (default 127.0.0.1:0, a free port)\n"
-		"  --data-dir DIR       state directory (created if missing)\n"
-		"  --capacity BYTES     memory offered for shards, e.g. 512M, 8G\n"
-		"                       (default: half of physical memory)\n"
-		"  --data-listen HOST:PORT\n"
-		"                       data-plane (tcp) address (default: the control\n"
-		"                       address's host, a free port); same-host trainers\n"
-		"                       also get shared memory\n"
-		"  --memory-budget BYTES\n"
-		"                       masters and optimizer state beyond this stay in\n"
-		"                       O_DIRECT files under DIR/tier, streamed for each\n"
-		"                       update (default: all in memory)\n"
-		"  --gpu N|emulated     keep the shards' fp32 masters, optimizer state and\n"
-		"                       reduction on CUDA device N, reduced and updated by\n"
-		"                       its kernels, bitwise as on the host (emulated: the\n"
-		"                       same path on host memory, for tests); --capacity\n"
-		"                       should then be what the device holds\n"
-		"  --gpu-budget BYTES   masters and optimizer state beyond this stay in host\n"
-		"                       memory (and past --memory-budget, in the tier)\n"
-		"  --landing-budget BYTES\n"
-		"                       room for pushes in flight (each lands whole, then\n"
-		"                       goes into the reduction): more waits (default\n"
-		"                       256M; one push always lands); beside --capacity\n"
-		"  --step-timeout-ms MS a gather waiting longer for the other ranks fails,\n"
-		"                       naming the ranks it waits for (default 60000); a\n"
-		"                       push waits as long for landing room\n"
-		"  --advertise HOST[:PORT]\n"
-		"                       the address peers reach this server at, when it is\n"
-		"                       not the one it listens on (NAT, containers, pods,\n"
-		"                       --listen 0.0.0.0:PORT): HOST keeps the bound ports\n"
-		"                       (of the data plane and metrics too); HOST:PORT maps\n"
-		"                       the control port\n"
-		"  --data-advertise HOST[:PORT]\n"
-		"                       the same for the data plane (default: --advertise's\n"
-		"                       host, the bound data port)\n"
-		ZS_TLS_HELP
-		"  --config FILE        a launch configuration (zshardctl config --help):\n"
-		"                       its server.* keys, coordinator and tls_*; flags win\n"
-		"  --port-file FILE     also write the bound HOST:PORT to FILE\n"
-		"  --coordinator-timeout-ms MS\n"
-		"                       how long to wait for the coordinator at start\n"
-		"                       (default 300000)\n"
-		"  --metrics HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
-		"                       (port 0: a free one; the coordinator lists it)\n"
-		"  --rdma auto|on|off   offer the rdma data path: auto (default) where an RDMA\n"
-		"                       device works, on (refuse to start without one), off\n"
-		"  --log-level LEVEL    debug, info, warn, error (default info)\n"
-		"  --version, --help\n");
+		"\n");
+	zs_opts_usage(f, zs_opts_server);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"coordinator", required_argument, NULL, 'c'},
-		{"listen", required_argument, NULL, 'l'},
-		{"data-dir", required_argument, NULL, 'd'},
-		{"capacity", required_argument, NULL, 'C'},
-		{"port-file", required_argument, NULL, 'p'},
-		{"data-listen", required_argument, NULL, 'D'},
-		{"step-timeout-ms", required_argument, NULL, 'T'},
-		{"gpu", required_argument, NULL, 'G'},
-		{"gpu-budget", required_argument, NULL, 'B'},
-		{"memory-budget", required_argument, NULL, 'M'},
-		{"landing-budget", required_argument, NULL, 'L'},
-		{"coordinator-timeout-ms", required_argument, NULL, 'w'},
-		{"log-level", required_argument, NULL, 'v'},
-		{"rdma", required_argument, NULL, 'R'},
-		{"metrics", required_argument, NULL, 'm'},
-		{"advertise", required_argument, NULL, 'a'},
-		{"config", required_argument, NULL, 4},
-		{"tls-ca", required_argument, NULL, 1},
-		{"tls-cert", required_argument, NULL, 2},
-		{"tls-key", required_argument, NULL, 3},
-		{"data-advertise", required_argument, NULL, 'A'},
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
+	struct option opts[64];
 	static const char *const tables[] = {"meta", "ckpt", "live"};
 	const char *coord_addr = getenv("ZSHARD_COORDINATOR");
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
@@ -135,7 +62,9 @@ int main(int argc, char **argv)
 	}
 	pthread_mutex_init(&d.mu, NULL);
 	d.me.capacity = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
-	/* each value checked as zshardctl config check checks it (base/opts.h) */
+	/* flags, --help and each value's check from one table (base/opts.h),
+	 * the one zshardctl config check checks a file's keys with */
+	zs_opts_getopt(zs_opts_server, opts, sizeof opts / sizeof opts[0]);
 	while ((o = getopt_long(argc, argv, "", opts, &li)) != -1) {
 		if (o != '?' && optarg && zs_opt_flag("zshard-server", zs_opts_server, opts[li].name, optarg))
 			return 2;

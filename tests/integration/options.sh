@@ -7,7 +7,8 @@
 # flag (before --version, which exits once the flags are checked); the two
 # must agree (config check approved rdma=maybe, gpu=banana, a step timeout
 # the server refused, and refused the https:// etcd endpoints the
-# coordinator takes). Starts nothing that stays.
+# coordinator takes); and each such flag is in the daemon's --help, which
+# comes from the same table. Starts nothing that stays.
 #
 #   tests/integration/options.sh BIN_DIR
 set -u
@@ -29,6 +30,8 @@ while read -r key _; do
 	esac
 	flag=$(echo "$flag" | tr _ -)
 	keys=$((keys + 1))
+	# --help comes from the same table
+	"$bin/$prog" --help | grep -q -- "--$flag " || fail "$prog --help does not list --$flag"
 	for v in $values; do
 		printf '%s = %s\n' "$key" "$v" >"$dir/c.conf"
 		if "$bin/zshardctl" config check "$dir/c.conf" >"$dir/check.out" 2>&1; then c=took; else c=refused; fi
