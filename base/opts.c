@@ -178,7 +178,11 @@ static bool list_ok(const char *v, bool urls, char *why, size_t len)
 		else if (urls && !strncmp(s, "http://", 7))
 			s += 7;
 		if (zs_parse_hostport(s, host, &port, &e) || !port) {
-			snprintf(why, len, "%.200s", port ? e.msg : "an address of a list needs a real port");
+			if (port)
+				snprintf(why, len, "%.200s", e.msg);
+			else
+				snprintf(why, len, "'%.100s': an address of a list needs a real port "
+					 "(HOST:PORT)", s);
 			return false;
 		}
 		p += l + (p[l] == ',');
