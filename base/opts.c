@@ -17,6 +17,20 @@
 	which " (PEM; default\n$ZSHARD_TLS_" env "): mutual TLS on the control\n"            \
 	"plane, all three or none (plaintext)"
 
+/* what both daemons take alike: the TLS identity's three files; the log
+ * level, --version and --help, which end each table */
+#define TLS_OPTS                                                                           \
+	{"tls-ca", ZS_OPT_FILE, .val = 1, .arg = "FILE",                                   \
+	 .help = TLS_HELP("the CA every peer's certificate\nmust be signed by", "CA")},     \
+	{"tls-cert", ZS_OPT_FILE, .val = 2, .arg = "FILE",                                 \
+	 .help = TLS_HELP("this daemon's certificate", "CERT")},                            \
+	{"tls-key", ZS_OPT_FILE, .val = 3, .arg = "FILE", .help = TLS_HELP("its key", "KEY")}
+#define DAEMON_TAIL                                                                        \
+	{"log-level", ZS_OPT_CHOICE, .choices = "debug|info|warn|error", .config = true,   \
+	 .val = 'v', .arg = "LEVEL", .help = "debug, info, warn, error (default info)"},    \
+	{"version", ZS_OPT_FLAG, .val = 'V', .help = "print the version and exit"},         \
+	{"help", ZS_OPT_FLAG, .val = 'h', .help = "print this and exit"}
+
 const struct zs_opt zs_opts_server[] = {
 	{"coordinator", ZS_OPT_ADDRS, .val = 'c', .arg = "ADDR",
 	 .help = "coordinator HOST:PORT, or a list HOST:PORT,...\n(default $ZSHARD_COORDINATOR)"},
@@ -51,12 +65,7 @@ const struct zs_opt zs_opts_server[] = {
 		 "the data plane and metrics too); HOST:PORT maps\nthe control port"},
 	{"data-advertise", ZS_OPT_WORD, .config = true, .val = 'A', .arg = "HOST[:PORT]",
 	 .help = "the same for the data plane (default: --advertise's\nhost, the bound data port)"},
-	{"tls-ca", ZS_OPT_FILE, .val = 1, .arg = "FILE",
-	 .help = TLS_HELP("the CA every peer's certificate\nmust be signed by", "CA")},
-	{"tls-cert", ZS_OPT_FILE, .val = 2, .arg = "FILE",
-	 .help = TLS_HELP("this daemon's certificate", "CERT")},
-	{"tls-key", ZS_OPT_FILE, .val = 3, .arg = "FILE",
-	 .help = TLS_HELP("its key", "KEY")},
+	TLS_OPTS,
 	{"config", ZS_OPT_FILE, .val = 4, .arg = "FILE",
 	 .help = "a launch configuration (zshardctl config --help):\nits server.* keys, coordinator "
 		 "and tls_*; flags win"},
@@ -71,10 +80,7 @@ const struct zs_opt zs_opts_server[] = {
 	 .arg = "auto|on|off",
 	 .help = "offer the rdma data path: auto (default) where an RDMA\ndevice works, on "
 		 "(refuse to start without one), off"},
-	{"log-level", ZS_OPT_CHOICE, .choices = "debug|info|warn|error", .config = true,
-	 .val = 'v', .arg = "LEVEL", .help = "debug, info, warn, error (default info)"},
-	{"version", ZS_OPT_FLAG, .val = 'V', .help = "print the version and exit"},
-	{"help", ZS_OPT_FLAG, .val = 'h', .help = "print this and exit"},
+	DAEMON_TAIL,
 	{NULL},
 };
 
@@ -102,22 +108,14 @@ const struct zs_opt zs_opts_coordinator[] = {
 	{"advertise", ZS_OPT_WORD, .config = true, .val = 'a', .arg = "HOST[:PORT]",
 	 .help = "the address to report (zshardctl status, the metrics\nendpoint's host) when "
 		 "peers reach this one under\nanother (NAT, containers, --listen 0.0.0.0)"},
-	{"tls-ca", ZS_OPT_FILE, .val = 1, .arg = "FILE",
-	 .help = TLS_HELP("the CA every peer's certificate\nmust be signed by", "CA")},
-	{"tls-cert", ZS_OPT_FILE, .val = 2, .arg = "FILE",
-	 .help = TLS_HELP("this daemon's certificate", "CERT")},
-	{"tls-key", ZS_OPT_FILE, .val = 3, .arg = "FILE",
-	 .help = TLS_HELP("its key", "KEY")},
+	TLS_OPTS,
 	{"config", ZS_OPT_FILE, .val = 4, .arg = "FILE",
 	 .help = "a launch configuration (zshardctl config --help):\nits coordinator.* keys and "
 		 "tls_*; flags win"},
 	{"metrics", ZS_OPT_ADDR, .config = true, .val = 'm', .arg = "HOST:PORT",
 	 .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n(port 0: a free one; "
 		 "zshardctl status shows it)"},
-	{"log-level", ZS_OPT_CHOICE, .choices = "debug|info|warn|error", .config = true,
-	 .val = 'v', .arg = "LEVEL", .help = "debug, info, warn, error (default info)"},
-	{"version", ZS_OPT_FLAG, .val = 'V', .help = "print the version and exit"},
-	{"help", ZS_OPT_FLAG, .val = 'h', .help = "print this and exit"},
+	DAEMON_TAIL,
 	{NULL},
 };
 
@@ -177,12 +175,14 @@ static bool list_ok(const char *v, bool urls, char *why, size_t len)
 			s += 8;
 		else if (urls && !strncmp(s, "http://", 7))
 			s += 7;
-		if (zs_parse_hostport(s, host, &port, &e) || !port) {
-			if (port)
-				snprintf(why, len, "%.200s", e.msg);
-			else
-				snprintf(why, len, "'%.100s': an address of a list needs a real port "
-					 "(HOST:PORT)", s);
+		/* (port is set only by a parse that succeeds) */
+		if (zs_parse_hostport(s, host, &port, &e)) {
+			snprintf(why, len, "%.200s", e.msg);
+			return false;
+		}
+		if (!port) {
+			snprintf(why, len, "'%.100s': an address of a list needs a real port "
+				 "(HOST:PORT)", s);
 			return false;
 		}
 		p += l + (p[l] == ',');

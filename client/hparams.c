@@ -99,7 +99,8 @@ int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hpara
 int zs_step_grad_norm(zs_trainer *t, unsigned long long step, int timeout_ms, double *norm)
 {
 	struct zs_norm_report r = {.step = step, .server_id = 0};
-	int64_t until = zs_now_ms() + (timeout_ms > 0 ? timeout_ms : 60000), nap = 1;
+	const int bound = timeout_ms > 0 ? timeout_ms : 60000;
+	int64_t until = zs_now_ms() + bound, nap = 1;
 	struct zs_error err = {0};
 	double total = 0.0;
 	enum zs_status st;
@@ -121,8 +122,9 @@ int zs_step_grad_norm(zs_trainer *t, unsigned long long step, int timeout_ms, do
 		zs_sleep_ms(nap < left ? nap : left, NULL); /* no server reported it yet */
 		nap = nap < 16 ? nap * 2 : 16;
 	}
-	if (st == ZS_EAGAIN)
-		st = zs_fail(&err, ZS_ETIMEDOUT, "%s within %d ms", err.msg, timeout_ms);
+	if (st == ZS_EAGAIN) /* err.msg: no server reported it */
+		return tr_fail(t, ZS_ETIMEDOUT, "the gradient norm of step %llu: %s within %d ms",
+			       step, err.msg, bound);
 	if (st)
 		return tr_fail(t, st, "the gradient norm of step %llu: %s", step, err.msg);
 	*norm = sqrt(total);

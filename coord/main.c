@@ -48,7 +48,6 @@ int main(int argc, char **argv)
 	char bound[ZS_HOST_MAX + 8];
 	struct coord *c;
 	struct sigaction sa;
-	uint64_t v;
 	int o, li = 0;
 
 	zs_log_init("coordinator");
@@ -72,28 +71,11 @@ int main(int argc, char **argv)
 		case 4: break; /* read before the other flags */
 		case 5: cfg.etcd = optarg; break;
 		case 6: cfg.etcd_prefix = optarg; break;
-		case 7:
-			if (zs_parse_u64(optarg, 1, 3600, &v, &err)) {
-				fprintf(stderr, "zshard-coordinator: --etcd-lease-s: %s\n", err.msg);
-				return 2;
-			}
-			cfg.etcd_lease_s = (uint32_t)v;
-			break;
+		/* the values the table took (zs_opt_flag above): converted only */
+		case 7: cfg.etcd_lease_s = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'p': port_file = optarg; break;
-		case 'L':
-			if (zs_parse_u64(optarg, 100, 3600000, &v, &err)) {
-				fprintf(stderr, "zshard-coordinator: --lease-ms: %s\n", err.msg);
-				return 2;
-			}
-			cfg.lease_ms = (uint32_t)v;
-			break;
-		case 'T':
-			if (zs_parse_u64(optarg, 3000, 3600000, &v, &err)) {
-				fprintf(stderr, "zshard-coordinator: --trainer-lease-ms: %s\n", err.msg);
-				return 2;
-			}
-			cfg.trainer_lease_ms = (uint32_t)v;
-			break;
+		case 'L': cfg.lease_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'T': cfg.trainer_lease_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'v':
 			if (zs_log_level_option("zshard-coordinator", optarg))
 				return 2;

@@ -24,6 +24,7 @@
 
 struct zs_rpc_client {
 	grpc_channel *ch;
+	bool plain; /* opened plaintext whatever the process's TLS */
 	char target[256];
 	/* idle pluck queues, reused across calls (creating one per call
 	 * roughly doubled the latency of a small call) */
@@ -90,6 +91,7 @@ static enum zs_status client_open(const char *target, bool plain, struct zs_rpc_
 		return st;
 	}
 	snprintf(c->target, sizeof c->target, "%s", target);
+	c->plain = plain;
 	pthread_mutex_init(&c->mu, NULL);
 	rpc_init();
 	cr = plain ? grpc_insecure_credentials_create() : zs_tls_channel_creds();
@@ -180,22 +182,23 @@ enum zs_status zs_rpc_invoke(struct zs_rpc_client *c, const char *path,
  * failed; d NULL: a call waiting for a channel that keeps failing): which
  * side refused what (ctrl/tls_probe.c), an error that
  * waiting does not mend (ZS_EPROTO); ZS_OK when TLS is not why. */
-static enum zs_status tls_explains(const char *target, const char *d, struct zs_error *err)
+static enum zs_status tls_explains(const struct zs_rpc_client *c, const char *d,
+				   struct zs_error *err)
 {
 	char why[ZS_ERRMSG_MAX / 2];
 
 	if (d && !strstr(d, "Socket closed") && !strstr(d, "andshake"))
 		return ZS_OK;
-	if (zs_tls_diagnose(target, why, sizeof why) == ZS_OK)
+	if (zs_tls_diagnose(c->target, !c->plain, why, sizeof why) == ZS_OK)
 		return ZS_OK;
-	return zs_fail(err, ZS_EPROTO, "cannot reach %s: %s", target, why);
+	return zs_fail(err, ZS_EPROTO, "cannot reach %s: %s", c->target, why);
 }
 
 enum zs_status zs_rpc_client_refused(struct zs_rpc_client *c, struct zs_error *err)
 {
 	if (grpc_channel_check_connectivity_state(c->ch, 0) != GRPC_CHANNEL_TRANSIENT_FAILURE)
 		return ZS_OK;
-	return tls_explains(c->target, NULL, err);
+	return tls_explains(c, NULL, err);
 }
 
 static bool standby_leader(const grpc_metadata_array *md, char *out, size_t len)
@@ -246,7 +249,7 @@ enum zs_status zs_rpc_invoke_ex(struct zs_rpc_client *c, const char *path,
 		if (zs_rpc_client_ready(c, timeout_ms < 1000 ? timeout_ms : 1000) &&
 		    grpc_channel_check_connectivity_state(c->ch, 0) ==
 			    GRPC_CHANNEL_TRANSIENT_FAILURE &&
-		    (tst = tls_explains(c->target, NULL, err)))
+		    (tst = tls_explains(c, NULL, err)))
 			return tst;
 		/* the call's bound includes this look */
 		timeout_ms -= (int)(zs_now_ms() - t0);
@@ -300,14 +303,14 @@ enum zs_status zs_rpc_invoke_ex(struct zs_rpc_client *c, const char *path,
 			*standby = refused;
 		if (refused)
 			zs_fail(err, st, "%s", d); /* a standby's own words */
-		else if (code == GRPC_STATUS_UNAVAILABLE && (tst = tls_explains(c->target, d, err)))
+		else if (code == GRPC_STATUS_UNAVAILABLE && (tst = tls_explains(c, d, err)))
 			st = tst;
 		else if (code == GRPC_STATUS_UNAVAILABLE)
 			zs_fail(err, st, "cannot reach %s: %s", c->target, d);
 		else if (code == GRPC_STATUS_DEADLINE_EXCEEDED && (flags & ZS_RPC_WAIT_FOR_READY) &&
 			 grpc_channel_check_connectivity_state(c->ch, 0) ==
 				 GRPC_CHANNEL_TRANSIENT_FAILURE &&
-			 (tst = tls_explains(c->target, NULL, err)))
+			 (tst = tls_explains(c, NULL, err)))
 			st = tst;
 		else if (code == GRPC_STATUS_DEADLINE_EXCEEDED)
 			zs_fail(err, st, "%s did not answer %s within %d ms",

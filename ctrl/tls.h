@@ -39,7 +39,9 @@ void zs_tls_use(void (*fn)(const char *ca, const char *cert, const char *key, vo
 /*
  * After a connection to addr ("host:port") failed in a way TLS can cause
  * (gRPC's "Socket closed", a failed handshake): a handshake of this
- * process's own with addr (bounded: 5 s, a fraction of a second when
+ * process's own with addr, in the connection's mode (tls: with this
+ * process's identity; otherwise none, as a plaintext channel, such as one
+ * to an http:// etcd endpoint, would be, whatever the process has) (bounded: 5 s, a fraction of a second when
  * the peer answers) says whether TLS is why.
  * ZS_EPROTO with why (which side refused what: the peer speaks no TLS,
  * speaks it to a process without an identity, refused our certificate
@@ -47,7 +49,7 @@ void zs_tls_use(void (*fn)(const char *ca, const char *cert, const char *key, vo
  * failed); ZS_OK with why empty when TLS is not the cause or it cannot
  * tell (ctrl/tls_probe.c).
  */
-enum zs_status zs_tls_diagnose(const char *addr, char *why, size_t len);
+enum zs_status zs_tls_diagnose(const char *addr, bool tls, char *why, size_t len);
 
 /* For ctrl/rpc.c: the credentials to serve and to connect with (insecure
  * ones when TLS is off). Release with grpc's *_credentials_release. */

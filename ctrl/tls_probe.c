@@ -180,12 +180,12 @@ static enum peer_tls handshake(SSL *s, int fd, int64_t until, char *what, size_t
 	}
 }
 
-enum zs_status zs_tls_diagnose(const char *addr, char *why, size_t len)
+enum zs_status zs_tls_diagnose(const char *addr, bool tls, char *why, size_t len)
 {
 	char host[256], port[32], what[256] = "";
 	int64_t until = zs_now_ms() + PROBE_MS;
 	enum peer_tls r = P_UNKNOWN;
-	bool mine = zs_tls_on();
+	bool mine = tls && zs_tls_on(); /* the connection's own mode, not the process's */
 	SSL_CTX *x;
 	SSL *s = NULL;
 	int fd;
@@ -197,7 +197,8 @@ enum zs_status zs_tls_diagnose(const char *addr, char *why, size_t len)
 	if (!x)
 		return ZS_OK;
 	SSL_CTX_set_verify(x, SSL_VERIFY_NONE, NULL);
-	zs_tls_use(load_identity, x);
+	if (mine)
+		zs_tls_use(load_identity, x);
 	fd = connect_to(host, port, until);
 	if (fd >= 0 && (s = SSL_new(x))) {
 		struct in6_addr ip;
@@ -215,10 +216,17 @@ enum zs_status zs_tls_diagnose(const char *addr, char *why, size_t len)
 	SSL_CTX_free(x);
 	ERR_clear_error();
 	if (!mine && r != P_NOT_TLS && r != P_UNKNOWN) {
-		snprintf(why, len,
-			 "%s speaks TLS and this process has no TLS identity: give it --tls-ca, "
-			 "--tls-cert and --tls-key (libzshard: $ZSHARD_TLS_CA, _CERT and _KEY)",
-			 addr);
+		if (zs_tls_on()) /* a plaintext connection of a process that has one */
+			snprintf(why, len,
+				 "%s speaks TLS and this connection to it is plaintext (an etcd "
+				 "endpoint given as http:// or bare where https:// is meant?)",
+				 addr);
+		else
+			snprintf(why, len,
+				 "%s speaks TLS and this process has no TLS identity: give it "
+				 "--tls-ca, --tls-cert and --tls-key (libzshard: $ZSHARD_TLS_CA, "
+				 "_CERT and _KEY)",
+				 addr);
 		return ZS_EPROTO;
 	}
 	if (!mine)

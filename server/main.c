@@ -52,7 +52,6 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	pthread_t hb;
 	int lock_fd = -1, rc = 1, o, li = 0;
-	uint64_t v;
 
 	zs_log_init("server");
 	/* a --config file's settings first: the flags after them win */
@@ -73,72 +72,21 @@ int main(int argc, char **argv)
 		case 'l': listen = optarg; break;
 		case 'd': data_dir = optarg; break;
 		case 'p': port_file = optarg; break;
-		case 'R':
-			if (strcmp(optarg, "auto") && strcmp(optarg, "on") && strcmp(optarg, "off")) {
-				fprintf(stderr, "zshard-server: --rdma: '%s' is not auto, on or off\n",
-					optarg);
-				return 2;
-			}
-			rdma_mode = optarg;
-			break;
+		/* the values the table took (zs_opt_flag above): converted only */
+		case 'R': rdma_mode = optarg; break;
 		case 'D': data_listen = optarg; break;
 		case 'm': metrics = optarg; break;
 		case 'a': advertise = optarg; break;
 		case 1: case 2: case 3: tls[o - 1] = optarg; break;
 		case 4: break; /* read before the other flags */
 		case 'A': data_advertise = optarg; break;
-		case 'B':
-			if (zs_parse_size(optarg, &gpu_budget, &err) || !gpu_budget) {
-				fprintf(stderr, "zshard-server: --gpu-budget: %s\n",
-					gpu_budget ? err.msg : "must be > 0");
-				return 2;
-			}
-			break;
-		case 'G':
-			if (!strcmp(optarg, "emulated")) {
-				gpu = ZS_DEV_EMULATED;
-			} else if (zs_parse_u64(optarg, 0, 1023, &v, &err)) {
-				fprintf(stderr, "zshard-server: --gpu: %s (a CUDA device number, or emulated)\n",
-					err.msg);
-				return 2;
-			} else {
-				gpu = (int)v;
-			}
-			break;
-		case 'M':
-			if (zs_parse_size(optarg, &memory_budget, &err)) {
-				fprintf(stderr, "zshard-server: --memory-budget: %s\n", err.msg);
-				return 2;
-			}
-			break;
-		case 'T':
-			if (zs_parse_u64(optarg, 100, 86400000, &v, &err)) {
-				fprintf(stderr, "zshard-server: --step-timeout-ms: %s\n", err.msg);
-				return 2;
-			}
-			step_timeout_ms = (uint32_t)v;
-			break;
-		case 'C':
-			if (zs_parse_size(optarg, &d.me.capacity, &err) || !d.me.capacity) {
-				fprintf(stderr, "zshard-server: --capacity: %s\n",
-					d.me.capacity ? err.msg : "must be > 0");
-				return 2;
-			}
-			break;
-		case 'L':
-			if (zs_parse_size(optarg, &landing_budget, &err) || !landing_budget) {
-				fprintf(stderr, "zshard-server: --landing-budget: %s\n",
-					landing_budget ? err.msg : "must be > 0");
-				return 2;
-			}
-			break;
-		case 'w':
-			if (zs_parse_u64(optarg, 0, 86400000, &v, &err)) {
-				fprintf(stderr, "zshard-server: --coordinator-timeout-ms: %s\n", err.msg);
-				return 2;
-			}
-			d.wait_ms = (int64_t)v;
-			break;
+		case 'B': zs_parse_size(optarg, &gpu_budget, NULL); break;
+		case 'G': gpu = strcmp(optarg, "emulated") ? atoi(optarg) : ZS_DEV_EMULATED; break;
+		case 'M': zs_parse_size(optarg, &memory_budget, NULL); break;
+		case 'T': step_timeout_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'C': zs_parse_size(optarg, &d.me.capacity, NULL); break;
+		case 'L': zs_parse_size(optarg, &landing_budget, NULL); break;
+		case 'w': d.wait_ms = (int64_t)strtoull(optarg, NULL, 10); break;
 		case 'v':
 			if (zs_log_level_option("zshard-server", optarg))
 				return 2;

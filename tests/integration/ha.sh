@@ -38,7 +38,7 @@ echo "$out" | grep -q "exclude each other" || fail "--etcd with --data-dir: $out
 out=$("$C" --etcd 127.0.0.1:1 --etcd-lease-s 0 2>&1) && fail "--etcd-lease-s 0 was accepted"
 echo "$out" | grep -q "etcd-lease-s" || fail "--etcd-lease-s 0: $out"
 out=$("$C" --etcd "no-port" --listen 127.0.0.1:0 2>&1) && fail "a bad etcd endpoint was accepted"
-echo "$out" | grep -q -- "--etcd: 'no-port'" || fail "a bad etcd endpoint: $out"
+echo "$out" | grep -q -- "--etcd: bad address 'no-port'" || fail "a bad etcd endpoint: $out"
 [ -d "$dir/x" ] && fail "a refused start made its data dir"
 
 # etcd not there: the coordinator says what it waits for; a client gets a

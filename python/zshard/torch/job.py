@@ -273,7 +273,11 @@ class Job:
                         "frozen parameters are the job's, fixed when it was created"
                         % (self.o["job"], a[0], "frozen" if a[3] else "trained",
                            "trains" if a[3] else "freezes", b[3] is False))
-        self.frozen = [[not p.requires_grad for _, p in u.params] for u in self.units]
+        self.frozen = self.frozen_now()
+
+    def frozen_now(self):
+        """Per unit, per parameter: frozen (requires_grad=False)."""
+        return [[not p.requires_grad for _, p in u.params] for u in self.units]
 
     def upload(self):
         """Rank 0's upload of the initial parameters: the module's own, kept
@@ -299,6 +303,7 @@ class Job:
         this timeline yet."""
         self.resume_state = state
         self.step = 0 if state is None else state[0]
+        self.norms = {}  # another timeline's steps: their norms are not these
         if state is None and self.o["rank"] == 0:
             self.upload()
         self.sent = None
@@ -400,7 +405,7 @@ class Job:
 
     # ------------------------------------------------------------- steps
     def begin_step(self):
-        now = [[not p.requires_grad for _, p in u.params] for u in self.units]
+        now = self.frozen_now()
         if now != self.frozen:
             changed = [n for u, was, is_ in zip(self.units, self.frozen, now)
                        for (n, _), a, b in zip(u.params, was, is_) if a != b]
