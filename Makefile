@@ -138,7 +138,8 @@ PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
-UNIT_TESTS := placement codec kv util spec_json optim bsum wire arena transport engine plan metrics config \
+UNIT_TESTS := placement codec kv util spec_json optim bsum wire arena transport engine frozen plan metrics \
+	      config \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt crash device collective scale security etcd norms catalog recovery replica
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -224,6 +225,8 @@ $(BUILD)/tests/test_arena: $(BUILD)/obj/tests/unit/test_arena.o $(CORE_LIB)
 $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(BUILD)/obj/tests/unit/transport_toy.o $(CORE_LIB)
 $(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_engine: LDLIBS += $(ENGINE_LIBS)
+$(BUILD)/tests/test_frozen: $(BUILD)/obj/tests/unit/test_frozen.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
+$(BUILD)/tests/test_frozen: LDLIBS += $(ENGINE_LIBS)
 # the CUDA kernels against the host's (skipped, with the reason, without a device)
 $(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h gpu/launch.cuh math/elem.h math/bsum.h base/dtype.h include/zshard_status.h
 	@mkdir -p $(@D)

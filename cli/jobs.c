@@ -295,7 +295,7 @@ static int c_placement(struct ctx *x, int argc, char **argv)
 			const struct zs_unit *un = &j.spec.layout.units[sh->unit];
 			json_array_append_new(
 				shards,
-				json_pack("{s:i, s:s, s:i, s:s, s:I, s:s, s:I, s:I, s:I, s:I}",
+				json_pack("{s:i, s:s, s:i, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:b}",
 					  "unit", (int)sh->unit, "unit_name", un->name,
 					  "shard", (int)sh->index,
 					  "role", sh->copy ? "replica" : "primary",
@@ -304,7 +304,8 @@ static int c_placement(struct ctx *x, int argc, char **argv)
 					  "offset", (json_int_t)sh->offset,
 					  "length", (json_int_t)sh->length,
 					  "padded", (json_int_t)sh->padded,
-					  "bytes", (json_int_t)(sh->length * zs_dtype_size(un->dtype))));
+					  "bytes", (json_int_t)(sh->length * zs_dtype_size(un->dtype)),
+					  "frozen", zs_shard_marks(&j.spec, sh)));
 		}
 		cli_json_print(json_pack("{s:s, s:I, s:i, s:o, s:o}", "job", j.spec.name,
 				     "epoch", (json_int_t)j.placement.epoch, "stage",
@@ -312,19 +313,20 @@ static int c_placement(struct ctx *x, int argc, char **argv)
 	} else {
 		printf("job %s, placement epoch %llu, %u shards\n", j.spec.name,
 		       (unsigned long long)j.placement.epoch, j.placement.n_shards);
-		printf("%-24s %5s %-8s %6s %-22s %12s %12s %12s\n", "UNIT", "SHARD", "ROLE",
-		       "SERVER", "ADDRESS", "OFFSET", "LENGTH", "BYTES");
+		printf("%-24s %5s %-8s %6s %-22s %12s %12s %12s %s\n", "UNIT", "SHARD", "ROLE",
+		       "SERVER", "ADDRESS", "OFFSET", "LENGTH", "BYTES", "TENSORS");
 		for (uint32_t i = 0; i < j.placement.n_shards; i++) {
 			const struct zs_shard *sh = &j.placement.shards[i];
 			const struct zs_unit *un = &j.spec.layout.units[sh->unit];
 			char b[32];
-			printf("%-24.24s %5u %-8s %6llu %-22s %12llu %12llu %12s\n", un->name,
+			printf("%-24.24s %5u %-8s %6llu %-22s %12llu %12llu %12s %s\n", un->name,
 			       sh->index, sh->copy ? "replica" : "primary",
 			       (unsigned long long)sh->server_id,
 			       addr_of(s, n_s, sh->server_id),
 			       (unsigned long long)sh->offset,
 			       (unsigned long long)sh->length,
-			       zs_fmt_bytes(sh->length * zs_dtype_size(un->dtype), b, sizeof b));
+			       zs_fmt_bytes(sh->length * zs_dtype_size(un->dtype), b, sizeof b),
+			       zs_shard_marks(&j.spec, sh) ? "frozen" : "trained");
 		}
 	}
 	free(s);

@@ -121,7 +121,9 @@ static uint64_t primary_of(const zs_trainer *t, const struct zs_xfer *x)
 {
 	for (uint32_t k = 0; k < t->job.placement.n_shards; k++) {
 		const struct zs_shard *sh = &t->job.placement.shards[k];
-		if (sh->unit == x->unit && sh->offset == x->offset && sh->length == x->length)
+		if (sh->unit == x->unit && sh->offset == x->offset &&
+		    (sh->length == x->length ||
+		     (x->length == ZS_MARK_LEN && zs_shard_marks(&t->job.spec, sh))))
 			return sh->server_id;
 	}
 	return 0;

@@ -547,7 +547,9 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++)
 		if (moves(&t->job.placement.shards[i], u, only)) {
 			n++;
-			moved += t->job.placement.shards[i].length;
+			/* a frozen shard's push is a step mark: no gradient */
+			if (!src || init || !zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]))
+				moved += t->job.placement.shards[i].length;
 		}
 	op = calloc(1, sizeof *op + n * (sizeof op->req[0] + sizeof *op->rq));
 	if (!op)
@@ -571,10 +573,15 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	op->final_push = src && !init && !partial;
 	op->only = only;
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
+		static const uint8_t mark[ZS_MARK_LEN * 8]; /* a step mark's value */
 		const struct zs_shard *sh = &t->job.placement.shards[i];
-		struct zs_xfer x = {.unit = u, .offset = sh->offset, .length = sh->length,
+		bool is_mark = src && !init && zs_shard_marks(&t->job.spec, sh);
+		struct zs_xfer x = {.unit = u, .offset = sh->offset,
+				    .length = is_mark ? ZS_MARK_LEN : sh->length,
 				    .step = step, .dtype = dt, .init = init, .partial = partial,
 				    .micro = micro};
+		const uint8_t *from = !src ? NULL : is_mark ? mark
+					: (const uint8_t *)src + (slice ? 0 : sh->offset * dsz);
 		struct zs_error err = {0};
 		enum zs_status st;
 		if (!moves(sh, u, only))
@@ -583,17 +590,15 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 			op->rq[op->n] = (struct tr_rq){
 				.server = sh->server_id, .x = x,
 				.dst = src ? NULL : (uint8_t *)dst + sh->offset * dsz,
-				.src = src ? (const uint8_t *)src + (slice ? 0 : sh->offset * dsz) : NULL};
-		if (src && dev) { /* the server takes it from device memory */
+				.src = from};
+		if (src && dev && !is_mark) { /* the server takes it from device memory */
 			struct zs_dev_src ds;
-			st = tr_dv_src(t, (const uint8_t *)src + (slice ? 0 : sh->offset * dsz), &ds,
-				       &err);
+			st = tr_dv_src(t, from, &ds, &err);
 			if (!st)
 				st = zs_post_write_device(conn_of(t, sh->server_id), &x, &ds,
 							  &op->req[op->n], &err);
 		} else {
-			st = src ? zs_post_write(conn_of(t, sh->server_id), &x,
-						 (const uint8_t *)src + (slice ? 0 : sh->offset * dsz),
+			st = src ? zs_post_write(conn_of(t, sh->server_id), &x, from,
 						 &op->req[op->n], &err)
 				 : zs_post_read(tr_conn(t, sh->server_id, true), &x,
 						(uint8_t *)dst + sh->offset * dsz, &op->req[op->n],

@@ -138,8 +138,7 @@ bool coord_rebuild(struct coord *c, struct zs_job *j)
 			np.shards[n++] = p->shards[k];
 		while (n - first < K) {
 			const struct zs_shard *sh = &p->shards[i];
-			uint64_t bytes = sh->padded * zs_server_bytes_per_elem(
-							      &j->spec, &j->spec.layout.units[sh->unit]);
+			uint64_t bytes = zs_shard_state_bytes(&j->spec, sh);
 			size_t best = c->n_srvs;
 			/* another host first, then the least used */
 			for (int pass = 0; pass < 2 && best == c->n_srvs; pass++)

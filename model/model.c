@@ -487,6 +487,40 @@ uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 	return b;
 }
 
+bool zs_shard_marks(const struct zs_job_spec *s, const struct zs_shard *sh)
+{
+	const struct zs_unit *u;
+	bool any = false;
+
+	if (s->collective || sh->unit >= s->layout.n_units)
+		return false;
+	u = &s->layout.units[sh->unit];
+	for (uint32_t i = 0; i < u->n_tensors; i++) {
+		const struct zs_tensor *t = &u->tensors[i];
+		if (t->offset >= sh->offset + sh->length || t->offset + t->numel <= sh->offset)
+			continue;
+		if (!t->frozen)
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+uint64_t zs_shard_push_len(const struct zs_job_spec *s, const struct zs_shard *sh)
+{
+	return zs_shard_marks(s, sh) ? ZS_MARK_LEN : sh->length;
+}
+
+uint64_t zs_shard_state_bytes(const struct zs_job_spec *s, const struct zs_shard *sh)
+{
+	const struct zs_unit *u = &s->layout.units[sh->unit];
+	enum zs_dtype d = u->dtype ? u->dtype : s->compute_dtype;
+
+	if (!zs_shard_marks(s, sh))
+		return sh->padded * zs_server_bytes_per_elem(s, u);
+	return sh->padded * (4 + (d != ZS_F32 ? zs_dtype_size(d) : 0)) + ZS_REDUCE_BYTES + 4;
+}
+
 void zs_server_bytes_per_elem_gpu(const struct zs_job_spec *s, const struct zs_unit *u,
 				  uint64_t *host, uint64_t *device)
 {

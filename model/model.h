@@ -384,6 +384,27 @@ uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 void zs_server_bytes_per_elem_gpu(const struct zs_job_spec *s, const struct zs_unit *u,
 				  uint64_t *host, uint64_t *device);
 
+/*
+ * Frozen shards. Placement cuts a unit with frozen tensors where frozen and
+ * trained tensors meet (model/placement.h), so a shard of a job that is not
+ * collective is frozen whole or not at all. A frozen shard takes no
+ * gradient: each rank's push of it is a step mark of ZS_MARK_LEN elements
+ * (the server ignores its value), which keeps the shard in step with the
+ * job (its version, snapshots, replicas) at no cost in bytes; it has no
+ * reduction beyond that element and no optimizer state. A collective job's
+ * slices are whole reduce-scatter outputs: never marks.
+ */
+#define ZS_MARK_LEN 1
+/* Whether shard sh of s is a frozen shard: pushed as marks. */
+bool zs_shard_marks(const struct zs_job_spec *s, const struct zs_shard *sh);
+/* What a push of sh carries: ZS_MARK_LEN elements for a frozen shard, its
+ * length otherwise. */
+uint64_t zs_shard_push_len(const struct zs_job_spec *s, const struct zs_shard *sh);
+/* The host bytes a server holds for sh: padded * zs_server_bytes_per_elem,
+ * or for a frozen shard padded * (master 4 + the copy when not fp32) and
+ * the mark's reduction (ZS_REDUCE_BYTES + 4). Placement charges this. */
+uint64_t zs_shard_state_bytes(const struct zs_job_spec *s, const struct zs_shard *sh);
+
 void zs_layout_release(struct zs_layout *l);
 void zs_job_spec_release(struct zs_job_spec *s);
 void zs_placement_release(struct zs_placement *p);

@@ -22,8 +22,7 @@ uint64_t place_bytes_on(const struct zs_job_spec *spec,
 	for (uint32_t i = 0; i < p->n_shards; i++) {
 		const struct zs_shard *s = &p->shards[i];
 		if (s->server_id == server_id && s->unit < spec->layout.n_units)
-			b += s->padded * zs_server_bytes_per_elem(
-					     spec, &spec->layout.units[s->unit]);
+			b += zs_shard_state_bytes(spec, s);
 	}
 	return b;
 }
@@ -107,6 +106,24 @@ static void pick_copies(const struct place_server *sv, size_t n, size_t k, uint3
 	}
 }
 
+/* The end of the run of tensors starting at element r0 of u that are all
+ * frozen or all trained. */
+static uint64_t run_end(const struct zs_unit *u, uint64_t r0)
+{
+	int want = -1;
+
+	for (uint32_t i = 0; i < u->n_tensors; i++) {
+		const struct zs_tensor *t = &u->tensors[i];
+		if (t->offset + t->numel <= r0)
+			continue;
+		if (want < 0)
+			want = t->frozen;
+		else if (t->frozen != (bool)want)
+			return t->offset;
+	}
+	return u->numel;
+}
+
 /* a unit is spread over at least this many servers (all of them when
  * fewer), and over one more per this many bytes */
 #define PLACE_SPLIT_MIN 8
@@ -154,43 +171,56 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 		const struct zs_unit *un = &l->units[u];
 		unsigned dsz = zs_dtype_size(un->dtype ? un->dtype : spec->compute_dtype);
 		uint64_t align = spec->align_bytes / dsz ? spec->align_bytes / dsz : 1;
-		/* a collective job: a slice per rank, rank r's on one server */
 		uint64_t parts = (un->numel * dsz + PLACE_SHARD_TARGET - 1) / PLACE_SHARD_TARGET;
-		uint64_t chunk;
+		uint32_t i = 0; /* the unit's next shard index */
 		if (parts < PLACE_SPLIT_MIN)
 			parts = PLACE_SPLIT_MIN;
 		if (parts > n)
 			parts = n;
-		chunk = spec->collective ? zs_slice_len(un->numel, spec->world_size)
-					 : round_up((un->numel + parts - 1) / parts, align);
-		uint64_t per = zs_server_bytes_per_elem(spec, un);
-
-		for (uint32_t i = 0; (uint64_t)i * chunk < un->numel; i++) {
-			uint64_t off = (uint64_t)i * chunk;
-			uint64_t len = un->numel - off < chunk ? un->numel - off : chunk;
-			size_t k = rank_srv ? rank_srv[i] : spec->collective ? i % n : (u + i) % n;
-			size_t at[ZS_MAX_REPLICAS];
-
-			pick_copies(sv, n, k, K, hosts, at);
-			if (n_sh + K > cap_sh) {
-				size_t nc = cap_sh ? cap_sh * 2 : 64;
-				struct zs_shard *g = realloc(sh, nc * sizeof *sh);
-				if (!g) {
-					st = zs_fail(err, ZS_ENOMEM,
-						     "out of memory placing a job");
-					goto clean;
-				}
-				sh = g;
-				cap_sh = nc;
+		/* each run of frozen or of trained tensors striped on its own
+		 * (one run, the whole unit, without frozen tensors), so that no
+		 * shard mixes them: a frozen shard takes no gradient */
+		for (uint64_t r0 = 0, r1; r0 < un->numel; r0 = r1) {
+			uint64_t rn, chunk;
+			r1 = spec->collective ? un->numel : run_end(un, r0);
+			rn = r1 - r0;
+			/* a collective job: a slice per rank, rank r's on one
+			 * server. A run gets the unit's parts in proportion */
+			if (spec->collective)
+				chunk = zs_slice_len(un->numel, spec->world_size);
+			else if (rn == un->numel)
+				chunk = round_up((rn + parts - 1) / parts, align);
+			else {
+				uint64_t p = (parts * rn + un->numel - 1) / un->numel;
+				chunk = round_up((rn + p - 1) / p, align);
 			}
-			for (uint32_t c = 0; c < K; c++) {
-				sh[n_sh++] = (struct zs_shard){
-					.unit = u, .index = i, .server_id = sv[at[c]].id,
-					.offset = off, .length = len,
-					.padded = round_up(len, align),
-					.copy = c, .copies = K > 1 ? K : 0,
-				};
-				charge[at[c]] += round_up(len, align) * per;
+			for (uint64_t off = r0; off < r1; off += chunk, i++) {
+				uint64_t len = r1 - off < chunk ? r1 - off : chunk;
+				size_t k = rank_srv ? rank_srv[i] : spec->collective ? i % n : (u + i) % n;
+				size_t at[ZS_MAX_REPLICAS];
+
+				pick_copies(sv, n, k, K, hosts, at);
+				if (n_sh + K > cap_sh) {
+					size_t nc = cap_sh ? cap_sh * 2 : 64;
+					struct zs_shard *g = realloc(sh, nc * sizeof *sh);
+					if (!g) {
+						st = zs_fail(err, ZS_ENOMEM,
+							     "out of memory placing a job");
+						goto clean;
+					}
+					sh = g;
+					cap_sh = nc;
+				}
+				for (uint32_t c = 0; c < K; c++) {
+					sh[n_sh] = (struct zs_shard){
+						.unit = u, .index = i, .server_id = sv[at[c]].id,
+						.offset = off, .length = len,
+						.padded = round_up(len, align),
+						.copy = c, .copies = K > 1 ? K : 0,
+					};
+					charge[at[c]] += zs_shard_state_bytes(spec, &sh[n_sh]);
+					n_sh++;
+				}
 			}
 		}
 	}

@@ -12,14 +12,21 @@
  * (u + i) mod S of the id-sorted server list, so that units spread over
  * every server.
  *
+ * Frozen tensors (not in a collective job): a unit where frozen and trained
+ * tensors meet is cut there, and each run of either kind is striped on its
+ * own into its share of the unit's P shards (at least one), indices going
+ * on across runs: no shard mixes frozen and trained elements, and a frozen
+ * shard takes step marks, not gradients (model.h, zs_shard_marks). A unit
+ * with no frozen tensor (or only frozen ones) is striped as above.
+ *
  * Replicas (spec.replicas = K > 1): each shard is listed K times, copy 0
  * (the primary) where striping puts it and copies 1..K-1 on the next
  * servers of the rotation that are on other hosts than the copies before
  * (where the live servers span K hosts; else on other servers), so no two
  * copies share a server. Fewer than K live servers: ZS_ENOSPC.
  *
- * Capacity: each server is charged padded * zs_server_bytes_per_elem() for
- * every shard it gets; a server whose charge exceeds its free bytes refuses
+ * Capacity: each server is charged zs_shard_state_bytes() for every shard
+ * it gets; a server whose charge exceeds its free bytes refuses
  * the whole placement (ZS_ENOSPC, naming the server), never over-commits.
  */
 #ifndef ZS_PLACEMENT_H

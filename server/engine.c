@@ -77,8 +77,12 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	size_t pad = sh->padded;
 	uint32_t R = j->spec.world_size;
 
-	unsigned arrays = 1 + zs_optim_state_arrays(&j->spec.optim);
+	bool marks = zs_shard_marks(&j->spec, sh);
+	/* a frozen shard: its master alone (no optimizer state), a mark's
+	 * reduction, in host memory */
+	unsigned arrays = marks ? 1 : 1 + zs_optim_state_arrays(&j->spec.optim);
 	uint64_t state = pad * 4 * arrays;
+	size_t gpad = marks ? ZS_MARK_LEN : pad;
 	bool in_mem = false; /* master and optimizer state in host memory */
 
 	pthread_mutex_init(&s->mu, NULL);
@@ -87,7 +91,9 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	s->dsz = zs_dtype_size(u->dtype);
 	s->fd = -1;
 	s->n_arrays = arrays;
-	if (e->dev && (!e->dev_budget || e->dev_resident + state <= e->dev_budget)) {
+	s->marks = marks;
+	s->glen = marks ? ZS_MARK_LEN : sh->length;
+	if (e->dev && !marks && (!e->dev_budget || e->dev_resident + state <= e->dev_budget)) {
 		/* on the device: see devshard.c */
 		enum zs_status st = eng_dev_shard_init(e, s, pad, arrays, err);
 		if (st)
@@ -115,9 +121,9 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 		s->master = zs_listener_alloc(e->l, pad * 4);
 		s->copy = s->dt == ZS_F32 ? (void *)s->master : zs_listener_alloc(e->l, pad * s->dsz);
 	}
-	s->acc = calloc(pad, 4);
+	s->acc = calloc(gpad, 4);
 	if (!s->gpu) /* on the device: devshard.c's dbacc */
-		s->bacc = calloc(pad, sizeof *s->bacc);
+		s->bacc = calloc(gpad, sizeof *s->bacc);
 	s->slot = calloc(R, 1);
 	s->pcount = calloc(R, sizeof *s->pcount);
 	if (in_mem && arrays > 1)
@@ -135,7 +141,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	if (!s->acc || (!s->gpu && !s->bacc) || !s->slot || !s->pcount ||
 	    (in_mem && arrays > 1 && !s->s0) || (in_mem && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
-	s->counted = pad * zs_server_bytes_per_elem(&j->spec, u);
+	s->counted = zs_shard_state_bytes(&j->spec, sh);
 	atomic_fetch_add(&e->bytes, s->counted);
 	return ZS_OK;
 }
@@ -260,6 +266,17 @@ bool engine_has_job(struct engine *e, const char *name, uint64_t epoch, uint64_t
 		has |= !strcmp(j->name, name) && j->epoch == epoch && j->incarnation == incarnation;
 	pthread_mutex_unlock(&e->mu);
 	return has;
+}
+
+bool engine_shard_marks(struct engine *e, const char *name, const struct zs_shard *sh)
+{
+	bool marks = false;
+	pthread_mutex_lock(&e->mu);
+	for (struct ejob *j = e->jobs; j; j = j->next)
+		if (!strcmp(j->name, name))
+			marks = zs_shard_marks(&j->spec, sh);
+	pthread_mutex_unlock(&e->mu);
+	return marks;
 }
 
 void engine_remove_job(struct engine *e, const char *name)

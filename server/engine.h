@@ -145,6 +145,10 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 			      uint64_t server_id, struct zs_error *err);
 /* True if the engine holds job name at epoch. */
 bool engine_has_job(struct engine *e, const char *name, uint64_t epoch, uint64_t incarnation);
+/* Whether sh, a shard of job name (of any placement of its layout), is a
+ * frozen shard (zs_shard_marks): it has no optimizer state. False when the
+ * job is not held. */
+bool engine_shard_marks(struct engine *e, const char *name, const struct zs_shard *sh);
 /* Drops a job: held gathers fail with ZS_ECANCELED, memory is returned. */
 void engine_remove_job(struct engine *e, const char *name);
 /* Names of the jobs held, for reconciling with assignments (n at most max). */

@@ -94,6 +94,11 @@ struct eshard {
 	struct eseg { uint64_t a, b; uint32_t group; bool frozen; } *segs;
 	uint32_t n_segs;
 	bool frozen;
+	/* a frozen shard (zs_shard_marks): every push of it is a step mark
+	 * of glen = ZS_MARK_LEN elements; acc and bacc hold that much, no
+	 * optimizer state, never on the device. Else glen = sh.length */
+	bool marks;
+	uint64_t glen;
 	char path[600];
 	/* GPU-resident (devshard.c; master, s0, s1, bacc then NULL): the
 	 * arrays, the reduction, one push at a time, the compute-dtype copy */

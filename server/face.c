@@ -151,7 +151,13 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		const float *a = x->state == 0 ? s->master : x->state == 1 ? s->s0 : s->s1;
 		float *tmp = NULL;
 		pthread_mutex_lock(&s->mu);
-		if (!s->master && (unsigned)x->state < s->n_arrays && s->ready) {
+		if (s->marks && x->state > 0 &&
+		    x->state <= (int)zs_optim_state_arrays(&j->spec.optim)) {
+			/* a frozen shard has no optimizer state: zeros, as a
+			 * fresh optimizer's (nothing ever reads them) */
+			tmp = calloc(x->length ? x->length : 1, 4);
+			a = tmp ? tmp - (x->offset - s->sh.offset) : NULL;
+		} else if (!s->master && (unsigned)x->state < s->n_arrays && s->ready) {
 			/* in the tier or on the device: a copy of the range */
 			size_t a0 = x->offset - s->sh.offset;
 			tmp = malloc(x->length * 4);
@@ -252,7 +258,7 @@ static enum zs_status land(struct engine *e, struct ejob *j, struct eshard *s,
 		*dst = (void *)x->dsrc;
 		return ZS_OK;
 	}
-	if ((*dst = eng_land_get(e, s->sh.length * zs_dtype_size(x->dtype), x->over_budget))) {
+	if ((*dst = eng_land_get(e, s->glen * zs_dtype_size(x->dtype), x->over_budget))) {
 		if (x->device && eng_dev_take(e, x, *dst, err)) {
 			eng_land_put(e, *dst);
 			return err->code;
@@ -291,11 +297,18 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			       j->name);
 	}
 	s = shard_for(j, x);
-	if (!s || x->offset != s->sh.offset || x->length != s->sh.length) {
-		st = zs_fail(err, ZS_EINVAL,
-			     "a push must cover exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
-			     x->unit, (unsigned long long)x->offset,
-			     (unsigned long long)x->length, j->name);
+	if (!s || x->offset != s->sh.offset ||
+	    x->length != (x->init || !s->marks ? s->sh.length : s->glen)) {
+		if (s && s->marks && x->offset == s->sh.offset)
+			st = zs_fail(err, ZS_EINVAL,
+				     "unit '%s' shard %u holds frozen tensors only: a push of it is a step mark of %d element%s, not %llu",
+				     eng_unit_name(j, x->unit), s->sh.index, ZS_MARK_LEN,
+				     ZS_MARK_LEN == 1 ? "" : "s", (unsigned long long)x->length);
+		else
+			st = zs_fail(err, ZS_EINVAL,
+				     "a push must cover exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
+				     x->unit, (unsigned long long)x->offset,
+				     (unsigned long long)x->length, j->name);
 		goto out;
 	}
 	if (x->partial && x->init) {
@@ -388,7 +401,7 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
 		/* not with replicas: a new copy's seed reads the state whole */
 		if (s->slot[rank] == SLOT_LANDING && s->full + 1 == eng_contributors(j) &&
-		    s->n_landing == 1 && upto > s->piped && upto <= s->sh.length &&
+		    s->n_landing == 1 && upto > s->piped && upto <= s->glen &&
 		    j->spec.replicas < 2) {
 			eng_deposit(e, s, dst, x->dtype, s->piped, upto);
 			eng_finish_range(j, s, s->piped, upto);
@@ -525,9 +538,9 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	/* into the reduction at once, whoever it is from (what pipelining
 	 * took is in already), and the landing buffer goes back */
 	if (mapped(s, x)) {
-		eng_deposit_mapped(e, s, dst, x->dtype, s->piped, s->sh.length);
+		eng_deposit_mapped(e, s, dst, x->dtype, s->piped, s->glen);
 	} else {
-		eng_deposit(e, s, dst, x->dtype, s->piped, s->sh.length);
+		eng_deposit(e, s, dst, x->dtype, s->piped, s->glen);
 		eng_land_put(e, dst);
 	}
 	s->terms++;
@@ -572,7 +585,7 @@ void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s)
 	size_t n_release = 0;
 
 	s->apply_wait = false;
-	eng_finish_range(j, s, s->piped, s->sh.length);
+	eng_finish_range(j, s, s->piped, s->glen);
 	if (j->spec.optim.clip_norm > 0.0) {
 		eng_clip_reduced(e, j, s); /* unlocks */
 		return;

@@ -172,8 +172,10 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 				struct zs_error *err)
 {
 	struct eshard *s = r->j->shards[r->shard];
+	/* the parameters (an initial upload), the whole state (a seed), or
+	 * a step's mean gradient or partial push (a mark's, frozen) */
 	struct zs_xfer x = {.unit = s->sh.unit, .offset = s->sh.offset,
-			    .length = s->sh.length, .step = r->step,
+			    .length = r->init ? s->sh.length : s->glen, .step = r->step,
 			    .dtype = r->partial ? r->dt : ZS_F32, .init = r->init, .replica = true,
 			    .seed = r->seed, .partial = r->partial || r->seed_mid,
 			    .from = r->from, .micro = r->micro};
@@ -330,7 +332,7 @@ static void partial_end(struct engine *e, struct rtask *r, enum zs_status st, co
 		}
 	}
 	if (r->ack && !st) {
-		atomic_fetch_add(&e->repl_bytes, (uint64_t)s->sh.length * s->dsz * r->n_peers);
+		atomic_fetch_add(&e->repl_bytes, (uint64_t)s->glen * s->dsz * r->n_peers);
 		zs_sop_done(r->ack);
 	} else if (r->ack) {
 		zs_sop_fail(r->ack, st == ZS_ECANCELED ? ZS_ECANCELED : ZS_EUNAVAIL,
@@ -416,7 +418,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		}
 	}
 	atomic_fetch_add(&e->repl_steps, 1);
-	atomic_fetch_add(&e->repl_bytes, (uint64_t)s->sh.length * 4 * s->n_peers);
+	atomic_fetch_add(&e->repl_bytes, (uint64_t)s->glen * 4 * s->n_peers);
 	eng_acks_flush(s);
 	if (s->apply_wait) { /* the next step's pushes are all in */
 		eng_step_complete(e, j, s); /* unlocks */

@@ -56,7 +56,7 @@ static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct esh
 	if (x->step == s->version && s->seed_gap != x->step + 1 &&
 	    (st = eng_partial_check(j, s, x->from, x, NULL, err)))
 		return st;
-	if (!(*dst = eng_land_get(e, s->sh.length * s->dsz, true)))
+	if (!(*dst = eng_land_get(e, s->glen * s->dsz, true)))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for a push of unit '%s'",
 			       eng_unit_name(j, x->unit));
 	return ZS_OK;
@@ -72,7 +72,7 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		return zs_fail(err, ZS_EINVAL,
 			       "only a shard's primary forwards to its replicas, and only forwards");
 	if (!s || x->offset != s->sh.offset ||
-	    x->length != s->sh.length * (x->seed ? s->n_arrays : 1))
+	    x->length != (x->seed ? s->sh.length * s->n_arrays : x->init ? s->sh.length : s->glen))
 		return zs_fail(err, ZS_EINVAL,
 			       "a forward covers exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
 			       x->unit, (unsigned long long)x->offset,

@@ -47,7 +47,7 @@ void eng_reduction_clear(struct engine *e, struct eshard *s)
 	if (s->gpu)
 		eng_dev_clear(e, s);
 	else if (s->terms || s->piped)
-		memset(s->bacc, 0, s->sh.padded * sizeof *s->bacc);
+		memset(s->bacc, 0, (s->marks ? ZS_MARK_LEN : s->sh.padded) * sizeof *s->bacc);
 	s->terms = 0;
 	s->piped = 0;
 }
@@ -59,7 +59,7 @@ void eng_partial_in(struct engine *e, struct ejob *j, struct eshard *s, uint32_t
 
 	if (eng_partial_check(j, s, rank, x, &dup, NULL) || dup)
 		return; /* in already (a gap cannot be: its begin checked) */
-	eng_deposit(e, s, dst, x->dtype, s->piped, s->sh.length);
+	eng_deposit(e, s, dst, x->dtype, s->piped, s->glen);
 	s->terms++;
 	s->pcount[rank]++;
 	s->pterms++;
@@ -87,6 +87,8 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
 	struct zs_optim_step steps[ZS_MAX_GROUPS];
 	uint64_t t0 = now_ns();
 
+	if (s->marks) /* a frozen shard: nothing changes */
+		return;
 	eng_hp_steps(j, s->version, s->version + 1, steps, NULL);
 	if (s->gpu) {
 		eng_dev_apply(e, s, steps, coef, a, b);
@@ -139,7 +141,7 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		  struct held **rel, size_t *n_rel)
 {
 	/* what pipelining has not done yet */
-	eng_apply_range(e, j, s, coef, s->piped, s->sh.length);
+	eng_apply_range(e, j, s, coef, s->piped, s->glen);
 	s->piped = 0;
 	if (!s->sh.copy) /* a replica's time is its primary's step's too */
 		account_step(j, s, s->version);

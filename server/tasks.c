@@ -71,10 +71,14 @@ static enum zs_status load_shard(void *ctx, const struct engine_snap *w, float *
 								     : w->offset + w->length;
 		if (lo >= hi)
 			continue;
+		/* a frozen shard's records have no optimizer state: what its
+		 * elements read is zeros (restored into a shard of a collective
+		 * job, whose slices do not follow frozen runs), as a fresh job's */
+		bool frozen = engine_shard_marks(x->d->engine, x->t->job, os);
 		for (uint32_t a = 0; a < 3; a++) {
 			uint64_t sstep;
 			enum zs_status st;
-			if (!arrays[a])
+			if (!arrays[a] || (a && frozen))
 				continue;
 			/* from the first copy that has its records (a replicated
 			 * job's copies each wrote them) */

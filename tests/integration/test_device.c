@@ -144,7 +144,8 @@ static void test_servers_device_host_and_tier(void **st)
 	dev_run("sdv3", 2, "tcp", 3, ZS_F32, ZS_DEVICE_EMULATED, true, 1, NULL);
 	dev_run("sdm3", 2, "shm", 3, ZS_F32, ZS_DEVICE_EMULATED, true, 1, NULL);
 	dev_run("sdm2", 2, "shm", 2, ZS_BF16, ZS_DEVICE_EMULATED, true, 2, NULL);
-	train_oracle("sdvs", 2, "shm", ZS_ADAMW, ZS_F32, 1, 0.5, 1);
+	/* with frozen tensors: their shards stay in host memory */
+	train_oracle("sdvs", 2, "shm", ZS_ADAMW, ZS_F32, 1, 0.5, 2);
 	train_oracle("sdvk", 3, "tcp", ZS_SGD, ZS_BF16, 3, 0.0, 0);
 	/* where the shards' state lives, as an operator sees it */
 	uint32_t dev = 0, tier = 0, host = 0;

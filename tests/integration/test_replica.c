@@ -30,6 +30,8 @@ static void test_replicas_train_bitwise(void **st)
 	run_k(2, "r4", 2, "shm", ZS_ADAMW, ZS_F32, 1, 0.5, 0);  /* clipping */
 	run_k(2, "r5", 2, "tcp", ZS_ADAMW, ZS_BF16, 1, 0.0, 1); /* schedule, groups */
 	run_k(3, "r6", 2, "tcp", ZS_ADAMW, ZS_BF16, 1, 0.3, 0); /* every server */
+	/* frozen shards: step marks forwarded, micro-batches, clipping */
+	run_k(2, "r7", 2, "tcp", ZS_ADAMW, ZS_BF16, 3, 0.5, 2);
 }
 
 /* zshardctl shows each shard's copies and their roles; plan counts them;
@@ -108,6 +110,7 @@ static void test_checkpoint_restores_every_copy(void **st)
 
 	(void)st;
 	oracle_spec(&spec, "rckpt", 2, ZS_ADAMW, ZS_BF16);
+	oracle_spec_frozen(&spec); /* frozen shards: a master alone, seeded so */
 	spec.replicas = 2;
 	create_job(&spec);
 	for (uint32_t r = 0; r < 2; r++)
@@ -130,6 +133,13 @@ static void test_checkpoint_restores_every_copy(void **st)
 		unobserve(&o);
 	}
 	check_copies("rckpt", 2, at2);
+	/* the operator sees which shards are frozen */
+	if (ctl(&out, &errs, "placement", "rckpt", NULL, NULL, NULL))
+		fail_msg("placement: %s", errs);
+	assert_non_null(strstr(out, " frozen\n"));
+	assert_non_null(strstr(out, " trained\n"));
+	free(out);
+	free(errs);
 	if (ctl(&out, &errs, "checkpoint", "create", "rckpt", "--step", "2"))
 		fail_msg("checkpoint create: %s", errs);
 	free(out);

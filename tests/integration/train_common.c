@@ -476,7 +476,9 @@ void train_oracle(const char *name, uint32_t R, const char *transport,
 	oracle_spec(&spec, name, R, kind, dt);
 	spec.optim.clip_norm = clip;
 	spec.replicas = oracle_replicas;
-	if (sched)
+	if (sched == 2)
+		oracle_spec_frozen(&spec); /* the groups, and frozen tensors */
+	else if (sched)
 		oracle_spec_groups(&spec);
 	create_job(&spec);
 	/* the reference sums norms over the placement the coordinator chose

@@ -94,7 +94,8 @@ void driver_run(const char *name, unsigned stage, const char *transport,
 void *train(void *arg);
 /* Trains the oracle job name with R ranks (threads) and checks it bitwise;
  * K micro-batches, clip, sched: in 3 optimizer groups (oracle_spec_groups)
- * with oracle_hparams set at every step. */
+ * with oracle_hparams set at every step; 2: with frozen tensors too
+ * (oracle_spec_frozen: their shards take step marks). */
 /* The parameters t gathers after STEPS steps equal the reference's (over
  * placement pl; K micro-batches; sched as train_oracle), bit for bit; what
  * names the run in the failure. */

@@ -443,6 +443,13 @@ class TestTorch(unittest.TestCase):
                     state[n] = (s0, s1)
                     p.copy_(torch.from_numpy(pn).view(p.shape))
         self.assertIn("frozen: 6 tensors, 216 elements", self.c.ctl("job", "show", "gfz"))
+        # no gradient of a frozen parameter went anywhere: the pushes are
+        # the initial upload (every element, f32) and 5 steps of the
+        # trained ones; each frozen shard took a one-element step mark
+        total = sum(p.numel() for p in plain.parameters())
+        trained = sum(p.numel() for n, p in plain.named_parameters() if n not in frozen)
+        self.assertEqual(m.zshard_trainer.counters()["bytes_pushed"],
+                         4 * total + 5 * 4 * trained)
         sd = m.state_dict()
         for n, p in plain.named_parameters():
             if n in frozen:

@@ -168,10 +168,13 @@ static int xfer_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint6
 	int rc = 0;
 
 	for (uint32_t i = 0; i < c->job.placement.n_shards; i++) {
+		static const uint8_t mark[8];
 		const struct zs_shard *sh = &c->job.placement.shards[i];
+		/* a frozen shard's push is a step mark (model.h) */
+		bool is_mark = src && !init && zs_shard_marks(&c->job.spec, sh);
 		struct zs_xfer x = {.unit = u,
 				    .offset = sh->offset,
-				    .length = sh->length,
+				    .length = is_mark ? ZS_MARK_LEN : sh->length,
 				    .step = t,
 				    .dtype = dt,
 				    .init = init,
@@ -184,7 +187,8 @@ static int xfer_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint6
 			rc = -1;
 			break;
 		}
-		if (src ? zs_post_write(cn, &x, (const uint8_t *)src + sh->offset * dsz,
+		if (src ? zs_post_write(cn, &x,
+					is_mark ? mark : (const uint8_t *)src + sh->offset * dsz,
 					&r[n], &err)
 			: zs_post_read(cn, &x, (uint8_t *)dst + sh->offset * dsz, &r[n],
 				       &err)) {

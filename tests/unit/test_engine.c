@@ -57,8 +57,9 @@ static void test_oracle_matrix(void **st)
 	with_groups = 1;
 	run_oracle(3, 2, ZS_ADAMW, ZS_BF16, &zs_tcp_transport, 1, 0.5);
 	run_oracle(2, 3, ZS_SGD, ZS_F32, &zs_shm_transport, 3, 0);
-	/* frozen tensors (one mid-unit, between two trained ones) get
-	 * gradients pushed and are never changed, nor counted in the norm */
+	/* frozen tensors (one mid-unit, between two trained ones): their
+	 * shards (placement cuts them apart) take step marks, are never
+	 * changed, nor counted in the norm */
 	with_groups = 2;
 	run_oracle(3, 2, ZS_ADAMW, ZS_BF16, &zs_tcp_transport, 1, 0.5);
 	run_oracle(2, 1, ZS_SGD, ZS_F32, &zs_shm_transport, 3, 0.5);
@@ -229,7 +230,8 @@ static void test_refusals_and_held_gather(void **st)
 	(void)st;
 	start(&c, 1, 2, ZS_SGD, ZS_F32, &zs_tcp_transport);
 	for (uint32_t i = 0; i < c.job.placement.n_shards; i++)
-		if (c.job.placement.shards[i].unit == 0)
+		if (c.job.placement.shards[i].unit == 0 &&
+		    !zs_shard_marks(&c.job.spec, &c.job.placement.shards[i]))
 			sh = &c.job.placement.shards[i];
 	/* a trainer holding another placement epoch than the server's is
 	 * refused at HELLO (it retries once the server has the new one) */
