@@ -620,8 +620,16 @@ def run_trial(a, victim, kill_step, tag):
                     sys.stderr.write("+%.1f s: %s\n" % (at - t0, msg))
                 for f in sorted(os.listdir(d)):
                     if f.endswith(".log"):
-                        tail = open(os.path.join(d, f), errors="replace").read()[-1500:]
-                        sys.stderr.write("--- %s (tail)\n%s\n" % (f, tail))
+                        txt = open(os.path.join(d, f), errors="replace").read()
+                        # a restarted process's log goes on after the one
+                        # that failed: its errors and warnings first, then
+                        # the tail
+                        bad = [ln for ln in txt.splitlines()
+                               if re.search(r"ERROR|WARN|error|failed|waited \d+ ms", ln)]
+                        if bad:
+                            sys.stderr.write("--- %s (errors and warnings)\n%s\n" %
+                                             (f, "\n".join(bad[:40])))
+                        sys.stderr.write("--- %s (tail)\n%s\n" % (f, txt[-1500:]))
         shutil.rmtree(d, ignore_errors=True)
         STOPPING["cleaning"] = False
         if STOPPING["pending"]:  # a signal came during the cleanup: end now
