@@ -479,6 +479,81 @@ class TestTorch(unittest.TestCase):
         for n in nets:
             n.zshard_close()
 
+    def test_torch_optimizer_signatures(self):
+        """zshard.torch.AdamW and SGD take torch's signatures: performance
+        flags (foreach, fused, capturable) accepted and ignored, semantics
+        the servers do not implement (amsgrad, maximize, nesterov,
+        dampening; in a param group too) refused by name before anything
+        is attached. from_optimizer takes over a torch.optim.AdamW made the
+        usual way (two groups) and trains bitwise equal to the same zshard
+        AdamW made directly; an Adam without decay is AdamW's update; a
+        stepped optimizer, an Adam with L2 decay and an Adagrad are
+        refused, saying why."""
+        import zshard
+        from zshard.torch import AdamW, SGD, from_optimizer
+
+        def net(job):
+            torch.manual_seed(5)
+            m = _Net()
+            for b in m.blocks:
+                fully_shard(b)
+            fully_shard(m, job=job, coordinator=self.c.addr, rank=0, world_size=1)
+            decay = [p for n, p in m.named_parameters() if n.endswith("weight")]
+            rest = [p for n, p in m.named_parameters() if not n.endswith("weight")]
+            return m, [{"params": decay}, {"params": rest, "weight_decay": 0.0}]
+
+        ends, hps = [], []
+        for k in range(3):
+            m, groups = net("gopt%d" % k)
+            if k == 0:
+                opt = AdamW(groups, lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1, foreach=True,
+                            fused=False, capturable=False)
+            elif k == 1:
+                opt = from_optimizer(torch.optim.AdamW(groups, lr=1e-2, betas=(0.9, 0.95),
+                                                       weight_decay=0.1))
+            else:  # Adam, no decay anywhere: AdamW's update without decay
+                groups[0]["weight_decay"] = 0.0
+                opt = from_optimizer(torch.optim.Adam(groups, lr=1e-2, betas=(0.9, 0.95)))
+            self.assertIsInstance(opt, AdamW)
+            hps.append(opt.zshard_hparams())
+            for t in range(3):
+                m(net_data(t)).backward()
+                opt.step()
+                opt.zero_grad()
+            ends.append(m.state_dict())
+            m.zshard_close()
+        self.assertEqual(hps[0], hps[1])
+        self.assertEqual([g["weight_decay"] for g in hps[2]], [0.0, 0.0])
+        for n, v in ends[0].items():
+            self.assertTrue(torch.equal(v, ends[1][n]), "%s differs when handed over" % n)
+        self.assertTrue(any(not torch.equal(v, ends[2][n]) for n, v in ends[0].items()))
+
+        m, groups = net("gopt3")
+        ps = list(m.parameters())
+        for make, why in [(lambda: AdamW(ps, amsgrad=True), r"AdamW: amsgrad=True is not"),
+                          (lambda: AdamW(ps, maximize=True), r"maximize=True"),
+                          (lambda: SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+                           r"SGD: nesterov=True"),
+                          (lambda: SGD(ps, lr=0.1, momentum=0.9, dampening=0.1),
+                           r"dampening=0.1"),
+                          (lambda: AdamW([{"params": ps, "amsgrad": True}]),
+                           r"AdamW param group: amsgrad=True"),
+                          (lambda: from_optimizer(torch.optim.Adam(ps, weight_decay=0.01)),
+                           r"weight_decay=0.01 \(L2"),
+                          (lambda: from_optimizer(torch.optim.Adagrad(ps)),
+                           r"Adagrad is not on zshard's servers")]:
+            with self.assertRaisesRegex(zshard.InvalidArgument, why):
+                make()
+        stepped = torch.optim.SGD(ps, lr=0.1)
+        stepped.state[ps[0]]["momentum_buffer"] = torch.zeros_like(ps[0])
+        with self.assertRaisesRegex(zshard.FailedPrecondition, "SGD has taken steps"):
+            from_optimizer(stepped)
+        opt = from_optimizer(torch.optim.SGD(ps, lr=0.1, momentum=0.9, foreach=True))
+        self.assertIsInstance(opt, SGD)
+        m(net_data(0)).backward()
+        opt.step()
+        m.zshard_close()
+
     def test_clip_grad_norm(self):
         """torch.nn.utils.clip_grad_norm_ over a zshard model (it returned
         0.0 and did nothing: no .grad between backward and step): the

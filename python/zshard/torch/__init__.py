@@ -26,7 +26,10 @@ last of its parameters has its gradient. The optimizer runs on the shard
 servers: the optimizer object here only carries the values of its
 param_groups (lr, weight_decay, betas, eps, momentum), which go to the
 servers before each step's first push, so any torch.optim.lr_scheduler
-drives it. Clipping is the servers' (the optimizer's max_grad_norm);
+drives it. AdamW and SGD take torch's signatures (foreach, fused,
+capturable accepted and ignored; amsgrad, maximize, nesterov, dampening
+refused by name), and from_optimizer(opt) takes over a torch.optim.AdamW,
+SGD or decay-free Adam made the usual way, groups and all. Clipping is the servers' (the optimizer's max_grad_norm);
 torch.nn.utils.clip_grad_norm_ over a zshard model's parameters returns
 the step's global norm as the servers computed it (max_norm must equal
 max_grad_norm) and refuses what it cannot do; optimizer.last_grad_norm
@@ -47,7 +50,7 @@ device), or the arguments of the root's fully_shard.
 from zshard.torch import clip as _clip
 from zshard.torch.blob import load_rng_blob, rng_blob
 from zshard.torch.module import ZshardModule, fully_shard
-from zshard.torch.optim import SGD, AdamW
+from zshard.torch.optim import SGD, AdamW, from_optimizer
 
 _clip.install()
 

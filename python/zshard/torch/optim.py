@@ -15,6 +15,7 @@ class _Optim:
     _KIND = None
 
     def _zshard_init(self, max_grad_norm):
+        self.zshard_hparams()  # a group asking for what the servers do not do: refused now
         self.max_grad_norm = float(max_grad_norm or 0.0)
         self._zs = None
         seen = set()
@@ -73,22 +74,43 @@ class _Optim:
                     p.grad = None
 
 
+def _refuse(what: str, **given) -> None:
+    """Refuses, by name, each option whose value asks for semantics the
+    servers do not implement (performance-only flags are accepted and
+    ignored: the update runs on the servers)."""
+    for k, (v, plain) in given.items():
+        if v != plain:
+            raise InvalidArgument("%s: %s=%r is not implemented by zshard's servers (only %s=%r)"
+                                  % (what, k, v, k, plain))
+
+
 class AdamW(_Optim, torch.optim.Optimizer):
-    """torch.optim.AdamW's hyperparameters, applied by the shard servers
-    (zshard's AdamW: docs/DESIGN.md). amsgrad, maximize and foreach/fused
-    are not offered. max_grad_norm: global-norm clipping (None: off) on the
-    servers; it may change between steps but not be turned on or off."""
+    """torch.optim.AdamW, as its signature reads, applied by the shard
+    servers (zshard's AdamW: docs/DESIGN.md; the same update as torch's).
+    foreach, fused and capturable only choose how torch would compute it:
+    accepted and ignored. amsgrad, maximize and differentiable ask for
+    another update: refused by name. max_grad_norm: global-norm clipping
+    (None: off) on the servers; it may change between steps but not be
+    turned on or off."""
 
     _KIND = "adamw"
 
     def __init__(self, params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2,
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False, foreach: Optional[bool] = None,
+                 capturable: bool = False, differentiable: bool = False,
+                 fused: Optional[bool] = None,
                  max_grad_norm: Optional[float] = None) -> None:
+        _refuse("AdamW", amsgrad=(amsgrad, False), maximize=(maximize, False),
+                differentiable=(differentiable, False))
         torch.optim.Optimizer.__init__(self, params, dict(lr=lr, betas=betas, eps=eps,
                                                           weight_decay=weight_decay))
         self._zshard_init(max_grad_norm)
 
     def _group_values(self, g):
+        _refuse("AdamW param group", amsgrad=(g.get("amsgrad", False), False),
+                maximize=(g.get("maximize", False), False),
+                differentiable=(g.get("differentiable", False), False))
         b1, b2 = g["betas"]
         return {"lr": float(g["lr"]), "weight_decay": float(g["weight_decay"]),
                 "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
@@ -96,17 +118,74 @@ class AdamW(_Optim, torch.optim.Optimizer):
 
 
 class SGD(_Optim, torch.optim.Optimizer):
-    """torch.optim.SGD's lr, momentum and weight_decay, applied by the shard
-    servers (no dampening, no Nesterov)."""
+    """torch.optim.SGD, as its signature reads: lr, momentum and
+    weight_decay (L2, added to the gradient, as torch's), applied by the
+    shard servers. foreach and fused are accepted and ignored; dampening,
+    nesterov, maximize and differentiable ask for another update: refused
+    by name."""
 
     _KIND = "sgd"
 
-    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0,
-                 weight_decay: float = 0.0, max_grad_norm: Optional[float] = None) -> None:
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: Optional[bool] = None, differentiable: bool = False,
+                 fused: Optional[bool] = None,
+                 max_grad_norm: Optional[float] = None) -> None:
+        _refuse("SGD", dampening=(dampening, 0.0), nesterov=(nesterov, False),
+                maximize=(maximize, False), differentiable=(differentiable, False))
         torch.optim.Optimizer.__init__(self, params, dict(lr=lr, momentum=momentum,
                                                           weight_decay=weight_decay))
         self._zshard_init(max_grad_norm)
 
     def _group_values(self, g):
+        _refuse("SGD param group", dampening=(g.get("dampening", 0.0), 0.0),
+                nesterov=(g.get("nesterov", False), False),
+                maximize=(g.get("maximize", False), False),
+                differentiable=(g.get("differentiable", False), False))
         return {"lr": float(g["lr"]), "weight_decay": float(g["weight_decay"]),
                 "beta1": 0.0, "beta2": 0.0, "eps": 0.0, "momentum": float(g["momentum"])}
+
+
+# the hyperparameters each kind takes from a torch optimizer's groups, and
+# the flags that would ask for another update (each group's checked)
+_TAKES = {"adamw": ("lr", "betas", "eps", "weight_decay"),
+          "sgd": ("lr", "momentum", "weight_decay")}
+_FLAGS = ("amsgrad", "maximize", "differentiable", "dampening", "nesterov")
+
+
+def from_optimizer(opt: torch.optim.Optimizer,
+                   max_grad_norm: Optional[float] = None) -> _Optim:
+    """The zshard optimizer doing what opt (a torch.optim.AdamW or SGD, or an
+    Adam whose weight decay is decoupled or zero: AdamW's update then) would:
+    its param groups and their hyperparameters taken as they are (and what
+    it does not implement refused by name, as the constructors do). The
+    parameters must be a fully_shard'ed model's, and opt must not have
+    stepped yet (its state would not be on the servers). A scheduler made
+    on opt changes opt, not the result: make it on the result."""
+    if isinstance(opt, _Optim):
+        return opt
+    if type(opt) is torch.optim.AdamW:
+        kind, cls = "adamw", AdamW
+    elif type(opt) is torch.optim.SGD:
+        kind, cls = "sgd", SGD
+    elif type(opt) is torch.optim.Adam:
+        for g in opt.param_groups:
+            if g["weight_decay"] and not g.get("decoupled_weight_decay", False):
+                raise InvalidArgument(
+                    "torch.optim.Adam with weight_decay=%r (L2 added to the gradient) is not on "
+                    "zshard's servers; AdamW's decoupled decay is" % g["weight_decay"])
+        kind, cls = "adamw", AdamW  # decay decoupled or none: AdamW's update
+    else:
+        raise InvalidArgument("%s is not on zshard's servers (AdamW, SGD, and Adam with its "
+                              "decay decoupled or none are)" % type(opt).__name__)
+    if opt.state:
+        raise FailedPrecondition("%s has taken steps: its state (%d parameters') is not on the "
+                                 "servers; hand it over before its first step"
+                                 % (type(opt).__name__, len(opt.state)))
+    groups = []
+    for g in opt.param_groups:
+        ng = {k: g[k] for k in _TAKES[kind]}
+        ng.update({k: g[k] for k in _FLAGS if k in g})
+        ng["params"] = list(g["params"])
+        groups.append(ng)
+    return cls(groups, max_grad_norm=max_grad_norm)
