@@ -94,12 +94,14 @@ class Trainer:
     # ------------------------------------------------------------- life
     @classmethod
     def join(cls, job: str, rank: Optional[int] = None, coordinator: Optional[str] = None,
-             transport: Optional[str] = None, timeout_ms: int = 10000) -> "Trainer":
+             transport: Optional[str] = None, timeout_ms: int = 10000,
+             world_size: Optional[int] = None) -> "Trainer":
         """Joins job as rank (default $RANK, else 0) through the coordinator
         (default $ZSHARD_COORDINATOR, else the launch configuration's,
         $ZSHARD_CONFIG), over transport (default: the configuration's, else
         auto). Waits, within timeout_ms, for servers still loading the job
-        and for a rank a lost process still holds."""
+        and for a rank a lost process still holds. world_size, when given,
+        must be the job's (else $WORLD_SIZE, when set, must be)."""
         if rank is None:
             rank = int(os.environ.get("RANK", "0"))
         coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
@@ -114,12 +116,13 @@ class Trainer:
         if rc:
             raise error_for(rc, err.value.decode(errors="replace"))
         t = cls(h)
-        want = os.environ.get("WORLD_SIZE")
+        want = world_size if world_size is not None else os.environ.get("WORLD_SIZE")
         have = t.world_size
         if want is not None and int(want) != have:
             t.close()
-            raise error_for(1, "WORLD_SIZE is %s but job '%s' has world size %d" %
-                            (want, job, have))
+            raise error_for(1, "%s is %s but job '%s' has world size %d" %
+                            ("world_size" if world_size is not None else "WORLD_SIZE", want,
+                             job, have))
         return t
 
     def close(self) -> None:

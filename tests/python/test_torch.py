@@ -554,6 +554,50 @@ class TestTorch(unittest.TestCase):
         opt.step()
         m.zshard_close()
 
+    def test_join_waits_and_explicit_world_size(self):
+        """An explicit world_size beats a leftover WORLD_SIZE (the join
+        checked the environment's and refused); a rank other than 0 waits
+        for rank 0 to create the job as long as join_timeout_s says (900 s
+        by default, torchrun's rendezvous; it gave up after a fixed 10 s):
+        rank 1 started 11 s before rank 0 joins, and one whose job never
+        comes fails naming the bound."""
+        import threading
+        import zshard
+        from zshard.torch import AdamW
+
+        def net(job, rank, world, **kw):
+            torch.manual_seed(5)
+            m = _Net()
+            fully_shard(m, job=job, coordinator=self.c.addr, rank=rank, world_size=world, **kw)
+            AdamW(m.parameters(), lr=1e-2)
+            return m
+
+        old = os.environ.get("WORLD_SIZE")
+        os.environ["WORLD_SIZE"] = "7"
+        try:
+            m = net("gws", 0, 1)
+            self.assertIsNone(m.zshard_start())
+            m.zshard_close()
+        finally:
+            if old is None:
+                del os.environ["WORLD_SIZE"]
+            else:
+                os.environ["WORLD_SIZE"] = old
+        m = net("gnobody", 1, 2, join_timeout_s=0.5)
+        with self.assertRaisesRegex(zshard.NotFound, r"within 0\.5 s \(join_timeout_s\)"):
+            m.zshard_start()
+        late = [net("glate", 1, 2), None]
+        th = threading.Thread(target=lambda: late.__setitem__(1, late[0].zshard_start() or "ok"))
+        th.start()
+        th.join(11.0)
+        self.assertTrue(th.is_alive(), "rank 1 did not wait for rank 0: %r" % (late[1],))
+        first = net("glate", 0, 2)
+        self.assertIsNone(first.zshard_start())
+        th.join(60.0)
+        self.assertEqual(late[1], "ok")
+        first.zshard_close()
+        late[0].zshard_close()
+
     def test_clip_grad_norm(self):
         """torch.nn.utils.clip_grad_norm_ over a zshard model (it returned
         0.0 and did nothing: no .grad between backward and step): the

@@ -3,6 +3,7 @@ of parameters and gradients to libzshard's buffers, and the hooks that run
 the gather -> compute -> free -> push flow (see zshard.torch)."""
 import ctypes
 import math
+import sys
 import time
 
 import numpy as np
@@ -216,15 +217,26 @@ class Job:
             except zshard.AlreadyExists:
                 pass  # joined below: the join checks the layout
         t = None
-        for _ in range(100):  # ranks other than 0 wait for rank 0 to create it
+        # ranks other than 0 wait for rank 0 to create it, as long as a
+        # torchrun rendezvous would (join_timeout_s), saying so now and then
+        t0 = time.monotonic()
+        said = t0
+        while t is None:
             try:
                 t = zshard.Trainer.join(o["job"], rank=o["rank"], coordinator=o["coordinator"],
-                                        transport=o["transport"], timeout_ms=o["timeout_ms"])
-                break
+                                        transport=o["transport"], timeout_ms=o["timeout_ms"],
+                                        world_size=o["world_size"])
             except zshard.NotFound:
+                now = time.monotonic()
+                if now - t0 >= o["join_timeout_s"]:
+                    raise NotFound("job '%s' was not created (by rank 0) within %g s "
+                                   "(join_timeout_s)" % (o["job"], o["join_timeout_s"]))
+                if now - said >= 30:
+                    said = now
+                    print("zshard: rank %d waits for rank 0 to create job '%s' (%.0f of %g s)"
+                          % (o["rank"], o["job"], now - t0, o["join_timeout_s"]),
+                          file=sys.stderr, flush=True)
                 time.sleep(0.1)
-        if t is None:
-            raise NotFound("job '%s' was not created (by rank 0) in 10 s" % o["job"])
         self.t = t
         t.set_policy(prefetch=o["prefetch"], reshard_after_forward=o["reshard_after_forward"],
                      push_depth=o["push_depth"], op_timeout_ms=o["op_timeout_ms"])

@@ -128,7 +128,8 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 job: Optional[str] = None, coordinator: Optional[str] = None,
                 rank: Optional[int] = None, world_size: Optional[int] = None, stage: int = 3,
                 transport: str = "auto", prefetch: int = 1, push_depth: int = 0,
-                op_timeout_ms: int = 0, timeout_ms: int = 10000, checkpoint_every: int = 0,
+                op_timeout_ms: int = 0, timeout_ms: int = 10000, join_timeout_s: float = 900.0,
+                checkpoint_every: int = 0,
                 staged: bool = False, device: Optional[str] = None,
                 collective: bool = False) -> torch.nn.Module:
     """Marks module as a zshard unit (its parameters gathered and freed as
@@ -140,7 +141,9 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     world_size ($WORLD_SIZE), stage (1, 2, 3), transport (auto, tcp, shm,
     rdma), prefetch (units gathered ahead), push_depth (pushes in flight),
     op_timeout_ms (the longest wait for one gather or push), timeout_ms
-    (joining), checkpoint_every (the job's automatic checkpoints, without
+    (one join's wait for servers), join_timeout_s (how long ranks other than
+    0 wait for rank 0 to create the job: torchrun's rendezvous default),
+    checkpoint_every (the job's automatic checkpoints, without
     blobs), staged (parameters as tensors of their own, copied from and to
     libzshard's host buffers; otherwise CPU parameters are libzshard's host
     buffers and CUDA parameters its device buffers: libzshard's device mode,
@@ -164,7 +167,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 stage=stage, transport=transport, prefetch=prefetch,
                 reshard_after_forward=reshard_after_forward, push_depth=push_depth,
                 op_timeout_ms=op_timeout_ms, timeout_ms=timeout_ms,
-                checkpoint_every=checkpoint_every, staged=staged, device=device, collective=collective, local_rank=int(os.environ.get(
+                join_timeout_s=float(join_timeout_s), checkpoint_every=checkpoint_every, staged=staged, device=device, collective=collective, local_rank=int(os.environ.get(
                     "LOCAL_RANK", "0")))
     st = Job(module, opts)
     st.collect()
