@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "base/dtype.h"
 #include "base/util.h"
+#include "cli/buffers.h"
 #include "cli/jobio.h"
 #include "storage/safetensors.h"
 
@@ -35,7 +36,8 @@ static int c_export(struct ctx *x, int argc, char **argv)
 	float **arr = NULL;
 	uint32_t nt = 0, n_arr = 0, arrays;
 	uint64_t version = 0, v;
-	char step[32];
+	char step[32], nbuf[64] = "none";
+	struct cli_buffers bufs = {0};
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -44,10 +46,11 @@ static int c_export(struct ctx *x, int argc, char **argv)
 			       "Writes the job's fp32 parameters (and with --optimizer its optimizer\n"
 			       "state) as one safetensors file, tensors named UNIT.TENSOR, or with\n"
 			       "--bare-names TENSOR (a PyTorch job's tensors carry their state_dict\n"
-			       "names, a tied parameter each of its names: the file loads with\n"
-			       "load_state_dict; buffers live in the trainers, not here: take\n"
-			       "model.state_dict() for them). Run it between steps:\n"
-			       "a job caught mid-step is refused.\n");
+			       "names, a tied parameter each of its names, and the model's\n"
+			       "persistent buffers as rank 0 checkpointed them at the same step:\n"
+			       "the file loads with load_state_dict(strict=True); without a\n"
+			       "checkpoint of that step the buffers are left out, and it says so).\n"
+			       "Run it between steps: a job caught mid-step is refused.\n");
 			return 0;
 		} else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
@@ -139,22 +142,54 @@ static int c_export(struct ctx *x, int argc, char **argv)
 		}
 	}
 	snprintf(step, sizeof step, "%llu", (unsigned long long)version);
+	/* a PyTorch model's persistent buffers, of the same step */
+	if (bare) {
+		struct st_tensor *g;
+		if (!x->c && cli_open_coord(x))
+			goto out; /* it said why */
+		if (cli_buffers_at(x->c, job, version, &bufs, &err)) {
+			cli_die("the model's buffers: %s", err.msg);
+			goto out;
+		}
+		if (!bufs.found)
+			fprintf(stderr, "note: the model's persistent buffers are not in %s: %s\n", out,
+				bufs.why);
+		else if (!(g = realloc(t, (nt + bufs.st.n + 1) * sizeof *t))) {
+			cli_die("out of memory");
+			goto out;
+		} else {
+			t = g;
+			for (uint32_t i = 0; i < bufs.st.n; i++) {
+				for (uint32_t q = 0; q < nt; q++)
+					if (!strcmp(t[q].name, bufs.st.t[i].name)) {
+						cli_die("%s: buffer '%s' has a parameter's name", bufs.what,
+							bufs.st.t[i].name);
+						goto out;
+					}
+				t[nt++] = bufs.st.t[i];
+			}
+			snprintf(nbuf, sizeof nbuf, "%u from checkpoint %llu", bufs.st.n,
+				 (unsigned long long)bufs.id);
+		}
+	}
 	{
 		const char *meta[] = {"format", "zshard", "job", job, "step", step,
-				      "optimizer", zs_optim_name(j->spec.optim.kind)};
-		if (st_write(out, t, nt, meta, 4, show_progress, &err)) {
+				      "optimizer", zs_optim_name(j->spec.optim.kind), "buffers", nbuf};
+		if (st_write(out, t, nt, meta, bare ? 5 : 4, show_progress, &err)) {
 			cli_die("%s", err.msg);
 			goto out;
 		}
 	}
-	printf("exported job %s at step %llu: %u tensors to %s\n", job,
-	       (unsigned long long)version, nt, out);
+	printf("exported job %s at step %llu: %u tensors to %s%s%s%s\n", job,
+	       (unsigned long long)version, nt, out, bare ? " (buffers: " : "", bare ? nbuf : "",
+	       bare ? ")" : "");
 	rc = 0;
 out:
 	for (uint32_t i = 0; i < n_arr; i++)
 		free(arr[i]);
 	free(arr);
 	free(t);
+	cli_buffers_free(&bufs);
 	jobio_close(io);
 	return rc;
 }

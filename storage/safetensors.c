@@ -19,6 +19,18 @@ static const char *st_dtype(enum zs_dtype d)
 	return d == ZS_F32 ? "F32" : d == ZS_BF16 ? "BF16" : d == ZS_F16 ? "F16" : NULL;
 }
 
+/* The dtypes beyond zshard's a buffer may have, and their sizes. */
+static unsigned x_size(const char *s)
+{
+	static const struct { const char *n; unsigned size; } x[] = {
+		{"F64", 8}, {"I64", 8}, {"U64", 8}, {"I32", 4}, {"U32", 4},
+		{"I16", 2}, {"U16", 2}, {"I8", 1}, {"U8", 1}, {"BOOL", 1}};
+	for (size_t i = 0; i < sizeof x / sizeof x[0]; i++)
+		if (!strcmp(s, x[i].n))
+			return x[i].size;
+	return 0;
+}
+
 static enum zs_dtype st_dtype_parse(const char *s)
 {
 	if (!strcmp(s, "F32"))
@@ -67,7 +79,8 @@ enum zs_status st_write(const char *path, const struct st_tensor *t, uint32_t n,
 		for (uint32_t d = 0; d < t[i].ndim; d++)
 			json_array_append_new(shape, json_integer((json_int_t)t[i].shape[d]));
 		json_object_set_new(h, t[i].name,
-				    json_pack("{s:s, s:o, s:[I, I]}", "dtype", st_dtype(t[i].dtype),
+				    json_pack("{s:s, s:o, s:[I, I]}", "dtype",
+					      t[i].dtype ? st_dtype(t[i].dtype) : t[i].xdtype,
 					      "shape", shape, "data_offsets", (json_int_t)off,
 					      (json_int_t)(off + t[i].bytes)));
 		off += t[i].bytes;
@@ -135,15 +148,105 @@ const struct st_tensor *st_find(const struct st_file *f, const char *name)
 	return NULL;
 }
 
-enum zs_status st_open(const char *path, struct st_file *f, struct zs_error *err)
+/* Checks f->len bytes at base as a safetensors file (path: its name in
+ * messages; any: dtypes beyond zshard's too) into f->t, f->n. */
+static enum zs_status parse(struct st_file *f, const uint8_t *base, const char *path, bool any,
+			    struct zs_error *err)
 {
-	struct stat sb;
 	json_error_t je;
 	json_t *h = NULL, *v;
 	const char *key;
 	uint64_t hl;
-	const uint8_t *base;
 	enum zs_status st = ZS_OK;
+
+	if (f->len < 8)
+		return zs_fail(err, ZS_EINVAL, "%s is not a safetensors file (too short)", path);
+	hl = zs_get64(base);
+	if (hl == 0 || hl > f->len - 8 || hl > (100u << 20))
+		return zs_fail(err, ZS_EINVAL, "%s: header length %llu does not fit the file (%zu bytes)",
+			       path, (unsigned long long)hl, f->len);
+	h = json_loadb((const char *)base + 8, hl, JSON_REJECT_DUPLICATES, &je);
+	if (!json_is_object(h)) {
+		st = zs_fail(err, ZS_EINVAL, "%s: the header is not a JSON object: %s", path,
+			     h ? "" : je.text);
+		goto out;
+	}
+	f->t = calloc(json_object_size(h) + 1, sizeof *f->t);
+	if (!f->t) {
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	json_object_foreach(h, key, v) {
+		struct st_tensor *t = &f->t[f->n];
+		json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
+		json_t *offs = json_object_get(v, "data_offsets");
+		uint64_t numel = 1, b, e;
+		unsigned esize;
+		size_t i;
+
+		if (!strcmp(key, "__metadata__"))
+			continue;
+		if (strlen(key) >= sizeof t->name || !json_is_string(dt) || !json_is_array(shape) ||
+		    json_array_size(shape) > ZS_MAX_DIMS || !json_is_array(offs) ||
+		    json_array_size(offs) != 2) {
+			st = zs_fail(err, ZS_EINVAL, "%s: tensor '%s': bad or missing dtype, shape or data_offsets",
+				     path, key);
+			goto out;
+		}
+		snprintf(t->name, sizeof t->name, "%s", key);
+		t->dtype = st_dtype_parse(json_string_value(dt));
+		esize = t->dtype ? zs_dtype_size(t->dtype) : any ? x_size(json_string_value(dt)) : 0;
+		if (!esize) {
+			st = zs_fail(err, ZS_EINVAL, "%s: tensor '%s' has dtype %s (%s are read)", path,
+				     key, json_string_value(dt),
+				     any ? "F32, BF16, F16, F64, integers, BOOL" : "F32, BF16, F16");
+			goto out;
+		}
+		if (!t->dtype)
+			snprintf(t->xdtype, sizeof t->xdtype, "%s", json_string_value(dt));
+		t->ndim = (uint32_t)json_array_size(shape);
+		for (i = 0; i < t->ndim; i++) {
+			json_t *d = json_array_get(shape, i);
+			if (!json_is_integer(d) || json_integer_value(d) < 0 ||
+			    (uint64_t)json_integer_value(d) > ZS_MAX_NUMEL) {
+				st = zs_fail(err, ZS_EINVAL, "%s: tensor '%s': bad shape", path, key);
+				goto out;
+			}
+			t->shape[i] = (uint64_t)json_integer_value(d);
+			numel *= t->shape[i];
+			if (numel > ZS_MAX_NUMEL) {
+				st = zs_fail(err, ZS_EINVAL, "%s: tensor '%s' is too large", path, key);
+				goto out;
+			}
+		}
+		if (!json_is_integer(json_array_get(offs, 0)) ||
+		    !json_is_integer(json_array_get(offs, 1)) ||
+		    json_integer_value(json_array_get(offs, 0)) < 0) {
+			st = zs_fail(err, ZS_EINVAL, "%s: tensor '%s': bad data_offsets", path, key);
+			goto out;
+		}
+		b = (uint64_t)json_integer_value(json_array_get(offs, 0));
+		e = (uint64_t)json_integer_value(json_array_get(offs, 1));
+		if (e < b || e > f->len - 8 - hl || e - b != numel * esize) {
+			st = zs_fail(err, ZS_EINVAL,
+				     "%s: tensor '%s': data_offsets [%llu, %llu) do not hold %llu elements of %s inside the file",
+				     path, key, (unsigned long long)b, (unsigned long long)e,
+				     (unsigned long long)numel, json_string_value(dt));
+			goto out;
+		}
+		t->data = base + 8 + hl + b;
+		t->bytes = e - b;
+		f->n++;
+	}
+out:
+	json_decref(h);
+	return st;
+}
+
+enum zs_status st_open(const char *path, struct st_file *f, struct zs_error *err)
+{
+	struct stat sb;
+	enum zs_status st;
 	int fd;
 
 	memset(f, 0, sizeof *f);
@@ -162,85 +265,19 @@ enum zs_status st_open(const char *path, struct st_file *f, struct zs_error *err
 		f->map = NULL;
 		return zs_fail(err, ZS_EIO, "cannot map %s: %s", path, strerror(errno));
 	}
-	base = f->map;
-	hl = zs_get64(base);
-	if (hl == 0 || hl > f->len - 8 || hl > (100u << 20)) {
-		st = zs_fail(err, ZS_EINVAL, "%s: header length %llu does not fit the file (%zu bytes)",
-			     path, (unsigned long long)hl, f->len);
-		goto fail;
-	}
-	h = json_loadb((const char *)base + 8, hl, JSON_REJECT_DUPLICATES, &je);
-	if (!json_is_object(h)) {
-		st = zs_fail(err, ZS_EINVAL, "%s: the header is not a JSON object: %s", path,
-			     h ? "" : je.text);
-		goto fail;
-	}
-	f->t = calloc(json_object_size(h) + 1, sizeof *f->t);
-	if (!f->t) {
-		st = zs_fail(err, ZS_ENOMEM, "out of memory");
-		goto fail;
-	}
-	json_object_foreach(h, key, v) {
-		struct st_tensor *t = &f->t[f->n];
-		json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
-		json_t *offs = json_object_get(v, "data_offsets");
-		uint64_t numel = 1, b, e;
-		size_t i;
+	if ((st = parse(f, f->map, path, false, err)))
+		st_close(f);
+	return st;
+}
 
-		if (!strcmp(key, "__metadata__"))
-			continue;
-		if (strlen(key) >= sizeof t->name || !json_is_string(dt) || !json_is_array(shape) ||
-		    json_array_size(shape) > ZS_MAX_DIMS || !json_is_array(offs) ||
-		    json_array_size(offs) != 2) {
-			st = zs_fail(err, ZS_EINVAL, "%s: tensor '%s': bad or missing dtype, shape or data_offsets",
-				     path, key);
-			goto fail;
-		}
-		snprintf(t->name, sizeof t->name, "%s", key);
-		t->dtype = st_dtype_parse(json_string_value(dt));
-		if (!t->dtype) {
-			st = zs_fail(err, ZS_EINVAL, "%s: tensor '%s' has dtype %s (F32, BF16, F16 are read)",
-				     path, key, json_string_value(dt));
-			goto fail;
-		}
-		t->ndim = (uint32_t)json_array_size(shape);
-		for (i = 0; i < t->ndim; i++) {
-			json_t *d = json_array_get(shape, i);
-			if (!json_is_integer(d) || json_integer_value(d) < 0 ||
-			    (uint64_t)json_integer_value(d) > ZS_MAX_NUMEL) {
-				st = zs_fail(err, ZS_EINVAL, "%s: tensor '%s': bad shape", path, key);
-				goto fail;
-			}
-			t->shape[i] = (uint64_t)json_integer_value(d);
-			numel *= t->shape[i];
-			if (numel > ZS_MAX_NUMEL) {
-				st = zs_fail(err, ZS_EINVAL, "%s: tensor '%s' is too large", path, key);
-				goto fail;
-			}
-		}
-		if (!json_is_integer(json_array_get(offs, 0)) ||
-		    !json_is_integer(json_array_get(offs, 1)) ||
-		    json_integer_value(json_array_get(offs, 0)) < 0) {
-			st = zs_fail(err, ZS_EINVAL, "%s: tensor '%s': bad data_offsets", path, key);
-			goto fail;
-		}
-		b = (uint64_t)json_integer_value(json_array_get(offs, 0));
-		e = (uint64_t)json_integer_value(json_array_get(offs, 1));
-		if (e < b || e > f->len - 8 - hl || e - b != numel * zs_dtype_size(t->dtype)) {
-			st = zs_fail(err, ZS_EINVAL,
-				     "%s: tensor '%s': data_offsets [%llu, %llu) do not hold %llu elements of %s inside the file",
-				     path, key, (unsigned long long)b, (unsigned long long)e,
-				     (unsigned long long)numel, json_string_value(dt));
-			goto fail;
-		}
-		t->data = base + 8 + hl + b;
-		t->bytes = e - b;
-		f->n++;
-	}
-	json_decref(h);
-	return ZS_OK;
-fail:
-	json_decref(h);
-	st_close(f);
+enum zs_status st_parse_mem(const void *buf, size_t len, const char *what, struct st_file *f,
+			    struct zs_error *err)
+{
+	enum zs_status st;
+
+	memset(f, 0, sizeof *f);
+	f->len = len;
+	if ((st = parse(f, buf, what, true, err)))
+		st_close(f);
 	return st;
 }

@@ -21,7 +21,10 @@
 
 struct st_tensor {
 	char name[2 * ZS_NAME_MAX + 32];
-	enum zs_dtype dtype; /* F32, BF16, F16 */
+	enum zs_dtype dtype; /* F32, BF16, F16; UNSET: xdtype's */
+	/* a dtype beyond zshard's (F64, I64, I32, I16, I8, U8, BOOL: a
+	 * module's buffers), read by st_parse_mem and written as named */
+	char xdtype[8];
 	uint32_t ndim;
 	uint64_t shape[ZS_MAX_DIMS];
 	const void *data; /* writing: the caller's; reading: into the file's map */
@@ -36,14 +39,20 @@ enum zs_status st_write(const char *path, const struct st_tensor *t, uint32_t n,
 			void (*progress)(uint64_t done, uint64_t total), struct zs_error *err);
 
 struct st_file {
-	void *map;
+	void *map; /* st_open's (NULL: st_parse_mem's, the caller's bytes) */
 	size_t len;
 	uint32_t n;
 	struct st_tensor *t;
 };
 
-/* Maps and checks path; release with st_close. */
+/* Maps and checks path (F32, BF16, F16 tensors only); release with
+ * st_close. */
 enum zs_status st_open(const char *path, struct st_file *f, struct zs_error *err);
+/* Checks len bytes at buf as a safetensors file named what in messages,
+ * any dtype of xdtype's too; the tensors point into buf, which must
+ * outlive f. Release with st_close. */
+enum zs_status st_parse_mem(const void *buf, size_t len, const char *what, struct st_file *f,
+			    struct zs_error *err);
 void st_close(struct st_file *f);
 const struct st_tensor *st_find(const struct st_file *f, const char *name);
 

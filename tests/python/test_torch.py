@@ -598,6 +598,79 @@ class TestTorch(unittest.TestCase):
         first.zshard_close()
         late[0].zshard_close()
 
+    def test_buffers_checkpointed_and_exported(self):
+        """A model's persistent buffers (a BatchNorm's running statistics,
+        its int64 batch count) live in the trainers: zshard_checkpoint
+        records each rank's with its blob, zshardctl export --bare-names
+        writes rank 0's of the exported step (the file loads with
+        strict=True: before, they were missing), an export of a step no
+        checkpoint holds says so and leaves them out, and a restore puts
+        them back into a new process's model (before, it kept its own
+        initial ones) and gives back the caller's blob as it was."""
+        import zshard
+        from safetensors.torch import load_file
+        from zshard.torch import AdamW
+        from zshard.torch.blob import persistent_buffers
+
+        class BNNet(_Net):
+            def __init__(self):
+                super().__init__()
+                self.bn = torch.nn.BatchNorm1d(8)
+
+            def forward(self, x):
+                h = self.bn(self.emb(x))
+                for b in self.blocks:
+                    h = b(h)
+                return self.out(h).pow(2).mean()
+
+        def net():
+            torch.manual_seed(5)
+            m = BNNet()
+            for b in m.blocks:
+                fully_shard(b)
+            fully_shard(m, job="gbn", coordinator=self.c.addr, rank=0, world_size=1)
+            return m, AdamW(m.parameters(), lr=1e-2)
+
+        m, opt = net()
+        for t in range(3):
+            m(net_data(t)).backward()
+            opt.step()
+            opt.zero_grad()
+        ident = m.zshard_checkpoint(b"user-blob")
+        at3 = {k: v.clone() for k, v in persistent_buffers(m).items()}
+        self.assertEqual(sorted(at3), ["bn.num_batches_tracked", "bn.running_mean",
+                                       "bn.running_var"])
+        self.assertEqual(at3["bn.num_batches_tracked"].item(), 3)
+        sd = m.state_dict()
+        out = os.path.join(self.c.d, "gbn.safetensors")
+        said = self.c.ctl("export", "gbn", "--out", out, "--bare-names")
+        self.assertIn("(buffers: 3 from checkpoint %d)" % ident, said)
+        plain = BNNet()
+        plain.load_state_dict(load_file(out), strict=True)
+        for k, v in plain.state_dict().items():
+            self.assertTrue(torch.equal(v, sd[k]), "%s differs from the model's" % k)
+        m(net_data(3)).backward()  # step 3: buffers of step 4 that no checkpoint holds
+        opt.step()
+        opt.zero_grad()
+        said = self.c.ctl("export", "gbn", "--out", out, "--bare-names")
+        self.assertIn("(buffers: none)", said)
+        self.assertNotIn("bn.running_mean", load_file(out))
+        m.zshard_close()
+        # every rank left cleanly at step 4: the servers' state, no buffers
+        m3, _ = net()
+        with self.assertWarnsRegex(UserWarning, "holds no record of the model's 3 persistent"):
+            self.assertEqual(m3.zshard_start(), (4, b""))
+        m3.zshard_close()
+
+        self.c.ctl("checkpoint", "restore", "gbn", str(ident))
+        m2, _ = net()
+        self.assertFalse(torch.equal(persistent_buffers(m2)["bn.running_mean"],
+                                     at3["bn.running_mean"]))
+        self.assertEqual(m2.zshard_start(), (3, b"user-blob"))
+        for k, v in persistent_buffers(m2).items():
+            self.assertTrue(torch.equal(v, at3[k]), "%s was not restored" % k)
+        m2.zshard_close()
+
     def test_clip_grad_norm(self):
         """torch.nn.utils.clip_grad_norm_ over a zshard model (it returned
         0.0 and did nothing: no .grad between backward and step): the

@@ -5,12 +5,14 @@ import ctypes
 import math
 import sys
 import time
+import warnings
 
 import numpy as np
 import torch
 
 import zshard
 from zshard.errors import FailedPrecondition, InvalidArgument, NotFound, TimedOut
+from zshard.torch.blob import MAGIC, persistent_buffers, unframe
 
 DT = {torch.float32: ("f32", np.float32, None), torch.bfloat16: ("bf16", np.uint16,
                                                                    torch.bfloat16),
@@ -313,6 +315,15 @@ class Job:
         """Starts from what Trainer.resume() said: None (step 0; rank 0
         uploads) or (step, blob). The servers have no hyperparameters of
         this timeline yet."""
+        if state is not None:  # this rank's buffers back, the caller's blob out
+            if not state[1].startswith(MAGIC) and persistent_buffers(self.root):
+                warnings.warn(
+                    "zshard: job '%s' resumes at step %d from state that holds no record of "
+                    "the model's %d persistent buffers (every rank left cleanly, or a checkpoint "
+                    "zshard_checkpoint did not take): they keep this process's values"
+                    % (self.o["job"], state[0], len(persistent_buffers(self.root))),
+                    stacklevel=3)
+            state = (state[0], unframe(self.root, state[1]))
         self.resume_state = state
         self.step = 0 if state is None else state[0]
         self.norms = {}  # another timeline's steps: their norms are not these

@@ -8,6 +8,7 @@ import torch
 from zshard.errors import FailedPrecondition, InvalidArgument, TimedOut
 from zshard.trainer import Trainer
 from zshard.torch.job import Job
+from zshard.torch.blob import frame
 
 
 class ZshardModule:
@@ -42,14 +43,20 @@ class ZshardModule:
     def zshard_checkpoint(self, blob: bytes = b"", wait: bool = True,
                           timeout_ms: int = 600000) -> int:
         """A checkpoint of the current step boundary (model, optimizer state,
-        the step) with this rank's blob (up to 1 MiB: rng_blob() helps);
-        every rank calls it. Returns its id once committed (wait=False:
-        at once)."""
+        the step) with this rank's blob (rng_blob() helps) and this rank's
+        persistent buffers (which a resume puts back, and zshardctl export
+        --bare-names writes: rank 0's), up to 1 MiB together; every rank
+        calls it. Returns its id once committed (wait=False: at once)."""
         j = self._zshard
         if j.in_step:
             raise FailedPrecondition("a checkpoint is taken between steps "
                                      "(after optimizer.step())")
-        ident = j.t.checkpoint(j.step, blob)
+        framed = frame(self, blob)  # the model's persistent buffers, with the blob
+        if len(framed) > (1 << 20):
+            raise InvalidArgument("the blob (%d bytes) and the model's persistent buffers (%d "
+                                  "bytes) exceed a checkpoint blob's 1 MiB"
+                                  % (len(blob), len(framed) - len(blob)))
+        ident = j.t.checkpoint(j.step, framed)
         if wait and not j.t.checkpoint_wait(ident, timeout_ms):
             raise TimedOut("checkpoint %d did not commit within %d ms" % (ident, timeout_ms))
         return ident
