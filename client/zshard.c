@@ -573,14 +573,18 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	op->final_push = src && !init && !partial;
 	op->only = only;
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
-		static const uint8_t mark[ZS_MARK_LEN * 8]; /* a step mark's value */
+		/* a step mark's value, which the server ignores: the first
+		 * element of the shard's own gradient (host memory the transport
+		 * may have registered), or from device memory these (writable:
+		 * an RDMA transport registers what it sends) */
+		static uint8_t dev_mark[ZS_MARK_LEN * 8];
 		const struct zs_shard *sh = &t->job.placement.shards[i];
 		bool is_mark = src && !init && zs_shard_marks(&t->job.spec, sh);
 		struct zs_xfer x = {.unit = u, .offset = sh->offset,
 				    .length = is_mark ? ZS_MARK_LEN : sh->length,
 				    .step = step, .dtype = dt, .init = init, .partial = partial,
 				    .micro = micro};
-		const uint8_t *from = !src ? NULL : is_mark ? mark
+		const uint8_t *from = !src ? NULL : is_mark && dev ? dev_mark
 					: (const uint8_t *)src + (slice ? 0 : sh->offset * dsz);
 		struct zs_error err = {0};
 		enum zs_status st;

@@ -120,6 +120,8 @@ static void test_oracle_over_rdma(void **st)
 	/* optimizer groups and a schedule set each step (HPARAMS frames on
 	 * the rdma connections' stream), with clipping */
 	train_oracle("rd4", 2, "rdma", ZS_ADAMW, ZS_F32, 1, 0.5, 1);
+	/* frozen shards: their step marks are RDMA writes of one element */
+	train_oracle("rd5", 2, "rdma", ZS_ADAMW, ZS_BF16, 3, 0.5, 2);
 	{ /* the step driver, its buffers registered once */
 		struct zs_policy pol = {.prefetch = 1, .reshard_after_forward = 1};
 		struct zs_trainer_counters c;
