@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "base/util.h"
+#include "model/placement.h"
 #include "model/plan.h"
 
 /* ----------------------------------------------------------------- plan */
@@ -60,6 +61,10 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 	     have_optim = false, have_replicas = false;
 	int json = 0, rc;
 	char b[8][32];
+	/* a job's frozen shards (their master alone), and its fullest server's
+	 * state as placed now */
+	uint64_t frozen_elems = 0, placed_max = 0;
+	uint32_t frozen_shards = 0;
 	static const char *stage_names[4] = {"baseline (DDP)", "stage 1 (P_os)",
 					     "stage 2 (P_os+g)", "stage 3 (P_os+g+p)"};
 
@@ -177,6 +182,27 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 		}
 		if (!in.servers)
 			in.servers = n_srv;
+		for (uint32_t k = 0; k < j.placement.n_shards; k++)
+			if (!j.placement.shards[k].copy && zs_shard_marks(&j.spec, &j.placement.shards[k])) {
+				frozen_elems += j.placement.shards[k].length;
+				frozen_shards++;
+			}
+		if (frozen_shards) { /* each server of the placement once */
+			uint64_t *ids = malloc(j.placement.n_shards * sizeof *ids);
+			uint32_t n_ids = 0;
+			for (uint32_t k = 0; ids && k < j.placement.n_shards; k++) {
+				uint32_t q = 0;
+				while (q < n_ids && ids[q] != j.placement.shards[k].server_id)
+					q++;
+				if (q == n_ids)
+					ids[n_ids++] = j.placement.shards[k].server_id;
+			}
+			for (uint32_t q = 0; q < n_ids; q++) {
+				uint64_t on = place_bytes_on(&j.spec, &j.placement, ids[q]);
+				placed_max = on > placed_max ? on : placed_max;
+			}
+			free(ids);
+		}
 		zs_job_release(&j);
 	} else {
 		if (!have_world)
@@ -231,6 +257,12 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 				json_object_set_new(o, "fits_gpu", json_boolean(gpu_ok));
 			if (host)
 				json_object_set_new(o, "fits_host", json_boolean(host_ok));
+			if (frozen_shards)
+				json_object_set_new(o, "frozen",
+						    json_pack("{s:I, s:i, s:I}", "elements",
+							      (json_int_t)frozen_elems, "shards",
+							      (int)frozen_shards, "placed_max_server_bytes",
+							      (json_int_t)placed_max));
 			if (max_p)
 				json_object_set_new(o, "max_params",
 						    max_p == UINT64_MAX ? json_null()
@@ -286,6 +318,12 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			       zs_fmt_bytes(pl.server_landing, b[3], sizeof b[3]),
 			       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b);
 		}
+		if (frozen_shards)
+			printf("  frozen: %s elements in %u shards hold their fp32 master (and copy) alone,\n"
+			       "  no reduction or optimizer state: as placed now, the fullest server holds %s\n"
+			       "  (+ landing), less than the per-element count above\n",
+			       fmt_count(frozen_elems, b[0], sizeof b[0]), frozen_shards,
+			       zs_fmt_bytes(placed_max, b[1], sizeof b[1]));
 		printf("  not counted: activations and the trainer's process (libraries, connections;\n"
 		       "  about 20 MiB resident for the example here), the servers' process\n");
 		if (gpu)

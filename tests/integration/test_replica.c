@@ -140,6 +140,13 @@ static void test_checkpoint_restores_every_copy(void **st)
 	assert_non_null(strstr(out, " trained\n"));
 	free(out);
 	free(errs);
+	/* and plan counts them as what they are */
+	if (ctl(&out, &errs, "plan", "--job", "rckpt", NULL, NULL))
+		fail_msg("plan: %s", errs);
+	if (!strstr(out, "shards hold their fp32 master (and copy) alone"))
+		fail_msg("plan says: %s", out);
+	free(out);
+	free(errs);
 	if (ctl(&out, &errs, "checkpoint", "create", "rckpt", "--step", "2"))
 		fail_msg("checkpoint create: %s", errs);
 	free(out);
