@@ -49,7 +49,7 @@ lone=$!
 pids="$pids $lone"
 wait_file "$dir/lone.addr" 10 || fail "a coordinator without etcd did not start"
 i=0
-until grep -q "waiting for etcd" "$dir/lone.log" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+until grep -qs "waiting for etcd" "$dir/lone.log" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 grep -q "waiting for etcd (127.0.0.1:" "$dir/lone.log" || fail "no word of what the coordinator waits for"
 out=$("$bin/zshardctl" --coordinator "$(cat "$dir/lone.addr")" --timeout-ms 1000 status 2>&1) &&
 	fail "a coordinator without etcd answered as leader"

@@ -124,7 +124,7 @@ if command -v etcd >/dev/null 2>&1; then
 		--tls-key "$dir/stranger.key" >"$dir/ha-stranger.log" 2>&1 &
 	pids="$pids $!"
 	i=0
-	until grep -q "leading (etcd https://" "$dir/ha.log" || [ $i -ge 200 ]; do sleep 0.1; i=$((i + 1)); done
+	until grep -qs "leading (etcd https://" "$dir/ha.log" || [ $i -ge 200 ]; do sleep 0.1; i=$((i + 1)); done
 	grep -q "leading (etcd https://" "$dir/ha.log" || fail "no coordinator led on etcd over TLS"
 	grep -q "waiting for etcd" "$dir/ha-stranger.log" ||
 		fail "a coordinator with another CA's certificate was not refused by etcd"
