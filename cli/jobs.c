@@ -113,7 +113,7 @@ static void print_job(const struct zs_job *j)
 			       h->lr, h->weight_decay, h->momentum, nt);
 	}
 	{
-		uint32_t nf = 0;
+		uint32_t nf = 0, ns = 0;
 		uint64_t ef = 0;
 		for (uint32_t u = 0; u < j->spec.layout.n_units; u++)
 			for (uint32_t t = 0; t < j->spec.layout.units[u].n_tensors; t++)
@@ -121,9 +121,13 @@ static void print_job(const struct zs_job *j)
 					nf++;
 					ef += j->spec.layout.units[u].tensors[t].numel;
 				}
+		for (uint32_t k = 0; nf && k < j->placement.n_shards; k++)
+			ns += !j->placement.shards[k].copy &&
+			      zs_shard_marks(&j->spec, &j->placement.shards[k]);
 		if (nf)
-			printf("  frozen: %u tensors, %llu elements (held and gathered, never updated)\n",
-			       nf, (unsigned long long)ef);
+			printf("  frozen: %u tensors, %llu elements (held and gathered, never updated);"
+			       " %u frozen shards: no gradient, no optimizer state\n",
+			       nf, (unsigned long long)ef, ns);
 	}
 	if (j->restore_pending == ZS_CKPT_RESET)
 		printf("  resetting now (to step 0, no checkpoint to roll back to)\n");
