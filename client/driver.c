@@ -138,6 +138,27 @@ void tr_driver_reset(zs_trainer *t)
 	t->in_step = false;
 }
 
+/*
+ * Stages 1 and 2 keep a replica of every unit and refresh it each step; a
+ * unit's frozen shards never change, so a resident replica of the step
+ * just before (host memory) is refreshed in place: its other shards
+ * gathered into it, its frozen ones kept, as torch's optimizers and
+ * DeepSpeed's stage 1 and 2 never gather frozen parameters again. False:
+ * gather it whole (not resident, a gather in flight, device mode, stage 3).
+ */
+static bool refresh_in_place(zs_trainer *t, unsigned u)
+{
+	struct dunit *d = &t->du[u];
+	bool frozen = false;
+
+	if (t->stage == 3 || t->dv || !d->params || d->gather)
+		return false;
+	for (uint32_t i = 0; i < t->job.placement.n_shards && !frozen; i++)
+		frozen = t->job.placement.shards[i].unit == u &&
+			 zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]);
+	return frozen && tr_gather_trained(t, u, d->params, &d->gather) == ZS_OK;
+}
+
 static void drop_params(zs_trainer *t, unsigned u)
 {
 	struct dunit *d = &t->du[u];
@@ -322,6 +343,7 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	uint32_t stage;
 	uint64_t every, stop;
 	double t0 = tr_now_s();
+	bool next; /* the step after the last one begun (no jump: no resume) */
 
 	if (t->in_step)
 		return tr_fail(t, ZS_ESTATE, "step %llu has not ended", (unsigned long long)t->step);
@@ -372,6 +394,7 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 		if (step != t->step + 1) /* gathered ahead for another step */
 			drop_ahead(t, u, true);
 	}
+	next = step == t->step + 1;
 	t->step = step;
 	t->in_step = true;
 	t->cur = (struct zs_step_report){.rank = t->rank, .step = step, .stage = stage,
@@ -392,7 +415,7 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	for (uint32_t u = 0; u < n; u++) {
 		if (t->du[u].ahead) /* gathered ahead: this step's */
 			t->du[u].ahead = false;
-		else /* last step's parameters are stale */
+		else if (!next || !refresh_in_place(t, u)) /* last step's are stale */
 			drop_params(t, u);
 	}
 	if (t->stage < 3) {

@@ -256,6 +256,12 @@ enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err);
  * into dst (the unit's buffer: the slice lands at its offset), its push
  * of src (the slice's f32 sum over the ranks). */
 int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op);
+/* An op's shards: every shard of the unit but its frozen ones (which a
+ * replica refreshed in place keeps: they never change) */
+#define TR_ONLY_TRAINED (-2)
+/* Gathers unit u's shards of this step that are not frozen into dst (a
+ * resident replica of the step before); *op NULL when it has none. */
+int tr_gather_trained(zs_trainer *t, unsigned u, void *dst, zs_op **op);
 int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op);
 /* Device mode: unit u's push (slice: a collective job's slice sum) from
  * device memory at dsrc, to servers that take it from there. */

@@ -513,9 +513,11 @@ int zs_unit_dtype(const zs_trainer *t, unsigned u)
 }
 
 /* Whether shard sh is one of unit u's that an op moves (only >= 0: the
- * shard of that index alone). */
-static bool moves(const struct zs_shard *sh, unsigned u, int only)
+ * shard of that index alone; TR_ONLY_TRAINED: those not frozen). */
+static bool moves(const zs_trainer *t, const struct zs_shard *sh, unsigned u, int only)
 {
+	if (only == TR_ONLY_TRAINED)
+		return sh->unit == u && !zs_shard_marks(&t->job.spec, sh);
 	return sh->unit == u && (only < 0 || sh->index == (uint32_t)only);
 }
 
@@ -545,7 +547,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	dt = init || slice ? ZS_F32 : un->dtype;
 	dsz = zs_dtype_size(dt);
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++)
-		if (moves(&t->job.placement.shards[i], u, only)) {
+		if (moves(t, &t->job.placement.shards[i], u, only)) {
 			n++;
 			/* a frozen shard's push is a step mark: no gradient */
 			if (!src || init || !zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]))
@@ -588,7 +590,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 					: (const uint8_t *)src + (slice ? 0 : sh->offset * dsz);
 		struct zs_error err = {0};
 		enum zs_status st;
-		if (!moves(sh, u, only))
+		if (!moves(t, sh, u, only))
 			continue;
 		if (op->rq)
 			op->rq[op->n] = (struct tr_rq){
@@ -653,6 +655,18 @@ static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op)
 {
 	return start_ex(t, u, t->step, dst, NULL, false, false, (int)t->rank, false, false, op);
+}
+
+int tr_gather_trained(zs_trainer *t, unsigned u, void *dst, zs_op **op)
+{
+	bool any = false;
+
+	for (uint32_t i = 0; i < t->job.placement.n_shards && !any; i++)
+		any = moves(t, &t->job.placement.shards[i], u, TR_ONLY_TRAINED);
+	*op = NULL;
+	return any ? start_ex(t, u, t->step, dst, NULL, false, false, TR_ONLY_TRAINED, false, false,
+			      op)
+		   : ZS_OK;
 }
 
 int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op)

@@ -276,6 +276,16 @@ static void test_step_driver_memory(void **st)
 	assert_int_equal(s.peak_param_bytes, total);
 	assert_int_equal(s.peak_grad_bytes, total);
 	check_reported("drv1", &s);
+	/* frozen tensors at stage 1: the replica refreshed in place, its frozen
+	 * shards kept, so each step after the first gathers the trained
+	 * elements alone (units 0 and 2 each hold one frozen tensor: 400 and
+	 * 99 elements), and pushes them alone; the same bits as the reference */
+	driver_frozen = 1;
+	driver_run("drv1f", 1, "tcp", &pol, &c, &s);
+	driver_frozen = 0;
+	assert_int_equal(s.bytes_gathered, total - 4 * (400 + 99));
+	assert_int_equal(s.bytes_pushed, total - 4 * (400 + 99));
+	assert_int_equal(c.bytes_gathered, STEPS * total - (STEPS - 1) * 4 * (400 + 99));
 	/* stage 3 under a bound of the largest unit plus the head: never more */
 	pol.max_live_bytes = 16396 + 256;
 	driver_run("drv3", 3, "tcp", &pol, &c, &s);

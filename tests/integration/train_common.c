@@ -524,6 +524,8 @@ void train_oracle(const char *name, uint32_t R, const char *transport,
 	zs_job_spec_release(&spec);
 }
 
+int driver_frozen;
+
 void driver_run(const char *name, unsigned stage, const char *transport,
 		const struct zs_policy *pol, struct zs_trainer_counters *ctr,
 		struct zs_step_stats *last)
@@ -533,6 +535,8 @@ void driver_run(const char *name, unsigned stage, const char *transport,
 	float *ref[4];
 
 	oracle_spec(&spec, name, 1, ZS_SGD, ZS_F32);
+	if (driver_frozen)
+		oracle_spec_frozen(&spec);
 	spec.stage = stage;
 	create_job(&spec);
 	t = join(name, 0, transport);

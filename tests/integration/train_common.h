@@ -88,6 +88,8 @@ int fetch(zs_trainer *t, unsigned u, uint64_t step, float *out);
  * 4000, 4, 16396 and 256 bytes, f32) at stage, under pol, trains STEPS
  * steps through zs_step_begin .. zs_step_end and equals the reference;
  * its counters and last step report in ctr and last. */
+/* when set, driver_run's job has frozen tensors (oracle_spec_frozen) */
+extern int driver_frozen;
 void driver_run(const char *name, unsigned stage, const char *transport,
 		const struct zs_policy *pol, struct zs_trainer_counters *ctr,
 		struct zs_step_stats *last);

@@ -467,6 +467,25 @@ class TestTorch(unittest.TestCase):
             m(data(5))
         m.zshard_close()
 
+        # stage 2 keeps a replica, refreshed in place each step: after the
+        # first step's whole gather, the trained elements alone (frozen
+        # ones never change); the same bits as at stage 3
+        m2 = build()
+        for b in m2.blocks:
+            fully_shard(b)
+        fully_shard(m2, job="gfz-s2", coordinator=self.c.addr, rank=0, world_size=1, stage=2)
+        opt2 = AdamW(m2.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
+        for t in range(5):
+            m2(data(t)).backward()
+            opt2.step()
+            opt2.zero_grad()
+        self.assertEqual(m2.zshard_trainer.counters()["bytes_gathered"],
+                         4 * total + 4 * 4 * trained)
+        sd2 = m2.state_dict()
+        for n in sd:
+            self.assertTrue(torch.equal(sd2[n], sd[n]), "stage 2: %s differs" % n)
+        m2.zshard_close()
+
         nets = [build(), build()]
         nets[1].emb.bias.requires_grad_(True)  # this rank trains what the job holds frozen
         for r, n in enumerate(nets):
