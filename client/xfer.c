@@ -1,0 +1,203 @@
+/*
+ * xfer.c - libzshard's raw ops (see include/zshard.h): one transfer per
+ * shard of a unit, fanned out over the servers that hold them (waited for
+ * in op.c): a gather, a push (a frozen shard's a step mark), an initial
+ * upload, a collective job's slice, a device push.
+ */
+#include "client/trainer.h"
+
+/* Whether shard sh is one of unit u's that an op moves (only >= 0: the
+ * shard of that index alone; TR_ONLY_TRAINED: those not frozen). */
+static bool moves(const zs_trainer *t, const struct zs_shard *sh, unsigned u, int only)
+{
+	if (only == TR_ONLY_TRAINED)
+		return sh->unit == u && !zs_shard_marks(&t->job.spec, sh);
+	return sh->unit == u && (only < 0 || sh->index == (uint32_t)only);
+}
+
+/* Posts one transfer per shard of unit (only >= 0: its shard of that
+ * index alone; slice: src holds just that shard's f32 elements); on failure
+ * cancels nothing posted (they complete on their own) but reports the
+ * error through the op. */
+static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
+		    const void *src, bool init, bool partial, int only, bool slice, bool dev,
+		    zs_op **out)
+{
+	const struct zs_unit *un;
+	enum zs_dtype dt;
+	unsigned dsz;
+	uint32_t n = 0;
+	uint64_t moved = 0; /* elements the op moves */
+	zs_op *op;
+	uint32_t micro = 0;
+
+	*out = NULL;
+	if (u >= t->job.spec.layout.n_units)
+		return tr_fail(t, ZS_EINVAL, "unit %u is out of range (%u units)", u,
+			    t->job.spec.layout.n_units);
+	if (!dst && !src)
+		return tr_fail(t, ZS_EINVAL, "unit %u: a NULL buffer", u);
+	un = &t->job.spec.layout.units[u];
+	dt = init || slice ? ZS_F32 : un->dtype;
+	dsz = zs_dtype_size(dt);
+	for (uint32_t i = 0; i < t->job.placement.n_shards; i++)
+		if (moves(t, &t->job.placement.shards[i], u, only)) {
+			n++;
+			/* a frozen shard's push is a step mark: no gradient */
+			if (!src || init || !zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]))
+				moved += t->job.placement.shards[i].length;
+		}
+	op = calloc(1, sizeof *op + n * (sizeof op->req[0] + sizeof *op->rq));
+	if (!op)
+		return tr_fail(t, ZS_ENOMEM, "out of memory");
+	/* what each request is, to send it again after a failover */
+	if (t->job.spec.replicas > 1)
+		op->rq = (struct tr_rq *)&op->req[n];
+	if (partial && src && !t->micro &&
+	    !(t->micro = calloc(t->job.spec.layout.n_units, sizeof *t->micro))) {
+		free(op);
+		return tr_fail(t, ZS_ENOMEM, "out of memory");
+	}
+	if (partial && src) {
+		if (t->micro[u].step1 != step + 1)
+			t->micro[u] = (struct tr_micro){.step1 = step + 1};
+		micro = t->micro[u].n++;
+	}
+	op->t = t;
+	op->unit = u;
+	op->step = step;
+	op->final_push = src && !init && !partial;
+	op->only = only;
+	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
+		/* a step mark's value, which the server ignores: the first
+		 * element of the shard's own gradient (host memory the transport
+		 * may have registered), or from device memory these (writable:
+		 * an RDMA transport registers what it sends) */
+		static uint8_t dev_mark[ZS_MARK_LEN * 8];
+		const struct zs_shard *sh = &t->job.placement.shards[i];
+		bool is_mark = src && !init && zs_shard_marks(&t->job.spec, sh);
+		struct zs_xfer x = {.unit = u, .offset = sh->offset,
+				    .length = is_mark ? ZS_MARK_LEN : sh->length,
+				    .step = step, .dtype = dt, .init = init, .partial = partial,
+				    .micro = micro};
+		const uint8_t *from = !src ? NULL : is_mark && dev ? dev_mark
+					: (const uint8_t *)src + (slice ? 0 : sh->offset * dsz);
+		struct zs_error err = {0};
+		enum zs_status st;
+		if (!moves(t, sh, u, only))
+			continue;
+		if (op->rq)
+			op->rq[op->n] = (struct tr_rq){
+				.server = sh->server_id, .x = x,
+				.dst = src ? NULL : (uint8_t *)dst + sh->offset * dsz,
+				.src = from};
+		if (src && dev && !is_mark) { /* the server takes it from device memory */
+			struct zs_dev_src ds;
+			st = tr_dv_src(t, from, &ds, &err);
+			if (!st)
+				st = zs_post_write_device(tr_conn(t, sh->server_id, false), &x, &ds,
+							  &op->req[op->n], &err);
+		} else {
+			st = src ? zs_post_write(tr_conn(t, sh->server_id, false), &x, from,
+						 &op->req[op->n], &err)
+				 : zs_post_read(tr_conn(t, sh->server_id, true), &x,
+						(uint8_t *)dst + sh->offset * dsz, &op->req[op->n],
+						&err);
+		}
+		if (st == ZS_EAGAIN && op->n == 0) {
+			if (partial && src) /* not sent: its index is the next one's */
+				t->micro[u].n--;
+			free(op);
+			return tr_fail(t, ZS_EAGAIN, "too many transfers in flight");
+		}
+		if ((st == ZS_EUNAVAIL || st == ZS_ECANCELED) && op->rq) {
+			/* its server is gone: sent again once its shards have
+			 * moved (the op's wait, tr_failover_req) */
+			op->req[op->n++] = NULL;
+			continue;
+		}
+		if (st) {
+			/* what was posted still completes; the op reports this */
+			op->status = st == ZS_EAGAIN ? ZS_EAGAIN : st;
+			zs_fmt(op->msg, sizeof op->msg, "%s",
+			       st == ZS_EAGAIN ? "too many transfers in flight" : err.msg);
+			break;
+		}
+		op->n++;
+	}
+	if (src) {
+		t->ctr.pushes++;
+		t->ctr.bytes_pushed += moved * dsz;
+		if (dev)
+			t->ctr.bytes_pushed_device += moved * dsz;
+	} else {
+		t->ctr.gathers++;
+		t->ctr.bytes_gathered += moved * dsz;
+	}
+	if (op->rq)
+		tr_live_add(t, op);
+	*out = op;
+	return ZS_OK;
+}
+
+static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
+		 const void *src, bool init, bool partial, zs_op **out)
+{
+	return start_ex(t, u, step, dst, src, init, partial, -1, false, false, out);
+}
+
+int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op)
+{
+	return start_ex(t, u, t->step, dst, NULL, false, false, (int)t->rank, false, false, op);
+}
+
+int tr_gather_trained(zs_trainer *t, unsigned u, void *dst, zs_op **op)
+{
+	bool any = false;
+
+	for (uint32_t i = 0; i < t->job.placement.n_shards && !any; i++)
+		any = moves(t, &t->job.placement.shards[i], u, TR_ONLY_TRAINED);
+	*op = NULL;
+	return any ? start_ex(t, u, t->step, dst, NULL, false, false, TR_ONLY_TRAINED, false, false,
+			      op)
+		   : ZS_OK;
+}
+
+int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op)
+{
+	return start_ex(t, u, t->step, NULL, src, false, false, (int)t->rank, true, false, op);
+}
+
+int tr_push_device(zs_trainer *t, unsigned u, const void *dsrc, bool slice, zs_op **op)
+{
+	return start_ex(t, u, t->step, NULL, dsrc, false, false, slice ? (int)t->rank : -1, slice,
+			true, op);
+}
+
+int zs_gather(zs_trainer *t, unsigned u, unsigned long long step, void *dst, zs_op **op)
+{
+	return start(t, u, step, dst, NULL, false, false, op);
+}
+
+int zs_push(zs_trainer *t, unsigned u, unsigned long long step, const void *grad,
+	    zs_op **op)
+{
+	return start(t, u, step, NULL, grad, false, false, op);
+}
+
+int zs_push_partial(zs_trainer *t, unsigned u, unsigned long long step, const void *grad,
+		    zs_op **op)
+{
+	return start(t, u, step, NULL, grad, false, true, op);
+}
+
+int zs_init_unit(zs_trainer *t, unsigned u, const float *params)
+{
+	zs_op *op;
+	int rc = start(t, u, 0, NULL, params, true, false, &op);
+
+	if (rc)
+		return rc;
+	return tr_wait_or_park(t, op, TR_OP_TIMEOUT_MS);
+}
+
