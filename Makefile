@@ -302,7 +302,10 @@ check: all
 	if [ "$(SAN)" = 1 ]; then echo "check: torch skipped under the sanitizers (as python)"; \
 	elif sh tools/torch-venv.sh $(TORCH_VENV) && ZSHARD_LIB=$(abspath $(LIBZS_SO)) \
 		ZSHARD_BIN=$(abspath $(BUILD)/bin) timeout 900 env -u LD_LIBRARY_PATH \
-		$(TORCH_VENV)/bin/python tests/python/test_torch.py >$(BUILD)/torch-test.log 2>&1; \
+		$(TORCH_VENV)/bin/python tests/python/test_torch.py >$(BUILD)/torch-test.log 2>&1 && \
+		ZSHARD_LIB=$(abspath $(LIBZS_SO)) ZSHARD_BIN=$(abspath $(BUILD)/bin) timeout 600 \
+		env -u LD_LIBRARY_PATH $(TORCH_VENV)/bin/python tests/python/test_torch_loop.py \
+		>>$(BUILD)/torch-test.log 2>&1; \
 	then grep '^check: torch' $(BUILD)/torch-test.log; \
 	else cat $(BUILD)/torch-test.log; echo "check: torch FAILED"; rc=1; fi; \
 	if [ "$(SAN)" = 1 ]; then echo "check: rdma on Soft-RoCE skipped under the sanitizers (make check runs it)"; exit $$rc; fi; \

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""test_torch_loop.py - what a PyTorch user's loop leans on around
+zshard.torch's training (python/zshard/torch), against a real cluster:
+torch's optimizer signatures and a torch optimizer handed over, how ranks
+meet (rank 0 late, an explicit world size), and a model's persistent
+buffers through checkpoints, resumes and exports. The training itself, bit
+for bit, is test_torch.py's.
+
+    ZSHARD_BIN=build/bin build/torch-venv/bin/python tests/python/test_torch_loop.py
+"""
+import os
+import signal
+import sys
+import unittest
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from test_torch import BIN, _Net, net_data  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from zshard.torch import fully_shard  # noqa: E402
+
+
+class TestTorchLoop(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster(BIN)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def test_torch_optimizer_signatures(self):
+        """zshard.torch.AdamW and SGD take torch's signatures: performance
+        flags (foreach, fused, capturable) accepted and ignored, semantics
+        the servers do not implement (amsgrad, maximize, nesterov,
+        dampening; in a param group too) refused by name before anything
+        is attached. from_optimizer takes over a torch.optim.AdamW made the
+        usual way (two groups) and trains bitwise equal to the same zshard
+        AdamW made directly; an Adam without decay is AdamW's update; a
+        stepped optimizer, an Adam with L2 decay and an Adagrad are
+        refused, saying why."""
+        import zshard
+        from zshard.torch import AdamW, SGD, from_optimizer
+
+        def net(job):
+            torch.manual_seed(5)
+            m = _Net()
+            for b in m.blocks:
+                fully_shard(b)
+            fully_shard(m, job=job, coordinator=self.c.addr, rank=0, world_size=1)
+            decay = [p for n, p in m.named_parameters() if n.endswith("weight")]
+            rest = [p for n, p in m.named_parameters() if not n.endswith("weight")]
+            return m, [{"params": decay}, {"params": rest, "weight_decay": 0.0}]
+
+        ends, hps = [], []
+        for k in range(3):
+            m, groups = net("gopt%d" % k)
+            if k == 0:
+                opt = AdamW(groups, lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1, foreach=True,
+                            fused=False, capturable=False)
+            elif k == 1:
+                opt = from_optimizer(torch.optim.AdamW(groups, lr=1e-2, betas=(0.9, 0.95),
+                                                       weight_decay=0.1))
+            else:  # Adam, no decay anywhere: AdamW's update without decay
+                groups[0]["weight_decay"] = 0.0
+                opt = from_optimizer(torch.optim.Adam(groups, lr=1e-2, betas=(0.9, 0.95)))
+            self.assertIsInstance(opt, AdamW)
+            hps.append(opt.zshard_hparams())
+            for t in range(3):
+                m(net_data(t)).backward()
+                opt.step()
+                opt.zero_grad()
+            ends.append(m.state_dict())
+            m.zshard_close()
+        self.assertEqual(hps[0], hps[1])
+        self.assertEqual([g["weight_decay"] for g in hps[2]], [0.0, 0.0])
+        for n, v in ends[0].items():
+            self.assertTrue(torch.equal(v, ends[1][n]), "%s differs when handed over" % n)
+        self.assertTrue(any(not torch.equal(v, ends[2][n]) for n, v in ends[0].items()))
+
+        m, groups = net("gopt3")
+        ps = list(m.parameters())
+        for make, why in [(lambda: AdamW(ps, amsgrad=True), r"AdamW: amsgrad=True is not"),
+                          (lambda: AdamW(ps, maximize=True), r"maximize=True"),
+                          (lambda: SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+                           r"SGD: nesterov=True"),
+                          (lambda: SGD(ps, lr=0.1, momentum=0.9, dampening=0.1),
+                           r"dampening=0.1"),
+                          (lambda: AdamW([{"params": ps, "amsgrad": True}]),
+                           r"AdamW param group: amsgrad=True"),
+                          (lambda: from_optimizer(torch.optim.Adam(ps, weight_decay=0.01)),
+                           r"weight_decay=0.01 \(L2"),
+                          (lambda: from_optimizer(torch.optim.Adagrad(ps)),
+                           r"Adagrad is not on zshard's servers")]:
+            with self.assertRaisesRegex(zshard.InvalidArgument, why):
+                make()
+        stepped = torch.optim.SGD(ps, lr=0.1)
+        stepped.state[ps[0]]["momentum_buffer"] = torch.zeros_like(ps[0])
+        with self.assertRaisesRegex(zshard.FailedPrecondition, "SGD has taken steps"):
+            from_optimizer(stepped)
+        opt = from_optimizer(torch.optim.SGD(ps, lr=0.1, momentum=0.9, foreach=True))
+        self.assertIsInstance(opt, SGD)
+        m(net_data(0)).backward()
+        opt.step()
+        m.zshard_close()
+
+    def test_join_waits_and_explicit_world_size(self):
+        """An explicit world_size beats a leftover WORLD_SIZE (the join
+        checked the environment's and refused); a rank other than 0 waits
+        for rank 0 to create the job as long as join_timeout_s says (900 s
+        by default, torchrun's rendezvous; it gave up after a fixed 10 s):
+        rank 1 started 11 s before rank 0 joins, and one whose job never
+        comes fails naming the bound."""
+        import threading
+        import zshard
+        from zshard.torch import AdamW
+
+        def net(job, rank, world, **kw):
+            torch.manual_seed(5)
+            m = _Net()
+            fully_shard(m, job=job, coordinator=self.c.addr, rank=rank, world_size=world, **kw)
+            AdamW(m.parameters(), lr=1e-2)
+            return m
+
+        old = os.environ.get("WORLD_SIZE")
+        os.environ["WORLD_SIZE"] = "7"
+        try:
+            m = net("gws", 0, 1)
+            self.assertIsNone(m.zshard_start())
+            m.zshard_close()
+        finally:
+            if old is None:
+                del os.environ["WORLD_SIZE"]
+            else:
+                os.environ["WORLD_SIZE"] = old
+        m = net("gnobody", 1, 2, join_timeout_s=0.5)
+        with self.assertRaisesRegex(zshard.NotFound, r"within 0\.5 s \(join_timeout_s\)"):
+            m.zshard_start()
+        late = [net("glate", 1, 2), None]
+        th = threading.Thread(target=lambda: late.__setitem__(1, late[0].zshard_start() or "ok"))
+        th.start()
+        th.join(11.0)
+        self.assertTrue(th.is_alive(), "rank 1 did not wait for rank 0: %r" % (late[1],))
+        first = net("glate", 0, 2)
+        self.assertIsNone(first.zshard_start())
+        th.join(60.0)
+        self.assertEqual(late[1], "ok")
+        first.zshard_close()
+        late[0].zshard_close()
+
+    def test_buffers_checkpointed_and_exported(self):
+        """A model's persistent buffers (a BatchNorm's running statistics,
+        its int64 batch count) live in the trainers: zshard_checkpoint
+        records each rank's with its blob, zshardctl export --bare-names
+        writes rank 0's of the exported step (the file loads with
+        strict=True: before, they were missing), an export of a step no
+        checkpoint holds says so and leaves them out, and a restore puts
+        them back into a new process's model (before, it kept its own
+        initial ones) and gives back the caller's blob as it was."""
+        import zshard
+        from safetensors.torch import load_file
+        from zshard.torch import AdamW
+        from zshard.torch.blob import persistent_buffers
+
+        class BNNet(_Net):
+            def __init__(self):
+                super().__init__()
+                self.bn = torch.nn.BatchNorm1d(8)
+
+            def forward(self, x):
+                h = self.bn(self.emb(x))
+                for b in self.blocks:
+                    h = b(h)
+                return self.out(h).pow(2).mean()
+
+        def net():
+            torch.manual_seed(5)
+            m = BNNet()
+            for b in m.blocks:
+                fully_shard(b)
+            fully_shard(m, job="gbn", coordinator=self.c.addr, rank=0, world_size=1)
+            return m, AdamW(m.parameters(), lr=1e-2)
+
+        m, opt = net()
+        for t in range(3):
+            m(net_data(t)).backward()
+            opt.step()
+            opt.zero_grad()
+        ident = m.zshard_checkpoint(b"user-blob")
+        at3 = {k: v.clone() for k, v in persistent_buffers(m).items()}
+        self.assertEqual(sorted(at3), ["bn.num_batches_tracked", "bn.running_mean",
+                                       "bn.running_var"])
+        self.assertEqual(at3["bn.num_batches_tracked"].item(), 3)
+        sd = m.state_dict()
+        out = os.path.join(self.c.d, "gbn.safetensors")
+        said = self.c.ctl("export", "gbn", "--out", out, "--bare-names")
+        self.assertIn("(buffers: 3 from checkpoint %d)" % ident, said)
+        plain = BNNet()
+        plain.load_state_dict(load_file(out), strict=True)
+        for k, v in plain.state_dict().items():
+            self.assertTrue(torch.equal(v, sd[k]), "%s differs from the model's" % k)
+        m(net_data(3)).backward()  # step 3: buffers of step 4 that no checkpoint holds
+        opt.step()
+        opt.zero_grad()
+        said = self.c.ctl("export", "gbn", "--out", out, "--bare-names")
+        self.assertIn("(buffers: none)", said)
+        self.assertNotIn("bn.running_mean", load_file(out))
+        m.zshard_close()
+        # every rank left cleanly at step 4: the servers' state, no buffers
+        m3, _ = net()
+        with self.assertWarnsRegex(UserWarning, "holds no record of the model's 3 persistent"):
+            self.assertEqual(m3.zshard_start(), (4, b""))
+        m3.zshard_close()
+
+        self.c.ctl("checkpoint", "restore", "gbn", str(ident))
+        m2, _ = net()
+        self.assertFalse(torch.equal(persistent_buffers(m2)["bn.running_mean"],
+                                     at3["bn.running_mean"]))
+        self.assertEqual(m2.zshard_start(), (3, b"user-blob"))
+        for k, v in persistent_buffers(m2).items():
+            self.assertTrue(torch.equal(v, at3[k]), "%s was not restored" % k)
+        m2.zshard_close()
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("test_torch_loop: stopped by SIGTERM"))
+    torch.set_num_threads(1)
+    r = unittest.main(exit=False, verbosity=2).result
+    n = r.testsRun - len(r.skipped)
+    bad = len(r.failures) + len(r.errors)
+    print("check: torch loop: %d tests passed" % (n - bad) if not bad else
+          "check: torch loop: %d of %d tests failed" % (bad, n))
+    sys.exit(1 if bad else 0)
