@@ -75,6 +75,8 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		 * an RDMA transport registers what it sends) */
 		static uint8_t dev_mark[ZS_MARK_LEN * 8];
 		const struct zs_shard *sh = &t->job.placement.shards[i];
+		if (!moves(t, sh, u, only)) /* before the layout is read for it */
+			continue;
 		bool is_mark = src && !init && zs_shard_marks(&t->job.spec, sh);
 		struct zs_xfer x = {.unit = u, .offset = sh->offset,
 				    .length = is_mark ? ZS_MARK_LEN : sh->length,
@@ -84,8 +86,6 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 					: (const uint8_t *)src + (slice ? 0 : sh->offset * dsz);
 		struct zs_error err = {0};
 		enum zs_status st;
-		if (!moves(t, sh, u, only))
-			continue;
 		if (op->rq)
 			op->rq[op->n] = (struct tr_rq){
 				.server = sh->server_id, .x = x,

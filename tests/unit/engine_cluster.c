@@ -231,6 +231,25 @@ int push_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
 	return push_unit_p(c, conn, u, t, data, dt, init, false, why);
 }
 
+int upload_init(struct cluster *c, struct zs_conn **conn, char *why)
+{
+	const struct zs_layout *l = &c->job.spec.layout;
+	int rc = 0;
+
+	for (uint32_t u = 0; u < l->n_units && !rc; u++) {
+		float *p = malloc(l->units[u].numel * 4);
+		if (!p) {
+			zs_fmt(why, 512, "out of memory");
+			return -1;
+		}
+		for (uint64_t i = 0; i < l->units[u].numel; i++)
+			p[i] = oracle_init(u, i);
+		rc = push_unit(c, conn, u, 0, p, ZS_F32, true, why);
+		free(p);
+	}
+	return rc;
+}
+
 void *trainer_main(void *arg)
 {
 	struct trainer *tr = arg;
@@ -289,14 +308,8 @@ void run_oracle(int S, uint32_t R, enum zs_optim_kind kind, enum zs_dtype dt,
 	/* rank 0 uploads the initial parameters */
 	for (int s = 0; s < S; s++)
 		conn[s] = conn_to(&c, s, 0);
-	for (uint32_t u = 0; u < l->n_units; u++) {
-		float *p = malloc(l->units[u].numel * 4);
-		for (uint64_t i = 0; i < l->units[u].numel; i++)
-			p[i] = oracle_init(u, i);
-		if (push_unit(&c, conn, u, 0, p, ZS_F32, true, why))
-			fail_msg("init: %s", why);
-		free(p);
-	}
+	if (upload_init(&c, conn, why))
+		fail_msg("init: %s", why);
 	for (uint32_t r = 0; r < R; r++) {
 		tr[r] = (struct trainer){.c = &c, .rank = r, .K = K};
 		pthread_create(&th[r], NULL, trainer_main, &tr[r]);

@@ -89,6 +89,9 @@ int push_unit_p(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t
 		const void *data, enum zs_dtype dt, bool init, bool partial, char *why);
 int push_unit(struct cluster *c, struct zs_conn **conn, uint32_t u, uint64_t t,
 	      const void *data, enum zs_dtype dt, bool init, char *why);
+/* Uploads the oracle's initial parameters of every unit over conn (-1 and
+ * why on failure). */
+int upload_init(struct cluster *c, struct zs_conn **conn, char *why);
 /* A struct trainer's thread: steps [t0, STEPS), K micro-batches each. */
 void *trainer_main(void *arg);
 /* Uploads the oracle's initial parameters, trains R ranks for STEPS steps

@@ -263,14 +263,8 @@ static void test_refusals_and_held_gather(void **st)
 	assert_int_equal(zs_req_test(before_init, &err), ZS_EAGAIN);
 	{
 		struct zs_conn *conn[1] = {a};
-		for (uint32_t u = 0; u < c.job.spec.layout.n_units; u++) {
-			float *init = calloc(c.job.spec.layout.units[u].numel, 4);
-			for (uint64_t i = 0; i < c.job.spec.layout.units[u].numel; i++)
-				init[i] = oracle_init(u, i);
-			if (push_unit(&c, conn, u, 0, init, ZS_F32, true, why))
-				fail_msg("init: %s", why);
-			free(init);
-		}
+		if (upload_init(&c, conn, why))
+			fail_msg("init: %s", why);
 	}
 	assert_int_equal(zs_req_wait(before_init, 5000, &err), ZS_OK);
 	assert_true(p[0] == oracle_init(0, sh->offset));

@@ -128,14 +128,8 @@ static void test_marks(void **st)
 		assert_int_equal(es.bytes, want[s]); /* exactly what placement charged */
 		conn[s] = conn_to(&c, s, 0);
 	}
-	for (uint32_t u = 0; u < c.job.spec.layout.n_units; u++) {
-		float *init = calloc(c.job.spec.layout.units[u].numel, 4);
-		for (uint64_t i = 0; i < c.job.spec.layout.units[u].numel; i++)
-			init[i] = oracle_init(u, i);
-		if (push_unit(&c, conn, u, 0, init, ZS_F32, true, why))
-			fail_msg("init: %s", why);
-		free(init);
-	}
+	if (upload_init(&c, conn, why))
+		fail_msg("init: %s", why);
 	{
 		struct zs_conn *cn = conn[fz->server_id - 1];
 		float *g = calloc(fz->length, 4), *p = calloc(fz->length, 4);
