@@ -468,6 +468,11 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 				return rc;
 			continue;
 		}
+		/* a unit pushed already (a root whose parameters all come after
+		 * the units, its gradient first of the backward pass): this
+		 * step's parameters are on their way out, not to be gathered */
+		if (t->du[next].pushed)
+			continue;
 		if ((rc = want(t, (unsigned)next, false)))
 			return rc;
 	}
