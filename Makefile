@@ -61,12 +61,9 @@ GEN_OBJ := $(BUILD)/obj/gen/zshard.pb-c.o $(BUILD)/obj/gen/etcd.pb-c.o
 HAVE_IBVERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
 ifeq ($(HAVE_IBVERBS),1)
 RDMA_SRC := $(filter-out rdma/none.c,$(wildcard rdma/*.c))
-RDMA_LIBS := -libverbs
 else
 RDMA_SRC := rdma/none.c rdma/info.c
-RDMA_LIBS :=
 endif
-LDLIBS += $(RDMA_LIBS)
 HAVE_NCCL := $(shell test -f /usr/local/cuda/include/nccl.h && echo 1)
 RDMA_NOTE := $(if $(HAVE_IBVERBS),libibverbs found,libibverbs-dev not found)
 NCCL_NOTE := $(if $(HAVE_NCCL),found under /usr/local/cuda,not found)
@@ -127,7 +124,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/emu_shm.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
 	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c $(filter-out net/arena.c net/listener.c net/listener_path.c net/listener_dev.c,$(NET_SRC)) \
 	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(filter-out ctrl/etcd.c,$(CTRL_SRC))
-LIB_LIBS := $(CTRL_LIBS) $(RDMA_LIBS) -ldl -lm
+LIB_LIBS := $(CTRL_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(BUILD)/obj/gen/zshard.pb-c.o
 PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))
 LIBZS_A := $(BUILD)/lib/libzshard.a

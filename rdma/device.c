@@ -42,8 +42,13 @@ static enum zs_status dev_open_locked(char *why, size_t wl)
 	const char *want = getenv("ZSHARD_RDMA_DEV");
 	int n = 0, pick = -1;
 
-	if (rdma_dev.refs++)
+	if (rdma_dev.refs) {
+		rdma_dev.refs++;
 		return ZS_OK;
+	}
+	if (rdma_ibv_load(why, wl)) /* libibverbs: loaded, not linked */
+		return ZS_EUNAVAIL;
+	rdma_dev.refs++;
 	errno = 0;
 	list = ibv_get_device_list(&n);
 	if (!list || n == 0) { /* NULL with ENOSYS where the kernel has no RDMA */
