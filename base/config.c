@@ -174,6 +174,34 @@ const char *zs_config_coordinator(const struct zs_config *c, char *buf, size_t l
 	return buf;
 }
 
+const char *zs_local_coordinator(char *buf, size_t len, char *dir, size_t dlen)
+{
+	const char *d = getenv("ZSHARD_LOCAL_DIR"), *state = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	char path[4096];
+	FILE *f;
+	size_t l;
+
+	if (d && *d)
+		snprintf(dir, dlen, "%s", d);
+	else if (state && *state)
+		snprintf(dir, dlen, "%s/zshard/local", state);
+	else
+		snprintf(dir, dlen, "%s/.local/state/zshard/local", home && *home ? home : "/root");
+	snprintf(path, sizeof path, "%s/run/coordinator.pid", dir);
+	if (access(path, F_OK))
+		return NULL; /* none started, or stopped (stop removes the pid file) */
+	snprintf(path, sizeof path, "%s/coordinator.listen", dir);
+	if (!(f = fopen(path, "r")))
+		return NULL;
+	if (!fgets(buf, (int)len, f))
+		buf[0] = '\0';
+	fclose(f);
+	for (l = strlen(buf); l && isspace((unsigned char)buf[l - 1]); l--)
+		buf[l - 1] = '\0';
+	return buf[0] ? buf : NULL;
+}
+
 const char *zs_config_flag(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {

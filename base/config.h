@@ -57,6 +57,17 @@ int zs_config_line(const struct zs_config *c, const char *key);
 const char *zs_config_coordinator(const struct zs_config *c, char *buf, size_t len);
 
 /*
+ * The local cluster's coordinator (zshard-local start without --dir): the
+ * address in DIR/coordinator.listen into buf while DIR/run/coordinator.pid
+ * says it runs, where DIR is $ZSHARD_LOCAL_DIR, else
+ * ${XDG_STATE_HOME:-$HOME/.local/state}/zshard/local; NULL when none runs.
+ * dir (dlen bytes) gets DIR either way, for a message. What every client
+ * falls back on when neither its caller, the environment nor a launch
+ * configuration names a coordinator.
+ */
+const char *zs_local_coordinator(char *buf, size_t len, char *dir, size_t dlen);
+
+/*
  * A daemon's command line with the file's flags first: "server" or
  * "coordinator" picks its keys (and the shared coordinator and TLS keys
  * it takes). argv[0] stays first; --config FILE is dropped from what

@@ -43,6 +43,10 @@ extern const struct cmd cmd_plan;                                          /* pl
 
 /* "zshardctl: " and the message on stderr; returns 1. */
 int cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* what a command that needs a coordinator says when none was found */
+#define CLI_NO_COORDINATOR                                                                \
+	"no coordinator: give --coordinator HOST:PORT, set ZSHARD_COORDINATOR, or start a " \
+	"local cluster (zshard-local start)"
 /* A usage error of cmd on stderr, pointing at its --help; returns 2. */
 int cli_usage_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Connects x->c to the coordinator: 0, or 1 after saying why. */

@@ -37,7 +37,7 @@ int cli_open_coord(struct ctx *x)
 	struct zs_error err = {0};
 
 	if (!x->coordinator)
-		return cli_die("no coordinator: give --coordinator HOST:PORT or set ZSHARD_COORDINATOR");
+		return cli_die(CLI_NO_COORDINATOR);
 	if (zs_coord_open(x->coordinator, x->timeout_ms, 0, &x->c, &err))
 		return cli_die("%s", err.msg);
 	return 0;

@@ -36,7 +36,7 @@ int main(int argc, char **argv)
 	struct zs_error err = {0};
 	const char *tls_ca = NULL, *tls_cert = NULL, *tls_key = NULL, *config = getenv("ZSHARD_CONFIG");
 	static struct zs_config file; /* the strings above may point into it */
-	static char first[ZS_ADDR_MAX];
+	static char first[ZS_ADDR_MAX], local[ZS_ADDR_MAX], ldir[512];
 	int i = 1, rc;
 
 	zs_log_init("zshardctl");
@@ -92,6 +92,8 @@ int main(int argc, char **argv)
 			tls_key = zs_config_get(&file, "tls_key");
 		}
 	}
+	if (!x.coordinator) /* else the local cluster of zshard-local's default folder */
+		x.coordinator = zs_local_coordinator(local, sizeof local, ldir, sizeof ldir);
 	/* mutual TLS to the coordinator and servers: the flags, else the
 	 * environment (ZSHARD_TLS_CA, _CERT, _KEY) */
 	if (zs_tls_setup(tls_ca, tls_cert, tls_key, &err)) {

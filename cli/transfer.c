@@ -67,7 +67,7 @@ static int c_export(struct ctx *x, int argc, char **argv)
 	if (!job || !out)
 		return cli_usage_err("export", "want a job and --out FILE");
 	if (!x->coordinator)
-		return cli_die("no coordinator: give --coordinator HOST:PORT or set ZSHARD_COORDINATOR");
+		return cli_die(CLI_NO_COORDINATOR);
 	if (jobio_open(x->coordinator, job, x->timeout_ms, &io, &err))
 		return cli_die("%s", err.msg);
 	j = jobio_job(io);
@@ -225,7 +225,7 @@ static int c_import(struct ctx *x, int argc, char **argv)
 	if (!job || !in)
 		return cli_usage_err("import", "want a job and a file");
 	if (!x->coordinator)
-		return cli_die("no coordinator: give --coordinator HOST:PORT or set ZSHARD_COORDINATOR");
+		return cli_die(CLI_NO_COORDINATOR);
 	if (st_open(in, &f, &err))
 		return cli_die("%s", err.msg);
 	if (jobio_open(x->coordinator, job, x->timeout_ms, &io, &err)) {

@@ -266,7 +266,7 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	struct zs_join_req req = {.rank = rank};
 	struct zs_config cfg = {0};
 	const char *cpath = getenv("ZSHARD_CONFIG");
-	char first[ZS_ADDR_MAX];
+	char first[ZS_ADDR_MAX], ldir[512];
 	zs_trainer *t;
 	enum zs_status st;
 
@@ -280,6 +280,8 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 		coordinator = zs_config_coordinator(&cfg, first, sizeof first);
 	if (!coordinator)
 		coordinator = getenv("ZSHARD_COORDINATOR");
+	if (!coordinator)
+		coordinator = zs_local_coordinator(first, sizeof first, ldir, sizeof ldir);
 	if (!transport)
 		transport = zs_config_get(&cfg, "transport");
 	if (zs_config_get(&cfg, "tls_ca") && !getenv("ZSHARD_TLS_CA") &&
@@ -287,8 +289,9 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 				   zs_config_get(&cfg, "tls_key"), &err)))
 		goto out;
 	if (!coordinator) {
-		st = zs_fail(&err, ZS_EINVAL,
-			     "no coordinator: give one, set ZSHARD_COORDINATOR or a coordinator in $ZSHARD_CONFIG");
+		st = zs_fail(&err, ZS_EINVAL, "no coordinator: give one, set ZSHARD_COORDINATOR or a "
+			     "coordinator in $ZSHARD_CONFIG, or start a local cluster (zshard-local "
+			     "start; none runs in %s)", ldir);
 		goto out;
 	}
 	if (!transport)
@@ -378,9 +381,17 @@ int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms
 	struct zs_coord_client *c = NULL;
 	struct zs_job j;
 	enum zs_status st;
+	char local[ZS_ADDR_MAX], ldir[512];
 
-	if (!coordinator || !spec_json)
-		st = zs_fail(&err, ZS_EINVAL, "a coordinator and a spec are needed");
+	if (!coordinator) /* as a join finds it: the environment, else the local cluster */
+		coordinator = getenv("ZSHARD_COORDINATOR");
+	if (!coordinator)
+		coordinator = zs_local_coordinator(local, sizeof local, ldir, sizeof ldir);
+	if (!spec_json)
+		st = zs_fail(&err, ZS_EINVAL, "no spec");
+	else if (!coordinator)
+		st = zs_fail(&err, ZS_EINVAL, "no coordinator: give one, set ZSHARD_COORDINATOR, or "
+			     "start a local cluster (zshard-local start; none runs in %s)", ldir);
 	else if (!(st = zs_coord_open(coordinator, timeout_ms, 0, &c, &err)) &&
 		 !(st = zs_coord_create_job_json(c, spec_json, &j, &err)))
 		zs_job_release(&j);

@@ -62,7 +62,9 @@ typedef struct zs_op zs_op;
  * rdma (where this host has a working device), tcp; "tcp", "shm" or "rdma"
  * asks for one. timeout_ms bounds each control call and each connection.
  * coordinator NULL: $ZSHARD_CONFIG's (a launch configuration, see
- * zshardctl config --help), else $ZSHARD_COORDINATOR; transport NULL: the
+ * zshardctl config --help), else $ZSHARD_COORDINATOR, else the local
+ * cluster's that `zshard-local start` runs in its default folder
+ * ($ZSHARD_LOCAL_DIR, else ~/.local/state/zshard/local); transport NULL: the
  * configuration's, else "auto"; the configuration's prefetch, push_depth,
  * max_live_bytes and TLS files become the defaults. On success *out is a handle the caller frees with zs_trainer_close().
  * On failure *out is NULL and err (errlen bytes, may be NULL) says why:
@@ -89,7 +91,8 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
  * ZS_EEXIST (a job of that name exists: join it; the join checks that its
  * layout is the trainer's); ZS_EINVAL (the spec, and why: its JSON, a key,
  * a value); ZS_ENOSPC (the servers' capacity); ZS_EUNAVAIL. err (errlen
- * bytes, may be NULL) gets the message.
+ * bytes, may be NULL) gets the message. coordinator NULL: $ZSHARD_COORDINATOR,
+ * else the local cluster's (as zs_trainer_join).
  */
 int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms, char *err,
 		  size_t errlen);

@@ -38,11 +38,11 @@ def create_job(spec: Union[Dict[str, Any], str], coordinator: Optional[str] = No
     optimizer, units with their tensors). zshard.AlreadyExists if a job of
     that name exists (join it: the join checks its layout)."""
     coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
-    if not coordinator:
-        raise error_for(1, "no coordinator: give coordinator= or set ZSHARD_COORDINATOR")
     text = spec if isinstance(spec, str) else json.dumps(spec)
     err = _lib.errbuf()
-    rc = lib.zs_create_job(coordinator.encode(), text.encode(), timeout_ms, err, _lib.ERRLEN)
+    # None: libzshard's fallback, the local cluster (zshard-local start)
+    rc = lib.zs_create_job(coordinator.encode() if coordinator else None, text.encode(),
+                           timeout_ms, err, _lib.ERRLEN)
     if rc:
         raise error_for(rc, err.value.decode(errors="replace"))
 
@@ -98,16 +98,13 @@ class Trainer:
              world_size: Optional[int] = None) -> "Trainer":
         """Joins job as rank (default $RANK, else 0) through the coordinator
         (default $ZSHARD_COORDINATOR, else the launch configuration's,
-        $ZSHARD_CONFIG), over transport (default: the configuration's, else
+        $ZSHARD_CONFIG, else the local cluster's: zshard-local start), over transport (default: the configuration's, else
         auto). Waits, within timeout_ms, for servers still loading the job
         and for a rank a lost process still holds. world_size, when given,
         must be the job's (else $WORLD_SIZE, when set, must be)."""
         if rank is None:
             rank = int(os.environ.get("RANK", "0"))
         coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
-        if not coordinator and not os.environ.get("ZSHARD_CONFIG"):
-            raise error_for(1, "no coordinator: give coordinator=, set ZSHARD_COORDINATOR "
-                               "or ZSHARD_CONFIG")
         h = c_void_p()
         err = _lib.errbuf()
         rc = lib.zs_trainer_join(coordinator.encode() if coordinator else None, job.encode(), rank,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "base/config.h"
 
@@ -162,6 +163,60 @@ static void test_relative_paths(void **st)
 	rmdir(dir);
 }
 
+static void put(const char *dir, const char *name, const char *text)
+{
+	char p[256];
+	FILE *f;
+
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	assert_non_null(f = fopen(p, "w"));
+	fputs(text, f);
+	fclose(f);
+}
+
+/* The local cluster's coordinator, where zshard-local start without --dir
+ * keeps it: found while its pid file says it runs, not once stopped (stop
+ * removes the pid file), nor from an empty address; the folder named
+ * either way, from $ZSHARD_LOCAL_DIR, else $XDG_STATE_HOME, else $HOME. */
+static void test_local_cluster(void **st)
+{
+	char dir[64], sub[128], buf[64], at[512], want[256], home[256];
+
+	(void)st;
+	snprintf(home, sizeof home, "%s", getenv("HOME") ? getenv("HOME") : "/root");
+	snprintf(dir, sizeof dir, "/tmp/zshard-local-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(sub, sizeof sub, "%s/run", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	setenv("ZSHARD_LOCAL_DIR", dir, 1);
+	assert_null(zs_local_coordinator(buf, sizeof buf, at, sizeof at)); /* none started */
+	assert_string_equal(at, dir);
+	put(dir, "coordinator.listen", "127.0.0.1:7400\n");
+	assert_null(zs_local_coordinator(buf, sizeof buf, at, sizeof at)); /* not running */
+	put(dir, "run/coordinator.pid", "1\n");
+	assert_string_equal(zs_local_coordinator(buf, sizeof buf, at, sizeof at), "127.0.0.1:7400");
+	put(dir, "coordinator.listen", "  \n");
+	assert_null(zs_local_coordinator(buf, sizeof buf, at, sizeof at)); /* no address */
+	unsetenv("ZSHARD_LOCAL_DIR");
+	setenv("XDG_STATE_HOME", dir, 1);
+	zs_local_coordinator(buf, sizeof buf, at, sizeof at);
+	snprintf(want, sizeof want, "%s/zshard/local", dir);
+	assert_string_equal(at, want);
+	unsetenv("XDG_STATE_HOME");
+	setenv("HOME", dir, 1);
+	zs_local_coordinator(buf, sizeof buf, at, sizeof at);
+	snprintf(want, sizeof want, "%s/.local/state/zshard/local", dir);
+	assert_string_equal(at, want);
+	setenv("HOME", home, 1);
+	snprintf(sub, sizeof sub, "%s/run/coordinator.pid", dir);
+	unlink(sub);
+	snprintf(sub, sizeof sub, "%s/coordinator.listen", dir);
+	unlink(sub);
+	snprintf(sub, sizeof sub, "%s/run", dir);
+	rmdir(sub);
+	rmdir(dir);
+}
+
 /* The coordinators sharing etcd: their keys become the coordinator's
  * flags; the server gets the whole coordinator list. */
 static void test_etcd_keys(void **st)
@@ -199,6 +254,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_files_name_the_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_etcd_keys, setup, teardown),
 		cmocka_unit_test(test_relative_paths),
+		cmocka_unit_test(test_local_cluster),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -144,7 +144,8 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     marked units: the root keeps what no unit claims. Returns module.
 
     The root's arguments: job (its name: created by rank 0 from the model,
-    joined by every rank), coordinator ($ZSHARD_COORDINATOR), rank ($RANK),
+    joined by every rank), coordinator ($ZSHARD_COORDINATOR, else
+    $ZSHARD_CONFIG's, else the local cluster zshard-local started), rank ($RANK),
     world_size ($WORLD_SIZE), stage (1, 2, 3), transport (auto, tcp, shm,
     rdma), prefetch (units gathered ahead), push_depth (pushes in flight),
     op_timeout_ms (the longest wait for one gather or push), timeout_ms
@@ -167,9 +168,8 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
         rank = int(os.environ.get("RANK", "0"))
     if world_size is None:
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    # None: $ZSHARD_CONFIG's, else the local cluster's (zshard-local start)
     coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
-    if not coordinator:
-        raise InvalidArgument("no coordinator: give coordinator= or set ZSHARD_COORDINATOR")
     opts = dict(job=job, coordinator=coordinator, rank=rank, world_size=world_size,
                 stage=stage, transport=transport, prefetch=prefetch,
                 reshard_after_forward=reshard_after_forward, push_depth=push_depth,
