@@ -142,13 +142,21 @@ INTEG_TESTS := cluster train driver ckpt crash device collective scale security 
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all check check-layers check-exports check-install test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
+.PHONY: all native wheel check check-layers check-exports check-install test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(TEST_BINS)
 
 deps:
 	@sh tools/install-deps.sh --tests
+
+# what a wheel carries (python/setup.py builds it with this target)
+native: $(BINS) $(LIBZS_SO)
+
+# the wheel: python -m build with this build, auditwheel repair (the shared
+# libraries bundled), in $(BUILD)/wheel; tools/wheel.sh (it makes its venv)
+wheel: native
+	@sh tools/wheel.sh $(BUILD)
 
 $(GEN) &: proto/zshard.proto proto/etcd.proto
 	@mkdir -p $(BUILD)/gen
@@ -305,6 +313,10 @@ check: all
 		>>$(BUILD)/torch-test.log 2>&1; \
 	then grep '^check: torch' $(BUILD)/torch-test.log; \
 	else cat $(BUILD)/torch-test.log; echo "check: torch FAILED"; rc=1; fi; \
+	if [ "$(SAN)" = 1 ]; then echo "check: wheel skipped under the sanitizers (a wheel is an optimized build)"; \
+	elif timeout 900 sh tests/python/wheel.sh $(BUILD) $(TORCH_VENV) >$(BUILD)/wheel-test.log 2>&1; \
+	then grep '^check: wheel' $(BUILD)/wheel-test.log; \
+	else cat $(BUILD)/wheel-test.log; echo "check: wheel FAILED"; rc=1; fi; \
 	if [ "$(SAN)" = 1 ]; then echo "check: rdma on Soft-RoCE skipped under the sanitizers (make check runs it)"; exit $$rc; fi; \
 	sh tests/rdma/run.sh $(BUILD); r=$$?; \
 	if [ $$r -eq 77 ]; then echo "check: rdma on Soft-RoCE skipped (the reason is above)"; r=0; \

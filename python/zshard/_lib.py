@@ -1,7 +1,8 @@
 """Loads libzshard.so.0 and declares the C API (include/zshard.h) to ctypes.
 
-The library is $ZSHARD_LIB if set, else the one of the build tree this
-package sits in (build/lib, or $ZSHARD_BUILD/lib), else the installed one.
+The library is $ZSHARD_LIB if set, else the one a wheel carries
+(zshard/_native), else the one of the build tree this package sits in
+(build/lib, or $ZSHARD_BUILD/lib), else the installed one.
 """
 import ctypes
 import ctypes.util
@@ -51,6 +52,10 @@ def _candidates():
         yield env
         return
     here = os.path.dirname(os.path.abspath(__file__))
+    native = os.path.join(here, "_native", "libzshard.so.0")  # a wheel's
+    if os.path.exists(native):
+        yield native
+        return
     build = os.environ.get("ZSHARD_BUILD", os.path.join(here, "..", "..", "build"))
     yield os.path.join(build, "lib", "libzshard.so.0")
     found = ctypes.util.find_library("zshard")

@@ -1,0 +1,76 @@
+#!/bin/sh
+# wheel.sh BUILD TORCH_VENV - zshard as a pip user gets it: the wheel built
+# (tools/wheel.sh: make's own build, auditwheel repair), installed into a
+# fresh venv in a fresh folder, and used from there with nothing of the
+# repository's: no ZSHARD_* variables, no PYTHONPATH, no LD_LIBRARY_PATH,
+# an empty environment but PATH and a fresh HOME. The installed
+# zshard-local starts a local cluster in its default folder; torchrun runs
+# two ranks of the quick start (wheel_train.py, copied there), which find
+# that cluster by themselves and train within 4e-4 of single-process torch;
+# the installed zshardctl shows the job and exports its parameters, which
+# equal the ranks' state_dict; python -m zshard.launch stops the cluster.
+# torch (gigabytes) is borrowed from TORCH_VENV through a .pth file after
+# the fresh venv's own site-packages; everything of zshard's is the wheel's.
+set -eu
+build=$1
+tvenv=$(cd "$2" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+whl=$(sh "$root/tools/wheel.sh" "$build" | tail -1)
+[ -f "$whl" ] || { echo "wheel: no wheel built" >&2; exit 1; }
+d=$(mktemp -d /tmp/zshard-wheel-XXXXXX)
+clean() {
+	[ -x "$d/venv/bin/zshard-local" ] &&
+		env -i HOME="$d/home" PATH=/usr/bin:/bin "$d/venv/bin/zshard-local" stop >/dev/null 2>&1
+	rm -rf "$d"
+}
+trap clean EXIT
+trap 'exit 1' INT TERM
+mkdir -p "$d/home" "$d/work"
+echo "wheel: $(basename "$whl") ($(du -k "$whl" | cut -f1) KiB), into a fresh venv in $d"
+/usr/bin/python3 -m venv "$d/venv"
+"$d/venv/bin/pip" install -q --disable-pip-version-check --retries 10 --timeout 60 "$whl"
+purelib='import sysconfig; print(sysconfig.get_paths()["purelib"])'
+"$tvenv/bin/python" -c "$purelib" >"$("$d/venv/bin/python" -c "$purelib")/zz-borrowed-torch.pth"
+cp "$root/tests/python/wheel_train.py" "$d/work/train.py"
+cd "$d/work"
+run() { env -i HOME="$d/home" PATH="$d/venv/bin:/usr/bin:/bin" OMP_NUM_THREADS=1 "$@"; }
+run python - <<'PY'
+import os, sys, zshard, zshard._lib as l
+here = os.path.realpath(zshard.__file__)
+assert here.startswith(os.path.realpath(sys.prefix)), "zshard is not the wheel's: " + here
+assert l.lib._name.startswith(os.path.dirname(here)), "libzshard is not the wheel's: " + l.lib._name
+print("wheel: zshard %s and libzshard from %s" % (zshard.__version__, os.path.dirname(here)))
+PY
+# nothing of rdma-core's is needed (libibverbs is loaded where present)
+if python3 -m zipfile -l "$whl" | grep -q ibverbs; then
+	echo "wheel: FAILED: the wheel bundles libibverbs"; exit 1
+fi
+# before a local cluster runs, clients say where they looked
+if run python -c 'import zshard; zshard.create_job("{}")' >"$d/none.log" 2>&1 ||
+	! grep -q "zshard-local start; none runs in $d/home/.local/state/zshard/local" "$d/none.log"; then
+	cat "$d/none.log"; echo "wheel: FAILED: no message naming the local cluster's folder"; exit 1
+fi
+addr=$(run zshard-local start --servers 2 2>"$d/local.log") ||
+	{ cat "$d/local.log"; echo "wheel: zshard-local start FAILED"; exit 1; }
+echo "wheel: zshard-local start: coordinator $addr, 2 servers, in $d/home/.local/state/zshard/local"
+if ! run python -m torch.distributed.run --standalone --nproc-per-node 2 train.py "$d/sd.pt" \
+	>"$d/train.log" 2>&1; then
+	cat "$d/train.log"
+	for f in "$d"/home/.local/state/zshard/local/logs/*.log; do echo "== $f"; tail -20 "$f"; done
+	echo "wheel: torchrun FAILED"
+	exit 1
+fi
+grep '^wheel_train:' "$d/train.log"
+run zshardctl placement quickstart | head -3
+run zshardctl export quickstart --bare-names --out "$d/export.safetensors" >/dev/null
+run python - "$d/sd.pt" "$d/export.safetensors" <<'PY'
+import sys, torch
+from safetensors.torch import load_file
+sd, ex = torch.load(sys.argv[1]), load_file(sys.argv[2])
+assert sorted(sd) == sorted(ex), (sorted(sd), sorted(ex))
+for n in sd:
+    assert torch.equal(sd[n], ex[n].to(sd[n].dtype)), n
+print("wheel: zshardctl export equals the ranks' state_dict (%d tensors)" % len(sd))
+PY
+run python -m zshard.launch stop
+echo "check: wheel: built, installed in a fresh venv, local cluster, torchrun 2 ranks: passed"
