@@ -105,9 +105,12 @@ static void print_job(const struct zs_job *j)
 		for (uint32_t u = 0; u < j->spec.layout.n_units; u++)
 			for (uint32_t t = 0; t < j->spec.layout.units[u].n_tensors; t++)
 				nt += j->spec.layout.units[u].tensors[t].group == g;
-		if (j->spec.optim.kind == ZS_ADAMW)
+		if (ZS_OPTIM_ADAM_FAMILY(j->spec.optim.kind))
 			printf("  optimizer group %u: lr %g, weight_decay %g, betas %g %g, eps %g; %u tensors\n",
 			       g, h->lr, h->weight_decay, h->beta1, h->beta2, h->eps, nt);
+		else if (j->spec.optim.kind == ZS_ADAGRAD)
+			printf("  optimizer group %u: lr %g, weight_decay %g, eps %g; %u tensors\n", g,
+			       h->lr, h->weight_decay, h->eps, nt);
 		else
 			printf("  optimizer group %u: lr %g, weight_decay %g, momentum %g; %u tensors\n", g,
 			       h->lr, h->weight_decay, h->momentum, nt);

@@ -300,7 +300,7 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			       zs_fmt_bytes(pl.server_dev_total, b[0], sizeof b[0]),
 			       zs_fmt_bytes(pl.server_dev_per_elem, b[1], sizeof b[1]),
 			       fmt_count((pl.params * (in.replicas ? in.replicas : 1) + S - 1) / S, b[2], sizeof b[2]),
-			       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b);
+			       (ZS_OPTIM_ADAM_FAMILY(in.optim) ? 8u : in.optim == ZS_ADAGRAD || in.momentum ? 4u : 0u), pl.b == 4 ? 0 : pl.b);
 			printf("  per server (host):  %s = %s per owned element + landing %s\n"
 			       "                      (the copy gathers read %u + clipping's copy 4; pushes in flight)\n"
 			       "  per GPU, a trainer and its co-located server: %s\n",
@@ -316,7 +316,7 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]),
 			       fmt_count((pl.params * (in.replicas ? in.replicas : 1) + S - 1) / S, b[2], sizeof b[2]),
 			       zs_fmt_bytes(pl.server_landing, b[3], sizeof b[3]),
-			       in.optim == ZS_ADAMW ? 8 : in.momentum ? 4 : 0, pl.b == 4 ? 0 : pl.b);
+			       (ZS_OPTIM_ADAM_FAMILY(in.optim) ? 8u : in.optim == ZS_ADAGRAD || in.momentum ? 4u : 0u), pl.b == 4 ? 0 : pl.b);
 		}
 		if (frozen_shards)
 			printf("  frozen: %s elements in %u shards hold their fp32 master (and copy) alone,\n"
@@ -345,7 +345,7 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 
 const struct cmd cmd_plan = {"plan", "(--params N --world N | --job JOB) [OPTIONS] [--json]",
 	 "Options: [--units U | --largest-unit N] [--stage 1|2|3] [--servers S]\n"
-	 "  [--dtype bf16|f16|f32] [--optimizer adamw|sgd|sgd-momentum] [--prefetch P]\n"
+	 "  [--dtype bf16|f16|f32] [--optimizer adamw|adam|adagrad|sgd|sgd-momentum] [--prefetch P]\n"
 	 "  [--push-depth D] [--keep-until-backward] [--gpu-mem SIZE] [--host-mem SIZE]\n"
 	 "  [--server-gpu] [--landing-budget SIZE] [--replicas K]\n\n"
 	 "The memory a sharding setup needs, before running it: the ZeRO paper's\n"

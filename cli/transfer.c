@@ -86,8 +86,10 @@ static int c_export(struct ctx *x, int argc, char **argv)
 	for (uint32_t u = 0; u < j->spec.layout.n_units; u++) {
 		const struct zs_unit *un = &j->spec.layout.units[u];
 		for (uint32_t a = 0; a < arrays; a++) {
-			static const char *const suffix[2][3] = {{"", ".exp_avg", ".exp_avg_sq"},
-								 {"", ".momentum_buffer", ""}};
+			/* torch's names of each optimizer's state */
+			static const char *const suffix[3][3] = {{"", ".exp_avg", ".exp_avg_sq"},
+								 {"", ".momentum_buffer", ""},
+								 {"", ".sum", ""}};
 			float *buf = malloc(un->numel * 4);
 			arr[n_arr++] = buf;
 			if (!buf) {
@@ -110,7 +112,8 @@ static int c_export(struct ctx *x, int argc, char **argv)
 				struct st_tensor *o = &t[nt++];
 				snprintf(o->name, sizeof o->name, "%s%s%s%s", bare ? "" : un->name,
 					 bare ? "" : ".", te->name,
-					 suffix[j->spec.optim.kind == ZS_ADAMW ? 0 : 1][a]);
+					 suffix[ZS_OPTIM_ADAM_FAMILY(j->spec.optim.kind) ? 0
+					      : j->spec.optim.kind == ZS_ADAGRAD ? 2 : 1][a]);
 				for (uint32_t q = 0; bare && q + 1 < nt; q++)
 					if (!strcmp(t[q].name, o->name)) {
 						cli_die("--bare-names: two units have a tensor '%s'; export "

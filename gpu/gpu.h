@@ -43,6 +43,11 @@ enum zs_status zs_gpu_adamw(struct zs_adamw_k k, float *p, float *m, float *v, c
 			    size_t n, char *why, size_t len);
 enum zs_status zs_gpu_sgd(struct zs_sgd_k k, float *p, float *buf, const float *g, size_t n,
 			  char *why, size_t len);
+/* Adam with weight decay (zs_adam_elem; without, zs_gpu_adamw does it) */
+enum zs_status zs_gpu_adam(struct zs_adamw_k k, float *p, float *m, float *v, const float *g,
+			   size_t n, char *why, size_t len);
+enum zs_status zs_gpu_adagrad(struct zs_adagrad_k k, float *p, float *sum, const float *g,
+			      size_t n, char *why, size_t len);
 
 /* The reduction and the copies around it, on device memory, as
  * math/optim.h's zs_bsum_deposit (x in dt), zs_bsum_finish, zs_scale and

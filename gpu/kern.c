@@ -21,6 +21,7 @@
 static const struct zs_kern cuda = {
 	.name = "cuda", .deposit = zs_gpu_bsum_deposit, .finish = zs_gpu_bsum_finish,
 	.scale = zs_gpu_scale, .adamw = zs_gpu_adamw, .sgd = zs_gpu_sgd, .from_f32 = zs_gpu_from_f32,
+	.adam = zs_gpu_adam, .adagrad = zs_gpu_adagrad,
 };
 #endif
 
@@ -46,8 +47,10 @@ static void load(void)
 	*(void **)&loaded.adamw = dlsym(h, "zs_gpu_adamw");
 	*(void **)&loaded.sgd = dlsym(h, "zs_gpu_sgd");
 	*(void **)&loaded.from_f32 = dlsym(h, "zs_gpu_from_f32");
+	*(void **)&loaded.adam = dlsym(h, "zs_gpu_adam");
+	*(void **)&loaded.adagrad = dlsym(h, "zs_gpu_adagrad");
 	if (!loaded.deposit || !loaded.finish || !loaded.scale || !loaded.adamw || !loaded.sgd ||
-	    !loaded.from_f32)
+	    !loaded.from_f32 || !loaded.adam || !loaded.adagrad)
 		snprintf(load_err, sizeof load_err, "%s lacks a kernel zshard needs", path);
 }
 #endif
@@ -114,6 +117,26 @@ static enum zs_status h_sgd(struct zs_sgd_k k, float *p, float *buf, const float
 	return ZS_OK;
 }
 
+static enum zs_status h_adam(struct zs_adamw_k k, float *p, float *m, float *v, const float *g,
+			     size_t n, char *why, size_t len)
+{
+	(void)why;
+	(void)len;
+	for (size_t i = 0; i < n; i++)
+		zs_adam_elem(k, &p[i], &m[i], &v[i], g[i]);
+	return ZS_OK;
+}
+
+static enum zs_status h_adagrad(struct zs_adagrad_k k, float *p, float *sum, const float *g,
+				size_t n, char *why, size_t len)
+{
+	(void)why;
+	(void)len;
+	for (size_t i = 0; i < n; i++)
+		zs_adagrad_elem(k, &p[i], &sum[i], k.wd != 0.0f ? g[i] + k.wd * p[i] : g[i]);
+	return ZS_OK;
+}
+
 static enum zs_status h_from_f32(void *dst, enum zs_dtype dt, const float *src, size_t n,
 				 char *why, size_t len)
 {
@@ -125,7 +148,8 @@ static enum zs_status h_from_f32(void *dst, enum zs_dtype dt, const float *src, 
 
 static const struct zs_kern host = {
 	.name = "host", .deposit = h_deposit, .finish = h_finish, .scale = h_scale,
-	.adamw = h_adamw, .sgd = h_sgd, .from_f32 = h_from_f32,
+	.adamw = h_adamw, .sgd = h_sgd, .from_f32 = h_from_f32, .adam = h_adam,
+	.adagrad = h_adagrad,
 };
 
 const struct zs_kern *zs_kern_host(void) { return &host; }

@@ -30,6 +30,10 @@ struct zs_kern {
 				size_t n, char *why, size_t len);
 	enum zs_status (*sgd)(struct zs_sgd_k k, float *p, float *buf, const float *g, size_t n,
 			      char *why, size_t len);
+	enum zs_status (*adam)(struct zs_adamw_k k, float *p, float *m, float *v, const float *g,
+			       size_t n, char *why, size_t len);
+	enum zs_status (*adagrad)(struct zs_adagrad_k k, float *p, float *sum, const float *g,
+				  size_t n, char *why, size_t len);
 	enum zs_status (*from_f32)(void *dst, enum zs_dtype dt, const float *src, size_t n,
 				   char *why, size_t len);
 };

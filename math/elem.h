@@ -22,9 +22,12 @@
 #define ZS_ELEM static inline __attribute__((always_inline))
 #endif
 
-/* AdamW's per-update scalars (PyTorch's order; see math/optim.h). */
+/* AdamW's and Adam's per-update scalars (PyTorch's order; see
+ * math/optim.h): AdamW decays the parameter (decay, l2 0), Adam adds the
+ * L2 term to the gradient (decay 1, exact; l2 = wd). */
 struct zs_adamw_k {
-	float decay;    /* 1 - lr * wd */
+	float decay;    /* AdamW: 1 - lr * wd; Adam: 1 */
+	float l2;       /* Adam: wd (zs_adam_elem); AdamW: 0 */
 	float b1, b2, one_b1, one_b2;
 	float step;     /* -lr / (1 - b1^t) */
 	float bc2_sqrt; /* sqrt(1 - b2^t) */
@@ -37,6 +40,12 @@ struct zs_sgd_k {
 	int first;
 };
 
+/* Adagrad's: lr (already divided by 1 + (t - 1) * lr_decay, as the
+ * trainer sends it), the L2 weight decay, eps. */
+struct zs_adagrad_k {
+	float lr, wd, eps;
+};
+
 ZS_ELEM void zs_adamw_elem(const struct zs_adamw_k k, float *p, float *m, float *v, float g)
 {
 	float mi = *m * k.b1 + k.one_b1 * g;
@@ -45,6 +54,13 @@ ZS_ELEM void zs_adamw_elem(const struct zs_adamw_k k, float *p, float *m, float 
 	*m = mi;
 	*v = vi;
 	*p = *p * k.decay + k.step * mi / denom;
+}
+
+/* Adam with weight decay: torch's grad.add(param, alpha=wd), then AdamW's
+ * update with decay 1 (p * 1 is p). Adam without decay is AdamW's update. */
+ZS_ELEM void zs_adam_elem(const struct zs_adamw_k k, float *p, float *m, float *v, float g)
+{
+	zs_adamw_elem(k, p, m, v, g + k.l2 * *p);
 }
 
 /* buf may be NULL when mom is 0. */
@@ -56,6 +72,17 @@ ZS_ELEM void zs_sgd_elem(const struct zs_sgd_k k, float *p, float *buf, float g)
 		*buf = d;
 	}
 	*p = *p + (-k.lr) * d;
+}
+
+/* torch's: sum.addcmul_(g, g, value=1); std = sum.sqrt().add_(eps);
+ * param.addcdiv_(g, std, value=-clr), where g already has its L2 term
+ * (grad.add(param, alpha=wd), when wd != 0: the caller's loop adds it) */
+ZS_ELEM void zs_adagrad_elem(const struct zs_adagrad_k k, float *p, float *sum, float g)
+{
+	float si = *sum + g * g;
+	float std = sqrtf(si) + k.eps;
+	*sum = si;
+	*p = *p + (-k.lr) * g / std;
 }
 
 #endif

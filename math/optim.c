@@ -25,13 +25,20 @@ struct zs_sgd_k zs_sgd_consts(const struct zs_optim_step *s)
 				 s->t == 1};
 }
 
+struct zs_adagrad_k zs_adagrad_consts(const struct zs_optim_step *s)
+{
+	return (struct zs_adagrad_k){(float)s->lr, (float)s->weight_decay, (float)s->eps};
+}
+
 struct zs_adamw_k zs_adamw_consts(const struct zs_optim_step *s)
 {
 	const double bc1 = 1.0 - pow(s->beta1, (double)s->t);
 	const double bc2 = 1.0 - pow(s->beta2, (double)s->t);
+	const bool adam = s->kind == ZS_ADAM;
 
 	return (struct zs_adamw_k){
-		.decay = (float)(1.0 - s->lr * s->weight_decay),
+		.decay = adam ? 1.0f : (float)(1.0 - s->lr * s->weight_decay),
+		.l2 = adam ? (float)s->weight_decay : 0.0f,
 		.b1 = (float)s->beta1, .b2 = (float)s->beta2,
 		.one_b1 = (float)(1.0 - s->beta1), .one_b2 = (float)(1.0 - s->beta2),
 		.step = (float)(-(s->lr / bc1)), .bc2_sqrt = (float)sqrt(bc2),
@@ -65,13 +72,46 @@ static void adamw(const struct zs_adamw_k k, float *restrict p, float *restrict 
 		zs_adamw_elem(k, &p[i], &m[i], &v[i], g[i]);
 }
 
+ZS_CLONES
+static void adam(const struct zs_adamw_k k, float *restrict p, float *restrict m,
+		 float *restrict v, const float *restrict g, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		zs_adam_elem(k, &p[i], &m[i], &v[i], g[i]);
+}
+
+ZS_CLONES
+static void adagrad(const struct zs_adagrad_k k, float *restrict p, float *restrict sum,
+		    const float *restrict g, size_t n)
+{
+	if (k.wd != 0.0f) {
+		for (size_t i = 0; i < n; i++)
+			zs_adagrad_elem(k, &p[i], &sum[i], g[i] + k.wd * p[i]);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			zs_adagrad_elem(k, &p[i], &sum[i], g[i]);
+	}
+}
+
 void zs_optim_apply(const struct zs_optim_step *s, float *param, float *state0,
 		    float *state1, const float *grad, size_t n)
 {
-	if (s->kind == ZS_ADAMW)
+	switch (s->kind) {
+	case ZS_ADAMW:
 		adamw(zs_adamw_consts(s), param, state0, state1, grad, n);
-	else
+		break;
+	case ZS_ADAM: /* without decay, AdamW's update (decay 1) */
+		if (s->weight_decay != 0.0)
+			adam(zs_adamw_consts(s), param, state0, state1, grad, n);
+		else
+			adamw(zs_adamw_consts(s), param, state0, state1, grad, n);
+		break;
+	case ZS_ADAGRAD:
+		adagrad(zs_adagrad_consts(s), param, state0, grad, n);
+		break;
+	default:
 		sgd(zs_sgd_consts(s), param, state0, grad, n);
+	}
 }
 
 struct part {

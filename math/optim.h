@@ -17,6 +17,11 @@
  *   AdamW: p = p * (1 - lr * wd);  m = m * b1 + g * (1 - b1);
  *          v = v * b2 + g * g * (1 - b2);
  *          p = p + (-lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ *   Adam:  g = grad + wd * p (when wd != 0); then AdamW's without the decay
+ *   Adagrad: g = grad + wd * p (when wd != 0);  sum = sum + g * g;
+ *          p = p + (-lr) * g / (sqrt(sum) + eps)
+ *          (lr is torch's clr = lr / (1 + (t - 1) * lr_decay): the trainer
+ *          sends it so, step by step; initial_accumulator_value is 0)
  */
 #ifndef ZS_OPTIM_H
 #define ZS_OPTIM_H
@@ -36,13 +41,15 @@ struct zs_optim_step {
 
 /* The per-update scalars math/elem.h's element functions take (the same
  * for the host and the CUDA kernels). */
-struct zs_adamw_k zs_adamw_consts(const struct zs_optim_step *s);
+struct zs_adamw_k zs_adamw_consts(const struct zs_optim_step *s); /* AdamW and Adam */
+struct zs_adagrad_k zs_adagrad_consts(const struct zs_optim_step *s);
 struct zs_sgd_k zs_sgd_consts(const struct zs_optim_step *s);
 
 /*
  * One optimizer update of n elements: param (fp32 master) in place, state
- * in place (AdamW: state0 = m, state1 = v; SGD with momentum: state0 =
- * momentum buffer; unused otherwise, may be NULL), grad read only (already
+ * in place (AdamW and Adam: state0 = m, state1 = v; SGD with momentum: state0
+ * = momentum buffer; Adagrad: state0 = the sum of squares; unused
+ * otherwise, may be NULL), grad read only (already
  * reduced, averaged and clipped).
  */
 void zs_optim_apply(const struct zs_optim_step *s, float *param, float *state0,

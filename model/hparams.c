@@ -24,12 +24,14 @@ enum zs_status zs_hp_check(enum zs_optim_kind kind, const struct zs_hp *h, const
 	if (!(finite_nonneg(h->momentum) && h->momentum < 1.0))
 		return zs_fail(err, ZS_EINVAL, "%s: momentum %g is invalid (in [0, 1))", what,
 			       h->momentum);
-	if (kind == ZS_ADAMW &&
+	if (ZS_OPTIM_ADAM_FAMILY(kind) &&
 	    (!(h->beta1 >= 0.0 && h->beta1 < 1.0) || !(h->beta2 >= 0.0 && h->beta2 < 1.0) ||
 	     !isfinite(h->eps) || h->eps <= 0.0))
 		return zs_fail(err, ZS_EINVAL,
-			       "%s: AdamW needs betas in [0, 1) and eps > 0 (betas %g, %g; eps %g)",
-			       what, h->beta1, h->beta2, h->eps);
+			       "%s: %s needs betas in [0, 1) and eps > 0 (betas %g, %g; eps %g)",
+			       what, kind == ZS_ADAM ? "Adam" : "AdamW", h->beta1, h->beta2, h->eps);
+	if (kind == ZS_ADAGRAD && (!isfinite(h->eps) || h->eps <= 0.0))
+		return zs_fail(err, ZS_EINVAL, "%s: Adagrad needs eps > 0 (eps %g)", what, h->eps);
 	return ZS_OK;
 }
 

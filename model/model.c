@@ -13,6 +13,8 @@ const char *zs_optim_name(enum zs_optim_kind k)
 	switch (k) {
 	case ZS_SGD: return "sgd";
 	case ZS_ADAMW: return "adamw";
+	case ZS_ADAM: return "adam";
+	case ZS_ADAGRAD: return "adagrad";
 	case ZS_OPTIM_UNSET: return "unset";
 	default: return "invalid";
 	}
@@ -25,9 +27,13 @@ enum zs_status zs_optim_parse(const char *s, enum zs_optim_kind *out,
 		*out = ZS_SGD;
 	else if (s && !strcasecmp(s, "adamw"))
 		*out = ZS_ADAMW;
+	else if (s && !strcasecmp(s, "adam"))
+		*out = ZS_ADAM;
+	else if (s && !strcasecmp(s, "adagrad"))
+		*out = ZS_ADAGRAD;
 	else
 		return zs_fail(err, ZS_EINVAL,
-			       "unknown optimizer '%s' (sgd, adamw)", s ? s : "");
+			       "unknown optimizer '%s' (sgd, adamw, adam, adagrad)", s ? s : "");
 	return ZS_OK;
 }
 
@@ -263,11 +269,11 @@ static enum zs_status normalize_groups(struct zs_optim *o, struct zs_error *err)
 		struct zs_hp *h = &o->groups[g];
 		char what[40];
 		enum zs_status st;
-		if (o->kind == ZS_ADAMW && h->beta1 == 0.0 && h->beta2 == 0.0) {
+		if (ZS_OPTIM_ADAM_FAMILY(o->kind) && h->beta1 == 0.0 && h->beta2 == 0.0) {
 			h->beta1 = o->beta1;
 			h->beta2 = o->beta2;
 		}
-		if (o->kind == ZS_ADAMW && h->eps == 0.0)
+		if ((ZS_OPTIM_ADAM_FAMILY(o->kind) || o->kind == ZS_ADAGRAD) && h->eps == 0.0)
 			h->eps = o->eps;
 		snprintf(what, sizeof what, "optimizer group %u", g);
 		if ((st = zs_hp_check(o->kind, h, what, err)))
@@ -309,21 +315,23 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 			       "align_bytes %u is invalid (a power of two up to 1 MiB)",
 			       s->align_bytes);
 
-	if (o->kind != ZS_SGD && o->kind != ZS_ADAMW)
+	if (o->kind != ZS_SGD && o->kind != ZS_ADAMW && o->kind != ZS_ADAM && o->kind != ZS_ADAGRAD)
 		return zs_fail(err, ZS_EINVAL,
-			       "optimizer kind is missing or unknown (sgd, adamw)");
+			       "optimizer kind is missing or unknown (sgd, adamw, adam, adagrad)");
 	if (!isfinite(o->lr) || o->lr <= 0.0) /* a step's may be 0, the job's not */
 		return zs_fail(err, ZS_EINVAL,
 			       "learning rate %g is invalid (finite, > 0)", o->lr);
 	if (!finite_nonneg(o->clip_norm))
 		return zs_fail(err, ZS_EINVAL, "clip_norm %g is invalid (finite, >= 0)",
 			       o->clip_norm);
-	if (o->kind == ZS_ADAMW && o->beta1 == 0.0 && o->beta2 == 0.0) {
+	if (ZS_OPTIM_ADAM_FAMILY(o->kind) && o->beta1 == 0.0 && o->beta2 == 0.0) {
 		o->beta1 = 0.9;
 		o->beta2 = 0.999;
 	}
-	if (o->kind == ZS_ADAMW && o->eps == 0.0)
+	if (ZS_OPTIM_ADAM_FAMILY(o->kind) && o->eps == 0.0)
 		o->eps = 1e-8;
+	if (o->kind == ZS_ADAGRAD && o->eps == 0.0)
+		o->eps = 1e-10; /* torch's */
 	if ((st = zs_hp_check(o->kind,
 			      &(struct zs_hp){o->lr, o->weight_decay, o->beta1, o->beta2, o->eps,
 					      o->momentum},
@@ -464,8 +472,10 @@ uint64_t zs_layout_numel(const struct zs_layout *l)
 
 unsigned zs_optim_state_arrays(const struct zs_optim *o)
 {
-	if (o->kind == ZS_ADAMW)
+	if (ZS_OPTIM_ADAM_FAMILY(o->kind))
 		return 2;
+	if (o->kind == ZS_ADAGRAD) /* the sum of squares */
+		return 1;
 	if (o->momentum != 0.0)
 		return 1;
 	for (uint32_t g = 0; g < o->n_groups; g++)

@@ -35,7 +35,12 @@
 #define ZS_DEFAULT_ALIGN 256         /* bytes */
 #define ZS_MAX_GROUPS 64             /* optimizer groups per job */
 
-enum zs_optim_kind { ZS_OPTIM_UNSET = 0, ZS_SGD = 1, ZS_ADAMW = 2 };
+/* torch.optim's updates the servers run (math/optim.h): AdamW (decay
+ * decoupled), SGD, Adam (weight decay as L2 added to the gradient),
+ * Adagrad. Values are the wire's (proto/zshard.proto OptimKind). */
+enum zs_optim_kind { ZS_OPTIM_UNSET = 0, ZS_SGD = 1, ZS_ADAMW = 2, ZS_ADAM = 3, ZS_ADAGRAD = 4 };
+/* AdamW and Adam: betas and eps, two state arrays (m, v) */
+#define ZS_OPTIM_ADAM_FAMILY(k) ((k) == ZS_ADAMW || (k) == ZS_ADAM)
 
 /* Transports a server offers, as bits of ServerInfo.transports. */
 enum zs_transport_bit {

@@ -62,7 +62,8 @@ enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
 		return zs_fail(err, ZS_EINVAL,
 			       "replicas %u: each copy of a shard is on another server (1..%u here)",
 			       K, servers < ZS_MAX_REPLICAS ? servers : ZS_MAX_REPLICAS);
-	if (in->optim != ZS_ADAMW && in->optim != ZS_SGD)
+	if (in->optim != ZS_ADAMW && in->optim != ZS_SGD && in->optim != ZS_ADAM &&
+	    in->optim != ZS_ADAGRAD)
 		return zs_fail(err, ZS_EINVAL, "no optimizer");
 	out->params = 0;
 	for (uint32_t u = 0; u < in->n_units; u++) {
@@ -84,7 +85,8 @@ enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
 	 * Adam's two moments or SGD's momentum) */
 	out->b = zs_dtype_size(in->dtype);
 	master = out->b == 4 ? 0 : 4;
-	out->K = (unsigned)master + (in->optim == ZS_ADAMW ? 8 : in->momentum ? 4 : 0);
+	out->K = (unsigned)master + (ZS_OPTIM_ADAM_FAMILY(in->optim) ? 8
+				     : in->optim == ZS_ADAGRAD || in->momentum ? 4 : 0);
 	P = (double)out->params;
 	N = (double)in->world;
 	out->zero[0] = (2.0 * out->b + out->K) * P;

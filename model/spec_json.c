@@ -140,10 +140,12 @@ static enum zs_status parse_optim(json_t *o, struct zs_optim *opt,
 		return st;
 	if ((st = zs_optim_parse(kind, &opt->kind, err)))
 		return st;
-	if (opt->kind == ZS_ADAMW) { /* torch's defaults, each key on its own */
+	if (ZS_OPTIM_ADAM_FAMILY(opt->kind)) { /* torch's defaults, each key on its own */
 		opt->beta1 = 0.9;
 		opt->beta2 = 0.999;
 		opt->eps = 1e-8;
+	} else if (opt->kind == ZS_ADAGRAD) {
+		opt->eps = 1e-10;
 	}
 	if ((st = get_num(o, "lr", "optimizer", &opt->lr, err)) ||
 	    (st = get_num(o, "beta1", "optimizer", &opt->beta1, err)) ||

@@ -114,6 +114,46 @@ static void test_adamw_bitwise(void **st)
 	}
 }
 
+/* Adam with its L2 term (without, zs_gpu_adamw runs it) and Adagrad, with
+ * and without weight decay. */
+static void test_adam_adagrad_bitwise(void **st)
+{
+	(void)st;
+	need_device();
+	for (double wd = 0.0; wd < 0.2; wd += 0.1)
+		for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+			size_t n = sizes[z];
+			float *h[4], *d[4];
+			char why[256];
+			arrays(h, d, 4, n, 1u << 1 | 1u << 2); /* p, m = 0, v = 0, g */
+			for (uint64_t t = 1; t <= 3; t++) {
+				struct zs_optim_step s = {.kind = ZS_ADAM, .lr = 1e-3 * (double)t,
+							  .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+							  .weight_decay = 0.1, .t = t};
+				zs_optim_apply(&s, h[0], h[1], h[2], h[3], n);
+				if (zs_gpu_adam(zs_adamw_consts(&s), d[0], d[1], d[2], d[3], n, why,
+						sizeof why))
+					fail_msg("%s", why);
+				same(d[0], h[0], n, "Adam parameters", n, t);
+				same(d[1], h[1], n, "Adam first moment", n, t);
+				same(d[2], h[2], n, "Adam second moment", n, t);
+			}
+			arrays_free(h, d, 4);
+			arrays(h, d, 3, n, 1u << 1); /* p, sum = 0, g */
+			for (uint64_t t = 1; t <= 3; t++) {
+				struct zs_optim_step s = {.kind = ZS_ADAGRAD, .lr = 1e-2 / (double)t,
+							  .eps = 1e-10, .weight_decay = wd, .t = t};
+				zs_optim_apply(&s, h[0], h[1], NULL, h[2], n);
+				if (zs_gpu_adagrad(zs_adagrad_consts(&s), d[0], d[1], d[2], n, why,
+						   sizeof why))
+					fail_msg("%s", why);
+				same(d[0], h[0], n, "Adagrad parameters", n, t);
+				same(d[1], h[1], n, "Adagrad sum", n, t);
+			}
+			arrays_free(h, d, 3);
+		}
+}
+
 static void test_sgd_bitwise(void **st)
 {
 	(void)st;
@@ -244,6 +284,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_adamw_bitwise),
 		cmocka_unit_test(test_sgd_bitwise),
+		cmocka_unit_test(test_adam_adagrad_bitwise),
 		cmocka_unit_test(test_reduce_bitwise),
 		cmocka_unit_test(test_no_device_is_plain),
 	};

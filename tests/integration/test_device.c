@@ -147,6 +147,9 @@ static void test_servers_device_host_and_tier(void **st)
 	/* with frozen tensors: their shards stay in host memory */
 	train_oracle("sdvs", 2, "shm", ZS_ADAMW, ZS_F32, 1, 0.5, 2);
 	train_oracle("sdvk", 3, "tcp", ZS_SGD, ZS_BF16, 3, 0.0, 0);
+	/* Adam (L2 decay) and Adagrad on device shards: the device's kernels */
+	train_oracle("sdva", 2, "tcp", ZS_ADAM, ZS_F32, 1, 0.5, 0);
+	train_oracle("sdvg", 2, "shm", ZS_ADAGRAD, ZS_BF16, 3, 0.0, 0);
 	/* where the shards' state lives, as an operator sees it */
 	uint32_t dev = 0, tier = 0, host = 0;
 	for (int i = 0; i < C.n; i++) {

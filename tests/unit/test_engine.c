@@ -64,6 +64,9 @@ static void test_oracle_matrix(void **st)
 	run_oracle(3, 2, ZS_ADAMW, ZS_BF16, &zs_tcp_transport, 1, 0.5);
 	run_oracle(2, 1, ZS_SGD, ZS_F32, &zs_shm_transport, 3, 0.5);
 	with_groups = 0;
+	/* Adam (L2 decay, two moments) and Adagrad (one state array) */
+	run_oracle(2, 3, ZS_ADAM, ZS_BF16, &zs_tcp_transport, 3, 0.5);
+	run_oracle(3, 2, ZS_ADAGRAD, ZS_F32, &zs_shm_transport, 1, 0);
 }
 
 /*
@@ -515,6 +518,7 @@ static void test_tier_equals_memory(void **st)
 	run_oracle(2, 2, ZS_ADAMW, ZS_F32, &zs_tcp_transport, 1, 0);
 	run_oracle(2, 2, ZS_SGD, ZS_F32, &zs_shm_transport, 1, 0);
 	with_groups = 0;
+	run_oracle(2, 2, ZS_ADAGRAD, ZS_BF16, &zs_tcp_transport, 1, 0.5);
 	/* snapshots read tiered state, restores write it */
 	test_snapshot_and_restore(st);
 	/* a unit of many chunks, updated while its last push lands */

@@ -87,15 +87,15 @@ static void check_against_ref(const struct zs_optim_step *cfg, unsigned steps, s
 		zs_optim_apply(&s, p, s0, s1, buf + t * n, n);
 	}
 	snprintf(cmd, sizeof cmd, PY " %s optim %s %.17g %.17g %.17g %.17g %.17g %.17g %u %zu %s %s",
-		 ref_script, cfg->kind == ZS_ADAMW ? "adamw" : "sgd", cfg->lr, cfg->beta1,
+		 ref_script, zs_optim_name(cfg->kind), cfg->lr, cfg->beta1,
 		 cfg->beta2, cfg->eps, cfg->weight_decay, cfg->momentum, steps, n, in, out);
 	assert_int_equal(system(cmd), 0);
 	read_all(out, ref, 3 * n * 4);
 	for (size_t i = 0; i < n; i++) {
 		diff += memcmp(&p[i], &ref[i], 4) != 0;
-		if (cfg->kind == ZS_ADAMW || cfg->momentum != 0.0)
+		if (cfg->kind != ZS_SGD || cfg->momentum != 0.0)
 			diff += memcmp(&s0[i], &ref[n + i], 4) != 0;
-		if (cfg->kind == ZS_ADAMW)
+		if (ZS_OPTIM_ADAM_FAMILY(cfg->kind))
 			diff += memcmp(&s1[i], &ref[2 * n + i], 4) != 0;
 	}
 	if (diff) {
@@ -142,6 +142,37 @@ static void test_sgd_matches_reference(void **st)
 	s.momentum = 0.0;
 	s.weight_decay = 0.0;
 	check_against_ref(&s, 4, 513);
+}
+
+/* Adam: the L2 term added to the gradient (and, without it, AdamW's update
+ * with no decay); numbers where p * wd matters against g. */
+static void test_adam_matches_reference(void **st)
+{
+	struct zs_optim_step s = {.kind = ZS_ADAM, .lr = 1e-3, .beta1 = 0.9,
+				  .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.05};
+	(void)st;
+	if (!have_numpy())
+		skip();
+	check_against_ref(&s, 7, 4099);
+	s.lr = 0.2;
+	s.beta1 = 0.6;
+	s.beta2 = 0.8;
+	s.weight_decay = 0.0;
+	check_against_ref(&s, 3, 1000);
+}
+
+/* Adagrad: torch's defaults (eps 1e-10), then L2 decay and a larger eps. */
+static void test_adagrad_matches_reference(void **st)
+{
+	struct zs_optim_step s = {.kind = ZS_ADAGRAD, .lr = 1e-2, .eps = 1e-10};
+	(void)st;
+	if (!have_numpy())
+		skip();
+	check_against_ref(&s, 6, 4099);
+	s.lr = 0.5;
+	s.eps = 1e-3;
+	s.weight_decay = 0.1;
+	check_against_ref(&s, 5, 1000);
 }
 
 static void test_parallel_bitwise(void **st)
@@ -257,6 +288,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_adamw_matches_reference),
 		cmocka_unit_test(test_sgd_matches_reference),
+		cmocka_unit_test(test_adam_matches_reference),
+		cmocka_unit_test(test_adagrad_matches_reference),
 		cmocka_unit_test(test_parallel_bitwise),
 		cmocka_unit_test(test_f16_matches_numpy),
 		cmocka_unit_test(test_bf16_rounding),

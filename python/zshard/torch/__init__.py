@@ -26,10 +26,12 @@ last of its parameters has its gradient. The optimizer runs on the shard
 servers: the optimizer object here only carries the values of its
 param_groups (lr, weight_decay, betas, eps, momentum), which go to the
 servers before each step's first push, so any torch.optim.lr_scheduler
-drives it. AdamW and SGD take torch's signatures (foreach, fused,
-capturable accepted and ignored; amsgrad, maximize, nesterov, dampening
+drives it. AdamW, SGD, Adam (L2 decay) and Adagrad take torch's
+signatures (foreach, fused, capturable accepted and ignored; amsgrad,
+maximize, nesterov, dampening, a non-zero initial_accumulator_value
 refused by name), and from_optimizer(opt) takes over a torch.optim.AdamW,
-SGD or decay-free Adam made the usual way, groups and all. Clipping is the servers' (the optimizer's max_grad_norm);
+SGD, Adam or Adagrad made the usual way, groups and all. Clipping is the
+servers' (the optimizer's max_grad_norm);
 torch.nn.utils.clip_grad_norm_ over a zshard model's parameters returns
 the step's global norm as the servers computed it (max_norm must equal
 max_grad_norm) and refuses what it cannot do; optimizer.last_grad_norm
@@ -50,8 +52,9 @@ device), or the arguments of the root's fully_shard.
 from zshard.torch import clip as _clip
 from zshard.torch.blob import load_rng_blob, rng_blob
 from zshard.torch.module import ZshardModule, fully_shard
-from zshard.torch.optim import SGD, AdamW, from_optimizer
+from zshard.torch.optim import SGD, Adagrad, Adam, AdamW, from_optimizer
 
 _clip.install()
 
-__all__ = ["fully_shard", "ZshardModule", "AdamW", "SGD", "rng_blob", "load_rng_blob"]
+__all__ = ["fully_shard", "ZshardModule", "AdamW", "SGD", "Adam", "Adagrad", "from_optimizer",
+           "rng_blob", "load_rng_blob"]

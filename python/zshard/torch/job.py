@@ -172,8 +172,10 @@ class Job:
         h = opt.zshard_hparams()
         optimizer = {"kind": opt._KIND, "lr": h[0]["lr"], "weight_decay": h[0]["weight_decay"],
                      "groups": [_group_json(opt._KIND, g) for g in h]}
-        if opt._KIND == "adamw":
+        if opt._KIND in ("adamw", "adam"):
             optimizer.update(beta1=h[0]["beta1"], beta2=h[0]["beta2"], eps=h[0]["eps"])
+        elif opt._KIND == "adagrad":
+            optimizer["eps"] = h[0]["eps"]
         else:
             optimizer["momentum"] = h[0]["momentum"]
         if opt.max_grad_norm:
@@ -656,6 +658,8 @@ def _tensors(out):
 
 
 def _group_json(kind, g):
-    if kind == "adamw":
+    if kind in ("adamw", "adam"):
         return {k: g[k] for k in ("lr", "weight_decay", "beta1", "beta2", "eps")}
+    if kind == "adagrad":
+        return {k: g[k] for k in ("lr", "weight_decay", "eps")}
     return {k: g[k] for k in ("lr", "weight_decay", "momentum")}

@@ -146,45 +146,114 @@ class SGD(_Optim, torch.optim.Optimizer):
                 "beta1": 0.0, "beta2": 0.0, "eps": 0.0, "momentum": float(g["momentum"])}
 
 
+class Adam(_Optim, torch.optim.Optimizer):
+    """torch.optim.Adam, as its signature reads: weight_decay is L2 added to
+    the gradient (torch's Adam; decoupled_weight_decay=True makes it
+    AdamW's update, and the job's optimizer AdamW), applied by the shard
+    servers. foreach, fused and capturable are accepted and ignored;
+    amsgrad, maximize and differentiable ask for another update: refused
+    by name."""
+
+    _KIND = "adam"
+
+    def __init__(self, params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
+                 foreach: Optional[bool] = None, maximize: bool = False,
+                 capturable: bool = False, differentiable: bool = False,
+                 fused: Optional[bool] = None, decoupled_weight_decay: bool = False,
+                 max_grad_norm: Optional[float] = None) -> None:
+        _refuse("Adam", amsgrad=(amsgrad, False), maximize=(maximize, False),
+                differentiable=(differentiable, False))
+        torch.optim.Optimizer.__init__(self, params, dict(
+            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+            decoupled_weight_decay=decoupled_weight_decay))
+        kinds = {bool(g["decoupled_weight_decay"]) for g in self.param_groups}
+        if len(kinds) > 1:
+            raise InvalidArgument("Adam: decoupled_weight_decay differs between param groups "
+                                  "(a job has one update: AdamW's or Adam's)")
+        if kinds == {True}:
+            self._KIND = "adamw"
+        self._zshard_init(max_grad_norm)
+
+    def _group_values(self, g):
+        _refuse("Adam param group", amsgrad=(g.get("amsgrad", False), False),
+                maximize=(g.get("maximize", False), False),
+                differentiable=(g.get("differentiable", False), False))
+        b1, b2 = g["betas"]
+        return {"lr": float(g["lr"]), "weight_decay": float(g["weight_decay"]),
+                "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
+                "momentum": 0.0}
+
+
+class Adagrad(_Optim, torch.optim.Optimizer):
+    """torch.optim.Adagrad, as its signature reads, applied by the shard
+    servers: lr_decay is torch's (the lr sent for step t is
+    lr / (1 + (t - 1) * lr_decay), the value torch's update uses),
+    weight_decay is L2 added to the gradient. foreach and fused are
+    accepted and ignored; initial_accumulator_value other than 0, maximize
+    and differentiable are refused by name."""
+
+    _KIND = "adagrad"
+
+    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0,
+                 weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
+                 eps: float = 1e-10, foreach: Optional[bool] = None, *,
+                 maximize: bool = False, differentiable: bool = False,
+                 fused: Optional[bool] = None,
+                 max_grad_norm: Optional[float] = None) -> None:
+        _refuse("Adagrad", initial_accumulator_value=(initial_accumulator_value, 0.0),
+                maximize=(maximize, False), differentiable=(differentiable, False))
+        torch.optim.Optimizer.__init__(self, params, dict(
+            lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
+            initial_accumulator_value=initial_accumulator_value))
+        self._zshard_init(max_grad_norm)
+
+    def _group_values(self, g):
+        _refuse("Adagrad param group",
+                initial_accumulator_value=(g.get("initial_accumulator_value", 0.0), 0.0),
+                maximize=(g.get("maximize", False), False),
+                differentiable=(g.get("differentiable", False), False))
+        step = self._zs.step if getattr(self, "_zs", None) is not None else 0
+        # torch's clr = lr / (1 + (step - 1) * lr_decay), step 1-based
+        lr = float(g["lr"]) / (1 + step * float(g["lr_decay"]))
+        return {"lr": lr, "weight_decay": float(g["weight_decay"]), "beta1": 0.0,
+                "beta2": 0.0, "eps": float(g["eps"]), "momentum": 0.0}
+
+
 # the hyperparameters each kind takes from a torch optimizer's groups, and
 # the flags that would ask for another update (each group's checked)
-_TAKES = {"adamw": ("lr", "betas", "eps", "weight_decay"),
-          "sgd": ("lr", "momentum", "weight_decay")}
-_FLAGS = ("amsgrad", "maximize", "differentiable", "dampening", "nesterov")
+_TAKES = {torch.optim.AdamW: ("lr", "betas", "eps", "weight_decay"),
+          torch.optim.SGD: ("lr", "momentum", "weight_decay"),
+          torch.optim.Adam: ("lr", "betas", "eps", "weight_decay"),
+          torch.optim.Adagrad: ("lr", "lr_decay", "weight_decay", "eps",
+                                "initial_accumulator_value")}
+_FLAGS = ("amsgrad", "maximize", "differentiable", "dampening", "nesterov",
+          "decoupled_weight_decay")
 
 
 def from_optimizer(opt: torch.optim.Optimizer,
                    max_grad_norm: Optional[float] = None) -> _Optim:
-    """The zshard optimizer doing what opt (a torch.optim.AdamW or SGD, or an
-    Adam whose weight decay is decoupled or zero: AdamW's update then) would:
-    its param groups and their hyperparameters taken as they are (and what
+    """The zshard optimizer doing what opt (a torch.optim.AdamW, SGD, Adam or
+    Adagrad) would: its param groups and their hyperparameters taken as they are (and what
     it does not implement refused by name, as the constructors do). The
     parameters must be a fully_shard'ed model's, and opt must not have
     stepped yet (its state would not be on the servers). A scheduler made
     on opt changes opt, not the result: make it on the result."""
     if isinstance(opt, _Optim):
         return opt
-    if type(opt) is torch.optim.AdamW:
-        kind, cls = "adamw", AdamW
-    elif type(opt) is torch.optim.SGD:
-        kind, cls = "sgd", SGD
-    elif type(opt) is torch.optim.Adam:
-        for g in opt.param_groups:
-            if g["weight_decay"] and not g.get("decoupled_weight_decay", False):
-                raise InvalidArgument(
-                    "torch.optim.Adam with weight_decay=%r (L2 added to the gradient) is not on "
-                    "zshard's servers; AdamW's decoupled decay is" % g["weight_decay"])
-        kind, cls = "adamw", AdamW  # decay decoupled or none: AdamW's update
-    else:
-        raise InvalidArgument("%s is not on zshard's servers (AdamW, SGD, and Adam with its "
-                              "decay decoupled or none are)" % type(opt).__name__)
-    if opt.state:
+    cls = {torch.optim.AdamW: AdamW, torch.optim.SGD: SGD, torch.optim.Adam: Adam,
+           torch.optim.Adagrad: Adagrad}.get(type(opt))
+    if cls is None:
+        raise InvalidArgument("%s is not on zshard's servers (AdamW, SGD, Adam and Adagrad are)"
+                              % type(opt).__name__)
+    # state from steps taken (Adagrad makes its own at construction, at step 0)
+    if any(float(st["step"]) > 0 if "step" in st else bool(st) for st in opt.state.values()):
         raise FailedPrecondition("%s has taken steps: its state (%d parameters') is not on the "
                                  "servers; hand it over before its first step"
                                  % (type(opt).__name__, len(opt.state)))
     groups = []
     for g in opt.param_groups:
-        ng = {k: g[k] for k in _TAKES[kind]}
+        ng = {k: g[k] for k in _TAKES[type(opt)]}
         ng.update({k: g[k] for k in _FLAGS if k in g})
         ng["params"] = list(g["params"])
         groups.append(ng)
