@@ -1,0 +1,113 @@
+"""hf_rank.py - one rank (or, with --reference, one process on the global
+batch) of a Hugging Face causal LM built from its config (random init, no
+hub access) trained through zshard.torch as a user would: each decoder
+layer fully_shard'ed, AdamW in two groups (no decay on norms and biases)
+and a LambdaLR warmup, gradient checkpointing on request.
+tests/python/test_hf.py runs it.
+
+  hf_rank.py --model gpt2|llama --job NAME --runs 3,2,1[,3n] --steps N --out PREFIX
+             [--reference --world W] [--pretrained DIR]
+"""
+import argparse
+import os
+import sys
+
+import torch
+from safetensors.torch import save_file
+
+SEQ, BATCH, VOCAB = 16, 2, 96
+
+
+def build(kind):
+    import transformers as tf
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=48, n_layer=3, n_head=4,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        m = tf.GPT2LMHeadModel(cfg)
+        return m, m.transformer.h
+    cfg = tf.LlamaConfig(vocab_size=VOCAB, hidden_size=48, intermediate_size=96,
+                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=64, tie_word_embeddings=False)
+    m = tf.LlamaForCausalLM(cfg)
+    return m, m.model.layers
+
+
+def groups(m):
+    decay = [p for n, p in m.named_parameters() if p.dim() >= 2]
+    rest = [p for n, p in m.named_parameters() if p.dim() < 2]
+    return [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}]
+
+
+def batch(rank, step):
+    g = torch.Generator().manual_seed(7919 * step + rank)
+    return torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+
+
+def lam(step):
+    return min(1.0, (step + 1) / 3)
+
+
+def train(a, run, rank):
+    """One run: RUN is a stage (1-3), 'n' after it without gradient
+    checkpointing; returns the state dict and each step's loss."""
+    stage, checkpointing = int(run[0]), not run.endswith("n")
+    model, layers = build(a.model)
+    if checkpointing:
+        model.gradient_checkpointing_enable()
+    model.train()
+    if not a.reference:
+        import zshard.torch as zt
+        for layer in layers:
+            zt.fully_shard(layer)
+        zt.fully_shard(model, job="%s-%s" % (a.job, run), stage=stage)
+        opt = zt.AdamW(groups(model), lr=3e-3, betas=(0.9, 0.95), eps=1e-8)
+    else:
+        opt = torch.optim.AdamW(groups(model), lr=3e-3, betas=(0.9, 0.95), eps=1e-8)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
+    losses = []
+    for step in range(a.steps):
+        if a.reference:  # the world's batches as one
+            ids = torch.cat([batch(r, step) for r in range(a.world)])
+        else:
+            ids = batch(rank, step)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    sd = {n: t.detach().float().clone() for n, t in model.state_dict().items()}
+    if rank == 0 and a.pretrained and run == a.runs.split(",")[0]:
+        import zshard.torch as zt  # the Hugging Face directory from_pretrained loads
+        zt.save_pretrained(model, a.pretrained, max_shard_size="40KB")
+    if not a.reference:
+        model.zshard_close()
+    return sd, losses
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--job", default="hf")
+    ap.add_argument("--runs", default="3", help="stages, in turn: 3,2,1,3n ('n': no "
+                    "gradient checkpointing)")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--out", required=True, help="rank 0 writes OUT-RUN.safetensors")
+    ap.add_argument("--reference", action="store_true")
+    ap.add_argument("--world", type=int, default=2)
+    ap.add_argument("--pretrained", default=None, help="rank 0 saves the first run there")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    rank = int(os.environ.get("RANK", "0"))
+    for run in a.runs.split(","):
+        sd, losses = train(a, run, rank)
+        if rank == 0:
+            save_file(sd, "%s-%s.safetensors" % (a.out, run))
+        print("rank %d run %s: losses %s" % (rank, run, " ".join(repr(x) for x in losses)),
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""test_hf.py - Hugging Face models as users train them, through zshard.torch
+on a real cluster: GPT2LMHeadModel and LlamaForCausalLM (grouped-query
+attention, untied head) built from transformers configs with random init
+(no hub access), each decoder layer fully_shard'ed, 2 ranks, AdamW in two
+groups and a LambdaLR, with gradient checkpointing (hf_rank.py). Stages 1,
+2 and 3 end bitwise equal to each other, and within 4e-4 (parameters,
+relative to each tensor's largest value) and 1e-6 (the loss of each step)
+of single-process torch.optim.AdamW on the global batch; a run without
+checkpointing ends bitwise equal to one with. zshard.torch.save_pretrained
+writes a directory (config.json, sharded safetensors and their index) that
+transformers' from_pretrained loads into the trained parameters, giving
+the same logits as a plain model holding them.
+
+    ZSHARD_BIN=build/bin build/torch-venv/bin/python tests/python/test_hf.py
+"""
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import torch
+from safetensors.torch import load_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cluster import Cluster, die_with_us  # noqa: E402
+from test_torch import BIN  # noqa: E402
+
+try:
+    import transformers  # noqa: F401
+    HAVE_HF = True
+except ImportError as e:
+    HAVE_HF, WHY = False, str(e)
+
+STEPS = 4
+
+
+class TestHF(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not HAVE_HF:
+            raise unittest.SkipTest("transformers is not installed (%s); tools/torch-venv.sh "
+                                    "installs it" % WHY)
+        cls.c = Cluster(BIN)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def run_rank(self, args, rank=0, world=2, reference=False):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                   ZSHARD_COORDINATOR=self.c.addr, OMP_NUM_THREADS="1")
+        env.pop("LD_LIBRARY_PATH", None)
+        env["PYTHONPATH"] = os.path.join(HERE, "..", "..", "python") + (
+            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        argv = [sys.executable, os.path.join(HERE, "hf_rank.py")] + args
+        if reference:
+            argv += ["--reference", "--world", str(world)]
+        log = open(os.path.join(self.c.d, "hf-%d-%d.log" % (os.getpid(), id(argv))), "w+")
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                             stdin=subprocess.DEVNULL, preexec_fn=die_with_us)
+        return p, log
+
+    def wait(self, runs):
+        """Each process's losses by run."""
+        out = []
+        for p, log in runs:
+            try:
+                rc = p.wait(900)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "timeout"
+            log.seek(0)
+            text = log.read()
+            log.close()
+            if rc != 0:
+                self.fail("%s: rc %s\n%s" % (" ".join(p.args[1:]), rc, text[-3000:]))
+            out.append({m.group(1): [float(x) for x in m.group(2).split()]
+                        for m in re.finditer(r"run (\w+): losses ([-0-9.e ]+)", text)})
+        return out
+
+    def train(self, model, runs, pretrained):
+        """Both ranks through every run (a job each): rank 0's parameters
+        and each step's loss (the mean of the ranks', as the global
+        batch's), by run."""
+        out = os.path.join(self.c.d, model)
+        args = ["--model", model, "--job", model, "--runs", ",".join(runs), "--steps",
+                str(STEPS), "--out", out]
+        procs = [self.run_rank(args + (["--pretrained", pretrained] if r == 0 else []), rank=r)
+                 for r in range(2)]
+        l0, l1 = self.wait(procs)
+        return {run: (load_file("%s-%s.safetensors" % (out, run)),
+                      [(a + b) / 2 for a, b in zip(l0[run], l1[run])]) for run in runs}
+
+    def check_model(self, model, runs):
+        import transformers as tf
+        # single-process torch on the global batch, beside the ranks
+        rout = os.path.join(self.c.d, model + "-ref")
+        refp = self.run_rank(["--model", model, "--steps", str(STEPS), "--out", rout],
+                             reference=True)
+        pre = os.path.join(self.c.d, model + "-pretrained")
+        ends = self.train(model, runs, pre)
+        ref_losses = self.wait([refp])[0]["3"]  # waited for before its file is read
+        ref = load_file(rout + "-3.safetensors")
+        got, losses = ends["3"]
+        for run in runs[1:]:
+            for n, t in got.items():
+                self.assertTrue(torch.equal(t, ends[run][0][n]),
+                                "%s: run %s's %s differs from stage 3's" % (model, run, n))
+            self.assertEqual(losses, ends[run][1], run)
+        # AdamW's rounding (torch's lerp) amplified through tiny gradients:
+        # 4e-4 of each tensor's largest value, and 1e-5 (lr/300) for a
+        # tensor still near its zero init (a bias)
+        worst = 0.0
+        for n, r in ref.items():
+            d = (got[n] - r).abs().max().item()
+            worst = max(worst, d / r.abs().max().item())
+            self.assertLess(d, 4e-4 * r.abs().max().item() + 1e-5,
+                            "%s: %s differs from torch's by %.2e" % (model, n, d))
+        dl = max(abs(a - b) for a, b in zip(losses, ref_losses))
+        self.assertLess(dl, 1e-6, "%s: losses %s, torch's %s" % (model, losses, ref_losses))
+        # the Hugging Face directory: from_pretrained holds the trained values
+        files = sorted(os.listdir(pre))
+        self.assertIn("config.json", files)
+        self.assertIn("model.safetensors.index.json", files)
+        self.assertGreater(sum(f.endswith(".safetensors") for f in files), 2)
+        hf = tf.AutoModelForCausalLM.from_pretrained(pre)
+        for n, t in hf.state_dict().items():
+            if n in got:
+                self.assertTrue(torch.equal(t.float(), got[n]), "%s: %s" % (model, n))
+        plain = type(hf)(hf.config)
+        plain.load_state_dict(got, strict=False)
+        ids = torch.randint(0, 96, (2, 16), generator=torch.Generator().manual_seed(3))
+        hf.eval()
+        plain.eval()
+        with torch.no_grad():
+            self.assertTrue(torch.equal(hf(ids).logits, plain(ids).logits))
+        print("test_hf: %s: runs %s bitwise equal; from torch: parameters %.1e (relative), "
+              "loss %.1e; from_pretrained: %d files, same logits"
+              % (model, " ".join(runs), worst, dl, len(files)), flush=True)
+
+    def test_gpt2(self):
+        """Stages 3, 2, 1 with gradient checkpointing, and 3 without."""
+        self.check_model("gpt2", ["3", "2", "1", "3n"])
+
+    def test_llama(self):
+        self.check_model("llama", ["3", "2", "1"])
+
+
+if __name__ == "__main__":
+    r = unittest.main(exit=False, verbosity=2).result
+    bad = len(r.failures) + len(r.errors)
+    if r.skipped:
+        print("check: hf: skipped: %s" % r.skipped[0][1])
+    elif bad:
+        print("check: hf: %d of %d tests failed" % (bad, r.testsRun))
+    else:
+        print("check: hf: %d tests passed" % r.testsRun)
+    sys.exit(1 if bad else 0)
