@@ -306,13 +306,23 @@ class TestTorch(unittest.TestCase):
         from zshard.torch import SGD
         a = args()
         m = gpt.build(a)
-        with self.assertRaisesRegex(zshard.InvalidArgument, "no coordinator"):
-            env = os.environ.pop("ZSHARD_COORDINATOR", None)
-            try:
-                fully_shard(gpt.build(a), job="nope", world_size=1)
-            finally:
-                if env is not None:
-                    os.environ["ZSHARD_COORDINATOR"] = env
+        # no coordinator anywhere (nor a local cluster): the start says where it looked
+        env = os.environ.pop("ZSHARD_COORDINATOR", None)
+        local = os.environ.get("ZSHARD_LOCAL_DIR")
+        os.environ["ZSHARD_LOCAL_DIR"] = os.path.join(self.c.d, "no-local-cluster")
+        try:
+            m0 = fully_shard(gpt.build(a), job="nope", world_size=1)
+            SGD(m0.parameters(), lr=0.1)
+            with self.assertRaisesRegex(zshard.InvalidArgument, "no coordinator: .*zshard-local "
+                                        "start; none runs in .*no-local-cluster"):
+                m0.zshard_start()
+        finally:
+            if env is not None:
+                os.environ["ZSHARD_COORDINATOR"] = env
+            if local is None:
+                os.environ.pop("ZSHARD_LOCAL_DIR")
+            else:
+                os.environ["ZSHARD_LOCAL_DIR"] = local
         for b in m.blocks:
             fully_shard(b)
         fully_shard(m, job="g1p", coordinator=self.c.addr, rank=0, world_size=1)
