@@ -5,7 +5,7 @@ layer fully_shard'ed, AdamW in two groups (no decay on norms and biases)
 and a LambdaLR warmup, gradient checkpointing on request.
 tests/python/test_hf.py runs it.
 
-  hf_rank.py --model gpt2|llama --job NAME --runs 3,2,1[,3n] --steps N --out PREFIX
+  hf_rank.py --model gpt2|llama --job NAME --runs 3,2,1[,3n,3m] --steps N --out PREFIX
              [--reference --world W] [--pretrained DIR]
 """
 import argparse
@@ -48,14 +48,69 @@ def lam(step):
     return min(1.0, (step + 1) / 3)
 
 
+def mixed(model):
+    """bf16 weights, fp32 norms (as Hugging Face checkpoints often keep
+    them), computed under CPU autocast."""
+    model.to(torch.bfloat16)
+    for m in model.modules():
+        if type(m).__name__.endswith(("RMSNorm", "LayerNorm")):
+            m.float()
+
+
+def reference_mixed(a, model):
+    """The mixed-precision reference of zshard's semantics: fp32 masters,
+    each rank's gradient from the model in its dtypes on its own batch,
+    their fp32 mean, torch.optim.AdamW on the masters, the parameters
+    the masters rounded to their dtypes."""
+    named = dict(model.named_parameters())
+    masters = {n: p.detach().float().clone().requires_grad_(True) for n, p in named.items()}
+    opt = torch.optim.AdamW([{"params": [masters[n] for n, p in named.items() if p.dim() >= 2],
+                              "weight_decay": 0.1},
+                             {"params": [masters[n] for n, p in named.items() if p.dim() < 2],
+                              "weight_decay": 0.0}], lr=3e-3, betas=(0.9, 0.95), eps=1e-8)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
+    losses = []
+    for step in range(a.steps):
+        acc = {n: torch.zeros_like(m) for n, m in masters.items()}
+        total = 0.0
+        for r in range(a.world):
+            with torch.no_grad():
+                for n, p in named.items():
+                    p.copy_(masters[n])
+            ids = batch(r, step)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            for n, p in named.items():
+                acc[n] += p.grad.float()
+                p.grad = None
+            total += loss.item()
+        for n, m in masters.items():
+            m.grad = acc[n] / a.world
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        losses.append(total / a.world)
+    with torch.no_grad():
+        for n, p in named.items():
+            p.copy_(masters[n])
+    return losses
+
+
 def train(a, run, rank):
     """One run: RUN is a stage (1-3), 'n' after it without gradient
-    checkpointing; returns the state dict and each step's loss."""
+    checkpointing, 'm' mixed precision (bf16 weights, fp32 norms, CPU
+    autocast); returns the state dict and each step's loss."""
     stage, checkpointing = int(run[0]), not run.endswith("n")
     model, layers = build(a.model)
+    if run.endswith("m"):
+        mixed(model)
     if checkpointing:
         model.gradient_checkpointing_enable()
     model.train()
+    if a.reference and run.endswith("m"):
+        losses = reference_mixed(a, model)
+        return {n: t.detach().float().clone() for n, t in model.state_dict().items()}, losses
     if not a.reference:
         import zshard.torch as zt
         for layer in layers:
@@ -71,7 +126,8 @@ def train(a, run, rank):
             ids = torch.cat([batch(r, step) for r in range(a.world)])
         else:
             ids = batch(rank, step)
-        loss = model(input_ids=ids, labels=ids).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=run.endswith("m")):
+            loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
         sched.step()
@@ -90,8 +146,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--job", default="hf")
-    ap.add_argument("--runs", default="3", help="stages, in turn: 3,2,1,3n ('n': no "
-                    "gradient checkpointing)")
+    ap.add_argument("--runs", default="3", help="stages, in turn: 3,2,1,3n,3m ('n': no "
+                    "gradient checkpointing, 'm': mixed precision)")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--out", required=True, help="rank 0 writes OUT-RUN.safetensors")
     ap.add_argument("--reference", action="store_true")

@@ -88,8 +88,8 @@ class TestHF(unittest.TestCase):
         out = os.path.join(self.c.d, model)
         args = ["--model", model, "--job", model, "--runs", ",".join(runs), "--steps",
                 str(STEPS), "--out", out]
-        procs = [self.run_rank(args + (["--pretrained", pretrained] if r == 0 else []), rank=r)
-                 for r in range(2)]
+        procs = [self.run_rank(args + (["--pretrained", pretrained] if r == 0 and pretrained
+                                       else []), rank=r) for r in range(2)]
         l0, l1 = self.wait(procs)
         return {run: (load_file("%s-%s.safetensors" % (out, run)),
                       [(a + b) / 2 for a, b in zip(l0[run], l1[run])]) for run in runs}
@@ -140,6 +140,65 @@ class TestHF(unittest.TestCase):
         print("test_hf: %s: runs %s bitwise equal; from torch: parameters %.1e (relative), "
               "loss %.1e; from_pretrained: %d files, same logits"
               % (model, " ".join(runs), worst, dl, len(files)), flush=True)
+
+    def test_llama_mixed_dtypes(self):
+        """bf16 weights and fp32 norms in one model (each norm's unit gets a
+        companion of its dtype), under CPU autocast, stages 3 and 1: bitwise
+        equal to each other; the servers keep fp32 masters of which each
+        bf16 parameter is exactly the rounding; and close to fp32 masters
+        updated by torch.optim.AdamW on the ranks' mean gradient."""
+        runs = ["3m", "1m"]
+        rout = os.path.join(self.c.d, "mixed-ref")
+        refp = self.run_rank(["--model", "llama", "--steps", str(STEPS), "--out", rout,
+                              "--runs", "3m"], reference=True)
+        ends = self.train("llama", runs, None)
+        ref_losses = self.wait([refp])[0]["3m"]
+        ref = load_file(rout + "-3m.safetensors")
+        got, losses = ends["3m"]
+        for n, t in got.items():
+            self.assertTrue(torch.equal(t, ends["1m"][0][n]), "stage 1's %s differs" % n)
+        shown = self.c.ctl("job", "show", "llama-3m")
+        # the norms' units of their own dtype, beside each layer's bf16 one
+        self.assertIn("model.layers.0[f32]", self.c.ctl("placement", "llama-3m"))
+        worst = {"bf16": 0.0, "f32": 0.0}
+        import hf_rank
+        m, _ = hf_rank.build("llama")
+        hf_rank.mixed(m)
+        dtypes = {n: p.dtype for n, p in m.state_dict().items()}
+        # the servers' fp32 masters (zshardctl export): finer than bf16, and
+        # each bf16 parameter exactly its master rounded
+        out = os.path.join(self.c.d, "mixed-masters.safetensors")
+        self.c.ctl("export", "llama-3m", "--out", out, "--bare-names")
+        masters = load_file(out)
+        finer = 0
+        for n, t in masters.items():
+            self.assertEqual(t.dtype, torch.float32, n)
+            if dtypes[n] == torch.bfloat16:
+                self.assertTrue(torch.equal(t.to(torch.bfloat16).float(), got[n]),
+                                "%s is not its master rounded to bf16" % n)
+                finer += int((t != t.to(torch.bfloat16).float()).sum())
+            else:
+                self.assertTrue(torch.equal(t, got[n]), n)
+        self.assertGreater(finer, 0, "the masters hold nothing finer than bf16")
+        # against fp32 masters updated by torch: bf16 compute makes every
+        # flipped rounding a (slightly) other gradient, which Adam amplifies
+        # where gradients are tiny: 1e-2 of each bf16 tensor's scale (2.5
+        # bf16 roundings), 4e-4 (+1e-5) of each fp32 one's
+        for n, r in ref.items():
+            d = (got[n] - r).abs().max().item()
+            scale = r.abs().max().item()
+            k = "bf16" if dtypes[n] == torch.bfloat16 else "f32"
+            worst[k] = max(worst[k], d / scale)
+            self.assertLess(d, 1e-2 * scale if k == "bf16" else 4e-4 * scale + 1e-5,
+                            "%s (%s) differs from the reference by %.2e" % (n, k, d))
+        dl = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
+        self.assertLess(dl, 1e-3, "losses %s, the reference's %s" % (losses, ref_losses))
+        self.assertIn("compute bf16", shown)
+        print("test_hf: llama, bf16 weights and fp32 norms: stages 3 and 1 bitwise equal; "
+              "fp32 masters (%d values finer than bf16), each bf16 tensor their rounding; "
+              "from torch's AdamW on fp32 masters: bf16 tensors %.1e, fp32 %.1e (of each "
+              "tensor's scale), loss %.1e" % (finer, worst["bf16"], worst["f32"], dl),
+              flush=True)
 
     def test_gpt2(self):
         """Stages 3, 2, 1 with gradient checkpointing, and 3 without."""

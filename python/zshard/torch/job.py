@@ -25,6 +25,8 @@ class _Unit:
     def __init__(self, index, name, module, params, reshard):
         self.index, self.name, self.module = index, name, module
         self.params = params          # [(qualified name, parameter)] in the job's order
+        self.dtype = params[0][1].dtype if params else None  # one per unit
+        self.companions = []          # the module's units of its other dtypes
         self.reshard = reshard
         self.ptr = None               # the bound parameter buffer, or None
         self.flat = None              # a tensor over it
@@ -109,9 +111,29 @@ class Job:
                 root_ps.append((names[id(p)], p))
             else:
                 per[c].append((names[id(p)], p))
-        self.units.append(_Unit(0, "root", self.root, root_ps, False))
+        # one unit per module and dtype: a module with parameters of several
+        # dtypes (fp32 norms beside bf16 weights) is the unit of its first
+        # parameter's dtype and companions right after it, each a unit of
+        # the job in its own dtype (the hooks treat them as one)
+        def add(name, module, ps, reshard):
+            order = []
+            for _, p in ps:
+                if p.dtype not in order:
+                    order.append(p.dtype)
+            first = None
+            for k, dt in enumerate(order or [None]):
+                mine = [(n, p) for n, p in ps if p.dtype == dt] if dt is not None else []
+                u = _Unit(len(self.units), name if k == 0 else "%s[%s]" % (name, DT.get(
+                    dt, (str(dt),))[0]), module, mine, reshard)
+                self.units.append(u)
+                if first is None:
+                    first = u
+                else:
+                    first.companions.append(u)
+
+        add("root", self.root, root_ps, False)
         for n, m in marked:  # module order
-            self.units.append(_Unit(len(self.units), n, m, per[n], m._zshard_unit))
+            add(n, m, per[n], m._zshard_unit)
         self.slot = {}
         for u in self.units:
             for (_, p), off in zip(u.params, u.offsets):
@@ -122,10 +144,10 @@ class Job:
             raise InvalidArgument("zshard modules with no parameters of their own: %s" %
                                   ", ".join(empty))
         dts = {p.dtype for u in self.units for _, p in u.params}
-        if len(dts) != 1 or next(iter(dts)) not in DT:
-            raise InvalidArgument("every parameter must be of one dtype of float32, bfloat16, "
-                                  "float16 (found %s)" % ", ".join(sorted(map(str, dts))))
-        self.dtype = next(iter(dts))
+        if not dts <= set(DT):
+            raise InvalidArgument("parameters must be float32, bfloat16 or float16 (found %s)"
+                                  % ", ".join(sorted(map(str, dts - set(DT)))))
+        self.dtype = self.units[0].dtype or self.units[1].dtype  # the job's compute dtype
         devs = {p.device for u in self.units for _, p in u.params}
         if len(devs) != 1:
             raise InvalidArgument("the parameters are on several devices: %s" %
@@ -153,7 +175,7 @@ class Job:
         staged = self.o.get("staged") or (dev.type != "cpu" and self.devmode is None)
         self.device = dev if staged else None
         self.pdev = dev  # where the parameters live
-        self.empty = torch.empty(0, dtype=self.dtype, device=dev)
+        self.empty = {dt: torch.empty(0, dtype=dt, device=dev) for dt in dts}
 
     def attach(self, opt, seen):
         missing = [n for u in self.units for n, p in u.params
@@ -196,7 +218,7 @@ class Job:
                 if not p.requires_grad:  # held and gathered, never updated
                     t["frozen"] = True
                 tensors.append(t)
-            units.append({"name": u.name, "tensors": tensors})
+            units.append({"name": u.name, "dtype": DT[u.dtype][0], "tensors": tensors})
         spec = {"name": self.o["job"], "stage": self.o["stage"],
                 "world_size": self.o["world_size"], "compute_dtype": DT[self.dtype][0],
                 "optimizer": optimizer, "units": units}
@@ -336,7 +358,7 @@ class Job:
 
     # ----------------------------------------------------------- binding
     def _wrap(self, u, ptr):
-        np_dt, tview = DT[self.dtype][1], DT[self.dtype][2]
+        np_dt, tview = DT[u.dtype][1], DT[u.dtype][2]
         if isinstance(self.devmode, torch.device):  # device memory
             flat = torch.as_tensor(_DeviceMemory(ptr, u.numel, np.dtype(np_dt).str),
                                    device=self.devmode)
@@ -370,7 +392,7 @@ class Job:
             return host.to(self.device, copy=True)
         self.pinned_free(u)
         u.pinned.copy_(host)
-        dev = torch.empty(u.numel, dtype=self.dtype, device=self.device)
+        dev = torch.empty(u.numel, dtype=u.dtype, device=self.device)
         dev.copy_(u.pinned, non_blocking=True)
         u.copied.record()
         return dev
@@ -389,7 +411,7 @@ class Job:
         """The unit's pinned buffer (made at first use), once its last copy
         to the device is done."""
         if u.pinned is None:
-            u.pinned = torch.empty(u.numel, dtype=self.dtype, pin_memory=True)
+            u.pinned = torch.empty(u.numel, dtype=u.dtype, pin_memory=True)
             u.copied = torch.cuda.Event()
         else:
             u.copied.synchronize()
@@ -403,7 +425,7 @@ class Job:
             self.by_ptr.pop(u.key, None)
         u.ptr, u.flat, u.key = None, None, None
         for _, p in u.params:
-            p.data = self.empty
+            p.data = self.empty[p.dtype]
 
     def unbind_grads(self, u):
         u.grad_ptr, u.grad_flat = None, None
@@ -414,7 +436,7 @@ class Job:
         """Unit u's gradient buffer (libzshard's, zeroed once per step) as
         its parameters' .grad."""
         if u.grad_flat is None and self.device is not None:
-            u.grad_flat = torch.zeros(u.numel, dtype=self.dtype, device=self.device)
+            u.grad_flat = torch.zeros(u.numel, dtype=u.dtype, device=self.device)
         elif u.grad_flat is None:
             u.grad_ptr = self.t.unit_grad_ptr(u.index)
             u.grad_flat = self._wrap(u, u.grad_ptr)
@@ -516,14 +538,17 @@ class Job:
     def pre_forward(self, module, args):
         u = module._zshard_index_unit
         if not torch.is_grad_enabled():
-            return self.eval_pre(u)
+            for v in [u] + u.companions:
+                self.eval_pre(v)
+            return None
         if u.index == 0:
             self.start()
             if not self.in_step:
                 self.begin_step()
             self._sth = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
             self._sth.__enter__()
-        self.bind(u, False)
+        for v in [u] + u.companions:  # the module's units, one per dtype
+            self.bind(v, False)
 
     def post_forward(self, module, args, out):
         u = module._zshard_index_unit
@@ -537,8 +562,9 @@ class Job:
                 self._sth.__exit__(None, None, None)
                 self._sth = None
         elif self.t.stage == 3 and u.reshard:
-            self.t.unit_forward_done(u.index)
-            self.unbind(u)
+            for v in [u] + u.companions:
+                self.t.unit_forward_done(v.index)
+                self.unbind(v)
         return None
 
     def pre_backward(self, u):
@@ -549,10 +575,10 @@ class Job:
             torch.autograd.Variable._execution_engine.queue_callback(self.backward_done)
             for v in self.units:
                 v.waiting = sum(1 for _, p in v.params if p.requires_grad)
-        if u.pushed:
-            return
-        self.bind(u, True)
-        self.grads(u)
+        for v in [u] + u.companions:
+            if not v.pushed:
+                self.bind(v, True)
+                self.grads(v)
 
     def post_accumulate(self, p):
         u, off = self.slot[id(p)]
@@ -608,13 +634,13 @@ class Job:
     def gathered(self, u):
         """Unit u's parameters of the last completed step, gathered outside
         the step driver into a tensor of their own (on the host)."""
-        buf = np.empty(u.numel, dtype=DT[self.dtype][1])
+        buf = np.empty(u.numel, dtype=DT[u.dtype][1])
         bound = self.o["op_timeout_ms"] or 120000  # the step driver's default bound
         if not self.t.gather(u.index, self.step, out=buf).wait(bound):
             raise TimedOut("unit '%s' of step %d was not gathered within %d ms" %
                            (u.name, self.step, bound))
         flat = torch.from_numpy(buf)
-        return flat.view(DT[self.dtype][2]) if DT[self.dtype][2] is not None else flat
+        return flat.view(DT[u.dtype][2]) if DT[u.dtype][2] is not None else flat
 
     def eval_pre(self, u):
         """A forward under no_grad (evaluation): parameters of the last
@@ -635,7 +661,7 @@ class Job:
         for v in self.units:
             if v.index in self.eval_units:
                 for _, p in v.params:
-                    p.data = self.empty
+                    p.data = self.empty[p.dtype]
         self.eval_units.clear()
         return None
 

@@ -181,10 +181,12 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     module._zshard = st
     module.__class__ = type("Zshard" + module.__class__.__name__,
                             (ZshardModule, module.__class__), {})
+    companions = {id(v) for u in st.units for v in u.companions}
     for u in st.units:
-        u.module._zshard_index_unit = u
-        u.module.register_forward_pre_hook(st.pre_forward)
-        u.module.register_forward_hook(st.post_forward)
+        if id(u) not in companions:  # a module's units of other dtypes: the first's hooks
+            u.module._zshard_index_unit = u
+            u.module.register_forward_pre_hook(st.pre_forward)
+            u.module.register_forward_hook(st.post_forward)
         for _, p in u.params:
             if p.requires_grad:
                 p.register_post_accumulate_grad_hook(st.post_accumulate)
