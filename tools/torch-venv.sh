@@ -2,14 +2,15 @@
 # torch-venv.sh DIR [--peers] - a virtual environment with what the PyTorch
 # side of zshard needs, from PyPI: torch 2.x (the CPU runs of the full
 # wheel: there is no CPU-only torch on PyPI), numpy, safetensors,
-# transformers (the Hugging Face models of tests/python/test_hf.py); with
+# transformers and accelerate (the Hugging Face models and Trainer of
+# tests/python/test_hf.py); with
 # --peers also DeepSpeed (CPU accelerator, no prebuilt ops) for make bench.
 # Built once (about 5 minutes and 5 GB the first time, far less from pip's
 # cache) and kept: DIR/.ok says what it holds. Debian's python3 and
 # python3-venv (tools/install-deps.sh) make it.
 set -eu
 dir=$1
-base="torch>=2.1,<3 numpy safetensors transformers"
+base="torch>=2.1,<3 numpy safetensors transformers accelerate"
 have=$(cat "$dir/.ok" 2>/dev/null || true)
 case "${2:-}" in
 --peers) [ "$have" = "$base deepspeed" ] && exit 0 ;;

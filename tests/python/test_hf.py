@@ -14,6 +14,7 @@ the same logits as a plain model holding them.
 
     ZSHARD_BIN=build/bin build/torch-venv/bin/python tests/python/test_hf.py
 """
+import json
 import os
 import re
 import subprocess
@@ -199,6 +200,60 @@ class TestHF(unittest.TestCase):
               "from torch's AdamW on fp32 masters: bf16 tensors %.1e, fp32 %.1e (of each "
               "tensor's scale), loss %.1e" % (finer, worst["bf16"], worst["f32"], dl),
               flush=True)
+
+    def test_trainer(self):
+        """Hugging Face Trainer over a zshard GPT-2 (one rank, in this
+        process): the optimizer and scheduler passed in, its gradient
+        clipping (through Accelerate) reports the servers' norm of each
+        step (it reported 0 before: Accelerate reads .grad), and its
+        checkpoint's model.safetensors holds the trained parameters."""
+        import hf_rank
+        import transformers as tf
+        import zshard.torch as zt
+        out = os.path.join(self.c.d, "trainer")
+        model, layers = hf_rank.build("gpt2")
+        before = {n: t.detach().clone() for n, t in model.state_dict().items()}
+        for layer in layers:
+            zt.fully_shard(layer)
+        zt.fully_shard(model, job="trainer", coordinator=self.c.addr, rank=0, world_size=1)
+        opt = zt.AdamW(hf_rank.groups(model), lr=3e-3, max_grad_norm=1.0)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, hf_rank.lam)
+
+        class Data(torch.utils.data.Dataset):
+            def __len__(self):
+                return 16
+
+            def __getitem__(self, i):
+                ids = hf_rank.batch(0, i)[0]
+                return {"input_ids": ids, "labels": ids}
+
+        args = tf.TrainingArguments(output_dir=out, per_device_train_batch_size=2, max_steps=4,
+                                    max_grad_norm=1.0, save_steps=4, logging_steps=1,
+                                    report_to=[], use_cpu=True, seed=0, disable_tqdm=True,
+                                    dataloader_num_workers=0)
+        env = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+               if k in os.environ}
+        try:
+            tf.Trainer(model=model, args=args, train_dataset=Data(),
+                       optimizers=(opt, sched)).train()
+        finally:
+            os.environ.update(env)
+        with open(os.path.join(out, "checkpoint-4", "trainer_state.json")) as f:
+            logged = [h["grad_norm"] for h in json.load(f)["log_history"] if "grad_norm" in h]
+        servers = [model._zshard.grad_norm(s) for s in range(4)]
+        self.assertEqual(len(logged), 4)
+        for a, b in zip(logged, servers):
+            self.assertAlmostEqual(a, b, places=5)
+        self.assertTrue(all(n > 1.0 for n in servers))  # so every step was clipped
+        saved = load_file(os.path.join(out, "checkpoint-4", "model.safetensors"))
+        sd = model.state_dict()
+        for n, t in saved.items():
+            self.assertTrue(torch.equal(t, sd[n]), n)
+            self.assertFalse(torch.equal(t, before[n]) and t.dim() == 2, "%s untrained" % n)
+        model.zshard_close()
+        print("test_hf: Trainer: 4 steps, grad_norm logged as the servers computed it (%s), "
+              "checkpoint-4 holds the trained parameters" %
+              ", ".join("%.3f" % x for x in servers), flush=True)
 
     def test_gpt2(self):
         """Stages 3, 2, 1 with gradient checkpointing, and 3 without."""
