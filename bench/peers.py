@@ -47,6 +47,11 @@ CONFIGS = [
     ("FSDP2 reshard_after_forward=True", "fsdp2", {"reshard": True}),
     ("FSDP2 reshard_after_forward=False", "fsdp2", {"reshard": False}),
     ("FSDP2 CPUOffloadPolicy", "fsdp2", {"reshard": True, "offload": True}),
+    # torch.compile of each block (module.compile(), inductor), as FSDP2 users do
+    ("zshard ZeRO-3 shm, torch.compile", "zshard", {"stage": 3, "transport": "shm",
+                                                     "compile": True}),
+    ("FSDP2 reshard_after_forward=True, torch.compile", "fsdp2", {"reshard": True,
+                                                                  "compile": True}),
     ("DDP", "ddp", {}),
     ("DeepSpeed ZeRO-1", "deepspeed", {"stage": 1}),
     ("DeepSpeed ZeRO-2", "deepspeed", {"stage": 2}),
@@ -72,6 +77,8 @@ def rank_main(a):
         from zshard.torch import AdamW, fully_shard
         for blk in model.blocks:
             fully_shard(blk)
+            if cfg.get("compile"):
+                blk.compile()
         fully_shard(model, job=a.job, stage=cfg["stage"], transport=cfg["transport"])
         opt = AdamW(groups, lr=LR, betas=(0.9, 0.95), eps=1e-8)
         model.zshard_start()
@@ -118,6 +125,8 @@ def rank_main(a):
                     kw["offload_policy"] = CPUOffloadPolicy(pin_memory=False)
                 for blk in model.blocks:
                     fully_shard(blk, **kw)
+                    if cfg.get("compile"):
+                        blk.compile()
                 fully_shard(model, **kw)
                 decay, no_decay = gpt.param_groups(model)
                 opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
