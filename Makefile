@@ -313,8 +313,11 @@ check: all
 		>>$(BUILD)/torch-test.log 2>&1 && \
 		ZSHARD_LIB=$(abspath $(LIBZS_SO)) ZSHARD_BIN=$(abspath $(BUILD)/bin) timeout 900 \
 		env -u LD_LIBRARY_PATH $(TORCH_VENV)/bin/python tests/python/test_hf.py \
+		>>$(BUILD)/torch-test.log 2>&1 && \
+		ZSHARD_LIB=$(abspath $(LIBZS_SO)) ZSHARD_BIN=$(abspath $(BUILD)/bin) timeout 600 \
+		env -u LD_LIBRARY_PATH $(TORCH_VENV)/bin/python tests/python/test_dcp.py \
 		>>$(BUILD)/torch-test.log 2>&1; \
-	then grep -E '^check: (torch|hf)|^test_hf:' $(BUILD)/torch-test.log; \
+	then grep -E '^check: (torch|hf|dcp)|^test_(hf|dcp):' $(BUILD)/torch-test.log; \
 	else cat $(BUILD)/torch-test.log; echo "check: torch FAILED"; rc=1; fi; \
 	if [ "$(SAN)" = 1 ]; then echo "check: wheel skipped under the sanitizers (a wheel is an optimized build)"; \
 	elif timeout 900 sh tests/python/wheel.sh $(BUILD) $(TORCH_VENV) >$(BUILD)/wheel-test.log 2>&1; \

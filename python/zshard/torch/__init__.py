@@ -52,10 +52,11 @@ device), or the arguments of the root's fully_shard.
 from zshard.torch import clip as _clip
 from zshard.torch.blob import load_rng_blob, rng_blob
 from zshard.torch.hf import save_pretrained
+from zshard.dcp import load_model_dcp as load_dcp
 from zshard.torch.module import ZshardModule, fully_shard
 from zshard.torch.optim import SGD, Adagrad, Adam, AdamW, from_optimizer
 
 _clip.install()
 
 __all__ = ["fully_shard", "ZshardModule", "AdamW", "SGD", "Adam", "Adagrad", "from_optimizer",
-           "rng_blob", "load_rng_blob", "save_pretrained"]
+           "rng_blob", "load_rng_blob", "save_pretrained", "load_dcp"]
