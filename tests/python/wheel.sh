@@ -41,6 +41,22 @@ assert here.startswith(os.path.realpath(sys.prefix)), "zshard is not the wheel's
 assert l.lib._name.startswith(os.path.dirname(here)), "libzshard is not the wheel's: " + l.lib._name
 print("wheel: zshard %s and libzshard from %s" % (zshard.__version__, os.path.dirname(here)))
 PY
+# every shared library the installed programs and libzshard need is the
+# wheel's own (zshard.libs) or one of the manylinux set every glibc system has
+site=$("$d/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+n=0
+for f in "$site"/zshard/_native/libzshard.so.0 "$site"/zshard/_native/bin/*; do
+	[ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
+	n=$((n + 1))
+	outside=$(ldd "$f" | awk '$3 ~ /^\// {print $3}' | grep -v "/zshard.libs/" |
+		grep -vE '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|libz|ld-linux-x86-64)\.so' || true)
+	if [ -n "$outside" ]; then
+		echo "wheel: FAILED: $(basename "$f") needs libraries from outside the wheel: $outside"
+		exit 1
+	fi
+done
+[ "$n" -eq 4 ] || { echo "wheel: FAILED: $n ELF files checked, want 4"; exit 1; }
+echo "wheel: libzshard and the daemons need nothing beyond the wheel and glibc's set"
 # nothing of rdma-core's is needed (libibverbs is loaded where present)
 if python3 -m zipfile -l "$whl" | grep -q ibverbs; then
 	echo "wheel: FAILED: the wheel bundles libibverbs"; exit 1
