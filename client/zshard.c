@@ -258,6 +258,39 @@ enum zs_status tr_take_placement(zs_trainer *t, const struct zs_placement *p)
 	return ZS_OK;
 }
 
+/*
+ * What a caller leaves out, from the launch configuration ($ZSHARD_CONFIG,
+ * loaded into cfg): TLS (unless ZSHARD_TLS_* says), and the coordinator:
+ * the configuration's, else $ZSHARD_COORDINATOR, else the local cluster's
+ * (zshard-local start; buf holds it). A join and a job creation find the
+ * same one. ZS_EINVAL naming where it looked when there is none.
+ */
+static enum zs_status launch_defaults(const char **coordinator, struct zs_config *cfg, char *buf,
+				      size_t len, struct zs_error *err)
+{
+	const char *cpath = getenv("ZSHARD_CONFIG");
+	char ldir[512] = "";
+	enum zs_status st;
+
+	if (cpath && cpath[0] && (st = zs_config_load(cpath, cfg, err)))
+		return st;
+	if (!*coordinator)
+		*coordinator = zs_config_coordinator(cfg, buf, len);
+	if (!*coordinator)
+		*coordinator = getenv("ZSHARD_COORDINATOR");
+	if (!*coordinator)
+		*coordinator = zs_local_coordinator(buf, len, ldir, sizeof ldir);
+	if (zs_config_get(cfg, "tls_ca") && !getenv("ZSHARD_TLS_CA") &&
+	    (st = zs_tls_configure(zs_config_get(cfg, "tls_ca"), zs_config_get(cfg, "tls_cert"),
+				   zs_config_get(cfg, "tls_key"), err)))
+		return st;
+	if (!*coordinator)
+		return zs_fail(err, ZS_EINVAL, "no coordinator: give one, set ZSHARD_COORDINATOR or a "
+			       "coordinator in $ZSHARD_CONFIG, or start a local cluster (zshard-local "
+			       "start; none runs in %s)", ldir);
+	return ZS_OK;
+}
+
 int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 		    const char *transport, int timeout_ms, zs_trainer **out, char *errbuf,
 		    size_t errlen)
@@ -265,35 +298,18 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	struct zs_error err = {0};
 	struct zs_join_req req = {.rank = rank};
 	struct zs_config cfg = {0};
-	const char *cpath = getenv("ZSHARD_CONFIG");
-	char first[ZS_ADDR_MAX], ldir[512];
+	char first[ZS_ADDR_MAX];
 	zs_trainer *t;
 	enum zs_status st;
 
 	*out = NULL;
 	/* a launch configuration ($ZSHARD_CONFIG) fills in what the caller
-	 * leaves out: the coordinator, the transport, the step driver's
-	 * policy, TLS (unless ZSHARD_TLS_* says) */
-	if (cpath && cpath[0] && (st = zs_config_load(cpath, &cfg, &err)))
+	 * leaves out: the coordinator, TLS, the transport, the step driver's
+	 * policy */
+	if ((st = launch_defaults(&coordinator, &cfg, first, sizeof first, &err)))
 		goto out;
-	if (!coordinator)
-		coordinator = zs_config_coordinator(&cfg, first, sizeof first);
-	if (!coordinator)
-		coordinator = getenv("ZSHARD_COORDINATOR");
-	if (!coordinator)
-		coordinator = zs_local_coordinator(first, sizeof first, ldir, sizeof ldir);
 	if (!transport)
 		transport = zs_config_get(&cfg, "transport");
-	if (zs_config_get(&cfg, "tls_ca") && !getenv("ZSHARD_TLS_CA") &&
-	    (st = zs_tls_configure(zs_config_get(&cfg, "tls_ca"), zs_config_get(&cfg, "tls_cert"),
-				   zs_config_get(&cfg, "tls_key"), &err)))
-		goto out;
-	if (!coordinator) {
-		st = zs_fail(&err, ZS_EINVAL, "no coordinator: give one, set ZSHARD_COORDINATOR or a "
-			     "coordinator in $ZSHARD_CONFIG, or start a local cluster (zshard-local "
-			     "start; none runs in %s)", ldir);
-		goto out;
-	}
 	if (!transport)
 		transport = "auto";
 	if ((st = zs_transport_check_name(transport, &err)))
@@ -380,22 +396,19 @@ int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms
 	struct zs_error err = {0};
 	struct zs_coord_client *c = NULL;
 	struct zs_job j;
+	struct zs_config cfg = {0};
 	enum zs_status st;
-	char local[ZS_ADDR_MAX], ldir[512];
+	char first[ZS_ADDR_MAX];
 
-	if (!coordinator) /* as a join finds it: the environment, else the local cluster */
-		coordinator = getenv("ZSHARD_COORDINATOR");
-	if (!coordinator)
-		coordinator = zs_local_coordinator(local, sizeof local, ldir, sizeof ldir);
 	if (!spec_json)
 		st = zs_fail(&err, ZS_EINVAL, "no spec");
-	else if (!coordinator)
-		st = zs_fail(&err, ZS_EINVAL, "no coordinator: give one, set ZSHARD_COORDINATOR, or "
-			     "start a local cluster (zshard-local start; none runs in %s)", ldir);
-	else if (!(st = zs_coord_open(coordinator, timeout_ms, 0, &c, &err)) &&
+	/* the coordinator a join of the job would find (launch_defaults) */
+	else if (!(st = launch_defaults(&coordinator, &cfg, first, sizeof first, &err)) &&
+		 !(st = zs_coord_open(coordinator, timeout_ms, 0, &c, &err)) &&
 		 !(st = zs_coord_create_job_json(c, spec_json, &j, &err)))
 		zs_job_release(&j);
 	zs_coord_close(c);
+	zs_config_release(&cfg);
 	if (errbuf && errlen)
 		snprintf(errbuf, errlen, "%s", st ? err.msg : "");
 	return st;

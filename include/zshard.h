@@ -91,8 +91,9 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
  * ZS_EEXIST (a job of that name exists: join it; the join checks that its
  * layout is the trainer's); ZS_EINVAL (the spec, and why: its JSON, a key,
  * a value); ZS_ENOSPC (the servers' capacity); ZS_EUNAVAIL. err (errlen
- * bytes, may be NULL) gets the message. coordinator NULL: $ZSHARD_COORDINATOR,
- * else the local cluster's (as zs_trainer_join).
+ * bytes, may be NULL) gets the message. coordinator NULL: the one
+ * zs_trainer_join would find ($ZSHARD_CONFIG's, $ZSHARD_COORDINATOR, the
+ * local cluster's), with the configuration's TLS files.
  */
 int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms, char *err,
 		  size_t errlen);

@@ -96,15 +96,13 @@ static void adagrad(const struct zs_adagrad_k k, float *restrict p, float *restr
 void zs_optim_apply(const struct zs_optim_step *s, float *param, float *state0,
 		    float *state1, const float *grad, size_t n)
 {
+	struct zs_adamw_k k;
+
 	switch (s->kind) {
 	case ZS_ADAMW:
-		adamw(zs_adamw_consts(s), param, state0, state1, grad, n);
-		break;
-	case ZS_ADAM: /* without decay, AdamW's update (decay 1) */
-		if (s->weight_decay != 0.0)
-			adam(zs_adamw_consts(s), param, state0, state1, grad, n);
-		else
-			adamw(zs_adamw_consts(s), param, state0, state1, grad, n);
+	case ZS_ADAM: /* without an L2 term (AdamW, Adam without decay): AdamW's loop */
+		k = zs_adamw_consts(s);
+		(k.l2 != 0.0f ? adam : adamw)(k, param, state0, state1, grad, n);
 		break;
 	case ZS_ADAGRAD:
 		adagrad(zs_adagrad_consts(s), param, state0, grad, n);

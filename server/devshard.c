@@ -224,12 +224,13 @@ void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_ste
 		const struct zs_optim_step *st = &steps[s->segs[k].group];
 		if (lo >= hi || s->segs[k].frozen)
 			continue;
-		if (st->kind == ZS_ADAMW || (st->kind == ZS_ADAM && st->weight_decay == 0.0))
-			KCALL(e, "AdamW", adamw, zs_adamw_consts(st), s->dmaster + lo, s->ds0 + lo,
-						 s->ds1 + lo, s->dacc + lo, hi - lo);
-		else if (st->kind == ZS_ADAM)
+		/* Adam with an L2 term its own kernel, without one AdamW's (optim.c) */
+		if (ZS_OPTIM_ADAM_FAMILY(st->kind) && zs_adamw_consts(st).l2 != 0.0f)
 			KCALL(e, "Adam", adam, zs_adamw_consts(st), s->dmaster + lo, s->ds0 + lo,
 					      s->ds1 + lo, s->dacc + lo, hi - lo);
+		else if (ZS_OPTIM_ADAM_FAMILY(st->kind))
+			KCALL(e, "AdamW", adamw, zs_adamw_consts(st), s->dmaster + lo, s->ds0 + lo,
+						 s->ds1 + lo, s->dacc + lo, hi - lo);
 		else if (st->kind == ZS_ADAGRAD)
 			KCALL(e, "Adagrad", adagrad, zs_adagrad_consts(st), s->dmaster + lo,
 						     s->ds0 + lo, s->dacc + lo, hi - lo);

@@ -166,6 +166,36 @@ class TestZshard(unittest.TestCase):
         with self.assertRaises(zshard.NotFound):  # nothing was created
             self.join("bad", 0)
 
+    def test_create_job_finds_the_joins_coordinator(self):
+        """Given no coordinator, a job is created where a join would look:
+        $ZSHARD_CONFIG's before a local cluster's (it went to the local one,
+        and rank 0 then waited for a job the configured coordinator never
+        had). A local cluster that seems to run (its pid file) at a dead
+        address, the configuration naming the real one: the job is there."""
+        d = os.path.join(self.c.d, "confonly")
+        os.makedirs(os.path.join(d, "local", "run"))
+        with open(os.path.join(d, "local", "run", "coordinator.pid"), "w") as f:
+            f.write("1\n")
+        with open(os.path.join(d, "local", "coordinator.listen"), "w") as f:
+            f.write("127.0.0.1:1\n")
+        with open(os.path.join(d, "zshard.conf"), "w") as f:
+            f.write("coordinator = %s\n" % self.c.addr)
+        keep = {k: os.environ.get(k) for k in ("ZSHARD_COORDINATOR", "ZSHARD_CONFIG",
+                                               "ZSHARD_LOCAL_DIR")}
+        try:
+            os.environ.pop("ZSHARD_COORDINATOR", None)
+            os.environ["ZSHARD_CONFIG"] = os.path.join(d, "zshard.conf")
+            os.environ["ZSHARD_LOCAL_DIR"] = os.path.join(d, "local")
+            zshard.create_job(spec("viaconf", 1), timeout_ms=5000)
+        finally:
+            for k, v in keep.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        shown = json.loads(self.c.ctl("job", "show", "viaconf", "--json"))
+        self.assertEqual(shown["world_size"], 1)
+
     def test_errors_are_exceptions(self):
         with self.assertRaises(zshard.NotFound) as e:
             self.join("no-such-job", 0)

@@ -26,7 +26,8 @@ class _Unit:
         self.index, self.name, self.module = index, name, module
         self.params = params          # [(qualified name, parameter)] in the job's order
         self.dtype = params[0][1].dtype if params else None  # one per unit
-        self.companions = []          # the module's units of its other dtypes
+        self.family = [self]          # with the module's units of its other dtypes, which
+                                      # the first's hooks act for (its companions)
         self.reshard = reshard
         self.ptr = None               # the bound parameter buffer, or None
         self.flat = None              # a tensor over it
@@ -116,20 +117,16 @@ class Job:
         # parameter's dtype and companions right after it, each a unit of
         # the job in its own dtype (the hooks treat them as one)
         def add(name, module, ps, reshard):
-            order = []
-            for _, p in ps:
-                if p.dtype not in order:
-                    order.append(p.dtype)
             first = None
-            for k, dt in enumerate(order or [None]):
-                mine = [(n, p) for n, p in ps if p.dtype == dt] if dt is not None else []
-                u = _Unit(len(self.units), name if k == 0 else "%s[%s]" % (name, DT.get(
-                    dt, (str(dt),))[0]), module, mine, reshard)
+            for dt in list(dict.fromkeys(p.dtype for _, p in ps)) or [None]:
+                u = _Unit(len(self.units), name if first is None else "%s[%s]" % (
+                    name, DT.get(dt, (str(dt),))[0]), module,
+                    [(n, p) for n, p in ps if p.dtype == dt], reshard)
                 self.units.append(u)
                 if first is None:
                     first = u
                 else:
-                    first.companions.append(u)
+                    first.family.append(u)
 
         add("root", self.root, root_ps, False)
         for n, m in marked:  # module order
@@ -147,7 +144,7 @@ class Job:
         if not dts <= set(DT):
             raise InvalidArgument("parameters must be float32, bfloat16 or float16 (found %s)"
                                   % ", ".join(sorted(map(str, dts - set(DT)))))
-        self.dtype = self.units[0].dtype or self.units[1].dtype  # the job's compute dtype
+        self.dtype = self.units[0].dtype  # the job's compute dtype: the root's first
         devs = {p.device for u in self.units for _, p in u.params}
         if len(devs) != 1:
             raise InvalidArgument("the parameters are on several devices: %s" %
@@ -538,7 +535,7 @@ class Job:
     def pre_forward(self, module, args):
         u = module._zshard_index_unit
         if not torch.is_grad_enabled():
-            for v in [u] + u.companions:
+            for v in u.family:
                 self.eval_pre(v)
             return None
         if u.index == 0:
@@ -547,7 +544,7 @@ class Job:
                 self.begin_step()
             self._sth = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
             self._sth.__enter__()
-        for v in [u] + u.companions:  # the module's units, one per dtype
+        for v in u.family:  # the module's units, one per dtype
             self.bind(v, False)
 
     def post_forward(self, module, args, out):
@@ -562,7 +559,7 @@ class Job:
                 self._sth.__exit__(None, None, None)
                 self._sth = None
         elif self.t.stage == 3 and u.reshard:
-            for v in [u] + u.companions:
+            for v in u.family:
                 self.t.unit_forward_done(v.index)
                 self.unbind(v)
         return None
@@ -575,7 +572,7 @@ class Job:
             torch.autograd.Variable._execution_engine.queue_callback(self.backward_done)
             for v in self.units:
                 v.waiting = sum(1 for _, p in v.params if p.requires_grad)
-        for v in [u] + u.companions:
+        for v in u.family:
             if not v.pushed:
                 self.bind(v, True)
                 self.grads(v)

@@ -183,7 +183,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     module._zshard = st
     module.__class__ = type("Zshard" + module.__class__.__name__,
                             (ZshardModule, module.__class__), {})
-    companions = {id(v) for u in st.units for v in u.companions}
+    companions = {id(v) for u in st.units for v in u.family[1:]}
     for u in st.units:
         if id(u) not in companions:  # a module's units of other dtypes: the first's hooks
             u.module._zshard_index_unit = u

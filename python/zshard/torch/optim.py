@@ -84,6 +84,16 @@ def _refuse(what: str, **given) -> None:
                                   % (what, k, v, k, plain))
 
 
+def _adam_values(what: str, g) -> dict:
+    """An AdamW or Adam param group's values, what neither implements refused."""
+    _refuse(what, amsgrad=(g.get("amsgrad", False), False),
+            maximize=(g.get("maximize", False), False),
+            differentiable=(g.get("differentiable", False), False))
+    b1, b2 = g["betas"]
+    return {"lr": float(g["lr"]), "weight_decay": float(g["weight_decay"]),
+            "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]), "momentum": 0.0}
+
+
 class AdamW(_Optim, torch.optim.Optimizer):
     """torch.optim.AdamW, as its signature reads, applied by the shard
     servers (zshard's AdamW: docs/DESIGN.md; the same update as torch's).
@@ -108,13 +118,7 @@ class AdamW(_Optim, torch.optim.Optimizer):
         self._zshard_init(max_grad_norm)
 
     def _group_values(self, g):
-        _refuse("AdamW param group", amsgrad=(g.get("amsgrad", False), False),
-                maximize=(g.get("maximize", False), False),
-                differentiable=(g.get("differentiable", False), False))
-        b1, b2 = g["betas"]
-        return {"lr": float(g["lr"]), "weight_decay": float(g["weight_decay"]),
-                "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
-                "momentum": 0.0}
+        return _adam_values("AdamW param group", g)
 
 
 class SGD(_Optim, torch.optim.Optimizer):
@@ -167,22 +171,17 @@ class Adam(_Optim, torch.optim.Optimizer):
         torch.optim.Optimizer.__init__(self, params, dict(
             lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
             decoupled_weight_decay=decoupled_weight_decay))
-        kinds = {bool(g["decoupled_weight_decay"]) for g in self.param_groups}
-        if len(kinds) > 1:
-            raise InvalidArgument("Adam: decoupled_weight_decay differs between param groups "
-                                  "(a job has one update: AdamW's or Adam's)")
-        if kinds == {True}:
+        if self.param_groups[0]["decoupled_weight_decay"]:
             self._KIND = "adamw"
         self._zshard_init(max_grad_norm)
 
     def _group_values(self, g):
-        _refuse("Adam param group", amsgrad=(g.get("amsgrad", False), False),
-                maximize=(g.get("maximize", False), False),
-                differentiable=(g.get("differentiable", False), False))
-        b1, b2 = g["betas"]
-        return {"lr": float(g["lr"]), "weight_decay": float(g["weight_decay"]),
-                "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
-                "momentum": 0.0}
+        # the job's update is the first group's (AdamW's when decoupled);
+        # a group asking for the other, then or since, is refused
+        if bool(g.get("decoupled_weight_decay", False)) != (self._KIND == "adamw"):
+            raise InvalidArgument("Adam: decoupled_weight_decay differs between param groups "
+                                  "(a job has one update: AdamW's or Adam's)")
+        return _adam_values("Adam param group", g)
 
 
 class Adagrad(_Optim, torch.optim.Optimizer):
