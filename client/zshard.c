@@ -210,6 +210,28 @@ enum zs_status tr_connect_new(zs_trainer *t, struct zs_error *err)
 	return connect_all(t, t->transport, t->timeout_ms, err);
 }
 
+/*
+ * A server said ZS_EAGAIN: it may be behind t's placement (it takes the
+ * new epoch at its next heartbeat: waited for) or ahead of it (the job
+ * was re-placed since t read it: a failover or a rebuild between the
+ * job's creation and this join). The coordinator's placement of the same
+ * timeline, when newer, is taken; one of another timeline is left to
+ * catch_up (resume.c).
+ */
+static void newer_placement(zs_trainer *t)
+{
+	struct zs_error e = {0};
+	struct zs_job j;
+
+	if (!t->coord || zs_coord_get_job(t->coord, t->job.spec.name, &j, &e))
+		return;
+	if (j.incarnation == t->job.incarnation && j.timeline == t->timeline &&
+	    j.placement.epoch > t->job.placement.epoch && !tr_take_placement(t, &j.placement))
+		zs_info("rank %u of job '%s': its placement moved to epoch %llu while it connected",
+			t->rank, t->job.spec.name, (unsigned long long)t->job.placement.epoch);
+	zs_job_release(&j);
+}
+
 enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err)
 {
 	int64_t deadline = zs_now_ms() + t->timeout_ms;
@@ -219,6 +241,7 @@ enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err)
 	while ((st = connect_all(t, t->transport, t->timeout_ms, err)) == ZS_EAGAIN &&
 	       zs_now_ms() < deadline) {
 		tr_disconnect(t);
+		newer_placement(t);
 		zs_sleep_ms(50, NULL);
 	}
 	if (st == ZS_EAGAIN)
