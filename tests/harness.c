@@ -1,6 +1,7 @@
 /* harness.c - process helpers for the integration tests (see harness.h). */
 #include "tests/harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -162,6 +163,49 @@ int h_stop(pid_t pid, int sig, int ms)
 	waitpid(pid, &status, 0);
 	forget(pid);
 	return -1;
+}
+
+/* Whether every thread of pid is stopped (state T in its stat); false
+ * also when pid is not there. */
+static bool all_stopped(pid_t pid)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *de;
+	bool stopped = true;
+	int n = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return false;
+	while (stopped && (de = readdir(d))) {
+		char stat[320], buf[512], *rp;
+		FILE *f;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(stat, sizeof stat, "/proc/%d/task/%s/stat", (int)pid, de->d_name);
+		if (!(f = fopen(stat, "r")))
+			continue; /* the thread ended */
+		/* "tid (comm) S ...": the state follows the last ')' */
+		stopped = fgets(buf, sizeof buf, f) && (rp = strrchr(buf, ')')) &&
+			  (rp[2] == 'T' || rp[2] == 't');
+		fclose(f);
+		n++;
+	}
+	closedir(d);
+	return stopped && n > 0;
+}
+
+bool h_pause(pid_t pid, int ms)
+{
+	if (pid <= 0 || kill(pid, SIGSTOP))
+		return false;
+	for (int t = 0; t < ms; t += 5) {
+		if (all_stopped(pid))
+			return true;
+		sleep_ms(5);
+	}
+	return false;
 }
 
 bool h_alive(pid_t pid)

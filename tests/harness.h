@@ -28,6 +28,10 @@ bool h_wait_file(const char *path, int ms, char *out, size_t len);
 int h_stop(pid_t pid, int sig, int ms);
 /* True while pid is running (reaps it if it exited). */
 bool h_alive(pid_t pid);
+/* Stops pid (SIGSTOP) and waits up to ms until every thread of it is
+ * stopped (kill returns before they are); false at the bound, or when
+ * pid is not there. */
+bool h_pause(pid_t pid, int ms);
 
 /*
  * Runs argv to completion (bounded by 60 s), capturing stdout and stderr

@@ -61,6 +61,72 @@ struct zs_conn *conn_of(struct observer *o, uint64_t id)
 	return NULL;
 }
 
+/* What keeps the cluster unsettled now ("" when nothing): a test server
+ * down, a job with a copy on a server that is down or a restore under
+ * way, a copy of job (NULL: none) not seeded yet. */
+static void unsettled(struct zs_coord_client *c, const char *job, char *why, size_t len)
+{
+	struct zs_server_info *s = NULL;
+	struct zs_job *jobs = NULL;
+	struct zs_error err = {0};
+	uint32_t n_s = 0, n_j = 0;
+
+	why[0] = '\0';
+	if (zs_coord_servers(c, &s, &n_s, &err) || zs_coord_jobs(c, &jobs, &n_j, &err)) {
+		snprintf(why, len, "the coordinator: %.400s", err.msg);
+		free(s);
+		return;
+	}
+	for (int k = 0; k < C.n && !why[0]; k++) {
+		bool up = false;
+		for (uint32_t i = 0; i < n_s; i++)
+			up |= s[i].up && !strcmp(s[i].addr, C.srv_addr[k]);
+		if (!up)
+			snprintf(why, len, "server %d (%s) is not up", k, C.srv_addr[k]);
+	}
+	for (uint32_t q = 0; q < n_j && !why[0]; q++) {
+		const struct zs_job *j = &jobs[q];
+		if (j->restore_pending)
+			snprintf(why, len, "job '%s' is being restored", j->spec.name);
+		for (uint32_t i = 0; i < j->placement.n_shards && !why[0]; i++) {
+			const struct zs_shard *sh = &j->placement.shards[i];
+			bool up = false;
+			for (uint32_t k = 0; k < n_s; k++)
+				up |= s[k].id == sh->server_id && s[k].up;
+			if (!up)
+				snprintf(why, len, "job '%s' has unit %u shard %u on server %llu, which is down",
+					 j->spec.name, sh->unit, sh->index,
+					 (unsigned long long)sh->server_id);
+			else if (sh->fresh && job && !strcmp(job, j->spec.name))
+				snprintf(why, len, "job '%s': unit %u shard %u's copy on server %llu is not seeded",
+					 j->spec.name, sh->unit, sh->index,
+					 (unsigned long long)sh->server_id);
+		}
+	}
+	for (uint32_t q = 0; q < n_j; q++)
+		zs_job_release(&jobs[q]);
+	free(jobs);
+	free(s);
+}
+
+void settle_cluster(const char *job)
+{
+	struct zs_coord_client *c;
+	char why[512];
+	int64_t deadline = zs_now_ms() + 30000;
+
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	for (unsettled(c, job, why, sizeof why); why[0]; unsettled(c, job, why, sizeof why)) {
+		if (zs_now_ms() > deadline) {
+			zs_coord_close(c);
+			fail_msg("the cluster did not settle after the tests before within 30 s: %s",
+				 why);
+		}
+		usleep(50 * 1000);
+	}
+	zs_coord_close(c);
+}
+
 /* C.srv's index of the server with id (by its control address). */
 int srv_index(const struct observer *o, uint64_t id)
 {

@@ -24,6 +24,15 @@ void read_array(struct zs_conn *c, const struct zs_shard *sh, int a, float *out,
 /* Connects o, as rank, to every server holding a copy of job's shards. */
 void observe(struct observer *o, const char *job, uint32_t rank);
 struct zs_conn *conn_of(struct observer *o, uint64_t id);
+/*
+ * Waits (30 s at most, then fails naming what is pending) until what the
+ * tests before set going has ended: every test server up at the
+ * coordinator, every job's copies on servers that are up, no restore
+ * under way, and job's copies (NULL: no job's) seeded (a job that never
+ * uploaded parameters has nothing to seed its new copies with). A test
+ * that picks shards by their placement, or stops a server, starts with it.
+ */
+void settle_cluster(const char *job);
 /* C.srv's index of the server with id (by its control address). */
 int srv_index(const struct observer *o, uint64_t id);
 void unobserve(struct observer *o);

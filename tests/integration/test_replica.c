@@ -230,6 +230,7 @@ static void test_replica_refuses(void **st)
 	float *buf;
 
 	(void)st;
+	settle_cluster("r1"); /* r1's copies lost with a server before are rebuilt */
 	observe(&o, "r1", 0);
 	for (uint32_t i = 0; i < o.job.placement.n_shards && !rep; i++)
 		if (o.job.placement.shards[i].copy)
@@ -293,6 +294,7 @@ static void test_gather_waits_for_replica(void **st)
 	struct observer o;
 	zs_trainer *t;
 	int u = -1, b = -1;
+	const struct zs_shard *pick = NULL;
 	zs_op *op;
 	float *p, *g;
 
@@ -301,6 +303,7 @@ static void test_gather_waits_for_replica(void **st)
 		print_message("skipped: needs 2 servers ($ZSHARD_TEST_SERVERS is %d)\n", C.n);
 		skip();
 	}
+	settle_cluster(NULL); /* no server's lease about to lapse, no seeding */
 	oracle_spec(&spec, "rwait", 1, ZS_SGD, ZS_F32);
 	spec.replicas = 2;
 	create_job(&spec);
@@ -318,6 +321,7 @@ static void test_gather_waits_for_replica(void **st)
 		if (alone) {
 			u = (int)r->unit;
 			b = srv_index(&o, r->server_id);
+			pick = r;
 		}
 	}
 	assert_true(u >= 0);
@@ -327,7 +331,9 @@ static void test_gather_waits_for_replica(void **st)
 	assert_int_equal(fetch(t, (unsigned)u, 0, p), ZS_OK);
 	for (unsigned long long i = 0; i < n; i++)
 		g[i] = oracle_grad(p[i], (uint32_t)u, i, 0, 0);
-	assert_int_equal(kill(C.srv[b], SIGSTOP), 0);
+	/* stopped, every thread of it, before the push goes */
+	if (!h_pause(C.srv[b], 10000))
+		fail_msg("server %d (%s) did not stop within 10 s", b, C.srv_addr[b]);
 	/* applied by the primary, not yet on the stopped replica (within the
 	 * servers' 1.5 s lease): neither the push is acknowledged nor the
 	 * next step served */
@@ -347,9 +353,23 @@ static void test_gather_waits_for_replica(void **st)
 		zs_job_release(&j);
 		zs_coord_close(c);
 		if (epoch == o.job.placement.epoch) {
+			float *have = malloc(pick->length * 4);
+			uint64_t v = 0;
+			char cmd[1200];
 			kill(C.srv[b], SIGCONT);
-			fail_msg("with the replica's server stopped, the push returned %d and the gather of step 1 %d: %s",
-				 rp, rc, zs_trainer_error(t));
+			/* what the stopped copy holds now, and what the daemons said */
+			read_array(conn_of(&o, pick->server_id), pick, 0, have, &v);
+			free(have);
+			print_message("the copy on server %llu is at step %llu; the daemons' lines about the job:\n",
+				      (unsigned long long)pick->server_id, (unsigned long long)v);
+			snprintf(cmd, sizeof cmd, "grep -h \"'rwait'\" '%s'/*.log | tail -40 >&2", C.dir);
+			if (system(cmd) < 0)
+				print_message("(cannot run grep)\n");
+			fail_msg("with the replica's server stopped (unit %d shard %u: its primary on server %llu, the copy on server %llu, test server %d; placement epoch %llu unchanged), the push returned %d and the gather of step 1 %d: %s",
+				 u, pick->index,
+				 (unsigned long long)(pick - pick->copy)->server_id,
+				 (unsigned long long)pick->server_id, b,
+				 (unsigned long long)epoch, rp, rc, zs_trainer_error(t));
 		}
 		print_message("the stopped server's lease lapsed within 700 ms (a loaded machine): the push and gather went on without its copies\n");
 	}
