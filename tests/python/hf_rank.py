@@ -7,6 +7,7 @@ tests/python/test_hf.py runs it.
 
   hf_rank.py --model gpt2|llama --job NAME --runs 3,2,1[,3n,3m] --steps N --out PREFIX
              [--reference --world W] [--pretrained DIR]
+  hf_rank.py --model gpt2 --job NAME --trainer --world W --steps N --out PREFIX [--reference]
 """
 import argparse
 import os
@@ -142,6 +143,66 @@ def train(a, run, rank):
     return sd, losses
 
 
+def trainer(a, rank):
+    """Hugging Face Trainer at this rank of a.world (torchrun's environment:
+    with --reference, the same Trainer in one process on the global batch,
+    torch.optim.AdamW;
+    Accelerate runs a gloo process group, zshard.torch keeps it from
+    wrapping the model in DDP), GPT-2 at ZeRO-3 without gradient
+    checkpointing, AdamW in two groups and the LambdaLR passed in, no
+    clipping. The dataset is laid out so that the sequential sampler,
+    sharded by Accelerate (rank r takes the global batches r, r + W, ...),
+    gives rank r at step s exactly batch(r, s), the reference's. Returns
+    the state dict, the losses Trainer logged and the sample indices this
+    rank read."""
+    import transformers as tf
+    model, layers = build(a.model)
+    if a.reference:  # the same Trainer in one process on the global batch
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+            os.environ.pop(k, None)
+        opt = torch.optim.AdamW(groups(model), lr=3e-3, betas=(0.9, 0.95), eps=1e-8)
+    else:
+        import zshard.torch as zt
+        for layer in layers:
+            zt.fully_shard(layer)
+        zt.fully_shard(model, job="%s-trainer" % a.job, stage=3)
+        # Trainer asks for the norm every step (clip_grad_norm_ at inf, to
+        # log it): the servers compute it when the optimizer's
+        # max_grad_norm is set, and at inf they scale by exactly 1
+        opt = zt.AdamW(groups(model), lr=3e-3, betas=(0.9, 0.95), eps=1e-8,
+                       max_grad_norm=float("inf"))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
+    per = BATCH * a.world if a.reference else BATCH
+    seen = []
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self):
+            return a.steps * a.world * BATCH
+
+        def __getitem__(self, i):
+            seen.append(i)
+            s, r, row = i // (a.world * BATCH), (i // BATCH) % a.world, i % BATCH
+            ids = batch(r, s)[row]
+            return {"input_ids": ids, "labels": ids}
+
+    class InOrder(tf.Trainer):
+        def _get_train_sampler(self, *args, **kwargs):
+            return torch.utils.data.SequentialSampler(self.train_dataset)
+
+    args = tf.TrainingArguments(output_dir=a.out + "-trainer", per_device_train_batch_size=per,
+                                max_steps=a.steps, max_grad_norm=0.0, logging_steps=1,
+                                save_strategy="no", report_to=[], use_cpu=True, seed=0,
+                                disable_tqdm=True, dataloader_num_workers=0)
+    t = InOrder(model=model, args=args, train_dataset=Data(), optimizers=(opt, sched))
+    t.train()
+    wrapped = "itself" if t.model_wrapped is model else type(t.model_wrapped).__name__
+    losses = [(h["loss"], h["grad_norm"]) for h in t.state.log_history if "loss" in h]
+    sd = {n: v.detach().float().clone() for n, v in model.state_dict().items()}
+    if not a.reference:
+        model.zshard_close()
+    return sd, losses, seen, wrapped
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -153,9 +214,20 @@ def main():
     ap.add_argument("--reference", action="store_true")
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--pretrained", default=None, help="rank 0 saves the first run there")
+    ap.add_argument("--trainer", action="store_true", help="a Hugging Face Trainer at this "
+                    "rank of --world (GPT-2, ZeRO-3, no checkpointing) instead of --runs")
     a = ap.parse_args()
     torch.set_num_threads(1)
     rank = int(os.environ.get("RANK", "0"))
+    if a.trainer:
+        sd, losses, seen, wrapped = trainer(a, rank)
+        if rank == 0:
+            save_file(sd, "%s-trainer.safetensors" % a.out)
+        print("rank %d run trainer: losses %s" % (rank, " ".join(repr(x) for x, _ in losses)))
+        print("rank %d run trainer: grad norms %s" % (rank, " ".join(repr(n) for _, n in losses)))
+        print("rank %d read samples %s; the model Trainer trained: %s"
+              % (rank, " ".join(str(i) for i in seen), wrapped), flush=True)
+        return 0
     for run in a.runs.split(","):
         sd, losses = train(a, run, rank)
         if rank == 0:

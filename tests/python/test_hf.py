@@ -50,9 +50,9 @@ class TestHF(unittest.TestCase):
     def tearDownClass(cls):
         cls.c.close()
 
-    def run_rank(self, args, rank=0, world=2, reference=False):
+    def run_rank(self, args, rank=0, world=2, reference=False, env_more=None):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                   ZSHARD_COORDINATOR=self.c.addr, OMP_NUM_THREADS="1")
+                   ZSHARD_COORDINATOR=self.c.addr, OMP_NUM_THREADS="1", **(env_more or {}))
         env.pop("LD_LIBRARY_PATH", None)
         env["PYTHONPATH"] = os.path.join(HERE, "..", "..", "python") + (
             os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -254,6 +254,74 @@ class TestHF(unittest.TestCase):
         print("test_hf: Trainer: 4 steps, grad_norm logged as the servers computed it (%s), "
               "checkpoint-4 holds the trained parameters" %
               ", ".join("%.3f" % x for x in servers), flush=True)
+
+    def test_trainer_two_ranks(self):
+        """Hugging Face Trainer at 2 ranks, as torchrun starts it (RANK,
+        WORLD_SIZE, MASTER_ADDR: Accelerate runs a gloo process group):
+        the model is not wrapped in DistributedDataParallel (it would
+        broadcast into and all-reduce what the servers hold), each rank
+        reads its own batches, and against the same Trainer script in one
+        process on the global batch (torch.optim.AdamW) the parameters end
+        within 4e-4, the losses and gradient norms Trainer logged (the
+        ranks' mean; the servers' norm) within 1e-5."""
+        import socket
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            port = sk.getsockname()[1]
+        rout = os.path.join(self.c.d, "tr2-ref")
+        refp = self.run_rank(["--model", "gpt2", "--trainer", "--steps", str(STEPS), "--out",
+                              rout], reference=True)
+        out = os.path.join(self.c.d, "tr2")
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "LOCAL_WORLD_SIZE": "2"}
+        procs = [self.run_rank(["--model", "gpt2", "--job", "tr2", "--trainer", "--world", "2",
+                                "--steps", str(STEPS), "--out", out], rank=r, env_more=env)
+                 for r in range(2)]
+        ranks = []
+        for p, log in procs:
+            try:
+                rc = p.wait(900)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "timeout"
+            log.seek(0)
+            text = log.read()
+            log.close()
+            if rc != 0:
+                self.fail("Trainer rank: rc %s\n%s" % (rc, text[-3000:]))
+            ranks.append(text)
+        refp[0].wait(900)
+        refp[1].seek(0)
+        ref_text = refp[1].read()
+        refp[1].close()
+        self.assertEqual(refp[0].returncode, 0, ref_text[-3000:])
+        ref = load_file(rout + "-trainer.safetensors")
+        got = load_file(out + "-trainer.safetensors")
+        for r, text in enumerate(ranks):
+            m = re.search(r"read samples ([0-9 ]+); the model Trainer trained: (\w+)", text)
+            self.assertIsNotNone(m, text[-2000:])
+            self.assertEqual(m.group(2), "itself", "Trainer trained a wrapped model")
+            seen = [int(x) for x in m.group(1).split()]
+            want = [4 * s + 2 * r + k for s in range(STEPS) for k in range(2)]
+            self.assertEqual(seen[:len(want)], want, "rank %d's samples" % r)
+        worst = 0.0
+        for n, t in ref.items():
+            d = (got[n] - t).abs().max().item()
+            worst = max(worst, d / t.abs().max().item())
+            self.assertLess(d, 4e-4 * t.abs().max().item() + 1e-5,
+                            "%s differs from torch's by %.2e" % (n, d))
+        def logged(text, what):
+            return [float(x) for x in re.search(r"rank 0 run trainer: %s ([-0-9.e ]+)" % what,
+                                                text).group(1).split()]
+        dl = dn = 0.0
+        for what in ("losses", "grad norms"):
+            a, b = logged(ranks[0], what), logged(ref_text, what)
+            self.assertEqual(len(a), STEPS)
+            d = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+            self.assertLess(d, 1e-5, "Trainer logged %s %s; in one process %s" % (what, a, b))
+            dl, dn = (d, dn) if what == "losses" else (dl, d)
+        print("test_hf: Trainer at 2 ranks (gloo beside it, no DDP): each rank its own "
+              "batches; from the same Trainer in one process: parameters %.1e (relative), "
+              "logged loss %.1e, grad norm (the servers') %.1e" % (worst, dl, dn), flush=True)
 
     def test_gpt2(self):
         """Stages 3, 2, 1 with gradient checkpointing, and 3 without."""

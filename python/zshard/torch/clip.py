@@ -41,27 +41,3 @@ def install():
     torch.nn.utils.clip_grad_norm_ = clip_grad_norm_
     torch.nn.utils.clip_grad.clip_grad_norm_ = clip_grad_norm_
 
-
-def install_accelerate():
-    """Accelerate's Accelerator.clip_grad_norm_ (what Hugging Face Trainer
-    calls) computes the norm from each parameter's .grad itself, and a
-    zshard module's parameters have none between backward and step: it
-    returned 0 and clipped nothing there. Over a zshard job's parameters
-    it now is clip_grad_norm_ above (the servers' norm); other parameters
-    go to Accelerate's own. Done once, where Accelerate is installed."""
-    try:
-        from accelerate import Accelerator
-    except ImportError:
-        return
-    if getattr(Accelerator.clip_grad_norm_, "_zshard", False):
-        return
-    theirs = Accelerator.clip_grad_norm_
-
-    def accelerate_clip_grad_norm_(self, parameters, max_norm, norm_type=2):
-        params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
-        if any(id(p) in OWNER for p in params):
-            return clip_grad_norm_(params, max_norm, norm_type)
-        return theirs(self, params, max_norm, norm_type)
-
-    accelerate_clip_grad_norm_._zshard = True
-    Accelerator.clip_grad_norm_ = accelerate_clip_grad_norm_

@@ -19,6 +19,13 @@ DT = {torch.float32: ("f32", np.float32, None), torch.bfloat16: ("bf16", np.uint
        torch.float16: ("f16", np.float16, None)}
 
 
+
+def clip_wire(max_norm):
+    """max_grad_norm as the servers take it: inf (compute the norm, scale
+    by exactly 1: what Hugging Face Trainer sets to log the norm without
+    clipping) is the largest double, which no finite norm reaches."""
+    return sys.float_info.max if math.isinf(max_norm) else max_norm
+
 class _Unit:
     """One unit of the job: a module and the parameters it owns."""
 
@@ -198,7 +205,7 @@ class Job:
         else:
             optimizer["momentum"] = h[0]["momentum"]
         if opt.max_grad_norm:
-            optimizer["clip_norm"] = opt.max_grad_norm
+            optimizer["clip_norm"] = clip_wire(opt.max_grad_norm)
         names = {}  # id(p) -> every state_dict name of it (a tied parameter has several)
         for n, p in self.root.named_parameters(remove_duplicate=False):
             names.setdefault(id(p), []).append(n)
@@ -470,7 +477,7 @@ class Job:
         h = self.opt.zshard_hparams()
         clip = self.opt.max_grad_norm
         if self.sent != (h, clip):
-            self.t.set_hparams(self.step, h, clip)
+            self.t.set_hparams(self.step, h, clip_wire(clip))
             self.sent = (h, clip)
 
     def push(self, u):

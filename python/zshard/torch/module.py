@@ -164,8 +164,8 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     if job is None:
         module._zshard_unit = bool(reshard_after_forward)
         return module
-    from zshard.torch.clip import install_accelerate
-    install_accelerate()  # Trainer's clipping: the servers' norm (clip.py)
+    from zshard.torch.accel import install_accelerate
+    install_accelerate()  # Trainer's clipping and wrapping (accel.py)
     if rank is None:
         rank = int(os.environ.get("RANK", "0"))
     if world_size is None:

@@ -101,7 +101,8 @@ class AdamW(_Optim, torch.optim.Optimizer):
     accepted and ignored. amsgrad, maximize and differentiable ask for
     another update: refused by name. max_grad_norm: global-norm clipping
     (None: off) on the servers; it may change between steps but not be
-    turned on or off."""
+    turned on or off; inf computes the norm (clip_grad_norm_ returns it, as
+    Hugging Face Trainer logs it) and never clips."""
 
     _KIND = "adamw"
 
