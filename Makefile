@@ -142,7 +142,7 @@ INTEG_TESTS := cluster train driver ckpt crash device collective scale security 
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all native wheel check check-layers check-exports check-install test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
+.PHONY: all native wheel check check-layers check-exports check-install check-foreign test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(TEST_BINS)
@@ -335,6 +335,11 @@ check-exports: $(LIBZS_SO)
 	@sh tests/lib/check-exports.sh $(LIBZS_SO) $(PUBLIC_H)
 check-install: all
 	@sh tests/lib/check-install.sh $(BUILD) "$(CC)" "$(SANFLAGS)"
+
+# the wheel on a bare Debian 12 (debootstrap, as root; not in check: it
+# downloads a system)
+check-foreign: native
+	@sh tests/python/foreign.sh $(BUILD)
 
 test-rdma: all
 	@sh tests/rdma/run.sh $(BUILD)
