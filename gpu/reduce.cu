@@ -34,7 +34,7 @@ __global__ void finish_kernel(float *out, struct zs_bacc *acc, uint32_t count, s
 	GRID_STRIDE(i, n)
 	{
 		float v = zs_bsum_value(&acc[i]);
-		out[i] = count > 1 ? v / c : v; /* as the host's zs_bsum_finish */
+		out[i] = zs_f32_canon(count > 1 ? v / c : v); /* as the host's zs_bsum_finish */
 		acc[i].hi = 0;
 		acc[i].lo = 0;
 	}
@@ -43,7 +43,7 @@ __global__ void finish_kernel(float *out, struct zs_bacc *acc, uint32_t count, s
 __global__ void scale_kernel(float *x, float coef, size_t n)
 {
 	GRID_STRIDE(i, n)
-		x[i] *= coef;
+		x[i] = zs_f32_canon(x[i] * coef);
 }
 
 __global__ void from_f32_kernel(void *dst, enum zs_dtype dt, const float *src, size_t n)

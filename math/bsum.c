@@ -117,7 +117,7 @@ static unsigned block_finish(float *restrict out, const struct zs_bacc *restrict
 		const unsigned bad = (((uint64_t)lo & 0x70u) != 0) | wide |
 				     ((T != 0) & ((e < 2) | (e > 253)));
 		const uint32_t r = T ? (b & 0x807fffffu) | ((uint32_t)e << 23) : 0u;
-		out[i] = zs_f32_from_bits(r) / c;
+		out[i] = zs_f32_canon(zs_f32_from_bits(r) / c);
 		slow[i] = (uint8_t)bad;
 		any |= bad;
 	}
@@ -134,7 +134,7 @@ void zs_bsum_finish(float *restrict out, struct zs_bacc *restrict acc, uint32_t 
 		if (block_finish(out + a, acc + a, c, slow, k))
 			for (size_t i = 0; i < k; i++)
 				if (slow[i])
-					out[a + i] = zs_bsum_value(&acc[a + i]) / c;
+					out[a + i] = zs_f32_canon(zs_bsum_value(&acc[a + i]) / c);
 		memset(acc + a, 0, k * sizeof *acc);
 	}
 }

@@ -7,6 +7,9 @@
  * -prec-sqrt=true, no flush to zero), each element gets the same IEEE
  * operations in the same order, so host and device give the same bits.
  *
+ * Every value written goes through zs_f32_canon (base/dtype.h): a NaN is
+ * the same NaN on both (IEEE leaves its payload to the hardware).
+ *
  * The step-dependent scalars are computed once per update on the host, in
  * double and rounded to float once (zs_adamw_consts, zs_sgd_consts in
  * math/optim.h), and passed by value.
@@ -15,6 +18,8 @@
 #define ZS_ELEM_H
 
 #include <math.h>
+
+#include "base/dtype.h"
 
 #ifdef __CUDACC__
 #define ZS_ELEM __host__ __device__ __forceinline__
@@ -51,9 +56,9 @@ ZS_ELEM void zs_adamw_elem(const struct zs_adamw_k k, float *p, float *m, float 
 	float mi = *m * k.b1 + k.one_b1 * g;
 	float vi = *v * k.b2 + k.one_b2 * g * g; /* addcmul: value * t1 * t2 */
 	float denom = sqrtf(vi) / k.bc2_sqrt + k.eps;
-	*m = mi;
-	*v = vi;
-	*p = *p * k.decay + k.step * mi / denom;
+	*p = zs_f32_canon(*p * k.decay + k.step * mi / denom);
+	*m = zs_f32_canon(mi);
+	*v = zs_f32_canon(vi);
 }
 
 /* Adam with weight decay: torch's grad.add(param, alpha=wd), then AdamW's
@@ -69,9 +74,9 @@ ZS_ELEM void zs_sgd_elem(const struct zs_sgd_k k, float *p, float *buf, float g)
 	float d = g + k.wd * *p;
 	if (k.mom != 0.0f) {
 		d = k.first ? d : *buf * k.mom + d;
-		*buf = d;
+		*buf = zs_f32_canon(d);
 	}
-	*p = *p + (-k.lr) * d;
+	*p = zs_f32_canon(*p + (-k.lr) * d);
 }
 
 /* torch's: sum.addcmul_(g, g, value=1); std = sum.sqrt().add_(eps);
@@ -81,8 +86,8 @@ ZS_ELEM void zs_adagrad_elem(const struct zs_adagrad_k k, float *p, float *sum, 
 {
 	float si = *sum + g * g;
 	float std = sqrtf(si) + k.eps;
-	*sum = si;
-	*p = *p + (-k.lr) * g / std;
+	*p = zs_f32_canon(*p + (-k.lr) * g / std);
+	*sum = zs_f32_canon(si);
 }
 
 #endif

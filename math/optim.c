@@ -175,7 +175,7 @@ double zs_sumsq(const float *x, size_t n)
 void zs_scale(float *x, float coef, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		x[i] *= coef;
+		x[i] = zs_f32_canon(x[i] * coef);
 }
 
 float zs_clip_coef(double total_sumsq, double max_norm)

@@ -6,7 +6,8 @@
  * and its rounding) with the mean, the clipping scale and the
  * compute-dtype copy, over awkward sizes
  * (0, 1, a warp less one, block boundaries, more than one grid-stride
- * pass) and awkward values (zeros, subnormals, large and tiny gradients).
+ * pass) and awkward values (zeros, subnormals, large and tiny gradients,
+ * a NaN with a payload, an infinity).
  * Without a CUDA device each test says why and is skipped (not passed);
  * make test-gpu runs it where a device is.
  */
@@ -16,6 +17,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,13 @@ static float frand(void) /* xorshift, in [-1, 1), with awkward values now and th
 	case 2: return FLT_MIN / 8; /* subnormal */
 	case 3: return 3e4f;
 	case 4: return 1e-20f;
+	case 5: { /* a NaN with a sign and a payload: the kernels write 0x7fc00000 */
+		uint32_t u = 0xffc00123u;
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	case 6: return INFINITY;
 	default: return (float)((double)rng / 2147483648.0 - 1.0);
 	}
 }

@@ -283,6 +283,74 @@ static void test_clip(void **st)
 	assert_true(x[0] == 1.5f && x[1] == 2.0f);
 }
 
+/* Every value the kernels write that is a NaN is 0x7fc00000, whatever NaN
+ * went in (a sign, a payload, a signalling one): IEEE leaves a NaN result's
+ * bits to the hardware, and the CUDA kernels must give the host's bits
+ * (test_gpu holds them to these). Each optimizer, the reduction's mean and
+ * the clipping scale, over lengths that reach the vector loops' tails. */
+static int canonical(const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u;
+		memcpy(&u, &x[i], 4);
+		if (x[i] != x[i] && u != 0x7fc00000u)
+			return 0;
+	}
+	return 1;
+}
+
+static void test_nan_is_canonical(void **st)
+{
+	static const uint32_t nans[] = {0xffc00000u, 0x7fc00123u, 0xffffffffu, 0x7f800001u};
+	static const enum zs_optim_kind kinds[] = {ZS_ADAMW, ZS_ADAM, ZS_SGD, ZS_ADAGRAD};
+	enum { N = 77 };
+	float p[N], s0[N], s1[N], g[N], out[N];
+	struct zs_bacc acc[N];
+	(void)st;
+	for (int k = 0; k < 4; k++)
+		for (uint64_t t = 1; t <= 2; t++) {
+			struct zs_optim_step s = {.kind = kinds[k], .lr = 1e-2, .beta1 = 0.9,
+						  .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1,
+						  .momentum = 0.9, .t = t};
+			for (size_t i = 0; i < N; i++) {
+				p[i] = frand();
+				s0[i] = t == 1 ? 0.0f : frand() * frand();
+				s1[i] = t == 1 ? 0.0f : frand() * frand();
+				g[i] = frand();
+				if (i % 5 == 1)
+					memcpy(&g[i], &nans[i % 4], 4);
+				if (i % 7 == 3)
+					memcpy(&p[i], &nans[(i + 1) % 4], 4);
+			}
+			zs_optim_apply(&s, p, s0, s1, g, N);
+			if (!canonical(p, N) || !canonical(s0, N) || !canonical(s1, N))
+				fail_msg("optimizer %d, step %llu: a NaN written is not 0x7fc00000",
+					 (int)kinds[k], (unsigned long long)t);
+			assert_true(p[1] != p[1]); /* a NaN gradient made a NaN */
+		}
+	/* the mean of terms with a NaN, and of both infinities */
+	memset(acc, 0, sizeof acc);
+	for (size_t i = 0; i < N; i++) {
+		g[i] = frand();
+		if (i % 5 == 1)
+			memcpy(&g[i], &nans[i % 4], 4);
+		if (i % 11 == 2)
+			g[i] = INFINITY;
+	}
+	zs_bsum_deposit(acc, g, ZS_F32, N);
+	for (size_t i = 0; i < N; i++)
+		g[i] = i % 11 == 2 ? -INFINITY : frand();
+	zs_bsum_deposit(acc, g, ZS_F32, N);
+	zs_bsum_finish(out, acc, 2, N);
+	assert_true(out[1] != out[1] && out[2] != out[2]);
+	assert_true(canonical(out, N));
+	for (size_t i = 0; i < N; i++)
+		if (i % 3 == 0)
+			memcpy(&out[i], &nans[i % 4], 4);
+	zs_scale(out, 0.5f, N);
+	assert_true(canonical(out, N));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -294,6 +362,7 @@ int main(void)
 		cmocka_unit_test(test_f16_matches_numpy),
 		cmocka_unit_test(test_bf16_rounding),
 		cmocka_unit_test(test_clip),
+		cmocka_unit_test(test_nan_is_canonical),
 	};
 	return cmocka_run_group_tests_name("optim", tests, NULL, NULL);
 }
