@@ -265,69 +265,16 @@ $(TEST_BINS):
 
 # check: the tests, the layering, the library's exports and install, then
 # the rdma ones on Soft-RoCE in qemu (test-rdma; it says why when it cannot
-# run: no root to install qemu, no RDMA in the build)
+# run: no root to install qemu, no RDMA in the build); tests/check.sh runs
+# each part and ends with their statuses and times, and the failed ones
 check: all
-	@ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests $(UNIT_TESTS) $(INTEG_TESTS); \
-	rc=$$?; \
-	ZSHARD_TEST_SERVER_GPU=emulated ZSHARD_TEST_LABEL="servers --gpu emulated" \
-		ZSHARD_BIN=$(abspath $(BUILD)/bin) sh tests/run-tests.sh $(BUILD)/tests train driver ckpt crash device collective scale replica \
-		>$(BUILD)/gpu-servers.log 2>&1 && tail -1 $(BUILD)/gpu-servers.log || \
-		{ cat $(BUILD)/gpu-servers.log; rc=1; }; \
-	$(MAKE) --no-print-directory check-layers check-exports check-install || rc=1; \
-	if [ -n "$(HAVE_NVCC)" ]; then sh tests/gpu/check-ptx.sh "$(NVCC)" "$(NVCC_IEEE)" || rc=1; \
-		CC="$(CC)" sh tests/gpu/check-cuda-abi.sh "$(CUDA_HOME)" || rc=1; fi; \
-	sh tests/integration/netns.sh $(BUILD)/bin; n=$$?; \
-	if [ $$n -eq 77 ]; then echo "check: netns skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
-	if [ "$(SAN)" = 1 ]; then echo "check: fuzz skipped under the sanitizers (its build has them; make check runs it)"; \
-	elif ! command -v $(FUZZ_CC) >/dev/null 2>&1; then echo "check: fuzz skipped: no $(FUZZ_CC) (Debian's clang-14)"; \
-	elif $(FUZZ_MAKE) >$(BUILD)/fuzz-build.log 2>&1; then FUZZ_SEED=1 sh tests/fuzz/run.sh $(FUZZ_BUILD) 5 $(FUZZ_TARGETS) || rc=1; \
-	else tail -30 $(BUILD)/fuzz-build.log; echo "check: fuzz build FAILED"; rc=1; fi; \
-	sh tests/integration/advertise.sh $(BUILD)/bin || rc=1; \
-	sh tests/integration/config.sh $(BUILD)/bin || rc=1; \
-	sh tests/integration/multihost.sh $(BUILD)/bin; n=$$?; \
-	if [ $$n -eq 77 ]; then echo "check: multihost skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
-	sh tests/deploy/check.sh $(BUILD)/bin $(BUILD) || rc=1; \
-	sh tests/integration/tls.sh $(BUILD)/bin; n=$$?; \
-	if [ $$n -eq 77 ]; then echo "check: tls skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
-	sh tests/integration/options.sh $(BUILD)/bin || rc=1; \
-	sh tests/integration/prometheus.sh $(BUILD)/bin; n=$$?; \
-	if [ $$n -eq 77 ]; then echo "check: prometheus skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
-	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS) || rc=1; \
-	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS_REPLICAS) || rc=1; \
-	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS_SKEW) || rc=1; \
-	sh tests/integration/ha.sh $(BUILD)/bin; n=$$?; \
-	if [ $$n -eq 77 ]; then echo "check: ha skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
-	ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(CHECK_FAULTS_HA); n=$$?; \
-	if [ $$n -eq 77 ]; then echo "check: faults --etcd skipped (the reason is above)"; elif [ $$n -ne 0 ]; then rc=1; fi; \
-	if [ "$(SAN)" = 1 ]; then echo "check: python skipped under the sanitizers (python would need libasan preloaded)"; \
-	elif ZSHARD_LIB=$(abspath $(LIBZS_SO)) ZSHARD_BIN=$(abspath $(BUILD)/bin) \
-		timeout 600 $(PYTHON) tests/python/test_zshard.py >$(BUILD)/python-test.log 2>&1; \
-	then echo "check: python: $$(sed -n 's/^Ran \([0-9]*\) test.*/\1/p' $(BUILD)/python-test.log) tests passed"; \
-	else cat $(BUILD)/python-test.log; echo "check: python FAILED"; rc=1; fi; \
-	if [ "$(SAN)" = 1 ]; then echo "check: torch skipped under the sanitizers (as python)"; \
-	elif sh tools/torch-venv.sh $(TORCH_VENV) && ZSHARD_LIB=$(abspath $(LIBZS_SO)) \
-		ZSHARD_BIN=$(abspath $(BUILD)/bin) timeout 900 env -u LD_LIBRARY_PATH \
-		$(TORCH_VENV)/bin/python tests/python/test_torch.py >$(BUILD)/torch-test.log 2>&1 && \
-		ZSHARD_LIB=$(abspath $(LIBZS_SO)) ZSHARD_BIN=$(abspath $(BUILD)/bin) timeout 600 \
-		env -u LD_LIBRARY_PATH $(TORCH_VENV)/bin/python tests/python/test_torch_loop.py \
-		>>$(BUILD)/torch-test.log 2>&1 && \
-		ZSHARD_LIB=$(abspath $(LIBZS_SO)) ZSHARD_BIN=$(abspath $(BUILD)/bin) timeout 900 \
-		env -u LD_LIBRARY_PATH $(TORCH_VENV)/bin/python tests/python/test_hf.py \
-		>>$(BUILD)/torch-test.log 2>&1 && \
-		ZSHARD_LIB=$(abspath $(LIBZS_SO)) ZSHARD_BIN=$(abspath $(BUILD)/bin) timeout 600 \
-		env -u LD_LIBRARY_PATH $(TORCH_VENV)/bin/python tests/python/test_dcp.py \
-		>>$(BUILD)/torch-test.log 2>&1; \
-	then grep -E '^check: (torch|hf|dcp)|^test_(hf|dcp):' $(BUILD)/torch-test.log; \
-	else cat $(BUILD)/torch-test.log; echo "check: torch FAILED"; rc=1; fi; \
-	if [ "$(SAN)" = 1 ]; then echo "check: wheel skipped under the sanitizers (a wheel is an optimized build)"; \
-	elif timeout 900 sh tests/python/wheel.sh $(BUILD) $(TORCH_VENV) >$(BUILD)/wheel-test.log 2>&1; \
-	then grep '^check: wheel' $(BUILD)/wheel-test.log; \
-	else cat $(BUILD)/wheel-test.log; echo "check: wheel FAILED"; rc=1; fi; \
-	if [ "$(SAN)" = 1 ]; then echo "check: rdma on Soft-RoCE skipped under the sanitizers (make check runs it)"; exit $$rc; fi; \
-	sh tests/rdma/run.sh $(BUILD); r=$$?; \
-	if [ $$r -eq 77 ]; then echo "check: rdma on Soft-RoCE skipped (the reason is above)"; r=0; \
-	elif [ $$r -eq 0 ]; then echo "check: rdma on Soft-RoCE passed"; else echo "check: rdma on Soft-RoCE FAILED"; fi; \
-	[ $$rc -eq 0 ] && [ $$r -eq 0 ]
+	@BUILD="$(BUILD)" SAN="$(SAN)" CC="$(CC)" MAKE="$(MAKE)" PYTHON="$(PYTHON)" \
+	UNIT_TESTS="$(UNIT_TESTS)" INTEG_TESTS="$(INTEG_TESTS)" LIBZS_SO="$(LIBZS_SO)" TORCH_VENV="$(TORCH_VENV)" \
+	HAVE_NVCC="$(HAVE_NVCC)" NVCC="$(NVCC)" NVCC_IEEE="$(NVCC_IEEE)" CUDA_HOME="$(CUDA_HOME)" \
+	FUZZ_CC="$(FUZZ_CC)" FUZZ_MAKE="$(FUZZ_MAKE)" FUZZ_BUILD="$(FUZZ_BUILD)" FUZZ_TARGETS="$(FUZZ_TARGETS)" \
+	CHECK_FAULTS="$(CHECK_FAULTS)" CHECK_FAULTS_REPLICAS="$(CHECK_FAULTS_REPLICAS)" \
+	CHECK_FAULTS_SKEW="$(CHECK_FAULTS_SKEW)" CHECK_FAULTS_HA="$(CHECK_FAULTS_HA)" \
+	sh tests/check.sh
 
 check-layers:
 	@sh tools/check-layers.sh && sh tests/lib/check-layers-fails.sh
