@@ -138,7 +138,7 @@ PUBLIC_H := include/zshard.h include/zshard_status.h
 UNIT_TESTS := placement codec kv util spec_json optim bsum wire arena transport engine frozen plan metrics \
 	      config \
 	      $(if $(HAVE_NVCC),gpu)
-INTEG_TESTS := cluster train driver ckpt crash device collective scale security etcd norms catalog recovery replica
+INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -243,6 +243,7 @@ $(BUILD)/tests/test_train: $(BUILD)/obj/tests/integration/test_train.o $(TRAIN_O
 $(BUILD)/tests/test_driver: $(BUILD)/obj/tests/integration/test_driver.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_scale: $(BUILD)/obj/tests/integration/test_scale.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_ckpt: $(BUILD)/obj/tests/integration/test_ckpt.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_transfer: $(BUILD)/obj/tests/integration/test_transfer.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_crash: $(BUILD)/obj/tests/integration/test_crash.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_security: $(BUILD)/obj/tests/integration/test_security.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_replica: $(BUILD)/obj/tests/integration/test_replica.o \

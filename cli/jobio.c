@@ -113,10 +113,13 @@ static enum zs_status fan_out(struct jobio *io, uint32_t unit, int array, float 
 	for (uint32_t i = 0; i < p->n_shards && !st; i++) {
 		const struct zs_shard *sh = &p->shards[i];
 		struct zs_xfer x = {.unit = unit, .offset = sh->offset, .length = sh->length,
-				    .dtype = ZS_F32, .init = in != NULL, .state_read = in == NULL,
-				    .state = array, .version = &ver[n]};
+				    .dtype = ZS_F32, .init = in != NULL,
+				    .state_read = in == NULL || array > 0, .state = array,
+				    .version = &ver[n]};
 		if (sh->unit != unit || sh->copy) /* a replica follows its primary */
 			continue;
+		if (in && array > 0 && zs_shard_marks(&io->job.spec, sh))
+			continue; /* frozen tensors alone: no optimizer state */
 		st = in ? zs_post_write(conn_of(io, sh->server_id), &x, in + sh->offset, &r[n], err)
 			: zs_post_read(conn_of(io, sh->server_id), &x, out + sh->offset, &r[n], err);
 		if (!st)
@@ -148,4 +151,10 @@ enum zs_status jobio_init(struct jobio *io, uint32_t unit, const float *in,
 			  struct zs_error *err)
 {
 	return fan_out(io, unit, 0, NULL, in, NULL, err);
+}
+
+enum zs_status jobio_init_state(struct jobio *io, uint32_t unit, int array, const float *in,
+				struct zs_error *err)
+{
+	return fan_out(io, unit, array, NULL, in, NULL, err);
 }

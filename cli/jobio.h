@@ -29,5 +29,10 @@ enum zs_status jobio_read(struct jobio *io, uint32_t unit, int array, float *out
 /* Uploads a unit's initial parameters (before its first step). */
 enum zs_status jobio_init(struct jobio *io, uint32_t unit, const float *in,
 			  struct zs_error *err);
+/* Uploads a unit's optimizer array (1 or 2) imported with its parameters,
+ * after them and before the first step (shards of frozen tensors alone
+ * keep none and are skipped). */
+enum zs_status jobio_init_state(struct jobio *io, uint32_t unit, int array, const float *in,
+				struct zs_error *err);
 
 #endif

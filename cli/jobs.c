@@ -22,7 +22,7 @@ static const char *incarnation_hex(uint64_t v)
 
 static json_t *job_json_brief(const struct zs_job *j)
 {
-	return json_pack("{s:s, s:s, s:I, s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
+	return json_pack("{s:s, s:s, s:I, s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:I, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
 			 "name", j->spec.name, "incarnation", incarnation_hex(j->incarnation),
 			 "created_ms", (json_int_t)j->created_ms,
 			 "replicas", (int)(j->spec.replicas ? j->spec.replicas : 1),
@@ -32,6 +32,7 @@ static json_t *job_json_brief(const struct zs_job *j)
 			 "compute_dtype", zs_dtype_name(j->spec.compute_dtype),
 			 "optimizer", zs_optim_name(j->spec.optim.kind),
 			 "optimizer_groups", (int)j->spec.optim.n_groups,
+			 "optimizer_steps_taken", (json_int_t)j->spec.optim.steps_taken,
 			 "units", (int)j->spec.layout.n_units,
 			 "numel", (json_int_t)zs_layout_numel(&j->spec.layout),
 			 "epoch", (json_int_t)j->placement.epoch,
@@ -99,6 +100,10 @@ static void print_job(const struct zs_job *j)
 		       j->spec.replicas, j->spec.replicas);
 	if (j->spec.collective)
 		printf("  collective (nccl): the trainers reduce among themselves; rank r pushes slice r of each unit, its sum\n");
+	if (j->spec.optim.steps_taken)
+		printf("  optimizer state imported after %llu steps: the update of step v is the optimizer's step %llu + v + 1\n",
+		       (unsigned long long)j->spec.optim.steps_taken,
+		       (unsigned long long)j->spec.optim.steps_taken);
 	for (uint32_t g = 0; j->spec.optim.n_groups > 1 && g < j->spec.optim.n_groups; g++) {
 		const struct zs_hp *h = &j->spec.optim.groups[g];
 		uint32_t nt = 0;

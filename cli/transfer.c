@@ -2,6 +2,7 @@
  * transfer.c - zshardctl export and import: a job's parameters (and
  * optimizer state) to and from one safetensors file, over the data plane.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ static int c_export(struct ctx *x, int argc, char **argv)
 	float **arr = NULL;
 	uint32_t nt = 0, n_arr = 0, arrays;
 	uint64_t version = 0, v;
-	char step[32], nbuf[64] = "none";
+	char step[32], osteps[32], nbuf[64] = "none";
 	struct cli_buffers bufs = {0};
 
 	for (int i = 1; i < argc; i++) {
@@ -86,10 +87,6 @@ static int c_export(struct ctx *x, int argc, char **argv)
 	for (uint32_t u = 0; u < j->spec.layout.n_units; u++) {
 		const struct zs_unit *un = &j->spec.layout.units[u];
 		for (uint32_t a = 0; a < arrays; a++) {
-			/* torch's names of each optimizer's state */
-			static const char *const suffix[3][3] = {{"", ".exp_avg", ".exp_avg_sq"},
-								 {"", ".momentum_buffer", ""},
-								 {"", ".sum", ""}};
 			float *buf = malloc(un->numel * 4);
 			arr[n_arr++] = buf;
 			if (!buf) {
@@ -112,8 +109,7 @@ static int c_export(struct ctx *x, int argc, char **argv)
 				struct st_tensor *o = &t[nt++];
 				snprintf(o->name, sizeof o->name, "%s%s%s%s", bare ? "" : un->name,
 					 bare ? "" : ".", te->name,
-					 suffix[ZS_OPTIM_ADAM_FAMILY(j->spec.optim.kind) ? 0
-					      : j->spec.optim.kind == ZS_ADAGRAD ? 2 : 1][a]);
+					 zs_optim_state_suffix(j->spec.optim.kind, a));
 				for (uint32_t q = 0; bare && q + 1 < nt; q++)
 					if (!strcmp(t[q].name, o->name)) {
 						cli_die("--bare-names: two units have a tensor '%s'; export "
@@ -145,6 +141,10 @@ static int c_export(struct ctx *x, int argc, char **argv)
 		}
 	}
 	snprintf(step, sizeof step, "%llu", (unsigned long long)version);
+	/* the optimizer's own count (an imported state's steps first): what
+	 * import --optimizer and torch's "step" take */
+	snprintf(osteps, sizeof osteps, "%llu",
+		 (unsigned long long)(j->spec.optim.steps_taken + version));
 	/* a PyTorch model's persistent buffers, of the same step */
 	if (bare) {
 		struct st_tensor *g;
@@ -177,8 +177,9 @@ static int c_export(struct ctx *x, int argc, char **argv)
 	}
 	{
 		const char *meta[] = {"format", "zshard", "job", job, "step", step,
-				      "optimizer", zs_optim_name(j->spec.optim.kind), "buffers", nbuf};
-		if (st_write(out, t, nt, meta, bare ? 5 : 4, show_progress, &err)) {
+				      "optimizer", zs_optim_name(j->spec.optim.kind),
+				      "optimizer_steps", osteps, "buffers", nbuf};
+		if (st_write(out, t, nt, meta, bare ? 6 : 5, show_progress, &err)) {
 			cli_die("%s", err.msg);
 			goto out;
 		}
@@ -197,6 +198,102 @@ out:
 	return rc;
 }
 
+/* A tensor of the job's layout in f: UNIT.TENSOR, TENSOR (export
+ * --bare-names) or one of its aliases, each with suffix (an optimizer
+ * array's: ".exp_avg", ...); its name in name. NULL if none. */
+static const struct st_tensor *find_tensor(const struct st_file *f, const struct zs_job *j,
+					   uint32_t u, uint32_t k, const char *suffix, char *name,
+					   size_t cap)
+{
+	const struct zs_unit *un = &j->spec.layout.units[u];
+	const struct zs_tensor *te = &un->tensors[k];
+	const struct st_tensor *s;
+
+	snprintf(name, cap, "%s.%s%s", un->name, te->name, suffix);
+	if ((s = st_find(f, name)))
+		return s;
+	snprintf(name, cap, "%s%s", te->name, suffix);
+	if ((s = st_find(f, name)))
+		return s;
+	for (uint32_t i = 0; i < j->spec.layout.n_aliases; i++) {
+		const struct zs_alias *al = &j->spec.layout.aliases[i];
+		/* a tied parameter under another of its names */
+		snprintf(name, cap, "%s%s", al->name, suffix);
+		if (al->unit == u && al->tensor == k && (s = st_find(f, name)))
+			return s;
+	}
+	snprintf(name, cap, "%s.%s%s", un->name, te->name, suffix);
+	return NULL;
+}
+
+/* Unit u's tensors with suffix from f into out (numel floats, f32): every
+ * one with the job's shape; a frozen tensor's optimizer array may be
+ * absent (zeros: torch keeps none). Says why and returns -1 if not. */
+static int read_unit(const struct st_file *f, const char *in, const struct zs_job *j, uint32_t u,
+		     const char *suffix, float *out)
+{
+	const struct zs_unit *un = &j->spec.layout.units[u];
+
+	for (uint32_t k = 0; k < un->n_tensors; k++) {
+		const struct zs_tensor *te = &un->tensors[k];
+		char name[2 * ZS_NAME_MAX + 48];
+		const struct st_tensor *s = find_tensor(f, j, u, k, suffix, name, sizeof name);
+		if (!s && *suffix && te->frozen) {
+			memset(out + te->offset, 0, te->numel * 4);
+			continue;
+		}
+		if (!s) {
+			cli_die("%s has no tensor '%s' (the job's layout needs it)", in, name);
+			return -1;
+		}
+		if (s->ndim != te->ndim || memcmp(s->shape, te->shape, te->ndim * sizeof te->shape[0])) {
+			cli_die("tensor '%s' in %s has another shape than the job's", name, in);
+			return -1;
+		}
+		zs_convert_to_f32(out + te->offset, s->data, s->dtype, te->numel);
+	}
+	return 0;
+}
+
+/* With --optimizer: the file's optimizer state must be of the job's
+ * optimizer and of the step its spec says ("steps_taken"). */
+static int state_fits(const struct st_file *f, const char *in, const struct zs_job *j)
+{
+	const char *kind = st_meta(f, "optimizer");
+	const char *steps = st_meta(f, "optimizer_steps");
+	unsigned long long n;
+	char *end;
+
+	if (!zs_optim_state_arrays(&j->spec.optim)) {
+		cli_die("job %s's optimizer (%s) keeps no state: import without --optimizer",
+			j->spec.name, zs_optim_name(j->spec.optim.kind));
+		return -1;
+	}
+	if (kind && strcmp(kind, zs_optim_name(j->spec.optim.kind))) {
+		cli_die("%s holds %s state; job %s's optimizer is %s", in, kind, j->spec.name,
+			zs_optim_name(j->spec.optim.kind));
+		return -1;
+	}
+	if (!steps) {
+		cli_die("%s does not say at which optimizer step its state was taken (metadata 'optimizer_steps')",
+			in);
+		return -1;
+	}
+	errno = 0;
+	n = strtoull(steps, &end, 10);
+	if (errno || *end || end == steps || n == 0) {
+		cli_die("%s: metadata 'optimizer_steps' is '%s', not a step count of at least 1", in,
+			steps);
+		return -1;
+	}
+	if (n != j->spec.optim.steps_taken) {
+		cli_die("%s's optimizer state is at step %llu; job %s was created with optimizer steps_taken %llu: create it with \"steps_taken\": %llu",
+			in, n, j->spec.name, (unsigned long long)j->spec.optim.steps_taken, n);
+		return -1;
+	}
+	return 0;
+}
+
 static int c_import(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
@@ -205,18 +302,25 @@ static int c_import(struct ctx *x, int argc, char **argv)
 	const struct zs_job *j;
 	struct st_file f = {0};
 	float **units = NULL;
-	int rc = 1;
+	uint32_t n_units = 0, arrays = 1;
+	int with_opt = 0, rc = 1;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: zshardctl import JOB FILE.safetensors\n\n"
+			printf("usage: zshardctl import JOB FILE.safetensors [--optimizer]\n\n"
 			       "Uploads a safetensors file as the initial parameters of a job that\n"
 			       "has not trained yet: every UNIT.TENSOR of the job's layout must be\n"
 			       "there (or TENSOR alone, as export --bare-names writes it, or one of\n"
 			       "the tensor's aliases) with its\n"
-			       "shape (F32, BF16 or F16). Nothing is uploaded unless the whole file\n"
-			       "fits the layout.\n");
+			       "shape (F32, BF16 or F16). With --optimizer, the optimizer's state too\n"
+			       "(TENSOR.exp_avg and .exp_avg_sq, .momentum_buffer or .sum, as export\n"
+			       "--optimizer writes them; a frozen tensor's may be absent), of the step\n"
+			       "the file's metadata 'optimizer_steps' says, which must be the job\n"
+			       "spec's optimizer \"steps_taken\". Nothing is uploaded unless the whole\n"
+			       "file fits the job.\n");
 			return 0;
+		} else if (!strcmp(argv[i], "--optimizer")) {
+			with_opt = 1;
 		} else if (argv[i][0] != '-' && !job) {
 			job = argv[i];
 		} else if (argv[i][0] != '-' && !in) {
@@ -236,54 +340,41 @@ static int c_import(struct ctx *x, int argc, char **argv)
 		return cli_die("%s", err.msg);
 	}
 	j = jobio_job(io);
-	units = calloc(j->spec.layout.n_units, sizeof *units);
-	/* check and convert everything before uploading anything */
-	for (uint32_t u = 0; units && u < j->spec.layout.n_units; u++) {
-		const struct zs_unit *un = &j->spec.layout.units[u];
-		units[u] = malloc(un->numel * 4);
-		if (!units[u]) {
-			cli_die("out of memory");
-			goto out;
-		}
-		for (uint32_t k = 0; k < un->n_tensors; k++) {
-			const struct zs_tensor *te = &un->tensors[k];
-			char name[2 * ZS_NAME_MAX + 32];
-			const struct st_tensor *s;
-			snprintf(name, sizeof name, "%s.%s", un->name, te->name);
-			s = st_find(&f, name);
-			if (!s && (s = st_find(&f, te->name))) /* an export --bare-names */
-				snprintf(name, sizeof name, "%s", te->name);
-			for (uint32_t i = 0; !s && i < j->spec.layout.n_aliases; i++) {
-				const struct zs_alias *al = &j->spec.layout.aliases[i];
-				/* a tied parameter under another of its names */
-				if (al->unit == u && al->tensor == k && (s = st_find(&f, al->name)))
-					snprintf(name, sizeof name, "%s", al->name);
-			}
-			if (!s) {
-				cli_die("%s has no tensor '%s' (the job's layout needs it)", in, name);
-				goto out;
-			}
-			if (s->ndim != te->ndim || memcmp(s->shape, te->shape, te->ndim * sizeof te->shape[0])) {
-				cli_die("tensor '%s' in %s has another shape than the job's", name, in);
-				goto out;
-			}
-			zs_convert_to_f32(units[u] + te->offset, s->data, s->dtype, te->numel);
-		}
-	}
+	if (with_opt && state_fits(&f, in, j))
+		goto out;
+	arrays = 1 + (with_opt ? zs_optim_state_arrays(&j->spec.optim) : 0);
+	n_units = j->spec.layout.n_units;
+	units = calloc((size_t)n_units * arrays + 1, sizeof *units);
 	if (!units) {
 		cli_die("out of memory");
 		goto out;
 	}
-	for (uint32_t u = 0; u < j->spec.layout.n_units; u++)
-		if (jobio_init(io, u, units[u], &err)) {
-			cli_die("unit '%s': %s", j->spec.layout.units[u].name, err.msg);
-			goto out;
+	/* check and convert everything before uploading anything */
+	for (uint32_t a = 0; a < arrays; a++)
+		for (uint32_t u = 0; u < n_units; u++) {
+			float **buf = &units[a * n_units + u];
+			if (!(*buf = malloc(j->spec.layout.units[u].numel * 4 + 4))) {
+				cli_die("out of memory");
+				goto out;
+			}
+			if (read_unit(&f, in, j, u, zs_optim_state_suffix(j->spec.optim.kind, a), *buf))
+				goto out;
 		}
-	printf("imported %s into job %s (%u units)\n", in, job, j->spec.layout.n_units);
+	/* the parameters first: a shard takes its optimizer state after them */
+	for (uint32_t a = 0; a < arrays; a++)
+		for (uint32_t u = 0; u < n_units; u++)
+			if (a ? jobio_init_state(io, u, (int)a, units[a * n_units + u], &err)
+			      : jobio_init(io, u, units[u], &err)) {
+				cli_die("unit '%s'%s: %s", j->spec.layout.units[u].name,
+					a ? " (optimizer state)" : "", err.msg);
+				goto out;
+			}
+	printf("imported %s into job %s (%u units%s)\n", in, job, n_units,
+	       with_opt ? ", with the optimizer's state" : "");
 	rc = 0;
 out:
-	for (uint32_t u = 0; units && u < j->spec.layout.n_units; u++)
-		free(units[u]);
+	for (uint32_t i = 0; units && i < n_units * arrays; i++)
+		free(units[i]);
 	free(units);
 	jobio_close(io);
 	st_close(&f);
@@ -292,4 +383,4 @@ out:
 
 const struct cmd cmd_export = {"export", "JOB --out FILE [--optimizer]", "Write the job's parameters as safetensors.", c_export};
 
-const struct cmd cmd_import = {"import", "JOB FILE", "Upload a safetensors file as a new job's initial parameters.", c_import};
+const struct cmd cmd_import = {"import", "JOB FILE [--optimizer]", "Upload a safetensors file as a new job's initial parameters (and optimizer state).", c_import};

@@ -16,11 +16,12 @@ static bool moves(const zs_trainer *t, const struct zs_shard *sh, unsigned u, in
 }
 
 /* Posts one transfer per shard of unit (only >= 0: its shard of that
- * index alone; slice: src holds just that shard's f32 elements); on failure
+ * index alone; slice: src holds just that shard's f32 elements; init: -1
+ * no initial upload, 0 the parameters, 1 or 2 that optimizer array); on failure
  * cancels nothing posted (they complete on their own) but reports the
  * error through the op. */
 static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
-		    const void *src, bool init, bool partial, int only, bool slice, bool dev,
+		    const void *src, int init, bool partial, int only, bool slice, bool dev,
 		    zs_op **out)
 {
 	const struct zs_unit *un;
@@ -38,13 +39,14 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	if (!dst && !src)
 		return tr_fail(t, ZS_EINVAL, "unit %u: a NULL buffer", u);
 	un = &t->job.spec.layout.units[u];
-	dt = init || slice ? ZS_F32 : un->dtype;
+	dt = init >= 0 || slice ? ZS_F32 : un->dtype;
 	dsz = zs_dtype_size(dt);
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++)
-		if (moves(t, &t->job.placement.shards[i], u, only)) {
+		if (moves(t, &t->job.placement.shards[i], u, only) &&
+		    !(init > 0 && zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]))) {
 			n++;
 			/* a frozen shard's push is a step mark: no gradient */
-			if (!src || init || !zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]))
+			if (!src || init >= 0 || !zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]))
 				moved += t->job.placement.shards[i].length;
 		}
 	op = calloc(1, sizeof *op + n * (sizeof op->req[0] + sizeof *op->rq));
@@ -66,7 +68,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	op->t = t;
 	op->unit = u;
 	op->step = step;
-	op->final_push = src && !init && !partial;
+	op->final_push = src && init < 0 && !partial;
 	op->only = only;
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
 		/* a step mark's value, which the server ignores: the first
@@ -77,10 +79,13 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		const struct zs_shard *sh = &t->job.placement.shards[i];
 		if (!moves(t, sh, u, only)) /* before the layout is read for it */
 			continue;
-		bool is_mark = src && !init && zs_shard_marks(&t->job.spec, sh);
+		bool is_mark = src && init < 0 && zs_shard_marks(&t->job.spec, sh);
+		if (init > 0 && zs_shard_marks(&t->job.spec, sh))
+			continue; /* frozen tensors alone: no optimizer state */
 		struct zs_xfer x = {.unit = u, .offset = sh->offset,
 				    .length = is_mark ? ZS_MARK_LEN : sh->length,
-				    .step = step, .dtype = dt, .init = init, .partial = partial,
+				    .step = step, .dtype = dt, .init = init >= 0, .partial = partial,
+				    .state_read = init > 0, .state = init > 0 ? init : -1,
 				    .micro = micro};
 		const uint8_t *from = !src ? NULL : is_mark && dev ? dev_mark
 					: (const uint8_t *)src + (slice ? 0 : sh->offset * dsz);
@@ -141,14 +146,14 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 }
 
 static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
-		 const void *src, bool init, bool partial, zs_op **out)
+		 const void *src, int init, bool partial, zs_op **out)
 {
 	return start_ex(t, u, step, dst, src, init, partial, -1, false, false, out);
 }
 
 int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op)
 {
-	return start_ex(t, u, t->step, dst, NULL, false, false, (int)t->rank, false, false, op);
+	return start_ex(t, u, t->step, dst, NULL, -1, false, (int)t->rank, false, false, op);
 }
 
 int tr_gather_trained(zs_trainer *t, unsigned u, void *dst, zs_op **op)
@@ -158,45 +163,61 @@ int tr_gather_trained(zs_trainer *t, unsigned u, void *dst, zs_op **op)
 	for (uint32_t i = 0; i < t->job.placement.n_shards && !any; i++)
 		any = moves(t, &t->job.placement.shards[i], u, TR_ONLY_TRAINED);
 	*op = NULL;
-	return any ? start_ex(t, u, t->step, dst, NULL, false, false, TR_ONLY_TRAINED, false, false,
+	return any ? start_ex(t, u, t->step, dst, NULL, -1, false, TR_ONLY_TRAINED, false, false,
 			      op)
 		   : ZS_OK;
 }
 
 int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op)
 {
-	return start_ex(t, u, t->step, NULL, src, false, false, (int)t->rank, true, false, op);
+	return start_ex(t, u, t->step, NULL, src, -1, false, (int)t->rank, true, false, op);
 }
 
 int tr_push_device(zs_trainer *t, unsigned u, const void *dsrc, bool slice, zs_op **op)
 {
-	return start_ex(t, u, t->step, NULL, dsrc, false, false, slice ? (int)t->rank : -1, slice,
+	return start_ex(t, u, t->step, NULL, dsrc, -1, false, slice ? (int)t->rank : -1, slice,
 			true, op);
 }
 
 int zs_gather(zs_trainer *t, unsigned u, unsigned long long step, void *dst, zs_op **op)
 {
-	return start(t, u, step, dst, NULL, false, false, op);
+	return start(t, u, step, dst, NULL, -1, false, op);
 }
 
 int zs_push(zs_trainer *t, unsigned u, unsigned long long step, const void *grad,
 	    zs_op **op)
 {
-	return start(t, u, step, NULL, grad, false, false, op);
+	return start(t, u, step, NULL, grad, -1, false, op);
 }
 
 int zs_push_partial(zs_trainer *t, unsigned u, unsigned long long step, const void *grad,
 		    zs_op **op)
 {
-	return start(t, u, step, NULL, grad, false, true, op);
+	return start(t, u, step, NULL, grad, -1, true, op);
 }
 
 int zs_init_unit(zs_trainer *t, unsigned u, const float *params)
 {
 	zs_op *op;
-	int rc = start(t, u, 0, NULL, params, true, false, &op);
+	int rc = start(t, u, 0, NULL, params, 0, false, &op);
 
 	if (rc)
+		return rc;
+	return tr_wait_or_park(t, op, TR_OP_TIMEOUT_MS);
+}
+
+int zs_init_unit_state(zs_trainer *t, unsigned u, unsigned array, const float *state)
+{
+	unsigned n = zs_optim_state_arrays(&t->job.spec.optim);
+	zs_op *op;
+	int rc;
+
+	if (array < 1 || array > n)
+		return tr_fail(t, ZS_EINVAL,
+			       "optimizer array %u: the optimizer of job '%s' (%s) keeps %u array%s",
+			       array, t->job.spec.name, zs_optim_name(t->job.spec.optim.kind), n,
+			       n == 1 ? "" : "s");
+	if ((rc = start(t, u, 0, NULL, state, (int)array, false, &op)))
 		return rc;
 	return tr_wait_or_park(t, op, TR_OP_TIMEOUT_MS);
 }

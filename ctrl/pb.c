@@ -141,6 +141,7 @@ Zshard__JobSpec *pb_spec_pb(struct arena *a, const struct zs_job_spec *s)
 	po->weight_decay = s->optim.weight_decay;
 	po->momentum = s->optim.momentum;
 	po->clip_norm = s->optim.clip_norm;
+	po->steps_taken = s->optim.steps_taken;
 	po->groups = pb_aalloc(a, s->optim.n_groups * sizeof *po->groups + 1);
 	for (uint32_t g = 0; po->groups && g < s->optim.n_groups; g++) {
 		const struct zs_hp *h = &s->optim.groups[g];
@@ -398,7 +399,12 @@ static enum zs_status spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s
 			.beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
 			.weight_decay = o->weight_decay, .momentum = o->momentum,
 			.clip_norm = o->clip_norm,
+			.steps_taken = o->steps_taken,
 		};
+		if (o->steps_taken > ZS_MAX_STEPS_TAKEN)
+			return zs_fail(err, ZS_EINVAL, "optimizer steps_taken %llu (at most %llu)",
+				       (unsigned long long)o->steps_taken,
+				       (unsigned long long)ZS_MAX_STEPS_TAKEN);
 		if (o->n_groups > ZS_MAX_GROUPS)
 			return zs_fail(err, ZS_EINVAL, "%zu optimizer groups (at most %d)",
 				       o->n_groups, ZS_MAX_GROUPS);

@@ -147,6 +147,17 @@ int zs_unit_tensor_frozen(const zs_trainer *t, unsigned unit, unsigned i);
  * training); ZS_EUNAVAIL. */
 int zs_init_unit(zs_trainer *t, unsigned unit, const float *params);
 
+/* Uploads unit's optimizer array (1 or 2: AdamW's and Adam's exp_avg and
+ * exp_avg_sq, SGD's momentum buffer, Adagrad's sum; numel floats, the
+ * caller's) imported with its parameters, after zs_init_unit and before
+ * step 0; blocking. The job's spec must say at which optimizer step the
+ * state was taken ("steps_taken"), so that the next update is that step
+ * plus one. Shards of frozen tensors alone are skipped. ZS_OK; ZS_EINVAL
+ * (unit or array out of range; a replicated job: the upload would reach
+ * one copy); ZS_ESTATE (no steps_taken in the spec, the parameters not
+ * uploaded yet, or the job has begun training); ZS_EUNAVAIL. */
+int zs_init_unit_state(zs_trainer *t, unsigned unit, unsigned array, const float *state);
+
 /*
  * Starts a gather of unit at step into dst (numel elements of the unit's
  * dtype), or a push of grad (same shape) for step. ZS_EINVAL for a NULL

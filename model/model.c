@@ -470,6 +470,18 @@ uint64_t zs_layout_numel(const struct zs_layout *l)
 	return n;
 }
 
+const char *zs_optim_state_suffix(enum zs_optim_kind k, unsigned a)
+{
+	static const char *const adam[] = {"", ".exp_avg", ".exp_avg_sq"};
+	if (a == 0 || a > 2)
+		return "";
+	if (ZS_OPTIM_ADAM_FAMILY(k))
+		return adam[a];
+	if (a == 2)
+		return "";
+	return k == ZS_ADAGRAD ? ".sum" : ".momentum_buffer";
+}
+
 unsigned zs_optim_state_arrays(const struct zs_optim *o)
 {
 	if (ZS_OPTIM_ADAM_FAMILY(o->kind))

@@ -95,10 +95,18 @@ struct zs_hp {
  * trainers set others for a step (model/hparams.h). A spec without groups
  * has one, of the top-level values (zs_job_spec_normalize fills it in).
  */
+/* steps_taken's bound: t stays exact in a double (Adam's pow) */
+#define ZS_MAX_STEPS_TAKEN ((uint64_t)1 << 40)
+
 struct zs_optim {
 	enum zs_optim_kind kind;
 	double lr, beta1, beta2, eps, weight_decay, momentum;
 	double clip_norm; /* 0: off (then no step may turn it on) */
+	/* optimizer steps taken before the job's step 0 (a state imported
+	 * with its parameters): the update of version v is step
+	 * steps_taken + v + 1 (Adam's bias correction; SGD's momentum
+	 * buffer is new only at step 1) */
+	uint64_t steps_taken;
 	uint32_t n_groups;
 	struct zs_hp groups[ZS_MAX_GROUPS];
 };
@@ -377,6 +385,10 @@ uint64_t zs_layout_numel(const struct zs_layout *l);
 /* fp32 arrays of optimizer state per element: AdamW 2, SGD 1 where any
  * group has momentum, else 0. */
 unsigned zs_optim_state_arrays(const struct zs_optim *o);
+/* torch's name of an optimizer's state array a (0: the parameter, ""; 1,
+ * 2: ".exp_avg", ".exp_avg_sq" for AdamW and Adam, ".momentum_buffer" for
+ * SGD, ".sum" for Adagrad), as a suffix of the parameter's name. */
+const char *zs_optim_state_suffix(enum zs_optim_kind k, unsigned a);
 uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 				  const struct zs_unit *u);
 /*

@@ -129,7 +129,7 @@ static enum zs_status parse_optim(json_t *o, struct zs_optim *opt,
 {
 	static const char *const keys[] = {"kind", "lr", "beta1", "beta2", "eps",
 					   "weight_decay", "momentum",
-					   "clip_norm", "groups", NULL};
+					   "clip_norm", "steps_taken", "groups", NULL};
 	char kind[32];
 	enum zs_status st;
 
@@ -153,7 +153,9 @@ static enum zs_status parse_optim(json_t *o, struct zs_optim *opt,
 	    (st = get_num(o, "eps", "optimizer", &opt->eps, err)) ||
 	    (st = get_num(o, "weight_decay", "optimizer", &opt->weight_decay, err)) ||
 	    (st = get_num(o, "momentum", "optimizer", &opt->momentum, err)) ||
-	    (st = get_num(o, "clip_norm", "optimizer", &opt->clip_norm, err)))
+	    (st = get_num(o, "clip_norm", "optimizer", &opt->clip_norm, err)) ||
+	    (st = get_uint(o, "steps_taken", "optimizer", ZS_MAX_STEPS_TAKEN, &opt->steps_taken,
+			   err)))
 		return st;
 	return parse_groups(json_object_get(o, "groups"), opt, err);
 }

@@ -221,6 +221,9 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			      .device = f->op == ZS_OP_PUSH && (f->flags & ZS_WF_DEVICE)};
 	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))
 		return zs_fail(err, ZS_EINVAL, "a state read is of array 0, 1 or 2, as f32");
+	if (f->op == ZS_OP_PUSH && x->state_read && (!x->init || x->replica || f->aux == 0))
+		return zs_fail(err, ZS_EINVAL,
+			       "a push of state is an initial upload of optimizer array 1 or 2 (flags INIT and STATE)");
 	if (x->partial && x->replica && !x->seed) { /* a forwarded partial push */
 		x->epoch = f->aux & 0xffffffffu;
 		x->micro = (uint32_t)(f->aux >> 32);

@@ -50,8 +50,10 @@ struct zs_xfer {
 	bool init;    /* a write of initial fp32 parameters (step 0) */
 	int state;    /* reads: -1 (or 0 when zeroed and not state_read): the
 		       * compute copy; with state_read, 0 master, 1 and 2 the
-		       * optimizer's arrays, as fp32, at the shard's version */
-	bool state_read;
+		       * optimizer's arrays, as fp32, at the shard's version;
+		       * writes with init and state_read: optimizer array 1 or
+		       * 2 before step 0 (an imported state) */
+	bool state_read; /* ZS_WF_STATE: reads and init writes of state */
 	uint64_t *version; /* state reads: receives the shard's version */
 	bool over_budget;  /* server side, writes: land it even past the
 			    * target's landing budget (the listener's call) */

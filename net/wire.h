@@ -97,7 +97,9 @@ enum {
 	ZS_WF_INIT = 1 << 1,    /* a PUSH of initial fp32 parameters, not gradients */
 	ZS_WF_STATE = 1 << 2,   /* a GATHER of fp32 state (aux: 0 master, 1 and 2
 				 * the optimizer's arrays) at whatever step the
-				 * shard is; the reply's step says which */
+				 * shard is; the reply's step says which. With
+				 * INIT, a PUSH of optimizer array aux (1 or 2)
+				 * before step 0: an imported state */
 	ZS_WF_ONE_SIDED = 1 << 3, /* a HELLO asking for the server's one-sided
 				   * path (rdma): replies give arena offsets, the
 				   * path moves the bytes */

@@ -223,12 +223,41 @@ enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s
 {
 	enum zs_status st = ZS_OK;
 
+	const unsigned k = x->state_read ? (unsigned)x->state : 0; /* 0: the parameters */
+	const uint64_t taken = j->spec.optim.steps_taken;
+
 	if (x->dtype != ZS_F32)
-		st = zs_fail(err, ZS_EINVAL, "initial parameters are sent as f32");
+		st = zs_fail(err, ZS_EINVAL, "initial parameters and optimizer state are sent as f32");
 	else if (s->version != 0 || s->full || x->step != 0)
 		st = zs_fail(err, ZS_ESTATE,
-			     "unit '%s' has trained (step %llu): initial parameters come before step 0",
-			     eng_unit_name(j, x->unit), (unsigned long long)s->version);
+			     "unit '%s' has trained (step %llu): initial %s come before step 0",
+			     eng_unit_name(j, x->unit), (unsigned long long)s->version,
+			     k ? "optimizer state and parameters" : "parameters");
+	else if (k && (s->marks || k >= s->n_arrays))
+		st = zs_fail(err, ZS_EINVAL,
+			     "unit '%s' shard %u keeps no optimizer array %u (%s%s)",
+			     eng_unit_name(j, x->unit), s->sh.index, k,
+			     s->marks ? "its tensors are frozen" : "the job's optimizer is ",
+			     s->marks ? "" : zs_optim_name(j->spec.optim.kind));
+	else if (k && j->spec.replicas > 1)
+		st = zs_fail(err, ZS_EINVAL,
+			     "job '%s' keeps %u copies of each shard: an optimizer state upload reaches one, so it is refused (import it into an unreplicated job)",
+			     j->name, j->spec.replicas);
+	else if (k && !taken)
+		st = zs_fail(err, ZS_ESTATE,
+			     "job '%s' was created with no optimizer steps taken: an imported optimizer state needs its step (the spec's optimizer \"steps_taken\")",
+			     j->name);
+	else if (k && !s->ready)
+		st = zs_fail(err, ZS_ESTATE,
+			     "unit '%s' has no parameters yet: they are uploaded before its optimizer state",
+			     eng_unit_name(j, x->unit));
+	else if (k && !(*dst = zs_listener_alloc(e->l, s->sh.padded * 4)))
+		/* a buffer of its own in the arena (what the transports
+		 * reach), into the array once landed (eng_t_write_done) */
+		st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
+			     eng_unit_name(j, x->unit));
+	else if (k)
+		; /* landing in *dst */
 	else if (s->master)
 		*dst = s->master;
 	else if (!s->landing && !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
@@ -427,6 +456,8 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
 		s->init_landing--;
+		if (x->state_read) /* an optimizer array's own buffer */
+			zs_listener_release(e->l, dst);
 	} else if (x->seed) {
 		s->repl_landing = false;
 		free(s->seed);
@@ -501,6 +532,20 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		pthread_mutex_unlock(&s->mu);
 		eng_job_unref(e, j);
 		return;
+	}
+	if (x->init && x->state_read) { /* optimizer array x->state, before step 0 */
+		enum zs_status w;
+		s->init_landing--;
+		/* into the array, in memory, in the tier or on the device */
+		w = eng_arrays_io(e, s, true, NULL, x->state == 1 ? dst : NULL,
+				  x->state == 2 ? dst : NULL);
+		zs_listener_release(e->l, dst);
+		if (w)
+			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
+				    eng_unit_name(j, x->unit), s->path, strerror(errno));
+		else
+			zs_sop_done(op);
+		goto release;
 	}
 	if (x->init) {
 		bool away = !s->master; /* in the tier or on the device: landed first */

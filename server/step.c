@@ -89,7 +89,8 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
 
 	if (s->marks) /* a frozen shard: nothing changes */
 		return;
-	eng_hp_steps(j, s->version, s->version + 1, steps, NULL);
+	/* the optimizer's step: an imported state's steps count first */
+	eng_hp_steps(j, s->version, j->spec.optim.steps_taken + s->version + 1, steps, NULL);
 	if (s->gpu) {
 		eng_dev_apply(e, s, steps, coef, a, b);
 		s->opt_ns += now_ns() - t0;

@@ -137,7 +137,44 @@ void st_close(struct st_file *f)
 	if (f->map)
 		munmap(f->map, f->len);
 	free(f->t);
+	for (uint32_t i = 0; i < 2 * f->n_meta; i++)
+		free(f->meta_kv[i]);
+	free(f->meta_kv);
 	memset(f, 0, sizeof *f);
+}
+
+const char *st_meta(const struct st_file *f, const char *key)
+{
+	for (uint32_t i = 0; i < f->n_meta; i++)
+		if (!strcmp(f->meta_kv[2 * i], key))
+			return f->meta_kv[2 * i + 1];
+	return NULL;
+}
+
+/* Keeps the metadata's string values (the format's; others are skipped). */
+static enum zs_status keep_meta(struct st_file *f, json_t *m, struct zs_error *err)
+{
+	const char *k;
+	json_t *v;
+
+	if (!json_is_object(m))
+		return ZS_OK;
+	f->meta_kv = calloc(2 * json_object_size(m) + 1, sizeof *f->meta_kv);
+	if (!f->meta_kv)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	json_object_foreach(m, k, v) {
+		if (!json_is_string(v))
+			continue;
+		f->meta_kv[2 * f->n_meta] = strdup(k);
+		f->meta_kv[2 * f->n_meta + 1] = strdup(json_string_value(v));
+		if (!f->meta_kv[2 * f->n_meta] || !f->meta_kv[2 * f->n_meta + 1]) {
+			free(f->meta_kv[2 * f->n_meta]);
+			free(f->meta_kv[2 * f->n_meta + 1]);
+			return zs_fail(err, ZS_ENOMEM, "out of memory");
+		}
+		f->n_meta++;
+	}
+	return ZS_OK;
 }
 
 const struct st_tensor *st_find(const struct st_file *f, const char *name)
@@ -184,8 +221,11 @@ static enum zs_status parse(struct st_file *f, const uint8_t *base, const char *
 		unsigned esize;
 		size_t i;
 
-		if (!strcmp(key, "__metadata__"))
+		if (!strcmp(key, "__metadata__")) {
+			if ((st = keep_meta(f, v, err)))
+				goto out;
 			continue;
+		}
 		if (strlen(key) >= sizeof t->name || !json_is_string(dt) || !json_is_array(shape) ||
 		    json_array_size(shape) > ZS_MAX_DIMS || !json_is_array(offs) ||
 		    json_array_size(offs) != 2) {

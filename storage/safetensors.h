@@ -43,6 +43,8 @@ struct st_file {
 	size_t len;
 	uint32_t n;
 	struct st_tensor *t;
+	uint32_t n_meta;
+	char **meta_kv; /* "__metadata__"'s string values: key, value, ... */
 };
 
 /* Maps and checks path (F32, BF16, F16 tensors only); release with
@@ -55,5 +57,7 @@ enum zs_status st_parse_mem(const void *buf, size_t len, const char *what, struc
 			    struct zs_error *err);
 void st_close(struct st_file *f);
 const struct st_tensor *st_find(const struct st_file *f, const char *name);
+/* The metadata's value for key (a string), or NULL. */
+const char *st_meta(const struct st_file *f, const char *key);
 
 #endif

@@ -39,7 +39,7 @@ tests_host() {
 }
 tests_emulated() {
 	ZSHARD_TEST_SERVER_GPU=emulated ZSHARD_TEST_LABEL="servers --gpu emulated" \
-		ZSHARD_BIN=$bin sh tests/run-tests.sh "$BUILD/tests" train driver ckpt crash device \
+		ZSHARD_BIN=$bin sh tests/run-tests.sh "$BUILD/tests" train driver ckpt transfer crash device \
 		collective scale replica >"$BUILD/gpu-servers.log" 2>&1 &&
 		tail -1 "$BUILD/gpu-servers.log" && return 0
 	cat "$BUILD/gpu-servers.log"

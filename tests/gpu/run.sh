@@ -23,7 +23,7 @@ sh tests/gpu/check-cuda-abi.sh "$cuda" || rc=1
 ZSHARD_BIN=$bin sh tests/run-tests.sh "$build/tests" gpu device collective || rc=1
 if why=$("$build/tests/test_gpu" --probe); then
 	ZSHARD_TEST_SERVER_GPU=0 ZSHARD_TEST_LABEL="servers --gpu 0" ZSHARD_BIN=$bin \
-		sh tests/run-tests.sh "$build/tests" train driver ckpt crash device collective || rc=1
+		sh tests/run-tests.sh "$build/tests" train driver ckpt transfer crash device collective || rc=1
 else
 	echo "check (servers --gpu 0): skipped: $why"
 fi

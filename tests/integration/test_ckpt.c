@@ -1,7 +1,7 @@
 /*
  * test_ckpt.c - checkpoints through the whole service: save and resume to
  * the bit, the whole cluster restarted, a restore onto another number of
- * servers, export and import as safetensors.
+ * servers (export and import: test_transfer.c).
  */
 #include "tests/integration/train_common.h"
 
@@ -244,171 +244,6 @@ static void test_restore_onto_other_server_counts(void **st)
 	check_oracle(x[0].t, &spec, 6);
 	zs_trainer_close(x[0].t);
 	zs_coord_close(c);
-	zs_job_spec_release(&spec);
-}
-/*
- * Export, import: a trained job's parameters (and optimizer state) as
- * safetensors, read back by an independent reader; imported into a new job
- * and exported again, the same bits; a bad file changes nothing.
- */
-/* zshardctl import FILE into job, then export it to back */
-static void import_export(const char *job, const char *file, const char *back)
-{
-	char *out, *errs;
-
-	if (ctl(&out, &errs, "import", job, file, NULL, NULL))
-		fail_msg("import %s into %s: %s", file, job, errs);
-	free(out);
-	free(errs);
-	if (ctl(&out, &errs, "export", job, "--out", back, NULL))
-		fail_msg("export %s: %s", job, errs);
-	free(out);
-	free(errs);
-}
-
-static void test_export_import(void **st)
-{
-	struct zs_job_spec spec;
-	struct rank_ctx x[1];
-	struct st_file fa, fb;
-	char a[1024], b[1024], raw[1024], junk[1024], *out, *errs;
-	const char *root = getenv("ZSHARD_ROOT");
-	float got[1000];
-	int rc;
-
-	(void)st;
-	snprintf(a, sizeof a, "%s/a.safetensors", C.dir);
-	snprintf(b, sizeof b, "%s/b.safetensors", C.dir);
-	snprintf(raw, sizeof raw, "%s/u0.w.raw", C.dir);
-	snprintf(junk, sizeof junk, "%s/junk.safetensors", C.dir);
-	oracle_spec(&spec, "exa", 1, ZS_ADAMW, ZS_F32);
-	create_job(&spec);
-	snprintf(spec.name, sizeof spec.name, "exb");
-	create_job(&spec);
-	snprintf(spec.name, sizeof spec.name, "exc");
-	create_job(&spec);
-	x[0] = (struct rank_ctx){.t = join("exa", 0, "tcp")};
-	upload_init(x[0].t);
-	train_ranks(x, 1, 0, 2);
-
-	rc = ctl(&out, &errs, "export", "exa", "--out", a, "--optimizer");
-	if (rc)
-		fail_msg("export: %s", errs);
-	assert_non_null(strstr(out, "at step 2"));
-	free(out);
-	free(errs);
-	/* an independent reader agrees with what a gather returns */
-	{
-		char script[1024];
-		snprintf(script, sizeof script, "%s/tests/ref/safetensors_read.py", root ? root : ".");
-		char *argv[] = {"/usr/bin/python3", script, a, "u0.w", raw, NULL};
-		rc = h_run(argv, &out, &errs);
-		if (rc)
-			fail_msg("the independent reader refused the file: %s", errs);
-		free(out);
-		free(errs);
-		FILE *fr = fopen(raw, "rb");
-		float want[1000];
-		assert_non_null(fr);
-		assert_int_equal(fread(want, 4, 1000, fr), 1000);
-		fclose(fr);
-		assert_int_equal(fetch(x[0].t, 0, 2, got), ZS_OK);
-		assert_memory_equal(got, want, sizeof want);
-	}
-	/* into a new job and out again: the same bits */
-	import_export("exb", a, b);
-	assert_int_equal(st_open(a, &fa, NULL), ZS_OK);
-	assert_int_equal(st_open(b, &fb, NULL), ZS_OK);
-	assert_int_equal(fb.n, 4);
-	assert_int_equal(fa.n, 12); /* + exp_avg and exp_avg_sq of each */
-	for (uint32_t i = 0; i < fb.n; i++) {
-		const struct st_tensor *ta = st_find(&fa, fb.t[i].name);
-		assert_non_null(ta);
-		assert_int_equal(ta->bytes, fb.t[i].bytes);
-		assert_memory_equal(ta->data, fb.t[i].data, ta->bytes);
-	}
-	assert_non_null(st_find(&fa, "u2.w.exp_avg_sq"));
-	st_close(&fa);
-	st_close(&fb);
-	/* importing again into a job that has trained... exb has not, but exa has */
-	rc = ctl(&out, &errs, "import", "exa", a, NULL, NULL);
-	assert_int_equal(rc, 1);
-	assert_non_null(strstr(errs, "initial parameters come before step 0"));
-	free(out);
-	free(errs);
-	/* a bad file: refused, and exc still has no parameters */
-	{
-		FILE *fj = fopen(junk, "wb");
-		uint64_t hl = 40;
-		fwrite(&hl, 8, 1, fj);
-		fputs("{\"u0.w\": {\"dtype\": \"F32\", \"shape\": [1000]", fj);
-		fclose(fj);
-	}
-	rc = ctl(&out, &errs, "import", "exc", junk, NULL, NULL);
-	assert_int_equal(rc, 1);
-	assert_non_null(strstr(errs, "junk.safetensors"));
-	free(out);
-	free(errs);
-	/* a file whose shapes differ from the layout: refused, nothing uploaded */
-	{
-		char wrong[1024];
-		float zeros[2000] = {0};
-		struct st_tensor tt[4] = {
-			{.name = "u0.w", .dtype = ZS_F32, .ndim = 1, .shape = {2000}, .data = zeros, .bytes = 8000},
-			{.name = "u1.w", .dtype = ZS_F32, .ndim = 1, .shape = {1}, .data = zeros, .bytes = 4},
-			{.name = "u2.w", .dtype = ZS_F32, .ndim = 1, .shape = {1}, .data = zeros, .bytes = 4},
-			{.name = "u3.w", .dtype = ZS_F32, .ndim = 1, .shape = {1}, .data = zeros, .bytes = 4},
-		};
-		snprintf(wrong, sizeof wrong, "%s/wrong.safetensors", C.dir);
-		assert_int_equal(st_write(wrong, tt, 4, NULL, 0, NULL, NULL), ZS_OK);
-		rc = ctl(&out, &errs, "import", "exc", wrong, NULL, NULL);
-		assert_int_equal(rc, 1);
-		assert_non_null(strstr(errs, "another shape"));
-		free(out);
-		free(errs);
-		rc = ctl(&out, &errs, "export", "exc", "--out", wrong, NULL);
-		assert_int_equal(rc, 1); /* still no parameters: nothing was uploaded */
-		assert_non_null(strstr(errs, "no parameters yet"));
-		free(out);
-		free(errs);
-	}
-	rc = ctl(&out, &errs, "import", "exc", b, NULL, NULL); /* b lacks nothing */
-	assert_int_equal(rc, 0);
-	free(out);
-	free(errs);
-	/* a tensor found under its alias (a tied parameter's other name, as a
-	 * file written by another tool may hold it), and exported again */
-	{
-		char tied[1024], back[1024];
-		float w1[1] = {0.25f}, big[5000] = {0};
-		struct st_file fc;
-		const struct st_tensor *tw;
-		struct st_tensor tt[4] = {
-			{.name = "u0.w", .dtype = ZS_F32, .ndim = 1, .shape = {0}, .data = big},
-			{.name = "tied.w", .dtype = ZS_F32, .ndim = 1, .shape = {0}, .data = w1},
-			{.name = "u2.w", .dtype = ZS_F32, .ndim = 1, .shape = {0}, .data = big},
-			{.name = "u3.w", .dtype = ZS_F32, .ndim = 1, .shape = {0}, .data = big},
-		};
-		snprintf(spec.name, sizeof spec.name, "exd");
-		spec.layout.aliases = calloc(1, sizeof *spec.layout.aliases);
-		spec.layout.n_aliases = 1;
-		spec.layout.aliases[0] = (struct zs_alias){1, 0, "tied.w"};
-		create_job(&spec);
-		for (uint32_t u = 0; u < 4; u++) {
-			tt[u].shape[0] = spec.layout.units[u].numel;
-			tt[u].bytes = spec.layout.units[u].numel * 4;
-		}
-		assert_true(spec.layout.units[1].numel == 1 && spec.layout.units[2].numel <= 5000);
-		snprintf(tied, sizeof tied, "%s/tied.safetensors", C.dir);
-		snprintf(back, sizeof back, "%s/tied-back.safetensors", C.dir);
-		assert_int_equal(st_write(tied, tt, 4, NULL, 0, NULL, NULL), ZS_OK);
-		import_export("exd", tied, back);
-		assert_int_equal(st_open(back, &fc, NULL), ZS_OK);
-		assert_non_null(tw = st_find(&fc, "u1.w"));
-		assert_memory_equal(tw->data, w1, 4);
-		st_close(&fc);
-	}
-	zs_trainer_close(x[0].t);
 	zs_job_spec_release(&spec);
 }
 
@@ -761,7 +596,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_checkpoint_and_resume),
 		cmocka_unit_test(test_full_cluster_restart),
 		cmocka_unit_test(test_clean_stop_loses_nothing),
-		cmocka_unit_test(test_export_import),
 		cmocka_unit_test(test_restore_onto_other_server_counts),
 		cmocka_unit_test(test_restore_discards_a_half_finished_step),
 		cmocka_unit_test(test_delete_checkpoint),

@@ -45,6 +45,7 @@ static void test_job_roundtrip(void **st)
 	j.n_trainers = 2;
 	j.trainers = tr;
 	j.created_ms = 1234567;
+	j.spec.optim.steps_taken = 12345; /* an imported optimizer state's */
 	j.spec.layout.units[0].tensors[1].frozen = true;
 	j.spec.layout.aliases = calloc(1, sizeof *j.spec.layout.aliases);
 	j.spec.layout.n_aliases = 1;

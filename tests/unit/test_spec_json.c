@@ -35,7 +35,17 @@ static void test_good(void **st)
 	assert_int_equal(s.layout.units[1].dtype, ZS_BF16); /* from the job */
 	assert_int_equal(s.layout.units[1].numel, 64 * 64 + 64 + 1);
 	assert_int_equal(s.layout.units[1].tensors[2].offset, 64 * 64 + 64);
+	assert_true(s.optim.steps_taken == 0);
 	zs_job_spec_release(&s);
+	{ /* an imported optimizer state's steps */
+		char buf[2048];
+		const char *p = strstr(good, "\"weight_decay\": 0.1");
+		assert_non_null(p);
+		snprintf(buf, sizeof buf, "%.*s\"steps_taken\": 7, %s", (int)(p - good), good, p);
+		assert_int_equal(zs_spec_from_json(buf, &s, NULL), ZS_OK);
+		assert_true(s.optim.steps_taken == 7);
+		zs_job_spec_release(&s);
+	}
 }
 
 /* Replaces the first occurrence of from with to in good, parses, expects failure. */
@@ -81,6 +91,8 @@ static void test_refusals(void **st)
 	expect_parse_error("\"stage\": 3,", "\"stage\": 3,,", "line 1");
 	expect_parse_error("\"compute_dtype\"", "\"align_bytes\": 100, \"compute_dtype\"", "align_bytes 100");
 	expect_parse_error("\"weight_decay\": 0.1", "\"momentum\": 1.5", "momentum");
+	expect_parse_error("\"weight_decay\": 0.1", "\"steps_taken\": -2", "'steps_taken' must be an integer");
+	expect_parse_error("\"weight_decay\": 0.1", "\"steps_taken\": 1.5", "'steps_taken' must be an integer");
 	/* collective jobs and their rank hosts */
 	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"collective\": \"mpi\",",
 			   "collective 'mpi' is not nccl or none");
