@@ -102,6 +102,7 @@ _SIGS = {
     "zs_unit_tensor": (c_int, [_T, c_uint, c_uint, POINTER(c_char_p), POINTER(c_ulonglong),
                                POINTER(c_uint), POINTER(c_ulonglong), c_uint]),
     "zs_init_unit": (c_int, [_T, c_uint, c_void_p]),
+    "zs_init_unit_state": (c_int, [_T, c_uint, c_uint, c_void_p]),
     "zs_gather": (c_int, [_T, c_uint, c_ulonglong, c_void_p, POINTER(_OP)]),
     "zs_push": (c_int, [_T, c_uint, c_ulonglong, c_void_p, POINTER(_OP)]),
     "zs_push_partial": (c_int, [_T, c_uint, c_ulonglong, c_void_p, POINTER(_OP)]),

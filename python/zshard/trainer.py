@@ -214,6 +214,14 @@ class Trainer:
         params = self._buffer(u, params, np.float32, False)
         self._check(lib.zs_init_unit(self._handle(), u, params.ctypes.data))
 
+    def init_unit_state(self, u: int, array: int, state: np.ndarray) -> None:
+        """Uploads unit u's optimizer array (1 or 2: exp_avg and exp_avg_sq,
+        momentum_buffer, sum) imported with its parameters, after
+        init_unit and before step 0; the job's spec says the step it was
+        taken at (its optimizer's "steps_taken")."""
+        state = self._buffer(u, state, np.float32, False)
+        self._check(lib.zs_init_unit_state(self._handle(), u, array, state.ctypes.data))
+
     def _start(self, fn, u, step, arr):
         op = c_void_p()
         self._check(fn(self._handle(), u, step, arr.ctypes.data, byref(op)))

@@ -10,7 +10,13 @@ cluster and FSDP2 itself (one rank, gloo, in this process):
   (relative) of each other: the optimizer state travelled (a fresh one
   would differ by about lr);
 - an FSDP2 model's DCP checkpoint loads into a zshard job's module before
-  its start (zshard.torch.load_dcp): the job's parameters are FSDP2's.
+  its start (zshard.torch.load_dcp): the job's parameters are FSDP2's;
+  with optimizer=, FSDP2's AdamW state too (the servers' moments equal
+  FSDP2's bit for bit, the step is 4), and one more step on both ends
+  within 1e-5 (relative), while a job that loaded the parameters alone
+  ends far off (a fresh optimizer's step); python -m zshard.dcp import
+  puts the same state into a job created by its spec with steps_taken 4,
+  and refuses a job created without it.
 
     ZSHARD_BIN=build/bin build/torch-venv/bin/python tests/python/test_dcp.py
 """
@@ -25,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from test_torch import BIN, _Net, net_data  # noqa: E402
 from cluster import Cluster  # noqa: E402
+import zshard  # noqa: E402
 from zshard.torch import AdamW, fully_shard  # noqa: E402
 
 HP = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
@@ -58,6 +65,7 @@ class TestDCP(unittest.TestCase):
     def test_zshard_to_fsdp2_and_back(self):
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        from safetensors import safe_open
         from safetensors.torch import load_file
         from zshard.torch import load_dcp
 
@@ -115,25 +123,83 @@ class TestDCP(unittest.TestCase):
             self.assertLess(rel, 1e-5, n)
         m.zshard_close()
 
-        # FSDP2's checkpoint into a new zshard job
+        # FSDP2's checkpoint (4 steps: 3 of zshard's, 1 of its own) into
+        # new zshard jobs: the parameters alone (its optimizer starts anew),
+        # and with the optimizer's state (load_dcp(..., optimizer=))
         inp = os.path.join(self.c.d, "dcp-in")
-        msd, _ = get_state_dict(f, fopt)
-        dcp.save({"model": msd}, checkpoint_id=inp)
+        msd, osd = get_state_dict(f, fopt)
+        dcp.save({"model": msd, "optim": osd}, checkpoint_id=inp)
         want = {n: p.full_tensor() for n, p in f.state_dict().items()}
-        torch.manual_seed(99)  # another init: what loads must replace it
-        z = _Net()
-        load_dcp(z, inp)
-        for b in z.blocks:
-            fully_shard(b)
-        fully_shard(z, job="dcpin", coordinator=self.c.addr, rank=0, world_size=1)
-        AdamW(z.parameters(), **HP)
-        z.zshard_start()
-        got = z.state_dict()
-        for n, t in want.items():
-            self.assertTrue(torch.equal(got[n], t), "imported %s" % n)
-        z.zshard_close()
+        zs = {}
+        for job, with_opt in (("dcpin", False), ("dcpin2", True)):
+            torch.manual_seed(99)  # another init: what loads must replace it
+            z = _Net()
+            for b in z.blocks:
+                fully_shard(b)
+            fully_shard(z, job=job, coordinator=self.c.addr, rank=0, world_size=1)
+            zopt = AdamW(z.parameters(), **HP)
+            load_dcp(z, inp, optimizer=zopt if with_opt else None)
+            z.zshard_start()
+            got = z.state_dict()
+            for n, t in want.items():
+                self.assertTrue(torch.equal(got[n], t), "imported %s" % n)
+            zs[job] = (z, zopt)
+        # the state the servers hold is FSDP2's, bit for bit, at its step
+        moments = os.path.join(self.c.d, "moments-in.safetensors")
+        self.c.ctl("export", "dcpin2", "--out", moments, "--optimizer", "--bare-names")
+        with safe_open(moments, "pt") as fm:
+            self.assertEqual(fm.metadata()["optimizer_steps"], "4")
+        moments = load_file(moments)
+        for p, st in fopt.state.items():
+            n = names[id(p)]
+            self.assertEqual(float(st["step"]), 4.0, n)
+            for k in ("exp_avg", "exp_avg_sq"):
+                self.assertTrue(torch.equal(st[k].full_tensor(), moments["%s.%s" % (n, k)]),
+                                "imported %s of %s" % (k, n))
+        # the same through the command line into a job created by its spec,
+        # and refused for a job created without the state's step
+        spec = zs["dcpin2"][0]._zshard.spec()
+        for job, taken in (("dcpcli", 4), ("dcpcli0", 0)):
+            spec["name"] = job
+            spec["optimizer"]["steps_taken"] = taken
+            zshard.create_job(spec, coordinator=self.c.addr)
+            r = subprocess.run([sys.executable, "-m", "zshard.dcp", "import", job, inp,
+                                "--coordinator", self.c.addr], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if taken:
+                self.assertEqual(r.returncode, 0, r.stdout)
+                self.assertIn("optimizer state of step 4", r.stdout)
+            else:
+                self.assertEqual(r.returncode, 1, r.stdout)
+                self.assertIn("steps_taken", r.stdout)
+        cli = os.path.join(self.c.d, "moments-cli.safetensors")
+        self.c.ctl("export", "dcpcli", "--out", cli, "--optimizer", "--bare-names")
+        cli = load_file(cli)
+        for k, t in moments.items():
+            self.assertTrue(torch.equal(cli[k], t), "imported by the command line: %s" % k)
+        # one more step everywhere: with the state, FSDP2's update (within
+        # AdamW's rounding); without it, a fresh optimizer's (far off)
+        f(net_data(4)).backward()
+        fopt.step()
+        fopt.zero_grad()
+        ref = {n: p.full_tensor() for n, p in f.state_dict().items()}
+        rel = {}
+        for job, (z, zopt) in zs.items():
+            z(net_data(4)).backward()
+            zopt.step()
+            zopt.zero_grad()
+            got = z.state_dict()
+            rel[job] = max(((got[n] - t).abs().max() / t.abs().max()).item()
+                           for n, t in ref.items())
+            z.zshard_close()
+        self.assertLess(rel["dcpin2"], 1e-5, "with FSDP2's optimizer state")
+        self.assertGreater(rel["dcpin"], 100 * max(rel["dcpin2"], 1e-7),
+                           "a fresh optimizer's step should be far from FSDP2's: the test "
+                           "cannot tell")
         print("test_dcp: zshard -> FSDP2: parameters and moments bitwise, step 3, the next "
-              "step within %.1e; FSDP2 -> zshard: parameters bitwise" % worst, flush=True)
+              "step within %.1e; FSDP2 -> zshard: parameters and moments bitwise, step 4, "
+              "the next step within %.1e (a fresh optimizer's: %.1e)"
+              % (worst, rel["dcpin2"], rel["dcpin"]), flush=True)
 
 
 if __name__ == "__main__":

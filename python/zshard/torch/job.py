@@ -65,6 +65,11 @@ class _DeviceMemory:
                                          "data": (ptr, False), "version": 2}
 
 
+# torch's names of each optimizer's state arrays, in the servers' order
+STATE_KEYS = {"adamw": ("exp_avg", "exp_avg_sq"), "adam": ("exp_avg", "exp_avg_sq"),
+              "sgd": ("momentum_buffer",), "adagrad": ("sum",)}
+
+
 class Job:
     """The root's state: the job, the units, the hooks."""
 
@@ -81,6 +86,7 @@ class Job:
         self.sent = None               # the hyperparameters last sent
         self.by_ptr = {}               # buffer address -> unit, for the saved-tensor hooks
         self.resume_state = None
+        self.imported = None           # an optimizer state to upload: (step, {id(p): {key: t}})
         self.started = False
         self._sth = None
         self.eval_units = set()
@@ -206,6 +212,8 @@ class Job:
             optimizer["momentum"] = h[0]["momentum"]
         if opt.max_grad_norm:
             optimizer["clip_norm"] = clip_wire(opt.max_grad_norm)
+        if self.imported is not None:  # the next update is the state's step + 1
+            optimizer["steps_taken"] = self.imported[0]
         names = {}  # id(p) -> every state_dict name of it (a tied parameter has several)
         for n, p in self.root.named_parameters(remove_duplicate=False):
             names.setdefault(id(p), []).append(n)
@@ -333,6 +341,31 @@ class Job:
                 self.init_flats.append(flat)
         for u, flat in zip(self.units, self.init_flats):
             self.t.init_unit(u.index, flat)
+        if self.imported is not None:  # after the parameters, before step 0
+            keys = STATE_KEYS[self.opt._KIND]
+            for u in self.units:
+                for a, key in enumerate(keys, 1):
+                    flat = np.zeros(u.numel, dtype=np.float32)  # frozen: none
+                    for (_, p), off in zip(u.params, u.offsets):
+                        st = self.imported[1].get(id(p))
+                        if st is not None:
+                            flat[off:off + p.numel()] = st[key].float().reshape(-1).numpy()
+                    self.t.init_unit_state(u.index, a, flat)
+
+    def import_state(self, step, state):
+        """An optimizer state to start from (zshard.torch.load_dcp's):
+        step, the optimizer's steps taken; state, {parameter: {key:
+        tensor}} for every trained parameter. Rank 0 uploads it after the
+        parameters; the job is created with steps_taken = step."""
+        if self.started:
+            raise FailedPrecondition("the job has started: its optimizer state is the servers' "
+                                     "(import into a new job before its first forward)")
+        trained = [n for u in self.units for n, p in u.params
+                   if p.requires_grad and id(p) not in state]
+        if trained:
+            raise InvalidArgument("the optimizer state has no entry for %s" %
+                                  ", ".join(trained[:8]))
+        self.imported = (int(step), state)
 
     def resume(self):
         """After zshard.Resume: back onto the job's timeline."""
