@@ -142,7 +142,7 @@ INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale 
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all native wheel check check-layers check-exports check-install check-foreign test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
+.PHONY: all native wheel check check-layers check-env check-exports check-install check-foreign test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(TEST_BINS)
@@ -279,6 +279,8 @@ check: all
 
 check-layers:
 	@sh tools/check-layers.sh && sh tests/lib/check-layers-fails.sh
+check-env: $(BUILD)/bin/zshardctl
+	@sh tests/lib/check-env.sh $(BUILD)/bin/zshardctl README.md && sh tests/lib/check-env-fails.sh $(BUILD)/bin/zshardctl
 check-exports: $(LIBZS_SO)
 	@sh tests/lib/check-exports.sh $(LIBZS_SO) $(PUBLIC_H)
 check-install: all

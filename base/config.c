@@ -3,6 +3,7 @@
  * per-key checks, and a daemon's flags from it.
  */
 #include "base/config.h"
+#include "base/env.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -176,7 +177,7 @@ const char *zs_config_coordinator(const struct zs_config *c, char *buf, size_t l
 
 const char *zs_local_coordinator(char *buf, size_t len, char *dir, size_t dlen)
 {
-	const char *d = getenv("ZSHARD_LOCAL_DIR"), *state = getenv("XDG_STATE_HOME");
+	const char *d = zs_env("ZSHARD_LOCAL_DIR"), *state = getenv("XDG_STATE_HOME");
 	const char *home = getenv("HOME");
 	char path[4096];
 	FILE *f;

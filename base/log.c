@@ -1,5 +1,6 @@
 /* log.c - the one-line event log (see log.h). */
 #include "base/log.h"
+#include "base/env.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,7 +40,7 @@ int zs_log_level_option(const char *prog, const char *arg)
 void zs_log_init(const char *name)
 {
 	component = name;
-	zs_log_parse_level(getenv("ZSHARD_LOG"), &level);
+	zs_log_parse_level(zs_env("ZSHARD_LOG"), &level);
 }
 
 void zs_log_set_level(enum zs_log_level lvl) { level = lvl; }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/cli.h"
@@ -16,7 +17,7 @@
 static const struct cmd *const cmds[] = {
 	&cmd_servers, &cmd_jobs, &cmd_job, &cmd_placement, &cmd_stage, &cmd_trainers,
 	&cmd_rebalance, &cmd_status, &cmd_checkpoint, &cmd_export, &cmd_import, &cmd_stats,
-	&cmd_plan, &cmd_rdma, &cmd_gpu, &cmd_scrape_targets, &cmd_config, NULL,
+	&cmd_plan, &cmd_rdma, &cmd_gpu, &cmd_scrape_targets, &cmd_config, &cmd_env, NULL,
 };
 
 static void usage(FILE *f)
@@ -32,9 +33,9 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	struct ctx x = {.coordinator = getenv("ZSHARD_COORDINATOR"), .timeout_ms = 10000};
+	struct ctx x = {.coordinator = zs_env("ZSHARD_COORDINATOR"), .timeout_ms = 10000};
 	struct zs_error err = {0};
-	const char *tls_ca = NULL, *tls_cert = NULL, *tls_key = NULL, *config = getenv("ZSHARD_CONFIG");
+	const char *tls_ca = NULL, *tls_cert = NULL, *tls_key = NULL, *config = zs_env("ZSHARD_CONFIG");
 	static struct zs_config file; /* the strings above may point into it */
 	static char first[ZS_ADDR_MAX], local[ZS_ADDR_MAX], ldir[512];
 	int i = 1, rc;
@@ -86,7 +87,7 @@ int main(int argc, char **argv)
 			x.coordinator = zs_config_coordinator(&file, first, sizeof first);
 		if (zs_config_get(&file, "stage")) /* checked at load: 1 to 3 */
 			x.stage = (unsigned)atoi(zs_config_get(&file, "stage"));
-		if (!tls_ca && !tls_cert && !tls_key && !getenv("ZSHARD_TLS_CA")) {
+		if (!tls_ca && !tls_cert && !tls_key && !zs_env("ZSHARD_TLS_CA")) {
 			tls_ca = zs_config_get(&file, "tls_ca");
 			tls_cert = zs_config_get(&file, "tls_cert");
 			tls_key = zs_config_get(&file, "tls_key");

@@ -18,6 +18,7 @@
 #include "gpu/coll.h"
 #include "gpu/dev.h"
 #include "gpu/kern.h"
+#include "base/env.h"
 
 /* the public device numbers are gpu/dev.h's */
 _Static_assert(ZS_DEVICE_EMULATED == ZS_DEV_EMULATED, "ZS_DEVICE_EMULATED");
@@ -497,7 +498,7 @@ int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
 	uint32_t n = t->job.spec.layout.n_units;
 	struct tr_dev *v;
 	char why[256];
-	const char *ch = getenv("ZSHARD_COPY_CHUNK");
+	const char *ch = zs_env("ZSHARD_COPY_CHUNK");
 	enum zs_status st;
 
 	if (t->in_step)
@@ -526,7 +527,7 @@ int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
 	v->compute = stream;
 	/* its buffers may be read by a server on the same device */
 	zs_dev_set_shareable(v->dev);
-	v->direct_ok = !getenv("ZSHARD_DEVICE_PUSH") || strcmp(getenv("ZSHARD_DEVICE_PUSH"), "0");
+	v->direct_ok = !zs_env("ZSHARD_DEVICE_PUSH") || strcmp(zs_env("ZSHARD_DEVICE_PUSH"), "0");
 	v->chunk = ch && strtoull(ch, NULL, 10) > 0 ? (size_t)strtoull(ch, NULL, 10)
 						      : DV_CHUNK_DEFAULT;
 	v->ev = calloc(n ? n : 1, sizeof *v->ev);

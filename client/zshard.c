@@ -9,6 +9,7 @@
 #include <sys/random.h>
 
 #include "base/config.h"
+#include "base/env.h"
 #include "base/log.h"
 #include "ctrl/tls.h"
 
@@ -291,7 +292,7 @@ enum zs_status tr_take_placement(zs_trainer *t, const struct zs_placement *p)
 static enum zs_status launch_defaults(const char **coordinator, struct zs_config *cfg, char *buf,
 				      size_t len, struct zs_error *err)
 {
-	const char *cpath = getenv("ZSHARD_CONFIG");
+	const char *cpath = zs_env("ZSHARD_CONFIG");
 	char ldir[512] = "";
 	enum zs_status st;
 
@@ -300,10 +301,10 @@ static enum zs_status launch_defaults(const char **coordinator, struct zs_config
 	if (!*coordinator)
 		*coordinator = zs_config_coordinator(cfg, buf, len);
 	if (!*coordinator)
-		*coordinator = getenv("ZSHARD_COORDINATOR");
+		*coordinator = zs_env("ZSHARD_COORDINATOR");
 	if (!*coordinator)
 		*coordinator = zs_local_coordinator(buf, len, ldir, sizeof ldir);
-	if (zs_config_get(cfg, "tls_ca") && !getenv("ZSHARD_TLS_CA") &&
+	if (zs_config_get(cfg, "tls_ca") && !zs_env("ZSHARD_TLS_CA") &&
 	    (st = zs_tls_configure(zs_config_get(cfg, "tls_ca"), zs_config_get(cfg, "tls_cert"),
 				   zs_config_get(cfg, "tls_key"), err)))
 		return st;

@@ -6,6 +6,7 @@
  * restore that finds a checkpoint bad falls back to an older one.
  */
 #include "coord/state.h"
+#include "base/env.h"
 
 /* A task for every server that holds shards in placement pl. */
 enum zs_status coord_add_ctask_on(struct coord *c, const char *job,
@@ -233,8 +234,7 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 				nk.state = ZS_CKPT_COMMITTED; /* every server durable */
 		}
 		/* fault injection for the crash tests: die before recording it */
-		if (nk.state == ZS_CKPT_COMMITTED && getenv("ZSHARD_FAULT") &&
-		    !strcmp(getenv("ZSHARD_FAULT"), "coord-before-commit")) {
+		if (nk.state == ZS_CKPT_COMMITTED && zs_fault("coord-before-commit")) {
 			zs_error("fault injection: dying at coord-before-commit");
 			raise(SIGKILL);
 		}

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/log.h"
 #include "ctrl/tls.h"
 
@@ -102,8 +103,8 @@ enum zs_status zs_tls_from_env(struct zs_error *err)
 	pthread_mutex_unlock(&tls.mu);
 	if (set)
 		return ZS_OK;
-	return zs_tls_configure(getenv("ZSHARD_TLS_CA"), getenv("ZSHARD_TLS_CERT"),
-				getenv("ZSHARD_TLS_KEY"), err);
+	return zs_tls_configure(zs_env("ZSHARD_TLS_CA"), zs_env("ZSHARD_TLS_CERT"),
+				zs_env("ZSHARD_TLS_KEY"), err);
 }
 
 enum zs_status zs_tls_setup(const char *ca_file, const char *cert_file, const char *key_file,

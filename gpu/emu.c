@@ -7,6 +7,7 @@
  */
 #include "gpu/dev_int.h"
 #include "gpu/emu_shm.h"
+#include "base/env.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -352,7 +353,7 @@ static const struct zs_dev_ops emu_ops = {
 enum zs_status zs_dev_emu_open(struct zs_dev *d, char *why, size_t len)
 {
 	struct emu *e = calloc(1, sizeof *e);
-	const char *v = getenv("ZSHARD_DEV_EMU_DELAY_US");
+	const char *v = zs_env("ZSHARD_DEV_EMU_DELAY_US");
 
 	if (!e) {
 		if (why && len)

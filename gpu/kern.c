@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/env.h"
 #include "math/optim.h"
 
 #ifdef ZS_HAVE_CUDA_KERNELS
@@ -32,7 +33,7 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
 static void load(void)
 {
-	const char *path = getenv("ZSHARD_GPU_LIB") ? getenv("ZSHARD_GPU_LIB") : "libzsgpu.so";
+	const char *path = zs_env("ZSHARD_GPU_LIB") ? zs_env("ZSHARD_GPU_LIB") : "libzsgpu.so";
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 
 	if (!h) {

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include "base/env.h"
 #include "base/util.h"
 #include "net/sockio.h"
 #include "net/stream.h"
@@ -490,10 +491,10 @@ static enum zs_status r_setup(struct zs_conn *c, int fd, uint64_t arena_len, int
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	rc->c = c;
-	rc->depth = rdma_env_uint("ZSHARD_RDMA_DEPTH", 128, 1, 16384);
+	rc->depth = zs_env_uint("ZSHARD_RDMA_DEPTH", 128, 1, 16384);
 	if (rc->depth > (unsigned)rdma_dev.dev.max_qp_wr && rdma_dev.dev.max_qp_wr > 0)
 		rc->depth = (unsigned)rdma_dev.dev.max_qp_wr;
-	rc->chunk = rdma_env_uint("ZSHARD_RDMA_CHUNK", 1u << 20, 4096, 1u << 30);
+	rc->chunk = zs_env_uint("ZSHARD_RDMA_CHUNK", 1u << 20, 4096, 1u << 30);
 	if (rdma_dev.port.max_msg_sz && rc->chunk > rdma_dev.port.max_msg_sz)
 		rc->chunk = rdma_dev.port.max_msg_sz;
 	pthread_mutex_init(&rc->mu, NULL);

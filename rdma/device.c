@@ -13,21 +13,11 @@
 #include <poll.h>
 #include <sys/resource.h>
 
+#include "base/env.h"
 #include "base/util.h"
 
 struct rdma_device rdma_dev = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-unsigned rdma_env_uint(const char *name, unsigned def, unsigned lo, unsigned hi)
-{
-	const char *v = getenv(name);
-	char *end;
-	unsigned long x;
-
-	if (!v || !*v)
-		return def;
-	x = strtoul(v, &end, 10);
-	return *end || x < lo || x > hi ? def : (unsigned)x;
-}
 
 static bool ipv4_mapped(const union ibv_gid *g)
 {
@@ -39,7 +29,7 @@ static bool ipv4_mapped(const union ibv_gid *g)
 static enum zs_status dev_open_locked(char *why, size_t wl)
 {
 	struct ibv_device **list;
-	const char *want = getenv("ZSHARD_RDMA_DEV");
+	const char *want = zs_env("ZSHARD_RDMA_DEV");
 	int n = 0, pick = -1;
 
 	if (rdma_dev.refs) {
@@ -71,7 +61,7 @@ static enum zs_status dev_open_locked(char *why, size_t wl)
 	}
 	ibv_free_device_list(list);
 	list = NULL;
-	rdma_dev.port_num = (uint8_t)rdma_env_uint("ZSHARD_RDMA_PORT", 1, 1, 255);
+	rdma_dev.port_num = (uint8_t)zs_env_uint("ZSHARD_RDMA_PORT", 1, 1, 255);
 	if (ibv_query_device(rdma_dev.ctx, &rdma_dev.dev) || ibv_query_port(rdma_dev.ctx, rdma_dev.port_num, &rdma_dev.port)) {
 		snprintf(why, wl, "cannot query RDMA device %s port %u: %s", rdma_dev.name, rdma_dev.port_num,
 			 strerror(errno));
@@ -83,8 +73,8 @@ static enum zs_status dev_open_locked(char *why, size_t wl)
 		goto fail_ctx;
 	}
 	rdma_dev.gid_index = -1;
-	if (getenv("ZSHARD_RDMA_GID") && *getenv("ZSHARD_RDMA_GID")) {
-		rdma_dev.gid_index = (int)rdma_env_uint("ZSHARD_RDMA_GID", 0, 0, 1023);
+	if (zs_env("ZSHARD_RDMA_GID")) {
+		rdma_dev.gid_index = (int)zs_env_uint("ZSHARD_RDMA_GID", 0, 0, 1023);
 		if (ibv_query_gid(rdma_dev.ctx, rdma_dev.port_num, rdma_dev.gid_index, &rdma_dev.gid)) {
 			snprintf(why, wl, "GID index %d of %s: %s", rdma_dev.gid_index, rdma_dev.name,
 				 strerror(errno));

@@ -91,8 +91,6 @@ struct rdma_device {
 };
 extern struct rdma_device rdma_dev;
 
-/* An environment variable as an unsigned in [lo, hi], else def. */
-unsigned rdma_env_uint(const char *name, unsigned def, unsigned lo, unsigned hi);
 /* Opens the device (ZSHARD_RDMA_DEV, or the first) once per process and
  * counts the users; ZS_EUNAVAIL with a plain reason in why. */
 enum zs_status rdma_dev_open(char *why, size_t wl);

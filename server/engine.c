@@ -4,6 +4,7 @@
  * does not come within the step timeout (see engine.h, engine_int.h).
  */
 #include "server/engine_int.h"
+#include "base/env.h"
 
 void eng_shard_release(struct engine *e, struct eshard *s)
 {
@@ -447,8 +448,8 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 	e->land_budget = 256u << 20;
 	e->nthreads = nthreads ? nthreads : 1;
 	e->step_timeout_ms = step_timeout_ms ? step_timeout_ms : 60000;
-	e->fault_one_copy = getenv("ZSHARD_FAULT") && !strcmp(getenv("ZSHARD_FAULT"), "repl-one-copy");
-	e->fault_refuse = getenv("ZSHARD_FAULT") && !strcmp(getenv("ZSHARD_FAULT"), "repl-refuse");
+	e->fault_one_copy = zs_fault("repl-one-copy");
+	e->fault_refuse = zs_fault("repl-refuse");
 	e->target = (struct zs_target){e, eng_t_hello, eng_t_read, eng_t_write_begin, eng_t_write_done,
 				       eng_t_write_abort, eng_t_write_progress, eng_t_hparams,
 				       eng_t_dev_ident, eng_t_dev_map, eng_t_dev_unmap};

@@ -8,6 +8,7 @@
  */
 #include "server/daemon.h"
 
+#include "base/env.h"
 #include "base/opts.h"
 #include "gpu/dev.h"
 
@@ -33,7 +34,7 @@ int main(int argc, char **argv)
 {
 	struct option opts[64];
 	static const char *const tables[] = {"meta", "ckpt", "live"};
-	const char *coord_addr = getenv("ZSHARD_COORDINATOR");
+	const char *coord_addr = zs_env("ZSHARD_COORDINATOR");
 	const char *listen = "127.0.0.1:0", *data_dir = NULL, *port_file = NULL;
 	const char *data_listen = NULL, *metrics = NULL, *advertise = NULL, *data_advertise = NULL;
 	char bound_ctl[ZS_ADDR_MAX], bound_data[ZS_ADDR_MAX];

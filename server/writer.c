@@ -5,6 +5,7 @@
  * not wait.
  */
 #include "server/daemon.h"
+#include "base/env.h"
 
 static bool same_task(const struct zs_task *a, const struct zs_task *b)
 {
@@ -85,8 +86,7 @@ void srvd_snap_done(void *ctx, const char *job, uint64_t id, uint64_t step,
  */
 static void fault_point(const char *name)
 {
-	const char *f = getenv("ZSHARD_FAULT");
-	if (f && !strcmp(f, name)) {
+	if (zs_fault(name)) {
 		zs_error("fault injection: dying at %s", name);
 		raise(SIGKILL);
 	}

@@ -31,7 +31,7 @@ part() {
 	77) st=skipped ;;
 	*) st="FAILED (exit $r)"; failed="$failed $name" ;;
 	esac
-	printf '%-22s %-18s %5d s\n' "$name" "$st" "$s" >>"$summary"
+	printf '%-28s %-18s %5d s\n' "$name" "$st" "$s" >>"$summary"
 }
 
 tests_host() {
@@ -151,7 +151,8 @@ rdma() {
 
 part tests tests_host
 part tests-gpu-emulated tests_emulated
-part layers-exports-install $MAKE --no-print-directory check-layers check-exports check-install
+part layers-env-exports-install $MAKE --no-print-directory check-layers check-env check-exports \
+	check-install
 part cuda cuda
 part netns suite netns
 part fuzz fuzz

@@ -310,7 +310,7 @@ static void test_cli_errors(void **st)
 	static const char *const cmds[] = {"servers", "jobs", "job", "placement", "stage",
 					   "trainers", "rebalance", "status", "stats", "checkpoint",
 					   "plan", "rdma", "export", "import", "scrape-targets",
-					   "config", "gpu"};
+					   "config", "gpu", "env"};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
 		assert_int_equal(ctl(&out, &err, cmds[i], "--help", NULL, NULL), 0);
 		assert_non_null(strstr(out, "usage: zshardctl"));
