@@ -96,8 +96,8 @@ CLIENT_SRC := $(wildcard client/*.c)
 # the device layer: the CUDA driver API loaded at run time, and the emulator
 GPU_SRC := $(wildcard gpu/*.c)
 # the shard engine (the tests and benchmarks drive it without the daemon)
-ENGINE_SRC := $(addprefix server/,engine.c face.c step.c landing.c hparams.c tier.c snapshot.c devshard.c replica.c replica_in.c acks.c epoch.c clip.c)
-SERVER_SRC := $(filter-out server/main.c $(ENGINE_SRC),$(wildcard server/*.c))
+ENGINE_SRC := $(wildcard engine/*.c)
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
 COORD_SRC := $(filter-out coord/main.c,$(wildcard coord/*.c))
 CLI_SRC := $(wildcard cli/*.c)
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/engine.h"
+#include "engine/engine.h"
 #include "model/placement.h"
 #include "bench/timing.h"
 #include "net/listener.h"

@@ -15,7 +15,7 @@
  * the new primary takes it as any push (or, if it applied that step as a
  * replica already, acknowledges it at once). A gather goes again and is
  * served at its step. A gradient-accumulation push is acknowledged once
- * every copy has its term in its reduction (server/replica.c), so the new
+ * every copy has its term in its reduction (engine/replica.c), so the new
  * primary has every partial push acknowledged before; it counts the
  * rank's micro-batches of the step, so one sent again that the lost
  * primary had forwarded before it died goes in once.

@@ -14,7 +14,7 @@
  * one on a live server that holds none of it (another host where one
  * has room), in a new placement epoch, as soon as there is such a server
  * (right after the failover, or when one registers or comes back): its
- * primary sends it the shard's whole state (server/replica.c, a seed),
+ * primary sends it the shard's whole state (engine/replica.c, a seed),
  * then forwards every step to it as to the others, while training goes on.
  *
  * Not promoted (the job keeps today's path: the rollback to its last

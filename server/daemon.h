@@ -25,7 +25,7 @@
 #include "storage/ckpt.h"
 #include "ctrl/codec.h"
 #include "ctrl/coord_client.h"
-#include "server/engine.h"
+#include "engine/engine.h"
 #include "storage/kv.h"
 #include "base/log.h"
 #include "ctrl/methods.h"

@@ -28,7 +28,8 @@ ctrl: gen model base include
 metrics: base include
 rdma: net model base include
 client: gpu ctrl net model base include
-server: metrics ctrl rdma net storage gpu math model base include
+engine: net gpu math model base include
+server: engine metrics ctrl rdma net storage gpu math model base include
 coord: metrics ctrl storage model base include
 cli: ctrl rdma net storage gpu math model base include
 "

@@ -11,7 +11,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "env-fails: $*"; exit 1; }
 
-for d in base model math gpu storage net ctrl metrics rdma client server coord cli python deploy; do
+for d in base model math gpu storage net ctrl metrics rdma client engine server coord cli python deploy; do
 	cp -r "$d" "$tmp/$d"
 done
 cp README.md "$tmp/README.md"

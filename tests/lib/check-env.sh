@@ -11,7 +11,7 @@ set -u
 ctl=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 readme=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 cd "${3:-.}" || exit 1
-dirs="base model math gpu storage net ctrl metrics rdma client server coord cli"
+dirs="base model math gpu storage net ctrl metrics rdma client engine server coord cli"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0

@@ -1,6 +1,6 @@
 /*
  * engine_cluster.h - the engine tests' fixture (test_engine.c): S
- * in-process shard engines (server/engine.h) behind real tcp and shm
+ * in-process shard engines (engine/engine.h) behind real tcp and shm
  * listeners, the clipping norm exchange the coordinator would run, and R
  * trainer threads that gather and push every unit in backward order, each
  * step's gradient the oracle's (tests/oracle.h) deterministic function of
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "server/engine.h"
+#include "engine/engine.h"
 #include "net/listener.h"
 
 #define MAXS  3

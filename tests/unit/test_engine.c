@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "storage/ckpt.h"
-#include "server/engine.h"
+#include "engine/engine.h"
 #include "storage/kv.h"
 #include "tests/oracle.h"
 #include "base/util.h"

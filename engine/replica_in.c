@@ -8,7 +8,7 @@
  * forwarded as it landed, goes into the copy's own reduction, as it did
  * into the primary's: a promoted copy has every term acknowledged.
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 
 enum zs_status eng_partial_check(struct ejob *j, struct eshard *s, uint32_t rank,
 				 const struct zs_xfer *x, bool *dup, struct zs_error *err)

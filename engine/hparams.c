@@ -10,7 +10,7 @@
  * table for the same step must send the same values; a rank that sends
  * none uses the others'. Without any table a step uses the spec's values.
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 
 /* The slowest shard's step here (tables before it are no longer read,
  * except the one in force there). */

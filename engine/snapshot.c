@@ -3,7 +3,7 @@
  * reaches the checkpoint's step (training goes on), the finished snapshot
  * handed to the writer, and restore from a checkpoint's records.
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 
 /* Gives sn the arrays of shard s (master, and the optimizer state it has),
  * zeroed if zero, at step; false when out of memory (what was allocated

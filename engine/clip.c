@@ -22,7 +22,7 @@
  * an exchange queued behind busy ones could be the one they wait for
  * (another job's, through another server).
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 
 struct ctask {
 	struct ejob *j; /* a reference */

@@ -23,7 +23,7 @@
 #ifndef ZS_ENGINE_INT_H
 #define ZS_ENGINE_INT_H
 
-#include "server/engine.h"
+#include "engine/engine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -197,7 +197,7 @@ struct ejob {
 	struct { uint64_t id; struct zs_conn *c; bool broken; } peerc[8];
 	unsigned n_peerc;
 	bool repl_busy;
-	/* the hyperparameters trainers set (server/hparams.c): tables by
+	/* the hyperparameters trainers set (engine/hparams.c): tables by
 	 * step, ascending; none: the spec's values */
 	pthread_mutex_t hpmu;
 	struct zs_hp_table hp[EJOB_HP_KEEP];

@@ -3,7 +3,7 @@
  * buffers, placement), stats, and the sweeper that fails gathers whose step
  * does not come within the step timeout (see engine.h, engine_int.h).
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 #include "base/env.h"
 
 void eng_shard_release(struct engine *e, struct eshard *s)

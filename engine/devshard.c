@@ -12,7 +12,7 @@
  * for the host kernels): overlap comes from shards and steps in flight on
  * other threads, not from streams.
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 
 #include "gpu/dev.h"
 #include "gpu/kern.h"

@@ -6,7 +6,7 @@
  * (replica.c); a primary with a new peer seeds it. Also how a replica
  * reached by a trainer finds out it was promoted.
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 
 void eng_shard_peers(struct eshard *s, const struct zs_placement *p)
 {

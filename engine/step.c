@@ -3,7 +3,7 @@
  * through the tier), the compute-dtype copy, and releasing the gathers
  * that waited for it (clipping's exchange between the two: clip.c).
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 
 /* the monotonic clock, as the shards' unsigned nanosecond counters take it */
 static uint64_t now_ns(void) { return (uint64_t)zs_now_ns(); }

@@ -4,7 +4,7 @@
  * push landing in its rank's staging slot, reduced as it lands when it can
  * be) and the hand-off to the step once every rank is in.
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 
 /* ------------------------------------------------------------- lookups */
 

@@ -4,7 +4,7 @@
  * for each update (the next chunk read and the last written back by a
  * helper while this one is updated).
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 
 /* ------------------------------------------------------------ NVMe tier */
 

@@ -36,7 +36,7 @@
  * accumulation) is forwarded as it landed and acknowledged once every
  * copy has its term (eng_repl_partial).
  */
-#include "server/engine_int.h"
+#include "engine/engine_int.h"
 
 #include "model/hparams.h"
 #include "net/transport.h"
