@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "base/util.h"
+#include "ctrl/ckpt_arm.h"
 
 /* ----------------------------------------------------------- checkpoint */
 
@@ -51,23 +52,11 @@ static void print_ckpt(const struct zs_checkpoint *k, const struct zs_job *j, bo
 static int arm(struct ctx *x, const char *job, const struct zs_checkpoint *k)
 {
 	struct zs_error err = {0};
-	struct zs_server_info *s = NULL;
-	struct zs_task task = {.kind = ZS_TASK_SNAPSHOT, .id = k->id, .step = k->step};
 	struct zs_job j;
-	uint32_t n_s = 0;
 	enum zs_status st;
 
-	snprintf(task.job, sizeof task.job, "%s", job);
 	if ((st = zs_coord_get_job(x->c, job, &j, &err)) == ZS_OK) {
-		st = zs_coord_servers(x->c, &s, &n_s, &err);
-		for (uint32_t i = 0; !st && i < n_s; i++) {
-			bool holds = false;
-			for (uint32_t q = 0; q < j.placement.n_shards; q++)
-				holds |= j.placement.shards[q].server_id == s[i].id;
-			if (holds)
-				st = zs_server_snapshot(s[i].addr, x->timeout_ms, &task, &err);
-		}
-		free(s);
+		st = zs_ckpt_arm(x->c, &j, k->id, k->step, x->timeout_ms, &err);
 		zs_job_release(&j);
 	}
 	return st ? cli_die("checkpoint %llu: %s", (unsigned long long)k->id, err.msg) : 0;

@@ -11,6 +11,7 @@
 #include "base/config.h"
 #include "base/env.h"
 #include "base/log.h"
+#include "ctrl/ckpt_arm.h"
 #include "ctrl/tls.h"
 
 int tr_fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
@@ -580,31 +581,10 @@ int zs_checkpoint(zs_trainer *t, unsigned long long step, const void *blob, unsi
 		*id = k.id;
 	if (k.state == ZS_CKPT_PENDING) {
 		/* this rank has not pushed step `step` yet, so no shard can pass
-		 * it: tell every server now, before they could */
-		struct zs_server_info *s = NULL;
-		uint32_t n_s = 0;
-		struct zs_task task = {.kind = ZS_TASK_SNAPSHOT, .id = k.id, .step = step};
-		snprintf(task.job, sizeof task.job, "%s", t->job.spec.name);
-		bool repl = t->job.spec.replicas > 1;
-		st = zs_coord_servers(t->coord, &s, &n_s, &err);
-		/* a replicated job's copies write records too, on servers this
-		 * rank may not push to: every live server is told */
-		for (uint32_t i = 0; !st && i < n_s; i++)
-			if (conn_of(t, s[i].id) || (repl && s[i].up)) {
-				bool mine = conn_of(t, s[i].id) != NULL;
-				st = zs_server_snapshot(s[i].addr, repl ? 2000 : 10000, &task, &err);
-				if (st && !mine) /* holds none of it, or cannot say */
-					st = ZS_OK;
-				/* a replicated job's server lost (or stopped): its
-				 * failover fails this checkpoint; training goes on,
-				 * the next one is taken */
-				if ((st == ZS_EUNAVAIL || st == ZS_ETIMEDOUT) && repl) {
-					zs_warn("checkpoint %llu: %s (the job's replicas take over; the checkpoint will not commit)",
-						(unsigned long long)k.id, err.msg);
-					st = ZS_OK;
-				}
-			}
-		free(s);
+		 * it: tell every server now, before they could (a replicated
+		 * job's lost server is waited for 2 s at most) */
+		st = zs_ckpt_arm(t->coord, &t->job, k.id, step,
+				 t->job.spec.replicas > 1 ? 2000 : 10000, &err);
 		if (st) {
 			zs_checkpoint_release(&k);
 			return tr_fail(t, st, "checkpoint %llu: %s", (unsigned long long)k.id, err.msg);
