@@ -493,6 +493,47 @@ void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 	eng_job_unref(e, j);
 }
 
+/*
+ * An initial upload landed (s->mu held; answers op): an optimizer array
+ * from its own buffer into its place, in memory, in the tier or on the
+ * device; the parameters into the master (from the landing buffer where
+ * the shard is away), its compute copy and its replicas.
+ */
+static void init_landed(struct engine *e, struct ejob *j, struct eshard *s,
+			const struct zs_xfer *x, void *dst, struct zs_sop *op)
+{
+	bool away = !s->master; /* in the tier or on the device: landed first */
+	const float *m = away ? s->landing : s->master;
+
+	s->init_landing--;
+	if (x->state_read) { /* optimizer array x->state */
+		enum zs_status w = eng_arrays_io(e, s, true, NULL, x->state == 1 ? dst : NULL,
+						 x->state == 2 ? dst : NULL);
+		zs_listener_release(e->l, dst);
+		if (w)
+			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
+				    eng_unit_name(j, x->unit), s->path, strerror(errno));
+		else
+			zs_sop_done(op);
+		return;
+	}
+	if (away && eng_arrays_io(e, s, true, s->landing, NULL, NULL)) {
+		zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
+			    eng_unit_name(j, x->unit), s->path, strerror(errno));
+		return;
+	}
+	if (s->copy != m)
+		zs_convert_from_f32(s->copy, s->dt, m, s->sh.length);
+	s->ready = true;
+	if (s->n_peers) /* its replicas take the same parameters first */
+		eng_repl_queue(e, j, s, true, m);
+	if (away) {
+		zs_listener_release(e->l, s->landing);
+		s->landing = NULL;
+	}
+	zs_sop_done(op);
+}
+
 void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			 const struct zs_xfer *x, void *dst)
 {
@@ -533,39 +574,8 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		eng_job_unref(e, j);
 		return;
 	}
-	if (x->init && x->state_read) { /* optimizer array x->state, before step 0 */
-		enum zs_status w;
-		s->init_landing--;
-		/* into the array, in memory, in the tier or on the device */
-		w = eng_arrays_io(e, s, true, NULL, x->state == 1 ? dst : NULL,
-				  x->state == 2 ? dst : NULL);
-		zs_listener_release(e->l, dst);
-		if (w)
-			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
-				    eng_unit_name(j, x->unit), s->path, strerror(errno));
-		else
-			zs_sop_done(op);
-		goto release;
-	}
 	if (x->init) {
-		bool away = !s->master; /* in the tier or on the device: landed first */
-		const float *m = away ? s->landing : s->master;
-		s->init_landing--;
-		if (away && eng_arrays_io(e, s, true, s->landing, NULL, NULL)) {
-			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
-				    eng_unit_name(j, x->unit), s->path, strerror(errno));
-			goto release;
-		}
-		if (s->copy != m)
-			zs_convert_from_f32(s->copy, s->dt, m, s->sh.length);
-		s->ready = true;
-		if (s->n_peers) /* its replicas take the same parameters first */
-			eng_repl_queue(e, j, s, true, m);
-		if (away) {
-			zs_listener_release(e->l, s->landing);
-			s->landing = NULL;
-		}
-		zs_sop_done(op);
+		init_landed(e, j, s, x, dst, op);
 		goto release;
 	}
 	if (x->partial && j->spec.replicas > 1) {
