@@ -611,8 +611,12 @@ def run_trial(a, victim, kill_step, tag):
             keep = os.environ.get("ZSHARD_FAULTS_KEEP")
             if keep:
                 dst = os.path.join(keep, "trial-%s" % tag)
+                # the final export stays (compared with the fault-free
+                # run's, it says which tensors and elements differ)
                 shutil.copytree(d, dst, dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns("data.mdb", "*.safetensors"))
+                                ignore=lambda _, names: [
+                                    n for n in names if n == "data.mdb" or
+                                    (n.endswith(".safetensors") and n != "final.safetensors")])
                 res["logs"] = dst
             else:
                 # what the supervisor did, then what each process said
