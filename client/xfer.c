@@ -42,8 +42,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	dt = init >= 0 || slice ? ZS_F32 : un->dtype;
 	dsz = zs_dtype_size(dt);
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++)
-		if (moves(t, &t->job.placement.shards[i], u, only) &&
-		    !(init > 0 && zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]))) {
+		if (moves(t, &t->job.placement.shards[i], u, only)) {
 			n++;
 			/* a frozen shard's push is a step mark: no gradient */
 			if (!src || init >= 0 || !zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]))
@@ -80,8 +79,6 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		if (!moves(t, sh, u, only)) /* before the layout is read for it */
 			continue;
 		bool is_mark = src && init < 0 && zs_shard_marks(&t->job.spec, sh);
-		if (init > 0 && zs_shard_marks(&t->job.spec, sh))
-			continue; /* frozen tensors alone: no optimizer state */
 		struct zs_xfer x = {.unit = u, .offset = sh->offset,
 				    .length = is_mark ? ZS_MARK_LEN : sh->length,
 				    .step = step, .dtype = dt, .init = init >= 0, .partial = partial,
@@ -217,7 +214,9 @@ int zs_init_unit_state(zs_trainer *t, unsigned u, unsigned array, const float *s
 			       "optimizer array %u: the optimizer of job '%s' (%s) keeps %u array%s",
 			       array, t->job.spec.name, zs_optim_name(t->job.spec.optim.kind), n,
 			       n == 1 ? "" : "s");
-	if ((rc = start(t, u, 0, NULL, state, (int)array, false, &op)))
+	/* shards of frozen tensors alone keep no optimizer state */
+	if ((rc = start_ex(t, u, 0, NULL, state, (int)array, false, TR_ONLY_TRAINED, false, false,
+			   &op)))
 		return rc;
 	return tr_wait_or_park(t, op, TR_OP_TIMEOUT_MS);
 }

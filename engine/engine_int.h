@@ -70,6 +70,10 @@ struct eshard {
 	uint32_t terms;  /* pushes in bacc this step (partial ones too) */
 	uint32_t n_landing; /* pushes landing now (in landing buffers) */
 	uint32_t init_landing; /* initial uploads landing now */
+	/* bit k: optimizer array k is in (an imported state's upload, or
+	 * whole from a seed or a restore); a job with steps_taken trains
+	 * from step 0 only with every array in (eng_state_whole) */
+	uint8_t state_in;
 	uint64_t version;
 	bool ready;   /* has parameters: initialized (or, later, restored) */
 	bool reduced; /* clipping: acc holds step version's mean gradient */
@@ -389,6 +393,9 @@ void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 			  const struct zs_xfer *x, void *dst);
 /* An initial upload's destination (caller holds s->mu): the masters, or a
  * landing buffer when they are in the tier or on the device. */
+/* Whether s holds its optimizer state whole: every array a job with
+ * steps_taken needs was uploaded, or came whole (a seed, a restore). */
+bool eng_state_whole(const struct eshard *s);
 enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s,
 			      const struct zs_xfer *x, void **dst, struct zs_error *err);
 void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,

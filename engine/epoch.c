@@ -63,6 +63,7 @@ static void forget_state(struct engine *e, struct ejob *j, struct eshard *s)
 	free(s->repl_err);
 	s->repl_err = NULL;
 	s->ready = false;
+	s->state_in = 0;
 	zs_info("job '%s': unit '%s' shard %u: this server's copy of step %llu is stale: it waits for its primary's seed",
 		j->name, eng_unit_name(j, s->sh.unit), s->sh.index, (unsigned long long)s->version);
 	s->version = 0;

@@ -218,6 +218,12 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	eng_job_unref(e, j);
 }
 
+bool eng_state_whole(const struct eshard *s)
+{
+	unsigned want = ((1u << s->n_arrays) - 1) & ~1u; /* arrays 1 .. n_arrays - 1 */
+	return (s->state_in & want) == want;
+}
+
 enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s,
 			      const struct zs_xfer *x, void **dst, struct zs_error *err)
 {
@@ -239,10 +245,6 @@ enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s
 			     eng_unit_name(j, x->unit), s->sh.index, k,
 			     s->marks ? "its tensors are frozen" : "the job's optimizer is ",
 			     s->marks ? "" : zs_optim_name(j->spec.optim.kind));
-	else if (k && j->spec.replicas > 1)
-		st = zs_fail(err, ZS_EINVAL,
-			     "job '%s' keeps %u copies of each shard: an optimizer state upload reaches one, so it is refused (import it into an unreplicated job)",
-			     j->name, j->spec.replicas);
 	else if (k && !taken)
 		st = zs_fail(err, ZS_ESTATE,
 			     "job '%s' was created with no optimizer steps taken: an imported optimizer state needs its step (the spec's optimizer \"steps_taken\")",
@@ -251,13 +253,12 @@ enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s
 		st = zs_fail(err, ZS_ESTATE,
 			     "unit '%s' has no parameters yet: they are uploaded before its optimizer state",
 			     eng_unit_name(j, x->unit));
-	else if (k && !(*dst = zs_listener_alloc(e->l, s->sh.padded * 4)))
-		/* a buffer of its own in the arena (what the transports
-		 * reach), into the array once landed (eng_t_write_done) */
-		st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
-			     eng_unit_name(j, x->unit));
-	else if (k)
-		; /* landing in *dst */
+	else if (k) /* a buffer of its own in the arena (what the transports
+		       * reach), into the array once landed (init_landed) */
+		st = (*dst = zs_listener_alloc(e->l, s->sh.padded * 4))
+			     ? ZS_OK
+			     : zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
+				       eng_unit_name(j, x->unit));
 	else if (s->master)
 		*dst = s->master;
 	else if (!s->landing && !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
@@ -369,6 +370,12 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		st = zs_fail(err, ZS_ESTATE,
 			     "unit '%s' has no parameters yet: rank 0 uploads them before step 0",
 			     eng_unit_name(j, x->unit));
+	} else if (!s->version && j->spec.optim.steps_taken && !eng_state_whole(s)) {
+		/* its first update would be step steps_taken + 1 on zeros */
+		st = zs_fail(err, ZS_ESTATE,
+			     "unit '%s' shard %u has not all of its optimizer state: job '%s' was created with %llu steps taken, and its state is uploaded before step 0 (zshardctl import --optimizer, zs_init_unit_state)",
+			     eng_unit_name(j, x->unit), s->sh.index, j->name,
+			     (unsigned long long)j->spec.optim.steps_taken);
 	} else if (j->spec.replicas > 1 && x->step + 1 == s->version) {
 		/* sent again after a failover: its step is applied here (by
 		 * this server as a replica); acknowledged once on every copy */
@@ -510,11 +517,13 @@ static void init_landed(struct engine *e, struct ejob *j, struct eshard *s,
 		enum zs_status w = eng_arrays_io(e, s, true, NULL, x->state == 1 ? dst : NULL,
 						 x->state == 2 ? dst : NULL);
 		zs_listener_release(e->l, dst);
-		if (w)
+		if (w) {
 			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
 				    eng_unit_name(j, x->unit), s->path, strerror(errno));
-		else
-			zs_sop_done(op);
+			return;
+		}
+		s->state_in |= (uint8_t)(1u << x->state);
+		zs_sop_done(op);
 		return;
 	}
 	if (away && eng_arrays_io(e, s, true, s->landing, NULL, NULL)) {

@@ -180,6 +180,7 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 				zs_convert_from_f32(s->copy, s->dt, s->seed, n);
 			s->version = x->step;
 			s->ready = true;
+			s->state_in = 0xff; /* whole */
 			/* taken after partial pushes of its step: their terms are
 			 * not here (the copy is not promoted until that step is) */
 			eng_step_discard(e, j, s);

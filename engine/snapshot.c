@@ -394,6 +394,7 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 				(unsigned long long)s->version, s->full, j->spec.world_size);
 		s->version = at;
 		s->ready = load != NULL; /* a reset waits for new initial parameters */
+		s->state_in = load ? 0xff : 0; /* and a new imported state */
 		eng_step_discard(e, j, s); /* the discarded step's pushes */
 		/* every copy is restored to the same state: nothing to forward */
 		s->repl_gen++;

@@ -361,6 +361,10 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 	if (s->replicas > ZS_MAX_REPLICAS)
 		return zs_fail(err, ZS_EINVAL, "replicas %u: a shard has 1 to %d copies",
 			       s->replicas, ZS_MAX_REPLICAS);
+	if (s->replicas > 1 && s->optim.steps_taken)
+		return zs_fail(err, ZS_EINVAL,
+			       "an imported optimizer state (steps_taken %llu) is for jobs of one copy: an upload of it would reach one of the %u copies",
+			       (unsigned long long)s->optim.steps_taken, s->replicas);
 	if (s->replicas > 1 && s->collective)
 		return zs_fail(err, ZS_EINVAL,
 			       "a collective job has one copy of each slice (its trainers reduce among themselves): replicas %u is for jobs whose servers reduce",

@@ -82,7 +82,6 @@ def load_model_dcp(module, checkpoint_id, model_key="model", optimizer=None, opt
     the job is created with its step taken and rank 0 uploads the state
     after the parameters, so the next update is the one FSDP2's would have
     been. Returns the keys loaded."""
-    import torch
     import torch.distributed.checkpoint as dcp
     sd = {k: v.detach().clone() for k, v in module.state_dict().items()}
     dcp.load({model_key: sd}, checkpoint_id=checkpoint_id, no_dist=True)

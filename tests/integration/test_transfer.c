@@ -244,7 +244,7 @@ static int import_opt(const char *job, const char *file, char *why, size_t cap)
  * the parameters alone) the step ends elsewhere: the test can tell. A job
  * whose steps_taken is not the file's, or 0, is refused and left empty;
  * the API refuses an array the optimizer has not, and a state before its
- * parameters.
+ * parameters; a push of step 0 is refused until every array is in.
  */
 static void test_import_optimizer_state(void **st)
 {
@@ -340,6 +340,24 @@ static void test_import_optimizer_state(void **st)
 			g = join(name[6], 0, "tcp");
 			assert_int_equal(zs_init_unit_state(g, 1, 1, &one), ZS_ESTATE);
 			assert_non_null(strstr(zs_trainer_error(g), "no parameters yet"));
+			/* the parameters without (all of) the state: no step 0,
+			 * which would update from zeros as step 3 */
+			for (unsigned u = 0; u < 4; u++) {
+				float *z = calloc(zs_unit_numel(g, u), 4);
+				assert_int_equal(zs_init_unit(g, u, z), ZS_OK);
+				free(z);
+			}
+			for (unsigned k = 1; k <= 2; k++) {
+				uint8_t grad[8] = {0};
+				zs_op *op;
+				int want = k <= zs_optim_state_arrays(&spec.optim) ? ZS_ESTATE : ZS_OK;
+				assert_int_equal(zs_push(g, 1, 0, grad, &op), ZS_OK);
+				assert_int_equal(zs_op_wait(op, 20000), want);
+				if (want == ZS_ESTATE) {
+					assert_non_null(strstr(zs_trainer_error(g), "optimizer state"));
+					assert_int_equal(zs_init_unit_state(g, 1, k, &one), ZS_OK);
+				}
+			}
 			zs_trainer_close(g);
 		}
 

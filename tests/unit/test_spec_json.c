@@ -105,6 +105,19 @@ static void test_refusals(void **st)
 			   "names 1 hosts for 2 ranks");
 	/* replicas: 1 to 3, not with a collective job */
 	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"replicas\": 4,", "replicas");
+	{ /* an imported optimizer state reaches one copy: refused with replicas */
+		char buf[2048];
+		const char *p = strstr(good, "\"weight_decay\": 0.1");
+		struct zs_error err = {0};
+		struct zs_job_spec s;
+		assert_non_null(p);
+		snprintf(buf, sizeof buf, "%.*s\"steps_taken\": 2, %s", (int)(p - good), good, p);
+		assert_int_equal(zs_spec_from_json(buf, &s, NULL), ZS_OK);
+		s.replicas = 2;
+		assert_int_equal(zs_job_spec_normalize(&s, &err), ZS_EINVAL);
+		assert_non_null(strstr(err.msg, "steps_taken 2"));
+		zs_job_spec_release(&s);
+	}
 	expect_parse_error("\"stage\": 3,",
 			   "\"stage\": 3, \"collective\": \"nccl\", \"replicas\": 2,",
 			   "a collective job has one copy");
