@@ -142,7 +142,8 @@ static bool resend(zs_op *op, uint32_t i, struct zs_error *err)
 	uint64_t to;
 
 	op->req[i] = NULL;
-	if (q->hparams) /* the lost server needed it; the others have it */
+	if (q->hparams) /* the lost server needed it; the others have it (one
+			 * connected to now got it from tr_hp_to_new) */
 		return true;
 	to = primary_of(t, &q->x);
 	if (!to || !(c = tr_conn(t, to, !q->src))) {

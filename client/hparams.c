@@ -84,7 +84,10 @@ int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hpara
 					  groups[g].beta2, groups[g].eps, groups[g].momentum};
 	if ((st = zs_hp_table_check(&t->job.spec, &tab, &err)))
 		return tr_fail(t, st, "%s", err.msg);
-	if ((st = send_table(t, &tab, &err)))
+	t->hp_sending = &tab;
+	st = send_table(t, &tab, &err);
+	t->hp_sending = NULL;
+	if (st)
 		return tr_fail(t, st, "setting the hyperparameters of step %llu: %s", step, err.msg);
 	t->hp = tab;
 	t->hp_set = true;
@@ -131,20 +134,32 @@ int zs_step_grad_norm(zs_trainer *t, unsigned long long step, int timeout_ms, do
 	return ZS_OK;
 }
 
+/* Sends tab to c and waits for it to be taken. */
+static enum zs_status table_to(zs_trainer *t, struct zs_conn *c, const struct zs_hp_table *tab,
+			       struct zs_error *err)
+{
+	uint8_t payload[ZS_HP_MAX_BYTES];
+	size_t len = zs_hp_encode(tab, payload);
+	struct zs_req *r;
+	enum zs_status st = zs_post_hparams(c, tab->step, payload, len, &r, err);
+
+	if (!st)
+		st = zs_req_wait(r, t->timeout_ms, err);
+	if (st)
+		zs_error_prefix(err, "the hyperparameters of step %llu to a server connected to now",
+				(unsigned long long)tab->step);
+	return st;
+}
+
 enum zs_status tr_hp_to_new(zs_trainer *t, struct zs_conn *c, struct zs_error *err)
 {
-	for (uint32_t i = 0; i < t->n_hp_hist; i++) {
-		uint8_t payload[ZS_HP_MAX_BYTES];
-		size_t len = zs_hp_encode(&t->hp_hist[i], payload);
-		struct zs_req *r;
-		enum zs_status st = zs_post_hparams(c, t->hp_hist[i].step, payload, len, &r, err);
-		if (!st)
-			st = zs_req_wait(r, t->timeout_ms, err);
-		if (st) {
-			zs_error_prefix(err, "the hyperparameters of step %llu to a server connected to now",
-					(unsigned long long)t->hp_hist[i].step);
-			return st;
-		}
-	}
-	return ZS_OK;
+	enum zs_status st = ZS_OK;
+
+	for (uint32_t i = 0; i < t->n_hp_hist && !st; i++)
+		st = table_to(t, c, &t->hp_hist[i], err);
+	/* the table being set when the failover came (its send waits for
+	 * this connection's op to end): the step it is for is pushed here */
+	if (!st && t->hp_sending)
+		st = table_to(t, c, t->hp_sending, err);
+	return st;
 }

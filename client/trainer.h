@@ -132,6 +132,10 @@ struct zs_trainer {
 	 * (a failover's new primary) gets them before any push */
 	struct zs_hp_table hp_hist[TR_HP_KEEP];
 	uint32_t n_hp_hist;
+	/* the table zs_set_hparams is sending (NULL: none): a server a
+	 * failover connects to meanwhile gets it after the history, since
+	 * the lost server's request for it is not sent again */
+	const struct zs_hp_table *hp_sending;
 	/* device mode (device.c); NULL: the driver's buffers are host memory */
 	struct tr_dev *dv;
 	/* failover (failover.c): connections to lost servers, shut down and

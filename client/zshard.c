@@ -186,7 +186,8 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 		 * got: the steps in flight are applied with them, not with the
 		 * last table its primary forwarded (a promoted copy applied a
 		 * step at the step before's learning rate: wrong bits) */
-		if (!st && t->n_hp_hist && (st = tr_hp_to_new(t, t->conn[t->n_srv], err))) {
+		if (!st && (t->n_hp_hist || t->hp_sending) &&
+		    (st = tr_hp_to_new(t, t->conn[t->n_srv], err))) {
 			zs_conn_close(t->conn[t->n_srv]);
 			if (t->gconn[t->n_srv])
 				zs_conn_close(t->gconn[t->n_srv]);

@@ -218,7 +218,7 @@ uint32_t check_copies(const char *job, uint64_t step, float **want)
 /* What t gathers at step n equals the reference after n steps (K
  * micro-batches; prim: the job's first primaries, its norms' order). */
 void check_reference_at(const char *name, const struct zs_job_spec *spec,
-			       const struct zs_placement *prim, uint64_t n, uint32_t K,
+			       const struct zs_placement *prim, uint64_t n, uint32_t K, int sched,
 			       zs_trainer *t)
 {
 	uint32_t U = spec->layout.n_units;
@@ -226,7 +226,7 @@ void check_reference_at(const char *name, const struct zs_job_spec *spec,
 
 	for (uint32_t u = 0; u < U; u++)
 		ref[u] = malloc(spec->layout.units[u].numel * 4);
-	oracle_reference_sched(spec, prim, n, K, 0, ref);
+	oracle_reference_sched(spec, prim, n, K, sched, ref);
 	for (uint32_t u = 0; u < U; u++) {
 		unsigned long long numel = spec->layout.units[u].numel;
 		float *got = malloc(numel * 4);
@@ -243,3 +243,31 @@ void check_reference_at(const char *name, const struct zs_job_spec *spec,
 	free(ref);
 }
 
+/* C.srv's index of the server holding the most primaries of job name. */
+int busiest_server(const char *name)
+{
+	struct zs_coord_client *c;
+	struct zs_server_info *s;
+	struct zs_job j;
+	uint32_t n, most = 0;
+	int at = -1;
+
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, name, &j, NULL), ZS_OK);
+	assert_int_equal(zs_coord_servers(c, &s, &n, NULL), ZS_OK);
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t held = 0;
+		for (uint32_t i = 0; i < j.placement.n_shards; i++)
+			held += j.placement.shards[i].server_id == s[k].id &&
+				!j.placement.shards[i].copy;
+		for (int q = 0; q < C.n && held > most; q++)
+			if (!strcmp(s[k].addr, C.srv_addr[q])) {
+				most = held;
+				at = q;
+			}
+	}
+	free(s);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	return at;
+}

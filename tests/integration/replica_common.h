@@ -36,6 +36,9 @@ void settle_cluster(const char *job);
 /* C.srv's index of the server with id (by its control address). */
 int srv_index(const struct observer *o, uint64_t id);
 void unobserve(struct observer *o);
+/* C.srv's index of the server holding the most primaries of job name (-1:
+ * none listed). */
+int busiest_server(const char *name);
 /*
  * Every copy of every shard of job holds the same fp32 state, at step,
  * bit for bit; with want (by unit, the masters expected, or NULL) the
@@ -43,9 +46,10 @@ void unobserve(struct observer *o);
  */
 uint32_t check_copies(const char *job, uint64_t step, float **want);
 /* What t gathers at step n equals the reference after n steps (K
- * micro-batches; prim: the job's first primaries, its norms' order). */
+ * micro-batches; prim: the job's first primaries, its norms' order; sched:
+ * oracle_hparams set at every step, as train_oracle's). */
 void check_reference_at(const char *name, const struct zs_job_spec *spec,
-			const struct zs_placement *prim, uint64_t n, uint32_t K,
+			const struct zs_placement *prim, uint64_t n, uint32_t K, int sched,
 			zs_trainer *t);
 
 #endif

@@ -373,6 +373,13 @@ void wait_restored(struct zs_coord_client *c, const char *job, struct zs_job *j)
 	fail_msg("the restore of job '%s' did not finish within 15 s", job);
 }
 /* Restarts server i, with ZSHARD_FAULT=fault when not NULL. */
+int respawn_server(int i)
+{
+	if (C.srv[i] > 0 && h_alive(C.srv[i]))
+		h_stop(C.srv[i], SIGKILL, 5000);
+	return spawn_server(i, C.capacity, NULL);
+}
+
 void restart_server(int i, const char *fault)
 {
 	struct zs_coord_client *c;

@@ -117,6 +117,9 @@ void wait_restored(struct zs_coord_client *c, const char *job, struct zs_job *j)
 /* Restarts server i (killed first if it still runs), with
  * ZSHARD_FAULT=fault when not NULL. */
 void restart_server(int i, const char *fault);
+/* restart_server's kill -9 and start, without its wait nor its asserts (for
+ * a thread other than the test's): 0, or -1 when it did not start. */
+int respawn_server(int i);
 /* Restores checkpoint id (0: latest) of job and waits for it. */
 void restore(struct zs_coord_client *c, const char *job, uint64_t id);
 void rebalance(struct zs_coord_client *c, const char *job, const uint64_t *ids,
