@@ -165,6 +165,10 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		}
 		pos[i] = g;
 	}
+	for (uint32_t i = 0; i < r.n; i++)
+		zs_debug("job '%s' step %llu: server %llu reports unit %u shard %u: sumsq %a", r.job,
+			 (unsigned long long)r.step, (unsigned long long)r.server_id, r.norms[i].unit,
+			 r.norms[i].index, r.norms[i].sumsq);
 	/* a step whose total went out already (an answer lost on its way) */
 	for (struct norm_done *d = c->norms_done; d; d = d->next) {
 		struct zs_buf b;
@@ -238,8 +242,8 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 			zs_rpc_reply(nc->waits[i].call, b.data, b.len);
 		zs_buf_release(&b);
 		norm_remember(c, r.job, j->timeline, r.step, total, nc->n_shards);
-		zs_debug("job '%s' step %llu: gradient norm %g over %u shards", r.job,
-			 (unsigned long long)r.step, sqrt(total), nc->n_shards);
+		zs_debug("job '%s' step %llu: gradient norm %g (sumsq %a) over %u shards", r.job,
+			 (unsigned long long)r.step, sqrt(total), total, nc->n_shards);
 		norm_free(nc);
 	}
 out:
