@@ -26,12 +26,13 @@ struct shm_map {
 	size_t len;
 };
 
-static enum zs_status shm_attach(struct zs_conn *c, int sock, uint64_t region_len, int fd,
-				 void **ctx, struct zs_error *err)
+static enum zs_status shm_attach(struct zs_conn *c, const char *addr, int sock,
+				 uint64_t region_len, int fd, void **ctx, struct zs_error *err)
 {
 	struct shm_map *m = calloc(1, sizeof *m);
 
 	(void)c;
+	(void)addr;
 	(void)sock;
 	if (!m) {
 		close(fd);
@@ -79,24 +80,13 @@ static const struct stream_hooks shm_hooks = {
 	.detach = shm_detach,
 };
 
-static enum zs_status shm_connect(const struct zs_conn_opts *o, struct zs_conn **out,
-				  struct zs_error *err)
-{
-	return stream_connect(&zs_shm_transport, &shm_hooks, o, out, err);
-}
-
 const struct zs_transport_ops zs_shm_transport = {
 	.name = "shm",
 	.caps = ZS_CAP_SAME_HOST,
 	.bit = ZS_TRANSPORT_SHM,
-	.connect = shm_connect,
+	.hooks = &shm_hooks,
 	.reg = stream_reg,
 	.dereg = stream_dereg,
-	.post_read = stream_post_read,
-	.post_write = stream_post_write,
-	.test = zs_req_test,
-	.wait = zs_req_wait,
-	.close = stream_close,
 };
 
 /* ------------------------------------------------------- the server half */

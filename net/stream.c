@@ -217,15 +217,14 @@ static enum zs_status post(struct zs_conn *c, uint16_t op, const struct zs_xfer 
 	return ZS_OK;
 }
 
-enum zs_status stream_post_read(struct zs_conn *c, const struct zs_xfer *x, void *dst,
-				struct zs_req **out, struct zs_error *err)
+enum zs_status zs_post_read(struct zs_conn *c, const struct zs_xfer *x, void *dst,
+			    struct zs_req **out, struct zs_error *err)
 {
 	return post(c, ZS_OP_GATHER, x, dst, NULL, 0, out, err);
 }
 
-enum zs_status stream_post_write(struct zs_conn *c, const struct zs_xfer *x,
-				 const void *src, struct zs_req **out,
-				 struct zs_error *err)
+enum zs_status zs_post_write(struct zs_conn *c, const struct zs_xfer *x, const void *src,
+			     struct zs_req **out, struct zs_error *err)
 {
 	return post(c, c->h->inline_data ? ZS_OP_PUSH : ZS_OP_PUSH_BEGIN, x, NULL, src, 0, out,
 		    err);
@@ -669,14 +668,21 @@ fail:
 	return err ? err->code : ZS_EPROTO;
 }
 
-enum zs_status stream_connect(const struct zs_transport_ops *ops, const struct stream_hooks *h,
-			      const struct zs_conn_opts *o, struct zs_conn **out,
-			      struct zs_error *err)
+enum zs_status zs_connect(const struct zs_transport_ops *ops, const struct zs_conn_opts *o,
+			  struct zs_conn **out, struct zs_error *err)
 {
+	const struct stream_hooks *h = ops->hooks;
 	struct zs_conn *c;
 	enum zs_status st;
 	int timeout = o->timeout_ms > 0 ? o->timeout_ms : 10000, fd = -1;
 
+	*out = NULL;
+	if (!h) { /* not in this build: it says why */
+		char why[256] = "not in this build";
+		if (ops->available)
+			ops->available(why, sizeof why);
+		return zs_fail(err, ZS_EUNAVAIL, "%s", why);
+	}
 	if (h->unix_addr != (o->addr[0] == '@'))
 		return zs_fail(err, ZS_EINVAL, "'%s' is not a %s address", o->addr, ops->name);
 	c = calloc(1, sizeof *c);
@@ -702,7 +708,7 @@ enum zs_status stream_connect(const struct zs_transport_ops *ops, const struct s
 	if (st)
 		goto clean_fd;
 	if (h->attach) { /* while the socket is still ours alone */
-		st = h->attach(c, c->fd, c->region_len, fd, &c->ctx, err);
+		st = h->attach(c, o->addr, c->fd, c->region_len, fd, &c->ctx, err);
 		fd = -1;
 		if (st)
 			goto clean_fd;
@@ -753,7 +759,7 @@ bool zs_conn_broken(struct zs_conn *c, char *why, size_t len)
 	return b;
 }
 
-void stream_close(struct zs_conn *c)
+void zs_conn_close(struct zs_conn *c)
 {
 	if (!c)
 		return;

@@ -2,9 +2,10 @@
  * stream.h - the client core every transport is built on (tcp, shm, rdma):
  * one socket to the server carries the frames; a sender thread writes
  * queued requests, a receiver thread reads replies (straight into the
- * callers' buffers, for tcp) and completes requests. Each transport fills
- * a struct stream_hooks and its ops table. Internal to net/ and the
- * transports; callers use net/transport.h.
+ * callers' buffers, for tcp) and completes requests. A transport is its
+ * struct stream_hooks, named with its registration in its ops table
+ * (zs_connect, zs_post_read, zs_post_write, zs_conn_close are the core's).
+ * Internal to net/ and the transports; callers use net/transport.h.
  */
 #ifndef ZS_STREAM_H
 #define ZS_STREAM_H
@@ -35,11 +36,12 @@ struct stream_hooks {
 	uint16_t hello_flags; /* the ZS_WF_* flags the HELLO carries */
 	/*
 	 * After HELLO_OK, the socket still the caller's alone (blocking, with
-	 * timeout_ms on it): region_len is the size of the server's region, fd
-	 * the descriptor HELLO_OK carried (hello_fd; attach owns it). Sets *ctx.
+	 * timeout_ms on it): addr the server's address as dialed, region_len
+	 * the size of the server's region, fd the descriptor HELLO_OK carried
+	 * (hello_fd; attach owns it). Sets *ctx.
 	 */
-	enum zs_status (*attach)(struct zs_conn *c, int sock, uint64_t region_len, int fd,
-				 void **ctx, struct zs_error *err);
+	enum zs_status (*attach)(struct zs_conn *c, const char *addr, int sock,
+				 uint64_t region_len, int fd, void **ctx, struct zs_error *err);
 	/*
 	 * Moves r's bytes between buf and the server's region at off (the core
 	 * checked the bounds). ZS_OK: done; ZS_EAGAIN: under way, the transport
@@ -68,16 +70,6 @@ enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *p
 void *stream_ctx(struct zs_conn *c);
 uint64_t stream_req_id(const struct zs_req *r);
 
-/* Dials addr, says HELLO, attaches the transport, starts the threads. */
-enum zs_status stream_connect(const struct zs_transport_ops *ops, const struct stream_hooks *h,
-			      const struct zs_conn_opts *o, struct zs_conn **out,
-			      struct zs_error *err);
-enum zs_status stream_post_read(struct zs_conn *c, const struct zs_xfer *x, void *dst,
-				struct zs_req **out, struct zs_error *err);
-enum zs_status stream_post_write(struct zs_conn *c, const struct zs_xfer *x,
-				 const void *src, struct zs_req **out,
-				 struct zs_error *err);
-void stream_close(struct zs_conn *c);
 /* Registration: the stream transports move bytes with the CPU, so a region
  * is only remembered (its bounds), never pinned. */
 enum zs_status stream_reg(struct zs_conn *c, void *buf, size_t len, struct zs_mr **mr,

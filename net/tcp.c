@@ -20,24 +20,13 @@ static const struct stream_hooks tcp_hooks = {
 	.inline_data = true,
 };
 
-static enum zs_status tcp_connect(const struct zs_conn_opts *o, struct zs_conn **out,
-				  struct zs_error *err)
-{
-	return stream_connect(&zs_tcp_transport, &tcp_hooks, o, out, err);
-}
-
 const struct zs_transport_ops zs_tcp_transport = {
 	.name = "tcp",
 	.caps = ZS_CAP_LANES,
 	.bit = ZS_TRANSPORT_TCP,
-	.connect = tcp_connect,
+	.hooks = &tcp_hooks,
 	.reg = stream_reg,
 	.dereg = stream_dereg,
-	.post_read = stream_post_read,
-	.post_write = stream_post_write,
-	.test = zs_req_test,
-	.wait = zs_req_wait,
-	.close = stream_close,
 };
 
 /* ------------------------------------------------------- the server half */

@@ -37,6 +37,7 @@
 
 struct zs_conn;
 struct zs_req;
+struct stream_hooks; /* net/stream.h */
 struct zs_mr; /* a registered memory region */
 
 /* What a transfer addresses: a range of a unit's flat buffer at a step. */
@@ -122,12 +123,10 @@ struct zs_transport_ops {
 	/* Whether this host can use it at all (a device, a limit): true, or
 	 * false with a plain reason in why. NULL: always. May block briefly. */
 	bool (*available)(char *why, size_t len);
-
-	/* Connects and completes HELLO; blocking, bounded by o->timeout_ms.
-	 * ZS_EAGAIN: the server does not hold the job (at o's incarnation and
-	 * epoch) yet: its next assignments bring it, retry. */
-	enum zs_status (*connect)(const struct zs_conn_opts *o, struct zs_conn **out,
-				  struct zs_error *err);
+	/* How its bytes move on the stream core every transport is built on
+	 * (net/stream.h: the frames, the requests, the threads are the
+	 * core's). NULL: not in this build (available says why). */
+	const struct stream_hooks *hooks;
 	/*
 	 * Registers [buf, buf + len) for transfers on c, once, before posting
 	 * operations on it (RDMA pins and keys it; tcp and shm need nothing and
@@ -137,28 +136,6 @@ struct zs_transport_ops {
 	enum zs_status (*reg)(struct zs_conn *c, void *buf, size_t len, struct zs_mr **mr,
 			      struct zs_error *err);
 	void (*dereg)(struct zs_mr *mr);
-	/*
-	 * Queues a read of x from the server into dst (x->length elements of
-	 * x->dtype). ZS_EAGAIN: too many in flight; ZS_EUNAVAIL: the
-	 * connection is broken (err says why).
-	 */
-	enum zs_status (*post_read)(struct zs_conn *c, const struct zs_xfer *x, void *dst,
-				    struct zs_req **out, struct zs_error *err);
-	/* Queues a write of src into the server's staging slot for x. */
-	enum zs_status (*post_write)(struct zs_conn *c, const struct zs_xfer *x,
-				     const void *src, struct zs_req **out,
-				     struct zs_error *err);
-	/* ZS_EAGAIN while in progress; else the final status (req freed). */
-	enum zs_status (*test)(struct zs_req *r, struct zs_error *err);
-	/* Waits up to timeout_ms (-1: no bound) for test() to be final; when
-	 * the bound passes first it returns ZS_EAGAIN and r is still alive. */
-	enum zs_status (*wait)(struct zs_req *r, int timeout_ms, struct zs_error *err);
-	/*
-	 * Closes the connection: requests still in flight fail with
-	 * ZS_ECANCELED and are freed, so the caller must not use them after.
-	 * Blocks until the connection's threads have exited.
-	 */
-	void (*close)(struct zs_conn *c);
 };
 
 extern const struct zs_transport_ops zs_tcp_transport; /* net/tcp.c */
@@ -200,24 +177,20 @@ bool zs_transport_is_auto(const char *want);
 /* The transport a connection was made with. */
 const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c);
 
-static inline enum zs_status zs_connect(const struct zs_transport_ops *t,
-					const struct zs_conn_opts *o, struct zs_conn **c,
-					struct zs_error *err)
-{
-	return t->connect(o, c, err);
-}
-static inline enum zs_status zs_post_read(struct zs_conn *c, const struct zs_xfer *x,
-					  void *dst, struct zs_req **r,
-					  struct zs_error *err)
-{
-	return zs_conn_transport(c)->post_read(c, x, dst, r, err);
-}
-static inline enum zs_status zs_post_write(struct zs_conn *c, const struct zs_xfer *x,
-					   const void *src, struct zs_req **r,
-					   struct zs_error *err)
-{
-	return zs_conn_transport(c)->post_write(c, x, src, r, err);
-}
+/* Connects with transport t and completes HELLO; blocking, bounded by
+ * o->timeout_ms. ZS_EAGAIN: the server does not hold the job (at o's
+ * incarnation and epoch) yet: its next assignments bring it, retry;
+ * ZS_EUNAVAIL: t is not in this build, or the server is not there. */
+enum zs_status zs_connect(const struct zs_transport_ops *t, const struct zs_conn_opts *o,
+			  struct zs_conn **c, struct zs_error *err);
+/* Queues a read of x from the server into dst (x->length elements of
+ * x->dtype). ZS_EAGAIN: too many in flight; ZS_EUNAVAIL: the connection
+ * is broken (err says why). */
+enum zs_status zs_post_read(struct zs_conn *c, const struct zs_xfer *x, void *dst,
+			    struct zs_req **r, struct zs_error *err);
+/* Queues a write of src into the server's staging slot for x. */
+enum zs_status zs_post_write(struct zs_conn *c, const struct zs_xfer *x, const void *src,
+			     struct zs_req **r, struct zs_error *err);
 static inline enum zs_status zs_mem_register(struct zs_conn *c, void *buf, size_t len,
 					     struct zs_mr **mr, struct zs_error *err)
 {
@@ -227,11 +200,10 @@ static inline void zs_mem_deregister(struct zs_conn *c, struct zs_mr *mr)
 {
 	zs_conn_transport(c)->dereg(mr);
 }
-static inline void zs_conn_close(struct zs_conn *c)
-{
-	if (c)
-		zs_conn_transport(c)->close(c);
-}
+/* Closes c (NULL: nothing): requests still in flight fail with
+ * ZS_ECANCELED and are freed, so the caller must not use them after.
+ * Blocks until the connection's threads have exited. */
+void zs_conn_close(struct zs_conn *c);
 /* Breaks c as if its server had gone (every transport is built on the
  * stream core): its requests fail with ZS_EUNAVAIL once its receiver has
  * stopped, so nothing lands in their buffers after; c stays to be closed.

@@ -471,8 +471,8 @@ static void r_close(void *ctx)
 	rdma_dev_close();
 }
 
-static enum zs_status r_setup(struct zs_conn *c, int fd, uint64_t arena_len, int passed_fd,
-			      void **out, struct zs_error *err)
+static enum zs_status r_setup(struct zs_conn *c, const char *addr, int fd, uint64_t arena_len,
+			      int passed_fd, void **out, struct zs_error *err)
 {
 	struct rconn *rc;
 	uint8_t h[ZS_WIRE_HDR], info[ZS_RDMA_INFO];
@@ -491,6 +491,7 @@ static enum zs_status r_setup(struct zs_conn *c, int fd, uint64_t arena_len, int
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	rc->c = c;
+	snprintf(rc->addr, sizeof rc->addr, "%s", addr);
 	rc->depth = zs_env_uint("ZSHARD_RDMA_DEPTH", 128, 1, 16384);
 	if (rc->depth > (unsigned)rdma_dev.dev.max_qp_wr && rdma_dev.dev.max_qp_wr > 0)
 		rc->depth = (unsigned)rdma_dev.dev.max_qp_wr;
@@ -581,17 +582,6 @@ static const struct stream_hooks rdma_hooks = {
 	.detach = r_close,
 };
 
-static enum zs_status rdma_connect(const struct zs_conn_opts *o, struct zs_conn **out,
-				   struct zs_error *err)
-{
-	enum zs_status st = stream_connect(&zs_rdma_transport, &rdma_hooks, o, out, err);
-	if (!st) {
-		struct rconn *rc = stream_ctx(*out);
-		snprintf(rc->addr, sizeof rc->addr, "%s", o->addr);
-	}
-	return st;
-}
-
 void zs_rdma_debug_corrupt_next(struct zs_conn *c, uint64_t bad_offset, uint32_t bad_key)
 {
 	struct rconn *rc = stream_ctx(c);
@@ -608,12 +598,7 @@ const struct zs_transport_ops zs_rdma_transport = {
 	.caps = ZS_CAP_ONE_SIDED | ZS_CAP_REGISTER,
 	.bit = ZS_TRANSPORT_RDMA,
 	.available = rdma_available,
-	.connect = rdma_connect,
+	.hooks = &rdma_hooks,
 	.reg = rdma_reg,
 	.dereg = rdma_dereg,
-	.post_read = stream_post_read,
-	.post_write = stream_post_write,
-	.test = zs_req_test,
-	.wait = zs_req_wait,
-	.close = stream_close,
 };

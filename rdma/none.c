@@ -31,13 +31,6 @@ const struct zs_listener_path zs_rdma_path = {
 	.open = no_open,
 };
 
-static enum zs_status no_connect(const struct zs_conn_opts *o, struct zs_conn **out,
-				 struct zs_error *err)
-{
-	(void)o;
-	*out = NULL;
-	return zs_fail(err, ZS_EUNAVAIL, "%s", NO_RDMA);
-}
 
 void zs_rdma_debug_corrupt_next(struct zs_conn *c, uint64_t bad_offset, uint32_t bad_key)
 {
@@ -52,14 +45,8 @@ const struct zs_transport_ops zs_rdma_transport = {
 	.name = "rdma",
 	.caps = ZS_CAP_ONE_SIDED | ZS_CAP_REGISTER,
 	.bit = ZS_TRANSPORT_RDMA,
-	.available = rdma_available,
-	.connect = no_connect,
+	.available = rdma_available, /* says why: no hooks, no connection */
 	.reg = stream_reg,
 	.dereg = stream_dereg,
-	.post_read = stream_post_read,
-	.post_write = stream_post_write,
-	.test = zs_req_test,
-	.wait = zs_req_wait,
-	.close = stream_close,
 };
 
