@@ -49,24 +49,30 @@ static const char *fmt_count(uint64_t n, char *buf, size_t len)
 	return buf;
 }
 
-static int c_plan(struct ctx *x, int argc, char **argv)
+/* What zshardctl plan was asked: the planner's input and the limits to
+ * check it against. */
+struct plan_opts {
+	struct zs_plan_in in;
+	const char *job;
+	uint64_t gpu, host, largest;
+	bool have_params, have_world, have_stage, have_dtype, have_optim, have_replicas;
+	bool help;
+	int json;
+};
+
+/* A job's frozen shards (their master alone), and its fullest server's
+ * state as placed now. */
+struct plan_frozen {
+	uint64_t elems, placed_max;
+	uint32_t shards;
+};
+
+/* Parses plan's options into o: 0, or the exit status of bad usage. */
+static int plan_args(int argc, char **argv, struct plan_opts *o)
 {
-	struct zs_plan_in in = {.n_units = 32, .stage = 3, .dtype = ZS_BF16, .optim = ZS_ADAMW,
-				.prefetch = 1};
+	struct zs_plan_in *in = &o->in;
 	struct zs_error err = {0};
-	struct zs_plan pl;
-	const char *job = NULL;
-	uint64_t gpu = 0, host = 0, v, *numel = NULL, largest = 0;
-	bool have_params = false, have_world = false, have_stage = false, have_dtype = false,
-	     have_optim = false, have_replicas = false;
-	int json = 0, rc;
-	char b[8][32];
-	/* a job's frozen shards (their master alone), and its fullest server's
-	 * state as placed now */
-	uint64_t frozen_elems = 0, placed_max = 0;
-	uint32_t frozen_shards = 0;
-	static const char *stage_names[4] = {"baseline (DDP)", "stage 1 (P_os)",
-					     "stage 2 (P_os+g)", "stage 3 (P_os+g+p)"};
+	uint64_t v;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -75,20 +81,20 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 		if (takes && !val)
 			return cli_usage_err("plan", "%s wants a value", a);
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			printf("usage: zshardctl plan %s\n\n%s\n", cmd_plan.args, cmd_plan.help);
+			o->help = true;
 			return 0;
 		} else if (!strcmp(a, "--json")) {
-			json = 1;
+			o->json = 1;
 		} else if (!strcmp(a, "--server-gpu")) {
-			in.server_gpu = true;
+			in->server_gpu = true;
 		} else if (!strcmp(a, "--keep-until-backward")) {
-			in.keep_until_backward = true;
+			in->keep_until_backward = true;
 		} else if (!strcmp(a, "--params")) {
-			if (parse_count(val, &in.params))
+			if (parse_count(val, &in->params))
 				return cli_usage_err("plan", "--params '%s' is not a count (e.g. 125M, 7.5B)", val);
-			have_params = true;
+			o->have_params = true;
 		} else if (!strcmp(a, "--job")) {
-			job = val;
+			o->job = val;
 		} else if (!strcmp(a, "--world") || !strcmp(a, "--servers") ||
 			   !strcmp(a, "--stage") || !strcmp(a, "--prefetch") ||
 			   !strcmp(a, "--units") || !strcmp(a, "--push-depth") ||
@@ -101,245 +107,317 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 			if (zs_parse_u64(val, lo, hi, &v, &err))
 				return cli_usage_err("plan", "%s: %s", a, err.msg);
 			if (!strcmp(a, "--world"))
-				in.world = (uint32_t)v, have_world = true;
+				in->world = (uint32_t)v, o->have_world = true;
 			else if (!strcmp(a, "--servers"))
-				in.servers = (uint32_t)v;
+				in->servers = (uint32_t)v;
 			else if (!strcmp(a, "--stage"))
-				in.stage = (unsigned)v, have_stage = true;
+				in->stage = (unsigned)v, o->have_stage = true;
 			else if (!strcmp(a, "--prefetch"))
-				in.prefetch = (unsigned)v;
+				in->prefetch = (unsigned)v;
 			else if (!strcmp(a, "--push-depth"))
-				in.push_depth = (unsigned)v;
+				in->push_depth = (unsigned)v;
 			else if (!strcmp(a, "--replicas"))
-				in.replicas = (uint32_t)v, have_replicas = true;
+				in->replicas = (uint32_t)v, o->have_replicas = true;
 			else
-				in.n_units = (uint32_t)v;
+				in->n_units = (uint32_t)v;
 		} else if (!strcmp(a, "--largest-unit")) {
-			if (parse_count(val, &largest))
+			if (parse_count(val, &o->largest))
 				return cli_usage_err("plan", "--largest-unit '%s' is not a count", val);
 		} else if (!strcmp(a, "--dtype")) {
-			if (zs_dtype_parse(val, &in.dtype, &err))
+			if (zs_dtype_parse(val, &in->dtype, &err))
 				return cli_usage_err("plan", "--dtype: %s", err.msg);
-			have_dtype = true;
+			o->have_dtype = true;
 		} else if (!strcmp(a, "--optimizer")) {
 			if (!strcmp(val, "sgd-momentum")) {
-				in.optim = ZS_SGD;
-				in.momentum = true;
-			} else if (zs_optim_parse(val, &in.optim, &err)) {
+				in->optim = ZS_SGD;
+				in->momentum = true;
+			} else if (zs_optim_parse(val, &in->optim, &err)) {
 				return cli_usage_err("plan", "--optimizer: %s", err.msg);
 			}
-			have_optim = true;
+			o->have_optim = true;
 		} else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--host-mem") ||
 			   !strcmp(a, "--landing-budget")) {
 			if (zs_parse_size(val, &v, &err) || (!v && a[2] == 'l'))
 				return cli_usage_err("plan", "%s: %s", a, v ? err.msg : "must be > 0");
-			*(!strcmp(a, "--gpu-mem") ? &gpu : !strcmp(a, "--host-mem") ? &host
-										: &in.landing) = v;
+			*(!strcmp(a, "--gpu-mem") ? &o->gpu : !strcmp(a, "--host-mem") ? &o->host
+											 : &in->landing) = v;
 		} else {
 			return cli_usage_err("plan", "unknown option '%s'", a);
 		}
 		if (takes)
 			i++;
 	}
-	if (!job == !have_params)
-		return cli_usage_err("plan", "give --params N or --job NAME (one of them)");
-	if (job) { /* the job's layout, stage, world, dtype, optimizer, servers */
-		struct zs_job j;
-		uint32_t n_srv = 0;
-		uint64_t seen[256];
-		if ((rc = cli_open_coord(x)))
-			return rc;
-		if (zs_coord_get_job(x->c, job, &j, &err))
-			return cli_die("%s", err.msg);
-		in.n_units = j.spec.layout.n_units;
-		numel = calloc(in.n_units ? in.n_units : 1, sizeof *numel);
-		if (!numel) {
-			zs_job_release(&j);
-			return cli_die("out of memory");
+	return 0;
+}
+
+/* The frozen shards of job j and its fullest server's bytes as placed. */
+static void plan_frozen_of(const struct zs_job *j, struct plan_frozen *fr)
+{
+	uint64_t *ids;
+	uint32_t n_ids = 0;
+
+	for (uint32_t k = 0; k < j->placement.n_shards; k++)
+		if (!j->placement.shards[k].copy && zs_shard_marks(&j->spec, &j->placement.shards[k])) {
+			fr->elems += j->placement.shards[k].length;
+			fr->shards++;
 		}
-		for (uint32_t u = 0; u < in.n_units; u++)
-			numel[u] = j.spec.layout.units[u].numel;
-		in.unit_numel = numel;
-		if (!have_world)
-			in.world = j.spec.world_size;
-		if (!have_stage)
-			in.stage = j.spec.stage;
-		if (!have_replicas)
-			in.replicas = j.spec.replicas;
-		if (!have_dtype)
-			in.dtype = j.spec.compute_dtype;
-		if (!have_optim) {
-			in.optim = j.spec.optim.kind;
-			in.momentum = j.spec.optim.kind == ZS_SGD &&
-				      zs_optim_state_arrays(&j.spec.optim) == 1;
-		}
-		for (uint32_t k = 0; !in.servers && k < j.placement.n_shards; k++) {
-			uint32_t q = 0;
-			while (q < n_srv && seen[q] != j.placement.shards[k].server_id)
-				q++;
-			if (q == n_srv && n_srv < 256)
-				seen[n_srv++] = j.placement.shards[k].server_id;
-		}
-		if (!in.servers)
-			in.servers = n_srv;
-		for (uint32_t k = 0; k < j.placement.n_shards; k++)
-			if (!j.placement.shards[k].copy && zs_shard_marks(&j.spec, &j.placement.shards[k])) {
-				frozen_elems += j.placement.shards[k].length;
-				frozen_shards++;
-			}
-		if (frozen_shards) { /* each server of the placement once */
-			uint64_t *ids = malloc(j.placement.n_shards * sizeof *ids);
-			uint32_t n_ids = 0;
-			for (uint32_t k = 0; ids && k < j.placement.n_shards; k++) {
-				uint32_t q = 0;
-				while (q < n_ids && ids[q] != j.placement.shards[k].server_id)
-					q++;
-				if (q == n_ids)
-					ids[n_ids++] = j.placement.shards[k].server_id;
-			}
-			for (uint32_t q = 0; q < n_ids; q++) {
-				uint64_t on = place_bytes_on(&j.spec, &j.placement, ids[q]);
-				placed_max = on > placed_max ? on : placed_max;
-			}
-			free(ids);
-		}
+	if (!fr->shards)
+		return;
+	/* each server of the placement once */
+	ids = malloc(j->placement.n_shards * sizeof *ids);
+	for (uint32_t k = 0; ids && k < j->placement.n_shards; k++) {
+		uint32_t q = 0;
+		while (q < n_ids && ids[q] != j->placement.shards[k].server_id)
+			q++;
+		if (q == n_ids)
+			ids[n_ids++] = j->placement.shards[k].server_id;
+	}
+	for (uint32_t q = 0; q < n_ids; q++) {
+		uint64_t on = place_bytes_on(&j->spec, &j->placement, ids[q]);
+		fr->placed_max = on > fr->placed_max ? on : fr->placed_max;
+	}
+	free(ids);
+}
+
+/* The job's layout, stage, world, dtype, optimizer and servers into o->in
+ * (what the options did not set); *numel: its units' sizes (free it). */
+static int plan_from_job(struct ctx *x, struct plan_opts *o, uint64_t **numel,
+			 struct plan_frozen *fr)
+{
+	struct zs_plan_in *in = &o->in;
+	struct zs_error err = {0};
+	struct zs_job j;
+	uint32_t n_srv = 0;
+	uint64_t seen[256];
+	int rc;
+
+	if ((rc = cli_open_coord(x)))
+		return rc;
+	if (zs_coord_get_job(x->c, o->job, &j, &err))
+		return cli_die("%s", err.msg);
+	in->n_units = j.spec.layout.n_units;
+	*numel = calloc(in->n_units ? in->n_units : 1, sizeof **numel);
+	if (!*numel) {
 		zs_job_release(&j);
+		return cli_die("out of memory");
+	}
+	for (uint32_t u = 0; u < in->n_units; u++)
+		(*numel)[u] = j.spec.layout.units[u].numel;
+	in->unit_numel = *numel;
+	if (!o->have_world)
+		in->world = j.spec.world_size;
+	if (!o->have_stage)
+		in->stage = j.spec.stage;
+	if (!o->have_replicas)
+		in->replicas = j.spec.replicas;
+	if (!o->have_dtype)
+		in->dtype = j.spec.compute_dtype;
+	if (!o->have_optim) {
+		in->optim = j.spec.optim.kind;
+		in->momentum = j.spec.optim.kind == ZS_SGD && zs_optim_state_arrays(&j.spec.optim) == 1;
+	}
+	for (uint32_t k = 0; !in->servers && k < j.placement.n_shards; k++) {
+		uint32_t q = 0;
+		while (q < n_srv && seen[q] != j.placement.shards[k].server_id)
+			q++;
+		if (q == n_srv && n_srv < 256)
+			seen[n_srv++] = j.placement.shards[k].server_id;
+	}
+	if (!in->servers)
+		in->servers = n_srv;
+	plan_frozen_of(&j, fr);
+	zs_job_release(&j);
+	return 0;
+}
+
+/* The plan as one JSON object. */
+static void plan_json(const struct plan_opts *o, const struct zs_plan *pl,
+		      const struct plan_frozen *fr, uint64_t max_p, uint32_t S, bool gpu_ok,
+		      bool host_ok)
+{
+	const struct zs_plan_in *in = &o->in;
+	json_t *j = json_pack(
+		"{s:I, s:i, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:i, s:i,"
+		" s:{s:f, s:f, s:f, s:f},"
+		" s:{s:I, s:I, s:I}, s:{s:I, s:I}}",
+		"params", (json_int_t)pl->params, "world", (int)in->world, "servers", (int)S,
+		"stage", (int)in->stage, "dtype", zs_dtype_name(in->dtype), "optimizer",
+		in->momentum ? "sgd-momentum" : zs_optim_name(in->optim), "prefetch",
+		(int)in->prefetch, "units", (int)in->n_units, "largest_unit",
+		(json_int_t)pl->largest_unit, "bytes_per_param_b", (int)pl->b,
+		"optimizer_bytes_per_param_K", (int)pl->K,
+		"zero_paper_per_gpu", "baseline", pl->zero[0], "stage1", pl->zero[1],
+		"stage2", pl->zero[2], "stage3", pl->zero[3],
+		"trainer", "param_bytes", (json_int_t)pl->trainer_params, "grad_bytes",
+		(json_int_t)pl->trainer_grads, "total_bytes", (json_int_t)pl->trainer_total,
+		"server", "bytes_per_element", (json_int_t)pl->server_per_elem,
+		"total_bytes", (json_int_t)pl->server_total);
+
+	json_object_set_new(json_object_get(j, "server"), "landing_bytes",
+			    json_integer((json_int_t)pl->server_landing));
+	json_object_set_new(j, "push_depth", json_integer(in->push_depth ? in->push_depth : 1));
+	json_object_set_new(j, "replicas", json_integer(in->replicas ? in->replicas : 1));
+	if (in->server_gpu)
+		json_object_set_new(j, "server_gpu",
+				    json_pack("{s:I, s:I, s:I}", "bytes_per_element",
+					      (json_int_t)pl->server_dev_per_elem, "total_bytes",
+					      (json_int_t)pl->server_dev_total,
+					      "gpu_bytes_with_trainer",
+					      (json_int_t)zs_plan_gpu_bytes(pl)));
+	if (o->gpu)
+		json_object_set_new(j, "fits_gpu", json_boolean(gpu_ok));
+	if (o->host)
+		json_object_set_new(j, "fits_host", json_boolean(host_ok));
+	if (fr->shards)
+		json_object_set_new(j, "frozen",
+				    json_pack("{s:I, s:i, s:I}", "elements", (json_int_t)fr->elems,
+					      "shards", (int)fr->shards, "placed_max_server_bytes",
+					      (json_int_t)fr->placed_max));
+	if (max_p)
+		json_object_set_new(j, "max_params",
+				    max_p == UINT64_MAX ? json_null() : json_integer((json_int_t)max_p));
+	cli_json_print(j);
+}
+
+/* The plan's zshard lines: per trainer, per server, frozen shards. */
+static void plan_text_zshard(const struct zs_plan_in *in, const struct zs_plan *pl,
+			     const struct plan_frozen *fr, uint32_t S)
+{
+	char b[4][32];
+	/* the optimizer's bytes per element: two moments, one array, none */
+	const unsigned opt = ZS_OPTIM_ADAM_FAMILY(in->optim) ? 8u
+			     : in->optim == ZS_ADAGRAD || in->momentum ? 4u : 0u;
+
+	printf("\nzshard at stage %u: the optimizer state and fp32 master live on the servers\n",
+	       in->stage);
+	printf("  per trainer (GPU):  %s = parameters %s (%s) + gradients %s (%s)\n",
+	       zs_fmt_bytes(pl->trainer_total, b[0], sizeof b[0]),
+	       zs_fmt_bytes(pl->trainer_params, b[1], sizeof b[1]),
+	       in->stage < 3 || in->keep_until_backward ? "the replica"
+							 : "the prefetch window: 1 + prefetch units",
+	       zs_fmt_bytes(pl->trainer_grads, b[2], sizeof b[2]),
+	       in->stage == 1 ? "every unit until the step's end"
+			      : "1 + push depth units: one written, the rest being pushed");
+	if (in->server_gpu) {
+		printf("  per server (GPU):   %s = %s per owned element x %s elements\n"
+		       "                      (fp32 master 4 + optimizer %u + reduction 16 + mean gradient 4 + a push 4 + compute copy %u)\n",
+		       zs_fmt_bytes(pl->server_dev_total, b[0], sizeof b[0]),
+		       zs_fmt_bytes(pl->server_dev_per_elem, b[1], sizeof b[1]),
+		       fmt_count((pl->params * (in->replicas ? in->replicas : 1) + S - 1) / S, b[2],
+				 sizeof b[2]),
+		       opt, pl->b == 4 ? 0 : pl->b);
+		printf("  per server (host):  %s = %s per owned element + landing %s\n"
+		       "                      (the copy gathers read %u + clipping's copy 4; pushes in flight)\n"
+		       "  per GPU, a trainer and its co-located server: %s\n",
+		       zs_fmt_bytes(pl->server_total, b[0], sizeof b[0]),
+		       zs_fmt_bytes(pl->server_per_elem, b[1], sizeof b[1]),
+		       zs_fmt_bytes(pl->server_landing, b[3], sizeof b[3]), pl->b,
+		       zs_fmt_bytes(zs_plan_gpu_bytes(pl), b[2], sizeof b[2]));
 	} else {
-		if (!have_world)
+		printf("  per server (host):  %s = %s per owned element x %s elements + landing %s\n"
+		       "                      (fp32 master 4 + reduction 16 + mean gradient 4 + optimizer %u + compute copy %u,\n"
+		       "                      at any world size; landing: pushes in flight, --landing-budget)\n",
+		       zs_fmt_bytes(pl->server_total, b[0], sizeof b[0]),
+		       zs_fmt_bytes(pl->server_per_elem, b[1], sizeof b[1]),
+		       fmt_count((pl->params * (in->replicas ? in->replicas : 1) + S - 1) / S, b[2],
+				 sizeof b[2]),
+		       zs_fmt_bytes(pl->server_landing, b[3], sizeof b[3]), opt,
+		       pl->b == 4 ? 0 : pl->b);
+	}
+	if (fr->shards)
+		printf("  frozen: %s elements in %u shards hold their fp32 master (and copy) alone,\n"
+		       "  no reduction or optimizer state: as placed now, the fullest server holds %s\n"
+		       "  (+ landing), less than the per-element count above\n",
+		       fmt_count(fr->elems, b[0], sizeof b[0]), fr->shards,
+		       zs_fmt_bytes(fr->placed_max, b[1], sizeof b[1]));
+}
+
+/* The plan as text. */
+static void plan_text(const struct plan_opts *o, const struct zs_plan *pl,
+		      const struct plan_frozen *fr, uint64_t max_p, uint32_t S, bool gpu_ok,
+		      bool host_ok)
+{
+	static const char *stage_names[4] = {"baseline (DDP)", "stage 1 (P_os)",
+					     "stage 2 (P_os+g)", "stage 3 (P_os+g+p)"};
+	const struct zs_plan_in *in = &o->in;
+	char b[2][32];
+
+	printf("plan: %s parameters in %u units (largest %s), %u trainers, %u servers, ZeRO stage %u, compute %s, %s, prefetch %u%s",
+	       fmt_count(pl->params, b[0], sizeof b[0]), in->n_units,
+	       fmt_count(pl->largest_unit, b[1], sizeof b[1]), in->world, S, in->stage,
+	       zs_dtype_name(in->dtype), in->momentum ? "sgd-momentum" : zs_optim_name(in->optim),
+	       in->prefetch, in->keep_until_backward ? ", kept until backward" : "");
+	if (in->replicas > 1)
+		printf(", %u copies of each shard", in->replicas);
+	printf("\n");
+	printf("\nthe ZeRO paper's accounting, per GPU (%u + %u + %u bytes per parameter):\n", pl->b,
+	       pl->b, pl->K);
+	for (int k = 0; k < 4; k++)
+		printf("  %-20s %12s%s\n", stage_names[k],
+		       zs_fmt_bytes((uint64_t)pl->zero[k], b[0], sizeof b[0]),
+		       k == (int)in->stage ? "   <- this stage" : "");
+	plan_text_zshard(in, pl, fr, S);
+	printf("  not counted: activations and the trainer's process (libraries, connections;\n"
+	       "  about 20 MiB resident for the example here), the servers' process\n");
+	if (o->gpu)
+		printf("\nGPU %s: %s (%s needed)\n", zs_fmt_bytes(o->gpu, b[0], sizeof b[0]),
+		       gpu_ok ? "fits" : "DOES NOT FIT",
+		       zs_fmt_bytes(zs_plan_gpu_bytes(pl), b[1], sizeof b[1]));
+	if (o->host)
+		printf("%shost %s per server: %s (%s needed)\n", o->gpu ? "" : "\n",
+		       zs_fmt_bytes(o->host, b[0], sizeof b[0]), host_ok ? "fits" : "DOES NOT FIT",
+		       zs_fmt_bytes(pl->server_total, b[1], sizeof b[1]));
+	if (max_p == UINT64_MAX)
+		printf("largest model in these limits: no bound below 2^50 parameters\n");
+	else if (max_p)
+		printf("largest model in these limits (%u uniform units): %s parameters\n",
+		       in->n_units, fmt_count(max_p, b[0], sizeof b[0]));
+}
+
+static int c_plan(struct ctx *x, int argc, char **argv)
+{
+	struct plan_opts o = {.in = {.n_units = 32, .stage = 3, .dtype = ZS_BF16,
+				     .optim = ZS_ADAMW, .prefetch = 1}};
+	struct plan_frozen fr = {0};
+	struct zs_error err = {0};
+	struct zs_plan pl;
+	uint64_t *numel = NULL, max_p;
+	uint32_t S;
+	bool gpu_ok, host_ok;
+	int rc;
+
+	if ((rc = plan_args(argc, argv, &o)))
+		return rc;
+	if (o.help) {
+		printf("usage: zshardctl plan %s\n\n%s\n", cmd_plan.args, cmd_plan.help);
+		return 0;
+	}
+	if (!o.job == !o.have_params)
+		return cli_usage_err("plan", "give --params N or --job NAME (one of them)");
+	if (o.job) {
+		if ((rc = plan_from_job(x, &o, &numel, &fr)))
+			return rc;
+	} else {
+		if (!o.have_world)
 			return cli_usage_err("plan", "give --world N (data-parallel trainers)");
-		if (largest) {
-			if (largest > in.params)
+		if (o.largest) {
+			if (o.largest > o.in.params)
 				return cli_usage_err("plan", "--largest-unit is larger than --params");
-			in.n_units = (uint32_t)((in.params + largest - 1) / largest);
+			o.in.n_units = (uint32_t)((o.in.params + o.largest - 1) / o.largest);
 		}
 	}
-	if (zs_plan_compute(&in, &pl, &err)) {
-		free(numel);
-		return cli_usage_err("plan", "%s", err.msg);
-	}
+	rc = zs_plan_compute(&o.in, &pl, &err);
 	free(numel);
-	{
-		uint64_t max_p = (gpu || host) && !in.unit_numel ? zs_plan_max_params(&in, gpu, host) : 0;
-		uint32_t S = in.servers ? in.servers : in.world;
-		bool gpu_ok = !gpu || zs_plan_gpu_bytes(&pl) <= gpu,
-		     host_ok = !host || pl.server_total <= host;
-		if (json) {
-			json_t *o = json_pack(
-				"{s:I, s:i, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:i, s:i,"
-				" s:{s:f, s:f, s:f, s:f},"
-				" s:{s:I, s:I, s:I}, s:{s:I, s:I}}",
-				"params", (json_int_t)pl.params, "world", (int)in.world, "servers", (int)S,
-				"stage", (int)in.stage, "dtype", zs_dtype_name(in.dtype), "optimizer",
-				in.momentum ? "sgd-momentum" : zs_optim_name(in.optim), "prefetch",
-				(int)in.prefetch, "units", (int)in.n_units, "largest_unit",
-				(json_int_t)pl.largest_unit, "bytes_per_param_b", (int)pl.b,
-				"optimizer_bytes_per_param_K", (int)pl.K,
-				"zero_paper_per_gpu", "baseline", pl.zero[0], "stage1", pl.zero[1],
-				"stage2", pl.zero[2], "stage3", pl.zero[3],
-				"trainer", "param_bytes", (json_int_t)pl.trainer_params, "grad_bytes",
-				(json_int_t)pl.trainer_grads, "total_bytes", (json_int_t)pl.trainer_total,
-				"server", "bytes_per_element", (json_int_t)pl.server_per_elem,
-				"total_bytes", (json_int_t)pl.server_total);
-			json_object_set_new(json_object_get(o, "server"), "landing_bytes",
-					    json_integer((json_int_t)pl.server_landing));
-			json_object_set_new(o, "push_depth",
-					    json_integer(in.push_depth ? in.push_depth : 1));
-			json_object_set_new(o, "replicas",
-					    json_integer(in.replicas ? in.replicas : 1));
-			if (in.server_gpu)
-				json_object_set_new(o, "server_gpu",
-						    json_pack("{s:I, s:I, s:I}", "bytes_per_element",
-							      (json_int_t)pl.server_dev_per_elem,
-							      "total_bytes", (json_int_t)pl.server_dev_total,
-							      "gpu_bytes_with_trainer",
-							      (json_int_t)zs_plan_gpu_bytes(&pl)));
-			if (gpu)
-				json_object_set_new(o, "fits_gpu", json_boolean(gpu_ok));
-			if (host)
-				json_object_set_new(o, "fits_host", json_boolean(host_ok));
-			if (frozen_shards)
-				json_object_set_new(o, "frozen",
-						    json_pack("{s:I, s:i, s:I}", "elements",
-							      (json_int_t)frozen_elems, "shards",
-							      (int)frozen_shards, "placed_max_server_bytes",
-							      (json_int_t)placed_max));
-			if (max_p)
-				json_object_set_new(o, "max_params",
-						    max_p == UINT64_MAX ? json_null()
-									: json_integer((json_int_t)max_p));
-			cli_json_print(o);
-			return 0;
-		}
-		printf("plan: %s parameters in %u units (largest %s), %u trainers, %u servers, ZeRO stage %u, compute %s, %s, prefetch %u%s",
-		       fmt_count(pl.params, b[0], sizeof b[0]), in.n_units,
-		       fmt_count(pl.largest_unit, b[1], sizeof b[1]), in.world, S, in.stage,
-		       zs_dtype_name(in.dtype), in.momentum ? "sgd-momentum" : zs_optim_name(in.optim),
-		       in.prefetch, in.keep_until_backward ? ", kept until backward" : "");
-		if (in.replicas > 1)
-			printf(", %u copies of each shard", in.replicas);
-		printf("\n");
-		printf("\nthe ZeRO paper's accounting, per GPU (%u + %u + %u bytes per parameter):\n",
-		       pl.b, pl.b, pl.K);
-		for (int k = 0; k < 4; k++)
-			printf("  %-20s %12s%s\n", stage_names[k],
-			       zs_fmt_bytes((uint64_t)pl.zero[k], b[0], sizeof b[0]),
-			       k == (int)in.stage ? "   <- this stage" : "");
-		printf("\nzshard at stage %u: the optimizer state and fp32 master live on the servers\n",
-		       in.stage);
-		printf("  per trainer (GPU):  %s = parameters %s (%s) + gradients %s (%s)\n",
-		       zs_fmt_bytes(pl.trainer_total, b[0], sizeof b[0]),
-		       zs_fmt_bytes(pl.trainer_params, b[1], sizeof b[1]),
-		       in.stage < 3 || in.keep_until_backward ? "the replica"
-							       : "the prefetch window: 1 + prefetch units",
-		       zs_fmt_bytes(pl.trainer_grads, b[2], sizeof b[2]),
-		       in.stage == 1 ? "every unit until the step's end"
-				     : "1 + push depth units: one written, the rest being pushed");
-		if (in.server_gpu) {
-			printf("  per server (GPU):   %s = %s per owned element x %s elements\n"
-			       "                      (fp32 master 4 + optimizer %u + reduction 16 + mean gradient 4 + a push 4 + compute copy %u)\n",
-			       zs_fmt_bytes(pl.server_dev_total, b[0], sizeof b[0]),
-			       zs_fmt_bytes(pl.server_dev_per_elem, b[1], sizeof b[1]),
-			       fmt_count((pl.params * (in.replicas ? in.replicas : 1) + S - 1) / S, b[2], sizeof b[2]),
-			       (ZS_OPTIM_ADAM_FAMILY(in.optim) ? 8u : in.optim == ZS_ADAGRAD || in.momentum ? 4u : 0u), pl.b == 4 ? 0 : pl.b);
-			printf("  per server (host):  %s = %s per owned element + landing %s\n"
-			       "                      (the copy gathers read %u + clipping's copy 4; pushes in flight)\n"
-			       "  per GPU, a trainer and its co-located server: %s\n",
-			       zs_fmt_bytes(pl.server_total, b[0], sizeof b[0]),
-			       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]),
-			       zs_fmt_bytes(pl.server_landing, b[3], sizeof b[3]), pl.b,
-			       zs_fmt_bytes(zs_plan_gpu_bytes(&pl), b[2], sizeof b[2]));
-		} else {
-			printf("  per server (host):  %s = %s per owned element x %s elements + landing %s\n"
-			       "                      (fp32 master 4 + reduction 16 + mean gradient 4 + optimizer %u + compute copy %u,\n"
-			       "                      at any world size; landing: pushes in flight, --landing-budget)\n",
-			       zs_fmt_bytes(pl.server_total, b[0], sizeof b[0]),
-			       zs_fmt_bytes(pl.server_per_elem, b[1], sizeof b[1]),
-			       fmt_count((pl.params * (in.replicas ? in.replicas : 1) + S - 1) / S, b[2], sizeof b[2]),
-			       zs_fmt_bytes(pl.server_landing, b[3], sizeof b[3]),
-			       (ZS_OPTIM_ADAM_FAMILY(in.optim) ? 8u : in.optim == ZS_ADAGRAD || in.momentum ? 4u : 0u), pl.b == 4 ? 0 : pl.b);
-		}
-		if (frozen_shards)
-			printf("  frozen: %s elements in %u shards hold their fp32 master (and copy) alone,\n"
-			       "  no reduction or optimizer state: as placed now, the fullest server holds %s\n"
-			       "  (+ landing), less than the per-element count above\n",
-			       fmt_count(frozen_elems, b[0], sizeof b[0]), frozen_shards,
-			       zs_fmt_bytes(placed_max, b[1], sizeof b[1]));
-		printf("  not counted: activations and the trainer's process (libraries, connections;\n"
-		       "  about 20 MiB resident for the example here), the servers' process\n");
-		if (gpu)
-			printf("\nGPU %s: %s (%s needed)\n", zs_fmt_bytes(gpu, b[0], sizeof b[0]),
-			       gpu_ok ? "fits" : "DOES NOT FIT",
-			       zs_fmt_bytes(zs_plan_gpu_bytes(&pl), b[1], sizeof b[1]));
-		if (host)
-			printf("%shost %s per server: %s (%s needed)\n", gpu ? "" : "\n",
-			       zs_fmt_bytes(host, b[0], sizeof b[0]), host_ok ? "fits" : "DOES NOT FIT",
-			       zs_fmt_bytes(pl.server_total, b[1], sizeof b[1]));
-		if (max_p == UINT64_MAX)
-			printf("largest model in these limits: no bound below 2^50 parameters\n");
-		else if (max_p)
-			printf("largest model in these limits (%u uniform units): %s parameters\n",
-			       in.n_units, fmt_count(max_p, b[0], sizeof b[0]));
-	}
+	if (rc)
+		return cli_usage_err("plan", "%s", err.msg);
+	max_p = (o.gpu || o.host) && !o.in.unit_numel ? zs_plan_max_params(&o.in, o.gpu, o.host) : 0;
+	S = o.in.servers ? o.in.servers : o.in.world;
+	gpu_ok = !o.gpu || zs_plan_gpu_bytes(&pl) <= o.gpu;
+	host_ok = !o.host || pl.server_total <= o.host;
+	if (o.json)
+		plan_json(&o, &pl, &fr, max_p, S, gpu_ok, host_ok);
+	else
+		plan_text(&o, &pl, &fr, max_p, S, gpu_ok, host_ok);
 	return 0;
 }
 
