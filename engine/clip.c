@@ -68,8 +68,7 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 	coef = st ? 1.0f : zs_clip_coef(total, clip);
 	for (uint32_t i = 0; i < n; i++) {
 		struct eshard *s = set[i];
-		struct held *rel = NULL;
-		size_t n_rel = 0;
+		struct eng_fx fx = {0};
 		pthread_mutex_lock(&s->mu);
 		if (st) {
 			/* the step cannot finish: say why to whoever waits on it;
@@ -81,16 +80,15 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 			if (s->version == t)
 				s->reduced = false;
 		} else if (s->reduced && s->version == t) { /* not restored meanwhile */
-			eng_apply(e, j, s, coef, &rel, &n_rel);
+			eng_apply(e, j, s, coef, &fx);
 		}
 		pthread_mutex_lock(&j->cmu);
 		s->clip_at = 0;
 		s->clip_claimed = false;
 		pthread_mutex_unlock(&j->cmu);
 		pthread_mutex_unlock(&s->mu);
-		eng_serve_released(e, s, rel, n_rel);
+		eng_fx_run(e, j, s, &fx);
 	}
-	eng_deliver_finished();
 	if (st)
 		zs_error("job '%s' step %llu: %s", j->name, (unsigned long long)t, err.msg);
 }
@@ -224,18 +222,22 @@ static double trained_sumsq(struct engine *e, struct eshard *s)
 	return sum;
 }
 
-void eng_clip_reduced(struct engine *e, struct ejob *j, struct eshard *s)
+void eng_clip_reduced(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
 {
-	uint64_t t = s->version;
-	struct ctask *c;
-	uint32_t ns;
-
 	s->sumsq = trained_sumsq(e, s);
 	s->reduced = true;
 	pthread_mutex_lock(&j->cmu);
-	s->clip_at = t + 1;
+	s->clip_at = s->version + 1;
 	pthread_mutex_unlock(&j->cmu);
-	pthread_mutex_unlock(&s->mu);
+	fx->clip = true;
+	fx->clip_t = s->version;
+}
+
+void eng_clip_exchange(struct engine *e, struct ejob *j, struct eshard *s, uint64_t t)
+{
+	struct ctask *c;
+	uint32_t ns;
+
 	/* each reduced shard looks after marking itself, so the last of them
 	 * to look sees every other one reduced */
 	if (others_reducing(j, s, t))

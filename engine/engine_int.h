@@ -326,10 +326,27 @@ void eng_shard_peers(struct eshard *s, const struct zs_placement *p);
 enum zs_status eng_repl_start(struct engine *e, struct zs_error *err);
 void eng_repl_stop(struct engine *e);
 void eng_repl_close(struct ejob *j);
+/*
+ * What a change of a shard's step leaves to be done once its lock is let
+ * go: no function unlocks a lock its caller took, and nothing travels on
+ * the side. A transition (eng_step_complete, eng_apply, the captures of
+ * snapshots) fills one under s->mu; the caller unlocks, then eng_fx_run
+ * answers the gathers it released, hands over the snapshots it completed
+ * and starts clipping's norm exchange for the step it marked reduced.
+ */
+struct eng_fx {
+	struct held *rel; /* held gathers released: answered */
+	size_t n_rel;
+	struct epending *done; /* snapshots with every shard: handed over */
+	bool clip;             /* s reduced step clip_t, clipping on: the exchange */
+	uint64_t clip_t;
+};
+/* Carries out fx's effects for s (no locks held) and empties fx. */
+void eng_fx_run(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx);
 /* The step's completion once every push of it is in (caller holds s->mu,
- * which it releases): the reduction finished, then clipping's exchange or
- * the update (face.c). */
-void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s);
+ * and keeps it; eng_fx_run after): the reduction finished, then s marked
+ * for clipping's exchange, or the update (face.c). */
+void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx);
 
 /* devshard.c: a shard's arrays, reduction and update on the engine's
  * device. A device error stops the server (its jobs roll back to their
@@ -441,21 +458,23 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
 			size_t a, size_t b);
 /*
  * Applies the optimizer to acc (scaled by coef when clipping), refreshes
- * the copy, opens the next step and collects the gathers it releases into
- * *rel (caller holds s->mu, frees *rel).
+ * the copy, opens the next step and adds the gathers it releases and the
+ * snapshots it completes to fx (caller holds s->mu; eng_fx_run after).
  */
 void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
-		  struct held **rel, size_t *n_rel);
-/* The held gathers of s's version, out of s->held (caller holds s->mu,
- * serves them unlocked: eng_serve_released). */
+	       struct eng_fx *fx);
+/* The held gathers of s's version, out of s->held and added to *rel
+ * (caller holds s->mu, serves them unlocked: eng_serve_released). */
 void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel);
 void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n);
 
 /* clip.c */
-/* Primary s has reduced its open step (caller holds s->mu, which it
- * releases): its norm, then the exchange of every primary here that
- * reduced that step, once none is still reducing it; applied after. */
-void eng_clip_reduced(struct engine *e, struct ejob *j, struct eshard *s);
+/* Primary s has reduced its open step (caller holds s->mu): its norm, and
+ * fx->clip set for eng_clip_exchange (by eng_fx_run, unlocked). */
+void eng_clip_reduced(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx);
+/* The exchange of every primary here that reduced step t, once none is
+ * still reducing it (each reduced shard looks); applied after. */
+void eng_clip_exchange(struct engine *e, struct ejob *j, struct eshard *s, uint64_t t);
 /* Stops the exchanges' threads (what is queued runs first). */
 void eng_clip_stop(struct engine *e);
 
@@ -485,13 +504,14 @@ void eng_land_put(struct engine *e, void *p);
 void eng_land_free_all(struct engine *e);
 
 /* snapshot.c */
-/* After s reached a new version: capture it for snapshots of that step. */
-void eng_capture_due(struct ejob *j, struct eshard *s);
+/* After s reached a new version: capture it for snapshots of that step;
+ * those it completes go on *done (caller holds s->mu; eng_deliver after). */
+void eng_capture_due(struct ejob *j, struct eshard *s, struct epending **done);
 /* s will not reach the step of the snapshots waiting for it (a stale copy
- * that waits for a seed): they stop waiting for it (caller holds s->mu;
- * eng_deliver_finished after, without locks). */
-void eng_capture_skip(struct ejob *j, struct eshard *s);
+ * that waits for a seed): they stop waiting for it, and those that have
+ * all they wait for now go on *done (caller holds s->mu). */
+void eng_capture_skip(struct ejob *j, struct eshard *s, struct epending **done);
 /* Hands completed snapshots to their callbacks (no locks held). */
-void eng_deliver_finished(void);
+void eng_deliver(struct epending *done);
 
 #endif

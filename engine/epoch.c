@@ -44,7 +44,8 @@ bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s)
  * the job still in memory; the others moved on): its state is stale, so it
  * waits for its primary's seed like any new copy (caller holds s->mu).
  */
-static void forget_state(struct engine *e, struct ejob *j, struct eshard *s)
+static void forget_state(struct engine *e, struct ejob *j, struct eshard *s,
+			 struct epending **done)
 {
 	if (s->repl_landing || s->init_landing || s->n_landing) {
 		zs_warn("job '%s': unit '%s' shard %u is placed here anew while something lands in it: kept",
@@ -58,7 +59,7 @@ static void forget_state(struct engine *e, struct ejob *j, struct eshard *s)
 	s->n_held = 0;
 	eng_acks_fail(s, ZS_ECANCELED, "this server's copy of the shard is stale");
 	eng_step_discard(e, j, s);
-	eng_capture_skip(j, s); /* a checkpoint under way takes the other copies' */
+	eng_capture_skip(j, s, done); /* a checkpoint under way takes the other copies' */
 	s->repl_wait = s->apply_wait = false;
 	free(s->repl_err);
 	s->repl_err = NULL;
@@ -146,8 +147,7 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 	for (uint32_t k = 0; k < j->n_shards; k++) {
 		struct eshard *s = j->shards[k];
 		const struct zs_shard *sh = entry(&job->placement, s, server_id);
-		struct held *rel = NULL;
-		size_t n_rel = 0;
+		struct eng_fx fx = {0};
 		uint64_t was[ZS_MAX_REPLICAS - 1];
 		uint32_t n_was;
 		bool now_primary;
@@ -160,7 +160,7 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		 * not marked so yet (fresh in the epoch before, none skipped;
 		 * forgetting a good one only costs a seed: its forwards ask) */
 		if (sh->fresh && s->ready && sh->copy && (!s->sh.fresh || skipped))
-			forget_state(e, j, s);
+			forget_state(e, j, s, &fx.done);
 		s->sh.fresh = sh->fresh;
 		s->sh.copy = sh->copy;
 		s->sh.copies = sh->copies;
@@ -200,11 +200,10 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 				free(m);
 			} else {
 				eng_acks_flush(s);
-				if (s->apply_wait) {
-					eng_step_complete(e, j, s); /* unlocks */
-					continue;
-				}
-				eng_take_released(s, &rel, &n_rel);
+				if (s->apply_wait)
+					eng_step_complete(e, j, s, &fx);
+				else
+					eng_take_released(s, &fx.rel, &fx.n_rel);
 			}
 		} else if (now_primary && s->n_peers && s->ready && s->version &&
 			   s->acc_of == s->version) {
@@ -215,10 +214,9 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 			eng_repl_queue(e, j, s, false, NULL);
 		}
 		pthread_mutex_unlock(&s->mu);
-		eng_serve_released(e, s, rel, n_rel);
+		eng_fx_run(e, j, s, &fx); /* with snapshots that waited for a stale copy */
 	}
 	j->n_primary = primaries;
-	eng_deliver_finished(); /* snapshots that waited for a stale copy */
 	zs_info("job '%s': placement epoch %llu taken in place: %u shards here, %u primaries (%u promoted from replicas, %u new copies)",
 		j->name, (unsigned long long)j->epoch, j->n_shards, primaries, promoted, added);
 	return ZS_OK;

@@ -550,8 +550,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	bool stale;
 	struct ejob *j = eng_job_by_handle(e, job, &stale);
 	struct eshard *s;
-	struct held *release = NULL;
-	size_t n_release = 0;
+	struct eng_fx fx = {0};
 
 	if (!j) {
 		zs_sop_fail(op, ZS_ENOTFOUND, "job handle %u is gone", job);
@@ -625,39 +624,30 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	if (j->spec.replicas < 2 || !eng_ack_later(s, op, x->step))
 		zs_sop_done(op);
 	if (s->full == eng_contributors(j)) {
-		if (s->repl_wait) { /* the last update is not on every copy
-				     * yet: this one follows once it is */
+		if (s->repl_wait) /* the last update is not on every copy
+				   * yet: this one follows once it is */
 			s->apply_wait = true;
-			pthread_mutex_unlock(&s->mu);
-		} else {
-			eng_step_complete(e, j, s); /* unlocks */
-		}
-		eng_job_unref(e, j);
-		return;
+		else
+			eng_step_complete(e, j, s, &fx);
+		goto unlock;
 	}
 release:
 	if (!s->repl_wait) /* the initial upload releases the gathers of step 0 */
-		eng_take_released(s, &release, &n_release);
+		eng_take_released(s, &fx.rel, &fx.n_rel);
+unlock:
 	pthread_mutex_unlock(&s->mu);
-	eng_serve_released(e, s, release, n_release);
+	eng_fx_run(e, j, s, &fx);
 	eng_job_unref(e, j);
 }
 
-void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s)
+void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
 {
-	struct held *release = NULL;
-	size_t n_release = 0;
-
 	s->apply_wait = false;
 	eng_finish_range(j, s, s->piped, s->glen);
-	if (j->spec.optim.clip_norm > 0.0) {
-		eng_clip_reduced(e, j, s); /* unlocks */
-		return;
-	}
-	eng_apply(e, j, s, 1.0f, &release, &n_release);
-	pthread_mutex_unlock(&s->mu);
-	eng_serve_released(e, s, release, n_release);
-	eng_deliver_finished();
+	if (j->spec.optim.clip_norm > 0.0)
+		eng_clip_reduced(e, j, s, fx);
+	else
+		eng_apply(e, j, s, 1.0f, fx);
 }
 
 const struct zs_target *engine_target(struct engine *e) { return &e->target; }

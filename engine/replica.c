@@ -352,8 +352,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 {
 	struct ejob *j = r->j;
 	struct eshard *s = j->shards[r->shard];
-	struct held *rel = NULL;
-	size_t n_rel = 0;
+	struct eng_fx fx = {0};
 	uint64_t settled[ZS_MAX_REPLICAS - 1];
 	uint32_t n_settled = 0;
 
@@ -420,13 +419,12 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 	atomic_fetch_add(&e->repl_steps, 1);
 	atomic_fetch_add(&e->repl_bytes, (uint64_t)s->glen * 4 * s->n_peers);
 	eng_acks_flush(s);
-	if (s->apply_wait) { /* the next step's pushes are all in */
-		eng_step_complete(e, j, s); /* unlocks */
-	} else {
-		eng_take_released(s, &rel, &n_rel);
-		pthread_mutex_unlock(&s->mu);
-		eng_serve_released(e, s, rel, n_rel);
-	}
+	if (s->apply_wait) /* the next step's pushes are all in */
+		eng_step_complete(e, j, s, &fx);
+	else
+		eng_take_released(s, &fx.rel, &fx.n_rel);
+	pthread_mutex_unlock(&s->mu);
+	eng_fx_run(e, j, s, &fx);
 	for (uint32_t u = 0; u < n_settled; u++) /* e->mu: not under s->mu */
 		record_seeded(e, j, s, settled[u]);
 }

@@ -155,8 +155,7 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const struct zs_xfer *x,
 		     void *dst, struct zs_sop *op)
 {
-	struct held *rel = NULL;
-	size_t n_rel = 0;
+	struct eng_fx fx = {0};
 
 	pthread_mutex_lock(&s->mu);
 	if (x->partial && !x->seed) {
@@ -202,9 +201,8 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 		eng_dev_acc_in(e, s);
 	if (s->terms) /* partial pushes' terms: the primary's mean has them */
 		eng_reduction_clear(e, s);
-	eng_apply(e, j, s, 1.0f, &rel, &n_rel);
+	eng_apply(e, j, s, 1.0f, &fx);
 	zs_sop_done(op); /* applied: now the primary may go on */
 	pthread_mutex_unlock(&s->mu);
-	eng_serve_released(e, s, rel, n_rel);
-	eng_deliver_finished();
+	eng_fx_run(e, j, s, &fx);
 }

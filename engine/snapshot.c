@@ -49,19 +49,16 @@ static bool capture(struct ejob *j, struct eshard *s, struct epending *p)
 	return true;
 }
 
-/* Snapshots that completed, to hand over outside the locks. */
-static __thread struct epending *finished;
-
-/* Moves j's snapshots that have every shard they wait for to finished
- * (caller holds j->cmu). */
-static void take_whole(struct ejob *j)
+/* Moves j's snapshots that have every shard they wait for to *done, to
+ * hand over outside the locks (caller holds j->cmu). */
+static void take_whole(struct ejob *j, struct epending **done)
 {
 	for (struct epending **pp = &j->pend; *pp;) {
 		struct epending *p = *pp;
 		if (p->n_got == p->want) {
 			*pp = p->next;
-			p->next = finished;
-			finished = p;
+			p->next = *done;
+			*done = p;
 			continue;
 		}
 		pp = &p->next;
@@ -69,7 +66,7 @@ static void take_whole(struct ejob *j)
 }
 
 /* After s reached a new version: capture it for snapshots of that step. */
-void eng_capture_due(struct ejob *j, struct eshard *s)
+void eng_capture_due(struct ejob *j, struct eshard *s, struct epending **done)
 {
 	size_t k = (size_t)s->idx;
 
@@ -77,11 +74,11 @@ void eng_capture_due(struct ejob *j, struct eshard *s)
 	for (struct epending *p = j->pend; p; p = p->next)
 		if (p->step == s->version && k < p->n_shards && !p->got[k] && !capture(j, s, p))
 			zs_error("out of memory capturing a snapshot of job '%s'", j->name);
-	take_whole(j);
+	take_whole(j, done);
 	pthread_mutex_unlock(&j->cmu);
 }
 
-void eng_capture_skip(struct ejob *j, struct eshard *s)
+void eng_capture_skip(struct ejob *j, struct eshard *s, struct epending **done)
 {
 	size_t k = (size_t)s->idx;
 
@@ -91,17 +88,17 @@ void eng_capture_skip(struct ejob *j, struct eshard *s)
 			p->got[k] = true; /* not waited for any more */
 			p->want--;
 		}
-	take_whole(j);
+	take_whole(j, done);
 	pthread_mutex_unlock(&j->cmu);
 }
 
 /* Hands completed snapshots to their callbacks (no locks held). */
-void eng_deliver_finished(void)
+void eng_deliver(struct epending *done)
 {
-	while (finished) {
-		struct epending *p = finished;
+	while (done) {
+		struct epending *p = done;
 		uint32_t n = 0;
-		finished = p->next;
+		done = p->next;
 		/* the shards' snapshots, in shard order, first (a copy left
 		 * out has none) */
 		for (uint32_t k = 0; k < p->n_shards; k++)
@@ -191,7 +188,7 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 			       struct zs_error *err)
 {
 	struct ejob *j = job_by_name(e, job);
-	struct epending *p;
+	struct epending *p, *whole = NULL;
 	enum zs_status st = ZS_OK;
 	uint32_t n;
 
@@ -251,17 +248,17 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 	pthread_mutex_lock(&j->cmu);
 	p->next = j->pend;
 	j->pend = p;
-	take_whole(j); /* nothing to wait for here (new copies not seeded yet) */
+	take_whole(j, &whole); /* nothing to wait for here (new copies not seeded yet) */
 	pthread_mutex_unlock(&j->cmu);
 	/* capture the shards already at step (the rest on their update) */
 	for (uint32_t k = 0; k < n; k++) {
 		struct eshard *s = j->shards[k];
 		pthread_mutex_lock(&s->mu);
 		if (s->version == step)
-			eng_capture_due(j, s);
+			eng_capture_due(j, s, &whole);
 		pthread_mutex_unlock(&s->mu);
 	}
-	eng_deliver_finished();
+	eng_deliver(whole);
 	eng_job_unref(e, j);
 	return ZS_OK;
 }

@@ -135,11 +135,11 @@ static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
 
 /*
  * Applies the optimizer to acc (scaled by coef when clipping), refreshes
- * the copy, opens the next step and collects the gathers it releases into
- * *rel (caller holds s->mu, frees *rel).
+ * the copy, opens the next step and adds the gathers it releases and the
+ * snapshots it completes to fx (caller holds s->mu; eng_fx_run after).
  */
 void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
-		  struct held **rel, size_t *n_rel)
+	       struct eng_fx *fx)
 {
 	/* what pipelining has not done yet */
 	eng_apply_range(e, j, s, coef, s->piped, s->glen);
@@ -150,7 +150,7 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		s->red_ns = s->opt_ns = 0;
 	s->acc_of = s->version + 1;
 	s->version++;
-	eng_capture_due(j, s);
+	eng_capture_due(j, s, &fx->done);
 	s->full = 0;
 	s->terms = 0;
 	s->reduced = false;
@@ -162,29 +162,27 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	if (s->seed_gap && s->seed_gap < s->version + 1)
 		s->seed_gap = 0; /* the step it lacked terms of is applied */
 	atomic_fetch_add(&e->steps, 1);
-	*rel = NULL;
-	*n_rel = 0;
 	if (s->n_peers) /* on every copy before a gather sees it */
 		eng_repl_queue(e, j, s, false, NULL);
 	else
 		eng_acks_flush(s);
 	if (!s->repl_wait)
-		eng_take_released(s, rel, n_rel);
+		eng_take_released(s, &fx->rel, &fx->n_rel);
 }
 
-/* The held gathers of s's version, out of s->held (caller holds s->mu,
- * serves them unlocked: eng_serve_released). */
+/* The held gathers of s's version, out of s->held and added to *rel
+ * (caller holds s->mu, serves them unlocked: eng_serve_released). */
 void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel)
 {
 	size_t keep = 0;
+	struct held *r;
 
-	*rel = NULL;
-	*n_rel = 0;
-	if (!s->n_held || !s->ready || !(*rel = malloc(s->n_held * sizeof **rel)))
-		return;
+	if (!s->n_held || !s->ready || !(r = realloc(*rel, (*n_rel + s->n_held) * sizeof *r)))
+		return; /* out of memory: they stay held (and time out) */
+	*rel = r;
 	for (size_t h = 0; h < s->n_held; h++)
 		if (s->held[h].x.step == s->version)
-			(*rel)[(*n_rel)++] = s->held[h];
+			r[(*n_rel)++] = s->held[h];
 		else
 			s->held[keep++] = s->held[h];
 	s->n_held = keep;
@@ -197,4 +195,13 @@ void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, si
 		zs_sop_read_ready(rel[i].op, eng_served(s, &rel[i].x));
 	}
 	free(rel);
+}
+
+void eng_fx_run(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
+{
+	eng_serve_released(e, s, fx->rel, fx->n_rel);
+	eng_deliver(fx->done);
+	if (fx->clip)
+		eng_clip_exchange(e, j, s, fx->clip_t);
+	*fx = (struct eng_fx){0};
 }
