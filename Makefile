@@ -135,7 +135,7 @@ PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
-UNIT_TESTS := placement codec kv util spec_json optim bsum wire arena transport engine frozen plan metrics \
+UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport engine frozen plan metrics \
 	      config \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica
@@ -219,6 +219,7 @@ $(BUILD)/tests/test_placement: $(BUILD)/obj/tests/unit/test_placement.o $(CORE_L
 $(BUILD)/tests/test_codec: $(BUILD)/obj/tests/unit/test_codec.o $(CORE_LIB)
 $(BUILD)/tests/test_kv: $(BUILD)/obj/tests/unit/test_kv.o $(CORE_LIB)
 $(BUILD)/tests/test_util: $(BUILD)/obj/tests/unit/test_util.o $(CORE_LIB)
+$(BUILD)/tests/test_pool: $(BUILD)/obj/tests/unit/test_pool.o $(CORE_LIB)
 $(BUILD)/tests/test_metrics: $(BUILD)/obj/tests/unit/test_metrics.o $(CORE_LIB)
 $(BUILD)/tests/test_config: $(BUILD)/obj/tests/unit/test_config.o $(CORE_LIB)
 $(BUILD)/tests/test_plan: $(BUILD)/obj/tests/unit/test_plan.o $(CORE_LIB)

@@ -25,20 +25,11 @@
 #include "engine/engine_int.h"
 
 struct ctask {
+	struct engine *e;
 	struct ejob *j; /* a reference */
 	uint64_t t;
 	uint32_t n;
 	struct eshard **set;
-	struct ctask *next;
-};
-
-struct eclip {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct ctask *head, **tail;
-	pthread_t *th;
-	unsigned n_th, cap_th, n_idle, n_queued;
-	bool stop;
 };
 
 /*
@@ -93,84 +84,28 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 		zs_error("job '%s' step %llu: %s", j->name, (unsigned long long)t, err.msg);
 }
 
-static void *clip_main(void *arg)
+static void clip_run(void *arg)
 {
-	struct engine *e = arg;
-	struct eclip *q = e->clip;
+	struct ctask *c = arg;
 
-	pthread_mutex_lock(&q->mu);
-	for (;;) {
-		struct ctask *c;
-		while (!q->head && !q->stop) {
-			q->n_idle++;
-			pthread_cond_wait(&q->cv, &q->mu);
-			q->n_idle--;
-		}
-		if (!q->head)
-			break;
-		c = q->head;
-		q->n_queued--;
-		q->head = c->next;
-		if (!q->head)
-			q->tail = &q->head;
-		pthread_mutex_unlock(&q->mu);
-		clip_and_apply(e, c->j, c->t, c->set, c->n);
-		eng_job_unref(e, c->j);
-		free(c->set);
-		free(c);
-		pthread_mutex_lock(&q->mu);
-	}
-	pthread_mutex_unlock(&q->mu);
-	return NULL;
+	clip_and_apply(c->e, c->j, c->t, c->set, c->n);
+	eng_job_unref(c->e, c->j);
+	free(c->set);
+	free(c);
 }
 
-/* The pool, started at its first exchange (NULL when it cannot start). */
-static struct eclip *pool(struct engine *e)
+/* The pool (base/pool.h), started at the first exchange, without a bound:
+ * each exchange queued has a thread (one may wait for the one queued
+ * after it); NULL when out of memory. */
+static struct zs_pool *pool(struct engine *e)
 {
-	struct eclip *q;
+	struct zs_pool *q;
 
 	pthread_mutex_lock(&e->mu);
-	if (!(q = e->clip) && (q = calloc(1, sizeof *q))) {
-		pthread_mutex_init(&q->mu, NULL);
-		pthread_cond_init(&q->cv, NULL);
-		q->tail = &q->head;
-		e->clip = q;
-	}
+	if (!(q = e->clip))
+		q = e->clip = zs_pool_new("zs-clip", 0);
 	pthread_mutex_unlock(&e->mu);
 	return q;
-}
-
-/* Queues an exchange; a new thread for it unless an idle one is left for
- * each task queued (an exchange may wait for the one queued after it). */
-static bool clip_queue(struct engine *e, struct ctask *c)
-{
-	struct eclip *q = pool(e);
-	bool ok = true;
-
-	if (!q)
-		return false;
-	pthread_mutex_lock(&q->mu);
-	if (q->n_queued >= q->n_idle && q->n_th == q->cap_th) {
-		unsigned nc = q->cap_th ? 2 * q->cap_th : 4;
-		pthread_t *g = realloc(q->th, nc * sizeof *g);
-		if (g) {
-			q->th = g;
-			q->cap_th = nc;
-		}
-	}
-	if (q->n_queued >= q->n_idle && q->n_th < q->cap_th &&
-	    !pthread_create(&q->th[q->n_th], NULL, clip_main, e))
-		q->n_th++;
-	if (!q->n_th) {
-		ok = false;
-	} else {
-		*q->tail = c;
-		q->tail = &c->next;
-		q->n_queued++;
-		pthread_cond_signal(&q->cv);
-	}
-	pthread_mutex_unlock(&q->mu);
-	return ok;
 }
 
 /* Whether a primary of j here other than s is at step t and not reduced
@@ -266,10 +201,11 @@ void eng_clip_exchange(struct engine *e, struct ejob *j, struct eshard *s, uint6
 	}
 	zs_debug("job '%s' step %llu: the norms of %u shards here go to the coordinator", j->name,
 		 (unsigned long long)t, c->n);
+	c->e = e;
 	c->j = j;
 	c->t = t;
 	atomic_fetch_add(&j->refs, 1);
-	if (!clip_queue(e, c)) {
+	if (!zs_pool_submit(pool(e), clip_run, c)) {
 		zs_error("job '%s' step %llu: cannot start a thread for the norm exchange; it runs here",
 			 j->name, (unsigned long long)t);
 		clip_and_apply(e, j, t, c->set, c->n);
@@ -281,19 +217,6 @@ void eng_clip_exchange(struct engine *e, struct ejob *j, struct eshard *s, uint6
 
 void eng_clip_stop(struct engine *e)
 {
-	struct eclip *q = e->clip;
-
-	if (!q)
-		return;
-	pthread_mutex_lock(&q->mu);
-	q->stop = true;
-	pthread_cond_broadcast(&q->cv);
-	pthread_mutex_unlock(&q->mu);
-	for (unsigned i = 0; i < q->n_th; i++) /* the queue runs empty first */
-		pthread_join(q->th[i], NULL);
+	zs_pool_free(e->clip); /* the queue runs empty first */
 	e->clip = NULL;
-	pthread_cond_destroy(&q->cv);
-	pthread_mutex_destroy(&q->mu);
-	free(q->th);
-	free(q);
 }

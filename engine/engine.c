@@ -502,6 +502,7 @@ void engine_free(struct engine *e)
 	pthread_join(e->sweeper, NULL);
 	eng_clip_stop(e); /* an update it lets go forwards to replicas */
 	eng_repl_stop(e); /* its queued forwards hold job references */
+	zs_pool_free(e->tier_pool); /* no update runs any more */
 	while (e->jobs)
 		engine_remove_job(e, e->jobs->name);
 	if (e->l)

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/pool.h"
 #include "math/optim.h"
 #include "model/hparams.h"
 #include "base/util.h"
@@ -253,7 +254,8 @@ struct engine {
 	engine_stale_fn stale_fn;
 	void *stale_ctx;
 	struct erepl *repl;
-	struct eclip *clip; /* clip.c: the norm exchanges' threads */
+	struct zs_pool *clip; /* clip.c: the norm exchanges' threads */
+	struct zs_pool *tier_pool; /* tier.c: the tier's read-ahead and write-back */
 	atomic_uint_fast64_t repl_bytes, repl_steps;
 	/* seeds done, for the coordinator (engine_take_seeded; mu) */
 	struct zs_seeded *seeded;

@@ -106,20 +106,49 @@ struct tier_job {
 	bool ok;
 };
 
-static void *tier_job_run(void *arg)
+static void tier_job_run(void *arg)
 {
 	struct tier_job *j = arg;
 	for (unsigned k = 0; k < j->s->n_arrays && j->ok && j->wr_a < j->wr_b; k++)
 		j->ok = !eng_tier_io(j->e, j->s, true, k, j->wr_a, j->wr_b, j->set->arr[k], j->set->bb);
 	for (unsigned k = 0; k < j->s->n_arrays && j->ok && j->rd_a < j->rd_b; k++)
 		j->ok = !eng_tier_io(j->e, j->s, false, k, j->rd_a, j->rd_b, j->set->arr[k], j->set->bb);
-	return NULL;
+}
+
+/* The helpers' pool (base/pool.h), started at the first tiered update: as
+ * many threads as updates overlap, up to TIER_THREADS (beyond that a
+ * helper's chunk waits its turn; its update waits for it). */
+enum { TIER_THREADS = 8 };
+
+static struct zs_pool *tier_pool(struct engine *e)
+{
+	struct zs_pool *q;
+
+	pthread_mutex_lock(&e->mu);
+	if (!(q = e->tier_pool))
+		q = e->tier_pool = zs_pool_new("zs-tier", TIER_THREADS);
+	pthread_mutex_unlock(&e->mu);
+	return q;
+}
+
+/* A helper's job done: the update waiting for it may go on. */
+struct tier_task {
+	struct tier_job *job;
+	struct zs_latch done;
+};
+
+static void tier_task_run(void *arg)
+{
+	struct tier_task *t = arg;
+
+	tier_job_run(t->job);
+	zs_latch_done(&t->done);
 }
 
 /*
  * A tiered shard's update of [a, b), chunk by chunk through a double
- * buffer: while chunk c is computed in one set, a helper thread writes
- * chunk c-1 back from the other and reads chunk c+1 into it.
+ * buffer: while chunk c is computed in one set, a helper (the tier's
+ * pool) writes chunk c-1 back from the other and reads chunk c+1 into it.
  */
 void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
 			uint64_t a, uint64_t b)
@@ -143,16 +172,23 @@ void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_s
 		uint64_t n_a = c + d, n_b = b - n_a < TIER_CHUNK ? b : n_a + TIER_CHUNK;
 		struct tier_job job = {e, s, &set[!cur], prev_a, prev_b, n_a, n_a < b ? n_b : n_a,
 				       true};
-		pthread_t th;
-		bool threaded = (job.wr_a < job.wr_b || job.rd_a < job.rd_b) &&
-				pthread_create(&th, NULL, tier_job_run, &job) == 0;
+		struct tier_task task = {&job};
+		bool threaded = job.wr_a < job.wr_b || job.rd_a < job.rd_b;
+		if (threaded) {
+			zs_latch_init(&task.done, 1);
+			threaded = zs_pool_submit(tier_pool(e), tier_task_run, &task);
+			if (!threaded) { /* the latch goes unused */
+				zs_latch_done(&task.done);
+				zs_latch_wait(&task.done);
+			}
+		}
 		if (!threaded)
 			tier_job_run(&job); /* nothing to overlap, or no thread */
 		eng_optim_run(NULL, s, steps, set[cur].arr[0], set[cur].arr[1], set[cur].arr[2],
 			      s->acc + c, c, c + d);
 		zs_convert_from_f32((uint8_t *)s->copy + c * s->dsz, s->dt, set[cur].arr[0], d);
 		if (threaded)
-			pthread_join(th, NULL);
+			zs_latch_wait(&task.done);
 		ok = job.ok;
 		prev_a = c;
 		prev_b = c + d;
