@@ -65,52 +65,21 @@ static int arm(struct ctx *x, const char *job, const struct zs_checkpoint *k)
 static int c_checkpoint(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
-	const char *sub = NULL, *job = NULL, *which = NULL;
-	uint64_t step = 0, wait_ms = 0;
-	int have_step = 0, json = 0, all = 0, r;
+	const char *sub, *job, *which;
+	uint64_t step, wait_ms;
+	int have_step, json, all, r;
+	struct cli_args ca;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: zshardctl checkpoint create JOB --step N [--wait MS]\n"
-			       "       zshardctl checkpoint list JOB [--all] [--json]\n"
-			       "       zshardctl checkpoint restore JOB ID|latest [--wait MS]\n"
-			       "       zshardctl checkpoint delete JOB ID\n\n"
-			       "Checkpoints are taken at a step: every server captures its shards\n"
-			       "when they reach it and writes them to its LMDB; the coordinator\n"
-			       "commits the checkpoint once all are durable. restore puts a\n"
-			       "committed one back (trainers stopped), and trainers resume from its\n"
-			       "step. delete forgets one (a pending one that no trainer will reach,\n"
-			       "a failed or an old one) and its servers drop what they hold of it.\n"
-			       "--wait waits up to MS for the outcome.\n\n"
-			       "A job deleted with --keep-checkpoints leaves its committed ones: no\n"
-			       "later job of its name sees them (latest, rollbacks), 'list --all'\n"
-			       "shows them beside the job's own, and a restore or delete by id\n"
-			       "reaches one (a restore only into a job of the same layout).\n");
-			return 0;
-		}
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (!strcmp(argv[i], "--all")) {
-			all = 1;
-		} else if (!strcmp(argv[i], "--step") && i + 1 < argc) {
-			if (zs_parse_u64(argv[++i], 0, UINT64_MAX, &step, &err))
-				return cli_usage_err("checkpoint", "--step: %s", err.msg);
-			have_step = 1;
-		} else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
-			if (zs_parse_u64(argv[++i], 0, 86400000, &wait_ms, &err))
-				return cli_usage_err("checkpoint", "--wait: %s", err.msg);
-		} else if (argv[i][0] == '-') {
-			return cli_usage_err("checkpoint", "unknown option '%s'", argv[i]);
-		} else if (!sub) {
-			sub = argv[i];
-		} else if (!job) {
-			job = argv[i];
-		} else if (!which) {
-			which = argv[i];
-		} else {
-			return cli_usage_err("checkpoint", "unexpected argument '%s'", argv[i]);
-		}
-	}
+	if ((r = cli_parse(&cmd_checkpoint, argc, argv, 3, &ca)))
+		return r < 0 ? 0 : r;
+	sub = ca.pos[0];
+	job = ca.pos[1];
+	which = ca.pos[2];
+	json = cli_get(&cmd_checkpoint, &ca, "json") != NULL;
+	all = cli_get(&cmd_checkpoint, &ca, "all") != NULL;
+	have_step = cli_get(&cmd_checkpoint, &ca, "step") != NULL;
+	step = cli_get_u64(&cmd_checkpoint, &ca, "step", 0);
+	wait_ms = cli_get_u64(&cmd_checkpoint, &ca, "wait", 0);
 	if (!sub || !job ||
 	    (strcmp(sub, "create") && strcmp(sub, "list") && strcmp(sub, "restore") &&
 	     strcmp(sub, "delete")))
@@ -243,5 +212,31 @@ static int c_checkpoint(struct ctx *x, int argc, char **argv)
 	}
 }
 
-const struct cmd cmd_checkpoint = {"checkpoint", "create JOB --step N | list JOB | restore JOB ID|latest | delete JOB ID",
-	"Take, list, restore and delete checkpoints (see zshardctl checkpoint --help).", c_checkpoint};
+static const struct zs_opt checkpoint_flags[] = {
+	{"step", ZS_OPT_NUM, 0, 0, NULL, false, 0, "N", "create: the step to take it at"},
+	{"wait", ZS_OPT_NUM, 0, 86400000, NULL, false, 0, "MS",
+	 "create, restore: wait up to MS for the outcome"},
+	{"all", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL,
+	 "list: with the kept checkpoints of deleted jobs of the name"},
+	CLI_FLAG_JSON,
+	{0},
+};
+
+const struct cmd cmd_checkpoint = {
+	"checkpoint",
+	"create JOB --step N [--wait MS] | list JOB [--all] [--json] |\n"
+	"                  restore JOB ID|latest [--wait MS] | delete JOB ID",
+	"Checkpoints are taken at a step: every server captures its shards\n"
+	"when they reach it and writes them to its LMDB; the coordinator\n"
+	"commits the checkpoint once all are durable. restore puts a\n"
+	"committed one back (trainers stopped), and trainers resume from its\n"
+	"step. delete forgets one (a pending one that no trainer will reach,\n"
+	"a failed or an old one) and its servers drop what they hold of it.\n"
+	"--wait waits up to MS for the outcome.\n\n"
+	"A job deleted with --keep-checkpoints leaves its committed ones: no\n"
+	"later job of its name sees them (latest, rollbacks), 'list --all'\n"
+	"shows them beside the job's own, and a restore or delete by id\n"
+	"reaches one (a restore only into a job of the same layout).",
+	c_checkpoint,
+	checkpoint_flags,
+};

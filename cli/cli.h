@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#include "base/opts.h"
 #include "ctrl/coord_client.h"
 #include "model/model.h"
 
@@ -25,9 +26,23 @@ struct ctx {
 
 struct cmd {
 	const char *name;
-	const char *args;
+	const char *args; /* its usage line after the name */
 	const char *help;
 	int (*fn)(struct ctx *, int, char **);
+	/* its flags (base/opts.h's kinds and checks; a NULL name ends them;
+	 * NULL: none): what cli_parse takes and --help lists */
+	const struct zs_opt *flags;
+};
+
+/* What a command's line gave (cli_parse): each flag of its table by its
+ * place there (NULL: not given; "" for a flag without a value), and the
+ * positionals in order. */
+#define CLI_MAX_FLAGS 24
+#define CLI_MAX_POS 4
+struct cli_args {
+	const char *val[CLI_MAX_FLAGS];
+	char *pos[CLI_MAX_POS];
+	int n_pos;
 };
 
 /* The commands, one file per group. */
@@ -52,10 +67,23 @@ int cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_usage_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Connects x->c to the coordinator: 0, or 1 after saying why. */
 int cli_open_coord(struct ctx *x);
-/* Parses a command's own flags: --json (when json is not NULL) and --help
- * (-1 after printing it); the rest are positionals, at most max_pos. */
-int cli_flags(const struct cmd *cmd, int argc, char **argv, int *json, char **pos, int max_pos,
-	      int *n_pos);
+/*
+ * Parses a command's line (argv[0] its name) against cmd->flags: each flag
+ * "--NAME VALUE" or "--NAME=VALUE", its value checked as the daemons check
+ * theirs (zs_opt_check: a number's bounds, a size's suffix, a choice); a
+ * lone "-" and anything else not starting with '-' a positional, at most
+ * max_pos. 0; -1 after --help or -h (cli_help); 2 after a usage error.
+ */
+int cli_parse(const struct cmd *cmd, int argc, char **argv, int max_pos, struct cli_args *a);
+/* The usage line, the help and the table's flags, on stdout. */
+void cli_help(const struct cmd *cmd);
+/* Flag name's value (NULL: not given, "" given without a value). */
+const char *cli_get(const struct cmd *cmd, const struct cli_args *a, const char *name);
+/* A NUM or SIZE flag's value, dflt when not given. */
+uint64_t cli_get_u64(const struct cmd *cmd, const struct cli_args *a, const char *name,
+		     uint64_t dflt);
+/* Common flags of the tables: --json. */
+#define CLI_FLAG_JSON {"json", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL, "print JSON"}
 /* Prints j indented on stdout and releases it. */
 void cli_json_print(json_t *j);
 const char *cli_state_name(const struct zs_server_info *s);

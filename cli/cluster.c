@@ -21,11 +21,12 @@ static int c_servers(struct ctx *x, int argc, char **argv)
 	struct zs_error err = {0};
 	struct zs_server_info *s;
 	uint32_t n;
-	char *pos[1];
-	int json = 0, np, r;
+	struct cli_args ca;
+	int json, r;
 
-	if ((r = cli_flags(&cmd_servers, argc, argv, &json, pos, 0, &np)))
+	if ((r = cli_parse(&cmd_servers, argc, argv, 0, &ca)))
 		return r < 0 ? 0 : r;
+	json = cli_get(&cmd_servers, &ca, "json") != NULL;
 	if ((r = cli_open_coord(x)))
 		return r;
 	if (zs_coord_servers(x->c, &s, &n, &err))
@@ -73,71 +74,76 @@ static int c_servers(struct ctx *x, int argc, char **argv)
 
 /* --------------------------------------------------------------- status */
 
+/* A shard server's own status (status --server). */
+static int server_status(struct ctx *x, const char *addr, int json)
+{
+	struct zs_error err = {0};
+	struct zs_server_status s;
+
+	if (zs_server_status_query(addr, x->timeout_ms, &s, &err))
+		return cli_die("%s", err.msg);
+	if (json) {
+		json_t *a = json_array();
+		for (uint32_t k = 0; k < s.n_assignments; k++)
+			json_array_append_new(
+				a, json_pack("{s:s, s:I, s:i, s:I}", "job",
+					     s.assignments[k].job, "epoch",
+					     (json_int_t)s.assignments[k].epoch,
+					     "shards", (int)s.assignments[k].n_shards,
+					     "bytes", (json_int_t)s.assignments[k].bytes));
+		cli_json_print(json_pack("{s:I, s:s, s:s, s:s, s:i, s:I, s:i, s:i, s:s, s:b, s:I, s:I, s:I, s:o}",
+				     "id", (json_int_t)s.id, "addr", s.addr,
+				     "rdma", s.rdma, "device", s.device,
+				     "shards_on_device", (int)s.shards_on_device,
+				     "device_bytes", (json_int_t)s.device_bytes,
+				     "shards_tiered", (int)s.shards_tiered,
+				     "shards", (int)s.shards,
+				     "coordinator", s.coordinator, "registered",
+				     s.registered, "capacity",
+				     (json_int_t)s.capacity, "assigned_bytes",
+				     (json_int_t)s.assigned_bytes, "uptime_ms",
+				     (json_int_t)s.uptime_ms, "assignments", a));
+	} else {
+		char c1[32], c2[32];
+		printf("server %llu at %s: %s with %s, up %.1f s, capacity %s, assigned %s in %u jobs\n",
+		       (unsigned long long)s.id, s.addr,
+		       s.registered ? "registered" : "not registered",
+		       s.coordinator, (double)s.uptime_ms / 1000.0,
+		       zs_fmt_bytes(s.capacity, c1, sizeof c1),
+		       zs_fmt_bytes(s.assigned_bytes, c2, sizeof c2),
+		       s.n_assignments);
+		printf("  rdma %s\n", s.rdma[0] ? s.rdma : "(not reported)");
+		printf("  shards: %u, state on %s: %u (%s), in the NVMe tier: %u, in host memory: %u\n",
+		       s.shards, s.device[0] ? s.device : "no device", s.shards_on_device,
+		       zs_fmt_bytes(s.device_bytes, c1, sizeof c1), s.shards_tiered,
+		       s.shards - s.shards_on_device - s.shards_tiered);
+		for (uint32_t k = 0; k < s.n_assignments; k++)
+			printf("  job %s: %u shards, epoch %llu, %s\n",
+			       s.assignments[k].job, s.assignments[k].n_shards,
+			       (unsigned long long)s.assignments[k].epoch,
+			       zs_fmt_bytes(s.assignments[k].bytes, c1, sizeof c1));
+	}
+	zs_server_status_release(&s);
+	return 0;
+}
+
+static const struct zs_opt status_flags[] = {
+	CLI_FLAG_JSON,
+	{"server", ZS_OPT_ADDR, 0, 0, NULL, false, 0, "HOST:PORT", "a shard server's status"},
+	{0},
+};
+
 static int c_status(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
-	int json = 0, r;
+	struct cli_args ca;
+	int json, r;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: zshardctl status [--server HOST:PORT] [--json]\n\n%s\n",
-			       cmd_status.help);
-			return 0;
-		}
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (!strcmp(argv[i], "--server") && i + 1 < argc) {
-			struct zs_server_status s;
-			const char *addr = argv[++i];
-			if (zs_server_status_query(addr, x->timeout_ms, &s, &err))
-				return cli_die("%s", err.msg);
-			if (json) {
-				json_t *a = json_array();
-				for (uint32_t k = 0; k < s.n_assignments; k++)
-					json_array_append_new(
-						a, json_pack("{s:s, s:I, s:i, s:I}", "job",
-							     s.assignments[k].job, "epoch",
-							     (json_int_t)s.assignments[k].epoch,
-							     "shards", (int)s.assignments[k].n_shards,
-							     "bytes", (json_int_t)s.assignments[k].bytes));
-				cli_json_print(json_pack("{s:I, s:s, s:s, s:s, s:i, s:I, s:i, s:i, s:s, s:b, s:I, s:I, s:I, s:o}",
-						     "id", (json_int_t)s.id, "addr", s.addr,
-						     "rdma", s.rdma, "device", s.device,
-						     "shards_on_device", (int)s.shards_on_device,
-						     "device_bytes", (json_int_t)s.device_bytes,
-						     "shards_tiered", (int)s.shards_tiered,
-						     "shards", (int)s.shards,
-						     "coordinator", s.coordinator, "registered",
-						     s.registered, "capacity",
-						     (json_int_t)s.capacity, "assigned_bytes",
-						     (json_int_t)s.assigned_bytes, "uptime_ms",
-						     (json_int_t)s.uptime_ms, "assignments", a));
-			} else {
-				char c1[32], c2[32];
-				printf("server %llu at %s: %s with %s, up %.1f s, capacity %s, assigned %s in %u jobs\n",
-				       (unsigned long long)s.id, s.addr,
-				       s.registered ? "registered" : "not registered",
-				       s.coordinator, (double)s.uptime_ms / 1000.0,
-				       zs_fmt_bytes(s.capacity, c1, sizeof c1),
-				       zs_fmt_bytes(s.assigned_bytes, c2, sizeof c2),
-				       s.n_assignments);
-				printf("  rdma %s\n", s.rdma[0] ? s.rdma : "(not reported)");
-				printf("  shards: %u, state on %s: %u (%s), in the NVMe tier: %u, in host memory: %u\n",
-				       s.shards, s.device[0] ? s.device : "no device", s.shards_on_device,
-				       zs_fmt_bytes(s.device_bytes, c1, sizeof c1), s.shards_tiered,
-				       s.shards - s.shards_on_device - s.shards_tiered);
-				for (uint32_t k = 0; k < s.n_assignments; k++)
-					printf("  job %s: %u shards, epoch %llu, %s\n",
-					       s.assignments[k].job, s.assignments[k].n_shards,
-					       (unsigned long long)s.assignments[k].epoch,
-					       zs_fmt_bytes(s.assignments[k].bytes, c1, sizeof c1));
-			}
-			zs_server_status_release(&s);
-			return 0;
-		} else {
-			return cli_usage_err("status", "unknown argument '%s'", argv[i]);
-		}
-	}
+	if ((r = cli_parse(&cmd_status, argc, argv, 0, &ca)))
+		return r < 0 ? 0 : r;
+	json = cli_get(&cmd_status, &ca, "json") != NULL;
+	if (cli_get(&cmd_status, &ca, "server"))
+		return server_status(x, cli_get(&cmd_status, &ca, "server"), json);
 	if ((r = cli_open_coord(x)))
 		return r;
 	{
@@ -174,25 +180,16 @@ static int c_status(struct ctx *x, int argc, char **argv)
 static int c_rdma(struct ctx *x, int argc, char **argv)
 {
 	uint64_t lock = 1ULL << 30;
-	struct zs_error err = {0};
+	struct cli_args ca;
 	char note[256];
-	int json = 0;
+	int json, r;
 	enum zs_status st;
 
 	(void)x;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: zshardctl rdma [--lock SIZE] [--json]\n\n%s\n", cmd_rdma.help);
-			return 0;
-		} else if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (!strcmp(argv[i], "--lock") && i + 1 < argc) {
-			if (zs_parse_size(argv[++i], &lock, &err))
-				return cli_usage_err("rdma", "--lock: %s", err.msg);
-		} else {
-			return cli_usage_err("rdma", "unknown argument '%s'", argv[i]);
-		}
-	}
+	if ((r = cli_parse(&cmd_rdma, argc, argv, 0, &ca)))
+		return r < 0 ? 0 : r;
+	json = cli_get(&cmd_rdma, &ca, "json") != NULL;
+	lock = cli_get_u64(&cmd_rdma, &ca, "lock", lock);
 	st = zs_rdma_probe(lock, note, sizeof note);
 	if (json)
 		cli_json_print(json_pack("{s:b, s:s}", "usable", !st, "note", note));
@@ -206,21 +203,15 @@ static int c_rdma(struct ctx *x, int argc, char **argv)
 static int c_gpu(struct ctx *x, int argc, char **argv)
 {
 	char why[256] = "", nwhy[256] = "";
-	int json = 0, n;
+	struct cli_args ca;
+	int json, n, r;
 	bool nccl;
 	json_t *devs;
 
 	(void)x;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: zshardctl gpu [--json]\n\n%s\n", cmd_gpu.help);
-			return 0;
-		} else if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else {
-			return cli_usage_err("gpu", "unknown argument '%s'", argv[i]);
-		}
-	}
+	if ((r = cli_parse(&cmd_gpu, argc, argv, 0, &ca)))
+		return r < 0 ? 0 : r;
+	json = cli_get(&cmd_gpu, &ca, "json") != NULL;
 	devs = json_array();
 	n = zs_dev_count(why, sizeof why);
 	for (int i = 0; i < n; i++) {
@@ -261,18 +252,25 @@ static int c_gpu(struct ctx *x, int argc, char **argv)
 	return n > 0 ? 0 : 1;
 }
 
-const struct cmd cmd_servers = {"servers", "[--json]", "List shard servers: id, address, up/down, capacity, bytes placed, transports.", c_servers};
+static const struct zs_opt json_only[] = {CLI_FLAG_JSON, {0}};
+static const struct zs_opt rdma_flags[] = {
+	CLI_FLAG_JSON,
+	{"lock", ZS_OPT_SIZE, 0, 0, NULL, false, 0, "SIZE", "the memlock limit wanted (1G)"},
+	{0},
+};
 
-const struct cmd cmd_status = {"status", "[--server HOST:PORT] [--json]", "The coordinator's status, or a shard server's.", c_status};
+const struct cmd cmd_servers = {"servers", "[--json]", "List shard servers: id, address, up/down, capacity, bytes placed, transports.", c_servers, json_only};
+
+const struct cmd cmd_status = {"status", "[--server HOST:PORT] [--json]", "The coordinator's status, or a shard server's.", c_status, status_flags};
 
 const struct cmd cmd_gpu = {"gpu", "[--json]",
 	 "What GPU work this host can do, said plainly: the CUDA driver and its\n"
 	 "devices (for trainers in device mode and zshard-server --gpu N), and\n"
 	 "whether NCCL loads (collective jobs). Exit 0 with a device, 1 without.\n"
-	 "Needs no coordinator.", c_gpu};
+	 "Needs no coordinator.", c_gpu, json_only};
 
 const struct cmd cmd_rdma = {"rdma", "[--lock SIZE] [--json]",
 	 "Whether RDMA can work on this host, said plainly: an RDMA device, its\n"
 	 "port up, and a memlock limit of at least SIZE (default 1G, what a shard\n"
 	 "server registers: its --capacity). Exit 0 if it can, 1 with the reason\n"
-	 "if not. Needs no coordinator; `status --server` says what a server offers.", c_rdma};
+	 "if not. Needs no coordinator; `status --server` says what a server offers.", c_rdma, rdma_flags};

@@ -44,29 +44,6 @@ int cli_open_coord(struct ctx *x)
 }
 
 /* Parses a command's own flags: --json and --help; returns the positionals. */
-int cli_flags(const struct cmd *cmd, int argc, char **argv, int *json,
-		 char **pos, int max_pos, int *n_pos)
-{
-	*n_pos = 0;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: zshardctl %s %s\n\n%s\n", cmd->name, cmd->args,
-			       cmd->help);
-			return -1;
-		}
-		if (json && !strcmp(argv[i], "--json")) {
-			*json = 1;
-			continue;
-		}
-		if (argv[i][0] == '-' && argv[i][1])
-			return cli_usage_err(cmd->name, "unknown option '%s'", argv[i]);
-		if (*n_pos == max_pos)
-			return cli_usage_err(cmd->name, "unexpected argument '%s'", argv[i]);
-		pos[(*n_pos)++] = argv[i];
-	}
-	return 0;
-}
-
 void cli_json_print(json_t *j)
 {
 	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

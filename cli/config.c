@@ -39,33 +39,35 @@ static int c_config(struct ctx *x, int argc, char **argv)
 	struct zs_config c;
 	const char *who[] = {"server", "coordinator"};
 	const char *tr;
+	struct cli_args ca;
+	const char *file;
+	int r;
 
 	(void)x;
-	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: zshardctl config check FILE\n\n%s\n", cmd_config.help);
-		return 0;
-	}
-	if (argc == 2 && !strcmp(argv[1], "keys")) {
+	if ((r = cli_parse(&cmd_config, argc, argv, 2, &ca)))
+		return r < 0 ? 0 : r;
+	if (ca.n_pos == 1 && !strcmp(ca.pos[0], "keys")) {
 		print_keys("", zs_opts_common, "everyone");
 		print_keys("server.", zs_opts_server, "zshard-server --FLAG");
 		print_keys("coordinator.", zs_opts_coordinator, "zshard-coordinator --FLAG");
 		return 0;
 	}
-	if (argc != 3 || strcmp(argv[1], "check"))
+	if (ca.n_pos != 2 || strcmp(ca.pos[0], "check"))
 		return cli_usage_err("config", "want: config check FILE, or config keys");
-	if (zs_config_load(argv[2], &c, &err))
+	file = ca.pos[1];
+	if (zs_config_load(file, &c, &err))
 		return cli_die("%s", err.msg);
 	if ((tr = zs_config_get(&c, "transport")) && zs_transport_check_name(tr, &err)) {
 		zs_config_release(&c);
-		return cli_die("%s: transport: %s", argv[2], err.msg);
+		return cli_die("%s: transport: %s", file, err.msg);
 	}
 	int tls = !!zs_config_get(&c, "tls_ca") + !!zs_config_get(&c, "tls_cert") +
 		  !!zs_config_get(&c, "tls_key");
 	if (tls && tls != 3) {
 		zs_config_release(&c);
-		return cli_die("%s: TLS needs all of tls_ca, tls_cert and tls_key", argv[2]);
+		return cli_die("%s: TLS needs all of tls_ca, tls_cert and tls_key", file);
 	}
-	printf("%s: %zu settings, all valid\n", argv[2], c.n);
+	printf("%s: %zu settings, all valid\n", file, c.n);
 	for (int w = 0; w < 2; w++) {
 		char **v;
 		int n;
@@ -106,4 +108,4 @@ const struct cmd cmd_config = {"config", "check FILE | keys",
 	 "The daemons read it with --config FILE, trainers (libzshard, Python) and\n"
 	 "zshardctl with $ZSHARD_CONFIG (zshardctl also --config); flags and the\n"
 	 "environment win over the file. Exit 0 when valid, 1 with FILE:LINE: why.",
-	 c_config};
+	 c_config, NULL};

@@ -19,19 +19,31 @@ static void markdown(void)
 		printf("| `%s` | %s |\n", p->name, p->doc);
 }
 
+static const struct zs_opt env_flags[] = {
+	{"markdown", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL, "README's tables"},
+	{"names", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL, "the variables' names, one a line"},
+	{"faults", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL, "the fault points' names, one a line"},
+	{0},
+};
+
 static int c_env(struct ctx *x, int argc, char **argv)
 {
+	struct cli_args ca;
+	int r, n = 0;
+
 	(void)x;
-	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: zshardctl env [--markdown | --names | --faults]\n\n%s", cmd_env.help);
-		return 0;
-	}
-	if (argc == 2 && !strcmp(argv[1], "--markdown")) {
+	if ((r = cli_parse(&cmd_env, argc, argv, 0, &ca)))
+		return r < 0 ? 0 : r;
+	for (int k = 0; k < 3; k++)
+		n += ca.val[k] != NULL;
+	if (n > 1)
+		return cli_usage_err("env", "one of --markdown, --names and --faults");
+	if (ca.val[0]) {
 		markdown();
 		return 0;
 	}
-	if (argc == 2 && (!strcmp(argv[1], "--names") || !strcmp(argv[1], "--faults"))) {
-		if (argv[1][2] == 'n')
+	if (ca.val[1] || ca.val[2]) {
+		if (ca.val[1])
 			for (const struct zs_env_var *v = zs_env_vars; v->name; v++)
 				printf("%s\n", v->name);
 		else
@@ -39,8 +51,6 @@ static int c_env(struct ctx *x, int argc, char **argv)
 				printf("%s\n", p->name);
 		return 0;
 	}
-	if (argc != 1)
-		return cli_usage_err("env", "unexpected argument '%s'", argv[1]);
 	for (const struct zs_env_var *v = zs_env_vars; v->name; v++)
 		printf("%s\n    %s\n    default: %s; read by %s\n", v->name, v->doc, v->deflt,
 		       v->readers);
@@ -54,4 +64,4 @@ const struct cmd cmd_env = {"env", "[--markdown | --names | --faults]",
 	"Lists the environment variables zshard's programs and its Python package\n"
 	"read, with their defaults, and the fault points $ZSHARD_FAULT names in\n"
 	"the tests (--markdown: README's tables; --names, --faults: one a line).\n",
-	c_env};
+	c_env, env_flags};

@@ -50,11 +50,12 @@ static int c_jobs(struct ctx *x, int argc, char **argv)
 	struct zs_error err = {0};
 	struct zs_job *j;
 	uint32_t n;
-	char *pos[1];
-	int json = 0, np, r;
+	struct cli_args ca;
+	int json, r;
 
-	if ((r = cli_flags(&cmd_jobs, argc, argv, &json, pos, 0, &np)))
+	if ((r = cli_parse(&cmd_jobs, argc, argv, 0, &ca)))
 		return r < 0 ? 0 : r;
+	json = cli_get(&cmd_jobs, &ca, "json") != NULL;
 	if ((r = cli_open_coord(x)))
 		return r;
 	if (zs_coord_jobs(x->c, &j, &n, &err))
@@ -193,18 +194,18 @@ static int c_job(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
 	struct zs_job j = {0};
-	char *pos[2], *args[64];
-	int json = 0, np, r, keep = 0, na = 0;
+	char **pos;
+	struct cli_args ca;
+	int json = 0, np, r, keep;
 	uint32_t deleted = 0, kept = 0;
 	enum zs_status st;
 
-	for (int i = 0; i < argc && na < 64; i++) /* delete's own flag */
-		if (strcmp(argv[i], "--keep-checkpoints"))
-			args[na++] = argv[i];
-		else
-			keep = 1;
-	if ((r = cli_flags(&cmd_job, na, args, &json, pos, 2, &np)))
+	if ((r = cli_parse(&cmd_job, argc, argv, 2, &ca)))
 		return r < 0 ? 0 : r;
+	pos = ca.pos;
+	np = ca.n_pos;
+	json = cli_get(&cmd_job, &ca, "json") != NULL;
+	keep = cli_get(&cmd_job, &ca, "keep-checkpoints") != NULL; /* delete's own */
 	if (keep && (np < 1 || strcmp(pos[0], "delete")))
 		return cli_usage_err("job", "--keep-checkpoints goes with 'delete NAME'");
 	if (np != 2 || (strcmp(pos[0], "create") && strcmp(pos[0], "show") &&
@@ -277,11 +278,15 @@ static int c_placement(struct ctx *x, int argc, char **argv)
 	struct zs_server_info *s = NULL;
 	struct zs_job j;
 	uint32_t n_s = 0;
-	char *pos[1];
+	char **pos;
+	struct cli_args ca;
 	int json = 0, np, r;
 
-	if ((r = cli_flags(&cmd_placement, argc, argv, &json, pos, 1, &np)))
+	if ((r = cli_parse(&cmd_placement, argc, argv, 1, &ca)))
 		return r < 0 ? 0 : r;
+	pos = ca.pos;
+	np = ca.n_pos;
+	json = cli_get(&cmd_placement, &ca, "json") != NULL;
 	if (np != 1)
 		return cli_usage_err("placement", "want a job name");
 	if ((r = cli_open_coord(x)))
@@ -352,12 +357,15 @@ static int c_stage(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
 	struct zs_job j;
-	char *pos[2];
+	char **pos;
+	struct cli_args ca;
 	uint64_t stage = 0;
 	int np, r;
 
-	if ((r = cli_flags(&cmd_stage, argc, argv, NULL, pos, 2, &np)))
+	if ((r = cli_parse(&cmd_stage, argc, argv, 2, &ca)))
 		return r < 0 ? 0 : r;
+	pos = ca.pos;
+	np = ca.n_pos;
 	if (np < 1)
 		return cli_usage_err("stage", "want a job name");
 	if (np == 2 && zs_parse_u64(pos[1], 1, 3, &stage, &err))
@@ -398,11 +406,15 @@ static int c_trainers(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
 	struct zs_job j;
-	char *pos[3];
+	char **pos;
+	struct cli_args ca;
 	int json = 0, np, r;
 
-	if ((r = cli_flags(&cmd_trainers, argc, argv, &json, pos, 3, &np)))
+	if ((r = cli_parse(&cmd_trainers, argc, argv, 3, &ca)))
 		return r < 0 ? 0 : r;
+	pos = ca.pos;
+	np = ca.n_pos;
+	json = cli_get(&cmd_trainers, &ca, "json") != NULL;
 	if (np >= 1 && !strcmp(pos[0], "evict")) {
 		if (np != 3 || json)
 			return cli_usage_err("trainers", "evict wants a job and a rank");
@@ -526,26 +538,25 @@ static int c_rebalance(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
 	struct zs_job j;
-	char *pos[1];
+	char **pos;
+	struct cli_args ca;
 	int np, r;
 
 	uint64_t ids[256];
 	uint32_t n_ids = 0;
 
-	/* --servers ID,ID,... before the shared flag parsing */
-	for (int i = 1; i + 1 < argc; i++)
-		if (!strcmp(argv[i], "--servers")) {
-			char *list = argv[i + 1], *tok, *save = NULL;
-			for (tok = strtok_r(list, ",", &save); tok && n_ids < 256;
-			     tok = strtok_r(NULL, ",", &save))
-				if (zs_parse_u64(tok, 1, UINT64_MAX, &ids[n_ids++], &err))
-					return cli_usage_err("rebalance", "--servers: %s", err.msg);
-			memmove(argv + i, argv + i + 2, (size_t)(argc - i - 2) * sizeof *argv);
-			argc -= 2;
-			break;
-		}
-	if ((r = cli_flags(&cmd_rebalance, argc, argv, NULL, pos, 1, &np)))
+	if ((r = cli_parse(&cmd_rebalance, argc, argv, 1, &ca)))
 		return r < 0 ? 0 : r;
+	pos = ca.pos;
+	np = ca.n_pos;
+	if (cli_get(&cmd_rebalance, &ca, "servers")) { /* ID,ID,... */
+		char list[4096], *tok, *save = NULL;
+		snprintf(list, sizeof list, "%s", cli_get(&cmd_rebalance, &ca, "servers"));
+		for (tok = strtok_r(list, ",", &save); tok && n_ids < 256;
+		     tok = strtok_r(NULL, ",", &save))
+			if (zs_parse_u64(tok, 1, UINT64_MAX, &ids[n_ids++], &err))
+				return cli_usage_err("rebalance", "--servers: %s", err.msg);
+	}
 	if (np != 1)
 		return cli_usage_err("rebalance", "want a job name");
 	if ((r = cli_open_coord(x)))
@@ -581,7 +592,19 @@ static int c_rebalance(struct ctx *x, int argc, char **argv)
 	return r;
 }
 
-const struct cmd cmd_jobs = {"jobs", "[--json]", "List jobs with stage, world size, size and placement epoch.", c_jobs};
+static const struct zs_opt json_only[] = {CLI_FLAG_JSON, {0}};
+static const struct zs_opt job_flags[] = {
+	CLI_FLAG_JSON,
+	{"keep-checkpoints", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL,
+	 "delete: the job's committed checkpoints stay"},
+	{0},
+};
+static const struct zs_opt rebalance_flags[] = {
+	{"servers", ZS_OPT_WORD, 0, 0, NULL, false, 0, "ID,ID...", "the servers to place it on"},
+	{0},
+};
+
+const struct cmd cmd_jobs = {"jobs", "[--json]", "List jobs with stage, world size, size and placement epoch.", c_jobs, json_only};
 
 const struct cmd cmd_job = {"job", "create FILE.json | show NAME | stop NAME | delete NAME [--keep-checkpoints] [--json]",
 	 "Create a job from a JSON spec (see model/spec_json.h; '-' reads stdin),\n"
@@ -592,16 +615,16 @@ const struct cmd cmd_job = {"job", "create FILE.json | show NAME | stop NAME | d
 	 "then its committed ones stay, seen by no later job of the name (each\n"
 	 "creation of a job is an incarnation of its own), listed by\n"
 	 "'checkpoint list NAME --all' and restored only by id, into a job of\n"
-	 "the name with the same layout.", c_job};
+	 "the name with the same layout.", c_job, job_flags};
 
-const struct cmd cmd_placement = {"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes;\nwith replicas, each copy and its role (primary or replica).", c_placement};
+const struct cmd cmd_placement = {"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes;\nwith replicas, each copy and its role (primary or replica).", c_placement, json_only};
 
-const struct cmd cmd_stage = {"stage", "JOB [1|2|3]", "Print the job's ZeRO stage, or set it (trainers pick it up at\ntheir next step boundary).", c_stage};
+const struct cmd cmd_stage = {"stage", "JOB [1|2|3]", "Print the job's ZeRO stage, or set it (trainers pick it up at\ntheir next step boundary).", c_stage, NULL};
 
 const struct cmd cmd_trainers = {"trainers", "JOB [--json] | evict JOB RANK",
 	"List the ranks that joined the job, or evict one: the rank leaves as if\n"
 	"its trainer had (a trainer killed without leaving keeps its rank joined,\n"
-	"and a new process for that rank is refused until it is evicted).", c_trainers};
+	"and a new process for that rank is refused until it is evicted).", c_trainers, json_only};
 
 const struct cmd cmd_rebalance = {"rebalance", "JOB [--servers ID,ID...]",
 	"Recompute the job's placement over the live servers, or the ones\n"
@@ -609,4 +632,4 @@ const struct cmd cmd_rebalance = {"rebalance", "JOB [--servers ID,ID...]",
 	"it changed. The job's state moves with it, bitwise: a job stopped\n"
 	"cleanly gets a checkpoint of its step first, and the checkpoint it is at\n"
 	"is restored onto the new placement (waited for). Trainers then resume\n"
-	"there.", c_rebalance};
+	"there.", c_rebalance, rebalance_flags};

@@ -56,7 +56,6 @@ struct plan_opts {
 	const char *job;
 	uint64_t gpu, host, largest;
 	bool have_params, have_world, have_stage, have_dtype, have_optim, have_replicas;
-	bool help;
 	int json;
 };
 
@@ -67,86 +66,88 @@ struct plan_frozen {
 	uint32_t shards;
 };
 
-/* Parses plan's options into o: 0, or the exit status of bad usage. */
+static const struct zs_opt plan_flags[] = {
+	{"params", ZS_OPT_WORD, 0, 0, NULL, false, 0, "N", "parameters (a count: 125M, 7.5B)"},
+	{"world", ZS_OPT_NUM, 1, ZS_MAX_WORLD, NULL, false, 0, "N", "data-parallel trainers"},
+	{"job", ZS_OPT_WORD, 0, 0, NULL, false, 0, "JOB", "a job's own layout and settings"},
+	{"units", ZS_OPT_NUM, 1, ZS_MAX_UNITS, NULL, false, 0, "U", "uniform units (32)"},
+	{"largest-unit", ZS_OPT_WORD, 0, 0, NULL, false, 0, "N", "units of at most N parameters"},
+	{"stage", ZS_OPT_NUM, 1, 3, NULL, false, 0, "1|2|3", "the ZeRO stage (3)"},
+	{"servers", ZS_OPT_NUM, 1, ZS_MAX_WORLD, NULL, false, 0, "S", "shard servers (the world)"},
+	{"dtype", ZS_OPT_WORD, 0, 0, NULL, false, 0, "bf16|f16|f32", "the compute dtype (bf16)"},
+	{"optimizer", ZS_OPT_WORD, 0, 0, NULL, false, 0, "NAME",
+	 "adamw, adam, adagrad, sgd or sgd-momentum (adamw)"},
+	{"prefetch", ZS_OPT_NUM, 0, 64, NULL, false, 0, "P", "units gathered ahead (1)"},
+	{"push-depth", ZS_OPT_NUM, 1, 64, NULL, false, 0, "D", "pushes in flight per trainer (1)"},
+	{"replicas", ZS_OPT_NUM, 1, ZS_MAX_REPLICAS, NULL, false, 0, "K", "copies of each shard (1)"},
+	{"keep-until-backward", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL,
+	 "units stay gathered from forward to backward"},
+	{"gpu-mem", ZS_OPT_SIZE, 0, 0, NULL, false, 0, "SIZE", "a GPU's memory: does it fit"},
+	{"host-mem", ZS_OPT_SIZE, 0, 0, NULL, false, 0, "SIZE", "a server's memory: does it fit"},
+	{"server-gpu", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL,
+	 "servers keep their shards on the trainers' GPUs"},
+	{"landing-budget", ZS_OPT_SIZE, 1, 0, NULL, false, 0, "SIZE", "a server's (256M)"},
+	CLI_FLAG_JSON,
+	{0},
+};
+
+/* Parses plan's options into o: 0, -1 after --help, or the exit status of
+ * bad usage. */
 static int plan_args(int argc, char **argv, struct plan_opts *o)
 {
 	struct zs_plan_in *in = &o->in;
 	struct zs_error err = {0};
-	uint64_t v;
+	struct cli_args ca;
+	const char *v;
+	int r;
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-		bool takes = strcmp(a, "--json") && strcmp(a, "--keep-until-backward") &&
-			     strcmp(a, "--server-gpu") && strcmp(a, "--help") && strcmp(a, "-h");
-		if (takes && !val)
-			return cli_usage_err("plan", "%s wants a value", a);
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			o->help = true;
-			return 0;
-		} else if (!strcmp(a, "--json")) {
-			o->json = 1;
-		} else if (!strcmp(a, "--server-gpu")) {
-			in->server_gpu = true;
-		} else if (!strcmp(a, "--keep-until-backward")) {
-			in->keep_until_backward = true;
-		} else if (!strcmp(a, "--params")) {
-			if (parse_count(val, &in->params))
-				return cli_usage_err("plan", "--params '%s' is not a count (e.g. 125M, 7.5B)", val);
-			o->have_params = true;
-		} else if (!strcmp(a, "--job")) {
-			o->job = val;
-		} else if (!strcmp(a, "--world") || !strcmp(a, "--servers") ||
-			   !strcmp(a, "--stage") || !strcmp(a, "--prefetch") ||
-			   !strcmp(a, "--units") || !strcmp(a, "--push-depth") ||
-			   !strcmp(a, "--replicas")) {
-			uint64_t hi = !strcmp(a, "--stage") ? 3 : !strcmp(a, "--prefetch") ? 64
-				      : !strcmp(a, "--replicas") ? ZS_MAX_REPLICAS
-				      : !strcmp(a, "--push-depth") ? 64
-				      : !strcmp(a, "--units") ? ZS_MAX_UNITS : ZS_MAX_WORLD;
-			uint64_t lo = !strcmp(a, "--prefetch") ? 0 : 1;
-			if (zs_parse_u64(val, lo, hi, &v, &err))
-				return cli_usage_err("plan", "%s: %s", a, err.msg);
-			if (!strcmp(a, "--world"))
-				in->world = (uint32_t)v, o->have_world = true;
-			else if (!strcmp(a, "--servers"))
-				in->servers = (uint32_t)v;
-			else if (!strcmp(a, "--stage"))
-				in->stage = (unsigned)v, o->have_stage = true;
-			else if (!strcmp(a, "--prefetch"))
-				in->prefetch = (unsigned)v;
-			else if (!strcmp(a, "--push-depth"))
-				in->push_depth = (unsigned)v;
-			else if (!strcmp(a, "--replicas"))
-				in->replicas = (uint32_t)v, o->have_replicas = true;
-			else
-				in->n_units = (uint32_t)v;
-		} else if (!strcmp(a, "--largest-unit")) {
-			if (parse_count(val, &o->largest))
-				return cli_usage_err("plan", "--largest-unit '%s' is not a count", val);
-		} else if (!strcmp(a, "--dtype")) {
-			if (zs_dtype_parse(val, &in->dtype, &err))
-				return cli_usage_err("plan", "--dtype: %s", err.msg);
-			o->have_dtype = true;
-		} else if (!strcmp(a, "--optimizer")) {
-			if (!strcmp(val, "sgd-momentum")) {
-				in->optim = ZS_SGD;
-				in->momentum = true;
-			} else if (zs_optim_parse(val, &in->optim, &err)) {
-				return cli_usage_err("plan", "--optimizer: %s", err.msg);
-			}
-			o->have_optim = true;
-		} else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--host-mem") ||
-			   !strcmp(a, "--landing-budget")) {
-			if (zs_parse_size(val, &v, &err) || (!v && a[2] == 'l'))
-				return cli_usage_err("plan", "%s: %s", a, v ? err.msg : "must be > 0");
-			*(!strcmp(a, "--gpu-mem") ? &o->gpu : !strcmp(a, "--host-mem") ? &o->host
-											 : &in->landing) = v;
-		} else {
-			return cli_usage_err("plan", "unknown option '%s'", a);
-		}
-		if (takes)
-			i++;
+	if ((r = cli_parse(&cmd_plan, argc, argv, 0, &ca)))
+		return r;
+#define GET(name) cli_get(&cmd_plan, &ca, name)
+#define NUM(name, dst, have)                                              \
+	do {                                                                \
+		if (GET(name)) {                                            \
+			dst = (typeof(dst))cli_get_u64(&cmd_plan, &ca, name, 0); \
+			have;                                               \
+		}                                                           \
+	} while (0)
+	o->json = GET("json") != NULL;
+	in->server_gpu = GET("server-gpu") != NULL;
+	in->keep_until_backward = GET("keep-until-backward") != NULL;
+	o->job = GET("job");
+	if ((v = GET("params"))) {
+		if (parse_count(v, &in->params))
+			return cli_usage_err("plan", "--params '%s' is not a count (e.g. 125M, 7.5B)", v);
+		o->have_params = true;
 	}
+	if ((v = GET("largest-unit")) && parse_count(v, &o->largest))
+		return cli_usage_err("plan", "--largest-unit '%s' is not a count", v);
+	NUM("world", in->world, o->have_world = true);
+	NUM("servers", in->servers, (void)0);
+	NUM("stage", in->stage, o->have_stage = true);
+	NUM("prefetch", in->prefetch, (void)0);
+	NUM("push-depth", in->push_depth, (void)0);
+	NUM("replicas", in->replicas, o->have_replicas = true);
+	NUM("units", in->n_units, (void)0);
+	NUM("gpu-mem", o->gpu, (void)0);
+	NUM("host-mem", o->host, (void)0);
+	NUM("landing-budget", in->landing, (void)0);
+#undef NUM
+	if ((v = GET("dtype"))) {
+		if (zs_dtype_parse(v, &in->dtype, &err))
+			return cli_usage_err("plan", "--dtype: %s", err.msg);
+		o->have_dtype = true;
+	}
+	if ((v = GET("optimizer"))) {
+		if (!strcmp(v, "sgd-momentum")) {
+			in->optim = ZS_SGD;
+			in->momentum = true;
+		} else if (zs_optim_parse(v, &in->optim, &err)) {
+			return cli_usage_err("plan", "--optimizer: %s", err.msg);
+		}
+		o->have_optim = true;
+	}
+#undef GET
 	return 0;
 }
 
@@ -387,11 +388,7 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 	int rc;
 
 	if ((rc = plan_args(argc, argv, &o)))
-		return rc;
-	if (o.help) {
-		printf("usage: zshardctl plan %s\n\n%s\n", cmd_plan.args, cmd_plan.help);
-		return 0;
-	}
+		return rc < 0 ? 0 : rc;
 	if (!o.job == !o.have_params)
 		return cli_usage_err("plan", "give --params N or --job NAME (one of them)");
 	if (o.job) {
@@ -421,11 +418,7 @@ static int c_plan(struct ctx *x, int argc, char **argv)
 	return 0;
 }
 
-const struct cmd cmd_plan = {"plan", "(--params N --world N | --job JOB) [OPTIONS] [--json]",
-	 "Options: [--units U | --largest-unit N] [--stage 1|2|3] [--servers S]\n"
-	 "  [--dtype bf16|f16|f32] [--optimizer adamw|adam|adagrad|sgd|sgd-momentum] [--prefetch P]\n"
-	 "  [--push-depth D] [--keep-until-backward] [--gpu-mem SIZE] [--host-mem SIZE]\n"
-	 "  [--server-gpu] [--landing-budget SIZE] [--replicas K]\n\n"
+const struct cmd cmd_plan = {"plan", "(--params N --world N | --job JOB) [FLAGS] [--json]",
 	 "The memory a sharding setup needs, before running it: the ZeRO paper's\n"
 	 "accounting per GPU for every stage (b + b + K bytes per parameter, K = 12\n"
 	 "for mixed-precision Adam), and zshard's split: what each trainer holds\n"
@@ -438,4 +431,4 @@ const struct cmd cmd_plan = {"plan", "(--params N --world N | --job JOB) [OPTION
 	 "trainer (zshard-server --gpu): their device share counts against --gpu-mem.\n"
 	 "Counts take k, M, B/G, T (7.5B); sizes K, M, G, T (80G, powers of 1024).\n"
 	 "Defaults: stage 3, bf16, adamw, prefetch 1, push depth 1, 32 uniform units.\n"
-	 "Runs without a coordinator unless --job is given.", c_plan};
+	 "Runs without a coordinator unless --job is given.", c_plan, plan_flags};

@@ -17,12 +17,13 @@ static int c_scrape_targets(struct ctx *x, int argc, char **argv)
 	struct zs_coord_status cs;
 	struct zs_server_info *s;
 	uint32_t n;
-	char *pos[1];
-	int json = 0, np, r;
+	struct cli_args ca;
+	int r;
 	json_t *groups;
 
-	if ((r = cli_flags(&cmd_scrape_targets, argc, argv, &json, pos, 0, &np)))
+	if ((r = cli_parse(&cmd_scrape_targets, argc, argv, 0, &ca)))
 		return r < 0 ? 0 : r;
+	/* --json: taken, as the output is JSON anyway */
 	if ((r = cli_open_coord(x)))
 		return r;
 	if (zs_coord_status(x->c, &cs, &err) || zs_coord_servers(x->c, &s, &n, &err))
@@ -46,7 +47,9 @@ static int c_scrape_targets(struct ctx *x, int argc, char **argv)
 	return 0;
 }
 
+static const struct zs_opt scrape_flags[] = {CLI_FLAG_JSON, {0}};
+
 const struct cmd cmd_scrape_targets = {"scrape-targets", "[--json]",
 	 "The metrics endpoints of the coordinator and of every server started\n"
 	 "with --metrics, as a Prometheus file_sd_configs file (always JSON):\n"
-	 "  zshardctl scrape-targets > /etc/prometheus/zshard.json", c_scrape_targets};
+	 "  zshardctl scrape-targets > /etc/prometheus/zshard.json", c_scrape_targets, scrape_flags};

@@ -148,12 +148,16 @@ static int c_stats(struct ctx *x, int argc, char **argv)
 	struct zs_error err = {0};
 	struct zs_server_info *s;
 	uint32_t n;
-	char *pos[1];
+	char **pos;
+	struct cli_args ca;
 	int json = 0, np, r;
 	json_t *arr;
 
-	if ((r = cli_flags(&cmd_stats, argc, argv, &json, pos, 1, &np)))
+	if ((r = cli_parse(&cmd_stats, argc, argv, 1, &ca)))
 		return r < 0 ? 0 : r;
+	pos = ca.pos;
+	np = ca.n_pos;
+	json = cli_get(&cmd_stats, &ca, "json") != NULL;
 	if (np == 1)
 		return cli_open_coord(x) ? 1 : stats_job(x, pos[0], json);
 	arr = json_array();
@@ -208,4 +212,6 @@ static int c_stats(struct ctx *x, int argc, char **argv)
 	return 0;
 }
 
-const struct cmd cmd_stats = {"stats", "[JOB] [--json]", "Per shard server: jobs and shards held, bytes of shard state, shard\nupdates applied, bytes in and out, gathers waiting for other ranks.\nWith JOB: each rank's latest step report (step time split into compute,\nwaiting on gathers, waiting on pushes and coordinator calls; bytes\ngathered and pushed; peak live parameters and gradients; peak resident\nmemory), and each server's reduce and optimizer time on the job's latest\nstep with its resident memory.", c_stats};
+static const struct zs_opt stats_flags[] = {CLI_FLAG_JSON, {0}};
+
+const struct cmd cmd_stats = {"stats", "[JOB] [--json]", "Per shard server: jobs and shards held, bytes of shard state, shard\nupdates applied, bytes in and out, gathers waiting for other ranks.\nWith JOB: each rank's latest step report (step time split into compute,\nwaiting on gathers, waiting on pushes and coordinator calls; bytes\ngathered and pushed; peak live parameters and gradients; peak resident\nmemory), and each server's reduce and optimizer time on the job's latest\nstep with its resident memory.", c_stats, stats_flags};

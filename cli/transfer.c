@@ -29,8 +29,9 @@ static void show_progress(uint64_t done, uint64_t total)
 static int c_export(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
-	const char *job = NULL, *out = NULL;
-	int with_opt = 0, bare = 0, rc = 1;
+	const char *job, *out;
+	int with_opt, bare, rc = 1, r;
+	struct cli_args ca;
 	struct jobio *io = NULL;
 	const struct zs_job *j;
 	struct st_tensor *t = NULL;
@@ -40,31 +41,12 @@ static int c_export(struct ctx *x, int argc, char **argv)
 	char step[32], osteps[32], nbuf[64] = "none";
 	struct cli_buffers bufs = {0};
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: zshardctl export JOB --out FILE.safetensors [--optimizer]\n"
-			       "                        [--bare-names]\n\n"
-			       "Writes the job's fp32 parameters (and with --optimizer its optimizer\n"
-			       "state) as one safetensors file, tensors named UNIT.TENSOR, or with\n"
-			       "--bare-names TENSOR (a PyTorch job's tensors carry their state_dict\n"
-			       "names, a tied parameter each of its names, and the model's\n"
-			       "persistent buffers as rank 0 checkpointed them at the same step:\n"
-			       "the file loads with load_state_dict(strict=True); without a\n"
-			       "checkpoint of that step the buffers are left out, and it says so).\n"
-			       "Run it between steps: a job caught mid-step is refused.\n");
-			return 0;
-		} else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-			out = argv[++i];
-		} else if (!strcmp(argv[i], "--optimizer")) {
-			with_opt = 1;
-		} else if (!strcmp(argv[i], "--bare-names")) {
-			bare = 1;
-		} else if (argv[i][0] != '-' && !job) {
-			job = argv[i];
-		} else {
-			return cli_usage_err("export", "unexpected argument '%s'", argv[i]);
-		}
-	}
+	if ((r = cli_parse(&cmd_export, argc, argv, 1, &ca)))
+		return r < 0 ? 0 : r;
+	job = ca.pos[0];
+	out = cli_get(&cmd_export, &ca, "out");
+	with_opt = cli_get(&cmd_export, &ca, "optimizer") != NULL;
+	bare = cli_get(&cmd_export, &ca, "bare-names") != NULL;
 	if (!job || !out)
 		return cli_usage_err("export", "want a job and --out FILE");
 	if (!x->coordinator)
@@ -297,38 +279,20 @@ static int state_fits(const struct st_file *f, const char *in, const struct zs_j
 static int c_import(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
-	const char *job = NULL, *in = NULL;
+	const char *job, *in;
 	struct jobio *io = NULL;
 	const struct zs_job *j;
 	struct st_file f = {0};
 	float **units = NULL;
 	uint32_t n_units = 0, arrays = 1;
-	int with_opt = 0, rc = 1;
+	int with_opt, rc = 1, r;
+	struct cli_args ca;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: zshardctl import JOB FILE.safetensors [--optimizer]\n\n"
-			       "Uploads a safetensors file as the initial parameters of a job that\n"
-			       "has not trained yet: every UNIT.TENSOR of the job's layout must be\n"
-			       "there (or TENSOR alone, as export --bare-names writes it, or one of\n"
-			       "the tensor's aliases) with its\n"
-			       "shape (F32, BF16 or F16). With --optimizer, the optimizer's state too\n"
-			       "(TENSOR.exp_avg and .exp_avg_sq, .momentum_buffer or .sum, as export\n"
-			       "--optimizer writes them; a frozen tensor's may be absent), of the step\n"
-			       "the file's metadata 'optimizer_steps' says, which must be the job\n"
-			       "spec's optimizer \"steps_taken\". Nothing is uploaded unless the whole\n"
-			       "file fits the job.\n");
-			return 0;
-		} else if (!strcmp(argv[i], "--optimizer")) {
-			with_opt = 1;
-		} else if (argv[i][0] != '-' && !job) {
-			job = argv[i];
-		} else if (argv[i][0] != '-' && !in) {
-			in = argv[i];
-		} else {
-			return cli_usage_err("import", "unexpected argument '%s'", argv[i]);
-		}
-	}
+	if ((r = cli_parse(&cmd_import, argc, argv, 2, &ca)))
+		return r < 0 ? 0 : r;
+	job = ca.pos[0];
+	in = ca.pos[1];
+	with_opt = cli_get(&cmd_import, &ca, "optimizer") != NULL;
 	if (!job || !in)
 		return cli_usage_err("import", "want a job and a file");
 	if (!x->coordinator)
@@ -381,6 +345,47 @@ out:
 	return rc;
 }
 
-const struct cmd cmd_export = {"export", "JOB --out FILE [--optimizer]", "Write the job's parameters as safetensors.", c_export};
+static const struct zs_opt export_flags[] = {
+	{"out", ZS_OPT_PATH, 0, 0, NULL, false, 0, "FILE", "the safetensors file to write"},
+	{"optimizer", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL, "the optimizer's state too"},
+	{"bare-names", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL,
+	 "tensors named TENSOR, not UNIT.TENSOR"},
+	{0},
+};
 
-const struct cmd cmd_import = {"import", "JOB FILE [--optimizer]", "Upload a safetensors file as a new job's initial parameters (and optimizer state).", c_import};
+const struct cmd cmd_export = {
+	"export",
+	"JOB --out FILE.safetensors [--optimizer] [--bare-names]",
+	"Writes the job's fp32 parameters (and with --optimizer its optimizer\n"
+	"state) as one safetensors file, tensors named UNIT.TENSOR, or with\n"
+	"--bare-names TENSOR (a PyTorch job's tensors carry their state_dict\n"
+	"names, a tied parameter each of its names, and the model's\n"
+	"persistent buffers as rank 0 checkpointed them at the same step:\n"
+	"the file loads with load_state_dict(strict=True); without a\n"
+	"checkpoint of that step the buffers are left out, and it says so).\n"
+	"Run it between steps: a job caught mid-step is refused.",
+	c_export,
+	export_flags,
+};
+
+static const struct zs_opt import_flags[] = {
+	{"optimizer", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL, "the optimizer's state too"},
+	{0},
+};
+
+const struct cmd cmd_import = {
+	"import",
+	"JOB FILE.safetensors [--optimizer]",
+	"Uploads a safetensors file as the initial parameters of a job that\n"
+	"has not trained yet: every UNIT.TENSOR of the job's layout must be\n"
+	"there (or TENSOR alone, as export --bare-names writes it, or one of\n"
+	"the tensor's aliases) with its\n"
+	"shape (F32, BF16 or F16). With --optimizer, the optimizer's state too\n"
+	"(TENSOR.exp_avg and .exp_avg_sq, .momentum_buffer or .sum, as export\n"
+	"--optimizer writes them; a frozen tensor's may be absent), of the step\n"
+	"the file's metadata 'optimizer_steps' says, which must be the job\n"
+	"spec's optimizer \"steps_taken\". Nothing is uploaded unless the whole\n"
+	"file fits the job.",
+	c_import,
+	import_flags,
+};

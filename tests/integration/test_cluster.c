@@ -280,6 +280,28 @@ static void test_cli_errors(void **st)
 	expect_ctl(1, "no job 'nope'", "stage", "nope", "2", NULL);
 	expect_ctl(2, "unknown command 'frobnicate'", "frobnicate", NULL, NULL, NULL);
 	expect_ctl(2, "unknown option '--bogus'", "servers", "--bogus", NULL, NULL);
+	/* each command's flags from its table (cli/args.c): values checked as
+	 * the daemons check theirs, in either form, before anything is asked */
+	expect_ctl(2, "--wait: ", "checkpoint", "create", "demo", "--wait=86400001");
+	expect_ctl(2, "--step: ", "checkpoint", "create", "demo", "--step=x");
+	expect_ctl(2, "--out wants a value", "export", "demo", "--out", NULL);
+	expect_ctl(2, "--json takes no value", "jobs", "--json=yes", NULL, NULL);
+	expect_ctl(2, "--server: ", "status", "--server", "no-port-here", NULL);
+	expect_ctl(2, "--lock: ", "rdma", "--lock", "1X", NULL);
+	expect_ctl(2, "unexpected argument 'extra'", "gpu", "extra", NULL, NULL);
+	expect_ctl(2, "--keep-checkpoints goes with 'delete NAME'", "job", "show", "demo",
+		   "--keep-checkpoints");
+	{ /* --json after --server counts (it was read after the query) */
+		json_t *k;
+		char *o, *e;
+		assert_int_equal(ctl(&o, &e, "status", "--server", C.srv_addr[0], "--json"), 0);
+		k = json_loads(o, 0, NULL);
+		if (!k || !json_is_integer(json_object_get(k, "id")))
+			fail_msg("status --server ADDR --json printed '%s'", o);
+		json_decref(k);
+		free(o);
+		free(e);
+	}
 	snprintf(bad, sizeof bad, "%s", path("bad.json"));
 	f = fopen(bad, "w");
 	fputs("{\"name\": \"x\", \"stage\": 3, \"world_size\": 1, \"optimizer\": {\"kind\": \"sgd\", \"lr\": 0.1},"
@@ -300,7 +322,7 @@ static void test_cli_errors(void **st)
 	free(err);
 
 	/* plan: bad input is a usage error that names it; stats of no job */
-	expect_ctl(2, "--params 'x' is not a count", "plan", "--params", "x", "--world");
+	expect_ctl(2, "--params 'x' is not a count", "plan", "--world=2", "--params", "x");
 	expect_ctl(2, "give --params N or --job NAME", "plan", "--world", "2", NULL);
 	expect_ctl(2, "--stage", "plan", "--params", "1B", "--stage");
 	expect_ctl(1, "no job 'nope'", "plan", "--job", "nope", NULL);
