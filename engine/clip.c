@@ -94,20 +94,6 @@ static void clip_run(void *arg)
 	free(c);
 }
 
-/* The pool (base/pool.h), started at the first exchange, without a bound:
- * each exchange queued has a thread (one may wait for the one queued
- * after it); NULL when out of memory. */
-static struct zs_pool *pool(struct engine *e)
-{
-	struct zs_pool *q;
-
-	pthread_mutex_lock(&e->mu);
-	if (!(q = e->clip))
-		q = e->clip = zs_pool_new("zs-clip", 0);
-	pthread_mutex_unlock(&e->mu);
-	return q;
-}
-
 /* Whether a primary of j here other than s is at step t and not reduced
  * yet (that one claims s when it is). */
 static bool others_reducing(struct ejob *j, struct eshard *s, uint64_t t)
@@ -205,7 +191,7 @@ void eng_clip_exchange(struct engine *e, struct ejob *j, struct eshard *s, uint6
 	c->j = j;
 	c->t = t;
 	atomic_fetch_add(&j->refs, 1);
-	if (!zs_pool_submit(pool(e), clip_run, c)) {
+	if (!zs_pool_submit(e->clip, clip_run, c)) {
 		zs_error("job '%s' step %llu: cannot start a thread for the norm exchange; it runs here",
 			 j->name, (unsigned long long)t);
 		clip_and_apply(e, j, t, c->set, c->n);

@@ -453,7 +453,13 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 	e->target = (struct zs_target){e, eng_t_hello, eng_t_read, eng_t_write_begin, eng_t_write_done,
 				       eng_t_write_abort, eng_t_write_progress, eng_t_hparams,
 				       eng_t_dev_ident, eng_t_dev_map, eng_t_dev_unmap};
-	if (pthread_create(&e->sweeper, NULL, sweeper_main, e)) {
+	/* the pools, threadless until their first task: made here, never
+	 * under a shard's lock (the sweeper takes e->mu, then shards') */
+	e->clip = zs_pool_new("zs-clip", 0);
+	e->tier_pool = zs_pool_new("zs-tier", ENG_TIER_THREADS);
+	if (!e->clip || !e->tier_pool || pthread_create(&e->sweeper, NULL, sweeper_main, e)) {
+		zs_pool_free(e->clip);
+		zs_pool_free(e->tier_pool);
 		pthread_mutex_destroy(&e->mu);
 		free(e);
 		return zs_fail(err, ZS_ENOMEM, "cannot start the engine's timeout thread");

@@ -212,6 +212,8 @@ struct ejob {
 	struct ejob *next;
 };
 
+enum { ENG_TIER_THREADS = 8 };
+
 struct engine {
 	pthread_mutex_t mu;
 	struct zs_target target;
@@ -254,8 +256,12 @@ struct engine {
 	engine_stale_fn stale_fn;
 	void *stale_ctx;
 	struct erepl *repl;
-	struct zs_pool *clip; /* clip.c: the norm exchanges' threads */
-	struct zs_pool *tier_pool; /* tier.c: the tier's read-ahead and write-back */
+	/* base/pool.h's pools, made with the engine (threads as tasks come):
+	 * clip.c's norm exchanges (no bound: one may wait for another queued
+	 * after it), tier.c's read-ahead and write-back (as many threads as
+	 * tiered updates overlap, up to ENG_TIER_THREADS; beyond, a chunk's
+	 * helper waits its turn and its update for it) */
+	struct zs_pool *clip, *tier_pool;
 	atomic_uint_fast64_t repl_bytes, repl_steps;
 	/* seeds done, for the coordinator (engine_take_seeded; mu) */
 	struct zs_seeded *seeded;

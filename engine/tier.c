@@ -115,22 +115,6 @@ static void tier_job_run(void *arg)
 		j->ok = !eng_tier_io(j->e, j->s, false, k, j->rd_a, j->rd_b, j->set->arr[k], j->set->bb);
 }
 
-/* The helpers' pool (base/pool.h), started at the first tiered update: as
- * many threads as updates overlap, up to TIER_THREADS (beyond that a
- * helper's chunk waits its turn; its update waits for it). */
-enum { TIER_THREADS = 8 };
-
-static struct zs_pool *tier_pool(struct engine *e)
-{
-	struct zs_pool *q;
-
-	pthread_mutex_lock(&e->mu);
-	if (!(q = e->tier_pool))
-		q = e->tier_pool = zs_pool_new("zs-tier", TIER_THREADS);
-	pthread_mutex_unlock(&e->mu);
-	return q;
-}
-
 /* A helper's job done: the update waiting for it may go on. */
 struct tier_task {
 	struct tier_job *job;
@@ -176,7 +160,7 @@ void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_s
 		bool threaded = job.wr_a < job.wr_b || job.rd_a < job.rd_b;
 		if (threaded) {
 			zs_latch_init(&task.done, 1);
-			threaded = zs_pool_submit(tier_pool(e), tier_task_run, &task);
+			threaded = zs_pool_submit(e->tier_pool, tier_task_run, &task);
 			if (!threaded) { /* the latch goes unused */
 				zs_latch_done(&task.done);
 				zs_latch_wait(&task.done);
