@@ -26,18 +26,113 @@ static void show_progress(uint64_t done, uint64_t total)
 		fputc('\n', stderr);
 }
 
+/* What an export gathers: the units' arrays read, the file's tensors
+ * pointing into them (and the model's buffers'), the step they are of. */
+struct export {
+	const struct zs_job *j;
+	bool bare;
+	float **arr;
+	uint32_t n_arr;
+	struct st_tensor *t;
+	uint32_t nt;
+	uint64_t version;
+};
+
+/* One more tensor of the file: te's elements of buf, named name. */
+static struct st_tensor *export_tensor(struct export *ex, const char *name,
+				       const struct zs_tensor *te, float *buf)
+{
+	struct st_tensor *o = &ex->t[ex->nt++];
+
+	snprintf(o->name, sizeof o->name, "%s", name);
+	o->dtype = ZS_F32;
+	o->ndim = te->ndim;
+	memcpy(o->shape, te->shape, sizeof o->shape);
+	o->data = buf + te->offset;
+	o->bytes = te->numel * 4;
+	return o;
+}
+
+/* Array a of unit u read into a buffer of its own and named in the file:
+ * 0, or 1 after saying why (every unit must be at the first one's step). */
+static int export_array(struct export *ex, struct jobio *io, uint32_t u, uint32_t a)
+{
+	const struct zs_job *j = ex->j;
+	const struct zs_unit *un = &j->spec.layout.units[u];
+	struct zs_error err = {0};
+	float *buf = malloc(un->numel * 4);
+	char name[sizeof ex->t[0].name];
+	uint64_t v;
+
+	ex->arr[ex->n_arr++] = buf;
+	if (!buf)
+		return cli_die("out of memory");
+	if (jobio_read(io, u, (int)a, buf, &v, &err))
+		return cli_die("%s", err.msg);
+	if (u == 0 && a == 0)
+		ex->version = v;
+	else if (v != ex->version)
+		return cli_die("the job is mid-step (units at steps %llu and %llu): export between steps",
+			       (unsigned long long)ex->version, (unsigned long long)v);
+	for (uint32_t k = 0; k < un->n_tensors; k++) {
+		const struct zs_tensor *te = &un->tensors[k];
+		snprintf(name, sizeof name, "%s%s%s%s", ex->bare ? "" : un->name,
+			 ex->bare ? "" : ".", te->name, zs_optim_state_suffix(j->spec.optim.kind, a));
+		for (uint32_t q = 0; ex->bare && q < ex->nt; q++)
+			if (!strcmp(ex->t[q].name, name))
+				return cli_die("--bare-names: two units have a tensor '%s'; export "
+					       "without it", name);
+		export_tensor(ex, name, te, buf);
+	}
+	/* a tied parameter under each of its state_dict names */
+	for (uint32_t i = 0; ex->bare && a == 0 && i < j->spec.layout.n_aliases; i++) {
+		const struct zs_alias *al = &j->spec.layout.aliases[i];
+		if (al->unit == u)
+			export_tensor(ex, al->name, &un->tensors[al->tensor], buf);
+	}
+	return 0;
+}
+
+/* A PyTorch model's persistent buffers of the export's step, as the file's
+ * last tensors (nbuf says which, or why none): 0, or 1 after saying why. */
+static int export_buffers(struct ctx *x, struct export *ex, const char *job, const char *out,
+			  struct cli_buffers *bufs, char *nbuf, size_t nlen)
+{
+	struct zs_error err = {0};
+	struct st_tensor *g;
+
+	if (!x->c && cli_open_coord(x))
+		return 1; /* it said why */
+	if (cli_buffers_at(x->c, job, ex->version, bufs, &err))
+		return cli_die("the model's buffers: %s", err.msg);
+	if (!bufs->found) {
+		fprintf(stderr, "note: the model's persistent buffers are not in %s: %s\n", out,
+			bufs->why);
+		return 0;
+	}
+	if (!(g = realloc(ex->t, (ex->nt + bufs->st.n + 1) * sizeof *g)))
+		return cli_die("out of memory");
+	ex->t = g;
+	for (uint32_t i = 0; i < bufs->st.n; i++) {
+		for (uint32_t q = 0; q < ex->nt; q++)
+			if (!strcmp(ex->t[q].name, bufs->st.t[i].name))
+				return cli_die("%s: buffer '%s' has a parameter's name", bufs->what,
+					       bufs->st.t[i].name);
+		ex->t[ex->nt++] = bufs->st.t[i];
+	}
+	snprintf(nbuf, nlen, "%u from checkpoint %llu", bufs->st.n, (unsigned long long)bufs->id);
+	return 0;
+}
+
 static int c_export(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
 	const char *job, *out;
-	int with_opt, bare, rc = 1, r;
+	int with_opt, rc = 1, r;
 	struct cli_args ca;
 	struct jobio *io = NULL;
-	const struct zs_job *j;
-	struct st_tensor *t = NULL;
-	float **arr = NULL;
-	uint32_t nt = 0, n_arr = 0, arrays;
-	uint64_t version = 0, v;
+	struct export ex = {0};
+	uint32_t arrays, total = 0;
 	char step[32], osteps[32], nbuf[64] = "none";
 	struct cli_buffers bufs = {0};
 
@@ -46,135 +141,52 @@ static int c_export(struct ctx *x, int argc, char **argv)
 	job = ca.pos[0];
 	out = cli_get(&cmd_export, &ca, "out");
 	with_opt = cli_get(&cmd_export, &ca, "optimizer") != NULL;
-	bare = cli_get(&cmd_export, &ca, "bare-names") != NULL;
+	ex.bare = cli_get(&cmd_export, &ca, "bare-names") != NULL;
 	if (!job || !out)
 		return cli_usage_err("export", "want a job and --out FILE");
 	if (!x->coordinator)
 		return cli_die(CLI_NO_COORDINATOR);
 	if (jobio_open(x->coordinator, job, x->timeout_ms, &io, &err))
 		return cli_die("%s", err.msg);
-	j = jobio_job(io);
-	arrays = 1 + (with_opt ? zs_optim_state_arrays(&j->spec.optim) : 0);
-	arr = calloc(j->spec.layout.n_units * arrays, sizeof *arr);
-	{
-		uint32_t total = 0;
-		for (uint32_t u = 0; u < j->spec.layout.n_units; u++)
-			total += j->spec.layout.units[u].n_tensors;
-		t = calloc(total * arrays + j->spec.layout.n_aliases + 1, sizeof *t);
-	}
-	if (!arr || !t) {
+	ex.j = jobio_job(io);
+	arrays = 1 + (with_opt ? zs_optim_state_arrays(&ex.j->spec.optim) : 0);
+	ex.arr = calloc(ex.j->spec.layout.n_units * arrays, sizeof *ex.arr);
+	for (uint32_t u = 0; u < ex.j->spec.layout.n_units; u++)
+		total += ex.j->spec.layout.units[u].n_tensors;
+	ex.t = calloc(total * arrays + ex.j->spec.layout.n_aliases + 1, sizeof *ex.t);
+	if (!ex.arr || !ex.t) {
 		cli_die("out of memory");
 		goto out;
 	}
-	for (uint32_t u = 0; u < j->spec.layout.n_units; u++) {
-		const struct zs_unit *un = &j->spec.layout.units[u];
-		for (uint32_t a = 0; a < arrays; a++) {
-			float *buf = malloc(un->numel * 4);
-			arr[n_arr++] = buf;
-			if (!buf) {
-				cli_die("out of memory");
+	for (uint32_t u = 0; u < ex.j->spec.layout.n_units; u++)
+		for (uint32_t a = 0; a < arrays; a++)
+			if (export_array(&ex, io, u, a))
 				goto out;
-			}
-			if (jobio_read(io, u, (int)a, buf, &v, &err)) {
-				cli_die("%s", err.msg);
-				goto out;
-			}
-			if (u == 0 && a == 0)
-				version = v;
-			else if (v != version) {
-				cli_die("the job is mid-step (units at steps %llu and %llu): export between steps",
-				    (unsigned long long)version, (unsigned long long)v);
-				goto out;
-			}
-			for (uint32_t k = 0; k < un->n_tensors; k++) {
-				const struct zs_tensor *te = &un->tensors[k];
-				struct st_tensor *o = &t[nt++];
-				snprintf(o->name, sizeof o->name, "%s%s%s%s", bare ? "" : un->name,
-					 bare ? "" : ".", te->name,
-					 zs_optim_state_suffix(j->spec.optim.kind, a));
-				for (uint32_t q = 0; bare && q + 1 < nt; q++)
-					if (!strcmp(t[q].name, o->name)) {
-						cli_die("--bare-names: two units have a tensor '%s'; export "
-							"without it", o->name);
-						goto out;
-					}
-				o->dtype = ZS_F32;
-				o->ndim = te->ndim;
-				memcpy(o->shape, te->shape, sizeof o->shape);
-				o->data = buf + te->offset;
-				o->bytes = te->numel * 4;
-			}
-			/* a tied parameter under each of its state_dict names */
-			for (uint32_t i = 0; bare && a == 0 && i < j->spec.layout.n_aliases; i++) {
-				const struct zs_alias *al = &j->spec.layout.aliases[i];
-				const struct zs_tensor *te;
-				struct st_tensor *o;
-				if (al->unit != u)
-					continue;
-				te = &un->tensors[al->tensor];
-				o = &t[nt++];
-				snprintf(o->name, sizeof o->name, "%s", al->name);
-				o->dtype = ZS_F32;
-				o->ndim = te->ndim;
-				memcpy(o->shape, te->shape, sizeof o->shape);
-				o->data = buf + te->offset;
-				o->bytes = te->numel * 4;
-			}
-		}
-	}
-	snprintf(step, sizeof step, "%llu", (unsigned long long)version);
+	snprintf(step, sizeof step, "%llu", (unsigned long long)ex.version);
 	/* the optimizer's own count (an imported state's steps first): what
 	 * import --optimizer and torch's "step" take */
 	snprintf(osteps, sizeof osteps, "%llu",
-		 (unsigned long long)(j->spec.optim.steps_taken + version));
-	/* a PyTorch model's persistent buffers, of the same step */
-	if (bare) {
-		struct st_tensor *g;
-		if (!x->c && cli_open_coord(x))
-			goto out; /* it said why */
-		if (cli_buffers_at(x->c, job, version, &bufs, &err)) {
-			cli_die("the model's buffers: %s", err.msg);
-			goto out;
-		}
-		if (!bufs.found)
-			fprintf(stderr, "note: the model's persistent buffers are not in %s: %s\n", out,
-				bufs.why);
-		else if (!(g = realloc(t, (nt + bufs.st.n + 1) * sizeof *t))) {
-			cli_die("out of memory");
-			goto out;
-		} else {
-			t = g;
-			for (uint32_t i = 0; i < bufs.st.n; i++) {
-				for (uint32_t q = 0; q < nt; q++)
-					if (!strcmp(t[q].name, bufs.st.t[i].name)) {
-						cli_die("%s: buffer '%s' has a parameter's name", bufs.what,
-							bufs.st.t[i].name);
-						goto out;
-					}
-				t[nt++] = bufs.st.t[i];
-			}
-			snprintf(nbuf, sizeof nbuf, "%u from checkpoint %llu", bufs.st.n,
-				 (unsigned long long)bufs.id);
-		}
-	}
+		 (unsigned long long)(ex.j->spec.optim.steps_taken + ex.version));
+	if (ex.bare && export_buffers(x, &ex, job, out, &bufs, nbuf, sizeof nbuf))
+		goto out;
 	{
 		const char *meta[] = {"format", "zshard", "job", job, "step", step,
-				      "optimizer", zs_optim_name(j->spec.optim.kind),
+				      "optimizer", zs_optim_name(ex.j->spec.optim.kind),
 				      "optimizer_steps", osteps, "buffers", nbuf};
-		if (st_write(out, t, nt, meta, bare ? 6 : 5, show_progress, &err)) {
+		if (st_write(out, ex.t, ex.nt, meta, ex.bare ? 6 : 5, show_progress, &err)) {
 			cli_die("%s", err.msg);
 			goto out;
 		}
 	}
 	printf("exported job %s at step %llu: %u tensors to %s%s%s%s\n", job,
-	       (unsigned long long)version, nt, out, bare ? " (buffers: " : "", bare ? nbuf : "",
-	       bare ? ")" : "");
+	       (unsigned long long)ex.version, ex.nt, out, ex.bare ? " (buffers: " : "",
+	       ex.bare ? nbuf : "", ex.bare ? ")" : "");
 	rc = 0;
 out:
-	for (uint32_t i = 0; i < n_arr; i++)
-		free(arr[i]);
-	free(arr);
-	free(t);
+	for (uint32_t i = 0; i < ex.n_arr; i++)
+		free(ex.arr[i]);
+	free(ex.arr);
+	free(ex.t);
 	cli_buffers_free(&bufs);
 	jobio_close(io);
 	return rc;

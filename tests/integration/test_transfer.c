@@ -56,6 +56,13 @@ static void test_export_import(void **st)
 	assert_non_null(strstr(out, "at step 2"));
 	free(out);
 	free(errs);
+	/* every unit's tensor is "w": bare names would collide, so nothing
+	 * is written and the error names the tensor */
+	rc = ctl(&out, &errs, "export", "exa", "--out", b, "--bare-names");
+	if (rc != 1 || !strstr(errs, "two units have a tensor 'w'") || !access(b, F_OK))
+		fail_msg("export --bare-names of colliding names: rc %d, '%s'", rc, errs);
+	free(out);
+	free(errs);
 	/* an independent reader agrees with what a gather returns */
 	{
 		char script[1024];
