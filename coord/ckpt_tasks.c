@@ -155,145 +155,159 @@ void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	free(v);
 }
 
-void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
-{
-	struct coord *c = ctx;
-	struct zs_error e = {0};
+/* A server's report of a task: what it did, and how it went. */
+struct task_report {
 	struct zs_task t;
-	char why[256];
-	enum zs_status code;
-	bool ok, bad = false;
 	uint64_t sid, bytes;
-	struct zs_checkpoint *k;
-	struct zs_job *j;
+	enum zs_status code;
+	bool ok;
+	char why[256];
+};
 
-	if (zs_dec_task_done(p, n, &sid, &t, &code, why, sizeof why, &bytes, &e))
-		return coord_reply_err(call, &e);
-	ok = code == ZS_OK;
-	pthread_mutex_lock(&c->mu);
-	j = coord_find_job(c, t.job);
-	k = coord_find_ckpt(c, t.job, t.id);
-	if (t.kind == ZS_TASK_SNAPSHOT) {
-		struct zs_checkpoint nk;
-		const uint64_t *ids;
-		uint32_t n_ids;
-		if (!k || !coord_ckpt_of(k, j) || k->state != ZS_CKPT_PENDING) {
-			zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is not pending%s",
-				    (unsigned long long)t.id, t.job,
-				    k && !coord_ckpt_of(k, j) ? " (an earlier job's of the name)" : "");
-			goto out;
-		}
-		if (!coord_job_servers(c, j, &ids, &n_ids)) {
-			zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
-			goto out;
-		}
-		/* a server's second report of the same snapshot (it took the
-		 * task again from a listing fetched before its first report
-		 * landed) counts once: counted twice, a checkpoint committed
-		 * with another server's shards not durable (test_crash, under
-		 * load); and only a server holding the job's shards counts.
-		 * The durable list is kept sorted: each report costs a search,
-		 * the commit a merge with the job's servers, whatever their
-		 * number (ids[256] once committed a checkpoint of a job over
-		 * more than 256 servers without the 257th) */
-		sort_durable(k->durable, k->n_durable);
-		if (ok && coord_id_in(k->durable, k->n_durable, sid)) {
-			coord_reply_ckpt(call, k);
-			goto out;
-		}
-		if (!coord_id_in(ids, n_ids, sid)) {
-			zs_rpc_fail(call, ZS_ESTATE,
-				    "server %llu holds no shard of job '%s': its snapshot does not count",
-				    (unsigned long long)sid, t.job);
-			goto out;
-		}
-		nk = *k;
-		if (!ok) {
-			nk.state = ZS_CKPT_FAILED;
-			char who[ZS_ADDR_MAX + 32];
-			zs_fmt(nk.error, sizeof nk.error, "%s: %s",
-			       coord_server_name(c, sid, who, sizeof who), why);
-		} else {
-			uint64_t *d = malloc((k->n_durable + 1) * sizeof *d);
-			uint32_t at = 0;
-			if (!d) {
-				zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
-				goto out;
-			}
-			while (at < k->n_durable && k->durable[at] < sid)
-				at++;
-			if (at)
-				memcpy(d, k->durable, at * sizeof *d);
-			d[at] = sid;
-			if (k->n_durable > at)
-				memcpy(d + at + 1, k->durable + at, (k->n_durable - at) * sizeof *d);
-			nk.durable = d;
-			nk.n_durable = k->n_durable + 1;
-			nk.bytes += bytes;
-			if (all_durable(ids, n_ids, nk.durable, nk.n_durable))
-				nk.state = ZS_CKPT_COMMITTED; /* every server durable */
-		}
-		/* fault injection for the crash tests: die before recording it */
-		if (nk.state == ZS_CKPT_COMMITTED && zs_fault("coord-before-commit")) {
-			zs_error("fault injection: dying at coord-before-commit");
-			raise(SIGKILL);
-		}
-		if (coord_save_ckpt(c, &nk, false, &e)) {
-			if (nk.durable != k->durable)
-				free(nk.durable);
-			coord_reply_err(call, &e);
-			goto out;
-		}
-		if (nk.durable != k->durable)
-			free(k->durable);
-		*k = nk;
-		c->task_gen++;
-		if (k->state != ZS_CKPT_PENDING)
-			coord_metrics_ckpt(c, k->state == ZS_CKPT_COMMITTED,
-					   (double)(zs_wall_ms() - k->created_ms) * 1e-3);
-		if (k->state != ZS_CKPT_PENDING)
-			zs_info("job '%s': checkpoint %llu of step %llu %s%s%s", k->job,
-				(unsigned long long)k->id, (unsigned long long)k->step,
-				zs_ckpt_state_name(k->state), k->error[0] ? ": " : "", k->error);
-		coord_reply_ckpt(call, k);
-		if (k->state == ZS_CKPT_COMMITTED)
-			coord_enforce_keep(c, j);
-		else if (k->state == ZS_CKPT_FAILED)
-			coord_prune_failed(c, j);
-		goto out;
+/* k's durable servers with sid among them, in order (k's are sorted):
+ * NULL when out of memory. */
+static uint64_t *durable_with(const struct zs_checkpoint *k, uint64_t sid)
+{
+	uint64_t *d = malloc((k->n_durable + 1) * sizeof *d);
+	uint32_t at = 0;
+
+	if (!d)
+		return NULL;
+	while (at < k->n_durable && k->durable[at] < sid)
+		at++;
+	if (at)
+		memcpy(d, k->durable, at * sizeof *d);
+	d[at] = sid;
+	if (k->n_durable > at)
+		memcpy(d + at + 1, k->durable + at, (k->n_durable - at) * sizeof *d);
+	return d;
+}
+
+/* A server's snapshot of pending checkpoint k of job j is durable, or
+ * failed: recorded (committed once every server of the job has it), and
+ * the call answered (caller holds c->mu). */
+static void snapshot_done(struct coord *c, struct zs_rpc_call *call, struct zs_job *j,
+			  struct zs_checkpoint *k, const struct task_report *r)
+{
+	struct zs_error e = {0};
+	struct zs_checkpoint nk;
+	const uint64_t *ids;
+	uint32_t n_ids;
+
+	if (!k || !coord_ckpt_of(k, j) || k->state != ZS_CKPT_PENDING)
+		return zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is not pending%s",
+				   (unsigned long long)r->t.id, r->t.job,
+				   k && !coord_ckpt_of(k, j) ? " (an earlier job's of the name)" : "");
+	if (!coord_job_servers(c, j, &ids, &n_ids))
+		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	/* a server's second report of the same snapshot (it took the task
+	 * again from a listing fetched before its first report landed)
+	 * counts once: counted twice, a checkpoint committed with another
+	 * server's shards not durable (test_crash, under load); and only a
+	 * server holding the job's shards counts. The durable list is kept
+	 * sorted: each report costs a search, the commit a merge with the
+	 * job's servers, whatever their number (ids[256] once committed a
+	 * checkpoint of a job over more than 256 servers without the 257th) */
+	sort_durable(k->durable, k->n_durable);
+	if (r->ok && coord_id_in(k->durable, k->n_durable, r->sid))
+		return coord_reply_ckpt(call, k);
+	if (!coord_id_in(ids, n_ids, r->sid))
+		return zs_rpc_fail(call, ZS_ESTATE,
+				   "server %llu holds no shard of job '%s': its snapshot does not count",
+				   (unsigned long long)r->sid, r->t.job);
+	nk = *k;
+	if (!r->ok) {
+		char who[ZS_ADDR_MAX + 32];
+		nk.state = ZS_CKPT_FAILED;
+		zs_fmt(nk.error, sizeof nk.error, "%s: %s",
+		       coord_server_name(c, r->sid, who, sizeof who), r->why);
+	} else {
+		if (!(nk.durable = durable_with(k, r->sid)))
+			return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		nk.n_durable = k->n_durable + 1;
+		nk.bytes += r->bytes;
+		if (all_durable(ids, n_ids, nk.durable, nk.n_durable))
+			nk.state = ZS_CKPT_COMMITTED; /* every server durable */
 	}
-	/* restore and delete: strike this server off the task */
+	/* fault injection for the crash tests: die before recording it */
+	if (nk.state == ZS_CKPT_COMMITTED && zs_fault("coord-before-commit")) {
+		zs_error("fault injection: dying at coord-before-commit");
+		raise(SIGKILL);
+	}
+	if (coord_save_ckpt(c, &nk, false, &e)) {
+		if (nk.durable != k->durable)
+			free(nk.durable);
+		return coord_reply_err(call, &e);
+	}
+	if (nk.durable != k->durable)
+		free(k->durable);
+	*k = nk;
+	c->task_gen++;
+	if (k->state != ZS_CKPT_PENDING) {
+		coord_metrics_ckpt(c, k->state == ZS_CKPT_COMMITTED,
+				   (double)(zs_wall_ms() - k->created_ms) * 1e-3);
+		zs_info("job '%s': checkpoint %llu of step %llu %s%s%s", k->job,
+			(unsigned long long)k->id, (unsigned long long)k->step,
+			zs_ckpt_state_name(k->state), k->error[0] ? ": " : "", k->error);
+	}
+	coord_reply_ckpt(call, k);
+	if (k->state == ZS_CKPT_COMMITTED)
+		coord_enforce_keep(c, j);
+	else if (k->state == ZS_CKPT_FAILED)
+		coord_prune_failed(c, j);
+}
+
+/* The restore of job j is over (r: the last server's report, or the
+ * first failed one): recorded. True when checkpoint k itself is bad
+ * (its records failed their checksum or are gone): not the server's
+ * moment, the caller falls back to an earlier one. */
+static bool restore_over(struct coord *c, struct zs_job *j, const struct zs_checkpoint *k,
+			 const struct task_report *r)
+{
+	struct zs_error e = {0};
+	bool bad = false;
+
+	if (!r->ok) {
+		char who[ZS_ADDR_MAX + 32];
+		zs_fmt(j->restore_error, sizeof j->restore_error, "%s: %s",
+		       coord_server_name(c, r->sid, who, sizeof who), r->why);
+		bad = (r->code == ZS_EIO || r->code == ZS_ENOTFOUND) && r->t.id != ZS_CKPT_RESET &&
+		      k && k->state == ZS_CKPT_COMMITTED;
+	} else if (r->t.id == ZS_CKPT_RESET) { /* from step 0, fresh */
+		j->restored_id = 0;
+		j->restored_step = 0;
+	} else {
+		j->restored_id = r->t.id;
+		j->restored_step = r->t.step;
+	}
+	j->restore_pending = 0;
+	/* every copy holds the checkpoint's state now */
+	for (uint32_t q = 0; r->ok && q < j->placement.n_shards; q++)
+		j->placement.shards[q].fresh = 0;
+	if (coord_save_job(c, j, false, false, &e))
+		zs_error("cannot record the restore of job '%s': %s", j->spec.name, e.msg);
+	zs_info("job '%s': restore of checkpoint %llu %s%s", j->spec.name,
+		(unsigned long long)r->t.id, r->ok ? "done" : "failed: ", r->ok ? "" : r->why);
+	return bad;
+}
+
+/* A restore or delete task: this server struck off it, the task gone when
+ * none is left (a restore's end recorded); true when the restored
+ * checkpoint is bad (restore_over). */
+static bool task_strike(struct coord *c, struct zs_job *j, const struct zs_checkpoint *k,
+			const struct task_report *r)
+{
+	bool bad = false;
+
 	for (struct ctask **pp = &c->ctasks; *pp; pp = &(*pp)->next) {
 		struct ctask *ct = *pp;
-		if (ct->t.kind != t.kind || ct->t.id != t.id || strcmp(ct->t.job, t.job))
+		if (ct->t.kind != r->t.kind || ct->t.id != r->t.id || strcmp(ct->t.job, r->t.job))
 			continue;
 		for (uint32_t q = 0; q < ct->n_pending; q++)
-			if (ct->pending[q] == sid)
+			if (ct->pending[q] == r->sid)
 				ct->pending[q--] = ct->pending[--ct->n_pending];
-		if (t.kind == ZS_TASK_RESTORE && j && (!ok || ct->n_pending == 0)) {
-			if (!ok) {
-				char who[ZS_ADDR_MAX + 32];
-				zs_fmt(j->restore_error, sizeof j->restore_error, "%s: %s",
-				       coord_server_name(c, sid, who, sizeof who), why);
-				/* its records failed their checksum or are gone:
-				 * the checkpoint is bad, not the server's moment */
-				bad = (code == ZS_EIO || code == ZS_ENOTFOUND) &&
-				      t.id != ZS_CKPT_RESET && k && k->state == ZS_CKPT_COMMITTED;
-			} else if (t.id == ZS_CKPT_RESET) { /* from step 0, fresh */
-				j->restored_id = 0;
-				j->restored_step = 0;
-			} else {
-				j->restored_id = t.id;
-				j->restored_step = t.step;
-			}
-			j->restore_pending = 0;
-			/* every copy holds the checkpoint's state now */
-			for (uint32_t q = 0; ok && q < j->placement.n_shards; q++)
-				j->placement.shards[q].fresh = 0;
-			if (coord_save_job(c, j, false, false, &e))
-				zs_error("cannot record the restore of job '%s': %s", j->spec.name, e.msg);
-			zs_info("job '%s': restore of checkpoint %llu %s%s", j->spec.name,
-				(unsigned long long)t.id, ok ? "done" : "failed: ", ok ? "" : why);
+		if (r->t.kind == ZS_TASK_RESTORE && j && (!r->ok || ct->n_pending == 0)) {
+			bad = restore_over(c, j, k, r);
 			ct->n_pending = 0;
 		}
 		if (ct->n_pending == 0) {
@@ -303,15 +317,36 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 		}
 		break;
 	}
-	if (k)
-		coord_reply_ckpt(call, k);
-	else {
-		struct zs_checkpoint gone = {.id = t.id, .step = t.step};
-		snprintf(gone.job, sizeof gone.job, "%s", t.job);
-		coord_reply_ckpt(call, &gone);
+	return bad;
+}
+
+void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct task_report r;
+	struct zs_checkpoint *k;
+	struct zs_job *j;
+
+	if (zs_dec_task_done(p, n, &r.sid, &r.t, &r.code, r.why, sizeof r.why, &r.bytes, &e))
+		return coord_reply_err(call, &e);
+	r.ok = r.code == ZS_OK;
+	pthread_mutex_lock(&c->mu);
+	j = coord_find_job(c, r.t.job);
+	k = coord_find_ckpt(c, r.t.job, r.t.id);
+	if (r.t.kind == ZS_TASK_SNAPSHOT) {
+		snapshot_done(c, call, j, k, &r);
+	} else {
+		bool bad = task_strike(c, j, k, &r);
+		if (k) {
+			coord_reply_ckpt(call, k);
+		} else {
+			struct zs_checkpoint gone = {.id = r.t.id, .step = r.t.step};
+			snprintf(gone.job, sizeof gone.job, "%s", r.t.job);
+			coord_reply_ckpt(call, &gone);
+		}
+		if (bad)
+			fall_back(c, j, k, r.sid, r.why);
 	}
-	if (bad)
-		fall_back(c, j, k, sid, why);
-out:
 	pthread_mutex_unlock(&c->mu);
 }

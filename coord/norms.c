@@ -104,6 +104,118 @@ void coord_drop_norms_done(struct coord *c, const char *job)
 	}
 }
 
+/* Each reported shard's place among j's primaries into pos, everything
+ * checked before anything changes: placed on the reporting server, a
+ * finite norm, the same norm as a report of it already in nc. False after
+ * failing the call. */
+static bool norm_places(const struct zs_job *j, const struct zs_norm_report *r,
+			const struct norm_coll *nc, uint32_t *pos, struct zs_rpc_call *call)
+{
+	for (uint32_t i = 0; i < r->n; i++) {
+		uint32_t k, g = 0; /* g: the shard's place among the primaries */
+		for (k = 0; k < j->placement.n_shards; k++) {
+			if (j->placement.shards[k].copy)
+				continue;
+			if (j->placement.shards[k].unit == r->norms[i].unit &&
+			    j->placement.shards[k].index == r->norms[i].index)
+				break;
+			g++;
+		}
+		if (k == j->placement.n_shards || j->placement.shards[k].server_id != r->server_id) {
+			zs_rpc_fail(call, ZS_EINVAL,
+				    "unit %u shard %u of job '%s' is not placed on server %llu",
+				    r->norms[i].unit, r->norms[i].index, r->job,
+				    (unsigned long long)r->server_id);
+			return false;
+		}
+		if (!(r->norms[i].sumsq >= 0.0) || r->norms[i].sumsq == INFINITY) {
+			zs_rpc_fail(call, ZS_EINVAL, "the norm of unit %u shard %u is not finite",
+				    r->norms[i].unit, r->norms[i].index);
+			return false;
+		}
+		/* the same report again (its server's call met a broken
+		 * connection and was sent again): it waits with the first */
+		if (nc && nc->have[g] && nc->sumsq[g] != r->norms[i].sumsq) {
+			zs_rpc_fail(call, ZS_EEXIST,
+				    "unit %u shard %u of step %llu was reported already, with another norm",
+				    r->norms[i].unit, r->norms[i].index, (unsigned long long)r->step);
+			return false;
+		}
+		pos[i] = g;
+	}
+	return true;
+}
+
+/* Answers the call from the totals kept when r's step of j's timeline went
+ * out already (an answer lost on its way); false when it did not. */
+static bool norm_answer_kept(struct coord *c, const struct zs_job *j,
+			     const struct zs_norm_report *r, struct zs_rpc_call *call)
+{
+	for (struct norm_done *d = c->norms_done; d; d = d->next) {
+		struct zs_buf b;
+		/* a step of an earlier timeline is not this one */
+		if (strcmp(d->job, r->job) || d->step != r->step || d->timeline != j->timeline)
+			continue;
+		if (zs_enc_norm_reply(d->total, d->n_shards, &b))
+			zs_rpc_fail(call, ZS_ENOMEM, "cannot encode the norm reply");
+		else
+			zs_rpc_reply(call, b.data, b.len);
+		zs_buf_release(&b);
+		return true;
+	}
+	return false;
+}
+
+/* A new collection of r's step, first in c's list; NULL when out of memory. */
+static struct norm_coll *norm_coll_new(struct coord *c, const struct zs_job *j,
+				       const struct zs_norm_report *r)
+{
+	uint32_t groups = zs_placement_groups(&j->placement);
+	struct norm_coll *nc = calloc(1, sizeof *nc);
+
+	if (nc) {
+		nc->sumsq = calloc(groups ? groups : 1, sizeof *nc->sumsq);
+		nc->have = calloc(groups ? groups : 1, sizeof *nc->have);
+	}
+	if (!nc || !nc->sumsq || !nc->have) {
+		if (nc)
+			norm_free(nc);
+		return NULL;
+	}
+	snprintf(nc->job, sizeof nc->job, "%s", r->job);
+	nc->step = r->step;
+	nc->n_shards = groups;
+	nc->started_ms = zs_now_ms();
+	nc->next = c->norms;
+	c->norms = nc;
+	return nc;
+}
+
+/* Every shard of nc (linked at *pp) is in: the total, summed in placement
+ * order, answers every call that waits, and is kept for those asking again. */
+static void norm_complete(struct coord *c, const struct zs_job *j, struct norm_coll *nc,
+			  struct norm_coll **pp)
+{
+	double total = 0.0;
+	struct zs_buf b;
+
+	for (uint32_t k = 0; k < nc->n_shards; k++)
+		if (nc->have[k])
+			total += nc->sumsq[k];
+	*pp = nc->next;
+	if (zs_enc_norm_reply(total, nc->n_shards, &b)) {
+		coord_norm_fail(nc, ZS_ENOMEM, "cannot encode the norm reply");
+		return;
+	}
+	for (size_t i = 0; i < nc->n_waits; i++)
+		zs_rpc_reply(nc->waits[i].call, b.data, b.len);
+	zs_buf_release(&b);
+	norm_remember(c, nc->job, j->timeline, nc->step, total, nc->n_shards);
+	zs_debug("job '%s' step %llu: gradient norm %g (sumsq %a) over %u shards", nc->job,
+		 (unsigned long long)nc->step, sqrt(total), total, nc->n_shards);
+	norm_free(nc);
+}
+
 void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
 {
 	struct coord *c = ctx;
@@ -111,6 +223,7 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	struct zs_error e = {0};
 	struct zs_job *j;
 	struct norm_coll *nc, **pp;
+	struct norm_wait *g;
 	uint32_t *pos = NULL;
 
 	if (zs_dec_norm_report(p, n, &r, &e))
@@ -132,56 +245,14 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		if (!strcmp((*pp)->job, r.job) && (*pp)->step == r.step)
 			break;
 	nc = *pp;
-	/* check everything before changing anything */
-	for (uint32_t i = 0; i < r.n; i++) {
-		uint32_t k, g = 0; /* g: the shard's place among the primaries */
-		for (k = 0; k < j->placement.n_shards; k++) {
-			if (j->placement.shards[k].copy)
-				continue;
-			if (j->placement.shards[k].unit == r.norms[i].unit &&
-			    j->placement.shards[k].index == r.norms[i].index)
-				break;
-			g++;
-		}
-		if (k == j->placement.n_shards || j->placement.shards[k].server_id != r.server_id) {
-			zs_rpc_fail(call, ZS_EINVAL,
-				    "unit %u shard %u of job '%s' is not placed on server %llu",
-				    r.norms[i].unit, r.norms[i].index, r.job,
-				    (unsigned long long)r.server_id);
-			goto out;
-		}
-		if (!(r.norms[i].sumsq >= 0.0) || r.norms[i].sumsq == INFINITY) {
-			zs_rpc_fail(call, ZS_EINVAL, "the norm of unit %u shard %u is not finite",
-				    r.norms[i].unit, r.norms[i].index);
-			goto out;
-		}
-		/* the same report again (its server's call met a broken
-		 * connection and was sent again): it waits with the first */
-		if (nc && nc->have[g] && nc->sumsq[g] != r.norms[i].sumsq) {
-			zs_rpc_fail(call, ZS_EEXIST,
-				    "unit %u shard %u of step %llu was reported already, with another norm",
-				    r.norms[i].unit, r.norms[i].index, (unsigned long long)r.step);
-			goto out;
-		}
-		pos[i] = g;
-	}
+	if (!norm_places(j, &r, nc, pos, call))
+		goto out;
 	for (uint32_t i = 0; i < r.n; i++)
 		zs_debug("job '%s' step %llu: server %llu reports unit %u shard %u: sumsq %a", r.job,
 			 (unsigned long long)r.step, (unsigned long long)r.server_id, r.norms[i].unit,
 			 r.norms[i].index, r.norms[i].sumsq);
-	/* a step whose total went out already (an answer lost on its way) */
-	for (struct norm_done *d = c->norms_done; d; d = d->next) {
-		struct zs_buf b;
-		/* a step of an earlier timeline is not this one */
-		if (strcmp(d->job, r.job) || d->step != r.step || d->timeline != j->timeline)
-			continue;
-		if (zs_enc_norm_reply(d->total, d->n_shards, &b))
-			zs_rpc_fail(call, ZS_ENOMEM, "cannot encode the norm reply");
-		else
-			zs_rpc_reply(call, b.data, b.len);
-		zs_buf_release(&b);
+	if (norm_answer_kept(c, j, &r, call))
 		goto out;
-	}
 	if (!nc && r.server_id == 0) {
 		/* a trainer's question (no server has id 0, no norms): the
 		 * total once a server reports; none has yet */
@@ -189,36 +260,18 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 			    r.job, (unsigned long long)r.step);
 		goto out;
 	}
-	if (!nc) {
-		uint32_t groups = zs_placement_groups(&j->placement);
-		nc = calloc(1, sizeof *nc);
-		if (nc) {
-			nc->sumsq = calloc(groups ? groups : 1, sizeof *nc->sumsq);
-			nc->have = calloc(groups ? groups : 1, sizeof *nc->have);
-		}
-		if (!nc || !nc->sumsq || !nc->have) {
-			if (nc)
-				norm_free(nc);
-			zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
-			goto out;
-		}
-		snprintf(nc->job, sizeof nc->job, "%s", r.job);
-		nc->step = r.step;
-		nc->n_shards = groups;
-		nc->started_ms = zs_now_ms();
-		nc->next = c->norms;
-		c->norms = nc;
+	if (!nc && !(nc = norm_coll_new(c, j, &r))) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (nc == c->norms)
 		pp = &c->norms;
+	if (!(g = realloc(nc->waits, (nc->n_waits + 1) * sizeof *g))) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
 	}
-	{
-		struct norm_wait *g = realloc(nc->waits, (nc->n_waits + 1) * sizeof *g);
-		if (!g) {
-			zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
-			goto out;
-		}
-		nc->waits = g;
-		g[nc->n_waits++] = (struct norm_wait){call, r.server_id};
-	}
+	nc->waits = g;
+	g[nc->n_waits++] = (struct norm_wait){call, r.server_id};
 	for (uint32_t i = 0; i < r.n; i++) {
 		if (nc->have[pos[i]])
 			continue; /* sent again: counted once */
@@ -226,26 +279,8 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		nc->have[pos[i]] = true;
 		nc->n_have++;
 	}
-	if (nc->n_have == nc->n_shards) {
-		/* every shard in: the total, summed in placement order */
-		double total = 0.0;
-		struct zs_buf b;
-		for (uint32_t k = 0; k < nc->n_shards; k++)
-			if (nc->have[k])
-				total += nc->sumsq[k];
-		*pp = nc->next;
-		if (zs_enc_norm_reply(total, nc->n_shards, &b)) {
-			coord_norm_fail(nc, ZS_ENOMEM, "cannot encode the norm reply");
-			goto out;
-		}
-		for (size_t i = 0; i < nc->n_waits; i++)
-			zs_rpc_reply(nc->waits[i].call, b.data, b.len);
-		zs_buf_release(&b);
-		norm_remember(c, r.job, j->timeline, r.step, total, nc->n_shards);
-		zs_debug("job '%s' step %llu: gradient norm %g (sumsq %a) over %u shards", r.job,
-			 (unsigned long long)r.step, sqrt(total), total, nc->n_shards);
-		norm_free(nc);
-	}
+	if (nc->n_have == nc->n_shards)
+		norm_complete(c, j, nc, pp);
 out:
 	pthread_mutex_unlock(&c->mu);
 	free(pos);
