@@ -29,30 +29,13 @@ static json_t *report_json(const struct zs_step_report *r, int64_t now_ms)
 
 /* stats JOB: the latest step report of each rank, and each server's time
  * on the job's latest step with its memory. */
-static int stats_job(struct ctx *x, const char *name, int json)
+/* Each rank's latest step report: a table, or into ranks. */
+static void stats_ranks(const char *name, const struct zs_job *j, const struct zs_step_report *r,
+			uint32_t n_r, int64_t now, int json, json_t *ranks)
 {
-	struct zs_error err = {0};
-	struct zs_step_report *r = NULL;
-	struct zs_server_info *s = NULL;
-	uint32_t n_r = 0, n_s = 0;
-	struct zs_job j;
-	json_t *ranks, *servers;
-	int64_t now = zs_now_ms();
-	int r_ = 0;
-
-	if (zs_coord_get_job(x->c, name, &j, &err))
-		return cli_die("%s", err.msg);
-	if (zs_coord_step_reports(x->c, name, &r, &n_r, &err) ||
-	    zs_coord_servers(x->c, &s, &n_s, &err)) {
-		zs_job_release(&j);
-		free(r);
-		return cli_die("%s", err.msg);
-	}
-	ranks = json_array();
-	servers = json_array();
 	if (!json) {
 		printf("job %s: stage %u, world size %u, %u of %u ranks reporting\n", name,
-		       j.spec.stage, j.spec.world_size, n_r, j.spec.world_size);
+		       j->spec.stage, j->spec.world_size, n_r, j->spec.world_size);
 		printf("%-5s %8s %5s %3s %9s %9s %9s %9s %9s %10s %10s %10s %10s %10s %7s\n",
 		       "RANK", "STEP", "STAGE", "PF", "STEP-MS", "COMPUTE", "GATHER-W", "PUSH-W",
 		       "CONTROL", "GATHERED", "PUSHED", "PEAK-PAR", "PEAK-GRAD", "PEAK-RSS",
@@ -76,57 +59,90 @@ static int stats_job(struct ctx *x, const char *name, int json)
 		       zs_fmt_bytes(r[i].rss_peak_bytes, b[4], sizeof b[4]),
 		       (double)(now - r[i].reported_ms) / 1000.0);
 	}
+}
+
+/* Server s's latest step of job name (when it holds some of j): a table
+ * row, or into servers. 1 when it did not answer. */
+static int stats_server(struct ctx *x, const struct zs_server_info *s, const struct zs_job *j,
+			const char *name, int json, json_t *servers)
+{
+	struct zs_error err = {0};
+	struct zs_server_status st;
+	const struct zs_job_step_stats *js = NULL;
+	bool used = false;
+	char b1[32], b2[32];
+
+	for (uint32_t k = 0; k < j->placement.n_shards; k++)
+		used |= j->placement.shards[k].server_id == s->id;
+	if (!used)
+		return 0;
+	if (!s->up || zs_server_status_query(s->addr, x->timeout_ms, &st, &err)) {
+		if (json)
+			json_array_append_new(servers, json_pack("{s:I, s:s, s:s}", "id",
+								 (json_int_t)s->id, "addr",
+								 s->addr, "state", "down"));
+		else
+			printf("%-4llu %-22s down\n", (unsigned long long)s->id, s->addr);
+		return 1;
+	}
+	for (uint32_t k = 0; k < st.n_job_steps; k++)
+		if (!strcmp(st.job_steps[k].job, name))
+			js = &st.job_steps[k];
+	if (json) {
+		json_t *o = json_pack("{s:I, s:s, s:s, s:I, s:I}", "id", (json_int_t)st.id,
+				      "addr", st.addr, "state", "up", "rss_bytes",
+				      (json_int_t)st.rss_bytes, "rss_peak_bytes",
+				      (json_int_t)st.rss_peak_bytes);
+		if (js)
+			json_object_set_new(o, "last_step",
+					    json_pack("{s:I, s:i, s:f, s:f}", "step",
+						      (json_int_t)js->step, "shards",
+						      (int)js->shards, "reduce_seconds",
+						      js->reduce_seconds, "optim_seconds",
+						      js->optim_seconds));
+		json_array_append_new(servers, o);
+	} else if (js) {
+		printf("%-4llu %-22s %8llu %6u %10.3f %10.3f %10s %10s\n",
+		       (unsigned long long)st.id, st.addr, (unsigned long long)js->step,
+		       js->shards, js->reduce_seconds * 1e3, js->optim_seconds * 1e3,
+		       zs_fmt_bytes(st.rss_bytes, b1, sizeof b1),
+		       zs_fmt_bytes(st.rss_peak_bytes, b2, sizeof b2));
+	} else {
+		printf("%-4llu %-22s %8s %6s %10s %10s %10s %10s\n", (unsigned long long)st.id,
+		       st.addr, "-", "-", "-", "-", zs_fmt_bytes(st.rss_bytes, b1, sizeof b1),
+		       zs_fmt_bytes(st.rss_peak_bytes, b2, sizeof b2));
+	}
+	zs_server_status_release(&st);
+	return 0;
+}
+
+static int stats_job(struct ctx *x, const char *name, int json)
+{
+	struct zs_error err = {0};
+	struct zs_step_report *r = NULL;
+	struct zs_server_info *s = NULL;
+	uint32_t n_r = 0, n_s = 0;
+	struct zs_job j;
+	json_t *ranks, *servers;
+	int64_t now = zs_now_ms();
+	int r_ = 0;
+
+	if (zs_coord_get_job(x->c, name, &j, &err))
+		return cli_die("%s", err.msg);
+	if (zs_coord_step_reports(x->c, name, &r, &n_r, &err) ||
+	    zs_coord_servers(x->c, &s, &n_s, &err)) {
+		zs_job_release(&j);
+		free(r);
+		return cli_die("%s", err.msg);
+	}
+	ranks = json_array();
+	servers = json_array();
+	stats_ranks(name, &j, r, n_r, now, json, ranks);
 	if (!json)
 		printf("\n%-4s %-22s %8s %6s %10s %10s %10s %10s\n", "ID", "SERVER", "STEP",
 		       "SHARDS", "REDUCE-MS", "OPTIM-MS", "RSS", "PEAK-RSS");
-	for (uint32_t i = 0; i < n_s; i++) {
-		struct zs_server_status st;
-		const struct zs_job_step_stats *js = NULL;
-		bool used = false;
-		char b1[32], b2[32];
-		for (uint32_t k = 0; k < j.placement.n_shards; k++)
-			used |= j.placement.shards[k].server_id == s[i].id;
-		if (!used)
-			continue;
-		if (!s[i].up || zs_server_status_query(s[i].addr, x->timeout_ms, &st, &err)) {
-			if (json)
-				json_array_append_new(servers, json_pack("{s:I, s:s, s:s}", "id",
-									 (json_int_t)s[i].id, "addr",
-									 s[i].addr, "state", "down"));
-			else
-				printf("%-4llu %-22s down\n", (unsigned long long)s[i].id, s[i].addr);
-			r_ = 1;
-			continue;
-		}
-		for (uint32_t k = 0; k < st.n_job_steps; k++)
-			if (!strcmp(st.job_steps[k].job, name))
-				js = &st.job_steps[k];
-		if (json) {
-			json_t *o = json_pack("{s:I, s:s, s:s, s:I, s:I}", "id", (json_int_t)st.id,
-					      "addr", st.addr, "state", "up", "rss_bytes",
-					      (json_int_t)st.rss_bytes, "rss_peak_bytes",
-					      (json_int_t)st.rss_peak_bytes);
-			if (js)
-				json_object_set_new(o, "last_step",
-						    json_pack("{s:I, s:i, s:f, s:f}", "step",
-							      (json_int_t)js->step, "shards",
-							      (int)js->shards, "reduce_seconds",
-							      js->reduce_seconds, "optim_seconds",
-							      js->optim_seconds));
-			json_array_append_new(servers, o);
-		} else if (js) {
-			printf("%-4llu %-22s %8llu %6u %10.3f %10.3f %10s %10s\n",
-			       (unsigned long long)st.id, st.addr, (unsigned long long)js->step,
-			       js->shards, js->reduce_seconds * 1e3, js->optim_seconds * 1e3,
-			       zs_fmt_bytes(st.rss_bytes, b1, sizeof b1),
-			       zs_fmt_bytes(st.rss_peak_bytes, b2, sizeof b2));
-		} else {
-			printf("%-4llu %-22s %8s %6s %10s %10s %10s %10s\n", (unsigned long long)st.id,
-			       st.addr, "-", "-", "-", "-", zs_fmt_bytes(st.rss_bytes, b1, sizeof b1),
-			       zs_fmt_bytes(st.rss_peak_bytes, b2, sizeof b2));
-		}
-		zs_server_status_release(&st);
-	}
+	for (uint32_t i = 0; i < n_s; i++)
+		r_ |= stats_server(x, &s[i], &j, name, json, servers);
 	if (json)
 		cli_json_print(json_pack("{s:s, s:i, s:i, s:o, s:o}", "job", name, "stage",
 				     (int)j.spec.stage, "world_size", (int)j.spec.world_size,
