@@ -92,27 +92,14 @@ static const struct zs_shard *entry(const struct zs_placement *p, const struct e
 	return NULL;
 }
 
-enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_job *job,
-			    uint64_t server_id)
+/* The new copies placed here (a rebuild), empty until their primary
+ * seeds them, after the held ones: how many were taken. */
+static uint32_t take_new_copies(struct engine *e, struct ejob *j, const struct zs_job *job,
+				uint64_t server_id, uint32_t held)
 {
 	struct zs_error err = {0};
-	uint32_t n = 0, promoted = 0, primaries = 0, added = 0, held = j->n_shards;
-	/* epochs this server never took (stopped, cut off): a copy it holds
-	 * may have been dropped and placed again in them */
-	bool skipped;
+	uint32_t added = 0;
 
-	for (uint32_t i = 0; i < job->placement.n_shards; i++)
-		n += job->placement.shards[i].server_id == server_id;
-	/* every shard here stays (only the lost server loses some: it starts
-	 * over), and the new ones fit the room kept for them */
-	if (n < held || n > j->cap_shards)
-		return ZS_ESTATE;
-	for (uint32_t k = 0; k < held; k++)
-		if (!entry(&job->placement, j->shards[k], server_id))
-			return ZS_ESTATE;
-	if (!e->peer_fn || eng_repl_start(e, &err))
-		return ZS_ESTATE;
-	/* new copies here (a rebuild): empty until their primary seeds them */
 	for (uint32_t i = 0; i < job->placement.n_shards; i++) {
 		const struct zs_shard *sh = &job->placement.shards[i];
 		struct eshard *s;
@@ -140,81 +127,115 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		j->n_shards = s->idx + 1; /* atomic: the shard is whole first */
 		added++;
 	}
+	return added;
+}
+
+/* Shard s takes its role in the new placement (sh: its entry): a stale
+ * copy forgets its state, its peers are the placement's, a forward under
+ * way goes to the copies left (or the update it held back runs), a
+ * promoted primary sends its last step again. Whether s was promoted. */
+static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job *job,
+			   struct eshard *s, const struct zs_shard *sh, bool skipped)
+{
+	struct eng_fx fx = {0};
+	uint64_t was[ZS_MAX_REPLICAS - 1];
+	uint32_t n_was;
+	bool now_primary;
+
+	pthread_mutex_lock(&s->mu);
+	now_primary = s->sh.copy && !sh->copy;
+	/* a fresh copy in the new placement that this server had state
+	 * for: stale, unless it is the seeded copy the coordinator has
+	 * not marked so yet (fresh in the epoch before, none skipped;
+	 * forgetting a good one only costs a seed: its forwards ask) */
+	if (sh->fresh && s->ready && sh->copy && (!s->sh.fresh || skipped))
+		forget_state(e, j, s, &fx.done);
+	s->sh.fresh = sh->fresh;
+	s->sh.copy = sh->copy;
+	s->sh.copies = sh->copies;
+	n_was = s->n_peers;
+	memcpy(was, s->peer, sizeof was);
+	eng_shard_peers(s, &job->placement);
+	{ /* other peers: partial pushes' forwards go to the new ones */
+		bool same = n_was == s->n_peers;
+		for (uint32_t q = 0; q < s->n_peers && same; q++)
+			same = in_list(was, n_was, s->peer[q]);
+		if (!same)
+			s->peer_gen++;
+	}
+	/* a new copy of a primary with parameters: its whole state first,
+	 * ahead of the forwards that follow on the same connection. New:
+	 * fresh in the placement (a copy that was one before, the
+	 * promoted replica's fellow, has the state), and not this
+	 * primary's peer already (its seed is under way) */
+	for (uint32_t q = 0; q < s->n_peers && s->ready; q++) {
+		const struct zs_shard *o = entry(&job->placement, s, s->peer[q]);
+		if (o && o->fresh && !in_list(was, n_was, s->peer[q]))
+			eng_repl_seed(e, j, s, s->peer[q]);
+	}
+	if (s->repl_wait) {
+		/* the forward under way went to the old copies: to the
+		 * ones left, or, with none left, it is done */
+		s->repl_gen++;
+		s->repl_wait = false;
+		if (s->n_peers) {
+			float *m = NULL;
+			if (!s->version && !s->master && (m = malloc(s->sh.length * 4)) &&
+			    eng_arrays_io(e, s, false, m, NULL, NULL)) {
+				free(m);
+				m = NULL;
+			}
+			eng_repl_queue(e, j, s, !s->version, s->version ? NULL : m ? m : s->master);
+			free(m);
+		} else {
+			eng_acks_flush(s);
+			if (s->apply_wait)
+				eng_step_complete(e, j, s, &fx);
+			else
+				eng_take_released(s, &fx.rel, &fx.n_rel);
+		}
+	} else if (now_primary && s->n_peers && s->ready && s->version &&
+		   s->acc_of == s->version) {
+		/* its last step, again, to every copy: one that missed it
+		 * (the lost primary died forwarding it; with three copies)
+		 * applies it, the others acknowledge it as applied; until
+		 * then the next step's update waits, as after any step */
+		eng_repl_queue(e, j, s, false, NULL);
+	}
+	pthread_mutex_unlock(&s->mu);
+	eng_fx_run(e, j, s, &fx); /* with snapshots that waited for a stale copy */
+	return now_primary;
+}
+
+enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_job *job,
+			    uint64_t server_id)
+{
+	struct zs_error err = {0};
+	uint32_t n = 0, promoted = 0, primaries = 0, added = 0, held = j->n_shards;
+	/* epochs this server never took (stopped, cut off): a copy it holds
+	 * may have been dropped and placed again in them */
+	bool skipped;
+
+	for (uint32_t i = 0; i < job->placement.n_shards; i++)
+		n += job->placement.shards[i].server_id == server_id;
+	/* every shard here stays (only the lost server loses some: it starts
+	 * over), and the new ones fit the room kept for them */
+	if (n < held || n > j->cap_shards)
+		return ZS_ESTATE;
+	for (uint32_t k = 0; k < held; k++)
+		if (!entry(&job->placement, j->shards[k], server_id))
+			return ZS_ESTATE;
+	if (!e->peer_fn || eng_repl_start(e, &err))
+		return ZS_ESTATE;
+	added = take_new_copies(e, j, job, server_id, held);
 	pthread_mutex_lock(&e->mu);
 	skipped = job->placement.epoch > j->epoch + 1;
 	j->epoch = job->placement.epoch;
 	pthread_mutex_unlock(&e->mu);
 	for (uint32_t k = 0; k < j->n_shards; k++) {
-		struct eshard *s = j->shards[k];
-		const struct zs_shard *sh = entry(&job->placement, s, server_id);
-		struct eng_fx fx = {0};
-		uint64_t was[ZS_MAX_REPLICAS - 1];
-		uint32_t n_was;
-		bool now_primary;
-		pthread_mutex_lock(&s->mu);
-		now_primary = s->sh.copy && !sh->copy;
-		promoted += now_primary;
+		const struct zs_shard *sh = entry(&job->placement, j->shards[k], server_id);
+		promoted += reassign_shard(e, j, job, j->shards[k], sh, skipped);
 		primaries += !sh->copy;
-		/* a fresh copy in the new placement that this server had state
-		 * for: stale, unless it is the seeded copy the coordinator has
-		 * not marked so yet (fresh in the epoch before, none skipped;
-		 * forgetting a good one only costs a seed: its forwards ask) */
-		if (sh->fresh && s->ready && sh->copy && (!s->sh.fresh || skipped))
-			forget_state(e, j, s, &fx.done);
-		s->sh.fresh = sh->fresh;
-		s->sh.copy = sh->copy;
-		s->sh.copies = sh->copies;
-		n_was = s->n_peers;
-		memcpy(was, s->peer, sizeof was);
-		eng_shard_peers(s, &job->placement);
-		{ /* other peers: partial pushes' forwards go to the new ones */
-			bool same = n_was == s->n_peers;
-			for (uint32_t q = 0; q < s->n_peers && same; q++)
-				same = in_list(was, n_was, s->peer[q]);
-			if (!same)
-				s->peer_gen++;
-		}
-		/* a new copy of a primary with parameters: its whole state first,
-		 * ahead of the forwards that follow on the same connection. New:
-		 * fresh in the placement (a copy that was one before, the
-		 * promoted replica's fellow, has the state), and not this
-		 * primary's peer already (its seed is under way) */
-		for (uint32_t q = 0; q < s->n_peers && s->ready; q++) {
-			const struct zs_shard *o = entry(&job->placement, s, s->peer[q]);
-			if (o && o->fresh && !in_list(was, n_was, s->peer[q]))
-				eng_repl_seed(e, j, s, s->peer[q]);
-		}
-		if (s->repl_wait) {
-			/* the forward under way went to the old copies: to the
-			 * ones left, or, with none left, it is done */
-			s->repl_gen++;
-			s->repl_wait = false;
-			if (s->n_peers) {
-				float *m = NULL;
-				if (!s->version && !s->master && (m = malloc(s->sh.length * 4)) &&
-				    eng_arrays_io(e, s, false, m, NULL, NULL)) {
-					free(m);
-					m = NULL;
-				}
-				eng_repl_queue(e, j, s, !s->version, s->version ? NULL : m ? m : s->master);
-				free(m);
-			} else {
-				eng_acks_flush(s);
-				if (s->apply_wait)
-					eng_step_complete(e, j, s, &fx);
-				else
-					eng_take_released(s, &fx.rel, &fx.n_rel);
-			}
-		} else if (now_primary && s->n_peers && s->ready && s->version &&
-			   s->acc_of == s->version) {
-			/* its last step, again, to every copy: one that missed it
-			 * (the lost primary died forwarding it; with three copies)
-			 * applies it, the others acknowledge it as applied; until
-			 * then the next step's update waits, as after any step */
-			eng_repl_queue(e, j, s, false, NULL);
-		}
-		pthread_mutex_unlock(&s->mu);
-		eng_fx_run(e, j, s, &fx); /* with snapshots that waited for a stale copy */
 	}
 	j->n_primary = primaries;
 	zs_info("job '%s': placement epoch %llu taken in place: %u shards here, %u primaries (%u promoted from replicas, %u new copies)",
