@@ -282,38 +282,11 @@ static enum zs_status normalize_groups(struct zs_optim *o, struct zs_error *err)
 	return ZS_OK;
 }
 
-enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err)
+/* The optimizer's kind and hyperparameters checked, its defaults filled
+ * in (Adam's betas and eps, Adagrad's eps: torch's), its groups'. */
+static enum zs_status normalize_optim(struct zs_optim *o, struct zs_error *err)
 {
-	struct zs_optim *o = &s->optim;
 	enum zs_status st;
-
-	if (!zs_job_name_valid(s->name))
-		return zs_fail(err, ZS_EINVAL,
-			       "job name '%.*s' is invalid (1-63 of A-Z a-z 0-9 . _ -, not starting with '.')",
-			       ZS_JOB_NAME_MAX - 1, s->name);
-	if (s->stage < 1 || s->stage > 3)
-		return zs_fail(err, ZS_EINVAL, "stage %u is invalid (1, 2 or 3)",
-			       s->stage);
-	if (s->world_size < 1 || s->world_size > ZS_MAX_WORLD)
-		return zs_fail(err, ZS_EINVAL,
-			       "world size %u is invalid (1..%d)", s->world_size,
-			       ZS_MAX_WORLD);
-	if (s->compute_dtype == ZS_DTYPE_UNSET)
-		s->compute_dtype = ZS_F32;
-	if (!zs_dtype_size(s->compute_dtype))
-		return zs_fail(err, ZS_EINVAL, "unknown compute dtype %d",
-			       (int)s->compute_dtype);
-	if (s->align_bytes == 0)
-		s->align_bytes = ZS_DEFAULT_ALIGN;
-	if (s->keep_checkpoints == 0)
-		s->keep_checkpoints = 3;
-	if (s->keep_checkpoints > 1000)
-		return zs_fail(err, ZS_EINVAL, "keep_checkpoints %u is over 1000",
-			       s->keep_checkpoints);
-	if (s->align_bytes > (1u << 20) || (s->align_bytes & (s->align_bytes - 1)))
-		return zs_fail(err, ZS_EINVAL,
-			       "align_bytes %u is invalid (a power of two up to 1 MiB)",
-			       s->align_bytes);
 
 	if (o->kind != ZS_SGD && o->kind != ZS_ADAMW && o->kind != ZS_ADAM && o->kind != ZS_ADAGRAD)
 		return zs_fail(err, ZS_EINVAL,
@@ -338,22 +311,14 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 			      "optimizer", err)) ||
 	    (st = normalize_groups(o, err)))
 		return st;
+	return ZS_OK;
+}
 
-	st = zs_layout_validate(&s->layout, err);
-	if (st)
-		return st;
-	for (uint32_t u = 0; u < s->layout.n_units; u++)
-		for (uint32_t t = 0; t < s->layout.units[u].n_tensors; t++)
-			if (s->layout.units[u].tensors[t].group >= o->n_groups)
-				return zs_fail(err, ZS_EINVAL,
-					       "tensor '%s' of unit '%s' is in optimizer group %u; "
-					       "the job has %u",
-					       s->layout.units[u].tensors[t].name,
-					       s->layout.units[u].name,
-					       s->layout.units[u].tensors[t].group, o->n_groups);
-	for (uint32_t u = 0; u < s->layout.n_units; u++)
-		if (s->layout.units[u].dtype == ZS_DTYPE_UNSET)
-			s->layout.units[u].dtype = s->compute_dtype;
+/* Copies and collectives: replicas (1 by default) for jobs whose servers
+ * reduce and that import no optimizer state; a collective job's ranks,
+ * their hosts, and its units cut into one non-empty slice per rank. */
+static enum zs_status normalize_copies(struct zs_job_spec *s, struct zs_error *err)
+{
 	if (s->collective && s->world_size < 2)
 		return zs_fail(err, ZS_EINVAL, "a collective job has 2 or more ranks");
 	if (s->replicas == 0)
@@ -388,6 +353,60 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 				       (unsigned long long)zs_slice_len(n, s->world_size));
 	}
 	return ZS_OK;
+}
+
+enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err)
+{
+	struct zs_optim *o = &s->optim;
+	enum zs_status st;
+
+	if (!zs_job_name_valid(s->name))
+		return zs_fail(err, ZS_EINVAL,
+			       "job name '%.*s' is invalid (1-63 of A-Z a-z 0-9 . _ -, not starting with '.')",
+			       ZS_JOB_NAME_MAX - 1, s->name);
+	if (s->stage < 1 || s->stage > 3)
+		return zs_fail(err, ZS_EINVAL, "stage %u is invalid (1, 2 or 3)",
+			       s->stage);
+	if (s->world_size < 1 || s->world_size > ZS_MAX_WORLD)
+		return zs_fail(err, ZS_EINVAL,
+			       "world size %u is invalid (1..%d)", s->world_size,
+			       ZS_MAX_WORLD);
+	if (s->compute_dtype == ZS_DTYPE_UNSET)
+		s->compute_dtype = ZS_F32;
+	if (!zs_dtype_size(s->compute_dtype))
+		return zs_fail(err, ZS_EINVAL, "unknown compute dtype %d",
+			       (int)s->compute_dtype);
+	if (s->align_bytes == 0)
+		s->align_bytes = ZS_DEFAULT_ALIGN;
+	if (s->keep_checkpoints == 0)
+		s->keep_checkpoints = 3;
+	if (s->keep_checkpoints > 1000)
+		return zs_fail(err, ZS_EINVAL, "keep_checkpoints %u is over 1000",
+			       s->keep_checkpoints);
+	if (s->align_bytes > (1u << 20) || (s->align_bytes & (s->align_bytes - 1)))
+		return zs_fail(err, ZS_EINVAL,
+			       "align_bytes %u is invalid (a power of two up to 1 MiB)",
+			       s->align_bytes);
+
+	if ((st = normalize_optim(o, err)))
+		return st;
+
+	st = zs_layout_validate(&s->layout, err);
+	if (st)
+		return st;
+	for (uint32_t u = 0; u < s->layout.n_units; u++)
+		for (uint32_t t = 0; t < s->layout.units[u].n_tensors; t++)
+			if (s->layout.units[u].tensors[t].group >= o->n_groups)
+				return zs_fail(err, ZS_EINVAL,
+					       "tensor '%s' of unit '%s' is in optimizer group %u; "
+					       "the job has %u",
+					       s->layout.units[u].tensors[t].name,
+					       s->layout.units[u].name,
+					       s->layout.units[u].tensors[t].group, o->n_groups);
+	for (uint32_t u = 0; u < s->layout.n_units; u++)
+		if (s->layout.units[u].dtype == ZS_DTYPE_UNSET)
+			s->layout.units[u].dtype = s->compute_dtype;
+	return normalize_copies(s, err);
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
