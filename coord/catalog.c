@@ -528,6 +528,55 @@ static enum zs_status load_ckblob(void *ctx, const void *k, size_t kl, const voi
 	return ZS_OK;
 }
 
+/* Job j as loaded, brought up to date: one trainer record per rank
+ * (legacy: its trainers were in its own record, moved out now), a
+ * data-plane token and an incarnation when it predates them. */
+static enum zs_status upgrade_job(struct coord *c, struct zs_job *j, bool legacy,
+				  struct zs_error *err)
+{
+	uint32_t keep = 0;
+	enum zs_status st = ZS_OK;
+
+	if (j->n_trainers > 1)
+		qsort(j->trainers, j->n_trainers, sizeof *j->trainers, cmp_member);
+	for (uint32_t k = 0; k < j->n_trainers; k++) /* one per rank */
+		if (!keep || j->trainers[keep - 1].rank != j->trainers[k].rank)
+			j->trainers[keep++] = j->trainers[k];
+	j->n_trainers = keep;
+	for (uint32_t k = 0; !st && legacy && k < j->n_trainers; k++)
+		st = coord_save_member(c, j, &j->trainers[k], false, err);
+	/* a record from before data-plane tokens gets one now; its
+	 * trainers take it at their next join */
+	bool untokened = !j->token[0];
+	if (untokened)
+		coord_new_token(j->token);
+	/* and one from before incarnations gets one: its creation
+	 * time, which its servers' kept live state names it by */
+	bool unnamed = !j->incarnation;
+	if (unnamed)
+		j->incarnation = j->created_ms > 0 ? (uint64_t)j->created_ms
+						   : coord_new_incarnation();
+	if (!st && (legacy || untokened || unnamed))
+		st = coord_save_job(c, j, false, false, err);
+	return st;
+}
+
+/* A restore that was in flight when the coordinator stopped: its task
+ * again, for the servers to take. */
+static enum zs_status resume_restores(struct coord *c, struct zs_error *err)
+{
+	for (size_t i = 0; i < c->n_jobs; i++) {
+		struct zs_checkpoint *k = coord_find_ckpt(c, c->jobs[i].spec.name,
+						    c->jobs[i].restore_pending);
+		bool reset = c->jobs[i].restore_pending == ZS_CKPT_RESET;
+		if ((reset || (c->jobs[i].restore_pending && k)) &&
+		    coord_add_ctask(c, &c->jobs[i], ZS_TASK_RESTORE, c->jobs[i].restore_pending,
+				    reset ? 0 : k->step))
+			return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	return ZS_OK;
+}
+
 enum zs_status coord_load(struct coord *c, struct zs_error *err)
 {
 	struct cstore_read t;
@@ -576,31 +625,8 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 			st = coord_save_ckpt_new(c, k, err);
 	}
 	free(ck.legacy);
-	for (size_t i = 0; !st && i < c->n_jobs; i++) {
-		struct zs_job *j = &c->jobs[i];
-		uint32_t keep = 0;
-		if (j->n_trainers > 1)
-			qsort(j->trainers, j->n_trainers, sizeof *j->trainers, cmp_member);
-		for (uint32_t k = 0; k < j->n_trainers; k++) /* one per rank */
-			if (!keep || j->trainers[keep - 1].rank != j->trainers[k].rank)
-				j->trainers[keep++] = j->trainers[k];
-		j->n_trainers = keep;
-		for (uint32_t k = 0; !st && legacy[i] && k < j->n_trainers; k++)
-			st = coord_save_member(c, j, &j->trainers[k], false, err);
-		/* a record from before data-plane tokens gets one now; its
-		 * trainers take it at their next join */
-		bool untokened = !j->token[0];
-		if (untokened)
-			coord_new_token(j->token);
-		/* and one from before incarnations gets one: its creation
-		 * time, which its servers' kept live state names it by */
-		bool unnamed = !j->incarnation;
-		if (unnamed)
-			j->incarnation = j->created_ms > 0 ? (uint64_t)j->created_ms
-							   : coord_new_incarnation();
-		if (!st && (legacy[i] || untokened || unnamed))
-			st = coord_save_job(c, j, false, false, err);
-	}
+	for (size_t i = 0; !st && i < c->n_jobs; i++)
+		st = upgrade_job(c, &c->jobs[i], legacy[i], err);
 	free(legacy);
 	if (st)
 		return st;
@@ -619,16 +645,7 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 	if (st)
 		return st;
 	/* a restore that was in flight when we stopped: ask the servers again */
-	for (size_t i = 0; i < c->n_jobs; i++) {
-		struct zs_checkpoint *k = coord_find_ckpt(c, c->jobs[i].spec.name,
-						    c->jobs[i].restore_pending);
-		bool reset = c->jobs[i].restore_pending == ZS_CKPT_RESET;
-		if ((reset || (c->jobs[i].restore_pending && k)) &&
-		    coord_add_ctask(c, &c->jobs[i], ZS_TASK_RESTORE, c->jobs[i].restore_pending,
-				    reset ? 0 : k->step))
-			return zs_fail(err, ZS_ENOMEM, "out of memory");
-	}
-	return ZS_OK;
+	return resume_restores(c, err);
 }
 
 void coord_free_state(struct coord *c)

@@ -233,12 +233,9 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_TASK_DONE, coord_h_task_done},   {ZS_M_COMM_ID, coord_h_comm_id},
 };
 
-enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
-			   char *bound, size_t bound_len, struct zs_error *err)
+/* The configuration's bounds and what it must name. */
+static enum zs_status config_check(const struct coord_config *cfg, struct zs_error *err)
 {
-	struct coord *c;
-	enum zs_status st;
-
 	if (cfg->lease_ms < 100 || cfg->lease_ms > 3600 * 1000)
 		return zs_fail(err, ZS_EINVAL, "lease %u ms is out of range [100, 3600000]",
 			       cfg->lease_ms);
@@ -252,6 +249,37 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	if (cfg->etcd_lease_s > 3600)
 		return zs_fail(err, ZS_EINVAL, "etcd lease %u s is out of range [1, 3600]",
 			       cfg->etcd_lease_s);
+	return ZS_OK;
+}
+
+/* The catalog in cfg's data directory, locked, opened and loaded into c
+ * (nothing kept open when it fails). */
+static enum zs_status open_catalog(struct coord *c, const struct coord_config *cfg,
+				   struct zs_error *err)
+{
+	enum zs_status st;
+
+	if ((st = zs_mkdir_p(cfg->data_dir, err)) ||
+	    (st = zs_lock_dir(cfg->data_dir, "coordinator.lock", &c->lock_fd, err)))
+		return st;
+	if (!(st = zs_kv_open(cfg->data_dir, 0, tables, N_TABLES, 0, &c->kv, err)) &&
+	    !(st = coord_load(c, err)))
+		return ZS_OK;
+	zs_kv_close(c->kv);
+	c->kv = NULL;
+	close(c->lock_fd);
+	c->lock_fd = -1;
+	return st;
+}
+
+enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
+			   char *bound, size_t bound_len, struct zs_error *err)
+{
+	struct coord *c;
+	enum zs_status st;
+
+	if ((st = config_check(cfg, err)))
+		return st;
 	c = calloc(1, sizeof *c);
 	if (!c)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
@@ -276,18 +304,8 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	}
 	snprintf(c->data_dir, sizeof c->data_dir, "%s", cfg->data_dir);
 
-	st = zs_mkdir_p(cfg->data_dir, err);
-	if (st)
+	if ((st = open_catalog(c, cfg, err)))
 		goto clean_c;
-	st = zs_lock_dir(cfg->data_dir, "coordinator.lock", &c->lock_fd, err);
-	if (st)
-		goto clean_c;
-	st = zs_kv_open(cfg->data_dir, 0, tables, N_TABLES, 0, &c->kv, err);
-	if (st)
-		goto clean_lock;
-	st = coord_load(c, err);
-	if (st)
-		goto clean_kv;
 	atomic_store(&c->leading, 1);
 	if (c->n_srvs || c->n_jobs)
 		zs_info("catalog: %zu servers (down until they heartbeat), %zu jobs",
@@ -329,9 +347,7 @@ clean_rpc:
 	coord_metrics_free(c);
 clean_state:
 	coord_free_state(c);
-clean_kv:
 	zs_kv_close(c->kv);
-clean_lock:
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 clean_c:
