@@ -147,12 +147,48 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	return ZS_OK;
 }
 
+/* The shards of job that placement puts on this server, in j (with room
+ * for one copy of each of the job's shards: a rebuild may add replicas
+ * here in place); what was taken stays in j for job_free on failure. */
+static enum zs_status take_shards(struct engine *e, struct ejob *j, const struct zs_job *job,
+				  uint64_t server_id, struct zs_error *err)
+{
+	enum zs_status st;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < job->placement.n_shards; i++)
+		n += job->placement.shards[i].server_id == server_id;
+	j->cap_shards = j->spec.replicas > 1 ? zs_placement_groups(&job->placement) : n;
+	if (j->cap_shards < n)
+		j->cap_shards = n;
+	j->shards = calloc(j->cap_shards ? j->cap_shards : 1, sizeof *j->shards);
+	if (!j->shards)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < job->placement.n_shards; i++) {
+		const struct zs_shard *sh = &job->placement.shards[i];
+		struct eshard *s;
+		if (sh->server_id != server_id)
+			continue;
+		if (sh->unit >= j->spec.layout.n_units)
+			return zs_fail(err, ZS_EINVAL, "placement names unit %u of %u", sh->unit,
+				       j->spec.layout.n_units);
+		if (!(s = calloc(1, sizeof *s)))
+			return zs_fail(err, ZS_ENOMEM, "out of memory");
+		s->idx = j->n_shards;
+		j->shards[j->n_shards++] = s;
+		if ((st = eng_shard_init(e, j, s, sh, err)))
+			return st;
+		j->n_primary += sh->copy == 0;
+		eng_shard_peers(s, &job->placement);
+	}
+	return ZS_OK;
+}
+
 enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 			      uint64_t server_id, struct zs_error *err)
 {
 	struct ejob *j, *old;
 	enum zs_status st;
-	uint32_t n = 0;
 
 	if (job->spec.optim.clip_norm > 0.0 && !e->norm_fn)
 		return zs_fail(err, ZS_ESTATE,
@@ -198,40 +234,8 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	zs_layout_derive(&j->spec.layout);
-	for (uint32_t i = 0; i < job->placement.n_shards; i++)
-		n += job->placement.shards[i].server_id == server_id;
-	/* room for one copy of each of the job's shards: a rebuild may add
-	 * replicas here in place */
-	j->cap_shards = j->spec.replicas > 1 ? zs_placement_groups(&job->placement) : n;
-	if (j->cap_shards < n)
-		j->cap_shards = n;
-	j->shards = calloc(j->cap_shards ? j->cap_shards : 1, sizeof *j->shards);
-	if (!j->shards) {
-		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+	if ((st = take_shards(e, j, job, server_id, err)))
 		goto fail;
-	}
-	for (uint32_t i = 0; i < job->placement.n_shards; i++) {
-		const struct zs_shard *sh = &job->placement.shards[i];
-		struct eshard *s;
-		if (sh->server_id != server_id)
-			continue;
-		if (sh->unit >= j->spec.layout.n_units) {
-			st = zs_fail(err, ZS_EINVAL, "placement names unit %u of %u", sh->unit,
-				     j->spec.layout.n_units);
-			goto fail;
-		}
-		if (!(s = calloc(1, sizeof *s))) {
-			st = zs_fail(err, ZS_ENOMEM, "out of memory");
-			goto fail;
-		}
-		s->idx = j->n_shards;
-		j->shards[j->n_shards++] = s;
-		st = eng_shard_init(e, j, s, sh, err);
-		if (st)
-			goto fail;
-		j->n_primary += sh->copy == 0;
-		eng_shard_peers(s, &job->placement);
-	}
 	if (j->spec.replicas > 1) { /* its primaries forward (now or once promoted) */
 		if (!e->peer_fn) {
 			st = zs_fail(err, ZS_ESTATE,

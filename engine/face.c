@@ -300,6 +300,37 @@ static enum zs_status land(struct engine *e, struct ejob *j, struct eshard *s,
 		       eng_unit_name(j, x->unit), (unsigned long long)e->land_budget);
 }
 
+/* Whether push x is one of s, a primary here (or a replica promoted
+ * since): exactly the shard (or its step mark), not a partial upload. */
+static enum zs_status push_fits(struct engine *e, struct ejob *j, struct eshard *s,
+				const struct zs_xfer *x, struct zs_error *err)
+{
+	enum zs_status st;
+
+	if (!s || x->offset != s->sh.offset ||
+	    x->length != (x->init || !s->marks ? s->sh.length : s->glen)) {
+		if (s && s->marks && x->offset == s->sh.offset)
+			st = zs_fail(err, ZS_EINVAL,
+				     "unit '%s' shard %u holds frozen tensors only: a push of it is a step mark of %d element%s, not %llu",
+				     eng_unit_name(j, x->unit), s->sh.index, ZS_MARK_LEN,
+				     ZS_MARK_LEN == 1 ? "" : "s", (unsigned long long)x->length);
+		else
+			st = zs_fail(err, ZS_EINVAL,
+				     "a push must cover exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
+				     x->unit, (unsigned long long)x->offset,
+				     (unsigned long long)x->length, j->name);
+		return st;
+	}
+	if (x->partial && x->init)
+		return zs_fail(err, ZS_EINVAL, "an initial upload cannot be partial");
+	if (s->sh.copy && !eng_promoted_since(e, j, s))
+		return zs_fail(err, ZS_EINVAL,
+			       "unit '%s' shard %u is a replica here (copy %u): its primary takes %s",
+			       eng_unit_name(j, x->unit), s->sh.index, s->sh.copy,
+			       x->init ? "the initial upload" : "pushes");
+	return ZS_OK;
+}
+
 enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 				    const struct zs_xfer *x, void **dst,
 				    struct zs_error *err)
@@ -327,31 +358,8 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			       j->name);
 	}
 	s = shard_for(j, x);
-	if (!s || x->offset != s->sh.offset ||
-	    x->length != (x->init || !s->marks ? s->sh.length : s->glen)) {
-		if (s && s->marks && x->offset == s->sh.offset)
-			st = zs_fail(err, ZS_EINVAL,
-				     "unit '%s' shard %u holds frozen tensors only: a push of it is a step mark of %d element%s, not %llu",
-				     eng_unit_name(j, x->unit), s->sh.index, ZS_MARK_LEN,
-				     ZS_MARK_LEN == 1 ? "" : "s", (unsigned long long)x->length);
-		else
-			st = zs_fail(err, ZS_EINVAL,
-				     "a push must cover exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
-				     x->unit, (unsigned long long)x->offset,
-				     (unsigned long long)x->length, j->name);
+	if ((st = push_fits(e, j, s, x, err)))
 		goto out;
-	}
-	if (x->partial && x->init) {
-		st = zs_fail(err, ZS_EINVAL, "an initial upload cannot be partial");
-		goto out;
-	}
-	if (s->sh.copy && !eng_promoted_since(e, j, s)) {
-		st = zs_fail(err, ZS_EINVAL,
-			     "unit '%s' shard %u is a replica here (copy %u): its primary takes %s",
-			     eng_unit_name(j, x->unit), s->sh.index, s->sh.copy,
-			     x->init ? "the initial upload" : "pushes");
-		goto out;
-	}
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
 		st = eng_init_begin(e, j, s, x, dst, err);

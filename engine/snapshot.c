@@ -332,6 +332,32 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 	}
 }
 
+/* Every shard's state of the checkpoint (load; zeros for a reset) into
+ * tmp, all of one step, *at, before anything changes. */
+static enum zs_status restore_load(struct ejob *j, struct engine_snap *tmp, uint32_t ns,
+				   engine_loader load, void *ctx, uint64_t *at,
+				   struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+
+	for (uint32_t k = 0; k < ns && !st; k++) {
+		/* a reset writes zeros: no parameters, and optimizer state as a
+		 * fresh job has it (what the lost timeline's updates left goes) */
+		if (!snap_alloc(j->shards[k], 0, true, &tmp[k])) {
+			st = zs_fail(err, ZS_ENOMEM, "out of memory");
+			break;
+		}
+		if (load)
+			st = load(ctx, &tmp[k], tmp[k].master, tmp[k].s0, tmp[k].s1, &tmp[k].step,
+				  err);
+		if (!st && k > 0 && tmp[k].step != *at)
+			st = zs_fail(err, ZS_EIO, "the checkpoint's shards disagree on the step (%llu, %llu)",
+				     (unsigned long long)*at, (unsigned long long)tmp[k].step);
+		*at = tmp[k].step;
+	}
+	return st;
+}
+
 enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
 			      void *ctx, bool rollback, uint64_t *step, struct zs_error *err)
 {
@@ -344,22 +370,7 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 	if (st)
 		return st;
 	/* load and check everything first: nothing half-applied */
-	for (uint32_t k = 0; k < ns && !st; k++) {
-		struct eshard *s = j->shards[k];
-		/* a reset writes zeros: no parameters, and optimizer state as a
-		 * fresh job has it (what the lost timeline's updates left goes) */
-		if (!snap_alloc(s, 0, true, &tmp[k])) {
-			st = zs_fail(err, ZS_ENOMEM, "out of memory");
-			break;
-		}
-		if (load)
-			st = load(ctx, &tmp[k], tmp[k].master, tmp[k].s0, tmp[k].s1, &tmp[k].step,
-				  err);
-		if (!st && k > 0 && tmp[k].step != at)
-			st = zs_fail(err, ZS_EIO, "the checkpoint's shards disagree on the step (%llu, %llu)",
-				     (unsigned long long)at, (unsigned long long)tmp[k].step);
-		at = tmp[k].step;
-	}
+	st = restore_load(j, tmp, ns, load, ctx, &at, err);
 	/*
 	 * The restore ends the job's timeline: the trainers' connections of it
 	 * get ZS_ERESUME from here on (their gathers held now too), a push
