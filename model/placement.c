@@ -129,17 +129,118 @@ static uint64_t run_end(const struct zs_unit *u, uint64_t r0)
 #define PLACE_SPLIT_MIN 8
 #define PLACE_SHARD_TARGET (4ull << 20)
 
+/* The shards placed so far, growing. */
+struct shard_list {
+	struct zs_shard *sh;
+	size_t n, cap;
+};
+
+/* Where a job's shards may go: servers sv (sorted by id), K copies of
+ * each on as many servers (on as many hosts when there are, hosts), a
+ * collective job's rank r's slices on rank_srv[r] when its hosts are
+ * named. */
+struct place_where {
+	const struct place_server *sv;
+	size_t n;
+	uint32_t K;
+	bool hosts;
+	const size_t *rank_srv;
+};
+
+/* Unit u's shards added to L, and what each server is charged for them to
+ * charge: each run of frozen or of trained tensors striped on its own; a
+ * collective job's slices one per rank. */
+static enum zs_status place_unit(const struct zs_job_spec *spec, uint32_t u,
+				 const struct place_where *w, struct shard_list *L,
+				 uint64_t *charge, struct zs_error *err)
+{
+	const struct place_server *sv = w->sv;
+	const size_t n = w->n;
+	const uint32_t K = w->K;
+	const struct zs_unit *un = &spec->layout.units[u];
+	unsigned dsz = zs_dtype_size(un->dtype ? un->dtype : spec->compute_dtype);
+	uint64_t align = spec->align_bytes / dsz ? spec->align_bytes / dsz : 1;
+	uint64_t parts = (un->numel * dsz + PLACE_SHARD_TARGET - 1) / PLACE_SHARD_TARGET;
+	uint32_t i = 0; /* the unit's next shard index */
+
+	if (parts < PLACE_SPLIT_MIN)
+		parts = PLACE_SPLIT_MIN;
+	if (parts > n)
+		parts = n;
+	/* each run of frozen or of trained tensors striped on its own
+	 * (one run, the whole unit, without frozen tensors), so that no
+	 * shard mixes them: a frozen shard takes no gradient */
+	for (uint64_t r0 = 0, r1; r0 < un->numel; r0 = r1) {
+		uint64_t rn, chunk;
+		r1 = spec->collective ? un->numel : run_end(un, r0);
+		rn = r1 - r0;
+		/* a collective job: a slice per rank, rank r's on one
+		 * server. A run gets the unit's parts in proportion */
+		if (spec->collective)
+			chunk = zs_slice_len(un->numel, spec->world_size);
+		else if (rn == un->numel)
+			chunk = round_up((rn + parts - 1) / parts, align);
+		else {
+			uint64_t p = (parts * rn + un->numel - 1) / un->numel;
+			chunk = round_up((rn + p - 1) / p, align);
+		}
+		for (uint64_t off = r0; off < r1; off += chunk, i++) {
+			uint64_t len = r1 - off < chunk ? r1 - off : chunk;
+			size_t k = w->rank_srv ? w->rank_srv[i] : spec->collective ? i % n : (u + i) % n;
+			size_t at[ZS_MAX_REPLICAS];
+
+			pick_copies(sv, n, k, K, w->hosts, at);
+			if (L->n + K > L->cap) {
+				size_t nc = L->cap ? L->cap * 2 : 64;
+				struct zs_shard *g = realloc(L->sh, nc * sizeof *g);
+				if (!g)
+					return zs_fail(err, ZS_ENOMEM, "out of memory placing a job");
+				L->sh = g;
+				L->cap = nc;
+			}
+			for (uint32_t c = 0; c < K; c++) {
+				L->sh[L->n] = (struct zs_shard){
+					.unit = u, .index = i, .server_id = sv[at[c]].id,
+					.offset = off, .length = len,
+					.padded = round_up(len, align),
+					.copy = c, .copies = K > 1 ? K : 0,
+				};
+				charge[at[c]] += zs_shard_state_bytes(spec, &L->sh[L->n]);
+				L->n++;
+			}
+		}
+	}
+	return ZS_OK;
+}
+
+/* Whether every server has room for what it was charged. */
+static enum zs_status check_charge(const struct zs_job_spec *spec,
+				   const struct place_server *sv, size_t n,
+				   const uint64_t *charge, struct zs_error *err)
+{
+	for (size_t k = 0; k < n; k++) {
+		char need[32], have[32];
+		if (charge[k] <= sv[k].free_bytes)
+			continue;
+		return zs_fail(err, ZS_ENOSPC,
+			       "server %llu%s%s%s cannot hold its share of job '%s': needs %s, has %s free",
+			       (unsigned long long)sv[k].id, sv[k].addr ? " (" : "",
+			       sv[k].addr ? sv[k].addr : "", sv[k].addr ? ")" : "",
+			       spec->name, zs_fmt_bytes(charge[k], need, sizeof need),
+			       zs_fmt_bytes(sv[k].free_bytes, have, sizeof have));
+	}
+	return ZS_OK;
+}
+
 enum zs_status place_job(const struct zs_job_spec *spec,
 			 const struct place_server *servers, size_t n,
 			 const struct zs_placement *prev,
 			 struct zs_placement *out, struct zs_error *err)
 {
-	const struct zs_layout *l = &spec->layout;
 	struct place_server *sv = NULL;
 	uint64_t *charge = NULL;
-	struct zs_shard *sh = NULL;
+	struct shard_list L = {0};
 	size_t *rank_srv = NULL; /* a collective job's rank -> server, by host */
-	size_t n_sh = 0, cap_sh = 0;
 	enum zs_status st = ZS_OK;
 
 	memset(out, 0, sizeof *out);
@@ -167,80 +268,14 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 	    (st = ranks_on_hosts(spec, sv, n, &rank_srv, err)))
 		goto clean;
 
-	for (uint32_t u = 0; u < l->n_units; u++) {
-		const struct zs_unit *un = &l->units[u];
-		unsigned dsz = zs_dtype_size(un->dtype ? un->dtype : spec->compute_dtype);
-		uint64_t align = spec->align_bytes / dsz ? spec->align_bytes / dsz : 1;
-		uint64_t parts = (un->numel * dsz + PLACE_SHARD_TARGET - 1) / PLACE_SHARD_TARGET;
-		uint32_t i = 0; /* the unit's next shard index */
-		if (parts < PLACE_SPLIT_MIN)
-			parts = PLACE_SPLIT_MIN;
-		if (parts > n)
-			parts = n;
-		/* each run of frozen or of trained tensors striped on its own
-		 * (one run, the whole unit, without frozen tensors), so that no
-		 * shard mixes them: a frozen shard takes no gradient */
-		for (uint64_t r0 = 0, r1; r0 < un->numel; r0 = r1) {
-			uint64_t rn, chunk;
-			r1 = spec->collective ? un->numel : run_end(un, r0);
-			rn = r1 - r0;
-			/* a collective job: a slice per rank, rank r's on one
-			 * server. A run gets the unit's parts in proportion */
-			if (spec->collective)
-				chunk = zs_slice_len(un->numel, spec->world_size);
-			else if (rn == un->numel)
-				chunk = round_up((rn + parts - 1) / parts, align);
-			else {
-				uint64_t p = (parts * rn + un->numel - 1) / un->numel;
-				chunk = round_up((rn + p - 1) / p, align);
-			}
-			for (uint64_t off = r0; off < r1; off += chunk, i++) {
-				uint64_t len = r1 - off < chunk ? r1 - off : chunk;
-				size_t k = rank_srv ? rank_srv[i] : spec->collective ? i % n : (u + i) % n;
-				size_t at[ZS_MAX_REPLICAS];
-
-				pick_copies(sv, n, k, K, hosts, at);
-				if (n_sh + K > cap_sh) {
-					size_t nc = cap_sh ? cap_sh * 2 : 64;
-					struct zs_shard *g = realloc(sh, nc * sizeof *sh);
-					if (!g) {
-						st = zs_fail(err, ZS_ENOMEM,
-							     "out of memory placing a job");
-						goto clean;
-					}
-					sh = g;
-					cap_sh = nc;
-				}
-				for (uint32_t c = 0; c < K; c++) {
-					sh[n_sh] = (struct zs_shard){
-						.unit = u, .index = i, .server_id = sv[at[c]].id,
-						.offset = off, .length = len,
-						.padded = round_up(len, align),
-						.copy = c, .copies = K > 1 ? K : 0,
-					};
-					charge[at[c]] += zs_shard_state_bytes(spec, &sh[n_sh]);
-					n_sh++;
-				}
-			}
-		}
-	}
-
-	for (size_t k = 0; k < n; k++) {
-		char need[32], have[32];
-		if (charge[k] <= sv[k].free_bytes)
-			continue;
-		st = zs_fail(err, ZS_ENOSPC,
-			     "server %llu%s%s%s cannot hold its share of job '%s': needs %s, has %s free",
-			     (unsigned long long)sv[k].id, sv[k].addr ? " (" : "",
-			     sv[k].addr ? sv[k].addr : "", sv[k].addr ? ")" : "",
-			     spec->name, zs_fmt_bytes(charge[k], need, sizeof need),
-			     zs_fmt_bytes(sv[k].free_bytes, have, sizeof have));
+	for (uint32_t u = 0; u < spec->layout.n_units && !st; u++)
+		st = place_unit(spec, u, &(struct place_where){sv, n, K, hosts, rank_srv}, &L,
+				charge, err);
+	if (st || (st = check_charge(spec, sv, n, charge, err)))
 		goto clean;
-	}
-
-	out->shards = sh;
-	out->n_shards = (uint32_t)n_sh;
-	sh = NULL;
+	out->shards = L.sh;
+	out->n_shards = (uint32_t)L.n;
+	L.sh = NULL;
 	if (!prev)
 		out->epoch = 1;
 	else if (prev->n_shards == out->n_shards &&
@@ -251,7 +286,7 @@ enum zs_status place_job(const struct zs_job_spec *spec,
 		out->epoch = prev->epoch + 1;
 clean:
 	free(rank_srv);
-	free(sh);
+	free(L.sh);
 	free(charge);
 	free(sv);
 	return st;
