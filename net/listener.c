@@ -355,13 +355,106 @@ enum zs_status lsn_begin_write(struct zs_lconn *c, struct zs_xfer *x, void **dst
 }
 
 /* Handles one frame; nonzero ends the connection. */
+/* A push whose payload went into the arena slot its PUSH_BEGIN took (a
+ * peer that addresses the arena): the slot's, done. */
+static int on_push_slot(struct zs_lconn *c, const struct zs_frame *f)
+{
+	struct zs_listener *l = c->l;
+
+	pthread_mutex_lock(&c->smu);
+	for (size_t i = 0; i < c->n_slots; i++) {
+		struct slot s = c->slots[i];
+		struct zs_sop *op;
+		if (s.req_id != f->req_id)
+			continue;
+		c->slots[i] = c->slots[--c->n_slots];
+		pthread_mutex_unlock(&c->smu);
+		if (!(op = lsn_new_sop(c, f, &s.x, s.t0)))
+			return -1;
+		l->t.write_done(l->t.ctx, op, c->job, c->rank, &s.x, s.dst);
+		return 0;
+	}
+	pthread_mutex_unlock(&c->smu);
+	lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH without PUSH_BEGIN");
+	return -1;
+}
+
+/* A push with its payload on the stream: straight into the target's
+ * landing buffer, no intermediate copy, in pieces the target may reduce
+ * as they land. */
+static int on_push(struct zs_lconn *c, const struct zs_frame *f, struct zs_xfer *x, int64_t t0)
+{
+	struct zs_listener *l = c->l;
+	struct zs_error err = {0};
+	struct zs_sop *op;
+	void *dst;
+
+	if (f->payload_len != x->length * zs_dtype_size(x->dtype)) {
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH payload size does not match its range");
+		return -1;
+	}
+	if (lsn_begin_write(c, x, &dst, &err)) {
+		if (zs_drain(c->fd, f->payload_len))
+			return -1;
+		lsn_send_error(c, f->req_id, err.code, err.msg);
+		return 0;
+	}
+	for (uint64_t got = 0; got < f->payload_len;) {
+		uint64_t k = f->payload_len - got < (1u << 20) ? f->payload_len - got : (1u << 20);
+		if (zs_read_full(c->fd, (uint8_t *)dst + got, k)) {
+			l->t.write_abort(l->t.ctx, c->job, c->rank, x, dst);
+			return -1;
+		}
+		got += k;
+		if (l->t.write_progress && got < f->payload_len)
+			l->t.write_progress(l->t.ctx, c->job, c->rank, x, dst, got);
+	}
+	if (!(op = lsn_new_sop(c, f, x, t0)))
+		return -1;
+	l->t.write_done(l->t.ctx, op, c->job, c->rank, x, dst);
+	return 0;
+}
+
+/* A peer that addresses the arena asks for a landing buffer: its offset
+ * in the arena, kept as a slot until the PUSH that fills it. */
+static int on_push_begin(struct zs_lconn *c, const struct zs_frame *f, struct zs_xfer *x,
+			 int64_t t0)
+{
+	struct zs_listener *l = c->l;
+	struct zs_frame r = {.op = ZS_OP_PUSH_SLOT, .req_id = f->req_id, .job = c->job};
+	struct zs_error err = {0};
+	struct slot *g;
+	void *dst;
+
+	if (!(c->offsets) || f->payload_len) {
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for peers that address the arena");
+		return -1;
+	}
+	if (lsn_begin_write(c, x, &dst, &err)) {
+		lsn_send_error(c, f->req_id, err.code, err.msg);
+		return 0;
+	}
+	pthread_mutex_lock(&c->smu);
+	g = realloc(c->slots, (c->n_slots + 1) * sizeof *g);
+	if (g) {
+		c->slots = g;
+		g[c->n_slots++] = (struct slot){f->req_id, *x, dst, t0};
+	}
+	pthread_mutex_unlock(&c->smu);
+	if (!g) {
+		l->t.write_abort(l->t.ctx, c->job, c->rank, x, dst);
+		return -1;
+	}
+	r.aux = (uint64_t)((uint8_t *)dst - l->arena);
+	return lsn_send_frame(c, &r, NULL, 0, -1);
+}
+
 static int handle(struct zs_lconn *c, const struct zs_frame *f)
 {
 	struct zs_listener *l = c->l;
 	struct zs_error err = {0};
 	struct zs_xfer x;
 	struct zs_sop *op;
-	void *dst;
 	int64_t t0 = zs_now_ns();
 
 	if (f->op == ZS_OP_HELLO)
@@ -396,79 +489,9 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 	case ZS_OP_PUSH:
 		if (x.device)
 			return lsn_on_device_push(c, f, &x, t0);
-		if (c->offsets) {
-			pthread_mutex_lock(&c->smu);
-			for (size_t i = 0; i < c->n_slots; i++) {
-				if (c->slots[i].req_id != f->req_id)
-					continue;
-				dst = c->slots[i].dst;
-				x = c->slots[i].x;
-				t0 = c->slots[i].t0;
-				c->slots[i] = c->slots[--c->n_slots];
-				pthread_mutex_unlock(&c->smu);
-				op = lsn_new_sop(c, f, &x, t0);
-				if (!op)
-					return -1;
-				l->t.write_done(l->t.ctx, op, c->job, c->rank, &x, dst);
-				return 0;
-			}
-			pthread_mutex_unlock(&c->smu);
-			lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH without PUSH_BEGIN");
-			return -1;
-		}
-		if (f->payload_len != x.length * zs_dtype_size(x.dtype)) {
-			lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH payload size does not match its range");
-			return -1;
-		}
-		if (lsn_begin_write(c, &x, &dst, &err)) {
-			if (zs_drain(c->fd, f->payload_len))
-				return -1;
-			lsn_send_error(c, f->req_id, err.code, err.msg);
-			return 0;
-		}
-		/* straight into the target's staging slot, no intermediate copy,
-		 * in pieces the target may reduce as they land */
-		for (uint64_t got = 0; got < f->payload_len;) {
-			uint64_t k = f->payload_len - got < (1u << 20) ? f->payload_len - got
-								      : (1u << 20);
-			if (zs_read_full(c->fd, (uint8_t *)dst + got, k)) {
-				l->t.write_abort(l->t.ctx, c->job, c->rank, &x, dst);
-				return -1;
-			}
-			got += k;
-			if (l->t.write_progress && got < f->payload_len)
-				l->t.write_progress(l->t.ctx, c->job, c->rank, &x, dst, got);
-		}
-		op = lsn_new_sop(c, f, &x, t0);
-		if (!op)
-			return -1;
-		l->t.write_done(l->t.ctx, op, c->job, c->rank, &x, dst);
-		return 0;
-	case ZS_OP_PUSH_BEGIN: {
-		struct zs_frame r = {.op = ZS_OP_PUSH_SLOT, .req_id = f->req_id, .job = c->job};
-		struct slot *g;
-		if (!(c->offsets) || f->payload_len) {
-			lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH_BEGIN is for peers that address the arena");
-			return -1;
-		}
-		if (lsn_begin_write(c, &x, &dst, &err)) {
-			lsn_send_error(c, f->req_id, err.code, err.msg);
-			return 0;
-		}
-		pthread_mutex_lock(&c->smu);
-		g = realloc(c->slots, (c->n_slots + 1) * sizeof *g);
-		if (g) {
-			c->slots = g;
-			g[c->n_slots++] = (struct slot){f->req_id, x, dst, t0};
-		}
-		pthread_mutex_unlock(&c->smu);
-		if (!g) {
-			l->t.write_abort(l->t.ctx, c->job, c->rank, &x, dst);
-			return -1;
-		}
-		r.aux = (uint64_t)((uint8_t *)dst - l->arena);
-		return lsn_send_frame(c, &r, NULL, 0, -1);
-	}
+		return c->offsets ? on_push_slot(c, f) : on_push(c, f, &x, t0);
+	case ZS_OP_PUSH_BEGIN:
+		return on_push_begin(c, f, &x, t0);
 	default:
 		lsn_send_error(c, f->req_id, ZS_EPROTO, "unexpected frame op");
 		return -1;
