@@ -217,6 +217,40 @@ static bool standby_leader(const grpc_metadata_array *md, char *out, size_t len)
 	return false;
 }
 
+/* A call's non-OK status as the caller's error, said plainly: a standby
+ * coordinator's refusal (refused: in its own words), TLS refusing the
+ * channel, an unreachable target, a deadline (bound ms), a method the
+ * target does not serve. */
+static enum zs_status status_error(struct zs_rpc_client *c, const char *path,
+				   grpc_status_code code, grpc_slice details, bool refused,
+				   int flags, int bound, struct zs_error *err)
+{
+	char *d = grpc_slice_to_c_string(details);
+	enum zs_status st = rpc_from_grpc(code), tst;
+
+	if (refused)
+		zs_fail(err, st, "%s", d); /* a standby's own words */
+	else if (code == GRPC_STATUS_UNAVAILABLE && (tst = tls_explains(c, d, err)))
+		st = tst;
+	else if (code == GRPC_STATUS_UNAVAILABLE)
+		zs_fail(err, st, "cannot reach %s: %s", c->target, d);
+	else if (code == GRPC_STATUS_DEADLINE_EXCEEDED && (flags & ZS_RPC_WAIT_FOR_READY) &&
+		 grpc_channel_check_connectivity_state(c->ch, 0) ==
+			 GRPC_CHANNEL_TRANSIENT_FAILURE &&
+		 (tst = tls_explains(c, NULL, err)))
+		st = tst;
+	else if (code == GRPC_STATUS_DEADLINE_EXCEEDED)
+		zs_fail(err, st, "%s did not answer %s within %d ms",
+			c->target, path, bound);
+	else if (code == GRPC_STATUS_UNIMPLEMENTED)
+		zs_fail(err, st, "%s does not serve %s (wrong address?)",
+			c->target, path);
+	else
+		zs_fail(err, st, "%s", d);
+	gpr_free(d);
+	return st;
+}
+
 enum zs_status zs_rpc_invoke_ex(struct zs_rpc_client *c, const char *path,
 				const void *req, size_t req_len, uint8_t **resp,
 				size_t *resp_len, int timeout_ms, int flags, bool *standby,
@@ -295,32 +329,12 @@ enum zs_status zs_rpc_invoke_ex(struct zs_rpc_client *c, const char *path,
 		st = zs_fail(err, ZS_EINTERNAL, "%s: call %s did not complete",
 			     c->target, path);
 	if (!st && code != GRPC_STATUS_OK) {
-		char *d = grpc_slice_to_c_string(details);
-		st = rpc_from_grpc(code);
+		/* a standby coordinator names the leader in its trailers */
 		bool refused = code == GRPC_STATUS_UNAVAILABLE &&
 			       standby_leader(&trail_md, leader, leader_len);
 		if (standby)
 			*standby = refused;
-		if (refused)
-			zs_fail(err, st, "%s", d); /* a standby's own words */
-		else if (code == GRPC_STATUS_UNAVAILABLE && (tst = tls_explains(c, d, err)))
-			st = tst;
-		else if (code == GRPC_STATUS_UNAVAILABLE)
-			zs_fail(err, st, "cannot reach %s: %s", c->target, d);
-		else if (code == GRPC_STATUS_DEADLINE_EXCEEDED && (flags & ZS_RPC_WAIT_FOR_READY) &&
-			 grpc_channel_check_connectivity_state(c->ch, 0) ==
-				 GRPC_CHANNEL_TRANSIENT_FAILURE &&
-			 (tst = tls_explains(c, NULL, err)))
-			st = tst;
-		else if (code == GRPC_STATUS_DEADLINE_EXCEEDED)
-			zs_fail(err, st, "%s did not answer %s within %d ms",
-				c->target, path, bound);
-		else if (code == GRPC_STATUS_UNIMPLEMENTED)
-			zs_fail(err, st, "%s does not serve %s (wrong address?)",
-				c->target, path);
-		else
-			zs_fail(err, st, "%s", d);
-		gpr_free(d);
+		st = status_error(c, path, code, details, refused, flags, bound, err);
 	}
 	if (!st && rpc_bb_to(recv, resp, resp_len))
 		st = zs_fail(err, ZS_ENOMEM, "cannot read reply");
