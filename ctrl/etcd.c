@@ -287,8 +287,16 @@ enum zs_status zs_etcd_create(struct zs_etcd *e, const void *key, size_t klen, c
 	if (r->n_responses) {
 		Etcdserverpb__ResponseOp *o = r->responses[r->n_responses - 1];
 		if (o->response_case == ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE &&
-		    o->response_range->n_kvs)
+		    o->response_range->n_kvs) {
 			*create_rev = o->response_range->kvs[0]->create_revision;
+			/* there, bound to our own lease: our earlier create,
+			 * whose answer was lost (a call that timed out after
+			 * etcd applied it). Only the lease's holder binds a key
+			 * to it: the key is ours (a coordinator that took this
+			 * for another's stood by behind itself for good) */
+			if (lease && o->response_range->kvs[0]->lease == lease)
+				*won = true;
+		}
 	}
 	etcdserverpb__txn_response__free_unpacked(r, NULL);
 	if (!*create_rev) /* gone again at once (its lease ended): no holder */

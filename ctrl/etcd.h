@@ -50,8 +50,9 @@ enum zs_status zs_etcd_get(struct zs_etcd *e, const void *key, size_t klen,
 
 /*
  * Creates key = val bound to lease unless key exists, in one transaction.
- * *won: whether this call created it; *create_rev: the key's create
- * revision either way (the fence of whoever holds it).
+ * *won: whether the key is ours: this call created it, or an earlier one
+ * with the same lease did (its answer lost); *create_rev: the key's
+ * create revision either way (the fence of whoever holds it).
  */
 enum zs_status zs_etcd_create(struct zs_etcd *e, const void *key, size_t klen, const void *val,
 			      size_t vlen, int64_t lease, bool *won, int64_t *create_rev,

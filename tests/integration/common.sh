@@ -48,6 +48,15 @@ wait_file() { # file seconds
 	[ -s "$1" ]
 }
 
+wait_until() { # seconds command...: true once the command succeeds, false past the deadline
+	_end=$(($(date +%s) + $1))
+	shift
+	until "$@"; do
+		[ "$(date +%s)" -lt "$_end" ] || return 1
+		sleep 0.1
+	done
+}
+
 free_port() {
 	"$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

@@ -76,8 +76,10 @@ sleep 0.5 # a leads: the first to campaign
 coord b "$B" "$mb"
 ctl() { "$bin/zshardctl" --coordinator "$L" --timeout-ms 5000 "$@"; }
 leader() { ctl status 2>/dev/null | sed -n 's/^coordinator \([^ ]*\) .*/\1/p'; }
-i=0
-until [ -n "$(leader)" ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+# deadlines, not counts of tries: each try may wait out ctl's 5 s
+has_leader() { [ -n "$(leader)" ]; }
+leads_now() { [ "$(leader)" = "$1" ]; }
+wait_until 20 has_leader
 [ "$(leader)" = "$A" ] || fail "the first coordinator does not lead (leader: '$(leader)')"
 ctl status | grep -q "leading, catalog in etcd $E" || fail "status does not say it leads: $(ctl status)"
 leads() { # METRICS_PORT: the coordinator's zshard_coordinator_leader
@@ -104,8 +106,7 @@ ctl job create "$dir/ha.json" >/dev/null || fail "cannot create a job through th
 t0=$(date +%s%N)
 kill "$ca"
 wait "$ca"
-i=0
-until [ "$(leader)" = "$B" ] || [ $i -ge 100 ]; do sleep 0.05; i=$((i + 1)); done
+wait_until 20 leads_now "$B"
 [ "$(leader)" = "$B" ] || fail "the standby did not take over from a clean stop"
 [ "$(leads "$mb")" = 1 ] || fail "zshard_coordinator_leader is not 1 at the new leader"
 echo "ha: a clean stop handed the lead over in $((($(date +%s%N) - t0) / 1000000)) ms"
@@ -134,8 +135,6 @@ echo "$out" | grep -q "no coordinator of $L leads or answers" || fail "client er
 pkill -CONT -f -- "--data-dir $dir/etcd-0"
 pkill -CONT -f -- "--data-dir $dir/etcd-2"
 coord b "$B" "$mb" # its supervisor starts it again
-i=0
-until [ -n "$(leader)" ] || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
-[ -n "$(leader)" ] || fail "no coordinator leads once etcd is back (30 s)"
+wait_until 30 has_leader || fail "no coordinator leads once etcd is back (30 s)"
 ctl job show ha --json | grep -q '"stage": 2' || fail "the stage set before the outage was lost"
 echo "ha: passed (etcd $E; coordinators $L, led by $(leader) at the end)"

@@ -106,6 +106,15 @@ static void test_lease_and_election(void **st)
 	assert_int_equal(zs_etcd_create(e, "/t/leader", 9, "b", 1, l2, &won, &r2, &err), ZS_OK);
 	assert_false(won);
 	assert_int_equal(r2, r1); /* the holder's fence */
+	/* the holder's create sent again (its first answer lost, a timeout
+	 * after etcd applied it): the key is its own, at the same fence; a
+	 * coordinator that took it for another's stood by behind itself */
+	won = false;
+	assert_int_equal(zs_etcd_create(e, "/t/leader", 9, "a", 1, l1, &won, &r2, &err), ZS_OK);
+	assert_true(won);
+	assert_int_equal(r2, r1);
+	assert_int_equal(zs_etcd_create(e, "/t/leader", 9, "b", 1, l2, &won, &r2, &err), ZS_OK);
+	assert_false(won); /* still not the other lease's */
 	assert_int_equal(zs_etcd_lease_keepalive(e, l1, &ttl, &err), ZS_OK);
 	assert_true(ttl > 0);
 	assert_int_equal(zs_etcd_lease_revoke(e, l1, &err), ZS_OK);
