@@ -249,7 +249,7 @@ $(BUILD)/tests/test_crash: $(BUILD)/obj/tests/integration/test_crash.o $(TRAIN_O
 $(BUILD)/tests/test_security: $(BUILD)/obj/tests/integration/test_security.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_replica: $(BUILD)/obj/tests/integration/test_replica.o \
 	$(BUILD)/obj/tests/integration/replica_common.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
-$(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(TEST_HARNESS) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(BUILD)/obj/tests/integration/cluster_cli.o $(TEST_HARNESS) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_etcd: $(BUILD)/obj/tests/integration/test_etcd.o $(TEST_HARNESS) $(CORE_LIB)
 $(BUILD)/tests/test_norms: $(BUILD)/obj/tests/integration/test_norms.o $(TEST_HARNESS) $(CORE_LIB)
 CATALOG_OBJ := $(TEST_HARNESS) $(BUILD)/obj/tests/integration/catalog_common.o
