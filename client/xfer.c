@@ -15,20 +15,82 @@ static bool moves(const zs_trainer *t, const struct zs_shard *sh, unsigned u, in
 	return sh->unit == u && (only < 0 || sh->index == (uint32_t)only);
 }
 
-/* Posts one transfer per shard of unit (only >= 0: its shard of that
- * index alone; slice: src holds just that shard's f32 elements; init: -1
- * no initial upload, 0 the parameters, 1 or 2 that optimizer array); on failure
- * cancels nothing posted (they complete on their own) but reports the
- * error through the op. */
-static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
-		    const void *src, int init, bool partial, int only, bool slice, bool dev,
-		    zs_op **out)
+/* What an op moves beyond its unit and step: init -1 (no initial
+ * upload), 0 (the parameters) or k (optimizer array k); partial: a
+ * micro-batch's push; only >= 0: the shard of that index alone
+ * (TR_ONLY_TRAINED: those not frozen); slice: the caller's buffer holds
+ * just that shard's f32 elements; dev: the push is from device memory. */
+struct xfer_how {
+	int init;
+	bool partial;
+	int only;
+	bool slice, dev;
+};
+
+/* Posts shard sh's transfer x of op (the gather into dst, or the push of
+ * from): ZS_OK, or what the post said. */
+static enum zs_status post_one(zs_trainer *t, zs_op *op, const struct zs_shard *sh,
+			       const struct zs_xfer *x, uint8_t *dst, const uint8_t *from,
+			       bool device, struct zs_error *err)
 {
+	struct zs_dev_src ds;
+	enum zs_status st;
+
+	if (device) { /* the server takes it from device memory */
+		if ((st = tr_dv_src(t, from, &ds, err)))
+			return st;
+		return zs_post_write_device(tr_conn(t, sh->server_id, false), x, &ds,
+					    &op->req[op->n], err);
+	}
+	return from ? zs_post_write(tr_conn(t, sh->server_id, false), x, from, &op->req[op->n], err)
+		    : zs_post_read(tr_conn(t, sh->server_id, true), x, dst, &op->req[op->n], err);
+}
+
+/* A new op of unit u at step for the shards h moves (with room for their
+ * requests, and for what a failover sends again); *moved: the elements
+ * it moves (a frozen shard's push is a step mark: none). */
+static zs_op *op_new(zs_trainer *t, unsigned u, unsigned long long step, bool push,
+		     const struct xfer_how *h, uint64_t *moved)
+{
+	uint32_t n = 0;
+	zs_op *op;
+
+	*moved = 0;
+	for (uint32_t i = 0; i < t->job.placement.n_shards; i++)
+		if (moves(t, &t->job.placement.shards[i], u, h->only)) {
+			n++;
+			if (!push || h->init >= 0 ||
+			    !zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]))
+				*moved += t->job.placement.shards[i].length;
+		}
+	op = calloc(1, sizeof *op + n * (sizeof op->req[0] + sizeof *op->rq));
+	if (!op)
+		return NULL;
+	/* what each request is, to send it again after a failover */
+	if (t->job.spec.replicas > 1)
+		op->rq = (struct tr_rq *)&op->req[n];
+	op->t = t;
+	op->unit = u;
+	op->step = step;
+	op->final_push = push && h->init < 0 && !h->partial;
+	op->only = h->only;
+	return op;
+}
+
+/* Posts one transfer per shard of unit u that h moves (the gather into
+ * dst, or the push or upload of src); on failure cancels nothing posted
+ * (they complete on their own) but reports the error through the op. */
+static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
+		    const void *src, const struct xfer_how *h, zs_op **out)
+{
+	/* a step mark's value from device memory, which the server ignores
+	 * (writable: an RDMA transport registers what it sends); from host
+	 * memory, the first element of the shard's own gradient */
+	static uint8_t dev_mark[ZS_MARK_LEN * 8];
 	const struct zs_unit *un;
 	enum zs_dtype dt;
 	unsigned dsz;
-	uint32_t n = 0;
-	uint64_t moved = 0; /* elements the op moves */
+	uint64_t moved; /* elements the op moves */
 	zs_op *op;
 	uint32_t micro = 0;
 
@@ -39,75 +101,41 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	if (!dst && !src)
 		return tr_fail(t, ZS_EINVAL, "unit %u: a NULL buffer", u);
 	un = &t->job.spec.layout.units[u];
-	dt = init >= 0 || slice ? ZS_F32 : un->dtype;
+	dt = h->init >= 0 || h->slice ? ZS_F32 : un->dtype;
 	dsz = zs_dtype_size(dt);
-	for (uint32_t i = 0; i < t->job.placement.n_shards; i++)
-		if (moves(t, &t->job.placement.shards[i], u, only)) {
-			n++;
-			/* a frozen shard's push is a step mark: no gradient */
-			if (!src || init >= 0 || !zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]))
-				moved += t->job.placement.shards[i].length;
-		}
-	op = calloc(1, sizeof *op + n * (sizeof op->req[0] + sizeof *op->rq));
-	if (!op)
+	if (!(op = op_new(t, u, step, src != NULL, h, &moved)))
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
-	/* what each request is, to send it again after a failover */
-	if (t->job.spec.replicas > 1)
-		op->rq = (struct tr_rq *)&op->req[n];
-	if (partial && src && !t->micro &&
+	if (h->partial && src && !t->micro &&
 	    !(t->micro = calloc(t->job.spec.layout.n_units, sizeof *t->micro))) {
 		free(op);
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
 	}
-	if (partial && src) {
+	if (h->partial && src) {
 		if (t->micro[u].step1 != step + 1)
 			t->micro[u] = (struct tr_micro){.step1 = step + 1};
 		micro = t->micro[u].n++;
 	}
-	op->t = t;
-	op->unit = u;
-	op->step = step;
-	op->final_push = src && init < 0 && !partial;
-	op->only = only;
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
-		/* a step mark's value, which the server ignores: the first
-		 * element of the shard's own gradient (host memory the transport
-		 * may have registered), or from device memory these (writable:
-		 * an RDMA transport registers what it sends) */
-		static uint8_t dev_mark[ZS_MARK_LEN * 8];
 		const struct zs_shard *sh = &t->job.placement.shards[i];
-		if (!moves(t, sh, u, only)) /* before the layout is read for it */
+		if (!moves(t, sh, u, h->only)) /* before the layout is read for it */
 			continue;
-		bool is_mark = src && init < 0 && zs_shard_marks(&t->job.spec, sh);
+		bool is_mark = src && h->init < 0 && zs_shard_marks(&t->job.spec, sh);
 		struct zs_xfer x = {.unit = u, .offset = sh->offset,
 				    .length = is_mark ? ZS_MARK_LEN : sh->length,
-				    .step = step, .dtype = dt, .init = init >= 0, .partial = partial,
-				    .state_read = init > 0, .state = init > 0 ? init : -1,
-				    .micro = micro};
-		const uint8_t *from = !src ? NULL : is_mark && dev ? dev_mark
-					: (const uint8_t *)src + (slice ? 0 : sh->offset * dsz);
+				    .step = step, .dtype = dt, .init = h->init >= 0,
+				    .partial = h->partial, .state_read = h->init > 0,
+				    .state = h->init > 0 ? h->init : -1, .micro = micro};
+		const uint8_t *from = !src ? NULL : is_mark && h->dev ? dev_mark
+					: (const uint8_t *)src + (h->slice ? 0 : sh->offset * dsz);
+		uint8_t *to = src ? NULL : (uint8_t *)dst + sh->offset * dsz;
 		struct zs_error err = {0};
 		enum zs_status st;
 		if (op->rq)
-			op->rq[op->n] = (struct tr_rq){
-				.server = sh->server_id, .x = x,
-				.dst = src ? NULL : (uint8_t *)dst + sh->offset * dsz,
-				.src = from};
-		if (src && dev && !is_mark) { /* the server takes it from device memory */
-			struct zs_dev_src ds;
-			st = tr_dv_src(t, from, &ds, &err);
-			if (!st)
-				st = zs_post_write_device(tr_conn(t, sh->server_id, false), &x, &ds,
-							  &op->req[op->n], &err);
-		} else {
-			st = src ? zs_post_write(tr_conn(t, sh->server_id, false), &x, from,
-						 &op->req[op->n], &err)
-				 : zs_post_read(tr_conn(t, sh->server_id, true), &x,
-						(uint8_t *)dst + sh->offset * dsz, &op->req[op->n],
-						&err);
-		}
+			op->rq[op->n] = (struct tr_rq){.server = sh->server_id, .x = x, .dst = to,
+						       .src = from};
+		st = post_one(t, op, sh, &x, to, from, src && h->dev && !is_mark, &err);
 		if (st == ZS_EAGAIN && op->n == 0) {
-			if (partial && src) /* not sent: its index is the next one's */
+			if (h->partial && src) /* not sent: its index is the next one's */
 				t->micro[u].n--;
 			free(op);
 			return tr_fail(t, ZS_EAGAIN, "too many transfers in flight");
@@ -120,7 +148,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		}
 		if (st) {
 			/* what was posted still completes; the op reports this */
-			op->status = st == ZS_EAGAIN ? ZS_EAGAIN : st;
+			op->status = st;
 			zs_fmt(op->msg, sizeof op->msg, "%s",
 			       st == ZS_EAGAIN ? "too many transfers in flight" : err.msg);
 			break;
@@ -130,7 +158,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	if (src) {
 		t->ctr.pushes++;
 		t->ctr.bytes_pushed += moved * dsz;
-		if (dev)
+		if (h->dev)
 			t->ctr.bytes_pushed_device += moved * dsz;
 	} else {
 		t->ctr.gathers++;
@@ -145,12 +173,14 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 		 const void *src, int init, bool partial, zs_op **out)
 {
-	return start_ex(t, u, step, dst, src, init, partial, -1, false, false, out);
+	return start_ex(t, u, step, dst, src, &(struct xfer_how){init, partial, -1, false, false},
+			out);
 }
 
 int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op)
 {
-	return start_ex(t, u, t->step, dst, NULL, -1, false, (int)t->rank, false, false, op);
+	return start_ex(t, u, t->step, dst, NULL,
+			&(struct xfer_how){-1, false, (int)t->rank, false, false}, op);
 }
 
 int tr_gather_trained(zs_trainer *t, unsigned u, void *dst, zs_op **op)
@@ -160,20 +190,21 @@ int tr_gather_trained(zs_trainer *t, unsigned u, void *dst, zs_op **op)
 	for (uint32_t i = 0; i < t->job.placement.n_shards && !any; i++)
 		any = moves(t, &t->job.placement.shards[i], u, TR_ONLY_TRAINED);
 	*op = NULL;
-	return any ? start_ex(t, u, t->step, dst, NULL, -1, false, TR_ONLY_TRAINED, false, false,
-			      op)
+	return any ? start_ex(t, u, t->step, dst, NULL,
+			      &(struct xfer_how){-1, false, TR_ONLY_TRAINED, false, false}, op)
 		   : ZS_OK;
 }
 
 int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op)
 {
-	return start_ex(t, u, t->step, NULL, src, -1, false, (int)t->rank, true, false, op);
+	return start_ex(t, u, t->step, NULL, src,
+			&(struct xfer_how){-1, false, (int)t->rank, true, false}, op);
 }
 
 int tr_push_device(zs_trainer *t, unsigned u, const void *dsrc, bool slice, zs_op **op)
 {
-	return start_ex(t, u, t->step, NULL, dsrc, -1, false, slice ? (int)t->rank : -1, slice,
-			true, op);
+	return start_ex(t, u, t->step, NULL, dsrc,
+			&(struct xfer_how){-1, false, slice ? (int)t->rank : -1, slice, true}, op);
 }
 
 int zs_gather(zs_trainer *t, unsigned u, unsigned long long step, void *dst, zs_op **op)
@@ -215,8 +246,8 @@ int zs_init_unit_state(zs_trainer *t, unsigned u, unsigned array, const float *s
 			       array, t->job.spec.name, zs_optim_name(t->job.spec.optim.kind), n,
 			       n == 1 ? "" : "s");
 	/* shards of frozen tensors alone keep no optimizer state */
-	if ((rc = start_ex(t, u, 0, NULL, state, (int)array, false, TR_ONLY_TRAINED, false, false,
-			   &op)))
+	if ((rc = start_ex(t, u, 0, NULL, state,
+			   &(struct xfer_how){(int)array, false, TR_ONLY_TRAINED, false, false}, &op)))
 		return rc;
 	return tr_wait_or_park(t, op, TR_OP_TIMEOUT_MS);
 }
