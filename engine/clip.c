@@ -125,7 +125,7 @@ static double trained_sumsq(struct engine *e, struct eshard *s)
 {
 	double sum = 0;
 
-	if (s->gpu)
+	if (s->dev.on)
 		eng_dev_acc_out(e, s);
 	if (!s->frozen)
 		return zs_sumsq(s->acc, s->sh.length);

@@ -78,21 +78,21 @@ static float *dalloc(struct engine *e, size_t bytes, bool zero)
 enum zs_status eng_dev_shard_init(struct engine *e, struct eshard *s, size_t pad,
 				  unsigned arrays, struct zs_error *err)
 {
-	s->gpu = true;
+	s->dev.on = true;
 	s->master = NULL;
 	s->copy = zs_listener_alloc(e->l, pad * s->dsz); /* what gathers read */
 	if (!s->copy)
 		return zs_fail(err, ZS_ENOSPC, "the shard arena is full: unit %u shard %u needs %zu bytes",
 			       s->sh.unit, s->sh.index, pad * s->dsz);
-	s->dmaster = dalloc(e, pad * 4, false);
-	s->ds0 = arrays > 1 ? dalloc(e, pad * 4, true) : NULL;
-	s->ds1 = arrays > 2 ? dalloc(e, pad * 4, true) : NULL;
-	s->dacc = dalloc(e, pad * 4, false);
-	s->dbacc = (struct zs_bacc *)dalloc(e, pad * sizeof *s->dbacc, true);
-	s->dx = dalloc(e, pad * 4, false); /* one push: f32 at most */
-	s->dcopy = s->dt == ZS_F32 ? NULL : dalloc(e, pad * s->dsz, false);
-	if (!s->dmaster || (arrays > 1 && !s->ds0) || (arrays > 2 && !s->ds1) || !s->dacc ||
-	    !s->dbacc || !s->dx || (s->dt != ZS_F32 && !s->dcopy))
+	s->dev.master = dalloc(e, pad * 4, false);
+	s->dev.s0 = arrays > 1 ? dalloc(e, pad * 4, true) : NULL;
+	s->dev.s1 = arrays > 2 ? dalloc(e, pad * 4, true) : NULL;
+	s->dev.acc = dalloc(e, pad * 4, false);
+	s->dev.bacc = (struct zs_bacc *)dalloc(e, pad * sizeof *s->dev.bacc, true);
+	s->dev.x = dalloc(e, pad * 4, false); /* one push: f32 at most */
+	s->dev.copy = s->dt == ZS_F32 ? NULL : dalloc(e, pad * s->dsz, false);
+	if (!s->dev.master || (arrays > 1 && !s->dev.s0) || (arrays > 2 && !s->dev.s1) || !s->dev.acc ||
+	    !s->dev.bacc || !s->dev.x || (s->dt != ZS_F32 && !s->dev.copy))
 		return zs_fail(err, ZS_ENOSPC, "no room on %s for unit %u shard %u: %s",
 			       zs_dev_name(e->dev), s->sh.unit, s->sh.index, zs_dev_error(e->dev));
 	e->dev_resident += pad * 4 * arrays;
@@ -111,7 +111,7 @@ void eng_dev_pin(struct engine *e, struct eshard *s)
 				zs_dev_name(e->dev), zs_dev_error(e->dev));
 		return;
 	}
-	s->pinned = true;
+	s->dev.pinned = true;
 }
 
 void eng_dev_free(struct engine *e)
@@ -122,24 +122,24 @@ void eng_dev_free(struct engine *e)
 
 void eng_dev_shard_release(struct engine *e, struct eshard *s)
 {
-	if (!s->gpu)
+	if (!s->dev.on)
 		return;
-	if (s->pinned) {
+	if (s->dev.pinned) {
 		zs_dev_host_unregister(e->dev, s->copy);
-		s->pinned = false;
+		s->dev.pinned = false;
 	}
-	if (s->dmaster)
+	if (s->dev.master)
 		e->dev_resident -= s->sh.padded * 4 * s->n_arrays;
-	zs_dev_free(e->dev, s->dmaster);
-	zs_dev_free(e->dev, s->ds0);
-	zs_dev_free(e->dev, s->ds1);
-	zs_dev_free(e->dev, s->dacc);
-	zs_dev_free(e->dev, s->dbacc);
-	zs_dev_free(e->dev, s->dx);
-	zs_dev_free(e->dev, s->dcopy);
-	s->dmaster = s->ds0 = s->ds1 = s->dacc = s->dx = NULL;
-	s->dbacc = NULL;
-	s->dcopy = NULL;
+	zs_dev_free(e->dev, s->dev.master);
+	zs_dev_free(e->dev, s->dev.s0);
+	zs_dev_free(e->dev, s->dev.s1);
+	zs_dev_free(e->dev, s->dev.acc);
+	zs_dev_free(e->dev, s->dev.bacc);
+	zs_dev_free(e->dev, s->dev.x);
+	zs_dev_free(e->dev, s->dev.copy);
+	s->dev.master = s->dev.s0 = s->dev.s1 = s->dev.acc = s->dev.x = NULL;
+	s->dev.bacc = NULL;
+	s->dev.copy = NULL;
 }
 
 void eng_dev_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt,
@@ -149,12 +149,12 @@ void eng_dev_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_
 
 	zs_dev_bind(e->dev);
 	if (on_device) { /* a trainer's memory on this device: read in place */
-		KCALL(e, "the reduction", deposit, s->dbacc + a, (const uint8_t *)x + a * dsz, dt,
+		KCALL(e, "the reduction", deposit, s->dev.bacc + a, (const uint8_t *)x + a * dsz, dt,
 		      b - a);
 		return;
 	}
-	copy(e, s->dx, (const uint8_t *)x + a * dsz, (b - a) * dsz, ZS_DEV_H2D);
-	KCALL(e, "the reduction", deposit, s->dbacc + a, s->dx, dt, b - a);
+	copy(e, s->dev.x, (const uint8_t *)x + a * dsz, (b - a) * dsz, ZS_DEV_H2D);
+	KCALL(e, "the reduction", deposit, s->dev.bacc + a, s->dev.x, dt, b - a);
 }
 
 /* ------------------------------------- pushes from a trainer's device memory */
@@ -200,14 +200,14 @@ void eng_dev_finish(struct ejob *j, struct eshard *s, size_t a, size_t b)
 	struct engine *e = j->e;
 
 	zs_dev_bind(e->dev);
-	KCALL(e, "the reduction's mean", finish, s->dacc + a, s->dbacc + a, j->spec.world_size,
+	KCALL(e, "the reduction's mean", finish, s->dev.acc + a, s->dev.bacc + a, j->spec.world_size,
 	      b - a);
 }
 
 void eng_dev_clear(struct engine *e, struct eshard *s)
 {
 	zs_dev_bind(e->dev);
-	if (zs_dev_zero(e->dev, s->dbacc, s->sh.padded * sizeof *s->dbacc, NULL) ||
+	if (zs_dev_zero(e->dev, s->dev.bacc, s->sh.padded * sizeof *s->dev.bacc, NULL) ||
 	    zs_dev_stream_sync(e->dev, NULL))
 		die(e, "clearing the reduction", zs_dev_error(e->dev));
 }
@@ -217,7 +217,7 @@ void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_ste
 {
 	zs_dev_bind(e->dev);
 	if (coef != 1.0f)
-		KCALL(e, "clipping's scale", scale, s->dacc + a, coef, b - a);
+		KCALL(e, "clipping's scale", scale, s->dev.acc + a, coef, b - a);
 	for (uint32_t k = 0; k < s->n_segs; k++) {
 		uint64_t lo = s->segs[k].a > a ? s->segs[k].a : a;
 		uint64_t hi = s->segs[k].b < b ? s->segs[k].b : b;
@@ -226,42 +226,42 @@ void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_ste
 			continue;
 		/* Adam with an L2 term its own kernel, without one AdamW's (optim.c) */
 		if (ZS_OPTIM_ADAM_FAMILY(st->kind) && zs_adamw_consts(st).l2 != 0.0f)
-			KCALL(e, "Adam", adam, zs_adamw_consts(st), s->dmaster + lo, s->ds0 + lo,
-					      s->ds1 + lo, s->dacc + lo, hi - lo);
+			KCALL(e, "Adam", adam, zs_adamw_consts(st), s->dev.master + lo, s->dev.s0 + lo,
+					      s->dev.s1 + lo, s->dev.acc + lo, hi - lo);
 		else if (ZS_OPTIM_ADAM_FAMILY(st->kind))
-			KCALL(e, "AdamW", adamw, zs_adamw_consts(st), s->dmaster + lo, s->ds0 + lo,
-						 s->ds1 + lo, s->dacc + lo, hi - lo);
+			KCALL(e, "AdamW", adamw, zs_adamw_consts(st), s->dev.master + lo, s->dev.s0 + lo,
+						 s->dev.s1 + lo, s->dev.acc + lo, hi - lo);
 		else if (st->kind == ZS_ADAGRAD)
-			KCALL(e, "Adagrad", adagrad, zs_adagrad_consts(st), s->dmaster + lo,
-						     s->ds0 + lo, s->dacc + lo, hi - lo);
+			KCALL(e, "Adagrad", adagrad, zs_adagrad_consts(st), s->dev.master + lo,
+						     s->dev.s0 + lo, s->dev.acc + lo, hi - lo);
 		else
-			KCALL(e, "SGD", sgd, zs_sgd_consts(st), s->dmaster + lo,
-					     s->ds0 ? s->ds0 + lo : NULL, s->dacc + lo, hi - lo);
+			KCALL(e, "SGD", sgd, zs_sgd_consts(st), s->dev.master + lo,
+					     s->dev.s0 ? s->dev.s0 + lo : NULL, s->dev.acc + lo, hi - lo);
 	}
 	/* the compute-dtype copy, back where gathers read it */
 	if (s->dt == ZS_F32) {
-		copy(e, (float *)s->copy + a, s->dmaster + a, (b - a) * 4, ZS_DEV_D2H);
+		copy(e, (float *)s->copy + a, s->dev.master + a, (b - a) * 4, ZS_DEV_D2H);
 	} else {
-		uint8_t *dc = (uint8_t *)s->dcopy + a * s->dsz;
-		KCALL(e, "the compute-dtype copy", from_f32, dc, s->dt, s->dmaster + a, b - a);
+		uint8_t *dc = (uint8_t *)s->dev.copy + a * s->dsz;
+		KCALL(e, "the compute-dtype copy", from_f32, dc, s->dt, s->dev.master + a, b - a);
 		copy(e, (uint8_t *)s->copy + a * s->dsz, dc, (b - a) * s->dsz, ZS_DEV_D2H);
 	}
 }
 
 void eng_dev_acc_out(struct engine *e, struct eshard *s)
 {
-	copy(e, s->acc, s->dacc, s->sh.length * 4, ZS_DEV_D2H);
+	copy(e, s->acc, s->dev.acc, s->sh.length * 4, ZS_DEV_D2H);
 }
 
 void eng_dev_acc_in(struct engine *e, struct eshard *s)
 {
-	copy(e, s->dacc, s->acc, s->sh.length * 4, ZS_DEV_H2D);
+	copy(e, s->dev.acc, s->acc, s->sh.length * 4, ZS_DEV_H2D);
 }
 
 enum zs_status eng_dev_arrays_io(struct engine *e, struct eshard *s, bool wr, float *m,
 				 float *s0, float *s1)
 {
-	float *host[3] = {m, s0, s1}, *dev[3] = {s->dmaster, s->ds0, s->ds1};
+	float *host[3] = {m, s0, s1}, *dev[3] = {s->dev.master, s->dev.s0, s->dev.s1};
 	for (int k = 0; k < 3; k++)
 		if (host[k] && dev[k])
 			copy(e, wr ? (void *)dev[k] : host[k], wr ? host[k] : dev[k],
@@ -272,7 +272,7 @@ enum zs_status eng_dev_arrays_io(struct engine *e, struct eshard *s, bool wr, fl
 enum zs_status eng_dev_array_read(struct engine *e, struct eshard *s, unsigned k, size_t a,
 				  size_t b, float *dst)
 {
-	float *dev[3] = {s->dmaster, s->ds0, s->ds1};
+	float *dev[3] = {s->dev.master, s->dev.s0, s->dev.s1};
 	if (k > 2 || !dev[k])
 		return ZS_EINVAL;
 	copy(e, dst, dev[k] + a, (b - a) * 4, ZS_DEV_D2H);

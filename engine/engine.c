@@ -12,7 +12,7 @@ void eng_shard_release(struct engine *e, struct eshard *s)
 		zs_sop_fail(s->held[i].op, ZS_ECANCELED, "the shard was dropped from this server");
 	free(s->held);
 	eng_acks_fail(s, ZS_ECANCELED, "the shard was dropped from this server");
-	free(s->acks);
+	free(s->repl.acks);
 	if (e->l) {
 		if (s->copy && s->copy != s->master)
 			zs_listener_release(e->l, s->copy);
@@ -36,9 +36,9 @@ void eng_shard_release(struct engine *e, struct eshard *s)
 	free(s->acc);
 	free(s->bacc);
 	free(s->slot);
-	free(s->pcount);
-	free(s->repl_err);
-	free(s->seed);
+	free(s->repl.pcount);
+	free(s->repl.err);
+	free(s->repl.seed);
 	pthread_mutex_destroy(&s->mu);
 }
 
@@ -123,10 +123,10 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 		s->copy = s->dt == ZS_F32 ? (void *)s->master : zs_listener_alloc(e->l, pad * s->dsz);
 	}
 	s->acc = calloc(gpad, 4);
-	if (!s->gpu) /* on the device: devshard.c's dbacc */
+	if (!s->dev.on) /* on the device: devshard.c's dev.bacc */
 		s->bacc = calloc(gpad, sizeof *s->bacc);
 	s->slot = calloc(R, 1);
-	s->pcount = calloc(R, sizeof *s->pcount);
+	s->repl.pcount = calloc(R, sizeof *s->repl.pcount);
 	if (in_mem && arrays > 1)
 		s->s0 = calloc(pad, 4);
 	if (in_mem && arrays > 2)
@@ -137,9 +137,9 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 		return zs_fail(err, ZS_ENOSPC,
 			       "the shard arena is full: unit '%s' shard %u needs %zu bytes more",
 			       u->name, sh->index, pad * (4 + s->dsz));
-	if (s->gpu)
+	if (s->dev.on)
 		eng_dev_pin(e, s);
-	if (!s->acc || (!s->gpu && !s->bacc) || !s->slot || !s->pcount ||
+	if (!s->acc || (!s->dev.on && !s->bacc) || !s->slot || !s->repl.pcount ||
 	    (in_mem && arrays > 1 && !s->s0) || (in_mem && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	s->counted = zs_shard_state_bytes(&j->spec, sh);
@@ -324,7 +324,7 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 			pthread_mutex_lock(&j->shards[i]->mu);
 			st->held += j->shards[i]->n_held;
 			st->tiered += j->shards[i]->fd >= 0;
-			st->on_device += j->shards[i]->gpu;
+			st->on_device += j->shards[i]->dev.on;
 			pthread_mutex_unlock(&j->shards[i]->mu);
 		}
 	}
@@ -379,13 +379,13 @@ static void waiting_for(struct ejob *j, struct eshard *s, uint64_t t, char *buf,
 		zs_fmt(buf, len, "the gradient norms of the other servers (clipping)");
 		return;
 	}
-	if (s->repl_wait && t == s->version) {
-		if (s->repl_err)
-			zs_fmt(buf, len, "its replicas: %s", s->repl_err);
+	if (s->repl.wait && t == s->version) {
+		if (s->repl.err)
+			zs_fmt(buf, len, "its replicas: %s", s->repl.err);
 		else
 			zs_fmt(buf, len, "its replicas to apply step %llu (server %llu%s)",
-			       (unsigned long long)t - 1, (unsigned long long)s->peer[0],
-			       s->n_peers > 1 ? " and others" : "");
+			       (unsigned long long)t - 1, (unsigned long long)s->repl.peer[0],
+			       s->repl.n_peers > 1 ? " and others" : "");
 		return;
 	}
 	if (t > s->version + 1) {

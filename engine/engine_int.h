@@ -106,53 +106,60 @@ struct eshard {
 	uint64_t glen;
 	char path[600];
 	/* GPU-resident (devshard.c; master, s0, s1, bacc then NULL): the
-	 * arrays, the reduction, one push at a time, the compute-dtype copy */
-	bool gpu, pinned; /* pinned: the copy page-locked */
-	float *dmaster, *ds0, *ds1, *dacc, *dx;
-	struct zs_bacc *dbacc;
-	void *dcopy;
+	 * arrays, the reduction, one push at a time (x), the compute-dtype
+	 * copy; on: the shard is there; pinned: the host copy page-locked */
+	struct eshard_dev {
+		bool on, pinned;
+		float *master, *s0, *s1, *acc, *x;
+		struct zs_bacc *bacc;
+		void *copy;
+	} dev;
 	struct held *held;
 	size_t n_held, cap_held;
-	/* replicas (replica.c). A primary: the servers of its other copies
-	 * (peer); repl_wait while the update that made version (or the
-	 * initial upload) is not yet applied by every one of them: gathers
-	 * of version wait, and so does the next step's update (apply_wait:
-	 * every push of it is in); repl_err: why a copy failed to take it.
-	 * repl_gen grows at every restore (a forward of the earlier timeline
-	 * then changes nothing). A replica (sh.copy > 0): repl_landing while
-	 * its primary's forward lands in acc. */
-	uint64_t peer[ZS_MAX_REPLICAS - 1];
-	uint32_t n_peers;
-	bool repl_wait, apply_wait, repl_landing;
-	uint64_t repl_gen;
-	char *repl_err;
-	float *seed; /* a new copy's whole state, landing (a rebuild) */
-	/* a replicated job's pushes of the open step (or of the step being
-	 * forwarded) that landed: acknowledged once every copy has applied
-	 * their step, so that a trainer can send again to a replica whatever
-	 * a lost primary was not done with */
-	struct eack { struct zs_sop *op; uint64_t step; } *acks;
-	size_t n_acks, cap_acks;
-	/* gradient accumulation with replicas (replica.c): every copy puts
-	 * each partial push in its reduction (its primary forwards them);
-	 * pcount: per rank, the partial pushes of the open step in it
-	 * (pterms: all ranks'), so that one sent again goes in once.
-	 * seed_gap (a copy): 1 + the step it was seeded in after partial
-	 * pushes of that step (their terms are not here; 0: none). A
-	 * primary: the copies it seeded so (unsettled), reported seeded once
-	 * that step's forward has reached them; peer_gen grows at every new
-	 * placement epoch (a partial push's forward then goes to the peers
-	 * of the new one). */
-	uint32_t *pcount;
-	uint32_t pterms;
 	/* 1 + the step whose mean gradient acc holds, as the optimizer took
 	 * it (0: none known; a seed, a restore): a copy promoted sends its
 	 * last step again, from acc, to a fellow copy that missed it */
 	uint64_t acc_of;
-	uint64_t seed_gap;
-	struct { uint64_t peer, step; } unsettled[ZS_MAX_REPLICAS - 1];
-	uint32_t n_unsettled;
-	uint64_t peer_gen;
+	/*
+	 * Replicas (replica.c, replica_in.c, acks.c, epoch.c). A primary: the
+	 * servers of its other copies (peer); wait while the update that made
+	 * version (or the initial upload) is not yet applied by every one of
+	 * them: gathers of version wait, and so does the next step's update
+	 * (apply_wait: every push of it is in); err: why a copy failed to
+	 * take it. gen grows at every restore (a forward of the earlier
+	 * timeline then changes nothing). A replica (sh.copy > 0): landing
+	 * while its primary's forward lands in acc; seed: a new copy's whole
+	 * state, landing (a rebuild).
+	 * acks: a replicated job's pushes of the open step (or of the step
+	 * being forwarded) that landed, acknowledged once every copy has
+	 * applied their step, so that a trainer can send again to a replica
+	 * whatever a lost primary was not done with.
+	 * Gradient accumulation: every copy puts each partial push in its
+	 * reduction (its primary forwards them); pcount: per rank, the
+	 * partial pushes of the open step in it (pterms: all ranks'), so that
+	 * one sent again goes in once. seed_gap (a copy): 1 + the step it was
+	 * seeded in after partial pushes of that step (their terms are not
+	 * here; 0: none). A primary: the copies it seeded so (unsettled),
+	 * reported seeded once that step's forward has reached them; peer_gen
+	 * grows at every new placement epoch (a partial push's forward then
+	 * goes to the peers of the new one).
+	 */
+	struct eshard_repl {
+		uint64_t peer[ZS_MAX_REPLICAS - 1];
+		uint32_t n_peers;
+		bool wait, apply_wait, landing;
+		uint64_t gen;
+		char *err;
+		float *seed;
+		struct eack { struct zs_sop *op; uint64_t step; } *acks;
+		size_t n_acks, cap_acks;
+		uint32_t *pcount;
+		uint32_t pterms;
+		uint64_t seed_gap;
+		struct { uint64_t peer, step; } unsettled[ZS_MAX_REPLICAS - 1];
+		uint32_t n_unsettled;
+		uint64_t peer_gen;
+	} repl;
 };
 
 /* A snapshot in progress: shards are captured as they reach step. */
@@ -302,7 +309,7 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 			    uint64_t server_id);
 /* A primary with replicas has reached a new version (init: its initial
  * parameters, m their fp32 values): queues the forward to every copy and
- * sets repl_wait (caller holds s->mu). */
+ * sets repl.wait (caller holds s->mu). */
 void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool init, const float *m);
 /* A new copy of primary s on server peer (a rebuild): queues the shard's
  * whole state at its version to it, ahead of the forwards after (caller

@@ -10,12 +10,12 @@
 
 void eng_shard_peers(struct eshard *s, const struct zs_placement *p)
 {
-	s->n_peers = 0;
+	s->repl.n_peers = 0;
 	for (uint32_t q = 0; s->sh.copy == 0 && q < p->n_shards; q++) {
 		const struct zs_shard *o = &p->shards[q];
 		if (o->unit == s->sh.unit && o->index == s->sh.index && o->copy &&
-		    s->n_peers < ZS_MAX_REPLICAS - 1)
-			s->peer[s->n_peers++] = o->server_id;
+		    s->repl.n_peers < ZS_MAX_REPLICAS - 1)
+			s->repl.peer[s->repl.n_peers++] = o->server_id;
 	}
 }
 
@@ -47,7 +47,7 @@ bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s)
 static void forget_state(struct engine *e, struct ejob *j, struct eshard *s,
 			 struct epending **done)
 {
-	if (s->repl_landing || s->init_landing || s->n_landing) {
+	if (s->repl.landing || s->init_landing || s->n_landing) {
 		zs_warn("job '%s': unit '%s' shard %u is placed here anew while something lands in it: kept",
 			j->name, eng_unit_name(j, s->sh.unit), s->sh.index);
 		return;
@@ -60,9 +60,9 @@ static void forget_state(struct engine *e, struct ejob *j, struct eshard *s,
 	eng_acks_fail(s, ZS_ECANCELED, "this server's copy of the shard is stale");
 	eng_step_discard(e, j, s);
 	eng_capture_skip(j, s, done); /* a checkpoint under way takes the other copies' */
-	s->repl_wait = s->apply_wait = false;
-	free(s->repl_err);
-	s->repl_err = NULL;
+	s->repl.wait = s->repl.apply_wait = false;
+	free(s->repl.err);
+	s->repl.err = NULL;
 	s->ready = false;
 	s->state_in = 0;
 	zs_info("job '%s': unit '%s' shard %u: this server's copy of step %llu is stale: it waits for its primary's seed",
@@ -153,32 +153,32 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 	s->sh.fresh = sh->fresh;
 	s->sh.copy = sh->copy;
 	s->sh.copies = sh->copies;
-	n_was = s->n_peers;
-	memcpy(was, s->peer, sizeof was);
+	n_was = s->repl.n_peers;
+	memcpy(was, s->repl.peer, sizeof was);
 	eng_shard_peers(s, &job->placement);
 	{ /* other peers: partial pushes' forwards go to the new ones */
-		bool same = n_was == s->n_peers;
-		for (uint32_t q = 0; q < s->n_peers && same; q++)
-			same = in_list(was, n_was, s->peer[q]);
+		bool same = n_was == s->repl.n_peers;
+		for (uint32_t q = 0; q < s->repl.n_peers && same; q++)
+			same = in_list(was, n_was, s->repl.peer[q]);
 		if (!same)
-			s->peer_gen++;
+			s->repl.peer_gen++;
 	}
 	/* a new copy of a primary with parameters: its whole state first,
 	 * ahead of the forwards that follow on the same connection. New:
 	 * fresh in the placement (a copy that was one before, the
 	 * promoted replica's fellow, has the state), and not this
 	 * primary's peer already (its seed is under way) */
-	for (uint32_t q = 0; q < s->n_peers && s->ready; q++) {
-		const struct zs_shard *o = entry(&job->placement, s, s->peer[q]);
-		if (o && o->fresh && !in_list(was, n_was, s->peer[q]))
-			eng_repl_seed(e, j, s, s->peer[q]);
+	for (uint32_t q = 0; q < s->repl.n_peers && s->ready; q++) {
+		const struct zs_shard *o = entry(&job->placement, s, s->repl.peer[q]);
+		if (o && o->fresh && !in_list(was, n_was, s->repl.peer[q]))
+			eng_repl_seed(e, j, s, s->repl.peer[q]);
 	}
-	if (s->repl_wait) {
+	if (s->repl.wait) {
 		/* the forward under way went to the old copies: to the
 		 * ones left, or, with none left, it is done */
-		s->repl_gen++;
-		s->repl_wait = false;
-		if (s->n_peers) {
+		s->repl.gen++;
+		s->repl.wait = false;
+		if (s->repl.n_peers) {
 			float *m = NULL;
 			if (!s->version && !s->master && (m = malloc(s->sh.length * 4)) &&
 			    eng_arrays_io(e, s, false, m, NULL, NULL)) {
@@ -189,12 +189,12 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 			free(m);
 		} else {
 			eng_acks_flush(s);
-			if (s->apply_wait)
+			if (s->repl.apply_wait)
 				eng_step_complete(e, j, s, &fx);
 			else
 				eng_take_released(s, &fx.rel, &fx.n_rel);
 		}
-	} else if (now_primary && s->n_peers && s->ready && s->version &&
+	} else if (now_primary && s->repl.n_peers && s->ready && s->version &&
 		   s->acc_of == s->version) {
 		/* its last step, again, to every copy: one that missed it
 		 * (the lost primary died forwarding it; with three copies)

@@ -185,7 +185,7 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			    eng_unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
 	} else {
 		pthread_mutex_lock(&s->mu);
-		if (s->version == x->step && s->ready && !s->repl_wait) {
+		if (s->version == x->step && s->ready && !s->repl.wait) {
 			pthread_mutex_unlock(&s->mu);
 			atomic_fetch_add(&e->bytes_out, x->length * s->dsz);
 			zs_sop_read_ready(op, eng_served(s, x));
@@ -275,7 +275,7 @@ enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s
  * push to a shard on the device reads them from the trainer's memory. */
 static bool mapped(const struct eshard *s, const struct zs_xfer *x)
 {
-	return x->device && s->gpu;
+	return x->device && s->dev.on;
 }
 
 /* A landing buffer for push x (a device push to a shard on the device
@@ -474,14 +474,14 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 		if (x->state_read) /* an optimizer array's own buffer */
 			zs_listener_release(e->l, dst);
 	} else if (x->seed) {
-		s->repl_landing = false;
-		free(s->seed);
-		s->seed = NULL;
+		s->repl.landing = false;
+		free(s->repl.seed);
+		s->repl.seed = NULL;
 	} else if (x->replica && x->partial) {
 		give_back = true; /* a forwarded partial push's landing buffer */
 	} else if (x->replica) {
 		if (x->step == s->version) /* not a forward sent again */
-			s->repl_landing = false;
+			s->repl.landing = false;
 	} else if (x->step < s->version) { /* a push sent again (failover) */
 		give_back = true;
 	} else if (s->slot[rank] == SLOT_LANDING) {
@@ -542,7 +542,7 @@ static void init_landed(struct engine *e, struct ejob *j, struct eshard *s,
 	if (s->copy != m)
 		zs_convert_from_f32(s->copy, s->dt, m, s->sh.length);
 	s->ready = true;
-	if (s->n_peers) /* its replicas take the same parameters first */
+	if (s->repl.n_peers) /* its replicas take the same parameters first */
 		eng_repl_queue(e, j, s, true, m);
 	if (away) {
 		zs_listener_release(e->l, s->landing);
@@ -632,15 +632,15 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	if (j->spec.replicas < 2 || !eng_ack_later(s, op, x->step))
 		zs_sop_done(op);
 	if (s->full == eng_contributors(j)) {
-		if (s->repl_wait) /* the last update is not on every copy
+		if (s->repl.wait) /* the last update is not on every copy
 				   * yet: this one follows once it is */
-			s->apply_wait = true;
+			s->repl.apply_wait = true;
 		else
 			eng_step_complete(e, j, s, &fx);
 		goto unlock;
 	}
 release:
-	if (!s->repl_wait) /* the initial upload releases the gathers of step 0 */
+	if (!s->repl.wait) /* the initial upload releases the gathers of step 0 */
 		eng_take_released(s, &fx.rel, &fx.n_rel);
 unlock:
 	pthread_mutex_unlock(&s->mu);
@@ -650,7 +650,7 @@ unlock:
 
 void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
 {
-	s->apply_wait = false;
+	s->repl.apply_wait = false;
 	eng_finish_range(j, s, s->piped, s->glen);
 	if (j->spec.optim.clip_norm > 0.0)
 		eng_clip_reduced(e, j, s, fx);

@@ -8,7 +8,7 @@
  * data plane (a tcp connection per peer server, rank ZS_RANK_PEER). Each
  * copy applies it with the same code and acknowledges once applied. Until
  * every copy has, the primary holds the gathers of the new version and the
- * next step's update (repl_wait, apply_wait): so no step a trainer has
+ * next step's update (repl.wait, repl.apply_wait): so no step a trainer has
  * seen the result of exists on fewer than K servers. The initial upload is
  * forwarded the same way.
  *
@@ -230,11 +230,11 @@ static bool moot(struct rtask *r)
 	if (atomic_load(&r->j->removed)) /* the job was dropped here */
 		return true;
 	pthread_mutex_lock(&s->mu);
-	m = r->gen != s->repl_gen || (r->partial && r->peer_gen != s->peer_gen);
+	m = r->gen != s->repl.gen || (r->partial && r->peer_gen != s->repl.peer_gen);
 	if (r->seed) {
 		m = true;
-		for (uint32_t q = 0; q < s->n_peers; q++)
-			m &= s->peer[q] != r->peer[0];
+		for (uint32_t q = 0; q < s->repl.n_peers; q++)
+			m &= s->repl.peer[q] != r->peer[0];
 	}
 	pthread_mutex_unlock(&s->mu);
 	return m;
@@ -316,18 +316,18 @@ static void partial_end(struct engine *e, struct rtask *r, enum zs_status st, co
 	struct rtask *again = NULL;
 
 	pthread_mutex_lock(&s->mu);
-	if (st && r->gen == s->repl_gen && r->peer_gen != s->peer_gen && !s->sh.copy) {
-		if (s->n_peers && (again = calloc(1, sizeof *again))) {
+	if (st && r->gen == s->repl.gen && r->peer_gen != s->repl.peer_gen && !s->sh.copy) {
+		if (s->repl.n_peers && (again = calloc(1, sizeof *again))) {
 			*again = *r;
 			again->next = NULL;
-			again->n_peers = s->n_peers;
-			memcpy(again->peer, s->peer, sizeof again->peer);
-			again->peer_gen = s->peer_gen;
+			again->n_peers = s->repl.n_peers;
+			memcpy(again->peer, s->repl.peer, sizeof again->peer);
+			again->peer_gen = s->repl.peer_gen;
 			again->empty = 0;
 			enqueue(e, j, s, again); /* takes the buffer and the op */
 			r->buf = NULL;
 			r->ack = NULL;
-		} else if (!s->n_peers) {
+		} else if (!s->repl.n_peers) {
 			st = ZS_OK; /* no copy left to give it to */
 		}
 	}
@@ -365,8 +365,8 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 			/* not whole until the step it was taken in is applied
 			 * there: reported when that step's forward reaches it */
 			pthread_mutex_lock(&s->mu);
-			if (s->n_unsettled < ZS_MAX_REPLICAS - 1)
-				s->unsettled[s->n_unsettled++] = (typeof(s->unsettled[0])){r->peer[0],
+			if (s->repl.n_unsettled < ZS_MAX_REPLICAS - 1)
+				s->repl.unsettled[s->repl.n_unsettled++] = (typeof(s->repl.unsettled[0])){r->peer[0],
 											   r->step};
 			pthread_mutex_unlock(&s->mu);
 		} else if (!st) {
@@ -385,7 +385,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (r->gen != s->repl_gen || !s->repl_wait) { /* a restore came between */
+	if (r->gen != s->repl.gen || !s->repl.wait) { /* a restore came between */
 		pthread_mutex_unlock(&s->mu);
 		return;
 	}
@@ -394,8 +394,8 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		zs_fmt(msg, sizeof msg, "step %llu of unit '%s' shard %u is not on its replica: %s",
 		       (unsigned long long)s->version, eng_unit_name(j, s->sh.unit), s->sh.index,
 		       why);
-		free(s->repl_err);
-		s->repl_err = strdup(msg);
+		free(s->repl.err);
+		s->repl.err = strdup(msg);
 		for (size_t h = 0; h < s->n_held; h++)
 			zs_sop_fail(s->held[h].op, ZS_EUNAVAIL, "%s", msg);
 		s->n_held = 0;
@@ -404,22 +404,22 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		zs_error("job '%s': %s", j->name, msg);
 		return;
 	}
-	s->repl_wait = false;
-	for (uint32_t u = 0; u < s->n_unsettled;) { /* copies seeded mid-step */
+	s->repl.wait = false;
+	for (uint32_t u = 0; u < s->repl.n_unsettled;) { /* copies seeded mid-step */
 		bool got = false;
 		for (uint32_t q = 0; q < r->n_peers && !got; q++)
-			got = r->peer[q] == s->unsettled[u].peer;
-		if (got && !r->init && s->unsettled[u].step <= r->step) {
-			settled[n_settled++] = s->unsettled[u].peer;
-			s->unsettled[u] = s->unsettled[--s->n_unsettled];
+			got = r->peer[q] == s->repl.unsettled[u].peer;
+		if (got && !r->init && s->repl.unsettled[u].step <= r->step) {
+			settled[n_settled++] = s->repl.unsettled[u].peer;
+			s->repl.unsettled[u] = s->repl.unsettled[--s->repl.n_unsettled];
 		} else {
 			u++;
 		}
 	}
 	atomic_fetch_add(&e->repl_steps, 1);
-	atomic_fetch_add(&e->repl_bytes, (uint64_t)s->glen * 4 * s->n_peers);
+	atomic_fetch_add(&e->repl_bytes, (uint64_t)s->glen * 4 * s->repl.n_peers);
 	eng_acks_flush(s);
-	if (s->apply_wait) /* the next step's pushes are all in */
+	if (s->repl.apply_wait) /* the next step's pushes are all in */
 		eng_step_complete(e, j, s, &fx);
 	else
 		eng_take_released(s, &fx.rel, &fx.n_rel);
@@ -585,9 +585,9 @@ void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool ini
 {
 	struct rtask *r = calloc(1, sizeof *r);
 
-	s->repl_wait = true;
-	free(s->repl_err);
-	s->repl_err = NULL;
+	s->repl.wait = true;
+	free(s->repl.err);
+	s->repl.err = NULL;
 	if (r && init && m != s->master && (r->own = malloc(s->sh.length * 4)))
 		memcpy(r->own, m, s->sh.length * 4);
 	if (!r || !e->repl || (init && m != s->master && !r->own)) {
@@ -595,16 +595,16 @@ void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool ini
 		free(r);
 		zs_fmt(msg, sizeof msg, "out of memory forwarding unit '%s' to its replicas",
 		       eng_unit_name(j, s->sh.unit));
-		s->repl_err = strdup(msg);
+		s->repl.err = strdup(msg);
 		zs_error("job '%s': %s", j->name, msg);
 		return;
 	}
-	if (!init && s->gpu)
+	if (!init && s->dev.on)
 		eng_dev_acc_out(e, s); /* what the device's update consumed */
 	r->step = init ? 0 : s->version - 1;
 	r->init = init;
-	r->n_peers = s->n_peers;
-	memcpy(r->peer, s->peer, sizeof r->peer);
+	r->n_peers = s->repl.n_peers;
+	memcpy(r->peer, s->repl.peer, sizeof r->peer);
 	enqueue(e, j, s, r);
 }
 
@@ -614,7 +614,7 @@ static void enqueue(struct engine *e, struct ejob *j, struct eshard *s, struct r
 	atomic_fetch_add(&j->refs, 1);
 	r->j = j;
 	r->shard = s->idx;
-	r->gen = s->repl_gen;
+	r->gen = s->repl.gen;
 	r->deadline_ms = zs_now_ms() + e->step_timeout_ms;
 	pthread_mutex_lock(&e->repl->mu);
 	*e->repl->tail = r;
@@ -642,7 +642,7 @@ static struct rtask *seed_task(struct engine *e, struct ejob *j, struct eshard *
 		return NULL;
 	}
 	r->seed = true;
-	r->seed_mid = s->pterms > 0; /* their terms are not in the state */
+	r->seed_mid = s->repl.pterms > 0; /* their terms are not in the state */
 	r->step = s->version;
 	r->peer[0] = peer;
 	r->n_peers = 1;
@@ -652,9 +652,9 @@ static struct rtask *seed_task(struct engine *e, struct ejob *j, struct eshard *
 void eng_repl_partial(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
 		      const struct zs_xfer *x, void *dst, struct zs_sop *op)
 {
-	struct rtask *r = s->n_peers && e->repl ? calloc(1, sizeof *r) : NULL;
+	struct rtask *r = s->repl.n_peers && e->repl ? calloc(1, sizeof *r) : NULL;
 
-	if (!s->n_peers || !e->repl) { /* no copy (left): in, and done */
+	if (!s->repl.n_peers || !e->repl) { /* no copy (left): in, and done */
 		eng_land_put(e, dst);
 		zs_sop_done(op);
 		return;
@@ -672,9 +672,9 @@ void eng_repl_partial(struct engine *e, struct ejob *j, struct eshard *s, uint32
 	r->from = rank;
 	r->micro = x->micro;
 	r->step = x->step;
-	r->n_peers = s->n_peers;
-	memcpy(r->peer, s->peer, sizeof r->peer);
-	r->peer_gen = s->peer_gen;
+	r->n_peers = s->repl.n_peers;
+	memcpy(r->peer, s->repl.peer, sizeof r->peer);
+	r->peer_gen = s->repl.peer_gen;
 	enqueue(e, j, s, r);
 }
 

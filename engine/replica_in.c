@@ -18,16 +18,16 @@ enum zs_status eng_partial_check(struct ejob *j, struct eshard *s, uint32_t rank
 	if (rank >= j->spec.world_size)
 		return zs_fail(err, ZS_EINVAL, "a partial push from rank %u of a job of %u", rank,
 			       j->spec.world_size);
-	if (x->micro < s->pcount[rank]) { /* sent again: its term is in */
+	if (x->micro < s->repl.pcount[rank]) { /* sent again: its term is in */
 		if (dup)
 			*dup = true;
 		return ZS_OK;
 	}
-	if (x->micro > s->pcount[rank])
+	if (x->micro > s->repl.pcount[rank])
 		return zs_fail(err, ZS_ESTATE,
 			       "micro-batch %u of rank %u in step %llu of unit '%s' came before micro-batch %u",
 			       x->micro, rank, (unsigned long long)x->step,
-			       eng_unit_name(j, x->unit), s->pcount[rank]);
+			       eng_unit_name(j, x->unit), s->repl.pcount[rank]);
 	return ZS_OK;
 }
 
@@ -53,7 +53,7 @@ static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct esh
 	/* one of an applied step, of the step it was seeded in past (its
 	 * terms are in the seed's state's future), or in already: taken and
 	 * dropped at its landing */
-	if (x->step == s->version && s->seed_gap != x->step + 1 &&
+	if (x->step == s->version && s->repl.seed_gap != x->step + 1 &&
 	    (st = eng_partial_check(j, s, x->from, x, NULL, err)))
 		return st;
 	if (!(*dst = eng_land_get(e, s->glen * s->dsz, true)))
@@ -104,17 +104,17 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		 * after its predecessor seeded the copy (the coordinator did not
 		 * hear of it) seeds it again, and the fenced epoch makes the
 		 * sender this shard's primary */
-		if (s->repl_landing || s->init_landing || (s->ready && x->step < s->version))
+		if (s->repl.landing || s->init_landing || (s->ready && x->step < s->version))
 			st = zs_fail(err, ZS_EEXIST,
 				     "unit '%s' shard %u has its state of step %llu already (a seed of step %llu)",
 				     eng_unit_name(j, x->unit), s->sh.index,
 				     (unsigned long long)s->version, (unsigned long long)x->step);
-		else if (!(s->seed = malloc(x->length * 4)))
+		else if (!(s->repl.seed = malloc(x->length * 4)))
 			st = zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'",
 				     eng_unit_name(j, x->unit));
 		else {
-			*dst = s->seed;
-			s->repl_landing = true;
+			*dst = s->repl.seed;
+			s->repl.landing = true;
 		}
 	} else if (x->init)
 		st = eng_init_begin(e, j, s, x, dst, err);
@@ -140,13 +140,13 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 			     "a forward of step %llu for unit '%s' shard %u, which is at step %llu",
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit), s->sh.index,
 			     (unsigned long long)s->version);
-	else if (s->repl_landing)
+	else if (s->repl.landing)
 		st = zs_fail(err, ZS_EEXIST, "unit '%s' shard %u is taking a forward already",
 			     eng_unit_name(j, x->unit), s->sh.index);
 	else {
 		/* straight into the mean gradient: nothing else writes it here */
 		*dst = s->acc;
-		s->repl_landing = true;
+		s->repl.landing = true;
 	}
 	pthread_mutex_unlock(&s->mu);
 	return st;
@@ -160,7 +160,7 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 	pthread_mutex_lock(&s->mu);
 	if (x->partial && !x->seed) {
 		/* not of an applied step, nor of one the seed came in past */
-		if (x->step == s->version && s->seed_gap != x->step + 1)
+		if (x->step == s->version && s->repl.seed_gap != x->step + 1)
 			eng_partial_in(e, j, s, x->from, x, dst);
 		pthread_mutex_unlock(&s->mu);
 		eng_land_put(e, dst);
@@ -169,35 +169,35 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 	}
 	if (x->seed) {
 		size_t n = s->sh.length;
-		s->repl_landing = false;
-		if (eng_arrays_io(e, s, true, s->seed, s->n_arrays > 1 ? s->seed + n : NULL,
-				  s->n_arrays > 2 ? s->seed + 2 * n : NULL)) {
+		s->repl.landing = false;
+		if (eng_arrays_io(e, s, true, s->repl.seed, s->n_arrays > 1 ? s->repl.seed + n : NULL,
+				  s->n_arrays > 2 ? s->repl.seed + 2 * n : NULL)) {
 			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s",
 				    eng_unit_name(j, x->unit), s->path);
 		} else {
 			if (s->copy != s->master)
-				zs_convert_from_f32(s->copy, s->dt, s->seed, n);
+				zs_convert_from_f32(s->copy, s->dt, s->repl.seed, n);
 			s->version = x->step;
 			s->ready = true;
 			s->state_in = 0xff; /* whole */
 			/* taken after partial pushes of its step: their terms are
 			 * not here (the copy is not promoted until that step is) */
 			eng_step_discard(e, j, s);
-			s->seed_gap = x->partial ? x->step + 1 : 0;
+			s->repl.seed_gap = x->partial ? x->step + 1 : 0;
 			zs_sop_done(op);
 		}
-		free(s->seed);
-		s->seed = NULL;
+		free(s->repl.seed);
+		s->repl.seed = NULL;
 		pthread_mutex_unlock(&s->mu);
 		return;
 	}
-	if (x->step != s->version || !s->repl_landing) { /* sent again: applied already */
+	if (x->step != s->version || !s->repl.landing) { /* sent again: applied already */
 		zs_sop_done(op);
 		pthread_mutex_unlock(&s->mu);
 		return;
 	}
-	s->repl_landing = false;
-	if (s->gpu)
+	s->repl.landing = false;
+	if (s->dev.on)
 		eng_dev_acc_in(e, s);
 	if (s->terms) /* partial pushes' terms: the primary's mean has them */
 		eng_reduction_clear(e, s);

@@ -297,7 +297,7 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 			struct eshard *s = j->shards[k];
 			bool landing, exchanging;
 			pthread_mutex_lock(&s->mu);
-			landing = s->init_landing || s->n_landing || s->repl_landing;
+			landing = s->init_landing || s->n_landing || s->repl.landing;
 			pthread_mutex_lock(&j->cmu);
 			exchanging = s->reduced && s->clip_claimed;
 			pthread_mutex_unlock(&j->cmu);
@@ -405,12 +405,12 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		s->state_in = load ? 0xff : 0; /* and a new imported state */
 		eng_step_discard(e, j, s); /* the discarded step's pushes */
 		/* every copy is restored to the same state: nothing to forward */
-		s->repl_gen++;
-		s->repl_wait = s->apply_wait = false;
+		s->repl.gen++;
+		s->repl.wait = s->repl.apply_wait = false;
 		eng_acks_fail(s, rollback ? ZS_ERESUME : ZS_ECANCELED,
 			      "the job was restored before this push's step was on every copy");
-		free(s->repl_err);
-		s->repl_err = NULL;
+		free(s->repl.err);
+		s->repl.err = NULL;
 		if (s->n_held && (gone = malloc(s->n_held * sizeof *gone))) {
 			size_t keep = 0;
 			for (size_t h = 0; h < s->n_held; h++) {

@@ -15,7 +15,7 @@ void eng_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtyp
 {
 	uint64_t t0 = now_ns();
 
-	if (s->gpu)
+	if (s->dev.on)
 		eng_dev_deposit(e, s, x, dt, a, b, false);
 	else
 		zs_bsum_deposit(s->bacc + a, (const uint8_t *)x + a * zs_dtype_size(dt), dt, b - a);
@@ -35,7 +35,7 @@ void eng_finish_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 {
 	uint64_t t0 = now_ns();
 
-	if (s->gpu)
+	if (s->dev.on)
 		eng_dev_finish(j, s, a, b);
 	else
 		zs_bsum_finish(s->acc + a, s->bacc + a, j->spec.world_size, b - a);
@@ -44,7 +44,7 @@ void eng_finish_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 
 void eng_reduction_clear(struct engine *e, struct eshard *s)
 {
-	if (s->gpu)
+	if (s->dev.on)
 		eng_dev_clear(e, s);
 	else if (s->terms || s->piped)
 		memset(s->bacc, 0, (s->marks ? ZS_MARK_LEN : s->sh.padded) * sizeof *s->bacc);
@@ -61,16 +61,16 @@ void eng_partial_in(struct engine *e, struct ejob *j, struct eshard *s, uint32_t
 		return; /* in already (a gap cannot be: its begin checked) */
 	eng_deposit(e, s, dst, x->dtype, s->piped, s->glen);
 	s->terms++;
-	s->pcount[rank]++;
-	s->pterms++;
+	s->repl.pcount[rank]++;
+	s->repl.pterms++;
 }
 
 void eng_step_discard(struct engine *e, struct ejob *j, struct eshard *s)
 {
 	eng_reduction_clear(e, s);
-	memset(s->pcount, 0, j->spec.world_size * sizeof *s->pcount);
-	s->pterms = 0;
-	s->seed_gap = 0;
+	memset(s->repl.pcount, 0, j->spec.world_size * sizeof *s->repl.pcount);
+	s->repl.pterms = 0;
+	s->repl.seed_gap = 0;
 	s->acc_of = 0;
 	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 	s->full = 0;
@@ -91,7 +91,7 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
 		return;
 	/* the optimizer's step: an imported state's steps count first */
 	eng_hp_steps(j, s->version, j->spec.optim.steps_taken + s->version + 1, steps, NULL);
-	if (s->gpu) {
+	if (s->dev.on) {
 		eng_dev_apply(e, s, steps, coef, a, b);
 		s->opt_ns += now_ns() - t0;
 		return;
@@ -155,18 +155,18 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	s->terms = 0;
 	s->reduced = false;
 	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
-	if (s->pterms) {
-		memset(s->pcount, 0, j->spec.world_size * sizeof *s->pcount);
-		s->pterms = 0;
+	if (s->repl.pterms) {
+		memset(s->repl.pcount, 0, j->spec.world_size * sizeof *s->repl.pcount);
+		s->repl.pterms = 0;
 	}
-	if (s->seed_gap && s->seed_gap < s->version + 1)
-		s->seed_gap = 0; /* the step it lacked terms of is applied */
+	if (s->repl.seed_gap && s->repl.seed_gap < s->version + 1)
+		s->repl.seed_gap = 0; /* the step it lacked terms of is applied */
 	atomic_fetch_add(&e->steps, 1);
-	if (s->n_peers) /* on every copy before a gather sees it */
+	if (s->repl.n_peers) /* on every copy before a gather sees it */
 		eng_repl_queue(e, j, s, false, NULL);
 	else
 		eng_acks_flush(s);
-	if (!s->repl_wait)
+	if (!s->repl.wait)
 		eng_take_released(s, &fx->rel, &fx->n_rel);
 }
 

@@ -55,7 +55,7 @@ enum zs_status eng_array_read(struct engine *e, struct eshard *s, unsigned k, si
 	float *bb;
 	enum zs_status st;
 
-	if (s->gpu)
+	if (s->dev.on)
 		return eng_dev_array_read(e, s, k, a, b, dst);
 	if (!(bb = eng_tier_buf()))
 		return ZS_ENOMEM;
@@ -72,7 +72,7 @@ enum zs_status eng_arrays_io(struct engine *e, struct eshard *s, bool wr, float 
 	float *dst[3] = {m, s0, s1}, *res[3] = {s->master, s->s0, s->s1}, *bb;
 	enum zs_status st = ZS_OK;
 
-	if (s->gpu)
+	if (s->dev.on)
 		return eng_dev_arrays_io(e, s, wr, m, s0, s1);
 	if (s->fd < 0) {
 		for (int k = 0; k < 3; k++)
