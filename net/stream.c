@@ -11,7 +11,7 @@
  * request's buffer without it, which is safe because a request that is not
  * done is never freed.
  */
-#include "net/stream.h"
+#include "net/stream_int.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -27,50 +27,6 @@
 #include "net/sockio.h"
 #include "base/util.h"
 #include "net/wire.h"
-
-enum rstate { R_QUEUED, R_SENT, R_DONE };
-
-struct zs_req {
-	struct zs_conn *c;
-	uint64_t id;
-	uint16_t op; /* the next frame to send for it */
-	struct zs_xfer x;
-	void *dst;
-	const void *src;
-	size_t bytes;
-	enum rstate state;
-	bool in_send;  /* the sender is writing from src right now */
-	bool in_move;  /* the transport is moving its bytes (hooks->move) */
-	bool deferred; /* answered while in_send or in_move: complete after */
-	bool internal; /* a frame of the transport's own (stream_send_control) */
-	uint8_t ctl[64];
-	enum zs_status status;
-	char msg[ZS_ERRMSG_MAX];
-	struct zs_req *next;             /* in sendq or waiting */
-	struct zs_req *all_prev, *all_next; /* every live request */
-	uint8_t own[]; /* a payload the request carries itself (HPARAMS) */
-};
-
-struct zs_conn {
-	const struct zs_transport_ops *ops;
-	const struct stream_hooks *h;
-	int fd;
-	uint64_t region_len; /* the server's region (not inline_data) */
-	uint32_t dev_ident;  /* zs_conn_device */
-	uint32_t job, rank;
-	char addr[ZS_ADDR_MAX];
-
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct zs_req *sendq, *sendq_tail, *waiting, *all;
-	unsigned inflight, max_inflight;
-	uint64_t next_id;
-	bool broken, closing;
-	enum zs_status why_code;
-	char why[ZS_ERRMSG_MAX];
-	pthread_t sender, receiver;
-	void *ctx; /* the transport's (hooks->attach) */
-};
 
 const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c)
 {
@@ -389,7 +345,7 @@ static uint64_t wire_aux(const struct zs_xfer *x)
 	return x->partial ? x->micro : 0;
 }
 
-static void *sender_main(void *arg)
+void *stream_sender_main(void *arg)
 {
 	struct zs_conn *c = arg;
 
@@ -573,7 +529,7 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 	return -1;
 }
 
-static void *receiver_main(void *arg)
+void *stream_receiver_main(void *arg)
 {
 	struct zs_conn *c = arg;
 	char why[ZS_ERRMSG_MAX];
@@ -603,202 +559,3 @@ static void *receiver_main(void *arg)
 		c->h->flush(c->ctx);
 	return NULL;
 }
-
-/* -------------------------------------------------------- connect, close */
-
-static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int *fd,
-			    struct zs_error *err)
-{
-	size_t jl = strlen(o->job), tl = strlen(o->token ? o->token : "");
-	char payload[1024];
-	uint8_t h[ZS_WIRE_HDR];
-	struct zs_frame f = {.op = ZS_OP_HELLO, .req_id = 0, .rank = o->rank,
-			     .step = o->incarnation, .aux = o->epoch,
-			     .flags = c->h->hello_flags};
-	struct iovec iov[2];
-
-	*fd = -1;
-	if (jl + tl + 2 > sizeof payload)
-		return zs_fail(err, ZS_EINVAL, "job name and token are too long");
-	memcpy(payload, o->job, jl + 1);
-	memcpy(payload + jl + 1, o->token ? o->token : "", tl + 1);
-	f.payload_len = jl + tl + 2;
-	zs_wire_encode(&f, h);
-	iov[0] = (struct iovec){h, sizeof h};
-	iov[1] = (struct iovec){payload, jl + tl + 2};
-	zs_sock_timeout(c->fd, o->timeout_ms);
-	if (zs_writev_full(c->fd, iov, 2) ||
-	    (c->h->hello_fd ? zs_recv_with_fd(c->fd, h, sizeof h, fd)
-			    : zs_read_full(c->fd, h, sizeof h)))
-		return zs_fail(err, errno == EAGAIN ? ZS_ETIMEDOUT : ZS_EUNAVAIL,
-			       "%s did not answer HELLO: %s", c->addr,
-			       errno ? strerror(errno) : "connection closed");
-	if (zs_wire_decode(h, &f, err))
-		goto fail;
-	if (f.op == ZS_OP_ERROR) {
-		char msg[ZS_WIRE_MAX_ERR + 1] = "";
-		size_t n = f.payload_len < ZS_WIRE_MAX_ERR ? f.payload_len : ZS_WIRE_MAX_ERR;
-		if (!zs_read_full(c->fd, msg, n))
-			msg[n] = '\0';
-		zs_fail(err, f.status > 0 && f.status < ZS_STATUS_COUNT ? (enum zs_status)f.status
-									 : ZS_EPROTO,
-			"%s refused job '%s' rank %u: %s", c->addr, o->job, o->rank, msg);
-		goto fail;
-	}
-	if (f.op != ZS_OP_HELLO_OK || f.job == 0) {
-		zs_fail(err, ZS_EPROTO, "%s answered HELLO with %s", c->addr, zs_op_name(f.op));
-		goto fail;
-	}
-	c->job = f.job;
-	if (!c->h->inline_data) {
-		if (f.aux == 0 || (c->h->hello_fd && *fd < 0)) {
-			zs_fail(err, ZS_EPROTO, "%s sent no region for the %s data path", c->addr,
-				c->ops->name);
-			goto fail;
-		}
-		c->region_len = f.aux;
-	}
-	if (f.flags & ZS_WF_DEVICE) /* its shards' device, for device pushes */
-		c->dev_ident = (uint32_t)f.offset;
-	return ZS_OK;
-fail:
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-	return err ? err->code : ZS_EPROTO;
-}
-
-enum zs_status zs_connect(const struct zs_transport_ops *ops, const struct zs_conn_opts *o,
-			  struct zs_conn **out, struct zs_error *err)
-{
-	const struct stream_hooks *h = ops->hooks;
-	struct zs_conn *c;
-	enum zs_status st;
-	int timeout = o->timeout_ms > 0 ? o->timeout_ms : 10000, fd = -1;
-
-	*out = NULL;
-	if (!h) { /* not in this build: it says why */
-		char why[256] = "not in this build";
-		if (ops->available)
-			ops->available(why, sizeof why);
-		return zs_fail(err, ZS_EUNAVAIL, "%s", why);
-	}
-	if (h->unix_addr != (o->addr[0] == '@'))
-		return zs_fail(err, ZS_EINVAL, "'%s' is not a %s address", o->addr, ops->name);
-	c = calloc(1, sizeof *c);
-	if (!c)
-		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	c->ops = ops;
-	c->h = h;
-	c->rank = o->rank;
-	c->max_inflight = o->max_inflight ? o->max_inflight : 64;
-	snprintf(c->addr, sizeof c->addr, "%s", o->addr);
-	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
-	c->fd = zs_dial(o->addr, timeout, err);
-	if (c->fd < 0) {
-		st = err ? err->code : ZS_EUNAVAIL;
-		goto clean_c;
-	}
-	{
-		struct zs_conn_opts oo = *o;
-		oo.timeout_ms = timeout;
-		st = hello(c, &oo, &fd, err);
-	}
-	if (st)
-		goto clean_fd;
-	if (h->attach) { /* while the socket is still ours alone */
-		st = h->attach(c, o->addr, c->fd, c->region_len, fd, &c->ctx, err);
-		fd = -1;
-		if (st)
-			goto clean_fd;
-	} else if (fd >= 0) {
-		close(fd);
-	}
-	zs_sock_timeout(c->fd, 0);
-	if (pthread_create(&c->receiver, NULL, receiver_main, c)) {
-		st = zs_fail(err, ZS_ENOMEM, "cannot start a receiver thread");
-		goto clean_ctx;
-	}
-	if (pthread_create(&c->sender, NULL, sender_main, c)) {
-		st = zs_fail(err, ZS_ENOMEM, "cannot start a sender thread");
-		shutdown(c->fd, SHUT_RDWR);
-		pthread_join(c->receiver, NULL);
-		goto clean_ctx;
-	}
-	*out = c;
-	return ZS_OK;
-
-clean_ctx:
-	if (c->ctx)
-		h->detach(c->ctx);
-clean_fd:
-	close(c->fd);
-clean_c:
-	pthread_cond_destroy(&c->cv);
-	pthread_mutex_destroy(&c->mu);
-	free(c);
-	return st;
-}
-
-void zs_conn_shutdown(struct zs_conn *c)
-{
-	if (c)
-		shutdown(c->fd, SHUT_RDWR); /* the receiver ends and breaks it */
-}
-
-bool zs_conn_broken(struct zs_conn *c, char *why, size_t len)
-{
-	bool b;
-
-	pthread_mutex_lock(&c->mu);
-	b = c->broken;
-	if (b && why)
-		snprintf(why, len, "%s", c->why);
-	pthread_mutex_unlock(&c->mu);
-	return b;
-}
-
-void zs_conn_close(struct zs_conn *c)
-{
-	if (!c)
-		return;
-	pthread_mutex_lock(&c->mu);
-	c->closing = true;
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-	shutdown(c->fd, SHUT_RDWR);
-	pthread_join(c->sender, NULL);
-	pthread_join(c->receiver, NULL);
-	if (c->ctx) /* every move flushed and completed before the frees */
-		c->h->detach(c->ctx);
-	while (c->all) {
-		struct zs_req *r = c->all;
-		c->all = r->all_next;
-		free(r);
-	}
-	close(c->fd);
-	pthread_cond_destroy(&c->cv);
-	pthread_mutex_destroy(&c->mu);
-	free(c);
-}
-
-struct zs_mr {
-	void *buf;
-	size_t len;
-};
-
-enum zs_status stream_reg(struct zs_conn *c, void *buf, size_t len, struct zs_mr **mr,
-			  struct zs_error *err)
-{
-	(void)c;
-	if (!buf || !len)
-		return zs_fail(err, ZS_EINVAL, "an empty region cannot be registered");
-	*mr = malloc(sizeof **mr);
-	if (!*mr)
-		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	**mr = (struct zs_mr){buf, len};
-	return ZS_OK;
-}
-
-void stream_dereg(struct zs_mr *mr) { free(mr); }

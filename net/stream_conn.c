@@ -1,0 +1,217 @@
+/*
+ * stream_conn.c - a stream transport's connection made and closed: the
+ * HELLO (the job's token, the transport's own handshake), the sender and
+ * receiver threads, and the close that answers every request still open.
+ */
+#include "net/stream_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/le.h"
+#include "base/util.h"
+#include "net/sockio.h"
+#include "net/wire.h"
+
+/* -------------------------------------------------------- connect, close */
+
+static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int *fd,
+			    struct zs_error *err)
+{
+	size_t jl = strlen(o->job), tl = strlen(o->token ? o->token : "");
+	char payload[1024];
+	uint8_t h[ZS_WIRE_HDR];
+	struct zs_frame f = {.op = ZS_OP_HELLO, .req_id = 0, .rank = o->rank,
+			     .step = o->incarnation, .aux = o->epoch,
+			     .flags = c->h->hello_flags};
+	struct iovec iov[2];
+
+	*fd = -1;
+	if (jl + tl + 2 > sizeof payload)
+		return zs_fail(err, ZS_EINVAL, "job name and token are too long");
+	memcpy(payload, o->job, jl + 1);
+	memcpy(payload + jl + 1, o->token ? o->token : "", tl + 1);
+	f.payload_len = jl + tl + 2;
+	zs_wire_encode(&f, h);
+	iov[0] = (struct iovec){h, sizeof h};
+	iov[1] = (struct iovec){payload, jl + tl + 2};
+	zs_sock_timeout(c->fd, o->timeout_ms);
+	if (zs_writev_full(c->fd, iov, 2) ||
+	    (c->h->hello_fd ? zs_recv_with_fd(c->fd, h, sizeof h, fd)
+			    : zs_read_full(c->fd, h, sizeof h)))
+		return zs_fail(err, errno == EAGAIN ? ZS_ETIMEDOUT : ZS_EUNAVAIL,
+			       "%s did not answer HELLO: %s", c->addr,
+			       errno ? strerror(errno) : "connection closed");
+	if (zs_wire_decode(h, &f, err))
+		goto fail;
+	if (f.op == ZS_OP_ERROR) {
+		char msg[ZS_WIRE_MAX_ERR + 1] = "";
+		size_t n = f.payload_len < ZS_WIRE_MAX_ERR ? f.payload_len : ZS_WIRE_MAX_ERR;
+		if (!zs_read_full(c->fd, msg, n))
+			msg[n] = '\0';
+		zs_fail(err, f.status > 0 && f.status < ZS_STATUS_COUNT ? (enum zs_status)f.status
+									 : ZS_EPROTO,
+			"%s refused job '%s' rank %u: %s", c->addr, o->job, o->rank, msg);
+		goto fail;
+	}
+	if (f.op != ZS_OP_HELLO_OK || f.job == 0) {
+		zs_fail(err, ZS_EPROTO, "%s answered HELLO with %s", c->addr, zs_op_name(f.op));
+		goto fail;
+	}
+	c->job = f.job;
+	if (!c->h->inline_data) {
+		if (f.aux == 0 || (c->h->hello_fd && *fd < 0)) {
+			zs_fail(err, ZS_EPROTO, "%s sent no region for the %s data path", c->addr,
+				c->ops->name);
+			goto fail;
+		}
+		c->region_len = f.aux;
+	}
+	if (f.flags & ZS_WF_DEVICE) /* its shards' device, for device pushes */
+		c->dev_ident = (uint32_t)f.offset;
+	return ZS_OK;
+fail:
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	return err ? err->code : ZS_EPROTO;
+}
+
+enum zs_status zs_connect(const struct zs_transport_ops *ops, const struct zs_conn_opts *o,
+			  struct zs_conn **out, struct zs_error *err)
+{
+	const struct stream_hooks *h = ops->hooks;
+	struct zs_conn *c;
+	enum zs_status st;
+	int timeout = o->timeout_ms > 0 ? o->timeout_ms : 10000, fd = -1;
+
+	*out = NULL;
+	if (!h) { /* not in this build: it says why */
+		char why[256] = "not in this build";
+		if (ops->available)
+			ops->available(why, sizeof why);
+		return zs_fail(err, ZS_EUNAVAIL, "%s", why);
+	}
+	if (h->unix_addr != (o->addr[0] == '@'))
+		return zs_fail(err, ZS_EINVAL, "'%s' is not a %s address", o->addr, ops->name);
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	c->ops = ops;
+	c->h = h;
+	c->rank = o->rank;
+	c->max_inflight = o->max_inflight ? o->max_inflight : 64;
+	snprintf(c->addr, sizeof c->addr, "%s", o->addr);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->fd = zs_dial(o->addr, timeout, err);
+	if (c->fd < 0) {
+		st = err ? err->code : ZS_EUNAVAIL;
+		goto clean_c;
+	}
+	{
+		struct zs_conn_opts oo = *o;
+		oo.timeout_ms = timeout;
+		st = hello(c, &oo, &fd, err);
+	}
+	if (st)
+		goto clean_fd;
+	if (h->attach) { /* while the socket is still ours alone */
+		st = h->attach(c, o->addr, c->fd, c->region_len, fd, &c->ctx, err);
+		fd = -1;
+		if (st)
+			goto clean_fd;
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	zs_sock_timeout(c->fd, 0);
+	if (pthread_create(&c->receiver, NULL, stream_receiver_main, c)) {
+		st = zs_fail(err, ZS_ENOMEM, "cannot start a receiver thread");
+		goto clean_ctx;
+	}
+	if (pthread_create(&c->sender, NULL, stream_sender_main, c)) {
+		st = zs_fail(err, ZS_ENOMEM, "cannot start a sender thread");
+		shutdown(c->fd, SHUT_RDWR);
+		pthread_join(c->receiver, NULL);
+		goto clean_ctx;
+	}
+	*out = c;
+	return ZS_OK;
+
+clean_ctx:
+	if (c->ctx)
+		h->detach(c->ctx);
+clean_fd:
+	close(c->fd);
+clean_c:
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+	return st;
+}
+
+void zs_conn_shutdown(struct zs_conn *c)
+{
+	if (c)
+		shutdown(c->fd, SHUT_RDWR); /* the receiver ends and breaks it */
+}
+
+bool zs_conn_broken(struct zs_conn *c, char *why, size_t len)
+{
+	bool b;
+
+	pthread_mutex_lock(&c->mu);
+	b = c->broken;
+	if (b && why)
+		snprintf(why, len, "%s", c->why);
+	pthread_mutex_unlock(&c->mu);
+	return b;
+}
+
+void zs_conn_close(struct zs_conn *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->closing = true;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	shutdown(c->fd, SHUT_RDWR);
+	pthread_join(c->sender, NULL);
+	pthread_join(c->receiver, NULL);
+	if (c->ctx) /* every move flushed and completed before the frees */
+		c->h->detach(c->ctx);
+	while (c->all) {
+		struct zs_req *r = c->all;
+		c->all = r->all_next;
+		free(r);
+	}
+	close(c->fd);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+struct zs_mr {
+	void *buf;
+	size_t len;
+};
+
+enum zs_status stream_reg(struct zs_conn *c, void *buf, size_t len, struct zs_mr **mr,
+			  struct zs_error *err)
+{
+	(void)c;
+	if (!buf || !len)
+		return zs_fail(err, ZS_EINVAL, "an empty region cannot be registered");
+	*mr = malloc(sizeof **mr);
+	if (!*mr)
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	**mr = (struct zs_mr){buf, len};
+	return ZS_OK;
+}
+
+void stream_dereg(struct zs_mr *mr) { free(mr); }
