@@ -62,6 +62,9 @@ const struct zs_fault_point zs_fault_points[] = {
 			       "durable, not reported"},
 	{"coord-before-commit", "zshard-coordinator: dies (SIGKILL) when a checkpoint's last "
 				"report arrives, before recording it committed"},
+	{"coord-norm-forget", "zshard-coordinator: the first clipped step two servers wait for "
+			      "is answered to one and forgotten (as by a leader that dies "
+			      "between the answers); the others' calls break"},
 	{"repl-one-copy", "zshard-server: a primary sends a step to its last copy alone, waits "
 			  "until applied, then dies"},
 	{"repl-refuse", "zshard-server: a replica refuses forwards from step 2 on"},

@@ -95,8 +95,9 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	struct zs_error e = {0};
 	struct zs_buf b;
 	struct srv *s;
-	uint64_t id, gen;
+	uint64_t id;
 	char health[sizeof s->info.health];
+	struct zs_hb_reply r = {0};
 
 	struct zs_seeded *seeded = NULL;
 	uint32_t n_seeded = 0;
@@ -130,9 +131,12 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		snprintf(s->info.health, sizeof s->info.health, "%s", health);
 	}
 	s->up = true;
-	gen = c->assign_gen;
+	r.lease_ms = c->lease_ms;
+	r.assign_gen = c->assign_gen;
+	r.task_gen = c->task_gen;
+	coord_norm_wants(c, id, &r);
 	pthread_mutex_unlock(&c->mu);
-	coord_reply_buf(call, zs_enc_heartbeat_reply(c->lease_ms, gen, c->task_gen, &b), &b);
+	coord_reply_buf(call, zs_enc_heartbeat_reply(&r, &b), &b);
 }
 
 void coord_h_assignments(void *ctx, struct zs_rpc_call *call, const uint8_t *p,

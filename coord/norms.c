@@ -12,8 +12,18 @@
  * a failover the promoted copy of a lost primary's shard reports it, and
  * a norm the lost one had reported already stands (the same pushes reduce
  * to the same bits). The total is summed in that order, whoever reported.
+ *
+ * Collections live in this coordinator's memory. One that dies (or loses
+ * the lead) after answering some servers and not others leaves those
+ * others sending their report again to the next leader, which never
+ * hears from the answered ones (they applied the step and wait for the
+ * next): each heartbeat's reply names the open steps that wait for the
+ * heartbeating server's shards (coord_norm_wants), and a server that was
+ * answered one of them sends its report again, settled: counted, answered
+ * at once, and its total checked against the new one (norm_settled).
  */
 #include "coord/state.h"
+#include "base/env.h"
 
 /* ------------------------------------------------ global-norm clipping */
 
@@ -191,8 +201,32 @@ static struct norm_coll *norm_coll_new(struct coord *c, const struct zs_job *j,
 	return nc;
 }
 
+/* The test fault coord-norm-forget: the first step that two servers wait
+ * for is answered to one of them and forgotten, as by a coordinator that
+ * dies between the answers; the others' calls break. True when it struck. */
+static bool norm_forget(struct norm_coll *nc, const struct zs_buf *b)
+{
+	static atomic_bool struck;
+
+	if (nc->n_waits < 2 || nc->step < 2 || atomic_load(&struck) ||
+	    !zs_fault("coord-norm-forget"))
+		return false;
+	atomic_store(&struck, true);
+	zs_warn("fault coord-norm-forget: job '%s' step %llu answered to server %llu only, then forgotten",
+		nc->job, (unsigned long long)nc->step, (unsigned long long)nc->waits[0].server_id);
+	zs_rpc_reply(nc->waits[0].call, b->data, b->len);
+	for (size_t i = 1; i < nc->n_waits; i++)
+		zs_rpc_fail(nc->waits[i].call, ZS_EUNAVAIL,
+			    "the coordinator forgot step %llu's norms (fault coord-norm-forget)",
+			    (unsigned long long)nc->step);
+	norm_free(nc);
+	return true;
+}
+
 /* Every shard of nc (linked at *pp) is in: the total, summed in placement
- * order, answers every call that waits, and is kept for those asking again. */
+ * order, answers every call that waits, and is kept for those asking again.
+ * A server that applied the step already (a settled report) must have been
+ * answered the same total, or no one is. */
 static void norm_complete(struct coord *c, const struct zs_job *j, struct norm_coll *nc,
 			  struct norm_coll **pp)
 {
@@ -203,8 +237,22 @@ static void norm_complete(struct coord *c, const struct zs_job *j, struct norm_c
 		if (nc->have[k])
 			total += nc->sumsq[k];
 	*pp = nc->next;
+	if (nc->settled && total != nc->settled_total) {
+		char why[ZS_ERRMSG_MAX];
+		zs_fmt(why, sizeof why,
+		       "job '%s' step %llu: the shards' norms sum to %a, but server %llu applied the step with %a, answered before: the step would not be clipped alike on every server",
+		       nc->job, (unsigned long long)nc->step, total,
+		       (unsigned long long)nc->settled_by, nc->settled_total);
+		zs_error("%s", why);
+		coord_norm_fail(nc, ZS_EINTERNAL, why);
+		return;
+	}
 	if (zs_enc_norm_reply(total, nc->n_shards, &b)) {
 		coord_norm_fail(nc, ZS_ENOMEM, "cannot encode the norm reply");
+		return;
+	}
+	if (norm_forget(nc, &b)) {
+		zs_buf_release(&b);
 		return;
 	}
 	for (size_t i = 0; i < nc->n_waits; i++)
@@ -214,6 +262,84 @@ static void norm_complete(struct coord *c, const struct zs_job *j, struct norm_c
 	zs_debug("job '%s' step %llu: gradient norm %g (sumsq %a) over %u shards", nc->job,
 		 (unsigned long long)nc->step, sqrt(total), total, nc->n_shards);
 	norm_free(nc);
+}
+
+/* Counts r's norms (their places in pos) into nc, once each. */
+static void norm_count(struct norm_coll *nc, const struct zs_norm_report *r, const uint32_t *pos)
+{
+	for (uint32_t i = 0; i < r->n; i++) {
+		if (nc->have[pos[i]])
+			continue; /* sent again: counted once */
+		nc->sumsq[pos[i]] = r->norms[i].sumsq;
+		nc->have[pos[i]] = true;
+		nc->n_have++;
+	}
+}
+
+/*
+ * A settled report: its server applied the step with r->settled_total,
+ * answered by a coordinator that then died before it answered the others
+ * (which sent theirs here again). Answered at once: nothing opens for it
+ * nor waits; its norms join the open collection nc (linked at *pp), whose
+ * total must then be the same. Of another timeline (the job rolled back
+ * since the want): refused.
+ */
+static void norm_settled(struct coord *c, const struct zs_job *j, const struct zs_norm_report *r,
+			 const uint32_t *pos, struct norm_coll *nc, struct norm_coll **pp,
+			 struct zs_rpc_call *call)
+{
+	struct zs_buf b;
+
+	if (r->timeline != j->timeline) {
+		zs_rpc_fail(call, ZS_ESTATE,
+			    "job '%s' is on timeline %llu, not %llu: step %llu's settled norms are of a rolled-back run",
+			    r->job, (unsigned long long)j->timeline, (unsigned long long)r->timeline,
+			    (unsigned long long)r->step);
+		return;
+	}
+	for (struct norm_done *d = c->norms_done; d && !nc; d = d->next) {
+		if (strcmp(d->job, r->job) || d->step != r->step || d->timeline != j->timeline)
+			continue;
+		if (d->total != r->settled_total) { /* the servers' updates differ */
+			zs_error("job '%s' step %llu: server %llu applied the step with total %a, the others with %a",
+				 r->job, (unsigned long long)r->step,
+				 (unsigned long long)r->server_id, r->settled_total, d->total);
+			zs_rpc_fail(call, ZS_EINTERNAL,
+				    "step %llu's total was %a here, not %a: the servers clipped it differently",
+				    (unsigned long long)r->step, d->total, r->settled_total);
+			return;
+		}
+		break;
+	}
+	if (nc && nc->settled && nc->settled_total != r->settled_total) {
+		*pp = nc->next;
+		zs_error("job '%s' step %llu: servers %llu and %llu applied the step with totals %a and %a",
+			 r->job, (unsigned long long)r->step, (unsigned long long)nc->settled_by,
+			 (unsigned long long)r->server_id, nc->settled_total, r->settled_total);
+		zs_rpc_fail(call, ZS_EINTERNAL, "another server applied step %llu with another total",
+			    (unsigned long long)r->step);
+		coord_norm_fail(nc, ZS_EINTERNAL,
+				"the servers applied the step with different gradient norms");
+		return;
+	}
+	if (nc)
+		zs_info("job '%s' step %llu: server %llu applied the step already (with total %a, answered before this coordinator led or after it forgot): its norms join the exchange",
+			r->job, (unsigned long long)r->step, (unsigned long long)r->server_id,
+			r->settled_total);
+	if (zs_enc_norm_reply(r->settled_total, nc ? nc->n_shards : 0, &b)) {
+		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode the norm reply");
+		return;
+	}
+	zs_rpc_reply(call, b.data, b.len);
+	zs_buf_release(&b);
+	if (!nc)
+		return; /* nothing waits for it (any more) */
+	nc->settled = true;
+	nc->settled_total = r->settled_total;
+	nc->settled_by = r->server_id;
+	norm_count(nc, r, pos);
+	if (nc->n_have == nc->n_shards)
+		norm_complete(c, j, nc, pp);
 }
 
 void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
@@ -251,6 +377,10 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		zs_debug("job '%s' step %llu: server %llu reports unit %u shard %u: sumsq %a", r.job,
 			 (unsigned long long)r.step, (unsigned long long)r.server_id, r.norms[i].unit,
 			 r.norms[i].index, r.norms[i].sumsq);
+	if (r.settled) {
+		norm_settled(c, j, &r, pos, nc, pp, call);
+		goto out;
+	}
 	if (norm_answer_kept(c, j, &r, call))
 		goto out;
 	if (!nc && r.server_id == 0) {
@@ -272,19 +402,48 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	}
 	nc->waits = g;
 	g[nc->n_waits++] = (struct norm_wait){call, r.server_id};
-	for (uint32_t i = 0; i < r.n; i++) {
-		if (nc->have[pos[i]])
-			continue; /* sent again: counted once */
-		nc->sumsq[pos[i]] = r.norms[i].sumsq;
-		nc->have[pos[i]] = true;
-		nc->n_have++;
-	}
+	norm_count(nc, &r, pos);
 	if (nc->n_have == nc->n_shards)
 		norm_complete(c, j, nc, pp);
 out:
 	pthread_mutex_unlock(&c->mu);
 	free(pos);
 	free(r.norms);
+}
+
+/* Whether server id owns a primary of j that n has no norm of. */
+static bool norm_waits_for(const struct zs_job *j, const struct norm_coll *n, uint64_t id)
+{
+	const struct zs_placement *p = &j->placement;
+
+	for (uint32_t i = 0, g = 0; i < p->n_shards && g < n->n_shards; i++) {
+		if (p->shards[i].copy)
+			continue;
+		if (!n->have[g] && p->shards[i].server_id == id)
+			return true;
+		g++;
+	}
+	return false;
+}
+
+/* A step open for less than this is not asked for again: its reports are
+ * on their way (a want that crosses the answer costs a needless report). */
+#define NORM_WANT_AFTER_MS 250
+
+void coord_norm_wants(struct coord *c, uint64_t id, struct zs_hb_reply *r)
+{
+	int64_t now = zs_now_ms();
+
+	for (struct norm_coll *n = c->norms; n && r->n_wants < ZS_NORM_WANTS; n = n->next) {
+		struct zs_job *j = coord_find_job(c, n->job);
+		struct zs_norm_want *w = &r->wants[r->n_wants];
+		if (!j || now - n->started_ms < NORM_WANT_AFTER_MS || !norm_waits_for(j, n, id))
+			continue;
+		snprintf(w->job, sizeof w->job, "%s", n->job);
+		w->step = n->step;
+		w->timeline = j->timeline;
+		r->n_wants++;
+	}
 }
 
 void coord_norms_fail_job(struct coord *c, const char *job, const char *why)

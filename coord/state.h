@@ -80,6 +80,11 @@ struct norm_coll {
 	bool *have;
 	struct norm_wait *waits;
 	size_t n_waits;
+	/* a server's settled report joined: the total it applied already
+	 * (sent by a coordinator that died before it answered the others) */
+	bool settled;
+	double settled_total;
+	uint64_t settled_by;
 	struct norm_coll *next;
 };
 
@@ -442,6 +447,9 @@ uint64_t coord_state_checkpoint(struct coord *c, const struct zs_job *j,
 /* Fails every server waiting on n (caller holds mu and unlinks n). */
 void coord_norm_fail(struct norm_coll *n, enum zs_status code, const char *why);
 void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+/* The open norm exchanges that wait for server id's shards, into r's wants
+ * (caller holds mu). */
+void coord_norm_wants(struct coord *c, uint64_t id, struct zs_hb_reply *r);
 /* Forgets job's totals kept for repeats (NULL: every job's). */
 void coord_drop_norms_done(struct coord *c, const char *job);
 /* Fails collections older than the bound (caller holds mu). */

@@ -76,6 +76,28 @@ struct zs_norm_report {
 	uint64_t server_id;
 	uint32_t n;
 	struct zs_shard_norm *norms; /* malloc'd by the decoder (free) */
+	/* sent again when the coordinator asked (struct zs_norm_want): the
+	 * server was answered settled_total for the step and applied it */
+	bool settled;
+	double settled_total;
+	uint64_t timeline; /* the want's, with settled */
+};
+
+/* A step whose norm exchange waits for a server's shards (a heartbeat's
+ * reply names at most ZS_NORM_WANTS of them). */
+#define ZS_NORM_WANTS 8
+struct zs_norm_want {
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t step;
+	uint64_t timeline;
+};
+
+/* Heartbeat's reply. */
+struct zs_hb_reply {
+	uint32_t lease_ms;
+	uint64_t assign_gen, task_gen;
+	uint32_t n_wants;
+	struct zs_norm_want wants[ZS_NORM_WANTS];
 };
 
 enum zs_status zs_enc_norm_report(const struct zs_norm_report *r, struct zs_buf *out);
@@ -126,10 +148,9 @@ enum zs_status zs_dec_heartbeat(const uint8_t *p, size_t n, uint64_t *id, char *
 				size_t cap, struct zs_error *err);
 enum zs_status zs_dec_server_id(const uint8_t *p, size_t n, uint64_t *id,
 				struct zs_error *err);
-enum zs_status zs_enc_heartbeat_reply(uint32_t lease_ms, uint64_t gen, uint64_t task_gen,
-				      struct zs_buf *out);
-enum zs_status zs_dec_heartbeat_reply(const uint8_t *p, size_t n, uint32_t *lease_ms,
-				      uint64_t *gen, uint64_t *task_gen, struct zs_error *err);
+enum zs_status zs_enc_heartbeat_reply(const struct zs_hb_reply *r, struct zs_buf *out);
+enum zs_status zs_dec_heartbeat_reply(const uint8_t *p, size_t n, struct zs_hb_reply *r,
+				      struct zs_error *err);
 
 enum zs_status zs_enc_assignments(uint64_t gen, const struct zs_assignment *a,
 				  uint32_t n_a, struct zs_buf *out);

@@ -185,26 +185,48 @@ enum zs_status zs_dec_heartbeat(const uint8_t *p, size_t n, uint64_t *id, char *
 	return st;
 }
 
-enum zs_status zs_enc_heartbeat_reply(uint32_t lease_ms, uint64_t gen, uint64_t task_gen,
-				      struct zs_buf *out)
+enum zs_status zs_enc_heartbeat_reply(const struct zs_hb_reply *r, struct zs_buf *out)
 {
 	Zshard__HeartbeatReply m = ZSHARD__HEARTBEAT_REPLY__INIT;
 	struct arena a = {0};
-	m.lease_ms = lease_ms;
-	m.assign_gen = gen;
-	m.task_gen = task_gen;
+	m.lease_ms = r->lease_ms;
+	m.assign_gen = r->assign_gen;
+	m.task_gen = r->task_gen;
+	m.n_norms_wanted = r->n_wants < ZS_NORM_WANTS ? r->n_wants : ZS_NORM_WANTS;
+	m.norms_wanted = pb_aalloc(&a, (m.n_norms_wanted ? m.n_norms_wanted : 1) *
+					   sizeof *m.norms_wanted);
+	for (size_t i = 0; m.norms_wanted && i < m.n_norms_wanted; i++) {
+		Zshard__NormWanted *w = NEW(&a, Zshard__NormWanted, ZSHARD__NORM_WANTED__INIT);
+		if (!w)
+			break;
+		w->job = (char *)r->wants[i].job;
+		w->step = r->wants[i].step;
+		w->timeline = r->wants[i].timeline;
+		m.norms_wanted[i] = w;
+	}
 	return pb_pack(&a, &m.base, out);
 }
 
-enum zs_status zs_dec_heartbeat_reply(const uint8_t *p, size_t n, uint32_t *lease_ms,
-				      uint64_t *gen, uint64_t *task_gen, struct zs_error *err)
+enum zs_status zs_dec_heartbeat_reply(const uint8_t *p, size_t n, struct zs_hb_reply *r,
+				      struct zs_error *err)
 {
+	enum zs_status st = ZS_OK;
 	UNPACK(Zshard__HeartbeatReply, heartbeat_reply, p, n, err);
-	*lease_ms = m->lease_ms;
-	*gen = m->assign_gen;
-	*task_gen = m->task_gen;
+	memset(r, 0, sizeof *r);
+	r->lease_ms = m->lease_ms;
+	r->assign_gen = m->assign_gen;
+	r->task_gen = m->task_gen;
+	/* more than the coordinator sends: the rest at the next heartbeat */
+	for (size_t i = 0; !st && i < m->n_norms_wanted && i < ZS_NORM_WANTS; i++) {
+		struct zs_norm_want *w = &r->wants[r->n_wants];
+		st = pb_cpy(w->job, sizeof w->job, m->norms_wanted[i]->job, "job name", err);
+		w->step = m->norms_wanted[i]->step;
+		w->timeline = m->norms_wanted[i]->timeline;
+		if (!st)
+			r->n_wants++;
+	}
 	DONE(heartbeat_reply);
-	return ZS_OK;
+	return st;
 }
 
 enum zs_status zs_enc_assignments(uint64_t gen, const struct zs_assignment *as,
@@ -402,6 +424,9 @@ enum zs_status zs_enc_norm_report(const struct zs_norm_report *r, struct zs_buf 
 	m.job = (char *)r->job;
 	m.step = r->step;
 	m.server_id = r->server_id;
+	m.settled = r->settled;
+	m.settled_total = r->settled_total;
+	m.timeline = r->timeline;
 	m.n_norms = r->n;
 	m.norms = pb_aalloc(&a, r->n * sizeof *m.norms);
 	for (uint32_t i = 0; m.norms && i < r->n; i++) {
@@ -424,6 +449,9 @@ enum zs_status zs_dec_norm_report(const uint8_t *p, size_t n, struct zs_norm_rep
 	memset(r, 0, sizeof *r);
 	r->step = m->step;
 	r->server_id = m->server_id;
+	r->settled = m->settled;
+	r->settled_total = m->settled_total;
+	r->timeline = m->timeline;
 	st = pb_cpy(r->job, sizeof r->job, m->job, "job name", err);
 	if (!st && m->n_norms > (1u << 24))
 		st = zs_fail(err, ZS_EINVAL, "too many shard norms (%zu)", m->n_norms);

@@ -276,20 +276,27 @@ enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id, const 
 				  uint32_t *lease_ms, uint64_t *gen, uint64_t *task_gen,
 				  struct zs_error *err)
 {
-	return zs_coord_heartbeat_ex(c, id, health, NULL, 0, lease_ms, gen, task_gen, err);
+	struct zs_hb_reply r;
+	enum zs_status st = zs_coord_heartbeat_ex(c, id, health, NULL, 0, &r, err);
+
+	if (!st) {
+		*lease_ms = r.lease_ms;
+		*gen = r.assign_gen;
+		*task_gen = r.task_gen;
+	}
+	return st;
 }
 
 enum zs_status zs_coord_heartbeat_ex(struct zs_coord_client *c, uint64_t id, const char *health,
 				     const struct zs_seeded *seeded, uint32_t n_seeded,
-				     uint32_t *lease_ms, uint64_t *gen, uint64_t *task_gen,
-				     struct zs_error *err)
+				     struct zs_hb_reply *r, struct zs_error *err)
 {
 	struct zs_buf req, resp;
 	enum zs_status st = call(c, ZS_M_HEARTBEAT,
 				 zs_enc_heartbeat_ex(id, health, seeded, n_seeded, &req), &req, &resp,
 				 err);
 	if (!st)
-		st = zs_dec_heartbeat_reply(resp.data, resp.len, lease_ms, gen, task_gen, err);
+		st = zs_dec_heartbeat_reply(resp.data, resp.len, r, err);
 	zs_buf_release(&resp);
 	return st;
 }

@@ -34,11 +34,11 @@ enum zs_status zs_coord_register(struct zs_coord_client *c,
 				 const struct zs_server_info *me, uint64_t *id,
 				 uint32_t *lease_ms, struct zs_error *err);
 /* health: "" when well; else what fails on the server (its disk). */
-/* The same with the rebuilt copies this server's primaries seeded. */
+/* The same with the rebuilt copies this server's primaries seeded; the
+ * whole reply in *r (with the norm reports the coordinator wants again). */
 enum zs_status zs_coord_heartbeat_ex(struct zs_coord_client *c, uint64_t id, const char *health,
 				     const struct zs_seeded *seeded, uint32_t n_seeded,
-				     uint32_t *lease_ms, uint64_t *gen, uint64_t *task_gen,
-				     struct zs_error *err);
+				     struct zs_hb_reply *r, struct zs_error *err);
 enum zs_status zs_coord_heartbeat(struct zs_coord_client *c, uint64_t id, const char *health,
 				  uint32_t *lease_ms, uint64_t *gen, uint64_t *task_gen,
 				  struct zs_error *err);
@@ -114,7 +114,10 @@ enum zs_status zs_coord_status(struct zs_coord_client *c,
 
 /*
  * Reports a server's shard norms for a step and waits (up to timeout_ms,
- * beyond the client's usual bound) for the job's total sum of squares.
+ * beyond the client's usual bound) for the job's total sum of squares. A
+ * settled report (r->settled: sent again for a heartbeat's want) does not
+ * wait: ZS_OK once counted and checked against its settled total;
+ * ZS_ESTALE when the job's timeline is no longer the want's.
  */
 enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
 				    const struct zs_norm_report *r, int timeout_ms,

@@ -14,6 +14,11 @@
  * came) reports that step, which the coordinator answers from the totals
  * it keeps.
  *
+ * The exchanges answered and applied are kept (the last few, until a
+ * restore): a coordinator that dies between its answers to the servers
+ * leaves the unanswered ones sending their reports to the next, which
+ * asks this server for its norms again (engine_norms_answered).
+ *
  * Exchanges run on their own threads (a pool that grows to as many as have
  * waited at once, and stays), never on the connection or replicator thread
  * that finished a reduction: an exchange waits at the coordinator for
@@ -32,6 +37,70 @@ struct ctask {
 	struct eshard **set;
 };
 
+/* Keeps nv (n norms, step t of j, answered total) unless j was restored
+ * since gen; returns what the caller frees (NULL when kept). */
+static struct zs_shard_norm *answered_keep(struct ejob *j, uint64_t gen, uint64_t t, double total,
+					   struct zs_shard_norm *nv, uint32_t n)
+{
+	struct eng_answered *a;
+
+	pthread_mutex_lock(&j->cmu);
+	if (j->answered.gen == gen) {
+		a = &j->answered.ring[j->answered.next++ % EJOB_ANSWERED_KEEP];
+		free(a->nv);
+		*a = (struct eng_answered){t, total, n, nv};
+		nv = NULL;
+	}
+	pthread_mutex_unlock(&j->cmu);
+	return nv;
+}
+
+void eng_clip_forget(struct ejob *j)
+{
+	pthread_mutex_lock(&j->cmu);
+	for (unsigned i = 0; i < EJOB_ANSWERED_KEEP; i++) {
+		free(j->answered.ring[i].nv);
+		j->answered.ring[i] = (struct eng_answered){0};
+	}
+	j->answered.gen++;
+	pthread_mutex_unlock(&j->cmu);
+}
+
+enum zs_status engine_norms_answered(struct engine *e, const char *job, uint64_t step,
+				     struct zs_shard_norm **norms, uint32_t *n, double *total)
+{
+	struct ejob *j = eng_job_by_name(e, job);
+	enum zs_status st = ZS_ENOTFOUND;
+	uint32_t have = 0;
+
+	*norms = NULL;
+	*n = 0;
+	if (!j)
+		return st;
+	pthread_mutex_lock(&j->cmu);
+	/* a step's primaries here may have gone in more than one exchange
+	 * (a copy promoted during it reports on its own): all of them */
+	for (unsigned i = 0; i < EJOB_ANSWERED_KEEP; i++)
+		if (j->answered.ring[i].nv && j->answered.ring[i].step == step)
+			have += j->answered.ring[i].n;
+	if (have && (*norms = malloc(have * sizeof **norms))) {
+		for (unsigned i = 0; i < EJOB_ANSWERED_KEEP; i++) {
+			const struct eng_answered *a = &j->answered.ring[i];
+			if (!a->nv || a->step != step)
+				continue;
+			memcpy(*norms + *n, a->nv, a->n * sizeof **norms);
+			*n += a->n;
+			*total = a->total;
+		}
+		st = ZS_OK;
+	} else if (have) {
+		st = ZS_ENOMEM;
+	}
+	pthread_mutex_unlock(&j->cmu);
+	eng_job_unref(e, j);
+	return st;
+}
+
 /*
  * Exchanges the norms of set (primaries here that reduced step t) and
  * applies them; a failed exchange fails the gathers waiting for step t + 1
@@ -44,8 +113,13 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 	struct zs_error err = {0};
 	double total = 0.0, clip;
 	enum zs_status st;
+	bool applied = false;
+	uint64_t gen;
 	float coef;
 
+	pthread_mutex_lock(&j->cmu);
+	gen = j->answered.gen; /* a restore meanwhile: the answer is not kept */
+	pthread_mutex_unlock(&j->cmu);
 	if (!nv) {
 		st = zs_fail(&err, ZS_ENOMEM, "out of memory");
 	} else {
@@ -54,7 +128,6 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 						       set[i]->sumsq};
 		st = e->norm_fn(e->norm_ctx, j->name, t, nv, n, &total, &err);
 	}
-	free(nv);
 	eng_hp_steps(j, t, t + 1, NULL, &clip);
 	coef = st ? 1.0f : zs_clip_coef(total, clip);
 	for (uint32_t i = 0; i < n; i++) {
@@ -72,6 +145,7 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 				s->reduced = false;
 		} else if (s->reduced && s->version == t) { /* not restored meanwhile */
 			eng_apply(e, j, s, coef, &fx);
+			applied = true;
 		}
 		pthread_mutex_lock(&j->cmu);
 		s->clip_at = 0;
@@ -80,6 +154,9 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 		pthread_mutex_unlock(&s->mu);
 		eng_fx_run(e, j, s, &fx);
 	}
+	if (applied)
+		nv = answered_keep(j, gen, t, total, nv, n);
+	free(nv);
 	if (st)
 		zs_error("job '%s' step %llu: %s", j->name, (unsigned long long)t, err.msg);
 }

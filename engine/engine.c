@@ -59,10 +59,24 @@ static void job_free(struct engine *e, struct ejob *j)
 		free(p);
 	}
 	free(j->shards);
+	eng_clip_forget(j);
 	zs_job_spec_release(&j->spec);
 	pthread_mutex_destroy(&j->cmu);
 	pthread_mutex_destroy(&j->hpmu);
 	free(j);
+}
+
+struct ejob *eng_job_by_name(struct engine *e, const char *name)
+{
+	struct ejob *j;
+
+	pthread_mutex_lock(&e->mu);
+	for (j = e->jobs; j && strcmp(j->name, name); j = j->next)
+		;
+	if (j)
+		atomic_fetch_add(&j->refs, 1);
+	pthread_mutex_unlock(&e->mu);
+	return j;
 }
 
 void eng_job_unref(struct engine *e, struct ejob *j)

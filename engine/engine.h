@@ -76,6 +76,15 @@ typedef enum zs_status (*engine_norm_fn)(void *ctx, const char *job, uint64_t st
 					 double *total, struct zs_error *err);
 /* Without one, jobs that clip are refused. Set before adding jobs. */
 void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx);
+/*
+ * The norms this server reported for job's step and the total it was
+ * answered and applied, if it was one of the last few (none since a
+ * restore): *norms (n of them, malloc'd) and *total. ZS_ENOTFOUND when not
+ * kept. For a coordinator that asks again (it took over from one that died
+ * before answering every server).
+ */
+enum zs_status engine_norms_answered(struct engine *e, const char *job, uint64_t step,
+				     struct zs_shard_norm **norms, uint32_t *n, double *total);
 
 /*
  * Replicas (a job's spec.replicas > 1): the data-plane address (tcp,

@@ -47,6 +47,18 @@ enum slot_state { SLOT_EMPTY, SLOT_LANDING, SLOT_FULL };
  * slowest shard's step) */
 #define EJOB_HP_KEEP 8
 
+/* A norm exchange this server was answered and applied (clip.c), kept for
+ * the last EJOB_ANSWERED_KEEP until a restore: the coordinator that
+ * answered may die before it answers the other servers, and the next one
+ * then asks for the norms again (engine_norms_answered). */
+#define EJOB_ANSWERED_KEEP 8
+struct eng_answered {
+	uint64_t step;
+	double total;
+	uint32_t n;
+	struct zs_shard_norm *nv;
+};
+
 struct held {
 	struct zs_sop *op;
 	struct zs_xfer x;
@@ -178,7 +190,7 @@ struct epending {
 
 struct ejob {
 	struct engine *e;
-	pthread_mutex_t cmu; /* clipping's marks, snapshots in progress */
+	pthread_mutex_t cmu; /* clipping's marks and answers, snapshots in progress */
 	struct epending *pend;
 	/* the step report: time of the steps being applied (by step parity)
 	 * and of the latest one every shard here has applied */
@@ -214,6 +226,9 @@ struct ejob {
 	pthread_mutex_t hpmu;
 	struct zs_hp_table hp[EJOB_HP_KEEP];
 	unsigned n_hp;
+	/* the norm exchanges answered lately, a ring (clip.c; under cmu);
+	 * gen grows at every restore, which empties it */
+	struct { struct eng_answered ring[EJOB_ANSWERED_KEEP]; unsigned next; uint64_t gen; } answered;
 	atomic_int refs;
 	atomic_bool removed; /* dropped from the engine (its last reference frees it) */
 	struct ejob *next;
@@ -404,6 +419,8 @@ enum zs_status eng_dev_array_read(struct engine *e, struct eshard *s, unsigned k
 /* The job of handle h (referenced: eng_job_unref), the current one or one
  * a restore retired (*stale true); NULL if no job has it. */
 struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale);
+/* The job named name, referenced (eng_job_unref), or NULL. */
+struct ejob *eng_job_by_name(struct engine *e, const char *name);
 const char *eng_unit_name(struct ejob *j, uint32_t u);
 enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 			   uint64_t incarnation, uint64_t epoch, uint32_t rank,
@@ -492,6 +509,8 @@ void eng_clip_reduced(struct engine *e, struct ejob *j, struct eshard *s, struct
 void eng_clip_exchange(struct engine *e, struct ejob *j, struct eshard *s, uint64_t t);
 /* Stops the exchanges' threads (what is queued runs first). */
 void eng_clip_stop(struct engine *e);
+/* Drops the exchanges j was answered (a restore, the job's end). */
+void eng_clip_forget(struct ejob *j);
 
 /* tier.c */
 /* Elements [a, b) of array k of a shard whose state is not in memory (the

@@ -124,24 +124,12 @@ void engine_snaps_free(struct engine_snap *s, uint32_t n)
 	free(s);
 }
 
-static struct ejob *job_by_name(struct engine *e, const char *name)
-{
-	struct ejob *j;
-	pthread_mutex_lock(&e->mu);
-	for (j = e->jobs; j && strcmp(j->name, name); j = j->next)
-		;
-	if (j)
-		atomic_fetch_add(&j->refs, 1);
-	pthread_mutex_unlock(&e->mu);
-	return j;
-}
-
 /* The job (*j, referenced) and a zeroed snapshot per shard of it here
  * (*v), for a restore or a capture. */
 static enum zs_status job_with_snaps(struct engine *e, const char *job, struct ejob **j,
 				     struct engine_snap **v, uint32_t *n, struct zs_error *err)
 {
-	if (!(*j = job_by_name(e, job)))
+	if (!(*j = eng_job_by_name(e, job)))
 		return zs_fail(err, ZS_ENOTFOUND, "this server holds no shard of job '%s'", job);
 	*n = (*j)->n_shards; /* those here now (a rebuild may add more) */
 	*v = calloc(*n ? *n : 1, sizeof **v);
@@ -154,7 +142,7 @@ static enum zs_status job_with_snaps(struct engine *e, const char *job, struct e
 
 void engine_cancel_snapshot(struct engine *e, const char *job, uint64_t id)
 {
-	struct ejob *j = job_by_name(e, job);
+	struct ejob *j = eng_job_by_name(e, job);
 	struct epending *gone = NULL;
 
 	if (!j)
@@ -187,7 +175,7 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 			       uint64_t step, engine_snap_done done, void *ctx,
 			       struct zs_error *err)
 {
-	struct ejob *j = job_by_name(e, job);
+	struct ejob *j = eng_job_by_name(e, job);
 	struct epending *p, *whole = NULL;
 	enum zs_status st = ZS_OK;
 	uint32_t n;
@@ -379,6 +367,8 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 	 */
 	if (!st && rollback)
 		retire_handle(e, j);
+	if (!st) /* the steps answered before are not this state's */
+		eng_clip_forget(j);
 	if (!st)
 		st = wait_quiet(e, j, err);
 	for (uint32_t k = 0; k < ns && !st; k++) {

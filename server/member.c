@@ -343,6 +343,35 @@ void srvd_refresh_assignments(struct srvd *d)
 	pthread_mutex_unlock(&refresh_one);
 }
 
+/*
+ * The coordinator waits for the norms of steps this server was answered
+ * already (the coordinator that answered died before it answered the
+ * others, who sent theirs again): those kept go again, settled. Each within
+ * a third of the lease; one that fails is asked for at the next heartbeat.
+ */
+static void norms_again(struct srvd *d, const struct zs_hb_reply *r)
+{
+	for (uint32_t i = 0; i < r->n_wants; i++) {
+		const struct zs_norm_want *w = &r->wants[i];
+		struct zs_norm_report rep = {.step = w->step, .server_id = d->me.id,
+					     .settled = true, .timeline = w->timeline};
+		struct zs_error err = {0};
+		double total;
+		/* not answered here (yet): this server's own report comes */
+		if (engine_norms_answered(d->engine, w->job, w->step, &rep.norms, &rep.n,
+					  &rep.settled_total))
+			continue;
+		snprintf(rep.job, sizeof rep.job, "%s", w->job);
+		zs_debug("job '%s' step %llu: the coordinator asks for norms answered here (total %a): sending them again",
+			w->job, (unsigned long long)w->step, rep.settled_total);
+		if (zs_coord_report_norm(d->coord, &rep, (int)(d->lease_ms / 3 ? d->lease_ms / 3 : 100),
+					 &total, &err))
+			zs_warn("job '%s' step %llu: cannot send the answered norms again: %s (the next heartbeat asks again)",
+				w->job, (unsigned long long)w->step, err.msg);
+		free(rep.norms);
+	}
+}
+
 void *srvd_heartbeat(void *arg)
 {
 	struct srvd *d = arg;
@@ -352,8 +381,7 @@ void *srvd_heartbeat(void *arg)
 
 	while (!srvd_stop) {
 		struct zs_error err = {0};
-		uint32_t lease;
-		uint64_t gen, task_gen;
+		struct zs_hb_reply r = {0};
 		enum zs_status st;
 
 		zs_sleep_ms(d->lease_ms / 3 ? d->lease_ms / 3 : 100,
@@ -368,8 +396,7 @@ void *srvd_heartbeat(void *arg)
 		/* new copies seeded: told once the coordinator has heard it */
 		n_seeded += engine_take_seeded(d->engine, seeded + n_seeded,
 					       (uint32_t)(sizeof seeded / sizeof seeded[0]) - n_seeded);
-		st = zs_coord_heartbeat_ex(d->coord, d->me.id, health, seeded, n_seeded, &lease, &gen,
-					   &task_gen, &err);
+		st = zs_coord_heartbeat_ex(d->coord, d->me.id, health, seeded, n_seeded, &r, &err);
 		if (!st)
 			n_seeded = 0;
 		srvd_metrics_heartbeat(d, (double)(zs_now_ms() - t0) * 1e-3, !st);
@@ -378,8 +405,8 @@ void *srvd_heartbeat(void *arg)
 				(unsigned long long)d->me.id);
 			st = srvd_do_register(d, &err);
 			if (!st)
-				st = zs_coord_heartbeat(d->coord, d->me.id, health, &lease, &gen,
-							&task_gen, &err);
+				st = zs_coord_heartbeat_ex(d->coord, d->me.id, health, NULL, 0, &r,
+							   &err);
 		}
 		if (st) {
 			if (!lost)
@@ -391,11 +418,12 @@ void *srvd_heartbeat(void *arg)
 		if (lost)
 			zs_info("coordinator %s reachable again", zs_coord_addr(d->coord));
 		lost = 0;
-		d->lease_ms = lease;
-		if (gen != d->gen)
+		d->lease_ms = r.lease_ms;
+		if (r.assign_gen != d->gen)
 			srvd_refresh_assignments(d);
-		if (task_gen != d->task_gen)
-			srvd_refresh_tasks(d, task_gen);
+		if (r.task_gen != d->task_gen)
+			srvd_refresh_tasks(d, r.task_gen);
+		norms_again(d, &r);
 	}
 	return NULL;
 }

@@ -74,7 +74,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 6: zs_dec_register_reply(p, n, &u64, &u32, NULL); break;
 	case 7: zs_dec_heartbeat(p, n, &u64, text, sizeof text, NULL); break;
 	case 8: zs_dec_server_id(p, n, &u64, NULL); break;
-	case 9: zs_dec_heartbeat_reply(p, n, &u32, &u64, &u64b, NULL); break;
+	case 9: {
+		struct zs_hb_reply r;
+		if (!zs_dec_heartbeat_reply(p, n, &r, NULL)) {
+			struct zs_buf o;
+			if (!zs_enc_heartbeat_reply(&r, &o))
+				zs_buf_release(&o);
+		}
+		break;
+	}
 	case 10: {
 		struct zs_assignment *a;
 		if (!zs_dec_assignments(p, n, &u64, &a, &u32, NULL)) {

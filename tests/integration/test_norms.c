@@ -4,7 +4,10 @@
  * connection to a coordinator that restarted or lost the lead): the same
  * report again waits with the first and is counted once; a report of a
  * step whose total already went out gets that total at once; another norm
- * for a shard already in is refused. A real coordinator; the servers are
+ * for a shard already in is refused. And a report sent again settled (the
+ * server was answered by a coordinator that died before answering the
+ * others): asked for by the heartbeat, counted, checked against the total,
+ * refused from another timeline. A real coordinator; the servers are
  * registered by the test, which reports for them.
  */
 #include <pthread.h>
@@ -121,6 +124,39 @@ static double expected(void)
 	return t;
 }
 
+/* The steps the coordinator's heartbeat reply to server s wants again. */
+static uint32_t wants(int s, uint64_t step)
+{
+	struct zs_hb_reply r;
+	struct zs_error err = {0};
+	uint32_t k = 0;
+
+	if (zs_coord_heartbeat_ex(C.c, C.ids[s], "", NULL, 0, &r, &err))
+		fail_msg("heartbeat of server %d: %s", s, err.msg);
+	for (uint32_t i = 0; i < r.n_wants; i++) {
+		assert_string_equal(r.wants[i].job, "clipped");
+		assert_int_equal(r.wants[i].timeline, C.job.timeline);
+		k += r.wants[i].step == step;
+	}
+	return k;
+}
+
+static bool server1_wanted(void *arg)
+{
+	return wants(1, *(uint64_t *)arg) == 1;
+}
+
+/* Server 0's report of step waits (thread a) until the coordinator wants
+ * server 1's. */
+static void first_waits(struct report *a, uint64_t step)
+{
+	make(a, 0, step, 0);
+	assert_int_equal(pthread_create(&a->t, NULL, send_report, a), 0);
+	if (!h_poll(server1_wanted, &step, 10000))
+		fail_msg("the heartbeat of server 1 never named step %llu", (unsigned long long)step);
+	assert_int_equal(wants(0, step), 0); /* server 0's shards are in */
+}
+
 static void test_report_sent_again(void **st)
 {
 	struct report a, again, b, late;
@@ -159,9 +195,7 @@ static void test_another_norm_is_refused(void **st)
 	double total;
 	(void)st;
 
-	make(&a, 0, 8, 0);
-	assert_int_equal(pthread_create(&a.t, NULL, send_report, &a), 0);
-	usleep(200 * 1000);
+	first_waits(&a, 8);
 	make(&other, 0, 8, 0.5);
 	assert_int_equal(zs_coord_report_norm(C.c, &other.r, 5000, &total, &err), ZS_EEXIST);
 	assert_non_null(strstr(err.msg, "with another norm"));
@@ -172,11 +206,79 @@ static void test_another_norm_is_refused(void **st)
 	assert_true(a.total == expected()); /* the refused one changed nothing */
 }
 
+static void make_settled(struct report *x, uint64_t step, double total, uint64_t timeline)
+{
+	make(x, 1, step, 0);
+	x->r.settled = true;
+	x->r.settled_total = total;
+	x->r.timeline = timeline;
+}
+
+static void test_settled_report(void **st)
+{
+	struct report a, s, late;
+	struct zs_error err = {0};
+	double total;
+	(void)st;
+
+	/* the coordinator lost step 20 after answering server 1: server 0
+	 * sent its report again and waits; server 1's settled one completes it */
+	first_waits(&a, 20);
+	make_settled(&s, 20, expected(), C.job.timeline);
+	send_report(&s); /* answered at once */
+	assert_int_equal(s.st, ZS_OK);
+	assert_true(s.total == expected());
+	pthread_join(a.t, NULL);
+	assert_int_equal(a.st, ZS_OK);
+	assert_true(a.total == expected());
+	assert_int_equal(wants(1, 20), 0);
+	/* again, after the total went out: the same, at once */
+	send_report(&s);
+	assert_int_equal(s.st, ZS_OK);
+	/* but not with another total: the servers would have diverged */
+	make_settled(&late, 20, expected() + 1, C.job.timeline);
+	assert_int_equal(zs_coord_report_norm(C.c, &late.r, 5000, &total, &err), ZS_EINTERNAL);
+	assert_non_null(strstr(err.msg, "clipped it differently"));
+
+	/* settled with a total the others' norms do not sum to: no one is
+	 * answered a total (the step cannot be applied alike) */
+	first_waits(&a, 21);
+	make_settled(&s, 21, expected() + 0.5, C.job.timeline);
+	send_report(&s);
+	assert_int_equal(s.st, ZS_OK);
+	pthread_join(a.t, NULL);
+	assert_int_equal(a.st, ZS_EINTERNAL);
+
+	/* from another timeline: refused, nothing counted; the waiting one is
+	 * completed by server 1's own report */
+	first_waits(&a, 22);
+	make_settled(&s, 22, expected(), C.job.timeline + 1);
+	assert_int_equal(zs_coord_report_norm(C.c, &s.r, 5000, &total, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "rolled-back run"));
+	assert_int_equal(wants(1, 22), 1);
+	make(&late, 1, 22, 0);
+	send_report(&late);
+	pthread_join(a.t, NULL);
+	assert_int_equal(late.st, ZS_OK);
+	assert_int_equal(a.st, ZS_OK);
+	assert_true(a.total == expected());
+
+	/* nothing open for it: answered, and nothing opened (a trainer's
+	 * question still finds no report of step 23) */
+	make_settled(&s, 23, expected(), C.job.timeline);
+	send_report(&s);
+	assert_int_equal(s.st, ZS_OK);
+	struct zs_norm_report q = {.step = 23};
+	snprintf(q.job, sizeof q.job, "clipped");
+	assert_int_equal(zs_coord_report_norm(C.c, &q, 5000, &total, &err), ZS_EAGAIN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_report_sent_again),
 		cmocka_unit_test(test_another_norm_is_refused),
+		cmocka_unit_test(test_settled_report),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

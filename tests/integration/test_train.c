@@ -6,7 +6,8 @@
  * tcp and shm (and rdma under make test-rdma), SGD and AdamW, f32 and
  * bf16. Also: an operator's stage change reaches trainers at their next
  * refresh, a trainer that asks for a step that is not there yet is held,
- * then served, and the example trainer equals the reference and resumes.
+ * then served, and the example trainer equals the reference and resumes;
+ * clipping survives a coordinator that forgets a step it answered.
  * The step driver's own tests are test_driver.c's.
  */
 #include <dirent.h>
@@ -341,6 +342,44 @@ static void test_charlm_resumes(void **st)
 	}
 }
 
+/* Starts the coordinator again at its address, with ZSHARD_FAULT=fault
+ * (NULL: none), and waits for the servers to be up with it. */
+static void restart_coordinator(const char *fault)
+{
+	char addr[64];
+
+	assert_int_equal(h_stop(C.coord, SIGTERM, 10000), 0);
+	snprintf(addr, sizeof addr, "%s", C.addr);
+	if (fault)
+		setenv("ZSHARD_FAULT", fault, 1);
+	assert_int_equal(start_coordinator(addr), 0);
+	unsetenv("ZSHARD_FAULT");
+	assert_int_equal(wait_servers_up(), 0);
+}
+
+/*
+ * A coordinator that answers a clipped step's total to one server and then
+ * forgets the step (as one that dies, or loses the lead, between its
+ * answers): the others send their norms again and wait; the heartbeat asks
+ * the answered server for its norms, which it sends again, settled. The
+ * step is applied once everywhere, with one total: the parameters equal
+ * the reference's to the bit. (Without the settled report the others wait
+ * out the step timeout and the job rolls back.)
+ */
+static void test_clip_after_a_lost_answer(void **st)
+{
+	char log[1024];
+
+	(void)st;
+	restart_coordinator("coord-norm-forget");
+	run_clip("forget", 2, "tcp", ZS_ADAMW, ZS_F32, 1, 0.5);
+	snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
+	/* the fault struck, and the answered server's norms came again */
+	assert_true(text_in_file(log, "fault coord-norm-forget"));
+	assert_true(text_in_file(log, "its norms join the exchange"));
+	restart_coordinator(NULL);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -351,6 +390,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stage_and_held_gather),
 		cmocka_unit_test(test_charlm_equals_reference),
 		cmocka_unit_test(test_charlm_resumes),
+		cmocka_unit_test(test_clip_after_a_lost_answer),
 	};
 	if (argc > 1) /* e.g. test_train '*rdma*' */
 		cmocka_set_test_filter(argv[1]);

@@ -119,15 +119,20 @@ static bool all_up(void *arg)
 
 int start_servers(void)
 {
-	struct zs_coord_client *c;
-	bool up;
-
 	for (int i = 0; i < C.n; i++)
 		if (spawn_server(i, C.capacity, NULL))
 			return -1;
 	/* listening is not registered: a job created before every server is
 	 * up is placed on fewer of them (a test then raced its own fixture,
 	 * under load) */
+	return wait_servers_up();
+}
+
+int wait_servers_up(void)
+{
+	struct zs_coord_client *c;
+	bool up;
+
 	if (zs_coord_open(C.addr, 10000, 1, &c, NULL))
 		return -1;
 	up = h_poll(all_up, c, 60000);

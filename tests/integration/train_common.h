@@ -75,6 +75,9 @@ int start_cluster(const char *listen);
  * the servers (a new port each) */
 int start_coordinator(const char *listen);
 int start_servers(void);
+/* Waits (60 s at most) until every server is registered and up: 0, or -1
+ * after saying so. */
+int wait_servers_up(void);
 /* Whether the file at path holds text. */
 bool text_in_file(const char *path, const char *text);
 /* Creates a job and waits (bounded) until every server holds its shards. */
