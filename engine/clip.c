@@ -1,6 +1,6 @@
 /*
  * clip.c - global-norm clipping on a server. A primary that has reduced
- * step t keeps its mean gradient (s->reduced) until the coordinator has
+ * step t keeps its mean gradient (phase CLIPPING) until the coordinator has
  * the squared norm of every shard of the job for t; then it is applied,
  * scaled by the clipping coefficient of the total.
  *
@@ -141,9 +141,9 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 				zs_sop_fail(s->held[h].op, st, "step %llu of job '%s' cannot finish: %s",
 					    (unsigned long long)t, j->name, err.msg);
 			s->n_held = 0;
-			if (s->version == t)
-				s->reduced = false;
-		} else if (s->reduced && s->version == t) { /* not restored meanwhile */
+			if (s->version == t && s->phase == PH_CLIPPING)
+				eng_phase_go(s, EV_FAILED);
+		} else if (s->phase == PH_CLIPPING && s->version == t) { /* not restored meanwhile */
 			eng_apply(e, j, s, coef, &fx);
 			applied = true;
 		}
@@ -183,7 +183,7 @@ static bool others_reducing(struct ejob *j, struct eshard *s, uint64_t t)
 		if (o == s)
 			continue;
 		pthread_mutex_lock(&o->mu);
-		open = !o->sh.copy && o->ready && o->version == t && !o->reduced;
+		open = !o->sh.copy && eng_ready(o) && o->version == t && o->phase != PH_CLIPPING;
 		if (open)
 			zs_debug("job '%s' step %llu: unit %u shard %u reduced; its norm waits for unit %u shard %u here",
 				 j->name, (unsigned long long)t, s->sh.unit, s->sh.index, o->sh.unit,
@@ -222,8 +222,9 @@ static double trained_sumsq(struct engine *e, struct eshard *s)
 
 void eng_clip_reduced(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
 {
+	if (!eng_phase_go(s, EV_REDUCED))
+		return;
 	s->sumsq = trained_sumsq(e, s);
-	s->reduced = true;
 	pthread_mutex_lock(&j->cmu);
 	s->clip_at = s->version + 1;
 	pthread_mutex_unlock(&j->cmu);

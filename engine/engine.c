@@ -385,11 +385,11 @@ static void waiting_for(struct ejob *j, struct eshard *s, uint64_t t, char *buf,
 {
 	size_t n = 0;
 
-	if (!s->ready) {
+	if (!eng_ready(s)) {
 		zs_fmt(buf, len, "the initial parameters (rank 0 uploads them)");
 		return;
 	}
-	if (s->reduced) {
+	if (s->phase == PH_CLIPPING) {
 		zs_fmt(buf, len, "the gradient norms of the other servers (clipping)");
 		return;
 	}

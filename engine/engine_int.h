@@ -40,6 +40,7 @@
 #include "math/optim.h"
 #include "model/hparams.h"
 #include "base/util.h"
+#include "engine/phase.h"
 
 enum slot_state { SLOT_EMPTY, SLOT_LANDING, SLOT_FULL };
 
@@ -88,8 +89,11 @@ struct eshard {
 	 * from step 0 only with every array in (eng_state_whole) */
 	uint8_t state_in;
 	uint64_t version;
-	bool ready;   /* has parameters: initialized (or, later, restored) */
-	bool reduced; /* clipping: acc holds step version's mean gradient */
+	/* where step version is (engine/phase.h): changed by eng_phase_go
+	 * alone. Not EMPTY: it has parameters (eng_ready); CLIPPING: acc
+	 * holds the step's mean gradient, reduced; WAITING: every push is in
+	 * and the last update is not on every copy yet */
+	enum eng_phase phase;
 	double sumsq;
 	/* clipping (clip.c; under j->cmu): reduced at step clip_at - 1 and
 	 * not applied yet (0: none), claimed by an exchange */
@@ -137,7 +141,7 @@ struct eshard {
 	 * servers of its other copies (peer); wait while the update that made
 	 * version (or the initial upload) is not yet applied by every one of
 	 * them: gathers of version wait, and so does the next step's update
-	 * (apply_wait: every push of it is in); err: why a copy failed to
+	 * (phase WAITING: every push of it is in); err: why a copy failed to
 	 * take it. gen grows at every restore (a forward of the earlier
 	 * timeline then changes nothing). A replica (sh.copy > 0): landing
 	 * while its primary's forward lands in acc; seed: a new copy's whole
@@ -159,7 +163,7 @@ struct eshard {
 	struct eshard_repl {
 		uint64_t peer[ZS_MAX_REPLICAS - 1];
 		uint32_t n_peers;
-		bool wait, apply_wait, landing;
+		bool wait, landing;
 		uint64_t gen;
 		char *err;
 		float *seed;
@@ -499,6 +503,12 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
  * (caller holds s->mu, serves them unlocked: eng_serve_released). */
 void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel);
 void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n);
+
+/* Whether s has parameters (caller holds s->mu). */
+static inline bool eng_ready(const struct eshard *s)
+{
+	return s->phase != PH_EMPTY;
+}
 
 /* clip.c */
 /* Primary s has reduced its open step (caller holds s->mu): its norm, and

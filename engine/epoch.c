@@ -60,10 +60,10 @@ static void forget_state(struct engine *e, struct ejob *j, struct eshard *s,
 	eng_acks_fail(s, ZS_ECANCELED, "this server's copy of the shard is stale");
 	eng_step_discard(e, j, s);
 	eng_capture_skip(j, s, done); /* a checkpoint under way takes the other copies' */
-	s->repl.wait = s->repl.apply_wait = false;
+	s->repl.wait = false;
 	free(s->repl.err);
 	s->repl.err = NULL;
-	s->ready = false;
+	eng_phase_go(s, EV_RESET);
 	s->state_in = 0;
 	zs_info("job '%s': unit '%s' shard %u: this server's copy of step %llu is stale: it waits for its primary's seed",
 		j->name, eng_unit_name(j, s->sh.unit), s->sh.index, (unsigned long long)s->version);
@@ -148,7 +148,7 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 	 * for: stale, unless it is the seeded copy the coordinator has
 	 * not marked so yet (fresh in the epoch before, none skipped;
 	 * forgetting a good one only costs a seed: its forwards ask) */
-	if (sh->fresh && s->ready && sh->copy && (!s->sh.fresh || skipped))
+	if (sh->fresh && eng_ready(s) && sh->copy && (!s->sh.fresh || skipped))
 		forget_state(e, j, s, &fx.done);
 	s->sh.fresh = sh->fresh;
 	s->sh.copy = sh->copy;
@@ -168,7 +168,7 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 	 * fresh in the placement (a copy that was one before, the
 	 * promoted replica's fellow, has the state), and not this
 	 * primary's peer already (its seed is under way) */
-	for (uint32_t q = 0; q < s->repl.n_peers && s->ready; q++) {
+	for (uint32_t q = 0; q < s->repl.n_peers && eng_ready(s); q++) {
 		const struct zs_shard *o = entry(&job->placement, s, s->repl.peer[q]);
 		if (o && o->fresh && !in_list(was, n_was, s->repl.peer[q]))
 			eng_repl_seed(e, j, s, s->repl.peer[q]);
@@ -189,12 +189,12 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 			free(m);
 		} else {
 			eng_acks_flush(s);
-			if (s->repl.apply_wait)
+			if (s->phase == PH_WAITING)
 				eng_step_complete(e, j, s, &fx);
 			else
 				eng_take_released(s, &fx.rel, &fx.n_rel);
 		}
-	} else if (now_primary && s->repl.n_peers && s->ready && s->version &&
+	} else if (now_primary && s->repl.n_peers && eng_ready(s) && s->version &&
 		   s->acc_of == s->version) {
 		/* its last step, again, to every copy: one that missed it
 		 * (the lost primary died forwarding it; with three copies)

@@ -157,7 +157,7 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			 * fresh optimizer's (nothing ever reads them) */
 			tmp = calloc(x->length ? x->length : 1, 4);
 			a = tmp ? tmp - (x->offset - s->sh.offset) : NULL;
-		} else if (!s->master && (unsigned)x->state < s->n_arrays && s->ready) {
+		} else if (!s->master && (unsigned)x->state < s->n_arrays && eng_ready(s)) {
 			/* in the tier or on the device: a copy of the range */
 			size_t a0 = x->offset - s->sh.offset;
 			tmp = malloc(x->length * 4);
@@ -168,10 +168,10 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			/* served from tmp: offset it back for the common path */
 			a = tmp ? tmp - a0 : NULL;
 		}
-		if (!a || !s->ready) {
+		if (!a || !eng_ready(s)) {
 			pthread_mutex_unlock(&s->mu);
 			zs_sop_fail(op, ZS_EINVAL, "unit '%s' has no %s", eng_unit_name(j, x->unit),
-				    !s->ready ? "parameters yet" : "such optimizer state");
+				    !eng_ready(s) ? "parameters yet" : "such optimizer state");
 		} else {
 			zs_sop_set_step(op, s->version);
 			atomic_fetch_add(&e->bytes_out, x->length * 4);
@@ -185,7 +185,7 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			    eng_unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
 	} else {
 		pthread_mutex_lock(&s->mu);
-		if (s->version == x->step && s->ready && !s->repl.wait) {
+		if (s->version == x->step && eng_ready(s) && !s->repl.wait) {
 			pthread_mutex_unlock(&s->mu);
 			atomic_fetch_add(&e->bytes_out, x->length * s->dsz);
 			zs_sop_read_ready(op, eng_served(s, x));
@@ -249,7 +249,7 @@ enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s
 		st = zs_fail(err, ZS_ESTATE,
 			     "job '%s' was created with no optimizer steps taken: an imported optimizer state needs its step (the spec's optimizer \"steps_taken\")",
 			     j->name);
-	else if (k && !s->ready)
+	else if (k && !eng_ready(s))
 		st = zs_fail(err, ZS_ESTATE,
 			     "unit '%s' has no parameters yet: they are uploaded before its optimizer state",
 			     eng_unit_name(j, x->unit));
@@ -374,7 +374,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 	} else if (!j->spec.collective && x->dtype != s->dt) {
 		st = zs_fail(err, ZS_EINVAL, "unit '%s' takes %s gradients, not %s",
 			     eng_unit_name(j, x->unit), zs_dtype_name(s->dt), zs_dtype_name(x->dtype));
-	} else if (!s->ready) {
+	} else if (!eng_ready(s)) {
 		st = zs_fail(err, ZS_ESTATE,
 			     "unit '%s' has no parameters yet: rank 0 uploads them before step 0",
 			     eng_unit_name(j, x->unit));
@@ -541,7 +541,7 @@ static void init_landed(struct engine *e, struct ejob *j, struct eshard *s,
 	}
 	if (s->copy != m)
 		zs_convert_from_f32(s->copy, s->dt, m, s->sh.length);
-	s->ready = true;
+	eng_phase_go(s, EV_PARAMS);
 	if (s->repl.n_peers) /* its replicas take the same parameters first */
 		eng_repl_queue(e, j, s, true, m);
 	if (away) {
@@ -634,7 +634,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	if (s->full == eng_contributors(j)) {
 		if (s->repl.wait) /* the last update is not on every copy
 				   * yet: this one follows once it is */
-			s->repl.apply_wait = true;
+			eng_phase_go(s, EV_BEHIND);
 		else
 			eng_step_complete(e, j, s, &fx);
 		goto unlock;
@@ -650,7 +650,6 @@ unlock:
 
 void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
 {
-	s->repl.apply_wait = false;
 	eng_finish_range(j, s, s->piped, s->glen);
 	if (j->spec.optim.clip_norm > 0.0)
 		eng_clip_reduced(e, j, s, fx);

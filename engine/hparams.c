@@ -21,7 +21,7 @@ static uint64_t slowest(struct ejob *j)
 	for (uint32_t i = 0; i < j->n_shards; i++) {
 		pthread_mutex_lock(&j->shards[i]->mu);
 		/* a new copy not seeded yet reads no table of its own */
-		if (j->shards[i]->version < v && (j->shards[i]->ready || !j->shards[i]->sh.copy))
+		if (j->shards[i]->version < v && (eng_ready(j->shards[i]) || !j->shards[i]->sh.copy))
 			v = j->shards[i]->version;
 		pthread_mutex_unlock(&j->shards[i]->mu);
 	}

@@ -8,7 +8,7 @@
  * data plane (a tcp connection per peer server, rank ZS_RANK_PEER). Each
  * copy applies it with the same code and acknowledges once applied. Until
  * every copy has, the primary holds the gathers of the new version and the
- * next step's update (repl.wait, repl.apply_wait): so no step a trainer has
+ * next step's update (repl.wait, phase WAITING): so no step a trainer has
  * seen the result of exists on fewer than K servers. The initial upload is
  * forwarded the same way.
  *
@@ -419,7 +419,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 	atomic_fetch_add(&e->repl_steps, 1);
 	atomic_fetch_add(&e->repl_bytes, (uint64_t)s->glen * 4 * s->repl.n_peers);
 	eng_acks_flush(s);
-	if (s->repl.apply_wait) /* the next step's pushes are all in */
+	if (s->phase == PH_WAITING) /* the next step's pushes are all in */
 		eng_step_complete(e, j, s, &fx);
 	else
 		eng_take_released(s, &fx.rel, &fx.n_rel);
@@ -695,7 +695,7 @@ static void seed_now(struct engine *e, struct rtask *f)
 	enum zs_status st;
 
 	pthread_mutex_lock(&s->mu);
-	r = s->ready ? seed_task(e, f->j, s, f->empty) : NULL;
+	r = eng_ready(s) ? seed_task(e, f->j, s, f->empty) : NULL;
 	if (r) {
 		atomic_fetch_add(&f->j->refs, 1);
 		r->j = f->j;

@@ -41,7 +41,7 @@ static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct esh
 		return zs_fail(err, ZS_EINVAL, "unit '%s' takes %s gradients, not %s",
 			       eng_unit_name(j, x->unit), zs_dtype_name(s->dt),
 			       zs_dtype_name(x->dtype));
-	if (!s->ready) /* ZS_ENOTFOUND: its primary seeds it, then again */
+	if (!eng_ready(s)) /* ZS_ENOTFOUND: its primary seeds it, then again */
 		return zs_fail(err, ZS_ENOTFOUND,
 			       "unit '%s' shard %u has no state here yet (a new or restarted copy)",
 			       eng_unit_name(j, x->unit), s->sh.index);
@@ -104,7 +104,7 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		 * after its predecessor seeded the copy (the coordinator did not
 		 * hear of it) seeds it again, and the fenced epoch makes the
 		 * sender this shard's primary */
-		if (s->repl.landing || s->init_landing || (s->ready && x->step < s->version))
+		if (s->repl.landing || s->init_landing || (eng_ready(s) && x->step < s->version))
 			st = zs_fail(err, ZS_EEXIST,
 				     "unit '%s' shard %u has its state of step %llu already (a seed of step %llu)",
 				     eng_unit_name(j, x->unit), s->sh.index,
@@ -118,7 +118,7 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		}
 	} else if (x->init)
 		st = eng_init_begin(e, j, s, x, dst, err);
-	else if (!s->ready) /* ZS_ENOTFOUND: its primary seeds it, then again */
+	else if (!eng_ready(s)) /* ZS_ENOTFOUND: its primary seeds it, then again */
 		st = zs_fail(err, ZS_ENOTFOUND,
 			     "unit '%s' shard %u has no state here yet (a new or restarted copy)",
 			     eng_unit_name(j, x->unit), s->sh.index);
@@ -178,7 +178,7 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 			if (s->copy != s->master)
 				zs_convert_from_f32(s->copy, s->dt, s->repl.seed, n);
 			s->version = x->step;
-			s->ready = true;
+			eng_phase_go(s, EV_PARAMS);
 			s->state_in = 0xff; /* whole */
 			/* taken after partial pushes of its step: their terms are
 			 * not here (the copy is not promoted until that step is) */

@@ -210,12 +210,12 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 		/* every copy that has its state writes records: a restore reads
 		 * them from whichever copy is there (a new copy not seeded yet
 		 * is left out) */
-		bool empty_copy = s->sh.copy && !s->ready;
+		bool empty_copy = s->sh.copy && !eng_ready(s);
 		p->got[k] = empty_copy; /* not waited for */
 		p->want += !empty_copy;
 		if (empty_copy)
 			;
-		else if (!s->ready)
+		else if (!eng_ready(s))
 			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters to checkpoint yet",
 				     eng_unit_name(j, s->sh.unit));
 		else if (s->version > step)
@@ -287,7 +287,7 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 			pthread_mutex_lock(&s->mu);
 			landing = s->init_landing || s->n_landing || s->repl.landing;
 			pthread_mutex_lock(&j->cmu);
-			exchanging = s->reduced && s->clip_claimed;
+			exchanging = s->phase == PH_CLIPPING && s->clip_claimed;
 			pthread_mutex_unlock(&j->cmu);
 			if (landing || exchanging) {
 				busy = s;
@@ -391,12 +391,13 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 				j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
 				(unsigned long long)s->version, s->full, j->spec.world_size);
 		s->version = at;
-		s->ready = load != NULL; /* a reset waits for new initial parameters */
+		/* a reset waits for new initial parameters */
+		eng_phase_go(s, load ? EV_RESTORE : EV_RESET);
 		s->state_in = load ? 0xff : 0; /* and a new imported state */
 		eng_step_discard(e, j, s); /* the discarded step's pushes */
 		/* every copy is restored to the same state: nothing to forward */
 		s->repl.gen++;
-		s->repl.wait = s->repl.apply_wait = false;
+		s->repl.wait = false;
 		eng_acks_fail(s, rollback ? ZS_ERESUME : ZS_ECANCELED,
 			      "the job was restored before this push's step was on every copy");
 		free(s->repl.err);
@@ -406,7 +407,7 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 			for (size_t h = 0; h < s->n_held; h++) {
 				if (rollback) /* every one: they belong to the old timeline */
 					gone[n_gone++] = s->held[h];
-				else if (s->held[h].x.step == at && s->ready)
+				else if (s->held[h].x.step == at && eng_ready(s))
 					rel[n_rel++] = s->held[h];
 				else
 					s->held[keep++] = s->held[h];
@@ -451,8 +452,8 @@ enum zs_status engine_capture_now(struct engine *e, const char *job, struct engi
 		struct eshard *s = j->shards[k];
 		bool busy;
 		pthread_mutex_lock(&s->mu);
-		busy = s->full || s->terms || s->n_landing || s->reduced || s->init_landing;
-		if (!s->ready)
+		busy = s->full || s->terms || s->n_landing || (s->phase == PH_CLIPPING) || s->init_landing;
+		if (!eng_ready(s))
 			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters",
 				     eng_unit_name(j, s->sh.unit));
 		else if (busy)

@@ -74,7 +74,7 @@ void eng_step_discard(struct engine *e, struct ejob *j, struct eshard *s)
 	s->acc_of = 0;
 	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 	s->full = 0;
-	s->reduced = false;
+	eng_phase_go(s, EV_DISCARD);
 	pthread_mutex_lock(&j->cmu);
 	s->clip_at = 0; /* no exchange may take its old norm */
 	pthread_mutex_unlock(&j->cmu);
@@ -141,6 +141,8 @@ static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
 void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	       struct eng_fx *fx)
 {
+	if (!eng_phase_go(s, EV_APPLIED))
+		return; /* refused, named: nothing is applied */
 	/* what pipelining has not done yet */
 	eng_apply_range(e, j, s, coef, s->piped, s->glen);
 	s->piped = 0;
@@ -153,7 +155,6 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	eng_capture_due(j, s, &fx->done);
 	s->full = 0;
 	s->terms = 0;
-	s->reduced = false;
 	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
 	if (s->repl.pterms) {
 		memset(s->repl.pcount, 0, j->spec.world_size * sizeof *s->repl.pcount);
@@ -177,7 +178,7 @@ void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel)
 	size_t keep = 0;
 	struct held *r;
 
-	if (!s->n_held || !s->ready || !(r = realloc(*rel, (*n_rel + s->n_held) * sizeof *r)))
+	if (!s->n_held || !eng_ready(s) || !(r = realloc(*rel, (*n_rel + s->n_held) * sizeof *r)))
 		return; /* out of memory: they stay held (and time out) */
 	*rel = r;
 	for (size_t h = 0; h < s->n_held; h++)
