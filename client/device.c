@@ -55,7 +55,7 @@ static size_t dbytes(const zs_trainer *t, uint32_t u)
 	const struct zs_unit *un = &t->job.spec.layout.units[u];
 	uint32_t R = t->job.spec.world_size;
 	if (!t->job.spec.collective)
-		return t->du[u].bytes;
+		return t->drv.du[u].bytes;
 	return (size_t)R * zs_slice_len(un->numel, R) * zs_dtype_size(un->dtype);
 }
 
@@ -70,7 +70,7 @@ static size_t sbytes(const zs_trainer *t, uint32_t u)
  * job's f32 slice sum if larger. */
 static size_t gbytes(const zs_trainer *t, uint32_t u)
 {
-	size_t b = t->du[u].bytes, f = t->job.spec.collective ? sbytes(t, u) : 0;
+	size_t b = t->drv.du[u].bytes, f = t->job.spec.collective ? sbytes(t, u) : 0;
 	return f > b ? f : b;
 }
 
@@ -151,7 +151,7 @@ static const struct zs_shard *shard_of(const zs_trainer *t, uint32_t u, uint32_t
 static void h2d_request(zs_op *op, uint32_t i)
 {
 	zs_trainer *t = op->t;
-	struct dunit *d = &t->du[op->unit];
+	struct dunit *d = &t->drv.du[op->unit];
 	const struct zs_shard *sh = shard_of(t, op->unit, op->only >= 0 ? (uint32_t)op->only : i);
 	size_t dsz = zs_dtype_size(t->job.spec.layout.units[op->unit].dtype);
 
@@ -167,7 +167,7 @@ static void h2d_request(zs_op *op, uint32_t i)
  * (wait: the host waits for it). */
 static void stage_release(zs_trainer *t, uint32_t u, bool wait)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	struct tr_dev *v = t->dv;
 	if (!d->stage || d->gather)
 		return;
@@ -184,7 +184,7 @@ static void stage_release(zs_trainer *t, uint32_t u, bool wait)
 
 int tr_dv_gather(zs_trainer *t, uint32_t u)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	struct tr_dev *v = t->dv;
 	int rc;
 
@@ -222,8 +222,8 @@ int tr_dv_params_ready(zs_trainer *t, uint32_t u)
 			size_t piece = zs_slice_len(un->numel, t->job.spec.world_size) *
 				       zs_dtype_size(un->dtype);
 			enum zs_status st = zs_coll_all_gather(
-				v->coll, (uint8_t *)t->du[u].params + t->rank * piece,
-				t->du[u].params, piece, v->copy);
+				v->coll, (uint8_t *)t->drv.du[u].params + t->rank * piece,
+				t->drv.du[u].params, piece, v->copy);
 			if (st)
 				return tr_fail(t, st, "unit %u: the all-gather of its slices: %s", u,
 					       zs_coll_error(v->coll));
@@ -241,15 +241,15 @@ int tr_dv_params_ready(zs_trainer *t, uint32_t u)
 void tr_dv_poll(zs_trainer *t)
 {
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
-		if (t->du[u].gather)
-			tr_poll(t->du[u].gather);
+		if (t->drv.du[u].gather)
+			tr_poll(t->drv.du[u].gather);
 		stage_release(t, u, false);
 	}
 }
 
 void tr_dv_drop_params(zs_trainer *t, uint32_t u)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	stage_release(t, u, true);
 	/* the caller's kernels queued so far may still read it */
 	dbuf_put(t, d->params, dbytes(t, u), t->dv->compute, true);
@@ -266,7 +266,7 @@ void *tr_dv_grad_buf(zs_trainer *t, uint32_t u)
 
 int tr_dv_zero_grad(zs_trainer *t, uint32_t u)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	if (zs_dev_zero(t->dv->dev, d->grad, dbytes(t, u), t->dv->compute))
 		return dv_fail(t, "zeroing its gradient", u);
 	return ZS_OK;
@@ -283,7 +283,7 @@ int tr_dv_zero_grad(zs_trainer *t, uint32_t u)
 static int slice_sum(zs_trainer *t, uint32_t u)
 {
 	struct tr_dev *v = t->dv;
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	const struct zs_unit *un = &t->job.spec.layout.units[u];
 	uint32_t R = t->job.spec.world_size;
 	size_t q = zs_slice_len(un->numel, R), dsz = zs_dtype_size(un->dtype);
@@ -386,7 +386,7 @@ int tr_dv_collective(zs_trainer *t)
 
 int tr_dv_push_copy(zs_trainer *t, uint32_t u)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	struct tr_dev *v = t->dv;
 	/* to servers on this device the push goes from device memory: no
 	 * copy to the host (the event below then says the gradient is written) */
@@ -419,13 +419,13 @@ int tr_dv_copied(zs_trainer *t, uint32_t u, bool wait)
 		return ZS_EAGAIN;
 	if (st)
 		return dv_fail(t, "the copy of its gradient to the host", u);
-	t->du[u].copying = false;
+	t->drv.du[u].copying = false;
 	return ZS_OK;
 }
 
 void tr_dv_push_done(zs_trainer *t, uint32_t u)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	/* its copy to staging is complete (the push went out after it), or
 	 * the server has read it from device memory (the push is done) */
 	dbuf_put(t, d->grad, dbytes(t, u), NULL, false);
@@ -442,7 +442,7 @@ void tr_dv_reset(zs_trainer *t, bool to_cache)
 	/* nothing the copy stream still has queued may outlive its buffers */
 	zs_dev_stream_sync(v->dev, v->copy);
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
-		struct dunit *d = &t->du[u];
+		struct dunit *d = &t->drv.du[u];
 		if (to_cache) {
 			tr_stage_put(t, d->stage, d->bytes);
 			tr_stage_put(t, d->gstage, gbytes(t, u));
@@ -501,7 +501,7 @@ int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
 	const char *ch = zs_env("ZSHARD_COPY_CHUNK");
 	enum zs_status st;
 
-	if (t->in_step)
+	if (t->drv.in_step)
 		return tr_fail(t, ZS_ESTATE, "the device changes between steps, not within one");
 	if (device < ZS_DEVICE_EMULATED)
 		return tr_fail(t, ZS_EINVAL,

@@ -10,13 +10,13 @@
 
 int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p)
 {
-	if (t->in_step)
+	if (t->drv.in_step)
 		return tr_fail(t, ZS_ESTATE, "the policy changes between steps, not within one");
-	t->pol = *p;
+	t->drv.pol = *p;
 	return ZS_OK;
 }
 
-void zs_trainer_policy(const zs_trainer *t, struct zs_policy *p) { *p = t->pol; }
+void zs_trainer_policy(const zs_trainer *t, struct zs_policy *p) { *p = t->drv.pol; }
 
 /* *live += delta; the overall peak and this step's follow it. */
 static void live_add(unsigned long long *live, unsigned long long *peak, uint64_t *step_peak,
@@ -31,13 +31,13 @@ static void live_add(unsigned long long *live, unsigned long long *peak, uint64_
 
 static void live_params(zs_trainer *t, long long delta)
 {
-	live_add(&t->ctr.live_param_bytes, &t->ctr.peak_param_bytes, &t->cur.peak_param_bytes,
+	live_add(&t->ctr.live_param_bytes, &t->ctr.peak_param_bytes, &t->rep.cur.peak_param_bytes,
 		 delta);
 }
 
 static void live_grads(zs_trainer *t, long long delta)
 {
-	live_add(&t->ctr.live_grad_bytes, &t->ctr.peak_grad_bytes, &t->cur.peak_grad_bytes, delta);
+	live_add(&t->ctr.live_grad_bytes, &t->ctr.peak_grad_bytes, &t->rep.cur.peak_grad_bytes, delta);
 }
 
 /*
@@ -85,16 +85,16 @@ static int wait_gather(zs_trainer *t, zs_op **op)
 {
 	double t0 = tr_now_s();
 	int rc = wait_op(t, op);
-	t->cur.gather_wait_seconds += tr_now_s() - t0;
+	t->rep.cur.gather_wait_seconds += tr_now_s() - t0;
 	return rc;
 }
 
 void *tr_stage_get(zs_trainer *t, size_t n)
 {
-	for (unsigned i = 0; i < t->n_cache; i++)
-		if (t->cache[i].n == n) {
-			void *p = t->cache[i].p;
-			t->cache[i] = t->cache[--t->n_cache];
+	for (unsigned i = 0; i < t->drv.n_cache; i++)
+		if (t->drv.cache[i].n == n) {
+			void *p = t->drv.cache[i].p;
+			t->drv.cache[i] = t->drv.cache[--t->drv.n_cache];
 			return p;
 		}
 	return tr_buf_alloc(t, n);
@@ -105,27 +105,27 @@ void tr_stage_put(zs_trainer *t, void *p, size_t n)
 {
 	if (!p)
 		return;
-	if (t->n_cache == sizeof t->cache / sizeof t->cache[0]) {
-		tr_buf_free(t, t->cache[0].p);
-		t->cache[0] = t->cache[--t->n_cache];
+	if (t->drv.n_cache == sizeof t->drv.cache / sizeof t->drv.cache[0]) {
+		tr_buf_free(t, t->drv.cache[0].p);
+		t->drv.cache[0] = t->drv.cache[--t->drv.n_cache];
 	}
-	t->cache[t->n_cache].p = p;
-	t->cache[t->n_cache++].n = n;
+	t->drv.cache[t->drv.n_cache].p = p;
+	t->drv.cache[t->drv.n_cache++].n = n;
 }
 
 void tr_cache_flush(zs_trainer *t)
 {
-	for (unsigned i = 0; i < t->n_cache; i++)
-		tr_buf_free(t, t->cache[i].p);
-	t->n_cache = 0;
+	for (unsigned i = 0; i < t->drv.n_cache; i++)
+		tr_buf_free(t, t->drv.cache[i].p);
+	t->drv.n_cache = 0;
 }
 
 void tr_driver_reset(zs_trainer *t)
 {
 	if (t->dv)
 		tr_dv_reset(t, true);
-	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
-		struct dunit *d = &t->du[u];
+	for (uint32_t u = 0; t->drv.du && u < t->job.spec.layout.n_units; u++) {
+		struct dunit *d = &t->drv.du[u];
 		size_t bytes = d->bytes;
 		free(d->gather); /* ops only: their requests died with the conns */
 		free(d->push);
@@ -135,7 +135,7 @@ void tr_driver_reset(zs_trainer *t)
 	}
 	t->ctr.live_param_bytes = 0;
 	t->ctr.live_grad_bytes = 0;
-	t->in_step = false;
+	t->drv.in_step = false;
 }
 
 /*
@@ -148,10 +148,10 @@ void tr_driver_reset(zs_trainer *t)
  */
 static bool refresh_in_place(zs_trainer *t, unsigned u)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	bool frozen = false;
 
-	if (t->stage == 3 || t->dv || !d->params || d->gather)
+	if (t->drv.stage == 3 || t->dv || !d->params || d->gather)
 		return false;
 	for (uint32_t i = 0; i < t->job.placement.n_shards && !frozen; i++)
 		frozen = t->job.placement.shards[i].unit == u &&
@@ -161,7 +161,7 @@ static bool refresh_in_place(zs_trainer *t, unsigned u)
 
 static void drop_params(zs_trainer *t, unsigned u)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	if (d->params && !d->gather && !d->ahead) {
 		if (t->dv)
 			tr_dv_drop_params(t, u);
@@ -177,13 +177,13 @@ static void drop_params(zs_trainer *t, unsigned u)
  * bound cannot refuse it). */
 static int want_at(zs_trainer *t, unsigned u, bool must, bool ahead)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	int rc;
 
 	if (d->params || d->gather)
 		return ZS_OK;
-	if (!must && t->pol.max_live_bytes &&
-	    t->ctr.live_param_bytes + d->bytes > t->pol.max_live_bytes)
+	if (!must && t->drv.pol.max_live_bytes &&
+	    t->ctr.live_param_bytes + d->bytes > t->drv.pol.max_live_bytes)
 		return ZS_OK; /* the window waits for memory */
 	if (t->dv) { /* into staging, then to the device */
 		if ((rc = tr_dv_gather(t, u)))
@@ -217,7 +217,7 @@ static int want(zs_trainer *t, unsigned u, bool must) { return want_at(t, u, mus
  */
 static int drop_ahead(zs_trainer *t, unsigned u, bool park)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	int rc = ZS_OK;
 
 	if (!d->ahead)
@@ -241,7 +241,7 @@ static int drop_ahead(zs_trainer *t, unsigned u, bool park)
 static void push_done(zs_trainer *t, struct dunit *d)
 {
 	if (t->dv)
-		tr_dv_push_done(t, (uint32_t)(d - t->du));
+		tr_dv_push_done(t, (uint32_t)(d - t->drv.du));
 	else
 		tr_stage_put(t, d->grad, d->bytes);
 	d->grad = NULL;
@@ -254,7 +254,7 @@ static int reap(zs_trainer *t, bool wait)
 	double t0 = wait ? tr_now_s() : 0.0;
 	int first = ZS_OK;
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
-		struct dunit *d = &t->du[u];
+		struct dunit *d = &t->drv.du[u];
 		int rc;
 		if (!d->push)
 			continue;
@@ -276,7 +276,7 @@ static int reap(zs_trainer *t, bool wait)
 			first = rc;
 	}
 	if (wait)
-		t->cur.push_wait_seconds += tr_now_s() - t0;
+		t->rep.cur.push_wait_seconds += tr_now_s() - t0;
 	return first;
 }
 
@@ -295,7 +295,7 @@ static int post_push(zs_trainer *t, uint32_t u, struct dunit *d)
  * push goes out. ZS_EAGAIN while its copy runs. */
 static int push_copied(zs_trainer *t, uint32_t u, bool wait)
 {
-	struct dunit *d = &t->du[u];
+	struct dunit *d = &t->drv.du[u];
 	int rc = tr_dv_copied(t, u, wait);
 
 	if (rc)
@@ -313,7 +313,7 @@ static int start_copied(zs_trainer *t, bool wait)
 	int first = ZS_OK;
 	for (uint32_t u = 0; t->dv && u < t->job.spec.layout.n_units; u++) {
 		int rc;
-		if (!t->du[u].copying || t->du[u].grad_ready)
+		if (!t->drv.du[u].copying || t->drv.du[u].grad_ready)
 			continue;
 		rc = push_copied(t, u, wait);
 		if (rc && rc != ZS_EAGAIN && !first)
@@ -329,7 +329,7 @@ static int reap_pushes(zs_trainer *t, bool wait)
 	int rc = start_copied(t, wait), r;
 
 	if (wait)
-		t->cur.push_wait_seconds += tr_now_s() - t0;
+		t->rep.cur.push_wait_seconds += tr_now_s() - t0;
 	r = reap(t, wait);
 	return rc ? rc : r;
 }
@@ -345,12 +345,12 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	double t0 = tr_now_s();
 	bool next; /* the step after the last one begun (no jump: no resume) */
 
-	if (t->in_step)
+	if (t->drv.in_step)
 		return tr_fail(t, ZS_ESTATE, "step %llu has not ended", (unsigned long long)t->step);
 	/* the job rolled back since this trainer's connections were made */
-	if (atomic_load(&t->seen_timeline) != t->timeline || atomic_load(&t->evicted))
+	if (atomic_load(&t->ls.seen_timeline) != t->timeline || atomic_load(&t->ls.evicted))
 		return tr_fail(t, ZS_ERESUME,
-			       atomic_load(&t->evicted)
+			       atomic_load(&t->ls.evicted)
 				       ? "rank %u lost its lease on job '%s' and the job rolled back: resume (zs_trainer_resume)"
 				       : "rank %u: job '%s' rolled back to a checkpoint: resume (zs_trainer_resume)",
 			       t->rank, t->job.spec.name);
@@ -363,21 +363,21 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	 */
 	{
 		enum zs_status bst;
-		if (t->lease_running && tr_boundary_take(t, &bst, &stage, &every, &stop, &err)) {
+		if (t->ls.running && tr_boundary_take(t, &bst, &stage, &every, &stop, &err)) {
 			rc = bst;
 		} else {
 			rc = zs_coord_report_step(t->coord, t->job.spec.name, t->rank,
-						  t->have_last && !t->last_sent ? &t->last : NULL,
+						  t->rep.have_last && !t->rep.last_sent ? &t->rep.last : NULL,
 						  &stage, &every, &stop, &err);
 			if (!rc)
-				t->last_sent = true;
+				t->rep.last_sent = true;
 		}
 	}
 	if (rc)
 		return tr_fail(t, (enum zs_status)rc, "%s", err.msg);
-	if (t->lease_running) {
-		tr_boundary_post(t, t->have_last && !t->last_sent ? &t->last : NULL);
-		t->last_sent = true; /* posted: the lease thread sends it */
+	if (t->ls.running) {
+		tr_boundary_post(t, t->rep.have_last && !t->rep.last_sent ? &t->rep.last : NULL);
+		t->rep.last_sent = true; /* posted: the lease thread sends it */
 	}
 	if (stop && step >= stop) /* every rank stops here: a clean stop */
 		return tr_fail(t, ZS_ECANCELED,
@@ -388,44 +388,44 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 		return rc;
 	t->job.spec.stage = stage;
 	t->job.spec.checkpoint_every = every;
-	t->stage = stage;
+	t->drv.stage = stage;
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
-		t->du[u].pushed = false;
+		t->drv.du[u].pushed = false;
 		if (step != t->step + 1) /* gathered ahead for another step */
 			drop_ahead(t, u, true);
 	}
 	next = step == t->step + 1;
 	t->step = step;
-	t->in_step = true;
-	t->cur = (struct zs_step_report){.rank = t->rank, .step = step, .stage = stage,
-					 .prefetch = t->pol.prefetch,
+	t->drv.in_step = true;
+	t->rep.cur = (struct zs_step_report){.rank = t->rank, .step = step, .stage = stage,
+					 .prefetch = t->drv.pol.prefetch,
 					 .peak_param_bytes = t->ctr.live_param_bytes,
 					 .peak_grad_bytes = t->ctr.live_grad_bytes};
-	t->step_t0 = t0;
-	t->step_g0 = t->ctr.bytes_gathered;
-	t->step_p0 = t->ctr.bytes_pushed;
+	t->rep.t0 = t0;
+	t->rep.g0 = t->ctr.bytes_gathered;
+	t->rep.p0 = t->ctr.bytes_pushed;
 	/* the job's automatic checkpoints: rank 0 asks at the boundary */
 	if (t->rank == 0 && t->job.spec.checkpoint_every && step &&
 	    step % t->job.spec.checkpoint_every == 0 &&
 	    (rc = zs_checkpoint(t, step, NULL, 0, NULL))) {
-		t->in_step = false;
+		t->drv.in_step = false;
 		return rc;
 	}
-	t->cur.control_seconds = tr_now_s() - t0;
+	t->rep.cur.control_seconds = tr_now_s() - t0;
 	for (uint32_t u = 0; u < n; u++) {
-		if (t->du[u].ahead) /* gathered ahead: this step's */
-			t->du[u].ahead = false;
+		if (t->drv.du[u].ahead) /* gathered ahead: this step's */
+			t->drv.du[u].ahead = false;
 		else if (!next || !refresh_in_place(t, u)) /* last step's are stale */
 			drop_params(t, u);
 	}
-	if (t->stage < 3) {
+	if (t->drv.stage < 3) {
 		/* the replica: every unit, refreshed once per step */
 		for (uint32_t u = 0; u < n; u++)
 			if ((rc = want(t, u, true)))
 				return rc;
 		return ZS_OK;
 	}
-	for (uint32_t u = 0; u < n && u <= t->pol.prefetch; u++)
+	for (uint32_t u = 0; u < n && u <= t->drv.pol.prefetch; u++)
 		if ((rc = want(t, u, u == 0)))
 			return rc;
 	return ZS_OK;
@@ -437,11 +437,11 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 	struct dunit *d;
 	int rc;
 
-	if (!t->in_step)
+	if (!t->drv.in_step)
 		return tr_fail(t, ZS_ESTATE, "zs_unit_params outside a step");
 	if (u >= n)
 		return tr_fail(t, ZS_EINVAL, "unit %u is out of range (%u units)", u, n);
-	d = &t->du[u];
+	d = &t->drv.du[u];
 	if (d->ahead && (rc = drop_ahead(t, u, false))) /* asked for again after its push */
 		return rc;
 	if ((rc = want(t, u, true)))
@@ -457,12 +457,12 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 	 * has updated it. Host buffers only (device mode's copies follow the
 	 * step's own order).
 	 */
-	for (unsigned k = 1; k <= t->pol.prefetch; k++) {
+	for (unsigned k = 1; k <= t->drv.pol.prefetch; k++) {
 		long long next = backward ? (long long)u - k
 			       : u + k < n ? (long long)(u + k) : 2LL * n - 2 - (u + k);
 		if (next < 0) {
 			unsigned v = (unsigned)-next;
-			if (t->dv || t->stage != 3 || v >= n || !t->du[v].pushed)
+			if (t->dv || t->drv.stage != 3 || v >= n || !t->drv.du[v].pushed)
 				break;
 			if ((rc = want_at(t, v, false, true)))
 				return rc;
@@ -471,7 +471,7 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 		/* a unit pushed already (a root whose parameters all come after
 		 * the units, its gradient first of the backward pass): this
 		 * step's parameters are on their way out, not to be gathered */
-		if (t->du[next].pushed)
+		if (t->drv.du[next].pushed)
 			continue;
 		if ((rc = want(t, (unsigned)next, false)))
 			return rc;
@@ -492,7 +492,7 @@ int zs_unit_forward_done(zs_trainer *t, unsigned u)
 	if (u >= t->job.spec.layout.n_units)
 		return tr_fail(t, ZS_EINVAL, "unit %u is out of range", u);
 	/* the last unit is the first of the backward pass: keep it */
-	if (t->stage == 3 && t->pol.reshard_after_forward && u + 1 < t->job.spec.layout.n_units)
+	if (t->drv.stage == 3 && t->drv.pol.reshard_after_forward && u + 1 < t->job.spec.layout.n_units)
 		drop_params(t, u);
 	return ZS_OK;
 }
@@ -505,7 +505,7 @@ static int wait_pushes_upto(zs_trainer *t, uint64_t seq)
 	int rc = ZS_OK;
 
 	for (uint32_t u = 0; !rc && u < t->job.spec.layout.n_units; u++) {
-		struct dunit *d = &t->du[u];
+		struct dunit *d = &t->drv.du[u];
 		if ((!d->push && !d->copying) || d->push_seq > seq)
 			continue;
 		if (d->copying && (rc = push_copied(t, u, true)))
@@ -516,26 +516,26 @@ static int wait_pushes_upto(zs_trainer *t, uint64_t seq)
 		if (!d->push) /* else still running at the bound: it keeps its buffer */
 			push_done(t, d);
 	}
-	t->cur.push_wait_seconds += tr_now_s() - t0;
+	t->rep.cur.push_wait_seconds += tr_now_s() - t0;
 	return rc;
 }
 
 int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
 {
-	unsigned depth = t->pol.push_depth ? t->pol.push_depth : 1;
+	unsigned depth = t->drv.pol.push_depth ? t->drv.pol.push_depth : 1;
 	struct dunit *d;
 	int rc;
 
 	if (u >= t->job.spec.layout.n_units)
 		return tr_fail(t, ZS_EINVAL, "unit %u is out of range", u);
-	d = &t->du[u];
+	d = &t->drv.du[u];
 	if (d->push || d->copying)
 		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
 	/* at most push_depth pushes in flight beside the gradient written; not
 	 * in a replicated job that clips gradients: a push of it is answered
 	 * once its step is on every copy, and that step is applied only once
 	 * every unit's gradient is in (the step's gradients stay, as DDP's) */
-	if (!d->grad && t->in_step && t->stage > 1 &&
+	if (!d->grad && t->drv.in_step && t->drv.stage > 1 &&
 	    !(t->job.spec.replicas > 1 && t->job.spec.optim.clip_norm > 0.0)) {
 		/* the last push_depth pushes, by the order they started in,
 		 * may still run, not merely push_depth of any age: one that
@@ -544,7 +544,7 @@ int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
 		 * that what is held is 1 + push_depth consecutive units (plan.h) */
 		if ((rc = reap_pushes(t, false)))
 			return rc;
-		if (t->n_pushed > depth && (rc = wait_pushes_upto(t, t->n_pushed - depth)))
+		if (t->drv.n_pushed > depth && (rc = wait_pushes_upto(t, t->drv.n_pushed - depth)))
 			return rc;
 	}
 	if (!d->grad) {
@@ -569,22 +569,22 @@ int zs_unit_push(zs_trainer *t, unsigned u)
 	struct dunit *d;
 	int rc;
 
-	if (u >= t->job.spec.layout.n_units || !t->du[u].grad)
+	if (u >= t->job.spec.layout.n_units || !t->drv.du[u].grad)
 		return tr_fail(t, ZS_EINVAL, "unit %u has no gradient (zs_unit_grad first)", u);
-	d = &t->du[u];
+	d = &t->drv.du[u];
 	if (d->push || d->copying)
 		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
 	d->pushed = true;
-	d->push_seq = ++t->n_pushed;
-	if (t->stage == 3)
+	d->push_seq = ++t->drv.n_pushed;
+	if (t->drv.stage == 3)
 		drop_params(t, u); /* its backward is done */
 	if (t->dv) { /* to staging; the push goes out once it is there */
 		if ((rc = tr_dv_push_copy(t, u)))
 			return rc;
-		d->grad_ready = t->stage == 1;
+		d->grad_ready = t->drv.stage == 1;
 		return start_copied(t, false);
 	}
-	if (t->stage == 1) {
+	if (t->drv.stage == 1) {
 		d->grad_ready = true; /* stage 1 pushes everything at the step's end */
 		return ZS_OK;
 	}
@@ -598,10 +598,10 @@ int zs_step_end(zs_trainer *t)
 {
 	int rc = ZS_OK, r;
 
-	if (!t->in_step)
+	if (!t->drv.in_step)
 		return tr_fail(t, ZS_ESTATE, "no step to end");
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
-		struct dunit *d = &t->du[u];
+		struct dunit *d = &t->drv.du[u];
 		if (!d->grad_ready)
 			continue;
 		d->grad_ready = false;
@@ -617,13 +617,13 @@ int zs_step_end(zs_trainer *t)
 	if (r && !rc)
 		rc = r;
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
-		struct dunit *d = &t->du[u];
+		struct dunit *d = &t->drv.du[u];
 		if (d->gather && !d->ahead) { /* a prefetch nobody used */
 			r = wait_gather(t, &d->gather);
 			if (r && !rc)
 				rc = r;
 		}
-		if (t->stage == 3)
+		if (t->drv.stage == 3)
 			drop_params(t, u);
 	}
 	/* the servers finish a step only once every unit is pushed: a unit
@@ -633,7 +633,7 @@ int zs_step_end(zs_trainer *t)
 		size_t ml = 0;
 		uint32_t n_miss = 0;
 		for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
-			if (t->du[u].pushed)
+			if (t->drv.du[u].pushed)
 				continue;
 			if (n_miss++ < 8 && ml < sizeof miss)
 				ml += (size_t)snprintf(miss + ml, sizeof miss - ml, "%s'%s'",
@@ -644,21 +644,21 @@ int zs_step_end(zs_trainer *t)
 				     "%u unit(s) were not pushed (%s%s): every unit's gradient must be pushed every step",
 				     n_miss, miss, n_miss > 8 ? ", ..." : "");
 	}
-	t->in_step = false;
+	t->drv.in_step = false;
 	{
-		struct zs_step_report *c = &t->cur;
-		c->seconds = tr_now_s() - t->step_t0;
+		struct zs_step_report *c = &t->rep.cur;
+		c->seconds = tr_now_s() - t->rep.t0;
 		c->compute_seconds = c->seconds - c->gather_wait_seconds - c->push_wait_seconds -
 				     c->control_seconds;
 		if (c->compute_seconds < 0)
 			c->compute_seconds = 0;
-		c->bytes_gathered = t->ctr.bytes_gathered - t->step_g0;
-		c->bytes_pushed = t->ctr.bytes_pushed - t->step_p0;
+		c->bytes_gathered = t->ctr.bytes_gathered - t->rep.g0;
+		c->bytes_pushed = t->ctr.bytes_pushed - t->rep.p0;
 		struct rusage ru; /* every step: a system call, not a /proc read */
 		c->rss_peak_bytes = getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_maxrss * 1024;
-		t->last = *c;
-		t->have_last = true;
-		t->last_sent = false;
+		t->rep.last = *c;
+		t->rep.have_last = true;
+		t->rep.last_sent = false;
 	}
 	if (rc) {
 		char why[ZS_ERRMSG_MAX];
@@ -671,9 +671,9 @@ int zs_step_end(zs_trainer *t)
 
 int zs_last_step(const zs_trainer *t, struct zs_step_stats *s)
 {
-	const struct zs_step_report *r = &t->last;
+	const struct zs_step_report *r = &t->rep.last;
 
-	if (!t->have_last)
+	if (!t->rep.have_last)
 		return ZS_ENOTFOUND;
 	*s = (struct zs_step_stats){
 		.step = r->step, .stage = r->stage, .prefetch = r->prefetch,

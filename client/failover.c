@@ -44,15 +44,15 @@ static void retire(zs_trainer *t, uint64_t id)
 		zs_conn_shutdown(t->conn[i]);
 		if (t->gconn[i])
 			zs_conn_shutdown(t->gconn[i]);
-		g = realloc(t->dead, (t->n_dead + 2) * sizeof *g);
+		g = realloc(t->fo.dead, (t->fo.n_dead + 2) * sizeof *g);
 		if (g) {
-			t->dead = g;
-			t->dead[t->n_dead++] = t->conn[i];
+			t->fo.dead = g;
+			t->fo.dead[t->fo.n_dead++] = t->conn[i];
 			if (t->gconn[i])
-				t->dead[t->n_dead++] = t->gconn[i];
+				t->fo.dead[t->fo.n_dead++] = t->gconn[i];
 		} /* else: left open, unused, until close (no memory to track it) */
-		if (t->reg_conn == t->conn[i])
-			t->reg_conn = NULL;
+		if (t->drv.reg_conn == t->conn[i])
+			t->drv.reg_conn = NULL;
 		t->srv_id[i] = t->srv_id[t->n_srv - 1];
 		t->conn[i] = t->conn[t->n_srv - 1];
 		t->gconn[i] = t->gconn[t->n_srv - 1];
@@ -247,7 +247,7 @@ static void sweep_req(zs_op *op, uint32_t i)
 
 void tr_failover_sweep(zs_trainer *t, uint64_t lost)
 {
-	zs_op *oldest = t->live;
+	zs_op *oldest = t->fo.live;
 
 	while (oldest && oldest->live_next) /* the list is newest first */
 		oldest = oldest->live_next;
@@ -264,18 +264,18 @@ enum zs_status tr_watch_lost(zs_trainer *t, char *why, size_t len, struct zs_err
 	enum zs_status st;
 
 	for (uint32_t i = 0; i < t->n_srv && !lost; i++)
-		if (t->srv_id[i] != t->lost_tried &&
+		if (t->srv_id[i] != t->fo.lost_tried &&
 		    (zs_conn_broken(t->conn[i], b, sizeof b) ||
 		     (t->gconn[i] && zs_conn_broken(t->gconn[i], b, sizeof b)))) {
 			lost = t->srv_id[i];
 			snprintf(why, len, "server %llu's connection broke (%s)",
 				 (unsigned long long)lost, b);
 		}
-	if (!lost && (!tr_server_down_id(t, &lost, why, len) || lost == t->lost_tried))
+	if (!lost && (!tr_server_down_id(t, &lost, why, len) || lost == t->fo.lost_tried))
 		return ZS_OK;
 	if ((st = tr_failover(t, lost, err))) {
 		/* once: its requests fail in their turn, each saying why */
-		t->lost_tried = lost;
+		t->fo.lost_tried = lost;
 		return st;
 	}
 	tr_failover_sweep(t, lost);
@@ -285,10 +285,10 @@ enum zs_status tr_watch_lost(zs_trainer *t, char *why, size_t len, struct zs_err
 void tr_live_add(zs_trainer *t, zs_op *op)
 {
 	op->live_prev = NULL;
-	op->live_next = t->live;
-	if (t->live)
-		t->live->live_prev = op;
-	t->live = op;
+	op->live_next = t->fo.live;
+	if (t->fo.live)
+		t->fo.live->live_prev = op;
+	t->fo.live = op;
 	op->listed = true;
 }
 
@@ -299,7 +299,7 @@ void tr_live_del(zs_trainer *t, zs_op *op)
 	if (op->live_prev)
 		op->live_prev->live_next = op->live_next;
 	else
-		t->live = op->live_next;
+		t->fo.live = op->live_next;
 	if (op->live_next)
 		op->live_next->live_prev = op->live_prev;
 	op->listed = false;
@@ -307,6 +307,6 @@ void tr_live_del(zs_trainer *t, zs_op *op)
 
 void tr_live_forget(zs_trainer *t)
 {
-	while (t->live)
-		tr_live_del(t, t->live);
+	while (t->fo.live)
+		tr_live_del(t, t->fo.live);
 }

@@ -17,10 +17,10 @@ int zs_trainer_hparams(const zs_trainer *t, unsigned group, struct zs_hparams *h
 
 	if (group >= o->n_groups || !h)
 		return ZS_EINVAL;
-	g = t->hp_set ? &t->hp.g[group] : &o->groups[group];
+	g = t->hps.set ? &t->hps.now.g[group] : &o->groups[group];
 	*h = (struct zs_hparams){g->lr, g->weight_decay, g->beta1, g->beta2, g->eps, g->momentum};
 	if (clip_norm)
-		*clip_norm = t->hp_set ? t->hp.clip_norm : o->clip_norm;
+		*clip_norm = t->hps.set ? t->hps.now.clip_norm : o->clip_norm;
 	return ZS_OK;
 }
 
@@ -74,28 +74,28 @@ int zs_set_hparams(zs_trainer *t, unsigned long long step, const struct zs_hpara
 	if (!groups || n_groups == 0 || n_groups > ZS_MAX_GROUPS)
 		return tr_fail(t, ZS_EINVAL, "%u optimizer groups given; job '%s' has %u",
 			       n_groups, t->job.spec.name, t->job.spec.optim.n_groups);
-	if (t->hp_set && step < t->hp.step)
+	if (t->hps.set && step < t->hps.now.step)
 		return tr_fail(t, ZS_EINVAL,
 			       "hyperparameters for step %llu come after those for step %llu: "
 			       "steps only go forward",
-			       step, (unsigned long long)t->hp.step);
+			       step, (unsigned long long)t->hps.now.step);
 	for (unsigned g = 0; g < n_groups; g++)
 		tab.g[g] = (struct zs_hp){groups[g].lr, groups[g].weight_decay, groups[g].beta1,
 					  groups[g].beta2, groups[g].eps, groups[g].momentum};
 	if ((st = zs_hp_table_check(&t->job.spec, &tab, &err)))
 		return tr_fail(t, st, "%s", err.msg);
-	t->hp_sending = &tab;
+	t->hps.sending = &tab;
 	st = send_table(t, &tab, &err);
-	t->hp_sending = NULL;
+	t->hps.sending = NULL;
 	if (st)
 		return tr_fail(t, st, "setting the hyperparameters of step %llu: %s", step, err.msg);
-	t->hp = tab;
-	t->hp_set = true;
-	if (t->n_hp_hist == TR_HP_KEEP)
-		memmove(t->hp_hist, t->hp_hist + 1, (TR_HP_KEEP - 1) * sizeof *t->hp_hist);
+	t->hps.now = tab;
+	t->hps.set = true;
+	if (t->hps.n_hist == TR_HP_KEEP)
+		memmove(t->hps.hist, t->hps.hist + 1, (TR_HP_KEEP - 1) * sizeof *t->hps.hist);
 	else
-		t->n_hp_hist++;
-	t->hp_hist[t->n_hp_hist - 1] = tab;
+		t->hps.n_hist++;
+	t->hps.hist[t->hps.n_hist - 1] = tab;
 	return ZS_OK;
 }
 
@@ -155,11 +155,11 @@ enum zs_status tr_hp_to_new(zs_trainer *t, struct zs_conn *c, struct zs_error *e
 {
 	enum zs_status st = ZS_OK;
 
-	for (uint32_t i = 0; i < t->n_hp_hist && !st; i++)
-		st = table_to(t, c, &t->hp_hist[i], err);
+	for (uint32_t i = 0; i < t->hps.n_hist && !st; i++)
+		st = table_to(t, c, &t->hps.hist[i], err);
 	/* the table being set when the failover came (its send waits for
 	 * this connection's op to end): the step it is for is pushed here */
-	if (!st && t->hp_sending)
-		st = table_to(t, c, t->hp_sending, err);
+	if (!st && t->hps.sending)
+		st = table_to(t, c, t->hps.sending, err);
 	return st;
 }

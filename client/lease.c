@@ -26,17 +26,17 @@
  * for the step driver's waits. */
 static void note_down(zs_trainer *t, const struct zs_server_info *s, uint32_t n)
 {
-	pthread_mutex_lock(&t->down_mu);
-	t->n_down = 0;
-	for (uint32_t i = 0; i < n && t->n_down < 8; i++) {
+	pthread_mutex_lock(&t->ls.down_mu);
+	t->ls.n_down = 0;
+	for (uint32_t i = 0; i < n && t->ls.n_down < 8; i++) {
 		if (s[i].up)
 			continue;
-		t->down[t->n_down].id = s[i].id;
-		t->down[t->n_down].silent_ms = s[i].last_seen_ms;
-		snprintf(t->down[t->n_down].addr, sizeof t->down[0].addr, "%s", s[i].addr);
-		t->n_down++;
+		t->ls.down[t->ls.n_down].id = s[i].id;
+		t->ls.down[t->ls.n_down].silent_ms = s[i].last_seen_ms;
+		snprintf(t->ls.down[t->ls.n_down].addr, sizeof t->ls.down[0].addr, "%s", s[i].addr);
+		t->ls.n_down++;
 	}
-	pthread_mutex_unlock(&t->down_mu);
+	pthread_mutex_unlock(&t->ls.down_mu);
 }
 
 bool tr_server_down(zs_trainer *t, char *buf, size_t len)
@@ -49,12 +49,12 @@ bool tr_server_marked_down(zs_trainer *t, uint64_t id)
 {
 	bool down = false;
 
-	if (!t->lease_running)
+	if (!t->ls.running)
 		return false;
-	pthread_mutex_lock(&t->down_mu);
-	for (uint32_t i = 0; i < t->n_down && !down; i++)
-		down = t->down[i].id == id;
-	pthread_mutex_unlock(&t->down_mu);
+	pthread_mutex_lock(&t->ls.down_mu);
+	for (uint32_t i = 0; i < t->ls.n_down && !down; i++)
+		down = t->ls.down[i].id == id;
+	pthread_mutex_unlock(&t->ls.down_mu);
 	return down;
 }
 
@@ -62,20 +62,20 @@ bool tr_server_down_id(zs_trainer *t, uint64_t *id, char *buf, size_t len)
 {
 	bool down = false;
 
-	if (!t->lease_running)
+	if (!t->ls.running)
 		return false;
-	pthread_mutex_lock(&t->down_mu);
-	for (uint32_t i = 0; i < t->n_down && !down; i++)
+	pthread_mutex_lock(&t->ls.down_mu);
+	for (uint32_t i = 0; i < t->ls.n_down && !down; i++)
 		for (uint32_t k = 0; k < t->n_srv && !down; k++)
-			if (t->srv_id[k] == t->down[i].id) {
+			if (t->srv_id[k] == t->ls.down[i].id) {
 				down = true;
-				*id = t->down[i].id;
+				*id = t->ls.down[i].id;
 				snprintf(buf, len,
 					 "server %llu (%s) is down: the coordinator has not heard from it for %lld ms",
-					 (unsigned long long)t->down[i].id, t->down[i].addr,
-					 (long long)t->down[i].silent_ms);
+					 (unsigned long long)t->ls.down[i].id, t->ls.down[i].addr,
+					 (long long)t->ls.down[i].silent_ms);
 			}
-	pthread_mutex_unlock(&t->down_mu);
+	pthread_mutex_unlock(&t->ls.down_mu);
 	return down;
 }
 
@@ -83,14 +83,14 @@ bool tr_server_down_id(zs_trainer *t, uint64_t *id, char *buf, size_t len)
  * held on entry and exit). */
 static void send_boundary(zs_trainer *t, struct zs_coord_client *c)
 {
-	struct zs_step_report r = t->brep;
-	bool has = t->bhas;
+	struct zs_step_report r = t->ls.brep;
+	bool has = t->ls.bhas;
 	struct zs_error err = {0};
 	uint32_t stage = 0;
 	uint64_t every = 0, stop = 0;
 	enum zs_status st;
 
-	pthread_mutex_unlock(&t->down_mu);
+	pthread_mutex_unlock(&t->ls.down_mu);
 	/* a coordinator restarting is ridden out within the call's bound, as
 	 * the trainer's own calls do */
 	{
@@ -99,31 +99,31 @@ static void send_boundary(zs_trainer *t, struct zs_coord_client *c)
 		while ((st = zs_coord_report_step(c, t->job.spec.name, t->rank, has ? &r : NULL,
 						  &stage, &every, &stop, &err)) &&
 		       (st == ZS_EUNAVAIL || st == ZS_ETIMEDOUT) && zs_now_ms() < deadline &&
-		       !atomic_load(&t->lease_stop))
-			zs_sleep_ms(100, (volatile const int *)&t->lease_stop);
+		       !atomic_load(&t->ls.stop))
+			zs_sleep_ms(100, (volatile const int *)&t->ls.stop);
 		zs_coord_set_wait_for_ready(c, 0);
 	}
-	pthread_mutex_lock(&t->down_mu);
-	if (t->bstate != B_POSTED)
+	pthread_mutex_lock(&t->ls.down_mu);
+	if (t->ls.bstate != B_POSTED)
 		return; /* dropped meanwhile (the lease stopped) */
-	t->bst = st;
-	t->bstage = stage;
-	t->bevery = every;
-	t->bstop = stop;
-	snprintf(t->bwhy, sizeof t->bwhy, "%s", st ? err.msg : "");
-	t->bstate = B_ANSWERED;
-	pthread_cond_broadcast(&t->bcv);
+	t->ls.bst = st;
+	t->ls.bstage = stage;
+	t->ls.bevery = every;
+	t->ls.bstop = stop;
+	snprintf(t->ls.bwhy, sizeof t->ls.bwhy, "%s", st ? err.msg : "");
+	t->ls.bstate = B_ANSWERED;
+	pthread_cond_broadcast(&t->ls.bcv);
 }
 
 void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r)
 {
-	pthread_mutex_lock(&t->down_mu);
-	t->bhas = r != NULL;
+	pthread_mutex_lock(&t->ls.down_mu);
+	t->ls.bhas = r != NULL;
 	if (r)
-		t->brep = *r;
-	t->bstate = B_POSTED;
-	pthread_cond_broadcast(&t->bcv);
-	pthread_mutex_unlock(&t->down_mu);
+		t->ls.brep = *r;
+	t->ls.bstate = B_POSTED;
+	pthread_cond_broadcast(&t->ls.bcv);
+	pthread_mutex_unlock(&t->ls.down_mu);
 }
 
 bool tr_boundary_take(zs_trainer *t, enum zs_status *st, uint32_t *stage, uint64_t *every,
@@ -132,27 +132,27 @@ bool tr_boundary_take(zs_trainer *t, enum zs_status *st, uint32_t *stage, uint64
 	int64_t deadline = zs_now_ms() + t->timeout_ms;
 	bool took = false;
 
-	pthread_mutex_lock(&t->down_mu);
-	while (t->bstate == B_POSTED && t->lease_running && zs_now_ms() < deadline) {
+	pthread_mutex_lock(&t->ls.down_mu);
+	while (t->ls.bstate == B_POSTED && t->ls.running && zs_now_ms() < deadline) {
 		struct timespec ts = zs_deadline_in(50);
-		pthread_cond_timedwait(&t->bcv, &t->down_mu, &ts);
+		pthread_cond_timedwait(&t->ls.bcv, &t->ls.down_mu, &ts);
 	}
-	if (t->bstate == B_ANSWERED) {
-		*st = t->bst;
-		*stage = t->bstage;
-		*every = t->bevery;
-		*stop = t->bstop;
-		if (t->bst)
-			zs_fail(err, t->bst, "%s", t->bwhy);
+	if (t->ls.bstate == B_ANSWERED) {
+		*st = t->ls.bst;
+		*stage = t->ls.bstage;
+		*every = t->ls.bevery;
+		*stop = t->ls.bstop;
+		if (t->ls.bst)
+			zs_fail(err, t->ls.bst, "%s", t->ls.bwhy);
 		took = true;
-	} else if (t->bstate == B_POSTED && t->lease_running) {
+	} else if (t->ls.bstate == B_POSTED && t->ls.running) {
 		*st = zs_fail(err, ZS_ETIMEDOUT,
 			      "the coordinator did not answer rank %u's step report within %d ms",
 			      t->rank, t->timeout_ms);
 		took = true;
 	}
-	t->bstate = B_NONE;
-	pthread_mutex_unlock(&t->down_mu);
+	t->ls.bstate = B_NONE;
+	pthread_mutex_unlock(&t->ls.down_mu);
 	return took;
 }
 
@@ -163,22 +163,22 @@ static void *lease_main(void *arg)
 	struct zs_error err = {0};
 	int64_t last_note = 0;
 
-	while (!atomic_load(&t->lease_stop)) {
+	while (!atomic_load(&t->ls.stop)) {
 		struct zs_server_info *down = NULL;
 		uint32_t n_down = 0;
 		uint64_t timeline = 0;
 		enum zs_status st;
-		if (!c && zs_coord_open(t->coord_addr, LEASE_RENEW_MS * 2, 0, &c, &err))
+		if (!c && zs_coord_open(t->ls.coord_addr, LEASE_RENEW_MS * 2, 0, &c, &err))
 			c = NULL;
-		st = c ? zs_coord_trainer_heartbeat(c, t->job.spec.name, t->rank, t->session,
+		st = c ? zs_coord_trainer_heartbeat(c, t->job.spec.name, t->rank, t->ls.session,
 						    &timeline, &down, &n_down, &err)
 		       : err.code;
 		if (st == ZS_OK) {
-			atomic_store(&t->seen_timeline, timeline);
+			atomic_store(&t->ls.seen_timeline, timeline);
 			note_down(t, down, n_down);
 			free(down);
 		} else if (st == ZS_ENOTFOUND) {
-			atomic_store(&t->evicted, 1);
+			atomic_store(&t->ls.evicted, 1);
 		} else if (zs_now_ms() - last_note > 10000) { /* the coordinator away */
 			zs_debug("rank %u of job '%s': cannot renew its lease: %s", t->rank,
 				 t->job.spec.name, err.msg);
@@ -187,10 +187,10 @@ static void *lease_main(void *arg)
 		/* until the next renewal: boundary reports as they are posted */
 		{
 			int64_t next = zs_now_ms() + LEASE_RENEW_MS;
-			pthread_mutex_lock(&t->down_mu);
-			while (!atomic_load(&t->lease_stop) && zs_now_ms() < next) {
-				if (t->bstate == B_POSTED) {
-					if (!c && zs_coord_open(t->coord_addr, LEASE_RENEW_MS * 2, 0, &c,
+			pthread_mutex_lock(&t->ls.down_mu);
+			while (!atomic_load(&t->ls.stop) && zs_now_ms() < next) {
+				if (t->ls.bstate == B_POSTED) {
+					if (!c && zs_coord_open(t->ls.coord_addr, LEASE_RENEW_MS * 2, 0, &c,
 								&err))
 						c = NULL;
 					if (c) {
@@ -199,9 +199,9 @@ static void *lease_main(void *arg)
 					}
 				}
 				struct timespec ts = zs_deadline_in(50);
-				pthread_cond_timedwait(&t->bcv, &t->down_mu, &ts);
+				pthread_cond_timedwait(&t->ls.bcv, &t->ls.down_mu, &ts);
 			}
-			pthread_mutex_unlock(&t->down_mu);
+			pthread_mutex_unlock(&t->ls.down_mu);
 		}
 	}
 	zs_coord_close(c);
@@ -210,27 +210,27 @@ static void *lease_main(void *arg)
 
 enum zs_status tr_lease_start(zs_trainer *t, struct zs_error *err)
 {
-	t->n_down = 0;
-	atomic_store(&t->lease_stop, 0);
-	atomic_store(&t->evicted, 0);
-	atomic_store(&t->seen_timeline, t->timeline);
-	if (pthread_create(&t->lease, NULL, lease_main, t))
+	t->ls.n_down = 0;
+	atomic_store(&t->ls.stop, 0);
+	atomic_store(&t->ls.evicted, 0);
+	atomic_store(&t->ls.seen_timeline, t->timeline);
+	if (pthread_create(&t->ls.thread, NULL, lease_main, t))
 		return zs_fail(err, ZS_ENOMEM, "cannot start the lease thread");
-	t->lease_running = true;
+	t->ls.running = true;
 	return ZS_OK;
 }
 
 void tr_lease_stop(zs_trainer *t)
 {
-	if (!t->lease_running)
+	if (!t->ls.running)
 		return;
-	atomic_store(&t->lease_stop, 1);
-	pthread_mutex_lock(&t->down_mu);
-	pthread_cond_broadcast(&t->bcv);
-	pthread_mutex_unlock(&t->down_mu);
-	pthread_join(t->lease, NULL);
-	pthread_mutex_lock(&t->down_mu);
-	t->lease_running = false;
-	t->bstate = B_NONE; /* a report still posted is dropped */
-	pthread_mutex_unlock(&t->down_mu);
+	atomic_store(&t->ls.stop, 1);
+	pthread_mutex_lock(&t->ls.down_mu);
+	pthread_cond_broadcast(&t->ls.bcv);
+	pthread_mutex_unlock(&t->ls.down_mu);
+	pthread_join(t->ls.thread, NULL);
+	pthread_mutex_lock(&t->ls.down_mu);
+	t->ls.running = false;
+	t->ls.bstate = B_NONE; /* a report still posted is dropped */
+	pthread_mutex_unlock(&t->ls.down_mu);
 }

@@ -83,8 +83,8 @@ int tr_progress(zs_op *op, int timeout_ms)
 	rc = op->status;
 	if (rc)
 		tr_fail(t, (enum zs_status)rc, "%s", op->msg);
-	else if (op->final_push && t->du && op->step + 1 > t->du[op->unit].last_push)
-		t->du[op->unit].last_push = op->step + 1;
+	else if (op->final_push && t->drv.du && op->step + 1 > t->drv.du[op->unit].last_push)
+		t->drv.du[op->unit].last_push = op->step + 1;
 	tr_live_del(t, op);
 	free(op);
 	return rc;
@@ -112,14 +112,14 @@ int zs_op_wait(zs_op *op, int timeout_ms) { return tr_progress(op, timeout_ms); 
 
 int tr_op_timeout(const zs_trainer *t)
 {
-	return t->pol.op_timeout_ms > 0 ? t->pol.op_timeout_ms : TR_OP_TIMEOUT_MS;
+	return t->drv.pol.op_timeout_ms > 0 ? t->drv.pol.op_timeout_ms : TR_OP_TIMEOUT_MS;
 }
 
 void tr_park(zs_trainer *t, zs_op *op, void *own)
 {
 	op->own = own;
-	op->stray_next = t->strays;
-	t->strays = op;
+	op->stray_next = t->drv.strays;
+	t->drv.strays = op;
 }
 
 int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms)

@@ -15,7 +15,7 @@ static bool holds_rank(const zs_trainer *t, const struct zs_job *j)
 {
 	for (uint32_t i = 0; i < j->n_trainers; i++)
 		if (j->trainers[i].rank == t->rank)
-			return j->trainers[i].session == t->session;
+			return j->trainers[i].session == t->ls.session;
 	return false;
 }
 
@@ -23,7 +23,7 @@ static bool holds_rank(const zs_trainer *t, const struct zs_job *j)
  * until deadline for a rank another lost process still holds. */
 static enum zs_status rejoin(zs_trainer *t, int64_t deadline, struct zs_error *err)
 {
-	struct zs_join_req req = {.rank = t->rank, .session = t->session};
+	struct zs_join_req req = {.rank = t->rank, .session = t->ls.session};
 	struct zs_job nj;
 	enum zs_status st;
 
@@ -61,7 +61,7 @@ static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error 
 	for (;;) {
 		if ((st = zs_coord_get_job(t->coord, t->job.spec.name, j, err)))
 			return st;
-		if (!rejoined && (atomic_load(&t->evicted) || !holds_rank(t, j))) {
+		if (!rejoined && (atomic_load(&t->ls.evicted) || !holds_rank(t, j))) {
 			zs_job_release(j);
 			if ((st = rejoin(t, deadline, err)))
 				return st;
@@ -89,14 +89,14 @@ static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error 
 	}
 	tr_disconnect(t);
 	tr_driver_reset(t);
-	t->hp_set = false; /* the new timeline starts from the spec's values */
-	t->n_hp_hist = 0;
+	t->hps.set = false; /* the new timeline starts from the spec's values */
+	t->hps.n_hist = 0;
 	if ((st = tr_reconnect(t, err))) {
 		zs_job_release(j);
 		return st;
 	}
 	t->timeline = j->timeline;
-	atomic_store(&t->seen_timeline, j->timeline);
+	atomic_store(&t->ls.seen_timeline, j->timeline);
 	return ZS_OK;
 }
 

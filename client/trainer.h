@@ -73,84 +73,95 @@ struct zs_trainer {
 	struct zs_conn **gconn;
 	char err[ZS_ERRMSG_MAX];
 	struct zs_trainer_counters ctr;
-	/* the step driver */
-	struct zs_policy pol;
-	/* freed unit buffers kept for reuse: fresh pages cost a page fault
-	 * each (about 0.33 GB/s on these VMs), reused ones nothing */
-	struct { void *p; size_t n; } cache[8];
-	unsigned n_cache;
-	/* where registration pays (rdma), the step driver's buffers are
-	 * registered once, when made, with any connection of that transport
-	 * (they share the device) */
-	struct zs_conn *reg_conn;
-	const struct zs_transport_ops *reg_ops;
-	struct { void *p; struct zs_mr *mr; } *regs;
-	unsigned n_regs;
-	struct dunit *du;
 	uint64_t step;
-	uint64_t n_pushed; /* pushes the step driver started, ever */
-	bool in_step;
-	unsigned stage; /* for this step */
-	/* the step report: the step in progress, and the last one finished
-	 * (sent to the coordinator at the next boundary or at close) */
-	struct zs_step_report cur, last;
-	bool have_last, last_sent;
-	double step_t0;
-	unsigned long long step_g0, step_p0;
-	zs_op *strays; /* ops whose wait timed out while their requests live */
 	/* how it joined, for zs_trainer_resume's reconnect and rejoin */
 	char transport[16];
 	int timeout_ms;
 	uint64_t timeline; /* the job's timeline this trainer's connections belong to */
+	/* the step driver (driver.c) */
+	struct tr_drv {
+		struct zs_policy pol;
+		/* freed unit buffers kept for reuse: fresh pages cost a page
+		 * fault each (about 0.33 GB/s on these VMs), reused ones nothing */
+		struct { void *p; size_t n; } cache[8];
+		unsigned n_cache;
+		/* where registration pays (rdma), the step driver's buffers are
+		 * registered once, when made, with any connection of that
+		 * transport (they share the device) */
+		struct zs_conn *reg_conn;
+		const struct zs_transport_ops *reg_ops;
+		struct { void *p; struct zs_mr *mr; } *regs;
+		unsigned n_regs;
+		struct dunit *du;
+		uint64_t n_pushed; /* pushes the step driver started, ever */
+		bool in_step;
+		unsigned stage; /* for this step */
+		zs_op *strays; /* ops whose wait timed out while their requests live */
+		/* per unit, 1 + the step of its last partial push (0: none) and
+		 * the partial pushes of that step so far: a push's micro-batch
+		 * index, which a server counts to take one sent again only once */
+		struct tr_micro { uint64_t step1; uint32_t n; } *micro;
+	} drv;
+	/* the step report: the step in progress, and the last one finished
+	 * (sent to the coordinator at the next boundary or at close) */
+	struct tr_rep {
+		struct zs_step_report cur, last;
+		bool have_last, last_sent;
+		double t0;
+		unsigned long long g0, p0;
+	} rep;
 	/* the lease (lease.c): a thread renews the rank every second over its
 	 * own coordinator connection */
-	uint64_t session;
-	char coord_addr[ZS_ADDR_MAX];
-	pthread_t lease;
-	bool lease_running;
-	atomic_int lease_stop;
-	_Atomic uint64_t seen_timeline; /* the job's, at the last renewal */
-	atomic_int evicted;             /* the rank is no longer this trainer's */
-	/* servers the coordinator marks down, as of the last renewal */
-	pthread_mutex_t down_mu;
-	uint32_t n_down;
-	struct { uint64_t id; int64_t silent_ms; char addr[ZS_ADDR_MAX]; } down[8];
-	/* the step boundary's report, sent by the lease thread (lease.c):
-	 * posted at one boundary, its answer used at the next (down_mu) */
-	pthread_cond_t bcv;
-	enum { B_NONE, B_POSTED, B_ANSWERED } bstate;
-	struct zs_step_report brep;
-	bool bhas;     /* brep holds a report (else the call only asks) */
-	uint32_t bstage;
-	uint64_t bevery, bstop;
-	enum zs_status bst;
-	char bwhy[ZS_ERRMSG_MAX];
-	/* hyperparameters set for a step on (hparams.c); hp_set: any */
-	struct zs_hp_table hp;
-	bool hp_set;
-	/* the last tables set, oldest first: a server connected to later
-	 * (a failover's new primary) gets them before any push */
-	struct zs_hp_table hp_hist[TR_HP_KEEP];
-	uint32_t n_hp_hist;
-	/* the table zs_set_hparams is sending (NULL: none): a server a
-	 * failover connects to meanwhile gets it after the history, since
-	 * the lost server's request for it is not sent again */
-	const struct zs_hp_table *hp_sending;
+	struct tr_lease {
+		uint64_t session;
+		char coord_addr[ZS_ADDR_MAX];
+		pthread_t thread;
+		bool running;
+		atomic_int stop;
+		_Atomic uint64_t seen_timeline; /* the job's, at the last renewal */
+		atomic_int evicted;             /* the rank is no longer this trainer's */
+		/* servers the coordinator marks down, as of the last renewal */
+		pthread_mutex_t down_mu;
+		uint32_t n_down;
+		struct { uint64_t id; int64_t silent_ms; char addr[ZS_ADDR_MAX]; } down[8];
+		/* the step boundary's report, sent by the lease thread: posted
+		 * at one boundary, its answer used at the next (down_mu) */
+		pthread_cond_t bcv;
+		enum { B_NONE, B_POSTED, B_ANSWERED } bstate;
+		struct zs_step_report brep;
+		bool bhas;     /* brep holds a report (else the call only asks) */
+		uint32_t bstage;
+		uint64_t bevery, bstop;
+		enum zs_status bst;
+		char bwhy[ZS_ERRMSG_MAX];
+	} ls;
+	/* hyperparameters set for a step on (hparams.c) */
+	struct tr_hps {
+		struct zs_hp_table now;
+		bool set; /* any */
+		/* the last tables set, oldest first: a server connected to later
+		 * (a failover's new primary) gets them before any push */
+		struct zs_hp_table hist[TR_HP_KEEP];
+		uint32_t n_hist;
+		/* the table zs_set_hparams is sending (NULL: none): a server a
+		 * failover connects to meanwhile gets it after the history,
+		 * since the lost server's request for it is not sent again */
+		const struct zs_hp_table *sending;
+	} hps;
 	/* device mode (device.c); NULL: the driver's buffers are host memory */
 	struct tr_dev *dv;
-	/* failover (failover.c): connections to lost servers, shut down and
-	 * closed with the others (ops may still hold their requests) */
-	struct zs_conn **dead; /* retired connections, both lanes */
-	uint32_t n_dead;
-	/* per unit, 1 + the step of its last partial push (0: none) and the
-	 * partial pushes of that step so far: a push's micro-batch index,
-	 * which a server counts to take one sent again only once */
-	struct tr_micro { uint64_t step1; uint32_t n; } *micro;
-	/* the ops whose requests may be sent again (those with rq), until
-	 * their last wait or the connections close: a failover sends all
-	 * that were on the lost server again at once */
-	zs_op *live;
-	uint64_t lost_tried; /* a server whose failover failed (tr_watch_lost) */
+	/* failover (failover.c) */
+	struct tr_fo {
+		/* connections to lost servers, shut down and closed with the
+		 * others (ops may still hold their requests): both lanes */
+		struct zs_conn **dead;
+		uint32_t n_dead;
+		/* the ops whose requests may be sent again (those with rq),
+		 * until their last wait or the connections close: a failover
+		 * sends all that were on the lost server again at once */
+		zs_op *live;
+		uint64_t lost_tried; /* a server whose failover failed (tr_watch_lost) */
+	} fo;
 };
 
 /* A wait's bound when no policy says (zs_policy.op_timeout_ms). */
@@ -161,9 +172,9 @@ struct zs_op {
 	uint32_t unit;
 	uint64_t step;
 	bool final_push; /* a gradient push that completes the rank's (unit, step) */
-	zs_op *stray_next; /* an op given up on (t->strays): freed at close */
+	zs_op *stray_next; /* an op given up on (t->drv.strays): freed at close */
 	void *own;         /* a parked op's buffer (tr_buf_alloc'd), freed with it */
-	zs_op *live_prev, *live_next; /* in t->live (listed) */
+	zs_op *live_prev, *live_next; /* in t->fo.live (listed) */
 	bool listed;
 	uint32_t n, done;
 	/* called as request i completes without error, in order (device.c
@@ -340,7 +351,7 @@ void *tr_dv_host_alloc(zs_trainer *t, size_t n);
 void tr_dv_host_free(zs_trainer *t, void *p);
 
 /* lease.c */
-/* Starts renewing t's rank (t->session, t->coord_addr set). */
+/* Starts renewing t's rank (t->ls.session, t->ls.coord_addr set). */
 enum zs_status tr_lease_start(zs_trainer *t, struct zs_error *err);
 /* Stops renewing (the rank lapses unless it leaves); fine if not started. */
 void tr_lease_stop(zs_trainer *t);

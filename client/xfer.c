@@ -105,15 +105,15 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	dsz = zs_dtype_size(dt);
 	if (!(op = op_new(t, u, step, src != NULL, h, &moved)))
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
-	if (h->partial && src && !t->micro &&
-	    !(t->micro = calloc(t->job.spec.layout.n_units, sizeof *t->micro))) {
+	if (h->partial && src && !t->drv.micro &&
+	    !(t->drv.micro = calloc(t->job.spec.layout.n_units, sizeof *t->drv.micro))) {
 		free(op);
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
 	}
 	if (h->partial && src) {
-		if (t->micro[u].step1 != step + 1)
-			t->micro[u] = (struct tr_micro){.step1 = step + 1};
-		micro = t->micro[u].n++;
+		if (t->drv.micro[u].step1 != step + 1)
+			t->drv.micro[u] = (struct tr_micro){.step1 = step + 1};
+		micro = t->drv.micro[u].n++;
 	}
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
 		const struct zs_shard *sh = &t->job.placement.shards[i];
@@ -136,7 +136,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		st = post_one(t, op, sh, &x, to, from, src && h->dev && !is_mark, &err);
 		if (st == ZS_EAGAIN && op->n == 0) {
 			if (h->partial && src) /* not sent: its index is the next one's */
-				t->micro[u].n--;
+				t->drv.micro[u].n--;
 			free(op);
 			return tr_fail(t, ZS_EAGAIN, "too many transfers in flight");
 		}

@@ -39,16 +39,16 @@ void *tr_buf_alloc(zs_trainer *t, size_t n)
 	struct zs_mr *mr;
 	void *g;
 
-	if (!p || !t->reg_conn || zs_mem_register(t->reg_conn, p, n ? n : 1, &mr, NULL))
+	if (!p || !t->drv.reg_conn || zs_mem_register(t->drv.reg_conn, p, n ? n : 1, &mr, NULL))
 		return p;
-	g = realloc(t->regs, (t->n_regs + 1) * sizeof *t->regs);
+	g = realloc(t->drv.regs, (t->drv.n_regs + 1) * sizeof *t->drv.regs);
 	if (!g) {
-		t->reg_ops->dereg(mr);
+		t->drv.reg_ops->dereg(mr);
 		return p;
 	}
-	t->regs = g;
-	t->regs[t->n_regs].p = p;
-	t->regs[t->n_regs++].mr = mr;
+	t->drv.regs = g;
+	t->drv.regs[t->drv.n_regs].p = p;
+	t->drv.regs[t->drv.n_regs++].mr = mr;
 	return p;
 }
 
@@ -56,11 +56,11 @@ void tr_buf_free(zs_trainer *t, void *p)
 {
 	if (!p)
 		return;
-	for (unsigned i = 0; i < t->n_regs; i++)
-		if (t->regs[i].p == p) {
+	for (unsigned i = 0; i < t->drv.n_regs; i++)
+		if (t->drv.regs[i].p == p) {
 			/* through the ops table: the connection may be closed by now */
-			t->reg_ops->dereg(t->regs[i].mr);
-			t->regs[i] = t->regs[--t->n_regs];
+			t->drv.reg_ops->dereg(t->drv.regs[i].mr);
+			t->drv.regs[i] = t->drv.regs[--t->drv.n_regs];
 			break;
 		}
 	if (t->dv)
@@ -85,18 +85,18 @@ static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
 void tr_disconnect(zs_trainer *t)
 {
 	tr_live_forget(t); /* their requests go with the connections */
-	t->lost_tried = 0;
+	t->fo.lost_tried = 0;
 	for (uint32_t i = 0; i < t->n_srv; i++) {
 		zs_conn_close(t->conn[i]);
 		zs_conn_close(t->gconn[i]);
 	}
-	for (uint32_t i = 0; i < t->n_dead; i++)
-		zs_conn_close(t->dead[i]);
-	free(t->dead);
-	t->dead = NULL;
-	t->n_dead = 0;
+	for (uint32_t i = 0; i < t->fo.n_dead; i++)
+		zs_conn_close(t->fo.dead[i]);
+	free(t->fo.dead);
+	t->fo.dead = NULL;
+	t->fo.n_dead = 0;
 	t->n_srv = 0;
-	t->reg_conn = NULL;
+	t->drv.reg_conn = NULL;
 	free(t->srv_id);
 	free(t->conn);
 	free(t->gconn);
@@ -186,16 +186,16 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 		 * got: the steps in flight are applied with them, not with the
 		 * last table its primary forwarded (a promoted copy applied a
 		 * step at the step before's learning rate: wrong bits) */
-		if (!st && (t->n_hp_hist || t->hp_sending) &&
+		if (!st && (t->hps.n_hist || t->hps.sending) &&
 		    (st = tr_hp_to_new(t, t->conn[t->n_srv], err))) {
 			zs_conn_close(t->conn[t->n_srv]);
 			if (t->gconn[t->n_srv])
 				zs_conn_close(t->gconn[t->n_srv]);
 		}
 		if (!st) {
-			if ((ops->caps & ZS_CAP_REGISTER) && !t->reg_conn) {
-				t->reg_conn = t->conn[t->n_srv];
-				t->reg_ops = ops;
+			if ((ops->caps & ZS_CAP_REGISTER) && !t->drv.reg_conn) {
+				t->drv.reg_conn = t->conn[t->n_srv];
+				t->drv.reg_ops = ops;
 			}
 			t->srv_id[t->n_srv++] = s[i].id;
 		}
@@ -350,8 +350,8 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 		goto out;
 	}
 	t->rank = rank;
-	pthread_mutex_init(&t->down_mu, NULL);
-	pthread_cond_init(&t->bcv, NULL);
+	pthread_mutex_init(&t->ls.down_mu, NULL);
+	pthread_cond_init(&t->ls.bcv, NULL);
 	st = zs_coord_open(coordinator, timeout_ms, 0, &t->coord, &err);
 	if (st)
 		goto fail;
@@ -361,10 +361,11 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	gethostname(req.host, sizeof req.host - 1);
 	/* this process's session: its lease, and its join sent again after a
 	 * lost reply, are told from another process's for the same rank */
-	while (!t->session && getrandom(&t->session, sizeof t->session, 0) != sizeof t->session)
+	while (!t->ls.session &&
+	       getrandom(&t->ls.session, sizeof t->ls.session, 0) != sizeof t->ls.session)
 		;
-	req.session = t->session;
-	snprintf(t->coord_addr, sizeof t->coord_addr, "%s", coordinator);
+	req.session = t->ls.session;
+	snprintf(t->ls.coord_addr, sizeof t->ls.coord_addr, "%s", coordinator);
 	snprintf(t->transport, sizeof t->transport, "%s", transport);
 	t->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
 	st = join_rank(t, &req, &err);
@@ -377,27 +378,27 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	/* from here on the coordinator is known to exist: a call during its
 	 * restart waits for it (within timeout_ms) instead of failing at once */
 	zs_coord_set_wait_for_ready(t->coord, 1);
-	t->pol = (struct zs_policy){.prefetch = 1, .reshard_after_forward = 1};
+	t->drv.pol = (struct zs_policy){.prefetch = 1, .reshard_after_forward = 1};
 	{ /* the configuration's policy, validated when it was read */
 		uint64_t v;
 		if (zs_config_get(&cfg, "prefetch") &&
 		    !zs_parse_u64(zs_config_get(&cfg, "prefetch"), 0, 64, &v, NULL))
-			t->pol.prefetch = (unsigned)v;
+			t->drv.pol.prefetch = (unsigned)v;
 		if (zs_config_get(&cfg, "push_depth") &&
 		    !zs_parse_u64(zs_config_get(&cfg, "push_depth"), 0, 64, &v, NULL))
-			t->pol.push_depth = (unsigned)v;
+			t->drv.pol.push_depth = (unsigned)v;
 		if (zs_config_get(&cfg, "max_live_bytes") &&
 		    !zs_parse_size(zs_config_get(&cfg, "max_live_bytes"), &v, NULL))
-			t->pol.max_live_bytes = v;
+			t->drv.pol.max_live_bytes = v;
 	}
-	t->du = calloc(t->job.spec.layout.n_units ? t->job.spec.layout.n_units : 1,
-		       sizeof *t->du);
-	if (!t->du) {
+	t->drv.du = calloc(t->job.spec.layout.n_units ? t->job.spec.layout.n_units : 1,
+		       sizeof *t->drv.du);
+	if (!t->drv.du) {
 		st = zs_fail(&err, ZS_ENOMEM, "out of memory");
 		goto fail;
 	}
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++)
-		t->du[u].bytes = t->job.spec.layout.units[u].numel *
+		t->drv.du[u].bytes = t->job.spec.layout.units[u].numel *
 				 zs_dtype_size(t->job.spec.layout.units[u].dtype);
 	/* a server that has not loaded the job's placement yet (it comes
 	 * with the server's next heartbeat) says ZS_EAGAIN: wait for it,
@@ -451,47 +452,47 @@ void zs_trainer_close(zs_trainer *t)
 		return;
 	/* where this trainer leaves the job: in the middle of a step (the job
 	 * rolls back), or before the step its units were all pushed up to */
-	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
-		if (t->du[u].last_push != t->du[0].last_push)
+	for (uint32_t u = 0; t->drv.du && u < t->job.spec.layout.n_units; u++) {
+		if (t->drv.du[u].last_push != t->drv.du[0].last_push)
 			abandoned = true;
-		next = t->du[u].last_push;
+		next = t->drv.du[u].last_push;
 	}
-	abandoned |= t->in_step;
+	abandoned |= t->drv.in_step;
 	tr_lease_stop(t);
 	if (t->coord) /* best effort from here: a coordinator away is not waited for */
 		zs_coord_set_wait_for_ready(t->coord, 0);
-	if (t->joined && t->have_last && !t->last_sent) { /* stats only: errors do not matter */
+	if (t->joined && t->rep.have_last && !t->rep.last_sent) { /* stats only: errors do not matter */
 		uint32_t stage;
 		uint64_t every, stop;
-		zs_coord_report_step(t->coord, t->job.spec.name, t->rank, &t->last, &stage,
+		zs_coord_report_step(t->coord, t->job.spec.name, t->rank, &t->rep.last, &stage,
 				     &every, &stop, &err);
 	}
 	tr_disconnect(t); /* first: in-flight requests fail and are freed */
 	tr_dv_close(t);   /* device mode's buffers, then its pinned staging */
-	for (uint32_t u = 0; t->du && u < t->job.spec.layout.n_units; u++) {
-		free(t->du[u].gather); /* ops only; their requests died with the conns */
-		free(t->du[u].push);
-		tr_buf_free(t, t->du[u].params);
-		tr_buf_free(t, t->du[u].grad);
+	for (uint32_t u = 0; t->drv.du && u < t->job.spec.layout.n_units; u++) {
+		free(t->drv.du[u].gather); /* ops only; their requests died with the conns */
+		free(t->drv.du[u].push);
+		tr_buf_free(t, t->drv.du[u].params);
+		tr_buf_free(t, t->drv.du[u].grad);
 	}
-	free(t->du);
-	while (t->strays) {
-		zs_op *op = t->strays;
-		t->strays = op->stray_next;
+	free(t->drv.du);
+	while (t->drv.strays) {
+		zs_op *op = t->drv.strays;
+		t->drv.strays = op->stray_next;
 		tr_buf_free(t, op->own);
 		free(op);
 	}
 	tr_cache_flush(t);
-	if (t->joined && !atomic_load(&t->evicted) &&
-	    !zs_coord_leave_at(t->coord, t->job.spec.name, t->rank, t->session, abandoned,
+	if (t->joined && !atomic_load(&t->ls.evicted) &&
+	    !zs_coord_leave_at(t->coord, t->job.spec.name, t->rank, t->ls.session, abandoned,
 			       abandoned ? 0 : next, t->timeline, &j, &err))
 		zs_job_release(&j);
 	zs_coord_close(t->coord);
 	zs_job_release(&t->job);
-	free(t->regs);
-	free(t->micro);
-	pthread_mutex_destroy(&t->down_mu);
-	pthread_cond_destroy(&t->bcv);
+	free(t->drv.regs);
+	free(t->drv.micro);
+	pthread_mutex_destroy(&t->ls.down_mu);
+	pthread_cond_destroy(&t->ls.bcv);
 	free(t);
 }
 
