@@ -126,7 +126,7 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 		for (uint32_t i = 0; i < n; i++)
 			nv[i] = (struct zs_shard_norm){set[i]->sh.unit, set[i]->sh.index,
 						       set[i]->sumsq};
-		st = e->norm_fn(e->norm_ctx, j->name, t, nv, n, &total, &err);
+		st = e->norm.fn(e->norm.ctx, j->name, t, nv, n, &total, &err);
 	}
 	eng_hp_steps(j, t, t + 1, NULL, &clip);
 	coef = st ? 1.0f : zs_clip_coef(total, clip);
@@ -269,7 +269,7 @@ void eng_clip_exchange(struct engine *e, struct ejob *j, struct eshard *s, uint6
 	c->j = j;
 	c->t = t;
 	atomic_fetch_add(&j->refs, 1);
-	if (!zs_pool_submit(e->clip, clip_run, c)) {
+	if (!zs_pool_submit(e->norm.pool, clip_run, c)) {
 		zs_error("job '%s' step %llu: cannot start a thread for the norm exchange; it runs here",
 			 j->name, (unsigned long long)t);
 		clip_and_apply(e, j, t, c->set, c->n);
@@ -281,6 +281,6 @@ void eng_clip_exchange(struct engine *e, struct ejob *j, struct eshard *s, uint6
 
 void eng_clip_stop(struct engine *e)
 {
-	zs_pool_free(e->clip); /* the queue runs empty first */
-	e->clip = NULL;
+	zs_pool_free(e->norm.pool); /* the queue runs empty first */
+	e->norm.pool = NULL;
 }

@@ -21,23 +21,23 @@
 static void die(struct engine *e, const char *what, const char *why)
 {
 	zs_error("device %s: %s: %s; stopping so that this server's jobs roll back to their last checkpoint",
-		 zs_dev_name(e->dev), what, why);
+		 zs_dev_name(e->gpu.dev), what, why);
 	abort();
 }
 
-/* e->kern->fn(..., why, len), stopping on its failure */
+/* e->gpu.kern->fn(..., why, len), stopping on its failure */
 #define KCALL(e, what, fn, ...)                                                     \
 	do {                                                                        \
 		char why_[256];                                                     \
-		if ((e)->kern->fn(__VA_ARGS__, why_, sizeof why_))                  \
+		if ((e)->gpu.kern->fn(__VA_ARGS__, why_, sizeof why_))              \
 			die(e, what, why_);                                         \
 	} while (0)
 
 static void copy(struct engine *e, void *dst, const void *src, size_t n, enum zs_dev_dir dir)
 {
-	if (n && zs_dev_copy_sync(e->dev, dst, src, n, dir))
+	if (n && zs_dev_copy_sync(e->gpu.dev, dst, src, n, dir))
 		die(e, dir == ZS_DEV_H2D ? "a copy to the device" : "a copy from the device",
-		    zs_dev_error(e->dev));
+		    zs_dev_error(e->gpu.dev));
 }
 
 enum zs_status engine_set_device(struct engine *e, int device, uint64_t budget,
@@ -48,28 +48,32 @@ enum zs_status engine_set_device(struct engine *e, int device, uint64_t budget,
 
 	if (e->jobs)
 		return zs_fail(err, ZS_ESTATE, "the device is set before any job is added");
-	st = zs_dev_open(device, &e->dev, why, sizeof why);
+	st = zs_dev_open(device, &e->gpu.dev, why, sizeof why);
 	if (st)
 		return zs_fail(err, st, "%s", why);
-	e->kern = zs_dev_emulated(e->dev) ? zs_kern_host() : zs_kern_cuda(why, sizeof why);
-	if (!e->kern) {
-		zs_dev_close(e->dev);
-		e->dev = NULL;
+	e->gpu.kern = zs_dev_emulated(e->gpu.dev) ? zs_kern_host() : zs_kern_cuda(why, sizeof why);
+	if (!e->gpu.kern) {
+		zs_dev_close(e->gpu.dev);
+		e->gpu.dev = NULL;
 		return zs_fail(err, ZS_EUNAVAIL, "%s", why);
 	}
-	e->dev_budget = budget;
-	zs_info("shards live on %s (its kernels: %s) up to %s", zs_dev_name(e->dev), e->kern->name,
+	e->gpu.budget = budget;
+	zs_info("shards live on %s (its kernels: %s) up to %s", zs_dev_name(e->gpu.dev), e->gpu.kern->name,
 		budget ? "the --gpu-budget" : "its memory");
 	return ZS_OK;
 }
 
-const char *engine_device(const struct engine *e) { return e->dev ? zs_dev_name(e->dev) : NULL; }
+const char *engine_device(const struct engine *e)
+{
+	return e->gpu.dev ? zs_dev_name(e->gpu.dev) : NULL;
+}
 
 static float *dalloc(struct engine *e, size_t bytes, bool zero)
 {
-	void *p = zs_dev_alloc(e->dev, bytes);
-	if (p && zero && (zs_dev_zero(e->dev, p, bytes, NULL) || zs_dev_stream_sync(e->dev, NULL))) {
-		zs_dev_free(e->dev, p);
+	void *p = zs_dev_alloc(e->gpu.dev, bytes);
+	if (p && zero &&
+	    (zs_dev_zero(e->gpu.dev, p, bytes, NULL) || zs_dev_stream_sync(e->gpu.dev, NULL))) {
+		zs_dev_free(e->gpu.dev, p);
 		p = NULL;
 	}
 	return p;
@@ -94,8 +98,8 @@ enum zs_status eng_dev_shard_init(struct engine *e, struct eshard *s, size_t pad
 	if (!s->dev.master || (arrays > 1 && !s->dev.s0) || (arrays > 2 && !s->dev.s1) || !s->dev.acc ||
 	    !s->dev.bacc || !s->dev.x || (s->dt != ZS_F32 && !s->dev.copy))
 		return zs_fail(err, ZS_ENOSPC, "no room on %s for unit %u shard %u: %s",
-			       zs_dev_name(e->dev), s->sh.unit, s->sh.index, zs_dev_error(e->dev));
-	e->dev_resident += pad * 4 * arrays;
+			       zs_dev_name(e->gpu.dev), s->sh.unit, s->sh.index, zs_dev_error(e->gpu.dev));
+	e->gpu.resident += pad * 4 * arrays;
 	return ZS_OK;
 }
 
@@ -105,10 +109,10 @@ void eng_dev_pin(struct engine *e, struct eshard *s)
 	 * buffers: landing.c); unpinned it still works, only slower: say so
 	 * once */
 	static atomic_int warned;
-	if (zs_dev_host_register(e->dev, s->copy, s->sh.padded * s->dsz)) {
+	if (zs_dev_host_register(e->gpu.dev, s->copy, s->sh.padded * s->dsz)) {
 		if (!atomic_exchange(&warned, 1))
 			zs_warn("cannot pin the arena for %s (%s): copies go through pageable memory",
-				zs_dev_name(e->dev), zs_dev_error(e->dev));
+				zs_dev_name(e->gpu.dev), zs_dev_error(e->gpu.dev));
 		return;
 	}
 	s->dev.pinned = true;
@@ -116,8 +120,8 @@ void eng_dev_pin(struct engine *e, struct eshard *s)
 
 void eng_dev_free(struct engine *e)
 {
-	zs_dev_close(e->dev);
-	e->dev = NULL;
+	zs_dev_close(e->gpu.dev);
+	e->gpu.dev = NULL;
 }
 
 void eng_dev_shard_release(struct engine *e, struct eshard *s)
@@ -125,18 +129,18 @@ void eng_dev_shard_release(struct engine *e, struct eshard *s)
 	if (!s->dev.on)
 		return;
 	if (s->dev.pinned) {
-		zs_dev_host_unregister(e->dev, s->copy);
+		zs_dev_host_unregister(e->gpu.dev, s->copy);
 		s->dev.pinned = false;
 	}
 	if (s->dev.master)
-		e->dev_resident -= s->sh.padded * 4 * s->n_arrays;
-	zs_dev_free(e->dev, s->dev.master);
-	zs_dev_free(e->dev, s->dev.s0);
-	zs_dev_free(e->dev, s->dev.s1);
-	zs_dev_free(e->dev, s->dev.acc);
-	zs_dev_free(e->dev, s->dev.bacc);
-	zs_dev_free(e->dev, s->dev.x);
-	zs_dev_free(e->dev, s->dev.copy);
+		e->gpu.resident -= s->sh.padded * 4 * s->n_arrays;
+	zs_dev_free(e->gpu.dev, s->dev.master);
+	zs_dev_free(e->gpu.dev, s->dev.s0);
+	zs_dev_free(e->gpu.dev, s->dev.s1);
+	zs_dev_free(e->gpu.dev, s->dev.acc);
+	zs_dev_free(e->gpu.dev, s->dev.bacc);
+	zs_dev_free(e->gpu.dev, s->dev.x);
+	zs_dev_free(e->gpu.dev, s->dev.copy);
 	s->dev.master = s->dev.s0 = s->dev.s1 = s->dev.acc = s->dev.x = NULL;
 	s->dev.bacc = NULL;
 	s->dev.copy = NULL;
@@ -147,7 +151,7 @@ void eng_dev_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_
 {
 	size_t dsz = zs_dtype_size(dt);
 
-	zs_dev_bind(e->dev);
+	zs_dev_bind(e->gpu.dev);
 	if (on_device) { /* a trainer's memory on this device: read in place */
 		KCALL(e, "the reduction", deposit, s->dev.bacc + a, (const uint8_t *)x + a * dsz, dt,
 		      b - a);
@@ -162,7 +166,7 @@ void eng_dev_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_
 uint32_t eng_t_dev_ident(void *ctx)
 {
 	struct engine *e = ctx;
-	return e->dev ? zs_dev_ident(e->dev) : 0;
+	return e->gpu.dev ? zs_dev_ident(e->gpu.dev) : 0;
 }
 
 enum zs_status eng_t_dev_map(void *ctx, const unsigned char handle[64], void **base,
@@ -171,8 +175,8 @@ enum zs_status eng_t_dev_map(void *ctx, const unsigned char handle[64], void **b
 	struct engine *e = ctx; /* on a device: only then offered (eng_t_dev_ident) */
 	size_t n = 0;
 
-	if (zs_dev_map(e->dev, handle, base, &n))
-		return zs_fail(err, ZS_EUNAVAIL, "%s", zs_dev_error(e->dev));
+	if (zs_dev_map(e->gpu.dev, handle, base, &n))
+		return zs_fail(err, ZS_EUNAVAIL, "%s", zs_dev_error(e->gpu.dev));
 	*size = n;
 	return ZS_OK;
 }
@@ -180,7 +184,7 @@ enum zs_status eng_t_dev_map(void *ctx, const unsigned char handle[64], void **b
 void eng_t_dev_unmap(void *ctx, void *base, uint64_t size)
 {
 	struct engine *e = ctx;
-	zs_dev_unmap(e->dev, base, size);
+	zs_dev_unmap(e->gpu.dev, base, size);
 }
 
 enum zs_status eng_dev_take(struct engine *e, const struct zs_xfer *x, void *dst,
@@ -188,10 +192,10 @@ enum zs_status eng_dev_take(struct engine *e, const struct zs_xfer *x, void *dst
 {
 	size_t bytes = x->length * zs_dtype_size(x->dtype);
 
-	zs_dev_bind(e->dev);
-	if (zs_dev_copy_sync(e->dev, dst, x->dsrc, bytes, ZS_DEV_D2H))
+	zs_dev_bind(e->gpu.dev);
+	if (zs_dev_copy_sync(e->gpu.dev, dst, x->dsrc, bytes, ZS_DEV_D2H))
 		return zs_fail(err, ZS_EIO, "copying a push from the trainer's device memory: %s",
-			       zs_dev_error(e->dev));
+			       zs_dev_error(e->gpu.dev));
 	return ZS_OK;
 }
 
@@ -199,23 +203,23 @@ void eng_dev_finish(struct ejob *j, struct eshard *s, size_t a, size_t b)
 {
 	struct engine *e = j->e;
 
-	zs_dev_bind(e->dev);
+	zs_dev_bind(e->gpu.dev);
 	KCALL(e, "the reduction's mean", finish, s->dev.acc + a, s->dev.bacc + a, j->spec.world_size,
 	      b - a);
 }
 
 void eng_dev_clear(struct engine *e, struct eshard *s)
 {
-	zs_dev_bind(e->dev);
-	if (zs_dev_zero(e->dev, s->dev.bacc, s->sh.padded * sizeof *s->dev.bacc, NULL) ||
-	    zs_dev_stream_sync(e->dev, NULL))
-		die(e, "clearing the reduction", zs_dev_error(e->dev));
+	zs_dev_bind(e->gpu.dev);
+	if (zs_dev_zero(e->gpu.dev, s->dev.bacc, s->sh.padded * sizeof *s->dev.bacc, NULL) ||
+	    zs_dev_stream_sync(e->gpu.dev, NULL))
+		die(e, "clearing the reduction", zs_dev_error(e->gpu.dev));
 }
 
 void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_step *steps,
 		   float coef, size_t a, size_t b)
 {
-	zs_dev_bind(e->dev);
+	zs_dev_bind(e->gpu.dev);
 	if (coef != 1.0f)
 		KCALL(e, "clipping's scale", scale, s->dev.acc + a, coef, b - a);
 	for (uint32_t k = 0; k < s->n_segs; k++) {

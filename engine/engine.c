@@ -22,13 +22,13 @@ void eng_shard_release(struct engine *e, struct eshard *s)
 			zs_listener_release(e->l, s->landing);
 	}
 	eng_dev_shard_release(e, s);
-	atomic_fetch_sub(&e->bytes, s->counted);
+	atomic_fetch_sub(&e->ctr.bytes, s->counted);
 	s->counted = 0;
 	if (s->fd >= 0) {
 		close(s->fd);
 		unlink(s->path);
 	} else if (s->master) {
-		e->resident -= s->sh.padded * 4 * s->n_arrays;
+		e->tier.resident -= s->sh.padded * 4 * s->n_arrays;
 	}
 	free(s->s0);
 	free(s->s1);
@@ -108,21 +108,21 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	s->n_arrays = arrays;
 	s->marks = marks;
 	s->glen = marks ? ZS_MARK_LEN : sh->length;
-	if (e->dev && !marks && (!e->dev_budget || e->dev_resident + state <= e->dev_budget)) {
+	if (e->gpu.dev && !marks && (!e->gpu.budget || e->gpu.resident + state <= e->gpu.budget)) {
 		/* on the device: see devshard.c */
 		enum zs_status st = eng_dev_shard_init(e, s, pad, arrays, err);
 		if (st)
 			return st;
-	} else if (e->tier_dir[0] && e->resident + state > e->tier_budget) {
+	} else if (e->tier.dir[0] && e->tier.resident + state > e->tier.budget) {
 		/* past the budget: master and optimizer state live in a file */
 		s->arr_bytes = (pad * 4 + 4095) & ~(uint64_t)4095;
-		snprintf(s->path, sizeof s->path, "%s/%s-%llu-%u-%u.state", e->tier_dir, j->name,
+		snprintf(s->path, sizeof s->path, "%s/%s-%llu-%u-%u.state", e->tier.dir, j->name,
 			 (unsigned long long)j->epoch, sh->unit, sh->index);
 		s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
 		if (s->fd < 0 && errno == EINVAL) {
 			/* a filesystem without O_DIRECT (tmpfs): buffered, and say so */
 			zs_warn("%s: no O_DIRECT on this filesystem; the tier goes through the page cache",
-				e->tier_dir);
+				e->tier.dir);
 			s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		}
 		if (s->fd < 0 || ftruncate(s->fd, (off_t)(s->arr_bytes * arrays)))
@@ -132,7 +132,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 		s->master = NULL;
 	} else {
 		in_mem = true;
-		e->resident += state;
+		e->tier.resident += state;
 		s->master = zs_listener_alloc(e->l, pad * 4);
 		s->copy = s->dt == ZS_F32 ? (void *)s->master : zs_listener_alloc(e->l, pad * s->dsz);
 	}
@@ -157,7 +157,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	    (in_mem && arrays > 1 && !s->s0) || (in_mem && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	s->counted = zs_shard_state_bytes(&j->spec, sh);
-	atomic_fetch_add(&e->bytes, s->counted);
+	atomic_fetch_add(&e->ctr.bytes, s->counted);
 	return ZS_OK;
 }
 
@@ -204,7 +204,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	struct ejob *j, *old;
 	enum zs_status st;
 
-	if (job->spec.optim.clip_norm > 0.0 && !e->norm_fn)
+	if (job->spec.optim.clip_norm > 0.0 && !e->norm.fn)
 		return zs_fail(err, ZS_ESTATE,
 			       "job '%s' clips gradients, and this server has no norm exchange",
 			       job->spec.name);
@@ -251,7 +251,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	if ((st = take_shards(e, j, job, server_id, err)))
 		goto fail;
 	if (j->spec.replicas > 1) { /* its primaries forward (now or once promoted) */
-		if (!e->peer_fn) {
+		if (!e->rp.peer_fn) {
 			st = zs_fail(err, ZS_ESTATE,
 				     "job '%s' keeps replicas, and this server cannot reach its peers (no peer resolver)",
 				     j->name);
@@ -342,24 +342,24 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 			pthread_mutex_unlock(&j->shards[i]->mu);
 		}
 	}
-	st->tier_read = atomic_load(&e->tier_read);
-	st->device_bytes = e->dev_resident;
-	st->tier_written = atomic_load(&e->tier_written);
-	st->bytes = atomic_load(&e->bytes);
+	st->tier_read = atomic_load(&e->ctr.tier_read);
+	st->device_bytes = e->gpu.resident;
+	st->tier_written = atomic_load(&e->ctr.tier_written);
+	st->bytes = atomic_load(&e->ctr.bytes);
 	pthread_mutex_unlock(&e->mu);
-	st->steps_applied = atomic_load(&e->steps);
-	st->bytes_in = atomic_load(&e->bytes_in);
-	st->bytes_out = atomic_load(&e->bytes_out);
-	st->pipelined = atomic_load(&e->piped);
-	st->repl_bytes = atomic_load(&e->repl_bytes);
-	st->repl_steps = atomic_load(&e->repl_steps);
-	st->reduce_seconds = (double)atomic_load(&e->red_ns) * 1e-9;
-	st->optim_seconds = (double)atomic_load(&e->opt_ns) * 1e-9;
-	pthread_mutex_lock(&e->lmu);
-	st->landing_bytes = e->land_busy;
-	st->landing_kept = e->land_total;
-	st->landing_waits = e->land_waits;
-	pthread_mutex_unlock(&e->lmu);
+	st->steps_applied = atomic_load(&e->ctr.steps);
+	st->bytes_in = atomic_load(&e->ctr.bytes_in);
+	st->bytes_out = atomic_load(&e->ctr.bytes_out);
+	st->pipelined = atomic_load(&e->ctr.piped);
+	st->repl_bytes = atomic_load(&e->ctr.repl_bytes);
+	st->repl_steps = atomic_load(&e->ctr.repl_steps);
+	st->reduce_seconds = (double)atomic_load(&e->ctr.red_ns) * 1e-9;
+	st->optim_seconds = (double)atomic_load(&e->ctr.opt_ns) * 1e-9;
+	pthread_mutex_lock(&e->land.mu);
+	st->landing_bytes = e->land.busy;
+	st->landing_kept = e->land.total;
+	st->landing_waits = e->land.waits;
+	pthread_mutex_unlock(&e->land.mu);
 }
 
 uint32_t engine_job_steps(struct engine *e, struct zs_job_step_stats *out, uint32_t max)
@@ -462,22 +462,22 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 	if (!e)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	pthread_mutex_init(&e->mu, NULL);
-	pthread_mutex_init(&e->lmu, NULL);
-	e->land_budget = 256u << 20;
+	pthread_mutex_init(&e->land.mu, NULL);
+	e->land.budget = 256u << 20;
 	e->nthreads = nthreads ? nthreads : 1;
 	e->step_timeout_ms = step_timeout_ms ? step_timeout_ms : 60000;
-	e->fault_one_copy = zs_fault("repl-one-copy");
-	e->fault_refuse = zs_fault("repl-refuse");
+	e->rp.fault_one_copy = zs_fault("repl-one-copy");
+	e->rp.fault_refuse = zs_fault("repl-refuse");
 	e->target = (struct zs_target){e, eng_t_hello, eng_t_read, eng_t_write_begin, eng_t_write_done,
 				       eng_t_write_abort, eng_t_write_progress, eng_t_hparams,
 				       eng_t_dev_ident, eng_t_dev_map, eng_t_dev_unmap};
 	/* the pools, threadless until their first task: made here, never
 	 * under a shard's lock (the sweeper takes e->mu, then shards') */
-	e->clip = zs_pool_new("zs-clip", 0);
-	e->tier_pool = zs_pool_new("zs-tier", ENG_TIER_THREADS);
-	if (!e->clip || !e->tier_pool || pthread_create(&e->sweeper, NULL, sweeper_main, e)) {
-		zs_pool_free(e->clip);
-		zs_pool_free(e->tier_pool);
+	e->norm.pool = zs_pool_new("zs-clip", 0);
+	e->tier.pool = zs_pool_new("zs-tier", ENG_TIER_THREADS);
+	if (!e->norm.pool || !e->tier.pool || pthread_create(&e->sweeper, NULL, sweeper_main, e)) {
+		zs_pool_free(e->norm.pool);
+		zs_pool_free(e->tier.pool);
 		pthread_mutex_destroy(&e->mu);
 		free(e);
 		return zs_fail(err, ZS_ENOMEM, "cannot start the engine's timeout thread");
@@ -493,27 +493,27 @@ enum zs_status engine_set_tier(struct engine *e, const char *dir, uint64_t budge
 	enum zs_status st = zs_mkdir_p(dir, err);
 	if (st)
 		return st;
-	snprintf(e->tier_dir, sizeof e->tier_dir, "%s", dir);
-	e->tier_budget = budget;
+	snprintf(e->tier.dir, sizeof e->tier.dir, "%s", dir);
+	e->tier.budget = budget;
 	return ZS_OK;
 }
 
 void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx)
 {
-	e->norm_fn = fn;
-	e->norm_ctx = ctx;
+	e->norm.fn = fn;
+	e->norm.ctx = ctx;
 }
 
 void engine_set_peer_resolver(struct engine *e, engine_peer_fn fn, void *ctx)
 {
-	e->peer_fn = fn;
-	e->peer_ctx = ctx;
+	e->rp.peer_fn = fn;
+	e->rp.peer_ctx = ctx;
 }
 
 void engine_set_stale_check(struct engine *e, engine_stale_fn fn, void *ctx)
 {
-	e->stale_fn = fn;
-	e->stale_ctx = ctx;
+	e->rp.stale_fn = fn;
+	e->rp.stale_ctx = ctx;
 }
 
 void engine_set_listener(struct engine *e, struct zs_listener *l) { e->l = l; }
@@ -526,15 +526,15 @@ void engine_free(struct engine *e)
 	pthread_join(e->sweeper, NULL);
 	eng_clip_stop(e); /* an update it lets go forwards to replicas */
 	eng_repl_stop(e); /* its queued forwards hold job references */
-	zs_pool_free(e->tier_pool); /* no update runs any more */
+	zs_pool_free(e->tier.pool); /* no update runs any more */
 	while (e->jobs)
 		engine_remove_job(e, e->jobs->name);
 	if (e->l)
 		eng_land_free_all(e); /* unpinned before the device closes */
-	pthread_mutex_destroy(&e->lmu);
-	if (e->dev)
+	pthread_mutex_destroy(&e->land.mu);
+	if (e->gpu.dev)
 		eng_dev_free(e);
-	free(e->seeded);
+	free(e->rp.seeded);
 	pthread_mutex_destroy(&e->mu);
 	free(e);
 }

@@ -247,51 +247,69 @@ struct engine {
 	unsigned nthreads;
 	uint32_t next_handle;
 	struct ejob *jobs;
-	atomic_uint_fast64_t steps, bytes_in, bytes_out, piped;
-	atomic_uint_fast64_t red_ns, opt_ns; /* every update's, summed */
-	atomic_uint_fast64_t bytes; /* the shards held now (zshardctl plan's
-				     * bytes a shard element, each shard's
-				     * counted once, added and dropped) */
 	uint32_t step_timeout_ms;
-	/* ZSHARD_FAULT=repl-one-copy, read once (test_replica): replica.c's
-	 * primary dies after sending a step to its last copy alone;
-	 * repl-refuse: replica_in.c's copies refuse step forwards from step 2
-	 * on (a copy alive to the coordinator that its primary cannot reach) */
-	bool fault_one_copy, fault_refuse;
-	char tier_dir[512];
-	uint64_t tier_budget, resident; /* bytes of master + state */
-	atomic_uint_fast64_t tier_read, tier_written;
-	engine_norm_fn norm_fn;
-	void *norm_ctx;
-	/* GPU-resident shards (devshard.c): the device and its kernels */
-	struct zs_dev *dev;
-	const struct zs_kern *kern;
-	uint64_t dev_resident; /* device bytes of the shards' arrays */
-	uint64_t dev_budget;   /* the most of them (0: no bound) */
-	/* landing.c: the buffers pushes land in, busy or kept for reuse */
-	pthread_mutex_t lmu;
-	struct landbuf { void *p; size_t bytes; bool busy, pinned; } *land;
-	size_t n_land;
-	uint64_t land_busy, land_total, land_budget, land_waits;
 	pthread_t sweeper;
 	atomic_int stop;
-	/* replica.c: forwards to replicas, a queue of tasks, a worker per
-	 * job with tasks in it */
-	engine_peer_fn peer_fn;
-	void *peer_ctx;
-	engine_stale_fn stale_fn;
-	void *stale_ctx;
-	struct erepl *repl;
-	/* base/pool.h's pools, made with the engine (threads as tasks come):
-	 * clip.c's norm exchanges (no bound: one may wait for another queued
-	 * after it), tier.c's read-ahead and write-back (as many threads as
-	 * tiered updates overlap, up to ENG_TIER_THREADS; beyond, a chunk's
-	 * helper waits its turn and its update for it) */
-	struct zs_pool *clip, *tier_pool;
-	atomic_uint_fast64_t repl_bytes, repl_steps;
-	/* seeds done, for the coordinator (engine_take_seeded; mu) */
-	struct zs_seeded *seeded;
-	uint32_t n_seeded, cap_seeded;
+	/* what engine_stats reports, counted as it happens */
+	struct eng_counters {
+		atomic_uint_fast64_t steps, bytes_in, bytes_out, piped;
+		atomic_uint_fast64_t red_ns, opt_ns; /* every update's, summed */
+		/* the shards held now (zshardctl plan's bytes a shard element,
+		 * each shard's counted once, added and dropped) */
+		atomic_uint_fast64_t bytes;
+		atomic_uint_fast64_t tier_read, tier_written;
+		atomic_uint_fast64_t repl_bytes, repl_steps;
+	} ctr;
+	/* the NVMe tier (tier.c): its directory, the bytes of master + state
+	 * kept in memory and their bound; the read-ahead and write-back pool
+	 * (base/pool.h, made with the engine: as many threads as tiered
+	 * updates overlap, up to ENG_TIER_THREADS; beyond, a chunk's helper
+	 * waits its turn and its update for it) */
+	struct eng_tier {
+		char dir[512];
+		uint64_t budget, resident;
+		struct zs_pool *pool;
+	} tier;
+	/* GPU-resident shards (devshard.c): the device and its kernels, the
+	 * device bytes of the shards' arrays and their bound (0: none) */
+	struct eng_gpu {
+		struct zs_dev *dev;
+		const struct zs_kern *kern;
+		uint64_t resident, budget;
+	} gpu;
+	/* landing.c: the buffers pushes land in, busy or kept for reuse */
+	struct eng_land {
+		pthread_mutex_t mu;
+		struct landbuf { void *p; size_t bytes; bool busy, pinned; } *buf;
+		size_t n;
+		uint64_t busy, total, budget, waits;
+	} land;
+	/* clipping's norm exchange (clip.c): the coordinator's, and a pool
+	 * (made with the engine, unbounded: one exchange may wait for
+	 * another queued after it) */
+	struct eng_norm {
+		engine_norm_fn fn;
+		void *ctx;
+		struct zs_pool *pool;
+	} norm;
+	/* replicas (replica.c, replica_in.c): the peers' addresses, stale
+	 * copies reported, the forwards (a queue of tasks, a worker per job
+	 * with tasks in it), the seeds done for the coordinator
+	 * (engine_take_seeded; mu). ZSHARD_FAULT=repl-one-copy, read once
+	 * (test_replica): replica.c's primary dies after sending a step to
+	 * its last copy alone; repl-refuse: replica_in.c's copies refuse step
+	 * forwards from step 2 on (a copy alive to the coordinator that its
+	 * primary cannot reach) */
+	struct eng_rp {
+		engine_peer_fn peer_fn;
+		void *peer_ctx;
+		engine_stale_fn stale_fn;
+		void *stale_ctx;
+		struct erepl *q;
+		struct zs_seeded *seeded;
+		uint32_t n_seeded, cap_seeded;
+		bool fault_one_copy, fault_refuse;
+	} rp;
 };
 
 /* The pushes a shard's step waits for: one per rank, or, in a collective

@@ -27,11 +27,11 @@ bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s)
 	pthread_mutex_lock(&e->mu);
 	epoch = j->epoch;
 	pthread_mutex_unlock(&e->mu);
-	if (j->spec.replicas < 2 || !e->stale_fn)
+	if (j->spec.replicas < 2 || !e->rp.stale_fn)
 		return false;
 	/* catches up when the coordinator is ahead; either way the role is
 	 * read after (a heartbeat may have taken the new epoch meanwhile) */
-	e->stale_fn(e->stale_ctx, j->name, epoch);
+	e->rp.stale_fn(e->rp.stale_ctx, j->name, epoch);
 	pthread_mutex_lock(&s->mu);
 	primary = !s->sh.copy;
 	pthread_mutex_unlock(&s->mu);
@@ -225,7 +225,7 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 	for (uint32_t k = 0; k < held; k++)
 		if (!entry(&job->placement, j->shards[k], server_id))
 			return ZS_ESTATE;
-	if (!e->peer_fn || eng_repl_start(e, &err))
+	if (!e->rp.peer_fn || eng_repl_start(e, &err))
 		return ZS_ESTATE;
 	added = take_new_copies(e, j, job, server_id, held);
 	pthread_mutex_lock(&e->mu);

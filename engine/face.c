@@ -174,7 +174,7 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 				    !eng_ready(s) ? "parameters yet" : "such optimizer state");
 		} else {
 			zs_sop_set_step(op, s->version);
-			atomic_fetch_add(&e->bytes_out, x->length * 4);
+			atomic_fetch_add(&e->ctr.bytes_out, x->length * 4);
 			/* sent under the lock: no update can change it meanwhile */
 			zs_sop_read_ready(op, a + (x->offset - s->sh.offset));
 			pthread_mutex_unlock(&s->mu);
@@ -187,7 +187,7 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		pthread_mutex_lock(&s->mu);
 		if (s->version == x->step && eng_ready(s) && !s->repl.wait) {
 			pthread_mutex_unlock(&s->mu);
-			atomic_fetch_add(&e->bytes_out, x->length * s->dsz);
+			atomic_fetch_add(&e->ctr.bytes_out, x->length * s->dsz);
 			zs_sop_read_ready(op, eng_served(s, x));
 		} else if (s->version > x->step) {
 			uint64_t v = s->version;
@@ -297,7 +297,7 @@ static enum zs_status land(struct engine *e, struct ejob *j, struct eshard *s,
 	}
 	return zs_fail(err, ZS_EAGAIN,
 		       "no landing room for unit '%s': the pushes landing on this server fill its landing budget (%llu bytes)",
-		       eng_unit_name(j, x->unit), (unsigned long long)e->land_budget);
+		       eng_unit_name(j, x->unit), (unsigned long long)e->land.budget);
 }
 
 /* Whether push x is one of s, a primary here (or a replica promoted
@@ -351,7 +351,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		eng_job_unref(e, j);
 		return zs_fail(err, ZS_EINVAL, "an observer reads and uploads; it cannot push");
 	}
-	if (x->device && (x->init || j->spec.replicas > 1 || !e->dev)) {
+	if (x->device && (x->init || j->spec.replicas > 1 || !e->gpu.dev)) {
 		eng_job_unref(e, j);
 		return zs_fail(err, ZS_EINVAL,
 			       "job '%s': pushes from device memory are for unreplicated jobs' gradients on a server with a device",
@@ -450,7 +450,7 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 			eng_deposit(e, s, dst, x->dtype, s->piped, upto);
 			eng_finish_range(j, s, s->piped, upto);
 			eng_apply_range(e, j, s, 1.0f, s->piped, upto);
-			atomic_fetch_add(&e->piped, upto - s->piped);
+			atomic_fetch_add(&e->ctr.piped, upto - s->piped);
 			s->piped = upto;
 		}
 		pthread_mutex_unlock(&s->mu);
@@ -573,7 +573,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		eng_job_unref(e, j);
 		return;
 	}
-	atomic_fetch_add(&e->bytes_in, x->length * (x->init || x->replica ? 4 : s->dsz));
+	atomic_fetch_add(&e->ctr.bytes_in, x->length * (x->init || x->replica ? 4 : s->dsz));
 	if (x->replica && !x->init) {
 		eng_repl_landed(e, j, s, x, dst, op);
 		eng_job_unref(e, j);

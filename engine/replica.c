@@ -113,7 +113,7 @@ static struct zs_conn *peer_conn(struct engine *e, struct ejob *j, uint64_t id,
 		}
 		j->peerc[j->n_peerc++].id = id;
 	}
-	if (e->peer_fn(e->peer_ctx, id, addr, sizeof addr, err))
+	if (e->rp.peer_fn(e->rp.peer_ctx, id, addr, sizeof addr, err))
 		return NULL;
 	o.addr = addr;
 	if (zs_connect(&zs_tcp_transport, &o, &j->peerc[k].c, err)) {
@@ -194,10 +194,10 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	if (r->seed) /* master and the optimizer's arrays, one after the other */
 		x.length = s->sh.length * s->n_arrays;
 	hlen = !r->init && !r->partial && table_at(r->j, r->step, &t) ? zs_hp_encode(&t, hp) : 0;
-	/* the fault (e->fault_one_copy): a step's forward from step 3 on, to
+	/* the fault (e->rp.fault_one_copy): a step's forward from step 3 on, to
 	 * two copies or more, goes to the last alone, which applies it, and
 	 * this server dies: a primary lost mid-forward */
-	one = e->fault_one_copy && !r->init && !r->seed && !r->partial && r->n_peers > 1 &&
+	one = e->rp.fault_one_copy && !r->init && !r->seed && !r->partial && r->n_peers > 1 &&
 	      r->step >= 3;
 	for (uint32_t p = one ? r->n_peers - 1 : 0; p < r->n_peers && !st; p++) {
 		struct zs_conn *c = peer_conn(e, r->j, r->peer[p], err);
@@ -286,16 +286,16 @@ static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req
 static void record_seeded(struct engine *e, struct ejob *j, struct eshard *s, uint64_t peer)
 {
 	pthread_mutex_lock(&e->mu);
-	if (e->n_seeded == e->cap_seeded) {
-		uint32_t nc = e->cap_seeded ? e->cap_seeded * 2 : 16;
-		struct zs_seeded *g = realloc(e->seeded, nc * sizeof *g);
+	if (e->rp.n_seeded == e->rp.cap_seeded) {
+		uint32_t nc = e->rp.cap_seeded ? e->rp.cap_seeded * 2 : 16;
+		struct zs_seeded *g = realloc(e->rp.seeded, nc * sizeof *g);
 		if (g) {
-			e->seeded = g;
-			e->cap_seeded = nc;
+			e->rp.seeded = g;
+			e->rp.cap_seeded = nc;
 		}
 	}
-	if (e->n_seeded < e->cap_seeded) {
-		struct zs_seeded *d = &e->seeded[e->n_seeded++];
+	if (e->rp.n_seeded < e->rp.cap_seeded) {
+		struct zs_seeded *d = &e->rp.seeded[e->rp.n_seeded++];
 		snprintf(d->job, sizeof d->job, "%s", j->name);
 		d->unit = s->sh.unit;
 		d->index = s->sh.index;
@@ -332,7 +332,7 @@ static void partial_end(struct engine *e, struct rtask *r, enum zs_status st, co
 		}
 	}
 	if (r->ack && !st) {
-		atomic_fetch_add(&e->repl_bytes, (uint64_t)s->glen * s->dsz * r->n_peers);
+		atomic_fetch_add(&e->ctr.repl_bytes, (uint64_t)s->glen * s->dsz * r->n_peers);
 		zs_sop_done(r->ack);
 	} else if (r->ack) {
 		zs_sop_fail(r->ack, st == ZS_ECANCELED ? ZS_ECANCELED : ZS_EUNAVAIL,
@@ -416,8 +416,8 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 			u++;
 		}
 	}
-	atomic_fetch_add(&e->repl_steps, 1);
-	atomic_fetch_add(&e->repl_bytes, (uint64_t)s->glen * 4 * s->repl.n_peers);
+	atomic_fetch_add(&e->ctr.repl_steps, 1);
+	atomic_fetch_add(&e->ctr.repl_bytes, (uint64_t)s->glen * 4 * s->repl.n_peers);
 	eng_acks_flush(s);
 	if (s->phase == PH_WAITING) /* the next step's pushes are all in */
 		eng_step_complete(e, j, s, &fx);
@@ -543,7 +543,7 @@ static struct rtask *take_job(struct erepl *q, struct ejob *j)
 static void *repl_main(void *arg)
 {
 	struct engine *e = arg;
-	struct erepl *q = e->repl;
+	struct erepl *q = e->rp.q;
 
 	pthread_mutex_lock(&q->mu);
 	for (;;) {
@@ -590,7 +590,7 @@ void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool ini
 	s->repl.err = NULL;
 	if (r && init && m != s->master && (r->own = malloc(s->sh.length * 4)))
 		memcpy(r->own, m, s->sh.length * 4);
-	if (!r || !e->repl || (init && m != s->master && !r->own)) {
+	if (!r || !e->rp.q || (init && m != s->master && !r->own)) {
 		char msg[ZS_ERRMSG_MAX];
 		free(r);
 		zs_fmt(msg, sizeof msg, "out of memory forwarding unit '%s' to its replicas",
@@ -616,11 +616,11 @@ static void enqueue(struct engine *e, struct ejob *j, struct eshard *s, struct r
 	r->shard = s->idx;
 	r->gen = s->repl.gen;
 	r->deadline_ms = zs_now_ms() + e->step_timeout_ms;
-	pthread_mutex_lock(&e->repl->mu);
-	*e->repl->tail = r;
-	e->repl->tail = &r->next;
-	pthread_cond_broadcast(&e->repl->cv);
-	pthread_mutex_unlock(&e->repl->mu);
+	pthread_mutex_lock(&e->rp.q->mu);
+	*e->rp.q->tail = r;
+	e->rp.q->tail = &r->next;
+	pthread_cond_broadcast(&e->rp.q->cv);
+	pthread_mutex_unlock(&e->rp.q->mu);
 }
 
 /* A seed of s's whole state at its version for peer (caller holds s->mu),
@@ -652,9 +652,9 @@ static struct rtask *seed_task(struct engine *e, struct ejob *j, struct eshard *
 void eng_repl_partial(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
 		      const struct zs_xfer *x, void *dst, struct zs_sop *op)
 {
-	struct rtask *r = s->repl.n_peers && e->repl ? calloc(1, sizeof *r) : NULL;
+	struct rtask *r = s->repl.n_peers && e->rp.q ? calloc(1, sizeof *r) : NULL;
 
-	if (!s->repl.n_peers || !e->repl) { /* no copy (left): in, and done */
+	if (!s->repl.n_peers || !e->rp.q) { /* no copy (left): in, and done */
 		eng_land_put(e, dst);
 		zs_sop_done(op);
 		return;
@@ -680,7 +680,7 @@ void eng_repl_partial(struct engine *e, struct ejob *j, struct eshard *s, uint32
 
 void eng_repl_seed(struct engine *e, struct ejob *j, struct eshard *s, uint64_t peer)
 {
-	struct rtask *r = e->repl ? seed_task(e, j, s, peer) : NULL;
+	struct rtask *r = e->rp.q ? seed_task(e, j, s, peer) : NULL;
 
 	if (r)
 		enqueue(e, j, s, r);
@@ -719,7 +719,7 @@ enum zs_status eng_repl_start(struct engine *e, struct zs_error *err)
 	struct erepl *q;
 
 	pthread_mutex_lock(&e->mu);
-	if (e->repl) {
+	if (e->rp.q) {
 		pthread_mutex_unlock(&e->mu);
 		return ZS_OK;
 	}
@@ -731,10 +731,10 @@ enum zs_status eng_repl_start(struct engine *e, struct zs_error *err)
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->cv, NULL);
 	q->tail = &q->head;
-	e->repl = q;
+	e->rp.q = q;
 	q->n_th = 1; /* before it runs: it may add workers */
 	if (pthread_create(&q->th[0], NULL, repl_main, e)) {
-		e->repl = NULL;
+		e->rp.q = NULL;
 		pthread_mutex_unlock(&e->mu);
 		pthread_cond_destroy(&q->cv);
 		pthread_mutex_destroy(&q->mu);
@@ -750,11 +750,11 @@ uint32_t engine_take_seeded(struct engine *e, struct zs_seeded *out, uint32_t ma
 	uint32_t n;
 
 	pthread_mutex_lock(&e->mu);
-	n = e->n_seeded < max ? e->n_seeded : max;
+	n = e->rp.n_seeded < max ? e->rp.n_seeded : max;
 	if (n) {
-		memcpy(out, e->seeded, n * sizeof *out);
-		memmove(e->seeded, e->seeded + n, (e->n_seeded - n) * sizeof *e->seeded);
-		e->n_seeded -= n;
+		memcpy(out, e->rp.seeded, n * sizeof *out);
+		memmove(e->rp.seeded, e->rp.seeded + n, (e->rp.n_seeded - n) * sizeof *e->rp.seeded);
+		e->rp.n_seeded -= n;
 	}
 	pthread_mutex_unlock(&e->mu);
 	return n;
@@ -762,7 +762,7 @@ uint32_t engine_take_seeded(struct engine *e, struct zs_seeded *out, uint32_t ma
 
 void eng_repl_stop(struct engine *e)
 {
-	struct erepl *q = e->repl;
+	struct erepl *q = e->rp.q;
 
 	if (!q)
 		return;
@@ -773,7 +773,7 @@ void eng_repl_stop(struct engine *e)
 	/* no worker is made once stop is set: n_th stays */
 	for (unsigned i = 0; i < q->n_th; i++)
 		pthread_join(q->th[i], NULL);
-	e->repl = NULL;
+	e->rp.q = NULL;
 	pthread_cond_destroy(&q->cv);
 	pthread_mutex_destroy(&q->mu);
 	free(q);

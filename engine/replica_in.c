@@ -92,7 +92,7 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		return zs_fail(err, ZS_ESTATE,
 			       "a forward of placement epoch %llu: this server holds epoch %llu of job '%s'",
 			       (unsigned long long)x->epoch, (unsigned long long)epoch, j->name);
-	if (e->fault_refuse && !x->init && !x->seed && !x->partial && x->step >= 2)
+	if (e->rp.fault_refuse && !x->init && !x->seed && !x->partial && x->step >= 2)
 		return zs_fail(err, ZS_ESTATE,
 			       "fault injection: this server's copies refuse step forwards (repl-refuse)");
 	pthread_mutex_lock(&s->mu);

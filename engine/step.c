@@ -120,8 +120,8 @@ static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
 		*a = (typeof(*a)){.step = v};
 	a->red_ns += s->red_ns;
 	a->opt_ns += s->opt_ns;
-	atomic_fetch_add(&j->e->red_ns, s->red_ns);
-	atomic_fetch_add(&j->e->opt_ns, s->opt_ns);
+	atomic_fetch_add(&j->e->ctr.red_ns, s->red_ns);
+	atomic_fetch_add(&j->e->ctr.opt_ns, s->opt_ns);
 	if (++a->n == j->n_primary) {
 		j->last = (struct zs_job_step_stats){.step = v, .shards = a->n,
 						   .reduce_seconds = (double)a->red_ns * 1e-9,
@@ -162,7 +162,7 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	}
 	if (s->repl.seed_gap && s->repl.seed_gap < s->version + 1)
 		s->repl.seed_gap = 0; /* the step it lacked terms of is applied */
-	atomic_fetch_add(&e->steps, 1);
+	atomic_fetch_add(&e->ctr.steps, 1);
 	if (s->repl.n_peers) /* on every copy before a gather sees it */
 		eng_repl_queue(e, j, s, false, NULL);
 	else
@@ -192,7 +192,7 @@ void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel)
 void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		atomic_fetch_add(&e->bytes_out, rel[i].x.length * s->dsz);
+		atomic_fetch_add(&e->ctr.bytes_out, rel[i].x.length * s->dsz);
 		zs_sop_read_ready(rel[i].op, eng_served(s, &rel[i].x));
 	}
 	free(rel);

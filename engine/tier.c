@@ -33,13 +33,13 @@ static enum zs_status eng_tier_io(struct engine *e, struct eshard *s, bool wr, u
 		if (!whole) {
 			if (pread(s->fd, bb, span, off) != (ssize_t)span)
 				return ZS_EIO;
-			atomic_fetch_add(&e->tier_read, span);
+			atomic_fetch_add(&e->ctr.tier_read, span);
 		}
 		if (wr) {
 			memcpy(bb + (lo - c), data + (lo - a), (hi - lo) * 4);
 			if (pwrite(s->fd, bb, span, off) != (ssize_t)span)
 				return ZS_EIO;
-			atomic_fetch_add(&e->tier_written, span);
+			atomic_fetch_add(&e->ctr.tier_written, span);
 		} else {
 			memcpy(data + (lo - a), bb + (lo - c), (hi - lo) * 4);
 		}
@@ -160,7 +160,7 @@ void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_s
 		bool threaded = job.wr_a < job.wr_b || job.rd_a < job.rd_b;
 		if (threaded) {
 			zs_latch_init(&task.done, 1);
-			threaded = zs_pool_submit(e->tier_pool, tier_task_run, &task);
+			threaded = zs_pool_submit(e->tier.pool, tier_task_run, &task);
 			if (!threaded) { /* the latch goes unused */
 				zs_latch_done(&task.done);
 				zs_latch_wait(&task.done);
