@@ -24,7 +24,7 @@ static enum zs_status load_meta(void *ctx, const void *k, size_t kl, const void 
 {
 	struct coord *c = ctx;
 	static const char *const names[] = {"next_server_id", "assign_gen", "next_ckpt_id"};
-	uint64_t *dst[] = {&c->next_server_id, &c->assign_gen, &c->next_ckpt_id};
+	uint64_t *dst[] = {&c->next_server_id, &c->assign_gen, &c->ck.next_id};
 
 	for (size_t i = 0; i < 3; i++)
 		if (kl == strlen(names[i]) && !memcmp(k, names[i], kl) && vl == 8)
@@ -212,9 +212,9 @@ static size_t ckpt_key(const char *job, uint64_t id, uint8_t *k)
 
 struct zs_checkpoint *coord_find_ckpt(struct coord *c, const char *job, uint64_t id)
 {
-	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (c->ckpts[i].id == id && !strcmp(c->ckpts[i].job, job))
-			return &c->ckpts[i];
+	for (size_t i = 0; i < c->ck.n; i++)
+		if (c->ck.list[i].id == id && !strcmp(c->ck.list[i].job, job))
+			return &c->ck.list[i];
 	return NULL;
 }
 
@@ -293,7 +293,7 @@ static enum zs_status save_ckpt(struct coord *c, const struct zs_checkpoint *k, 
 		st = put_ckpt(t, k, whole, err);
 	}
 	if (!st)
-		st = put_u64(t, "next_ckpt_id", c->next_ckpt_id, err);
+		st = put_u64(t, "next_ckpt_id", c->ck.next_id, err);
 	if (st) {
 		cstore_abort(t);
 		return st;
@@ -420,7 +420,7 @@ static enum zs_status load_ckpt(void *ctx, const void *k, size_t kl, const void 
 {
 	struct ckload *x = ctx;
 	struct coord *c = x->c;
-	struct zs_checkpoint *g = grow(c->ckpts, c->n_ckpts, sizeof *g, (void **)&c->ckpts);
+	struct zs_checkpoint *g = grow(c->ck.list, c->ck.n, sizeof *g, (void **)&c->ck.list);
 
 	(void)k;
 	(void)kl;
@@ -428,7 +428,7 @@ static enum zs_status load_ckpt(void *ctx, const void *k, size_t kl, const void 
 		return ZS_ENOMEM;
 	if (zs_dec_checkpoint(v, vl, g, NULL))
 		return ZS_EIO;
-	c->n_ckpts++;
+	c->ck.n++;
 	if (g->placement.n_shards || g->n_blobs) {
 		uint64_t *l = realloc(x->legacy, (x->n_legacy + 1) * sizeof *l);
 		if (!l)
@@ -453,7 +453,7 @@ static struct zs_checkpoint *ckpt_of_key(struct coord *c, const uint8_t *key, si
 {
 	const uint8_t *nul = memchr(key, 0, kl);
 	uint64_t id = 0;
-	size_t lo = 0, hi = c->n_ckpts;
+	size_t lo = 0, hi = c->ck.n;
 
 	if (!nul || kl != (size_t)(nul - key) + 9 + rest)
 		return NULL;
@@ -461,12 +461,12 @@ static struct zs_checkpoint *ckpt_of_key(struct coord *c, const uint8_t *key, si
 		id = id << 8 | nul[1 + i];
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (c->ckpts[mid].id == id)
-			return strlen(c->ckpts[mid].job) == (size_t)(nul - key) &&
-					       !memcmp(c->ckpts[mid].job, key, (size_t)(nul - key))
-				       ? &c->ckpts[mid]
+		if (c->ck.list[mid].id == id)
+			return strlen(c->ck.list[mid].job) == (size_t)(nul - key) &&
+					       !memcmp(c->ck.list[mid].job, key, (size_t)(nul - key))
+				       ? &c->ck.list[mid]
 				       : NULL;
-		if (c->ckpts[mid].id < id)
+		if (c->ck.list[mid].id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -586,7 +586,7 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 		return st;
 	c->next_server_id = 1;
 	c->assign_gen = 0;
-	c->next_ckpt_id = 1;
+	c->ck.next_id = 1;
 	bool *legacy = NULL;
 
 	st = cstore_foreach(c, &t, T_META, load_meta, c, err);
@@ -605,22 +605,22 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 	struct ckload ck = {c, NULL, 0};
 	if (!st)
 		st = cstore_foreach(c, &t, T_CKPTS, load_ckpt, &ck, err);
-	if (!st && c->n_ckpts)
-		qsort(c->ckpts, c->n_ckpts, sizeof *c->ckpts, cmp_ckpt);
+	if (!st && c->ck.n)
+		qsort(c->ck.list, c->ck.n, sizeof *c->ck.list, cmp_ckpt);
 	if (!st)
 		st = cstore_foreach(c, &t, T_CKPLACE, load_ckplace, c, err);
 	if (!st)
 		st = cstore_foreach(c, &t, T_CKBLOBS, load_ckblob, c, err);
 	cstore_read_end(&t);
-	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (c->ckpts[i].n_blobs > 1)
-			qsort(c->ckpts[i].blobs, c->ckpts[i].n_blobs, sizeof *c->ckpts[i].blobs,
+	for (size_t i = 0; i < c->ck.n; i++)
+		if (c->ck.list[i].n_blobs > 1)
+			qsort(c->ck.list[i].blobs, c->ck.list[i].n_blobs, sizeof *c->ck.list[i].blobs,
 			      cmp_blob);
 	/* records from before placements and blobs had their own: moved out */
 	for (size_t i = 0; !st && i < ck.n_legacy; i++) {
 		struct zs_checkpoint *k = NULL;
-		for (size_t q = 0; !k && q < c->n_ckpts; q++)
-			k = c->ckpts[q].id == ck.legacy[i] ? &c->ckpts[q] : NULL;
+		for (size_t q = 0; !k && q < c->ck.n; q++)
+			k = c->ck.list[q].id == ck.legacy[i] ? &c->ck.list[q] : NULL;
 		if (k)
 			st = coord_save_ckpt_new(c, k, err);
 	}
@@ -633,8 +633,8 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 	/* a checkpoint from before incarnations: the job of its name's when
 	 * taken after that job was created (an earlier job's otherwise, which
 	 * no job sees but by its id) */
-	for (size_t i = 0; !st && i < c->n_ckpts; i++) {
-		struct zs_checkpoint *k = &c->ckpts[i];
+	for (size_t i = 0; !st && i < c->ck.n; i++) {
+		struct zs_checkpoint *k = &c->ck.list[i];
 		const struct zs_job *j = coord_find_job(c, k->job);
 		if (k->incarnation || !j || k->created_ms < j->created_ms)
 			continue;
@@ -656,12 +656,12 @@ void coord_free_state(struct coord *c)
 		zs_job_release(&c->jobs[i]);
 	free(c->jobs);
 	free(c->srvs);
-	for (size_t i = 0; i < c->n_ckpts; i++)
-		zs_checkpoint_release(&c->ckpts[i]);
-	free(c->ckpts);
-	while (c->ctasks) {
-		struct ctask *t = c->ctasks;
-		c->ctasks = t->next;
+	for (size_t i = 0; i < c->ck.n; i++)
+		zs_checkpoint_release(&c->ck.list[i]);
+	free(c->ck.list);
+	while (c->ck.tasks) {
+		struct ctask *t = c->ck.tasks;
+		c->ck.tasks = t->next;
 		coord_ctask_free(t);
 	}
 }

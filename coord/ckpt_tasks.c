@@ -21,8 +21,8 @@ enum zs_status coord_add_ctask_on(struct coord *c, const char *job,
 	}
 	t->t = (struct zs_task){.kind = kind, .id = id, .step = step};
 	snprintf(t->t.job, sizeof t->t.job, "%s", job);
-	t->next = c->ctasks;
-	c->ctasks = t;
+	t->next = c->ck.tasks;
+	c->ck.tasks = t;
 	c->task_gen++;
 	return ZS_OK;
 }
@@ -125,16 +125,16 @@ void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	if (zs_dec_server_id(p, n, &sid, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	cap = (uint32_t)c->n_ckpts + 1;
-	for (struct ctask *t = c->ctasks; t; t = t->next)
+	cap = (uint32_t)c->ck.n + 1;
+	for (struct ctask *t = c->ck.tasks; t; t = t->next)
 		cap++;
 	v = calloc(cap, sizeof *v);
 	if (!v) {
 		pthread_mutex_unlock(&c->mu);
 		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 	}
-	for (size_t i = 0; i < c->n_ckpts; i++) {
-		struct zs_checkpoint *k = &c->ckpts[i];
+	for (size_t i = 0; i < c->ck.n; i++) {
+		struct zs_checkpoint *k = &c->ck.list[i];
 		struct zs_job *j = coord_find_job(c, k->job);
 		bool done = false;
 		if (k->state != ZS_CKPT_PENDING || !coord_ckpt_of(k, j) || !coord_holds(c, j, sid))
@@ -146,7 +146,7 @@ void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		if (!done)
 			snprintf(v[m - 1].job, sizeof v[m - 1].job, "%s", k->job);
 	}
-	for (struct ctask *t = c->ctasks; t; t = t->next)
+	for (struct ctask *t = c->ck.tasks; t; t = t->next)
 		for (uint32_t q = 0; q < t->n_pending; q++)
 			if (t->pending[q] == sid)
 				v[m++] = t->t;
@@ -299,7 +299,7 @@ static bool task_strike(struct coord *c, struct zs_job *j, const struct zs_check
 {
 	bool bad = false;
 
-	for (struct ctask **pp = &c->ctasks; *pp; pp = &(*pp)->next) {
+	for (struct ctask **pp = &c->ck.tasks; *pp; pp = &(*pp)->next) {
 		struct ctask *ct = *pp;
 		if (ct->t.kind != r->t.kind || ct->t.id != r->t.id || strcmp(ct->t.job, r->t.job))
 			continue;

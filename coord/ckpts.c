@@ -15,7 +15,7 @@
 static enum zs_status forget_ckpt(struct coord *c, struct zs_job *j, struct zs_checkpoint *k,
 				  struct zs_checkpoint *gone, struct zs_error *err)
 {
-	size_t i = (size_t)(k - c->ckpts);
+	size_t i = (size_t)(k - c->ck.list);
 	enum zs_status st = coord_save_ckpt(c, k, true, err);
 	const struct zs_placement *pl = k->placement.n_shards ? &k->placement
 				       : j			 ? &j->placement
@@ -30,8 +30,8 @@ static enum zs_status forget_ckpt(struct coord *c, struct zs_job *j, struct zs_c
 		zs_warn("job '%s': checkpoint %llu forgotten, but its servers could not be told to drop it (out of memory)",
 			k->job, (unsigned long long)k->id);
 	*gone = *k;
-	memmove(k, k + 1, (c->n_ckpts - i - 1) * sizeof *k);
-	c->n_ckpts--;
+	memmove(k, k + 1, (c->ck.n - i - 1) * sizeof *k);
+	c->ck.n--;
 	return ZS_OK;
 }
 
@@ -46,13 +46,13 @@ void coord_enforce_keep(struct coord *c, struct zs_job *j)
 	uint32_t committed = 0;
 	uint64_t newest = 0;
 
-	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (coord_ckpt_of(&c->ckpts[i], j) && c->ckpts[i].state == ZS_CKPT_COMMITTED) {
+	for (size_t i = 0; i < c->ck.n; i++)
+		if (coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].state == ZS_CKPT_COMMITTED) {
 			committed++;
-			newest = c->ckpts[i].id > newest ? c->ckpts[i].id : newest;
+			newest = c->ck.list[i].id > newest ? c->ck.list[i].id : newest;
 		}
-	for (size_t i = 0; i < c->n_ckpts;) {
-		struct zs_checkpoint *k = &c->ckpts[i], gone;
+	for (size_t i = 0; i < c->ck.n;) {
+		struct zs_checkpoint *k = &c->ck.list[i], gone;
 		struct zs_error e = {0};
 		bool old = k->state == ZS_CKPT_COMMITTED && committed > j->spec.keep_checkpoints;
 		bool failed = k->state == ZS_CKPT_FAILED && k->id < newest;
@@ -82,7 +82,7 @@ void coord_job_deleted(struct coord *c, struct zs_job *j, bool keep, uint32_t *d
 {
 	*deleted = *kept = 0;
 	/* a restore still to carry out would restore a later job of the name */
-	for (struct ctask **pp = &c->ctasks; *pp;) {
+	for (struct ctask **pp = &c->ck.tasks; *pp;) {
 		struct ctask *t = *pp;
 		if (t->t.kind != ZS_TASK_RESTORE || strcmp(t->t.job, j->spec.name)) {
 			pp = &t->next;
@@ -94,8 +94,8 @@ void coord_job_deleted(struct coord *c, struct zs_job *j, bool keep, uint32_t *d
 	}
 	if (keep)
 		coord_fail_pending(c, j, "the job was deleted");
-	for (size_t i = 0; i < c->n_ckpts;) {
-		struct zs_checkpoint *k = &c->ckpts[i], gone;
+	for (size_t i = 0; i < c->ck.n;) {
+		struct zs_checkpoint *k = &c->ck.list[i], gone;
 		struct zs_error e = {0};
 		if (!coord_ckpt_of(k, j) || (keep && k->state == ZS_CKPT_COMMITTED)) {
 			*kept += coord_ckpt_of(k, j);
@@ -124,10 +124,10 @@ void coord_prune_failed(struct coord *c, struct zs_job *j)
 {
 	uint32_t failed = 0;
 
-	for (size_t i = 0; i < c->n_ckpts; i++)
-		failed += coord_ckpt_of(&c->ckpts[i], j) && c->ckpts[i].state == ZS_CKPT_FAILED;
-	for (size_t i = 0; failed > KEEP_FAILED && i < c->n_ckpts;) {
-		struct zs_checkpoint *k = &c->ckpts[i], gone;
+	for (size_t i = 0; i < c->ck.n; i++)
+		failed += coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].state == ZS_CKPT_FAILED;
+	for (size_t i = 0; failed > KEEP_FAILED && i < c->ck.n;) {
+		struct zs_checkpoint *k = &c->ck.list[i], gone;
 		struct zs_error e = {0};
 		if (!coord_ckpt_of(k, j) || k->state != ZS_CKPT_FAILED) {
 			i++;
@@ -172,19 +172,19 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	}
 	/* every rank may ask for the same step: one checkpoint (of this
 	 * incarnation: an earlier job's of the name at that step is not it) */
-	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (coord_ckpt_of(&c->ckpts[i], j) && c->ckpts[i].step == step &&
-		    c->ckpts[i].state != ZS_CKPT_FAILED) {
-			coord_reply_ckpt(call, &c->ckpts[i]);
+	for (size_t i = 0; i < c->ck.n; i++)
+		if (coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].step == step &&
+		    c->ck.list[i].state != ZS_CKPT_FAILED) {
+			coord_reply_ckpt(call, &c->ck.list[i]);
 			goto out;
 		}
-	g = realloc(c->ckpts, (c->n_ckpts + 1) * sizeof *g);
+	g = realloc(c->ck.list, (c->ck.n + 1) * sizeof *g);
 	if (!g) {
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 		goto out;
 	}
-	c->ckpts = g;
-	k.id = c->next_ckpt_id++;
+	c->ck.list = g;
+	k.id = c->ck.next_id++;
 	snprintf(k.job, sizeof k.job, "%s", job);
 	k.step = step;
 	k.incarnation = j->incarnation;
@@ -192,19 +192,19 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	k.epoch = j->placement.epoch;
 	/* where its records are: every copy's server writes them */
 	if (zs_placement_copy(&k.placement, &j->placement)) {
-		c->next_ckpt_id--;
+		c->ck.next_id--;
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 		goto out;
 	}
 	k.state = ZS_CKPT_PENDING;
 	k.created_ms = zs_wall_ms();
 	if (coord_save_ckpt_new(c, &k, &e)) {
-		c->next_ckpt_id--;
+		c->ck.next_id--;
 		zs_checkpoint_release(&k);
 		coord_reply_err(call, &e);
 		goto out;
 	}
-	c->ckpts[c->n_ckpts++] = k;
+	c->ck.list[c->ck.n++] = k;
 	c->task_gen++;
 	zs_info("job '%s': checkpoint %llu of step %llu requested", job, (unsigned long long)k.id,
 		(unsigned long long)step);
@@ -303,15 +303,15 @@ void coord_h_list_ckpts(void *ctx, struct zs_rpc_call *call, const uint8_t *p, s
 	j = flags & ZS_JR_ALL ? coord_find_job(c, job) : coord_job_or_fail(c, call, job);
 	if (!j && !(flags & ZS_JR_ALL))
 		goto out;
-	v = malloc((c->n_ckpts ? c->n_ckpts : 1) * sizeof *v);
+	v = malloc((c->ck.n ? c->ck.n : 1) * sizeof *v);
 	if (!v) {
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (flags & ZS_JR_ALL ? !strcmp(c->ckpts[i].job, job)
-				      : coord_ckpt_of(&c->ckpts[i], j)) {
-			v[m] = c->ckpts[i]; /* shallow: encoded before anything changes */
+	for (size_t i = 0; i < c->ck.n; i++)
+		if (flags & ZS_JR_ALL ? !strcmp(c->ck.list[i].job, job)
+				      : coord_ckpt_of(&c->ck.list[i], j)) {
+			v[m] = c->ck.list[i]; /* shallow: encoded before anything changes */
 			v[m++].placement = (struct zs_placement){0}; /* O(shards) each */
 		}
 	coord_reply_buf(call, zs_enc_checkpoints(v, m, &b), &b);

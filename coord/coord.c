@@ -284,10 +284,10 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	if (!c)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_mutex_init(&c->lead_mu, NULL);
-	c->lease_ms = cfg->lease_ms;
-	c->trainer_lease_ms = cfg->trainer_lease_ms ? cfg->trainer_lease_ms : 10000;
-	c->norm_timeout_ms = cfg->norm_timeout_ms ? cfg->norm_timeout_ms : 60000;
+	pthread_mutex_init(&c->ha.mu, NULL);
+	c->cfg.lease_ms = cfg->lease_ms;
+	c->cfg.trainer_lease_ms = cfg->trainer_lease_ms ? cfg->trainer_lease_ms : 10000;
+	c->nx.timeout_ms = cfg->norm_timeout_ms ? cfg->norm_timeout_ms : 60000;
 	c->started_ms = c->serving_since_ms = zs_now_ms();
 	{
 		/* the task generation is not persisted: start it where no
@@ -299,28 +299,28 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	}
 	c->lock_fd = -1;
 	if (cfg->etcd) { /* the catalog is in etcd, loaded when we lead */
-		snprintf(c->data_dir, sizeof c->data_dir, "etcd %s", cfg->etcd);
+		snprintf(c->cfg.data_dir, sizeof c->cfg.data_dir, "etcd %s", cfg->etcd);
 		goto serve;
 	}
-	snprintf(c->data_dir, sizeof c->data_dir, "%s", cfg->data_dir);
+	snprintf(c->cfg.data_dir, sizeof c->cfg.data_dir, "%s", cfg->data_dir);
 
 	if ((st = open_catalog(c, cfg, err)))
 		goto clean_c;
-	atomic_store(&c->leading, 1);
+	atomic_store(&c->ha.leading, 1);
 	if (c->n_srvs || c->n_jobs)
 		zs_info("catalog: %zu servers (down until they heartbeat), %zu jobs",
 			c->n_srvs, c->n_jobs);
 serve:
 	st = zs_rpc_server_start(cfg->listen, methods,
 				 sizeof methods / sizeof methods[0], c, &c->rpc,
-				 c->addr, sizeof c->addr, err);
+				 c->cfg.addr, sizeof c->cfg.addr, err);
 	if (st)
 		goto clean_state;
 	/* what Status says; a wildcard is kept there (clients are configured
 	 * with the coordinator's address, they never learn it from it) */
-	snprintf(c->adv, sizeof c->adv, "%s", c->addr);
-	if (cfg->advertise && (st = zs_advertise_addr(cfg->advertise, c->addr, false, c->adv,
-						      sizeof c->adv, "control", err)))
+	snprintf(c->cfg.adv, sizeof c->cfg.adv, "%s", c->cfg.addr);
+	if (cfg->advertise && (st = zs_advertise_addr(cfg->advertise, c->cfg.addr, false, c->cfg.adv,
+						      sizeof c->cfg.adv, "control", err)))
 		goto clean_rpc;
 	if (cfg->metrics && (st = coord_metrics_start(c, cfg->metrics, cfg->advertise, methods,
 						      sizeof methods / sizeof methods[0], err)))
@@ -336,7 +336,7 @@ serve:
 		goto clean_rpc;
 	}
 	if (bound)
-		snprintf(bound, bound_len, "%s", c->addr);
+		snprintf(bound, bound_len, "%s", c->cfg.addr);
 	*out = c;
 	return ZS_OK;
 
@@ -351,7 +351,7 @@ clean_state:
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 clean_c:
-	pthread_mutex_destroy(&c->lead_mu);
+	pthread_mutex_destroy(&c->ha.mu);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	return st;
@@ -367,9 +367,9 @@ void coord_free(struct coord *c)
 	coord_lead_stop(c); /* a leader hands over now */
 	/* deferred calls are answered before the RPC server goes */
 	pthread_mutex_lock(&c->mu);
-	while (c->norms) {
-		struct norm_coll *n = c->norms;
-		c->norms = n->next;
+	while (c->nx.colls) {
+		struct norm_coll *n = c->nx.colls;
+		c->nx.colls = n->next;
 		coord_norm_fail(n, ZS_EUNAVAIL, "the coordinator is stopping");
 	}
 	while (c->reports)
@@ -384,7 +384,7 @@ void coord_free(struct coord *c)
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	coord_free_state(c);
-	pthread_mutex_destroy(&c->lead_mu);
+	pthread_mutex_destroy(&c->ha.mu);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }

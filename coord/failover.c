@@ -249,7 +249,7 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
 	 * commit whole; the next one will */
 	coord_fail_pending(c, j, "a server of the job was lost before it was durable");
 	/* a step's norms (clipping) wait for the promoted copies from now */
-	for (struct norm_coll *n = c->norms; n; n = n->next)
+	for (struct norm_coll *n = c->nx.colls; n; n = n->next)
 		if (!strcmp(n->job, j->spec.name))
 			n->started_ms = zs_now_ms();
 	coord_metrics_event(c, COORD_EV_FAILOVER);

@@ -414,7 +414,7 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 		if (j->trainers[pos].session)
 			zs_rpc_fail(call, ZS_EEXIST,
 				    "rank %u already joined job '%s' (from %s); it must leave first, or its lease lapse (%u ms without a heartbeat)",
-				    r.rank, r.job, j->trainers[pos].host, c->trainer_lease_ms);
+				    r.rank, r.job, j->trainers[pos].host, c->cfg.trainer_lease_ms);
 		else
 			zs_rpc_fail(call, ZS_EEXIST,
 				    "rank %u already joined job '%s' (from %s); it must leave first",
@@ -474,12 +474,12 @@ void coord_h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	(void)p;
 	(void)n;
 	snprintf(s.version, sizeof s.version, "%s", ZS_VERSION);
-	snprintf(s.addr, sizeof s.addr, "%s", c->adv);
-	snprintf(s.data_dir, sizeof s.data_dir, "%s", c->data_dir);
+	snprintf(s.addr, sizeof s.addr, "%s", c->cfg.adv);
+	snprintf(s.data_dir, sizeof s.data_dir, "%s", c->cfg.data_dir);
 	snprintf(s.metrics_addr, sizeof s.metrics_addr, "%s", coord_metrics_addr(c));
 	pthread_mutex_lock(&c->mu);
 	s.uptime_ms = zs_now_ms() - c->started_ms;
-	s.lease_ms = c->lease_ms;
+	s.lease_ms = c->cfg.lease_ms;
 	for (size_t i = 0; i < c->n_srvs; i++)
 		c->srvs[i].up ? s.servers_up++ : s.servers_down++;
 	s.jobs = (uint32_t)c->n_jobs;

@@ -28,9 +28,9 @@
 /* The address the others are told to follow. */
 static void set_leader(struct coord *c, const char *addr)
 {
-	pthread_mutex_lock(&c->lead_mu);
-	snprintf(c->leader, sizeof c->leader, "%s", addr);
-	pthread_mutex_unlock(&c->lead_mu);
+	pthread_mutex_lock(&c->ha.mu);
+	snprintf(c->ha.leader, sizeof c->ha.leader, "%s", addr);
+	pthread_mutex_unlock(&c->ha.mu);
 }
 
 bool coord_gate(void *ctx, size_t method, struct zs_rpc_call *call)
@@ -39,41 +39,41 @@ bool coord_gate(void *ctx, size_t method, struct zs_rpc_call *call)
 	char leader[ZS_ADDR_MAX];
 
 	(void)method;
-	if (atomic_load(&c->leading)) {
+	if (atomic_load(&c->ha.leading)) {
 		/* a leader that was stopped (or cut off) past its lease must not
 		 * answer what reached it meanwhile, not even a read: another may
 		 * lead by now, and those clients would stay here */
-		if (!c->etcd || zs_now_ms() < atomic_load(&c->lead_until))
+		if (!c->ha.etcd || zs_now_ms() < atomic_load(&c->ha.until))
 			return true;
 		coord_lead_lost(c, "its etcd lease may have ended: it was not renewed in time");
 	}
-	pthread_mutex_lock(&c->lead_mu);
-	snprintf(leader, sizeof leader, "%s", c->leader);
-	pthread_mutex_unlock(&c->lead_mu);
-	if (atomic_load(&c->lost))
+	pthread_mutex_lock(&c->ha.mu);
+	snprintf(leader, sizeof leader, "%s", c->ha.leader);
+	pthread_mutex_unlock(&c->ha.mu);
+	if (atomic_load(&c->ha.lost))
 		zs_rpc_redirect(call, leader, "coordinator %s lost the lead and is stopping%s%s",
-				c->adv, leader[0] ? "; the leader is " : "", leader);
-	else if (leader[0] && strcmp(leader, c->adv))
-		zs_rpc_redirect(call, leader, "coordinator %s is a standby; the leader is %s", c->adv,
+				c->cfg.adv, leader[0] ? "; the leader is " : "", leader);
+	else if (leader[0] && strcmp(leader, c->cfg.adv))
+		zs_rpc_redirect(call, leader, "coordinator %s is a standby; the leader is %s", c->cfg.adv,
 				leader);
 	else
 		zs_rpc_redirect(call, "", "coordinator %s is a standby and no coordinator leads yet",
-				c->adv);
+				c->cfg.adv);
 	return false;
 }
 
 void coord_lead_lost(struct coord *c, const char *why)
 {
-	if (!c->etcd || atomic_exchange(&c->lost, 1))
+	if (!c->ha.etcd || atomic_exchange(&c->ha.lost, 1))
 		return;
-	atomic_store(&c->leading, 0);
+	atomic_store(&c->ha.leading, 0);
 	set_leader(c, ""); /* not us: clients move on to the others */
 	zs_error("lost the lead: %s; exiting, to start again as a standby", why);
 }
 
 int coord_lost(struct coord *c)
 {
-	return atomic_load(&c->lost);
+	return atomic_load(&c->ha.lost);
 }
 
 /* Takes the lead: the catalog from etcd into memory, then serving. */
@@ -84,21 +84,21 @@ static enum zs_status take_lead(struct coord *c, int64_t fence, struct zs_error 
 	int64_t t0 = zs_now_ms();
 
 	pthread_mutex_lock(&c->mu);
-	c->fence = fence;
+	c->ha.fence = fence;
 	c->serving_since_ms = t0;
 	/* no server may take this leader's first tasks for ones it has seen */
 	clock_gettime(CLOCK_REALTIME, &ts);
 	c->task_gen = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 	st = coord_load(c, err);
 	if (!st) {
-		set_leader(c, c->adv);
-		atomic_store(&c->leading, 1); /* until lead_until (hold_lead moves it on) */
+		set_leader(c, c->cfg.adv);
+		atomic_store(&c->ha.leading, 1); /* until lead_until (hold_lead moves it on) */
 	}
 	pthread_mutex_unlock(&c->mu);
 	if (!st)
 		zs_info("leading (etcd %s, fence revision %lld): catalog of %zu servers (down until they heartbeat), %zu jobs, %zu checkpoints loaded in %lld ms",
-			zs_etcd_endpoints(c->etcd), (long long)fence, c->n_srvs, c->n_jobs,
-			c->n_ckpts, (long long)(zs_now_ms() - t0));
+			zs_etcd_endpoints(c->ha.etcd), (long long)fence, c->n_srvs, c->n_jobs,
+			c->ck.n, (long long)(zs_now_ms() - t0));
 	return st;
 }
 
@@ -107,7 +107,7 @@ static enum zs_status take_lead(struct coord *c, int64_t fence, struct zs_error 
  * margin for our clock against etcd's. */
 static void renewed(struct coord *c, int64_t sent, int64_t ttl_s)
 {
-	atomic_store(&c->lead_until, sent + ttl_s * 1000 - (int64_t)c->lease_ttl_s * 1000 / 4);
+	atomic_store(&c->ha.until, sent + ttl_s * 1000 - (int64_t)c->ha.ttl_s * 1000 / 4);
 }
 
 /* A lease of our own, or ZS_EUNAVAIL after saying (once per outage) why. */
@@ -116,8 +116,8 @@ static enum zs_status get_lease(struct coord *c, bool *said)
 	struct zs_error err = {0};
 	int64_t ttl, sent = zs_now_ms();
 
-	if (!zs_etcd_lease_grant(c->etcd, c->lease_ttl_s, &c->lease, &ttl, &err)) {
-		c->lease_ttl_s = (uint32_t)ttl;
+	if (!zs_etcd_lease_grant(c->ha.etcd, c->ha.ttl_s, &c->ha.lease, &ttl, &err)) {
+		c->ha.ttl_s = (uint32_t)ttl;
 		renewed(c, sent, ttl);
 		if (*said)
 			zs_info("etcd answers again");
@@ -125,23 +125,23 @@ static enum zs_status get_lease(struct coord *c, bool *said)
 		return ZS_OK;
 	}
 	if (!*said)
-		zs_warn("waiting for etcd (%s): %s", zs_etcd_endpoints(c->etcd), err.msg);
+		zs_warn("waiting for etcd (%s): %s", zs_etcd_endpoints(c->ha.etcd), err.msg);
 	*said = true;
-	c->lease = 0;
+	c->ha.lease = 0;
 	return ZS_EUNAVAIL;
 }
 
 /* While leading: renews the lease until it is lost or we stop. */
 static void hold_lead(struct coord *c)
 {
-	int64_t period = (int64_t)c->lease_ttl_s * 1000;
+	int64_t period = (int64_t)c->ha.ttl_s * 1000;
 	char why[ZS_ERRMSG_MAX] = "";
 
-	while (!atomic_load(&c->stop) && !atomic_load(&c->lost)) {
+	while (!atomic_load(&c->stop) && !atomic_load(&c->ha.lost)) {
 		struct zs_error err = {0};
 		int64_t sent = zs_now_ms(), ttl = 0;
 
-		if (!zs_etcd_lease_keepalive(c->etcd, c->lease, &ttl, &err)) {
+		if (!zs_etcd_lease_keepalive(c->ha.etcd, c->ha.lease, &ttl, &err)) {
 			if (!ttl) {
 				coord_lead_lost(c, "etcd says its lease has ended");
 				break;
@@ -151,7 +151,7 @@ static void hold_lead(struct coord *c)
 		} else {
 			snprintf(why, sizeof why, "%s", err.msg);
 		}
-		if (zs_now_ms() >= atomic_load(&c->lead_until)) {
+		if (zs_now_ms() >= atomic_load(&c->ha.until)) {
 			char msg[ZS_ERRMSG_MAX + 64];
 			snprintf(msg, sizeof msg, "the lease was not renewed in time (%s)",
 				 why[0] ? why : "etcd did not answer");
@@ -168,19 +168,19 @@ static void *elector(void *arg)
 	bool said = false;
 	char holder_said[ZS_ADDR_MAX] = "";
 
-	while (!atomic_load(&c->stop) && !atomic_load(&c->lost)) {
+	while (!atomic_load(&c->stop) && !atomic_load(&c->ha.lost)) {
 		struct zs_error err = {0};
-		int64_t poll = (int64_t)c->lease_ttl_s * 1000 / 4, rev = 0, ttl;
+		int64_t poll = (int64_t)c->ha.ttl_s * 1000 / 4, rev = 0, ttl;
 		bool won = false;
 
 		if (poll > 500)
 			poll = 500;
-		if (!c->lease && get_lease(c, &said)) {
+		if (!c->ha.lease && get_lease(c, &said)) {
 			zs_sleep_ms(1000, (volatile const int *)&c->stop);
 			continue;
 		}
-		if (zs_etcd_create(c->etcd, c->lead_key, strlen(c->lead_key), c->adv, strlen(c->adv),
-				   c->lease, &won, &rev, &err)) {
+		if (zs_etcd_create(c->ha.etcd, c->ha.key, strlen(c->ha.key), c->cfg.adv, strlen(c->cfg.adv),
+				   c->ha.lease, &won, &rev, &err)) {
 			if (!said)
 				zs_warn("cannot campaign in etcd: %s", err.msg);
 			said = true;
@@ -198,7 +198,7 @@ static void *elector(void *arg)
 		/* a standby: who leads, and our own lease kept */
 		struct zs_buf v;
 		int64_t crev;
-		if (!zs_etcd_get(c->etcd, c->lead_key, strlen(c->lead_key), &v, &crev, &err)) {
+		if (!zs_etcd_get(c->ha.etcd, c->ha.key, strlen(c->ha.key), &v, &crev, &err)) {
 			char addr[ZS_ADDR_MAX];
 			snprintf(addr, sizeof addr, "%.*s", (int)v.len, (const char *)v.data);
 			zs_buf_release(&v);
@@ -209,8 +209,8 @@ static void *elector(void *arg)
 			}
 		}
 		int64_t sent = zs_now_ms();
-		if (zs_etcd_lease_keepalive(c->etcd, c->lease, &ttl, &err) || !ttl)
-			c->lease = 0; /* a new one next round */
+		if (zs_etcd_lease_keepalive(c->ha.etcd, c->ha.lease, &ttl, &err) || !ttl)
+			c->ha.lease = 0; /* a new one next round */
 		else
 			renewed(c, sent, ttl);
 		zs_sleep_ms(poll, (volatile const int *)&c->stop);
@@ -223,22 +223,22 @@ enum zs_status coord_lead_start(struct coord *c, const char *endpoints, const ch
 {
 	enum zs_status st;
 
-	snprintf(c->etcd_prefix, sizeof c->etcd_prefix, "%s", prefix && *prefix ? prefix : "/zshard");
+	snprintf(c->ha.prefix, sizeof c->ha.prefix, "%s", prefix && *prefix ? prefix : "/zshard");
 	/* no trailing slash: the keys add their own */
-	for (size_t n = strlen(c->etcd_prefix); n > 1 && c->etcd_prefix[n - 1] == '/'; n--)
-		c->etcd_prefix[n - 1] = '\0';
-	snprintf(c->lead_key, sizeof c->lead_key, "%s/leader", c->etcd_prefix);
-	c->lease_ttl_s = lease_s ? lease_s : 5;
+	for (size_t n = strlen(c->ha.prefix); n > 1 && c->ha.prefix[n - 1] == '/'; n--)
+		c->ha.prefix[n - 1] = '\0';
+	snprintf(c->ha.key, sizeof c->ha.key, "%s/leader", c->ha.prefix);
+	c->ha.ttl_s = lease_s ? lease_s : 5;
 	/* one try at one member: well within a lease period */
-	st = zs_etcd_open(endpoints, (int)c->lease_ttl_s * 1000 / 3, &c->etcd, err);
+	st = zs_etcd_open(endpoints, (int)c->ha.ttl_s * 1000 / 3, &c->ha.etcd, err);
 	if (st)
 		return st;
-	if (pthread_create(&c->elector, NULL, elector, c)) {
-		zs_etcd_close(c->etcd);
-		c->etcd = NULL;
+	if (pthread_create(&c->ha.elector, NULL, elector, c)) {
+		zs_etcd_close(c->ha.etcd);
+		c->ha.etcd = NULL;
 		return zs_fail(err, ZS_ENOMEM, "cannot start the election thread");
 	}
-	c->elector_started = true;
+	c->ha.elector_started = true;
 	return ZS_OK;
 }
 
@@ -246,20 +246,20 @@ void coord_lead_stop(struct coord *c)
 {
 	struct zs_error err = {0};
 
-	if (!c->etcd)
+	if (!c->ha.etcd)
 		return;
-	if (c->elector_started)
-		pthread_join(c->elector, NULL);
+	if (c->ha.elector_started)
+		pthread_join(c->ha.elector, NULL);
 	/* a clean stop hands over at once: the key goes with the lease */
-	if (c->lease && atomic_load(&c->leading) &&
-	    zs_etcd_lease_revoke(c->etcd, c->lease, &err))
+	if (c->ha.lease && atomic_load(&c->ha.leading) &&
+	    zs_etcd_lease_revoke(c->ha.etcd, c->ha.lease, &err))
 		zs_warn("cannot hand the lead over (the next leader waits out the lease): %s",
 			err.msg);
-	atomic_store(&c->leading, 0);
+	atomic_store(&c->ha.leading, 0);
 }
 
 void coord_lead_close(struct coord *c)
 {
-	zs_etcd_close(c->etcd);
-	c->etcd = NULL;
+	zs_etcd_close(c->ha.etcd);
+	c->ha.etcd = NULL;
 }

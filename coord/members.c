@@ -85,7 +85,7 @@ void coord_h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	pthread_mutex_unlock(&c->mu);
 
 	struct zs_buf b;
-	coord_reply_buf(call, zs_enc_register_reply(id, c->lease_ms, &b), &b);
+	coord_reply_buf(call, zs_enc_register_reply(id, c->cfg.lease_ms, &b), &b);
 }
 
 void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
@@ -131,7 +131,7 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		snprintf(s->info.health, sizeof s->info.health, "%s", health);
 	}
 	s->up = true;
-	r.lease_ms = c->lease_ms;
+	r.lease_ms = c->cfg.lease_ms;
 	r.assign_gen = c->assign_gen;
 	r.task_gen = c->task_gen;
 	coord_norm_wants(c, id, &r);
@@ -228,7 +228,7 @@ void coord_h_servers(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 void *coord_reaper(void *arg)
 {
 	struct coord *c = arg;
-	int64_t tick = c->lease_ms / 4 < 500 ? c->lease_ms / 4 : 500;
+	int64_t tick = c->cfg.lease_ms / 4 < 500 ? c->cfg.lease_ms / 4 : 500;
 
 	while (!atomic_load(&c->stop)) {
 		int64_t now = zs_now_ms();
@@ -237,7 +237,7 @@ void *coord_reaper(void *arg)
 		coord_trainer_sweep(c, now);
 		for (size_t i = 0; i < c->n_srvs; i++) {
 			struct srv *s = &c->srvs[i];
-			if (s->up && now - s->last_hb_ms > (int64_t)c->lease_ms) {
+			if (s->up && now - s->last_hb_ms > (int64_t)c->cfg.lease_ms) {
 				s->up = false;
 				coord_metrics_event(c, COORD_EV_SERVER_LAPSE);
 				zs_warn("server %llu (%s) missed its lease (%lld ms without a heartbeat): marked down",

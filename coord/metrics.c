@@ -93,10 +93,10 @@ static void collect(void *ctx, struct zs_metrics *m)
 	zs_series_set(x->srv_up, up);
 	zs_series_set(x->srv_down, (double)(c->n_srvs - up));
 	zs_series_set(x->jobs, (double)c->n_jobs);
-	zs_series_set(x->leader, atomic_load(&c->leading));
-	for (size_t i = 0; i < c->n_ckpts; i++)
-		if ((unsigned)c->ckpts[i].state < 4)
-			n_state[c->ckpts[i].state]++;
+	zs_series_set(x->leader, atomic_load(&c->ha.leading));
+	for (size_t i = 0; i < c->ck.n; i++)
+		if ((unsigned)c->ck.list[i].state < 4)
+			n_state[c->ck.list[i].state]++;
 	for (int s = 1; s < 4; s++)
 		zs_series_set(x->ckpts[s], n_state[s]);
 	for (size_t i = 0; i < c->n_jobs; i++) {

@@ -88,9 +88,9 @@ static void norm_remember(struct coord *c, const char *job, uint64_t timeline, u
 	d->timeline = timeline;
 	d->total = total;
 	d->n_shards = n_shards;
-	d->next = c->norms_done;
-	c->norms_done = d;
-	for (pp = &c->norms_done; *pp;) {
+	d->next = c->nx.done;
+	c->nx.done = d;
+	for (pp = &c->nx.done; *pp;) {
 		struct norm_done *x = *pp;
 		if (!strcmp(x->job, job) && ++kept > NORMS_KEPT) {
 			*pp = x->next;
@@ -103,7 +103,7 @@ static void norm_remember(struct coord *c, const char *job, uint64_t timeline, u
 
 void coord_drop_norms_done(struct coord *c, const char *job)
 {
-	for (struct norm_done **pp = &c->norms_done; *pp;) {
+	for (struct norm_done **pp = &c->nx.done; *pp;) {
 		struct norm_done *x = *pp;
 		if (!job || !strcmp(x->job, job)) {
 			*pp = x->next;
@@ -161,7 +161,7 @@ static bool norm_places(const struct zs_job *j, const struct zs_norm_report *r,
 static bool norm_answer_kept(struct coord *c, const struct zs_job *j,
 			     const struct zs_norm_report *r, struct zs_rpc_call *call)
 {
-	for (struct norm_done *d = c->norms_done; d; d = d->next) {
+	for (struct norm_done *d = c->nx.done; d; d = d->next) {
 		struct zs_buf b;
 		/* a step of an earlier timeline is not this one */
 		if (strcmp(d->job, r->job) || d->step != r->step || d->timeline != j->timeline)
@@ -196,8 +196,8 @@ static struct norm_coll *norm_coll_new(struct coord *c, const struct zs_job *j,
 	nc->step = r->step;
 	nc->n_shards = groups;
 	nc->started_ms = zs_now_ms();
-	nc->next = c->norms;
-	c->norms = nc;
+	nc->next = c->nx.colls;
+	c->nx.colls = nc;
 	return nc;
 }
 
@@ -297,7 +297,7 @@ static void norm_settled(struct coord *c, const struct zs_job *j, const struct z
 			    (unsigned long long)r->step);
 		return;
 	}
-	for (struct norm_done *d = c->norms_done; d && !nc; d = d->next) {
+	for (struct norm_done *d = c->nx.done; d && !nc; d = d->next) {
 		if (strcmp(d->job, r->job) || d->step != r->step || d->timeline != j->timeline)
 			continue;
 		if (d->total != r->settled_total) { /* the servers' updates differ */
@@ -367,7 +367,7 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 		goto out;
 	}
-	for (pp = &c->norms; *pp; pp = &(*pp)->next)
+	for (pp = &c->nx.colls; *pp; pp = &(*pp)->next)
 		if (!strcmp((*pp)->job, r.job) && (*pp)->step == r.step)
 			break;
 	nc = *pp;
@@ -394,8 +394,8 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 		goto out;
 	}
-	if (nc == c->norms)
-		pp = &c->norms;
+	if (nc == c->nx.colls)
+		pp = &c->nx.colls;
 	if (!(g = realloc(nc->waits, (nc->n_waits + 1) * sizeof *g))) {
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 		goto out;
@@ -434,7 +434,7 @@ void coord_norm_wants(struct coord *c, uint64_t id, struct zs_hb_reply *r)
 {
 	int64_t now = zs_now_ms();
 
-	for (struct norm_coll *n = c->norms; n && r->n_wants < ZS_NORM_WANTS; n = n->next) {
+	for (struct norm_coll *n = c->nx.colls; n && r->n_wants < ZS_NORM_WANTS; n = n->next) {
 		struct zs_job *j = coord_find_job(c, n->job);
 		struct zs_norm_want *w = &r->wants[r->n_wants];
 		if (!j || now - n->started_ms < NORM_WANT_AFTER_MS || !norm_waits_for(j, n, id))
@@ -448,7 +448,7 @@ void coord_norm_wants(struct coord *c, uint64_t id, struct zs_hb_reply *r)
 
 void coord_norms_fail_job(struct coord *c, const char *job, const char *why)
 {
-	for (struct norm_coll **pp = &c->norms; *pp;) {
+	for (struct norm_coll **pp = &c->nx.colls; *pp;) {
 		struct norm_coll *n = *pp;
 		char msg[ZS_ERRMSG_MAX];
 		if (strcmp(n->job, job)) {
@@ -465,11 +465,11 @@ void coord_norms_fail_job(struct coord *c, const char *job, const char *why)
 /* Fails collections older than the bound (caller holds mu). */
 void coord_norm_sweep(struct coord *c, int64_t now)
 {
-	for (struct norm_coll **pp = &c->norms; *pp;) {
+	for (struct norm_coll **pp = &c->nx.colls; *pp;) {
 		struct norm_coll *n = *pp;
 		struct zs_job *j = coord_find_job(c, n->job);
 		char missing[256] = "", why[ZS_ERRMSG_MAX];
-		if (j && now - n->started_ms < (int64_t)c->norm_timeout_ms) {
+		if (j && now - n->started_ms < (int64_t)c->nx.timeout_ms) {
 			pp = &n->next;
 			continue;
 		}
@@ -478,7 +478,7 @@ void coord_norm_sweep(struct coord *c, int64_t now)
 			norm_missing(j, n, missing, sizeof missing);
 			zs_fmt(why, sizeof why,
 			       "job '%s' step %llu: no gradient norm from server %s within %u ms",
-			       n->job, (unsigned long long)n->step, missing, c->norm_timeout_ms);
+			       n->job, (unsigned long long)n->step, missing, c->nx.timeout_ms);
 		} else {
 			zs_fmt(why, sizeof why, "job '%s' step %llu: the job was deleted", n->job,
 			       (unsigned long long)n->step);

@@ -13,16 +13,16 @@
 struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const struct zs_job *j)
 {
 	struct zs_checkpoint *k = NULL;
-	for (size_t i = 0; i < c->n_ckpts; i++)
-		if (coord_ckpt_of(&c->ckpts[i], j) && c->ckpts[i].state == ZS_CKPT_COMMITTED)
-			k = &c->ckpts[i];
+	for (size_t i = 0; i < c->ck.n; i++)
+		if (coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].state == ZS_CKPT_COMMITTED)
+			k = &c->ck.list[i];
 	return k;
 }
 
 void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why)
 {
-	for (size_t i = 0; i < c->n_ckpts; i++) {
-		struct zs_checkpoint *k = &c->ckpts[i], nk;
+	for (size_t i = 0; i < c->ck.n; i++) {
+		struct zs_checkpoint *k = &c->ck.list[i], nk;
 		struct zs_error e = {0};
 		if (!coord_ckpt_of(k, j) || k->state != ZS_CKPT_PENDING)
 			continue;
@@ -65,7 +65,7 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 	if (j->restore_pending) {
 		/* already going back: a server that lost its shards meanwhile
 		 * (restored them, then restarted) must restore them again */
-		for (struct ctask *t = c->ctasks; lost_server && t; t = t->next) {
+		for (struct ctask *t = c->ck.tasks; lost_server && t; t = t->next) {
 			bool there = false;
 			uint64_t *g;
 			if (t->t.kind != ZS_TASK_RESTORE || strcmp(t->t.job, j->spec.name))
@@ -299,7 +299,7 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
 			 * takeover): not down before a lease has passed, as the
 			 * reaper would give it, or trainers would give up on a
 			 * server that is only on its way to us */
-			if (!s->last_hb_ms && now - c->serving_since_ms < (int64_t)c->lease_ms)
+			if (!s->last_hb_ms && now - c->serving_since_ms < (int64_t)c->cfg.lease_ms)
 				continue;
 			down[n_down] = (struct zs_server_info){.id = s->info.id, .up = false,
 							       .last_seen_ms = s->last_hb_ms ? now - s->last_hb_ms
@@ -374,7 +374,7 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 			if (!m->last_hb_ms) /* since our start: a lease from now */
 				m->last_hb_ms = now;
 			quiet = now - m->last_hb_ms;
-			if (quiet <= (int64_t)c->trainer_lease_ms)
+			if (quiet <= (int64_t)c->cfg.trainer_lease_ms)
 				continue;
 			zs_fmt(why, sizeof why, "rank %u missed its lease (%lld ms without a heartbeat)",
 			       m->rank, (long long)quiet);
@@ -469,11 +469,11 @@ uint64_t coord_state_checkpoint(struct coord *c, const struct zs_job *j,
 		return 0;
 	/* this incarnation's, or the one it was restored from (an earlier
 	 * incarnation's, when an operator asked for it by id) */
-	for (size_t i = 0; i < c->n_ckpts; i++)
-		if ((coord_ckpt_of(&c->ckpts[i], j) || c->ckpts[i].id == j->restored_id) &&
-		    !strcmp(c->ckpts[i].job, name) && c->ckpts[i].state == ZS_CKPT_COMMITTED &&
-		    c->ckpts[i].step == step)
-			k = &c->ckpts[i];
+	for (size_t i = 0; i < c->ck.n; i++)
+		if ((coord_ckpt_of(&c->ck.list[i], j) || c->ck.list[i].id == j->restored_id) &&
+		    !strcmp(c->ck.list[i].job, name) && c->ck.list[i].state == ZS_CKPT_COMMITTED &&
+		    c->ck.list[i].step == step)
+			k = &c->ck.list[i];
 	if (k && (k->epoch == j->placement.epoch || k->placement.n_shards))
 		return k->id;
 	zs_rpc_fail(call, ZS_ESTATE,

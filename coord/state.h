@@ -133,13 +133,16 @@ struct coord {
 	pthread_t reaper;
 	atomic_int stop;
 	int lock_fd;
-	uint32_t lease_ms;
-	uint32_t trainer_lease_ms;
 	int64_t started_ms;
 	int64_t serving_since_ms; /* the start, or the takeover with etcd */
-	char addr[ZS_ADDR_MAX];
-	char adv[ZS_ADDR_MAX]; /* the address Status reports (--advertise) */
-	char data_dir[512];
+	/* as configured */
+	struct coord_cfg {
+		uint32_t lease_ms;
+		uint32_t trainer_lease_ms;
+		char addr[ZS_ADDR_MAX];
+		char adv[ZS_ADDR_MAX]; /* the address Status reports (--advertise) */
+		char data_dir[512];
+	} cfg;
 
 	uint64_t next_server_id;
 	uint64_t assign_gen;
@@ -149,14 +152,20 @@ struct coord {
 	size_t n_srvs;
 	struct zs_job *jobs;
 	size_t n_jobs;
-	struct norm_coll *norms;
-	struct norm_done *norms_done;
-	uint32_t norm_timeout_ms;
+	/* clipping's norm exchanges (norms.c): those open, the totals that
+	 * went out (the last few per job), the bound of an open one */
+	struct coord_nx {
+		struct norm_coll *colls;
+		struct norm_done *done;
+		uint32_t timeout_ms;
+	} nx;
 	/* checkpoints: the catalog (in id order) and the work in flight */
-	uint64_t next_ckpt_id;
-	struct zs_checkpoint *ckpts;
-	size_t n_ckpts;
-	struct ctask *ctasks;
+	struct coord_ck {
+		uint64_t next_id;
+		struct zs_checkpoint *list;
+		size_t n;
+		struct ctask *tasks;
+	} ck;
 	struct sreports *reports;
 	struct comm *comms; /* trainers' communicator ids (comms.c) */
 	struct jobrec *recs;
@@ -164,21 +173,24 @@ struct coord {
 	struct coord_metrics *metrics; /* NULL without --metrics */
 
 	/* etcd (lead.c): the catalog there, one of several coordinators
-	 * leading; NULL: LMDB under data_dir, and this one always leads */
-	struct zs_etcd *etcd;
-	char etcd_prefix[128];
-	char lead_key[160];    /* PREFIX/leader */
-	int64_t fence;         /* that key's create revision while we lead */
-	int64_t lease;         /* our etcd lease (0: none) */
-	_Atomic int64_t lead_until; /* our lease may end then, less a margin
-				     * (our clock, ms): a leader serves until */
-	uint32_t lease_ttl_s;
-	atomic_int leading;    /* serving; without etcd always */
-	atomic_int lost;       /* lost the lead: the process ends */
-	pthread_mutex_t lead_mu;
-	char leader[ZS_ADDR_MAX]; /* who leads, as last read (lead_mu) */
-	pthread_t elector;
-	bool elector_started;
+	 * leading; etcd NULL: LMDB under data_dir, and this one always leads */
+	struct coord_ha {
+		struct zs_etcd *etcd;
+		char prefix[128];
+		char key[160];    /* PREFIX/leader */
+		int64_t fence;    /* that key's create revision while we lead */
+		int64_t lease;    /* our etcd lease (0: none) */
+		/* our lease may end then, less a margin (our clock, ms): a
+		 * leader serves until */
+		_Atomic int64_t until;
+		uint32_t ttl_s;
+		atomic_int leading; /* serving; without etcd always */
+		atomic_int lost;    /* lost the lead: the process ends */
+		pthread_mutex_t mu;
+		char leader[ZS_ADDR_MAX]; /* who leads, as last read (mu) */
+		pthread_t elector;
+		bool elector_started;
+	} ha;
 };
 
 /* lead.c */

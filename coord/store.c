@@ -28,7 +28,7 @@ static uint8_t *etcd_key(const struct coord *c, unsigned table, const void *key,
 			 size_t *out_len)
 {
 	char head[256];
-	int hn = snprintf(head, sizeof head, "%s/catalog/%s/", c->etcd_prefix, tables[table]);
+	int hn = snprintf(head, sizeof head, "%s/catalog/%s/", c->ha.prefix, tables[table]);
 	uint8_t *k = malloc((size_t)hn + kl + 1);
 
 	if (!k)
@@ -48,7 +48,7 @@ enum zs_status cstore_begin(struct coord *c, struct cstore_txn **out, struct zs_
 	if (!t)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	t->c = c;
-	if (!c->etcd && (st = zs_kv_begin(c->kv, true, &t->kv, err))) {
+	if (!c->ha.etcd && (st = zs_kv_begin(c->kv, true, &t->kv, err))) {
 		free(t);
 		return st;
 	}
@@ -129,7 +129,7 @@ enum zs_status cstore_commit(struct cstore_txn *t, struct zs_error *err)
 		st = zs_kv_commit(t->kv, err);
 		t->kv = NULL;
 	} else {
-		st = zs_etcd_txn(c->etcd, c->lead_key, strlen(c->lead_key), c->fence, t->ops,
+		st = zs_etcd_txn(c->ha.etcd, c->ha.key, strlen(c->ha.key), c->ha.fence, t->ops,
 				 t->n_ops, err);
 		if (st == ZS_ESTATE) /* another leads: stop acting as leader now */
 			coord_lead_lost(c, err->msg);
@@ -158,7 +158,7 @@ enum zs_status cstore_read_begin(struct coord *c, struct cstore_read *r, struct 
 {
 	r->kv = NULL;
 	r->rev = 0;
-	return c->etcd ? ZS_OK : zs_kv_begin(c->kv, false, &r->kv, err);
+	return c->ha.etcd ? ZS_OK : zs_kv_begin(c->kv, false, &r->kv, err);
 }
 
 enum zs_status cstore_foreach(struct coord *c, struct cstore_read *r, unsigned table,
@@ -168,12 +168,12 @@ enum zs_status cstore_foreach(struct coord *c, struct cstore_read *r, unsigned t
 	uint8_t *prefix;
 	enum zs_status st;
 
-	if (!c->etcd)
+	if (!c->ha.etcd)
 		return zs_kv_foreach(r->kv, table, fn, ctx, err);
 	if (!(prefix = etcd_key(c, table, NULL, 0, &v.head)))
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	/* the first table read fixes the revision the others are read at */
-	st = zs_etcd_range_prefix(c->etcd, prefix, v.head, &r->rev, visit_etcd, &v, err);
+	st = zs_etcd_range_prefix(c->ha.etcd, prefix, v.head, &r->rev, visit_etcd, &v, err);
 	free(prefix);
 	if (st && v.failed)
 		zs_fail(err, st, "reading %s from etcd: a stored record is unreadable",
