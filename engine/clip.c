@@ -125,7 +125,7 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 	} else {
 		for (uint32_t i = 0; i < n; i++)
 			nv[i] = (struct zs_shard_norm){set[i]->sh.unit, set[i]->sh.index,
-						       set[i]->sumsq};
+						       set[i]->clip.sumsq};
 		st = e->norm.fn(e->norm.ctx, j->name, t, nv, n, &total, &err);
 	}
 	eng_hp_steps(j, t, t + 1, NULL, &clip);
@@ -137,10 +137,10 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 		if (st) {
 			/* the step cannot finish: say why to whoever waits on it;
 			 * its gradient goes (a restore need not wait for it) */
-			for (size_t h = 0; h < s->n_held; h++)
-				zs_sop_fail(s->held[h].op, st, "step %llu of job '%s' cannot finish: %s",
+			for (size_t h = 0; h < s->hold.n; h++)
+				zs_sop_fail(s->hold.q[h].op, st, "step %llu of job '%s' cannot finish: %s",
 					    (unsigned long long)t, j->name, err.msg);
-			s->n_held = 0;
+			s->hold.n = 0;
 			if (s->version == t && s->phase == PH_CLIPPING)
 				eng_phase_go(s, EV_FAILED);
 		} else if (s->phase == PH_CLIPPING && s->version == t) { /* not restored meanwhile */
@@ -148,8 +148,8 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 			applied = true;
 		}
 		pthread_mutex_lock(&j->cmu);
-		s->clip_at = 0;
-		s->clip_claimed = false;
+		s->clip.at = 0;
+		s->clip.claimed = false;
 		pthread_mutex_unlock(&j->cmu);
 		pthread_mutex_unlock(&s->mu);
 		eng_fx_run(e, j, s, &fx);
@@ -204,17 +204,17 @@ static double trained_sumsq(struct engine *e, struct eshard *s)
 
 	if (s->dev.on)
 		eng_dev_acc_out(e, s);
-	if (!s->frozen)
+	if (!s->lay.frozen)
 		return zs_sumsq(s->acc, s->sh.length);
-	for (uint32_t k = 0; k < s->n_segs;) {
+	for (uint32_t k = 0; k < s->lay.n_segs;) {
 		uint32_t m = k;
-		if (s->segs[k].frozen) {
+		if (s->lay.segs[k].frozen) {
 			k++;
 			continue;
 		}
-		while (m + 1 < s->n_segs && !s->segs[m + 1].frozen)
+		while (m + 1 < s->lay.n_segs && !s->lay.segs[m + 1].frozen)
 			m++;
-		sum += zs_sumsq(s->acc + s->segs[k].a, s->segs[m].b - s->segs[k].a);
+		sum += zs_sumsq(s->acc + s->lay.segs[k].a, s->lay.segs[m].b - s->lay.segs[k].a);
 		k = m + 1;
 	}
 	return sum;
@@ -224,9 +224,9 @@ void eng_clip_reduced(struct engine *e, struct ejob *j, struct eshard *s, struct
 {
 	if (!eng_phase_go(s, EV_REDUCED))
 		return;
-	s->sumsq = trained_sumsq(e, s);
+	s->clip.sumsq = trained_sumsq(e, s);
 	pthread_mutex_lock(&j->cmu);
-	s->clip_at = s->version + 1;
+	s->clip.at = s->version + 1;
 	pthread_mutex_unlock(&j->cmu);
 	fx->clip = true;
 	fx->clip_t = s->version;
@@ -248,8 +248,8 @@ void eng_clip_exchange(struct engine *e, struct ejob *j, struct eshard *s, uint6
 	pthread_mutex_lock(&j->cmu);
 	for (uint32_t k = 0; c && c->set && k < ns; k++) {
 		struct eshard *o = j->shards[k];
-		if (o->clip_at == t + 1 && !o->clip_claimed) {
-			o->clip_claimed = true;
+		if (o->clip.at == t + 1 && !o->clip.claimed) {
+			o->clip.claimed = true;
 			c->set[c->n++] = o;
 		}
 	}

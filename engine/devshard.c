@@ -222,11 +222,11 @@ void eng_dev_apply(struct engine *e, struct eshard *s, const struct zs_optim_ste
 	zs_dev_bind(e->gpu.dev);
 	if (coef != 1.0f)
 		KCALL(e, "clipping's scale", scale, s->dev.acc + a, coef, b - a);
-	for (uint32_t k = 0; k < s->n_segs; k++) {
-		uint64_t lo = s->segs[k].a > a ? s->segs[k].a : a;
-		uint64_t hi = s->segs[k].b < b ? s->segs[k].b : b;
-		const struct zs_optim_step *st = &steps[s->segs[k].group];
-		if (lo >= hi || s->segs[k].frozen)
+	for (uint32_t k = 0; k < s->lay.n_segs; k++) {
+		uint64_t lo = s->lay.segs[k].a > a ? s->lay.segs[k].a : a;
+		uint64_t hi = s->lay.segs[k].b < b ? s->lay.segs[k].b : b;
+		const struct zs_optim_step *st = &steps[s->lay.segs[k].group];
+		if (lo >= hi || s->lay.segs[k].frozen)
 			continue;
 		/* Adam with an L2 term its own kernel, without one AdamW's (optim.c) */
 		if (ZS_OPTIM_ADAM_FAMILY(st->kind) && zs_adamw_consts(st).l2 != 0.0f)

@@ -8,9 +8,9 @@
 
 void eng_shard_release(struct engine *e, struct eshard *s)
 {
-	for (size_t i = 0; i < s->n_held; i++)
-		zs_sop_fail(s->held[i].op, ZS_ECANCELED, "the shard was dropped from this server");
-	free(s->held);
+	for (size_t i = 0; i < s->hold.n; i++)
+		zs_sop_fail(s->hold.q[i].op, ZS_ECANCELED, "the shard was dropped from this server");
+	free(s->hold.q);
 	eng_acks_fail(s, ZS_ECANCELED, "the shard was dropped from this server");
 	free(s->repl.acks);
 	if (e->l) {
@@ -24,18 +24,18 @@ void eng_shard_release(struct engine *e, struct eshard *s)
 	eng_dev_shard_release(e, s);
 	atomic_fetch_sub(&e->ctr.bytes, s->counted);
 	s->counted = 0;
-	if (s->fd >= 0) {
-		close(s->fd);
-		unlink(s->path);
+	if (s->tier.fd >= 0) {
+		close(s->tier.fd);
+		unlink(s->tier.path);
 	} else if (s->master) {
 		e->tier.resident -= s->sh.padded * 4 * s->n_arrays;
 	}
 	free(s->s0);
 	free(s->s1);
-	free(s->segs);
+	free(s->lay.segs);
 	free(s->acc);
 	free(s->bacc);
-	free(s->slot);
+	free(s->open.slot);
 	free(s->repl.pcount);
 	free(s->repl.err);
 	free(s->repl.seed);
@@ -104,10 +104,10 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	s->sh = *sh;
 	s->dt = u->dtype;
 	s->dsz = zs_dtype_size(u->dtype);
-	s->fd = -1;
+	s->tier.fd = -1;
 	s->n_arrays = arrays;
-	s->marks = marks;
-	s->glen = marks ? ZS_MARK_LEN : sh->length;
+	s->lay.marks = marks;
+	s->lay.glen = marks ? ZS_MARK_LEN : sh->length;
 	if (e->gpu.dev && !marks && (!e->gpu.budget || e->gpu.resident + state <= e->gpu.budget)) {
 		/* on the device: see devshard.c */
 		enum zs_status st = eng_dev_shard_init(e, s, pad, arrays, err);
@@ -115,19 +115,19 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 			return st;
 	} else if (e->tier.dir[0] && e->tier.resident + state > e->tier.budget) {
 		/* past the budget: master and optimizer state live in a file */
-		s->arr_bytes = (pad * 4 + 4095) & ~(uint64_t)4095;
-		snprintf(s->path, sizeof s->path, "%s/%s-%llu-%u-%u.state", e->tier.dir, j->name,
+		s->tier.arr_bytes = (pad * 4 + 4095) & ~(uint64_t)4095;
+		snprintf(s->tier.path, sizeof s->tier.path, "%s/%s-%llu-%u-%u.state", e->tier.dir, j->name,
 			 (unsigned long long)j->epoch, sh->unit, sh->index);
-		s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
-		if (s->fd < 0 && errno == EINVAL) {
+		s->tier.fd = open(s->tier.path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+		if (s->tier.fd < 0 && errno == EINVAL) {
 			/* a filesystem without O_DIRECT (tmpfs): buffered, and say so */
 			zs_warn("%s: no O_DIRECT on this filesystem; the tier goes through the page cache",
 				e->tier.dir);
-			s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+			s->tier.fd = open(s->tier.path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		}
-		if (s->fd < 0 || ftruncate(s->fd, (off_t)(s->arr_bytes * arrays)))
+		if (s->tier.fd < 0 || ftruncate(s->tier.fd, (off_t)(s->tier.arr_bytes * arrays)))
 			return zs_fail(err, zs_status_from_errno(errno), "cannot create %s: %s",
-				       s->path, strerror(errno));
+				       s->tier.path, strerror(errno));
 		s->copy = zs_listener_alloc(e->l, pad * s->dsz);
 		s->master = NULL;
 	} else {
@@ -139,7 +139,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	s->acc = calloc(gpad, 4);
 	if (!s->dev.on) /* on the device: devshard.c's dev.bacc */
 		s->bacc = calloc(gpad, sizeof *s->bacc);
-	s->slot = calloc(R, 1);
+	s->open.slot = calloc(R, 1);
 	s->repl.pcount = calloc(R, sizeof *s->repl.pcount);
 	if (in_mem && arrays > 1)
 		s->s0 = calloc(pad, 4);
@@ -153,7 +153,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 			       u->name, sh->index, pad * (4 + s->dsz));
 	if (s->dev.on)
 		eng_dev_pin(e, s);
-	if (!s->acc || (!s->dev.on && !s->bacc) || !s->slot || !s->repl.pcount ||
+	if (!s->acc || (!s->dev.on && !s->bacc) || !s->open.slot || !s->repl.pcount ||
 	    (in_mem && arrays > 1 && !s->s0) || (in_mem && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	s->counted = zs_shard_state_bytes(&j->spec, sh);
@@ -336,8 +336,8 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 		st->shards += j->n_shards;
 		for (uint32_t i = 0; i < j->n_shards; i++) {
 			pthread_mutex_lock(&j->shards[i]->mu);
-			st->held += j->shards[i]->n_held;
-			st->tiered += j->shards[i]->fd >= 0;
+			st->held += j->shards[i]->hold.n;
+			st->tiered += j->shards[i]->tier.fd >= 0;
 			st->on_device += j->shards[i]->dev.on;
 			pthread_mutex_unlock(&j->shards[i]->mu);
 		}
@@ -410,7 +410,7 @@ static void waiting_for(struct ejob *j, struct eshard *s, uint64_t t, char *buf,
 	n += (size_t)snprintf(buf, len, "the push of step %llu from rank",
 			      (unsigned long long)s->version);
 	for (uint32_t r = 0, k = 0; r < j->spec.world_size && n < len; r++)
-		if (s->slot[r] != SLOT_FULL && (!j->spec.collective || r == s->sh.index))
+		if (s->open.slot[r] != SLOT_FULL && (!j->spec.collective || r == s->sh.index))
 			n += (size_t)snprintf(buf + n, len - n, "%s %u", k++ ? "," : "", r);
 }
 
@@ -427,11 +427,11 @@ static void *sweeper_main(void *arg)
 				struct eshard *s = j->shards[i];
 				size_t keep = 0;
 				pthread_mutex_lock(&s->mu);
-				for (size_t h = 0; h < s->n_held; h++) {
-					struct held *x = &s->held[h];
+				for (size_t h = 0; h < s->hold.n; h++) {
+					struct held *x = &s->hold.q[h];
 					char why[256];
 					if (now - x->since_ms < (int64_t)e->step_timeout_ms) {
-						s->held[keep++] = *x;
+						s->hold.q[keep++] = *x;
 						continue;
 					}
 					waiting_for(j, s, x->x.step, why, sizeof why);
@@ -445,7 +445,7 @@ static void *sweeper_main(void *arg)
 						    (unsigned long long)x->x.step,
 						    e->step_timeout_ms, why);
 				}
-				s->n_held = keep;
+				s->hold.n = keep;
 				pthread_mutex_unlock(&s->mu);
 			}
 		pthread_mutex_unlock(&e->mu);

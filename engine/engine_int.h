@@ -79,11 +79,17 @@ struct eshard {
 	float *s0, *s1;  /* optimizer state */
 	float *acc;      /* the step's mean gradient (bacc finished) */
 	struct zs_bacc *bacc; /* the reduction (math/bsum.h): 16 B/element */
-	uint8_t *slot;   /* enum slot_state per rank: its last push of the step */
-	uint32_t full;   /* ranks whose last push is in */
-	uint32_t terms;  /* pushes in bacc this step (partial ones too) */
-	uint32_t n_landing; /* pushes landing now (in landing buffers) */
-	uint32_t init_landing; /* initial uploads landing now */
+	/* the open step's pushes */
+	struct eshard_open {
+		uint8_t *slot;   /* enum slot_state per rank: its last push of the step */
+		uint32_t full;   /* ranks whose last push is in */
+		uint32_t terms;  /* pushes in bacc this step (partial ones too) */
+		uint32_t landing; /* pushes landing now (in landing buffers) */
+		uint32_t init_landing; /* initial uploads landing now */
+		uint64_t piped; /* elements already reduced and applied while the
+				 * last push was landing */
+		uint64_t red_ns, opt_ns; /* its reduce and optimizer time */
+	} open;
 	/* bit k: optimizer array k is in (an imported state's upload, or
 	 * whole from a seed or a restore); a job with steps_taken trains
 	 * from step 0 only with every array in (eng_state_whole) */
@@ -94,33 +100,38 @@ struct eshard {
 	 * holds the step's mean gradient, reduced; WAITING: every push is in
 	 * and the last update is not on every copy yet */
 	enum eng_phase phase;
-	double sumsq;
-	/* clipping (clip.c; under j->cmu): reduced at step clip_at - 1 and
-	 * not applied yet (0: none), claimed by an exchange */
-	uint64_t clip_at;
-	bool clip_claimed;
-	uint64_t piped; /* elements of the open step already reduced and
-			 * applied while the last push was landing */
-	uint64_t red_ns, opt_ns; /* the open step's reduce and optimizer time */
-	/* the NVMe tier: master, s0, s1 in a file (then those pointers are
-	 * NULL); arrays at 4 KiB-aligned offsets */
-	int fd;
-	uint64_t arr_bytes; /* per array, rounded up to 4 KiB */
+	/* clipping (clip.c): the reduced step's squared norm; under j->cmu:
+	 * reduced at step at - 1 and not applied yet (0: none), claimed by
+	 * an exchange */
+	struct eshard_clip {
+		double sumsq;
+		uint64_t at;
+		bool claimed;
+	} clip;
+	/* the NVMe tier: master, s0, s1 in the file at path (then those
+	 * pointers are NULL; fd -1 without one); arrays at 4 KiB-aligned
+	 * offsets */
+	struct eshard_tier {
+		int fd;
+		uint64_t arr_bytes; /* per array, rounded up to 4 KiB */
+		char path[600];
+	} tier;
 	unsigned n_arrays;  /* 1 + optimizer arrays */
 	float *landing;     /* arena: where an initial upload lands */
-	/* its elements by optimizer group: [a, b) from the shard's start,
-	 * adjacent tensors of one group merged (one segment for most jobs);
-	 * a frozen tensor's segment is never updated and adds nothing to the
-	 * clipping norm (frozen: the shard has such a segment) */
-	struct eseg { uint64_t a, b; uint32_t group; bool frozen; } *segs;
-	uint32_t n_segs;
-	bool frozen;
-	/* a frozen shard (zs_shard_marks): every push of it is a step mark
-	 * of glen = ZS_MARK_LEN elements; acc and bacc hold that much, no
-	 * optimizer state, never on the device. Else glen = sh.length */
-	bool marks;
-	uint64_t glen;
-	char path[600];
+	/* its elements by optimizer group: segs [a, b) from the shard's
+	 * start, adjacent tensors of one group merged (one segment for most
+	 * jobs); a frozen tensor's segment is never updated and adds nothing
+	 * to the clipping norm (frozen: the shard has such a segment). A
+	 * frozen shard (marks, zs_shard_marks): every push of it is a step
+	 * mark of glen = ZS_MARK_LEN elements; acc and bacc hold that much,
+	 * no optimizer state, never on the device. Else glen = sh.length */
+	struct eshard_lay {
+		struct eseg { uint64_t a, b; uint32_t group; bool frozen; } *segs;
+		uint32_t n_segs;
+		bool frozen;
+		bool marks;
+		uint64_t glen;
+	} lay;
 	/* GPU-resident (devshard.c; master, s0, s1, bacc then NULL): the
 	 * arrays, the reduction, one push at a time (x), the compute-dtype
 	 * copy; on: the shard is there; pinned: the host copy page-locked */
@@ -130,8 +141,11 @@ struct eshard {
 		struct zs_bacc *bacc;
 		void *copy;
 	} dev;
-	struct held *held;
-	size_t n_held, cap_held;
+	/* gathers held until their step is served */
+	struct eshard_hold {
+		struct held *q;
+		size_t n, cap;
+	} hold;
 	/* 1 + the step whose mean gradient acc holds, as the optimizer took
 	 * it (0: none known; a seed, a restore): a copy promoted sends its
 	 * last step again, from acc, to a fellow copy that missed it */
@@ -517,7 +531,7 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
  */
 void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	       struct eng_fx *fx);
-/* The held gathers of s's version, out of s->held and added to *rel
+/* The held gathers of s's version, out of s->hold.q and added to *rel
  * (caller holds s->mu, serves them unlocked: eng_serve_released). */
 void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel);
 void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n);

@@ -47,16 +47,16 @@ bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s)
 static void forget_state(struct engine *e, struct ejob *j, struct eshard *s,
 			 struct epending **done)
 {
-	if (s->repl.landing || s->init_landing || s->n_landing) {
+	if (s->repl.landing || s->open.init_landing || s->open.landing) {
 		zs_warn("job '%s': unit '%s' shard %u is placed here anew while something lands in it: kept",
 			j->name, eng_unit_name(j, s->sh.unit), s->sh.index);
 		return;
 	}
-	for (size_t h = 0; h < s->n_held; h++)
-		zs_sop_fail(s->held[h].op, ZS_ECANCELED,
+	for (size_t h = 0; h < s->hold.n; h++)
+		zs_sop_fail(s->hold.q[h].op, ZS_ECANCELED,
 			    "unit '%s' shard %u moved: this server's copy is stale", eng_unit_name(j, s->sh.unit),
 			    s->sh.index);
-	s->n_held = 0;
+	s->hold.n = 0;
 	eng_acks_fail(s, ZS_ECANCELED, "this server's copy of the shard is stale");
 	eng_step_discard(e, j, s);
 	eng_capture_skip(j, s, done); /* a checkpoint under way takes the other copies' */

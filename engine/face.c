@@ -151,7 +151,7 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		const float *a = x->state == 0 ? s->master : x->state == 1 ? s->s0 : s->s1;
 		float *tmp = NULL;
 		pthread_mutex_lock(&s->mu);
-		if (s->marks && x->state > 0 &&
+		if (s->lay.marks && x->state > 0 &&
 		    x->state <= (int)zs_optim_state_arrays(&j->spec.optim)) {
 			/* a frozen shard has no optimizer state: zeros, as a
 			 * fresh optimizer's (nothing ever reads them) */
@@ -199,19 +199,19 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		} else {
 			/* asked early (or before the parameters exist): hold it until
 			 * the update that makes step t, or the initial upload */
-			if (s->n_held == s->cap_held) {
-				size_t nc = s->cap_held ? s->cap_held * 2 : 8;
-				struct held *g = realloc(s->held, nc * sizeof *g);
+			if (s->hold.n == s->hold.cap) {
+				size_t nc = s->hold.cap ? s->hold.cap * 2 : 8;
+				struct held *g = realloc(s->hold.q, nc * sizeof *g);
 				if (!g) {
 					pthread_mutex_unlock(&s->mu);
 					zs_sop_fail(op, ZS_ENOMEM, "out of memory");
 					eng_job_unref(e, j);
 					return;
 				}
-				s->held = g;
-				s->cap_held = nc;
+				s->hold.q = g;
+				s->hold.cap = nc;
 			}
-			s->held[s->n_held++] = (struct held){op, *x, zs_now_ms(), rank};
+			s->hold.q[s->hold.n++] = (struct held){op, *x, zs_now_ms(), rank};
 			pthread_mutex_unlock(&s->mu);
 		}
 	}
@@ -234,17 +234,17 @@ enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s
 
 	if (x->dtype != ZS_F32)
 		st = zs_fail(err, ZS_EINVAL, "initial parameters and optimizer state are sent as f32");
-	else if (s->version != 0 || s->full || x->step != 0)
+	else if (s->version != 0 || s->open.full || x->step != 0)
 		st = zs_fail(err, ZS_ESTATE,
 			     "unit '%s' has trained (step %llu): initial %s come before step 0",
 			     eng_unit_name(j, x->unit), (unsigned long long)s->version,
 			     k ? "optimizer state and parameters" : "parameters");
-	else if (k && (s->marks || k >= s->n_arrays))
+	else if (k && (s->lay.marks || k >= s->n_arrays))
 		st = zs_fail(err, ZS_EINVAL,
 			     "unit '%s' shard %u keeps no optimizer array %u (%s%s)",
 			     eng_unit_name(j, x->unit), s->sh.index, k,
-			     s->marks ? "its tensors are frozen" : "the job's optimizer is ",
-			     s->marks ? "" : zs_optim_name(j->spec.optim.kind));
+			     s->lay.marks ? "its tensors are frozen" : "the job's optimizer is ",
+			     s->lay.marks ? "" : zs_optim_name(j->spec.optim.kind));
 	else if (k && !taken)
 		st = zs_fail(err, ZS_ESTATE,
 			     "job '%s' was created with no optimizer steps taken: an imported optimizer state needs its step (the spec's optimizer \"steps_taken\")",
@@ -267,7 +267,7 @@ enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s
 	else
 		*dst = s->landing; /* to the tier file or device once landed */
 	if (!st)
-		s->init_landing++;
+		s->open.init_landing++;
 	return st;
 }
 
@@ -288,7 +288,7 @@ static enum zs_status land(struct engine *e, struct ejob *j, struct eshard *s,
 		*dst = (void *)x->dsrc;
 		return ZS_OK;
 	}
-	if ((*dst = eng_land_get(e, s->glen * zs_dtype_size(x->dtype), x->over_budget))) {
+	if ((*dst = eng_land_get(e, s->lay.glen * zs_dtype_size(x->dtype), x->over_budget))) {
 		if (x->device && eng_dev_take(e, x, *dst, err)) {
 			eng_land_put(e, *dst);
 			return err->code;
@@ -308,8 +308,8 @@ static enum zs_status push_fits(struct engine *e, struct ejob *j, struct eshard 
 	enum zs_status st;
 
 	if (!s || x->offset != s->sh.offset ||
-	    x->length != (x->init || !s->marks ? s->sh.length : s->glen)) {
-		if (s && s->marks && x->offset == s->sh.offset)
+	    x->length != (x->init || !s->lay.marks ? s->sh.length : s->lay.glen)) {
+		if (s && s->lay.marks && x->offset == s->sh.offset)
 			st = zs_fail(err, ZS_EINVAL,
 				     "unit '%s' shard %u holds frozen tensors only: a push of it is a step mark of %d element%s, not %llu",
 				     eng_unit_name(j, x->unit), s->sh.index, ZS_MARK_LEN,
@@ -392,21 +392,21 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		st = zs_fail(err, ZS_ESTATE, "push for step %llu of unit '%s', whose open step is %llu",
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit),
 			     (unsigned long long)s->version);
-	} else if (s->slot[rank] != SLOT_EMPTY) {
+	} else if (s->open.slot[rank] != SLOT_EMPTY) {
 		st = zs_fail(err, ZS_EEXIST, "rank %u already pushed step %llu of unit '%s'", rank,
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit));
 	} else if (x->partial && j->spec.replicas > 1 &&
 		   (st = eng_partial_check(j, s, rank, x, NULL, err))) {
 		/* a micro-batch before the one it follows */
-	} else if (s->terms + s->n_landing >= ZS_BSUM_MAX_TERMS) {
+	} else if (s->open.terms + s->open.landing >= ZS_BSUM_MAX_TERMS) {
 		st = zs_fail(err, ZS_ENOSPC,
 			     "unit '%s' has taken %u pushes in step %llu, the most one step's reduction takes",
-			     eng_unit_name(j, x->unit), s->terms, (unsigned long long)x->step);
+			     eng_unit_name(j, x->unit), s->open.terms, (unsigned long long)x->step);
 	} else if ((st = land(e, j, s, x, dst, err))) {
 		/* the listener retries when room is given back */
 	} else {
-		s->slot[rank] = SLOT_LANDING;
-		s->n_landing++;
+		s->open.slot[rank] = SLOT_LANDING;
+		s->open.landing++;
 	}
 	pthread_mutex_unlock(&s->mu);
 out:
@@ -444,14 +444,14 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 		upto = bytes / zs_dtype_size(x->dtype);
 		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
 		/* not with replicas: a new copy's seed reads the state whole */
-		if (s->slot[rank] == SLOT_LANDING && s->full + 1 == eng_contributors(j) &&
-		    s->n_landing == 1 && upto > s->piped && upto <= s->glen &&
+		if (s->open.slot[rank] == SLOT_LANDING && s->open.full + 1 == eng_contributors(j) &&
+		    s->open.landing == 1 && upto > s->open.piped && upto <= s->lay.glen &&
 		    j->spec.replicas < 2) {
-			eng_deposit(e, s, dst, x->dtype, s->piped, upto);
-			eng_finish_range(j, s, s->piped, upto);
-			eng_apply_range(e, j, s, 1.0f, s->piped, upto);
-			atomic_fetch_add(&e->ctr.piped, upto - s->piped);
-			s->piped = upto;
+			eng_deposit(e, s, dst, x->dtype, s->open.piped, upto);
+			eng_finish_range(j, s, s->open.piped, upto);
+			eng_apply_range(e, j, s, 1.0f, s->open.piped, upto);
+			atomic_fetch_add(&e->ctr.piped, upto - s->open.piped);
+			s->open.piped = upto;
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
@@ -470,7 +470,7 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 		return;
 	pthread_mutex_lock(&s->mu);
 	if (x->init) {
-		s->init_landing--;
+		s->open.init_landing--;
 		if (x->state_read) /* an optimizer array's own buffer */
 			zs_listener_release(e->l, dst);
 	} else if (x->seed) {
@@ -484,9 +484,9 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 			s->repl.landing = false;
 	} else if (x->step < s->version) { /* a push sent again (failover) */
 		give_back = true;
-	} else if (s->slot[rank] == SLOT_LANDING) {
-		s->slot[rank] = SLOT_EMPTY;
-		s->n_landing--;
+	} else if (s->open.slot[rank] == SLOT_LANDING) {
+		s->open.slot[rank] = SLOT_EMPTY;
+		s->open.landing--;
 		give_back = true;
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -520,14 +520,14 @@ static void init_landed(struct engine *e, struct ejob *j, struct eshard *s,
 	bool away = !s->master; /* in the tier or on the device: landed first */
 	const float *m = away ? s->landing : s->master;
 
-	s->init_landing--;
+	s->open.init_landing--;
 	if (x->state_read) { /* optimizer array x->state */
 		enum zs_status w = eng_arrays_io(e, s, true, NULL, x->state == 1 ? dst : NULL,
 						 x->state == 2 ? dst : NULL);
 		zs_listener_release(e->l, dst);
 		if (w) {
 			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
-				    eng_unit_name(j, x->unit), s->path, strerror(errno));
+				    eng_unit_name(j, x->unit), s->tier.path, strerror(errno));
 			return;
 		}
 		s->state_in |= (uint8_t)(1u << x->state);
@@ -536,7 +536,7 @@ static void init_landed(struct engine *e, struct ejob *j, struct eshard *s,
 	}
 	if (away && eng_arrays_io(e, s, true, s->landing, NULL, NULL)) {
 		zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s: %s",
-			    eng_unit_name(j, x->unit), s->path, strerror(errno));
+			    eng_unit_name(j, x->unit), s->tier.path, strerror(errno));
 		return;
 	}
 	if (s->copy != m)
@@ -599,8 +599,8 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		 * (once: one sent again after a failover may be in already),
 		 * then to every copy's before it is acknowledged */
 		eng_partial_in(e, j, s, rank, x, dst);
-		s->n_landing--;
-		s->slot[rank] = SLOT_EMPTY;
+		s->open.landing--;
+		s->open.slot[rank] = SLOT_EMPTY;
 		eng_repl_partial(e, j, s, rank, x, dst, op);
 		pthread_mutex_unlock(&s->mu);
 		eng_job_unref(e, j);
@@ -609,29 +609,29 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	/* into the reduction at once, whoever it is from (what pipelining
 	 * took is in already), and the landing buffer goes back */
 	if (mapped(s, x)) {
-		eng_deposit_mapped(e, s, dst, x->dtype, s->piped, s->glen);
+		eng_deposit_mapped(e, s, dst, x->dtype, s->open.piped, s->lay.glen);
 	} else {
-		eng_deposit(e, s, dst, x->dtype, s->piped, s->glen);
+		eng_deposit(e, s, dst, x->dtype, s->open.piped, s->lay.glen);
 		eng_land_put(e, dst);
 	}
-	s->terms++;
-	s->n_landing--;
+	s->open.terms++;
+	s->open.landing--;
 	if (x->partial) {
 		/* gradient accumulation: one more term, the rank's slot free
 		 * for its next micro-batch */
-		s->slot[rank] = SLOT_EMPTY;
+		s->open.slot[rank] = SLOT_EMPTY;
 		zs_sop_done(op);
 		pthread_mutex_unlock(&s->mu);
 		eng_job_unref(e, j);
 		return;
 	}
-	s->slot[rank] = SLOT_FULL;
-	s->full++;
+	s->open.slot[rank] = SLOT_FULL;
+	s->open.full++;
 	/* landed: acknowledged (with replicas: once its step is on every
 	 * copy); the update may follow */
 	if (j->spec.replicas < 2 || !eng_ack_later(s, op, x->step))
 		zs_sop_done(op);
-	if (s->full == eng_contributors(j)) {
+	if (s->open.full == eng_contributors(j)) {
 		if (s->repl.wait) /* the last update is not on every copy
 				   * yet: this one follows once it is */
 			eng_phase_go(s, EV_BEHIND);
@@ -650,7 +650,7 @@ unlock:
 
 void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
 {
-	eng_finish_range(j, s, s->piped, s->glen);
+	eng_finish_range(j, s, s->open.piped, s->lay.glen);
 	if (j->spec.optim.clip_norm > 0.0)
 		eng_clip_reduced(e, j, s, fx);
 	else

@@ -142,23 +142,23 @@ int eng_shard_segments(struct ejob *j, struct eshard *s)
 	const struct zs_unit *u = &j->spec.layout.units[s->sh.unit];
 	uint64_t lo = s->sh.offset, hi = s->sh.offset + s->sh.length;
 
-	s->segs = calloc(u->n_tensors ? u->n_tensors : 1, sizeof *s->segs);
-	if (!s->segs)
+	s->lay.segs = calloc(u->n_tensors ? u->n_tensors : 1, sizeof *s->lay.segs);
+	if (!s->lay.segs)
 		return -1;
-	s->n_segs = 0;
+	s->lay.n_segs = 0;
 	for (uint32_t i = 0; i < u->n_tensors; i++) {
 		const struct zs_tensor *te = &u->tensors[i];
 		uint64_t a = te->offset > lo ? te->offset : lo;
 		uint64_t b = te->offset + te->numel < hi ? te->offset + te->numel : hi;
-		struct eseg *last = s->n_segs ? &s->segs[s->n_segs - 1] : NULL;
+		struct eseg *last = s->lay.n_segs ? &s->lay.segs[s->lay.n_segs - 1] : NULL;
 		if (a >= b)
 			continue;
 		if (last && last->group == te->group && last->frozen == te->frozen &&
 		    last->b == a - lo)
 			last->b = b - lo;
 		else
-			s->segs[s->n_segs++] = (struct eseg){a - lo, b - lo, te->group, te->frozen};
-		s->frozen |= te->frozen;
+			s->lay.segs[s->lay.n_segs++] = (struct eseg){a - lo, b - lo, te->group, te->frozen};
+		s->lay.frozen |= te->frozen;
 	}
 	return 0;
 }
@@ -166,12 +166,12 @@ int eng_shard_segments(struct ejob *j, struct eshard *s)
 void eng_optim_run(struct engine *e, const struct eshard *s, const struct zs_optim_step *steps,
 		   float *p, float *s0, float *s1, const float *g, uint64_t a, uint64_t b)
 {
-	for (uint32_t k = 0; k < s->n_segs; k++) {
-		uint64_t lo = s->segs[k].a > a ? s->segs[k].a : a;
-		uint64_t hi = s->segs[k].b < b ? s->segs[k].b : b;
-		if (lo >= hi || s->segs[k].frozen)
+	for (uint32_t k = 0; k < s->lay.n_segs; k++) {
+		uint64_t lo = s->lay.segs[k].a > a ? s->lay.segs[k].a : a;
+		uint64_t hi = s->lay.segs[k].b < b ? s->lay.segs[k].b : b;
+		if (lo >= hi || s->lay.segs[k].frozen)
 			continue;
-		zs_optim_apply_parallel(&steps[s->segs[k].group], p + (lo - a),
+		zs_optim_apply_parallel(&steps[s->lay.segs[k].group], p + (lo - a),
 					s0 ? s0 + (lo - a) : NULL, s1 ? s1 + (lo - a) : NULL,
 					g + (lo - a), hi - lo, e ? e->nthreads : 1);
 	}

@@ -175,7 +175,7 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	/* the parameters (an initial upload), the whole state (a seed), or
 	 * a step's mean gradient or partial push (a mark's, frozen) */
 	struct zs_xfer x = {.unit = s->sh.unit, .offset = s->sh.offset,
-			    .length = r->init ? s->sh.length : s->glen, .step = r->step,
+			    .length = r->init ? s->sh.length : s->lay.glen, .step = r->step,
 			    .dtype = r->partial ? r->dt : ZS_F32, .init = r->init, .replica = true,
 			    .seed = r->seed, .partial = r->partial || r->seed_mid,
 			    .from = r->from, .micro = r->micro};
@@ -332,7 +332,7 @@ static void partial_end(struct engine *e, struct rtask *r, enum zs_status st, co
 		}
 	}
 	if (r->ack && !st) {
-		atomic_fetch_add(&e->ctr.repl_bytes, (uint64_t)s->glen * s->dsz * r->n_peers);
+		atomic_fetch_add(&e->ctr.repl_bytes, (uint64_t)s->lay.glen * s->dsz * r->n_peers);
 		zs_sop_done(r->ack);
 	} else if (r->ack) {
 		zs_sop_fail(r->ack, st == ZS_ECANCELED ? ZS_ECANCELED : ZS_EUNAVAIL,
@@ -396,9 +396,9 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		       why);
 		free(s->repl.err);
 		s->repl.err = strdup(msg);
-		for (size_t h = 0; h < s->n_held; h++)
-			zs_sop_fail(s->held[h].op, ZS_EUNAVAIL, "%s", msg);
-		s->n_held = 0;
+		for (size_t h = 0; h < s->hold.n; h++)
+			zs_sop_fail(s->hold.q[h].op, ZS_EUNAVAIL, "%s", msg);
+		s->hold.n = 0;
 		eng_acks_fail(s, ZS_EUNAVAIL, msg);
 		pthread_mutex_unlock(&s->mu);
 		zs_error("job '%s': %s", j->name, msg);
@@ -417,7 +417,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		}
 	}
 	atomic_fetch_add(&e->ctr.repl_steps, 1);
-	atomic_fetch_add(&e->ctr.repl_bytes, (uint64_t)s->glen * 4 * s->repl.n_peers);
+	atomic_fetch_add(&e->ctr.repl_bytes, (uint64_t)s->lay.glen * 4 * s->repl.n_peers);
 	eng_acks_flush(s);
 	if (s->phase == PH_WAITING) /* the next step's pushes are all in */
 		eng_step_complete(e, j, s, &fx);

@@ -56,7 +56,7 @@ static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct esh
 	if (x->step == s->version && s->repl.seed_gap != x->step + 1 &&
 	    (st = eng_partial_check(j, s, x->from, x, NULL, err)))
 		return st;
-	if (!(*dst = eng_land_get(e, s->glen * s->dsz, true)))
+	if (!(*dst = eng_land_get(e, s->lay.glen * s->dsz, true)))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for a push of unit '%s'",
 			       eng_unit_name(j, x->unit));
 	return ZS_OK;
@@ -72,7 +72,7 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		return zs_fail(err, ZS_EINVAL,
 			       "only a shard's primary forwards to its replicas, and only forwards");
 	if (!s || x->offset != s->sh.offset ||
-	    x->length != (x->seed ? s->sh.length * s->n_arrays : x->init ? s->sh.length : s->glen))
+	    x->length != (x->seed ? s->sh.length * s->n_arrays : x->init ? s->sh.length : s->lay.glen))
 		return zs_fail(err, ZS_EINVAL,
 			       "a forward covers exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
 			       x->unit, (unsigned long long)x->offset,
@@ -104,7 +104,7 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		 * after its predecessor seeded the copy (the coordinator did not
 		 * hear of it) seeds it again, and the fenced epoch makes the
 		 * sender this shard's primary */
-		if (s->repl.landing || s->init_landing || (eng_ready(s) && x->step < s->version))
+		if (s->repl.landing || s->open.init_landing || (eng_ready(s) && x->step < s->version))
 			st = zs_fail(err, ZS_EEXIST,
 				     "unit '%s' shard %u has its state of step %llu already (a seed of step %llu)",
 				     eng_unit_name(j, x->unit), s->sh.index,
@@ -173,7 +173,7 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 		if (eng_arrays_io(e, s, true, s->repl.seed, s->n_arrays > 1 ? s->repl.seed + n : NULL,
 				  s->n_arrays > 2 ? s->repl.seed + 2 * n : NULL)) {
 			zs_sop_fail(op, ZS_EIO, "cannot write unit '%s' to %s",
-				    eng_unit_name(j, x->unit), s->path);
+				    eng_unit_name(j, x->unit), s->tier.path);
 		} else {
 			if (s->copy != s->master)
 				zs_convert_from_f32(s->copy, s->dt, s->repl.seed, n);
@@ -199,7 +199,7 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 	s->repl.landing = false;
 	if (s->dev.on)
 		eng_dev_acc_in(e, s);
-	if (s->terms) /* partial pushes' terms: the primary's mean has them */
+	if (s->open.terms) /* partial pushes' terms: the primary's mean has them */
 		eng_reduction_clear(e, s);
 	eng_apply(e, j, s, 1.0f, &fx);
 	zs_sop_done(op); /* applied: now the primary may go on */

@@ -33,7 +33,7 @@ static enum zs_status snap_read(struct ejob *j, struct eshard *s, struct engine_
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	if (eng_arrays_io(j->e, s, false, sn->master, sn->s0, sn->s1))
 		return zs_fail(err, ZS_EIO, "cannot read unit '%s' from %s",
-			       eng_unit_name(j, s->sh.unit), s->path);
+			       eng_unit_name(j, s->sh.unit), s->tier.path);
 	return ZS_OK;
 }
 
@@ -285,9 +285,9 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 			struct eshard *s = j->shards[k];
 			bool landing, exchanging;
 			pthread_mutex_lock(&s->mu);
-			landing = s->init_landing || s->n_landing || s->repl.landing;
+			landing = s->open.init_landing || s->open.landing || s->repl.landing;
 			pthread_mutex_lock(&j->cmu);
-			exchanging = s->phase == PH_CLIPPING && s->clip_claimed;
+			exchanging = s->phase == PH_CLIPPING && s->clip.claimed;
 			pthread_mutex_unlock(&j->cmu);
 			if (landing || exchanging) {
 				busy = s;
@@ -376,20 +376,20 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		struct held *gone = NULL, *rel = NULL;
 		size_t n = s->sh.length, n_gone = 0, n_rel = 0;
 		pthread_mutex_lock(&s->mu);
-		if (s->n_held && !rollback && !(rel = malloc(s->n_held * sizeof *rel))) {
+		if (s->hold.n && !rollback && !(rel = malloc(s->hold.n * sizeof *rel))) {
 			pthread_mutex_unlock(&s->mu);
 			st = zs_fail(err, ZS_ENOMEM, "out of memory");
 			break;
 		}
 		if (eng_arrays_io(e, s, true, tmp[k].master, tmp[k].s0, tmp[k].s1))
 			zs_error("restore: cannot write unit %u shard %u to %s", s->sh.unit,
-				 s->sh.index, s->path);
+				 s->sh.index, s->tier.path);
 		if (s->copy != s->master)
 			zs_convert_from_f32(s->copy, s->dt, tmp[k].master, n);
-		if (s->full)
+		if (s->open.full)
 			zs_info("job '%s': unit '%s' shard %u: the half-finished step %llu (%u of %u ranks pushed) is discarded",
 				j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
-				(unsigned long long)s->version, s->full, j->spec.world_size);
+				(unsigned long long)s->version, s->open.full, j->spec.world_size);
 		s->version = at;
 		/* a reset waits for new initial parameters */
 		eng_phase_go(s, load ? EV_RESTORE : EV_RESET);
@@ -402,17 +402,17 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 			      "the job was restored before this push's step was on every copy");
 		free(s->repl.err);
 		s->repl.err = NULL;
-		if (s->n_held && (gone = malloc(s->n_held * sizeof *gone))) {
+		if (s->hold.n && (gone = malloc(s->hold.n * sizeof *gone))) {
 			size_t keep = 0;
-			for (size_t h = 0; h < s->n_held; h++) {
+			for (size_t h = 0; h < s->hold.n; h++) {
 				if (rollback) /* every one: they belong to the old timeline */
-					gone[n_gone++] = s->held[h];
-				else if (s->held[h].x.step == at && eng_ready(s))
-					rel[n_rel++] = s->held[h];
+					gone[n_gone++] = s->hold.q[h];
+				else if (s->hold.q[h].x.step == at && eng_ready(s))
+					rel[n_rel++] = s->hold.q[h];
 				else
-					s->held[keep++] = s->held[h];
+					s->hold.q[keep++] = s->hold.q[h];
 			}
-			s->n_held = keep;
+			s->hold.n = keep;
 		}
 		pthread_mutex_unlock(&s->mu);
 		eng_serve_released(e, s, rel, n_rel);
@@ -452,7 +452,8 @@ enum zs_status engine_capture_now(struct engine *e, const char *job, struct engi
 		struct eshard *s = j->shards[k];
 		bool busy;
 		pthread_mutex_lock(&s->mu);
-		busy = s->full || s->terms || s->n_landing || (s->phase == PH_CLIPPING) || s->init_landing;
+		busy = s->open.full || s->open.terms || s->open.landing ||
+		       s->phase == PH_CLIPPING || s->open.init_landing;
 		if (!eng_ready(s))
 			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters",
 				     eng_unit_name(j, s->sh.unit));

@@ -19,7 +19,7 @@ void eng_deposit(struct engine *e, struct eshard *s, const void *x, enum zs_dtyp
 		eng_dev_deposit(e, s, x, dt, a, b, false);
 	else
 		zs_bsum_deposit(s->bacc + a, (const uint8_t *)x + a * zs_dtype_size(dt), dt, b - a);
-	s->red_ns += now_ns() - t0;
+	s->open.red_ns += now_ns() - t0;
 }
 
 void eng_deposit_mapped(struct engine *e, struct eshard *s, const void *x, enum zs_dtype dt,
@@ -28,7 +28,7 @@ void eng_deposit_mapped(struct engine *e, struct eshard *s, const void *x, enum 
 	uint64_t t0 = now_ns();
 
 	eng_dev_deposit(e, s, x, dt, a, b, true);
-	s->red_ns += now_ns() - t0;
+	s->open.red_ns += now_ns() - t0;
 }
 
 void eng_finish_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
@@ -39,17 +39,17 @@ void eng_finish_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 		eng_dev_finish(j, s, a, b);
 	else
 		zs_bsum_finish(s->acc + a, s->bacc + a, j->spec.world_size, b - a);
-	s->red_ns += now_ns() - t0;
+	s->open.red_ns += now_ns() - t0;
 }
 
 void eng_reduction_clear(struct engine *e, struct eshard *s)
 {
 	if (s->dev.on)
 		eng_dev_clear(e, s);
-	else if (s->terms || s->piped)
-		memset(s->bacc, 0, (s->marks ? ZS_MARK_LEN : s->sh.padded) * sizeof *s->bacc);
-	s->terms = 0;
-	s->piped = 0;
+	else if (s->open.terms || s->open.piped)
+		memset(s->bacc, 0, (s->lay.marks ? ZS_MARK_LEN : s->sh.padded) * sizeof *s->bacc);
+	s->open.terms = 0;
+	s->open.piped = 0;
 }
 
 void eng_partial_in(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
@@ -59,8 +59,8 @@ void eng_partial_in(struct engine *e, struct ejob *j, struct eshard *s, uint32_t
 
 	if (eng_partial_check(j, s, rank, x, &dup, NULL) || dup)
 		return; /* in already (a gap cannot be: its begin checked) */
-	eng_deposit(e, s, dst, x->dtype, s->piped, s->glen);
-	s->terms++;
+	eng_deposit(e, s, dst, x->dtype, s->open.piped, s->lay.glen);
+	s->open.terms++;
 	s->repl.pcount[rank]++;
 	s->repl.pterms++;
 }
@@ -72,11 +72,11 @@ void eng_step_discard(struct engine *e, struct ejob *j, struct eshard *s)
 	s->repl.pterms = 0;
 	s->repl.seed_gap = 0;
 	s->acc_of = 0;
-	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
-	s->full = 0;
+	memset(s->open.slot, SLOT_EMPTY, j->spec.world_size);
+	s->open.full = 0;
 	eng_phase_go(s, EV_DISCARD);
 	pthread_mutex_lock(&j->cmu);
-	s->clip_at = 0; /* no exchange may take its old norm */
+	s->clip.at = 0; /* no exchange may take its old norm */
 	pthread_mutex_unlock(&j->cmu);
 }
 
@@ -87,18 +87,18 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
 	struct zs_optim_step steps[ZS_MAX_GROUPS];
 	uint64_t t0 = now_ns();
 
-	if (s->marks) /* a frozen shard: nothing changes */
+	if (s->lay.marks) /* a frozen shard: nothing changes */
 		return;
 	/* the optimizer's step: an imported state's steps count first */
 	eng_hp_steps(j, s->version, j->spec.optim.steps_taken + s->version + 1, steps, NULL);
 	if (s->dev.on) {
 		eng_dev_apply(e, s, steps, coef, a, b);
-		s->opt_ns += now_ns() - t0;
+		s->open.opt_ns += now_ns() - t0;
 		return;
 	}
 	if (coef != 1.0f)
 		zs_scale(s->acc + a, coef, b - a);
-	if (s->fd >= 0) {
+	if (s->tier.fd >= 0) {
 		eng_tier_update(e, s, steps, a, b);
 	} else {
 		eng_optim_run(e, s, steps, s->master + a, s->s0 ? s->s0 + a : NULL,
@@ -107,7 +107,7 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
 			zs_convert_from_f32((uint8_t *)s->copy + a * s->dsz, s->dt,
 					    s->master + a, b - a);
 	}
-	s->opt_ns += now_ns() - t0;
+	s->open.opt_ns += now_ns() - t0;
 }
 
 /* Adds shard s's time on step v (just applied) to its job's account
@@ -118,10 +118,10 @@ static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
 	typeof(j->acct[0]) *a = &j->acct[v & 1];
 	if (a->step != v || !a->n)
 		*a = (typeof(*a)){.step = v};
-	a->red_ns += s->red_ns;
-	a->opt_ns += s->opt_ns;
-	atomic_fetch_add(&j->e->ctr.red_ns, s->red_ns);
-	atomic_fetch_add(&j->e->ctr.opt_ns, s->opt_ns);
+	a->red_ns += s->open.red_ns;
+	a->opt_ns += s->open.opt_ns;
+	atomic_fetch_add(&j->e->ctr.red_ns, s->open.red_ns);
+	atomic_fetch_add(&j->e->ctr.opt_ns, s->open.opt_ns);
 	if (++a->n == j->n_primary) {
 		j->last = (struct zs_job_step_stats){.step = v, .shards = a->n,
 						   .reduce_seconds = (double)a->red_ns * 1e-9,
@@ -130,7 +130,7 @@ static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
 		a->n = 0;
 	}
 	pthread_mutex_unlock(&j->cmu);
-	s->red_ns = s->opt_ns = 0;
+	s->open.red_ns = s->open.opt_ns = 0;
 }
 
 /*
@@ -144,18 +144,18 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	if (!eng_phase_go(s, EV_APPLIED))
 		return; /* refused, named: nothing is applied */
 	/* what pipelining has not done yet */
-	eng_apply_range(e, j, s, coef, s->piped, s->glen);
-	s->piped = 0;
+	eng_apply_range(e, j, s, coef, s->open.piped, s->lay.glen);
+	s->open.piped = 0;
 	if (!s->sh.copy) /* a replica's time is its primary's step's too */
 		account_step(j, s, s->version);
 	else
-		s->red_ns = s->opt_ns = 0;
+		s->open.red_ns = s->open.opt_ns = 0;
 	s->acc_of = s->version + 1;
 	s->version++;
 	eng_capture_due(j, s, &fx->done);
-	s->full = 0;
-	s->terms = 0;
-	memset(s->slot, SLOT_EMPTY, j->spec.world_size);
+	s->open.full = 0;
+	s->open.terms = 0;
+	memset(s->open.slot, SLOT_EMPTY, j->spec.world_size);
 	if (s->repl.pterms) {
 		memset(s->repl.pcount, 0, j->spec.world_size * sizeof *s->repl.pcount);
 		s->repl.pterms = 0;
@@ -171,22 +171,22 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		eng_take_released(s, &fx->rel, &fx->n_rel);
 }
 
-/* The held gathers of s's version, out of s->held and added to *rel
+/* The held gathers of s's version, out of s->hold.q and added to *rel
  * (caller holds s->mu, serves them unlocked: eng_serve_released). */
 void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel)
 {
 	size_t keep = 0;
 	struct held *r;
 
-	if (!s->n_held || !eng_ready(s) || !(r = realloc(*rel, (*n_rel + s->n_held) * sizeof *r)))
+	if (!s->hold.n || !eng_ready(s) || !(r = realloc(*rel, (*n_rel + s->hold.n) * sizeof *r)))
 		return; /* out of memory: they stay held (and time out) */
 	*rel = r;
-	for (size_t h = 0; h < s->n_held; h++)
-		if (s->held[h].x.step == s->version)
-			r[(*n_rel)++] = s->held[h];
+	for (size_t h = 0; h < s->hold.n; h++)
+		if (s->hold.q[h].x.step == s->version)
+			r[(*n_rel)++] = s->hold.q[h];
 		else
-			s->held[keep++] = s->held[h];
-	s->n_held = keep;
+			s->hold.q[keep++] = s->hold.q[h];
+	s->hold.n = keep;
 }
 
 void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n)

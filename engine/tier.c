@@ -24,20 +24,20 @@ static enum zs_status eng_tier_io(struct engine *e, struct eshard *s, bool wr, u
 	for (uint64_t c = a - a % TIER_CHUNK; c < b; c += TIER_CHUNK) {
 		uint64_t lo = c > a ? c : a, hi = c + TIER_CHUNK < b ? c + TIER_CHUNK : b;
 		uint64_t span = ((hi - c) * 4 + 4095) & ~(uint64_t)4095;
-		off_t off = (off_t)(k * s->arr_bytes + c * 4);
+		off_t off = (off_t)(k * s->tier.arr_bytes + c * 4);
 		bool whole;
-		if (c * 4 + span > s->arr_bytes)
-			span = s->arr_bytes - c * 4;
+		if (c * 4 + span > s->tier.arr_bytes)
+			span = s->tier.arr_bytes - c * 4;
 		/* a write covering the whole span needs no read first */
 		whole = wr && lo == c && (hi - lo) * 4 == span;
 		if (!whole) {
-			if (pread(s->fd, bb, span, off) != (ssize_t)span)
+			if (pread(s->tier.fd, bb, span, off) != (ssize_t)span)
 				return ZS_EIO;
 			atomic_fetch_add(&e->ctr.tier_read, span);
 		}
 		if (wr) {
 			memcpy(bb + (lo - c), data + (lo - a), (hi - lo) * 4);
-			if (pwrite(s->fd, bb, span, off) != (ssize_t)span)
+			if (pwrite(s->tier.fd, bb, span, off) != (ssize_t)span)
 				return ZS_EIO;
 			atomic_fetch_add(&e->ctr.tier_written, span);
 		} else {
@@ -74,7 +74,7 @@ enum zs_status eng_arrays_io(struct engine *e, struct eshard *s, bool wr, float 
 
 	if (s->dev.on)
 		return eng_dev_arrays_io(e, s, wr, m, s0, s1);
-	if (s->fd < 0) {
+	if (s->tier.fd < 0) {
 		for (int k = 0; k < 3; k++)
 			if (dst[k] && res[k])
 				memcpy(wr ? res[k] : dst[k], wr ? dst[k] : res[k], s->sh.length * 4);
@@ -183,7 +183,7 @@ void eng_tier_update(struct engine *e, struct eshard *s, const struct zs_optim_s
 		ok = !eng_tier_io(e, s, true, k, prev_a, prev_b, set[!cur].arr[k], set[!cur].bb);
 	if (!ok)
 		zs_error("tier I/O failed for unit %u shard %u (%s): %s", s->sh.unit, s->sh.index,
-			 s->path, strerror(errno));
+			 s->tier.path, strerror(errno));
 	for (int i = 0; i < 2; i++) {
 		free(set[i].bb);
 		for (unsigned k = 0; k < 3; k++)
