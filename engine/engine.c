@@ -62,7 +62,7 @@ static void job_free(struct engine *e, struct ejob *j)
 	eng_clip_forget(j);
 	zs_job_spec_release(&j->spec);
 	pthread_mutex_destroy(&j->cmu);
-	pthread_mutex_destroy(&j->hpmu);
+	pthread_mutex_destroy(&j->hps.mu);
 	free(j);
 }
 
@@ -235,7 +235,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	snprintf(j->name, sizeof j->name, "%s", job->spec.name);
 	j->e = e;
 	pthread_mutex_init(&j->cmu, NULL);
-	pthread_mutex_init(&j->hpmu, NULL);
+	pthread_mutex_init(&j->hps.mu, NULL);
 	j->epoch = job->placement.epoch;
 	j->incarnation = job->incarnation;
 	memcpy(j->token, job->token, sizeof j->token);
@@ -261,7 +261,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 			goto fail;
 	}
 	pthread_mutex_lock(&e->mu);
-	j->handle = ++e->next_handle;
+	j->hdl.cur = ++e->next_handle;
 	j->next = e->jobs;
 	e->jobs = j;
 	pthread_mutex_unlock(&e->mu);
@@ -369,8 +369,8 @@ uint32_t engine_job_steps(struct engine *e, struct zs_job_step_stats *out, uint3
 	pthread_mutex_lock(&e->mu);
 	for (struct ejob *j = e->jobs; j && n < max; j = j->next) {
 		pthread_mutex_lock(&j->cmu);
-		if (j->have_last && !j->removed) {
-			out[n] = j->last;
+		if (j->rep.have_last && !j->removed) {
+			out[n] = j->rep.last;
 			snprintf(out[n].job, sizeof out[n].job, "%s", j->name);
 			n++;
 		}

@@ -212,16 +212,21 @@ struct ejob {
 	struct epending *pend;
 	/* the step report: time of the steps being applied (by step parity)
 	 * and of the latest one every shard here has applied */
-	struct { uint64_t step, red_ns, opt_ns; uint32_t n; } acct[2];
-	struct zs_job_step_stats last;
-	bool have_last;
+	struct ejob_rep {
+		struct { uint64_t step, red_ns, opt_ns; uint32_t n; } acct[2];
+		struct zs_job_step_stats last;
+		bool have_last;
+	} rep;
 	char name[ZS_JOB_NAME_MAX];
 	char token[ZS_TOKEN_MAX]; /* what a HELLO for it must carry */
-	uint32_t handle;
-	/* handles given out before a restore (the connections of an earlier
-	 * timeline): their requests are refused with ZS_ERESUME */
-	uint32_t retired[16];
-	unsigned n_retired;
+	/* the handle trainers' connections carry (cur), and those given out
+	 * before a restore (the connections of an earlier timeline): their
+	 * requests are refused with ZS_ERESUME */
+	struct ejob_hdl {
+		uint32_t cur;
+		uint32_t retired[16];
+		unsigned n_retired;
+	} hdl;
 	uint64_t epoch;
 	uint64_t incarnation; /* with the name and epoch: which job this is */
 	struct zs_job_spec spec;
@@ -235,15 +240,19 @@ struct ejob {
 	uint32_t n_primary; /* shards here that are their shard's primary */
 	/* the replicator's connections to the servers of this job's other
 	 * copies (replica.c; only the worker running the job's forwards,
-	 * repl_busy under the queue's lock, touches them) */
-	struct { uint64_t id; struct zs_conn *c; bool broken; } peerc[8];
-	unsigned n_peerc;
-	bool repl_busy;
+	 * busy under the queue's lock, touches them) */
+	struct ejob_rc {
+		struct { uint64_t id; struct zs_conn *c; bool broken; } peer[8];
+		unsigned n;
+		bool busy;
+	} rc;
 	/* the hyperparameters trainers set (engine/hparams.c): tables by
 	 * step, ascending; none: the spec's values */
-	pthread_mutex_t hpmu;
-	struct zs_hp_table hp[EJOB_HP_KEEP];
-	unsigned n_hp;
+	struct ejob_hps {
+		pthread_mutex_t mu;
+		struct zs_hp_table t[EJOB_HP_KEEP];
+		unsigned n;
+	} hps;
 	/* the norm exchanges answered lately, a ring (clip.c; under cmu);
 	 * gen grows at every restore, which empties it */
 	struct { struct eng_answered ring[EJOB_ANSWERED_KEEP]; unsigned next; uint64_t gen; } answered;

@@ -15,10 +15,10 @@ struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale)
 	*stale = false;
 	pthread_mutex_lock(&e->mu);
 	for (j = e->jobs; j; j = j->next) {
-		if (j->handle == h)
+		if (j->hdl.cur == h)
 			break;
-		for (unsigned i = 0; i < j->n_retired && i < 16 && !*stale; i++)
-			*stale = j->retired[i] == h;
+		for (unsigned i = 0; i < j->hdl.n_retired && i < 16 && !*stale; i++)
+			*stale = j->hdl.retired[i] == h;
 		if (*stale)
 			break;
 	}
@@ -118,7 +118,7 @@ enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
 			     rank, job, j->spec.world_size);
 	else
-		*handle = j->handle;
+		*handle = j->hdl.cur;
 	pthread_mutex_unlock(&e->mu);
 	return st;
 }

@@ -74,13 +74,13 @@ enum zs_status eng_t_hparams(void *ctx, uint32_t job, uint32_t rank, uint64_t st
 	}
 	t.step = step;
 	low = slowest(j);
-	pthread_mutex_lock(&j->hpmu);
-	for (i = 0; i < j->n_hp && j->hp[i].step < step; i++)
+	pthread_mutex_lock(&j->hps.mu);
+	for (i = 0; i < j->hps.n && j->hps.t[i].step < step; i++)
 		;
-	if (i < j->n_hp && j->hp[i].step == step) {
-		if (!zs_hp_same(&j->hp[i], &t)) {
+	if (i < j->hps.n && j->hps.t[i].step == step) {
+		if (!zs_hp_same(&j->hps.t[i], &t)) {
 			char what[160];
-			first_difference(&t, &j->hp[i], what, sizeof what);
+			first_difference(&t, &j->hps.t[i], what, sizeof what);
 			st = zs_fail(err, ZS_EINVAL,
 				     "job '%s': rank %u's hyperparameters for step %llu differ from "
 				     "another rank's (%s): every rank must set the same",
@@ -90,24 +90,24 @@ enum zs_status eng_t_hparams(void *ctx, uint32_t job, uint32_t rank, uint64_t st
 	}
 	/* tables no step here will read again: those followed by one in
 	 * force at the slowest shard's step */
-	for (unsigned k = 0; k < j->n_hp; k++)
-		if (k + 1 == j->n_hp || j->hp[k + 1].step > low)
-			j->hp[keep++] = j->hp[k];
+	for (unsigned k = 0; k < j->hps.n; k++)
+		if (k + 1 == j->hps.n || j->hps.t[k + 1].step > low)
+			j->hps.t[keep++] = j->hps.t[k];
 		else if (k < i)
 			i--;
-	j->n_hp = keep;
-	if (j->n_hp == EJOB_HP_KEEP) {
+	j->hps.n = keep;
+	if (j->hps.n == EJOB_HP_KEEP) {
 		st = zs_fail(err, ZS_ESTATE,
 			     "job '%s': %d hyperparameter tables ahead of step %llu here; trainers "
 			     "set them faster than the steps finish",
 			     j->name, EJOB_HP_KEEP, (unsigned long long)low);
 		goto out;
 	}
-	memmove(&j->hp[i + 1], &j->hp[i], (j->n_hp - i) * sizeof j->hp[0]);
-	j->hp[i] = t;
-	j->n_hp++;
+	memmove(&j->hps.t[i + 1], &j->hps.t[i], (j->hps.n - i) * sizeof j->hps.t[0]);
+	j->hps.t[i] = t;
+	j->hps.n++;
 out:
-	pthread_mutex_unlock(&j->hpmu);
+	pthread_mutex_unlock(&j->hps.mu);
 	eng_job_unref(e, j);
 	return st;
 }
@@ -120,19 +120,19 @@ void eng_hp_steps(struct ejob *j, uint64_t step, uint64_t t, struct zs_optim_ste
 	double clip = o->clip_norm;
 	int k;
 
-	pthread_mutex_lock(&j->hpmu);
-	for (k = (int)j->n_hp - 1; k >= 0 && j->hp[k].step > step; k--)
+	pthread_mutex_lock(&j->hps.mu);
+	for (k = (int)j->hps.n - 1; k >= 0 && j->hps.t[k].step > step; k--)
 		;
 	if (k >= 0) {
-		g = j->hp[k].g;
-		clip = j->hp[k].clip_norm;
+		g = j->hps.t[k].g;
+		clip = j->hps.t[k].clip_norm;
 	}
 	for (uint32_t i = 0; steps && i < o->n_groups; i++)
 		steps[i] = (struct zs_optim_step){.kind = o->kind, .lr = g[i].lr,
 						  .beta1 = g[i].beta1, .beta2 = g[i].beta2,
 						  .eps = g[i].eps, .weight_decay = g[i].weight_decay,
 						  .momentum = g[i].momentum, .t = t};
-	pthread_mutex_unlock(&j->hpmu);
+	pthread_mutex_unlock(&j->hps.mu);
 	if (clip_norm)
 		*clip_norm = clip;
 }

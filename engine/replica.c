@@ -94,60 +94,60 @@ static struct zs_conn *peer_conn(struct engine *e, struct ejob *j, uint64_t id,
 	char addr[ZS_ADDR_MAX];
 	unsigned k;
 
-	for (k = 0; k < j->n_peerc; k++)
-		if (j->peerc[k].id == id && j->peerc[k].c && !j->peerc[k].broken)
-			return j->peerc[k].c;
-		else if (j->peerc[k].id == id && j->peerc[k].broken) {
+	for (k = 0; k < j->rc.n; k++)
+		if (j->rc.peer[k].id == id && j->rc.peer[k].c && !j->rc.peer[k].broken)
+			return j->rc.peer[k].c;
+		else if (j->rc.peer[k].id == id && j->rc.peer[k].broken) {
 			/* reaped (and made again) after this batch */
 			zs_fail(err, ZS_EUNAVAIL, "the connection to server %llu broke",
 				(unsigned long long)id);
 			return NULL;
 		}
-	for (k = 0; k < j->n_peerc && j->peerc[k].id != id; k++)
+	for (k = 0; k < j->rc.n && j->rc.peer[k].id != id; k++)
 		;
-	if (k == j->n_peerc) {
-		if (k == sizeof j->peerc / sizeof j->peerc[0]) {
+	if (k == j->rc.n) {
+		if (k == sizeof j->rc.peer / sizeof j->rc.peer[0]) {
 			zs_fail(err, ZS_ENOSPC, "job '%s' has replicas on more than %u servers here",
 				j->name, k);
 			return NULL;
 		}
-		j->peerc[j->n_peerc++].id = id;
+		j->rc.peer[j->rc.n++].id = id;
 	}
 	if (e->rp.peer_fn(e->rp.peer_ctx, id, addr, sizeof addr, err))
 		return NULL;
 	o.addr = addr;
-	if (zs_connect(&zs_tcp_transport, &o, &j->peerc[k].c, err)) {
+	if (zs_connect(&zs_tcp_transport, &o, &j->rc.peer[k].c, err)) {
 		zs_error_prefix(err, "server %llu (%s)", (unsigned long long)id, addr);
-		j->peerc[k].c = NULL;
+		j->rc.peer[k].c = NULL;
 		return NULL;
 	}
-	return j->peerc[k].c;
+	return j->rc.peer[k].c;
 }
 
 /* Marks the connection to peer id broken: closed (and every request still
  * on it freed) by peers_reap once nothing waits on its requests. */
 static void peer_broken(struct ejob *j, uint64_t id)
 {
-	for (unsigned k = 0; k < j->n_peerc; k++)
-		if (j->peerc[k].id == id)
-			j->peerc[k].broken = true;
+	for (unsigned k = 0; k < j->rc.n; k++)
+		if (j->rc.peer[k].id == id)
+			j->rc.peer[k].broken = true;
 }
 
 static void peers_reap(struct ejob *j)
 {
-	for (unsigned k = 0; k < j->n_peerc; k++)
-		if (j->peerc[k].broken) {
-			zs_conn_close(j->peerc[k].c);
-			j->peerc[k].c = NULL;
-			j->peerc[k].broken = false;
+	for (unsigned k = 0; k < j->rc.n; k++)
+		if (j->rc.peer[k].broken) {
+			zs_conn_close(j->rc.peer[k].c);
+			j->rc.peer[k].c = NULL;
+			j->rc.peer[k].broken = false;
 		}
 }
 
 void eng_repl_close(struct ejob *j)
 {
-	for (unsigned k = 0; k < j->n_peerc; k++)
-		zs_conn_close(j->peerc[k].c);
-	j->n_peerc = 0;
+	for (unsigned k = 0; k < j->rc.n; k++)
+		zs_conn_close(j->rc.peer[k].c);
+	j->rc.n = 0;
 }
 
 /* The hyperparameter table in force at step (false: none, the spec's). */
@@ -155,13 +155,13 @@ static bool table_at(struct ejob *j, uint64_t step, struct zs_hp_table *t)
 {
 	bool have = false;
 
-	pthread_mutex_lock(&j->hpmu);
-	for (int k = (int)j->n_hp - 1; k >= 0 && !have; k--)
-		if (j->hp[k].step <= step) {
-			*t = j->hp[k];
+	pthread_mutex_lock(&j->hps.mu);
+	for (int k = (int)j->hps.n - 1; k >= 0 && !have; k--)
+		if (j->hps.t[k].step <= step) {
+			*t = j->hps.t[k];
 			have = true;
 		}
-	pthread_mutex_unlock(&j->hpmu);
+	pthread_mutex_unlock(&j->hps.mu);
 	return have;
 }
 
@@ -509,7 +509,7 @@ static struct rtask *runnable(struct erepl *q)
 {
 	struct rtask *r;
 
-	for (r = q->head; r && r->j->repl_busy; r = r->next)
+	for (r = q->head; r && r->j->rc.busy; r = r->next)
 		;
 	return r;
 }
@@ -558,7 +558,7 @@ static void *repl_main(void *arg)
 			continue;
 		}
 		j = r->j;
-		j->repl_busy = true;
+		j->rc.busy = true;
 		batch = take_job(q, j);
 		/* another job waits and no worker is free: one more */
 		if (runnable(q) && !q->idle && q->n_th < REPL_THREADS && !q->stop &&
@@ -567,7 +567,7 @@ static void *repl_main(void *arg)
 		pthread_mutex_unlock(&q->mu);
 		run_batch(e, batch);
 		pthread_mutex_lock(&q->mu);
-		j->repl_busy = false; /* before the tasks' references go */
+		j->rc.busy = false; /* before the tasks' references go */
 		pthread_cond_broadcast(&q->cv);
 		pthread_mutex_unlock(&q->mu);
 		while (batch) {

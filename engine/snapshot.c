@@ -256,13 +256,13 @@ enum zs_status engine_snapshot(struct engine *e, const char *job, uint64_t id,
 static void retire_handle(struct engine *e, struct ejob *j)
 {
 	pthread_mutex_lock(&e->mu);
-	j->retired[j->n_retired++ % 16] = j->handle;
-	j->handle = ++e->next_handle;
+	j->hdl.retired[j->hdl.n_retired++ % 16] = j->hdl.cur;
+	j->hdl.cur = ++e->next_handle;
 	pthread_mutex_unlock(&e->mu);
 	/* the new timeline's trainers set their own hyperparameters again */
-	pthread_mutex_lock(&j->hpmu);
-	j->n_hp = 0;
-	pthread_mutex_unlock(&j->hpmu);
+	pthread_mutex_lock(&j->hps.mu);
+	j->hps.n = 0;
+	pthread_mutex_unlock(&j->hps.mu);
 }
 
 /* A push of the ended timeline still landing after this long is one whose
@@ -301,8 +301,8 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 			uint32_t old[16];
 			unsigned n;
 			pthread_mutex_lock(&e->mu);
-			n = j->n_retired < 16 ? j->n_retired : 16;
-			memcpy(old, j->retired, n * sizeof *old);
+			n = j->hdl.n_retired < 16 ? j->hdl.n_retired : 16;
+			memcpy(old, j->hdl.retired, n * sizeof *old);
 			pthread_mutex_unlock(&e->mu);
 			zs_warn("job '%s': unit '%s' is still %s step %llu from before the restore: cutting the old connections",
 				j->name, eng_unit_name(j, busy->sh.unit), what,

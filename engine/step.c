@@ -115,7 +115,7 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
 static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
 {
 	pthread_mutex_lock(&j->cmu);
-	typeof(j->acct[0]) *a = &j->acct[v & 1];
+	typeof(j->rep.acct[0]) *a = &j->rep.acct[v & 1];
 	if (a->step != v || !a->n)
 		*a = (typeof(*a)){.step = v};
 	a->red_ns += s->open.red_ns;
@@ -123,10 +123,10 @@ static void account_step(struct ejob *j, struct eshard *s, uint64_t v)
 	atomic_fetch_add(&j->e->ctr.red_ns, s->open.red_ns);
 	atomic_fetch_add(&j->e->ctr.opt_ns, s->open.opt_ns);
 	if (++a->n == j->n_primary) {
-		j->last = (struct zs_job_step_stats){.step = v, .shards = a->n,
+		j->rep.last = (struct zs_job_step_stats){.step = v, .shards = a->n,
 						   .reduce_seconds = (double)a->red_ns * 1e-9,
 						   .optim_seconds = (double)a->opt_ns * 1e-9};
-		j->have_last = true;
+		j->rep.have_last = true;
 		a->n = 0;
 	}
 	pthread_mutex_unlock(&j->cmu);

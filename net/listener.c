@@ -46,8 +46,8 @@ void *zs_listener_alloc(struct zs_listener *l, size_t bytes)
 	void *p = NULL;
 
 	pthread_mutex_lock(&l->mu);
-	if (zs_arena_take(&l->map, bytes, &off, &dirty)) {
-		p = l->arena + off;
+	if (zs_arena_take(&l->ar.map, bytes, &off, &dirty)) {
+		p = l->ar.base + off;
 		if (dirty) /* bytes of a buffer given back: zeroed */
 			memset(p, 0, dirty);
 	}
@@ -60,8 +60,8 @@ void zs_listener_release(struct zs_listener *l, void *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&l->mu);
-	if ((uint8_t *)p < l->arena || (uint8_t *)p >= l->arena + l->arena_len ||
-	    !zs_arena_give(&l->map, (uint64_t)((uint8_t *)p - l->arena)))
+	if ((uint8_t *)p < l->ar.base || (uint8_t *)p >= l->ar.base + l->ar.len ||
+	    !zs_arena_give(&l->ar.map, (uint64_t)((uint8_t *)p - l->ar.base)))
 		zs_error("data plane: a buffer given back to the arena was not taken from it (bug)");
 	pthread_mutex_unlock(&l->mu);
 }
@@ -69,9 +69,9 @@ void zs_listener_release(struct zs_listener *l, void *p)
 void zs_listener_arena(struct zs_listener *l, uint64_t *len, uint64_t *taken, uint64_t *largest)
 {
 	pthread_mutex_lock(&l->mu);
-	*len = l->map.len;
-	*taken = l->map.taken;
-	*largest = zs_arena_largest(&l->map);
+	*len = l->ar.map.len;
+	*taken = l->ar.map.taken;
+	*largest = zs_arena_largest(&l->ar.map);
 	pthread_mutex_unlock(&l->mu);
 }
 
@@ -82,8 +82,8 @@ void lsn_conn_unref(struct zs_lconn *c)
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
 	close(c->fd);
-	free(c->slots);
-	pthread_mutex_destroy(&c->smu);
+	free(c->sl.v);
+	pthread_mutex_destroy(&c->sl.mu);
 	pthread_mutex_destroy(&c->wmu);
 	free(c);
 }
@@ -135,9 +135,9 @@ static void sop_end(struct zs_sop *op, bool ok)
 {
 	struct zs_lconn *c = op->c;
 
-	if (c->observe) /* c's copies: the listener may be gone by now */
-		c->observe(c->observe_ctx,
-			   op->x.device ? "device" : c->path ? c->path_name : c->ep->name,
+	if (c->obs.fn) /* c's copies: the listener may be gone by now */
+		c->obs.fn(c->obs.ctx,
+			   op->x.device ? "device" : c->pth.on ? c->pth.name : c->ep->name,
 			   op->op != ZS_OP_GATHER, op->x.length * zs_dtype_size(op->x.dtype),
 			   (double)(zs_now_ns() - op->t0) * 1e-9, ok);
 	lsn_conn_unref(c);
@@ -161,8 +161,8 @@ void zs_sop_read_ready(struct zs_sop *op, const void *src)
 	if (dead) {
 		/* the peer is gone (or the listener closed): nothing to send */
 	} else if (c->offsets) {
-		const uint8_t *s = src, *a = c->l->arena;
-		if (s < a || s + bytes > a + c->l->arena_len) {
+		const uint8_t *s = src, *a = c->l->ar.base;
+		if (s < a || s + bytes > a + c->l->ar.len) {
 			zs_error("data plane: target served memory outside the arena (bug)");
 			lsn_send_error(c, op->req_id, ZS_EINTERNAL, "server memory error");
 		} else {
@@ -262,15 +262,15 @@ static int on_hello(struct zs_lconn *c, const struct zs_frame *f)
 	c->job = r.job = job;
 	c->rank = f->rank;
 	if (f->flags & ZS_WF_ONE_SIDED) /* the path's control frame follows */
-		c->path = c->offsets = true;
+		c->pth.on = c->offsets = true;
 	if (c->offsets) /* the size of what its offsets address */
-		r.aux = l->arena_len;
-	if (c->ep->pass_arena && !c->path && l->t.dev_ident && l->t.dev_map &&
+		r.aux = l->ar.len;
+	if (c->ep->pass_arena && !c->pth.on && l->t.dev_ident && l->t.dev_map &&
 	    (r.offset = l->t.dev_ident(l->t.ctx))) { /* shm: pushes from its device */
 		r.flags = ZS_WF_DEVICE;
-		c->dev = true;
+		c->dv.on = true;
 	}
-	return lsn_send_frame(c, &r, NULL, 0, c->ep->pass_arena ? l->memfd : -1);
+	return lsn_send_frame(c, &r, NULL, 0, c->ep->pass_arena ? l->ar.fd : -1);
 }
 
 /* The optimizer's hyperparameters from a step on: the target answers. */
@@ -303,10 +303,10 @@ void zs_listener_kick(struct zs_listener *l)
 {
 	if (!l)
 		return;
-	pthread_mutex_lock(&l->kmu);
-	l->kgen++;
-	pthread_cond_broadcast(&l->kcv);
-	pthread_mutex_unlock(&l->kmu);
+	pthread_mutex_lock(&l->kick.mu);
+	l->kick.gen++;
+	pthread_cond_broadcast(&l->kick.cv);
+	pthread_mutex_unlock(&l->kick.mu);
 }
 
 /*
@@ -324,14 +324,14 @@ enum zs_status lsn_begin_write(struct zs_lconn *c, struct zs_xfer *x, void **dst
 	for (;;) {
 		uint64_t gen;
 		bool holds;
-		pthread_mutex_lock(&l->kmu);
-		gen = l->kgen;
-		pthread_mutex_unlock(&l->kmu);
+		pthread_mutex_lock(&l->kick.mu);
+		gen = l->kick.gen;
+		pthread_mutex_unlock(&l->kick.mu);
 		if ((st = l->t.write_begin(l->t.ctx, c->job, c->rank, x, dst, err)) != ZS_EAGAIN)
 			return st;
-		pthread_mutex_lock(&c->smu);
-		holds = c->offsets && !c->path && c->n_slots;
-		pthread_mutex_unlock(&c->smu);
+		pthread_mutex_lock(&c->sl.mu);
+		holds = c->offsets && !c->pth.on && c->sl.n;
+		pthread_mutex_unlock(&c->sl.mu);
 		if (holds && !x->over_budget) {
 			x->over_budget = true;
 			continue;
@@ -339,18 +339,18 @@ enum zs_status lsn_begin_write(struct zs_lconn *c, struct zs_xfer *x, void **dst
 		pthread_mutex_lock(&c->wmu);
 		holds = c->dead; /* cut (a restore), or the listener stops */
 		pthread_mutex_unlock(&c->wmu);
-		if (holds || atomic_load(&l->stop) || zs_now_ms() - start >= (int64_t)l->wait_ms) {
+		if (holds || atomic_load(&l->stop) || zs_now_ms() - start >= (int64_t)l->kick.wait_ms) {
 			char why[ZS_ERRMSG_MAX];
 			snprintf(why, sizeof why, "%s", err->msg);
 			return zs_fail(err, ZS_ETIMEDOUT, "%s (waited %lld ms for room)", why,
 				       (long long)(zs_now_ms() - start));
 		}
-		pthread_mutex_lock(&l->kmu);
-		if (l->kgen == gen) { /* nothing freed since: wait a while */
+		pthread_mutex_lock(&l->kick.mu);
+		if (l->kick.gen == gen) { /* nothing freed since: wait a while */
 			struct timespec ts = zs_deadline_in(200);
-			pthread_cond_timedwait(&l->kcv, &l->kmu, &ts);
+			pthread_cond_timedwait(&l->kick.cv, &l->kick.mu, &ts);
 		}
-		pthread_mutex_unlock(&l->kmu);
+		pthread_mutex_unlock(&l->kick.mu);
 	}
 }
 
@@ -361,20 +361,20 @@ static int on_push_slot(struct zs_lconn *c, const struct zs_frame *f)
 {
 	struct zs_listener *l = c->l;
 
-	pthread_mutex_lock(&c->smu);
-	for (size_t i = 0; i < c->n_slots; i++) {
-		struct slot s = c->slots[i];
+	pthread_mutex_lock(&c->sl.mu);
+	for (size_t i = 0; i < c->sl.n; i++) {
+		struct slot s = c->sl.v[i];
 		struct zs_sop *op;
 		if (s.req_id != f->req_id)
 			continue;
-		c->slots[i] = c->slots[--c->n_slots];
-		pthread_mutex_unlock(&c->smu);
+		c->sl.v[i] = c->sl.v[--c->sl.n];
+		pthread_mutex_unlock(&c->sl.mu);
 		if (!(op = lsn_new_sop(c, f, &s.x, s.t0)))
 			return -1;
 		l->t.write_done(l->t.ctx, op, c->job, c->rank, &s.x, s.dst);
 		return 0;
 	}
-	pthread_mutex_unlock(&c->smu);
+	pthread_mutex_unlock(&c->sl.mu);
 	lsn_send_error(c, f->req_id, ZS_EPROTO, "PUSH without PUSH_BEGIN");
 	return -1;
 }
@@ -434,18 +434,18 @@ static int on_push_begin(struct zs_lconn *c, const struct zs_frame *f, struct zs
 		lsn_send_error(c, f->req_id, err.code, err.msg);
 		return 0;
 	}
-	pthread_mutex_lock(&c->smu);
-	g = realloc(c->slots, (c->n_slots + 1) * sizeof *g);
+	pthread_mutex_lock(&c->sl.mu);
+	g = realloc(c->sl.v, (c->sl.n + 1) * sizeof *g);
 	if (g) {
-		c->slots = g;
-		g[c->n_slots++] = (struct slot){f->req_id, *x, dst, t0};
+		c->sl.v = g;
+		g[c->sl.n++] = (struct slot){f->req_id, *x, dst, t0};
 	}
-	pthread_mutex_unlock(&c->smu);
+	pthread_mutex_unlock(&c->sl.mu);
 	if (!g) {
 		l->t.write_abort(l->t.ctx, c->job, c->rank, x, dst);
 		return -1;
 	}
-	r.aux = (uint64_t)((uint8_t *)dst - l->arena);
+	r.aux = (uint64_t)((uint8_t *)dst - l->ar.base);
 	return lsn_send_frame(c, &r, NULL, 0, -1);
 }
 
@@ -519,15 +519,15 @@ static void *conn_main(void *arg)
 	shutdown(c->fd, SHUT_RDWR);
 	pthread_mutex_unlock(&c->wmu);
 	/* no notification reaches this connection after the path lets it go */
-	if (c->pstate)
-		c->l->path->conn_end(c->l->pctx, c->pstate);
-	c->pstate = NULL;
-	pthread_mutex_lock(&c->smu);
-	for (size_t i = 0; i < c->n_slots; i++)
-		c->l->t.write_abort(c->l->t.ctx, c->job, c->rank, &c->slots[i].x,
-				    c->slots[i].dst);
-	c->n_slots = 0;
-	pthread_mutex_unlock(&c->smu);
+	if (c->pth.state)
+		c->l->path->conn_end(c->l->pctx, c->pth.state);
+	c->pth.state = NULL;
+	pthread_mutex_lock(&c->sl.mu);
+	for (size_t i = 0; i < c->sl.n; i++)
+		c->l->t.write_abort(c->l->t.ctx, c->job, c->rank, &c->sl.v[i].x,
+				    c->sl.v[i].dst);
+	c->sl.n = 0;
+	pthread_mutex_unlock(&c->sl.mu);
 	lsn_dev_conn_end(c);
 	atomic_store(&c->ended, true);
 	return NULL;
@@ -592,12 +592,12 @@ static void *accept_main(void *arg)
 			c->fd = fd;
 			c->ep = l->eps[i];
 			c->offsets = c->ep->offsets;
-			c->observe = l->observe;
-			c->observe_ctx = l->observe_ctx;
-			c->path_name = l->path ? l->path->name : NULL;
+			c->obs.fn = l->obs.fn;
+			c->obs.ctx = l->obs.ctx;
+			c->pth.name = l->path ? l->path->name : NULL;
 			atomic_init(&c->refs, 1);
 			pthread_mutex_init(&c->wmu, NULL);
-			pthread_mutex_init(&c->smu, NULL);
+			pthread_mutex_init(&c->sl.mu, NULL);
 			if (pthread_create(&c->th, NULL, conn_main, c)) {
 				close(fd);
 				free(c);
@@ -629,27 +629,27 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 	if (!l)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	l->t = *t;
-	l->memfd = -1;
+	l->ar.fd = -1;
 	pthread_mutex_init(&l->mu, NULL);
-	pthread_mutex_init(&l->nmu, NULL);
-	pthread_cond_init(&l->ncv, NULL);
-	pthread_mutex_init(&l->kmu, NULL);
-	pthread_cond_init(&l->kcv, NULL);
-	l->wait_ms = o->wait_ms ? o->wait_ms : 60000;
-	l->observe = o->observe;
-	l->observe_ctx = o->observe_ctx;
-	l->arena_len = (o->arena_bytes + 4095) & ~(uint64_t)4095;
-	zs_arena_map_init(&l->map, l->arena_len);
+	pthread_mutex_init(&l->nt.mu, NULL);
+	pthread_cond_init(&l->nt.cv, NULL);
+	pthread_mutex_init(&l->kick.mu, NULL);
+	pthread_cond_init(&l->kick.cv, NULL);
+	l->kick.wait_ms = o->wait_ms ? o->wait_ms : 60000;
+	l->obs.fn = o->observe;
+	l->obs.ctx = o->observe_ctx;
+	l->ar.len = (o->arena_bytes + 4095) & ~(uint64_t)4095;
+	zs_arena_map_init(&l->ar.map, l->ar.len);
 	/* memfd pages are only allocated when touched: the arena is a reservation */
-	l->memfd = memfd_create("zshard-arena", MFD_CLOEXEC);
-	if (l->memfd < 0 || ftruncate(l->memfd, (off_t)l->arena_len)) {
+	l->ar.fd = memfd_create("zshard-arena", MFD_CLOEXEC);
+	if (l->ar.fd < 0 || ftruncate(l->ar.fd, (off_t)l->ar.len)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot create the shard arena: %s", strerror(errno));
 		goto fail;
 	}
-	l->arena = mmap(NULL, l->arena_len ? l->arena_len : 4096, PROT_READ | PROT_WRITE,
-			MAP_SHARED, l->memfd, 0);
-	if (l->arena == MAP_FAILED) {
-		l->arena = NULL;
+	l->ar.base = mmap(NULL, l->ar.len ? l->ar.len : 4096, PROT_READ | PROT_WRITE,
+			MAP_SHARED, l->ar.fd, 0);
+	if (l->ar.base == MAP_FAILED) {
+		l->ar.base = NULL;
 		st = zs_fail(err, ZS_ENOMEM, "cannot map the shard arena: %s", strerror(errno));
 		goto fail;
 	}
@@ -664,7 +664,7 @@ enum zs_status zs_listener_start(const struct zs_listener_opts *o,
 		l->fds[l->n_fds++] = fd;
 	}
 	if (o->path) {
-		if ((st = o->path->open(l->arena, l->arena_len, &l->pctx, err)))
+		if ((st = o->path->open(l->ar.base, l->ar.len, &l->pctx, err)))
 			goto fail;
 		l->path = o->path;
 		if ((st = lsn_start_workers(l, err)))
@@ -680,15 +680,15 @@ fail:
 	if (l->path) /* no connection uses it yet */
 		l->path->close(l->pctx);
 	lsn_stop_workers(l);
-	pthread_cond_destroy(&l->ncv);
-	pthread_mutex_destroy(&l->nmu);
-	pthread_cond_destroy(&l->kcv);
-	pthread_mutex_destroy(&l->kmu);
+	pthread_cond_destroy(&l->nt.cv);
+	pthread_mutex_destroy(&l->nt.mu);
+	pthread_cond_destroy(&l->kick.cv);
+	pthread_mutex_destroy(&l->kick.mu);
 	close_fds(l);
-	if (l->arena)
-		munmap(l->arena, l->arena_len ? l->arena_len : 4096);
-	if (l->memfd >= 0)
-		close(l->memfd);
+	if (l->ar.base)
+		munmap(l->ar.base, l->ar.len ? l->ar.len : 4096);
+	if (l->ar.fd >= 0)
+		close(l->ar.fd);
 	pthread_mutex_destroy(&l->mu);
 	free(l);
 	return st;
@@ -740,13 +740,13 @@ void zs_listener_free(struct zs_listener *l)
 	if (!l)
 		return;
 	zs_listener_stop(l);
-	pthread_cond_destroy(&l->ncv);
-	pthread_mutex_destroy(&l->nmu);
-	pthread_cond_destroy(&l->kcv);
-	pthread_mutex_destroy(&l->kmu);
-	munmap(l->arena, l->arena_len ? l->arena_len : 4096);
-	close(l->memfd);
-	zs_arena_map_release(&l->map);
+	pthread_cond_destroy(&l->nt.cv);
+	pthread_mutex_destroy(&l->nt.mu);
+	pthread_cond_destroy(&l->kick.cv);
+	pthread_mutex_destroy(&l->kick.mu);
+	munmap(l->ar.base, l->ar.len ? l->ar.len : 4096);
+	close(l->ar.fd);
+	zs_arena_map_release(&l->ar.map);
 	pthread_mutex_destroy(&l->mu);
 	free(l);
 }

@@ -24,7 +24,7 @@ struct dmap {
 	unsigned char handle[64];
 	void *base;
 	uint64_t size;
-	uint64_t used; /* c->dmap_clock when last used */
+	uint64_t used; /* c->dv.clock when last used */
 };
 
 /* The mapping of (handle, serial) on c, made now if it is not there. */
@@ -34,30 +34,30 @@ static struct dmap *dmap_get(struct zs_lconn *c, const unsigned char *handle, ui
 	struct zs_listener *l = c->l;
 	struct dmap *m = NULL;
 
-	if (!c->dmaps && !(c->dmaps = calloc(DMAP_MAX, sizeof *c->dmaps))) {
+	if (!c->dv.maps && !(c->dv.maps = calloc(DMAP_MAX, sizeof *c->dv.maps))) {
 		zs_fail(err, ZS_ENOMEM, "out of memory");
 		return NULL;
 	}
-	for (size_t i = 0; i < c->n_dmaps; i++)
-		if (c->dmaps[i].serial == serial && !memcmp(c->dmaps[i].handle, handle, 64))
-			m = &c->dmaps[i];
+	for (size_t i = 0; i < c->dv.n; i++)
+		if (c->dv.maps[i].serial == serial && !memcmp(c->dv.maps[i].handle, handle, 64))
+			m = &c->dv.maps[i];
 	if (!m) {
-		if (c->n_dmaps == DMAP_MAX) { /* undo the least recently used */
-			m = &c->dmaps[0];
-			for (size_t i = 1; i < c->n_dmaps; i++)
-				if (c->dmaps[i].used < m->used)
-					m = &c->dmaps[i];
+		if (c->dv.n == DMAP_MAX) { /* undo the least recently used */
+			m = &c->dv.maps[0];
+			for (size_t i = 1; i < c->dv.n; i++)
+				if (c->dv.maps[i].used < m->used)
+					m = &c->dv.maps[i];
 			l->t.dev_unmap(l->t.ctx, m->base, m->size);
-			*m = c->dmaps[--c->n_dmaps];
+			*m = c->dv.maps[--c->dv.n];
 		}
-		m = &c->dmaps[c->n_dmaps];
+		m = &c->dv.maps[c->dv.n];
 		*m = (struct dmap){.serial = serial};
 		memcpy(m->handle, handle, 64);
 		if (l->t.dev_map(l->t.ctx, handle, &m->base, &m->size, err))
 			return NULL;
-		c->n_dmaps++;
+		c->dv.n++;
 	}
-	m->used = ++c->dmap_clock;
+	m->used = ++c->dv.clock;
 	return m;
 }
 
@@ -72,9 +72,9 @@ int lsn_on_device_push(struct zs_lconn *c, const struct zs_frame *f, struct zs_x
 	struct zs_sop *op;
 	void *dst;
 
-	if (f->payload_len != sizeof pl || !c->dev) {
+	if (f->payload_len != sizeof pl || !c->dv.on) {
 		lsn_send_error(c, f->req_id, ZS_EPROTO,
-			       c->dev ? "a device push's payload is not a device range"
+			       c->dv.on ? "a device push's payload is not a device range"
 				      : "this connection takes no pushes from device memory");
 		return -1;
 	}
@@ -113,9 +113,9 @@ int lsn_on_device_push(struct zs_lconn *c, const struct zs_frame *f, struct zs_x
 
 void lsn_dev_conn_end(struct zs_lconn *c)
 {
-	for (size_t i = 0; i < c->n_dmaps; i++)
-		c->l->t.dev_unmap(c->l->t.ctx, c->dmaps[i].base, c->dmaps[i].size);
-	free(c->dmaps);
-	c->dmaps = NULL;
-	c->n_dmaps = 0;
+	for (size_t i = 0; i < c->dv.n; i++)
+		c->l->t.dev_unmap(c->l->t.ctx, c->dv.maps[i].base, c->dv.maps[i].size);
+	free(c->dv.maps);
+	c->dv.maps = NULL;
+	c->dv.n = 0;
 }

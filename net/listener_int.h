@@ -32,36 +32,49 @@ struct slot { /* a write slot handed out by PUSH_SLOT (offset peers) */
 	int64_t t0; /* its PUSH_BEGIN, for the push's latency (zs_now_ns) */
 };
 
+/* who hears of every transfer (zs_listener_observe) */
+struct lsn_observe {
+	void (*fn)(void *ctx, const char *transport, bool push, uint64_t bytes, double seconds,
+		   bool ok);
+	void *ctx;
+};
+
 struct zs_lconn {
 	struct zs_listener *l;
 	int fd;
 	const struct zs_endpoint_ops *ep; /* the endpoint it came in on */
 	bool offsets; /* it addresses the arena itself (an offset endpoint, or
 		       * the one-sided path): replies give offsets */
-	bool path;    /* on the one-sided path */
-	void *pstate; /* the path's state for it (its queue pair) */
+	/* on the one-sided path: its state for it (its queue pair), its name */
+	struct {
+		bool on;
+		void *state;
+		const char *name;
+	} pth;
 	atomic_int refs;
 	atomic_bool ended;   /* its thread is done: the accept thread reaps it */
-	/* the listener's observer and the path's name, copied: answers may
-	 * come after the listener is freed (they go nowhere then) */
-	void (*observe)(void *ctx, const char *transport, bool push, uint64_t bytes,
-			double seconds, bool ok);
-	void *observe_ctx;
-	const char *path_name;
+	/* the listener's observer, copied: answers may come after the
+	 * listener is freed (they go nowhere then) */
+	struct lsn_observe obs;
 	pthread_mutex_t wmu; /* serializes writes; guards dead */
 	bool dead;
 	bool hello;
 	uint32_t job, rank;
 	pthread_t th;
-	pthread_mutex_t smu; /* slots: a path's notifications come from another thread */
-	struct slot *slots;
-	size_t n_slots;
+	/* its slots (mu: a path's notifications come from another thread) */
+	struct {
+		pthread_mutex_t mu;
+		struct slot *v;
+		size_t n;
+	} sl;
 	/* device pushes (listener_dev.c): whether its HELLO_OK offered them,
 	 * and the trainer's allocations mapped so far (its thread's alone) */
-	bool dev;
-	struct dmap *dmaps;
-	size_t n_dmaps;
-	uint64_t dmap_clock;
+	struct {
+		bool on;
+		struct dmap *maps;
+		size_t n;
+		uint64_t clock;
+	} dv;
 	struct zs_lconn *next; /* listener's list */
 };
 
@@ -84,29 +97,33 @@ struct zs_listener {
 	struct zs_lconn *conns;
 	/* the arena: a memfd that offset peers may map (pass_arena endpoints)
 	 * and a one-sided path registers; inline peers never see it */
-	int memfd;
-	uint8_t *arena;
-	size_t arena_len;
-	struct zs_arena_map map; /* which of it is taken (arena.h) */
+	struct lsn_arena {
+		int fd;
+		uint8_t *base;
+		size_t len;
+		struct zs_arena_map map; /* which of it is taken (arena.h) */
+	} ar;
 	const struct zs_listener_path *path; /* the one-sided path, when offered */
 	void *pctx;
 	/* its push notifications, handled by a few workers so that the
 	 * reductions they start run in parallel, as tcp connections' do */
-	pthread_mutex_t nmu;
-	pthread_cond_t ncv;
-	struct note *notes, *notes_tail;
-	bool nstop;
-	pthread_t nth[LANDED_WORKERS];
+	struct lsn_notes {
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		struct note *head, *tail;
+		bool stop;
+		pthread_t th[LANDED_WORKERS];
+		int n_th;
+	} nt;
 	/* writes waiting for the target's room: kicked when it frees some */
-	pthread_mutex_t kmu;
-	pthread_cond_t kcv;
-	uint64_t kgen;
-	uint32_t wait_ms;
-	int n_nth;
+	struct lsn_kick {
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		uint64_t gen;
+		uint32_t wait_ms;
+	} kick;
 	bool stopped;
-	void (*observe)(void *ctx, const char *transport, bool push, uint64_t bytes,
-			double seconds, bool ok);
-	void *observe_ctx;
+	struct lsn_observe obs;
 };
 
 /* listener.c */

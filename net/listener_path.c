@@ -19,14 +19,14 @@ static void note_handle(struct zs_lconn *c, uint32_t id)
 	struct slot sl = {0};
 	bool found = false;
 
-	pthread_mutex_lock(&c->smu);
-	for (size_t i = 0; i < c->n_slots && !found; i++)
-		if ((uint32_t)c->slots[i].req_id == id) {
-			sl = c->slots[i];
-			c->slots[i] = c->slots[--c->n_slots];
+	pthread_mutex_lock(&c->sl.mu);
+	for (size_t i = 0; i < c->sl.n && !found; i++)
+		if ((uint32_t)c->sl.v[i].req_id == id) {
+			sl = c->sl.v[i];
+			c->sl.v[i] = c->sl.v[--c->sl.n];
 			found = true;
 		}
-	pthread_mutex_unlock(&c->smu);
+	pthread_mutex_unlock(&c->sl.mu);
 	if (!found) {
 		zs_warn("data plane: a %s notification for request %u, which has no slot",
 			c->l->path->name, id);
@@ -56,37 +56,37 @@ void zs_lconn_landed(struct zs_lconn *c, uint32_t id)
 		return;
 	}
 	*n = (struct note){c, id, NULL};
-	pthread_mutex_lock(&l->nmu);
-	if (l->notes_tail)
-		l->notes_tail->next = n;
+	pthread_mutex_lock(&l->nt.mu);
+	if (l->nt.tail)
+		l->nt.tail->next = n;
 	else
-		l->notes = n;
-	l->notes_tail = n;
-	pthread_cond_signal(&l->ncv);
-	pthread_mutex_unlock(&l->nmu);
+		l->nt.head = n;
+	l->nt.tail = n;
+	pthread_cond_signal(&l->nt.cv);
+	pthread_mutex_unlock(&l->nt.mu);
 }
 
 static void *note_main(void *arg)
 {
 	struct zs_listener *l = arg;
 
-	pthread_mutex_lock(&l->nmu);
+	pthread_mutex_lock(&l->nt.mu);
 	for (;;) {
 		struct note *n;
-		while (!l->notes && !l->nstop)
-			pthread_cond_wait(&l->ncv, &l->nmu);
-		if (!l->notes)
+		while (!l->nt.head && !l->nt.stop)
+			pthread_cond_wait(&l->nt.cv, &l->nt.mu);
+		if (!l->nt.head)
 			break; /* stopping, and nothing left */
-		n = l->notes;
-		l->notes = n->next;
-		if (!l->notes)
-			l->notes_tail = NULL;
-		pthread_mutex_unlock(&l->nmu);
+		n = l->nt.head;
+		l->nt.head = n->next;
+		if (!l->nt.head)
+			l->nt.tail = NULL;
+		pthread_mutex_unlock(&l->nt.mu);
 		note_handle(n->c, n->id);
 		free(n);
-		pthread_mutex_lock(&l->nmu);
+		pthread_mutex_lock(&l->nt.mu);
 	}
-	pthread_mutex_unlock(&l->nmu);
+	pthread_mutex_unlock(&l->nt.mu);
 	return NULL;
 }
 
@@ -100,13 +100,13 @@ int lsn_on_control(struct zs_lconn *c, const struct zs_frame *f)
 	size_t out_len = 0;
 	struct zs_error err = {0};
 
-	if (!c->path || f->payload_len > sizeof in) {
+	if (!c->pth.on || f->payload_len > sizeof in) {
 		lsn_send_error(c, f->req_id, ZS_EPROTO, "a control frame is for one-sided peers");
 		return -1;
 	}
 	if (zs_read_full(c->fd, in, f->payload_len))
 		return -1;
-	if (l->path->control(l->pctx, c, &c->pstate, in, f->payload_len, out, &out_len, &err)) {
+	if (l->path->control(l->pctx, c, &c->pth.state, in, f->payload_len, out, &out_len, &err)) {
 		lsn_send_error(c, f->req_id, err.code, err.msg);
 		return -1;
 	}
@@ -115,10 +115,10 @@ int lsn_on_control(struct zs_lconn *c, const struct zs_frame *f)
 
 enum zs_status lsn_start_workers(struct zs_listener *l, struct zs_error *err)
 {
-	for (; l->n_nth < LANDED_WORKERS; l->n_nth++)
-		if (pthread_create(&l->nth[l->n_nth], NULL, note_main, l))
+	for (; l->nt.n_th < LANDED_WORKERS; l->nt.n_th++)
+		if (pthread_create(&l->nt.th[l->nt.n_th], NULL, note_main, l))
 			break;
-	if (!l->n_nth)
+	if (!l->nt.n_th)
 		return zs_fail(err, ZS_ENOMEM, "cannot start the %s notification workers",
 			       l->path->name);
 	return ZS_OK;
@@ -127,11 +127,11 @@ enum zs_status lsn_start_workers(struct zs_listener *l, struct zs_error *err)
 /* The notification workers finish what was notified, then stop. */
 void lsn_stop_workers(struct zs_listener *l)
 {
-	pthread_mutex_lock(&l->nmu);
-	l->nstop = true;
-	pthread_cond_broadcast(&l->ncv);
-	pthread_mutex_unlock(&l->nmu);
-	for (int i = 0; i < l->n_nth; i++)
-		pthread_join(l->nth[i], NULL);
-	l->n_nth = 0;
+	pthread_mutex_lock(&l->nt.mu);
+	l->nt.stop = true;
+	pthread_cond_broadcast(&l->nt.cv);
+	pthread_mutex_unlock(&l->nt.mu);
+	for (int i = 0; i < l->nt.n_th; i++)
+		pthread_join(l->nt.th[i], NULL);
+	l->nt.n_th = 0;
 }

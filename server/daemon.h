@@ -52,18 +52,24 @@ struct srvd {
 	struct engine *engine;
 	uint32_t step_timeout_ms;
 	const char *data_dir;
-	/* checkpoint tasks */
-	uint64_t task_gen;
-	struct srvd_busy { struct zs_task task; int64_t t0_ms; } *busy; /* started, not reported yet */
-	uint32_t n_busy;
-	pthread_t writer;
-	pthread_cond_t wcv;
-	struct snapjob *wq; /* snapshots waiting to be written */
-	bool wstop;
-	/* checkpoints deleted lately: the writer checks, inside its LMDB write
+	/* checkpoint tasks: the generation last taken, those started and not
+	 * reported yet */
+	struct srvd_tasks {
+		uint64_t gen;
+		struct srvd_busy { struct zs_task task; int64_t t0_ms; } *busy;
+		uint32_t n_busy;
+	} tk;
+	/* the writer thread: snapshots waiting to be written (q), and the
+	 * checkpoints deleted lately: it checks, inside its LMDB write
 	 * transaction, that what it is about to write is not among them */
-	struct { char job[ZS_JOB_NAME_MAX]; uint64_t id; } deleted[16];
-	unsigned n_deleted;
+	struct srvd_writer {
+		pthread_t th;
+		pthread_cond_t cv;
+		struct snapjob *q;
+		bool stop;
+		struct { char job[ZS_JOB_NAME_MAX]; uint64_t id; } deleted[16];
+		unsigned n_deleted;
+	} wr;
 	char rdma_note[256]; /* why rdma is (not) offered, for Status */
 	char health[192];    /* "" when well; else what fails (under mu) */
 	struct srvd_metrics *metrics; /* NULL without --metrics */

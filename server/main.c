@@ -118,7 +118,7 @@ static enum zs_status open_storage(struct srvd *d, const struct sopts *o, int *l
 		       d->me.capacity * 8 > (1ULL << 30) ? d->me.capacity * 8 : 1ULL << 30, tables,
 		       sizeof tables / sizeof tables[0], ZS_KV_WRITEMAP, &d->kv, err))
 		return err->code;
-	if (pthread_create(&d->writer, NULL, srvd_writer_main, d))
+	if (pthread_create(&d->wr.th, NULL, srvd_writer_main, d))
 		return zs_fail(err, ZS_ENOMEM, "cannot start the checkpoint writer");
 	d->me.id = srvd_load_id(d);
 	return ZS_OK;
@@ -227,16 +227,16 @@ static enum zs_status advertise(struct srvd *d, const struct sopts *o, const cha
 static void writer_stop(struct srvd *d)
 {
 	pthread_mutex_lock(&d->mu);
-	d->wstop = true;
-	pthread_cond_signal(&d->wcv);
+	d->wr.stop = true;
+	pthread_cond_signal(&d->wr.cv);
 	pthread_mutex_unlock(&d->mu);
-	if (d->writer) {
-		pthread_join(d->writer, NULL);
-		d->writer = 0;
+	if (d->wr.th) {
+		pthread_join(d->wr.th, NULL);
+		d->wr.th = 0;
 	}
-	while (d->wq) {
-		struct snapjob *sj = d->wq;
-		d->wq = sj->next;
+	while (d->wr.q) {
+		struct snapjob *sj = d->wr.q;
+		d->wr.q = sj->next;
 		engine_snaps_free(sj->snaps, sj->n);
 		free(sj);
 	}
@@ -290,7 +290,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	pthread_mutex_init(&d.mu, NULL);
-	pthread_cond_init(&d.wcv, NULL);
+	pthread_cond_init(&d.wr.cv, NULL);
 	d.me.capacity = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
 	if ((rc = server_flags(argc, argv, &o, &d)) >= 0)
 		return rc;
@@ -330,7 +330,7 @@ int main(int argc, char **argv)
 	srvd_refresh_assignments(&d);
 	srvd_live_load(&d);
 	/* a restore asked while we were away is waiting */
-	d.task_gen = (uint64_t)-1;
+	d.tk.gen = (uint64_t)-1;
 	if (pthread_create(&hb, NULL, srvd_heartbeat, &d)) {
 		zs_fail(&err, ZS_ENOMEM, "cannot start the heartbeat thread");
 		goto clean;
@@ -350,7 +350,7 @@ clean: /* each part only if it was started (all of them NULL-safe) */
 	d.engine = NULL;
 	zs_listener_free(dp);
 	writer_stop(&d);
-	free(d.busy);
+	free(d.tk.busy);
 	zs_kv_close(d.kv);
 	if (lock_fd >= 0)
 		close(lock_fd);

@@ -421,7 +421,7 @@ void *srvd_heartbeat(void *arg)
 		d->lease_ms = r.lease_ms;
 		if (r.assign_gen != d->gen)
 			srvd_refresh_assignments(d);
-		if (r.task_gen != d->task_gen)
+		if (r.task_gen != d->tk.gen)
 			srvd_refresh_tasks(d, r.task_gen);
 		norms_again(d, &r);
 	}

@@ -163,12 +163,12 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t)
 		engine_cancel_snapshot(d->engine, t->job, t->id);
 		pthread_mutex_lock(&d->mu);
 		{
-			unsigned k = d->n_deleted++ % 16;
-			snprintf(d->deleted[k].job, sizeof d->deleted[k].job, "%s", t->job);
-			d->deleted[k].id = t->id;
+			unsigned k = d->wr.n_deleted++ % 16;
+			snprintf(d->wr.deleted[k].job, sizeof d->wr.deleted[k].job, "%s", t->job);
+			d->wr.deleted[k].id = t->id;
 		}
 		struct snapjob *dropped = NULL;
-		for (struct snapjob **pp = &d->wq; *pp;) {
+		for (struct snapjob **pp = &d->wr.q; *pp;) {
 			struct snapjob *sj = *pp;
 			if (sj->task.id != t->id || strcmp(sj->task.job, t->job)) {
 				pp = &sj->next;
@@ -217,7 +217,7 @@ void srvd_refresh_tasks(struct srvd *d, uint64_t gen)
 		zs_warn("cannot fetch checkpoint tasks: %s", err.msg);
 		return;
 	}
-	d->task_gen = gen;
+	d->tk.gen = gen;
 	for (uint32_t i = 0; i < n; i++)
 		if (srvd_claim(d, &v[i]))
 			srvd_run_task(d, &v[i]);

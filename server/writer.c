@@ -19,11 +19,11 @@ bool srvd_claim(struct srvd *d, const struct zs_task *t)
 	bool busy = false;
 
 	pthread_mutex_lock(&d->mu);
-	for (uint32_t k = 0; k < d->n_busy && !busy; k++)
-		busy = same_task(&d->busy[k].task, t);
-	if (!busy && (g = realloc(d->busy, (d->n_busy + 1) * sizeof *g))) {
-		d->busy = g;
-		g[d->n_busy++] = (struct srvd_busy){*t, zs_now_ms()};
+	for (uint32_t k = 0; k < d->tk.n_busy && !busy; k++)
+		busy = same_task(&d->tk.busy[k].task, t);
+	if (!busy && (g = realloc(d->tk.busy, (d->tk.n_busy + 1) * sizeof *g))) {
+		d->tk.busy = g;
+		g[d->tk.n_busy++] = (struct srvd_busy){*t, zs_now_ms()};
 	}
 	pthread_mutex_unlock(&d->mu);
 	return g != NULL;
@@ -43,10 +43,10 @@ void srvd_task_finish(struct srvd *d, const struct zs_task *t, enum zs_status co
 			t->kind == ZS_TASK_RESTORE ? "the restore" : "the deletion",
 			(unsigned long long)t->id, t->job, err.msg);
 	pthread_mutex_lock(&d->mu);
-	for (uint32_t i = 0; i < d->n_busy; i++)
-		if (same_task(&d->busy[i].task, t)) {
-			seconds = (double)(zs_now_ms() - d->busy[i].t0_ms) * 1e-3;
-			d->busy[i] = d->busy[--d->n_busy];
+	for (uint32_t i = 0; i < d->tk.n_busy; i++)
+		if (same_task(&d->tk.busy[i].task, t)) {
+			seconds = (double)(zs_now_ms() - d->tk.busy[i].t0_ms) * 1e-3;
+			d->tk.busy[i] = d->tk.busy[--d->tk.n_busy];
 			break;
 		}
 	pthread_mutex_unlock(&d->mu);
@@ -74,9 +74,9 @@ void srvd_snap_done(void *ctx, const char *job, uint64_t id, uint64_t step,
 	}
 	*sj = (struct snapjob){t, snaps, n, NULL};
 	pthread_mutex_lock(&d->mu);
-	sj->next = d->wq;
-	d->wq = sj;
-	pthread_cond_signal(&d->wcv);
+	sj->next = d->wr.q;
+	d->wr.q = sj;
+	pthread_cond_signal(&d->wr.cv);
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -157,12 +157,12 @@ void *srvd_writer_main(void *arg)
 		enum zs_status st;
 		uint64_t bytes = 0;
 
-		while (!d->wq && !d->wstop)
-			pthread_cond_wait(&d->wcv, &d->mu);
-		if (!d->wq)
+		while (!d->wr.q && !d->wr.stop)
+			pthread_cond_wait(&d->wr.cv, &d->mu);
+		if (!d->wr.q)
 			break;
-		sj = d->wq;
-		d->wq = sj->next;
+		sj = d->wr.q;
+		d->wr.q = sj->next;
 		pthread_mutex_unlock(&d->mu);
 		st = space_for(d, sj, &err);
 		if (!st)
@@ -173,9 +173,9 @@ void *srvd_writer_main(void *arg)
 			st = zs_kv_room(t, records_bytes(sj), &err);
 		if (!st) { /* deleted meanwhile: LMDB's one writer orders this check */
 			pthread_mutex_lock(&d->mu);
-			for (unsigned k = 0; k < 16 && k < d->n_deleted && !st; k++)
-				if (d->deleted[k].id == sj->task.id &&
-				    !strcmp(d->deleted[k].job, sj->task.job))
+			for (unsigned k = 0; k < 16 && k < d->wr.n_deleted && !st; k++)
+				if (d->wr.deleted[k].id == sj->task.id &&
+				    !strcmp(d->wr.deleted[k].job, sj->task.job))
 					st = zs_fail(&err, ZS_ECANCELED, "the checkpoint was deleted");
 			pthread_mutex_unlock(&d->mu);
 		}
