@@ -29,6 +29,7 @@
 
 static void norm_free(struct norm_coll *n)
 {
+	free(n->miss);
 	free(n->sumsq);
 	free(n->have);
 	free(n->waits);
@@ -411,19 +412,40 @@ out:
 	free(r.norms);
 }
 
-/* Whether server id owns a primary of j that n has no norm of. */
-static bool norm_waits_for(const struct zs_job *j, const struct norm_coll *n, uint64_t id)
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Whether server id owns a primary of j that n has no norm of: the
+ * missing servers are listed once per report that came or placement
+ * (a heartbeat of each of a thousand servers looks them up); false when
+ * out of memory. */
+static bool norm_waits_for(const struct zs_job *j, struct norm_coll *n, uint64_t id)
 {
 	const struct zs_placement *p = &j->placement;
 
-	for (uint32_t i = 0, g = 0; i < p->n_shards && g < n->n_shards; i++) {
-		if (p->shards[i].copy)
-			continue;
-		if (!n->have[g] && p->shards[i].server_id == id)
-			return true;
-		g++;
+	if (!n->miss_valid || n->miss_have != n->n_have || n->miss_epoch != p->epoch) {
+		uint64_t *m = realloc(n->miss, (n->n_shards ? n->n_shards : 1) * sizeof *m);
+		uint32_t k = 0;
+		if (!m)
+			return false;
+		n->miss = m;
+		for (uint32_t i = 0, g = 0; i < p->n_shards && g < n->n_shards; i++) {
+			if (p->shards[i].copy)
+				continue;
+			if (!n->have[g])
+				m[k++] = p->shards[i].server_id;
+			g++;
+		}
+		qsort(m, k, sizeof *m, cmp_u64);
+		n->n_miss = k;
+		n->miss_have = n->n_have;
+		n->miss_epoch = p->epoch;
+		n->miss_valid = true;
 	}
-	return false;
+	return bsearch(&id, n->miss, n->n_miss, sizeof id, cmp_u64) != NULL;
 }
 
 /* A step open for less than this is not asked for again: its reports are
