@@ -407,8 +407,7 @@ int tr_dv_push_copy(zs_trainer *t, uint32_t u)
 	}
 	if (zs_dev_record(v->dev, v->ev[u].d2h, v->copy))
 		return dv_fail(t, "the copy of its gradient to the host", u);
-	d->copying = true;
-	return ZS_OK;
+	return ZS_OK; /* the caller moves it to COPYING */
 }
 
 int tr_dv_copied(zs_trainer *t, uint32_t u, bool wait)
@@ -419,7 +418,7 @@ int tr_dv_copied(zs_trainer *t, uint32_t u, bool wait)
 		return ZS_EAGAIN;
 	if (st)
 		return dv_fail(t, "the copy of its gradient to the host", u);
-	t->drv.du[u].copying = false;
+	tr_unit_go(&t->drv.du[u].up, u, UE_COPIED);
 	return ZS_OK;
 }
 
@@ -458,7 +457,7 @@ void tr_dv_reset(zs_trainer *t, bool to_cache)
 		}
 		d->stage = d->gstage = d->params = d->grad = d->dsend = NULL;
 		d->direct = false;
-		d->copying = false;
+		tr_unit_go(&d->up, u, UE_RESET);
 		v->ev[u].h2d_recorded = false;
 	}
 }

@@ -240,6 +240,7 @@ static int drop_ahead(zs_trainer *t, unsigned u, bool park)
 /* Unit d's push completed: its gradient buffer goes back to the cache. */
 static void push_done(zs_trainer *t, struct dunit *d)
 {
+	tr_unit_go(&d->up, (unsigned)(d - t->drv.du), UE_DONE);
 	if (t->dv)
 		tr_dv_push_done(t, (uint32_t)(d - t->drv.du));
 	else
@@ -284,11 +285,33 @@ static int reap(zs_trainer *t, bool wait)
 static int post_push(zs_trainer *t, uint32_t u, struct dunit *d)
 {
 	bool coll = t->job.spec.collective;
+	int rc;
 
 	if (d->direct)
-		return tr_push_device(t, u, coll ? d->dsend : d->grad, coll, &d->push);
-	return coll ? tr_push_slice(t, u, d->gstage, &d->push)
-		    : zs_push(t, u, t->step, d->gstage, &d->push);
+		rc = tr_push_device(t, u, coll ? d->dsend : d->grad, coll, &d->push);
+	else
+		rc = coll ? tr_push_slice(t, u, d->gstage, &d->push)
+			  : zs_push(t, u, t->step, d->gstage, &d->push);
+	if (d->push)
+		tr_unit_go(&d->up, u, UE_POST);
+	return rc;
+}
+
+/* Host memory: unit u's push of its gradient, posted (ZS_EAGAIN: no room
+ * for it yet). */
+static int post_host(zs_trainer *t, uint32_t u, struct dunit *d)
+{
+	int rc = zs_push(t, u, t->step, d->grad, &d->push);
+
+	if (d->push)
+		tr_unit_go(&d->up, u, UE_POST);
+	return rc;
+}
+
+/* Whether unit d's gradient is being copied to the host (device mode). */
+static bool copying(const struct dunit *d)
+{
+	return d->up == UP_COPYING || d->up == UP_COPYING_HELD;
 }
 
 /* Device mode: unit u's gradient is in staging (wait: once it is): its
@@ -313,7 +336,7 @@ static int start_copied(zs_trainer *t, bool wait)
 	int first = ZS_OK;
 	for (uint32_t u = 0; t->dv && u < t->job.spec.layout.n_units; u++) {
 		int rc;
-		if (!t->drv.du[u].copying || t->drv.du[u].grad_ready)
+		if (t->drv.du[u].up != UP_COPYING) /* held ones go at the step's end */
 			continue;
 		rc = push_copied(t, u, wait);
 		if (rc && rc != ZS_EAGAIN && !first)
@@ -506,9 +529,9 @@ static int wait_pushes_upto(zs_trainer *t, uint64_t seq)
 
 	for (uint32_t u = 0; !rc && u < t->job.spec.layout.n_units; u++) {
 		struct dunit *d = &t->drv.du[u];
-		if ((!d->push && !d->copying) || d->push_seq > seq)
+		if ((!d->push && !copying(d)) || d->push_seq > seq)
 			continue;
-		if (d->copying && (rc = push_copied(t, u, true)))
+		if (copying(d) && (rc = push_copied(t, u, true)))
 			break;
 		if (!d->push)
 			continue;
@@ -529,7 +552,7 @@ int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
 	if (u >= t->job.spec.layout.n_units)
 		return tr_fail(t, ZS_EINVAL, "unit %u is out of range", u);
 	d = &t->drv.du[u];
-	if (d->push || d->copying)
+	if (d->push || copying(d))
 		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
 	/* at most push_depth pushes in flight beside the gradient written; not
 	 * in a replicated job that clips gradients: a push of it is answered
@@ -572,7 +595,7 @@ int zs_unit_push(zs_trainer *t, unsigned u)
 	if (u >= t->job.spec.layout.n_units || !t->drv.du[u].grad)
 		return tr_fail(t, ZS_EINVAL, "unit %u has no gradient (zs_unit_grad first)", u);
 	d = &t->drv.du[u];
-	if (d->push || d->copying)
+	if (d->push || copying(d))
 		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
 	d->pushed = true;
 	d->push_seq = ++t->drv.n_pushed;
@@ -581,14 +604,14 @@ int zs_unit_push(zs_trainer *t, unsigned u)
 	if (t->dv) { /* to staging; the push goes out once it is there */
 		if ((rc = tr_dv_push_copy(t, u)))
 			return rc;
-		d->grad_ready = t->drv.stage == 1;
+		tr_unit_go(&d->up, u, t->drv.stage == 1 ? UE_COPY_HOLD : UE_COPY);
 		return start_copied(t, false);
 	}
-	if (t->drv.stage == 1) {
-		d->grad_ready = true; /* stage 1 pushes everything at the step's end */
+	if (t->drv.stage == 1) { /* stage 1 pushes everything at the step's end */
+		tr_unit_go(&d->up, u, UE_HOLD);
 		return ZS_OK;
 	}
-	while ((rc = zs_push(t, u, t->step, d->grad, &d->push)) == ZS_EAGAIN)
+	while ((rc = post_host(t, u, d)) == ZS_EAGAIN)
 		if ((rc = reap_pushes(t, true)))
 			return rc;
 	return rc;
@@ -602,12 +625,13 @@ int zs_step_end(zs_trainer *t)
 		return tr_fail(t, ZS_ESTATE, "no step to end");
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
 		struct dunit *d = &t->drv.du[u];
-		if (!d->grad_ready)
+		if (d->up == UP_COPYING_HELD) { /* reap_pushes starts it, copied */
+			tr_unit_go(&d->up, u, UE_RELEASE);
 			continue;
-		d->grad_ready = false;
-		if (t->dv)
-			continue; /* copied already: reap_pushes starts it */
-		while ((r = zs_push(t, u, t->step, d->grad, &d->push)) == ZS_EAGAIN)
+		}
+		if (d->up != UP_HELD)
+			continue;
+		while ((r = post_host(t, u, d)) == ZS_EAGAIN)
 			if ((r = reap_pushes(t, true)))
 				break;
 		if (r && !rc)

@@ -35,6 +35,7 @@
 #include "model/model.h"
 #include "net/transport.h"
 #include "base/util.h"
+#include "client/unit.h"
 
 /* The step driver's view of one unit. */
 struct dunit {
@@ -42,7 +43,7 @@ struct dunit {
 	zs_op *gather;     /* in flight */
 	void *grad;
 	zs_op *push;       /* in flight */
-	bool grad_ready;   /* stage 1: written, to push at step end */
+	enum tr_uphase up; /* where its gradient is on its way (client/unit.h) */
 	bool pushed;       /* its gradient of the current step went out */
 	bool ahead;        /* params / gather are of the next step (t->step + 1),
 			    * asked for at the end of this one (driver.c) */
@@ -52,7 +53,6 @@ struct dunit {
 	/* device mode (device.c): params and grad are device memory */
 	void *stage;       /* pinned staging of the gather, until its copy is done */
 	void *gstage;      /* pinned staging of the gradient's push */
-	bool copying;      /* its gradient's copy to gstage is queued; the push follows */
 	bool direct;       /* its push goes from device memory (tr_dv_direct) */
 	void *dsend;       /* a collective job's direct push: the slice's sum */
 };
