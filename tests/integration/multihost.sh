@@ -55,8 +55,11 @@ on coord "$bin/zshard-coordinator" --listen "$coord" --data-dir "$dir/coord" --l
 pids="$pids $!"
 for s in s0 s1; do
 	eval "a=\$ip_$s"
+	# a held gather's bound: over the 8 s cut, not a minute (a rank whose
+	# peer ended with the error can only wait for it: after the rollback
+	# to step 0, for its initial upload)
 	on "$s" "$bin/zshard-server" --coordinator "$coord" --listen "$a:7401" --data-dir "$dir/$s" \
-		--capacity 256M --step-timeout-ms 60000 >"$dir/$s.log" 2>&1 &
+		--capacity 256M --step-timeout-ms 20000 >"$dir/$s.log" 2>&1 &
 	pids="$pids $!"
 done
 addr=$coord
