@@ -426,7 +426,7 @@ static bool norm_waits_for(const struct zs_job *j, struct norm_coll *n, uint64_t
 {
 	const struct zs_placement *p = &j->placement;
 
-	if (!n->miss_valid || n->miss_have != n->n_have || n->miss_epoch != p->epoch) {
+	if (!n->miss || n->miss_have != n->n_have || n->miss_epoch != p->epoch) {
 		uint64_t *m = realloc(n->miss, (n->n_shards ? n->n_shards : 1) * sizeof *m);
 		uint32_t k = 0;
 		if (!m)
@@ -443,7 +443,6 @@ static bool norm_waits_for(const struct zs_job *j, struct norm_coll *n, uint64_t
 		n->n_miss = k;
 		n->miss_have = n->n_have;
 		n->miss_epoch = p->epoch;
-		n->miss_valid = true;
 	}
 	return bsearch(&id, n->miss, n->n_miss, sizeof id, cmp_u64) != NULL;
 }

@@ -85,13 +85,13 @@ struct norm_coll {
 	bool settled;
 	double settled_total;
 	uint64_t settled_by;
-	/* the servers owning shards not in, sorted, as of n_have == miss_have
-	 * and placement epoch miss_epoch (the heartbeats' wants look them up;
-	 * recomputed as reports come or the placement changes) */
+	/* the servers owning shards not in, sorted (NULL: not listed yet), as
+	 * of n_have == miss_have and placement epoch miss_epoch (the
+	 * heartbeats' wants look them up; listed again as reports come or the
+	 * placement changes) */
 	uint64_t *miss;
 	uint32_t n_miss, miss_have;
 	uint64_t miss_epoch;
-	bool miss_valid;
 	struct norm_coll *next;
 };
 

@@ -346,26 +346,29 @@ void srvd_refresh_assignments(struct srvd *d)
 /*
  * The coordinator waits for the norms of steps this server was answered
  * already (the coordinator that answered died before it answered the
- * others, who sent theirs again): those kept go again, settled. Each within
- * a third of the lease; one that fails is asked for at the next heartbeat.
+ * others, who sent theirs again): those kept go again, settled. All within
+ * a third of the lease, on the heartbeat's thread (the next heartbeat is
+ * not pushed past the lease); one not sent is asked for at the next.
  */
 static void norms_again(struct srvd *d, const struct zs_hb_reply *r)
 {
+	int64_t deadline = zs_now_ms() + (d->lease_ms / 3 ? d->lease_ms / 3 : 100);
+
 	for (uint32_t i = 0; i < r->n_wants; i++) {
+		int64_t left = deadline - zs_now_ms();
 		const struct zs_norm_want *w = &r->wants[i];
 		struct zs_norm_report rep = {.step = w->step, .server_id = d->me.id,
 					     .settled = true, .timeline = w->timeline};
 		struct zs_error err = {0};
 		double total;
 		/* not answered here (yet): this server's own report comes */
-		if (engine_norms_answered(d->engine, w->job, w->step, &rep.norms, &rep.n,
-					  &rep.settled_total))
+		if (left < 1 || engine_norms_answered(d->engine, w->job, w->step, &rep.norms, &rep.n,
+						      &rep.settled_total))
 			continue;
 		snprintf(rep.job, sizeof rep.job, "%s", w->job);
 		zs_debug("job '%s' step %llu: the coordinator asks for norms answered here (total %a): sending them again",
 			w->job, (unsigned long long)w->step, rep.settled_total);
-		if (zs_coord_report_norm(d->coord, &rep, (int)(d->lease_ms / 3 ? d->lease_ms / 3 : 100),
-					 &total, &err))
+		if (zs_coord_report_norm(d->coord, &rep, (int)left, &total, &err))
 			zs_warn("job '%s' step %llu: cannot send the answered norms again: %s (the next heartbeat asks again)",
 				w->job, (unsigned long long)w->step, err.msg);
 		free(rep.norms);

@@ -10,11 +10,11 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine_int.h"
+#include "tests/unit/design_table.h"
 
 /* Each pair through eng_phase_go on a shard: the table's target, or
  * refused with the phase as it was. */
@@ -48,54 +48,21 @@ static void test_every_pair(void **st)
 	assert_string_equal(eng_phase_name(PH_COUNT), "?");
 }
 
-/* The cells of DESIGN.md's table (between its phases markers): a row per
- * phase, a column per event, the target or "·". */
+static const char *phase_name(int p) { return eng_phase_name((enum eng_phase)p); }
+static const char *event_name(int ev) { return eng_event_name((enum eng_event)ev); }
+
+static const char *target(int p, int ev)
+{
+	enum eng_phase to = eng_phase_next((enum eng_phase)p, (enum eng_event)ev);
+	return to == PH_COUNT ? "·" : eng_phase_name(to);
+}
+
+/* DESIGN.md's table (its phases markers): a row per phase, a column per
+ * event, the target or "·". */
 static void test_design_draws_the_table(void **st)
 {
-	const char *path = "docs/DESIGN.md";
-	FILE *f = fopen(path, "r");
-	char line[1024];
-	bool in = false;
-	int rows = 0;
 	(void)st;
-
-	if (!f)
-		fail_msg("cannot open %s (run from the source tree's root)", path);
-	while (fgets(line, sizeof line, f)) {
-		char *cell[EV_COUNT + 2], *save = NULL;
-		int k = 0;
-		if (strstr(line, "<!-- phases: begin")) {
-			in = true;
-			continue;
-		}
-		if (strstr(line, "<!-- phases: end"))
-			break;
-		if (!in || line[0] != '|' || strstr(line, "|---") || strstr(line, "phase \\"))
-			continue;
-		for (char *c = strtok_r(line, "|\n", &save); c && k < EV_COUNT + 2;
-		     c = strtok_r(NULL, "|\n", &save)) {
-			while (*c == ' ')
-				c++;
-			char *end = c + strlen(c);
-			while (end > c && end[-1] == ' ')
-				*--end = '\0';
-			cell[k++] = c;
-		}
-		if (k != EV_COUNT + 1)
-			fail_msg("%s: a row of the phases table has %d cells, not %d", path, k,
-				 EV_COUNT + 1);
-		assert_string_equal(cell[0], eng_phase_name((enum eng_phase)rows));
-		for (int ev = 0; ev < EV_COUNT; ev++) {
-			enum eng_phase to = eng_phase_next((enum eng_phase)rows, (enum eng_event)ev);
-			const char *want = to == PH_COUNT ? "·" : eng_phase_name(to);
-			if (strcmp(cell[ev + 1], want))
-				fail_msg("%s: phase %s, event %s: the design says %s, the code %s", path,
-					 cell[0], eng_event_name((enum eng_event)ev), cell[ev + 1], want);
-		}
-		rows++;
-	}
-	fclose(f);
-	assert_int_equal(rows, PH_COUNT);
+	design_table_check("phases", PH_COUNT, EV_COUNT, phase_name, event_name, target);
 }
 
 /* From EMPTY every phase can be reached, and from every phase LANDING

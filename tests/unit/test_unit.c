@@ -10,11 +10,11 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/unit.h"
+#include "tests/unit/design_table.h"
 
 static void test_every_pair(void **st)
 {
@@ -44,54 +44,21 @@ static void test_every_pair(void **st)
 		assert_string_not_equal(tr_uevent_name((enum tr_uevent)ev), "?");
 }
 
-/* DESIGN.md's table between its "unit push" markers: a row per phase, a
- * column per event, the target or "·". */
+static const char *phase_name(int p) { return tr_uphase_name((enum tr_uphase)p); }
+static const char *event_name(int ev) { return tr_uevent_name((enum tr_uevent)ev); }
+
+static const char *target(int p, int ev)
+{
+	enum tr_uphase to = tr_unit_next((enum tr_uphase)p, (enum tr_uevent)ev);
+	return to == UP_COUNT ? "·" : tr_uphase_name(to);
+}
+
+/* DESIGN.md's table (its "unit push" markers): a row per phase, a column
+ * per event, the target or "·". */
 static void test_design_draws_the_table(void **st)
 {
-	const char *path = "docs/DESIGN.md";
-	FILE *f = fopen(path, "r");
-	char line[1024];
-	bool in = false;
-	int rows = 0;
 	(void)st;
-
-	if (!f)
-		fail_msg("cannot open %s (run from the source tree's root)", path);
-	while (fgets(line, sizeof line, f)) {
-		char *cell[UE_COUNT + 2], *save = NULL;
-		int k = 0;
-		if (strstr(line, "<!-- unit push: begin")) {
-			in = true;
-			continue;
-		}
-		if (strstr(line, "<!-- unit push: end"))
-			break;
-		if (!in || line[0] != '|' || strstr(line, "|---") || strstr(line, "phase \\"))
-			continue;
-		for (char *c = strtok_r(line, "|\n", &save); c && k < UE_COUNT + 2;
-		     c = strtok_r(NULL, "|\n", &save)) {
-			while (*c == ' ')
-				c++;
-			char *end = c + strlen(c);
-			while (end > c && end[-1] == ' ')
-				*--end = '\0';
-			cell[k++] = c;
-		}
-		if (k != UE_COUNT + 1)
-			fail_msg("%s: a row of the unit push table has %d cells, not %d", path, k,
-				 UE_COUNT + 1);
-		assert_string_equal(cell[0], tr_uphase_name((enum tr_uphase)rows));
-		for (int ev = 0; ev < UE_COUNT; ev++) {
-			enum tr_uphase to = tr_unit_next((enum tr_uphase)rows, (enum tr_uevent)ev);
-			const char *want = to == UP_COUNT ? "·" : tr_uphase_name(to);
-			if (strcmp(cell[ev + 1], want))
-				fail_msg("%s: phase %s, event %s: the design says %s, the code %s", path,
-					 cell[0], tr_uevent_name((enum tr_uevent)ev), cell[ev + 1], want);
-		}
-		rows++;
-	}
-	fclose(f);
-	assert_int_equal(rows, UP_COUNT);
+	design_table_check("unit push", UP_COUNT, UE_COUNT, phase_name, event_name, target);
 }
 
 /* Every phase is reached from NONE, and gets back to NONE by the push's
