@@ -70,12 +70,13 @@ struct rtask {
 
 #define REPL_THREADS 16
 
+/* The forwards queued, in order; a job with some has one drain task in
+ * the pool (its rc.busy), so that its forwards go in order, one batch at a
+ * time, and jobs take turns. */
 struct erepl {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
 	struct rtask *head, **tail;
-	pthread_t th[REPL_THREADS];
-	unsigned n_th, idle;
+	struct zs_pool *pool;
 	bool stop;
 };
 
@@ -502,18 +503,6 @@ static void run_batch(struct engine *e, struct rtask *batch)
 
 #define BATCH 24
 
-static void *repl_main(void *arg);
-
-/* The first queued task whose job no worker holds (caller holds q->mu). */
-static struct rtask *runnable(struct erepl *q)
-{
-	struct rtask *r;
-
-	for (r = q->head; r && r->j->rc.busy; r = r->next)
-		;
-	return r;
-}
-
 /* Takes up to BATCH of job j's queued tasks, in order (caller holds q->mu). */
 static struct rtask *take_job(struct erepl *q, struct ejob *j)
 {
@@ -540,45 +529,50 @@ static struct rtask *take_job(struct erepl *q, struct ejob *j)
 	return batch;
 }
 
-static void *repl_main(void *arg)
+/* Whether job j has forwards queued (caller holds q->mu). */
+static bool queued(const struct erepl *q, const struct ejob *j)
 {
-	struct engine *e = arg;
+	for (const struct rtask *r = q->head; r; r = r->next)
+		if (r->j == j)
+			return true;
+	return false;
+}
+
+/*
+ * A job's drain, a task of the replicator's pool holding a reference to
+ * the job: sends one batch of its forwards, then queues itself again
+ * behind the other jobs' (once the replicator stops, or when the pool
+ * cannot take it: goes on here) or, with none left, ends.
+ */
+static void drain(void *arg)
+{
+	struct ejob *j = arg;
+	struct engine *e = j->e;
 	struct erepl *q = e->rp.q;
 
-	pthread_mutex_lock(&q->mu);
 	for (;;) {
-		struct rtask *batch, *r = runnable(q);
-		struct ejob *j;
-		if (!r) {
-			if (q->stop && !q->head)
-				break; /* stopping, nothing left */
-			q->idle++;
-			pthread_cond_wait(&q->cv, &q->mu);
-			q->idle--;
-			continue;
-		}
-		j = r->j;
-		j->rc.busy = true;
+		struct rtask *batch;
+		bool more, again;
+		pthread_mutex_lock(&q->mu);
 		batch = take_job(q, j);
-		/* another job waits and no worker is free: one more */
-		if (runnable(q) && !q->idle && q->n_th < REPL_THREADS && !q->stop &&
-		    !pthread_create(&q->th[q->n_th], NULL, repl_main, e))
-			q->n_th++;
 		pthread_mutex_unlock(&q->mu);
 		run_batch(e, batch);
-		pthread_mutex_lock(&q->mu);
-		j->rc.busy = false; /* before the tasks' references go */
-		pthread_cond_broadcast(&q->cv);
-		pthread_mutex_unlock(&q->mu);
 		while (batch) {
-			r = batch;
+			struct rtask *r = batch;
 			batch = r->next;
 			task_free(e, r);
 		}
 		pthread_mutex_lock(&q->mu);
+		more = queued(q, j);
+		again = more && !q->stop;
+		j->rc.busy = more;
+		pthread_mutex_unlock(&q->mu);
+		if (!more)
+			break;
+		if (again && zs_pool_submit(q->pool, drain, j))
+			return; /* the reference goes with it */
 	}
-	pthread_mutex_unlock(&q->mu);
-	return NULL;
+	eng_job_unref(e, j);
 }
 
 void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool init, const float *m)
@@ -611,16 +605,32 @@ void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool ini
 /* Queues r for shard s of j (caller holds s->mu). */
 static void enqueue(struct engine *e, struct ejob *j, struct eshard *s, struct rtask *r)
 {
+	struct erepl *q = e->rp.q;
+	bool drain_it;
+
 	atomic_fetch_add(&j->refs, 1);
 	r->j = j;
 	r->shard = s->idx;
 	r->gen = s->repl.gen;
 	r->deadline_ms = zs_now_ms() + e->step_timeout_ms;
-	pthread_mutex_lock(&e->rp.q->mu);
-	*e->rp.q->tail = r;
-	e->rp.q->tail = &r->next;
-	pthread_cond_broadcast(&e->rp.q->cv);
-	pthread_mutex_unlock(&e->rp.q->mu);
+	pthread_mutex_lock(&q->mu);
+	*q->tail = r;
+	q->tail = &r->next;
+	drain_it = !j->rc.busy;
+	j->rc.busy = true;
+	pthread_mutex_unlock(&q->mu);
+	if (!drain_it)
+		return;
+	atomic_fetch_add(&j->refs, 1); /* the drain's */
+	if (!zs_pool_submit(q->pool, drain, j)) {
+		/* never with a thread started (eng_repl_start): out of memory */
+		zs_error("job '%s': out of memory queueing its forwards to the replicas; they go with its next",
+			 j->name);
+		pthread_mutex_lock(&q->mu);
+		j->rc.busy = false;
+		pthread_mutex_unlock(&q->mu);
+		eng_job_unref(e, j);
+	}
 }
 
 /* A seed of s's whole state at its version for peer (caller holds s->mu),
@@ -714,6 +724,8 @@ static void seed_now(struct engine *e, struct rtask *f)
 	task_free(e, r);
 }
 
+static void nothing(void *arg) { (void)arg; }
+
 enum zs_status eng_repl_start(struct engine *e, struct zs_error *err)
 {
 	struct erepl *q;
@@ -724,23 +736,17 @@ enum zs_status eng_repl_start(struct engine *e, struct zs_error *err)
 		return ZS_OK;
 	}
 	q = calloc(1, sizeof *q);
-	if (!q) {
+	if (!q || !(q->pool = zs_pool_new("zs-repl", REPL_THREADS)) ||
+	    !zs_pool_submit(q->pool, nothing, NULL)) { /* a thread from now on */
 		pthread_mutex_unlock(&e->mu);
-		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	}
-	pthread_mutex_init(&q->mu, NULL);
-	pthread_cond_init(&q->cv, NULL);
-	q->tail = &q->head;
-	e->rp.q = q;
-	q->n_th = 1; /* before it runs: it may add workers */
-	if (pthread_create(&q->th[0], NULL, repl_main, e)) {
-		e->rp.q = NULL;
-		pthread_mutex_unlock(&e->mu);
-		pthread_cond_destroy(&q->cv);
-		pthread_mutex_destroy(&q->mu);
+		if (q)
+			zs_pool_free(q->pool);
 		free(q);
 		return zs_fail(err, ZS_ENOMEM, "cannot start the replicator's thread");
 	}
+	pthread_mutex_init(&q->mu, NULL);
+	q->tail = &q->head;
+	e->rp.q = q;
 	pthread_mutex_unlock(&e->mu);
 	return ZS_OK;
 }
@@ -767,14 +773,10 @@ void eng_repl_stop(struct engine *e)
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->mu);
-	q->stop = true;
-	pthread_cond_broadcast(&q->cv);
+	q->stop = true; /* the drains queued go on to their job's end */
 	pthread_mutex_unlock(&q->mu);
-	/* no worker is made once stop is set: n_th stays */
-	for (unsigned i = 0; i < q->n_th; i++)
-		pthread_join(q->th[i], NULL);
+	zs_pool_free(q->pool); /* what is queued runs first */
 	e->rp.q = NULL;
-	pthread_cond_destroy(&q->cv);
 	pthread_mutex_destroy(&q->mu);
 	free(q);
 }
