@@ -233,9 +233,9 @@ $(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/t
 $(BUILD)/tests/test_engine: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_frozen: $(BUILD)/obj/tests/unit/test_frozen.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_frozen: LDLIBS += $(ENGINE_LIBS)
-$(BUILD)/tests/test_phase: $(BUILD)/obj/tests/unit/test_phase.o $(BUILD)/obj/tests/unit/design_table.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
+$(BUILD)/tests/test_phase: $(BUILD)/obj/tests/unit/test_phase.o $(BUILD)/obj/tests/unit/fsm_check.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_phase: LDLIBS += $(ENGINE_LIBS)
-$(BUILD)/tests/test_unit: $(BUILD)/obj/tests/unit/test_unit.o $(BUILD)/obj/tests/unit/design_table.o $(BUILD)/obj/client/unit.o $(CORE_LIB)
+$(BUILD)/tests/test_unit: $(BUILD)/obj/tests/unit/test_unit.o $(BUILD)/obj/tests/unit/fsm_check.o $(BUILD)/obj/client/unit.o $(CORE_LIB)
 # the CUDA kernels against the host's (skipped, with the reason, without a device)
 $(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h gpu/launch.cuh math/elem.h math/bsum.h base/dtype.h include/zshard_status.h
 	@mkdir -p $(@D)

@@ -276,7 +276,7 @@ int tr_dv_zero_grad(zs_trainer *t, uint32_t u)
  * A collective job's push of unit u: an all-to-all gives this rank every
  * rank's piece of its slice; they go into the exact reduction (math/bsum.h,
  * the servers' own kernels) and its sum, rounded once, is queued to
- * staging, whence tr_push_slice sends it to the slice's server: one f32
+ * staging, whence the driver sends it (tr_push_via) to the slice's server: one f32
  * term there, so the servers' result is the reduction of every rank's
  * piece, the bits of a job that pushes them all.
  */
@@ -458,6 +458,7 @@ void tr_dv_reset(zs_trainer *t, bool to_cache)
 		d->stage = d->gstage = d->params = d->grad = d->dsend = NULL;
 		d->direct = false;
 		tr_unit_go(&d->up, u, UE_RESET);
+		tr_params_go(&d->pp, u, PE_RESET);
 		v->ev[u].h2d_recorded = false;
 	}
 }
@@ -490,6 +491,7 @@ void tr_dv_close(zs_trainer *t)
 	zs_dev_close(v->dev);
 	free(v);
 	t->dv = NULL;
+	t->drv.pin = NULL;
 }
 
 int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
@@ -523,6 +525,7 @@ int zs_trainer_set_device(zs_trainer *t, int device, void *stream)
 		return tr_fail(t, st, "device mode: %s", why);
 	}
 	t->dv = v;
+	t->drv.pin = v->dev;
 	v->compute = stream;
 	/* its buffers may be read by a server on the same device */
 	zs_dev_set_shareable(v->dev);
@@ -555,7 +558,7 @@ bool tr_dv_direct(zs_trainer *t, uint32_t u)
 	unsigned ident;
 	bool any = false;
 
-	if (!v || !v->direct_ok || t->job.spec.replicas > 1)
+	if (!v || !v->direct_ok || tr_loss(t)->resends)
 		return false;
 	ident = zs_dev_ident(v->dev);
 	for (uint32_t i = 0; i < t->job.placement.n_shards; i++) {
@@ -571,19 +574,25 @@ bool tr_dv_direct(zs_trainer *t, uint32_t u)
 	return any;
 }
 
-enum zs_status tr_dv_src(zs_trainer *t, const void *p, struct zs_dev_src *out,
-			 struct zs_error *err)
+/* A push from device memory: the server reads it from where it is. */
+static enum zs_status device_post(zs_trainer *t, struct zs_conn *c, const struct zs_xfer *x,
+				  const uint8_t *src, struct zs_req **req, struct zs_error *err)
 {
 	struct zs_dev_share s;
+	struct zs_dev_src ds;
 
-	if (zs_dev_share(t->dv->dev, p, &s))
+	if (zs_dev_share(t->dv->dev, src, &s))
 		return zs_fail(err, ZS_EIO, "sharing device memory with the server: %s",
 			       zs_dev_error(t->dv->dev));
-	memcpy(out->handle, s.handle, sizeof out->handle);
-	out->serial = s.serial;
-	out->offset = s.offset;
-	return ZS_OK;
+	memcpy(ds.handle, s.handle, sizeof ds.handle);
+	ds.serial = s.serial;
+	ds.offset = s.offset;
+	return zs_post_write_device(c, x, &ds, req, err);
 }
 
-void *tr_dv_host_alloc(zs_trainer *t, size_t n) { return zs_dev_host_alloc(t->dv->dev, n); }
-void tr_dv_host_free(zs_trainer *t, void *p) { zs_dev_host_free(t->dv->dev, p); }
+/* a step mark's value, which the server ignores (writable: an RDMA
+ * transport registers what it sends) */
+static uint8_t dev_mark[ZS_MARK_LEN * 8];
+
+const struct tr_sender tr_device_sender = {device_post, dev_mark};
+

@@ -64,16 +64,11 @@ static int wait_op(zs_trainer *t, zs_op **op)
 		}
 		if (zs_now_ms() >= deadline)
 			break;
-		uint64_t down;
 		struct zs_error ferr = {0};
-		/* replicated: a lost server's shards move to their replicas,
-		 * and what was on it is sent there again */
-		if (t->job.spec.replicas > 1 && tr_watch_lost(t, why, sizeof why, &ferr))
-			return tr_fail(t, ZS_EUNAVAIL, "%s; waited for it %lld ms, and %s", why,
-				       (long long)(bound - (deadline - zs_now_ms())), ferr.msg);
-		if (t->job.spec.replicas < 2 && tr_server_down_id(t, &down, why, sizeof why))
-			return tr_fail(t, ZS_EUNAVAIL, "%s; waited for it %lld ms", why,
-				       (long long)(bound - (deadline - zs_now_ms())));
+		if (tr_loss(t)->lost(t, why, sizeof why, &ferr))
+			return tr_fail(t, ZS_EUNAVAIL, "%s; waited for it %lld ms%s%s", why,
+				       (long long)(bound - (deadline - zs_now_ms())),
+				       ferr.msg[0] ? ", and " : "", ferr.msg);
 	}
 	memcpy(why, t->err, sizeof why);
 	return tr_fail(t, ZS_ETIMEDOUT, "%s; %d ms in all (the step driver's bound, zs_policy.op_timeout_ms)",
@@ -89,36 +84,8 @@ static int wait_gather(zs_trainer *t, zs_op **op)
 	return rc;
 }
 
-void *tr_stage_get(zs_trainer *t, size_t n)
-{
-	for (unsigned i = 0; i < t->drv.n_cache; i++)
-		if (t->drv.cache[i].n == n) {
-			void *p = t->drv.cache[i].p;
-			t->drv.cache[i] = t->drv.cache[--t->drv.n_cache];
-			return p;
-		}
-	return tr_buf_alloc(t, n);
-}
 
-/* The oldest goes when the cache is full. */
-void tr_stage_put(zs_trainer *t, void *p, size_t n)
-{
-	if (!p)
-		return;
-	if (t->drv.n_cache == sizeof t->drv.cache / sizeof t->drv.cache[0]) {
-		tr_buf_free(t, t->drv.cache[0].p);
-		t->drv.cache[0] = t->drv.cache[--t->drv.n_cache];
-	}
-	t->drv.cache[t->drv.n_cache].p = p;
-	t->drv.cache[t->drv.n_cache++].n = n;
-}
 
-void tr_cache_flush(zs_trainer *t)
-{
-	for (unsigned i = 0; i < t->drv.n_cache; i++)
-		tr_buf_free(t, t->drv.cache[i].p);
-	t->drv.n_cache = 0;
-}
 
 void tr_driver_reset(zs_trainer *t)
 {
@@ -131,7 +98,9 @@ void tr_driver_reset(zs_trainer *t)
 		free(d->push);
 		tr_stage_put(t, d->params, bytes);
 		tr_stage_put(t, d->grad, bytes);
-		*d = (struct dunit){.bytes = bytes};
+		tr_params_go(&d->pp, u, PE_RESET);
+		tr_unit_go(&d->up, u, UE_RESET);
+		*d = (struct dunit){.bytes = bytes, .pp = d->pp, .up = d->up};
 	}
 	t->ctr.live_param_bytes = 0;
 	t->ctr.live_grad_bytes = 0;
@@ -151,25 +120,50 @@ static bool refresh_in_place(zs_trainer *t, unsigned u)
 	struct dunit *d = &t->drv.du[u];
 	bool frozen = false;
 
-	if (t->drv.stage == 3 || t->dv || !d->params || d->gather)
+	if (t->drv.stage == 3 || t->dv || d->pp != PP_LIVE)
 		return false;
 	for (uint32_t i = 0; i < t->job.placement.n_shards && !frozen; i++)
 		frozen = t->job.placement.shards[i].unit == u &&
 			 zs_shard_marks(&t->job.spec, &t->job.placement.shards[i]);
-	return frozen && tr_gather_trained(t, u, d->params, &d->gather) == ZS_OK;
+	if (!frozen || tr_gather_trained(t, u, d->params, &d->gather) != ZS_OK)
+		return false;
+	if (d->gather) /* else every shard of it is frozen: it stays */
+		tr_params_go(&d->pp, u, PE_REFRESH);
+	return true;
 }
 
-static void drop_params(zs_trainer *t, unsigned u)
+/* Unit u's parameters (LIVE or LIVE_AHEAD) freed. */
+static void free_params(zs_trainer *t, unsigned u)
 {
 	struct dunit *d = &t->drv.du[u];
-	if (d->params && !d->gather && !d->ahead) {
-		if (t->dv)
-			tr_dv_drop_params(t, u);
-		else
-			tr_stage_put(t, d->params, d->bytes);
-		d->params = NULL;
-		live_params(t, -(long long)d->bytes);
-	}
+
+	if (t->dv)
+		tr_dv_drop_params(t, u);
+	else
+		tr_stage_put(t, d->params, d->bytes);
+	d->params = NULL;
+	live_params(t, -(long long)d->bytes);
+	tr_params_go(&d->pp, u, PE_DROP);
+}
+
+/* Unit u's parameters of this step (or the step before) go, if resident
+ * and not on their way. */
+static void drop_params(zs_trainer *t, unsigned u)
+{
+	if (t->drv.du[u].pp == PP_LIVE)
+		free_params(t, u);
+}
+
+/* Waits for unit u's gather (ASKED or AHEAD); done (even failed), its
+ * parameters are there. Still running at the bound: ZS_ETIMEDOUT. */
+static int await_params(zs_trainer *t, unsigned u)
+{
+	struct dunit *d = &t->drv.du[u];
+	int rc = wait_gather(t, &d->gather);
+
+	if (!d->gather)
+		tr_params_go(&d->pp, u, PE_GATHERED);
+	return rc;
 }
 
 /* Starts unit u's gather of this step (ahead: of the next one) if it is
@@ -180,7 +174,7 @@ static int want_at(zs_trainer *t, unsigned u, bool must, bool ahead)
 	struct dunit *d = &t->drv.du[u];
 	int rc;
 
-	if (d->params || d->gather)
+	if (d->pp != PP_NONE)
 		return ZS_OK;
 	if (!must && t->drv.pol.max_live_bytes &&
 	    t->ctr.live_param_bytes + d->bytes > t->drv.pol.max_live_bytes)
@@ -189,6 +183,7 @@ static int want_at(zs_trainer *t, unsigned u, bool must, bool ahead)
 		if ((rc = tr_dv_gather(t, u)))
 			return rc;
 		live_params(t, (long long)d->bytes);
+		tr_params_go(&d->pp, u, PE_ASK);
 		return ZS_OK;
 	}
 	d->params = tr_stage_get(t, d->bytes);
@@ -200,9 +195,10 @@ static int want_at(zs_trainer *t, unsigned u, bool must, bool ahead)
 		tr_stage_put(t, d->params, d->bytes);
 		d->params = NULL;
 		live_params(t, -(long long)d->bytes);
+		return rc;
 	}
-	d->ahead = ahead && !rc;
-	return rc;
+	tr_params_go(&d->pp, u, ahead ? PE_ASK_AHEAD : PE_ASK);
+	return ZS_OK;
 }
 
 static int want(zs_trainer *t, unsigned u, bool must) { return want_at(t, u, must, false); }
@@ -220,20 +216,21 @@ static int drop_ahead(zs_trainer *t, unsigned u, bool park)
 	struct dunit *d = &t->drv.du[u];
 	int rc = ZS_OK;
 
-	if (!d->ahead)
-		return ZS_OK;
-	if (d->gather && park) {
+	if (d->pp == PP_AHEAD && park) {
 		tr_park(t, d->gather, d->params);
 		d->gather = NULL;
 		d->params = NULL;
 		live_params(t, -(long long)d->bytes);
-	} else if (d->gather) {
-		rc = wait_gather(t, &d->gather);
+		tr_params_go(&d->pp, u, PE_PARK);
+		return ZS_OK;
+	}
+	if (d->pp == PP_AHEAD) {
+		rc = await_params(t, u);
 		if (d->gather) /* still running at the bound: it keeps its buffer */
 			return rc;
 	}
-	d->ahead = false;
-	drop_params(t, u);
+	if (d->pp == PP_LIVE_AHEAD)
+		free_params(t, u);
 	return rc;
 }
 
@@ -288,10 +285,9 @@ static int post_push(zs_trainer *t, uint32_t u, struct dunit *d)
 	int rc;
 
 	if (d->direct)
-		rc = tr_push_device(t, u, coll ? d->dsend : d->grad, coll, &d->push);
+		rc = tr_push_via(t, u, coll ? d->dsend : d->grad, coll, &tr_device_sender, &d->push);
 	else
-		rc = coll ? tr_push_slice(t, u, d->gstage, &d->push)
-			  : zs_push(t, u, t->step, d->gstage, &d->push);
+		rc = tr_push_via(t, u, d->gstage, coll, &tr_host_sender, &d->push);
 	if (d->push)
 		tr_unit_go(&d->up, u, UE_POST);
 	return rc;
@@ -436,8 +432,9 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	}
 	t->rep.cur.control_seconds = tr_now_s() - t0;
 	for (uint32_t u = 0; u < n; u++) {
-		if (t->drv.du[u].ahead) /* gathered ahead: this step's */
-			t->drv.du[u].ahead = false;
+		enum tr_pphase pp = t->drv.du[u].pp;
+		if (pp == PP_AHEAD || pp == PP_LIVE_AHEAD) /* gathered ahead: this step's */
+			tr_params_go(&t->drv.du[u].pp, u, PE_BEGIN);
 		else if (!next || !refresh_in_place(t, u)) /* last step's are stale */
 			drop_params(t, u);
 	}
@@ -465,7 +462,8 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 	if (u >= n)
 		return tr_fail(t, ZS_EINVAL, "unit %u is out of range (%u units)", u, n);
 	d = &t->drv.du[u];
-	if (d->ahead && (rc = drop_ahead(t, u, false))) /* asked for again after its push */
+	/* asked for again after its push */
+	if ((d->pp == PP_AHEAD || d->pp == PP_LIVE_AHEAD) && (rc = drop_ahead(t, u, false)))
 		return rc;
 	if ((rc = want(t, u, true)))
 		return rc;
@@ -499,7 +497,7 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 		if ((rc = want(t, (unsigned)next, false)))
 			return rc;
 	}
-	if (d->gather && (rc = wait_gather(t, &d->gather)))
+	if (d->pp == PP_ASKED && (rc = await_params(t, u)))
 		return rc;
 	if (t->dv && (rc = tr_dv_params_ready(t, u)))
 		return rc;
@@ -552,14 +550,14 @@ int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
 	if (u >= t->job.spec.layout.n_units)
 		return tr_fail(t, ZS_EINVAL, "unit %u is out of range", u);
 	d = &t->drv.du[u];
-	if (d->push || copying(d))
+	if (d->up == UP_POSTED || copying(d))
 		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
 	/* at most push_depth pushes in flight beside the gradient written; not
 	 * in a replicated job that clips gradients: a push of it is answered
 	 * once its step is on every copy, and that step is applied only once
 	 * every unit's gradient is in (the step's gradients stay, as DDP's) */
-	if (!d->grad && t->drv.in_step && t->drv.stage > 1 &&
-	    !(t->job.spec.replicas > 1 && t->job.spec.optim.clip_norm > 0.0)) {
+	if (d->up == UP_NONE && t->drv.in_step && t->drv.stage > 1 &&
+	    !(tr_loss(t)->late_acks && t->job.spec.optim.clip_norm > 0.0)) {
 		/* the last push_depth pushes, by the order they started in,
 		 * may still run, not merely push_depth of any age: one that
 		 * finished early (a small unit, another server) must not let
@@ -570,13 +568,14 @@ int zs_unit_grad(zs_trainer *t, unsigned u, void **grad)
 		if (t->drv.n_pushed > depth && (rc = wait_pushes_upto(t, t->drv.n_pushed - depth)))
 			return rc;
 	}
-	if (!d->grad) {
+	if (d->up == UP_NONE) {
 		d->grad = t->dv ? tr_dv_grad_buf(t, u) : tr_stage_get(t, d->bytes);
 		if (!d->grad)
 			return t->dv ? ZS_EIO
 				     : tr_fail(t, ZS_ENOMEM, "out of memory for unit %u's gradient", u);
 		live_grads(t, (long long)d->bytes);
 	}
+	tr_unit_go(&d->up, u, UE_WRITE);
 	if (t->dv) { /* on the compute stream, before the kernels that write it */
 		if ((rc = tr_dv_zero_grad(t, u)))
 			return rc;
@@ -592,10 +591,10 @@ int zs_unit_push(zs_trainer *t, unsigned u)
 	struct dunit *d;
 	int rc;
 
-	if (u >= t->job.spec.layout.n_units || !t->drv.du[u].grad)
+	if (u >= t->job.spec.layout.n_units || t->drv.du[u].up == UP_NONE)
 		return tr_fail(t, ZS_EINVAL, "unit %u has no gradient (zs_unit_grad first)", u);
 	d = &t->drv.du[u];
-	if (d->push || copying(d))
+	if (d->up == UP_POSTED || copying(d))
 		return tr_fail(t, ZS_ESTATE, "unit %u's gradient is being pushed", u);
 	d->pushed = true;
 	d->push_seq = ++t->drv.n_pushed;
@@ -642,8 +641,8 @@ int zs_step_end(zs_trainer *t)
 		rc = r;
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
 		struct dunit *d = &t->drv.du[u];
-		if (d->gather && !d->ahead) { /* a prefetch nobody used */
-			r = wait_gather(t, &d->gather);
+		if (d->pp == PP_ASKED) { /* a prefetch nobody used */
+			r = await_params(t, u);
 			if (r && !rc)
 				rc = r;
 		}

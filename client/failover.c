@@ -282,31 +282,29 @@ enum zs_status tr_watch_lost(zs_trainer *t, char *why, size_t len, struct zs_err
 	return ZS_OK;
 }
 
-void tr_live_add(zs_trainer *t, zs_op *op)
+
+
+
+/* Replicated: a lost server is failed over from; the wait goes on. */
+static bool lost_replicated(zs_trainer *t, char *why, size_t len, struct zs_error *err)
 {
-	op->live_prev = NULL;
-	op->live_next = t->fo.live;
-	if (t->fo.live)
-		t->fo.live->live_prev = op;
-	t->fo.live = op;
-	op->listed = true;
+	return tr_watch_lost(t, why, len, err) != ZS_OK;
 }
 
-void tr_live_del(zs_trainer *t, zs_op *op)
+/* One copy of each shard: a server the coordinator marks down fails the
+ * wait at once (a broken connection fails its requests on its own). */
+static bool lost_single(zs_trainer *t, char *why, size_t len, struct zs_error *err)
 {
-	if (!op->listed)
-		return;
-	if (op->live_prev)
-		op->live_prev->live_next = op->live_next;
-	else
-		t->fo.live = op->live_next;
-	if (op->live_next)
-		op->live_next->live_prev = op->live_prev;
-	op->listed = false;
+	uint64_t id;
+
+	(void)err;
+	return tr_server_down_id(t, &id, why, len);
 }
 
-void tr_live_forget(zs_trainer *t)
+static const struct tr_loss replicated = {true, true, 2000, lost_replicated};
+static const struct tr_loss single = {false, false, 10000, lost_single};
+
+const struct tr_loss *tr_loss(const zs_trainer *t)
 {
-	while (t->fo.live)
-		tr_live_del(t, t->fo.live);
+	return t->job.spec.replicas > 1 ? &replicated : &single;
 }

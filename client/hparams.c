@@ -37,7 +37,7 @@ static int send_table(zs_trainer *t, const struct zs_hp_table *tab, struct zs_er
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	op->t = t;
 	op->step = tab->step;
-	if (t->job.spec.replicas > 1) /* a lost server needs its table no more */
+	if (tr_loss(t)->resends) /* a lost server needs its table no more */
 		op->rq = (struct tr_rq *)&op->req[n];
 	for (uint32_t i = 0; i < t->n_srv; i++) {
 		if (op->rq)

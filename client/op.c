@@ -110,10 +110,6 @@ void tr_poll(zs_op *op)
 int zs_op_test(zs_op *op) { return tr_progress(op, 0); }
 int zs_op_wait(zs_op *op, int timeout_ms) { return tr_progress(op, timeout_ms); }
 
-int tr_op_timeout(const zs_trainer *t)
-{
-	return t->drv.pol.op_timeout_ms > 0 ? t->drv.pol.op_timeout_ms : TR_OP_TIMEOUT_MS;
-}
 
 void tr_park(zs_trainer *t, zs_op *op, void *own)
 {
@@ -133,4 +129,35 @@ int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms)
 		return tr_fail(t, ZS_ETIMEDOUT, "%s", why);
 	}
 	return rc;
+}
+
+/* The live list, for a failover's sweep (failover.c). */
+
+void tr_live_add(zs_trainer *t, zs_op *op)
+{
+	op->live_prev = NULL;
+	op->live_next = t->fo.live;
+	if (t->fo.live)
+		t->fo.live->live_prev = op;
+	t->fo.live = op;
+	op->listed = true;
+}
+
+void tr_live_del(zs_trainer *t, zs_op *op)
+{
+	if (!op->listed)
+		return;
+	if (op->live_prev)
+		op->live_prev->live_next = op->live_next;
+	else
+		t->fo.live = op->live_next;
+	if (op->live_next)
+		op->live_next->live_prev = op->live_prev;
+	op->listed = false;
+}
+
+void tr_live_forget(zs_trainer *t)
+{
+	while (t->fo.live)
+		tr_live_del(t, t->fo.live);
 }

@@ -3,13 +3,18 @@
  * include/zshard.h). One handle is used by one thread at a time, so nothing
  * here is locked, except what the lease thread shares (atomics, down_mu).
  *
- * Files: zshard.c (join through the coordinator, one data-plane connection
- * per server that holds a shard, ops that fan a unit's gather or push out
- * over its shards, checkpoints), driver.c (the step driver: the stage's
- * resharding policy, the prefetch window, bounded pushes, the step report),
- * lease.c (the rank's lease, renewed by a thread of its own), resume.c
- * (back onto the job's timeline after a rollback, a restore or a stop),
- * device.c (the step driver's device mode: buffers in GPU memory).
+ * Files, each calling only those after it but for two circles of its own:
+ * zshard.c (the handle: join, close, what it tells of its job's units),
+ * resume.c (back onto the job's timeline after a rollback, a restore or a
+ * stop); driver.c (the step driver: the stage's resharding policy, the
+ * prefetch window, bounded pushes, the step report) and device.c (its
+ * device mode: buffers in GPU memory), which call each other;
+ * checkpoint.c, xfer.c (ops that fan a unit's gather or push out over its
+ * shards), hparams.c; failover.c (a lost server's shards taken over from
+ * their replicas), conns.c (the data-plane connections) and op.c (an op's
+ * requests waited for), which call each other; lease.c (the rank's lease,
+ * renewed by a thread of its own), unit.c (a unit's two state machines),
+ * handle.c (the error, the clock, the driver's host buffers).
  */
 #ifndef ZS_CLIENT_TRAINER_H
 #define ZS_CLIENT_TRAINER_H
@@ -39,14 +44,13 @@
 
 /* The step driver's view of one unit. */
 struct dunit {
-	void *params;      /* NULL when not resident */
-	zs_op *gather;     /* in flight */
-	void *grad;
-	zs_op *push;       /* in flight */
+	enum tr_pphase pp; /* where its parameters are (client/unit.h) */
+	void *params;      /* not NONE: its buffer */
+	zs_op *gather;     /* ASKED, AHEAD: in flight */
 	enum tr_uphase up; /* where its gradient is on its way (client/unit.h) */
+	void *grad;        /* not NONE: its buffer */
+	zs_op *push;       /* POSTED: in flight */
 	bool pushed;       /* its gradient of the current step went out */
-	bool ahead;        /* params / gather are of the next step (t->step + 1),
-			    * asked for at the end of this one (driver.c) */
 	uint64_t last_push; /* 1 + the last step whose push of it completed (0: none) */
 	uint64_t push_seq;  /* its last push's place in the trainer's order (n_pushed) */
 	size_t bytes;      /* numel * dtype size */
@@ -78,6 +82,8 @@ struct zs_trainer {
 	char transport[16];
 	int timeout_ms;
 	uint64_t timeline; /* the job's timeline this trainer's connections belong to */
+	/* what a server connected to is handed first (NULL: nothing) */
+	enum zs_status (*on_conn)(zs_trainer *t, struct zs_conn *c, struct zs_error *err);
 	/* the step driver (driver.c) */
 	struct tr_drv {
 		struct zs_policy pol;
@@ -92,6 +98,8 @@ struct zs_trainer {
 		const struct zs_transport_ops *reg_ops;
 		struct { void *p; struct zs_mr *mr; } *regs;
 		unsigned n_regs;
+		/* device mode: the host buffers are this device's pinned memory */
+		struct zs_dev *pin;
 		struct dunit *du;
 		uint64_t n_pushed; /* pushes the step driver started, ever */
 		bool in_step;
@@ -201,6 +209,33 @@ struct zs_op {
 
 /* failover.c */
 /*
+ * What a trainer does about a lost server: its job's replication, as a
+ * policy the driver, the ops and the checkpoint's fan-out ask (tr_loss),
+ * not the job's spec. Replicated: the lost server's shards move to their
+ * replicas and what was on it is sent there again; else the wait fails,
+ * naming the server, and the job resumes from a checkpoint.
+ */
+struct tr_loss {
+	/* ops keep what each request was (zs_op.rq), to send it again; a
+	 * push from device memory cannot be, so none goes that way */
+	bool resends;
+	/* a push is answered once its step is on every copy: a job that
+	 * clips applies a step only with every unit's gradient in, so the
+	 * driver holds them all (no push_depth bound) */
+	bool late_acks;
+	/* how long a checkpoint's fan-out waits for a lost server */
+	int arm_wait_ms;
+	/*
+	 * Between the slices of a wait: whether a server is lost (its
+	 * connection broke, the coordinator marks it down) such that the
+	 * wait must fail; why into why, and into err what a failover that
+	 * failed said. Replicated: a failover and its sweep first (false
+	 * once they succeed).
+	 */
+	bool (*lost)(zs_trainer *t, char *why, size_t len, struct zs_error *err);
+};
+const struct tr_loss *tr_loss(const zs_trainer *t);
+/*
  * A replicated job's server lost (its connection broke, or the coordinator
  * marks it down): waits, within the step driver's bound, for the
  * coordinator's placement without it, takes it, shuts its connection down
@@ -234,19 +269,12 @@ void tr_failover_sweep(zs_trainer *t, uint64_t lost);
  * why), once per server.
  */
 enum zs_status tr_watch_lost(zs_trainer *t, char *why, size_t len, struct zs_error *err);
-/* Lists op (one with rq) for the sweep, and unlists it (at its end);
- * forget: none listed any more (the connections closed: their requests
- * are gone). */
-void tr_live_add(zs_trainer *t, zs_op *op);
-void tr_live_del(zs_trainer *t, zs_op *op);
-void tr_live_forget(zs_trainer *t);
 
-/* zshard.c */
-/* Connects to the servers of t->job's placement not connected yet. */
-enum zs_status tr_connect_new(zs_trainer *t, struct zs_error *err);
 /* hparams.c: the tables kept (hp_hist) to a server connected to now, on its
- * push connection c, waited for (before any push there) */
+ * push connection c, waited for (before any push there): t->on_conn */
 enum zs_status tr_hp_to_new(zs_trainer *t, struct zs_conn *c, struct zs_error *err);
+
+/* handle.c */
 /* Records the failure in t->err (zs_trainer_error) and returns st. */
 int tr_fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -256,6 +284,21 @@ double tr_now_s(void);
  * then registers it per transfer). */
 void *tr_buf_alloc(zs_trainer *t, size_t n);
 void tr_buf_free(zs_trainer *t, void *p);
+/* Server id's connection (NULL: none); gather: the one for gathers (its
+ * second lane, or its only one). */
+struct zs_conn *tr_conn(zs_trainer *t, uint64_t server_id, bool gather);
+/* The driver's host buffers (pinned staging in device mode): one of n
+ * bytes, from its cache when one of that size is there; back to the cache
+ * (NULL is fine); the cache emptied. */
+void *tr_stage_get(zs_trainer *t, size_t n);
+void tr_stage_put(zs_trainer *t, void *p, size_t n);
+void tr_cache_flush(zs_trainer *t);
+/* The policy's bound on one op's wait. */
+int tr_op_timeout(const zs_trainer *t);
+
+/* conns.c */
+/* Connects to the servers of t->job's placement not connected yet. */
+enum zs_status tr_connect_new(zs_trainer *t, struct zs_error *err);
 /* Closes every server connection; requests in flight fail and are freed.
  * reg_ops stays: buffers registered through it are deregistered with it. */
 void tr_disconnect(zs_trainer *t);
@@ -271,45 +314,53 @@ enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err);
  * into dst (the unit's buffer: the slice lands at its offset), its push
  * of src (the slice's f32 sum over the ranks). */
 int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op);
+/*
+ * How a push's bytes leave the trainer: a policy the driver picks per
+ * push. tr_host_sender (xfer.c): from host memory; tr_device_sender
+ * (device.c): from device memory, which the server reads itself.
+ */
+struct tr_sender {
+	enum zs_status (*post)(zs_trainer *t, struct zs_conn *c, const struct zs_xfer *x,
+			       const uint8_t *src, struct zs_req **req, struct zs_error *err);
+	/* a frozen shard's step mark: these bytes, from host memory (NULL:
+	 * the first of the shard's own gradient) */
+	const uint8_t *mark;
+};
+extern const struct tr_sender tr_host_sender, tr_device_sender;
+
 /* An op's shards: every shard of the unit but its frozen ones (which a
  * replica refreshed in place keeps: they never change) */
 #define TR_ONLY_TRAINED (-2)
 /* Gathers unit u's shards of this step that are not frozen into dst (a
  * resident replica of the step before); *op NULL when it has none. */
 int tr_gather_trained(zs_trainer *t, unsigned u, void *dst, zs_op **op);
-int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op);
-/* Device mode: unit u's push (slice: a collective job's slice sum) from
- * device memory at dsrc, to servers that take it from there. */
-int tr_push_device(zs_trainer *t, unsigned u, const void *dsrc, bool slice, zs_op **op);
+/* Unit u's push (slice: a collective job's slice sum) from src, sent as
+ * via says. */
+int tr_push_via(zs_trainer *t, unsigned u, const void *src, bool slice,
+		const struct tr_sender *via, zs_op **op);
 
 /* op.c */
+/* Lists op (one with rq) for a failover's sweep, and unlists it (at its
+ * end); forget: none listed any more (the connections closed: their
+ * requests are gone). */
+void tr_live_add(zs_trainer *t, zs_op *op);
+void tr_live_del(zs_trainer *t, zs_op *op);
+void tr_live_forget(zs_trainer *t);
 /* Advances op's requests; timeout_ms < 0 waits without bound, 0 only tests. */
 int tr_progress(zs_op *op, int timeout_ms);
 /* Advances the requests of op that have completed, without waiting and
  * without finishing op (tr_progress does that, op stays valid). */
 void tr_poll(zs_op *op);
-/* Server id's connection (NULL: none); gather: the one for gathers (its
- * second lane, or its only one). */
-struct zs_conn *tr_conn(zs_trainer *t, uint64_t server_id, bool gather);
 /* Parks op, given up on while its requests live, with own (a buffer they
  * may still write, tr_buf_alloc'd; NULL: none): both freed at close. */
 void tr_park(zs_trainer *t, zs_op *op, void *own);
 /* Waits for op within timeout_ms; past it the op is parked (its requests
  * still live, freed at close) and the call fails with ZS_ETIMEDOUT. */
 int tr_wait_or_park(zs_trainer *t, zs_op *op, int timeout_ms);
-/* The policy's bound on one op's wait. */
-int tr_op_timeout(const zs_trainer *t);
-
 /* driver.c */
 /* Forgets the step in progress: its ops (their requests died with the
  * connections: call after closing them) and every buffer of the driver. */
 void tr_driver_reset(zs_trainer *t);
-/* The driver's host buffers (pinned staging in device mode): one of n
- * bytes, from its cache when one of that size is there; back to the cache
- * (NULL is fine); the cache emptied. */
-void *tr_stage_get(zs_trainer *t, size_t n);
-void tr_stage_put(zs_trainer *t, void *p, size_t n);
-void tr_cache_flush(zs_trainer *t);
 
 /* device.c: the driver's device mode, called by driver.c where t->dv */
 /* Starts unit u's gather into staging, its device buffer ready. */
@@ -333,9 +384,6 @@ int tr_dv_push_copy(zs_trainer *t, uint32_t u);
  * to keeps shards on this trainer's device and takes pushes from it
  * (zs_conn_device), the job is not replicated, $ZSHARD_DEVICE_PUSH is not 0. */
 bool tr_dv_direct(zs_trainer *t, uint32_t u);
-/* Where device memory p is, for a device push. */
-enum zs_status tr_dv_src(zs_trainer *t, const void *p, struct zs_dev_src *out,
-			 struct zs_error *err);
 int tr_dv_copied(zs_trainer *t, uint32_t u, bool wait);
 /* Unit u's push completed: its buffers go back to the caches. */
 void tr_dv_push_done(zs_trainer *t, uint32_t u);
@@ -347,8 +395,6 @@ void tr_dv_reset(zs_trainer *t, bool to_cache);
 int tr_dv_collective(zs_trainer *t);
 /* Leaves device mode: frees its buffers, streams, events, the device. */
 void tr_dv_close(zs_trainer *t);
-void *tr_dv_host_alloc(zs_trainer *t, size_t n);
-void tr_dv_host_free(zs_trainer *t, void *p);
 
 /* lease.c */
 /* Starts renewing t's rank (t->ls.session, t->ls.coord_addr set). */

@@ -19,38 +19,28 @@ static bool moves(const zs_trainer *t, const struct zs_shard *sh, unsigned u, in
  * upload), 0 (the parameters) or k (optimizer array k); partial: a
  * micro-batch's push; only >= 0: the shard of that index alone
  * (TR_ONLY_TRAINED: those not frozen); slice: the caller's buffer holds
- * just that shard's f32 elements; dev: the push is from device memory. */
-struct xfer_how {
+ * just that shard's f32 elements. */
+struct xfer_what {
 	int init;
 	bool partial;
 	int only;
-	bool slice, dev;
+	bool slice;
 };
 
-/* Posts shard sh's transfer x of op (the gather into dst, or the push of
- * from): ZS_OK, or what the post said. */
-static enum zs_status post_one(zs_trainer *t, zs_op *op, const struct zs_shard *sh,
-			       const struct zs_xfer *x, uint8_t *dst, const uint8_t *from,
-			       bool device, struct zs_error *err)
+static enum zs_status host_post(zs_trainer *t, struct zs_conn *c, const struct zs_xfer *x,
+				const uint8_t *src, struct zs_req **req, struct zs_error *err)
 {
-	struct zs_dev_src ds;
-	enum zs_status st;
-
-	if (device) { /* the server takes it from device memory */
-		if ((st = tr_dv_src(t, from, &ds, err)))
-			return st;
-		return zs_post_write_device(tr_conn(t, sh->server_id, false), x, &ds,
-					    &op->req[op->n], err);
-	}
-	return from ? zs_post_write(tr_conn(t, sh->server_id, false), x, from, &op->req[op->n], err)
-		    : zs_post_read(tr_conn(t, sh->server_id, true), x, dst, &op->req[op->n], err);
+	(void)t;
+	return zs_post_write(c, x, src, req, err);
 }
+
+const struct tr_sender tr_host_sender = {host_post, NULL};
 
 /* A new op of unit u at step for the shards h moves (with room for their
  * requests, and for what a failover sends again); *moved: the elements
  * it moves (a frozen shard's push is a step mark: none). */
 static zs_op *op_new(zs_trainer *t, unsigned u, unsigned long long step, bool push,
-		     const struct xfer_how *h, uint64_t *moved)
+		     const struct xfer_what *h, uint64_t *moved)
 {
 	uint32_t n = 0;
 	zs_op *op;
@@ -78,15 +68,13 @@ static zs_op *op_new(zs_trainer *t, unsigned u, unsigned long long step, bool pu
 }
 
 /* Posts one transfer per shard of unit u that h moves (the gather into
- * dst, or the push or upload of src); on failure cancels nothing posted
- * (they complete on their own) but reports the error through the op. */
+ * dst, or the push or upload of src, sent as via says: NULL for a
+ * gather); on failure cancels nothing posted (they complete on their own)
+ * but reports the error through the op. */
 static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
-		    const void *src, const struct xfer_how *h, zs_op **out)
+		    const void *src, const struct xfer_what *h, const struct tr_sender *via,
+		    zs_op **out)
 {
-	/* a step mark's value from device memory, which the server ignores
-	 * (writable: an RDMA transport registers what it sends); from host
-	 * memory, the first element of the shard's own gradient */
-	static uint8_t dev_mark[ZS_MARK_LEN * 8];
 	const struct zs_unit *un;
 	enum zs_dtype dt;
 	unsigned dsz;
@@ -125,7 +113,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 				    .step = step, .dtype = dt, .init = h->init >= 0,
 				    .partial = h->partial, .state_read = h->init > 0,
 				    .state = h->init > 0 ? h->init : -1, .micro = micro};
-		const uint8_t *from = !src ? NULL : is_mark && h->dev ? dev_mark
+		const uint8_t *from = !src ? NULL : is_mark && via->mark ? via->mark
 					: (const uint8_t *)src + (h->slice ? 0 : sh->offset * dsz);
 		uint8_t *to = src ? NULL : (uint8_t *)dst + sh->offset * dsz;
 		struct zs_error err = {0};
@@ -133,7 +121,12 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		if (op->rq)
 			op->rq[op->n] = (struct tr_rq){.server = sh->server_id, .x = x, .dst = to,
 						       .src = from};
-		st = post_one(t, op, sh, &x, to, from, src && h->dev && !is_mark, &err);
+		/* a step mark goes from host memory */
+		st = from ? (is_mark ? &tr_host_sender : via)
+				    ->post(t, tr_conn(t, sh->server_id, false), &x, from,
+					   &op->req[op->n], &err)
+			  : zs_post_read(tr_conn(t, sh->server_id, true), &x, to, &op->req[op->n],
+					 &err);
 		if (st == ZS_EAGAIN && op->n == 0) {
 			if (h->partial && src) /* not sent: its index is the next one's */
 				t->drv.micro[u].n--;
@@ -158,7 +151,7 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	if (src) {
 		t->ctr.pushes++;
 		t->ctr.bytes_pushed += moved * dsz;
-		if (h->dev)
+		if (via == &tr_device_sender)
 			t->ctr.bytes_pushed_device += moved * dsz;
 	} else {
 		t->ctr.gathers++;
@@ -173,14 +166,14 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 static int start(zs_trainer *t, unsigned u, unsigned long long step, void *dst,
 		 const void *src, int init, bool partial, zs_op **out)
 {
-	return start_ex(t, u, step, dst, src, &(struct xfer_how){init, partial, -1, false, false},
-			out);
+	return start_ex(t, u, step, dst, src, &(struct xfer_what){init, partial, -1, false},
+			src ? &tr_host_sender : NULL, out);
 }
 
 int tr_gather_slice(zs_trainer *t, unsigned u, void *dst, zs_op **op)
 {
-	return start_ex(t, u, t->step, dst, NULL,
-			&(struct xfer_how){-1, false, (int)t->rank, false, false}, op);
+	return start_ex(t, u, t->step, dst, NULL, &(struct xfer_what){-1, false, (int)t->rank, false},
+			NULL, op);
 }
 
 int tr_gather_trained(zs_trainer *t, unsigned u, void *dst, zs_op **op)
@@ -191,20 +184,15 @@ int tr_gather_trained(zs_trainer *t, unsigned u, void *dst, zs_op **op)
 		any = moves(t, &t->job.placement.shards[i], u, TR_ONLY_TRAINED);
 	*op = NULL;
 	return any ? start_ex(t, u, t->step, dst, NULL,
-			      &(struct xfer_how){-1, false, TR_ONLY_TRAINED, false, false}, op)
+			      &(struct xfer_what){-1, false, TR_ONLY_TRAINED, false}, NULL, op)
 		   : ZS_OK;
 }
 
-int tr_push_slice(zs_trainer *t, unsigned u, const float *src, zs_op **op)
+int tr_push_via(zs_trainer *t, unsigned u, const void *src, bool slice,
+		const struct tr_sender *via, zs_op **op)
 {
 	return start_ex(t, u, t->step, NULL, src,
-			&(struct xfer_how){-1, false, (int)t->rank, true, false}, op);
-}
-
-int tr_push_device(zs_trainer *t, unsigned u, const void *dsrc, bool slice, zs_op **op)
-{
-	return start_ex(t, u, t->step, NULL, dsrc,
-			&(struct xfer_how){-1, false, slice ? (int)t->rank : -1, slice, true}, op);
+			&(struct xfer_what){-1, false, slice ? (int)t->rank : -1, slice}, via, op);
 }
 
 int zs_gather(zs_trainer *t, unsigned u, unsigned long long step, void *dst, zs_op **op)
@@ -247,7 +235,8 @@ int zs_init_unit_state(zs_trainer *t, unsigned u, unsigned array, const float *s
 			       n == 1 ? "" : "s");
 	/* shards of frozen tensors alone keep no optimizer state */
 	if ((rc = start_ex(t, u, 0, NULL, state,
-			   &(struct xfer_how){(int)array, false, TR_ONLY_TRAINED, false, false}, &op)))
+			   &(struct xfer_what){(int)array, false, TR_ONLY_TRAINED, false},
+			   &tr_host_sender, &op)))
 		return rc;
 	return tr_wait_or_park(t, op, TR_OP_TIMEOUT_MS);
 }

@@ -1,8 +1,9 @@
 /*
- * zshard.c - libzshard (see include/zshard.h): join through the
- * coordinator, one data-plane connection per server that holds a shard,
- * checkpoints (the ops that fan a unit's gather or push out over its
- * shards: xfer.c, waited for in op.c).
+ * zshard.c - libzshard (see include/zshard.h): a trainer's handle, joined
+ * through the coordinator (its connections: conns.c) and closed, and what
+ * it tells about its job's units (the ops that fan a unit's gather or push
+ * out over its shards: xfer.c, waited for in op.c; checkpoints:
+ * checkpoint.c).
  */
 #include "client/trainer.h"
 
@@ -11,248 +12,18 @@
 #include "base/config.h"
 #include "base/env.h"
 #include "base/log.h"
-#include "ctrl/ckpt_arm.h"
 #include "ctrl/tls.h"
 
-int tr_fail(zs_trainer *t, enum zs_status st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(t->err, sizeof t->err, fmt, ap);
-	va_end(ap);
-	return st;
-}
 
-double tr_now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
-/* A buffer for the step driver: where registering pays (rdma), registered
- * once here (a failed registration leaves it unregistered: the transport
- * then registers it per transfer). */
-void *tr_buf_alloc(zs_trainer *t, size_t n)
-{
-	void *p = t->dv ? tr_dv_host_alloc(t, n ? n : 1) : malloc(n ? n : 1);
-	struct zs_mr *mr;
-	void *g;
 
-	if (!p || !t->drv.reg_conn || zs_mem_register(t->drv.reg_conn, p, n ? n : 1, &mr, NULL))
-		return p;
-	g = realloc(t->drv.regs, (t->drv.n_regs + 1) * sizeof *t->drv.regs);
-	if (!g) {
-		t->drv.reg_ops->dereg(mr);
-		return p;
-	}
-	t->drv.regs = g;
-	t->drv.regs[t->drv.n_regs].p = p;
-	t->drv.regs[t->drv.n_regs++].mr = mr;
-	return p;
-}
 
-void tr_buf_free(zs_trainer *t, void *p)
-{
-	if (!p)
-		return;
-	for (unsigned i = 0; i < t->drv.n_regs; i++)
-		if (t->drv.regs[i].p == p) {
-			/* through the ops table: the connection may be closed by now */
-			t->drv.reg_ops->dereg(t->drv.regs[i].mr);
-			t->drv.regs[i] = t->drv.regs[--t->drv.n_regs];
-			break;
-		}
-	if (t->dv)
-		tr_dv_host_free(t, p);
-	else
-		free(p);
-}
 
-struct zs_conn *tr_conn(zs_trainer *t, uint64_t server_id, bool gather)
-{
-	for (uint32_t i = 0; i < t->n_srv; i++)
-		if (t->srv_id[i] == server_id)
-			return gather && t->gconn[i] ? t->gconn[i] : t->conn[i];
-	return NULL;
-}
 
-static struct zs_conn *conn_of(zs_trainer *t, uint64_t server_id)
-{
-	return tr_conn(t, server_id, false);
-}
 
-void tr_disconnect(zs_trainer *t)
-{
-	tr_live_forget(t); /* their requests go with the connections */
-	t->fo.lost_tried = 0;
-	for (uint32_t i = 0; i < t->n_srv; i++) {
-		zs_conn_close(t->conn[i]);
-		zs_conn_close(t->gconn[i]);
-	}
-	for (uint32_t i = 0; i < t->fo.n_dead; i++)
-		zs_conn_close(t->fo.dead[i]);
-	free(t->fo.dead);
-	t->fo.dead = NULL;
-	t->fo.n_dead = 0;
-	t->n_srv = 0;
-	t->drv.reg_conn = NULL;
-	free(t->srv_id);
-	free(t->conn);
-	free(t->gconn);
-	t->srv_id = NULL;
-	t->conn = NULL;
-	t->gconn = NULL;
-}
 
-/* Connects to every server holding a shard of the job. */
-static enum zs_status connect_all(zs_trainer *t, const char *transport, int timeout_ms,
-				  struct zs_error *err)
-{
-	struct zs_server_info *s = NULL;
-	char host[ZS_ADDR_MAX] = "";
-	struct zs_transport_probe probe = {0};
-	uint32_t n_s;
-	enum zs_status st = zs_coord_servers(t->coord, &s, &n_s, err);
 
-	if (st)
-		return st;
-	gethostname(host, sizeof host - 1);
-	{ /* room for every server listed, beside those connected already */
-		size_t room = t->n_srv + n_s + 1;
-		uint64_t *ids = realloc(t->srv_id, room * sizeof *ids);
-		struct zs_conn **cs = ids ? realloc(t->conn, room * sizeof *cs) : NULL;
-		struct zs_conn **gs = cs ? realloc(t->gconn, room * sizeof *gs) : NULL;
-		if (ids)
-			t->srv_id = ids;
-		if (cs)
-			t->conn = cs;
-		if (gs)
-			t->gconn = gs;
-		if (!ids || !cs || !gs) {
-			free(s);
-			return zs_fail(err, ZS_ENOMEM, "out of memory");
-		}
-	}
-	for (uint32_t i = 0; i < n_s && !st; i++) {
-		bool used = false;
-		const struct zs_transport_ops *ops;
-		struct zs_conn_opts o = {.job = t->job.spec.name, .token = t->job.token, .rank = t->rank,
-					 .incarnation = t->job.incarnation,
-					 .epoch = t->job.placement.epoch,
-					 .timeout_ms = timeout_ms};
-		struct zs_transport_offer offer = {.bits = s[i].transports,
-						   .same_host = !strcmp(s[i].host, host),
-						   .addr = s[i].data_addr,
-						   .local_addr = s[i].shm_addr};
-		for (uint32_t k = 0; k < t->job.placement.n_shards; k++)
-			used |= t->job.placement.shards[k].server_id == s[i].id;
-		if (!used || conn_of(t, s[i].id))
-			continue;
-		/* under auto, a transport that does not reach the server (shm to
-		 * a server in another network namespace) gives way to the next */
-		for (uint32_t skip = 0;; skip |= ops->bit) {
-			struct zs_error why = {0};
-			st = zs_transport_choose(transport, &offer, &probe, skip, &ops, &o.addr,
-						 skip ? &why : err);
-			if (st) {
-				if (skip) /* nothing left: the last connect's error */
-					st = err->code;
-				else
-					zs_error_prefix(err, "server %llu (%s)",
-							(unsigned long long)s[i].id, s[i].addr);
-				break;
-			}
-			t->gconn[t->n_srv] = NULL;
-			st = zs_connect(ops, &o, &t->conn[t->n_srv], err);
-			if (!st && (ops->caps & ZS_CAP_LANES) &&
-			    (st = zs_connect(ops, &o, &t->gconn[t->n_srv], err)))
-				zs_conn_close(t->conn[t->n_srv]); /* both lanes or none */
-			if (st != ZS_EUNAVAIL || !zs_transport_is_auto(transport))
-				break;
-			zs_debug("server %llu: %s does not reach it (%s), trying the next transport",
-			       (unsigned long long)s[i].id, ops->name, err->msg);
-		}
-		if ((st == ZS_EUNAVAIL || st == ZS_ETIMEDOUT) && !s[i].up) {
-			/* a server the coordinator has not heard from since its
-			 * own restart (or since the lease lapsed) is listed at
-			 * the address it had: wait for it to register again */
-			zs_error_prefix(err, "server %llu, not registered since the coordinator's start or its lease's lapse",
-					(unsigned long long)s[i].id);
-			st = ZS_EAGAIN;
-		}
-		/* a server connected to now (a failover's new primary, which
-		 * trainers did not push to) has none of the tables the others
-		 * got: the steps in flight are applied with them, not with the
-		 * last table its primary forwarded (a promoted copy applied a
-		 * step at the step before's learning rate: wrong bits) */
-		if (!st && (t->hps.n_hist || t->hps.sending) &&
-		    (st = tr_hp_to_new(t, t->conn[t->n_srv], err))) {
-			zs_conn_close(t->conn[t->n_srv]);
-			if (t->gconn[t->n_srv])
-				zs_conn_close(t->gconn[t->n_srv]);
-		}
-		if (!st) {
-			if ((ops->caps & ZS_CAP_REGISTER) && !t->drv.reg_conn) {
-				t->drv.reg_conn = t->conn[t->n_srv];
-				t->drv.reg_ops = ops;
-			}
-			t->srv_id[t->n_srv++] = s[i].id;
-		}
-	}
-	for (uint32_t k = 0; !st && k < t->job.placement.n_shards; k++)
-		if (!conn_of(t, t->job.placement.shards[k].server_id))
-			st = zs_fail(err, ZS_EUNAVAIL, "server %llu, which holds shards, is not listed",
-				     (unsigned long long)t->job.placement.shards[k].server_id);
-	free(s);
-	return st;
-}
 
-enum zs_status tr_connect_new(zs_trainer *t, struct zs_error *err)
-{
-	return connect_all(t, t->transport, t->timeout_ms, err);
-}
-
-/*
- * A server said ZS_EAGAIN: it may be behind t's placement (it takes the
- * new epoch at its next heartbeat: waited for) or ahead of it (the job
- * was re-placed since t read it: a failover or a rebuild between the
- * job's creation and this join). The coordinator's placement of the same
- * timeline, when newer, is taken; one of another timeline is left to
- * catch_up (resume.c).
- */
-static void newer_placement(zs_trainer *t)
-{
-	struct zs_error e = {0};
-	struct zs_job j;
-
-	if (!t->coord || zs_coord_get_job(t->coord, t->job.spec.name, &j, &e))
-		return;
-	if (j.incarnation == t->job.incarnation && j.timeline == t->timeline &&
-	    j.placement.epoch > t->job.placement.epoch && !tr_take_placement(t, &j.placement))
-		zs_info("rank %u of job '%s': its placement moved to epoch %llu while it connected",
-			t->rank, t->job.spec.name, (unsigned long long)t->job.placement.epoch);
-	zs_job_release(&j);
-}
-
-enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err)
-{
-	int64_t deadline = zs_now_ms() + t->timeout_ms;
-	enum zs_status st;
-
-	tr_disconnect(t);
-	while ((st = connect_all(t, t->transport, t->timeout_ms, err)) == ZS_EAGAIN &&
-	       zs_now_ms() < deadline) {
-		tr_disconnect(t);
-		newer_placement(t);
-		zs_sleep_ms(50, NULL);
-	}
-	if (st == ZS_EAGAIN)
-		st = zs_fail(err, ZS_ETIMEDOUT, "%s (waited %d ms for it)", err->msg, t->timeout_ms);
-	if (st)
-		tr_disconnect(t);
-	return st;
-}
 
 /*
  * Joins t's rank. A rank still held by a process that died is refused
@@ -273,16 +44,6 @@ static enum zs_status join_rank(zs_trainer *t, const struct zs_join_req *req,
 	return st;
 }
 
-enum zs_status tr_take_placement(zs_trainer *t, const struct zs_placement *p)
-{
-	struct zs_placement q;
-
-	if (zs_placement_primaries(&q, p))
-		return ZS_ENOMEM;
-	zs_placement_release(&t->job.placement);
-	t->job.placement = q;
-	return ZS_OK;
-}
 
 /*
  * What a caller leaves out, from the launch configuration ($ZSHARD_CONFIG,
@@ -368,6 +129,7 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
 	snprintf(t->ls.coord_addr, sizeof t->ls.coord_addr, "%s", coordinator);
 	snprintf(t->transport, sizeof t->transport, "%s", transport);
 	t->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
+	t->on_conn = tr_hp_to_new; /* a server connected to later gets the tables */
 	st = join_rank(t, &req, &err);
 	if (st)
 		goto fail;
@@ -566,80 +328,4 @@ int zs_unit_dtype(const zs_trainer *t, unsigned u)
 void zs_trainer_counters(const zs_trainer *t, struct zs_trainer_counters *c)
 {
 	*c = t->ctr;
-}
-
-/* ------------------------------------------------------------ checkpoints */
-
-int zs_checkpoint(zs_trainer *t, unsigned long long step, const void *blob, unsigned len,
-		  unsigned long long *id)
-{
-	struct zs_error err = {0};
-	struct zs_checkpoint k;
-	enum zs_status st = zs_coord_create_ckpt(t->coord, t->job.spec.name, step, &k, &err);
-
-	if (st)
-		return tr_fail(t, st, "%s", err.msg);
-	if (id)
-		*id = k.id;
-	if (k.state == ZS_CKPT_PENDING) {
-		/* this rank has not pushed step `step` yet, so no shard can pass
-		 * it: tell every server now, before they could (a replicated
-		 * job's lost server is waited for 2 s at most) */
-		st = zs_ckpt_arm(t->coord, &t->job, k.id, step,
-				 t->job.spec.replicas > 1 ? 2000 : 10000, &err);
-		if (st) {
-			zs_checkpoint_release(&k);
-			return tr_fail(t, st, "checkpoint %llu: %s", (unsigned long long)k.id, err.msg);
-		}
-	}
-	if (blob || len) {
-		if (len > ZS_BLOB_MAX) {
-			zs_checkpoint_release(&k);
-			return tr_fail(t, ZS_EINVAL, "a blob of %u bytes is over %u", len, ZS_BLOB_MAX);
-		}
-		st = zs_coord_put_blob(t->coord, t->job.spec.name, k.id, t->rank, blob, len, &err);
-	}
-	zs_checkpoint_release(&k);
-	return st ? tr_fail(t, st, "%s", err.msg) : ZS_OK;
-}
-
-int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms)
-{
-	double t0 = tr_now_s();
-
-	for (;;) {
-		struct zs_error err = {0};
-		struct zs_checkpoint k;
-		enum zs_status st = zs_coord_get_ckpt(t->coord, t->job.spec.name, id, &k, &err);
-		enum zs_ckpt_state state;
-		if (st)
-			return tr_fail(t, st, "%s", err.msg);
-		state = k.state;
-		if (state == ZS_CKPT_FAILED)
-			tr_fail(t, ZS_EIO, "checkpoint %llu failed: %s", id, k.error);
-		zs_checkpoint_release(&k);
-		if (state == ZS_CKPT_COMMITTED)
-			return ZS_OK;
-		if (state == ZS_CKPT_FAILED) {
-			/* abandoned by a rollback: the job's timeline says so */
-			struct zs_job j;
-			bool moved = false;
-			if (!zs_coord_get_job(t->coord, t->job.spec.name, &j, &err)) {
-				moved = j.timeline != t->timeline;
-				zs_job_release(&j);
-			}
-			if (moved)
-				return tr_fail(t, ZS_ERESUME,
-					       "checkpoint %llu: job '%s' rolled back before it was durable: resume (zs_trainer_resume)",
-					       id, t->job.spec.name);
-			return ZS_EIO;
-		}
-		if (timeout_ms >= 0 && (tr_now_s() - t0) * 1000.0 >= timeout_ms)
-			return tr_fail(t, ZS_EAGAIN, "checkpoint %llu is not committed after %d ms", id,
-				    timeout_ms);
-		{
-			struct timespec ts = {0, 20 * 1000 * 1000};
-			nanosleep(&ts, NULL);
-		}
-	}
 }

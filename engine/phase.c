@@ -5,7 +5,7 @@
  */
 #include "engine/engine_int.h"
 
-static const struct eng_transition table[] = {
+static const struct zs_fsm_edge table[] = {
 	/* parameters come */
 	{PH_EMPTY, EV_PARAMS, PH_LANDING},
 	{PH_LANDING, EV_PARAMS, PH_LANDING}, /* an upload or seed sent again */
@@ -42,28 +42,18 @@ static const char *const phase_names[PH_COUNT] = {"EMPTY", "LANDING", "WAITING",
 static const char *const event_names[EV_COUNT] = {"params", "restore", "reset", "behind",
 						  "reduced", "applied", "failed", "discard"};
 
-const char *eng_phase_name(enum eng_phase p)
-{
-	return (unsigned)p < PH_COUNT ? phase_names[p] : "?";
-}
+const struct zs_fsm eng_phase_fsm = {"a shard's step", table, ZS_FSM_LEN(table), phase_names,
+				     PH_COUNT, event_names, EV_COUNT};
 
-const char *eng_event_name(enum eng_event ev)
-{
-	return (unsigned)ev < EV_COUNT ? event_names[ev] : "?";
-}
+const char *eng_phase_name(enum eng_phase p) { return zs_fsm_state(&eng_phase_fsm, (int)p); }
 
-const struct eng_transition *eng_phase_table(size_t *n)
-{
-	*n = sizeof table / sizeof table[0];
-	return table;
-}
+const char *eng_event_name(enum eng_event ev) { return zs_fsm_event(&eng_phase_fsm, (int)ev); }
 
 enum eng_phase eng_phase_next(enum eng_phase from, enum eng_event ev)
 {
-	for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-		if (table[i].from == from && table[i].ev == ev)
-			return table[i].to;
-	return PH_COUNT;
+	int to = zs_fsm_next(&eng_phase_fsm, (int)from, (int)ev);
+
+	return to < 0 ? PH_COUNT : (enum eng_phase)to;
 }
 
 bool eng_phase_go(struct eshard *s, enum eng_event ev)

@@ -23,6 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/fsm.h"
+
 enum eng_phase { PH_EMPTY, PH_LANDING, PH_WAITING, PH_CLIPPING, PH_STUCK, PH_COUNT };
 
 enum eng_event {
@@ -37,12 +39,6 @@ enum eng_event {
 	EV_COUNT
 };
 
-struct eng_transition {
-	enum eng_phase from;
-	enum eng_event ev;
-	enum eng_phase to;
-};
-
 struct eshard;
 
 /*
@@ -55,7 +51,7 @@ bool eng_phase_go(struct eshard *s, enum eng_event ev);
 enum eng_phase eng_phase_next(enum eng_phase from, enum eng_event ev);
 const char *eng_phase_name(enum eng_phase p);
 const char *eng_event_name(enum eng_event ev);
-/* The table, in the order DESIGN.md draws it (n rows). */
-const struct eng_transition *eng_phase_table(size_t *n);
+/* The machine: its table, in the order DESIGN.md draws it, and names. */
+extern const struct zs_fsm eng_phase_fsm;
 
 #endif
