@@ -57,66 +57,6 @@ static enum zs_status commit_record(struct coord *c, unsigned table, const void 
 	return cstore_commit(t, err);
 }
 
-/* The record's bytes: the job without its trainers (they have their own). */
-static enum zs_status enc_record(const struct zs_job *j, struct zs_buf *b)
-{
-	struct zs_job v = *j;
-	v.trainers = NULL;
-	v.n_trainers = 0;
-	return zs_enc_job(&v, b);
-}
-
-static struct jobrec **rec_slot(struct coord *c, const char *name)
-{
-	struct jobrec **p = &c->recs;
-	while (*p && strcmp((*p)->name, name))
-		p = &(*p)->next;
-	return p;
-}
-
-/* Keeps b (taken) as name's committed record; b NULL: forgets it. */
-static void rec_set(struct coord *c, const char *name, struct zs_buf *b)
-{
-	struct jobrec **p = rec_slot(c, name), *r = *p;
-	if (r) {
-		zs_buf_release(&r->b);
-		if (!b) {
-			*p = r->next;
-			free(r);
-			return;
-		}
-	} else if (b && (r = calloc(1, sizeof *r))) {
-		snprintf(r->name, sizeof r->name, "%s", name);
-		*p = r;
-	}
-	if (r && b) {
-		r->b = *b;
-		*b = (struct zs_buf){0};
-	} else if (b) {
-		zs_buf_release(b);
-	}
-}
-
-const struct zs_buf *coord_job_record(struct coord *c, const struct zs_job *j)
-{
-	struct jobrec *r = *rec_slot(c, j->spec.name);
-	struct zs_buf b = {0};
-
-	if (r)
-		return &r->b;
-	if (enc_record(j, &b))
-		return NULL;
-	rec_set(c, j->spec.name, &b);
-	r = *rec_slot(c, j->spec.name);
-	return r ? &r->b : NULL;
-}
-
-void coord_records_free(struct coord *c)
-{
-	while (c->recs)
-		rec_set(c, c->recs->name, NULL);
-}
-
 enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
 			       bool bump, struct zs_error *err)
 {
@@ -126,7 +66,7 @@ enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
 	struct cstore_txn *t;
 	enum zs_status st;
 
-	if (!del && enc_record(j, &b))
+	if (!del && coord_enc_record(j, &b))
 		return zs_fail(err, ZS_ENOMEM, "cannot encode job record");
 	if ((st = cstore_begin(c, &t, err))) {
 		zs_buf_release(&b);
@@ -148,7 +88,7 @@ enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
 	if (!st && bump)
 		c->assign_gen++;
 	if (!st) /* what joins are answered with from now on */
-		rec_set(c, name, del ? NULL : &b);
+		coord_record_set(c, name, del ? NULL : &b);
 	zs_buf_release(&b);
 	return st;
 }
@@ -561,22 +501,6 @@ static enum zs_status upgrade_job(struct coord *c, struct zs_job *j, bool legacy
 	return st;
 }
 
-/* A restore that was in flight when the coordinator stopped: its task
- * again, for the servers to take. */
-static enum zs_status resume_restores(struct coord *c, struct zs_error *err)
-{
-	for (size_t i = 0; i < c->n_jobs; i++) {
-		struct zs_checkpoint *k = coord_find_ckpt(c, c->jobs[i].spec.name,
-						    c->jobs[i].restore_pending);
-		bool reset = c->jobs[i].restore_pending == ZS_CKPT_RESET;
-		if ((reset || (c->jobs[i].restore_pending && k)) &&
-		    coord_add_ctask(c, &c->jobs[i], ZS_TASK_RESTORE, c->jobs[i].restore_pending,
-				    reset ? 0 : k->step))
-			return zs_fail(err, ZS_ENOMEM, "out of memory");
-	}
-	return ZS_OK;
-}
-
 enum zs_status coord_load(struct coord *c, struct zs_error *err)
 {
 	struct cstore_read t;
@@ -645,7 +569,7 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err)
 	if (st)
 		return st;
 	/* a restore that was in flight when we stopped: ask the servers again */
-	return resume_restores(c, err);
+	return st;
 }
 
 void coord_free_state(struct coord *c)
@@ -659,9 +583,4 @@ void coord_free_state(struct coord *c)
 	for (size_t i = 0; i < c->ck.n; i++)
 		zs_checkpoint_release(&c->ck.list[i]);
 	free(c->ck.list);
-	while (c->ck.tasks) {
-		struct ctask *t = c->ck.tasks;
-		c->ck.tasks = t->next;
-		coord_ctask_free(t);
-	}
 }

@@ -350,3 +350,95 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
 	}
 	pthread_mutex_unlock(&c->mu);
 }
+
+/* A restore that was in flight when the coordinator stopped: its task
+ * again, for the servers to take. */
+enum zs_status coord_resume_restores(struct coord *c, struct zs_error *err)
+{
+	for (size_t i = 0; i < c->n_jobs; i++) {
+		struct zs_checkpoint *k = coord_find_ckpt(c, c->jobs[i].spec.name,
+						    c->jobs[i].restore_pending);
+		bool reset = c->jobs[i].restore_pending == ZS_CKPT_RESET;
+		if ((reset || (c->jobs[i].restore_pending && k)) &&
+		    coord_add_ctask(c, &c->jobs[i], ZS_TASK_RESTORE, c->jobs[i].restore_pending,
+				    reset ? 0 : k->step))
+			return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	return ZS_OK;
+}
+
+void coord_ctasks_free(struct coord *c)
+{
+	while (c->ck.tasks) {
+		struct ctask *t = c->ck.tasks;
+		c->ck.tasks = t->next;
+		coord_ctask_free(t);
+	}
+}
+
+/* A rollback: the job back to its latest committed checkpoint (or a
+ * reset), carried out by the servers as a restore task. */
+enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_server,
+			      const char *why)
+{
+	struct zs_checkpoint *k;
+	struct zs_error e = {0};
+	struct zs_job old = *j;
+	uint64_t id, step;
+
+	if (j->restore_pending) {
+		/* already going back: a server that lost its shards meanwhile
+		 * (restored them, then restarted) must restore them again */
+		for (struct ctask *t = c->ck.tasks; lost_server && t; t = t->next) {
+			bool there = false;
+			uint64_t *g;
+			if (t->t.kind != ZS_TASK_RESTORE || strcmp(t->t.job, j->spec.name))
+				continue;
+			for (uint32_t q = 0; q < t->n_pending; q++)
+				there |= t->pending[q] == lost_server;
+			if (there || !(g = realloc(t->pending, (t->n_pending + 1) * sizeof *g)))
+				break;
+			t->pending = g;
+			t->pending[t->n_pending++] = lost_server;
+			c->task_gen++;
+			break;
+		}
+		zs_info("job '%s': %s, during its rollback (which goes on)", j->spec.name, why);
+		return ZS_OK;
+	}
+	k = coord_latest_ckpt(c, j);
+	/* none of its own yet: the one an operator restored it from, by id,
+	 * an earlier job's of the name (its state started there) */
+	if (!k && j->restored_id && (k = coord_find_ckpt(c, j->spec.name, j->restored_id)) &&
+	    k->state != ZS_CKPT_COMMITTED)
+		k = NULL;
+	id = k ? k->id : ZS_CKPT_RESET;
+	step = k ? k->step : 0;
+	coord_mark_restore(c, j, id);
+	zs_fmt(j->rollback_reason, sizeof j->rollback_reason, "%s", why);
+	if (coord_save_job(c, j, false, false, &e)) {
+		*j = old;
+		zs_error("job '%s': %s, but the rollback cannot be recorded: %s", j->spec.name, why,
+			 e.msg);
+		return e.code;
+	}
+	{
+		char w[96];
+		zs_fmt(w, sizeof w, "the job rolled back to step %llu before it was durable",
+		       (unsigned long long)step);
+		coord_fail_pending(c, j, w);
+	}
+	coord_metrics_event(c, COORD_EV_ROLLBACK);
+	if (coord_add_ctask(c, j, ZS_TASK_RESTORE, id, step)) {
+		zs_error("job '%s': out of memory queueing its rollback", j->spec.name);
+		return ZS_ENOMEM;
+	}
+	/* (k may have moved: failed checkpoints were pruned above) */
+	if (id != ZS_CKPT_RESET)
+		zs_warn("job '%s': %s: rolling back to checkpoint %llu (step %llu)", j->spec.name,
+			why, (unsigned long long)id, (unsigned long long)step);
+	else
+		zs_warn("job '%s': %s, and it has no committed checkpoint: it starts again from step 0",
+			j->spec.name, why);
+	return ZS_OK;
+}

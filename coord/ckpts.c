@@ -448,3 +448,47 @@ void coord_h_restore(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 out:
 	pthread_mutex_unlock(&c->mu);
 }
+
+struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const struct zs_job *j)
+{
+	struct zs_checkpoint *k = NULL;
+	for (size_t i = 0; i < c->ck.n; i++)
+		if (coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].state == ZS_CKPT_COMMITTED)
+			k = &c->ck.list[i];
+	return k;
+}
+
+void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why)
+{
+	for (size_t i = 0; i < c->ck.n; i++) {
+		struct zs_checkpoint *k = &c->ck.list[i], nk;
+		struct zs_error e = {0};
+		if (!coord_ckpt_of(k, j) || k->state != ZS_CKPT_PENDING)
+			continue;
+		nk = *k;
+		nk.state = ZS_CKPT_FAILED;
+		zs_fmt(nk.error, sizeof nk.error, "abandoned: %s", why);
+		if (coord_save_ckpt(c, &nk, false, &e)) {
+			zs_error("job '%s': cannot record checkpoint %llu as abandoned: %s",
+				 j->spec.name, (unsigned long long)k->id, e.msg);
+			continue;
+		}
+		*k = nk;
+		c->task_gen++;
+	}
+	coord_prune_failed(c, j);
+}
+
+void coord_mark_restore(struct coord *c, struct zs_job *j, uint64_t id)
+{
+	/* a step's norms of the ended timeline never come whole: the servers
+	 * waiting on them let their shards go to the restore now */
+	coord_norms_fail_job(c, j->spec.name, "the job is going back to a checkpoint");
+	j->restore_pending = id;
+	j->restore_error[0] = '\0';
+	j->timeline++;
+	/* where ranks stopped, or are to stop, belongs to the ended timeline */
+	j->stopped_step = 0;
+	j->leaving_step = 0;
+	j->stop_before = 0;
+}

@@ -1,6 +1,7 @@
 /*
- * coord.c - the coordinator's life (start, stop), its RPC method table,
- * and the lookups and replies every handler shares (see state.h).
+ * coord.c - the coordinator's life (start, stop) and its RPC method
+ * table (see state.h); the lookups and replies every handler shares are
+ * lookup.c's.
  *
  * Catalog tables: meta ("next_server_id", "assign_gen": u64 LE),
  * servers (u64 BE id -> ServerInfo), jobs (name -> Job), ckpts.
@@ -8,211 +9,6 @@
 #include "coord/state.h"
 
 #include <time.h>
-
-struct srv *coord_find_srv(struct coord *c, uint64_t id)
-{
-	for (size_t i = 0; i < c->n_srvs; i++)
-		if (c->srvs[i].info.id == id)
-			return &c->srvs[i];
-	return NULL;
-}
-
-struct zs_job *coord_find_job(struct coord *c, const char *name)
-{
-	for (size_t i = 0; i < c->n_jobs; i++)
-		if (!strcmp(c->jobs[i].spec.name, name))
-			return &c->jobs[i];
-	return NULL;
-}
-
-/* "server ID (ADDR)" for messages an operator acts on: the address says
- * which process, the id alone does not. Returns buf. */
-const char *coord_server_name(struct coord *c, uint64_t id, char *buf, size_t len)
-{
-	struct srv *s = coord_find_srv(c, id);
-
-	if (s)
-		snprintf(buf, len, "server %llu (%s)", (unsigned long long)id, s->info.addr);
-	else
-		snprintf(buf, len, "server %llu", (unsigned long long)id);
-	return buf;
-}
-
-/* The job named, or NULL after failing call with ZS_ENOTFOUND. */
-struct zs_job *coord_job_or_fail(struct coord *c, struct zs_rpc_call *call, const char *name)
-{
-	struct zs_job *j = coord_find_job(c, name);
-
-	if (!j)
-		zs_rpc_fail(call, ZS_ENOTFOUND, "no job '%s'", name);
-	return j;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-bool coord_placement_servers(const struct zs_placement *pl, uint64_t **ids, uint32_t *n)
-{
-	uint64_t *v;
-	uint32_t m = 0;
-
-	*ids = NULL;
-	*n = 0;
-	if (!pl->n_shards)
-		return true;
-	v = malloc(pl->n_shards * sizeof *v);
-	if (!v)
-		return false;
-	for (uint32_t i = 0; i < pl->n_shards; i++)
-		v[i] = pl->shards[i].server_id;
-	qsort(v, pl->n_shards, sizeof *v, cmp_u64);
-	for (uint32_t i = 0; i < pl->n_shards; i++)
-		if (!m || v[m - 1] != v[i])
-			v[m++] = v[i];
-	*ids = v;
-	*n = m;
-	return true;
-}
-
-bool coord_id_in(const uint64_t *ids, uint32_t n, uint64_t sid)
-{
-	uint32_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (ids[mid] == sid)
-			return true;
-		if (ids[mid] < sid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
-}
-
-bool coord_job_servers(struct coord *c, const struct zs_job *j, const uint64_t **ids,
-		       uint32_t *n)
-{
-	struct jobsrv *s;
-
-	for (s = c->jobsrvs; s; s = s->next)
-		if (!strcmp(s->job, j->spec.name))
-			break;
-	if (!s) {
-		s = calloc(1, sizeof *s);
-		if (!s)
-			return false;
-		snprintf(s->job, sizeof s->job, "%s", j->spec.name);
-		s->next = c->jobsrvs;
-		c->jobsrvs = s;
-	} else if (s->incarnation == j->incarnation && s->epoch == j->placement.epoch &&
-		   s->shards == j->placement.shards && s->n_shards == j->placement.n_shards) {
-		goto out;
-	}
-	free(s->ids);
-	s->ids = NULL;
-	s->n_shards = 0;
-	s->shards = NULL;
-	if (!coord_placement_servers(&j->placement, &s->ids, &s->n))
-		return false;
-	s->incarnation = j->incarnation;
-	s->epoch = j->placement.epoch;
-	s->shards = j->placement.shards;
-	s->n_shards = j->placement.n_shards;
-out:
-	*ids = s->ids;
-	*n = s->n;
-	return true;
-}
-
-void coord_jobsrv_free(struct coord *c)
-{
-	while (c->jobsrvs) {
-		struct jobsrv *s = c->jobsrvs;
-		c->jobsrvs = s->next;
-		free(s->ids);
-		free(s);
-	}
-}
-
-/* Bytes placements hold on server id, over all jobs except skip. */
-uint64_t coord_used_on(struct coord *c, uint64_t id, const struct zs_job *skip)
-{
-	uint64_t b = 0;
-	for (size_t i = 0; i < c->n_jobs; i++)
-		if (&c->jobs[i] != skip)
-			b += place_bytes_on(&c->jobs[i].spec, &c->jobs[i].placement, id);
-	return b;
-}
-
-/* Encodes and sends a job, or fails the call. */
-void coord_reply_job(struct zs_rpc_call *call, const struct zs_job *j)
-{
-	struct zs_job v = *j;
-	struct zs_buf b;
-
-	v.token[0] = '\0'; /* a listing, not a credential */
-	if (zs_enc_job(&v, &b)) {
-		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode reply");
-		return;
-	}
-	zs_rpc_reply(call, b.data, b.len);
-	zs_buf_release(&b);
-}
-
-void coord_reply_join(struct coord *c, struct zs_rpc_call *call, const struct zs_job *j)
-{
-	/* the job as committed, without its trainers: encoded once per change */
-	const struct zs_buf *rec = coord_job_record(c, j);
-	struct zs_buf b;
-
-	if (rec) {
-		zs_rpc_reply(call, rec->data, rec->len);
-	} else if (!zs_enc_job(j, &b)) {
-		zs_rpc_reply(call, b.data, b.len);
-		zs_buf_release(&b);
-	} else {
-		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode reply");
-	}
-}
-
-void coord_reply_buf(struct zs_rpc_call *call, enum zs_status enc_st,
-		      struct zs_buf *b)
-{
-	if (enc_st)
-		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode reply");
-	else
-		zs_rpc_reply(call, b->data, b->len);
-	zs_buf_release(b);
-}
-
-void coord_reply_err(struct zs_rpc_call *call, const struct zs_error *e)
-{
-	zs_rpc_fail(call, e->code, "%s", e->msg);
-}
-
-/* Fills the live servers with their free bytes (excluding job skip). */
-size_t coord_live_servers(struct coord *c, const struct zs_job *skip,
-			   struct place_server *out)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < c->n_srvs; i++) {
-		struct srv *s = &c->srvs[i];
-		uint64_t used = coord_used_on(c, s->info.id, skip);
-		if (!s->up)
-			continue;
-		out[n++] = (struct place_server){
-			.id = s->info.id,
-			.free_bytes = s->info.capacity > used ? s->info.capacity - used : 0,
-			.addr = s->info.addr,
-			.host = s->info.host,
-		};
-	}
-	return n;
-}
 
 static const struct zs_rpc_method methods[] = {
 	{ZS_M_REGISTER, coord_h_register},     {ZS_M_HEARTBEAT, coord_h_heartbeat},
@@ -263,7 +59,7 @@ static enum zs_status open_catalog(struct coord *c, const struct coord_config *c
 	    (st = zs_lock_dir(cfg->data_dir, "coordinator.lock", &c->lock_fd, err)))
 		return st;
 	if (!(st = zs_kv_open(cfg->data_dir, 0, tables, N_TABLES, 0, &c->kv, err)) &&
-	    !(st = coord_load(c, err)))
+	    !(st = coord_load(c, err)) && !(st = coord_resume_restores(c, err)))
 		return ZS_OK;
 	zs_kv_close(c->kv);
 	c->kv = NULL;
@@ -347,6 +143,7 @@ clean_rpc:
 	coord_metrics_free(c);
 clean_state:
 	coord_free_state(c);
+	coord_ctasks_free(c);
 	zs_kv_close(c->kv);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
@@ -384,6 +181,7 @@ void coord_free(struct coord *c)
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	coord_free_state(c);
+	coord_ctasks_free(c);
 	pthread_mutex_destroy(&c->ha.mu);
 	pthread_mutex_destroy(&c->mu);
 	free(c);

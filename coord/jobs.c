@@ -135,36 +135,6 @@ void coord_h_get_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* n bytes of the system's randomness into r. */
-static void random_bytes(uint8_t *r, size_t n)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t k = getrandom(r + got, n - got, 0);
-		if (k > 0)
-			got += (size_t)k;
-	}
-}
-
-uint64_t coord_new_incarnation(void)
-{
-	uint64_t v = 0;
-
-	while (!v)
-		random_bytes((uint8_t *)&v, sizeof v);
-	return v;
-}
-
-void coord_new_token(char out[ZS_TOKEN_MAX])
-{
-	uint8_t r[16];
-
-	random_bytes(r, sizeof r);
-	for (size_t i = 0; i < sizeof r; i++)
-		snprintf(out + 2 * i, 3, "%02x", r[i]);
-}
-
 void coord_h_jobs(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
 {
 	struct coord *c = ctx;

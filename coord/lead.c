@@ -90,6 +90,8 @@ static enum zs_status take_lead(struct coord *c, int64_t fence, struct zs_error 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	c->task_gen = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 	st = coord_load(c, err);
+	if (!st)
+		st = coord_resume_restores(c, err);
 	if (!st) {
 		set_leader(c, c->cfg.adv);
 		atomic_store(&c->ha.leading, 1); /* until lead_until (hold_lead moves it on) */
@@ -230,6 +232,7 @@ enum zs_status coord_lead_start(struct coord *c, const char *endpoints, const ch
 	snprintf(c->ha.key, sizeof c->ha.key, "%s/leader", c->ha.prefix);
 	c->ha.ttl_s = lease_s ? lease_s : 5;
 	/* one try at one member: well within a lease period */
+	c->ha.fenced = coord_lead_lost;
 	st = zs_etcd_open(endpoints, (int)c->ha.ttl_s * 1000 / 3, &c->ha.etcd, err);
 	if (st)
 		return st;

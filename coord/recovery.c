@@ -1,123 +1,13 @@
 /*
  * recovery.c - what the coordinator does by itself when a process of a job
  * is lost: trainer leases (renewed by the trainer library's heartbeat, and
- * lapsing when a trainer dies or is stopped), and the rollback of a job
- * whose state is no longer whole (a rank lost mid-step, a server restarted
- * without its shards) to its latest committed checkpoint, or to a reset
- * when it has none. The servers carry the rollback out as a restore task;
- * trainers of the old timeline get ZS_ERESUME and resume from the step the
- * job now records.
+ * lapsing when a trainer dies or is stopped), and the rollback (its
+ * mechanics: ckpt_tasks.c) of a job whose state is no longer whole (a rank
+ * lost mid-step, a server restarted without its shards). Trainers of the
+ * old timeline get ZS_ERESUME and resume from the step the job now
+ * records.
  */
 #include "coord/state.h"
-
-struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const struct zs_job *j)
-{
-	struct zs_checkpoint *k = NULL;
-	for (size_t i = 0; i < c->ck.n; i++)
-		if (coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].state == ZS_CKPT_COMMITTED)
-			k = &c->ck.list[i];
-	return k;
-}
-
-void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why)
-{
-	for (size_t i = 0; i < c->ck.n; i++) {
-		struct zs_checkpoint *k = &c->ck.list[i], nk;
-		struct zs_error e = {0};
-		if (!coord_ckpt_of(k, j) || k->state != ZS_CKPT_PENDING)
-			continue;
-		nk = *k;
-		nk.state = ZS_CKPT_FAILED;
-		zs_fmt(nk.error, sizeof nk.error, "abandoned: %s", why);
-		if (coord_save_ckpt(c, &nk, false, &e)) {
-			zs_error("job '%s': cannot record checkpoint %llu as abandoned: %s",
-				 j->spec.name, (unsigned long long)k->id, e.msg);
-			continue;
-		}
-		*k = nk;
-		c->task_gen++;
-	}
-	coord_prune_failed(c, j);
-}
-
-void coord_mark_restore(struct coord *c, struct zs_job *j, uint64_t id)
-{
-	/* a step's norms of the ended timeline never come whole: the servers
-	 * waiting on them let their shards go to the restore now */
-	coord_norms_fail_job(c, j->spec.name, "the job is going back to a checkpoint");
-	j->restore_pending = id;
-	j->restore_error[0] = '\0';
-	j->timeline++;
-	/* where ranks stopped, or are to stop, belongs to the ended timeline */
-	j->stopped_step = 0;
-	j->leaving_step = 0;
-	j->stop_before = 0;
-}
-
-enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_server,
-			      const char *why)
-{
-	struct zs_checkpoint *k;
-	struct zs_error e = {0};
-	struct zs_job old = *j;
-	uint64_t id, step;
-
-	if (j->restore_pending) {
-		/* already going back: a server that lost its shards meanwhile
-		 * (restored them, then restarted) must restore them again */
-		for (struct ctask *t = c->ck.tasks; lost_server && t; t = t->next) {
-			bool there = false;
-			uint64_t *g;
-			if (t->t.kind != ZS_TASK_RESTORE || strcmp(t->t.job, j->spec.name))
-				continue;
-			for (uint32_t q = 0; q < t->n_pending; q++)
-				there |= t->pending[q] == lost_server;
-			if (there || !(g = realloc(t->pending, (t->n_pending + 1) * sizeof *g)))
-				break;
-			t->pending = g;
-			t->pending[t->n_pending++] = lost_server;
-			c->task_gen++;
-			break;
-		}
-		zs_info("job '%s': %s, during its rollback (which goes on)", j->spec.name, why);
-		return ZS_OK;
-	}
-	k = coord_latest_ckpt(c, j);
-	/* none of its own yet: the one an operator restored it from, by id,
-	 * an earlier job's of the name (its state started there) */
-	if (!k && j->restored_id && (k = coord_find_ckpt(c, j->spec.name, j->restored_id)) &&
-	    k->state != ZS_CKPT_COMMITTED)
-		k = NULL;
-	id = k ? k->id : ZS_CKPT_RESET;
-	step = k ? k->step : 0;
-	coord_mark_restore(c, j, id);
-	zs_fmt(j->rollback_reason, sizeof j->rollback_reason, "%s", why);
-	if (coord_save_job(c, j, false, false, &e)) {
-		*j = old;
-		zs_error("job '%s': %s, but the rollback cannot be recorded: %s", j->spec.name, why,
-			 e.msg);
-		return e.code;
-	}
-	{
-		char w[96];
-		zs_fmt(w, sizeof w, "the job rolled back to step %llu before it was durable",
-		       (unsigned long long)step);
-		coord_fail_pending(c, j, w);
-	}
-	coord_metrics_event(c, COORD_EV_ROLLBACK);
-	if (coord_add_ctask(c, j, ZS_TASK_RESTORE, id, step)) {
-		zs_error("job '%s': out of memory queueing its rollback", j->spec.name);
-		return ZS_ENOMEM;
-	}
-	/* (k may have moved: failed checkpoints were pruned above) */
-	if (id != ZS_CKPT_RESET)
-		zs_warn("job '%s': %s: rolling back to checkpoint %llu (step %llu)", j->spec.name,
-			why, (unsigned long long)id, (unsigned long long)step);
-	else
-		zs_warn("job '%s': %s, and it has no committed checkpoint: it starts again from step 0",
-			j->spec.name, why);
-	return ZS_OK;
-}
 
 void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_server_info *in)
 {

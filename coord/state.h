@@ -6,11 +6,13 @@
  * memory, so a failed commit changes nothing and a SIGKILL at any point
  * leaves the old or the new record.
  *
- * Files: coord.c (life, the method table, shared lookups and replies),
+ * Files: coord.c (life, the method table), lookup.c (shared lookups and
+ * replies),
  * catalog.c (the LMDB catalog: records in and out), members.c (servers:
  * registration, heartbeats, leases, assignments), jobs.c (jobs, stage,
  * placement, trainer joins), ckpts.c (checkpoints in the catalog),
- * ckpt_tasks.c (the server tasks that take, restore and delete them, and
+ * ckpt_tasks.c (the server tasks that take, restore and delete them, a
+ * rollback to the latest committed one, and
  * the commit), norms.c (the global-norm exchange for
  * clipping), reports.c (per-rank step reports), recovery.c (trainer
  * leases, and the rollback of a job that lost a process).
@@ -112,7 +114,7 @@ struct ctask {
 	struct ctask *next;
 };
 
-/* The distinct servers of a job's placement, sorted (coord.c): computed
+/* The distinct servers of a job's placement, sorted (lookup.c): computed
  * once per placement, not at every checkpoint report. */
 struct jobsrv {
 	char job[ZS_JOB_NAME_MAX];
@@ -197,6 +199,9 @@ struct coord {
 		char leader[ZS_ADDR_MAX]; /* who leads, as last read (mu) */
 		pthread_t elector;
 		bool elector_started;
+		/* a commit found another leader's fence (store.c): the lead is
+		 * lost (lead.c's coord_lead_lost) */
+		void (*fenced)(struct coord *c, const char *why);
 	} ha;
 };
 
@@ -267,7 +272,7 @@ void coord_metrics_ckpt(struct coord *c, bool committed, double seconds);
 void coord_metrics_stop(struct coord *c);
 void coord_metrics_free(struct coord *c);
 
-/* coord.c */
+/* lookup.c */
 struct srv *coord_find_srv(struct coord *c, uint64_t id);
 struct zs_job *coord_find_job(struct coord *c, const char *name);
 /* "server ID (ADDR)" into buf (len bytes), for messages; returns buf. */
@@ -314,6 +319,10 @@ enum zs_status coord_save_member(struct coord *c, const struct zs_job *j,
  * encoded once per change of the job, not once per join. NULL: no memory. */
 const struct zs_buf *coord_job_record(struct coord *c, const struct zs_job *j);
 void coord_records_free(struct coord *c);
+/* The record's bytes: the job without its trainers (they have their own). */
+enum zs_status coord_enc_record(const struct zs_job *j, struct zs_buf *b);
+/* Keeps b (taken) as name's committed record; b NULL: forgets it. */
+void coord_record_set(struct coord *c, const char *name, struct zs_buf *b);
 enum zs_status coord_save_server(struct coord *c, const struct zs_server_info *s,
 				  uint64_t next_id, struct zs_error *err);
 struct zs_checkpoint *coord_find_ckpt(struct coord *c, const char *job, uint64_t id);
@@ -369,6 +378,11 @@ void coord_h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 enum zs_status coord_add_ctask(struct coord *c, const struct zs_job *j, enum zs_task_kind kind,
 				uint64_t id, uint64_t step);
 void coord_ctask_free(struct ctask *t);
+/* Every task dropped (the coordinator's end). */
+void coord_ctasks_free(struct coord *c);
+/* A restore that was in flight when the coordinator stopped: its task
+ * again, for the servers to take (after coord_load). */
+enum zs_status coord_resume_restores(struct coord *c, struct zs_error *err);
 /* Job j is being deleted: its checkpoints go too (the catalog's records,
  * and delete tasks for their servers), or with keep its committed ones
  * stay (failed and pending ones go), reachable by id only; restores still
@@ -407,14 +421,14 @@ void coord_reply_ckpt(struct zs_rpc_call *call, const struct zs_checkpoint *k);
 enum zs_status coord_add_ctask_on(struct coord *c, const char *job,
 				  const struct zs_placement *pl, enum zs_task_kind kind,
 				  uint64_t id, uint64_t step);
-/* recovery.c: fails j's pending checkpoints, saying why. */
+/* ckpts.c: fails j's pending checkpoints, saying why. */
 void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why);
 /* Whether server_id holds shards (any copy) of j. */
 bool coord_holds(struct coord *c, const struct zs_job *j, uint64_t server_id);
 void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 
-/* recovery.c */
+/* ckpt_tasks.c */
 /*
  * Rolls job j back to its latest committed checkpoint (or resets it, with
  * none): a restore task for its servers, its pending checkpoints abandoned,
@@ -424,6 +438,7 @@ void coord_h_task_done(void *ctx, struct zs_rpc_call *call, const uint8_t *p, si
  */
 enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_server,
 			      const char *why);
+/* ckpts.c */
 /* Marks j as being restored to checkpoint id (ZS_CKPT_RESET: a reset): a
  * new timeline; its open steps' norm exchanges fail at once. The caller
  * commits it (and restores the old record if the commit fails), then
@@ -431,6 +446,8 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 void coord_mark_restore(struct coord *c, struct zs_job *j, uint64_t id);
 /* The latest committed checkpoint of job j's incarnation (NULL: none). */
 struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const struct zs_job *j);
+
+/* recovery.c */
 /* A server registered fresh (restarted): every job it holds rolls back,
  * but for those whose live state it kept (in->live) at the step where
  * every rank had left the job cleanly (Job.stopped_step). */

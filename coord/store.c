@@ -131,8 +131,8 @@ enum zs_status cstore_commit(struct cstore_txn *t, struct zs_error *err)
 	} else {
 		st = zs_etcd_txn(c->ha.etcd, c->ha.key, strlen(c->ha.key), c->ha.fence, t->ops,
 				 t->n_ops, err);
-		if (st == ZS_ESTATE) /* another leads: stop acting as leader now */
-			coord_lead_lost(c, err->msg);
+		if (st == ZS_ESTATE && c->ha.fenced) /* another leads: stop acting as leader now */
+			c->ha.fenced(c, err->msg);
 	}
 	cstore_abort(t);
 	return st;

@@ -9,15 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum zs_status zs_coll_fail(struct zs_coll *c, enum zs_status st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(c->err, sizeof c->err, fmt, ap);
-	va_end(ap);
-	return st;
-}
-
 enum zs_status zs_coll_new_id(struct zs_dev *d, uint8_t id[ZS_COLL_ID_BYTES], char *why,
 			      size_t len)
 {

@@ -4,6 +4,7 @@
 #define ZS_GPU_COLL_INT_H
 
 #include <stdarg.h>
+#include <stdio.h>
 
 #include "gpu/coll.h"
 
@@ -17,8 +18,18 @@ struct zs_coll {
 	bool aborted; /* NCCL: after a wait ran out; every call fails */
 };
 
-enum zs_status zs_coll_fail(struct zs_coll *c, enum zs_status st, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* Leaves the reason in c->err and returns st (here, with the handle:
+ * the backends call it, and the front calls them). */
+__attribute__((format(printf, 3, 4))) static inline enum zs_status
+zs_coll_fail(struct zs_coll *c, enum zs_status st, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof c->err, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
 
 /* coll_emu.c */
 enum zs_status zs_emu_coll_new_id(uint8_t id[ZS_COLL_ID_BYTES], char *why, size_t len);

@@ -9,15 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum zs_status zs_dev_fail(struct zs_dev *d, enum zs_status st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(d->err, sizeof d->err, fmt, ap);
-	va_end(ap);
-	return st;
-}
-
 enum zs_status zs_dev_open(int device, struct zs_dev **out, char *why, size_t len)
 {
 	struct zs_dev *d;

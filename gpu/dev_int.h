@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 
 #include "gpu/dev.h"
 
@@ -62,9 +63,18 @@ struct zs_dev {
 	struct zs_dev_shared *shared;
 };
 
-/* Leaves the reason in d->err and returns st. */
-enum zs_status zs_dev_fail(struct zs_dev *d, enum zs_status st, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* Leaves the reason in d->err and returns st (here, with the handle:
+ * the backends call it, and the front calls them). */
+__attribute__((format(printf, 3, 4))) static inline enum zs_status
+zs_dev_fail(struct zs_dev *d, enum zs_status st, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(d->err, sizeof d->err, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
 
 /* The backends' openers: fill d (ops, name, impl) or fail with why. */
 enum zs_status zs_dev_cuda_open(struct zs_dev *d, int device, char *why, size_t len);
