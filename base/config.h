@@ -16,6 +16,7 @@
  *                                               step_timeout_ms rdma
  *   coordinator.KEY  a zshard-coordinator flag listen advertise data_dir
  *                                               metrics lease_ms trainer_lease_ms
+ *                                               trainer_gone_ms
  *
  * Flags given on a command line win over the file.
  */

@@ -105,6 +105,11 @@ const struct zs_opt zs_opts_coordinator[] = {
 	{"trainer-lease-ms", ZS_OPT_NUM, 3000, 3600000, .config = true, .val = 'T', .arg = "MS",
 	 .help = "a trainer silent this long loses its rank and its\njob rolls back to its latest "
 		 "checkpoint (default 10000)"},
+	{"trainer-gone-ms", ZS_OPT_NUM, 1500, 3600000, .config = true, .val = 'G', .arg = "MS",
+	 .help = "a trainer whose data connections to a server all\nended and that has not "
+		 "renewed its lease for this long\nis gone: its job rolls back then, not at the "
+		 "lease's\nend (default 3000; trainers renew every second;\nas long as the lease: "
+		 "the lease alone)"},
 	{"advertise", ZS_OPT_WORD, .config = true, .val = 'a', .arg = "HOST[:PORT]",
 	 .help = "the address to report (zshardctl status, the metrics\nendpoint's host) when "
 		 "peers reach this one under\nanother (NAT, containers, --listen 0.0.0.0)"},

@@ -4,6 +4,10 @@ in steps computed again, measured on the fault matrix's cluster
 (tests/faults/faults.py: 2 servers, 2 ranks of charlm, a checkpoint every
 10 steps) against the same job without a fault, run just before:
 
+  trainer       kill -9 of a trainer (restarted by the harness at once):
+                the rollback path; seen by its servers, whose connections
+                to it end (the harness's coordinator: --trainer-gone-ms
+                1500, lease 3 s)
   server        kill -9 of a shard server: the rollback path (the job goes
                 back to its last checkpoint)
   replicated    the same kill, the job keeping 2 copies of each shard: its
@@ -17,7 +21,8 @@ in steps computed again, measured on the fault matrix's cluster
                 exchange needs a leader)
   etcd          kill -9 of etcd's raft leader under those coordinators
 
-    bench/recovery.py [--trials N] [--seed S]      (make bench runs it)
+    bench/recovery.py [--trials N] [--seed S] [--only KIND,...]
+                                                   (make bench runs it)
 
 Prints a markdown table: per kind, the median extra wall time over the
 fault-free run, the median steps computed again, the median takeover, and
@@ -44,10 +49,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", default=None, help="these kinds alone (comma-separated)")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     rows = []
-    kinds = [("server", False, lambda: "server-%d" % rng.randrange(2)),
+    kinds = [("trainer", False, lambda: "rank-%d" % rng.randrange(2)),
+             ("server", False, lambda: "server-%d" % rng.randrange(2)),
              ("replicated", False, lambda: "server-%d" % rng.randrange(2)),
              ("replicated, clipping", False, lambda: "server-%d" % rng.randrange(2)),
              ("coordinator", False, lambda: "coordinator"),
@@ -55,6 +62,8 @@ def main():
              ("etcd", True, lambda: "etcd-0")]
     base = {}
     for kind, ha, victim in kinds:
+        if a.only and kind not in a.only.split(","):
+            continue
         if ha and etcd_cluster.reason():
             rows.append("| %s | skipped: %s | | | | | |" % (kind, etcd_cluster.reason()))
             continue

@@ -220,7 +220,6 @@ void zs_trainer_close(zs_trainer *t)
 		next = t->drv.du[u].last_push;
 	}
 	abandoned |= t->drv.in_step;
-	tr_lease_stop(t);
 	if (t->coord) /* best effort from here: a coordinator away is not waited for */
 		zs_coord_set_wait_for_ready(t->coord, 0);
 	if (t->joined && t->rep.have_last && !t->rep.last_sent) { /* stats only: errors do not matter */
@@ -245,6 +244,10 @@ void zs_trainer_close(zs_trainer *t)
 		free(op);
 	}
 	tr_cache_flush(t);
+	/* renewed until it leaves: its servers tell the coordinator that its
+	 * connections ended, and a rank that stops renewing then is gone
+	 * (a rollback), not a rank that leaves */
+	tr_lease_stop(t);
 	if (t->joined && !atomic_load(&t->ls.evicted) &&
 	    !zs_coord_leave_at(t->coord, t->job.spec.name, t->rank, t->ls.session, abandoned,
 			       abandoned ? 0 : next, t->timeline, &j, &err))

@@ -27,6 +27,7 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_LIST_CKPTS, coord_h_list_ckpts}, {ZS_M_PUT_BLOB, coord_h_put_blob},
 	{ZS_M_RESTORE, coord_h_restore},       {ZS_M_SERVER_TASKS, coord_h_server_tasks},
 	{ZS_M_TASK_DONE, coord_h_task_done},   {ZS_M_COMM_ID, coord_h_comm_id},
+	{ZS_M_DROPPED_RANKS, coord_h_dropped_ranks},
 };
 
 /* The configuration's bounds and what it must name. */
@@ -40,6 +41,11 @@ static enum zs_status config_check(const struct coord_config *cfg, struct zs_err
 		return zs_fail(err, ZS_EINVAL,
 			       "trainer lease %u ms is out of range [3000, 3600000] (trainers renew it every second)",
 			       cfg->trainer_lease_ms);
+	if (cfg->trainer_gone_ms && (cfg->trainer_gone_ms < 1500 ||
+				     cfg->trainer_gone_ms > 3600 * 1000))
+		return zs_fail(err, ZS_EINVAL,
+			       "trainer gone bound %u ms is out of range [1500, 3600000] (trainers renew their lease every second)",
+			       cfg->trainer_gone_ms);
 	if (!cfg->etcd && !cfg->data_dir)
 		return zs_fail(err, ZS_EINVAL, "a data dir or etcd endpoints are needed");
 	if (cfg->etcd_lease_s > 3600)
@@ -83,6 +89,7 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	pthread_mutex_init(&c->ha.mu, NULL);
 	c->cfg.lease_ms = cfg->lease_ms;
 	c->cfg.trainer_lease_ms = cfg->trainer_lease_ms ? cfg->trainer_lease_ms : 10000;
+	c->cfg.trainer_gone_ms = cfg->trainer_gone_ms ? cfg->trainer_gone_ms : COORD_GONE_QUIET_MS;
 	c->nx.timeout_ms = cfg->norm_timeout_ms ? cfg->norm_timeout_ms : 60000;
 	c->started_ms = c->serving_since_ms = zs_now_ms();
 	{

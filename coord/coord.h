@@ -23,6 +23,9 @@ struct coord_config {
 	uint32_t lease_ms;    /* a server silent this long is marked down */
 	uint32_t trainer_lease_ms; /* a trainer silent this long loses its rank
 				    * and its job rolls back (0: 10 s) */
+	/* a trainer whose data connections to a server all ended and that
+	 * has not renewed its lease for this long is gone at once (0: 3 s) */
+	uint32_t trainer_gone_ms;
 	uint32_t norm_timeout_ms; /* bound on collecting a step's gradient
 				   * norms from every server (0: 60 s) */
 	const char *metrics;  /* HOST:PORT to serve Prometheus metrics at, or NULL */

@@ -76,6 +76,7 @@ int main(int argc, char **argv)
 		case 'p': port_file = optarg; break;
 		case 'L': cfg.lease_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'T': cfg.trainer_lease_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'G': cfg.trainer_gone_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'v':
 			if (zs_log_level_option("zshard-coordinator", optarg))
 				return 2;

@@ -180,6 +180,7 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
 	if (!j)
 		return;
 	j->trainers[pos].last_hb_ms = now;
+	j->trainers[pos].dropped_ms = 0; /* alive: it reconnects */
 	/* a few bytes whatever the job's size: the timeline (a rollback) and
 	 * the servers down, for the step driver's waits */
 	for (size_t i = 0; i < c->n_srvs && n_down < 8; i++)
@@ -264,10 +265,19 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 			if (!m->last_hb_ms) /* since our start: a lease from now */
 				m->last_hb_ms = now;
 			quiet = now - m->last_hb_ms;
-			if (quiet <= (int64_t)c->cfg.trainer_lease_ms)
+			/* its connections to a server ended, and it is silent:
+			 * gone (a process alive renews every second) */
+			bool gone = m->dropped_ms && quiet > (int64_t)c->cfg.trainer_gone_ms;
+			if (quiet <= (int64_t)c->cfg.trainer_lease_ms && !gone)
 				continue;
-			zs_fmt(why, sizeof why, "rank %u missed its lease (%lld ms without a heartbeat)",
-			       m->rank, (long long)quiet);
+			if (gone && quiet <= (int64_t)c->cfg.trainer_lease_ms)
+				zs_fmt(why, sizeof why,
+				       "rank %u is gone (its data connections to a server ended %lld ms ago, and it has not renewed its lease for %lld ms)",
+				       m->rank, (long long)(now - m->dropped_ms), (long long)quiet);
+			else
+				zs_fmt(why, sizeof why,
+				       "rank %u missed its lease (%lld ms without a heartbeat)", m->rank,
+				       (long long)quiet);
 			coord_metrics_event(c, COORD_EV_TRAINER_LAPSE);
 			if (coord_drop_trainer(c, j, pos, &e)) {
 				zs_error("job '%s': %s, but it cannot be dropped: %s", j->spec.name,
@@ -278,6 +288,41 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 			pos--;
 		}
 	}
+}
+
+void coord_h_dropped_ranks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_error e = {0};
+	struct zs_dropped *d;
+	uint32_t n_d, marked = 0;
+	uint64_t sid;
+	struct zs_buf b;
+	int64_t now = zs_now_ms();
+
+	if (zs_dec_dropped(p, n, &sid, &d, &n_d, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	for (uint32_t i = 0; i < n_d; i++) {
+		struct zs_job *j = coord_find_job(c, d[i].job);
+		if (!j || j->incarnation != d[i].incarnation) /* another job of the name */
+			continue;
+		for (uint32_t pos = 0; pos < j->n_trainers; pos++) {
+			struct zs_member *m = &j->trainers[pos];
+			if (m->rank != d[i].rank || !m->session)
+				continue;
+			marked++;
+			if (m->dropped_ms)
+				continue;
+			m->dropped_ms = now;
+			/* also every reconnect's (a join's, a resume's): debug */
+			zs_debug("job '%s': rank %u's data connections to server %llu ended: it is taken for gone unless it renews its lease within %u ms",
+				j->spec.name, m->rank, (unsigned long long)sid, c->cfg.trainer_gone_ms);
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	free(d);
+	coord_reply_buf(call, zs_enc_dropped_reply(marked, &b), &b);
 }
 
 /* ------------------------------------------------------ a graceful stop */

@@ -148,6 +148,7 @@ struct coord {
 	struct coord_cfg {
 		uint32_t lease_ms;
 		uint32_t trainer_lease_ms;
+		uint32_t trainer_gone_ms; /* recovery.c */
 		char addr[ZS_ADDR_MAX];
 		char adv[ZS_ADDR_MAX]; /* the address Status reports (--advertise) */
 		char data_dir[512];
@@ -448,6 +449,12 @@ void coord_mark_restore(struct coord *c, struct zs_job *j, uint64_t id);
 struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const struct zs_job *j);
 
 /* recovery.c */
+/* A trainer whose data connections to a server all ended (DroppedRanks)
+ * and that has not renewed its lease for this long (by default;
+ * --trainer-gone-ms) is gone: a process alive renews every second
+ * (client/lease.c), so three renewals missed. */
+#define COORD_GONE_QUIET_MS 3000
+void coord_h_dropped_ranks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 /* A server registered fresh (restarted): every job it holds rolls back,
  * but for those whose live state it kept (in->live) at the step where
  * every rank had left the job cleanly (Job.stopped_step). */

@@ -146,6 +146,15 @@ enum zs_status zs_dec_heartbeat_ex(const uint8_t *p, size_t n, uint64_t *id, cha
 				   struct zs_error *err);
 enum zs_status zs_dec_heartbeat(const uint8_t *p, size_t n, uint64_t *id, char *health,
 				size_t cap, struct zs_error *err);
+/* DroppedRanks: a server's trainer ranks whose data connections all ended
+ * (*d malloc'd, n_d of them), and the reply (how many were marked). */
+enum zs_status zs_enc_dropped(uint64_t server_id, const struct zs_dropped *d, uint32_t n,
+			      struct zs_buf *out);
+enum zs_status zs_dec_dropped(const uint8_t *p, size_t n, uint64_t *server_id,
+			      struct zs_dropped **d, uint32_t *n_d, struct zs_error *err);
+enum zs_status zs_enc_dropped_reply(uint32_t marked, struct zs_buf *out);
+enum zs_status zs_dec_dropped_reply(const uint8_t *p, size_t n, uint32_t *marked,
+				    struct zs_error *err);
 enum zs_status zs_dec_server_id(const uint8_t *p, size_t n, uint64_t *id,
 				struct zs_error *err);
 enum zs_status zs_enc_heartbeat_reply(const struct zs_hb_reply *r, struct zs_buf *out);

@@ -487,3 +487,69 @@ enum zs_status zs_dec_norm_reply(const uint8_t *p, size_t n, double *total,
 	DONE(report_norm_reply);
 	return ZS_OK;
 }
+
+enum zs_status zs_enc_dropped(uint64_t server_id, const struct zs_dropped *d, uint32_t n,
+			      struct zs_buf *out)
+{
+	Zshard__DroppedRanksRequest m = ZSHARD__DROPPED_RANKS_REQUEST__INIT;
+	struct arena a = {0};
+
+	m.server_id = server_id;
+	if (n && (m.ranks = pb_aalloc(&a, n * sizeof *m.ranks)))
+		for (uint32_t i = 0; i < n; i++) {
+			Zshard__DroppedRank *r = NEW(&a, Zshard__DroppedRank, ZSHARD__DROPPED_RANK__INIT);
+			if (!r)
+				break;
+			r->job = (char *)d[i].job;
+			r->incarnation = d[i].incarnation;
+			r->rank = d[i].rank;
+			m.ranks[m.n_ranks++] = r;
+		}
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_dropped(const uint8_t *p, size_t n, uint64_t *server_id,
+			      struct zs_dropped **d, uint32_t *n_d, struct zs_error *err)
+{
+	enum zs_status st = ZS_OK;
+
+	*d = NULL;
+	*n_d = 0;
+	UNPACK(Zshard__DroppedRanksRequest, dropped_ranks_request, p, n, err);
+	*server_id = m->server_id;
+	if (m->n_ranks > 65536)
+		st = zs_fail(err, ZS_EINVAL, "%zu dropped ranks in one report", m->n_ranks);
+	else if (m->n_ranks && !(*d = calloc(m->n_ranks, sizeof **d)))
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
+	for (size_t i = 0; !st && i < m->n_ranks; i++) {
+		st = pb_cpy((*d)[i].job, sizeof (*d)[i].job, m->ranks[i]->job, "job name", err);
+		(*d)[i].incarnation = m->ranks[i]->incarnation;
+		(*d)[i].rank = m->ranks[i]->rank;
+		*n_d = (uint32_t)i + 1;
+	}
+	if (st) {
+		free(*d);
+		*d = NULL;
+		*n_d = 0;
+	}
+	DONE(dropped_ranks_request);
+	return st;
+}
+
+enum zs_status zs_enc_dropped_reply(uint32_t marked, struct zs_buf *out)
+{
+	Zshard__DroppedRanksReply m = ZSHARD__DROPPED_RANKS_REPLY__INIT;
+	struct arena a = {0};
+
+	m.marked = marked;
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_dropped_reply(const uint8_t *p, size_t n, uint32_t *marked,
+				    struct zs_error *err)
+{
+	UNPACK(Zshard__DroppedRanksReply, dropped_ranks_reply, p, n, err);
+	*marked = m->marked;
+	DONE(dropped_ranks_reply);
+	return ZS_OK;
+}

@@ -106,6 +106,8 @@ static bool idempotent(const char *path)
 		/* the same norms again wait with the first, or get the total
 		 * that went out (coord/norms.c) */
 		ZS_M_REPORT_NORM,
+		/* a rank marked once stays marked until it renews */
+		ZS_M_DROPPED_RANKS,
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
 		if (!strcmp(path, ok[i]))
@@ -297,6 +299,23 @@ enum zs_status zs_coord_heartbeat_ex(struct zs_coord_client *c, uint64_t id, con
 				 err);
 	if (!st)
 		st = zs_dec_heartbeat_reply(resp.data, resp.len, r, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_report_dropped(struct zs_coord_client *c, uint64_t id,
+				      const struct zs_dropped *d, uint32_t n, uint32_t *marked,
+				      struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	uint32_t k = 0;
+	enum zs_status st = call(c, ZS_M_DROPPED_RANKS, zs_enc_dropped(id, d, n, &req), &req, &resp,
+				 err);
+
+	if (!st)
+		st = zs_dec_dropped_reply(resp.data, resp.len, &k, err);
+	if (marked)
+		*marked = st ? 0 : k;
 	zs_buf_release(&resp);
 	return st;
 }

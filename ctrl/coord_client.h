@@ -33,6 +33,12 @@ const char *zs_coord_addr(const struct zs_coord_client *c);
 enum zs_status zs_coord_register(struct zs_coord_client *c,
 				 const struct zs_server_info *me, uint64_t *id,
 				 uint32_t *lease_ms, struct zs_error *err);
+/* Trainer ranks of this server (id) whose data connections all ended
+ * (coord/recovery.c: one that stops renewing its lease is taken for gone
+ * at once); *marked (may be NULL): how many were current members. */
+enum zs_status zs_coord_report_dropped(struct zs_coord_client *c, uint64_t id,
+				      const struct zs_dropped *d, uint32_t n, uint32_t *marked,
+				      struct zs_error *err);
 /* health: "" when well; else what fails on the server (its disk). */
 /* The same with the rebuilt copies this server's primaries seeded; the
  * whole reply in *r (with the norm reports the coordinator wants again). */

@@ -59,6 +59,7 @@ static void job_free(struct engine *e, struct ejob *j)
 		free(p);
 	}
 	free(j->shards);
+	eng_ranks_free(j);
 	eng_clip_forget(j);
 	zs_job_spec_release(&j->spec);
 	pthread_mutex_destroy(&j->cmu);
@@ -470,7 +471,7 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 	e->rp.fault_refuse = zs_fault("repl-refuse");
 	e->target = (struct zs_target){e, eng_t_hello, eng_t_read, eng_t_write_begin, eng_t_write_done,
 				       eng_t_write_abort, eng_t_write_progress, eng_t_hparams,
-				       eng_t_dev_ident, eng_t_dev_map, eng_t_dev_unmap};
+				       eng_t_dev_ident, eng_t_dev_map, eng_t_dev_unmap, eng_t_bye};
 	/* the pools, threadless until their first task: made here, never
 	 * under a shard's lock (the sweeper takes e->mu, then shards') */
 	e->norm.pool = zs_pool_new("zs-clip", 0);
@@ -535,6 +536,7 @@ void engine_free(struct engine *e)
 	if (e->gpu.dev)
 		eng_dev_free(e);
 	free(e->rp.seeded);
+	free(e->dr.v);
 	pthread_mutex_destroy(&e->mu);
 	free(e);
 }

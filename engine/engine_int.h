@@ -256,6 +256,9 @@ struct ejob {
 	/* the norm exchanges answered lately, a ring (clip.c; under cmu);
 	 * gen grows at every restore, which empties it */
 	struct { struct eng_answered ring[EJOB_ANSWERED_KEEP]; unsigned next; uint64_t gen; } answered;
+	/* the trainers' data connections to this server, per rank (ranks.c;
+	 * e->mu): n ranks counted, allocated at the first HELLO */
+	struct { uint32_t *live, n; } rk;
 	atomic_int refs;
 	atomic_bool removed; /* dropped from the engine (its last reference frees it) */
 	struct ejob *next;
@@ -333,6 +336,9 @@ struct engine {
 		uint32_t n_seeded, cap_seeded;
 		bool fault_one_copy, fault_refuse;
 	} rp;
+	/* trainer ranks whose data connections all ended, for the
+	 * coordinator (ranks.c, engine_take_dropped; mu) */
+	struct { struct zs_dropped *v; uint32_t n, cap; } dr;
 };
 
 /* The pushes a shard's step waits for: one per rank, or, in a collective
@@ -467,6 +473,13 @@ struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale);
 /* The job named name, referenced (eng_job_unref), or NULL. */
 struct ejob *eng_job_by_name(struct engine *e, const char *name);
 const char *eng_unit_name(struct ejob *j, uint32_t u);
+/* ranks.c: a HELLO of rank taken for j, and a connection that said one
+ * ended (both: caller holds e->mu); j's counts freed */
+void eng_rank_in(struct ejob *j, uint32_t rank);
+void eng_rank_out(struct engine *e, struct ejob *j, uint32_t rank);
+void eng_ranks_free(struct ejob *j);
+/* face.c: the listener's bye (a connection that said HELLO ended) */
+void eng_t_bye(void *ctx, uint32_t job, uint32_t rank);
 enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 			   uint64_t incarnation, uint64_t epoch, uint32_t rank,
 			   uint32_t *handle, struct zs_error *err);

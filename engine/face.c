@@ -117,10 +117,26 @@ enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 	else if (rank >= j->spec.world_size && rank != ZS_RANK_OBSERVER && rank != ZS_RANK_PEER)
 		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
 			     rank, job, j->spec.world_size);
-	else
+	else {
 		*handle = j->hdl.cur;
+		eng_rank_in(j, rank);
+	}
 	pthread_mutex_unlock(&e->mu);
 	return st;
+}
+
+void eng_t_bye(void *ctx, uint32_t job, uint32_t rank)
+{
+	struct engine *e = ctx;
+	bool stale;
+	struct ejob *j = eng_job_by_handle(e, job, &stale);
+
+	if (!j)
+		return; /* the job left this server */
+	pthread_mutex_lock(&e->mu);
+	eng_rank_out(e, j, rank);
+	pthread_mutex_unlock(&e->mu);
+	eng_job_unref(e, j);
 }
 
 const void *eng_served(struct eshard *s, const struct zs_xfer *x)

@@ -167,6 +167,13 @@ struct zs_seeded {
 	uint64_t server_id;
 };
 
+/* A trainer rank whose data connections to a server all ended. */
+struct zs_dropped {
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t incarnation;
+	uint32_t rank;
+};
+
 /* A shard's gradient sum of squares (global-norm clipping). */
 struct zs_shard_norm {
 	uint32_t unit, index;
@@ -185,6 +192,9 @@ struct zs_member {
 	int64_t joined_ms;
 	uint64_t session;   /* the trainer process's (random, at its join) */
 	int64_t last_hb_ms; /* the coordinator's monotonic clock; not persisted */
+	/* when a server said its data connections all ended (that clock; not
+	 * persisted); 0: none since its last renewal */
+	int64_t dropped_ms;
 	int64_t joined_mono_ms; /* the same clock at its join; not persisted */
 };
 

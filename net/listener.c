@@ -529,6 +529,8 @@ static void *conn_main(void *arg)
 	c->sl.n = 0;
 	pthread_mutex_unlock(&c->sl.mu);
 	lsn_dev_conn_end(c);
+	if (c->hello && c->l->t.bye)
+		c->l->t.bye(c->l->t.ctx, c->job, c->rank);
 	atomic_store(&c->ended, true);
 	return NULL;
 }

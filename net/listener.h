@@ -87,6 +87,12 @@ struct zs_target {
 	enum zs_status (*dev_map)(void *ctx, const unsigned char handle[64], void **base,
 				  uint64_t *size, struct zs_error *err);
 	void (*dev_unmap)(void *ctx, void *base, uint64_t size);
+	/*
+	 * Optional: a connection whose HELLO the target took (job, rank) has
+	 * ended, by either side, after every operation of it was answered or
+	 * aborted.
+	 */
+	void (*bye)(void *ctx, uint32_t job, uint32_t rank);
 };
 
 /*

@@ -375,6 +375,44 @@ static void norms_again(struct srvd *d, const struct zs_hb_reply *r)
 	}
 }
 
+/*
+ * Trainer ranks whose data connections here all ended: told to the
+ * coordinator at once (it takes one that also stops renewing its lease for
+ * gone). Not sent (the coordinator away): dropped, and said; the trainer's
+ * lease still bounds how long it is waited for.
+ */
+static void report_dropped(struct srvd *d)
+{
+	struct zs_dropped v[64];
+	uint32_t n, marked = 0;
+	struct zs_error err = {0};
+
+	while ((n = engine_take_dropped(d->engine, v, sizeof v / sizeof v[0]))) {
+		if (zs_coord_report_dropped(d->coord, d->me.id, v, n, &marked, &err)) {
+			zs_warn("cannot tell the coordinator that %u trainer rank(s) left this server (job '%s' rank %u%s): %s; their leases tell it",
+				n, v[0].job, v[0].rank, n > 1 ? ", ..." : "", err.msg);
+			return;
+		}
+		zs_debug("told the coordinator that %u trainer rank(s) left this server (job '%s' rank %u%s); %u member(s)",
+			 n, v[0].job, v[0].rank, n > 1 ? ", ..." : "", marked);
+	}
+}
+
+/* Until the next heartbeat (ms from now) or the stop, reporting dropped
+ * ranks as they come (polled every 50 ms: a lock and a count). */
+static void wait_beat(struct srvd *d, int64_t ms)
+{
+	int64_t until = zs_now_ms() + ms;
+
+	while (!srvd_stop) {
+		int64_t left;
+		report_dropped(d);
+		if ((left = until - zs_now_ms()) <= 0)
+			break;
+		zs_sleep_ms(left < 50 ? left : 50, (volatile const int *)&srvd_stop);
+	}
+}
+
 void *srvd_heartbeat(void *arg)
 {
 	struct srvd *d = arg;
@@ -387,8 +425,7 @@ void *srvd_heartbeat(void *arg)
 		struct zs_hb_reply r = {0};
 		enum zs_status st;
 
-		zs_sleep_ms(d->lease_ms / 3 ? d->lease_ms / 3 : 100,
-			    (volatile const int *)&srvd_stop);
+		wait_beat(d, d->lease_ms / 3 ? d->lease_ms / 3 : 100);
 		if (srvd_stop)
 			break;
 		char health[sizeof d->health];

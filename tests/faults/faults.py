@@ -261,7 +261,8 @@ class Cluster:
         return [os.path.join(BIN, "zshard-coordinator"), "--listen", listen,
                 "--data-dir", os.path.join(self.d, "coord"),
                 "--port-file", os.path.join(self.d, "coord.addr"),
-                "--lease-ms", "2000", "--trainer-lease-ms", "3000"]
+                "--lease-ms", "2000", "--trainer-lease-ms", "3000",
+                "--trainer-gone-ms", "1500"]
 
     def server_argv(self, i):
         argv = [os.path.join(BIN, "zshard-server"), "--coordinator", self.coord_addr,
@@ -560,6 +561,12 @@ def run_trial(a, victim, kill_step, tag):
                 if "rolling back" in coord_log or "starts again from step 0" in coord_log:
                     raise RuntimeError("the clean stop rolled the job back")
                 res["rollback"] += " (kept)"
+            if victim.startswith("rank-") and res["rollback"] != "none" and \
+                    "is gone (its data connections" not in coord_log:
+                # a killed trainer's connections end at once: its servers
+                # say so, and it is gone in 1.5 s, before its 3 s lease
+                raise RuntimeError("the killed trainer was not seen by its servers' report "
+                                   "of its connections (only by its lease)")
             if getattr(a, "replicas", 1) > 1 and (victim.startswith("server-") or
                                                   victim.startswith("pause-") or
                                                   victim == "partition"):

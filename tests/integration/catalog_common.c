@@ -42,11 +42,12 @@ bool start_coord(void)
 	/* the servers never heartbeat: an hour's lease keeps them up */
 	char *lmdb[] = {(char *)h_bin("zshard-coordinator"), "--listen", C.listen,
 			"--data-dir", data, "--port-file", pf, "--lease-ms", "3600000",
-			"--trainer-lease-ms", "3000", "--log-level", "warn", NULL};
+			"--trainer-lease-ms", "3000", "--trainer-gone-ms", "1500",
+			"--log-level", "warn", NULL};
 	char *etcd[] = {(char *)h_bin("zshard-coordinator"), "--listen", C.listen,
 			"--etcd", C.etcd_ep, "--etcd-lease-s", "2", "--port-file", pf,
 			"--lease-ms", "3600000", "--trainer-lease-ms", "3000",
-			"--log-level", "warn", NULL};
+			"--trainer-gone-ms", "1500", "--log-level", "warn", NULL};
 	C.coord = h_spawn(C.etcd_ep[0] ? etcd : lmdb, log);
 	if (C.coord <= 0 || !h_wait_file(pf, 30000, C.addr, sizeof C.addr)) {
 		fprintf(stderr, "catalog: the coordinator did not start within 30 s (log: %s)\n", log);

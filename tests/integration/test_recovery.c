@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "tests/harness.h"
+#include "base/util.h"
 #include "tests/integration/catalog_common.h"
 
 static void join_rank(const char *job, uint32_t rank, uint64_t session, struct zs_job *out)
@@ -174,10 +175,105 @@ static void test_leaves_and_rollbacks(void **st)
 	zs_job_release(&r);
 }
 
+/* A server's report that rank's data connections all ended; how many
+ * current members it marked. */
+static uint32_t dropped(const char *job, uint64_t incarnation, uint32_t rank)
+{
+	struct zs_dropped d = {.incarnation = incarnation, .rank = rank};
+	struct zs_error err = {0};
+	uint32_t marked = 99;
+
+	snprintf(d.job, sizeof d.job, "%s", job);
+	if (zs_coord_report_dropped(C.c, 1, &d, 1, &marked, &err))
+		fail_msg("DroppedRanks: %s", err.msg);
+	return marked;
+}
+
+struct gone {
+	const char *job;
+	uint64_t timeline, session0;
+};
+
+/* Rank 0 renewed; whether the job has rolled back since (a member gone). */
+static bool rolled_back(void *arg)
+{
+	struct gone *g = arg;
+	struct zs_job j = show(g->job);
+	bool moved = j.timeline != g->timeline;
+
+	zs_job_release(&j);
+	if (!moved)
+		beat(g->job, 0, g->session0);
+	return moved;
+}
+
+/*
+ * A rank whose data connections a server says all ended and that stops
+ * renewing its lease is gone within --trainer-gone-ms (1.5 s here), before
+ * its lease's 3 s: the job rolls back, saying so. A rank that still renews
+ * stays however long it is marked (a resume reconnects); a report for
+ * another incarnation of the name, or for a rank nobody holds, marks
+ * nothing.
+ */
+static void test_dropped_rank_is_gone(void **st)
+{
+	struct zs_job j, r;
+	struct gone g = {.job = "gone", .session0 = 500};
+	int64_t t0;
+
+	(void)st;
+	NEED_COORD();
+	create_wide_job("gone", 2, &j);
+	j.spec.world_size = 2;
+	assert_int_equal(zs_coord_delete_job(C.c, "gone", &r, NULL), ZS_OK);
+	zs_job_release(&r);
+	{
+		struct zs_error err = {0};
+		if (zs_coord_create_job(C.c, &j.spec, &r, &err))
+			fail_msg("create: %s", err.msg);
+		zs_job_release(&j);
+		j = r;
+	}
+	join_rank("gone", 0, 500, &r);
+	zs_job_release(&r);
+	join_rank("gone", 1, 501, &r);
+	zs_job_release(&r);
+	assert_int_equal(dropped("gone", j.incarnation + 1, 1), 0);
+	assert_int_equal(dropped("gone", j.incarnation, 7), 0);
+	assert_int_equal(dropped("no-such-job", j.incarnation, 0), 0);
+	/* both renew for twice the bound, one marked: nobody is gone */
+	assert_int_equal(dropped("gone", j.incarnation, 0), 1);
+	for (t0 = zs_now_ms(); zs_now_ms() - t0 < 3000;) {
+		beat("gone", 0, 500);
+		beat("gone", 1, 501);
+		usleep(100 * 1000);
+	}
+	r = show("gone");
+	assert_int_equal(r.n_trainers, 2);
+	assert_int_equal(r.restore_pending, 0);
+	g.timeline = r.timeline;
+	zs_job_release(&r);
+	/* rank 1 marked and silent: gone, rank 0 renewing all along */
+	assert_int_equal(dropped("gone", j.incarnation, 1), 1);
+	if (!h_poll(rolled_back, &g, 20000))
+		fail_msg("rank 1 was not taken for gone within 20 s");
+	r = show("gone");
+	if (!strstr(r.rollback_reason, "rank 1 is gone"))
+		fail_msg("the rollback says '%s', not that rank 1 is gone", r.rollback_reason);
+	assert_int_equal(r.n_trainers, 1);
+	assert_int_equal(r.trainers[0].rank, 0);
+	finish_restore(&j, r.restore_pending, 0);
+	zs_job_release(&r);
+	zs_job_release(&j);
+	assert_int_equal(zs_coord_delete_job(C.c, "gone", &r, NULL), ZS_OK);
+	zs_job_release(&r);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_leaves_and_rollbacks),
+		cmocka_unit_test(test_dropped_rank_is_gone),
 	};
 	int rc;
 
