@@ -326,3 +326,15 @@ void zs_rss(uint64_t *now, uint64_t *peak)
 	if (f)
 		fclose(f);
 }
+
+uint32_t zs_take_front(void *v, uint32_t *n, size_t size, void *out, uint32_t max)
+{
+	uint32_t k = *n < max ? *n : max;
+
+	if (k) {
+		memcpy(out, v, k * size);
+		memmove(v, (uint8_t *)v + k * size, (*n - k) * size);
+		*n -= k;
+	}
+	return k;
+}

@@ -81,6 +81,10 @@ enum zs_status zs_lock_dir(const char *dir, const char *name, int *fd,
 void zs_fmt(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Moves the first min(*n, max) of the *n elements (of size bytes each) at v
+ * into out, the rest to the front; returns how many moved. */
+uint32_t zs_take_front(void *v, uint32_t *n, size_t size, void *out, uint32_t max);
+
 /* Formats bytes as "1.50 GiB" into buf (at least 16 bytes). */
 const char *zs_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 

@@ -69,12 +69,7 @@ uint32_t engine_take_dropped(struct engine *e, struct zs_dropped *out, uint32_t 
 	uint32_t n;
 
 	pthread_mutex_lock(&e->mu);
-	n = e->dr.n < max ? e->dr.n : max;
-	if (n) {
-		memcpy(out, e->dr.v, n * sizeof *out);
-		memmove(e->dr.v, e->dr.v + n, (e->dr.n - n) * sizeof *e->dr.v);
-		e->dr.n -= n;
-	}
+	n = zs_take_front(e->dr.v, &e->dr.n, sizeof *out, out, max);
 	pthread_mutex_unlock(&e->mu);
 	return n;
 }

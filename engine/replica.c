@@ -756,12 +756,7 @@ uint32_t engine_take_seeded(struct engine *e, struct zs_seeded *out, uint32_t ma
 	uint32_t n;
 
 	pthread_mutex_lock(&e->mu);
-	n = e->rp.n_seeded < max ? e->rp.n_seeded : max;
-	if (n) {
-		memcpy(out, e->rp.seeded, n * sizeof *out);
-		memmove(e->rp.seeded, e->rp.seeded + n, (e->rp.n_seeded - n) * sizeof *e->rp.seeded);
-		e->rp.n_seeded -= n;
-	}
+	n = zs_take_front(e->rp.seeded, &e->rp.n_seeded, sizeof *out, out, max);
 	pthread_mutex_unlock(&e->mu);
 	return n;
 }

@@ -60,6 +60,22 @@ static void leave(const char *job, uint32_t rank, uint64_t session, bool abandon
 	zs_job_release(&j);
 }
 
+/* create_wide_job's job of units units at world size R, into *j. */
+static void create_job_of(const char *name, unsigned units, uint32_t R, struct zs_job *j)
+{
+	struct zs_error err = {0};
+	struct zs_job r;
+
+	create_wide_job(name, units, j);
+	j->spec.world_size = R;
+	assert_int_equal(zs_coord_delete_job(C.c, name, &r, NULL), ZS_OK);
+	zs_job_release(&r);
+	if (zs_coord_create_job(C.c, &j->spec, &r, &err))
+		fail_msg("create: %s", err.msg);
+	zs_job_release(j);
+	*j = r;
+}
+
 static struct zs_job show(const char *job)
 {
 	struct zs_job j;
@@ -94,17 +110,7 @@ static void test_leaves_and_rollbacks(void **st)
 
 	(void)st;
 	NEED_COORD();
-	create_wide_job("lv", 3, &j);
-	j.spec.world_size = 2;
-	assert_int_equal(zs_coord_delete_job(C.c, "lv", &r, NULL), ZS_OK);
-	zs_job_release(&r);
-	{
-		struct zs_error err = {0};
-		if (zs_coord_create_job(C.c, &j.spec, &r, &err))
-			fail_msg("create: %s", err.msg);
-		zs_job_release(&j);
-		j = r;
-	}
+	create_job_of("lv", 3, 2, &j);
 	ck = commit_ckpt(&j, 2);
 
 	for (int order = 0; order < 3; order++) {
@@ -223,17 +229,7 @@ static void test_dropped_rank_is_gone(void **st)
 
 	(void)st;
 	NEED_COORD();
-	create_wide_job("gone", 2, &j);
-	j.spec.world_size = 2;
-	assert_int_equal(zs_coord_delete_job(C.c, "gone", &r, NULL), ZS_OK);
-	zs_job_release(&r);
-	{
-		struct zs_error err = {0};
-		if (zs_coord_create_job(C.c, &j.spec, &r, &err))
-			fail_msg("create: %s", err.msg);
-		zs_job_release(&j);
-		j = r;
-	}
+	create_job_of("gone", 2, 2, &j);
 	join_rank("gone", 0, 500, &r);
 	zs_job_release(&r);
 	join_rank("gone", 1, 501, &r);

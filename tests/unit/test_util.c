@@ -113,6 +113,24 @@ static void test_u64(void **st)
 	assert_int_equal(zs_parse_u64("-1", 0, 9, &v, NULL), ZS_EINVAL);
 }
 
+/* zs_take_front: the first few out, the rest to the front, in order. */
+static void test_take_front(void **st)
+{
+	uint32_t v[5] = {1, 2, 3, 4, 5}, out[8] = {0}, n = 5;
+	(void)st;
+
+	assert_int_equal(zs_take_front(v, &n, sizeof *v, out, 2), 2);
+	assert_int_equal(n, 3);
+	assert_int_equal(out[0], 1);
+	assert_int_equal(out[1], 2);
+	assert_int_equal(v[0], 3);
+	assert_int_equal(v[2], 5);
+	assert_int_equal(zs_take_front(v, &n, sizeof *v, out, 8), 3);
+	assert_int_equal(n, 0);
+	assert_int_equal(out[2], 5);
+	assert_int_equal(zs_take_front(v, &n, sizeof *v, out, 8), 0);
+}
+
 static void test_names_and_dtypes(void **st)
 {
 	enum zs_dtype d;
@@ -147,6 +165,7 @@ int main(void)
 		cmocka_unit_test(test_advertise),
 		cmocka_unit_test(test_u64),
 		cmocka_unit_test(test_names_and_dtypes),
+		cmocka_unit_test(test_take_front),
 	};
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
