@@ -11,7 +11,9 @@ step also drawn from it; or (kind "stop") the whole cluster is stopped cleanly
 (zshardctl job stop, then SIGTERM to every daemon) and started again, which
 must not roll the job back; or (kind "pause") a server is stopped (SIGSTOP)
 for 6 s, or (kind "tpause") a trainer (its lease lapses meanwhile: it comes
-back to find its rank lost and the job rolled back); or (kind "partition", as root) the last server, in a network
+back to find its rank lost and the job rolled back); or (kind "trainer2") a
+trainer killed and, once the coordinator has taken it for gone, another
+(or its own replacement) after a drawn delay; or (kind "partition", as root) the last server, in a network
 namespace of its own, is cut off for 6 s by taking its veth down. The
 trainers must then fail with a bounded error and the job finish by itself. Nobody touches the cluster after that: the job must
 finish by itself, and its final parameters and optimizer state (zshardctl
@@ -19,7 +21,7 @@ export --optimizer) must be bitwise those of the fault-free run.
 
     tests/faults/faults.py [--trials N] [--seed S] [--steps N] [--every K]
                            [--servers S] [--ranks R] [--batch B]
-                           [--kinds trainer,server,coordinator,stop,pause,partition,tpause]
+                           [--kinds trainer,trainer2,server,coordinator,stop,pause,partition,tpause]
                            [--trial KIND:STEP]...   fixed trials instead of drawn ones
                                                     (KIND may name a victim as the table
                                                     does: reseed-0-1-1016:18)
@@ -504,6 +506,25 @@ def run_trial(a, victim, kill_step, tag):
                         time.sleep(int(dms) / 1000.0)
                         cl.proc("server-" + y).kill()
                         cl.note("killed server-%s %d ms into the re-seed" % (y, int(dms)))
+                elif victim.startswith("trainer2-"):
+                    # a second loss inside the first one's recovery: rank
+                    # x killed; once the coordinator has taken it for gone
+                    # (the rollback under way), rank y (the other, or x's
+                    # replacement) killed after the drawn delay
+                    _, x, y, dms = victim.split("-")
+                    if cl.proc("rank-" + x).kill():
+                        killed_at = now()
+                        res["kill_step"] = kill_step = at
+                        cl.note("killed rank-%s at step %d" % (x, at))
+                        t1 = now()
+                        while not re.search(r"rank %s (is gone|missed its lease)" % x,
+                                            cl.coordinator_log()):
+                            if now() - t1 > 60:
+                                raise RuntimeError("rank %s's loss was not seen within 60 s" % x)
+                            time.sleep(0.02)
+                        time.sleep(int(dms) / 1000.0)
+                        cl.proc("rank-" + y).kill()
+                        cl.note("killed rank-%s %d ms into the rollback" % (y, int(dms)))
                 elif victim.startswith("skew-"):
                     # rank 0 has ended step at; the last rank, lagging, is
                     # still in it: server x killed the drawn delay later
@@ -561,8 +582,8 @@ def run_trial(a, victim, kill_step, tag):
                 if "rolling back" in coord_log or "starts again from step 0" in coord_log:
                     raise RuntimeError("the clean stop rolled the job back")
                 res["rollback"] += " (kept)"
-            if victim.startswith("rank-") and res["rollback"] != "none" and \
-                    "is gone (its data connections" not in coord_log:
+            if (victim.startswith("rank-") or victim.startswith("trainer2-")) and \
+                    res["rollback"] != "none" and "is gone (its data connections" not in coord_log:
                 # a killed trainer's connections end at once: its servers
                 # say so, and it is gone in 1.5 s, before its 3 s lease
                 raise RuntimeError("the killed trainer was not seen by its servers' report "
@@ -692,7 +713,7 @@ def main():
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--kinds", default=None,
-                    help="default: trainer,server,coordinator,stop,pause,partition,tpause; "
+                    help="default: trainer,trainer2,server,coordinator,stop,pause,partition,tpause; "
                     "with --etcd: leader,lpause,standby,etcd,server,trainer")
     ap.add_argument("--etcd", action="store_true",
                     help="three coordinators on a 3-member etcd cluster")
@@ -724,7 +745,8 @@ def main():
         return 77
     kinds = (a.kinds or ("leader,lpause,standby,etcd,server,trainer" if a.etcd else
                          "server,pause,partition" if a.replicas > 1 else
-                         "trainer,server,coordinator,stop,pause,partition,tpause")).split(",")
+                         "trainer,trainer2,server,coordinator,stop,pause,partition,tpause")
+             ).split(",")
     if a.replicas > 1 and a.servers < a.replicas:
         sys.exit("faults: --replicas %d needs --servers %d or more" % (a.replicas, a.replicas))
     used = kinds + [t.split(":")[0] for t in a.trial]
@@ -764,11 +786,12 @@ def main():
                                                                base["digest"][:16]), flush=True)
     rows, bad, skipped = [], 0, 0
     for i, (kind, step) in enumerate(plan):
-        if kind.startswith("reseed-") or kind.startswith("skew-"):  # a whole victim
+        if kind.startswith("reseed-") or kind.startswith("skew-") or \
+                kind.startswith("trainer2-"):  # a whole victim
             kind, victim = kind.split("-")[0], kind
         else:
             victim = None
-        n = {"trainer": a.ranks, "server": a.servers, "server2": a.servers, "reseed": a.servers,
+        n = {"trainer": a.ranks, "trainer2": a.ranks, "server": a.servers, "server2": a.servers, "reseed": a.servers,
              "skew": a.servers,
              "coordinator": 1,
              "stop": 1,
@@ -776,6 +799,8 @@ def main():
              "standby": 1, "etcd": 3}[kind]
         idx = rng.randrange(n)
         victim = victim or {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
+                  "trainer2": "trainer2-%d-%d-%d" % (idx, rng.choice([idx, (idx + 1) % a.ranks]),
+                                                     rng.randrange(1500)),
                   "server2": "servers-%d-%d" % (idx, (idx + 1) % a.servers),
                   "reseed": "reseed-%d-%d-%d" % (idx, (idx + 1 + rng.randrange(a.servers - 1))
                                                  % a.servers, rng.randrange(1500)),
