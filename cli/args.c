@@ -30,6 +30,10 @@ void cli_help(const struct cmd *cmd)
 int cli_parse(const struct cmd *cmd, int argc, char **argv, int max_pos, struct cli_args *a)
 {
 	memset(a, 0, sizeof *a);
+	for (int k = 0; cmd->flags && cmd->flags[k].name; k++)
+		if (k == CLI_MAX_FLAGS) /* a bug: its later flags would be refused */
+			return cli_usage_err(cmd->name, "has more than %d flags (CLI_MAX_FLAGS, cli/cli.h)",
+					     CLI_MAX_FLAGS);
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i], *eq, *v;
 		char why[256];
