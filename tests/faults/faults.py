@@ -217,7 +217,8 @@ class Cluster:
     def ha_coordinator_argv(self, k):
         return [os.path.join(BIN, "zshard-coordinator"), "--listen", self.coord_addrs[k],
                 "--etcd", self.etcd.endpoints(), "--etcd-prefix", "/faults",
-                "--etcd-lease-s", "2", "--lease-ms", "2000", "--trainer-lease-ms", "3000"]
+                "--etcd-lease-s", "2", "--lease-ms", "2000", "--trainer-lease-ms", "3000",
+                "--trainer-gone-ms", "1500"]
 
     def start_ha(self):
         """Three etcd members and three coordinators on them; the list of
