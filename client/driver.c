@@ -84,9 +84,6 @@ static int wait_gather(zs_trainer *t, zs_op **op)
 	return rc;
 }
 
-
-
-
 void tr_driver_reset(zs_trainer *t)
 {
 	if (t->dv)
@@ -278,27 +275,20 @@ static int reap(zs_trainer *t, bool wait)
 	return first;
 }
 
-/* Device mode: unit u's push, from staging or (direct) device memory. */
-static int post_push(zs_trainer *t, uint32_t u, struct dunit *d)
+/* Unit u's push, posted (ZS_EAGAIN: no room for it yet): its gradient
+ * from host memory; in device mode from staging or (direct) device memory,
+ * a collective job's the slice's sum. */
+static int post(zs_trainer *t, uint32_t u, struct dunit *d)
 {
 	bool coll = t->job.spec.collective;
 	int rc;
 
-	if (d->direct)
+	if (!t->dv)
+		rc = tr_push_via(t, u, d->grad, false, &tr_host_sender, &d->push);
+	else if (d->direct)
 		rc = tr_push_via(t, u, coll ? d->dsend : d->grad, coll, &tr_device_sender, &d->push);
 	else
 		rc = tr_push_via(t, u, d->gstage, coll, &tr_host_sender, &d->push);
-	if (d->push)
-		tr_unit_go(&d->up, u, UE_POST);
-	return rc;
-}
-
-/* Host memory: unit u's push of its gradient, posted (ZS_EAGAIN: no room
- * for it yet). */
-static int post_host(zs_trainer *t, uint32_t u, struct dunit *d)
-{
-	int rc = zs_push(t, u, t->step, d->grad, &d->push);
-
 	if (d->push)
 		tr_unit_go(&d->up, u, UE_POST);
 	return rc;
@@ -310,6 +300,12 @@ static bool copying(const struct dunit *d)
 	return d->up == UP_COPYING || d->up == UP_COPYING_HELD;
 }
 
+/* Whether unit d's parameters are the next step's (asked or there). */
+static bool ahead(const struct dunit *d)
+{
+	return d->pp == PP_AHEAD || d->pp == PP_LIVE_AHEAD;
+}
+
 /* Device mode: unit u's gradient is in staging (wait: once it is): its
  * push goes out. ZS_EAGAIN while its copy runs. */
 static int push_copied(zs_trainer *t, uint32_t u, bool wait)
@@ -319,7 +315,7 @@ static int push_copied(zs_trainer *t, uint32_t u, bool wait)
 
 	if (rc)
 		return rc;
-	while ((rc = post_push(t, u, d)) == ZS_EAGAIN)
+	while ((rc = post(t, u, d)) == ZS_EAGAIN)
 		if ((rc = reap(t, true)))
 			break;
 	return rc;
@@ -432,8 +428,7 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	}
 	t->rep.cur.control_seconds = tr_now_s() - t0;
 	for (uint32_t u = 0; u < n; u++) {
-		enum tr_pphase pp = t->drv.du[u].pp;
-		if (pp == PP_AHEAD || pp == PP_LIVE_AHEAD) /* gathered ahead: this step's */
+		if (ahead(&t->drv.du[u])) /* gathered ahead: this step's */
 			tr_params_go(&t->drv.du[u].pp, u, PE_BEGIN);
 		else if (!next || !refresh_in_place(t, u)) /* last step's are stale */
 			drop_params(t, u);
@@ -463,7 +458,7 @@ int zs_unit_params(zs_trainer *t, unsigned u, int backward, const void **params)
 		return tr_fail(t, ZS_EINVAL, "unit %u is out of range (%u units)", u, n);
 	d = &t->drv.du[u];
 	/* asked for again after its push */
-	if ((d->pp == PP_AHEAD || d->pp == PP_LIVE_AHEAD) && (rc = drop_ahead(t, u, false)))
+	if (ahead(d) && (rc = drop_ahead(t, u, false)))
 		return rc;
 	if ((rc = want(t, u, true)))
 		return rc;
@@ -610,7 +605,7 @@ int zs_unit_push(zs_trainer *t, unsigned u)
 		tr_unit_go(&d->up, u, UE_HOLD);
 		return ZS_OK;
 	}
-	while ((rc = post_host(t, u, d)) == ZS_EAGAIN)
+	while ((rc = post(t, u, d)) == ZS_EAGAIN)
 		if ((rc = reap_pushes(t, true)))
 			return rc;
 	return rc;
@@ -630,7 +625,7 @@ int zs_step_end(zs_trainer *t)
 		}
 		if (d->up != UP_HELD)
 			continue;
-		while ((r = post_host(t, u, d)) == ZS_EAGAIN)
+		while ((r = post(t, u, d)) == ZS_EAGAIN)
 			if ((r = reap_pushes(t, true)))
 				break;
 		if (r && !rc)

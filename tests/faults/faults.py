@@ -418,6 +418,24 @@ def committed_now(cl):
         return None
 
 
+def kill_twice(cl, first, seen, second, dms, at, during):
+    """Kills process first at step at; once the coordinator's log matches
+    seen (a regular expression: during is under way), kills second dms ms
+    later. The time of the first kill, or None when first was not running."""
+    if not cl.proc(first).kill():
+        return None
+    t0 = now()
+    cl.note("killed %s at step %d" % (first, at))
+    while not re.search(seen, cl.coordinator_log()):
+        if now() - t0 > 60:
+            raise RuntimeError("%s was not under way within 60 s of killing %s" % (during, first))
+        time.sleep(0.02)
+    time.sleep(dms / 1000.0)
+    cl.proc(second).kill()
+    cl.note("killed %s %d ms into %s" % (second, dms, during))
+    return t0
+
+
 def run_trial(a, victim, kill_step, tag):
     """Returns a dict: the outcome of one trial (victim None: fault-free)."""
     d = tempfile.mkdtemp(prefix="zshard-faults-")
@@ -489,43 +507,24 @@ def run_trial(a, victim, kill_step, tag):
                         res["kill_step"] = kill_step = at
                         time.sleep(PAUSE_S)
                         p.kill(signal.SIGCONT)
-                elif victim.startswith("reseed-"):
-                    # a second loss inside the first one's re-seed: server
-                    # x killed; once the coordinator has placed new copies
-                    # (the restarted x registered), server y killed after
-                    # the drawn delay, while they are seeded
+                elif victim.startswith("reseed-") or victim.startswith("trainer2-"):
+                    # a second loss inside the first one's recovery: x
+                    # killed; once the coordinator says it is under way
+                    # (reseed: new copies placed, the restarted server x
+                    # registered; trainer2: rank x taken for gone, the
+                    # rollback begun), y (reseed: another server; trainer2:
+                    # the other rank, or x's replacement) after the drawn
+                    # delay
                     _, x, y, dms = victim.split("-")
-                    if cl.proc("server-" + x).kill():
-                        killed_at = now()
+                    if victim[0] == "r":
+                        pfx, seen, during = "server-", "copies rebuilt", "the re-seed"
+                    else:
+                        pfx, seen = "rank-", r"rank %s (is gone|missed its lease)" % x
+                        during = "the rollback"
+                    first = kill_twice(cl, pfx + x, seen, pfx + y, int(dms), at, during)
+                    if first is not None:
+                        killed_at = first
                         res["kill_step"] = kill_step = at
-                        cl.note("killed server-%s at step %d" % (x, at))
-                        t1 = now()
-                        while "copies rebuilt" not in cl.coordinator_log():
-                            if now() - t1 > 60:
-                                raise RuntimeError("no copies were rebuilt within 60 s of the kill")
-                            time.sleep(0.02)
-                        time.sleep(int(dms) / 1000.0)
-                        cl.proc("server-" + y).kill()
-                        cl.note("killed server-%s %d ms into the re-seed" % (y, int(dms)))
-                elif victim.startswith("trainer2-"):
-                    # a second loss inside the first one's recovery: rank
-                    # x killed; once the coordinator has taken it for gone
-                    # (the rollback under way), rank y (the other, or x's
-                    # replacement) killed after the drawn delay
-                    _, x, y, dms = victim.split("-")
-                    if cl.proc("rank-" + x).kill():
-                        killed_at = now()
-                        res["kill_step"] = kill_step = at
-                        cl.note("killed rank-%s at step %d" % (x, at))
-                        t1 = now()
-                        while not re.search(r"rank %s (is gone|missed its lease)" % x,
-                                            cl.coordinator_log()):
-                            if now() - t1 > 60:
-                                raise RuntimeError("rank %s's loss was not seen within 60 s" % x)
-                            time.sleep(0.02)
-                        time.sleep(int(dms) / 1000.0)
-                        cl.proc("rank-" + y).kill()
-                        cl.note("killed rank-%s %d ms into the rollback" % (y, int(dms)))
                 elif victim.startswith("skew-"):
                     # rank 0 has ended step at; the last rank, lagging, is
                     # still in it: server x killed the drawn delay later
