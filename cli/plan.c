@@ -308,22 +308,23 @@ static void plan_text_zshard(const struct zs_plan_in *in, const struct zs_plan *
 				 sizeof b[2]),
 		       opt, pl->b == 4 ? 0 : pl->b);
 		printf("  per server (host):  %s = %s per owned element + landing %s\n"
-		       "                      (the copy gathers read %u + clipping's copy 4; pushes in flight)\n"
+		       "                      (the copy gathers read %u + clipping's copy 4 + the previous step's %u; pushes in flight)\n"
 		       "  per GPU, a trainer and its co-located server: %s\n",
 		       zs_fmt_bytes(pl->server_total, b[0], sizeof b[0]),
 		       zs_fmt_bytes(pl->server_per_elem, b[1], sizeof b[1]),
-		       zs_fmt_bytes(pl->server_landing, b[3], sizeof b[3]), pl->b,
+		       zs_fmt_bytes(pl->server_landing, b[3], sizeof b[3]), pl->b, pl->b,
 		       zs_fmt_bytes(zs_plan_gpu_bytes(pl), b[2], sizeof b[2]));
 	} else {
 		printf("  per server (host):  %s = %s per owned element x %s elements + landing %s\n"
-		       "                      (fp32 master 4 + reduction 16 + mean gradient 4 + optimizer %u + compute copy %u,\n"
-		       "                      at any world size; landing: pushes in flight, --landing-budget)\n",
+		       "                      (fp32 master 4 + reduction 16 + mean gradient 4 + optimizer %u + compute copy %u\n"
+		       "                      + the previous step's copy %u, for a lost rank's redo, at any world size;\n"
+		       "                      landing: pushes in flight, --landing-budget)\n",
 		       zs_fmt_bytes(pl->server_total, b[0], sizeof b[0]),
 		       zs_fmt_bytes(pl->server_per_elem, b[1], sizeof b[1]),
 		       fmt_count((pl->params * (in->replicas ? in->replicas : 1) + S - 1) / S, b[2],
 				 sizeof b[2]),
 		       zs_fmt_bytes(pl->server_landing, b[3], sizeof b[3]), opt,
-		       pl->b == 4 ? 0 : pl->b);
+		       pl->b == 4 ? 0 : pl->b, pl->b);
 	}
 	if (fr->shards)
 		printf("  frozen: %s elements in %u shards hold their fp32 master (and copy) alone,\n"

@@ -21,6 +21,7 @@ void eng_shard_release(struct engine *e, struct eshard *s)
 		if (s->landing)
 			zs_listener_release(e->l, s->landing);
 	}
+	eng_prev_release(e, s);
 	eng_dev_shard_release(e, s);
 	atomic_fetch_sub(&e->ctr.bytes, s->counted);
 	s->counted = 0;
@@ -146,6 +147,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 		s->s0 = calloc(pad, 4);
 	if (in_mem && arrays > 2)
 		s->s1 = calloc(pad, 4);
+	eng_prev_init(e, s, pad);
 	if (eng_shard_segments(j, s))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	if ((in_mem && !s->master) || !s->copy)
@@ -155,6 +157,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	if (s->dev.on)
 		eng_dev_pin(e, s);
 	if (!s->acc || (!s->dev.on && !s->bacc) || !s->open.slot || !s->repl.pcount ||
+	    (!marks && !s->prev.p) ||
 	    (in_mem && arrays > 1 && !s->s0) || (in_mem && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
 	s->counted = zs_shard_state_bytes(&j->spec, sh);

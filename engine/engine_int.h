@@ -18,7 +18,8 @@
  * job's durable acknowledgements), replica_in.c (a copy taking the
  * forwards), epoch.c (a new placement epoch taken
  * in place: failover, rebuild), clip.c (global-norm clipping: the norm
- * exchange and the update it lets go).
+ * exchange and the update it lets go), redo.c (what a lost rank's
+ * replacement needs: the step before, pushes counted once).
  */
 #ifndef ZS_ENGINE_INT_H
 #define ZS_ENGINE_INT_H
@@ -141,6 +142,17 @@ struct eshard {
 		struct zs_bacc *bacc;
 		void *copy;
 	} dev;
+	/* the parameters of the step before version, in the compute dtype,
+	 * for a lost rank's replacement that redoes that step (engine/redo.c):
+	 * p is the arena's (arena) or, where it had no room, the heap's (then
+	 * served over tcp only); of is 1 + the step they are (0: none, or an
+	 * update under way has overwritten part of them). A frozen shard has
+	 * none: its copy never changes */
+	struct eshard_prev {
+		void *p;
+		bool arena;
+		uint64_t of;
+	} prev;
 	/* gathers held until their step is served */
 	struct eshard_hold {
 		struct held *q;
@@ -563,6 +575,24 @@ static inline bool eng_ready(const struct eshard *s)
 {
 	return s->phase != PH_EMPTY;
 }
+
+/* redo.c */
+/* Shard s's buffer for its previous step's parameters (pad elements), and
+ * its release. */
+void eng_prev_init(struct engine *e, struct eshard *s, size_t pad);
+void eng_prev_release(struct engine *e, struct eshard *s);
+/* Elements [a, b) of the copy are about to change: kept (caller holds
+ * s->mu); eng_apply marks them whole (prev.of) once the update is done. */
+void eng_prev_save(struct eshard *s, size_t a, size_t b);
+/* Where gather x of the step before s's version reads (*src), or why it
+ * cannot (offsets: the connection reads the arena). Caller holds s->mu. */
+enum zs_status eng_prev_served(struct eshard *s, const struct zs_xfer *x, bool offsets,
+			       const void **src, struct zs_error *err);
+/* A replacement's push x (ZS_WF_REDO) of rank: ZS_OK with *dup when the
+ * rank's term is in already (dropped and acknowledged), ZS_OK to land it,
+ * or why not (caller holds s->mu). */
+enum zs_status eng_redo_check(struct ejob *j, struct eshard *s, uint32_t rank,
+			      const struct zs_xfer *x, bool *dup, struct zs_error *err);
 
 /* clip.c */
 /* Primary s has reduced its open step (caller holds s->mu): its norm, and

@@ -206,12 +206,20 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			atomic_fetch_add(&e->ctr.bytes_out, x->length * s->dsz);
 			zs_sop_read_ready(op, eng_served(s, x));
 		} else if (s->version > x->step) {
-			uint64_t v = s->version;
+			/* a lost rank's replacement redoes the step before */
+			const void *src = NULL;
+			enum zs_status st = eng_ready(s) && !s->repl.wait
+						    ? eng_prev_served(s, x, zs_sop_reads_arena(op), &src, &err)
+						    : zs_fail(&err, ZS_ESTATE, "its update is not on every copy yet");
 			pthread_mutex_unlock(&s->mu);
-			zs_sop_fail(op, ZS_ESTATE,
-				    "unit '%s' is at step %llu: step %llu is gone",
-				    eng_unit_name(j, x->unit), (unsigned long long)v,
-				    (unsigned long long)x->step);
+			if (st) {
+				zs_sop_fail(op, st, "unit '%s': %s", eng_unit_name(j, x->unit), err.msg);
+			} else {
+				/* not overwritten before the replacement pushes this
+				 * step, which the update of prev's next one waits for */
+				atomic_fetch_add(&e->ctr.bytes_out, x->length * s->dsz);
+				zs_sop_read_ready(op, src);
+			}
 		} else {
 			/* asked early (or before the parameters exist): hold it until
 			 * the update that makes step t, or the initial upload */
@@ -316,6 +324,15 @@ static enum zs_status land(struct engine *e, struct ejob *j, struct eshard *s,
 		       eng_unit_name(j, x->unit), (unsigned long long)e->land.budget);
 }
 
+/* Whether x is a replicated job's partial push of s's open step: one in
+ * already lands as any other, and goes to the copies again before it is
+ * acknowledged (they take it once: eng_partial_in), so that a copy
+ * promoted before the first one's forward reached it has its term. */
+static bool repl_partial(const struct ejob *j, const struct eshard *s, const struct zs_xfer *x)
+{
+	return x->partial && j->spec.replicas > 1 && x->step == s->version;
+}
+
 /* Whether push x is one of s, a primary here (or a replica promoted
  * since): exactly the shard (or its step mark), not a partial upload. */
 static enum zs_status push_fits(struct engine *e, struct ejob *j, struct eshard *s,
@@ -355,6 +372,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 	struct ejob *j = job_or_fail(e, job, err);
 	struct eshard *s;
 	enum zs_status st = ZS_OK;
+	bool dup = false;
 
 	if (!j)
 		return err->code;
@@ -400,6 +418,18 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			     "unit '%s' shard %u has not all of its optimizer state: job '%s' was created with %llu steps taken, and its state is uploaded before step 0 (zshardctl import --optimizer, zs_init_unit_state)",
 			     eng_unit_name(j, x->unit), s->sh.index, j->name,
 			     (unsigned long long)j->spec.optim.steps_taken);
+	} else if (x->redo) {
+		/* a lost rank's replacement: what the rank pushed is in once */
+		if ((st = eng_redo_check(j, s, rank, x, &dup, err))) {
+			/* named */
+		} else if (!dup && s->open.terms + s->open.landing >= ZS_BSUM_MAX_TERMS) {
+			st = zs_fail(err, ZS_ENOSPC,
+				     "unit '%s' has taken %u pushes in step %llu, the most one step's reduction takes",
+				     eng_unit_name(j, x->unit), s->open.terms, (unsigned long long)x->step);
+		} else if (!(st = land(e, j, s, x, dst, err)) && (!dup || repl_partial(j, s, x))) {
+			s->open.slot[rank] = SLOT_LANDING;
+			s->open.landing++;
+		}
 	} else if (j->spec.replicas > 1 && x->step + 1 == s->version) {
 		/* sent again after a failover: its step is applied here (by
 		 * this server as a replica); acknowledged once on every copy */
@@ -412,7 +442,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		st = zs_fail(err, ZS_EEXIST, "rank %u already pushed step %llu of unit '%s'", rank,
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit));
 	} else if (x->partial && j->spec.replicas > 1 &&
-		   (st = eng_partial_check(j, s, rank, x, NULL, err))) {
+		   (st = eng_partial_check(j, s, rank, x, &dup, err))) {
 		/* a micro-batch before the one it follows */
 	} else if (s->open.terms + s->open.landing >= ZS_BSUM_MAX_TERMS) {
 		st = zs_fail(err, ZS_ENOSPC,
@@ -460,7 +490,8 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 		upto = bytes / zs_dtype_size(x->dtype);
 		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
 		/* not with replicas: a new copy's seed reads the state whole */
-		if (s->open.slot[rank] == SLOT_LANDING && s->open.full + 1 == eng_contributors(j) &&
+		if (x->step == s->version && s->open.slot[rank] == SLOT_LANDING &&
+		    s->open.full + 1 == eng_contributors(j) &&
 		    s->open.landing == 1 && upto > s->open.piped && upto <= s->lay.glen &&
 		    j->spec.replicas < 2) {
 			eng_deposit(e, s, dst, x->dtype, s->open.piped, upto);
@@ -503,6 +534,8 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 	} else if (s->open.slot[rank] == SLOT_LANDING) {
 		s->open.slot[rank] = SLOT_EMPTY;
 		s->open.landing--;
+		give_back = true;
+	} else if (x->redo) { /* a replacement's push that was in already */
 		give_back = true;
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -567,6 +600,17 @@ static void init_landed(struct engine *e, struct ejob *j, struct eshard *s,
 	zs_sop_done(op);
 }
 
+/* Whether a replacement's push x of rank, landed, is of a term in already
+ * (caller holds s->mu; its slot is LANDING when it was not at its begin). */
+static bool redo_dup(struct ejob *j, struct eshard *s, uint32_t rank, const struct zs_xfer *x)
+{
+	struct zs_error err = {0};
+	bool dup = false;
+
+	return x->redo && !repl_partial(j, s, x) && !eng_redo_check(j, s, rank, x, &dup, &err) &&
+	       dup;
+}
+
 void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			 const struct zs_xfer *x, void *dst)
 {
@@ -596,10 +640,13 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (!x->init && x->step < s->version) {
-		/* a push sent again after a failover: its step is applied */
-		eng_land_put(e, dst);
-		if (!eng_ack_later(s, op, x->step))
+	if (!x->init && (x->step < s->version || redo_dup(j, s, rank, x))) {
+		/* a push sent again after a failover, or a replacement's of
+		 * what its rank pushed: in already (its step applied, maybe);
+		 * acknowledged once its step is on every copy */
+		if (!mapped(s, x))
+			eng_land_put(e, dst);
+		if (j->spec.replicas < 2 || !eng_ack_later(s, op, x->step))
 			zs_sop_done(op);
 		eng_acks_flush(s);
 		pthread_mutex_unlock(&s->mu);
@@ -636,6 +683,8 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		/* gradient accumulation: one more term, the rank's slot free
 		 * for its next micro-batch */
 		s->open.slot[rank] = SLOT_EMPTY;
+		s->repl.pcount[rank]++; /* one sent again is not counted twice */
+		s->repl.pterms++;
 		zs_sop_done(op);
 		pthread_mutex_unlock(&s->mu);
 		eng_job_unref(e, j);

@@ -67,5 +67,7 @@ bool eng_phase_go(struct eshard *s, enum eng_event ev)
 		return false;
 	}
 	s->phase = to;
+	if (ev == EV_PARAMS || ev == EV_RESTORE || ev == EV_RESET)
+		s->prev.of = 0; /* other parameters: no step before them here */
 	return true;
 }

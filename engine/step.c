@@ -89,6 +89,7 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
 
 	if (s->lay.marks) /* a frozen shard: nothing changes */
 		return;
+	eng_prev_save(s, a, b); /* a replacement may redo this step */
 	/* the optimizer's step: an imported state's steps count first */
 	eng_hp_steps(j, s->version, j->spec.optim.steps_taken + s->version + 1, steps, NULL);
 	if (s->dev.on) {
@@ -152,6 +153,8 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		s->open.red_ns = s->open.opt_ns = 0;
 	s->acc_of = s->version + 1;
 	s->version++;
+	if (s->prev.p)
+		s->prev.of = s->version; /* 1 + the step it holds */
 	eng_capture_due(j, s, &fx->done);
 	s->open.full = 0;
 	s->open.terms = 0;

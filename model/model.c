@@ -529,7 +529,7 @@ uint64_t zs_server_bytes_per_elem(const struct zs_job_spec *s,
 	b += 4 * zs_optim_state_arrays(&s->optim);
 	if (d != ZS_F32)
 		b += dsz;
-	return b;
+	return b + dsz; /* the previous step's copy, for a lost rank's redo */
 }
 
 bool zs_shard_marks(const struct zs_job_spec *s, const struct zs_shard *sh)
@@ -574,7 +574,7 @@ void zs_server_bytes_per_elem_gpu(const struct zs_job_spec *s, const struct zs_u
 
 	*device = 4 + 4 * zs_optim_state_arrays(&s->optim) + ZS_REDUCE_BYTES + 4 + 4 +
 		  (d != ZS_F32 ? dsz : 0);
-	*host = dsz + 4;
+	*host = dsz + 4 + dsz; /* + the previous step's copy (a redo) */
 }
 
 enum zs_status zs_layout_copy(struct zs_layout *dst, const struct zs_layout *src)

@@ -17,7 +17,8 @@
  *    every unit when kept until backward) and the same gradients. A server
  *    holds, per element of its shards, zs_server_bytes_per_elem: master,
  *    the reduction's state (16 bytes at any world size), the mean
- *    gradient, optimizer state and the compute copy; and, once, its
+ *    gradient, optimizer state, the compute copy and the previous step's
+ *    (a lost rank's replacement redoes its step from it); and, once, its
  *    landing budget for pushes in flight.
  * Not counted (a fixed overhead the output states): the trainer's
  * activations and its process (libraries, connections), the servers'

@@ -177,6 +177,8 @@ void zs_sop_read_ready(struct zs_sop *op, const void *src)
 
 void zs_sop_set_step(struct zs_sop *op, uint64_t step) { op->x.step = step; }
 
+bool zs_sop_reads_arena(const struct zs_sop *op) { return op->c->offsets; }
+
 void zs_sop_done(struct zs_sop *op)
 {
 	struct zs_frame f = {.op = ZS_OP_PUSH_ACK, .req_id = op->req_id,
@@ -218,7 +220,8 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			      .from = f->rank,
 			      .state_read = f->flags & ZS_WF_STATE,
 			      .state = (f->flags & ZS_WF_STATE) ? (int)(f->aux & 3) : -1,
-			      .device = f->op == ZS_OP_PUSH && (f->flags & ZS_WF_DEVICE)};
+			      .device = f->op == ZS_OP_PUSH && (f->flags & ZS_WF_DEVICE),
+			      .redo = f->op == ZS_OP_PUSH && (f->flags & ZS_WF_REDO)};
 	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))
 		return zs_fail(err, ZS_EINVAL, "a state read is of array 0, 1 or 2, as f32");
 	if (f->op == ZS_OP_PUSH && x->state_read && (!x->init || x->replica || f->aux == 0))

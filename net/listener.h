@@ -229,6 +229,9 @@ void zs_listener_arena(struct zs_listener *l, uint64_t *len, uint64_t *taken, ui
 void zs_sop_read_ready(struct zs_sop *op, const void *src);
 /* For a state read: the version to report with the data (before ready). */
 void zs_sop_set_step(struct zs_sop *op, uint64_t step);
+/* Whether a read's connection takes arena offsets (shm, one-sided), not
+ * bytes: what it is served must be the arena's. */
+bool zs_sop_reads_arena(const struct zs_sop *op);
 void zs_sop_done(struct zs_sop *op);
 void zs_sop_fail(struct zs_sop *op, enum zs_status code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

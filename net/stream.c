@@ -380,7 +380,8 @@ void *stream_sender_main(void *arg)
 						   (r->x.replica ? ZS_WF_REPLICA : 0) |
 						   (r->x.seed ? ZS_WF_SEED : 0) |
 						   (r->x.state_read ? ZS_WF_STATE : 0) |
-						   (r->x.device ? ZS_WF_DEVICE : 0)),
+						   (r->x.device ? ZS_WF_DEVICE : 0) |
+						   (r->x.redo ? ZS_WF_REDO : 0)),
 				      .aux = wire_aux(&r->x)};
 		with_payload = (r->op == ZS_OP_PUSH && c->h->inline_data) || r->internal ||
 			       r->op == ZS_OP_HPARAMS || r->x.device;

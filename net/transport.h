@@ -71,6 +71,8 @@ struct zs_xfer {
 			    * after a failover is not counted twice */
 	uint32_t from;     /* a forwarded partial push: its trainer's rank */
 	bool device;       /* a push from the trainer's device memory (ZS_WF_DEVICE) */
+	bool redo;         /* a push of a lost rank's replacement, of the step
+			    * it redoes (ZS_WF_REDO) */
 	const void *dsrc;  /* server side, a device push: the range's bytes,
 			    * mapped from the trainer's device (the listener's) */
 };

@@ -113,8 +113,12 @@ enum {
 				   * a device (offset: its zs_dev_ident); a PUSH
 				   * whose bytes are in the trainer's memory on
 				   * that device (payload: ZS_WIRE_DEV_SRC bytes) */
+	ZS_WF_REDO = 1 << 7,      /* a PUSH from a lost rank's replacement, of
+				   * the step it redoes: one of the rank's
+				   * pushes that is in already is dropped, once,
+				   * and acknowledged (engine/redo.c) */
 	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED | ZS_WF_REPLICA |
-		    ZS_WF_SEED | ZS_WF_DEVICE,
+		    ZS_WF_SEED | ZS_WF_DEVICE | ZS_WF_REDO,
 };
 
 struct zs_frame {
