@@ -376,24 +376,34 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	 * last boundary while that step ran and this boundary takes its answer
 	 * (lease.c); the first boundary of a lease asks and waits.
 	 */
+	/* with the step this rank begins and its state then (redo.c) */
+	struct zs_step_state begun = tr_state_take(t, step);
+	bool told = false;
 	{
 		enum zs_status bst;
 		if (t->ls.running && tr_boundary_take(t, &bst, &stage, &every, &stop, &err)) {
 			rc = bst;
 		} else {
-			rc = zs_coord_report_step(t->coord, t->job.spec.name, t->rank,
-						  t->rep.have_last && !t->rep.last_sent ? &t->rep.last : NULL,
-						  &stage, &every, &stop, &err);
-			if (!rc)
-				t->rep.last_sent = true;
+			rc = zs_coord_report_step_ex(t->coord, t->job.spec.name, t->rank,
+						     t->rep.have_last && !t->rep.last_sent ? &t->rep.last
+											   : NULL,
+						     &begun, &stage, &every, &stop, NULL, NULL, &err);
+			if (!rc) {
+				t->rep.last_sent = told = true;
+				tr_step_known(t, step);
+			}
 		}
 	}
-	if (rc)
+	if (rc) {
+		free(begun.data);
 		return tr_fail(t, (enum zs_status)rc, "%s", err.msg);
+	}
 	if (t->ls.running) {
-		tr_boundary_post(t, t->rep.have_last && !t->rep.last_sent ? &t->rep.last : NULL);
+		tr_boundary_post(t, t->rep.have_last && !t->rep.last_sent ? &t->rep.last : NULL,
+				 told ? NULL : &begun);
 		t->rep.last_sent = true; /* posted: the lease thread sends it */
 	}
+	free(begun.data);
 	if (stop && step >= stop) /* every rank stops here: a clean stop */
 		return tr_fail(t, ZS_ECANCELED,
 			       "job '%s' is stopping before step %llu (zshardctl job stop): leave it (zs_trainer_close); it resumes there",

@@ -85,25 +85,34 @@ static void send_boundary(zs_trainer *t, struct zs_coord_client *c)
 {
 	struct zs_step_report r = t->ls.brep;
 	bool has = t->ls.bhas;
+	/* the step begun and the rank's state, taken: this call frees it */
+	struct zs_step_state begun = t->ls.begun;
+	bool bbegun = t->ls.bbegun;
 	struct zs_error err = {0};
 	uint32_t stage = 0;
 	uint64_t every = 0, stop = 0;
 	enum zs_status st;
 
+	t->ls.begun = (struct zs_step_state){0};
+	t->ls.bbegun = false;
 	pthread_mutex_unlock(&t->ls.down_mu);
 	/* a coordinator restarting is ridden out within the call's bound, as
 	 * the trainer's own calls do */
 	{
 		int64_t deadline = zs_now_ms() + t->timeout_ms;
 		zs_coord_set_wait_for_ready(c, 1);
-		while ((st = zs_coord_report_step(c, t->job.spec.name, t->rank, has ? &r : NULL,
-						  &stage, &every, &stop, &err)) &&
+		while ((st = zs_coord_report_step_ex(c, t->job.spec.name, t->rank, has ? &r : NULL,
+						     bbegun ? &begun : NULL, &stage, &every, &stop,
+						     NULL, NULL, &err)) &&
 		       (st == ZS_EUNAVAIL || st == ZS_ETIMEDOUT) && zs_now_ms() < deadline &&
 		       !atomic_load(&t->ls.stop))
 			zs_sleep_ms(100, (volatile const int *)&t->ls.stop);
 		zs_coord_set_wait_for_ready(c, 0);
 	}
+	free(begun.data);
 	pthread_mutex_lock(&t->ls.down_mu);
+	if (!st && bbegun)
+		tr_step_known(t, begun.step);
 	if (t->ls.bstate != B_POSTED)
 		return; /* dropped meanwhile (the lease stopped) */
 	t->ls.bst = st;
@@ -115,12 +124,18 @@ static void send_boundary(zs_trainer *t, struct zs_coord_client *c)
 	pthread_cond_broadcast(&t->ls.bcv);
 }
 
-void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r)
+void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r,
+		      struct zs_step_state *begun)
 {
 	pthread_mutex_lock(&t->ls.down_mu);
 	t->ls.bhas = r != NULL;
 	if (r)
 		t->ls.brep = *r;
+	free(t->ls.begun.data);
+	t->ls.begun = begun ? *begun : (struct zs_step_state){0};
+	t->ls.bbegun = begun != NULL;
+	if (begun)
+		*begun = (struct zs_step_state){0};
 	t->ls.bstate = B_POSTED;
 	pthread_cond_broadcast(&t->ls.bcv);
 	pthread_mutex_unlock(&t->ls.down_mu);

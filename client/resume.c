@@ -109,11 +109,23 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 	unsigned no_len;
 	enum zs_status st;
 
+	bool redo;
+	uint64_t rs;
+
 	if (!len) /* no blob wanted */
 		len = &no_len;
 	st = catch_up(t, &j, &err);
 	if (st)
 		return tr_fail(t, st, "%s", err.msg);
+	/* this process replaces a rank lost mid-step: it redoes that step */
+	st = tr_redo_ask(t, &redo, &rs, blob, cap, len, &err);
+	if (st || redo) {
+		zs_job_release(&j);
+		if (st)
+			return tr_fail(t, st, "%s", err.msg);
+		*step = rs;
+		return ZS_OK;
+	}
 	if (j.stopped_step) { /* every rank left there; the servers kept it */
 		*step = j.stopped_step;
 		*len = 0;

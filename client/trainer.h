@@ -82,6 +82,9 @@ struct zs_trainer {
 	char transport[16];
 	int timeout_ms;
 	uint64_t timeline; /* the job's timeline this trainer's connections belong to */
+	/* 1 + the step this process computes again for the rank's lost
+	 * process (its pushes say so: in once); 0: none (redo.c) */
+	uint64_t redo_step1;
 	/* what a server connected to is handed first (NULL: nothing) */
 	enum zs_status (*on_conn)(zs_trainer *t, struct zs_conn *c, struct zs_error *err);
 	/* the step driver (driver.c) */
@@ -142,6 +145,14 @@ struct zs_trainer {
 		uint64_t bevery, bstop;
 		enum zs_status bst;
 		char bwhy[ZS_ERRMSG_MAX];
+		/* the step begun at the posted boundary and the rank's state
+		 * then (redo.c): begun.step + 1 once the coordinator has it
+		 * (known1); the state set for a step to come (next, next1) */
+		struct zs_step_state begun;
+		bool bbegun;
+		_Atomic uint64_t known1;
+		struct zs_step_state next;
+		uint64_t next1;
 	} ls;
 	/* hyperparameters set for a step on (hparams.c) */
 	struct tr_hps {
@@ -415,8 +426,23 @@ bool tr_server_down_id(zs_trainer *t, uint64_t *id, char *buf, size_t len);
  * interval and stop step), waiting for it within t->timeout_ms. Returns
  * false (nothing taken) when no post is outstanding.
  */
-void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r);
+void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r,
+		      struct zs_step_state *begun);
 bool tr_boundary_take(zs_trainer *t, enum zs_status *st, uint32_t *stage, uint64_t *every,
 		      uint64_t *stop, struct zs_error *err);
+
+/* redo.c */
+/* The state set for step (zs_set_step_state; none: empty), taken. */
+struct zs_step_state tr_state_take(zs_trainer *t, uint64_t step);
+/* Frees the states kept (the trainer's close). */
+void tr_state_free(zs_trainer *t);
+/* The coordinator has heard the rank begin step; a step's first push
+ * waits (bounded) until it has. */
+void tr_step_known(zs_trainer *t, uint64_t step);
+void tr_wait_step_known(zs_trainer *t, uint64_t step);
+/* Whether this process replaces a rank lost mid-step (*redo): the step
+ * (*step), its state into blob (cap; *len its size), and t->redo_step1. */
+enum zs_status tr_redo_ask(zs_trainer *t, bool *redo, uint64_t *step, void *blob, unsigned cap,
+			   unsigned *len, struct zs_error *err);
 
 #endif

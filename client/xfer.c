@@ -98,6 +98,9 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 		free(op);
 		return tr_fail(t, ZS_ENOMEM, "out of memory");
 	}
+	/* a step's push goes once the coordinator knows the step (redo.c) */
+	if (src && h->init < 0 && t->drv.in_step && step == t->step)
+		tr_wait_step_known(t, step);
 	if (h->partial && src) {
 		if (t->drv.micro[u].step1 != step + 1)
 			t->drv.micro[u] = (struct tr_micro){.step1 = step + 1};
@@ -112,7 +115,9 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 				    .length = is_mark ? ZS_MARK_LEN : sh->length,
 				    .step = step, .dtype = dt, .init = h->init >= 0,
 				    .partial = h->partial, .state_read = h->init > 0,
-				    .state = h->init > 0 ? h->init : -1, .micro = micro};
+				    .state = h->init > 0 ? h->init : -1, .micro = micro,
+				    /* a lost rank's step, computed again */
+				    .redo = src && h->init < 0 && t->redo_step1 == step + 1};
 		const uint8_t *from = !src ? NULL : is_mark && via->mark ? via->mark
 					: (const uint8_t *)src + (h->slice ? 0 : sh->offset * dsz);
 		uint8_t *to = src ? NULL : (uint8_t *)dst + sh->offset * dsz;

@@ -256,6 +256,7 @@ void zs_trainer_close(zs_trainer *t)
 	zs_job_release(&t->job);
 	free(t->drv.regs);
 	free(t->drv.micro);
+	tr_state_free(t);
 	pthread_mutex_destroy(&t->ls.down_mu);
 	pthread_cond_destroy(&t->ls.bcv);
 	free(t);

@@ -484,6 +484,7 @@ void coord_mark_restore(struct coord *c, struct zs_job *j, uint64_t id)
 	/* a step's norms of the ended timeline never come whole: the servers
 	 * waiting on them let their shards go to the restore now */
 	coord_norms_fail_job(c, j->spec.name, "the job is going back to a checkpoint");
+	coord_steps_forget(c, j->spec.name); /* a new timeline: no step to redo */
 	j->restore_pending = id;
 	j->restore_error[0] = '\0';
 	j->timeline++;

@@ -178,6 +178,7 @@ void coord_free(struct coord *c)
 	}
 	while (c->reports)
 		coord_drop_reports(c, c->reports->job);
+	coord_steps_forget(c, NULL);
 	coord_drop_norms_done(c, NULL);
 	coord_drop_comms(c);
 	pthread_mutex_unlock(&c->mu);

@@ -190,6 +190,7 @@ void coord_h_delete_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		coord_reply_buf(call, zs_enc_job_deleted(&v, deleted, kept, &b), &b);
 	}
 	coord_drop_reports(c, name);
+	coord_steps_forget(c, name);
 	coord_drop_comm(c, name);
 	coord_drop_norms_done(c, name);
 	coord_norms_fail_job(c, name, "the job was deleted");

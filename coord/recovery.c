@@ -279,13 +279,19 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 				       "rank %u missed its lease (%lld ms without a heartbeat)", m->rank,
 				       (long long)quiet);
 			coord_metrics_event(c, COORD_EV_TRAINER_LAPSE);
+			uint32_t rank = m->rank;
 			if (coord_drop_trainer(c, j, pos, &e)) {
 				zs_error("job '%s': %s, but it cannot be dropped: %s", j->spec.name,
 					 why, e.msg);
 				continue;
 			}
-			coord_rollback(c, j, 0, why);
 			pos--;
+			/* gone (its process ended): its replacement redoes its
+			 * step; silent only (alive, it may push again): back */
+			if (gone && quiet <= (int64_t)c->cfg.trainer_lease_ms &&
+			    coord_rank_lost(c, j, rank, why))
+				continue;
+			coord_rollback(c, j, 0, why);
 		}
 	}
 }

@@ -28,18 +28,22 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	struct zs_job *j;
 	uint32_t rank, stage;
 	uint64_t every, stop;
-	bool has;
+	bool has, has_begun, redo;
+	struct zs_step_state begun, rd;
+	enum zs_status st;
 
-	if (zs_dec_report_step(p, n, job, &rank, &r, &has, &e))
+	if (zs_dec_report_step(p, n, job, &rank, &r, &has, &begun, &has_begun, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	j = coord_job_or_fail(c, call, job);
 	if (!j) {
 		pthread_mutex_unlock(&c->mu);
+		free(begun.data);
 		return;
 	}
 	if (rank >= j->spec.world_size) {
 		pthread_mutex_unlock(&c->mu);
+		free(begun.data);
 		return zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range for job '%s' (world size %u)",
 				   rank, job, j->spec.world_size);
 	}
@@ -66,8 +70,18 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		r.reported_ms = zs_now_ms();
 		sr->r[rank] = r;
 	}
+	/* the step the rank begins, from a rank that holds it (not a lost
+	 * process's report still on its way), on the job's timeline (not a
+	 * report sent before a rollback) */
+	if (has_begun && begun.timeline == j->timeline)
+		for (uint32_t i = 0; i < j->n_trainers; i++)
+			if (j->trainers[i].rank == rank && j->trainers[i].session)
+				coord_step_begun(c, j, rank, &begun);
+	free(begun.data);
+	redo = coord_redo_of(c, j, rank, &rd);
+	st = zs_enc_report_step_reply(stage, every, stop, redo ? &rd : NULL, &b);
 	pthread_mutex_unlock(&c->mu);
-	coord_reply_buf(call, zs_enc_report_step_reply(stage, every, stop, &b), &b);
+	coord_reply_buf(call, st, &b);
 }
 
 void coord_h_step_reports(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)

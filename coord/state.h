@@ -177,6 +177,7 @@ struct coord {
 		struct ctask *tasks;
 	} ck;
 	struct sreports *reports;
+	struct rsteps *rsteps; /* the ranks' step states (redo.c) */
 	struct comm *comms; /* trainers' communicator ids (comms.c) */
 	struct jobrec *recs;
 	struct jobsrv *jobsrvs;
@@ -502,6 +503,20 @@ void coord_norms_fail_job(struct coord *c, const char *job, const char *why);
 
 /* reports.c */
 void coord_drop_reports(struct coord *c, const char *job);
+
+/* redo.c: the step each rank began last and its state then (in memory) */
+/* Keeps rank's step begun and state (taken: s->data is the table's after). */
+void coord_step_begun(struct coord *c, const struct zs_job *j, uint32_t rank,
+		      struct zs_step_state *s);
+/* Whether rank was lost and its replacement redoes a step: *out (borrowed,
+ * valid under c->mu). */
+bool coord_redo_of(struct coord *c, const struct zs_job *j, uint32_t rank,
+		   struct zs_step_state *out);
+/* Rank is gone (why): true when its replacement redoes its step (marked,
+ * logged); false when the job must roll back (logged why). */
+bool coord_rank_lost(struct coord *c, const struct zs_job *j, uint32_t rank, const char *why);
+/* Forgets job's step states (NULL: every job's): its timeline ended. */
+void coord_steps_forget(struct coord *c, const char *job);
 
 /* comms.c */
 void coord_h_comm_id(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);

@@ -107,17 +107,26 @@ enum zs_status zs_enc_norm_reply(double total, uint32_t shards, struct zs_buf *o
 enum zs_status zs_dec_norm_reply(const uint8_t *p, size_t n, double *total,
 				 uint32_t *shards, struct zs_error *err);
 
-/* ReportStep: the previous step's report (r NULL: none yet) and the reply */
+/* ReportStep: the previous step's report (r NULL: none yet), the step
+ * begun with the rank's state (NULL: none said), and the reply (redo NULL:
+ * not this rank's replacement's step) */
 enum zs_status zs_enc_report_step(const char *job, uint32_t rank,
-				  const struct zs_step_report *r, struct zs_buf *out);
-/* *has_report says whether r was filled */
+				  const struct zs_step_report *r, const struct zs_step_state *begun,
+				  struct zs_buf *out);
+/* *has_report, *has_begun say whether r, begun were filled (begun->data
+ * malloc'd) */
 enum zs_status zs_dec_report_step(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
 				  uint32_t *rank, struct zs_step_report *r, bool *has_report,
+				  struct zs_step_state *begun, bool *has_begun,
 				  struct zs_error *err);
 enum zs_status zs_enc_report_step_reply(uint32_t stage, uint64_t checkpoint_every,
-					uint64_t stop_before, struct zs_buf *out);
+					uint64_t stop_before, const struct zs_step_state *redo,
+					struct zs_buf *out);
+/* redo may be NULL (not wanted); else *has_redo says whether it was
+ * filled (redo->data malloc'd) */
 enum zs_status zs_dec_report_step_reply(const uint8_t *p, size_t n, uint32_t *stage,
 					uint64_t *checkpoint_every, uint64_t *stop_before,
+					struct zs_step_state *redo, bool *has_redo,
 					struct zs_error *err);
 /* StepReportsReply: *r is malloc'd (free) */
 enum zs_status zs_enc_step_reports(const struct zs_step_report *r, uint32_t n_r,

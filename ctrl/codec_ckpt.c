@@ -43,7 +43,8 @@ static void step_report_from(const Zshard__StepReport *e, struct zs_step_report 
 }
 
 enum zs_status zs_enc_report_step(const char *job, uint32_t rank,
-				  const struct zs_step_report *r, struct zs_buf *out)
+				  const struct zs_step_report *r, const struct zs_step_state *begun,
+				  struct zs_buf *out)
 {
 	Zshard__ReportStepRequest m = ZSHARD__REPORT_STEP_REQUEST__INIT;
 	struct arena a = {0};
@@ -51,11 +52,35 @@ enum zs_status zs_enc_report_step(const char *job, uint32_t rank,
 	m.rank = rank;
 	if (r)
 		m.report = step_report_pb(&a, r);
+	if (begun) {
+		m.begun = true;
+		m.begun_step = begun->step;
+		m.begun_timeline = begun->timeline;
+		m.state = (ProtobufCBinaryData){begun->len, begun->data};
+	}
 	return pb_pack(&a, &m.base, out);
+}
+
+/* A step state's bytes, copied (len over ZS_BLOB_MAX: refused). */
+static enum zs_status state_from(ProtobufCBinaryData b, uint64_t step, struct zs_step_state *s,
+				 struct zs_error *err)
+{
+	*s = (struct zs_step_state){.step = step};
+	if (b.len > ZS_BLOB_MAX)
+		return zs_fail(err, ZS_EINVAL, "a rank's step state of %zu bytes (at most %u)", b.len,
+			       ZS_BLOB_MAX);
+	if (!b.len)
+		return ZS_OK;
+	if (!(s->data = malloc(b.len)))
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	memcpy(s->data, b.data, b.len);
+	s->len = (uint32_t)b.len;
+	return ZS_OK;
 }
 
 enum zs_status zs_dec_report_step(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
 				  uint32_t *rank, struct zs_step_report *r, bool *has_report,
+				  struct zs_step_state *begun, bool *has_begun,
 				  struct zs_error *err)
 {
 	enum zs_status st;
@@ -65,32 +90,52 @@ enum zs_status zs_dec_report_step(const uint8_t *p, size_t n, char job[ZS_JOB_NA
 	memset(r, 0, sizeof *r);
 	if (m->report)
 		step_report_from(m->report, r);
+	*has_begun = m->begun;
+	*begun = (struct zs_step_state){0};
 	st = pb_cpy(job, ZS_JOB_NAME_MAX, m->job, "job name", err);
+	if (!st && m->begun) {
+		st = state_from(m->state, m->begun_step, begun, err);
+		begun->timeline = m->begun_timeline;
+	}
 	DONE(report_step_request);
 	return st;
 }
 
 enum zs_status zs_enc_report_step_reply(uint32_t stage, uint64_t checkpoint_every,
-					uint64_t stop_before, struct zs_buf *out)
+					uint64_t stop_before, const struct zs_step_state *redo,
+					struct zs_buf *out)
 {
 	Zshard__ReportStepReply m = ZSHARD__REPORT_STEP_REPLY__INIT;
 	struct arena a = {0};
 	m.stage = stage;
 	m.checkpoint_every = checkpoint_every;
 	m.stop_before = stop_before;
+	if (redo) {
+		m.redo = true;
+		m.redo_step = redo->step;
+		m.redo_state = (ProtobufCBinaryData){redo->len, redo->data};
+	}
 	return pb_pack(&a, &m.base, out);
 }
 
 enum zs_status zs_dec_report_step_reply(const uint8_t *p, size_t n, uint32_t *stage,
 					uint64_t *checkpoint_every, uint64_t *stop_before,
+					struct zs_step_state *redo, bool *has_redo,
 					struct zs_error *err)
 {
+	enum zs_status st = ZS_OK;
 	UNPACK(Zshard__ReportStepReply, report_step_reply, p, n, err);
 	*stage = m->stage;
 	*checkpoint_every = m->checkpoint_every;
 	*stop_before = m->stop_before;
+	if (redo) {
+		*has_redo = m->redo;
+		*redo = (struct zs_step_state){0};
+		if (m->redo)
+			st = state_from(m->redo_state, m->redo_step, redo, err);
+	}
 	DONE(report_step_reply);
-	return ZS_OK;
+	return st;
 }
 
 enum zs_status zs_enc_step_reports(const struct zs_step_report *r, uint32_t n_r,

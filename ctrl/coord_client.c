@@ -502,20 +502,31 @@ enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
 	return st;
 }
 
+enum zs_status zs_coord_report_step_ex(struct zs_coord_client *c, const char *job,
+				       uint32_t rank, const struct zs_step_report *r,
+				       const struct zs_step_state *begun, uint32_t *stage,
+				       uint64_t *checkpoint_every, uint64_t *stop_before,
+				       struct zs_step_state *redo, bool *has_redo,
+				       struct zs_error *err)
+{
+	struct zs_buf req, resp = {0};
+	enum zs_status st = call(c, ZS_M_REPORT_STEP, zs_enc_report_step(job, rank, r, begun, &req),
+				 &req, &resp, err);
+
+	if (!st)
+		st = zs_dec_report_step_reply(resp.data, resp.len, stage, checkpoint_every,
+					      stop_before, redo, has_redo, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
 enum zs_status zs_coord_report_step(struct zs_coord_client *c, const char *job,
 				    uint32_t rank, const struct zs_step_report *r,
 				    uint32_t *stage, uint64_t *checkpoint_every,
 				    uint64_t *stop_before, struct zs_error *err)
 {
-	struct zs_buf req, resp = {0};
-	enum zs_status st = call(c, ZS_M_REPORT_STEP, zs_enc_report_step(job, rank, r, &req), &req,
-				 &resp, err);
-
-	if (!st)
-		st = zs_dec_report_step_reply(resp.data, resp.len, stage, checkpoint_every,
-					      stop_before, err);
-	zs_buf_release(&resp);
-	return st;
+	return zs_coord_report_step_ex(c, job, rank, r, NULL, stage, checkpoint_every, stop_before,
+				       NULL, NULL, err);
 }
 
 enum zs_status zs_coord_create_job_json(struct zs_coord_client *c, const char *json,

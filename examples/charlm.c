@@ -203,7 +203,7 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 	unsigned rank = zs_trainer_rank(t);
 	int NU = n_units();
 	unsigned long long start = 0;
-	int rc = 0, resumes = 0;
+	int rc = 0, resumes = 0, fresh;
 	struct work w;
 	double t0 = now(), first_loss = -1, loss = 0;
 	float *pu[MAXL] = {0}, *gu[MAXL] = {0}; /* the micro-batches' units */
@@ -245,10 +245,11 @@ static int train(zs_trainer *t, uint64_t steps, int B, int print_every,
 	 * parameters. A job that rolls back while we train (a process of it
 	 * was lost) says ZS_ERESUME, and we go back here. */
 again:
+	fresh = 0;
 	for (int i = 0;; i++) {
 		unsigned len;
 		rc = zs_trainer_resume(t, &start, NULL, 0, &len);
-		if (rc == ZS_OK) {
+		if (rc == ZS_OK) { /* a checkpoint, a clean stop, or a lost rank's step to redo */
 			printf("rank %u resumes at step %llu\n", rank,
 			       (unsigned long long)start);
 			break;
@@ -256,12 +257,13 @@ again:
 		if (rc == ZS_ENOTFOUND) { /* nothing to resume: from step 0 */
 			start = 0;
 			rc = 0;
+			fresh = 1;
 			break;
 		}
 		if (rc != ZS_ESTATE || i == 20) /* ESTATE: a restore still under way */
 			goto fail;
 	}
-	if (rank == 0 && start == 0) {
+	if (rank == 0 && fresh) {
 		float *init[MAXL], *ub[MAXL] = {0};
 		for (int u = 0; u < NU; u++) {
 			ub[u] = malloc(sizeof(float) * unit_numel(u));

@@ -394,7 +394,10 @@ int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms);
  * state is the checkpoint of *step (an operator's restore or an automatic
  * rollback), and this rank's blob is copied (up to cap bytes into the
  * caller's blob; *len gets its full size, which may exceed cap; len may be
- * NULL, with blob NULL, when no blob is wanted).
+ * NULL, with blob NULL, when no blob is wanted); or this process replaces a
+ * rank lost in the middle of step *step: the job did not roll back, and
+ * the blob is the lost rank's state as of that step (zs_set_step_state):
+ * compute *step again from it (its pushes count once).
  * ZS_ENOTFOUND: the job has no state to come from (new, or reset with no
  * checkpoint): start at step 0, rank 0 uploading the initial parameters. ZS_ESTATE: a restore still under way after the
  * timeout (retry); ZS_EIO: the restore failed (the message says why);
@@ -402,6 +405,20 @@ int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms);
  */
 int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsigned cap,
 		      unsigned *len);
+/*
+ * This rank's state as of the start of step (its RNG states, its data
+ * loader's position: what it needs to compute that step again), len bytes
+ * (at most 1 MiB) copied; call it before zs_step_begin(step). The step's
+ * boundary hands it to the coordinator, which keeps each rank's latest.
+ * When the rank is lost (its process killed: its data connections end),
+ * the job does not roll back: the process that takes the rank next gets,
+ * from zs_trainer_resume, the step it was lost in and this state (as its
+ * *step and blob), computes that step again, and its pushes of it count
+ * once; the other ranks wait at their next gather. A rank that sets none
+ * is handed an empty blob (its step's data then depends on the step
+ * alone). ZS_OK; ZS_EINVAL (over 1 MiB); ZS_ENOMEM.
+ */
+int zs_set_step_state(zs_trainer *t, unsigned long long step, const void *state, unsigned len);
 
 /* Bytes moved, time spent waiting, and memory held by this trainer, copied
  * into the caller's *c; never fails. */

@@ -255,6 +255,16 @@ struct zs_blob {
 
 #define ZS_BLOB_MAX (1u << 20)
 
+/* A rank's state as of the start of a step (zs_set_step_state: its RNG,
+ * its data position), which the coordinator keeps so that a replacement
+ * of the rank redoes that step (data malloc'd; len 0: none given). */
+struct zs_step_state {
+	uint64_t step;
+	uint32_t len;
+	uint8_t *data;
+	uint64_t timeline; /* a step begun: the job's timeline it was begun on */
+};
+
 struct zs_checkpoint {
 	uint64_t id;
 	char job[ZS_JOB_NAME_MAX];

@@ -55,10 +55,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 1: zs_dec_norm_reply(p, n, &d, &u32, NULL); break;
 	case 2: {
 		struct zs_step_report r;
-		zs_dec_report_step(p, n, name, &u32, &r, &b1, NULL);
+		struct zs_step_state s;
+		bool b2;
+		if (!zs_dec_report_step(p, n, name, &u32, &r, &b1, &s, &b2, NULL))
+			free(s.data);
 		break;
 	}
-	case 3: zs_dec_report_step_reply(p, n, &u32, &u64, &u64b, NULL); break;
+	case 3: {
+		struct zs_step_state s;
+		bool b2;
+		if (!zs_dec_report_step_reply(p, n, &u32, &u64, &u64b, &s, &b2, NULL))
+			free(s.data);
+		break;
+	}
 	case 4: {
 		struct zs_step_report *r;
 		if (!zs_dec_step_reports(p, n, &r, &u32, NULL))

@@ -107,7 +107,11 @@ static void rpcs(void)
 	ck.placement = job.placement;
 	snprintf(jr.job, sizeof jr.job, "seed");
 	jr.layout = spec.layout;
-	rpc(2, zs_enc_report_step("seed", 1, &sr, &b), &b);
+	rpc(2, zs_enc_report_step("seed", 1, &sr,
+				  &(struct zs_step_state){.step = 4, .len = 2, .data = (uint8_t *)"st",
+							  .timeline = 1},
+				  &b),
+	    &b);
 	rpc(5, zs_enc_register(&si, &b), &b);
 	rpc(7, zs_enc_heartbeat(7, "disk full", &b), &b);
 	rpc(13, zs_enc_servers(&si, 1, &b), &b);

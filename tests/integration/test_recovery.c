@@ -265,11 +265,108 @@ static void test_dropped_rank_is_gone(void **st)
 	zs_job_release(&r);
 }
 
+/* A rank's step boundary: the step it begins with its state (NULL: only
+ * asks); whether the coordinator says it redoes a step (*rd: then). */
+static bool boundary(const char *job, uint32_t rank, const struct zs_step_state *begun,
+		     struct zs_step_state *rd)
+{
+	struct zs_error err = {0};
+	uint32_t stage;
+	uint64_t every, stop;
+	bool redo = false;
+
+	if (zs_coord_report_step_ex(C.c, job, rank, NULL, begun, &stage, &every, &stop, rd, &redo,
+				    &err))
+		fail_msg("ReportStep: %s", err.msg);
+	return redo;
+}
+
+/* Rank 0 renewed; whether rank 1 has left the job's members. */
+static bool rank1_dropped(void *arg)
+{
+	struct gone *g = arg;
+	struct zs_job j = show(g->job);
+	bool out = j.n_trainers == 1;
+
+	zs_job_release(&j);
+	if (!out)
+		beat(g->job, 0, g->session0);
+	return out;
+}
+
+/*
+ * A gone rank whose step the coordinator knows costs that step, not a
+ * rollback: it is freed, the job's timeline stays, and the rank's next
+ * holder is told to redo the step from the state the rank said it began
+ * with. A late report of the lost process (no member holds the rank) is
+ * not taken for the replacement's; the replacement's own boundary ends the
+ * redo. A job whose step no rank reported rolls back (above).
+ */
+static void test_gone_rank_redoes_its_step(void **st)
+{
+	struct zs_job j, r;
+	struct gone g = {.job = "redo", .session0 = 600};
+	struct zs_step_state s7 = {.step = 7, .len = 3, .data = (uint8_t *)"abc"}, rd;
+
+	(void)st;
+	NEED_COORD();
+	create_job_of("redo", 2, 2, &j);
+	join_rank("redo", 0, 600, &r);
+	zs_job_release(&r);
+	join_rank("redo", 1, 601, &r);
+	zs_job_release(&r);
+	r = show("redo");
+	g.timeline = s7.timeline = r.timeline;
+	zs_job_release(&r);
+	/* a report of another timeline (sent before a rollback) is not kept */
+	assert_false(boundary("redo", 1,
+			      &(struct zs_step_state){.step = 9, .timeline = g.timeline + 1}, &rd));
+	assert_false(boundary("redo", 0, &(struct zs_step_state){.step = 7, .timeline = g.timeline},
+			  &rd));
+	assert_false(boundary("redo", 1, &s7, &rd));
+	/* rank 1's process ends in step 7 */
+	assert_int_equal(dropped("redo", j.incarnation, 1), 1);
+	if (!h_poll(rank1_dropped, &g, 20000))
+		fail_msg("rank 1 was not taken for gone within 20 s");
+	r = show("redo");
+	assert_int_equal(r.timeline, g.timeline);
+	assert_int_equal(r.restore_pending, 0);
+	assert_string_equal(r.rollback_reason, "");
+	zs_job_release(&r);
+	/* its late report of step 8 (no member holds rank 1) changes nothing */
+	assert_true(boundary("redo", 1, &(struct zs_step_state){.step = 8, .timeline = g.timeline},
+			     &rd));
+	assert_int_equal(rd.step, 7);
+	free(rd.data);
+	/* the replacement joins: it redoes step 7 from "abc" */
+	join_rank("redo", 1, 602, &r);
+	zs_job_release(&r);
+	assert_true(boundary("redo", 1, NULL, &rd));
+	assert_int_equal(rd.step, 7);
+	assert_int_equal(rd.len, 3);
+	assert_memory_equal(rd.data, "abc", 3);
+	free(rd.data);
+	/* killed before its first boundary: the next one redoes 7 too */
+	assert_true(boundary("redo", 1, NULL, &rd));
+	assert_int_equal(rd.step, 7);
+	free(rd.data);
+	/* its boundary of step 7 ends the redo */
+	assert_false(boundary("redo", 1, &s7, &rd));
+	r = show("redo");
+	assert_int_equal(r.timeline, g.timeline);
+	assert_int_equal(r.n_trainers, 2);
+	zs_job_release(&r);
+	zs_job_release(&j);
+	assert_int_equal(zs_coord_delete_job(C.c, "redo", &r, NULL), ZS_OK);
+	zs_job_release(&r);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_leaves_and_rollbacks),
 		cmocka_unit_test(test_dropped_rank_is_gone),
+		cmocka_unit_test(test_gone_rank_redoes_its_step),
 	};
 	int rc;
 

@@ -227,28 +227,60 @@ static void test_step_reports_roundtrip(void **st)
 	char job[ZS_JOB_NAME_MAX];
 	uint32_t rank, stage, n;
 	uint64_t every, stop;
-	bool has;
+	bool has, has_st;
 	struct zs_buf b;
+	struct zs_step_state st0 = {.step = 41, .len = 3, .data = (uint8_t *)"abc", .timeline = 9},
+			     st1;
 
 	(void)st;
-	assert_int_equal(zs_enc_report_step("j1", 1, &r, &b), ZS_OK);
-	assert_int_equal(zs_dec_report_step(b.data, b.len, job, &rank, &r2, &has, NULL), ZS_OK);
+	assert_int_equal(zs_enc_report_step("j1", 1, &r, NULL, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step(b.data, b.len, job, &rank, &r2, &has, &st1, &has_st,
+					    NULL), ZS_OK);
 	assert_string_equal(job, "j1");
 	assert_int_equal(rank, 1);
 	assert_true(has);
+	assert_false(has_st);
 	same_report(&r, &r2);
 	zs_buf_release(&b);
-	/* the first boundary has no report */
-	assert_int_equal(zs_enc_report_step("j1", 0, NULL, &b), ZS_OK);
-	assert_int_equal(zs_dec_report_step(b.data, b.len, job, &rank, &r2, &has, NULL), ZS_OK);
+	/* the first boundary has no report; a step begun carries the
+	 * rank's state (an empty one too) */
+	assert_int_equal(zs_enc_report_step("j1", 0, NULL, &st0, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step(b.data, b.len, job, &rank, &r2, &has, &st1, &has_st,
+					    NULL), ZS_OK);
 	assert_false(has);
+	assert_true(has_st);
+	assert_int_equal(st1.step, 41);
+	assert_int_equal(st1.timeline, 9);
+	assert_int_equal(st1.len, 3);
+	assert_memory_equal(st1.data, "abc", 3);
+	free(st1.data);
 	zs_buf_release(&b);
-	assert_int_equal(zs_enc_report_step_reply(2, 50, 77, &b), ZS_OK);
-	assert_int_equal(zs_dec_report_step_reply(b.data, b.len, &stage, &every, &stop, NULL),
-			 ZS_OK);
+	st0.len = 0;
+	assert_int_equal(zs_enc_report_step("j1", 0, NULL, &st0, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step(b.data, b.len, job, &rank, &r2, &has, &st1, &has_st,
+					    NULL), ZS_OK);
+	assert_true(has_st);
+	assert_int_equal(st1.step, 41);
+	assert_int_equal(st1.len, 0);
+	assert_null(st1.data);
+	zs_buf_release(&b);
+	assert_int_equal(zs_enc_report_step_reply(2, 50, 77, NULL, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step_reply(b.data, b.len, &stage, &every, &stop, &st1,
+						  &has_st, NULL), ZS_OK);
 	assert_int_equal(stage, 2);
 	assert_int_equal(every, 50);
 	assert_int_equal(stop, 77);
+	assert_false(has_st);
+	zs_buf_release(&b);
+	st0.len = 3;
+	assert_int_equal(zs_enc_report_step_reply(2, 50, 77, &st0, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step_reply(b.data, b.len, &stage, &every, &stop, &st1,
+						  &has_st, NULL), ZS_OK);
+	assert_true(has_st);
+	assert_int_equal(st1.step, 41);
+	assert_int_equal(st1.len, 3);
+	assert_memory_equal(st1.data, "abc", 3);
+	free(st1.data);
 	zs_buf_release(&b);
 	assert_int_equal(zs_enc_step_reports(&r, 1, &b), ZS_OK);
 	assert_int_equal(zs_dec_step_reports(b.data, b.len, &list, &n, NULL), ZS_OK);

@@ -1,0 +1,127 @@
+/*
+ * redo.c - a lost trainer costs one step, not a rollback: each rank says,
+ * at every step boundary, the step it begins and its state then (its RNG
+ * and data position: zs_set_step_state), which the coordinator keeps in
+ * memory, the latest per rank. When a rank is gone (its data connections
+ * ended and it went silent: recovery.c's sweep), the job does not roll
+ * back: the rank is freed, marked lost in the step it had begun, and the
+ * process that takes it next (a supervisor's restart) is told, at its
+ * resume, to redo that step from that state. The servers keep what it
+ * needs (engine/redo.c); the other ranks wait at their next gather.
+ *
+ * What the coordinator cannot be sure of rolls back as before: a rank
+ * whose step it does not know (a coordinator restarted or taken over
+ * since), a collective job (its ranks reduce among themselves), a job being
+ * restored, stopped or stopping, and a rank that only missed its lease (a
+ * stopped process or a partition: alive, it could push again; the
+ * rollback's new timeline fences it).
+ */
+#include "coord/state.h"
+
+/* A job's ranks' step states. */
+struct rsteps {
+	char job[ZS_JOB_NAME_MAX];
+	uint64_t incarnation;
+	uint32_t n; /* the job's world size */
+	struct rstep {
+		bool known; /* s holds the step the rank began last */
+		bool lost;  /* the rank was lost in s.step: its replacement redoes it */
+		struct zs_step_state s;
+	} *r;
+	struct rsteps *next;
+};
+
+static struct rsteps *find(struct coord *c, const struct zs_job *j)
+{
+	for (struct rsteps *x = c->rsteps; x; x = x->next)
+		if (!strcmp(x->job, j->spec.name) && x->incarnation == j->incarnation &&
+		    x->n == j->spec.world_size)
+			return x;
+	return NULL;
+}
+
+void coord_steps_forget(struct coord *c, const char *job)
+{
+	for (struct rsteps **pp = &c->rsteps; *pp;) {
+		struct rsteps *x = *pp;
+		if (job && strcmp(x->job, job)) {
+			pp = &x->next;
+			continue;
+		}
+		*pp = x->next;
+		for (uint32_t r = 0; r < x->n; r++)
+			free(x->r[r].s.data);
+		free(x->r);
+		free(x);
+	}
+}
+
+void coord_step_begun(struct coord *c, const struct zs_job *j, uint32_t rank,
+		      struct zs_step_state *s)
+{
+	struct rsteps *x = find(c, j);
+	struct rstep *r;
+
+	if (!x) {
+		coord_steps_forget(c, j->spec.name); /* another incarnation's */
+		if (!(x = calloc(1, sizeof *x)) || !(x->r = calloc(j->spec.world_size, sizeof *x->r))) {
+			free(x);
+			return; /* not kept: a loss of the rank rolls back */
+		}
+		snprintf(x->job, sizeof x->job, "%s", j->spec.name);
+		x->incarnation = j->incarnation;
+		x->n = j->spec.world_size;
+		x->next = c->rsteps;
+		c->rsteps = x;
+	}
+	r = &x->r[rank];
+	if (r->lost && s->step < r->s.step) {
+		/* a replacement's boundary before the step it redoes (it
+		 * cannot be: it begins there); the lost mark stays */
+		free(s->data);
+		return;
+	}
+	if (r->lost)
+		zs_info("job '%s': rank %u's replacement began step %llu (it redoes step %llu)",
+			j->spec.name, rank, (unsigned long long)s->step,
+			(unsigned long long)r->s.step);
+	free(r->s.data);
+	r->s = *s;
+	r->known = true;
+	r->lost = false;
+	*s = (struct zs_step_state){0};
+}
+
+bool coord_redo_of(struct coord *c, const struct zs_job *j, uint32_t rank,
+		   struct zs_step_state *out)
+{
+	struct rsteps *x = find(c, j);
+	struct rstep *r = x && rank < x->n ? &x->r[rank] : NULL;
+
+	if (!r || !r->lost)
+		return false;
+	*out = r->s; /* borrowed: encoded under c->mu */
+	return true;
+}
+
+bool coord_rank_lost(struct coord *c, const struct zs_job *j, uint32_t rank, const char *why)
+{
+	struct rsteps *x = find(c, j);
+	struct rstep *r = x && rank < x->n ? &x->r[rank] : NULL;
+	const char *no = NULL;
+
+	if (j->spec.collective)
+		no = "its ranks reduce among themselves (a collective job)";
+	else if (j->restore_pending || j->stopped_step || j->leaving_step || j->stop_before)
+		no = "the job is being restored, stopped or is stopping";
+	else if (!r || !r->known)
+		no = "the coordinator does not know the step it was in (it restarted, or took over, since)";
+	if (no) {
+		zs_info("job '%s': %s; no replacement can redo its step: %s", j->spec.name, why, no);
+		return false;
+	}
+	r->lost = true;
+	zs_warn("job '%s': %s: its replacement redoes step %llu, the other ranks wait (no rollback)",
+		j->spec.name, why, (unsigned long long)r->s.step);
+	return true;
+}
