@@ -124,6 +124,7 @@ _SIGS = {
     "zs_checkpoint_wait": (c_int, [_T, c_ulonglong, c_int]),
     "zs_trainer_resume": (c_int, [_T, POINTER(c_ulonglong), c_void_p, c_uint,
                                   POINTER(c_uint)]),
+    "zs_set_step_state": (c_int, [_T, c_ulonglong, c_void_p, c_uint]),
     "zs_trainer_counters": (None, [_T, POINTER(Counters)]),
     "zs_last_step": (c_int, [_T, POINTER(StepStats)]),
 }

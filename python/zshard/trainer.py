@@ -355,9 +355,21 @@ class Trainer:
         self._check(rc)
         return True
 
+    def set_step_state(self, step: int, state: bytes) -> None:
+        """This rank's state as of the start of step (RNG, data position:
+        at most 1 MiB), before step_begin(step): if the rank is lost in that
+        step, the process that takes it next gets (step, state) from
+        resume() and computes the step again; the job does not roll back."""
+        b = bytes(state)
+        buf = ctypes.create_string_buffer(b, len(b)) if b else None
+        self._check(lib.zs_set_step_state(self._handle(), step, buf, len(b)))
+
     def resume(self, cap: int = 1 << 20) -> Optional[Tuple[int, bytes]]:
         """Where this rank starts: None for a new job (step 0; rank 0
-        uploads), else (step, blob). Call at start and after zshard.Resume."""
+        uploads), else (step, blob): a checkpoint's step and this rank's blob
+        of it, or the step a lost process of this rank was in and its state
+        then (set_step_state), to compute again. Call at start and after
+        zshard.Resume."""
         step, n = c_ulonglong(), c_uint()
         buf = ctypes.create_string_buffer(cap)
         rc = lib.zs_trainer_resume(self._handle(), byref(step), buf, cap, byref(n))

@@ -12,7 +12,7 @@ import torch
 
 import zshard
 from zshard.errors import FailedPrecondition, InvalidArgument, NotFound, TimedOut
-from zshard.torch.blob import MAGIC, persistent_buffers, unframe
+from zshard.torch.blob import MAGIC, frame, persistent_buffers, rng_blob, unframe
 
 DT = {torch.float32: ("f32", np.float32, None), torch.bfloat16: ("bf16", np.uint16,
                                                                    torch.bfloat16),
@@ -497,6 +497,11 @@ class Job:
                 "requires_grad changed since the job was created (%s): its frozen parameters "
                 "are fixed then; a new job (or zshardctl import of an export) freezes others"
                 % ", ".join(changed[:8]))
+        # this rank's state as of the step's start (RNG, persistent buffers,
+        # the data position step_state gives): a replacement of it, if it
+        # is lost in this step, computes the step again from it
+        extra = self.o["step_state"](self.step) if self.o.get("step_state") else None
+        self.t.set_step_state(self.step, frame(self.root, rng_blob(extra)))
         self.t.step_begin(self.step)
         self.in_step = True
         self.backward_started = False

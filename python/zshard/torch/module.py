@@ -18,7 +18,11 @@ class ZshardModule:
         """Creates (rank 0) or joins the job, and says where training starts:
         None for a new job (step 0; rank 0 uploaded the parameters), else
         (step, blob): the step to continue from and this rank's blob of the
-        checkpoint. The first forward calls it if you do not."""
+        checkpoint, or, in a process that replaces this rank lost mid-step,
+        the step it was lost in and its state then (rng_blob of step_state's
+        object: load_rng_blob(blob) puts the RNG states back; the buffers
+        are back already; the job did not roll back, the step is computed
+        again). The first forward calls it if you do not."""
         return self._zshard.start()
 
     def zshard_resume(self) -> Optional[Tuple[int, bytes]]:
@@ -136,7 +140,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 rank: Optional[int] = None, world_size: Optional[int] = None, stage: int = 3,
                 transport: str = "auto", prefetch: int = 1, push_depth: int = 0,
                 op_timeout_ms: int = 0, timeout_ms: int = 10000, join_timeout_s: float = 900.0,
-                checkpoint_every: int = 0,
+                checkpoint_every: int = 0, step_state=None,
                 staged: bool = False, device: Optional[str] = None,
                 collective: bool = False) -> torch.nn.Module:
     """Marks module as a zshard unit (its parameters gathered and freed as
@@ -152,7 +156,13 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     (one join's wait for servers), join_timeout_s (how long ranks other than
     0 wait for rank 0 to create the job: torchrun's rendezvous default),
     checkpoint_every (the job's automatic checkpoints, without
-    blobs), staged (parameters as tensors of their own, copied from and to
+    blobs), step_state (a callable: step -> a picklable object, the data
+    loader's position at the start of that step; with the RNG states and
+    the persistent buffers it is this rank's state each step, from which a
+    process replacing this rank, lost mid-step, computes the step again:
+    its zshard_start() returns (step, blob), the buffers back already, and
+    load_rng_blob(blob) puts the RNG states back and gives the object, as
+    for a checkpoint's blob made with rng_blob), staged (parameters as tensors of their own, copied from and to
     libzshard's host buffers; otherwise CPU parameters are libzshard's host
     buffers and CUDA parameters its device buffers: libzshard's device mode,
     which stages gathers and gradients through pinned memory on a copy
@@ -176,7 +186,8 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 stage=stage, transport=transport, prefetch=prefetch,
                 reshard_after_forward=reshard_after_forward, push_depth=push_depth,
                 op_timeout_ms=op_timeout_ms, timeout_ms=timeout_ms,
-                join_timeout_s=float(join_timeout_s), checkpoint_every=checkpoint_every, staged=staged, device=device, collective=collective, local_rank=int(os.environ.get(
+                join_timeout_s=float(join_timeout_s), checkpoint_every=checkpoint_every,
+                step_state=step_state, staged=staged, device=device, collective=collective, local_rank=int(os.environ.get(
                     "LOCAL_RANK", "0")))
     st = Job(module, opts)
     st.collect()
