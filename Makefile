@@ -413,7 +413,8 @@ gpt: $(BINS) $(LIBZS_SO) torch-venv
 # the fault matrix: random single-process kills, each recovered without
 # hands and checked bitwise (FAULTS="--trials 50 --seed 7" to vary it);
 # make check runs one fixed kill of each kind (trainer2: rank 0 killed,
-# then its replacement 200 ms into the rollback)
+# then its replacement 200 ms into its redo of rank 0's step; a killed
+# trainer must not roll the job back)
 FAULTS ?= --trials 30
 # (150 steps: at 60 a loaded machine's harness once reached step 30 after
 # the job had finished, and had no job left to stop)
@@ -425,10 +426,14 @@ CHECK_FAULTS ?= --seed 1 --steps 150 --trial trainer:25 --trial server:35 --tria
 # stopped past its lease, one cut off past it (no rollback either), two
 # servers killed at once (the checkpoint rollback), a second server killed
 # while the first one's new copies are seeded (the two that ended with
-# other bits before the trainers sent a new server their tables)
+# other bits before the trainers sent a new server their tables), a
+# trainer killed (its replacement redoes its step: partial pushes and
+# terms forwarded to the copies counted once), and both trainers killed
+# at once (both redo the one step)
 CHECK_FAULTS_REPLICAS ?= --replicas 2 --servers 3 --clip --accum 3 --seed 1 --steps 150 --trial server:40 \
 	--trial pause:70 --trial partition:50 --trial server2:100 --trial server:12 \
-	--trial reseed-0-1-1016:18 --trial reseed-0-2-1147:60
+	--trial reseed-0-1-1016:18 --trial reseed-0-2-1147:60 --trial trainer:33 \
+	--trial trainers:80
 # a server killed at a drawn point between the two ranks' step ends (the
 # last rank lags 150 ms a step), trainers that exit when told to resume:
 # no wait may run out its step timeout (FAULTS="--kinds skew --lag-ms 150

@@ -5,9 +5,11 @@ in steps computed again, measured on the fault matrix's cluster
 10 steps) against the same job without a fault, run just before:
 
   trainer       kill -9 of a trainer (restarted by the harness at once):
-                the rollback path; seen by its servers, whose connections
-                to it end (the harness's coordinator: --trainer-gone-ms
-                1500, lease 3 s)
+                seen by its servers, whose connections to it end (the
+                harness's coordinator: --trainer-gone-ms 1500, lease 3 s);
+                no rollback: its replacement redoes the lost rank's step
+                (steps computed again by the other ranks: 0; the table's
+                count is of the rollback's steps, none here)
   server        kill -9 of a shard server: the rollback path (the job goes
                 back to its last checkpoint)
   replicated    the same kill, the job keeping 2 copies of each shard: its

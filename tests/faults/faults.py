@@ -21,7 +21,8 @@ export --optimizer) must be bitwise those of the fault-free run.
 
     tests/faults/faults.py [--trials N] [--seed S] [--steps N] [--every K]
                            [--servers S] [--ranks R] [--batch B]
-                           [--kinds trainer,trainer2,server,coordinator,stop,pause,partition,tpause]
+                           [--kinds trainer,trainer2,trainers,server,coordinator,stop,pause,partition,tpause]
+                           [--stage 1|2|3] [--accum K]
                            [--trial KIND:STEP]...   fixed trials instead of drawn ones
                                                     (KIND may name a victim as the table
                                                     does: reseed-0-1-1016:18)
@@ -46,6 +47,9 @@ servers: a lost server (kinds "server", "pause", "partition") must then cost
 no step either: its shards' replicas take over, no rollback, bitwise. Kind
 "server2" kills two servers at once: with K = 2 some shard has no copy left,
 and the job must fall back to its checkpoint (and still end bitwise).
+A killed trainer ("trainer", "trainer2", and "trainers": every rank at
+once, all lost in one step) must not roll the job back: its replacement
+redoes its step (the coordinator says "redoes step S"), bitwise.
 Kind "skew" (with --lag-ms L: the last rank sleeps L ms each step before
 its pushes, so the others end each step up to L ms before it) kills a
 server a drawn 0-L ms after rank 0 ended the drawn step: at a random point
@@ -169,6 +173,7 @@ class Cluster:
         self.coord_addr = None
         self.procs = []
         self.job = "faults"
+        self.stage = getattr(a, "stage", 3)
         self.ns = None
         self.etcd = None  # with --etcd: the members' argv (etcd.Members)
         self.coord_addrs = []
@@ -332,11 +337,14 @@ class Cluster:
                 raise RuntimeError("servers did not come up")
             time.sleep(0.1)
         spec = subprocess.run([os.path.join(BIN, "charlm"), "--print-spec", "--job", self.job,
-                               "--world", str(self.a.ranks), "--stage", "3"],
+                               "--world", str(self.a.ranks), "--stage", str(self.stage)],
                               capture_output=True, text=True, check=True).stdout
-        spec = spec.replace('"stage": 3,', '"stage": 3, "checkpoint_every": %d,' % self.a.every)
+        st = '"stage": %d,' % self.stage
+        if st not in spec:
+            raise RuntimeError("charlm's spec changed: cannot set the stage")
+        spec = spec.replace(st, '%s "checkpoint_every": %d,' % (st, self.a.every))
         if getattr(self.a, "replicas", 1) > 1:
-            spec = spec.replace('"stage": 3,', '"stage": 3, "replicas": %d,' % self.a.replicas)
+            spec = spec.replace(st, '%s "replicas": %d,' % (st, self.a.replicas))
         if self.a.etcd or getattr(self.a, "clip", False):  # every step exchanges norms (with etcd: through the leader)
             spec = spec.replace('"kind": "adamw",', '"kind": "adamw", "clip_norm": 1.0,')
             if "clip_norm" not in spec:
@@ -535,6 +543,11 @@ def run_trial(a, victim, kill_step, tag):
                         res["kill_step"] = kill_step = at
                         cl.note("killed server-%s %d ms after rank 0 ended step %d"
                                 % (x, int(dms), at))
+                elif victim == "ranks":  # every trainer at once: lost in one step
+                    if all([cl.proc("rank-%d" % r).kill() for r in range(a.ranks)]):
+                        killed_at = now()
+                        res["kill_step"] = kill_step = at
+                        cl.note("killed every rank at step %d" % at)
                 elif victim.startswith("servers-"):  # two at once
                     pair = victim.split("-")[1:]
                     if all([cl.proc("server-" + k).kill() for k in pair]):
@@ -588,6 +601,18 @@ def run_trial(a, victim, kill_step, tag):
                 # say so, and it is gone in 1.5 s, before its 3 s lease
                 raise RuntimeError("the killed trainer was not seen by its servers' report "
                                    "of its connections (only by its lease)")
+            if victim.startswith("rank-") or victim.startswith("trainer2-") or victim == "ranks":
+                # a killed trainer costs its own step: its replacement
+                # redoes it, the job does not roll back
+                redo = re.findall(r"its replacement redoes step (\d+)", coord_log)
+                if "rolling back" in coord_log or "starts again from step 0" in coord_log:
+                    raise RuntimeError("a killed trainer rolled the job back (to step %s): its "
+                                       "replacement should have redone its step" % res["rollback"])
+                if res["rollback"] != "none" and not redo:
+                    raise RuntimeError("a rank resumed at step %s, and no replacement redid a step"
+                                       % res["rollback"])
+                if redo:
+                    res["rollback"] = "none (redo %s)" % ",".join(redo)
             if getattr(a, "replicas", 1) > 1 and (victim.startswith("server-") or
                                                   victim.startswith("pause-") or
                                                   victim == "partition"):
@@ -713,7 +738,8 @@ def main():
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--kinds", default=None,
-                    help="default: trainer,trainer2,server,coordinator,stop,pause,partition,tpause; "
+                    help="default: trainer,trainer2,trainers,server,coordinator,stop,pause,partition,tpause; "
+                    "with --replicas: server,pause,partition,trainer,trainers; "
                     "with --etcd: leader,lpause,standby,etcd,server,trainer")
     ap.add_argument("--etcd", action="store_true",
                     help="three coordinators on a 3-member etcd cluster")
@@ -721,6 +747,8 @@ def main():
                     help="copies of each shard (2, 3: a lost server costs no step)")
     ap.add_argument("--clip", action="store_true",
                     help="the job clips gradients (global-norm exchange at every step)")
+    ap.add_argument("--stage", type=int, default=3, choices=(1, 2, 3),
+                    help="the job's ZeRO stage")
     ap.add_argument("--accum", type=int, default=1,
                     help="micro-batches per step: all but the last pushed partial (gradient "
                          "accumulation)")
@@ -744,8 +772,8 @@ def main():
         print("faults --etcd: skipped: %s" % etcd_cluster.reason())
         return 77
     kinds = (a.kinds or ("leader,lpause,standby,etcd,server,trainer" if a.etcd else
-                         "server,pause,partition" if a.replicas > 1 else
-                         "trainer,trainer2,server,coordinator,stop,pause,partition,tpause")
+                         "server,pause,partition,trainer,trainers" if a.replicas > 1 else
+                         "trainer,trainer2,trainers,server,coordinator,stop,pause,partition,tpause")
              ).split(",")
     if a.replicas > 1 and a.servers < a.replicas:
         sys.exit("faults: --replicas %d needs --servers %d or more" % (a.replicas, a.replicas))
@@ -791,7 +819,7 @@ def main():
             kind, victim = kind.split("-")[0], kind
         else:
             victim = None
-        n = {"trainer": a.ranks, "trainer2": a.ranks, "server": a.servers, "server2": a.servers, "reseed": a.servers,
+        n = {"trainer": a.ranks, "trainer2": a.ranks, "trainers": 1, "server": a.servers, "server2": a.servers, "reseed": a.servers,
              "skew": a.servers,
              "coordinator": 1,
              "stop": 1,
@@ -801,7 +829,7 @@ def main():
         victim = victim or {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
                   "trainer2": "trainer2-%d-%d-%d" % (idx, rng.choice([idx, (idx + 1) % a.ranks]),
                                                      rng.randrange(1500)),
-                  "server2": "servers-%d-%d" % (idx, (idx + 1) % a.servers),
+                  "server2": "servers-%d-%d" % (idx, (idx + 1) % a.servers), "trainers": "ranks",
                   "reseed": "reseed-%d-%d-%d" % (idx, (idx + 1 + rng.randrange(a.servers - 1))
                                                  % a.servers, rng.randrange(1500)),
                   "skew": "skew-%d-%d" % (idx, rng.randrange(a.lag_ms + 1)),
