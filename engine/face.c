@@ -324,13 +324,18 @@ static enum zs_status land(struct engine *e, struct ejob *j, struct eshard *s,
 		       eng_unit_name(j, x->unit), (unsigned long long)e->land.budget);
 }
 
-/* Whether x is a replicated job's partial push of s's open step: one in
+/* Whether x is a replicated job's partial push of s's open step from a
+ * rank whose last push of it is not in (rank's slot not full): one in
  * already lands as any other, and goes to the copies again before it is
  * acknowledged (they take it once: eng_partial_in), so that a copy
- * promoted before the first one's forward reached it has its term. */
-static bool repl_partial(const struct ejob *j, const struct eshard *s, const struct zs_xfer *x)
+ * promoted before the first one's forward reached it has its term. With
+ * the slot full the push is dropped: landing, it would empty the slot and
+ * let the rank's last push in again, into the next step's sum. */
+static bool repl_partial(const struct ejob *j, const struct eshard *s, uint32_t rank,
+			 const struct zs_xfer *x)
 {
-	return x->partial && j->spec.replicas > 1 && x->step == s->version;
+	return x->partial && j->spec.replicas > 1 && x->step == s->version &&
+	       s->open.slot[rank] != SLOT_FULL;
 }
 
 /* Whether push x is one of s, a primary here (or a replica promoted
@@ -426,7 +431,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			st = zs_fail(err, ZS_ENOSPC,
 				     "unit '%s' has taken %u pushes in step %llu, the most one step's reduction takes",
 				     eng_unit_name(j, x->unit), s->open.terms, (unsigned long long)x->step);
-		} else if (!(st = land(e, j, s, x, dst, err)) && (!dup || repl_partial(j, s, x))) {
+		} else if (!(st = land(e, j, s, x, dst, err)) && (!dup || repl_partial(j, s, rank, x))) {
 			s->open.slot[rank] = SLOT_LANDING;
 			s->open.landing++;
 		}
@@ -607,7 +612,7 @@ static bool redo_dup(struct ejob *j, struct eshard *s, uint32_t rank, const stru
 	struct zs_error err = {0};
 	bool dup = false;
 
-	return x->redo && !repl_partial(j, s, x) && !eng_redo_check(j, s, rank, x, &dup, &err) &&
+	return x->redo && !repl_partial(j, s, rank, x) && !eng_redo_check(j, s, rank, x, &dup, &err) &&
 	       dup;
 }
 
