@@ -111,8 +111,10 @@ static void send_boundary(zs_trainer *t, struct zs_coord_client *c)
 	}
 	free(begun.data);
 	pthread_mutex_lock(&t->ls.down_mu);
-	if (!st && bbegun)
+	if (!st && bbegun) {
 		tr_step_known(t, begun.step);
+		pthread_cond_broadcast(&t->ls.bcv); /* a push waiting for it */
+	}
 	if (t->ls.bstate != B_POSTED)
 		return; /* dropped meanwhile (the lease stopped) */
 	t->ls.bst = st;

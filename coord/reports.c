@@ -75,8 +75,10 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	 * report sent before a rollback) */
 	if (has_begun && begun.timeline == j->timeline)
 		for (uint32_t i = 0; i < j->n_trainers; i++)
-			if (j->trainers[i].rank == rank && j->trainers[i].session)
+			if (j->trainers[i].rank == rank && j->trainers[i].session) {
 				coord_step_begun(c, j, rank, &begun);
+				break;
+			}
 	free(begun.data);
 	redo = coord_redo_of(c, j, rank, &rd);
 	st = zs_enc_report_step_reply(stage, every, stop, redo ? &rd : NULL, &b);

@@ -369,6 +369,29 @@ static enum zs_status push_fits(struct engine *e, struct ejob *j, struct eshard 
 	return ZS_OK;
 }
 
+/* Push x of rank lands (ZS_EAGAIN: no room yet; the listener retries when
+ * some is given back): in rank's slot of the open step when it goes into
+ * the reduction (counted), else (a term in already) only landed, to be
+ * dropped at its end (caller holds s->mu). */
+static enum zs_status land_push(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
+				const struct zs_xfer *x, bool counted, void **dst,
+				struct zs_error *err)
+{
+	enum zs_status st;
+
+	if (counted && s->open.terms + s->open.landing >= ZS_BSUM_MAX_TERMS)
+		return zs_fail(err, ZS_ENOSPC,
+			       "unit '%s' has taken %u pushes in step %llu, the most one step's reduction takes",
+			       eng_unit_name(j, x->unit), s->open.terms, (unsigned long long)x->step);
+	if ((st = land(e, j, s, x, dst, err)))
+		return st;
+	if (counted) {
+		s->open.slot[rank] = SLOT_LANDING;
+		s->open.landing++;
+	}
+	return ZS_OK;
+}
+
 enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 				    const struct zs_xfer *x, void **dst,
 				    struct zs_error *err)
@@ -425,16 +448,8 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			     (unsigned long long)j->spec.optim.steps_taken);
 	} else if (x->redo) {
 		/* a lost rank's replacement: what the rank pushed is in once */
-		if ((st = eng_redo_check(j, s, rank, x, &dup, err))) {
-			/* named */
-		} else if (!dup && s->open.terms + s->open.landing >= ZS_BSUM_MAX_TERMS) {
-			st = zs_fail(err, ZS_ENOSPC,
-				     "unit '%s' has taken %u pushes in step %llu, the most one step's reduction takes",
-				     eng_unit_name(j, x->unit), s->open.terms, (unsigned long long)x->step);
-		} else if (!(st = land(e, j, s, x, dst, err)) && (!dup || repl_partial(j, s, rank, x))) {
-			s->open.slot[rank] = SLOT_LANDING;
-			s->open.landing++;
-		}
+		if (!(st = eng_redo_check(j, s, rank, x, &dup, err)))
+			st = land_push(e, j, s, rank, x, !dup || repl_partial(j, s, rank, x), dst, err);
 	} else if (j->spec.replicas > 1 && x->step + 1 == s->version) {
 		/* sent again after a failover: its step is applied here (by
 		 * this server as a replica); acknowledged once on every copy */
@@ -447,17 +462,10 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		st = zs_fail(err, ZS_EEXIST, "rank %u already pushed step %llu of unit '%s'", rank,
 			     (unsigned long long)x->step, eng_unit_name(j, x->unit));
 	} else if (x->partial && j->spec.replicas > 1 &&
-		   (st = eng_partial_check(j, s, rank, x, &dup, err))) {
+		   (st = eng_partial_check(j, s, rank, x, NULL, err))) {
 		/* a micro-batch before the one it follows */
-	} else if (s->open.terms + s->open.landing >= ZS_BSUM_MAX_TERMS) {
-		st = zs_fail(err, ZS_ENOSPC,
-			     "unit '%s' has taken %u pushes in step %llu, the most one step's reduction takes",
-			     eng_unit_name(j, x->unit), s->open.terms, (unsigned long long)x->step);
-	} else if ((st = land(e, j, s, x, dst, err))) {
-		/* the listener retries when room is given back */
 	} else {
-		s->open.slot[rank] = SLOT_LANDING;
-		s->open.landing++;
+		st = land_push(e, j, s, rank, x, true, dst, err);
 	}
 	pthread_mutex_unlock(&s->mu);
 out:

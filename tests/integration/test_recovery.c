@@ -198,19 +198,21 @@ static uint32_t dropped(const char *job, uint64_t incarnation, uint32_t rank)
 struct gone {
 	const char *job;
 	uint64_t timeline, session0;
+	uint32_t members; /* 0: wait for a rollback; else for this many members */
 };
 
-/* Rank 0 renewed; whether the job has rolled back since (a member gone). */
-static bool rolled_back(void *arg)
+/* Rank 0 renewed; whether the job has rolled back since (a member gone),
+ * or is down to g->members members. */
+static bool gone_seen(void *arg)
 {
 	struct gone *g = arg;
 	struct zs_job j = show(g->job);
-	bool moved = j.timeline != g->timeline;
+	bool seen = g->members ? j.n_trainers == g->members : j.timeline != g->timeline;
 
 	zs_job_release(&j);
-	if (!moved)
+	if (!seen)
 		beat(g->job, 0, g->session0);
-	return moved;
+	return seen;
 }
 
 /*
@@ -251,7 +253,7 @@ static void test_dropped_rank_is_gone(void **st)
 	zs_job_release(&r);
 	/* rank 1 marked and silent: gone, rank 0 renewing all along */
 	assert_int_equal(dropped("gone", j.incarnation, 1), 1);
-	if (!h_poll(rolled_back, &g, 20000))
+	if (!h_poll(gone_seen, &g, 20000))
 		fail_msg("rank 1 was not taken for gone within 20 s");
 	r = show("gone");
 	if (!strstr(r.rollback_reason, "rank 1 is gone"))
@@ -281,19 +283,6 @@ static bool boundary(const char *job, uint32_t rank, const struct zs_step_state 
 	return redo;
 }
 
-/* Rank 0 renewed; whether rank 1 has left the job's members. */
-static bool rank1_dropped(void *arg)
-{
-	struct gone *g = arg;
-	struct zs_job j = show(g->job);
-	bool out = j.n_trainers == 1;
-
-	zs_job_release(&j);
-	if (!out)
-		beat(g->job, 0, g->session0);
-	return out;
-}
-
 /*
  * A gone rank whose step the coordinator knows costs that step, not a
  * rollback: it is freed, the job's timeline stays, and the rank's next
@@ -305,7 +294,7 @@ static bool rank1_dropped(void *arg)
 static void test_gone_rank_redoes_its_step(void **st)
 {
 	struct zs_job j, r;
-	struct gone g = {.job = "redo", .session0 = 600};
+	struct gone g = {.job = "redo", .session0 = 600, .members = 1};
 	struct zs_step_state s7 = {.step = 7, .len = 3, .data = (uint8_t *)"abc"}, rd;
 
 	(void)st;
@@ -326,7 +315,7 @@ static void test_gone_rank_redoes_its_step(void **st)
 	assert_false(boundary("redo", 1, &s7, &rd));
 	/* rank 1's process ends in step 7 */
 	assert_int_equal(dropped("redo", j.incarnation, 1), 1);
-	if (!h_poll(rank1_dropped, &g, 20000))
+	if (!h_poll(gone_seen, &g, 20000))
 		fail_msg("rank 1 was not taken for gone within 20 s");
 	r = show("redo");
 	assert_int_equal(r.timeline, g.timeline);

@@ -501,7 +501,12 @@ class Job:
         # the data position step_state gives): a replacement of it, if it
         # is lost in this step, computes the step again from it
         extra = self.o["step_state"](self.step) if self.o.get("step_state") else None
-        self.t.set_step_state(self.step, frame(self.root, rng_blob(extra)))
+        state = frame(self.root, rng_blob(extra))
+        if len(state) > (1 << 20):
+            raise InvalidArgument("this rank's state at step %d (its RNG states, step_state's "
+                                  "object and the model's persistent buffers: %d bytes) exceeds "
+                                  "the 1 MiB a replacement of it is handed" % (self.step, len(state)))
+        self.t.set_step_state(self.step, state)
         self.t.step_begin(self.step)
         self.in_step = True
         self.backward_started = False
