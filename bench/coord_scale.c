@@ -192,8 +192,9 @@ static void *load_main(void *arg)
 			}
 			if (i < R && i < atomic_load(&joined) + T) {
 				struct zs_server_info *down;
-				uint32_t n_down, stage;
-				uint64_t every, stop, tl;
+				uint32_t n_down;
+				uint64_t tl;
+				struct zs_step_answer an;
 				struct zs_step_report rep = {.step = 1, .seconds = 0.5};
 				t0 = bench_now();
 				if (zs_coord_trainer_heartbeat(c, spec.name, i, sessions[i], &tl, &down,
@@ -203,7 +204,7 @@ static void *load_main(void *arg)
 					free(down);
 				lat_add(&w->thb, (bench_now() - t0) * 1e6);
 				t0 = bench_now();
-				if (zs_coord_report_step(c, spec.name, i, &rep, &stage, &every, &stop, &err))
+				if (zs_coord_report_step(c, spec.name, i, &rep, &an, &err))
 					w->fails++, snprintf(w->why, sizeof w->why, "step report: %.200s", err.msg);
 				lat_add(&w->rep, (bench_now() - t0) * 1e6);
 			}

@@ -109,6 +109,8 @@ static int ckpt_list(struct ctx *x, const char *job, bool all, int json)
 					      "error", v[i].error);
 			snprintf(o, sizeof o, "%016llx", (unsigned long long)v[i].incarnation);
 			json_object_set_new(e, "incarnation", json_string(o));
+			if (v[i].world) /* 0: taken before worlds were recorded */
+				json_object_set_new(e, "world_size", json_integer(v[i].world));
 			if (all)
 				json_object_set_new(e, "this_job",
 						    json_boolean(has_job && v[i].incarnation ==

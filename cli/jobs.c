@@ -20,15 +20,27 @@ static const char *incarnation_hex(uint64_t v)
 	return b;
 }
 
+static json_t *job_json_worlds(const struct zs_job *j)
+{
+	json_t *a = json_array();
+
+	for (uint32_t i = 0; i < j->worlds.n; i++)
+		json_array_append_new(a, json_pack("{s:I, s:i}", "step",
+						   (json_int_t)j->worlds.v[i].step, "world_size",
+						   (int)j->worlds.v[i].world));
+	return a;
+}
+
 static json_t *job_json_brief(const struct zs_job *j)
 {
-	return json_pack("{s:s, s:s, s:I, s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:I, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
+	return json_pack("{s:s, s:s, s:I, s:i, s:s, s:i, s:i, s:o, s:s, s:s, s:i, s:I, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
 			 "name", j->spec.name, "incarnation", incarnation_hex(j->incarnation),
 			 "created_ms", (json_int_t)j->created_ms,
 			 "replicas", (int)(j->spec.replicas ? j->spec.replicas : 1),
 			 "collective", j->spec.collective ? "nccl" : "none",
 			 "stage", (int)j->spec.stage,
-			 "world_size", (int)j->spec.world_size,
+			 "world_size", (int)zs_world_last(&j->spec, &j->worlds),
+			 "world_changes", job_json_worlds(j),
 			 "compute_dtype", zs_dtype_name(j->spec.compute_dtype),
 			 "optimizer", zs_optim_name(j->spec.optim.kind),
 			 "optimizer_groups", (int)j->spec.optim.n_groups,
@@ -71,13 +83,14 @@ static int c_jobs(struct ctx *x, int argc, char **argv)
 		       "TRAINERS");
 		for (uint32_t i = 0; i < n; i++)
 			printf("%-20s %-5u %-6u %-6s %-6s %6u %14llu %6llu %7u %5u/%u\n",
-			       j[i].spec.name, j[i].spec.stage, j[i].spec.world_size,
+			       j[i].spec.name, j[i].spec.stage,
+			       zs_world_last(&j[i].spec, &j[i].worlds),
 			       zs_dtype_name(j[i].spec.compute_dtype),
 			       zs_optim_name(j[i].spec.optim.kind), j[i].spec.layout.n_units,
 			       (unsigned long long)zs_layout_numel(&j[i].spec.layout),
 			       (unsigned long long)j[i].placement.epoch,
 			       j[i].placement.n_shards, j[i].n_trainers,
-			       j[i].spec.world_size);
+			       zs_world_last(&j[i].spec, &j[i].worlds));
 	}
 	for (uint32_t i = 0; i < n; i++)
 		zs_job_release(&j[i]);
@@ -90,12 +103,16 @@ static void print_job(const struct zs_job *j)
 	char when[32];
 	printf("job %s (incarnation %016llx, created %s): stage %u, world size %u, compute %s, optimizer %s (lr %g), %u units, %llu parameters, placement epoch %llu, %u shards, %u/%u trainers joined\n",
 	       j->spec.name, (unsigned long long)j->incarnation,
-	       cli_time(j->created_ms, when, sizeof when), j->spec.stage, j->spec.world_size,
+	       cli_time(j->created_ms, when, sizeof when), j->spec.stage,
+	       zs_world_last(&j->spec, &j->worlds),
 	       zs_dtype_name(j->spec.compute_dtype), zs_optim_name(j->spec.optim.kind),
 	       j->spec.optim.lr, j->spec.layout.n_units,
 	       (unsigned long long)zs_layout_numel(&j->spec.layout),
 	       (unsigned long long)j->placement.epoch, j->placement.n_shards,
-	       j->n_trainers, j->spec.world_size);
+	       j->n_trainers, zs_world_last(&j->spec, &j->worlds));
+	for (uint32_t i = 0; i < j->worlds.n; i++)
+		printf("  resized: %u ranks from step %llu on\n", j->worlds.v[i].world,
+		       (unsigned long long)j->worlds.v[i].step);
 	if (j->spec.replicas > 1)
 		printf("  replicas %u: each shard on %u servers; the primary forwards each step's reduced gradient to the others\n",
 		       j->spec.replicas, j->spec.replicas);
@@ -150,6 +167,30 @@ static void print_job(const struct zs_job *j)
 		printf("  last automatic rollback: %s\n", j->rollback_reason);
 	if (j->restore_error[0])
 		printf("  last restore failed: %s\n", j->restore_error);
+}
+
+/* The world size from a step the coordinator names (four past the latest
+ * step report); ranks at or above it leave there, new ones begin there. */
+static int resize_job(struct ctx *x, const char *name, uint32_t world, int json)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	const struct zs_world_change *c;
+
+	if (zs_coord_resize_job(x->c, name, world, &j, &err))
+		return cli_die("%s", err.msg);
+	c = j.worlds.n ? &j.worlds.v[j.worlds.n - 1] : NULL;
+	if (json)
+		cli_json_print(json_pack("{s:s, s:i, s:I}", "job", name, "world_size",
+					 (int)zs_world_last(&j.spec, &j.worlds), "from_step",
+					 (json_int_t)(c ? c->step : 0)));
+	else if (c && c->world == world)
+		printf("job %s: %u ranks from step %llu on (ranks %u and up leave there; new ranks begin there: zs_trainer_resume says so)\n",
+		       name, world, (unsigned long long)c->step, world);
+	else
+		printf("job %s: %u ranks already\n", name, world);
+	zs_job_release(&j);
+	return 0;
 }
 
 /* Every rank leaves before one step (the step driver sees it at its next
@@ -209,9 +250,12 @@ static int c_job(struct ctx *x, int argc, char **argv)
 	if (keep && (np < 1 || strcmp(pos[0], "delete")))
 		return cli_usage_err("job", "--keep-checkpoints goes with 'delete NAME'");
 	if (np != 2 || (strcmp(pos[0], "create") && strcmp(pos[0], "show") &&
-			strcmp(pos[0], "delete") && strcmp(pos[0], "stop")))
+			strcmp(pos[0], "delete") && strcmp(pos[0], "stop") &&
+			strcmp(pos[0], "resize")))
 		return cli_usage_err("job",
-				     "want 'create FILE', 'show NAME', 'stop NAME' or 'delete NAME'");
+				     "want 'create FILE', 'show NAME', 'stop NAME', 'resize NAME --world N' or 'delete NAME'");
+	if (!strcmp(pos[0], "resize") != (cli_get(&cmd_job, &ca, "world") != NULL))
+		return cli_usage_err("job", "--world N goes with 'resize NAME', and resize wants it");
 	if (!strcmp(pos[0], "create")) {
 		struct zs_job_spec spec;
 		if (zs_spec_load(pos[1], &spec, &err))
@@ -235,6 +279,8 @@ static int c_job(struct ctx *x, int argc, char **argv)
 		st = zs_coord_get_job(x->c, pos[1], &j, &err);
 	} else if (!strcmp(pos[0], "stop")) {
 		return stop_job(x, pos[1]);
+	} else if (!strcmp(pos[0], "resize")) {
+		return resize_job(x, pos[1], (uint32_t)cli_get_u64(&cmd_job, &ca, "world", 0), json);
 	} else {
 		st = zs_coord_delete_job_ex(x->c, pos[1], keep, &j, &deleted, &kept, &err);
 	}
@@ -597,6 +643,7 @@ static const struct zs_opt job_flags[] = {
 	CLI_FLAG_JSON,
 	{"keep-checkpoints", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL,
 	 "delete: the job's committed checkpoints stay"},
+	{"world", ZS_OPT_NUM, 1, 65536, NULL, false, 0, "N", "resize: the new world size"},
 	{0},
 };
 static const struct zs_opt rebalance_flags[] = {
@@ -606,11 +653,15 @@ static const struct zs_opt rebalance_flags[] = {
 
 const struct cmd cmd_jobs = {"jobs", "[--json]", "List jobs with stage, world size, size and placement epoch.", c_jobs, json_only};
 
-const struct cmd cmd_job = {"job", "create FILE.json | show NAME | stop NAME | delete NAME [--keep-checkpoints] [--json]",
+const struct cmd cmd_job = {"job", "create FILE.json | show NAME | stop NAME | resize NAME --world N | delete NAME [--keep-checkpoints] [--json]",
 	 "Create a job from a JSON spec (see model/spec_json.h; '-' reads stdin),\n"
-	 "show one, stop one, or delete one. Stop: every rank of the job leaves\n"
-	 "cleanly before one step (waiting for them); a clean restart of the\n"
-	 "servers then keeps its state, and trainers resume at that step.\n"
+	 "show one, stop one, resize one, or delete one. Stop: every rank of the\n"
+	 "job leaves cleanly before one step (waiting for them); a clean restart\n"
+	 "of the servers then keeps its state, and trainers resume at that step.\n"
+	 "Resize: the world size changes at a step the coordinator names (four\n"
+	 "past the latest step report): ranks at or above N leave there, new\n"
+	 "ranks join and begin there (zs_trainer_resume), each step's mean is\n"
+	 "over its own ranks. Not for collective jobs.\n"
 	 "Delete: the job's checkpoints go with it, unless --keep-checkpoints:\n"
 	 "then its committed ones stay, seen by no later job of the name (each\n"
 	 "creation of a job is an incarnation of its own), listed by\n"

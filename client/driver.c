@@ -355,7 +355,8 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	int rc;
 
 	struct zs_error err = {0};
-	uint32_t stage;
+	struct zs_step_answer an = {0};
+	uint32_t stage, world;
 	uint64_t every, stop;
 	double t0 = tr_now_s();
 	bool next; /* the step after the last one begun (no jump: no resume) */
@@ -381,13 +382,13 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	bool told = false;
 	{
 		enum zs_status bst;
-		if (t->ls.running && tr_boundary_take(t, &bst, &stage, &every, &stop, &err)) {
+		if (t->ls.running && tr_boundary_take(t, &bst, &an, &err)) {
 			rc = bst;
 		} else {
 			rc = zs_coord_report_step_ex(t->coord, t->job.spec.name, t->rank,
 						     t->rep.have_last && !t->rep.last_sent ? &t->rep.last
 											   : NULL,
-						     &begun, &stage, &every, &stop, NULL, NULL, &err);
+						     &begun, &an, NULL, NULL, &err);
 			if (!rc) {
 				t->rep.last_sent = told = true;
 				tr_step_known(t, step);
@@ -404,10 +405,26 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 		t->rep.last_sent = true; /* posted: the lease thread sends it */
 	}
 	free(begun.data);
+	stage = an.stage;
+	every = an.checkpoint_every;
+	stop = an.stop_before;
 	if (stop && step >= stop) /* every rank stops here: a clean stop */
 		return tr_fail(t, ZS_ECANCELED,
 			       "job '%s' is stopping before step %llu (zshardctl job stop): leave it (zs_trainer_close); it resumes there",
 			       t->job.spec.name, (unsigned long long)step);
+	/* a resize (zshardctl job resize): the answer names its step before
+	 * any rank can begin it; this rank leaves there, or every server
+	 * hears the step's world before this rank's pushes */
+	t->wstep = step;
+	world = zs_world_at(&t->job.spec, &an.worlds, step);
+	if (t->rank >= world) {
+		t->worlds = an.worlds;
+		return tr_fail(t, ZS_ECANCELED,
+			       "rank %u is not in job '%s' from step %llu on: its world is %u ranks (zshardctl job resize): leave it (zs_trainer_close)",
+			       t->rank, t->job.spec.name, (unsigned long long)step, world);
+	}
+	if ((rc = tr_world_take(t, &an.worlds, &err)))
+		return tr_fail(t, (enum zs_status)rc, "%s", err.msg);
 	/* a collective job: every rank's communicator, formed once a timeline */
 	if ((rc = tr_dv_collective(t)))
 		return rc;
@@ -423,6 +440,7 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	t->step = step;
 	t->drv.in_step = true;
 	t->rep.cur = (struct zs_step_report){.rank = t->rank, .step = step, .stage = stage,
+					 .world = world,
 					 .prefetch = t->drv.pol.prefetch,
 					 .peak_param_bytes = t->ctr.live_param_bytes,
 					 .peak_grad_bytes = t->ctr.live_grad_bytes};
@@ -687,6 +705,15 @@ int zs_step_end(zs_trainer *t)
 		t->rep.last = *c;
 		t->rep.have_last = true;
 		t->rep.last_sent = false;
+	}
+	/* the next step's world, for the caller's data (zs_trainer_world_size):
+	 * a resize names a step four past the latest report, so the answer to
+	 * this boundary's report names it by the step before (coord/resize.c) */
+	if (!rc) {
+		struct zs_step_answer an;
+		if (t->ls.running && tr_boundary_peek(t, &an))
+			t->worlds = an.worlds;
+		t->wstep = t->step + 1;
 	}
 	if (rc) {
 		char why[ZS_ERRMSG_MAX];

@@ -153,7 +153,7 @@ static enum zs_status table_to(zs_trainer *t, struct zs_conn *c, const struct zs
 
 enum zs_status tr_hp_to_new(zs_trainer *t, struct zs_conn *c, struct zs_error *err)
 {
-	enum zs_status st = ZS_OK;
+	enum zs_status st = tr_world_to_new(t, c, err);
 
 	for (uint32_t i = 0; i < t->hps.n_hist && !st; i++)
 		st = table_to(t, c, &t->hps.hist[i], err);

@@ -89,8 +89,7 @@ static void send_boundary(zs_trainer *t, struct zs_coord_client *c)
 	struct zs_step_state begun = t->ls.begun;
 	bool bbegun = t->ls.bbegun;
 	struct zs_error err = {0};
-	uint32_t stage = 0;
-	uint64_t every = 0, stop = 0;
+	struct zs_step_answer an = {0};
 	enum zs_status st;
 
 	t->ls.begun = (struct zs_step_state){0};
@@ -102,8 +101,7 @@ static void send_boundary(zs_trainer *t, struct zs_coord_client *c)
 		int64_t deadline = zs_now_ms() + t->timeout_ms;
 		zs_coord_set_wait_for_ready(c, 1);
 		while ((st = zs_coord_report_step_ex(c, t->job.spec.name, t->rank, has ? &r : NULL,
-						     bbegun ? &begun : NULL, &stage, &every, &stop,
-						     NULL, NULL, &err)) &&
+						     bbegun ? &begun : NULL, &an, NULL, NULL, &err)) &&
 		       (st == ZS_EUNAVAIL || st == ZS_ETIMEDOUT) && zs_now_ms() < deadline &&
 		       !atomic_load(&t->ls.stop))
 			zs_sleep_ms(100, (volatile const int *)&t->ls.stop);
@@ -118,9 +116,7 @@ static void send_boundary(zs_trainer *t, struct zs_coord_client *c)
 	if (t->ls.bstate != B_POSTED)
 		return; /* dropped meanwhile (the lease stopped) */
 	t->ls.bst = st;
-	t->ls.bstage = stage;
-	t->ls.bevery = every;
-	t->ls.bstop = stop;
+	t->ls.bans = an;
 	snprintf(t->ls.bwhy, sizeof t->ls.bwhy, "%s", st ? err.msg : "");
 	t->ls.bstate = B_ANSWERED;
 	pthread_cond_broadcast(&t->ls.bcv);
@@ -143,8 +139,26 @@ void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r,
 	pthread_mutex_unlock(&t->ls.down_mu);
 }
 
-bool tr_boundary_take(zs_trainer *t, enum zs_status *st, uint32_t *stage, uint64_t *every,
-		      uint64_t *stop, struct zs_error *err)
+bool tr_boundary_peek(zs_trainer *t, struct zs_step_answer *a)
+{
+	int64_t deadline = zs_now_ms() + t->timeout_ms;
+	bool got = false;
+
+	pthread_mutex_lock(&t->ls.down_mu);
+	while (t->ls.bstate == B_POSTED && t->ls.running && zs_now_ms() < deadline) {
+		struct timespec ts = zs_deadline_in(50);
+		pthread_cond_timedwait(&t->ls.bcv, &t->ls.down_mu, &ts);
+	}
+	if (t->ls.bstate == B_ANSWERED && !t->ls.bst) {
+		*a = t->ls.bans;
+		got = true;
+	}
+	pthread_mutex_unlock(&t->ls.down_mu);
+	return got;
+}
+
+bool tr_boundary_take(zs_trainer *t, enum zs_status *st, struct zs_step_answer *a,
+		      struct zs_error *err)
 {
 	int64_t deadline = zs_now_ms() + t->timeout_ms;
 	bool took = false;
@@ -156,9 +170,7 @@ bool tr_boundary_take(zs_trainer *t, enum zs_status *st, uint32_t *stage, uint64
 	}
 	if (t->ls.bstate == B_ANSWERED) {
 		*st = t->ls.bst;
-		*stage = t->ls.bstage;
-		*every = t->ls.bevery;
-		*stop = t->ls.bstop;
+		*a = t->ls.bans;
 		if (t->ls.bst)
 			zs_fail(err, t->ls.bst, "%s", t->ls.bwhy);
 		took = true;

@@ -95,14 +95,13 @@ enum zs_status tr_redo_ask(zs_trainer *t, bool *redo, uint64_t *step, void *blob
 			   unsigned *len, struct zs_error *err)
 {
 	struct zs_step_state rd;
-	uint32_t stage;
-	uint64_t every, stop;
+	struct zs_step_answer an;
 	enum zs_status st;
 
 	t->redo_step1 = 0;
 	*redo = false;
-	st = zs_coord_report_step_ex(t->coord, t->job.spec.name, t->rank, NULL, NULL, &stage,
-				     &every, &stop, &rd, redo, err);
+	st = zs_coord_report_step_ex(t->coord, t->job.spec.name, t->rank, NULL, NULL, &an, &rd,
+				     redo, err);
 	if (st || !*redo)
 		return st;
 	*step = rd.step;

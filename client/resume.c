@@ -39,6 +39,7 @@ static enum zs_status rejoin(zs_trainer *t, int64_t deadline, struct zs_error *e
 		return st;
 	zs_job_release(&t->job);
 	t->job = nj;
+	t->worlds = nj.worlds;
 	if ((st = tr_take_placement(t, &t->job.placement)))
 		return zs_fail(err, st, "out of memory");
 	zs_info("rank %u rejoined job '%s' (its lease had lapsed, or it was evicted)", t->rank,
@@ -89,6 +90,8 @@ static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error 
 	}
 	tr_disconnect(t);
 	tr_driver_reset(t);
+	t->worlds = j->worlds; /* said again on every new connection */
+	t->said = (struct zs_worlds){0};
 	t->hps.set = false; /* the new timeline starts from the spec's values */
 	t->hps.n_hist = 0;
 	if ((st = tr_reconnect(t, err))) {
@@ -123,12 +126,30 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 		zs_job_release(&j);
 		if (st)
 			return tr_fail(t, st, "%s", err.msg);
-		*step = rs;
+		*step = t->wstep = rs;
 		return ZS_OK;
 	}
 	if (j.stopped_step) { /* every rank left there; the servers kept it */
 		*step = j.stopped_step;
 		*len = 0;
+		t->wstep = *step;
+		zs_job_release(&j);
+		return ZS_OK;
+	}
+	/* a resize's new rank (not in the world before the change that
+	 * grew the job past it, none since restored): it begins there */
+	for (uint32_t i = j.worlds.n; i-- > 0;) {
+		uint32_t before = i ? j.worlds.v[i - 1].world : j.spec.world_size;
+		if (t->rank >= j.worlds.v[i].world)
+			break; /* not in the latest world of all */
+		if (t->rank < before)
+			continue;
+		if (j.restored_id && j.restored_step >= j.worlds.v[i].step)
+			break; /* its state is in the checkpoint */
+		*step = t->wstep = j.worlds.v[i].step;
+		*len = 0;
+		zs_info("rank %u of job '%s' is new with the resize to %u ranks: it begins at step %llu",
+			t->rank, j.spec.name, j.worlds.v[i].world, (unsigned long long)*step);
 		zs_job_release(&j);
 		return ZS_OK;
 	}
@@ -139,7 +160,7 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 		zs_job_release(&j);
 		return st;
 	}
-	*step = j.restored_step;
+	*step = t->wstep = j.restored_step;
 	*len = 0;
 	st = zs_coord_get_ckpt(t->coord, j.spec.name, j.restored_id, &k, &err);
 	zs_job_release(&j);

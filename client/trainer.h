@@ -85,6 +85,11 @@ struct zs_trainer {
 	/* 1 + the step this process computes again for the rank's lost
 	 * process (its pushes say so: in once); 0: none (redo.c) */
 	uint64_t redo_step1;
+	/* the job's world size by step (world.c): as the coordinator last
+	 * said it (worlds), as every connection was told it (said); the step
+	 * zs_trainer_world_size reports the world of */
+	struct zs_worlds worlds, said;
+	uint64_t wstep;
 	/* what a server connected to is handed first (NULL: nothing) */
 	enum zs_status (*on_conn)(zs_trainer *t, struct zs_conn *c, struct zs_error *err);
 	/* the step driver (driver.c) */
@@ -141,8 +146,7 @@ struct zs_trainer {
 		enum { B_NONE, B_POSTED, B_ANSWERED } bstate;
 		struct zs_step_report brep;
 		bool bhas;     /* brep holds a report (else the call only asks) */
-		uint32_t bstage;
-		uint64_t bevery, bstop;
+		struct zs_step_answer bans;
 		enum zs_status bst;
 		char bwhy[ZS_ERRMSG_MAX];
 		/* the step begun at the posted boundary and the rank's state
@@ -284,6 +288,11 @@ enum zs_status tr_watch_lost(zs_trainer *t, char *why, size_t len, struct zs_err
 /* hparams.c: the tables kept (hp_hist) to a server connected to now, on its
  * push connection c, waited for (before any push there): t->on_conn */
 enum zs_status tr_hp_to_new(zs_trainer *t, struct zs_conn *c, struct zs_error *err);
+/* world.c: the world changes to a server connected to now (before its
+ * tables: tr_hp_to_new calls it); a boundary's worlds taken (a change no
+ * connection was told yet is sent to every one, and waited for) */
+enum zs_status tr_world_to_new(zs_trainer *t, struct zs_conn *c, struct zs_error *err);
+enum zs_status tr_world_take(zs_trainer *t, const struct zs_worlds *w, struct zs_error *err);
 
 /* handle.c */
 /* Records the failure in t->err (zs_trainer_error) and returns st. */
@@ -428,8 +437,11 @@ bool tr_server_down_id(zs_trainer *t, uint64_t *id, char *buf, size_t len);
  */
 void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r,
 		      struct zs_step_state *begun);
-bool tr_boundary_take(zs_trainer *t, enum zs_status *st, uint32_t *stage, uint64_t *every,
-		      uint64_t *stop, struct zs_error *err);
+bool tr_boundary_take(zs_trainer *t, enum zs_status *st, struct zs_step_answer *a,
+		      struct zs_error *err);
+/* The answer the next boundary takes, left for it (waiting as take does);
+ * false when there is none (no post, or it failed). */
+bool tr_boundary_peek(zs_trainer *t, struct zs_step_answer *a);
 
 /* redo.c */
 /* The state set for step (zs_set_step_state; none: empty), taken. */

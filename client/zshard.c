@@ -41,6 +41,10 @@ static enum zs_status join_rank(zs_trainer *t, const struct zs_join_req *req,
 		zs_sleep_ms(200, NULL);
 	if (!st && (st = tr_take_placement(t, &t->job.placement)))
 		zs_fail(err, st, "out of memory");
+	if (!st) { /* the world it joins: the latest one named */
+		t->worlds = t->job.worlds;
+		t->wstep = t->worlds.n ? t->worlds.v[t->worlds.n - 1].step : 0;
+	}
 	return st;
 }
 
@@ -203,6 +207,32 @@ int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms
 	return st;
 }
 
+int zs_resize_job(const char *coordinator, const char *job, unsigned world, int timeout_ms,
+		  unsigned long long *from_step, char *errbuf, size_t errlen)
+{
+	struct zs_error err = {0};
+	struct zs_coord_client *c = NULL;
+	struct zs_job j;
+	struct zs_config cfg = {0};
+	enum zs_status st;
+	char first[ZS_ADDR_MAX];
+
+	if (!job)
+		st = zs_fail(&err, ZS_EINVAL, "no job named");
+	else if (!(st = launch_defaults(&coordinator, &cfg, first, sizeof first, &err)) &&
+		 !(st = zs_coord_open(coordinator, timeout_ms, 0, &c, &err)) &&
+		 !(st = zs_coord_resize_job(c, job, world, &j, &err))) {
+		if (from_step)
+			*from_step = j.worlds.n ? j.worlds.v[j.worlds.n - 1].step : 0;
+		zs_job_release(&j);
+	}
+	zs_coord_close(c);
+	zs_config_release(&cfg);
+	if (errbuf && errlen)
+		snprintf(errbuf, errlen, "%s", st ? err.msg : "");
+	return st;
+}
+
 void zs_trainer_close(zs_trainer *t)
 {
 	struct zs_error err = {0};
@@ -223,10 +253,8 @@ void zs_trainer_close(zs_trainer *t)
 	if (t->coord) /* best effort from here: a coordinator away is not waited for */
 		zs_coord_set_wait_for_ready(t->coord, 0);
 	if (t->joined && t->rep.have_last && !t->rep.last_sent) { /* stats only: errors do not matter */
-		uint32_t stage;
-		uint64_t every, stop;
-		zs_coord_report_step(t->coord, t->job.spec.name, t->rank, &t->rep.last, &stage,
-				     &every, &stop, &err);
+		struct zs_step_answer an;
+		zs_coord_report_step(t->coord, t->job.spec.name, t->rank, &t->rep.last, &an, &err);
 	}
 	tr_disconnect(t); /* first: in-flight requests fail and are freed */
 	tr_dv_close(t);   /* device mode's buffers, then its pinned staging */
@@ -264,7 +292,10 @@ void zs_trainer_close(zs_trainer *t)
 
 const char *zs_trainer_error(const zs_trainer *t) { return t->err; }
 unsigned zs_trainer_rank(const zs_trainer *t) { return t->rank; }
-unsigned zs_trainer_world_size(const zs_trainer *t) { return t->job.spec.world_size; }
+unsigned zs_trainer_world_size(const zs_trainer *t)
+{
+	return zs_world_at(&t->job.spec, &t->worlds, t->wstep);
+}
 unsigned zs_trainer_stage(const zs_trainer *t) { return t->job.spec.stage; }
 unsigned zs_trainer_units(const zs_trainer *t) { return t->job.spec.layout.n_units; }
 

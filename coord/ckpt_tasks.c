@@ -280,6 +280,15 @@ static bool restore_over(struct coord *c, struct zs_job *j, const struct zs_chec
 		j->restored_id = r->t.id;
 		j->restored_step = r->t.step;
 	}
+	if (r->ok) {
+		/* the world the job has now goes on from the step restored (a
+		 * resize named past it comes forward; the servers forgot the
+		 * ended timeline's changes, the trainers say these again) */
+		uint32_t w = zs_world_last(&j->spec, &j->worlds);
+		j->worlds.n = 0;
+		if (w != j->spec.world_size)
+			zs_worlds_add(&j->worlds, j->restored_step, w);
+	}
 	j->restore_pending = 0;
 	/* every copy holds the checkpoint's state now */
 	for (uint32_t q = 0; r->ok && q < j->placement.n_shards; q++)

@@ -187,6 +187,7 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	k.id = c->ck.next_id++;
 	snprintf(k.job, sizeof k.job, "%s", job);
 	k.step = step;
+	k.world = zs_world_at(&j->spec, &j->worlds, step);
 	k.incarnation = j->incarnation;
 	k.layout_digest = zs_layout_digest(&j->spec.layout);
 	k.epoch = j->placement.epoch;
@@ -343,9 +344,10 @@ void coord_h_put_blob(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 			    (unsigned long long)id, job, job);
 		goto out;
 	}
-	if (b.rank >= j->spec.world_size) {
-		zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range (world size %u)", b.rank,
-			    j->spec.world_size);
+	if (b.rank >= zs_world_at(&j->spec, &j->worlds, k->step)) {
+		zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range (world size %u at step %llu)",
+			    b.rank, zs_world_at(&j->spec, &j->worlds, k->step),
+			    (unsigned long long)k->step);
 		goto out;
 	}
 	/* the blob is a record of its own: the checkpoint's is not written */

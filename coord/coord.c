@@ -28,6 +28,7 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_RESTORE, coord_h_restore},       {ZS_M_SERVER_TASKS, coord_h_server_tasks},
 	{ZS_M_TASK_DONE, coord_h_task_done},   {ZS_M_COMM_ID, coord_h_comm_id},
 	{ZS_M_DROPPED_RANKS, coord_h_dropped_ranks},
+	{ZS_M_RESIZE_JOB, coord_h_resize_job},
 };
 
 /* The configuration's bounds and what it must name. */

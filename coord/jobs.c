@@ -356,9 +356,9 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 	j = coord_job_or_fail(c, call, r.job);
 	if (!j)
 		goto out;
-	if (r.rank >= j->spec.world_size) {
+	if (r.rank >= coord_world_now(c, j)) {
 		zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
-			    r.rank, r.job, j->spec.world_size);
+			    r.rank, r.job, coord_world_now(c, j));
 		goto out;
 	}
 	if (r.layout.n_units &&
@@ -428,7 +428,7 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 	j->trainers = nt;
 	j->n_trainers++;
 	zs_info("job '%s': rank %u joined from %s (%u of %u)", r.job, r.rank,
-		r.host[0] ? r.host : "?", j->n_trainers, j->spec.world_size);
+		r.host[0] ? r.host : "?", j->n_trainers, coord_world_now(c, j));
 	coord_reply_join(c, call, j);
 out:
 	pthread_mutex_unlock(&c->mu);

@@ -236,6 +236,12 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 		zs_info("job '%s': rank %u left, from timeline %llu (the job is on %llu%s): where it stopped does not count",
 			lv.job, lv.rank, (unsigned long long)lv.timeline,
 			(unsigned long long)j->timeline, j->restore_pending ? ", being restored" : "");
+	} else if (lv.session && !lv.abandoned && lv.next &&
+		   lv.rank >= zs_world_at(&j->spec, &j->worlds, lv.next)) {
+		/* a resize left it out from there: no stop */
+		zs_info("job '%s': rank %u left: the job's world is %u ranks from step %llu",
+			lv.job, lv.rank, zs_world_at(&j->spec, &j->worlds, lv.next),
+			(unsigned long long)lv.next);
 	} else if (lv.session && !lv.abandoned) {
 		zs_info("job '%s': rank %u left%s", lv.job, lv.rank,
 			lv.next ? "" : " (it pushed nothing)");
@@ -286,6 +292,11 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 				continue;
 			}
 			pos--;
+			if (coord_rank_left_world(c, j, rank)) {
+				zs_info("job '%s': %s; it is not in the job's world any more (%u ranks): nothing is lost",
+					j->spec.name, why, zs_world_last(&j->spec, &j->worlds));
+				continue;
+			}
 			/* gone (its process ended): its replacement redoes its
 			 * step; silent only (alive, it may push again): back */
 			if (gone && quiet <= (int64_t)c->cfg.trainer_lease_ms &&
@@ -333,15 +344,44 @@ void coord_h_dropped_ranks(void *ctx, struct zs_rpc_call *call, const uint8_t *p
 
 /* ------------------------------------------------------ a graceful stop */
 
+bool coord_latest_report(struct coord *c, const struct zs_job *j, uint64_t *top)
+{
+	struct sreports *sr;
+	bool any = false;
+
+	/*
+	 * Every rank reports the step it finished at each step boundary (the
+	 * step driver does), and a rank passes boundary b only with the
+	 * answer to the report it posted at b - 1 (the one of step b - 2:
+	 * client/lease.c). So the furthest any rank can have begun is two past
+	 * the latest report of this run; three past it no rank has begun yet,
+	 * and every rank meets that boundary with an answer given after this
+	 * one, which names it.
+	 */
+	*top = 0;
+	for (sr = c->reports; sr && strcmp(sr->job, j->spec.name); sr = sr->next)
+		;
+	for (uint32_t i = 0; sr && i < j->n_trainers; i++) {
+		const struct zs_step_report *r;
+		if (j->trainers[i].rank >= sr->n)
+			continue;
+		r = &sr->r[j->trainers[i].rank];
+		if (!r->reported_ms || r->reported_ms < j->trainers[i].joined_mono_ms)
+			continue; /* none yet from this trainer (an earlier one's) */
+		any = true;
+		if (r->step > *top)
+			*top = r->step;
+	}
+	return any;
+}
+
 void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
 {
 	struct coord *c = ctx;
 	char name[ZS_JOB_NAME_MAX];
 	struct zs_error e = {0};
-	struct sreports *sr;
 	struct zs_job *j, old;
 	uint64_t top = 0;
-	bool any = false;
 
 	if (zs_dec_job_name(p, n, name, &e))
 		return coord_reply_err(call, &e);
@@ -357,29 +397,7 @@ void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 		coord_reply_job(call, j);
 		goto out;
 	}
-	/*
-	 * Every rank reports the step it finished at each step boundary (the
-	 * step driver does), and a rank passes boundary b only with the
-	 * answer to the report it posted at b - 1 (the one of step b - 2:
-	 * client/lease.c). So the furthest any rank can have begun is two past
-	 * the latest report of this run; three past it no rank has begun yet,
-	 * and every rank meets that boundary with an answer given after this
-	 * one, which names it.
-	 */
-	for (sr = c->reports; sr && strcmp(sr->job, name); sr = sr->next)
-		;
-	for (uint32_t i = 0; sr && i < j->n_trainers; i++) {
-		const struct zs_step_report *r;
-		if (j->trainers[i].rank >= sr->n)
-			continue;
-		r = &sr->r[j->trainers[i].rank];
-		if (!r->reported_ms || r->reported_ms < j->trainers[i].joined_mono_ms)
-			continue; /* none yet from this trainer (an earlier one's) */
-		any = true;
-		if (r->step > top)
-			top = r->step;
-	}
-	if (!any) {
+	if (!coord_latest_report(c, j, &top)) {
 		zs_rpc_fail(call, ZS_ESTATE,
 			    "no rank of job '%s' has finished a step through the step driver yet: try again in a moment",
 			    name);

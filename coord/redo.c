@@ -22,7 +22,7 @@
 struct rsteps {
 	char job[ZS_JOB_NAME_MAX];
 	uint64_t incarnation;
-	uint32_t n; /* the job's world size */
+	uint32_t n; /* ranks held (the job's largest world) */
 	struct rstep {
 		bool known; /* s holds the step the rank began last */
 		bool lost;  /* the rank was lost in s.step: its replacement redoes it */
@@ -34,8 +34,7 @@ struct rsteps {
 static struct rsteps *find(struct coord *c, const struct zs_job *j)
 {
 	for (struct rsteps *x = c->rsteps; x; x = x->next)
-		if (!strcmp(x->job, j->spec.name) && x->incarnation == j->incarnation &&
-		    x->n == j->spec.world_size)
+		if (!strcmp(x->job, j->spec.name) && x->incarnation == j->incarnation)
 			return x;
 	return NULL;
 }
@@ -64,21 +63,28 @@ void coord_step_begun(struct coord *c, const struct zs_job *j, uint32_t rank,
 
 	if (!x) {
 		coord_steps_forget(c, j->spec.name); /* another incarnation's */
-		if (!(x = calloc(1, sizeof *x)) || !(x->r = calloc(j->spec.world_size, sizeof *x->r))) {
-			free(x);
+		if (!(x = calloc(1, sizeof *x)))
 			return; /* not kept: a loss of the rank rolls back */
-		}
 		snprintf(x->job, sizeof x->job, "%s", j->spec.name);
 		x->incarnation = j->incarnation;
-		x->n = j->spec.world_size;
 		x->next = c->rsteps;
 		c->rsteps = x;
+	}
+	if (rank >= x->n) { /* the first report, or a resize's new ranks */
+		uint32_t n = zs_world_max(&j->spec, &j->worlds);
+		struct rstep *g = rank < n ? realloc(x->r, n * sizeof *g) : NULL;
+		if (!g)
+			return; /* not kept: a loss of the rank rolls back */
+		memset(g + x->n, 0, (n - x->n) * sizeof *g);
+		x->r = g;
+		x->n = n;
 	}
 	r = &x->r[rank];
 	if (r->lost && s->step < r->s.step) {
 		/* a replacement's boundary before the step it redoes (it
 		 * cannot be: it begins there); the lost mark stays */
 		free(s->data);
+		s->data = NULL;
 		return;
 	}
 	if (r->lost)
@@ -124,4 +130,13 @@ bool coord_rank_lost(struct coord *c, const struct zs_job *j, uint32_t rank, con
 	zs_warn("job '%s': %s: its replacement redoes step %llu, the other ranks wait (no rollback)",
 		j->spec.name, why, (unsigned long long)r->s.step);
 	return true;
+}
+
+bool coord_rank_left_world(struct coord *c, const struct zs_job *j, uint32_t rank)
+{
+	struct rsteps *x = find(c, j);
+	struct rstep *r = x && rank < x->n ? &x->r[rank] : NULL;
+
+	return r && r->known && !r->lost &&
+	       rank >= zs_world_at(&j->spec, &j->worlds, r->s.step + 1);
 }

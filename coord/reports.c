@@ -26,8 +26,8 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	struct sreports *sr;
 	struct zs_buf b;
 	struct zs_job *j;
-	uint32_t rank, stage;
-	uint64_t every, stop;
+	uint32_t rank, wmax;
+	struct zs_step_answer an;
 	bool has, has_begun, redo;
 	struct zs_step_state begun, rd;
 	enum zs_status st;
@@ -41,29 +41,36 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		free(begun.data);
 		return;
 	}
-	if (rank >= j->spec.world_size) {
+	wmax = zs_world_max(&j->spec, &j->worlds);
+	if (rank >= wmax) {
 		pthread_mutex_unlock(&c->mu);
 		free(begun.data);
 		return zs_rpc_fail(call, ZS_EINVAL, "rank %u is out of range for job '%s' (world size %u)",
-				   rank, job, j->spec.world_size);
+				   rank, job, zs_world_last(&j->spec, &j->worlds));
 	}
-	stage = j->spec.stage;
-	every = j->spec.checkpoint_every;
-	stop = j->stop_before;
+	an = (struct zs_step_answer){.stage = j->spec.stage,
+				     .checkpoint_every = j->spec.checkpoint_every,
+				     .stop_before = j->stop_before,
+				     .worlds = j->worlds};
 	for (sr = c->reports; sr && strcmp(sr->job, job); sr = sr->next)
 		;
-	if (has && !sr) {
-		sr = calloc(1, sizeof *sr);
-		if (sr && !(sr->r = calloc(j->spec.world_size, sizeof *sr->r))) {
-			free(sr);
-			sr = NULL;
+	if (has && !sr && (sr = calloc(1, sizeof *sr))) {
+		snprintf(sr->job, sizeof sr->job, "%s", job);
+		sr->next = c->reports;
+		c->reports = sr;
+	}
+	if (has && sr && sr->n < wmax) { /* a resize's new ranks */
+		struct zs_step_report *g = realloc(sr->r, wmax * sizeof *g);
+		if (g) {
+			memset(g + sr->n, 0, (wmax - sr->n) * sizeof *g);
+			sr->r = g;
+			sr->n = wmax;
 		}
-		if (sr) {
-			snprintf(sr->job, sizeof sr->job, "%s", job);
-			sr->n = j->spec.world_size;
-			sr->next = c->reports;
-			c->reports = sr;
-		}
+	}
+	if (has && sr && rank < sr->n) { /* a report that cannot be kept is dropped: stats only */
+		r.rank = rank;
+		r.reported_ms = zs_now_ms();
+		sr->r[rank] = r;
 	}
 	if (has && sr) { /* a report that cannot be kept is dropped: stats only */
 		r.rank = rank;
@@ -81,7 +88,7 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 			}
 	free(begun.data);
 	redo = coord_redo_of(c, j, rank, &rd);
-	st = zs_enc_report_step_reply(stage, every, stop, redo ? &rd : NULL, &b);
+	st = zs_enc_report_step_reply(&an, redo ? &rd : NULL, &b);
 	pthread_mutex_unlock(&c->mu);
 	coord_reply_buf(call, st, &b);
 }

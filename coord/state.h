@@ -473,6 +473,16 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
  * steps, or rolling the job back. */
 void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+/* The latest step any trainer of j reported finished (*top), false if
+ * none has: three past it, no rank has begun (c->mu held). */
+bool coord_latest_report(struct coord *c, const struct zs_job *j, uint64_t *top);
+/* resize.c: zshardctl job resize; whether a rank may join j now (below
+ * the world of its latest steps or of the one it resizes to) */
+void coord_h_resize_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+uint32_t coord_world_now(struct coord *c, const struct zs_job *j);
+/* redo.c: whether rank is out of j's world at the step after the last it
+ * began (a resize left it out: its loss costs nothing) */
+bool coord_rank_left_world(struct coord *c, const struct zs_job *j, uint32_t rank);
 /* Drops trainers whose lease lapsed, rolling their jobs back. */
 void coord_trainer_sweep(struct coord *c, int64_t now);
 

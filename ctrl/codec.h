@@ -119,13 +119,11 @@ enum zs_status zs_dec_report_step(const uint8_t *p, size_t n, char job[ZS_JOB_NA
 				  uint32_t *rank, struct zs_step_report *r, bool *has_report,
 				  struct zs_step_state *begun, bool *has_begun,
 				  struct zs_error *err);
-enum zs_status zs_enc_report_step_reply(uint32_t stage, uint64_t checkpoint_every,
-					uint64_t stop_before, const struct zs_step_state *redo,
-					struct zs_buf *out);
+enum zs_status zs_enc_report_step_reply(const struct zs_step_answer *a,
+					const struct zs_step_state *redo, struct zs_buf *out);
 /* redo may be NULL (not wanted); else *has_redo says whether it was
  * filled (redo->data malloc'd) */
-enum zs_status zs_dec_report_step_reply(const uint8_t *p, size_t n, uint32_t *stage,
-					uint64_t *checkpoint_every, uint64_t *stop_before,
+enum zs_status zs_dec_report_step_reply(const uint8_t *p, size_t n, struct zs_step_answer *a,
 					struct zs_step_state *redo, bool *has_redo,
 					struct zs_error *err);
 /* StepReportsReply: *r is malloc'd (free) */
@@ -241,6 +239,10 @@ enum {
 enum zs_status zs_enc_job_request(const char *name, unsigned flags, struct zs_buf *out);
 enum zs_status zs_dec_job_request(const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX],
 				  unsigned *flags, struct zs_error *err);
+/* ResizeRequest: a job's name and its new world size */
+enum zs_status zs_enc_resize(const char *name, uint32_t world, struct zs_buf *out);
+enum zs_status zs_dec_resize(const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX],
+			     uint32_t *world, struct zs_error *err);
 enum zs_status zs_enc_set_stage(const char *name, uint32_t stage, struct zs_buf *out);
 enum zs_status zs_dec_set_stage(const uint8_t *p, size_t n,
 				char name[ZS_JOB_NAME_MAX], uint32_t *stage,

@@ -26,6 +26,7 @@ static Zshard__StepReport *step_report_pb(struct arena *a, const struct zs_step_
 	e->peak_grad_bytes = r->peak_grad_bytes;
 	e->rss_peak_bytes = r->rss_peak_bytes;
 	e->reported_ms = r->reported_ms;
+	e->world = r->world;
 	return e;
 }
 
@@ -39,7 +40,7 @@ static void step_report_from(const Zshard__StepReport *e, struct zs_step_report 
 		.control_seconds = e->control_seconds, .bytes_gathered = e->bytes_gathered,
 		.bytes_pushed = e->bytes_pushed, .peak_param_bytes = e->peak_param_bytes,
 		.peak_grad_bytes = e->peak_grad_bytes, .rss_peak_bytes = e->rss_peak_bytes,
-		.reported_ms = e->reported_ms};
+		.reported_ms = e->reported_ms, .world = e->world};
 }
 
 enum zs_status zs_enc_report_step(const char *job, uint32_t rank,
@@ -101,15 +102,16 @@ enum zs_status zs_dec_report_step(const uint8_t *p, size_t n, char job[ZS_JOB_NA
 	return st;
 }
 
-enum zs_status zs_enc_report_step_reply(uint32_t stage, uint64_t checkpoint_every,
-					uint64_t stop_before, const struct zs_step_state *redo,
-					struct zs_buf *out)
+enum zs_status zs_enc_report_step_reply(const struct zs_step_answer *an,
+					const struct zs_step_state *redo, struct zs_buf *out)
 {
 	Zshard__ReportStepReply m = ZSHARD__REPORT_STEP_REPLY__INIT;
 	struct arena a = {0};
-	m.stage = stage;
-	m.checkpoint_every = checkpoint_every;
-	m.stop_before = stop_before;
+	m.stage = an->stage;
+	m.checkpoint_every = an->checkpoint_every;
+	m.stop_before = an->stop_before;
+	m.n_worlds = an->worlds.n;
+	m.worlds = pb_worlds_pb(&a, &an->worlds);
 	if (redo) {
 		m.redo = true;
 		m.redo_step = redo->step;
@@ -118,17 +120,16 @@ enum zs_status zs_enc_report_step_reply(uint32_t stage, uint64_t checkpoint_ever
 	return pb_pack(&a, &m.base, out);
 }
 
-enum zs_status zs_dec_report_step_reply(const uint8_t *p, size_t n, uint32_t *stage,
-					uint64_t *checkpoint_every, uint64_t *stop_before,
+enum zs_status zs_dec_report_step_reply(const uint8_t *p, size_t n, struct zs_step_answer *an,
 					struct zs_step_state *redo, bool *has_redo,
 					struct zs_error *err)
 {
 	enum zs_status st = ZS_OK;
 	UNPACK(Zshard__ReportStepReply, report_step_reply, p, n, err);
-	*stage = m->stage;
-	*checkpoint_every = m->checkpoint_every;
-	*stop_before = m->stop_before;
-	if (redo) {
+	*an = (struct zs_step_answer){.stage = m->stage, .checkpoint_every = m->checkpoint_every,
+				      .stop_before = m->stop_before};
+	st = pb_worlds_from(m->worlds, m->n_worlds, &an->worlds, err);
+	if (redo && !st) {
 		*has_redo = m->redo;
 		*redo = (struct zs_step_state){0};
 		if (m->redo)
@@ -192,6 +193,7 @@ static Zshard__Checkpoint *ckpt_pb(struct arena *a, const struct zs_checkpoint *
 	p->epoch = c->epoch;
 	p->incarnation = c->incarnation;
 	p->layout_digest = c->layout_digest;
+	p->world = c->world;
 	p->placement = NEW(a, Zshard__Placement, ZSHARD__PLACEMENT__INIT);
 	if (p->placement) {
 		p->placement->epoch = c->placement.epoch;
@@ -226,6 +228,7 @@ static enum zs_status ckpt_from(const Zshard__Checkpoint *p, struct zs_checkpoin
 	c->epoch = p->epoch;
 	c->incarnation = p->incarnation;
 	c->layout_digest = p->layout_digest;
+	c->world = p->world;
 	if ((st = pb_cpy(c->job, sizeof c->job, p->job, "job name", err)) ||
 	    (st = pb_cpy(c->error, sizeof c->error, p->error, "checkpoint error", err)))
 		return st;

@@ -282,6 +282,26 @@ enum zs_status zs_dec_set_stage(const uint8_t *p, size_t n,
 	return st;
 }
 
+enum zs_status zs_enc_resize(const char *name, uint32_t world, struct zs_buf *out)
+{
+	Zshard__ResizeRequest m = ZSHARD__RESIZE_REQUEST__INIT;
+	struct arena a = {0};
+	m.job = (char *)name;
+	m.world = world;
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_resize(const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX],
+			     uint32_t *world, struct zs_error *err)
+{
+	enum zs_status st;
+	UNPACK(Zshard__ResizeRequest, resize_request, p, n, err);
+	st = pb_cpy(name, ZS_JOB_NAME_MAX, m->job, "job name", err);
+	*world = m->world;
+	DONE(resize_request);
+	return st;
+}
+
 enum zs_status zs_enc_join(const struct zs_join_req *r, struct zs_buf *out)
 {
 	Zshard__JoinRequest m = ZSHARD__JOIN_REQUEST__INIT;

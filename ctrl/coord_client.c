@@ -504,8 +504,7 @@ enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
 
 enum zs_status zs_coord_report_step_ex(struct zs_coord_client *c, const char *job,
 				       uint32_t rank, const struct zs_step_report *r,
-				       const struct zs_step_state *begun, uint32_t *stage,
-				       uint64_t *checkpoint_every, uint64_t *stop_before,
+				       const struct zs_step_state *begun, struct zs_step_answer *a,
 				       struct zs_step_state *redo, bool *has_redo,
 				       struct zs_error *err)
 {
@@ -514,19 +513,16 @@ enum zs_status zs_coord_report_step_ex(struct zs_coord_client *c, const char *jo
 				 &req, &resp, err);
 
 	if (!st)
-		st = zs_dec_report_step_reply(resp.data, resp.len, stage, checkpoint_every,
-					      stop_before, redo, has_redo, err);
+		st = zs_dec_report_step_reply(resp.data, resp.len, a, redo, has_redo, err);
 	zs_buf_release(&resp);
 	return st;
 }
 
 enum zs_status zs_coord_report_step(struct zs_coord_client *c, const char *job,
 				    uint32_t rank, const struct zs_step_report *r,
-				    uint32_t *stage, uint64_t *checkpoint_every,
-				    uint64_t *stop_before, struct zs_error *err)
+				    struct zs_step_answer *a, struct zs_error *err)
 {
-	return zs_coord_report_step_ex(c, job, rank, r, NULL, stage, checkpoint_every, stop_before,
-				       NULL, NULL, err);
+	return zs_coord_report_step_ex(c, job, rank, r, NULL, a, NULL, NULL, err);
 }
 
 enum zs_status zs_coord_create_job_json(struct zs_coord_client *c, const char *json,
@@ -535,6 +531,13 @@ enum zs_status zs_coord_create_job_json(struct zs_coord_client *c, const char *j
 	struct zs_buf req;
 	return job_call(c, ZS_M_CREATE_JOB_JSON, zs_enc_create_job_json(json, &req), &req, job,
 			err);
+}
+
+enum zs_status zs_coord_resize_job(struct zs_coord_client *c, const char *name, uint32_t world,
+				   struct zs_job *job, struct zs_error *err)
+{
+	struct zs_buf req;
+	return job_call(c, ZS_M_RESIZE_JOB, zs_enc_resize(name, world, &req), &req, job, err);
 }
 
 enum zs_status zs_coord_stop_job(struct zs_coord_client *c, const char *name,

@@ -138,20 +138,22 @@ enum zs_status zs_coord_report_norm(struct zs_coord_client *c,
  */
 enum zs_status zs_coord_report_step(struct zs_coord_client *c, const char *job,
 				    uint32_t rank, const struct zs_step_report *r,
-				    uint32_t *stage, uint64_t *checkpoint_every,
-				    uint64_t *stop_before, struct zs_error *err);
+				    struct zs_step_answer *a, struct zs_error *err);
 /* The same, saying the step the rank begins and its state then (begun
  * NULL: not said), and learning (redo not NULL) whether the rank is a lost
  * one's replacement: *has_redo, redo->data malloc'd. */
 enum zs_status zs_coord_report_step_ex(struct zs_coord_client *c, const char *job,
 				       uint32_t rank, const struct zs_step_report *r,
-				       const struct zs_step_state *begun, uint32_t *stage,
-				       uint64_t *checkpoint_every, uint64_t *stop_before,
+				       const struct zs_step_state *begun, struct zs_step_answer *a,
 				       struct zs_step_state *redo, bool *has_redo,
 				       struct zs_error *err);
 /* Creates a job from its spec as JSON (model/spec_json.h). */
 enum zs_status zs_coord_create_job_json(struct zs_coord_client *c, const char *json,
 					struct zs_job *job, struct zs_error *err);
+/* zshardctl job resize: the world size from a step the coordinator names
+ * (job->worlds says which). */
+enum zs_status zs_coord_resize_job(struct zs_coord_client *c, const char *name, uint32_t world,
+				   struct zs_job *job, struct zs_error *err);
 /* zshardctl job stop: every rank leaves before one step, all the same. */
 enum zs_status zs_coord_stop_job(struct zs_coord_client *c, const char *name,
 				 struct zs_job *job, struct zs_error *err);

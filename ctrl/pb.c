@@ -206,6 +206,8 @@ Zshard__Job *pb_job_pb(struct arena *a, const struct zs_job *j)
 	pj->rollback_reason = (char *)j->rollback_reason;
 	pj->token = (char *)j->token;
 	pj->incarnation = j->incarnation;
+	pj->n_worlds = j->worlds.n;
+	pj->worlds = pb_worlds_pb(a, &j->worlds);
 	pj->n_trainers = j->n_trainers;
 	pj->trainers = pb_aalloc(a, j->n_trainers * sizeof *pj->trainers);
 	for (uint32_t i = 0; pj->trainers && i < j->n_trainers; i++) {
@@ -490,6 +492,8 @@ enum zs_status pb_job_from(const Zshard__Job *pj, struct zs_job *j,
 		if (st)
 			goto fail;
 	}
+	if ((st = pb_worlds_from(pj->worlds, pj->n_worlds, &j->worlds, err)))
+		goto fail;
 	if (pj->n_trainers > ZS_MAX_WORLD) {
 		st = zs_fail(err, ZS_EINVAL, "too many trainers (%zu)", pj->n_trainers);
 		goto fail;
@@ -595,4 +599,38 @@ enum zs_status pb_servers_from(Zshard__ServerInfo **v, size_t n, struct zs_serve
 		*n_s = (uint32_t)n;
 	}
 	return st;
+}
+
+Zshard__WorldChange **pb_worlds_pb(struct arena *a, const struct zs_worlds *w)
+{
+	Zshard__WorldChange **v = pb_aalloc(a, (w->n ? w->n : 1) * sizeof *v);
+
+	for (uint32_t i = 0; v && i < w->n; i++) {
+		Zshard__WorldChange *c = NEW(a, Zshard__WorldChange, ZSHARD__WORLD_CHANGE__INIT);
+		if (!c)
+			return NULL;
+		c->step = w->v[i].step;
+		c->world = w->v[i].world;
+		v[i] = c;
+	}
+	return v;
+}
+
+enum zs_status pb_worlds_from(Zshard__WorldChange *const *v, size_t n, struct zs_worlds *w,
+			      struct zs_error *err)
+{
+	memset(w, 0, sizeof *w);
+	if (n > ZS_WORLD_HIST)
+		return zs_fail(err, ZS_EINVAL, "%zu world size changes (at most %d)", n,
+			       ZS_WORLD_HIST);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i]->world < 1 || v[i]->world > ZS_MAX_WORLD)
+			return zs_fail(err, ZS_EINVAL, "a world size of %u (1..%d)", v[i]->world,
+				       ZS_MAX_WORLD);
+		if (i && v[i]->step <= v[i - 1]->step)
+			return zs_fail(err, ZS_EINVAL, "world size changes out of step order");
+		w->v[i] = (struct zs_world_change){v[i]->step, v[i]->world};
+	}
+	w->n = (uint32_t)n;
+	return ZS_OK;
 }

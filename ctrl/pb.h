@@ -46,6 +46,11 @@ Zshard__JobSpec *pb_spec_pb(struct arena *a, const struct zs_job_spec *s);
 Zshard__Shard **pb_shards_pb(struct arena *a, const struct zs_shard *sh,
 				 uint32_t n);
 Zshard__Job *pb_job_pb(struct arena *a, const struct zs_job *j);
+/* A job's world changes, both ways (at most ZS_WORLD_HIST, each 1..ZS_MAX_WORLD,
+ * steps increasing: else ZS_EINVAL). */
+Zshard__WorldChange **pb_worlds_pb(struct arena *a, const struct zs_worlds *w);
+enum zs_status pb_worlds_from(Zshard__WorldChange *const *v, size_t n, struct zs_worlds *w,
+			      struct zs_error *err);
 Zshard__ServerInfo *pb_server_pb(struct arena *a, const struct zs_server_info *s);
 Zshard__Assignment **pb_assignments_pb(struct arena *a,
 					   const struct zs_assignment *as,

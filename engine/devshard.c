@@ -204,7 +204,7 @@ void eng_dev_finish(struct ejob *j, struct eshard *s, size_t a, size_t b)
 	struct engine *e = j->e;
 
 	zs_dev_bind(e->gpu.dev);
-	KCALL(e, "the reduction's mean", finish, s->dev.acc + a, s->dev.bacc + a, j->spec.world_size,
+	KCALL(e, "the reduction's mean", finish, s->dev.acc + a, s->dev.bacc + a, eng_world_at(j, s->version),
 	      b - a);
 }
 

@@ -65,6 +65,7 @@ static void job_free(struct engine *e, struct ejob *j)
 	zs_job_spec_release(&j->spec);
 	pthread_mutex_destroy(&j->cmu);
 	pthread_mutex_destroy(&j->hps.mu);
+	pthread_mutex_destroy(&j->wd.mu);
 	free(j);
 }
 
@@ -94,6 +95,9 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	size_t pad = sh->padded;
 	uint32_t R = j->spec.world_size;
 
+	pthread_mutex_lock(&j->wd.mu);
+	R = j->wd.cap > R ? j->wd.cap : R;
+	pthread_mutex_unlock(&j->wd.mu);
 	bool marks = zs_shard_marks(&j->spec, sh);
 	/* a frozen shard: its master alone (no optimizer state), a mark's
 	 * reduction, in host memory */
@@ -143,6 +147,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 		s->bacc = calloc(gpad, sizeof *s->bacc);
 	s->open.slot = calloc(R, 1);
 	s->repl.pcount = calloc(R, sizeof *s->repl.pcount);
+	s->nr = R;
 	if (in_mem && arrays > 1)
 		s->s0 = calloc(pad, 4);
 	if (in_mem && arrays > 2)
@@ -240,6 +245,8 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	j->e = e;
 	pthread_mutex_init(&j->cmu, NULL);
 	pthread_mutex_init(&j->hps.mu, NULL);
+	pthread_mutex_init(&j->wd.mu, NULL);
+	j->wd.cap = job->spec.world_size;
 	j->epoch = job->placement.epoch;
 	j->incarnation = job->incarnation;
 	memcpy(j->token, job->token, sizeof j->token);
@@ -413,7 +420,7 @@ static void waiting_for(struct ejob *j, struct eshard *s, uint64_t t, char *buf,
 	}
 	n += (size_t)snprintf(buf, len, "the push of step %llu from rank",
 			      (unsigned long long)s->version);
-	for (uint32_t r = 0, k = 0; r < j->spec.world_size && n < len; r++)
+	for (uint32_t r = 0, k = 0, w = eng_contributors(j, s->version); r < w && r < s->nr && n < len; r++)
 		if (s->open.slot[r] != SLOT_FULL && (!j->spec.collective || r == s->sh.index))
 			n += (size_t)snprintf(buf + n, len - n, "%s %u", k++ ? "," : "", r);
 }
@@ -472,9 +479,14 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 	e->step_timeout_ms = step_timeout_ms ? step_timeout_ms : 60000;
 	e->rp.fault_one_copy = zs_fault("repl-one-copy");
 	e->rp.fault_refuse = zs_fault("repl-refuse");
-	e->target = (struct zs_target){e, eng_t_hello, eng_t_read, eng_t_write_begin, eng_t_write_done,
-				       eng_t_write_abort, eng_t_write_progress, eng_t_hparams,
-				       eng_t_dev_ident, eng_t_dev_map, eng_t_dev_unmap, eng_t_bye};
+	e->target = (struct zs_target){.ctx = e, .hello = eng_t_hello, .read = eng_t_read,
+				       .write_begin = eng_t_write_begin,
+				       .write_done = eng_t_write_done,
+				       .write_abort = eng_t_write_abort,
+				       .write_progress = eng_t_write_progress,
+				       .hparams = eng_t_hparams, .world = eng_t_world,
+				       .dev_ident = eng_t_dev_ident, .dev_map = eng_t_dev_map,
+				       .dev_unmap = eng_t_dev_unmap, .bye = eng_t_bye};
 	/* the pools, threadless until their first task: made here, never
 	 * under a shard's lock (the sweeper takes e->mu, then shards') */
 	e->norm.pool = zs_pool_new("zs-clip", 0);

@@ -80,6 +80,7 @@ struct eshard {
 	float *s0, *s1;  /* optimizer state */
 	float *acc;      /* the step's mean gradient (bacc finished) */
 	struct zs_bacc *bacc; /* the reduction (math/bsum.h): 16 B/element */
+	uint32_t nr; /* ranks open.slot and repl.pcount hold (world.c) */
 	/* the open step's pushes */
 	struct eshard_open {
 		uint8_t *slot;   /* enum slot_state per rank: its last push of the step */
@@ -265,6 +266,14 @@ struct ejob {
 		struct zs_hp_table t[EJOB_HP_KEEP];
 		unsigned n;
 	} hps;
+	/* the world size by step, as trainers say it (world.c; none: the
+	 * spec's), and the ranks every shard's per-rank arrays hold (cap,
+	 * grown before a change that needs it is taken; mu) */
+	struct ejob_wd {
+		pthread_mutex_t mu;
+		struct zs_worlds w;
+		uint32_t cap;
+	} wd;
 	/* the norm exchanges answered lately, a ring (clip.c; under cmu);
 	 * gen grows at every restore, which empties it */
 	struct { struct eng_answered ring[EJOB_ANSWERED_KEEP]; unsigned next; uint64_t gen; } answered;
@@ -356,9 +365,18 @@ struct engine {
 /* The pushes a shard's step waits for: one per rank, or, in a collective
  * job (the trainers reduce among themselves), one: its slice's f32 sum
  * from rank sh.index. */
-static inline uint32_t eng_contributors(const struct ejob *j)
+/* world.c: the world size of step here, the WORLD frame's target
+ * callback, per-rank arrays for n ranks on every shard (ZS_ENOMEM), a
+ * restore's clearing */
+uint32_t eng_world_at(struct ejob *j, uint64_t step);
+enum zs_status eng_t_world(void *ctx, uint32_t job, uint32_t rank, const uint8_t *payload,
+			   size_t len, struct zs_error *err);
+enum zs_status eng_ranks_ensure(struct ejob *j, uint32_t n, struct zs_error *err);
+void eng_worlds_clear(struct ejob *j);
+
+static inline uint32_t eng_contributors(struct ejob *j, uint64_t step)
 {
-	return j->spec.collective ? 1 : j->spec.world_size;
+	return j->spec.collective ? 1 : eng_world_at(j, step);
 }
 
 /* engine.c */

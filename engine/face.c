@@ -114,7 +114,9 @@ enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 		st = zs_fail(err, ZS_EINVAL,
 			     "job '%s': the data-plane token does not match (a trainer takes it from its join; one from an earlier job of that name does not work)",
 			     job);
-	else if (rank >= j->spec.world_size && rank != ZS_RANK_OBSERVER && rank != ZS_RANK_PEER)
+	else if (rank >= (j->spec.collective ? j->spec.world_size : ZS_MAX_WORLD) &&
+		 rank != ZS_RANK_OBSERVER && rank != ZS_RANK_PEER)
+		/* a resized job's: each push is checked against its step's */
 		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
 			     rank, job, j->spec.world_size);
 	else {
@@ -409,7 +411,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 		eng_job_unref(e, j);
 		return st;
 	}
-	if (rank >= j->spec.world_size && !x->init) {
+	if ((rank == ZS_RANK_OBSERVER || rank >= ZS_MAX_WORLD) && !x->init) {
 		eng_job_unref(e, j);
 		return zs_fail(err, ZS_EINVAL, "an observer reads and uploads; it cannot push");
 	}
@@ -446,6 +448,11 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			     "unit '%s' shard %u has not all of its optimizer state: job '%s' was created with %llu steps taken, and its state is uploaded before step 0 (zshardctl import --optimizer, zs_init_unit_state)",
 			     eng_unit_name(j, x->unit), s->sh.index, j->name,
 			     (unsigned long long)j->spec.optim.steps_taken);
+	} else if (!x->init && (rank >= eng_contributors(j, x->step) || rank >= s->nr) &&
+		   !j->spec.collective) {
+		st = zs_fail(err, ZS_EINVAL,
+			     "job '%s': rank %u is not in step %llu's world of %u ranks (zshardctl job resize)",
+			     j->name, rank, (unsigned long long)x->step, eng_world_at(j, x->step));
 	} else if (x->redo) {
 		/* a lost rank's replacement: what the rank pushed is in once */
 		if (!(st = eng_redo_check(j, s, rank, x, &dup, err)))
@@ -504,7 +511,7 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
 		/* not with replicas: a new copy's seed reads the state whole */
 		if (x->step == s->version && s->open.slot[rank] == SLOT_LANDING &&
-		    s->open.full + 1 == eng_contributors(j) &&
+		    s->open.full + 1 == eng_contributors(j, s->version) &&
 		    s->open.landing == 1 && upto > s->open.piped && upto <= s->lay.glen &&
 		    j->spec.replicas < 2) {
 			eng_deposit(e, s, dst, x->dtype, s->open.piped, upto);
@@ -709,7 +716,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	 * copy); the update may follow */
 	if (j->spec.replicas < 2 || !eng_ack_later(s, op, x->step))
 		zs_sop_done(op);
-	if (s->open.full == eng_contributors(j)) {
+	if (s->open.full == eng_contributors(j, s->version)) {
 		if (s->repl.wait) /* the last update is not on every copy
 				   * yet: this one follows once it is */
 			eng_phase_go(s, EV_BEHIND);

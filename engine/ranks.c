@@ -12,13 +12,15 @@
 
 void eng_rank_in(struct ejob *j, uint32_t rank)
 {
-	uint32_t n = j->spec.world_size;
-
-	if (rank >= n) /* an observer's, a peer's */
+	if (rank >= ZS_MAX_WORLD) /* an observer's, a peer's */
 		return;
-	if (!j->rk.live) {
-		if (!(j->rk.live = calloc(n, sizeof *j->rk.live)))
+	if (rank >= j->rk.n) { /* the first HELLO, or a resize's new rank */
+		uint32_t n = rank < j->spec.world_size ? j->spec.world_size : rank + 1;
+		uint32_t *g = realloc(j->rk.live, n * sizeof *g);
+		if (!g)
 			return; /* not counted: never listed (the lease still bounds) */
+		memset(g + j->rk.n, 0, (n - j->rk.n) * sizeof *g);
+		j->rk.live = g;
 		j->rk.n = n;
 	}
 	if (rank < j->rk.n)

@@ -15,9 +15,9 @@ enum zs_status eng_partial_check(struct ejob *j, struct eshard *s, uint32_t rank
 {
 	if (dup)
 		*dup = false;
-	if (rank >= j->spec.world_size)
+	if (rank >= s->nr)
 		return zs_fail(err, ZS_EINVAL, "a partial push from rank %u of a job of %u", rank,
-			       j->spec.world_size);
+			       eng_world_at(j, x->step));
 	if (x->micro < s->repl.pcount[rank]) { /* sent again: its term is in */
 		if (dup)
 			*dup = true;
@@ -71,6 +71,9 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 	if (rank != ZS_RANK_PEER || !x->replica)
 		return zs_fail(err, ZS_EINVAL,
 			       "only a shard's primary forwards to its replicas, and only forwards");
+	/* a trainer's partial push from a resize's new rank: its arrays */
+	if (x->partial && x->from < ZS_MAX_WORLD && (st = eng_ranks_ensure(j, x->from + 1, err)))
+		return st;
 	if (!s || x->offset != s->sh.offset ||
 	    x->length != (x->seed ? s->sh.length * s->n_arrays : x->init ? s->sh.length : s->lay.glen))
 		return zs_fail(err, ZS_EINVAL,

@@ -263,6 +263,7 @@ static void retire_handle(struct engine *e, struct ejob *j)
 	pthread_mutex_lock(&j->hps.mu);
 	j->hps.n = 0;
 	pthread_mutex_unlock(&j->hps.mu);
+	eng_worlds_clear(j); /* and say their world again */
 }
 
 /* A push of the ended timeline still landing after this long is one whose
@@ -389,7 +390,7 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		if (s->open.full)
 			zs_info("job '%s': unit '%s' shard %u: the half-finished step %llu (%u of %u ranks pushed) is discarded",
 				j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
-				(unsigned long long)s->version, s->open.full, j->spec.world_size);
+				(unsigned long long)s->version, s->open.full, eng_world_at(j, s->version));
 		s->version = at;
 		/* a reset waits for new initial parameters */
 		eng_phase_go(s, load ? EV_RESTORE : EV_RESET);

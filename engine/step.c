@@ -38,7 +38,7 @@ void eng_finish_range(struct ejob *j, struct eshard *s, size_t a, size_t b)
 	if (s->dev.on)
 		eng_dev_finish(j, s, a, b);
 	else
-		zs_bsum_finish(s->acc + a, s->bacc + a, j->spec.world_size, b - a);
+		zs_bsum_finish(s->acc + a, s->bacc + a, eng_world_at(j, s->version), b - a);
 	s->open.red_ns += now_ns() - t0;
 }
 
@@ -68,11 +68,11 @@ void eng_partial_in(struct engine *e, struct ejob *j, struct eshard *s, uint32_t
 void eng_step_discard(struct engine *e, struct ejob *j, struct eshard *s)
 {
 	eng_reduction_clear(e, s);
-	memset(s->repl.pcount, 0, j->spec.world_size * sizeof *s->repl.pcount);
+	memset(s->repl.pcount, 0, s->nr * sizeof *s->repl.pcount);
 	s->repl.pterms = 0;
 	s->repl.seed_gap = 0;
 	s->acc_of = 0;
-	memset(s->open.slot, SLOT_EMPTY, j->spec.world_size);
+	memset(s->open.slot, SLOT_EMPTY, s->nr);
 	s->open.full = 0;
 	eng_phase_go(s, EV_DISCARD);
 	pthread_mutex_lock(&j->cmu);
@@ -158,9 +158,9 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	eng_capture_due(j, s, &fx->done);
 	s->open.full = 0;
 	s->open.terms = 0;
-	memset(s->open.slot, SLOT_EMPTY, j->spec.world_size);
+	memset(s->open.slot, SLOT_EMPTY, s->nr);
 	if (s->repl.pterms) {
-		memset(s->repl.pcount, 0, j->spec.world_size * sizeof *s->repl.pcount);
+		memset(s->repl.pcount, 0, s->nr * sizeof *s->repl.pcount);
 		s->repl.pterms = 0;
 	}
 	if (s->repl.seed_gap && s->repl.seed_gap < s->version + 1)

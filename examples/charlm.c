@@ -23,6 +23,8 @@
  * Without the service, the same R ranks in one process, their gradients
  * reduced in rank order and the same optimizer applied (the oracle):
  *   charlm --reference --spec examples/charlm.json --world R --steps N --dump FILE
+ * With --worlds S:N[,S:N...] the reference's world is N ranks from step S
+ * on (a job resized: zshardctl job resize).
  */
 #include <cblas.h>
 #include <getopt.h>
@@ -63,7 +65,35 @@ static const struct zs_tensor *spec_tensor(const struct zs_job_spec *s, int k)
 	exit(1);
 }
 
-static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
+/* --worlds: the reference's world size from each step on */
+static struct { uint64_t step; unsigned world; } worlds[8];
+static int n_worlds;
+
+static int parse_worlds(const char *s)
+{
+	for (n_worlds = 0; *s && n_worlds < 8; n_worlds++) {
+		char *end;
+		worlds[n_worlds].step = strtoull(s, &end, 10);
+		if (*end != ':')
+			return -1;
+		worlds[n_worlds].world = (unsigned)strtoul(end + 1, &end, 10);
+		if (!worlds[n_worlds].world || (*end && *end != ','))
+			return -1;
+		if (n_worlds && worlds[n_worlds].step <= worlds[n_worlds - 1].step)
+			return -1;
+		s = *end ? end + 1 : end;
+	}
+	return *s ? -1 : 0;
+}
+
+static unsigned world_at(unsigned R, uint64_t t)
+{
+	for (int i = 0; i < n_worlds && worlds[i].step <= t; i++)
+		R = worlds[i].world;
+	return R;
+}
+
+static int reference(const char *spec_path, unsigned R0, uint64_t steps, int B,
 		     const struct data *d, const char *out)
 {
 	struct zs_job_spec spec;
@@ -88,6 +118,7 @@ static int reference(const char *spec_path, unsigned R, uint64_t steps, int B,
 	init_params(p);
 	for (uint64_t t = 0; t < steps; t++) {
 		double loss = 0;
+		unsigned R = world_at(R0, t);
 		for (unsigned r = 0; r < R; r++) {
 			sample(&w, d, r, t);
 			for (int u = 0; u < NL; u++)
@@ -325,8 +356,16 @@ again:
 			if ((rc = zs_unit_push(t, (unsigned)u)))
 				goto fail;
 		}
-		if ((rc = zs_step_end(t))) /* every push acknowledged */
-			goto fail;
+		{
+			unsigned before = zs_trainer_world_size(t);
+			if ((rc = zs_step_end(t))) /* every push acknowledged */
+				goto fail;
+			/* a resize: known as this step ends, before the next one's
+			 * data (here a function of rank and step alone) */
+			if (zs_trainer_world_size(t) != before)
+				printf("rank %u: %u ranks from step %llu on\n", rank,
+				       zs_trainer_world_size(t), (unsigned long long)step + 1);
+		}
 		log_step(slog, t);
 		if (first_loss < 0)
 			first_loss = loss;
@@ -495,6 +534,7 @@ int main(int argc, char **argv)
 		{"micro-batches", required_argument, NULL, 'm'},
 		{"exit-on-resume", no_argument, NULL, 'X'},
 		{"lag-ms", required_argument, NULL, 'G'},
+		{"worlds", required_argument, NULL, 'O'},
 		{"help", no_argument, NULL, 'h'},              {0},
 	};
 	const char *coord = getenv("ZSHARD_COORDINATOR"), *job = "charlm", *transport = NULL;
@@ -525,6 +565,13 @@ int main(int argc, char **argv)
 		case 'R': ref = 1; break;
 		case 'S': spec = optarg; break;
 		case 'w': world = (unsigned)atoi(optarg); break;
+		case 'O':
+			if (parse_worlds(optarg)) {
+				fprintf(stderr, "charlm: --worlds is STEP:N[,STEP:N...] with steps increasing, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case 'x': text = optarg; break;
 		case 'P': pol.prefetch = (unsigned)atoi(optarg); given |= 1; break;
 		case 'M': pol.max_live_bytes = strtoull(optarg, NULL, 10); given |= 2; break;
@@ -557,7 +604,7 @@ int main(int argc, char **argv)
 			       "              [--push-depth D] [--no-compute] [--step-log FILE]\n"
 			       "              [--schedule cosine|constant] [--warmup N] [--total N]\n"
 			       "              [--micro-batches K] [--exit-on-resume] [--lag-ms MS]\n"
-			       "       charlm --reference [--spec FILE] --world R [--steps N] [--dump FILE]\n"
+			       "       charlm --reference [--spec FILE] --world R [--worlds S:N,...] [--steps N] [--dump FILE]\n"
 			       "       charlm --local [--steps N] [--batch B] [--step-log FILE]\n"
 			       "       charlm --print-spec [--job NAME] [--world R] [--stage S]\n"
 			       "all take [--hidden H] [--depth N] [--layers-per-unit K] (default 256, 1, 1:\n"

@@ -97,6 +97,18 @@ int zs_trainer_join(const char *coordinator, const char *job, unsigned rank,
  */
 int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms, char *err,
 		  size_t errlen);
+/*
+ * Changes a job's world size to world ranks (zshardctl job resize) from a
+ * step boundary the coordinator names (*from_step when not NULL): ranks
+ * at or above world leave there (their zs_step_begin says
+ * ZS_ECANCELED), new ranks join and begin there (zs_trainer_resume says
+ * the step), and each step's mean is over that step's ranks. The same
+ * coordinator as zs_create_job. ZS_EINVAL for a collective job or a world
+ * out of 1..65536; ZS_ESTATE while another resize is named for the same
+ * step, or the job is stopping or being restored.
+ */
+int zs_resize_job(const char *coordinator, const char *job, unsigned world, int timeout_ms,
+		  unsigned long long *from_step, char *err, size_t errlen);
 
 /* Leaves the job and frees the handle; ops not yet completed are dropped
  * (their buffers are the caller's again once this returns). Leaving in the
@@ -110,7 +122,9 @@ void zs_trainer_close(zs_trainer *t);
  * next call on t. */
 const char *zs_trainer_error(const zs_trainer *t);
 
-/* This trainer's rank and the job's world size; never fail. */
+/* This trainer's rank and the job's world size at the step it began last
+ * (or resumes at; the spec's before either; zshardctl job resize changes
+ * it between steps); never fail. */
 unsigned zs_trainer_rank(const zs_trainer *t);
 unsigned zs_trainer_world_size(const zs_trainer *t);
 /* The ZeRO stage as of the last zs_trainer_refresh() (1, 2 or 3). */

@@ -198,6 +198,42 @@ struct zs_member {
 	int64_t joined_mono_ms; /* the same clock at its join; not persisted */
 };
 
+/*
+ * The job's world size by step (zshardctl job resize): each change names
+ * the first step of its world; steps before the first change have the
+ * spec's world_size. A job keeps its last ZS_WORLD_HIST changes (enough
+ * for every step a rank or a shard can still be in: they are a step or two
+ * apart, and a resize names a step three past the latest report).
+ */
+#define ZS_WORLD_HIST 4
+struct zs_worlds {
+	uint32_t n;
+	struct zs_world_change {
+		uint64_t step; /* the first step of this world */
+		uint32_t world;
+	} v[ZS_WORLD_HIST];
+};
+/* The world size of step under w (s's world_size before w's first). */
+uint32_t zs_world_at(const struct zs_job_spec *s, const struct zs_worlds *w, uint64_t step);
+/* The largest world of w's changes and the spec's: ranks below it may join. */
+uint32_t zs_world_max(const struct zs_job_spec *s, const struct zs_worlds *w);
+/* Whether a and b name the same changes. */
+bool zs_worlds_same(const struct zs_worlds *a, const struct zs_worlds *b);
+/* The latest world w names (the spec's without changes). */
+uint32_t zs_world_last(const struct zs_job_spec *s, const struct zs_worlds *w);
+/* Adds a change of world at step to w (the oldest goes when full);
+ * changes at or past step are replaced (a restore's). */
+void zs_worlds_add(struct zs_worlds *w, uint64_t step, uint32_t world);
+/* w as a WORLD frame's payload (net/wire.h: u32 n, then n of u64 step,
+ * u32 world, little-endian) into out (4 + 12 * ZS_WORLD_HIST bytes);
+ * returns its size. */
+#define ZS_WORLDS_BYTES(n) (4u + 12u * (n))
+size_t zs_worlds_encode(const struct zs_worlds *w, uint8_t *out);
+/* Parses such a payload: ZS_EPROTO for a wrong size, ZS_EINVAL for a
+ * world out of 1..ZS_MAX_WORLD or steps not increasing. */
+enum zs_status zs_worlds_decode(const uint8_t *in, size_t len, struct zs_worlds *w,
+				struct zs_error *err);
+
 struct zs_job {
 	struct zs_job_spec spec;
 	struct zs_placement placement;
@@ -219,18 +255,29 @@ struct zs_job {
 	uint64_t stop_before;                /* stopping: ranks leave before it */
 	char rollback_reason[256];           /* why the last rollback, "" if none */
 	char token[ZS_TOKEN_MAX];            /* data-plane credential ("" in listings) */
+	struct zs_worlds worlds;             /* the world size's changes */
 };
 
 /* One trainer's account of one step (libzshard's step driver; see
  * StepReport in proto/zshard.proto for each field). */
 struct zs_step_report {
 	uint32_t rank, stage, prefetch;
+	uint32_t world; /* the step's world size */
 	uint64_t step;
 	double seconds, compute_seconds, gather_wait_seconds, push_wait_seconds,
 		control_seconds;
 	uint64_t bytes_gathered, bytes_pushed;
 	uint64_t peak_param_bytes, peak_grad_bytes, rss_peak_bytes;
 	int64_t reported_ms;
+};
+
+/* What a step boundary's report is answered (ReportStepReply): what the
+ * rank follows from its next boundary on. */
+struct zs_step_answer {
+	uint32_t stage;
+	uint64_t checkpoint_every;
+	uint64_t stop_before; /* 0: not stopping */
+	struct zs_worlds worlds;
 };
 
 /* A server's time on a job's latest step that all its shards applied. */
@@ -272,6 +319,7 @@ struct zs_checkpoint {
 				 * of unknown identity, from before) */
 	uint64_t layout_digest; /* the job's layout's (zs_layout_digest) */
 	uint64_t step, epoch, bytes;
+	uint32_t world;         /* the world size of its step */
 	enum zs_ckpt_state state;
 	int64_t created_ms;
 	uint32_t n_durable;

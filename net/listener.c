@@ -302,6 +302,32 @@ static int on_hparams(struct zs_lconn *c, const struct zs_frame *f)
 	return lsn_send_frame(c, &r, NULL, 0, -1);
 }
 
+/* The job's world size by step: the target answers. */
+static int on_world(struct zs_lconn *c, const struct zs_frame *f)
+{
+	struct zs_listener *l = c->l;
+	struct zs_frame r = {.op = ZS_OP_PUSH_ACK, .req_id = f->req_id, .job = c->job,
+			     .step = f->step};
+	uint8_t in[ZS_WORLDS_BYTES(ZS_WORLD_HIST)];
+	struct zs_error err = {0};
+
+	if (f->payload_len > sizeof in) {
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "a WORLD payload over its maximum size");
+		return -1;
+	}
+	if (zs_read_full(c->fd, in, f->payload_len))
+		return -1;
+	if (!l->t.world) {
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "this server takes no WORLD");
+		return 0;
+	}
+	if (l->t.world(l->t.ctx, c->job, c->rank, in, f->payload_len, &err)) {
+		lsn_send_error(c, f->req_id, err.code, err.msg);
+		return 0;
+	}
+	return lsn_send_frame(c, &r, NULL, 0, -1);
+}
+
 void zs_listener_kick(struct zs_listener *l)
 {
 	if (!l)
@@ -471,6 +497,8 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 	}
 	if (f->op == ZS_OP_HPARAMS)
 		return on_hparams(c, f);
+	if (f->op == ZS_OP_WORLD)
+		return on_world(c, f);
 	if (check_xfer(f, &x, &err)) {
 		/* keep the stream in step if the payload is sane, else drop it */
 		if (f->payload_len > ((uint64_t)1 << 40) || zs_drain(c->fd, f->payload_len))

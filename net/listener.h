@@ -73,6 +73,13 @@ struct zs_target {
 	enum zs_status (*hparams)(void *ctx, uint32_t job, uint32_t rank, uint64_t step,
 				  const uint8_t *payload, size_t len, struct zs_error *err);
 	/*
+	 * Optional: the job's world size by step (a WORLD frame's payload,
+	 * net/wire.h), before the connection's pushes of the steps it names.
+	 * Answered like hparams.
+	 */
+	enum zs_status (*world)(void *ctx, uint32_t job, uint32_t rank, const uint8_t *payload,
+				size_t len, struct zs_error *err);
+	/*
 	 * Optional, pushes from a trainer's device memory (shm peers on the
 	 * target's own device): the identity of the device the target keeps
 	 * shards on (gpu/dev.h's zs_dev_ident; 0: none, no such pushes);

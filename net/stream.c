@@ -217,6 +217,16 @@ enum zs_status zs_post_hparams(struct zs_conn *c, uint64_t step, const void *pay
 	return post(c, ZS_OP_HPARAMS, &x, NULL, payload, len, out, err);
 }
 
+enum zs_status zs_post_world(struct zs_conn *c, const void *payload, size_t len,
+			     struct zs_req **out, struct zs_error *err)
+{
+	struct zs_xfer x = {0};
+
+	if (len < ZS_WORLDS_BYTES(1) || len > ZS_WORLDS_BYTES(ZS_WORLD_HIST))
+		return zs_fail(err, ZS_EINVAL, "a WORLD payload of %zu bytes", len);
+	return post(c, ZS_OP_WORLD, &x, NULL, payload, len, out, err);
+}
+
 enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *payload,
 				   size_t len)
 {
@@ -384,7 +394,7 @@ void *stream_sender_main(void *arg)
 						   (r->x.redo ? ZS_WF_REDO : 0)),
 				      .aux = wire_aux(&r->x)};
 		with_payload = (r->op == ZS_OP_PUSH && c->h->inline_data) || r->internal ||
-			       r->op == ZS_OP_HPARAMS || r->x.device;
+			       r->op == ZS_OP_HPARAMS || r->op == ZS_OP_WORLD || r->x.device;
 		f.payload_len = with_payload ? r->bytes : 0;
 		zs_wire_encode(&f, h);
 		iov[0] = (struct iovec){h, sizeof h};
@@ -515,7 +525,7 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 			break;
 		return move_bytes(c, r, f, why, wl);
 	case ZS_OP_PUSH_ACK:
-		if (r->op != ZS_OP_PUSH && r->op != ZS_OP_HPARAMS)
+		if (r->op != ZS_OP_PUSH && r->op != ZS_OP_HPARAMS && r->op != ZS_OP_WORLD)
 			break;
 		pthread_mutex_lock(&c->mu);
 		unlink_waiting(c, r);

@@ -220,6 +220,10 @@ bool zs_conn_broken(struct zs_conn *c, char *why, size_t len);
  * carries it inline. */
 enum zs_status zs_post_hparams(struct zs_conn *c, uint64_t step, const void *payload,
 			       size_t len, struct zs_req **out, struct zs_error *err);
+/* Queues the job's world size by step (a WORLD frame, net/wire.h: payload
+ * of len bytes, copied), ordered like zs_post_hparams. */
+enum zs_status zs_post_world(struct zs_conn *c, const void *payload, size_t len,
+			     struct zs_req **out, struct zs_error *err);
 /* The identity (gpu/dev.h's zs_dev_ident) of the device c's server keeps
  * shards on, when it takes pushes from this host's device memory (shm to
  * a server with --gpu); 0 otherwise. */

@@ -70,6 +70,7 @@ const char *zs_op_name(unsigned op)
 		[ZS_OP_PUSH_BEGIN] = "PUSH_BEGIN", [ZS_OP_PUSH_SLOT] = "PUSH_SLOT",
 		[ZS_OP_ERROR] = "ERROR", [ZS_OP_RDMA_QP] = "RDMA_QP",
 		[ZS_OP_HPARAMS] = "HPARAMS",
+		[ZS_OP_WORLD] = "WORLD",
 	};
 	return op < ZS_OP_MAX && n[op] ? n[op] : "?";
 }

@@ -57,6 +57,10 @@
  *                                          -> PUSH_ACK | ERROR
  *        inline on every transport, before the first push of the step
  *        it sets values from (on that connection)
+ *   WORLD(job, payload: the world size's changes, ZS_WORLDS_BYTES)
+ *                                          -> PUSH_ACK | ERROR
+ *        inline, after HELLO_OK when the job was ever resized and before
+ *        the first push of a step a new change names (on that connection)
  *   ERROR carries a status and a one-line message as payload.
  */
 #ifndef ZS_WIRE_H
@@ -89,6 +93,8 @@ enum zs_op {
 			* client -> server, then server -> client */
 	ZS_OP_HPARAMS, /* the optimizer's hyperparameters from step on
 			* (payload: model/hparams.h), answered PUSH_ACK */
+	ZS_OP_WORLD,   /* the job's world size by step (payload: u32 n, then n
+			* of u64 step, u32 world), answered PUSH_ACK */
 	ZS_OP_MAX
 };
 

@@ -157,6 +157,7 @@ part cuda cuda
 part netns suite netns
 part fuzz fuzz
 part advertise suite advertise
+part resize suite resize
 part config suite config
 part multihost suite multihost
 part deploy sh tests/deploy/check.sh "$bin" "$BUILD"

@@ -10,9 +10,9 @@ from zshard.errors import (AlreadyExists, Canceled, FailedPrecondition, Internal
                            Resume, StorageError, TimedOut, TryAgain, Unavailable,
                            ZshardError)
 from zshard._lib import DEVICE_EMULATED, DEVICE_HOST
-from zshard.trainer import BF16, F16, F32, Op, Trainer, create_job, strerror
+from zshard.trainer import BF16, F16, F32, Op, Trainer, create_job, resize_job, strerror
 
-__all__ = ["Trainer", "Op", "create_job", "strerror", "F32", "BF16", "F16", "ZshardError",
+__all__ = ["Trainer", "Op", "create_job", "resize_job", "strerror", "F32", "BF16", "F16", "ZshardError",
            "InvalidArgument", "NotFound", "AlreadyExists", "NoSpace", "Unavailable",
            "TimedOut", "StorageError", "OutOfMemory", "ProtocolError", "FailedPrecondition",
            "Canceled", "TryAgain", "InternalError", "Resume", "DEVICE_HOST", "DEVICE_EMULATED"]

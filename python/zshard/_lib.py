@@ -87,6 +87,8 @@ _SIGS = {
     "zs_trainer_join": (c_int, [c_char_p, c_char_p, c_uint, c_char_p, c_int, POINTER(_T),
                                 c_char_p, c_size_t]),
     "zs_create_job": (c_int, [c_char_p, c_char_p, c_int, c_char_p, c_size_t]),
+    "zs_resize_job": (c_int, [c_char_p, c_char_p, c_uint, c_int, POINTER(c_ulonglong), c_char_p,
+                              c_size_t]),
     "zs_trainer_close": (None, [_T]),
     "zs_trainer_error": (c_char_p, [_T]),
     "zs_trainer_rank": (c_uint, [_T]),

@@ -47,6 +47,24 @@ def create_job(spec: Union[Dict[str, Any], str], coordinator: Optional[str] = No
         raise error_for(rc, err.value.decode(errors="replace"))
 
 
+def resize_job(job: str, world: int, coordinator: Optional[str] = None,
+               timeout_ms: int = 10000) -> int:
+    """Changes job's world size to world ranks (zshardctl job resize) from
+    a step boundary the coordinator names, which this returns: ranks at or
+    above world leave there (their step says zshard.Canceled), new ranks
+    join and begin there (Trainer.resume returns the step), each step's
+    mean is over its own ranks. zshard.InvalidArgument for a collective
+    job or a world out of 1..65536."""
+    coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
+    err = _lib.errbuf()
+    at = c_ulonglong(0)
+    rc = lib.zs_resize_job(coordinator.encode() if coordinator else None, job.encode(),
+                           int(world), timeout_ms, byref(at), err, _lib.ERRLEN)
+    if rc:
+        raise error_for(rc, err.value.decode(errors="replace"))
+    return at.value
+
+
 class Op:
     """A gather or push in flight. It owns its buffer until it completes."""
 

@@ -273,12 +273,10 @@ static bool boundary(const char *job, uint32_t rank, const struct zs_step_state 
 		     struct zs_step_state *rd)
 {
 	struct zs_error err = {0};
-	uint32_t stage;
-	uint64_t every, stop;
+	struct zs_step_answer an;
 	bool redo = false;
 
-	if (zs_coord_report_step_ex(C.c, job, rank, NULL, begun, &stage, &every, &stop, rd, &redo,
-				    &err))
+	if (zs_coord_report_step_ex(C.c, job, rank, NULL, begun, &an, rd, &redo, &err))
 		fail_msg("ReportStep: %s", err.msg);
 	return redo;
 }

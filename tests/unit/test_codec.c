@@ -198,6 +198,7 @@ static void same_report(const struct zs_step_report *a, const struct zs_step_rep
 	assert_int_equal(a->rank, b->rank);
 	assert_int_equal(a->stage, b->stage);
 	assert_int_equal(a->prefetch, b->prefetch);
+	assert_int_equal(a->world, b->world);
 	assert_int_equal(a->step, b->step);
 	assert_true(a->seconds == b->seconds && a->compute_seconds == b->compute_seconds &&
 		    a->gather_wait_seconds == b->gather_wait_seconds &&
@@ -215,7 +216,7 @@ static void same_report(const struct zs_step_report *a, const struct zs_step_rep
  * server's per-job step time, field for field. */
 static void test_step_reports_roundtrip(void **st)
 {
-	struct zs_step_report r = {.rank = 1, .stage = 3, .prefetch = 2, .step = 41,
+	struct zs_step_report r = {.rank = 1, .stage = 3, .prefetch = 2, .step = 41, .world = 3,
 				   .seconds = 0.5, .compute_seconds = 0.25,
 				   .gather_wait_seconds = 0.125, .push_wait_seconds = 0.0625,
 				   .control_seconds = 0.0625, .bytes_gathered = 1ULL << 40,
@@ -225,8 +226,10 @@ static void test_step_reports_roundtrip(void **st)
 	struct zs_server_status s = {.id = 3, .rss_bytes = 100, .rss_peak_bytes = 200,
 				     .n_job_steps = 2, .job_steps = js}, s2;
 	char job[ZS_JOB_NAME_MAX];
-	uint32_t rank, stage, n;
-	uint64_t every, stop;
+	uint32_t rank, n;
+	struct zs_step_answer an = {.stage = 2, .checkpoint_every = 50, .stop_before = 77,
+				    .worlds = {2, {{40, 2}, {61, 3}}}},
+			      an2;
 	bool has, has_st;
 	struct zs_buf b;
 	struct zs_step_state st0 = {.step = 41, .len = 3, .data = (uint8_t *)"abc", .timeline = 9},
@@ -264,18 +267,19 @@ static void test_step_reports_roundtrip(void **st)
 	assert_int_equal(st1.len, 0);
 	assert_null(st1.data);
 	zs_buf_release(&b);
-	assert_int_equal(zs_enc_report_step_reply(2, 50, 77, NULL, &b), ZS_OK);
-	assert_int_equal(zs_dec_report_step_reply(b.data, b.len, &stage, &every, &stop, &st1,
-						  &has_st, NULL), ZS_OK);
-	assert_int_equal(stage, 2);
-	assert_int_equal(every, 50);
-	assert_int_equal(stop, 77);
+	assert_int_equal(zs_enc_report_step_reply(&an, NULL, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step_reply(b.data, b.len, &an2, &st1, &has_st, NULL), ZS_OK);
+	assert_int_equal(an2.stage, 2);
+	assert_int_equal(an2.checkpoint_every, 50);
+	assert_int_equal(an2.stop_before, 77);
+	assert_true(zs_worlds_same(&an.worlds, &an2.worlds));
 	assert_false(has_st);
 	zs_buf_release(&b);
 	st0.len = 3;
-	assert_int_equal(zs_enc_report_step_reply(2, 50, 77, &st0, &b), ZS_OK);
-	assert_int_equal(zs_dec_report_step_reply(b.data, b.len, &stage, &every, &stop, &st1,
-						  &has_st, NULL), ZS_OK);
+	an.worlds.n = 0;
+	assert_int_equal(zs_enc_report_step_reply(&an, &st0, &b), ZS_OK);
+	assert_int_equal(zs_dec_report_step_reply(b.data, b.len, &an2, &st1, &has_st, NULL), ZS_OK);
+	assert_int_equal(an2.worlds.n, 0);
 	assert_true(has_st);
 	assert_int_equal(st1.step, 41);
 	assert_int_equal(st1.len, 3);

@@ -543,6 +543,7 @@ class Job:
                                      "on comes first")
         if not self.in_step:
             raise FailedPrecondition("optimizer.step() without a forward and backward pass")
+        world = self.t.world_size
         try:
             self.t.step_end()
         finally:
@@ -552,6 +553,9 @@ class Job:
                 if self.t.stage == 3 and u.ptr is not None:
                     self.unbind(u)
         self.step += 1
+        # a resize: the next step's world, before the caller draws its data
+        if self.t.world_size != world and self.o.get("on_world"):
+            self.o["on_world"](self.t.rank, self.t.world_size, self.step)
 
     def abandon_step(self):
         self.in_step = False

@@ -35,6 +35,16 @@ class ZshardModule:
         return self._zshard.step
 
     @property
+    def zshard_world(self) -> Tuple[int, int]:
+        """(rank, world size) of the step the next forward computes: after
+        zshardctl job resize (or zshard.resize_job) the world size changes
+        between steps; known as the step before ends (optimizer.step()), so
+        a data loader sharded by it re-shards in time. A rank at or above
+        the world size leaves: its next forward raises zshard.Canceled.
+        fully_shard's on_world is called when it changes."""
+        return self._zshard.t.rank, self._zshard.t.world_size
+
+    @property
     def zshard_trainer(self) -> Trainer:
         """The zshard.Trainer underneath (counters, last_step, ...)."""
         return self._zshard.t
@@ -140,7 +150,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 rank: Optional[int] = None, world_size: Optional[int] = None, stage: int = 3,
                 transport: str = "auto", prefetch: int = 1, push_depth: int = 0,
                 op_timeout_ms: int = 0, timeout_ms: int = 10000, join_timeout_s: float = 900.0,
-                checkpoint_every: int = 0, step_state=None,
+                checkpoint_every: int = 0, step_state=None, on_world=None,
                 staged: bool = False, device: Optional[str] = None,
                 collective: bool = False) -> torch.nn.Module:
     """Marks module as a zshard unit (its parameters gathered and freed as
@@ -162,7 +172,11 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     process replacing this rank, lost mid-step, computes the step again:
     its zshard_start() returns (step, blob), the buffers back already, and
     load_rng_blob(blob) puts the RNG states back and gives the object, as
-    for a checkpoint's blob made with rng_blob), staged (parameters as tensors of their own, copied from and to
+    for a checkpoint's blob made with rng_blob), on_world (a callable:
+    (rank, world_size, step) when the job's world size changes from that
+    step on, zshardctl job resize: called as the step before ends, by
+    optimizer.step(), so the data loader re-shards before drawing the
+    step's batch; the root's zshard_world says the same), staged (parameters as tensors of their own, copied from and to
     libzshard's host buffers; otherwise CPU parameters are libzshard's host
     buffers and CUDA parameters its device buffers: libzshard's device mode,
     which stages gathers and gradients through pinned memory on a copy
@@ -187,7 +201,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 reshard_after_forward=reshard_after_forward, push_depth=push_depth,
                 op_timeout_ms=op_timeout_ms, timeout_ms=timeout_ms,
                 join_timeout_s=float(join_timeout_s), checkpoint_every=checkpoint_every,
-                step_state=step_state, staged=staged, device=device, collective=collective, local_rank=int(os.environ.get(
+                step_state=step_state, on_world=on_world, staged=staged, device=device, collective=collective, local_rank=int(os.environ.get(
                     "LOCAL_RANK", "0")))
     st = Job(module, opts)
     st.collect()

@@ -1,0 +1,103 @@
+/*
+ * resize.c - zshardctl job resize: a job's world size changes at a step
+ * boundary the coordinator names. The step is four past the latest step
+ * report (a stop's is three: coord_latest_report): no rank can have begun
+ * it, and every rank ends the step before it with an answer naming the
+ * change (client/driver.c), so its data loader knows the new world.
+ * There, ranks at or above the new world leave (their Leave is no stop:
+ * coord_h_leave), the servers hear the step's world
+ * from every rank before its pushes (engine/world.c) and each shard's
+ * mean is over that step's ranks; new ranks join and begin at that step
+ * (zs_trainer_resume says where).
+ */
+#include "coord/state.h"
+
+#include "base/log.h"
+#include "ctrl/codec.h"
+
+uint32_t coord_world_now(struct coord *c, const struct zs_job *j)
+{
+	uint64_t top = 0;
+	uint32_t a, b = zs_world_last(&j->spec, &j->worlds);
+
+	/* a shrink named but not reached: its leaving ranks are in still */
+	coord_latest_report(c, j, &top);
+	a = zs_world_at(&j->spec, &j->worlds, top + 2);
+	return a > b ? a : b;
+}
+
+void coord_h_resize_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_error e = {0};
+	struct zs_job *j, old;
+	uint64_t top = 0, at;
+	uint32_t world, last;
+
+	if (zs_dec_resize(p, n, name, &world, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	j = coord_job_or_fail(c, call, name);
+	if (!j)
+		goto out;
+	last = zs_world_last(&j->spec, &j->worlds);
+	if (world < 1 || world > ZS_MAX_WORLD) {
+		zs_rpc_fail(call, ZS_EINVAL, "a world size of %u: 1 to %d ranks", world, ZS_MAX_WORLD);
+		goto out;
+	}
+	if (j->spec.collective) {
+		zs_rpc_fail(call, ZS_EINVAL,
+			    "job '%s' is collective: its ranks reduce among themselves over slices cut by its world size; restore a checkpoint into a job of another world size instead",
+			    name);
+		goto out;
+	}
+	if (j->restore_pending || j->stop_before) {
+		zs_rpc_fail(call, ZS_ESTATE, "job '%s' is %s: resize it once that is done", name,
+			    j->restore_pending ? "being restored" : "stopping");
+		goto out;
+	}
+	if (j->n_trainers) {
+		if (!coord_latest_report(c, j, &top)) {
+			zs_rpc_fail(call, ZS_ESTATE,
+				    "no rank of job '%s' has finished a step through the step driver yet: try again in a moment",
+				    name);
+			goto out;
+		}
+		/* three past, as a stop's (coord_latest_report), and one more:
+		 * the answer to a report posted at the step before names it,
+		 * so each rank knows the world of that step as the one before
+		 * ends (client/driver.c's zs_step_end), before its data */
+		at = top + 4;
+	} else {
+		/* no rank in: from where the job resumes */
+		at = j->stopped_step ? j->stopped_step : j->restored_step;
+	}
+	if (j->n_trainers && j->worlds.n && j->worlds.v[j->worlds.n - 1].step >= at) {
+		/* one named and not reached yet: every rank may have its answer */
+		if (world == last) {
+			coord_reply_job(call, j);
+			goto out;
+		}
+		zs_rpc_fail(call, ZS_ESTATE,
+			    "job '%s' is resizing to %u ranks at step %llu already: ask again once that step has begun",
+			    name, last, (unsigned long long)j->worlds.v[j->worlds.n - 1].step);
+		goto out;
+	}
+	if (world == last) { /* nothing changes */
+		coord_reply_job(call, j);
+		goto out;
+	}
+	old = *j;
+	zs_worlds_add(&j->worlds, at, world);
+	if (coord_save_job(c, j, false, false, &e)) {
+		*j = old;
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	zs_info("job '%s': resized from %u to %u ranks from step %llu on", name, last, world,
+		(unsigned long long)at);
+	coord_reply_job(call, j);
+out:
+	pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,116 @@
+#!/bin/sh
+# resize.sh - a job's world size changes while it trains (zshardctl job
+# resize): the example model (charlm) at 4 ranks, resized to 2 (ranks 2
+# and 3 leave cleanly at the step the coordinator names) and then to 3 (a
+# new rank 2 joins and begins at that step), 40 steps in all. The
+# parameters must be bitwise those of the single-process reference that
+# changes its world at the same steps (charlm --reference --worlds), the
+# job must say its world, the leaving ranks must not stop or roll back the
+# job, and a rank beyond the world, a zero world and a collective job's
+# resize are refused with clear errors.
+#
+#   tests/integration/resize.sh BIN_DIR
+set -u
+name=resize bin=$1
+. "$(cd "$(dirname "$0")" && pwd)/common.sh"
+zs_begin resize
+start_coord --trainer-lease-ms 3000
+for i in 0 1; do
+	"$bin/zshard-server" --coordinator "$addr" --listen 127.0.0.1:0 --data-dir "$dir/s$i" \
+		--capacity 256M >"$dir/s$i.log" 2>&1 &
+	pids="$pids $!"
+done
+wait_servers 2 || fail "the servers did not register"
+"$bin/charlm" --print-spec --job rs --world 4 --stage 3 >"$dir/rs.json"
+ctl job create "$dir/rs.json" >/dev/null || fail "cannot create the job"
+
+# refused before anything trains: bad sizes
+ctl job resize rs --world 0 >"$dir/bad.out" 2>&1 && fail "a world of 0 was taken"
+ctl job resize rs >"$dir/bad.out" 2>&1 && fail "resize without --world was taken"
+
+STEPS=40
+rank() { # r: one rank of the example, slowed so that the resizes land mid-run
+	"$bin/charlm" --coordinator "$addr" --job rs --rank "$1" --steps $STEPS --print-every 1 \
+		--transport tcp --lag-ms 60 --dump "$dir/rank$1.bin" >"$dir/rank$1.log" 2>&1 &
+	eval "r$1=\$!"
+	pids="$pids $!"
+}
+at_step() { # s: rank 0 has printed step s or later
+	[ "$(sed -n 's/^rank 0 step *\([0-9]*\) .*/\1/p' "$dir/rank0.log" | tail -1)" -ge "$1" ] 2>/dev/null
+}
+from_step() { # json: the step its last world change begins at
+	"$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["from_step"])' "$1"
+}
+for r in 0 1 2 3; do rank $r; done
+wait_until 120 at_step 3 || fail "rank 0 did not reach step 3"
+
+# 4 -> 2: ranks 2 and 3 leave at the step named
+ctl job resize rs --world 2 --json >"$dir/r1.json" || fail "resize to 2: $(cat "$dir/r1.json")"
+b1=$(from_step "$dir/r1.json")
+[ "$b1" -ge 4 ] && [ "$b1" -lt 20 ] || fail "resize to 2 named step $b1"
+# asked again: the same step
+ctl job resize rs --world 2 --json >"$dir/r1b.json" || fail "resize to 2 again: $(cat "$dir/r1b.json")"
+[ "$(from_step "$dir/r1b.json")" = "$b1" ] || fail "resize to 2 again named another step"
+for r in 2 3; do
+	eval "p=\$r$r"
+	wait "$p" || fail "rank $r did not leave cleanly"
+	grep -q "stops before step $b1: rank $r is not in job 'rs' from step $b1" "$dir/rank$r.log" ||
+		fail "rank $r did not leave at step $b1: $(tail -2 "$dir/rank$r.log")"
+done
+# a rank beyond the world cannot join now
+"$bin/charlm" --coordinator "$addr" --job rs --rank 3 --steps $STEPS >"$dir/late3.log" 2>&1 &&
+	fail "rank 3 joined a job of 2 ranks"
+grep -q "rank 3 is out of range" "$dir/late3.log" || fail "rank 3's refusal: $(tail -1 "$dir/late3.log")"
+
+# 2 -> 3: a new rank 2 begins at the step named
+wait_until 120 at_step $((b1 + 1)) || fail "rank 0 did not pass step $b1"
+ctl job resize rs --world 3 --json >"$dir/r2.json" || fail "resize to 3: $(cat "$dir/r2.json")"
+b2=$(from_step "$dir/r2.json")
+[ "$b2" -gt "$b1" ] && [ "$b2" -lt $STEPS ] || fail "resize to 3 named step $b2"
+rank 2
+for r in 0 1 2; do
+	eval "p=\$r$r"
+	wait "$p" || fail "rank $r did not finish"
+done
+# each change known to rank 0 as the step before it ended (its data's turn)
+grep -q "^rank 0: 2 ranks from step $b1 on" "$dir/rank0.log" ||
+	fail "rank 0 did not know of the resize to 2 as step $((b1 - 1)) ended"
+grep -q "^rank 0: 3 ranks from step $b2 on" "$dir/rank0.log" ||
+	fail "rank 0 did not know of the resize to 3 as step $((b2 - 1)) ended"
+grep -q "rank 2 resumes at step $b2" "$dir/rank2.log" ||
+	fail "the new rank 2 did not begin at step $b2: $(head -3 "$dir/rank2.log")"
+
+# the job: 3 ranks, both changes; never rolled back or stopped
+ctl job show rs --json >"$dir/job.json" || fail "job show"
+"$PY" - "$dir/job.json" "$b1" "$b2" <<'PYEOF' || fail "the job does not say its world: $(cat "$dir/job.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["world_size"] == 3, j
+assert [(c["step"], c["world_size"]) for c in j["world_changes"]] == [(int(sys.argv[2]), 2), (int(sys.argv[3]), 3)], j
+assert j["timeline"] == 0 and not j["rollback_reason"], j
+PYEOF
+ctl checkpoint list rs --json >"$dir/ck.json" || fail "checkpoint list"
+"$PY" - "$dir/ck.json" $STEPS <<'PYEOF' || fail "the final checkpoint does not say its world: $(cat "$dir/ck.json")"
+import json, sys
+ck = [c for c in json.load(open(sys.argv[1]))["checkpoints"] if c["step"] == int(sys.argv[2])]
+assert ck and ck[0]["world_size"] == 3, ck
+PYEOF
+
+# bitwise the reference that changes its world at the same steps
+"$bin/charlm" --reference --spec "$dir/rs.json" --world 4 --worlds "$b1:2,$b2:3" --steps $STEPS \
+	--dump "$dir/ref.bin" >"$dir/ref.log" 2>&1 || fail "the reference did not run"
+for r in 0 1 2; do
+	cmp -s "$dir/rank$r.bin" "$dir/ref.bin" || fail "rank $r's parameters differ from the reference"
+done
+# and not the one that never resized (the test can tell)
+"$bin/charlm" --reference --spec "$dir/rs.json" --world 4 --steps $STEPS \
+	--dump "$dir/ref4.bin" >"$dir/ref4.log" 2>&1 || fail "the 4-rank reference did not run"
+cmp -s "$dir/rank0.bin" "$dir/ref4.bin" && fail "the resized run equals the one that was never resized"
+
+# a collective job cannot be resized
+sed 's/"name": "rs"/"name": "rsc", "collective": "nccl"/' "$dir/rs.json" >"$dir/rsc.json"
+if ctl job create "$dir/rsc.json" >"$dir/rsc.out" 2>&1; then
+	ctl job resize rsc --world 2 >"$dir/rsc2.out" 2>&1 && fail "a collective job was resized"
+	grep -q "is collective" "$dir/rsc2.out" || fail "the collective refusal: $(cat "$dir/rsc2.out")"
+fi
+echo "resize: passed (4 -> 2 at step $b1, ranks 2 and 3 left cleanly; 2 -> 3 at step $b2, the new rank 2 began there; $STEPS steps bitwise the reference resized at the same steps; bad sizes, a rank beyond the world and a collective job refused)"
