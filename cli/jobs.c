@@ -20,6 +20,8 @@ static const char *incarnation_hex(uint64_t v)
 	return b;
 }
 
+static json_t *job_json_base(const struct zs_job *j);
+
 static json_t *job_json_worlds(const struct zs_job *j)
 {
 	json_t *a = json_array();
@@ -32,6 +34,16 @@ static json_t *job_json_worlds(const struct zs_job *j)
 }
 
 static json_t *job_json_brief(const struct zs_job *j)
+{
+	json_t *o = job_json_base(j);
+
+	json_object_set_new(o, "rank_lost", json_string(zs_rank_lost_name(j->spec.rank_lost)));
+	json_object_set_new(o, "rank_wait_ms",
+			    json_integer(j->spec.rank_wait_ms ? j->spec.rank_wait_ms : ZS_RANK_WAIT_MS));
+	return o;
+}
+
+static json_t *job_json_base(const struct zs_job *j)
 {
 	return json_pack("{s:s, s:s, s:I, s:i, s:s, s:i, s:i, s:o, s:s, s:s, s:i, s:I, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:b, s:s}",
 			 "name", j->spec.name, "incarnation", incarnation_hex(j->incarnation),
@@ -113,6 +125,13 @@ static void print_job(const struct zs_job *j)
 	for (uint32_t i = 0; i < j->worlds.n; i++)
 		printf("  resized: %u ranks from step %llu on\n", j->worlds.v[i].world,
 		       (unsigned long long)j->worlds.v[i].step);
+	if (!j->spec.collective)
+		printf("  a rank lost mid-step and not replaced within %u ms: %s\n",
+		       j->spec.rank_wait_ms ? j->spec.rank_wait_ms : ZS_RANK_WAIT_MS,
+		       j->spec.rank_lost == ZS_LOST_SHRINK
+			       ? "the world shrinks without it (from the last checkpoint, the ranks above it taking its place)"
+		       : j->spec.rank_lost == ZS_LOST_ROLLBACK ? "the job rolls back to its last checkpoint"
+							: "the job waits for it");
 	if (j->spec.replicas > 1)
 		printf("  replicas %u: each shard on %u servers; the primary forwards each step's reduced gradient to the others\n",
 		       j->spec.replicas, j->spec.replicas);

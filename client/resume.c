@@ -10,12 +10,20 @@
 
 #include "base/log.h"
 
-/* Whether t's session still holds its rank in job j. */
-static bool holds_rank(const zs_trainer *t, const struct zs_job *j)
+/* Whether t's session still holds a rank in job j: its own, or the one a
+ * shrink gave it (rank_lost: shrink moves the highest ranks into the
+ * places of those lost: t takes it). */
+static bool holds_rank(zs_trainer *t, const struct zs_job *j)
 {
 	for (uint32_t i = 0; i < j->n_trainers; i++)
-		if (j->trainers[i].rank == t->rank)
-			return j->trainers[i].session == t->ls.session;
+		if (j->trainers[i].session == t->ls.session) {
+			if (j->trainers[i].rank != t->rank) {
+				zs_info("rank %u of job '%s' is rank %u now: the job's world shrank without a rank lost (rank_lost: shrink)",
+					t->rank, j->spec.name, j->trainers[i].rank);
+				t->rank = j->trainers[i].rank;
+			}
+			return true;
+		}
 	return false;
 }
 
@@ -100,6 +108,11 @@ static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error 
 	}
 	t->timeline = j->timeline;
 	atomic_store(&t->ls.seen_timeline, j->timeline);
+	/* a boundary answer of the ended timeline (its stop, its world) says
+	 * nothing of this one: the next boundary asks again */
+	pthread_mutex_lock(&t->ls.down_mu);
+	t->ls.bstate = B_NONE;
+	pthread_mutex_unlock(&t->ls.down_mu);
 	return ZS_OK;
 }
 

@@ -148,6 +148,15 @@ static struct zs_job *find_member(struct coord *c, struct zs_rpc_call *call, con
 		}
 		*pos = lo < j->n_trainers && j->trainers[lo].rank == lv->rank ? lo : j->n_trainers;
 	}
+	/* a shrink gave this trainer another rank (coord/resize.c): its
+	 * session says it is the one until it resumes and learns it */
+	if (lv->session && (*pos == j->n_trainers || j->trainers[*pos].session != lv->session))
+		for (uint32_t i = 0; i < j->n_trainers; i++)
+			if (j->trainers[i].session == lv->session) {
+				*pos = i;
+				lv->rank = j->trainers[i].rank;
+				break;
+			}
 	if (*pos == j->n_trainers) {
 		zs_rpc_fail(call, ZS_ENOTFOUND, "rank %u has not joined job '%s'%s", lv->rank,
 			    lv->job, own ? " (its lease lapsed, or an operator evicted it)" : "");
@@ -304,6 +313,7 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 				continue;
 			coord_rollback(c, j, 0, why);
 		}
+		coord_away_sweep(c, j, now);
 	}
 }
 

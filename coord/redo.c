@@ -26,6 +26,7 @@ struct rsteps {
 	struct rstep {
 		bool known; /* s holds the step the rank began last */
 		bool lost;  /* the rank was lost in s.step: its replacement redoes it */
+		int64_t lost_ms; /* since when (a warning's: since it) */
 		struct zs_step_state s;
 	} *r;
 	struct rsteps *next;
@@ -127,6 +128,7 @@ bool coord_rank_lost(struct coord *c, const struct zs_job *j, uint32_t rank, con
 		return false;
 	}
 	r->lost = true;
+	r->lost_ms = zs_now_ms();
 	zs_warn("job '%s': %s: its replacement redoes step %llu, the other ranks wait (no rollback)",
 		j->spec.name, why, (unsigned long long)r->s.step);
 	return true;
@@ -139,4 +141,30 @@ bool coord_rank_left_world(struct coord *c, const struct zs_job *j, uint32_t ran
 
 	return r && r->known && !r->lost &&
 	       rank >= zs_world_at(&j->spec, &j->worlds, r->s.step + 1);
+}
+
+uint32_t coord_ranks_away(struct coord *c, const struct zs_job *j, int64_t now, int64_t bound,
+			  uint32_t *out, uint32_t max)
+{
+	struct rsteps *x = find(c, j);
+	uint32_t n = 0;
+
+	for (uint32_t r = 0; x && r < x->n && n < max; r++) {
+		bool held = false;
+		if (!x->r[r].lost || now - x->r[r].lost_ms < bound)
+			continue;
+		for (uint32_t i = 0; i < j->n_trainers && !held; i++)
+			held = j->trainers[i].rank == r; /* its replacement is in */
+		if (!held)
+			out[n++] = r;
+	}
+	return n;
+}
+
+void coord_rank_away_again(struct coord *c, const struct zs_job *j, uint32_t rank, int64_t now)
+{
+	struct rsteps *x = find(c, j);
+
+	if (x && rank < x->n)
+		x->r[rank].lost_ms = now;
 }

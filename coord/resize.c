@@ -101,3 +101,86 @@ void coord_h_resize_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, s
 out:
 	pthread_mutex_unlock(&c->mu);
 }
+
+static int by_rank(const void *a, const void *b)
+{
+	const struct zs_member *x = a, *y = b;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+/*
+ * rank_lost shrink: the world without the ranks away, from the last
+ * checkpoint. The lost ranks' step cannot finish without them (some
+ * shards have their pushes, others wait for them), and the others' steps
+ * since are built on it: so the job rolls back, and the highest ranks
+ * still in take the numbers of those away (their trainers learn it at
+ * their resume), leaving the world's ranks 0..N-1.
+ */
+static void shrink(struct coord *c, struct zs_job *j, const uint32_t *away, uint32_t n_away,
+		   const char *why)
+{
+	uint32_t w = zs_world_last(&j->spec, &j->worlds), a = 0, nw, gap = 0;
+	struct zs_error e = {0};
+	uint64_t top = 0;
+	char say[256];
+
+	for (uint32_t i = 0; i < n_away; i++)
+		a += away[i] < w;
+	if (!a)
+		return;
+	nw = w - a;
+	if (!nw) {
+		coord_rollback(c, j, 0, why);
+		return;
+	}
+	for (uint32_t i = 0; i < j->n_trainers; i++) {
+		struct zs_member *m = &j->trainers[i], old = *m;
+		if (m->rank < nw || m->rank >= w)
+			continue;
+		while (gap < n_away && away[gap] >= nw)
+			gap++;
+		if (gap == n_away)
+			break; /* cannot be: as many ranks in above nw as away below */
+		m->rank = away[gap++];
+		if (coord_save_member(c, j, &old, true, &e) || coord_save_member(c, j, m, false, &e))
+			zs_error("job '%s': cannot record rank %u as rank %u: %s", j->spec.name,
+				 old.rank, m->rank, e.msg);
+		zs_info("job '%s': rank %u's trainer takes rank %u (the world shrinks to %u)",
+			j->spec.name, old.rank, m->rank, nw);
+	}
+	qsort(j->trainers, j->n_trainers, sizeof *j->trainers, by_rank);
+	coord_latest_report(c, j, &top);
+	/* the restore's end makes it the world from the step restored */
+	zs_worlds_add(&j->worlds, top + 4, nw);
+	zs_fmt(say, sizeof say, "%s: the world shrinks from %u to %u ranks (rank_lost: shrink)", why,
+	       w, nw);
+	coord_rollback(c, j, 0, say);
+}
+
+void coord_away_sweep(struct coord *c, struct zs_job *j, int64_t now)
+{
+	int64_t bound = j->spec.rank_wait_ms ? j->spec.rank_wait_ms : ZS_RANK_WAIT_MS;
+	uint32_t away[64], n;
+	char why[160];
+
+	if (j->spec.collective || j->restore_pending ||
+	    !(n = coord_ranks_away(c, j, now, bound, away, 64)))
+		return;
+	zs_fmt(why, sizeof why, "rank %u%s was lost and not replaced within %lld ms", away[0],
+	       n > 1 ? " and others" : "", (long long)bound);
+	switch (j->spec.rank_lost) {
+	case ZS_LOST_WAIT:
+		for (uint32_t i = 0; i < n; i++) {
+			zs_warn("job '%s': rank %u was lost and is not replaced yet (%lld ms more): the job waits for it (rank_lost: wait; shrink or rollback act instead)",
+				j->spec.name, away[i], (long long)bound);
+			coord_rank_away_again(c, j, away[i], now);
+		}
+		break;
+	case ZS_LOST_ROLLBACK:
+		coord_rollback(c, j, 0, why);
+		break;
+	case ZS_LOST_SHRINK:
+		shrink(c, j, away, n, why);
+		break;
+	}
+}

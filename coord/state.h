@@ -483,6 +483,13 @@ uint32_t coord_world_now(struct coord *c, const struct zs_job *j);
 /* redo.c: whether rank is out of j's world at the step after the last it
  * began (a resize left it out: its loss costs nothing) */
 bool coord_rank_left_world(struct coord *c, const struct zs_job *j, uint32_t rank);
+/* The ranks of j lost for bound ms or more (since coord_rank_lost, or the
+ * last coord_rank_away_again) that no trainer holds again, at most max */
+uint32_t coord_ranks_away(struct coord *c, const struct zs_job *j, int64_t now, int64_t bound,
+			  uint32_t *out, uint32_t max);
+void coord_rank_away_again(struct coord *c, const struct zs_job *j, uint32_t rank, int64_t now);
+/* resize.c: what j's rank_lost says for ranks away past its bound */
+void coord_away_sweep(struct coord *c, struct zs_job *j, int64_t now);
 /* Drops trainers whose lease lapsed, rolling their jobs back. */
 void coord_trainer_sweep(struct coord *c, int64_t now);
 

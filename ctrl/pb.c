@@ -128,6 +128,8 @@ Zshard__JobSpec *pb_spec_pb(struct arena *a, const struct zs_job_spec *s)
 	ps->checkpoint_every = s->checkpoint_every;
 	ps->collective = s->collective;
 	ps->replicas = s->replicas > 1 ? s->replicas : 0;
+	ps->rank_lost = (Zshard__RankLost)s->rank_lost;
+	ps->rank_wait_ms = s->rank_wait_ms;
 	if (s->n_rank_hosts && (ps->rank_hosts = pb_aalloc(a, s->n_rank_hosts * sizeof(char *)))) {
 		ps->n_rank_hosts = s->n_rank_hosts;
 		for (uint32_t r = 0; r < s->n_rank_hosts; r++)
@@ -383,6 +385,11 @@ static enum zs_status spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s
 	s->checkpoint_every = ps->checkpoint_every;
 	s->collective = ps->collective;
 	s->replicas = ps->replicas;
+	if ((unsigned)ps->rank_lost > ZSHARD__RANK_LOST__RANK_LOST_ROLLBACK)
+		return zs_fail(err, ZS_EINVAL, "rank_lost %d is not wait, shrink or rollback",
+			       (int)ps->rank_lost);
+	s->rank_lost = (enum zs_rank_lost)ps->rank_lost;
+	s->rank_wait_ms = ps->rank_wait_ms;
 	if (ps->n_rank_hosts) {
 		if (ps->n_rank_hosts > ZS_MAX_WORLD)
 			return zs_fail(err, ZS_EINVAL, "%zu rank hosts", ps->n_rank_hosts);

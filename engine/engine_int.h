@@ -19,7 +19,8 @@
  * forwards), epoch.c (a new placement epoch taken
  * in place: failover, rebuild), clip.c (global-norm clipping: the norm
  * exchange and the update it lets go), redo.c (what a lost rank's
- * replacement needs: the step before, pushes counted once).
+ * replacement needs: the step before, pushes counted once), world.c (the
+ * world size by step: zshardctl job resize).
  */
 #ifndef ZS_ENGINE_INT_H
 #define ZS_ENGINE_INT_H

@@ -280,6 +280,10 @@ again:
 	for (int i = 0;; i++) {
 		unsigned len;
 		rc = zs_trainer_resume(t, &start, NULL, 0, &len);
+		if (zs_trainer_rank(t) != rank) { /* a shrink gave it a lost rank's place */
+			printf("rank %u is rank %u now\n", rank, zs_trainer_rank(t));
+			rank = zs_trainer_rank(t);
+		}
 		if (rc == ZS_OK) { /* a checkpoint, a clean stop, or a lost rank's step to redo */
 			printf("rank %u resumes at step %llu\n", rank,
 			       (unsigned long long)start);

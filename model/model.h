@@ -136,9 +136,17 @@ struct zs_job_spec {
 	 * The first copy (the primary) takes the trainers' pushes and
 	 * forwards each step's reduced gradient to the others */
 	uint32_t replicas;
+	/* a rank lost mid-step whose replacement does not join within
+	 * rank_wait_ms (0: ZS_RANK_WAIT_MS): the job waits on (a warning),
+	 * shrinks its world without it, or rolls back (coord/resize.c) */
+	enum zs_rank_lost { ZS_LOST_WAIT = 0, ZS_LOST_SHRINK, ZS_LOST_ROLLBACK } rank_lost;
+	uint32_t rank_wait_ms;
 };
 
 #define ZS_MAX_REPLICAS 3
+#define ZS_RANK_WAIT_MS 30000
+/* "wait", "shrink", "rollback" */
+const char *zs_rank_lost_name(enum zs_rank_lost k);
 
 /* A collective job's slice length for a unit of numel elements: slice r is
  * [r * q, min(numel, (r + 1) * q)). */

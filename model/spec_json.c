@@ -296,7 +296,7 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 					   "compute_dtype", "align_bytes",
 					   "optimizer", "units", "keep_checkpoints",
 					   "checkpoint_every", "collective", "rank_hosts", "replicas",
-					   NULL};
+					   "rank_lost", "rank_wait_ms", NULL};
 	char dt[32] = "";
 	uint64_t v;
 	enum zs_status st;
@@ -330,6 +330,22 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 	if ((st = get_uint(root, "replicas", "job spec", ZS_MAX_REPLICAS, &v, err)))
 		return st;
 	s->replicas = (uint32_t)v;
+	v = 0;
+	if ((st = get_uint(root, "rank_wait_ms", "job spec", 86400000, &v, err)))
+		return st;
+	s->rank_wait_ms = (uint32_t)v;
+	{
+		char lost[16] = "";
+		if ((st = get_str(root, "rank_lost", "job spec", lost, sizeof lost, 0, err)))
+			return st;
+		if (!strcmp(lost, "shrink"))
+			s->rank_lost = ZS_LOST_SHRINK;
+		else if (!strcmp(lost, "rollback"))
+			s->rank_lost = ZS_LOST_ROLLBACK;
+		else if (lost[0] && strcmp(lost, "wait"))
+			return zs_fail(err, ZS_EINVAL,
+				       "job spec: rank_lost '%s' is not wait, shrink or rollback", lost);
+	}
 	{
 		char coll[16] = "";
 		if ((st = get_str(root, "collective", "job spec", coll, sizeof coll, 0, err)))

@@ -85,3 +85,8 @@ enum zs_status zs_worlds_decode(const uint8_t *in, size_t len, struct zs_worlds 
 	w->n = n;
 	return ZS_OK;
 }
+
+const char *zs_rank_lost_name(enum zs_rank_lost k)
+{
+	return k == ZS_LOST_SHRINK ? "shrink" : k == ZS_LOST_ROLLBACK ? "rollback" : "wait";
+}

@@ -211,11 +211,28 @@ void oracle_reference_full(const struct zs_job_spec *s, const struct zs_placemen
 	oracle_reference_sched(s, pl, steps, K, 0, out);
 }
 
+static void reference(const struct zs_job_spec *s, const struct zs_worlds *w,
+		      const struct zs_placement *pl, uint64_t steps, uint32_t K, int sched,
+		      float **out);
+
 void oracle_reference_sched(const struct zs_job_spec *s, const struct zs_placement *pl,
 			    uint64_t steps, uint32_t K, int sched, float **out)
 {
+	reference(s, NULL, pl, steps, K, sched, out);
+}
+
+void oracle_reference_worlds(const struct zs_job_spec *s, const struct zs_worlds *w,
+			     uint64_t steps, float **out)
+{
+	reference(s, w, NULL, steps, 1, 0, out);
+}
+
+static void reference(const struct zs_job_spec *s, const struct zs_worlds *w,
+		      const struct zs_placement *pl, uint64_t steps, uint32_t K, int sched,
+		      float **out)
+{
 	const struct zs_optim *o = &s->optim;
-	uint32_t R = s->world_size, U = s->layout.n_units;
+	uint32_t R, U = s->layout.n_units;
 	float *P[64], *M[64], *Vv[64], *A[64];
 
 	/* units advance together: with clipping, a step needs every gradient */
@@ -232,6 +249,7 @@ void oracle_reference_sched(const struct zs_job_spec *s, const struct zs_placeme
 		struct zs_hp_table hp;
 		float coef = 1.0f;
 
+		R = zs_world_at(s, w, t);
 		if (sched)
 			oracle_hparams(s, t, &hp);
 		else

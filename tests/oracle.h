@@ -64,5 +64,9 @@ void oracle_hparams(const struct zs_job_spec *s, uint64_t step, struct zs_hp_tab
  * those of oracle_hparams at each step when sched, else the spec's. */
 void oracle_reference_sched(const struct zs_job_spec *s, const struct zs_placement *p,
 			    uint64_t steps, uint32_t K, int sched, float **out);
+/* oracle_reference with the world size of each step from w (a resized
+ * job: ranks 0..N-1 of step t's N push, the mean is over them). */
+void oracle_reference_worlds(const struct zs_job_spec *s, const struct zs_worlds *w,
+			     uint64_t steps, float **out);
 
 #endif

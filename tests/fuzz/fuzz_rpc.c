@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!size)
 		return 0;
-	switch (data[0] % 38) {
+	switch (data[0] % 39) {
 	case 0: {
 		struct zs_norm_report r;
 		if (!zs_dec_norm_report(p, n, &r, NULL))
@@ -64,7 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 3: {
 		struct zs_step_state s;
 		bool b2;
-		if (!zs_dec_report_step_reply(p, n, &u32, &u64, &u64b, &s, &b2, NULL))
+		struct zs_step_answer an;
+		if (!zs_dec_report_step_reply(p, n, &an, &s, &b2, NULL))
 			free(s.data);
 		break;
 	}
@@ -249,6 +250,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		zs_dec_read_ckpt_reply(p, n, &u64, out, n % 65, NULL);
 		break;
 	}
+	case 38:
+		zs_dec_resize(p, n, name, &u32, NULL);
+		break;
 	}
 	return 0;
 }

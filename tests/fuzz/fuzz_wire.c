@@ -94,9 +94,18 @@ static enum zs_status t_hparams(void *ctx, uint32_t job, uint32_t rank, uint64_t
 	return zs_hp_decode(payload, len, &t, err);
 }
 
+static enum zs_status t_world(void *ctx, uint32_t job, uint32_t rank, const uint8_t *payload,
+			      size_t len, struct zs_error *err)
+{
+	struct zs_worlds w;
+	(void)ctx, (void)job, (void)rank;
+	return zs_worlds_decode(payload, len, &w, err);
+}
+
 static const struct zs_target target = {
 	.hello = t_hello, .read = t_read, .write_begin = t_write_begin,
 	.write_done = t_write_done, .write_abort = t_write_abort, .hparams = t_hparams,
+	.world = t_world,
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

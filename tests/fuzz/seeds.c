@@ -1,7 +1,7 @@
 /*
  * seeds.c - writes the binary seed corpora of the fuzz targets into DIR
  * (make fuzz runs it; the text seeds, job specs, are in tests/fuzz/corpus/):
- *   DIR/wire/   whole trainer connections: HELLO, GATHER, PUSH, HPARAMS
+ *   DIR/wire/   whole trainer connections: HELLO, GATHER, PUSH, HPARAMS, WORLD
  *   DIR/rpc/    one valid message per main decoder (first byte: which)
  *   DIR/safetensors/  files from the writer zshardctl export uses
  * The seeds are made by zshard's own encoders, so they follow the format
@@ -81,6 +81,13 @@ static void wire(void)
 	n += frame(s + n, (struct zs_frame){.op = ZS_OP_GATHER, .req_id = 6, .job = 1, .length = 4,
 					    .dtype = ZS_F32, .flags = ZS_WF_STATE, .aux = 1}, NULL);
 	put("wire", "session", s, n);
+	{
+		struct zs_worlds w = {2, {{4, 3}, {9, 2}}};
+		uint8_t wb[ZS_WORLDS_BYTES(ZS_WORLD_HIST)];
+		n += frame(s + n, (struct zs_frame){.op = ZS_OP_WORLD, .req_id = 7, .job = 1,
+						    .payload_len = zs_worlds_encode(&w, wb)}, wb);
+		put("wire", "session-world", s, n);
+	}
 }
 
 static void rpcs(void)
@@ -120,6 +127,12 @@ static void rpcs(void)
 	rpc(17, zs_enc_jobs(&job, 1, &b), &b);
 	rpc(20, zs_enc_job_name("seed", &b), &b);
 	rpc(21, zs_enc_set_stage("seed", 3, &b), &b);
+	rpc(38, zs_enc_resize("seed", 3, &b), &b);
+	{
+		struct zs_step_answer an = {.stage = 3, .checkpoint_every = 5, .stop_before = 0,
+					    .worlds = {2, {{4, 3}, {9, 2}}}};
+		rpc(3, zs_enc_report_step_reply(&an, NULL, &b), &b);
+	}
 	rpc(22, zs_enc_join(&jr, &b), &b);
 	rpc(23, zs_enc_leave("seed", 1, 5, false, 9, NULL, &b), &b);
 	rpc(24, zs_enc_server_info(&si, &b), &b);

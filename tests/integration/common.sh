@@ -3,7 +3,8 @@
 #
 #   zs_begin TAG       $dir, a fresh directory; $pids, the processes to end;
 #                      at exit each is killed, zs_cleanup_more runs if the
-#                      test defines it, and $dir goes
+#                      test defines it, and $dir goes (kept, and said, when
+#                      $ZS_KEEP is set: a developer's look at the logs)
 #   fail MSG           "NAME: FAILED: MSG", zs_fail_more if defined, the tail
 #                      of every log in $dir; exit 1
 #   skip MSG           "NAME: skipped: MSG"; exit 77
@@ -29,6 +30,7 @@ zs_begin() {
 }
 
 zs_end() {
+	[ -n "${ZS_KEEP:-}" ] && { for p in $pids; do kill -9 "$p" 2>/dev/null; done; echo "kept $dir"; return; }
 	for p in $pids; do kill -9 "$p" 2>/dev/null; done
 	for p in $pids; do wait "$p" 2>/dev/null; done
 	if command -v zs_cleanup_more >/dev/null 2>&1; then zs_cleanup_more; fi

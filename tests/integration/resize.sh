@@ -2,7 +2,8 @@
 # resize.sh - a job's world size changes while it trains (zshardctl job
 # resize): the example model (charlm) at 4 ranks, resized to 2 (ranks 2
 # and 3 leave cleanly at the step the coordinator names) and then to 3 (a
-# new rank 2 joins and begins at that step), 40 steps in all. The
+# new rank 2 joins and begins at that step), 40 steps in all; then a job of 3 whose rank 1 is lost and never
+# replaced shrinks to 2 (rank_lost: shrink). The
 # parameters must be bitwise those of the single-process reference that
 # changes its world at the same steps (charlm --reference --worlds), the
 # job must say its world, the leaving ranks must not stop or roll back the
@@ -14,7 +15,7 @@ set -u
 name=resize bin=$1
 . "$(cd "$(dirname "$0")" && pwd)/common.sh"
 zs_begin resize
-start_coord --trainer-lease-ms 3000
+start_coord --trainer-lease-ms 3000 --trainer-gone-ms 1500
 for i in 0 1; do
 	"$bin/zshard-server" --coordinator "$addr" --listen 127.0.0.1:0 --data-dir "$dir/s$i" \
 		--capacity 256M >"$dir/s$i.log" 2>&1 &
@@ -113,4 +114,41 @@ if ctl job create "$dir/rsc.json" >"$dir/rsc.out" 2>&1; then
 	ctl job resize rsc --world 2 >"$dir/rsc2.out" 2>&1 && fail "a collective job was resized"
 	grep -q "is collective" "$dir/rsc2.out" || fail "the collective refusal: $(cat "$dir/rsc2.out")"
 fi
-echo "resize: passed (4 -> 2 at step $b1, ranks 2 and 3 left cleanly; 2 -> 3 at step $b2, the new rank 2 began there; $STEPS steps bitwise the reference resized at the same steps; bad sizes, a rank beyond the world and a collective job refused)"
+# a rank lost and not replaced within its job's bound: rank_lost shrink.
+# Rank 1 of 3 is killed and nothing replaces it: the job rolls back to its
+# last checkpoint at 2 ranks, rank 2's trainer taking rank 1's place;
+# bitwise the reference that drops to 2 ranks at the step restored
+"$PY" - "$dir/rs.json" "$dir/sh.json" <<'PYEOF' || fail "cannot write the shrink job's spec"
+import json, sys
+s = json.load(open(sys.argv[1]))
+s.update(name="sh", world_size=3, rank_lost="shrink", rank_wait_ms=2000, checkpoint_every=4)
+json.dump(s, open(sys.argv[2], "w"))
+PYEOF
+ctl job create "$dir/sh.json" >/dev/null || fail "cannot create the shrink job"
+ctl job show sh >"$dir/sh.show" || fail "job show sh"
+grep -q "not replaced within 2000 ms: the world shrinks" "$dir/sh.show" ||
+	fail "job show does not say rank_lost: $(cat "$dir/sh.show")"
+for r in 0 1 2; do
+	"$bin/charlm" --coordinator "$addr" --job sh --rank $r --steps 30 --print-every 1 \
+		--transport tcp --lag-ms 60 --dump "$dir/sh$r.bin" >"$dir/sh$r.log" 2>&1 &
+	eval "s$r=\$!"
+	pids="$pids $!"
+done
+sh_at() { [ "$(sed -n 's/^rank 0 step *\([0-9]*\) .*/\1/p' "$dir/sh0.log" | tail -1)" -ge "$1" ] 2>/dev/null; }
+wait_until 120 sh_at 9 || fail "the shrink job's rank 0 did not reach step 9"
+kill -9 "$s1"
+wait "$s1" 2>/dev/null
+wait "$s0" || fail "rank 0 did not finish after the shrink"
+wait "$s2" || fail "rank 2 (rank 1 after the shrink) did not finish"
+grep -q "rank 2 is rank 1 now" "$dir/sh2.log" || fail "rank 2's trainer did not take rank 1: $(grep -v ' step ' "$dir/sh2.log" | tail -3)"
+grep -q "rank_lost: shrink" "$dir/coord.log" || fail "the coordinator does not say why it shrank"
+ctl job show sh --json >"$dir/sh.json.out" || fail "job show sh"
+s=$("$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["world_size"] == 2, j; print(j["restored_step"])' "$dir/sh.json.out") ||
+	fail "the shrunk job: $(cat "$dir/sh.json.out")"
+grep -q "rank 0 resumes at step $s" "$dir/sh0.log" || fail "rank 0 did not resume at step $s"
+"$bin/charlm" --reference --spec "$dir/sh.json" --world 3 --worlds "$s:2" --steps 30 \
+	--dump "$dir/shref.bin" >"$dir/shref.log" 2>&1 || fail "the shrink reference did not run"
+cmp -s "$dir/sh0.bin" "$dir/shref.bin" || fail "the shrunk job's parameters differ from the reference"
+cmp -s "$dir/sh2.bin" "$dir/shref.bin" || fail "the moved rank's parameters differ from the reference"
+
+echo "resize: passed (4 -> 2 at step $b1, ranks 2 and 3 left cleanly; 2 -> 3 at step $b2, the new rank 2 began there; $STEPS steps bitwise the reference resized at the same steps; bad sizes, a rank beyond the world and a collective job refused; rank 1 of 3 lost and not replaced: the world shrank to 2 from the checkpoint at step $s, rank 2 taking its place, bitwise the reference)"

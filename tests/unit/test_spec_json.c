@@ -103,6 +103,24 @@ static void test_refusals(void **st)
 	expect_parse_error("\"stage\": 3,",
 			   "\"stage\": 3, \"collective\": \"nccl\", \"rank_hosts\": [\"a\"],",
 			   "names 1 hosts for 2 ranks");
+	/* a lost rank not replaced: wait, shrink or rollback, within a bound */
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"rank_lost\": \"grow\",",
+			   "rank_lost 'grow' is not wait, shrink or rollback");
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"rank_wait_ms\": -5,", "rank_wait_ms");
+	{
+		char buf[2048];
+		const char *p = strstr(good, "\"stage\": 3,");
+		struct zs_error err = {0};
+		struct zs_job_spec s;
+		snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p - good), good,
+			 "\"stage\": 3, \"rank_lost\": \"shrink\", \"rank_wait_ms\": 2000,",
+			 p + strlen("\"stage\": 3,"));
+		assert_int_equal(zs_spec_from_json(buf, &s, &err), ZS_OK);
+		assert_int_equal(s.rank_lost, ZS_LOST_SHRINK);
+		assert_int_equal(s.rank_wait_ms, 2000);
+		assert_string_equal(zs_rank_lost_name(s.rank_lost), "shrink");
+		zs_job_spec_release(&s);
+	}
 	/* replicas: 1 to 3, not with a collective job */
 	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"replicas\": 4,", "replicas");
 	{ /* an imported optimizer state reaches one copy: refused with replicas */
