@@ -14,8 +14,9 @@
 
 static json_t *report_json(const struct zs_step_report *r, int64_t now_ms)
 {
-	return json_pack("{s:i, s:I, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
+	return json_pack("{s:i, s:I, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
 			 "rank", (int)r->rank, "step", (json_int_t)r->step, "stage", (int)r->stage,
+			 "world_size", (int)r->world,
 			 "prefetch", (int)r->prefetch, "seconds", r->seconds, "compute_seconds",
 			 r->compute_seconds, "gather_wait_seconds", r->gather_wait_seconds,
 			 "push_wait_seconds", r->push_wait_seconds, "control_seconds",
@@ -35,9 +36,10 @@ static void stats_ranks(const char *name, const struct zs_job *j, const struct z
 {
 	if (!json) {
 		printf("job %s: stage %u, world size %u, %u of %u ranks reporting\n", name,
-		       j->spec.stage, j->spec.world_size, n_r, j->spec.world_size);
-		printf("%-5s %8s %5s %3s %9s %9s %9s %9s %9s %10s %10s %10s %10s %10s %7s\n",
-		       "RANK", "STEP", "STAGE", "PF", "STEP-MS", "COMPUTE", "GATHER-W", "PUSH-W",
+		       j->spec.stage, zs_world_last(&j->spec, &j->worlds), n_r,
+		       zs_world_last(&j->spec, &j->worlds));
+		printf("%-5s %8s %5s %5s %3s %9s %9s %9s %9s %9s %10s %10s %10s %10s %10s %7s\n",
+		       "RANK", "STEP", "STAGE", "WORLD", "PF", "STEP-MS", "COMPUTE", "GATHER-W", "PUSH-W",
 		       "CONTROL", "GATHERED", "PUSHED", "PEAK-PAR", "PEAK-GRAD", "PEAK-RSS",
 		       "AGE-S");
 	}
@@ -47,8 +49,8 @@ static void stats_ranks(const char *name, const struct zs_job *j, const struct z
 			json_array_append_new(ranks, report_json(&r[i], now));
 			continue;
 		}
-		printf("%-5u %8llu %5u %3u %9.3f %9.3f %9.3f %9.3f %9.3f %10s %10s %10s %10s %10s %7.1f\n",
-		       r[i].rank, (unsigned long long)r[i].step, r[i].stage, r[i].prefetch,
+		printf("%-5u %8llu %5u %5u %3u %9.3f %9.3f %9.3f %9.3f %9.3f %10s %10s %10s %10s %10s %7.1f\n",
+		       r[i].rank, (unsigned long long)r[i].step, r[i].stage, r[i].world, r[i].prefetch,
 		       r[i].seconds * 1e3, r[i].compute_seconds * 1e3,
 		       r[i].gather_wait_seconds * 1e3, r[i].push_wait_seconds * 1e3,
 		       r[i].control_seconds * 1e3,
@@ -145,7 +147,7 @@ static int stats_job(struct ctx *x, const char *name, int json)
 		r_ |= stats_server(x, &s[i], &j, name, json, servers);
 	if (json)
 		cli_json_print(json_pack("{s:s, s:i, s:i, s:o, s:o}", "job", name, "stage",
-				     (int)j.spec.stage, "world_size", (int)j.spec.world_size,
+				     (int)j.spec.stage, "world_size", (int)zs_world_last(&j.spec, &j.worlds),
 				     "ranks", ranks, "servers", servers));
 	else {
 		json_decref(ranks);

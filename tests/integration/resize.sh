@@ -90,6 +90,14 @@ assert j["world_size"] == 3, j
 assert [(c["step"], c["world_size"]) for c in j["world_changes"]] == [(int(sys.argv[2]), 2), (int(sys.argv[3]), 3)], j
 assert j["timeline"] == 0 and not j["rollback_reason"], j
 PYEOF
+ctl stats rs --json >"$dir/stats.json" || fail "stats"
+"$PY" - "$dir/stats.json" <<'PYEOF' || fail "the step reports do not say their world: $(cat "$dir/stats.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["world_size"] == 3, s
+r = [x for x in s["ranks"] if x["step"] >= 30]
+assert r and all(x["world_size"] == 3 for x in r), s["ranks"]
+PYEOF
 ctl checkpoint list rs --json >"$dir/ck.json" || fail "checkpoint list"
 "$PY" - "$dir/ck.json" $STEPS <<'PYEOF' || fail "the final checkpoint does not say its world: $(cat "$dir/ck.json")"
 import json, sys

@@ -59,16 +59,18 @@ def grad(p, u, rank, t):
 
 
 def reference(world, steps):
+    """world: the world size, or a function of the step (a resized job)."""
     out = []
     for u in range(len(SIZES)):
         p = init(u)
         s0 = np.zeros_like(p)
         s1 = np.zeros_like(p)
         for t in range(steps):
+            w = world(t) if callable(world) else world
             # the servers' reduction, from its definition (tests/ref)
-            acc = bsum_ref.bsum_rows(np.stack([grad(p, u, r, t) for r in range(world)]))
-            if world > 1:
-                acc = acc / f32(world)
+            acc = bsum_ref.bsum_rows(np.stack([grad(p, u, r, t) for r in range(w)]))
+            if w > 1:
+                acc = acc / f32(w)
             p, s0, s1 = optim_ref.step("adamw", p, s0, s1, acc, t + 1, OPT["lr"],
                                        OPT["beta1"], OPT["beta2"], OPT["eps"],
                                        OPT["weight_decay"], 0.0)
@@ -217,6 +219,72 @@ class TestZshard(unittest.TestCase):
                 self.join("errs", 0)
         finally:
             del os.environ["WORLD_SIZE"]
+
+    def test_resize(self):
+        """zshard.resize_job: 2 ranks to 1 at the step the coordinator names;
+        each rank knows the next step's world as the step before ends, rank 1
+        leaves there (zshard.Canceled), rank 0 trains on alone, bitwise the
+        reference whose world changes at that step."""
+        zshard.create_job(spec("rsz", 2), coordinator=self.c.addr)
+        ts = [self.join("rsz", r) for r in range(2)]
+        gate, seen, errors = threading.Event(), {}, []
+
+        def loop(t):
+            try:
+                for step in range(10):
+                    if step == 3:
+                        gate.wait(60)
+                    try:
+                        t.step_begin(step)
+                    except zshard.Canceled as e:
+                        seen[t.rank] = ("left", step, str(e))
+                        return
+                    for u in range(t.units):
+                        t.unit_params(u)
+                        t.unit_forward_done(u)
+                    for u in reversed(range(t.units)):
+                        p = t.unit_params(u, backward=True)
+                        t.unit_grad(u)[:] = grad(p, u, t.rank, step)
+                        t.unit_push(u)
+                    t.step_end()
+                    seen.setdefault((t.rank, "worlds"), []).append((step + 1, t.world_size))
+            except Exception as e:  # reported by the test's thread
+                errors.append(e)
+
+        try:
+            for u in range(3):
+                ts[0].init_unit(u, init(u))
+            th = [threading.Thread(target=loop, args=(t,)) for t in ts]
+            for x in th:
+                x.start()
+            for _ in range(200):  # until a rank's step report is in
+                try:
+                    at = zshard.resize_job("rsz", 1, coordinator=self.c.addr)
+                    break
+                except zshard.FailedPrecondition:
+                    time.sleep(0.05)
+            gate.set()
+            for x in th:
+                x.join()
+            if errors:
+                raise errors[0]
+            self.assertGreaterEqual(at, 4)
+            self.assertEqual(seen[1][:2], ("left", at))
+            self.assertIn("not in job 'rsz' from step %d" % at, seen[1][2])
+            # the next step's world, known as the step before ended
+            for r in range(2):
+                self.assertIn((at, 1), seen[(r, "worlds")])
+                self.assertIn((at - 1, 2), seen[(r, "worlds")])
+            want = reference(lambda t: 2 if t < at else 1, 10)
+            for u in range(3):
+                np.testing.assert_array_equal(self._gather(ts[0], u, 10), want[u])
+            j = json.loads(self.c.ctl("job", "show", "rsz", "--json"))
+            self.assertEqual(j["world_size"], 1)
+            with self.assertRaises(zshard.InvalidArgument):
+                zshard.resize_job("rsz", 0, coordinator=self.c.addr)
+        finally:
+            for t in ts:
+                t.close()
 
     def test_checkpoint_evict_and_resume(self):
         zshard.create_job(spec("ck", 1), coordinator=self.c.addr)
