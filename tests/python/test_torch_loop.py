@@ -314,6 +314,64 @@ class TestTorchLoop(unittest.TestCase):
         first.zshard_close()
         late[0].zshard_close()
 
+    def test_resize_calls_on_world(self):
+        """zshard.resize_job mid-run (2 ranks to 1): each rank's on_world is
+        called as the step before the change ends (by optimizer.step(),
+        before the caller draws the step's batch) with its rank, the new
+        world size and that step, and zshard_world says the same; rank 1,
+        outside the new world, gets zshard.Canceled from its next forward
+        and leaves; rank 0 trains on alone."""
+        import threading
+        import time
+        import zshard
+        from zshard.torch import AdamW
+
+        calls, out, gate = {0: [], 1: []}, {}, threading.Event()
+
+        def run(rank):
+            try:
+                torch.manual_seed(5)
+                m = _Net()
+                fully_shard(m, job="tresize", coordinator=self.c.addr, rank=rank, world_size=2,
+                            on_world=lambda r, w, s: calls[rank].append((r, w, s, m.zshard_world)))
+                opt = AdamW(m.parameters(), lr=1e-2)
+                m.zshard_start()
+                for step in range(8):
+                    if step == 2:
+                        gate.wait(60)
+                    try:
+                        loss = m(net_data(2 * step + rank))
+                    except zshard.Canceled:
+                        out[rank] = ("left", step)
+                        m.zshard_close()
+                        return
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+                out[rank] = ("done", m.zshard_world)
+                m.zshard_close()
+            except Exception as e:  # the test's thread reports it
+                out[rank] = ("error", repr(e))
+
+        th = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+        for x in th:
+            x.start()
+        at = None
+        for _ in range(600):  # until the job exists and a step report is in
+            try:
+                at = zshard.resize_job("tresize", 1, coordinator=self.c.addr)
+                break
+            except (zshard.NotFound, zshard.FailedPrecondition):
+                time.sleep(0.05)
+        gate.set()
+        for x in th:
+            x.join(120)
+        self.assertIsNotNone(at, "the resize was never taken: %r" % (out,))
+        self.assertEqual(out.get(1), ("left", at), out)
+        self.assertEqual(out.get(0), ("done", (0, 1)), out)
+        self.assertEqual(calls[0], [(0, 1, at, (0, 1))])
+        self.assertEqual(calls[1], [(1, 1, at, (1, 1))])
+
     def test_buffers_checkpointed_and_exported(self):
         """A model's persistent buffers (a BatchNorm's running statistics,
         its int64 batch count) live in the trainers: zshard_checkpoint
