@@ -101,6 +101,18 @@ static int start_ex(zs_trainer *t, unsigned u, unsigned long long step, void *ds
 	/* a step's push goes once the coordinator knows the step (redo.c) */
 	if (src && h->init < 0 && t->drv.in_step && step == t->step)
 		tr_wait_step_known(t, step);
+	/* and once every server knows its world: a push made before the
+	 * step's boundary (a micro-batch's) says a change the step before's
+	 * end learned (world.c) */
+	if (src && h->init < 0 && !zs_worlds_same(&t->worlds, &t->said)) {
+		struct zs_error err = {0};
+		struct zs_worlds w = t->worlds;
+		enum zs_status st = tr_world_take(t, &w, &err);
+		if (st) {
+			free(op);
+			return tr_fail(t, st, "%s", err.msg);
+		}
+	}
 	if (h->partial && src) {
 		if (t->drv.micro[u].step1 != step + 1)
 			t->drv.micro[u] = (struct tr_micro){.step1 = step + 1};

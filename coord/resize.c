@@ -73,14 +73,19 @@ void coord_h_resize_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, s
 		/* no rank in: from where the job resumes */
 		at = j->stopped_step ? j->stopped_step : j->restored_step;
 	}
-	if (j->n_trainers && j->worlds.n && j->worlds.v[j->worlds.n - 1].step >= at) {
-		/* one named and not reached yet: every rank may have its answer */
+	if (j->n_trainers && j->worlds.n && j->worlds.v[j->worlds.n - 1].step > top) {
+		/*
+		 * One named and not run yet: any rank may have its answer, so
+		 * it stays. One at a time keeps the few changes a job keeps
+		 * enough: every step still open anywhere is at or past the
+		 * latest report, and so is the change before the newest.
+		 */
 		if (world == last) {
 			coord_reply_job(call, j);
 			goto out;
 		}
 		zs_rpc_fail(call, ZS_ESTATE,
-			    "job '%s' is resizing to %u ranks at step %llu already: ask again once that step has begun",
+			    "job '%s' is resizing to %u ranks at step %llu already: ask again once that step has run",
 			    name, last, (unsigned long long)j->worlds.v[j->worlds.n - 1].step);
 		goto out;
 	}

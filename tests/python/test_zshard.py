@@ -263,6 +263,11 @@ class TestZshard(unittest.TestCase):
                     break
                 except zshard.FailedPrecondition:
                     time.sleep(0.05)
+            # another before that step has run (the ranks are held): refused
+            with self.assertRaisesRegex(zshard.FailedPrecondition,
+                                        "resizing to 1 ranks at step %d already" % at):
+                zshard.resize_job("rsz", 2, coordinator=self.c.addr)
+            self.assertEqual(zshard.resize_job("rsz", 1, coordinator=self.c.addr), at)
             gate.set()
             for x in th:
                 x.join()
