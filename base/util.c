@@ -232,6 +232,16 @@ fail:
 		       path, strerror(errno));
 }
 
+enum zs_status zs_private_dir(const char *dir, struct zs_error *err)
+{
+	enum zs_status st = zs_mkdir_p(dir, err);
+
+	if (!st && chmod(dir, 0700))
+		st = zs_fail(err, zs_status_from_errno(errno), "cannot make %s private (mode 0700): %s",
+			     dir, strerror(errno));
+	return st;
+}
+
 enum zs_status zs_mkdir_p(const char *dir, struct zs_error *err)
 {
 	char buf[PATH_MAX];

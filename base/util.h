@@ -68,6 +68,9 @@ enum zs_status zs_write_file_atomic(const char *path, const char *s,
 
 /* Creates dir and its parents (mode 0755); an existing dir is fine. */
 enum zs_status zs_mkdir_p(const char *dir, struct zs_error *err);
+/* A daemon's data directory: made as zs_mkdir_p does, then its mode 0700
+ * (its files hold job tokens and state: nobody else's to read). */
+enum zs_status zs_private_dir(const char *dir, struct zs_error *err);
 
 /*
  * Takes an exclusive lock on DIR/NAME (created, holding our pid) so that two

@@ -10,6 +10,11 @@ in steps computed again, measured on the fault matrix's cluster
                 no rollback: its replacement redoes the lost rank's step
                 (steps computed again by the other ranks: 0; the table's
                 count is of the rollback's steps, none here)
+  trainer, lease only
+                the same kill as the coordinator saw it before issue 32:
+                by its lease alone (--trainer-gone-ms past the run), so
+                the job rolls back to its last checkpoint (the cost the
+                redo saves)
   server        kill -9 of a shard server: the rollback path (the job goes
                 back to its last checkpoint)
   replicated    the same kill, the job keeping 2 copies of each shard: its
@@ -42,9 +47,9 @@ import etcd as etcd_cluster  # noqa: E402
 import faults  # noqa: E402
 
 
-def job(etcd, replicas=1, clip=False):
+def job(etcd, replicas=1, clip=False, lease_only=False):
     return argparse.Namespace(servers=2, ranks=2, steps=150, batch=32, every=10, etcd=etcd,
-                              replicas=replicas, clip=clip)
+                              replicas=replicas, clip=clip, lease_only=lease_only)
 
 
 def main():
@@ -56,6 +61,7 @@ def main():
     rng = random.Random(a.seed)
     rows = []
     kinds = [("trainer", False, lambda: "rank-%d" % rng.randrange(2)),
+             ("trainer, lease only", False, lambda: "rank-%d" % rng.randrange(2)),
              ("server", False, lambda: "server-%d" % rng.randrange(2)),
              ("replicated", False, lambda: "server-%d" % rng.randrange(2)),
              ("replicated, clipping", False, lambda: "server-%d" % rng.randrange(2)),
@@ -71,6 +77,7 @@ def main():
             continue
         K = 2 if kind.startswith("replicated") else 1
         clip = kind.endswith("clipping")
+        lease = kind.endswith("lease only")
         if (ha, K, clip) not in base:
             b = faults.run_trial(job(ha, K, clip), None, 0, "baseline")
             if not b["ok"]:
@@ -80,8 +87,8 @@ def main():
         cost, again, takeover, rec, equal = [], [], [], [], True
         for t in range(a.trials):
             step = rng.randrange(15, 130)
-            r = faults.run_trial(job(ha, K, clip), victim(), step,
-                                 "%s-%d" % (kind.replace(", ", "-"), t))
+            r = faults.run_trial(job(ha, K, clip, lease), victim(), step,
+                                 "%s-%d" % (kind.replace(", ", "-").replace(" ", "-"), t))
             equal &= r["ok"] and r["digest"] == b["digest"]
             if not r["ok"]:
                 print("recovery: %s trial %d failed: %s" % (kind, t, r["why"]), file=sys.stderr)

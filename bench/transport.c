@@ -34,10 +34,10 @@ struct srv {
 	char tcp[ZS_ADDR_MAX], shm[ZS_ADDR_MAX];
 };
 
-static enum zs_status b_hello(void *ctx, const char *job, const char *tok, uint64_t inc,
-			      uint64_t epoch, uint32_t rank, uint32_t *h, struct zs_error *err)
+static enum zs_status b_hello(void *ctx, const struct zs_hello *hl, uint32_t *h,
+			      struct zs_error *err)
 {
-	(void)ctx; (void)job; (void)tok; (void)inc; (void)epoch; (void)rank; (void)err;
+	(void)ctx; (void)hl; (void)err;
 	*h = 1;
 	return ZS_OK;
 }

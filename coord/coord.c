@@ -62,7 +62,7 @@ static enum zs_status open_catalog(struct coord *c, const struct coord_config *c
 {
 	enum zs_status st;
 
-	if ((st = zs_mkdir_p(cfg->data_dir, err)) ||
+	if ((st = zs_private_dir(cfg->data_dir, err)) ||
 	    (st = zs_lock_dir(cfg->data_dir, "coordinator.lock", &c->lock_fd, err)))
 		return st;
 	if (!(st = zs_kv_open(cfg->data_dir, 0, tables, N_TABLES, 0, &c->kv, err)) &&

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,9 @@ int main(int argc, char **argv)
 	int o, li = 0;
 
 	zs_log_init("coordinator");
+	/* what it writes (its catalog, with every job's data-plane token; its
+	 * port file) is its user's alone */
+	umask(077);
 	/* a --config file's settings first: the flags after them win */
 	if (zs_config_daemon("coordinator", &argc, &argv, &err)) {
 		fprintf(stderr, "zshard-coordinator: %s\n", err.msg);

@@ -511,9 +511,8 @@ void eng_rank_out(struct engine *e, struct ejob *j, uint32_t rank);
 void eng_ranks_free(struct ejob *j);
 /* face.c: the listener's bye (a connection that said HELLO ended) */
 void eng_t_bye(void *ctx, uint32_t job, uint32_t rank);
-enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
-			   uint64_t incarnation, uint64_t epoch, uint32_t rank,
-			   uint32_t *handle, struct zs_error *err);
+enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle,
+			   struct zs_error *err);
 const void *eng_served(struct eshard *s, const struct zs_xfer *x);
 void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		   const struct zs_xfer *x);

@@ -73,23 +73,15 @@ const char *eng_unit_name(struct ejob *j, uint32_t u)
 
 /* -------------------------------------------------------------- target */
 
-/* Compares in time independent of where the strings differ. */
-static bool token_equal(const char *want, const char *got)
-{
-	size_t n = strlen(want), m = strnlen(got, ZS_TOKEN_MAX);
-	unsigned char d = (unsigned char)(n != m);
-	for (size_t i = 0; i < n; i++)
-		d |= (unsigned char)(want[i] ^ (i < m ? got[i] : 0));
-	return d == 0;
-}
-
-enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
-			      uint64_t incarnation, uint64_t epoch, uint32_t rank,
-			      uint32_t *handle, struct zs_error *err)
+enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle,
+			   struct zs_error *err)
 {
 	struct engine *e = ctx;
 	struct ejob *j;
 	enum zs_status st = ZS_OK;
+	const char *job = h->job;
+	uint64_t incarnation = h->incarnation, epoch = h->epoch;
+	uint32_t rank = h->rank;
 
 	pthread_mutex_lock(&e->mu);
 	for (j = e->jobs; j && strcmp(j->name, job); j = j->next)
@@ -109,10 +101,12 @@ enum zs_status eng_t_hello(void *ctx, const char *job, const char *token,
 		st = zs_fail(err, ZS_EAGAIN,
 			     "this server holds no shard of job '%s' at placement epoch %llu yet (it holds epoch %llu)",
 			     job, (unsigned long long)epoch, (unsigned long long)j->epoch);
-	else if (!token_equal(j->token, token))
-		/* never says which token it expected, nor echoes the one given */
+	else if (!zs_hello_proves(h, j->token))
+		/* the HELLO's proof over this connection's nonce: a token
+		 * that is not the job's, or a HELLO replayed from another
+		 * connection (net/hello.h) */
 		st = zs_fail(err, ZS_EINVAL,
-			     "job '%s': the data-plane token does not match (a trainer takes it from its join; one from an earlier job of that name does not work)",
+			     "job '%s': the HELLO does not prove the job's data-plane token (a trainer takes it from its join; one from an earlier job of that name does not work, nor a HELLO replayed from another connection)",
 			     job);
 	else if (rank >= (j->spec.collective ? j->spec.world_size : ZS_MAX_WORLD) &&
 		 rank != ZS_RANK_OBSERVER && rank != ZS_RANK_PEER)

@@ -240,24 +240,34 @@ static int on_hello(struct zs_lconn *c, const struct zs_frame *f)
 {
 	struct zs_listener *l = c->l;
 	struct zs_error err = {0};
-	char buf[MAX_HELLO + 1], *token;
+	char buf[MAX_HELLO + 1], *end;
 	struct zs_frame r = {.op = ZS_OP_HELLO_OK, .req_id = f->req_id};
+	struct zs_hello h;
 	uint32_t job;
 
-	if (c->hello || f->payload_len == 0 || f->payload_len > MAX_HELLO) {
+	if (c->hello || f->payload_len <= ZS_PROOF_LEN || f->payload_len > MAX_HELLO) {
 		lsn_send_error(c, f->req_id, ZS_EPROTO, "bad HELLO");
 		return -1;
 	}
 	if (zs_read_full(c->fd, buf, f->payload_len))
 		return -1;
 	buf[f->payload_len] = '\0';
-	token = memchr(buf, '\0', f->payload_len);
-	token = token ? token + 1 : buf + f->payload_len;
+	/* "job\0" and the proof, exactly (an older client's "job\0token\0"
+	 * is refused here, its token unread) */
+	end = memchr(buf, '\0', f->payload_len);
+	if (!end || (size_t)(end - buf) + 1 + ZS_PROOF_LEN != f->payload_len) {
+		lsn_send_error(c, f->req_id, ZS_EPROTO,
+			       "a HELLO is the job's name and a proof of its token (a client older than the token's proof?)");
+		return -1;
+	}
 	if ((f->flags & ZS_WF_ONE_SIDED) && (c->offsets || !l->path)) {
 		lsn_send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no one-sided data path");
 		return -1;
 	}
-	if (l->t.hello(l->t.ctx, buf, token, f->step, f->aux, f->rank, &job, &err)) {
+	h = (struct zs_hello){.job = buf, .proof = (const uint8_t *)end + 1, .nonce = c->nonce,
+			      .incarnation = f->step, .epoch = f->aux, .rank = f->rank,
+			      .flags = f->flags};
+	if (l->t.hello(l->t.ctx, &h, &job, &err)) {
 		lsn_send_error(c, f->req_id, err.code, err.msg);
 		return -1;
 	}
@@ -533,9 +543,22 @@ static void *conn_main(void *arg)
 {
 	struct zs_lconn *c = arg;
 	uint8_t h[ZS_WIRE_HDR];
-	struct zs_frame f;
+	struct zs_frame f = {.op = ZS_OP_NONCE, .payload_len = ZS_NONCE_LEN};
 	struct zs_error err = {0};
 
+	/* a peer the endpoint refuses is told why */
+	if (c->ep->peer_ok) {
+		char why[ZS_ERRMSG_MAX];
+		if (!c->ep->peer_ok(c->fd, why)) {
+			zs_warn("data plane: refused a %s peer: %s", c->ep->name, why);
+			lsn_send_error(c, 0, ZS_EINVAL, why);
+			goto out;
+		}
+	}
+	/* the server speaks first: the nonce this connection's HELLO proves
+	 * the token over (net/hello.h) */
+	if (zs_hello_nonce(c->nonce) || lsn_send_frame(c, &f, c->nonce, ZS_NONCE_LEN, -1))
+		goto out;
 	while (zs_read_full(c->fd, h, sizeof h) == 0) {
 		if (zs_wire_decode(h, &f, &err)) {
 			zs_warn("data plane: dropping a connection: %s", err.msg);
@@ -545,6 +568,7 @@ static void *conn_main(void *arg)
 		if (handle(c, &f))
 			break;
 	}
+out:
 	pthread_mutex_lock(&c->wmu);
 	c->dead = true;
 	shutdown(c->fd, SHUT_RDWR);

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/hello.h"
 #include "net/transport.h"
 
 struct zs_listener;
@@ -33,11 +34,10 @@ struct zs_sop; /* one server-side operation awaiting the target's answer */
 
 struct zs_target {
 	void *ctx;
-	/* Checks a HELLO (incarnation and epoch 0: any; see zs_conn_opts);
-	 * on success sets *job_handle (never 0). */
-	enum zs_status (*hello)(void *ctx, const char *job, const char *token,
-				uint64_t incarnation, uint64_t epoch, uint32_t rank,
-				uint32_t *job_handle,
+	/* Checks a HELLO (incarnation and epoch 0: any; see zs_conn_opts):
+	 * its proof of the job's token over the connection's nonce
+	 * (zs_hello_proves); on success sets *job_handle (never 0). */
+	enum zs_status (*hello)(void *ctx, const struct zs_hello *h, uint32_t *job_handle,
 				struct zs_error *err);
 	/* A read: answer with zs_sop_read_ready() or zs_sop_fail(), now or later. */
 	void (*read)(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
@@ -156,6 +156,10 @@ struct zs_endpoint_ops {
 	int (*listen)(const char *addr, char *bound, struct zs_error *err);
 	/* Tunes a socket just accepted. Optional. */
 	void (*accepted)(int fd);
+	/* Whether the peer of a socket just accepted may talk to the server
+	 * (false: why, ZS_ERRMSG_MAX bytes, is sent to it and it is closed).
+	 * Optional: shm's checks the peer's credentials (SO_PEERCRED). */
+	bool (*peer_ok)(int fd, char *why);
 };
 extern const struct zs_endpoint_ops zs_tcp_endpoint; /* net/tcp.c */
 extern const struct zs_endpoint_ops zs_shm_endpoint; /* net/shm.c */

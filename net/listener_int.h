@@ -59,6 +59,7 @@ struct zs_lconn {
 	pthread_mutex_t wmu; /* serializes writes; guards dead */
 	bool dead;
 	bool hello;
+	uint8_t nonce[ZS_NONCE_LEN]; /* sent first; its HELLO's proof covers it */
 	uint32_t job, rank;
 	pthread_t th;
 	/* its slots (mu: a path's notifications come from another thread) */

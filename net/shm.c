@@ -111,9 +111,34 @@ static int shm_listen(const char *addr, char *bound, struct zs_error *err)
 	return fd;
 }
 
+/*
+ * Who may map the arena: an abstract socket has no file mode, so anyone on
+ * the host who finds its name could connect (and, before its HELLO proves
+ * the token, read the arena's descriptor's size): the peer must be this
+ * server's user, or root.
+ */
+static bool shm_peer_ok(int fd, char *why)
+{
+	struct ucred cr;
+	socklen_t len = sizeof cr;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
+		snprintf(why, ZS_ERRMSG_MAX, "shm: the peer's credentials are unknown (%s)",
+			 strerror(errno));
+		return false;
+	}
+	if (cr.uid == geteuid() || cr.uid == 0)
+		return true;
+	snprintf(why, ZS_ERRMSG_MAX,
+		 "shm: process %d of user %u may not use this server's shared memory (it runs as user %u): run the trainer as that user, or use tcp",
+		 (int)cr.pid, (unsigned)cr.uid, (unsigned)geteuid());
+	return false;
+}
+
 const struct zs_endpoint_ops zs_shm_endpoint = {
 	.name = "shm",
 	.offsets = true,
 	.pass_arena = true,
 	.listen = shm_listen,
+	.peer_ok = shm_peer_ok,
 };

@@ -14,32 +14,72 @@
 
 #include "base/le.h"
 #include "base/util.h"
+#include "net/hello.h"
 #include "net/sockio.h"
 #include "net/wire.h"
 
 /* -------------------------------------------------------- connect, close */
 
+/* The server's first frame: the nonce this connection's HELLO proves the
+ * token over (net/hello.h). */
+static enum zs_status nonce_of(struct zs_conn *c, uint8_t nonce[ZS_NONCE_LEN],
+			       struct zs_error *err)
+{
+	uint8_t h[ZS_WIRE_HDR];
+	struct zs_frame f;
+
+	if (zs_read_full(c->fd, h, sizeof h))
+		return zs_fail(err, errno == EAGAIN ? ZS_ETIMEDOUT : ZS_EUNAVAIL,
+			       "%s sent no nonce: %s", c->addr,
+			       errno ? strerror(errno) : "connection closed");
+	if (zs_wire_decode(h, &f, err))
+		return err ? err->code : ZS_EPROTO;
+	if (f.op == ZS_OP_ERROR) { /* refused before any HELLO (shm: who we are) */
+		char msg[ZS_WIRE_MAX_ERR + 1] = "";
+		size_t n = f.payload_len < ZS_WIRE_MAX_ERR ? f.payload_len : ZS_WIRE_MAX_ERR;
+		if (!zs_read_full(c->fd, msg, n))
+			msg[n] = '\0';
+		return zs_fail(err, f.status > 0 && f.status < ZS_STATUS_COUNT ? (enum zs_status)f.status
+									: ZS_EPROTO,
+			       "%s refused this connection: %s", c->addr, msg);
+	}
+	if (f.op != ZS_OP_NONCE || f.payload_len != ZS_NONCE_LEN)
+		return zs_fail(err, ZS_EPROTO,
+			       "%s began with %s, not a nonce (a server older than the token's proof?)",
+			       c->addr, zs_op_name(f.op));
+	if (zs_read_full(c->fd, nonce, ZS_NONCE_LEN))
+		return zs_fail(err, ZS_EUNAVAIL, "%s: the nonce was cut short", c->addr);
+	return ZS_OK;
+}
+
 static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int *fd,
 			    struct zs_error *err)
 {
-	size_t jl = strlen(o->job), tl = strlen(o->token ? o->token : "");
-	char payload[1024];
+	size_t jl = strlen(o->job);
+	uint8_t payload[ZS_JOB_NAME_MAX + ZS_PROOF_LEN], nonce[ZS_NONCE_LEN];
 	uint8_t h[ZS_WIRE_HDR];
 	struct zs_frame f = {.op = ZS_OP_HELLO, .req_id = 0, .rank = o->rank,
 			     .step = o->incarnation, .aux = o->epoch,
 			     .flags = c->h->hello_flags};
+	struct zs_hello hl = {.job = o->job, .nonce = nonce, .incarnation = o->incarnation,
+			      .epoch = o->epoch, .rank = o->rank, .flags = c->h->hello_flags};
 	struct iovec iov[2];
+	enum zs_status st;
 
 	*fd = -1;
-	if (jl + tl + 2 > sizeof payload)
-		return zs_fail(err, ZS_EINVAL, "job name and token are too long");
+	if (jl + 1 > ZS_JOB_NAME_MAX)
+		return zs_fail(err, ZS_EINVAL, "job name is too long");
+	zs_sock_timeout(c->fd, o->timeout_ms);
+	if ((st = nonce_of(c, nonce, err)))
+		return st;
+	/* the token itself never goes on the wire: its proof does */
 	memcpy(payload, o->job, jl + 1);
-	memcpy(payload + jl + 1, o->token ? o->token : "", tl + 1);
-	f.payload_len = jl + tl + 2;
+	if (zs_hello_proof(&hl, o->token ? o->token : "", payload + jl + 1))
+		return zs_fail(err, ZS_ENOMEM, "cannot compute the HELLO's proof (OpenSSL)");
+	f.payload_len = jl + 1 + ZS_PROOF_LEN;
 	zs_wire_encode(&f, h);
 	iov[0] = (struct iovec){h, sizeof h};
-	iov[1] = (struct iovec){payload, jl + tl + 2};
-	zs_sock_timeout(c->fd, o->timeout_ms);
+	iov[1] = (struct iovec){payload, f.payload_len};
 	if (zs_writev_full(c->fd, iov, 2) ||
 	    (c->h->hello_fd ? zs_recv_with_fd(c->fd, h, sizeof h, fd)
 			    : zs_read_full(c->fd, h, sizeof h)))

@@ -71,6 +71,7 @@ const char *zs_op_name(unsigned op)
 		[ZS_OP_ERROR] = "ERROR", [ZS_OP_RDMA_QP] = "RDMA_QP",
 		[ZS_OP_HPARAMS] = "HPARAMS",
 		[ZS_OP_WORLD] = "WORLD",
+		[ZS_OP_NONCE] = "NONCE",
 	};
 	return op < ZS_OP_MAX && n[op] ? n[op] : "?";
 }

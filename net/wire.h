@@ -28,9 +28,11 @@
  *    76    4 aux2         op-specific (shm: region offset high bits)
  *
  * Message sequence (client -> server, server -> client):
- *   HELLO(payload: "job\0token\0", rank, step: the job's incarnation,
- *         aux: the placement epoch the trainer holds; 0 for any)
- *                                          -> HELLO_OK(job) | ERROR
+ *   <- NONCE(payload: ZS_NONCE_LEN random bytes), as the server accepts
+ *   HELLO(payload: "job\0" and the ZS_PROOF_LEN-byte proof of the job's
+ *         token over the nonce and this HELLO, net/hello.h; rank, step:
+ *         the job's incarnation, aux: the placement epoch the trainer
+ *         holds; 0 for any)           -> HELLO_OK(job) | ERROR
  *   GATHER(job, unit, offset, length, step)  -> GATHER_DATA(payload) | ERROR
  *   PUSH(job, unit, offset, length, step, payload) -> PUSH_ACK | ERROR
  *        (flags PARTIAL: aux is the rank's micro-batch index in the step)
@@ -95,6 +97,8 @@ enum zs_op {
 			* (payload: model/hparams.h), answered PUSH_ACK */
 	ZS_OP_WORLD,   /* the job's world size by step (payload: u32 n, then n
 			* of u64 step, u32 world), answered PUSH_ACK */
+	ZS_OP_NONCE,   /* server -> client, first on every connection: the
+			* nonce its HELLO's proof covers (net/hello.h) */
 	ZS_OP_MAX
 };
 

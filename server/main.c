@@ -8,6 +8,8 @@
  */
 #include "server/daemon.h"
 
+#include <sys/stat.h>
+
 #include "base/env.h"
 #include "base/opts.h"
 #include "gpu/dev.h"
@@ -110,7 +112,7 @@ static enum zs_status open_storage(struct srvd *d, const struct sopts *o, int *l
 {
 	static const char *const tables[] = {"meta", "ckpt", "live"};
 
-	if (zs_mkdir_p(o->data_dir, err) || zs_lock_dir(o->data_dir, "server.lock", lock_fd, err))
+	if (zs_private_dir(o->data_dir, err) || zs_lock_dir(o->data_dir, "server.lock", lock_fd, err))
 		return err->code;
 	/* a virtual reservation; written through the map (about 5x faster for
 	 * checkpoint records here), so data.mdb is a sparse file of that size */
@@ -284,6 +286,9 @@ int main(int argc, char **argv)
 	int lock_fd = -1, rc = 1;
 
 	zs_log_init("server");
+	/* what it writes (its LMDB file of checkpoints and live state, its
+	 * port file, tier files) is its user's alone */
+	umask(077);
 	/* a --config file's settings first: the flags after them win */
 	if (zs_config_daemon("server", &argc, &argv, &err)) {
 		fprintf(stderr, "zshard-server: %s\n", err.msg);

@@ -84,7 +84,7 @@ enum zs_status zs_kv_open(const char *dir, uint64_t map_size,
 		rc = mdb_env_set_maxdbs(kv->env, ZS_KV_MAX_TABLES);
 	if (!rc)
 		rc = mdb_env_open(kv->env, dir,
-				  MDB_NOTLS | (flags & ZS_KV_WRITEMAP ? MDB_WRITEMAP : 0), 0644);
+				  MDB_NOTLS | (flags & ZS_KV_WRITEMAP ? MDB_WRITEMAP : 0), 0600);
 	if (rc)
 		goto clean_env;
 	/* clear reader slots left by crashed processes */

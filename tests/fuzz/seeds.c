@@ -65,8 +65,10 @@ static void wire(void)
 	size_t n = 1;
 
 	s[0] = 1; /* recompute CRCs */
+	/* the job's name and a proof (the fuzz target checks none) */
 	n += frame(s + n, (struct zs_frame){.op = ZS_OP_HELLO, .req_id = 1, .rank = 1,
-					    .payload_len = 9}, "fz\0token1");
+					    .payload_len = 3 + 32},
+		   "fz\0proof-proof-proof-proof-proof-pr");
 	n += frame(s + n, (struct zs_frame){.op = ZS_OP_GATHER, .req_id = 2, .job = 1,
 					    .length = 16, .dtype = ZS_F32}, NULL);
 	put("wire", "hello-gather", s, n);

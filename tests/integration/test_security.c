@@ -107,7 +107,7 @@ static void test_data_plane_token(void **st)
 		/* its own token: in; none, a wrong one: out, saying so */
 		assert_int_equal(hello_with(c, &j, j.token, &err), ZS_OK);
 		assert_int_equal(hello_with(c, &j, "", &err), ZS_EINVAL);
-		assert_non_null(strstr(err.msg, "data-plane token does not match"));
+		assert_non_null(strstr(err.msg, "does not prove the job's data-plane token"));
 		assert_int_equal(hello_with(c, &j, "00000000000000000000000000000000", &err),
 				 ZS_EINVAL);
 		assert_null(strstr(err.msg, j.token));

@@ -137,9 +137,15 @@ if command -v etcd >/dev/null 2>&1; then
 else
 	etcd_said="; etcd over TLS skipped: no etcd"
 fi
+# secrets at rest: the daemons' data directories are 0700 and nothing in
+# them is readable by group or others (the catalog holds the job's token)
+bad=$(find "$dir/coord" "$dir/s0" "$dir/s1" -perm /077 2>/dev/null | head -3)
+[ -z "$bad" ] || fail "group or others may read $(echo $bad | tr '\n' ' ')($(stat -c %a $bad | tr '\n' ' '))"
+[ "$(stat -c %a "$dir/coord")" = 700 ] || fail "the coordinator's data directory is $(stat -c %a "$dir/coord")"
+[ -n "$(find "$dir/coord" -name data.mdb)" ] || fail "no catalog found to check"
 # no key material in any log: no PEM block, no line of the key
 line=$(sed -n 2p "$dir/node.key")
 if grep -l -e "-----BEGIN" -e "$line" "$dir"/*.log >/dev/null 2>&1; then
 	fail "key material in $(grep -l -e "-----BEGIN" -e "$line" "$dir"/*.log | head -1)"
 fi
-echo "tls: passed (mutual TLS: trained bitwise equal; no certificate, another CA's, another CA trusted, a plaintext server and a TLS one meeting a plaintext coordinator refused at once, saying which side refused what, with nothing changed; half a configuration and a non-key refused; no key in the logs$etcd_said)"
+echo "tls: passed (mutual TLS: trained bitwise equal; no certificate, another CA's, another CA trusted, a plaintext server and a TLS one meeting a plaintext coordinator refused at once, saying which side refused what, with nothing changed; half a configuration and a non-key refused; no key in the logs; data directories 0700, their files private$etcd_said)"

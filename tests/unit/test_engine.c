@@ -107,8 +107,15 @@ static void test_landing_budget(void **st)
 		if (c.job.placement.shards[k].unit == 2)
 			sh = &c.job.placement.shards[k];
 	t = engine_target(c.e[0]);
-	assert_int_equal(t->hello(t->ctx, "t", "", 0, 0, 0, &h0, &err), ZS_OK);
-	assert_int_equal(t->hello(t->ctx, "t", "", 0, 0, 1, &h1, &err), ZS_OK);
+	{ /* HELLOs as the listener hands them: a proof of the token over a nonce */
+		uint8_t nonce[ZS_NONCE_LEN] = {7}, proof[ZS_PROOF_LEN];
+		struct zs_hello hl = {.job = "t", .nonce = nonce, .proof = proof};
+		assert_int_equal(zs_hello_proof(&hl, "", proof), 0);
+		assert_int_equal(t->hello(t->ctx, &hl, &h0, &err), ZS_OK);
+		hl.rank = 1;
+		assert_int_equal(zs_hello_proof(&hl, "", proof), 0);
+		assert_int_equal(t->hello(t->ctx, &hl, &h1, &err), ZS_OK);
+	}
 	{
 		struct zs_xfer x = {.unit = 2, .offset = sh->offset, .length = sh->length,
 				    .dtype = ZS_F32};

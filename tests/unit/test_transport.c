@@ -20,9 +20,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "rdma/rdma.h"
+#include "net/hello.h"
 #include "net/sockio.h"
 #include "net/transport.h"
 #include "tests/unit/fixtures.h"
@@ -31,28 +33,6 @@
 #include "gpu/dev.h"
 
 /* ----------------------------------------------------------------- tests */
-
-static void test_hello_refusals(void **st)
-{
-	struct fixture *f = *st;
-	struct zs_conn_opts o = {.addr = addr_of(f), .job = "job", .token = "nope",
-				 .rank = 0, .timeout_ms = 5000};
-	struct zs_conn *c;
-	struct zs_error err = {0};
-
-	assert_int_equal(zs_connect(f->t, &o, &c, &err), ZS_EINVAL);
-	assert_non_null(strstr(err.msg, "bad token"));
-	o.token = "tok";
-	o.job = "other";
-	assert_int_equal(zs_connect(f->t, &o, &c, &err), ZS_ENOTFOUND);
-	assert_non_null(strstr(err.msg, "no job 'other'"));
-	o.job = "job";
-	o.rank = 9;
-	assert_int_equal(zs_connect(f->t, &o, &c, &err), ZS_EINVAL);
-	/* an address of the other kind is refused up front */
-	o.addr = f->t == &zs_shm_transport ? f->tcp_addr : f->shm_name;
-	assert_int_equal(zs_connect(f->t, &o, &c, &err), ZS_EINVAL);
-}
 
 static void test_gather_exact_bytes(void **st)
 {
@@ -212,33 +192,13 @@ static void test_many_in_flight_two_clients(void **st)
 	zs_conn_close(b);
 }
 
-/* A raw peer that says HELLO properly, for the misbehaving-peer tests. */
-static int raw_hello(struct fixture *f)
-{
-	struct zs_error err = {0};
-	int fd = zs_dial(addr_of(f), 5000, &err), memfd = -1;
-	char payload[] = "job\0tok";
-	struct zs_frame fr = {.op = ZS_OP_HELLO, .rank = 2, .payload_len = sizeof payload};
-	uint8_t h[ZS_WIRE_HDR];
-	struct iovec iov[2] = {{h, sizeof h}, {payload, sizeof payload}};
-
-	assert_true(fd >= 0);
-	zs_wire_encode(&fr, h);
-	assert_int_equal(zs_writev_full(fd, iov, 2), 0);
-	assert_int_equal(zs_recv_with_fd(fd, h, sizeof h, &memfd), 0);
-	if (memfd >= 0)
-		close(memfd);
-	assert_int_equal(zs_wire_decode(h, &fr, NULL), ZS_OK);
-	assert_int_equal(fr.op, ZS_OP_HELLO_OK);
-	return fd;
-}
 
 static void test_bad_frame_drops_only_that_peer(void **st)
 {
 	struct fixture *f = *st;
 	struct zs_error err = {0};
-	uint8_t junk[ZS_WIRE_HDR], h[ZS_WIRE_HDR];
-	int fd = zs_dial(addr_of(f), 5000, &err);
+	uint8_t junk[ZS_WIRE_HDR], h[ZS_WIRE_HDR], nonce[ZS_NONCE_LEN];
+	int fd = raw_dial(f, nonce);
 	struct zs_conn *c;
 	struct zs_frame fr;
 	struct zs_req *r;
@@ -257,7 +217,7 @@ static void test_bad_frame_drops_only_that_peer(void **st)
 	assert_int_equal(zs_read_full(fd, h, 1), -1);
 	close(fd);
 	/* a frame before HELLO is refused the same way */
-	fd = zs_dial(addr_of(f), 5000, &err);
+	fd = raw_dial(f, nonce);
 	fr = (struct zs_frame){.op = ZS_OP_GATHER, .length = 1};
 	zs_wire_encode(&fr, h);
 	assert_int_equal(send(fd, h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
@@ -611,7 +571,6 @@ static void test_device_push(void **st)
 
 #define SUITE(setup)                                                               \
 	{                                                                          \
-		cmocka_unit_test(test_hello_refusals),                             \
 		cmocka_unit_test(test_gather_exact_bytes),                         \
 		cmocka_unit_test(test_push_lands_once),                            \
 		cmocka_unit_test(test_backpressure_and_deferred),                  \

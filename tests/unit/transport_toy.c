@@ -11,27 +11,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "tests/unit/transport_toy.h"
 #include "gpu/dev.h"
 #include "rdma/rdma.h"
 #include "base/status.h"
+#include "net/sockio.h"
+#include "net/wire.h"
 
 const char *addr_of(struct fixture *f)
 {
 	return f->t == &zs_shm_transport ? f->shm_name : f->tcp_addr;
 }
 
-static enum zs_status toy_hello(void *ctx, const char *job, const char *token,
-				uint64_t incarnation, uint64_t epoch, uint32_t rank, uint32_t *h,
+static enum zs_status toy_hello(void *ctx, const struct zs_hello *hl, uint32_t *h,
 				struct zs_error *err)
 {
+	const char *job = hl->job;
+	uint32_t rank = hl->rank;
+
 	(void)ctx;
-	(void)incarnation;
-	(void)epoch;
 	if (strcmp(job, "job"))
 		return zs_fail(err, ZS_ENOTFOUND, "no job '%s' here", job);
-	if (strcmp(token, "tok"))
+	if (!zs_hello_proves(hl, "tok"))
 		return zs_fail(err, ZS_EINVAL, "bad token for job '%s'", job);
 	if (rank >= 4)
 		return zs_fail(err, ZS_EINVAL, "rank %u >= world size 4", rank);
@@ -249,3 +253,59 @@ struct zs_xfer xf(uint64_t off, uint64_t len, uint64_t step)
 				.dtype = ZS_F32};
 }
 
+/* A raw peer's socket, the server's first frame (its nonce) read. */
+int raw_dial(struct fixture *f, uint8_t nonce[ZS_NONCE_LEN])
+{
+	struct zs_error err = {0};
+	int fd = zs_dial(addr_of(f), 5000, &err);
+	uint8_t h[ZS_WIRE_HDR];
+	struct zs_frame fr;
+
+	assert_true(fd >= 0);
+	assert_int_equal(zs_read_full(fd, h, sizeof h), 0);
+	assert_int_equal(zs_wire_decode(h, &fr, NULL), ZS_OK);
+	assert_int_equal(fr.op, ZS_OP_NONCE);
+	assert_int_equal(fr.payload_len, ZS_NONCE_LEN);
+	assert_int_equal(zs_read_full(fd, nonce, ZS_NONCE_LEN), 0);
+	return fd;
+}
+
+/* Sends hello (its job "job", rank 2, its proof given) on fd; the answer's
+ * op (its fd passed, if any, closed). */
+uint16_t raw_hello_send(int fd, const uint8_t proof[ZS_PROOF_LEN])
+{
+	uint8_t payload[4 + ZS_PROOF_LEN], h[ZS_WIRE_HDR];
+	struct zs_frame fr = {.op = ZS_OP_HELLO, .rank = 2, .payload_len = sizeof payload};
+	struct iovec iov[2] = {{h, sizeof h}, {payload, sizeof payload}};
+	int memfd = -1;
+
+	memcpy(payload, "job", 4);
+	memcpy(payload + 4, proof, ZS_PROOF_LEN);
+	zs_wire_encode(&fr, h);
+	assert_int_equal(zs_writev_full(fd, iov, 2), 0);
+	assert_int_equal(zs_recv_with_fd(fd, h, sizeof h, &memfd), 0);
+	if (memfd >= 0)
+		close(memfd);
+	assert_int_equal(zs_wire_decode(h, &fr, NULL), ZS_OK);
+	return fr.op;
+}
+
+/* A raw peer that says HELLO properly, for the misbehaving-peer tests;
+ * its proof into proof when not NULL. */
+int raw_hello_proof(struct fixture *f, uint8_t *proof)
+{
+	uint8_t nonce[ZS_NONCE_LEN], p[ZS_PROOF_LEN];
+	int fd = raw_dial(f, nonce);
+	struct zs_hello hl = {.job = "job", .nonce = nonce, .rank = 2};
+
+	assert_int_equal(zs_hello_proof(&hl, "tok", p), 0);
+	assert_int_equal(raw_hello_send(fd, p), ZS_OP_HELLO_OK);
+	if (proof)
+		memcpy(proof, p, ZS_PROOF_LEN);
+	return fd;
+}
+
+int raw_hello(struct fixture *f)
+{
+	return raw_hello_proof(f, NULL);
+}

@@ -62,4 +62,13 @@ struct zs_conn *open_conn(struct fixture *f, unsigned max_inflight);
 /* A transfer of unit 0's f32 [off, off + len) at step. */
 struct zs_xfer xf(uint64_t off, uint64_t len, uint64_t step);
 
+/* Raw peers, for the misbehaving-peer and handshake tests: a socket to f's
+ * toy with the server's first frame (its nonce) read; a HELLO of job "job"
+ * as rank 2 with the proof given, sent on fd (the answer's op); one said
+ * properly (its proof into proof when not NULL), its socket. */
+int raw_dial(struct fixture *f, uint8_t nonce[ZS_NONCE_LEN]);
+uint16_t raw_hello_send(int fd, const uint8_t proof[ZS_PROOF_LEN]);
+int raw_hello_proof(struct fixture *f, uint8_t *proof);
+int raw_hello(struct fixture *f);
+
 #endif
