@@ -37,7 +37,7 @@ cli: ctrl rdma net storage gpu math model base include
 FOREIGN="
 grpc/ ctrl
 protobuf-c/ ctrl
-openssl/ ctrl
+openssl/ ctrl net
 lmdb.h storage
 infiniband/ rdma
 jansson.h model storage cli
