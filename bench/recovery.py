@@ -10,7 +10,7 @@ in steps computed again, measured on the fault matrix's cluster
                 no rollback: its replacement redoes the lost rank's step
                 (steps computed again by the other ranks: 0; the table's
                 count is of the rollback's steps, none here)
-  trainer, lease only
+  trainer-by-lease
                 the same kill as the coordinator saw it before issue 32:
                 by its lease alone (--trainer-gone-ms past the run), so
                 the job rolls back to its last checkpoint (the cost the
@@ -61,7 +61,7 @@ def main():
     rng = random.Random(a.seed)
     rows = []
     kinds = [("trainer", False, lambda: "rank-%d" % rng.randrange(2)),
-             ("trainer, lease only", False, lambda: "rank-%d" % rng.randrange(2)),
+             ("trainer-by-lease", False, lambda: "rank-%d" % rng.randrange(2)),
              ("server", False, lambda: "server-%d" % rng.randrange(2)),
              ("replicated", False, lambda: "server-%d" % rng.randrange(2)),
              ("replicated, clipping", False, lambda: "server-%d" % rng.randrange(2)),
@@ -77,7 +77,7 @@ def main():
             continue
         K = 2 if kind.startswith("replicated") else 1
         clip = kind.endswith("clipping")
-        lease = kind.endswith("lease only")
+        lease = kind == "trainer-by-lease"
         if (ha, K, clip) not in base:
             b = faults.run_trial(job(ha, K, clip), None, 0, "baseline")
             if not b["ok"]:
