@@ -114,6 +114,11 @@ const struct zs_opt zs_opts_coordinator[] = {
 	 .help = "the address to report (zshardctl status, the metrics\nendpoint's host) when "
 		 "peers reach this one under\nanother (NAT, containers, --listen 0.0.0.0)"},
 	TLS_OPTS,
+	{"tls-roles", ZS_OPT_CHOICE, .choices = "optional|required", .config = true, .val = 8,
+	 .arg = "MODE",
+	 .help = "with TLS: whether a client certificate must name its\nrole (a URI "
+		 "zshard:role:NAME or its OU: admin,\noperator, trainer, reader, server); "
+		 "optional (the\ndefault): one that names none is an admin's"},
 	{"config", ZS_OPT_FILE, .val = 4, .arg = "FILE",
 	 .help = "a launch configuration (zshardctl config --help):\nits coordinator.* keys and "
 		 "tls_*; flags win"},

@@ -21,6 +21,7 @@ static const char *const names[ZS_STATUS_COUNT] = {
 	[ZS_EAGAIN] = "try again",
 	[ZS_EINTERNAL] = "internal error",
 	[ZS_ERESUME] = "rolled back: resume",
+	[ZS_EPERM] = "permission denied",
 };
 
 const char *zs_strerror(int s)

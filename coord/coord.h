@@ -11,6 +11,7 @@
 #define ZS_COORD_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -35,6 +36,9 @@ struct coord_config {
 	const char *etcd;
 	const char *etcd_prefix; /* the keys' prefix (NULL: /zshard) */
 	uint32_t etcd_lease_s;   /* the leader's lease (0: 5 s) */
+	/* with TLS: a client certificate must name a role (coord/roles.c);
+	 * else one that names none is an admin's */
+	bool tls_roles_required;
 };
 
 /*

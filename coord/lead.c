@@ -39,6 +39,8 @@ bool coord_gate(void *ctx, size_t method, struct zs_rpc_call *call)
 	char leader[ZS_ADDR_MAX];
 
 	(void)method;
+	if (!coord_role_ok(c, call)) /* answered: the caller's role may not */
+		return false;
 	if (atomic_load(&c->ha.leading)) {
 		/* a leader that was stopped (or cut off) past its lease must not
 		 * answer what reached it meanwhile, not even a read: another may

@@ -128,9 +128,20 @@ static struct zs_job *find_member(struct coord *c, struct zs_rpc_call *call, con
 	struct zs_error e = {0};
 	struct zs_job *j;
 
+	char role[64];
+
 	if (zs_dec_leave(p, n, lv->job, &lv->rank, &lv->session, &lv->abandoned, &lv->next,
 			 &lv->timeline, &lv->with_timeline, &e)) {
 		coord_reply_err(call, &e);
+		return NULL;
+	}
+	/* an eviction (a Leave without a session: zshardctl trainers evict)
+	 * is an operator's or an admin's, not a trainer's (coord/roles.c) */
+	if (!own && !lv->session && zs_rpc_call_role(call, role, sizeof role) > 0 &&
+	    strcmp(role, "admin") && strcmp(role, "operator")) {
+		zs_rpc_fail(call, ZS_EPERM,
+			    "role '%s' may not evict rank %u of job '%s' (an operator or an admin may)",
+			    role, lv->rank, lv->job);
 		return NULL;
 	}
 	pthread_mutex_lock(&c->mu);

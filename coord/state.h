@@ -149,6 +149,7 @@ struct coord {
 		uint32_t lease_ms;
 		uint32_t trainer_lease_ms;
 		uint32_t trainer_gone_ms; /* recovery.c */
+		bool tls_roles_required;  /* roles.c */
 		char addr[ZS_ADDR_MAX];
 		char adv[ZS_ADDR_MAX]; /* the address Status reports (--advertise) */
 		char data_dir[512];
@@ -479,6 +480,8 @@ bool coord_latest_report(struct coord *c, const struct zs_job *j, uint64_t *top)
 /* resize.c: zshardctl job resize; whether a rank may join j now (below
  * the world of its latest steps or of the one it resizes to) */
 void coord_h_resize_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+/* roles.c: whether the caller's role may make call (false: answered) */
+bool coord_role_ok(struct coord *c, struct zs_rpc_call *call);
 uint32_t coord_world_now(struct coord *c, const struct zs_job *j);
 /* redo.c: whether rank is out of j's world at the step after the last it
  * began (a resize left it out: its loss costs nothing) */

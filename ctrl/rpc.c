@@ -127,6 +127,7 @@ static grpc_status_code to_grpc(enum zs_status s)
 	case ZS_ESTATE: return GRPC_STATUS_FAILED_PRECONDITION;
 	case ZS_ECANCELED: return GRPC_STATUS_CANCELLED;
 	case ZS_EAGAIN: return GRPC_STATUS_ABORTED;
+	case ZS_EPERM: return GRPC_STATUS_PERMISSION_DENIED;
 	default: return GRPC_STATUS_INTERNAL;
 	}
 }
@@ -146,6 +147,7 @@ enum zs_status rpc_from_grpc(grpc_status_code c)
 	case GRPC_STATUS_FAILED_PRECONDITION: return ZS_ESTATE;
 	case GRPC_STATUS_CANCELLED: return ZS_ECANCELED;
 	case GRPC_STATUS_ABORTED: return ZS_EAGAIN;
+	case GRPC_STATUS_PERMISSION_DENIED: return ZS_EPERM;
 	case GRPC_STATUS_UNIMPLEMENTED: return ZS_EPROTO;
 	default: return ZS_EINTERNAL;
 	}
@@ -382,6 +384,59 @@ void zs_rpc_redirect(struct zs_rpc_call *c, const char *leader, const char *fmt,
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	answer(c, ZS_EUNAVAIL, GRPC_STATUS_UNAVAILABLE, msg, NULL, 0, leader ? leader : "");
+}
+
+const char *zs_rpc_call_method(const struct zs_rpc_call *call)
+{
+	return call->srv->methods[call->method].path;
+}
+
+/* The value of "OU=" in an RFC 2253 subject ("CN=a,OU=trainer,O=b"). */
+static int subject_ou(const char *v, size_t n, char *role, size_t len)
+{
+	for (size_t i = 0; i + 3 <= n; i++) {
+		size_t k = 0;
+		if ((i && v[i - 1] != ',' && v[i - 1] != '/') || strncmp(v + i, "OU=", 3))
+			continue;
+		i += 3;
+		while (i + k < n && v[i + k] != ',' && v[i + k] != '/' && k + 1 < len) {
+			role[k] = v[i + k];
+			k++;
+		}
+		role[k] = '\0';
+		return k > 0;
+	}
+	return 0;
+}
+
+int zs_rpc_call_role(struct zs_rpc_call *call, char *role, size_t len)
+{
+	static const char uri[] = "zshard:role:";
+	grpc_auth_context *ctx = grpc_call_auth_context(call->call);
+	grpc_auth_property_iterator it;
+	const grpc_auth_property *p;
+	int found = 0;
+
+	if (!ctx)
+		return -1;
+	if (!grpc_auth_context_peer_is_authenticated(ctx)) {
+		grpc_auth_context_release(ctx);
+		return -1;
+	}
+	it = grpc_auth_context_find_properties_by_name(ctx, GRPC_PEER_URI_PROPERTY_NAME);
+	while (!found && (p = grpc_auth_property_iterator_next(&it)))
+		if (p->value_length > sizeof uri - 1 && p->value_length - (sizeof uri - 1) < len &&
+		    !strncmp(p->value, uri, sizeof uri - 1)) {
+			size_t n = p->value_length - (sizeof uri - 1);
+			memcpy(role, p->value + sizeof uri - 1, n);
+			role[n] = '\0';
+			found = 1;
+		}
+	it = grpc_auth_context_find_properties_by_name(ctx, GRPC_X509_SUBJECT_PROPERTY_NAME);
+	while (!found && (p = grpc_auth_property_iterator_next(&it)))
+		found = subject_ou(p->value, p->value_length, role, len);
+	grpc_auth_context_release(ctx);
+	return found;
 }
 
 void zs_rpc_server_gate(struct zs_rpc_server *s, zs_rpc_gate_fn fn, void *ctx)

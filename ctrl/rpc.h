@@ -97,6 +97,15 @@ void zs_rpc_redirect(struct zs_rpc_call *call, const char *leader, const char *f
  * handler is not run. Set once, before or while serving.
  */
 typedef bool (*zs_rpc_gate_fn)(void *ctx, size_t method, struct zs_rpc_call *call);
+/*
+ * The role the caller's certificate names, into role (len bytes): a
+ * subjectAltName URI "zshard:role:NAME", else the subject's OU. 1 when it
+ * names one, 0 when the call came over TLS with a certificate naming none,
+ * -1 when it came without TLS (no identity).
+ */
+int zs_rpc_call_role(struct zs_rpc_call *call, char *role, size_t len);
+/* The path of the method the call is for ("/zshard.Coordinator/Join"). */
+const char *zs_rpc_call_method(const struct zs_rpc_call *call);
 void zs_rpc_server_gate(struct zs_rpc_server *s, zs_rpc_gate_fn fn, void *ctx);
 /* Opens a channel to target ("HOST:PORT"); connects lazily. */
 enum zs_status zs_rpc_client_open(const char *target, struct zs_rpc_client **out,

@@ -31,6 +31,7 @@ enum zs_status {
 	ZS_EINTERNAL, /* 13: a bug: please report */
 	ZS_ERESUME,   /* 14: the job was rolled back (a process of it was lost):
 		       * zs_trainer_resume() gives the step to resume at */
+	ZS_EPERM,     /* 15: the caller's role (its certificate's) may not do it */
 	ZS_STATUS_COUNT
 };
 

@@ -162,6 +162,7 @@ part config suite config
 part multihost suite multihost
 part deploy sh tests/deploy/check.sh "$bin" "$BUILD"
 part tls suite tls
+part roles suite roles
 part options suite options
 part prometheus suite prometheus
 part faults faults $CHECK_FAULTS

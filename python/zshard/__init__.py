@@ -6,7 +6,8 @@ See README.md beside this package and include/zshard.h in the source tree
 for what each call does; failures raise zshard.ZshardError subclasses.
 """
 from zshard.errors import (AlreadyExists, Canceled, FailedPrecondition, InternalError,
-                           InvalidArgument, NoSpace, NotFound, OutOfMemory, ProtocolError,
+                           InvalidArgument, NoSpace, NotFound, OutOfMemory, PermissionDenied,
+                           ProtocolError,
                            Resume, StorageError, TimedOut, TryAgain, Unavailable,
                            ZshardError)
 from zshard._lib import DEVICE_EMULATED, DEVICE_HOST
@@ -15,5 +16,6 @@ from zshard.trainer import BF16, F16, F32, Op, Trainer, create_job, resize_job, 
 __all__ = ["Trainer", "Op", "create_job", "resize_job", "strerror", "F32", "BF16", "F16", "ZshardError",
            "InvalidArgument", "NotFound", "AlreadyExists", "NoSpace", "Unavailable",
            "TimedOut", "StorageError", "OutOfMemory", "ProtocolError", "FailedPrecondition",
-           "Canceled", "TryAgain", "InternalError", "Resume", "DEVICE_HOST", "DEVICE_EMULATED"]
+           "Canceled", "TryAgain", "InternalError", "Resume", "PermissionDenied", "DEVICE_HOST",
+           "DEVICE_EMULATED"]
 __version__ = "0.9.0"

@@ -82,10 +82,15 @@ class Resume(ZshardError):
     code, status = 14, "ZS_ERESUME"
 
 
+class PermissionDenied(ZshardError):
+    """ZS_EPERM: the role the client's certificate names may not do it."""
+    code, status = 15, "ZS_EPERM"
+
+
 _CLASSES = {c.code: c for c in (InvalidArgument, NotFound, AlreadyExists, NoSpace,
                                 Unavailable, TimedOut, StorageError, OutOfMemory,
                                 ProtocolError, FailedPrecondition, Canceled, TryAgain,
-                                InternalError, Resume)}
+                                InternalError, Resume, PermissionDenied)}
 _NAMES = {code: c.status for code, c in _CLASSES.items()}
 
 
