@@ -1,9 +1,19 @@
 /*
  * test_security.c - who may use a job: the data plane's job tokens (the
- * control plane's mutual TLS is tests/integration/tls.sh), against a real
- * coordinator and servers on loopback.
+ * control plane's mutual TLS is tests/integration/tls.sh, its roles
+ * roles.sh), against a real coordinator and servers on loopback; and that
+ * a capture of the data plane holds no token.
  */
 #include "tests/integration/train_common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_ether.h>
+#include <net/if.h>
+#include <netpacket/packet.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 
 #include "net/transport.h"
 
@@ -132,10 +142,138 @@ static void test_data_plane_token(void **st)
 			     file_has(log_path("server-%d.log", i), t2));
 }
 
+/* ------------------------------------------------- a capture on loopback */
+
+/* What a capture of loopback keeps: the TCP payloads to or from the
+ * servers' data ports (ports), appended. */
+struct capture {
+	int fd;
+	atomic_int stop;
+	uint16_t ports[8];
+	int n_ports;
+	uint8_t *buf;
+	size_t len, cap;
+	uint64_t packets;
+};
+
+static bool data_port(const struct capture *k, uint16_t p)
+{
+	for (int i = 0; i < k->n_ports; i++)
+		if (k->ports[i] == p)
+			return true;
+	return false;
+}
+
+static void *capture_main(void *arg)
+{
+	struct capture *k = arg;
+	static uint8_t pkt[1 << 16];
+
+	while (!atomic_load(&k->stop)) {
+		struct pollfd p = {k->fd, POLLIN, 0};
+		ssize_t n;
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		n = recv(k->fd, pkt, sizeof pkt, MSG_DONTWAIT);
+		/* loopback's frames: a 14-byte Ethernet header, IPv4, TCP */
+		if (n < 14 + 20 + 20 || pkt[12] != 0x08 || pkt[13] != 0x00)
+			continue;
+		const uint8_t *ip = pkt + 14;
+		size_t ihl = (size_t)(ip[0] & 15) * 4, tot = (size_t)ip[2] << 8 | ip[3];
+		if (ip[9] != 6 || 14 + tot > (size_t)n || tot < ihl + 20)
+			continue;
+		const uint8_t *tcp = ip + ihl;
+		uint16_t sp = (uint16_t)(tcp[0] << 8 | tcp[1]), dp = (uint16_t)(tcp[2] << 8 | tcp[3]);
+		size_t off = (size_t)(tcp[12] >> 4) * 4, plen = tot - ihl - off;
+		if (!data_port(k, sp) && !data_port(k, dp))
+			continue;
+		k->packets++;
+		if (!plen || off > tot - ihl)
+			continue;
+		if (k->len + plen > k->cap) {
+			size_t cap = (k->len + plen) * 2;
+			uint8_t *g = realloc(k->buf, cap);
+			if (!g)
+				continue;
+			k->buf = g;
+			k->cap = cap;
+		}
+		memcpy(k->buf + k->len, tcp + off, plen);
+		k->len += plen;
+	}
+	return NULL;
+}
+
+/*
+ * No secret on the wire (issue 33): a capture of loopback (AF_PACKET, as
+ * tcpdump takes it) of every byte to and from the servers' data ports
+ * while a trainer joins, uploads and trains a few steps holds the HELLOs
+ * (the job's name is in them: the capture saw them) and not the job's
+ * data-plane token. Needs CAP_NET_RAW (root); skipped, saying so, without.
+ */
+static void test_no_token_on_the_wire(void **st)
+{
+	struct capture k = {.fd = -1};
+	struct zs_coord_client *c;
+	struct zs_server_info *s;
+	struct zs_job_spec spec;
+	struct zs_job j;
+	struct sockaddr_ll at = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
+	pthread_t th;
+	uint32_t n;
+	zs_trainer *t;
+	struct rank_ctx x = {0};
+
+	(void)st;
+	k.fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+	if (k.fd < 0) {
+		printf("[ SKIPPED  ] a capture needs CAP_NET_RAW: %s\n", strerror(errno));
+		skip();
+		return;
+	}
+	at.sll_ifindex = (int)if_nametoindex("lo");
+	assert_int_equal(bind(k.fd, (struct sockaddr *)&at, sizeof at), 0);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_servers(c, &s, &n, NULL), ZS_OK);
+	for (uint32_t i = 0; i < n && k.n_ports < 8; i++) {
+		const char *colon = strrchr(s[i].data_addr, ':');
+		if (colon)
+			k.ports[k.n_ports++] = (uint16_t)atoi(colon + 1);
+	}
+	free(s);
+	assert_true(k.n_ports > 0);
+	assert_int_equal(pthread_create(&th, NULL, capture_main, &k), 0);
+	oracle_spec(&spec, "wirejob", 1, ZS_SGD, ZS_F32);
+	create_job(&spec);
+	t = join("wirejob", 0, "tcp");
+	upload_init(t);
+	x.t = t;
+	train_ranks(&x, 1, 0, 3);
+	zs_trainer_close(t);
+	atomic_store(&k.stop, 1);
+	pthread_join(th, NULL);
+	close(k.fd);
+	assert_int_equal(zs_coord_get_job_token(c, "wirejob", &j, NULL), ZS_OK);
+	assert_int_equal(strlen(j.token), 32);
+	/* the capture saw the data plane: its HELLOs name the job */
+	if (!k.len || !memmem(k.buf, k.len, "wirejob", 7))
+		fail_msg("the capture holds %zu bytes of %llu data-plane packets and no HELLO", k.len,
+			 (unsigned long long)k.packets);
+	if (memmem(k.buf, k.len, j.token, 32))
+		fail_msg("the job's data-plane token is in the capture of its data plane");
+	printf("capture: %llu data-plane packets, %zu payload bytes, no token in them\n",
+	       (unsigned long long)k.packets, k.len);
+	free(k.buf);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	zs_job_spec_release(&spec);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_data_plane_token),
+		cmocka_unit_test(test_no_token_on_the_wire),
 	};
 	return cmocka_run_group_tests_name("security", tests, group_setup, group_teardown);
 }
