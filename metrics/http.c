@@ -3,12 +3,16 @@
  * /metrics from one internal polling thread; any other path is 404, any
  * other method 405. The listening socket is ours (bound to exactly the
  * address given, so a port of 0 can be read back); connections are bounded
- * in number and idle time, so a stuck scraper cannot hold the daemon.
+ * in number (in all, and from one address) and idle time, so a stuck or
+ * hostile client cannot hold the daemon nor its scrapers out; a connection
+ * refused for that is counted (zshard_metrics_refused_connections_total),
+ * and said in the log once a minute at most, with the count, not once each.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +20,21 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/util.h"
 #include "metrics/metrics.h"
 
-#define HTTP_TIMEOUT_S 10
-#define HTTP_MAX_CONNS 32
+#define HTTP_TIMEOUT_S 5
+#define HTTP_MAX_CONNS 64
+#define HTTP_PER_IP 8
+#define REFUSED_LOG_MS 60000
 
 struct zs_metrics_http {
 	struct MHD_Daemon *d;
 	struct zs_metrics *m;
+	struct zs_series *refused;
+	/* refusals since the last line said them, and when it was */
+	atomic_uint_fast64_t unsaid;
+	_Atomic int64_t said_ms;
 };
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type, char *body,
@@ -81,11 +92,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_log(void *cls, const char *fmt, va_list ap)
 {
+	struct zs_metrics_http *h = cls;
 	char msg[512];
 
-	(void)cls;
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	msg[strcspn(msg, "\n")] = '\0';
+	/* a connection refused at a limit: counted, said once a minute */
+	if (h && (strstr(msg, "connection limit") || strstr(msg, "per IP") ||
+		  strstr(msg, "too many connections"))) {
+		int64_t now = zs_now_ms(), last = atomic_load(&h->said_ms);
+		uint64_t n = atomic_fetch_add(&h->unsaid, 1) + 1;
+		zs_series_add(h->refused, 1);
+		if ((!last || now - last >= REFUSED_LOG_MS) &&
+		    atomic_compare_exchange_strong(&h->said_ms, &last, now)) {
+			atomic_fetch_sub(&h->unsaid, n);
+			zs_warn("metrics endpoint: %llu connection(s) refused at its limits (%d in all, %d from one address, %d s idle) since the last such line: %s",
+				(unsigned long long)n, HTTP_MAX_CONNS, HTTP_PER_IP, HTTP_TIMEOUT_S, msg);
+		}
+		return;
+	}
 	zs_warn("metrics endpoint: %s", msg);
 }
 
@@ -144,11 +169,15 @@ enum zs_status zs_metrics_http_start(struct zs_metrics *m, const char *addr, cha
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	h->m = m;
+	h->refused = zs_metrics_counter(m, "zshard_metrics_refused_connections_total",
+					"Connections to this endpoint refused at its limits.", "");
 	h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-				on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+				on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_log, h,
 				MHD_OPTION_LISTEN_SOCKET, fd,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNS, MHD_OPTION_END);
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNS,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
+				MHD_OPTION_END);
 	if (!h->d) {
 		close(fd);
 		free(h);

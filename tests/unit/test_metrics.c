@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -225,9 +226,80 @@ static void test_http_endpoint(void **st)
 	free(buf);
 }
 
+/* An idle connection to addr from src (127.0.0.x); -1 when refused at once. */
+static int idle_from(const char *addr, const char *src)
+{
+	char host[ZS_HOST_MAX];
+	uint16_t port;
+	struct sockaddr_in sa = {.sin_family = AF_INET}, me = {.sin_family = AF_INET};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(zs_parse_hostport(addr, host, &port, NULL), ZS_OK);
+	sa.sin_port = htons(port);
+	assert_int_equal(inet_pton(AF_INET, host, &sa.sin_addr), 1);
+	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
+	assert_int_equal(bind(fd, (struct sockaddr *)&me, sizeof me), 0);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Idle clients cannot lock scrapers out: 72 connections that say nothing,
+ * from nine loopback addresses, fill the endpoint (64 in all, 8 from one
+ * address); those past its limits are refused and counted (one log line,
+ * not one each), and each idle one is closed after 5 s, after which a
+ * scrape goes through, with the count.
+ */
+static void test_idle_clients_and_limits(void **st)
+{
+	struct zs_metrics *m = zs_metrics_new();
+	struct zs_metrics_http *h;
+	struct zs_error err = {0};
+	char addr[64], src[32], *buf = malloc(1 << 16);
+	int fd[72], n = 0, code = -1;
+	int64_t deadline;
+
+	(void)st;
+	assert_int_equal(zs_metrics_http_start(m, "127.0.0.1:0", addr, sizeof addr, &h, &err), ZS_OK);
+	for (int a = 2; a <= 10; a++)
+		for (int k = 0; k < 8; k++) {
+			snprintf(src, sizeof src, "127.0.0.%d", a);
+			fd[n++] = idle_from(addr, src);
+		}
+	/* the endpoint takes a scrape again once the idle ones are closed */
+	deadline = zs_now_ms() + 30000;
+	while (zs_now_ms() < deadline && (code = http(addr, "GET", "/metrics", buf, 1 << 16)) != 200)
+		usleep(100 * 1000);
+	if (code != 200)
+		fail_msg("no scrape went through within 30 s of 72 idle clients (last: %d)", code);
+	{
+		const char *v = strstr(buf, "\nzshard_metrics_refused_connections_total ");
+		assert_non_null(v);
+		assert_true(atof(v + strlen("\nzshard_metrics_refused_connections_total ")) >= 1);
+	}
+	/* the idle ones were closed by the endpoint: they read end of file */
+	for (int i = 0; i < n; i++) {
+		char c;
+		if (fd[i] < 0)
+			continue;
+		struct timeval tv = {.tv_sec = 20};
+		setsockopt(fd[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+		assert_true(read(fd[i], &c, 1) <= 0);
+		close(fd[i]);
+	}
+	zs_metrics_http_stop(h);
+	zs_metrics_free(m);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_idle_clients_and_limits),
 		cmocka_unit_test(test_exposition),
 		cmocka_unit_test(test_concurrent_updates_are_exact),
 		cmocka_unit_test(test_collectors_and_forgotten_families),
