@@ -65,6 +65,9 @@ const struct zs_opt zs_opts_server[] = {
 		 "the data plane and metrics too); HOST:PORT maps\nthe control port"},
 	{"data-advertise", ZS_OPT_WORD, .config = true, .val = 'A', .arg = "HOST[:PORT]",
 	 .help = "the same for the data plane (default: --advertise's\nhost, the bound data port)"},
+	{"shm-group", ZS_OPT_WORD, .config = true, .val = 9, .arg = "GROUP",
+	 .help = "shared-memory trainers of this group (name or id,\ntheir primary group) may connect "
+		 "besides this\nserver's user and root"},
 	TLS_OPTS,
 	{"config", ZS_OPT_FILE, .val = 4, .arg = "FILE",
 	 .help = "a launch configuration (zshardctl config --help):\nits server.* keys, coordinator "

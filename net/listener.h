@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "net/hello.h"
 #include "net/transport.h"
@@ -163,6 +164,9 @@ struct zs_endpoint_ops {
 };
 extern const struct zs_endpoint_ops zs_tcp_endpoint; /* net/tcp.c */
 extern const struct zs_endpoint_ops zs_shm_endpoint; /* net/shm.c */
+/* shm peers whose (primary) group is gid may connect too, besides the
+ * server's user and root (zshard-server --shm-group); (gid_t)-1: none. */
+void zs_shm_allow_group(gid_t gid);
 
 #define ZS_LISTEN_MAX 4
 struct zs_listen_at {

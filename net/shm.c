@@ -115,8 +115,15 @@ static int shm_listen(const char *addr, char *bound, struct zs_error *err)
  * Who may map the arena: an abstract socket has no file mode, so anyone on
  * the host who finds its name could connect (and, before its HELLO proves
  * the token, read the arena's descriptor's size): the peer must be this
- * server's user, or root.
+ * server's user, root, or of the group --shm-group names (its primary).
  */
+static _Atomic long allowed_gid = -1;
+
+void zs_shm_allow_group(gid_t gid)
+{
+	atomic_store(&allowed_gid, gid == (gid_t)-1 ? -1 : (long)gid);
+}
+
 static bool shm_peer_ok(int fd, char *why)
 {
 	struct ucred cr;
@@ -127,11 +134,13 @@ static bool shm_peer_ok(int fd, char *why)
 			 strerror(errno));
 		return false;
 	}
-	if (cr.uid == geteuid() || cr.uid == 0)
+	if (cr.uid == geteuid() || cr.uid == 0 ||
+	    (atomic_load(&allowed_gid) >= 0 && (long)cr.gid == atomic_load(&allowed_gid)))
 		return true;
 	snprintf(why, ZS_ERRMSG_MAX,
-		 "shm: process %d of user %u may not use this server's shared memory (it runs as user %u): run the trainer as that user, or use tcp",
-		 (int)cr.pid, (unsigned)cr.uid, (unsigned)geteuid());
+		 "shm: process %d of user %u (group %u) may not use this server's shared memory (it runs as user %u%s): run the trainer as that user, give the server --shm-group, or use tcp",
+		 (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid, (unsigned)geteuid(),
+		 atomic_load(&allowed_gid) >= 0 ? ", and admits one other group" : "");
 	return false;
 }
 

@@ -8,6 +8,7 @@
  */
 #include "server/daemon.h"
 
+#include <grp.h>
 #include <sys/stat.h>
 
 #include "base/env.h"
@@ -35,7 +36,7 @@ static void usage(FILE *f)
 /* What the flags (and a --config file's settings) ask for. */
 struct sopts {
 	const char *coord_addr, *listen, *data_dir, *port_file, *data_listen, *metrics;
-	const char *advertise, *data_advertise, *rdma_mode;
+	const char *advertise, *data_advertise, *rdma_mode, *shm_group;
 	const char *tls[3];
 	uint32_t step_timeout_ms;
 	uint64_t memory_budget, landing_budget, gpu_budget;
@@ -70,6 +71,7 @@ static int server_flags(int argc, char **argv, struct sopts *o, struct srvd *d)
 		case 1: case 2: case 3: o->tls[c - 1] = optarg; break;
 		case 4: break; /* read before the other flags */
 		case 'A': o->data_advertise = optarg; break;
+		case 9: o->shm_group = optarg; break;
 		case 'B': zs_parse_size(optarg, &o->gpu_budget, NULL); break;
 		case 'G': o->gpu = strcmp(optarg, "emulated") ? atoi(optarg) : ZS_DEV_EMULATED; break;
 		case 'M': zs_parse_size(optarg, &o->memory_budget, NULL); break;
@@ -174,6 +176,14 @@ static enum zs_status start_data_plane(struct srvd *d, struct sopts *o, struct z
 			zs_info("rdma not offered: %s", d->rdma_note);
 	} else {
 		snprintf(d->rdma_note, sizeof d->rdma_note, "turned off (--rdma off)");
+	}
+	if (o->shm_group) { /* shm peers of this group may connect too (net/shm.c) */
+		struct group *g = getgrnam(o->shm_group);
+		char *end;
+		unsigned long gid = strtoul(o->shm_group, &end, 10);
+		if (!g && (*end || end == o->shm_group))
+			return zs_fail(err, ZS_EINVAL, "--shm-group %s: no such group", o->shm_group);
+		zs_shm_allow_group(g ? g->gr_gid : (gid_t)gid);
 	}
 	struct zs_listener_opts lo = {
 		.at = {{&zs_tcp_endpoint, o->data_listen, bound_data},

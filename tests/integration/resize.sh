@@ -2,7 +2,7 @@
 # resize.sh - a job's world size changes while it trains (zshardctl job
 # resize): the example model (charlm) at 4 ranks, resized to 2 (ranks 2
 # and 3 leave cleanly at the step the coordinator names) and then to 3 (a
-# new rank 2 joins and begins at that step), 40 steps in all; then a job of 3 whose rank 1 is lost and never
+# new rank 2 joins and begins at that step), 32 steps in all; then a job of 3 whose rank 1 is lost and never
 # replaced shrinks to 2 (rank_lost: shrink). The
 # parameters must be bitwise those of the single-process reference that
 # changes its world at the same steps (charlm --reference --worlds), the
@@ -29,10 +29,10 @@ ctl job create "$dir/rs.json" >/dev/null || fail "cannot create the job"
 ctl job resize rs --world 0 >"$dir/bad.out" 2>&1 && fail "a world of 0 was taken"
 ctl job resize rs >"$dir/bad.out" 2>&1 && fail "resize without --world was taken"
 
-STEPS=40
+STEPS=32
 rank() { # r: one rank of the example, slowed so that the resizes land mid-run
 	"$bin/charlm" --coordinator "$addr" --job rs --rank "$1" --steps $STEPS --print-every 1 \
-		--transport tcp --lag-ms 60 --dump "$dir/rank$1.bin" >"$dir/rank$1.log" 2>&1 &
+		--transport tcp --lag-ms 50 --dump "$dir/rank$1.bin" >"$dir/rank$1.log" 2>&1 &
 	eval "r$1=\$!"
 	pids="$pids $!"
 }
@@ -140,8 +140,8 @@ ctl job show sh >"$dir/sh.show" || fail "job show sh"
 grep -q "not replaced within 2000 ms: the world shrinks" "$dir/sh.show" ||
 	fail "job show does not say rank_lost: $(cat "$dir/sh.show")"
 for r in 0 1 2; do
-	"$bin/charlm" --coordinator "$addr" --job sh --rank $r --steps 30 --print-every 1 \
-		--transport tcp --lag-ms 60 --dump "$dir/sh$r.bin" >"$dir/sh$r.log" 2>&1 &
+	"$bin/charlm" --coordinator "$addr" --job sh --rank $r --steps 24 --print-every 1 \
+		--transport tcp --lag-ms 50 --dump "$dir/sh$r.bin" >"$dir/sh$r.log" 2>&1 &
 	eval "s$r=\$!"
 	pids="$pids $!"
 done
@@ -157,7 +157,7 @@ ctl job show sh --json >"$dir/sh.json.out" || fail "job show sh"
 s=$("$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["world_size"] == 2, j; print(j["restored_step"])' "$dir/sh.json.out") ||
 	fail "the shrunk job: $(cat "$dir/sh.json.out")"
 grep -q "rank 0 resumes at step $s" "$dir/sh0.log" || fail "rank 0 did not resume at step $s"
-"$bin/charlm" --reference --spec "$dir/sh.json" --world 3 --worlds "$s:2" --steps 30 \
+"$bin/charlm" --reference --spec "$dir/sh.json" --world 3 --worlds "$s:2" --steps 24 \
 	--dump "$dir/shref.bin" >"$dir/shref.log" 2>&1 || fail "the shrink reference did not run"
 cmp -s "$dir/sh0.bin" "$dir/shref.bin" || fail "the shrunk job's parameters differ from the reference"
 cmp -s "$dir/sh2.bin" "$dir/shref.bin" || fail "the moved rank's parameters differ from the reference"

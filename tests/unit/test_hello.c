@@ -14,11 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "net/hello.h"
+#include "net/listener.h"
 #include "net/sockio.h"
 #include "net/transport.h"
 #include "net/wire.h"
@@ -128,6 +130,27 @@ static void test_shm_peer_of_another_user(void **st)
 		_exit(strstr(err.msg, "may not use this server's shared memory") ? 0 : 2);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* the server admits one group besides (--shm-group): its members are in */
+	zs_shm_allow_group(4242);
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct zs_conn_opts o = {.addr = addr_of(f), .job = "job", .token = "tok",
+					 .rank = 1, .timeout_ms = 5000};
+		struct zs_conn *c;
+		struct zs_error err = {0};
+		if (setgroups(0, NULL) || setgid(4242) || setuid(65534))
+			_exit(3);
+		if (zs_connect(f->t, &o, &c, &err) != ZS_OK)
+			_exit(1);
+		zs_conn_close(c);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	zs_shm_allow_group((gid_t)-1);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
