@@ -368,9 +368,17 @@ class Job:
         self.imported = (int(step), state)
 
     def resume(self):
-        """After zshard.Resume: back onto the job's timeline."""
+        """After zshard.Resume: back onto the job's timeline. A job that shrank
+        without a lost rank (rank_lost: shrink) may have given this one
+        another rank: on_world hears of it, with the world size."""
         self.abandon_step()
-        return self.enter(self.t.resume())
+        before = (self.t.rank, self.t.world_size)
+        got = self.t.resume()
+        self.o["rank"] = self.t.rank
+        state = self.enter(got)
+        if (self.t.rank, self.t.world_size) != before and self.o.get("on_world"):
+            self.o["on_world"](self.t.rank, self.t.world_size, self.step)
+        return state
 
     def enter(self, state):
         """Starts from what Trainer.resume() said: None (step 0; rank 0
