@@ -33,6 +33,16 @@ if command -v systemd-analyze >/dev/null 2>&1; then
 	else
 		fail "systemd-analyze verify: $(cat "$dir/systemd.log")"
 	fi
+	# and with the TLS drop-in (LoadCredential=) beside each
+	mkdir -p "$dir/zshard-coordinator.service.d" "$dir/zshard-server@.service.d"
+	cp "$root/deploy/systemd/tls.conf" "$dir/zshard-coordinator.service.d/"
+	cp "$root/deploy/systemd/tls.conf" "$dir/zshard-server@.service.d/"
+	if (cd "$dir" && systemd-analyze verify zshard-coordinator.service zshard-server@0.service) \
+		>"$dir/systemd-tls.log" 2>&1 && [ ! -s "$dir/systemd-tls.log" ]; then
+		said="$said with the TLS drop-in too;"
+	else
+		fail "systemd-analyze verify with tls.conf: $(cat "$dir/systemd-tls.log")"
+	fi
 else
 	said="$said systemd skipped (no systemd-analyze);"
 fi
