@@ -139,16 +139,23 @@ void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r,
 	pthread_mutex_unlock(&t->ls.down_mu);
 }
 
-bool tr_boundary_peek(zs_trainer *t, struct zs_step_answer *a)
+/* Waits (down_mu held) within t->timeout_ms for a posted report's answer. */
+static void await_answer(zs_trainer *t)
 {
 	int64_t deadline = zs_now_ms() + t->timeout_ms;
-	bool got = false;
 
-	pthread_mutex_lock(&t->ls.down_mu);
 	while (t->ls.bstate == B_POSTED && t->ls.running && zs_now_ms() < deadline) {
 		struct timespec ts = zs_deadline_in(50);
 		pthread_cond_timedwait(&t->ls.bcv, &t->ls.down_mu, &ts);
 	}
+}
+
+bool tr_boundary_peek(zs_trainer *t, struct zs_step_answer *a)
+{
+	bool got = false;
+
+	pthread_mutex_lock(&t->ls.down_mu);
+	await_answer(t);
 	if (t->ls.bstate == B_ANSWERED && !t->ls.bst) {
 		*a = t->ls.bans;
 		got = true;
@@ -160,14 +167,10 @@ bool tr_boundary_peek(zs_trainer *t, struct zs_step_answer *a)
 bool tr_boundary_take(zs_trainer *t, enum zs_status *st, struct zs_step_answer *a,
 		      struct zs_error *err)
 {
-	int64_t deadline = zs_now_ms() + t->timeout_ms;
 	bool took = false;
 
 	pthread_mutex_lock(&t->ls.down_mu);
-	while (t->ls.bstate == B_POSTED && t->ls.running && zs_now_ms() < deadline) {
-		struct timespec ts = zs_deadline_in(50);
-		pthread_cond_timedwait(&t->ls.bcv, &t->ls.down_mu, &ts);
-	}
+	await_answer(t);
 	if (t->ls.bstate == B_ANSWERED) {
 		*st = t->ls.bst;
 		*a = t->ls.bans;

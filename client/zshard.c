@@ -183,28 +183,44 @@ out:
 	return st;
 }
 
+/* A client of the coordinator a join would find (launch_defaults), for
+ * the calls outside a trainer (zs_create_job, zs_resize_job). */
+static enum zs_status launch_coord(const char *coordinator, int timeout_ms,
+				   struct zs_coord_client **c, struct zs_error *err)
+{
+	struct zs_config cfg = {0};
+	char first[ZS_ADDR_MAX];
+	enum zs_status st = launch_defaults(&coordinator, &cfg, first, sizeof first, err);
+
+	if (!st)
+		st = zs_coord_open(coordinator, timeout_ms, 0, c, err);
+	zs_config_release(&cfg);
+	return st;
+}
+
+/* st's message into errbuf ("" on success), and st. */
+static int said(enum zs_status st, const struct zs_error *err, char *errbuf, size_t errlen)
+{
+	if (errbuf && errlen)
+		snprintf(errbuf, errlen, "%s", st ? err->msg : "");
+	return st;
+}
+
 int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms, char *errbuf,
 		  size_t errlen)
 {
 	struct zs_error err = {0};
 	struct zs_coord_client *c = NULL;
 	struct zs_job j;
-	struct zs_config cfg = {0};
 	enum zs_status st;
-	char first[ZS_ADDR_MAX];
 
 	if (!spec_json)
 		st = zs_fail(&err, ZS_EINVAL, "no spec");
-	/* the coordinator a join of the job would find (launch_defaults) */
-	else if (!(st = launch_defaults(&coordinator, &cfg, first, sizeof first, &err)) &&
-		 !(st = zs_coord_open(coordinator, timeout_ms, 0, &c, &err)) &&
+	else if (!(st = launch_coord(coordinator, timeout_ms, &c, &err)) &&
 		 !(st = zs_coord_create_job_json(c, spec_json, &j, &err)))
 		zs_job_release(&j);
 	zs_coord_close(c);
-	zs_config_release(&cfg);
-	if (errbuf && errlen)
-		snprintf(errbuf, errlen, "%s", st ? err.msg : "");
-	return st;
+	return said(st, &err, errbuf, errlen);
 }
 
 int zs_resize_job(const char *coordinator, const char *job, unsigned world, int timeout_ms,
@@ -213,24 +229,18 @@ int zs_resize_job(const char *coordinator, const char *job, unsigned world, int 
 	struct zs_error err = {0};
 	struct zs_coord_client *c = NULL;
 	struct zs_job j;
-	struct zs_config cfg = {0};
 	enum zs_status st;
-	char first[ZS_ADDR_MAX];
 
 	if (!job)
 		st = zs_fail(&err, ZS_EINVAL, "no job named");
-	else if (!(st = launch_defaults(&coordinator, &cfg, first, sizeof first, &err)) &&
-		 !(st = zs_coord_open(coordinator, timeout_ms, 0, &c, &err)) &&
+	else if (!(st = launch_coord(coordinator, timeout_ms, &c, &err)) &&
 		 !(st = zs_coord_resize_job(c, job, world, &j, &err))) {
 		if (from_step)
 			*from_step = j.worlds.n ? j.worlds.v[j.worlds.n - 1].step : 0;
 		zs_job_release(&j);
 	}
 	zs_coord_close(c);
-	zs_config_release(&cfg);
-	if (errbuf && errlen)
-		snprintf(errbuf, errlen, "%s", st ? err.msg : "");
-	return st;
+	return said(st, &err, errbuf, errlen);
 }
 
 void zs_trainer_close(zs_trainer *t)

@@ -513,6 +513,9 @@ void eng_ranks_free(struct ejob *j);
 void eng_t_bye(void *ctx, uint32_t job, uint32_t rank);
 enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle,
 			   struct zs_error *err);
+/* The job of handle h, referenced (eng_job_unref), or NULL with err: gone,
+ * or of a timeline a restore ended (ZS_ERESUME). */
+struct ejob *eng_job_or_fail(struct engine *e, uint32_t h, struct zs_error *err);
 const void *eng_served(struct eshard *s, const struct zs_xfer *x);
 void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		   const struct zs_xfer *x);

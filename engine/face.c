@@ -32,7 +32,7 @@ struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale)
 
 /* The current job of handle h, or NULL after failing err: ZS_ERESUME for a
  * handle of an earlier timeline, ZS_ENOTFOUND for one that never was. */
-static struct ejob *job_or_fail(struct engine *e, uint32_t h, struct zs_error *err)
+struct ejob *eng_job_or_fail(struct engine *e, uint32_t h, struct zs_error *err)
 {
 	bool stale;
 	struct ejob *j = eng_job_by_handle(e, h, &stale);
@@ -145,7 +145,7 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 {
 	struct engine *e = ctx;
 	struct zs_error err = {0};
-	struct ejob *j = job_or_fail(e, job, &err);
+	struct ejob *j = eng_job_or_fail(e, job, &err);
 	struct eshard *s;
 
 	if (!j) {
@@ -393,7 +393,7 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 				    struct zs_error *err)
 {
 	struct engine *e = ctx;
-	struct ejob *j = job_or_fail(e, job, err);
+	struct ejob *j = eng_job_or_fail(e, job, err);
 	struct eshard *s;
 	enum zs_status st = ZS_OK;
 	bool dup = false;

@@ -101,16 +101,10 @@ enum zs_status eng_t_world(void *ctx, uint32_t job, uint32_t rank, const uint8_t
 	struct zs_worlds in, now;
 	enum zs_status st;
 	uint64_t at = 0;
-	struct ejob *j;
-	bool stale;
+	struct ejob *j = eng_job_or_fail(e, job, err);
 
-	j = eng_job_by_handle(e, job, &stale);
 	if (!j)
-		return zs_fail(err, ZS_ENOTFOUND, "no job has handle %u here", job);
-	if (stale) {
-		eng_job_unref(e, j);
-		return zs_fail(err, ZS_ERESUME, "job '%s' was restored: resume", j->name);
-	}
+		return err->code;
 	if ((st = zs_worlds_decode(payload, len, &in, err)))
 		goto out;
 	if (j->spec.collective) {

@@ -152,6 +152,11 @@ void lsn_dev_conn_end(struct zs_lconn *c);
 /* listener_path.c */
 /* A control frame of the one-sided path; nonzero ends the connection. */
 int lsn_on_control(struct zs_lconn *c, const struct zs_frame *f);
+/* listener_hello.c: HELLO, HPARAMS and WORLD frames, answered (-1: the
+ * connection ends) */
+int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f);
+int lsn_on_hparams(struct zs_lconn *c, const struct zs_frame *f);
+int lsn_on_world(struct zs_lconn *c, const struct zs_frame *f);
 /* The notification workers: started with the path, stopped after every
  * connection let it go (they finish what was notified). */
 enum zs_status lsn_start_workers(struct zs_listener *l, struct zs_error *err);
