@@ -1,8 +1,10 @@
 /*
  * listener_int.h - the listener's state, internal to net/ (the API is
- * listener.h). listener.c: the arena, connections, frames and the target's
- * calls; listener_path.c: a one-sided path's control frames and landing
- * notifications.
+ * listener.h). listener.c: the arena, connections' threads and frames;
+ * listener_conn.c: what a connection sends, its references and the
+ * target's answers; listener_path.c: a one-sided path's control frames
+ * and landing notifications; listener_hello.c: HELLO, HPARAMS and WORLD;
+ * listener_dev.c: device pushes.
  */
 #ifndef ZS_LISTENER_INT_H
 #define ZS_LISTENER_INT_H
@@ -127,7 +129,7 @@ struct zs_listener {
 	struct lsn_observe obs;
 };
 
-/* listener.c */
+/* listener_conn.c */
 void lsn_conn_unref(struct zs_lconn *c);
 /* Sends a frame (and payload) unless the connection is dead. */
 int lsn_send_frame(struct zs_lconn *c, struct zs_frame *f, const void *payload, size_t len,
