@@ -431,12 +431,15 @@ CHECK_FAULTS ?= --seed 1 --steps 150 --trial trainer:25 --trial server:35 --tria
 # while the first one's new copies are seeded (the two that ended with
 # other bits before the trainers sent a new server their tables), a
 # trainer killed (its replacement redoes its step: partial pushes and
-# terms forwarded to the copies counted once), and both trainers killed
-# at once (both redo the one step)
+# terms forwarded to the copies counted once), a trainer that dies just
+# after its last push of unit 3 (its replacement's micro-batches of that
+# unit acknowledged without waiting for the step: it once waited for the
+# clipped step, which waited for its other units), and both trainers
+# killed at once (both redo the one step)
 CHECK_FAULTS_REPLICAS ?= --replicas 2 --servers 3 --clip --accum 3 --seed 1 --steps 150 --trial server:40 \
 	--trial pause:70 --trial partition:50 --trial server2:100 --trial server:12 \
 	--trial reseed-0-1-1016:18 --trial reseed-0-2-1147:60 --trial trainer:33 \
-	--trial trainers:80
+	--trial tdie-0-3:45 --trial trainers:80
 # a server killed at a drawn point between the two ranks' step ends (the
 # last rank lags 150 ms a step), trainers that exit when told to resume:
 # no wait may run out its step timeout (FAULTS="--kinds skew --lag-ms 150

@@ -654,6 +654,19 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
+	if (x->redo && x->partial && j->spec.replicas > 1 && x->step == s->version &&
+	    s->open.slot[rank] == SLOT_FULL) {
+		/* a replacement's micro-batch of a step whose last push from
+		 * its rank is in: the term is in here; it goes to the copies
+		 * (which take it once) and is acknowledged then, not when the
+		 * step is applied: the replacement waits for it before its
+		 * next micro-batch, and with clipping the step waits for every
+		 * server's norm, so for the replacement's pushes elsewhere */
+		eng_repl_partial(e, j, s, rank, x, dst, op);
+		pthread_mutex_unlock(&s->mu);
+		eng_job_unref(e, j);
+		return;
+	}
 	if (!x->init && (x->step < s->version || redo_dup(j, s, rank, x))) {
 		/* a push sent again after a failover, or a replacement's of
 		 * what its rank pushed: in already (its step applied, maybe);

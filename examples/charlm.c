@@ -28,6 +28,7 @@
  */
 #include <cblas.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,12 @@ static int exit_on_resume;
 /* --lag-ms: this rank sleeps so long each step before its backward pushes
  * (the others end their steps that much earlier: a fault test's window) */
 static int lag_ms;
+/* --die-after-push S:U: a process that began before step S kills itself
+ * (SIGKILL) 300 ms after posting unit U's last push of step S, its other
+ * units' pushes of S not sent: a fault test's exact point (a replacement,
+ * which begins at S, does not) */
+static long long die_step = -1;
+static int die_unit = -1;
 
 /* ------------------------------------------------------ without service */
 
@@ -359,6 +366,13 @@ again:
 				backward(l, lp[l], &w, lg[l]);
 			if ((rc = zs_unit_push(t, (unsigned)u)))
 				goto fail;
+			if ((long long)step == die_step && u == die_unit && start < step) {
+				printf("rank %u: dies after its push of unit %d in step %llu (--die-after-push)\n",
+				       rank, u, (unsigned long long)step);
+				fflush(stdout);
+				usleep(300 * 1000); /* the push lands meanwhile */
+				raise(SIGKILL);
+			}
 		}
 		{
 			unsigned before = zs_trainer_world_size(t);
@@ -538,6 +552,7 @@ int main(int argc, char **argv)
 		{"micro-batches", required_argument, NULL, 'm'},
 		{"exit-on-resume", no_argument, NULL, 'X'},
 		{"lag-ms", required_argument, NULL, 'G'},
+		{"die-after-push", required_argument, NULL, 'Y'},
 		{"worlds", required_argument, NULL, 'O'},
 		{"help", no_argument, NULL, 'h'},              {0},
 	};
@@ -601,6 +616,13 @@ int main(int argc, char **argv)
 		case 'm': MB = atoi(optarg); break;
 		case 'X': exit_on_resume = 1; break;
 		case 'G': lag_ms = atoi(optarg); break;
+		case 'Y':
+			if (sscanf(optarg, "%lld:%d", &die_step, &die_unit) != 2 || die_step < 0 ||
+			    die_unit < 0) {
+				fprintf(stderr, "charlm: --die-after-push takes STEP:UNIT\n");
+				return 2;
+			}
+			break;
 		case 'h':
 			printf("usage: charlm --coordinator ADDR [--job charlm] --rank R [--steps N] [--batch B]\n"
 			       "              [--transport auto|tcp|shm] [--print-every K] [--dump FILE]\n"
@@ -608,6 +630,7 @@ int main(int argc, char **argv)
 			       "              [--push-depth D] [--no-compute] [--step-log FILE]\n"
 			       "              [--schedule cosine|constant] [--warmup N] [--total N]\n"
 			       "              [--micro-batches K] [--exit-on-resume] [--lag-ms MS]\n"
+			       "              [--die-after-push STEP:UNIT]\n"
 			       "       charlm --reference [--spec FILE] --world R [--worlds S:N,...] [--steps N] [--dump FILE]\n"
 			       "       charlm --local [--steps N] [--batch B] [--step-log FILE]\n"
 			       "       charlm --print-spec [--job NAME] [--world R] [--stage S]\n"

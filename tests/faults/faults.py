@@ -50,6 +50,11 @@ and the job must fall back to its checkpoint (and still end bitwise).
 A killed trainer ("trainer", "trainer2", and "trainers": every rank at
 once, all lost in one step) must not roll the job back: its replacement
 redoes its step (the coordinator says "redoes step S"), bitwise.
+Kind "tdie" (a victim tdie-R-U) is a trainer killed at an exact point:
+rank R kills itself in the drawn step 300 ms after posting unit U's last
+push (charlm --die-after-push), its other units' pushes not sent; its
+replacement then pushes again what the servers have (with accumulation,
+micro-batches of a unit whose last push is in).
 Kind "skew" (with --lag-ms L: the last rank sleeps L ms each step before
 its pushes, so the others end each step up to L ms before it) kills a
 server a drawn 0-L ms after rank 0 ended the drawn step: at a random point
@@ -178,6 +183,7 @@ class Cluster:
         self.etcd = None  # with --etcd: the members' argv (etcd.Members)
         self.coord_addrs = []
         self.host = "127.0.0.1"
+        self.die = None  # (rank, unit, step): that rank's first process dies there
         if netns:
             self.make_netns()
 
@@ -294,6 +300,8 @@ class Cluster:
             argv += ["--exit-on-resume"]
         if getattr(self.a, "lag_ms", 0) and r == self.a.ranks - 1:
             argv += ["--lag-ms", str(self.a.lag_ms)]
+        if self.die and self.die[0] == r:  # its replacement, begun later, does not die
+            argv += ["--die-after-push", "%d:%d" % (self.die[2], self.die[1])]
         return argv
 
     def ctl(self, *args, check=True):
@@ -450,6 +458,9 @@ def run_trial(a, victim, kill_step, tag):
     """Returns a dict: the outcome of one trial (victim None: fault-free)."""
     d = tempfile.mkdtemp(prefix="zshard-faults-")
     cl = Cluster(d, a, netns=victim == "partition")
+    if victim and victim.startswith("tdie-"):
+        _, dr, du = victim.split("-")
+        cl.die = (int(dr), int(du), kill_step)
     res = {"victim": victim or "-", "kill_step": kill_step, "rollback": "-", "recovery": None,
            "seconds": None, "digest": None, "ok": False, "why": "", "takeover": None}
     old_leader, before, took_over, next_poll, at_takeover = None, set(), None, 0.0, None
@@ -460,7 +471,13 @@ def run_trial(a, victim, kill_step, tag):
         while not cl.trainers_done():
             if now() - t0 > TRIAL_LIMIT_S:
                 raise RuntimeError("the job did not finish within %d s" % TRIAL_LIMIT_S)
-            if victim and killed_at is None and cl.rank0_step() >= kill_step:
+            if victim and victim.startswith("tdie-") and killed_at is None:
+                # it kills itself: seen as its first process's end
+                if cl.proc("rank-%d" % cl.die[0]).starts > 1:
+                    killed_at = now()
+                    cl.note("rank %d died after its push of unit %d in step %d"
+                            % cl.die)
+            elif victim and killed_at is None and cl.rank0_step() >= kill_step:
                 at = cl.rank0_step()
                 if victim in ("leader", "lpause", "standby"):
                     before = cl.committed()
@@ -600,14 +617,15 @@ def run_trial(a, victim, kill_step, tag):
             lease_only = getattr(a, "lease_only", False)
             if lease_only and "rolling back" not in coord_log:
                 raise RuntimeError("a trainer seen by its lease alone did not roll the job back")
-            if (victim.startswith("rank-") or victim.startswith("trainer2-")) and not lease_only and \
+            if (victim.startswith("rank-") or victim.startswith("trainer2-") or
+                    victim.startswith("tdie-")) and not lease_only and \
                     res["rollback"] != "none" and "is gone (its data connections" not in coord_log:
                 # a killed trainer's connections end at once: its servers
                 # say so, and it is gone in 1.5 s, before its 3 s lease
                 raise RuntimeError("the killed trainer was not seen by its servers' report "
                                    "of its connections (only by its lease)")
             if not lease_only and (victim.startswith("rank-") or victim.startswith("trainer2-") or
-                                   victim == "ranks"):
+                                   victim.startswith("tdie-") or victim == "ranks"):
                 # a killed trainer costs its own step: its replacement
                 # redoes it, the job does not roll back
                 redo = re.findall(r"its replacement redoes step (\d+)", coord_log)
@@ -685,7 +703,8 @@ def run_trial(a, victim, kill_step, tag):
     finally:
         STOPPING["cleaning"] = True  # a signal now waits until this is done
         cl.stop()
-        if res["why"] or os.environ.get("ZSHARD_FAULTS_KEEP"):
+        # (an interrupt removed the directory above: nothing to keep)
+        if os.path.isdir(d) and (res["why"] or os.environ.get("ZSHARD_FAULTS_KEEP")):
             keep = os.environ.get("ZSHARD_FAULTS_KEEP")
             if keep:
                 dst = os.path.join(keep, "trial-%s" % tag)
@@ -821,11 +840,11 @@ def main():
     rows, bad, skipped = [], 0, 0
     for i, (kind, step) in enumerate(plan):
         if kind.startswith("reseed-") or kind.startswith("skew-") or \
-                kind.startswith("trainer2-"):  # a whole victim
+                kind.startswith("trainer2-") or kind.startswith("tdie-"):  # a whole victim
             kind, victim = kind.split("-")[0], kind
         else:
             victim = None
-        n = {"trainer": a.ranks, "trainer2": a.ranks, "trainers": 1, "server": a.servers, "server2": a.servers, "reseed": a.servers,
+        n = {"trainer": a.ranks, "trainer2": a.ranks, "tdie": a.ranks, "trainers": 1, "server": a.servers, "server2": a.servers, "reseed": a.servers,
              "skew": a.servers,
              "coordinator": 1,
              "stop": 1,
@@ -833,6 +852,7 @@ def main():
              "standby": 1, "etcd": 3}[kind]
         idx = rng.randrange(n)
         victim = victim or {"trainer": "rank-%d" % idx, "server": "server-%d" % idx,
+                  "tdie": "tdie-%d-%d" % (idx, rng.randrange(4)),
                   "trainer2": "trainer2-%d-%d-%d" % (idx, rng.choice([idx, (idx + 1) % a.ranks]),
                                                      rng.randrange(1500)),
                   "server2": "servers-%d-%d" % (idx, (idx + 1) % a.servers), "trainers": "ranks",
