@@ -103,13 +103,33 @@ torch_script() {
 	ZSHARD_LIB=$libzs ZSHARD_BIN=$bin timeout "$1" env -u LD_LIBRARY_PATH \
 		"$TORCH_VENV/bin/python" "tests/python/$2" >>"$BUILD/torch-test.log" 2>&1
 }
+# the torch venv (a minute or more of pip unpacking torch from its cache,
+# longer from PyPI) is made in the background while the first parts run;
+# the torch part waits for it
+venv_pid=""
+venv_start() {
+	[ "$SAN" = 1 ] && return 0
+	sh tools/torch-venv.sh "$TORCH_VENV" >"$BUILD/torch-venv.log" 2>&1 &
+	venv_pid=$!
+}
+venv_wait() {
+	if [ -n "$venv_pid" ]; then
+		wait "$venv_pid"
+	else
+		sh tools/torch-venv.sh "$TORCH_VENV" >"$BUILD/torch-venv.log" 2>&1
+	fi
+	r=$?
+	cat "$BUILD/torch-venv.log"
+	[ $r -eq 0 ] || echo "check: the torch venv ($TORCH_VENV) could not be made (exit $r)"
+	return $r
+}
 torch_tests() {
 	if [ "$SAN" = 1 ]; then
 		echo "check: torch skipped under the sanitizers (as python)"
 		return 77
 	fi
 	: >"$BUILD/torch-test.log"
-	if sh tools/torch-venv.sh "$TORCH_VENV" && torch_script 900 test_torch.py &&
+	if venv_wait && torch_script 900 test_torch.py &&
 		torch_script 600 test_torch_loop.py && torch_script 900 test_hf.py &&
 		torch_script 600 test_dcp.py; then
 		grep -E '^check: (torch|hf|dcp)|^test_(hf|dcp):' "$BUILD/torch-test.log"
@@ -149,6 +169,7 @@ rdma() {
 	return $r
 }
 
+venv_start
 part tests tests_host
 part tests-gpu-emulated tests_emulated
 part layers-env-exports-install $MAKE --no-print-directory check-layers check-env check-exports \

@@ -14,8 +14,10 @@ for t in "$@"; do
 	echo "=== $t"
 	# a test that hangs (a wait that lost its bound) fails here, named,
 	# instead of holding the whole run
+	t0=$(date +%s)
 	timeout -k 10 "${ZSHARD_TEST_TIMEOUT:-900}" "$bin" >"$log" 2>&1
 	rc=$?
+	echo "check: $t took $(($(date +%s) - t0)) s" >>"$log"
 	[ "$rc" -eq 124 ] && echo "check: $t did not finish within ${ZSHARD_TEST_TIMEOUT:-900} s: stopped" >>"$log"
 	cat "$log"
 	# a binary may run several groups: add up every summary line
