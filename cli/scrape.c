@@ -2,14 +2,16 @@
  * scrape.c - zshardctl scrape-targets: the daemons' metrics endpoints as a
  * Prometheus file_sd_configs file (JSON), so that Prometheus follows the
  * cluster as servers come and go: the coordinator's endpoint, and each
- * server's, labelled with its id and host. Rewrite the file from cron or a
- * timer; Prometheus rereads it when it changes.
+ * server's, labelled with its id and host (and __scheme__ https when the
+ * cluster runs mTLS). Rewrite the file from cron or a timer; Prometheus
+ * rereads it when it changes.
  */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli/cli.h"
+#include "ctrl/tls.h"
 
 static int c_scrape_targets(struct ctx *x, int argc, char **argv)
 {
@@ -42,6 +44,12 @@ static int c_scrape_targets(struct ctx *x, int argc, char **argv)
 						s[i].metrics_addr, "labels", "zshard_role", "server",
 						"zshard_server", id, "zshard_host", s[i].host));
 	}
+	/* a cluster on mTLS serves its metrics over https (the daemons'
+	 * certificates): Prometheus takes the scheme from this label, the CA
+	 * from its scrape job's tls_config */
+	for (size_t i = 0; zs_tls_on() && i < json_array_size(groups); i++)
+		json_object_set_new(json_object_get(json_array_get(groups, i), "labels"), "__scheme__",
+				    json_string("https"));
 	free(s);
 	cli_json_print(groups);
 	return 0;
@@ -52,4 +60,7 @@ static const struct zs_opt scrape_flags[] = {CLI_FLAG_JSON, {0}};
 const struct cmd cmd_scrape_targets = {"scrape-targets", "[--json]",
 	 "The metrics endpoints of the coordinator and of every server started\n"
 	 "with --metrics, as a Prometheus file_sd_configs file (always JSON):\n"
-	 "  zshardctl scrape-targets > /etc/prometheus/zshard.json", c_scrape_targets, scrape_flags};
+	 "  zshardctl scrape-targets > /etc/prometheus/zshard.json\n"
+	 "With --tls-* (mTLS) the daemons serve https with their certificates: the\n"
+	 "targets say so (__scheme__), and the scrape job names the CA (tls_config).",
+	 c_scrape_targets, scrape_flags};

@@ -6,6 +6,7 @@
  * checkpoint's start to its commit or failure; and the process.
  */
 #include "coord/state.h"
+#include "ctrl/tls.h"
 
 #include "metrics/metrics.h"
 
@@ -167,6 +168,7 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 {
 	struct coord_metrics *x = calloc(1, sizeof *x);
 	struct zs_metrics *m;
+	char *cert = NULL, *key = NULL;
 	enum zs_status st;
 	char l[64];
 
@@ -232,9 +234,12 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 	if (st || (st = zs_metrics_add_process(m, err)) ||
 	    (st = zs_metrics_add_collector(m, collect, c, err)) ||
-	    (st = zs_metrics_http_start(m, addr, x->addr, sizeof x->addr, &x->http, err)) ||
+	    (st = zs_tls_identity(&cert, &key, err)) || /* mTLS on: https */
+	    (st = zs_metrics_http_start(m, addr, cert ? &(struct zs_metrics_tls){cert, key} : NULL,
+					x->addr, sizeof x->addr, &x->http, err)) ||
 	    (st = zs_advertise_addr(advertise, x->addr, true, x->adv, sizeof x->adv, "metrics",
 				    err))) {
+		zs_tls_identity_free(cert, key);
 		zs_metrics_http_stop(x->http);
 		zs_metrics_free(m);
 		free(x->ok);
@@ -244,7 +249,8 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 	}
 	c->metrics = x;
 	zs_rpc_server_observe(c->rpc, on_rpc, x);
-	zs_info("metrics at http://%s/metrics", x->addr);
+	zs_info("metrics at %s://%s/metrics", cert ? "https" : "http", x->addr);
+	zs_tls_identity_free(cert, key);
 	return ZS_OK;
 }
 

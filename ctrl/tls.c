@@ -123,6 +123,28 @@ void zs_tls_use(void (*fn)(const char *ca, const char *cert, const char *key, vo
 	pthread_mutex_unlock(&tls.mu);
 }
 
+enum zs_status zs_tls_identity(char **cert, char **key, struct zs_error *err)
+{
+	bool short_of = false;
+
+	pthread_mutex_lock(&tls.mu);
+	*cert = tls.cert ? strdup(tls.cert) : NULL;
+	*key = tls.key ? strdup(tls.key) : NULL;
+	short_of = (tls.cert && !*cert) || (tls.key && !*key);
+	pthread_mutex_unlock(&tls.mu);
+	if (!short_of)
+		return ZS_OK;
+	zs_tls_identity_free(*cert, *key);
+	*cert = *key = NULL;
+	return zs_fail(err, ZS_ENOMEM, "out of memory");
+}
+
+void zs_tls_identity_free(char *cert, char *key)
+{
+	free(cert);
+	wipe(key);
+}
+
 bool zs_tls_on(void)
 {
 	bool on;

@@ -7,6 +7,8 @@
  * hostile client cannot hold the daemon nor its scrapers out; a connection
  * refused for that is counted (zshard_metrics_refused_connections_total),
  * and said in the log once a minute at most, with the count, not once each.
+ * With the daemon's certificate (mTLS on) it serves https only (GnuTLS,
+ * libmicrohttpd's TLS).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,6 +29,11 @@
 #define HTTP_MAX_CONNS 64
 #define HTTP_PER_IP 8
 #define REFUSED_LOG_MS 60000
+/* GnuTLS's names for what the control plane accepts (ctrl/tls.c): TLS 1.3,
+ * or 1.2 with ECDHE and AES-GCM */
+#define TLS_PRIORITIES                                                                        \
+	"SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-256-GCM:+AES-128-GCM:" \
+	"+CHACHA20-POLY1305:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA"
 
 struct zs_metrics_http {
 	struct MHD_Daemon *d;
@@ -35,7 +42,17 @@ struct zs_metrics_http {
 	/* refusals since the last line said them, and when it was */
 	atomic_uint_fast64_t unsaid;
 	_Atomic int64_t said_ms;
+	/* with TLS: its own copies of the PEMs, for libmicrohttpd's life */
+	char *cert, *key;
 };
+
+static void free_pems(struct zs_metrics_http *h)
+{
+	if (h->key)
+		memset(h->key, 0, strlen(h->key)); /* key material does not linger */
+	free(h->key);
+	free(h->cert);
+}
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type, char *body,
 			     size_t len, enum MHD_ResponseMemoryMode mode)
@@ -154,7 +171,8 @@ static int listen_at(const char *addr, char *bound, size_t bound_len, struct zs_
 	return fd;
 }
 
-enum zs_status zs_metrics_http_start(struct zs_metrics *m, const char *addr, char *bound,
+enum zs_status zs_metrics_http_start(struct zs_metrics *m, const char *addr,
+				     const struct zs_metrics_tls *tls, char *bound,
 				     size_t bound_len, struct zs_metrics_http **out,
 				     struct zs_error *err)
 {
@@ -171,17 +189,40 @@ enum zs_status zs_metrics_http_start(struct zs_metrics *m, const char *addr, cha
 	h->m = m;
 	h->refused = zs_metrics_counter(m, "zshard_metrics_refused_connections_total",
 					"Connections to this endpoint refused at its limits.", "");
-	h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-				on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_log, h,
+	if (tls && (!tls->cert || !tls->key)) {
+		close(fd);
+		free(h);
+		return zs_fail(err, ZS_EINVAL, "metrics over TLS need a certificate and its key");
+	}
+	if (tls && !MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+		close(fd);
+		free(h);
+		return zs_fail(err, ZS_EUNAVAIL,
+			       "cannot serve metrics over TLS at %s: this libmicrohttpd has no TLS", bound);
+	}
+	if (tls && (!(h->cert = strdup(tls->cert)) || !(h->key = strdup(tls->key)))) {
+		free_pems(h);
+		close(fd);
+		free(h);
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	}
+	/* the TLS options last: MHD_OPTION_END ends the list where tls is NULL */
+	h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+					(tls ? MHD_USE_TLS : 0),
+				0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_log, h,
 				MHD_OPTION_LISTEN_SOCKET, fd,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNS,
 				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
-				MHD_OPTION_END);
+				tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, h->key,
+				MHD_OPTION_HTTPS_MEM_CERT, h->cert,
+				MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_END);
 	if (!h->d) {
 		close(fd);
+		free_pems(h);
 		free(h);
-		return zs_fail(err, ZS_EUNAVAIL, "cannot serve metrics at %s (libmicrohttpd)", bound);
+		return zs_fail(err, ZS_EUNAVAIL, "cannot serve metrics at %s (libmicrohttpd%s)", bound,
+			       tls ? ": the certificate, its key or TLS could not be set up" : "");
 	}
 	*out = h;
 	return ZS_OK;
@@ -192,5 +233,6 @@ void zs_metrics_http_stop(struct zs_metrics_http *h)
 	if (!h)
 		return;
 	MHD_stop_daemon(h->d); /* closes the listening socket it was given */
+	free_pems(h);
 	free(h);
 }

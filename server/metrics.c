@@ -163,6 +163,7 @@ static enum zs_status make_series(struct srvd_metrics *x, struct zs_error *err)
 enum zs_status srvd_metrics_start(struct srvd *d, const char *addr, struct zs_error *err)
 {
 	struct srvd_metrics *x = calloc(1, sizeof *x);
+	char *cert = NULL, *key = NULL; /* with mTLS on: https, by its identity */
 	enum zs_status st;
 
 	if (!x || !(x->m = zs_metrics_new())) {
@@ -171,14 +172,18 @@ enum zs_status srvd_metrics_start(struct srvd *d, const char *addr, struct zs_er
 	}
 	if ((st = make_series(x, err)) || (st = zs_metrics_add_process(x->m, err)) ||
 	    (st = zs_metrics_add_collector(x->m, collect, d, err)) ||
-	    (st = zs_metrics_http_start(x->m, addr, x->addr, sizeof x->addr, &x->http, err))) {
+	    (st = zs_tls_identity(&cert, &key, err)) ||
+	    (st = zs_metrics_http_start(x->m, addr, cert ? &(struct zs_metrics_tls){cert, key} : NULL,
+					x->addr, sizeof x->addr, &x->http, err))) {
+		zs_tls_identity_free(cert, key);
 		zs_metrics_free(x->m);
 		free(x);
 		return st;
 	}
 	d->metrics = x;
 	snprintf(d->me.metrics_addr, sizeof d->me.metrics_addr, "%s", x->addr);
-	zs_info("metrics at http://%s/metrics", x->addr);
+	zs_info("metrics at %s://%s/metrics", cert ? "https" : "http", x->addr);
+	zs_tls_identity_free(cert, key);
 	return ZS_OK;
 }
 

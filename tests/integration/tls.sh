@@ -7,7 +7,11 @@
 # CA, trusting another CA; a plaintext server registering (and a TLS one
 # with a plaintext coordinator), each at once and saying which side refused
 # what; half a TLS configuration; a key file that holds no key. No key
-# material in any log.
+# material in any log. The daemons' metrics endpoints serve https with
+# their certificates (TLS 1.2 or 1.3): scraped with the CA, a plaintext
+# request and a client trusting another CA get nothing, and a real
+# Prometheus (Debian's, when installed) scrapes the three through
+# `zshardctl scrape-targets` with the CA in its tls_config.
 #
 #   tests/integration/tls.sh BIN_DIR
 #
@@ -35,10 +39,10 @@ ca ca && cert node ca && ca other && cert stranger other || fail "openssl could 
 T="--tls-ca $dir/ca.pem --tls-cert $dir/node.pem --tls-key $dir/node.key"
 
 # shellcheck disable=SC2086 # T is three flags
-start_coord $T
+start_coord $T --metrics 127.0.0.1:0
 for s in 0 1; do
 	"$bin/zshard-server" --coordinator "$addr" --data-dir "$dir/s$s" --capacity 256M $T \
-		>"$dir/s$s.log" 2>&1 &
+		--metrics 127.0.0.1:0 >"$dir/s$s.log" 2>&1 &
 	pids="$pids $!"
 done
 ctl() { "$bin/zshardctl" --coordinator "$addr" --timeout-ms 3000 "$@"; }
@@ -52,6 +56,74 @@ export ZSHARD_TLS_CA="$dir/ca.pem" ZSHARD_TLS_CERT="$dir/node.pem" ZSHARD_TLS_KE
 train_pair " over TLS" --coordinator "$addr" --job tls --transport tcp
 unset ZSHARD_TLS_CA ZSHARD_TLS_CERT ZSHARD_TLS_KEY
 like_reference "$dir/tls.json"
+
+# metrics over https: the targets say the scheme; each answers with the CA,
+# and neither plaintext nor a client trusting another CA gets an answer
+ctl $T scrape-targets >"$dir/targets.json" || fail "scrape-targets over TLS"
+"$PY" - "$dir/targets.json" "$dir/ca.pem" "$dir/other.pem" >"$dir/https.log" 2>&1 <<'EOF2' ||
+import json, ssl, sys, urllib.request
+groups = json.load(open(sys.argv[1]))
+targets = [t for g in groups for t in g["targets"]]
+assert len(targets) == 3, "scrape-targets lists %d endpoints: %s" % (len(targets), groups)
+assert all(g["labels"].get("__scheme__") == "https" for g in groups), "no https scheme: %s" % groups
+def get(url, ca):
+    ctx = ssl.create_default_context(cafile=ca) if ca else None
+    try:
+        r = urllib.request.urlopen(url, timeout=10, context=ctx)
+        return r.status, r.read().decode()
+    except Exception as e:
+        return 0, str(e)
+for t in targets:
+    code, body = get("https://%s/metrics" % t, sys.argv[2])
+    assert code == 200 and "process_resident_memory_bytes" in body, "https://%s/metrics: %s %s" % (t, code, body[:200])
+    code, body = get("http://%s/metrics" % t, None)
+    assert code != 200, "http://%s/metrics answered in plaintext" % t
+    code, body = get("https://%s/metrics" % t, sys.argv[3])
+    assert code != 200 and "CERTIFICATE_VERIFY_FAILED" in body, "another CA: %s %s" % (code, body[:200])
+    for v in (ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1):  # old versions refused
+        ctx = ssl.create_default_context(cafile=sys.argv[2])
+        ctx.minimum_version = ctx.maximum_version = v
+        try:
+            urllib.request.urlopen("https://%s/metrics" % t, timeout=10, context=ctx)
+            raise AssertionError("https://%s took %s" % (t, v))
+        except AssertionError:
+            raise
+        except Exception:
+            pass
+print("ok")
+EOF2
+	fail "metrics over https: $(tail -3 "$dir/https.log")"
+grep -q "metrics at https://" "$dir/coord.log" || fail "the coordinator does not say it serves https"
+if command -v prometheus >/dev/null 2>&1; then
+	prom=127.0.0.1:$(free_port)
+	cat >"$dir/prometheus.yml" <<EOF2
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: zshard
+    tls_config:
+      ca_file: $dir/ca.pem
+    file_sd_configs:
+      - files: ['$dir/targets.json']
+EOF2
+	prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/tsdb" \
+		--web.listen-address="$prom" >"$dir/prometheus.log" 2>&1 &
+	pids="$pids $!"
+	i=0
+	until [ "$("$PY" - "$prom" <<'EOF2'
+import json, sys, urllib.request
+try:
+    d = json.load(urllib.request.urlopen("http://%s/api/v1/query?query=count(up%%3D%%3D1)" % sys.argv[1], timeout=5))
+    print(d["data"]["result"][0]["value"][1])
+except Exception:
+    print(0)
+EOF2
+)" = 3 ] || [ $i -ge 120 ]; do sleep 0.5; i=$((i + 1)); done
+	[ $i -lt 120 ] || fail "Prometheus does not scrape the 3 https endpoints within 60 s: $(tail -3 "$dir/prometheus.log")"
+	prom_said="; a real Prometheus scraped the 3 over https with the CA"
+else
+	prom_said="; Prometheus skipped: not installed"
+fi
 
 ctl $T jobs --json >"$dir/before.json" || fail "jobs over TLS"
 sed 's/"tls"/"intruder"/' "$dir/tls.json" >"$dir/intruder.json"
@@ -148,4 +220,4 @@ line=$(sed -n 2p "$dir/node.key")
 if grep -l -e "-----BEGIN" -e "$line" "$dir"/*.log >/dev/null 2>&1; then
 	fail "key material in $(grep -l -e "-----BEGIN" -e "$line" "$dir"/*.log | head -1)"
 fi
-echo "tls: passed (mutual TLS: trained bitwise equal; no certificate, another CA's, another CA trusted, a plaintext server and a TLS one meeting a plaintext coordinator refused at once, saying which side refused what, with nothing changed; half a configuration and a non-key refused; no key in the logs; data directories 0700, their files private$etcd_said)"
+echo "tls: passed (mutual TLS: trained bitwise equal; no certificate, another CA's, another CA trusted, a plaintext server and a TLS one meeting a plaintext coordinator refused at once, saying which side refused what, with nothing changed; half a configuration and a non-key refused; no key in the logs; data directories 0700, their files private; metrics over https only (TLS 1.2+), another CA's client refused$prom_said$etcd_said)"

@@ -204,7 +204,7 @@ static void test_http_endpoint(void **st)
 
 	(void)st;
 	zs_series_set(zs_metrics_gauge(m, "zs_test_up", "Up.", ""), 1);
-	assert_int_equal(zs_metrics_http_start(m, "127.0.0.1:0", addr, sizeof addr, &h, &err), ZS_OK);
+	assert_int_equal(zs_metrics_http_start(m, "127.0.0.1:0", NULL, addr, sizeof addr, &h, &err), ZS_OK);
 	assert_non_null(strstr(addr, "127.0.0.1:"));
 	assert_int_equal(http(addr, "GET", "/metrics", buf, 1 << 16), 200);
 	assert_non_null(strstr(buf, "Content-Type: text/plain; version=0.0.4"));
@@ -213,11 +213,11 @@ static void test_http_endpoint(void **st)
 	assert_int_equal(http(addr, "POST", "/metrics", buf, 1 << 16), 405);
 	assert_non_null(strstr(buf, "Allow: GET, HEAD"));
 	/* the same address again: a clear error, nothing started */
-	assert_int_equal(zs_metrics_http_start(m, addr, addr2, sizeof addr2, &h2, &err), ZS_EUNAVAIL);
+	assert_int_equal(zs_metrics_http_start(m, addr, NULL, addr2, sizeof addr2, &h2, &err), ZS_EUNAVAIL);
 	assert_non_null(strstr(err.msg, "cannot serve metrics at"));
 	assert_null(h2);
-	assert_int_equal(zs_metrics_http_start(m, "no-port", addr2, sizeof addr2, &h2, &err), ZS_EINVAL);
-	assert_int_equal(zs_metrics_http_start(m, "nonexistent.invalid:0", addr2, sizeof addr2, &h2,
+	assert_int_equal(zs_metrics_http_start(m, "no-port", NULL, addr2, sizeof addr2, &h2, &err), ZS_EINVAL);
+	assert_int_equal(zs_metrics_http_start(m, "nonexistent.invalid:0", NULL, addr2, sizeof addr2, &h2,
 					       &err),
 			 ZS_EINVAL);
 	zs_metrics_http_stop(h);
@@ -264,7 +264,7 @@ static void test_idle_clients_and_limits(void **st)
 	int64_t deadline;
 
 	(void)st;
-	assert_int_equal(zs_metrics_http_start(m, "127.0.0.1:0", addr, sizeof addr, &h, &err), ZS_OK);
+	assert_int_equal(zs_metrics_http_start(m, "127.0.0.1:0", NULL, addr, sizeof addr, &h, &err), ZS_OK);
 	for (int a = 2; a <= 10; a++)
 		for (int k = 0; k < 8; k++) {
 			snprintf(src, sizeof src, "127.0.0.%d", a);
