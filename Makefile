@@ -123,7 +123,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # no jansson, no server side); the shared one exports only include/'s API
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/emu_shm.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
 	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c model/world.c $(filter-out net/arena.c net/listener.c net/listener_conn.c net/listener_hello.c net/listener_path.c net/listener_dev.c,$(NET_SRC)) \
-	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(filter-out ctrl/etcd.c,$(CTRL_SRC))
+	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(filter-out ctrl/etcd.c ctrl/seal.c,$(CTRL_SRC))
 LIB_LIBS := $(CTRL_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(BUILD)/obj/gen/zshard.pb-c.o
 PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))
@@ -138,7 +138,7 @@ PUBLIC_H := include/zshard.h include/zshard_status.h
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello engine frozen world plan metrics \
 	      config phase unit \
 	      $(if $(HAVE_NVCC),gpu)
-INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica
+INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -261,6 +261,7 @@ $(BUILD)/tests/test_norms: $(BUILD)/obj/tests/integration/test_norms.o $(TEST_HA
 CATALOG_OBJ := $(TEST_HARNESS) $(BUILD)/obj/tests/integration/catalog_common.o
 $(BUILD)/tests/test_catalog: $(BUILD)/obj/tests/integration/test_catalog.o $(CATALOG_OBJ) $(CORE_LIB)
 $(BUILD)/tests/test_recovery: $(BUILD)/obj/tests/integration/test_recovery.o $(CATALOG_OBJ) $(CORE_LIB)
+$(BUILD)/tests/test_seal: $(BUILD)/obj/tests/integration/test_seal.o $(CATALOG_OBJ) $(CORE_LIB)
 DEV_OBJ := $(TRAIN_OBJ) $(BUILD)/obj/tests/integration/dev_common.o
 $(BUILD)/tests/test_device: $(BUILD)/obj/tests/integration/test_device.o $(DEV_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_collective: $(BUILD)/obj/tests/integration/test_collective.o $(DEV_OBJ) $(LIBZS_A) $(CORE_LIB)

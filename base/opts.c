@@ -122,6 +122,12 @@ const struct zs_opt zs_opts_coordinator[] = {
 	 .help = "with TLS: whether a client certificate must name its\nrole (a URI "
 		 "zshard:role:NAME or its OU: admin,\noperator, trainer, reader, server); "
 		 "optional (the\ndefault): one that names none is an admin's"},
+	{"secret-key", ZS_OPT_FILE, .config = true, .val = 9, .arg = "FILE",
+	 .help = "the key (32 bytes, or 64 hex digits; mode 0600,\n0400 or 0440) the catalog's "
+		 "job tokens are\nsealed with (AES-256-GCM); default: DIR/secret.key,\nmade at the "
+		 "first start;\n"
+		 "with --etcd: the same file on every coordinator\n(without it the tokens stay "
+		 "unsealed in etcd)"},
 	{"config", ZS_OPT_FILE, .val = 4, .arg = "FILE",
 	 .help = "a launch configuration (zshardctl config --help):\nits coordinator.* keys and "
 		 "tls_*; flags win"},

@@ -5,6 +5,10 @@
  */
 #include "coord/state.h"
 
+#include <string.h>
+
+#include "ctrl/seal.h"
+
 static void id_key(uint64_t id, uint8_t k[8])
 {
 	for (int i = 0; i < 8; i++)
@@ -57,19 +61,87 @@ static enum zs_status commit_record(struct coord *c, unsigned table, const void 
 	return cstore_commit(t, err);
 }
 
+/* What a job's sealed token is bound to: its name and incarnation. */
+static size_t seal_aad(const struct zs_job *j, uint8_t *aad)
+{
+	size_t n = strlen(j->spec.name) + 1;
+
+	memcpy(aad, j->spec.name, n);
+	for (int i = 0; i < 8; i++)
+		aad[n + (size_t)i] = (uint8_t)(j->incarnation >> (8 * i));
+	return n + 8;
+}
+
+/* j's record as the catalog keeps it (b): its token sealed (c->seal). */
+static enum zs_status enc_stored(struct coord *c, const struct zs_job *j, struct zs_buf *b,
+				 struct zs_error *err)
+{
+	uint8_t aad[ZS_JOB_NAME_MAX + 8];
+	struct zs_job *v;
+	size_t n = strlen(j->token);
+	enum zs_status st = ZS_OK;
+
+	if (!c->seal.on || !n)
+		return coord_enc_record(j, b) ? zs_fail(err, ZS_ENOMEM, "cannot encode job record")
+					      : ZS_OK;
+	if (!(v = malloc(sizeof *v)))
+		return zs_fail(err, ZS_ENOMEM, "out of memory");
+	*v = *j;
+	if (!(st = zs_seal(c->seal.key, aad, seal_aad(j, aad), j->token, n, v->token_sealed,
+			   err))) {
+		v->token_sealed_len = (uint32_t)(n + ZS_SEAL_OVERHEAD);
+		v->token[0] = '\0';
+		if (coord_enc_record(v, b))
+			st = zs_fail(err, ZS_ENOMEM, "cannot encode job record");
+	}
+	explicit_bzero(v, sizeof *v);
+	free(v);
+	return st;
+}
+
+/* Opens j's sealed token (as loaded) into j->token. */
+static enum zs_status unseal_token(struct coord *c, struct zs_job *j, struct zs_error *err)
+{
+	uint8_t aad[ZS_JOB_NAME_MAX + 8];
+	size_t n = j->token_sealed_len;
+	enum zs_status st;
+
+	if (!c->seal.on)
+		return zs_fail(err, ZS_EINVAL,
+			       "job '%s': its data-plane token is sealed in the catalog, and this coordinator has no secret key: give it --secret-key FILE, the key it was sealed with",
+			       j->spec.name);
+	if (n <= ZS_SEAL_OVERHEAD || n - ZS_SEAL_OVERHEAD >= sizeof j->token)
+		return zs_fail(err, ZS_EIO, "job '%s': a sealed token of %zu bytes (damaged record)",
+			       j->spec.name, n);
+	if ((st = zs_unseal(c->seal.key, aad, seal_aad(j, aad), j->token_sealed, n, j->token, err)))
+		return zs_fail(err, ZS_EINVAL,
+			       "job '%s': its sealed data-plane token does not open with the secret key %s (sealed with another key, or the record was altered or is another job's): the key it was sealed with is needed",
+			       j->spec.name, c->seal.path);
+	j->token[n - ZS_SEAL_OVERHEAD] = '\0';
+	memset(j->token_sealed, 0, sizeof j->token_sealed);
+	j->token_sealed_len = 0;
+	return ZS_OK;
+}
+
 enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
 			       bool bump, struct zs_error *err)
 {
-	struct zs_buf b = {0};
+	struct zs_buf b = {0}, sb = {0};
 	const char *name = j->spec.name;
 	size_t nl = strlen(name);
 	struct cstore_txn *t;
 	enum zs_status st;
 
+	/* b: what joins are answered with; sb: what the catalog keeps */
 	if (!del && coord_enc_record(j, &b))
 		return zs_fail(err, ZS_ENOMEM, "cannot encode job record");
+	if (!del && (st = enc_stored(c, j, &sb, err))) {
+		zs_buf_release(&b);
+		return st;
+	}
 	if ((st = cstore_begin(c, &t, err))) {
 		zs_buf_release(&b);
+		zs_buf_release(&sb);
 		return st;
 	}
 	if (del) { /* the job and its trainers' records, at once */
@@ -77,8 +149,9 @@ enum zs_status coord_save_job(struct coord *c, const struct zs_job *j, bool del,
 		if (!st)
 			st = cstore_del_prefix(t, T_MEMBERS, name, nl + 1, err);
 	} else {
-		st = cstore_put(t, T_JOBS, name, nl, b.data, b.len, err);
+		st = cstore_put(t, T_JOBS, name, nl, sb.data, sb.len, err);
 	}
+	zs_buf_release(&sb);
 	if (!st && bump)
 		st = put_u64(t, "assign_gen", c->assign_gen + 1, err);
 	if (st)
@@ -485,6 +558,12 @@ static enum zs_status upgrade_job(struct coord *c, struct zs_job *j, bool legacy
 	j->n_trainers = keep;
 	for (uint32_t k = 0; !st && legacy && k < j->n_trainers; k++)
 		st = coord_save_member(c, j, &j->trainers[k], false, err);
+	/* a sealed token opens with the coordinator's key (or the start
+	 * fails, saying so: a new token would shut its trainers out); one
+	 * kept in the clear is sealed now */
+	bool clear = j->token[0] && c->seal.on;
+	if (j->token_sealed_len && (st = unseal_token(c, j, err)))
+		return st;
 	/* a record from before data-plane tokens gets one now; its
 	 * trainers take it at their next join */
 	bool untokened = !j->token[0];
@@ -496,8 +575,13 @@ static enum zs_status upgrade_job(struct coord *c, struct zs_job *j, bool legacy
 	if (unnamed)
 		j->incarnation = j->created_ms > 0 ? (uint64_t)j->created_ms
 						   : coord_new_incarnation();
-	if (!st && (legacy || untokened || unnamed))
+	if (!st && (legacy || untokened || unnamed || clear))
 		st = coord_save_job(c, j, false, false, err);
+	if (!st && clear) {
+		zs_info("job '%s': its data-plane token is sealed in the catalog now (%s)",
+			j->spec.name, c->seal.path);
+		c->seal.resealed++;
+	}
 	return st;
 }
 

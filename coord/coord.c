@@ -8,7 +8,10 @@
  */
 #include "coord/state.h"
 
+#include <string.h>
 #include <time.h>
+
+#include "ctrl/seal.h"
 
 static const struct zs_rpc_method methods[] = {
 	{ZS_M_REGISTER, coord_h_register},     {ZS_M_HEARTBEAT, coord_h_heartbeat},
@@ -55,6 +58,30 @@ static enum zs_status config_check(const struct coord_config *cfg, struct zs_err
 	return ZS_OK;
 }
 
+/* The key the catalog's job tokens are sealed with (c->seal): --secret-key,
+ * else the data dir's own (made at its first start); with etcd and no
+ * --secret-key none, said. */
+static enum zs_status open_seal(struct coord *c, const struct coord_config *cfg,
+				struct zs_error *err)
+{
+	char path[4096];
+	enum zs_status st;
+
+	if (!cfg->secret_key && cfg->etcd) {
+		zs_warn("the job tokens in etcd are not sealed: give every coordinator --secret-key FILE (the same 32 bytes) to keep them sealed there");
+		return ZS_OK;
+	}
+	if (!cfg->secret_key && (st = zs_private_dir(cfg->data_dir, err)))
+		return st;
+	snprintf(path, sizeof path, "%s/secret.key", cfg->data_dir ? cfg->data_dir : "");
+	if ((st = zs_seal_key_load(cfg->secret_key ? cfg->secret_key : path, !cfg->secret_key,
+				   c->seal.key, err)))
+		return st;
+	c->seal.on = true;
+	snprintf(c->seal.path, sizeof c->seal.path, "%s", cfg->secret_key ? cfg->secret_key : path);
+	return ZS_OK;
+}
+
 /* The catalog in cfg's data directory, locked, opened and loaded into c
  * (nothing kept open when it fails). */
 static enum zs_status open_catalog(struct coord *c, const struct coord_config *cfg,
@@ -66,12 +93,25 @@ static enum zs_status open_catalog(struct coord *c, const struct coord_config *c
 	    (st = zs_lock_dir(cfg->data_dir, "coordinator.lock", &c->lock_fd, err)))
 		return st;
 	if (!(st = zs_kv_open(cfg->data_dir, 0, tables, N_TABLES, 0, &c->kv, err)) &&
-	    !(st = coord_load(c, err)) && !(st = coord_resume_restores(c, err)))
-		return ZS_OK;
+	    !(st = coord_load(c, err)) && !(st = coord_resume_restores(c, err))) {
+		if (!c->seal.resealed)
+			return ZS_OK;
+		/* tokens it kept in the clear are sealed: their old records'
+		 * pages, freed, still hold them until the file is rewritten */
+		if (!(st = zs_kv_compact(&c->kv, tables, err))) {
+			zs_info("catalog: rewritten without the freed pages that held %u token(s) in the clear",
+				c->seal.resealed);
+			return ZS_OK;
+		}
+	}
 	zs_kv_close(c->kv);
 	c->kv = NULL;
 	close(c->lock_fd);
 	c->lock_fd = -1;
+	coord_free_state(c); /* what a load that stopped midway read */
+	c->jobs = NULL, c->n_jobs = 0;
+	c->srvs = NULL, c->n_srvs = 0;
+	c->ck.list = NULL, c->ck.n = 0;
 	return st;
 }
 
@@ -103,6 +143,8 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 		c->task_gen = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 	}
 	c->lock_fd = -1;
+	if ((st = open_seal(c, cfg, err)))
+		goto clean_c;
 	if (cfg->etcd) { /* the catalog is in etcd, loaded when we lead */
 		snprintf(c->cfg.data_dir, sizeof c->cfg.data_dir, "etcd %s", cfg->etcd);
 		goto serve;
@@ -159,6 +201,7 @@ clean_state:
 clean_c:
 	pthread_mutex_destroy(&c->ha.mu);
 	pthread_mutex_destroy(&c->mu);
+	explicit_bzero(&c->seal, sizeof c->seal);
 	free(c);
 	return st;
 }
@@ -194,5 +237,6 @@ void coord_free(struct coord *c)
 	coord_ctasks_free(c);
 	pthread_mutex_destroy(&c->ha.mu);
 	pthread_mutex_destroy(&c->mu);
+	explicit_bzero(&c->seal, sizeof c->seal);
 	free(c);
 }

@@ -39,6 +39,10 @@ struct coord_config {
 	/* with TLS: a client certificate must name a role (coord/roles.c);
 	 * else one that names none is an admin's */
 	bool tls_roles_required;
+	/* the file of the key that seals the catalog's job tokens; NULL: the
+	 * data dir's secret.key (made at first start), or, with etcd, none
+	 * (the tokens stay unsealed there, said at start) */
+	const char *secret_key;
 };
 
 /*

@@ -103,6 +103,10 @@ static enum zs_status take_lead(struct coord *c, int64_t fence, struct zs_error 
 		zs_info("leading (etcd %s, fence revision %lld): catalog of %zu servers (down until they heartbeat), %zu jobs, %zu checkpoints loaded in %lld ms",
 			zs_etcd_endpoints(c->ha.etcd), (long long)fence, c->n_srvs, c->n_jobs,
 			c->ck.n, (long long)(zs_now_ms() - t0));
+	if (!st && c->seal.resealed) /* etcd keeps every revision until compacted */
+		zs_warn("sealed %u job token(s) etcd held in the clear: its earlier revisions still hold them until etcd's history is compacted (etcdctl compact, then defrag)",
+			c->seal.resealed);
+	c->seal.resealed = 0;
 	return st;
 }
 

@@ -78,6 +78,7 @@ int main(int argc, char **argv)
 		/* the values the table took (zs_opt_flag above): converted only */
 		case 7: cfg.etcd_lease_s = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 8: cfg.tls_roles_required = !strcmp(optarg, "required"); break;
+		case 9: cfg.secret_key = optarg; break;
 		case 'p': port_file = optarg; break;
 		case 'L': cfg.lease_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'T': cfg.trainer_lease_ms = (uint32_t)strtoul(optarg, NULL, 10); break;

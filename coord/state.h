@@ -183,6 +183,14 @@ struct coord {
 	struct jobrec *recs;
 	struct jobsrv *jobsrvs;
 	struct coord_metrics *metrics; /* NULL without --metrics */
+	/* the secret key the catalog's job tokens are sealed with (ctrl/seal.h;
+	 * catalog.c): on unless the catalog is in etcd and no --secret-key */
+	struct coord_seal {
+		bool on;
+		uint8_t key[32];
+		char path[4096]; /* its file, for messages */
+		uint32_t resealed; /* tokens found in the clear at load, sealed */
+	} seal;
 
 	/* etcd (lead.c): the catalog there, one of several coordinators
 	 * leading; etcd NULL: LMDB under data_dir, and this one always leads */

@@ -207,6 +207,8 @@ Zshard__Job *pb_job_pb(struct arena *a, const struct zs_job *j)
 	pj->stop_before = j->stop_before;
 	pj->rollback_reason = (char *)j->rollback_reason;
 	pj->token = (char *)j->token;
+	pj->token_sealed.data = (uint8_t *)j->token_sealed;
+	pj->token_sealed.len = j->token_sealed_len;
 	pj->incarnation = j->incarnation;
 	pj->n_worlds = j->worlds.n;
 	pj->worlds = pb_worlds_pb(a, &j->worlds);
@@ -490,8 +492,14 @@ enum zs_status pb_job_from(const Zshard__Job *pj, struct zs_job *j,
 			    "rollback reason", err);
 	if (!st)
 		st = pb_cpy(j->token, sizeof j->token, pj->token, "job token", err);
+	if (!st && pj->token_sealed.len > sizeof j->token_sealed)
+		st = zs_fail(err, ZS_EINVAL, "a sealed job token of %zu bytes (at most %zu)",
+			     pj->token_sealed.len, sizeof j->token_sealed);
 	if (st)
 		goto fail;
+	if (pj->token_sealed.len)
+		memcpy(j->token_sealed, pj->token_sealed.data, pj->token_sealed.len);
+	j->token_sealed_len = (uint32_t)pj->token_sealed.len;
 	if (pj->placement) {
 		j->placement.epoch = pj->placement->epoch;
 		st = pb_shards_from(pj->placement->shards, pj->placement->n_shards,

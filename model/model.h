@@ -25,6 +25,7 @@
 #define ZS_JOB_NAME_MAX 64   /* job names: [A-Za-z0-9._-], 1..63 chars */
 #define ZS_ADDR_MAX 256
 #define ZS_TOKEN_MAX 40 /* a job's data-plane token: 32 hex digits, NUL */
+#define ZS_TOKEN_SEALED_MAX 80 /* its sealed form in the catalog (ctrl/seal.h) */
 #define ZS_HOST_NAME 64 /* a host name, as gethostname gives it */
 #define ZS_MAX_DIMS 8
 #define ZS_MAX_UNITS 65536
@@ -263,6 +264,9 @@ struct zs_job {
 	uint64_t stop_before;                /* stopping: ranks leave before it */
 	char rollback_reason[256];           /* why the last rollback, "" if none */
 	char token[ZS_TOKEN_MAX];            /* data-plane credential ("" in listings) */
+	/* in the catalog's record alone: the token sealed (then token is "") */
+	uint8_t token_sealed[ZS_TOKEN_SEALED_MAX];
+	uint32_t token_sealed_len;
 	struct zs_worlds worlds;             /* the world size's changes */
 };
 

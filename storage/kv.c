@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/le.h"
 #include "base/util.h"
@@ -120,6 +122,47 @@ void zs_kv_close(struct zs_kv *kv)
 		return;
 	mdb_env_close(kv->env);
 	free(kv);
+}
+
+enum zs_status zs_kv_compact(struct zs_kv **kvp, const char *const *tables,
+			     struct zs_error *err)
+{
+	struct zs_kv *kv = *kvp;
+	char dir[512], tmp[600], from[640], to[600];
+	uint64_t map_size = kv->map_size;
+	unsigned n = kv->n_tables, flags = kv->writemap ? ZS_KV_WRITEMAP : 0;
+	enum zs_status st = ZS_OK, st2;
+	int rc, fd;
+
+	snprintf(dir, sizeof dir, "%s", kv->dir);
+	snprintf(tmp, sizeof tmp, "%s/compact.tmp", dir);
+	snprintf(from, sizeof from, "%s/data.mdb", tmp);
+	snprintf(to, sizeof to, "%s/data.mdb", dir);
+	unlink(from); /* a copy an earlier try left */
+	rmdir(tmp);
+	if (mkdir(tmp, 0700) && errno != EEXIST)
+		return zs_fail(err, ZS_EIO, "cannot make %s: %s", tmp, strerror(errno));
+	/* the live pages alone: the freed ones, with what they held, stay
+	 * behind in the old file */
+	if ((rc = mdb_env_copy2(kv->env, tmp, MDB_CP_COMPACT))) {
+		unlink(from);
+		rmdir(tmp);
+		return kv_fail(err, rc, "compact", dir);
+	}
+	zs_kv_close(kv);
+	*kvp = NULL;
+	if (rename(from, to))
+		st = zs_fail(err, ZS_EIO, "cannot put the compacted %s in place: %s", from,
+			     strerror(errno));
+	unlink(from);
+	rmdir(tmp);
+	if (!st && ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fsync(fd)))
+		st = zs_fail(err, ZS_EIO, "cannot sync %s: %s", dir, strerror(errno));
+	if (!st)
+		close(fd);
+	/* open again either way (the old file, when the rename failed) */
+	st2 = zs_kv_open(dir, map_size, tables, n, flags, kvp, st ? NULL : err);
+	return st ? st : st2;
 }
 
 enum zs_status zs_kv_begin(struct zs_kv *kv, bool write, struct zs_kv_txn **out,

@@ -43,6 +43,15 @@ enum zs_status zs_kv_open(const char *dir, uint64_t map_size,
 			  struct zs_kv **out, struct zs_error *err);
 /* Closes the environment; no transaction may be open. NULL is fine. */
 void zs_kv_close(struct zs_kv *kv);
+/*
+ * Rewrites the data file with its live pages alone (LMDB's compacting
+ * copy, put in place by a rename), so that nothing a freed page held (a
+ * record overwritten since, such as a token sealed since) stays in it;
+ * *kv is closed and opened again on it (tables: as at the open). No
+ * transaction may be open, nor another process have it open.
+ */
+enum zs_status zs_kv_compact(struct zs_kv **kv, const char *const *tables,
+			     struct zs_error *err);
 
 /* Begins a transaction; a write transaction blocks other writers. In a
  * write-map environment a write transaction begins only with room on the

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -44,10 +45,21 @@ bool start_coord(void)
 			"--data-dir", data, "--port-file", pf, "--lease-ms", "3600000",
 			"--trainer-lease-ms", "3000", "--trainer-gone-ms", "1500",
 			"--log-level", "warn", NULL};
+	char key[512];
+	snprintf(key, sizeof key, "%s/etcd.key", C.dir);
 	char *etcd[] = {(char *)h_bin("zshard-coordinator"), "--listen", C.listen,
 			"--etcd", C.etcd_ep, "--etcd-lease-s", "2", "--port-file", pf,
 			"--lease-ms", "3600000", "--trainer-lease-ms", "3000",
-			"--trainer-gone-ms", "1500", "--log-level", "warn", NULL};
+			"--trainer-gone-ms", "1500", "--log-level", "warn",
+			C.secret_key ? "--secret-key" : NULL, key, NULL};
+	if (C.secret_key && access(key, F_OK)) { /* 64 hex digits, 0600 */
+		FILE *f = fopen(key, "w");
+		if (!f || fputs("5eed0f5ea1ed5eed0f5ea1ed5eed0f5ea1ed5eed0f5ea1ed5eed0f5ea1ed0123\n",
+				f) < 0 || fclose(f) || chmod(key, 0600)) {
+			fprintf(stderr, "catalog: cannot write %s\n", key);
+			return false;
+		}
+	}
 	C.coord = h_spawn(C.etcd_ep[0] ? etcd : lmdb, log);
 	if (C.coord <= 0 || !h_wait_file(pf, 30000, C.addr, sizeof C.addr)) {
 		fprintf(stderr, "catalog: the coordinator did not start within 30 s (log: %s)\n", log);
@@ -70,7 +82,10 @@ int setup_with(uint32_t n_srv, bool etcd)
 {
 	struct zs_error err = {0};
 
+	bool sk = C.secret_key;
+
 	memset(&C, 0, sizeof C);
+	C.secret_key = sk;
 	C.dir = h_tmpdir("catalog");
 	C.n_srv = n_srv;
 	snprintf(C.listen, sizeof C.listen, "127.0.0.1:0");

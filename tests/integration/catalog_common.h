@@ -23,6 +23,9 @@ struct cat_cluster {
 	struct zs_coord_client *c;
 	uint64_t ids[NSRV];
 	uint32_t n_srv;
+	/* on etcd: the coordinator seals the job tokens with a key of the
+	 * fixture's (dir/etcd.key, --secret-key); set before setup_with */
+	bool secret_key;
 };
 extern struct cat_cluster C;
 
@@ -38,6 +41,8 @@ extern struct cat_cluster C;
 /* The groups' setups: NSRV servers on LMDB; 16 on etcd (skipped, saying
  * so, without etcd); the teardown of either. */
 int setup(void **st);
+/* n_srv servers, the catalog on etcd or LMDB (C.secret_key kept). */
+int setup_with(uint32_t n_srv, bool etcd);
 int setup_etcd(void **st);
 int teardown(void **st);
 /* Starts the coordinator on C.listen; false after saying why. */
