@@ -123,7 +123,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # no jansson, no server side); the shared one exports only include/'s API
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/emu_shm.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
 	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c model/world.c $(filter-out net/arena.c net/listener.c net/listener_conn.c net/listener_hello.c net/listener_path.c net/listener_dev.c,$(NET_SRC)) \
-	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(filter-out ctrl/etcd.c ctrl/seal.c,$(CTRL_SRC))
+	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(filter-out ctrl/etcd.c ctrl/seal.c ctrl/token.c,$(CTRL_SRC))
 LIB_LIBS := $(CTRL_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(BUILD)/obj/gen/zshard.pb-c.o
 PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))

@@ -6,6 +6,7 @@
 
 #include <sys/random.h>
 
+#include "ctrl/token.h"
 #include "model/spec_json.h"
 
 /* ------------------------------------------------------------------ jobs */
@@ -128,10 +129,19 @@ void coord_h_get_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	j = coord_job_or_fail(c, call, name);
-	if (j && (flags & ZS_JR_TOKEN)) /* an observer's: the whole job, token included */
+	if (j && (flags & ZS_JR_TOKEN) &&
+	    (coord_role_is(call, "reader") || coord_role_is(call, "operator"))) {
+		/* a reader's or an operator's: the reader token, which opens
+		 * gathers alone (neither may change a job's parameters) */
+		struct zs_job v = *j;
+		zs_reader_token(j->token, v.token);
+		coord_reply_buf(call, zs_enc_job(&v, &b), &b);
+		explicit_bzero(v.token, sizeof v.token);
+	} else if (j && (flags & ZS_JR_TOKEN)) { /* an observer's: the whole job, token included */
 		coord_reply_buf(call, zs_enc_job(j, &b), &b);
-	else if (j)
+	} else if (j) {
 		coord_reply_job(call, j);
+	}
 	pthread_mutex_unlock(&c->mu);
 }
 

@@ -68,6 +68,13 @@ static unsigned role_bit(const char *role)
 	return 0;
 }
 
+bool coord_role_is(struct zs_rpc_call *call, const char *role)
+{
+	char r[64];
+
+	return zs_rpc_call_role(call, r, sizeof r) > 0 && !strcmp(r, role);
+}
+
 bool coord_role_ok(struct coord *c, struct zs_rpc_call *call)
 {
 	const char *path = zs_rpc_call_method(call);

@@ -488,8 +488,10 @@ bool coord_latest_report(struct coord *c, const struct zs_job *j, uint64_t *top)
 /* resize.c: zshardctl job resize; whether a rank may join j now (below
  * the world of its latest steps or of the one it resizes to) */
 void coord_h_resize_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
-/* roles.c: whether the caller's role may make call (false: answered) */
+/* roles.c: whether the caller's role may make call (false: answered);
+ * whether its certificate names role */
 bool coord_role_ok(struct coord *c, struct zs_rpc_call *call);
+bool coord_role_is(struct zs_rpc_call *call, const char *role);
 uint32_t coord_world_now(struct coord *c, const struct zs_job *j);
 /* redo.c: whether rank is out of j's world at the step after the last it
  * began (a resize left it out: its loss costs nothing) */

@@ -250,6 +250,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	j->epoch = job->placement.epoch;
 	j->incarnation = job->incarnation;
 	memcpy(j->token, job->token, sizeof j->token);
+	memcpy(j->reader_token, job->reader_token, sizeof j->reader_token);
 	atomic_init(&j->refs, 1);
 	j->spec = job->spec;
 	j->spec.rank_hosts = NULL; /* the coordinator's placement used them */

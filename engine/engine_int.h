@@ -233,6 +233,8 @@ struct ejob {
 	} rep;
 	char name[ZS_JOB_NAME_MAX];
 	char token[ZS_TOKEN_MAX]; /* what a HELLO for it must carry */
+	/* or this, for a connection that may only gather ("": none) */
+	char reader_token[ZS_TOKEN_MAX];
 	/* the handle trainers' connections carry (cur), and those given out
 	 * before a restore (the connections of an earlier timeline): their
 	 * requests are refused with ZS_ERESUME */

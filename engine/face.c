@@ -101,10 +101,13 @@ enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle
 		st = zs_fail(err, ZS_EAGAIN,
 			     "this server holds no shard of job '%s' at placement epoch %llu yet (it holds epoch %llu)",
 			     job, (unsigned long long)epoch, (unsigned long long)j->epoch);
-	else if (!zs_hello_proves(h, j->token))
+	else if (!zs_hello_proves(h, j->token) &&
+		 !(j->reader_token[0] && h->reader && zs_hello_proves(h, j->reader_token) &&
+		   (*h->reader = true)))
 		/* the HELLO's proof over this connection's nonce: a token
-		 * that is not the job's, or a HELLO replayed from another
-		 * connection (net/hello.h) */
+		 * that is not the job's (nor its reader token, which opens a
+		 * connection for gathers alone), or a HELLO replayed from
+		 * another connection (net/hello.h) */
 		st = zs_fail(err, ZS_EINVAL,
 			     "job '%s': the HELLO does not prove the job's data-plane token (a trainer takes it from its join; one from an earlier job of that name does not work, nor a HELLO replayed from another connection)",
 			     job);

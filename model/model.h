@@ -267,6 +267,9 @@ struct zs_job {
 	/* in the catalog's record alone: the token sealed (then token is "") */
 	uint8_t token_sealed[ZS_TOKEN_SEALED_MAX];
 	uint32_t token_sealed_len;
+	/* in a server's memory alone (never encoded): the reader token its
+	 * HELLOs may prove instead, for gathers only (ctrl/token.h) */
+	char reader_token[ZS_TOKEN_MAX];
 	struct zs_worlds worlds;             /* the world size's changes */
 };
 

@@ -27,6 +27,9 @@ struct zs_hello {
 	uint64_t incarnation, epoch;
 	uint32_t rank;
 	uint16_t flags;
+	/* out, where not NULL: set by the server when the proof is of the
+	 * job's reader token (ctrl/token.h): the connection may only gather */
+	bool *reader;
 };
 
 /* Fills a fresh nonce (getrandom); -1 when the kernel gives none. */

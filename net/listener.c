@@ -223,6 +223,14 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			   c->hello ? "frame for another job" : "HELLO first");
 		return -1;
 	}
+	if (c->reader && f->op != ZS_OP_GATHER) {
+		/* a reader's connection: nothing it sends changes the job */
+		if (f->payload_len > ((uint64_t)1 << 40) || zs_drain(c->fd, f->payload_len))
+			return -1;
+		lsn_send_error(c, f->req_id, ZS_EPERM,
+			       "this connection proved the job's reader token (a reader's certificate): it may gather, not push nor set a step's hyperparameters or world");
+		return 0;
+	}
 	if (f->op == ZS_OP_HPARAMS)
 		return lsn_on_hparams(c, f);
 	if (f->op == ZS_OP_WORLD)

@@ -44,7 +44,7 @@ int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f)
 	}
 	h = (struct zs_hello){.job = buf, .proof = (const uint8_t *)end + 1, .nonce = c->nonce,
 			      .incarnation = f->step, .epoch = f->aux, .rank = f->rank,
-			      .flags = f->flags};
+			      .flags = f->flags, .reader = &c->reader};
 	if (l->t.hello(l->t.ctx, &h, &job, &err)) {
 		lsn_send_error(c, f->req_id, err.code, err.msg);
 		return -1;

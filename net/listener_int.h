@@ -61,6 +61,7 @@ struct zs_lconn {
 	pthread_mutex_t wmu; /* serializes writes; guards dead */
 	bool dead;
 	bool hello;
+	bool reader; /* its HELLO proved the job's reader token: gathers only */
 	uint8_t nonce[ZS_NONCE_LEN]; /* sent first; its HELLO's proof covers it */
 	uint32_t job, rank;
 	pthread_t th;

@@ -8,6 +8,8 @@
  */
 #include "server/daemon.h"
 
+#include "ctrl/token.h"
+
 static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
 {
 	struct srvd *d = ctx;
@@ -316,6 +318,7 @@ static void refresh(struct srvd *d)
 		}
 		/* the data-plane token comes with the assignment, not the listing */
 		memcpy(job.token, as[i].token, sizeof job.token);
+		zs_reader_token(job.token, job.reader_token);
 		if (engine_add_job(d->engine, &job, d->me.id, &err))
 			zs_error("cannot hold job '%s': %s", as[i].job, err.msg);
 		zs_job_release(&job);

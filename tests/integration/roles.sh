@@ -108,6 +108,21 @@ out=$(as trainer trainers evict rj 0 2>&1) && fail "a trainer evicted a rank"
 echo "$out" | grep -q "role 'trainer' may not evict rank 0" || fail "a trainer's eviction: $out"
 out=$(as operator trainers evict rj 0 2>&1)
 echo "$out" | grep -q "may not" && fail "an operator could not evict: $out"
+# the data plane by role: a reader's (and an operator's) GetJob hands it
+# the job's reader token, whose connections gather and nothing else: its
+# export is the admin's, byte for byte; its import into a job with no
+# parameters yet is refused by the servers (a push), which then take the
+# admin's
+as admin export rj --out "$dir/admin.safetensors" >/dev/null || fail "the admin's export"
+for r in reader operator; do
+	as $r export rj --out "$dir/$r.safetensors" >"$dir/rexport.log" 2>&1 ||
+		fail "a $r could not export: $(tail -1 "$dir/rexport.log")"
+	cmp -s "$dir/admin.safetensors" "$dir/$r.safetensors" || fail "a $r's export differs from the admin's"
+	out=$(as $r import rk "$dir/admin.safetensors" 2>&1) && fail "a $r imported parameters"
+	echo "$out" | grep -q "proved the job's reader token" || fail "a $r's import: $out"
+done
+as admin import rk "$dir/admin.safetensors" >"$dir/aimport.log" 2>&1 ||
+	fail "the admin could not import after the reader's refusal: $(tail -1 "$dir/aimport.log")"
 # nothing changed by the refusals
 as admin job show rj --json >"$dir/after.json" || fail "job show"
 "$PY" - "$dir/before.json" "$dir/after.json" <<'PYEOF' || fail "a refused call changed the job"
@@ -124,4 +139,4 @@ echo "$out" | grep -q "names role 'root', which is none of" || fail "unknown rol
 # the admin may do all of it
 as admin stage rj 2 >/dev/null || fail "the admin could not set the stage"
 as admin job delete rk >/dev/null || fail "the admin could not delete a job"
-echo "roles: passed ($n calls from operator, trainer and reader certificates allowed or refused as their roles say, the job unchanged; a trainer trained, a server registered, one with a reader's certificate refused; no role and an unknown role refused; the admin does the rest)"
+echo "roles: passed ($n calls from operator, trainer and reader certificates allowed or refused as their roles say, the job unchanged; a trainer trained, a server registered, one with a reader's certificate refused; no role and an unknown role refused; a reader's and an operator's tokens export the admin's bytes and their imports are refused by the servers; the admin does the rest)"
