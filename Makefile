@@ -135,7 +135,7 @@ PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
-UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello engine frozen world plan metrics \
+UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello engine frozen world reader plan metrics \
 	      config phase unit \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
@@ -236,6 +236,8 @@ $(BUILD)/tests/test_frozen: $(BUILD)/obj/tests/unit/test_frozen.o $(BUILD)/obj/t
 $(BUILD)/tests/test_frozen: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_world: $(BUILD)/obj/tests/unit/test_world.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_world: LDLIBS += $(ENGINE_LIBS)
+$(BUILD)/tests/test_reader: $(BUILD)/obj/tests/unit/test_reader.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
+$(BUILD)/tests/test_reader: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_phase: $(BUILD)/obj/tests/unit/test_phase.o $(BUILD)/obj/tests/unit/fsm_check.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_phase: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_unit: $(BUILD)/obj/tests/unit/test_unit.o $(BUILD)/obj/tests/unit/fsm_check.o $(BUILD)/obj/client/unit.o $(CORE_LIB)

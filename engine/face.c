@@ -116,6 +116,12 @@ enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle
 		/* a resized job's: each push is checked against its step's */
 		st = zs_fail(err, ZS_EINVAL, "rank %u is out of range: job '%s' has world size %u",
 			     rank, job, j->spec.world_size);
+	else if (h->reader && *h->reader && rank != ZS_RANK_OBSERVER)
+		/* counted as a rank's, its connection would keep that rank
+		 * "connected" past the rank's own loss */
+		st = zs_fail(err, ZS_EPERM,
+			     "job '%s': a connection proving the reader token is an observer's, not rank %u's",
+			     job, rank);
 	else {
 		*handle = j->hdl.cur;
 		eng_rank_in(j, rank);

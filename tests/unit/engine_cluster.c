@@ -38,10 +38,13 @@ void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kind,
 					      .free_bytes = UINT64_MAX};
 	assert_int_equal(place_job(&j->spec, sv, (size_t)S, NULL, &j->placement, NULL),
 			 ZS_OK);
+	snprintf(j->token, sizeof j->token, "%s", job_token);
+	snprintf(j->reader_token, sizeof j->reader_token, "%s", job_reader_token);
 }
 
 uint64_t tier_budget;
 uint64_t land_budget;
+const char *job_token = "", *job_reader_token = "";
 char tier_dir[64];
 
 static enum zs_status exchange(void *ctx, const char *job, uint64_t step,
@@ -139,7 +142,7 @@ struct zs_conn *conn_to(struct cluster *c, int s, uint32_t rank)
 	struct zs_conn_opts o = {.addr =
 				     c->t == &zs_shm_transport ? c->shm[s] : c->tcp[s],
 				 .job = "t",
-				 .token = "",
+				 .token = job_token,
 				 .rank = rank,
 				 .timeout_ms = 5000};
 	struct zs_conn *conn;

@@ -66,6 +66,9 @@ extern uint64_t tier_budget;
 extern char tier_dir[64];
 /* When set, the servers' landing budget (pushes in flight). */
 extern uint64_t land_budget;
+/* The job's data-plane token (conn_to proves it) and reader token (""
+ * unless set: none). */
+extern const char *job_token, *job_reader_token;
 
 /* The oracle's job "t" for R ranks, placed on servers 1..S. */
 void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kind,
