@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -150,6 +151,20 @@ enum zs_status zs_advertise_addr(const char *adv, const char *bound, bool host_o
 	else
 		snprintf(out, len, "%s:%u", ahost, aport);
 	return ZS_OK;
+}
+
+int zs_random_bytes(void *p, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t k = getrandom((uint8_t *)p + got, n - got, 0);
+		if (k < 0 && errno != EINTR)
+			return -1;
+		if (k > 0)
+			got += (size_t)k;
+	}
+	return 0;
 }
 
 int64_t zs_now_ms(void)

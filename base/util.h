@@ -46,6 +46,9 @@ enum zs_status zs_advertise_addr(const char *adv, const char *bound, bool host_o
 				 size_t len, const char *what, struct zs_error *err);
 
 /* Milliseconds on a monotonic clock (for timeouts and leases). */
+/* n bytes of the kernel's randomness (getrandom) into p; -1 (errno) when
+ * it gives none. */
+int zs_random_bytes(void *p, size_t n);
 int64_t zs_now_ms(void);
 /* Nanoseconds on the same clock (for timing operations). */
 int64_t zs_now_ns(void);

@@ -667,4 +667,7 @@ void coord_free_state(struct coord *c)
 	for (size_t i = 0; i < c->ck.n; i++)
 		zs_checkpoint_release(&c->ck.list[i]);
 	free(c->ck.list);
+	c->jobs = NULL, c->n_jobs = 0;
+	c->srvs = NULL, c->n_srvs = 0;
+	c->ck.list = NULL, c->ck.n = 0;
 }

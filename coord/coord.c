@@ -109,9 +109,6 @@ static enum zs_status open_catalog(struct coord *c, const struct coord_config *c
 	close(c->lock_fd);
 	c->lock_fd = -1;
 	coord_free_state(c); /* what a load that stopped midway read */
-	c->jobs = NULL, c->n_jobs = 0;
-	c->srvs = NULL, c->n_srvs = 0;
-	c->ck.list = NULL, c->ck.n = 0;
 	return st;
 }
 

@@ -129,8 +129,7 @@ void coord_h_get_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	j = coord_job_or_fail(c, call, name);
-	if (j && (flags & ZS_JR_TOKEN) &&
-	    (coord_role_is(call, "reader") || coord_role_is(call, "operator"))) {
+	if (j && (flags & ZS_JR_TOKEN) && coord_role_gathers_only(call)) {
 		/* a reader's or an operator's: the reader token, which opens
 		 * gathers alone (neither may change a job's parameters) */
 		struct zs_job v = *j;

@@ -8,7 +8,6 @@
  */
 #include "coord/state.h"
 
-#include <sys/random.h>
 
 struct srv *coord_find_srv(struct coord *c, uint64_t id)
 {
@@ -279,16 +278,12 @@ void coord_records_free(struct coord *c)
 
 /* ------------------------------------------------------ tokens and names */
 
-/* n bytes of the system's randomness into r. */
+/* n bytes of the system's randomness into r (as before: until it gives
+ * them; a blocking getrandom only fails for a bad buffer) */
 static void random_bytes(uint8_t *r, size_t n)
 {
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t k = getrandom(r + got, n - got, 0);
-		if (k > 0)
-			got += (size_t)k;
-	}
+	while (zs_random_bytes(r, n))
+		;
 }
 
 uint64_t coord_new_incarnation(void)

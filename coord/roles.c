@@ -68,11 +68,12 @@ static unsigned role_bit(const char *role)
 	return 0;
 }
 
-bool coord_role_is(struct zs_rpc_call *call, const char *role)
+bool coord_role_gathers_only(struct zs_rpc_call *call)
 {
 	char r[64];
 
-	return zs_rpc_call_role(call, r, sizeof r) > 0 && !strcmp(r, role);
+	return zs_rpc_call_role(call, r, sizeof r) > 0 &&
+	       (!strcmp(r, "reader") || !strcmp(r, "operator"));
 }
 
 bool coord_role_ok(struct coord *c, struct zs_rpc_call *call)

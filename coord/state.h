@@ -351,6 +351,7 @@ enum zs_status coord_save_blob(struct coord *c, const struct zs_checkpoint *k,
  * caller but a restore and a resume needs. */
 enum zs_status coord_enc_ckpt_brief(const struct zs_checkpoint *k, struct zs_buf *b);
 enum zs_status coord_load(struct coord *c, struct zs_error *err);
+/* Frees what coord_load read (all of it or part), leaving none. */
 void coord_free_state(struct coord *c);
 
 /* members.c */
@@ -489,9 +490,10 @@ bool coord_latest_report(struct coord *c, const struct zs_job *j, uint64_t *top)
  * the world of its latest steps or of the one it resizes to) */
 void coord_h_resize_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 /* roles.c: whether the caller's role may make call (false: answered);
- * whether its certificate names role */
+ * whether it may only gather on the data plane (a reader, an operator:
+ * GetJob hands it the reader token, ctrl/token.h) */
 bool coord_role_ok(struct coord *c, struct zs_rpc_call *call);
-bool coord_role_is(struct zs_rpc_call *call, const char *role);
+bool coord_role_gathers_only(struct zs_rpc_call *call);
 uint32_t coord_world_now(struct coord *c, const struct zs_job *j);
 /* redo.c: whether rank is out of j's world at the step after the last it
  * began (a resize left it out: its loss costs nothing) */

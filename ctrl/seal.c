@@ -8,29 +8,15 @@
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/util.h"
 #include "ctrl/seal.h"
 
 #define NONCE_LEN 12
 #define TAG_LEN 16
-
-static int fill_random(uint8_t *p, size_t n)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = getrandom(p + got, n - got, 0);
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (r > 0)
-			got += (size_t)r;
-	}
-	return 0;
-}
 
 static int hexval(int c)
 {
@@ -48,7 +34,7 @@ static enum zs_status create_key(const char *path, struct zs_error *err)
 	if (fd < 0)
 		return zs_fail(err, ZS_EIO, "cannot create the secret key %s: %s", path,
 			       strerror(errno));
-	if (fill_random(k, sizeof k)) {
+	if (zs_random_bytes(k, sizeof k)) {
 		close(fd);
 		unlink(path);
 		return zs_fail(err, ZS_EIO, "no random bytes for the secret key: %s", strerror(errno));
@@ -136,7 +122,7 @@ static int gcm(int enc, const uint8_t *key, const uint8_t *nonce, const void *aa
 enum zs_status zs_seal(const uint8_t key[ZS_SEAL_KEY_LEN], const void *aad, size_t aad_len,
 		       const void *pt, size_t n, uint8_t *out, struct zs_error *err)
 {
-	if (fill_random(out, NONCE_LEN))
+	if (zs_random_bytes(out, NONCE_LEN))
 		return zs_fail(err, ZS_EIO, "no random bytes for a nonce: %s", strerror(errno));
 	if (gcm(1, key, out, aad, aad_len, pt, n, out + NONCE_LEN, out + NONCE_LEN + n))
 		return zs_fail(err, ZS_EINTERNAL, "AES-256-GCM failed (OpenSSL)");

@@ -73,6 +73,15 @@ const char *eng_unit_name(struct ejob *j, uint32_t u)
 
 /* -------------------------------------------------------------- target */
 
+/* Whether h proves j's reader token (then it says so: *h->reader). */
+static bool proves_reader(const struct ejob *j, const struct zs_hello *h)
+{
+	if (!j->reader_token[0] || !h->reader || !zs_hello_proves(h, j->reader_token))
+		return false;
+	*h->reader = true;
+	return true;
+}
+
 enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle,
 			   struct zs_error *err)
 {
@@ -101,9 +110,7 @@ enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle
 		st = zs_fail(err, ZS_EAGAIN,
 			     "this server holds no shard of job '%s' at placement epoch %llu yet (it holds epoch %llu)",
 			     job, (unsigned long long)epoch, (unsigned long long)j->epoch);
-	else if (!zs_hello_proves(h, j->token) &&
-		 !(j->reader_token[0] && h->reader && zs_hello_proves(h, j->reader_token) &&
-		   (*h->reader = true)))
+	else if (!zs_hello_proves(h, j->token) && !proves_reader(j, h))
 		/* the HELLO's proof over this connection's nonce: a token
 		 * that is not the job's (nor its reader token, which opens a
 		 * connection for gathers alone), or a HELLO replayed from
@@ -663,28 +670,25 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (x->redo && x->partial && j->spec.replicas > 1 && x->step == s->version &&
-	    s->open.slot[rank] == SLOT_FULL) {
-		/* a replacement's micro-batch of a step whose last push from
-		 * its rank is in: the term is in here; it goes to the copies
-		 * (which take it once) and is acknowledged then, not when the
-		 * step is applied: the replacement waits for it before its
-		 * next micro-batch, and with clipping the step waits for every
-		 * server's norm, so for the replacement's pushes elsewhere */
-		eng_repl_partial(e, j, s, rank, x, dst, op);
-		pthread_mutex_unlock(&s->mu);
-		eng_job_unref(e, j);
-		return;
-	}
 	if (!x->init && (x->step < s->version || redo_dup(j, s, rank, x))) {
 		/* a push sent again after a failover, or a replacement's of
-		 * what its rank pushed: in already (its step applied, maybe);
-		 * acknowledged once its step is on every copy */
-		if (!mapped(s, x))
-			eng_land_put(e, dst);
-		if (j->spec.replicas < 2 || !eng_ack_later(s, op, x->step))
-			zs_sop_done(op);
-		eng_acks_flush(s);
+		 * what its rank pushed: in already (its step applied, maybe) */
+		if (x->partial && x->step == s->version && j->spec.replicas > 1) {
+			/* a replacement's micro-batch of the open step, its
+			 * rank's last push in: to the copies (which take it
+			 * once), acknowledged when they have it, not when the
+			 * step is applied: the replacement waits for it before
+			 * its next micro-batch, and with clipping the step
+			 * waits for every server's norm, so for the
+			 * replacement's pushes elsewhere */
+			eng_repl_partial(e, j, s, rank, x, dst, op);
+		} else { /* acknowledged once its step is on every copy */
+			if (!mapped(s, x))
+				eng_land_put(e, dst);
+			if (j->spec.replicas < 2 || !eng_ack_later(s, op, x->step))
+				zs_sop_done(op);
+			eng_acks_flush(s);
+		}
 		pthread_mutex_unlock(&s->mu);
 		eng_job_unref(e, j);
 		return;

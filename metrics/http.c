@@ -42,17 +42,7 @@ struct zs_metrics_http {
 	/* refusals since the last line said them, and when it was */
 	atomic_uint_fast64_t unsaid;
 	_Atomic int64_t said_ms;
-	/* with TLS: its own copies of the PEMs, for libmicrohttpd's life */
-	char *cert, *key;
 };
-
-static void free_pems(struct zs_metrics_http *h)
-{
-	if (h->key)
-		memset(h->key, 0, strlen(h->key)); /* key material does not linger */
-	free(h->key);
-	free(h->cert);
-}
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type, char *body,
 			     size_t len, enum MHD_ResponseMemoryMode mode)
@@ -200,13 +190,8 @@ enum zs_status zs_metrics_http_start(struct zs_metrics *m, const char *addr,
 		return zs_fail(err, ZS_EUNAVAIL,
 			       "cannot serve metrics over TLS at %s: this libmicrohttpd has no TLS", bound);
 	}
-	if (tls && (!(h->cert = strdup(tls->cert)) || !(h->key = strdup(tls->key)))) {
-		free_pems(h);
-		close(fd);
-		free(h);
-		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	}
-	/* the TLS options last: MHD_OPTION_END ends the list where tls is NULL */
+	/* the TLS options last: MHD_OPTION_END ends the list where tls is NULL;
+	 * the PEMs are read here only (GnuTLS keeps its own credentials) */
 	h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
 					(tls ? MHD_USE_TLS : 0),
 				0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_log, h,
@@ -214,12 +199,12 @@ enum zs_status zs_metrics_http_start(struct zs_metrics *m, const char *addr,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNS,
 				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
-				tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, h->key,
-				MHD_OPTION_HTTPS_MEM_CERT, h->cert,
+				tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END,
+				tls ? tls->key : NULL, MHD_OPTION_HTTPS_MEM_CERT,
+				tls ? tls->cert : NULL,
 				MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_END);
 	if (!h->d) {
 		close(fd);
-		free_pems(h);
 		free(h);
 		return zs_fail(err, ZS_EUNAVAIL, "cannot serve metrics at %s (libmicrohttpd%s)", bound,
 			       tls ? ": the certificate, its key or TLS could not be set up" : "");
@@ -233,6 +218,5 @@ void zs_metrics_http_stop(struct zs_metrics_http *h)
 	if (!h)
 		return;
 	MHD_stop_daemon(h->d); /* closes the listening socket it was given */
-	free_pems(h);
 	free(h);
 }

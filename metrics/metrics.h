@@ -82,8 +82,8 @@ enum zs_status zs_metrics_add_process(struct zs_metrics *m, struct zs_error *err
  * The HTTP endpoint (metrics/http.c, libmicrohttpd): serves GET /metrics
  * at addr (HOST:PORT, port 0: a free one), in a thread of its own, with
  * bounded connection times. bound receives the address to scrape. With
- * tls (the daemon's certificate and key, PEM; NULL: plain http) it serves
- * https only, TLS 1.2 with ECDHE and AES-GCM or TLS 1.3, as the control
+ * tls (the daemon's certificate and key, PEM, read during the call only;
+ * NULL: plain http) it serves https only, TLS 1.2 with ECDHE and AES-GCM or TLS 1.3, as the control
  * plane does; a plain request gets no answer.
  */
 struct zs_metrics_tls {

@@ -5,30 +5,20 @@
  */
 #include "net/hello.h"
 
-#include <errno.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
 #include "base/le.h"
+#include "base/util.h"
 
 #define LABEL "zshard data-plane hello v1"
 
 int zs_hello_nonce(uint8_t nonce[ZS_NONCE_LEN])
 {
-	size_t got = 0;
-
-	while (got < ZS_NONCE_LEN) {
-		ssize_t n = getrandom(nonce + got, ZS_NONCE_LEN - got, 0);
-		if (n < 0 && errno != EINTR)
-			return -1;
-		if (n > 0)
-			got += (size_t)n;
-	}
-	return 0;
+	return zs_random_bytes(nonce, ZS_NONCE_LEN);
 }
 
 int zs_hello_proof(const struct zs_hello *h, const char *token, uint8_t out[ZS_PROOF_LEN])

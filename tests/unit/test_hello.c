@@ -98,6 +98,37 @@ static void test_hello_proves_the_token(void **st)
 	close(a);
 }
 
+/* What a forked process of user 65534 in group gid alone gets from the
+ * server (its exit status): 0 connected, 1 refused (ZS_EINVAL) with the
+ * shared memory's reason, 2 refused otherwise, 3 could not become that user. */
+static int connect_as(struct fixture *f, gid_t gid)
+{
+	int status = 0;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct zs_conn_opts o = {.addr = addr_of(f), .job = "job", .token = "tok",
+					 .rank = 1, .timeout_ms = 5000};
+		struct zs_conn *c;
+		struct zs_error err = {0};
+		if (setgroups(0, NULL) || setgid(gid) || setuid(65534))
+			_exit(3);
+		enum zs_status st = zs_connect(f->t, &o, &c, &err);
+		if (st == ZS_OK) {
+			zs_conn_close(c);
+			_exit(0);
+		}
+		bool why = strstr(err.msg, "may not use this server's shared memory") != NULL;
+		_exit(st == ZS_EINVAL && why ? 1 : 2);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
 /*
  * shm: an abstract socket has no file mode, so the server checks who
  * connects (SO_PEERCRED): a process of another user is refused before any
@@ -106,8 +137,6 @@ static void test_hello_proves_the_token(void **st)
 static void test_shm_peer_of_another_user(void **st)
 {
 	struct fixture *f = *st;
-	pid_t pid;
-	int status = 0;
 
 	assert_ptr_equal(f->t, &zs_shm_transport);
 	if (geteuid() != 0) {
@@ -115,44 +144,12 @@ static void test_shm_peer_of_another_user(void **st)
 		skip();
 		return;
 	}
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		struct zs_conn_opts o = {.addr = addr_of(f), .job = "job", .token = "tok",
-					 .rank = 1, .timeout_ms = 5000};
-		struct zs_conn *c;
-		struct zs_error err = {0};
-		if (setgid(65534) || setuid(65534))
-			_exit(3);
-		if (zs_connect(f->t, &o, &c, &err) != ZS_EINVAL)
-			_exit(1);
-		_exit(strstr(err.msg, "may not use this server's shared memory") ? 0 : 2);
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(connect_as(f, 65534), 1);
 	/* the server admits one group besides (--shm-group): its members are in */
 	zs_shm_allow_group(4242);
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		struct zs_conn_opts o = {.addr = addr_of(f), .job = "job", .token = "tok",
-					 .rank = 1, .timeout_ms = 5000};
-		struct zs_conn *c;
-		struct zs_error err = {0};
-		if (setgroups(0, NULL) || setgid(4242) || setuid(65534))
-			_exit(3);
-		if (zs_connect(f->t, &o, &c, &err) != ZS_OK)
-			_exit(1);
-		zs_conn_close(c);
-		_exit(0);
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
+	int rc = connect_as(f, 4242);
 	zs_shm_allow_group((gid_t)-1);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(rc, 0);
 }
 
 int main(void)
