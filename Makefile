@@ -135,7 +135,7 @@ PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_status.h
 
-UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello engine frozen world reader plan metrics \
+UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader plan metrics \
 	      config phase unit \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
@@ -230,6 +230,7 @@ $(BUILD)/tests/test_wire: $(BUILD)/obj/tests/unit/test_wire.o $(CORE_LIB)
 $(BUILD)/tests/test_arena: $(BUILD)/obj/tests/unit/test_arena.o $(CORE_LIB)
 $(BUILD)/tests/test_transport: $(BUILD)/obj/tests/unit/test_transport.o $(BUILD)/obj/tests/unit/transport_toy.o $(CORE_LIB)
 $(BUILD)/tests/test_hello: $(BUILD)/obj/tests/unit/test_hello.o $(BUILD)/obj/tests/unit/transport_toy.o $(CORE_LIB)
+$(BUILD)/tests/test_dtls: $(BUILD)/obj/tests/unit/test_dtls.o $(CORE_LIB)
 $(BUILD)/tests/test_engine: $(BUILD)/obj/tests/unit/test_engine.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_engine: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_frozen: $(BUILD)/obj/tests/unit/test_frozen.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)

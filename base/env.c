@@ -43,6 +43,9 @@ const struct zs_env_var zs_env_vars[] = {
 	{"ZSHARD_DEV_EMU_DELAY_US", "300", "libzshard, zshard-server",
 	 "the emulated device (tests): the largest random delay of each copy, in microseconds (0: "
 	 "none)"},
+	{"ZSHARD_KTLS", "1", "libzshard, zshard-server",
+	 "an encrypted data plane's records (data_tls): 1, in the kernel (kernel TLS) where it has "
+	 "them, else in user space; 0, always in user space (a comparison)"},
 	{"ZSHARD_FAULT", "none", "zshard-server, zshard-coordinator",
 	 "tests only: a fault point to act at (zshardctl env lists them)"},
 	{"ZSHARD_LIB", "the wheel's libzshard, else $ZSHARD_BUILD's, else the loader's", "python",

@@ -128,6 +128,11 @@ const struct zs_opt zs_opts_coordinator[] = {
 		 "first start;\n"
 		 "with --etcd: the same file on every coordinator\n(without it the tokens stay "
 		 "unsealed in etcd)"},
+	{"data-tls", ZS_OPT_CHOICE, .choices = "off|on", .config = true, .val = 10,
+	 .arg = "MODE",
+	 .help = "on: every job's tcp data plane encrypted (TLS 1.3\nrecords keyed by the job's "
+		 "token; a job spec's\ndata_tls, for all jobs); off (the default): each\njob's "
+		 "spec says"},
 	{"config", ZS_OPT_FILE, .val = 4, .arg = "FILE",
 	 .help = "a launch configuration (zshardctl config --help):\nits coordinator.* keys and "
 		 "tls_*; flags win"},

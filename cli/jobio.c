@@ -55,7 +55,8 @@ enum zs_status jobio_open(const char *coordinator, const char *job, int timeout_
 		struct zs_conn_opts o = {.addr = s[i].data_addr, .job = job, .token = io->job.token,
 					 .incarnation = io->job.incarnation,
 					 .epoch = io->job.placement.epoch,
-					 .rank = ZS_RANK_OBSERVER, .timeout_ms = timeout_ms};
+					 .rank = ZS_RANK_OBSERVER, .tls = io->job.spec.data_tls,
+					 .reader = io->job.token_reader, .timeout_ms = timeout_ms};
 		int64_t deadline = zs_now_ms() + timeout_ms;
 		bool used = false;
 		/* reads and the initial upload go to primaries alone */

@@ -69,10 +69,15 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 	}
 	for (uint32_t i = 0; i < n_s && !st; i++) {
 		bool used = false;
+		uint32_t skip0 = t->job.spec.data_tls && zs_transport_is_auto(transport)
+					 ? ZS_TRANSPORT_RDMA
+					 : 0;
 		const struct zs_transport_ops *ops;
 		struct zs_conn_opts o = {.job = t->job.spec.name, .token = t->job.token, .rank = t->rank,
 					 .incarnation = t->job.incarnation,
 					 .epoch = t->job.placement.epoch,
+					 .tls = t->job.spec.data_tls,
+					 .reader = t->job.token_reader,
 					 .timeout_ms = timeout_ms};
 		struct zs_transport_offer offer = {.bits = s[i].transports,
 						   .same_host = !strcmp(s[i].host, host),
@@ -83,13 +88,15 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 		if (!used || conn_of(t, s[i].id))
 			continue;
 		/* under auto, a transport that does not reach the server (shm to
-		 * a server in another network namespace) gives way to the next */
-		for (uint32_t skip = 0;; skip |= ops->bit) {
+		 * a server in another network namespace) gives way to the next;
+		 * an encrypted job's auto leaves rdma out (its bytes would go
+		 * in the clear: the fabric's isolation alone would keep them) */
+		for (uint32_t skip = skip0;; skip |= ops->bit) {
 			struct zs_error why = {0};
 			st = zs_transport_choose(transport, &offer, &probe, skip, &ops, &o.addr,
-						 skip ? &why : err);
+						 skip != skip0 ? &why : err);
 			if (st) {
-				if (skip) /* nothing left: the last connect's error */
+				if (skip != skip0) /* nothing left: the last connect's error */
 					st = err->code;
 				else
 					zs_error_prefix(err, "server %llu (%s)",
@@ -128,6 +135,19 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 			if ((ops->caps & ZS_CAP_REGISTER) && !t->drv.reg_conn) {
 				t->drv.reg_conn = t->conn[t->n_srv];
 				t->drv.reg_ops = ops;
+			}
+			if (t->job.spec.data_tls && !t->tls_said) {
+				const char *how = zs_conn_encryption(t->conn[t->n_srv]);
+				t->tls_said = true;
+				if (how)
+					zs_info("job '%s': the data plane is encrypted (TLS 1.3 records, AES-256-GCM; %s)",
+						t->job.spec.name, how);
+				else if (ops->caps & ZS_CAP_SAME_HOST)
+					zs_info("job '%s': its data plane is encrypted over tcp; %s's bytes do not leave this host",
+						t->job.spec.name, ops->name);
+				else
+					zs_warn("job '%s' encrypts its data plane (data_tls), but %s's bytes are not: the fabric's isolation alone keeps them (transport auto leaves %s out)",
+						t->job.spec.name, ops->name, ops->name);
 			}
 			t->srv_id[t->n_srv++] = s[i].id;
 		}

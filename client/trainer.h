@@ -80,6 +80,7 @@ struct zs_trainer {
 	uint64_t step;
 	/* how it joined, for zs_trainer_resume's reconnect and rejoin */
 	char transport[16];
+	bool tls_said; /* how an encrypted job's data plane is, logged once */
 	int timeout_ms;
 	uint64_t timeline; /* the job's timeline this trainer's connections belong to */
 	/* 1 + the step this process computes again for the rank's lost

@@ -129,6 +129,7 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	c->cfg.trainer_lease_ms = cfg->trainer_lease_ms ? cfg->trainer_lease_ms : 10000;
 	c->cfg.trainer_gone_ms = cfg->trainer_gone_ms ? cfg->trainer_gone_ms : COORD_GONE_QUIET_MS;
 	c->cfg.tls_roles_required = cfg->tls_roles_required;
+	c->cfg.data_tls = cfg->data_tls;
 	c->nx.timeout_ms = cfg->norm_timeout_ms ? cfg->norm_timeout_ms : 60000;
 	c->started_ms = c->serving_since_ms = zs_now_ms();
 	{

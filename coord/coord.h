@@ -43,6 +43,9 @@ struct coord_config {
 	 * data dir's secret.key (made at first start), or, with etcd, none
 	 * (the tokens stay unsealed there, said at start) */
 	const char *secret_key;
+	/* every job's tcp data plane encrypted (a job spec's data_tls, for
+	 * all of them) */
+	bool data_tls;
 };
 
 /*

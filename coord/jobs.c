@@ -24,6 +24,8 @@ static void create(struct coord *c, struct zs_rpc_call *call, struct zs_job *job
 		zs_job_release(&job);
 		return coord_reply_err(call, &e);
 	}
+	if (c->cfg.data_tls) /* the cluster's: every job's tcp data plane encrypted */
+		job.spec.data_tls = true;
 	pthread_mutex_lock(&c->mu);
 	if (coord_find_job(c, job.spec.name)) {
 		zs_fail(&e, ZS_EEXIST, "job '%s' already exists", job.spec.name);
@@ -60,12 +62,13 @@ static void create(struct coord *c, struct zs_rpc_call *call, struct zs_job *job
 		c->jobs[pos] = job;
 		c->n_jobs++;
 	}
-	zs_info("job '%s' created: stage %u, R=%u, %u units, %llu elements, %u shards on %zu servers (epoch %llu)",
+	zs_info("job '%s' created: stage %u, R=%u, %u units, %llu elements, %u shards on %zu servers (epoch %llu)%s",
 		job.spec.name, job.spec.stage, job.spec.world_size,
 		job.spec.layout.n_units,
 		(unsigned long long)zs_layout_numel(&job.spec.layout),
 		job.placement.n_shards, n_live,
-		(unsigned long long)job.placement.epoch);
+		(unsigned long long)job.placement.epoch,
+		job.spec.data_tls ? ", its tcp data plane encrypted" : "");
 	coord_reply_job(call, &job);
 	pthread_mutex_unlock(&c->mu);
 	return;
@@ -134,6 +137,7 @@ void coord_h_get_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		 * gathers alone (neither may change a job's parameters) */
 		struct zs_job v = *j;
 		zs_reader_token(j->token, v.token);
+		v.token_reader = true;
 		coord_reply_buf(call, zs_enc_job(&v, &b), &b);
 		explicit_bzero(v.token, sizeof v.token);
 	} else if (j && (flags & ZS_JR_TOKEN)) { /* an observer's: the whole job, token included */

@@ -150,6 +150,7 @@ struct coord {
 		uint32_t trainer_lease_ms;
 		uint32_t trainer_gone_ms; /* recovery.c */
 		bool tls_roles_required;  /* roles.c */
+		bool data_tls;            /* jobs.c: every job encrypted */
 		char addr[ZS_ADDR_MAX];
 		char adv[ZS_ADDR_MAX]; /* the address Status reports (--advertise) */
 		char data_dir[512];

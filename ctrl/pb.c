@@ -130,6 +130,7 @@ Zshard__JobSpec *pb_spec_pb(struct arena *a, const struct zs_job_spec *s)
 	ps->replicas = s->replicas > 1 ? s->replicas : 0;
 	ps->rank_lost = (Zshard__RankLost)s->rank_lost;
 	ps->rank_wait_ms = s->rank_wait_ms;
+	ps->data_tls = s->data_tls;
 	if (s->n_rank_hosts && (ps->rank_hosts = pb_aalloc(a, s->n_rank_hosts * sizeof(char *)))) {
 		ps->n_rank_hosts = s->n_rank_hosts;
 		for (uint32_t r = 0; r < s->n_rank_hosts; r++)
@@ -207,6 +208,7 @@ Zshard__Job *pb_job_pb(struct arena *a, const struct zs_job *j)
 	pj->stop_before = j->stop_before;
 	pj->rollback_reason = (char *)j->rollback_reason;
 	pj->token = (char *)j->token;
+	pj->token_reader = j->token_reader;
 	pj->token_sealed.data = (uint8_t *)j->token_sealed;
 	pj->token_sealed.len = j->token_sealed_len;
 	pj->incarnation = j->incarnation;
@@ -392,6 +394,7 @@ static enum zs_status spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s
 			       (int)ps->rank_lost);
 	s->rank_lost = (enum zs_rank_lost)ps->rank_lost;
 	s->rank_wait_ms = ps->rank_wait_ms;
+	s->data_tls = ps->data_tls;
 	if (ps->n_rank_hosts) {
 		if (ps->n_rank_hosts > ZS_MAX_WORLD)
 			return zs_fail(err, ZS_EINVAL, "%zu rank hosts", ps->n_rank_hosts);
@@ -492,6 +495,7 @@ enum zs_status pb_job_from(const Zshard__Job *pj, struct zs_job *j,
 			    "rollback reason", err);
 	if (!st)
 		st = pb_cpy(j->token, sizeof j->token, pj->token, "job token", err);
+	j->token_reader = pj->token_reader;
 	if (!st && pj->token_sealed.len > sizeof j->token_sealed)
 		st = zs_fail(err, ZS_EINVAL, "a sealed job token of %zu bytes (at most %zu)",
 			     pj->token_sealed.len, sizeof j->token_sealed);

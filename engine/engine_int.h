@@ -515,6 +515,9 @@ void eng_ranks_free(struct ejob *j);
 void eng_t_bye(void *ctx, uint32_t job, uint32_t rank);
 enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle,
 			   struct zs_error *err);
+/* face.c: the key of job's encrypted connections for the role (net/dtls.h) */
+enum zs_status eng_t_tls_key(void *ctx, const char *job, bool reader, uint8_t key[32],
+			     struct zs_error *err);
 /* The job of handle h, referenced (eng_job_unref), or NULL with err: gone,
  * or of a timeline a restore ended (ZS_ERESUME). */
 struct ejob *eng_job_or_fail(struct engine *e, uint32_t h, struct zs_error *err);

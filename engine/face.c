@@ -1,10 +1,12 @@
 /*
  * face.c - the engine's data-plane face: the struct zs_target callbacks the
- * listener calls (HELLO, a gather served or held until its step exists, a
+ * listener calls (HELLO, an encrypted connection's key, a gather served or held until its step exists, a
  * push landing in its rank's staging slot, reduced as it lands when it can
  * be) and the hand-off to the step once every rank is in.
  */
 #include "engine/engine_int.h"
+
+#include "net/dtls.h"
 
 /* ------------------------------------------------------------- lookups */
 
@@ -118,6 +120,11 @@ enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle
 		st = zs_fail(err, ZS_EINVAL,
 			     "job '%s': the HELLO does not prove the job's data-plane token (a trainer takes it from its join; one from an earlier job of that name does not work, nor a HELLO replayed from another connection)",
 			     job);
+	else if (j->spec.data_tls && !h->covered)
+		/* its bytes would cross the network in the clear */
+		st = zs_fail(err, ZS_EPERM,
+			     "job '%s' encrypts its data plane (data_tls): this tcp connection is not encrypted (a client older than data_tls, or one not told: it takes data_tls from its join)",
+			     job);
 	else if (rank >= (j->spec.collective ? j->spec.world_size : ZS_MAX_WORLD) &&
 		 rank != ZS_RANK_OBSERVER && rank != ZS_RANK_PEER)
 		/* a resized job's: each push is checked against its step's */
@@ -133,6 +140,27 @@ enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle
 		*handle = j->hdl.cur;
 		eng_rank_in(j, rank);
 	}
+	pthread_mutex_unlock(&e->mu);
+	return st;
+}
+
+enum zs_status eng_t_tls_key(void *ctx, const char *job, bool reader, uint8_t key[32],
+			     struct zs_error *err)
+{
+	struct engine *e = ctx;
+	struct ejob *j;
+	enum zs_status st = ZS_OK;
+
+	pthread_mutex_lock(&e->mu);
+	for (j = e->jobs; j && strcmp(j->name, job); j = j->next)
+		;
+	if (!j)
+		st = zs_fail(err, ZS_EAGAIN, "this server holds no shard of job '%s' yet", job);
+	else if (!j->token[0])
+		st = zs_fail(err, ZS_EINVAL,
+			     "job '%s' has no data-plane token to key an encrypted connection", job);
+	else if (zs_dtls_psk(reader ? j->reader_token : j->token, job, reader, key))
+		st = zs_fail(err, ZS_ENOMEM, "cannot derive the handshake's key (OpenSSL)");
 	pthread_mutex_unlock(&e->mu);
 	return st;
 }

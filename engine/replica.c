@@ -91,7 +91,7 @@ static struct zs_conn *peer_conn(struct engine *e, struct ejob *j, uint64_t id,
 {
 	struct zs_conn_opts o = {.job = j->name, .token = j->token, .epoch = j->epoch,
 				 .incarnation = j->incarnation, .rank = ZS_RANK_PEER,
-				 .timeout_ms = 5000};
+				 .tls = j->spec.data_tls, .timeout_ms = 5000};
 	char addr[ZS_ADDR_MAX];
 	unsigned k;
 

@@ -142,6 +142,10 @@ struct zs_job_spec {
 	 * shrinks its world without it, or rolls back (coord/resize.c) */
 	enum zs_rank_lost { ZS_LOST_WAIT = 0, ZS_LOST_SHRINK, ZS_LOST_ROLLBACK } rank_lost;
 	uint32_t rank_wait_ms;
+	/* the tcp data plane encrypted (net/dtls.h): the job's servers take
+	 * no tcp connection of it that is not (shm's bytes do not leave the
+	 * host; rdma's are the fabric's to keep) */
+	bool data_tls;
 };
 
 #define ZS_MAX_REPLICAS 3
@@ -264,6 +268,8 @@ struct zs_job {
 	uint64_t stop_before;                /* stopping: ranks leave before it */
 	char rollback_reason[256];           /* why the last rollback, "" if none */
 	char token[ZS_TOKEN_MAX];            /* data-plane credential ("" in listings) */
+	bool token_reader;                   /* token is the job's reader token
+					      * (handed to a reader's certificate) */
 	/* in the catalog's record alone: the token sealed (then token is "") */
 	uint8_t token_sealed[ZS_TOKEN_SEALED_MAX];
 	uint32_t token_sealed_len;

@@ -296,7 +296,7 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 					   "compute_dtype", "align_bytes",
 					   "optimizer", "units", "keep_checkpoints",
 					   "checkpoint_every", "collective", "rank_hosts", "replicas",
-					   "rank_lost", "rank_wait_ms", NULL};
+					   "rank_lost", "rank_wait_ms", "data_tls", NULL};
 	char dt[32] = "";
 	uint64_t v;
 	enum zs_status st;
@@ -345,6 +345,15 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 		else if (lost[0] && strcmp(lost, "wait"))
 			return zs_fail(err, ZS_EINVAL,
 				       "job spec: rank_lost '%s' is not wait, shrink or rollback", lost);
+	}
+	{ /* true or "on": the tcp data plane encrypted (net/dtls.h) */
+		json_t *d = json_object_get(root, "data_tls");
+		if (d && !json_is_boolean(d) &&
+		    !(json_is_string(d) && (!strcmp(json_string_value(d), "on") ||
+					    !strcmp(json_string_value(d), "off"))))
+			return zs_fail(err, ZS_EINVAL, "job spec: data_tls is true or false (on or off)");
+		s->data_tls = d && (json_is_true(d) ||
+				    (json_is_string(d) && !strcmp(json_string_value(d), "on")));
 	}
 	{
 		char coll[16] = "";

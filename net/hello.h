@@ -27,8 +27,13 @@ struct zs_hello {
 	uint64_t incarnation, epoch;
 	uint32_t rank;
 	uint16_t flags;
-	/* out, where not NULL: set by the server when the proof is of the
-	 * job's reader token (ctrl/token.h): the connection may only gather */
+	/* the server's: the connection's bytes are encrypted (net/dtls.h),
+	 * or do not leave the host (shm), or move by the one-sided path
+	 * (rdma: the fabric keeps them) - what a job's data_tls asks */
+	bool covered;
+	/* in/out, where not NULL: set by the server when the proof is of the
+	 * job's reader token (ctrl/token.h), or set before by the server
+	 * when its encryption was keyed by it: the connection may only gather */
 	bool *reader;
 };
 

@@ -151,14 +151,14 @@ static int on_push(struct zs_lconn *c, const struct zs_frame *f, struct zs_xfer 
 		return -1;
 	}
 	if (lsn_begin_write(c, x, &dst, &err)) {
-		if (zs_drain(c->fd, f->payload_len))
+		if (zs_io_drain(&c->io, f->payload_len))
 			return -1;
 		lsn_send_error(c, f->req_id, err.code, err.msg);
 		return 0;
 	}
 	for (uint64_t got = 0; got < f->payload_len;) {
 		uint64_t k = f->payload_len - got < (1u << 20) ? f->payload_len - got : (1u << 20);
-		if (zs_read_full(c->fd, (uint8_t *)dst + got, k)) {
+		if (zs_io_read(&c->io, (uint8_t *)dst + got, k)) {
 			l->t.write_abort(l->t.ctx, c->job, c->rank, x, dst);
 			return -1;
 		}
@@ -216,6 +216,8 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 
 	if (f->op == ZS_OP_HELLO)
 		return lsn_on_hello(c, f);
+	if (f->op == ZS_OP_STARTTLS)
+		return lsn_on_starttls(c, f);
 	if (l->path && f->op == l->path->control_op)
 		return lsn_on_control(c, f);
 	if (!c->hello || f->job != c->job) {
@@ -225,7 +227,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 	}
 	if (c->reader && f->op != ZS_OP_GATHER) {
 		/* a reader's connection: nothing it sends changes the job */
-		if (f->payload_len > ((uint64_t)1 << 40) || zs_drain(c->fd, f->payload_len))
+		if (f->payload_len > ((uint64_t)1 << 40) || zs_io_drain(&c->io, f->payload_len))
 			return -1;
 		lsn_send_error(c, f->req_id, ZS_EPERM,
 			       "this connection proved the job's reader token (a reader's certificate): it may gather, not push nor set a step's hyperparameters or world");
@@ -237,7 +239,7 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 		return lsn_on_world(c, f);
 	if (check_xfer(f, &x, &err)) {
 		/* keep the stream in step if the payload is sane, else drop it */
-		if (f->payload_len > ((uint64_t)1 << 40) || zs_drain(c->fd, f->payload_len))
+		if (f->payload_len > ((uint64_t)1 << 40) || zs_io_drain(&c->io, f->payload_len))
 			return -1;
 		lsn_send_error(c, f->req_id, err.code, err.msg);
 		return 0;
@@ -275,7 +277,7 @@ static void *conn_main(void *arg)
 	/* a peer the endpoint refuses is told why */
 	if (c->ep->peer_ok) {
 		char why[ZS_ERRMSG_MAX];
-		if (!c->ep->peer_ok(c->fd, why)) {
+		if (!c->ep->peer_ok(c->io.fd, why)) {
 			zs_warn("data plane: refused a %s peer: %s", c->ep->name, why);
 			lsn_send_error(c, 0, ZS_EINVAL, why);
 			goto out;
@@ -285,7 +287,7 @@ static void *conn_main(void *arg)
 	 * the token over (net/hello.h) */
 	if (zs_hello_nonce(c->nonce) || lsn_send_frame(c, &f, c->nonce, ZS_NONCE_LEN, -1))
 		goto out;
-	while (zs_read_full(c->fd, h, sizeof h) == 0) {
+	while (zs_io_read(&c->io, h, sizeof h) == 0) {
 		if (zs_wire_decode(h, &f, &err)) {
 			zs_warn("data plane: dropping a connection: %s", err.msg);
 			lsn_send_error(c, 0, ZS_EPROTO, err.msg);
@@ -297,7 +299,7 @@ static void *conn_main(void *arg)
 out:
 	pthread_mutex_lock(&c->wmu);
 	c->dead = true;
-	shutdown(c->fd, SHUT_RDWR);
+	shutdown(c->io.fd, SHUT_RDWR);
 	pthread_mutex_unlock(&c->wmu);
 	/* no notification reaches this connection after the path lets it go */
 	if (c->pth.state)
@@ -372,7 +374,7 @@ static void *accept_main(void *arg)
 			if (l->eps[i]->accepted)
 				l->eps[i]->accepted(fd);
 			c->l = l;
-			c->fd = fd;
+			c->io.fd = fd;
 			c->ep = l->eps[i];
 			c->offsets = c->ep->offsets;
 			c->obs.fn = l->obs.fn;
@@ -483,10 +485,10 @@ void zs_listener_end_job(struct zs_listener *l, uint32_t job)
 	for (struct zs_lconn *c = l->conns; c; c = c->next) {
 		if (c->job != job)
 			continue;
-		/* the list's reference keeps c->fd open until the stop */
+		/* the list's reference keeps c->io.fd open until the stop */
 		pthread_mutex_lock(&c->wmu);
 		c->dead = true;
-		shutdown(c->fd, SHUT_RDWR);
+		shutdown(c->io.fd, SHUT_RDWR);
 		pthread_mutex_unlock(&c->wmu);
 	}
 	pthread_mutex_unlock(&l->mu);
@@ -506,7 +508,7 @@ void zs_listener_stop(struct zs_listener *l)
 		next = c->next;
 		pthread_mutex_lock(&c->wmu);
 		c->dead = true;
-		shutdown(c->fd, SHUT_RDWR);
+		shutdown(c->io.fd, SHUT_RDWR);
 		pthread_mutex_unlock(&c->wmu);
 		pthread_join(c->th, NULL);
 		lsn_conn_unref(c);

@@ -40,6 +40,14 @@ struct zs_target {
 	 * (zs_hello_proves); on success sets *job_handle (never 0). */
 	enum zs_status (*hello)(void *ctx, const struct zs_hello *h, uint32_t *job_handle,
 				struct zs_error *err);
+	/*
+	 * Optional (without it no connection is encrypted): the key of job's
+	 * TLS handshake for the role (reader: its reader token's), as
+	 * net/dtls.h's zs_dtls_psk makes it. ZS_EAGAIN: the job is not here
+	 * yet; ZS_EINVAL: it has no token to key it.
+	 */
+	enum zs_status (*tls_key)(void *ctx, const char *job, bool reader, uint8_t key[32],
+				  struct zs_error *err);
 	/* A read: answer with zs_sop_read_ready() or zs_sop_fail(), now or later. */
 	void (*read)(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		     const struct zs_xfer *x);
@@ -151,6 +159,8 @@ struct zs_endpoint_ops {
 	const char *name;
 	bool offsets;    /* its peers address the arena: replies give offsets */
 	bool pass_arena; /* HELLO_OK hands the peer the arena's memfd */
+	bool encrypts;   /* its peers may ask for STARTTLS (tcp); the others'
+			  * bytes do not leave the host (shm) */
 	/* Binds and listens at addr (its own syntax; NULL: the transport's
 	 * default) and writes the address to advertise into bound (ZS_ADDR_MAX
 	 * bytes). The listening socket, or -1 with err. */

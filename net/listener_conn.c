@@ -28,7 +28,8 @@ void lsn_conn_unref(struct zs_lconn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
-	close(c->fd);
+	close(c->io.fd);
+	zs_records_free(c->io.rec);
 	free(c->sl.v);
 	pthread_mutex_destroy(&c->sl.mu);
 	pthread_mutex_destroy(&c->wmu);
@@ -48,12 +49,12 @@ int lsn_send_frame(struct zs_lconn *c, struct zs_frame *f, const void *payload, 
 	pthread_mutex_lock(&c->wmu);
 	if (!c->dead) {
 		if (pass_fd >= 0)
-			rc = zs_send_with_fd(c->fd, h, sizeof h, pass_fd);
+			rc = zs_send_with_fd(c->io.fd, h, sizeof h, pass_fd);
 		else
-			rc = zs_writev_full(c->fd, iov, len ? 2 : 1);
+			rc = zs_io_writev(&c->io, iov, len ? 2 : 1);
 		if (rc) {
 			c->dead = true;
-			shutdown(c->fd, SHUT_RDWR);
+			shutdown(c->io.fd, SHUT_RDWR);
 		}
 	}
 	pthread_mutex_unlock(&c->wmu);

@@ -78,7 +78,7 @@ int lsn_on_device_push(struct zs_lconn *c, const struct zs_frame *f, struct zs_x
 				      : "this connection takes no pushes from device memory");
 		return -1;
 	}
-	if (zs_read_full(c->fd, pl, sizeof pl))
+	if (zs_io_read(&c->io, pl, sizeof pl))
 		return -1;
 	if (x->init || x->replica) {
 		lsn_send_error(c, f->req_id, ZS_EINVAL,

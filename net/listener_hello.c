@@ -2,17 +2,23 @@
  * listener_hello.c - a connection's control frames that the listener
  * answers itself with the target's help: the HELLO (its proof of the job's
  * token over the connection's nonce, net/hello.h), a step's optimizer
- * hyperparameters (HPARAMS) and the job's world size by step (WORLD).
+ * hyperparameters (HPARAMS) and the job's world size by step (WORLD);
+ * STARTTLS, which encrypts the rest of the connection (net/dtls.h).
  */
 #include "net/listener_int.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
+#include "base/log.h"
 #include "model/hparams.h"
+#include "net/dtls.h"
 #include "net/sockio.h"
 
 #define MAX_HELLO 1024
+#define TLS_HANDSHAKE_MS 10000
 
 int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f)
 {
@@ -27,7 +33,7 @@ int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f)
 		lsn_send_error(c, f->req_id, ZS_EPROTO, "bad HELLO");
 		return -1;
 	}
-	if (zs_read_full(c->fd, buf, f->payload_len))
+	if (zs_io_read(&c->io, buf, f->payload_len))
 		return -1;
 	buf[f->payload_len] = '\0';
 	/* "job\0" and the proof, exactly (an older client's "job\0token\0"
@@ -42,9 +48,17 @@ int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f)
 		lsn_send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no one-sided data path");
 		return -1;
 	}
+	if (c->tls && strcmp(buf, c->tls_job)) {
+		lsn_send_error(c, f->req_id, ZS_EINVAL,
+			       "a HELLO for another job than the one its encryption was keyed for");
+		return -1;
+	}
+	c->reader = c->tls_reader; /* keyed by the reader token: a reader's */
 	h = (struct zs_hello){.job = buf, .proof = (const uint8_t *)end + 1, .nonce = c->nonce,
 			      .incarnation = f->step, .epoch = f->aux, .rank = f->rank,
-			      .flags = f->flags, .reader = &c->reader};
+			      .flags = f->flags, .reader = &c->reader,
+			      .covered = c->tls || c->ep->pass_arena ||
+					 (f->flags & ZS_WF_ONE_SIDED)};
 	if (l->t.hello(l->t.ctx, &h, &job, &err)) {
 		lsn_send_error(c, f->req_id, err.code, err.msg);
 		return -1;
@@ -64,6 +78,63 @@ int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f)
 	return lsn_send_frame(c, &r, NULL, 0, c->ep->pass_arena ? l->ar.fd : -1);
 }
 
+/*
+ * STARTTLS (net/dtls.h): the job's key for the role from the target, then
+ * the handshake; a fresh nonce, inside, for the HELLO to prove over. Any
+ * failure ends the connection (what OpenSSL read of it is gone).
+ */
+int lsn_on_starttls(struct zs_lconn *c, const struct zs_frame *f)
+{
+	struct zs_listener *l = c->l;
+	struct zs_frame r = {.op = ZS_OP_STARTTLS_OK, .req_id = f->req_id};
+	struct zs_frame nf = {.op = ZS_OP_NONCE};
+	struct zs_error err = {0};
+	uint8_t key[ZS_DTLS_PSK];
+	char job[ZS_JOB_NAME_MAX];
+	bool reader = f->flags & ZS_WF_READER;
+	enum zs_status st;
+
+	if (c->hello || c->tls || !c->ep->encrypts || !l->t.tls_key || !f->payload_len ||
+	    f->payload_len > sizeof job) {
+		lsn_send_error(c, f->req_id, ZS_EPROTO,
+			       c->hello || c->tls ? "STARTTLS comes once, before the HELLO"
+			       : !c->ep->encrypts || !l->t.tls_key
+				       ? "this endpoint does not encrypt (its bytes do not leave the host)"
+				       : "a STARTTLS names the job");
+		return -1;
+	}
+	if (zs_io_read(&c->io, job, f->payload_len))
+		return -1;
+	if (job[f->payload_len - 1] || strlen(job) + 1 != f->payload_len) {
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "a STARTTLS names the job");
+		return -1;
+	}
+	if (l->t.tls_key(l->t.ctx, job, reader, key, &err)) {
+		lsn_send_error(c, f->req_id, err.code, err.msg);
+		return -1;
+	}
+	if (lsn_send_frame(c, &r, NULL, 0, -1)) {
+		OPENSSL_cleanse(key, sizeof key);
+		return -1;
+	}
+	/* a peer that stops mid-handshake does not hold the thread for long */
+	zs_sock_timeout(c->io.fd, TLS_HANDSHAKE_MS);
+	st = zs_dtls_server(c->io.fd, job, reader, key, &c->io.rec, &err);
+	OPENSSL_cleanse(key, sizeof key);
+	zs_sock_timeout(c->io.fd, 0);
+	if (st) {
+		zs_warn("data plane: refused an encrypted connection: %s", err.msg);
+		return -1;
+	}
+	c->tls = true;
+	c->tls_reader = reader;
+	snprintf(c->tls_job, sizeof c->tls_job, "%s", job);
+	if (zs_hello_nonce(c->nonce))
+		return -1;
+	nf.payload_len = ZS_NONCE_LEN;
+	return lsn_send_frame(c, &nf, c->nonce, ZS_NONCE_LEN, -1);
+}
+
 /* The optimizer's hyperparameters from a step on: the target answers. */
 int lsn_on_hparams(struct zs_lconn *c, const struct zs_frame *f)
 {
@@ -77,7 +148,7 @@ int lsn_on_hparams(struct zs_lconn *c, const struct zs_frame *f)
 		lsn_send_error(c, f->req_id, ZS_EPROTO, "a HPARAMS payload over its maximum size");
 		return -1;
 	}
-	if (zs_read_full(c->fd, in, f->payload_len))
+	if (zs_io_read(&c->io, in, f->payload_len))
 		return -1;
 	if (!l->t.hparams) {
 		lsn_send_error(c, f->req_id, ZS_EPROTO, "this server takes no HPARAMS");
@@ -103,7 +174,7 @@ int lsn_on_world(struct zs_lconn *c, const struct zs_frame *f)
 		lsn_send_error(c, f->req_id, ZS_EPROTO, "a WORLD payload over its maximum size");
 		return -1;
 	}
-	if (zs_read_full(c->fd, in, f->payload_len))
+	if (zs_io_read(&c->io, in, f->payload_len))
 		return -1;
 	if (!l->t.world) {
 		lsn_send_error(c, f->req_id, ZS_EPROTO, "this server takes no WORLD");

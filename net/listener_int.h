@@ -17,6 +17,7 @@
 
 #include "net/arena.h"
 #include "net/listener.h"
+#include "net/records.h"
 #include "net/wire.h"
 
 #define LANDED_WORKERS 2
@@ -43,7 +44,7 @@ struct lsn_observe {
 
 struct zs_lconn {
 	struct zs_listener *l;
-	int fd;
+	struct zs_io io; /* the socket, and its records once encrypted */
 	const struct zs_endpoint_ops *ep; /* the endpoint it came in on */
 	bool offsets; /* it addresses the arena itself (an offset endpoint, or
 		       * the one-sided path): replies give offsets */
@@ -62,6 +63,9 @@ struct zs_lconn {
 	bool dead;
 	bool hello;
 	bool reader; /* its HELLO proved the job's reader token: gathers only */
+	bool tls;    /* STARTTLS: the rest is encrypted (its job and role) */
+	bool tls_reader;
+	char tls_job[ZS_JOB_NAME_MAX];
 	uint8_t nonce[ZS_NONCE_LEN]; /* sent first; its HELLO's proof covers it */
 	uint32_t job, rank;
 	pthread_t th;
@@ -158,6 +162,7 @@ int lsn_on_control(struct zs_lconn *c, const struct zs_frame *f);
 /* listener_hello.c: HELLO, HPARAMS and WORLD frames, answered (-1: the
  * connection ends) */
 int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f);
+int lsn_on_starttls(struct zs_lconn *c, const struct zs_frame *f);
 int lsn_on_hparams(struct zs_lconn *c, const struct zs_frame *f);
 int lsn_on_world(struct zs_lconn *c, const struct zs_frame *f);
 /* The notification workers: started with the path, stopped after every

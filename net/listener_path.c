@@ -104,7 +104,7 @@ int lsn_on_control(struct zs_lconn *c, const struct zs_frame *f)
 		lsn_send_error(c, f->req_id, ZS_EPROTO, "a control frame is for one-sided peers");
 		return -1;
 	}
-	if (zs_read_full(c->fd, in, f->payload_len))
+	if (zs_io_read(&c->io, in, f->payload_len))
 		return -1;
 	if (l->path->control(l->pctx, c, &c->pth.state, in, f->payload_len, out, &out_len, &err)) {
 		lsn_send_error(c, f->req_id, err.code, err.msg);

@@ -24,6 +24,7 @@
 
 #include "base/le.h"
 #include "model/hparams.h"
+#include "net/dtls.h"
 #include "net/sockio.h"
 #include "base/util.h"
 #include "net/wire.h"
@@ -31,6 +32,11 @@
 const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c)
 {
 	return c->ops;
+}
+
+const char *zs_conn_encryption(const struct zs_conn *c)
+{
+	return c->io.rec ? zs_dtls_mode(c->io.rec) : NULL;
 }
 
 /* ------------------------------------------------------------- requests */
@@ -402,7 +408,7 @@ void *stream_sender_main(void *arg)
 		r->in_send = true;
 		pthread_mutex_unlock(&c->mu);
 		/* the payload goes from the caller's buffer to the socket */
-		if (zs_writev_full(c->fd, iov, with_payload ? 2 : 1)) {
+		if (zs_io_writev(&c->io, iov, with_payload ? 2 : 1)) {
 			char why[ZS_ERRMSG_MAX];
 			zs_fmt(why, sizeof why, "connection to %s lost while sending: %s",
 				 c->addr, strerror(errno));
@@ -459,7 +465,7 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 	if (!r && f->op == ZS_OP_ERROR && f->req_id == 0) {
 		size_t n = f->payload_len < ZS_WIRE_MAX_ERR ? f->payload_len : ZS_WIRE_MAX_ERR;
 		msg[0] = '\0';
-		if (!zs_read_full(c->fd, msg, n))
+		if (!zs_io_read(&c->io, msg, n))
 			msg[n] = '\0';
 		zs_fmt(why, wl, "%s closed the connection: %s", c->addr, msg);
 		return -1;
@@ -471,7 +477,7 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 	}
 	if (r->internal && f->op != ZS_OP_ERROR) { /* the transport's own frame */
 		uint8_t pl[64];
-		if (f->payload_len > sizeof pl || zs_read_full(c->fd, pl, f->payload_len)) {
+		if (f->payload_len > sizeof pl || zs_io_read(&c->io, pl, f->payload_len)) {
 			zs_fmt(why, wl, "%s sent a bad %s", c->addr, zs_op_name(f->op));
 			return -1;
 		}
@@ -488,7 +494,7 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 		size_t n = f->payload_len < ZS_WIRE_MAX_ERR ? f->payload_len : ZS_WIRE_MAX_ERR;
 		enum zs_status st = f->status > ZS_OK && f->status < ZS_STATUS_COUNT
 					    ? (enum zs_status)f->status : ZS_EPROTO;
-		if (zs_read_full(c->fd, msg, n) || zs_drain(c->fd, f->payload_len - n)) {
+		if (zs_io_read(&c->io, msg, n) || zs_io_drain(&c->io, f->payload_len - n)) {
 			zs_fmt(why, wl, "connection to %s lost", c->addr);
 			return -1;
 		}
@@ -509,7 +515,7 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 			       (unsigned long long)f->payload_len, r->bytes);
 			return -1;
 		}
-		if (zs_read_full(c->fd, r->dst, r->bytes)) {
+		if (zs_io_read(&c->io, r->dst, r->bytes)) {
 			zs_fmt(why, wl, "connection to %s lost mid-transfer", c->addr);
 			return -1;
 		}
@@ -550,7 +556,7 @@ void *stream_receiver_main(void *arg)
 		uint8_t h[ZS_WIRE_HDR];
 		struct zs_frame f;
 
-		if (zs_read_full(c->fd, h, sizeof h)) {
+		if (zs_io_read(&c->io, h, sizeof h)) {
 			zs_fmt(why, sizeof why, "connection to %s lost: %s", c->addr,
 				 errno ? strerror(errno) : "closed by the server");
 			break;

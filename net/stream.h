@@ -31,6 +31,9 @@ struct stream_hooks {
 	bool unix_addr;      /* dials an abstract unix socket ("@name"), else HOST:PORT */
 	bool inline_data;    /* the bytes travel in the frames */
 	bool hello_fd;       /* HELLO_OK carries a file descriptor (SCM_RIGHTS) */
+	bool encrypts;       /* a job's data_tls encrypts it (net/dtls.h); the
+			      * others' bytes do not leave the host (shm) or
+			      * are the fabric's to keep (rdma) */
 	bool push_notifies;  /* a push's move() notifies the server itself (rdma's
 			      * WRITE_WITH_IMM); else the core sends PUSH after it */
 	uint16_t hello_flags; /* the ZS_WF_* flags the HELLO carries */

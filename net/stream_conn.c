@@ -12,8 +12,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "base/le.h"
 #include "base/util.h"
+#include "net/dtls.h"
 #include "net/hello.h"
 #include "net/sockio.h"
 #include "net/wire.h"
@@ -28,7 +31,7 @@ static enum zs_status nonce_of(struct zs_conn *c, uint8_t nonce[ZS_NONCE_LEN],
 	uint8_t h[ZS_WIRE_HDR];
 	struct zs_frame f;
 
-	if (zs_read_full(c->fd, h, sizeof h))
+	if (zs_io_read(&c->io, h, sizeof h))
 		return zs_fail(err, errno == EAGAIN ? ZS_ETIMEDOUT : ZS_EUNAVAIL,
 			       "%s sent no nonce: %s", c->addr,
 			       errno ? strerror(errno) : "connection closed");
@@ -37,7 +40,7 @@ static enum zs_status nonce_of(struct zs_conn *c, uint8_t nonce[ZS_NONCE_LEN],
 	if (f.op == ZS_OP_ERROR) { /* refused before any HELLO (shm: who we are) */
 		char msg[ZS_WIRE_MAX_ERR + 1] = "";
 		size_t n = f.payload_len < ZS_WIRE_MAX_ERR ? f.payload_len : ZS_WIRE_MAX_ERR;
-		if (!zs_read_full(c->fd, msg, n))
+		if (!zs_io_read(&c->io, msg, n))
 			msg[n] = '\0';
 		return zs_fail(err, f.status > 0 && f.status < ZS_STATUS_COUNT ? (enum zs_status)f.status
 									: ZS_EPROTO,
@@ -47,9 +50,59 @@ static enum zs_status nonce_of(struct zs_conn *c, uint8_t nonce[ZS_NONCE_LEN],
 		return zs_fail(err, ZS_EPROTO,
 			       "%s began with %s, not a nonce (a server older than the token's proof?)",
 			       c->addr, zs_op_name(f.op));
-	if (zs_read_full(c->fd, nonce, ZS_NONCE_LEN))
+	if (zs_io_read(&c->io, nonce, ZS_NONCE_LEN))
 		return zs_fail(err, ZS_EUNAVAIL, "%s: the nonce was cut short", c->addr);
 	return ZS_OK;
+}
+
+/*
+ * Asks for the rest of the connection encrypted (net/dtls.h): STARTTLS,
+ * the server's STARTTLS_OK, the handshake keyed by the job's secret; then
+ * the server's nonce again, inside.
+ */
+static enum zs_status start_tls(struct zs_conn *c, const struct zs_conn_opts *o,
+				uint8_t nonce[ZS_NONCE_LEN], struct zs_error *err)
+{
+	size_t jl = strlen(o->job);
+	uint8_t h[ZS_WIRE_HDR], psk[ZS_DTLS_PSK];
+	struct zs_frame f = {.op = ZS_OP_STARTTLS, .payload_len = jl + 1, .rank = o->rank,
+			     .flags = o->reader ? ZS_WF_READER : 0};
+	struct iovec iov[2] = {{h, sizeof h}, {(void *)o->job, jl + 1}};
+	enum zs_status st;
+
+	if (!o->token || !o->token[0])
+		return zs_fail(err, ZS_EINVAL,
+			       "job '%s' has no data-plane token to key its encryption (data_tls)",
+			       o->job);
+	zs_wire_encode(&f, h);
+	if (zs_io_writev(&c->io, iov, 2) || zs_io_read(&c->io, h, sizeof h))
+		return zs_fail(err, errno == EAGAIN ? ZS_ETIMEDOUT : ZS_EUNAVAIL,
+			       "%s did not answer STARTTLS: %s", c->addr,
+			       errno ? strerror(errno) : "connection closed");
+	if (zs_wire_decode(h, &f, err))
+		return err ? err->code : ZS_EPROTO;
+	if (f.op == ZS_OP_ERROR) {
+		char msg[ZS_WIRE_MAX_ERR + 1] = "";
+		size_t n = f.payload_len < ZS_WIRE_MAX_ERR ? f.payload_len : ZS_WIRE_MAX_ERR;
+		if (!zs_io_read(&c->io, msg, n))
+			msg[n] = '\0';
+		return zs_fail(err, f.status > 0 && f.status < ZS_STATUS_COUNT ? (enum zs_status)f.status
+									: ZS_EPROTO,
+			       "%s refused to encrypt job '%s': %s", c->addr, o->job, msg);
+	}
+	if (f.op != ZS_OP_STARTTLS_OK)
+		return zs_fail(err, ZS_EPROTO,
+			       "%s answered STARTTLS with %s (a server older than data_tls?)", c->addr,
+			       zs_op_name(f.op));
+	if (zs_dtls_psk(o->token, o->job, o->reader, psk))
+		return zs_fail(err, ZS_ENOMEM, "cannot derive the handshake's key (OpenSSL)");
+	st = zs_dtls_client(c->io.fd, o->job, o->reader, psk, &c->io.rec, err);
+	OPENSSL_cleanse(psk, sizeof psk);
+	if (st) {
+		zs_error_prefix(err, "%s", c->addr);
+		return st;
+	}
+	return nonce_of(c, nonce, err);
 }
 
 static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int *fd,
@@ -69,8 +122,10 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int
 	*fd = -1;
 	if (jl + 1 > ZS_JOB_NAME_MAX)
 		return zs_fail(err, ZS_EINVAL, "job name is too long");
-	zs_sock_timeout(c->fd, o->timeout_ms);
+	zs_sock_timeout(c->io.fd, o->timeout_ms);
 	if ((st = nonce_of(c, nonce, err)))
+		return st;
+	if (o->tls && c->h->encrypts && (st = start_tls(c, o, nonce, err)))
 		return st;
 	/* the token itself never goes on the wire: its proof does */
 	memcpy(payload, o->job, jl + 1);
@@ -80,9 +135,9 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int
 	zs_wire_encode(&f, h);
 	iov[0] = (struct iovec){h, sizeof h};
 	iov[1] = (struct iovec){payload, f.payload_len};
-	if (zs_writev_full(c->fd, iov, 2) ||
-	    (c->h->hello_fd ? zs_recv_with_fd(c->fd, h, sizeof h, fd)
-			    : zs_read_full(c->fd, h, sizeof h)))
+	if (zs_io_writev(&c->io, iov, 2) ||
+	    (c->h->hello_fd ? zs_recv_with_fd(c->io.fd, h, sizeof h, fd)
+			    : zs_io_read(&c->io, h, sizeof h)))
 		return zs_fail(err, errno == EAGAIN ? ZS_ETIMEDOUT : ZS_EUNAVAIL,
 			       "%s did not answer HELLO: %s", c->addr,
 			       errno ? strerror(errno) : "connection closed");
@@ -91,7 +146,7 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int
 	if (f.op == ZS_OP_ERROR) {
 		char msg[ZS_WIRE_MAX_ERR + 1] = "";
 		size_t n = f.payload_len < ZS_WIRE_MAX_ERR ? f.payload_len : ZS_WIRE_MAX_ERR;
-		if (!zs_read_full(c->fd, msg, n))
+		if (!zs_io_read(&c->io, msg, n))
 			msg[n] = '\0';
 		zs_fail(err, f.status > 0 && f.status < ZS_STATUS_COUNT ? (enum zs_status)f.status
 									 : ZS_EPROTO,
@@ -148,8 +203,8 @@ enum zs_status zs_connect(const struct zs_transport_ops *ops, const struct zs_co
 	snprintf(c->addr, sizeof c->addr, "%s", o->addr);
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
-	c->fd = zs_dial(o->addr, timeout, err);
-	if (c->fd < 0) {
+	c->io.fd = zs_dial(o->addr, timeout, err);
+	if (c->io.fd < 0) {
 		st = err ? err->code : ZS_EUNAVAIL;
 		goto clean_c;
 	}
@@ -161,21 +216,21 @@ enum zs_status zs_connect(const struct zs_transport_ops *ops, const struct zs_co
 	if (st)
 		goto clean_fd;
 	if (h->attach) { /* while the socket is still ours alone */
-		st = h->attach(c, o->addr, c->fd, c->region_len, fd, &c->ctx, err);
+		st = h->attach(c, o->addr, c->io.fd, c->region_len, fd, &c->ctx, err);
 		fd = -1;
 		if (st)
 			goto clean_fd;
 	} else if (fd >= 0) {
 		close(fd);
 	}
-	zs_sock_timeout(c->fd, 0);
+	zs_sock_timeout(c->io.fd, 0);
 	if (pthread_create(&c->receiver, NULL, stream_receiver_main, c)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start a receiver thread");
 		goto clean_ctx;
 	}
 	if (pthread_create(&c->sender, NULL, stream_sender_main, c)) {
 		st = zs_fail(err, ZS_ENOMEM, "cannot start a sender thread");
-		shutdown(c->fd, SHUT_RDWR);
+		shutdown(c->io.fd, SHUT_RDWR);
 		pthread_join(c->receiver, NULL);
 		goto clean_ctx;
 	}
@@ -186,7 +241,8 @@ clean_ctx:
 	if (c->ctx)
 		h->detach(c->ctx);
 clean_fd:
-	close(c->fd);
+	close(c->io.fd);
+	zs_records_free(c->io.rec);
 clean_c:
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
@@ -197,7 +253,7 @@ clean_c:
 void zs_conn_shutdown(struct zs_conn *c)
 {
 	if (c)
-		shutdown(c->fd, SHUT_RDWR); /* the receiver ends and breaks it */
+		shutdown(c->io.fd, SHUT_RDWR); /* the receiver ends and breaks it */
 }
 
 bool zs_conn_broken(struct zs_conn *c, char *why, size_t len)
@@ -220,7 +276,7 @@ void zs_conn_close(struct zs_conn *c)
 	c->closing = true;
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
-	shutdown(c->fd, SHUT_RDWR);
+	shutdown(c->io.fd, SHUT_RDWR);
 	pthread_join(c->sender, NULL);
 	pthread_join(c->receiver, NULL);
 	if (c->ctx) /* every move flushed and completed before the frees */
@@ -230,7 +286,8 @@ void zs_conn_close(struct zs_conn *c)
 		c->all = r->all_next;
 		free(r);
 	}
-	close(c->fd);
+	close(c->io.fd);
+	zs_records_free(c->io.rec);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c);

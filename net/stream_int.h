@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "net/records.h"
 #include "net/stream.h"
 
 enum rstate { R_QUEUED, R_SENT, R_DONE };
@@ -39,7 +40,7 @@ struct zs_req {
 struct zs_conn {
 	const struct zs_transport_ops *ops;
 	const struct stream_hooks *h;
-	int fd;
+	struct zs_io io; /* the socket, and its records once encrypted */
 	uint64_t region_len; /* the server's region (not inline_data) */
 	uint32_t dev_ident;  /* zs_conn_device */
 	uint32_t job, rank;

@@ -18,6 +18,7 @@
 
 static const struct stream_hooks tcp_hooks = {
 	.inline_data = true,
+	.encrypts = true,
 };
 
 const struct zs_transport_ops zs_tcp_transport = {
@@ -61,6 +62,7 @@ static int tcp_listen(const char *addr, char *bound, struct zs_error *err)
 
 const struct zs_endpoint_ops zs_tcp_endpoint = {
 	.name = "tcp",
+	.encrypts = true,
 	.listen = tcp_listen,
 	.accepted = zs_tune_tcp,
 };

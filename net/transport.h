@@ -103,6 +103,10 @@ struct zs_conn_opts {
 			       * server still holding an earlier job of that
 			       * name; 0 accepts any */
 	uint32_t rank;
+	bool tls;    /* encrypt it (the job's data_tls; net/dtls.h): tcp alone,
+		      * the other transports' bytes do not leave the host (shm)
+		      * or are the fabric's to keep (rdma) */
+	bool reader; /* token is the job's reader token (gathers alone) */
 	int timeout_ms;        /* connect + HELLO */
 	unsigned max_inflight; /* 0: 64 */
 };
@@ -178,6 +182,9 @@ bool zs_transport_is_auto(const char *want);
 
 /* The transport a connection was made with. */
 const struct zs_transport_ops *zs_conn_transport(const struct zs_conn *c);
+/* How c's bytes are encrypted (net/dtls.h's zs_dtls_mode), or NULL when
+ * they are not. */
+const char *zs_conn_encryption(const struct zs_conn *c);
 
 /* Connects with transport t and completes HELLO; blocking, bounded by
  * o->timeout_ms. ZS_EAGAIN: the server does not hold the job (at o's

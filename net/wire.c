@@ -71,7 +71,8 @@ const char *zs_op_name(unsigned op)
 		[ZS_OP_ERROR] = "ERROR", [ZS_OP_RDMA_QP] = "RDMA_QP",
 		[ZS_OP_HPARAMS] = "HPARAMS",
 		[ZS_OP_WORLD] = "WORLD",
-		[ZS_OP_NONCE] = "NONCE",
+		[ZS_OP_NONCE] = "NONCE", [ZS_OP_STARTTLS] = "STARTTLS",
+		[ZS_OP_STARTTLS_OK] = "STARTTLS_OK",
 	};
 	return op < ZS_OP_MAX && n[op] ? n[op] : "?";
 }

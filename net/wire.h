@@ -29,6 +29,9 @@
  *
  * Message sequence (client -> server, server -> client):
  *   <- NONCE(payload: ZS_NONCE_LEN random bytes), as the server accepts
+ *   [STARTTLS("job\0"; flags READER: the reader token's key)
+ *        -> STARTTLS_OK | ERROR; a TLS 1.3 handshake (net/dtls.h); then
+ *        every byte both ways in TLS records, beginning with a new NONCE]
  *   HELLO(payload: "job\0" and the ZS_PROOF_LEN-byte proof of the job's
  *         token over the nonce and this HELLO, net/hello.h; rank, step:
  *         the job's incarnation, aux: the placement epoch the trainer
@@ -99,6 +102,10 @@ enum zs_op {
 			* of u64 step, u32 world), answered PUSH_ACK */
 	ZS_OP_NONCE,   /* server -> client, first on every connection: the
 			* nonce its HELLO's proof covers (net/hello.h) */
+	ZS_OP_STARTTLS,    /* client -> server after the nonce: the rest
+			    * encrypted (net/dtls.h; payload "job\0", flags
+			    * ZS_WF_READER for the reader token's key) */
+	ZS_OP_STARTTLS_OK, /* server -> client: the TLS handshake follows */
 	ZS_OP_MAX
 };
 
@@ -127,8 +134,9 @@ enum {
 				   * the step it redoes: one of the rank's
 				   * pushes that is in already is dropped, once,
 				   * and acknowledged (engine/redo.c) */
+	ZS_WF_READER = 1 << 8,    /* a STARTTLS keyed by the job's reader token */
 	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED | ZS_WF_REPLICA |
-		    ZS_WF_SEED | ZS_WF_DEVICE | ZS_WF_REDO,
+		    ZS_WF_SEED | ZS_WF_DEVICE | ZS_WF_REDO | ZS_WF_READER,
 };
 
 struct zs_frame {

@@ -1,8 +1,9 @@
 /*
  * test_security.c - who may use a job: the data plane's job tokens (the
  * control plane's mutual TLS is tests/integration/tls.sh, its roles
- * roles.sh), against a real coordinator and servers on loopback; and that
- * a capture of the data plane holds no token.
+ * roles.sh), against a real coordinator and servers on loopback; that a
+ * capture of the data plane holds no token, and with data_tls no
+ * parameter bytes either; that a data_tls job takes no plaintext tcp.
  */
 #include "tests/integration/train_common.h"
 
@@ -15,6 +16,7 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 
+#include "ctrl/token.h"
 #include "net/transport.h"
 
 static char *log_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -34,7 +36,7 @@ static char *log_path(const char *fmt, ...)
 /* Connects to the server holding shards of j with token, waiting (while
  * the server has not loaded this incarnation yet) up to 10 s. */
 static enum zs_status hello_with(struct zs_coord_client *c, const struct zs_job *j,
-				 const char *token, struct zs_error *err)
+				 const char *token, bool tls, struct zs_error *err)
 {
 	struct zs_server_info *s;
 	uint32_t n;
@@ -49,7 +51,7 @@ static enum zs_status hello_with(struct zs_coord_client *c, const struct zs_job 
 	assert_true(addr[0]);
 	for (int k = 0; k < 200 && st == ZS_EAGAIN; k++) {
 		struct zs_conn_opts o = {.addr = addr, .job = j->spec.name, .token = token,
-					 .rank = 0, .incarnation = j->incarnation,
+					 .rank = 0, .tls = tls, .incarnation = j->incarnation,
 					 .epoch = j->placement.epoch, .timeout_ms = 5000};
 		struct zs_conn *conn = NULL;
 		st = zs_connect(&zs_tcp_transport, &o, &conn, err);
@@ -115,17 +117,17 @@ static void test_data_plane_token(void **st)
 		}
 		free(all);
 		/* its own token: in; none, a wrong one: out, saying so */
-		assert_int_equal(hello_with(c, &j, j.token, &err), ZS_OK);
-		assert_int_equal(hello_with(c, &j, "", &err), ZS_EINVAL);
+		assert_int_equal(hello_with(c, &j, j.token, false, &err), ZS_OK);
+		assert_int_equal(hello_with(c, &j, "", false, &err), ZS_EINVAL);
 		assert_non_null(strstr(err.msg, "does not prove the job's data-plane token"));
-		assert_int_equal(hello_with(c, &j, "00000000000000000000000000000000", &err),
+		assert_int_equal(hello_with(c, &j, "00000000000000000000000000000000", false, &err),
 				 ZS_EINVAL);
 		assert_null(strstr(err.msg, j.token));
 		if (round) { /* the earlier job's token, replayed: out; the job's own still in */
 			assert_string_not_equal(t1, t2);
-			assert_int_equal(hello_with(c, &j, t1, &err), ZS_EINVAL);
+			assert_int_equal(hello_with(c, &j, t1, false, &err), ZS_EINVAL);
 			assert_non_null(strstr(err.msg, "earlier job of that name"));
-			assert_int_equal(hello_with(c, &j, t2, &err), ZS_OK);
+			assert_int_equal(hello_with(c, &j, t2, false, &err), ZS_OK);
 		}
 		assert_int_equal(zs_coord_leave(c, "tok", 0, 0, false, 0, &g, &err), ZS_OK);
 		zs_job_release(&g);
@@ -204,14 +206,30 @@ static void *capture_main(void *arg)
 	return NULL;
 }
 
+/* How many of n 16-byte windows of the unit's parameters (one every
+ * stride bytes) the capture holds. */
+static size_t windows_in(const struct capture *k, const float *p, size_t bytes, size_t *n)
+{
+	size_t found = 0, stride = bytes / 64 > 16 ? bytes / 64 : 16;
+
+	for (size_t off = 0; off + 16 <= bytes; off += stride) {
+		(*n)++;
+		found += memmem(k->buf, k->len, (const uint8_t *)p + off, 16) != NULL;
+	}
+	return found;
+}
+
 /*
- * No secret on the wire (issue 33): a capture of loopback (AF_PACKET, as
- * tcpdump takes it) of every byte to and from the servers' data ports
- * while a trainer joins, uploads and trains a few steps holds the HELLOs
- * (the job's name is in them: the capture saw them) and not the job's
- * data-plane token. Needs CAP_NET_RAW (root); skipped, saying so, without.
+ * A capture of loopback (AF_PACKET, as tcpdump takes it) of every byte to
+ * and from the servers' data ports while a trainer joins, uploads, trains
+ * three steps and gathers the parameters, over tcp; then what it holds:
+ * the job's data-plane token and its reader token never; with data_tls,
+ * none of the parameters' bytes either (16-byte windows of every unit as
+ * gathered at the end); without, the same search finds them (the
+ * search's control). Needs CAP_NET_RAW (root); skipped, saying so,
+ * without.
  */
-static void test_no_token_on_the_wire(void **st)
+static void capture_run(const char *name, bool tls)
 {
 	struct capture k = {.fd = -1};
 	struct zs_coord_client *c;
@@ -223,8 +241,11 @@ static void test_no_token_on_the_wire(void **st)
 	uint32_t n;
 	zs_trainer *t;
 	struct rank_ctx x = {0};
+	float *params[4];
+	unsigned long long numel[4];
+	size_t windows = 0, found = 0;
+	char reader[ZS_TOKEN_MAX];
 
-	(void)st;
 	k.fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
 	if (k.fd < 0) {
 		printf("[ SKIPPED  ] a capture needs CAP_NET_RAW: %s\n", strerror(errno));
@@ -243,30 +264,101 @@ static void test_no_token_on_the_wire(void **st)
 	free(s);
 	assert_true(k.n_ports > 0);
 	assert_int_equal(pthread_create(&th, NULL, capture_main, &k), 0);
-	oracle_spec(&spec, "wirejob", 1, ZS_SGD, ZS_F32);
+	oracle_spec(&spec, name, 1, ZS_SGD, ZS_F32);
+	spec.data_tls = tls;
 	create_job(&spec);
-	t = join("wirejob", 0, "tcp");
+	t = join(name, 0, "tcp");
 	upload_init(t);
 	x.t = t;
 	train_ranks(&x, 1, 0, 3);
+	fetch_all(t, 3, params);
+	for (unsigned u = 0; u < 4; u++)
+		numel[u] = zs_unit_numel(t, u);
 	zs_trainer_close(t);
 	atomic_store(&k.stop, 1);
 	pthread_join(th, NULL);
 	close(k.fd);
-	assert_int_equal(zs_coord_get_job_token(c, "wirejob", &j, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job_token(c, name, &j, NULL), ZS_OK);
 	assert_int_equal(strlen(j.token), 32);
-	/* the capture saw the data plane: its HELLOs name the job */
-	if (!k.len || !memmem(k.buf, k.len, "wirejob", 7))
+	zs_reader_token(j.token, reader);
+	/* the capture saw the data plane: its HELLOs (or STARTTLSs) name the job */
+	if (!k.len || !memmem(k.buf, k.len, name, strlen(name)))
 		fail_msg("the capture holds %zu bytes of %llu data-plane packets and no HELLO", k.len,
 			 (unsigned long long)k.packets);
 	if (memmem(k.buf, k.len, j.token, 32))
 		fail_msg("the job's data-plane token is in the capture of its data plane");
-	printf("capture: %llu data-plane packets, %zu payload bytes, no token in them\n",
-	       (unsigned long long)k.packets, k.len);
+	if (memmem(k.buf, k.len, reader, 32))
+		fail_msg("the job's reader token is in the capture of its data plane");
+	for (unsigned u = 0; u < 4; u++) {
+		found += windows_in(&k, params[u], numel[u] * 4, &windows);
+		free(params[u]);
+	}
+	printf("capture (data_tls %s): %llu data-plane packets, %zu payload bytes; no token; %zu of %zu parameter windows in it\n",
+	       tls ? "on" : "off", (unsigned long long)k.packets, k.len, found, windows);
+	if (tls && found)
+		fail_msg("%zu of %zu 16-byte windows of the parameters are in the capture of an encrypted data plane",
+			 found, windows);
+	if (!tls && found < windows / 2) /* the control: the search finds them in the clear */
+		fail_msg("only %zu of %zu parameter windows found in a plaintext capture: the search is broken",
+			 found, windows);
 	free(k.buf);
 	zs_job_release(&j);
 	zs_coord_close(c);
 	zs_job_spec_release(&spec);
+}
+
+static void test_no_token_on_the_wire(void **st)
+{
+	(void)st;
+	capture_run("wirejob", false);
+}
+
+/* With data_tls, neither the token nor the parameters (issue 33). */
+static void test_encrypted_capture(void **st)
+{
+	(void)st;
+	capture_run("wiretls", true);
+}
+
+/*
+ * A data_tls job's servers take no plaintext tcp connection of it (its
+ * bytes would cross the network in the clear): refused, saying why; the
+ * same connection encrypted with the job's token is taken, with another
+ * token refused at the handshake.
+ */
+static void test_encrypted_job_refuses_plaintext(void **st)
+{
+	struct zs_coord_client *c;
+	struct zs_error err = {0};
+	struct zs_job j, g;
+	struct zs_job_spec spec;
+	struct zs_join_req r = {.rank = 0};
+
+	(void)st;
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	oracle_spec(&spec, "enc", 1, ZS_SGD, ZS_F32);
+	spec.data_tls = true;
+	strcpy(r.job, "enc");
+	strcpy(r.host, "test-host");
+	assert_int_equal(zs_coord_create_job(c, &spec, &g, &err), ZS_OK);
+	assert_true(g.spec.data_tls);
+	zs_job_release(&g);
+	assert_int_equal(zs_coord_join(c, &r, &j, &err), ZS_OK);
+	assert_true(j.spec.data_tls);
+	assert_int_equal(hello_with(c, &j, j.token, false, &err), ZS_EPERM);
+	assert_non_null(strstr(err.msg, "encrypts its data plane"));
+	assert_int_equal(hello_with(c, &j, j.token, true, &err), ZS_OK);
+	assert_int_equal(hello_with(c, &j, "00000000000000000000000000000000", true, &err),
+			 ZS_EINVAL);
+	assert_non_null(strstr(err.msg, "TLS handshake for job 'enc'"));
+	printf("another token, encrypted: %s\n", err.msg);
+	assert_int_equal(zs_coord_leave(c, "enc", 0, 0, false, 0, &g, &err), ZS_OK);
+	zs_job_release(&g);
+	assert_int_equal(zs_coord_delete_job(c, "enc", &g, &err), ZS_OK);
+	zs_job_release(&g);
+	zs_job_release(&j);
+	zs_job_spec_release(&spec);
+	zs_coord_close(c);
 }
 
 int main(void)
@@ -274,6 +366,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_data_plane_token),
 		cmocka_unit_test(test_no_token_on_the_wire),
+		cmocka_unit_test(test_encrypted_capture),
+		cmocka_unit_test(test_encrypted_job_refuses_plaintext),
 	};
 	return cmocka_run_group_tests_name("security", tests, group_setup, group_teardown);
 }

@@ -6,7 +6,8 @@
  * back-pressure, deferred answers, target errors that leave the connection
  * usable, large transfers, bad frames and a peer that dies mid-frame (the
  * server goes on), and a server that goes away (requests fail, bounded),
- * all against transport_toy.h's toy target.
+ * all against transport_toy.h's toy target; tcp twice, the second time
+ * encrypted (net/dtls.h).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -683,6 +684,7 @@ static int two_node(void)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tcp[] = SUITE(setup_tcp);
+	const struct CMUnitTest tcp_tls[] = SUITE(setup_tcp_tls);
 	const struct CMUnitTest shm[] = SUITE(setup_shm);
 	const struct CMUnitTest rdma[] = SUITE(setup_rdma);
 	const struct CMUnitTest rdma_only[] = {
@@ -694,11 +696,18 @@ int main(int argc, char **argv)
 	int failed = 0;
 	bool only_rdma = argc > 1 && !strcmp(argv[1], "--rdma");
 
+	if (argc > 1 && !strcmp(argv[1], "--tls")) /* the guest's kernel TLS run */
+		return cmocka_run_group_tests_name("transport_tcp_tls", tcp_tls, setup_tcp_tls,
+						   teardown);
+
 	if (argc > 1 && !strcmp(argv[1], "--two-node"))
 		return two_node();
 
 	if (!only_rdma) {
 		failed += cmocka_run_group_tests_name("transport_tcp", tcp, setup_tcp, teardown);
+		/* the same suite over encrypted connections (net/dtls.h) */
+		failed += cmocka_run_group_tests_name("transport_tcp_tls", tcp_tls, setup_tcp_tls,
+						      teardown);
 		failed += cmocka_run_group_tests_name("transport_shm", shm, setup_shm, teardown);
 	}
 	if (zs_rdma_probe(2ull * NELEM * 4, note, sizeof note)) {

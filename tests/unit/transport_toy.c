@@ -18,6 +18,7 @@
 #include "gpu/dev.h"
 #include "rdma/rdma.h"
 #include "base/status.h"
+#include "net/dtls.h"
 #include "net/sockio.h"
 #include "net/wire.h"
 
@@ -162,9 +163,22 @@ void toy_release(struct toy *t, bool fail)
 	pthread_mutex_unlock(&t->mu);
 }
 
+/* an encrypted connection's key: job "job"'s, its token "tok" */
+static enum zs_status toy_tls_key(void *ctx, const char *job, bool reader, uint8_t key[32],
+				  struct zs_error *err)
+{
+	(void)ctx;
+	if (strcmp(job, "job"))
+		return zs_fail(err, ZS_ENOTFOUND, "no job '%s' here", job);
+	if (reader)
+		return zs_fail(err, ZS_EINVAL, "the toy has no reader token");
+	return zs_dtls_psk("tok", job, false, key) ? ZS_ENOMEM : ZS_OK;
+}
+
 struct zs_target toy_target(struct toy *t)
 {
-	return (struct zs_target){.ctx = t, .hello = toy_hello, .read = toy_read,
+	return (struct zs_target){.ctx = t, .hello = toy_hello, .tls_key = toy_tls_key,
+				  .read = toy_read,
 				  .write_begin = toy_write_begin, .write_done = toy_write_done,
 				  .write_abort = toy_write_abort, .dev_ident = toy_dev_ident,
 				  .dev_map = toy_dev_map, .dev_unmap = toy_dev_unmap};
@@ -212,6 +226,15 @@ int setup_tcp(void **st)
 	return start_toy(&f);
 }
 
+int setup_tcp_tls(void **st)
+{
+	static struct fixture f;
+	f.t = &zs_tcp_transport;
+	f.tls = true;
+	*st = &f;
+	return start_toy(&f);
+}
+
 int setup_shm(void **st)
 {
 	static struct fixture f;
@@ -237,13 +260,15 @@ int teardown(void **st)
 struct zs_conn *open_conn(struct fixture *f, unsigned max_inflight)
 {
 	struct zs_conn_opts o = {.addr = addr_of(f), .job = "job", .token = "tok",
-				 .rank = 1, .timeout_ms = 5000, .max_inflight = max_inflight};
+				 .rank = 1, .tls = f->tls, .timeout_ms = 5000,
+				 .max_inflight = max_inflight};
 	struct zs_conn *c = NULL;
 	struct zs_error err = {0};
 
 	if (zs_connect(f->t, &o, &c, &err))
 		fail_msg("%s connect: %s", f->t->name, err.msg);
 	assert_ptr_equal(zs_conn_transport(c), f->t);
+	assert_int_equal(zs_conn_encryption(c) != NULL, f->tls);
 	return c;
 }
 

@@ -36,6 +36,7 @@ struct toy {
 
 struct fixture {
 	const struct zs_transport_ops *t;
+	bool tls; /* its connections encrypted (net/dtls.h) */
 	struct toy toy;
 	char tcp_addr[ZS_ADDR_MAX], shm_name[ZS_ADDR_MAX];
 };
@@ -50,6 +51,7 @@ int start_toy(struct fixture *f);
 void stop_toy(struct fixture *f);
 /* cmocka group setups (a static fixture for each transport) and teardown. */
 int setup_tcp(void **st);
+int setup_tcp_tls(void **st);
 int setup_shm(void **st);
 int setup_rdma(void **st);
 int teardown(void **st);
