@@ -9,7 +9,10 @@
 # the full step at prefetch 0, 1 and 2; compute alone (the model without
 # the service, both ranks at once) once ($QUEUE: the shaper's queue
 # depth, 50ms unless given). The target: the step at prefetch 1 within
-# 1.10x max(compute alone, communication alone).
+# 1.10x max(compute alone, communication alone). Then, per rate, the step
+# at prefetch 1 and communication alone with the data plane encrypted
+# (data_tls) beside plaintext: the target, within 1.05x where the link
+# bounds the step.
 # Writes OUT_DIR/link.md and OUT_DIR/link.dat (rate, tcp MB/s, compute,
 # communication, steps at prefetch 0 1 2, in seconds).
 #
@@ -18,7 +21,7 @@
 set -u
 out=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin=$root/build/bin
+bin=${ZSHARD_BIN:-$root/build/bin}
 PY=${PYTHON:-/usr/bin/python3}
 RATES=${RATES:-"1gbit 2gbit 4gbit 8gbit"}
 # the shaper's queue, as the longest a packet waits in it (tbf's latency):
@@ -116,11 +119,17 @@ stat() { awk -v c="$1" -v w="$WARM" '$1 >= w { v[n++] = $c } END {
 	for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
 	print v[int(n / 2)] }' "${@:2}"; }
 
-# run JOB PREFETCH [--no-compute]: the two ranks; the median step (s)
+# run JOB PREFETCH [--no-compute] [tls]: the two ranks; the median step (s);
+# tls: the job's data plane encrypted (its spec's data_tls)
 run() {
-	local job=$1 pf=$2 extra=${3:-}
+	local job=$1 pf=$2 extra=${3:-} tls=${4:-}
 	"$bin/charlm" --print-spec --job "$job" --world 2 --stage 3 --depth "$DEPTH" --hidden "$HIDDEN" \
 		>"$dir/$job.json"
+	if [ "$tls" = tls ]; then
+		"$PY" -c 'import json, sys
+s = json.load(open(sys.argv[1])); s["data_tls"] = True
+json.dump(s, open(sys.argv[1], "w"))' "$dir/$job.json" || fail "cannot set data_tls"
+	fi
 	ctl job create "$dir/$job.json" >/dev/null || fail "cannot create $job"
 	local ranks=""
 	for r in 1 0; do
@@ -148,6 +157,7 @@ echo "| link (tbf) | raw TCP MB/s, to the servers / back | compute alone ms | co
 echo "|---|---|---|---|---|---|---|---|---|"
 : >"$out/link.dat"
 k=0
+tlsrows=""
 for rate in $RATES; do
 	tc qdisc replace dev "$va" root tbf rate "$rate" burst 512kb latency "$QUEUE" ||
 		fail "tc cannot set $rate"
@@ -161,7 +171,18 @@ for rate in $RATES; do
 		printf "| %s | %s / %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n",
 			r, up, dn, c * 1e3, m * 1e3, s0 * 1e3, s1 * 1e3, s2 * 1e3, s1 / mx, s1 / (c + m) }'
 	echo "$rate $up $down $comp $comm $s0 $s1 $s2" >>"$out/link.dat"
+	# the same step with the data plane encrypted (data_tls), beside
+	# plaintext again, in turns
+	pl=$(run "q$k" 1 "" "") en=$(run "e$k" 1 "" tls)
+	cpl=$(run "qc$k" 1 --no-compute "") cen=$(run "ec$k" 1 --no-compute tls)
+	tlsrows="$tlsrows$(awk -v r="$rate" -v a="$pl" -v b="$en" -v c="$cpl" -v d="$cen" 'BEGIN {
+		printf "| %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |", r, a * 1e3, b * 1e3, b / a, c * 1e3, d * 1e3, d / c }')
+"
 	k=$((k + 1))
 done
+echo
+echo "| link (tbf) | step ms, prefetch 1, plaintext | encrypted (data_tls) | encrypted / plaintext | communication alone ms, plaintext | encrypted | encrypted / plaintext |"
+echo "|---|---|---|---|---|---|---|"
+printf '%s' "$tlsrows"
 echo
 echo "(charlm --depth $DEPTH --hidden $HIDDEN: $params parameters, f32, ZeRO-3 over tcp; batch $BATCH per rank; 2 trainers outside the namespace, the coordinator and 2 servers inside, every byte through one veth pair shaped by tbf in both directions, its queue $QUEUE deep; medians over both ranks' steps $WARM..$((STEPS - 1)); compute alone: both ranks' forward and backward at once without the service; communication alone: the same step driver without the model. A ZeRO-3 step moves about 3 x the parameters' bytes per rank: two gathers one way, one push the other.)"

@@ -4,7 +4,8 @@
  * 1 and 2 trainers, beside a raw loopback TCP stream (1 MiB writes, from
  * and into buffers of the unit's size, as a gather moves them; limits.md
  * also has the cache-hot stream) and memcpy of the same sizes measured by
- * this program. Medians of REPS runs;
+ * this program; then tcp encrypted (data_tls) against plaintext, in turns
+ * in the same run. Medians of REPS runs;
  * ratios are to the baseline of the same run. Servers are in-process
  * listeners serving a plain buffer (no optimizer), so this measures the
  * transport alone.
@@ -20,6 +21,7 @@
 
 #include "bench/baselines.h"
 #include "bench/timing.h"
+#include "net/dtls.h"
 #include "net/listener.h"
 
 #define MAXS 2
@@ -33,6 +35,17 @@ struct srv {
 	float *buf, *stage;
 	char tcp[ZS_ADDR_MAX], shm[ZS_ADDR_MAX];
 };
+
+/* the job's token: the key of encrypted connections */
+#define TOKEN "0123456789abcdef0123456789abcdef"
+
+static enum zs_status b_tls_key(void *ctx, const char *job, bool reader, uint8_t key[32],
+				struct zs_error *err)
+{
+	(void)ctx;
+	(void)err;
+	return zs_dtls_psk(TOKEN, job, reader, key) ? ZS_ENOMEM : ZS_OK;
+}
 
 static enum zs_status b_hello(void *ctx, const struct zs_hello *hl, uint32_t *h,
 			      struct zs_error *err)
@@ -78,7 +91,7 @@ static void b_wabort(void *ctx, uint32_t job, uint32_t rank, const struct zs_xfe
 struct trainer {
 	const struct zs_transport_ops *t;
 	struct srv *srv;
-	int n_srv, rank, push, reps;
+	int n_srv, rank, push, reps, tls;
 	size_t bytes;
 	float *buf;
 	pthread_barrier_t *bar;
@@ -95,8 +108,8 @@ static void *trainer_main(void *arg)
 	for (int s = 0; s < tr->n_srv; s++) {
 		struct zs_conn_opts o = {.addr = tr->t == &zs_shm_transport ? tr->srv[s].shm
 									   : tr->srv[s].tcp,
-					 .job = "b", .token = "", .rank = (uint32_t)tr->rank,
-					 .timeout_ms = 5000};
+					 .job = "b", .token = TOKEN, .rank = (uint32_t)tr->rank,
+					 .tls = tr->tls, .timeout_ms = 5000};
 		if (zs_connect(tr->t, &o, &c[s], &err)) {
 			fprintf(stderr, "connect: %s\n", err.msg);
 			exit(1);
@@ -132,9 +145,10 @@ static void *trainer_main(void *arg)
 	return NULL;
 }
 
-/* GB/s of all trainers together for one configuration (median of reps). */
-static double run(const struct zs_transport_ops *t, struct srv *srv, int n_srv,
-		  int n_tr, int push, size_t bytes, int reps, float **bufs)
+/* GB/s of all trainers together for one configuration (median of reps);
+ * tls: over encrypted connections (net/dtls.h). */
+static double run_tls(const struct zs_transport_ops *t, struct srv *srv, int n_srv, int n_tr,
+		      int push, size_t bytes, int reps, float **bufs, int tls)
 {
 	pthread_t th[MAXT];
 	struct trainer tr[MAXT];
@@ -143,7 +157,7 @@ static double run(const struct zs_transport_ops *t, struct srv *srv, int n_srv,
 
 	pthread_barrier_init(&bar, NULL, (unsigned)n_tr);
 	for (int i = 0; i < n_tr; i++) {
-		tr[i] = (struct trainer){t, srv, n_srv, i, push, reps, bytes, bufs[i], &bar,
+		tr[i] = (struct trainer){t, srv, n_srv, i, push, reps, tls, bytes, bufs[i], &bar,
 					 times[i]};
 		pthread_create(&th[i], NULL, trainer_main, &tr[i]);
 	}
@@ -160,6 +174,30 @@ static double run(const struct zs_transport_ops *t, struct srv *srv, int n_srv,
 	return bench_median(wall, reps);
 }
 
+static double run(const struct zs_transport_ops *t, struct srv *srv, int n_srv, int n_tr,
+		  int push, size_t bytes, int reps, float **bufs)
+{
+	return run_tls(t, srv, n_srv, n_tr, push, bytes, reps, bufs, 0);
+}
+
+/* How a connection's records are made here (kernel TLS or user space). */
+static const char *tls_mode(struct srv *srv)
+{
+	static char mode[128];
+	struct zs_conn_opts o = {.addr = srv->tcp, .job = "b", .token = TOKEN, .tls = true,
+				 .timeout_ms = 5000};
+	struct zs_conn *c;
+	struct zs_error err = {0};
+
+	if (zs_connect(&zs_tcp_transport, &o, &c, &err)) {
+		fprintf(stderr, "connect: %s\n", err.msg);
+		exit(1);
+	}
+	snprintf(mode, sizeof mode, "%s", zs_conn_encryption(c));
+	zs_conn_close(c);
+	return mode;
+}
+
 int main(int argc, char **argv)
 {
 	int reps = argc > 1 ? atoi(argv[1]) : 7;
@@ -170,7 +208,9 @@ int main(int argc, char **argv)
 	if (reps < 1 || reps > 63)
 		reps = 7;
 	for (int s = 0; s < MAXS; s++) {
-		struct zs_target tg = {&srv[s], b_hello, b_read, b_wbegin, b_wdone, b_wabort};
+		struct zs_target tg = {.ctx = &srv[s], .hello = b_hello, .tls_key = b_tls_key,
+				       .read = b_read, .write_begin = b_wbegin,
+				       .write_done = b_wdone, .write_abort = b_wabort};
 		struct zs_listener_opts o = {.at = {{&zs_tcp_endpoint, "127.0.0.1:0", srv[s].tcp},
 						    {&zs_shm_endpoint, NULL, srv[s].shm}},
 					     .arena_bytes = (64u << 20) * (1 + MAXT)};
@@ -213,6 +253,24 @@ int main(int argc, char **argv)
 						fflush(stdout);
 					}
 	}
+	/* the same over encrypted tcp (data_tls), beside plaintext, in turns */
+	printf("\n| encrypted tcp (data_tls: %s) | op | unit | trainers | plaintext GB/s | encrypted GB/s | encrypted / plaintext |\n"
+	       "|---|---|---|---|---|---|---|\n", tls_mode(&srv[0]));
+	for (int push = 0; push < 2; push++)
+		for (int k = 0; k < 2; k++)
+			for (int nt = 1; nt <= MAXT; nt++) {
+				double p[3], e[3];
+				for (int round = 0; round < 3; round++) {
+					p[round] = run_tls(&zs_tcp_transport, srv, 1, nt, push,
+							   sizes[k], reps, bufs, 0);
+					e[round] = run_tls(&zs_tcp_transport, srv, 1, nt, push,
+							   sizes[k], reps, bufs, 1);
+				}
+				double pm = bench_median(p, 3), em = bench_median(e, 3);
+				printf("| tcp | %s | %zu MiB | %d | %.2f | %.2f | %.2f |\n",
+				       push ? "push" : "gather", sizes[k] >> 20, nt, pm, em, em / pm);
+				fflush(stdout);
+			}
 	for (int s = 0; s < MAXS; s++)
 		zs_listener_free(srv[s].l);
 	for (int i = 0; i < MAXT; i++)

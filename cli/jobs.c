@@ -40,6 +40,7 @@ static json_t *job_json_brief(const struct zs_job *j)
 	json_object_set_new(o, "rank_lost", json_string(zs_rank_lost_name(j->spec.rank_lost)));
 	json_object_set_new(o, "rank_wait_ms",
 			    json_integer(j->spec.rank_wait_ms ? j->spec.rank_wait_ms : ZS_RANK_WAIT_MS));
+	json_object_set_new(o, "data_tls", json_boolean(j->spec.data_tls));
 	return o;
 }
 
@@ -137,6 +138,8 @@ static void print_job(const struct zs_job *j)
 		       j->spec.replicas, j->spec.replicas);
 	if (j->spec.collective)
 		printf("  collective (nccl): the trainers reduce among themselves; rank r pushes slice r of each unit, its sum\n");
+	if (j->spec.data_tls)
+		printf("  data_tls: its tcp data plane is encrypted (TLS 1.3 records, AES-256-GCM); shm's bytes stay on the host, rdma's are the fabric's to keep\n");
 	if (j->spec.optim.steps_taken)
 		printf("  optimizer state imported after %llu steps: the update of step v is the optimizer's step %llu + v + 1\n",
 		       (unsigned long long)j->spec.optim.steps_taken,

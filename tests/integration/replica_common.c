@@ -35,7 +35,7 @@ void observe(struct observer *o, const char *job, uint32_t rank)
 					  .token = o->job.token,
 					  .incarnation = o->job.incarnation,
 					  .epoch = o->job.placement.epoch, .rank = rank,
-					  .timeout_ms = 10000};
+					  .tls = o->job.spec.data_tls, .timeout_ms = 10000};
 		enum zs_status st;
 		bool holds = false;
 		for (uint32_t k = 0; k < o->job.placement.n_shards; k++)

@@ -4,7 +4,8 @@
  * others. Training with replicas equals the single-process reference bit
  * for bit (every stage of the oracle's matrix that changes what is
  * forwarded: SGD and AdamW, f32 and bf16, accumulation, clipping, a
- * learning-rate schedule in optimizer groups), and every replica's fp32
+ * learning-rate schedule in optimizer groups, the data plane encrypted),
+ * and every replica's fp32
  * state (master and optimizer state, read by an observer from the replica's
  * own server) equals its primary's bit for bit. The placement shows the
  * copies; a checkpoint is taken from primaries and restored onto every
@@ -33,6 +34,11 @@ static void test_replicas_train_bitwise(void **st)
 	run_k(3, "r6", 2, "tcp", ZS_ADAMW, ZS_BF16, 1, 0.3, 0); /* every server */
 	/* frozen shards: step marks forwarded, micro-batches, clipping */
 	run_k(2, "r7", 2, "tcp", ZS_ADAMW, ZS_BF16, 3, 0.5, 2);
+	/* the data plane encrypted (data_tls): the trainers' connections and
+	 * the primaries' forwards (a plaintext one would be refused) */
+	oracle_data_tls = true;
+	run_k(2, "r8", 2, "tcp", ZS_ADAMW, ZS_BF16, 3, 0.5, 0);
+	oracle_data_tls = false;
 }
 
 /* zshardctl shows each shard's copies and their roles; plan counts them;

@@ -484,6 +484,7 @@ void check_reference(zs_trainer *t, const struct zs_job_spec *spec,
 }
 
 uint32_t oracle_replicas;
+bool oracle_data_tls;
 
 void train_oracle(const char *name, uint32_t R, const char *transport,
 		     enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip, int sched)
@@ -497,6 +498,7 @@ void train_oracle(const char *name, uint32_t R, const char *transport,
 	oracle_spec(&spec, name, R, kind, dt);
 	spec.optim.clip_norm = clip;
 	spec.replicas = oracle_replicas;
+	spec.data_tls = oracle_data_tls;
 	if (sched == 2)
 		oracle_spec_frozen(&spec); /* the groups, and frozen tensors */
 	else if (sched)

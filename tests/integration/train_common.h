@@ -108,6 +108,8 @@ void check_reference(zs_trainer *t, const struct zs_job_spec *spec,
 		     const struct zs_placement *pl, uint32_t K, int sched, const char *what);
 /* spec.replicas of the jobs train_oracle creates (0: 1) */
 extern uint32_t oracle_replicas;
+/* spec.data_tls of the jobs train_oracle creates */
+extern bool oracle_data_tls;
 void train_oracle(const char *name, uint32_t R, const char *transport,
 		  enum zs_optim_kind kind, enum zs_dtype dt, uint32_t K, double clip, int sched);
 void check_oracle(zs_trainer *t, const struct zs_job_spec *spec, uint64_t steps);

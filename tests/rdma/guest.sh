@@ -2,7 +2,10 @@
 # guest.sh - runs inside the Soft-RoCE guest (tests/rdma/run.sh puts it
 # there with the binaries in /usr/bin): the transport conformance suite on
 # rdma, then the oracle training test over rdma against a real coordinator
-# and 2 shard servers. The exit status is the number of failed parts.
+# and 2 shard servers; then, this kernel having TLS, the encrypted data
+# plane's records in the kernel (test_dtls: against user space's; the
+# conformance suite over encrypted tcp). The exit status is the number of
+# failed parts.
 export ZSHARD_BIN=/usr/bin ZSHARD_TEST_SERVERS=2 ZSHARD_TEST_CAPACITY=96M ZSHARD_KEEP_TEST_DIRS=1
 ulimit -l unlimited
 fails=0
@@ -18,4 +21,13 @@ if ! grep -q '^\[  PASSED  \] 1 test' /tmp/train.log; then
 	done
 	fails=$((fails + 1))
 fi
+echo "== kernel TLS: the encrypted data plane's records made by this kernel"
+test_dtls >/tmp/dtls.log 2>&1 || fails=$((fails + 1))
+cat /tmp/dtls.log
+if ! grep -q '^client end: kernel TLS' /tmp/dtls.log; then
+	echo "kernel TLS was not used (the tls module did not load?)"
+	fails=$((fails + 1))
+fi
+echo "== kernel TLS: the transport conformance suite over encrypted tcp"
+test_transport --tls || fails=$((fails + 1))
 exit $fails

@@ -37,8 +37,8 @@ b="$root/$build"
 fails=0
 start=$(date +%s)
 
-echo "test-rdma: one guest: conformance suite + oracle training over rdma"
-"$here/rxe-run.sh" -q -k -m 1536 -t 300 -b "$b/tests/test_transport" -b "$b/tests/test_train" \
+echo "test-rdma: one guest: conformance suite + oracle training over rdma; kernel TLS"
+"$here/rxe-run.sh" -q -k -m 1536 -t 300 -b "$b/tests/test_transport" -b "$b/tests/test_train" -b "$b/tests/test_dtls" \
 	-b "$b/bin/zshard-coordinator" -b "$b/bin/zshard-server" "$here/guest.sh" >"$RXE_CACHE/one.log" 2>&1
 rc=$?
 work=$(sed -n 's/^rxe-run: kept //p' "$RXE_CACHE/one.log" | tail -1)

@@ -238,6 +238,8 @@ class Job:
             spec["checkpoint_every"] = self.o["checkpoint_every"]
         if self.o.get("collective"):
             spec["collective"] = "nccl"
+        if self.o.get("data_tls"):
+            spec["data_tls"] = True
         return spec
 
     # ------------------------------------------------------------- start
