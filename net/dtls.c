@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,6 +22,7 @@
 #include <openssl/ssl.h>
 
 #include "base/env.h"
+#include "base/log.h"
 #include "base/util.h"
 
 #ifndef SOL_TLS
@@ -30,6 +32,8 @@
 #define PSK_LABEL "zshard data-plane tls psk v1"
 #define EXPORT_LABEL "EXPORTER-zshard data-plane records v1"
 #define SUITE "TLS_AES_256_GCM_SHA384"
+
+static atomic_bool said_no_kernel;
 
 int zs_dtls_psk(const char *secret, const char *job, bool reader, uint8_t out[ZS_DTLS_PSK])
 {
@@ -163,9 +167,17 @@ enum zs_status zs_dtls_records(int fd, bool server, const uint8_t km[ZS_DTLS_KEY
 		memcpy(k[i].iv, km + i * (ZS_REC_KEY + ZS_REC_IV) + ZS_REC_KEY, ZS_REC_IV);
 	}
 	/* the kernel's records where it has them (CONFIG_TLS) */
-	if (kernel && !setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof "tls")) {
-		tx_k = kernel_dir(fd, TLS_TX, &k[server]);
-		rx_k = kernel_dir(fd, TLS_RX, &k[!server]);
+	if (kernel) {
+		const char *what = "TCP_ULP tls";
+		if (!setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof "tls")) {
+			what = "TLS_TX";
+			if ((tx_k = kernel_dir(fd, TLS_TX, &k[server])))
+				what = "TLS_RX";
+			rx_k = kernel_dir(fd, TLS_RX, &k[!server]);
+		}
+		if (!rx_k && !atomic_exchange(&said_no_kernel, true)) /* once a process */
+			zs_info("data plane: no kernel TLS here (%s: %s): encrypted connections' records are made in user space",
+				what, strerror(errno));
 	}
 	*rec = zs_records_new(&k[server], tx_k, &k[!server], rx_k);
 	OPENSSL_cleanse(k, sizeof k);

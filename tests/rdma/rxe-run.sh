@@ -145,9 +145,12 @@ if [ ! -s "$BASE" ]; then
   # Kernel modules in load order.  rdma_rxe needs the "crc32" crypto algorithm
   # (crc32_generic / crc32_pclmul), which the kernel would request_module();
   # /sbin/modprobe (busybox) + a subset modules.dep cover any other request.
-  # tls: kernel TLS, for the encrypted data plane's records (test_dtls).
+  # tls: kernel TLS, for the encrypted data plane's records (test_dtls),
+  # with the AES-GCM it asks the crypto API for (the gcm template on ctr
+  # and ghash; aesni where the guest CPU has AES-NI)
   MODS="crc32_generic crc32_pclmul udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe
-        configfs ib_cm iw_cm rdma_cm rdma_ucm ib_umad dummy veth virtio_pci virtio_net tls"
+        configfs ib_cm iw_cm rdma_cm rdma_ucm ib_umad dummy veth virtio_pci virtio_net
+        ctr ghash_generic gcm aesni_intel ghash_clmulni_intel tls"
   MB=$KDIR/lib/modules/$KVER
   for m in $MODS; do
     modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" 2>/dev/null | awk '$1=="insmod"{print $2}'
