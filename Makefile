@@ -51,7 +51,7 @@ CPPFLAGS := -I. -I$(BUILD) -D_GNU_SOURCE
 LDFLAGS := -pthread $(SANFLAGS)
 # -lgrpc -lgpr is all a dynamic link needs (pkg-config lists ~90 absl libs)
 CTRL_LIBS := -lprotobuf-c -lgrpc -lgpr -lssl -lcrypto
-LDLIBS := -ljansson -llmdb -lmicrohttpd $(CTRL_LIBS) -ldl -lm
+LDLIBS := -ljansson -llmdb -lmicrohttpd -lgnutls $(CTRL_LIBS) -ldl -lm
 
 # zshard's own messages, and the part of etcd's v3 API the coordinator uses
 GEN := $(BUILD)/gen/zshard.pb-c.c $(BUILD)/gen/zshard.pb-c.h $(BUILD)/gen/etcd.pb-c.c \

@@ -25,6 +25,11 @@
 	{"tls-cert", ZS_OPT_FILE, .val = 2, .arg = "FILE",                                 \
 	 .help = TLS_HELP("this daemon's certificate", "CERT")},                            \
 	{"tls-key", ZS_OPT_FILE, .val = 3, .arg = "FILE", .help = TLS_HELP("its key", "KEY")}
+#define METRICS_CLIENTS                                                                    \
+	{"metrics-clients", ZS_OPT_CHOICE, .choices = "any|certified", .config = true,     \
+	 .val = 12, .arg = "WHO",                                                          \
+	 .help = "with mutual TLS: who the https metrics endpoint\nanswers: any client "     \
+		 "(the default), or only one\nwith a certificate of --tls-ca (others: 403)"}
 #define DAEMON_TAIL                                                                        \
 	{"log-level", ZS_OPT_CHOICE, .choices = "debug|info|warn|error", .config = true,   \
 	 .val = 'v', .arg = "LEVEL", .help = "debug, info, warn, error (default info)"},    \
@@ -79,6 +84,7 @@ const struct zs_opt zs_opts_server[] = {
 	{"metrics", ZS_OPT_ADDR, .config = true, .val = 'm', .arg = "HOST:PORT",
 	 .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n(port 0: a free one; the "
 		 "coordinator lists it)"},
+	METRICS_CLIENTS,
 	{"rdma", ZS_OPT_CHOICE, .choices = "auto|on|off", .config = true, .val = 'R',
 	 .arg = "auto|on|off",
 	 .help = "offer the rdma data path: auto (default) where an RDMA\ndevice works, on "
@@ -139,6 +145,7 @@ const struct zs_opt zs_opts_coordinator[] = {
 	{"metrics", ZS_OPT_ADDR, .config = true, .val = 'm', .arg = "HOST:PORT",
 	 .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n(port 0: a free one; "
 		 "zshardctl status shows it)"},
+	METRICS_CLIENTS,
 	DAEMON_TAIL,
 	{NULL},
 };

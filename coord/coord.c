@@ -167,7 +167,8 @@ serve:
 	if (cfg->advertise && (st = zs_advertise_addr(cfg->advertise, c->cfg.addr, false, c->cfg.adv,
 						      sizeof c->cfg.adv, "control", err)))
 		goto clean_rpc;
-	if (cfg->metrics && (st = coord_metrics_start(c, cfg->metrics, cfg->advertise, methods,
+	if (cfg->metrics && (st = coord_metrics_start(c, cfg->metrics, cfg->advertise,
+						      cfg->metrics_certified, methods,
 						      sizeof methods / sizeof methods[0], err)))
 		goto clean_rpc;
 	zs_rpc_server_gate(c->rpc, coord_gate, c);

@@ -46,6 +46,9 @@ struct coord_config {
 	/* every job's tcp data plane encrypted (a job spec's data_tls, for
 	 * all of them) */
 	bool data_tls;
+	/* the metrics endpoint answers only clients with a certificate of the
+	 * CA (mTLS on) */
+	bool metrics_certified;
 };
 
 /*

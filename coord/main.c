@@ -80,6 +80,7 @@ int main(int argc, char **argv)
 		case 8: cfg.tls_roles_required = !strcmp(optarg, "required"); break;
 		case 9: cfg.secret_key = optarg; break;
 		case 10: cfg.data_tls = !strcmp(optarg, "on"); break;
+		case 12: cfg.metrics_certified = !strcmp(optarg, "certified"); break;
 		case 'p': port_file = optarg; break;
 		case 'L': cfg.lease_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'T': cfg.trainer_lease_ms = (uint32_t)strtoul(optarg, NULL, 10); break;

@@ -163,12 +163,12 @@ void coord_metrics_ckpt(struct coord *c, bool committed, double seconds)
 }
 
 enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char *advertise,
-				   const struct zs_rpc_method *methods, size_t n_methods,
-				   struct zs_error *err)
+				   bool certified, const struct zs_rpc_method *methods,
+				   size_t n_methods, struct zs_error *err)
 {
 	struct coord_metrics *x = calloc(1, sizeof *x);
 	struct zs_metrics *m;
-	char *cert = NULL, *key = NULL;
+	char *ca = NULL, *cert = NULL, *key = NULL;
 	enum zs_status st;
 	char l[64];
 
@@ -234,12 +234,17 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 	if (st || (st = zs_metrics_add_process(m, err)) ||
 	    (st = zs_metrics_add_collector(m, collect, c, err)) ||
-	    (st = zs_tls_identity(&cert, &key, err)) || /* mTLS on: https */
-	    (st = zs_metrics_http_start(m, addr, cert ? &(struct zs_metrics_tls){cert, key} : NULL,
+	    (st = zs_tls_identity(&ca, &cert, &key, err)) || /* mTLS on: https */
+	    (certified && !cert &&
+	     (st = zs_fail(err, ZS_EINVAL,
+			   "--metrics-clients certified needs mutual TLS (--tls-ca, --tls-cert, --tls-key)"))) ||
+	    (st = zs_metrics_http_start(m, addr,
+					cert ? &(struct zs_metrics_tls){cert, key, certified ? ca : NULL}
+					     : NULL,
 					x->addr, sizeof x->addr, &x->http, err)) ||
 	    (st = zs_advertise_addr(advertise, x->addr, true, x->adv, sizeof x->adv, "metrics",
 				    err))) {
-		zs_tls_identity_free(cert, key);
+		zs_tls_identity_free(ca, cert, key);
 		zs_metrics_http_stop(x->http);
 		zs_metrics_free(m);
 		free(x->ok);
@@ -249,8 +254,9 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 	}
 	c->metrics = x;
 	zs_rpc_server_observe(c->rpc, on_rpc, x);
-	zs_info("metrics at %s://%s/metrics", cert ? "https" : "http", x->addr);
-	zs_tls_identity_free(cert, key);
+	zs_info("metrics at %s://%s/metrics%s", cert ? "https" : "http", x->addr,
+		certified ? " (for clients with a certificate of the CA)" : "");
+	zs_tls_identity_free(ca, cert, key);
 	return ZS_OK;
 }
 

@@ -272,10 +272,10 @@ static inline bool coord_ckpt_of(const struct zs_checkpoint *k, const struct zs_
 enum coord_event { COORD_EV_SERVER_LAPSE, COORD_EV_TRAINER_LAPSE, COORD_EV_ROLLBACK,
 		   COORD_EV_FAILOVER, COORD_EV_BAD_CKPT };
 /* advertise: --advertise (its host replaces the bound one in what Status
- * says), or NULL */
+ * says), or NULL; certified: only clients with a certificate of the CA */
 enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char *advertise,
-				   const struct zs_rpc_method *methods, size_t n_methods,
-				   struct zs_error *err);
+				   bool certified, const struct zs_rpc_method *methods,
+				   size_t n_methods, struct zs_error *err);
 const char *coord_metrics_addr(struct coord *c); /* "" without */
 void coord_metrics_event(struct coord *c, enum coord_event ev);
 /* a checkpoint committed or failed, seconds after it started */

@@ -123,24 +123,26 @@ void zs_tls_use(void (*fn)(const char *ca, const char *cert, const char *key, vo
 	pthread_mutex_unlock(&tls.mu);
 }
 
-enum zs_status zs_tls_identity(char **cert, char **key, struct zs_error *err)
+enum zs_status zs_tls_identity(char **ca, char **cert, char **key, struct zs_error *err)
 {
 	bool short_of = false;
 
 	pthread_mutex_lock(&tls.mu);
+	*ca = tls.ca ? strdup(tls.ca) : NULL;
 	*cert = tls.cert ? strdup(tls.cert) : NULL;
 	*key = tls.key ? strdup(tls.key) : NULL;
-	short_of = (tls.cert && !*cert) || (tls.key && !*key);
+	short_of = (tls.ca && !*ca) || (tls.cert && !*cert) || (tls.key && !*key);
 	pthread_mutex_unlock(&tls.mu);
 	if (!short_of)
 		return ZS_OK;
-	zs_tls_identity_free(*cert, *key);
-	*cert = *key = NULL;
+	zs_tls_identity_free(*ca, *cert, *key);
+	*ca = *cert = *key = NULL;
 	return zs_fail(err, ZS_ENOMEM, "out of memory");
 }
 
-void zs_tls_identity_free(char *cert, char *key)
+void zs_tls_identity_free(char *ca, char *cert, char *key)
 {
+	free(ca);
 	free(cert);
 	wipe(key);
 }

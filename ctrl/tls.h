@@ -30,11 +30,11 @@ enum zs_status zs_tls_from_env(struct zs_error *err);
 enum zs_status zs_tls_setup(const char *ca_file, const char *cert_file, const char *key_file,
 			    struct zs_error *err);
 bool zs_tls_on(void);
-/* Copies of this process's certificate and key (PEM), for a server of its
- * own (the metrics endpoint); both NULL when TLS is off. Give them back
+/* Copies of this process's CA, certificate and key (PEM), for a server of
+ * its own (the metrics endpoint); all NULL when TLS is off. Give them back
  * with zs_tls_identity_free (the key is wiped). */
-enum zs_status zs_tls_identity(char **cert, char **key, struct zs_error *err);
-void zs_tls_identity_free(char *cert, char *key);
+enum zs_status zs_tls_identity(char **ca, char **cert, char **key, struct zs_error *err);
+void zs_tls_identity_free(char *ca, char *cert, char *key);
 
 /* Calls fn with this process's PEM strings (all NULL when TLS is off),
  * under the configuration's lock: fn copies what it needs. */

@@ -8,10 +8,12 @@
  * refused for that is counted (zshard_metrics_refused_connections_total),
  * and said in the log once a minute at most, with the count, not once each.
  * With the daemon's certificate (mTLS on) it serves https only (GnuTLS,
- * libmicrohttpd's TLS).
+ * libmicrohttpd's TLS), and with a clients' CA it answers only a client
+ * whose certificate that CA signed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdatomic.h>
@@ -39,6 +41,7 @@ struct zs_metrics_http {
 	struct MHD_Daemon *d;
 	struct zs_metrics *m;
 	struct zs_series *refused;
+	bool certified; /* clients must show a certificate of the CA */
 	/* refusals since the last line said them, and when it was */
 	atomic_uint_fast64_t unsaid;
 	_Atomic int64_t said_ms;
@@ -63,6 +66,19 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
 	return rc;
 }
 
+/* Whether c's client showed a certificate the clients' CA signed (GnuTLS
+ * checked it against the trust libmicrohttpd was given). */
+static bool client_certified(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	gnutls_session_t s = ci ? (gnutls_session_t)ci->tls_session : NULL;
+	unsigned status = 1, n = 0;
+
+	return s && gnutls_certificate_get_peers(s, &n) && n &&
+	       gnutls_certificate_verify_peers2(s, &status) == GNUTLS_E_SUCCESS && status == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_len, void **state)
@@ -77,6 +93,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (!*state) { /* the headers: answer once the (empty) body is read */
 		*state = h;
 		return MHD_YES;
+	}
+	if (h->certified && !client_certified(c)) {
+		zs_series_add(h->refused, 1);
+		return reply(c, MHD_HTTP_FORBIDDEN, text,
+			     (char *)"this endpoint answers clients with a certificate of the cluster's CA\n",
+			     70, MHD_RESPMEM_PERSISTENT);
 	}
 	if (*upload_len) { /* a body nobody asked for: ignored */
 		*upload_len = 0;
@@ -178,7 +200,9 @@ enum zs_status zs_metrics_http_start(struct zs_metrics *m, const char *addr,
 	}
 	h->m = m;
 	h->refused = zs_metrics_counter(m, "zshard_metrics_refused_connections_total",
-					"Connections to this endpoint refused at its limits.", "");
+					"Connections to this endpoint refused at its limits, or "
+					"without a client certificate where one is required.",
+					"");
 	if (tls && (!tls->cert || !tls->key)) {
 		close(fd);
 		free(h);
@@ -190,8 +214,19 @@ enum zs_status zs_metrics_http_start(struct zs_metrics *m, const char *addr,
 		return zs_fail(err, ZS_EUNAVAIL,
 			       "cannot serve metrics over TLS at %s: this libmicrohttpd has no TLS", bound);
 	}
-	/* the TLS options last: MHD_OPTION_END ends the list where tls is NULL;
-	 * the PEMs are read here only (GnuTLS keeps its own credentials) */
+	h->certified = tls && tls->clients_ca;
+	/* the TLS options last (MHD_OPTION_END ends the list where tls is
+	 * NULL); the PEMs are read here only (GnuTLS keeps its own
+	 * credentials); a clients' CA makes GnuTLS ask clients for a
+	 * certificate and check it against that CA */
+	struct MHD_OptionItem tls_opts[] = {
+		{MHD_OPTION_HTTPS_MEM_KEY, 0, tls ? (void *)tls->key : NULL},
+		{MHD_OPTION_HTTPS_MEM_CERT, 0, tls ? (void *)tls->cert : NULL},
+		{MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
+		{h->certified ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0,
+		 h->certified ? (void *)tls->clients_ca : NULL},
+		{MHD_OPTION_END, 0, NULL},
+	};
 	h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
 					(tls ? MHD_USE_TLS : 0),
 				0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_log, h,
@@ -199,10 +234,7 @@ enum zs_status zs_metrics_http_start(struct zs_metrics *m, const char *addr,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNS,
 				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
-				tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END,
-				tls ? tls->key : NULL, MHD_OPTION_HTTPS_MEM_CERT,
-				tls ? tls->cert : NULL,
-				MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_END);
+				tls ? MHD_OPTION_ARRAY : MHD_OPTION_END, tls_opts, MHD_OPTION_END);
 	if (!h->d) {
 		close(fd);
 		free(h);

@@ -84,10 +84,13 @@ enum zs_status zs_metrics_add_process(struct zs_metrics *m, struct zs_error *err
  * bounded connection times. bound receives the address to scrape. With
  * tls (the daemon's certificate and key, PEM, read during the call only;
  * NULL: plain http) it serves https only, TLS 1.2 with ECDHE and AES-GCM or TLS 1.3, as the control
- * plane does; a plain request gets no answer.
+ * plane does; a plain request gets no answer. With tls->clients_ca too,
+ * only a client presenting a certificate that CA signed is answered
+ * (others get 403, saying so).
  */
 struct zs_metrics_tls {
 	const char *cert, *key;
+	const char *clients_ca; /* NULL: any client */
 };
 struct zs_metrics_http;
 enum zs_status zs_metrics_http_start(struct zs_metrics *m, const char *addr,

@@ -138,7 +138,9 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t);
 void srvd_refresh_tasks(struct srvd *d, uint64_t gen);
 
 /* metrics.c: --metrics HOST:PORT, Prometheus text at /metrics */
-enum zs_status srvd_metrics_start(struct srvd *d, const char *addr, struct zs_error *err);
+/* certified: only clients with a certificate of the CA (mTLS on) */
+enum zs_status srvd_metrics_start(struct srvd *d, const char *addr, bool certified,
+				  struct zs_error *err);
 /* Stops serving scrapes (before the engine goes); the series stay for the
  * data plane's last answers until srvd_metrics_free, at the very end. */
 void srvd_metrics_stop(struct srvd *d);

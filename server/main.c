@@ -36,6 +36,7 @@ static void usage(FILE *f)
 /* What the flags (and a --config file's settings) ask for. */
 struct sopts {
 	const char *coord_addr, *listen, *data_dir, *port_file, *data_listen, *metrics;
+	bool metrics_certified; /* --metrics-clients certified */
 	const char *advertise, *data_advertise, *rdma_mode, *shm_group;
 	const char *tls[3];
 	uint32_t step_timeout_ms;
@@ -72,6 +73,7 @@ static int server_flags(int argc, char **argv, struct sopts *o, struct srvd *d)
 		case 4: break; /* read before the other flags */
 		case 'A': o->data_advertise = optarg; break;
 		case 9: o->shm_group = optarg; break;
+		case 12: o->metrics_certified = !strcmp(optarg, "certified"); break;
 		case 'B': zs_parse_size(optarg, &o->gpu_budget, NULL); break;
 		case 'G': o->gpu = strcmp(optarg, "emulated") ? atoi(optarg) : ZS_DEV_EMULATED; break;
 		case 'M': zs_parse_size(optarg, &o->memory_budget, NULL); break;
@@ -321,7 +323,7 @@ int main(int argc, char **argv)
 	if (open_storage(&d, &o, &lock_fd, &err) || start_engine(&d, &o, &err) ||
 	    start_data_plane(&d, &o, &dp, bound_data, &err))
 		goto clean;
-	if (o.metrics && srvd_metrics_start(&d, o.metrics, &err))
+	if (o.metrics && srvd_metrics_start(&d, o.metrics, o.metrics_certified, &err))
 		goto clean;
 	/* a short per-call deadline; do_register bounds the whole wait */
 	if (zs_coord_open(o.coord_addr, 2000, 1, &d.coord, &err) ||

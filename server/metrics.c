@@ -160,10 +160,11 @@ static enum zs_status make_series(struct srvd_metrics *x, struct zs_error *err)
 	return ok ? ZS_OK : zs_fail(err, ZS_ENOMEM, "out of memory");
 }
 
-enum zs_status srvd_metrics_start(struct srvd *d, const char *addr, struct zs_error *err)
+enum zs_status srvd_metrics_start(struct srvd *d, const char *addr, bool certified,
+				  struct zs_error *err)
 {
 	struct srvd_metrics *x = calloc(1, sizeof *x);
-	char *cert = NULL, *key = NULL; /* with mTLS on: https, by its identity */
+	char *ca = NULL, *cert = NULL, *key = NULL; /* with mTLS on: https, by its identity */
 	enum zs_status st;
 
 	if (!x || !(x->m = zs_metrics_new())) {
@@ -172,18 +173,24 @@ enum zs_status srvd_metrics_start(struct srvd *d, const char *addr, struct zs_er
 	}
 	if ((st = make_series(x, err)) || (st = zs_metrics_add_process(x->m, err)) ||
 	    (st = zs_metrics_add_collector(x->m, collect, d, err)) ||
-	    (st = zs_tls_identity(&cert, &key, err)) ||
-	    (st = zs_metrics_http_start(x->m, addr, cert ? &(struct zs_metrics_tls){cert, key} : NULL,
+	    (st = zs_tls_identity(&ca, &cert, &key, err)) ||
+	    (certified && !cert &&
+	     (st = zs_fail(err, ZS_EINVAL,
+			   "--metrics-clients certified needs mutual TLS (--tls-ca, --tls-cert, --tls-key)"))) ||
+	    (st = zs_metrics_http_start(x->m, addr,
+					cert ? &(struct zs_metrics_tls){cert, key, certified ? ca : NULL}
+					     : NULL,
 					x->addr, sizeof x->addr, &x->http, err))) {
-		zs_tls_identity_free(cert, key);
+		zs_tls_identity_free(ca, cert, key);
 		zs_metrics_free(x->m);
 		free(x);
 		return st;
 	}
 	d->metrics = x;
 	snprintf(d->me.metrics_addr, sizeof d->me.metrics_addr, "%s", x->addr);
-	zs_info("metrics at %s://%s/metrics", cert ? "https" : "http", x->addr);
-	zs_tls_identity_free(cert, key);
+	zs_info("metrics at %s://%s/metrics%s", cert ? "https" : "http", x->addr,
+		certified ? " (for clients with a certificate of the CA)" : "");
+	zs_tls_identity_free(ca, cert, key);
 	return ZS_OK;
 }
 

@@ -42,6 +42,7 @@ lmdb.h storage
 infiniband/ rdma
 jansson.h model storage cli
 microhttpd.h metrics
+gnutls/ metrics
 cuda_runtime.h gpu
 cuda.h gpu
 "

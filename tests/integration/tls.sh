@@ -94,6 +94,44 @@ print("ok")
 EOF2
 	fail "metrics over https: $(tail -3 "$dir/https.log")"
 grep -q "metrics at https://" "$dir/coord.log" || fail "the coordinator does not say it serves https"
+# --metrics-clients certified: only a client with a certificate of the CA
+# is answered (a second coordinator, its own data dir); without mTLS the
+# flag stops the start, saying why
+"$bin/zshard-coordinator" --listen 127.0.0.1:0 --data-dir "$dir/c2" --metrics 127.0.0.1:0 \
+	--metrics-clients certified >"$dir/c2-plain.log" 2>&1 &&
+	fail "--metrics-clients certified started without mutual TLS"
+grep -q "needs mutual TLS" "$dir/c2-plain.log" ||
+	fail "--metrics-clients certified without TLS: $(tail -1 "$dir/c2-plain.log")"
+# shellcheck disable=SC2086
+"$bin/zshard-coordinator" --listen 127.0.0.1:0 --data-dir "$dir/c2" --metrics 127.0.0.1:0 $T \
+	--metrics-clients certified >"$dir/c2.log" 2>&1 &
+pids="$pids $!"
+wait_until 30 grep -q "metrics at https://.*certificate of the CA" "$dir/c2.log" ||
+	fail "the certified metrics endpoint did not start: $(tail -2 "$dir/c2.log")"
+certified=$(sed -n 's|.*metrics at https://\([^/]*\)/metrics.*|\1|p' "$dir/c2.log" | head -1)
+"$PY" - "$certified" "$dir" >"$dir/certified.log" 2>&1 <<'EOF2' ||
+import ssl, sys, urllib.error, urllib.request
+t, d = sys.argv[1], sys.argv[2]
+def get(cert):
+    ctx = ssl.create_default_context(cafile=d + "/ca.pem")
+    if cert:
+        ctx.load_cert_chain(d + "/%s.pem" % cert, d + "/%s.key" % cert)
+    try:
+        r = urllib.request.urlopen("https://%s/metrics" % t, timeout=10, context=ctx)
+        return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except Exception as e:
+        return 0, str(e)
+code, body = get("node")
+assert code == 200 and "process_resident_memory_bytes" in body, "with the CA's certificate: %s %s" % (code, body[:200])
+code, body = get(None)
+assert code == 403 and "certificate" in body, "without a certificate: %s %s" % (code, body[:200])
+code, body = get("stranger")
+assert code != 200, "another CA's certificate: %s %s" % (code, body[:200])
+print("ok")
+EOF2
+	fail "metrics for certified clients: $(tail -3 "$dir/certified.log")"
 if command -v prometheus >/dev/null 2>&1; then
 	prom=127.0.0.1:$(free_port)
 	cat >"$dir/prometheus.yml" <<EOF2
@@ -105,6 +143,14 @@ scrape_configs:
       ca_file: $dir/ca.pem
     file_sd_configs:
       - files: ['$dir/targets.json']
+  - job_name: certified
+    scheme: https
+    tls_config:
+      ca_file: $dir/ca.pem
+      cert_file: $dir/node.pem
+      key_file: $dir/node.key
+    static_configs:
+      - targets: ['$certified']
 EOF2
 	prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/tsdb" \
 		--web.listen-address="$prom" >"$dir/prometheus.log" 2>&1 &
@@ -118,9 +164,9 @@ try:
 except Exception:
     print(0)
 EOF2
-)" = 3 ] || [ $i -ge 120 ]; do sleep 0.5; i=$((i + 1)); done
-	[ $i -lt 120 ] || fail "Prometheus does not scrape the 3 https endpoints within 60 s: $(tail -3 "$dir/prometheus.log")"
-	prom_said="; a real Prometheus scraped the 3 over https with the CA"
+)" = 4 ] || [ $i -ge 120 ]; do sleep 0.5; i=$((i + 1)); done
+	[ $i -lt 120 ] || fail "Prometheus does not scrape the 4 https endpoints within 60 s: $(tail -3 "$dir/prometheus.log")"
+	prom_said="; a real Prometheus scraped the 3 over https with the CA, and a certified-clients one with a client certificate"
 else
 	prom_said="; Prometheus skipped: not installed"
 fi
@@ -220,4 +266,4 @@ line=$(sed -n 2p "$dir/node.key")
 if grep -l -e "-----BEGIN" -e "$line" "$dir"/*.log >/dev/null 2>&1; then
 	fail "key material in $(grep -l -e "-----BEGIN" -e "$line" "$dir"/*.log | head -1)"
 fi
-echo "tls: passed (mutual TLS: trained bitwise equal; no certificate, another CA's, another CA trusted, a plaintext server and a TLS one meeting a plaintext coordinator refused at once, saying which side refused what, with nothing changed; half a configuration and a non-key refused; no key in the logs; data directories 0700, their files private; metrics over https only (TLS 1.2+), another CA's client refused$prom_said$etcd_said)"
+echo "tls: passed (mutual TLS: trained bitwise equal; no certificate, another CA's, another CA trusted, a plaintext server and a TLS one meeting a plaintext coordinator refused at once, saying which side refused what, with nothing changed; half a configuration and a non-key refused; no key in the logs; data directories 0700, their files private; metrics over https only (TLS 1.2+), another CA's client refused, an endpoint for certified clients answering only them$prom_said$etcd_said)"

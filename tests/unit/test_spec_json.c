@@ -121,6 +121,24 @@ static void test_refusals(void **st)
 		assert_string_equal(zs_rank_lost_name(s.rank_lost), "shrink");
 		zs_job_spec_release(&s);
 	}
+	/* data_tls: true or false, "on" or "off" */
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"data_tls\": \"yes\",",
+			   "data_tls is true or false");
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"data_tls\": 1,",
+			   "data_tls is true or false");
+	for (int k = 0; k < 4; k++) {
+		static const char *const v[] = {"true", "\"on\"", "false", "\"off\""};
+		char buf[2048], field[64];
+		const char *p = strstr(good, "\"stage\": 3,");
+		struct zs_error err = {0};
+		struct zs_job_spec s;
+		snprintf(field, sizeof field, "\"stage\": 3, \"data_tls\": %s,", v[k]);
+		snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p - good), good, field,
+			 p + strlen("\"stage\": 3,"));
+		assert_int_equal(zs_spec_from_json(buf, &s, &err), ZS_OK);
+		assert_int_equal(s.data_tls, k < 2);
+		zs_job_spec_release(&s);
+	}
 	/* replicas: 1 to 3, not with a collective job */
 	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"replicas\": 4,", "replicas");
 	{ /* an imported optimizer state reaches one copy: refused with replicas */
