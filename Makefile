@@ -439,8 +439,9 @@ CHECK_FAULTS ?= --seed 1 --steps 150 --trial trainer:25 --trial server:35 --tria
 # after its last push of unit 3 (its replacement's micro-batches of that
 # unit acknowledged without waiting for the step: it once waited for the
 # clipped step, which waited for its other units), and both trainers
-# killed at once (both redo the one step)
-CHECK_FAULTS_REPLICAS ?= --replicas 2 --servers 3 --clip --accum 3 --seed 1 --steps 150 --trial server:40 \
+# killed at once (both redo the one step); the data plane encrypted
+# (data_tls: the trainers' connections and the primaries' forwards)
+CHECK_FAULTS_REPLICAS ?= --data-tls --replicas 2 --servers 3 --clip --accum 3 --seed 1 --steps 150 --trial server:40 \
 	--trial pause:70 --trial partition:50 --trial server2:100 --trial server:12 \
 	--trial reseed-0-1-1016:18 --trial reseed-0-2-1147:60 --trial trainer:33 \
 	--trial tdie-0-3:45 --trial trainers:80

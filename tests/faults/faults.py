@@ -355,6 +355,8 @@ class Cluster:
         spec = spec.replace(st, '%s "checkpoint_every": %d,' % (st, self.a.every))
         if getattr(self.a, "replicas", 1) > 1:
             spec = spec.replace(st, '%s "replicas": %d,' % (st, self.a.replicas))
+        if getattr(self.a, "data_tls", False):  # the tcp data plane encrypted
+            spec = spec.replace(st, '%s "data_tls": true,' % st)
         if self.a.etcd or getattr(self.a, "clip", False):  # every step exchanges norms (with etcd: through the leader)
             spec = spec.replace('"kind": "adamw",', '"kind": "adamw", "clip_norm": 1.0,')
             if "clip_norm" not in spec:
@@ -770,6 +772,9 @@ def main():
                     help="three coordinators on a 3-member etcd cluster")
     ap.add_argument("--replicas", type=int, default=1,
                     help="copies of each shard (2, 3: a lost server costs no step)")
+    ap.add_argument("--data-tls", action="store_true",
+                    help="the job's tcp data plane encrypted (data_tls): trainers' connections "
+                         "and the primaries' forwards")
     ap.add_argument("--clip", action="store_true",
                     help="the job clips gradients (global-norm exchange at every step)")
     ap.add_argument("--stage", type=int, default=3, choices=(1, 2, 3),
@@ -830,7 +835,8 @@ def main():
              "; 3 coordinators on a 3-member etcd cluster" if a.etcd else "",
              "; %d copies of each shard" % a.replicas if a.replicas > 1 else "",
              "; gradients clipped" if a.clip and not a.etcd else "") +
-          ("; %d micro-batches a step" % a.accum if a.accum > 1 else ""), flush=True)
+          ("; %d micro-batches a step" % a.accum if a.accum > 1 else "") +
+          ("; the data plane encrypted (data_tls)" if a.data_tls else ""), flush=True)
     base = run_trial(a, None, 0, "baseline")
     if not base["ok"]:
         print("faults: the fault-free run failed: %s" % base["why"])
