@@ -23,6 +23,19 @@
 
 /* -------------------------------------------------------- connect, close */
 
+/* An ERROR frame f's message (its payload, cut to ZS_WIRE_MAX_ERR bytes)
+ * into msg; its status. */
+static enum zs_status error_frame(struct zs_conn *c, const struct zs_frame *f,
+				  char msg[ZS_WIRE_MAX_ERR + 1])
+{
+	size_t n = f->payload_len < ZS_WIRE_MAX_ERR ? f->payload_len : ZS_WIRE_MAX_ERR;
+
+	msg[0] = '\0';
+	if (!zs_io_read(&c->io, msg, n))
+		msg[n] = '\0';
+	return f->status > 0 && f->status < ZS_STATUS_COUNT ? (enum zs_status)f->status : ZS_EPROTO;
+}
+
 /* The server's first frame: the nonce this connection's HELLO proves the
  * token over (net/hello.h). */
 static enum zs_status nonce_of(struct zs_conn *c, uint8_t nonce[ZS_NONCE_LEN],
@@ -38,13 +51,9 @@ static enum zs_status nonce_of(struct zs_conn *c, uint8_t nonce[ZS_NONCE_LEN],
 	if (zs_wire_decode(h, &f, err))
 		return err ? err->code : ZS_EPROTO;
 	if (f.op == ZS_OP_ERROR) { /* refused before any HELLO (shm: who we are) */
-		char msg[ZS_WIRE_MAX_ERR + 1] = "";
-		size_t n = f.payload_len < ZS_WIRE_MAX_ERR ? f.payload_len : ZS_WIRE_MAX_ERR;
-		if (!zs_io_read(&c->io, msg, n))
-			msg[n] = '\0';
-		return zs_fail(err, f.status > 0 && f.status < ZS_STATUS_COUNT ? (enum zs_status)f.status
-									: ZS_EPROTO,
-			       "%s refused this connection: %s", c->addr, msg);
+		char msg[ZS_WIRE_MAX_ERR + 1];
+		enum zs_status st = error_frame(c, &f, msg);
+		return zs_fail(err, st, "%s refused this connection: %s", c->addr, msg);
 	}
 	if (f.op != ZS_OP_NONCE || f.payload_len != ZS_NONCE_LEN)
 		return zs_fail(err, ZS_EPROTO,
@@ -82,13 +91,9 @@ static enum zs_status start_tls(struct zs_conn *c, const struct zs_conn_opts *o,
 	if (zs_wire_decode(h, &f, err))
 		return err ? err->code : ZS_EPROTO;
 	if (f.op == ZS_OP_ERROR) {
-		char msg[ZS_WIRE_MAX_ERR + 1] = "";
-		size_t n = f.payload_len < ZS_WIRE_MAX_ERR ? f.payload_len : ZS_WIRE_MAX_ERR;
-		if (!zs_io_read(&c->io, msg, n))
-			msg[n] = '\0';
-		return zs_fail(err, f.status > 0 && f.status < ZS_STATUS_COUNT ? (enum zs_status)f.status
-									: ZS_EPROTO,
-			       "%s refused to encrypt job '%s': %s", c->addr, o->job, msg);
+		char msg[ZS_WIRE_MAX_ERR + 1];
+		st = error_frame(c, &f, msg);
+		return zs_fail(err, st, "%s refused to encrypt job '%s': %s", c->addr, o->job, msg);
 	}
 	if (f.op != ZS_OP_STARTTLS_OK)
 		return zs_fail(err, ZS_EPROTO,
@@ -144,13 +149,9 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int
 	if (zs_wire_decode(h, &f, err))
 		goto fail;
 	if (f.op == ZS_OP_ERROR) {
-		char msg[ZS_WIRE_MAX_ERR + 1] = "";
-		size_t n = f.payload_len < ZS_WIRE_MAX_ERR ? f.payload_len : ZS_WIRE_MAX_ERR;
-		if (!zs_io_read(&c->io, msg, n))
-			msg[n] = '\0';
-		zs_fail(err, f.status > 0 && f.status < ZS_STATUS_COUNT ? (enum zs_status)f.status
-									 : ZS_EPROTO,
-			"%s refused job '%s' rank %u: %s", c->addr, o->job, o->rank, msg);
+		char msg[ZS_WIRE_MAX_ERR + 1];
+		st = error_frame(c, &f, msg);
+		zs_fail(err, st, "%s refused job '%s' rank %u: %s", c->addr, o->job, o->rank, msg);
 		goto fail;
 	}
 	if (f.op != ZS_OP_HELLO_OK || f.job == 0) {
