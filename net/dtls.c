@@ -184,8 +184,9 @@ enum zs_status zs_dtls_records(int fd, bool server, const uint8_t km[ZS_DTLS_KEY
 	return *rec ? ZS_OK : zs_fail(err, ZS_ENOMEM, "out of memory (the connection's records)");
 }
 
-static enum zs_status handshake(int fd, const char *job, bool reader, const uint8_t *psk,
-				bool server, struct zs_records **rec, struct zs_error *err)
+enum zs_status zs_dtls_handshake(int fd, bool server, const char *job, bool reader,
+				 const uint8_t psk[ZS_DTLS_PSK], struct zs_records **rec,
+				 struct zs_error *err)
 {
 	SSL_CTX *ctx = ctx_of(server);
 	struct hs h = {.psk = psk};
@@ -228,20 +229,6 @@ out:
 	SSL_set_quiet_shutdown(ssl, 1); /* no close_notify: the records carry on */
 	SSL_free(ssl);
 	return st;
-}
-
-enum zs_status zs_dtls_client(int fd, const char *job, bool reader,
-			      const uint8_t psk[ZS_DTLS_PSK], struct zs_records **rec,
-			      struct zs_error *err)
-{
-	return handshake(fd, job, reader, psk, false, rec, err);
-}
-
-enum zs_status zs_dtls_server(int fd, const char *job, bool reader,
-			      const uint8_t psk[ZS_DTLS_PSK], struct zs_records **rec,
-			      struct zs_error *err)
-{
-	return handshake(fd, job, reader, psk, true, rec, err);
 }
 
 const char *zs_dtls_mode(const struct zs_records *rec)

@@ -32,17 +32,14 @@ int zs_dtls_psk(const char *secret, const char *job, bool reader, uint8_t out[ZS
 
 /*
  * Runs the handshake on fd (blocking; bounded by fd's timeouts), as the
- * client or the server of the connection, keyed by psk for job and role;
+ * server (else the client) of the connection, keyed by psk for job and role;
  * then installs the records (the kernel's where it can) and sets
  * *rec. On failure nothing is left but the socket, which must be closed
  * (what OpenSSL read of it is gone); err says why.
  */
-enum zs_status zs_dtls_client(int fd, const char *job, bool reader,
-			      const uint8_t psk[ZS_DTLS_PSK], struct zs_records **rec,
-			      struct zs_error *err);
-enum zs_status zs_dtls_server(int fd, const char *job, bool reader,
-			      const uint8_t psk[ZS_DTLS_PSK], struct zs_records **rec,
-			      struct zs_error *err);
+enum zs_status zs_dtls_handshake(int fd, bool server, const char *job, bool reader,
+				 const uint8_t psk[ZS_DTLS_PSK], struct zs_records **rec,
+				 struct zs_error *err);
 
 /* The records of a connection (fd; server: its server's end) from the
  * keys the handshake exported, km: the client's sending key and IV, then

@@ -48,7 +48,7 @@ int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f)
 		lsn_send_error(c, f->req_id, ZS_EUNAVAIL, "this server offers no one-sided data path");
 		return -1;
 	}
-	if (c->tls && strcmp(buf, c->tls_job)) {
+	if (c->io.rec && strcmp(buf, c->tls_job)) {
 		lsn_send_error(c, f->req_id, ZS_EINVAL,
 			       "a HELLO for another job than the one its encryption was keyed for");
 		return -1;
@@ -57,7 +57,7 @@ int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f)
 	h = (struct zs_hello){.job = buf, .proof = (const uint8_t *)end + 1, .nonce = c->nonce,
 			      .incarnation = f->step, .epoch = f->aux, .rank = f->rank,
 			      .flags = f->flags, .reader = &c->reader,
-			      .covered = c->tls || c->ep->pass_arena ||
+			      .covered = c->io.rec || c->ep->pass_arena ||
 					 (f->flags & ZS_WF_ONE_SIDED)};
 	if (l->t.hello(l->t.ctx, &h, &job, &err)) {
 		lsn_send_error(c, f->req_id, err.code, err.msg);
@@ -94,10 +94,10 @@ int lsn_on_starttls(struct zs_lconn *c, const struct zs_frame *f)
 	bool reader = f->flags & ZS_WF_READER;
 	enum zs_status st;
 
-	if (c->hello || c->tls || !c->ep->encrypts || !l->t.tls_key || !f->payload_len ||
+	if (c->hello || c->io.rec || !c->ep->encrypts || !l->t.tls_key || !f->payload_len ||
 	    f->payload_len > sizeof job) {
 		lsn_send_error(c, f->req_id, ZS_EPROTO,
-			       c->hello || c->tls ? "STARTTLS comes once, before the HELLO"
+			       c->hello || c->io.rec ? "STARTTLS comes once, before the HELLO"
 			       : !c->ep->encrypts || !l->t.tls_key
 				       ? "this endpoint does not encrypt (its bytes do not leave the host)"
 				       : "a STARTTLS names the job");
@@ -119,14 +119,13 @@ int lsn_on_starttls(struct zs_lconn *c, const struct zs_frame *f)
 	}
 	/* a peer that stops mid-handshake does not hold the thread for long */
 	zs_sock_timeout(c->io.fd, TLS_HANDSHAKE_MS);
-	st = zs_dtls_server(c->io.fd, job, reader, key, &c->io.rec, &err);
+	st = zs_dtls_handshake(c->io.fd, true, job, reader, key, &c->io.rec, &err);
 	OPENSSL_cleanse(key, sizeof key);
 	zs_sock_timeout(c->io.fd, 0);
 	if (st) {
 		zs_warn("data plane: refused an encrypted connection: %s", err.msg);
 		return -1;
 	}
-	c->tls = true;
 	c->tls_reader = reader;
 	snprintf(c->tls_job, sizeof c->tls_job, "%s", job);
 	if (zs_hello_nonce(c->nonce))

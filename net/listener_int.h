@@ -63,7 +63,7 @@ struct zs_lconn {
 	bool dead;
 	bool hello;
 	bool reader; /* its HELLO proved the job's reader token: gathers only */
-	bool tls;    /* STARTTLS: the rest is encrypted (its job and role) */
+	/* after STARTTLS (io.rec set): the job and role its key was for */
 	bool tls_reader;
 	char tls_job[ZS_JOB_NAME_MAX];
 	uint8_t nonce[ZS_NONCE_LEN]; /* sent first; its HELLO's proof covers it */

@@ -61,6 +61,7 @@ struct zs_io {
 };
 int zs_io_read(const struct zs_io *io, void *buf, size_t len);
 int zs_io_writev(const struct zs_io *io, struct iovec *iov, int n);
+/* Reads and drops len bytes. */
 int zs_io_drain(const struct zs_io *io, size_t len);
 
 #endif

@@ -57,18 +57,6 @@ int zs_writev_full(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
-int zs_drain(int fd, size_t len)
-{
-	char buf[16384];
-	while (len) {
-		size_t k = len < sizeof buf ? len : sizeof buf;
-		if (zs_read_full(fd, buf, k))
-			return -1;
-		len -= k;
-	}
-	return 0;
-}
-
 void zs_tune_tcp(int fd)
 {
 	int one = 1, sz = 4 << 20, idle = 10, intvl = 5, cnt = 3, user_ms = 30000;

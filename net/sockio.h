@@ -16,8 +16,6 @@
 int zs_read_full(int fd, void *buf, size_t len);
 /* Writes all iov entries (modified in place); 0 or -1 with errno. */
 int zs_writev_full(int fd, struct iovec *iov, int n);
-/* Reads and drops len bytes. */
-int zs_drain(int fd, size_t len);
 
 /* TCP_NODELAY, 4 MiB socket buffers (large transfers, small latency),
  * keepalive and a user timeout (a vanished peer breaks the connection). */

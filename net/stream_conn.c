@@ -101,7 +101,7 @@ static enum zs_status start_tls(struct zs_conn *c, const struct zs_conn_opts *o,
 			       zs_op_name(f.op));
 	if (zs_dtls_psk(o->token, o->job, o->reader, psk))
 		return zs_fail(err, ZS_ENOMEM, "cannot derive the handshake's key (OpenSSL)");
-	st = zs_dtls_client(c->io.fd, o->job, o->reader, psk, &c->io.rec, err);
+	st = zs_dtls_handshake(c->io.fd, false, o->job, o->reader, psk, &c->io.rec, err);
 	OPENSSL_cleanse(psk, sizeof psk);
 	if (st) {
 		zs_error_prefix(err, "%s", c->addr);

@@ -231,8 +231,7 @@ static void *side_main(void *arg)
 	struct zs_error err = {0};
 
 	assert_int_equal(zs_dtls_psk(s->secret, s->job, s->reader, psk), 0);
-	s->st = s->server ? zs_dtls_server(s->fd, s->job, s->reader, psk, &s->rec, &err)
-			  : zs_dtls_client(s->fd, s->job, s->reader, psk, &s->rec, &err);
+	s->st = zs_dtls_handshake(s->fd, s->server, s->job, s->reader, psk, &s->rec, &err);
 	snprintf(s->msg, sizeof s->msg, "%s", err.msg);
 	if (s->st) /* the other end must not wait for a side that gave up */
 		shutdown(s->fd, SHUT_RDWR);

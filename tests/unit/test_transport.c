@@ -26,6 +26,7 @@
 
 #include "rdma/rdma.h"
 #include "net/hello.h"
+#include "net/records.h"
 #include "net/sockio.h"
 #include "net/transport.h"
 #include "tests/unit/fixtures.h"
@@ -214,7 +215,7 @@ static void test_bad_frame_drops_only_that_peer(void **st)
 	assert_int_equal(zs_wire_decode(h, &fr, NULL), ZS_OK);
 	assert_int_equal(fr.op, ZS_OP_ERROR);
 	assert_int_equal(fr.status, ZS_EPROTO);
-	assert_int_equal(zs_drain(fd, fr.payload_len), 0);
+	assert_int_equal(zs_io_drain(&(struct zs_io){fd, NULL}, fr.payload_len), 0);
 	assert_int_equal(zs_read_full(fd, h, 1), -1);
 	close(fd);
 	/* a frame before HELLO is refused the same way */
