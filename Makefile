@@ -123,7 +123,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # no jansson, no server side); the shared one exports only include/'s API
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/emu_shm.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
 	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c model/world.c $(filter-out net/arena.c net/listener.c net/listener_conn.c net/listener_hello.c net/listener_path.c net/listener_dev.c,$(NET_SRC)) \
-	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(filter-out ctrl/etcd.c ctrl/seal.c ctrl/token.c,$(CTRL_SRC))
+	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(filter-out ctrl/etcd.c ctrl/seal.c,$(CTRL_SRC))
 LIB_LIBS := $(CTRL_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(BUILD)/obj/gen/zshard.pb-c.o
 PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))
@@ -133,9 +133,9 @@ LIBZS_SO := $(BUILD)/lib/libzshard.so.$(ZS_VERSION)
 # whatever python3 comes first in PATH
 PYTHON ?= /usr/bin/python3
 LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
-PUBLIC_H := include/zshard.h include/zshard_status.h
+PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
-UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader plan metrics \
+UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
 	      config phase unit \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
@@ -239,6 +239,8 @@ $(BUILD)/tests/test_world: $(BUILD)/obj/tests/unit/test_world.o $(BUILD)/obj/tes
 $(BUILD)/tests/test_world: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_reader: $(BUILD)/obj/tests/unit/test_reader.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_reader: LDLIBS += $(ENGINE_LIBS)
+$(BUILD)/tests/test_pins: $(BUILD)/obj/tests/unit/test_pins.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
+$(BUILD)/tests/test_pins: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_phase: $(BUILD)/obj/tests/unit/test_phase.o $(BUILD)/obj/tests/unit/fsm_check.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_phase: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_unit: $(BUILD)/obj/tests/unit/test_unit.o $(BUILD)/obj/tests/unit/fsm_check.o $(BUILD)/obj/client/unit.o $(CORE_LIB)

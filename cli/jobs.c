@@ -41,6 +41,10 @@ static json_t *job_json_brief(const struct zs_job *j)
 	json_object_set_new(o, "rank_wait_ms",
 			    json_integer(j->spec.rank_wait_ms ? j->spec.rank_wait_ms : ZS_RANK_WAIT_MS));
 	json_object_set_new(o, "data_tls", json_boolean(j->spec.data_tls));
+	json_object_set_new(o, "readers",
+			    json_pack("{s:i, s:i}", "pins", (int)j->spec.reader_pins, "idle_ms",
+				      (int)(j->spec.reader_idle_ms ? j->spec.reader_idle_ms
+								   : ZS_READER_IDLE_MS)));
 	return o;
 }
 
@@ -140,6 +144,12 @@ static void print_job(const struct zs_job *j)
 		printf("  collective (nccl): the trainers reduce among themselves; rank r pushes slice r of each unit, its sum\n");
 	if (j->spec.data_tls)
 		printf("  data_tls: its tcp data plane is encrypted (TLS 1.3 records, AES-256-GCM); shm's bytes stay on the host, rdma's are the fabric's to keep\n");
+	if (j->spec.reader_pins)
+		printf("  readers: up to %u live versions pinned at once (each a copy of the parameters on their servers), dropped after %u ms untouched\n",
+		       j->spec.reader_pins,
+		       j->spec.reader_idle_ms ? j->spec.reader_idle_ms : ZS_READER_IDLE_MS);
+	else
+		printf("  readers: no live version may be pinned (the spec's readers.pins is 0)\n");
 	if (j->spec.optim.steps_taken)
 		printf("  optimizer state imported after %llu steps: the update of step v is the optimizer's step %llu + v + 1\n",
 		       (unsigned long long)j->spec.optim.steps_taken,

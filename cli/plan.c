@@ -55,7 +55,7 @@ struct plan_opts {
 	struct zs_plan_in in;
 	const char *job;
 	uint64_t gpu, host, largest;
-	bool have_params, have_world, have_stage, have_dtype, have_optim, have_replicas;
+	bool have_params, have_world, have_stage, have_dtype, have_optim, have_replicas, have_pins;
 	int json;
 };
 
@@ -87,6 +87,8 @@ static const struct zs_opt plan_flags[] = {
 	{"server-gpu", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL,
 	 "servers keep their shards on the trainers' GPUs"},
 	{"landing-budget", ZS_OPT_SIZE, 1, 0, NULL, false, 0, "SIZE", "a server's (256M)"},
+	{"reader-pins", ZS_OPT_NUM, 0, ZS_MAX_READER_PINS, NULL, false, 0, "N",
+	 "versions weight readers may pin at once (the job's readers.pins; 0)"},
 	CLI_FLAG_JSON,
 	{0},
 };
@@ -132,6 +134,7 @@ static int plan_args(int argc, char **argv, struct plan_opts *o)
 	NUM("gpu-mem", o->gpu, (void)0);
 	NUM("host-mem", o->host, (void)0);
 	NUM("landing-budget", in->landing, (void)0);
+	NUM("reader-pins", in->reader_pins, o->have_pins = true);
 #undef NUM
 	if ((v = GET("dtype"))) {
 		if (zs_dtype_parse(v, &in->dtype, &err))
@@ -211,6 +214,8 @@ static int plan_from_job(struct ctx *x, struct plan_opts *o, uint64_t **numel,
 		in->stage = j.spec.stage;
 	if (!o->have_replicas)
 		in->replicas = j.spec.replicas;
+	if (!o->have_pins)
+		in->reader_pins = j.spec.reader_pins;
 	if (!o->have_dtype)
 		in->dtype = j.spec.compute_dtype;
 	if (!o->have_optim) {
@@ -256,6 +261,9 @@ static void plan_json(const struct plan_opts *o, const struct zs_plan *pl,
 
 	json_object_set_new(json_object_get(j, "server"), "landing_bytes",
 			    json_integer((json_int_t)pl->server_landing));
+	json_object_set_new(json_object_get(j, "server"), "reader_pins_bytes",
+			    json_integer((json_int_t)pl->server_pins));
+	json_object_set_new(j, "reader_pins", json_integer(in->reader_pins));
 	json_object_set_new(j, "push_depth", json_integer(in->push_depth ? in->push_depth : 1));
 	json_object_set_new(j, "replicas", json_integer(in->replicas ? in->replicas : 1));
 	if (in->server_gpu)
@@ -315,7 +323,7 @@ static void plan_text_zshard(const struct zs_plan_in *in, const struct zs_plan *
 		       zs_fmt_bytes(pl->server_landing, b[3], sizeof b[3]), pl->b, pl->b,
 		       zs_fmt_bytes(zs_plan_gpu_bytes(pl), b[2], sizeof b[2]));
 	} else {
-		printf("  per server (host):  %s = %s per owned element x %s elements + landing %s\n"
+		printf("  per server (host):  %s = %s per owned element x %s elements + landing %s%s\n"
 		       "                      (fp32 master 4 + reduction 16 + mean gradient 4 + optimizer %u + compute copy %u\n"
 		       "                      + the previous step's copy %u, for a lost rank's redo, at any world size;\n"
 		       "                      landing: pushes in flight, --landing-budget)\n",
@@ -323,9 +331,13 @@ static void plan_text_zshard(const struct zs_plan_in *in, const struct zs_plan *
 		       zs_fmt_bytes(pl->server_per_elem, b[1], sizeof b[1]),
 		       fmt_count((pl->params * (in->replicas ? in->replicas : 1) + S - 1) / S, b[2],
 				 sizeof b[2]),
-		       zs_fmt_bytes(pl->server_landing, b[3], sizeof b[3]), opt,
-		       pl->b == 4 ? 0 : pl->b, pl->b);
+		       zs_fmt_bytes(pl->server_landing, b[3], sizeof b[3]),
+		       in->reader_pins ? " + readers' pins" : "", opt, pl->b == 4 ? 0 : pl->b, pl->b);
 	}
+	if (in->reader_pins)
+		printf("  readers' pins: %u versions pinned at once add %s per server (each a compute\n"
+		       "  copy, %u bytes per owned element)\n",
+		       in->reader_pins, zs_fmt_bytes(pl->server_pins, b[0], sizeof b[0]), pl->b);
 	if (fr->shards)
 		printf("  frozen: %s elements in %u shards hold their fp32 master (and copy) alone,\n"
 		       "  no reduction or optimizer state: as placed now, the fullest server holds %s\n"

@@ -458,4 +458,9 @@ void tr_wait_step_known(zs_trainer *t, uint64_t step);
 enum zs_status tr_redo_ask(zs_trainer *t, bool *redo, uint64_t *step, void *blob, unsigned cap,
 			   unsigned *len, struct zs_error *err);
 
+/* zshard.c: a client of the coordinator a join would find (NULL: the
+ * launch configuration's, $ZSHARD_COORDINATOR, the local cluster's). */
+enum zs_status tr_launch_coord(const char *coordinator, int timeout_ms,
+			       struct zs_coord_client **c, struct zs_error *err);
+
 #endif

@@ -184,9 +184,9 @@ out:
 }
 
 /* A client of the coordinator a join would find (launch_defaults), for
- * the calls outside a trainer (zs_create_job, zs_resize_job). */
-static enum zs_status launch_coord(const char *coordinator, int timeout_ms,
-				   struct zs_coord_client **c, struct zs_error *err)
+ * the calls outside a trainer (zs_create_job, zs_resize_job, a reader). */
+enum zs_status tr_launch_coord(const char *coordinator, int timeout_ms,
+			       struct zs_coord_client **c, struct zs_error *err)
 {
 	struct zs_config cfg = {0};
 	char first[ZS_ADDR_MAX];
@@ -216,7 +216,7 @@ int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms
 
 	if (!spec_json)
 		st = zs_fail(&err, ZS_EINVAL, "no spec");
-	else if (!(st = launch_coord(coordinator, timeout_ms, &c, &err)) &&
+	else if (!(st = tr_launch_coord(coordinator, timeout_ms, &c, &err)) &&
 		 !(st = zs_coord_create_job_json(c, spec_json, &j, &err)))
 		zs_job_release(&j);
 	zs_coord_close(c);
@@ -233,7 +233,7 @@ int zs_resize_job(const char *coordinator, const char *job, unsigned world, int 
 
 	if (!job)
 		st = zs_fail(&err, ZS_EINVAL, "no job named");
-	else if (!(st = launch_coord(coordinator, timeout_ms, &c, &err)) &&
+	else if (!(st = tr_launch_coord(coordinator, timeout_ms, &c, &err)) &&
 		 !(st = zs_coord_resize_job(c, job, world, &j, &err))) {
 		if (from_step)
 			*from_step = j.worlds.n ? j.worlds.v[j.worlds.n - 1].step : 0;

@@ -66,6 +66,7 @@ static void job_free(struct engine *e, struct ejob *j)
 	pthread_mutex_destroy(&j->cmu);
 	pthread_mutex_destroy(&j->hps.mu);
 	pthread_mutex_destroy(&j->wd.mu);
+	eng_pins_free(j);
 	free(j);
 }
 
@@ -246,6 +247,7 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	pthread_mutex_init(&j->cmu, NULL);
 	pthread_mutex_init(&j->hps.mu, NULL);
 	pthread_mutex_init(&j->wd.mu, NULL);
+	pthread_mutex_init(&j->pins.mu, NULL);
 	j->wd.cap = job->spec.world_size;
 	j->epoch = job->placement.epoch;
 	j->incarnation = job->incarnation;
@@ -435,6 +437,8 @@ static void *sweeper_main(void *arg)
 		int64_t now = zs_now_ms();
 		pthread_mutex_lock(&e->mu);
 		for (struct ejob *j = e->jobs; j; j = j->next)
+			eng_pins_sweep(j, now);
+		for (struct ejob *j = e->jobs; j; j = j->next)
 			for (uint32_t i = 0; i < j->n_shards; i++) {
 				struct eshard *s = j->shards[i];
 				size_t keep = 0;
@@ -488,7 +492,8 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 				       .write_progress = eng_t_write_progress,
 				       .hparams = eng_t_hparams, .world = eng_t_world,
 				       .dev_ident = eng_t_dev_ident, .dev_map = eng_t_dev_map,
-				       .dev_unmap = eng_t_dev_unmap, .bye = eng_t_bye};
+				       .dev_unmap = eng_t_dev_unmap, .bye = eng_t_bye,
+				       .pin = eng_t_pin};
 	/* the pools, threadless until their first task: made here, never
 	 * under a shard's lock (the sweeper takes e->mu, then shards') */
 	e->norm.pool = zs_pool_new("zs-clip", 0);

@@ -283,6 +283,14 @@ struct ejob {
 	/* the trainers' data connections to this server, per rank (ranks.c;
 	 * e->mu): n ranks counted, allocated at the first HELLO */
 	struct { uint32_t *live, n; } rk;
+	/* versions readers pinned (pins.c): the list, its length, and why
+	 * the last drop of them all happened ("": none yet) */
+	struct ejob_pins {
+		pthread_mutex_t mu;
+		struct epin *list;
+		uint32_t n;
+		char why[160];
+	} pins;
 	atomic_int refs;
 	atomic_bool removed; /* dropped from the engine (its last reference frees it) */
 	struct ejob *next;
@@ -309,6 +317,7 @@ struct engine {
 		atomic_uint_fast64_t bytes;
 		atomic_uint_fast64_t tier_read, tier_written;
 		atomic_uint_fast64_t repl_bytes, repl_steps;
+		atomic_uint_fast64_t reader_bytes; /* pinned versions sent */
 	} ctr;
 	/* the NVMe tier (tier.c): its directory, the bytes of master + state
 	 * kept in memory and their bound; the read-ahead and write-back pool
@@ -667,5 +676,25 @@ void eng_capture_due(struct ejob *j, struct eshard *s, struct epending **done);
 void eng_capture_skip(struct ejob *j, struct eshard *s, struct epending **done);
 /* Hands completed snapshots to their callbacks (no locks held). */
 void eng_deliver(struct epending *done);
+
+/* pins.c: versions readers pinned */
+struct epin;
+/* The target's PIN (net/listener.h). */
+enum zs_status eng_t_pin(void *ctx, uint32_t job, uint64_t step, uint32_t verb,
+			 struct zs_pin_ans *ans, struct zs_error *err);
+/* A read of a pinned version (x->pinned), answered. */
+void eng_pin_read(struct engine *e, struct ejob *j, struct zs_sop *op, const struct zs_xfer *x);
+/* After s reached a new version: copies of it for the pins of that step
+ * (caller holds s->mu). */
+void eng_pins_due(struct ejob *j, struct eshard *s);
+/* Every pin of j goes (a restore: what was pending would be another
+ * timeline's); why is what later reads of them are told. */
+void eng_pins_drop(struct ejob *j, const char *why);
+/* Drops the pins no reader touched within the spec's idle bound. */
+void eng_pins_sweep(struct ejob *j, int64_t now);
+/* The bytes of j's pinned copies here. */
+uint64_t eng_pins_bytes(struct ejob *j);
+/* At the job's end (no other reference). */
+void eng_pins_free(struct ejob *j);
 
 #endif

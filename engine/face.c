@@ -196,6 +196,11 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		zs_sop_fail(op, err.code, "%s", err.msg);
 		return;
 	}
+	if (x->pinned) { /* a reader's pinned version */
+		eng_pin_read(e, j, op, x);
+		eng_job_unref(e, j);
+		return;
+	}
 	s = shard_for(j, x);
 	if (!s) {
 		zs_sop_fail(op, ZS_EINVAL,

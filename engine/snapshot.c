@@ -366,6 +366,8 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 	 * still landing is waited for and discarded, and so is a step some
 	 * ranks pushed and others never will (a trainer died in it).
 	 */
+	if (!st) /* and again below: a pin taken meanwhile would mix the two */
+		eng_pins_drop(j, "its versions pinned here were dropped by a restore");
 	if (!st && rollback)
 		retire_handle(e, j);
 	if (!st) /* the steps answered before are not this state's */
@@ -427,6 +429,10 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 	}
 	engine_snaps_free(tmp, ns);
 	if (!st) {
+		char why[128];
+		snprintf(why, sizeof why, "its versions pinned here were dropped by a restore %s step %llu",
+			 load ? "to" : "that reset its parameters at", (unsigned long long)at);
+		eng_pins_drop(j, why);
 		*step = at;
 		if (load)
 			zs_info("job '%s': %u shards restored at step %llu", j->name, ns,

@@ -156,6 +156,7 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	if (s->prev.p)
 		s->prev.of = s->version; /* 1 + the step it holds */
 	eng_capture_due(j, s, &fx->done);
+	eng_pins_due(j, s);
 	s->open.full = 0;
 	s->open.terms = 0;
 	memset(s->open.slot, SLOT_EMPTY, s->nr);

@@ -146,9 +146,18 @@ struct zs_job_spec {
 	 * no tcp connection of it that is not (shm's bytes do not leave the
 	 * host; rdma's are the fabric's to keep) */
 	bool data_tls;
+	/* weight readers (client/reader.c): how many live versions (steps)
+	 * readers may pin at once on each server (0: none; they read
+	 * committed checkpoints alone), each a copy of the job's parameters
+	 * in the compute dtype there; and how long a pin no reader touches
+	 * is kept (0: ZS_READER_IDLE_MS) */
+	uint32_t reader_pins;
+	uint32_t reader_idle_ms;
 };
 
 #define ZS_MAX_REPLICAS 3
+#define ZS_MAX_READER_PINS 16
+#define ZS_READER_IDLE_MS 60000
 #define ZS_RANK_WAIT_MS 30000
 /* "wait", "shrink", "rollback" */
 const char *zs_rank_lost_name(enum zs_rank_lost k);

@@ -122,7 +122,8 @@ enum zs_status zs_plan_compute(const struct zs_plan_in *in, struct zs_plan *out,
 		out->server_per_elem = zs_server_bytes_per_elem(&spec, &unit);
 	}
 	out->server_landing = in->landing ? in->landing : 256ull << 20;
-	out->server_total = owned * out->server_per_elem + out->server_landing;
+	out->server_pins = owned * out->b * in->reader_pins;
+	out->server_total = owned * out->server_per_elem + out->server_landing + out->server_pins;
 	return ZS_OK;
 }
 

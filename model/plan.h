@@ -49,6 +49,7 @@ struct zs_plan_in {
 				* per trainer host, sharing a trainer's GPU */
 	uint64_t landing;      /* a server's --landing-budget (0: 256 MiB) */
 	uint32_t replicas;     /* copies of each shard (0: 1), on distinct servers */
+	uint32_t reader_pins;  /* versions readers may pin (the spec's readers.pins) */
 };
 
 struct zs_plan {
@@ -60,8 +61,10 @@ struct zs_plan {
 	uint64_t trainer_params, trainer_grads, trainer_total;
 	uint64_t server_per_elem; /* host bytes per element owned */
 	uint64_t server_landing;  /* host bytes for pushes in flight */
-	uint64_t server_total;    /* per server, shards spread evenly, and
-				   * the landing budget */
+	uint64_t server_pins;     /* host bytes for readers' pinned versions:
+				   * a compute copy of every element owned each */
+	uint64_t server_total;    /* per server, shards spread evenly, the
+				   * landing budget and the pins */
 	/* server_gpu: the device's share (else 0); the GPU then holds
 	 * trainer_total + server_dev_total */
 	uint64_t server_dev_per_elem, server_dev_total;

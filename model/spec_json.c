@@ -289,6 +289,28 @@ static enum zs_status parse_units(json_t *units, struct zs_layout *l,
 	return ZS_OK;
 }
 
+/* "readers": {"pins": N, "idle_ms": M}: live versions readers may pin */
+static enum zs_status parse_readers(json_t *r, struct zs_job_spec *s, struct zs_error *err)
+{
+	static const char *const keys[] = {"pins", "idle_ms", NULL};
+	uint64_t v = 0;
+	enum zs_status st;
+
+	if (!r)
+		return ZS_OK;
+	if (!json_is_object(r))
+		return zs_fail(err, ZS_EINVAL, "job spec: readers is an object (pins, idle_ms)");
+	if ((st = only_keys(r, "job spec readers", keys, err)) ||
+	    (st = get_uint(r, "pins", "job spec readers", ZS_MAX_READER_PINS, &v, err)))
+		return st;
+	s->reader_pins = (uint32_t)v;
+	v = 0;
+	if ((st = get_uint(r, "idle_ms", "job spec readers", 86400000, &v, err)))
+		return st;
+	s->reader_idle_ms = (uint32_t)v;
+	return ZS_OK;
+}
+
 static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 				 struct zs_error *err)
 {
@@ -296,7 +318,7 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 					   "compute_dtype", "align_bytes",
 					   "optimizer", "units", "keep_checkpoints",
 					   "checkpoint_every", "collective", "rank_hosts", "replicas",
-					   "rank_lost", "rank_wait_ms", "data_tls", NULL};
+					   "rank_lost", "rank_wait_ms", "data_tls", "readers", NULL};
 	char dt[32] = "";
 	uint64_t v;
 	enum zs_status st;
@@ -355,6 +377,8 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 		s->data_tls = d && (json_is_true(d) ||
 				    (json_is_string(d) && !strcmp(json_string_value(d), "on")));
 	}
+	if ((st = parse_readers(json_object_get(root, "readers"), s, err)))
+		return st;
 	{
 		char coll[16] = "";
 		if ((st = get_str(root, "collective", "job spec", coll, sizeof coll, 0, err)))

@@ -96,7 +96,8 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			      .state_read = f->flags & ZS_WF_STATE,
 			      .state = (f->flags & ZS_WF_STATE) ? (int)(f->aux & 3) : -1,
 			      .device = f->op == ZS_OP_PUSH && (f->flags & ZS_WF_DEVICE),
-			      .redo = f->op == ZS_OP_PUSH && (f->flags & ZS_WF_REDO)};
+			      .redo = f->op == ZS_OP_PUSH && (f->flags & ZS_WF_REDO),
+			      .pinned = f->op == ZS_OP_GATHER && (f->flags & ZS_WF_PIN)};
 	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))
 		return zs_fail(err, ZS_EINVAL, "a state read is of array 0, 1 or 2, as f32");
 	if (f->op == ZS_OP_PUSH && x->state_read && (!x->init || x->replica || f->aux == 0))
@@ -206,6 +207,47 @@ static int on_push_begin(struct zs_lconn *c, const struct zs_frame *f, struct zs
 	return lsn_send_frame(c, &r, NULL, 0, -1);
 }
 
+/* A reader's frames: a PIN, answered here, or a read of a pinned version
+ * (the target's), from a connection that proved the reader token alone,
+ * over tcp (its bytes travel in the frames, never left in the arena). */
+static int on_reader(struct zs_lconn *c, const struct zs_frame *f, int64_t t0)
+{
+	struct zs_listener *l = c->l;
+	struct zs_frame r = {.op = ZS_OP_PIN_OK, .req_id = f->req_id, .job = c->job};
+	struct zs_pin_ans ans = {0};
+	struct zs_error err = {0};
+	struct zs_xfer x;
+	struct zs_sop *op;
+
+	if (f->payload_len) {
+		lsn_send_error(c, f->req_id, ZS_EPROTO, "a reader's frame with a payload");
+		return -1;
+	}
+	if (!c->reader)
+		zs_fail(&err, ZS_EPERM,
+			"pinned versions are a reader's: this connection proved the job's token, not its reader token (a reader's credential)");
+	else if (c->offsets)
+		zs_fail(&err, ZS_EINVAL, "pinned versions are read over tcp");
+	else if (!l->t.pin)
+		zs_fail(&err, ZS_EINVAL, "this server keeps no pinned versions");
+	else if (f->op == ZS_OP_GATHER)
+		check_xfer(f, &x, &err);
+	if (!err.code && f->op == ZS_OP_GATHER) {
+		if (!(op = lsn_new_sop(c, f, &x, t0)))
+			return -1;
+		l->t.read(l->t.ctx, op, c->job, c->rank, &x);
+		return 0;
+	}
+	if (!err.code && l->t.pin(l->t.ctx, c->job, f->step, (uint32_t)f->aux, &ans, &err) == ZS_OK) {
+		r.step = ans.step;
+		r.offset = ans.lo;
+		r.length = ans.hi;
+		return lsn_send_frame(c, &r, NULL, 0, -1);
+	}
+	lsn_send_error(c, f->req_id, err.code ? err.code : ZS_EINTERNAL, err.msg);
+	return 0;
+}
+
 static int handle(struct zs_lconn *c, const struct zs_frame *f)
 {
 	struct zs_listener *l = c->l;
@@ -225,6 +267,8 @@ static int handle(struct zs_lconn *c, const struct zs_frame *f)
 			   c->hello ? "frame for another job" : "HELLO first");
 		return -1;
 	}
+	if (f->op == ZS_OP_PIN || (f->op == ZS_OP_GATHER && (f->flags & ZS_WF_PIN)))
+		return on_reader(c, f, t0);
 	if (c->reader && f->op != ZS_OP_GATHER) {
 		/* a reader's connection: nothing it sends changes the job */
 		if (f->payload_len > ((uint64_t)1 << 40) || zs_io_drain(&c->io, f->payload_len))

@@ -104,6 +104,14 @@ struct zs_target {
 				  uint64_t *size, struct zs_error *err);
 	void (*dev_unmap)(void *ctx, void *base, uint64_t size);
 	/*
+	 * Optional (without it every PIN is refused): a reader's PIN of job's
+	 * version at step (verb ZS_PIN_HOLD, ZS_PIN_RELEASE, ZS_PIN_QUERY;
+	 * net/wire.h), answered by the return and *ans. Reads of a pinned
+	 * version come to read with x->pinned.
+	 */
+	enum zs_status (*pin)(void *ctx, uint32_t job, uint64_t step, uint32_t verb,
+			      struct zs_pin_ans *ans, struct zs_error *err);
+	/*
 	 * Optional: a connection whose HELLO the target took (job, rank) has
 	 * ended, by either side, after every operation of it was answered or
 	 * aborted.
@@ -254,6 +262,9 @@ void zs_listener_arena(struct zs_listener *l, uint64_t *len, uint64_t *taken, ui
 void zs_sop_read_ready(struct zs_sop *op, const void *src);
 /* For a state read: the version to report with the data (before ready). */
 void zs_sop_set_step(struct zs_sop *op, uint64_t step);
+/* Sets the aux of a read's answer (a pinned read's CRC32C), before
+ * zs_sop_read_ready. */
+void zs_sop_set_aux(struct zs_sop *op, uint64_t aux);
 /* Whether a read's connection takes arena offsets (shm, one-sided), not
  * bytes: what it is served must be the arena's. */
 bool zs_sop_reads_arena(const struct zs_sop *op);

@@ -118,12 +118,15 @@ void zs_sop_read_ready(struct zs_sop *op, const void *src)
 			lsn_send_frame(c, &f, NULL, 0, -1);
 		}
 	} else {
+		f.aux = op->aux;
 		lsn_send_frame(c, &f, src, bytes, -1);
 	}
 	sop_end(op, !dead);
 }
 
 void zs_sop_set_step(struct zs_sop *op, uint64_t step) { op->x.step = step; }
+
+void zs_sop_set_aux(struct zs_sop *op, uint64_t aux) { op->aux = aux; }
 
 bool zs_sop_reads_arena(const struct zs_sop *op) { return op->c->offsets; }
 

@@ -91,7 +91,8 @@ struct zs_sop {
 	uint64_t req_id;
 	uint16_t op;
 	struct zs_xfer x;
-	int64_t t0; /* its first frame (zs_now_ns) */
+	int64_t t0;   /* its first frame (zs_now_ns) */
+	uint64_t aux; /* the GATHER_DATA's aux (a pinned read's CRC32C) */
 };
 
 struct zs_listener {

@@ -143,7 +143,8 @@ static enum zs_status post(struct zs_conn *c, uint16_t op, const struct zs_xfer 
 	unsigned dsz = zs_dtype_size(x->dtype);
 	struct zs_req *r;
 
-	if ((!own || x->device) && (!dsz || x->length == 0 || x->length > ZS_MAX_NUMEL))
+	if (op != ZS_OP_PIN && (!own || x->device) &&
+	    (!dsz || x->length == 0 || x->length > ZS_MAX_NUMEL))
 		return zs_fail(err, ZS_EINVAL, "bad transfer: %llu elements of dtype %d",
 			       (unsigned long long)x->length, (int)x->dtype);
 	pthread_mutex_lock(&c->mu);
@@ -231,6 +232,16 @@ enum zs_status zs_post_world(struct zs_conn *c, const void *payload, size_t len,
 	if (len < ZS_WORLDS_BYTES(1) || len > ZS_WORLDS_BYTES(ZS_WORLD_HIST))
 		return zs_fail(err, ZS_EINVAL, "a WORLD payload of %zu bytes", len);
 	return post(c, ZS_OP_WORLD, &x, NULL, payload, len, out, err);
+}
+
+enum zs_status zs_post_pin(struct zs_conn *c, uint64_t step, uint32_t verb,
+			   struct zs_pin_ans *ans, struct zs_req **out, struct zs_error *err)
+{
+	struct zs_xfer x = {.step = step, .verb = verb};
+
+	if (verb > ZS_PIN_QUERY)
+		return zs_fail(err, ZS_EINVAL, "PIN verb %u", verb);
+	return post(c, ZS_OP_PIN, &x, ans, NULL, 0, out, err);
 }
 
 enum zs_status stream_send_control(struct zs_conn *c, uint16_t op, const void *payload,
@@ -354,6 +365,8 @@ static uint64_t wire_aux(const struct zs_xfer *x)
 {
 	if (x->state_read)
 		return (uint64_t)x->state;
+	if (x->verb)
+		return x->verb;
 	if (x->replica && x->partial && !x->seed)
 		return (x->epoch & 0xffffffffu) | (uint64_t)x->micro << 32;
 	if (x->replica)
@@ -397,7 +410,8 @@ void *stream_sender_main(void *arg)
 						   (r->x.seed ? ZS_WF_SEED : 0) |
 						   (r->x.state_read ? ZS_WF_STATE : 0) |
 						   (r->x.device ? ZS_WF_DEVICE : 0) |
-						   (r->x.redo ? ZS_WF_REDO : 0)),
+						   (r->x.redo ? ZS_WF_REDO : 0) |
+						   (r->x.pinned ? ZS_WF_PIN : 0)),
 				      .aux = wire_aux(&r->x)};
 		with_payload = (r->op == ZS_OP_PUSH && c->h->inline_data) || r->internal ||
 			       r->op == ZS_OP_HPARAMS || r->op == ZS_OP_WORLD || r->x.device;
@@ -521,6 +535,17 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 		}
 		if (r->x.version)
 			*r->x.version = f->step;
+		if (r->x.crc)
+			*r->x.crc = (uint32_t)f->aux;
+		pthread_mutex_lock(&c->mu);
+		unlink_waiting(c, r);
+		finish(r, ZS_OK, NULL);
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	case ZS_OP_PIN_OK:
+		if (r->op != ZS_OP_PIN || f->payload_len)
+			break;
+		*(struct zs_pin_ans *)r->dst = (struct zs_pin_ans){f->step, f->offset, f->length};
 		pthread_mutex_lock(&c->mu);
 		unlink_waiting(c, r);
 		finish(r, ZS_OK, NULL);

@@ -75,6 +75,19 @@ struct zs_xfer {
 			    * it redoes (ZS_WF_REDO) */
 	const void *dsrc;  /* server side, a device push: the range's bytes,
 			    * mapped from the trainer's device (the listener's) */
+	bool pinned;       /* a reader's read of the version it pinned at step
+			    * (ZS_WF_PIN), in the unit's dtype */
+	uint32_t *crc;     /* pinned reads, client side: receives the CRC32C
+			    * the server took of the bytes it sent */
+	uint32_t verb;     /* a PIN request: ZS_PIN_HOLD, _RELEASE, _QUERY */
+};
+
+/* What a PIN asks (net/wire.h's aux) */
+enum { ZS_PIN_HOLD = 0, ZS_PIN_RELEASE = 1, ZS_PIN_QUERY = 2 };
+/* A PIN's answer: the step pinned (released, or asked about), and the
+ * lowest and highest version of the job's shards on that server. */
+struct zs_pin_ans {
+	uint64_t step, lo, hi;
 };
 
 /* Where a device push's bytes are (gpu/dev.h's zs_dev_share, as the wire
@@ -197,6 +210,11 @@ enum zs_status zs_connect(const struct zs_transport_ops *t, const struct zs_conn
  * is broken (err says why). */
 enum zs_status zs_post_read(struct zs_conn *c, const struct zs_xfer *x, void *dst,
 			    struct zs_req **r, struct zs_error *err);
+/* A reader's PIN (net/wire.h): holds (verb ZS_PIN_HOLD), releases or asks
+ * about (ZS_PIN_QUERY, step ignored) the job's version at step on c's
+ * server; *ans is filled when the request completes OK. */
+enum zs_status zs_post_pin(struct zs_conn *c, uint64_t step, uint32_t verb,
+			   struct zs_pin_ans *ans, struct zs_req **r, struct zs_error *err);
 /* Queues a write of src into the server's staging slot for x. */
 enum zs_status zs_post_write(struct zs_conn *c, const struct zs_xfer *x, const void *src,
 			     struct zs_req **r, struct zs_error *err);

@@ -72,7 +72,7 @@ const char *zs_op_name(unsigned op)
 		[ZS_OP_HPARAMS] = "HPARAMS",
 		[ZS_OP_WORLD] = "WORLD",
 		[ZS_OP_NONCE] = "NONCE", [ZS_OP_STARTTLS] = "STARTTLS",
-		[ZS_OP_STARTTLS_OK] = "STARTTLS_OK",
+		[ZS_OP_STARTTLS_OK] = "STARTTLS_OK", [ZS_OP_PIN] = "PIN", [ZS_OP_PIN_OK] = "PIN_OK",
 	};
 	return op < ZS_OP_MAX && n[op] ? n[op] : "?";
 }

@@ -66,6 +66,11 @@
  *                                          -> PUSH_ACK | ERROR
  *        inline, after HELLO_OK when the job was ever resized and before
  *        the first push of a step a new change names (on that connection)
+ *   reader (a connection proving the job's reader token, net/hello.h):
+ *   PIN(step, aux: HOLD | RELEASE | QUERY) -> PIN_OK(step; offset, length:
+ *        the lowest and highest version of the job's shards here) | ERROR
+ *   GATHER(flags PIN, step: a pinned step) -> GATHER_DATA(aux: CRC32C of
+ *        the payload, taken from the pinned copy) | ERROR
  *   ERROR carries a status and a one-line message as payload.
  */
 #ifndef ZS_WIRE_H
@@ -106,6 +111,12 @@ enum zs_op {
 			    * encrypted (net/dtls.h; payload "job\0", flags
 			    * ZS_WF_READER for the reader token's key) */
 	ZS_OP_STARTTLS_OK, /* server -> client: the TLS handshake follows */
+	ZS_OP_PIN,     /* a reader's (the reader token's connection): step;
+			* aux ZS_PIN_HOLD, ZS_PIN_RELEASE or ZS_PIN_QUERY
+			* (net/transport.h) */
+	ZS_OP_PIN_OK,  /* step: the step pinned (or released); offset and
+			* length: the lowest and highest version of the job's
+			* shards here with parameters */
 	ZS_OP_MAX
 };
 
@@ -135,8 +146,11 @@ enum {
 				   * pushes that is in already is dropped, once,
 				   * and acknowledged (engine/redo.c) */
 	ZS_WF_READER = 1 << 8,    /* a STARTTLS keyed by the job's reader token */
+	ZS_WF_PIN = 1 << 9,       /* a GATHER of a version a reader pinned (step:
+				   * it), in the unit's dtype; the reply's aux is
+				   * the CRC32C of its payload */
 	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED | ZS_WF_REPLICA |
-		    ZS_WF_SEED | ZS_WF_DEVICE | ZS_WF_REDO | ZS_WF_READER,
+		    ZS_WF_SEED | ZS_WF_DEVICE | ZS_WF_REDO | ZS_WF_READER | ZS_WF_PIN,
 };
 
 struct zs_frame {

@@ -129,6 +129,21 @@ _SIGS = {
     "zs_set_step_state": (c_int, [_T, c_ulonglong, c_void_p, c_uint]),
     "zs_trainer_counters": (None, [_T, POINTER(Counters)]),
     "zs_last_step": (c_int, [_T, POINTER(StepStats)]),
+    # include/zshard_reader.h
+    "zs_reader_open": (c_int, [c_char_p, c_char_p, c_int, POINTER(c_void_p), c_char_p,
+                               c_size_t]),
+    "zs_reader_close": (None, [c_void_p]),
+    "zs_reader_error": (c_char_p, [c_void_p]),
+    "zs_reader_latest": (c_int, [c_void_p, POINTER(c_ulonglong)]),
+    "zs_reader_wait": (c_int, [c_void_p, c_ulonglong, c_int, POINTER(c_ulonglong)]),
+    "zs_reader_pin": (c_int, [c_void_p, c_ulonglong, POINTER(c_ulonglong)]),
+    "zs_reader_release": (c_int, [c_void_p]),
+    "zs_reader_tensors": (c_uint, [c_void_p]),
+    "zs_reader_tensor": (c_int, [c_void_p, c_uint, POINTER(c_char_p), POINTER(c_int),
+                                 POINTER(c_uint), POINTER(c_ulonglong), c_uint,
+                                 POINTER(c_ulonglong)]),
+    "zs_reader_find": (c_int, [c_void_p, c_char_p, POINTER(c_uint)]),
+    "zs_reader_read": (c_int, [c_void_p, c_char_p, c_int, c_void_p, c_size_t, POINTER(c_uint)]),
 }
 for _name, (_res, _args) in _SIGS.items():
     _f = getattr(lib, _name)

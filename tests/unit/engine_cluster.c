@@ -40,11 +40,14 @@ void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kind,
 			 ZS_OK);
 	snprintf(j->token, sizeof j->token, "%s", job_token);
 	snprintf(j->reader_token, sizeof j->reader_token, "%s", job_reader_token);
+	j->spec.reader_pins = job_reader_pins;
+	j->spec.reader_idle_ms = job_reader_idle_ms;
 }
 
 uint64_t tier_budget;
 uint64_t land_budget;
 const char *job_token = "", *job_reader_token = "";
+uint32_t job_reader_pins, job_reader_idle_ms;
 char tier_dir[64];
 
 static enum zs_status exchange(void *ctx, const char *job, uint64_t step,

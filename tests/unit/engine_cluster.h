@@ -69,6 +69,8 @@ extern uint64_t land_budget;
 /* The job's data-plane token (conn_to proves it) and reader token (""
  * unless set: none). */
 extern const char *job_token, *job_reader_token;
+/* The job spec's readers.pins and readers.idle_ms (0 unless set). */
+extern uint32_t job_reader_pins, job_reader_idle_ms;
 
 /* The oracle's job "t" for R ranks, placed on servers 1..S. */
 void make_job(struct zs_job *j, int S, uint32_t R, enum zs_optim_kind kind,

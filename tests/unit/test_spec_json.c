@@ -139,6 +139,21 @@ static void test_refusals(void **st)
 		assert_int_equal(s.data_tls, k < 2);
 		zs_job_spec_release(&s);
 	}
+	/* readers: an object of pins (0..16) and idle_ms */
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"readers\": 2,", "readers is an object");
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"readers\": {\"pins\": 17},", "pins");
+	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"readers\": {\"pin\": 1},", "pin");
+	{
+		char buf[2048];
+		const char *p = strstr(good, "\"stage\": 3,");
+		struct zs_job_spec s;
+		snprintf(buf, sizeof buf, "%.*s\"stage\": 3, \"readers\": {\"pins\": 3, \"idle_ms\": 500},%s",
+			 (int)(p - good), good, p + strlen("\"stage\": 3,"));
+		assert_int_equal(zs_spec_from_json(buf, &s, NULL), ZS_OK);
+		assert_int_equal(s.reader_pins, 3);
+		assert_int_equal(s.reader_idle_ms, 500);
+		zs_job_spec_release(&s);
+	}
 	/* replicas: 1 to 3, not with a collective job */
 	expect_parse_error("\"stage\": 3,", "\"stage\": 3, \"replicas\": 4,", "replicas");
 	{ /* an imported optimizer state reaches one copy: refused with replicas */

@@ -240,6 +240,8 @@ class Job:
             spec["collective"] = "nccl"
         if self.o.get("data_tls"):
             spec["data_tls"] = True
+        if self.o.get("readers"):
+            spec["readers"] = {"pins": self.o["readers"]}
         return spec
 
     # ------------------------------------------------------------- start

@@ -152,7 +152,8 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 op_timeout_ms: int = 0, timeout_ms: int = 10000, join_timeout_s: float = 900.0,
                 checkpoint_every: int = 0, step_state=None, on_world=None,
                 staged: bool = False, device: Optional[str] = None,
-                collective: bool = False, data_tls: bool = False) -> torch.nn.Module:
+                collective: bool = False, data_tls: bool = False,
+                readers: int = 0) -> torch.nn.Module:
     """Marks module as a zshard unit (its parameters gathered and freed as
     one); on the root (job= given, called last) builds the job from the
     marked units: the root keeps what no unit claims. Returns module.
@@ -186,7 +187,10 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     trainers reduce among themselves over NCCL, each pushing only its slice's
     sum to the servers: the job's "collective": "nccl"; device mode only),
     data_tls (the job's tcp data plane encrypted: TLS 1.3 records keyed by
-    the job's token; the job spec's "data_tls")."""
+    the job's token; the job spec's "data_tls"), readers (how many versions
+    weight readers, zshard.Reader, may pin at once on the job's servers:
+    the spec's "readers": {"pins": N}; each a copy of the parameters in
+    their dtype there)."""
     if job is None:
         module._zshard_unit = bool(reshard_after_forward)
         return module
@@ -204,7 +208,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 op_timeout_ms=op_timeout_ms, timeout_ms=timeout_ms,
                 join_timeout_s=float(join_timeout_s), checkpoint_every=checkpoint_every,
                 step_state=step_state, on_world=on_world, staged=staged, device=device, collective=collective,
-                data_tls=bool(data_tls), local_rank=int(os.environ.get(
+                data_tls=bool(data_tls), readers=int(readers), local_rank=int(os.environ.get(
                     "LOCAL_RANK", "0")))
     st = Job(module, opts)
     st.collect()

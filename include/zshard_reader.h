@@ -1,0 +1,111 @@
+/*
+ * zshard_reader.h - libzshard's weight readers: an inference or rollout
+ * worker reads a job's parameters of one step straight from its shard
+ * servers while training goes on, with no trainer involved.
+ *
+ * A reader opens the job with its own credential (the job's reader token,
+ * which the coordinator hands a reader's certificate; a connection that
+ * proves it may read and pin, never push), pins a version (a step) on
+ * every server of the job, reads tensors of it by name in the dtype it
+ * wants, and releases it. A pinned version is consistent: each server
+ * copied every shard of it as the shard reached that step, so a read never
+ * mixes two steps, whatever training does meanwhile. The job's spec says
+ * how many versions readers may pin at once ("readers": {"pins": N}; 0:
+ * none) and how long a pin nobody touches is kept ("idle_ms").
+ *
+ * Every range a server sends carries the CRC32C it took of the bytes; the
+ * library checks it (ZS_EIO on a mismatch) and gives each tensor's
+ * CRC32C, over its bytes in the unit's dtype, to compare with another
+ * reader's or an export's.
+ *
+ * Same conventions as zshard.h: int status codes, messages in
+ * zs_reader_error, one thread at a time per handle.
+ */
+#ifndef ZSHARD_READER_H
+#define ZSHARD_READER_H
+
+#include <stddef.h>
+
+#include "zshard_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#pragma GCC visibility push(default)
+
+typedef struct zs_reader zs_reader;
+
+/* The step zs_reader_pin takes for "the latest finished step". */
+#define ZS_READER_LATEST (~0ULL)
+
+/*
+ * Opens job read-only: its layout and placement from the coordinator
+ * (NULL: found as zs_trainer_join finds it), tcp connections to every
+ * server holding a copy of a shard of it, proving the job's reader token
+ * (derived from the token where the coordinator hands that). timeout_ms
+ * bounds each call and each wait for a version. On failure *out is NULL
+ * and err (errlen bytes, may be NULL) says why: ZS_ENOTFOUND (no such
+ * job), ZS_EPERM (the caller's certificate may not read it), ZS_EUNAVAIL.
+ */
+int zs_reader_open(const char *coordinator, const char *job, int timeout_ms, zs_reader **out,
+		   char *err, size_t errlen);
+/* Releases the pinned version and frees the handle. NULL is fine. */
+void zs_reader_close(zs_reader *r);
+/* The last failed call's message, valid until the next call. */
+const char *zs_reader_error(const zs_reader *r);
+
+/* The latest step every shard of the job has finished (the lowest version
+ * over its servers). ZS_ESTATE: the job has no parameters yet. */
+int zs_reader_latest(zs_reader *r, unsigned long long *step);
+/* Waits (up to timeout_ms; < 0: the handle's) until a step after `after`
+ * is finished: *step, the latest. ZS_ETIMEDOUT. */
+int zs_reader_wait(zs_reader *r, unsigned long long after, int timeout_ms,
+		   unsigned long long *step);
+/*
+ * Pins step (ZS_READER_LATEST: the latest finished one) on every server
+ * of the job, then releases the version pinned before (if another). *pinned
+ * (may be NULL): the step. ZS_EPERM: the job lets readers pin no version,
+ * or the connection is not a reader's; ZS_ENOSPC: its servers hold as many
+ * pinned versions as its spec allows; ZS_EAGAIN: the step is gone (a server
+ * keeps a shard's version and the one before). A step not reached yet is
+ * pinned, and reads wait for it (up to the handle's timeout).
+ */
+int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pinned);
+/* Releases the pinned version. ZS_ESTATE: none is pinned. */
+int zs_reader_release(zs_reader *r);
+
+/* The job's tensors: how many, and tensor i's name (the library's, valid
+ * while r is: its state_dict name, UNIT.NAME where two units share one),
+ * the dtype its unit is held in (1 f32, 2 bf16, 3 f16), its dimensions
+ * (up to cap into shape, *ndim its own count) and elements. ZS_EINVAL: i
+ * out of range. */
+unsigned zs_reader_tensors(const zs_reader *r);
+int zs_reader_tensor(const zs_reader *r, unsigned i, const char **name, int *dtype,
+		     unsigned *ndim, unsigned long long *shape, unsigned cap,
+		     unsigned long long *numel);
+/* The index (for zs_reader_tensor) of the tensor name names: a name
+ * zs_reader_tensor gives, UNIT.NAME, or a tied parameter's other name.
+ * ZS_ENOTFOUND: none. */
+int zs_reader_find(const zs_reader *r, const char *name, unsigned *i);
+/*
+ * Reads tensor name (a name zs_reader_tensor gives, UNIT.NAME, or a tied
+ * parameter's other name) of the pinned version into dst, numel elements
+ * of dtype (1 f32, 2 bf16, 3 f16; converted from the unit's, rounding to
+ * nearest even where it narrows), dst_bytes its room. *crc (may be NULL):
+ * the CRC32C of the tensor's bytes in its unit's dtype. ZS_EINVAL: an
+ * unknown name or dtype, dst too small; ZS_ESTATE: nothing pinned;
+ * ZS_ENOTFOUND: the version is no longer pinned (released, idle past the
+ * job's bound, or dropped by a rollback); ZS_EIO: bytes that do not match
+ * their server's CRC32C.
+ */
+int zs_reader_read(zs_reader *r, const char *name, int dtype, void *dst, size_t dst_bytes,
+		   unsigned *crc);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""test_reader.py - weight readers (zshard.Reader) on a real cluster while a
+Llama trains through zshard.torch (reader_train.py, another process):
+
+- paused after K steps, `zshardctl export` writes step K; a reader pins it,
+  the trainer goes on, and the reader, reading while training runs, gets
+  exactly the export's bits (f32), and its bf16 reads are those bits
+  rounded as torch rounds them;
+- the trainer done, the latest version is the last step's: load_into puts
+  it into a Llama built from the config (by state_dict names), which then
+  gives the logits of a Llama loaded from the export of that step; the
+  weights() iterator yields every parameter's name and shape, as vLLM's
+  load_weights takes them;
+- refusals: a job whose spec allows no pins, an unknown name, a dtype that
+  is none of f32/bf16/f16, a read with nothing pinned.
+
+    ZSHARD_BIN=build/bin build/torch-venv/bin/python tests/python/test_reader.py
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import torch
+from safetensors.torch import load_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cluster import Cluster, die_with_us  # noqa: E402
+from test_torch import BIN  # noqa: E402
+
+import zshard  # noqa: E402
+
+try:
+    import transformers  # noqa: F401
+    HAVE_HF = True
+except ImportError as e:
+    HAVE_HF, WHY = False, str(e)
+
+STEPS, PAUSE = 8, 3
+
+
+def wait_for(cond, what, seconds=120):
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > seconds:
+            raise AssertionError("waited %d s for %s" % (seconds, what))
+        time.sleep(0.02)
+
+
+class TestReader(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not HAVE_HF:
+            raise unittest.SkipTest("transformers is not installed (%s); tools/torch-venv.sh "
+                                    "installs it" % WHY)
+        cls.c = Cluster(BIN)
+        cls.d = tempfile.mkdtemp(prefix="zshard-reader-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+        for f in os.listdir(cls.d):
+            os.unlink(os.path.join(cls.d, f))
+        os.rmdir(cls.d)
+
+    def log(self):
+        with open(os.path.join(self.d, "trainer.log")) as f:
+            return f.read()
+
+    def export(self, job, name):
+        path = os.path.join(self.d, name)
+        self.c.ctl("export", job, "--out", path, "--bare-names")
+        return load_file(path)
+
+    def test_read_while_training(self):
+        env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0",
+                   ZSHARD_COORDINATOR=self.c.addr, OMP_NUM_THREADS="1")
+        env.pop("LD_LIBRARY_PATH", None)
+        env["PYTHONPATH"] = os.path.join(HERE, "..", "..", "python") + (
+            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        log = open(os.path.join(self.d, "trainer.log"), "w")
+        p = subprocess.Popen([sys.executable, os.path.join(HERE, "reader_train.py"), "--job",
+                              "llama-r", "--steps", str(STEPS), "--pause", str(PAUSE), "--dir",
+                              self.d], env=env, stdout=log, stderr=subprocess.STDOUT,
+                             preexec_fn=die_with_us)
+        try:
+            self.check_reads(p)
+        finally:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            log.close()
+
+    def check_reads(self, p):
+        wait_for(lambda: os.path.exists(os.path.join(self.d, "at")) or p.poll() is not None,
+                 "the trainer's pause")
+        self.assertIsNone(p.poll(), self.log())
+        r = zshard.Reader("llama-r", coordinator=self.c.addr)
+        # the last push of step K - 1 acknowledged is not yet every update
+        self.assertEqual(r.wait(PAUSE - 1), PAUSE)
+        at_k = self.export("llama-r", "k.safetensors")
+        self.assertEqual(r.pin(), PAUSE)
+        open(os.path.join(self.d, "go"), "w").close()
+        # read once training is two steps on (no shard holds step K any
+        # more, nor the step before its version): the pinned step's bits
+        wait_for(lambda: r.latest() >= PAUSE + 2 or p.poll() is not None, "two more steps")
+        read_k, n_moved = {}, 0
+        for name, t in r.weights(torch.float32):
+            read_k[name] = t
+            n_moved += p.poll() is None
+        self.assertEqual(sorted(read_k), sorted(at_k))
+        for name, t in at_k.items():
+            self.assertTrue(torch.equal(read_k[name], t), name)
+            self.assertEqual(read_k[name].shape, t.shape)
+        half = r.tensor("model.layers.0.mlp.up_proj.weight", torch.bfloat16)
+        self.assertTrue(torch.equal(half, at_k["model.layers.0.mlp.up_proj.weight"].to(
+            torch.bfloat16)))
+        self.assertEqual(set(r.checksums), set(at_k))
+        print("test_reader: step %d read whole %d steps later, %d of %d tensors while the "
+              "trainer still ran" % (PAUSE, r.latest() - PAUSE, n_moved, len(read_k)))
+
+        self.assertEqual(p.wait(300), 0, self.log())
+        self.assertEqual(r.wait(STEPS - 1), STEPS)
+        self.assertEqual(r.pin(), STEPS)
+        at_n = self.export("llama-r", "n.safetensors")
+        sys.path.insert(0, HERE)
+        from hf_rank import VOCAB, build
+        mine, _ = build("llama")
+        got = r.load_into(mine)
+        self.assertEqual(got["step"], STEPS)
+        self.assertEqual(got["missing"], [])
+        self.assertEqual(got["unexpected"], [])
+        theirs, _ = build("llama")
+        theirs.load_state_dict(at_n, strict=False)
+        for name, t in mine.named_parameters():
+            self.assertTrue(torch.equal(t, at_n[name]), name)
+        ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(5))
+        with torch.no_grad():
+            self.assertTrue(torch.equal(mine(input_ids=ids).logits, theirs(input_ids=ids).logits))
+        names = [n for n, _ in r.weights()]
+        self.assertEqual(sorted(names), sorted(n for n, _ in mine.named_parameters()))
+
+        # refusals
+        with self.assertRaises(zshard.NotFound):
+            r.read("model.no_such.weight")
+        with self.assertRaises(zshard.InvalidArgument):
+            r.read("lm_head.weight", "int8")
+        r.release()
+        with self.assertRaises(zshard.FailedPrecondition):
+            r.read("lm_head.weight")
+        r.close()
+
+    def test_failover(self):
+        """A replicated job: a reader pins the latest, the server holding
+        primaries is killed, and the reader, reading on, gets the same
+        bits from the promoted copies (every copy holds the pin)."""
+        import numpy as np
+        c = Cluster(BIN, servers=2)
+        try:
+            zshard.create_job({"name": "repl", "stage": 3, "world_size": 1,
+                               "compute_dtype": "f32", "replicas": 2,
+                               "readers": {"pins": 2, "idle_ms": 120000},
+                               "optimizer": {"kind": "sgd", "lr": 0.1},
+                               "units": [{"name": "a", "tensors": [{"name": "w",
+                                                                     "shape": [4096]}]},
+                                         {"name": "b", "tensors": [{"name": "v",
+                                                                     "shape": [3, 1000]}]}]},
+                              coordinator=c.addr)
+            t = zshard.Trainer.join("repl", rank=0, coordinator=c.addr)
+            rng = np.random.default_rng(3)
+            want = {}
+            for u in range(t.units):
+                w = rng.standard_normal(t.unit_numel(u)).astype(np.float32)
+                t.init_unit(u, w)
+                for _ in range(3):  # SGD's p + (-lr) * g, g = p / 2, in fp32
+                    w = w + np.float32(-0.1) * (w * np.float32(0.5))
+                want[u] = w
+            for step in range(3):
+                for u in reversed(range(t.units)):
+                    p = t.gather(u, step)
+                    p.wait()
+                    t.push(u, step, (p._buf * 0.5).astype(np.float32)).wait()
+            with zshard.Reader("repl", coordinator=c.addr, timeout_ms=30000) as r:
+                self.assertEqual(r.wait(2), 3)
+                self.assertEqual(r.pin(), 3)
+                before = {n.name: r.read(n.name) for n in r.tensors}
+                t.close()
+                self.assertTrue(np.array_equal(before["w"], want[0]))
+                self.assertTrue(np.array_equal(before["v"].reshape(-1), want[1]))
+                # the first server (primaries of half the shards) killed
+                c.procs[1].kill()
+                c.procs[1].wait()
+                after = {n.name: r.read(n.name) for n in r.tensors}
+                for n, v in before.items():
+                    self.assertTrue(np.array_equal(v, after[n]), n)
+        finally:
+            c.close()
+
+    def test_job_without_pins(self):
+        zshard.create_job({"name": "nopins", "stage": 3, "world_size": 1,
+                           "compute_dtype": "f32", "optimizer": {"kind": "sgd", "lr": 0.1},
+                           "units": [{"name": "u", "tensors": [{"name": "w",
+                                                                 "shape": [64]}]}]},
+                          coordinator=self.c.addr)
+        t = zshard.Trainer.join("nopins", rank=0, coordinator=self.c.addr)
+        import numpy as np
+        t.init_unit(0, np.zeros(64, dtype=np.float32))
+        with zshard.Reader("nopins", coordinator=self.c.addr) as r:
+            self.assertEqual(r.latest(), 0)
+            with self.assertRaises(zshard.PermissionDenied) as e:
+                r.pin()
+            self.assertIn("readers.pins is 0", str(e.exception))
+        t.close()
+
+
+if __name__ == "__main__":
+    r = unittest.main(exit=False, verbosity=2).result
+    bad = len(r.failures) + len(r.errors)
+    if r.skipped:
+        print("check: reader: skipped: %s" % r.skipped[0][1])
+    elif bad:
+        print("check: reader: %d of %d tests failed" % (bad, r.testsRun))
+    else:
+        print("check: reader: %d tests passed" % r.testsRun)
+    sys.exit(1 if bad else 0)
