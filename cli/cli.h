@@ -50,6 +50,7 @@ extern const struct cmd cmd_servers, cmd_status, cmd_rdma, cmd_gpu;        /* cl
 extern const struct cmd cmd_scrape_targets;                                /* scrape.c */
 extern const struct cmd cmd_config;                                        /* config.c */
 extern const struct cmd cmd_env;                                           /* env.c */
+extern const struct cmd cmd_readers;                                       /* readers.c */
 extern const struct cmd cmd_jobs, cmd_job, cmd_placement, cmd_stage, cmd_trainers,
 	cmd_rebalance;                                                       /* jobs.c */
 extern const struct cmd cmd_stats;                                         /* stats.c */

@@ -17,7 +17,7 @@
 static const struct cmd *const cmds[] = {
 	&cmd_servers, &cmd_jobs, &cmd_job, &cmd_placement, &cmd_stage, &cmd_trainers,
 	&cmd_rebalance, &cmd_status, &cmd_checkpoint, &cmd_export, &cmd_import, &cmd_stats,
-	&cmd_plan, &cmd_rdma, &cmd_gpu, &cmd_scrape_targets, &cmd_config, &cmd_env, NULL,
+	&cmd_plan, &cmd_rdma, &cmd_gpu, &cmd_scrape_targets, &cmd_config, &cmd_env, &cmd_readers, NULL,
 };
 
 static void usage(FILE *f)

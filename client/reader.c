@@ -4,7 +4,7 @@
  * (engine/pins.c), tensors of it read by name from the primaries, each
  * range checked against the CRC32C its server took.
  */
-#include "include/zshard_reader.h"
+#include "client/reader.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,30 +19,7 @@
 #include "ctrl/token.h"
 #include "net/transport.h"
 
-/* A tensor as a reader names it: its state_dict name, or UNIT.NAME where
- * two units have a tensor of one name. */
-struct rtensor {
-	char name[2 * ZS_NAME_MAX];
-	uint32_t unit, tensor;
-};
-
-struct zs_reader {
-	struct zs_job job;
-	char coord[ZS_ADDR_MAX]; /* the coordinator, for a new placement */
-	int timeout_ms;
-	struct rsrv {
-		uint64_t id;
-		struct zs_conn *c;
-	} *srv;
-	uint32_t n_srv;
-	bool have_pin;
-	uint64_t pin;
-	struct rtensor *t;
-	uint32_t n_t;
-	char err[ZS_ERRMSG_MAX];
-};
-
-static int said(zs_reader *r, enum zs_status st, const struct zs_error *err)
+int rd_said(zs_reader *r, enum zs_status st, const struct zs_error *err)
 {
 	snprintf(r->err, sizeof r->err, "%s", st ? err->msg : "");
 	return st;
@@ -50,7 +27,7 @@ static int said(zs_reader *r, enum zs_status st, const struct zs_error *err)
 
 const char *zs_reader_error(const zs_reader *r) { return r ? r->err : "no reader"; }
 
-static struct zs_conn *conn_of(zs_reader *r, uint64_t sid)
+struct zs_conn *rd_conn_of(zs_reader *r, uint64_t sid)
 {
 	for (uint32_t i = 0; i < r->n_srv; i++)
 		if (r->srv[i].id == sid)
@@ -88,7 +65,7 @@ static enum zs_status name_tensors(zs_reader *r, struct zs_error *err)
 }
 
 /* The tensor name names: its listed name, UNIT.NAME, or an alias. */
-static const struct rtensor *find(const zs_reader *r, const char *name)
+const struct rtensor *rd_find(const zs_reader *r, const char *name)
 {
 	const struct zs_layout *l = &r->job.spec.layout;
 
@@ -113,12 +90,12 @@ static const struct rtensor *find(const zs_reader *r, const char *name)
 
 /* The reader token (derived here from the token when the coordinator
  * handed that: a reader never proves more than it needs). */
-static void reader_token(const zs_reader *r, char rt[ZS_TOKEN_MAX])
+static void reader_token(zs_reader *r)
 {
 	if (r->job.token_reader)
-		snprintf(rt, ZS_TOKEN_MAX, "%s", r->job.token);
+		snprintf(r->rtoken, sizeof r->rtoken, "%s", r->job.token);
 	else
-		zs_reader_token(r->job.token, rt);
+		zs_reader_token(r->job.token, r->rtoken);
 }
 
 /* Connects to every server holding a copy of a shard of the job that has
@@ -127,17 +104,16 @@ static void reader_token(const zs_reader *r, char rt[ZS_TOKEN_MAX])
 static enum zs_status connect_new(zs_reader *r, const struct zs_server_info *s, uint32_t n_s,
 				  bool strict, struct zs_error *err)
 {
-	char rt[ZS_TOKEN_MAX];
 	enum zs_status st = ZS_OK;
 	struct rsrv *v = realloc(r->srv, (r->n_srv + n_s + 1) * sizeof *v);
 
 	if (!v)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	r->srv = v;
-	reader_token(r, rt);
+	reader_token(r);
 	for (uint32_t i = 0; i < n_s && !st; i++) {
 		struct zs_conn_opts o = {.addr = s[i].data_addr, .job = r->job.spec.name,
-					 .token = rt, .incarnation = r->job.incarnation,
+					 .token = r->rtoken, .incarnation = r->job.incarnation,
 					 .rank = ZS_RANK_OBSERVER, .tls = r->job.spec.data_tls,
 					 .reader = true, .timeout_ms = r->timeout_ms};
 		int64_t deadline = zs_now_ms() + r->timeout_ms;
@@ -145,7 +121,7 @@ static enum zs_status connect_new(zs_reader *r, const struct zs_server_info *s, 
 		bool used = false;
 		for (uint32_t k = 0; k < r->job.placement.n_shards; k++)
 			used |= r->job.placement.shards[k].server_id == s[i].id;
-		if (!used || conn_of(r, s[i].id) || (!strict && !s[i].up))
+		if (!used || rd_conn_of(r, s[i].id) || (!strict && !s[i].up))
 			continue;
 		/* a server takes a new placement at its next heartbeat */
 		while ((st = zs_connect(&zs_tcp_transport, &o, &c, err)) == ZS_EAGAIN &&
@@ -167,7 +143,7 @@ static enum zs_status connect_new(zs_reader *r, const struct zs_server_info *s, 
 /* After a server was lost: the coordinator's placement now (a failover
  * made copies of its shards primaries, which hold this reader's pin as
  * every copy does) and connections to its servers not connected. */
-static enum zs_status refresh(zs_reader *r, struct zs_error *err)
+enum zs_status rd_refresh(zs_reader *r, struct zs_error *err)
 {
 	struct zs_coord_client *c = NULL;
 	struct zs_server_info *s = NULL;
@@ -221,6 +197,8 @@ int zs_reader_open(const char *coordinator, const char *job, int timeout_ms, zs_
 			st = name_tensors(r, &err);
 		if (!st)
 			st = connect_new(r, s, n_s, true, &err);
+		if (!st) /* the registry: a reader's own credential */
+			st = rd_tree_start(r, &err);
 	}
 	free(s);
 	if (st) {
@@ -298,7 +276,7 @@ int zs_reader_latest(zs_reader *r, unsigned long long *step)
 
 	if (!st)
 		*step = s;
-	return said(r, st, &err);
+	return rd_said(r, st, &err);
 }
 
 int zs_reader_wait(zs_reader *r, unsigned long long after, int timeout_ms,
@@ -325,7 +303,7 @@ int zs_reader_wait(zs_reader *r, unsigned long long after, int timeout_ms,
 	}
 	if (!st)
 		*step = s;
-	return said(r, st, &err);
+	return rd_said(r, st, &err);
 }
 
 /* Releases step on every server that holds it for this reader. */
@@ -385,10 +363,12 @@ int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pin
 			release(r, r->pin);
 		r->have_pin = true;
 		r->pin = t;
+		/* its parent for it (a coordinator away: the servers) */
+		rd_tree_pinned(r, NULL);
 	}
 	if (!st && pinned)
 		*pinned = t;
-	return said(r, st, &err);
+	return rd_said(r, st, &err);
 }
 
 int zs_reader_release(zs_reader *r)
@@ -396,16 +376,18 @@ int zs_reader_release(zs_reader *r)
 	struct zs_error err = {0};
 
 	if (!r->have_pin)
-		return said(r, zs_fail(&err, ZS_ESTATE, "no version is pinned"), &err);
+		return rd_said(r, zs_fail(&err, ZS_ESTATE, "no version is pinned"), &err);
 	release(r, r->pin);
 	r->have_pin = false;
-	return said(r, ZS_OK, &err);
+	rd_tree_pinned(r, NULL);
+	return rd_said(r, ZS_OK, &err);
 }
 
 void zs_reader_close(zs_reader *r)
 {
 	if (!r)
 		return;
+	rd_tree_stop(r);
 	if (r->have_pin)
 		release(r, r->pin);
 	for (uint32_t i = 0; i < r->n_srv; i++)
@@ -421,7 +403,7 @@ unsigned zs_reader_tensors(const zs_reader *r) { return r ? r->n_t : 0; }
 
 int zs_reader_find(const zs_reader *r, const char *name, unsigned *i)
 {
-	const struct rtensor *t = r && name ? find(r, name) : NULL;
+	const struct rtensor *t = r && name ? rd_find(r, name) : NULL;
 
 	if (!t)
 		return ZS_ENOTFOUND;
@@ -450,169 +432,3 @@ int zs_reader_tensor(const zs_reader *r, unsigned i, const char **name, int *dty
 	return ZS_OK;
 }
 
-/* One range of a read: a primary's part of the tensor. */
-struct rpart {
-	struct zs_req *q;
-	uint64_t sid, off, len; /* elements from the tensor's start */
-	uint32_t crc;
-	enum zs_status st;
-	char msg[ZS_ERRMSG_MAX];
-};
-
-/* Waits for part x (within the handle's bound): its status in x->st. A
- * server that does not answer in time has its connection closed (the
- * request's buffer is the caller's again only then). */
-static void finish_part(zs_reader *r, struct rpart *x)
-{
-	struct zs_error e = {0};
-
-	if (!x->q)
-		return;
-	x->st = zs_req_wait(x->q, r->timeout_ms, &e);
-	if (x->st == ZS_EUNAVAIL) { /* broken: a failover may follow */
-		for (uint32_t i = 0; i < r->n_srv; i++)
-			if (r->srv[i].id == x->sid && r->srv[i].c) {
-				zs_conn_close(r->srv[i].c);
-				r->srv[i].c = NULL;
-			}
-	} else if (x->st == ZS_EAGAIN) {
-		for (uint32_t i = 0; i < r->n_srv; i++)
-			if (r->srv[i].id == x->sid) {
-				zs_conn_close(r->srv[i].c);
-				r->srv[i].c = NULL;
-			}
-		x->st = ZS_ETIMEDOUT;
-		snprintf(e.msg, sizeof e.msg, "server %llu did not answer a read within %d ms",
-			 (unsigned long long)x->sid, r->timeout_ms);
-	}
-	snprintf(x->msg, sizeof x->msg, "%s", e.msg);
-	x->q = NULL;
-}
-
-/* Posts the pinned reads of te's elements from unit u's primaries into
- * buf (the unit's dtype), one per shard it crosses: p[0 .. *np). */
-static enum zs_status post_parts(zs_reader *r, uint32_t u, const struct zs_tensor *te,
-				 uint8_t *buf, struct rpart *p, uint32_t *np, struct zs_error *err)
-{
-	const struct zs_placement *pl = &r->job.placement;
-	enum zs_dtype dt = r->job.spec.layout.units[u].dtype;
-	size_t dsz = zs_dtype_size(dt);
-	uint64_t a0 = te->offset, a1 = te->offset + te->numel;
-	uint32_t oldest = 0;
-
-	for (uint32_t k = 0; k < pl->n_shards; k++) {
-		const struct zs_shard *sh = &pl->shards[k];
-		uint64_t lo = sh->offset > a0 ? sh->offset : a0;
-		uint64_t hi = sh->offset + sh->length < a1 ? sh->offset + sh->length : a1;
-		struct zs_conn *c = conn_of(r, sh->server_id);
-		enum zs_status st;
-		if (sh->unit != u || sh->copy || lo >= hi)
-			continue;
-		if (!c)
-			return zs_fail(err, ZS_EUNAVAIL, "no connection to server %llu",
-				       (unsigned long long)sh->server_id);
-		struct rpart *x = &p[*np];
-		*x = (struct rpart){.sid = sh->server_id, .off = lo - a0, .len = hi - lo};
-		struct zs_xfer xf = {.unit = u, .offset = lo, .length = hi - lo, .step = r->pin,
-				     .dtype = dt, .pinned = true, .crc = &x->crc};
-		/* back-pressure: the oldest of this read's done first */
-		while ((st = zs_post_read(c, &xf, buf + x->off * dsz, &x->q, err)) == ZS_EAGAIN &&
-		       oldest < *np)
-			finish_part(r, &p[oldest++]);
-		if (st)
-			return st;
-		(*np)++;
-	}
-	return ZS_OK;
-}
-
-/* Reads te of unit u at the pinned step into buf (its unit's dtype),
- * checking each range's CRC32C; a shard that has not reached the step
- * yet (ZS_EAGAIN) is asked again, within the handle's bound. */
-static enum zs_status read_tensor(zs_reader *r, uint32_t u, const struct zs_tensor *te,
-				  uint8_t *buf, struct zs_error *err)
-{
-	size_t dsz = zs_dtype_size(r->job.spec.layout.units[u].dtype);
-	struct rpart *p = calloc(r->job.placement.n_shards + 1, sizeof *p);
-	int64_t deadline = zs_now_ms() + r->timeout_ms;
-	enum zs_status st;
-	uint32_t np;
-
-	if (!p)
-		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	for (int pause = 2;; pause = pause < 50 ? pause * 2 : 50) {
-		np = 0;
-		st = post_parts(r, u, te, buf, p, &np, err);
-		for (uint32_t i = 0; i < np; i++) {
-			finish_part(r, &p[i]);
-			if (p[i].st && !st)
-				st = zs_fail(err, p[i].st, "%s", p[i].msg);
-		}
-		if ((st != ZS_EAGAIN && st != ZS_EUNAVAIL) || zs_now_ms() >= deadline)
-			break;
-		zs_sleep_ms(pause, NULL);
-		/* a server lost: the placement the failover makes */
-		if (st == ZS_EUNAVAIL && (st = refresh(r, err)))
-			break;
-	}
-	for (uint32_t i = 0; !st && i < np; i++) {
-		uint32_t got = zs_crc32c(0, buf + p[i].off * dsz, p[i].len * dsz);
-		if (got != p[i].crc)
-			st = zs_fail(err, ZS_EIO,
-				     "tensor '%s': elements [%llu, +%llu) from server %llu do not match the CRC32C it sent (%08x, received %08x)",
-				     te->name, (unsigned long long)p[i].off,
-				     (unsigned long long)p[i].len, (unsigned long long)p[i].sid,
-				     p[i].crc, got);
-	}
-	free(p);
-	return st;
-}
-
-int zs_reader_read(zs_reader *r, const char *name, int dtype, void *dst, size_t dst_bytes,
-		   unsigned *crc)
-{
-	struct zs_error err = {0};
-	const struct rtensor *t = name ? find(r, name) : NULL;
-	enum zs_status st = ZS_OK;
-
-	if (!t)
-		return said(r, zs_fail(&err, ZS_EINVAL, "job '%s' has no tensor '%s'",
-				       r->job.spec.name, name ? name : "(null)"), &err);
-	const struct zs_unit *u = &r->job.spec.layout.units[t->unit];
-	const struct zs_tensor *te = &u->tensors[t->tensor];
-	size_t want = zs_dtype_size((enum zs_dtype)dtype), usz = zs_dtype_size(u->dtype);
-	if (dtype < ZS_F32 || dtype > ZS_F16 || !want)
-		return said(r, zs_fail(&err, ZS_EINVAL, "dtype %d is none of 1 (f32), 2 (bf16), 3 (f16)",
-				       dtype), &err);
-	if (dst_bytes < te->numel * want)
-		return said(r, zs_fail(&err, ZS_EINVAL,
-				       "tensor '%s' is %llu elements: %zu bytes as %s, the buffer has %zu",
-				       t->name, (unsigned long long)te->numel, te->numel * want,
-				       zs_dtype_name((enum zs_dtype)dtype), dst_bytes), &err);
-	if (!r->have_pin)
-		return said(r, zs_fail(&err, ZS_ESTATE, "no version is pinned: zs_reader_pin first"),
-			    &err);
-	/* the unit's dtype straight into dst; another through a buffer */
-	uint8_t *buf = (enum zs_dtype)dtype == u->dtype ? dst : malloc(te->numel * usz + 1);
-	float *f32 = NULL;
-	if (!buf)
-		return said(r, zs_fail(&err, ZS_ENOMEM, "out of memory"), &err);
-	if (te->numel)
-		st = read_tensor(r, t->unit, te, buf, &err);
-	if (!st && crc)
-		*crc = zs_crc32c(0, buf, te->numel * usz);
-	if (!st && buf != dst) {
-		if (dtype == ZS_F32) {
-			zs_convert_to_f32(dst, buf, u->dtype, te->numel);
-		} else if (!(f32 = malloc(te->numel * 4 + 1))) {
-			st = zs_fail(&err, ZS_ENOMEM, "out of memory");
-		} else {
-			zs_convert_to_f32(f32, buf, u->dtype, te->numel);
-			zs_convert_from_f32(dst, (enum zs_dtype)dtype, f32, te->numel);
-		}
-	}
-	free(f32);
-	if (buf != dst)
-		free(buf);
-	return said(r, st, &err);
-}

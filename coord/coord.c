@@ -30,6 +30,7 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_LIST_CKPTS, coord_h_list_ckpts}, {ZS_M_PUT_BLOB, coord_h_put_blob},
 	{ZS_M_RESTORE, coord_h_restore},       {ZS_M_SERVER_TASKS, coord_h_server_tasks},
 	{ZS_M_TASK_DONE, coord_h_task_done},   {ZS_M_COMM_ID, coord_h_comm_id},
+	{ZS_M_READER, coord_h_reader},         {ZS_M_READERS, coord_h_readers},
 	{ZS_M_DROPPED_RANKS, coord_h_dropped_ranks},
 	{ZS_M_RESIZE_JOB, coord_h_resize_job},
 };
@@ -225,6 +226,7 @@ void coord_free(struct coord *c)
 	coord_steps_forget(c, NULL);
 	coord_drop_norms_done(c, NULL);
 	coord_drop_comms(c);
+	coord_drop_readers(c, NULL);
 	pthread_mutex_unlock(&c->mu);
 	zs_rpc_server_free(c->rpc);
 	coord_lead_close(c); /* no call uses the etcd client any more */

@@ -205,6 +205,7 @@ void coord_h_delete_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	coord_drop_reports(c, name);
 	coord_steps_forget(c, name);
 	coord_drop_comm(c, name);
+	coord_drop_readers(c, name);
 	coord_drop_norms_done(c, name);
 	coord_norms_fail_job(c, name, "the job was deleted");
 	zs_info("job '%s' deleted (%u trainers were joined); %u of its checkpoints deleted, %u kept",

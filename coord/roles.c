@@ -8,7 +8,8 @@
  *   trainer   create its job (rank 0 does, from its model), join, leave,
  *             renew, report steps and norms, checkpoints and their blobs,
  *             the communicator id; reads
- *   reader    reads (a job with its data-plane token: zshardctl export)
+ *   reader    reads (a job with its data-plane token: zshardctl export);
+ *             a weight reader's registration (Reader)
  *   server    a shard server's calls: register, heartbeat, assignments,
  *             tasks, norms, dropped ranks; reads
  *
@@ -47,6 +48,8 @@ static const struct {
 	{ZS_M_REPORT_STEP, R_TRAINER},
 	{ZS_M_PUT_BLOB, R_TRAINER},
 	{ZS_M_COMM_ID, R_TRAINER},
+	{ZS_M_READER, R_READER}, /* a weight reader's own credential */
+	{ZS_M_READERS, READS},
 	{ZS_M_REPORT_NORM, R_TRAINER | R_SERVER},
 	{ZS_M_REGISTER, R_SERVER},
 	{ZS_M_HEARTBEAT, R_SERVER},

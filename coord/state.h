@@ -181,6 +181,8 @@ struct coord {
 	struct sreports *reports;
 	struct rsteps *rsteps; /* the ranks' step states (redo.c) */
 	struct comm *comms; /* trainers' communicator ids (comms.c) */
+	struct rdr *readers; /* weight readers (readers.c) */
+	uint64_t next_reader;
 	struct jobrec *recs;
 	struct jobsrv *jobsrvs;
 	struct coord_metrics *metrics; /* NULL without --metrics */
@@ -550,6 +552,11 @@ bool coord_redo_of(struct coord *c, const struct zs_job *j, uint32_t rank,
 bool coord_rank_lost(struct coord *c, const struct zs_job *j, uint32_t rank, const char *why);
 /* Forgets job's step states (NULL: every job's): its timeline ended. */
 void coord_steps_forget(struct coord *c, const char *job);
+
+/* readers.c: the weight readers' registry */
+void coord_h_reader(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_h_readers(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
+void coord_drop_readers(struct coord *c, const char *job); /* NULL: every job's */
 
 /* comms.c */
 void coord_h_comm_id(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);

@@ -214,6 +214,30 @@ enum zs_status zs_enc_jobs(const struct zs_job *j, uint32_t n_j, struct zs_buf *
 enum zs_status zs_dec_jobs(const uint8_t *p, size_t n, struct zs_job **j,
 			   uint32_t *n_j, struct zs_error *err);
 
+/* ReaderRequest, ReaderReply, ReadersReply (codec_reader.c): a weight
+ * reader's registration and the job's readers. */
+struct zs_reader_req {
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_reader_info me;
+	bool leave;
+	uint64_t lost;   /* a parent that did not answer */
+	uint32_t fanout; /* children per reader (0: 2) */
+};
+struct zs_reader_ans {
+	uint64_t id, parent; /* parent 0: read from the servers */
+	char parent_addr[ZS_ADDR_MAX];
+	uint32_t lease_ms;
+};
+enum zs_status zs_enc_reader_req(const struct zs_reader_req *q, struct zs_buf *out);
+enum zs_status zs_dec_reader_req(const uint8_t *p, size_t n, struct zs_reader_req *q,
+				 struct zs_error *err);
+enum zs_status zs_enc_reader_ans(const struct zs_reader_ans *r, struct zs_buf *out);
+enum zs_status zs_dec_reader_ans(const uint8_t *p, size_t n, struct zs_reader_ans *r,
+				 struct zs_error *err);
+enum zs_status zs_enc_readers(const struct zs_reader_info *v, uint32_t n, struct zs_buf *out);
+enum zs_status zs_dec_readers(const uint8_t *p, size_t n, struct zs_reader_info **v,
+			      uint32_t *nv, struct zs_error *err);
+
 /* CommIdRequest and CommIdReply: a communicator id of ZS_COMM_ID_BYTES
  * (an offer, or none: n 0) */
 #define ZS_COMM_ID_BYTES 128

@@ -400,6 +400,30 @@ enum zs_status zs_coord_delete_job_ex(struct zs_coord_client *c, const char *nam
 	return st;
 }
 
+enum zs_status zs_coord_reader(struct zs_coord_client *c, const struct zs_reader_req *q,
+			       struct zs_reader_ans *ans, struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	enum zs_status st = call(c, ZS_M_READER, zs_enc_reader_req(q, &req), &req, &resp, err);
+
+	if (!st)
+		st = zs_dec_reader_ans(resp.data, resp.len, ans, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
+enum zs_status zs_coord_readers(struct zs_coord_client *c, const char *job,
+				struct zs_reader_info **v, uint32_t *n, struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	enum zs_status st = call(c, ZS_M_READERS, zs_enc_job_name(job, &req), &req, &resp, err);
+
+	if (!st)
+		st = zs_dec_readers(resp.data, resp.len, v, n, err);
+	zs_buf_release(&resp);
+	return st;
+}
+
 enum zs_status zs_coord_comm_id(struct zs_coord_client *c, const char *job, uint64_t timeline,
 				uint32_t rank, const uint8_t *id, uint8_t out[128],
 				struct zs_error *err)

@@ -81,6 +81,16 @@ enum zs_status zs_coord_delete_job_ex(struct zs_coord_client *c, const char *nam
  * while rank 0 has not offered one. ZS_ESTATE: the job is on another
  * timeline (it rolled back: resume); ZS_ENOTFOUND: no such job.
  */
+/* A weight reader's registration (ctrl/codec.h's zs_reader_req): joins
+ * (me.id 0), renews, reports a lost parent or leaves; *ans its id, its
+ * parent in the job's relay tree and its lease. */
+struct zs_reader_req;
+struct zs_reader_ans;
+enum zs_status zs_coord_reader(struct zs_coord_client *c, const struct zs_reader_req *q,
+			       struct zs_reader_ans *ans, struct zs_error *err);
+/* The job's readers (malloc'd, *n of them). */
+enum zs_status zs_coord_readers(struct zs_coord_client *c, const char *job,
+				struct zs_reader_info **v, uint32_t *n, struct zs_error *err);
 enum zs_status zs_coord_comm_id(struct zs_coord_client *c, const char *job, uint64_t timeline,
 				uint32_t rank, const uint8_t *id, uint8_t out[128],
 				struct zs_error *err);

@@ -33,6 +33,8 @@
 #define ZS_M_COMM_ID ZS_COORD_SVC "CommId"
 #define ZS_M_DROPPED_RANKS ZS_COORD_SVC "DroppedRanks"
 #define ZS_M_RESIZE_JOB ZS_COORD_SVC "ResizeJob"
+#define ZS_M_READER ZS_COORD_SVC "Reader"
+#define ZS_M_READERS ZS_COORD_SVC "Readers"
 
 #define ZS_M_SERVER_STATUS "/zshard.Server/Status"
 #define ZS_M_SERVER_SNAPSHOT "/zshard.Server/Snapshot"

@@ -102,6 +102,30 @@ int zs_reader_find(const zs_reader *r, const char *name, unsigned *i);
 int zs_reader_read(zs_reader *r, const char *name, int dtype, void *dst, size_t dst_bytes,
 		   unsigned *crc);
 
+/*
+ * Relays what this reader reads to other readers of the same version
+ * (docs/DESIGN.md, "Weight readers"): serves at listen_addr (HOST:PORT,
+ * port 0: a free one; NULL: 0.0.0.0:0) and takes its place in the job's
+ * relay tree, each reader with up to fanout children (0: 2): a version's
+ * first reader reads from the servers, the others from their parents, so
+ * that the servers send each byte of a version once whatever the number
+ * of readers. It keeps a copy of every tensor it read of its pinned version
+ * (host memory: the model in its units' dtypes) for its children. A parent
+ * that fails is reported and routed around; one that does not read a
+ * tensor (or holds another version) leaves it to the servers.
+ * ZS_ESTATE: it relays already.
+ */
+int zs_reader_relay(zs_reader *r, const char *listen_addr, unsigned fanout);
+/* The address this reader relays at ("" when it does not). */
+const char *zs_reader_relay_addr(const zs_reader *r);
+
+struct zs_reader_stats {
+	unsigned long long id;     /* the coordinator's number for it */
+	unsigned long long parent; /* the reader it reads from; 0: the servers */
+	unsigned long long bytes_from_servers, bytes_from_relay, bytes_served;
+};
+void zs_reader_stats(const zs_reader *r, struct zs_reader_stats *s);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

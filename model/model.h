@@ -379,6 +379,18 @@ struct zs_live_claim {
 };
 #define ZS_LIVE_MAX 16
 
+/* A weight reader as the coordinator keeps it (coord/readers.c). */
+struct zs_reader_info {
+	uint64_t id;
+	bool pinned;
+	uint64_t step;   /* the version pinned */
+	uint64_t parent; /* the reader it reads from; 0: the servers */
+	char relay_addr[ZS_ADDR_MAX];
+	char host[ZS_ADDR_MAX];
+	uint64_t from_servers, from_relay, served; /* bytes */
+	int64_t age_ms;  /* listings: since its last call */
+};
+
 struct zs_server_info {
 	uint64_t id;
 	char addr[ZS_ADDR_MAX];

@@ -46,6 +46,13 @@ class HParams(Structure):
                 ("beta2", c_double), ("eps", c_double), ("momentum", c_double)]
 
 
+class ReaderStats(Structure):
+    """struct zs_reader_stats"""
+    _fields_ = [("id", c_ulonglong), ("parent", c_ulonglong),
+                ("bytes_from_servers", c_ulonglong), ("bytes_from_relay", c_ulonglong),
+                ("bytes_served", c_ulonglong)]
+
+
 def _candidates():
     env = os.environ.get("ZSHARD_LIB")
     if env:
@@ -143,6 +150,9 @@ _SIGS = {
                                  POINTER(c_uint), POINTER(c_ulonglong), c_uint,
                                  POINTER(c_ulonglong)]),
     "zs_reader_find": (c_int, [c_void_p, c_char_p, POINTER(c_uint)]),
+    "zs_reader_relay": (c_int, [c_void_p, c_char_p, c_uint]),
+    "zs_reader_relay_addr": (c_char_p, [c_void_p]),
+    "zs_reader_stats": (None, [c_void_p, POINTER(ReaderStats)]),
     "zs_reader_read": (c_int, [c_void_p, c_char_p, c_int, c_void_p, c_size_t, POINTER(c_uint)]),
 }
 for _name, (_res, _args) in _SIGS.items():

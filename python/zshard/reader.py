@@ -106,6 +106,21 @@ class Reader:
     def __del__(self):
         self.close()
 
+    def relay(self, listen: str = "0.0.0.0:0", fanout: int = 2) -> str:
+        """Relays what this reader reads to other readers of its version
+        (the job's relay tree: each reader with up to fanout children, the
+        first reading from the servers); listen: HOST:PORT (port 0: a free
+        one). Keeps a host copy of the version it read. Its address."""
+        self._check(lib.zs_reader_relay(self._live(), listen.encode(), int(fanout)))
+        return lib.zs_reader_relay_addr(self._h).decode()
+
+    def stats(self) -> Dict[str, int]:
+        """Its id and parent (0: the servers) in the relay tree, and bytes
+        read from the servers, from its parent, and sent to its children."""
+        s = _lib.ReaderStats()
+        lib.zs_reader_stats(self._live(), byref(s))
+        return {f: getattr(s, f) for f, _ in s._fields_}
+
     def latest(self) -> int:
         """The latest step every shard of the job has finished."""
         s = c_ulonglong()

@@ -199,6 +199,128 @@ class TestReader(unittest.TestCase):
         finally:
             c.close()
 
+    def relay_job(self, c, name, n=24, numel=65536):
+        """A job of n tensors of numel f32 elements trained 2 steps (numpy
+        ranks: p - 0.1 * p / 2); its values after them."""
+        import numpy as np
+        zshard.create_job({"name": name, "stage": 3, "world_size": 1, "compute_dtype": "f32",
+                           "readers": {"pins": 2},
+                           "optimizer": {"kind": "sgd", "lr": 0.1},
+                           "units": [{"name": "u%d" % k, "tensors": [{"name": "t%d" % k,
+                                                                       "shape": [numel]}]}
+                                     for k in range(n)]}, coordinator=c.addr)
+        t = zshard.Trainer.join(name, rank=0, coordinator=c.addr)
+        rng = np.random.default_rng(9)
+        want = {}
+        for u in range(t.units):
+            w = rng.standard_normal(numel).astype(np.float32)
+            t.init_unit(u, w)
+            for _ in range(2):
+                w = w + np.float32(-0.1) * (w * np.float32(0.5))
+            want["t%d" % u] = w
+        for step in range(2):
+            for u in reversed(range(t.units)):
+                p = t.gather(u, step)
+                p.wait()
+                t.push(u, step, (p._buf * 0.5).astype(np.float32)).wait()
+        t.close()
+        return want
+
+    def test_relay_tree(self):
+        """Five readers of one version in a relay tree (fanout 2): the
+        first reads from the servers, the others from their parents; each
+        gets the step's bits, the servers send the model once; zshardctl
+        readers shows the tree."""
+        import json
+        import threading
+        import numpy as np
+        want = self.relay_job(self.c, "tree")
+        model = sum(v.nbytes for v in want.values())
+        rs = [zshard.Reader("tree", coordinator=self.c.addr) for _ in range(5)]
+        for r in rs:
+            r.relay("127.0.0.1:0", 2)
+            self.assertEqual(r.pin(), 2)
+        got, errs = [{} for _ in rs], []
+
+        def read(k):
+            try:
+                for t in rs[k].tensors:
+                    got[k][t.name] = rs[k].read(t.name)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errs.append("reader %d: %s" % (k, e))
+        th = [threading.Thread(target=read, args=(k,)) for k in range(len(rs))]
+        for x in th:
+            x.start()
+        for x in th:
+            x.join(120)
+        self.assertEqual(errs, [])
+        for k in range(len(rs)):
+            for n, v in want.items():
+                self.assertTrue(np.array_equal(got[k][n], v), "reader %d %s" % (k, n))
+        st = [r.stats() for r in rs]
+        self.assertEqual(st[0]["parent"], 0)
+        self.assertEqual(st[0]["bytes_from_servers"], model)
+        for k in range(1, len(rs)):
+            self.assertEqual(st[k]["parent"], st[(k - 1) // 2]["id"], st)
+            self.assertEqual(st[k]["bytes_from_servers"], 0, st[k])
+            self.assertEqual(st[k]["bytes_from_relay"], model, st[k])
+        self.assertEqual(sum(s["bytes_served"] for s in st), model * (len(rs) - 1))
+        listing = json.loads(self.c.ctl("readers", "tree", "--json"))["readers"]
+        self.assertEqual(sorted((x["id"], x["parent"]) for x in listing),
+                         sorted((s["id"], s["parent"]) for s in st))
+        print("test_reader: 5 readers, the servers sent %d bytes (the model once)" %
+              sum(s["bytes_from_servers"] for s in st))
+        for r in rs:
+            r.close()
+
+    def test_relay_parent_killed(self):
+        """A chain (fanout 1): the first reader here, the second in a
+        process that reads slowly, the third here reading from it; the
+        second is killed mid-relay and the third, routed around it, reads
+        the step's bits whole."""
+        import numpy as np
+        want = self.relay_job(self.c, "chain", n=16)
+        root = zshard.Reader("chain", coordinator=self.c.addr)
+        root.relay("127.0.0.1:0", 1)
+        root.pin(2)
+        for t in root.tensors:
+            root.read(t.name)
+        out = os.path.join(self.d, "mid.addr")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.path.join(HERE, "..", "..", "python") + (
+            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        mid = subprocess.Popen([sys.executable, os.path.join(HERE, "reader_relay.py"),
+                                self.c.addr, "chain", "2", "1", "0.15", out], env=env,
+                               preexec_fn=die_with_us)
+        try:
+            wait_for(lambda: os.path.exists(out) or mid.poll() is not None, "the middle reader")
+            with open(out) as f:
+                mid_id = int(f.read().split()[1])
+            leaf = zshard.Reader("chain", coordinator=self.c.addr)
+            leaf.relay("127.0.0.1:0", 1)
+            leaf.pin(2)
+            self.assertEqual(leaf.stats()["parent"], mid_id)
+            got = {}
+            for k, t in enumerate(leaf.tensors):
+                if k == 4:
+                    mid.kill()
+                    mid.wait()
+                got[t.name] = leaf.read(t.name)
+            s = leaf.stats()
+            for n, v in want.items():
+                self.assertTrue(np.array_equal(got[n], v), n)
+            self.assertEqual(s["parent"], root.stats()["id"], s)
+            self.assertGreater(s["bytes_from_relay"], 0)
+            print("test_reader: the middle of a chain killed mid-relay; the last reader "
+                  "moved to the first (%d bytes relayed, %d from the servers)"
+                  % (s["bytes_from_relay"], s["bytes_from_servers"]))
+            leaf.close()
+        finally:
+            if mid.poll() is None:
+                mid.kill()
+            mid.wait()
+            root.close()
+
     def test_job_without_pins(self):
         zshard.create_job({"name": "nopins", "stage": 3, "world_size": 1,
                            "compute_dtype": "f32", "optimizer": {"kind": "sgd", "lr": 0.1},

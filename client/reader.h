@@ -1,0 +1,91 @@
+/*
+ * reader.h - a weight reader's state (include/zshard_reader.h), inside
+ * client/: its job and connections (reader.c), its reads (reader_read.c),
+ * its place in the job's relay tree (reader_tree.c) and its relay
+ * (relay.c).
+ */
+#ifndef ZS_CLIENT_READER_H
+#define ZS_CLIENT_READER_H
+
+#include "include/zshard_reader.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "net/records.h"
+#include "net/transport.h"
+
+/* A tensor as a reader names it: its state_dict name, or UNIT.NAME where
+ * two units have a tensor of one name. */
+struct rtensor {
+	char name[2 * ZS_NAME_MAX];
+	uint32_t unit, tensor;
+};
+
+struct zs_reader {
+	struct zs_job job;
+	char coord[ZS_ADDR_MAX]; /* the coordinator, for a new placement */
+	int timeout_ms;
+	struct rsrv {
+		uint64_t id;
+		struct zs_conn *c; /* NULL: lost (a failover brings another) */
+	} *srv;
+	uint32_t n_srv;
+	bool have_pin;
+	uint64_t pin;
+	struct rtensor *t;
+	uint32_t n_t;
+	char rtoken[ZS_TOKEN_MAX]; /* the reader token it proves */
+	/* its place in the job's relay tree (reader_tree.c) */
+	struct rd_tree {
+		pthread_mutex_t mu; /* me, parent: the renewal thread's too */
+		pthread_cond_t cv;
+		struct zs_reader_info me;
+		uint32_t fanout, lease_ms;
+		uint64_t parent; /* 0: the servers */
+		char parent_addr[ZS_ADDR_MAX];
+		struct zs_io pio; /* to the parent (fd -1: not connected) */
+		struct relay *relay;
+		pthread_t th;
+		bool th_on, stop;
+	} tr;
+	char err[ZS_ERRMSG_MAX];
+};
+
+/* reader.c */
+/* st's message into r->err ("" on success), and st. */
+int rd_said(zs_reader *r, enum zs_status st, const struct zs_error *err);
+/* The connection to server sid (NULL: none, or lost). */
+struct zs_conn *rd_conn_of(zs_reader *r, uint64_t sid);
+/* The tensor name names: its listed name, UNIT.NAME or an alias. */
+const struct rtensor *rd_find(const zs_reader *r, const char *name);
+/* After a server was lost: the coordinator's placement now and
+ * connections to its servers not connected yet. */
+enum zs_status rd_refresh(zs_reader *r, struct zs_error *err);
+
+/* reader_tree.c */
+/* Registers with the coordinator (its id) and starts renewing within the
+ * lease. ZS_EPERM: the caller's certificate is not a reader's. */
+enum zs_status rd_tree_start(zs_reader *r, struct zs_error *err);
+/* Leaves the registry, stops renewing and relaying. */
+void rd_tree_stop(zs_reader *r);
+/* The version pinned now (or none): registered, and the parent it reads
+ * it from (the connection to the old one closed). */
+enum zs_status rd_tree_pinned(zs_reader *r, struct zs_error *err);
+/* The parent did not serve: reported lost, and the next one asked for. */
+enum zs_status rd_tree_lost(zs_reader *r, struct zs_error *err);
+/* Tensor i of the pinned version from the parent into dst (len bytes),
+ * checked against its CRC32C: ZS_OK; else the caller reads it from the
+ * servers (ZS_ESTATE: no parent; ZS_ENOTFOUND: it holds another version;
+ * ZS_ETIMEDOUT: it does not read it; ZS_EUNAVAIL, ZS_EIO, ZS_EPROTO: the
+ * parent failed, the caller reports it lost). */
+enum zs_status rd_tree_fetch(zs_reader *r, uint32_t i, void *dst, size_t len, uint32_t *crc,
+			     struct zs_error *err);
+/* Keeps tensor i (its unit's dtype) for the children, and counts bytes. */
+void rd_tree_got(zs_reader *r, uint32_t i, const void *b, size_t len, uint32_t crc,
+		 bool from_relay);
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * readers.c - the weight readers' registry (include/zshard_reader.h): each
+ * reader calls Reader when it opens a job, pins a version, finds its parent
+ * gone, and within its lease; the answer places it in the job's relay tree.
+ * The tree of a version is its pinned readers that serve a relay, in the
+ * order they first called (ids grow): reader i of them reads from reader
+ * (i - 1) / fanout, the first from the servers, so each server sends each
+ * byte of a version once whatever the number of readers. A reader not
+ * heard from within its lease is dropped, and so is a parent a child
+ * reports lost: the children it had move up to the next ones of the order.
+ * Kept in memory: a coordinator's restart forgets them, and each reader's
+ * next call (within its lease) registers it again under its id.
+ */
+#include "coord/state.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "ctrl/codec.h"
+
+#define READER_LEASE_MS 10000
+
+struct rdr {
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_reader_info i;
+	int64_t seen_ms;
+	struct rdr *next;
+};
+
+static void drop_where(struct coord *c, const char *job, uint64_t id, int64_t older_than)
+{
+	for (struct rdr **p = &c->readers; *p;) {
+		struct rdr *r = *p;
+		if ((!job || !strcmp(r->job, job)) && (r->i.id == id || r->seen_ms < older_than)) {
+			*p = r->next;
+			free(r);
+			continue;
+		}
+		p = &r->next;
+	}
+}
+
+void coord_drop_readers(struct coord *c, const char *job)
+{
+	for (struct rdr **p = &c->readers; *p;) {
+		struct rdr *r = *p;
+		if (!job || !strcmp(r->job, job)) {
+			*p = r->next;
+			free(r);
+			continue;
+		}
+		p = &r->next;
+	}
+}
+
+static struct rdr *find(struct coord *c, const char *job, uint64_t id)
+{
+	for (struct rdr *r = c->readers; r; r = r->next)
+		if (r->i.id == id && !strcmp(r->job, job))
+			return r;
+	return NULL;
+}
+
+/* me's parent: the relaying readers of its job and version, by id; me
+ * among them (or after them, if it relays nothing) at place p reads
+ * from place (p - 1) / fanout. NULL: the servers. */
+static struct rdr *parent_of(struct coord *c, const struct rdr *me, uint32_t fanout)
+{
+	struct rdr **v = NULL;
+	uint32_t n = 0, cap = 0, p;
+	struct rdr *par = NULL;
+
+	if (!me->i.pinned)
+		return NULL;
+	for (struct rdr *r = c->readers; r; r = r->next) {
+		if (strcmp(r->job, me->job) || !r->i.pinned || r->i.step != me->i.step ||
+		    !r->i.relay_addr[0])
+			continue;
+		if (n == cap) {
+			struct rdr **w = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *w);
+			if (!w) {
+				free(v);
+				return NULL; /* the servers, then */
+			}
+			v = w;
+		}
+		v[n++] = r;
+	}
+	/* by id (insertion: the list is short, a version's readers) */
+	for (uint32_t i = 1; i < n; i++)
+		for (uint32_t k = i; k > 0 && v[k - 1]->i.id > v[k]->i.id; k--) {
+			struct rdr *t = v[k];
+			v[k] = v[k - 1];
+			v[k - 1] = t;
+		}
+	for (p = 0; p < n && v[p] != me; p++)
+		;
+	if (p > 0)
+		par = v[(p - 1) / fanout];
+	free(v);
+	return par;
+}
+
+void coord_h_reader(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	struct zs_reader_req q;
+	struct zs_reader_ans a = {.lease_ms = READER_LEASE_MS};
+	struct zs_error e = {0};
+	struct zs_buf b;
+	struct rdr *me, *par;
+	int64_t now = zs_now_ms();
+
+	if (zs_dec_reader_req(p, n, &q, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	if (!coord_job_or_fail(c, call, q.job))
+		goto out;
+	drop_where(c, q.job, q.lost ? q.lost : UINT64_MAX, now - READER_LEASE_MS);
+	if (q.leave) {
+		drop_where(c, q.job, q.me.id, INT64_MIN);
+		a.id = q.me.id;
+	} else {
+		if (!q.me.id || !(me = find(c, q.job, q.me.id))) {
+			/* a new reader, or one a restart (or its lapse) forgot */
+			if (!(me = calloc(1, sizeof *me))) {
+				zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+				goto out;
+			}
+			snprintf(me->job, sizeof me->job, "%s", q.job);
+			me->next = c->readers;
+			c->readers = me;
+			if (!q.me.id)
+				q.me.id = ++c->next_reader;
+			else if (q.me.id > c->next_reader)
+				c->next_reader = q.me.id;
+		}
+		me->i = q.me;
+		me->seen_ms = now;
+		par = parent_of(c, me, q.fanout ? q.fanout : 2);
+		me->i.parent = par ? par->i.id : 0;
+		a.id = me->i.id;
+		a.parent = me->i.parent;
+		if (par)
+			snprintf(a.parent_addr, sizeof a.parent_addr, "%s", par->i.relay_addr);
+	}
+	coord_reply_buf(call, zs_enc_reader_ans(&a, &b), &b);
+out:
+	pthread_mutex_unlock(&c->mu);
+}
+
+void coord_h_readers(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
+{
+	struct coord *c = ctx;
+	char name[ZS_JOB_NAME_MAX];
+	struct zs_reader_info *v = NULL;
+	struct zs_error e = {0};
+	struct zs_buf b;
+	uint32_t nv = 0;
+	int64_t now = zs_now_ms();
+
+	if (zs_dec_job_name(p, n, name, &e))
+		return coord_reply_err(call, &e);
+	pthread_mutex_lock(&c->mu);
+	if (!coord_job_or_fail(c, call, name))
+		goto out;
+	drop_where(c, name, UINT64_MAX, now - READER_LEASE_MS);
+	for (struct rdr *r = c->readers; r; r = r->next)
+		nv += !strcmp(r->job, name);
+	if (!(v = calloc(nv ? nv : 1, sizeof *v))) {
+		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		goto out;
+	}
+	nv = 0;
+	for (struct rdr *r = c->readers; r; r = r->next)
+		if (!strcmp(r->job, name)) {
+			v[nv] = r->i;
+			v[nv++].age_ms = now - r->seen_ms;
+		}
+	coord_reply_buf(call, zs_enc_readers(v, nv, &b), &b);
+out:
+	pthread_mutex_unlock(&c->mu);
+	free(v);
+}
