@@ -145,7 +145,7 @@ TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 .PHONY: all native wheel check check-layers check-env check-exports check-install check-foreign test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
-	$(BUILD)/bin/charlm $(TEST_BINS)
+	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS)
 
 deps:
 	@sh tools/install-deps.sh --tests
@@ -183,7 +183,7 @@ $(BUILD)/obj/math/%.o $(BUILD)/pic/math/%.o $(BUILD)/obj/base/dtype.o $(BUILD)/p
 # and so do the memory-bound baselines the benchmarks hold them against
 $(BUILD)/obj/bench/baselines.o $(BUILD)/obj/bench/optim.o $(BUILD)/obj/bench/reduce.o $(BUILD)/pic/bench/%.o: TARGET_FLAGS := -O3
 # the example is written as a user writes it: against the public folder
-$(BUILD)/obj/examples/charlm.o $(BUILD)/obj/examples/charlm_model.o: TARGET_FLAGS := -Iinclude
+$(BUILD)/obj/examples/charlm.o $(BUILD)/obj/examples/charlm_model.o $(BUILD)/obj/examples/read_weights.o: TARGET_FLAGS := -Iinclude
 
 $(CORE_LIB): $(CORE_OBJ)
 	@mkdir -p $(@D)
@@ -406,6 +406,11 @@ $(BUILD)/bin/charlm: $(BUILD)/obj/examples/charlm.o $(BUILD)/obj/examples/charlm
 		    $(LIBZS_A) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lopenblas
+
+# a weight reader (include/zshard_reader.h) against libzshard alone
+$(BUILD)/bin/read_weights: $(BUILD)/obj/examples/read_weights.o $(LIBZS_A)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIB_LIBS) -pthread
 
 demo: $(BINS) $(BUILD)/bin/charlm
 	@examples/demo.sh

@@ -191,6 +191,17 @@ sh "$root/tools/torch-venv.sh" "$venv" --peers ||
 	true
 } | tee "$out/link.md"
 
+# ---- weight readers where links bound the delivery
+{
+	echo
+	echo "## Weight readers: one version to 1-16 readers behind shaped links ($today)"
+	echo
+	PYTHON="$venv/bin/python" "$root/bench/readers.sh" "$out"; rc=$?
+	[ $rc -eq 77 ] && echo "(skipped: the reason is above)"
+	[ $rc -ne 0 ] && [ $rc -ne 77 ] && echo "(readers.sh failed: rc $rc)"
+	true
+} | tee "$out/readers.md"
+
 {
 	echo
 	echo "## The GPT example against PyTorch FSDP2, DDP and DeepSpeed ZeRO, 2 ranks ($today)"

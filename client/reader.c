@@ -159,13 +159,14 @@ enum zs_status rd_refresh(zs_reader *r, struct zs_error *err)
 			     "job '%s' was deleted (and created again) while this reader read it",
 			     r->job.spec.name);
 	if (!st) {
-		/* the same incarnation: its layout is the tensor table's */
-		zs_job_release(&r->job);
-		r->job = j;
+		/* the same incarnation: its layout is the one reads point
+		 * into; the placement alone is new */
+		zs_placement_release(&r->job.placement);
+		r->job.placement = j.placement;
+		j.placement = (struct zs_placement){0};
 		st = connect_new(r, s, n_s, false, err);
-	} else {
-		zs_job_release(&j);
 	}
+	zs_job_release(&j);
 	free(s);
 	return st;
 }
@@ -237,9 +238,16 @@ static enum zs_status pin_all(zs_reader *r, uint64_t step, uint32_t verb,
 			continue;
 		}
 		w = zs_req_wait(q[i], r->timeout_ms, st ? NULL : err);
-		if (w == ZS_EAGAIN) /* the bound passed: the request lives on */
-			w = zs_fail(st ? NULL : err, ZS_ETIMEDOUT, "a PIN unanswered after %d ms",
-				    r->timeout_ms);
+		if (w == ZS_EAGAIN) {
+			/* the bound passed: the request lives on, into ans[i],
+			 * until its connection is closed (the server is lost
+			 * to this reader; a failover may bring another) */
+			zs_conn_close(r->srv[i].c);
+			r->srv[i].c = NULL;
+			w = zs_fail(st ? NULL : err, ZS_ETIMEDOUT,
+				    "server %llu did not answer a PIN within %d ms",
+				    (unsigned long long)r->srv[i].id, r->timeout_ms);
+		}
 		ok[i] = w == ZS_OK;
 		if (w && !st)
 			st = w;
@@ -349,15 +357,17 @@ int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pin
 	uint64_t t = step;
 
 	/* the latest: asked, then held; a server that moved two steps on
-	 * meanwhile (ZS_EAGAIN) is asked again, a few times */
+	 * meanwhile (ZS_ESTATE: gone) is asked again, a few times */
 	for (int tries = 0; tries < 8; tries++) {
 		if (step == ZS_READER_LATEST && (st = latest(r, &t, &err)))
 			break;
 		if (r->have_pin && r->pin == t)
 			break; /* held already */
-		if (!(st = hold(r, t, &err)) || step != ZS_READER_LATEST || st != ZS_EAGAIN)
+		if (!(st = hold(r, t, &err)) || step != ZS_READER_LATEST || st != ZS_ESTATE)
 			break;
 	}
+	if (st == ZS_ESTATE) /* gone, or no parameters yet: try again */
+		st = ZS_EAGAIN;
 	if (!st && (!r->have_pin || r->pin != t)) {
 		if (r->have_pin)
 			release(r, r->pin);

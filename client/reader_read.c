@@ -92,7 +92,7 @@ static enum zs_status post_parts(zs_reader *r, uint32_t u, const struct zs_tenso
 
 /* Reads te of unit u at the pinned step into buf (its unit's dtype),
  * checking each range's CRC32C; a shard that has not reached the step
- * yet (ZS_EAGAIN) is asked again, within the handle's bound. */
+ * yet (ZS_ESTATE) is asked again, within the handle's bound. */
 static enum zs_status read_tensor(zs_reader *r, uint32_t u, const struct zs_tensor *te,
 				  uint8_t *buf, struct zs_error *err)
 {
@@ -112,7 +112,8 @@ static enum zs_status read_tensor(zs_reader *r, uint32_t u, const struct zs_tens
 			if (p[i].st && !st)
 				st = zs_fail(err, p[i].st, "%s", p[i].msg);
 		}
-		if ((st != ZS_EAGAIN && st != ZS_EUNAVAIL) || zs_now_ms() >= deadline)
+		/* ZS_ESTATE: a shard has not reached the step yet */
+		if ((st != ZS_ESTATE && st != ZS_EUNAVAIL) || zs_now_ms() >= deadline)
 			break;
 		zs_sleep_ms(pause, NULL);
 		/* a server lost: the placement the failover makes */

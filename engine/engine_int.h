@@ -290,6 +290,9 @@ struct ejob {
 		struct epin *list;
 		uint32_t n;
 		char why[160];
+		/* buffers of pins freed, kept for the next (pins.c) */
+		struct { void *b; size_t len; } *sp;
+		uint32_t n_sp, cap_sp;
 	} pins;
 	atomic_int refs;
 	atomic_bool removed; /* dropped from the engine (its last reference frees it) */

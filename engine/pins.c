@@ -5,7 +5,9 @@
  * when it is at t (the part of it an update under way already rewrote
  * from the step before's, which the server keeps: redo.c), from the step
  * before's when it is one past t, and at its update for a shard still
- * below t. Once taken a copy never changes: reads of the pinned version
+ * below t (a data-plane answer is never ZS_EAGAIN, which a request's wait
+ * says while it is still in flight: a step gone, or not reached, is
+ * ZS_ESTATE). Once taken a copy never changes: reads of the pinned version
  * never mix steps, whatever training, a failover or a rollback does
  * meanwhile. A rollback drops every pin of the job (what was pending
  * would be another timeline's). A pin goes when every HOLD of it is
@@ -36,10 +38,46 @@ struct epin {
 	struct epin *next;
 };
 
-static void pin_free(struct epin *p)
+/* A buffer of len bytes: a spare one of a pin freed before when there
+ * is one of that size (a reader pulling every version would otherwise
+ * map and fault in fresh pages for each), else malloc's (caller holds
+ * j->pins.mu). */
+static void *buf_get(struct ejob *j, size_t len)
+{
+	for (uint32_t i = 0; i < j->pins.n_sp; i++)
+		if (j->pins.sp[i].len == len) {
+			void *b = j->pins.sp[i].b;
+			j->pins.sp[i] = j->pins.sp[--j->pins.n_sp];
+			return b;
+		}
+	return malloc(len ? len : 1);
+}
+
+/* Keeps b as a spare, up to a pinned version's worth (caller holds
+ * j->pins.mu, or nothing at the job's end). */
+static void buf_put(struct ejob *j, void *b, size_t len)
+{
+	if (!b)
+		return;
+	if (j->pins.n_sp == j->pins.cap_sp) {
+		uint32_t nc = j->pins.cap_sp ? j->pins.cap_sp * 2 : 16;
+		void *v = nc <= j->n_shards + 16 ? realloc(j->pins.sp, nc * sizeof *j->pins.sp)
+						      : NULL;
+		if (!v) {
+			free(b);
+			return;
+		}
+		j->pins.sp = v;
+		j->pins.cap_sp = nc;
+	}
+	j->pins.sp[j->pins.n_sp].b = b;
+	j->pins.sp[j->pins.n_sp++].len = len;
+}
+
+static void pin_free(struct ejob *j, struct epin *p)
 {
 	for (uint32_t k = 0; p && k < p->n; k++)
-		free(p->p[k].buf);
+		buf_put(j, p->p[k].buf, p->p[k].length * zs_dtype_size(p->p[k].dt));
 	if (p)
 		free(p->p);
 	free(p);
@@ -56,14 +94,14 @@ static void pin_drop(struct ejob *j, struct epin *p)
 		}
 	p->dropped = true;
 	if (!p->reading)
-		pin_free(p);
+		pin_free(j, p);
 }
 
 enum pin_src { PIN_TAKEN, PIN_PENDING, PIN_GONE, PIN_NOMEM };
 
 /* Copies version t of shard s's compute copy into part q (caller holds
  * s->mu and j->pins.mu). */
-static enum pin_src pin_take(struct eshard *s, uint64_t t, struct epin_part *q)
+static enum pin_src pin_take(struct ejob *j, struct eshard *s, uint64_t t, struct epin_part *q)
 {
 	size_t n = s->sh.length, dsz = s->dsz, piped = s->open.piped;
 	const uint8_t *copy = s->copy, *prev = s->prev.p;
@@ -74,7 +112,7 @@ static enum pin_src pin_take(struct eshard *s, uint64_t t, struct epin_part *q)
 		copy = prev, piped = 0; /* the step before's, whole */
 	else if (!s->lay.marks && (s->version != t || (piped && !prev)))
 		return PIN_GONE;
-	if (!(q->buf = malloc(n ? n * dsz : 1)))
+	if (!(q->buf = buf_get(j, n * dsz)))
 		return PIN_NOMEM;
 	/* a frozen shard is the same at every step; an update under way has
 	 * rewritten [0, piped) of the copy, kept in prev first */
@@ -91,7 +129,7 @@ void eng_pins_due(struct ejob *j, struct eshard *s)
 	for (struct epin *p = j->pins.list; p; p = p->next)
 		if (p->step == s->version && s->idx < p->n && p->p[s->idx].want &&
 		    !p->p[s->idx].buf && !p->p[s->idx].lost &&
-		    (p->p[s->idx].lost = pin_take(s, p->step, &p->p[s->idx]) != PIN_TAKEN))
+		    (p->p[s->idx].lost = pin_take(j, s, p->step, &p->p[s->idx]) != PIN_TAKEN))
 			zs_error("job '%s': out of memory taking a reader's copy of unit '%s' at step %llu",
 				 j->name, eng_unit_name(j, s->sh.unit), (unsigned long long)p->step);
 	pthread_mutex_unlock(&j->pins.mu);
@@ -154,7 +192,7 @@ static enum zs_status pin_new(struct ejob *j, uint64_t t, struct zs_error *err)
 	enum pin_src src = PIN_PENDING;
 
 	if (!p || !(p->p = calloc(n ? n : 1, sizeof *p->p))) {
-		pin_free(p);
+		pin_free(j, p);
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
 	p->step = t;
@@ -177,14 +215,14 @@ static enum zs_status pin_new(struct ejob *j, uint64_t t, struct zs_error *err)
 		if (p->dropped) /* a rollback meanwhile */
 			st = zs_fail(err, ZS_ERESUME, "job '%s': %s", j->name, j->pins.why);
 		else if (!q->want && !s->sh.copy)
-			st = zs_fail(err, ZS_EAGAIN, "unit '%s' has no parameters yet",
+			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters yet",
 				     eng_unit_name(j, s->sh.unit));
-		else if (q->want && (src = pin_take(s, t, q)) == PIN_NOMEM)
+		else if (q->want && (src = pin_take(j, s, t, q)) == PIN_NOMEM)
 			st = zs_fail(err, ZS_ENOMEM,
 				     "out of memory copying unit '%s' at step %llu for readers",
 				     eng_unit_name(j, s->sh.unit), (unsigned long long)t);
 		else if (q->want && src == PIN_GONE)
-			st = zs_fail(err, ZS_EAGAIN,
+			st = zs_fail(err, ZS_ESTATE,
 				     "unit '%s' is at step %llu here: step %llu is gone (a server keeps a shard's version and the step before)",
 				     eng_unit_name(j, s->sh.unit), (unsigned long long)s->version,
 				     (unsigned long long)t);
@@ -195,7 +233,7 @@ static enum zs_status pin_new(struct ejob *j, uint64_t t, struct zs_error *err)
 	if (st && !p->dropped)
 		pin_drop(j, p);
 	if (!--p->reading && p->dropped)
-		pin_free(p);
+		pin_free(j, p);
 	pthread_mutex_unlock(&j->pins.mu);
 	return st;
 }
@@ -299,7 +337,7 @@ void eng_pin_read(struct engine *e, struct ejob *j, struct zs_sop *op, const str
 			"this server ran out of memory copying unit '%s' at step %llu for readers",
 			eng_unit_name(j, x->unit), (unsigned long long)x->step);
 	else if (!q->buf)
-		zs_fail(&err, ZS_EAGAIN, "unit '%s' has not reached step %llu on this server yet",
+		zs_fail(&err, ZS_ESTATE, "unit '%s' has not reached step %llu on this server yet",
 			eng_unit_name(j, x->unit), (unsigned long long)x->step);
 	else if (x->dtype != q->dt)
 		zs_fail(&err, ZS_EINVAL,
@@ -324,7 +362,7 @@ void eng_pin_read(struct engine *e, struct ejob *j, struct zs_sop *op, const str
 	zs_sop_read_ready(op, src);
 	pthread_mutex_lock(&j->pins.mu);
 	if (!--p->reading && p->dropped)
-		pin_free(p);
+		pin_free(j, p);
 	pthread_mutex_unlock(&j->pins.mu);
 }
 
@@ -333,8 +371,11 @@ void eng_pins_free(struct ejob *j)
 	while (j->pins.list) {
 		struct epin *p = j->pins.list;
 		j->pins.list = p->next;
-		pin_free(p);
+		pin_free(j, p);
 	}
+	for (uint32_t i = 0; i < j->pins.n_sp; i++)
+		free(j->pins.sp[i].b);
+	free(j->pins.sp);
 	pthread_mutex_destroy(&j->pins.mu);
 }
 

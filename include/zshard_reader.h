@@ -68,8 +68,9 @@ int zs_reader_wait(zs_reader *r, unsigned long long after, int timeout_ms,
  * (may be NULL): the step. ZS_EPERM: the job lets readers pin no version,
  * or the connection is not a reader's; ZS_ENOSPC: its servers hold as many
  * pinned versions as its spec allows; ZS_EAGAIN: the step is gone (a server
- * keeps a shard's version and the one before). A step not reached yet is
- * pinned, and reads wait for it (up to the handle's timeout).
+ * keeps a shard's version and the one before), or the job has no
+ * parameters yet. A step not reached yet is pinned, and reads wait for it
+ * (up to the handle's timeout; then ZS_ESTATE).
  */
 int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pinned);
 /* Releases the pinned version. ZS_ESTATE: none is pinned. */

@@ -57,7 +57,11 @@ class Reader:
     """A job opened read-only (its reader token: it may read and pin, never
     push). One thread at a time per Reader."""
 
-    def __init__(self, job: str, coordinator: Optional[str] = None, timeout_ms: int = 30000):
+    def __init__(self, job: str, coordinator: Optional[str] = None, timeout_ms: int = 30000,
+                 relay: Optional[str] = None, fanout: int = 2):
+        """Opens job (coordinator None: $ZSHARD_COORDINATOR, the launch
+        configuration's, the local cluster's); relay: HOST:PORT to relay
+        at (see relay())."""
         coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
         h = c_void_p()
         err = _lib.errbuf()
@@ -72,6 +76,8 @@ class Reader:
         self.tensors: List[TensorInfo] = [self._info(i) for i in
                                           range(lib.zs_reader_tensors(h))]
         self._by_name = {t.name: t for t in self.tensors}
+        if relay:
+            self.relay(relay, fanout)
 
     def _info(self, i: int) -> TensorInfo:
         name, dt, ndim, numel = c_char_p(), c_int(), c_uint(), c_ulonglong()

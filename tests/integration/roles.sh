@@ -7,7 +7,8 @@
 # with no trainers to stop, shows the role passed), refused otherwise with
 # ZS_EPERM naming the role and the call, the job unchanged. Roles come from
 # a subjectAltName URI zshard:role:NAME or the subject's OU; a certificate
-# naming none, or an unknown role, is refused.
+# naming none, or an unknown role, is refused. A weight reader reads with
+# a reader's certificate; a trainer's is refused at the readers' registry.
 #
 #   tests/integration/roles.sh BIN_DIR
 #
@@ -123,6 +124,24 @@ for r in reader operator; do
 done
 as admin import rk "$dir/admin.safetensors" >"$dir/aimport.log" 2>&1 ||
 	fail "the admin could not import after the reader's refusal: $(tail -1 "$dir/aimport.log")"
+# weight readers (include/zshard_reader.h): a reader's certificate registers
+# with the coordinator, pins the latest step and reads it whole; a
+# trainer's is refused at the registry, naming the call
+"$PY" -c 'import json, sys
+s = json.load(open(sys.argv[1])); s["name"] = "rw"; s["readers"] = {"pins": 2}
+json.dump(s, open(sys.argv[1], "w"))' "$dir/rj.json" && cp "$dir/rj.json" "$dir/rw.json"
+as admin job create "$dir/rw.json" >/dev/null || fail "the admin could not create rw"
+ZSHARD_TLS_CA="$dir/ca.pem" ZSHARD_TLS_CERT="$dir/trainer.pem" ZSHARD_TLS_KEY="$dir/trainer.key" \
+	"$bin/charlm" --coordinator "$addr" --job rw --rank 0 --steps 3 --print-every 0 \
+	--transport tcp >"$dir/rw0.log" 2>&1 || fail "a trainer could not train rw: $(tail -2 "$dir/rw0.log")"
+rd() { # role: read_weights with that role's certificate
+	ZSHARD_TLS_CA="$dir/ca.pem" ZSHARD_TLS_CERT="$dir/$1.pem" ZSHARD_TLS_KEY="$dir/$1.key" \
+		"$bin/read_weights" --coordinator "$addr" --job rw --quiet
+}
+out=$(rd reader 2>&1) || fail "a reader could not read rw: $out"
+echo "$out" | grep -q "^step 3: " || fail "a reader's read of rw: $out"
+out=$(rd trainer 2>&1) && fail "a trainer's certificate read as a reader: $out"
+echo "$out" | grep -q "role 'trainer' may not call Reader" || fail "a trainer as a reader: $out"
 # nothing changed by the refusals
 as admin job show rj --json >"$dir/after.json" || fail "job show"
 "$PY" - "$dir/before.json" "$dir/after.json" <<'PYEOF' || fail "a refused call changed the job"
@@ -139,4 +158,4 @@ echo "$out" | grep -q "names role 'root', which is none of" || fail "unknown rol
 # the admin may do all of it
 as admin stage rj 2 >/dev/null || fail "the admin could not set the stage"
 as admin job delete rk >/dev/null || fail "the admin could not delete a job"
-echo "roles: passed ($n calls from operator, trainer and reader certificates allowed or refused as their roles say, the job unchanged; a trainer trained, a server registered, one with a reader's certificate refused; no role and an unknown role refused; a reader's and an operator's tokens export the admin's bytes and their imports are refused by the servers; the admin does the rest)"
+echo "roles: passed ($n calls from operator, trainer and reader certificates allowed or refused as their roles say, the job unchanged; a trainer trained, a server registered, one with a reader's certificate refused; no role and an unknown role refused; a reader's and an operator's tokens export the admin's bytes and their imports are refused by the servers; a weight reader with a reader's certificate read the latest version, one with a trainer's was refused at the readers' registry; the admin does the rest)"

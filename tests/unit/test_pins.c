@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "base/crc32c.h"
+#include "engine/engine.h"
+#include "net/hello.h"
 #include "base/util.h"
 #include "tests/oracle.h"
 #include "tests/unit/engine_cluster.h"
@@ -162,7 +164,7 @@ static void *latest_main(void *arg)
 		int finished = *lt->done;
 		struct zs_pin_ans a;
 		if (pin_all(c, rc, 0, ZS_PIN_QUERY, &a, &err) ||
-		    (a.lo != seen && pin_all(c, rc, a.lo, ZS_PIN_HOLD, NULL, &err) == ZS_EAGAIN))
+		    (a.lo != seen && pin_all(c, rc, a.lo, ZS_PIN_HOLD, NULL, &err) == ZS_ESTATE))
 			; /* moved on meanwhile: ask again */
 		else if (err.code)
 			zs_fmt(lt->why, sizeof lt->why, "pin %llu: %s", (unsigned long long)a.lo,
@@ -244,10 +246,10 @@ static void run_versions(enum zs_dtype dt)
 	for (uint64_t t = 0; t <= STEPS; t += 2)
 		if (pin_all(&c, rc, t, ZS_PIN_HOLD, NULL, &err))
 			fail_msg("pin step %llu ahead of training: %s", (unsigned long long)t, err.msg);
-	/* a step not reached: its reads say so (ZS_EAGAIN), nothing wrong */
+	/* a step not reached: its reads say so (ZS_ESTATE), nothing wrong */
 	{
 		float *got = malloc(c.job.spec.layout.units[0].numel * 4);
-		assert_int_equal(read_unit(&c, rc, 0, 2, got, &err), ZS_EAGAIN);
+		assert_int_equal(read_unit(&c, rc, 0, 2, got, &err), ZS_ESTATE);
 		assert_non_null(strstr(err.msg, "has not reached step 2"));
 		free(got);
 	}
@@ -286,7 +288,7 @@ static void run_versions(enum zs_dtype dt)
 	assert_int_equal(pin_all(&c, rc, STEPS - 1, ZS_PIN_HOLD, NULL, &err), ZS_OK);
 	check_version(&c, rc, STEPS - 1, "pinned one step late");
 	assert_int_equal(pin_all(&c, rc, STEPS - 1, ZS_PIN_RELEASE, NULL, &err), ZS_OK);
-	assert_int_equal(pin_all(&c, rc, STEPS - 3, ZS_PIN_HOLD, NULL, &err), ZS_EAGAIN);
+	assert_int_equal(pin_all(&c, rc, STEPS - 3, ZS_PIN_HOLD, NULL, &err), ZS_ESTATE);
 	assert_non_null(strstr(err.msg, "is gone"));
 	/* a restore drops every pin: a read of one says why */
 	for (int s = 0; s < c.S; s++) {
@@ -396,12 +398,72 @@ static void test_refusals(void **st)
 	stop_pins(&c);
 }
 
+/* A pin taken while the last push of a step is landing and the server
+ * has already applied the part that landed (its update pipelined with the
+ * push): the pin holds the step's values whole, the applied part taken
+ * from the copy the server kept of it. The push is driven through the
+ * engine's own data-plane face, as the listener calls it, so that it
+ * stops halfway. */
+static void test_pin_mid_update(void **st)
+{
+	struct cluster c;
+	struct zs_conn *rc[MAXS];
+	struct zs_error err = {0};
+	const struct zs_target *t;
+	const struct zs_shard *sh = NULL;
+	struct engine_stats es;
+	uint32_t h0 = 0;
+	void *dst;
+	char why[512];
+
+	(void)st;
+	job_token = "0123456789abcdef0123456789abcdef";
+	job_reader_token = RTOKEN;
+	job_reader_pins = 2;
+	start(&c, 1, 1, ZS_SGD, ZS_F32, &zs_tcp_transport);
+	{
+		struct zs_conn *conn = conn_to(&c, 0, 0);
+		if (upload_init(&c, &conn, why))
+			fail_msg("upload: %s", why);
+		zs_conn_close(conn);
+	}
+	refs(&c);
+	for (uint32_t k = 0; k < c.job.placement.n_shards; k++)
+		if (c.job.placement.shards[k].unit == 2)
+			sh = &c.job.placement.shards[k];
+	assert_non_null(sh);
+	t = engine_target(c.e[0]);
+	{
+		uint8_t nonce[ZS_NONCE_LEN] = {9}, proof[ZS_PROOF_LEN];
+		struct zs_hello hl = {.job = "t", .nonce = nonce, .proof = proof};
+		assert_int_equal(zs_hello_proof(&hl, job_token, proof), 0);
+		assert_int_equal(t->hello(t->ctx, &hl, &h0, &err), ZS_OK);
+	}
+	struct zs_xfer x = {.unit = 2, .offset = sh->offset, .length = sh->length,
+			    .dtype = ZS_F32};
+	assert_int_equal(t->write_begin(t->ctx, h0, 0, &x, &dst, &err), ZS_OK);
+	for (uint64_t i = 0; i < sh->length; i++)
+		((float *)dst)[i] = oracle_grad(ref[0][2][sh->offset + i], 2, sh->offset + i, 0, 0);
+	/* half of it landed: the server reduces and applies that half now */
+	t->write_progress(t->ctx, h0, 0, &x, dst, 2048 * 4);
+	engine_stats(c.e[0], &es);
+	assert_int_equal(es.pipelined, 2048);
+	assert_non_null(rc[0] = rconn(&c, 0, &zs_tcp_transport, RTOKEN, true, &err));
+	if (pin_all(&c, rc, 0, ZS_PIN_HOLD, NULL, &err))
+		fail_msg("pin mid-update: %s", err.msg);
+	check_version(&c, rc, 0, "pinned mid-update");
+	t->write_abort(t->ctx, h0, 0, &x, dst);
+	zs_conn_close(rc[0]);
+	stop_pins(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_versions_bf16),
 		cmocka_unit_test(test_versions_f32),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_pin_mid_update),
 	};
 	return cmocka_run_group_tests_name("pins", tests, NULL, NULL);
 }
