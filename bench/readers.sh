@@ -181,7 +181,7 @@ for n in $COUNTS; do
 	unset t sb
 done
 echo
-echo "(a model of $TENSORS tensors of $NUMEL f32 elements, $((bytes / 1000000)) MB; every namespace - the coordinator and 2 servers in one, each reader in its own, rank 0 outside - on a bridge through a veth pair shaped by tbf at $RATE in both directions, its queue $QUEUE deep; medians of $RUNS deliveries, from the go to the last reader's last byte; readers started one after another, the relay tree in that order. Servers' bytes: what the readers read from the servers, summed.)"
+echo "(a model of $TENSORS tensors of $NUMEL f32 elements, $((bytes / 1000000)) MB; every namespace - the coordinator and 2 servers in one, each reader and rank 0 in its own - on a bridge through a veth pair shaped by tbf at $RATE in both directions, its queue $QUEUE deep; medians of $RUNS deliveries, from the go to the last reader's last byte; readers started one after another, the relay tree in that order. Servers' bytes: what the readers read from the servers, summed.)"
 
 # ---- the trainers' step with a reader pulling every version: the
 # servers' link and the reader's at $TRAIN_RATE (the step's compute, not
