@@ -28,8 +28,9 @@
 
 #define RELAY_MAGIC 0x3152535au /* "ZSR1" */
 #define RELAY_FLAG 0x8000       /* the proof's flags: a relay's, not a HELLO's */
-/* A parent whose own reads add nothing for this long does not read what a
- * child asks for: the child reads it from the servers. */
+/* A parent whose own reads add nothing for this long while a child waits
+ * does not read what the child asks for: the child reads it from the
+ * servers. */
 #define STALL_MS 3000
 
 struct rtens {
@@ -151,12 +152,15 @@ static int accept_child(struct relay *rl, struct zs_io *io)
 /* Tensor i of step into *out (busy counted), or why not. */
 static uint32_t wait_tensor(struct relay *rl, uint32_t i, uint64_t step, struct rtens *out)
 {
-	int64_t deadline = zs_now_ms() + rl->timeout_ms;
+	int64_t since = zs_now_ms(), deadline = since + rl->timeout_ms;
 	uint32_t st = ZS_OK;
 
 	pthread_mutex_lock(&rl->mu);
 	for (;;) {
-		int64_t now = zs_now_ms();
+		/* stalled: nothing new since the later of this request and the
+		 * last tensor kept (a parent that pinned long ago and reads now
+		 * is not one) */
+		int64_t now = zs_now_ms(), moved = rl->grew_ms > since ? rl->grew_ms : since;
 		if (i >= rl->n) {
 			st = ZS_EINVAL;
 		} else if (!rl->held || rl->step != step || atomic_load(&rl->stop)) {
@@ -164,7 +168,7 @@ static uint32_t wait_tensor(struct relay *rl, uint32_t i, uint64_t step, struct 
 		} else if (rl->t[i].have) {
 			*out = rl->t[i];
 			rl->busy++;
-		} else if (now > deadline || now - rl->grew_ms > STALL_MS) {
+		} else if (now > deadline || now - moved > STALL_MS) {
 			st = ZS_ETIMEDOUT;
 		} else {
 			struct timespec ts;

@@ -293,6 +293,32 @@ class TestReader(unittest.TestCase):
         a.close()
         b.close()
 
+    def test_relay_late_parent(self):
+        """A parent that pinned long before it reads: its child's request
+        waits for it (the stall is counted from the request, not from the
+        pin) and gets the tensor from it, not from the servers."""
+        import threading
+        import numpy as np
+        want = self.relay_job(self.c, "late", n=4)
+        a = zshard.Reader("late", coordinator=self.c.addr, relay="127.0.0.1:0", fanout=1)
+        b = zshard.Reader("late", coordinator=self.c.addr, relay="127.0.0.1:0", fanout=1)
+        a.pin(2)
+        b.pin(2)
+        time.sleep(3.5)  # a pin older than the relay's stall bound (3 s)
+        got, th = {}, threading.Thread(target=lambda: got.update(
+            {t.name: b.read(t.name) for t in b.tensors}))
+        th.start()
+        for t in a.tensors:
+            time.sleep(0.2)  # a slow parent: b's requests wait for it
+            a.read(t.name)
+        th.join(60)
+        for n, v in want.items():
+            self.assertTrue(np.array_equal(got[n], v), n)
+        s = b.stats()
+        self.assertEqual(s["bytes_from_servers"], 0, s)
+        a.close()
+        b.close()
+
     def test_relay_parent_killed(self):
         """A chain (fanout 1): the first reader here, the second in a
         process that reads slowly, the third here reading from it; the
