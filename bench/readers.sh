@@ -16,8 +16,9 @@
 # The target: the pipeline within 1.3x the bound at 16 readers, the
 # servers' bytes sent the model's once whatever the number of readers.
 # Then the trainers' step (examples/charlm.c, 2 ranks, ZeRO-3) with a
-# reader pulling every version against none, in turns ($TRAIN_RUNS each;
-# the target: at most 1.05x).
+# reader pulling every version against none, in turns ($TRAIN_RUNS each,
+# at each batch of $TRAIN_BATCHES: the reader's cost is per byte, the
+# step's compute per token; the target: at most 1.05x).
 # Writes OUT_DIR/readers.md and OUT_DIR/readers.dat.
 #
 # Needs root, iproute2, tc and a bridge; exits 77 with the reason
@@ -31,7 +32,7 @@ RATE=${RATE:-200mbit} QUEUE=${QUEUE:-20ms}
 TENSORS=${TENSORS:-48} NUMEL=${NUMEL:-174762}
 COUNTS=${COUNTS:-"1 2 4 8 16"} RUNS=${RUNS:-3}
 TRAIN_RUNS=${TRAIN_RUNS:-3} STEPS=${STEPS:-60} WARM=${WARM:-3}
-DEPTH=${DEPTH:-4} HIDDEN=${HIDDEN:-512} BATCH=${BATCH:-256}
+DEPTH=${DEPTH:-4} HIDDEN=${HIDDEN:-512} TRAIN_BATCHES=${TRAIN_BATCHES:-"256 2048"}
 skip() { echo "readers: skipped: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "not root (a network namespace needs it)"
 command -v ip >/dev/null 2>&1 || skip "no ip (iproute2)"
@@ -192,6 +193,9 @@ for v in "zv0$tag" "zv1$tag"; do
 done
 inns zrs$tag tc qdisc replace dev "zw0$tag" root tbf rate "$TRAIN_RATE" burst 1mb latency "$QUEUE" || fail "tc"
 inns "zrr${tag}_1" tc qdisc replace dev "zw1$tag" root tbf rate "$TRAIN_RATE" burst 1mb latency "$QUEUE" || fail "tc"
+TRAIN_PARAMS=$("$bin/charlm" --print-spec --depth "$DEPTH" --hidden "$HIDDEN" | "$PY" -c 'import json, math, sys
+print(sum(math.prod(t["shape"]) for u in json.load(sys.stdin)["units"] for t in u["tensors"]))') ||
+	fail "cannot size the example"
 train() { # job follow
 	local job=$1 f=$2 ranks="" fp=""
 	"$bin/charlm" --print-spec --job "$job" --world 2 --stage 3 --depth "$DEPTH" --hidden "$HIDDEN" \
@@ -223,18 +227,21 @@ json.dump(s, open(sys.argv[1], "w"))' "$dir/$job.json" || fail "cannot set reade
 	ctl job delete "$job" >/dev/null
 	awk -v w="$WARM" '$1 >= w { print $4 }' "$dir/$job.0" "$dir/$job.1" | median
 }
-: >"$dir/versions"
-plain="" with=""
-for k in $(seq 1 "$TRAIN_RUNS"); do
-	plain="$plain $(train "p$k" 0)"
-	with="$with $(train "w$k" 1)"
+echo
+echo "| trainers' step | batch per rank | no reader ms | a reader pulling every version ms | with / without | versions read whole per run |"
+echo "|---|---|---|---|---|---|"
+for BATCH in $TRAIN_BATCHES; do
+	: >"$dir/versions"
+	plain="" with=""
+	for k in $(seq 1 "$TRAIN_RUNS"); do
+		plain="$plain $(train "p$BATCH-$k" 0)"
+		with="$with $(train "w$BATCH-$k" 1)"
+	done
+	mp=$(echo "$plain" | tr ' ' '\n' | grep . | median)
+	mw=$(echo "$with" | tr ' ' '\n' | grep . | median)
+	nv=$(median <"$dir/versions")
+	awk -v a="$mp" -v b="$mw" -v v="$nv" -v bt="$BATCH" -v st="$STEPS" 'BEGIN {
+		printf "| charlm, 2 ranks, ZeRO-3 | %d | %.1f | %.1f | %.3f | %s of %d |\n", bt, a * 1e3, b * 1e3, b / a, v, st + 1 }'
 done
-mp=$(echo "$plain" | tr ' ' '\n' | grep . | median)
-mw=$(echo "$with" | tr ' ' '\n' | grep . | median)
-nv=$(median <"$dir/versions")
 echo
-echo "| trainers' step | no reader ms | a reader pulling every version ms | with / without | versions read whole per run |"
-echo "|---|---|---|---|---|"
-awk -v a="$mp" -v b="$mw" -v v="$nv" 'BEGIN { printf "| charlm, 2 ranks, ZeRO-3 | %.1f | %.1f | %.3f | %s |\n", a * 1e3, b * 1e3, b / a, v }'
-echo
-echo "(charlm --depth $DEPTH --hidden $HIDDEN, batch $BATCH per rank, $STEPS steps, medians of both ranks' steps from $WARM on and of $TRAIN_RUNS runs in turns; the trainers on the bridge's side, the servers and the reader each behind a link shaped at $TRAIN_RATE)"
+echo "(charlm --depth $DEPTH --hidden $HIDDEN ($((TRAIN_PARAMS * 4 / 1000000)) MB a version), $STEPS steps, medians of both ranks' steps from $WARM on and of $TRAIN_RUNS runs in turns; the trainers on the bridge's side, the servers and the reader each behind a link shaped at $TRAIN_RATE)"

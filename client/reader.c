@@ -212,8 +212,21 @@ int zs_reader_open(const char *coordinator, const char *job, int timeout_ms, zs_
 	return ZS_OK;
 }
 
+/* Server i is lost to this reader: its connection closed (what was in
+ * flight on it dropped); the copies of its shards on other servers stand
+ * in (they hold every pin), a refresh brings it back if it is up. */
+static void lose(zs_reader *r, uint32_t i, struct zs_pin_ans *ans, uint64_t step)
+{
+	if (r->srv[i].c)
+		zs_conn_close(r->srv[i].c);
+	r->srv[i].c = NULL;
+	ans[i] = (struct zs_pin_ans){.step = step, .lo = UINT64_MAX};
+}
+
 /* One PIN of verb at step to every server; ans[i] their answers. On a
- * failure the others' are still waited for; *ok[i]: server i took it. */
+ * failure the others' are still waited for; *ok[i]: server i took it. A
+ * server whose connection broke is lost (lose), not a failure: a
+ * replicated job's reads go on from the copies. */
 static enum zs_status pin_all(zs_reader *r, uint64_t step, uint32_t verb,
 			      struct zs_pin_ans *ans, bool *ok, struct zs_error *err)
 {
@@ -224,33 +237,40 @@ static enum zs_status pin_all(zs_reader *r, uint64_t step, uint32_t verb,
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < r->n_srv; i++) {
 		ok[i] = false;
-		if (!r->srv[i].c) { /* lost: its copies' servers stand in */
-			ans[i] = (struct zs_pin_ans){.step = step, .lo = UINT64_MAX};
+		if (!r->srv[i].c) {
+			lose(r, i, ans, step);
 			continue;
 		}
-		w = zs_post_pin(r->srv[i].c, step, verb, &ans[i], &q[i], st ? NULL : err);
-		if (w && !st)
-			st = w;
+		w = zs_post_pin(r->srv[i].c, step, verb, &ans[i], &q[i], NULL);
+		if (w == ZS_EUNAVAIL)
+			lose(r, i, ans, step);
+		else if (w && !st)
+			st = zs_fail(err, w, "cannot ask server %llu for a PIN",
+				     (unsigned long long)r->srv[i].id);
 	}
 	for (uint32_t i = 0; i < r->n_srv; i++) {
 		if (!q[i]) {
 			ok[i] = !r->srv[i].c;
 			continue;
 		}
-		w = zs_req_wait(q[i], r->timeout_ms, st ? NULL : err);
+		struct zs_error e = {0};
+		w = zs_req_wait(q[i], r->timeout_ms, &e);
+		if (w == ZS_EUNAVAIL) { /* broke: lost */
+			lose(r, i, ans, step);
+			ok[i] = true;
+			continue;
+		}
 		if (w == ZS_EAGAIN) {
 			/* the bound passed: the request lives on, into ans[i],
 			 * until its connection is closed (the server is lost
 			 * to this reader; a failover may bring another) */
-			zs_conn_close(r->srv[i].c);
-			r->srv[i].c = NULL;
-			w = zs_fail(st ? NULL : err, ZS_ETIMEDOUT,
-				    "server %llu did not answer a PIN within %d ms",
+			lose(r, i, ans, step);
+			w = zs_fail(&e, ZS_ETIMEDOUT, "server %llu did not answer a PIN within %d ms",
 				    (unsigned long long)r->srv[i].id, r->timeout_ms);
 		}
 		ok[i] = w == ZS_OK;
 		if (w && !st)
-			st = w;
+			st = zs_fail(err, w, "%s", e.msg);
 	}
 	free(q);
 	return st;

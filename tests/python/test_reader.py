@@ -367,6 +367,73 @@ class TestReader(unittest.TestCase):
             mid.wait()
             root.close()
 
+    def test_versions_through_failover(self):
+        """A replicated job trained by a numpy trainer (each step p -= 0.1 *
+        p / 2, so every step's bits are known) while a reader pins the
+        latest version and reads it whole, over and over; a server is
+        killed mid-training. Every version read is exactly its step's,
+        before and after the failover."""
+        import threading
+        import numpy as np
+        c = Cluster(BIN, servers=2)
+        try:
+            n, steps = 4, 40
+            zshard.create_job({"name": "fo", "stage": 3, "world_size": 1, "compute_dtype": "f32",
+                               "replicas": 2, "readers": {"pins": 2},
+                               "optimizer": {"kind": "sgd", "lr": 0.1},
+                               "units": [{"name": "u%d" % k, "tensors": [{"name": "t%d" % k,
+                                                                           "shape": [4096]}]}
+                                         for k in range(n)]}, coordinator=c.addr)
+            t = zshard.Trainer.join("fo", rank=0, coordinator=c.addr)
+            rng = np.random.default_rng(5)
+            table = [[rng.standard_normal(4096).astype(np.float32) for _ in range(n)]]
+            for _ in range(steps):
+                table.append([w + np.float32(-0.1) * (w * np.float32(0.5)) for w in table[-1]])
+            for u in range(n):
+                t.init_unit(u, table[0][u])
+            at, errs = [0], []
+
+            def train():
+                try:
+                    for step in range(steps):
+                        for u in reversed(range(n)):
+                            p = t.gather(u, step)
+                            p.wait()
+                            t.push(u, step, (p._buf * 0.5).astype(np.float32)).wait()
+                        at[0] = step + 1
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errs.append("trainer: %s" % e)
+            th = threading.Thread(target=train)
+            th.start()
+            seen, killed_at = [], None
+            with zshard.Reader("fo", coordinator=c.addr, timeout_ms=60000) as r:
+                while th.is_alive() or not seen or seen[-1] < steps:
+                    if killed_at is None and at[0] >= 10:
+                        c.procs[1].kill()
+                        c.procs[1].wait()
+                        killed_at = at[0]
+                    try:
+                        v = r.pin()
+                    except zshard.TryAgain:
+                        continue
+                    for k in range(n):
+                        got = r.read("t%d" % k)
+                        if not np.array_equal(got, table[v][k]):
+                            errs.append("version %d tensor %d is not step %d's" % (v, k, v))
+                    seen.append(v)
+                    if errs:
+                        break
+            th.join(120)
+            self.assertEqual(errs, [])
+            self.assertIsNotNone(killed_at)
+            after = [v for v in seen if v > killed_at]
+            self.assertTrue(after, seen)
+            print("test_reader: %d versions read whole and exact, %d after a server was killed "
+                  "at step %d" % (len(set(seen)), len(set(after)), killed_at))
+            t.close()
+        finally:
+            c.close()
+
     def test_job_without_pins(self):
         zshard.create_job({"name": "nopins", "stage": 3, "world_size": 1,
                            "compute_dtype": "f32", "optimizer": {"kind": "sgd", "lr": 0.1},
