@@ -377,14 +377,18 @@ int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pin
 	uint64_t t = step;
 
 	/* the latest: asked, then held; a server that moved two steps on
-	 * meanwhile (ZS_ESTATE: gone) is asked again, a few times */
+	 * meanwhile (ZS_ESTATE: gone) is asked again, a few times, and so is
+	 * a step another reader is pinning at the same moment */
 	for (int tries = 0; tries < 8; tries++) {
 		if (step == ZS_READER_LATEST && (st = latest(r, &t, &err)))
 			break;
 		if (r->have_pin && r->pin == t)
 			break; /* held already */
-		if (!(st = hold(r, t, &err)) || step != ZS_READER_LATEST || st != ZS_ESTATE)
+		if (!(st = hold(r, t, &err)) || st != ZS_ESTATE)
 			break;
+		/* moved on (the latest: ask again), or another reader's PIN
+		 * of the step is taking its copies: a moment, then again */
+		zs_sleep_ms(1 << tries, NULL);
 	}
 	if (st == ZS_ESTATE) /* gone, or no parameters yet: try again */
 		st = ZS_EAGAIN;

@@ -32,6 +32,7 @@ struct epin {
 	uint32_t holds;   /* HOLDs not released */
 	uint32_t reading; /* reads sending from it now */
 	bool dropped;     /* out of the list: the last read frees it */
+	bool building;    /* its parts being made (pin_new): not read yet */
 	int64_t used_ms;  /* the last HOLD or read */
 	uint32_t n;
 	struct epin_part *p;
@@ -123,12 +124,19 @@ static enum pin_src pin_take(struct ejob *j, struct eshard *s, uint64_t t, struc
 	return PIN_TAKEN;
 }
 
+/* Whether part q was made for shard s (a placement changed in place
+ * since the pin might have put another shard at its place). */
+static bool part_of(const struct epin_part *q, const struct eshard *s)
+{
+	return q->unit == s->sh.unit && q->offset == s->sh.offset && q->length == s->sh.length;
+}
+
 void eng_pins_due(struct ejob *j, struct eshard *s)
 {
 	pthread_mutex_lock(&j->pins.mu);
 	for (struct epin *p = j->pins.list; p; p = p->next)
 		if (p->step == s->version && s->idx < p->n && p->p[s->idx].want &&
-		    !p->p[s->idx].buf && !p->p[s->idx].lost &&
+		    !p->p[s->idx].buf && !p->p[s->idx].lost && part_of(&p->p[s->idx], s) &&
 		    (p->p[s->idx].lost = pin_take(j, s, p->step, &p->p[s->idx]) != PIN_TAKEN))
 			zs_error("job '%s': out of memory taking a reader's copy of unit '%s' at step %llu",
 				 j->name, eng_unit_name(j, s->sh.unit), (unsigned long long)p->step);
@@ -199,6 +207,7 @@ static enum zs_status pin_new(struct ejob *j, uint64_t t, struct zs_error *err)
 	p->n = n;
 	p->holds = 1;
 	p->reading = 1; /* this call's: a rollback meanwhile cannot free it */
+	p->building = true;
 	p->used_ms = zs_now_ms();
 	pthread_mutex_lock(&j->pins.mu);
 	p->next = j->pins.list;
@@ -230,6 +239,7 @@ static enum zs_status pin_new(struct ejob *j, uint64_t t, struct zs_error *err)
 		pthread_mutex_unlock(&s->mu);
 	}
 	pthread_mutex_lock(&j->pins.mu);
+	p->building = false;
 	if (st && !p->dropped)
 		pin_drop(j, p);
 	if (!--p->reading && p->dropped)
@@ -257,7 +267,14 @@ static enum zs_status pin_hold(struct ejob *j, uint64_t t, struct zs_error *err)
 			       "job '%s' lets readers pin no live version (its spec's readers.pins is 0)",
 			       j->name);
 	pthread_mutex_lock(&j->pins.mu);
-	if ((p = pin_at(j, t))) {
+	if ((p = pin_at(j, t)) && p->building) {
+		/* another reader's PIN of it is still taking the copies, and
+		 * may yet fail: ask again */
+		pthread_mutex_unlock(&j->pins.mu);
+		return zs_fail(err, ZS_ESTATE, "step %llu is being pinned here by another reader",
+			       (unsigned long long)t);
+	}
+	if (p) {
 		p->holds++;
 		p->used_ms = zs_now_ms();
 	}
@@ -327,6 +344,9 @@ void eng_pin_read(struct engine *e, struct ejob *j, struct zs_sop *op, const str
 			q = &p->p[k];
 	if (!p)
 		not_pinned(j, x->step, &err);
+	else if (p->building)
+		zs_fail(&err, ZS_ESTATE, "step %llu is still being pinned on this server",
+			(unsigned long long)x->step);
 	else if (!q)
 		zs_fail(&err, ZS_EINVAL,
 			"unit %u [%llu, +%llu) is not within a shard this server pinned at step %llu",
