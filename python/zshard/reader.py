@@ -14,7 +14,6 @@ servers send is checked against the CRC32C they took of it;
 Reader.checksums keeps each tensor's (CRC32C of its bytes in its unit's
 dtype). The job's spec must let readers pin ("readers": {"pins": N}).
 """
-import ctypes
 import os
 from ctypes import byref, c_char_p, c_int, c_uint, c_ulonglong, c_void_p
 from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
@@ -23,7 +22,7 @@ import numpy as np
 
 from zshard import _lib
 from zshard._lib import lib
-from zshard.errors import error_for
+from zshard.errors import NotFound, error_for
 
 LATEST = (1 << 64) - 1  # ZS_READER_LATEST
 _NAMES = {1: "f32", 2: "bf16", 3: "f16"}
@@ -214,7 +213,7 @@ class Reader:
         for n, p in params:
             try:
                 t = self.info(n)
-            except Exception:
+            except NotFound:
                 missing.append(n)
                 continue
             if tuple(p.shape) != t.shape:
