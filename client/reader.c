@@ -110,7 +110,6 @@ static enum zs_status connect_new(zs_reader *r, const struct zs_server_info *s, 
 	if (!v)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	r->srv = v;
-	reader_token(r);
 	for (uint32_t i = 0; i < n_s && !st; i++) {
 		struct zs_conn_opts o = {.addr = s[i].data_addr, .job = r->job.spec.name,
 					 .token = r->rtoken, .incarnation = r->job.incarnation,
@@ -194,8 +193,10 @@ int zs_reader_open(const char *coordinator, const char *job, int timeout_ms, zs_
 	zs_coord_close(c);
 	if (r) {
 		r->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
-		if (!st)
+		if (!st) {
+			reader_token(r);
 			st = name_tensors(r, &err);
+		}
 		if (!st)
 			st = connect_new(r, s, n_s, true, &err);
 		if (!st) /* the registry: a reader's own credential */
@@ -212,22 +213,28 @@ int zs_reader_open(const char *coordinator, const char *job, int timeout_ms, zs_
 	return ZS_OK;
 }
 
-/* Server i is lost to this reader: its connection closed (what was in
- * flight on it dropped); the copies of its shards on other servers stand
- * in (they hold every pin), a refresh brings it back if it is up. */
+void rd_lose(zs_reader *r, uint64_t sid)
+{
+	for (uint32_t i = 0; i < r->n_srv; i++)
+		if (r->srv[i].id == sid && r->srv[i].c) {
+			zs_conn_close(r->srv[i].c);
+			r->srv[i].c = NULL;
+		}
+}
+
+/* Server i is lost to this reader (rd_lose); its answer is none. */
 static void lose(zs_reader *r, uint32_t i, struct zs_pin_ans *ans, uint64_t step)
 {
-	if (r->srv[i].c)
-		zs_conn_close(r->srv[i].c);
-	r->srv[i].c = NULL;
+	rd_lose(r, r->srv[i].id);
 	ans[i] = (struct zs_pin_ans){.step = step, .lo = UINT64_MAX};
 }
 
-/* One PIN of verb at step to every server; ans[i] their answers. On a
- * failure the others' are still waited for; *ok[i]: server i took it. A
- * server whose connection broke is lost (lose), not a failure: a
- * replicated job's reads go on from the copies. */
-static enum zs_status pin_all(zs_reader *r, uint64_t step, uint32_t verb,
+/* One PIN of verb at step to every server (only: those only[i] says;
+ * NULL: all); ans[i] their answers. On a failure the others' are still
+ * waited for; *ok[i]: server i took it. A server whose connection broke is
+ * lost (lose), not a failure: a replicated job's reads go on from the
+ * copies. */
+static enum zs_status pin_all(zs_reader *r, uint64_t step, uint32_t verb, const bool *only,
 			      struct zs_pin_ans *ans, bool *ok, struct zs_error *err)
 {
 	struct zs_req **q = calloc(r->n_srv ? r->n_srv : 1, sizeof *q);
@@ -237,6 +244,8 @@ static enum zs_status pin_all(zs_reader *r, uint64_t step, uint32_t verb,
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < r->n_srv; i++) {
 		ok[i] = false;
+		if (only && !only[i])
+			continue;
 		if (!r->srv[i].c) {
 			lose(r, i, ans, step);
 			continue;
@@ -250,7 +259,7 @@ static enum zs_status pin_all(zs_reader *r, uint64_t step, uint32_t verb,
 	}
 	for (uint32_t i = 0; i < r->n_srv; i++) {
 		if (!q[i]) {
-			ok[i] = !r->srv[i].c;
+			ok[i] = !r->srv[i].c && (!only || only[i]);
 			continue;
 		}
 		struct zs_error e = {0};
@@ -281,7 +290,7 @@ static enum zs_status latest(zs_reader *r, uint64_t *step, struct zs_error *err)
 	struct zs_pin_ans *a = calloc(r->n_srv ? r->n_srv : 1, sizeof *a);
 	bool *ok = calloc(r->n_srv ? r->n_srv : 1, sizeof *ok);
 	enum zs_status st = !a || !ok ? zs_fail(err, ZS_ENOMEM, "out of memory")
-				      : pin_all(r, 0, ZS_PIN_QUERY, a, ok, err);
+				      : pin_all(r, 0, ZS_PIN_QUERY, NULL, a, ok, err);
 	uint64_t lo = UINT64_MAX;
 
 	/* the lowest version over every server (0 before any update) */
@@ -334,14 +343,14 @@ int zs_reader_wait(zs_reader *r, unsigned long long after, int timeout_ms,
 	return rd_said(r, st, &err);
 }
 
-/* Releases step on every server that holds it for this reader. */
-static void release(zs_reader *r, uint64_t step)
+/* Releases step on the servers only says (NULL: every one). */
+static void release(zs_reader *r, uint64_t step, const bool *only)
 {
 	struct zs_pin_ans *a = calloc(r->n_srv ? r->n_srv : 1, sizeof *a);
 	bool *ok = calloc(r->n_srv ? r->n_srv : 1, sizeof *ok);
 
 	if (a && ok)
-		pin_all(r, step, ZS_PIN_RELEASE, a, ok, NULL);
+		pin_all(r, step, ZS_PIN_RELEASE, only, a, ok, NULL);
 	free(a);
 	free(ok);
 }
@@ -351,22 +360,13 @@ static enum zs_status hold(zs_reader *r, uint64_t step, struct zs_error *err)
 {
 	struct zs_pin_ans *a = calloc(r->n_srv ? r->n_srv : 1, sizeof *a);
 	bool *ok = calloc(r->n_srv ? r->n_srv : 1, sizeof *ok);
-	struct zs_pin_ans *b = calloc(r->n_srv ? r->n_srv : 1, sizeof *b);
-	bool *ok2 = calloc(r->n_srv ? r->n_srv : 1, sizeof *ok2);
-	enum zs_status st = !a || !ok || !b || !ok2 ? zs_fail(err, ZS_ENOMEM, "out of memory")
-						    : pin_all(r, step, ZS_PIN_HOLD, a, ok, err);
+	enum zs_status st = !a || !ok ? zs_fail(err, ZS_ENOMEM, "out of memory")
+				      : pin_all(r, step, ZS_PIN_HOLD, NULL, a, ok, err);
 
-	if (st && a && ok && b && ok2) {
-		struct zs_req *q;
-		for (uint32_t i = 0; i < r->n_srv; i++)
-			if (ok[i] && r->srv[i].c &&
-			    !zs_post_pin(r->srv[i].c, step, ZS_PIN_RELEASE, &b[i], &q, NULL))
-				zs_req_wait(q, r->timeout_ms, NULL);
-	}
+	if (st && ok)
+		release(r, step, ok);
 	free(a);
 	free(ok);
-	free(b);
-	free(ok2);
 	return st;
 }
 
@@ -394,7 +394,7 @@ int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pin
 		st = ZS_EAGAIN;
 	if (!st && (!r->have_pin || r->pin != t)) {
 		if (r->have_pin)
-			release(r, r->pin);
+			release(r, r->pin, NULL);
 		r->have_pin = true;
 		r->pin = t;
 		/* its parent for it (a coordinator away: the servers) */
@@ -411,7 +411,7 @@ int zs_reader_release(zs_reader *r)
 
 	if (!r->have_pin)
 		return rd_said(r, zs_fail(&err, ZS_ESTATE, "no version is pinned"), &err);
-	release(r, r->pin);
+	release(r, r->pin, NULL);
 	r->have_pin = false;
 	rd_tree_pinned(r, NULL);
 	return rd_said(r, ZS_OK, &err);
@@ -423,7 +423,7 @@ void zs_reader_close(zs_reader *r)
 		return;
 	rd_tree_stop(r);
 	if (r->have_pin)
-		release(r, r->pin);
+		release(r, r->pin, NULL);
 	for (uint32_t i = 0; i < r->n_srv; i++)
 		if (r->srv[i].c)
 			zs_conn_close(r->srv[i].c);

@@ -60,6 +60,11 @@ struct zs_reader {
 int rd_said(zs_reader *r, enum zs_status st, const struct zs_error *err);
 /* The connection to server sid (NULL: none, or lost). */
 struct zs_conn *rd_conn_of(zs_reader *r, uint64_t sid);
+/* Server sid is lost to this reader: its connection closed (what was in
+ * flight on it dropped, its buffers the caller's again); the copies of its
+ * shards on other servers stand in (they hold every pin), and a refresh
+ * connects it again if it is up. */
+void rd_lose(zs_reader *r, uint64_t sid);
 /* The tensor name names: its listed name, UNIT.NAME or an alias. */
 const struct rtensor *rd_find(const zs_reader *r, const char *name);
 /* After a server was lost: the coordinator's placement now and

@@ -34,17 +34,9 @@ static void finish_part(zs_reader *r, struct rpart *x)
 		return;
 	x->st = zs_req_wait(x->q, r->timeout_ms, &e);
 	if (x->st == ZS_EUNAVAIL) { /* broken: a failover may follow */
-		for (uint32_t i = 0; i < r->n_srv; i++)
-			if (r->srv[i].id == x->sid && r->srv[i].c) {
-				zs_conn_close(r->srv[i].c);
-				r->srv[i].c = NULL;
-			}
+		rd_lose(r, x->sid);
 	} else if (x->st == ZS_EAGAIN) {
-		for (uint32_t i = 0; i < r->n_srv; i++)
-			if (r->srv[i].id == x->sid) {
-				zs_conn_close(r->srv[i].c);
-				r->srv[i].c = NULL;
-			}
+		rd_lose(r, x->sid);
 		x->st = ZS_ETIMEDOUT;
 		snprintf(e.msg, sizeof e.msg, "server %llu did not answer a read within %d ms",
 			 (unsigned long long)x->sid, r->timeout_ms);

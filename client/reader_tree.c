@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/crc32c.h"
@@ -66,14 +65,7 @@ static void *renew_main(void *arg)
 
 	pthread_mutex_lock(&r->tr.mu);
 	while (!r->tr.stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += r->tr.lease_ms / 3000;
-		ts.tv_nsec += (long)(r->tr.lease_ms / 3 % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		struct timespec ts = zs_deadline_in(r->tr.lease_ms / 3);
 		if (pthread_cond_timedwait(&r->tr.cv, &r->tr.mu, &ts) != ETIMEDOUT || r->tr.stop)
 			continue;
 		pthread_mutex_unlock(&r->tr.mu);

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/le.h"
@@ -171,13 +170,7 @@ static uint32_t wait_tensor(struct relay *rl, uint32_t i, uint64_t step, struct 
 		} else if (now > deadline || now - moved > STALL_MS) {
 			st = ZS_ETIMEDOUT;
 		} else {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 50 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts = zs_deadline_in(50);
 			pthread_cond_timedwait(&rl->cv, &rl->mu, &ts);
 			continue;
 		}

@@ -320,7 +320,6 @@ struct engine {
 		atomic_uint_fast64_t bytes;
 		atomic_uint_fast64_t tier_read, tier_written;
 		atomic_uint_fast64_t repl_bytes, repl_steps;
-		atomic_uint_fast64_t reader_bytes; /* pinned versions sent */
 	} ctr;
 	/* the NVMe tier (tier.c): its directory, the bytes of master + state
 	 * kept in memory and their bound; the read-ahead and write-back pool
@@ -695,8 +694,6 @@ void eng_pins_due(struct ejob *j, struct eshard *s);
 void eng_pins_drop(struct ejob *j, const char *why);
 /* Drops the pins no reader touched within the spec's idle bound. */
 void eng_pins_sweep(struct ejob *j, int64_t now);
-/* The bytes of j's pinned copies here. */
-uint64_t eng_pins_bytes(struct ejob *j);
 /* At the job's end (no other reference). */
 void eng_pins_free(struct ejob *j);
 

@@ -5,9 +5,8 @@
  * when it is at t (the part of it an update under way already rewrote
  * from the step before's, which the server keeps: redo.c), from the step
  * before's when it is one past t, and at its update for a shard still
- * below t (a data-plane answer is never ZS_EAGAIN, which a request's wait
- * says while it is still in flight: a step gone, or not reached, is
- * ZS_ESTATE). Once taken a copy never changes: reads of the pinned version
+ * below t (a step gone, or not reached yet, is ZS_ESTATE: the wrong
+ * moment). Once taken a copy never changes: reads of the pinned version
  * never mix steps, whatever training, a failover or a rollback does
  * meanwhile. A rollback drops every pin of the job (what was pending
  * would be another timeline's). A pin goes when every HOLD of it is
@@ -168,26 +167,23 @@ void eng_pins_sweep(struct ejob *j, int64_t now)
 	pthread_mutex_unlock(&j->pins.mu);
 }
 
-/* The lowest and highest version of j's shards here with parameters. */
-static bool versions(struct ejob *j, struct zs_pin_ans *a)
+/* The lowest and highest version of j's shards here with parameters (0
+ * and 0 when none has). */
+static void versions(struct ejob *j, struct zs_pin_ans *a)
 {
-	bool any = false;
-
 	a->lo = UINT64_MAX;
 	a->hi = 0;
 	for (uint32_t k = 0; k < j->n_shards; k++) {
 		struct eshard *s = j->shards[k];
 		pthread_mutex_lock(&s->mu);
 		if (eng_ready(s) && !s->lay.marks) {
-			any = true;
 			a->lo = s->version < a->lo ? s->version : a->lo;
 			a->hi = s->version > a->hi ? s->version : a->hi;
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
-	if (!any)
+	if (a->lo == UINT64_MAX)
 		a->lo = 0;
-	return any;
 }
 
 /* A new pin of step t (caller holds nothing): in the list first, so that
@@ -378,7 +374,6 @@ void eng_pin_read(struct engine *e, struct ejob *j, struct zs_sop *op, const str
 	/* the copy never changes while read: no shard lock */
 	zs_sop_set_aux(op, zs_crc32c(0, src, bytes));
 	atomic_fetch_add(&e->ctr.bytes_out, bytes);
-	atomic_fetch_add(&e->ctr.reader_bytes, bytes);
 	zs_sop_read_ready(op, src);
 	pthread_mutex_lock(&j->pins.mu);
 	if (!--p->reading && p->dropped)
@@ -397,16 +392,4 @@ void eng_pins_free(struct ejob *j)
 		free(j->pins.sp[i].b);
 	free(j->pins.sp);
 	pthread_mutex_destroy(&j->pins.mu);
-}
-
-uint64_t eng_pins_bytes(struct ejob *j)
-{
-	uint64_t b = 0;
-
-	pthread_mutex_lock(&j->pins.mu);
-	for (struct epin *p = j->pins.list; p; p = p->next)
-		for (uint32_t k = 0; k < p->n; k++)
-			b += p->p[k].buf ? p->p[k].length * zs_dtype_size(p->p[k].dt) : 0;
-	pthread_mutex_unlock(&j->pins.mu);
-	return b;
 }

@@ -508,6 +508,10 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 		size_t n = f->payload_len < ZS_WIRE_MAX_ERR ? f->payload_len : ZS_WIRE_MAX_ERR;
 		enum zs_status st = f->status > ZS_OK && f->status < ZS_STATUS_COUNT
 					    ? (enum zs_status)f->status : ZS_EPROTO;
+		/* never final ZS_EAGAIN: test and wait say that while a request
+		 * is in flight (a caller would wait on it, freed) */
+		if (st == ZS_EAGAIN)
+			st = ZS_ESTATE;
 		if (zs_io_read(&c->io, msg, n) || zs_io_drain(&c->io, f->payload_len - n)) {
 			zs_fmt(why, wl, "connection to %s lost", c->addr);
 			return -1;

@@ -15,7 +15,9 @@
  *     in progress; any other return is its final status, after which the
  *     request is freed and must not be used again. wait() is test() with a
  *     bounded sleep; when its bound passes it returns ZS_EAGAIN too (the
- *     request is still alive), so ZS_ETIMEDOUT is only ever a final status.
+ *     request is still alive), so ZS_ETIMEDOUT is only ever a final status;
+ *     and ZS_EAGAIN never is: a server's "try again" answer completes its
+ *     request as ZS_ESTATE (the wrong moment), with the server's message.
  *   - Buffers handed to post_*() belong to the transport until the request
  *     completes (the receive path writes straight into dst: no extra copy).
  *

@@ -406,15 +406,20 @@ class TestReader(unittest.TestCase):
             th = threading.Thread(target=train)
             th.start()
             seen, killed_at = [], None
+            deadline = time.monotonic() + 300
             with zshard.Reader("fo", coordinator=c.addr, timeout_ms=60000) as r:
-                while th.is_alive() or not seen or seen[-1] < steps:
+                # until the trainer ended and its last step was read (or it
+                # failed: errs says why), within a generous bound
+                while (th.is_alive() or (not errs and (not seen or seen[-1] < steps))) \
+                        and time.monotonic() < deadline:
                     if killed_at is None and at[0] >= 10:
                         c.procs[1].kill()
                         c.procs[1].wait()
                         killed_at = at[0]
                     try:
                         v = r.pin()
-                    except zshard.TryAgain:
+                    except zshard.TryAgain:  # the next update took the step
+                        time.sleep(0.005)
                         continue
                     for k in range(n):
                         got = r.read("t%d" % k)
@@ -425,6 +430,7 @@ class TestReader(unittest.TestCase):
                         break
             th.join(120)
             self.assertEqual(errs, [])
+            self.assertEqual(seen[-1], steps, "the last step was not read within 300 s")
             self.assertIsNotNone(killed_at)
             after = [v for v in seen if v > killed_at]
             self.assertTrue(after, seen)

@@ -134,6 +134,13 @@ static void test_target_error_keeps_connection(void **st)
 	bad.dtype = ZS_BF16; /* the target refuses a dtype it does not hold */
 	assert_int_equal(zs_post_read(c, &bad, dst, &r, &err), ZS_OK);
 	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_EINVAL);
+	/* a server's "try again" is a final status, not "in flight" (which
+	 * would have the caller wait on a request already freed) */
+	struct zs_xfer later = xf(0, 8, 0);
+	later.unit = 7;
+	assert_int_equal(zs_post_read(c, &later, dst, &r, &err), ZS_OK);
+	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "not now, try again"));
 	assert_int_equal(zs_post_read(c, &good, dst, &r, &err), ZS_OK);
 	assert_int_equal(zs_req_wait(r, 5000, &err), ZS_OK);
 	assert_memory_equal(dst, f->toy.served + 5, sizeof dst);

@@ -56,6 +56,10 @@ static void toy_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	struct toy *t = ctx;
 	(void)job;
 	(void)rank;
+	if (x->unit == 7) { /* a "try again" answer (the core makes it ZS_ESTATE) */
+		zs_sop_fail(op, ZS_EAGAIN, "unit 7: not now, try again");
+		return;
+	}
 	if (!in_range(x)) {
 		zs_sop_fail(op, ZS_EINVAL, "range [%llu, +%llu) is outside unit %u",
 			    (unsigned long long)x->offset, (unsigned long long)x->length,
