@@ -4,6 +4,8 @@
  */
 #include "ctrl/pb.h"
 
+#include "base/crc32c.h"
+
 /* ---------------------------------------------------------- step reports */
 
 static Zshard__StepReport *step_report_pb(struct arena *a, const struct zs_step_report *r)
@@ -591,6 +593,8 @@ enum zs_status zs_enc_read_ckpt_reply(uint64_t step, const float *data, uint64_t
 	m.step = step;
 	m.data.len = len * 4;
 	m.data.data = (uint8_t *)data;
+	m.crc32c = zs_crc32c(0, data, len * 4);
+	m.has_crc = true;
 	return pb_pack(&a, &m.base, out);
 }
 
@@ -603,6 +607,10 @@ enum zs_status zs_dec_read_ckpt_reply(const uint8_t *p, size_t n, uint64_t *step
 	if (m->data.len != len * 4)
 		st = zs_fail(err, ZS_EPROTO, "checkpoint slice of %zu bytes, %llu expected",
 			     m->data.len, (unsigned long long)(len * 4));
+	else if (m->has_crc && zs_crc32c(0, m->data.data, m->data.len) != m->crc32c)
+		st = zs_fail(err, ZS_EIO,
+			     "a checkpoint slice of %zu bytes does not match the CRC32C its server took (%08x)",
+			     m->data.len, m->crc32c);
 	else if (len)
 		memcpy(out, m->data.data, len * 4);
 	DONE(read_checkpoint_reply);

@@ -763,17 +763,27 @@ enum zs_status zs_server_read_ckpt(const char *addr, int timeout_ms,
 				   const struct zs_read_ckpt *r, float *out, uint64_t *step,
 				   struct zs_error *err)
 {
-	struct zs_buf req;
-	uint8_t *resp;
-	size_t len;
-	enum zs_status st = zs_enc_read_ckpt(r, &req);
+	uint64_t done = 0;
 
-	if (st)
-		return zs_fail(err, st, "cannot encode a checkpoint read");
-	st = server_call(addr, ZS_M_SERVER_READ_CKPT, &req, timeout_ms, &resp, &len, err);
-	if (!st)
-		st = zs_dec_read_ckpt_reply(resp, len, step, out, r->length, err);
-	free(resp);
-	zs_buf_release(&req);
-	return st;
+	/* in pieces of 4 Mi elements (16 MiB) per call */
+	do {
+		struct zs_read_ckpt q = *r;
+		struct zs_buf req;
+		uint8_t *resp;
+		size_t len;
+		q.offset = r->offset + done;
+		q.length = r->length - done < (4u << 20) ? r->length - done : (4u << 20);
+		enum zs_status st = zs_enc_read_ckpt(&q, &req);
+		if (st)
+			return zs_fail(err, st, "cannot encode a checkpoint read");
+		st = server_call(addr, ZS_M_SERVER_READ_CKPT, &req, timeout_ms, &resp, &len, err);
+		if (!st)
+			st = zs_dec_read_ckpt_reply(resp, len, step, out + done, q.length, err);
+		free(resp);
+		zs_buf_release(&req);
+		if (st)
+			return st;
+		done += q.length;
+	} while (done < r->length);
+	return ZS_OK;
 }

@@ -211,7 +211,9 @@ enum zs_status zs_server_status_query(const char *addr, int timeout_ms,
 				      struct zs_server_status *st,
 				      struct zs_error *err);
 
-/* Reads a slice of a checkpoint record from the server at addr. */
+/* Reads a slice of a checkpoint record from the server at addr, checked
+ * against the CRC32C the server took of it (ZS_EIO). r->length may be any:
+ * read in calls of 4 Mi elements (16 MiB) each; *step, the record's. */
 enum zs_status zs_server_read_ckpt(const char *addr, int timeout_ms,
 				   const struct zs_read_ckpt *r, float *out, uint64_t *step,
 				   struct zs_error *err);

@@ -33,22 +33,14 @@ static enum zs_status slice(struct restore_ctx *x, const struct zs_shard *os, ui
 		return zs_fail(err, ZS_EUNAVAIL,
 			       "server %llu, which holds unit %u shard %u of the checkpoint, is not registered",
 			       (unsigned long long)os->server_id, os->unit, os->index);
-	/* in pieces of 4 Mi elements (16 MiB) per call */
-	for (uint64_t done = 0; done < len;) {
-		uint64_t k = len - done < (4u << 20) ? len - done : (4u << 20);
-		struct zs_read_ckpt r = {.id = x->t->id, .offset = off + done, .length = k,
-					 .unit = os->unit, .index = os->index, .array = array};
-		enum zs_status st;
-		snprintf(r.job, sizeof r.job, "%s", x->t->job);
-		st = zs_server_read_ckpt(addr, 30000, &r, out + done, step, err);
-		if (st) {
-			zs_error_prefix(err, "reading the checkpoint from server %llu",
-					(unsigned long long)os->server_id);
-			return st;
-		}
-		done += k;
-	}
-	return ZS_OK;
+	struct zs_read_ckpt r = {.id = x->t->id, .offset = off, .length = len,
+				 .unit = os->unit, .index = os->index, .array = array};
+	snprintf(r.job, sizeof r.job, "%s", x->t->job);
+	enum zs_status st = zs_server_read_ckpt(addr, 30000, &r, out, step, err);
+	if (st)
+		zs_error_prefix(err, "reading the checkpoint from server %llu",
+				(unsigned long long)os->server_id);
+	return st;
 }
 
 /* Assembles a shard of the current placement from the checkpoint's shards
