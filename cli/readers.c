@@ -1,8 +1,9 @@
 /*
  * readers.c - zshardctl readers JOB: the job's weight readers (the
  * coordinator's registry, coord/readers.c): which version each holds
- * pinned, the bytes it read from the servers and from its parent and sent
- * to its children, and the relay tree they form.
+ * pinned (a step, or "ckpt ID": a committed checkpoint), the bytes it
+ * read from the servers and from its parent and sent to its children,
+ * and the relay tree they form.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -45,9 +46,16 @@ static int c_readers(struct ctx *x, int argc, char **argv)
 		json_t *a = json_array();
 		for (uint32_t i = 0; i < n; i++)
 			json_array_append_new(
-				a, json_pack("{s:I, s:b, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "id",
+				a, json_pack("{s:I, s:b, s:o, s:o, s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "id",
 					     (json_int_t)v[i].id, "pinned", v[i].pinned, "step",
-					     (json_int_t)v[i].step, "parent", (json_int_t)v[i].parent,
+					     v[i].pinned && !(v[i].step & ZS_VERSION_CKPT)
+						     ? json_integer((json_int_t)v[i].step)
+						     : json_null(),
+					     "checkpoint",
+					     v[i].pinned && (v[i].step & ZS_VERSION_CKPT)
+						     ? json_integer((json_int_t)(v[i].step & ~ZS_VERSION_CKPT))
+						     : json_null(),
+					     "parent", (json_int_t)v[i].parent,
 					     "relay_addr", v[i].relay_addr, "host", v[i].host,
 					     "bytes_from_servers", (json_int_t)v[i].from_servers,
 					     "bytes_from_relay", (json_int_t)v[i].from_relay,
@@ -62,8 +70,11 @@ static int c_readers(struct ctx *x, int argc, char **argv)
 		printf("%-6s %-8s %-6s %-22s %-20s %10s %10s %10s %6s\n", "ID", "VERSION", "PARENT",
 		       "RELAY", "HOST", "SERVERS", "RELAYED", "SERVED", "AGE-S");
 	for (uint32_t i = 0; i < n; i++) {
-		char b[3][32], step[24] = "-", par[24] = "servers";
-		if (v[i].pinned)
+		char b[3][32], step[32] = "-", par[24] = "servers";
+		if (v[i].pinned && (v[i].step & ZS_VERSION_CKPT))
+			snprintf(step, sizeof step, "ckpt %llu",
+				 (unsigned long long)(v[i].step & ~ZS_VERSION_CKPT));
+		else if (v[i].pinned)
 			snprintf(step, sizeof step, "%llu", (unsigned long long)v[i].step);
 		if (v[i].parent)
 			snprintf(par, sizeof par, "%llu", (unsigned long long)v[i].parent);

@@ -2,7 +2,8 @@
  * reader.c - a weight reader (include/zshard_reader.h): a job opened
  * read-only, a version pinned on every server holding a copy of its shards
  * (engine/pins.c), tensors of it read by name from the primaries, each
- * range checked against the CRC32C its server took.
+ * range checked against the CRC32C its server took (a checkpoint's
+ * version: reader_ckpt.c).
  */
 #include "client/reader.h"
 
@@ -355,6 +356,19 @@ static void release(zs_reader *r, uint64_t step, const bool *only)
 	free(ok);
 }
 
+void rd_release_step(zs_reader *r, uint64_t step) { release(r, step, NULL); }
+
+/* The version pinned let go: a live step's released on the servers, a
+ * checkpoint's state freed (the registry hears of it from the caller). */
+static void let_go(zs_reader *r)
+{
+	if (r->have_pin && (r->pin & ZS_VERSION_CKPT))
+		rd_ckpt_free(r);
+	else if (r->have_pin)
+		release(r, r->pin, NULL);
+	r->have_pin = false;
+}
+
 /* Holds step on every server, or on none (those that took it let go). */
 static enum zs_status hold(zs_reader *r, uint64_t step, struct zs_error *err)
 {
@@ -393,8 +407,7 @@ int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pin
 	if (st == ZS_ESTATE) /* gone, or no parameters yet: try again */
 		st = ZS_EAGAIN;
 	if (!st && (!r->have_pin || r->pin != t)) {
-		if (r->have_pin)
-			release(r, r->pin, NULL);
+		let_go(r);
 		r->have_pin = true;
 		r->pin = t;
 		/* its parent for it (a coordinator away: the servers) */
@@ -411,8 +424,7 @@ int zs_reader_release(zs_reader *r)
 
 	if (!r->have_pin)
 		return rd_said(r, zs_fail(&err, ZS_ESTATE, "no version is pinned"), &err);
-	release(r, r->pin, NULL);
-	r->have_pin = false;
+	let_go(r);
 	rd_tree_pinned(r, NULL);
 	return rd_said(r, ZS_OK, &err);
 }
@@ -422,8 +434,7 @@ void zs_reader_close(zs_reader *r)
 	if (!r)
 		return;
 	rd_tree_stop(r);
-	if (r->have_pin)
-		release(r, r->pin, NULL);
+	let_go(r);
 	for (uint32_t i = 0; i < r->n_srv; i++)
 		if (r->srv[i].c)
 			zs_conn_close(r->srv[i].c);

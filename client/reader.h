@@ -35,7 +35,12 @@ struct zs_reader {
 	} *srv;
 	uint32_t n_srv;
 	bool have_pin;
-	uint64_t pin;
+	uint64_t pin; /* the version: a step, or ZS_VERSION_CKPT | a checkpoint's id */
+	/* a checkpoint pinned: its record (where its shards' records are)
+	 * and the servers' addresses when it was pinned */
+	struct zs_checkpoint ck;
+	struct zs_server_info *ck_srv;
+	uint32_t n_ck_srv;
 	struct rtensor *t;
 	uint32_t n_t;
 	char rtoken[ZS_TOKEN_MAX]; /* the reader token it proves */
@@ -70,6 +75,17 @@ const struct rtensor *rd_find(const zs_reader *r, const char *name);
 /* After a server was lost: the coordinator's placement now and
  * connections to its servers not connected yet. */
 enum zs_status rd_refresh(zs_reader *r, struct zs_error *err);
+
+/* Releases step's live pins on every server (a version let go). */
+void rd_release_step(zs_reader *r, uint64_t step);
+
+/* reader_ckpt.c */
+/* Tensor te of unit u of the pinned checkpoint into buf (the unit's
+ * dtype), from its servers' records. */
+enum zs_status rd_ckpt_read(zs_reader *r, uint32_t u, const struct zs_tensor *te, uint8_t *buf,
+			    struct zs_error *err);
+/* Frees the pinned checkpoint's state (r->ck, its servers). */
+void rd_ckpt_free(zs_reader *r);
 
 /* reader_tree.c */
 /* Registers with the coordinator (its id) and starts renewing within the

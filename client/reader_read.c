@@ -174,7 +174,8 @@ int zs_reader_read(zs_reader *r, const char *name, int dtype, void *dst, size_t 
 		return rd_said(r, zs_fail(&err, ZS_ENOMEM, "out of memory"), &err);
 	bool relayed = te->numel && !via_tree(r, t, buf, te->numel * usz);
 	if (te->numel && !relayed)
-		st = read_tensor(r, t->unit, te, buf, &err);
+		st = r->pin & ZS_VERSION_CKPT ? rd_ckpt_read(r, t->unit, te, buf, &err)
+					      : read_tensor(r, t->unit, te, buf, &err);
 	uint32_t tcrc = st ? 0 : zs_crc32c(0, buf, te->numel * usz);
 	if (!st)
 		rd_tree_got(r, (uint32_t)(t - r->t), buf, te->numel * usz, tcrc, relayed);

@@ -35,26 +35,38 @@ static enum zs_status forget_ckpt(struct coord *c, struct zs_job *j, struct zs_c
 	return ZS_OK;
 }
 
+/* How many committed checkpoints of j are newer than id. */
+static uint32_t newer_committed(const struct coord *c, const struct zs_job *j, uint64_t id)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < c->ck.n; i++)
+		n += coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].state == ZS_CKPT_COMMITTED &&
+		     c->ck.list[i].id > id;
+	return n;
+}
+
 /*
- * Retires the oldest committed checkpoints of j beyond keep_checkpoints,
- * and every failed one older than the newest committed (kept until then
- * so that an operator sees why it failed): the catalog forgets each, and a
- * delete task removes what the servers wrote of it.
+ * Retires the committed checkpoints of j that keep_checkpoints newer ones
+ * follow and that no weight reader pins (one a reader pins goes at the
+ * first enforcement after it is let go: a commit, or that reader's next
+ * call), and every failed one older than the newest committed (kept until
+ * then so that an operator sees why it failed): the catalog forgets each,
+ * and a delete task removes what the servers wrote of it.
  */
 void coord_enforce_keep(struct coord *c, struct zs_job *j)
 {
-	uint32_t committed = 0;
 	uint64_t newest = 0;
 
 	for (size_t i = 0; i < c->ck.n; i++)
-		if (coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].state == ZS_CKPT_COMMITTED) {
-			committed++;
+		if (coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].state == ZS_CKPT_COMMITTED)
 			newest = c->ck.list[i].id > newest ? c->ck.list[i].id : newest;
-		}
 	for (size_t i = 0; i < c->ck.n;) {
 		struct zs_checkpoint *k = &c->ck.list[i], gone;
 		struct zs_error e = {0};
-		bool old = k->state == ZS_CKPT_COMMITTED && committed > j->spec.keep_checkpoints;
+		bool old = k->state == ZS_CKPT_COMMITTED && coord_ckpt_of(k, j) &&
+			   newer_committed(c, j, k->id) >= j->spec.keep_checkpoints &&
+			   !coord_reader_holds(c, j->spec.name, ZS_VERSION_CKPT | k->id);
 		bool failed = k->state == ZS_CKPT_FAILED && k->id < newest;
 		if (!coord_ckpt_of(k, j) || !(old || failed)) {
 			i++;
@@ -72,7 +84,6 @@ void coord_enforce_keep(struct coord *c, struct zs_job *j)
 			zs_info("job '%s': failed checkpoint %llu pruned (%llu committed since)",
 				gone.job, (unsigned long long)gone.id, (unsigned long long)newest);
 		zs_checkpoint_release(&gone);
-		committed -= old;
 	}
 }
 

@@ -8,6 +8,10 @@
  * byte of a version once whatever the number of readers. A reader not
  * heard from within its lease is dropped, and so is a parent a child
  * reports lost: the children it had move up to the next ones of the order.
+ * A version that is a checkpoint (ZS_VERSION_CKPT | id) is registered
+ * only while the checkpoint is committed and the job's, and retirement
+ * passes by one a reader pins (coord_reader_holds); the call that lets it
+ * go retires it if its time came meanwhile.
  * Kept in memory: a coordinator's restart forgets them, and each reader's
  * next call (within its lease) registers it again under its id.
  */
@@ -52,6 +56,40 @@ void coord_drop_readers(struct coord *c, const char *job)
 		}
 		p = &r->next;
 	}
+}
+
+bool coord_reader_holds(struct coord *c, const char *job, uint64_t version)
+{
+	int64_t since = zs_now_ms() - READER_LEASE_MS;
+
+	for (struct rdr *r = c->readers; r; r = r->next)
+		if (r->i.pinned && r->i.step == version && r->seen_ms >= since &&
+		    !strcmp(r->job, job))
+			return true;
+	return false;
+}
+
+/* A reader may pin checkpoint version v of j only while it is committed
+ * and j's own (its incarnation's). */
+static bool ckpt_pinnable(struct coord *c, const struct zs_job *j, uint64_t v,
+			  struct zs_error *err)
+{
+	uint64_t id = v & ~ZS_VERSION_CKPT;
+
+	for (size_t i = 0; i < c->ck.n; i++) {
+		const struct zs_checkpoint *k = &c->ck.list[i];
+		if (k->id != id || !coord_ckpt_of(k, j))
+			continue;
+		if (k->state == ZS_CKPT_COMMITTED)
+			return true;
+		zs_fail(err, ZS_ESTATE, "checkpoint %llu of job '%s' is %s, not committed",
+			(unsigned long long)id, j->spec.name, zs_ckpt_state_name(k->state));
+		return false;
+	}
+	zs_fail(err, ZS_ENOTFOUND,
+		"job '%s' has no checkpoint %llu (retired, deleted, or another job's)", j->spec.name,
+		(unsigned long long)id);
+	return false;
 }
 
 static struct rdr *find(struct coord *c, const char *job, uint64_t id)
@@ -110,13 +148,24 @@ void coord_h_reader(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_
 	struct zs_error e = {0};
 	struct zs_buf b;
 	struct rdr *me, *par;
+	struct zs_job *j;
+	bool let_go;
 	int64_t now = zs_now_ms();
 
 	if (zs_dec_reader_req(p, n, &q, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	if (!coord_job_or_fail(c, call, q.job))
+	if (!(j = coord_job_or_fail(c, call, q.job)))
 		goto out;
+	if (!q.leave && q.me.pinned && (q.me.step & ZS_VERSION_CKPT) &&
+	    !ckpt_pinnable(c, j, q.me.step, &e)) {
+		coord_reply_err(call, &e);
+		goto out;
+	}
+	/* a checkpoint this reader let go may be one to retire now */
+	me = q.me.id ? find(c, q.job, q.me.id) : NULL;
+	let_go = me && me->i.pinned && (me->i.step & ZS_VERSION_CKPT) &&
+		 (q.leave || !q.me.pinned || q.me.step != me->i.step);
 	drop_where(c, q.job, q.lost ? q.lost : UINT64_MAX, now - READER_LEASE_MS);
 	if (q.leave) {
 		drop_where(c, q.job, q.me.id, INT64_MIN);
@@ -145,6 +194,8 @@ void coord_h_reader(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_
 		if (par)
 			snprintf(a.parent_addr, sizeof a.parent_addr, "%s", par->i.relay_addr);
 	}
+	if (let_go)
+		coord_enforce_keep(c, j);
 	coord_reply_buf(call, zs_enc_reader_ans(&a, &b), &b);
 out:
 	pthread_mutex_unlock(&c->mu);

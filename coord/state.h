@@ -557,6 +557,9 @@ void coord_steps_forget(struct coord *c, const char *job);
 void coord_h_reader(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_readers(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_drop_readers(struct coord *c, const char *job); /* NULL: every job's */
+/* Whether a reader of job heard from within its lease pins version (a
+ * checkpoint's: ZS_VERSION_CKPT | id): retirement passes it by. */
+bool coord_reader_holds(struct coord *c, const char *job, uint64_t version);
 
 /* comms.c */
 void coord_h_comm_id(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);

@@ -73,6 +73,33 @@ int zs_reader_wait(zs_reader *r, unsigned long long after, int timeout_ms,
  * (up to the handle's timeout; then ZS_ESTATE).
  */
 int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pinned);
+/*
+ * Versions that are committed checkpoints of the job: its own (this
+ * incarnation's), oldest first. A checkpoint is read from the records its
+ * servers wrote of it (their LMDB: it costs the servers no memory), from
+ * wherever they are now, whatever the placement since; its tensors are its
+ * f32 masters rounded to each unit's dtype as the servers round them for
+ * trainers, so its bits and CRC32Cs are a live pin's of its step.
+ *
+ * zs_reader_checkpoints: up to cap ids and steps (either may be NULL), *n
+ * how many there are (may be more than cap).
+ */
+int zs_reader_checkpoints(zs_reader *r, unsigned long long *ids, unsigned long long *steps,
+			  unsigned cap, unsigned *n);
+/* Waits (up to timeout_ms; < 0: the handle's) until a checkpoint with an
+ * id above `after` is committed: the newest one's id and step. ZS_ETIMEDOUT. */
+int zs_reader_wait_checkpoint(zs_reader *r, unsigned long long after, int timeout_ms,
+			      unsigned long long *id, unsigned long long *step);
+/*
+ * Pins committed checkpoint id as the version read (the one pinned before
+ * let go once it holds): the coordinator keeps it from retirement by the
+ * job's keep_checkpoints until this reader lets it go (or is not heard
+ * from within its lease); an operator's delete still deletes it (reads
+ * then fail ZS_ENOTFOUND). *step (may be NULL): its step. ZS_ENOTFOUND: the
+ * job has no such checkpoint (retired, deleted, another job's); ZS_ESTATE:
+ * it is not committed, or was taken on another layout.
+ */
+int zs_reader_pin_checkpoint(zs_reader *r, unsigned long long id, unsigned long long *step);
 /* Releases the pinned version. ZS_ESTATE: none is pinned. */
 int zs_reader_release(zs_reader *r);
 

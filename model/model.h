@@ -379,11 +379,16 @@ struct zs_live_claim {
 };
 #define ZS_LIVE_MAX 16
 
+/* A weight reader's version that is a committed checkpoint: its id with
+ * this bit (a step never has it), so that readers of a checkpoint and of
+ * a live step of the same number are never one version. */
+#define ZS_VERSION_CKPT (1ULL << 63)
+
 /* A weight reader as the coordinator keeps it (coord/readers.c). */
 struct zs_reader_info {
 	uint64_t id;
 	bool pinned;
-	uint64_t step;   /* the version pinned */
+	uint64_t step;   /* the version pinned: a step, or ZS_VERSION_CKPT | id */
 	uint64_t parent; /* the reader it reads from; 0: the servers */
 	char relay_addr[ZS_ADDR_MAX];
 	char host[ZS_ADDR_MAX];

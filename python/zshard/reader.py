@@ -139,14 +139,41 @@ class Reader:
         self._check(lib.zs_reader_wait(self._live(), int(after), int(timeout_ms), byref(s)))
         return s.value
 
-    def pin(self, step: Optional[int] = None) -> int:
-        """Pins step (None: the latest finished) on every server, releasing
-        the one pinned before; the step."""
+    def pin(self, step: Optional[int] = None, checkpoint: Optional[int] = None) -> int:
+        """Pins step (None: the latest finished) on every server, or the
+        committed checkpoint of that id (read from its servers' records;
+        kept from retirement while pinned), releasing the version pinned
+        before; the step."""
         s = c_ulonglong()
-        self._check(lib.zs_reader_pin(self._live(), LATEST if step is None else int(step),
-                                      byref(s)))
+        if checkpoint is not None:
+            if step is not None:
+                raise ValueError("pin a step or a checkpoint, not both")
+            self._check(lib.zs_reader_pin_checkpoint(self._live(), int(checkpoint), byref(s)))
+        else:
+            self._check(lib.zs_reader_pin(self._live(), LATEST if step is None else int(step),
+                                          byref(s)))
         self.step = s.value
         return s.value
+
+    def checkpoints(self) -> List[Tuple[int, int]]:
+        """The job's committed checkpoints, oldest first: (id, step) pairs."""
+        n = c_uint()
+        self._check(lib.zs_reader_checkpoints(self._live(), None, None, 0, byref(n)))
+        while True:
+            cap = n.value
+            ids, steps = (c_ulonglong * max(cap, 1))(), (c_ulonglong * max(cap, 1))()
+            self._check(lib.zs_reader_checkpoints(self._h, ids, steps, cap, byref(n)))
+            if n.value <= cap:  # none committed between the two calls
+                return [(ids[i], steps[i]) for i in range(n.value)]
+
+    def wait_checkpoint(self, after: int = 0, timeout_ms: int = -1) -> Tuple[int, int]:
+        """Waits for a checkpoint committed with an id above `after`
+        (zshard.TimedOut past timeout_ms; -1: the Reader's): the newest
+        one's (id, step)."""
+        i, s = c_ulonglong(), c_ulonglong()
+        self._check(lib.zs_reader_wait_checkpoint(self._live(), int(after), int(timeout_ms),
+                                                  byref(i), byref(s)))
+        return i.value, s.value
 
     def release(self) -> None:
         """Releases the pinned version."""

@@ -16,6 +16,7 @@ Llama trains through zshard.torch (reader_train.py, another process):
 
     ZSHARD_BIN=build/bin build/torch-venv/bin/python tests/python/test_reader.py
 """
+import json
 import os
 import subprocess
 import sys
@@ -231,7 +232,6 @@ class TestReader(unittest.TestCase):
         first reads from the servers, the others from their parents; each
         gets the step's bits, the servers send the model once; zshardctl
         readers shows the tree."""
-        import json
         import threading
         import numpy as np
         want = self.relay_job(self.c, "tree")
@@ -439,6 +439,96 @@ class TestReader(unittest.TestCase):
             t.close()
         finally:
             c.close()
+
+    def test_checkpoint_versions(self):
+        """Committed checkpoints as versions (bf16 units, keep_checkpoints
+        1, two servers): a checkpoint's reads are the bits and CRC32Cs a
+        live pin of its step gave; a pinned checkpoint outlives its
+        retirement until let go; two readers of it relay; refusals."""
+        import numpy as np
+        n, numel = 3, 5000
+        zshard.create_job({"name": "ck", "stage": 3, "world_size": 1, "compute_dtype": "bf16",
+                           "keep_checkpoints": 1, "readers": {"pins": 2},
+                           "optimizer": {"kind": "sgd", "lr": 0.1},
+                           "units": [{"name": "u%d" % k, "tensors": [
+                               {"name": "a%d" % k, "shape": [numel - 1000]},
+                               {"name": "b%d" % k, "shape": [10, 100]}]} for k in range(n)]},
+                          coordinator=self.c.addr)
+        t = zshard.Trainer.join("ck", rank=0, coordinator=self.c.addr)
+        rng = np.random.default_rng(9)
+        for u in range(n):
+            t.init_unit(u, rng.standard_normal(numel).astype(np.float32))
+        one = np.full(numel, 0x3f80, dtype=np.uint16)  # bf16 1.0
+
+        def step(s):
+            for u in reversed(range(n)):
+                t.gather(u, s).wait()
+                t.push(u, s, one).wait()
+
+        def read_all(r):
+            return {name: (r.read(name, "bf16").copy(), r.checksums[name])
+                    for name in (ti.name for ti in r.tensors)}
+
+        step(0)
+        live = zshard.Reader("ck", coordinator=self.c.addr)
+        self.assertEqual(live.pin(1), 1)
+        at1 = read_all(live)
+        live.close()
+        id1 = t.checkpoint(1)
+        self.assertTrue(t.checkpoint_wait(id1, 60000))
+
+        rb = zshard.Reader("ck", coordinator=self.c.addr)
+        self.assertEqual(rb.checkpoints(), [(id1, 1)])
+        self.assertEqual(rb.wait_checkpoint(0), (id1, 1))
+        rb.relay("127.0.0.1:0")
+        self.assertEqual(rb.pin(checkpoint=id1), 1)
+        got = read_all(rb)
+        self.assertEqual(sorted(got), sorted(at1))
+        for name, (bits, crc) in at1.items():
+            self.assertTrue(np.array_equal(got[name][0], bits), name)
+            self.assertEqual(got[name][1], crc, name)
+
+        # a newer checkpoint commits: keep_checkpoints 1 would retire id1,
+        # which a reader pins
+        step(1)
+        id2 = t.checkpoint(2)
+        self.assertTrue(t.checkpoint_wait(id2, 60000))
+        self.assertEqual(rb.checkpoints(), [(id1, 1), (id2, 2)])
+        # a second reader of id1 reads it from the first
+        rc = zshard.Reader("ck", coordinator=self.c.addr)
+        rc.relay("127.0.0.1:0")
+        self.assertEqual(rc.pin(checkpoint=id1), 1)
+        self.assertEqual({k: v[1] for k, v in read_all(rc).items()},
+                         {k: v[1] for k, v in at1.items()})
+        st = rc.stats()
+        self.assertEqual((st["parent"], st["bytes_from_servers"]), (rb.stats()["id"], 0), st)
+        self.assertEqual(st["bytes_from_relay"], n * numel * 2, st)
+        listing = json.loads(self.c.ctl("readers", "ck", "--json"))["readers"]
+        self.assertEqual(sorted((x["checkpoint"], x["step"]) for x in listing),
+                         [(id1, None), (id1, None)], listing)
+
+        # both let go of id1: it is retired, and cannot be pinned again
+        self.assertEqual(rb.pin(checkpoint=id2), 2)
+        rc.release()
+        wait_for(lambda: rb.checkpoints() == [(id2, 2)], "checkpoint %d's retirement" % id1)
+        with self.assertRaises(zshard.NotFound):
+            rc.pin(checkpoint=id1)
+        with self.assertRaises(zshard.NotFound):
+            rc.pin(checkpoint=id2 + 100)
+        # a live pin after a checkpoint's, and back: the same bits
+        self.assertEqual(rb.pin(), 2)
+        at2 = read_all(rb)
+        self.assertEqual(rb.pin(checkpoint=id2), 2)
+        got = read_all(rb)
+        for name, (bits, crc) in at2.items():
+            self.assertTrue(np.array_equal(got[name][0], bits), name)
+            self.assertEqual(got[name][1], crc, name)
+        self.assertNotEqual(at2["a0"][1], at1["a0"][1])
+        print("test_reader: checkpoint %d read whole, bits and CRC32Cs of its step's live pin, "
+              "kept past its retirement while pinned, relayed to a second reader" % id1)
+        rb.close()
+        rc.close()
+        t.close()
 
     def test_job_without_pins(self):
         zshard.create_job({"name": "nopins", "stage": 3, "world_size": 1,
