@@ -44,6 +44,10 @@ static enum zs_status call_registry(zs_reader *r, bool leave, uint64_t lost, boo
 		return st;
 	pthread_mutex_lock(&r->tr.mu);
 	r->tr.me.id = a.id;
+	/* the timeline of the version this call said, if it is still the
+	 * one pinned (a renewal's answer may come after a new pin's) */
+	if (r->tr.me.pinned == q.me.pinned && r->tr.me.step == q.me.step)
+		r->tr.me.timeline = a.timeline;
 	r->tr.lease_ms = a.lease_ms ? a.lease_ms : 10000;
 	if (take_parent && (a.parent != r->tr.parent || strcmp(a.parent_addr, r->tr.parent_addr))) {
 		if (r->tr.pio.fd >= 0) {
@@ -123,6 +127,7 @@ enum zs_status rd_tree_pinned(zs_reader *r, struct zs_error *err)
 	pthread_mutex_lock(&r->tr.mu);
 	r->tr.me.pinned = r->have_pin;
 	r->tr.me.step = r->pin;
+	r->tr.me.timeline = 0; /* a version new to it: the coordinator's word */
 	pthread_mutex_unlock(&r->tr.mu);
 	relay_version(r->tr.relay, r->pin, r->have_pin);
 	return call_registry(r, false, 0, true, err);

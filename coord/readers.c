@@ -8,7 +8,10 @@
  * byte of a version once whatever the number of readers. A reader not
  * heard from within its lease is dropped, and so is a parent a child
  * reports lost: the children it had move up to the next ones of the order.
- * A version that is a checkpoint (ZS_VERSION_CKPT | id) is registered
+ * A live step is of the job's timeline when a reader first registered it
+ * (the reader keeps it and says it again): a rollback's step of the same
+ * number is another version, and its readers another tree. A version that
+ * is a checkpoint (ZS_VERSION_CKPT | id) is registered
  * only while the checkpoint is committed and the job's, and retirement
  * passes by one a reader pins (coord_reader_holds); the call that lets it
  * go retires it if its time came meanwhile.
@@ -100,7 +103,8 @@ static struct rdr *find(struct coord *c, const char *job, uint64_t id)
 	return NULL;
 }
 
-/* me's parent: the relaying readers of its job and version, by id; me
+/* me's parent: the relaying readers of its job and version (and the
+ * timeline a step is of), by id; me
  * among them (or after them, if it relays nothing) at place p reads
  * from place (p - 1) / fanout. NULL: the servers. */
 static struct rdr *parent_of(struct coord *c, const struct rdr *me, uint32_t fanout)
@@ -113,7 +117,7 @@ static struct rdr *parent_of(struct coord *c, const struct rdr *me, uint32_t fan
 		return NULL;
 	for (struct rdr *r = c->readers; r; r = r->next) {
 		if (strcmp(r->job, me->job) || !r->i.pinned || r->i.step != me->i.step ||
-		    !r->i.relay_addr[0])
+		    r->i.timeline != me->i.timeline || !r->i.relay_addr[0])
 			continue;
 		if (n == cap) {
 			struct rdr **w = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *w);
@@ -166,6 +170,15 @@ void coord_h_reader(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_
 	me = q.me.id ? find(c, q.job, q.me.id) : NULL;
 	let_go = me && me->i.pinned && (me->i.step & ZS_VERSION_CKPT) &&
 		 (q.leave || !q.me.pinned || q.me.step != me->i.step);
+	/* a live step's timeline: the job's (+ 1: never 0) when the step is
+	 * new to the registry, what it was given after (a renewal sent
+	 * before the answer came, or a restart's: the reader's own) */
+	if (q.me.pinned && !(q.me.step & ZS_VERSION_CKPT) && !q.me.timeline)
+		q.me.timeline = me && me->i.pinned && me->i.step == q.me.step && me->i.timeline
+					? me->i.timeline
+					: j->timeline + 1;
+	else if (!q.me.pinned || (q.me.step & ZS_VERSION_CKPT))
+		q.me.timeline = 0;
 	drop_where(c, q.job, q.lost ? q.lost : UINT64_MAX, now - READER_LEASE_MS);
 	if (q.leave) {
 		drop_where(c, q.job, q.me.id, INT64_MIN);
@@ -191,6 +204,7 @@ void coord_h_reader(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_
 		me->i.parent = par ? par->i.id : 0;
 		a.id = me->i.id;
 		a.parent = me->i.parent;
+		a.timeline = me->i.timeline;
 		if (par)
 			snprintf(a.parent_addr, sizeof a.parent_addr, "%s", par->i.relay_addr);
 	}

@@ -227,6 +227,7 @@ struct zs_reader_ans {
 	uint64_t id, parent; /* parent 0: read from the servers */
 	char parent_addr[ZS_ADDR_MAX];
 	uint32_t lease_ms;
+	uint64_t timeline; /* the one its pinned step is of */
 };
 enum zs_status zs_enc_reader_req(const struct zs_reader_req *q, struct zs_buf *out);
 enum zs_status zs_dec_reader_req(const uint8_t *p, size_t n, struct zs_reader_req *q,

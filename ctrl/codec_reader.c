@@ -21,6 +21,7 @@ static Zshard__ReaderInfo *info_pb(struct arena *a, const struct zs_reader_info 
 	m->from_relay = r->from_relay;
 	m->served = r->served;
 	m->age_ms = r->age_ms;
+	m->timeline = r->timeline;
 	return m;
 }
 
@@ -32,7 +33,7 @@ static enum zs_status info_from(const Zshard__ReaderInfo *m, struct zs_reader_in
 	*r = (struct zs_reader_info){.id = m->id, .pinned = m->pinned, .step = m->step,
 				     .parent = m->parent, .from_servers = m->from_servers,
 				     .from_relay = m->from_relay, .served = m->served,
-				     .age_ms = m->age_ms};
+				     .age_ms = m->age_ms, .timeline = m->timeline};
 	if ((st = pb_cpy(r->relay_addr, sizeof r->relay_addr, m->relay_addr, "relay address",
 			 err)))
 		return st;
@@ -76,6 +77,7 @@ enum zs_status zs_enc_reader_ans(const struct zs_reader_ans *r, struct zs_buf *o
 	m.parent = r->parent;
 	m.parent_addr = (char *)r->parent_addr;
 	m.lease_ms = r->lease_ms;
+	m.timeline = r->timeline;
 	return pb_pack(&a, &m.base, out);
 }
 
@@ -84,7 +86,8 @@ enum zs_status zs_dec_reader_ans(const uint8_t *p, size_t n, struct zs_reader_an
 {
 	enum zs_status st;
 	UNPACK(Zshard__ReaderReply, reader_reply, p, n, err);
-	*r = (struct zs_reader_ans){.id = m->id, .parent = m->parent, .lease_ms = m->lease_ms};
+	*r = (struct zs_reader_ans){.id = m->id, .parent = m->parent, .lease_ms = m->lease_ms,
+				    .timeline = m->timeline};
 	st = pb_cpy(r->parent_addr, sizeof r->parent_addr, m->parent_addr, "parent address", err);
 	DONE(reader_reply);
 	return st;

@@ -394,6 +394,10 @@ struct zs_reader_info {
 	char host[ZS_ADDR_MAX];
 	uint64_t from_servers, from_relay, served; /* bytes */
 	int64_t age_ms;  /* listings: since its last call */
+	/* the job's timeline when it pinned a step (0: the coordinator gives
+	 * it): a step of one number before and after a rollback is two
+	 * versions, never one tree */
+	uint64_t timeline;
 };
 
 struct zs_server_info {

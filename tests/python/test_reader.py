@@ -524,11 +524,35 @@ class TestReader(unittest.TestCase):
             self.assertTrue(np.array_equal(got[name][0], bits), name)
             self.assertEqual(got[name][1], crc, name)
         self.assertNotEqual(at2["a0"][1], at1["a0"][1])
-        print("test_reader: checkpoint %d read whole, bits and CRC32Cs of its step's live pin, "
-              "kept past its retirement while pinned, relayed to a second reader" % id1)
-        rb.close()
         rc.close()
+
+        # a rollback's step of the same number is another version: a
+        # relaying reader of step 2 before a restore is no parent of one
+        # of step 2 after it
+        ra = zshard.Reader("ck", coordinator=self.c.addr)
+        ra.relay("127.0.0.1:0")
+        self.assertEqual(ra.pin(), 2)
+        read_all(ra)
         t.close()
+        self.c.ctl("checkpoint", "restore", "ck", str(id2), "--wait", "60000")
+        rn = zshard.Reader("ck", coordinator=self.c.addr)
+        rn.relay("127.0.0.1:0")
+
+        def pinned():
+            try:
+                return rn.pin() == 2
+            except zshard.TryAgain:
+                return False
+        wait_for(pinned, "step 2 after the restore")
+        got = read_all(rn)
+        self.assertEqual({k: v[1] for k, v in got.items()}, {k: v[1] for k, v in at2.items()})
+        st = rn.stats()
+        self.assertEqual((st["parent"], st["bytes_from_relay"]), (0, 0), st)
+        print("test_reader: checkpoint %d read whole, bits and CRC32Cs of its step's live pin, "
+              "kept past its retirement while pinned, relayed to a second reader; a restore's "
+              "step 2 another tree than step 2 before it" % id1)
+        for r in (ra, rb, rn):
+            r.close()
 
     def test_job_without_pins(self):
         zshard.create_job({"name": "nopins", "stage": 3, "world_size": 1,
