@@ -3,11 +3,13 @@
  * (include/zshard_reader.h): opens a job, pins a version (the latest
  * finished step unless --step), reads every tensor in the dtype asked for,
  * and prints the step and each tensor's name, shape and CRC32C (of its
- * bytes in its unit's dtype). --relay ADDR relays to the readers after it;
+ * bytes in its unit's dtype). --checkpoint ID (or latest) reads a committed
+ * checkpoint instead; --relay ADDR relays to the readers after it;
  * --follow N pins and reads the next N versions as training makes them.
  *
- *   read_weights --coordinator ADDR --job NAME [--step N] [--dtype f32|bf16|f16]
- *                [--relay HOST:PORT [--fanout K]] [--follow N] [--quiet]
+ *   read_weights --coordinator ADDR --job NAME [--step N | --checkpoint ID|latest]
+ *                [--dtype f32|bf16|f16] [--relay HOST:PORT [--fanout K]] [--follow N]
+ *                [--quiet]
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -50,6 +52,26 @@ static int read_all(zs_reader *r, int dtype, int quiet, unsigned long long step)
 	return 0;
 }
 
+/* The id of the job's newest committed checkpoint: 0, or -2 when it has
+ * none, -1 on a failure (zs_reader_error says). */
+static int newest_checkpoint(zs_reader *r, unsigned long long *id)
+{
+	unsigned n = 0, cap;
+	unsigned long long *ids;
+
+	if (zs_reader_checkpoints(r, NULL, NULL, 0, &n))
+		return -1;
+	if (!n)
+		return -2;
+	if (!(ids = calloc(cap = n, sizeof *ids)) || zs_reader_checkpoints(r, ids, NULL, cap, &n)) {
+		free(ids);
+		return -1;
+	}
+	*id = ids[(n < cap ? n : cap) - 1]; /* oldest first */
+	free(ids);
+	return n ? 0 : -2;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -57,9 +79,9 @@ int main(int argc, char **argv)
 		{"step", required_argument, NULL, 's'},	       {"dtype", required_argument, NULL, 'd'},
 		{"relay", required_argument, NULL, 'r'},       {"fanout", required_argument, NULL, 'f'},
 		{"follow", required_argument, NULL, 'F'},      {"quiet", no_argument, NULL, 'q'},
-		{0},
+		{"checkpoint", required_argument, NULL, 'k'},  {0},
 	};
-	const char *coord = NULL, *job = NULL, *relay = NULL;
+	const char *coord = NULL, *job = NULL, *relay = NULL, *ckpt = NULL;
 	unsigned long long step = ZS_READER_LATEST, pinned;
 	int dtype = 1, quiet = 0, o, follow = 0;
 	unsigned fanout = 0;
@@ -76,10 +98,11 @@ int main(int argc, char **argv)
 		case 'f': fanout = (unsigned)atoi(optarg); break;
 		case 'F': follow = atoi(optarg); break;
 		case 'q': quiet = 1; break;
+		case 'k': ckpt = optarg; break;
 		default:
-			fprintf(stderr, "usage: read_weights --coordinator ADDR --job NAME [--step N] "
-					"[--dtype f32|bf16|f16] [--relay HOST:PORT [--fanout K]] "
-					"[--follow N] [--quiet]\n");
+			fprintf(stderr, "usage: read_weights --coordinator ADDR --job NAME [--step N | "
+					"--checkpoint ID|latest] [--dtype f32|bf16|f16] "
+					"[--relay HOST:PORT [--fanout K]] [--follow N] [--quiet]\n");
 			return 2;
 		}
 	}
@@ -95,6 +118,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "read_weights: %s\n", zs_reader_error(r));
 		zs_reader_close(r);
 		return 1;
+	}
+	if (ckpt) { /* a committed checkpoint: the one named, or the newest */
+		unsigned long long id = strtoull(ckpt, NULL, 10);
+		int rc = strcmp(ckpt, "latest") ? 0 : newest_checkpoint(r, &id);
+		int bad = rc || zs_reader_pin_checkpoint(r, id, &pinned) ||
+			  read_all(r, dtype, quiet, pinned);
+		if (bad)
+			fprintf(stderr, "read_weights: %s\n",
+				rc == -2 ? "the job has no committed checkpoint" : zs_reader_error(r));
+		zs_reader_close(r);
+		return bad;
 	}
 	for (int k = 0; k <= follow; k++) {
 		if (k && zs_reader_wait(r, pinned, -1, &step)) {

@@ -134,13 +134,20 @@ as admin job create "$dir/rw.json" >/dev/null || fail "the admin could not creat
 ZSHARD_TLS_CA="$dir/ca.pem" ZSHARD_TLS_CERT="$dir/trainer.pem" ZSHARD_TLS_KEY="$dir/trainer.key" \
 	"$bin/charlm" --coordinator "$addr" --job rw --rank 0 --steps 3 --print-every 0 \
 	--transport tcp >"$dir/rw0.log" 2>&1 || fail "a trainer could not train rw: $(tail -2 "$dir/rw0.log")"
-rd() { # role: read_weights with that role's certificate
-	ZSHARD_TLS_CA="$dir/ca.pem" ZSHARD_TLS_CERT="$dir/$1.pem" ZSHARD_TLS_KEY="$dir/$1.key" \
-		"$bin/read_weights" --coordinator "$addr" --job rw --quiet
+rd() { # role [args]: read_weights with that role's certificate
+	r=$1
+	shift
+	ZSHARD_TLS_CA="$dir/ca.pem" ZSHARD_TLS_CERT="$dir/$r.pem" ZSHARD_TLS_KEY="$dir/$r.key" \
+		"$bin/read_weights" --coordinator "$addr" --job rw "$@"
 }
 out=$(rd reader 2>&1) || fail "a reader could not read rw: $out"
 echo "$out" | grep -q "^step 3: " || fail "a reader's read of rw: $out"
-out=$(rd trainer 2>&1) && fail "a trainer's certificate read as a reader: $out"
+# the checkpoint charlm took at its end, read from the servers' records
+# (their ReadCheckpoint, over TLS with the reader's certificate): the live
+# step's tensors and CRC32Cs
+ck=$(rd reader --checkpoint latest 2>&1) || fail "a reader could not read rw's checkpoint: $ck"
+[ "$ck" = "$out" ] || fail "rw's checkpoint read other than its step 3: $(echo "$ck" | tail -1)"
+out=$(rd trainer --quiet 2>&1) && fail "a trainer's certificate read as a reader: $out"
 echo "$out" | grep -q "role 'trainer' may not call Reader" || fail "a trainer as a reader: $out"
 # nothing changed by the refusals
 as admin job show rj --json >"$dir/after.json" || fail "job show"
@@ -158,4 +165,4 @@ echo "$out" | grep -q "names role 'root', which is none of" || fail "unknown rol
 # the admin may do all of it
 as admin stage rj 2 >/dev/null || fail "the admin could not set the stage"
 as admin job delete rk >/dev/null || fail "the admin could not delete a job"
-echo "roles: passed ($n calls from operator, trainer and reader certificates allowed or refused as their roles say, the job unchanged; a trainer trained, a server registered, one with a reader's certificate refused; no role and an unknown role refused; a reader's and an operator's tokens export the admin's bytes and their imports are refused by the servers; a weight reader with a reader's certificate read the latest version, one with a trainer's was refused at the readers' registry; the admin does the rest)"
+echo "roles: passed ($n calls from operator, trainer and reader certificates allowed or refused as their roles say, the job unchanged; a trainer trained, a server registered, one with a reader's certificate refused; no role and an unknown role refused; a reader's and an operator's tokens export the admin's bytes and their imports are refused by the servers; a weight reader with a reader's certificate read the latest version and the last checkpoint ($(echo "$ck" | grep -c crc32c) tensors, the same CRC32Cs), one with a trainer's was refused at the readers' registry; the admin does the rest)"
