@@ -286,7 +286,18 @@ static enum zs_status pin_all(zs_reader *r, uint64_t step, uint32_t verb, const 
 	return st;
 }
 
-static enum zs_status latest(zs_reader *r, uint64_t *step, struct zs_error *err)
+enum zs_status rd_rejoin(zs_reader *r, struct zs_error *err)
+{
+	for (uint32_t i = 0; i < r->n_srv; i++)
+		rd_lose(r, r->srv[i].id);
+	if (r->have_pin && !(r->pin & ZS_VERSION_CKPT)) { /* the restore dropped it */
+		r->have_pin = false;
+		rd_tree_pinned(r, NULL);
+	}
+	return rd_refresh(r, err);
+}
+
+static enum zs_status latest_once(zs_reader *r, uint64_t *step, struct zs_error *err)
 {
 	struct zs_pin_ans *a = calloc(r->n_srv ? r->n_srv : 1, sizeof *a);
 	bool *ok = calloc(r->n_srv ? r->n_srv : 1, sizeof *ok);
@@ -303,6 +314,16 @@ static enum zs_status latest(zs_reader *r, uint64_t *step, struct zs_error *err)
 	free(ok);
 	if (!st)
 		*step = lo;
+	return st;
+}
+
+/* The latest, asked again on new connections after a rollback. */
+static enum zs_status latest(zs_reader *r, uint64_t *step, struct zs_error *err)
+{
+	enum zs_status st = latest_once(r, step, err);
+
+	if (st == ZS_ERESUME && !(st = rd_rejoin(r, err)))
+		st = latest_once(r, step, err);
 	return st;
 }
 
@@ -398,7 +419,10 @@ int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pin
 			break;
 		if (r->have_pin && r->pin == t)
 			break; /* held already */
-		if (!(st = hold(r, t, &err)) || st != ZS_ESTATE)
+		st = hold(r, t, &err);
+		if (st == ZS_ERESUME && !(st = rd_rejoin(r, &err)))
+			continue; /* rolled back: the version then, on new connections */
+		if (st != ZS_ESTATE)
 			break;
 		/* moved on (the latest: ask again), or another reader's PIN
 		 * of the step is taking its copies: a moment, then again */

@@ -76,6 +76,10 @@ const struct rtensor *rd_find(const zs_reader *r, const char *name);
  * connections to its servers not connected yet. */
 enum zs_status rd_refresh(zs_reader *r, struct zs_error *err);
 
+/* The job rolled back (a restore retired the handle every connection to
+ * its servers carried: ZS_ERESUME): the connections made again, to the
+ * placement now; a live step pinned, which the restore dropped, let go. */
+enum zs_status rd_rejoin(zs_reader *r, struct zs_error *err);
 /* Releases step's live pins on every server (a version let go). */
 void rd_release_step(zs_reader *r, uint64_t step);
 

@@ -176,6 +176,13 @@ int zs_reader_read(zs_reader *r, const char *name, int dtype, void *dst, size_t 
 	if (te->numel && !relayed)
 		st = r->pin & ZS_VERSION_CKPT ? rd_ckpt_read(r, t->unit, te, buf, &err)
 					      : read_tensor(r, t->unit, te, buf, &err);
+	if (st == ZS_ERESUME) { /* the restore of a rollback dropped the version */
+		uint64_t was = r->pin;
+		rd_rejoin(r, NULL);
+		st = zs_fail(&err, ZS_ENOTFOUND,
+			     "job '%s' rolled back while step %llu was pinned: the version was dropped (pin one again)",
+			     r->job.spec.name, (unsigned long long)was);
+	}
 	uint32_t tcrc = st ? 0 : zs_crc32c(0, buf, te->numel * usz);
 	if (!st)
 		rd_tree_got(r, (uint32_t)(t - r->t), buf, te->numel * usz, tcrc, relayed);

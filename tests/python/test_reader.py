@@ -440,6 +440,93 @@ class TestReader(unittest.TestCase):
         finally:
             c.close()
 
+    def test_versions_through_rollback(self):
+        """A numpy trainer trains (each step p -= 0.1 * p * 0.5) while a
+        reader pins the latest version and reads it whole, over and over;
+        its rank is evicted mid-training: the job rolls back to its
+        checkpoint of step 8 and trains on with another gradient (p *
+        0.25), so that steps after 8 have other bits on the new timeline.
+        Every version read is one timeline's step whole, never a mix."""
+        import threading
+        import numpy as np
+        n, steps, ck_at = 4, 24, 8
+        zshard.create_job({"name": "rb", "stage": 3, "world_size": 1, "compute_dtype": "f32",
+                           "readers": {"pins": 2}, "optimizer": {"kind": "sgd", "lr": 0.1},
+                           "units": [{"name": "u%d" % k, "tensors": [{"name": "t%d" % k,
+                                                                       "shape": [4096]}]}
+                                     for k in range(n)]}, coordinator=self.c.addr)
+        t = zshard.Trainer.join("rb", rank=0, coordinator=self.c.addr)
+        rng = np.random.default_rng(11)
+        first = [rng.standard_normal(4096).astype(np.float32) for _ in range(n)]
+
+        def timeline(g, frm):
+            tab = {frm[0]: frm[1]}
+            for s in range(frm[0], steps):
+                tab[s + 1] = [w + np.float32(-0.1) * (w * np.float32(g)) for w in tab[s]]
+            return tab
+        old = timeline(0.5, (0, first))
+        new = timeline(0.25, (ck_at, old[ck_at]))
+        for u in range(n):
+            t.init_unit(u, first[u])
+        at, errs, rolled, go = [0], [], [], threading.Event()
+
+        def train():
+            g, step = np.float32(0.5), 0
+            try:
+                while step < steps:
+                    try:
+                        if step == ck_at and not rolled:
+                            self.assertTrue(t.checkpoint_wait(t.checkpoint(ck_at), 60000))
+                        if step == 15 and not rolled:  # until the rank is evicted
+                            self.assertTrue(go.wait(60))
+                        for u in reversed(range(n)):
+                            p = t.gather(u, step)
+                            p.wait()
+                            t.push(u, step, (p._buf * g).astype(np.float32)).wait()
+                        step += 1
+                        at[0] = step
+                    except zshard.Resume:
+                        step, _ = t.resume()
+                        g = np.float32(0.25)
+                        rolled.append(step)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errs.append("trainer: %s" % e)
+        th = threading.Thread(target=train)
+        th.start()
+        seen, evicted = [], False
+        deadline = time.monotonic() + 300
+        with zshard.Reader("rb", coordinator=self.c.addr, timeout_ms=60000) as r:
+            while (th.is_alive() or (not errs and (not seen or seen[-1][0] < steps))) \
+                    and time.monotonic() < deadline and not errs:
+                if not evicted and at[0] >= 15:
+                    self.c.ctl("trainers", "evict", "rb", "0")
+                    evicted = True
+                    wait_for(lambda: json.loads(self.c.ctl("job", "show", "rb", "--json"))[
+                        "timeline"] and not json.loads(self.c.ctl("job", "show", "rb",
+                                                                  "--json"))["restoring"],
+                             "the rollback the eviction starts")
+                    go.set()
+                try:
+                    v = r.pin()
+                    got = [r.read("t%d" % k) for k in range(n)]
+                except (zshard.TryAgain, zshard.NotFound):  # moved on; dropped by the restore
+                    time.sleep(0.005)
+                    continue
+                which = [name for name, tab in (("old", old), ("new", new))
+                         if v in tab and all(np.array_equal(got[k], tab[v][k]) for k in range(n))]
+                if not which:
+                    errs.append("version %d is neither timeline's step %d whole" % (v, v))
+                seen.append((v, which))
+        th.join(120)
+        self.assertEqual(errs, [])
+        self.assertEqual(rolled, [ck_at])
+        self.assertEqual(seen[-1][0], steps, "the last step was not read within 300 s")
+        after = [v for v, w in seen if w == ["new"]]
+        self.assertTrue(after, seen)
+        print("test_reader: %d versions read whole and of one timeline, %d of the new one after "
+              "a rollback to step %d" % (len(seen), len(set(after)), ck_at))
+        t.close()
+
     def test_checkpoint_versions(self):
         """Committed checkpoints as versions (bf16 units, keep_checkpoints
         1, two servers): a checkpoint's reads are the bits and CRC32Cs a
