@@ -336,7 +336,8 @@ static void plan_text_zshard(const struct zs_plan_in *in, const struct zs_plan *
 	}
 	if (in->reader_pins)
 		printf("  readers' pins: %u versions pinned at once add %s per server (each a compute\n"
-		       "  copy, %u bytes per owned element)\n",
+		       "  copy, %u bytes per owned element); a committed checkpoint pinned is read\n"
+		       "  from its records on disk and adds nothing\n",
 		       in->reader_pins, zs_fmt_bytes(pl->server_pins, b[0], sizeof b[0]), pl->b);
 	if (fr->shards)
 		printf("  frozen: %s elements in %u shards hold their fp32 master (and copy) alone,\n"

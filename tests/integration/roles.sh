@@ -149,6 +149,11 @@ ck=$(rd reader --checkpoint latest 2>&1) || fail "a reader could not read rw's c
 [ "$ck" = "$out" ] || fail "rw's checkpoint read other than its step 3: $(echo "$ck" | tail -1)"
 out=$(rd trainer --quiet 2>&1) && fail "a trainer's certificate read as a reader: $out"
 echo "$out" | grep -q "role 'trainer' may not call Reader" || fail "a trainer as a reader: $out"
+# no credential at all: plaintext to a TLS coordinator
+out=$(env -u ZSHARD_TLS_CA -u ZSHARD_TLS_CERT -u ZSHARD_TLS_KEY "$bin/read_weights" \
+	--coordinator "$addr" --job rw --quiet 2>&1) && fail "a reader without a certificate read rw: $out"
+echo "$out" | grep -q "speaks TLS and this process has no TLS identity" ||
+	fail "a reader without a certificate: $out"
 # nothing changed by the refusals
 as admin job show rj --json >"$dir/after.json" || fail "job show"
 "$PY" - "$dir/before.json" "$dir/after.json" <<'PYEOF' || fail "a refused call changed the job"
@@ -165,4 +170,4 @@ echo "$out" | grep -q "names role 'root', which is none of" || fail "unknown rol
 # the admin may do all of it
 as admin stage rj 2 >/dev/null || fail "the admin could not set the stage"
 as admin job delete rk >/dev/null || fail "the admin could not delete a job"
-echo "roles: passed ($n calls from operator, trainer and reader certificates allowed or refused as their roles say, the job unchanged; a trainer trained, a server registered, one with a reader's certificate refused; no role and an unknown role refused; a reader's and an operator's tokens export the admin's bytes and their imports are refused by the servers; a weight reader with a reader's certificate read the latest version and the last checkpoint ($(echo "$ck" | grep -c crc32c) tensors, the same CRC32Cs), one with a trainer's was refused at the readers' registry; the admin does the rest)"
+echo "roles: passed ($n calls from operator, trainer and reader certificates allowed or refused as their roles say, the job unchanged; a trainer trained, a server registered, one with a reader's certificate refused; no role and an unknown role refused; a reader's and an operator's tokens export the admin's bytes and their imports are refused by the servers; a weight reader with a reader's certificate read the latest version and the last checkpoint ($(echo "$ck" | grep -c crc32c) tensors, the same CRC32Cs), one with a trainer's was refused at the readers' registry, one with none could not reach it; the admin does the rest)"
