@@ -411,6 +411,8 @@ int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pin
 	enum zs_status st = ZS_OK;
 	uint64_t t = step;
 
+	if (step != ZS_READER_LATEST && (step & ZS_VERSION_CKPT))
+		return rd_said(r, zs_fail(&err, ZS_EINVAL, "%llu is not a step", step), &err);
 	/* the latest: asked, then held; a server that moved two steps on
 	 * meanwhile (ZS_ESTATE: gone) is asked again, a few times, and so is
 	 * a step another reader is pinning at the same moment */

@@ -602,6 +602,9 @@ class TestReader(unittest.TestCase):
             rc.pin(checkpoint=id1)
         with self.assertRaises(zshard.NotFound):
             rc.pin(checkpoint=id2 + 100)
+        for bad in ({"checkpoint": 0}, {"step": 1 << 63}):
+            with self.assertRaises(zshard.InvalidArgument):
+                rc.pin(**bad)
         # a live pin after a checkpoint's, and back: the same bits
         self.assertEqual(rb.pin(), 2)
         at2 = read_all(rb)
