@@ -370,11 +370,18 @@ class TestReader(unittest.TestCase):
     def test_versions_through_failover(self):
         """A replicated job trained by a numpy trainer (each step p -= 0.1 *
         p / 2, so every step's bits are known) while a reader pins the
-        latest version and reads it whole, over and over; a server is
-        killed mid-training. Every version read is exactly its step's,
-        before and after the failover."""
+        latest version and reads it whole, over and over; a server drawn at
+        random is killed at a random point of training
+        (ZSHARD_READER_SEED repeats a draw). Every version read is exactly
+        its step's, before and after the failover."""
+        import random
         import threading
         import numpy as np
+        seed = int(os.environ.get("ZSHARD_READER_SEED", str(time.time_ns() % 100000)))
+        draw = random.Random(seed)
+        victim, kill_at, delay = draw.randrange(1, 3), draw.randrange(3, 30), draw.uniform(0, 0.02)
+        what = "seed %d: server %d killed %.0f ms after step %d" % (seed, victim, delay * 1e3,
+                                                                    kill_at)
         c = Cluster(BIN, servers=2)
         try:
             n, steps = 4, 40
@@ -412,9 +419,10 @@ class TestReader(unittest.TestCase):
                 # failed: errs says why), within a generous bound
                 while (th.is_alive() or (not errs and (not seen or seen[-1] < steps))) \
                         and time.monotonic() < deadline:
-                    if killed_at is None and at[0] >= 10:
-                        c.procs[1].kill()
-                        c.procs[1].wait()
+                    if killed_at is None and at[0] >= kill_at:
+                        time.sleep(delay)
+                        c.procs[victim].kill()
+                        c.procs[victim].wait()
                         killed_at = at[0]
                     try:
                         v = r.pin()
@@ -429,13 +437,13 @@ class TestReader(unittest.TestCase):
                     if errs:
                         break
             th.join(120)
-            self.assertEqual(errs, [])
-            self.assertEqual(seen[-1], steps, "the last step was not read within 300 s")
-            self.assertIsNotNone(killed_at)
+            self.assertEqual(errs, [], what)
+            self.assertEqual(seen[-1], steps, "the last step was not read within 300 s (%s)" % what)
+            self.assertIsNotNone(killed_at, what)
             after = [v for v in seen if v > killed_at]
-            self.assertTrue(after, seen)
-            print("test_reader: %d versions read whole and exact, %d after a server was killed "
-                  "at step %d" % (len(set(seen)), len(set(after)), killed_at))
+            self.assertTrue(after, (what, seen))
+            print("test_reader: %d versions read whole and exact, %d after the kill (%s)" %
+                  (len(set(seen)), len(set(after)), what))
             t.close()
         finally:
             c.close()
@@ -443,13 +451,18 @@ class TestReader(unittest.TestCase):
     def test_versions_through_rollback(self):
         """A numpy trainer trains (each step p -= 0.1 * p * 0.5) while a
         reader pins the latest version and reads it whole, over and over;
-        its rank is evicted mid-training: the job rolls back to its
+        its rank is evicted at a step drawn at random after 8
+        (ZSHARD_READER_SEED repeats a draw): the job rolls back to its
         checkpoint of step 8 and trains on with another gradient (p *
         0.25), so that steps after 8 have other bits on the new timeline.
         Every version read is one timeline's step whole, never a mix."""
+        import random
         import threading
         import numpy as np
         n, steps, ck_at = 4, 24, 8
+        seed = int(os.environ.get("ZSHARD_READER_SEED", str(time.time_ns() % 100000)))
+        evict_at = random.Random(seed).randrange(ck_at + 1, steps - 2)
+        what = "seed %d: evicted at step %d" % (seed, evict_at)
         zshard.create_job({"name": "rb", "stage": 3, "world_size": 1, "compute_dtype": "f32",
                            "readers": {"pins": 2}, "optimizer": {"kind": "sgd", "lr": 0.1},
                            "units": [{"name": "u%d" % k, "tensors": [{"name": "t%d" % k,
@@ -477,7 +490,7 @@ class TestReader(unittest.TestCase):
                     try:
                         if step == ck_at and not rolled:
                             self.assertTrue(t.checkpoint_wait(t.checkpoint(ck_at), 60000))
-                        if step == 15 and not rolled:  # until the rank is evicted
+                        if step == evict_at and not rolled:  # until the rank is evicted
                             self.assertTrue(go.wait(60))
                         for u in reversed(range(n)):
                             p = t.gather(u, step)
@@ -498,7 +511,7 @@ class TestReader(unittest.TestCase):
         with zshard.Reader("rb", coordinator=self.c.addr, timeout_ms=60000) as r:
             while (th.is_alive() or (not errs and (not seen or seen[-1][0] < steps))) \
                     and time.monotonic() < deadline and not errs:
-                if not evicted and at[0] >= 15:
+                if not evicted and at[0] >= evict_at:
                     self.c.ctl("trainers", "evict", "rb", "0")
                     evicted = True
                     wait_for(lambda: json.loads(self.c.ctl("job", "show", "rb", "--json"))[
@@ -518,13 +531,13 @@ class TestReader(unittest.TestCase):
                     errs.append("version %d is neither timeline's step %d whole" % (v, v))
                 seen.append((v, which))
         th.join(120)
-        self.assertEqual(errs, [])
-        self.assertEqual(rolled, [ck_at])
-        self.assertEqual(seen[-1][0], steps, "the last step was not read within 300 s")
+        self.assertEqual(errs, [], what)
+        self.assertEqual(rolled, [ck_at], what)
+        self.assertEqual(seen[-1][0], steps, "the last step was not read within 300 s (%s)" % what)
         after = [v for v, w in seen if w == ["new"]]
-        self.assertTrue(after, seen)
+        self.assertTrue(after, (what, seen))
         print("test_reader: %d versions read whole and of one timeline, %d of the new one after "
-              "a rollback to step %d" % (len(seen), len(set(after)), ck_at))
+              "a rollback to step %d (%s)" % (len(seen), len(set(after)), ck_at, what))
         t.close()
 
     def test_checkpoint_versions(self):
