@@ -320,10 +320,11 @@ class TestReader(unittest.TestCase):
         b.close()
 
     def test_relay_parent_killed(self):
-        """A chain (fanout 1): the first reader here, the second in a
-        process that reads slowly, the third here reading from it; the
-        second is killed mid-relay and the third, routed around it, reads
-        the step's bits whole."""
+        """A chain (fanout 1): the first reader here, two in processes of
+        their own that read slowly, the last here reading from the third;
+        mid-relay its parent is killed and, while it is routed around, the
+        parent it would move to as well (a double fault): the last reader
+        ends on the first and reads the step's bits whole."""
         import numpy as np
         want = self.relay_job(self.c, "chain", n=16)
         root = zshard.Reader("chain", coordinator=self.c.addr)
@@ -331,16 +332,20 @@ class TestReader(unittest.TestCase):
         root.pin(2)
         for t in root.tensors:
             root.read(t.name)
-        out = os.path.join(self.d, "mid.addr")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.path.join(HERE, "..", "..", "python") + (
             os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        mid = subprocess.Popen([sys.executable, os.path.join(HERE, "reader_relay.py"),
-                                self.c.addr, "chain", "2", "1", "0.15", out], env=env,
-                               preexec_fn=die_with_us)
+        mids = []
         try:
-            wait_for(lambda: os.path.exists(out) or mid.poll() is not None, "the middle reader")
-            with open(out) as f:
+            for k in range(2):  # registered in turn: root <- mid 0 <- mid 1
+                out = os.path.join(self.d, "mid%d.addr" % k)
+                mids.append(subprocess.Popen([sys.executable, os.path.join(HERE, "reader_relay.py"),
+                                              self.c.addr, "chain", "2", "1", "0.15", out],
+                                             env=env, preexec_fn=die_with_us))
+                wait_for(lambda: os.path.exists(out) or mids[-1].poll() is not None,
+                         "middle reader %d" % k)
+                self.assertIsNone(mids[-1].poll(), "middle reader %d ended" % k)
+            with open(os.path.join(self.d, "mid1.addr")) as f:
                 mid_id = int(f.read().split()[1])
             leaf = zshard.Reader("chain", coordinator=self.c.addr)
             leaf.relay("127.0.0.1:0", 1)
@@ -348,23 +353,25 @@ class TestReader(unittest.TestCase):
             self.assertEqual(leaf.stats()["parent"], mid_id)
             got = {}
             for k, t in enumerate(leaf.tensors):
-                if k == 4:
-                    mid.kill()
-                    mid.wait()
+                if k == 4:  # its parent, then the one it would move to
+                    for m in reversed(mids):
+                        m.kill()
+                        m.wait()
                 got[t.name] = leaf.read(t.name)
             s = leaf.stats()
             for n, v in want.items():
                 self.assertTrue(np.array_equal(got[n], v), n)
             self.assertEqual(s["parent"], root.stats()["id"], s)
-            self.assertGreater(s["bytes_from_relay"], 0)
-            print("test_reader: the middle of a chain killed mid-relay; the last reader "
-                  "moved to the first (%d bytes relayed, %d from the servers)"
-                  % (s["bytes_from_relay"], s["bytes_from_servers"]))
+            self.assertEqual(s["bytes_from_servers"], 0, s)  # routed past both at once
+            print("test_reader: two of a chain killed mid-relay, the second while the first "
+                  "was routed around; the last reader moved to the first (%d bytes relayed, "
+                  "%d from the servers)" % (s["bytes_from_relay"], s["bytes_from_servers"]))
             leaf.close()
         finally:
-            if mid.poll() is None:
-                mid.kill()
-            mid.wait()
+            for m in mids:
+                if m.poll() is None:
+                    m.kill()
+                m.wait()
             root.close()
 
     def test_versions_through_failover(self):
