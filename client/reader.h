@@ -40,6 +40,7 @@ struct zs_reader {
 	 * and the servers' addresses when it was pinned */
 	struct zs_checkpoint ck;
 	struct zs_server_info *ck_srv;
+	struct zs_rpc_client **ck_rc; /* a channel to each, opened at its first read */
 	uint32_t n_ck_srv;
 	struct rtensor *t;
 	uint32_t n_t;

@@ -21,6 +21,7 @@
 #include "base/util.h"
 #include "ctrl/codec.h"
 #include "ctrl/coord_client.h"
+#include "ctrl/rpc.h"
 
 /* The job's committed checkpoints (*v malloc'd, by id). */
 static enum zs_status committed(zs_reader *r, struct zs_checkpoint **v, uint32_t *n,
@@ -116,12 +117,22 @@ int zs_reader_wait_checkpoint(zs_reader *r, unsigned long long after, int timeou
 	return rd_said(r, st, &err);
 }
 
+/* A checkpoint's servers (and the channels to them), freed. */
+static void free_srv(struct zs_server_info *s, struct zs_rpc_client **rc, uint32_t n)
+{
+	for (uint32_t i = 0; rc && i < n; i++)
+		zs_rpc_client_free(rc[i]);
+	free(rc);
+	free(s);
+}
+
 void rd_ckpt_free(zs_reader *r)
 {
 	zs_checkpoint_release(&r->ck);
 	memset(&r->ck, 0, sizeof r->ck);
-	free(r->ck_srv);
+	free_srv(r->ck_srv, r->ck_rc, r->n_ck_srv);
 	r->ck_srv = NULL;
+	r->ck_rc = NULL;
 	r->n_ck_srv = 0;
 }
 
@@ -137,6 +148,8 @@ static enum zs_status load(zs_reader *r, uint64_t id, struct zs_error *err)
 	if (!st)
 		st = zs_coord_servers(c, &r->ck_srv, &r->n_ck_srv, err);
 	zs_coord_close(c);
+	if (!st && !(r->ck_rc = calloc(r->n_ck_srv + 1, sizeof *r->ck_rc)))
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 	if (st)
 		return st;
 	if (r->ck.incarnation != r->job.incarnation)
@@ -176,11 +189,13 @@ int zs_reader_pin_checkpoint(zs_reader *r, unsigned long long id, unsigned long 
 	/* the one pinned before is let go once the new one holds */
 	struct zs_checkpoint was_ck = r->ck;
 	struct zs_server_info *was_srv = r->ck_srv;
+	struct zs_rpc_client **was_rc = r->ck_rc;
 	uint32_t was_n = r->n_ck_srv;
 	bool had = r->have_pin;
 	uint64_t was = r->pin;
 	memset(&r->ck, 0, sizeof r->ck);
 	r->ck_srv = NULL;
+	r->ck_rc = NULL;
 	r->n_ck_srv = 0;
 	st = load(r, id, &err);
 	if (!st) {
@@ -193,6 +208,7 @@ int zs_reader_pin_checkpoint(zs_reader *r, unsigned long long id, unsigned long 
 		rd_ckpt_free(r);
 		r->ck = was_ck;
 		r->ck_srv = was_srv;
+		r->ck_rc = was_rc;
 		r->n_ck_srv = was_n;
 		r->have_pin = had;
 		r->pin = was;
@@ -204,19 +220,28 @@ int zs_reader_pin_checkpoint(zs_reader *r, unsigned long long id, unsigned long 
 	if (had && !(was & ZS_VERSION_CKPT))
 		rd_release_step(r, was);
 	zs_checkpoint_release(&was_ck);
-	free(was_srv);
+	free_srv(was_srv, was_rc, was_n);
 	if (step)
 		*step = r->ck.step;
 	return ZS_OK;
 }
 
-/* The control address of server sid ("" unknown). */
-static const char *addr_of(const zs_reader *r, uint64_t sid)
+/* The channel to server sid (opened at its first read). */
+static enum zs_status channel(zs_reader *r, uint64_t sid, struct zs_rpc_client **out,
+			      struct zs_error *err)
 {
-	for (uint32_t i = 0; i < r->n_ck_srv; i++)
-		if (r->ck_srv[i].id == sid)
-			return r->ck_srv[i].addr;
-	return "";
+	for (uint32_t i = 0; i < r->n_ck_srv; i++) {
+		if (r->ck_srv[i].id != sid)
+			continue;
+		if (!r->ck_rc[i]) {
+			enum zs_status st = zs_rpc_client_open(r->ck_srv[i].addr, &r->ck_rc[i], err);
+			if (st)
+				return st;
+		}
+		*out = r->ck_rc[i];
+		return ZS_OK;
+	}
+	return zs_fail(err, ZS_EUNAVAIL, "server %llu is not registered", (unsigned long long)sid);
 }
 
 /* Elements [lo, hi) of unit u as old shard k of the checkpoint holds them
@@ -235,14 +260,11 @@ static enum zs_status read_old(zs_reader *r, uint32_t k, uint64_t lo, uint64_t h
 		const struct zs_shard *cs = &pl->shards[c];
 		struct zs_read_ckpt q = {.id = r->ck.id, .unit = cs->unit, .index = cs->index,
 					 .offset = lo - cs->offset, .length = hi - lo};
-		const char *addr = addr_of(r, cs->server_id);
+		struct zs_rpc_client *rc = NULL;
 		uint64_t step = 0;
 		snprintf(q.job, sizeof q.job, "%s", r->job.spec.name);
-		if (!addr[0])
-			st = zs_fail(err, ZS_EUNAVAIL, "server %llu is not registered",
-				     (unsigned long long)cs->server_id);
-		else
-			st = zs_server_read_ckpt(addr, r->timeout_ms, &q, out, &step, err);
+		if (!(st = channel(r, cs->server_id, &rc, err)))
+			st = zs_server_read_ckpt_on(rc, r->timeout_ms, &q, out, &step, err);
 		if (!st && step != r->ck.step)
 			st = zs_fail(err, ZS_EIO, "a record of step %llu in checkpoint %llu of step %llu",
 				     (unsigned long long)step, (unsigned long long)r->ck.id,

@@ -759,9 +759,9 @@ enum zs_status zs_server_snapshot(const char *addr, int timeout_ms, const struct
 	return st;
 }
 
-enum zs_status zs_server_read_ckpt(const char *addr, int timeout_ms,
-				   const struct zs_read_ckpt *r, float *out, uint64_t *step,
-				   struct zs_error *err)
+enum zs_status zs_server_read_ckpt_on(struct zs_rpc_client *rc, int timeout_ms,
+				      const struct zs_read_ckpt *r, float *out, uint64_t *step,
+				      struct zs_error *err)
 {
 	uint64_t done = 0;
 
@@ -769,14 +769,15 @@ enum zs_status zs_server_read_ckpt(const char *addr, int timeout_ms,
 	do {
 		struct zs_read_ckpt q = *r;
 		struct zs_buf req;
-		uint8_t *resp;
-		size_t len;
+		uint8_t *resp = NULL;
+		size_t len = 0;
 		q.offset = r->offset + done;
 		q.length = r->length - done < (4u << 20) ? r->length - done : (4u << 20);
 		enum zs_status st = zs_enc_read_ckpt(&q, &req);
 		if (st)
 			return zs_fail(err, st, "cannot encode a checkpoint read");
-		st = server_call(addr, ZS_M_SERVER_READ_CKPT, &req, timeout_ms, &resp, &len, err);
+		st = zs_rpc_invoke(rc, ZS_M_SERVER_READ_CKPT, req.data, req.len, &resp, &len,
+				   timeout_ms, 0, err);
 		if (!st)
 			st = zs_dec_read_ckpt_reply(resp, len, step, out + done, q.length, err);
 		free(resp);
@@ -786,4 +787,18 @@ enum zs_status zs_server_read_ckpt(const char *addr, int timeout_ms,
 		done += q.length;
 	} while (done < r->length);
 	return ZS_OK;
+}
+
+enum zs_status zs_server_read_ckpt(const char *addr, int timeout_ms,
+				   const struct zs_read_ckpt *r, float *out, uint64_t *step,
+				   struct zs_error *err)
+{
+	struct zs_rpc_client *rc;
+	enum zs_status st = zs_rpc_client_open(addr, &rc, err);
+
+	if (st)
+		return st;
+	st = zs_server_read_ckpt_on(rc, timeout_ms, r, out, step, err);
+	zs_rpc_client_free(rc);
+	return st;
 }

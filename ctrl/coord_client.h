@@ -217,6 +217,12 @@ enum zs_status zs_server_status_query(const char *addr, int timeout_ms,
 enum zs_status zs_server_read_ckpt(const char *addr, int timeout_ms,
 				   const struct zs_read_ckpt *r, float *out, uint64_t *step,
 				   struct zs_error *err);
+/* The same over rc, a channel to the server the caller keeps for many
+ * reads (zs_rpc_client_open; one per read costs a connection each). */
+struct zs_rpc_client;
+enum zs_status zs_server_read_ckpt_on(struct zs_rpc_client *rc, int timeout_ms,
+				      const struct zs_read_ckpt *r, float *out, uint64_t *step,
+				      struct zs_error *err);
 
 /* Asks the shard server at addr to start a snapshot task now. */
 enum zs_status zs_server_snapshot(const char *addr, int timeout_ms, const struct zs_task *t,
