@@ -11,10 +11,10 @@
  * A live step is of the job's timeline when a reader first registered it
  * (the reader keeps it and says it again): a rollback's step of the same
  * number is another version, and its readers another tree. A version that
- * is a checkpoint (ZS_VERSION_CKPT | id) is registered
- * only while the checkpoint is committed and the job's, and retirement
- * passes by one a reader pins (coord_reader_holds); the call that lets it
- * go retires it if its time came meanwhile.
+ * is a checkpoint (ZS_VERSION_CKPT | id) is registered only while the
+ * checkpoint is committed and the job's, and retirement passes by one a
+ * reader pins (coord_reader_holds); the call that lets it go retires it
+ * if its time came meanwhile.
  * Kept in memory: a coordinator's restart forgets them, and each reader's
  * next call (within its lease) registers it again under its id.
  */
@@ -104,9 +104,9 @@ static struct rdr *find(struct coord *c, const char *job, uint64_t id)
 }
 
 /* me's parent: the relaying readers of its job and version (and the
- * timeline a step is of), by id; me
- * among them (or after them, if it relays nothing) at place p reads
- * from place (p - 1) / fanout. NULL: the servers. */
+ * timeline a step is of), by id; me among them (or after them, if it
+ * relays nothing) at place p reads from place (p - 1) / fanout. NULL: the
+ * servers. */
 static struct rdr *parent_of(struct coord *c, const struct rdr *me, uint32_t fanout)
 {
 	struct rdr **v = NULL;
