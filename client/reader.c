@@ -384,7 +384,7 @@ void rd_release_step(zs_reader *r, uint64_t step) { release(r, step, NULL); }
 static void let_go(zs_reader *r)
 {
 	if (r->have_pin && (r->pin & ZS_VERSION_CKPT))
-		rd_ckpt_free(r);
+		rd_ckpt_free(&r->ck);
 	else if (r->have_pin)
 		release(r, r->pin, NULL);
 	r->have_pin = false;

@@ -38,10 +38,12 @@ struct zs_reader {
 	uint64_t pin; /* the version: a step, or ZS_VERSION_CKPT | a checkpoint's id */
 	/* a checkpoint pinned: its record (where its shards' records are)
 	 * and the servers' addresses when it was pinned */
-	struct zs_checkpoint ck;
-	struct zs_server_info *ck_srv;
-	struct zs_rpc_client **ck_rc; /* a channel to each, opened at its first read */
-	uint32_t n_ck_srv;
+	struct rd_ckpt {
+		struct zs_checkpoint k;
+		struct zs_server_info *srv;
+		struct zs_rpc_client **rc; /* a channel to each, opened at its first read */
+		uint32_t n_srv;
+	} ck;
 	struct rtensor *t;
 	uint32_t n_t;
 	char rtoken[ZS_TOKEN_MAX]; /* the reader token it proves */
@@ -89,8 +91,8 @@ void rd_release_step(zs_reader *r, uint64_t step);
  * dtype), from its servers' records. */
 enum zs_status rd_ckpt_read(zs_reader *r, uint32_t u, const struct zs_tensor *te, uint8_t *buf,
 			    struct zs_error *err);
-/* Frees the pinned checkpoint's state (r->ck, its servers). */
-void rd_ckpt_free(zs_reader *r);
+/* Frees a pinned checkpoint's state (its record, servers, channels). */
+void rd_ckpt_free(struct rd_ckpt *c);
 
 /* reader_tree.c */
 /* Registers with the coordinator (its id) and starts renewing within the

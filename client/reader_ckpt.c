@@ -23,18 +23,14 @@
 #include "ctrl/coord_client.h"
 #include "ctrl/rpc.h"
 
-/* The job's committed checkpoints (*v malloc'd, by id). */
-static enum zs_status committed(zs_reader *r, struct zs_checkpoint **v, uint32_t *n,
-				struct zs_error *err)
+/* The job's committed checkpoints (*v malloc'd, by id), asked of c. */
+static enum zs_status committed(zs_reader *r, struct zs_coord_client *c,
+				struct zs_checkpoint **v, uint32_t *n, struct zs_error *err)
 {
-	struct zs_coord_client *c = NULL;
 	struct zs_checkpoint *all = NULL;
 	uint32_t na = 0;
-	enum zs_status st = zs_coord_open(r->coord, r->timeout_ms, 0, &c, err);
+	enum zs_status st = zs_coord_list_ckpts(c, r->job.spec.name, &all, &na, err);
 
-	if (!st)
-		st = zs_coord_list_ckpts(c, r->job.spec.name, &all, &na, err);
-	zs_coord_close(c);
 	*v = NULL;
 	*n = 0;
 	if (st)
@@ -67,9 +63,14 @@ int zs_reader_checkpoints(zs_reader *r, unsigned long long *ids, unsigned long l
 			  unsigned cap, unsigned *n)
 {
 	struct zs_error err = {0};
+	struct zs_coord_client *c = NULL;
 	struct zs_checkpoint *v;
 	uint32_t nv;
-	enum zs_status st = committed(r, &v, &nv, &err);
+	enum zs_status st = zs_coord_open(r->coord, r->timeout_ms, 0, &c, &err);
+
+	if (!st)
+		st = committed(r, c, &v, &nv, &err);
+	zs_coord_close(c);
 
 	for (uint32_t i = 0; !st && i < nv && i < cap; i++) {
 		if (ids)
@@ -90,13 +91,14 @@ int zs_reader_wait_checkpoint(zs_reader *r, unsigned long long after, int timeou
 	struct zs_error err = {0};
 	int bound = timeout_ms < 0 ? r->timeout_ms : timeout_ms;
 	int64_t deadline = zs_now_ms() + bound;
-	enum zs_status st;
+	struct zs_coord_client *c = NULL;
+	enum zs_status st = zs_coord_open(r->coord, r->timeout_ms, 0, &c, &err);
 
 	/* the catalog asked every 100 ms (a commit is a few a job's run) */
-	for (;;) {
+	while (!st) {
 		struct zs_checkpoint *v;
 		uint32_t nv;
-		if ((st = committed(r, &v, &nv, &err)))
+		if ((st = committed(r, c, &v, &nv, &err)))
 			break;
 		bool found = nv && v[nv - 1].id > after;
 		if (found) {
@@ -114,59 +116,52 @@ int zs_reader_wait_checkpoint(zs_reader *r, unsigned long long after, int timeou
 		}
 		zs_sleep_ms(100, NULL);
 	}
+	zs_coord_close(c);
 	return rd_said(r, st, &err);
 }
 
-/* A checkpoint's servers (and the channels to them), freed. */
-static void free_srv(struct zs_server_info *s, struct zs_rpc_client **rc, uint32_t n)
+void rd_ckpt_free(struct rd_ckpt *c)
 {
-	for (uint32_t i = 0; rc && i < n; i++)
-		zs_rpc_client_free(rc[i]);
-	free(rc);
-	free(s);
-}
-
-void rd_ckpt_free(zs_reader *r)
-{
-	zs_checkpoint_release(&r->ck);
-	memset(&r->ck, 0, sizeof r->ck);
-	free_srv(r->ck_srv, r->ck_rc, r->n_ck_srv);
-	r->ck_srv = NULL;
-	r->ck_rc = NULL;
-	r->n_ck_srv = 0;
+	zs_checkpoint_release(&c->k);
+	for (uint32_t i = 0; c->rc && i < c->n_srv; i++)
+		zs_rpc_client_free(c->rc[i]);
+	free(c->rc);
+	free(c->srv);
+	memset(c, 0, sizeof *c);
 }
 
 /* Checkpoint id as it is now (committed, this job's, of its layout) with
- * the servers' addresses, into r->ck. */
-static enum zs_status load(zs_reader *r, uint64_t id, struct zs_error *err)
+ * the servers' addresses, into *ck. */
+static enum zs_status load(zs_reader *r, uint64_t id, struct rd_ckpt *ck, struct zs_error *err)
 {
+	const struct zs_checkpoint *k = &ck->k;
 	struct zs_coord_client *c = NULL;
 	enum zs_status st = zs_coord_open(r->coord, r->timeout_ms, 0, &c, err);
 
 	if (!st)
-		st = zs_coord_get_ckpt(c, r->job.spec.name, id, &r->ck, err);
+		st = zs_coord_get_ckpt(c, r->job.spec.name, id, &ck->k, err);
 	if (!st)
-		st = zs_coord_servers(c, &r->ck_srv, &r->n_ck_srv, err);
+		st = zs_coord_servers(c, &ck->srv, &ck->n_srv, err);
 	zs_coord_close(c);
-	if (!st && !(r->ck_rc = calloc(r->n_ck_srv + 1, sizeof *r->ck_rc)))
+	if (!st && !(ck->rc = calloc(ck->n_srv + 1, sizeof *ck->rc)))
 		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 	if (st)
 		return st;
-	if (r->ck.incarnation != r->job.incarnation)
+	if (k->incarnation != r->job.incarnation)
 		return zs_fail(err, ZS_ENOTFOUND,
 			       "checkpoint %llu is an earlier job's of the name '%s', not this one's",
 			       (unsigned long long)id, r->job.spec.name);
-	if (r->ck.state != ZS_CKPT_COMMITTED)
+	if (k->state != ZS_CKPT_COMMITTED)
 		return zs_fail(err, ZS_ESTATE, "checkpoint %llu of job '%s' is %s, not committed",
 			       (unsigned long long)id, r->job.spec.name,
-			       zs_ckpt_state_name(r->ck.state));
-	if (r->ck.layout_digest != zs_layout_digest(&r->job.spec.layout))
+			       zs_ckpt_state_name(k->state));
+	if (k->layout_digest != zs_layout_digest(&r->job.spec.layout))
 		return zs_fail(err, ZS_ESTATE,
 			       "checkpoint %llu of job '%s' was taken on another layout (digest %016llx, the job's %016llx)",
 			       (unsigned long long)id, r->job.spec.name,
-			       (unsigned long long)r->ck.layout_digest,
+			       (unsigned long long)k->layout_digest,
 			       (unsigned long long)zs_layout_digest(&r->job.spec.layout));
-	if (!r->ck.placement.n_shards)
+	if (!k->placement.n_shards)
 		return zs_fail(err, ZS_ESTATE,
 			       "checkpoint %llu of job '%s' does not say where its records are (a catalog record from before placements were kept)",
 			       (unsigned long long)id, r->job.spec.name);
@@ -183,21 +178,15 @@ int zs_reader_pin_checkpoint(zs_reader *r, unsigned long long id, unsigned long 
 		return rd_said(r, zs_fail(&err, ZS_EINVAL, "%llu is not a checkpoint id", id), &err);
 	if (r->have_pin && r->pin == v) {
 		if (step)
-			*step = r->ck.step;
+			*step = r->ck.k.step;
 		return ZS_OK;
 	}
 	/* the one pinned before is let go once the new one holds */
-	struct zs_checkpoint was_ck = r->ck;
-	struct zs_server_info *was_srv = r->ck_srv;
-	struct zs_rpc_client **was_rc = r->ck_rc;
-	uint32_t was_n = r->n_ck_srv;
+	struct rd_ckpt was_ck = r->ck;
 	bool had = r->have_pin;
 	uint64_t was = r->pin;
 	memset(&r->ck, 0, sizeof r->ck);
-	r->ck_srv = NULL;
-	r->ck_rc = NULL;
-	r->n_ck_srv = 0;
-	st = load(r, id, &err);
+	st = load(r, id, &r->ck, &err);
 	if (!st) {
 		/* held at the coordinator: retirement passes it by from now */
 		r->have_pin = true;
@@ -205,11 +194,8 @@ int zs_reader_pin_checkpoint(zs_reader *r, unsigned long long id, unsigned long 
 		st = rd_tree_pinned(r, &err);
 	}
 	if (st) {
-		rd_ckpt_free(r);
+		rd_ckpt_free(&r->ck);
 		r->ck = was_ck;
-		r->ck_srv = was_srv;
-		r->ck_rc = was_rc;
-		r->n_ck_srv = was_n;
 		r->have_pin = had;
 		r->pin = was;
 		rd_tree_pinned(r, NULL);
@@ -219,10 +205,9 @@ int zs_reader_pin_checkpoint(zs_reader *r, unsigned long long id, unsigned long 
 	 * a checkpoint's state freed */
 	if (had && !(was & ZS_VERSION_CKPT))
 		rd_release_step(r, was);
-	zs_checkpoint_release(&was_ck);
-	free_srv(was_srv, was_rc, was_n);
+	rd_ckpt_free(&was_ck);
 	if (step)
-		*step = r->ck.step;
+		*step = r->ck.k.step;
 	return ZS_OK;
 }
 
@@ -230,15 +215,15 @@ int zs_reader_pin_checkpoint(zs_reader *r, unsigned long long id, unsigned long 
 static enum zs_status channel(zs_reader *r, uint64_t sid, struct zs_rpc_client **out,
 			      struct zs_error *err)
 {
-	for (uint32_t i = 0; i < r->n_ck_srv; i++) {
-		if (r->ck_srv[i].id != sid)
+	for (uint32_t i = 0; i < r->ck.n_srv; i++) {
+		if (r->ck.srv[i].id != sid)
 			continue;
-		if (!r->ck_rc[i]) {
-			enum zs_status st = zs_rpc_client_open(r->ck_srv[i].addr, &r->ck_rc[i], err);
+		if (!r->ck.rc[i]) {
+			enum zs_status st = zs_rpc_client_open(r->ck.srv[i].addr, &r->ck.rc[i], err);
 			if (st)
 				return st;
 		}
-		*out = r->ck_rc[i];
+		*out = r->ck.rc[i];
 		return ZS_OK;
 	}
 	return zs_fail(err, ZS_EUNAVAIL, "server %llu is not registered", (unsigned long long)sid);
@@ -250,7 +235,7 @@ static enum zs_status channel(zs_reader *r, uint64_t sid, struct zs_rpc_client *
 static enum zs_status read_old(zs_reader *r, uint32_t k, uint64_t lo, uint64_t hi, float *out,
 			       struct zs_error *err)
 {
-	const struct zs_placement *pl = &r->ck.placement;
+	const struct zs_placement *pl = &r->ck.k.placement;
 	const struct zs_shard *os = &pl->shards[k];
 	enum zs_status st = ZS_ENOTFOUND;
 
@@ -258,20 +243,20 @@ static enum zs_status read_old(zs_reader *r, uint32_t k, uint64_t lo, uint64_t h
 			     pl->shards[c].index == os->index;
 	     c++) {
 		const struct zs_shard *cs = &pl->shards[c];
-		struct zs_read_ckpt q = {.id = r->ck.id, .unit = cs->unit, .index = cs->index,
+		struct zs_read_ckpt q = {.id = r->ck.k.id, .unit = cs->unit, .index = cs->index,
 					 .offset = lo - cs->offset, .length = hi - lo};
 		struct zs_rpc_client *rc = NULL;
 		uint64_t step = 0;
 		snprintf(q.job, sizeof q.job, "%s", r->job.spec.name);
 		if (!(st = channel(r, cs->server_id, &rc, err)))
 			st = zs_server_read_ckpt_on(rc, r->timeout_ms, &q, out, &step, err);
-		if (!st && step != r->ck.step)
+		if (!st && step != r->ck.k.step)
 			st = zs_fail(err, ZS_EIO, "a record of step %llu in checkpoint %llu of step %llu",
-				     (unsigned long long)step, (unsigned long long)r->ck.id,
-				     (unsigned long long)r->ck.step);
+				     (unsigned long long)step, (unsigned long long)r->ck.k.id,
+				     (unsigned long long)r->ck.k.step);
 		if (st)
 			zs_error_prefix(err, "checkpoint %llu, unit %u shard %u on server %llu",
-					(unsigned long long)r->ck.id, cs->unit, cs->index,
+					(unsigned long long)r->ck.k.id, cs->unit, cs->index,
 					(unsigned long long)cs->server_id);
 	}
 	return st;
@@ -280,7 +265,7 @@ static enum zs_status read_old(zs_reader *r, uint32_t k, uint64_t lo, uint64_t h
 enum zs_status rd_ckpt_read(zs_reader *r, uint32_t u, const struct zs_tensor *te, uint8_t *buf,
 			    struct zs_error *err)
 {
-	const struct zs_placement *pl = &r->ck.placement;
+	const struct zs_placement *pl = &r->ck.k.placement;
 	enum zs_dtype dt = r->job.spec.layout.units[u].dtype;
 	uint64_t a0 = te->offset, a1 = te->offset + te->numel, covered = 0;
 	float *f32 = dt == ZS_F32 ? (float *)buf : malloc(te->numel * 4 + 1);
@@ -299,7 +284,7 @@ enum zs_status rd_ckpt_read(zs_reader *r, uint32_t u, const struct zs_tensor *te
 	}
 	if (!st && covered != te->numel)
 		st = zs_fail(err, ZS_EIO, "checkpoint %llu's placement covers %llu of the %llu elements of tensor '%s'",
-			     (unsigned long long)r->ck.id, (unsigned long long)covered,
+			     (unsigned long long)r->ck.k.id, (unsigned long long)covered,
 			     (unsigned long long)te->numel, te->name);
 	if (!st && dt != ZS_F32)
 		zs_convert_from_f32(buf, dt, f32, te->numel);

@@ -206,6 +206,8 @@ enum zs_status zs_coord_task_done_code(struct zs_coord_client *c, uint64_t serve
 				       const struct zs_task *t, enum zs_status code,
 				       const char *why, uint64_t bytes, struct zs_error *err);
 
+/* ---- a shard server's own service (server_client.c) ---- */
+
 /* Asks a shard server at addr for its status (a one-off connection). */
 enum zs_status zs_server_status_query(const char *addr, int timeout_ms,
 				      struct zs_server_status *st,

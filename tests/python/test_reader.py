@@ -51,6 +51,21 @@ def wait_for(cond, what, seconds=120):
         time.sleep(0.02)
 
 
+def in_thread(fn, errs):
+    """fn run in a thread of its own, started; what it raises goes into
+    errs, for the test to report."""
+    import threading
+
+    def run():
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - reported by the caller
+            errs.append("trainer: %s" % e)
+    th = threading.Thread(target=run)
+    th.start()
+    return th
+
+
 class TestReader(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -382,7 +397,6 @@ class TestReader(unittest.TestCase):
         (ZSHARD_READER_SEED repeats a draw). Every version read is exactly
         its step's, before and after the failover."""
         import random
-        import threading
         import numpy as np
         seed = int(os.environ.get("ZSHARD_READER_SEED", str(time.time_ns() % 100000)))
         draw = random.Random(seed)
@@ -408,17 +422,13 @@ class TestReader(unittest.TestCase):
             at, errs = [0], []
 
             def train():
-                try:
-                    for step in range(steps):
-                        for u in reversed(range(n)):
-                            p = t.gather(u, step)
-                            p.wait()
-                            t.push(u, step, (p._buf * 0.5).astype(np.float32)).wait()
-                        at[0] = step + 1
-                except Exception as e:  # noqa: BLE001 - reported below
-                    errs.append("trainer: %s" % e)
-            th = threading.Thread(target=train)
-            th.start()
+                for step in range(steps):
+                    for u in reversed(range(n)):
+                        p = t.gather(u, step)
+                        p.wait()
+                        t.push(u, step, (p._buf * 0.5).astype(np.float32)).wait()
+                    at[0] = step + 1
+            th = in_thread(train, errs)
             seen, killed_at = [], None
             deadline = time.monotonic() + 300
             with zshard.Reader("fo", coordinator=c.addr, timeout_ms=60000) as r:
@@ -492,27 +502,23 @@ class TestReader(unittest.TestCase):
 
         def train():
             g, step = np.float32(0.5), 0
-            try:
-                while step < steps:
-                    try:
-                        if step == ck_at and not rolled:
-                            self.assertTrue(t.checkpoint_wait(t.checkpoint(ck_at), 60000))
-                        if step == evict_at and not rolled:  # until the rank is evicted
-                            self.assertTrue(go.wait(60))
-                        for u in reversed(range(n)):
-                            p = t.gather(u, step)
-                            p.wait()
-                            t.push(u, step, (p._buf * g).astype(np.float32)).wait()
-                        step += 1
-                        at[0] = step
-                    except zshard.Resume:
-                        step, _ = t.resume()
-                        g = np.float32(0.25)
-                        rolled.append(step)
-            except Exception as e:  # noqa: BLE001 - reported below
-                errs.append("trainer: %s" % e)
-        th = threading.Thread(target=train)
-        th.start()
+            while step < steps:
+                try:
+                    if step == ck_at and not rolled:
+                        self.assertTrue(t.checkpoint_wait(t.checkpoint(ck_at), 60000))
+                    if step == evict_at and not rolled:  # until the rank is evicted
+                        self.assertTrue(go.wait(60))
+                    for u in reversed(range(n)):
+                        p = t.gather(u, step)
+                        p.wait()
+                        t.push(u, step, (p._buf * g).astype(np.float32)).wait()
+                    step += 1
+                    at[0] = step
+                except zshard.Resume:
+                    step, _ = t.resume()
+                    g = np.float32(0.25)
+                    rolled.append(step)
+        th = in_thread(train, errs)
         seen, evicted = [], False
         deadline = time.monotonic() + 300
         with zshard.Reader("rb", coordinator=self.c.addr, timeout_ms=60000) as r:
