@@ -209,7 +209,8 @@ static int on_push_begin(struct zs_lconn *c, const struct zs_frame *f, struct zs
 
 /* A reader's frames: a PIN, answered here, or a read of a pinned version
  * (the target's), from a connection that proved the reader token alone,
- * over tcp (its bytes travel in the frames, never left in the arena). */
+ * over tcp (its bytes travel in the frames), or addressing the arena
+ * where the target keeps its pinned copies there. */
 static int on_reader(struct zs_lconn *c, const struct zs_frame *f, int64_t t0)
 {
 	struct zs_listener *l = c->l;
@@ -226,7 +227,7 @@ static int on_reader(struct zs_lconn *c, const struct zs_frame *f, int64_t t0)
 	if (!c->reader)
 		zs_fail(&err, ZS_EPERM,
 			"pinned versions are a reader's: this connection proved the job's token, not its reader token (a reader's credential)");
-	else if (c->offsets)
+	else if (c->offsets && !l->t.pins_in_arena)
 		zs_fail(&err, ZS_EINVAL, "pinned versions are read over tcp");
 	else if (!l->t.pin)
 		zs_fail(&err, ZS_EINVAL, "this server keeps no pinned versions");

@@ -111,6 +111,11 @@ struct zs_target {
 	 */
 	enum zs_status (*pin)(void *ctx, uint32_t job, uint64_t step, uint32_t verb,
 			      struct zs_pin_ans *ans, struct zs_error *err);
+	/* Whether the copies pinned reads are served from live in the arena
+	 * (a reader's relay, client/relay.c), so that peers addressing it
+	 * (rdma's one-sided path) may read them too; else such reads are
+	 * refused (a shard server's copies are its own memory). */
+	bool pins_in_arena;
 	/*
 	 * Optional: a connection whose HELLO the target took (job, rank) has
 	 * ended, by either side, after every operation of it was answered or

@@ -115,6 +115,8 @@ void zs_sop_read_ready(struct zs_sop *op, const void *src)
 			lsn_send_error(c, op->req_id, ZS_EINTERNAL, "server memory error");
 		} else {
 			f.aux = (uint64_t)(s - a);
+			if (op->x.pinned) /* its CRC32C: aux is the offset */
+				f.rank = (uint32_t)op->aux;
 			lsn_send_frame(c, &f, NULL, 0, -1);
 		}
 	} else {

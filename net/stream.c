@@ -456,6 +456,8 @@ static int move_bytes(struct zs_conn *c, struct zs_req *r, const struct zs_frame
 	}
 	if (!write && r->x.version)
 		*r->x.version = f->step;
+	if (!write && r->x.crc) /* a pinned read's: aux is the offset */
+		*r->x.crc = f->rank;
 	pthread_mutex_lock(&c->mu);
 	r->in_move = true;
 	if (write)

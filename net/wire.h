@@ -70,7 +70,10 @@
  *   PIN(step, aux: HOLD | RELEASE | QUERY) -> PIN_OK(step; offset, length:
  *        the lowest and highest version of the job's shards here) | ERROR
  *   GATHER(flags PIN, step: a pinned step) -> GATHER_DATA(aux: CRC32C of
- *        the payload, taken from the pinned copy) | ERROR
+ *        the payload, taken from the pinned copy) | ERROR; on a connection
+ *        that addresses the arena (a reader's relay over rdma: the target
+ *        keeps its pinned copies there): GATHER_DATA(aux: region offset,
+ *        rank: the CRC32C of the range's bytes)
  *   ERROR carries a status and a one-line message as payload.
  */
 #ifndef ZS_WIRE_H
