@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -419,10 +420,12 @@ class TestReader(unittest.TestCase):
                 table.append([w + np.float32(-0.1) * (w * np.float32(0.5)) for w in table[-1]])
             for u in range(n):
                 t.init_unit(u, table[0][u])
-            at, errs = [0], []
+            at, errs, killed = [0], [], threading.Event()
 
             def train():
                 for step in range(steps):
+                    if step == kill_at + 2:  # never past the kill before it is done
+                        killed.wait(120)
                     for u in reversed(range(n)):
                         p = t.gather(u, step)
                         p.wait()
@@ -441,6 +444,7 @@ class TestReader(unittest.TestCase):
                         c.procs[victim].kill()
                         c.procs[victim].wait()
                         killed_at = at[0]
+                        killed.set()
                     try:
                         v = r.pin()
                     except zshard.TryAgain:  # the next update took the step
