@@ -119,11 +119,13 @@ COORD_OBJ := $(call obj,$(COORD_SRC))
 
 BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/zshardctl
 
-# libzshard: the trainer's library, only what a trainer needs (no LMDB,
-# no jansson, no server side); the shared one exports only include/'s API
+# libzshard: the trainer's and the reader's library, only what they need
+# (no LMDB, no jansson, no engine; the data plane's listener, which a
+# relaying reader serves its children with); the shared one exports only
+# include/'s API
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/emu_shm.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
-	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c model/world.c $(filter-out net/arena.c net/listener.c net/listener_conn.c net/listener_hello.c net/listener_path.c net/listener_dev.c,$(NET_SRC)) \
-	   $(filter-out rdma/server.c,$(RDMA_SRC)) $(filter-out ctrl/etcd.c ctrl/seal.c,$(CTRL_SRC))
+	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c model/world.c $(NET_SRC) \
+	   $(RDMA_SRC) $(filter-out ctrl/etcd.c ctrl/seal.c,$(CTRL_SRC))
 LIB_LIBS := $(CTRL_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(BUILD)/obj/gen/zshard.pb-c.o
 PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))

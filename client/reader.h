@@ -55,7 +55,8 @@ struct zs_reader {
 		uint32_t fanout, lease_ms;
 		uint64_t parent; /* 0: the servers */
 		char parent_addr[ZS_ADDR_MAX];
-		struct zs_io pio; /* to the parent (fd -1: not connected) */
+		struct zs_conn *pc; /* to the parent (NULL: not connected) */
+		uint64_t from_relay_rdma; /* of me.from_relay, over rdma */
 		struct relay *relay;
 		pthread_t th;
 		bool th_on, stop;

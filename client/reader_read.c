@@ -12,6 +12,7 @@
 
 #include "base/crc32c.h"
 #include "base/dtype.h"
+#include "base/log.h"
 #include "base/util.h"
 
 /* One range of a read: a primary's part of the tensor. */
@@ -137,9 +138,17 @@ static enum zs_status via_tree(zs_reader *r, const struct rtensor *t, uint8_t *b
 		st = rd_tree_fetch(r, (uint32_t)(t - r->t), buf, len, &crc, &err);
 		if (st != ZS_EUNAVAIL && st != ZS_EIO && st != ZS_EPROTO)
 			break;
+		zs_warn("reader of job '%s': its parent in the relay tree failed (%s): reported lost",
+			r->job.spec.name, err.msg);
 		if (rd_tree_lost(r, &err))
 			break;
 	}
+	/* the servers serve it: a parent with another version or that does
+	 * not read the tensor is as expected, anything else is said */
+	if (st && st != ZS_ESTATE && st != ZS_ENOTFOUND && st != ZS_ETIMEDOUT && st != ZS_EUNAVAIL &&
+	    st != ZS_EIO && st != ZS_EPROTO)
+		zs_warn("reader of job '%s': its parent did not relay '%s' (%s): read from the servers",
+			r->job.spec.name, t->name, err.msg);
 	return st;
 }
 

@@ -50,11 +50,8 @@ static enum zs_status call_registry(zs_reader *r, bool leave, uint64_t lost, boo
 		r->tr.me.timeline = a.timeline;
 	r->tr.lease_ms = a.lease_ms ? a.lease_ms : 10000;
 	if (take_parent && (a.parent != r->tr.parent || strcmp(a.parent_addr, r->tr.parent_addr))) {
-		if (r->tr.pio.fd >= 0) {
-			zs_records_free(r->tr.pio.rec);
-			close(r->tr.pio.fd);
-		}
-		r->tr.pio = (struct zs_io){.fd = -1};
+		zs_conn_close(r->tr.pc);
+		r->tr.pc = NULL;
 		r->tr.parent = a.parent;
 		snprintf(r->tr.parent_addr, sizeof r->tr.parent_addr, "%s", a.parent_addr);
 	}
@@ -88,7 +85,7 @@ enum zs_status rd_tree_start(zs_reader *r, struct zs_error *err)
 
 	pthread_mutex_init(&r->tr.mu, NULL);
 	pthread_cond_init(&r->tr.cv, NULL);
-	r->tr.pio = (struct zs_io){.fd = -1};
+	r->tr.pc = NULL;
 	r->tr.fanout = 2;
 	gethostname(host, sizeof host - 1);
 	snprintf(r->tr.me.host, sizeof r->tr.me.host, "%s", host);
@@ -113,11 +110,8 @@ void rd_tree_stop(zs_reader *r)
 	call_registry(r, true, 0, false, NULL);
 	relay_stop(r->tr.relay);
 	r->tr.relay = NULL;
-	if (r->tr.pio.fd >= 0) {
-		zs_records_free(r->tr.pio.rec);
-		close(r->tr.pio.fd);
-	}
-	r->tr.pio = (struct zs_io){.fd = -1};
+	zs_conn_close(r->tr.pc);
+	r->tr.pc = NULL;
 	pthread_cond_destroy(&r->tr.cv);
 	pthread_mutex_destroy(&r->tr.mu);
 }
@@ -140,26 +134,50 @@ enum zs_status rd_tree_lost(zs_reader *r, struct zs_error *err)
 	return call_registry(r, false, lost, true, err);
 }
 
+/* Tensor t as its relay serves it. */
+static struct relay_tensor relay_tensor_of(const zs_reader *r, const struct rtensor *t)
+{
+	const struct zs_unit *u = &r->job.spec.layout.units[t->unit];
+
+	return (struct relay_tensor){t->unit, u->tensors[t->tensor].offset,
+				     u->tensors[t->tensor].numel, u->dtype};
+}
+
 enum zs_status rd_tree_fetch(zs_reader *r, uint32_t i, void *dst, size_t len, uint32_t *crc,
 			     struct zs_error *err)
 {
-	enum zs_status st;
+	struct relay_tensor t = relay_tensor_of(r, &r->t[i]);
+	enum zs_status st = ZS_OK;
+	bool rdma = false;
 
 	if (!r->tr.parent)
 		return zs_fail(err, ZS_ESTATE, "no parent");
-	if (r->tr.pio.fd < 0 &&
-	    (st = relay_dial(r->tr.parent_addr, r->job.spec.name, r->rtoken, r->job.spec.data_tls,
-			     r->timeout_ms, &r->tr.pio, err)))
-		return st;
-	st = relay_fetch(&r->tr.pio, i, r->pin, dst, len, crc, err);
-	if (!st && zs_crc32c(0, dst, len) != *crc)
-		st = zs_fail(err, ZS_EIO, "the relay's bytes of tensor %u do not match their CRC32C",
-			     i);
-	if (st == ZS_EUNAVAIL || st == ZS_EIO || st == ZS_EPROTO) {
-		/* a broken connection or bytes that do not hold: drop it */
-		zs_records_free(r->tr.pio.rec);
-		close(r->tr.pio.fd);
-		r->tr.pio = (struct zs_io){.fd = -1};
+	/* over rdma the bytes are read from the parent's copy after its
+	 * answer: a copy it let go meanwhile (it moved on to another
+	 * version) fails the CRC32C, and the second try says so */
+	for (int tries = 0; tries < 2; tries++) {
+		if (!r->tr.pc &&
+		    (st = relay_dial(r->tr.parent_addr, r->job.spec.name, r->rtoken,
+				     r->job.spec.data_tls, r->timeout_ms, &r->tr.pc, err)))
+			return st;
+		rdma = !strcmp(zs_conn_transport(r->tr.pc)->name, "rdma");
+		st = relay_fetch(&r->tr.pc, &t, r->pin, dst, crc, r->timeout_ms, err);
+		if (!st && zs_crc32c(0, dst, len) != *crc)
+			st = zs_fail(err, ZS_EIO,
+				     "the relay's bytes of tensor '%s' do not match their CRC32C",
+				     r->t[i].name);
+		if (st != ZS_EIO || !rdma)
+			break;
+	}
+	if (r->tr.pc && (st == ZS_EIO || st == ZS_EPROTO)) {
+		/* bytes that do not hold: drop the connection */
+		zs_conn_close(r->tr.pc);
+		r->tr.pc = NULL;
+	}
+	if (!st && rdma) {
+		pthread_mutex_lock(&r->tr.mu);
+		r->tr.from_relay_rdma += len;
+		pthread_mutex_unlock(&r->tr.mu);
 	}
 	return st;
 }
@@ -188,8 +206,14 @@ int zs_reader_relay(zs_reader *r, const char *listen_addr, unsigned fanout)
 	if (fanout > 64)
 		return rd_said(r, zs_fail(&err, ZS_EINVAL, "a fanout of %u (1 to 64)", fanout),
 			       &err);
+	struct relay_tensor *ts = calloc(r->n_t ? r->n_t : 1, sizeof *ts);
+	if (!ts)
+		return rd_said(r, zs_fail(&err, ZS_ENOMEM, "out of memory"), &err);
+	for (uint32_t i = 0; i < r->n_t; i++)
+		ts[i] = relay_tensor_of(r, &r->t[i]);
 	st = relay_start(listen_addr ? listen_addr : "0.0.0.0:0", r->job.spec.name, r->rtoken,
-			 r->job.spec.data_tls, r->n_t, r->timeout_ms, &rl, addr, &err);
+			 r->job.spec.data_tls, ts, r->n_t, r->timeout_ms, &rl, addr, &err);
+	free(ts);
 	if (st)
 		return rd_said(r, st, &err);
 	relay_version(rl, r->pin, r->have_pin);
@@ -214,6 +238,7 @@ void zs_reader_stats(const zs_reader *r, struct zs_reader_stats *s)
 	*s = (struct zs_reader_stats){.id = r->tr.me.id, .parent = r->tr.parent,
 				      .bytes_from_servers = r->tr.me.from_servers,
 				      .bytes_from_relay = r->tr.me.from_relay,
+				      .bytes_from_relay_rdma = r->tr.from_relay_rdma,
 				      .bytes_served = relay_served(r->tr.relay)};
 	pthread_mutex_unlock(&w->tr.mu);
 }

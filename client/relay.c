@@ -1,7 +1,8 @@
 /*
- * relay.c - a weight reader's relay (see relay.h): the copy of its pinned
- * version it serves to its children, a thread accepting them and one per
- * child, and the child's side of the wire.
+ * relay.c - a weight reader's relay (see relay.h): a data-plane target
+ * (net/listener.h) serving the copies of its pinned version from the
+ * listener's arena, requests for tensors not read yet kept until they are
+ * (or until the parent stalls), and the child's side.
  */
 #include "client/relay.h"
 
@@ -11,65 +12,82 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
-#include "base/le.h"
-#include "base/log.h"
 #include "base/util.h"
-#include "model/model.h"
 #include "net/dtls.h"
 #include "net/hello.h"
 #include "net/listener.h"
-#include "net/sockio.h"
-#include "net/transport.h"
+#include "rdma/rdma.h"
 
-#define RELAY_MAGIC 0x3152535au /* "ZSR1" */
-#define RELAY_FLAG 0x8000       /* the proof's flags: a relay's, not a HELLO's */
 /* A parent whose own reads add nothing for this long while a child waits
  * does not read what the child asks for: the child reads it from the
  * servers. */
 #define STALL_MS 3000
+#define RELAY_JOB 1 /* the handle of the one job a relay serves */
 
 struct rtens {
-	uint8_t *b;
+	uint8_t *b; /* in the arena */
 	size_t len;
 	uint32_t crc;
 	bool have;
 };
 
-struct rconn {
-	int fd;
-	pthread_t th;
-	struct relay *rl;
-	atomic_bool done;
-	struct rconn *next;
+/* A child's request for a tensor the parent has not read yet. */
+struct rwait {
+	struct zs_sop *op;
+	uint32_t i;
+	uint64_t step;
+	int64_t since;
+	struct rwait *next;
 };
 
 struct relay {
-	int lfd;
-	pthread_t accept_th;
-	atomic_int stop;
+	struct zs_listener *l;
+	pthread_t tick_th;
 	char job[ZS_JOB_NAME_MAX];
 	char token[ZS_TOKEN_MAX];
 	bool tls;
 	int timeout_ms;
+	struct relay_tensor *ts;
 	atomic_uint_fast64_t served;
 	pthread_mutex_t mu; /* all below */
 	pthread_cond_t cv;
+	bool stop;
 	uint64_t step;
 	bool held;
-	uint32_t n, busy;    /* tensors; sends from the copy under way */
+	uint32_t n, busy;    /* tensors; tcp sends from the copy under way */
 	int64_t grew_ms;     /* the last relay_put */
 	struct rtens *t;
-	struct rconn *conns;
+	struct rwait *waits;
 };
+
+/* Answers op with tensor t (caller counted it in busy). */
+static void serve(struct relay *rl, struct zs_sop *op, const struct rtens *t)
+{
+	zs_sop_set_aux(op, t->crc);
+	zs_sop_read_ready(op, t->b);
+	pthread_mutex_lock(&rl->mu);
+	rl->busy--;
+	pthread_cond_broadcast(&rl->cv);
+	pthread_mutex_unlock(&rl->mu);
+}
+
+/* Fails every request in list with code and why. */
+static void fail_all(struct rwait *list, enum zs_status code, const char *why)
+{
+	for (struct rwait *w; (w = list);) {
+		list = w->next;
+		zs_sop_fail(w->op, code, "%s", why);
+		free(w);
+	}
+}
 
 /* ---------------------------------------------------------- the copy */
 
 void relay_version(struct relay *rl, uint64_t step, bool held)
 {
+	struct rwait *gone = NULL;
+
 	if (!rl)
 		return;
 	pthread_mutex_lock(&rl->mu);
@@ -77,210 +95,242 @@ void relay_version(struct relay *rl, uint64_t step, bool held)
 		pthread_cond_wait(&rl->cv, &rl->mu);
 	if (rl->step != step || !held)
 		for (uint32_t i = 0; i < rl->n; i++) {
-			free(rl->t[i].b);
+			zs_listener_release(rl->l, rl->t[i].b);
 			rl->t[i] = (struct rtens){0};
 		}
 	rl->step = step;
 	rl->held = held;
 	rl->grew_ms = zs_now_ms();
-	pthread_cond_broadcast(&rl->cv);
+	/* requests for another version: not here */
+	for (struct rwait **pp = &rl->waits; *pp;) {
+		struct rwait *w = *pp;
+		if (held && w->step == step) {
+			pp = &w->next;
+			continue;
+		}
+		*pp = w->next;
+		w->next = gone;
+		gone = w;
+	}
 	pthread_mutex_unlock(&rl->mu);
+	fail_all(gone, ZS_ENOTFOUND, "the relay moved on to another version");
 }
 
 void relay_put(struct relay *rl, uint32_t i, const void *bytes, size_t len, uint32_t crc)
 {
+	struct rwait *due = NULL;
+	struct rtens t;
 	uint8_t *b;
 
-	if (!rl || i >= rl->n || !(b = malloc(len ? len : 1)))
-		return; /* out of memory: the children read it from the servers */
+	/* no room: the children read it from the servers */
+	if (!rl || i >= rl->n || !(b = zs_listener_alloc(rl->l, len ? len : 1)))
+		return;
 	memcpy(b, bytes, len);
 	pthread_mutex_lock(&rl->mu);
-	if (rl->t[i].have) {
-		free(b);
-	} else {
-		rl->t[i] = (struct rtens){b, len, crc, true};
-		rl->grew_ms = zs_now_ms();
-		pthread_cond_broadcast(&rl->cv);
+	if (rl->t[i].have || !rl->held) {
+		zs_listener_release(rl->l, b);
+		pthread_mutex_unlock(&rl->mu);
+		return;
+	}
+	t = rl->t[i] = (struct rtens){b, len, crc, true};
+	rl->grew_ms = zs_now_ms();
+	for (struct rwait **pp = &rl->waits; *pp;) {
+		struct rwait *w = *pp;
+		if (w->i != i || w->step != rl->step) {
+			pp = &w->next;
+			continue;
+		}
+		*pp = w->next;
+		w->next = due;
+		due = w;
+		rl->busy++;
 	}
 	pthread_mutex_unlock(&rl->mu);
+	for (struct rwait *w; (w = due);) {
+		due = w->next;
+		serve(rl, w->op, &t);
+		free(w);
+	}
 }
 
 uint64_t relay_served(const struct relay *rl) { return rl ? atomic_load(&rl->served) : 0; }
 
-/* ------------------------------------------------------ the parent's side */
-
-static int put_status(struct zs_io *io, uint32_t st, uint32_t crc, uint64_t len, const void *b)
-{
-	uint8_t h[16];
-	struct iovec iov[2] = {{h, sizeof h}, {(void *)b, len}};
-
-	zs_put32(h, st);
-	zs_put32(h + 4, crc);
-	zs_put64(h + 8, len);
-	return zs_io_writev(io, iov, b ? 2 : 1);
-}
-
-/* The child's proof of the reader token over nonce; 0 when it holds. */
-static int accept_child(struct relay *rl, struct zs_io *io)
-{
-	uint8_t nonce[ZS_NONCE_LEN], h[8], proof[ZS_PROOF_LEN];
-	char job[ZS_JOB_NAME_MAX];
-	struct iovec iov = {nonce, sizeof nonce};
-	struct zs_error err = {0};
-	uint32_t jl;
-
-	if (rl->tls) {
-		uint8_t psk[ZS_DTLS_PSK];
-		if (zs_dtls_psk(rl->token, rl->job, true, psk) ||
-		    zs_dtls_handshake(io->fd, true, rl->job, true, psk, &io->rec, &err))
-			return -1;
-	}
-	if (zs_hello_nonce(nonce) || zs_io_writev(io, &iov, 1) || zs_io_read(io, h, sizeof h) ||
-	    zs_get32(h) != RELAY_MAGIC || (jl = zs_get32(h + 4)) >= sizeof job ||
-	    zs_io_read(io, job, jl) || zs_io_read(io, proof, sizeof proof))
-		return -1;
-	job[jl] = '\0';
-	struct zs_hello hl = {.job = job, .proof = proof, .nonce = nonce,
-			      .rank = ZS_RANK_OBSERVER, .flags = RELAY_FLAG};
-	bool ok = !strcmp(job, rl->job) && zs_hello_proves(&hl, rl->token);
-	if (put_status(io, ok ? ZS_OK : ZS_EPERM, 0, 0, NULL) || !ok)
-		return -1;
-	return 0;
-}
-
-/* Tensor i of step into *out (busy counted), or why not. */
-static uint32_t wait_tensor(struct relay *rl, uint32_t i, uint64_t step, struct rtens *out)
-{
-	int64_t since = zs_now_ms(), deadline = since + rl->timeout_ms;
-	uint32_t st = ZS_OK;
-
-	pthread_mutex_lock(&rl->mu);
-	for (;;) {
-		/* stalled: nothing new since the later of this request and the
-		 * last tensor kept (a parent that pinned long ago and reads now
-		 * is not one) */
-		int64_t now = zs_now_ms(), moved = rl->grew_ms > since ? rl->grew_ms : since;
-		if (i >= rl->n) {
-			st = ZS_EINVAL;
-		} else if (!rl->held || rl->step != step || atomic_load(&rl->stop)) {
-			st = ZS_ENOTFOUND;
-		} else if (rl->t[i].have) {
-			*out = rl->t[i];
-			rl->busy++;
-		} else if (now > deadline || now - moved > STALL_MS) {
-			st = ZS_ETIMEDOUT;
-		} else {
-			struct timespec ts = zs_deadline_in(50);
-			pthread_cond_timedwait(&rl->cv, &rl->mu, &ts);
-			continue;
-		}
-		break;
-	}
-	pthread_mutex_unlock(&rl->mu);
-	return st;
-}
-
-static void *child_main(void *arg)
-{
-	struct rconn *k = arg;
-	struct relay *rl = k->rl;
-	struct zs_io io = {.fd = k->fd};
-	uint8_t q[12];
-
-	zs_sock_timeout(k->fd, rl->timeout_ms);
-	if (accept_child(rl, &io) == 0) {
-		/* requests come when the child reads: no bound on waiting for
-		 * one; sends keep theirs */
-		struct timeval none = {0};
-		setsockopt(k->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-		while (!atomic_load(&rl->stop) && zs_io_read(&io, q, sizeof q) == 0) {
-			struct rtens t = {0};
-			uint32_t st = wait_tensor(rl, zs_get32(q), zs_get64(q + 4), &t);
-			int bad = put_status(&io, st, t.crc, st ? 0 : t.len, st ? NULL : t.b);
-			if (!st) {
-				atomic_fetch_add(&rl->served, t.len);
-				pthread_mutex_lock(&rl->mu);
-				rl->busy--;
-				pthread_cond_broadcast(&rl->cv);
-				pthread_mutex_unlock(&rl->mu);
-			}
-			if (bad)
-				break;
-		}
-	}
-	shutdown(k->fd, SHUT_RDWR);
-	zs_records_free(io.rec);
-	atomic_store(&k->done, true);
-	return NULL;
-}
-
-/* Joins the threads of children gone (caller holds rl->mu). */
-static void reap(struct relay *rl, bool all)
-{
-	for (struct rconn **p = &rl->conns; *p;) {
-		struct rconn *k = *p;
-		if (!all && !atomic_load(&k->done)) {
-			p = &k->next;
-			continue;
-		}
-		*p = k->next;
-		shutdown(k->fd, SHUT_RDWR);
-		pthread_mutex_unlock(&rl->mu);
-		pthread_join(k->th, NULL);
-		pthread_mutex_lock(&rl->mu);
-		close(k->fd);
-		free(k);
-	}
-}
-
-static void *accept_main(void *arg)
+/* Fails the requests that waited past the stall bound or the relay's own
+ * bound, every 50 ms until the relay stops. */
+static void *tick_main(void *arg)
 {
 	struct relay *rl = arg;
 
-	while (!atomic_load(&rl->stop)) {
-		int fd = accept4(rl->lfd, NULL, NULL, SOCK_CLOEXEC);
-		struct rconn *k;
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
+	pthread_mutex_lock(&rl->mu);
+	while (!rl->stop) {
+		struct timespec ts = zs_deadline_in(50);
+		struct rwait *late = NULL;
+		int64_t now = zs_now_ms();
+		pthread_cond_timedwait(&rl->cv, &rl->mu, &ts);
+		for (struct rwait **pp = &rl->waits; *pp;) {
+			struct rwait *w = *pp;
+			/* stalled: nothing new since the later of the request
+			 * and the last tensor kept (a parent that pinned long
+			 * ago and reads now is not one) */
+			int64_t moved = rl->grew_ms > w->since ? rl->grew_ms : w->since;
+			if (now - moved <= STALL_MS && now - w->since <= rl->timeout_ms) {
+				pp = &w->next;
 				continue;
-			break; /* shut down */
-		}
-		zs_tune_tcp(fd);
-		pthread_mutex_lock(&rl->mu);
-		reap(rl, false);
-		k = calloc(1, sizeof *k);
-		if (k) {
-			*k = (struct rconn){.fd = fd, .rl = rl, .next = rl->conns};
-			if (pthread_create(&k->th, NULL, child_main, k)) {
-				free(k);
-				k = NULL;
-			} else {
-				rl->conns = k;
 			}
+			*pp = w->next;
+			w->next = late;
+			late = w;
 		}
-		pthread_mutex_unlock(&rl->mu);
-		if (!k)
-			close(fd);
+		if (late) {
+			pthread_mutex_unlock(&rl->mu);
+			fail_all(late, ZS_ETIMEDOUT, "the relay does not read the tensor");
+			pthread_mutex_lock(&rl->mu);
+		}
 	}
+	pthread_mutex_unlock(&rl->mu);
 	return NULL;
 }
 
+/* ------------------------------------------------- the data-plane target */
+
+static enum zs_status t_hello(void *ctx, const struct zs_hello *h, uint32_t *job,
+			      struct zs_error *err)
+{
+	struct relay *rl = ctx;
+
+	if (strcmp(h->job, rl->job))
+		return zs_fail(err, ZS_EINVAL, "this relay serves job '%s', not '%s'", rl->job,
+			       h->job);
+	if (!h->reader || !zs_hello_proves(h, rl->token))
+		return zs_fail(err, ZS_EPERM,
+			       "job '%s': the HELLO does not prove the job's reader token (a relay serves readers alone)",
+			       rl->job);
+	*h->reader = true;
+	if (rl->tls && !h->covered)
+		return zs_fail(err, ZS_EPERM,
+			       "job '%s' encrypts its data plane (data_tls): this connection to its relay is not encrypted",
+			       rl->job);
+	*job = RELAY_JOB;
+	return ZS_OK;
+}
+
+static enum zs_status t_tls_key(void *ctx, const char *job, bool reader, uint8_t key[32],
+				struct zs_error *err)
+{
+	struct relay *rl = ctx;
+
+	if (!reader || strcmp(job, rl->job))
+		return zs_fail(err, ZS_EINVAL, "this relay serves job '%s' to its readers alone",
+			       rl->job);
+	if (zs_dtls_psk(rl->token, rl->job, true, key))
+		return zs_fail(err, ZS_ENOMEM, "cannot derive the handshake's key (OpenSSL)");
+	return ZS_OK;
+}
+
+static void t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+		   const struct zs_xfer *x)
+{
+	struct relay *rl = ctx;
+	struct rwait *w = NULL;
+	struct rtens t = {0};
+	uint32_t i = 0;
+
+	(void)job;
+	(void)rank;
+	while (i < rl->n && (rl->ts[i].unit != x->unit || rl->ts[i].offset != x->offset ||
+			     rl->ts[i].numel != x->length || rl->ts[i].dt != x->dtype))
+		i++;
+	if (!x->pinned || i == rl->n) {
+		zs_sop_fail(op, ZS_EINVAL,
+			    "unit %u [%llu, +%llu) is no tensor of the version this relay serves",
+			    x->unit, (unsigned long long)x->offset, (unsigned long long)x->length);
+		return;
+	}
+	pthread_mutex_lock(&rl->mu);
+	if (rl->stop || !rl->held || rl->step != x->step) {
+		pthread_mutex_unlock(&rl->mu);
+		zs_sop_fail(op, ZS_ENOTFOUND, "the relay holds another version");
+		return;
+	}
+	if (rl->t[i].have) {
+		t = rl->t[i];
+		rl->busy++;
+	} else if ((w = calloc(1, sizeof *w))) {
+		*w = (struct rwait){op, i, x->step, zs_now_ms(), rl->waits};
+		rl->waits = w;
+	}
+	pthread_mutex_unlock(&rl->mu);
+	if (t.have)
+		serve(rl, op, &t);
+	else if (!w)
+		zs_sop_fail(op, ZS_ENOMEM, "out of memory");
+}
+
+static enum zs_status t_pin(void *ctx, uint32_t job, uint64_t step, uint32_t verb,
+			    struct zs_pin_ans *ans, struct zs_error *err)
+{
+	(void)ctx, (void)job, (void)step, (void)verb, (void)ans;
+	return zs_fail(err, ZS_EINVAL, "a relay holds the version its reader pinned: read it");
+}
+
+static enum zs_status t_write_begin(void *ctx, uint32_t job, uint32_t rank,
+				    const struct zs_xfer *x, void **dst, struct zs_error *err)
+{
+	(void)ctx, (void)job, (void)rank, (void)x, (void)dst;
+	return zs_fail(err, ZS_EPERM, "a relay takes no writes");
+}
+
+static void t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
+			 const struct zs_xfer *x, void *dst)
+{
+	(void)ctx, (void)job, (void)rank, (void)x, (void)dst;
+	zs_sop_fail(op, ZS_EPERM, "a relay takes no writes");
+}
+
+static void t_write_abort(void *ctx, uint32_t job, uint32_t rank, const struct zs_xfer *x,
+			  void *dst)
+{
+	(void)ctx, (void)job, (void)rank, (void)x, (void)dst;
+}
+
+static enum zs_status t_hparams(void *ctx, uint32_t job, uint32_t rank, uint64_t step,
+				const uint8_t *payload, size_t len, struct zs_error *err)
+{
+	(void)ctx, (void)job, (void)rank, (void)step, (void)payload, (void)len;
+	return zs_fail(err, ZS_EPERM, "a relay takes no hyperparameters");
+}
+
+static void observe(void *ctx, const char *transport, bool push, uint64_t bytes,
+		    double seconds, bool ok)
+{
+	struct relay *rl = ctx;
+
+	(void)transport, (void)seconds;
+	if (ok && !push)
+		atomic_fetch_add(&rl->served, bytes);
+}
+
 enum zs_status relay_start(const char *listen_addr, const char *job, const char *token,
-			   bool tls, uint32_t n, int timeout_ms, struct relay **out, char *addr,
-			   struct zs_error *err)
+			   bool tls, const struct relay_tensor *ts, uint32_t n, int timeout_ms,
+			   struct relay **out, char *addr, struct zs_error *err)
 {
 	struct relay *rl = calloc(1, sizeof *rl);
+	uint64_t arena = 1 << 16;
+	char note[ZS_ERRMSG_MAX];
+	enum zs_status st;
 
-	if (!rl || !(rl->t = calloc(n ? n : 1, sizeof *rl->t))) {
+	if (!rl || !(rl->t = calloc(n ? n : 1, sizeof *rl->t)) ||
+	    !(rl->ts = calloc(n ? n : 1, sizeof *rl->ts))) {
+		if (rl)
+			free(rl->t);
 		free(rl);
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	}
-	rl->lfd = zs_tcp_endpoint.listen(listen_addr, addr, err);
-	if (rl->lfd < 0) {
-		free(rl->t);
-		free(rl);
-		return err->code ? err->code : ZS_EUNAVAIL;
-	}
+	if (n)
+		memcpy(rl->ts, ts, n * sizeof *ts);
+	/* room for one version, each tensor 4 KiB aligned */
+	for (uint32_t i = 0; i < n; i++)
+		arena += (ts[i].numel * zs_dtype_size(ts[i].dt) + 4095) / 4096 * 4096;
 	snprintf(rl->job, sizeof rl->job, "%s", job);
 	snprintf(rl->token, sizeof rl->token, "%s", token);
 	rl->tls = tls;
@@ -288,11 +338,32 @@ enum zs_status relay_start(const char *listen_addr, const char *job, const char 
 	rl->timeout_ms = timeout_ms;
 	pthread_mutex_init(&rl->mu, NULL);
 	pthread_cond_init(&rl->cv, NULL);
-	if (pthread_create(&rl->accept_th, NULL, accept_main, rl)) {
-		close(rl->lfd);
+	static const struct zs_target tg = {
+		.hello = t_hello, .tls_key = t_tls_key, .read = t_read, .pin = t_pin,
+		.pins_in_arena = true, .write_begin = t_write_begin, .write_done = t_write_done,
+		.write_abort = t_write_abort, .hparams = t_hparams};
+	struct zs_target t = tg;
+	t.ctx = rl;
+	struct zs_listener_opts lo = {
+		.at = {{&zs_tcp_endpoint, listen_addr, addr}},
+		.path = zs_rdma_probe(arena, note, sizeof note) ? NULL : &zs_rdma_path,
+		.arena_bytes = arena, .observe = observe, .observe_ctx = rl};
+	st = zs_listener_start(&lo, &t, &rl->l, err);
+	if (st && lo.path) { /* registering the arena failed: tcp alone */
+		lo.path = NULL;
+		*err = (struct zs_error){0};
+		st = zs_listener_start(&lo, &t, &rl->l, err);
+	}
+	if (!st && pthread_create(&rl->tick_th, NULL, tick_main, rl))
+		st = zs_fail(err, ZS_ENOMEM, "cannot start the relay's thread");
+	if (st) {
+		zs_listener_free(rl->l);
+		pthread_mutex_destroy(&rl->mu);
+		pthread_cond_destroy(&rl->cv);
+		free(rl->ts);
 		free(rl->t);
 		free(rl);
-		return zs_fail(err, ZS_ENOMEM, "cannot start the relay's thread");
+		return st;
 	}
 	*out = rl;
 	return ZS_OK;
@@ -300,92 +371,63 @@ enum zs_status relay_start(const char *listen_addr, const char *job, const char 
 
 void relay_stop(struct relay *rl)
 {
+	struct rwait *left;
+
 	if (!rl)
 		return;
-	atomic_store(&rl->stop, 1);
-	shutdown(rl->lfd, SHUT_RDWR);
-	pthread_join(rl->accept_th, NULL);
-	close(rl->lfd);
 	pthread_mutex_lock(&rl->mu);
+	rl->stop = true;
+	left = rl->waits;
+	rl->waits = NULL;
 	pthread_cond_broadcast(&rl->cv);
-	reap(rl, true);
 	pthread_mutex_unlock(&rl->mu);
-	for (uint32_t i = 0; i < rl->n; i++)
-		free(rl->t[i].b);
-	free(rl->t);
+	pthread_join(rl->tick_th, NULL);
+	fail_all(left, ZS_EUNAVAIL, "the relay stops");
+	zs_listener_stop(rl->l);
+	zs_listener_free(rl->l); /* the copies with the arena */
 	pthread_mutex_destroy(&rl->mu);
 	pthread_cond_destroy(&rl->cv);
+	free(rl->ts);
+	free(rl->t);
 	free(rl);
 }
 
 /* ------------------------------------------------------- the child's side */
 
 enum zs_status relay_dial(const char *addr, const char *job, const char *token, bool tls,
-			  int timeout_ms, struct zs_io *io, struct zs_error *err)
+			  int timeout_ms, struct zs_conn **out, struct zs_error *err)
 {
-	uint8_t nonce[ZS_NONCE_LEN], h[8], st[16];
-	size_t jl = strlen(job);
-	struct zs_hello hl = {.job = job, .nonce = nonce, .rank = ZS_RANK_OBSERVER,
-			      .flags = RELAY_FLAG};
-	uint8_t proof[ZS_PROOF_LEN];
-	struct iovec iov[3] = {{h, sizeof h}, {(void *)job, jl}, {proof, sizeof proof}};
-	int fd = zs_dial(addr, timeout_ms, err);
+	struct zs_conn_opts o = {.addr = addr, .job = job, .token = token, .reader = true,
+				 .rank = ZS_RANK_OBSERVER, .timeout_ms = timeout_ms};
+	char why[ZS_ERRMSG_MAX];
 
-	*io = (struct zs_io){.fd = -1};
-	if (fd < 0)
-		return err->code ? err->code : ZS_EUNAVAIL;
-	zs_tune_tcp(fd);
-	zs_sock_timeout(fd, timeout_ms);
-	io->fd = fd;
-	if (tls) {
-		uint8_t psk[ZS_DTLS_PSK];
-		enum zs_status s = zs_dtls_psk(token, job, true, psk)
-					   ? zs_fail(err, ZS_ENOMEM, "cannot derive the relay's key")
-					   : zs_dtls_handshake(fd, false, job, true, psk, &io->rec, err);
-		if (s) {
-			close(fd);
-			io->fd = -1;
-			return s;
-		}
-	}
-	zs_put32(h, RELAY_MAGIC);
-	zs_put32(h + 4, (uint32_t)jl);
-	if (zs_io_read(io, nonce, sizeof nonce) || zs_hello_proof(&hl, token, proof) ||
-	    zs_io_writev(io, iov, 3) || zs_io_read(io, st, sizeof st) || zs_get32(st)) {
-		enum zs_status s = zs_fail(err, ZS_EUNAVAIL, "the relay at %s refused or broke: %s",
-					   addr, errno ? strerror(errno) : "closed");
-		zs_records_free(io->rec);
-		close(fd);
-		*io = (struct zs_io){.fd = -1};
-		return s;
-	}
-	return ZS_OK;
+	*out = NULL;
+	/* rdma where this host has a device (not for a job that encrypts its
+	 * data plane: as a trainer's transport auto, it leaves rdma's bytes
+	 * out); a parent without one refuses the one-sided path, and tcp
+	 * serves */
+	if (!tls && zs_rdma_transport.available && zs_rdma_transport.available(why, sizeof why) &&
+	    zs_connect(&zs_rdma_transport, &o, out, NULL) == ZS_OK)
+		return ZS_OK;
+	o.tls = tls;
+	return zs_connect(&zs_tcp_transport, &o, out, err);
 }
 
-enum zs_status relay_fetch(struct zs_io *io, uint32_t i, uint64_t step, void *dst, size_t len,
-			   uint32_t *crc, struct zs_error *err)
+enum zs_status relay_fetch(struct zs_conn **c, const struct relay_tensor *t, uint64_t step,
+			   void *dst, uint32_t *crc, int timeout_ms, struct zs_error *err)
 {
-	uint8_t q[12], h[16];
-	struct iovec iov = {q, sizeof q};
-	uint32_t st;
+	struct zs_xfer x = {.unit = t->unit, .offset = t->offset, .length = t->numel,
+			    .step = step, .dtype = t->dt, .pinned = true, .crc = crc};
+	struct zs_req *q;
+	enum zs_status st = zs_post_read(*c, &x, dst, &q, err);
 
-	zs_put32(q, i);
-	zs_put64(q + 4, step);
-	if (zs_io_writev(io, &iov, 1) || zs_io_read(io, h, sizeof h))
-		return zs_fail(err, ZS_EUNAVAIL, "the relay broke: %s",
-			       errno ? strerror(errno) : "closed");
-	st = zs_get32(h);
-	if (st)
-		return zs_fail(err, st < ZS_STATUS_COUNT ? (enum zs_status)st : ZS_EPROTO,
-			       "the relay has not tensor %u of step %llu (%s)", i,
-			       (unsigned long long)step,
-			       st == ZS_ENOTFOUND ? "it holds another version"
-			       : st == ZS_ETIMEDOUT ? "it does not read it" : "refused");
-	if (zs_get64(h + 8) != len)
-		return zs_fail(err, ZS_EPROTO, "the relay sent %llu bytes for a %zu-byte tensor",
-			       (unsigned long long)zs_get64(h + 8), len);
-	*crc = zs_get32(h + 4);
-	if (zs_io_read(io, dst, len))
-		return zs_fail(err, ZS_EUNAVAIL, "the relay broke mid-tensor");
-	return ZS_OK;
+	if (st == ZS_EAGAIN)
+		st = zs_fail(err, ZS_EUNAVAIL, "the relay's connection is busy");
+	if (!st && (st = zs_req_wait(q, timeout_ms, err)) == ZS_EAGAIN)
+		st = zs_fail(err, ZS_EUNAVAIL, "the relay did not answer within %d ms", timeout_ms);
+	if (st == ZS_EUNAVAIL) { /* closed: the request's buffer is the caller's again */
+		zs_conn_close(*c);
+		*c = NULL;
+	}
+	return st;
 }

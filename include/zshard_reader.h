@@ -151,6 +151,7 @@ struct zs_reader_stats {
 	unsigned long long id;     /* the coordinator's number for it */
 	unsigned long long parent; /* the reader it reads from; 0: the servers */
 	unsigned long long bytes_from_servers, bytes_from_relay, bytes_served;
+	unsigned long long bytes_from_relay_rdma; /* of bytes_from_relay, over rdma */
 };
 void zs_reader_stats(const zs_reader *r, struct zs_reader_stats *s);
 

@@ -27,7 +27,7 @@ net: model base include
 ctrl: gen model base include
 metrics: base include
 rdma: net model base include
-client: gpu ctrl net model base include
+client: gpu ctrl rdma net model base include
 engine: net gpu math model base include
 server: engine metrics ctrl rdma net storage gpu math model base include
 coord: metrics ctrl storage model base include

@@ -121,7 +121,8 @@ class Reader:
 
     def stats(self) -> Dict[str, int]:
         """Its id and parent (0: the servers) in the relay tree, and bytes
-        read from the servers, from its parent, and sent to its children."""
+        read from the servers, from its parent (and of those, over rdma),
+        and sent to its children."""
         s = _lib.ReaderStats()
         lib.zs_reader_stats(self._live(), byref(s))
         return {f: getattr(s, f) for f, _ in s._fields_}

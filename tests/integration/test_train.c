@@ -98,6 +98,92 @@ static void test_oracle_through_the_service(void **st)
 	run_clip("o8", 3, "tcp", ZS_SGD, ZS_BF16, 3, 0.5);
 }
 
+/* Reader r's version: every tensor as f32 into a (room for n floats),
+ * its CRC32Cs into crc; the floats read. */
+static size_t read_version(zs_reader *r, float *a, size_t n, unsigned *crc)
+{
+	size_t at = 0;
+
+	for (unsigned i = 0; i < zs_reader_tensors(r); i++) {
+		const char *name;
+		unsigned long long numel;
+		int dt;
+		if (zs_reader_tensor(r, i, &name, &dt, NULL, NULL, 0, &numel) || at + numel > n)
+			fail_msg("tensor %u: %s", i, zs_reader_error(r));
+		if (zs_reader_read(r, name, ZS_F32, a + at, (n - at) * 4, &crc[i]))
+			fail_msg("read '%s': %s", name, zs_reader_error(r));
+		at += numel;
+	}
+	return at;
+}
+
+/*
+ * Weight readers relaying over rdma: a trainer trains a few steps (over
+ * tcp: the relay is the first in the process to use the device); a
+ * reader reads the last version from the servers and relays it; a
+ * second reader of that version gets every byte from the first by RDMA
+ * READ of its relay's registered arena, the same bits and CRC32Cs.
+ * make test-rdma runs it on Soft-RoCE; without an RDMA device it says why
+ * and skips (test_reader.py relays over tcp).
+ */
+static void test_relay_over_rdma(void **st)
+{
+	enum { ROOM = 1 << 16 };
+	struct zs_job_spec spec;
+	struct rank_ctx x[1] = {{0}};
+	struct zs_reader_stats sa, sb;
+	zs_reader *a = NULL, *b = NULL;
+	unsigned long long pinned;
+	unsigned ca[64], cb[64];
+	float *va = calloc(ROOM, 4), *vb = calloc(ROOM, 4);
+	char note[256], err[512];
+	size_t na, nb;
+
+	(void)st;
+	if (zs_rdma_probe(0, note, sizeof note)) {
+		printf("test_relay_over_rdma: skipped: %s (make test-rdma runs it on Soft-RoCE)\n",
+		       note);
+		free(va);
+		free(vb);
+		skip();
+	}
+	oracle_spec(&spec, "rly", 1, ZS_SGD, ZS_BF16);
+	spec.reader_pins = 2;
+	create_job(&spec);
+	x[0].t = join("rly", 0, "tcp"); /* the relay the first to use the device */
+	upload_init(x[0].t);
+	train_ranks(x, 1, 0, STEPS);
+	if (x[0].rc)
+		fail_msg("training: %s", x[0].why);
+	if (zs_reader_open(C.addr, "rly", 30000, &a, err, sizeof err) ||
+	    zs_reader_open(C.addr, "rly", 30000, &b, err, sizeof err))
+		fail_msg("open a reader: %s", err);
+	assert_true(zs_reader_tensors(a) <= 64);
+	if (zs_reader_relay(a, "127.0.0.1:0", 2) || zs_reader_pin(a, STEPS, &pinned))
+		fail_msg("the first reader: %s", zs_reader_error(a));
+	na = read_version(a, va, ROOM, ca);
+	if (zs_reader_relay(b, "127.0.0.1:0", 2) || zs_reader_pin(b, STEPS, &pinned))
+		fail_msg("the second reader: %s", zs_reader_error(b));
+	nb = read_version(b, vb, ROOM, cb);
+	zs_reader_stats(a, &sa);
+	zs_reader_stats(b, &sb);
+	printf("test_relay_over_rdma: on %s: %llu bytes from the servers, %llu relayed (%llu by rdma)\n",
+	       note, sb.bytes_from_servers, sb.bytes_from_relay, sb.bytes_from_relay_rdma);
+	assert_int_equal(na, nb);
+	assert_memory_equal(va, vb, na * 4);
+	assert_memory_equal(ca, cb, zs_reader_tensors(a) * sizeof *ca);
+	assert_int_equal(sb.parent, sa.id);
+	assert_int_equal(sb.bytes_from_servers, 0);
+	assert_true(sb.bytes_from_relay > 0);
+	assert_int_equal(sb.bytes_from_relay_rdma, sb.bytes_from_relay);
+	assert_int_equal(sa.bytes_served, sb.bytes_from_relay);
+	zs_reader_close(b);
+	zs_reader_close(a);
+	zs_trainer_close(x[0].t);
+	free(va);
+	free(vb);
+}
+
 /*
  * The oracle over rdma: stage 3, 2 trainers, every byte of every gather and
  * push by RDMA READ and WRITE between the trainers' buffers and the servers'
@@ -385,6 +471,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_oracle_through_the_service),
 		cmocka_unit_test(test_oracle_over_rdma),
+		cmocka_unit_test(test_relay_over_rdma),
 		cmocka_unit_test(test_schedule_and_groups),
 		cmocka_unit_test(test_recreated_job),
 		cmocka_unit_test(test_stage_and_held_gather),

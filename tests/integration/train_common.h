@@ -36,6 +36,7 @@
 #include "base/util.h"
 #include "rdma/rdma.h"
 #include "include/zshard.h"
+#include "include/zshard_reader.h"
 
 #include <jansson.h>
 

@@ -2,8 +2,9 @@
 # run.sh BUILD_DIR - make test-rdma: the rdma transport on real verbs code
 # paths without RDMA hardware. Boots a stock Debian kernel under qemu with
 # Soft-RoCE (rdma_rxe) and runs, in one guest, the transport conformance
-# suite and the oracle training test over rdma (tests/rdma/guest.sh); then,
-# in two guests joined by a virtual link, one gather and one push across it.
+# suite, the oracle training test and relaying readers over rdma
+# (tests/rdma/guest.sh); then, in two guests joined by a virtual link, one
+# gather and one push across it.
 # Installs what it needs as root (qemu, busybox, the rxe provider; the
 # kernel package is downloaded once into BUILD_DIR/rxe-cache).
 # Exit: 0 passed, 77 skipped (the reason is printed), else failed.
@@ -37,7 +38,7 @@ b="$root/$build"
 fails=0
 start=$(date +%s)
 
-echo "test-rdma: one guest: conformance suite + oracle training over rdma; kernel TLS"
+echo "test-rdma: one guest: conformance suite + oracle training and relaying readers over rdma; kernel TLS"
 "$here/rxe-run.sh" -q -k -m 1536 -t 300 -b "$b/tests/test_transport" -b "$b/tests/test_train" -b "$b/tests/test_dtls" \
 	-b "$b/bin/zshard-coordinator" -b "$b/bin/zshard-server" "$here/guest.sh" >"$RXE_CACHE/one.log" 2>&1
 rc=$?
