@@ -2,7 +2,8 @@
  * relay.c - a weight reader's relay (see relay.h): a data-plane target
  * (net/listener.h) serving the copies of its pinned version from the
  * listener's arena, requests for tensors not read yet kept until they are
- * (or until the parent stalls), and the child's side.
+ * (or until the parent stalls) and then sent by a pool's threads (never by
+ * the reader's, which reads on meanwhile), and the child's side.
  */
 #include "client/relay.h"
 
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool.h"
 #include "base/util.h"
 #include "net/dtls.h"
 #include "net/hello.h"
@@ -24,6 +26,7 @@
  * servers. */
 #define STALL_MS 3000
 #define RELAY_JOB 1 /* the handle of the one job a relay serves */
+#define RELAY_SENDERS 8 /* threads sending tensors kept to children waiting */
 
 struct rtens {
 	uint8_t *b; /* in the arena */
@@ -43,6 +46,7 @@ struct rwait {
 
 struct relay {
 	struct zs_listener *l;
+	struct zs_pool *send;
 	pthread_t tick_th;
 	char job[ZS_JOB_NAME_MAX];
 	char token[ZS_TOKEN_MAX];
@@ -70,6 +74,21 @@ static void serve(struct relay *rl, struct zs_sop *op, const struct rtens *t)
 	rl->busy--;
 	pthread_cond_broadcast(&rl->cv);
 	pthread_mutex_unlock(&rl->mu);
+}
+
+/* A request answered from a pool's thread. */
+struct rserve {
+	struct relay *rl;
+	struct zs_sop *op;
+	struct rtens t;
+};
+
+static void serve_task(void *arg)
+{
+	struct rserve *s = arg;
+
+	serve(s->rl, s->op, &s->t);
+	free(s);
 }
 
 /* Fails every request in list with code and why. */
@@ -147,8 +166,14 @@ void relay_put(struct relay *rl, uint32_t i, const void *bytes, size_t len, uint
 	}
 	pthread_mutex_unlock(&rl->mu);
 	for (struct rwait *w; (w = due);) {
+		struct rserve *s = malloc(sizeof *s);
 		due = w->next;
-		serve(rl, w->op, &t);
+		if (s)
+			*s = (struct rserve){rl, w->op, t};
+		if (!s || !zs_pool_submit(rl->send, serve_task, s)) {
+			free(s);
+			serve(rl, w->op, &t); /* no thread to send it: here */
+		}
 		free(w);
 	}
 }
@@ -354,9 +379,12 @@ enum zs_status relay_start(const char *listen_addr, const char *job, const char 
 		*err = (struct zs_error){0};
 		st = zs_listener_start(&lo, &t, &rl->l, err);
 	}
+	if (!st && !(rl->send = zs_pool_new("zs-relay", RELAY_SENDERS)))
+		st = zs_fail(err, ZS_ENOMEM, "out of memory");
 	if (!st && pthread_create(&rl->tick_th, NULL, tick_main, rl))
 		st = zs_fail(err, ZS_ENOMEM, "cannot start the relay's thread");
 	if (st) {
+		zs_pool_free(rl->send);
 		zs_listener_free(rl->l);
 		pthread_mutex_destroy(&rl->mu);
 		pthread_cond_destroy(&rl->cv);
@@ -383,6 +411,7 @@ void relay_stop(struct relay *rl)
 	pthread_mutex_unlock(&rl->mu);
 	pthread_join(rl->tick_th, NULL);
 	fail_all(left, ZS_EUNAVAIL, "the relay stops");
+	zs_pool_free(rl->send); /* the sends queued, done */
 	zs_listener_stop(rl->l);
 	zs_listener_free(rl->l); /* the copies with the arena */
 	pthread_mutex_destroy(&rl->mu);
