@@ -484,6 +484,7 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 	e->step_timeout_ms = step_timeout_ms ? step_timeout_ms : 60000;
 	e->rp.fault_one_copy = zs_fault("repl-one-copy");
 	e->rp.fault_refuse = zs_fault("repl-refuse");
+	e->pins_off_arena = zs_fault("pins-off-arena");
 	e->target = (struct zs_target){.ctx = e, .hello = eng_t_hello, .tls_key = eng_t_tls_key,
 				       .read = eng_t_read,
 				       .write_begin = eng_t_write_begin,
@@ -493,7 +494,7 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 				       .hparams = eng_t_hparams, .world = eng_t_world,
 				       .dev_ident = eng_t_dev_ident, .dev_map = eng_t_dev_map,
 				       .dev_unmap = eng_t_dev_unmap, .bye = eng_t_bye,
-				       .pin = eng_t_pin};
+				       .pin = eng_t_pin, .pins_in_arena = true};
 	/* the pools, threadless until their first task: made here, never
 	 * under a shard's lock (the sweeper takes e->mu, then shards') */
 	e->norm.pool = zs_pool_new("zs-clip", 0);

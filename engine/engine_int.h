@@ -290,8 +290,9 @@ struct ejob {
 		struct epin *list;
 		uint32_t n;
 		char why[160];
-		/* buffers of pins freed, kept for the next (pins.c) */
-		struct { void *b; size_t len; } *sp;
+		/* buffers of pins freed, kept for the next (pins.c); arena:
+		 * the listener's (else malloc's) */
+		struct { void *b; size_t len; bool arena; } *sp;
 		uint32_t n_sp, cap_sp;
 	} pins;
 	atomic_int refs;
@@ -305,6 +306,7 @@ struct engine {
 	pthread_mutex_t mu;
 	struct zs_target target;
 	struct zs_listener *l;
+	bool pins_off_arena; /* fault point: readers' copies never in the arena */
 	unsigned nthreads;
 	uint32_t next_handle;
 	struct ejob *jobs;

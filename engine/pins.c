@@ -11,6 +11,14 @@
  * meanwhile. A rollback drops every pin of the job (what was pending
  * would be another timeline's). A pin goes when every HOLD of it is
  * released, or when no reader touched it for the spec's idle bound.
+ *
+ * A copy lives in the listener's arena where it has room beyond the
+ * landing budget, so that readers addressing the arena (shm on this host,
+ * rdma's one-sided path) take its bytes without this server's CPU; else in
+ * malloc's memory, read over tcp alone (such a read from a peer that
+ * addresses the arena is ZS_ENOSPC: the reader reads it over tcp). Bytes
+ * read from the arena after their pin went (a rollback's drop) fail the
+ * CRC32C the answer carried, and the reader asks again.
  */
 #include "engine/engine_int.h"
 
@@ -22,8 +30,9 @@ struct epin_part {
 	uint64_t offset, length;
 	enum zs_dtype dt;
 	void *buf;
-	bool want; /* a shard with parameters when the pin was taken */
-	bool lost; /* its copy could not be taken (out of memory) */
+	bool want;  /* a shard with parameters when the pin was taken */
+	bool lost;  /* its copy could not be taken (out of memory) */
+	bool arena; /* buf is the listener's arena's */
 };
 
 struct epin {
@@ -38,24 +47,51 @@ struct epin {
 	struct epin *next;
 };
 
-/* A buffer of len bytes: a spare one of a pin freed before when there
- * is one of that size (a reader pulling every version would otherwise
- * map and fault in fresh pages for each), else malloc's (caller holds
- * j->pins.mu). */
-static void *buf_get(struct ejob *j, size_t len)
+/* Gives b back to where it came from. */
+static void buf_free(struct ejob *j, void *b, bool arena)
 {
+	if (arena)
+		zs_listener_release(j->e->l, b);
+	else
+		free(b);
+}
+
+/* A buffer of len bytes (*arena: the listener's): a spare one of a pin
+ * freed before when there is one of that size (a reader pulling every
+ * version would otherwise map and fault in fresh pages for each), else
+ * the arena's where it keeps room for the landing budget besides, else
+ * malloc's (caller holds j->pins.mu). */
+static void *buf_get(struct ejob *j, size_t len, bool *arena)
+{
+	struct engine *e = j->e;
+	uint64_t alen, taken, largest;
+	uint32_t pick = j->pins.n_sp;
+	void *b;
+
 	for (uint32_t i = 0; i < j->pins.n_sp; i++)
-		if (j->pins.sp[i].len == len) {
-			void *b = j->pins.sp[i].b;
-			j->pins.sp[i] = j->pins.sp[--j->pins.n_sp];
+		if (j->pins.sp[i].len == len && (pick == j->pins.n_sp || j->pins.sp[i].arena))
+			pick = i;
+	if (pick < j->pins.n_sp) {
+		b = j->pins.sp[pick].b;
+		*arena = j->pins.sp[pick].arena;
+		j->pins.sp[pick] = j->pins.sp[--j->pins.n_sp];
+		return b;
+	}
+	*arena = false;
+	if (e->l && !e->pins_off_arena) {
+		zs_listener_arena(e->l, &alen, &taken, &largest);
+		if (largest >= (uint64_t)len + e->land.budget + 4096 &&
+		    (b = zs_listener_alloc(e->l, len ? len : 1))) {
+			*arena = true;
 			return b;
 		}
+	}
 	return malloc(len ? len : 1);
 }
 
 /* Keeps b as a spare, up to a pinned version's worth (caller holds
  * j->pins.mu, or nothing at the job's end). */
-static void buf_put(struct ejob *j, void *b, size_t len)
+static void buf_put(struct ejob *j, void *b, size_t len, bool arena)
 {
 	if (!b)
 		return;
@@ -64,20 +100,22 @@ static void buf_put(struct ejob *j, void *b, size_t len)
 		void *v = nc <= j->n_shards + 16 ? realloc(j->pins.sp, nc * sizeof *j->pins.sp)
 						      : NULL;
 		if (!v) {
-			free(b);
+			buf_free(j, b, arena);
 			return;
 		}
 		j->pins.sp = v;
 		j->pins.cap_sp = nc;
 	}
 	j->pins.sp[j->pins.n_sp].b = b;
+	j->pins.sp[j->pins.n_sp].arena = arena;
 	j->pins.sp[j->pins.n_sp++].len = len;
 }
 
 static void pin_free(struct ejob *j, struct epin *p)
 {
 	for (uint32_t k = 0; p && k < p->n; k++)
-		buf_put(j, p->p[k].buf, p->p[k].length * zs_dtype_size(p->p[k].dt));
+		buf_put(j, p->p[k].buf, p->p[k].length * zs_dtype_size(p->p[k].dt),
+			p->p[k].arena);
 	if (p)
 		free(p->p);
 	free(p);
@@ -112,7 +150,7 @@ static enum pin_src pin_take(struct ejob *j, struct eshard *s, uint64_t t, struc
 		copy = prev, piped = 0; /* the step before's, whole */
 	else if (!s->lay.marks && (s->version != t || (piped && !prev)))
 		return PIN_GONE;
-	if (!(q->buf = buf_get(j, n * dsz)))
+	if (!(q->buf = buf_get(j, n * dsz, &q->arena)))
 		return PIN_NOMEM;
 	/* a frozen shard is the same at every step; an update under way has
 	 * rewritten [0, piped) of the copy, kept in prev first */
@@ -359,6 +397,10 @@ void eng_pin_read(struct engine *e, struct ejob *j, struct zs_sop *op, const str
 		zs_fail(&err, ZS_EINVAL,
 			"unit '%s' is %s, the read asked for %s (a reader reads the unit's dtype and converts)",
 			eng_unit_name(j, x->unit), zs_dtype_name(q->dt), zs_dtype_name(x->dtype));
+	else if (zs_sop_reads_arena(op) && !q->arena)
+		zs_fail(&err, ZS_ENOSPC,
+			"this server's copy of unit '%s' at step %llu is not in its arena (no room beside the landing budget): read it over tcp",
+			eng_unit_name(j, x->unit), (unsigned long long)x->step);
 	if (!err.code) {
 		size_t dsz = zs_dtype_size(q->dt);
 		src = (const uint8_t *)q->buf + (x->offset - q->offset) * dsz;
@@ -389,7 +431,7 @@ void eng_pins_free(struct ejob *j)
 		pin_free(j, p);
 	}
 	for (uint32_t i = 0; i < j->pins.n_sp; i++)
-		free(j->pins.sp[i].b);
+		buf_free(j, j->pins.sp[i].b, j->pins.sp[i].arena);
 	free(j->pins.sp);
 	pthread_mutex_destroy(&j->pins.mu);
 }
