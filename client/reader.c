@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/crc32c.h"
 #include "base/dtype.h"
@@ -99,6 +100,38 @@ static void reader_token(zs_reader *r)
 		zs_reader_token(r->job.token, r->rtoken);
 }
 
+/* Connects to server s: over shm on this host, else over rdma where both
+ * ends can and the job does not encrypt its data plane (a trainer's auto:
+ * net/transport.c), so that the server sends nothing (the reader takes its
+ * pinned copies from its arena); else, or tcp_only, over tcp. */
+static enum zs_status dial(zs_reader *r, const struct zs_server_info *s, bool tcp_only,
+			   struct zs_conn **c, struct zs_error *err)
+{
+	struct zs_conn_opts o = {.job = r->job.spec.name, .token = r->rtoken,
+				 .incarnation = r->job.incarnation, .rank = ZS_RANK_OBSERVER,
+				 .tls = r->job.spec.data_tls, .reader = true,
+				 .timeout_ms = r->timeout_ms};
+	struct zs_transport_offer offer = {.bits = tcp_only ? ZS_TRANSPORT_TCP : s->transports,
+					   .addr = s->data_addr, .local_addr = s->shm_addr};
+	struct zs_transport_probe probe = {0};
+	uint32_t skip0 = r->job.spec.data_tls ? ZS_TRANSPORT_RDMA : 0;
+	const struct zs_transport_ops *ops;
+	enum zs_status st = ZS_EUNAVAIL;
+	char host[ZS_ADDR_MAX] = "";
+
+	gethostname(host, sizeof host - 1);
+	offer.same_host = !strcmp(s->host, host);
+	/* one that does not reach it (shm to a server in another network
+	 * namespace) gives way to the next */
+	for (uint32_t skip = skip0;; skip |= ops->bit) {
+		struct zs_error why = {0};
+		if (zs_transport_choose("auto", &offer, &probe, skip, &ops, &o.addr, &why))
+			return skip == skip0 ? zs_fail(err, why.code, "%s", why.msg) : st;
+		if ((st = zs_connect(ops, &o, c, err)) != ZS_EUNAVAIL)
+			return st;
+	}
+}
+
 /* Connects to every server holding a copy of a shard of the job that has
  * no connection yet; strict: each must connect (at open), else one that
  * does not is left without (a lost server: reads wait for a failover). */
@@ -112,26 +145,23 @@ static enum zs_status connect_new(zs_reader *r, const struct zs_server_info *s, 
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
 	r->srv = v;
 	for (uint32_t i = 0; i < n_s && !st; i++) {
-		struct zs_conn_opts o = {.addr = s[i].data_addr, .job = r->job.spec.name,
-					 .token = r->rtoken, .incarnation = r->job.incarnation,
-					 .rank = ZS_RANK_OBSERVER, .tls = r->job.spec.data_tls,
-					 .reader = true, .timeout_ms = r->timeout_ms};
 		int64_t deadline = zs_now_ms() + r->timeout_ms;
 		struct zs_conn *c = NULL;
 		bool used = false;
-		for (uint32_t k = 0; k < r->job.placement.n_shards; k++)
-			used |= r->job.placement.shards[k].server_id == s[i].id;
+		uint32_t k = 0;
+		for (uint32_t u = 0; u < r->job.placement.n_shards; u++)
+			used |= r->job.placement.shards[u].server_id == s[i].id;
 		if (!used || rd_conn_of(r, s[i].id) || (!strict && !s[i].up))
 			continue;
+		while (k < r->n_srv && r->srv[k].id != s[i].id)
+			k++;
+		bool tcp_only = k < r->n_srv && r->srv[k].tcp_only;
 		/* a server takes a new placement at its next heartbeat */
-		while ((st = zs_connect(&zs_tcp_transport, &o, &c, err)) == ZS_EAGAIN &&
+		while ((st = dial(r, &s[i], tcp_only, &c, err)) == ZS_EAGAIN &&
 		       zs_now_ms() < deadline)
 			zs_sleep_ms(50, NULL);
 		if (!st) {
-			uint32_t k = 0;
-			while (k < r->n_srv && r->srv[k].id != s[i].id)
-				k++;
-			r->srv[k] = (struct rsrv){s[i].id, c};
+			r->srv[k] = (struct rsrv){s[i].id, c, tcp_only};
 			r->n_srv += k == r->n_srv;
 		} else if (!strict) {
 			st = ZS_OK;
@@ -212,6 +242,14 @@ int zs_reader_open(const char *coordinator, const char *job, int timeout_ms, zs_
 	}
 	*out = r;
 	return ZS_OK;
+}
+
+void rd_tcp_only(zs_reader *r, uint64_t sid)
+{
+	for (uint32_t i = 0; i < r->n_srv; i++)
+		if (r->srv[i].id == sid)
+			r->srv[i].tcp_only = true;
+	rd_lose(r, sid);
 }
 
 void rd_lose(zs_reader *r, uint64_t sid)

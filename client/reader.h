@@ -32,6 +32,7 @@ struct zs_reader {
 	struct rsrv {
 		uint64_t id;
 		struct zs_conn *c; /* NULL: lost (a failover brings another) */
+		bool tcp_only;     /* its copies were not in its arena: tcp */
 	} *srv;
 	uint32_t n_srv;
 	bool have_pin;
@@ -57,6 +58,7 @@ struct zs_reader {
 		char parent_addr[ZS_ADDR_MAX];
 		struct zs_conn *pc; /* to the parent (NULL: not connected) */
 		uint64_t from_relay_rdma; /* of me.from_relay, over rdma */
+		uint64_t from_servers_one_sided; /* of me.from_servers, from their arenas */
 		struct relay *relay;
 		pthread_t th;
 		bool th_on, stop;
@@ -69,6 +71,9 @@ struct zs_reader {
 int rd_said(zs_reader *r, enum zs_status st, const struct zs_error *err);
 /* The connection to server sid (NULL: none, or lost). */
 struct zs_conn *rd_conn_of(zs_reader *r, uint64_t sid);
+/* Server sid's copies were not all in its arena (ZS_ENOSPC): its
+ * connection closed, the next over tcp (rd_refresh makes it). */
+void rd_tcp_only(zs_reader *r, uint64_t sid);
 /* Server sid is lost to this reader: its connection closed (what was in
  * flight on it dropped, its buffers the caller's again); the copies of its
  * shards on other servers stand in (they hold every pin), and a refresh

@@ -20,6 +20,7 @@ struct rpart {
 	struct zs_req *q;
 	uint64_t sid, off, len; /* elements from the tensor's start */
 	uint32_t crc;
+	bool one_sided; /* from the server's arena (shm, rdma) */
 	enum zs_status st;
 	char msg[ZS_ERRMSG_MAX];
 };
@@ -36,6 +37,9 @@ static void finish_part(zs_reader *r, struct rpart *x)
 	x->st = zs_req_wait(x->q, r->timeout_ms, &e);
 	if (x->st == ZS_EUNAVAIL) { /* broken: a failover may follow */
 		rd_lose(r, x->sid);
+	} else if (x->st == ZS_ENOSPC) { /* a copy not in its arena: tcp */
+		rd_tcp_only(r, x->sid);
+		x->st = ZS_EUNAVAIL;
 	} else if (x->st == ZS_EAGAIN) {
 		rd_lose(r, x->sid);
 		x->st = ZS_ETIMEDOUT;
@@ -69,7 +73,8 @@ static enum zs_status post_parts(zs_reader *r, uint32_t u, const struct zs_tenso
 			return zs_fail(err, ZS_EUNAVAIL, "no connection to server %llu",
 				       (unsigned long long)sh->server_id);
 		struct rpart *x = &p[*np];
-		*x = (struct rpart){.sid = sh->server_id, .off = lo - a0, .len = hi - lo};
+		*x = (struct rpart){.sid = sh->server_id, .off = lo - a0, .len = hi - lo,
+				    .one_sided = zs_conn_transport(c) != &zs_tcp_transport};
 		struct zs_xfer xf = {.unit = u, .offset = lo, .length = hi - lo, .step = r->pin,
 				     .dtype = dt, .pinned = true, .crc = &x->crc};
 		/* back-pressure: the oldest of this read's done first */
@@ -83,9 +88,49 @@ static enum zs_status post_parts(zs_reader *r, uint32_t u, const struct zs_tenso
 	return ZS_OK;
 }
 
+/* Reads te's parts p[0 .. *np) of unit u at the pinned step into buf; a
+ * shard that has not reached the step yet (ZS_ESTATE) or a server lost is
+ * asked again until deadline. */
+static enum zs_status read_parts(zs_reader *r, uint32_t u, const struct zs_tensor *te,
+				 uint8_t *buf, struct rpart *p, uint32_t *np, int64_t deadline,
+				 struct zs_error *err)
+{
+	enum zs_status st;
+
+	for (int pause = 2;; pause = pause < 50 ? pause * 2 : 50) {
+		*np = 0;
+		st = post_parts(r, u, te, buf, p, np, err);
+		for (uint32_t i = 0; i < *np; i++) {
+			finish_part(r, &p[i]);
+			if (p[i].st && !st)
+				st = zs_fail(err, p[i].st, "%s", p[i].msg);
+		}
+		/* ZS_ESTATE: a shard has not reached the step yet */
+		if ((st != ZS_ESTATE && st != ZS_EUNAVAIL) || zs_now_ms() >= deadline)
+			return st;
+		zs_sleep_ms(pause, NULL);
+		/* a server lost: the placement the failover makes */
+		if (st == ZS_EUNAVAIL && (st = rd_refresh(r, err)))
+			return st;
+	}
+}
+
+/* The first of parts p[0 .. np) whose bytes in buf fail their CRC32C
+ * (*got theirs), or np. */
+static uint32_t bad_part(const struct rpart *p, uint32_t np, const uint8_t *buf, size_t dsz,
+			 uint32_t *got)
+{
+	for (uint32_t i = 0; i < np; i++)
+		if ((*got = zs_crc32c(0, buf + p[i].off * dsz, p[i].len * dsz)) != p[i].crc)
+			return i;
+	return np;
+}
+
 /* Reads te of unit u at the pinned step into buf (its unit's dtype),
- * checking each range's CRC32C; a shard that has not reached the step
- * yet (ZS_ESTATE) is asked again, within the handle's bound. */
+ * checking each range's CRC32C, within the handle's bound. Bytes taken
+ * from a server's arena (shm, rdma) that fail their CRC32C are asked for
+ * once more: a copy its pin let go of (a rollback) while they were read,
+ * which the server then says is gone. */
 static enum zs_status read_tensor(zs_reader *r, uint32_t u, const struct zs_tensor *te,
 				  uint8_t *buf, struct zs_error *err)
 {
@@ -93,35 +138,27 @@ static enum zs_status read_tensor(zs_reader *r, uint32_t u, const struct zs_tens
 	struct rpart *p = calloc(r->job.placement.n_shards + 1, sizeof *p);
 	int64_t deadline = zs_now_ms() + r->timeout_ms;
 	enum zs_status st;
-	uint32_t np;
+	uint32_t np, k, got = 0;
 
 	if (!p)
 		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	for (int pause = 2;; pause = pause < 50 ? pause * 2 : 50) {
-		np = 0;
-		st = post_parts(r, u, te, buf, p, &np, err);
-		for (uint32_t i = 0; i < np; i++) {
-			finish_part(r, &p[i]);
-			if (p[i].st && !st)
-				st = zs_fail(err, p[i].st, "%s", p[i].msg);
+	st = read_parts(r, u, te, buf, p, &np, deadline, err);
+	k = st ? np : bad_part(p, np, buf, dsz, &got);
+	if (k < np && p[k].one_sided) {
+		st = read_parts(r, u, te, buf, p, &np, deadline, err);
+		k = st ? np : bad_part(p, np, buf, dsz, &got);
+	}
+	if (k < np)
+		st = zs_fail(err, ZS_EIO,
+			     "tensor '%s': elements [%llu, +%llu) from server %llu do not match the CRC32C it sent (%08x, received %08x)",
+			     te->name, (unsigned long long)p[k].off, (unsigned long long)p[k].len,
+			     (unsigned long long)p[k].sid, p[k].crc, got);
+	for (uint32_t i = 0; !st && i < np; i++)
+		if (p[i].one_sided) {
+			pthread_mutex_lock(&r->tr.mu);
+			r->tr.from_servers_one_sided += p[i].len * dsz;
+			pthread_mutex_unlock(&r->tr.mu);
 		}
-		/* ZS_ESTATE: a shard has not reached the step yet */
-		if ((st != ZS_ESTATE && st != ZS_EUNAVAIL) || zs_now_ms() >= deadline)
-			break;
-		zs_sleep_ms(pause, NULL);
-		/* a server lost: the placement the failover makes */
-		if (st == ZS_EUNAVAIL && (st = rd_refresh(r, err)))
-			break;
-	}
-	for (uint32_t i = 0; !st && i < np; i++) {
-		uint32_t got = zs_crc32c(0, buf + p[i].off * dsz, p[i].len * dsz);
-		if (got != p[i].crc)
-			st = zs_fail(err, ZS_EIO,
-				     "tensor '%s': elements [%llu, +%llu) from server %llu do not match the CRC32C it sent (%08x, received %08x)",
-				     te->name, (unsigned long long)p[i].off,
-				     (unsigned long long)p[i].len, (unsigned long long)p[i].sid,
-				     p[i].crc, got);
-	}
 	free(p);
 	return st;
 }

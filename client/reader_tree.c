@@ -239,6 +239,7 @@ void zs_reader_stats(const zs_reader *r, struct zs_reader_stats *s)
 				      .bytes_from_servers = r->tr.me.from_servers,
 				      .bytes_from_relay = r->tr.me.from_relay,
 				      .bytes_from_relay_rdma = r->tr.from_relay_rdma,
+				      .bytes_from_servers_one_sided = r->tr.from_servers_one_sided,
 				      .bytes_served = relay_served(r->tr.relay)};
 	pthread_mutex_unlock(&w->tr.mu);
 }

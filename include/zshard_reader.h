@@ -152,6 +152,9 @@ struct zs_reader_stats {
 	unsigned long long parent; /* the reader it reads from; 0: the servers */
 	unsigned long long bytes_from_servers, bytes_from_relay, bytes_served;
 	unsigned long long bytes_from_relay_rdma; /* of bytes_from_relay, over rdma */
+	/* of bytes_from_servers, those taken from their arenas (shm on their
+	 * host, rdma): the servers' CPU sent none of them */
+	unsigned long long bytes_from_servers_one_sided;
 };
 void zs_reader_stats(const zs_reader *r, struct zs_reader_stats *s);
 

@@ -50,7 +50,8 @@ class ReaderStats(Structure):
     """struct zs_reader_stats"""
     _fields_ = [("id", c_ulonglong), ("parent", c_ulonglong),
                 ("bytes_from_servers", c_ulonglong), ("bytes_from_relay", c_ulonglong),
-                ("bytes_served", c_ulonglong), ("bytes_from_relay_rdma", c_ulonglong)]
+                ("bytes_served", c_ulonglong), ("bytes_from_relay_rdma", c_ulonglong),
+                ("bytes_from_servers_one_sided", c_ulonglong)]
 
 
 def _candidates():

@@ -121,7 +121,8 @@ class Reader:
 
     def stats(self) -> Dict[str, int]:
         """Its id and parent (0: the servers) in the relay tree, and bytes
-        read from the servers, from its parent (and of those, over rdma),
+        read from the servers (and of those, taken from their arenas: shm
+        on their host, rdma), from its parent (and of those, over rdma),
         and sent to its children."""
         s = _lib.ReaderStats()
         lib.zs_reader_stats(self._live(), byref(s))

@@ -243,6 +243,38 @@ class TestReader(unittest.TestCase):
         t.close()
         return want
 
+    def test_servers_arenas(self):
+        """A reader on the servers' host takes their pinned copies from
+        their arenas over shm: the step's bits, every byte one-sided (the
+        servers send none). With the copies kept out of the arenas (fault
+        point pins-off-arena) the servers refuse such reads (ZS_ENOSPC)
+        and the reader reads over tcp instead: the same bits."""
+        import numpy as np
+
+        def read_all(c):
+            with zshard.Reader("arena", coordinator=c.addr) as r:
+                r.pin(2)
+                for n, v in want.items():
+                    self.assertTrue(np.array_equal(r.read(n), v), n)
+                return r.stats()
+        want = self.relay_job(self.c, "arena", n=6)
+        model = sum(v.nbytes for v in want.values())
+        s = read_all(self.c)
+        self.assertEqual(s["bytes_from_servers"], model, s)
+        self.assertEqual(s["bytes_from_servers_one_sided"], model, s)
+        os.environ["ZSHARD_FAULT"] = "pins-off-arena"
+        try:
+            c = Cluster(BIN, servers=2)
+        finally:
+            del os.environ["ZSHARD_FAULT"]
+        try:
+            self.relay_job(c, "arena", n=6)
+            s = read_all(c)
+        finally:
+            c.close()
+        self.assertEqual(s["bytes_from_servers"], model, s)
+        self.assertEqual(s["bytes_from_servers_one_sided"], 0, s)
+
     def test_relay_tree(self):
         """Five readers of one version in a relay tree (fanout 2): the
         first reads from the servers, the others from their parents; each
