@@ -20,7 +20,10 @@
 # at each batch of $TRAIN_BATCHES: the reader's cost is per byte, the
 # step's compute per token; the target: at most 1.05x), the reader once at
 # the trainers' priority and once at nice 19 (its CPU as on the machine of
-# its own an inference worker has: what serving it costs the step).
+# its own an inference worker has: what serving it costs the step), and
+# at nice 19 in the servers' namespace, where it takes their copies from
+# their arenas over shm (one-sided, as rdma's reads across hosts: the
+# servers send nothing).
 # Writes OUT_DIR/readers.md and OUT_DIR/readers.dat.
 #
 # Needs root, iproute2, tc and a bridge; exits 77 with the reason
@@ -211,8 +214,12 @@ json.dump(s, open(sys.argv[1], "w"))' "$dir/$job.json" || fail "cannot set reade
 		# f 2: the reader at nice 19, its CPU as on a machine of its
 		# own (what an inference worker's host is): what the servers'
 		# serving costs the step, not the reader's own work on the two
-		# cores the trainers use
-		ip netns exec "zrr${tag}_1" nice -n $((f == 2 ? 19 : 0)) \
+		# cores the trainers use; f 3: so, in the servers' namespace,
+		# where it takes their copies from their arenas over shm (as
+		# rdma's one-sided reads do across hosts: the servers send
+		# nothing)
+		ip netns exec "$([ "$f" = 3 ] && echo "zrs$tag" || echo "zrr${tag}_1")" \
+			nice -n $((f >= 2 ? 19 : 0)) \
 			"$PY" "$root/bench/readers.py" follow "$addr" "$job" \
 			"$dir/stop.$job" "$dir/follow.$job" "$dir/fready.$job" >"$dir/follow.$job.log" 2>&1 &
 		fp=$!
@@ -230,27 +237,33 @@ json.dump(s, open(sys.argv[1], "w"))' "$dir/$job.json" || fail "cannot set reade
 		wait "$fp" || fail "the reader of $job failed"
 		"$PY" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["versions"]), file=sys.stderr)' \
 			"$dir/follow.$job" 2>>"$dir/versions"
+		[ "$f" != 3 ] || "$PY" -c 'import json, sys
+s = json.load(open(sys.argv[1]))["stats"]
+sys.exit(s["bytes_from_servers_one_sided"] != s["bytes_from_servers"])' "$dir/follow.$job" ||
+			fail "the reader in the servers' namespace did not take every byte from their arenas"
 	fi
 	ctl job delete "$job" >/dev/null
 	awk -v w="$WARM" '$1 >= w { print $4 }' "$dir/$job.0" "$dir/$job.1" | median
 }
 echo
-echo "| trainers' step | batch per rank | no reader ms | a reader pulling every version ms | with / without | the reader at nice 19 ms | with / without | versions read whole per run |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| trainers' step | batch per rank | no reader ms | a reader pulling every version ms | with / without | the reader at nice 19 ms | with / without | at nice 19, one-sided (shm) ms | with / without | versions read whole per run |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for BATCH in $TRAIN_BATCHES; do
 	: >"$dir/versions"
-	plain="" with="" niced=""
+	plain="" with="" niced="" onesided=""
 	for k in $(seq 1 "$TRAIN_RUNS"); do
 		plain="$plain $(train "p$BATCH-$k" 0)"
 		with="$with $(train "w$BATCH-$k" 1)"
 		niced="$niced $(train "n$BATCH-$k" 2)"
+		onesided="$onesided $(train "o$BATCH-$k" 3)"
 	done
 	mp=$(echo "$plain" | tr ' ' '\n' | grep . | median)
 	mw=$(echo "$with" | tr ' ' '\n' | grep . | median)
 	mn=$(echo "$niced" | tr ' ' '\n' | grep . | median)
+	mo=$(echo "$onesided" | tr ' ' '\n' | grep . | median)
 	nv=$(median <"$dir/versions")
-	awk -v a="$mp" -v b="$mw" -v c="$mn" -v v="$nv" -v bt="$BATCH" -v st="$STEPS" 'BEGIN {
-		printf "| charlm, 2 ranks, ZeRO-3 | %d | %.1f | %.1f | %.3f | %.1f | %.3f | %s of %d |\n", bt, a * 1e3, b * 1e3, b / a, c * 1e3, c / a, v, st + 1 }'
+	awk -v a="$mp" -v b="$mw" -v c="$mn" -v d="$mo" -v v="$nv" -v bt="$BATCH" -v st="$STEPS" 'BEGIN {
+		printf "| charlm, 2 ranks, ZeRO-3 | %d | %.1f | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f | %s of %d |\n", bt, a * 1e3, b * 1e3, b / a, c * 1e3, c / a, d * 1e3, d / a, v, st + 1 }'
 done
 echo
 echo "(charlm --depth $DEPTH --hidden $HIDDEN ($((TRAIN_PARAMS * 4 / 1000000)) MB a version), $STEPS steps, medians of both ranks' steps from $WARM on and of $TRAIN_RUNS runs in turns; the trainers on the bridge's side, the servers and the reader each behind a link shaped at $TRAIN_RATE)"
