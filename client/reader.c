@@ -15,6 +15,7 @@
 
 #include "base/crc32c.h"
 #include "base/dtype.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "client/trainer.h"
 #include "ctrl/coord_client.h"
@@ -121,14 +122,19 @@ static enum zs_status dial(zs_reader *r, const struct zs_server_info *s, bool tc
 
 	gethostname(host, sizeof host - 1);
 	offer.same_host = !strcmp(s->host, host);
-	/* one that does not reach it (shm to a server in another network
-	 * namespace) gives way to the next */
+	/* one that does not take it (shm to a server in another network
+	 * namespace, or of another user: an inference worker's) gives way to
+	 * the next, tcp last; a server without the job yet says so */
 	for (uint32_t skip = skip0;; skip |= ops->bit) {
 		struct zs_error why = {0};
 		if (zs_transport_choose("auto", &offer, &probe, skip, &ops, &o.addr, &why))
 			return skip == skip0 ? zs_fail(err, why.code, "%s", why.msg) : st;
-		if ((st = zs_connect(ops, &o, c, err)) != ZS_EUNAVAIL)
+		st = zs_connect(ops, &o, c, err);
+		if (!st || st == ZS_EAGAIN || ops == &zs_tcp_transport)
 			return st;
+		zs_debug("reader of job '%s': server %llu: %s does not take it (%s), trying the next transport",
+			 r->job.spec.name, (unsigned long long)s->id, ops->name, err->msg);
+		*err = (struct zs_error){0};
 	}
 }
 

@@ -18,6 +18,7 @@ Llama trains through zshard.torch (reader_train.py, another process):
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -248,20 +249,35 @@ class TestReader(unittest.TestCase):
         their arenas over shm: the step's bits, every byte one-sided (the
         servers send none). With the copies kept out of the arenas (fault
         point pins-off-arena) the servers refuse such reads (ZS_ENOSPC)
-        and the reader reads over tcp instead: the same bits."""
+        and the reader reads over tcp instead: the same bits. A reader of
+        another user on their host (read_weights as nobody), whom their
+        shm refuses, reads over tcp: the same CRC32Cs."""
         import numpy as np
+        crcs = {}
 
         def read_all(c):
             with zshard.Reader("arena", coordinator=c.addr) as r:
                 r.pin(2)
                 for n, v in want.items():
                     self.assertTrue(np.array_equal(r.read(n), v), n)
+                crcs.update(r.checksums)
                 return r.stats()
         want = self.relay_job(self.c, "arena", n=6)
         model = sum(v.nbytes for v in want.values())
         s = read_all(self.c)
         self.assertEqual(s["bytes_from_servers"], model, s)
         self.assertEqual(s["bytes_from_servers_one_sided"], model, s)
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                  os.path.join(BIN, "read_weights"), "--coordinator",
+                                  self.c.addr, "--job", "arena", "--step", "2"],
+                                 capture_output=True, text=True, timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            got = {ln.split()[0]: ln.split()[-1] for ln in out.stdout.splitlines()
+                   if "crc32c" in ln}
+            self.assertEqual(got, {n: "%08x" % v for n, v in crcs.items()})
+        else:
+            print("test_reader: a reader of another user not tried: not root, or no setpriv")
         os.environ["ZSHARD_FAULT"] = "pins-off-arena"
         try:
             c = Cluster(BIN, servers=2)
