@@ -71,8 +71,6 @@ const struct zs_fault_point zs_fault_points[] = {
 	{"repl-one-copy", "zshard-server: a primary sends a step to its last copy alone, waits "
 			  "until applied, then dies"},
 	{"repl-refuse", "zshard-server: a replica refuses forwards from step 2 on"},
-	{"pins-off-arena", "zshard-server: readers' pinned copies are never taken in the arena "
-			   "(readers read them over tcp)"},
 	{NULL, NULL},
 };
 

@@ -61,6 +61,10 @@ const struct zs_opt zs_opts_server[] = {
 	{"landing-budget", ZS_OPT_SIZE, 1, 0, .config = true, .val = 'L', .arg = "BYTES",
 	 .help = "room for pushes in flight (each lands whole, then\ngoes into the reduction): "
 		 "more waits (default\n256M; one push always lands); beside --capacity"},
+	{"reader-budget", ZS_OPT_SIZE, 0, 0, .config = true, .val = 'P', .arg = "BYTES",
+	 .help = "room for readers' pinned copies that readers on this\nhost (shm) and rdma readers "
+		 "take without this\nserver's CPU (default 256M; past it they are\nmalloc'd and read "
+		 "over tcp); beside --capacity"},
 	{"step-timeout-ms", ZS_OPT_NUM, 100, MS_DAY, .config = true, .val = 'T', .arg = "MS",
 	 .help = "a gather waiting longer for the other ranks fails,\nnaming the ranks it waits "
 		 "for (default 60000); a\npush waits as long for landing room"},

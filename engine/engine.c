@@ -484,7 +484,7 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
 	e->step_timeout_ms = step_timeout_ms ? step_timeout_ms : 60000;
 	e->rp.fault_one_copy = zs_fault("repl-one-copy");
 	e->rp.fault_refuse = zs_fault("repl-refuse");
-	e->pins_off_arena = zs_fault("pins-off-arena");
+	atomic_init(&e->pin_arena, 0);
 	e->target = (struct zs_target){.ctx = e, .hello = eng_t_hello, .tls_key = eng_t_tls_key,
 				       .read = eng_t_read,
 				       .write_begin = eng_t_write_begin,

@@ -140,6 +140,13 @@ enum zs_status engine_set_device(struct engine *e, int device, uint64_t budget,
  * MiB): a push past it waits for room (one push always may land).
  */
 void engine_set_landing(struct engine *e, uint64_t budget);
+/*
+ * Readers' pinned copies are taken in the arena up to budget bytes
+ * together (default 0: none), so that readers addressing it (shm, rdma)
+ * take them without the server's CPU; past it they are malloc'd and read
+ * over tcp alone.
+ */
+void engine_set_reader_budget(struct engine *e, uint64_t budget);
 /* The device's name, or NULL when shards are in host memory. */
 const char *engine_device(const struct engine *e);
 

@@ -306,7 +306,8 @@ struct engine {
 	pthread_mutex_t mu;
 	struct zs_target target;
 	struct zs_listener *l;
-	bool pins_off_arena; /* fault point: readers' copies never in the arena */
+	uint64_t pin_budget;        /* arena bytes readers' copies may take */
+	atomic_uint_fast64_t pin_arena; /* ... and take now (spares included) */
 	unsigned nthreads;
 	uint32_t next_handle;
 	struct ejob *jobs;

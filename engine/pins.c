@@ -12,8 +12,8 @@
  * would be another timeline's). A pin goes when every HOLD of it is
  * released, or when no reader touched it for the spec's idle bound.
  *
- * A copy lives in the listener's arena where it has room beyond the
- * landing budget, so that readers addressing the arena (shm on this host,
+ * A copy lives in the listener's arena within the reader budget
+ * (engine_set_reader_budget), so that readers addressing the arena (shm on this host,
  * rdma's one-sided path) take its bytes without this server's CPU; else in
  * malloc's memory, read over tcp alone (such a read from a peer that
  * addresses the arena is ZS_ENOSPC: the reader reads it over tcp). Bytes
@@ -47,24 +47,27 @@ struct epin {
 	struct epin *next;
 };
 
-/* Gives b back to where it came from. */
-static void buf_free(struct ejob *j, void *b, bool arena)
+void engine_set_reader_budget(struct engine *e, uint64_t budget) { e->pin_budget = budget; }
+
+/* Gives b (len bytes) back to where it came from. */
+static void buf_free(struct ejob *j, void *b, size_t len, bool arena)
 {
-	if (arena)
+	if (arena) {
 		zs_listener_release(j->e->l, b);
-	else
+		atomic_fetch_sub(&j->e->pin_arena, len);
+	} else {
 		free(b);
+	}
 }
 
 /* A buffer of len bytes (*arena: the listener's): a spare one of a pin
  * freed before when there is one of that size (a reader pulling every
  * version would otherwise map and fault in fresh pages for each), else
- * the arena's where it keeps room for the landing budget besides, else
- * malloc's (caller holds j->pins.mu). */
+ * the arena's within the reader budget, else malloc's (caller holds
+ * j->pins.mu). */
 static void *buf_get(struct ejob *j, size_t len, bool *arena)
 {
 	struct engine *e = j->e;
-	uint64_t alen, taken, largest;
 	uint32_t pick = j->pins.n_sp;
 	void *b;
 
@@ -78,14 +81,14 @@ static void *buf_get(struct ejob *j, size_t len, bool *arena)
 		return b;
 	}
 	*arena = false;
-	if (e->l && !e->pins_off_arena) {
-		zs_listener_arena(e->l, &alen, &taken, &largest);
-		if (largest >= (uint64_t)len + e->land.budget + 4096 &&
-		    (b = zs_listener_alloc(e->l, len ? len : 1))) {
+	if (e->l && atomic_fetch_add(&e->pin_arena, len) + len <= e->pin_budget) {
+		if ((b = zs_listener_alloc(e->l, len ? len : 1))) {
 			*arena = true;
 			return b;
 		}
 	}
+	if (e->l)
+		atomic_fetch_sub(&e->pin_arena, len);
 	return malloc(len ? len : 1);
 }
 
@@ -100,7 +103,7 @@ static void buf_put(struct ejob *j, void *b, size_t len, bool arena)
 		void *v = nc <= j->n_shards + 16 ? realloc(j->pins.sp, nc * sizeof *j->pins.sp)
 						      : NULL;
 		if (!v) {
-			buf_free(j, b, arena);
+			buf_free(j, b, len, arena);
 			return;
 		}
 		j->pins.sp = v;
@@ -399,7 +402,7 @@ void eng_pin_read(struct engine *e, struct ejob *j, struct zs_sop *op, const str
 			eng_unit_name(j, x->unit), zs_dtype_name(q->dt), zs_dtype_name(x->dtype));
 	else if (zs_sop_reads_arena(op) && !q->arena)
 		zs_fail(&err, ZS_ENOSPC,
-			"this server's copy of unit '%s' at step %llu is not in its arena (no room beside the landing budget): read it over tcp",
+			"this server's copy of unit '%s' at step %llu is not in its arena (past its --reader-budget): read it over tcp",
 			eng_unit_name(j, x->unit), (unsigned long long)x->step);
 	if (!err.code) {
 		size_t dsz = zs_dtype_size(q->dt);
@@ -431,7 +434,7 @@ void eng_pins_free(struct ejob *j)
 		pin_free(j, p);
 	}
 	for (uint32_t i = 0; i < j->pins.n_sp; i++)
-		buf_free(j, j->pins.sp[i].b, j->pins.sp[i].arena);
+		buf_free(j, j->pins.sp[i].b, j->pins.sp[i].len, j->pins.sp[i].arena);
 	free(j->pins.sp);
 	pthread_mutex_destroy(&j->pins.mu);
 }

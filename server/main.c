@@ -40,7 +40,7 @@ struct sopts {
 	const char *advertise, *data_advertise, *rdma_mode, *shm_group;
 	const char *tls[3];
 	uint32_t step_timeout_ms;
-	uint64_t memory_budget, landing_budget, gpu_budget;
+	uint64_t memory_budget, landing_budget, reader_budget, gpu_budget;
 	int gpu; /* --gpu: a CUDA device, ZS_DEV_EMULATED, or -1: none */
 	char data_default[ZS_ADDR_MAX];
 };
@@ -80,6 +80,7 @@ static int server_flags(int argc, char **argv, struct sopts *o, struct srvd *d)
 		case 'T': o->step_timeout_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'C': zs_parse_size(optarg, &d->me.capacity, NULL); break;
 		case 'L': zs_parse_size(optarg, &o->landing_budget, NULL); break;
+		case 'P': zs_parse_size(optarg, &o->reader_budget, NULL); break;
 		case 'w': d->wait_ms = (int64_t)strtoull(optarg, NULL, 10); break;
 		case 'v':
 			if (zs_log_level_option("zshard-server", optarg))
@@ -138,6 +139,7 @@ static enum zs_status start_engine(struct srvd *d, const struct sopts *o, struct
 	d->step_timeout_ms = o->step_timeout_ms;
 	d->data_dir = o->data_dir;
 	engine_set_landing(d->engine, o->landing_budget);
+	engine_set_reader_budget(d->engine, o->reader_budget);
 	engine_set_norm_exchange(d->engine, srvd_exchange_norms, d);
 	engine_set_peer_resolver(d->engine, srvd_peer_addr, d);
 	engine_set_stale_check(d->engine, srvd_stale, d);
@@ -169,7 +171,7 @@ static enum zs_status start_data_plane(struct srvd *d, struct sopts *o, struct z
 		o->data_listen = o->data_default;
 	}
 	if (strcmp(o->rdma_mode, "off")) {
-		rdma = !zs_rdma_probe(d->me.capacity + o->landing_budget, d->rdma_note,
+		rdma = !zs_rdma_probe(d->me.capacity + o->landing_budget + o->reader_budget, d->rdma_note,
 				      sizeof d->rdma_note);
 		if (!rdma && !strcmp(o->rdma_mode, "on"))
 			return zs_fail(err, ZS_EUNAVAIL, "--rdma on, but RDMA cannot work here: %s",
@@ -192,7 +194,7 @@ static enum zs_status start_data_plane(struct srvd *d, struct sopts *o, struct z
 		       {&zs_shm_endpoint, NULL, d->me.shm_addr}},
 		.path = rdma ? &zs_rdma_path : NULL,
 		/* the shards' arrays and, beside them, the landing room */
-		.arena_bytes = d->me.capacity + o->landing_budget,
+		.arena_bytes = d->me.capacity + o->landing_budget + o->reader_budget,
 		.wait_ms = o->step_timeout_ms,
 		.observe = srvd_metrics_op,
 		.observe_ctx = d};
@@ -287,7 +289,7 @@ int main(int argc, char **argv)
 {
 	struct sopts o = {.coord_addr = zs_env("ZSHARD_COORDINATOR"), .listen = "127.0.0.1:0",
 			  .rdma_mode = "auto", .step_timeout_ms = 60000,
-			  .landing_budget = 256u << 20, .gpu = -1};
+			  .landing_budget = 256u << 20, .reader_budget = 256u << 20, .gpu = -1};
 	char bound_ctl[ZS_ADDR_MAX], bound_data[ZS_ADDR_MAX];
 	struct zs_listener *dp = NULL;
 	struct srvd d = {.wait_ms = 300000};

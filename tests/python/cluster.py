@@ -18,10 +18,11 @@ def die_with_us():
 
 
 class Cluster:
-    """A coordinator and servers shard servers (capacity each) in a
-    temporary directory, removed by close() with every process stopped."""
+    """A coordinator and servers shard servers (capacity each; server_args
+    their other flags) in a temporary directory, removed by close() with
+    every process stopped."""
 
-    def __init__(self, bindir, servers=2, capacity="64M"):
+    def __init__(self, bindir, servers=2, capacity="64M", server_args=()):
         self.bin = bindir
         self.d = tempfile.mkdtemp(prefix="zshard-py-")
         self.procs = []
@@ -37,7 +38,7 @@ class Cluster:
                                          self.addr, "--data-dir",
                                          os.path.join(self.d, "server-%d" % i),
                                          "--capacity", capacity, "--port-file", spf,
-                                         "--rdma", "off"])
+                                         "--rdma", "off"] + list(server_args))
             self.wait_file(spf)
 
     def spawn(self, name, argv):

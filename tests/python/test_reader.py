@@ -247,9 +247,9 @@ class TestReader(unittest.TestCase):
     def test_servers_arenas(self):
         """A reader on the servers' host takes their pinned copies from
         their arenas over shm: the step's bits, every byte one-sided (the
-        servers send none). With the copies kept out of the arenas (fault
-        point pins-off-arena) the servers refuse such reads (ZS_ENOSPC)
-        and the reader reads over tcp instead: the same bits. A reader of
+        servers send none). With no room for the copies in the arenas
+        (--reader-budget 0) the servers refuse such reads (ZS_ENOSPC) and
+        the reader reads over tcp instead: the same bits. A reader of
         another user on their host (read_weights as nobody), whom their
         shm refuses, reads over tcp: the same CRC32Cs."""
         import numpy as np
@@ -278,11 +278,7 @@ class TestReader(unittest.TestCase):
             self.assertEqual(got, {n: "%08x" % v for n, v in crcs.items()})
         else:
             print("test_reader: a reader of another user not tried: not root, or no setpriv")
-        os.environ["ZSHARD_FAULT"] = "pins-off-arena"
-        try:
-            c = Cluster(BIN, servers=2)
-        finally:
-            del os.environ["ZSHARD_FAULT"]
+        c = Cluster(BIN, servers=2, server_args=["--reader-budget", "0"])
         try:
             self.relay_job(c, "arena", n=6)
             s = read_all(c)

@@ -332,9 +332,9 @@ static void test_refusals(void **st)
 	uint16_t tmp[8];
 
 	(void)st;
-	land_budget = 4u << 20; /* room in the 16 MiB arenas beside it for the copies */
 	start_pins(&c, ZS_BF16, 1, 3000);
-	land_budget = 0;
+	for (int s = 0; s < c.S; s++) /* room in the arenas for the copies */
+		engine_set_reader_budget(c.e[s], 4u << 20);
 	got = malloc(c.job.spec.layout.units[0].numel * 4);
 	for (int s = 0; s < c.S; s++)
 		assert_non_null(rc[s] = rconn(&c, s, &zs_tcp_transport, RTOKEN, true, &err));
