@@ -60,35 +60,42 @@ static void buf_free(struct ejob *j, void *b, size_t len, bool arena)
 	}
 }
 
-/* A buffer of len bytes (*arena: the listener's): a spare one of a pin
- * freed before when there is one of that size (a reader pulling every
- * version would otherwise map and fault in fresh pages for each), else
- * the arena's within the reader budget, else malloc's (caller holds
- * j->pins.mu). */
+/* Spare i of the job's, taken out of the list (caller holds j->pins.mu). */
+static void *spare_take(struct ejob *j, uint32_t i, bool *arena)
+{
+	void *b = j->pins.sp[i].b;
+
+	*arena = j->pins.sp[i].arena;
+	j->pins.sp[i] = j->pins.sp[--j->pins.n_sp];
+	return b;
+}
+
+/* A buffer of len bytes (*arena: the listener's), the arena's first: a
+ * spare one of a pin freed before when there is one of that size (a
+ * reader pulling every version would otherwise map and fault in fresh
+ * pages for each), else a new one within the reader budget; else a
+ * malloc'd spare, else malloc's (caller holds j->pins.mu). */
 static void *buf_get(struct ejob *j, size_t len, bool *arena)
 {
 	struct engine *e = j->e;
-	uint32_t pick = j->pins.n_sp;
+	uint32_t in = j->pins.n_sp, out = j->pins.n_sp;
 	void *b;
 
 	for (uint32_t i = 0; i < j->pins.n_sp; i++)
-		if (j->pins.sp[i].len == len && (pick == j->pins.n_sp || j->pins.sp[i].arena))
-			pick = i;
-	if (pick < j->pins.n_sp) {
-		b = j->pins.sp[pick].b;
-		*arena = j->pins.sp[pick].arena;
-		j->pins.sp[pick] = j->pins.sp[--j->pins.n_sp];
+		if (j->pins.sp[i].len == len)
+			*(j->pins.sp[i].arena ? &in : &out) = i;
+	if (in < j->pins.n_sp)
+		return spare_take(j, in, arena);
+	if (e->l && atomic_fetch_add(&e->pin_arena, len) + len <= e->pin_budget &&
+	    (b = zs_listener_alloc(e->l, len ? len : 1))) {
+		*arena = true;
 		return b;
-	}
-	*arena = false;
-	if (e->l && atomic_fetch_add(&e->pin_arena, len) + len <= e->pin_budget) {
-		if ((b = zs_listener_alloc(e->l, len ? len : 1))) {
-			*arena = true;
-			return b;
-		}
 	}
 	if (e->l)
 		atomic_fetch_sub(&e->pin_arena, len);
+	if (out < j->pins.n_sp)
+		return spare_take(j, out, arena);
+	*arena = false;
 	return malloc(len ? len : 1);
 }
 
