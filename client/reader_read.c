@@ -130,9 +130,10 @@ static uint32_t bad_part(const struct rpart *p, uint32_t np, const uint8_t *buf,
  * checking each range's CRC32C, within the handle's bound. Bytes taken
  * from a server's arena (shm, rdma) that fail their CRC32C are asked for
  * once more: a copy its pin let go of (a rollback) while they were read,
- * which the server then says is gone. */
+ * which the server then says is gone. *whole: te's CRC32C when one range
+ * was all of it (checked already), else unset. */
 static enum zs_status read_tensor(zs_reader *r, uint32_t u, const struct zs_tensor *te,
-				  uint8_t *buf, struct zs_error *err)
+				  uint8_t *buf, uint32_t *whole, bool *known, struct zs_error *err)
 {
 	size_t dsz = zs_dtype_size(r->job.spec.layout.units[u].dtype);
 	struct rpart *p = calloc(r->job.placement.n_shards + 1, sizeof *p);
@@ -159,20 +160,25 @@ static enum zs_status read_tensor(zs_reader *r, uint32_t u, const struct zs_tens
 			r->tr.from_servers_one_sided += p[i].len * dsz;
 			pthread_mutex_unlock(&r->tr.mu);
 		}
+	if (!st && np == 1 && p[0].off == 0 && p[0].len == te->numel) {
+		*whole = p[0].crc;
+		*known = true;
+	}
 	free(p);
 	return st;
 }
 
-/* Tensor t from the parent into buf: ZS_OK, or why the servers serve it
- * (a parent that failed is reported lost, and the next one tried). */
-static enum zs_status via_tree(zs_reader *r, const struct rtensor *t, uint8_t *buf, size_t len)
+/* Tensor t from the parent into buf, *crc its CRC32C (checked): ZS_OK,
+ * or why the servers serve it (a parent that failed is reported lost, and
+ * the next one tried). */
+static enum zs_status via_tree(zs_reader *r, const struct rtensor *t, uint8_t *buf, size_t len,
+			       uint32_t *crc)
 {
 	struct zs_error err = {0};
 	enum zs_status st = ZS_ESTATE;
-	uint32_t crc;
 
 	for (int tries = 0; tries < 4; tries++) {
-		st = rd_tree_fetch(r, (uint32_t)(t - r->t), buf, len, &crc, &err);
+		st = rd_tree_fetch(r, (uint32_t)(t - r->t), buf, len, crc, &err);
 		if (st != ZS_EUNAVAIL && st != ZS_EIO && st != ZS_EPROTO)
 			break;
 		zs_warn("reader of job '%s': its parent in the relay tree failed (%s): reported lost",
@@ -218,10 +224,14 @@ int zs_reader_read(zs_reader *r, const char *name, int dtype, void *dst, size_t 
 	float *f32 = NULL;
 	if (!buf)
 		return rd_said(r, zs_fail(&err, ZS_ENOMEM, "out of memory"), &err);
-	bool relayed = te->numel && !via_tree(r, t, buf, te->numel * usz);
+	/* the tensor's CRC32C: its sender's where one range was all of it
+	 * (checked against the bytes already), else taken here */
+	uint32_t tcrc = 0;
+	bool relayed = te->numel && !via_tree(r, t, buf, te->numel * usz, &tcrc), known = relayed;
 	if (te->numel && !relayed)
-		st = r->pin & ZS_VERSION_CKPT ? rd_ckpt_read(r, t->unit, te, buf, &err)
-					      : read_tensor(r, t->unit, te, buf, &err);
+		st = r->pin & ZS_VERSION_CKPT
+			     ? rd_ckpt_read(r, t->unit, te, buf, &err)
+			     : read_tensor(r, t->unit, te, buf, &tcrc, &known, &err);
 	if (st == ZS_ERESUME) { /* the restore of a rollback dropped the version */
 		uint64_t was = r->pin;
 		rd_rejoin(r, NULL);
@@ -229,7 +239,8 @@ int zs_reader_read(zs_reader *r, const char *name, int dtype, void *dst, size_t 
 			     "job '%s' rolled back while step %llu was pinned: the version was dropped (pin one again)",
 			     r->job.spec.name, (unsigned long long)was);
 	}
-	uint32_t tcrc = st ? 0 : zs_crc32c(0, buf, te->numel * usz);
+	if (!st && !known)
+		tcrc = zs_crc32c(0, buf, te->numel * usz);
 	if (!st)
 		rd_tree_got(r, (uint32_t)(t - r->t), buf, te->numel * usz, tcrc, relayed);
 	if (!st && crc)
