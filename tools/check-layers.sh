@@ -47,54 +47,72 @@ cuda_runtime.h gpu
 cuda.h gpu
 "
 
-allowed() { # folder -> its allowed list, or "?" when the folder is unknown
-	echo "$LAYERS" | awk -v d="$1" -F': *' '$1 == d { print $2 " " d; found = 1 }
-		END { if (!found) print "?" }'
-}
-
+# every source file of the layers, then one awk over them all (a shell
+# loop per include line took seconds a run)
 TMPF=$(mktemp)
 trap 'rm -f "$TMPF"' EXIT
 for dir in $(echo "$LAYERS" | awk -F: 'NF { print $1 }'); do
 	[ -d "$ROOT/$dir" ] || continue
-	ok=$(allowed "$dir")
-	for f in $(find "$ROOT/$dir" -name '*.[ch]' | sort); do
-		rel=${f#"$ROOT"/}
-		grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | while IFS= read -r line; do
-			n=${line%%:*}
-			inc=$(echo "$line" | sed -n 's/.*#[[:space:]]*include[[:space:]]*\([<"]\)\([^>"]*\)[>"].*/\1\2/p')
-			kind=$(echo "$inc" | cut -c1)
-			path=$(echo "$inc" | cut -c2-)
-			if [ "$kind" = '<' ]; then
-				echo "$FOREIGN" | while read -r pat dirs; do
-					[ -n "$pat" ] || continue
-					case "$path" in "$pat"*)
-						case " $dirs " in *" $dir "*) ;; *)
-							echo "layers: $rel:$n includes <$path>, which only $dirs may include"
-							echo x >> "$TMPF";;
-						esac;;
-					esac
-				done
-				continue
-			fi
-			case "$path" in
-			*/*) top=${path%%/*} ;;
-			*)
-				# the public headers include each other by bare name
-				if [ "$dir" = include ]; then continue; fi
-				echo "layers: $rel:$n includes \"$path\" without its folder (write \"FOLDER/$path\")"
-				echo x >> "$TMPF"
-				continue ;;
-			esac
-			case " $ok " in *" $top "*) ;; *)
-				echo "layers: $rel:$n: $dir/ includes \"$path\"; $dir/ may include only: $ok"
-				echo x >> "$TMPF";;
-			esac
-		done
-	done
-done
-n=$(wc -l < "$TMPF")
-if [ "$n" -ne 0 ]; then
-	echo "layers: $n include(s) break the layering (tools/check-layers.sh lists what each folder may include)"
-	exit 1
-fi
+	find "$ROOT/$dir" -name '*.[ch]' | sort
+done > "$TMPF"
+# shellcheck disable=SC2046 # the file list is meant to split (no spaces in it)
+awk -v root="$ROOT" -v layers="$LAYERS" -v foreign="$FOREIGN" '
+BEGIN {
+	n = split(layers, L, "\n")
+	for (i = 1; i <= n; i++) {
+		if (L[i] !~ /:/)
+			continue
+		d = L[i]; sub(/:.*/, "", d)
+		a = L[i]; sub(/^[^:]*:[ \t]*/, "", a)
+		ok[d] = a " " d
+	}
+	m = split(foreign, F, "\n")
+	for (i = 1; i <= m; i++) {
+		k = split(F[i], w, /[ \t]+/)
+		if (k < 2)
+			continue
+		nf++
+		fpat[nf] = w[1]
+		fdirs[nf] = w[2]
+		for (j = 3; j <= k; j++)
+			fdirs[nf] = fdirs[nf] " " w[j]
+	}
+}
+FNR == 1 {
+	rel = substr(FILENAME, length(root) + 2)
+	dir = rel; sub(/\/.*/, "", dir)
+}
+/^[ \t]*#[ \t]*include/ {
+	if (!match($0, /[<"][^>"]*[>"]/))
+		next
+	kind = substr($0, RSTART, 1)
+	path = substr($0, RSTART + 1, RLENGTH - 2)
+	if (kind == "<") {
+		for (i = 1; i <= nf; i++)
+			if (index(path, fpat[i]) == 1 && index(" " fdirs[i] " ", " " dir " ") == 0) {
+				print "layers: " rel ":" FNR " includes <" path ">, which only " fdirs[i] " may include"
+				bad++
+			}
+		next
+	}
+	if (path !~ /\//) {
+		# the public headers include each other by bare name
+		if (dir != "include") {
+			print "layers: " rel ":" FNR " includes \"" path "\" without its folder (write \"FOLDER/" path "\")"
+			bad++
+		}
+		next
+	}
+	top = path; sub(/\/.*/, "", top)
+	if (index(" " ok[dir] " ", " " top " ") == 0) {
+		print "layers: " rel ":" FNR ": " dir "/ includes \"" path "\"; " dir "/ may include only: " ok[dir]
+		bad++
+	}
+}
+END {
+	if (bad) {
+		print "layers: " bad " include(s) break the layering (tools/check-layers.sh lists what each folder may include)"
+		exit 1
+	}
+}' $(cat "$TMPF")
 echo "layers: every include of $(echo "$LAYERS" | awk -F: 'NF { printf "%s/ ", $1 }')keeps to its layer"
