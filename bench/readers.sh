@@ -21,9 +21,9 @@
 # step's compute per token; the target: at most 1.05x), the reader once at
 # the trainers' priority and once at nice 19 (its CPU as on the machine of
 # its own an inference worker has: what serving it costs the step), and
-# at nice 19 in the servers' namespace, where it takes their copies from
-# their arenas over shm (one-sided, as rdma's reads across hosts: the
-# servers send nothing).
+# in the servers' namespace, where it takes their copies from their arenas
+# over shm (one-sided, as rdma's reads across hosts: the servers send
+# nothing), at the trainers' priority and at nice 19.
 # Writes OUT_DIR/readers.md and OUT_DIR/readers.dat.
 #
 # Needs root, iproute2, tc and a bridge; exits 77 with the reason
@@ -217,9 +217,9 @@ json.dump(s, open(sys.argv[1], "w"))' "$dir/$job.json" || fail "cannot set reade
 		# cores the trainers use; f 3: so, in the servers' namespace,
 		# where it takes their copies from their arenas over shm (as
 		# rdma's one-sided reads do across hosts: the servers send
-		# nothing)
-		ip netns exec "$([ "$f" = 3 ] && echo "zrs$tag" || echo "zrr${tag}_1")" \
-			nice -n $((f >= 2 ? 19 : 0)) \
+		# nothing); f 4: there at the trainers' priority
+		ip netns exec "$([ "$f" -ge 3 ] && echo "zrs$tag" || echo "zrr${tag}_1")" \
+			nice -n $((f == 2 || f == 3 ? 19 : 0)) \
 			"$PY" "$root/bench/readers.py" follow "$addr" "$job" \
 			"$dir/stop.$job" "$dir/follow.$job" "$dir/fready.$job" >"$dir/follow.$job.log" 2>&1 &
 		fp=$!
@@ -236,8 +236,8 @@ json.dump(s, open(sys.argv[1], "w"))' "$dir/$job.json" || fail "cannot set reade
 	if [ -n "$fp" ]; then
 		wait "$fp" || fail "the reader of $job failed"
 		"$PY" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["versions"]), file=sys.stderr)' \
-			"$dir/follow.$job" 2>>"$dir/versions"
-		[ "$f" != 3 ] || "$PY" -c 'import json, sys
+			"$dir/follow.$job" 2>>"$dir/versions.$f"
+		[ "$f" -lt 3 ] || "$PY" -c 'import json, sys
 s = json.load(open(sys.argv[1]))["stats"]
 sys.exit(s["bytes_from_servers_one_sided"] != s["bytes_from_servers"])' "$dir/follow.$job" ||
 			fail "the reader in the servers' namespace did not take every byte from their arenas"
@@ -246,24 +246,29 @@ sys.exit(s["bytes_from_servers_one_sided"] != s["bytes_from_servers"])' "$dir/fo
 	awk -v w="$WARM" '$1 >= w { print $4 }' "$dir/$job.0" "$dir/$job.1" | median
 }
 echo
-echo "| trainers' step | batch per rank | no reader ms | a reader pulling every version ms | with / without | the reader at nice 19 ms | with / without | at nice 19, one-sided (shm) ms | with / without | versions read whole per run |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| trainers' step | batch per rank | no reader ms | a reader pulling every version ms | with / without | the reader at nice 19 ms | with / without | one-sided (shm) ms | with / without | one-sided at nice 19 ms | with / without | versions read whole per run (each reader) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for BATCH in $TRAIN_BATCHES; do
-	: >"$dir/versions"
-	plain="" with="" niced="" onesided=""
+	: >"$dir/versions.1"
+	: >"$dir/versions.2"
+	: >"$dir/versions.3"
+	: >"$dir/versions.4"
+	plain="" with="" niced="" onesided="" direct=""
 	for k in $(seq 1 "$TRAIN_RUNS"); do
 		plain="$plain $(train "p$BATCH-$k" 0)"
 		with="$with $(train "w$BATCH-$k" 1)"
 		niced="$niced $(train "n$BATCH-$k" 2)"
+		direct="$direct $(train "d$BATCH-$k" 4)"
 		onesided="$onesided $(train "o$BATCH-$k" 3)"
 	done
 	mp=$(echo "$plain" | tr ' ' '\n' | grep . | median)
 	mw=$(echo "$with" | tr ' ' '\n' | grep . | median)
 	mn=$(echo "$niced" | tr ' ' '\n' | grep . | median)
 	mo=$(echo "$onesided" | tr ' ' '\n' | grep . | median)
-	nv=$(median <"$dir/versions")
-	awk -v a="$mp" -v b="$mw" -v c="$mn" -v d="$mo" -v v="$nv" -v bt="$BATCH" -v st="$STEPS" 'BEGIN {
-		printf "| charlm, 2 ranks, ZeRO-3 | %d | %.1f | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f | %s of %d |\n", bt, a * 1e3, b * 1e3, b / a, c * 1e3, c / a, d * 1e3, d / a, v, st + 1 }'
+	md=$(echo "$direct" | tr ' ' '\n' | grep . | median)
+	nv="$(median <"$dir/versions.1") / $(median <"$dir/versions.2") / $(median <"$dir/versions.4") / $(median <"$dir/versions.3")"
+	awk -v a="$mp" -v b="$mw" -v c="$mn" -v e="$md" -v d="$mo" -v v="$nv" -v bt="$BATCH" -v st="$STEPS" 'BEGIN {
+		printf "| charlm, 2 ranks, ZeRO-3 | %d | %.1f | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f | %s of %d |\n", bt, a * 1e3, b * 1e3, b / a, c * 1e3, c / a, e * 1e3, e / a, d * 1e3, d / a, v, st + 1 }'
 done
 echo
 echo "(charlm --depth $DEPTH --hidden $HIDDEN ($((TRAIN_PARAMS * 4 / 1000000)) MB a version), $STEPS steps, medians of both ranks' steps from $WARM on and of $TRAIN_RUNS runs in turns; the trainers on the bridge's side, the servers and the reader each behind a link shaped at $TRAIN_RATE)"
