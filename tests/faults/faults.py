@@ -725,10 +725,11 @@ def run_trial(a, victim, kill_step, tag):
                     if f.endswith(".log"):
                         txt = open(os.path.join(d, f), errors="replace").read()
                         # a restarted process's log goes on after the one
-                        # that failed: its errors and warnings first, then
+                        # that failed: its errors and warnings first (a
+                        # trainer's last words: "charlm rank R: why"), then
                         # the tail
                         bad = [ln for ln in txt.splitlines()
-                               if re.search(r"ERROR|WARN|error|failed|waited \d+ ms", ln)]
+                               if re.search(r"ERROR|WARN|error|failed|waited \d+ ms|^charlm rank", ln)]
                         if bad:
                             sys.stderr.write("--- %s (errors and warnings)\n%s\n" %
                                              (f, "\n".join(bad[:40])))
