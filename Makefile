@@ -153,7 +153,7 @@ deps:
 	@sh tools/install-deps.sh --tests
 
 # what a wheel carries (python/setup.py builds it with this target)
-native: $(BINS) $(LIBZS_SO)
+native: $(BINS) $(LIBZS_SO) $(LIBZS_LINKS)
 
 # the wheel: python -m build with this build, auditwheel repair (the shared
 # libraries bundled), in $(BUILD)/wheel; tools/wheel.sh (it makes its venv)

@@ -1,7 +1,10 @@
 #!/bin/sh
 # wheel.sh BUILD TORCH_VENV - zshard as a pip user gets it: the wheel built
-# (tools/wheel.sh: make's own build, auditwheel repair), installed into a
-# fresh venv in a fresh folder, and used from there with nothing of the
+# by `make wheel` alone in a fresh copy of the checkout (what git clone
+# gives: the tracked files and the untracked ones git does not ignore, no
+# build/ of any earlier make; tools/wheel.sh: make's own build, auditwheel
+# repair), installed into a fresh venv in a fresh folder, and used from
+# there with nothing of the
 # repository's: no ZSHARD_* variables, no PYTHONPATH, no LD_LIBRARY_PATH,
 # an empty environment but PATH and a fresh HOME. The installed
 # zshard-local starts a local cluster in its default folder; torchrun runs
@@ -15,8 +18,6 @@ set -eu
 build=$1
 tvenv=$(cd "$2" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
-whl=$(sh "$root/tools/wheel.sh" "$build" | tail -1)
-[ -f "$whl" ] || { echo "wheel: no wheel built" >&2; exit 1; }
 d=$(mktemp -d /tmp/zshard-wheel-XXXXXX)
 clean() {
 	[ -x "$d/venv/bin/zshard-local" ] &&
@@ -25,7 +26,26 @@ clean() {
 }
 trap clean EXIT
 trap 'exit 1' INT TERM
-mkdir -p "$d/home" "$d/work"
+mkdir -p "$d/home" "$d/work" "$d/src"
+# the fresh clone: nothing built, so a target make wheel does not build is
+# missing here (it once copied build/lib/libzshard.so.0, which only make
+# all made)
+if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+	(cd "$root" && git ls-files -co --exclude-standard | while IFS= read -r f; do
+		[ -e "$f" ] && printf '%s\n' "$f"; done | tar -cf - -T -) | tar -xf - -C "$d/src"
+else
+	(cd "$root" && tar -cf - --exclude=./build --exclude='./build-*' .) | tar -xf - -C "$d/src"
+fi
+t0=$(date +%s)
+if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$d/src" --no-print-directory wheel \
+	>"$build/wheel-clone.log" 2>&1; then
+	tail -40 "$build/wheel-clone.log"
+	echo "wheel: FAILED: make wheel in a fresh clone ($d/src; the log: $build/wheel-clone.log)"
+	exit 1
+fi
+whl=$(tail -1 "$build/wheel-clone.log")
+[ -f "$whl" ] || { tail -20 "$build/wheel-clone.log"; echo "wheel: FAILED: no wheel built" >&2; exit 1; }
+echo "wheel: make wheel alone in a fresh clone built it in $(($(date +%s) - t0)) s"
 echo "wheel: $(basename "$whl") ($(du -k "$whl" | cut -f1) KiB), into a fresh venv in $d"
 /usr/bin/python3 -m venv "$d/venv"
 "$d/venv/bin/pip" install -q --disable-pip-version-check --retries 10 --timeout 60 "$whl"
