@@ -96,7 +96,10 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			      .state_read = f->flags & ZS_WF_STATE,
 			      .state = (f->flags & ZS_WF_STATE) ? (int)(f->aux & 3) : -1,
 			      .device = f->op == ZS_OP_PUSH && (f->flags & ZS_WF_DEVICE),
-			      .redo = f->op == ZS_OP_PUSH && (f->flags & ZS_WF_REDO),
+			      /* (a one-sided push's PUSH_BEGIN says it: its slot
+			       * keeps this xfer for the PUSH that fills it) */
+			      .redo = (f->op == ZS_OP_PUSH || f->op == ZS_OP_PUSH_BEGIN) &&
+				      (f->flags & ZS_WF_REDO),
 			      .pinned = f->op == ZS_OP_GATHER && (f->flags & ZS_WF_PIN)};
 	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))
 		return zs_fail(err, ZS_EINVAL, "a state read is of array 0, 1 or 2, as f32");

@@ -195,6 +195,7 @@ part prometheus suite prometheus
 part faults faults $CHECK_FAULTS
 part faults-replicas faults $CHECK_FAULTS_REPLICAS
 part faults-skew faults $CHECK_FAULTS_SKEW
+part faults-shm faults $CHECK_FAULTS_SHM
 part ha suite ha
 part faults-etcd faults $CHECK_FAULTS_HA
 part python python_tests

@@ -293,7 +293,7 @@ class Cluster:
     def trainer_argv(self, r):
         argv = [os.path.join(BIN, "charlm"), "--coordinator", self.coord_addr, "--job", self.job,
                 "--rank", str(r), "--steps", str(self.a.steps), "--batch", str(self.a.batch),
-                "--print-every", "1", "--transport", "tcp"]
+                "--print-every", "1", "--transport", getattr(self.a, "transport", "tcp")]
         if getattr(self.a, "accum", 1) > 1:
             argv += ["--micro-batches", str(self.a.accum)]
         if getattr(self.a, "exit_on_resume", False):
@@ -791,6 +791,9 @@ def main():
                     help="the last rank sleeps so long each step before its pushes: the other "
                          "ranks end each step that much earlier (kind skew kills a server "
                          "inside that window)")
+    ap.add_argument("--transport", default="tcp", choices=("tcp", "shm", "auto"),
+                    help="the trainers' (shm: one-sided pushes, PUSH_BEGIN then PUSH, whose "
+                         "redo flag a replacement's pushes must carry too)")
     ap.add_argument("--trial", action="append", default=[],
                     help="KIND:STEP, e.g. server:17 (fixed trials; --trials is ignored)")
     a = ap.parse_args()
