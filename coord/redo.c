@@ -12,7 +12,8 @@
  * What the coordinator cannot be sure of rolls back as before: a rank
  * whose step it does not know (a coordinator restarted or taken over
  * since), a collective job (its ranks reduce among themselves), a job being
- * restored, stopped or stopping, and a rank that only missed its lease (a
+ * restored or stopping, a stopped job's rank that had not begun a step of
+ * the run continuing it, and a rank that only missed its lease (a
  * stopped process or a partition: alive, it could push again; the
  * rollback's new timeline fences it).
  */
@@ -119,10 +120,14 @@ bool coord_rank_lost(struct coord *c, const struct zs_job *j, uint32_t rank, con
 
 	if (j->spec.collective)
 		no = "its ranks reduce among themselves (a collective job)";
-	else if (j->restore_pending || j->stopped_step || j->leaving_step || j->stop_before)
-		no = "the job is being restored, stopped or is stopping";
+	else if (j->restore_pending || j->leaving_step || j->stop_before)
+		no = "the job is being restored or is stopping";
 	else if (!r || !r->known)
 		no = "the coordinator does not know the step it was in (it restarted, or took over, since)";
+	else if (j->stopped_step && r->s.step < j->stopped_step)
+		/* a run that continues a stopped job redoes like any other once
+		 * the rank began one of its steps; before, it is the stop's */
+		no = "the job is stopped, and the rank had begun none of its steps since";
 	if (no) {
 		zs_info("job '%s': %s; no replacement can redo its step: %s", j->spec.name, why, no);
 		return false;

@@ -72,11 +72,6 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		r.reported_ms = zs_now_ms();
 		sr->r[rank] = r;
 	}
-	if (has && sr) { /* a report that cannot be kept is dropped: stats only */
-		r.rank = rank;
-		r.reported_ms = zs_now_ms();
-		sr->r[rank] = r;
-	}
 	/* the step the rank begins, from a rank that holds it (not a lost
 	 * process's report still on its way), on the job's timeline (not a
 	 * report sent before a rollback) */
