@@ -130,6 +130,8 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 
 	if (!len) /* no blob wanted */
 		len = &no_len;
+	t->resumed = ZS_RESUMED_NONE;
+	t->resumed_ckpt = 0;
 	st = catch_up(t, &j, &err);
 	if (st)
 		return tr_fail(t, st, "%s", err.msg);
@@ -140,12 +142,14 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 		if (st)
 			return tr_fail(t, st, "%s", err.msg);
 		*step = t->wstep = rs;
+		t->resumed = ZS_RESUMED_REDO;
 		return ZS_OK;
 	}
 	if (j.stopped_step) { /* every rank left there; the servers kept it */
 		*step = j.stopped_step;
 		*len = 0;
 		t->wstep = *step;
+		t->resumed = ZS_RESUMED_STOPPED;
 		zs_job_release(&j);
 		return ZS_OK;
 	}
@@ -161,6 +165,7 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 			break; /* its state is in the checkpoint */
 		*step = t->wstep = j.worlds.v[i].step;
 		*len = 0;
+		t->resumed = ZS_RESUMED_RESIZE;
 		zs_info("rank %u of job '%s' is new with the resize to %u ranks: it begins at step %llu",
 			t->rank, j.spec.name, j.worlds.v[i].world, (unsigned long long)*step);
 		zs_job_release(&j);
@@ -175,6 +180,8 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 	}
 	*step = t->wstep = j.restored_step;
 	*len = 0;
+	t->resumed = ZS_RESUMED_CHECKPOINT;
+	t->resumed_ckpt = j.restored_id;
 	st = zs_coord_get_ckpt(t->coord, j.spec.name, j.restored_id, &k, &err);
 	zs_job_release(&j);
 	if (st)
@@ -187,4 +194,11 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 		}
 	zs_checkpoint_release(&k);
 	return ZS_OK;
+}
+
+int zs_trainer_resumed_from(const zs_trainer *t, unsigned long long *checkpoint)
+{
+	if (checkpoint)
+		*checkpoint = t->resumed == ZS_RESUMED_CHECKPOINT ? t->resumed_ckpt : 0;
+	return t->resumed;
 }

@@ -91,6 +91,10 @@ struct zs_trainer {
 	 * zs_trainer_world_size reports the world of */
 	struct zs_worlds worlds, said;
 	uint64_t wstep;
+	/* why the last zs_trainer_resume started where it did (enum
+	 * zs_resumed), and the checkpoint it started from */
+	int resumed;
+	uint64_t resumed_ckpt;
 	/* what a server connected to is handed first (NULL: nothing) */
 	enum zs_status (*on_conn)(zs_trainer *t, struct zs_conn *c, struct zs_error *err);
 	/* the step driver (driver.c) */

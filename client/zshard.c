@@ -243,6 +243,25 @@ int zs_resize_job(const char *coordinator, const char *job, unsigned world, int 
 	return said(st, &err, errbuf, errlen);
 }
 
+int zs_delete_job(const char *coordinator, const char *job, int keep_checkpoints, int timeout_ms,
+		  char *errbuf, size_t errlen)
+{
+	struct zs_error err = {0};
+	struct zs_coord_client *c = NULL;
+	uint32_t deleted, kept;
+	struct zs_job j;
+	enum zs_status st;
+
+	if (!job)
+		st = zs_fail(&err, ZS_EINVAL, "no job named");
+	else if (!(st = tr_launch_coord(coordinator, timeout_ms, &c, &err)) &&
+		 !(st = zs_coord_delete_job_ex(c, job, keep_checkpoints != 0, &j, &deleted, &kept,
+					       &err)))
+		zs_job_release(&j);
+	zs_coord_close(c);
+	return said(st, &err, errbuf, errlen);
+}
+
 void zs_trainer_close(zs_trainer *t)
 {
 	struct zs_error err = {0};

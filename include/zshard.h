@@ -109,6 +109,15 @@ int zs_create_job(const char *coordinator, const char *spec_json, int timeout_ms
  */
 int zs_resize_job(const char *coordinator, const char *job, unsigned world, int timeout_ms,
 		  unsigned long long *from_step, char *err, size_t errlen);
+/*
+ * Deletes a job (zshardctl job delete): its state on the servers and, unless
+ * keep_checkpoints, its checkpoints; a job created again under the name is
+ * a new one (it never sees these). Trainers still joined to it fail their
+ * next call. The same coordinator as zs_create_job. ZS_ENOTFOUND: no such
+ * job.
+ */
+int zs_delete_job(const char *coordinator, const char *job, int keep_checkpoints, int timeout_ms,
+		  char *err, size_t errlen);
 
 /* Leaves the job and frees the handle; ops not yet completed are dropped
  * (their buffers are the caller's again once this returns). Leaving in the
@@ -419,6 +428,24 @@ int zs_checkpoint_wait(zs_trainer *t, unsigned long long id, int timeout_ms);
  */
 int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsigned cap,
 		      unsigned *len);
+/* Why the last zs_trainer_resume started where it did: */
+enum zs_resumed {
+	ZS_RESUMED_NONE = 0,	   /* no state to come from (ZS_ENOTFOUND: step 0), or no
+				    * resume yet */
+	ZS_RESUMED_STOPPED = 1,	   /* every rank had left the job cleanly at that step: an
+				    * earlier run of it ended there */
+	ZS_RESUMED_CHECKPOINT = 2, /* the job's state is a checkpoint's (an operator's
+				    * restore or an automatic rollback): its id in
+				    * *checkpoint */
+	ZS_RESUMED_REDO = 3,	   /* this process replaces a rank lost in the middle of
+				    * that step, which it computes again */
+	ZS_RESUMED_RESIZE = 4,	   /* a rank new with a resize: it begins where the world
+				    * grew */
+};
+/* One of enum zs_resumed; *checkpoint (may be NULL) gets the checkpoint's id
+ * for ZS_RESUMED_CHECKPOINT, else 0. Lets a training script tell a run that
+ * continues an earlier, finished one (STOPPED) from recovery (the rest). */
+int zs_trainer_resumed_from(const zs_trainer *t, unsigned long long *checkpoint);
 /*
  * This rank's state as of the start of step (its RNG states, its data
  * loader's position: what it needs to compute that step again), len bytes

@@ -11,10 +11,11 @@ from zshard.errors import (AlreadyExists, Canceled, FailedPrecondition, Internal
                            Resume, StorageError, TimedOut, TryAgain, Unavailable,
                            ZshardError)
 from zshard._lib import DEVICE_EMULATED, DEVICE_HOST
-from zshard.trainer import BF16, F16, F32, Op, Trainer, create_job, resize_job, strerror
+from zshard.trainer import (BF16, F16, F32, Op, Trainer, create_job, delete_job, resize_job,
+                            strerror)
 from zshard.reader import Reader, TensorInfo
 
-__all__ = ["Trainer", "Op", "Reader", "TensorInfo", "create_job", "resize_job", "strerror", "F32", "BF16", "F16", "ZshardError",
+__all__ = ["Trainer", "Op", "Reader", "TensorInfo", "create_job", "delete_job", "resize_job", "strerror", "F32", "BF16", "F16", "ZshardError",
            "InvalidArgument", "NotFound", "AlreadyExists", "NoSpace", "Unavailable",
            "TimedOut", "StorageError", "OutOfMemory", "ProtocolError", "FailedPrecondition",
            "Canceled", "TryAgain", "InternalError", "Resume", "PermissionDenied", "DEVICE_HOST",

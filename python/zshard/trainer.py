@@ -47,6 +47,19 @@ def create_job(spec: Union[Dict[str, Any], str], coordinator: Optional[str] = No
         raise error_for(rc, err.value.decode(errors="replace"))
 
 
+def delete_job(job: str, keep_checkpoints: bool = False, coordinator: Optional[str] = None,
+               timeout_ms: int = 10000) -> None:
+    """Deletes job (zshardctl job delete): its state and, unless
+    keep_checkpoints, its checkpoints; a job created again under the name
+    is a new one. zshard.NotFound if there is none."""
+    coordinator = coordinator or os.environ.get("ZSHARD_COORDINATOR")
+    err = _lib.errbuf()
+    rc = lib.zs_delete_job(coordinator.encode() if coordinator else None, job.encode(),
+                           int(bool(keep_checkpoints)), timeout_ms, err, _lib.ERRLEN)
+    if rc:
+        raise error_for(rc, err.value.decode(errors="replace"))
+
+
 def resize_job(job: str, world: int, coordinator: Optional[str] = None,
                timeout_ms: int = 10000) -> int:
     """Changes job's world size to world ranks (zshardctl job resize) from
@@ -395,6 +408,19 @@ class Trainer:
             return None
         self._check(rc)
         return step.value, buf.raw[:min(n.value, cap)]
+
+    # why resume() started where it did (include/zshard.h, enum zs_resumed)
+    RESUMED = {0: "none", 1: "stopped", 2: "checkpoint", 3: "redo", 4: "resize"}
+
+    def resumed_from(self) -> Tuple[str, int]:
+        """Why the last resume() started where it did: ("none", 0): no
+        state (step 0); ("stopped", 0): every rank had left the job cleanly
+        there (an earlier run ended); ("checkpoint", id): a restore or an
+        automatic rollback; ("redo", 0): this process replaces a rank lost
+        mid-step; ("resize", 0): a rank new with a resize."""
+        ck = c_ulonglong()
+        why = lib.zs_trainer_resumed_from(self._handle(), byref(ck))
+        return self.RESUMED.get(why, "none"), ck.value
 
     # ---------------------------------------------------------- accounting
     def counters(self) -> Dict[str, Any]:
