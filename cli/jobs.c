@@ -41,6 +41,7 @@ static json_t *job_json_brief(const struct zs_job *j)
 	json_object_set_new(o, "rank_wait_ms",
 			    json_integer(j->spec.rank_wait_ms ? j->spec.rank_wait_ms : ZS_RANK_WAIT_MS));
 	json_object_set_new(o, "data_tls", json_boolean(j->spec.data_tls));
+	json_object_set_new(o, "buffers", json_integer(j->spec.buffers));
 	json_object_set_new(o, "readers",
 			    json_pack("{s:i, s:i}", "pins", (int)j->spec.reader_pins, "idle_ms",
 				      (int)(j->spec.reader_idle_ms ? j->spec.reader_idle_ms
@@ -686,9 +687,9 @@ static const struct zs_opt rebalance_flags[] = {
 const struct cmd cmd_jobs = {"jobs", "[--json]", "List jobs with stage, world size, size and placement epoch.", c_jobs, json_only};
 
 const struct cmd cmd_job = {"job", "create FILE.json | show NAME | stop NAME | resize NAME --world N | delete NAME [--keep-checkpoints] [--json]",
-	 "Create a job from a JSON spec (see model/spec_json.h; '-' reads stdin),\n"
-	 "show one, stop one, resize one, or delete one. Stop: every rank of the\n"
-	 "job leaves cleanly before one step (waiting for them); a clean restart\n"
+	 "Create a job from a JSON spec ('-' reads stdin; its keys: man zshardctl,\n"
+	 "JOB SPEC), show one, stop one, resize one, or delete one. Stop: every\n"
+	 "rank of the job leaves cleanly before one step (waiting for them); a clean restart\n"
 	 "of the servers then keeps its state, and trainers resume at that step.\n"
 	 "Resize: the world size changes at a step the coordinator names (four\n"
 	 "past the latest step report): ranks at or above N leave there, new\n"

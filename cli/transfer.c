@@ -106,8 +106,9 @@ static int export_buffers(struct ctx *x, struct export *ex, const char *job, con
 	if (cli_buffers_at(x->c, job, ex->version, bufs, &err))
 		return cli_die("the model's buffers: %s", err.msg);
 	if (!bufs->found) {
-		fprintf(stderr, "note: the model's persistent buffers are not in %s: %s\n", out,
-			bufs->why);
+		if (ex->j->spec.buffers) /* a model without any is not told of them */
+			fprintf(stderr, "note: the model's %u persistent buffers are not in %s: %s\n",
+				ex->j->spec.buffers, out, bufs->why);
 		return 0;
 	}
 	if (!(g = realloc(ex->t, (ex->nt + bufs->st.n + 1) * sizeof *g)))
@@ -220,6 +221,19 @@ static const struct st_tensor *find_tensor(const struct st_file *f, const struct
 	return NULL;
 }
 
+/* A shape as [d0, d1, ...] ([] for a scalar). */
+static void shape_str(const uint64_t *shape, uint32_t ndim, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	n += (size_t)snprintf(out, cap, "[");
+	for (uint32_t d = 0; d < ndim && n < cap; d++)
+		n += (size_t)snprintf(out + n, cap - n, "%s%llu", d ? ", " : "",
+				      (unsigned long long)shape[d]);
+	if (n < cap)
+		snprintf(out + n, cap - n, "]");
+}
+
 /* Unit u's tensors with suffix from f into out (numel floats, f32): every
  * one with the job's shape; a frozen tensor's optimizer array may be
  * absent (zeros: torch keeps none). Says why and returns -1 if not. */
@@ -236,12 +250,16 @@ static int read_unit(const struct st_file *f, const char *in, const struct zs_jo
 			memset(out + te->offset, 0, te->numel * 4);
 			continue;
 		}
-		if (!s) {
-			cli_die("%s has no tensor '%s' (the job's layout needs it)", in, name);
+		if (!s) { /* named as the model names it, not by the job's unit */
+			cli_die("%s has no tensor '%s%s' (the job's layout needs it)", in, te->name,
+				suffix);
 			return -1;
 		}
 		if (s->ndim != te->ndim || memcmp(s->shape, te->shape, te->ndim * sizeof te->shape[0])) {
-			cli_die("tensor '%s' in %s has another shape than the job's", name, in);
+			char a[160], b[160];
+			shape_str(s->shape, s->ndim, a, sizeof a);
+			shape_str(te->shape, te->ndim, b, sizeof b);
+			cli_die("tensor '%s' in %s has shape %s; the job's is %s", name, in, a, b);
 			return -1;
 		}
 		zs_convert_to_f32(out + te->offset, s->data, s->dtype, te->numel);

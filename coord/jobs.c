@@ -98,7 +98,8 @@ void coord_h_create_job_json(void *ctx, struct zs_rpc_call *call, const uint8_t 
 		return coord_reply_err(call, &e);
 	if (zs_spec_from_json(json, &job.spec, &e)) {
 		free(json);
-		zs_error_prefix(&e, "job spec");
+		if (strncmp(e.msg, "job spec", 8) && strncmp(e.msg, "a job spec", 10))
+			zs_error_prefix(&e, "job spec"); /* said once */
 		return coord_reply_err(call, &e);
 	}
 	free(json);

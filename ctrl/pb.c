@@ -133,6 +133,7 @@ Zshard__JobSpec *pb_spec_pb(struct arena *a, const struct zs_job_spec *s)
 	ps->data_tls = s->data_tls;
 	ps->reader_pins = s->reader_pins;
 	ps->reader_idle_ms = s->reader_idle_ms;
+	ps->buffers = s->buffers;
 	if (s->n_rank_hosts && (ps->rank_hosts = pb_aalloc(a, s->n_rank_hosts * sizeof(char *)))) {
 		ps->n_rank_hosts = s->n_rank_hosts;
 		for (uint32_t r = 0; r < s->n_rank_hosts; r++)
@@ -399,6 +400,7 @@ static enum zs_status spec_from(const Zshard__JobSpec *ps, struct zs_job_spec *s
 	s->data_tls = ps->data_tls;
 	s->reader_pins = ps->reader_pins;
 	s->reader_idle_ms = ps->reader_idle_ms;
+	s->buffers = ps->buffers;
 	if (ps->n_rank_hosts) {
 		if (ps->n_rank_hosts > ZS_MAX_WORLD)
 			return zs_fail(err, ZS_EINVAL, "%zu rank hosts", ps->n_rank_hosts);

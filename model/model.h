@@ -153,6 +153,10 @@ struct zs_job_spec {
 	 * is kept (0: ZS_READER_IDLE_MS) */
 	uint32_t reader_pins;
 	uint32_t reader_idle_ms;
+	/* how many persistent buffers the model has (a BatchNorm's running
+	 * statistics): they live in the trainers, and an export takes them
+	 * from a checkpoint's blob (zshard.torch says; 0: none, or not said) */
+	uint32_t buffers;
 };
 
 #define ZS_MAX_REPLICAS 3

@@ -43,20 +43,28 @@ static enum zs_status get_str(json_t *obj, const char *key, const char *where,
 	return ZS_OK;
 }
 
-static enum zs_status get_uint(json_t *obj, const char *key, const char *where,
-			       uint64_t max, uint64_t *out, struct zs_error *err)
+/* obj's key, when there, as an integer in [min, max] (the range said
+ * when it is not: the range the spec takes, not a wider one) */
+static enum zs_status get_uint_in(json_t *obj, const char *key, const char *where, uint64_t min,
+				  uint64_t max, uint64_t *out, struct zs_error *err)
 {
 	json_t *v = json_object_get(obj, key);
 
 	if (!v)
 		return ZS_OK;
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-	    (uint64_t)json_integer_value(v) > max)
+	    (uint64_t)json_integer_value(v) < min || (uint64_t)json_integer_value(v) > max)
 		return zs_fail(err, ZS_EINVAL,
-			       "%s: '%s' must be an integer in [0, %llu]", where, key,
-			       (unsigned long long)max);
+			       "%s: '%s' must be an integer in [%llu, %llu]", where, key,
+			       (unsigned long long)min, (unsigned long long)max);
 	*out = (uint64_t)json_integer_value(v);
 	return ZS_OK;
+}
+
+static enum zs_status get_uint(json_t *obj, const char *key, const char *where,
+			       uint64_t max, uint64_t *out, struct zs_error *err)
+{
+	return get_uint_in(obj, key, where, 0, max, out, err);
 }
 
 static enum zs_status get_num(json_t *obj, const char *key, const char *where,
@@ -318,7 +326,8 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 					   "compute_dtype", "align_bytes",
 					   "optimizer", "units", "keep_checkpoints",
 					   "checkpoint_every", "collective", "rank_hosts", "replicas",
-					   "rank_lost", "rank_wait_ms", "data_tls", "readers", NULL};
+					   "rank_lost", "rank_wait_ms", "data_tls", "readers", "buffers",
+					   NULL};
 	char dt[32] = "";
 	uint64_t v;
 	enum zs_status st;
@@ -328,18 +337,28 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 	if ((st = only_keys(root, "job spec", keys, err)) ||
 	    (st = get_str(root, "name", "job spec", s->name, sizeof s->name, 1, err)))
 		return st;
+	if (!json_object_get(root, "stage"))
+		return zs_fail(err, ZS_EINVAL, "job spec: 'stage' is missing (1, 2 or 3)");
+	if (!json_object_get(root, "world_size"))
+		return zs_fail(err, ZS_EINVAL,
+			       "job spec: 'world_size' is missing (the number of trainer ranks)");
 	v = 0;
-	if ((st = get_uint(root, "stage", "job spec", 3, &v, err)))
+	if ((st = get_uint_in(root, "stage", "job spec", 1, 3, &v, err)))
 		return st;
 	s->stage = (uint32_t)v;
 	v = 0;
-	if ((st = get_uint(root, "world_size", "job spec", ZS_MAX_WORLD, &v, err)))
+	if ((st = get_uint_in(root, "world_size", "job spec", 1, ZS_MAX_WORLD, &v, err)))
 		return st;
 	s->world_size = (uint32_t)v;
 	v = 0;
 	if ((st = get_uint(root, "align_bytes", "job spec", 1u << 20, &v, err)))
 		return st;
 	s->align_bytes = (uint32_t)v;
+	v = 0;
+	v = 0;
+	if ((st = get_uint(root, "buffers", "job spec", 1u << 20, &v, err)))
+		return st;
+	s->buffers = (uint32_t)v;
 	v = 0;
 	if ((st = get_uint(root, "keep_checkpoints", "job spec", 1000, &v, err)))
 		return st;

@@ -74,8 +74,11 @@ static void test_refusals(void **st)
 	(void)st;
 	expect_parse_error("\"stage\": 3", "\"stgae\": 3", "unknown key 'stgae'");
 	expect_parse_error("\"stage\": 3", "\"stage\": 4", "stage");
-	expect_parse_error("\"stage\": 3", "\"stage\": 0", "stage 0 is invalid");
-	expect_parse_error("\"world_size\": 2", "\"world_size\": 0", "world size 0");
+	/* the range said is the one taken (it said [0, 3], then refused 0) */
+	expect_parse_error("\"stage\": 3", "\"stage\": 0", "'stage' must be an integer in [1, 3]");
+	expect_parse_error("\"stage\": 3,", "", "'stage' is missing (1, 2 or 3)");
+	expect_parse_error("\"world_size\": 2", "\"world_size\": 0",
+			   "'world_size' must be an integer in [1, 65536]");
 	expect_parse_error("\"bf16\"", "\"int4\"", "unknown dtype 'int4'");
 	expect_parse_error("\"adamw\"", "\"lamb\"", "unknown optimizer");
 	expect_parse_error("\"lr\": 0.001", "\"lr\": -1", "learning rate");
