@@ -125,6 +125,43 @@ static int export_buffers(struct ctx *x, struct export *ex, const char *job, con
 	return 0;
 }
 
+/* With --optimizer: the job's optimizer groups as JSON (metadata
+ * "optimizer_groups"): each group's values as the spec created them
+ * (lr, weight_decay, beta1, beta2, eps, momentum) and its tensors' names as
+ * the file names them, as a torch optimizer's param_groups would (zshard.dcp
+ * writes them where get_state_dict puts them). NULL when out of memory. */
+static char *groups_json(const struct export *ex)
+{
+	const struct zs_optim *o = &ex->j->spec.optim;
+	json_t *a = json_array();
+	char *s;
+
+	for (uint32_t g = 0; a && g < (o->n_groups ? o->n_groups : 1); g++) {
+		const struct zs_hp *h = &o->groups[g];
+		json_t *names = json_array();
+		for (uint32_t u = 0; names && u < ex->j->spec.layout.n_units; u++) {
+			const struct zs_unit *un = &ex->j->spec.layout.units[u];
+			for (uint32_t k = 0; k < un->n_tensors; k++) {
+				char n[2 * ZS_NAME_MAX + 2];
+				if (un->tensors[k].group != g)
+					continue;
+				if (ex->bare)
+					snprintf(n, sizeof n, "%s", un->tensors[k].name);
+				else
+					snprintf(n, sizeof n, "%s.%s", un->name, un->tensors[k].name);
+				json_array_append_new(names, json_string(n));
+			}
+		}
+		json_array_append_new(a, json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:o}", "lr", h->lr,
+						   "weight_decay", h->weight_decay, "beta1",
+						   h->beta1, "beta2", h->beta2, "eps", h->eps,
+						   "momentum", h->momentum, "params", names));
+	}
+	s = a ? json_dumps(a, JSON_COMPACT) : NULL;
+	json_decref(a);
+	return s;
+}
+
 static int c_export(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
@@ -171,13 +208,28 @@ static int c_export(struct ctx *x, int argc, char **argv)
 	if (ex.bare && export_buffers(x, &ex, job, out, &bufs, nbuf, sizeof nbuf))
 		goto out;
 	{
-		const char *meta[] = {"format", "zshard", "job", job, "step", step,
-				      "optimizer", zs_optim_name(ex.j->spec.optim.kind),
-				      "optimizer_steps", osteps, "buffers", nbuf};
-		if (st_write(out, ex.t, ex.nt, meta, ex.bare ? 6 : 5, show_progress, &err)) {
-			cli_die("%s", err.msg);
-			goto out;
+		char *groups = with_opt ? groups_json(&ex) : NULL;
+		const char *meta[14] = {"format", "zshard", "job", job, "step", step,
+					"optimizer", zs_optim_name(ex.j->spec.optim.kind),
+					"optimizer_steps", osteps};
+		uint32_t n_meta = 5;
+		if (ex.bare) {
+			meta[2 * n_meta] = "buffers";
+			meta[2 * n_meta++ + 1] = nbuf;
 		}
+		if (groups) {
+			meta[2 * n_meta] = "optimizer_groups";
+			meta[2 * n_meta++ + 1] = groups;
+		}
+		if (with_opt && !groups)
+			r = cli_die("out of memory");
+		else if (st_write(out, ex.t, ex.nt, meta, n_meta, show_progress, &err))
+			r = cli_die("%s", err.msg);
+		else
+			r = 0;
+		free(groups);
+		if (r)
+			goto out;
 	}
 	printf("exported job %s at step %llu: %u tensors to %s%s%s%s\n", job,
 	       (unsigned long long)ex.version, ex.nt, out, ex.bare ? " (buffers: " : "",

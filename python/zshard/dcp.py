@@ -32,8 +32,9 @@ def _zshardctl():
 def export_state_dict(job, coordinator=None, groups=None):
     """The job's state as get_state_dict lays it out (plain CPU tensors):
     (model, optim), and the step. groups: the param_groups to record
-    (default: one naming every parameter; a loader keeps its optimizer's
-    own groups and hyperparameters, loading "optim"'s "state")."""
+    (default: the job's, torch_groups; the usual dcp.load of {"model":
+    msd, "optim": osd} from get_state_dict finds every key it asks for, and
+    set_state_dict sets the loader's groups to the job's values)."""
     import torch
     from safetensors import safe_open
     with tempfile.TemporaryDirectory(prefix="zshard-dcp-") as d:
@@ -59,9 +60,41 @@ def export_state_dict(job, coordinator=None, groups=None):
             state.setdefault(k[:-len(s)], {})[s[1:]] = t
     for fqn in state:
         state[fqn]["step"] = torch.tensor(float(osteps))
-    if groups is None:  # loaders keep their own groups (set_state_dict with theirs)
-        groups = [{"params": sorted(state) or sorted(model)}]
+    if groups is None:
+        groups = torch_groups(meta.get("optimizer"), meta.get("optimizer_groups"), model)
     return model, {"state": state, "param_groups": groups}, step
+
+
+# the torch optimizer each of zshard's optimizers is the update of
+_TORCH_OPTIM = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD", "adagrad": "Adagrad"}
+
+
+def torch_groups(kind, groups_json, model):
+    """The job's optimizer groups as a torch optimizer of its kind keeps
+    them in get_state_dict's layout: every key that optimizer's groups have
+    (so that dcp.load into an FSDP2 model's get_state_dict finds each), its
+    defaults where zshard has no value, the job's values (as its spec
+    created them: a scheduler's later values are the trainers', in its own
+    state) and "params", the parameters' names."""
+    import json
+
+    import torch
+    if not groups_json or kind not in _TORCH_OPTIM:
+        return [{"params": sorted(model)}]
+    cls = getattr(torch.optim, _TORCH_OPTIM[kind])
+    out = []
+    for g in json.loads(groups_json):
+        v = {"lr": g["lr"], "weight_decay": g["weight_decay"]}
+        if kind in ("adamw", "adam"):
+            v.update(betas=(g["beta1"], g["beta2"]), eps=g["eps"])
+        elif kind == "adagrad":
+            v["eps"] = g["eps"]
+        else:
+            v["momentum"] = g["momentum"]
+        group = dict(cls([torch.nn.Parameter(torch.zeros(1))], **v).param_groups[0])
+        group["params"] = list(g["params"])
+        out.append(group)
+    return out
 
 
 def export_dcp(job, checkpoint_id, coordinator=None, model_key="model", optim_key="optim"):

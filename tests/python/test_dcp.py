@@ -94,7 +94,8 @@ class TestDCP(unittest.TestCase):
 
         f, fopt = self.fsdp2()
         msd, osd = get_state_dict(f, fopt)
-        dcp.load({"model": msd, "optim": {"state": osd["state"]}}, checkpoint_id=out)
+        # the usual call: every key get_state_dict gives, param_groups' too
+        dcp.load({"model": msd, "optim": osd}, checkpoint_id=out)
         set_state_dict(f, fopt, model_state_dict=msd, optim_state_dict=osd)
         full = {n: p.full_tensor() for n, p in f.state_dict().items()}
         for n, t in mine.items():
@@ -200,6 +201,64 @@ class TestDCP(unittest.TestCase):
               "step within %.1e; FSDP2 -> zshard: parameters and moments bitwise, step 4, "
               "the next step within %.1e (a fresh optimizer's: %.1e)"
               % (worst, rel["dcpin2"], rel["dcpin"]), flush=True)
+
+    def test_param_groups_through_the_usual_calls(self):
+        """A job of two optimizer groups (decay on the weights, none on the
+        rest), exported, loads with FSDP2's usual calls (get_state_dict,
+        dcp.load of {"model", "optim"}, set_state_dict) into a
+        torch.optim.AdamW of two groups made with other values: each group
+        ends with the job's values and its own parameters (it failed with
+        "Missing key in checkpoint state_dict: optim.param_groups.0.lr")."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        def groups(m):
+            w = [p for n, p in m.named_parameters() if n.endswith("weight")]
+            rest = [p for n, p in m.named_parameters() if not n.endswith("weight")]
+            return [{"params": w, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}]
+
+        torch.manual_seed(5)
+        m = _Net()
+        for b in m.blocks:
+            fully_shard(b)
+        fully_shard(m, job="dcpgroups", coordinator=self.c.addr, rank=0, world_size=1)
+        opt = AdamW(groups(m), lr=2e-3, betas=(0.8, 0.9), eps=1e-7)
+        for t in range(2):
+            m(net_data(t)).backward()
+            opt.step()
+            opt.zero_grad()
+        m.zshard_close()
+        out = os.path.join(self.c.d, "dcp-groups")
+        env = dict(os.environ, ZSHARD_BIN=BIN, PYTHONPATH=os.path.join(HERE, "..", "..",
+                                                                       "python"))
+        r = subprocess.run([sys.executable, "-m", "zshard.dcp", "export", "dcpgroups", out,
+                            "--coordinator", self.c.addr], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard as fsdp_shard
+        torch.manual_seed(6)
+        f = _Net()
+        mesh = init_device_mesh("cpu", (1,))
+        for b in f.blocks:
+            fsdp_shard(b, mesh=mesh)
+        fsdp_shard(f, mesh=mesh)
+        fopt = torch.optim.AdamW(groups(f), lr=1.0, betas=(0.5, 0.5), eps=1e-3)
+        f(net_data(0)).backward()  # a state of its own, which the load replaces
+        fopt.step()
+        msd, osd = get_state_dict(f, fopt)
+        dcp.load({"model": msd, "optim": osd}, checkpoint_id=out)
+        set_state_dict(f, fopt, model_state_dict=msd, optim_state_dict=osd)
+        names = {id(p): n for n, p in f.named_parameters()}
+        for g, wd in zip(fopt.param_groups, (0.1, 0.0)):
+            self.assertEqual((g["lr"], tuple(g["betas"]), g["eps"], g["weight_decay"]),
+                             (2e-3, (0.8, 0.9), 1e-7, wd))
+            self.assertEqual({names[id(p)].endswith("weight") for p in g["params"]},
+                             {wd == 0.1})
+        for p, st in fopt.state.items():
+            self.assertEqual(float(st["step"]), 2.0, names[id(p)])
+        print("test_dcp: param_groups of a 2-group job through get_state_dict, dcp.load and "
+              "set_state_dict: the job's values in each", flush=True)
 
 
 if __name__ == "__main__":
