@@ -137,8 +137,10 @@ torch_tests() {
 	: >"$BUILD/torch-test.log"
 	if venv_wait && torch_script 900 test_torch.py &&
 		torch_script 600 test_torch_loop.py && torch_script 900 test_hf.py &&
-		torch_script 600 test_dcp.py && torch_script 300 test_reader.py; then
-		grep -E '^check: (torch|hf|dcp|reader)|^test_(hf|dcp|reader):' "$BUILD/torch-test.log"
+		torch_script 600 test_dcp.py && torch_script 300 test_reader.py &&
+		torch_script 300 test_habits.py; then
+		grep -E '^check: (torch|hf|dcp|reader|habits)|^test_(hf|dcp|reader|habits):' \
+			"$BUILD/torch-test.log"
 		return 0
 	fi
 	cat "$BUILD/torch-test.log"

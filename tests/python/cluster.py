@@ -19,10 +19,10 @@ def die_with_us():
 
 class Cluster:
     """A coordinator and servers shard servers (capacity each; server_args
-    their other flags) in a temporary directory, removed by close() with
-    every process stopped."""
+    their other flags; coord_args the coordinator's, after its own) in a
+    temporary directory, removed by close() with every process stopped."""
 
-    def __init__(self, bindir, servers=2, capacity="64M", server_args=()):
+    def __init__(self, bindir, servers=2, capacity="64M", server_args=(), coord_args=()):
         self.bin = bindir
         self.d = tempfile.mkdtemp(prefix="zshard-py-")
         self.procs = []
@@ -30,7 +30,7 @@ class Cluster:
         self.spawn("coordinator", [os.path.join(bindir, "zshard-coordinator"), "--listen",
                                    "127.0.0.1:0", "--data-dir", os.path.join(self.d, "coord"),
                                    "--port-file", pf, "--lease-ms", "1500",
-                                   "--trainer-lease-ms", "3000"])
+                                   "--trainer-lease-ms", "3000"] + list(coord_args))
         self.addr = self.wait_file(pf)
         for i in range(servers):
             spf = os.path.join(self.d, "server-%d.addr" % i)

@@ -402,7 +402,9 @@ class TestTorchLoop(unittest.TestCase):
             m = BNNet()
             for b in m.blocks:
                 fully_shard(b)
-            fully_shard(m, job="gbn", coordinator=self.c.addr, rank=0, world_size=1)
+            # (resume=True: m3 below continues the run every rank left)
+            fully_shard(m, job="gbn", coordinator=self.c.addr, rank=0, world_size=1,
+                        resume=True)
             return m, AdamW(m.parameters(), lr=1e-2)
 
         m, opt = net()

@@ -13,6 +13,8 @@ import torch
 import zshard
 from zshard.errors import FailedPrecondition, InvalidArgument, NotFound, TimedOut
 from zshard.torch.blob import MAGIC, frame, persistent_buffers, rng_blob, unframe
+from zshard.torch import start as _start
+from zshard.torch.grads import OnServers, mark
 
 DT = {torch.float32: ("f32", np.float32, None), torch.bfloat16: ("bf16", np.uint16,
                                                                    torch.bfloat16),
@@ -144,20 +146,28 @@ class Job:
         add("root", self.root, root_ps, False)
         for n, m in marked:  # module order
             add(n, m, per[n], m._zshard_unit)
+        # a module with no parameters of its own (a root whose every
+        # parameter a unit claims, a container of units: FSDP2 takes both)
+        # is no unit of the job; the root's hooks still begin each step
+        self.root_unit = self.units[0]
+        if not self.root_unit.params:
+            self.root_unit.family = []
+        self.units = [u for u in self.units if u.params]
+        if not self.units:
+            raise InvalidArgument("the model has no parameters: nothing to train")
+        for i, u in enumerate(self.units):
+            u.index = i
         self.slot = {}
         for u in self.units:
             for (_, p), off in zip(u.params, u.offsets):
                 self.slot[id(p)] = (u, off)
                 OWNER[id(p)] = self
-        empty = [u.name for u in self.units if not u.params]
-        if empty:
-            raise InvalidArgument("zshard modules with no parameters of their own: %s" %
-                                  ", ".join(empty))
         dts = {p.dtype for u in self.units for _, p in u.params}
         if not dts <= set(DT):
             raise InvalidArgument("parameters must be float32, bfloat16 or float16 (found %s)"
                                   % ", ".join(sorted(map(str, dts - set(DT)))))
-        self.dtype = self.units[0].dtype  # the job's compute dtype: the root's first
+        self.dtype = self.units[0].dtype  # the job's compute dtype: the root's first (or the
+                                          # first unit's, where the root has none)
         devs = {p.device for u in self.units for _, p in u.params}
         if len(devs) != 1:
             raise InvalidArgument("the parameters are on several devices: %s" %
@@ -234,6 +244,9 @@ class Job:
         spec = {"name": self.o["job"], "stage": self.o["stage"],
                 "world_size": self.o["world_size"], "compute_dtype": DT[self.dtype][0],
                 "optimizer": optimizer, "units": units}
+        nbuf = len(persistent_buffers(self.root))
+        if nbuf:  # an export of a step with none recorded says they are missing
+            spec["buffers"] = nbuf
         if self.o.get("checkpoint_every"):
             spec["checkpoint_every"] = self.o["checkpoint_every"]
         if self.o.get("collective"):
@@ -246,88 +259,13 @@ class Job:
 
     # ------------------------------------------------------------- start
     def start(self):
+        """Creates (rank 0) or joins the job and says where this rank
+        starts (start.py: the fully_shard resume= choice)."""
         if self.started:
             return self.resume_state
-        if self.opt is None:
-            raise FailedPrecondition("no optimizer: create zshard.torch.AdamW or SGD over the "
-                                     "model's parameters before its first forward")
-        o = self.o
-        if o["rank"] == 0:
-            try:
-                zshard.create_job(self.spec(), coordinator=o["coordinator"],
-                                  timeout_ms=o["timeout_ms"])
-            except zshard.AlreadyExists:
-                pass  # joined below: the join checks the layout
-        t = None
-        # ranks other than 0 wait for rank 0 to create it, as long as a
-        # torchrun rendezvous would (join_timeout_s), saying so now and then
-        t0 = time.monotonic()
-        said = t0
-        while t is None:
-            try:
-                t = zshard.Trainer.join(o["job"], rank=o["rank"], coordinator=o["coordinator"],
-                                        transport=o["transport"], timeout_ms=o["timeout_ms"],
-                                        world_size=o["world_size"])
-            except zshard.NotFound:
-                now = time.monotonic()
-                if now - t0 >= o["join_timeout_s"]:
-                    raise NotFound("job '%s' was not created (by rank 0) within %g s "
-                                   "(join_timeout_s)" % (o["job"], o["join_timeout_s"]))
-                if now - said >= 30:
-                    said = now
-                    print("zshard: rank %d waits for rank 0 to create job '%s' (%.0f of %g s)"
-                          % (o["rank"], o["job"], now - t0, o["join_timeout_s"]),
-                          file=sys.stderr, flush=True)
-                time.sleep(0.1)
-        self.t = t
-        t.set_policy(prefetch=o["prefetch"], reshard_after_forward=o["reshard_after_forward"],
-                     push_depth=o["push_depth"], op_timeout_ms=o["op_timeout_ms"])
-        if self.devmode == "emulated":
-            t.set_device(zshard.DEVICE_EMULATED)
-        elif self.devmode is not None:  # its kernels' stream waits for the copies
-            t.set_device(self.devmode.index if self.devmode.index is not None
-                         else torch.cuda.current_device(),
-                         torch.cuda.current_stream(self.devmode).cuda_stream)
-        self.check_layout()
-        state = self.enter(t.resume())
+        state = _start.start(self)
         self.started = True
         return state
-
-    def check_layout(self):
-        """This model against the job's layout, tensor by tensor: its
-        names, shapes and places (a rank whose model differs in a shape but
-        not in a unit's element count was taken before, and trained on the
-        others' layout)."""
-        t = self.t
-        if t.units != len(self.units):
-            raise InvalidArgument("job '%s' has %d units, this model %d" %
-                                  (self.o["job"], t.units, len(self.units)))
-        for u in self.units:
-            if t.unit_numel(u.index) != u.numel:
-                raise InvalidArgument("job '%s' unit %d is %d elements, this model's '%s' %d" %
-                                      (self.o["job"], u.index, t.unit_numel(u.index), u.name,
-                                       u.numel))
-            theirs = t.unit_tensors(u.index)
-            mine = [(n, off, tuple(shape), not p.requires_grad) for (n, p), off, shape in
-                    zip(u.params, u.offsets, u.shapes)]
-            if len(theirs) != len(mine):
-                raise InvalidArgument("job '%s' unit %d has %d tensors, this model's '%s' %d" %
-                                      (self.o["job"], u.index, len(theirs), u.name, len(mine)))
-            for a, b in zip(theirs, mine):
-                # a 0-d tensor is laid out as shape ()
-                if a[0] != b[0] or a[1] != b[1] or tuple(a[2]) != b[2]:
-                    raise InvalidArgument(
-                        "job '%s' unit %d ('%s') holds %s of shape %s at element %d; this "
-                        "model has %s of shape %s there: every rank must build the same model"
-                        % (self.o["job"], u.index, u.name, a[0], list(a[2]), a[1], b[0],
-                           list(b[2])))
-                if a[3] != b[3]:
-                    raise InvalidArgument(
-                        "job '%s' holds %s %s; this model %s it (requires_grad=%s): the "
-                        "frozen parameters are the job's, fixed when it was created"
-                        % (self.o["job"], a[0], "frozen" if a[3] else "trained",
-                           "trains" if a[3] else "freezes", b[3] is False))
-        self.frozen = self.frozen_now()
 
     def frozen_now(self):
         """Per unit, per parameter: frozen (requires_grad=False)."""
@@ -527,6 +465,9 @@ class Job:
             u.waiting = 0
             if u.ptr is not None:  # last step's parameters are gone
                 self.unbind(u)
+            for _, p in u.params:  # and so are its gradients (not zero_grad'ed)
+                if isinstance(p.grad, OnServers):
+                    p.grad = None
 
     def send_hparams(self):
         h = self.opt.zshard_hparams()
@@ -547,6 +488,7 @@ class Job:
             self.unbind_grads(u)
         if self.t.stage == 3:
             self.unbind(u)
+        mark(self, u, self.step)  # .grad: on the servers (grads.py), never a silent None
 
     def end_step(self):
         if self.accum:
@@ -564,6 +506,8 @@ class Job:
                 self.unbind_grads(u)
                 if self.t.stage == 3 and u.ptr is not None:
                     self.unbind(u)
+        for u in self.units:  # until zero_grad() or the next forward, as torch's
+            mark(self, u, self.step)
         self.step += 1
         # a resize: the next step's world, before the caller draws its data
         if self.t.world_size != world and self.o.get("on_world"):
@@ -601,10 +545,12 @@ class Job:
     def pre_forward(self, module, args):
         u = module._zshard_index_unit
         if not torch.is_grad_enabled():
+            if u is self.root_unit:
+                self.start()
             for v in u.family:
                 self.eval_pre(v)
             return None
-        if u.index == 0:
+        if u is self.root_unit:
             self.start()
             if not self.in_step:
                 self.begin_step()
@@ -620,7 +566,7 @@ class Job:
         for x in _tensors(out):
             if x.requires_grad:
                 x.register_hook(lambda g, u=u: self.pre_backward(u))
-        if u.index == 0:
+        if u is self.root_unit:
             if self._sth is not None:
                 self._sth.__exit__(None, None, None)
                 self._sth = None
@@ -650,7 +596,7 @@ class Job:
         u.waiting -= 1
         if u.waiting == 0 and self.sync:
             self.push(u)
-        elif u.waiting == 0 and self.t.stage == 3 and u.reshard and u.index:
+        elif u.waiting == 0 and self.t.stage == 3 and u.reshard:
             self.t.unit_forward_done(u.index)  # accumulating: free until the next pass
             self.unbind(u)
 
@@ -664,6 +610,19 @@ class Job:
         self.accum = False
 
     # ---------------------------------------------------------- clipping
+    def needs_norm(self, what, max_norm=None):
+        """Refuses, saying how to turn it on, where the servers compute no
+        gradient norm (the job was created without clipping)."""
+        if self.opt is not None and self.opt.max_grad_norm:
+            return
+        v = "%g" % float(max_norm) if max_norm is not None else "MAX_NORM"
+        raise FailedPrecondition(
+            "%s on a zshard model: the gradients are on the servers, which compute their norm "
+            "only for a job that clips (inf: compute it, never clip): give the zshard optimizer "
+            "max_grad_norm=%s (zshard.torch.AdamW(..., max_grad_norm=%s), or "
+            "zshard.torch.from_optimizer(opt, max_grad_norm=%s) for a torch optimizer handed "
+            "over) before the job's first step" % (what, v, v, v))
+
     def grad_norm(self, step):
         """The servers' global gradient norm of step (waiting for it)."""
         if step not in self.norms:
@@ -676,12 +635,8 @@ class Job:
         if float(norm_type) != 2.0:
             raise InvalidArgument("the servers clip by the L2 norm; norm_type=%s is not offered"
                                   % (norm_type,))
-        clip = self.opt.max_grad_norm if self.opt is not None else 0.0
-        if not clip:
-            raise FailedPrecondition(
-                "clip_grad_norm_ on a zshard model: the gradients are on the servers, which "
-                "clip them if the job does: create the optimizer with max_grad_norm=%g" %
-                float(max_norm))
+        self.needs_norm("clip_grad_norm_", max_norm)
+        clip = self.opt.max_grad_norm
         if not self.in_step or self.accum or any(not u.pushed for u in self.units):
             raise FailedPrecondition("clip_grad_norm_ is called between loss.backward() (with "
                                      "gradient sync on) and optimizer.step()")
@@ -719,7 +674,7 @@ class Job:
         return None
 
     def eval_post(self, u):
-        if self.in_step or u.index != 0:
+        if self.in_step or u is not self.root_unit:
             return None
         for v in self.units:
             if v.index in self.eval_units:

@@ -8,6 +8,7 @@ import torch
 from zshard.errors import FailedPrecondition, InvalidArgument, TimedOut
 from zshard.trainer import Trainer
 from zshard.torch.job import Job
+from zshard.torch.start import check_choice
 from zshard.torch.blob import frame
 
 
@@ -153,7 +154,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 checkpoint_every: int = 0, step_state=None, on_world=None,
                 staged: bool = False, device: Optional[str] = None,
                 collective: bool = False, data_tls: bool = False,
-                readers: int = 0) -> torch.nn.Module:
+                readers: int = 0, resume="auto") -> torch.nn.Module:
     """Marks module as a zshard unit (its parameters gathered and freed as
     one); on the root (job= given, called last) builds the job from the
     marked units: the root keeps what no unit claims. Returns module.
@@ -190,10 +191,18 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     the job's token; the job spec's "data_tls"), readers (how many versions
     weight readers, zshard.Reader, may pin at once on the job's servers:
     the spec's "readers": {"pins": N}; each a copy of the parameters in
-    their dtype there)."""
+    their dtype there), resume (what a job that already has state is
+    continued from: "auto", the default, continues where its processes
+    were lost (a crash, torchrun restarting its workers, a restore) and
+    refuses a job whose last run ended (every rank left it cleanly),
+    naming its step; True continues any state; False refuses any; "fresh"
+    deletes the job's state and checkpoints (rank 0) and starts anew from
+    this model. Rank 0 says where a job continues from. A process that
+    replaces a rank lost mid-step rejoins whatever the choice)."""
     if job is None:
         module._zshard_unit = bool(reshard_after_forward)
         return module
+    check_choice(resume)
     from zshard.torch.accel import install_accelerate
     install_accelerate()  # Trainer's clipping and wrapping (accel.py)
     if rank is None:
@@ -208,7 +217,7 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
                 op_timeout_ms=op_timeout_ms, timeout_ms=timeout_ms,
                 join_timeout_s=float(join_timeout_s), checkpoint_every=checkpoint_every,
                 step_state=step_state, on_world=on_world, staged=staged, device=device, collective=collective,
-                data_tls=bool(data_tls), readers=int(readers), local_rank=int(os.environ.get(
+                data_tls=bool(data_tls), readers=int(readers), resume=resume, local_rank=int(os.environ.get(
                     "LOCAL_RANK", "0")))
     st = Job(module, opts)
     st.collect()
@@ -216,7 +225,8 @@ def fully_shard(module: torch.nn.Module, *, reshard_after_forward: bool = True,
     module.__class__ = type("Zshard" + module.__class__.__name__,
                             (ZshardModule, module.__class__), {})
     companions = {id(v) for u in st.units for v in u.family[1:]}
-    for u in st.units:
+    hooked = [st.root_unit] + [u for u in st.units if u is not st.root_unit]
+    for u in hooked:
         if id(u) not in companions:  # a module's units of other dtypes: the first's hooks
             u.module._zshard_index_unit = u
             u.module.register_forward_pre_hook(st.pre_forward)

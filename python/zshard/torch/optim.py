@@ -9,6 +9,12 @@ from zshard.errors import FailedPrecondition, InvalidArgument
 from zshard.torch.job import OWNER
 
 
+class NoGradNorm(FailedPrecondition, AttributeError):
+    """last_grad_norm where there is none (no step ended yet, a job that
+    does not clip): an AttributeError too, as for an absent attribute, so
+    that getattr(opt, "last_grad_norm", None) gives None."""
+
+
 class _Optim:
     """What the zshard optimizers share: param_groups carry the values."""
 
@@ -58,11 +64,13 @@ class _Optim:
         last step ended, as the servers computed it to clip: for logging.
         Waits for the slowest rank's pushes of that step. Needs
         max_grad_norm (otherwise the servers compute no norm)."""
-        if self._zs.step == 0:
-            raise FailedPrecondition("no step has ended yet")
         if not self.max_grad_norm:
-            raise FailedPrecondition("the servers compute the gradient norm to clip: create "
-                                     "the optimizer with max_grad_norm to have it")
+            try:
+                self._zs.needs_norm("last_grad_norm")
+            except FailedPrecondition as e:
+                raise NoGradNorm(e.args[0]) from None
+        if self._zs.step == 0:
+            raise NoGradNorm("last_grad_norm: no step has ended yet")
         return self._zs.grad_norm(self._zs.step - 1)
 
     def zero_grad(self, set_to_none=True):
