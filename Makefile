@@ -24,9 +24,10 @@ SAN ?=
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-# the library's version: the soname carries the major (the ABI)
-ZS_MAJOR := 0
-ZS_VERSION := 0.9.0
+# zshard's one version (the file VERSION): the daemons', zshardctl's, the
+# library's (its soname carries the major: the ABI) and the wheel's
+ZS_VERSION := $(shell cat VERSION)
+ZS_MAJOR := $(firstword $(subst ., ,$(ZS_VERSION)))
 
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -47,7 +48,7 @@ endif
 CFLAGS := -std=gnu11 $(OPT) -g -Wall -Wextra -Wshadow -Wno-missing-field-initializers \
 	  -fno-math-errno -ffp-contract=off -pthread -MMD -MP $(SANFLAGS) $(EXTRA_CFLAGS)
 # one include root: the source tree (generated code under $(BUILD)/gen/)
-CPPFLAGS := -I. -I$(BUILD) -D_GNU_SOURCE
+CPPFLAGS := -I. -I$(BUILD) -D_GNU_SOURCE -DZS_VERSION_STRING='"$(ZS_VERSION)"'
 LDFLAGS := -pthread $(SANFLAGS)
 # -lgrpc -lgpr is all a dynamic link needs (pkg-config lists ~90 absl libs)
 CTRL_LIBS := -lprotobuf-c -lgrpc -lgpr -lssl -lcrypto
@@ -144,7 +145,7 @@ INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale 
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all native wheel check check-layers check-env check-exports check-install check-foreign test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
+.PHONY: all native wheel check check-layers check-env check-exports check-version check-install check-foreign test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS)
@@ -171,11 +172,12 @@ $(BUILD)/pic/gen/%.o: $(BUILD)/gen/%.c $(GEN)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -Wno-unused-parameter -c -o $@ $<
 
-# every object waits for the generated header (only ctrl/ includes it)
-$(BUILD)/obj/%.o: %.c $(GEN)
+# every object waits for the generated header (only ctrl/ includes it), and
+# is built again with another VERSION (its -D)
+$(BUILD)/obj/%.o: %.c $(GEN) VERSION
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TARGET_FLAGS) -c -o $@ $<
-$(BUILD)/pic/%.o: %.c $(GEN)
+$(BUILD)/pic/%.o: %.c $(GEN) VERSION
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TARGET_FLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
 
@@ -298,6 +300,8 @@ check-layers:
 	@$(PYTHON) tools/circles.py --allow engine > /dev/null && sh tests/lib/check-circles-fails.sh
 check-env: $(BUILD)/bin/zshardctl
 	@sh tests/lib/check-env.sh $(BUILD)/bin/zshardctl README.md && sh tests/lib/check-env-fails.sh $(BUILD)/bin/zshardctl
+check-version: $(BINS) $(LIBZS_SO)
+	@sh tests/lib/check-version.sh $(BUILD)
 check-exports: $(LIBZS_SO)
 	@sh tests/lib/check-exports.sh $(LIBZS_SO) $(PUBLIC_H)
 check-install: all

@@ -10,6 +10,7 @@
 #include "base/env.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "base/version.h"
 #include "cli/cli.h"
 #include "ctrl/tls.h"
 #include "base/config.h"
@@ -22,7 +23,7 @@ static const struct cmd *const cmds[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: zshardctl [--coordinator HOST:PORT] [--timeout-ms MS]\n"
+	fprintf(f, "usage: zshardctl [--version] [--coordinator HOST:PORT] [--timeout-ms MS]\n"
 		   "                 [--tls-ca FILE --tls-cert FILE --tls-key FILE] [--config FILE]\n"
 		   "                 COMMAND [ARGS]\n\n"
 		   "The zshard operator CLI. The coordinator address may also come from\n"
@@ -46,6 +47,9 @@ int main(int argc, char **argv)
 		uint64_t v;
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+			printf("zshardctl %s\n", ZS_VERSION);
 			return 0;
 		} else if (!strcmp(argv[i], "--coordinator") && i + 1 < argc) {
 			x.coordinator = argv[++i];

@@ -66,5 +66,11 @@ class NativeDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": NativeBuild, "bdist_wheel": NativeWheel},
+def version():
+    """zshard's one version: the repository's VERSION file."""
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        return f.read().strip()
+
+
+setup(version=version(), cmdclass={"build_py": NativeBuild, "bdist_wheel": NativeWheel},
       distclass=NativeDistribution)

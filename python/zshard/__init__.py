@@ -20,4 +20,20 @@ __all__ = ["Trainer", "Op", "Reader", "TensorInfo", "create_job", "delete_job", 
            "TimedOut", "StorageError", "OutOfMemory", "ProtocolError", "FailedPrecondition",
            "Canceled", "TryAgain", "InternalError", "Resume", "PermissionDenied", "DEVICE_HOST",
            "DEVICE_EMULATED"]
-__version__ = "0.9.0"
+
+def _version():
+    """zshard's version: the installed package's, else (a source tree on
+    PYTHONPATH) the repository's VERSION file."""
+    import os
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "VERSION")
+    if os.path.exists(here):
+        with open(here) as f:
+            return f.read().strip()
+    try:
+        from importlib.metadata import version
+        return version("zshard")
+    except Exception:  # neither: say so rather than guess
+        return "unknown"
+
+
+__version__ = _version()

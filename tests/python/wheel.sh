@@ -54,11 +54,13 @@ purelib='import sysconfig; print(sysconfig.get_paths()["purelib"])'
 cp "$root/tests/python/wheel_train.py" "$d/work/train.py"
 cd "$d/work"
 run() { env -i HOME="$d/home" PATH="$d/venv/bin:/usr/bin:/bin" OMP_NUM_THREADS=1 "$@"; }
-run python - <<'PY'
+run env ROOT="$root" python - <<'PY'
 import os, sys, zshard, zshard._lib as l
 here = os.path.realpath(zshard.__file__)
 assert here.startswith(os.path.realpath(sys.prefix)), "zshard is not the wheel's: " + here
 assert l.lib._name.startswith(os.path.dirname(here)), "libzshard is not the wheel's: " + l.lib._name
+want = open(os.path.join(os.environ["ROOT"], "VERSION")).read().strip()
+assert zshard.__version__ == want, "the wheel says %s, VERSION %s" % (zshard.__version__, want)
 print("wheel: zshard %s and libzshard from %s" % (zshard.__version__, os.path.dirname(here)))
 PY
 # every shared library the installed programs and libzshard need is the
