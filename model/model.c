@@ -364,9 +364,10 @@ enum zs_status zs_job_spec_normalize(struct zs_job_spec *s, struct zs_error *err
 		return zs_fail(err, ZS_EINVAL,
 			       "job name '%.*s' is invalid (1-63 of A-Z a-z 0-9 . _ -, not starting with '.')",
 			       ZS_JOB_NAME_MAX - 1, s->name);
-	if (s->stage < 1 || s->stage > 3)
-		return zs_fail(err, ZS_EINVAL, "stage %u is invalid (1, 2 or 3)",
-			       s->stage);
+	if (s->stage == 0)
+		return zs_fail(err, ZS_EINVAL, "the job's stage is missing (1, 2 or 3)");
+	if (s->stage > 3)
+		return zs_fail(err, ZS_EINVAL, "stage %u is invalid (1, 2 or 3)", s->stage);
 	if (s->world_size < 1 || s->world_size > ZS_MAX_WORLD)
 		return zs_fail(err, ZS_EINVAL,
 			       "world size %u is invalid (1..%d)", s->world_size,

@@ -337,8 +337,7 @@ static enum zs_status parse_root(json_t *root, struct zs_job_spec *s,
 	if ((st = only_keys(root, "job spec", keys, err)) ||
 	    (st = get_str(root, "name", "job spec", s->name, sizeof s->name, 1, err)))
 		return st;
-	if (!json_object_get(root, "stage"))
-		return zs_fail(err, ZS_EINVAL, "job spec: 'stage' is missing (1, 2 or 3)");
+	/* (a stage left out is zshardctl's configuration's, or missing) */
 	if (!json_object_get(root, "world_size"))
 		return zs_fail(err, ZS_EINVAL,
 			       "job spec: 'world_size' is missing (the number of trainer ranks)");

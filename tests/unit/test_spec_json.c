@@ -76,7 +76,7 @@ static void test_refusals(void **st)
 	expect_parse_error("\"stage\": 3", "\"stage\": 4", "stage");
 	/* the range said is the one taken (it said [0, 3], then refused 0) */
 	expect_parse_error("\"stage\": 3", "\"stage\": 0", "'stage' must be an integer in [1, 3]");
-	expect_parse_error("\"stage\": 3,", "", "'stage' is missing (1, 2 or 3)");
+	expect_parse_error("\"stage\": 3,", "", "stage is missing (1, 2 or 3)");
 	expect_parse_error("\"world_size\": 2", "\"world_size\": 0",
 			   "'world_size' must be an integer in [1, 65536]");
 	expect_parse_error("\"bf16\"", "\"int4\"", "unknown dtype 'int4'");
