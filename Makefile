@@ -145,13 +145,24 @@ INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale 
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all native wheel check check-layers check-env check-exports check-version check-install check-foreign test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
+# the manual pages, from the tables the programs check their flags with
+# (zshardctl man) and zshard-local's --help text (man -l build/man/X.1)
+MAN_PAGES := $(addprefix $(BUILD)/man/,zshard-server.1 zshard-coordinator.1 zshardctl.1 \
+	     zshard-local.1)
+.PHONY: all native wheel check check-layers check-env check-exports check-version check-man check-install check-foreign test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
-	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS)
+	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS) $(MAN_PAGES)
 
 deps:
 	@sh tools/install-deps.sh --tests
+
+$(BUILD)/man/zshard-local.1: deploy/local/zshard-local tools/local-man.sh VERSION
+	@mkdir -p $(@D)
+	sh tools/local-man.sh $< > $@.tmp && mv $@.tmp $@
+$(BUILD)/man/%.1: $(BUILD)/bin/zshardctl
+	@mkdir -p $(@D)
+	$(BUILD)/bin/zshardctl man $* > $@.tmp && mv $@.tmp $@
 
 # what a wheel carries (python/setup.py builds it with this target)
 native: $(BINS) $(LIBZS_SO) $(LIBZS_LINKS)
@@ -300,6 +311,8 @@ check-layers:
 	@$(PYTHON) tools/circles.py --allow engine > /dev/null && sh tests/lib/check-circles-fails.sh
 check-env: $(BUILD)/bin/zshardctl
 	@sh tests/lib/check-env.sh $(BUILD)/bin/zshardctl README.md && sh tests/lib/check-env-fails.sh $(BUILD)/bin/zshardctl
+check-man: $(BINS) $(MAN_PAGES)
+	@sh tests/lib/check-man.sh $(BUILD)
 check-version: $(BINS) $(LIBZS_SO)
 	@sh tests/lib/check-version.sh $(BUILD)
 check-exports: $(LIBZS_SO)
@@ -334,6 +347,8 @@ install: all
 	    -e 's|@LIBS_PRIVATE@|$(LIB_LIBS) -pthread|' tools/zshard.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/zshard.pc
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(PREFIX)/share/man/man1/
 
 # ---------------------------------------------------------------- bench
 BENCH_BASE := $(BUILD)/obj/bench/baselines.o

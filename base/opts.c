@@ -86,8 +86,8 @@ const struct zs_opt zs_opts_server[] = {
 	{"coordinator-timeout-ms", ZS_OPT_NUM, 0, MS_DAY, .config = true, .val = 'w', .arg = "MS",
 	 .help = "how long to wait for the coordinator at start\n(default 300000)"},
 	{"metrics", ZS_OPT_ADDR, .config = true, .val = 'm', .arg = "HOST:PORT",
-	 .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n(port 0: a free one; the "
-		 "coordinator lists it)"},
+	 .help = "serve Prometheus metrics at HOST:PORT/metrics: https\nwith --tls-*, else http "
+		 "(port 0: a free one; the\ncoordinator lists it)"},
 	METRICS_CLIENTS,
 	{"rdma", ZS_OPT_CHOICE, .choices = "auto|on|off", .config = true, .val = 'R',
 	 .arg = "auto|on|off",
@@ -147,8 +147,8 @@ const struct zs_opt zs_opts_coordinator[] = {
 	 .help = "a launch configuration (zshardctl config --help):\nits coordinator.* keys and "
 		 "tls_*; flags win"},
 	{"metrics", ZS_OPT_ADDR, .config = true, .val = 'm', .arg = "HOST:PORT",
-	 .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n(port 0: a free one; "
-		 "zshardctl status shows it)"},
+	 .help = "serve Prometheus metrics at HOST:PORT/metrics: https\nwith --tls-*, else http "
+		 "(port 0: a free one;\nzshardctl status shows it)"},
 	METRICS_CLIENTS,
 	DAEMON_TAIL,
 	{NULL},
@@ -156,16 +156,26 @@ const struct zs_opt zs_opts_coordinator[] = {
 
 /* keys without a program: config = true for all */
 const struct zs_opt zs_opts_common[] = {
-	{"coordinator", ZS_OPT_ADDRS, .config = true},
-	{"tls-ca", ZS_OPT_FILE, .config = true},
-	{"tls-cert", ZS_OPT_FILE, .config = true},
-	{"tls-key", ZS_OPT_FILE, .config = true},
-	/* the stage of jobs zshardctl creates from a spec that names none */
-	{"stage", ZS_OPT_NUM, 1, 3, .config = true},
-	{"transport", ZS_OPT_CHOICE, .choices = "auto|tcp|shm|rdma", .config = true},
-	{"prefetch", ZS_OPT_NUM, 0, 64, .config = true},
-	{"push-depth", ZS_OPT_NUM, 0, 64, .config = true},
-	{"max-live-bytes", ZS_OPT_SIZE, .config = true},
+	{"coordinator", ZS_OPT_ADDRS, .config = true, .arg = "HOST:PORT,...",
+	 .help = "everyone: the coordinator, or the list of a coordinator\ngroup (the daemons' "
+		 "--coordinator, $ZSHARD_COORDINATOR)"},
+	{"tls-ca", ZS_OPT_FILE, .config = true, .arg = "FILE",
+	 .help = "everyone: the CA of mutual TLS on the control plane\n(with tls_cert and "
+		 "tls_key: all three or none)"},
+	{"tls-cert", ZS_OPT_FILE, .config = true, .arg = "FILE",
+	 .help = "everyone: this program's certificate"},
+	{"tls-key", ZS_OPT_FILE, .config = true, .arg = "FILE",
+	 .help = "everyone: its key"},
+	{"stage", ZS_OPT_NUM, 1, 3, .config = true, .arg = "1|2|3",
+	 .help = "zshardctl job create: the stage of a spec that names\nnone"},
+	{"transport", ZS_OPT_CHOICE, .choices = "auto|tcp|shm|rdma", .config = true,
+	 .arg = "auto|tcp|shm|rdma", .help = "trainers: the data plane (default auto)"},
+	{"prefetch", ZS_OPT_NUM, 0, 64, .config = true, .arg = "N",
+	 .help = "trainers' step driver: units gathered ahead (default 1)"},
+	{"push-depth", ZS_OPT_NUM, 0, 64, .config = true, .arg = "N",
+	 .help = "trainers' step driver: pushes in flight (0: as many\nas memory allows)"},
+	{"max-live-bytes", ZS_OPT_SIZE, .config = true, .arg = "BYTES",
+	 .help = "trainers' step driver: gathered parameters held at\nonce (0: no bound)"},
 	{NULL},
 };
 
@@ -339,6 +349,60 @@ void zs_opts_usage(FILE *f, const struct zs_opt *t)
 			fprintf(f, "%23s", "");
 		}
 	}
+}
+
+/* s for roff: '-' and '\' escaped; a line break of the help a space */
+static void roff_text(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '-' || *s == '\\')
+			fputc('\\', f);
+		fputc(*s == '\n' ? ' ' : *s, f);
+	}
+}
+
+void zs_opts_man(FILE *f, const struct zs_opt *t, const char *prefix)
+{
+	for (const struct zs_opt *o = t; o->name; o++) {
+		fputs(".TP\n.B \\-\\-", f);
+		roff_text(f, o->name);
+		if (o->arg) {
+			fputs(" \\fI", f);
+			roff_text(f, o->arg);
+			fputs("\\fR", f);
+		}
+		fputs("\n\\&", f);
+		roff_text(f, o->help ? o->help : "");
+		fputs("\n", f);
+		if (prefix && (o->config || zs_opt_find(zs_opts_common, o->name))) {
+			/* its program's key, or everyone's (coordinator, tls_*) */
+			fputs(".br\nIn a launch configuration: \\fB", f);
+			zs_opt_key(f, o->config ? prefix : "", o->name);
+			fputs("\\fR\n", f);
+		}
+	}
+}
+
+void zs_opts_man_keys(FILE *f, const struct zs_opt *t, const char *prefix)
+{
+	for (const struct zs_opt *o = t; o->name; o++) {
+		if (!o->config)
+			continue;
+		fputs(".TP\n.B ", f);
+		zs_opt_key(f, prefix, o->name);
+		fputs(" = \\fI", f);
+		roff_text(f, o->arg ? o->arg : zs_opt_kind_name(o->kind));
+		fputs("\\fR\n\\&", f);
+		roff_text(f, o->help ? o->help : "");
+		fputs("\n", f);
+	}
+}
+
+void zs_opt_key(FILE *f, const char *prefix, const char *name)
+{
+	fputs(prefix ? prefix : "", f);
+	for (const char *p = name; *p; p++)
+		fputc(*p == '-' ? '_' : *p, f);
 }
 
 int zs_opt_flag(const char *prog, const struct zs_opt *table, const char *name, const char *v)

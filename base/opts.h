@@ -54,6 +54,15 @@ bool zs_opt_check(const struct zs_opt *o, const char *v, char *why, size_t len);
 size_t zs_opts_getopt(const struct zs_opt *t, struct option *out, size_t cap);
 /* Its --help lines: each flag, its value's name, its help. */
 void zs_opts_usage(FILE *f, const struct zs_opt *t);
+/* The same as a manual page's OPTIONS (roff: .TP per flag), each flag a
+ * launch configuration may set followed by its key (prefix: "server.",
+ * "coordinator."; NULL: none said). */
+void zs_opts_man(FILE *f, const struct zs_opt *t, const char *prefix);
+/* The keys of t a launch configuration may set, as a manual page lists
+ * them (roff), each with its value's name and its help. */
+void zs_opts_man_keys(FILE *f, const struct zs_opt *t, const char *prefix);
+/* An option's configuration key: prefix, then name with '_' for '-'. */
+void zs_opt_key(FILE *f, const char *prefix, const char *name);
 /* A daemon's check of one flag (long name, value) against its table: 0,
  * or 2 after "PROG: --NAME: why" on stderr. A name not in the table
  * passes (a flag without a value). */

@@ -57,6 +57,9 @@ extern const struct cmd cmd_stats;                                         /* st
 extern const struct cmd cmd_checkpoint;                                    /* checkpoint.c */
 extern const struct cmd cmd_export, cmd_import;                            /* transfer.c */
 extern const struct cmd cmd_plan;                                          /* plan.c */
+extern const struct cmd cmd_man;                                           /* man.c */
+/* every command, in zshardctl --help's order, ended by NULL (main.c) */
+extern const struct cmd *const cli_cmds[];
 
 /* "zshardctl: " and the message on stderr; returns 1. */
 int cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

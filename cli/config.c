@@ -33,9 +33,16 @@ static void print_keys(const char *prefix, const struct zs_opt *t, const char *w
 	}
 }
 
+static void say(void *arg, const char *msg)
+{
+	(void)arg;
+	fprintf(stderr, "zshardctl: %s\n", msg);
+}
+
 static int c_config(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
+	unsigned problems;
 	struct zs_config c;
 	const char *who[] = {"server", "coordinator"};
 	const char *tr;
@@ -55,17 +62,27 @@ static int c_config(struct ctx *x, int argc, char **argv)
 	if (ca.n_pos != 2 || strcmp(ca.pos[0], "check"))
 		return cli_usage_err("config", "want: config check FILE, or config keys");
 	file = ca.pos[1];
-	if (zs_config_load(file, &c, &err))
-		return cli_die("%s", err.msg);
+	/* every mistake of the file at once, each on a line of its own */
+	problems = zs_config_check(file, &c, say, NULL);
 	if ((tr = zs_config_get(&c, "transport")) && zs_transport_check_name(tr, &err)) {
-		zs_config_release(&c);
-		return cli_die("%s: transport: %s", file, err.msg);
+		fprintf(stderr, "zshardctl: %s:%d: transport: %s\n", file,
+			zs_config_line(&c, "transport"), err.msg);
+		problems++;
 	}
 	int tls = !!zs_config_get(&c, "tls_ca") + !!zs_config_get(&c, "tls_cert") +
 		  !!zs_config_get(&c, "tls_key");
 	if (tls && tls != 3) {
+		fprintf(stderr, "zshardctl: %s: TLS needs all of tls_ca, tls_cert and tls_key (%s%s%s"
+				"missing)\n", file, zs_config_get(&c, "tls_ca") ? "" : "tls_ca ",
+			zs_config_get(&c, "tls_cert") ? "" : "tls_cert ",
+			zs_config_get(&c, "tls_key") ? "" : "tls_key ");
+		problems++;
+	}
+	if (problems) {
 		zs_config_release(&c);
-		return cli_die("%s: TLS needs all of tls_ca, tls_cert and tls_key", file);
+		fprintf(stderr, "zshardctl: %s: %u mistake%s\n", file, problems,
+			problems == 1 ? "" : "s");
+		return 1;
 	}
 	printf("%s: %zu settings, all valid\n", file, c.n);
 	for (int w = 0; w < 2; w++) {
@@ -92,21 +109,13 @@ static int c_config(struct ctx *x, int argc, char **argv)
 const struct cmd cmd_config = {"config", "check FILE | keys",
 	 "Checks a launch configuration: \"key = value\" lines, '#' comments, each\n"
 	 "value checked as the program that takes it checks its flag (one table\n"
-	 "per program; config keys lists every key with its kind and bounds).\n"
-	 "  coordinator = HOST:PORT[,HOST:PORT...]   everyone\n"
-	 "  tls_ca, tls_cert, tls_key = FILE          everyone (mutual TLS)\n"
-	 "  transport = auto|tcp|shm|rdma             trainers\n"
-	 "  stage = 1|2|3           zshardctl job create, for a spec without one\n"
-	 "  prefetch, push_depth = N; max_live_bytes = SIZE   trainers' step driver\n"
-	 "  server.KEY = VALUE      a zshard-server flag (--KEY, '-' written '_'):\n"
-	 "      listen data_listen advertise data_advertise data_dir capacity\n"
-	 "      memory_budget gpu gpu_budget landing_budget metrics step_timeout_ms rdma\n"
-	 "      coordinator_timeout_ms log_level\n"
-	 "  coordinator.KEY = VALUE a zshard-coordinator flag: listen advertise\n"
-	 "      data_dir metrics lease_ms trainer_lease_ms trainer_gone_ms etcd\n"
-	 "      etcd_prefix etcd_lease_s\n"
-	 "      log_level\n"
+	 "per program), every mistake of the file said at once (an unknown key with\n"
+	 "the one it looks like), then what each program takes from it. keys lists\n"
+	 "every key with its kind and bounds: everyone's (coordinator, tls_ca,\n"
+	 "tls_cert, tls_key; the trainers' transport, prefetch, push_depth,\n"
+	 "max_live_bytes; zshardctl's stage), and server.KEY and coordinator.KEY\n"
+	 "for each daemon flag (--KEY, '-' written '_'; man zshard-server).\n"
 	 "The daemons read it with --config FILE, trainers (libzshard, Python) and\n"
 	 "zshardctl with $ZSHARD_CONFIG (zshardctl also --config); flags and the\n"
-	 "environment win over the file. Exit 0 when valid, 1 with FILE:LINE: why.",
+	 "environment win over the file. Exit 0 when valid, 1 after every FILE:LINE: why.",
 	 c_config, NULL};

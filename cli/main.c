@@ -15,10 +15,11 @@
 #include "ctrl/tls.h"
 #include "base/config.h"
 
-static const struct cmd *const cmds[] = {
+const struct cmd *const cli_cmds[] = {
 	&cmd_servers, &cmd_jobs, &cmd_job, &cmd_placement, &cmd_stage, &cmd_trainers,
 	&cmd_rebalance, &cmd_status, &cmd_checkpoint, &cmd_export, &cmd_import, &cmd_stats,
-	&cmd_plan, &cmd_rdma, &cmd_gpu, &cmd_scrape_targets, &cmd_config, &cmd_env, &cmd_readers, NULL,
+	&cmd_plan, &cmd_rdma, &cmd_gpu, &cmd_scrape_targets, &cmd_config, &cmd_env, &cmd_readers,
+	&cmd_man, NULL,
 };
 
 static void usage(FILE *f)
@@ -28,7 +29,7 @@ static void usage(FILE *f)
 		   "                 COMMAND [ARGS]\n\n"
 		   "The zshard operator CLI. The coordinator address may also come from\n"
 		   "$ZSHARD_COORDINATOR. Commands (each takes --help):\n\n");
-	for (const struct cmd *const *c = cmds; *c; c++)
+	for (const struct cmd *const *c = cli_cmds; *c; c++)
 		fprintf(f, "  %-10s %s\n", (*c)->name, (*c)->args);
 }
 
@@ -105,7 +106,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zshardctl: %s\n", err.msg);
 		return 2;
 	}
-	for (const struct cmd *const *c = cmds; *c; c++) {
+	for (const struct cmd *const *c = cli_cmds; *c; c++) {
 		if (strcmp((*c)->name, argv[i]))
 			continue;
 		rc = (*c)->fn(&x, argc - i, argv + i);

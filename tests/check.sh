@@ -181,7 +181,7 @@ venv_start
 part tests tests_host
 part tests-gpu-emulated tests_emulated
 part layers-env-exports-install $MAKE --no-print-directory check-layers check-env check-exports \
-	check-version check-install
+	check-version check-man check-install
 part cuda cuda
 part netns suite netns
 part fuzz fuzz

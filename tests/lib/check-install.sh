@@ -20,9 +20,13 @@ make --no-print-directory -s install BUILD="$build" PREFIX="$prefix" > "$tmp/ins
 	{ cat "$tmp/install.log"; fail "make install PREFIX=$prefix failed"; }
 for f in include/zshard.h include/zshard_status.h lib/libzshard.so.0 lib/libzshard.so \
 	 lib/libzshard.a lib/pkgconfig/zshard.pc bin/zshard-server bin/zshard-coordinator \
-	 bin/zshardctl; do
+	 bin/zshardctl share/man/man1/zshard-server.1 share/man/man1/zshard-coordinator.1 \
+	 share/man/man1/zshardctl.1 share/man/man1/zshard-local.1; do
 	[ -e "$prefix/$f" ] || fail "$f is not installed"
 done
+# the installed pages read as man reads them (MANPATH=PREFIX/share/man)
+MANPATH=$prefix/share/man man -P cat zshard-server 2>/dev/null | grep -q -- '--reader-budget' ||
+	fail "man zshard-server (MANPATH=$prefix/share/man) does not show its flags"
 soname=$(readelf -d "$prefix/lib/libzshard.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = libzshard.so.0 ] || fail "soname is '$soname', not libzshard.so.0"
 
