@@ -6,6 +6,8 @@
 #include "base/env.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,20 +53,110 @@ static char *trim(char *s)
 	return s;
 }
 
-enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_error *err)
+/* Levenshtein distance of a and b, '-' and '_' alike (keys are short) */
+static size_t distance(const char *a, const char *b)
 {
-	char line[1024], why[256];
-	FILE *f;
+	size_t la = strlen(a), lb = strlen(b), row[64], prev, tmp;
+
+	if (la >= 63 || lb >= 63)
+		return 64;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		prev = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			char x = a[i - 1] == '-' ? '_' : (char)tolower((unsigned char)a[i - 1]);
+			char y = b[j - 1] == '-' ? '_' : b[j - 1];
+			size_t best = prev + (x != y);
+			if (row[j] + 1 < best)
+				best = row[j] + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			tmp = row[j];
+			row[j] = best;
+			prev = tmp;
+		}
+	}
+	return row[lb];
+}
+
+/* The known key k is most likely a misspelling of, into out ("" if none
+ * is close): a key's name in any table, with its program's prefix. */
+static void suggest(const char *k, char *out, size_t len)
+{
+	static const struct {
+		const char *prefix;
+		const struct zs_opt *t;
+	} tables[3] = {{"", zs_opts_common}, {"server.", zs_opts_server},
+		       {"coordinator.", zs_opts_coordinator}};
+	size_t best = (size_t)-1, limit = strlen(k) / 4 + 2;
+
+	out[0] = '\0';
+	for (int t = 0; t < 3; t++)
+		for (const struct zs_opt *o = tables[t].t; o->name; o++) {
+			char key[96];
+			size_t d;
+			if (!o->config)
+				continue;
+			snprintf(key, sizeof key, "%s%s", tables[t].prefix, o->name);
+			for (char *p = key; *p; p++)
+				*p = *p == '-' ? '_' : *p;
+			d = distance(k, key);
+			/* a daemon's key without its program: the prefix is missing */
+			if (!strchr(k, '.') && d > 0 && !distance(k, key + strlen(tables[t].prefix)))
+				d = 1;
+			if (d <= limit && d < best) {
+				best = d;
+				snprintf(out, len, "'%s'", key);
+			} else if (d <= limit && d == best && strlen(out) + strlen(key) + 8 < len) {
+				/* as close: both said (data_dir: the server's or the coordinator's) */
+				strcat(out, " or '");
+				strcat(out, key);
+				strcat(out, "'");
+			}
+		}
+}
+
+/*
+ * Reads path into c, checking each line. say NULL: stops at the first
+ * problem (into err: what the daemons and libzshard do); otherwise says
+ * each problem and goes on past it (zshardctl config check). The number of
+ * problems.
+ */
+static unsigned parse(const char *path, struct zs_config *c, struct zs_error *err,
+		      void (*say)(void *, const char *), void *arg)
+{
+	char line[1024], why[256], msg[ZS_ERRMSG_MAX];
+	unsigned problems = 0;
+	FILE *f = NULL;
 	int ln = 0;
 
 	struct stat sb;
 	char base[512] = "";
 
+/* one problem: said and passed (say), or the load's error */
+#define PROBLEM(...)                                                                      \
+	do {                                                                              \
+		snprintf(msg, sizeof msg, __VA_ARGS__);                                   \
+		problems++;                                                               \
+		if (!say) {                                                               \
+			zs_fail(err, ZS_EINVAL, "%s", msg);                               \
+			goto fail;                                                        \
+		}                                                                         \
+		say(arg, msg);                                                            \
+	} while (0)
+
 	memset(c, 0, sizeof *c);
-	if (path && !stat(path, &sb) && S_ISDIR(sb.st_mode))
-		return zs_fail(err, ZS_EINVAL, "config %s: is a directory, not a file", path);
-	if (!path || !(f = fopen(path, "r")))
-		return zs_fail(err, ZS_EINVAL, "config %s: cannot read it", path ? path : "(none)");
+	if (path && !stat(path, &sb) && S_ISDIR(sb.st_mode)) {
+		PROBLEM("config %s: is a directory, not a file", path);
+		return problems;
+	}
+	if (!path || !(f = fopen(path, "r"))) {
+		PROBLEM("config %s: cannot read it: %s", path ? path : "(none)",
+			path ? strerror(errno) : "no file named");
+		return problems;
+	}
 	snprintf(c->path, sizeof c->path, "%s", path);
 	/* relative paths in it are the file's folder's */
 	if (strrchr(path, '/'))
@@ -75,8 +167,10 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 		struct zs_config_entry *g;
 		ln++;
 		if (!strchr(line, '\n') && !feof(f)) {
-			zs_fail(err, ZS_EINVAL, "%s:%d: the line is too long", path, ln);
-			goto fail;
+			PROBLEM("%s:%d: the line is too long", path, ln);
+			while (fgets(line, sizeof line, f) && !strchr(line, '\n'))
+				;
+			continue;
 		}
 		if ((s = strchr(line, '#')))
 			*s = '\0';
@@ -84,20 +178,27 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 		if (!*s)
 			continue;
 		if (!(eq = strchr(s, '='))) {
-			zs_fail(err, ZS_EINVAL, "%s:%d: want KEY = VALUE", path, ln);
-			goto fail;
+			PROBLEM("%s:%d: want KEY = VALUE", path, ln);
+			continue;
 		}
 		*eq = '\0';
 		k = trim(s);
 		v = trim(eq + 1);
 		if (!(key = find_key(k))) {
-			zs_fail(err, ZS_EINVAL, "%s:%d: unknown key '%.48s' (see zshardctl config --help)",
-				path, ln, k);
-			goto fail;
+			char near[160];
+			suggest(k, near, sizeof near);
+			if (near[0])
+				PROBLEM("%s:%d: unknown key '%.48s': did you mean %s? (zshardctl config "
+					"keys lists them)", path, ln, k, near);
+			else
+				PROBLEM("%s:%d: unknown key '%.48s' (zshardctl config keys lists them)",
+					path, ln, k);
+			continue;
 		}
 		if (zs_config_get(c, k)) {
-			zs_fail(err, ZS_EINVAL, "%s:%d: '%s' is set twice", path, ln, k);
-			goto fail;
+			PROBLEM("%s:%d: '%s' is set twice (first on line %d)", path, ln, k,
+				zs_config_line(c, k));
+			continue;
 		}
 		char rel[1024];
 		if ((key->kind == ZS_OPT_FILE || key->kind == ZS_OPT_PATH) && *v && *v != '/' && base[0]) {
@@ -105,22 +206,26 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 			v = rel;
 		}
 		if (strlen(v) >= sizeof c->e[0].value || !zs_opt_check(key, v, why, sizeof why)) {
-			zs_fail(err, ZS_EINVAL, "%s:%d: %s: %s", path, ln, k,
+			PROBLEM("%s:%d: %s: %s", path, ln, k,
 				strlen(v) >= sizeof c->e[0].value ? "the value is too long" : why);
-			goto fail;
+			continue;
 		}
+		bool clash = false;
 		for (size_t x = 0; x < sizeof exclusive / sizeof exclusive[0]; x++) {
 			const char *other = !strcmp(k, exclusive[x][0])   ? exclusive[x][1]
 					    : !strcmp(k, exclusive[x][1]) ? exclusive[x][0]
 									 : NULL;
 			if (other && zs_config_get(c, other)) {
-				zs_fail(err, ZS_EINVAL, "%s:%d: %s: not with %s (line %d): one or the other",
-					path, ln, k, other, zs_config_line(c, other));
-				goto fail;
+				PROBLEM("%s:%d: %s: not with %s (line %d): one or the other", path, ln,
+					k, other, zs_config_line(c, other));
+				clash = true;
 			}
 		}
+		if (clash)
+			continue;
 		if (!(g = realloc(c->e, (c->n + 1) * sizeof *g))) {
 			zs_fail(err, ZS_ENOMEM, "out of memory");
+			problems++;
 			goto fail;
 		}
 		c->e = g;
@@ -128,12 +233,29 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 		snprintf(g[c->n].value, sizeof g[c->n].value, "%.*s", (int)sizeof g[c->n].value - 1, v);
 		g[c->n++].line = ln;
 	}
+#undef PROBLEM
 	fclose(f);
-	return ZS_OK;
+	return problems;
 fail:
-	fclose(f);
+	if (f)
+		fclose(f);
 	zs_config_release(c);
-	return err ? err->code : ZS_EINVAL;
+	return problems;
+}
+
+enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_error *err)
+{
+	struct zs_error e = {0};
+
+	if (!parse(path, c, err ? err : &e, NULL, NULL))
+		return ZS_OK;
+	return err ? err->code : e.code;
+}
+
+unsigned zs_config_check(const char *path, struct zs_config *c,
+			 void (*say)(void *arg, const char *msg), void *arg)
+{
+	return parse(path, c, NULL, say, arg);
 }
 
 void zs_config_release(struct zs_config *c)

@@ -4,19 +4,11 @@
  * ($ZSHARD_CONFIG) and zshardctl (--config FILE or $ZSHARD_CONFIG) read,
  * each taking its keys; `zshardctl config check FILE` validates it all.
  *
- *   coordinator      HOST:PORT[,HOST:PORT...]  everyone (the first answers today)
- *   tls_ca, tls_cert, tls_key  FILE            everyone (mutual TLS, all three)
- *   transport        auto|tcp|shm|rdma         trainers
- *   prefetch, push_depth  N                    trainers' step driver
- *   max_live_bytes   SIZE                      trainers' step driver
- *   server.KEY       a zshard-server flag      listen data_listen advertise
- *                    (--KEY, '_' for '-')       data_advertise data_dir capacity
- *                                               memory_budget gpu gpu_budget
- *                                               landing_budget metrics
- *                                               step_timeout_ms rdma
- *   coordinator.KEY  a zshard-coordinator flag listen advertise data_dir
- *                                               metrics lease_ms trainer_lease_ms
- *                                               trainer_gone_ms
+ * The keys are those of base/opts.h's tables: everyone's (coordinator,
+ * tls_*, the trainers' transport and step driver, zshardctl's stage), and
+ * server.KEY / coordinator.KEY for each daemon flag a file may set
+ * (--KEY, '_' for '-'). zshardctl config keys and the manual pages list
+ * them from the tables; nothing lists them by hand.
  *
  * Flags given on a command line win over the file.
  */
@@ -48,6 +40,14 @@ struct zs_config {
  * from the file's folder.
  */
 enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_error *err);
+/*
+ * The same checks, going on past each problem: say(arg, "PATH:LINE: what")
+ * for every one (an unknown key with the known one it looks like), *c
+ * holding the lines that passed (release it). How many problems (0: the
+ * file is valid). zshardctl config check.
+ */
+unsigned zs_config_check(const char *path, struct zs_config *c,
+			 void (*say)(void *arg, const char *msg), void *arg);
 void zs_config_release(struct zs_config *c);
 /* The value of key, or NULL (a relative path is the file's folder's). */
 const char *zs_config_get(const struct zs_config *c, const char *key);

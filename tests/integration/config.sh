@@ -72,4 +72,23 @@ printf 'server.capacity = 200M\nserver.capcity = 1G\n' >"$dir/bad.conf"
 	fail "a server started from a file with an unknown key"
 grep -q "bad.conf:2: unknown key 'server.capcity'" "$dir/bad.log" || fail "bad file: $(cat "$dir/bad.log")"
 "$bin/zshardctl" config check "$dir/bad.conf" >/dev/null 2>&1 && fail "config check took an unknown key"
-echo "config: passed (one file for the coordinator, the servers, zshardctl and the trainers; a flag over it wins; trained bitwise; a mistake named by line)"
+# every mistake of a file at once, an unknown key with the one it looks like
+cat >"$dir/bad2.conf" <<BAD
+server.data_dri = $dir/x
+data_dir = $dir/y
+server.capacity = lots
+coordinator.lease_ms = 5
+transprot = tcp
+garbage
+BAD
+"$bin/zshardctl" config check "$dir/bad2.conf" >"$dir/bad2.log" 2>&1 &&
+	fail "config check took a file with six mistakes"
+for want in "bad2.conf:1: unknown key 'server.data_dri': did you mean 'server.data_dir'?" \
+	"bad2.conf:2: unknown key 'data_dir': did you mean 'server.data_dir' or 'coordinator.data_dir'?" \
+	"bad2.conf:3: server.capacity: 'lots' is not a size" \
+	"bad2.conf:4: coordinator.lease_ms: 5 is out of range" \
+	"bad2.conf:5: unknown key 'transprot': did you mean 'transport'?" \
+	"bad2.conf:6: want KEY = VALUE" "bad2.conf: 6 mistakes"; do
+	grep -qF "$want" "$dir/bad2.log" || fail "config check did not say '$want': $(cat "$dir/bad2.log")"
+done
+echo "config: passed (one file for the coordinator, the servers, zshardctl and the trainers; a flag over it wins; trained bitwise; a mistake named by line; every mistake of a file at once, with the key meant)"
