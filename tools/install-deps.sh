@@ -19,8 +19,9 @@ libibverbs-dev ibverbs-providers"
 # runtime build the libFuzzer targets (tests/fuzz/); openssl makes the TLS
 # test's certificates; shellcheck checks the Slurm script; etcd-server is
 # the etcd cluster the coordinators share in tests/integration/ha.sh and
-# tests/faults/faults.py --etcd
-TEST_PKGS="prometheus clang-14 libclang-rt-14-dev openssl shellcheck etcd-server"
+# tests/faults/faults.py --etcd; man-db reads the manual pages the build
+# makes (tests/lib/check-man.sh, check-install.sh)
+TEST_PKGS="prometheus clang-14 libclang-rt-14-dev openssl shellcheck etcd-server man-db"
 
 tests=false check=false
 for a in "$@"; do
