@@ -310,7 +310,7 @@ check-layers:
 	@sh tools/check-layers.sh && sh tests/lib/check-layers-fails.sh
 	@$(PYTHON) tools/circles.py --allow engine > /dev/null && sh tests/lib/check-circles-fails.sh
 check-env: $(BUILD)/bin/zshardctl
-	@sh tests/lib/check-env.sh $(BUILD)/bin/zshardctl README.md && sh tests/lib/check-env-fails.sh $(BUILD)/bin/zshardctl
+	@sh tests/lib/check-env.sh $(BUILD)/bin/zshardctl docs/operations.md && sh tests/lib/check-env-fails.sh $(BUILD)/bin/zshardctl
 check-man: $(BINS) $(MAN_PAGES)
 	@sh tests/lib/check-man.sh $(BUILD)
 check-version: $(BINS) $(LIBZS_SO)

@@ -14,7 +14,7 @@
  *
  * Through the service, with libzshard's step driver (the ZeRO stage from the
  * job, --prefetch units gathered ahead, bounded by --max-live-bytes):
- *   charlm --coordinator ADDR --job charlm --rank R [--steps N] [--batch B]
+ *   charlm [--coordinator ADDR] --job charlm --rank R [--steps N] [--batch B]
  *          [--transport auto|tcp|shm] [--print-every K] [--dump FILE]
  * Rank 0 uploads the initial parameters, unless the job was restored from a
  * checkpoint (zshardctl checkpoint restore): then every rank resumes at the
@@ -624,7 +624,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'h':
-			printf("usage: charlm --coordinator ADDR [--job charlm] --rank R [--steps N] [--batch B]\n"
+			printf("usage: charlm [--coordinator ADDR] [--job charlm] --rank R [--steps N] [--batch B]\n"
 			       "              [--transport auto|tcp|shm] [--print-every K] [--dump FILE]\n"
 			       "              [--prefetch N] [--max-live-bytes B] [--keep-until-backward]\n"
 			       "              [--push-depth D] [--no-compute] [--step-log FILE]\n"
@@ -665,11 +665,8 @@ int main(int argc, char **argv)
 			fclose(slog);
 		return rc;
 	}
-	if (!coord && !getenv("ZSHARD_CONFIG")) { /* libzshard reads the configuration's */
-		fprintf(stderr, "charlm: give --coordinator, set ZSHARD_COORDINATOR or ZSHARD_CONFIG\n");
-		free(d.text);
-		return 2;
-	}
+	/* no coordinator given: libzshard's ($ZSHARD_CONFIG's, else the local
+	 * cluster's; it names where it looked when there is none) */
 	/* the join waits (within its 10 s) for servers still loading the job */
 	rc = zs_trainer_join(coord, job, rank, transport, 10000, &t, err, sizeof err);
 	if (rc) {

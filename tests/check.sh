@@ -188,6 +188,7 @@ part fuzz fuzz
 part advertise suite advertise
 part resize suite resize
 part config suite config
+part readme suite readme
 part multihost suite multihost
 part deploy sh tests/deploy/check.sh "$bin" "$BUILD"
 part tls suite tls

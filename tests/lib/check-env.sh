@@ -1,10 +1,10 @@
 #!/bin/sh
-# check-env.sh ZSHARDCTL README [ROOT] - the environment variables against
+# check-env.sh ZSHARDCTL DOC [ROOT] - the environment variables against
 # base/env.c's list (zshardctl env): no getenv of a ZSHARD_ name outside
 # base/env.c in the C sources; every name the C code (zs_env, zs_env_uint),
 # the Python package and zshard-local read is listed, and every listed one
 # is read; every fault point zs_fault names is listed and every listed one
-# is named by the code; README's table is zshardctl env --markdown. ROOT:
+# is named by the code; the table in DOC (docs/operations.md) is zshardctl env --markdown. ROOT:
 # the tree to read (default .; check-env-fails.sh plants faults in a copy).
 # shellcheck disable=SC2046,SC2086,SC2016 # file lists split on purpose; '$' is grep's
 set -u
@@ -49,8 +49,8 @@ done
 sed -n '/^<!-- env: begin/,/^<!-- env: end/p' "$readme" | sed '1d;$d' >"$tmp/readme"
 if ! cmp -s "$tmp/table" "$tmp/readme"; then
 	diff "$tmp/readme" "$tmp/table" | head -20
-	echo "env: README's table differs from zshardctl env --markdown (above: < README, > the list)"
+	echo "env: the table in $2 differs from zshardctl env --markdown (above: < the doc, > the list)"
 	fail=1
 fi
-[ $fail -eq 0 ] && echo "env: $(wc -l <"$tmp/listed") variables and $(wc -l <"$tmp/points") fault points, each read where listed; README's table is the list"
+[ $fail -eq 0 ] && echo "env: $(wc -l <"$tmp/listed") variables and $(wc -l <"$tmp/points") fault points, each read where listed; the table in $2 is the list"
 exit $fail

@@ -43,7 +43,9 @@ last norm) stay gathered through the step, as FSDP2's root.
 CPU parameters are views of libzshard's buffers: no copy between a gather
 and the parameter, nor between a gradient and its push. Between steps the
 parameters are the last gathered ones at stages 1 and 2 (empty at stage 3);
-after the backward pass gradients live on the servers (.grad is None).
+after the backward pass gradients live on the servers (.grad is an
+OnServers until zero_grad: it refuses any use of its values, saying what
+to call; grads.py).
 
 Rank, world size and coordinator come from RANK, WORLD_SIZE and
 ZSHARD_COORDINATOR (torchrun's conventions; LOCAL_RANK is kept for the
