@@ -99,6 +99,15 @@ if ! run python -m torch.distributed.run --standalone --nproc-per-node 2 train.p
 	exit 1
 fi
 grep '^wheel_train:' "$d/train.log"
+# the quick start run again: refused on every rank, naming the step and the
+# choices (it once went on from step 12, the new model's seed ignored)
+if run python -m torch.distributed.run --standalone --nproc-per-node 2 train.py "$d/sd2.pt" \
+	>"$d/again.log" 2>&1; then
+	cat "$d/again.log"; echo "wheel: FAILED: the quick start run again went on silently"; exit 1
+fi
+grep -q "job 'quickstart' has state: it trained to step 12 in an earlier run.*resume=True" \
+	"$d/again.log" || { cat "$d/again.log"; echo "wheel: FAILED: no refusal naming the step"; exit 1; }
+echo "wheel: the quick start run again is refused, naming step 12 and resume=True / 'fresh'"
 run zshardctl placement quickstart | head -3
 run zshardctl export quickstart --bare-names --out "$d/export.safetensors" >/dev/null
 run python - "$d/sd.pt" "$d/export.safetensors" <<'PY'
