@@ -48,6 +48,11 @@ static void code_name(enum zs_status st, char *buf, size_t len)
 	buf[o] = '\0';
 }
 
+/* With mutual TLS: when the daemon's certificate expires, which an alert
+ * watches (deploy/prometheus/zshard-alerts.yml) */
+#define CERT_EXPIRY "zshard_tls_certificate_expiry_timestamp_seconds", \
+	"When this daemon's TLS certificate (--tls-cert) stops being valid (Unix seconds)."
+
 #define RPCS_TOTAL "zshard_coordinator_rpcs_total", "RPCs answered, by method and status."
 
 static struct zs_series *rpcs_total(struct zs_metrics *m, const char *path, enum zs_status st)
@@ -76,6 +81,90 @@ static void job_gauge(struct zs_metrics *m, const char *name, const char *help, 
 	zs_series_set(zs_metrics_gauge(m, name, help, l), v);
 }
 
+/* A job's shards with fewer live, seeded copies than its replicas (a
+ * server down, a rebuilt copy not seeded yet): the next loss of one of
+ * them rolls the job back. 0 without replicas. */
+static uint32_t degraded(const struct coord *c, const struct zs_job *j)
+{
+	const struct zs_placement *p = &j->placement;
+	uint32_t n = 0;
+
+	if (j->spec.replicas < 2)
+		return 0;
+	for (uint32_t i = 0; i < p->n_shards; i++) {
+		const struct zs_shard *a = &p->shards[i];
+		uint32_t live = 0;
+		bool first = true;
+		for (uint32_t k = 0; k < p->n_shards && first; k++) /* count each shard once */
+			first = !(k < i && p->shards[k].unit == a->unit && p->shards[k].index == a->index);
+		if (!first)
+			continue;
+		for (uint32_t k = 0; k < p->n_shards; k++) {
+			const struct zs_shard *b = &p->shards[k];
+			if (b->unit != a->unit || b->index != a->index || b->fresh)
+				continue;
+			for (size_t s = 0; s < c->n_srvs; s++)
+				live += c->srvs[s].info.id == b->server_id && c->srvs[s].up;
+		}
+		n += live < j->spec.replicas;
+	}
+	return n;
+}
+
+/* The gauges an operator's dashboard and alerts need beyond the basics:
+ * the newest committed checkpoint's time and the interval, replicas
+ * degraded, weight readers and their versions, and the step's split (the
+ * mean over the ranks' latest reports). names: per_job's from the 7th. */
+static void job_more(struct coord *c, struct zs_metrics *m, const struct zs_job *j,
+		     const char *l, const char *const *names)
+{
+	int64_t newest = 0;
+	uint32_t readers = 0, versions = 0, n = 0;
+	double part[5] = {0};
+	static const char *const parts[5] = {"step", "compute", "gather_wait", "push_wait",
+					     "coordinator"};
+
+	for (size_t i = 0; i < c->ck.n; i++) {
+		const struct zs_checkpoint *k = &c->ck.list[i];
+		if (coord_ckpt_of(k, j) && k->state == ZS_CKPT_COMMITTED && k->created_ms > newest)
+			newest = k->created_ms;
+	}
+	if (newest)
+		job_gauge(m, names[0],
+			  "When the job's newest committed checkpoint was taken (Unix seconds).", l,
+			  (double)newest / 1000.0);
+	job_gauge(m, names[1], "Steps between the job's automatic checkpoints (0: none).", l,
+		  (double)j->spec.checkpoint_every);
+	job_gauge(m, names[2],
+		  "Shards with fewer live, seeded copies than the job's replicas (0 without replicas): the next loss of one rolls the job back.",
+		  l, degraded(c, j));
+	coord_readers_count(c, j->spec.name, &readers, &versions);
+	job_gauge(m, names[3], "Weight readers registered (include/zshard_reader.h).", l, readers);
+	job_gauge(m, names[4], "Versions the job's readers hold pinned.", l, versions);
+	for (struct sreports *r = c->reports; r; r = r->next) {
+		if (strcmp(r->job, j->spec.name))
+			continue;
+		for (uint32_t k = 0; k < r->n; k++) {
+			const struct zs_step_report *s = &r->r[k];
+			if (!s->reported_ms)
+				continue;
+			n++;
+			part[0] += s->seconds;
+			part[1] += s->compute_seconds;
+			part[2] += s->gather_wait_seconds;
+			part[3] += s->push_wait_seconds;
+			part[4] += s->control_seconds;
+		}
+	}
+	for (int p = 0; n && p < 5; p++) {
+		char lp[ZS_JOB_NAME_MAX * 2 + 48];
+		snprintf(lp, sizeof lp, "%s,part=\"%s\"", l, parts[p]);
+		job_gauge(m, names[5],
+			  "The latest step's time and its split (compute, waiting on gathers, on pushes, on the coordinator), the mean over the ranks' latest reports.",
+			  lp, part[p] / n);
+	}
+}
+
 static void collect(void *ctx, struct zs_metrics *m)
 {
 	struct coord *c = ctx;
@@ -84,7 +173,13 @@ static void collect(void *ctx, struct zs_metrics *m)
 	static const char *const per_job[] = {"zshard_coordinator_job_trainers",
 					      "zshard_coordinator_job_world_size",
 					      "zshard_coordinator_job_stage", "zshard_coordinator_job_timeline",
-					      "zshard_coordinator_job_step", "zshard_coordinator_job_info"};
+					      "zshard_coordinator_job_step", "zshard_coordinator_job_info",
+					      "zshard_coordinator_job_checkpoint_timestamp_seconds",
+					      "zshard_coordinator_job_checkpoint_every",
+					      "zshard_coordinator_job_degraded_shards",
+					      "zshard_coordinator_job_readers",
+					      "zshard_coordinator_job_reader_versions",
+					      "zshard_coordinator_job_step_seconds"};
 
 	for (size_t i = 0; i < sizeof per_job / sizeof per_job[0]; i++)
 		zs_metrics_forget(m, per_job[i]);
@@ -138,6 +233,7 @@ static void collect(void *ctx, struct zs_metrics *m)
 			job_gauge(m, per_job[4],
 				  "The latest step a trainer of the job reported (after a clean stop: the last step done).",
 				  l, (double)top);
+		job_more(c, m, j, l, per_job + 6);
 	}
 	pthread_mutex_unlock(&c->mu);
 }
@@ -252,6 +348,9 @@ enum zs_status coord_metrics_start(struct coord *c, const char *addr, const char
 		free(x);
 		return st;
 	}
+	int64_t until;
+	if (cert && !zs_tls_cert_expiry(cert, &until, err))
+		zs_series_set(zs_metrics_gauge(m, CERT_EXPIRY, ""), (double)until);
 	c->metrics = x;
 	zs_rpc_server_observe(c->rpc, on_rpc, x);
 	zs_info("metrics at %s://%s/metrics%s", cert ? "https" : "http", x->addr,

@@ -248,3 +248,20 @@ out:
 	pthread_mutex_unlock(&c->mu);
 	free(v);
 }
+
+void coord_readers_count(struct coord *c, const char *job, uint32_t *readers, uint32_t *versions)
+{
+	*readers = *versions = 0;
+	for (struct rdr *r = c->readers; r; r = r->next) {
+		bool seen = false;
+		if (strcmp(r->job, job))
+			continue;
+		(*readers)++;
+		if (!r->i.pinned)
+			continue;
+		for (struct rdr *q = c->readers; q != r && !seen; q = q->next)
+			seen = !strcmp(q->job, job) && q->i.pinned && q->i.step == r->i.step &&
+			       q->i.timeline == r->i.timeline;
+		*versions += !seen;
+	}
+}

@@ -560,6 +560,9 @@ void coord_drop_readers(struct coord *c, const char *job); /* NULL: every job's 
 /* Whether a reader of job heard from within its lease pins version (a
  * checkpoint's: ZS_VERSION_CKPT | id): retirement passes it by. */
 bool coord_reader_holds(struct coord *c, const char *job, uint64_t version);
+/* The job's registered readers, and the versions they hold pinned (each
+ * version once); caller holds c->mu. */
+void coord_readers_count(struct coord *c, const char *job, uint32_t *readers, uint32_t *versions);
 
 /* comms.c */
 void coord_h_comm_id(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/status.h"
 
@@ -35,6 +36,10 @@ bool zs_tls_on(void);
  * with zs_tls_identity_free (the key is wiped). */
 enum zs_status zs_tls_identity(char **ca, char **cert, char **key, struct zs_error *err);
 void zs_tls_identity_free(char *ca, char *cert, char *key);
+/* When the (first) certificate of pem stops being valid: *not_after, Unix
+ * seconds (the metrics' zshard_tls_certificate_expiry_timestamp_seconds,
+ * which an alert watches). ZS_EINVAL when pem holds none. */
+enum zs_status zs_tls_cert_expiry(const char *pem, int64_t *not_after, struct zs_error *err);
 
 /* Calls fn with this process's PEM strings (all NULL when TLS is off),
  * under the configuration's lock: fn copies what it needs. */

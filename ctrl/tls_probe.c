@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -256,4 +257,21 @@ enum zs_status zs_tls_diagnose(const char *addr, bool tls, char *why, size_t len
 	default:
 		return ZS_OK;
 	}
+}
+
+enum zs_status zs_tls_cert_expiry(const char *pem, int64_t *not_after, struct zs_error *err)
+{
+	BIO *b = BIO_new_mem_buf(pem, -1);
+	X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+	const ASN1_TIME *t = x ? X509_get0_notAfter(x) : NULL;
+	struct tm tm;
+	enum zs_status st = ZS_OK;
+
+	if (!t || !ASN1_TIME_to_tm(t, &tm))
+		st = zs_fail(err, ZS_EINVAL, "the certificate (PEM) cannot be read");
+	else
+		*not_after = (int64_t)timegm(&tm);
+	X509_free(x);
+	BIO_free(b);
+	return st;
 }

@@ -160,6 +160,11 @@ static enum zs_status make_series(struct srvd_metrics *x, struct zs_error *err)
 	return ok ? ZS_OK : zs_fail(err, ZS_ENOMEM, "out of memory");
 }
 
+/* With mutual TLS: when the daemon's certificate expires, which an alert
+ * watches (deploy/prometheus/zshard-alerts.yml) */
+#define CERT_EXPIRY "zshard_tls_certificate_expiry_timestamp_seconds", \
+	"When this daemon's TLS certificate (--tls-cert) stops being valid (Unix seconds)."
+
 enum zs_status srvd_metrics_start(struct srvd *d, const char *addr, bool certified,
 				  struct zs_error *err)
 {
@@ -186,6 +191,9 @@ enum zs_status srvd_metrics_start(struct srvd *d, const char *addr, bool certifi
 		free(x);
 		return st;
 	}
+	int64_t until;
+	if (cert && !zs_tls_cert_expiry(cert, &until, err))
+		zs_series_set(zs_metrics_gauge(x->m, CERT_EXPIRY, ""), (double)until);
 	d->metrics = x;
 	snprintf(d->me.metrics_addr, sizeof d->me.metrics_addr, "%s", x->addr);
 	zs_info("metrics at %s://%s/metrics%s", cert ? "https" : "http", x->addr,

@@ -115,7 +115,9 @@ pids="$pids $!"
 v=$(until_true 60 "v == 3" 'count(up{job="zshard"} == 1)') ||
 	fail "Prometheus does not see 3 targets up (got $v)"
 
-"$bin/charlm" --print-spec --job prom --world 2 --stage 3 >"$dir/prom.json"
+"$bin/charlm" --print-spec --job prom --world 2 --stage 3 |
+	"$PY" -c 'import json, sys; s = json.load(sys.stdin); s["checkpoint_every"] = 100; print(json.dumps(s))' \
+	>"$dir/prom.json" # (checkpoints: their age's gauge)
 ctl job create "$dir/prom.json" >/dev/null || fail "cannot create the job"
 "$bin/charlm" --coordinator "$addr" --job prom --rank 1 --steps "$STEPS" --transport tcp \
 	--print-every 0 >"$dir/rank1.log" 2>&1 &
@@ -143,4 +145,73 @@ v=$(until_true 30 "v == 2" "count(zshard_server_job_step{zshard_job=\"prom\"} ==
 v=$(until_true 30 "v > 0" 'sum(zshard_coordinator_rpcs_total{method="ReportStep",code="ok"})') ||
 	fail "no ReportStep counted (got $v)"
 v=$(until_true 30 "v > 0" 'sum(process_resident_memory_bytes)') || fail "no resident memory (got $v)"
-echo "prometheus: passed (3 targets; rate, histogram quantile, steps, RPCs, RSS through Prometheus's API)"
+
+# the operators' dashboard and alerts: every expression evaluates in this
+# Prometheus, and every metric it names is in a scrape of these daemons
+# (zshard_tls_certificate_expiry_timestamp_seconds needs TLS: tls.sh checks
+# it); the rules pass promtool's check and their unit tests
+v=$(until_true 30 "v > 0" 'count(zshard_coordinator_job_checkpoint_timestamp_seconds{zshard_job="prom"})') ||
+	fail "no checkpoint timestamp for the job (got $v)"
+: >"$dir/scraped"
+for t in $(cat "$dir/targets"); do
+	http GET "http://$t/metrics" >/dev/null && grep -v '^#' "$dir/body" >>"$dir/scraped"
+done
+root=$(cd "$(dirname "$0")/../.." && pwd)
+"$PY" - "$prom" "$root/deploy/grafana/zshard.json" "$root/deploy/prometheus/zshard-alerts.yml" \
+	"$dir/scraped" <<'EOF' >"$dir/exprs.log" 2>&1 || fail "the dashboard's and alerts' expressions: $(cat "$dir/exprs.log")"
+import json, re, sys, urllib.parse, urllib.request
+prom, dash, rules, scraped = sys.argv[1:5]
+names = set()
+for line in open(scraped):
+    m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)", line)
+    if m:
+        n = m.group(1)
+        names.add(n)
+        names.add(re.sub(r"_(bucket|sum|count)$", "", n))
+exprs = []
+def walk(o, where):
+    if isinstance(o, dict):
+        if isinstance(o.get("expr"), str):
+            exprs.append((where + " " + o.get("refId", ""), o["expr"]))
+        for k, v in o.items():
+            walk(v, "panel '%s'" % o["title"] if k == "targets" and "title" in o else where)
+    elif isinstance(o, list):
+        for v in o:
+            walk(v, where)
+walk(json.load(open(dash)), "dashboard")
+alert = None
+for line in open(rules):
+    m = re.match(r"\s*- alert: (\S+)", line)
+    alert = m.group(1) if m else alert
+    m = re.match(r"\s*expr: (.*)$", line)
+    if m:
+        exprs.append(("alert " + alert, m.group(1)))
+exprs = list(dict.fromkeys(exprs))
+assert len(exprs) >= 20, "only %d expressions found" % len(exprs)
+known_elsewhere = {"zshard_tls_certificate_expiry_timestamp_seconds"}  # tls.sh scrapes it
+bad = []
+for where, e in exprs:
+    q = e.replace("$__rate_interval", "1m").replace('"$job"', '".*"')
+    bare = re.sub(r"\{[^}]*\}", "", q)  # label matchers, then label lists
+    bare = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", bare)
+    for n in set(re.findall(r"\b((?:zshard|process)_[a-z0-9_]+)", bare)):
+        if n not in names and n not in known_elsewhere:
+            bad.append("%s names %s, which no daemon here exports" % (where, n))
+    u = "http://%s/api/v1/query?%s" % (prom, urllib.parse.urlencode({"query": q}))
+    try:
+        d = json.load(urllib.request.urlopen(u, timeout=10))
+    except Exception as x:  # a 400 answers a bad expression
+        d = {"status": "error", "error": str(x)}
+    if d.get("status") != "success":
+        bad.append("%s: %s does not evaluate: %s" % (where, q, d.get("error")))
+if bad:
+    print("\n".join(bad))
+    sys.exit(1)
+print("%d expressions evaluate, every metric they name scraped" % len(exprs))
+EOF
+echo "prometheus: dashboard and alerts: $(tail -1 "$dir/exprs.log")"
+(cd "$root/deploy/prometheus" && promtool check rules zshard-alerts.yml &&
+	promtool test rules zshard-alerts.test.yml) >"$dir/rules.log" 2>&1 ||
+	fail "the alerting rules: $(cat "$dir/rules.log")"
+echo "prometheus: the alerting rules pass promtool check rules and their unit tests"
+echo "prometheus: passed (3 targets; rate, histogram quantile, steps, RPCs, RSS through Prometheus's API; the dashboard's and alerts' expressions)"

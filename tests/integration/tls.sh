@@ -60,8 +60,11 @@ like_reference "$dir/tls.json"
 # metrics over https: the targets say the scheme; each answers with the CA,
 # and neither plaintext nor a client trusting another CA gets an answer
 ctl $T scrape-targets >"$dir/targets.json" || fail "scrape-targets over TLS"
-"$PY" - "$dir/targets.json" "$dir/ca.pem" "$dir/other.pem" >"$dir/https.log" 2>&1 <<'EOF2' ||
-import json, ssl, sys, urllib.request
+# (and each says when its certificate expires: node.pem's notAfter)
+notafter=$(openssl x509 -enddate -noout -in "$dir/node.pem" | sed 's/^notAfter=//')
+"$PY" - "$dir/targets.json" "$dir/ca.pem" "$dir/other.pem" "$notafter" >"$dir/https.log" 2>&1 <<'EOF2' ||
+import calendar, json, re, ssl, sys, time, urllib.request
+until = calendar.timegm(time.strptime(sys.argv[4], "%b %d %H:%M:%S %Y %Z"))
 groups = json.load(open(sys.argv[1]))
 targets = [t for g in groups for t in g["targets"]]
 assert len(targets) == 3, "scrape-targets lists %d endpoints: %s" % (len(targets), groups)
@@ -76,6 +79,9 @@ def get(url, ca):
 for t in targets:
     code, body = get("https://%s/metrics" % t, sys.argv[2])
     assert code == 200 and "process_resident_memory_bytes" in body, "https://%s/metrics: %s %s" % (t, code, body[:200])
+    m = re.search(r"^zshard_tls_certificate_expiry_timestamp_seconds (\S+)$", body, re.M)
+    assert m and float(m.group(1)) == until, "https://%s/metrics: certificate expiry %s, want %d" % (
+        t, m and m.group(1), until)
     code, body = get("http://%s/metrics" % t, None)
     assert code != 200, "http://%s/metrics answered in plaintext" % t
     code, body = get("https://%s/metrics" % t, sys.argv[3])
