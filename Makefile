@@ -126,7 +126,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # include/'s API
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/emu_shm.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
 	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c model/world.c $(NET_SRC) \
-	   $(RDMA_SRC) $(filter-out ctrl/etcd.c ctrl/seal.c,$(CTRL_SRC))
+	   $(RDMA_SRC) $(filter-out ctrl/etcd.c ctrl/etcd_dec.c ctrl/seal.c,$(CTRL_SRC))
 LIB_LIBS := $(CTRL_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(BUILD)/obj/gen/zshard.pb-c.o
 PIC_OBJ := $(patsubst $(BUILD)/obj/%.o,$(BUILD)/pic/%.o,$(LIB_OBJ))
@@ -388,10 +388,11 @@ $(BENCH_BINS):
 
 # ---------------------------------------------------------------- fuzz
 # libFuzzer targets (tests/fuzz/): the data plane as a server runs it, every
-# control-plane decoder, the safetensors reader, the job-spec parser. Built
+# control-plane decoder, the safetensors reader, the job-spec parser, etcd's
+# answers as the coordinator decodes them, the launch configuration. Built
 # with clang, AddressSanitizer and UBSan into build-fuzz/ (make fuzz-bins
 # there); make fuzz runs each for FUZZ_SECONDS, make check for a few.
-FUZZ_TARGETS := wire rpc safetensors spec
+FUZZ_TARGETS := wire rpc safetensors spec etcd config
 FUZZ_CC ?= clang-14
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := build-fuzz

@@ -124,12 +124,12 @@ static void suggest(const char *k, char *out, size_t len)
  * each problem and goes on past it (zshardctl config check). The number of
  * problems.
  */
-static unsigned parse(const char *path, struct zs_config *c, struct zs_error *err,
+static unsigned parse(const char *path, FILE *given, struct zs_config *c, struct zs_error *err,
 		      void (*say)(void *, const char *), void *arg)
 {
 	char line[1024], why[256], msg[ZS_ERRMSG_MAX];
 	unsigned problems = 0;
-	FILE *f = NULL;
+	FILE *f = given;
 	int ln = 0;
 
 	struct stat sb;
@@ -148,11 +148,11 @@ static unsigned parse(const char *path, struct zs_config *c, struct zs_error *er
 	} while (0)
 
 	memset(c, 0, sizeof *c);
-	if (path && !stat(path, &sb) && S_ISDIR(sb.st_mode)) {
+	if (!f && path && !stat(path, &sb) && S_ISDIR(sb.st_mode)) {
 		PROBLEM("config %s: is a directory, not a file", path);
 		return problems;
 	}
-	if (!path || !(f = fopen(path, "r"))) {
+	if (!f && (!path || !(f = fopen(path, "r")))) {
 		PROBLEM("config %s: cannot read it: %s", path ? path : "(none)",
 			path ? strerror(errno) : "no file named");
 		return problems;
@@ -234,10 +234,11 @@ static unsigned parse(const char *path, struct zs_config *c, struct zs_error *er
 		g[c->n++].line = ln;
 	}
 #undef PROBLEM
-	fclose(f);
+	if (f != given)
+		fclose(f);
 	return problems;
 fail:
-	if (f)
+	if (f && f != given)
 		fclose(f);
 	zs_config_release(c);
 	return problems;
@@ -247,7 +248,7 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 {
 	struct zs_error e = {0};
 
-	if (!parse(path, c, err ? err : &e, NULL, NULL))
+	if (!parse(path, NULL, c, err ? err : &e, NULL, NULL))
 		return ZS_OK;
 	return err ? err->code : e.code;
 }
@@ -255,7 +256,13 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
 unsigned zs_config_check(const char *path, struct zs_config *c,
 			 void (*say)(void *arg, const char *msg), void *arg)
 {
-	return parse(path, c, NULL, say, arg);
+	return parse(path, NULL, c, NULL, say, arg);
+}
+
+unsigned zs_config_check_stream(FILE *f, const char *name, struct zs_config *c,
+				void (*say)(void *arg, const char *msg), void *arg)
+{
+	return parse(name, f, c, NULL, say, arg);
 }
 
 void zs_config_release(struct zs_config *c)

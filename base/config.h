@@ -16,6 +16,7 @@
 #define ZS_BASE_CONFIG_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "base/status.h"
 
@@ -48,6 +49,10 @@ enum zs_status zs_config_load(const char *path, struct zs_config *c, struct zs_e
  */
 unsigned zs_config_check(const char *path, struct zs_config *c,
 			 void (*say)(void *arg, const char *msg), void *arg);
+/* The same over an open stream named name (its relative paths taken from
+ * name's folder): the fuzzer's. */
+unsigned zs_config_check_stream(FILE *f, const char *name, struct zs_config *c,
+				void (*say)(void *arg, const char *msg), void *arg);
 void zs_config_release(struct zs_config *c);
 /* The value of key, or NULL (a relative path is the file's folder's). */
 const char *zs_config_get(const struct zs_config *c, const char *key);

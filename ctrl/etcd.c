@@ -1,5 +1,6 @@
 /* etcd.c - etcd v3 over gRPC: ranges, fenced transactions, leases (see etcd.h). */
 #include "ctrl/etcd.h"
+#include "ctrl/etcd_dec.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -135,11 +136,12 @@ static enum zs_status call(struct zs_etcd *e, const char *method, const Protobuf
 	return st;
 }
 
-#define UNPACKED(T, lower, b, err)                                                        \
-	T *r = etcdserverpb__##lower##__unpack(NULL, (b)->len, (b)->data);               \
-	zs_buf_release(b);                                                                \
-	if (!r)                                                                           \
-		return zs_fail(err, ZS_EPROTO, "etcd sent a malformed " #lower " message");
+/* answer b decoded by dec (etcd_dec.c), then released */
+#define DECODED(b, call)                                                                  \
+	do {                                                                              \
+		st = (call);                                                              \
+		zs_buf_release(b);                                                        \
+	} while (0)
 
 enum zs_status zs_etcd_lease_grant(struct zs_etcd *e, int64_t ttl_s, int64_t *id,
 				   int64_t *ttl_out, struct zs_error *err)
@@ -151,14 +153,7 @@ enum zs_status zs_etcd_lease_grant(struct zs_etcd *e, int64_t ttl_s, int64_t *id
 	q.ttl = ttl_s;
 	if ((st = call(e, "/etcdserverpb.Lease/LeaseGrant", &q.base, &b, err)))
 		return st;
-	UNPACKED(Etcdserverpb__LeaseGrantResponse, lease_grant_response, &b, err);
-	if (r->error && *r->error)
-		st = zs_fail(err, ZS_EUNAVAIL, "etcd refused a lease: %s", r->error);
-	else if (!r->id)
-		st = zs_fail(err, ZS_EPROTO, "etcd granted lease 0");
-	*id = r->id;
-	*ttl_out = r->ttl;
-	etcdserverpb__lease_grant_response__free_unpacked(r, NULL);
+	DECODED(&b, zs_etcd_dec_lease_grant(b.data, b.len, id, ttl_out, err));
 	return st;
 }
 
@@ -174,14 +169,8 @@ enum zs_status zs_etcd_lease_keepalive(struct zs_etcd *e, int64_t id, int64_t *t
 	q.id = id;
 	if ((st = call(e, "/etcdserverpb.Lease/LeaseKeepAlive", &q.base, &b, err)))
 		return st;
-	if (!b.len) { /* the stream ended without an answer */
-		zs_buf_release(&b);
-		return zs_fail(err, ZS_EUNAVAIL, "etcd did not answer a lease renewal");
-	}
-	UNPACKED(Etcdserverpb__LeaseKeepAliveResponse, lease_keep_alive_response, &b, err);
-	*ttl = r->ttl > 0 ? r->ttl : 0;
-	etcdserverpb__lease_keep_alive_response__free_unpacked(r, NULL);
-	return ZS_OK;
+	DECODED(&b, zs_etcd_dec_keepalive(b.data, b.len, ttl, err));
+	return st;
 }
 
 enum zs_status zs_etcd_lease_revoke(struct zs_etcd *e, int64_t id, struct zs_error *err)
@@ -213,18 +202,7 @@ enum zs_status zs_etcd_get(struct zs_etcd *e, const void *key, size_t klen,
 	q.key = bin(key, klen);
 	if ((st = call(e, "/etcdserverpb.KV/Range", &q.base, &b, err)))
 		return st;
-	UNPACKED(Etcdserverpb__RangeResponse, range_response, &b, err);
-	if (!r->n_kvs) {
-		st = ZS_ENOTFOUND;
-	} else {
-		val->len = r->kvs[0]->value.len;
-		if (!(val->data = malloc(val->len ? val->len : 1)))
-			st = zs_fail(err, ZS_ENOMEM, "out of memory");
-		else if (val->len)
-			memcpy(val->data, r->kvs[0]->value.data, val->len);
-		*create_rev = r->kvs[0]->create_revision;
-	}
-	etcdserverpb__range_response__free_unpacked(r, NULL);
+	DECODED(&b, zs_etcd_dec_get(b.data, b.len, val, create_rev, err));
 	return st;
 }
 
@@ -280,28 +258,8 @@ enum zs_status zs_etcd_create(struct zs_etcd *e, const void *key, size_t klen, c
 	q.failure = fails;
 	if ((st = call(e, "/etcdserverpb.KV/Txn", &q.base, &b, err)))
 		return st;
-	UNPACKED(Etcdserverpb__TxnResponse, txn_response, &b, err);
-	*won = r->succeeded;
-	*create_rev = 0;
-	/* the last response is the read */
-	if (r->n_responses) {
-		Etcdserverpb__ResponseOp *o = r->responses[r->n_responses - 1];
-		if (o->response_case == ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE &&
-		    o->response_range->n_kvs) {
-			*create_rev = o->response_range->kvs[0]->create_revision;
-			/* there, bound to our own lease: our earlier create,
-			 * whose answer was lost (a call that timed out after
-			 * etcd applied it). Only the lease's holder binds a key
-			 * to it: the key is ours (a coordinator that took this
-			 * for another's stood by behind itself for good) */
-			if (lease && o->response_range->kvs[0]->lease == lease)
-				*won = true;
-		}
-	}
-	etcdserverpb__txn_response__free_unpacked(r, NULL);
-	if (!*create_rev) /* gone again at once (its lease ended): no holder */
-		*won = false;
-	return ZS_OK;
+	DECODED(&b, zs_etcd_dec_create(b.data, b.len, lease, won, create_rev, err));
+	return st;
 }
 
 enum zs_status zs_etcd_range_prefix(struct zs_etcd *e, const void *prefix, size_t plen,
@@ -309,7 +267,8 @@ enum zs_status zs_etcd_range_prefix(struct zs_etcd *e, const void *prefix, size_
 				    struct zs_error *err)
 {
 	Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
-	uint8_t *end = malloc(plen + 1), *from = NULL;
+	uint8_t *end = malloc(plen + 1);
+	struct zs_buf from = {0};
 	enum zs_status st = ZS_OK;
 	bool more = true;
 
@@ -321,39 +280,18 @@ enum zs_status zs_etcd_range_prefix(struct zs_etcd *e, const void *prefix, size_
 	/* in pages, so that no answer is larger than etcd's own limits */
 	q.limit = 512;
 	while (!st && more) {
-		struct zs_buf b;
+		struct zs_buf b, next;
 		if ((st = call(e, "/etcdserverpb.KV/Range", &q.base, &b, err)))
 			break;
-		Etcdserverpb__RangeResponse *r =
-			etcdserverpb__range_response__unpack(NULL, b.len, b.data);
-		zs_buf_release(&b);
-		if (!r) {
-			st = zs_fail(err, ZS_EPROTO, "etcd sent a malformed range answer");
-			break;
-		}
-		if (!q.revision && r->header) /* the pages after read the same revision */
-			q.revision = r->header->revision;
-		for (size_t i = 0; !st && i < r->n_kvs; i++)
-			st = fn(ctx, r->kvs[i]->key.data, r->kvs[i]->key.len, r->kvs[i]->value.data,
-				r->kvs[i]->value.len);
-		more = r->more && r->n_kvs;
-		if (!st && more) { /* the next page starts past the last key */
-			const ProtobufCBinaryData *k = &r->kvs[r->n_kvs - 1]->key;
-			uint8_t *nf = realloc(from, k->len + 1);
-			if (!nf) {
-				st = zs_fail(err, ZS_ENOMEM, "out of memory");
-			} else {
-				from = nf;
-				memcpy(from, k->data, k->len);
-				from[k->len] = 0;
-				q.key = bin(from, k->len + 1);
-			}
-		}
-		etcdserverpb__range_response__free_unpacked(r, NULL);
+		DECODED(&b, zs_etcd_dec_range_page(b.data, b.len, fn, ctx, &q.revision, &next, err));
+		zs_buf_release(&from); /* the page's first key, read */
+		from = next;
+		more = !st && from.len;
+		q.key = bin(from.data, from.len);
 	}
 	*rev = q.revision;
 	free(end);
-	free(from);
+	zs_buf_release(&from);
 	return st;
 }
 
@@ -418,13 +356,7 @@ enum zs_status zs_etcd_txn(struct zs_etcd *e, const void *fence_key, size_t fenc
 	q.success = rop;
 	if ((st = call(e, "/etcdserverpb.KV/Txn", &q.base, &b, err)))
 		goto out;
-	Etcdserverpb__TxnResponse *r = etcdserverpb__txn_response__unpack(NULL, b.len, b.data);
-	zs_buf_release(&b);
-	if (!r)
-		st = zs_fail(err, ZS_EPROTO, "etcd sent a malformed txn_response message");
-	else if (!r->succeeded)
-		st = zs_fail(err, ZS_ESTATE, "etcd refused the write: this coordinator no longer leads");
-	etcdserverpb__txn_response__free_unpacked(r, NULL);
+	DECODED(&b, zs_etcd_dec_txn(b.data, b.len, err));
 out:
 	for (size_t i = 0; o && i < n; i++)
 		free(o[i].end);

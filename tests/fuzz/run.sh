@@ -17,7 +17,8 @@ set -u
 b=$1 secs=$2
 shift 2
 root=$(cd "$(dirname "$0")/../.." && pwd)
-mkdir -p "$b/corpus/wire" "$b/corpus/rpc" "$b/corpus/safetensors" "$b/corpus/spec" "$b/findings"
+mkdir -p "$b/corpus/wire" "$b/corpus/rpc" "$b/corpus/safetensors" "$b/corpus/spec" \
+	"$b/corpus/etcd" "$b/corpus/config" "$b/findings"
 "$b/fuzz/seeds" "$b/corpus" || { echo "fuzz: the seed writer failed"; exit 1; }
 rc=0 line=""
 for t in "$@"; do

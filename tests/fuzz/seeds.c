@@ -4,6 +4,7 @@
  *   DIR/wire/   whole trainer connections: HELLO, GATHER, PUSH, HPARAMS, WORLD
  *   DIR/rpc/    one valid message per main decoder (first byte: which)
  *   DIR/safetensors/  files from the writer zshardctl export uses
+ *   DIR/etcd/   etcd's answers as etcd sends them (first byte: which)
  * The seeds are made by zshard's own encoders, so they follow the format
  * as it is today.
  */
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "ctrl/codec.h"
+#include "gen/etcd.pb-c.h"
 #include "model/hparams.h"
 #include "model/placement.h"
 #include "net/wire.h"
@@ -164,6 +166,66 @@ static void safetensors(void)
 		exit(1);
 }
 
+/* one etcd answer: the selector byte fuzz_etcd.c reads, then the message */
+static void etcd1(int which, const char *name, const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *b = malloc(n + 1);
+	if (!b)
+		exit(1);
+	b[0] = (uint8_t)which;
+	protobuf_c_message_pack(m, b + 1);
+	put("etcd", name, b, n + 1);
+	free(b);
+}
+
+static void etcd(void)
+{
+	Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+	Etcdserverpb__LeaseGrantResponse g = ETCDSERVERPB__LEASE_GRANT_RESPONSE__INIT;
+	Etcdserverpb__LeaseKeepAliveResponse k = ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
+	Etcdserverpb__KeyValue kv[2] = {ETCDSERVERPB__KEY_VALUE__INIT, ETCDSERVERPB__KEY_VALUE__INIT};
+	Etcdserverpb__KeyValue *kvs[2] = {&kv[0], &kv[1]};
+	Etcdserverpb__RangeResponse r = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+	Etcdserverpb__ResponseOp op = ETCDSERVERPB__RESPONSE_OP__INIT, *ops[1] = {&op};
+	Etcdserverpb__TxnResponse t = ETCDSERVERPB__TXN_RESPONSE__INIT;
+
+	h.revision = 42;
+	g.header = &h;
+	g.id = 7;
+	g.ttl = 5;
+	etcd1(0, "lease-grant", &g.base);
+	k.header = &h;
+	k.id = 7;
+	k.ttl = 5;
+	etcd1(1, "keepalive", &k.base);
+	kv[0].key = (ProtobufCBinaryData){4, (uint8_t *)"/z/a"};
+	kv[0].value = (ProtobufCBinaryData){3, (uint8_t *)"one"};
+	kv[0].create_revision = 40;
+	kv[0].lease = 7;
+	kv[1].key = (ProtobufCBinaryData){4, (uint8_t *)"/z/b"};
+	kv[1].value = (ProtobufCBinaryData){3, (uint8_t *)"two"};
+	kv[1].create_revision = 41;
+	r.header = &h;
+	r.n_kvs = 1;
+	r.kvs = kvs;
+	r.count = 1;
+	etcd1(2, "get", &r.base);
+	op.response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE;
+	op.response_range = &r;
+	t.header = &h;
+	t.succeeded = 1;
+	t.n_responses = 1;
+	t.responses = ops;
+	etcd1(3, "create", &t.base);
+	r.n_kvs = 2;
+	r.count = 3;
+	r.more = 1;
+	etcd1(4, "range-page", &r.base);
+	t.n_responses = 0;
+	etcd1(5, "txn", &t.base);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -174,5 +236,6 @@ int main(int argc, char **argv)
 	wire();
 	rpcs();
 	safetensors();
+	etcd();
 	return 0;
 }
