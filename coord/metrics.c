@@ -111,6 +111,26 @@ static uint32_t degraded(const struct coord *c, const struct zs_job *j)
 	return n;
 }
 
+/* The job's registered readers, and the versions they hold pinned (each
+ * version once); caller holds c->mu. */
+static void readers_count(const struct coord *c, const char *job, uint32_t *readers,
+			  uint32_t *versions)
+{
+	*readers = *versions = 0;
+	for (const struct rdr *r = c->readers; r; r = r->next) {
+		bool seen = false;
+		if (strcmp(r->job, job))
+			continue;
+		(*readers)++;
+		if (!r->i.pinned)
+			continue;
+		for (const struct rdr *q = c->readers; q != r && !seen; q = q->next)
+			seen = !strcmp(q->job, job) && q->i.pinned && q->i.step == r->i.step &&
+			       q->i.timeline == r->i.timeline;
+		*versions += !seen;
+	}
+}
+
 /* The gauges an operator's dashboard and alerts need beyond the basics:
  * the newest committed checkpoint's time and the interval, replicas
  * degraded, weight readers and their versions, and the step's split (the
@@ -138,7 +158,7 @@ static void job_more(struct coord *c, struct zs_metrics *m, const struct zs_job 
 	job_gauge(m, names[2],
 		  "Shards with fewer live, seeded copies than the job's replicas (0 without replicas): the next loss of one rolls the job back.",
 		  l, degraded(c, j));
-	coord_readers_count(c, j->spec.name, &readers, &versions);
+	readers_count(c, j->spec.name, &readers, &versions);
 	job_gauge(m, names[3], "Weight readers registered (include/zshard_reader.h).", l, readers);
 	job_gauge(m, names[4], "Versions the job's readers hold pinned.", l, versions);
 	for (struct sreports *r = c->reports; r; r = r->next) {

@@ -28,13 +28,6 @@
 
 #define READER_LEASE_MS 10000
 
-struct rdr {
-	char job[ZS_JOB_NAME_MAX];
-	struct zs_reader_info i;
-	int64_t seen_ms;
-	struct rdr *next;
-};
-
 static void drop_where(struct coord *c, const char *job, uint64_t id, int64_t older_than)
 {
 	for (struct rdr **p = &c->readers; *p;) {
@@ -247,21 +240,4 @@ void coord_h_readers(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 out:
 	pthread_mutex_unlock(&c->mu);
 	free(v);
-}
-
-void coord_readers_count(struct coord *c, const char *job, uint32_t *readers, uint32_t *versions)
-{
-	*readers = *versions = 0;
-	for (struct rdr *r = c->readers; r; r = r->next) {
-		bool seen = false;
-		if (strcmp(r->job, job))
-			continue;
-		(*readers)++;
-		if (!r->i.pinned)
-			continue;
-		for (struct rdr *q = c->readers; q != r && !seen; q = q->next)
-			seen = !strcmp(q->job, job) && q->i.pinned && q->i.step == r->i.step &&
-			       q->i.timeline == r->i.timeline;
-		*versions += !seen;
-	}
 }

@@ -107,6 +107,14 @@ struct norm_done {
 };
 
 /* A restore or a delete some servers still have to carry out (in memory). */
+/* A weight reader as registered (readers.c; metrics.c counts them). */
+struct rdr {
+	char job[ZS_JOB_NAME_MAX];
+	struct zs_reader_info i;
+	int64_t seen_ms;
+	struct rdr *next;
+};
+
 struct ctask {
 	struct zs_task t;
 	uint64_t *pending; /* server ids */
@@ -339,7 +347,14 @@ enum zs_status coord_enc_record(const struct zs_job *j, struct zs_buf *b);
 void coord_record_set(struct coord *c, const char *name, struct zs_buf *b);
 enum zs_status coord_save_server(struct coord *c, const struct zs_server_info *s,
 				  uint64_t next_id, struct zs_error *err);
+/* Deletes server id's record (decommission.c forgets the rest). */
+enum zs_status coord_delete_server(struct coord *c, uint64_t id, struct zs_error *err);
 struct zs_checkpoint *coord_find_ckpt(struct coord *c, const char *job, uint64_t id);
+/* Forgets checkpoint k of job j (NULL: a job gone): the catalog first
+ * (failing that, nothing changes), then a delete task for its servers,
+ * then memory; the record moves into *gone (the caller releases it). */
+enum zs_status coord_forget_ckpt(struct coord *c, struct zs_job *j, struct zs_checkpoint *k,
+				 struct zs_checkpoint *gone, struct zs_error *err);
 /* Commits a checkpoint's record, what changes as servers report (or its
  * deletion, with its placement and blobs), with the id counter. */
 enum zs_status coord_save_ckpt(struct coord *c, const struct zs_checkpoint *k, bool del,
@@ -358,6 +373,8 @@ enum zs_status coord_load(struct coord *c, struct zs_error *err);
 void coord_free_state(struct coord *c);
 
 /* members.c */
+/* decommission.c: RemoveServer */
+void coord_h_remove_server(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
 void coord_h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		       size_t n);
 void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
@@ -560,9 +577,7 @@ void coord_drop_readers(struct coord *c, const char *job); /* NULL: every job's 
 /* Whether a reader of job heard from within its lease pins version (a
  * checkpoint's: ZS_VERSION_CKPT | id): retirement passes it by. */
 bool coord_reader_holds(struct coord *c, const char *job, uint64_t version);
-/* The job's registered readers, and the versions they hold pinned (each
- * version once); caller holds c->mu. */
-void coord_readers_count(struct coord *c, const char *job, uint32_t *readers, uint32_t *versions);
+
 
 /* comms.c */
 void coord_h_comm_id(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n);
