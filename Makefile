@@ -149,7 +149,7 @@ TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 # (zshardctl man) and zshard-local's --help text (man -l build/man/X.1)
 MAN_PAGES := $(addprefix $(BUILD)/man/,zshard-server.1 zshard-coordinator.1 zshardctl.1 \
 	     zshard-local.1)
-.PHONY: all native wheel check check-layers check-env check-exports check-version check-man check-install check-foreign test-rdma test-gpu test-faults asan demo gpt torch-venv bench fuzz fuzz-bins \
+.PHONY: all native wheel check check-layers check-env check-exports check-version check-man check-install check-foreign test-rdma test-gpu test-faults test-ops asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS) $(MAN_PAGES)
@@ -489,6 +489,12 @@ CHECK_FAULTS_SHM ?= --seed 1 --steps 60 --transport shm --trial trainer:25 --tri
 # a standby killed (FAULTS="--etcd --trials 20" for drawn ones)
 CHECK_FAULTS_HA ?= --etcd --seed 1 --steps 150 --trial leader:30 --trial lpause:60 --trial etcd:40 \
 	--trial standby:20
+# the runbooks of docs/operations.md, each run step by step by its test
+# (tests/ops/; make check runs the decommission one)
+OPS_TESTS := certs upgrade decommission backup
+test-ops: $(BINS) $(BUILD)/bin/charlm
+	@sh tests/ops/run.sh $(abspath $(BUILD)/bin) $(OPS_TESTS)
+
 test-faults: $(BINS) $(BUILD)/bin/charlm
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(FAULTS)
 

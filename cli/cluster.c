@@ -16,6 +16,31 @@
 
 /* ------------------------------------------------------------- servers */
 
+/* servers remove ID [--drop-checkpoints] */
+static int remove_server(struct ctx *x, const struct cli_args *ca)
+{
+	struct zs_error err = {0};
+	char dropped[4096];
+	uint32_t n = 0;
+	uint64_t id;
+	int r;
+
+	if (ca->n_pos != 2 || strcmp(ca->pos[0], "remove"))
+		return cli_usage_err("servers", "want: servers [--json], or servers remove ID");
+	if (zs_parse_u64(ca->pos[1], 1, UINT64_MAX, &id, &err))
+		return cli_usage_err("servers", "remove: the server's id: %s", err.msg);
+	if ((r = cli_open_coord(x)))
+		return r;
+	if (zs_coord_remove_server(x->c, id, cli_get(&cmd_servers, ca, "drop-checkpoints") != NULL,
+				   dropped, sizeof dropped, &n, &err))
+		return cli_die("%s", err.msg);
+	printf("server %llu removed from the cluster for good", (unsigned long long)id);
+	if (n)
+		printf("; checkpoints deleted with it: %s", dropped);
+	printf("\n");
+	return 0;
+}
+
 static int c_servers(struct ctx *x, int argc, char **argv)
 {
 	struct zs_error err = {0};
@@ -24,8 +49,10 @@ static int c_servers(struct ctx *x, int argc, char **argv)
 	struct cli_args ca;
 	int json, r;
 
-	if ((r = cli_parse(&cmd_servers, argc, argv, 0, &ca)))
+	if ((r = cli_parse(&cmd_servers, argc, argv, 2, &ca)))
 		return r < 0 ? 0 : r;
+	if (ca.n_pos)
+		return remove_server(x, &ca);
 	json = cli_get(&cmd_servers, &ca, "json") != NULL;
 	if ((r = cli_open_coord(x)))
 		return r;
@@ -259,7 +286,21 @@ static const struct zs_opt rdma_flags[] = {
 	{0},
 };
 
-const struct cmd cmd_servers = {"servers", "[--json]", "List shard servers: id, address, up/down, capacity, bytes placed, transports.", c_servers, json_only};
+static const struct zs_opt servers_flags[] = {
+	CLI_FLAG_JSON,
+	{"drop-checkpoints", ZS_OPT_FLAG, 0, 0, NULL, false, 0, NULL,
+	 "remove: delete the checkpoints whose records it holds"},
+	{0},
+};
+
+const struct cmd cmd_servers = {"servers", "[--json] | remove ID [--drop-checkpoints]",
+	"List shard servers: id, address, up/down, capacity, bytes placed, transports.\n"
+	"remove ID: take a server out of the cluster for good (a drained one: see\n"
+	"the decommission runbook in docs/operations.md). Refused, naming what\n"
+	"still needs it, while it is up, holds a job's shards (zshardctl rebalance\n"
+	"moves them), or holds records of checkpoints a rollback or restore would\n"
+	"read there (rebalance takes one on the job's new servers; delete the\n"
+	"others, or --drop-checkpoints deletes them with it).", c_servers, servers_flags};
 
 const struct cmd cmd_status = {"status", "[--server HOST:PORT] [--json]", "The coordinator's status, or a shard server's.", c_status, status_flags};
 

@@ -42,6 +42,7 @@ static json_t *job_json_brief(const struct zs_job *j)
 			    json_integer(j->spec.rank_wait_ms ? j->spec.rank_wait_ms : ZS_RANK_WAIT_MS));
 	json_object_set_new(o, "data_tls", json_boolean(j->spec.data_tls));
 	json_object_set_new(o, "buffers", json_integer(j->spec.buffers));
+	json_object_set_new(o, "restore_error", json_string(j->restore_error));
 	json_object_set_new(o, "readers",
 			    json_pack("{s:i, s:i}", "pins", (int)j->spec.reader_pins, "idle_ms",
 				      (int)(j->spec.reader_idle_ms ? j->spec.reader_idle_ms
@@ -391,7 +392,7 @@ static int c_placement(struct ctx *x, int argc, char **argv)
 			const struct zs_unit *un = &j.spec.layout.units[sh->unit];
 			json_array_append_new(
 				shards,
-				json_pack("{s:i, s:s, s:i, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:b}",
+				json_pack("{s:i, s:s, s:i, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:b, s:b}",
 					  "unit", (int)sh->unit, "unit_name", un->name,
 					  "shard", (int)sh->index,
 					  "role", sh->copy ? "replica" : "primary",
@@ -401,7 +402,9 @@ static int c_placement(struct ctx *x, int argc, char **argv)
 					  "length", (json_int_t)sh->length,
 					  "padded", (json_int_t)sh->padded,
 					  "bytes", (json_int_t)(sh->length * zs_dtype_size(un->dtype)),
-					  "frozen", zs_shard_marks(&j.spec, sh)));
+					  "frozen", zs_shard_marks(&j.spec, sh),
+					  /* a rebuilt copy its primary has not seeded yet */
+					  "seeding", sh->fresh != 0));
 		}
 		cli_json_print(json_pack("{s:s, s:I, s:i, s:o, s:o}", "job", j.spec.name,
 				     "epoch", (json_int_t)j.placement.epoch, "stage",
@@ -416,7 +419,7 @@ static int c_placement(struct ctx *x, int argc, char **argv)
 			const struct zs_unit *un = &j.spec.layout.units[sh->unit];
 			char b[32];
 			printf("%-24.24s %5u %-8s %6llu %-22s %12llu %12llu %12s %s\n", un->name,
-			       sh->index, sh->copy ? "replica" : "primary",
+			       sh->index, sh->fresh ? "seeding" : sh->copy ? "replica" : "primary",
 			       (unsigned long long)sh->server_id,
 			       addr_of(s, n_s, sh->server_id),
 			       (unsigned long long)sh->offset,
@@ -568,30 +571,18 @@ static int servers_up(struct ctx *x, const char *name)
 	return r;
 }
 
-/*
- * A job stopped cleanly keeps its state on its servers only: before a
- * rebalance moves it, a checkpoint of that step (taken at once: the servers
- * are there) carries it. Waits for the checkpoint to commit.
- */
-static int checkpoint_state(struct ctx *x, const char *name)
+/* A checkpoint of the job's state at step (no trainer: its servers take it
+ * at once), waited for until committed; why: what it is for. */
+static int checkpoint_now(struct ctx *x, const char *name, uint64_t step, const char *why)
 {
 	struct zs_error err = {0};
 	struct zs_checkpoint k;
-	struct zs_job j;
-	uint64_t step, id;
+	uint64_t id;
 	int64_t t0 = zs_now_ms();
 
-	if (zs_coord_get_job(x->c, name, &j, &err))
-		return cli_die("%s", err.msg);
-	step = j.stopped_step;
-	if (!step || j.n_trainers) { /* nothing to take, or refused below */
-		zs_job_release(&j);
-		return 0;
-	}
-	zs_job_release(&j);
 	if (zs_coord_create_ckpt(x->c, name, step, &k, &err))
-		return cli_die("a checkpoint of step %llu to carry the job's state: %s",
-			       (unsigned long long)step, err.msg);
+		return cli_die("a checkpoint of step %llu %s: %s", (unsigned long long)step, why,
+			       err.msg);
 	id = k.id;
 	while (k.state == ZS_CKPT_PENDING && zs_now_ms() - t0 < wait_ms(x)) {
 		zs_checkpoint_release(&k);
@@ -600,17 +591,35 @@ static int checkpoint_state(struct ctx *x, const char *name)
 			return cli_die("%s", err.msg);
 	}
 	if (k.state != ZS_CKPT_COMMITTED) {
-		int r = cli_die("checkpoint %llu of step %llu, to carry the job's state, %s%s%s",
-				(unsigned long long)id, (unsigned long long)step,
+		int r = cli_die("checkpoint %llu of step %llu, %s, %s%s%s", (unsigned long long)id,
+				(unsigned long long)step, why,
 				k.state == ZS_CKPT_FAILED ? "failed" : "did not commit in time",
 				k.error[0] ? ": " : "", k.error);
 		zs_checkpoint_release(&k);
 		return r;
 	}
 	zs_checkpoint_release(&k);
-	printf("job %s: checkpoint %llu holds its state of step %llu\n", name,
-	       (unsigned long long)id, (unsigned long long)step);
+	printf("job %s: checkpoint %llu holds its state of step %llu (%s)\n", name,
+	       (unsigned long long)id, (unsigned long long)step, why);
 	return 0;
+}
+
+/*
+ * A job stopped cleanly keeps its state on its servers only: before a
+ * rebalance moves it, a checkpoint of that step (taken at once: the servers
+ * are there) carries it. Waits for the checkpoint to commit.
+ */
+static int checkpoint_state(struct ctx *x, const char *name)
+{
+	struct zs_error err = {0};
+	struct zs_job j;
+	uint64_t step;
+
+	if (zs_coord_get_job(x->c, name, &j, &err))
+		return cli_die("%s", err.msg);
+	step = j.n_trainers ? 0 : j.stopped_step; /* nothing to take, or refused below */
+	zs_job_release(&j);
+	return step ? checkpoint_now(x, name, step, "to carry the job's state") : 0;
 }
 
 static int c_rebalance(struct ctx *x, int argc, char **argv)
@@ -662,10 +671,15 @@ static int c_rebalance(struct ctx *x, int argc, char **argv)
 				    (unsigned long long)id, (long long)wait_ms(x));
 		else if (j.restore_error[0])
 			r = cli_die("the state's move failed: %s", j.restore_error);
-		else
+		else {
 			printf("job %s: its state of step %llu moved with it (checkpoint %llu)\n",
 			       j.spec.name, (unsigned long long)j.restored_step,
 			       (unsigned long long)id);
+			/* the checkpoint it moved with has its records where the
+			 * job was: one on its new servers is what a rollback reads
+			 * from now on, so that the old ones can go */
+			r = checkpoint_now(x, pos[0], j.restored_step, "on its new servers");
+		}
 	}
 	zs_job_release(&j);
 	return r;
@@ -701,7 +715,7 @@ const struct cmd cmd_job = {"job", "create FILE.json | show NAME | stop NAME | r
 	 "'checkpoint list NAME --all' and restored only by id, into a job of\n"
 	 "the name with the same layout.", c_job, job_flags};
 
-const struct cmd cmd_placement = {"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes;\nwith replicas, each copy and its role (primary or replica).", c_placement, json_only};
+const struct cmd cmd_placement = {"placement", "JOB [--json]", "Show which server owns each shard of each unit: offset, length, bytes;\nwith replicas, each copy and its role (primary, replica, or seeding: a\nrebuilt copy its primary has not filled yet).", c_placement, json_only};
 
 const struct cmd cmd_stage = {"stage", "JOB [1|2|3]", "Print the job's ZeRO stage, or set it (trainers pick it up at\ntheir next step boundary).", c_stage, NULL};
 

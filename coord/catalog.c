@@ -213,6 +213,14 @@ enum zs_status coord_save_server(struct coord *c, const struct zs_server_info *s
 	return st;
 }
 
+enum zs_status coord_delete_server(struct coord *c, uint64_t id, struct zs_error *err)
+{
+	uint8_t k[8];
+
+	id_key(id, k);
+	return commit_record(c, T_SERVERS, k, 8, NULL, NULL, 0, err);
+}
+
 static size_t ckpt_key(const char *job, uint64_t id, uint8_t *k)
 {
 	size_t n = strlen(job);

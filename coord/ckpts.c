@@ -12,8 +12,8 @@
  * the placement it was taken on, then memory. The record moves into *gone
  * (the caller releases it).
  */
-static enum zs_status forget_ckpt(struct coord *c, struct zs_job *j, struct zs_checkpoint *k,
-				  struct zs_checkpoint *gone, struct zs_error *err)
+enum zs_status coord_forget_ckpt(struct coord *c, struct zs_job *j, struct zs_checkpoint *k,
+				 struct zs_checkpoint *gone, struct zs_error *err)
 {
 	size_t i = (size_t)(k - c->ck.list);
 	enum zs_status st = coord_save_ckpt(c, k, true, err);
@@ -72,7 +72,7 @@ void coord_enforce_keep(struct coord *c, struct zs_job *j)
 			i++;
 			continue;
 		}
-		if (forget_ckpt(c, j, k, &gone, &e)) {
+		if (coord_forget_ckpt(c, j, k, &gone, &e)) {
 			zs_warn("cannot retire checkpoint %llu of job '%s': %s",
 				(unsigned long long)k->id, k->job, e.msg);
 			return;
@@ -113,7 +113,7 @@ void coord_job_deleted(struct coord *c, struct zs_job *j, bool keep, uint32_t *d
 			i++;
 			continue;
 		}
-		if (forget_ckpt(c, j, k, &gone, &e)) {
+		if (coord_forget_ckpt(c, j, k, &gone, &e)) {
 			zs_warn("job '%s' deleted, but its checkpoint %llu cannot be: %s (it stays, out of any later job's reach)",
 				k->job, (unsigned long long)k->id, e.msg);
 			(*kept)++;
@@ -144,7 +144,7 @@ void coord_prune_failed(struct coord *c, struct zs_job *j)
 			i++;
 			continue;
 		}
-		if (forget_ckpt(c, j, k, &gone, &e)) {
+		if (coord_forget_ckpt(c, j, k, &gone, &e)) {
 			zs_warn("cannot prune failed checkpoint %llu of job '%s': %s",
 				(unsigned long long)k->id, k->job, e.msg);
 			return;
@@ -182,9 +182,13 @@ void coord_h_create_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		goto out;
 	}
 	/* every rank may ask for the same step: one checkpoint (of this
-	 * incarnation: an earlier job's of the name at that step is not it) */
+	 * incarnation: an earlier job's of the name at that step is not it;
+	 * and of this placement: one of the step taken before a rebalance
+	 * has its records on the servers the job left, and zshardctl
+	 * rebalance asks for one on the new ones) */
 	for (size_t i = 0; i < c->ck.n; i++)
 		if (coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].step == step &&
+		    c->ck.list[i].epoch == j->placement.epoch &&
 		    c->ck.list[i].state != ZS_CKPT_FAILED) {
 			coord_reply_ckpt(call, &c->ck.list[i]);
 			goto out;
@@ -263,7 +267,7 @@ void coord_h_delete_ckpt(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 			    (unsigned long long)id, job);
 		goto out;
 	}
-	if (forget_ckpt(c, j, k, &gone, &e)) {
+	if (coord_forget_ckpt(c, j, k, &gone, &e)) {
 		coord_reply_err(call, &e);
 		goto out;
 	}

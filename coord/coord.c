@@ -33,6 +33,7 @@ static const struct zs_rpc_method methods[] = {
 	{ZS_M_READER, coord_h_reader},         {ZS_M_READERS, coord_h_readers},
 	{ZS_M_DROPPED_RANKS, coord_h_dropped_ranks},
 	{ZS_M_RESIZE_JOB, coord_h_resize_job},
+	{ZS_M_REMOVE_SERVER, coord_h_remove_server},
 };
 
 /* The configuration's bounds and what it must name. */

@@ -337,6 +337,14 @@ enum zs_status zs_dec_task_done(const uint8_t *p, size_t n, uint64_t *server_id,
 				size_t error_len, uint64_t *bytes, struct zs_error *err);
 
 /* Rebalance: a job name and, optionally, the servers to place it over */
+/* RemoveServer: the server, and whether its checkpoints' records may go;
+ * its reply: the checkpoints deleted, joined by "; " into text (cap). */
+enum zs_status zs_enc_remove_server(uint64_t id, bool drop, struct zs_buf *out);
+enum zs_status zs_dec_remove_server(const uint8_t *p, size_t n, uint64_t *id, bool *drop,
+				    struct zs_error *err);
+enum zs_status zs_enc_removed(char *const *dropped, uint32_t n, struct zs_buf *out);
+enum zs_status zs_dec_removed(const uint8_t *p, size_t n, char *text, size_t cap,
+			      uint32_t *n_dropped, struct zs_error *err);
 enum zs_status zs_enc_rebalance(const char *name, const uint64_t *servers, uint32_t n,
 				struct zs_buf *out);
 enum zs_status zs_dec_rebalance(const uint8_t *p, size_t n, char name[ZS_JOB_NAME_MAX],

@@ -402,3 +402,46 @@ enum zs_status zs_dec_coord_status(const uint8_t *p, size_t n,
 	DONE(coordinator_status_reply);
 	return st;
 }
+
+enum zs_status zs_enc_remove_server(uint64_t id, bool drop, struct zs_buf *out)
+{
+	Zshard__RemoveServerRequest m = ZSHARD__REMOVE_SERVER_REQUEST__INIT;
+	struct arena a = {0};
+	m.id = id;
+	m.drop_checkpoints = drop;
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_remove_server(const uint8_t *p, size_t n, uint64_t *id, bool *drop,
+				    struct zs_error *err)
+{
+	UNPACK(Zshard__RemoveServerRequest, remove_server_request, p, n, err);
+	*id = m->id;
+	*drop = m->drop_checkpoints;
+	DONE(remove_server_request);
+	return ZS_OK;
+}
+
+enum zs_status zs_enc_removed(char *const *dropped, uint32_t n, struct zs_buf *out)
+{
+	Zshard__RemoveServerReply m = ZSHARD__REMOVE_SERVER_REPLY__INIT;
+	struct arena a = {0};
+	m.n_dropped = n;
+	m.dropped = (char **)dropped;
+	return pb_pack(&a, &m.base, out);
+}
+
+enum zs_status zs_dec_removed(const uint8_t *p, size_t n, char *text, size_t cap,
+			      uint32_t *n_dropped, struct zs_error *err)
+{
+	size_t at = 0;
+
+	UNPACK(Zshard__RemoveServerReply, remove_server_reply, p, n, err);
+	*n_dropped = (uint32_t)m->n_dropped;
+	text[0] = '\0';
+	for (size_t i = 0; i < m->n_dropped && at < cap; i++)
+		at += (size_t)snprintf(text + at, cap - at, "%s%s", i ? "; " : "",
+				       m->dropped[i] ? m->dropped[i] : "");
+	DONE(remove_server_reply);
+	return ZS_OK;
+}

@@ -707,3 +707,16 @@ enum zs_status zs_coord_raw(struct zs_coord_client *c, const char *path,
 	free(resp);
 	return st;
 }
+
+enum zs_status zs_coord_remove_server(struct zs_coord_client *c, uint64_t id, bool drop,
+				      char *dropped, size_t cap, uint32_t *n_dropped,
+				      struct zs_error *err)
+{
+	struct zs_buf req, resp;
+	enum zs_status st = call(c, ZS_M_REMOVE_SERVER, zs_enc_remove_server(id, drop, &req), &req,
+				 &resp, err);
+	if (!st)
+		st = zs_dec_removed(resp.data, resp.len, dropped, cap, n_dropped, err);
+	zs_buf_release(&resp);
+	return st;
+}

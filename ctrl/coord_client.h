@@ -65,6 +65,12 @@ enum zs_status zs_coord_get_job_token(struct zs_coord_client *c, const char *nam
 				      struct zs_job *job, struct zs_error *err);
 enum zs_status zs_coord_jobs(struct zs_coord_client *c, struct zs_job **jobs,
 			     uint32_t *n_jobs, struct zs_error *err);
+/* Removes server id from the cluster for good (it must be down and hold
+ * nothing a job needs: the coordinator says what); drop: the checkpoints
+ * with records on it are deleted (listed into dropped, cap bytes). */
+enum zs_status zs_coord_remove_server(struct zs_coord_client *c, uint64_t id, bool drop,
+				      char *dropped, size_t cap, uint32_t *n_dropped,
+				      struct zs_error *err);
 /* Deletes a job and its checkpoints (their records on the servers too). */
 enum zs_status zs_coord_delete_job(struct zs_coord_client *c, const char *name,
 				   struct zs_job *job, struct zs_error *err);

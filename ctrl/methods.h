@@ -35,6 +35,7 @@
 #define ZS_M_RESIZE_JOB ZS_COORD_SVC "ResizeJob"
 #define ZS_M_READER ZS_COORD_SVC "Reader"
 #define ZS_M_READERS ZS_COORD_SVC "Readers"
+#define ZS_M_REMOVE_SERVER ZS_COORD_SVC "RemoveServer"
 
 #define ZS_M_SERVER_STATUS "/zshard.Server/Status"
 #define ZS_M_SERVER_SNAPSHOT "/zshard.Server/Snapshot"

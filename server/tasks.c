@@ -31,13 +31,19 @@ static enum zs_status slice(struct restore_ctx *x, const struct zs_shard *os, ui
 			addr = x->srv[i].addr;
 	if (!addr)
 		return zs_fail(err, ZS_EUNAVAIL,
-			       "server %llu, which holds unit %u shard %u of the checkpoint, is not registered",
-			       (unsigned long long)os->server_id, os->unit, os->index);
+			       "server %llu, which holds unit %u shard %u of checkpoint %llu, is not registered (removed from the cluster?): restore a checkpoint whose servers are all up (zshardctl checkpoint list %s; checkpoint restore %s ID)",
+			       (unsigned long long)os->server_id, os->unit, os->index,
+			       (unsigned long long)x->t->id, x->t->job, x->t->job);
 	struct zs_read_ckpt r = {.id = x->t->id, .offset = off, .length = len,
 				 .unit = os->unit, .index = os->index, .array = array};
 	snprintf(r.job, sizeof r.job, "%s", x->t->job);
 	enum zs_status st = zs_server_read_ckpt(addr, 30000, &r, out, step, err);
-	if (st)
+	if (st == ZS_EUNAVAIL)
+		zs_error_prefix(err,
+				"checkpoint %llu's records of unit %u shard %u are on server %llu, which cannot be reached: start it again, or restore a checkpoint whose servers are all up (zshardctl checkpoint list %s; checkpoint restore %s ID)",
+				(unsigned long long)x->t->id, os->unit, os->index,
+				(unsigned long long)os->server_id, x->t->job, x->t->job);
+	else if (st)
 		zs_error_prefix(err, "reading the checkpoint from server %llu",
 				(unsigned long long)os->server_id);
 	return st;
