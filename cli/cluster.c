@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "base/util.h"
+#include "ctrl/tls.h"
 #include "gpu/coll.h"
 #include "gpu/dev.h"
 #include "rdma/rdma.h"
@@ -197,7 +198,9 @@ static int c_status(struct ctx *x, int argc, char **argv)
 			       s.servers_up, s.servers_down, s.lease_ms, s.jobs,
 			       (unsigned long long)s.assign_gen);
 		if (!json && s.metrics_addr[0])
-			printf("metrics: http://%s/metrics\n", s.metrics_addr);
+			/* with mutual TLS the daemons serve them over https only */
+			printf("metrics: %s://%s/metrics\n", zs_tls_on() ? "https" : "http",
+			       s.metrics_addr);
 	}
 	return 0;
 }

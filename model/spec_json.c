@@ -1,6 +1,7 @@
 /* spec_json.c - job spec from JSON through jansson (see spec_json.h). */
 #include "model/spec_json.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -467,9 +468,15 @@ enum zs_status zs_spec_load(const char *path, struct zs_job_spec *spec,
 	json_error_t jerr;
 	json_t *root;
 
-	if (!strcmp(path, "-"))
+	if (!strcmp(path, "-")) {
 		root = json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr);
-	else
-		root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	} else {
+		FILE *f = fopen(path, "r");
+		if (!f) /* (jansson's "line -1 column -1: unable to open") */
+			return zs_fail(err, ZS_EINVAL, "job spec %s: cannot read it: %s", path,
+				       strerror(errno));
+		root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+		fclose(f);
+	}
 	return from_json(root, &jerr, path, spec, err);
 }

@@ -91,4 +91,8 @@ for want in "bad2.conf:1: unknown key 'server.data_dri': did you mean 'server.da
 	"bad2.conf:6: want KEY = VALUE" "bad2.conf: 6 mistakes"; do
 	grep -qF "$want" "$dir/bad2.log" || fail "config check did not say '$want': $(cat "$dir/bad2.log")"
 done
+# a spec file that is not there: said plainly (jansson's "line -1 column -1")
+"$bin/zshardctl" job create "$dir/none.json" >"$dir/none.log" 2>&1 && fail "job create took no file"
+grep -q "job spec $dir/none.json: cannot read it: No such file or directory" "$dir/none.log" ||
+	fail "job create of a missing file: $(cat "$dir/none.log")"
 echo "config: passed (one file for the coordinator, the servers, zshardctl and the trainers; a flag over it wins; trained bitwise; a mistake named by line; every mistake of a file at once, with the key meant)"

@@ -100,6 +100,8 @@ print("ok")
 EOF2
 	fail "metrics over https: $(tail -3 "$dir/https.log")"
 grep -q "metrics at https://" "$dir/coord.log" || fail "the coordinator does not say it serves https"
+# shellcheck disable=SC2086
+ctl $T status | grep -q "^metrics: https://" || fail "zshardctl status does not say https: $(ctl $T status)"
 # --metrics-clients certified: only a client with a certificate of the CA
 # is answered (a second coordinator, its own data dir); without mTLS the
 # flag stops the start, saying why
