@@ -46,6 +46,9 @@ const struct zs_env_var zs_env_vars[] = {
 	{"ZSHARD_KTLS", "1", "libzshard, zshard-server",
 	 "an encrypted data plane's records (data_tls): 1, in the kernel (kernel TLS) where it has "
 	 "them, else in user space; 0, always in user space (a comparison)"},
+	{"ZSHARD_TLS_RECORDS_PER_KEY", "16777216 (2^24)", "libzshard, zshard-server",
+	 "an encrypted data plane's records sealed under one key before it is renewed (a TLS 1.3 "
+	 "KeyUpdate; RFC 8446 5.5 bounds AES-GCM at 2^24.5), 2 to 2^24: tests lower it"},
 	{"ZSHARD_FAULT", "none", "zshard-server, zshard-coordinator",
 	 "tests only: a fault point to act at (zshardctl env lists them)"},
 	{"ZSHARD_LIB", "the wheel's libzshard, else $ZSHARD_BUILD's, else the loader's", "python",

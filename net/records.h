@@ -15,6 +15,18 @@
  * Each direction has one user at a time (a connection's sender thread, or
  * its writer under a lock; its receiver thread): the two directions share
  * nothing.
+ *
+ * Keys are renewed before AES-GCM's limit (RFC 8446 5.5: 2^24.5 full
+ * records per key): a direction sends a KeyUpdate (TLS 1.3's handshake
+ * message inside a record, section 4.6.3) as the last record of each
+ * 2^24 (zs_records_set_limit), then seals under the next key, derived as
+ * TLS 1.3 derives it (section 7.2: the next traffic secret from this one by
+ * HKDF-Expand-Label "traffic upd", its key and IV by "key" and "iv"; the
+ * first secret an HKDF-Extract of the handshake's exported key and IV).
+ * The receiver takes the next key at the KeyUpdate, and refuses records
+ * past the limit under one key. A direction the kernel does cannot send
+ * a KeyUpdate here: at the limit it ends the connection (EKEYEXPIRED), and
+ * the next connection's handshake brings new keys.
  */
 #ifndef ZS_NET_RECORDS_H
 #define ZS_NET_RECORDS_H
@@ -43,6 +55,12 @@ struct zs_rec_keys {
 struct zs_records *zs_records_new(const struct zs_rec_keys *tx, bool tx_kernel,
 				  const struct zs_rec_keys *rx, bool rx_kernel);
 void zs_records_free(struct zs_records *r);
+/* The records sealed under one key before it is renewed (default and
+ * bound: 2^24; tests lower it; at least 2), for records made after. */
+void zs_records_set_limit(struct zs_records *r, uint64_t records);
+/* How many times each direction renewed its key. */
+uint64_t zs_records_tx_updates(const struct zs_records *r);
+uint64_t zs_records_rx_updates(const struct zs_records *r);
 /* Which directions the kernel does. */
 bool zs_records_tx_kernel(const struct zs_records *r);
 bool zs_records_rx_kernel(const struct zs_records *r);

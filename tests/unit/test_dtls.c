@@ -6,7 +6,8 @@
  * delivered; the handshake succeeds only with the same job, role and
  * secret on both ends; a recorded client handshake replayed to the server
  * fails; records of the kernel's (where this kernel has TLS) and of user
- * space read each other.
+ * space read each other; keys are renewed (TLS 1.3 KeyUpdate) at a lowered
+ * limit, and a peer that does not renew is refused.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,6 +154,113 @@ static void test_records_round_trip(void **st)
 	free(src[1]);
 	free(dst);
 	free(dst2);
+}
+
+/* Keys are renewed before their limit (lowered here to 5 records, as
+ * ZSHARD_TLS_RECORDS_PER_KEY lowers it): 8 MiB each way cross about 130
+ * KeyUpdates per direction and arrive intact, in any split; a receiver
+ * whose limit is below the sender's refuses the record past it (a peer
+ * that does not renew its key); a KeyUpdate changed on the way is refused.
+ * (A direction the kernel does ends its connection at the limit instead:
+ * this kernel has no TLS, so that is not tried here.) */
+static void test_records_rekey(void **st)
+{
+	const size_t n = (2u << 20) + 777;
+	uint8_t *src = malloc(n), *dst = malloc(n), *back = malloc(n);
+	uint8_t wire[256], out[64];
+	int fds[2];
+	struct zs_io io[2];
+	pthread_t th[2];
+	struct pump p[2];
+	ssize_t got = 0;
+
+	(void)st;
+	for (size_t i = 0; i < n; i++)
+		src[i] = (uint8_t)(i * 2654435761u >> 11);
+	records_pair(fds, io, false, 3, 3);
+	for (int e = 0; e < 2; e++)
+		zs_records_set_limit(io[e].rec, 5);
+	p[0] = (struct pump){&io[0], src, n, -1};
+	p[1] = (struct pump){&io[1], src, n, -1};
+	assert_int_equal(pthread_create(&th[0], NULL, writer_main, &p[0]), 0);
+	assert_int_equal(pthread_create(&th[1], NULL, writer_main, &p[1]), 0);
+	for (size_t off = 0, k = 0; off < n; k++) {
+		static const size_t sizes[] = {3, 16384, 100000, 5, 16390};
+		size_t want = sizes[k % 5] < n - off ? sizes[k % 5] : n - off;
+		assert_int_equal(zs_io_read(&io[1], dst + off, want), 0);
+		off += want;
+	}
+	assert_int_equal(zs_io_read(&io[0], back, n), 0);
+	pthread_join(th[0], NULL);
+	pthread_join(th[1], NULL);
+	assert_int_equal(p[0].rc, 0);
+	assert_int_equal(p[1].rc, 0);
+	assert_memory_equal(dst, src, n);
+	assert_memory_equal(back, src, n);
+	/* at least one renewal per 4 full records (16 KiB each) */
+	for (int e = 0; e < 2; e++) {
+		assert_true(zs_records_tx_updates(io[e].rec) >= n / 16384 / 4);
+		assert_int_equal(zs_records_tx_updates(io[e].rec), zs_records_rx_updates(io[!e].rec));
+	}
+	close_pair(fds, io);
+
+	/* a receiver that allows fewer records per key than the sender uses */
+	records_pair(fds, io, false, 3, 3);
+	zs_records_set_limit(io[0].rec, 50);
+	zs_records_set_limit(io[1].rec, 4);
+	for (int w = 0; w < 10; w++) { /* 10 records, no renewal */
+		struct iovec iov = {src + 100 * w, 100};
+		assert_int_equal(zs_io_writev(&io[0], &iov, 1), 0);
+	}
+	shutdown(fds[0], SHUT_WR);
+	errno = 0;
+	assert_int_equal(zs_io_read(&io[1], dst, 4 * 100), 0); /* the 4 its limit allows */
+	assert_int_equal(zs_io_read(&io[1], dst, 100), -1);
+	assert_int_equal(errno, EBADMSG);
+	close_pair(fds, io);
+
+	/* a KeyUpdate changed on the way: what a limit of 2 sends for one
+	 * byte is a KeyUpdate, then the byte under the next key */
+	records_pair(fds, io, false, 4, 4);
+	zs_records_set_limit(io[0].rec, 2);
+	{
+		struct iovec iov = {src, 1};
+		assert_int_equal(zs_io_writev(&io[0], &iov, 1), 0);
+		iov = (struct iovec){src, 1}; /* (a write consumes its iovec) */
+		assert_int_equal(zs_io_writev(&io[0], &iov, 1), 0);
+		while (got < 2 * (5 + 1 + 1 + 16) + (5 + 5 + 1 + 16)) { /* data, KeyUpdate, data */
+			ssize_t k = recv(fds[1], wire + got, sizeof wire - (size_t)got, 0);
+			assert_true(k > 0);
+			got += k;
+		}
+		assert_int_equal(zs_records_tx_updates(io[0].rec), 1);
+	}
+	close_pair(fds, io);
+	for (int tamper = 0; tamper < 2; tamper++) {
+		uint8_t bad[256];
+		memcpy(bad, wire, (size_t)got);
+		if (tamper)
+			bad[(5 + 1 + 1 + 16) + 7] ^= 0x01; /* inside the KeyUpdate record */
+		records_pair(fds, io, false, 4, 4);
+		zs_records_set_limit(io[1].rec, 2);
+		assert_int_equal(send(fds[0], bad, (size_t)got, 0), got);
+		shutdown(fds[0], SHUT_WR);
+		memset(out, 0, sizeof out);
+		errno = 0;
+		if (tamper) {
+			assert_int_equal(zs_io_read(&io[1], out, 2), -1);
+			assert_true(errno == EBADMSG);
+		} else { /* intact: both bytes, the second under the next key */
+			assert_int_equal(zs_io_read(&io[1], out, 2), 0);
+			assert_int_equal(out[0], src[0]);
+			assert_int_equal(out[1], src[0]);
+			assert_int_equal(zs_records_rx_updates(io[1].rec), 1);
+		}
+		close_pair(fds, io);
+	}
+	free(src);
+	free(dst);
+	free(back);
 }
 
 /* The records are not the plaintext, and a byte changed on the way, or
@@ -430,6 +538,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_records_round_trip),
 		cmocka_unit_test(test_records_refuse_tampering),
+		cmocka_unit_test(test_records_rekey),
 		cmocka_unit_test(test_handshake_needs_the_secret),
 		cmocka_unit_test(test_replayed_handshake_fails),
 		cmocka_unit_test(test_kernel_and_user_space_agree),
