@@ -192,9 +192,11 @@ part readme suite readme
 part multihost suite multihost
 part deploy sh tests/deploy/check.sh "$bin" "$BUILD"
 part tls suite tls
+part rekey suite rekey
 part roles suite roles
 part options suite options
 part prometheus suite prometheus
+part decommission sh tests/ops/decommission.sh "$bin"
 part faults faults $CHECK_FAULTS
 part faults-replicas faults $CHECK_FAULTS_REPLICAS
 part faults-skew faults $CHECK_FAULTS_SKEW
