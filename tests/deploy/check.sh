@@ -66,6 +66,18 @@ elif [ -n "$dup" ]; then
 else
 	said="$said systemd: 32 default ports distinct (coordinator, 10 server instances);"
 fi
+# the files agree with each other and the guide: TLS by the drop-in alone
+# (an env example's ZSHARD_TLS_* would point DynamicUser at files it cannot
+# read), metrics on loopback by default
+if grep -q '^ZSHARD_TLS_\|^#ZSHARD_TLS_' "$root"/deploy/systemd/*.env.example; then
+	fail "an env example sets ZSHARD_TLS_*: TLS is the drop-in's (tls.conf, LoadCredential=)"
+elif ! grep -q 'LoadCredential' "$root/docs/operations.md"; then
+	fail "the operations guide does not give the units' TLS method (tls.conf, LoadCredential=)"
+elif grep -q -- '--metrics 0\.0\.0\.0\|ZSHARD_METRICS=0\.0\.0\.0' "$root"/deploy/systemd/*; then
+	fail "a unit or env example binds metrics to every address by default"
+else
+	said="$said systemd: TLS by the drop-in alone, metrics on loopback;"
+fi
 
 # kubernetes
 venv=$build/deploy-venv
