@@ -149,7 +149,7 @@ TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 # (zshardctl man) and zshard-local's --help text (man -l build/man/X.1)
 MAN_PAGES := $(addprefix $(BUILD)/man/,zshard-server.1 zshard-coordinator.1 zshardctl.1 \
 	     zshard-local.1)
-.PHONY: all native wheel check check-layers check-env check-exports check-version check-man check-install check-foreign test-rdma test-gpu test-faults test-ops asan demo gpt torch-venv bench fuzz fuzz-bins \
+.PHONY: all native wheel check check-layers check-env check-exports check-version check-man check-install check-foreign test-rdma test-gpu test-faults test-ops test-slurm asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS) $(MAN_PAGES)
@@ -494,6 +494,11 @@ CHECK_FAULTS_HA ?= --etcd --seed 1 --steps 150 --trial leader:30 --trial lpause:
 OPS_TESTS := certs upgrade decommission backup
 test-ops: $(BINS) $(BUILD)/bin/charlm
 	@sh tests/ops/run.sh $(abspath $(BUILD)/bin) $(OPS_TESTS)
+
+# deploy/slurm/zshard.sbatch run by a one-node Slurm cluster on this
+# machine (installs Slurm from Debian when missing; as root)
+test-slurm: $(BINS) $(BUILD)/bin/charlm
+	@sh tests/deploy/slurm.sh $(abspath $(BUILD)/bin)
 
 test-faults: $(BINS) $(BUILD)/bin/charlm
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(FAULTS)

@@ -191,6 +191,7 @@ part config suite config
 part readme suite readme
 part multihost suite multihost
 part deploy sh tests/deploy/check.sh "$bin" "$BUILD"
+part slurm sh tests/deploy/slurm.sh "$bin"
 part tls suite tls
 part rekey suite rekey
 part roles suite roles

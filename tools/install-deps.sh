@@ -20,8 +20,10 @@ libibverbs-dev ibverbs-providers"
 # test's certificates; shellcheck checks the Slurm script; etcd-server is
 # the etcd cluster the coordinators share in tests/integration/ha.sh and
 # tests/faults/faults.py --etcd; man-db reads the manual pages the build
-# makes (tests/lib/check-man.sh, check-install.sh)
-TEST_PKGS="prometheus clang-14 libclang-rt-14-dev openssl shellcheck etcd-server man-db"
+# makes (tests/lib/check-man.sh, check-install.sh); Slurm and munge run
+# deploy/slurm/zshard.sbatch on a one-node cluster (tests/deploy/slurm.sh)
+TEST_PKGS="prometheus clang-14 libclang-rt-14-dev openssl shellcheck etcd-server man-db \
+slurmctld slurmd slurm-client munge"
 
 tests=false check=false
 for a in "$@"; do
@@ -71,4 +73,15 @@ case "$missing_test" in
 	fi
 	;;
 esac
+# the same for Slurm's and munge's services: the Slurm test starts its own
+for svc in slurmctld slurmd munge; do
+	case " $missing_test " in
+	*" $svc "*)
+		if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled --quiet "$svc" 2>/dev/null; then
+			systemctl disable --now "$svc" >/dev/null 2>&1 &&
+				echo "zshard: $svc installed for the tests; its system service is disabled"
+		fi
+		;;
+	esac
+done
 echo "zshard: packages installed"

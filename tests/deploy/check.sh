@@ -108,6 +108,7 @@ mkdir -p "$dir/stub"
 printf '#!/bin/sh\n[ "$1 $2" = "show hostnames" ] && printf "node1\\nnode2\\n"\n' >"$dir/stub/scontrol"
 chmod +x "$dir/stub/scontrol"
 if PATH="$dir/stub:$PATH" SLURM_JOB_ID=42 SLURM_JOB_NODELIST='node[1-2]' SLURM_NTASKS_PER_NODE=8 \
+	SLURM_SUBMIT_DIR=/submit \
 	ZSHARD_SPEC="$root/examples/charlm.json" TRAIN_CMD="python3 train.py" ZSHARD_DRY_RUN=1 \
 	ZSHARD_BIN=/opt/zshard/bin bash "$s" >"$dir/dry.log" 2>&1; then
 	# one line per command (the task scripts span lines)
@@ -115,7 +116,7 @@ if PATH="$dir/stub:$PATH" SLURM_JOB_ID=42 SLURM_JOB_NODELIST='node[1-2]' SLURM_N
 		tr -s '\t' ' ' >"$dir/dry.one"
 	mv "$dir/dry.one" "$dir/dry.log"
 	grep -q "srun --nodes=1 --ntasks=1 --nodelist=node1 .*zshard-coordinator --listen 0.0.0.0:7400 --advertise node1" "$dir/dry.log" &&
-		grep -q "srun --nodes=2 --ntasks-per-node=8 .*zshard-server node1:7400 48G /var/tmp/zshard-42" "$dir/dry.log" &&
+		grep -q "srun --nodes=2 --ntasks-per-node=8 .*zshard-server node1:7400 48G /submit/zshard-state/42" "$dir/dry.log" &&
 		grep -q "zshardctl --coordinator node1:7400 job create .*charlm.json" "$dir/dry.log" &&
 		grep -q "srun --nodes=2 --ntasks-per-node=8 --kill-on-bad-exit=1 bash -c .*python3 train.py" "$dir/dry.log" &&
 		grep -q "job stop charlm" "$dir/dry.log" ||
