@@ -149,7 +149,7 @@ TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 # (zshardctl man) and zshard-local's --help text (man -l build/man/X.1)
 MAN_PAGES := $(addprefix $(BUILD)/man/,zshard-server.1 zshard-coordinator.1 zshardctl.1 \
 	     zshard-local.1)
-.PHONY: all native wheel check check-layers check-env check-exports check-version check-man check-install check-foreign test-rdma test-gpu test-faults test-ops test-slurm asan demo gpt torch-venv bench fuzz fuzz-bins \
+.PHONY: all native wheel check check-layers check-env check-exports check-version check-man check-install check-foreign test-rdma test-gpu test-faults test-ops test-slurm test-image asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
 	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS) $(MAN_PAGES)
@@ -499,6 +499,12 @@ test-ops: $(BINS) $(BUILD)/bin/charlm
 # machine (installs Slurm from Debian when missing; as root)
 test-slurm: $(BINS) $(BUILD)/bin/charlm
 	@sh tests/deploy/slurm.sh $(abspath $(BUILD)/bin)
+
+# deploy/kubernetes/Containerfile built with podman on a debootstrap'd
+# Debian 12 base (kept in $(BUILD)/image-base.tar) and run: a coordinator
+# and two servers as containers, trainers from the host (as root)
+test-image: $(BINS) $(BUILD)/bin/charlm
+	@sh tests/deploy/image.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD))/image-base.tar
 
 test-faults: $(BINS) $(BUILD)/bin/charlm
 	@ZSHARD_BIN=$(abspath $(BUILD)/bin) python3 tests/faults/faults.py $(FAULTS)

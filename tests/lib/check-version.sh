@@ -37,5 +37,12 @@ for f in "$root/README.md" "$root"/docs/*.md; do
 			esac
 		done || bad=1
 done
-[ $bad -eq 0 ] && echo "version: $v everywhere (daemons, zshardctl, libzshard, Python, docs)"
+# the image's tag in the Kubernetes manifest and the Containerfile's
+# example build
+for f in "$root/deploy/kubernetes/zshard.yaml" "$root/deploy/kubernetes/Containerfile"; do
+	for w in $(grep -oE 'zshard:[0-9]+\.[0-9]+\.[0-9]+' "$f" | sort -u); do
+		[ "$w" = "zshard:$v" ] || no "$(basename "$f") names the image $w, VERSION is $v"
+	done
+done
+[ $bad -eq 0 ] && echo "version: $v everywhere (daemons, zshardctl, libzshard, Python, docs, the image's tag)"
 exit $bad
