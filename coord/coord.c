@@ -222,6 +222,12 @@ void coord_free(struct coord *c)
 		c->nx.colls = n->next;
 		coord_norm_fail(n, ZS_EUNAVAIL, "the coordinator is stopping");
 	}
+	pthread_mutex_unlock(&c->mu);
+	zs_rpc_server_free(c->rpc);
+	/* what the handlers keep, once none can run (calls received before
+	 * the shutdown are still handled while the server drains: a step
+	 * report then kept its rank's entries past an earlier drop) */
+	pthread_mutex_lock(&c->mu);
 	while (c->reports)
 		coord_drop_reports(c, c->reports->job);
 	coord_steps_forget(c, NULL);
@@ -229,7 +235,6 @@ void coord_free(struct coord *c)
 	coord_drop_comms(c);
 	coord_drop_readers(c, NULL);
 	pthread_mutex_unlock(&c->mu);
-	zs_rpc_server_free(c->rpc);
 	coord_lead_close(c); /* no call uses the etcd client any more */
 	coord_metrics_free(c); /* the RPC server's observer is gone with it */
 	zs_kv_close(c->kv);

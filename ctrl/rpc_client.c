@@ -283,8 +283,10 @@ enum zs_status zs_rpc_invoke_ex(struct zs_rpc_client *c, const char *path,
 		if (zs_rpc_client_ready(c, timeout_ms < 1000 ? timeout_ms : 1000) &&
 		    grpc_channel_check_connectivity_state(c->ch, 0) ==
 			    GRPC_CHANNEL_TRANSIENT_FAILURE &&
-		    (tst = tls_explains(c, NULL, err)))
+		    (tst = tls_explains(c, NULL, err))) {
+			cq_put(c, cq);
 			return tst;
+		}
 		/* the call's bound includes this look */
 		timeout_ms -= (int)(zs_now_ms() - t0);
 		if (timeout_ms < 1)
