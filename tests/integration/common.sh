@@ -27,6 +27,8 @@ zs_begin() {
 	dir=$(mktemp -d "/tmp/zshard-$1-XXXXXX")
 	pids=""
 	trap zs_end EXIT
+	# a test stopped by a signal (a timeout, ^C) cleans up too
+	trap 'exit 1' INT TERM HUP
 }
 
 zs_end() {
