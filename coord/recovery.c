@@ -350,6 +350,13 @@ void coord_h_dropped_ranks(void *ctx, struct zs_rpc_call *call, const uint8_t *p
 			if (m->rank != d[i].rank || !m->session)
 				continue;
 			marked++;
+			if (d[i].back) { /* connected again: alive, whatever its lease */
+				if (m->dropped_ms)
+					zs_debug("job '%s': rank %u connected to server %llu again: not gone",
+						 j->spec.name, m->rank, (unsigned long long)sid);
+				m->dropped_ms = 0;
+				continue;
+			}
 			if (m->dropped_ms)
 				continue;
 			m->dropped_ms = now;

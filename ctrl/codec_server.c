@@ -503,6 +503,7 @@ enum zs_status zs_enc_dropped(uint64_t server_id, const struct zs_dropped *d, ui
 			r->job = (char *)d[i].job;
 			r->incarnation = d[i].incarnation;
 			r->rank = d[i].rank;
+			r->back = d[i].back;
 			m.ranks[m.n_ranks++] = r;
 		}
 	return pb_pack(&a, &m.base, out);
@@ -525,6 +526,7 @@ enum zs_status zs_dec_dropped(const uint8_t *p, size_t n, uint64_t *server_id,
 		st = pb_cpy((*d)[i].job, sizeof (*d)[i].job, m->ranks[i]->job, "job name", err);
 		(*d)[i].incarnation = m->ranks[i]->incarnation;
 		(*d)[i].rank = m->ranks[i]->rank;
+		(*d)[i].back = m->ranks[i]->back;
 		*n_d = (uint32_t)i + 1;
 	}
 	if (st) {

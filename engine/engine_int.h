@@ -281,8 +281,9 @@ struct ejob {
 	 * gen grows at every restore, which empties it */
 	struct { struct eng_answered ring[EJOB_ANSWERED_KEEP]; unsigned next; uint64_t gen; } answered;
 	/* the trainers' data connections to this server, per rank (ranks.c;
-	 * e->mu): n ranks counted, allocated at the first HELLO */
-	struct { uint32_t *live, n; } rk;
+	 * e->mu): n ranks counted, allocated at the first HELLO; a rank's
+	 * count, and whether its drop was listed (its count fell to 0) */
+	struct { struct eng_rank { uint32_t conns; bool dropped; } *live; uint32_t n; } rk;
 	/* versions readers pinned (pins.c): the list, its length, and why
 	 * the last drop of them all happened ("": none yet) */
 	struct ejob_pins {
@@ -522,7 +523,7 @@ struct ejob *eng_job_by_name(struct engine *e, const char *name);
 const char *eng_unit_name(struct ejob *j, uint32_t u);
 /* ranks.c: a HELLO of rank taken for j, and a connection that said one
  * ended (both: caller holds e->mu); j's counts freed */
-void eng_rank_in(struct ejob *j, uint32_t rank);
+void eng_rank_in(struct engine *e, struct ejob *j, uint32_t rank);
 void eng_rank_out(struct engine *e, struct ejob *j, uint32_t rank);
 void eng_ranks_free(struct ejob *j);
 /* face.c: the listener's bye (a connection that said HELLO ended) */

@@ -138,7 +138,7 @@ enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle
 			     job, rank);
 	else {
 		*handle = j->hdl.cur;
-		eng_rank_in(j, rank);
+		eng_rank_in(e, j, rank);
 	}
 	pthread_mutex_unlock(&e->mu);
 	return st;

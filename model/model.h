@@ -198,6 +198,7 @@ struct zs_dropped {
 	char job[ZS_JOB_NAME_MAX];
 	uint64_t incarnation;
 	uint32_t rank;
+	bool back; /* connected again after its drop was told */
 };
 
 /* A shard's gradient sum of squares (global-norm clipping). */

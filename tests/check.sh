@@ -194,6 +194,7 @@ part deploy sh tests/deploy/check.sh "$bin" "$BUILD"
 part slurm sh tests/deploy/slurm.sh "$bin"
 part tls suite tls
 part rekey suite rekey
+part pause suite pause
 part roles suite roles
 part options suite options
 part prometheus suite prometheus

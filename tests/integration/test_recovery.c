@@ -181,11 +181,11 @@ static void test_leaves_and_rollbacks(void **st)
 	zs_job_release(&r);
 }
 
-/* A server's report that rank's data connections all ended; how many
- * current members it marked. */
-static uint32_t dropped(const char *job, uint64_t incarnation, uint32_t rank)
+/* A server's report that rank's data connections all ended (back: that
+ * it connected again); how many current members it marked. */
+static uint32_t dropped_ex(const char *job, uint64_t incarnation, uint32_t rank, bool back)
 {
-	struct zs_dropped d = {.incarnation = incarnation, .rank = rank};
+	struct zs_dropped d = {.incarnation = incarnation, .rank = rank, .back = back};
 	struct zs_error err = {0};
 	uint32_t marked = 99;
 
@@ -193,6 +193,38 @@ static uint32_t dropped(const char *job, uint64_t incarnation, uint32_t rank)
 	if (zs_coord_report_dropped(C.c, 1, &d, 1, &marked, &err))
 		fail_msg("DroppedRanks: %s", err.msg);
 	return marked;
+}
+
+static uint32_t dropped(const char *job, uint64_t incarnation, uint32_t rank)
+{
+	return dropped_ex(job, incarnation, rank, false);
+}
+
+/* Rank 1 of job marked dropped, then back (it reconnected), then silent
+ * while rank 0 renews, until past the gone bound (1.5 s) by half a second:
+ * whether it is still a member. -1: not known (this process was held up
+ * past rank 1's 3 s lease, which would end it anyway: try again). */
+static int back_then_silent(const char *job, uint64_t incarnation)
+{
+	struct zs_job r;
+	int64_t t0;
+	int kept;
+
+	beat(job, 1, 501);
+	t0 = zs_now_ms();
+	assert_int_equal(dropped_ex(job, incarnation, 1, false), 1);
+	assert_int_equal(dropped_ex(job, incarnation, 1, true), 1);
+	while (zs_now_ms() - t0 < 2000) {
+		beat(job, 0, 500);
+		usleep(50 * 1000);
+	}
+	r = show(job);
+	kept = r.n_trainers == 2;
+	zs_job_release(&r);
+	if (zs_now_ms() - t0 >= 2800)
+		return -1;
+	beat(job, 1, 501);
+	return kept;
 }
 
 struct gone {
@@ -219,7 +251,9 @@ static bool gone_seen(void *arg)
  * A rank whose data connections a server says all ended and that stops
  * renewing its lease is gone within --trainer-gone-ms (1.5 s here), before
  * its lease's 3 s: the job rolls back, saying so. A rank that still renews
- * stays however long it is marked (a resume reconnects); a report for
+ * stays however long it is marked (a resume reconnects), and so does one
+ * that stops renewing after a server said it connected again (a process
+ * stopped right after its resume's reconnect: alive); a report for
  * another incarnation of the name, or for a rank nobody holds, marks
  * nothing.
  */
@@ -251,6 +285,15 @@ static void test_dropped_rank_is_gone(void **st)
 	assert_int_equal(r.restore_pending, 0);
 	g.timeline = r.timeline;
 	zs_job_release(&r);
+	/* rank 1 marked, then back, then silent past the gone bound: kept */
+	for (int k, tries = 0;; tries++) {
+		if ((k = back_then_silent("gone", j.incarnation)) == 1)
+			break;
+		if (!k)
+			fail_msg("rank 1, said to have connected again, was taken for gone");
+		if (tries == 4)
+			fail_msg("this process was held up past the lease 5 times: nothing learned");
+	}
 	/* rank 1 marked and silent: gone, rank 0 renewing all along */
 	assert_int_equal(dropped("gone", j.incarnation, 1), 1);
 	if (!h_poll(gone_seen, &g, 20000))
