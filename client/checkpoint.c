@@ -25,8 +25,12 @@ int zs_checkpoint(zs_trainer *t, unsigned long long step, const void *blob, unsi
 		 * waited for as the job's loss policy says) */
 		st = zs_ckpt_arm(t->coord, &t->job, k.id, step, tr_loss(t)->arm_wait_ms, &err);
 		if (st) {
+			char msg[ZS_ERRMSG_MAX];
 			zs_checkpoint_release(&k);
-			return tr_fail(t, st, "checkpoint %llu: %s", (unsigned long long)k.id, err.msg);
+			zs_fmt(msg, sizeof msg, "checkpoint %llu: %s", (unsigned long long)k.id, err.msg);
+			/* a server it cannot reach: lost, and the job may roll back */
+			st = tr_verdict(t, st, msg, sizeof msg);
+			return tr_fail(t, st, "%s", msg);
 		}
 	}
 	if (blob || len) {

@@ -6,6 +6,8 @@
  */
 #include "client/trainer.h"
 
+#include "base/log.h"
+
 /* ------------------------------------------------------------ step driver */
 
 int zs_trainer_set_policy(zs_trainer *t, const struct zs_policy *p)
@@ -45,16 +47,23 @@ static void live_grads(zs_trainer *t, long long delta)
  * status returned. Still running at the bound: *op stays (it owns its
  * buffer until it completes or the trainer closes) and ZS_ETIMEDOUT says
  * what it waited for.
+ *
+ * In slices, watching for a lost server between them (tr_loss): a
+ * replicated job fails over from it at once; otherwise a server the
+ * coordinator marks down (stopped, cut off, killed) is waited for, since it
+ * may continue where it was (a stop, a partition healed) or be started
+ * again without its state, and then the coordinator rolls the job back:
+ * ZS_ERESUME, whatever this wait was for. Failing at the mark instead ended
+ * ranks that a pause of a server, or the rollback after its loss, would
+ * have let go on.
  */
 static int wait_op(zs_trainer *t, zs_op **op)
 {
 	int bound = tr_op_timeout(t);
 	int64_t deadline = zs_now_ms() + bound;
-	char why[ZS_ERRMSG_MAX];
+	char why[ZS_ERRMSG_MAX], down[ZS_ERRMSG_MAX] = "";
 	int rc;
 
-	/* in slices, so that a server the coordinator marks down (stopped,
-	 * cut off) fails the wait at once instead of at the bound */
 	for (;;) {
 		int64_t left = deadline - zs_now_ms();
 		rc = zs_op_wait(*op, left <= 0 ? 0 : left < 250 ? (int)left : 250);
@@ -65,10 +74,31 @@ static int wait_op(zs_trainer *t, zs_op **op)
 		if (zs_now_ms() >= deadline)
 			break;
 		struct zs_error ferr = {0};
-		if (tr_loss(t)->lost(t, why, sizeof why, &ferr))
-			return tr_fail(t, ZS_EUNAVAIL, "%s; waited for it %lld ms%s%s", why,
-				       (long long)(bound - (deadline - zs_now_ms())),
-				       ferr.msg[0] ? ", and " : "", ferr.msg);
+		if (tr_loss(t)->lost(t, why, sizeof why, &ferr)) {
+			if (tr_loss(t)->resends) { /* a failover that failed */
+				enum zs_status st = ferr.code == ZS_ERESUME ? ZS_ERESUME
+									   : ZS_EUNAVAIL;
+				return tr_fail(t, st, "%s; waited for it %lld ms%s%s", why,
+					       (long long)(bound - (deadline - zs_now_ms())),
+					       ferr.msg[0] ? ", and " : "", ferr.msg);
+			}
+			if (!down[0])
+				zs_info("rank %u of job '%s': %s; waiting for it, or for the coordinator to roll the job back, up to %lld ms",
+					t->rank, t->job.spec.name, why,
+					(long long)(deadline - zs_now_ms()));
+			snprintf(down, sizeof down, "%s", why);
+		}
+		if (down[0] && tr_rolled_back(t, why, sizeof why))
+			return tr_fail(t, ZS_ERESUME,
+				       "job '%s' rolled back (%s) while rank %u waited: resume (zs_trainer_resume); what it met: %s",
+				       t->job.spec.name, why, t->rank, down);
+	}
+	if (down[0]) {
+		char was[ZS_ERRMSG_MAX];
+		memcpy(was, t->err, sizeof was);
+		return tr_fail(t, ZS_ETIMEDOUT,
+			       "%s; %s; %d ms in all (the step driver's bound, zs_policy.op_timeout_ms)",
+			       was, down, bound);
 	}
 	memcpy(why, t->err, sizeof why);
 	return tr_fail(t, ZS_ETIMEDOUT, "%s; %d ms in all (the step driver's bound, zs_policy.op_timeout_ms)",

@@ -177,8 +177,9 @@ static bool answered_alive(zs_trainer *t, uint64_t id)
 	return false;
 }
 
-bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *err)
+bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status *stp, struct zs_error *err)
 {
+	enum zs_status st = *stp;
 	zs_trainer *t = op->t;
 	struct tr_rq *q = op->rq ? &op->rq[i] : NULL;
 	struct zs_error ferr = {0};
@@ -199,6 +200,13 @@ bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *
 	op->req[i] = NULL; /* its wait took it */
 	lost = q->server;
 	if (tr_failover(t, lost, &ferr)) {
+		if (ferr.code == ZS_ERESUME) { /* the coordinator's verdict: a rollback */
+			char met[ZS_ERRMSG_MAX];
+			snprintf(met, sizeof met, "%s", err->msg);
+			*stp = ZS_ERESUME;
+			zs_fmt(err->msg, sizeof err->msg, "%s (what this rank met: %s)", ferr.msg, met);
+			return false;
+		}
 		zs_error_prefix(err, "%s; after which", ferr.msg);
 		return false;
 	}

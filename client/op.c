@@ -72,7 +72,7 @@ int tr_progress(zs_op *op, int timeout_ms)
 			return ZS_EAGAIN;
 		}
 		if (st && !(op->rq && op->rq[op->done].fin) &&
-		    tr_failover_req(op, op->done, st, &err)) {
+		    tr_failover_req(op, op->done, &st, &err)) {
 			if (op->req[op->done])
 				continue; /* sent again: wait for that */
 			st = ZS_OK;       /* a HPARAMS the lost server needs no more */
@@ -81,8 +81,11 @@ int tr_progress(zs_op *op, int timeout_ms)
 	}
 	t->ctr.wait_seconds += tr_now_s() - t0;
 	rc = op->status;
-	if (rc)
+	if (rc) {
+		/* a lost server: the coordinator says what it means */
+		rc = tr_verdict(t, (enum zs_status)rc, op->msg, sizeof op->msg);
 		tr_fail(t, (enum zs_status)rc, "%s", op->msg);
+	}
 	else if (op->final_push && t->drv.du && op->step + 1 > t->drv.du[op->unit].last_push)
 		t->drv.du[op->unit].last_push = op->step + 1;
 	tr_live_del(t, op);
@@ -98,7 +101,7 @@ void tr_poll(zs_op *op)
 		if (st == ZS_EAGAIN)
 			return;
 		if (st && !(op->rq && op->rq[op->done].fin) &&
-		    tr_failover_req(op, op->done, st, &err)) {
+		    tr_failover_req(op, op->done, &st, &err)) {
 			if (op->req[op->done])
 				continue;
 			st = ZS_OK;

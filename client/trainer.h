@@ -190,6 +190,9 @@ struct zs_trainer {
 		zs_op *live;
 		uint64_t lost_tried; /* a server whose failover failed (tr_watch_lost) */
 	} fo;
+	/* the coordinator's verdict on a loss (verdict.c): 1 + the timeline
+	 * on which it was waited for in vain (0: none) */
+	struct { uint64_t given_up; } vd;
 };
 
 /* A wait's bound when no policy says (zs_policy.op_timeout_ms). */
@@ -265,12 +268,13 @@ const struct tr_loss *tr_loss(const zs_trainer *t);
  */
 enum zs_status tr_failover(zs_trainer *t, uint64_t lost, struct zs_error *err);
 /*
- * Request i of op failed with st: when the job is replicated and its server
- * was lost, sends it again to its shard's primary now (true: op->req[i] is
- * the new request, or a HPARAMS that needs no sending). False: st stands
- * (why, when a failover was tried and failed, into err).
+ * Request i of op failed with *st: when the job is replicated and its
+ * server was lost, sends it again to its shard's primary now (true:
+ * op->req[i] is the new request, or a HPARAMS that needs no sending).
+ * False: *st stands (why, when a failover was tried and failed, into err),
+ * or is ZS_ERESUME where the coordinator rolled the job back instead.
  */
-bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status st, struct zs_error *err);
+bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status *st, struct zs_error *err);
 /*
  * After a failover from server lost: every listed op's requests that were
  * on it go again now, not at their turn in their op's wait. A replicated
@@ -289,6 +293,18 @@ void tr_failover_sweep(zs_trainer *t, uint64_t lost);
  * why), once per server.
  */
 enum zs_status tr_watch_lost(zs_trainer *t, char *why, size_t len, struct zs_error *err);
+/*
+ * verdict.c: a wait failed with st, its message in msg. Where st says a
+ * server was lost (ZS_EUNAVAIL) and t sees the loss (a connection broken,
+ * a server marked down, within 2 s), waits within the step driver's bound
+ * for the coordinator's verdict: ZS_ERESUME, msg naming the rollback and
+ * the loss, once the job rolled back or this rank was evicted; else st,
+ * msg saying nothing came (not waited for again on this timeline).
+ */
+enum zs_status tr_verdict(zs_trainer *t, enum zs_status st, char *msg, size_t len);
+/* Whether the job's timeline moved (a rollback, a restore) or this rank is
+ * no longer this trainer's: the reason in why (asks the coordinator). */
+bool tr_rolled_back(zs_trainer *t, char *why, size_t len);
 
 /* hparams.c: the tables kept (hp_hist) to a server connected to now, on its
  * push connection c, waited for (before any push there): t->on_conn */

@@ -71,8 +71,9 @@ void eng_rank_out(struct engine *e, struct ejob *j, uint32_t rank)
 {
 	if (rank < j->rk.n && j->rk.live[rank].conns && !--j->rk.live[rank].conns &&
 	    !atomic_load(&j->removed)) {
-		zs_debug("job '%s': rank %u has no data connection to this server any more",
-			 j->name, rank);
+		zs_debug(
+		    "job '%s': rank %u has no data connection to this server any more",
+		    j->name, rank);
 		j->rk.live[rank].dropped = true;
 		note(e, j, rank, false);
 	}

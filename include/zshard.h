@@ -32,6 +32,13 @@
  * restarts), the coordinator rolls the job back to its latest committed
  * checkpoint by itself. Every op and driver call may then return
  * ZS_ERESUME: call zs_trainer_resume() and go on from the step it gives.
+ * A server lost while a call waits on it (its connection broken, the
+ * coordinator marking it down, a checkpoint's arming that cannot reach
+ * it) is the coordinator's to judge: the call waits, within the driver's
+ * bound (zs_policy.op_timeout_ms), for a server marked down to come back
+ * or for the job's failover or rollback, and returns ZS_ERESUME when the
+ * job rolled back, whatever the call waited on; ZS_EUNAVAIL or
+ * ZS_ETIMEDOUT only when no verdict came.
  *
  * Ownership: the library owns every handle and buffer it returns and says
  * how long each stays valid; the caller owns what it passes in, except

@@ -195,6 +195,7 @@ part slurm sh tests/deploy/slurm.sh "$bin"
 part tls suite tls
 part rekey suite rekey
 part pause suite pause
+part lost suite lost
 part roles suite roles
 part options suite options
 part prometheus suite prometheus

@@ -26,6 +26,8 @@ class Cluster:
         self.bin = bindir
         self.d = tempfile.mkdtemp(prefix="zshard-py-")
         self.procs = []
+        self.named = {}
+        self.server_argv = {}
         pf = os.path.join(self.d, "coord.addr")
         self.spawn("coordinator", [os.path.join(bindir, "zshard-coordinator"), "--listen",
                                    "127.0.0.1:0", "--data-dir", os.path.join(self.d, "coord"),
@@ -34,17 +36,30 @@ class Cluster:
         self.addr = self.wait_file(pf)
         for i in range(servers):
             spf = os.path.join(self.d, "server-%d.addr" % i)
-            self.spawn("server-%d" % i, [os.path.join(bindir, "zshard-server"), "--coordinator",
-                                         self.addr, "--data-dir",
-                                         os.path.join(self.d, "server-%d" % i),
-                                         "--capacity", capacity, "--port-file", spf,
-                                         "--rdma", "off"] + list(server_args))
+            self.server_argv[i] = [os.path.join(bindir, "zshard-server"), "--coordinator",
+                                   self.addr, "--data-dir", os.path.join(self.d, "server-%d" % i),
+                                   "--capacity", capacity, "--port-file", spf,
+                                   "--rdma", "off"] + list(server_args)
+            self.spawn("server-%d" % i, self.server_argv[i])
             self.wait_file(spf)
 
     def spawn(self, name, argv):
-        with open(os.path.join(self.d, name + ".log"), "wb") as log:
-            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, preexec_fn=die_with_us))
+        """A daemon, its output in NAME.log (appended to: a restart's too)."""
+        with open(os.path.join(self.d, name + ".log"), "ab") as log:
+            p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, preexec_fn=die_with_us)
+        self.procs.append(p)
+        self.named[name] = p
+
+    def kill_server(self, i):
+        """Server i killed with SIGKILL (its memory lost, its disk kept)."""
+        p = self.named["server-%d" % i]
+        p.kill()
+        p.wait()
+
+    def start_server(self, i):
+        """Server i started again on its data directory (after kill_server)."""
+        self.spawn("server-%d" % i, self.server_argv[i])
 
     def wait_file(self, path, seconds=15):
         t0 = time.monotonic()

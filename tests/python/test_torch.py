@@ -689,6 +689,58 @@ class TestTorch(unittest.TestCase):
                 self.assertIn("resumes at step", read(logs[1 - victim]), what)
             self.assert_bitwise(load_file(dump), ref, what)
 
+    def test_server_lost_every_rank_resumes(self):
+        """A server of an unreplicated job killed mid-run (SIGKILL: its
+        memory lost) and started again a second later: the coordinator
+        rolls the job back to its last checkpoint, and every rank, whatever
+        it was waiting on then (a gather, a push, the boundary, a
+        checkpoint's arming), gets zshard.Resume in its own process,
+        resumes there and finishes, bitwise the run without the kill. (A
+        rank died with zshard.errors.Unavailable before: "connection ...
+        lost", or "checkpoint N: cannot reach ...".)"""
+        steps = 30
+        ref = reference(steps, total=steps)
+        c = Cluster(BIN)
+        try:
+            env = dict(os.environ, WORLD_SIZE="2", ZSHARD_COORDINATOR=c.addr,
+                       OMP_NUM_THREADS="1")
+            env.pop("LD_LIBRARY_PATH", None)
+            dump = os.path.join(c.d, "gs.safetensors")
+            logs = [os.path.join(c.d, "gs-%d.log" % r) for r in range(2)]
+            ps = []
+            for r in range(2):
+                with open(logs[r], "w") as out:
+                    ps.append(subprocess.Popen(
+                        [sys.executable, os.path.join(ROOT, "examples", "gpt.py"), "--job", "gs"]
+                        + MODEL + ["--steps", str(steps), "--total", str(steps),
+                                   "--checkpoint-every", "5", "--print-every", "1"]
+                        + (["--dump", dump] if r == 0 else []),
+                        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                        env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), preexec_fn=die_with_us))
+            self.procs.extend(ps)
+            deadline = time.monotonic() + 120
+            while "step   12" not in read(logs[0]):
+                self.assertIsNone(ps[0].poll(), read(logs[0])[-2000:])
+                self.assertLess(time.monotonic(), deadline, "step 12 never reached")
+                time.sleep(0.01)
+            c.kill_server(1)
+            time.sleep(1)
+            c.start_server(1)
+            for p, log in zip(ps, logs):
+                try:
+                    rc = p.wait(240)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    rc = "timeout"
+                if rc != 0:
+                    self.fail("a rank did not survive the server's loss: %s: %s"
+                              % (log, read(log)[-3000:]))
+                self.assertRegex(read(log), r"resumes at step (5|10)\b", log)
+            self.assertIn("rolling back", read(os.path.join(c.d, "coordinator.log")))
+            self.assert_bitwise(load_file(dump), ref, "a server lost at step 12")
+        finally:
+            c.close()
+
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("test_torch: stopped by SIGTERM"))
     torch.set_num_threads(1)
