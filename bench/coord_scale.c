@@ -197,7 +197,7 @@ static void *load_main(void *arg)
 				struct zs_step_answer an;
 				struct zs_step_report rep = {.step = 1, .seconds = 0.5};
 				t0 = bench_now();
-				if (zs_coord_trainer_heartbeat(c, spec.name, i, sessions[i], &tl, &down,
+				if (zs_coord_trainer_heartbeat(c, spec.name, i, sessions[i], 0, &tl, &down,
 							       &n_down, &err))
 					w->fails++, snprintf(w->why, sizeof w->why, "trainer heartbeat: %.200s", err.msg);
 				else

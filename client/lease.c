@@ -203,7 +203,8 @@ static void *lease_main(void *arg)
 		if (!c && zs_coord_open(t->ls.coord_addr, LEASE_RENEW_MS * 2, 0, &c, &err))
 			c = NULL;
 		st = c ? zs_coord_trainer_heartbeat(c, t->job.spec.name, t->rank, t->ls.session,
-						    &timeline, &down, &n_down, &err)
+						    atomic_load(&t->ls.reconnects), &timeline,
+						    &down, &n_down, &err)
 		       : err.code;
 		if (st == ZS_OK) {
 			atomic_store(&t->ls.seen_timeline, timeline);
@@ -250,6 +251,29 @@ enum zs_status tr_lease_start(zs_trainer *t, struct zs_error *err)
 		return zs_fail(err, ZS_ENOMEM, "cannot start the lease thread");
 	t->ls.running = true;
 	return ZS_OK;
+}
+
+void tr_lease_reconnecting(zs_trainer *t, bool on)
+{
+	struct zs_server_info *down = NULL;
+	uint32_t n_down = 0;
+	uint64_t timeline;
+	struct zs_error err = {0};
+
+	uint64_t n = atomic_load(&t->ls.reconnects);
+
+	if ((n & 1) == on) /* said already */
+		return;
+	atomic_store(&t->ls.reconnects, ++n);
+	if (!t->ls.running || !t->coord)
+		return;
+	/* not said (the coordinator away): the lease thread's next renewal
+	 * says it, and the lease bounds the rest */
+	if (zs_coord_trainer_heartbeat(t->coord, t->job.spec.name, t->rank, t->ls.session, n,
+				       &timeline, &down, &n_down, &err))
+		zs_debug("rank %u of job '%s': cannot say it reconnects: %s", t->rank,
+			 t->job.spec.name, err.msg);
+	free(down);
 }
 
 void tr_lease_stop(zs_trainer *t)

@@ -96,13 +96,18 @@ static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error 
 		zs_job_release(j);
 		return zs_fail(err, st, "out of memory");
 	}
+	/* the end of these connections is not this process's (said first:
+	 * stopped before its reconnect, it must not be taken for gone) */
+	tr_lease_reconnecting(t, true);
 	tr_disconnect(t);
 	tr_driver_reset(t);
 	t->worlds = j->worlds; /* said again on every new connection */
 	t->said = (struct zs_worlds){0};
 	t->hps.set = false; /* the new timeline starts from the spec's values */
 	t->hps.n_hist = 0;
-	if ((st = tr_reconnect(t, err))) {
+	st = tr_reconnect(t, err);
+	tr_lease_reconnecting(t, false);
+	if (st) {
 		zs_job_release(j);
 		return st;
 	}

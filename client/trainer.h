@@ -141,6 +141,8 @@ struct zs_trainer {
 		atomic_int stop;
 		_Atomic uint64_t seen_timeline; /* the job's, at the last renewal */
 		atomic_int evicted;             /* the rank is no longer this trainer's */
+		/* reconnects begun and ended (resume.c): odd while one is */
+		_Atomic uint64_t reconnects;
 		/* servers the coordinator marks down, as of the last renewal */
 		pthread_mutex_t down_mu;
 		uint32_t n_down;
@@ -442,6 +444,11 @@ void tr_dv_close(zs_trainer *t);
 enum zs_status tr_lease_start(zs_trainer *t, struct zs_error *err);
 /* Stops renewing (the rank lapses unless it leaves); fine if not started. */
 void tr_lease_stop(zs_trainer *t);
+/* Says (a renewal now, and every one after) whether t is making its data
+ * connections again: while it is, the coordinator does not take their
+ * end, as its servers report it, for t's (a process stopped between its
+ * close and its reconnect is alive; its lease still bounds it). */
+void tr_lease_reconnecting(zs_trainer *t, bool on);
 /* Whether a server t is connected to is marked down by the coordinator;
  * if so, why (into buf) for an error message. */
 bool tr_server_down(zs_trainer *t, char *buf, size_t len);

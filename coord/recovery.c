@@ -114,6 +114,7 @@ struct leave {
 	uint64_t next;
 	uint64_t timeline; /* with_timeline: the one the trainer ran on */
 	bool with_timeline;
+	uint64_t reconnects; /* a renewal's: odd, its connections are made again */
 };
 
 /*
@@ -131,7 +132,7 @@ static struct zs_job *find_member(struct coord *c, struct zs_rpc_call *call, con
 	char role[64];
 
 	if (zs_dec_leave(p, n, lv->job, &lv->rank, &lv->session, &lv->abandoned, &lv->next,
-			 &lv->timeline, &lv->with_timeline, &e)) {
+			 &lv->timeline, &lv->with_timeline, &lv->reconnects, &e)) {
 		coord_reply_err(call, &e);
 		return NULL;
 	}
@@ -201,6 +202,8 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
 		return;
 	j->trainers[pos].last_hb_ms = now;
 	j->trainers[pos].dropped_ms = 0; /* alive: it reconnects */
+	if (lv.reconnects > j->trainers[pos].reconnects) /* not an older renewal's word */
+		j->trainers[pos].reconnects = lv.reconnects;
 	/* a few bytes whatever the job's size: the timeline (a rollback) and
 	 * the servers down, for the step driver's waits */
 	for (size_t i = 0; i < c->n_srvs && n_down < 8; i++)
@@ -292,8 +295,11 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 				m->last_hb_ms = now;
 			quiet = now - m->last_hb_ms;
 			/* its connections to a server ended, and it is silent:
-			 * gone (a process alive renews every second) */
-			bool gone = m->dropped_ms && quiet > (int64_t)c->cfg.trainer_gone_ms;
+			 * gone (a process alive renews every second); not while
+			 * it said it makes them again (a resume: stopped between
+			 * its close and its reconnect, it is alive) */
+			bool gone = m->dropped_ms && !(m->reconnects & 1) &&
+				    quiet > (int64_t)c->cfg.trainer_gone_ms;
 			if (quiet <= (int64_t)c->cfg.trainer_lease_ms && !gone)
 				continue;
 			if (gone && quiet <= (int64_t)c->cfg.trainer_lease_ms)

@@ -281,10 +281,15 @@ enum zs_status zs_dec_join(const uint8_t *p, size_t n, struct zs_join_req *r,
  * not said) the job's timeline the trainer ran on */
 enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session, bool abandoned,
 			    uint64_t next_step, const uint64_t *timeline, struct zs_buf *out);
+/* A trainer's renewal (a LeaveRequest): reconnects, the count of its
+ * reconnects begun and ended (odd: one under way) */
+enum zs_status zs_enc_trainer_hb(const char *job, uint32_t rank, uint64_t session,
+				 uint64_t reconnects, struct zs_buf *out);
+/* A Leave or a renewal; reconnects (NULL: not wanted) a renewal's */
 enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
 			    uint32_t *rank, uint64_t *session, bool *abandoned,
 			    uint64_t *next_step, uint64_t *timeline, bool *with_timeline,
-			    struct zs_error *err);
+			    uint64_t *reconnects, struct zs_error *err);
 
 /* The coordinator's catalog record of a server (all of ServerInfo) */
 enum zs_status zs_enc_server_info(const struct zs_server_info *s, struct zs_buf *out);

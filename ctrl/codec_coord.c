@@ -347,10 +347,22 @@ enum zs_status zs_enc_leave(const char *job, uint32_t rank, uint64_t session, bo
 	return pb_pack(&a, &m.base, out);
 }
 
+enum zs_status zs_enc_trainer_hb(const char *job, uint32_t rank, uint64_t session,
+				 uint64_t reconnects, struct zs_buf *out)
+{
+	Zshard__LeaveRequest m = ZSHARD__LEAVE_REQUEST__INIT;
+	struct arena a = {0};
+	m.job = (char *)job;
+	m.rank = rank;
+	m.session = session;
+	m.reconnects = reconnects;
+	return pb_pack(&a, &m.base, out);
+}
+
 enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX],
 			    uint32_t *rank, uint64_t *session, bool *abandoned,
 			    uint64_t *next_step, uint64_t *timeline, bool *with_timeline,
-			    struct zs_error *err)
+			    uint64_t *reconnects, struct zs_error *err)
 {
 	enum zs_status st;
 	UNPACK(Zshard__LeaveRequest, leave_request, p, n, err);
@@ -361,6 +373,8 @@ enum zs_status zs_dec_leave(const uint8_t *p, size_t n, char job[ZS_JOB_NAME_MAX
 	*next_step = m->next_step;
 	*timeline = m->timeline;
 	*with_timeline = m->with_timeline;
+	if (reconnects)
+		*reconnects = m->reconnects;
 	DONE(leave_request);
 	return st;
 }

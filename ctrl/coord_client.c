@@ -484,13 +484,14 @@ enum zs_status zs_coord_leave_at(struct zs_coord_client *c, const char *name, ui
 }
 
 enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char *name,
-					  uint32_t rank, uint64_t session, uint64_t *timeline,
-					  struct zs_server_info **down, uint32_t *n_down,
-					  struct zs_error *err)
+					  uint32_t rank, uint64_t session, uint64_t reconnects,
+					  uint64_t *timeline, struct zs_server_info **down,
+					  uint32_t *n_down, struct zs_error *err)
 {
 	struct zs_buf req, resp;
-	enum zs_status st = call(c, ZS_M_TRAINER_HB, zs_enc_leave(name, rank, session, false, 0, NULL, &req),
-				 &req, &resp, err);
+	enum zs_status st = call(c, ZS_M_TRAINER_HB,
+				 zs_enc_trainer_hb(name, rank, session, reconnects, &req), &req,
+				 &resp, err);
 	if (!st)
 		st = zs_dec_trainer_hb_reply(resp.data, resp.len, timeline, down, n_down, err);
 	zs_buf_release(&resp);

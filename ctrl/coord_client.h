@@ -128,7 +128,8 @@ enum zs_status zs_coord_leave_at(struct zs_coord_client *c, const char *name, ui
  * (its lease lapsed or it was evicted). *timeline: the job's now; *down
  * (malloc'd, free it): the servers the coordinator marks down, 8 at most. */
 enum zs_status zs_coord_trainer_heartbeat(struct zs_coord_client *c, const char *name,
-					  uint32_t rank, uint64_t session, uint64_t *timeline,
+					  uint32_t rank, uint64_t session, uint64_t reconnects,
+					  uint64_t *timeline,
 					  struct zs_server_info **down, uint32_t *n_down,
 					  struct zs_error *err);
 enum zs_status zs_coord_status(struct zs_coord_client *c,

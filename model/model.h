@@ -222,6 +222,10 @@ struct zs_member {
 	/* when a server said its data connections all ended (that clock; not
 	 * persisted); 0: none since its last renewal */
 	int64_t dropped_ms;
+	/* the highest count of reconnects begun or ended its renewals said
+	 * (not persisted): odd, it is making its connections again, and a
+	 * drop is not its end meanwhile */
+	uint64_t reconnects;
 	int64_t joined_mono_ms; /* the same clock at its join; not persisted */
 };
 

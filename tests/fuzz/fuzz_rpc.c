@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 23: {
 		uint64_t tl;
 		bool wt;
-		zs_dec_leave(p, n, name, &u32, &u64, &b1, &u64b, &tl, &wt, NULL);
+		zs_dec_leave(p, n, name, &u32, &u64, &b1, &u64b, &tl, &wt, &u64b, NULL);
 		break;
 	}
 	case 24: {
