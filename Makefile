@@ -139,7 +139,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
-	      config phase unit \
+	      config phase unit liveness \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -258,6 +258,7 @@ $(BUILD)/tests/test_pins: $(BUILD)/obj/tests/unit/test_pins.o $(BUILD)/obj/tests
 $(BUILD)/tests/test_pins: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_phase: $(BUILD)/obj/tests/unit/test_phase.o $(BUILD)/obj/tests/unit/fsm_check.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_phase: LDLIBS += $(ENGINE_LIBS)
+$(BUILD)/tests/test_liveness: $(BUILD)/obj/tests/unit/test_liveness.o $(BUILD)/obj/engine/conns.o $(CORE_LIB)
 $(BUILD)/tests/test_unit: $(BUILD)/obj/tests/unit/test_unit.o $(BUILD)/obj/tests/unit/fsm_check.o $(BUILD)/obj/client/unit.o $(CORE_LIB)
 # the CUDA kernels against the host's (skipped, with the reason, without a device)
 $(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h gpu/launch.cuh math/elem.h math/bsum.h base/dtype.h include/zshard_status.h

@@ -76,6 +76,7 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 		struct zs_conn_opts o = {.job = t->job.spec.name, .token = t->job.token, .rank = t->rank,
 					 .incarnation = t->job.incarnation,
 					 .epoch = t->job.placement.epoch,
+					 .reconnects = atomic_load(&t->ls.reconnects),
 					 .tls = t->job.spec.data_tls,
 					 .reader = t->job.token_reader,
 					 .timeout_ms = timeout_ms};
@@ -192,9 +193,13 @@ enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err)
 	int64_t deadline = zs_now_ms() + t->timeout_ms;
 	enum zs_status st;
 
+	/* its connections end on purpose: the coordinator hears so first
+	 * (client/lease.c; a resume has said it already) */
+	tr_lease_reconnecting(t, true);
 	tr_disconnect(t);
 	while ((st = connect_all(t, t->transport, t->timeout_ms, err)) == ZS_EAGAIN &&
 	       zs_now_ms() < deadline) {
+		tr_lease_reconnect_again(t);
 		tr_disconnect(t);
 		newer_placement(t);
 		zs_sleep_ms(50, NULL);
@@ -203,6 +208,8 @@ enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err)
 		st = zs_fail(err, ZS_ETIMEDOUT, "%s (waited %d ms for it)", err->msg, t->timeout_ms);
 	if (st)
 		tr_disconnect(t);
+	else
+		tr_lease_reconnecting(t, false);
 	return st;
 }
 

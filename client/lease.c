@@ -18,8 +18,9 @@
 #include "client/trainer.h"
 
 #include "base/log.h"
+#include "model/liveness.h"
 
-#define LEASE_RENEW_MS 1000
+#define LEASE_RENEW_MS ZS_LIVE_RENEW_MS
 
 /* Keeps the servers the coordinator marks down (it stops hearing from one
  * stopped or cut off within its lease; the renewal's reply lists them),
@@ -253,27 +254,47 @@ enum zs_status tr_lease_start(zs_trainer *t, struct zs_error *err)
 	return ZS_OK;
 }
 
-void tr_lease_reconnecting(zs_trainer *t, bool on)
+/* Says count n (a renewal now); when it begins a reconnect (n odd), tried
+ * until the coordinator takes it, within TR_RECONNECTING_WAIT_MS. */
+static void say_count(zs_trainer *t, uint64_t n)
 {
 	struct zs_server_info *down = NULL;
 	uint32_t n_down = 0;
 	uint64_t timeline;
 	struct zs_error err = {0};
+	int64_t until = zs_now_ms() + TR_RECONNECTING_WAIT_MS;
+	enum zs_status st;
 
+	atomic_store(&t->ls.reconnects, n);
+	if (!t->ls.running || !t->coord)
+		return; /* the lease thread's first renewal says it */
+	/* the end of its connections must not be taken for its death: it
+	 * closes them only once the coordinator knows (the lease thread's
+	 * renewals say the count after) */
+	while ((st = zs_coord_trainer_heartbeat(t->coord, t->job.spec.name, t->rank, t->ls.session,
+						n, &timeline, &down, &n_down, &err)) &&
+	       (n & 1) && st != ZS_ENOTFOUND && zs_now_ms() < until)
+		zs_sleep_ms(200, NULL);
+	free(down);
+	if (st)
+		zs_debug("rank %u of job '%s': cannot say it %s: %s", t->rank, t->job.spec.name,
+			 n & 1 ? "reconnects (its lease bounds it)" : "reconnected", err.msg);
+}
+
+void tr_lease_reconnecting(zs_trainer *t, bool on)
+{
 	uint64_t n = atomic_load(&t->ls.reconnects);
 
 	if ((n & 1) == on) /* said already */
 		return;
-	atomic_store(&t->ls.reconnects, ++n);
-	if (!t->ls.running || !t->coord)
-		return;
-	/* not said (the coordinator away): the lease thread's next renewal
-	 * says it, and the lease bounds the rest */
-	if (zs_coord_trainer_heartbeat(t->coord, t->job.spec.name, t->rank, t->ls.session, n,
-				       &timeline, &down, &n_down, &err))
-		zs_debug("rank %u of job '%s': cannot say it reconnects: %s", t->rank,
-			 t->job.spec.name, err.msg);
-	free(down);
+	say_count(t, n + 1);
+}
+
+void tr_lease_reconnect_again(zs_trainer *t)
+{
+	uint64_t n = atomic_load(&t->ls.reconnects);
+
+	say_count(t, n & 1 ? n + 2 : n + 1);
 }
 
 void tr_lease_stop(zs_trainer *t)

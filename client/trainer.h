@@ -350,7 +350,8 @@ void tr_disconnect(zs_trainer *t);
 enum zs_status tr_take_placement(zs_trainer *t, const struct zs_placement *p);
 /* (Re)connects to every server holding a shard of t->job over t->transport,
  * waiting (within t->timeout_ms) for servers that have not loaded the
- * job's placement yet. */
+ * job's placement yet; its reconnect count odd meanwhile, a new one for
+ * each try (tr_lease_reconnecting). */
 enum zs_status tr_reconnect(zs_trainer *t, struct zs_error *err);
 
 /* A collective job's own slice of unit u at the current step: its gather
@@ -447,8 +448,19 @@ void tr_lease_stop(zs_trainer *t);
 /* Says (a renewal now, and every one after) whether t is making its data
  * connections again: while it is, the coordinator does not take their
  * end, as its servers report it, for t's (a process stopped between its
- * close and its reconnect is alive; its lease still bounds it). */
+ * close and its reconnect is alive; its lease still bounds it). Saying it
+ * begins is tried until the coordinator takes it (within
+ * TR_RECONNECTING_WAIT_MS; an eviction ends it): closed without it, a
+ * rank cut off from the coordinator and then stopped was taken for gone
+ * (sim/liveness.c found it). */
+#define TR_RECONNECTING_WAIT_MS 10000
 void tr_lease_reconnecting(zs_trainer *t, bool on);
+/* A reconnect tried again (its connections closed to be made again): a
+ * new odd count, said as a reconnect's beginning is (the end of the
+ * connections of the try before is then the coordinator's to ignore: a
+ * retry's drop, arriving after the reconnect ended, took a live rank that
+ * then stopped for gone; sim/liveness.c). */
+void tr_lease_reconnect_again(zs_trainer *t);
 /* Whether a server t is connected to is marked down by the coordinator;
  * if so, why (into buf) for an error message. */
 bool tr_server_down(zs_trainer *t, char *buf, size_t len);

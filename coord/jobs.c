@@ -430,8 +430,8 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 		}
 	}
 	nt[pos] = (struct zs_member){.rank = r.rank, .joined_ms = zs_wall_ms(),
-				     .session = r.session, .last_hb_ms = zs_now_ms(),
-				     .joined_mono_ms = zs_now_ms()};
+				     .session = r.session, .joined_mono_ms = zs_now_ms()};
+	zs_live_joined(&nt[pos].live, zs_now_ms());
 	snprintf(nt[pos].host, sizeof nt[pos].host, "%s", r.host);
 	/* the trainer's own record: a join commits O(1) bytes */
 	if (coord_save_member(c, j, &nt[pos], false, &e)) {

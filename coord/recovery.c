@@ -200,10 +200,7 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
 
 	if (!j)
 		return;
-	j->trainers[pos].last_hb_ms = now;
-	j->trainers[pos].dropped_ms = 0; /* alive: it reconnects */
-	if (lv.reconnects > j->trainers[pos].reconnects) /* not an older renewal's word */
-		j->trainers[pos].reconnects = lv.reconnects;
+	zs_live_renewed(&j->trainers[pos].live, now, lv.reconnects);
 	/* a few bytes whatever the job's size: the timeline (a rollback) and
 	 * the servers down, for the step driver's waits */
 	for (size_t i = 0; i < c->n_srvs && n_down < 8; i++)
@@ -282,6 +279,8 @@ out:
 
 void coord_trainer_sweep(struct coord *c, int64_t now)
 {
+	const struct zs_live_cfg cfg = {c->cfg.trainer_lease_ms, c->cfg.trainer_gone_ms};
+
 	for (size_t i = 0; i < c->n_jobs; i++) {
 		struct zs_job *j = &c->jobs[i];
 		for (uint32_t pos = 0; pos < j->n_trainers; pos++) {
@@ -291,21 +290,17 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 			int64_t quiet;
 			if (!m->session) /* joined without a lease (no library) */
 				continue;
-			if (!m->last_hb_ms) /* since our start: a lease from now */
-				m->last_hb_ms = now;
-			quiet = now - m->last_hb_ms;
-			/* its connections to a server ended, and it is silent:
-			 * gone (a process alive renews every second); not while
-			 * it said it makes them again (a resume: stopped between
-			 * its close and its reconnect, it is alive) */
-			bool gone = m->dropped_ms && !(m->reconnects & 1) &&
-				    quiet > (int64_t)c->cfg.trainer_gone_ms;
-			if (quiet <= (int64_t)c->cfg.trainer_lease_ms && !gone)
+			/* the judgement is model/liveness.c's: gone (its
+			 * connections to a server ended, and it is silent), or
+			 * lapsed (silent past its lease) */
+			enum zs_live_verdict v = zs_live_judge(&m->live, now, &cfg, &quiet);
+			bool gone = v == ZS_LIVE_GONE;
+			if (v == ZS_LIVE_OK)
 				continue;
-			if (gone && quiet <= (int64_t)c->cfg.trainer_lease_ms)
+			if (gone)
 				zs_fmt(why, sizeof why,
 				       "rank %u is gone (its data connections to a server ended %lld ms ago, and it has not renewed its lease for %lld ms)",
-				       m->rank, (long long)(now - m->dropped_ms), (long long)quiet);
+				       m->rank, (long long)(now - m->live.dropped_ms), (long long)quiet);
 			else
 				zs_fmt(why, sizeof why,
 				       "rank %u missed its lease (%lld ms without a heartbeat)", m->rank,
@@ -325,8 +320,7 @@ void coord_trainer_sweep(struct coord *c, int64_t now)
 			}
 			/* gone (its process ended): its replacement redoes its
 			 * step; silent only (alive, it may push again): back */
-			if (gone && quiet <= (int64_t)c->cfg.trainer_lease_ms &&
-			    coord_rank_lost(c, j, rank, why))
+			if (gone && coord_rank_lost(c, j, rank, why))
 				continue;
 			coord_rollback(c, j, 0, why);
 		}
@@ -356,16 +350,13 @@ void coord_h_dropped_ranks(void *ctx, struct zs_rpc_call *call, const uint8_t *p
 			if (m->rank != d[i].rank || !m->session)
 				continue;
 			marked++;
-			if (d[i].back) { /* connected again: alive, whatever its lease */
-				if (m->dropped_ms)
-					zs_debug("job '%s': rank %u connected to server %llu again: not gone",
-						 j->spec.name, m->rank, (unsigned long long)sid);
-				m->dropped_ms = 0;
+			enum zs_live_mark mk =
+			    zs_live_connections(&m->live, now, d[i].back, d[i].reconnects);
+			if (mk == ZS_LIVE_CLEARED)
+				zs_debug("job '%s': rank %u connected to server %llu again: not gone",
+					 j->spec.name, m->rank, (unsigned long long)sid);
+			if (mk != ZS_LIVE_MARKED)
 				continue;
-			}
-			if (m->dropped_ms)
-				continue;
-			m->dropped_ms = now;
 			/* also every reconnect's (a join's, a resume's): debug */
 			zs_debug("job '%s': rank %u's data connections to server %llu ended: it is taken for gone unless it renews its lease within %u ms",
 				j->spec.name, m->rank, (unsigned long long)sid, c->cfg.trainer_gone_ms);

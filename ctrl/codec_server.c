@@ -504,6 +504,7 @@ enum zs_status zs_enc_dropped(uint64_t server_id, const struct zs_dropped *d, ui
 			r->incarnation = d[i].incarnation;
 			r->rank = d[i].rank;
 			r->back = d[i].back;
+			r->reconnects = d[i].reconnects;
 			m.ranks[m.n_ranks++] = r;
 		}
 	return pb_pack(&a, &m.base, out);
@@ -527,6 +528,7 @@ enum zs_status zs_dec_dropped(const uint8_t *p, size_t n, uint64_t *server_id,
 		(*d)[i].incarnation = m->ranks[i]->incarnation;
 		(*d)[i].rank = m->ranks[i]->rank;
 		(*d)[i].back = m->ranks[i]->back;
+		(*d)[i].reconnects = m->ranks[i]->reconnects;
 		*n_d = (uint32_t)i + 1;
 	}
 	if (st) {

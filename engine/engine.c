@@ -559,7 +559,7 @@ void engine_free(struct engine *e)
 	if (e->gpu.dev)
 		eng_dev_free(e);
 	free(e->rp.seeded);
-	free(e->dr.v);
+	zs_notes_free(&e->dr);
 	pthread_mutex_destroy(&e->mu);
 	free(e);
 }

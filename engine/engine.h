@@ -107,9 +107,13 @@ typedef bool (*engine_stale_fn)(void *ctx, const char *job, uint64_t epoch);
  * call, for the coordinator (up to max into out; returns how many; the
  * rest stay for the next call). */
 uint32_t engine_take_seeded(struct engine *e, struct zs_seeded *out, uint32_t max);
-/* Trainer ranks each of whose data connections to this server ended since
- * the last call (up to max into out; returns how many; the rest stay). */
+/* Trainer ranks each of whose data connections to this server ended, or
+ * began again after that was noted (up to max into out; returns how many;
+ * 0 while the last batch taken is not settled). */
 uint32_t engine_take_dropped(struct engine *e, struct zs_dropped *out, uint32_t max);
+/* The batch taken: sent (the coordinator answered) or not (kept, and
+ * taken again before any newer note: engine/conns.h). */
+void engine_dropped_settle(struct engine *e, bool sent);
 void engine_set_stale_check(struct engine *e, engine_stale_fn fn, void *ctx);
 
 /*

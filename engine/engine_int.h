@@ -42,6 +42,7 @@
 #include "math/optim.h"
 #include "model/hparams.h"
 #include "base/util.h"
+#include "engine/conns.h"
 #include "engine/phase.h"
 
 enum slot_state { SLOT_EMPTY, SLOT_LANDING, SLOT_FULL };
@@ -281,9 +282,9 @@ struct ejob {
 	 * gen grows at every restore, which empties it */
 	struct { struct eng_answered ring[EJOB_ANSWERED_KEEP]; unsigned next; uint64_t gen; } answered;
 	/* the trainers' data connections to this server, per rank (ranks.c;
-	 * e->mu): n ranks counted, allocated at the first HELLO; a rank's
-	 * count, and whether its drop was listed (its count fell to 0) */
-	struct { struct eng_rank { uint32_t conns; bool dropped; } *live; uint32_t n; } rk;
+	 * e->mu): n ranks counted, allocated at the first HELLO; each
+	 * rank's count, and whether its drop was noted (engine/conns.h) */
+	struct { struct zs_conns *live; uint32_t n; } rk;
 	/* versions readers pinned (pins.c): the list, its length, and why
 	 * the last drop of them all happened ("": none yet) */
 	struct ejob_pins {
@@ -375,9 +376,9 @@ struct engine {
 		uint32_t n_seeded, cap_seeded;
 		bool fault_one_copy, fault_refuse;
 	} rp;
-	/* trainer ranks whose data connections all ended, for the
-	 * coordinator (ranks.c, engine_take_dropped; mu) */
-	struct { struct zs_dropped *v; uint32_t n, cap; } dr;
+	/* trainer ranks whose data connections all ended or began again,
+	 * for the coordinator (ranks.c, engine_take_dropped; mu) */
+	struct zs_notes dr;
 };
 
 /* The pushes a shard's step waits for: one per rank, or, in a collective
@@ -522,12 +523,13 @@ struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale);
 struct ejob *eng_job_by_name(struct engine *e, const char *name);
 const char *eng_unit_name(struct ejob *j, uint32_t u);
 /* ranks.c: a HELLO of rank taken for j, and a connection that said one
- * ended (both: caller holds e->mu); j's counts freed */
-void eng_rank_in(struct engine *e, struct ejob *j, uint32_t rank);
-void eng_rank_out(struct engine *e, struct ejob *j, uint32_t rank);
+ * ended, with the trainer's reconnect count it said (both: caller holds
+ * e->mu); j's counts freed */
+void eng_rank_in(struct engine *e, struct ejob *j, uint32_t rank, uint64_t reconnects);
+void eng_rank_out(struct engine *e, struct ejob *j, uint32_t rank, uint64_t reconnects);
 void eng_ranks_free(struct ejob *j);
 /* face.c: the listener's bye (a connection that said HELLO ended) */
-void eng_t_bye(void *ctx, uint32_t job, uint32_t rank);
+void eng_t_bye(void *ctx, uint32_t job, uint32_t rank, uint64_t reconnects);
 enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle,
 			   struct zs_error *err);
 /* face.c: the key of job's encrypted connections for the role (net/dtls.h) */

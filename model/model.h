@@ -20,6 +20,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "model/liveness.h"
 
 #define ZS_NAME_MAX 256      /* tensor and unit names, with the NUL */
 #define ZS_JOB_NAME_MAX 64   /* job names: [A-Za-z0-9._-], 1..63 chars */
@@ -199,6 +200,9 @@ struct zs_dropped {
 	uint64_t incarnation;
 	uint32_t rank;
 	bool back; /* connected again after its drop was told */
+	/* the trainer's reconnect count as its connection's HELLO said it
+	 * (the last connection to end, or the one that began) */
+	uint64_t reconnects;
 };
 
 /* A shard's gradient sum of squares (global-norm clipping). */
@@ -218,14 +222,9 @@ struct zs_member {
 	char host[ZS_ADDR_MAX];
 	int64_t joined_ms;
 	uint64_t session;   /* the trainer process's (random, at its join) */
-	int64_t last_hb_ms; /* the coordinator's monotonic clock; not persisted */
-	/* when a server said its data connections all ended (that clock; not
-	 * persisted); 0: none since its last renewal */
-	int64_t dropped_ms;
-	/* the highest count of reconnects begun or ended its renewals said
-	 * (not persisted): odd, it is making its connections again, and a
-	 * drop is not its end meanwhile */
-	uint64_t reconnects;
+	/* is it alive (model/liveness.h; the coordinator's monotonic clock;
+	 * not persisted) */
+	struct zs_live live;
 	int64_t joined_mono_ms; /* the same clock at its join; not persisted */
 };
 

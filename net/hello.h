@@ -27,6 +27,9 @@ struct zs_hello {
 	uint64_t incarnation, epoch;
 	uint32_t rank;
 	uint16_t flags;
+	/* the trainer's reconnect count (the frame's offset; not in the
+	 * proof: it only says which of its reconnects this is) */
+	uint64_t reconnects;
 	/* the server's: the connection's bytes are encrypted (net/dtls.h),
 	 * or do not leave the host (shm), or move by the one-sided path
 	 * (rdma: the fabric keeps them) - what a job's data_tls asks */

@@ -117,11 +117,11 @@ struct zs_target {
 	 * refused (a shard server's copies are its own memory). */
 	bool pins_in_arena;
 	/*
-	 * Optional: a connection whose HELLO the target took (job, rank) has
-	 * ended, by either side, after every operation of it was answered or
-	 * aborted.
+	 * Optional: a connection whose HELLO the target took (job, rank, the
+	 * trainer's reconnect count it said) has ended, by either side, after
+	 * every operation of it was answered or aborted.
 	 */
-	void (*bye)(void *ctx, uint32_t job, uint32_t rank);
+	void (*bye)(void *ctx, uint32_t job, uint32_t rank, uint64_t reconnects);
 };
 
 /*

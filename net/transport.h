@@ -118,6 +118,10 @@ struct zs_conn_opts {
 			       * server still holding an earlier job of that
 			       * name; 0 accepts any */
 	uint32_t rank;
+	/* the trainer's reconnect count now (client/lease.c): the server
+	 * tells the coordinator which of its reconnects a connection that
+	 * ended belonged to (engine/conns.h) */
+	uint64_t reconnects;
 	bool tls;    /* encrypt it (the job's data_tls; net/dtls.h): tcp alone,
 		      * the other transports' bytes do not leave the host (shm)
 		      * or are the fabric's to keep (rdma) */

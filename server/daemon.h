@@ -70,6 +70,9 @@ struct srvd {
 		struct { char job[ZS_JOB_NAME_MAX]; uint64_t id; } deleted[16];
 		unsigned n_deleted;
 	} wr;
+	/* failed sends of the rank notes since the last one sent (the
+	 * heartbeat thread's: member.c report_dropped) */
+	unsigned dropped_unsent;
 	char rdma_note[256]; /* why rdma is (not) offered, for Status */
 	char health[192];    /* "" when well; else what fails (under mu) */
 	struct srvd_metrics *metrics; /* NULL without --metrics */

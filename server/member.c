@@ -379,10 +379,12 @@ static void norms_again(struct srvd *d, const struct zs_hb_reply *r)
 }
 
 /*
- * Trainer ranks whose data connections here all ended: told to the
- * coordinator at once (it takes one that also stops renewing its lease for
- * gone). Not sent (the coordinator away): dropped, and said; the trainer's
- * lease still bounds how long it is waited for.
+ * Trainer ranks whose data connections here all ended, or began again:
+ * told to the coordinator at once (it takes one that also stops renewing
+ * its lease for gone). Not sent (the coordinator away): given back to the
+ * engine (kept, before newer notes) and sent at the next poll (a "back" lost so kept a live rank
+ * marked, taken for gone if it then stopped before its next renewal); the
+ * trainer's lease still bounds how long it is waited for.
  */
 static void report_dropped(struct srvd *d)
 {
@@ -392,10 +394,14 @@ static void report_dropped(struct srvd *d)
 
 	while ((n = engine_take_dropped(d->engine, v, sizeof v / sizeof v[0]))) {
 		if (zs_coord_report_dropped(d->coord, d->me.id, v, n, &marked, &err)) {
-			zs_warn("cannot tell the coordinator that %u trainer rank(s) left this server (job '%s' rank %u%s): %s; their leases tell it",
-				n, v[0].job, v[0].rank, n > 1 ? ", ..." : "", err.msg);
+			engine_dropped_settle(d->engine, false);
+			if (!d->dropped_unsent++) /* said once until one is sent */
+				zs_warn("cannot tell the coordinator that %u trainer rank(s) left or came back to this server (job '%s' rank %u%s): %s; sent again until it takes them",
+					n, v[0].job, v[0].rank, n > 1 ? ", ..." : "", err.msg);
 			return;
 		}
+		engine_dropped_settle(d->engine, true);
+		d->dropped_unsent = 0;
 		zs_debug("told the coordinator that %u trainer rank(s) left this server (job '%s' rank %u%s); %u member(s)",
 			 n, v[0].job, v[0].rank, n > 1 ? ", ..." : "", marked);
 	}

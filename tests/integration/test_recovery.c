@@ -189,9 +189,13 @@ static void test_leaves_and_rollbacks(void **st)
 
 /* A server's report that rank's data connections all ended (back: that
  * it connected again); how many current members it marked. */
-static uint32_t dropped_ex(const char *job, uint64_t incarnation, uint32_t rank, bool back)
+/* A server's word that rank's connections, the newest made at reconnect
+ * count count, all ended (or, back, began again). */
+static uint32_t dropped_ex(const char *job, uint64_t incarnation, uint32_t rank, bool back,
+			   uint64_t count)
 {
-	struct zs_dropped d = {.incarnation = incarnation, .rank = rank, .back = back};
+	struct zs_dropped d = {.incarnation = incarnation, .rank = rank, .back = back,
+			       .reconnects = count};
 	struct zs_error err = {0};
 	uint32_t marked = 99;
 
@@ -203,7 +207,7 @@ static uint32_t dropped_ex(const char *job, uint64_t incarnation, uint32_t rank,
 
 static uint32_t dropped(const char *job, uint64_t incarnation, uint32_t rank)
 {
-	return dropped_ex(job, incarnation, rank, false);
+	return dropped_ex(job, incarnation, rank, false, 0);
 }
 
 /* Rank 1 of job marked dropped, then back (it reconnected), then silent
@@ -220,14 +224,14 @@ static int back_then_silent(const char *job, uint64_t incarnation, bool reconnec
 	t0 = zs_now_ms();
 	if (reconnecting) {
 		/* it says it reconnects (count 1); a renewal sent before that
-		 * (count 0) arrives after; its servers say its connections
-		 * ended, and nothing more */
+		 * (count 0) arrives after; its servers say connections it made
+		 * in this reconnect (a retry's) ended, and nothing more */
 		beat_ex(job, 1, 501, 1);
 		beat_ex(job, 1, 501, 0);
-		assert_int_equal(dropped_ex(job, incarnation, 1, false), 1);
+		assert_int_equal(dropped_ex(job, incarnation, 1, false, 1), 1);
 	} else {
-		assert_int_equal(dropped_ex(job, incarnation, 1, false), 1);
-		assert_int_equal(dropped_ex(job, incarnation, 1, true), 1);
+		assert_int_equal(dropped_ex(job, incarnation, 1, false, 0), 1);
+		assert_int_equal(dropped_ex(job, incarnation, 1, true, 0), 1);
 	}
 	while (zs_now_ms() - t0 < 2000) {
 		beat(job, 0, 500);
@@ -315,8 +319,14 @@ static void test_dropped_rank_is_gone(void **st)
 			if (tries == 4)
 				fail_msg("this process was held up past the lease 5 times: nothing learned");
 		}
-	/* rank 1 marked and silent: gone, rank 0 renewing all along */
+	/* the end of connections it made before its reconnect (count 0,
+	 * it said count 2 since): a reconnect's, not its death, and its
+	 * renewal right after does not undo a drop of its newest ones
+	 * (count 1: it may have left before them); rank 1 then silent:
+	 * gone, rank 0 renewing all along */
 	assert_int_equal(dropped("gone", j.incarnation, 1), 1);
+	assert_int_equal(dropped_ex("gone", j.incarnation, 1, false, 1), 1);
+	beat_ex("gone", 1, 501, 2);
 	if (!h_poll(gone_seen, &g, 20000))
 		fail_msg("rank 1 was not taken for gone within 20 s");
 	r = show("gone");

@@ -1,0 +1,39 @@
+/*
+ * mutant.h - planted protocol bugs, for the simulator to prove it finds
+ * them (sim/, make sim-mutants). A core marks the places a mutation
+ * changes with ZS_MUTANT(k); only a build with -DZS_MUTANTS (the
+ * simulator's mutant build, never the daemons or libzshard) compiles them
+ * in, and there zs_mutant, set from the command line, chooses at most one.
+ * Elsewhere ZS_MUTANT(k) is the constant 0 and the compiler drops it.
+ */
+#ifndef ZS_BASE_MUTANT_H
+#define ZS_BASE_MUTANT_H
+
+enum zs_mutant_id {
+	ZS_MUT_NONE,
+	/* model/liveness.c: the coordinator's judgement of a trainer */
+	ZS_MUT_BACK_IGNORED,      /* a server's "connected again" forgotten */
+	ZS_MUT_RECONNECTING_GONE, /* a member mid-reconnect (odd count) taken for gone */
+	ZS_MUT_OLDER_COUNT,       /* a late renewal's older reconnect count taken */
+	ZS_MUT_RENEWAL_CLEARS_AT_ONCE, /* a dead process's late renewal clears its drop */
+	/* engine/conns.c: a server's count of a rank's data connections */
+	ZS_MUT_UNSENT_LOST,       /* a note the coordinator did not take is dropped */
+	ZS_MUT_PAIR_CANCELLED,    /* a drop and a back waiting cancel out */
+	ZS_MUT_DROP_UNLISTED,     /* a rank's last connection ends unsaid */
+	ZS_MUT_OLDEST_COUNT,      /* a drop says the count of the connection that ended last */
+	/* client/lease.c, client/conns.c, as sim/live_trainer.c renders them */
+	ZS_MUT_ODD_NOT_AWAITED,   /* a reconnect closes though its odd count was not taken */
+	ZS_MUT_COUNT
+};
+
+#ifdef ZS_MUTANTS
+extern int zs_mutant;
+#define ZS_MUTANT(k) (zs_mutant == (k))
+#else
+#define ZS_MUTANT(k) 0
+#endif
+
+/* The mutant's name ("back-ignored"), NULL past the list. */
+const char *zs_mutant_name(int k);
+
+#endif
