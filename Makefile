@@ -120,6 +120,17 @@ COORD_OBJ := $(call obj,$(COORD_SRC))
 
 BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/zshardctl
 
+# the deterministic simulator (sim/): its worlds run the protocol's pure
+# cores; its mutant build plants bugs in them (base/mutant.h) and must find
+# each (make sim-mutants)
+SIM_SRC := $(wildcard sim/*.c)
+SIM_CORES := model/liveness.c engine/conns.c base/mutant.c
+SIM := $(BUILD)/bin/zshard-sim
+SIM_MUT := $(BUILD)/sim-mut/zshard-sim
+SEEDS ?= 10000
+MUTANT_SEEDS ?= 100000
+HOURS ?= 1
+
 # libzshard: the trainer's and the reader's library, only what they need
 # (no LMDB, no jansson, no engine; the data plane's listener, which a
 # relaying reader serves its children with); the shared one exports only
@@ -149,10 +160,11 @@ TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 # (zshardctl man) and zshard-local's --help text (man -l build/man/X.1)
 MAN_PAGES := $(addprefix $(BUILD)/man/,zshard-server.1 zshard-coordinator.1 zshardctl.1 \
 	     zshard-local.1)
+.PHONY: sim sim-replay sim-soak sim-mutants
 .PHONY: all native wheel check check-layers check-env check-exports check-version check-man check-install check-foreign test-rdma test-gpu test-faults test-ops test-slurm test-image asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
-	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS) $(MAN_PAGES)
+	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS) $(MAN_PAGES) $(SIM) $(SIM_MUT)
 
 deps:
 	@sh tools/install-deps.sh --tests
@@ -228,6 +240,29 @@ $(BUILD)/bin/zshard-server: $(BUILD)/obj/server/main.o $(SERVER_OBJ) $(ENGINE_OB
 $(BUILD)/bin/zshardctl: $(call obj,$(CLI_SRC)) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(SIM): $(call obj,$(SIM_SRC)) $(BUILD)/obj/engine/conns.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(SIM_MUT): $(SIM_SRC) $(SIM_CORES) $(wildcard sim/*.h) base/mutant.h model/liveness.h engine/conns.h \
+	    model/model.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DZS_MUTANTS -o $@ $(SIM_SRC) $(SIM_CORES) $(LDFLAGS)
+
+# make sim SEEDS=N: the kept seeds, then N more, one summary line (every
+# failing seed named); make sim-replay SEED=S: one seed's trace, the same
+# every time; make sim-soak HOURS=H: seeds from a fresh start for H hours;
+# make sim-mutants: each planted bug found within MUTANT_SEEDS seeds, and
+# each kept seed still finds its own
+sim: $(SIM)
+	@$(SIM) --regressions sim/regressions && $(SIM) --seeds $(SEEDS)
+sim-replay: $(SIM)
+	@if [ -z "$(SEED)" ]; then echo "make sim-replay SEED=S: which seed to replay"; exit 2; fi
+	@$(SIM) --seed $(SEED) --trace
+sim-soak: $(SIM)
+	@$(SIM) --from $$(date +%s)000000 --seeds 18446744073709551615 --budget-s $$(($(HOURS) * 3600))
+sim-mutants: $(SIM_MUT)
+	@$(SIM_MUT) --regressions sim/regressions && $(SIM_MUT) --mutants --seeds $(MUTANT_SEEDS)
 
 # ------------------------------------------------------------------ tests
 $(BUILD)/tests/test_placement: $(BUILD)/obj/tests/unit/test_placement.o $(CORE_LIB)

@@ -178,7 +178,17 @@ rdma() {
 }
 
 venv_start
+# the deterministic simulator: the kept seeds, then a fixed number more
+# (a fixed count: the same seeds every run; the budget only caps a slow
+# machine), then every planted bug found (sim/, docs/DESIGN.md)
+sim() {
+	"$bin/zshard-sim" --regressions sim/regressions &&
+		"$bin/zshard-sim" --seeds 50000 --budget-s 150 &&
+		"$BUILD/sim-mut/zshard-sim" --regressions sim/regressions &&
+		"$BUILD/sim-mut/zshard-sim" --mutants --seeds 100000
+}
 part tests tests_host
+part sim sim
 part tests-gpu-emulated tests_emulated
 part layers-env-exports-install $MAKE --no-print-directory check-layers check-env check-exports \
 	check-version check-man check-install

@@ -32,6 +32,7 @@ engine: net gpu math model base include
 server: engine metrics ctrl rdma net storage gpu math model base include
 coord: metrics ctrl storage model base include
 cli: ctrl rdma net storage gpu math model base include
+sim: engine model base include
 "
 # a third-party header: the folders that may include it
 FOREIGN="

@@ -1,0 +1,39 @@
+/*
+ * world.h - what a simulated world gives sim/main.c: run one seed, count
+ * what it did. sim/liveness.c is the first world: the trainers' liveness
+ * protocol (model/liveness.c, engine/conns.c) among a coordinator, servers
+ * and trainers under faults.
+ */
+#ifndef ZS_SIM_WORLD_H
+#define ZS_SIM_WORLD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum sim_fault {
+	SF_PAUSE,        /* a trainer stopped (SIGSTOP) for less than its lease */
+	SF_PAUSE_AFTER,  /* one stopped right after its next action */
+	SF_KILL,         /* a trainer killed (SIGKILL); a replacement joins */
+	SF_CUT_TRAINER,  /* a trainer and the coordinator partitioned */
+	SF_CUT_SERVER,   /* a server and the coordinator partitioned */
+	SF_SLOW,         /* one message delayed (a queue, a descheduled thread) */
+	SF_SERVER_RESTART,
+	SF_COORD_RESTART,
+	SF_RESET,        /* one trainer-server connection ended by the network */
+	SF_COUNT
+};
+
+struct sim_stats {
+	uint64_t seeds, failed, events, checks;
+	uint64_t faults[SF_COUNT];
+	uint64_t verdicts_gone, verdicts_lapsed, fast_checked;
+};
+
+/* Runs the liveness world from seed. 0: every invariant held; 1: one did
+ * not, why says which (the first). The trace, when tracing, is printed to
+ * stdout as it ends. */
+int live_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
+const char *sim_fault_name(int k);
+
+#endif
