@@ -137,6 +137,8 @@ void lw_kill_trainer(struct world *w, int r)
 	lw_ev(w, (LEASE_MS + SWEEP_MS + 1500) * MS, E_CHECK_DEAD, r, t->proc, 0, 0);
 	if (held && !(t->reconnects & 1))
 		lw_ev(w, fast, E_CHECK_DEAD, r, t->proc, 1, 0);
+	else
+		w->st->lease_only++;
 }
 
 void lw_check_dead(struct world *w, int r, int64_t proc, bool fast)
@@ -145,8 +147,10 @@ void lw_check_dead(struct world *w, int r, int64_t proc, bool fast)
 	int64_t since = w->s.now_us - w->t[r].killed_us;
 
 	w->st->checks++;
-	if (!m->held || m->proc != proc)
+	if (!m->held || m->proc != proc) {
+		w->st->fast_checked += fast;
 		return;
+	}
 	if (fast) {
 		int64_t healed, due;
 		if (lw_noisy(w, w->t[r].killed_us - DEADLINE_MS * MS, w->s.now_us, &healed))
@@ -161,7 +165,6 @@ void lw_check_dead(struct world *w, int r, int64_t proc, bool fast)
 		if (m->live.reconnects & 1)
 			return; /* its even count never reached the coordinator (cut
 				 * off as it reconnected): the lease bounds */
-		w->st->fast_checked++;
 		lw_fail(w, "rank %d's process %" PRId64 " died %" PRId64 " ms ago holding data connections, and the coordinator has not taken it for gone (gone bound %d ms)",
 		     r, proc, since / MS, GONE_MS);
 		return;

@@ -37,9 +37,10 @@ static void summary(const char *what, const struct sim_stats *st, double took)
 	for (int k = 0; k < SF_COUNT; k++)
 		printf(" %s %" PRIu64, sim_fault_name(k), st->faults[k]);
 	printf("; %" PRIu64 " invariant checks (%" PRIu64 " gone, %" PRIu64
-	       " lapsed verdicts); %" PRIu64 " events; %.0f seeds/min\n",
-	       st->checks, st->verdicts_gone, st->verdicts_lapsed, st->events,
-	       took > 0 ? (double)st->seeds * 60.0 / took : 0.0);
+	       " lapsed verdicts; %" PRIu64 " deaths taken for gone within the bound, %" PRIu64
+	       " seen by the lease alone); %" PRIu64 " events; %.0f seeds/min\n",
+	       st->checks, st->verdicts_gone, st->verdicts_lapsed, st->fast_checked, st->lease_only,
+	       st->events, took > 0 ? (double)st->seeds * 60.0 / took : 0.0);
 }
 
 /* Seeds from..from+n-1 (or until budget seconds pass): the failing ones

@@ -27,7 +27,10 @@ enum sim_fault {
 struct sim_stats {
 	uint64_t seeds, failed, events, checks;
 	uint64_t faults[SF_COUNT];
-	uint64_t verdicts_gone, verdicts_lapsed, fast_checked;
+	uint64_t verdicts_gone, verdicts_lapsed;
+	/* deaths whose gone bound was checked (and held); deaths the lease
+	 * alone could see (killed with no data connection, or mid-reconnect) */
+	uint64_t fast_checked, lease_only;
 };
 
 /* Runs the liveness world from seed. 0: every invariant held; 1: one did
