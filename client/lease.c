@@ -80,45 +80,56 @@ bool tr_server_down_id(zs_trainer *t, uint64_t *id, char *buf, size_t len)
 	return down;
 }
 
-/* Sends a posted boundary report over c and keeps the answer (down_mu
- * held on entry and exit). */
-static void send_boundary(zs_trainer *t, struct zs_coord_client *c)
-{
-	struct zs_step_report r = t->ls.brep;
-	bool has = t->ls.bhas;
-	/* the step begun and the rank's state, taken: this call frees it */
-	struct zs_step_state begun = t->ls.begun;
-	bool bbegun = t->ls.bbegun;
-	struct zs_error err = {0};
-	struct zs_step_answer an = {0};
+/* A posted boundary report on its way: what was posted, and the answer. */
+struct boundary {
+	struct zs_step_report r;
+	bool has;
+	struct zs_step_state begun; /* the step begun and the rank's state: freed after */
+	bool bbegun;
 	enum zs_status st;
+	struct zs_step_answer an;
+	struct zs_error err;
+};
 
+/* Takes the posted report (caller holds down_mu). */
+static void boundary_take(zs_trainer *t, struct boundary *b)
+{
+	*b = (struct boundary){.r = t->ls.brep, .has = t->ls.bhas, .begun = t->ls.begun,
+			       .bbegun = t->ls.bbegun};
 	t->ls.begun = (struct zs_step_state){0};
 	t->ls.bbegun = false;
-	pthread_mutex_unlock(&t->ls.down_mu);
-	/* a coordinator restarting is ridden out within the call's bound, as
-	 * the trainer's own calls do */
-	{
-		int64_t deadline = zs_now_ms() + t->timeout_ms;
-		zs_coord_set_wait_for_ready(c, 1);
-		while ((st = zs_coord_report_step_ex(c, t->job.spec.name, t->rank, has ? &r : NULL,
-						     bbegun ? &begun : NULL, &an, NULL, NULL, &err)) &&
-		       (st == ZS_EUNAVAIL || st == ZS_ETIMEDOUT) && zs_now_ms() < deadline &&
-		       !atomic_load(&t->ls.stop))
-			zs_sleep_ms(100, (volatile const int *)&t->ls.stop);
-		zs_coord_set_wait_for_ready(c, 0);
-	}
-	free(begun.data);
-	pthread_mutex_lock(&t->ls.down_mu);
-	if (!st && bbegun) {
-		tr_step_known(t, begun.step);
+}
+
+/* Sends it over c (no lock held): a coordinator restarting is ridden out
+ * within the call's bound, as the trainer's own calls do. */
+static void boundary_send(zs_trainer *t, struct zs_coord_client *c, struct boundary *b)
+{
+	int64_t deadline = zs_now_ms() + t->timeout_ms;
+
+	zs_coord_set_wait_for_ready(c, 1);
+	while ((b->st = zs_coord_report_step_ex(c, t->job.spec.name, t->rank, b->has ? &b->r : NULL,
+						b->bbegun ? &b->begun : NULL, &b->an, NULL, NULL,
+						&b->err)) &&
+	       (b->st == ZS_EUNAVAIL || b->st == ZS_ETIMEDOUT) && zs_now_ms() < deadline &&
+	       !atomic_load(&t->ls.stop))
+		zs_sleep_ms(100, (volatile const int *)&t->ls.stop);
+	zs_coord_set_wait_for_ready(c, 0);
+	free(b->begun.data);
+	b->begun.data = NULL;
+}
+
+/* Keeps the answer for the step driver (caller holds down_mu). */
+static void boundary_keep(zs_trainer *t, const struct boundary *b)
+{
+	if (!b->st && b->bbegun) {
+		tr_step_known(t, b->begun.step);
 		pthread_cond_broadcast(&t->ls.bcv); /* a push waiting for it */
 	}
 	if (t->ls.bstate != B_POSTED)
 		return; /* dropped meanwhile (the lease stopped) */
-	t->ls.bst = st;
-	t->ls.bans = an;
-	snprintf(t->ls.bwhy, sizeof t->ls.bwhy, "%s", st ? err.msg : "");
+	t->ls.bst = b->st;
+	t->ls.bans = b->an;
+	snprintf(t->ls.bwhy, sizeof t->ls.bwhy, "%s", b->st ? b->err.msg : "");
 	t->ls.bstate = B_ANSWERED;
 	pthread_cond_broadcast(&t->ls.bcv);
 }
@@ -228,7 +239,12 @@ static void *lease_main(void *arg)
 								&err))
 						c = NULL;
 					if (c) {
-						send_boundary(t, c);
+						struct boundary b;
+						boundary_take(t, &b);
+						pthread_mutex_unlock(&t->ls.down_mu);
+						boundary_send(t, c, &b);
+						pthread_mutex_lock(&t->ls.down_mu);
+						boundary_keep(t, &b);
 						continue;
 					}
 				}

@@ -118,37 +118,44 @@ struct leave {
 };
 
 /*
- * Decodes a Leave or TrainerHeartbeat, locks mu and finds the rank in its
- * job (*pos). NULL, with mu unlocked and the call answered, when the job
- * or the rank is not there, or the rank is another session's (session 0,
- * an operator's, matches any unless own).
+ * Decodes a Leave or TrainerHeartbeat into lv: false, the call answered,
+ * when it does not decode or its sender may not send it (an eviction, a
+ * Leave without a session, is an operator's or an admin's, not a
+ * trainer's: coord/roles.c).
  */
-static struct zs_job *find_member(struct coord *c, struct zs_rpc_call *call, const uint8_t *p,
-				  size_t n, bool own, struct leave *lv, uint32_t *pos)
+static bool decode_leave(struct zs_rpc_call *call, const uint8_t *p, size_t n, bool own,
+			 struct leave *lv)
 {
 	struct zs_error e = {0};
-	struct zs_job *j;
-
 	char role[64];
 
 	if (zs_dec_leave(p, n, lv->job, &lv->rank, &lv->session, &lv->abandoned, &lv->next,
 			 &lv->timeline, &lv->with_timeline, &lv->reconnects, &e)) {
 		coord_reply_err(call, &e);
-		return NULL;
+		return false;
 	}
-	/* an eviction (a Leave without a session: zshardctl trainers evict)
-	 * is an operator's or an admin's, not a trainer's (coord/roles.c) */
 	if (!own && !lv->session && zs_rpc_call_role(call, role, sizeof role) > 0 &&
 	    strcmp(role, "admin") && strcmp(role, "operator")) {
 		zs_rpc_fail(call, ZS_EPERM,
 			    "role '%s' may not evict rank %u of job '%s' (an operator or an admin may)",
 			    role, lv->rank, lv->job);
-		return NULL;
+		return false;
 	}
-	pthread_mutex_lock(&c->mu);
-	j = coord_job_or_fail(c, call, lv->job);
+	return true;
+}
+
+/*
+ * Finds lv's rank in its job (*pos; caller holds mu). NULL, the call
+ * answered, when the job or the rank is not there, or the rank is another
+ * session's (session 0, an operator's, matches any unless own).
+ */
+static struct zs_job *find_member(struct coord *c, struct zs_rpc_call *call, bool own,
+				  struct leave *lv, uint32_t *pos)
+{
+	struct zs_job *j = coord_job_or_fail(c, call, lv->job);
+
 	if (!j)
-		goto none;
+		return NULL;
 	{ /* trainers are kept in rank order: a binary search */
 		uint32_t lo = 0, hi = j->n_trainers;
 		while (lo < hi) {
@@ -172,18 +179,15 @@ static struct zs_job *find_member(struct coord *c, struct zs_rpc_call *call, con
 	if (*pos == j->n_trainers) {
 		zs_rpc_fail(call, ZS_ENOTFOUND, "rank %u has not joined job '%s'%s", lv->rank,
 			    lv->job, own ? " (its lease lapsed, or an operator evicted it)" : "");
-		goto none;
+		return NULL;
 	}
 	if ((lv->session || own) && j->trainers[*pos].session != lv->session) {
 		zs_rpc_fail(call, ZS_ENOTFOUND,
 			    "rank %u of job '%s' is held by another trainer now (this one's lease lapsed, or it was evicted)",
 			    lv->rank, lv->job);
-		goto none;
+		return NULL;
 	}
 	return j;
-none:
-	pthread_mutex_unlock(&c->mu);
-	return NULL;
 }
 
 void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
@@ -191,15 +195,20 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
 	struct coord *c = ctx;
 	struct leave lv;
 	uint32_t pos;
-	struct zs_job *j = find_member(c, call, p, n, true, &lv, &pos);
+	struct zs_job *j;
 	struct zs_server_info down[8];
 	uint32_t n_down = 0;
 	int64_t now = zs_now_ms();
 	enum zs_status st;
 	struct zs_buf b;
 
-	if (!j)
+	if (!decode_leave(call, p, n, true, &lv))
 		return;
+	pthread_mutex_lock(&c->mu);
+	if (!(j = find_member(c, call, true, &lv, &pos))) {
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
 	zs_live_renewed(&j->trainers[pos].live, now, lv.reconnects);
 	/* a few bytes whatever the job's size: the timeline (a rollback) and
 	 * the servers down, for the step driver's waits */
@@ -230,10 +239,13 @@ void coord_h_leave(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t
 	struct leave lv;
 	uint32_t pos;
 	uint64_t held;
-	struct zs_job *j = find_member(c, call, p, n, false, &lv, &pos);
+	struct zs_job *j;
 
-	if (!j)
+	if (!decode_leave(call, p, n, false, &lv))
 		return;
+	pthread_mutex_lock(&c->mu);
+	if (!(j = find_member(c, call, false, &lv, &pos)))
+		goto out;
 	held = j->trainers[pos].session;
 	/* a trainer of a timeline that has ended (a rollback came while it
 	 * ran, or one is under way: a trainer that does not say its
