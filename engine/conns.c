@@ -93,14 +93,15 @@ uint32_t zs_notes_take(struct zs_notes *l, struct zs_dropped *out, uint32_t max)
 
 	if (l->flight)
 		return 0;
-	memcpy(out, l->v, n * sizeof *out);
+	if (n) /* (no list at all yet: v is NULL) */
+		memcpy(out, l->v, n * sizeof *out);
 	l->flight = n;
 	return n;
 }
 
 void zs_notes_settle(struct zs_notes *l, bool sent)
 {
-	if (sent || ZS_MUTANT(ZS_MUT_UNSENT_LOST)) {
+	if (l->flight && (sent || ZS_MUTANT(ZS_MUT_UNSENT_LOST))) {
 		memmove(l->v, l->v + l->flight, (l->n - l->flight) * sizeof *l->v);
 		l->n -= l->flight;
 	}

@@ -132,6 +132,10 @@ static void test_notes(void **st)
 	struct zs_dropped out[8];
 
 	(void)st;
+	/* nothing noted yet (no list at all): nothing taken, nothing settled */
+	assert_int_equal(zs_notes_take(&l, out, 8), 0);
+	zs_notes_settle(&l, true);
+	assert_int_equal(l.n, 0);
 	assert_true(zs_notes_add(&l, "j", 1, 0, false, 1));
 	assert_true(zs_notes_add(&l, "j", 1, 0, true, 3)); /* the latest word: back */
 	assert_true(zs_notes_add(&l, "j", 1, 1, false, 0));
