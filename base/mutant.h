@@ -16,6 +16,8 @@ enum zs_mutant_id {
 	ZS_MUT_RECONNECTING_GONE, /* a member mid-reconnect (odd count) taken for gone */
 	ZS_MUT_OLDER_COUNT,       /* a late renewal's older reconnect count taken */
 	ZS_MUT_RENEWAL_CLEARS_AT_ONCE, /* a dead process's late renewal clears its drop */
+	ZS_MUT_UNHEARD_RECONNECT, /* a drop of a reconnect not heard of (a restart) taken */
+	ZS_MUT_OTHER_PROCESS,     /* a note of an earlier process of the rank taken */
 	/* engine/conns.c: a server's count of a rank's data connections */
 	ZS_MUT_UNSENT_LOST,       /* a note the coordinator did not take is dropped */
 	ZS_MUT_PAIR_CANCELLED,    /* a drop and a back waiting cancel out */

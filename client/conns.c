@@ -77,6 +77,7 @@ static enum zs_status connect_all(zs_trainer *t, const char *transport, int time
 					 .incarnation = t->job.incarnation,
 					 .epoch = t->job.placement.epoch,
 					 .reconnects = atomic_load(&t->ls.reconnects),
+					 .session = t->ls.session,
 					 .tls = t->job.spec.data_tls,
 					 .reader = t->job.token_reader,
 					 .timeout_ms = timeout_ms};

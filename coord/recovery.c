@@ -362,8 +362,8 @@ void coord_h_dropped_ranks(void *ctx, struct zs_rpc_call *call, const uint8_t *p
 			if (m->rank != d[i].rank || !m->session)
 				continue;
 			marked++;
-			enum zs_live_mark mk =
-			    zs_live_connections(&m->live, now, d[i].back, d[i].reconnects);
+			enum zs_live_mark mk = zs_live_connections(
+			    &m->live, now, d[i].back, d[i].reconnects, d[i].session, m->session);
 			if (mk == ZS_LIVE_CLEARED)
 				zs_debug("job '%s': rank %u connected to server %llu again: not gone",
 					 j->spec.name, m->rank, (unsigned long long)sid);

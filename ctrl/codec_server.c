@@ -505,6 +505,7 @@ enum zs_status zs_enc_dropped(uint64_t server_id, const struct zs_dropped *d, ui
 			r->rank = d[i].rank;
 			r->back = d[i].back;
 			r->reconnects = d[i].reconnects;
+			r->session = d[i].session;
 			m.ranks[m.n_ranks++] = r;
 		}
 	return pb_pack(&a, &m.base, out);
@@ -529,6 +530,7 @@ enum zs_status zs_dec_dropped(const uint8_t *p, size_t n, uint64_t *server_id,
 		(*d)[i].rank = m->ranks[i]->rank;
 		(*d)[i].back = m->ranks[i]->back;
 		(*d)[i].reconnects = m->ranks[i]->reconnects;
+		(*d)[i].session = m->ranks[i]->session;
 		*n_d = (uint32_t)i + 1;
 	}
 	if (st) {

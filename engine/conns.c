@@ -10,21 +10,26 @@
 
 #include "base/mutant.h"
 
-enum zs_conns_note zs_conns_up(struct zs_conns *r, uint64_t count, uint64_t *note_count)
+enum zs_conns_note zs_conns_up(struct zs_conns *r, uint64_t count, uint64_t session,
+			       uint64_t *note_count, uint64_t *note_session)
 {
-	if (!r->conns || count > r->newest)
-		r->newest = count;
+	if (!r->conns || session != r->session || count > r->newest) {
+		r->newest = count; /* a new process's connection is the newest */
+		r->session = session;
+	}
 	*note_count = r->newest;
+	*note_session = r->session;
 	if (r->conns++ || !r->dropped)
 		return ZS_CONNS_NONE;
 	r->dropped = false;
 	return ZS_CONNS_BACK;
 }
 
-enum zs_conns_note zs_conns_down(struct zs_conns *r, uint64_t *note_count)
+enum zs_conns_note zs_conns_down(struct zs_conns *r, uint64_t *note_count, uint64_t *note_session)
 {
 	if (!ZS_MUTANT(ZS_MUT_OLDEST_COUNT))
 		*note_count = r->newest; /* else the caller's: the one that ended */
+	*note_session = r->session;
 	if (!r->conns || --r->conns)
 		return ZS_CONNS_NONE;
 	if (ZS_MUTANT(ZS_MUT_DROP_UNLISTED))
@@ -55,7 +60,7 @@ static bool grow(struct zs_notes *l, uint32_t more)
 }
 
 bool zs_notes_add(struct zs_notes *l, const char *job, uint64_t inc, uint32_t rank, bool back,
-		  uint64_t reconnects)
+		  uint64_t reconnects, uint64_t session)
 {
 	struct zs_dropped *g;
 
@@ -73,6 +78,7 @@ bool zs_notes_add(struct zs_notes *l, const char *job, uint64_t inc, uint32_t ra
 			}
 			l->v[i].back = back;
 			l->v[i].reconnects = reconnects;
+			l->v[i].session = session;
 			return true;
 		}
 	if (!grow(l, 1))
@@ -84,6 +90,7 @@ bool zs_notes_add(struct zs_notes *l, const char *job, uint64_t inc, uint32_t ra
 	g->rank = rank;
 	g->back = back;
 	g->reconnects = reconnects;
+	g->session = session;
 	return true;
 }
 

@@ -30,23 +30,25 @@
 struct zs_conns {
 	uint32_t conns; /* its data connections here now */
 	bool dropped;   /* its last one ended, and it has not connected since */
-	/* the highest reconnect count its connections since its last drop
-	 * said: the end of them all is that reconnect's (an older connection
-	 * whose end comes last says nothing of when the newer ones began) */
-	uint64_t newest;
+	/* the newest of its connections since its last drop (the highest
+	 * reconnect count of the latest process's session): the end of them
+	 * all is that reconnect's, of that process (an older connection whose
+	 * end comes last says nothing of when the newer ones began) */
+	uint64_t newest, session;
 };
 
 enum zs_conns_note { ZS_CONNS_NONE, ZS_CONNS_DROPPED, ZS_CONNS_BACK };
 
-/* A connection of the rank began, its HELLO saying reconnect count
- * count: ZS_CONNS_BACK when it had been noted dropped. *note_count: the
- * count to note. */
-enum zs_conns_note zs_conns_up(struct zs_conns *r, uint64_t count, uint64_t *note_count);
+/* A connection of the rank began, its HELLO saying reconnect count count
+ * and session session: ZS_CONNS_BACK when it had been noted dropped.
+ * *note_count, *note_session: what to note. */
+enum zs_conns_note zs_conns_up(struct zs_conns *r, uint64_t count, uint64_t session,
+			       uint64_t *note_count, uint64_t *note_session);
 /* A connection of the rank ended (*note_count: its HELLO's count):
  * ZS_CONNS_DROPPED when it was its last (none when it had none counted);
- * *note_count becomes the newest count of the connections that ended
- * (what the note says). */
-enum zs_conns_note zs_conns_down(struct zs_conns *r, uint64_t *note_count);
+ * *note_count and *note_session become the newest connection's (what the
+ * note says). */
+enum zs_conns_note zs_conns_down(struct zs_conns *r, uint64_t *note_count, uint64_t *note_session);
 
 /* The notes for the coordinator, oldest first (the coordinator ignores
  * the end of a connection made before a reconnect the trainer told it
@@ -69,7 +71,7 @@ struct zs_notes {
  * if any. false: out of memory, nothing noted (the rank's lease still
  * bounds). */
 bool zs_notes_add(struct zs_notes *l, const char *job, uint64_t inc, uint32_t rank, bool back,
-		  uint64_t reconnects);
+		  uint64_t reconnects, uint64_t session);
 /* Takes up to max notes, oldest first, into out (none while a batch is
  * taken and not settled): how many. They stay until zs_notes_settle. */
 uint32_t zs_notes_take(struct zs_notes *l, struct zs_dropped *out, uint32_t max);

@@ -523,13 +523,15 @@ struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale);
 struct ejob *eng_job_by_name(struct engine *e, const char *name);
 const char *eng_unit_name(struct ejob *j, uint32_t u);
 /* ranks.c: a HELLO of rank taken for j, and a connection that said one
- * ended, with the trainer's reconnect count it said (both: caller holds
+ * ended, with the trainer's reconnect count and session it said (caller holds
  * e->mu); j's counts freed */
-void eng_rank_in(struct engine *e, struct ejob *j, uint32_t rank, uint64_t reconnects);
-void eng_rank_out(struct engine *e, struct ejob *j, uint32_t rank, uint64_t reconnects);
+void eng_rank_in(struct engine *e, struct ejob *j, uint32_t rank, uint64_t reconnects,
+		 uint64_t session);
+void eng_rank_out(struct engine *e, struct ejob *j, uint32_t rank, uint64_t reconnects,
+		  uint64_t session);
 void eng_ranks_free(struct ejob *j);
 /* face.c: the listener's bye (a connection that said HELLO ended) */
-void eng_t_bye(void *ctx, uint32_t job, uint32_t rank, uint64_t reconnects);
+void eng_t_bye(void *ctx, uint32_t job, uint32_t rank, uint64_t reconnects, uint64_t session);
 enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle,
 			   struct zs_error *err);
 /* face.c: the key of job's encrypted connections for the role (net/dtls.h) */

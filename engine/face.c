@@ -138,7 +138,7 @@ enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle
 			     job, rank);
 	else {
 		*handle = j->hdl.cur;
-		eng_rank_in(e, j, rank, h->reconnects);
+		eng_rank_in(e, j, rank, h->reconnects, h->session);
 	}
 	pthread_mutex_unlock(&e->mu);
 	return st;
@@ -165,7 +165,7 @@ enum zs_status eng_t_tls_key(void *ctx, const char *job, bool reader, uint8_t ke
 	return st;
 }
 
-void eng_t_bye(void *ctx, uint32_t job, uint32_t rank, uint64_t reconnects)
+void eng_t_bye(void *ctx, uint32_t job, uint32_t rank, uint64_t reconnects, uint64_t session)
 {
 	struct engine *e = ctx;
 	bool stale;
@@ -174,7 +174,7 @@ void eng_t_bye(void *ctx, uint32_t job, uint32_t rank, uint64_t reconnects)
 	if (!j)
 		return; /* the job left this server */
 	pthread_mutex_lock(&e->mu);
-	eng_rank_out(e, j, rank, reconnects);
+	eng_rank_out(e, j, rank, reconnects, session);
 	pthread_mutex_unlock(&e->mu);
 	eng_job_unref(e, j);
 }

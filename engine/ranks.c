@@ -12,19 +12,21 @@
 /* Notes rank of j (caller holds e->mu); out of memory, the note is lost
  * and the rank's lease still bounds. */
 static void note(struct engine *e, const struct ejob *j, uint32_t rank, enum zs_conns_note what,
-		 uint64_t reconnects)
+		 uint64_t reconnects, uint64_t session)
 {
 	if (what == ZS_CONNS_NONE)
 		return;
 	zs_debug(what == ZS_CONNS_BACK ? "job '%s': rank %u connected again"
 				       : "job '%s': rank %u has no data connection to this server any more",
 		 j->name, rank);
-	if (!zs_notes_add(&e->dr, j->name, j->incarnation, rank, what == ZS_CONNS_BACK, reconnects))
+	if (!zs_notes_add(&e->dr, j->name, j->incarnation, rank, what == ZS_CONNS_BACK, reconnects,
+			  session))
 		zs_warn("job '%s': rank %u's connections here: no memory to tell the coordinator (its lease still tells it)",
 			j->name, rank);
 }
 
-void eng_rank_in(struct engine *e, struct ejob *j, uint32_t rank, uint64_t reconnects)
+void eng_rank_in(struct engine *e, struct ejob *j, uint32_t rank, uint64_t reconnects,
+		 uint64_t session)
 {
 	enum zs_conns_note what;
 
@@ -39,19 +41,20 @@ void eng_rank_in(struct engine *e, struct ejob *j, uint32_t rank, uint64_t recon
 		j->rk.live = g;
 		j->rk.n = n;
 	}
-	what = zs_conns_up(&j->rk.live[rank], reconnects, &reconnects);
-	note(e, j, rank, what, reconnects);
+	what = zs_conns_up(&j->rk.live[rank], reconnects, session, &reconnects, &session);
+	note(e, j, rank, what, reconnects, session);
 }
 
-void eng_rank_out(struct engine *e, struct ejob *j, uint32_t rank, uint64_t reconnects)
+void eng_rank_out(struct engine *e, struct ejob *j, uint32_t rank, uint64_t reconnects,
+		  uint64_t session)
 {
 	enum zs_conns_note what;
 
 	if (rank >= j->rk.n)
 		return;
-	what = zs_conns_down(&j->rk.live[rank], &reconnects);
+	what = zs_conns_down(&j->rk.live[rank], &reconnects, &session);
 	if (!atomic_load(&j->removed)) /* a job dropped here: nobody to tell */
-		note(e, j, rank, what, reconnects);
+		note(e, j, rank, what, reconnects, session);
 }
 
 void eng_ranks_free(struct ejob *j)

@@ -35,8 +35,11 @@ void zs_live_renewed(struct zs_live *m, int64_t now, uint64_t reconnects)
 		m->reconnects = reconnects;
 }
 
-enum zs_live_mark zs_live_connections(struct zs_live *m, int64_t now, bool back, uint64_t count)
+enum zs_live_mark zs_live_connections(struct zs_live *m, int64_t now, bool back, uint64_t count,
+				      uint64_t session, uint64_t member)
 {
+	if (session && session != member && !ZS_MUTANT(ZS_MUT_OTHER_PROCESS))
+		return ZS_LIVE_SAME; /* an earlier process's connections */
 	if (back) { /* connected again: alive, whatever its lease */
 		if (!m->dropped_ms || ZS_MUTANT(ZS_MUT_BACK_IGNORED))
 			return ZS_LIVE_SAME;
@@ -57,7 +60,12 @@ enum zs_live_mark zs_live_connections(struct zs_live *m, int64_t now, bool back,
 enum zs_live_verdict zs_live_judge(struct zs_live *m, int64_t now, const struct zs_live_cfg *cfg,
 				   int64_t *quiet)
 {
-	bool reconnecting = (m->reconnects & 1) && !ZS_MUTANT(ZS_MUT_RECONNECTING_GONE);
+	/* it said it is reconnecting (odd); or the connections that ended are
+	 * of a reconnect the coordinator has not heard of (it restarted since
+	 * the trainer said it: the count is not persisted) */
+	bool reconnecting = ((m->reconnects & 1) && !ZS_MUTANT(ZS_MUT_RECONNECTING_GONE)) ||
+			    (m->dropped_ms && m->dropped_count > m->reconnects &&
+			     !ZS_MUTANT(ZS_MUT_UNHEARD_RECONNECT));
 
 	if (!m->last_hb_ms)
 		m->last_hb_ms = now;

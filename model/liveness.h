@@ -15,7 +15,10 @@
  *           not renewed for gone_ms (a live process renews every second);
  *           not while its last count was odd (it said it was making its
  *           connections again: a resume), so a process stopped between its
- *           close and its reconnect is bounded by its lease alone
+ *           close and its reconnect is bounded by its lease alone; nor
+ *           while the connections that ended are of a reconnect it has
+ *           not heard of (the coordinator restarted: counts are not
+ *           persisted)
  *   LAPSED  not renewed for lease_ms: silent (stopped, partitioned) or dead
  * Each data connection's HELLO says the trainer's reconnect count, and
  * the server's word says it: the end of a connection made before a
@@ -66,8 +69,12 @@ void zs_live_joined(struct zs_live *m, int64_t now);
  * arriving late, changes nothing of the count). */
 void zs_live_renewed(struct zs_live *m, int64_t now, uint64_t reconnects);
 /* A server's word at now: back, the rank connected there again; else its
- * connections there all ended, the last made at reconnect count count. */
-enum zs_live_mark zs_live_connections(struct zs_live *m, int64_t now, bool back, uint64_t count);
+ * connections there all ended, the newest made at reconnect count count,
+ * by the process of session session (0: not said, by an older server).
+ * member: the session of the process holding the rank now; a word of
+ * another process of the rank says nothing of it. */
+enum zs_live_mark zs_live_connections(struct zs_live *m, int64_t now, bool back, uint64_t count,
+				      uint64_t session, uint64_t member);
 /* The sweep at now: the verdict, and *quiet the ms since its last
  * renewal. A member never renewed since the coordinator's start gets a
  * lease from now. */

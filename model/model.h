@@ -201,8 +201,9 @@ struct zs_dropped {
 	uint32_t rank;
 	bool back; /* connected again after its drop was told */
 	/* the trainer's reconnect count as its connection's HELLO said it
-	 * (the last connection to end, or the one that began) */
+	 * (the newest connection's), and its process's session */
 	uint64_t reconnects;
+	uint64_t session;
 };
 
 /* A shard's gradient sum of squares (global-norm clipping). */

@@ -30,6 +30,7 @@ struct zs_hello {
 	/* the trainer's reconnect count (the frame's offset; not in the
 	 * proof: it only says which of its reconnects this is) */
 	uint64_t reconnects;
+	uint64_t session; /* the trainer process's (the frame's length; not in the proof) */
 	/* the server's: the connection's bytes are encrypted (net/dtls.h),
 	 * or do not leave the host (shm), or move by the one-sided path
 	 * (rdma: the fabric keeps them) - what a job's data_tls asks */

@@ -361,7 +361,7 @@ out:
 	pthread_mutex_unlock(&c->sl.mu);
 	lsn_dev_conn_end(c);
 	if (c->hello && c->l->t.bye)
-		c->l->t.bye(c->l->t.ctx, c->job, c->rank, c->reconnects);
+		c->l->t.bye(c->l->t.ctx, c->job, c->rank, c->reconnects, c->session);
 	atomic_store(&c->ended, true);
 	return NULL;
 }

@@ -118,10 +118,10 @@ struct zs_target {
 	bool pins_in_arena;
 	/*
 	 * Optional: a connection whose HELLO the target took (job, rank, the
-	 * trainer's reconnect count it said) has ended, by either side, after
-	 * every operation of it was answered or aborted.
+	 * trainer's reconnect count and session it said) has ended, by either
+	 * side, after every operation of it was answered or aborted.
 	 */
-	void (*bye)(void *ctx, uint32_t job, uint32_t rank, uint64_t reconnects);
+	void (*bye)(void *ctx, uint32_t job, uint32_t rank, uint64_t reconnects, uint64_t session);
 };
 
 /*

@@ -56,7 +56,7 @@ int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f)
 	c->reader = c->tls_reader; /* keyed by the reader token: a reader's */
 	h = (struct zs_hello){.job = buf, .proof = (const uint8_t *)end + 1, .nonce = c->nonce,
 			      .incarnation = f->step, .epoch = f->aux, .rank = f->rank,
-			      .reconnects = f->offset,
+			      .reconnects = f->offset, .session = f->length,
 			      .flags = f->flags, .reader = &c->reader,
 			      .covered = c->io.rec || c->ep->pass_arena ||
 					 (f->flags & ZS_WF_ONE_SIDED)};
@@ -68,6 +68,7 @@ int lsn_on_hello(struct zs_lconn *c, const struct zs_frame *f)
 	c->job = r.job = job;
 	c->rank = f->rank;
 	c->reconnects = f->offset;
+	c->session = f->length;
 	if (f->flags & ZS_WF_ONE_SIDED) /* the path's control frame follows */
 		c->pth.on = c->offsets = true;
 	if (c->offsets) /* the size of what its offsets address */

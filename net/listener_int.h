@@ -68,7 +68,7 @@ struct zs_lconn {
 	char tls_job[ZS_JOB_NAME_MAX];
 	uint8_t nonce[ZS_NONCE_LEN]; /* sent first; its HELLO's proof covers it */
 	uint32_t job, rank;
-	uint64_t reconnects; /* its HELLO's: the trainer's reconnect count */
+	uint64_t reconnects, session; /* its HELLO's: the trainer's reconnect count, session */
 	pthread_t th;
 	/* its slots (mu: a path's notifications come from another thread) */
 	struct {

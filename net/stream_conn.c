@@ -118,6 +118,7 @@ static enum zs_status hello(struct zs_conn *c, const struct zs_conn_opts *o, int
 	uint8_t h[ZS_WIRE_HDR];
 	struct zs_frame f = {.op = ZS_OP_HELLO, .req_id = 0, .rank = o->rank,
 			     .step = o->incarnation, .aux = o->epoch, .offset = o->reconnects,
+			     .length = o->session,
 			     .flags = c->h->hello_flags};
 	struct zs_hello hl = {.job = o->job, .nonce = nonce, .incarnation = o->incarnation,
 			      .epoch = o->epoch, .rank = o->rank, .flags = c->h->hello_flags};

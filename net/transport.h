@@ -122,6 +122,7 @@ struct zs_conn_opts {
 	 * tells the coordinator which of its reconnects a connection that
 	 * ended belonged to (engine/conns.h) */
 	uint64_t reconnects;
+	uint64_t session; /* the trainer process's (its join's), for the same notes */
 	bool tls;    /* encrypt it (the job's data_tls; net/dtls.h): tcp alone,
 		      * the other transports' bytes do not leave the host (shm)
 		      * or are the fabric's to keep (rdma) */

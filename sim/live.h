@@ -22,7 +22,7 @@
 #define MS ((int64_t)1000) /* the clock is in microseconds */
 #define MAXS 4
 #define MAXT 4
-#define MAXC 8 /* connections a server holds per rank at once */
+#define MAXC 16 /* connections a server holds per rank at once */
 
 enum { TR_RECONNECTING_WAIT_MS = 10000, LEASE_MS = 10000, GONE_MS = 3000, RENEW_MS = 1000, SWEEP_MS = 500, POLL_MS = 50,
        DEADLINE_MS = 1000, RUN_MS = 120000 };
@@ -72,7 +72,9 @@ struct trainer {
 	struct conn c[MAXS];
 	int64_t cut_until, long_cut_until; /* its link to the coordinator */
 	int64_t killed_us;
+	uint64_t killed_count; /* its reconnect count when it died */
 	int64_t reset_us; /* when the network last ended one of its connections */
+	int64_t taken_us; /* when the coordinator last took a renewal of it (a restart aside) */
 	unsigned reset_open; /* servers whose connection the network ended, not made again yet */
 };
 
@@ -82,6 +84,7 @@ struct server {
 	struct zs_conns rc[MAXT];
 	int64_t open[MAXT][MAXC]; /* the connections counted, by id */
 	uint64_t open_count[MAXT][MAXC]; /* the reconnect count each one's HELLO said */
+	uint64_t open_session[MAXT][MAXC]; /* and its process (session) */
 	struct zs_notes notes;
 	struct zs_dropped flight[64];
 	uint32_t n_flight;

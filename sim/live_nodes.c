@@ -12,13 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void server_note(struct world *w, int s, int r, enum zs_conns_note what, uint64_t count)
+/* A process's session is its number (the daemons': a random 64-bit one). */
+static void server_note(struct world *w, int s, int r, enum zs_conns_note what, uint64_t count,
+			uint64_t session)
 {
 	if (what == ZS_CONNS_NONE)
 		return;
-	sim_log(&w->s, "server %d: rank %d %s (connection of count %" PRIu64 ")", s, r,
-		what == ZS_CONNS_BACK ? "back" : "dropped", count);
-	zs_notes_add(&w->sv[s].notes, "job", 1, (uint32_t)r, what == ZS_CONNS_BACK, count);
+	sim_log(&w->s, "server %d: rank %d %s (connection of process %" PRIu64 ", count %" PRIu64 ")",
+		s, r, what == ZS_CONNS_BACK ? "back" : "dropped", session, count);
+	zs_notes_add(&w->sv[s].notes, "job", 1, (uint32_t)r, what == ZS_CONNS_BACK, count, session);
 }
 
 void lw_server_hello(struct world *w, int s, int r, int64_t proc, int64_t id, uint64_t count)
@@ -39,8 +41,10 @@ void lw_server_hello(struct world *w, int s, int r, int64_t proc, int64_t id, ui
 	}
 	v->open[r][k] = id;
 	v->open_count[r][k] = count;
-	enum zs_conns_note what = zs_conns_up(&v->rc[r], count, &count);
-	server_note(w, s, r, what, count);
+	v->open_session[r][k] = (uint64_t)proc;
+	uint64_t session = (uint64_t)proc;
+	enum zs_conns_note what = zs_conns_up(&v->rc[r], count, session, &count, &session);
+	server_note(w, s, r, what, count, session);
 	if (t->proc != proc || !t->alive) { /* its process died: the kernel closes it */
 		lw_ev(w, lw_lat(w), E_S_BYE, s, r, 0, id);
 		return;
@@ -58,10 +62,10 @@ void lw_server_bye(struct world *w, int s, int r, int64_t id)
 		return;
 	for (int k = 0; k < MAXC; k++)
 		if (v->open[r][k] == id) {
-			uint64_t count = v->open_count[r][k];
+			uint64_t count = v->open_count[r][k], session;
 			v->open[r][k] = 0;
-			enum zs_conns_note what = zs_conns_down(&v->rc[r], &count);
-			server_note(w, s, r, what, count);
+			enum zs_conns_note what = zs_conns_down(&v->rc[r], &count, &session);
+			server_note(w, s, r, what, count, session);
 			return;
 		}
 }
@@ -130,6 +134,7 @@ void lw_coord_renew(struct world *w, int r, int64_t proc, uint64_t count, int sy
 	bool taken = ok && m->held && m->proc == proc;
 
 	if (taken) {
+		w->t[r].taken_us = w->s.now_us;
 		uint64_t before = m->live.reconnects;
 		zs_live_renewed(&m->live, lw_now_ms(w), count);
 		m->heard_us = w->s.now_us;
@@ -156,6 +161,7 @@ void lw_coord_join(struct world *w, int r, int64_t proc)
 		m->held = true;
 		m->proc = proc;
 		zs_live_joined(&m->live, lw_now_ms(w));
+		w->t[r].taken_us = w->s.now_us;
 		m->heard_us = w->s.now_us;
 		sim_log(&w->s, "coord: rank %d joins (process %" PRId64 ")", r, proc);
 	}
@@ -174,7 +180,8 @@ void lw_coord_notes(struct world *w, int s, int inc)
 		if (!m->held)
 			continue;
 		enum zs_live_mark mk = zs_live_connections(&m->live, lw_now_ms(w), v->flight[i].back,
-							   v->flight[i].reconnects);
+							   v->flight[i].reconnects, v->flight[i].session,
+							   (uint64_t)m->proc);
 		sim_log(&w->s, "coord: server %d says rank %u %s (count %" PRIu64 ")%s", s,
 			v->flight[i].rank, v->flight[i].back ? "back" : "dropped",
 			v->flight[i].reconnects,
@@ -211,7 +218,8 @@ void lw_coord_sweep(struct world *w, int inc)
 			/* cut off past its lease, it is out either way (its
 			 * resume closes its connections once it has waited
 			 * its bound to say so): not a stop that must cost nothing */
-			bool excused = w->s.now_us < t->long_cut_until + DEADLINE_MS * MS;
+			bool excused = w->s.now_us < t->long_cut_until + DEADLINE_MS * MS ||
+				       w->s.now_us - t->taken_us >= (LEASE_MS - RENEW_MS) * MS;
 			/* a connection ended by the network, and no renewal
 			 * since: to the coordinator that is a death, and the
 			 * fast path's price (its replacement redoes a step; it

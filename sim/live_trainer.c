@@ -111,6 +111,7 @@ static void trainer_exit(struct world *w, int r, const char *how)
 	t->paused_until = 0;
 	t->pause_after = false;
 	t->killed_us = w->s.now_us;
+	t->killed_count = t->reconnects;
 }
 
 void lw_kill_trainer(struct world *w, int r)
@@ -162,9 +163,10 @@ void lw_check_dead(struct world *w, int r, int64_t proc, bool fast)
 			lw_ev(w, due - w->s.now_us, E_CHECK_DEAD, r, proc, 1, 0);
 			return;
 		}
-		if (m->live.reconnects & 1)
-			return; /* its even count never reached the coordinator (cut
-				 * off as it reconnected): the lease bounds */
+		if (m->live.reconnects < w->t[r].killed_count)
+			return; /* its last count never reached the coordinator (cut
+				 * off as it reconnected, or said before the
+				 * coordinator restarted): the lease bounds */
 		lw_fail(w, "rank %d's process %" PRId64 " died %" PRId64 " ms ago holding data connections, and the coordinator has not taken it for gone (gone bound %d ms)",
 		     r, proc, since / MS, GONE_MS);
 		return;
@@ -259,7 +261,7 @@ void lw_trainer_event(struct world *w, const struct sim_ev *e)
 			t->reconnects += 2;
 			t->phase = 1;
 			t->resume_us = w->s.now_us;
-			renew(w, r, 1 | 2);
+			lw_ev(w, 50 * MS, E_RETRY_ODD, r, t->proc, 0, 0); /* its 50 ms sleep */
 			break;
 		}
 		if (t->c[e->b].acked)

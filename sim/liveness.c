@@ -34,10 +34,11 @@
  *     lapsed only when the coordinator really heard no renewal of it for
  *     the lease
  *   - a dead process is judged within its lease (plus a sweep), and, when
- *     it held a data connection with its count even (as the coordinator
- *     last heard it) and no fault stood between its servers and the
- *     coordinator, taken for gone within gone_ms (plus a sweep): its
- *     replacement redoes a step, no rollback
+ *     it held a data connection, its count even and heard by the
+ *     coordinator, and no restart stood between its servers and the
+ *     coordinator (a partition delays it to its healing), taken for gone
+ *     within gone_ms (plus a sweep): its replacement redoes a step, no
+ *     rollback
  *   - a member's reconnect count, as the coordinator holds it, never
  *     goes back
  */
