@@ -271,14 +271,14 @@ enum zs_status tr_lease_start(zs_trainer *t, struct zs_error *err)
 }
 
 /* Says count n (a renewal now); when it begins a reconnect (n odd), tried
- * until the coordinator takes it, within TR_RECONNECTING_WAIT_MS. */
+ * until the coordinator takes it, within ZS_LIVE_RECONNECTING_WAIT_MS. */
 static void say_count(zs_trainer *t, uint64_t n)
 {
 	struct zs_server_info *down = NULL;
 	uint32_t n_down = 0;
 	uint64_t timeline;
 	struct zs_error err = {0};
-	int64_t until = zs_now_ms() + TR_RECONNECTING_WAIT_MS;
+	int64_t until = zs_now_ms() + ZS_LIVE_RECONNECTING_WAIT_MS;
 	enum zs_status st;
 
 	atomic_store(&t->ls.reconnects, n);

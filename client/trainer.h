@@ -450,10 +450,9 @@ void tr_lease_stop(zs_trainer *t);
  * end, as its servers report it, for t's (a process stopped between its
  * close and its reconnect is alive; its lease still bounds it). Saying it
  * begins is tried until the coordinator takes it (within
- * TR_RECONNECTING_WAIT_MS; an eviction ends it): closed without it, a
+ * ZS_LIVE_RECONNECTING_WAIT_MS; an eviction ends it): closed without it, a
  * rank cut off from the coordinator and then stopped was taken for gone
  * (sim/liveness.c found it). */
-#define TR_RECONNECTING_WAIT_MS 10000
 void tr_lease_reconnecting(zs_trainer *t, bool on);
 /* A reconnect tried again (its connections closed to be made again): a
  * new odd count, said as a reconnect's beginning is (the end of the

@@ -37,8 +37,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* How often a trainer renews its lease (client/lease.c). */
+/* How often a trainer renews its lease (client/lease.c), and how long it
+ * tries to say it begins a reconnect before it closes its connections
+ * anyway (tr_lease_reconnecting). */
 #define ZS_LIVE_RENEW_MS 1000
+#define ZS_LIVE_RECONNECTING_WAIT_MS 10000
 
 struct zs_live {
 	/* the coordinator's monotonic clock; 0: never since its start (the

@@ -24,7 +24,7 @@
 #define MAXT 4
 #define MAXC 16 /* connections a server holds per rank at once */
 
-enum { TR_RECONNECTING_WAIT_MS = 10000, LEASE_MS = 10000, GONE_MS = 3000, RENEW_MS = 1000, SWEEP_MS = 500, POLL_MS = 50,
+enum { LEASE_MS = 10000, GONE_MS = 3000, RENEW_MS = ZS_LIVE_RENEW_MS, SWEEP_MS = 500, POLL_MS = 50,
        DEADLINE_MS = 1000, RUN_MS = 120000 };
 
 enum kind {

@@ -221,7 +221,7 @@ void lw_trainer_event(struct world *w, const struct sim_ev *e)
 		/* client/lease.c tr_lease_reconnecting: the odd count is said
 		 * again until the coordinator takes it (within its bound) */
 		if (e->b && t->phase == 1 && !e->c &&
-		    w->s.now_us - t->resume_us < TR_RECONNECTING_WAIT_MS * MS &&
+		    w->s.now_us - t->resume_us < ZS_LIVE_RECONNECTING_WAIT_MS * MS &&
 		    !ZS_MUTANT(ZS_MUT_ODD_NOT_AWAITED)) {
 			lw_ev(w, 200 * MS, E_RETRY_ODD, r, t->proc, 0, 0);
 			break;

@@ -215,6 +215,16 @@ class TestTorch(unittest.TestCase):
                 self.fail("%s: %s" % (log, read(log)[-3000:]))
         return dump, [read(x) for x in logs]
 
+    def wait_ok(self, p, log, what):
+        """Waits (within 240 s) for p to exit 0, else fails with its log."""
+        try:
+            rc = p.wait(240)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = "timeout"
+        if rc != 0:
+            self.fail("%s: %s: %s" % (what, log, read(log)[-3000:]))
+
     def assert_bitwise(self, got, ref, what):
         for n, r in ref.items():
             g = got[n]
@@ -671,13 +681,7 @@ class TestTorch(unittest.TestCase):
             ps[victim] = self.spawn(victim, job, extra + (["--dump", dump] if victim == 0
                                                           else []), again)
             for p, log in ((ps[1 - victim], logs[1 - victim]), (ps[victim], again)):
-                try:
-                    rc = p.wait(240)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    rc = "timeout"
-                if rc != 0:
-                    self.fail("%s: %s: %s" % (what, log, read(log)[-3000:]))
+                self.wait_ok(p, log, what)
             # the new process resumes; so does the other rank when that is
             # before the end. (Steps take milliseconds: the victim may have
             # pushed its last step before the kill, and then the job is
@@ -727,14 +731,7 @@ class TestTorch(unittest.TestCase):
             time.sleep(1)
             c.start_server(1)
             for p, log in zip(ps, logs):
-                try:
-                    rc = p.wait(240)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    rc = "timeout"
-                if rc != 0:
-                    self.fail("a rank did not survive the server's loss: %s: %s"
-                              % (log, read(log)[-3000:]))
+                self.wait_ok(p, log, "a rank did not survive the server's loss")
                 self.assertRegex(read(log), r"resumes at step (5|10)\b", log)
             self.assertIn("rolling back", read(os.path.join(c.d, "coordinator.log")))
             self.assert_bitwise(load_file(dump), ref, "a server lost at step 12")
