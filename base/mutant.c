@@ -23,6 +23,12 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_DROP_UNLISTED] = "drop-unlisted",
 	[ZS_MUT_OLDEST_COUNT] = "oldest-count",
 	[ZS_MUT_ODD_NOT_AWAITED] = "odd-not-awaited",
+	[ZS_MUT_REDO_COUNTED_TWICE] = "redo-counted-twice",
+	[ZS_MUT_PARTIAL_EMPTIES_FULL] = "partial-empties-full",
+	[ZS_MUT_RESENT_COUNTED] = "resent-counted",
+	[ZS_MUT_ABORT_KEEPS_SLOT] = "abort-keeps-slot",
+	[ZS_MUT_FORWARD_TWICE] = "forward-twice",
+	[ZS_MUT_LANDING_DECIDES] = "landing-decides",
 };
 
 const char *zs_mutant_name(int k)

@@ -25,6 +25,13 @@ enum zs_mutant_id {
 	ZS_MUT_OLDEST_COUNT,      /* a drop says the count of the connection that ended last */
 	/* client/lease.c, client/conns.c, as sim/live_trainer.c renders them */
 	ZS_MUT_ODD_NOT_AWAITED,   /* a reconnect closes though its odd count was not taken */
+	/* engine/intake.c: a shard's open step, counted */
+	ZS_MUT_REDO_COUNTED_TWICE, /* a replacement's push of a rank whose last push is in, counted */
+	ZS_MUT_PARTIAL_EMPTIES_FULL, /* a replacement's micro-batch empties its rank's full slot */
+	ZS_MUT_RESENT_COUNTED,    /* a push of a step applied here, sent again, counted */
+	ZS_MUT_ABORT_KEEPS_SLOT,  /* a push that ends unlanded keeps its rank's slot */
+	ZS_MUT_FORWARD_TWICE,     /* a copy takes a partial push forwarded again a second time */
+	ZS_MUT_LANDING_DECIDES,   /* a replacement's push in already, landing, decided by a LANDING slot */
 	ZS_MUT_COUNT
 };
 

@@ -36,8 +36,7 @@ void eng_shard_release(struct engine *e, struct eshard *s)
 	free(s->lay.segs);
 	free(s->acc);
 	free(s->bacc);
-	free(s->open.slot);
-	free(s->repl.pcount);
+	eng_in_free(&s->in);
 	free(s->repl.err);
 	free(s->repl.seed);
 	pthread_mutex_destroy(&s->mu);
@@ -146,9 +145,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 	s->acc = calloc(gpad, 4);
 	if (!s->dev.on) /* on the device: devshard.c's dev.bacc */
 		s->bacc = calloc(gpad, sizeof *s->bacc);
-	s->open.slot = calloc(R, 1);
-	s->repl.pcount = calloc(R, sizeof *s->repl.pcount);
-	s->nr = R;
+	bool counts = !eng_in_init(&s->in, R);
 	if (in_mem && arrays > 1)
 		s->s0 = calloc(pad, 4);
 	if (in_mem && arrays > 2)
@@ -162,7 +159,7 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 			       u->name, sh->index, pad * (4 + s->dsz));
 	if (s->dev.on)
 		eng_dev_pin(e, s);
-	if (!s->acc || (!s->dev.on && !s->bacc) || !s->open.slot || !s->repl.pcount ||
+	if (!s->acc || (!s->dev.on && !s->bacc) || !counts ||
 	    (!marks && !s->prev.p) ||
 	    (in_mem && arrays > 1 && !s->s0) || (in_mem && arrays > 2 && !s->s1))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'", u->name);
@@ -423,8 +420,8 @@ static void waiting_for(struct ejob *j, struct eshard *s, uint64_t t, char *buf,
 	}
 	n += (size_t)snprintf(buf, len, "the push of step %llu from rank",
 			      (unsigned long long)s->version);
-	for (uint32_t r = 0, k = 0, w = eng_contributors(j, s->version); r < w && r < s->nr && n < len; r++)
-		if (s->open.slot[r] != SLOT_FULL && (!j->spec.collective || r == s->sh.index))
+	for (uint32_t r = 0, k = 0, w = eng_contributors(j, s->version); r < w && r < s->in.nr && n < len; r++)
+		if (s->in.slot[r] != SLOT_FULL && (!j->spec.collective || r == s->sh.index))
 			n += (size_t)snprintf(buf + n, len - n, "%s %u", k++ ? "," : "", r);
 }
 

@@ -43,9 +43,8 @@
 #include "model/hparams.h"
 #include "base/util.h"
 #include "engine/conns.h"
+#include "engine/intake.h"
 #include "engine/phase.h"
-
-enum slot_state { SLOT_EMPTY, SLOT_LANDING, SLOT_FULL };
 
 /* hyperparameter tables a job keeps (those still ahead of or at its
  * slowest shard's step) */
@@ -82,13 +81,9 @@ struct eshard {
 	float *s0, *s1;  /* optimizer state */
 	float *acc;      /* the step's mean gradient (bacc finished) */
 	struct zs_bacc *bacc; /* the reduction (math/bsum.h): 16 B/element */
-	uint32_t nr; /* ranks open.slot and repl.pcount hold (world.c) */
-	/* the open step's pushes */
+	/* the open step's pushes, counted (engine/intake.h: its only writer) */
+	struct eng_intake in;
 	struct eshard_open {
-		uint8_t *slot;   /* enum slot_state per rank: its last push of the step */
-		uint32_t full;   /* ranks whose last push is in */
-		uint32_t terms;  /* pushes in bacc this step (partial ones too) */
-		uint32_t landing; /* pushes landing now (in landing buffers) */
 		uint32_t init_landing; /* initial uploads landing now */
 		uint64_t piped; /* elements already reduced and applied while the
 				 * last push was landing */
@@ -180,9 +175,8 @@ struct eshard {
 	 * applied their step, so that a trainer can send again to a replica
 	 * whatever a lost primary was not done with.
 	 * Gradient accumulation: every copy puts each partial push in its
-	 * reduction (its primary forwards them); pcount: per rank, the
-	 * partial pushes of the open step in it (pterms: all ranks'), so that
-	 * one sent again goes in once. seed_gap (a copy): 1 + the step it was
+	 * reduction (its primary forwards them), counted in in.pcount, so
+	 * that one sent again goes in once. seed_gap (a copy): 1 + the step it was
 	 * seeded in after partial pushes of that step (their terms are not
 	 * here; 0: none). A primary: the copies it seeded so (unsettled),
 	 * reported seeded once that step's forward has reached them; peer_gen
@@ -198,8 +192,6 @@ struct eshard {
 		float *seed;
 		struct eack { struct zs_sop *op; uint64_t step; } *acks;
 		size_t n_acks, cap_acks;
-		uint32_t *pcount;
-		uint32_t pterms;
 		uint64_t seed_gap;
 		struct { uint64_t peer, step; } unsettled[ZS_MAX_REPLICAS - 1];
 		uint32_t n_unsettled;
@@ -442,10 +434,6 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
  * once with no copy (caller holds s->mu). */
 void eng_repl_partial(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
 		      const struct zs_xfer *x, void *dst, struct zs_sop *op);
-/* Whether partial push (rank, x) of s's open step may land now: ZS_OK
- * (*dup: its term is in already), or why not (caller holds s->mu). */
-enum zs_status eng_partial_check(struct ejob *j, struct eshard *s, uint32_t rank,
-				 const struct zs_xfer *x, bool *dup, struct zs_error *err);
 /* A trainer's request reached replica s of j: true when a newer placement
  * (now taken) made it its shard's primary (caller holds no lock). */
 bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s);
@@ -477,6 +465,10 @@ void eng_fx_run(struct engine *e, struct ejob *j, struct eshard *s, struct eng_f
  * and keeps it; eng_fx_run after): the reduction finished, then s marked
  * for clipping's exchange, or the update (face.c). */
 void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx);
+/* Push x of rank, and what shard s of j says at it, as engine/intake.c
+ * reads them (caller holds s->mu). */
+struct eng_push eng_push_of(const struct zs_xfer *x, uint32_t rank);
+struct eng_at eng_at_of(struct ejob *j, const struct eshard *s, const struct zs_xfer *x);
 
 /* devshard.c: a shard's arrays, reduction and update on the engine's
  * device. A device error stops the server (its jobs roll back to their
@@ -633,12 +625,6 @@ void eng_prev_save(struct eshard *s, size_t a, size_t b);
  * cannot (offsets: the connection reads the arena). Caller holds s->mu. */
 enum zs_status eng_prev_served(struct eshard *s, const struct zs_xfer *x, bool offsets,
 			       const void **src, struct zs_error *err);
-/* A replacement's push x (ZS_WF_REDO) of rank: ZS_OK with *dup when the
- * rank's term is in already (dropped and acknowledged), ZS_OK to land it,
- * or why not (caller holds s->mu). */
-enum zs_status eng_redo_check(struct ejob *j, struct eshard *s, uint32_t rank,
-			      const struct zs_xfer *x, bool *dup, struct zs_error *err);
-
 /* clip.c */
 /* Primary s has reduced its open step (caller holds s->mu): its norm, and
  * fx->clip set for eng_clip_exchange (by eng_fx_run, unlocked). */

@@ -47,7 +47,7 @@ bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s)
 static void forget_state(struct engine *e, struct ejob *j, struct eshard *s,
 			 struct epending **done)
 {
-	if (s->repl.landing || s->open.init_landing || s->open.landing) {
+	if (s->repl.landing || s->open.init_landing || s->in.landing) {
 		zs_warn("job '%s': unit '%s' shard %u is placed here anew while something lands in it: kept",
 			j->name, eng_unit_name(j, s->sh.unit), s->sh.index);
 		return;

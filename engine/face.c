@@ -303,7 +303,7 @@ enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s
 
 	if (x->dtype != ZS_F32)
 		st = zs_fail(err, ZS_EINVAL, "initial parameters and optimizer state are sent as f32");
-	else if (s->version != 0 || s->open.full || x->step != 0)
+	else if (s->version != 0 || s->in.full || x->step != 0)
 		st = zs_fail(err, ZS_ESTATE,
 			     "unit '%s' has trained (step %llu): initial %s come before step 0",
 			     eng_unit_name(j, x->unit), (unsigned long long)s->version,
@@ -369,20 +369,6 @@ static enum zs_status land(struct engine *e, struct ejob *j, struct eshard *s,
 		       eng_unit_name(j, x->unit), (unsigned long long)e->land.budget);
 }
 
-/* Whether x is a replicated job's partial push of s's open step from a
- * rank whose last push of it is not in (rank's slot not full): one in
- * already lands as any other, and goes to the copies again before it is
- * acknowledged (they take it once: eng_partial_in), so that a copy
- * promoted before the first one's forward reached it has its term. With
- * the slot full the push is dropped: landing, it would empty the slot and
- * let the rank's last push in again, into the next step's sum. */
-static bool repl_partial(const struct ejob *j, const struct eshard *s, uint32_t rank,
-			 const struct zs_xfer *x)
-{
-	return x->partial && j->spec.replicas > 1 && x->step == s->version &&
-	       s->open.slot[rank] != SLOT_FULL;
-}
-
 /* Whether push x is one of s, a primary here (or a replica promoted
  * since): exactly the shard (or its step mark), not a partial upload. */
 static enum zs_status push_fits(struct engine *e, struct ejob *j, struct eshard *s,
@@ -414,26 +400,34 @@ static enum zs_status push_fits(struct engine *e, struct ejob *j, struct eshard 
 	return ZS_OK;
 }
 
-/* Push x of rank lands (ZS_EAGAIN: no room yet; the listener retries when
- * some is given back): in rank's slot of the open step when it goes into
- * the reduction (counted), else (a term in already) only landed, to be
- * dropped at its end (caller holds s->mu). */
-static enum zs_status land_push(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
-				const struct zs_xfer *x, bool counted, void **dst,
-				struct zs_error *err)
+struct eng_push eng_push_of(const struct zs_xfer *x, uint32_t rank)
 {
+	return (struct eng_push){.step = x->step, .rank = rank, .micro = x->micro,
+				 .partial = x->partial, .redo = x->redo};
+}
+
+struct eng_at eng_at_of(struct ejob *j, const struct eshard *s, const struct zs_xfer *x)
+{
+	return (struct eng_at){.version = s->version, .replicas = j->spec.replicas,
+			       .contributors = eng_contributors(j, s->version),
+			       .world = eng_world_at(j, x->step), .unit = eng_unit_name(j, x->unit)};
+}
+
+/* Push x of rank lands (ZS_EAGAIN: no room yet; the listener retries it
+ * when some is given back) where engine/intake.c says: into the open
+ * step's reduction, or (its term in already) only landed, to be dropped
+ * at its end (caller holds s->mu). */
+static enum zs_status land_push(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
+				const struct zs_xfer *x, void **dst, struct zs_error *err)
+{
+	const struct eng_push p = eng_push_of(x, rank);
+	const struct eng_at at = eng_at_of(j, s, x);
+	enum eng_take take;
 	enum zs_status st;
 
-	if (counted && s->open.terms + s->open.landing >= ZS_BSUM_MAX_TERMS)
-		return zs_fail(err, ZS_ENOSPC,
-			       "unit '%s' has taken %u pushes in step %llu, the most one step's reduction takes",
-			       eng_unit_name(j, x->unit), s->open.terms, (unsigned long long)x->step);
-	if ((st = land(e, j, s, x, dst, err)))
+	if ((st = eng_in_begin(&s->in, &at, &p, &take, err)) || (st = land(e, j, s, x, dst, err)))
 		return st;
-	if (counted) {
-		s->open.slot[rank] = SLOT_LANDING;
-		s->open.landing++;
-	}
+	eng_in_began(&s->in, &p, take);
 	return ZS_OK;
 }
 
@@ -445,7 +439,6 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 	struct ejob *j = eng_job_or_fail(e, job, err);
 	struct eshard *s;
 	enum zs_status st = ZS_OK;
-	bool dup = false;
 
 	if (!j)
 		return err->code;
@@ -491,31 +484,13 @@ enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
 			     "unit '%s' shard %u has not all of its optimizer state: job '%s' was created with %llu steps taken, and its state is uploaded before step 0 (zshardctl import --optimizer, zs_init_unit_state)",
 			     eng_unit_name(j, x->unit), s->sh.index, j->name,
 			     (unsigned long long)j->spec.optim.steps_taken);
-	} else if (!x->init && (rank >= eng_contributors(j, x->step) || rank >= s->nr) &&
+	} else if (!x->init && (rank >= eng_contributors(j, x->step) || rank >= s->in.nr) &&
 		   !j->spec.collective) {
 		st = zs_fail(err, ZS_EINVAL,
 			     "job '%s': rank %u is not in step %llu's world of %u ranks (zshardctl job resize)",
 			     j->name, rank, (unsigned long long)x->step, eng_world_at(j, x->step));
-	} else if (x->redo) {
-		/* a lost rank's replacement: what the rank pushed is in once */
-		if (!(st = eng_redo_check(j, s, rank, x, &dup, err)))
-			st = land_push(e, j, s, rank, x, !dup || repl_partial(j, s, rank, x), dst, err);
-	} else if (j->spec.replicas > 1 && x->step + 1 == s->version) {
-		/* sent again after a failover: its step is applied here (by
-		 * this server as a replica); acknowledged once on every copy */
-		st = land(e, j, s, x, dst, err);
-	} else if (x->step != s->version) {
-		st = zs_fail(err, ZS_ESTATE, "push for step %llu of unit '%s', whose open step is %llu",
-			     (unsigned long long)x->step, eng_unit_name(j, x->unit),
-			     (unsigned long long)s->version);
-	} else if (s->open.slot[rank] != SLOT_EMPTY) {
-		st = zs_fail(err, ZS_EEXIST, "rank %u already pushed step %llu of unit '%s'", rank,
-			     (unsigned long long)x->step, eng_unit_name(j, x->unit));
-	} else if (x->partial && j->spec.replicas > 1 &&
-		   (st = eng_partial_check(j, s, rank, x, NULL, err))) {
-		/* a micro-batch before the one it follows */
 	} else {
-		st = land_push(e, j, s, rank, x, true, dst, err);
+		st = land_push(e, j, s, rank, x, dst, err);
 	}
 	pthread_mutex_unlock(&s->mu);
 out:
@@ -553,9 +528,9 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 		upto = bytes / zs_dtype_size(x->dtype);
 		upto -= upto % 1024; /* whole 4 KiB pieces of fp32 at least */
 		/* not with replicas: a new copy's seed reads the state whole */
-		if (x->step == s->version && s->open.slot[rank] == SLOT_LANDING &&
-		    s->open.full + 1 == eng_contributors(j, s->version) &&
-		    s->open.landing == 1 && upto > s->open.piped && upto <= s->lay.glen &&
+		if (x->step == s->version && s->in.slot[rank] == SLOT_LANDING &&
+		    s->in.full + 1 == eng_contributors(j, s->version) &&
+		    s->in.landing == 1 && upto > s->open.piped && upto <= s->lay.glen &&
 		    j->spec.replicas < 2) {
 			eng_deposit(e, s, dst, x->dtype, s->open.piped, upto);
 			eng_finish_range(j, s, s->open.piped, upto);
@@ -571,8 +546,8 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 /* A write that began on shard s will not land (aborted, or of a timeline
  * a restore ended): its slot and landing buffer (or the initial upload's
  * count) are free. */
-static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer *x,
-			uint32_t rank, void *dst)
+static void end_landing(struct engine *e, struct ejob *j, struct eshard *s,
+			const struct zs_xfer *x, uint32_t rank, void *dst)
 {
 	bool give_back = false;
 
@@ -592,14 +567,10 @@ static void end_landing(struct engine *e, struct eshard *s, const struct zs_xfer
 	} else if (x->replica) {
 		if (x->step == s->version) /* not a forward sent again */
 			s->repl.landing = false;
-	} else if (x->step < s->version) { /* a push sent again (failover) */
-		give_back = true;
-	} else if (s->open.slot[rank] == SLOT_LANDING) {
-		s->open.slot[rank] = SLOT_EMPTY;
-		s->open.landing--;
-		give_back = true;
-	} else if (x->redo) { /* a replacement's push that was in already */
-		give_back = true;
+	} else {
+		const struct eng_push p = eng_push_of(x, rank);
+		const struct eng_at at = eng_at_of(j, s, x);
+		give_back = eng_in_unlanded(&s->in, &at, &p);
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (give_back && !mapped(s, x))
@@ -616,7 +587,7 @@ void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 	(void)stale; /* either timeline's landing ends here */
 	if (!j)
 		return;
-	end_landing(e, shard_for(j, x), x, rank, dst);
+	end_landing(e, j, shard_for(j, x), x, rank, dst);
 	eng_job_unref(e, j);
 }
 
@@ -663,15 +634,41 @@ static void init_landed(struct engine *e, struct ejob *j, struct eshard *s,
 	zs_sop_done(op);
 }
 
-/* Whether a replacement's push x of rank, landed, is of a term in already
- * (caller holds s->mu; its slot is LANDING when it was not at its begin). */
-static bool redo_dup(struct ejob *j, struct eshard *s, uint32_t rank, const struct zs_xfer *x)
+/* Push x of rank landed at dst (caller holds s->mu): what
+ * engine/intake.c says, carried out. In the reduction at once, whoever it
+ * is from (what pipelining took is in already); a partial push of a
+ * replicated job to the copies before it is acknowledged; a last push
+ * acknowledged (with replicas: once its step is on every copy), and the
+ * step completed when every rank's is in. */
+static void push_landed(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
+			const struct zs_xfer *x, void *dst, struct zs_sop *op, struct eng_fx *fx)
 {
-	struct zs_error err = {0};
-	bool dup = false;
+	const struct eng_push p = eng_push_of(x, rank);
+	const struct eng_at at = eng_at_of(j, s, x);
+	struct eng_in_fx in;
 
-	return x->redo && !repl_partial(j, s, rank, x) && !eng_redo_check(j, s, rank, x, &dup, &err) &&
-	       dup;
+	eng_in_landed(&s->in, &at, &p, &in);
+	if (in.deposit && mapped(s, x))
+		eng_deposit_mapped(e, s, dst, x->dtype, s->open.piped, s->lay.glen);
+	else if (in.deposit)
+		eng_deposit(e, s, dst, x->dtype, s->open.piped, s->lay.glen);
+	if (in.forward) {
+		eng_repl_partial(e, j, s, rank, x, dst, op);
+		return;
+	}
+	if (in.give_back && !mapped(s, x))
+		eng_land_put(e, dst);
+	if (in.ack == EI_ACK_NOW || !eng_ack_later(s, op, x->step))
+		zs_sop_done(op);
+	if (in.flush)
+		eng_acks_flush(s);
+	if (in.complete && s->repl.wait) /* the last update is not on every
+					  * copy yet: this one follows once it is */
+		eng_phase_go(s, EV_BEHIND);
+	else if (in.complete)
+		eng_step_complete(e, j, s, fx);
+	else if (!p.partial && !in.flush && !s->repl.wait)
+		eng_take_released(s, &fx->rel, &fx->n_rel);
 }
 
 void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
@@ -691,7 +688,7 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	if (stale) {
 		/* began before a restore retired its handle: the restore waits
 		 * for it to end and discards it (an earlier timeline's push) */
-		end_landing(e, s, x, rank, dst);
+		end_landing(e, j, s, x, rank, dst);
 		zs_sop_fail(op, ZS_ERESUME, ROLLED_BACK, j->name);
 		eng_job_unref(e, j);
 		return;
@@ -703,84 +700,13 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (!x->init && (x->step < s->version || redo_dup(j, s, rank, x))) {
-		/* a push sent again after a failover, or a replacement's of
-		 * what its rank pushed: in already (its step applied, maybe) */
-		if (x->partial && x->step == s->version && j->spec.replicas > 1) {
-			/* a replacement's micro-batch of the open step, its
-			 * rank's last push in: to the copies (which take it
-			 * once), acknowledged when they have it, not when the
-			 * step is applied: the replacement waits for it before
-			 * its next micro-batch, and with clipping the step
-			 * waits for every server's norm, so for the
-			 * replacement's pushes elsewhere */
-			eng_repl_partial(e, j, s, rank, x, dst, op);
-		} else { /* acknowledged once its step is on every copy */
-			if (!mapped(s, x))
-				eng_land_put(e, dst);
-			if (j->spec.replicas < 2 || !eng_ack_later(s, op, x->step))
-				zs_sop_done(op);
-			eng_acks_flush(s);
-		}
-		pthread_mutex_unlock(&s->mu);
-		eng_job_unref(e, j);
-		return;
-	}
 	if (x->init) {
 		init_landed(e, j, s, x, dst, op);
-		goto release;
-	}
-	if (x->partial && j->spec.replicas > 1) {
-		/* gradient accumulation with replicas: into the reduction
-		 * (once: one sent again after a failover may be in already),
-		 * then to every copy's before it is acknowledged */
-		eng_partial_in(e, j, s, rank, x, dst);
-		s->open.landing--;
-		s->open.slot[rank] = SLOT_EMPTY;
-		eng_repl_partial(e, j, s, rank, x, dst, op);
-		pthread_mutex_unlock(&s->mu);
-		eng_job_unref(e, j);
-		return;
-	}
-	/* into the reduction at once, whoever it is from (what pipelining
-	 * took is in already), and the landing buffer goes back */
-	if (mapped(s, x)) {
-		eng_deposit_mapped(e, s, dst, x->dtype, s->open.piped, s->lay.glen);
+		if (!s->repl.wait) /* the initial upload releases the gathers of step 0 */
+			eng_take_released(s, &fx.rel, &fx.n_rel);
 	} else {
-		eng_deposit(e, s, dst, x->dtype, s->open.piped, s->lay.glen);
-		eng_land_put(e, dst);
+		push_landed(e, j, s, rank, x, dst, op, &fx);
 	}
-	s->open.terms++;
-	s->open.landing--;
-	if (x->partial) {
-		/* gradient accumulation: one more term, the rank's slot free
-		 * for its next micro-batch */
-		s->open.slot[rank] = SLOT_EMPTY;
-		s->repl.pcount[rank]++; /* one sent again is not counted twice */
-		s->repl.pterms++;
-		zs_sop_done(op);
-		pthread_mutex_unlock(&s->mu);
-		eng_job_unref(e, j);
-		return;
-	}
-	s->open.slot[rank] = SLOT_FULL;
-	s->open.full++;
-	/* landed: acknowledged (with replicas: once its step is on every
-	 * copy); the update may follow */
-	if (j->spec.replicas < 2 || !eng_ack_later(s, op, x->step))
-		zs_sop_done(op);
-	if (s->open.full == eng_contributors(j, s->version)) {
-		if (s->repl.wait) /* the last update is not on every copy
-				   * yet: this one follows once it is */
-			eng_phase_go(s, EV_BEHIND);
-		else
-			eng_step_complete(e, j, s, &fx);
-		goto unlock;
-	}
-release:
-	if (!s->repl.wait) /* the initial upload releases the gathers of step 0 */
-		eng_take_released(s, &fx.rel, &fx.n_rel);
-unlock:
 	pthread_mutex_unlock(&s->mu);
 	eng_fx_run(e, j, s, &fx);
 	eng_job_unref(e, j);

@@ -3,9 +3,9 @@
  * only the lost rank's step (docs/DESIGN.md, "A lost trainer costs one
  * step"): each shard's parameters of the step before its version (the
  * replacement gathers the step it redoes, which units already updated
- * have left behind), and which of a rank's pushes of the open step are in
- * (a push the replacement sends again is dropped, once: the sum counts
- * each rank's term of a step once).
+ * have left behind). Which of a rank's pushes of the open step are in (a
+ * push the replacement sends again is dropped, once: the sum counts each
+ * rank's term of a step once) is engine/intake.c's (eng_in_redo_check).
  *
  * Why one step back is enough: a rank lost in step t had told the
  * coordinator it began t before its first push of t (client/lease.c), and
@@ -59,31 +59,5 @@ enum zs_status eng_prev_served(struct eshard *s, const struct zs_xfer *x, bool o
 		return zs_fail(err, ZS_ESTATE, "shard %u is at step %llu: step %llu is gone: %s",
 			       s->sh.index, (unsigned long long)s->version,
 			       (unsigned long long)x->step, why);
-	return ZS_OK;
-}
-
-enum zs_status eng_redo_check(struct ejob *j, struct eshard *s, uint32_t rank,
-			      const struct zs_xfer *x, bool *dup, struct zs_error *err)
-{
-	*dup = false;
-	if (x->step + 1 == s->version) { /* its step is applied: in already */
-		*dup = true;
-		return ZS_OK;
-	}
-	if (x->step != s->version)
-		return zs_fail(err, ZS_ESTATE,
-			       "a replacement's push for step %llu of unit '%s', whose open step is %llu",
-			       (unsigned long long)x->step, eng_unit_name(j, x->unit),
-			       (unsigned long long)s->version);
-	if (s->open.slot[rank] == SLOT_FULL) {
-		*dup = true;
-		return ZS_OK;
-	}
-	if (s->open.slot[rank] == SLOT_LANDING)
-		return zs_fail(err, ZS_EAGAIN,
-			       "rank %u's push of unit '%s' at step %llu is still landing from the process it replaces",
-			       rank, eng_unit_name(j, x->unit), (unsigned long long)x->step);
-	if (x->partial)
-		return eng_partial_check(j, s, rank, x, dup, err);
 	return ZS_OK;
 }

@@ -652,7 +652,7 @@ static struct rtask *seed_task(struct engine *e, struct ejob *j, struct eshard *
 		return NULL;
 	}
 	r->seed = true;
-	r->seed_mid = s->repl.pterms > 0; /* their terms are not in the state */
+	r->seed_mid = s->in.pterms > 0; /* their terms are not in the state */
 	r->step = s->version;
 	r->peer[0] = peer;
 	r->n_peers = 1;

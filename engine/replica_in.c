@@ -10,27 +10,6 @@
  */
 #include "engine/engine_int.h"
 
-enum zs_status eng_partial_check(struct ejob *j, struct eshard *s, uint32_t rank,
-				 const struct zs_xfer *x, bool *dup, struct zs_error *err)
-{
-	if (dup)
-		*dup = false;
-	if (rank >= s->nr)
-		return zs_fail(err, ZS_EINVAL, "a partial push from rank %u of a job of %u", rank,
-			       eng_world_at(j, x->step));
-	if (x->micro < s->repl.pcount[rank]) { /* sent again: its term is in */
-		if (dup)
-			*dup = true;
-		return ZS_OK;
-	}
-	if (x->micro > s->repl.pcount[rank])
-		return zs_fail(err, ZS_ESTATE,
-			       "micro-batch %u of rank %u in step %llu of unit '%s' came before micro-batch %u",
-			       x->micro, rank, (unsigned long long)x->step,
-			       eng_unit_name(j, x->unit), s->repl.pcount[rank]);
-	return ZS_OK;
-}
-
 /* A forwarded partial push's destination (caller holds s->mu). */
 static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct eshard *s,
 				    const struct zs_xfer *x, void **dst, struct zs_error *err)
@@ -53,9 +32,12 @@ static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct esh
 	/* one of an applied step, of the step it was seeded in past (its
 	 * terms are in the seed's state's future), or in already: taken and
 	 * dropped at its landing */
-	if (x->step == s->version && s->repl.seed_gap != x->step + 1 &&
-	    (st = eng_partial_check(j, s, x->from, x, NULL, err)))
-		return st;
+	if (x->step == s->version && s->repl.seed_gap != x->step + 1) {
+		const struct eng_push p = eng_push_of(x, x->from);
+		const struct eng_at at = eng_at_of(j, s, x);
+		if ((st = eng_in_partial_check(&s->in, &at, &p, NULL, err)))
+			return st;
+	}
 	if (!(*dst = eng_land_get(e, s->lay.glen * s->dsz, true)))
 		return zs_fail(err, ZS_ENOMEM, "out of memory for a push of unit '%s'",
 			       eng_unit_name(j, x->unit));
@@ -202,7 +184,7 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 	s->repl.landing = false;
 	if (s->dev.on)
 		eng_dev_acc_in(e, s);
-	if (s->open.terms) /* partial pushes' terms: the primary's mean has them */
+	if (s->in.terms) /* partial pushes' terms: the primary's mean has them */
 		eng_reduction_clear(e, s);
 	eng_apply(e, j, s, 1.0f, &fx);
 	zs_sop_done(op); /* applied: now the primary may go on */

@@ -286,7 +286,7 @@ static enum zs_status wait_quiet(struct engine *e, struct ejob *j, struct zs_err
 			struct eshard *s = j->shards[k];
 			bool landing, exchanging;
 			pthread_mutex_lock(&s->mu);
-			landing = s->open.init_landing || s->open.landing || s->repl.landing;
+			landing = s->open.init_landing || s->in.landing || s->repl.landing;
 			pthread_mutex_lock(&j->cmu);
 			exchanging = s->phase == PH_CLIPPING && s->clip.claimed;
 			pthread_mutex_unlock(&j->cmu);
@@ -389,10 +389,10 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 				 s->sh.index, s->tier.path);
 		if (s->copy != s->master)
 			zs_convert_from_f32(s->copy, s->dt, tmp[k].master, n);
-		if (s->open.full)
+		if (s->in.full)
 			zs_info("job '%s': unit '%s' shard %u: the half-finished step %llu (%u of %u ranks pushed) is discarded",
 				j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
-				(unsigned long long)s->version, s->open.full, eng_world_at(j, s->version));
+				(unsigned long long)s->version, s->in.full, eng_world_at(j, s->version));
 		s->version = at;
 		/* a reset waits for new initial parameters */
 		eng_phase_go(s, load ? EV_RESTORE : EV_RESET);
@@ -459,7 +459,7 @@ enum zs_status engine_capture_now(struct engine *e, const char *job, struct engi
 		struct eshard *s = j->shards[k];
 		bool busy;
 		pthread_mutex_lock(&s->mu);
-		busy = s->open.full || s->open.terms || s->open.landing ||
+		busy = s->in.full || s->in.terms || s->in.landing ||
 		       s->phase == PH_CLIPPING || s->open.init_landing;
 		if (!eng_ready(s))
 			st = zs_fail(err, ZS_ESTATE, "unit '%s' has no parameters",

@@ -46,34 +46,28 @@ void eng_reduction_clear(struct engine *e, struct eshard *s)
 {
 	if (s->dev.on)
 		eng_dev_clear(e, s);
-	else if (s->open.terms || s->open.piped)
+	else if (s->in.terms || s->open.piped)
 		memset(s->bacc, 0, (s->lay.marks ? ZS_MARK_LEN : s->sh.padded) * sizeof *s->bacc);
-	s->open.terms = 0;
+	eng_in_terms_cleared(&s->in);
 	s->open.piped = 0;
 }
 
 void eng_partial_in(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
 		    const struct zs_xfer *x, const void *dst)
 {
-	bool dup = true;
+	const struct eng_push p = eng_push_of(x, rank);
+	const struct eng_at at = eng_at_of(j, s, x);
 
-	if (eng_partial_check(j, s, rank, x, &dup, NULL) || dup)
-		return; /* in already (a gap cannot be: its begin checked) */
-	eng_deposit(e, s, dst, x->dtype, s->open.piped, s->lay.glen);
-	s->open.terms++;
-	s->repl.pcount[rank]++;
-	s->repl.pterms++;
+	if (eng_in_forwarded(&s->in, &at, &p))
+		eng_deposit(e, s, dst, x->dtype, s->open.piped, s->lay.glen);
 }
 
 void eng_step_discard(struct engine *e, struct ejob *j, struct eshard *s)
 {
 	eng_reduction_clear(e, s);
-	memset(s->repl.pcount, 0, s->nr * sizeof *s->repl.pcount);
-	s->repl.pterms = 0;
+	eng_in_clear(&s->in);
 	s->repl.seed_gap = 0;
 	s->acc_of = 0;
-	memset(s->open.slot, SLOT_EMPTY, s->nr);
-	s->open.full = 0;
 	eng_phase_go(s, EV_DISCARD);
 	pthread_mutex_lock(&j->cmu);
 	s->clip.at = 0; /* no exchange may take its old norm */
@@ -157,13 +151,7 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		s->prev.of = s->version; /* 1 + the step it holds */
 	eng_capture_due(j, s, &fx->done);
 	eng_pins_due(j, s);
-	s->open.full = 0;
-	s->open.terms = 0;
-	memset(s->open.slot, SLOT_EMPTY, s->nr);
-	if (s->repl.pterms) {
-		memset(s->repl.pcount, 0, s->nr * sizeof *s->repl.pcount);
-		s->repl.pterms = 0;
-	}
+	eng_in_clear(&s->in);
 	if (s->repl.seed_gap && s->repl.seed_gap < s->version + 1)
 		s->repl.seed_gap = 0; /* the step it lacked terms of is applied */
 	atomic_fetch_add(&e->ctr.steps, 1);

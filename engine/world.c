@@ -39,19 +39,9 @@ enum zs_status eng_ranks_ensure(struct ejob *j, uint32_t n, struct zs_error *err
 	for (uint32_t i = 0; i < atomic_load(&j->n_shards); i++) {
 		struct eshard *s = j->shards[i];
 		pthread_mutex_lock(&s->mu);
-		if (s->nr < n) {
-			uint8_t *slot = realloc(s->open.slot, n);
-			uint32_t *pc = slot ? realloc(s->repl.pcount, n * sizeof *pc) : NULL;
-			if (slot)
-				s->open.slot = slot;
-			if (!pc) {
-				pthread_mutex_unlock(&s->mu);
-				return zs_fail(err, ZS_ENOMEM, "out of memory for %u ranks", n);
-			}
-			s->repl.pcount = pc;
-			memset(slot + s->nr, SLOT_EMPTY, n - s->nr);
-			memset(pc + s->nr, 0, (n - s->nr) * sizeof *pc);
-			s->nr = n;
+		if (eng_in_grow(&s->in, n)) {
+			pthread_mutex_unlock(&s->mu);
+			return zs_fail(err, ZS_ENOMEM, "out of memory for %u ranks", n);
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
@@ -132,7 +122,7 @@ enum zs_status eng_t_world(void *ctx, uint32_t job, uint32_t rank, const uint8_t
 		struct eshard *s = j->shards[i];
 		pthread_mutex_lock(&s->mu);
 		uint32_t old = eng_world_at(j, s->version), neu = zs_world_at(&j->spec, &now, s->version);
-		if (old != neu && !s->sh.copy && (s->open.full || s->open.terms || s->open.landing))
+		if (old != neu && !s->sh.copy && (s->in.full || s->in.terms || s->in.landing))
 			st = zs_fail(err, ZS_ESTATE,
 				     "job '%s': rank %u says step %llu's world size is %u, and unit '%s' has pushes of it in already for a world of %u (a rank began it without knowing of the resize)",
 				     j->name, rank, (unsigned long long)s->version, neu,

@@ -261,10 +261,7 @@ int live_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		}
 	}
 	st->events += w->s.fired;
-	st->seeds++;
 	rc = w->failed;
-	if (rc)
-		st->failed++;
 	if (tracing && w->s.trace)
 		fputs(w->s.trace, stdout);
 	for (int s = 0; s < MAXS; s++)
@@ -278,7 +275,7 @@ const char *sim_fault_name(int k)
 {
 	static const char *const names[SF_COUNT] = {
 	    "pause", "pause-after-action", "kill", "cut-trainer", "cut-server", "slow-message",
-	    "server-restart", "coordinator-restart", "connection-reset"};
+	    "server-restart", "coordinator-restart", "connection-reset", "failover"};
 
 	return k >= 0 && k < SF_COUNT ? names[k] : "?";
 }

@@ -22,6 +22,18 @@
 #include "base/mutant.h"
 #include "sim/world.h"
 
+int sim_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n)
+{
+	int rc = live_run(seed, tracing, st, why, why_n);
+
+	if (!rc)
+		rc = step_run(seed, tracing, st, why, why_n);
+	st->seeds++;
+	if (rc)
+		st->failed++;
+	return rc;
+}
+
 static double secs(void)
 {
 	struct timespec ts;
@@ -41,6 +53,9 @@ static void summary(const char *what, const struct sim_stats *st, double took)
 	       " seen by the lease alone); %" PRIu64 " events; %.0f seeds/min\n",
 	       st->checks, st->verdicts_gone, st->verdicts_lapsed, st->fast_checked, st->lease_only,
 	       st->events, took > 0 ? (double)st->seeds * 60.0 / took : 0.0);
+	printf("sim %s, the step world: %" PRIu64 " steps applied, %" PRIu64 " pushes taken (%" PRIu64
+	       " in already), %" PRIu64 " steps redone by a replacement\n",
+	       what, st->steps, st->pushes, st->again, st->redos);
 }
 
 /* Seeds from..from+n-1 (or until budget seconds pass): the failing ones
@@ -55,7 +70,7 @@ static uint64_t batch(uint64_t from, uint64_t n, double budget, struct sim_stats
 	for (uint64_t i = 0; i < n; i++) {
 		if (budget > 0 && secs() - t0 > budget)
 			break;
-		if (!live_run(from + i, false, st, why, sizeof why))
+		if (!sim_run(from + i, false, st, why, sizeof why))
 			continue;
 		if (!bad++ && first_bad) {
 			*first_bad = from + i;
@@ -97,7 +112,7 @@ static int regressions(const char *path)
 			continue;
 		line[strcspn(line, "\n")] = 0;
 		n++;
-		if (live_run(seed, false, &st, why, sizeof why)) {
+		if (sim_run(seed, false, &st, why, sizeof why)) {
 			printf("sim: regression seed %" PRIu64 " FAILED: %s\n  (%s)\n", seed, why, line);
 			bad++;
 		}
@@ -112,7 +127,7 @@ static int regressions(const char *path)
 				continue;
 			}
 			zs_mutant = k;
-			if (!live_run(seed, false, &st, why, sizeof why)) {
+			if (!sim_run(seed, false, &st, why, sizeof why)) {
 				printf("sim: regression seed %" PRIu64 " no longer finds mutant %s (the world changed: make sim-mutants finds a seed that does)\n",
 				       seed, name);
 				bad++;
@@ -225,7 +240,7 @@ int main(int argc, char **argv)
 	if (have_one) {
 		struct sim_stats st = {0};
 		char why[512];
-		int r = live_run(one, trace, &st, why, sizeof why);
+		int r = sim_run(one, trace, &st, why, sizeof why);
 		printf("sim: seed %" PRIu64 " %s%s\n", one, r ? "FAILED: " : "held every invariant",
 		       r ? why : "");
 		return r;
@@ -234,7 +249,7 @@ int main(int argc, char **argv)
 		struct sim_stats st = {0};
 		double t0 = secs();
 		uint64_t bad = batch(from, n, budget, &st, NULL, NULL, 0, false);
-		summary("liveness", &st, secs() - t0);
+		summary("both worlds", &st, secs() - t0);
 		return bad ? 1 : 0;
 	}
 }

@@ -2,7 +2,8 @@
  * world.h - what a simulated world gives sim/main.c: run one seed, count
  * what it did. sim/liveness.c is the first world: the trainers' liveness
  * protocol (model/liveness.c, engine/conns.c) among a coordinator, servers
- * and trainers under faults.
+ * and trainers under faults; sim/step.c the second: a shard's open step
+ * (engine/intake.c) under trainer deaths, redos and failovers.
  */
 #ifndef ZS_SIM_WORLD_H
 #define ZS_SIM_WORLD_H
@@ -21,6 +22,7 @@ enum sim_fault {
 	SF_SERVER_RESTART,
 	SF_COORD_RESTART,
 	SF_RESET,        /* one trainer-server connection ended by the network */
+	SF_FAILOVER,     /* (the step world) a shard's primary lost, its copy promoted */
 	SF_COUNT
 };
 
@@ -31,12 +33,19 @@ struct sim_stats {
 	/* deaths whose gone bound was checked (and held); deaths the lease
 	 * alone could see (killed with no data connection, or mid-reconnect) */
 	uint64_t fast_checked, lease_only;
+	/* the step world: steps applied, pushes taken (again: in already),
+	 * replacements that redid a step */
+	uint64_t steps, pushes, again, redos;
 };
 
 /* Runs the liveness world from seed. 0: every invariant held; 1: one did
  * not, why says which (the first). The trace, when tracing, is printed to
  * stdout as it ends. */
 int live_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
+/* Runs the step world from seed (sim/step.c), as live_run. */
+int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
+/* Both worlds from seed: the liveness world, then (if it held) the step world. */
+int sim_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 const char *sim_fault_name(int k);
 
 #endif
