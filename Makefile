@@ -124,7 +124,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # cores; its mutant build plants bugs in them (base/mutant.h) and must find
 # each (make sim-mutants)
 SIM_SRC := $(wildcard sim/*.c)
-SIM_CORES := model/liveness.c engine/conns.c engine/intake.c base/mutant.c base/status.c \
+SIM_CORES := model/liveness.c engine/conns.c engine/intake.c engine/copies.c base/mutant.c base/status.c \
 	     base/strerror.c
 SIM := $(BUILD)/bin/zshard-sim
 SIM_MUT := $(BUILD)/sim-mut/zshard-sim
@@ -151,7 +151,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
-	      config phase unit liveness intake \
+	      config phase unit liveness intake copies \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -242,11 +242,12 @@ $(BUILD)/bin/zshardctl: $(call obj,$(CLI_SRC)) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(SIM): $(call obj,$(SIM_SRC)) $(BUILD)/obj/engine/conns.o $(BUILD)/obj/engine/intake.o $(CORE_LIB)
+$(SIM): $(call obj,$(SIM_SRC)) $(BUILD)/obj/engine/conns.o $(BUILD)/obj/engine/intake.o $(BUILD)/obj/engine/copies.o \
+	    $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(SIM_MUT): $(SIM_SRC) $(SIM_CORES) $(wildcard sim/*.h) base/mutant.h model/liveness.h engine/conns.h \
-	    engine/intake.h \
+	    engine/intake.h engine/copies.h \
 	    model/model.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DZS_MUTANTS -o $@ $(SIM_SRC) $(SIM_CORES) $(LDFLAGS)
@@ -297,6 +298,7 @@ $(BUILD)/tests/test_phase: $(BUILD)/obj/tests/unit/test_phase.o $(BUILD)/obj/tes
 $(BUILD)/tests/test_phase: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_liveness: $(BUILD)/obj/tests/unit/test_liveness.o $(BUILD)/obj/engine/conns.o $(CORE_LIB)
 $(BUILD)/tests/test_intake: $(BUILD)/obj/tests/unit/test_intake.o $(BUILD)/obj/engine/intake.o $(CORE_LIB)
+$(BUILD)/tests/test_copies: $(BUILD)/obj/tests/unit/test_copies.o $(BUILD)/obj/engine/copies.o $(CORE_LIB)
 $(BUILD)/tests/test_unit: $(BUILD)/obj/tests/unit/test_unit.o $(BUILD)/obj/tests/unit/fsm_check.o $(BUILD)/obj/client/unit.o $(CORE_LIB)
 # the CUDA kernels against the host's (skipped, with the reason, without a device)
 $(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h gpu/launch.cuh math/elem.h math/bsum.h base/dtype.h include/zshard_status.h

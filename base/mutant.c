@@ -28,7 +28,11 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_RESENT_COUNTED] = "resent-counted",
 	[ZS_MUT_ABORT_KEEPS_SLOT] = "abort-keeps-slot",
 	[ZS_MUT_FORWARD_TWICE] = "forward-twice",
+	[ZS_MUT_ACK_BEFORE_COPIES] = "ack-before-copies",
 	[ZS_MUT_LANDING_DECIDES] = "landing-decides",
+	[ZS_MUT_AHEAD_REFUSES] = "ahead-refuses",
+	[ZS_MUT_FRONTIER_AT_VERSION] = "frontier-at-version",
+	[ZS_MUT_PROMOTED_SENDS_NOTHING] = "promoted-sends-nothing",
 };
 
 const char *zs_mutant_name(int k)

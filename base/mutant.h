@@ -31,7 +31,12 @@ enum zs_mutant_id {
 	ZS_MUT_RESENT_COUNTED,    /* a push of a step applied here, sent again, counted */
 	ZS_MUT_ABORT_KEEPS_SLOT,  /* a push that ends unlanded keeps its rank's slot */
 	ZS_MUT_FORWARD_TWICE,     /* a copy takes a partial push forwarded again a second time */
+	ZS_MUT_ACK_BEFORE_COPIES, /* a last push answered before its step is on every copy */
 	ZS_MUT_LANDING_DECIDES,   /* a replacement's push in already, landing, decided by a LANDING slot */
+	/* engine/copies.c: a replicated shard's copies */
+	ZS_MUT_AHEAD_REFUSES,     /* a copy a step ahead refuses the promoted copy's last step */
+	ZS_MUT_FRONTIER_AT_VERSION, /* durable answers go before the update is on every copy */
+	ZS_MUT_PROMOTED_SENDS_NOTHING, /* a promoted copy does not send its last step again */
 	ZS_MUT_COUNT
 };
 

@@ -22,7 +22,7 @@ bool eng_ack_later(struct eshard *s, struct zs_sop *op, uint64_t step)
 
 void eng_acks_flush(struct eshard *s)
 {
-	uint64_t frontier = s->version - (s->repl.wait && s->version ? 1 : 0);
+	uint64_t frontier = eng_acks_frontier(s->version, s->repl.wait);
 	size_t keep = 0;
 
 	for (size_t i = 0; i < s->repl.n_acks; i++)

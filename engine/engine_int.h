@@ -43,6 +43,7 @@
 #include "model/hparams.h"
 #include "base/util.h"
 #include "engine/conns.h"
+#include "engine/copies.h"
 #include "engine/intake.h"
 #include "engine/phase.h"
 

@@ -173,34 +173,35 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 		if (o && o->fresh && !in_list(was, n_was, s->repl.peer[q]))
 			eng_repl_seed(e, j, s, s->repl.peer[q]);
 	}
-	if (s->repl.wait) {
-		/* the forward under way went to the old copies: to the
-		 * ones left, or, with none left, it is done */
+	switch (eng_copies_replan(s->repl.wait, s->repl.n_peers, now_primary, eng_ready(s),
+				  s->version, s->acc_of)) {
+	case ER_FORWARD_AGAIN: { /* the forward under way: to the copies left */
+		float *m = NULL;
 		s->repl.gen++;
 		s->repl.wait = false;
-		if (s->repl.n_peers) {
-			float *m = NULL;
-			if (!s->version && !s->master && (m = malloc(s->sh.length * 4)) &&
-			    eng_arrays_io(e, s, false, m, NULL, NULL)) {
-				free(m);
-				m = NULL;
-			}
-			eng_repl_queue(e, j, s, !s->version, s->version ? NULL : m ? m : s->master);
+		if (!s->version && !s->master && (m = malloc(s->sh.length * 4)) &&
+		    eng_arrays_io(e, s, false, m, NULL, NULL)) {
 			free(m);
-		} else {
-			eng_acks_flush(s);
-			if (s->phase == PH_WAITING)
-				eng_step_complete(e, j, s, &fx);
-			else
-				eng_take_released(s, &fx.rel, &fx.n_rel);
+			m = NULL;
 		}
-	} else if (now_primary && s->repl.n_peers && eng_ready(s) && s->version &&
-		   s->acc_of == s->version) {
-		/* its last step, again, to every copy: one that missed it
-		 * (the lost primary died forwarding it; with three copies)
-		 * applies it, the others acknowledge it as applied; until
-		 * then the next step's update waits, as after any step */
+		eng_repl_queue(e, j, s, !s->version, s->version ? NULL : m ? m : s->master);
+		free(m);
+		break;
+	}
+	case ER_DONE: /* no copy left: the update it held back runs */
+		s->repl.gen++;
+		s->repl.wait = false;
+		eng_acks_flush(s);
+		if (s->phase == PH_WAITING)
+			eng_step_complete(e, j, s, &fx);
+		else
+			eng_take_released(s, &fx.rel, &fx.n_rel);
+		break;
+	case ER_LAST_AGAIN: /* promoted: its last step again, to every copy */
 		eng_repl_queue(e, j, s, false, NULL);
+		break;
+	case ER_NOTHING:
+		break;
 	}
 	pthread_mutex_unlock(&s->mu);
 	eng_fx_run(e, j, s, &fx); /* with snapshots that waited for a stale copy */

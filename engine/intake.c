@@ -191,7 +191,9 @@ bool eng_in_forwarded(struct eng_intake *in, const struct eng_at *at, const stru
 void eng_in_landed(struct eng_intake *in, const struct eng_at *at, const struct eng_push *p,
 		   struct eng_in_fx *fx)
 {
-	const enum eng_ack durable = at->replicas > 1 ? EI_ACK_DURABLE : EI_ACK_NOW;
+	const enum eng_ack durable = at->replicas > 1 && !ZS_MUTANT(ZS_MUT_ACK_BEFORE_COPIES)
+					     ? EI_ACK_DURABLE
+					     : EI_ACK_NOW;
 
 	*fx = (struct eng_in_fx){0};
 	if (p->step < at->version || redo_in_already(in, at, p)) {

@@ -44,6 +44,34 @@ static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct esh
 	return ZS_OK;
 }
 
+/* A forward of a step's mean gradient: where it lands (engine/copies.c
+ * decides; caller holds s->mu). Applied here already (sent again after a
+ * failover, or a promoted copy's last step to a fellow a step ahead): the
+ * shard's landing buffer takes it, dropped at its end. */
+static enum zs_status step_begin(struct engine *e, struct ejob *j, struct eshard *s,
+				 const struct zs_xfer *x, void **dst, struct zs_error *err)
+{
+	struct zs_error why = {0};
+	enum eng_fwd_take take;
+	enum zs_status st = eng_copy_take(s->version, eng_ready(s), s->repl.landing, x->step,
+					  &take, &why);
+
+	if (st) /* ZS_ENOTFOUND (no state): its primary seeds it, then again */
+		return zs_fail(err, st, "unit '%s' shard %u: %s", eng_unit_name(j, x->unit),
+			       s->sh.index, why.msg);
+	if (take == EF_APPLIED) {
+		if (!s->landing && !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
+			return zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
+				       eng_unit_name(j, x->unit));
+		*dst = s->landing;
+		return ZS_OK;
+	}
+	/* straight into the mean gradient: nothing else writes it here */
+	*dst = s->acc;
+	s->repl.landing = true;
+	return ZS_OK;
+}
+
 enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,
 			      const struct zs_xfer *x, void **dst, struct zs_error *err)
 {
@@ -103,36 +131,8 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		}
 	} else if (x->init)
 		st = eng_init_begin(e, j, s, x, dst, err);
-	else if (!eng_ready(s)) /* ZS_ENOTFOUND: its primary seeds it, then again */
-		st = zs_fail(err, ZS_ENOTFOUND,
-			     "unit '%s' shard %u has no state here yet (a new or restarted copy)",
-			     eng_unit_name(j, x->unit), s->sh.index);
-	else if (x->step < s->version && x->step + 2 >= s->version) {
-		/* sent again to a replica that applied it (a failover moved the
-		 * primary while its acknowledgement was on the way): done. Or
-		 * the step before it: a promoted copy sends its last step again
-		 * (epoch.c), and its fellow may be a step ahead of it, the lost
-		 * primary's last forward having reached that one alone; the
-		 * trainers push that step again to the new primary, whose
-		 * forward of it then finds it applied here, as above */
-		if (!s->landing && !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
-			st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
-				     eng_unit_name(j, x->unit));
-		else
-			*dst = s->landing;
-	} else if (x->step != s->version)
-		st = zs_fail(err, ZS_ESTATE,
-			     "a forward of step %llu for unit '%s' shard %u, which is at step %llu",
-			     (unsigned long long)x->step, eng_unit_name(j, x->unit), s->sh.index,
-			     (unsigned long long)s->version);
-	else if (s->repl.landing)
-		st = zs_fail(err, ZS_EEXIST, "unit '%s' shard %u is taking a forward already",
-			     eng_unit_name(j, x->unit), s->sh.index);
-	else {
-		/* straight into the mean gradient: nothing else writes it here */
-		*dst = s->acc;
-		s->repl.landing = true;
-	}
+	else
+		st = step_begin(e, j, s, x, dst, err);
 	pthread_mutex_unlock(&s->mu);
 	return st;
 }
@@ -176,7 +176,7 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 		pthread_mutex_unlock(&s->mu);
 		return;
 	}
-	if (x->step != s->version || !s->repl.landing) { /* sent again: applied already */
+	if (!eng_copy_apply(s->version, s->repl.landing, x->step)) { /* sent again: applied already */
 		zs_sop_done(op);
 		pthread_mutex_unlock(&s->mu);
 		return;

@@ -1,22 +1,28 @@
 /*
  * step.c - the second simulated world: is every rank's term of a step in
- * its sum once? One shard of a job, its primary and (replicas 2) a copy,
- * and 1 to 4 trainer ranks, each pushing 1 to 3 micro-batches a step
+ * its sum once? One shard of a job on 1 to 3 copies (replicas), the first
+ * its primary, and 1 to 4 trainer ranks, each pushing 1 to 3 micro-batches a step
  * (gradient accumulation: all but the last partial), for 4 to 10 steps,
- * through the real core of a shard's open step (engine/intake.c), run by
- * the servers as the engine's shells run it (sim/step_nodes.c).
+ * through the real cores of a shard's open step (engine/intake.c) and of
+ * its copies (engine/copies.c), run by the servers as the engine's shells
+ * run them (sim/step_servers.c; the trainers: sim/step_trainer.c).
  *
  * Faults: trainer processes killed at random (up to 4; a replacement joins
  * after the coordinator's verdict and redoes its rank's step, every push
  * of it marked redo), a second kill while a replacement redoes; with
- * replicas, the primary's server killed once (the coordinator promotes the
- * copy; forwards of the deposed primary's epoch are refused; each trainer,
- * told, sends the push it waits on again), and messages delayed so that
- * they overtake each other.
+ * replicas, up to replicas - 1 servers killed, the primary or a copy, a
+ * second while the first is recovered (the coordinator places the shard
+ * without them, the first copy left its primary, in a new epoch that each
+ * server takes in its own time; forwards of another epoch are refused;
+ * each trainer, told, sends the push it waits on again), and messages
+ * delayed so that they overtake each other.
  *
  * Invariants:
  *   - every step a server applies (the primary's update, or a promoted
  *     copy's) has each rank's every micro-batch in its sum exactly once
+ *   - a last push answered (with replicas) has its step on every live copy
+ *   - a copy is never forwarded a step ahead of it, nor refuses one for
+ *     long
  *   - no push of a correct trainer is refused (but for "its predecessor's
  *     push is still landing", which it sends again)
  *   - a replacement finds the step it redoes (a server keeps one back)
@@ -35,9 +41,16 @@
 
 #define RUN_MS 60000 /* a run's bound: every rank must be done by then */
 
+void sw_ev4(struct sworld *w, int64_t delay_us, int kind, int who, int64_t a, int64_t b,
+	    int64_t c, int64_t d)
+{
+	sim_at(&w->s, delay_us,
+	       (struct sim_ev){.kind = kind, .who = who, .a = a, .b = b, .c = c, .d = d});
+}
+
 void sw_ev(struct sworld *w, int64_t delay_us, int kind, int who, int64_t a, int64_t b)
 {
-	sim_at(&w->s, delay_us, (struct sim_ev){.kind = kind, .who = who, .a = a, .b = b});
+	sw_ev4(w, delay_us, kind, who, a, b, 0, 0);
 }
 
 void sw_fail(struct sworld *w, const char *fmt, ...)
@@ -91,30 +104,42 @@ static void replace(struct sworld *w, int r)
 	sw_ev(w, 0, SW_WAKE, r, t->proc, 0);
 }
 
-static void kill_primary(struct sworld *w)
+/* A server dies: the coordinator, after its verdict, places the shard
+ * without it (a copy promoted when it was the primary). */
+static void kill_server(struct sworld *w, int who)
 {
-	struct sw_server *sv = &w->srv[w->primary];
+	struct sw_server *sv = &w->srv[who];
 
-	if (w->C < 2 || !sv->alive || !w->srv[1 - w->primary].alive)
+	if (who >= w->C || !sv->alive || w->kills_left <= 0)
 		return;
+	w->kills_left--;
 	sv->alive = false;
 	w->st->faults[SF_FAILOVER]++;
-	sim_log(&w->s, "server %d (the primary, at step %llu) killed", w->primary,
+	sim_log(&w->s, "server %d (%s, at step %llu) killed", who, sv->primary ? "the primary" : "a copy",
 		(unsigned long long)sv->version);
-	sw_ev(w, sim_range(&w->s, 10 * MS, 300 * MS), SW_PROMOTE, 0, 0, 0);
+	sw_ev(w, sim_range(&w->s, 10 * MS, 300 * MS), SW_FAILOVER, 0, 0, 0);
 }
 
-/* coord/failover.c: the copy is the primary, in a new placement epoch. */
-static void promote(struct sworld *w)
+/* coord/failover.c: the placement without the dead servers, the first
+ * copy left its primary, in a new epoch; each server takes it (a heartbeat
+ * away, or at once when a trainer's push reaches a copy made primary), and
+ * each trainer, told, sends what it waits on again to the new primary. */
+static void failover(struct sworld *w)
 {
-	struct sw_server *sv = &w->srv[1 - w->primary];
+	int n = 0;
 
-	w->primary = 1 - w->primary;
-	sv->primary = true;
-	sv->epoch++;
-	sv->peer = false;
-	sim_log(&w->s, "server %d promoted (at step %llu)", w->primary,
-		(unsigned long long)sv->version);
+	for (int i = 0; i < w->n_plc; i++)
+		if (w->srv[w->plc[i]].alive)
+			w->plc[n++] = w->plc[i];
+	if (n == w->n_plc)
+		return; /* placed without the dead already */
+	w->n_plc = n;
+	w->epoch++;
+	w->primary = w->plc[0];
+	sim_log(&w->s, "coordinator: placement epoch %llu, server %d the primary, %d cop%s",
+		(unsigned long long)w->epoch, w->primary, n, n == 1 ? "y" : "ies");
+	for (int i = 0; i < n; i++)
+		sw_ev(w, sim_range(&w->s, 0, 20 * MS), SW_TAKE, w->plc[i], 0, 0);
 	for (int r = 0; r < w->R; r++)
 		sw_ev(w, sim_range(&w->s, MS, 50 * MS), SW_TOLD, r, 0, 0);
 }
@@ -126,8 +151,11 @@ static void plan_faults(struct sworld *w)
 	for (int i = 0; i < kills; i++)
 		sw_ev(w, sim_range(&w->s, 0, w->fault_end_us), SW_KILL, (int)sim_below(&w->s, (uint64_t)w->R),
 		      0, 0);
-	if (w->C > 1 && sim_chance(&w->s, 0.7))
-		sw_ev(w, sim_range(&w->s, 0, w->fault_end_us), SW_KILL_PRIMARY, 0, 0, 0);
+	for (int i = 0; i < w->C - 1; i++) /* a second loss while the first is recovered */
+		if (sim_chance(&w->s, i ? 0.4 : 0.7))
+			sw_ev(w, sim_range(&w->s, 0, w->fault_end_us), SW_KILL_SERVER,
+			      sim_chance(&w->s, 0.6) ? w->primary : (int)sim_below(&w->s, (uint64_t)w->C),
+			      0, 0);
 }
 
 static void check_counts(struct sworld *w)
@@ -172,17 +200,22 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 	w->why_n = why_n;
 	w->R = (int)sim_range(&w->s, 1, SW_MAX_R);
 	w->K = (int)sim_range(&w->s, 1, SW_MAX_K);
-	w->C = (int)sim_range(&w->s, 1, 2);
+	w->C = (int)sim_range(&w->s, 1, SW_MAX_C);
 	w->S = (uint64_t)sim_range(&w->s, 4, 10);
 	w->fault_end_us = (int64_t)w->S * 40 * MS;
 	sim_log(&w->s, "seed %" PRIu64 ": %d rank(s), %d micro-batch(es) a step, %d cop%s, %llu steps",
 		seed, w->R, w->K, w->C, w->C > 1 ? "ies" : "y", (unsigned long long)w->S);
+	w->epoch = 1;
+	w->kills_left = w->C - 1;
 	for (int i = 0; i < w->C; i++) {
-		w->srv[i].alive = true;
-		w->srv[i].primary = i == 0;
-		w->srv[i].peer = i == 0 && w->C > 1;
-		w->srv[i].epoch = 1;
-		if (eng_in_init(&w->srv[i].in, (uint32_t)w->R))
+		struct sw_server *sv = &w->srv[i];
+		sv->alive = true;
+		sv->primary = i == 0;
+		for (int q = 1; i == 0 && q < w->C; q++)
+			sv->peer[sv->n_peers++] = q;
+		sv->epoch = 1;
+		w->plc[w->n_plc++] = i;
+		if (eng_in_init(&sv->in, (uint32_t)w->R))
 			sw_fail(w, "out of memory");
 	}
 	for (int r = 0; r < w->R; r++) {
@@ -199,8 +232,8 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 			break;
 		case SW_KILL: kill_trainer(w, e.who); break;
 		case SW_REPLACE: replace(w, e.who); break;
-		case SW_KILL_PRIMARY: kill_primary(w); break;
-		case SW_PROMOTE: promote(w); break;
+		case SW_KILL_SERVER: kill_server(w, e.who); break;
+		case SW_FAILOVER: failover(w); break;
 		default: sw_server_event(w, &e); break;
 		}
 		check_counts(w);
@@ -211,7 +244,7 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 	rc = w->failed;
 	if (tracing && w->s.trace)
 		fputs(w->s.trace, stdout);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < SW_MAX_C; i++)
 		eng_in_free(&w->srv[i].in);
 	sim_free(&w->s);
 	free(w);

@@ -1,8 +1,9 @@
 /*
- * step.h - the step world's state (sim/step.c, sim/step_nodes.c): one
- * shard of a job, on a primary and (replicas 2) a copy, and R trainer
- * ranks pushing its steps through the real core of a shard's open step
- * (engine/intake.c), under trainer deaths and the primary's loss.
+ * step.h - the step world's state (sim/step.c, sim/step_servers.c,
+ * sim/step_trainer.c): one shard of a job on 1 to 3 copies (the first its
+ * primary), and R trainer ranks pushing its steps through the real cores
+ * of a shard's open step (engine/intake.c) and of its copies
+ * (engine/copies.c), under trainer deaths and servers lost.
  */
 #ifndef ZS_SIM_STEP_H
 #define ZS_SIM_STEP_H
@@ -10,11 +11,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/copies.h"
 #include "engine/intake.h"
 #include "sim/kernel.h"
 #include "sim/world.h"
 
 #define SW_MAX_R 4
+#define SW_MAX_C 3
 #define SW_MAX_K 3
 #define SW_MAX_PUSH 4096
 #define SW_MAX_ACKS 64
@@ -25,14 +28,16 @@ enum sw_kind {
 	SW_BEGIN,      /* who: server; a: push. A push arrives */
 	SW_LAND,       /* who: server; a: push. Its bytes are in */
 	SW_ACK,        /* who: rank; a: push; b: status. The server's answer */
-	SW_FWD_PUSH,   /* who: copy; a: push; b: epoch. A partial push forwarded */
-	SW_FWD_PUSH_OK, /* who: primary; a: push. The copy has it */
-	SW_FWD_STEP,   /* who: copy; a: step; b: epoch. The step's mean gradient */
-	SW_FWD_STEP_OK, /* who: primary; a: step. The copy applied it */
+	SW_FWD_PUSH,   /* who: copy; a: push; b: epoch; c: from; d: round. A partial push forwarded */
+	SW_FWD_PUSH_OK, /* who: primary; a: push; b: refused (then sent again); c: from; d: round */
+	SW_FWD_STEP,   /* who: copy; a: step; b: epoch; c: from; d: gen. A step's mean */
+	SW_FWD_LAND,   /* who: copy; a: step; c: from; d: gen. Its bytes are in */
+	SW_FWD_STEP_OK, /* who: primary; a: step; b: refused; c: from; d: gen */
 	SW_KILL,       /* who: rank. Its process dies (SIGKILL) */
 	SW_REPLACE,    /* who: rank. Its replacement joins and redoes its step */
-	SW_KILL_PRIMARY, /* the primary's server dies */
-	SW_PROMOTE,    /* the coordinator makes the copy the primary */
+	SW_KILL_SERVER, /* a server dies (the primary or a copy) */
+	SW_FAILOVER,   /* the coordinator's new placement without the dead */
+	SW_TAKE,       /* who: server. It takes the newest placement */
 	SW_TOLD,       /* who: rank. It takes the new placement */
 };
 
@@ -41,6 +46,8 @@ struct sw_push {
 	struct eng_push p;
 	int proc;       /* the trainer process that sent it */
 	int server;     /* where to */
+	int fwd_left;   /* copies whose answer to its forward the primary waits for */
+	int fwd_round;  /* its forwards sent anew (a new placement): answers of an earlier round ignored */
 	bool began;     /* the server took it (its landing counted) */
 	bool ended;     /* landed or aborted */
 	int64_t acked_to; /* 0, or the time the trainer saw its answer */
@@ -53,11 +60,22 @@ struct sw_server {
 	/* the reduction: how many times each rank's micro-batch is in it
 	 * (m = K - 1: its last push) */
 	int sum[SW_MAX_R][SW_MAX_K];
-	bool wait;   /* the last update is not on the copy yet */
-	bool behind; /* every push of the open step in, waiting for that */
-	bool peer;   /* it has a copy to forward to */
+	uint64_t acc_of; /* 1 + the step its mean gradient is of (0: none) */
+	/* a primary's copies: the servers it forwards to; wait: the update
+	 * that made version not on all of them yet (wait_left answers to
+	 * come, of forward generation gen); behind: every push of the open
+	 * step in, waiting for that */
+	int peer[SW_MAX_C - 1];
+	int n_peers;
+	bool wait, behind;
+	int wait_left;
+	uint64_t gen;
+	int refused;       /* forwards refused in a row */
+	bool landing_fwd;  /* a copy: a forward of its open step lands */
 	struct { int push; uint64_t step; } acks[SW_MAX_ACKS]; /* durable, not yet answered */
 	int n_acks;
+	int fwd[SW_MAX_ACKS]; /* partial pushes whose forward is under way */
+	int n_fwd;
 };
 
 struct sw_trainer {
@@ -81,10 +99,16 @@ struct sworld {
 	size_t why_n;
 	int R, K, C;       /* ranks, micro-batches a step, copies */
 	uint64_t S;        /* steps to train */
-	int primary;       /* the coordinator's placement: the primary's server */
+	/* the coordinator's placement: its servers in order (the first the
+	 * primary), its epoch */
+	int plc[SW_MAX_C];
+	int n_plc;
+	uint64_t epoch;
+	int primary;
+	int kills_left;    /* servers that may still be killed */
 	int next_proc;
 	int64_t fault_end_us;
-	struct sw_server srv[2];
+	struct sw_server srv[SW_MAX_C];
 	struct sw_trainer t[SW_MAX_R];
 	struct sw_push push[SW_MAX_PUSH];
 	int n_push;
@@ -93,10 +117,15 @@ struct sworld {
 void sw_ev(struct sworld *w, int64_t delay_us, int kind, int who, int64_t a, int64_t b);
 void sw_fail(struct sworld *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int64_t sw_lat(struct sworld *w);
-/* sim/step_nodes.c: the servers' shells (as engine/face.c and
- * engine/replica*.c run the core) and the trainers (client/driver.c,
- * client/failover.c, client/redo.c) */
+void sw_ev4(struct sworld *w, int64_t delay_us, int kind, int who, int64_t a, int64_t b,
+	    int64_t c, int64_t d);
+/* sim/step_servers.c: the servers, running the cores as engine/face.c,
+ * engine/replica.c, engine/replica_in.c, engine/acks.c and engine/epoch.c
+ * do; a server takes the newest placement */
 void sw_server_event(struct sworld *w, const struct sim_ev *ev);
+void sw_take_placement(struct sworld *w, int who);
+/* sim/step_trainer.c: the trainers (client/driver.c, client/failover.c,
+ * client/redo.c) */
 void sw_trainer_event(struct sworld *w, const struct sim_ev *ev);
 
 #endif

@@ -1,0 +1,58 @@
+/*
+ * copies.c - a replicated shard's copies, decided (engine/copies.h).
+ */
+#include "engine/copies.h"
+
+#include "base/mutant.h"
+
+enum zs_status eng_copy_take(uint64_t version, bool ready, bool landing, uint64_t step,
+			     enum eng_fwd_take *take, struct zs_error *err)
+{
+	*take = EF_APPLY;
+	if (!ready) /* its primary seeds it, then sends again */
+		return zs_fail(err, ZS_ENOTFOUND, "no state here yet (a new or restarted copy)");
+	if (step < version && step + (ZS_MUTANT(ZS_MUT_AHEAD_REFUSES) ? 1 : 2) >= version) {
+		/* sent again to a copy that applied it (a failover moved the
+		 * primary while its acknowledgement was on the way); or the
+		 * step before it: a promoted copy sends its last step again,
+		 * and its fellow may be a step ahead of it, the lost
+		 * primary's last forward having reached that one alone; the
+		 * trainers push that step again to the new primary, whose
+		 * forward of it then finds it applied here, as above */
+		*take = EF_APPLIED;
+		return ZS_OK;
+	}
+	if (step != version)
+		return zs_fail(err, ZS_ESTATE, "a forward of step %llu, which is at step %llu",
+			       (unsigned long long)step, (unsigned long long)version);
+	if (landing)
+		return zs_fail(err, ZS_EEXIST, "taking a forward already");
+	return ZS_OK;
+}
+
+bool eng_copy_apply(uint64_t version, bool landing, uint64_t step)
+{
+	return step == version && landing;
+}
+
+uint64_t eng_acks_frontier(uint64_t version, bool wait)
+{
+	if (ZS_MUTANT(ZS_MUT_FRONTIER_AT_VERSION))
+		return version;
+	return version - (wait && version ? 1 : 0);
+}
+
+enum eng_replan eng_copies_replan(bool wait, uint32_t peers, bool promoted, bool ready,
+				  uint64_t version, uint64_t acc_of)
+{
+	if (wait) /* the forward under way went to the old copies */
+		return peers ? ER_FORWARD_AGAIN : ER_DONE;
+	/* its last step, again, to every copy: one that missed it (the lost
+	 * primary died forwarding it; with three copies) applies it, the
+	 * others acknowledge it as applied; until then the next step's
+	 * update waits, as after any step */
+	if (promoted && peers && ready && version && acc_of == version &&
+	    !ZS_MUTANT(ZS_MUT_PROMOTED_SENDS_NOTHING))
+		return ER_LAST_AGAIN;
+	return ER_NOTHING;
+}

@@ -1,0 +1,54 @@
+/*
+ * copies.h - a replicated shard's copies, decided: what a copy does with
+ * its primary's forward of a step, which durable answers may go, and what
+ * a new placement (a failover, a copy lost) does to the update on its way
+ * to the copies. Internal to the engine.
+ *
+ * A pure core, as engine/intake.h: it takes what the shard says and
+ * returns a verdict; no clock, no lock, no buffer. engine/replica_in.c,
+ * engine/acks.c and engine/epoch.c are its shells, and the simulator's
+ * step world runs it as they do (sim/step_nodes.c).
+ */
+#ifndef ZS_ENGINE_COPIES_H
+#define ZS_ENGINE_COPIES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+/* What a copy does with a forward of step `step`. */
+enum eng_fwd_take {
+	EF_APPLY,   /* its open step: lands in the mean gradient, then applied */
+	EF_APPLIED, /* applied here already: landed aside, answered as applied */
+};
+
+/* A copy at version (ready: it has state; landing: a forward lands now)
+ * takes its primary's forward of step: ZS_OK and *take, or why not
+ * (ZS_ENOTFOUND: no state yet, its primary seeds it). */
+enum zs_status eng_copy_take(uint64_t version, bool ready, bool landing, uint64_t step,
+			     enum eng_fwd_take *take, struct zs_error *err);
+/* The forward of step landed: true when it is applied now (its open step,
+ * and the one that began landing), false when it was applied already. */
+bool eng_copy_apply(uint64_t version, bool landing, uint64_t step);
+
+/* The durable answers due: those of pushes of a step before the frontier
+ * (the update that made version on every copy unless wait). */
+uint64_t eng_acks_frontier(uint64_t version, bool wait);
+
+/* A new placement, as a shard here takes it. */
+enum eng_replan {
+	ER_NOTHING,
+	ER_FORWARD_AGAIN, /* the forward under way: again, to the copies left */
+	ER_DONE,          /* no copy left: the update is on every copy */
+	ER_LAST_AGAIN,    /* promoted: its last step again, to every copy */
+};
+/* wait: a forward under way; peers: the copies the new placement gives
+ * it; promoted: a copy made primary; acc_of: 1 + the step its mean
+ * gradient is of (0: none). Whether a forward under way is abandoned
+ * (its answers of an earlier generation ignored) is ER_FORWARD_AGAIN and
+ * ER_DONE. */
+enum eng_replan eng_copies_replan(bool wait, uint32_t peers, bool promoted, bool ready,
+				  uint64_t version, uint64_t acc_of);
+
+#endif

@@ -1,0 +1,133 @@
+/*
+ * step_trainer.c - the step world's trainers, as client/driver.c,
+ * client/failover.c and client/redo.c behave: a rank gathers its step
+ * (held until the shard is at it, and its update on every copy), pushes
+ * its micro-batches one at a time, each waiting for its answer (with
+ * replicas a last push is answered once its step is on every copy), and,
+ * told of a new placement, sends the push it waits on again to the new
+ * primary. A replacement redoes its rank's step, every push of it marked
+ * redo.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/step.h"
+
+static void wake(struct sworld *w, int r, int64_t delay)
+{
+	sw_ev(w, delay, SW_WAKE, r, w->t[r].proc, 0);
+}
+
+static void send_push(struct sworld *w, int r, const struct eng_push *p)
+{
+	struct sw_trainer *t = &w->t[r];
+	int id = w->n_push;
+
+	if (id == SW_MAX_PUSH) {
+		sw_fail(w, "more than %d pushes in one run", SW_MAX_PUSH);
+		return;
+	}
+	w->n_push++;
+	w->push[id] = (struct sw_push){.p = *p, .proc = t->proc, .server = t->primary};
+	t->pending = id;
+	sw_ev(w, sw_lat(w), SW_BEGIN, t->primary, id, 0);
+}
+
+/* Its next action: gather the step (held until the shard is at it), then
+ * push its next micro-batch. */
+static void act(struct sworld *w, int r)
+{
+	struct sw_trainer *t = &w->t[r];
+	const struct sw_server *sv = &w->srv[t->primary];
+
+	if (t->pending >= 0 || t->step >= w->S)
+		return;
+	if (!t->gathered) {
+		if (!sv->alive || sv->version < t->step || sv->wait) {
+			wake(w, r, sim_range(&w->s, 500, 3 * MS)); /* held: asked again */
+			return;
+		}
+		if (sv->version > t->step + 1) {
+			/* engine/redo.c: a server keeps one step back */
+			sw_fail(w, "rank %d's process %d gathers step %llu, but the shard is at %llu: the step is gone",
+				r, t->proc, (unsigned long long)t->step, (unsigned long long)sv->version);
+			return;
+		}
+		t->gathered = true;
+	}
+	send_push(w, r,
+		  &(struct eng_push){.step = t->step, .rank = (uint32_t)r, .micro = t->micro,
+				     .partial = (int)t->micro < w->K - 1,
+				     .redo = t->redo == t->step + 1});
+}
+
+static void acked(struct sworld *w, int r, int id, enum zs_status st)
+{
+	struct sw_trainer *t = &w->t[r];
+
+	if (id != t->pending)
+		return; /* an answer to a push sent again since */
+	if (st == ZS_EAGAIN && ++t->again > 200) {
+		sw_fail(w, "rank %d's push %d (step %llu micro %u) was refused 200 times in a row (%s): what it waits for never ends",
+			r, id, (unsigned long long)w->push[id].p.step, w->push[id].p.micro,
+			zs_strerror(st));
+		return;
+	}
+	if (st == ZS_EAGAIN) { /* its predecessor's push still landing: again */
+		t->pending = -1;
+		wake(w, r, sim_range(&w->s, MS, 5 * MS));
+		return;
+	}
+	if (st) {
+		sw_fail(w, "rank %d's push %d (step %llu micro %u) was refused (%s)", r, id,
+			(unsigned long long)w->push[id].p.step, w->push[id].p.micro,
+			zs_strerror(st));
+		return;
+	}
+	for (int i = 0; w->C > 1 && i < w->C && !w->push[id].p.partial; i++) {
+		/* an answered last push is durable: its step on every copy */
+		w->st->checks++;
+		if (w->srv[i].alive && w->srv[i].version <= w->push[id].p.step)
+			sw_fail(w,
+				"rank %d's last push of step %llu was answered while server %d is at step %llu: a failover to it loses that step",
+				r, (unsigned long long)w->push[id].p.step, i,
+				(unsigned long long)w->srv[i].version);
+	}
+	w->push[id].acked_to = w->s.now_us;
+	t->pending = -1;
+	t->again = 0;
+	if ((int)++t->micro == w->K) { /* the step's last push answered: the next */
+		t->micro = 0;
+		t->step++;
+		t->gathered = false;
+	}
+	wake(w, r, sim_range(&w->s, 100, 2 * MS));
+}
+
+void sw_trainer_event(struct sworld *w, const struct sim_ev *ev)
+{
+	struct sw_trainer *t = &w->t[ev->who];
+
+	switch (ev->kind) {
+	case SW_WAKE:
+		if (t->alive && ev->a == t->proc)
+			act(w, ev->who);
+		break;
+	case SW_ACK:
+		if (t->alive && w->push[ev->a].proc == t->proc)
+			acked(w, ev->who, (int)ev->a, (enum zs_status)ev->b);
+		break;
+	case SW_TOLD: /* the new placement: what waited on the lost server goes again */
+		if (!t->alive || t->primary == w->primary)
+			break;
+		t->primary = w->primary;
+		if (t->pending >= 0 && w->push[t->pending].server != t->primary) {
+			struct eng_push p = w->push[t->pending].p;
+			sim_log(&w->s, "rank %d sends push %d again to server %d", ev->who, t->pending,
+				t->primary);
+			send_push(w, ev->who, &p);
+		}
+		wake(w, ev->who, 0);
+		break;
+	}
+}

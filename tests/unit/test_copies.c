@@ -1,0 +1,79 @@
+/*
+ * test_copies.c - a replicated shard's copies, decided (engine/copies.c),
+ * case by case: what a copy does with a forward, which durable answers
+ * may go, what a new placement does to the update on its way. The step
+ * world of the simulator (sim/step.c) runs the same rules under faults.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine/copies.h"
+
+static enum zs_status take(uint64_t version, bool ready, bool landing, uint64_t step,
+			   enum eng_fwd_take *t)
+{
+	struct zs_error err = {0};
+
+	return eng_copy_take(version, ready, landing, step, t, &err);
+}
+
+/* Its open step lands and is applied; one applied already (sent again
+ * after a failover), or the step before it (a promoted copy's last step,
+ * to a fellow a step ahead), is answered as applied; a later one, one two
+ * steps back, a second one at once, or a copy with no state: refused. */
+static void test_copy_takes(void **st)
+{
+	enum eng_fwd_take t;
+
+	(void)st;
+	assert_int_equal(take(5, true, false, 5, &t), ZS_OK);
+	assert_int_equal(t, EF_APPLY);
+	assert_true(eng_copy_apply(5, true, 5));
+	assert_false(eng_copy_apply(6, false, 5)); /* it landed twice: applied once */
+	assert_int_equal(take(5, true, false, 4, &t), ZS_OK);
+	assert_int_equal(t, EF_APPLIED);
+	assert_int_equal(take(5, true, false, 3, &t), ZS_OK);
+	assert_int_equal(t, EF_APPLIED);
+	assert_int_equal(take(5, true, false, 2, &t), ZS_ESTATE);
+	assert_int_equal(take(5, true, false, 6, &t), ZS_ESTATE);
+	assert_int_equal(take(5, true, true, 5, &t), ZS_EEXIST);
+	assert_int_equal(take(0, false, false, 0, &t), ZS_ENOTFOUND);
+}
+
+/* A push of step t is answered once the update of t is on every copy. */
+static void test_frontier(void **st)
+{
+	(void)st;
+	assert_int_equal(eng_acks_frontier(5, false), 5);
+	assert_int_equal(eng_acks_frontier(5, true), 4);
+	assert_int_equal(eng_acks_frontier(0, true), 0);
+}
+
+/* A new placement: a forward under way goes to the copies left, or with
+ * none left is done; a promoted copy sends its last step again (only with
+ * copies, state and a last step whose mean it holds). */
+static void test_replan(void **st)
+{
+	(void)st;
+	assert_int_equal(eng_copies_replan(true, 1, false, true, 5, 5), ER_FORWARD_AGAIN);
+	assert_int_equal(eng_copies_replan(true, 0, false, true, 5, 5), ER_DONE);
+	assert_int_equal(eng_copies_replan(false, 1, true, true, 5, 5), ER_LAST_AGAIN);
+	assert_int_equal(eng_copies_replan(false, 0, true, true, 5, 5), ER_NOTHING);
+	assert_int_equal(eng_copies_replan(false, 1, true, true, 5, 0), ER_NOTHING); /* a seed's */
+	assert_int_equal(eng_copies_replan(false, 1, true, true, 0, 0), ER_NOTHING);
+	assert_int_equal(eng_copies_replan(false, 1, false, true, 5, 5), ER_NOTHING);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_copy_takes),
+	    cmocka_unit_test(test_frontier),
+	    cmocka_unit_test(test_replan),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
