@@ -124,7 +124,8 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # cores; its mutant build plants bugs in them (base/mutant.h) and must find
 # each (make sim-mutants)
 SIM_SRC := $(wildcard sim/*.c)
-SIM_CORES := model/liveness.c engine/conns.c engine/intake.c engine/copies.c base/mutant.c base/status.c \
+SIM_CORES := model/liveness.c model/failover.c engine/conns.c engine/intake.c engine/copies.c \
+	     base/mutant.c base/status.c \
 	     base/strerror.c
 SIM := $(BUILD)/bin/zshard-sim
 SIM_MUT := $(BUILD)/sim-mut/zshard-sim
@@ -247,7 +248,7 @@ $(SIM): $(call obj,$(SIM_SRC)) $(BUILD)/obj/engine/conns.o $(BUILD)/obj/engine/i
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(SIM_MUT): $(SIM_SRC) $(SIM_CORES) $(wildcard sim/*.h) base/mutant.h model/liveness.h engine/conns.h \
-	    engine/intake.h engine/copies.h \
+	    engine/intake.h engine/copies.h model/failover.h \
 	    model/model.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DZS_MUTANTS -o $@ $(SIM_SRC) $(SIM_CORES) $(LDFLAGS)

@@ -33,6 +33,7 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_AHEAD_REFUSES] = "ahead-refuses",
 	[ZS_MUT_FRONTIER_AT_VERSION] = "frontier-at-version",
 	[ZS_MUT_PROMOTED_SENDS_NOTHING] = "promoted-sends-nothing",
+	[ZS_MUT_OLDER_FORWARD_SETTLES] = "older-forward-settles",
 };
 
 const char *zs_mutant_name(int k)

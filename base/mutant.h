@@ -37,6 +37,7 @@ enum zs_mutant_id {
 	ZS_MUT_AHEAD_REFUSES,     /* a copy a step ahead refuses the promoted copy's last step */
 	ZS_MUT_FRONTIER_AT_VERSION, /* durable answers go before the update is on every copy */
 	ZS_MUT_PROMOTED_SENDS_NOTHING, /* a promoted copy does not send its last step again */
+	ZS_MUT_OLDER_FORWARD_SETTLES, /* an older step's forward ending settles a newer one's wait */
 	ZS_MUT_COUNT
 };
 

@@ -26,63 +26,14 @@
  */
 #include "coord/state.h"
 
+#include "model/failover.h"
+
 /* Whether copy sh can take over: its server up, its state whole (not a
- * rebuilt copy its primary has not seeded yet). */
-static bool live(struct coord *c, const struct zs_shard *sh)
+ * rebuilt copy its primary has not seeded yet). Caller holds c->mu. */
+static bool live(void *ctx, const struct zs_shard *sh)
 {
-	struct srv *s = coord_find_srv(c, sh->server_id);
+	struct srv *s = coord_find_srv(ctx, sh->server_id);
 	return s && s->up && !sh->fresh;
-}
-
-/*
- * The placement of j without server sid's copies, the first remaining
- * copy of each shard its primary; ZS_ESTATE (why in err) when a shard
- * would have no copy on a live server.
- */
-static enum zs_status without(struct coord *c, const struct zs_job *j, uint64_t sid,
-			      struct zs_placement *out, struct zs_error *err)
-{
-	const struct zs_placement *p = &j->placement;
-	uint32_t n = 0;
-
-	memset(out, 0, sizeof *out);
-	out->shards = malloc((p->n_shards ? p->n_shards : 1) * sizeof *out->shards);
-	if (!out->shards)
-		return zs_fail(err, ZS_ENOMEM, "out of memory");
-	for (uint32_t i = 0; i < p->n_shards;) {
-		uint32_t e = i, first = n, live_n = 0;
-		while (e < p->n_shards && p->shards[e].unit == p->shards[i].unit &&
-		       p->shards[e].index == p->shards[i].index)
-			e++;
-		for (uint32_t k = i; k < e; k++)
-			if (p->shards[k].server_id != sid) {
-				out->shards[n++] = p->shards[k];
-				live_n += live(c, &p->shards[k]);
-			}
-		if (!live_n) {
-			free(out->shards);
-			out->shards = NULL;
-			return zs_fail(err, ZS_ESTATE,
-				       "unit %u shard %u has no copy left on a live server",
-				       p->shards[i].unit, p->shards[i].index);
-		}
-		/* a live copy first: it becomes the primary */
-		for (uint32_t k = first; k < n; k++)
-			if (live(c, &out->shards[k])) {
-				struct zs_shard t = out->shards[first];
-				out->shards[first] = out->shards[k];
-				out->shards[k] = t;
-				break;
-			}
-		for (uint32_t k = first; k < n; k++) {
-			out->shards[k].copy = k - first;
-			out->shards[k].copies = n - first;
-		}
-		i = e;
-	}
-	out->n_shards = n;
-	out->epoch = p->epoch + 1;
-	return ZS_OK;
 }
 
 /* Whether server s, with used bytes held, may take a new copy of the
@@ -229,7 +180,7 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
 		zs_info("job '%s': %s during a restore: no failover", j->spec.name, why);
 		return false;
 	}
-	if (without(c, j, sid, &np, &e)) {
+	if (zs_placement_without(&j->placement, sid, live, c, &np, &e)) {
 		zs_warn("job '%s': %s, and %s: it rolls back", j->spec.name, why, e.msg);
 		return false;
 	}

@@ -42,6 +42,16 @@ uint64_t eng_acks_frontier(uint64_t version, bool wait)
 	return version - (wait && version ? 1 : 0);
 }
 
+bool eng_copies_settles(bool wait, uint64_t gen_now, uint64_t gen, bool init, uint64_t step,
+			uint64_t version)
+{
+	if (!wait || gen != gen_now) /* a restore or a new placement came between */
+		return false;
+	if (ZS_MUTANT(ZS_MUT_OLDER_FORWARD_SETTLES))
+		return true;
+	return init ? version == 0 : step + 1 == version;
+}
+
 enum eng_replan eng_copies_replan(bool wait, uint32_t peers, bool promoted, bool ready,
 				  uint64_t version, uint64_t acc_of)
 {

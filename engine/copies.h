@@ -36,6 +36,15 @@ bool eng_copy_apply(uint64_t version, bool landing, uint64_t step);
  * (the update that made version on every copy unless wait). */
 uint64_t eng_acks_frontier(uint64_t version, bool wait);
 
+/* A forward to every copy of step (init: the initial upload), of forward
+ * generation gen, ended: whether it settles the wait of the shard now at
+ * version (wait, generation gen_now). Only the forward of the update that
+ * made version does: an older one (a promoted copy's last step sent again
+ * while its deposed primary's forward still landed there, applied since
+ * and forwarded in turn) leaves the wait to the newer one. */
+bool eng_copies_settles(bool wait, uint64_t gen_now, uint64_t gen, bool init, uint64_t step,
+			uint64_t version);
+
 /* A new placement, as a shard here takes it. */
 enum eng_replan {
 	ER_NOTHING,

@@ -386,7 +386,9 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (r->gen != s->repl.gen || !s->repl.wait) { /* a restore came between */
+	if (!eng_copies_settles(s->repl.wait, s->repl.gen, r->gen, r->init, r->step, s->version)) {
+		/* a restore or a new placement came between, or a newer
+		 * forward's end settles the wait (engine/copies.c) */
 		pthread_mutex_unlock(&s->mu);
 		return;
 	}

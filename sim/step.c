@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/failover.h"
 #include "sim/step.h"
 
 #define RUN_MS 60000 /* a run's bound: every rank must be done by then */
@@ -117,29 +118,55 @@ static void kill_server(struct sworld *w, int who)
 	w->st->faults[SF_FAILOVER]++;
 	sim_log(&w->s, "server %d (%s, at step %llu) killed", who, sv->primary ? "the primary" : "a copy",
 		(unsigned long long)sv->version);
-	sw_ev(w, sim_range(&w->s, 10 * MS, 300 * MS), SW_FAILOVER, 0, 0, 0);
+	/* the coordinator marks it down (heartbeats missed), and takes it
+	 * for lost (its verdict) in its own time: another server's failover
+	 * may come between, with it known down or not */
+	sw_ev(w, sim_range(&w->s, 5 * MS, 150 * MS), SW_MARK_DOWN, who, 0, 0);
+	sw_ev(w, sim_range(&w->s, 10 * MS, 300 * MS), SW_FAILOVER, who, 0, 0);
 }
 
-/* coord/failover.c: the placement without the dead servers, the first
- * copy left its primary, in a new epoch; each server takes it (a heartbeat
- * away, or at once when a trainer's push reaches a copy made primary), and
- * each trainer, told, sends what it waits on again to the new primary. */
-static void failover(struct sworld *w)
+/* The coordinator's view: a copy can take over where its server is not
+ * known down (coord/failover.c live()). */
+static bool known_live(void *ctx, const struct zs_shard *sh)
 {
-	int n = 0;
+	const struct sworld *w = ctx;
 
+	return !w->down[sh->server_id - 1];
+}
+
+/* coord/failover.c: server who lost, the placement without it
+ * (zs_placement_without: the first live copy left its primary, in a new
+ * epoch); each server takes it (a heartbeat away, or at once when a
+ * trainer's push reaches a copy made primary), and each trainer, told,
+ * sends what it waits on again to the new primary. */
+static void failover(struct sworld *w, int who)
+{
+	struct zs_placement p = {.epoch = w->epoch, .n_shards = (uint32_t)w->n_plc,
+				 .shards = w->plc_sh}, np;
+	struct zs_error err = {0};
+
+	w->down[who] = true;
+	if (zs_placement_without(&p, (uint64_t)who + 1, known_live, w, &np, &err)) {
+		sw_fail(w, "the coordinator cannot place the shard without server %d: %s", who,
+			err.msg);
+		return;
+	}
+	if (np.n_shards == p.n_shards) { /* not in the placement */
+		free(np.shards);
+		return;
+	}
+	w->n_plc = (int)np.n_shards;
+	memcpy(w->plc_sh, np.shards, np.n_shards * sizeof *np.shards);
+	free(np.shards);
 	for (int i = 0; i < w->n_plc; i++)
-		if (w->srv[w->plc[i]].alive)
-			w->plc[n++] = w->plc[i];
-	if (n == w->n_plc)
-		return; /* placed without the dead already */
-	w->n_plc = n;
-	w->epoch++;
+		w->plc[i] = (int)w->plc_sh[i].server_id - 1;
+	w->epoch = np.epoch;
 	w->primary = w->plc[0];
-	sim_log(&w->s, "coordinator: placement epoch %llu, server %d the primary, %d cop%s",
-		(unsigned long long)w->epoch, w->primary, n, n == 1 ? "y" : "ies");
-	for (int i = 0; i < n; i++)
-		sw_ev(w, sim_range(&w->s, 0, 20 * MS), SW_TAKE, w->plc[i], 0, 0);
+	sim_log(&w->s, "coordinator: server %d lost: placement epoch %llu, server %d the primary, %d cop%s",
+		who, (unsigned long long)w->epoch, w->primary, w->n_plc, w->n_plc == 1 ? "y" : "ies");
+	for (int i = 0; i < w->n_plc; i++)
+		sw_ev(w, sim_range(&w->s, 0, sim_chance(&w->s, 0.2) ? 100 * MS : 20 * MS), SW_TAKE,
+		      w->plc[i], 0, 0);
 	for (int r = 0; r < w->R; r++)
 		sw_ev(w, sim_range(&w->s, MS, 50 * MS), SW_TOLD, r, 0, 0);
 }
@@ -151,6 +178,8 @@ static void plan_faults(struct sworld *w)
 	for (int i = 0; i < kills; i++)
 		sw_ev(w, sim_range(&w->s, 0, w->fault_end_us), SW_KILL, (int)sim_below(&w->s, (uint64_t)w->R),
 		      0, 0);
+	if (w->C > 1 && sim_chance(&w->s, 0.3)) /* a primary lost with its forward in flight */
+		w->kill_after = (uint64_t)sim_range(&w->s, 1, (int64_t)w->S);
 	for (int i = 0; i < w->C - 1; i++) /* a second loss while the first is recovered */
 		if (sim_chance(&w->s, i ? 0.4 : 0.7))
 			sw_ev(w, sim_range(&w->s, 0, w->fault_end_us), SW_KILL_SERVER,
@@ -214,6 +243,9 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		for (int q = 1; i == 0 && q < w->C; q++)
 			sv->peer[sv->n_peers++] = q;
 		sv->epoch = 1;
+		w->plc_sh[w->n_plc] = (struct zs_shard){.server_id = (uint64_t)i + 1,
+							.copy = (uint32_t)i,
+							.copies = (uint32_t)w->C};
 		w->plc[w->n_plc++] = i;
 		if (eng_in_init(&sv->in, (uint32_t)w->R))
 			sw_fail(w, "out of memory");
@@ -233,7 +265,8 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		case SW_KILL: kill_trainer(w, e.who); break;
 		case SW_REPLACE: replace(w, e.who); break;
 		case SW_KILL_SERVER: kill_server(w, e.who); break;
-		case SW_FAILOVER: failover(w); break;
+		case SW_MARK_DOWN: w->down[e.who] = true; break;
+		case SW_FAILOVER: failover(w, e.who); break;
 		default: sw_server_event(w, &e); break;
 		}
 		check_counts(w);

@@ -13,6 +13,7 @@
 
 #include "engine/copies.h"
 #include "engine/intake.h"
+#include "model/model.h"
 #include "sim/kernel.h"
 #include "sim/world.h"
 
@@ -36,7 +37,8 @@ enum sw_kind {
 	SW_KILL,       /* who: rank. Its process dies (SIGKILL) */
 	SW_REPLACE,    /* who: rank. Its replacement joins and redoes its step */
 	SW_KILL_SERVER, /* a server dies (the primary or a copy) */
-	SW_FAILOVER,   /* the coordinator's new placement without the dead */
+	SW_MARK_DOWN,  /* who: server. The coordinator marks it down */
+	SW_FAILOVER,   /* who: server. The coordinator takes it for lost: a new placement */
 	SW_TAKE,       /* who: server. It takes the newest placement */
 	SW_TOLD,       /* who: rank. It takes the new placement */
 };
@@ -101,11 +103,17 @@ struct sworld {
 	uint64_t S;        /* steps to train */
 	/* the coordinator's placement: its servers in order (the first the
 	 * primary), its epoch */
-	int plc[SW_MAX_C];
+	int plc[SW_MAX_C];      /* its servers, by plc_sh */
+	struct zs_shard plc_sh[SW_MAX_C]; /* server_id: the server's index + 1 */
 	int n_plc;
+	bool down[SW_MAX_C];    /* servers the coordinator marks down */
 	uint64_t epoch;
 	int primary;
 	int kills_left;    /* servers that may still be killed */
+	/* a primary killed right after it applies its kill_after-th step
+	 * and forwards it (0: none): the forward in flight as it dies */
+	uint64_t kill_after, applies;
+	bool slow_fwd;
 	int next_proc;
 	int64_t fault_end_us;
 	struct sw_server srv[SW_MAX_C];

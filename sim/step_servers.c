@@ -75,8 +75,8 @@ static void forward_step(struct sworld *w, int who, int to)
 {
 	struct sw_server *sv = &w->srv[who];
 
-	sw_ev4(w, sw_lat(w), SW_FWD_STEP, to, (int64_t)sv->version - 1, (int64_t)sv->epoch, who,
-	       (int64_t)sv->gen);
+	sw_ev4(w, w->slow_fwd ? sim_range(&w->s, 5 * MS, 400 * MS) : sw_lat(w), SW_FWD_STEP, to,
+	       (int64_t)sv->version - 1, (int64_t)sv->epoch, who, (int64_t)sv->gen);
 }
 
 /* engine/replica.c eng_repl_queue: the step that made version, to every
@@ -104,10 +104,14 @@ static void apply(struct sworld *w, int who)
 	w->st->steps++;
 	eng_in_clear(&sv->in);
 	memset(sv->sum, 0, sizeof sv->sum);
+	w->slow_fwd = ++w->applies == w->kill_after && sv->n_peers;
 	if (sv->n_peers)
 		queue_forward(w, who);
 	else
 		flush(w, sv);
+	if (w->slow_fwd) /* its forwards just sent, slow on the wire: it dies */
+		sw_ev(w, sim_range(&w->s, 0, 2 * MS), SW_KILL_SERVER, who, 0, 0);
+	w->slow_fwd = false;
 }
 
 /* A partial push's forward, to every copy; answered once all have it. */
@@ -256,12 +260,18 @@ static void copy_landed(struct sworld *w, const struct sim_ev *ev)
 	if (!sv->alive)
 		return;
 	if (eng_copy_apply(sv->version, sv->landing_fwd, (uint64_t)ev->a)) {
-		sim_log(&w->s, "copy %d applies step %llu", ev->who, (unsigned long long)sv->version);
+		sim_log(&w->s, "%s %d applies step %llu", sv->primary ? "server" : "copy", ev->who,
+			(unsigned long long)sv->version);
 		sv->landing_fwd = false;
 		sv->acc_of = sv->version + 1;
 		sv->version++;
 		eng_in_clear(&sv->in); /* partial pushes' terms: the mean has them */
 		memset(sv->sum, 0, sizeof sv->sum);
+		/* eng_apply: a copy promoted while it landed forwards it in turn */
+		if (sv->n_peers)
+			queue_forward(w, ev->who);
+		else
+			flush(w, sv);
 	}
 	sw_ev4(w, sw_lat(w), SW_FWD_STEP_OK, (int)ev->c, ev->a, 0, ev->who, ev->d);
 }
@@ -302,9 +312,10 @@ static void step_forwarded(struct sworld *w, const struct sim_ev *ev)
 {
 	struct sw_server *sv = &w->srv[ev->who];
 
-	if (!sv->alive || !sv->primary || !sv->wait || (uint64_t)ev->d != sv->gen ||
-	    (uint64_t)ev->a + 1 != sv->version)
-		return; /* a restore or a new placement came between */
+	if (!sv->alive || !sv->primary ||
+	    !eng_copies_settles(sv->wait, sv->gen, (uint64_t)ev->d, false, (uint64_t)ev->a,
+				sv->version))
+		return; /* a new placement came between, or a newer forward settles it */
 	if (ev->b) {
 		if (++sv->refused > 200) {
 			sw_fail(w, "server %d's forward of step %llu was refused by copy %lld 200 times in a row",

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "model/failover.h"
 #include "model/placement.h"
 
 /* A spec with units of the given sizes (one 1-D tensor each). */
@@ -430,6 +431,52 @@ static void test_bytes_on(void **st)
 	zs_job_spec_release(&s);
 }
 
+/* The coordinator's failover (model/failover.c): the lost server's copies
+ * dropped, the first live copy left of each shard its primary, copies
+ * renumbered, the next epoch; a shard with no live copy left refuses. */
+static bool not_down(void *ctx, const struct zs_shard *sh)
+{
+	const uint64_t *down = ctx;
+
+	return sh->server_id != *down;
+}
+
+static void test_without_a_server(void **st)
+{
+	struct zs_shard sh[6] = {
+	    {.unit = 0, .index = 0, .server_id = 1, .copy = 0, .copies = 3},
+	    {.unit = 0, .index = 0, .server_id = 2, .copy = 1, .copies = 3},
+	    {.unit = 0, .index = 0, .server_id = 3, .copy = 2, .copies = 3},
+	    {.unit = 0, .index = 1, .server_id = 2, .copy = 0, .copies = 3},
+	    {.unit = 0, .index = 1, .server_id = 3, .copy = 1, .copies = 3},
+	    {.unit = 0, .index = 1, .server_id = 1, .copy = 2, .copies = 3},
+	};
+	struct zs_placement p = {.epoch = 4, .n_shards = 6, .shards = sh}, np, np2;
+	struct zs_error err = {0};
+	uint64_t down = 2; /* known down, not yet lost */
+
+	(void)st;
+	assert_int_equal(zs_placement_without(&p, 1, not_down, &down, &np, &err), ZS_OK);
+	assert_int_equal(np.epoch, 5);
+	assert_int_equal(np.n_shards, 4);
+	/* shard 0: server 2 is next but down: server 3 takes over */
+	assert_int_equal(np.shards[0].server_id, 3);
+	assert_int_equal(np.shards[0].copy, 0);
+	assert_int_equal(np.shards[1].server_id, 2);
+	assert_int_equal(np.shards[1].copy, 1);
+	assert_int_equal(np.shards[1].copies, 2);
+	/* shard 1: its primary on server 2 (down, but this is server 1's
+	 * loss): the first live copy is server 3's */
+	assert_int_equal(np.shards[2].server_id, 3);
+	assert_int_equal(np.shards[3].server_id, 2);
+	/* then server 3 lost too, with server 2 down: no live copy left */
+	down = 2;
+	assert_int_equal(zs_placement_without(&np, 3, not_down, &down, &np2, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "no copy left on a live server"));
+	assert_null(np2.shards);
+	free(np.shards);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -445,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_bytes_on),
 		cmocka_unit_test(test_collective_slices),
 		cmocka_unit_test(test_replicas),
+		cmocka_unit_test(test_without_a_server),
 	};
 	return cmocka_run_group_tests_name("placement", tests, NULL, NULL);
 }
