@@ -34,6 +34,10 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_FRONTIER_AT_VERSION] = "frontier-at-version",
 	[ZS_MUT_PROMOTED_SENDS_NOTHING] = "promoted-sends-nothing",
 	[ZS_MUT_OLDER_FORWARD_SETTLES] = "older-forward-settles",
+	[ZS_MUT_SEED_GAP_IGNORED] = "seed-gap-ignored",
+	[ZS_MUT_SETTLED_AT_SEED] = "settled-at-seed",
+	[ZS_MUT_LANDING_NOT_HELD] = "landing-not-held",
+	[ZS_MUT_STALE_SEEDED] = "stale-seeded",
 };
 
 const char *zs_mutant_name(int k)

@@ -38,6 +38,11 @@ enum zs_mutant_id {
 	ZS_MUT_FRONTIER_AT_VERSION, /* durable answers go before the update is on every copy */
 	ZS_MUT_PROMOTED_SENDS_NOTHING, /* a promoted copy does not send its last step again */
 	ZS_MUT_OLDER_FORWARD_SETTLES, /* an older step's forward ending settles a newer one's wait */
+	ZS_MUT_SEED_GAP_IGNORED,  /* a copy seeded mid-step counts that step's later micro-batches */
+	ZS_MUT_SETTLED_AT_SEED,   /* a copy seeded mid-step reported whole at its seed */
+	ZS_MUT_LANDING_NOT_HELD,  /* a promoted copy completes a step whose forward lands in it */
+	/* model/failover.c: the coordinator's placement */
+	ZS_MUT_STALE_SEEDED,      /* a deposed primary's late "seeded" taken */
 	ZS_MUT_COUNT
 };
 

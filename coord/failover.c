@@ -136,21 +136,13 @@ bool coord_rebuild(struct coord *c, struct zs_job *j)
 	return true;
 }
 
-void coord_seeded(struct coord *c, const struct zs_seeded *v, uint32_t n)
+void coord_seeded(struct coord *c, uint64_t reporter, const struct zs_seeded *v, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		struct zs_job *j = coord_find_job(c, v[i].job);
 		struct zs_error e = {0};
-		bool changed = false;
-		for (uint32_t k = 0; j && k < j->placement.n_shards; k++) {
-			struct zs_shard *sh = &j->placement.shards[k];
-			if (sh->unit == v[i].unit && sh->index == v[i].index &&
-			    sh->server_id == v[i].server_id && sh->fresh) {
-				sh->fresh = 0;
-				changed = true;
-			}
-		}
-		if (!changed)
+		if (!j || !zs_placement_seeded(&j->placement, reporter, v[i].unit, v[i].index,
+					       v[i].server_id))
 			continue;
 		/* the epoch stays: nothing about where shards are changed */
 		if (coord_save_job(c, j, false, false, &e))

@@ -105,7 +105,7 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	if (zs_dec_heartbeat_ex(p, n, &id, health, sizeof health, &seeded, &n_seeded, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
-	coord_seeded(c, seeded, n_seeded);
+	coord_seeded(c, id, seeded, n_seeded);
 	free(seeded);
 	s = coord_find_srv(c, id);
 	if (!s) {

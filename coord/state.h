@@ -439,8 +439,9 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
  * Caller holds mu. */
 bool coord_rebuild(struct coord *c, struct zs_job *j);
 void coord_rebuild_all(struct coord *c);
-/* Rebuilt copies their primaries seeded: they may be promoted now. */
-void coord_seeded(struct coord *c, const struct zs_seeded *v, uint32_t n);
+/* Rebuilt copies their primaries seeded, as server reporter says: they may
+ * be promoted now (only a shard's current primary's word is taken). */
+void coord_seeded(struct coord *c, uint64_t reporter, const struct zs_seeded *v, uint32_t n);
 /* Every job's failover for server sid, marked down (caller holds mu). */
 void coord_server_lost(struct coord *c, uint64_t sid, const char *why);
 /* ckpts.c: j's failed checkpoints beyond the newest few are pruned; its

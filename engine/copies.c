@@ -35,6 +35,61 @@ bool eng_copy_apply(uint64_t version, bool landing, uint64_t step)
 	return step == version && landing;
 }
 
+enum zs_status eng_copy_seed_take(bool landing, bool ready, uint64_t version, uint64_t step,
+				  struct zs_error *err)
+{
+	/* one with state takes it too unless that state is of a later step:
+	 * a primary promoted after its predecessor seeded the copy (the
+	 * coordinator did not hear of it) seeds it again */
+	if (landing || (ready && step < version))
+		return zs_fail(err, ZS_EEXIST, "its state of step %llu already (a seed of step %llu)",
+			       (unsigned long long)version, (unsigned long long)step);
+	return ZS_OK;
+}
+
+uint64_t eng_copy_seed_gap(bool mid, uint64_t step)
+{
+	return mid ? step + 1 : 0;
+}
+
+uint64_t eng_copy_gap_after(uint64_t gap, uint64_t version)
+{
+	return gap && gap < version + 1 ? 0 : gap; /* the step it lacked terms of is applied */
+}
+
+enum zs_status eng_copy_partial_take(uint64_t version, uint64_t gap, uint64_t step,
+				     enum eng_part_take *take, struct zs_error *err)
+{
+	*take = EP_DROP;
+	if (step > version)
+		return zs_fail(err, ZS_ESTATE, "a partial push of step %llu, which is at step %llu",
+			       (unsigned long long)step, (unsigned long long)version);
+	/* one of an applied step, of the step it was seeded in past (its
+	 * terms are in the seed's state's future), or in already: taken and
+	 * dropped at its landing */
+	if (step == version && (gap != step + 1 || ZS_MUTANT(ZS_MUT_SEED_GAP_IGNORED)))
+		*take = EP_COUNT;
+	return ZS_OK;
+}
+
+bool eng_copy_seed_again(const uint64_t *seeded, uint32_t n, uint64_t peer)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (seeded[i] == peer)
+			return false;
+	return true;
+}
+
+bool eng_copy_seed_whole(bool mid)
+{
+	return !mid || ZS_MUTANT(ZS_MUT_SETTLED_AT_SEED);
+}
+
+bool eng_copies_settled(uint64_t seeded_step, bool init, uint64_t fwd_step)
+{
+	return !init && seeded_step <= fwd_step;
+}
+
 uint64_t eng_acks_frontier(uint64_t version, bool wait)
 {
 	if (ZS_MUTANT(ZS_MUT_FRONTIER_AT_VERSION))
@@ -50,6 +105,11 @@ bool eng_copies_settles(bool wait, uint64_t gen_now, uint64_t gen, bool init, ui
 	if (ZS_MUTANT(ZS_MUT_OLDER_FORWARD_SETTLES))
 		return true;
 	return init ? version == 0 : step + 1 == version;
+}
+
+bool eng_copies_hold(bool wait, bool landing)
+{
+	return wait || (landing && !ZS_MUTANT(ZS_MUT_LANDING_NOT_HELD));
 }
 
 enum eng_replan eng_copies_replan(bool wait, uint32_t peers, bool promoted, bool ready,

@@ -32,6 +32,44 @@ enum zs_status eng_copy_take(uint64_t version, bool ready, bool landing, uint64_
  * and the one that began landing), false when it was applied already. */
 bool eng_copy_apply(uint64_t version, bool landing, uint64_t step);
 
+/* A copy takes its primary's seed of the shard's whole state at step (a
+ * new copy, a rebuild): ZS_OK, or ZS_EEXIST when something lands in it or
+ * its own state is of a later step (landing: a forward or a seed lands;
+ * ready: it has state, at version). */
+enum zs_status eng_copy_seed_take(bool landing, bool ready, uint64_t version, uint64_t step,
+				  struct zs_error *err);
+/* 1 + the step a seed taken at step lacks terms of (mid: taken after
+ * partial pushes of that step, whose terms are not in its state), 0: none. */
+uint64_t eng_copy_seed_gap(bool mid, uint64_t step);
+/* The gap once the copy applied a step and is at version. */
+uint64_t eng_copy_gap_after(uint64_t gap, uint64_t version);
+
+/* What a copy does with a partial push of step forwarded to it. */
+enum eng_part_take {
+	EP_COUNT, /* into its reduction, once (eng_in_forwarded) */
+	EP_DROP,  /* of an applied step, or of the step its seed came in past */
+};
+/* ZS_OK and *take, or ZS_ESTATE for a step ahead of the copy. */
+enum zs_status eng_copy_partial_take(uint64_t version, uint64_t gap, uint64_t step,
+				     enum eng_part_take *take, struct zs_error *err);
+
+/* Whether a copy that answered a forward it has no state is seeded now:
+ * not one this primary seeded already in this placement epoch (seeded[n]),
+ * whose state arrived after the forward was refused. Seeded again, it
+ * would take the state anew mid-step and drop the step's terms it had
+ * taken since, though it was reported whole: promoted, its sum would lack
+ * terms the trainers were answered for. */
+bool eng_copy_seed_again(const uint64_t *seeded, uint32_t n, uint64_t peer);
+
+/* Whether a copy whose seed it took is whole at once (may be promoted):
+ * not one seeded mid-step, which is whole once that step's forward has
+ * reached it (eng_copies_settled). */
+bool eng_copy_seed_whole(bool mid);
+/* Whether a copy seeded at seeded_step (mid-step) is settled (whole: it
+ * may be promoted) by a forward of fwd_step it took (init: the initial
+ * upload's). */
+bool eng_copies_settled(uint64_t seeded_step, bool init, uint64_t fwd_step);
+
 /* The durable answers due: those of pushes of a step before the frontier
  * (the update that made version on every copy unless wait). */
 uint64_t eng_acks_frontier(uint64_t version, bool wait);
@@ -44,6 +82,13 @@ uint64_t eng_acks_frontier(uint64_t version, bool wait);
  * and forwarded in turn) leaves the wait to the newer one. */
 bool eng_copies_settles(bool wait, uint64_t gen_now, uint64_t gen, bool init, uint64_t step,
 			uint64_t version);
+
+/* Whether a shard whose pushes of the open step are all in waits to
+ * complete it: the update before it not yet on every copy (wait), or a
+ * forward of that very step landing in its mean gradient (landing: a copy
+ * promoted while its deposed primary's forward lands; the forward applies
+ * the step, or, ended unlanded, lets the shard complete it). */
+bool eng_copies_hold(bool wait, bool landing);
 
 /* A new placement, as a shard here takes it. */
 enum eng_replan {

@@ -196,6 +196,11 @@ struct eshard {
 		uint64_t seed_gap;
 		struct { uint64_t peer, step; } unsettled[ZS_MAX_REPLICAS - 1];
 		uint32_t n_unsettled;
+		/* the copies this primary seeded in this placement epoch: a
+		 * forward one refused for want of state goes again, unseeded
+		 * (eng_copy_seed_again) */
+		uint64_t seeded[ZS_MAX_REPLICAS - 1];
+		uint32_t n_seeded;
 		uint64_t peer_gen;
 	} repl;
 };
@@ -466,6 +471,10 @@ void eng_fx_run(struct engine *e, struct ejob *j, struct eshard *s, struct eng_f
  * and keeps it; eng_fx_run after): the reduction finished, then s marked
  * for clipping's exchange, or the update (face.c). */
 void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx);
+/* The forward of s's open step that landed in its mean gradient ends
+ * unapplied (aborted, or the step applied since): the landing is over,
+ * and a step it held back completes (caller holds s->mu; fx after). */
+void eng_repl_unlanded(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx);
 /* Push x of rank, and what shard s of j says at it, as engine/intake.c
  * reads them (caller holds s->mu). */
 struct eng_push eng_push_of(const struct zs_xfer *x, uint32_t rank);

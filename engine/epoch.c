@@ -156,6 +156,14 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 	n_was = s->repl.n_peers;
 	memcpy(was, s->repl.peer, sizeof was);
 	eng_shard_peers(s, &job->placement);
+	{ /* the copies it seeded that stay its copies stay seeded */
+		uint32_t keep = 0;
+		for (uint32_t i = 0; i < s->repl.n_seeded; i++)
+			if (in_list(was, n_was, s->repl.seeded[i]) &&
+			    in_list(s->repl.peer, s->repl.n_peers, s->repl.seeded[i]))
+				s->repl.seeded[keep++] = s->repl.seeded[i];
+		s->repl.n_seeded = keep;
+	}
 	{ /* other peers: partial pushes' forwards go to the new ones */
 		bool same = n_was == s->repl.n_peers;
 		for (uint32_t q = 0; q < s->repl.n_peers && same; q++)
@@ -192,10 +200,10 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 		s->repl.gen++;
 		s->repl.wait = false;
 		eng_acks_flush(s);
-		if (s->phase == PH_WAITING)
-			eng_step_complete(e, j, s, &fx);
-		else
+		if (s->phase != PH_WAITING)
 			eng_take_released(s, &fx.rel, &fx.n_rel);
+		else if (!eng_copies_hold(false, s->repl.landing))
+			eng_step_complete(e, j, s, &fx);
 		break;
 	case ER_LAST_AGAIN: /* promoted: its last step again, to every copy */
 		eng_repl_queue(e, j, s, false, NULL);

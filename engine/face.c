@@ -549,6 +549,7 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 static void end_landing(struct engine *e, struct ejob *j, struct eshard *s,
 			const struct zs_xfer *x, uint32_t rank, void *dst)
 {
+	struct eng_fx fx = {0};
 	bool give_back = false;
 
 	if (!s)
@@ -565,14 +566,15 @@ static void end_landing(struct engine *e, struct ejob *j, struct eshard *s,
 	} else if (x->replica && x->partial) {
 		give_back = true; /* a forwarded partial push's landing buffer */
 	} else if (x->replica) {
-		if (x->step == s->version) /* not a forward sent again */
-			s->repl.landing = false;
+		if (dst == s->acc) /* the forward of its open step at its begin */
+			eng_repl_unlanded(e, j, s, &fx);
 	} else {
 		const struct eng_push p = eng_push_of(x, rank);
 		const struct eng_at at = eng_at_of(j, s, x);
 		give_back = eng_in_unlanded(&s->in, &at, &p);
 	}
 	pthread_mutex_unlock(&s->mu);
+	eng_fx_run(e, j, s, &fx);
 	if (give_back && !mapped(s, x))
 		eng_land_put(e, dst);
 }
@@ -662,8 +664,9 @@ static void push_landed(struct engine *e, struct ejob *j, struct eshard *s, uint
 		zs_sop_done(op);
 	if (in.flush)
 		eng_acks_flush(s);
-	if (in.complete && s->repl.wait) /* the last update is not on every
-					  * copy yet: this one follows once it is */
+	if (in.complete && eng_copies_hold(s->repl.wait, s->repl.landing))
+		/* the last update is not on every copy yet (or this step's
+		 * forward lands here): this one follows once it is */
 		eng_phase_go(s, EV_BEHIND);
 	else if (in.complete)
 		eng_step_complete(e, j, s, fx);

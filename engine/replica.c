@@ -362,7 +362,13 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		return;
 	}
 	if (r->seed) { /* a new copy has the state (or not: its forwards say) */
-		if (!st && r->seed_mid) {
+		if (!st) {
+			pthread_mutex_lock(&s->mu);
+			if (s->repl.n_seeded < ZS_MAX_REPLICAS - 1)
+				s->repl.seeded[s->repl.n_seeded++] = r->peer[0];
+			pthread_mutex_unlock(&s->mu);
+		}
+		if (!st && !eng_copy_seed_whole(r->seed_mid)) {
 			/* not whole until the step it was taken in is applied
 			 * there: reported when that step's forward reaches it */
 			pthread_mutex_lock(&s->mu);
@@ -412,7 +418,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		bool got = false;
 		for (uint32_t q = 0; q < r->n_peers && !got; q++)
 			got = r->peer[q] == s->repl.unsettled[u].peer;
-		if (got && !r->init && s->repl.unsettled[u].step <= r->step) {
+		if (got && eng_copies_settled(s->repl.unsettled[u].step, r->init, r->step)) {
 			settled[n_settled++] = s->repl.unsettled[u].peer;
 			s->repl.unsettled[u] = s->repl.unsettled[--s->repl.n_unsettled];
 		} else {
@@ -422,10 +428,10 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 	atomic_fetch_add(&e->ctr.repl_steps, 1);
 	atomic_fetch_add(&e->ctr.repl_bytes, (uint64_t)s->lay.glen * 4 * s->repl.n_peers);
 	eng_acks_flush(s);
-	if (s->phase == PH_WAITING) /* the next step's pushes are all in */
-		eng_step_complete(e, j, s, &fx);
-	else
+	if (s->phase != PH_WAITING)
 		eng_take_released(s, &fx.rel, &fx.n_rel);
+	else if (!eng_copies_hold(false, s->repl.landing)) /* the next step's pushes are all in */
+		eng_step_complete(e, j, s, &fx);
 	pthread_mutex_unlock(&s->mu);
 	eng_fx_run(e, j, s, &fx);
 	for (uint32_t u = 0; u < n_settled; u++) /* e->mu: not under s->mu */
@@ -707,7 +713,9 @@ static void seed_now(struct engine *e, struct rtask *f)
 	enum zs_status st;
 
 	pthread_mutex_lock(&s->mu);
-	r = eng_ready(s) ? seed_task(e, f->j, s, f->empty) : NULL;
+	r = eng_ready(s) && eng_copy_seed_again(s->repl.seeded, s->repl.n_seeded, f->empty)
+		    ? seed_task(e, f->j, s, f->empty)
+		    : NULL;
 	if (r) {
 		atomic_fetch_add(&f->j->refs, 1);
 		r->j = f->j;

@@ -14,6 +14,8 @@
 static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct eshard *s,
 				    const struct zs_xfer *x, void **dst, struct zs_error *err)
 {
+	struct zs_error why = {0};
+	enum eng_part_take take;
 	enum zs_status st;
 
 	if (x->dtype != s->dt)
@@ -24,15 +26,12 @@ static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct esh
 		return zs_fail(err, ZS_ENOTFOUND,
 			       "unit '%s' shard %u has no state here yet (a new or restarted copy)",
 			       eng_unit_name(j, x->unit), s->sh.index);
-	if (x->step > s->version)
-		return zs_fail(err, ZS_ESTATE,
-			       "a partial push of step %llu for unit '%s' shard %u, which is at step %llu",
-			       (unsigned long long)x->step, eng_unit_name(j, x->unit), s->sh.index,
-			       (unsigned long long)s->version);
-	/* one of an applied step, of the step it was seeded in past (its
-	 * terms are in the seed's state's future), or in already: taken and
-	 * dropped at its landing */
-	if (x->step == s->version && s->repl.seed_gap != x->step + 1) {
+	if ((st = eng_copy_partial_take(s->version, s->repl.seed_gap, x->step, &take, &why)))
+		return zs_fail(err, st, "unit '%s' shard %u: %s", eng_unit_name(j, x->unit),
+			       s->sh.index, why.msg);
+	/* counted: in order (one in already is taken and dropped at its
+	 * landing, as one the copy drops) */
+	if (take == EP_COUNT) {
 		const struct eng_push p = eng_push_of(x, x->from);
 		const struct eng_at at = eng_at_of(j, s, x);
 		if ((st = eng_in_partial_check(&s->in, &at, &p, NULL, err)))
@@ -117,11 +116,11 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		 * after its predecessor seeded the copy (the coordinator did not
 		 * hear of it) seeds it again, and the fenced epoch makes the
 		 * sender this shard's primary */
-		if (s->repl.landing || s->open.init_landing || (eng_ready(s) && x->step < s->version))
-			st = zs_fail(err, ZS_EEXIST,
-				     "unit '%s' shard %u has its state of step %llu already (a seed of step %llu)",
-				     eng_unit_name(j, x->unit), s->sh.index,
-				     (unsigned long long)s->version, (unsigned long long)x->step);
+		struct zs_error why = {0};
+		if (eng_copy_seed_take(s->repl.landing || s->open.init_landing, eng_ready(s),
+				       s->version, x->step, &why))
+			st = zs_fail(err, ZS_EEXIST, "unit '%s' shard %u has %s",
+				     eng_unit_name(j, x->unit), s->sh.index, why.msg);
 		else if (!(s->repl.seed = malloc(x->length * 4)))
 			st = zs_fail(err, ZS_ENOMEM, "out of memory for unit '%s'",
 				     eng_unit_name(j, x->unit));
@@ -137,6 +136,13 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 	return st;
 }
 
+void eng_repl_unlanded(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
+{
+	s->repl.landing = false;
+	if (s->phase == PH_WAITING && !eng_copies_hold(s->repl.wait, false))
+		eng_step_complete(e, j, s, fx); /* the step it held back */
+}
+
 void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const struct zs_xfer *x,
 		     void *dst, struct zs_sop *op)
 {
@@ -145,7 +151,9 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 	pthread_mutex_lock(&s->mu);
 	if (x->partial && !x->seed) {
 		/* not of an applied step, nor of one the seed came in past */
-		if (x->step == s->version && s->repl.seed_gap != x->step + 1)
+		enum eng_part_take take;
+		if (!eng_copy_partial_take(s->version, s->repl.seed_gap, x->step, &take, NULL) &&
+		    take == EP_COUNT)
 			eng_partial_in(e, j, s, x->from, x, dst);
 		pthread_mutex_unlock(&s->mu);
 		eng_land_put(e, dst);
@@ -168,7 +176,7 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 			/* taken after partial pushes of its step: their terms are
 			 * not here (the copy is not promoted until that step is) */
 			eng_step_discard(e, j, s);
-			s->repl.seed_gap = x->partial ? x->step + 1 : 0;
+			s->repl.seed_gap = eng_copy_seed_gap(x->partial, x->step);
 			zs_sop_done(op);
 		}
 		free(s->repl.seed);
@@ -177,8 +185,11 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 		return;
 	}
 	if (!eng_copy_apply(s->version, s->repl.landing, x->step)) { /* sent again: applied already */
+		if (dst == s->acc) /* of its open step at its begin: applied since (promoted) */
+			eng_repl_unlanded(e, j, s, &fx);
 		zs_sop_done(op);
 		pthread_mutex_unlock(&s->mu);
+		eng_fx_run(e, j, s, &fx);
 		return;
 	}
 	s->repl.landing = false;

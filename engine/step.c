@@ -152,8 +152,7 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	eng_capture_due(j, s, &fx->done);
 	eng_pins_due(j, s);
 	eng_in_clear(&s->in);
-	if (s->repl.seed_gap && s->repl.seed_gap < s->version + 1)
-		s->repl.seed_gap = 0; /* the step it lacked terms of is applied */
+	s->repl.seed_gap = eng_copy_gap_after(s->repl.seed_gap, s->version);
 	atomic_fetch_add(&e->ctr.steps, 1);
 	if (s->repl.n_peers) /* on every copy before a gather sees it */
 		eng_repl_queue(e, j, s, false, NULL);

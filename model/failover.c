@@ -7,6 +7,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mutant.h"
+
+bool zs_placement_seeded(struct zs_placement *p, uint64_t reporter, uint32_t unit, uint32_t index,
+			 uint64_t copy_server)
+{
+	bool primary = false, changed = false;
+
+	for (uint32_t k = 0; k < p->n_shards; k++) {
+		const struct zs_shard *sh = &p->shards[k];
+		primary |= sh->unit == unit && sh->index == index && !sh->copy &&
+			   sh->server_id == reporter;
+	}
+	if (!primary && !ZS_MUTANT(ZS_MUT_STALE_SEEDED))
+		return false;
+	for (uint32_t k = 0; k < p->n_shards; k++) {
+		struct zs_shard *sh = &p->shards[k];
+		if (sh->unit == unit && sh->index == index && sh->server_id == copy_server &&
+		    sh->fresh) {
+			sh->fresh = 0;
+			changed = true;
+		}
+	}
+	return changed;
+}
+
 enum zs_status zs_placement_without(const struct zs_placement *p, uint64_t sid,
 				    zs_copy_live_fn live, void *ctx, struct zs_placement *out,
 				    struct zs_error *err)

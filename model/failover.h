@@ -25,4 +25,14 @@ enum zs_status zs_placement_without(const struct zs_placement *p, uint64_t sid,
 				    zs_copy_live_fn live, void *ctx, struct zs_placement *out,
 				    struct zs_error *err);
 
+/*
+ * Copy (unit, index) on server copy_server is seeded, as server reporter
+ * says: no longer fresh (it may take over), when reporter is that shard's
+ * primary in p; true when that changed p. A report from a primary since
+ * deposed is not taken: the new primary may have seeded the copy again,
+ * mid-step, and it is not whole until that step is applied there.
+ */
+bool zs_placement_seeded(struct zs_placement *p, uint64_t reporter, uint32_t unit, uint32_t index,
+			 uint64_t copy_server);
+
 #endif

@@ -105,13 +105,40 @@ static void replace(struct sworld *w, int r)
 	sw_ev(w, 0, SW_WAKE, r, t->proc, 0);
 }
 
-/* A server dies: the coordinator, after its verdict, places the shard
- * without it (a copy promoted when it was the primary). */
-static void kill_server(struct sworld *w, int who)
+bool sw_fresh(const struct sworld *w, int who)
 {
-	struct sw_server *sv = &w->srv[who];
+	for (int i = 0; i < w->n_plc; i++)
+		if (w->plc[i] == who)
+			return w->plc_sh[i].fresh;
+	return false;
+}
 
-	if (who >= w->C || !sv->alive || w->kills_left <= 0)
+/* Whether killing server who leaves a whole copy of the shard alive: the
+ * world keeps to failovers (a shard with no copy left rolls back, which
+ * the real-process fault matrix tests). */
+static bool spare(const struct sworld *w, int who)
+{
+	for (int i = 0; i < w->n_plc; i++) {
+		const struct sw_server *o = &w->srv[w->plc[i]];
+		if (w->plc[i] != who && o->alive && o->ready && !w->plc_sh[i].fresh)
+			return true;
+	}
+	return false;
+}
+
+/* A server dies (what: 0 the primary now, 1 a server of the placement at
+ * random, 2 server who): the coordinator, after its verdict, places the
+ * shard without it (a copy promoted when it was the primary). */
+static void kill_server(struct sworld *w, int what, int who)
+{
+	struct sw_server *sv;
+
+	if (what == 0)
+		who = w->primary;
+	else if (what == 1)
+		who = w->plc[sim_below(&w->s, (uint64_t)w->n_plc)];
+	sv = &w->srv[who];
+	if (!sv->alive || w->kills_left <= 0 || !spare(w, who))
 		return;
 	w->kills_left--;
 	sv->alive = false;
@@ -125,13 +152,61 @@ static void kill_server(struct sworld *w, int who)
 	sw_ev(w, sim_range(&w->s, 10 * MS, 300 * MS), SW_FAILOVER, who, 0, 0);
 }
 
+static void take_all(struct sworld *w)
+{
+	for (int i = 0; i < w->n_plc; i++)
+		sw_ev(w, sim_range(&w->s, 0, sim_chance(&w->s, 0.2) ? 100 * MS : 20 * MS), SW_TAKE,
+		      w->plc[i], 0, 0);
+}
+
+/* coord/failover.c coord_rebuild: a shard left with fewer copies than the
+ * job keeps gets a new one on a server that holds none of it, fresh (not
+ * promotable) until its primary has seeded it, in a new epoch. */
+static void rebuild(struct sworld *w)
+{
+	int n = w->n_srv;
+	struct sw_server *sv = &w->srv[n];
+
+	if (w->n_plc >= w->C || n == SW_MAX_SRV)
+		return;
+	w->n_srv++;
+	w->rebuilds++;
+	*sv = (struct sw_server){.alive = true};
+	if (eng_in_init(&sv->in, (uint32_t)w->R)) {
+		sw_fail(w, "out of memory");
+		return;
+	}
+	w->plc_sh[w->n_plc] = (struct zs_shard){.server_id = (uint64_t)n + 1, .fresh = 1};
+	w->plc[w->n_plc++] = n;
+	for (int i = 0; i < w->n_plc; i++) {
+		w->plc_sh[i].copy = (uint32_t)i;
+		w->plc_sh[i].copies = (uint32_t)w->n_plc;
+	}
+	w->epoch++;
+	sim_log(&w->s, "coordinator: a new copy on server %d, placement epoch %llu", n,
+		(unsigned long long)w->epoch);
+	take_all(w);
+}
+
+/* The coordinator hears (server reporter's heartbeat) that copy who is
+ * whole: coord_seeded, zs_placement_seeded. */
+static void seeded(struct sworld *w, int reporter, int who)
+{
+	struct zs_placement p = {.epoch = w->epoch, .n_shards = (uint32_t)w->n_plc,
+				 .shards = w->plc_sh};
+
+	if (zs_placement_seeded(&p, (uint64_t)reporter + 1, 0, 0, (uint64_t)who + 1))
+		sim_log(&w->s, "coordinator: the copy on server %d is seeded (server %d says)", who,
+			reporter);
+}
+
 /* The coordinator's view: a copy can take over where its server is not
- * known down (coord/failover.c live()). */
+ * known down and it is seeded (coord/failover.c live()). */
 static bool known_live(void *ctx, const struct zs_shard *sh)
 {
 	const struct sworld *w = ctx;
 
-	return !w->down[sh->server_id - 1];
+	return !w->down[sh->server_id - 1] && !sh->fresh;
 }
 
 /* coord/failover.c: server who lost, the placement without it
@@ -164,11 +239,11 @@ static void failover(struct sworld *w, int who)
 	w->primary = w->plc[0];
 	sim_log(&w->s, "coordinator: server %d lost: placement epoch %llu, server %d the primary, %d cop%s",
 		who, (unsigned long long)w->epoch, w->primary, w->n_plc, w->n_plc == 1 ? "y" : "ies");
-	for (int i = 0; i < w->n_plc; i++)
-		sw_ev(w, sim_range(&w->s, 0, sim_chance(&w->s, 0.2) ? 100 * MS : 20 * MS), SW_TAKE,
-		      w->plc[i], 0, 0);
+	take_all(w);
 	for (int r = 0; r < w->R; r++)
 		sw_ev(w, sim_range(&w->s, MS, 50 * MS), SW_TOLD, r, 0, 0);
+	if (w->n_plc < w->C)
+		sw_ev(w, sim_range(&w->s, 5 * MS, 100 * MS), SW_REBUILD, 0, 0, 0);
 }
 
 static void plan_faults(struct sworld *w)
@@ -180,16 +255,21 @@ static void plan_faults(struct sworld *w)
 		      0, 0);
 	if (w->C > 1 && sim_chance(&w->s, 0.3)) /* a primary lost with its forward in flight */
 		w->kill_after = (uint64_t)sim_range(&w->s, 1, (int64_t)w->S);
-	for (int i = 0; i < w->C - 1; i++) /* a second loss while the first is recovered */
+	if (w->C > 1 && sim_chance(&w->s, 0.5)) { /* a copy slow to answer for a while */
+		w->slow_srv = (int)sim_range(&w->s, 1, SW_MAX_SRV - 1);
+		w->slow_from = sim_range(&w->s, 0, w->fault_end_us);
+		w->slow_until = w->slow_from + sim_range(&w->s, 200 * MS, 1000 * MS);
+		w->st->faults[SF_SLOW]++;
+	}
+	for (int i = 0; i < w->C; i++) /* a second loss while the first is recovered, a third */
 		if (sim_chance(&w->s, i ? 0.4 : 0.7))
 			sw_ev(w, sim_range(&w->s, 0, w->fault_end_us), SW_KILL_SERVER,
-			      sim_chance(&w->s, 0.6) ? w->primary : (int)sim_below(&w->s, (uint64_t)w->C),
-			      0, 0);
+			      0, sim_chance(&w->s, 0.6) ? 0 : 1, 0);
 }
 
 static void check_counts(struct sworld *w)
 {
-	for (int i = 0; i < w->C; i++) {
+	for (int i = 0; i < w->n_srv; i++) {
 		const struct sw_server *sv = &w->srv[i];
 		w->st->checks++;
 		if (sv->in.landing > (uint32_t)w->n_push || sv->in.full > (uint32_t)w->R)
@@ -235,10 +315,12 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 	sim_log(&w->s, "seed %" PRIu64 ": %d rank(s), %d micro-batch(es) a step, %d cop%s, %llu steps",
 		seed, w->R, w->K, w->C, w->C > 1 ? "ies" : "y", (unsigned long long)w->S);
 	w->epoch = 1;
-	w->kills_left = w->C - 1;
+	w->kills_left = w->C > 1 ? w->C : 0;
+	w->n_srv = w->C;
 	for (int i = 0; i < w->C; i++) {
 		struct sw_server *sv = &w->srv[i];
 		sv->alive = true;
+		sv->ready = true; /* rank 0's initial upload */
 		sv->primary = i == 0;
 		for (int q = 1; i == 0 && q < w->C; q++)
 			sv->peer[sv->n_peers++] = q;
@@ -264,7 +346,9 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 			break;
 		case SW_KILL: kill_trainer(w, e.who); break;
 		case SW_REPLACE: replace(w, e.who); break;
-		case SW_KILL_SERVER: kill_server(w, e.who); break;
+		case SW_KILL_SERVER: kill_server(w, (int)e.a, e.who); break;
+		case SW_REBUILD: rebuild(w); break;
+		case SW_SEEDED: seeded(w, (int)e.a, e.who); break;
 		case SW_MARK_DOWN: w->down[e.who] = true; break;
 		case SW_FAILOVER: failover(w, e.who); break;
 		default: sw_server_event(w, &e); break;
@@ -277,7 +361,7 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 	rc = w->failed;
 	if (tracing && w->s.trace)
 		fputs(w->s.trace, stdout);
-	for (int i = 0; i < SW_MAX_C; i++)
+	for (int i = 0; i < SW_MAX_SRV; i++)
 		eng_in_free(&w->srv[i].in);
 	sim_free(&w->s);
 	free(w);

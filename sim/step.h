@@ -19,9 +19,11 @@
 
 #define SW_MAX_R 4
 #define SW_MAX_C 3
+#define SW_MAX_SRV 6 /* the first copies, and rebuilt ones on servers added */
 #define SW_MAX_K 3
 #define SW_MAX_PUSH 4096
 #define SW_MAX_ACKS 64
+#define SW_MAX_Q 96 /* tasks queued from a primary to one copy */
 #define MS 1000
 
 enum sw_kind {
@@ -41,6 +43,10 @@ enum sw_kind {
 	SW_FAILOVER,   /* who: server. The coordinator takes it for lost: a new placement */
 	SW_TAKE,       /* who: server. It takes the newest placement */
 	SW_TOLD,       /* who: rank. It takes the new placement */
+	SW_REBUILD,    /* the coordinator adds a new copy where one was lost */
+	SW_SEED,       /* who: copy; a: step; b: epoch; c: from; d: mid. The shard's state */
+	SW_SEED_OK,    /* who: primary; a: step; b: refused; c: from; d: mid */
+	SW_SEEDED,     /* who: copy; a: its primary. The coordinator hears it is whole */
 };
 
 /* One push a trainer sent: a record, never reused within a run. */
@@ -57,6 +63,13 @@ struct sw_push {
 
 struct sw_server {
 	bool alive, primary;
+	bool ready;      /* it has state (a new copy: once seeded) */
+	uint64_t seed_gap; /* 1 + the step its seed lacks terms of (0: none) */
+	struct { int peer; uint64_t step; } unsettled[SW_MAX_C]; /* seeded mid-step */
+	int n_unsettled;
+	uint64_t seeded[SW_MAX_C]; /* copies it seeded in this epoch (server index) */
+	uint32_t n_seeded;
+
 	uint64_t version, epoch;
 	struct eng_intake in;
 	/* the reduction: how many times each rank's micro-batch is in it
@@ -78,6 +91,26 @@ struct sw_server {
 	int n_acks;
 	int fwd[SW_MAX_ACKS]; /* partial pushes whose forward is under way */
 	int n_fwd;
+};
+
+/* A task a primary queued for a copy (sim/step_chan.c). */
+struct sw_msg {
+	int kind;
+	int to;        /* the copy */
+	int64_t a, d;
+	int64_t lat;   /* its first time on the wire (0: as any) */
+	uint32_t seq;  /* its number on the channel: its answer names it */
+	bool answered; /* ans holds the copy's answer */
+	bool wired;    /* on the wire, its answer to come */
+	struct sim_ev ans;
+};
+struct sw_chan {
+	struct sw_msg q[SW_MAX_Q];
+	int n;
+	int nb;         /* the batch posted: q[0, nb) (0: none) */
+	int cur;        /* the task being ended (-1: answers awaited) */
+	uint32_t seq;
+	int64_t wire_at[SW_MAX_SRV]; /* when the last one posted to each copy arrives */
 };
 
 struct sw_trainer {
@@ -104,19 +137,26 @@ struct sworld {
 	/* the coordinator's placement: its servers in order (the first the
 	 * primary), its epoch */
 	int plc[SW_MAX_C];      /* its servers, by plc_sh */
-	struct zs_shard plc_sh[SW_MAX_C]; /* server_id: the server's index + 1 */
+	struct zs_shard plc_sh[SW_MAX_C]; /* server_id: the server's index + 1; fresh: not seeded */
 	int n_plc;
-	bool down[SW_MAX_C];    /* servers the coordinator marks down */
+	bool down[SW_MAX_SRV];  /* servers the coordinator marks down */
+	int n_srv;              /* servers so far (a rebuild adds one) */
+	/* what each primary sends its copies (sim/step_chan.c) */
+	struct sw_chan chan[SW_MAX_SRV];
 	uint64_t epoch;
 	int primary;
 	int kills_left;    /* servers that may still be killed */
+	int rebuilds;      /* copies added after a loss */
 	/* a primary killed right after it applies its kill_after-th step
 	 * and forwards it (0: none): the forward in flight as it dies */
 	uint64_t kill_after, applies;
 	bool slow_fwd;
+	/* a server slow to answer in [slow_from, slow_until) (SF_SLOW) */
+	int slow_srv;
+	int64_t slow_from, slow_until;
 	int next_proc;
 	int64_t fault_end_us;
-	struct sw_server srv[SW_MAX_C];
+	struct sw_server srv[SW_MAX_SRV];
 	struct sw_trainer t[SW_MAX_R];
 	struct sw_push push[SW_MAX_PUSH];
 	int n_push;
@@ -132,6 +172,26 @@ void sw_ev4(struct sworld *w, int64_t delay_us, int kind, int who, int64_t a, in
  * do; a server takes the newest placement */
 void sw_server_event(struct sworld *w, const struct sim_ev *ev);
 void sw_take_placement(struct sworld *w, int who);
+/* Whether server who is a fresh copy in the coordinator's placement (not
+ * seeded yet: it may not take over). */
+bool sw_fresh(const struct sworld *w, int who);
+/* a copy's answer to a task: taken, refused (sent again), refused for
+ * want of state (seeded first), a seed refused for state it has; moot: a
+ * task for a copy no longer one, ended unanswered */
+enum { RF_OK, RF_AGAIN, RF_NO_STATE, RF_HAS_STATE, RF_MOOT };
+/* sim/step_chan.c: a primary's tasks for its copies, in batches; each task's
+ * answer goes, in order, to sw_task_answer, which sends it again
+ * (sw_again) or ends it (sw_next); a task put first (a seed before a
+ * forward refused for want of state) is sent by the sw_again after. */
+void sw_send(struct sworld *w, int who, int to, int kind, int64_t a, int64_t d, int64_t lat);
+void sw_send_first(struct sworld *w, int who, int to, int kind, int64_t a, int64_t d);
+void sw_chan_answer(struct sworld *w, const struct sim_ev *ev);
+int64_t sw_task_own(const struct sim_ev *ev);
+void sw_again(struct sworld *w, int who);
+void sw_next(struct sworld *w, int who);
+void sw_chan_drop(struct sworld *w, int who, int to);
+/* sim/step_servers.c: a task's answer, its turn come */
+void sw_task_answer(struct sworld *w, const struct sim_ev *ev);
 /* sim/step_trainer.c: the trainers (client/driver.c, client/failover.c,
  * client/redo.c) */
 void sw_trainer_event(struct sworld *w, const struct sim_ev *ev);

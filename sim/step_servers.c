@@ -27,6 +27,7 @@
 
 #include "sim/step.h"
 
+
 static struct eng_at at_of(const struct sworld *w, const struct sw_server *sv)
 {
 	return (struct eng_at){.version = sv->version, .replicas = (uint32_t)w->C,
@@ -42,6 +43,22 @@ static int term_of(const struct sworld *w, const struct eng_push *p)
 static void answer(struct sworld *w, int push, enum zs_status st)
 {
 	sw_ev(w, sw_lat(w), SW_ACK, (int)w->push[push].p.rank, push, st);
+}
+
+/* When the coordinator hears what a server records for its next
+ * heartbeat: mostly soon, a fifth of the time up to half a second. */
+static int64_t heartbeat(struct sworld *w)
+{
+	return sim_range(&w->s, 5 * MS, sim_chance(&w->s, 0.2) ? 500 * MS : 50 * MS);
+}
+
+/* A copy's answer on the wire: slow while the copy is (a busy or
+ * descheduled server: its primary's tasks queue up behind it). */
+static int64_t reply_lat(struct sworld *w, int who)
+{
+	if (who == w->slow_srv && w->s.now_us >= w->slow_from && w->s.now_us < w->slow_until)
+		return sim_range(&w->s, 10 * MS, 100 * MS);
+	return sw_lat(w);
 }
 
 /* engine/acks.c: the durable answers whose step is on every copy. */
@@ -75,8 +92,8 @@ static void forward_step(struct sworld *w, int who, int to)
 {
 	struct sw_server *sv = &w->srv[who];
 
-	sw_ev4(w, w->slow_fwd ? sim_range(&w->s, 5 * MS, 400 * MS) : sw_lat(w), SW_FWD_STEP, to,
-	       (int64_t)sv->version - 1, (int64_t)sv->epoch, who, (int64_t)sv->gen);
+	sw_send(w, who, to, SW_FWD_STEP, (int64_t)sv->version - 1, (int64_t)sv->gen,
+		w->slow_fwd ? sim_range(&w->s, 5 * MS, 400 * MS) : 0);
 }
 
 /* engine/replica.c eng_repl_queue: the step that made version, to every
@@ -98,6 +115,10 @@ static void apply(struct sworld *w, int who)
 	struct sw_server *sv = &w->srv[who];
 
 	check_sum(w, sv, who);
+	w->st->checks++;
+	if (sv->landing_fwd)
+		sw_fail(w, "server %d reduced step %llu into its mean gradient while a forward of it lands there (two writers)",
+			who, (unsigned long long)sv->version);
 	sim_log(&w->s, "server %d applies step %llu", who, (unsigned long long)sv->version);
 	sv->acc_of = sv->version + 1;
 	sv->version++;
@@ -110,7 +131,7 @@ static void apply(struct sworld *w, int who)
 	else
 		flush(w, sv);
 	if (w->slow_fwd) /* its forwards just sent, slow on the wire: it dies */
-		sw_ev(w, sim_range(&w->s, 0, 2 * MS), SW_KILL_SERVER, who, 0, 0);
+		sw_ev(w, sim_range(&w->s, 0, 2 * MS), SW_KILL_SERVER, who, 2, 0);
 	w->slow_fwd = false;
 }
 
@@ -131,8 +152,7 @@ static void forward_push(struct sworld *w, int who, int id)
 	sv->fwd[sv->n_fwd++] = id;
 	w->push[id].fwd_left = sv->n_peers;
 	for (int q = 0; q < sv->n_peers; q++)
-		sw_ev4(w, sw_lat(w), SW_FWD_PUSH, sv->peer[q], id, (int64_t)sv->epoch, who,
-		       w->push[id].fwd_round);
+		sw_send(w, who, sv->peer[q], SW_FWD_PUSH, id, w->push[id].fwd_round, 0);
 }
 
 static void begin(struct sworld *w, int who, int id)
@@ -208,48 +228,72 @@ static void landed(struct sworld *w, int who, int id)
 	}
 	if (fx.flush)
 		flush(w, sv);
-	if (fx.complete && sv->wait)
-		sv->behind = true;
+	if (fx.complete && eng_copies_hold(sv->wait, sv->landing_fwd))
+		sv->behind = true; /* phase WAITING */
 	else if (fx.complete)
 		apply(w, who);
 }
 
 /* engine/replica_in.c: a copy takes a forward of its primary's epoch. */
+/* A copy refused a message of a newer epoch than it took: its heartbeat
+ * may bring that epoch any moment, the next message of the batch already
+ * on the wire (half the time: within 300 us). */
+static void epoch_behind(struct sworld *w, const struct sim_ev *ev)
+{
+	if ((uint64_t)ev->b > w->srv[ev->who].epoch && sim_chance(&w->s, 0.5))
+		sw_ev(w, sim_range(&w->s, 0, 300), SW_TAKE, ev->who, 0, 0);
+}
+
 static void copy_event(struct sworld *w, const struct sim_ev *ev)
 {
 	struct sw_server *sv = &w->srv[ev->who];
 	int from = (int)ev->c;
 	struct zs_error err = {0};
 	enum eng_fwd_take take;
-	bool refused = (uint64_t)ev->b != sv->epoch; /* a deposed primary, or an epoch apart */
+	/* a deposed primary, or an epoch apart: refused (RF_AGAIN) */
+	int refused = (uint64_t)ev->b != sv->epoch ? RF_AGAIN : RF_OK;
+
+	if (refused)
+		epoch_behind(w, ev);
 
 	if (!sv->alive)
 		return;
 	if (ev->kind == SW_FWD_PUSH) {
 		struct sw_push *x = &w->push[ev->a];
 		struct eng_at at = at_of(w, sv);
-		if (!refused && x->p.step > sv->version) {
-			sw_fail(w, "copy %d took a partial push of step %llu at step %llu", ev->who,
-				(unsigned long long)x->p.step, (unsigned long long)sv->version);
+		enum eng_part_take pt;
+		if (!refused && !sv->ready) /* ZS_ENOTFOUND: its primary seeds it, then again */
+			refused = RF_NO_STATE;
+		if (!refused && eng_copy_partial_take(sv->version, sv->seed_gap, x->p.step, &pt, &err)) {
+			sw_fail(w, "copy %d refused a partial push forwarded: %s", ev->who, err.msg);
 			return;
 		}
-		if (!refused && x->p.step == sv->version && eng_in_forwarded(&sv->in, &at, &x->p))
+		/* partial_begin: a micro-batch before the one it follows is
+		 * refused (sent again, in the engine until the step timeout) */
+		if (!refused && pt == EP_COUNT && eng_in_partial_check(&sv->in, &at, &x->p, NULL, &err))
+			refused = RF_AGAIN;
+		if (!refused && pt == EP_COUNT && eng_in_forwarded(&sv->in, &at, &x->p))
 			sv->sum[x->p.rank][term_of(w, &x->p)]++;
-		sw_ev4(w, sw_lat(w), SW_FWD_PUSH_OK, from, ev->a, refused, ev->who, ev->d);
+		sw_ev4(w, reply_lat(w, ev->who), SW_FWD_PUSH_OK, from, ev->a, refused, ev->who, ev->d);
 		return;
 	}
-	if (!refused && eng_copy_take(sv->version, true, sv->landing_fwd, (uint64_t)ev->a, &take, &err))
-		refused = true;
+	if (!refused) {
+		enum zs_status st = eng_copy_take(sv->version, sv->ready, sv->landing_fwd,
+						  (uint64_t)ev->a, &take, &err);
+		refused = st == ZS_ENOTFOUND ? RF_NO_STATE : st ? RF_AGAIN : RF_OK;
+	}
 	sim_log(&w->s, "copy %d: forward of step %llu from server %d (gen %lld): %s%s", ev->who,
-		(unsigned long long)ev->a, from, (long long)ev->d,
+		(unsigned long long)ev->a, from, (long long)(ev->d & 0xffffffff),
 		refused ? "refused " : take == EF_APPLY ? "lands" : "applied already",
 		refused ? err.msg : "");
 	if (!refused && take == EF_APPLY) {
 		sv->landing_fwd = true;
-		sw_ev4(w, sim_range(&w->s, 100, 4 * MS), SW_FWD_LAND, ev->who, ev->a, 0, from, ev->d);
+		/* its bytes take a while: a large shard's, a fifth of the time */
+		sw_ev4(w, sim_range(&w->s, 100, sim_chance(&w->s, 0.2) ? 100 * MS : 4 * MS), SW_FWD_LAND,
+		       ev->who, ev->a, 0, from, ev->d);
 		return;
 	}
-	sw_ev4(w, sw_lat(w), SW_FWD_STEP_OK, from, ev->a, refused, ev->who, ev->d);
+	sw_ev4(w, reply_lat(w, ev->who), SW_FWD_STEP_OK, from, ev->a, refused, ev->who, ev->d);
 }
 
 /* The forward's bytes are in: applied (its open step), or done already. */
@@ -263,8 +307,10 @@ static void copy_landed(struct sworld *w, const struct sim_ev *ev)
 		sim_log(&w->s, "%s %d applies step %llu", sv->primary ? "server" : "copy", ev->who,
 			(unsigned long long)sv->version);
 		sv->landing_fwd = false;
+		sv->behind = false; /* WAITING -> LANDING: its own sum of the step dropped */
 		sv->acc_of = sv->version + 1;
 		sv->version++;
+		sv->seed_gap = eng_copy_gap_after(sv->seed_gap, sv->version);
 		eng_in_clear(&sv->in); /* partial pushes' terms: the mean has them */
 		memset(sv->sum, 0, sizeof sv->sum);
 		/* eng_apply: a copy promoted while it landed forwards it in turn */
@@ -272,8 +318,38 @@ static void copy_landed(struct sworld *w, const struct sim_ev *ev)
 			queue_forward(w, ev->who);
 		else
 			flush(w, sv);
+	} else { /* eng_repl_unlanded: of its open step at its begin, applied since */
+		sv->landing_fwd = false;
+		if (sv->behind && !eng_copies_hold(sv->wait, false)) {
+			sv->behind = false;
+			apply(w, ev->who);
+		}
 	}
-	sw_ev4(w, sw_lat(w), SW_FWD_STEP_OK, (int)ev->c, ev->a, 0, ev->who, ev->d);
+	sw_ev4(w, reply_lat(w, ev->who), SW_FWD_STEP_OK, (int)ev->c, ev->a, 0, ev->who, ev->d);
+}
+
+/* engine/replica.c seed_now: a copy that answered it has no state gets
+ * the shard's whole state now, ahead of the forward sent again. */
+static void seed_now(struct sworld *w, int who, int to)
+{
+	struct sw_server *sv = &w->srv[who];
+
+	if (!eng_copy_seed_again(sv->seeded, sv->n_seeded, (uint64_t)to))
+		return; /* its seed came after the refusal: the forward goes again */
+	sim_log(&w->s, "server %d seeds copy %d (it has no state) at step %llu", who, to,
+		(unsigned long long)sv->version);
+	sw_send_first(w, who, to, SW_SEED, (int64_t)sv->version, sv->in.pterms > 0);
+}
+
+/* Whether a refused task goes again: within its bound (the engine's step
+ * timeout; here 200 refusals in a row fail the run). */
+static bool again(struct sworld *w, int who, const char *what, long long step, int to)
+{
+	if (++w->srv[who].refused <= 200)
+		return true;
+	sw_fail(w, "server %d's %s of step %lld was refused by copy %d 200 times in a row", who,
+		what, step, to);
+	return false;
 }
 
 /* A copy's answer to a partial push's forward: refused (an epoch apart),
@@ -284,25 +360,30 @@ static void push_forwarded(struct sworld *w, const struct sim_ev *ev)
 	struct sw_server *sv = &w->srv[ev->who];
 	struct sw_push *x = &w->push[ev->a];
 	int to = (int)ev->c, i;
+	int64_t round = sw_task_own(ev);
 
 	if (!sv->alive || !sv->primary)
 		return;
 	for (i = 0; i < sv->n_fwd && sv->fwd[i] != (int)ev->a; i++)
 		;
-	if (i == sv->n_fwd || ev->d != x->fwd_round)
-		return; /* sent again since, to the copies of a new placement */
-	if (ev->b) {
-		for (int q = 0; q < sv->n_peers; q++)
-			if (sv->peer[q] == to) {
-				sw_ev4(w, sim_range(&w->s, MS, 5 * MS), SW_FWD_PUSH, to, ev->a,
-				       (int64_t)sv->epoch, ev->who, x->fwd_round);
-				return;
-			}
-	}
-	if (--x->fwd_left > 0)
+	if (i == sv->n_fwd || round != x->fwd_round || ev->b == RF_MOOT) {
+		sw_next(w, ev->who); /* sent anew since, to a new placement's copies */
 		return;
-	sv->fwd[i] = sv->fwd[--sv->n_fwd];
-	answer(w, (int)ev->a, ZS_OK);
+	}
+	if (ev->b) {
+		if (!again(w, ev->who, "partial push forward", (long long)x->p.step, to))
+			return;
+		if (ev->b == RF_NO_STATE)
+			seed_now(w, ev->who, to);
+		sw_again(w, ev->who);
+		return;
+	}
+	sv->refused = 0;
+	if (--x->fwd_left == 0) { /* every copy has it: answered */
+		sv->fwd[i] = sv->fwd[--sv->n_fwd];
+		answer(w, (int)ev->a, ZS_OK);
+	}
+	sw_next(w, ev->who); /* last: it ends the next task, whose handler runs now */
 }
 
 /* A copy's answer to a step's forward: refused, it goes again (a step
@@ -311,29 +392,48 @@ static void push_forwarded(struct sworld *w, const struct sim_ev *ev)
 static void step_forwarded(struct sworld *w, const struct sim_ev *ev)
 {
 	struct sw_server *sv = &w->srv[ev->who];
+	int to = (int)ev->c;
+	int64_t gen = sw_task_own(ev);
 
-	if (!sv->alive || !sv->primary ||
-	    !eng_copies_settles(sv->wait, sv->gen, (uint64_t)ev->d, false, (uint64_t)ev->a,
-				sv->version))
-		return; /* a new placement came between, or a newer forward settles it */
-	if (ev->b) {
-		if (++sv->refused > 200) {
-			sw_fail(w, "server %d's forward of step %llu was refused by copy %lld 200 times in a row",
-				ev->who, (unsigned long long)ev->a, (long long)ev->c);
-			return;
-		}
-		sw_ev4(w, sim_range(&w->s, MS, 5 * MS), SW_FWD_STEP, (int)ev->c, ev->a,
-		       (int64_t)sv->epoch, ev->who, (int64_t)sv->gen);
+	if (!sv->alive || !sv->primary)
+		return;
+	if (ev->b == RF_MOOT ||
+	    !eng_copies_settles(sv->wait, sv->gen, (uint64_t)gen, false, (uint64_t)ev->a,
+				sv->version)) {
+		sw_next(w, ev->who); /* a new placement came between, or a newer forward settles it */
 		return;
 	}
-	if (--sv->wait_left > 0)
+	if (ev->b) {
+		if (!again(w, ev->who, "forward", (long long)ev->a, to))
+			return;
+		if (ev->b == RF_NO_STATE)
+			seed_now(w, ev->who, to);
+		sw_again(w, ev->who);
 		return;
+	}
+	sv->refused = 0;
+	if (--sv->wait_left > 0) {
+		sw_next(w, ev->who);
+		return;
+	}
 	sv->wait = false;
+	for (int u = 0; u < sv->n_unsettled;) { /* copies seeded mid-step */
+		bool got = false;
+		for (int q = 0; q < sv->n_peers; q++)
+			got |= sv->peer[q] == sv->unsettled[u].peer;
+		if (got && eng_copies_settled(sv->unsettled[u].step, false, (uint64_t)ev->a)) {
+			sw_ev(w, heartbeat(w), SW_SEEDED, sv->unsettled[u].peer, ev->who, 0);
+			sv->unsettled[u] = sv->unsettled[--sv->n_unsettled];
+		} else {
+			u++;
+		}
+	}
 	flush(w, sv);
-	if (sv->behind) {
+	if (sv->behind && !eng_copies_hold(false, sv->landing_fwd)) {
 		sv->behind = false;
 		apply(w, ev->who);
 	}
+	sw_next(w, ev->who);
 }
 
 void sw_take_placement(struct sworld *w, int who)
@@ -344,14 +444,47 @@ void sw_take_placement(struct sworld *w, int who)
 
 	if (!sv->alive || sv->epoch == w->epoch)
 		return;
+	int was[SW_MAX_C], n_was = sv->n_peers;
+
+	memcpy(was, sv->peer, sizeof sv->peer);
 	sv->epoch = w->epoch;
 	sv->primary = w->primary == who;
 	sv->n_peers = 0;
 	for (int i = 0; sv->primary && i < w->n_plc; i++)
 		if (w->plc[i] != who)
 			sv->peer[sv->n_peers++] = w->plc[i];
+	for (int k = 0; k < n_was; k++) { /* moot: what went to a copy no longer one */
+		bool kept = false;
+		for (int q = 0; q < sv->n_peers; q++)
+			kept |= sv->peer[q] == was[k];
+		if (!kept)
+			sw_chan_drop(w, who, was[k]);
+	}
 	if (!sv->primary)
 		return;
+	{ /* the copies it seeded that stay its copies stay seeded */
+		uint32_t keep = 0;
+		for (uint32_t i = 0; i < sv->n_seeded; i++) {
+			bool in_was = false, in_now = false;
+			for (int k = 0; k < n_was; k++)
+				in_was |= was[k] == (int)sv->seeded[i];
+			for (int k = 0; k < sv->n_peers; k++)
+				in_now |= sv->peer[k] == (int)sv->seeded[i];
+			if (in_was && in_now)
+				sv->seeded[keep++] = sv->seeded[i];
+		}
+		sv->n_seeded = keep;
+	}
+	/* a new copy: the shard's whole state first, ahead of the forwards
+	 * that follow on the same connection (engine/epoch.c) */
+	for (int q = 0; q < sv->n_peers && sv->ready; q++) {
+		bool old = false;
+		for (int k = 0; k < n_was; k++)
+			old |= was[k] == sv->peer[q];
+		if (!old && sw_fresh(w, sv->peer[q]))
+			sw_send(w, who, sv->peer[q], SW_SEED, (int64_t)sv->version, sv->in.pterms > 0,
+				0);
+	}
 	switch (eng_copies_replan(sv->wait, (uint32_t)sv->n_peers, promoted, true, sv->version,
 				  sv->acc_of)) {
 	case ER_FORWARD_AGAIN:
@@ -362,7 +495,7 @@ void sw_take_placement(struct sworld *w, int who)
 		sv->gen++;
 		sv->wait = false;
 		flush(w, sv);
-		if (sv->behind) {
+		if (sv->behind && !eng_copies_hold(false, sv->landing_fwd)) {
 			sv->behind = false;
 			apply(w, who);
 		}
@@ -385,11 +518,90 @@ void sw_take_placement(struct sworld *w, int who)
 		if (!sv->n_peers)
 			answer(w, id, ZS_OK);
 		for (int q = 0; q < sv->n_peers; q++)
-			sw_ev4(w, sw_lat(w), SW_FWD_PUSH, sv->peer[q], id, (int64_t)sv->epoch, who,
-			       w->push[id].fwd_round);
+			sw_send(w, who, sv->peer[q], SW_FWD_PUSH, id, w->push[id].fwd_round, 0);
 	}
 	if (!sv->n_peers || !had)
 		sv->n_fwd = 0;
+}
+
+/* engine/replica_in.c: a new copy takes its primary's seed, the shard's
+ * whole state at step (mid: taken after partial pushes of that step, whose
+ * terms it lacks: it drops that step's partial forwards, and applies the
+ * primary's mean of it). */
+static void copy_seed(struct sworld *w, const struct sim_ev *ev)
+{
+	struct sw_server *sv = &w->srv[ev->who];
+	struct zs_error err = {0};
+	int refused = (uint64_t)ev->b != sv->epoch ? RF_AGAIN : RF_OK;
+
+	if (refused)
+		epoch_behind(w, ev);
+
+	if (!sv->alive)
+		return;
+	if (!refused && eng_copy_seed_take(sv->landing_fwd, sv->ready, sv->version, (uint64_t)ev->a,
+					   &err))
+		refused = RF_HAS_STATE;
+	sim_log(&w->s, "copy %d: seed of step %lld%s from server %lld: %s%s", ev->who,
+		(long long)ev->a, (ev->d & 0xffffffff) ? " (mid-step)" : "", (long long)ev->c,
+		refused ? "refused " : "taken", refused ? err.msg : "");
+	if (!refused) {
+		sv->ready = true;
+		sv->version = (uint64_t)ev->a;
+		sv->acc_of = 0;
+		eng_in_clear(&sv->in); /* eng_step_discard */
+		memset(sv->sum, 0, sizeof sv->sum);
+		sv->seed_gap = eng_copy_seed_gap((ev->d & 0xffffffff) != 0, (uint64_t)ev->a);
+	}
+	sw_ev4(w, reply_lat(w, ev->who), SW_SEED_OK, (int)ev->c, ev->a, refused, ev->who, ev->d);
+}
+
+/* engine/replica.c task_end of a seed: the copy whole (reported at the
+ * next heartbeat), or, seeded mid-step, once that step's forward reached
+ * it. */
+static void seed_answered(struct sworld *w, const struct sim_ev *ev)
+{
+	struct sw_server *sv = &w->srv[ev->who];
+	int to = (int)ev->c;
+	int64_t mid = sw_task_own(ev);
+
+	if (!sv->alive || !sv->primary)
+		return;
+	if (ev->b == RF_AGAIN) { /* again, alone, until it ends */
+		if (again(w, ev->who, "seed", (long long)ev->a, to))
+			sw_again(w, ev->who);
+		return;
+	}
+	if (!ev->b) { /* else a copy with state: its forwards go on */
+		sv->refused = 0;
+		if (sv->n_seeded < SW_MAX_C)
+			sv->seeded[sv->n_seeded++] = (uint64_t)to;
+		if (eng_copy_seed_whole(mid != 0))
+			sw_ev(w, heartbeat(w), SW_SEEDED, to, ev->who, 0);
+		if (sim_chance(&w->s, 0.3)) /* the primary lost right after it seeds a copy */
+			sw_ev(w, sim_range(&w->s, 0, 60 * MS), SW_KILL_SERVER, ev->who, 2, 0);
+		else if (sv->n_unsettled < SW_MAX_C)
+			sv->unsettled[sv->n_unsettled++] = (typeof(sv->unsettled[0])){to, ev->a};
+	}
+	sw_next(w, ev->who);
+}
+
+void sw_task_answer(struct sworld *w, const struct sim_ev *answer_ev)
+{
+	const struct sw_server *sv = &w->srv[answer_ev->who];
+	struct sim_ev e = *answer_ev, *ev = &e;
+	bool peer = false;
+
+	for (int q = 0; q < sv->n_peers; q++)
+		peer |= sv->peer[q] == (int)ev->c;
+	if (!peer) /* engine/replica.c moot(): a copy no longer one */
+		e.b = RF_MOOT;
+	if (ev->kind == SW_FWD_PUSH_OK)
+		push_forwarded(w, ev);
+	else if (ev->kind == SW_FWD_STEP_OK)
+		step_forwarded(w, ev);
+	else
+		seed_answered(w, ev);
 }
 
 void sw_server_event(struct sworld *w, const struct sim_ev *ev)
@@ -409,13 +621,16 @@ void sw_server_event(struct sworld *w, const struct sim_ev *ev)
 		copy_landed(w, ev);
 		break;
 	case SW_FWD_PUSH_OK:
-		push_forwarded(w, ev);
-		break;
 	case SW_FWD_STEP_OK:
-		step_forwarded(w, ev);
+	case SW_SEED_OK:
+		if (w->srv[ev->who].alive && w->srv[ev->who].primary)
+			sw_chan_answer(w, ev);
 		break;
 	case SW_TAKE:
 		sw_take_placement(w, ev->who);
+		break;
+	case SW_SEED:
+		copy_seed(w, ev);
 		break;
 	}
 }

@@ -84,10 +84,13 @@ static void acked(struct sworld *w, int r, int id, enum zs_status st)
 			zs_strerror(st));
 		return;
 	}
-	for (int i = 0; w->C > 1 && i < w->C && !w->push[id].p.partial; i++) {
-		/* an answered last push is durable: its step on every copy */
+	for (int k = 0; w->C > 1 && k < w->n_plc && !w->push[id].p.partial; k++) {
+		/* an answered last push is durable: its step on every whole
+		 * copy (a fresh one is not promoted until it is) */
+		int i = w->plc[k];
 		w->st->checks++;
-		if (w->srv[i].alive && w->srv[i].version <= w->push[id].p.step)
+		if (w->srv[i].alive && !w->plc_sh[k].fresh &&
+		    w->srv[i].version <= w->push[id].p.step)
 			sw_fail(w,
 				"rank %d's last push of step %llu was answered while server %d is at step %llu: a failover to it loses that step",
 				r, (unsigned long long)w->push[id].p.step, i,

@@ -477,6 +477,28 @@ static void test_without_a_server(void **st)
 	free(np.shards);
 }
 
+/* A copy is whole (it may take over) on its shard's primary's word only:
+ * found by the simulator, a deposed primary's late "seeded" marked a copy
+ * whole that the new primary had seeded again mid-step. */
+static void test_seeded_report(void **st)
+{
+	struct zs_shard sh[3] = {
+	    {.unit = 0, .index = 0, .server_id = 2, .copy = 0, .copies = 3},
+	    {.unit = 0, .index = 0, .server_id = 3, .copy = 1, .copies = 3, .fresh = 1},
+	    {.unit = 0, .index = 1, .server_id = 3, .copy = 0, .copies = 1},
+	};
+	struct zs_placement p = {.epoch = 7, .n_shards = 3, .shards = sh};
+
+	(void)st;
+	assert_false(zs_placement_seeded(&p, 1, 0, 0, 3)); /* server 1: deposed */
+	assert_true(sh[1].fresh);
+	assert_false(zs_placement_seeded(&p, 3, 0, 0, 3)); /* primary of another shard */
+	assert_true(zs_placement_seeded(&p, 2, 0, 0, 3));
+	assert_false(sh[1].fresh);
+	assert_false(zs_placement_seeded(&p, 2, 0, 0, 3)); /* said again: no change */
+	assert_int_equal(p.epoch, 7);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -493,6 +515,7 @@ int main(void)
 		cmocka_unit_test(test_collective_slices),
 		cmocka_unit_test(test_replicas),
 		cmocka_unit_test(test_without_a_server),
+		cmocka_unit_test(test_seeded_report),
 	};
 	return cmocka_run_group_tests_name("placement", tests, NULL, NULL);
 }
