@@ -408,9 +408,13 @@ struct eng_push eng_push_of(const struct zs_xfer *x, uint32_t rank)
 
 struct eng_at eng_at_of(struct ejob *j, const struct eshard *s, const struct zs_xfer *x)
 {
+	/* one look at the world (under its lock) for a push of the open step */
+	uint32_t w = eng_world_at(j, s->version);
+
 	return (struct eng_at){.version = s->version, .replicas = j->spec.replicas,
-			       .contributors = eng_contributors(j, s->version),
-			       .world = eng_world_at(j, x->step), .unit = eng_unit_name(j, x->unit)};
+			       .contributors = j->spec.collective ? 1 : w,
+			       .world = x->step == s->version ? w : eng_world_at(j, x->step),
+			       .unit = eng_unit_name(j, x->unit)};
 }
 
 /* Push x of rank lands (ZS_EAGAIN: no room yet; the listener retries it

@@ -9,10 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sim_init(struct sim *s, uint64_t seed, bool tracing)
+void sim_init(struct sim *s, uint64_t seed, bool tracing, char *why, size_t why_n)
 {
 	*s = (struct sim){.rng = seed * 0x9E3779B97F4A7C15ull + 0x5851F42D4C957F2Dull,
-			  .tracing = tracing};
+			  .tracing = tracing, .why = why, .why_n = why_n};
+}
+
+void sim_fail(struct sim *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (s->failed)
+		return;
+	s->failed = true;
+	va_start(ap, fmt);
+	vsnprintf(s->why, s->why_n, fmt, ap);
+	va_end(ap);
+	sim_log(s, "INVARIANT BROKEN: %s", s->why);
 }
 
 void sim_free(struct sim *s)

@@ -31,6 +31,11 @@ struct sim {
 	struct sim_ev *heap;
 	size_t n, cap;
 	uint64_t fired;
+	/* the first invariant a run broke: failed, and why (the world's
+	 * buffer of why_n bytes) */
+	bool failed;
+	char *why;
+	size_t why_n;
 	/* the trace: kept (and printed on failure) only when asked, since a
 	 * batch of seeds runs each one without it and replays a failing one */
 	bool tracing;
@@ -38,7 +43,8 @@ struct sim {
 	size_t trace_len, trace_cap;
 };
 
-void sim_init(struct sim *s, uint64_t seed, bool tracing);
+/* why: where sim_fail writes the first broken invariant (why_n bytes) */
+void sim_init(struct sim *s, uint64_t seed, bool tracing, char *why, size_t why_n);
 void sim_free(struct sim *s);
 /* Queues ev to fire delay_us from now (0: after every event queued for
  * now so far). */
@@ -51,6 +57,10 @@ uint64_t sim_rand(struct sim *s);
 uint64_t sim_below(struct sim *s, uint64_t n);
 int64_t sim_range(struct sim *s, int64_t lo, int64_t hi);
 bool sim_chance(struct sim *s, double p);
+
+/* A run broke an invariant: the first one is kept (s->why, s->failed)
+ * and traced; later ones are not. */
+void sim_fail(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Appends a line to the trace, stamped with the simulated time. */
 void sim_log(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

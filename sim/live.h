@@ -119,9 +119,6 @@ struct world {
 	int64_t co_up_us; /* when the coordinator last came up */
 	struct window noisy[64]; /* faults between servers and the coordinator */
 	int n_noisy;
-	char *why;
-	size_t why_n;
-	bool failed;
 };
 
 /* liveness.c: queue an event (ev4 with a fourth argument); break an
@@ -131,7 +128,6 @@ struct world {
 void lw_ev4(struct world *w, int64_t delay_us, int kind, int who, int64_t a, int64_t b, int64_t c,
 	    int64_t d);
 void lw_ev(struct world *w, int64_t delay_us, int kind, int who, int64_t a, int64_t b, int64_t c);
-void lw_fail(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int64_t lw_now_ms(const struct world *w);
 int64_t lw_lat(struct world *w);
 bool lw_tr_cut(const struct world *w, int r);

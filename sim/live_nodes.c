@@ -36,7 +36,7 @@ void lw_server_hello(struct world *w, int s, int r, int64_t proc, int64_t id, ui
 	for (k = 0; k < MAXC && v->open[r][k]; k++)
 		;
 	if (k == MAXC) {
-		lw_fail(w, "server %d holds %d connections of rank %d (a leak in the model)", s, MAXC, r);
+		sim_fail(&w->s, "server %d holds %d connections of rank %d (a leak in the model)", s, MAXC, r);
 		return;
 	}
 	v->open[r][k] = id;
@@ -140,7 +140,7 @@ void lw_coord_renew(struct world *w, int r, int64_t proc, uint64_t count, int sy
 		m->heard_us = w->s.now_us;
 		w->st->checks++;
 		if (m->live.reconnects < before)
-			lw_fail(w, "rank %d's reconnect count went back from %" PRIu64 " to %" PRIu64
+			sim_fail(&w->s, "rank %d's reconnect count went back from %" PRIu64 " to %" PRIu64
 				" (a late renewal's taken)",
 			     r, before, m->live.reconnects);
 		sim_log(&w->s, "coord: rank %d (process %" PRId64 ") renews, count %" PRIu64 "%s", r,
@@ -227,13 +227,13 @@ void lw_coord_sweep(struct world *w, int inc)
 			excused |= t->reset_open ||
 				   m->heard_us < t->reset_us + (RENEW_MS + 500) * MS;
 			if (live && !excused)
-				lw_fail(w, "rank %d's process %" PRId64 " is alive%s and was taken for gone (quiet %" PRId64 " ms, reconnect count %" PRIu64 ")",
+				sim_fail(&w->s, "rank %d's process %" PRId64 " is alive%s and was taken for gone (quiet %" PRId64 " ms, reconnect count %" PRIu64 ")",
 				     r, m->proc, t->paused_until > w->s.now_us ? " (stopped)" : "", quiet,
 				     m->live.reconnects);
 		} else {
 			w->st->verdicts_lapsed++;
 			if (live && w->s.now_us - m->heard_us < (LEASE_MS - 1) * MS)
-				lw_fail(w, "rank %d's process %" PRId64 " was taken as lapsed, but its last renewal was taken %" PRId64 " ms ago (lease %d ms)",
+				sim_fail(&w->s, "rank %d's process %" PRId64 " was taken as lapsed, but its last renewal was taken %" PRId64 " ms ago (lease %d ms)",
 				     r, m->proc, (w->s.now_us - m->heard_us) / MS, LEASE_MS);
 		}
 		m->held = false;

@@ -167,7 +167,7 @@ void lw_check_dead(struct world *w, int r, int64_t proc, bool fast)
 			return; /* its last count never reached the coordinator (cut
 				 * off as it reconnected, or said before the
 				 * coordinator restarted): the lease bounds */
-		lw_fail(w, "rank %d's process %" PRId64 " died %" PRId64 " ms ago holding data connections, and the coordinator has not taken it for gone (gone bound %d ms)",
+		sim_fail(&w->s, "rank %d's process %" PRId64 " died %" PRId64 " ms ago holding data connections, and the coordinator has not taken it for gone (gone bound %d ms)",
 		     r, proc, since / MS, GONE_MS);
 		return;
 	}
@@ -178,7 +178,7 @@ void lw_check_dead(struct world *w, int r, int64_t proc, bool fast)
 		   proc, 0, 0);
 		return;
 	}
-	lw_fail(w, "rank %d's process %" PRId64 " died %" PRId64 " ms ago and is still a member (lease %d ms)",
+	sim_fail(&w->s, "rank %d's process %" PRId64 " died %" PRId64 " ms ago and is still a member (lease %d ms)",
 	     r, proc, since / MS, LEASE_MS);
 }
 

@@ -61,20 +61,6 @@ void lw_ev(struct world *w, int64_t delay_us, int kind, int who, int64_t a, int6
 	lw_ev4(w, delay_us, kind, who, a, b, c, 0);
 }
 
-void lw_fail(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void lw_fail(struct world *w, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (w->failed)
-		return;
-	w->failed = true;
-	va_start(ap, fmt);
-	vsnprintf(w->why, w->why_n, fmt, ap);
-	va_end(ap);
-	sim_log(&w->s, "INVARIANT BROKEN: %s", w->why);
-}
-
 int64_t lw_now_ms(const struct world *w)
 {
 	return w->s.now_us / MS;
@@ -219,10 +205,8 @@ int live_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		snprintf(why, why_n, "out of memory");
 		return 1;
 	}
-	sim_init(&w->s, seed, tracing);
+	sim_init(&w->s, seed, tracing, why, why_n);
 	w->st = st;
-	w->why = why;
-	w->why_n = why_n;
 	w->s.now_us = 1000 * MS; /* the coordinator's clock is never 0 */
 	w->n_srv = (int)sim_range(&w->s, 1, MAXS);
 	w->n_tr = (int)sim_range(&w->s, 1, MAXT);
@@ -239,7 +223,7 @@ int live_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 	for (int r = 0; r < w->n_tr; r++)
 		lw_ev(w, sim_range(&w->s, 0, 500 * MS), E_START, r, 0, 0, 0);
 	plan_faults(w);
-	while (!w->failed && sim_next(&w->s, &e) && e.at_us < (RUN_MS + 1000) * MS) {
+	while (!w->s.failed && sim_next(&w->s, &e) && e.at_us < (RUN_MS + 1000) * MS) {
 		switch (e.kind) {
 		case E_C_RENEW: lw_coord_renew(w, e.who, e.a, (uint64_t)e.b, (int)e.c); break;
 		case E_C_JOIN: lw_coord_join(w, e.who, e.a); break;
@@ -261,7 +245,7 @@ int live_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		}
 	}
 	st->events += w->s.fired;
-	rc = w->failed;
+	rc = w->s.failed;
 	if (tracing && w->s.trace)
 		fputs(w->s.trace, stdout);
 	for (int s = 0; s < MAXS; s++)

@@ -54,19 +54,6 @@ void sw_ev(struct sworld *w, int64_t delay_us, int kind, int who, int64_t a, int
 	sw_ev4(w, delay_us, kind, who, a, b, 0, 0);
 }
 
-void sw_fail(struct sworld *w, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (w->failed)
-		return;
-	w->failed = true;
-	va_start(ap, fmt);
-	vsnprintf(w->why, w->why_n, fmt, ap);
-	va_end(ap);
-	sim_log(&w->s, "INVARIANT BROKEN: %s", w->why);
-}
-
 /* Mostly a fraction of a millisecond; 3% delayed up to 50 ms (SF_SLOW). */
 int64_t sw_lat(struct sworld *w)
 {
@@ -173,7 +160,7 @@ static void rebuild(struct sworld *w)
 	w->rebuilds++;
 	*sv = (struct sw_server){.alive = true};
 	if (eng_in_init(&sv->in, (uint32_t)w->R)) {
-		sw_fail(w, "out of memory");
+		sim_fail(&w->s, "out of memory");
 		return;
 	}
 	w->plc_sh[w->n_plc] = (struct zs_shard){.server_id = (uint64_t)n + 1, .fresh = 1};
@@ -222,7 +209,7 @@ static void failover(struct sworld *w, int who)
 
 	w->down[who] = true;
 	if (zs_placement_without(&p, (uint64_t)who + 1, known_live, w, &np, &err)) {
-		sw_fail(w, "the coordinator cannot place the shard without server %d: %s", who,
+		sim_fail(&w->s, "the coordinator cannot place the shard without server %d: %s", who,
 			err.msg);
 		return;
 	}
@@ -273,7 +260,7 @@ static void check_counts(struct sworld *w)
 		const struct sw_server *sv = &w->srv[i];
 		w->st->checks++;
 		if (sv->in.landing > (uint32_t)w->n_push || sv->in.full > (uint32_t)w->R)
-			sw_fail(w, "server %d's counts are off: %u pushes landing, %u ranks' last push in",
+			sim_fail(&w->s, "server %d's counts are off: %u pushes landing, %u ranks' last push in",
 				i, sv->in.landing, sv->in.full);
 	}
 }
@@ -284,7 +271,7 @@ static void check_done(struct sworld *w)
 		const struct sw_trainer *t = &w->t[r];
 		w->st->checks++;
 		if (t->step < w->S)
-			sw_fail(w,
+			sim_fail(&w->s,
 				"rank %d (process %d%s) is at step %llu micro-batch %u of %llu when the run ends (waiting on push %d; the primary, server %d, at step %llu)",
 				r, t->proc, t->alive ? "" : ", dead", (unsigned long long)t->step, t->micro,
 				(unsigned long long)w->S, t->pending, w->primary,
@@ -303,10 +290,8 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		return 1;
 	}
 	/* its own random stream: the liveness world's choices stay as they were */
-	sim_init(&w->s, seed ^ 0x5354455057524c44ull, tracing);
+	sim_init(&w->s, seed ^ 0x5354455057524c44ull, tracing, why, why_n);
 	w->st = st;
-	w->why = why;
-	w->why_n = why_n;
 	w->R = (int)sim_range(&w->s, 1, SW_MAX_R);
 	w->K = (int)sim_range(&w->s, 1, SW_MAX_K);
 	w->C = (int)sim_range(&w->s, 1, SW_MAX_C);
@@ -330,14 +315,14 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 							.copies = (uint32_t)w->C};
 		w->plc[w->n_plc++] = i;
 		if (eng_in_init(&sv->in, (uint32_t)w->R))
-			sw_fail(w, "out of memory");
+			sim_fail(&w->s, "out of memory");
 	}
 	for (int r = 0; r < w->R; r++) {
 		w->t[r] = (struct sw_trainer){.proc = w->next_proc++, .alive = true, .pending = -1};
 		sw_ev(w, sim_range(&w->s, 0, 5 * MS), SW_WAKE, r, w->t[r].proc, 0);
 	}
 	plan_faults(w);
-	while (!w->failed && sim_next(&w->s, &e) && e.at_us < RUN_MS * MS) {
+	while (!w->s.failed && sim_next(&w->s, &e) && e.at_us < RUN_MS * MS) {
 		switch (e.kind) {
 		case SW_WAKE:
 		case SW_ACK:
@@ -355,10 +340,10 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		}
 		check_counts(w);
 	}
-	if (!w->failed)
+	if (!w->s.failed)
 		check_done(w);
 	st->events += w->s.fired;
-	rc = w->failed;
+	rc = w->s.failed;
 	if (tracing && w->s.trace)
 		fputs(w->s.trace, stdout);
 	for (int i = 0; i < SW_MAX_SRV; i++)

@@ -129,9 +129,6 @@ struct sw_trainer {
 struct sworld {
 	struct sim s;
 	struct sim_stats *st;
-	bool failed;
-	char *why;
-	size_t why_n;
 	int R, K, C;       /* ranks, micro-batches a step, copies */
 	uint64_t S;        /* steps to train */
 	/* the coordinator's placement: its servers in order (the first the
@@ -163,7 +160,6 @@ struct sworld {
 };
 
 void sw_ev(struct sworld *w, int64_t delay_us, int kind, int who, int64_t a, int64_t b);
-void sw_fail(struct sworld *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int64_t sw_lat(struct sworld *w);
 void sw_ev4(struct sworld *w, int64_t delay_us, int kind, int who, int64_t a, int64_t b,
 	    int64_t c, int64_t d);

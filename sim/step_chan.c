@@ -55,7 +55,7 @@ void sw_send(struct sworld *w, int who, int to, int kind, int64_t a, int64_t d, 
 	struct sw_chan *c = &w->chan[who];
 
 	if (c->n == SW_MAX_Q) {
-		sw_fail(w, "server %d: more than %d tasks queued for its copies", who, SW_MAX_Q);
+		sim_fail(&w->s, "server %d: more than %d tasks queued for its copies", who, SW_MAX_Q);
 		return;
 	}
 	c->q[c->n++] = (struct sw_msg){.kind = kind, .to = to, .a = a, .d = d, .lat = lat,
@@ -69,7 +69,7 @@ void sw_send_first(struct sworld *w, int who, int to, int kind, int64_t a, int64
 	struct sw_chan *c = &w->chan[who];
 
 	if (c->n == SW_MAX_Q || c->cur < 0) {
-		sw_fail(w, "server %d: a task for copy %d put first out of turn", who, to);
+		sim_fail(&w->s, "server %d: a task for copy %d put first out of turn", who, to);
 		return;
 	}
 	memmove(&c->q[c->cur + 1], &c->q[c->cur], (size_t)(c->n - c->cur) * sizeof c->q[0]);

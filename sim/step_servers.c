@@ -82,7 +82,7 @@ static void check_sum(struct sworld *w, const struct sw_server *sv, int who)
 		for (int m = 0; m < w->K; m++) {
 			w->st->checks++;
 			if (sv->sum[r][m] != 1)
-				sw_fail(w,
+				sim_fail(&w->s,
 					"server %d applied step %llu with rank %d's micro-batch %d in its sum %d times (each rank's term goes in once)",
 					who, (unsigned long long)sv->version, r, m, sv->sum[r][m]);
 		}
@@ -117,7 +117,7 @@ static void apply(struct sworld *w, int who)
 	check_sum(w, sv, who);
 	w->st->checks++;
 	if (sv->landing_fwd)
-		sw_fail(w, "server %d reduced step %llu into its mean gradient while a forward of it lands there (two writers)",
+		sim_fail(&w->s, "server %d reduced step %llu into its mean gradient while a forward of it lands there (two writers)",
 			who, (unsigned long long)sv->version);
 	sim_log(&w->s, "server %d applies step %llu", who, (unsigned long long)sv->version);
 	sv->acc_of = sv->version + 1;
@@ -145,7 +145,7 @@ static void forward_push(struct sworld *w, int who, int id)
 		return;
 	}
 	if (sv->n_fwd == SW_MAX_ACKS) {
-		sw_fail(w, "server %d: more than %d forwards of partial pushes under way", who,
+		sim_fail(&w->s, "server %d: more than %d forwards of partial pushes under way", who,
 			SW_MAX_ACKS);
 		return;
 	}
@@ -169,7 +169,7 @@ static void begin(struct sworld *w, int who, int id)
 	if (!sv->primary && w->primary == who)
 		sw_take_placement(w, who); /* eng_promoted_since */
 	if (!sv->primary) {
-		sw_fail(w, "push %d reached server %d, a copy (the trainers push to the primary)", id,
+		sim_fail(&w->s, "push %d reached server %d, a copy (the trainers push to the primary)", id,
 			who);
 		return;
 	}
@@ -224,7 +224,7 @@ static void landed(struct sworld *w, int who, int id)
 		sv->acks[sv->n_acks].push = id;
 		sv->acks[sv->n_acks++].step = x->p.step;
 	} else {
-		sw_fail(w, "server %d: more than %d durable answers waiting", who, SW_MAX_ACKS);
+		sim_fail(&w->s, "server %d: more than %d durable answers waiting", who, SW_MAX_ACKS);
 	}
 	if (fx.flush)
 		flush(w, sv);
@@ -265,7 +265,7 @@ static void copy_event(struct sworld *w, const struct sim_ev *ev)
 		if (!refused && !sv->ready) /* ZS_ENOTFOUND: its primary seeds it, then again */
 			refused = RF_NO_STATE;
 		if (!refused && eng_copy_partial_take(sv->version, sv->seed_gap, x->p.step, &pt, &err)) {
-			sw_fail(w, "copy %d refused a partial push forwarded: %s", ev->who, err.msg);
+			sim_fail(&w->s, "copy %d refused a partial push forwarded: %s", ev->who, err.msg);
 			return;
 		}
 		/* partial_begin: a micro-batch before the one it follows is
@@ -347,7 +347,7 @@ static bool again(struct sworld *w, int who, const char *what, long long step, i
 {
 	if (++w->srv[who].refused <= 200)
 		return true;
-	sw_fail(w, "server %d's %s of step %lld was refused by copy %d 200 times in a row", who,
+	sim_fail(&w->s, "server %d's %s of step %lld was refused by copy %d 200 times in a row", who,
 		what, step, to);
 	return false;
 }

@@ -24,7 +24,7 @@ static void send_push(struct sworld *w, int r, const struct eng_push *p)
 	int id = w->n_push;
 
 	if (id == SW_MAX_PUSH) {
-		sw_fail(w, "more than %d pushes in one run", SW_MAX_PUSH);
+		sim_fail(&w->s, "more than %d pushes in one run", SW_MAX_PUSH);
 		return;
 	}
 	w->n_push++;
@@ -49,7 +49,7 @@ static void act(struct sworld *w, int r)
 		}
 		if (sv->version > t->step + 1) {
 			/* engine/redo.c: a server keeps one step back */
-			sw_fail(w, "rank %d's process %d gathers step %llu, but the shard is at %llu: the step is gone",
+			sim_fail(&w->s, "rank %d's process %d gathers step %llu, but the shard is at %llu: the step is gone",
 				r, t->proc, (unsigned long long)t->step, (unsigned long long)sv->version);
 			return;
 		}
@@ -68,7 +68,7 @@ static void acked(struct sworld *w, int r, int id, enum zs_status st)
 	if (id != t->pending)
 		return; /* an answer to a push sent again since */
 	if (st == ZS_EAGAIN && ++t->again > 200) {
-		sw_fail(w, "rank %d's push %d (step %llu micro %u) was refused 200 times in a row (%s): what it waits for never ends",
+		sim_fail(&w->s, "rank %d's push %d (step %llu micro %u) was refused 200 times in a row (%s): what it waits for never ends",
 			r, id, (unsigned long long)w->push[id].p.step, w->push[id].p.micro,
 			zs_strerror(st));
 		return;
@@ -79,7 +79,7 @@ static void acked(struct sworld *w, int r, int id, enum zs_status st)
 		return;
 	}
 	if (st) {
-		sw_fail(w, "rank %d's push %d (step %llu micro %u) was refused (%s)", r, id,
+		sim_fail(&w->s, "rank %d's push %d (step %llu micro %u) was refused (%s)", r, id,
 			(unsigned long long)w->push[id].p.step, w->push[id].p.micro,
 			zs_strerror(st));
 		return;
@@ -91,7 +91,7 @@ static void acked(struct sworld *w, int r, int id, enum zs_status st)
 		w->st->checks++;
 		if (w->srv[i].alive && !w->plc_sh[k].fresh &&
 		    w->srv[i].version <= w->push[id].p.step)
-			sw_fail(w,
+			sim_fail(&w->s,
 				"rank %d's last push of step %llu was answered while server %d is at step %llu: a failover to it loses that step",
 				r, (unsigned long long)w->push[id].p.step, i,
 				(unsigned long long)w->srv[i].version);
