@@ -152,7 +152,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
-	      config phase unit liveness intake copies \
+	      config phase unit liveness intake copies promote \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -295,6 +295,8 @@ $(BUILD)/tests/test_reader: $(BUILD)/obj/tests/unit/test_reader.o $(BUILD)/obj/t
 $(BUILD)/tests/test_reader: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_pins: $(BUILD)/obj/tests/unit/test_pins.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_pins: LDLIBS += $(ENGINE_LIBS)
+$(BUILD)/tests/test_promote: $(BUILD)/obj/tests/unit/test_promote.o $(BUILD)/obj/tests/unit/engine_cluster.o $(BUILD)/obj/tests/oracle.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
+$(BUILD)/tests/test_promote: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_phase: $(BUILD)/obj/tests/unit/test_phase.o $(BUILD)/obj/tests/unit/fsm_check.o $(ENGINE_OBJ) $(ENGINE_GPU) $(CORE_LIB)
 $(BUILD)/tests/test_phase: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_liveness: $(BUILD)/obj/tests/unit/test_liveness.o $(BUILD)/obj/engine/conns.o $(CORE_LIB)

@@ -41,6 +41,7 @@ enum zs_mutant_id {
 	ZS_MUT_SEED_GAP_IGNORED,  /* a copy seeded mid-step counts that step's later micro-batches */
 	ZS_MUT_SETTLED_AT_SEED,   /* a copy seeded mid-step reported whole at its seed */
 	ZS_MUT_LANDING_NOT_HELD,  /* a promoted copy completes a step whose forward lands in it */
+	ZS_MUT_SEEDED_SENDS_NOTHING, /* a promoted seeded copy sends its copies nothing */
 	/* model/failover.c: the coordinator's placement */
 	ZS_MUT_STALE_SEEDED,      /* a deposed primary's late "seeded" taken */
 	ZS_MUT_COUNT

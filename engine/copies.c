@@ -72,6 +72,17 @@ enum zs_status eng_copy_partial_take(uint64_t version, uint64_t gap, uint64_t st
 	return ZS_OK;
 }
 
+enum zs_status eng_copy_catchup_take(bool landing, bool ready, uint64_t version, uint64_t step,
+				     struct zs_error *err)
+{
+	if (landing) /* sent again once that lands: then it may be at step */
+		return zs_fail(err, ZS_ESTATE, "taking a forward or a seed already");
+	if (ready && version >= step)
+		return zs_fail(err, ZS_EEXIST, "at step %llu already (a catch-up of step %llu)",
+			       (unsigned long long)version, (unsigned long long)step);
+	return ZS_OK; /* behind its primary, or no state: the state of step is its own now */
+}
+
 bool eng_copy_seed_again(const uint64_t *seeded, uint32_t n, uint64_t peer)
 {
 	for (uint32_t i = 0; i < n; i++)
@@ -97,14 +108,13 @@ uint64_t eng_acks_frontier(uint64_t version, bool wait)
 	return version - (wait && version ? 1 : 0);
 }
 
-bool eng_copies_settles(bool wait, uint64_t gen_now, uint64_t gen, bool init, uint64_t step,
-			uint64_t version)
+bool eng_copies_settles(bool wait, uint64_t gen_now, uint64_t gen, uint64_t made, uint64_t version)
 {
 	if (!wait || gen != gen_now) /* a restore or a new placement came between */
 		return false;
 	if (ZS_MUTANT(ZS_MUT_OLDER_FORWARD_SETTLES))
 		return true;
-	return init ? version == 0 : step + 1 == version;
+	return made == version;
 }
 
 bool eng_copies_hold(bool wait, bool landing)
@@ -121,8 +131,12 @@ enum eng_replan eng_copies_replan(bool wait, uint32_t peers, bool promoted, bool
 	 * primary died forwarding it; with three copies) applies it, the
 	 * others acknowledge it as applied; until then the next step's
 	 * update waits, as after any step */
-	if (promoted && peers && ready && version && acc_of == version &&
-	    !ZS_MUTANT(ZS_MUT_PROMOTED_SENDS_NOTHING))
-		return ER_LAST_AGAIN;
-	return ER_NOTHING;
+	if (!promoted || !peers || !ready || !version)
+		return ER_NOTHING;
+	if (acc_of == version)
+		return ZS_MUTANT(ZS_MUT_PROMOTED_SENDS_NOTHING) ? ER_NOTHING : ER_LAST_AGAIN;
+	/* a copy seeded since it last applied a step has no mean gradient to
+	 * send again: its state instead, which a copy behind it takes (the
+	 * lost primary's last step reached this one, and not that one) */
+	return ZS_MUTANT(ZS_MUT_SEEDED_SENDS_NOTHING) ? ER_NOTHING : ER_CATCH_UP;
 }

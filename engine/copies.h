@@ -53,6 +53,14 @@ enum eng_part_take {
 enum zs_status eng_copy_partial_take(uint64_t version, uint64_t gap, uint64_t step,
 				     enum eng_part_take *take, struct zs_error *err);
 
+/* A copy takes a promoted primary's catch-up, its whole state at step
+ * (ER_CATCH_UP): ZS_OK when it is behind step or has no state (it takes
+ * it as a seed, whole at once: the primary's step is applied on it);
+ * ZS_EEXIST when it is at step or past it (it keeps its own: done);
+ * ZS_ESTATE while a forward or a seed lands in it (sent again). */
+enum zs_status eng_copy_catchup_take(bool landing, bool ready, uint64_t version, uint64_t step,
+				     struct zs_error *err);
+
 /* Whether a copy that answered a forward it has no state is seeded now:
  * not one this primary seeded already in this placement epoch (seeded[n]),
  * whose state arrived after the forward was refused. Seeded again, it
@@ -74,14 +82,14 @@ bool eng_copies_settled(uint64_t seeded_step, bool init, uint64_t fwd_step);
  * (the update that made version on every copy unless wait). */
 uint64_t eng_acks_frontier(uint64_t version, bool wait);
 
-/* A forward to every copy of step (init: the initial upload), of forward
- * generation gen, ended: whether it settles the wait of the shard now at
- * version (wait, generation gen_now). Only the forward of the update that
- * made version does: an older one (a promoted copy's last step sent again
- * while its deposed primary's forward still landed there, applied since
- * and forwarded in turn) leaves the wait to the newer one. */
-bool eng_copies_settles(bool wait, uint64_t gen_now, uint64_t gen, bool init, uint64_t step,
-			uint64_t version);
+/* A task to every copy that brings them to version made (the initial
+ * upload: 0; a forward of step t: t + 1; a catch-up of step t: t), of
+ * forward generation gen, ended: whether it settles the wait of the shard
+ * now at version (wait, generation gen_now). Only the one that brings the
+ * copies to version does: an older forward (a promoted copy's last step
+ * sent again while its deposed primary's forward still landed there,
+ * applied since and forwarded in turn) leaves the wait to the newer one. */
+bool eng_copies_settles(bool wait, uint64_t gen_now, uint64_t gen, uint64_t made, uint64_t version);
 
 /* Whether a shard whose pushes of the open step are all in waits to
  * complete it: the update before it not yet on every copy (wait), or a
@@ -96,6 +104,9 @@ enum eng_replan {
 	ER_FORWARD_AGAIN, /* the forward under way: again, to the copies left */
 	ER_DONE,          /* no copy left: the update is on every copy */
 	ER_LAST_AGAIN,    /* promoted: its last step again, to every copy */
+	ER_CATCH_UP,      /* promoted with no mean gradient of its last step (a
+			   * seeded copy): its state, to every copy, taken by
+			   * those behind it (eng_copy_catchup_take) */
 };
 /* wait: a forward under way; peers: the copies the new placement gives
  * it; promoted: a copy made primary; acc_of: 1 + the step its mean

@@ -428,6 +428,10 @@ void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool ini
  * whole state at its version to it, ahead of the forwards after (caller
  * holds s->mu). */
 void eng_repl_seed(struct engine *e, struct ejob *j, struct eshard *s, uint64_t peer);
+/* A copy promoted with no mean gradient of its last step (ER_CATCH_UP):
+ * queues its whole state to every copy, taken by one behind it, and sets
+ * repl.wait until all have answered (caller holds s->mu). */
+void eng_repl_catchup(struct engine *e, struct ejob *j, struct eshard *s);
 /* A replica's side of a forward: the write's destination (caller holds
  * nothing), and its landing (applies the step, then acknowledges). */
 enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s, uint32_t rank,

@@ -208,6 +208,9 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 	case ER_LAST_AGAIN: /* promoted: its last step again, to every copy */
 		eng_repl_queue(e, j, s, false, NULL);
 		break;
+	case ER_CATCH_UP: /* promoted, seeded since its last step: its state */
+		eng_repl_catchup(e, j, s);
+		break;
 	case ER_NOTHING:
 		break;
 	}

@@ -50,6 +50,7 @@ struct rtask {
 	bool init;
 	bool seed;  /* the shard's whole state at step, to one new copy */
 	bool seed_mid; /* a seed taken after partial pushes of its step */
+	bool catchup;  /* a seed to every copy, taken by those behind it */
 	/* a trainer's partial push (gradient accumulation): its landing
 	 * buffer (given back at the end), whose acknowledgement waits */
 	bool partial;
@@ -178,7 +179,8 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	struct zs_xfer x = {.unit = s->sh.unit, .offset = s->sh.offset,
 			    .length = r->init ? s->sh.length : s->lay.glen, .step = r->step,
 			    .dtype = r->partial ? r->dt : ZS_F32, .init = r->init, .replica = true,
-			    .seed = r->seed, .partial = r->partial || r->seed_mid,
+			    .seed = r->seed, .catchup = r->catchup,
+			    .partial = r->partial || r->seed_mid,
 			    .from = r->from, .micro = r->micro};
 	const void *src = r->partial ? r->buf
 			  : r->init || r->seed ? (const void *)(r->own ? r->own : s->master)
@@ -232,7 +234,7 @@ static bool moot(struct rtask *r)
 		return true;
 	pthread_mutex_lock(&s->mu);
 	m = r->gen != s->repl.gen || (r->partial && r->peer_gen != s->repl.peer_gen);
-	if (r->seed) {
+	if (r->seed && !r->catchup) {
 		m = true;
 		for (uint32_t q = 0; q < s->repl.n_peers; q++)
 			m &= s->repl.peer[q] != r->peer[0];
@@ -361,7 +363,9 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		partial_end(e, r, st, why);
 		return;
 	}
-	if (r->seed) { /* a new copy has the state (or not: its forwards say) */
+	if (r->catchup && st == ZS_EEXIST)
+		st = ZS_OK; /* a copy at its step already (or past it) */
+	if (r->seed && !r->catchup) { /* a new copy has the state (or not: its forwards say) */
 		if (!st) {
 			pthread_mutex_lock(&s->mu);
 			if (s->repl.n_seeded < ZS_MAX_REPLICAS - 1)
@@ -392,7 +396,8 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (!eng_copies_settles(s->repl.wait, s->repl.gen, r->gen, r->init, r->step, s->version)) {
+	if (!eng_copies_settles(s->repl.wait, s->repl.gen, r->gen,
+				r->init ? 0 : r->catchup ? r->step : r->step + 1, s->version)) {
 		/* a restore or a new placement came between, or a newer
 		 * forward's end settles the wait (engine/copies.c) */
 		pthread_mutex_unlock(&s->mu);
@@ -414,7 +419,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		return;
 	}
 	s->repl.wait = false;
-	for (uint32_t u = 0; u < s->repl.n_unsettled;) { /* copies seeded mid-step */
+	for (uint32_t u = 0; u < s->repl.n_unsettled && !r->catchup;) { /* copies seeded mid-step */
 		bool got = false;
 		for (uint32_t q = 0; q < r->n_peers && !got; q++)
 			got = r->peer[q] == s->repl.unsettled[u].peer;
@@ -702,6 +707,30 @@ void eng_repl_seed(struct engine *e, struct ejob *j, struct eshard *s, uint64_t 
 
 	if (r)
 		enqueue(e, j, s, r);
+}
+
+void eng_repl_catchup(struct engine *e, struct ejob *j, struct eshard *s)
+{
+	struct rtask *r = e->rp.q && s->repl.n_peers ? seed_task(e, j, s, s->repl.peer[0]) : NULL;
+
+	s->repl.wait = true;
+	free(s->repl.err);
+	s->repl.err = NULL;
+	if (!r) {
+		char msg[ZS_ERRMSG_MAX];
+		zs_fmt(msg, sizeof msg, "cannot send unit '%s' shard %u's state to its replicas",
+		       eng_unit_name(j, s->sh.unit), s->sh.index);
+		s->repl.err = strdup(msg);
+		zs_error("job '%s': %s", j->name, msg);
+		return;
+	}
+	r->catchup = true;
+	r->seed_mid = false; /* a copy behind takes it whole: the pushes of
+			      * its step that were not on it are not
+			      * acknowledged, and come again (forwarded) */
+	r->n_peers = s->repl.n_peers;
+	memcpy(r->peer, s->repl.peer, sizeof r->peer);
+	enqueue(e, j, s, r);
 }
 
 static void seed_now(struct engine *e, struct rtask *f)

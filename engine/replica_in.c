@@ -115,10 +115,16 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 		 * too unless that state is of a later step: a primary promoted
 		 * after its predecessor seeded the copy (the coordinator did not
 		 * hear of it) seeds it again, and the fenced epoch makes the
-		 * sender this shard's primary */
+		 * sender this shard's primary. A catch-up (a promoted copy's
+		 * state, sent to every copy): taken by one behind it alone */
 		struct zs_error why = {0};
-		if (eng_copy_seed_take(s->repl.landing || s->open.init_landing, eng_ready(s),
-				       s->version, x->step, &why))
+		bool landing = s->repl.landing || s->open.init_landing;
+		if (x->catchup && (st = eng_copy_catchup_take(landing, eng_ready(s), s->version,
+							      x->step, &why)))
+			st = zs_fail(err, st, "unit '%s' shard %u: %s", eng_unit_name(j, x->unit),
+				     s->sh.index, why.msg);
+		else if (!x->catchup &&
+			 eng_copy_seed_take(landing, eng_ready(s), s->version, x->step, &why))
 			st = zs_fail(err, ZS_EEXIST, "unit '%s' shard %u has %s",
 				     eng_unit_name(j, x->unit), s->sh.index, why.msg);
 		else if (!(s->repl.seed = malloc(x->length * 4)))

@@ -68,6 +68,9 @@ struct zs_xfer {
 			    * length is n_arrays x the shard's (ZS_WF_SEED);
 			    * with partial: taken mid-step, after partial
 			    * pushes of its step (the copy lacks their terms) */
+	bool catchup;      /* a seed that is a promoted copy's catch-up
+			    * (ZS_WF_CATCHUP): taken only by a copy behind
+			    * its step (engine/copies.h) */
 	uint32_t micro;    /* partial pushes: the rank's micro-batch index in
 			    * the step (0, 1, ...), so that one sent again
 			    * after a failover is not counted twice */

@@ -152,8 +152,13 @@ enum {
 	ZS_WF_PIN = 1 << 9,       /* a GATHER of a version a reader pinned (step:
 				   * it), in the unit's dtype; the reply's aux is
 				   * the CRC32C of its payload */
+	ZS_WF_CATCHUP = 1 << 10,  /* with SEED: a promoted copy's catch-up,
+				   * taken only by a copy behind step (or with
+				   * no state); one at step or past it answers
+				   * ZS_EEXIST and keeps its own */
 	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED | ZS_WF_REPLICA |
-		    ZS_WF_SEED | ZS_WF_DEVICE | ZS_WF_REDO | ZS_WF_READER | ZS_WF_PIN,
+		    ZS_WF_SEED | ZS_WF_DEVICE | ZS_WF_REDO | ZS_WF_READER | ZS_WF_PIN |
+		    ZS_WF_CATCHUP,
 };
 
 struct zs_frame {

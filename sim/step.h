@@ -47,6 +47,8 @@ enum sw_kind {
 	SW_SEED,       /* who: copy; a: step; b: epoch; c: from; d: mid. The shard's state */
 	SW_SEED_OK,    /* who: primary; a: step; b: refused; c: from; d: mid */
 	SW_SEEDED,     /* who: copy; a: its primary. The coordinator hears it is whole */
+	SW_CATCH_UP,   /* who: copy; a: step; b: epoch; c: from; d: gen. A promoted copy's state */
+	SW_CATCH_UP_OK, /* who: primary; a: step; b: refused; c: from; d: gen */
 };
 
 /* One push a trainer sent: a record, never reused within a run. */

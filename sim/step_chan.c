@@ -169,7 +169,8 @@ void sw_chan_drop(struct sworld *w, int who, int to)
 			continue;
 		const struct sim_ev ev = {
 		    .kind = m->kind == SW_SEED ? SW_SEED_OK
-			    : m->kind == SW_FWD_STEP ? SW_FWD_STEP_OK : SW_FWD_PUSH_OK,
+			    : m->kind == SW_FWD_STEP ? SW_FWD_STEP_OK
+			    : m->kind == SW_CATCH_UP ? SW_CATCH_UP_OK : SW_FWD_PUSH_OK,
 		    .who = who, .a = m->a, .b = RF_MOOT, .c = to, .d = d_of(m)};
 		answered(w, who, i, &ev);
 		if (!c->nb || c->q[i].seq != D_SEQ(ev.d))

@@ -17,7 +17,8 @@
  *                      eng_copy_apply; a partial push: eng_in_forwarded),
  *                      fenced by placement epoch
  *   engine/acks.c      durable answers due (eng_acks_frontier)
- *   engine/epoch.c     a new placement taken in place (eng_copies_replan)
+ *   engine/epoch.c     a new placement taken in place (eng_copies_replan;
+ *                      a promoted copy's catch-up, eng_copy_catchup_take)
  *
  * The reduction is modelled as a count of each rank's micro-batches in it,
  * which is what the invariant reads.
@@ -394,17 +395,18 @@ static void step_forwarded(struct sworld *w, const struct sim_ev *ev)
 	struct sw_server *sv = &w->srv[ev->who];
 	int to = (int)ev->c;
 	int64_t gen = sw_task_own(ev);
+	bool catchup = ev->kind == SW_CATCH_UP_OK;
 
 	if (!sv->alive || !sv->primary)
 		return;
 	if (ev->b == RF_MOOT ||
-	    !eng_copies_settles(sv->wait, sv->gen, (uint64_t)gen, false, (uint64_t)ev->a,
-				sv->version)) {
+	    !eng_copies_settles(sv->wait, sv->gen, (uint64_t)gen,
+				(uint64_t)ev->a + (catchup ? 0 : 1), sv->version)) {
 		sw_next(w, ev->who); /* a new placement came between, or a newer forward settles it */
 		return;
 	}
 	if (ev->b) {
-		if (!again(w, ev->who, "forward", (long long)ev->a, to))
+		if (!again(w, ev->who, catchup ? "catch-up" : "forward", (long long)ev->a, to))
 			return;
 		if (ev->b == RF_NO_STATE)
 			seed_now(w, ev->who, to);
@@ -417,7 +419,7 @@ static void step_forwarded(struct sworld *w, const struct sim_ev *ev)
 		return;
 	}
 	sv->wait = false;
-	for (int u = 0; u < sv->n_unsettled;) { /* copies seeded mid-step */
+	for (int u = 0; u < sv->n_unsettled && !catchup;) { /* copies seeded mid-step */
 		bool got = false;
 		for (int q = 0; q < sv->n_peers; q++)
 			got |= sv->peer[q] == sv->unsettled[u].peer;
@@ -503,6 +505,14 @@ void sw_take_placement(struct sworld *w, int who)
 	case ER_LAST_AGAIN:
 		queue_forward(w, who);
 		break;
+	case ER_CATCH_UP: /* engine/replica.c eng_repl_catchup */
+		sv->wait = true;
+		sv->wait_left = sv->n_peers;
+		sv->refused = 0;
+		for (int q = 0; q < sv->n_peers; q++)
+			sw_send(w, who, sv->peer[q], SW_CATCH_UP, (int64_t)sv->version,
+				(int64_t)sv->gen, 0);
+		break;
 	case ER_NOTHING:
 		break;
 	}
@@ -556,6 +566,39 @@ static void copy_seed(struct sworld *w, const struct sim_ev *ev)
 	sw_ev4(w, reply_lat(w, ev->who), SW_SEED_OK, (int)ev->c, ev->a, refused, ev->who, ev->d);
 }
 
+/* engine/replica_in.c: a copy takes a promoted copy's catch-up, its
+ * whole state at step, when it is behind it (whole at once: the step is
+ * applied there), or keeps its own at or past it. */
+static void copy_catchup(struct sworld *w, const struct sim_ev *ev)
+{
+	struct sw_server *sv = &w->srv[ev->who];
+	struct zs_error err = {0};
+	int refused = (uint64_t)ev->b != sv->epoch ? RF_AGAIN : RF_OK;
+	enum zs_status st = ZS_OK;
+
+	if (refused)
+		epoch_behind(w, ev);
+	if (!sv->alive)
+		return;
+	if (!refused) {
+		st = eng_copy_catchup_take(sv->landing_fwd, sv->ready, sv->version,
+					   (uint64_t)ev->a, &err);
+		refused = st && st != ZS_EEXIST ? RF_AGAIN : RF_OK;
+	}
+	sim_log(&w->s, "copy %d: catch-up of step %lld from server %lld: %s%s", ev->who,
+		(long long)ev->a, (long long)ev->c,
+		refused ? "refused " : st ? "kept its own " : "taken", st ? err.msg : "");
+	if (!refused && !st) {
+		sv->ready = true;
+		sv->version = (uint64_t)ev->a;
+		sv->acc_of = 0;
+		eng_in_clear(&sv->in);
+		memset(sv->sum, 0, sizeof sv->sum);
+		sv->seed_gap = 0;
+	}
+	sw_ev4(w, reply_lat(w, ev->who), SW_CATCH_UP_OK, (int)ev->c, ev->a, refused, ev->who, ev->d);
+}
+
 /* engine/replica.c task_end of a seed: the copy whole (reported at the
  * next heartbeat), or, seeded mid-step, once that step's forward reached
  * it. */
@@ -598,7 +641,7 @@ void sw_task_answer(struct sworld *w, const struct sim_ev *answer_ev)
 		e.b = RF_MOOT;
 	if (ev->kind == SW_FWD_PUSH_OK)
 		push_forwarded(w, ev);
-	else if (ev->kind == SW_FWD_STEP_OK)
+	else if (ev->kind == SW_FWD_STEP_OK || ev->kind == SW_CATCH_UP_OK)
 		step_forwarded(w, ev);
 	else
 		seed_answered(w, ev);
@@ -623,6 +666,7 @@ void sw_server_event(struct sworld *w, const struct sim_ev *ev)
 	case SW_FWD_PUSH_OK:
 	case SW_FWD_STEP_OK:
 	case SW_SEED_OK:
+	case SW_CATCH_UP_OK:
 		if (w->srv[ev->who].alive && w->srv[ev->who].primary)
 			sw_chan_answer(w, ev);
 		break;
@@ -631,6 +675,9 @@ void sw_server_event(struct sworld *w, const struct sim_ev *ev)
 		break;
 	case SW_SEED:
 		copy_seed(w, ev);
+		break;
+	case SW_CATCH_UP:
+		copy_catchup(w, ev);
 		break;
 	}
 }

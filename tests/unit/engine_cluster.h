@@ -16,7 +16,7 @@
 #include "engine/engine.h"
 #include "net/listener.h"
 
-#define MAXS  3
+#define MAXS  4
 #define MAXR  3
 #define STEPS 4
 
