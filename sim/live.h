@@ -45,7 +45,8 @@ enum kind {
 	E_C_NOTES,      /* who: server; a: its incarnation */
 	E_C_SWEEP,      /* a: coordinator incarnation */
 	E_C_UP,         /* the coordinator back from a restart */
-	E_S_HELLO,      /* who: server; a: rank; b: process; c: connection; d: its count */
+	E_S_HELLO,      /* who: server; a: rank; b: process; c: connection; d: its count,
+			 * and the server's incarnation it was made to << HELLO_INC_SHIFT */
 	E_S_BYE,        /* who: server; a: rank; c: connection */
 	E_S_POLL,       /* who: server; a: incarnation */
 	E_S_SENT,       /* who: server; a: incarnation; b: 1 answered */
@@ -57,6 +58,7 @@ enum kind {
 struct conn {
 	int64_t id;        /* 0: none */
 	int64_t arrive_us; /* when its HELLO reaches (reached) the server */
+	int inc;           /* the server's incarnation it was made to */
 	bool acked;
 };
 
@@ -135,6 +137,7 @@ bool lw_noisy(const struct world *w, int64_t from, int64_t to, int64_t *healed);
 void lw_add_noisy(struct world *w, int64_t from, int64_t to, bool restart);
 
 /* live_nodes.c: a server's events, and the coordinator's */
+#define HELLO_INC_SHIFT 40
 void lw_server_hello(struct world *w, int s, int r, int64_t proc, int64_t id, uint64_t count);
 void lw_server_bye(struct world *w, int s, int r, int64_t id);
 void lw_server_poll(struct world *w, int s, int inc);

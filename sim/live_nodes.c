@@ -27,8 +27,12 @@ void lw_server_hello(struct world *w, int s, int r, int64_t proc, int64_t id, ui
 {
 	struct server *v = &w->sv[s];
 	struct trainer *t = &w->t[r];
+	const int inc = (int)(count >> HELLO_INC_SHIFT);
 	int k;
 
+	count &= (1ull << HELLO_INC_SHIFT) - 1;
+	if (inc != v->inc)
+		return; /* its connection was reset by the restart since: it never arrives */
 	if (!v->up) {
 		lw_ev(w, lw_lat(w), E_HELLO_FAIL, r, proc, s, id);
 		return;

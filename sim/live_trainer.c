@@ -59,8 +59,12 @@ static void hello(struct world *w, int r, int s)
 	int64_t l = lw_lat(w);
 
 	close_conn(w, r, s); /* one connection per server */
-	t->c[s] = (struct conn){.id = ++w->next_conn, .arrive_us = w->s.now_us + l};
-	lw_ev4(w, l, E_S_HELLO, s, r, t->proc, t->c[s].id, (int64_t)t->reconnects);
+	t->c[s] = (struct conn){.id = ++w->next_conn, .arrive_us = w->s.now_us + l,
+				.inc = w->sv[s].inc};
+	/* made to the server's incarnation now: one restarted before the
+	 * HELLO arrives reset it (its E_BROKEN tells the trainer) */
+	lw_ev4(w, l, E_S_HELLO, s, r, t->proc, t->c[s].id,
+	       (int64_t)(t->reconnects | (uint64_t)t->c[s].inc << HELLO_INC_SHIFT));
 }
 
 static void close_conn(struct world *w, int r, int s)
@@ -130,7 +134,8 @@ void lw_kill_trainer(struct world *w, int r)
 			continue;
 		for (int k = 0; k < MAXC; k++)
 			held |= w->sv[s].open[r][k] == c->id;
-		held |= !c->acked && c->arrive_us > w->s.now_us && w->sv[s].up;
+		held |= !c->acked && c->arrive_us > w->s.now_us && w->sv[s].up &&
+			c->inc == w->sv[s].inc;
 	}
 	trainer_exit(w, r, held ? "killed (SIGKILL), holding data connections" : "killed (SIGKILL)");
 	/* the lease bounds every death; a connection dropped with the count
