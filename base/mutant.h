@@ -44,6 +44,8 @@ enum zs_mutant_id {
 	ZS_MUT_SEEDED_SENDS_NOTHING, /* a promoted seeded copy sends its copies nothing */
 	/* model/failover.c: the coordinator's placement */
 	ZS_MUT_STALE_SEEDED,      /* a deposed primary's late "seeded" taken */
+	/* model/redo.c: a lost trainer's step */
+	ZS_MUT_PUSH_BEFORE_KNOWN, /* a step's push goes before the coordinator heard it begun */
 	ZS_MUT_COUNT
 };
 

@@ -18,6 +18,8 @@
  */
 #include "client/trainer.h"
 
+#include "model/redo.h"
+
 #include "base/log.h"
 
 #define STATE_WAIT_MS 2000
@@ -78,15 +80,16 @@ void tr_wait_step_known(zs_trainer *t, uint64_t step)
 {
 	int64_t deadline = zs_now_ms() + STATE_WAIT_MS;
 
-	if (!t->ls.running || atomic_load(&t->ls.known1) >= step + 1)
+	if (!t->ls.running || !zs_redo_push_waits(atomic_load(&t->ls.known1), step))
 		return;
 	pthread_mutex_lock(&t->ls.down_mu);
-	while (atomic_load(&t->ls.known1) < step + 1 && t->ls.running && zs_now_ms() < deadline) {
+	while (zs_redo_push_waits(atomic_load(&t->ls.known1), step) && t->ls.running &&
+	       zs_now_ms() < deadline) {
 		struct timespec ts = zs_deadline_in(20);
 		pthread_cond_timedwait(&t->ls.bcv, &t->ls.down_mu, &ts);
 	}
 	pthread_mutex_unlock(&t->ls.down_mu);
-	if (atomic_load(&t->ls.known1) < step + 1)
+	if (zs_redo_push_waits(atomic_load(&t->ls.known1), step))
 		zs_debug("rank %u of job '%s': the coordinator has not heard it begin step %llu within %d ms; it pushes (a loss of it now rolls the job back)",
 			 t->rank, t->job.spec.name, (unsigned long long)step, STATE_WAIT_MS);
 }

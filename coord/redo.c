@@ -19,15 +19,16 @@
  */
 #include "coord/state.h"
 
+#include "model/redo.h"
+
 /* A job's ranks' step states. */
 struct rsteps {
 	char job[ZS_JOB_NAME_MAX];
 	uint64_t incarnation;
 	uint32_t n; /* ranks held (the job's largest world) */
 	struct rstep {
-		bool known; /* s holds the step the rank began last */
-		bool lost;  /* the rank was lost in s.step: its replacement redoes it */
-		int64_t lost_ms; /* since when (a warning's: since it) */
+		struct zs_rstep d; /* decided by model/redo.c; s is of step d.step */
+		int64_t lost_ms;   /* lost since when (a warning's: since it) */
 		struct zs_step_state s;
 	} *r;
 	struct rsteps *next;
@@ -82,21 +83,23 @@ void coord_step_begun(struct coord *c, const struct zs_job *j, uint32_t rank,
 		x->n = n;
 	}
 	r = &x->r[rank];
-	if (r->lost && s->step < r->s.step) {
-		/* a replacement's boundary before the step it redoes (it
-		 * cannot be: it begins there); the lost mark stays */
-		free(s->data);
-		s->data = NULL;
-		return;
+	{
+		const bool was_lost = r->d.lost;
+		const uint64_t redoes = r->d.step;
+		if (!zs_rstep_begun(&r->d, s->step)) {
+			/* a replacement's boundary before the step it redoes (it
+			 * cannot be: it begins there); the lost mark stays */
+			free(s->data);
+			s->data = NULL;
+			return;
+		}
+		if (was_lost)
+			zs_info("job '%s': rank %u's replacement began step %llu (it redoes step %llu)",
+				j->spec.name, rank, (unsigned long long)s->step,
+				(unsigned long long)redoes);
 	}
-	if (r->lost)
-		zs_info("job '%s': rank %u's replacement began step %llu (it redoes step %llu)",
-			j->spec.name, rank, (unsigned long long)s->step,
-			(unsigned long long)r->s.step);
 	free(r->s.data);
 	r->s = *s;
-	r->known = true;
-	r->lost = false;
 	*s = (struct zs_step_state){0};
 }
 
@@ -106,7 +109,7 @@ bool coord_redo_of(struct coord *c, const struct zs_job *j, uint32_t rank,
 	struct rsteps *x = find(c, j);
 	struct rstep *r = x && rank < x->n ? &x->r[rank] : NULL;
 
-	if (!r || !r->lost)
+	if (!r || !r->d.lost)
 		return false;
 	*out = r->s; /* borrowed: encoded under c->mu */
 	return true;
@@ -116,26 +119,19 @@ bool coord_rank_lost(struct coord *c, const struct zs_job *j, uint32_t rank, con
 {
 	struct rsteps *x = find(c, j);
 	struct rstep *r = x && rank < x->n ? &x->r[rank] : NULL;
-	const char *no = NULL;
+	const struct zs_redo_job f = {.collective = j->spec.collective,
+				      .settling = j->restore_pending || j->leaving_step ||
+						  j->stop_before,
+				      .stopped_step = j->stopped_step};
+	const char *no = zs_rstep_lose(r ? &r->d : NULL, &f);
 
-	if (j->spec.collective)
-		no = "its ranks reduce among themselves (a collective job)";
-	else if (j->restore_pending || j->leaving_step || j->stop_before)
-		no = "the job is being restored or is stopping";
-	else if (!r || !r->known)
-		no = "the coordinator does not know the step it was in (it restarted, or took over, since)";
-	else if (j->stopped_step && r->s.step < j->stopped_step)
-		/* a run that continues a stopped job redoes like any other once
-		 * the rank began one of its steps; before, it is the stop's */
-		no = "the job is stopped, and the rank had begun none of its steps since";
 	if (no) {
 		zs_info("job '%s': %s; no replacement can redo its step: %s", j->spec.name, why, no);
 		return false;
 	}
-	r->lost = true;
 	r->lost_ms = zs_now_ms();
 	zs_warn("job '%s': %s: its replacement redoes step %llu, the other ranks wait (no rollback)",
-		j->spec.name, why, (unsigned long long)r->s.step);
+		j->spec.name, why, (unsigned long long)r->d.step);
 	return true;
 }
 
@@ -144,8 +140,8 @@ bool coord_rank_left_world(struct coord *c, const struct zs_job *j, uint32_t ran
 	struct rsteps *x = find(c, j);
 	struct rstep *r = x && rank < x->n ? &x->r[rank] : NULL;
 
-	return r && r->known && !r->lost &&
-	       rank >= zs_world_at(&j->spec, &j->worlds, r->s.step + 1);
+	return r && r->d.known && !r->d.lost &&
+	       rank >= zs_world_at(&j->spec, &j->worlds, r->d.step + 1);
 }
 
 uint32_t coord_ranks_away(struct coord *c, const struct zs_job *j, int64_t now, int64_t bound,
@@ -156,7 +152,7 @@ uint32_t coord_ranks_away(struct coord *c, const struct zs_job *j, int64_t now, 
 
 	for (uint32_t r = 0; x && r < x->n && n < max; r++) {
 		bool held = false;
-		if (!x->r[r].lost || now - x->r[r].lost_ms < bound)
+		if (!x->r[r].d.lost || now - x->r[r].lost_ms < bound)
 			continue;
 		for (uint32_t i = 0; i < j->n_trainers && !held; i++)
 			held = j->trainers[i].rank == r; /* its replacement is in */

@@ -8,8 +8,10 @@
  * run them (sim/step_servers.c; the trainers: sim/step_trainer.c).
  *
  * Faults: trainer processes killed at random (up to 4; a replacement joins
- * after the coordinator's verdict and redoes its rank's step, every push
- * of it marked redo), a second kill while a replacement redoes; with
+ * after the coordinator's verdict and redoes the step the coordinator's
+ * record has its rank in, model/redo.c, every push of it marked redo; a
+ * rank's boundaries reach the coordinator late, a tenth of them up to
+ * 300 ms), a second kill while a replacement redoes; with
  * replicas, up to replicas - 1 servers killed, the primary or a copy, a
  * second while the first is recovered (the coordinator places the shard
  * without them, the first copy left its primary, in a new epoch that each
@@ -64,11 +66,34 @@ int64_t sw_lat(struct sworld *w)
 	return sim_range(&w->s, 50, 2 * MS);
 }
 
+int64_t sw_coord_lat(struct sworld *w)
+{
+	return sim_chance(&w->s, 0.1) ? sim_range(&w->s, 20 * MS, 300 * MS) : sw_lat(w);
+}
+
+/* coord/redo.c coord_step_begun: a rank's boundary, from the process that
+ * holds the rank (a replaced one's is refused: its session is not the
+ * rank's), taken into its record; answered. */
+static void boundary(struct sworld *w, int r, uint64_t step, int proc)
+{
+	if (proc != w->t[r].proc)
+		return;
+	if (!zs_rstep_begun(&w->rec[r], step))
+		return; /* a replacement's before the step it redoes */
+	sim_log(&w->s, "coordinator: rank %d (process %d) began step %llu", r, proc,
+		(unsigned long long)step);
+	sw_ev(w, sw_coord_lat(w), SW_KNOWN, r, (int64_t)step, proc);
+}
+
 static void kill_trainer(struct sworld *w, int r)
 {
 	struct sw_trainer *t = &w->t[r];
 
 	if (!t->alive || t->step >= w->S)
+		return;
+	/* lost before the coordinator heard it begin a step, its job rolls
+	 * back (zs_rstep_lose): a world this one does not model */
+	if (!w->rec[r].known)
 		return;
 	t->alive = false;
 	t->deaths++;
@@ -79,12 +104,20 @@ static void kill_trainer(struct sworld *w, int r)
 	sw_ev(w, sim_range(&w->s, 20 * MS, 400 * MS), SW_REPLACE, r, 0, 0);
 }
 
+/* The coordinator's verdict (coord/redo.c coord_rank_lost), and the
+ * process that takes the rank next: it redoes the step the coordinator
+ * has it lost in (coord_redo_of). */
 static void replace(struct sworld *w, int r)
 {
 	struct sw_trainer *t = &w->t[r];
+	const char *no = zs_rstep_lose(&w->rec[r], &(struct zs_redo_job){0});
 
-	*t = (struct sw_trainer){.proc = w->next_proc++, .alive = true, .step = t->step,
-				 .redo = t->step + 1, .pending = -1, .primary = w->primary,
+	if (no) {
+		sim_fail(&w->s, "rank %d is lost and no replacement can redo its step: %s", r, no);
+		return;
+	}
+	*t = (struct sw_trainer){.proc = w->next_proc++, .alive = true, .step = w->rec[r].step,
+				 .redo = w->rec[r].step + 1, .pending = -1, .primary = w->primary,
 				 .deaths = t->deaths};
 	w->st->redos++;
 	sim_log(&w->s, "rank %d's replacement, process %d, redoes step %llu", r, t->proc,
@@ -327,8 +360,10 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		case SW_WAKE:
 		case SW_ACK:
 		case SW_TOLD:
+		case SW_KNOWN:
 			sw_trainer_event(w, &e);
 			break;
+		case SW_BOUNDARY: boundary(w, e.who, (uint64_t)e.a, (int)e.b); break;
 		case SW_KILL: kill_trainer(w, e.who); break;
 		case SW_REPLACE: replace(w, e.who); break;
 		case SW_KILL_SERVER: kill_server(w, (int)e.a, e.who); break;

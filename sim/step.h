@@ -14,6 +14,7 @@
 #include "engine/copies.h"
 #include "engine/intake.h"
 #include "model/model.h"
+#include "model/redo.h"
 #include "sim/kernel.h"
 #include "sim/world.h"
 
@@ -49,6 +50,8 @@ enum sw_kind {
 	SW_SEEDED,     /* who: copy; a: its primary. The coordinator hears it is whole */
 	SW_CATCH_UP,   /* who: copy; a: step; b: epoch; c: from; d: gen. A promoted copy's state */
 	SW_CATCH_UP_OK, /* who: primary; a: step; b: refused; c: from; d: gen */
+	SW_BOUNDARY,   /* who: rank; a: step; b: process. The coordinator hears it begin step */
+	SW_KNOWN,      /* who: rank; a: step; b: process. Its boundary's answer */
 };
 
 /* One push a trainer sent: a record, never reused within a run. */
@@ -126,6 +129,8 @@ struct sw_trainer {
 	int primary;       /* the shard's primary, as its placement says */
 	int deaths;
 	int again;         /* its push refused "still landing", in a row */
+	uint64_t posted1;  /* 1 + the step whose boundary it posted last */
+	uint64_t known1;   /* 1 + the latest step the coordinator answered it began */
 };
 
 struct sworld {
@@ -157,6 +162,8 @@ struct sworld {
 	int64_t fault_end_us;
 	struct sw_server srv[SW_MAX_SRV];
 	struct sw_trainer t[SW_MAX_R];
+	/* the coordinator's record of each rank's step (model/redo.c) */
+	struct zs_rstep rec[SW_MAX_R];
 	struct sw_push push[SW_MAX_PUSH];
 	int n_push;
 };
@@ -193,5 +200,8 @@ void sw_task_answer(struct sworld *w, const struct sim_ev *ev);
 /* sim/step_trainer.c: the trainers (client/driver.c, client/failover.c,
  * client/redo.c) */
 void sw_trainer_event(struct sworld *w, const struct sim_ev *ev);
+/* How long a boundary (or its answer) takes: mostly a message's time; a
+ * tenth of the time a coordinator slow to answer (up to 300 ms). */
+int64_t sw_coord_lat(struct sworld *w);
 
 #endif

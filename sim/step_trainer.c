@@ -6,7 +6,8 @@
  * replicas a last push is answered once its step is on every copy), and,
  * told of a new placement, sends the push it waits on again to the new
  * primary. A replacement redoes its rank's step, every push of it marked
- * redo.
+ * redo. Each step begins with a boundary to the coordinator, posted; its
+ * pushes wait until the coordinator has answered it (zs_redo_push_waits).
  */
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +43,10 @@ static void act(struct sworld *w, int r)
 
 	if (t->pending >= 0 || t->step >= w->S)
 		return;
+	if (t->posted1 < t->step + 1) { /* zs_step_begin: its boundary, posted */
+		t->posted1 = t->step + 1;
+		sw_ev(w, sw_coord_lat(w), SW_BOUNDARY, r, (int64_t)t->step, t->proc);
+	}
 	if (!t->gathered) {
 		if (!sv->alive || sv->version < t->step || sv->wait) {
 			wake(w, r, sim_range(&w->s, 500, 3 * MS)); /* held: asked again */
@@ -54,6 +59,10 @@ static void act(struct sworld *w, int r)
 			return;
 		}
 		t->gathered = true;
+	}
+	if (zs_redo_push_waits(t->known1, t->step)) { /* client/redo.c tr_wait_step_known */
+		wake(w, r, sim_range(&w->s, 500, 3 * MS));
+		return;
 	}
 	send_push(w, r,
 		  &(struct eng_push){.step = t->step, .rank = (uint32_t)r, .micro = t->micro,
@@ -119,6 +128,10 @@ void sw_trainer_event(struct sworld *w, const struct sim_ev *ev)
 	case SW_ACK:
 		if (t->alive && w->push[ev->a].proc == t->proc)
 			acked(w, ev->who, (int)ev->a, (enum zs_status)ev->b);
+		break;
+	case SW_KNOWN: /* its boundary's answer: the coordinator heard it begin the step */
+		if (t->alive && ev->b == t->proc && t->known1 < (uint64_t)ev->a + 1)
+			t->known1 = (uint64_t)ev->a + 1;
 		break;
 	case SW_TOLD: /* the new placement: what waited on the lost server goes again */
 		if (!t->alive || t->primary == w->primary)
