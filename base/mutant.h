@@ -46,6 +46,8 @@ enum zs_mutant_id {
 	ZS_MUT_STALE_SEEDED,      /* a deposed primary's late "seeded" taken */
 	/* model/redo.c: a lost trainer's step */
 	ZS_MUT_PUSH_BEFORE_KNOWN, /* a step's push goes before the coordinator heard it begun */
+	/* model/hptables.c: hyperparameter tables */
+	ZS_MUT_SENDING_NOT_RESENT, /* the table being set at a failover not sent to the new server */
 	ZS_MUT_COUNT
 };
 

@@ -7,6 +7,8 @@
 
 #include <math.h>
 
+#include "model/hptables.h"
+
 unsigned zs_trainer_groups(const zs_trainer *t) { return t->job.spec.optim.n_groups; }
 
 int zs_trainer_hparams(const zs_trainer *t, unsigned group, struct zs_hparams *h,
@@ -154,12 +156,12 @@ static enum zs_status table_to(zs_trainer *t, struct zs_conn *c, const struct zs
 enum zs_status tr_hp_to_new(zs_trainer *t, struct zs_conn *c, struct zs_error *err)
 {
 	enum zs_status st = tr_world_to_new(t, c, err);
+	const struct zs_hp_table *tabs[TR_HP_KEEP + 1];
+	/* with the table being set when the failover came (its send waits
+	 * for this connection's op to end): the step it is for is pushed here */
+	uint32_t n = zs_hp_for_new(t->hps.hist, t->hps.n_hist, t->hps.sending, tabs);
 
-	for (uint32_t i = 0; i < t->hps.n_hist && !st; i++)
-		st = table_to(t, c, &t->hps.hist[i], err);
-	/* the table being set when the failover came (its send waits for
-	 * this connection's op to end): the step it is for is pushed here */
-	if (!st && t->hps.sending)
-		st = table_to(t, c, t->hps.sending, err);
+	for (uint32_t i = 0; i < n && !st; i++)
+		st = table_to(t, c, tabs[i], err);
 	return st;
 }

@@ -12,6 +12,8 @@
  */
 #include "engine/engine_int.h"
 
+#include "model/hptables.h"
+
 /* The slowest shard's step here (tables before it are no longer read,
  * except the one in force there). */
 static uint64_t slowest(struct ejob *j)
@@ -59,7 +61,7 @@ enum zs_status eng_t_hparams(void *ctx, uint32_t job, uint32_t rank, uint64_t st
 	uint64_t low;
 	struct ejob *j;
 	bool stale;
-	unsigned i, keep = 0;
+	uint32_t i;
 
 	j = eng_job_by_handle(e, job, &stale);
 	if (!j)
@@ -75,38 +77,26 @@ enum zs_status eng_t_hparams(void *ctx, uint32_t job, uint32_t rank, uint64_t st
 	t.step = step;
 	low = slowest(j);
 	pthread_mutex_lock(&j->hps.mu);
-	for (i = 0; i < j->hps.n && j->hps.t[i].step < step; i++)
-		;
-	if (i < j->hps.n && j->hps.t[i].step == step) {
-		if (!zs_hp_same(&j->hps.t[i], &t)) {
-			char what[160];
-			first_difference(&t, &j->hps.t[i], what, sizeof what);
-			st = zs_fail(err, ZS_EINVAL,
-				     "job '%s': rank %u's hyperparameters for step %llu differ from "
-				     "another rank's (%s): every rank must set the same",
-				     j->name, rank, (unsigned long long)step, what);
-		}
-		goto out;
+	switch (zs_hp_list_put(j->hps.t, &j->hps.n, EJOB_HP_KEEP, &t, low, &i)) {
+	case ZS_HP_PUT_DIFFERS: {
+		char what[160];
+		first_difference(&t, &j->hps.t[i], what, sizeof what);
+		st = zs_fail(err, ZS_EINVAL,
+			     "job '%s': rank %u's hyperparameters for step %llu differ from "
+			     "another rank's (%s): every rank must set the same",
+			     j->name, rank, (unsigned long long)step, what);
+		break;
 	}
-	/* tables no step here will read again: those followed by one in
-	 * force at the slowest shard's step */
-	for (unsigned k = 0; k < j->hps.n; k++)
-		if (k + 1 == j->hps.n || j->hps.t[k + 1].step > low)
-			j->hps.t[keep++] = j->hps.t[k];
-		else if (k < i)
-			i--;
-	j->hps.n = keep;
-	if (j->hps.n == EJOB_HP_KEEP) {
+	case ZS_HP_PUT_FULL:
 		st = zs_fail(err, ZS_ESTATE,
 			     "job '%s': %d hyperparameter tables ahead of step %llu here; trainers "
 			     "set them faster than the steps finish",
 			     j->name, EJOB_HP_KEEP, (unsigned long long)low);
-		goto out;
+		break;
+	case ZS_HP_PUT_NEW:
+	case ZS_HP_PUT_SAME:
+		break;
 	}
-	memmove(&j->hps.t[i + 1], &j->hps.t[i], (j->hps.n - i) * sizeof j->hps.t[0]);
-	j->hps.t[i] = t;
-	j->hps.n++;
-out:
 	pthread_mutex_unlock(&j->hps.mu);
 	eng_job_unref(e, j);
 	return st;
@@ -118,14 +108,12 @@ void eng_hp_steps(struct ejob *j, uint64_t step, uint64_t t, struct zs_optim_ste
 	const struct zs_optim *o = &j->spec.optim;
 	const struct zs_hp *g = o->groups;
 	double clip = o->clip_norm;
-	int k;
+	const struct zs_hp_table *in;
 
 	pthread_mutex_lock(&j->hps.mu);
-	for (k = (int)j->hps.n - 1; k >= 0 && j->hps.t[k].step > step; k--)
-		;
-	if (k >= 0) {
-		g = j->hps.t[k].g;
-		clip = j->hps.t[k].clip_norm;
+	if ((in = zs_hp_list_at(j->hps.t, j->hps.n, step))) {
+		g = in->g;
+		clip = in->clip_norm;
 	}
 	for (uint32_t i = 0; steps && i < o->n_groups; i++)
 		steps[i] = (struct zs_optim_step){.kind = o->kind, .lr = g[i].lr,

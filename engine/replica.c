@@ -39,6 +39,7 @@
 #include "engine/engine_int.h"
 
 #include "model/hparams.h"
+#include "model/hptables.h"
 #include "net/transport.h"
 
 #include <signal.h>
@@ -155,16 +156,13 @@ void eng_repl_close(struct ejob *j)
 /* The hyperparameter table in force at step (false: none, the spec's). */
 static bool table_at(struct ejob *j, uint64_t step, struct zs_hp_table *t)
 {
-	bool have = false;
+	const struct zs_hp_table *in;
 
 	pthread_mutex_lock(&j->hps.mu);
-	for (int k = (int)j->hps.n - 1; k >= 0 && !have; k--)
-		if (j->hps.t[k].step <= step) {
-			*t = j->hps.t[k];
-			have = true;
-		}
+	if ((in = zs_hp_list_at(j->hps.t, j->hps.n, step)))
+		*t = *in;
 	pthread_mutex_unlock(&j->hps.mu);
-	return have;
+	return in != NULL;
 }
 
 /* Posts task r's forward to every peer of its shard (reqs: one per peer,

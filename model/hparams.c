@@ -71,13 +71,6 @@ void zs_hp_of_spec(const struct zs_job_spec *s, struct zs_hp_table *t)
 	memcpy(t->g, s->optim.groups, t->n_groups * sizeof t->g[0]);
 }
 
-int zs_hp_same(const struct zs_hp_table *a, const struct zs_hp_table *b)
-{
-	return a->n_groups == b->n_groups &&
-	       !memcmp(&a->clip_norm, &b->clip_norm, sizeof a->clip_norm) &&
-	       !memcmp(a->g, b->g, a->n_groups * sizeof a->g[0]);
-}
-
 static void put_f64(uint8_t *p, double v)
 {
 	uint64_t u;

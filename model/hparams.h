@@ -34,8 +34,6 @@ enum zs_status zs_hp_table_check(const struct zs_job_spec *s, const struct zs_hp
 				 struct zs_error *err);
 /* The spec's own values as a table (step 0). */
 void zs_hp_of_spec(const struct zs_job_spec *s, struct zs_hp_table *t);
-/* Whether two tables say the same (bitwise; steps aside). */
-int zs_hp_same(const struct zs_hp_table *a, const struct zs_hp_table *b);
 
 /* Writes t's payload (little-endian) into out, ZS_HP_BYTES(t->n_groups)
  * bytes; returns that size. */

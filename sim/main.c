@@ -54,8 +54,9 @@ static void summary(const char *what, const struct sim_stats *st, double took)
 	       st->checks, st->verdicts_gone, st->verdicts_lapsed, st->fast_checked, st->lease_only,
 	       st->events, took > 0 ? (double)st->seeds * 60.0 / took : 0.0);
 	printf("sim %s, the step world: %" PRIu64 " steps applied, %" PRIu64 " pushes taken (%" PRIu64
-	       " in already), %" PRIu64 " steps redone by a replacement\n",
-	       what, st->steps, st->pushes, st->again, st->redos);
+	       " in already), %" PRIu64 " steps redone by a replacement, %" PRIu64
+	       " hyperparameter tables set\n",
+	       what, st->steps, st->pushes, st->again, st->redos, st->tables);
 }
 
 /* Seeds from..from+n-1 (or until budget seconds pass): the failing ones

@@ -355,12 +355,14 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		sw_ev(w, sim_range(&w->s, 0, 5 * MS), SW_WAKE, r, w->t[r].proc, 0);
 	}
 	plan_faults(w);
+	sw_hp_plan(w);
 	while (!w->s.failed && sim_next(&w->s, &e) && e.at_us < RUN_MS * MS) {
 		switch (e.kind) {
 		case SW_WAKE:
 		case SW_ACK:
 		case SW_TOLD:
 		case SW_KNOWN:
+		case SW_HP_OK:
 			sw_trainer_event(w, &e);
 			break;
 		case SW_BOUNDARY: boundary(w, e.who, (uint64_t)e.a, (int)e.b); break;

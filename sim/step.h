@@ -14,6 +14,7 @@
 #include "engine/copies.h"
 #include "engine/intake.h"
 #include "model/model.h"
+#include "model/hptables.h"
 #include "model/redo.h"
 #include "sim/kernel.h"
 #include "sim/world.h"
@@ -25,6 +26,8 @@
 #define SW_MAX_PUSH 4096
 #define SW_MAX_ACKS 64
 #define SW_MAX_Q 96 /* tasks queued from a primary to one copy */
+#define SW_MAX_STEPS 10
+#define SW_HP_KEEP 8 /* engine/engine_int.h EJOB_HP_KEEP */
 #define MS 1000
 
 enum sw_kind {
@@ -52,6 +55,8 @@ enum sw_kind {
 	SW_CATCH_UP_OK, /* who: primary; a: step; b: refused; c: from; d: gen */
 	SW_BOUNDARY,   /* who: rank; a: step; b: process. The coordinator hears it begin step */
 	SW_KNOWN,      /* who: rank; a: step; b: process. Its boundary's answer */
+	SW_HP,         /* who: server; a: rank; b: process; c: the table's step; d: round << 1 | being set */
+	SW_HP_OK,      /* who: rank; a: process; b: the table's step; c: server; d: as SW_HP's */
 };
 
 /* One push a trainer sent: a record, never reused within a run. */
@@ -96,6 +101,8 @@ struct sw_server {
 	int n_acks;
 	int fwd[SW_MAX_ACKS]; /* partial pushes whose forward is under way */
 	int n_fwd;
+	struct zs_hp_table hp[SW_HP_KEEP]; /* its hyperparameter tables (sim/step_hp.c) */
+	uint32_t n_hp;
 };
 
 /* A task a primary queued for a copy (sim/step_chan.c). */
@@ -131,6 +138,16 @@ struct sw_trainer {
 	int again;         /* its push refused "still landing", in a row */
 	uint64_t posted1;  /* 1 + the step whose boundary it posted last */
 	uint64_t known1;   /* 1 + the latest step the coordinator answered it began */
+	/* its hyperparameter tables (sim/step_hp.c): the last it set, the one
+	 * being set (of sending_step), answers awaited before a push (of
+	 * round: a failover's sends start a new one), and the push that waits
+	 * for them to go again to the new primary */
+	struct zs_hp_table hist[4];
+	uint32_t n_hist;
+	bool sending, resend, hp_early; /* hp_early: the step's table set before its gathers */
+	uint64_t sending_step, hp_set1;
+	int hp_wait;
+	int64_t hp_round;
 };
 
 struct sworld {
@@ -164,6 +181,7 @@ struct sworld {
 	struct sw_trainer t[SW_MAX_R];
 	/* the coordinator's record of each rank's step (model/redo.c) */
 	struct zs_rstep rec[SW_MAX_R];
+	bool hp_at[SW_MAX_STEPS]; /* the trainers set a table of that step */
 	struct sw_push push[SW_MAX_PUSH];
 	int n_push;
 };
@@ -200,6 +218,22 @@ void sw_task_answer(struct sworld *w, const struct sim_ev *ev);
 /* sim/step_trainer.c: the trainers (client/driver.c, client/failover.c,
  * client/redo.c) */
 void sw_trainer_event(struct sworld *w, const struct sim_ev *ev);
+/* sim/step_hp.c: hyperparameter tables (model/hptables.c) */
+void sw_hp_plan(struct sworld *w);
+/* 1 + the step of the table in force at step on server who (0: none):
+ * what a forward or a seed of step carries as it is posted */
+uint64_t sw_hp_carry(const struct sworld *w, int who, uint64_t step);
+/* A copy takes the table a forward or a seed carried (tstep1: as above) */
+void sw_hp_carried(struct sworld *w, int who, uint64_t tstep1);
+/* Server who applies step: with the table the trainers set in force? */
+void sw_hp_applied(struct sworld *w, int who, uint64_t step);
+/* Whether rank r's next push waits for a table (its step's, sent now) */
+bool sw_hp_before_push(struct sworld *w, int r);
+/* The rank told of a new primary: its tables to it; whether any went */
+bool sw_hp_told(struct sworld *w, int r);
+void sw_hp_server_event(struct sworld *w, const struct sim_ev *ev);
+/* A table's answer; true when the last awaited came */
+bool sw_hp_answered(struct sworld *w, int r, const struct sim_ev *ev);
 /* How long a boundary (or its answer) takes: mostly a message's time; a
  * tenth of the time a coordinator slow to answer (up to 300 ms). */
 int64_t sw_coord_lat(struct sworld *w);

@@ -30,14 +30,18 @@ static void transmit(struct sworld *w, int who, int i, int64_t lat)
 {
 	struct sw_chan *c = &w->chan[who];
 	struct sw_msg *m = &c->q[i];
-	int64_t at = w->s.now_us + lat;
+	int64_t at = w->s.now_us + lat, a = m->a;
 
 	if (at <= c->wire_at[m->to]) /* one connection a copy: in the order posted */
 		at = c->wire_at[m->to] + 1;
 	c->wire_at[m->to] = at;
 	m->answered = false;
 	m->wired = true;
-	sw_ev4(w, at - w->s.now_us, m->kind, m->to, m->a, (int64_t)w->srv[who].epoch, who, d_of(m));
+	/* a step's forward, a seed: the table in force at its step, before
+	 * it on the connection (engine/replica.c post_task) */
+	if (m->kind == SW_FWD_STEP || m->kind == SW_SEED || m->kind == SW_CATCH_UP)
+		a |= (int64_t)sw_hp_carry(w, who, (uint64_t)m->a) << 32;
+	sw_ev4(w, at - w->s.now_us, m->kind, m->to, a, (int64_t)w->srv[who].epoch, who, d_of(m));
 }
 
 static void post_batch(struct sworld *w, int who)

@@ -121,6 +121,7 @@ static void apply(struct sworld *w, int who)
 		sim_fail(&w->s, "server %d reduced step %llu into its mean gradient while a forward of it lands there (two writers)",
 			who, (unsigned long long)sv->version);
 	sim_log(&w->s, "server %d applies step %llu", who, (unsigned long long)sv->version);
+	sw_hp_applied(w, who, sv->version);
 	sv->acc_of = sv->version + 1;
 	sv->version++;
 	w->st->steps++;
@@ -309,6 +310,7 @@ static void copy_landed(struct sworld *w, const struct sim_ev *ev)
 			(unsigned long long)sv->version);
 		sv->landing_fwd = false;
 		sv->behind = false; /* WAITING -> LANDING: its own sum of the step dropped */
+		sw_hp_applied(w, ev->who, sv->version);
 		sv->acc_of = sv->version + 1;
 		sv->version++;
 		sv->seed_gap = eng_copy_gap_after(sv->seed_gap, sv->version);
@@ -647,9 +649,19 @@ void sw_task_answer(struct sworld *w, const struct sim_ev *answer_ev)
 		seed_answered(w, ev);
 }
 
-void sw_server_event(struct sworld *w, const struct sim_ev *ev)
+void sw_server_event(struct sworld *w, const struct sim_ev *carried)
 {
+	struct sim_ev e = *carried, *ev = &e;
+
+	if (ev->kind == SW_FWD_STEP || ev->kind == SW_SEED || ev->kind == SW_CATCH_UP) {
+		/* the table before it on the connection (engine/hparams.c) */
+		sw_hp_carried(w, ev->who, (uint64_t)ev->a >> 32);
+		e.a &= 0xffffffff;
+	}
 	switch (ev->kind) {
+	case SW_HP:
+		sw_hp_server_event(w, ev);
+		break;
 	case SW_BEGIN:
 		begin(w, ev->who, (int)ev->a);
 		break;

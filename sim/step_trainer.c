@@ -46,7 +46,11 @@ static void act(struct sworld *w, int r)
 	if (t->posted1 < t->step + 1) { /* zs_step_begin: its boundary, posted */
 		t->posted1 = t->step + 1;
 		sw_ev(w, sw_coord_lat(w), SW_BOUNDARY, r, (int64_t)t->step, t->proc);
+		/* zs_set_hparams of the step: before its gathers, or after */
+		t->hp_early = sim_chance(&w->s, 0.5);
 	}
+	if (t->hp_early && sw_hp_before_push(w, r))
+		return; /* its answer wakes it */
 	if (!t->gathered) {
 		if (!sv->alive || sv->version < t->step || sv->wait) {
 			wake(w, r, sim_range(&w->s, 500, 3 * MS)); /* held: asked again */
@@ -64,6 +68,8 @@ static void act(struct sworld *w, int r)
 		wake(w, r, sim_range(&w->s, 500, 3 * MS));
 		return;
 	}
+	if (sw_hp_before_push(w, r)) /* its table first; its answer wakes it */
+		return;
 	send_push(w, r,
 		  &(struct eng_push){.step = t->step, .rank = (uint32_t)r, .micro = t->micro,
 				     .partial = (int)t->micro < w->K - 1,
@@ -116,6 +122,18 @@ static void acked(struct sworld *w, int r, int id, enum zs_status st)
 	wake(w, r, sim_range(&w->s, 100, 2 * MS));
 }
 
+/* The push it waits on, again, to its primary now (client/failover.c). */
+static void resend(struct sworld *w, int r)
+{
+	struct sw_trainer *t = &w->t[r];
+
+	if (t->pending >= 0 && w->push[t->pending].server != t->primary) {
+		struct eng_push p = w->push[t->pending].p;
+		sim_log(&w->s, "rank %d sends push %d again to server %d", r, t->pending, t->primary);
+		send_push(w, r, &p);
+	}
+}
+
 void sw_trainer_event(struct sworld *w, const struct sim_ev *ev)
 {
 	struct sw_trainer *t = &w->t[ev->who];
@@ -137,13 +155,19 @@ void sw_trainer_event(struct sworld *w, const struct sim_ev *ev)
 		if (!t->alive || t->primary == w->primary)
 			break;
 		t->primary = w->primary;
-		if (t->pending >= 0 && w->push[t->pending].server != t->primary) {
-			struct eng_push p = w->push[t->pending].p;
-			sim_log(&w->s, "rank %d sends push %d again to server %d", ev->who, t->pending,
-				t->primary);
-			send_push(w, ev->who, &p);
-		}
+		/* client/hparams.c tr_hp_to_new: its tables first, each answered */
+		t->resend = sw_hp_told(w, ev->who);
+		if (!t->resend)
+			resend(w, ev->who);
 		wake(w, ev->who, 0);
+		break;
+	case SW_HP_OK:
+		if (sw_hp_answered(w, ev->who, ev) && t->resend) {
+			t->resend = false;
+			resend(w, ev->who);
+		}
+		if (t->alive && ev->a == t->proc)
+			wake(w, ev->who, sim_range(&w->s, 100, 2 * MS));
 		break;
 	}
 }

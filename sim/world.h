@@ -35,7 +35,7 @@ struct sim_stats {
 	uint64_t fast_checked, lease_only;
 	/* the step world: steps applied, pushes taken (again: in already),
 	 * replacements that redid a step */
-	uint64_t steps, pushes, again, redos;
+	uint64_t steps, pushes, again, redos, tables;
 };
 
 /* Runs the liveness world from seed. 0: every invariant held; 1: one did

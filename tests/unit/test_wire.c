@@ -8,6 +8,7 @@
 
 #include "base/crc32c.h"
 #include "model/hparams.h"
+#include "model/hptables.h"
 #include "net/wire.h"
 
 static void test_layout_and_roundtrip(void **st)
