@@ -428,8 +428,10 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 			u++;
 		}
 	}
-	atomic_fetch_add(&e->ctr.repl_steps, 1);
-	atomic_fetch_add(&e->ctr.repl_bytes, (uint64_t)s->lay.glen * 4 * s->repl.n_peers);
+	if (!r->catchup) { /* a step's forward (a catch-up's bytes went to those behind alone) */
+		atomic_fetch_add(&e->ctr.repl_steps, 1);
+		atomic_fetch_add(&e->ctr.repl_bytes, (uint64_t)s->lay.glen * 4 * s->repl.n_peers);
+	}
 	eng_acks_flush(s);
 	if (s->phase != PH_WAITING)
 		eng_take_released(s, &fx.rel, &fx.n_rel);

@@ -176,6 +176,14 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 		} else {
 			if (s->copy != s->master)
 				zs_convert_from_f32(s->copy, s->dt, s->repl.seed, n);
+			if (x->catchup && eng_ready(s))
+				zs_info("job '%s': unit '%s' shard %u: caught up from step %llu to its promoted primary's %llu",
+					j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
+					(unsigned long long)s->version, (unsigned long long)x->step);
+			else if (x->catchup)
+				zs_info("job '%s': unit '%s' shard %u: took its promoted primary's state of step %llu (it had none)",
+					j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
+					(unsigned long long)x->step);
 			s->version = x->step;
 			eng_phase_go(s, EV_PARAMS);
 			s->state_in = 0xff; /* whole */
