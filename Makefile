@@ -124,7 +124,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # cores; its mutant build plants bugs in them (base/mutant.h) and must find
 # each (make sim-mutants)
 SIM_SRC := $(wildcard sim/*.c)
-SIM_CORES := model/liveness.c model/failover.c model/redo.c model/hptables.c engine/conns.c engine/intake.c engine/copies.c \
+SIM_CORES := model/liveness.c model/failover.c model/redo.c model/hptables.c engine/conns.c engine/intake.c engine/copies.c engine/kept.c \
 	     base/mutant.c base/status.c \
 	     base/strerror.c
 SIM := $(BUILD)/bin/zshard-sim
@@ -152,7 +152,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
-	      config phase unit liveness intake copies promote redo hptables \
+	      config phase unit liveness intake copies promote redo hptables kept \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -243,12 +243,12 @@ $(BUILD)/bin/zshardctl: $(call obj,$(CLI_SRC)) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(SIM): $(call obj,$(SIM_SRC)) $(BUILD)/obj/engine/conns.o $(BUILD)/obj/engine/intake.o $(BUILD)/obj/engine/copies.o \
+$(SIM): $(call obj,$(SIM_SRC)) $(BUILD)/obj/engine/conns.o $(BUILD)/obj/engine/intake.o $(BUILD)/obj/engine/copies.o $(BUILD)/obj/engine/kept.o \
 	    $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(SIM_MUT): $(SIM_SRC) $(SIM_CORES) $(wildcard sim/*.h) base/mutant.h model/liveness.h engine/conns.h \
-	    engine/intake.h engine/copies.h model/failover.h \
+	    engine/intake.h engine/copies.h engine/kept.h model/failover.h model/redo.h model/hptables.h \
 	    model/model.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DZS_MUTANTS -o $@ $(SIM_SRC) $(SIM_CORES) $(LDFLAGS)
@@ -304,6 +304,7 @@ $(BUILD)/tests/test_phase: LDLIBS += $(ENGINE_LIBS)
 $(BUILD)/tests/test_liveness: $(BUILD)/obj/tests/unit/test_liveness.o $(BUILD)/obj/engine/conns.o $(CORE_LIB)
 $(BUILD)/tests/test_intake: $(BUILD)/obj/tests/unit/test_intake.o $(BUILD)/obj/engine/intake.o $(CORE_LIB)
 $(BUILD)/tests/test_copies: $(BUILD)/obj/tests/unit/test_copies.o $(BUILD)/obj/engine/copies.o $(CORE_LIB)
+$(BUILD)/tests/test_kept: $(BUILD)/obj/tests/unit/test_kept.o $(BUILD)/obj/engine/kept.o $(CORE_LIB)
 $(BUILD)/tests/test_unit: $(BUILD)/obj/tests/unit/test_unit.o $(BUILD)/obj/tests/unit/fsm_check.o $(BUILD)/obj/client/unit.o $(CORE_LIB)
 # the CUDA kernels against the host's (skipped, with the reason, without a device)
 $(BUILD)/obj/gpu/%.o: gpu/%.cu gpu/gpu.h gpu/launch.cuh math/elem.h math/bsum.h base/dtype.h include/zshard_status.h

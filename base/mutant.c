@@ -41,6 +41,7 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_PUSH_BEFORE_KNOWN] = "push-before-known",
 	[ZS_MUT_SENDING_NOT_RESENT] = "sending-not-resent",
 	[ZS_MUT_SEEDED_SENDS_NOTHING] = "seeded-sends-nothing",
+	[ZS_MUT_SEED_WITHOUT_PREV] = "seed-without-prev",
 };
 
 const char *zs_mutant_name(int k)

@@ -42,6 +42,8 @@ enum zs_mutant_id {
 	ZS_MUT_SETTLED_AT_SEED,   /* a copy seeded mid-step reported whole at its seed */
 	ZS_MUT_LANDING_NOT_HELD,  /* a promoted copy completes a step whose forward lands in it */
 	ZS_MUT_SEEDED_SENDS_NOTHING, /* a promoted seeded copy sends its copies nothing */
+	/* engine/kept.c: a shard's versions kept */
+	ZS_MUT_SEED_WITHOUT_PREV, /* a seed leaves the step before's parameters behind */
 	/* model/failover.c: the coordinator's placement */
 	ZS_MUT_STALE_SEEDED,      /* a deposed primary's late "seeded" taken */
 	/* model/redo.c: a lost trainer's step */

@@ -450,10 +450,18 @@ bool eng_promoted_since(struct engine *e, struct ejob *j, struct eshard *s);
 /* A shard's peers: the servers of its other copies in placement p when it
  * is the primary there, none otherwise. */
 void eng_shard_peers(struct eshard *s, const struct zs_placement *p);
-/* Starts and stops the replicator's thread; closes a job's connections. */
+/* Starts and stops the replicator's thread. */
 enum zs_status eng_repl_start(struct engine *e, struct zs_error *err);
 void eng_repl_stop(struct engine *e);
+/* peers.c: closes a job's connections to its copies' servers */
 void eng_repl_close(struct ejob *j);
+/* the connection to peer server id for j (made when missing), or
+ * NULL (why in err); a connection marked broken (its requests fail) is
+ * closed by eng_peers_reap once nothing waits on its requests (the
+ * replicator's worker alone calls these). */
+struct zs_conn *eng_peer_conn(struct engine *e, struct ejob *j, uint64_t id, struct zs_error *err);
+void eng_peer_broken(struct ejob *j, uint64_t id);
+void eng_peers_reap(struct ejob *j);
 /*
  * What a change of a shard's step leaves to be done once its lock is let
  * go: no function unlocks a lock its caller took, and nothing travels on

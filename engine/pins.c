@@ -22,6 +22,8 @@
  */
 #include "engine/engine_int.h"
 
+#include "engine/kept.h"
+
 #include "base/crc32c.h"
 
 /* One shard's range of its unit at the pin's step (buf NULL: not yet). */
@@ -154,12 +156,17 @@ static enum pin_src pin_take(struct ejob *j, struct eshard *s, uint64_t t, struc
 	size_t n = s->sh.length, dsz = s->dsz, piped = s->open.piped;
 	const uint8_t *copy = s->copy, *prev = s->prev.p;
 
-	if (!s->lay.marks && s->version < t)
+	switch (eng_kept_at(s->lay.marks, s->version, t, prev != NULL, s->prev.of, piped > 0)) {
+	case EK_LATER:
 		return PIN_PENDING;
-	if (!s->lay.marks && s->version == t + 1 && prev && s->prev.of == t + 1)
-		copy = prev, piped = 0; /* the step before's, whole */
-	else if (!s->lay.marks && (s->version != t || (piped && !prev)))
+	case EK_GONE:
 		return PIN_GONE;
+	case EK_PREV:
+		copy = prev, piped = 0; /* the step before's, whole */
+		break;
+	case EK_NOW:
+		break;
+	}
 	if (!(q->buf = buf_get(j, n * dsz, &q->arena)))
 		return PIN_NOMEM;
 	/* a frozen shard is the same at every step; an update under way has

@@ -14,6 +14,8 @@
  */
 #include "engine/engine_int.h"
 
+#include "engine/kept.h"
+
 void eng_prev_init(struct engine *e, struct eshard *s, size_t pad)
 {
 	if (s->lay.marks)
@@ -47,9 +49,12 @@ enum zs_status eng_prev_served(struct eshard *s, const struct zs_xfer *x, bool o
 {
 	const char *why = NULL;
 
-	if (s->lay.marks && s->version == x->step + 1)
+	enum eng_kept k = eng_kept_at(s->lay.marks, s->version, x->step, s->prev.p != NULL,
+				      s->prev.of, false);
+
+	if (k == EK_NOW)
 		*src = eng_served(s, x); /* frozen: every version is the same */
-	else if (s->version != x->step + 1 || !s->prev.p || s->prev.of != x->step + 1)
+	else if (k != EK_PREV)
 		why = "it is not kept (a server keeps the step before a shard's version, for a lost rank's replacement)";
 	else if (offsets && !s->prev.arena)
 		why = "it is kept outside the shared arena (the arena was full), and this connection reads the arena: use tcp";

@@ -38,6 +38,8 @@
  */
 #include "engine/engine_int.h"
 
+#include "engine/kept.h"
+
 #include "model/hparams.h"
 #include "model/hptables.h"
 #include "net/transport.h"
@@ -52,6 +54,7 @@ struct rtask {
 	bool seed;  /* the shard's whole state at step, to one new copy */
 	bool seed_mid; /* a seed taken after partial pushes of its step */
 	bool catchup;  /* a seed to every copy, taken by those behind it */
+	bool seed_prev; /* a seed with the step before's parameters after the state */
 	/* a trainer's partial push (gradient accumulation): its landing
 	 * buffer (given back at the end), whose acknowledgement waits */
 	bool partial;
@@ -87,72 +90,6 @@ static void seed_now(struct engine *e, struct rtask *f);
 
 /* ------------------------------------------------------------- sending */
 
-/* The connection to peer server id for j (made when missing), or NULL. */
-static struct zs_conn *peer_conn(struct engine *e, struct ejob *j, uint64_t id,
-				 struct zs_error *err)
-{
-	struct zs_conn_opts o = {.job = j->name, .token = j->token, .epoch = j->epoch,
-				 .incarnation = j->incarnation, .rank = ZS_RANK_PEER,
-				 .tls = j->spec.data_tls, .timeout_ms = 5000};
-	char addr[ZS_ADDR_MAX];
-	unsigned k;
-
-	for (k = 0; k < j->rc.n; k++)
-		if (j->rc.peer[k].id == id && j->rc.peer[k].c && !j->rc.peer[k].broken)
-			return j->rc.peer[k].c;
-		else if (j->rc.peer[k].id == id && j->rc.peer[k].broken) {
-			/* reaped (and made again) after this batch */
-			zs_fail(err, ZS_EUNAVAIL, "the connection to server %llu broke",
-				(unsigned long long)id);
-			return NULL;
-		}
-	for (k = 0; k < j->rc.n && j->rc.peer[k].id != id; k++)
-		;
-	if (k == j->rc.n) {
-		if (k == sizeof j->rc.peer / sizeof j->rc.peer[0]) {
-			zs_fail(err, ZS_ENOSPC, "job '%s' has replicas on more than %u servers here",
-				j->name, k);
-			return NULL;
-		}
-		j->rc.peer[j->rc.n++].id = id;
-	}
-	if (e->rp.peer_fn(e->rp.peer_ctx, id, addr, sizeof addr, err))
-		return NULL;
-	o.addr = addr;
-	if (zs_connect(&zs_tcp_transport, &o, &j->rc.peer[k].c, err)) {
-		zs_error_prefix(err, "server %llu (%s)", (unsigned long long)id, addr);
-		j->rc.peer[k].c = NULL;
-		return NULL;
-	}
-	return j->rc.peer[k].c;
-}
-
-/* Marks the connection to peer id broken: closed (and every request still
- * on it freed) by peers_reap once nothing waits on its requests. */
-static void peer_broken(struct ejob *j, uint64_t id)
-{
-	for (unsigned k = 0; k < j->rc.n; k++)
-		if (j->rc.peer[k].id == id)
-			j->rc.peer[k].broken = true;
-}
-
-static void peers_reap(struct ejob *j)
-{
-	for (unsigned k = 0; k < j->rc.n; k++)
-		if (j->rc.peer[k].broken) {
-			zs_conn_close(j->rc.peer[k].c);
-			j->rc.peer[k].c = NULL;
-			j->rc.peer[k].broken = false;
-		}
-}
-
-void eng_repl_close(struct ejob *j)
-{
-	for (unsigned k = 0; k < j->rc.n; k++)
-		zs_conn_close(j->rc.peer[k].c);
-	j->rc.n = 0;
-}
-
 /* The hyperparameter table in force at step (false: none, the spec's). */
 static bool table_at(struct ejob *j, uint64_t step, struct zs_hp_table *t)
 {
@@ -177,7 +114,7 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	struct zs_xfer x = {.unit = s->sh.unit, .offset = s->sh.offset,
 			    .length = r->init ? s->sh.length : s->lay.glen, .step = r->step,
 			    .dtype = r->partial ? r->dt : ZS_F32, .init = r->init, .replica = true,
-			    .seed = r->seed, .catchup = r->catchup,
+			    .seed = r->seed, .catchup = r->catchup, .with_prev = r->seed_prev,
 			    .partial = r->partial || r->seed_mid,
 			    .from = r->from, .micro = r->micro};
 	const void *src = r->partial ? r->buf
@@ -193,7 +130,7 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	x.epoch = r->j->epoch;
 	pthread_mutex_unlock(&r->j->e->mu);
 	if (r->seed) /* master and the optimizer's arrays, one after the other */
-		x.length = s->sh.length * s->n_arrays;
+		x.length = s->sh.length * (s->n_arrays + r->seed_prev);
 	hlen = !r->init && !r->partial && table_at(r->j, r->step, &t) ? zs_hp_encode(&t, hp) : 0;
 	/* the fault (e->rp.fault_one_copy): a step's forward from step 3 on, to
 	 * two copies or more, goes to the last alone, which applies it, and
@@ -201,13 +138,13 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	one = e->rp.fault_one_copy && !r->init && !r->seed && !r->partial && r->n_peers > 1 &&
 	      r->step >= 3;
 	for (uint32_t p = one ? r->n_peers - 1 : 0; p < r->n_peers && !st; p++) {
-		struct zs_conn *c = peer_conn(e, r->j, r->peer[p], err);
+		struct zs_conn *c = eng_peer_conn(e, r->j, r->peer[p], err);
 		if (!c)
 			st = err->code ? err->code : ZS_EUNAVAIL;
 		else if (hlen && (st = zs_post_hparams(c, t.step, hp, hlen, &reqs[2 * p], err)))
-			peer_broken(r->j, r->peer[p]);
+			eng_peer_broken(r->j, r->peer[p]);
 		else if ((st = zs_post_write(c, &x, src, &reqs[2 * p + 1], err)))
-			peer_broken(r->j, r->peer[p]);
+			eng_peer_broken(r->j, r->peer[p]);
 	}
 	if (one && !st) {
 		for (uint32_t i = 2 * r->n_peers - 2; i < 2 * r->n_peers; i++)
@@ -252,7 +189,7 @@ static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req
 			continue;
 		while ((w = zs_req_wait(reqs[i], 100, st ? NULL : err)) == ZS_EAGAIN) {
 			if (moot(r)) { /* a new epoch or a restore: no longer wanted */
-				peer_broken(r->j, r->peer[i / 2]);
+				eng_peer_broken(r->j, r->peer[i / 2]);
 				w = ZS_ECANCELED;
 				if (!st)
 					zs_fail(err, w, "server %llu is no longer a copy of it",
@@ -261,7 +198,7 @@ static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req
 			}
 			if (atomic_load(&e->stop) || zs_now_ms() > r->deadline_ms) {
 				/* closing the connection (peers_reap) ends it */
-				peer_broken(r->j, r->peer[i / 2]);
+				eng_peer_broken(r->j, r->peer[i / 2]);
 				w = ZS_ETIMEDOUT;
 				if (!st)
 					zs_fail(err, w, "server %llu did not acknowledge within %u ms",
@@ -276,7 +213,7 @@ static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req
 			st = st ? st : w;
 		} else if (w) {
 			st = st ? st : w;
-			peer_broken(r->j, r->peer[i / 2]);
+			eng_peer_broken(r->j, r->peer[i / 2]);
 		}
 	}
 	return st;
@@ -476,7 +413,7 @@ static void run_batch(struct engine *e, struct rtask *batch)
 			struct zs_error err = {0};
 			enum zs_status s1 = post_task(e, r, one, &err);
 			enum zs_status s2 = wait_task(e, r, one, s1 ? NULL : &err);
-			peers_reap(r->j);
+			eng_peers_reap(r->j);
 			task_end(e, r, s1 ? s1 : s2, err.msg);
 		}
 		return;
@@ -489,7 +426,7 @@ static void run_batch(struct engine *e, struct rtask *batch)
 			st[i] = w;
 	}
 	for (r = batch; r; r = r->next)
-		peers_reap(r->j);
+		eng_peers_reap(r->j);
 	for (r = batch, i = 0; r; r = r->next, i++) {
 		/* again, alone, until it lands or its time is up */
 		while (st[i] && !atomic_load(&e->stop) && zs_now_ms() < r->deadline_ms) {
@@ -505,7 +442,7 @@ static void run_batch(struct engine *e, struct rtask *batch)
 			enum zs_status w = wait_task(e, r, reqs[i], st[i] ? NULL : &errs[i]);
 			if (!st[i])
 				st[i] = w;
-			peers_reap(r->j);
+			eng_peers_reap(r->j);
 		}
 		task_end(e, r, st[i], errs[i].msg[0] ? errs[i].msg : "stopped");
 	}
@@ -652,8 +589,11 @@ static struct rtask *seed_task(struct engine *e, struct ejob *j, struct eshard *
 {
 	struct rtask *r = calloc(1, sizeof *r);
 	size_t n = s->sh.length;
+	/* with the step before's parameters, kept whole here: a lost rank's
+	 * replacement may gather them from the copy once it is promoted */
+	const bool prev = eng_kept_seed_prev(s->prev.p != NULL, s->prev.of, s->version) && !s->dev.on;
 
-	if (!r || !(r->own = malloc(n * 4 * s->n_arrays)) ||
+	if (!r || !(r->own = malloc(n * 4 * (s->n_arrays + prev))) ||
 	    eng_arrays_io(e, s, false, r->own, s->n_arrays > 1 ? r->own + n : NULL,
 			  s->n_arrays > 2 ? r->own + 2 * n : NULL)) {
 		zs_error("job '%s': unit '%s' shard %u: cannot read its state for a new copy on server %llu",
@@ -664,7 +604,10 @@ static struct rtask *seed_task(struct engine *e, struct ejob *j, struct eshard *
 		free(r);
 		return NULL;
 	}
+	if (prev)
+		zs_convert_to_f32(r->own + s->n_arrays * n, s->prev.p, s->dt, n);
 	r->seed = true;
+	r->seed_prev = prev;
 	r->seed_mid = s->in.pterms > 0; /* their terms are not in the state */
 	r->step = s->version;
 	r->peer[0] = peer;
@@ -758,7 +701,7 @@ static void seed_now(struct engine *e, struct rtask *f)
 	st = post_task(e, r, reqs, &err);
 	if (!st)
 		st = wait_task(e, r, reqs, &err);
-	peers_reap(r->j);
+	eng_peers_reap(r->j);
 	task_end(e, r, st, err.msg);
 	task_free(e, r);
 }

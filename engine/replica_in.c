@@ -84,7 +84,8 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 	if (x->partial && x->from < ZS_MAX_WORLD && (st = eng_ranks_ensure(j, x->from + 1, err)))
 		return st;
 	if (!s || x->offset != s->sh.offset ||
-	    x->length != (x->seed ? s->sh.length * s->n_arrays : x->init ? s->sh.length : s->lay.glen))
+	    x->length != (x->seed ? s->sh.length * (s->n_arrays + x->with_prev)
+			  : x->init ? s->sh.length : s->lay.glen))
 		return zs_fail(err, ZS_EINVAL,
 			       "a forward covers exactly one shard: unit %u [%llu, +%llu) is not a shard of job '%s' here",
 			       x->unit, (unsigned long long)x->offset,
@@ -185,7 +186,11 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 					j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
 					(unsigned long long)x->step);
 			s->version = x->step;
-			eng_phase_go(s, EV_PARAMS);
+			eng_phase_go(s, EV_PARAMS); /* no step before them here, */
+			if (x->with_prev && s->prev.p && !s->dev.on) { /* but the one sent */
+				zs_convert_from_f32(s->prev.p, s->dt, s->repl.seed + s->n_arrays * n, n);
+				s->prev.of = x->step;
+			}
 			s->state_in = 0xff; /* whole */
 			/* taken after partial pushes of its step: their terms are
 			 * not here (the copy is not promoted until that step is) */

@@ -93,6 +93,8 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			      .seed = (f->flags & ZS_WF_SEED) && (f->flags & ZS_WF_REPLICA),
 			      .catchup = (f->flags & ZS_WF_CATCHUP) && (f->flags & ZS_WF_SEED) &&
 					 (f->flags & ZS_WF_REPLICA),
+			      .with_prev = (f->flags & ZS_WF_PREV) && (f->flags & ZS_WF_SEED) &&
+					   (f->flags & ZS_WF_REPLICA),
 			      .epoch = (f->flags & ZS_WF_REPLICA) ? f->aux : 0,
 			      .from = f->rank,
 			      .state_read = f->flags & ZS_WF_STATE,
@@ -105,6 +107,9 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			      .pinned = f->op == ZS_OP_GATHER && (f->flags & ZS_WF_PIN)};
 	if ((f->flags & ZS_WF_CATCHUP) && !x->catchup)
 		return zs_fail(err, ZS_EINVAL, "a catch-up is a replica's seed (flags REPLICA and SEED)");
+	if ((f->flags & ZS_WF_PREV) && !x->with_prev)
+		return zs_fail(err, ZS_EINVAL,
+			       "the step before's parameters go with a replica's seed (flags REPLICA and SEED)");
 	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))
 		return zs_fail(err, ZS_EINVAL, "a state read is of array 0, 1 or 2, as f32");
 	if (f->op == ZS_OP_PUSH && x->state_read && (!x->init || x->replica || f->aux == 0))

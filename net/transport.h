@@ -68,6 +68,8 @@ struct zs_xfer {
 			    * length is n_arrays x the shard's (ZS_WF_SEED);
 			    * with partial: taken mid-step, after partial
 			    * pushes of its step (the copy lacks their terms) */
+	bool with_prev;    /* a seed followed by the step before's parameters
+			    * (ZS_WF_PREV: one more array, as f32) */
 	bool catchup;      /* a seed that is a promoted copy's catch-up
 			    * (ZS_WF_CATCHUP): taken only by a copy behind
 			    * its step (engine/copies.h) */

@@ -13,6 +13,7 @@
 
 #include "engine/copies.h"
 #include "engine/intake.h"
+#include "engine/kept.h"
 #include "model/model.h"
 #include "model/hptables.h"
 #include "model/redo.h"
@@ -29,6 +30,9 @@
 #define SW_MAX_STEPS 10
 #define SW_HP_KEEP 8 /* engine/engine_int.h EJOB_HP_KEEP */
 #define MS 1000
+/* a seed's a: its step, the table (sim/step_hp.c) << 32, and 1 + the step
+ * of the parameters before it sent with it << SEED_PREV_SHIFT */
+#define SEED_PREV_SHIFT 48
 
 enum sw_kind {
 	SW_WAKE,       /* who: rank; a: process. The trainer's next action */
@@ -86,6 +90,10 @@ struct sw_server {
 	 * (m = K - 1: its last push) */
 	int sum[SW_MAX_R][SW_MAX_K];
 	uint64_t acc_of; /* 1 + the step its mean gradient is of (0: none) */
+	/* the step before's copy (engine/redo.c): prev_of, as the engine
+	 * marks it (1 + the step it holds whole; 0: none whole, as after a
+	 * seed), and what it holds in truth (1 + that step; 0: nothing) */
+	uint64_t prev_of, prev_holds;
 	/* a primary's copies: the servers it forwards to; wait: the update
 	 * that made version not on all of them yet (wait_left answers to
 	 * come, of forward generation gen); behind: every push of the open
@@ -195,6 +203,7 @@ void sw_ev4(struct sworld *w, int64_t delay_us, int kind, int who, int64_t a, in
  * do; a server takes the newest placement */
 void sw_server_event(struct sworld *w, const struct sim_ev *ev);
 void sw_take_placement(struct sworld *w, int who);
+int64_t sw_seed_a(const struct sw_server *sv);
 /* Whether server who is a fresh copy in the coordinator's placement (not
  * seeded yet: it may not take over). */
 bool sw_fresh(const struct sworld *w, int who);

@@ -40,7 +40,7 @@ static void transmit(struct sworld *w, int who, int i, int64_t lat)
 	/* a step's forward, a seed: the table in force at its step, before
 	 * it on the connection (engine/replica.c post_task) */
 	if (m->kind == SW_FWD_STEP || m->kind == SW_SEED || m->kind == SW_CATCH_UP)
-		a |= (int64_t)sw_hp_carry(w, who, (uint64_t)m->a) << 32;
+		a |= (int64_t)sw_hp_carry(w, who, (uint64_t)m->a & 0xffffffff) << 32;
 	sw_ev4(w, at - w->s.now_us, m->kind, m->to, a, (int64_t)w->srv[who].epoch, who, d_of(m));
 }
 
@@ -175,7 +175,7 @@ void sw_chan_drop(struct sworld *w, int who, int to)
 		    .kind = m->kind == SW_SEED ? SW_SEED_OK
 			    : m->kind == SW_FWD_STEP ? SW_FWD_STEP_OK
 			    : m->kind == SW_CATCH_UP ? SW_CATCH_UP_OK : SW_FWD_PUSH_OK,
-		    .who = who, .a = m->a, .b = RF_MOOT, .c = to, .d = d_of(m)};
+		    .who = who, .a = m->a & 0xffffffff, .b = RF_MOOT, .c = to, .d = d_of(m)};
 		answered(w, who, i, &ev);
 		if (!c->nb || c->q[i].seq != D_SEQ(ev.d))
 			break; /* the batch moved on meanwhile (its handlers ran) */

@@ -124,6 +124,7 @@ static void apply(struct sworld *w, int who)
 	sw_hp_applied(w, who, sv->version);
 	sv->acc_of = sv->version + 1;
 	sv->version++;
+	sv->prev_of = sv->prev_holds = sv->version; /* eng_prev_save, then step.c */
 	w->st->steps++;
 	eng_in_clear(&sv->in);
 	memset(sv->sum, 0, sizeof sv->sum);
@@ -313,6 +314,7 @@ static void copy_landed(struct sworld *w, const struct sim_ev *ev)
 		sw_hp_applied(w, ev->who, sv->version);
 		sv->acc_of = sv->version + 1;
 		sv->version++;
+		sv->prev_of = sv->prev_holds = sv->version;
 		sv->seed_gap = eng_copy_gap_after(sv->seed_gap, sv->version);
 		eng_in_clear(&sv->in); /* partial pushes' terms: the mean has them */
 		memset(sv->sum, 0, sizeof sv->sum);
@@ -341,7 +343,7 @@ static void seed_now(struct sworld *w, int who, int to)
 		return; /* its seed came after the refusal: the forward goes again */
 	sim_log(&w->s, "server %d seeds copy %d (it has no state) at step %llu", who, to,
 		(unsigned long long)sv->version);
-	sw_send_first(w, who, to, SW_SEED, (int64_t)sv->version, sv->in.pterms > 0);
+	sw_send_first(w, who, to, SW_SEED, sw_seed_a(sv), sv->in.pterms > 0);
 }
 
 /* Whether a refused task goes again: within its bound (the engine's step
@@ -486,7 +488,7 @@ void sw_take_placement(struct sworld *w, int who)
 		for (int k = 0; k < n_was; k++)
 			old |= was[k] == sv->peer[q];
 		if (!old && sw_fresh(w, sv->peer[q]))
-			sw_send(w, who, sv->peer[q], SW_SEED, (int64_t)sv->version, sv->in.pterms > 0,
+			sw_send(w, who, sv->peer[q], SW_SEED, sw_seed_a(sv), sv->in.pterms > 0,
 				0);
 	}
 	switch (eng_copies_replan(sv->wait, (uint32_t)sv->n_peers, promoted, true, sv->version,
@@ -512,7 +514,7 @@ void sw_take_placement(struct sworld *w, int who)
 		sv->wait_left = sv->n_peers;
 		sv->refused = 0;
 		for (int q = 0; q < sv->n_peers; q++)
-			sw_send(w, who, sv->peer[q], SW_CATCH_UP, (int64_t)sv->version,
+			sw_send(w, who, sv->peer[q], SW_CATCH_UP, sw_seed_a(sv),
 				(int64_t)sv->gen, 0);
 		break;
 	case ER_NOTHING:
@@ -536,13 +538,35 @@ void sw_take_placement(struct sworld *w, int who)
 		sv->n_fwd = 0;
 }
 
+/* engine/replica_in.c: a seed's state taken (EV_PARAMS: no step before
+ * it here, its copy of the step before left as it was) but for the step
+ * before's parameters when they came with it (ZS_WF_PREV). */
+static void take_prev(struct sw_server *sv, uint64_t prev)
+{
+	sv->prev_of = prev ? sv->version : 0;
+	if (prev)
+		sv->prev_holds = prev;
+}
+
+/* engine/replica.c seed_task: what a seed of its state says (its step,
+ * and the step before's parameters when kept whole here). */
+int64_t sw_seed_a(const struct sw_server *sv)
+{
+	bool prev = eng_kept_seed_prev(sv->prev_holds != 0, sv->prev_of, sv->version);
+
+	return (int64_t)(sv->version | (prev ? sv->prev_holds << SEED_PREV_SHIFT : 0));
+}
+
 /* engine/replica_in.c: a new copy takes its primary's seed, the shard's
  * whole state at step (mid: taken after partial pushes of that step, whose
  * terms it lacks: it drops that step's partial forwards, and applies the
  * primary's mean of it). */
-static void copy_seed(struct sworld *w, const struct sim_ev *ev)
+static void copy_seed(struct sworld *w, const struct sim_ev *sent)
 {
-	struct sw_server *sv = &w->srv[ev->who];
+	/* the step before's parameters with it (1 + their step; 0: none) */
+	const uint64_t prev = (uint64_t)sent->a >> SEED_PREV_SHIFT;
+	struct sim_ev e = *sent, *ev = &e;
+	struct sw_server *sv = (e.a &= 0xffffffff, &w->srv[ev->who]);
 	struct zs_error err = {0};
 	int refused = (uint64_t)ev->b != sv->epoch ? RF_AGAIN : RF_OK;
 
@@ -561,6 +585,7 @@ static void copy_seed(struct sworld *w, const struct sim_ev *ev)
 		sv->ready = true;
 		sv->version = (uint64_t)ev->a;
 		sv->acc_of = 0;
+		take_prev(sv, prev);
 		eng_in_clear(&sv->in); /* eng_step_discard */
 		memset(sv->sum, 0, sizeof sv->sum);
 		sv->seed_gap = eng_copy_seed_gap((ev->d & 0xffffffff) != 0, (uint64_t)ev->a);
@@ -571,9 +596,12 @@ static void copy_seed(struct sworld *w, const struct sim_ev *ev)
 /* engine/replica_in.c: a copy takes a promoted copy's catch-up, its
  * whole state at step, when it is behind it (whole at once: the step is
  * applied there), or keeps its own at or past it. */
-static void copy_catchup(struct sworld *w, const struct sim_ev *ev)
+static void copy_catchup(struct sworld *w, const struct sim_ev *sent)
 {
-	struct sw_server *sv = &w->srv[ev->who];
+	/* the step before's parameters with it (1 + their step; 0: none) */
+	const uint64_t prev = (uint64_t)sent->a >> SEED_PREV_SHIFT;
+	struct sim_ev e = *sent, *ev = &e;
+	struct sw_server *sv = (e.a &= 0xffffffff, &w->srv[ev->who]);
 	struct zs_error err = {0};
 	int refused = (uint64_t)ev->b != sv->epoch ? RF_AGAIN : RF_OK;
 	enum zs_status st = ZS_OK;
@@ -594,6 +622,7 @@ static void copy_catchup(struct sworld *w, const struct sim_ev *ev)
 		sv->ready = true;
 		sv->version = (uint64_t)ev->a;
 		sv->acc_of = 0;
+		take_prev(sv, prev);
 		eng_in_clear(&sv->in);
 		memset(sv->sum, 0, sizeof sv->sum);
 		sv->seed_gap = 0;
@@ -655,8 +684,8 @@ void sw_server_event(struct sworld *w, const struct sim_ev *carried)
 
 	if (ev->kind == SW_FWD_STEP || ev->kind == SW_SEED || ev->kind == SW_CATCH_UP) {
 		/* the table before it on the connection (engine/hparams.c) */
-		sw_hp_carried(w, ev->who, (uint64_t)ev->a >> 32);
-		e.a &= 0xffffffff;
+		sw_hp_carried(w, ev->who, ((uint64_t)ev->a >> 32) & 0xffff);
+		e.a &= ~(int64_t)0xffff00000000; /* a seed's step before: its handler's */
 	}
 	switch (ev->kind) {
 	case SW_HP:

@@ -52,14 +52,25 @@ static void act(struct sworld *w, int r)
 	if (t->hp_early && sw_hp_before_push(w, r))
 		return; /* its answer wakes it */
 	if (!t->gathered) {
-		if (!sv->alive || sv->version < t->step || sv->wait) {
+		/* engine/face.c: its version, or (engine/redo.c) the step before */
+		enum eng_kept k = eng_kept_at(false, sv->version, t->step, sv->prev_holds != 0,
+					      sv->prev_of, false);
+		uint64_t got = k == EK_PREV ? sv->prev_holds - 1 : sv->version;
+		if (!sv->alive || k == EK_LATER || sv->wait) {
 			wake(w, r, sim_range(&w->s, 500, 3 * MS)); /* held: asked again */
 			return;
 		}
-		if (sv->version > t->step + 1) {
-			/* engine/redo.c: a server keeps one step back */
-			sim_fail(&w->s, "rank %d's process %d gathers step %llu, but the shard is at %llu: the step is gone",
-				r, t->proc, (unsigned long long)t->step, (unsigned long long)sv->version);
+		if (k == EK_GONE) {
+			sim_fail(&w->s, "rank %d's process %d gathers step %llu, but the shard is at %llu%s: the step is gone",
+				r, t->proc, (unsigned long long)t->step, (unsigned long long)sv->version,
+				sv->version == t->step + 1 ? " (seeded since, nothing before it kept)" : "");
+			return;
+		}
+		w->st->checks++;
+		if (got != t->step) {
+			sim_fail(&w->s, "rank %d's process %d gathered step %llu from server %d and got step %llu's parameters",
+				r, t->proc, (unsigned long long)t->step, t->primary,
+				(unsigned long long)got);
 			return;
 		}
 		t->gathered = true;

@@ -173,6 +173,35 @@ static void step(struct cluster *c, struct zs_conn **conn, uint64_t t, bool wait
 	}
 }
 
+/* The promoted copy, seeded at step + 1, serves step (the step before its
+ * version: a lost rank's replacement's gather) bitwise the reference: its
+ * seed brought that step's parameters too (ZS_WF_PREV; found by the
+ * simulator: without them, the replacement's redo became a rollback). */
+static void prev_served(struct cluster *c, struct zs_conn **conn, uint64_t step)
+{
+	const struct zs_layout *l = &c->job.spec.layout;
+	float *ref[4], *got;
+	char why[512];
+
+	assert_true(l->n_units <= 4);
+	for (uint32_t u = 0; u < l->n_units; u++)
+		assert_non_null(ref[u] = malloc(l->units[u].numel * 4));
+	oracle_reference_full(&c->job.spec, &c->job.placement, step, 1, ref);
+	for (uint32_t u = 0; u < l->n_units; u++) {
+		assert_non_null(got = malloc(l->units[u].numel * 4));
+		if (gather_unit(c, conn, u, step, got, why))
+			fail_msg("the step before the promoted copy's (%llu): %s",
+				 (unsigned long long)step, why);
+		for (uint64_t i = 0; i < l->units[u].numel; i++)
+			if (memcmp(&got[i], &ref[u][i], 4))
+				fail_msg("step %llu from the promoted copy: unit %u element %llu is %.9g, the reference %.9g",
+					 (unsigned long long)step, u, (unsigned long long)i, got[i],
+					 ref[u][i]);
+		free(got);
+		free(ref[u]);
+	}
+}
+
 /*
  * Servers 1, 2, 3 hold every shard (1 its primary) and train steps 0, 1
  * and 2; with behind, server 2 refuses step 2's forward (the fault
@@ -180,8 +209,10 @@ static void step(struct cluster *c, struct zs_conn **conn, uint64_t t, bool wait
  * Server 3 lost: server 4 is a new copy, seeded by server 1 at step 3.
  * Server 1 lost: server 4 promoted, seeded since its last step; the rank
  * sends its unanswered pushes of step 2 again there. Server 2, a step
- * behind, must take server 4's state before the rank is answered; at the
- * step already, it keeps its own and training goes on through both.
+ * behind, must take server 4's state before the rank is answered, and
+ * server 4 serve step 2 (the step before the state it was seeded with);
+ * at the step already, server 2 keeps its own and training goes on
+ * through both.
  */
 static void run(bool behind)
 {
@@ -248,6 +279,7 @@ static void run(bool behind)
 			if (zs_req_wait(r[i], WAIT_MS, &err))
 				fail_msg("a push of step 2 sent again: %s", err.msg);
 		held_free();
+		prev_served(&c, conn, 2);
 	}
 	for (uint64_t t = 3; t < steps; t++)
 		step(&c, conn, t, true, r, &nr);
