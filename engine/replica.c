@@ -525,13 +525,21 @@ static void drain(void *arg)
 	eng_job_unref(e, j);
 }
 
+/* Shard s waits for every copy to answer what it queues now (caller holds
+ * s->mu); why: it could not be queued, said to what waits (NULL: it is). */
+static void await_copies(struct ejob *j, struct eshard *s, const char *why)
+{
+	s->repl.wait = true;
+	free(s->repl.err);
+	s->repl.err = why ? strdup(why) : NULL;
+	if (why)
+		zs_error("job '%s': %s", j->name, why);
+}
+
 void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool init, const float *m)
 {
 	struct rtask *r = calloc(1, sizeof *r);
 
-	s->repl.wait = true;
-	free(s->repl.err);
-	s->repl.err = NULL;
 	if (r && init && m != s->master && (r->own = malloc(s->sh.length * 4)))
 		memcpy(r->own, m, s->sh.length * 4);
 	if (!r || !e->rp.q || (init && m != s->master && !r->own)) {
@@ -539,10 +547,10 @@ void eng_repl_queue(struct engine *e, struct ejob *j, struct eshard *s, bool ini
 		free(r);
 		zs_fmt(msg, sizeof msg, "out of memory forwarding unit '%s' to its replicas",
 		       eng_unit_name(j, s->sh.unit));
-		s->repl.err = strdup(msg);
-		zs_error("job '%s': %s", j->name, msg);
+		await_copies(j, s, msg);
 		return;
 	}
+	await_copies(j, s, NULL);
 	if (!init && s->dev.on)
 		eng_dev_acc_out(e, s); /* what the device's update consumed */
 	r->step = init ? 0 : s->version - 1;
@@ -656,17 +664,14 @@ void eng_repl_catchup(struct engine *e, struct ejob *j, struct eshard *s)
 {
 	struct rtask *r = e->rp.q && s->repl.n_peers ? seed_task(e, j, s, s->repl.peer[0]) : NULL;
 
-	s->repl.wait = true;
-	free(s->repl.err);
-	s->repl.err = NULL;
 	if (!r) {
 		char msg[ZS_ERRMSG_MAX];
 		zs_fmt(msg, sizeof msg, "cannot send unit '%s' shard %u's state to its replicas",
 		       eng_unit_name(j, s->sh.unit), s->sh.index);
-		s->repl.err = strdup(msg);
-		zs_error("job '%s': %s", j->name, msg);
+		await_copies(j, s, msg);
 		return;
 	}
+	await_copies(j, s, NULL);
 	r->catchup = true;
 	r->seed_mid = false; /* a copy behind takes it whole: the pushes of
 			      * its step that were not on it are not

@@ -538,14 +538,32 @@ void sw_take_placement(struct sworld *w, int who)
 		sv->n_fwd = 0;
 }
 
-/* engine/replica_in.c: a seed's state taken (EV_PARAMS: no step before
- * it here, its copy of the step before left as it was) but for the step
- * before's parameters when they came with it (ZS_WF_PREV). */
-static void take_prev(struct sw_server *sv, uint64_t prev)
+/* A seed or a catch-up as it arrived: its step in a, *prev the step
+ * before's parameters sent with it (1 + their step; 0: none). */
+static struct sim_ev seed_of(const struct sim_ev *sent, uint64_t *prev)
 {
-	sv->prev_of = prev ? sv->version : 0;
+	struct sim_ev e = *sent;
+
+	*prev = (uint64_t)e.a >> SEED_PREV_SHIFT;
+	e.a &= 0xffffffff;
+	return e;
+}
+
+/* engine/replica_in.c eng_repl_landed: a copy takes a seed's state at
+ * step (gap: eng_copy_seed_gap's), its reduction discarded; EV_PARAMS: no
+ * step before it here, its copy of the step before left as it was, but
+ * for the step before's parameters when they came with it (ZS_WF_PREV). */
+static void state_taken(struct sw_server *sv, uint64_t step, uint64_t prev, uint64_t gap)
+{
+	sv->ready = true;
+	sv->version = step;
+	sv->acc_of = 0;
+	sv->prev_of = prev ? step : 0;
 	if (prev)
 		sv->prev_holds = prev;
+	eng_in_clear(&sv->in); /* eng_step_discard */
+	memset(sv->sum, 0, sizeof sv->sum);
+	sv->seed_gap = gap;
 }
 
 /* engine/replica.c seed_task: what a seed of its state says (its step,
@@ -563,10 +581,9 @@ int64_t sw_seed_a(const struct sw_server *sv)
  * primary's mean of it). */
 static void copy_seed(struct sworld *w, const struct sim_ev *sent)
 {
-	/* the step before's parameters with it (1 + their step; 0: none) */
-	const uint64_t prev = (uint64_t)sent->a >> SEED_PREV_SHIFT;
-	struct sim_ev e = *sent, *ev = &e;
-	struct sw_server *sv = (e.a &= 0xffffffff, &w->srv[ev->who]);
+	uint64_t prev;
+	const struct sim_ev e = seed_of(sent, &prev), *ev = &e;
+	struct sw_server *sv = &w->srv[ev->who];
 	struct zs_error err = {0};
 	int refused = (uint64_t)ev->b != sv->epoch ? RF_AGAIN : RF_OK;
 
@@ -581,15 +598,9 @@ static void copy_seed(struct sworld *w, const struct sim_ev *sent)
 	sim_log(&w->s, "copy %d: seed of step %lld%s from server %lld: %s%s", ev->who,
 		(long long)ev->a, (ev->d & 0xffffffff) ? " (mid-step)" : "", (long long)ev->c,
 		refused ? "refused " : "taken", refused ? err.msg : "");
-	if (!refused) {
-		sv->ready = true;
-		sv->version = (uint64_t)ev->a;
-		sv->acc_of = 0;
-		take_prev(sv, prev);
-		eng_in_clear(&sv->in); /* eng_step_discard */
-		memset(sv->sum, 0, sizeof sv->sum);
-		sv->seed_gap = eng_copy_seed_gap((ev->d & 0xffffffff) != 0, (uint64_t)ev->a);
-	}
+	if (!refused)
+		state_taken(sv, (uint64_t)ev->a, prev,
+			    eng_copy_seed_gap((ev->d & 0xffffffff) != 0, (uint64_t)ev->a));
 	sw_ev4(w, reply_lat(w, ev->who), SW_SEED_OK, (int)ev->c, ev->a, refused, ev->who, ev->d);
 }
 
@@ -598,10 +609,9 @@ static void copy_seed(struct sworld *w, const struct sim_ev *sent)
  * applied there), or keeps its own at or past it. */
 static void copy_catchup(struct sworld *w, const struct sim_ev *sent)
 {
-	/* the step before's parameters with it (1 + their step; 0: none) */
-	const uint64_t prev = (uint64_t)sent->a >> SEED_PREV_SHIFT;
-	struct sim_ev e = *sent, *ev = &e;
-	struct sw_server *sv = (e.a &= 0xffffffff, &w->srv[ev->who]);
+	uint64_t prev;
+	const struct sim_ev e = seed_of(sent, &prev), *ev = &e;
+	struct sw_server *sv = &w->srv[ev->who];
 	struct zs_error err = {0};
 	int refused = (uint64_t)ev->b != sv->epoch ? RF_AGAIN : RF_OK;
 	enum zs_status st = ZS_OK;
@@ -618,15 +628,8 @@ static void copy_catchup(struct sworld *w, const struct sim_ev *sent)
 	sim_log(&w->s, "copy %d: catch-up of step %lld from server %lld: %s%s", ev->who,
 		(long long)ev->a, (long long)ev->c,
 		refused ? "refused " : st ? "kept its own " : "taken", st ? err.msg : "");
-	if (!refused && !st) {
-		sv->ready = true;
-		sv->version = (uint64_t)ev->a;
-		sv->acc_of = 0;
-		take_prev(sv, prev);
-		eng_in_clear(&sv->in);
-		memset(sv->sum, 0, sizeof sv->sum);
-		sv->seed_gap = 0;
-	}
+	if (!refused && !st)
+		state_taken(sv, (uint64_t)ev->a, prev, 0);
 	sw_ev4(w, reply_lat(w, ev->who), SW_CATCH_UP_OK, (int)ev->c, ev->a, refused, ev->who, ev->d);
 }
 
