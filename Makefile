@@ -355,7 +355,7 @@ check: all
 
 check-layers:
 	@sh tools/check-layers.sh && sh tests/lib/check-layers-fails.sh
-	@$(PYTHON) tools/circles.py --allow engine > /dev/null && sh tests/lib/check-circles-fails.sh
+	@$(PYTHON) tools/circles.py --none engine > /dev/null && sh tests/lib/check-circles-fails.sh
 check-env: $(BUILD)/bin/zshardctl
 	@sh tests/lib/check-env.sh $(BUILD)/bin/zshardctl docs/operations.md && sh tests/lib/check-env-fails.sh $(BUILD)/bin/zshardctl
 check-man: $(BINS) $(MAN_PAGES)

@@ -152,7 +152,7 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 		s->clip.claimed = false;
 		pthread_mutex_unlock(&j->cmu);
 		pthread_mutex_unlock(&s->mu);
-		eng_fx_run(e, j, s, &fx);
+		eng_fx_release(e, s, &fx); /* eng_apply sets no exchange */
 	}
 	if (applied)
 		nv = answered_keep(j, gen, t, total, nv, n);

@@ -311,6 +311,8 @@ struct engine {
 	unsigned nthreads;
 	uint32_t next_handle;
 	struct ejob *jobs;
+	/* a job's teardown, run by its last reference (jobs.c) */
+	void (*job_release)(struct engine *e, struct ejob *j);
 	uint32_t step_timeout_ms;
 	pthread_t sweeper;
 	atomic_int stop;
@@ -396,10 +398,8 @@ static inline uint32_t eng_contributors(struct ejob *j, uint64_t step)
 	return j->spec.collective ? 1 : eng_world_at(j, step);
 }
 
-/* engine.c */
-void eng_job_unref(struct engine *e, struct ejob *j);
-/* A shard's arrays and state for placement entry sh (s zeroed but for
- * idx), and their release. */
+/* shard.c: a shard's arrays and state for placement entry sh (s zeroed
+ * but for idx), and their release. */
 enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s,
 			      const struct zs_shard *sh, struct zs_error *err);
 void eng_shard_release(struct engine *e, struct eshard *s);
@@ -477,17 +477,17 @@ struct eng_fx {
 	bool clip;             /* s reduced step clip_t, clipping on: the exchange */
 	uint64_t clip_t;
 };
-/* Carries out fx's effects for s (no locks held) and empties fx. */
+/* fx.c: carries out fx's effects for s (no locks held) and empties fx. */
 void eng_fx_run(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx);
-/* The step's completion once every push of it is in (caller holds s->mu,
- * and keeps it; eng_fx_run after): the reduction finished, then s marked
- * for clipping's exchange, or the update (face.c). */
+/* fx.c: the step's completion once every push of it is in (caller holds
+ * s->mu, and keeps it; eng_fx_run after): the reduction finished, then s
+ * marked for clipping's exchange, or the update. */
 void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx);
 /* The forward of s's open step that landed in its mean gradient ends
  * unapplied (aborted, or the step applied since): the landing is over,
  * and a step it held back completes (caller holds s->mu; fx after). */
 void eng_repl_unlanded(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx);
-/* Push x of rank, and what shard s of j says at it, as engine/intake.c
+/* world.c: push x of rank, and what shard s of j says at it, as engine/intake.c
  * reads them (caller holds s->mu). */
 struct eng_push eng_push_of(const struct zs_xfer *x, uint32_t rank);
 struct eng_at eng_at_of(struct ejob *j, const struct eshard *s, const struct zs_xfer *x);
@@ -529,13 +529,6 @@ enum zs_status eng_dev_arrays_io(struct engine *e, struct eshard *s, bool wr, fl
 enum zs_status eng_dev_array_read(struct engine *e, struct eshard *s, unsigned k, size_t a,
 				  size_t b, float *dst);
 
-/* face.c */
-/* The job of handle h (referenced: eng_job_unref), the current one or one
- * a restore retired (*stale true); NULL if no job has it. */
-struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale);
-/* The job named name, referenced (eng_job_unref), or NULL. */
-struct ejob *eng_job_by_name(struct engine *e, const char *name);
-const char *eng_unit_name(struct ejob *j, uint32_t u);
 /* ranks.c: a HELLO of rank taken for j, and a connection that said one
  * ended, with the trainer's reconnect count and session it said (caller holds
  * e->mu); j's counts freed */
@@ -551,10 +544,6 @@ enum zs_status eng_t_hello(void *ctx, const struct zs_hello *h, uint32_t *handle
 /* face.c: the key of job's encrypted connections for the role (net/dtls.h) */
 enum zs_status eng_t_tls_key(void *ctx, const char *job, bool reader, uint8_t key[32],
 			     struct zs_error *err);
-/* The job of handle h, referenced (eng_job_unref), or NULL with err: gone,
- * or of a timeline a restore ended (ZS_ERESUME). */
-struct ejob *eng_job_or_fail(struct engine *e, uint32_t h, struct zs_error *err);
-const void *eng_served(struct eshard *s, const struct zs_xfer *x);
 void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		   const struct zs_xfer *x);
 enum zs_status eng_t_write_begin(void *ctx, uint32_t job, uint32_t rank,
@@ -569,13 +558,6 @@ void eng_t_write_progress(void *ctx, uint32_t job, uint32_t rank,
 			     const struct zs_xfer *x, void *dst, uint64_t bytes);
 void eng_t_write_abort(void *ctx, uint32_t job, uint32_t rank,
 			  const struct zs_xfer *x, void *dst);
-/* An initial upload's destination (caller holds s->mu): the masters, or a
- * landing buffer when they are in the tier or on the device. */
-/* Whether s holds its optimizer state whole: every array a job with
- * steps_taken needs was uploaded, or came whole (a seed, a restore). */
-bool eng_state_whole(const struct eshard *s);
-enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s,
-			      const struct zs_xfer *x, void **dst, struct zs_error *err);
 void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 			 const struct zs_xfer *x, void *dst);
 
@@ -624,10 +606,10 @@ void eng_apply_range(struct engine *e, struct ejob *j, struct eshard *s, float c
  */
 void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 	       struct eng_fx *fx);
-/* The held gathers of s's version, out of s->hold.q and added to *rel
- * (caller holds s->mu, serves them unlocked: eng_serve_released). */
-void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel);
-void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n);
+/* fx's released gathers answered and completed snapshots handed over (no
+ * locks held): eng_fx_run's part below the step, for the update that
+ * clipping's exchange applies (it marks no exchange). */
+void eng_fx_release(struct engine *e, struct eshard *s, struct eng_fx *fx);
 
 /* Whether s has parameters (caller holds s->mu). */
 static inline bool eng_ready(const struct eshard *s)
@@ -684,7 +666,16 @@ void *eng_land_get(struct engine *e, size_t bytes, bool over_budget);
 void eng_land_put(struct engine *e, void *p);
 void eng_land_free_all(struct engine *e);
 
-/* snapshot.c */
+/* capture.c */
+/* Snapshot arrays for s's state at step (zeroed if zero); false when out
+ * of memory (what was allocated stays in sn for engine_snaps_free). */
+bool eng_snap_alloc(const struct eshard *s, uint64_t step, bool zero, struct engine_snap *sn);
+/* Shard s's state as it is now, into sn (caller holds s->mu). */
+enum zs_status eng_snap_read(struct ejob *j, struct eshard *s, struct engine_snap *sn,
+			     struct zs_error *err);
+/* j's snapshots that have every shard they wait for, moved to *done
+ * (caller holds j->cmu). */
+void eng_take_whole(struct ejob *j, struct epending **done);
 /* After s reached a new version: capture it for snapshots of that step;
  * those it completes go on *done (caller holds s->mu; eng_deliver after). */
 void eng_capture_due(struct ejob *j, struct eshard *s, struct epending **done);
@@ -694,6 +685,38 @@ void eng_capture_due(struct ejob *j, struct eshard *s, struct epending **done);
 void eng_capture_skip(struct ejob *j, struct eshard *s, struct epending **done);
 /* Hands completed snapshots to their callbacks (no locks held). */
 void eng_deliver(struct epending *done);
+
+/* jobs.c */
+/* What a handle of a timeline a restore ended is told (ZS_ERESUME). */
+#define ROLLED_BACK "job '%s' was rolled back to a checkpoint (a process of it was lost, or an operator restored it): resume"
+/* The job of handle h (referenced: eng_job_unref), the current one or one
+ * a restore retired (*stale true); NULL if no job has it. */
+struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale);
+/* The job of handle h, referenced (eng_job_unref), or NULL with err: gone,
+ * or of a timeline a restore ended (ZS_ERESUME). */
+struct ejob *eng_job_or_fail(struct engine *e, uint32_t h, struct zs_error *err);
+/* The job named name, referenced (eng_job_unref), or NULL. */
+struct ejob *eng_job_by_name(struct engine *e, const char *name);
+/* Drops a reference; the last runs e->job_release. */
+void eng_job_unref(struct engine *e, struct ejob *j);
+const char *eng_unit_name(struct ejob *j, uint32_t u);
+
+/* held.c */
+/* Where gather x of s's version reads in s's compute copy. */
+const void *eng_served(struct eshard *s, const struct zs_xfer *x);
+/* The held gathers of s's version, out of s->hold.q and added to *rel
+ * (caller holds s->mu, serves them unlocked: eng_serve_released). */
+void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel);
+void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n);
+
+/* upload.c */
+/* Whether s holds its optimizer state whole: every array a job with
+ * steps_taken needs was uploaded, or came whole (a seed, a restore). */
+bool eng_state_whole(const struct eshard *s);
+/* An initial upload's destination (caller holds s->mu): the masters, or a
+ * landing buffer when they are in the tier or on the device. */
+enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s,
+			      const struct zs_xfer *x, void **dst, struct zs_error *err);
 
 /* pins.c: versions readers pinned */
 struct epin;

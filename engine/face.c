@@ -10,45 +10,6 @@
 
 /* ------------------------------------------------------------- lookups */
 
-struct ejob *eng_job_by_handle(struct engine *e, uint32_t h, bool *stale)
-{
-	struct ejob *j;
-
-	*stale = false;
-	pthread_mutex_lock(&e->mu);
-	for (j = e->jobs; j; j = j->next) {
-		if (j->hdl.cur == h)
-			break;
-		for (unsigned i = 0; i < j->hdl.n_retired && i < 16 && !*stale; i++)
-			*stale = j->hdl.retired[i] == h;
-		if (*stale)
-			break;
-	}
-	if (j)
-		atomic_fetch_add(&j->refs, 1);
-	pthread_mutex_unlock(&e->mu);
-	return j;
-}
-
-#define ROLLED_BACK "job '%s' was rolled back to a checkpoint (a process of it was lost, or an operator restored it): resume"
-
-/* The current job of handle h, or NULL after failing err: ZS_ERESUME for a
- * handle of an earlier timeline, ZS_ENOTFOUND for one that never was. */
-struct ejob *eng_job_or_fail(struct engine *e, uint32_t h, struct zs_error *err)
-{
-	bool stale;
-	struct ejob *j = eng_job_by_handle(e, h, &stale);
-
-	if (j && stale) {
-		zs_fail(err, ZS_ERESUME, ROLLED_BACK, j->name);
-		eng_job_unref(e, j);
-		return NULL;
-	}
-	if (!j)
-		zs_fail(err, ZS_ENOTFOUND, "job handle %u is gone", h);
-	return j;
-}
-
 /* The shard of j holding [x->offset, x->offset + x->length) of x->unit (a
  * seed: the shard starting at x->offset; its length is the arrays'). */
 static struct eshard *shard_for(struct ejob *j, const struct zs_xfer *x)
@@ -66,11 +27,6 @@ static struct eshard *shard_for(struct ejob *j, const struct zs_xfer *x)
 			return s;
 	}
 	return NULL;
-}
-
-const char *eng_unit_name(struct ejob *j, uint32_t u)
-{
-	return u < j->spec.layout.n_units ? j->spec.layout.units[u].name : "?";
 }
 
 /* -------------------------------------------------------------- target */
@@ -179,11 +135,6 @@ void eng_t_bye(void *ctx, uint32_t job, uint32_t rank, uint64_t reconnects, uint
 	eng_job_unref(e, j);
 }
 
-const void *eng_served(struct eshard *s, const struct zs_xfer *x)
-{
-	return (const uint8_t *)s->copy + (x->offset - s->sh.offset) * s->dsz;
-}
-
 void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		   const struct zs_xfer *x)
 {
@@ -287,59 +238,6 @@ void eng_t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	eng_job_unref(e, j);
 }
 
-bool eng_state_whole(const struct eshard *s)
-{
-	unsigned want = ((1u << s->n_arrays) - 1) & ~1u; /* arrays 1 .. n_arrays - 1 */
-	return (s->state_in & want) == want;
-}
-
-enum zs_status eng_init_begin(struct engine *e, struct ejob *j, struct eshard *s,
-			      const struct zs_xfer *x, void **dst, struct zs_error *err)
-{
-	enum zs_status st = ZS_OK;
-
-	const unsigned k = x->state_read ? (unsigned)x->state : 0; /* 0: the parameters */
-	const uint64_t taken = j->spec.optim.steps_taken;
-
-	if (x->dtype != ZS_F32)
-		st = zs_fail(err, ZS_EINVAL, "initial parameters and optimizer state are sent as f32");
-	else if (s->version != 0 || s->in.full || x->step != 0)
-		st = zs_fail(err, ZS_ESTATE,
-			     "unit '%s' has trained (step %llu): initial %s come before step 0",
-			     eng_unit_name(j, x->unit), (unsigned long long)s->version,
-			     k ? "optimizer state and parameters" : "parameters");
-	else if (k && (s->lay.marks || k >= s->n_arrays))
-		st = zs_fail(err, ZS_EINVAL,
-			     "unit '%s' shard %u keeps no optimizer array %u (%s%s)",
-			     eng_unit_name(j, x->unit), s->sh.index, k,
-			     s->lay.marks ? "its tensors are frozen" : "the job's optimizer is ",
-			     s->lay.marks ? "" : zs_optim_name(j->spec.optim.kind));
-	else if (k && !taken)
-		st = zs_fail(err, ZS_ESTATE,
-			     "job '%s' was created with no optimizer steps taken: an imported optimizer state needs its step (the spec's optimizer \"steps_taken\")",
-			     j->name);
-	else if (k && !eng_ready(s))
-		st = zs_fail(err, ZS_ESTATE,
-			     "unit '%s' has no parameters yet: they are uploaded before its optimizer state",
-			     eng_unit_name(j, x->unit));
-	else if (k) /* a buffer of its own in the arena (what the transports
-		       * reach), into the array once landed (init_landed) */
-		st = (*dst = zs_listener_alloc(e->l, s->sh.padded * 4))
-			     ? ZS_OK
-			     : zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
-				       eng_unit_name(j, x->unit));
-	else if (s->master)
-		*dst = s->master;
-	else if (!s->landing && !(s->landing = zs_listener_alloc(e->l, s->sh.padded * 4)))
-		st = zs_fail(err, ZS_ENOSPC, "no arena room to receive unit '%s'",
-			     eng_unit_name(j, x->unit));
-	else
-		*dst = s->landing; /* to the tier file or device once landed */
-	if (!st)
-		s->open.init_landing++;
-	return st;
-}
-
 /* Whether push x's bytes stay where they are until write_done: a device
  * push to a shard on the device reads them from the trainer's memory. */
 static bool mapped(const struct eshard *s, const struct zs_xfer *x)
@@ -398,23 +296,6 @@ static enum zs_status push_fits(struct engine *e, struct ejob *j, struct eshard 
 			       eng_unit_name(j, x->unit), s->sh.index, s->sh.copy,
 			       x->init ? "the initial upload" : "pushes");
 	return ZS_OK;
-}
-
-struct eng_push eng_push_of(const struct zs_xfer *x, uint32_t rank)
-{
-	return (struct eng_push){.step = x->step, .rank = rank, .micro = x->micro,
-				 .partial = x->partial, .redo = x->redo};
-}
-
-struct eng_at eng_at_of(struct ejob *j, const struct eshard *s, const struct zs_xfer *x)
-{
-	/* one look at the world (under its lock) for a push of the open step */
-	uint32_t w = eng_world_at(j, s->version);
-
-	return (struct eng_at){.version = s->version, .replicas = j->spec.replicas,
-			       .contributors = j->spec.collective ? 1 : w,
-			       .world = x->step == s->version ? w : eng_world_at(j, x->step),
-			       .unit = eng_unit_name(j, x->unit)};
 }
 
 /* Push x of rank lands (ZS_EAGAIN: no room yet; the listener retries it
@@ -717,15 +598,6 @@ void eng_t_write_done(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 	pthread_mutex_unlock(&s->mu);
 	eng_fx_run(e, j, s, &fx);
 	eng_job_unref(e, j);
-}
-
-void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
-{
-	eng_finish_range(j, s, s->open.piped, s->lay.glen);
-	if (j->spec.optim.clip_norm > 0.0)
-		eng_clip_reduced(e, j, s, fx);
-	else
-		eng_apply(e, j, s, 1.0f, fx);
 }
 
 const struct zs_target *engine_target(struct engine *e) { return &e->target; }

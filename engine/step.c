@@ -1,7 +1,8 @@
 /*
  * step.c - a shard's step: the reduction, the optimizer (in memory or
- * through the tier), the compute-dtype copy, and releasing the gathers
- * that waited for it (clipping's exchange between the two: clip.c).
+ * through the tier), the compute-dtype copy, and the gathers and
+ * snapshots it releases (clipping's exchange between reduction and update:
+ * clip.c; a step's completion and its effects carried out: fx.c).
  */
 #include "engine/engine_int.h"
 
@@ -162,38 +163,11 @@ void eng_apply(struct engine *e, struct ejob *j, struct eshard *s, float coef,
 		eng_take_released(s, &fx->rel, &fx->n_rel);
 }
 
-/* The held gathers of s's version, out of s->hold.q and added to *rel
- * (caller holds s->mu, serves them unlocked: eng_serve_released). */
-void eng_take_released(struct eshard *s, struct held **rel, size_t *n_rel)
-{
-	size_t keep = 0;
-	struct held *r;
-
-	if (!s->hold.n || !eng_ready(s) || !(r = realloc(*rel, (*n_rel + s->hold.n) * sizeof *r)))
-		return; /* out of memory: they stay held (and time out) */
-	*rel = r;
-	for (size_t h = 0; h < s->hold.n; h++)
-		if (s->hold.q[h].x.step == s->version)
-			r[(*n_rel)++] = s->hold.q[h];
-		else
-			s->hold.q[keep++] = s->hold.q[h];
-	s->hold.n = keep;
-}
-
-void eng_serve_released(struct engine *e, struct eshard *s, struct held *rel, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		atomic_fetch_add(&e->ctr.bytes_out, rel[i].x.length * s->dsz);
-		zs_sop_read_ready(rel[i].op, eng_served(s, &rel[i].x));
-	}
-	free(rel);
-}
-
-void eng_fx_run(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
+void eng_fx_release(struct engine *e, struct eshard *s, struct eng_fx *fx)
 {
 	eng_serve_released(e, s, fx->rel, fx->n_rel);
 	eng_deliver(fx->done);
-	if (fx->clip)
-		eng_clip_exchange(e, j, s, fx->clip_t);
-	*fx = (struct eng_fx){0};
+	fx->rel = NULL;
+	fx->n_rel = 0;
+	fx->done = NULL;
 }

@@ -148,3 +148,20 @@ void eng_worlds_clear(struct ejob *j)
 	j->wd.w.n = 0;
 	pthread_mutex_unlock(&j->wd.mu);
 }
+
+struct eng_push eng_push_of(const struct zs_xfer *x, uint32_t rank)
+{
+	return (struct eng_push){.step = x->step, .rank = rank, .micro = x->micro,
+				 .partial = x->partial, .redo = x->redo};
+}
+
+struct eng_at eng_at_of(struct ejob *j, const struct eshard *s, const struct zs_xfer *x)
+{
+	/* one look at the world (under its lock) for a push of the open step */
+	uint32_t w = eng_world_at(j, s->version);
+
+	return (struct eng_at){.version = s->version, .replicas = j->spec.replicas,
+			       .contributors = j->spec.collective ? 1 : w,
+			       .world = x->step == s->version ? w : eng_world_at(j, x->step),
+			       .unit = eng_unit_name(j, x->unit)};
+}
