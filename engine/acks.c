@@ -4,7 +4,7 @@
  * (replica.c clears repl.wait then), so that whatever a lost primary had
  * not acknowledged is still the trainer's to send again.
  */
-#include "engine/engine_int.h"
+#include "engine/repl.h"
 
 bool eng_ack_later(struct eshard *s, struct zs_sop *op, uint64_t step)
 {

@@ -4,7 +4,9 @@
  * to their writer outside the locks (the requests and restores:
  * snapshot.c).
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/step.h"
+#include "engine/store.h"
 
 /* Gives sn the arrays of shard s (master, and the optimizer state it has),
  * zeroed if zero, at step; false when out of memory (what was allocated

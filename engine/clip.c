@@ -27,7 +27,9 @@
  * an exchange queued behind busy ones could be the one they wait for
  * (another job's, through another server).
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/step.h"
+#include "engine/store.h"
 
 struct ctask {
 	struct engine *e;

@@ -12,7 +12,8 @@
  * for the host kernels): overlap comes from shards and steps in flight on
  * other threads, not from streams.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/store.h"
 
 #include "gpu/dev.h"
 #include "gpu/kern.h"

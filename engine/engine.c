@@ -1,9 +1,12 @@
 /*
  * engine.c - the shard step engine's life: jobs and their shards (arena
  * buffers, placement), stats, and the sweeper that fails gathers whose step
- * does not come within the step timeout (see engine.h, engine_int.h).
+ * does not come within the step timeout (see engine.h, state.h).
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/repl.h"
+#include "engine/store.h"
+#include "engine/face.h"
 #include "base/env.h"
 
 static void job_free(struct engine *e, struct ejob *j)

@@ -6,7 +6,9 @@
  * (replica.c); a primary with a new peer seeds it. Also how a replica
  * reached by a trainer finds out it was promoted.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/repl.h"
+#include "engine/store.h"
 
 void eng_shard_peers(struct eshard *s, const struct zs_placement *p)
 {

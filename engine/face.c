@@ -4,7 +4,10 @@
  * push landing in its rank's staging slot, reduced as it lands when it can
  * be) and the hand-off to the step once every rank is in.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/repl.h"
+#include "engine/store.h"
+#include "engine/face.h"
 
 #include "net/dtls.h"
 

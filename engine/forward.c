@@ -7,7 +7,8 @@
  * on (gathers of its version served, a deferred step completed) or says
  * why (queued by replica.c, which says what a forward is and why).
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/repl.h"
 
 #include "engine/forward.h"
 

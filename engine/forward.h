@@ -6,7 +6,7 @@
 #ifndef ZS_ENGINE_FORWARD_H
 #define ZS_ENGINE_FORWARD_H
 
-#include "engine/engine_int.h"
+#include "engine/state.h"
 
 struct rtask {
 	struct ejob *j; /* referenced */

@@ -2,9 +2,9 @@
  * fx.c - a shard's step moved on: the completion of a step whose every
  * push is in (the reduction finished, then clipping's exchange or the
  * update), and what a transition leaves to be done once the shard's lock
- * is let go (struct eng_fx, engine_int.h), carried out.
+ * is let go (struct eng_fx, engine/step.h), carried out.
  */
-#include "engine/engine_int.h"
+#include "engine/step.h"
 
 void eng_step_complete(struct engine *e, struct ejob *j, struct eshard *s, struct eng_fx *fx)
 {

@@ -2,7 +2,7 @@
  * held.c - gathers held until their step exists: the ones a new version
  * releases, taken out under the shard's lock and served outside it.
  */
-#include "engine/engine_int.h"
+#include "engine/step.h"
 
 const void *eng_served(struct eshard *s, const struct zs_xfer *x)
 {

@@ -10,7 +10,7 @@
  * table for the same step must send the same values; a rank that sends
  * none uses the others'. Without any table a step uses the spec's values.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
 
 #include "model/hptables.h"
 

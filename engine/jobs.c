@@ -5,7 +5,7 @@
  * engine is made), as the kernel's kref_put runs its release: the files
  * that borrow a job need not know how it is torn down.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
 
 struct ejob *eng_job_by_name(struct engine *e, const char *name)
 {

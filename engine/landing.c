@@ -9,7 +9,7 @@
  * (page-locked once for the device when the shards live on one) up to
  * twice the budget.
  */
-#include "engine/engine_int.h"
+#include "engine/step.h"
 
 #include "gpu/dev.h"
 

@@ -4,7 +4,7 @@
  * failed request and closed once nothing waits on them (engine/replica.c
  * sends on them).
  */
-#include "engine/engine_int.h"
+#include "engine/repl.h"
 
 #include "net/transport.h"
 

@@ -3,7 +3,7 @@
  * once. docs/DESIGN.md draws this table (test_phase checks that it does);
  * every change of a shard's phase goes through eng_phase_go.
  */
-#include "engine/engine_int.h"
+#include "engine/state.h"
 
 static const struct zs_fsm_edge table[] = {
 	/* parameters come */

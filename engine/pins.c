@@ -20,7 +20,7 @@
  * read from the arena after their pin went (a rollback's drop) fail the
  * CRC32C the answer carried, and the reader asks again.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
 
 #include "engine/kept.h"
 

@@ -7,7 +7,7 @@
  * for the daemon (engine_take_dropped, sent within 50 ms), which settles
  * each batch: sent, or kept to be sent again.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
 
 /* Notes rank of j (caller holds e->mu); out of memory, the note is lost
  * and the rank's lease still bounds. */

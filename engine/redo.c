@@ -12,7 +12,7 @@
  * no shard applies step t + 1 without that rank's push of it; so every
  * shard is at version t or t + 1, and version t is its copy or its prev.
  */
-#include "engine/engine_int.h"
+#include "engine/step.h"
 
 #include "engine/kept.h"
 

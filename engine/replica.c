@@ -36,7 +36,9 @@
  * accumulation) is forwarded as it landed and acknowledged once every
  * copy has its term (eng_repl_partial).
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/repl.h"
+#include "engine/store.h"
 
 #include "engine/forward.h"
 #include "engine/kept.h"

@@ -8,7 +8,9 @@
  * forwarded as it landed, goes into the copy's own reduction, as it did
  * into the primary's: a promoted copy has every term acknowledged.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/repl.h"
+#include "engine/store.h"
 
 /* A forwarded partial push's destination (caller holds s->mu). */
 static enum zs_status partial_begin(struct engine *e, struct ejob *j, struct eshard *s,

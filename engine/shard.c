@@ -3,7 +3,9 @@
  * entry (in host memory, the NVMe tier or on the device), the reduction's
  * buffers and its layout by optimizer group, and their release.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/repl.h"
+#include "engine/store.h"
 
 enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s,
 				 const struct zs_shard *sh, struct zs_error *err)

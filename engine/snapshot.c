@@ -3,7 +3,9 @@
  * reaches the checkpoint's step (training goes on), the finished snapshot
  * handed to the writer, and restore from a checkpoint's records.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/repl.h"
+#include "engine/store.h"
 
 /* ------------------------------------------------------------ checkpoints */
 

@@ -4,7 +4,9 @@
  * snapshots it releases (clipping's exchange between reduction and update:
  * clip.c; a step's completion and its effects carried out: fx.c).
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/repl.h"
+#include "engine/store.h"
 
 /* the monotonic clock, as the shards' unsigned nanosecond counters take it */
 static uint64_t now_ns(void) { return (uint64_t)zs_now_ns(); }

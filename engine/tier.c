@@ -4,7 +4,8 @@
  * for each update (the next chunk read and the last written back by a
  * helper while this one is updated).
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/store.h"
 
 /* ------------------------------------------------------------ NVMe tier */
 

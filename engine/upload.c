@@ -4,7 +4,8 @@
  * imported optimizer state (into the arena, then its array), for a
  * trainer's upload and a copy's seed alike.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
+#include "engine/step.h"
 
 bool eng_state_whole(const struct eshard *s)
 {

@@ -13,7 +13,7 @@
  * rank that did not know: its pushes would have gone into the wrong
  * mean), as is one that says another world for a step than one here.
  */
-#include "engine/engine_int.h"
+#include "engine/jobs.h"
 
 uint32_t eng_world_at(struct ejob *j, uint64_t step)
 {

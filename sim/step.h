@@ -28,7 +28,7 @@
 #define SW_MAX_ACKS 64
 #define SW_MAX_Q 96 /* tasks queued from a primary to one copy */
 #define SW_MAX_STEPS 10
-#define SW_HP_KEEP 8 /* engine/engine_int.h EJOB_HP_KEEP */
+#define SW_HP_KEEP 8 /* engine/state.h EJOB_HP_KEEP */
 #define MS 1000
 /* a seed's a: its step, the table (sim/step_hp.c) << 32, and 1 + the step
  * of the parameters before it sent with it << SEED_PREV_SHIFT */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_int.h"
+#include "engine/state.h"
 #include "tests/unit/fsm_check.h"
 
 static bool go(int *phase, int ev)
