@@ -3,7 +3,8 @@
  * transaction (LMDB or etcd: store.c) before memory changes, and
  * everything read back at start, or when a coordinator takes the lead.
  */
-#include "coord/state.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
 
 #include <string.h>
 

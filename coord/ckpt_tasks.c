@@ -5,7 +5,10 @@
  * reports); the commit once every server of the job is durable; a
  * restore that finds a checkpoint bad falls back to an older one.
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
 #include "base/env.h"
 
 /* A task for every server that holds shards in placement pl. */

@@ -4,7 +4,12 @@
  * failed ones) and what its deletion does to them. The tasks servers
  * carry them out by, and the commit, are in ckpt_tasks.c.
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
+#include "coord/recovery.h"
+#include "coord/session.h"
 
 /*
  * Forgets checkpoint k of job j (NULL: a job gone): the catalog first

@@ -7,7 +7,9 @@
  * coordinator restart forgets them, and trainers that form one again offer
  * again.
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/lookup.h"
+#include "coord/session.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,12 @@
  * Catalog tables: meta ("next_server_id", "assign_gen": u64 LE),
  * servers (u64 BE id -> ServerInfo), jobs (name -> Job), ckpts.
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
+#include "coord/recovery.h"
+#include "coord/session.h"
 
 #include <string.h>
 #include <time.h>

@@ -9,7 +9,10 @@
  * refusal names each job and checkpoint and what to do, and changes
  * nothing. Delete tasks pending on the server are struck off it.
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -24,7 +24,10 @@
  * clips gradients fails over the same way: its step's norms are counted
  * by shard (norms.c), and a promoted copy reports its shard's.
  */
-#include "coord/state.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
+#include "coord/recovery.h"
 
 #include "model/failover.h"
 

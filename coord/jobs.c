@@ -2,7 +2,12 @@
  * jobs.c - jobs: create, show, list, delete; the ZeRO stage; placement and
  * rebalancing; trainers joining and leaving; the coordinator's status.
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
+#include "coord/recovery.h"
+#include "coord/session.h"
 
 #include <sys/random.h>
 

@@ -19,7 +19,9 @@
  * exits (coord_lost), to be started again as a standby by its supervisor,
  * as its in-memory state may be stale.
  */
-#include "coord/state.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
 
 #include <time.h>
 

@@ -6,7 +6,7 @@
  * state.h).
  * Calls nothing else of coord/.
  */
-#include "coord/state.h"
+#include "coord/lookup.h"
 
 
 struct srv *coord_find_srv(struct coord *c, uint64_t id)

@@ -2,7 +2,11 @@
  * members.c - shard servers as members: registration, heartbeats, the lease
  * reaper that marks a silent server down, and each server's assignments.
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
+#include "coord/recovery.h"
+#include "coord/session.h"
 
 /* ----------------------------------------------------- server membership */
 

@@ -5,7 +5,8 @@
  * reported step; rollbacks; checkpoints by state and the time from a
  * checkpoint's start to its commit or failure; and the process.
  */
-#include "coord/state.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
 #include "ctrl/tls.h"
 
 #include "metrics/metrics.h"

@@ -22,7 +22,9 @@
  * answered one of them sends its report again, settled: counted, answered
  * at once, and its total checked against the new one (norm_settled).
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/lookup.h"
+#include "coord/session.h"
 #include "base/env.h"
 
 /* ------------------------------------------------ global-norm clipping */

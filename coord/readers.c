@@ -18,7 +18,10 @@
  * Kept in memory: a coordinator's restart forgets them, and each reader's
  * next call (within its lease) registers it again under its id.
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
+#include "coord/session.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,11 @@
  * old timeline get ZS_ERESUME and resume from the step the job now
  * records.
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
+#include "coord/recovery.h"
 
 void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_server_info *in)
 {

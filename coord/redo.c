@@ -17,7 +17,7 @@
  * stopped process or a partition: alive, it could push again; the
  * rollback's new timeline fences it).
  */
-#include "coord/state.h"
+#include "coord/recovery.h"
 
 #include "model/redo.h"
 

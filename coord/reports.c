@@ -2,7 +2,10 @@
  * reports.c - per-rank step reports (in memory only): each trainer's latest
  * one, kept per job for zshardctl stats.
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/lookup.h"
+#include "coord/recovery.h"
+#include "coord/session.h"
 
 void coord_drop_reports(struct coord *c, const char *job)
 {

@@ -10,7 +10,11 @@
  * mean is over that step's ranks; new ranks join and begin at that step
  * (zs_trainer_resume says where).
  */
-#include "coord/state.h"
+#include "coord/rpc.h"
+#include "coord/catalog.h"
+#include "coord/lookup.h"
+#include "coord/ckpt.h"
+#include "coord/recovery.h"
 
 #include "base/log.h"
 #include "ctrl/codec.h"

@@ -19,7 +19,7 @@
  * outside the list is refused. Refusals (ZS_EPERM) name the role and the
  * call.
  */
-#include "coord/state.h"
+#include "coord/lookup.h"
 
 #include "base/log.h"
 #include "ctrl/methods.h"

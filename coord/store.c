@@ -8,7 +8,7 @@
  *
  * etcd keys: PREFIX/catalog/TABLE/KEY, the key's bytes as in LMDB.
  */
-#include "coord/state.h"
+#include "coord/catalog.h"
 
 #include "ctrl/etcd.h"
 
