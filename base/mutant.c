@@ -42,6 +42,10 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_SENDING_NOT_RESENT] = "sending-not-resent",
 	[ZS_MUT_SEEDED_SENDS_NOTHING] = "seeded-sends-nothing",
 	[ZS_MUT_SEED_WITHOUT_PREV] = "seed-without-prev",
+	[ZS_MUT_COMMIT_BEFORE_LAST] = "commit-before-last",
+	[ZS_MUT_DURABLE_TWICE] = "durable-twice",
+	[ZS_MUT_ANY_INCARNATION] = "any-incarnation",
+	[ZS_MUT_BAD_NOT_FALLEN_BACK] = "bad-not-fallen-back",
 };
 
 const char *zs_mutant_name(int k)

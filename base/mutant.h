@@ -50,6 +50,11 @@ enum zs_mutant_id {
 	ZS_MUT_PUSH_BEFORE_KNOWN, /* a step's push goes before the coordinator heard it begun */
 	/* model/hptables.c: hyperparameter tables */
 	ZS_MUT_SENDING_NOT_RESENT, /* the table being set at a failover not sent to the new server */
+	/* model/commit.c: a checkpoint's commit and a job's way back */
+	ZS_MUT_COMMIT_BEFORE_LAST, /* a checkpoint commits before its job's last server is durable */
+	ZS_MUT_DURABLE_TWICE,     /* a server's second durable report of a snapshot counted */
+	ZS_MUT_ANY_INCARNATION,   /* a rollback takes an earlier job's checkpoint of the name */
+	ZS_MUT_BAD_NOT_FALLEN_BACK, /* a restore that finds its records bad ends there */
 	ZS_MUT_COUNT
 };
 

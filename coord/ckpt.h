@@ -8,6 +8,7 @@
 #define ZS_COORD_CKPT_H
 
 #include "coord/state.h"
+#include "model/commit.h"
 
 /* ckpts.c */
 /* Whether checkpoint k was taken by job j as it is now: its name and its
@@ -15,7 +16,7 @@
  * another, and never sees, restores or rolls back to the earlier one's). */
 static inline bool coord_ckpt_of(const struct zs_checkpoint *k, const struct zs_job *j)
 {
-	return j && k->incarnation == j->incarnation && !strcmp(k->job, j->spec.name);
+	return j && zs_ck_of(k, j->spec.name, j->incarnation); /* model/commit.c */
 }
 
 /* Forgets checkpoint k of job j (NULL: a job gone): the catalog first

@@ -89,33 +89,6 @@ bool coord_holds(struct coord *c, const struct zs_job *j, uint64_t server_id)
 	return false;
 }
 
-/* Whether every server of ids (sorted) is in the sorted durable list: a
- * merge, linear in the two. */
-static bool all_durable(const uint64_t *ids, uint32_t n, const uint64_t *durable, uint32_t nd)
-{
-	uint32_t d = 0;
-
-	for (uint32_t i = 0; i < n; i++) {
-		while (d < nd && durable[d] < ids[i])
-			d++;
-		if (d == nd || durable[d] != ids[i])
-			return false;
-	}
-	return true;
-}
-
-/* Sorts a durable list read from a record written before they were kept
- * sorted (insertion sort: already sorted costs one pass). */
-static void sort_durable(uint64_t *v, uint32_t n)
-{
-	for (uint32_t i = 1; i < n; i++)
-		for (uint32_t k = i; k && v[k - 1] > v[k]; k--) {
-			uint64_t x = v[k];
-			v[k] = v[k - 1];
-			v[k - 1] = x;
-		}
-}
-
 void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
 {
 	struct coord *c = ctx;
@@ -142,7 +115,7 @@ void coord_h_server_tasks(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		bool done = false;
 		if (k->state != ZS_CKPT_PENDING || !coord_ckpt_of(k, j) || !coord_holds(c, j, sid))
 			continue;
-		sort_durable(k->durable, k->n_durable);
+		zs_ck_sort_durable(k->durable, k->n_durable);
 		done = coord_id_in(k->durable, k->n_durable, sid);
 		if (!done)
 			v[m++] = (struct zs_task){ZS_TASK_SNAPSHOT, "", k->id, k->step};
@@ -167,25 +140,6 @@ struct task_report {
 	char why[256];
 };
 
-/* k's durable servers with sid among them, in order (k's are sorted):
- * NULL when out of memory. */
-static uint64_t *durable_with(const struct zs_checkpoint *k, uint64_t sid)
-{
-	uint64_t *d = malloc((k->n_durable + 1) * sizeof *d);
-	uint32_t at = 0;
-
-	if (!d)
-		return NULL;
-	while (at < k->n_durable && k->durable[at] < sid)
-		at++;
-	if (at)
-		memcpy(d, k->durable, at * sizeof *d);
-	d[at] = sid;
-	if (k->n_durable > at)
-		memcpy(d + at + 1, k->durable + at, (k->n_durable - at) * sizeof *d);
-	return d;
-}
-
 /* A server's snapshot of pending checkpoint k of job j is durable, or
  * failed: recorded (committed once every server of the job has it), and
  * the call answered (caller holds c->mu). */
@@ -194,42 +148,52 @@ static void snapshot_done(struct coord *c, struct zs_rpc_call *call, struct zs_j
 {
 	struct zs_error e = {0};
 	struct zs_checkpoint nk;
-	const uint64_t *ids;
-	uint32_t n_ids;
+	const uint64_t *ids = NULL;
+	uint32_t n_ids = 0;
+	uint64_t *durable = NULL;
+	const bool ours = coord_ckpt_of(k, j);
+	enum zs_ck_take take;
 
-	if (!k || !coord_ckpt_of(k, j) || k->state != ZS_CKPT_PENDING)
+	if (ours && k->state == ZS_CKPT_PENDING &&
+	    (!coord_job_servers(c, j, &ids, &n_ids) ||
+	     !(durable = malloc((k->n_durable + 1) * sizeof *durable))))
+		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+	/* the durable list is kept sorted: each report costs a search, the
+	 * commit a merge with the job's servers, whatever their number
+	 * (ids[256] once committed a checkpoint of a job over more than 256
+	 * servers without the 257th) */
+	if (ours)
+		zs_ck_sort_durable(k->durable, k->n_durable);
+	take = zs_ck_snapshot_report(k, ours, ids, n_ids, r->sid, r->ok, durable);
+	if (take != ZS_CK_DURABLE && take != ZS_CK_COMMIT) {
+		free(durable);
+		durable = NULL;
+	}
+	switch (take) {
+	case ZS_CK_NOT_PENDING:
 		return zs_rpc_fail(call, ZS_ESTATE, "checkpoint %llu of job '%s' is not pending%s",
 				   (unsigned long long)r->t.id, r->t.job,
-				   k && !coord_ckpt_of(k, j) ? " (an earlier job's of the name)" : "");
-	if (!coord_job_servers(c, j, &ids, &n_ids))
-		return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
-	/* a server's second report of the same snapshot (it took the task
-	 * again from a listing fetched before its first report landed)
-	 * counts once: counted twice, a checkpoint committed with another
-	 * server's shards not durable (test_crash, under load); and only a
-	 * server holding the job's shards counts. The durable list is kept
-	 * sorted: each report costs a search, the commit a merge with the
-	 * job's servers, whatever their number (ids[256] once committed a
-	 * checkpoint of a job over more than 256 servers without the 257th) */
-	sort_durable(k->durable, k->n_durable);
-	if (r->ok && coord_id_in(k->durable, k->n_durable, r->sid))
+				   k && !ours ? " (an earlier job's of the name)" : "");
+	case ZS_CK_AGAIN: /* counted once (model/commit.c) */
 		return coord_reply_ckpt(call, k);
-	if (!coord_id_in(ids, n_ids, r->sid))
+	case ZS_CK_NOT_HOLDER:
 		return zs_rpc_fail(call, ZS_ESTATE,
 				   "server %llu holds no shard of job '%s': its snapshot does not count",
 				   (unsigned long long)r->sid, r->t.job);
+	default:
+		break;
+	}
 	nk = *k;
-	if (!r->ok) {
+	if (take == ZS_CK_FAILED) {
 		char who[ZS_ADDR_MAX + 32];
 		nk.state = ZS_CKPT_FAILED;
 		zs_fmt(nk.error, sizeof nk.error, "%s: %s",
 		       coord_server_name(c, r->sid, who, sizeof who), r->why);
 	} else {
-		if (!(nk.durable = durable_with(k, r->sid)))
-			return zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
+		nk.durable = durable;
 		nk.n_durable = k->n_durable + 1;
 		nk.bytes += r->bytes;
-		if (all_durable(ids, n_ids, nk.durable, nk.n_durable))
+		if (take == ZS_CK_COMMIT)
 			nk.state = ZS_CKPT_COMMITTED; /* every server durable */
 	}
 	/* fault injection for the crash tests: die before recording it */
@@ -274,8 +238,8 @@ static bool restore_over(struct coord *c, struct zs_job *j, const struct zs_chec
 		char who[ZS_ADDR_MAX + 32];
 		zs_fmt(j->restore_error, sizeof j->restore_error, "%s: %s",
 		       coord_server_name(c, r->sid, who, sizeof who), r->why);
-		bad = (r->code == ZS_EIO || r->code == ZS_ENOTFOUND) && r->t.id != ZS_CKPT_RESET &&
-		      k && k->state == ZS_CKPT_COMMITTED;
+		bad = zs_ck_restore_report(false, r->code, r->t.id,
+					   k && k->state == ZS_CKPT_COMMITTED, 0) == ZS_CKR_BAD;
 	} else if (r->t.id == ZS_CKPT_RESET) { /* from step 0, fresh */
 		j->restored_id = 0;
 		j->restored_step = 0;
@@ -418,13 +382,10 @@ enum zs_status coord_rollback(struct coord *c, struct zs_job *j, uint64_t lost_s
 		zs_info("job '%s': %s, during its rollback (which goes on)", j->spec.name, why);
 		return ZS_OK;
 	}
-	k = coord_latest_ckpt(c, j);
-	/* none of its own yet: the one an operator restored it from, by id,
-	 * an earlier job's of the name (its state started there) */
-	if (!k && j->restored_id && (k = coord_find_ckpt(c, j->spec.name, j->restored_id)) &&
-	    k->state != ZS_CKPT_COMMITTED)
-		k = NULL;
-	id = k ? k->id : ZS_CKPT_RESET;
+	/* the newest committed of its own; none yet: the one an operator
+	 * restored it from (model/commit.c) */
+	id = zs_ck_way_back(c->ck.list, c->ck.n, j->spec.name, j->incarnation, j->restored_id);
+	k = id == ZS_CKPT_RESET ? NULL : coord_find_ckpt(c, j->spec.name, id);
 	step = k ? k->step : 0;
 	coord_mark_restore(c, j, id);
 	zs_fmt(j->rollback_reason, sizeof j->rollback_reason, "%s", why);

@@ -473,11 +473,9 @@ out:
 
 struct zs_checkpoint *coord_latest_ckpt(struct coord *c, const struct zs_job *j)
 {
-	struct zs_checkpoint *k = NULL;
-	for (size_t i = 0; i < c->ck.n; i++)
-		if (coord_ckpt_of(&c->ck.list[i], j) && c->ck.list[i].state == ZS_CKPT_COMMITTED)
-			k = &c->ck.list[i];
-	return k;
+	uint64_t id = zs_ck_way_back(c->ck.list, c->ck.n, j->spec.name, j->incarnation, 0);
+
+	return id == ZS_CKPT_RESET ? NULL : coord_find_ckpt(c, j->spec.name, id);
 }
 
 void coord_fail_pending(struct coord *c, struct zs_job *j, const char *why)

@@ -259,7 +259,8 @@ const char *sim_fault_name(int k)
 {
 	static const char *const names[SF_COUNT] = {
 	    "pause", "pause-after-action", "kill", "cut-trainer", "cut-server", "slow-message",
-	    "server-restart", "coordinator-restart", "connection-reset", "failover"};
+	    "server-restart", "coordinator-restart", "connection-reset", "failover",
+	    "record-flipped", "job-recreated"};
 
 	return k >= 0 && k < SF_COUNT ? names[k] : "?";
 }

@@ -3,7 +3,9 @@
  * what it did. sim/liveness.c is the first world: the trainers' liveness
  * protocol (model/liveness.c, engine/conns.c) among a coordinator, servers
  * and trainers under faults; sim/step.c the second: a shard's open step
- * (engine/intake.c) under trainer deaths, redos and failovers.
+ * (engine/intake.c) under trainer deaths, redos and failovers; sim/ckpt.c
+ * the third: a checkpoint's commit and a job's way back (model/commit.c)
+ * under servers and coordinators killed and records flipped.
  */
 #ifndef ZS_SIM_WORLD_H
 #define ZS_SIM_WORLD_H
@@ -23,6 +25,8 @@ enum sim_fault {
 	SF_COORD_RESTART,
 	SF_RESET,        /* one trainer-server connection ended by the network */
 	SF_FAILOVER,     /* (the step world) a shard's primary lost, its copy promoted */
+	SF_FLIP,         /* (the checkpoint world) a record flipped on a server's disk */
+	SF_RECREATE,     /* (the checkpoint world) a job deleted and created again */
 	SF_COUNT
 };
 
@@ -36,6 +40,9 @@ struct sim_stats {
 	/* the step world: steps applied, pushes taken (again: in already),
 	 * replacements that redid a step */
 	uint64_t steps, pushes, again, redos, tables;
+	/* the checkpoint world: checkpoints taken, committed, rollbacks,
+	 * restores found bad and fallen back from */
+	uint64_t ckpts, commits, restores, fallbacks;
 };
 
 /* Runs the liveness world from seed. 0: every invariant held; 1: one did
@@ -44,7 +51,9 @@ struct sim_stats {
 int live_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 /* Runs the step world from seed (sim/step.c), as live_run. */
 int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
-/* Both worlds from seed: the liveness world, then (if it held) the step world. */
+/* Runs the checkpoint world from seed (sim/ckpt.c), as live_run. */
+int ckpt_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
+/* Every world from seed, each while the ones before held: liveness, step, checkpoint. */
 int sim_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 const char *sim_fault_name(int k);
 
