@@ -46,6 +46,10 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_DURABLE_TWICE] = "durable-twice",
 	[ZS_MUT_ANY_INCARNATION] = "any-incarnation",
 	[ZS_MUT_BAD_NOT_FALLEN_BACK] = "bad-not-fallen-back",
+	[ZS_MUT_SETTLED_UNCHECKED] = "settled-unchecked",
+	[ZS_MUT_NORM_COUNTED_TWICE] = "norm-counted-twice",
+	[ZS_MUT_KEPT_ANY_TIMELINE] = "kept-any-timeline",
+	[ZS_MUT_OLD_TIMELINE_COUNTED] = "old-timeline-counted",
 };
 
 const char *zs_mutant_name(int k)

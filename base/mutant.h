@@ -55,6 +55,11 @@ enum zs_mutant_id {
 	ZS_MUT_DURABLE_TWICE,     /* a server's second durable report of a snapshot counted */
 	ZS_MUT_ANY_INCARNATION,   /* a rollback takes an earlier job's checkpoint of the name */
 	ZS_MUT_BAD_NOT_FALLEN_BACK, /* a restore that finds its records bad ends there */
+	/* model/normx.c: clipping's norm exchange at the coordinator */
+	ZS_MUT_SETTLED_UNCHECKED, /* a step's total not checked against a settled server's */
+	ZS_MUT_NORM_COUNTED_TWICE, /* a shard's norm sent again added again */
+	ZS_MUT_KEPT_ANY_TIMELINE, /* a kept total of a rolled-back run answers this one's step */
+	ZS_MUT_OLD_TIMELINE_COUNTED, /* a report of a rolled-back run, late, opens the step's collection */
 	ZS_MUT_COUNT
 };
 

@@ -33,7 +33,11 @@ enum zs_status coord_add_ctask_on(struct coord *c, const char *job,
 enum zs_status coord_add_ctask(struct coord *c, const struct zs_job *j, enum zs_task_kind kind,
 				uint64_t id, uint64_t step)
 {
-	return coord_add_ctask_on(c, j->spec.name, &j->placement, kind, id, step);
+	enum zs_status st = coord_add_ctask_on(c, j->spec.name, &j->placement, kind, id, step);
+
+	if (!st && kind == ZS_TASK_RESTORE) /* its servers' norm reports say it from then on */
+		c->ck.tasks->t.timeline = j->timeline;
+	return st;
 }
 
 void coord_ctask_free(struct ctask *t)

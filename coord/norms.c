@@ -32,8 +32,7 @@
 static void norm_free(struct norm_coll *n)
 {
 	free(n->miss);
-	free(n->sumsq);
-	free(n->have);
+	zs_nx_free(&n->x);
 	free(n->waits);
 	free(n);
 }
@@ -60,12 +59,12 @@ static void norm_missing(const struct zs_job *j, const struct norm_coll *n, char
 		if (p->shards[i].copy)
 			continue;
 		g++; /* shard i is the (g - 1)th primary */
-		if (g <= n->n_shards && n->have[g - 1])
+		if (g <= n->x.n_shards && n->x.have[g - 1])
 			continue;
 		for (uint32_t q = 0, h = 0; q < i && !listed; q++) {
 			if (p->shards[q].copy)
 				continue;
-			listed = h < n->n_shards && !n->have[h] && p->shards[q].server_id == id;
+			listed = h < n->x.n_shards && !n->x.have[h] && p->shards[q].server_id == id;
 			h++;
 		}
 		if (!listed)
@@ -87,10 +86,8 @@ static void norm_remember(struct coord *c, const char *job, uint64_t timeline, u
 	if (!d)
 		return; /* a repeat then waits for its bound: not worse */
 	snprintf(d->job, sizeof d->job, "%s", job);
-	d->step = step;
-	d->timeline = timeline;
-	d->total = total;
-	d->n_shards = n_shards;
+	d->d = (struct zs_nx_done){.timeline = timeline, .step = step, .total = total,
+				   .n_shards = n_shards};
 	d->next = c->nx.done;
 	c->nx.done = d;
 	for (pp = &c->nx.done; *pp;) {
@@ -117,12 +114,11 @@ void coord_drop_norms_done(struct coord *c, const char *job)
 	}
 }
 
-/* Each reported shard's place among j's primaries into pos, everything
- * checked before anything changes: placed on the reporting server, a
- * finite norm, the same norm as a report of it already in nc. False after
- * failing the call. */
-static bool norm_places(const struct zs_job *j, const struct zs_norm_report *r,
-			const struct norm_coll *nc, uint32_t *pos, struct zs_rpc_call *call)
+/* Each reported shard's place among j's primaries into pos (and its norm
+ * into v), checked before anything changes: placed on the reporting
+ * server. False after failing the call. */
+static bool norm_places(const struct zs_job *j, const struct zs_norm_report *r, uint32_t *pos,
+			double *v, struct zs_rpc_call *call)
 {
 	for (uint32_t i = 0; i < r->n; i++) {
 		uint32_t k, g = 0; /* g: the shard's place among the primaries */
@@ -141,22 +137,35 @@ static bool norm_places(const struct zs_job *j, const struct zs_norm_report *r,
 				    (unsigned long long)r->server_id);
 			return false;
 		}
-		if (!(r->norms[i].sumsq >= 0.0) || r->norms[i].sumsq == INFINITY) {
-			zs_rpc_fail(call, ZS_EINVAL, "the norm of unit %u shard %u is not finite",
-				    r->norms[i].unit, r->norms[i].index);
-			return false;
-		}
-		/* the same report again (its server's call met a broken
-		 * connection and was sent again): it waits with the first */
-		if (nc && nc->have[g] && nc->sumsq[g] != r->norms[i].sumsq) {
-			zs_rpc_fail(call, ZS_EEXIST,
-				    "unit %u shard %u of step %llu was reported already, with another norm",
-				    r->norms[i].unit, r->norms[i].index, (unsigned long long)r->step);
-			return false;
-		}
 		pos[i] = g;
+		v[i] = r->norms[i].sumsq;
 	}
 	return true;
+}
+
+/* The kept total of r's step of j's timeline (model/normx.c), or NULL. */
+static const struct zs_nx_done *norm_kept(struct coord *c, const struct zs_job *j,
+					  const struct zs_norm_report *r)
+{
+	const struct zs_nx_done *k = NULL;
+
+	for (struct norm_done *d = c->nx.done; d && !k; d = d->next)
+		if (!strcmp(d->job, r->job))
+			k = zs_nx_kept(&d->d, 1, j->timeline, r->step);
+	return k;
+}
+
+/* Fails call with why a report was refused (v: its verdict). */
+static void norm_refuse(struct zs_rpc_call *call, const struct zs_norm_report *r,
+			enum zs_nx_verdict v)
+{
+	if (v == ZS_NX_NOT_FINITE)
+		zs_rpc_fail(call, ZS_EINVAL, "job '%s' step %llu: a norm of server %llu is not finite",
+			    r->job, (unsigned long long)r->step, (unsigned long long)r->server_id);
+	else /* ZS_NX_OTHER_NORM */
+		zs_rpc_fail(call, ZS_EEXIST,
+			    "job '%s' step %llu: a shard of server %llu was reported already, with another norm",
+			    r->job, (unsigned long long)r->step, (unsigned long long)r->server_id);
 }
 
 /* Answers the call from the totals kept when r's step of j's timeline went
@@ -164,40 +173,32 @@ static bool norm_places(const struct zs_job *j, const struct zs_norm_report *r,
 static bool norm_answer_kept(struct coord *c, const struct zs_job *j,
 			     const struct zs_norm_report *r, struct zs_rpc_call *call)
 {
-	for (struct norm_done *d = c->nx.done; d; d = d->next) {
-		struct zs_buf b;
-		/* a step of an earlier timeline is not this one */
-		if (strcmp(d->job, r->job) || d->step != r->step || d->timeline != j->timeline)
-			continue;
-		if (zs_enc_norm_reply(d->total, d->n_shards, &b))
-			zs_rpc_fail(call, ZS_ENOMEM, "cannot encode the norm reply");
-		else
-			zs_rpc_reply(call, b.data, b.len);
-		zs_buf_release(&b);
-		return true;
-	}
-	return false;
+	/* a step of an earlier timeline is not this one */
+	const struct zs_nx_done *d = norm_kept(c, j, r);
+	struct zs_buf b;
+
+	if (!d)
+		return false;
+	if (zs_enc_norm_reply(d->total, d->n_shards, &b))
+		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode the norm reply");
+	else
+		zs_rpc_reply(call, b.data, b.len);
+	zs_buf_release(&b);
+	return true;
 }
 
 /* A new collection of r's step, first in c's list; NULL when out of memory. */
 static struct norm_coll *norm_coll_new(struct coord *c, const struct zs_job *j,
 				       const struct zs_norm_report *r)
 {
-	uint32_t groups = zs_placement_groups(&j->placement);
 	struct norm_coll *nc = calloc(1, sizeof *nc);
 
-	if (nc) {
-		nc->sumsq = calloc(groups ? groups : 1, sizeof *nc->sumsq);
-		nc->have = calloc(groups ? groups : 1, sizeof *nc->have);
-	}
-	if (!nc || !nc->sumsq || !nc->have) {
-		if (nc)
-			norm_free(nc);
+	if (!nc || zs_nx_init(&nc->x, zs_placement_groups(&j->placement))) {
+		free(nc);
 		return NULL;
 	}
 	snprintf(nc->job, sizeof nc->job, "%s", r->job);
 	nc->step = r->step;
-	nc->n_shards = groups;
 	nc->started_ms = zs_now_ms();
 	nc->next = c->nx.colls;
 	c->nx.colls = nc;
@@ -226,31 +227,27 @@ static bool norm_forget(struct norm_coll *nc, const struct zs_buf *b)
 	return true;
 }
 
-/* Every shard of nc (linked at *pp) is in: the total, summed in placement
- * order, answers every call that waits, and is kept for those asking again.
- * A server that applied the step already (a settled report) must have been
- * answered the same total, or no one is. */
+/* Every shard of nc (linked at *pp) is in (v: ZS_NX_COMPLETE with the
+ * total, summed in placement order, or ZS_NX_DIVERGED: a server that
+ * applied the step already was answered another): the total answers every
+ * call that waits, and is kept for those asking again; or no one is. */
 static void norm_complete(struct coord *c, const struct zs_job *j, struct norm_coll *nc,
-			  struct norm_coll **pp)
+			  struct norm_coll **pp, enum zs_nx_verdict v, double total)
 {
-	double total = 0.0;
 	struct zs_buf b;
 
-	for (uint32_t k = 0; k < nc->n_shards; k++)
-		if (nc->have[k])
-			total += nc->sumsq[k];
 	*pp = nc->next;
-	if (nc->settled && total != nc->settled_total) {
+	if (v == ZS_NX_DIVERGED) {
 		char why[ZS_ERRMSG_MAX];
 		zs_fmt(why, sizeof why,
 		       "job '%s' step %llu: the shards' norms sum to %a, but server %llu applied the step with %a, answered before: the step would not be clipped alike on every server",
 		       nc->job, (unsigned long long)nc->step, total,
-		       (unsigned long long)nc->settled_by, nc->settled_total);
+		       (unsigned long long)nc->x.settled_by, nc->x.settled_total);
 		zs_error("%s", why);
 		coord_norm_fail(nc, ZS_EINTERNAL, why);
 		return;
 	}
-	if (zs_enc_norm_reply(total, nc->n_shards, &b)) {
+	if (zs_enc_norm_reply(total, nc->x.n_shards, &b)) {
 		coord_norm_fail(nc, ZS_ENOMEM, "cannot encode the norm reply");
 		return;
 	}
@@ -261,88 +258,78 @@ static void norm_complete(struct coord *c, const struct zs_job *j, struct norm_c
 	for (size_t i = 0; i < nc->n_waits; i++)
 		zs_rpc_reply(nc->waits[i].call, b.data, b.len);
 	zs_buf_release(&b);
-	norm_remember(c, nc->job, j->timeline, nc->step, total, nc->n_shards);
+	norm_remember(c, nc->job, j->timeline, nc->step, total, nc->x.n_shards);
 	zs_debug("job '%s' step %llu: gradient norm %g (sumsq %a) over %u shards", nc->job,
-		 (unsigned long long)nc->step, sqrt(total), total, nc->n_shards);
+		 (unsigned long long)nc->step, sqrt(total), total, nc->x.n_shards);
 	norm_free(nc);
-}
-
-/* Counts r's norms (their places in pos) into nc, once each. */
-static void norm_count(struct norm_coll *nc, const struct zs_norm_report *r, const uint32_t *pos)
-{
-	for (uint32_t i = 0; i < r->n; i++) {
-		if (nc->have[pos[i]])
-			continue; /* sent again: counted once */
-		nc->sumsq[pos[i]] = r->norms[i].sumsq;
-		nc->have[pos[i]] = true;
-		nc->n_have++;
-	}
 }
 
 /*
  * A settled report: its server applied the step with r->settled_total,
  * answered by a coordinator that then died before it answered the others
  * (which sent theirs here again). Answered at once: nothing opens for it
- * nor waits; its norms join the open collection nc (linked at *pp), whose
- * total must then be the same. Of another timeline (the job rolled back
- * since the want): refused.
+ * nor waits; its norms (pos, v) join the open collection nc (linked at
+ * *pp), whose total must then be the same. Of another timeline (the job
+ * rolled back since the want): refused (model/normx.c decides).
  */
 static void norm_settled(struct coord *c, const struct zs_job *j, const struct zs_norm_report *r,
-			 const uint32_t *pos, struct norm_coll *nc, struct norm_coll **pp,
-			 struct zs_rpc_call *call)
+			 const uint32_t *pos, const double *v, struct norm_coll *nc,
+			 struct norm_coll **pp, struct zs_rpc_call *call)
 {
+	const struct zs_nx_done *kept = nc ? NULL : norm_kept(c, j, r);
+	const bool had = nc && nc->x.settled;
+	const double before = had ? nc->x.settled_total : 0.0;
+	double total = 0.0;
 	struct zs_buf b;
+	enum zs_nx_verdict vd = zs_nx_settled(nc ? &nc->x : NULL, kept, j->timeline, r->timeline,
+					      r->server_id, r->settled_total, pos, v, r->n, &total);
 
-	if (r->timeline != j->timeline) {
-		zs_rpc_fail(call, ZS_ESTATE,
-			    "job '%s' is on timeline %llu, not %llu: step %llu's settled norms are of a rolled-back run",
-			    r->job, (unsigned long long)j->timeline, (unsigned long long)r->timeline,
-			    (unsigned long long)r->step);
-		return;
-	}
-	for (struct norm_done *d = c->nx.done; d && !nc; d = d->next) {
-		if (strcmp(d->job, r->job) || d->step != r->step || d->timeline != j->timeline)
-			continue;
-		if (d->total != r->settled_total) { /* the servers' updates differ */
+	switch (vd) {
+	case ZS_NX_OLD_TIMELINE:
+		return zs_rpc_fail(call, ZS_ESTATE,
+				   "job '%s' is on timeline %llu, not %llu: step %llu's settled norms are of a rolled-back run",
+				   r->job, (unsigned long long)j->timeline,
+				   (unsigned long long)r->timeline, (unsigned long long)r->step);
+	case ZS_NX_NOT_FINITE:
+	case ZS_NX_OTHER_NORM:
+		return norm_refuse(call, r, vd);
+	case ZS_NX_DIVERGED:
+		if (!nc) { /* the servers' updates differ */
 			zs_error("job '%s' step %llu: server %llu applied the step with total %a, the others with %a",
 				 r->job, (unsigned long long)r->step,
-				 (unsigned long long)r->server_id, r->settled_total, d->total);
-			zs_rpc_fail(call, ZS_EINTERNAL,
-				    "step %llu's total was %a here, not %a: the servers clipped it differently",
-				    (unsigned long long)r->step, d->total, r->settled_total);
-			return;
+				 (unsigned long long)r->server_id, r->settled_total, kept->total);
+			return zs_rpc_fail(call, ZS_EINTERNAL,
+					   "step %llu's total was %a here, not %a: the servers clipped it differently",
+					   (unsigned long long)r->step, kept->total, r->settled_total);
 		}
+		if (had && before != r->settled_total) {
+			*pp = nc->next;
+			zs_error("job '%s' step %llu: servers %llu and %llu applied the step with totals %a and %a",
+				 r->job, (unsigned long long)r->step,
+				 (unsigned long long)nc->x.settled_by, (unsigned long long)r->server_id,
+				 before, r->settled_total);
+			zs_rpc_fail(call, ZS_EINTERNAL,
+				    "another server applied step %llu with another total",
+				    (unsigned long long)r->step);
+			return coord_norm_fail(nc, ZS_EINTERNAL,
+					       "the servers applied the step with different gradient norms");
+		}
+		break; /* it joined, and the total differs: answered, then failed below */
+	default:
 		break;
-	}
-	if (nc && nc->settled && nc->settled_total != r->settled_total) {
-		*pp = nc->next;
-		zs_error("job '%s' step %llu: servers %llu and %llu applied the step with totals %a and %a",
-			 r->job, (unsigned long long)r->step, (unsigned long long)nc->settled_by,
-			 (unsigned long long)r->server_id, nc->settled_total, r->settled_total);
-		zs_rpc_fail(call, ZS_EINTERNAL, "another server applied step %llu with another total",
-			    (unsigned long long)r->step);
-		coord_norm_fail(nc, ZS_EINTERNAL,
-				"the servers applied the step with different gradient norms");
-		return;
 	}
 	if (nc)
 		zs_info("job '%s' step %llu: server %llu applied the step already (with total %a, answered before this coordinator led or after it forgot): its norms join the exchange",
 			r->job, (unsigned long long)r->step, (unsigned long long)r->server_id,
 			r->settled_total);
-	if (zs_enc_norm_reply(r->settled_total, nc ? nc->n_shards : 0, &b)) {
+	if (zs_enc_norm_reply(r->settled_total, nc ? nc->x.n_shards : 0, &b)) {
 		zs_rpc_fail(call, ZS_ENOMEM, "cannot encode the norm reply");
-		return;
+	} else {
+		zs_rpc_reply(call, b.data, b.len);
+		zs_buf_release(&b);
 	}
-	zs_rpc_reply(call, b.data, b.len);
-	zs_buf_release(&b);
-	if (!nc)
-		return; /* nothing waits for it (any more) */
-	nc->settled = true;
-	nc->settled_total = r->settled_total;
-	nc->settled_by = r->server_id;
-	norm_count(nc, r, pos);
-	if (nc->n_have == nc->n_shards)
-		norm_complete(c, j, nc, pp);
+	if (vd == ZS_NX_COMPLETE || vd == ZS_NX_DIVERGED)
+		norm_complete(c, j, nc, pp, vd, total);
 }
 
 void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)
@@ -354,6 +341,8 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 	struct norm_coll *nc, **pp;
 	struct norm_wait *g;
 	uint32_t *pos = NULL;
+	double *v = NULL, total = 0.0;
+	enum zs_nx_verdict vd;
 
 	if (zs_dec_norm_report(p, n, &r, &e))
 		return coord_reply_err(call, &e);
@@ -366,7 +355,8 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		goto out;
 	}
 	pos = malloc((r.n ? r.n : 1) * sizeof *pos);
-	if (!pos) {
+	v = malloc((r.n ? r.n : 1) * sizeof *v);
+	if (!pos || !v) {
 		zs_rpc_fail(call, ZS_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -374,14 +364,23 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		if (!strcmp((*pp)->job, r.job) && (*pp)->step == r.step)
 			break;
 	nc = *pp;
-	if (!norm_places(j, &r, nc, pos, call))
+	if (!norm_places(j, &r, pos, v, call))
 		goto out;
 	for (uint32_t i = 0; i < r.n; i++)
 		zs_debug("job '%s' step %llu: server %llu reports unit %u shard %u: sumsq %a", r.job,
 			 (unsigned long long)r.step, (unsigned long long)r.server_id, r.norms[i].unit,
 			 r.norms[i].index, r.norms[i].sumsq);
 	if (r.settled) {
-		norm_settled(c, j, &r, pos, nc, pp, call);
+		norm_settled(c, j, &r, pos, v, nc, pp, call);
+		goto out;
+	}
+	if (!zs_nx_timeline_ok(r.timeline, j->timeline)) {
+		/* sent before the job rolled back, landing after: its norms
+		 * are not the re-run's (model/normx.c) */
+		zs_rpc_fail(call, ZS_ESTATE,
+			    "job '%s' is on timeline %llu: step %llu's norms of timeline %llu are of a rolled-back run",
+			    r.job, (unsigned long long)j->timeline, (unsigned long long)r.step,
+			    (unsigned long long)r.timeline);
 		goto out;
 	}
 	if (norm_answer_kept(c, j, &r, call))
@@ -404,13 +403,22 @@ void coord_h_report_norm(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 		goto out;
 	}
 	nc->waits = g;
+	vd = zs_nx_report(&nc->x, pos, v, r.n, &total);
+	if (vd == ZS_NX_NOT_FINITE || vd == ZS_NX_OTHER_NORM) {
+		norm_refuse(call, &r, vd); /* nothing counted: it does not wait */
+		if (!nc->n_waits) { /* opened for it alone: gone again */
+			*pp = nc->next;
+			norm_free(nc);
+		}
+		goto out;
+	}
 	g[nc->n_waits++] = (struct norm_wait){call, r.server_id};
-	norm_count(nc, &r, pos);
-	if (nc->n_have == nc->n_shards)
-		norm_complete(c, j, nc, pp);
+	if (vd == ZS_NX_COMPLETE || vd == ZS_NX_DIVERGED)
+		norm_complete(c, j, nc, pp, vd, total);
 out:
 	pthread_mutex_unlock(&c->mu);
 	free(pos);
+	free(v);
 	free(r.norms);
 }
 
@@ -428,22 +436,22 @@ static bool norm_waits_for(const struct zs_job *j, struct norm_coll *n, uint64_t
 {
 	const struct zs_placement *p = &j->placement;
 
-	if (!n->miss || n->miss_have != n->n_have || n->miss_epoch != p->epoch) {
-		uint64_t *m = realloc(n->miss, (n->n_shards ? n->n_shards : 1) * sizeof *m);
+	if (!n->miss || n->miss_have != n->x.n_have || n->miss_epoch != p->epoch) {
+		uint64_t *m = realloc(n->miss, (n->x.n_shards ? n->x.n_shards : 1) * sizeof *m);
 		uint32_t k = 0;
 		if (!m)
 			return false;
 		n->miss = m;
-		for (uint32_t i = 0, g = 0; i < p->n_shards && g < n->n_shards; i++) {
+		for (uint32_t i = 0, g = 0; i < p->n_shards && g < n->x.n_shards; i++) {
 			if (p->shards[i].copy)
 				continue;
-			if (!n->have[g])
+			if (!n->x.have[g])
 				m[k++] = p->shards[i].server_id;
 			g++;
 		}
 		qsort(m, k, sizeof *m, cmp_u64);
 		n->n_miss = k;
-		n->miss_have = n->n_have;
+		n->miss_have = n->x.n_have;
 		n->miss_epoch = p->epoch;
 	}
 	return bsearch(&id, n->miss, n->n_miss, sizeof id, cmp_u64) != NULL;

@@ -32,6 +32,7 @@
 #include "base/log.h"
 #include "ctrl/methods.h"
 #include "model/model.h"
+#include "model/normx.h"
 #include "model/placement.h"
 #include "ctrl/rpc.h"
 #include "base/util.h"
@@ -73,18 +74,13 @@ struct norm_coll {
 	uint64_t step;
 	int64_t started_ms;
 	int64_t serving_since_ms; /* the start, or the takeover with etcd */
-	uint32_t n_shards, n_have; /* primaries (a replica reports no norm) */
-	double *sumsq; /* by the shard's place among the placement's primaries */
-	bool *have;
+	/* the norms by the shard's place among the placement's primaries (a
+	 * replica reports none), and a settled report's total: model/normx.c */
+	struct zs_nx x;
 	struct norm_wait *waits;
 	size_t n_waits;
-	/* a server's settled report joined: the total it applied already
-	 * (sent by a coordinator that died before it answered the others) */
-	bool settled;
-	double settled_total;
-	uint64_t settled_by;
 	/* the servers owning shards not in, sorted (NULL: not listed yet), as
-	 * of n_have == miss_have and placement epoch miss_epoch (the
+	 * of x.n_have == miss_have and placement epoch miss_epoch (the
 	 * heartbeats' wants look them up; listed again as reports come or the
 	 * placement changes) */
 	uint64_t *miss;
@@ -96,9 +92,7 @@ struct norm_coll {
 /* A step's total, kept after it went out (norms.c). */
 struct norm_done {
 	char job[ZS_JOB_NAME_MAX];
-	uint64_t timeline, step;
-	double total;
-	uint32_t n_shards;
+	struct zs_nx_done d;
 	struct norm_done *next;
 };
 

@@ -416,6 +416,7 @@ static Zshard__ServerTask *task_pb(struct arena *a, const struct zs_task *t)
 	p->job = (char *)t->job;
 	p->id = t->id;
 	p->step = t->step;
+	p->timeline = t->timeline;
 	return p;
 }
 
@@ -428,6 +429,7 @@ static enum zs_status task_from(const Zshard__ServerTask *p, struct zs_task *t,
 	t->kind = (enum zs_task_kind)p->kind;
 	t->id = p->id;
 	t->step = p->step;
+	t->timeline = p->timeline;
 	return pb_cpy(t->job, sizeof t->job, p->job, "job name", err);
 }
 

@@ -128,7 +128,8 @@ static void clip_and_apply(struct engine *e, struct ejob *j, uint64_t t, struct 
 		for (uint32_t i = 0; i < n; i++)
 			nv[i] = (struct zs_shard_norm){set[i]->sh.unit, set[i]->sh.index,
 						       set[i]->clip.sumsq};
-		st = e->norm.fn(e->norm.ctx, j->name, t, nv, n, &total, &err);
+		st = e->norm.fn(e->norm.ctx, j->name, atomic_load(&j->timeline), t, nv, n, &total,
+				&err);
 	}
 	eng_hp_steps(j, t, t + 1, NULL, &clip);
 	coef = st ? 1.0f : zs_clip_coef(total, clip);

@@ -71,9 +71,9 @@ enum zs_status engine_create(unsigned nthreads, uint32_t step_timeout_ms,
  * returns the job's total sum of squares. Called without locks from the
  * thread that completed the server's last shard; may block (bounded).
  */
-typedef enum zs_status (*engine_norm_fn)(void *ctx, const char *job, uint64_t step,
-					 const struct zs_shard_norm *norms, uint32_t n,
-					 double *total, struct zs_error *err);
+typedef enum zs_status (*engine_norm_fn)(void *ctx, const char *job, uint64_t timeline,
+					 uint64_t step, const struct zs_shard_norm *norms,
+					 uint32_t n, double *total, struct zs_error *err);
 /* Without one, jobs that clip are refused. Set before adding jobs. */
 void engine_set_norm_exchange(struct engine *e, engine_norm_fn fn, void *ctx);
 /*
@@ -228,6 +228,12 @@ typedef enum zs_status (*engine_loader)(void *ctx, const struct engine_snap *wan
  */
 enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
 			      void *ctx, bool rollback, uint64_t *step, struct zs_error *err);
+/*
+ * Job's timeline from now on, as a restore task says it (it only grows):
+ * the norm exchange says it (engine_norm_fn's timeline), so that the
+ * coordinator refuses a report of an ended timeline still on its way.
+ */
+void engine_set_timeline(struct engine *e, const char *job, uint64_t timeline);
 
 /*
  * Captures every shard of job as it is now, if the job is between steps:

@@ -63,6 +63,24 @@ struct ejob *eng_job_or_fail(struct engine *e, uint32_t h, struct zs_error *err)
 	return j;
 }
 
+void eng_timeline_raise(struct ejob *j, uint64_t timeline)
+{
+	uint_fast64_t at = atomic_load(&j->timeline);
+
+	while (at < timeline && !atomic_compare_exchange_weak(&j->timeline, &at, timeline))
+		;
+}
+
+void engine_set_timeline(struct engine *e, const char *job, uint64_t timeline)
+{
+	struct ejob *j = eng_job_by_name(e, job);
+
+	if (j) {
+		eng_timeline_raise(j, timeline);
+		eng_job_unref(e, j);
+	}
+}
+
 const char *eng_unit_name(struct ejob *j, uint32_t u)
 {
 	return u < j->spec.layout.n_units ? j->spec.layout.units[u].name : "?";

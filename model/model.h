@@ -377,6 +377,7 @@ struct zs_task {
 	enum zs_task_kind kind;
 	char job[ZS_JOB_NAME_MAX];
 	uint64_t id, step;
+	uint64_t timeline; /* a restore's: the job's timeline from it on (0: not said) */
 };
 
 /* A server's claim, at its first registration, that it brought back a

@@ -112,8 +112,8 @@ void srvd_live_load(struct srvd *d);
 bool srvd_stale(void *ctx, const char *job, uint64_t epoch);
 enum zs_status srvd_peer_addr(void *ctx, uint64_t id, char *addr, size_t len,
 			      struct zs_error *err);
-enum zs_status srvd_exchange_norms(void *ctx, const char *job, uint64_t step,
-				     const struct zs_shard_norm *norms, uint32_t n,
+enum zs_status srvd_exchange_norms(void *ctx, const char *job, uint64_t timeline,
+				     uint64_t step, const struct zs_shard_norm *norms, uint32_t n,
 				     double *total, struct zs_error *err);
 uint64_t srvd_load_id(struct srvd *d);
 /*

@@ -67,13 +67,13 @@ static void h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size
 }
 
 /* The engine's norm exchange: the coordinator sums every server's norms. */
-enum zs_status srvd_exchange_norms(void *ctx, const char *job, uint64_t step,
-				     const struct zs_shard_norm *norms, uint32_t n,
+enum zs_status srvd_exchange_norms(void *ctx, const char *job, uint64_t timeline,
+				     uint64_t step, const struct zs_shard_norm *norms, uint32_t n,
 				     double *total, struct zs_error *err)
 {
 	struct srvd *d = ctx;
 	struct zs_norm_report r = {.step = step, .server_id = d->me.id, .n = n,
-				   .norms = (struct zs_shard_norm *)norms};
+				   .norms = (struct zs_shard_norm *)norms, .timeline = timeline};
 
 	snprintf(r.job, sizeof r.job, "%s", job);
 	return zs_coord_report_norm(d->coord, &r, (int)d->step_timeout_ms, total, err);

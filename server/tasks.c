@@ -202,6 +202,10 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t)
 	default:
 		st = zs_fail(&err, ZS_EINVAL, "unknown task kind %d", (int)t->kind);
 	}
+	/* restored: the old timeline's work is discarded; its norm reports
+	 * still on their way are refused from now on (coord/norms.c) */
+	if (!st && t->kind == ZS_TASK_RESTORE && t->timeline)
+		engine_set_timeline(d->engine, t->job, t->timeline);
 	srvd_task_finish(d, t, st, st ? err.msg : NULL, 0);
 }
 

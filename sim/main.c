@@ -30,6 +30,8 @@ int sim_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t
 		rc = step_run(seed, tracing, st, why, why_n);
 	if (!rc)
 		rc = ckpt_run(seed, tracing, st, why, why_n);
+	if (!rc)
+		rc = norms_run(seed, tracing, st, why, why_n);
 	st->seeds++;
 	if (rc)
 		st->failed++;
@@ -62,6 +64,11 @@ static void summary(const char *what, const struct sim_stats *st, double took)
 	printf("sim %s, the checkpoint world: %" PRIu64 " checkpoints taken, %" PRIu64
 	       " committed, %" PRIu64 " rollbacks, %" PRIu64 " restores found bad and fallen back from\n",
 	       what, st->ckpts, st->commits, st->restores, st->fallbacks);
+	printf("sim %s, the norm world: %" PRIu64 " steps clipped alike everywhere, %" PRIu64
+	       " settled reports, %" PRIu64 " exchanges failed (a diverged copy's), %" PRIu64
+	       " rollbacks; %" PRIu64 " exchanges failed by the bound (a server answered, then lost, before a new coordinator collected)\n",
+	       what, st->clipped, st->settled_reports, st->exchange_fails, st->norm_rollbacks,
+	       st->norm_gaps);
 }
 
 /* Seeds from..from+n-1 (or until budget seconds pass): the failing ones

@@ -5,7 +5,9 @@
  * and trainers under faults; sim/step.c the second: a shard's open step
  * (engine/intake.c) under trainer deaths, redos and failovers; sim/ckpt.c
  * the third: a checkpoint's commit and a job's way back (model/commit.c)
- * under servers and coordinators killed and records flipped.
+ * under servers and coordinators killed and records flipped; sim/norms.c
+ * the fourth: clipping's norm exchange (model/normx.c) under coordinators
+ * killed between their answers, failovers and rollbacks.
  */
 #ifndef ZS_SIM_WORLD_H
 #define ZS_SIM_WORLD_H
@@ -43,6 +45,10 @@ struct sim_stats {
 	/* the checkpoint world: checkpoints taken, committed, rollbacks,
 	 * restores found bad and fallen back from */
 	uint64_t ckpts, commits, restores, fallbacks;
+	/* the norm world: steps clipped alike everywhere, settled reports,
+	 * exchanges failed (a diverged copy's), rollbacks */
+	uint64_t clipped, settled_reports, exchange_fails, norm_rollbacks;
+	uint64_t norm_gaps; /* exchanges failed by the bound: a known double fault */
 };
 
 /* Runs the liveness world from seed. 0: every invariant held; 1: one did
@@ -53,6 +59,8 @@ int live_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 /* Runs the checkpoint world from seed (sim/ckpt.c), as live_run. */
 int ckpt_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
+/* Runs the norm world from seed (sim/norms.c), as live_run. */
+int norms_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 /* Every world from seed, each while the ones before held: liveness, step, checkpoint. */
 int sim_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 const char *sim_fault_name(int k);

@@ -7,7 +7,8 @@
  * for a shard already in is refused. And a report sent again settled (the
  * server was answered by a coordinator that died before answering the
  * others): asked for by the heartbeat, counted, checked against the total,
- * refused from another timeline. A real coordinator; the servers are
+ * refused from another timeline; and a report of a rolled-back run,
+ * landing late, refused. A real coordinator; the servers are
  * registered by the test, which reports for them.
  */
 #include <pthread.h>
@@ -273,12 +274,41 @@ static void test_settled_report(void **st)
 	assert_int_equal(zs_coord_report_norm(C.c, &q, 5000, &total, &err), ZS_EAGAIN);
 }
 
+/* A report of a rolled-back run (sent before the job rolled back, landing
+ * after) is refused and opens nothing; one of the job's timeline, or of a
+ * server that does not say (0), counts. */
+static void test_report_of_an_ended_timeline(void **st)
+{
+	struct report a, old, b;
+	struct zs_error err = {0};
+	double total;
+	(void)st;
+
+	make(&old, 0, 30, 0.25);
+	old.r.timeline = C.job.timeline + 7;
+	assert_int_equal(zs_coord_report_norm(C.c, &old.r, 5000, &total, &err), ZS_ESTATE);
+	assert_non_null(strstr(err.msg, "rolled-back run"));
+	struct zs_norm_report q = {.step = 30};
+	snprintf(q.job, sizeof q.job, "clipped");
+	assert_int_equal(zs_coord_report_norm(C.c, &q, 5000, &total, &err), ZS_EAGAIN);
+	/* the run's own reports: the one refused left nothing to disagree with */
+	first_waits(&a, 30); /* timeline 0: not said */
+	make(&b, 1, 30, 0);
+	b.r.timeline = C.job.timeline;
+	send_report(&b);
+	pthread_join(a.t, NULL);
+	assert_int_equal(b.st, ZS_OK);
+	assert_int_equal(a.st, ZS_OK);
+	assert_true(a.total == expected() && b.total == expected());
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_report_sent_again),
 		cmocka_unit_test(test_another_norm_is_refused),
 		cmocka_unit_test(test_settled_report),
+		cmocka_unit_test(test_report_of_an_ended_timeline),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

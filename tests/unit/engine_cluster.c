@@ -50,12 +50,13 @@ const char *job_token = "", *job_reader_token = "";
 uint32_t job_reader_pins, job_reader_idle_ms;
 char tier_dir[64];
 
-static enum zs_status exchange(void *ctx, const char *job, uint64_t step,
+static enum zs_status exchange(void *ctx, const char *job, uint64_t timeline, uint64_t step,
 			       const struct zs_shard_norm *norms, uint32_t n,
 			       double *total, struct zs_error *err)
 {
 	struct exchange *x = ctx;
 	(void)job;
+	(void)timeline;
 	(void)err;
 	pthread_mutex_lock(&x->mu);
 	for (uint32_t i = 0; i < n; i++)
