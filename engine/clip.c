@@ -44,15 +44,8 @@ struct ctask {
 static struct zs_shard_norm *answered_keep(struct ejob *j, uint64_t gen, uint64_t t, double total,
 					   struct zs_shard_norm *nv, uint32_t n)
 {
-	struct eng_answered *a;
-
 	pthread_mutex_lock(&j->cmu);
-	if (j->answered.gen == gen) {
-		a = &j->answered.ring[j->answered.next++ % EJOB_ANSWERED_KEEP];
-		free(a->nv);
-		*a = (struct eng_answered){t, total, n, nv};
-		nv = NULL;
-	}
+	nv = eng_ans_keep(&j->answered, gen, t, total, nv, n); /* engine/answered.c */
 	pthread_mutex_unlock(&j->cmu);
 	return nv;
 }
@@ -60,11 +53,7 @@ static struct zs_shard_norm *answered_keep(struct ejob *j, uint64_t gen, uint64_
 void eng_clip_forget(struct ejob *j)
 {
 	pthread_mutex_lock(&j->cmu);
-	for (unsigned i = 0; i < EJOB_ANSWERED_KEEP; i++) {
-		free(j->answered.ring[i].nv);
-		j->answered.ring[i] = (struct eng_answered){0};
-	}
-	j->answered.gen++;
+	eng_ans_forget(&j->answered);
 	pthread_mutex_unlock(&j->cmu);
 }
 
@@ -72,32 +61,14 @@ enum zs_status engine_norms_answered(struct engine *e, const char *job, uint64_t
 				     struct zs_shard_norm **norms, uint32_t *n, double *total)
 {
 	struct ejob *j = eng_job_by_name(e, job);
-	enum zs_status st = ZS_ENOTFOUND;
-	uint32_t have = 0;
+	enum zs_status st;
 
 	*norms = NULL;
 	*n = 0;
 	if (!j)
-		return st;
+		return ZS_ENOTFOUND;
 	pthread_mutex_lock(&j->cmu);
-	/* a step's primaries here may have gone in more than one exchange
-	 * (a copy promoted during it reports on its own): all of them */
-	for (unsigned i = 0; i < EJOB_ANSWERED_KEEP; i++)
-		if (j->answered.ring[i].nv && j->answered.ring[i].step == step)
-			have += j->answered.ring[i].n;
-	if (have && (*norms = malloc(have * sizeof **norms))) {
-		for (unsigned i = 0; i < EJOB_ANSWERED_KEEP; i++) {
-			const struct eng_answered *a = &j->answered.ring[i];
-			if (!a->nv || a->step != step)
-				continue;
-			memcpy(*norms + *n, a->nv, a->n * sizeof **norms);
-			*n += a->n;
-			*total = a->total;
-		}
-		st = ZS_OK;
-	} else if (have) {
-		st = ZS_ENOMEM;
-	}
+	st = eng_ans_of(&j->answered, step, norms, n, total);
 	pthread_mutex_unlock(&j->cmu);
 	eng_job_unref(e, j);
 	return st;

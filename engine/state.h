@@ -36,6 +36,7 @@
 #include "math/optim.h"
 #include "model/hparams.h"
 #include "base/util.h"
+#include "engine/answered.h"
 #include "engine/conns.h"
 #include "engine/copies.h"
 #include "engine/intake.h"
@@ -44,18 +45,6 @@
 /* hyperparameter tables a job keeps (those still ahead of or at its
  * slowest shard's step) */
 #define EJOB_HP_KEEP 8
-
-/* A norm exchange this server was answered and applied (clip.c), kept for
- * the last EJOB_ANSWERED_KEEP until a restore: the coordinator that
- * answered may die before it answers the other servers, and the next one
- * then asks for the norms again (engine_norms_answered). */
-#define EJOB_ANSWERED_KEEP 8
-struct eng_answered {
-	uint64_t step;
-	double total;
-	uint32_t n;
-	struct zs_shard_norm *nv;
-};
 
 struct held {
 	struct zs_sop *op;
@@ -274,9 +263,9 @@ struct ejob {
 		struct zs_worlds w;
 		uint32_t cap;
 	} wd;
-	/* the norm exchanges answered lately, a ring (clip.c; under cmu);
-	 * gen grows at every restore, which empties it */
-	struct { struct eng_answered ring[EJOB_ANSWERED_KEEP]; unsigned next; uint64_t gen; } answered;
+	/* the norm exchanges answered lately (engine/answered.h; clip.c,
+	 * under cmu); gen grows at every restore, which empties it */
+	struct eng_answers answered;
 	/* the trainers' data connections to this server, per rank (ranks.c;
 	 * e->mu): n ranks counted, allocated at the first HELLO; each
 	 * rank's count, and whether its drop was noted (engine/conns.h) */

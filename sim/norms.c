@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/answered.h"
 #include "model/normx.h"
 #include "sim/kernel.h"
 #include "sim/world.h"
@@ -45,7 +46,6 @@
 #define NX_MAX_T 16
 #define NX_MAX_TL 24 /* timelines a run may reach */
 #define NX_KEPT 4    /* coord/norms.c NORMS_KEPT */
-#define NX_RING 8    /* engine/state.h EJOB_ANSWERED_KEEP */
 
 enum nx_kind {
 	NX_REDUCE,  /* who: server; a: shard; b: step; c: timeline */
@@ -106,9 +106,9 @@ struct nworld {
 	bool reduced[NX_MAX_G];
 	bool reported[NX_MAX_G]; /* in a report already */
 	double norm[NX_MAX_G]; /* what each shard's reduction gave */
-	/* each server's answered totals (engine_norms_answered) */
-	struct { uint64_t tl, step; double total; int rep; } ring[NX_MAX_S][NX_RING];
-	int ring_next[NX_MAX_S];
+	/* each server's exchanges answered (engine/answered.c, as clip.c
+	 * keeps them; shard g is unit g) */
+	struct eng_answers ans[NX_MAX_S];
 	struct nx_rep *rep;
 	int n_rep, cap_rep;
 };
@@ -426,13 +426,12 @@ static double expected(struct nworld *w)
 static void applied(struct nworld *w, int id, double total)
 {
 	struct nx_rep *r = &w->rep[id];
+	struct zs_shard_norm *nv = malloc(r->n * sizeof *nv);
 	bool all = true;
-	int k = w->ring_next[r->srv]++ % NX_RING;
 
-	w->ring[r->srv][k].tl = r->tl;
-	w->ring[r->srv][k].step = r->step;
-	w->ring[r->srv][k].total = total;
-	w->ring[r->srv][k].rep = id;
+	for (uint32_t i = 0; nv && i < r->n; i++)
+		nv[i] = (struct zs_shard_norm){.unit = r->pos[i], .sumsq = r->v[i]};
+	free(eng_ans_keep(&w->ans[r->srv], w->ans[r->srv].gen, r->step, total, nv, r->n));
 	w->st->checks++;
 	if (w->have_total && total != w->total)
 		sim_fail(&w->s, "server %d applied step %" PRIu64 " with total %a, another server with %a",
@@ -489,31 +488,30 @@ static void retry(struct nworld *w, int id)
 
 /* A want names a step this server may have applied: its settled report,
  * with the total it applied and the norms of every exchange of that step
- * it was answered (a promoted copy's went on their own:
- * engine_norms_answered takes them all). */
+ * it was answered (engine_norms_answered: a promoted copy's went on their
+ * own). A want of another timeline finds nothing: a restore forgot them. */
 static void want(struct nworld *w, int srv, uint64_t step, uint64_t tl)
 {
-	int id = -1;
+	struct zs_shard_norm *nv;
+	uint32_t n;
+	double total = 0.0;
+	int id;
 
-	for (int k = 0; w->alive[srv] && k < NX_RING; k++) {
-		if (w->ring[srv][k].tl != tl || w->ring[srv][k].step != step || !w->ring[srv][k].tl)
-			continue;
-		if (id < 0) {
-			if ((id = new_rep(w)) < 0)
-				return;
-			w->rep[id] = (struct nx_rep){.srv = srv, .step = step, .tl = tl, .settled = true,
-						     .applied = w->ring[srv][k].total};
-		}
-		const struct nx_rep *old = &w->rep[w->ring[srv][k].rep];
-		for (uint32_t i = 0; i < old->n && w->rep[id].n < NX_MAX_G; i++) {
-			w->rep[id].pos[w->rep[id].n] = old->pos[i];
-			w->rep[id].v[w->rep[id].n++] = old->v[i];
-		}
-	}
-	if (id < 0)
+	if (!w->alive[srv] || tl != w->tl ||
+	    eng_ans_of(&w->ans[srv], step, &nv, &n, &total) != ZS_OK)
 		return;
-	w->st->settled_reports++;
-	ev(w, lat(w), NX_REPORT, 0, id, 0, 0);
+	if ((id = new_rep(w)) >= 0) {
+		w->rep[id] = (struct nx_rep){.srv = srv, .step = step, .tl = tl, .settled = true,
+					     .applied = total};
+		for (uint32_t i = 0; i < n && i < NX_MAX_G; i++) {
+			w->rep[id].pos[i] = nv[i].unit;
+			w->rep[id].v[i] = nv[i].sumsq;
+		}
+		w->rep[id].n = n < NX_MAX_G ? n : NX_MAX_G;
+		w->st->settled_reports++;
+		ev(w, lat(w), NX_REPORT, 0, id, 0, 0);
+	}
+	free(nv);
 }
 
 /* ------------------------------------------------------------- faults */
@@ -526,7 +524,8 @@ static void rollback(struct nworld *w, const char *why)
 	for (int i = 0; i < 4; i++) /* coord_norms_fail_job: their calls fail */
 		if (w->coll[i].open)
 			coll_close(&w->coll[i]);
-	memset(w->ring, 0, sizeof w->ring); /* a restore forgets them (eng_clip_forget) */
+	for (int i = 0; i < w->S; i++) /* a restore forgets them (eng_clip_forget) */
+		eng_ans_forget(&w->ans[i]);
 	w->t = w->t > 1 + 2 ? w->t - (uint64_t)sim_range(&w->s, 0, 2) : 1;
 	if (w->t > w->T)
 		w->t = w->T;
@@ -665,6 +664,8 @@ int norms_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size
 	for (int i = 0; i < 4; i++)
 		if (w->coll[i].open)
 			coll_close(&w->coll[i]);
+	for (int i = 0; i < NX_MAX_S; i++)
+		eng_ans_forget(&w->ans[i]);
 	free(w->rep);
 	sim_free(&w->s);
 	free(w);
