@@ -152,7 +152,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
-	      config phase unit liveness intake copies promote redo hptables kept commit normx answered \
+	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -274,6 +274,7 @@ $(BUILD)/tests/test_redo: $(BUILD)/obj/tests/unit/test_redo.o $(CORE_LIB)
 $(BUILD)/tests/test_hptables: $(BUILD)/obj/tests/unit/test_hptables.o $(CORE_LIB)
 $(BUILD)/tests/test_commit: $(BUILD)/obj/tests/unit/test_commit.o $(CORE_LIB)
 $(BUILD)/tests/test_normx: $(BUILD)/obj/tests/unit/test_normx.o $(CORE_LIB)
+$(BUILD)/tests/test_quant: $(BUILD)/obj/tests/unit/test_quant.o $(CORE_LIB)
 $(BUILD)/tests/test_answered: $(BUILD)/obj/tests/unit/test_answered.o $(BUILD)/obj/engine/answered.o $(CORE_LIB)
 $(BUILD)/tests/test_codec: $(BUILD)/obj/tests/unit/test_codec.o $(CORE_LIB)
 $(BUILD)/tests/test_kv: $(BUILD)/obj/tests/unit/test_kv.o $(CORE_LIB)
