@@ -50,6 +50,11 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_NORM_COUNTED_TWICE] = "norm-counted-twice",
 	[ZS_MUT_KEPT_ANY_TIMELINE] = "kept-any-timeline",
 	[ZS_MUT_OLD_TIMELINE_COUNTED] = "old-timeline-counted",
+	[ZS_MUT_TREE_ANY_TIMELINE] = "tree-any-timeline",
+	[ZS_MUT_TREE_NON_RELAY] = "tree-non-relay",
+	[ZS_MUT_PIN_UNSTAMPED] = "pin-unstamped",
+	[ZS_MUT_READER_IDS_RESTART] = "reader-ids-restart",
+	[ZS_MUT_RELAY_ANY_TIMELINE] = "relay-any-timeline",
 };
 
 const char *zs_mutant_name(int k)

@@ -60,6 +60,14 @@ enum zs_mutant_id {
 	ZS_MUT_NORM_COUNTED_TWICE, /* a shard's norm sent again added again */
 	ZS_MUT_KEPT_ANY_TIMELINE, /* a kept total of a rolled-back run answers this one's step */
 	ZS_MUT_OLD_TIMELINE_COUNTED, /* a report of a rolled-back run, late, opens the step's collection */
+	/* model/relaytree.c: the weight readers' relay tree */
+	ZS_MUT_TREE_ANY_TIMELINE, /* a reader's parent pinned the step of another timeline */
+	ZS_MUT_TREE_NON_RELAY,    /* a reader that relays nothing made a parent */
+	ZS_MUT_PIN_UNSTAMPED,     /* (sim/readers.c) the servers say no run with a pin */
+	/* coord/readers.c, as sim/readers.c renders it: the registry's ids */
+	ZS_MUT_READER_IDS_RESTART, /* a restarted coordinator gives ids from 1 again */
+	/* client/relay.c, as sim/readers.c renders it */
+	ZS_MUT_RELAY_ANY_TIMELINE, /* a relay serves its step to a child of another run */
 	ZS_MUT_COUNT
 };
 

@@ -434,13 +434,28 @@ static void let_go(zs_reader *r)
 	r->have_pin = false;
 }
 
-/* Holds step on every server, or on none (those that took it let go). */
-static enum zs_status hold(zs_reader *r, uint64_t step, struct zs_error *err)
+/* Holds step on every server, or on none (those that took it let go);
+ * *run: the run the servers stamped their pins with (engine/pins.c; 0:
+ * none said). Pins of two runs (a restore under way on some servers) are
+ * let go: ZS_ERESUME, the caller rejoins and pins again. */
+static enum zs_status hold(zs_reader *r, uint64_t step, uint64_t *run, struct zs_error *err)
 {
 	struct zs_pin_ans *a = calloc(r->n_srv ? r->n_srv : 1, sizeof *a);
 	bool *ok = calloc(r->n_srv ? r->n_srv : 1, sizeof *ok);
 	enum zs_status st = !a || !ok ? zs_fail(err, ZS_ENOMEM, "out of memory")
 				      : pin_all(r, step, ZS_PIN_HOLD, NULL, a, ok, err);
+
+	*run = 0;
+	for (uint32_t i = 0; !st && i < r->n_srv; i++) {
+		if (!ok[i] || !a[i].timeline)
+			continue;
+		if (*run && a[i].timeline != *run)
+			st = zs_fail(err, ZS_ERESUME,
+				     "the servers hold step %llu of two runs (%llu and %llu): a rollback is under way",
+				     (unsigned long long)step, (unsigned long long)*run,
+				     (unsigned long long)a[i].timeline);
+		*run = a[i].timeline;
+	}
 
 	if (st && ok)
 		release(r, step, ok);
@@ -453,7 +468,7 @@ int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pin
 {
 	struct zs_error err = {0};
 	enum zs_status st = ZS_OK;
-	uint64_t t = step;
+	uint64_t t = step, run = 0;
 
 	if (step != ZS_READER_LATEST && (step & ZS_VERSION_CKPT))
 		return rd_said(r, zs_fail(&err, ZS_EINVAL, "%llu is not a step", step), &err);
@@ -465,7 +480,7 @@ int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pin
 			break;
 		if (r->have_pin && r->pin == t)
 			break; /* held already */
-		st = hold(r, t, &err);
+		st = hold(r, t, &run, &err);
 		if (st == ZS_ERESUME && !(st = rd_rejoin(r, &err)))
 			continue; /* rolled back: the version then, on new connections */
 		if (st != ZS_ESTATE)
@@ -480,6 +495,7 @@ int zs_reader_pin(zs_reader *r, unsigned long long step, unsigned long long *pin
 		let_go(r);
 		r->have_pin = true;
 		r->pin = t;
+		r->pin_run = run;
 		/* its parent for it (a coordinator away: the servers) */
 		rd_tree_pinned(r, NULL);
 	}

@@ -37,6 +37,7 @@ struct zs_reader {
 	uint32_t n_srv;
 	bool have_pin;
 	uint64_t pin; /* the version: a step, or ZS_VERSION_CKPT | a checkpoint's id */
+	uint64_t pin_run; /* a live step's run as the servers stamped its pin (0: not said) */
 	/* a checkpoint pinned: its record (where its shards' records are)
 	 * and the servers' addresses when it was pinned */
 	struct rd_ckpt {

@@ -46,8 +46,10 @@ static enum zs_status call_registry(zs_reader *r, bool leave, uint64_t lost, boo
 	r->tr.me.id = a.id;
 	/* the timeline of the version this call said, if it is still the
 	 * one pinned (a renewal's answer may come after a new pin's) */
-	if (r->tr.me.pinned == q.me.pinned && r->tr.me.step == q.me.step)
+	if (r->tr.me.pinned == q.me.pinned && r->tr.me.step == q.me.step) {
 		r->tr.me.timeline = a.timeline;
+		relay_timeline(r->tr.relay, q.me.step, a.timeline);
+	}
 	r->tr.lease_ms = a.lease_ms ? a.lease_ms : 10000;
 	if (take_parent && (a.parent != r->tr.parent || strcmp(a.parent_addr, r->tr.parent_addr))) {
 		zs_conn_close(r->tr.pc);
@@ -121,7 +123,10 @@ enum zs_status rd_tree_pinned(zs_reader *r, struct zs_error *err)
 	pthread_mutex_lock(&r->tr.mu);
 	r->tr.me.pinned = r->have_pin;
 	r->tr.me.step = r->pin;
-	r->tr.me.timeline = 0; /* a version new to it: the coordinator's word */
+	/* a version new to it: the run its servers stamped their pins with
+	 * (engine/pins.c); 0 from servers that do not say: the coordinator's
+	 * word then */
+	r->tr.me.timeline = r->have_pin && !(r->pin & ZS_VERSION_CKPT) ? r->pin_run : 0;
 	pthread_mutex_unlock(&r->tr.mu);
 	relay_version(r->tr.relay, r->pin, r->have_pin);
 	return call_registry(r, false, 0, true, err);
@@ -161,7 +166,10 @@ enum zs_status rd_tree_fetch(zs_reader *r, uint32_t i, void *dst, size_t len, ui
 				     r->job.spec.data_tls, r->timeout_ms, &r->tr.pc, err)))
 			return st;
 		rdma = !strcmp(zs_conn_transport(r->tr.pc)->name, "rdma");
-		st = relay_fetch(&r->tr.pc, &t, r->pin, dst, crc, r->timeout_ms, err);
+		pthread_mutex_lock(&r->tr.mu);
+		const uint64_t tl = r->tr.me.timeline;
+		pthread_mutex_unlock(&r->tr.mu);
+		st = relay_fetch(&r->tr.pc, &t, r->pin, tl, dst, crc, r->timeout_ms, err);
 		if (!st && zs_crc32c(0, dst, len) != *crc)
 			st = zs_fail(err, ZS_EIO,
 				     "the relay's bytes of tensor '%s' do not match their CRC32C",

@@ -39,7 +39,7 @@ struct rtens {
 struct rwait {
 	struct zs_sop *op;
 	uint32_t i;
-	uint64_t step;
+	uint64_t step, timeline;
 	int64_t since;
 	struct rwait *next;
 };
@@ -58,6 +58,11 @@ struct relay {
 	pthread_cond_t cv;
 	bool stop;
 	uint64_t step;
+	/* the run of the pinned step, as the registry labelled it (0: not yet
+	 * answered, or a checkpoint's): the same step number before and
+	 * after a rollback is two versions, and a child of the other run is
+	 * refused, never served the other's bytes */
+	uint64_t timeline;
 	bool held;
 	uint32_t n, busy;    /* tensors; tcp sends from the copy under way */
 	int64_t grew_ms;     /* the last relay_put */
@@ -112,12 +117,14 @@ void relay_version(struct relay *rl, uint64_t step, bool held)
 	pthread_mutex_lock(&rl->mu);
 	while (rl->busy) /* a child being sent the version that goes */
 		pthread_cond_wait(&rl->cv, &rl->mu);
-	if (rl->step != step || !held)
-		for (uint32_t i = 0; i < rl->n; i++) {
-			zs_listener_release(rl->l, rl->t[i].b);
-			rl->t[i] = (struct rtens){0};
-		}
+	/* a new pin is a new version, even of the same step: after a
+	 * rollback its bytes are another run's */
+	for (uint32_t i = 0; i < rl->n; i++) {
+		zs_listener_release(rl->l, rl->t[i].b);
+		rl->t[i] = (struct rtens){0};
+	}
 	rl->step = step;
+	rl->timeline = 0;
 	rl->held = held;
 	rl->grew_ms = zs_now_ms();
 	/* requests for another version: not here */
@@ -133,6 +140,29 @@ void relay_version(struct relay *rl, uint64_t step, bool held)
 	}
 	pthread_mutex_unlock(&rl->mu);
 	fail_all(gone, ZS_ENOTFOUND, "the relay moved on to another version");
+}
+
+void relay_timeline(struct relay *rl, uint64_t step, uint64_t timeline)
+{
+	struct rwait *gone = NULL;
+
+	if (!rl)
+		return;
+	pthread_mutex_lock(&rl->mu);
+	if (rl->step == step)
+		rl->timeline = timeline;
+	for (struct rwait **pp = &rl->waits; *pp;) {
+		struct rwait *w = *pp;
+		if (!w->timeline || !rl->timeline || w->timeline == rl->timeline) {
+			pp = &w->next;
+			continue;
+		}
+		*pp = w->next;
+		w->next = gone;
+		gone = w;
+	}
+	pthread_mutex_unlock(&rl->mu);
+	fail_all(gone, ZS_ENOTFOUND, "the relay holds that step of another run (a rollback came between)");
 }
 
 void relay_put(struct relay *rl, uint32_t i, const void *bytes, size_t len, uint32_t crc)
@@ -277,11 +307,19 @@ static void t_read(void *ctx, struct zs_sop *op, uint32_t job, uint32_t rank,
 		zs_sop_fail(op, ZS_ENOTFOUND, "the relay holds another version");
 		return;
 	}
+	if (x->timeline && rl->timeline && x->timeline != rl->timeline) {
+		pthread_mutex_unlock(&rl->mu);
+		zs_sop_fail(op, ZS_ENOTFOUND,
+			    "the relay holds step %llu of another run (timeline %llu, not %llu)",
+			    (unsigned long long)x->step, (unsigned long long)rl->timeline,
+			    (unsigned long long)x->timeline);
+		return;
+	}
 	if (rl->t[i].have) {
 		t = rl->t[i];
 		rl->busy++;
 	} else if ((w = calloc(1, sizeof *w))) {
-		*w = (struct rwait){op, i, x->step, zs_now_ms(), rl->waits};
+		*w = (struct rwait){op, i, x->step, x->timeline, zs_now_ms(), rl->waits};
 		rl->waits = w;
 	}
 	pthread_mutex_unlock(&rl->mu);
@@ -443,10 +481,12 @@ enum zs_status relay_dial(const char *addr, const char *job, const char *token, 
 }
 
 enum zs_status relay_fetch(struct zs_conn **c, const struct relay_tensor *t, uint64_t step,
-			   void *dst, uint32_t *crc, int timeout_ms, struct zs_error *err)
+			   uint64_t timeline, void *dst, uint32_t *crc, int timeout_ms,
+			   struct zs_error *err)
 {
 	struct zs_xfer x = {.unit = t->unit, .offset = t->offset, .length = t->numel,
-			    .step = step, .dtype = t->dt, .pinned = true, .crc = crc};
+			    .step = step, .dtype = t->dt, .pinned = true, .crc = crc,
+			    .timeline = timeline};
 	struct zs_req *q;
 	enum zs_status st = zs_post_read(*c, &x, dst, &q, err);
 

@@ -43,9 +43,13 @@ enum zs_status relay_start(const char *listen_addr, const char *job, const char 
 			   struct relay **out, char *addr, struct zs_error *err);
 /* Stops serving (every connection closed) and frees it. NULL is fine. */
 void relay_stop(struct relay *rl);
-/* From now on the version of step (none: held false): what was kept of
- * another goes, once no child is being sent it. */
+/* From now on the version of a new pin of step (none: held false): what
+ * was kept goes (even of the same step: after a rollback it is another
+ * run's), once no child is being sent it; its run is not known yet. */
 void relay_version(struct relay *rl, uint64_t step, bool held);
+/* The registry labelled the pin of step with timeline: children of
+ * another run's step are refused from now on (and those waiting fail). */
+void relay_timeline(struct relay *rl, uint64_t step, uint64_t timeline);
 /* Keeps tensor i of the version (len bytes, its CRC32C) for the children
  * (where the arena has no room, they read it from the servers). */
 void relay_put(struct relay *rl, uint32_t i, const void *bytes, size_t len, uint32_t crc);
@@ -58,12 +62,15 @@ uint64_t relay_served(const struct relay *rl);
  * zs_conn_close it when done. */
 enum zs_status relay_dial(const char *addr, const char *job, const char *token, bool tls,
 			  int timeout_ms, struct zs_conn **out, struct zs_error *err);
-/* Tensor t at step from the parent into dst (its bytes in its dtype), *crc
- * the CRC32C its bytes must have (checked by the caller). ZS_ENOTFOUND:
- * the parent holds another version; ZS_ETIMEDOUT: it does not read the
- * tensor; ZS_EUNAVAIL: the connection broke or the parent did not answer
- * within timeout_ms (then c is closed, *c NULL). */
+/* Tensor t at step of timeline (the run the registry labelled this
+ * reader's pin with; 0: not said) from the parent into dst (its bytes in
+ * its dtype), *crc the CRC32C its bytes must have (checked by the caller).
+ * ZS_ENOTFOUND: the parent holds another version, or that step of another
+ * run; ZS_ETIMEDOUT: it does not read the tensor; ZS_EUNAVAIL: the
+ * connection broke or the parent did not answer within timeout_ms (then c
+ * is closed, *c NULL). */
 enum zs_status relay_fetch(struct zs_conn **c, const struct relay_tensor *t, uint64_t step,
-			   void *dst, uint32_t *crc, int timeout_ms, struct zs_error *err);
+			   uint64_t timeline, void *dst, uint32_t *crc, int timeout_ms,
+			   struct zs_error *err);
 
 #endif

@@ -139,6 +139,11 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	c->cfg.data_tls = cfg->data_tls;
 	c->nx.timeout_ms = cfg->norm_timeout_ms ? cfg->norm_timeout_ms : 60000;
 	c->started_ms = c->serving_since_ms = zs_now_ms();
+	/* readers' ids grow across restarts: the registry is memory, and a
+	 * reader registered before says its id again within its lease; a new
+	 * one given an id from 1 again took another's place (found by the
+	 * simulator's reader world: reader-ids-restart) */
+	c->next_reader = (uint64_t)(zs_wall_ms() / 1000) << 20;
 	{
 		/* the task generation is not persisted: start it where no
 		 * server's remembered value can be, or a server would take the

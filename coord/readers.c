@@ -28,6 +28,7 @@
 
 #include "base/util.h"
 #include "ctrl/codec.h"
+#include "model/relaytree.h"
 
 #define READER_LEASE_MS 10000
 
@@ -99,44 +100,35 @@ static struct rdr *find(struct coord *c, const char *job, uint64_t id)
 	return NULL;
 }
 
-/* me's parent: the relaying readers of its job and version (and the
- * timeline a step is of), by id; me among them (or after them, if it
- * relays nothing) at place p reads from place (p - 1) / fanout. NULL: the
- * servers. */
-static struct rdr *parent_of(struct coord *c, const struct rdr *me, uint32_t fanout)
+/* me's parent (model/relaytree.c) among its job's readers; NULL: the
+ * servers (or out of memory: the servers then). */
+static struct rdr *parent_of(struct coord *c, struct rdr *me, uint32_t fanout)
 {
-	struct rdr **v = NULL;
-	uint32_t n = 0, cap = 0, p;
+	struct zs_reader_info *v = NULL;
+	struct rdr **who = NULL;
+	uint32_t n = 0, at = 0;
 	struct rdr *par = NULL;
+	int k;
 
-	if (!me->i.pinned)
+	for (struct rdr *r = c->readers; r; r = r->next)
+		n += !strcmp(r->job, me->job);
+	if (!(v = malloc(n * sizeof *v)) || !(who = malloc(n * sizeof *who))) {
+		free(v);
 		return NULL;
-	for (struct rdr *r = c->readers; r; r = r->next) {
-		if (strcmp(r->job, me->job) || !r->i.pinned || r->i.step != me->i.step ||
-		    r->i.timeline != me->i.timeline || !r->i.relay_addr[0])
-			continue;
-		if (n == cap) {
-			struct rdr **w = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *w);
-			if (!w) {
-				free(v);
-				return NULL; /* the servers, then */
-			}
-			v = w;
-		}
-		v[n++] = r;
 	}
-	/* by id (insertion: the list is short, a version's readers) */
-	for (uint32_t i = 1; i < n; i++)
-		for (uint32_t k = i; k > 0 && v[k - 1]->i.id > v[k]->i.id; k--) {
-			struct rdr *t = v[k];
-			v[k] = v[k - 1];
-			v[k - 1] = t;
-		}
-	for (p = 0; p < n && v[p] != me; p++)
-		;
-	if (p > 0)
-		par = v[(p - 1) / fanout];
+	n = 0;
+	for (struct rdr *r = c->readers; r; r = r->next) {
+		if (strcmp(r->job, me->job))
+			continue;
+		if (r == me)
+			at = n;
+		who[n] = r;
+		v[n++] = r->i;
+	}
+	if ((k = zs_rt_parent(v, n, at, fanout)) >= 0)
+		par = who[k];
 	free(v);
+	free(who);
 	return par;
 }
 
@@ -169,12 +161,7 @@ void coord_h_reader(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_
 	/* a live step's timeline: the job's (+ 1: never 0) when the step is
 	 * new to the registry, what it was given after (a renewal sent
 	 * before the answer came, or a restart's: the reader's own) */
-	if (q.me.pinned && !(q.me.step & ZS_VERSION_CKPT) && !q.me.timeline)
-		q.me.timeline = me && me->i.pinned && me->i.step == q.me.step && me->i.timeline
-					? me->i.timeline
-					: j->timeline + 1;
-	else if (!q.me.pinned || (q.me.step & ZS_VERSION_CKPT))
-		q.me.timeline = 0;
+	q.me.timeline = zs_rt_timeline(&q.me, me ? &me->i : NULL, j->timeline);
 	drop_where(c, q.job, q.lost ? q.lost : UINT64_MAX, now - READER_LEASE_MS);
 	if (q.leave) {
 		drop_where(c, q.job, q.me.id, INT64_MIN);

@@ -180,7 +180,7 @@ struct coord {
 	struct rsteps *rsteps; /* the ranks' step states (redo.c) */
 	struct comm *comms; /* trainers' communicator ids (comms.c) */
 	struct rdr *readers; /* weight readers (readers.c) */
-	uint64_t next_reader;
+	uint64_t next_reader; /* the last reader id given (from the start's second << 20) */
 	struct jobrec *recs;
 	struct jobsrv *jobsrvs;
 	struct coord_metrics *metrics; /* NULL without --metrics */

@@ -71,16 +71,6 @@ void eng_timeline_raise(struct ejob *j, uint64_t timeline)
 		;
 }
 
-void engine_set_timeline(struct engine *e, const char *job, uint64_t timeline)
-{
-	struct ejob *j = eng_job_by_name(e, job);
-
-	if (j) {
-		eng_timeline_raise(j, timeline);
-		eng_job_unref(e, j);
-	}
-}
-
 const char *eng_unit_name(struct ejob *j, uint32_t u)
 {
 	return u < j->spec.layout.n_units ? j->spec.layout.units[u].name : "?";

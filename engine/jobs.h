@@ -89,6 +89,9 @@ void eng_pins_due(struct ejob *j, struct eshard *s);
 /* Every pin of j goes (a restore: what was pending would be another
  * timeline's); why is what later reads of them are told. */
 void eng_pins_drop(struct ejob *j, const char *why);
+/* The pins of j taken before run (1 + a timeline) go (a pin taken between
+ * a restore's end and its timeline's raise was stamped with the old one). */
+void eng_pins_drop_before(struct ejob *j, uint64_t run, const char *why);
 /* Drops the pins no reader touched within the spec's idle bound. */
 void eng_pins_sweep(struct ejob *j, int64_t now);
 /* At the job's end (no other reference). */

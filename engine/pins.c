@@ -39,6 +39,11 @@ struct epin_part {
 
 struct epin {
 	uint64_t step;
+	/* its run: 1 + the job's timeline when it was taken (under pins.mu;
+	 * engine_set_timeline drops the older ones), said in PIN_OK so that
+	 * the readers' registry files the version under the run its bytes are
+	 * of (a step of one number before and after a rollback is two) */
+	uint64_t run;
 	uint32_t holds;   /* HOLDs not released */
 	uint32_t reading; /* reads sending from it now */
 	bool dropped;     /* out of the list: the last read frees it */
@@ -206,6 +211,18 @@ void eng_pins_drop(struct ejob *j, const char *why)
 	pthread_mutex_unlock(&j->pins.mu);
 }
 
+void eng_pins_drop_before(struct ejob *j, uint64_t run, const char *why)
+{
+	pthread_mutex_lock(&j->pins.mu);
+	for (struct epin *p = j->pins.list, *next; p; p = next) {
+		next = p->next;
+		if (p->run < run)
+			pin_drop(j, p);
+	}
+	snprintf(j->pins.why, sizeof j->pins.why, "%s", why);
+	pthread_mutex_unlock(&j->pins.mu);
+}
+
 void eng_pins_sweep(struct ejob *j, int64_t now)
 {
 	uint32_t idle = j->spec.reader_idle_ms ? j->spec.reader_idle_ms : ZS_READER_IDLE_MS;
@@ -243,7 +260,7 @@ static void versions(struct ejob *j, struct zs_pin_ans *a)
 
 /* A new pin of step t (caller holds nothing): in the list first, so that
  * an update after a shard's check takes its copy (eng_pins_due). */
-static enum zs_status pin_new(struct ejob *j, uint64_t t, struct zs_error *err)
+static enum zs_status pin_new(struct ejob *j, uint64_t t, uint64_t *run, struct zs_error *err)
 {
 	uint32_t n = j->n_shards;
 	struct epin *p = calloc(1, sizeof *p);
@@ -261,6 +278,8 @@ static enum zs_status pin_new(struct ejob *j, uint64_t t, struct zs_error *err)
 	p->building = true;
 	p->used_ms = zs_now_ms();
 	pthread_mutex_lock(&j->pins.mu);
+	p->run = atomic_load(&j->timeline) + 1;
+	*run = p->run;
 	p->next = j->pins.list;
 	j->pins.list = p;
 	j->pins.n++;
@@ -308,7 +327,7 @@ static struct epin *pin_at(struct ejob *j, uint64_t t)
 	return p;
 }
 
-static enum zs_status pin_hold(struct ejob *j, uint64_t t, struct zs_error *err)
+static enum zs_status pin_hold(struct ejob *j, uint64_t t, uint64_t *run, struct zs_error *err)
 {
 	struct epin *p;
 	uint32_t have;
@@ -328,6 +347,7 @@ static enum zs_status pin_hold(struct ejob *j, uint64_t t, struct zs_error *err)
 	if (p) {
 		p->holds++;
 		p->used_ms = zs_now_ms();
+		*run = p->run;
 	}
 	have = j->pins.n;
 	pthread_mutex_unlock(&j->pins.mu);
@@ -337,7 +357,7 @@ static enum zs_status pin_hold(struct ejob *j, uint64_t t, struct zs_error *err)
 		return zs_fail(err, ZS_ENOSPC,
 			       "job '%s' has %u versions pinned here, its spec's readers.pins: a reader must release one (or let it pass its idle bound) first",
 			       j->name, have);
-	return pin_new(j, t, err);
+	return pin_new(j, t, run, err);
 }
 
 enum zs_status eng_t_pin(void *ctx, uint32_t job, uint64_t step, uint32_t verb,
@@ -350,8 +370,9 @@ enum zs_status eng_t_pin(void *ctx, uint32_t job, uint64_t step, uint32_t verb,
 	if (!j)
 		return err->code;
 	*ans = (struct zs_pin_ans){.step = step};
+	uint64_t run = 0;
 	if (verb == ZS_PIN_HOLD) {
-		st = pin_hold(j, step, err);
+		st = pin_hold(j, step, &run, err);
 	} else if (verb == ZS_PIN_RELEASE) {
 		pthread_mutex_lock(&j->pins.mu);
 		struct epin *p = pin_at(j, step);
@@ -361,8 +382,10 @@ enum zs_status eng_t_pin(void *ctx, uint32_t job, uint64_t step, uint32_t verb,
 	} else if (verb != ZS_PIN_QUERY) {
 		st = zs_fail(err, ZS_EINVAL, "PIN verb %u", verb);
 	}
-	if (!st)
+	if (!st) {
 		versions(j, ans);
+		ans->timeline = run;
+	}
 	eng_job_unref(e, j);
 	return st;
 }

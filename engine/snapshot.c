@@ -379,3 +379,17 @@ enum zs_status engine_capture_now(struct engine *e, const char *job, struct engi
 	eng_job_unref(e, j);
 	return st;
 }
+
+/* A restore task told this server the job's timeline from now on: raised,
+ * and a pin taken since the restore ended under the old one goes. */
+void engine_set_timeline(struct engine *e, const char *job, uint64_t timeline)
+{
+	struct ejob *j = eng_job_by_name(e, job);
+
+	if (j) {
+		eng_timeline_raise(j, timeline);
+		eng_pins_drop_before(j, atomic_load(&j->timeline) + 1,
+				     "its versions pinned here were of the run a restore ended");
+		eng_job_unref(e, j);
+	}
+}

@@ -104,7 +104,8 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 			       * keeps this xfer for the PUSH that fills it) */
 			      .redo = (f->op == ZS_OP_PUSH || f->op == ZS_OP_PUSH_BEGIN) &&
 				      (f->flags & ZS_WF_REDO),
-			      .pinned = f->op == ZS_OP_GATHER && (f->flags & ZS_WF_PIN)};
+			      .pinned = f->op == ZS_OP_GATHER && (f->flags & ZS_WF_PIN),
+			      .timeline = f->op == ZS_OP_GATHER && (f->flags & ZS_WF_PIN) ? f->aux : 0};
 	if ((f->flags & ZS_WF_CATCHUP) && !x->catchup)
 		return zs_fail(err, ZS_EINVAL, "a catch-up is a replica's seed (flags REPLICA and SEED)");
 	if ((f->flags & ZS_WF_PREV) && !x->with_prev)
@@ -255,6 +256,7 @@ static int on_reader(struct zs_lconn *c, const struct zs_frame *f, int64_t t0)
 		r.step = ans.step;
 		r.offset = ans.lo;
 		r.length = ans.hi;
+		r.aux = ans.timeline;
 		return lsn_send_frame(c, &r, NULL, 0, -1);
 	}
 	lsn_send_error(c, f->req_id, err.code ? err.code : ZS_EINTERNAL, err.msg);

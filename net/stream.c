@@ -367,6 +367,8 @@ static uint64_t wire_aux(const struct zs_xfer *x)
 		return (uint64_t)x->state;
 	if (x->verb)
 		return x->verb;
+	if (x->pinned)
+		return x->timeline;
 	if (x->replica && x->partial && !x->seed)
 		return (x->epoch & 0xffffffffu) | (uint64_t)x->micro << 32;
 	if (x->replica)
@@ -553,7 +555,8 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 	case ZS_OP_PIN_OK:
 		if (r->op != ZS_OP_PIN || f->payload_len)
 			break;
-		*(struct zs_pin_ans *)r->dst = (struct zs_pin_ans){f->step, f->offset, f->length};
+		*(struct zs_pin_ans *)r->dst =
+			(struct zs_pin_ans){f->step, f->offset, f->length, f->aux};
 		pthread_mutex_lock(&c->mu);
 		unlink_waiting(c, r);
 		finish(r, ZS_OK, NULL);

@@ -87,6 +87,9 @@ struct zs_xfer {
 	uint32_t *crc;     /* pinned reads, client side: receives the CRC32C
 			    * the server took of the bytes it sent */
 	uint32_t verb;     /* a PIN request: ZS_PIN_HOLD, _RELEASE, _QUERY */
+	uint64_t timeline; /* pinned reads (in the GATHER's aux): the run of the
+			    * pinned step as the readers' registry labels it
+			    * (0: not said); a relay serves its own run's alone */
 };
 
 /* What a PIN asks (net/wire.h's aux) */
@@ -95,6 +98,9 @@ enum { ZS_PIN_HOLD = 0, ZS_PIN_RELEASE = 1, ZS_PIN_QUERY = 2 };
  * lowest and highest version of the job's shards on that server. */
 struct zs_pin_ans {
 	uint64_t step, lo, hi;
+	/* a HOLD's: the pin's run, 1 + the job's timeline as the server had it
+	 * when the pin was taken (0: a server that does not say) */
+	uint64_t timeline;
 };
 
 /* Where a device push's bytes are (gpu/dev.h's zs_dev_share, as the wire

@@ -68,8 +68,11 @@
  *        the first push of a step a new change names (on that connection)
  *   reader (a connection proving the job's reader token, net/hello.h):
  *   PIN(step, aux: HOLD | RELEASE | QUERY) -> PIN_OK(step; offset, length:
- *        the lowest and highest version of the job's shards here) | ERROR
- *   GATHER(flags PIN, step: a pinned step) -> GATHER_DATA(aux: CRC32C of
+ *        the lowest and highest version of the job's shards here; aux, a
+ *        HOLD's: the pin's run, 1 + the job's timeline here) | ERROR
+ *   GATHER(flags PIN, step: a pinned step; aux: its run as the reader's
+ *        registry filed it, 0: not said; a relay serves its own run's
+ *        alone) -> GATHER_DATA(aux: CRC32C of
  *        the payload, taken from the pinned copy) | ERROR; on a connection
  *        that addresses the arena (a reader's relay over rdma: the target
  *        keeps its pinned copies there): GATHER_DATA(aux: region offset,
@@ -119,7 +122,7 @@ enum zs_op {
 			* (net/transport.h) */
 	ZS_OP_PIN_OK,  /* step: the step pinned (or released); offset and
 			* length: the lowest and highest version of the job's
-			* shards here with parameters */
+			* shards here with parameters; aux: a HOLD's run */
 	ZS_OP_MAX
 };
 

@@ -260,7 +260,7 @@ const char *sim_fault_name(int k)
 	static const char *const names[SF_COUNT] = {
 	    "pause", "pause-after-action", "kill", "cut-trainer", "cut-server", "slow-message",
 	    "server-restart", "coordinator-restart", "connection-reset", "failover",
-	    "record-flipped", "job-recreated"};
+	    "record-flipped", "job-recreated", "rollback"};
 
 	return k >= 0 && k < SF_COUNT ? names[k] : "?";
 }

@@ -32,6 +32,8 @@ int sim_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t
 		rc = ckpt_run(seed, tracing, st, why, why_n);
 	if (!rc)
 		rc = norms_run(seed, tracing, st, why, why_n);
+	if (!rc)
+		rc = readers_run(seed, tracing, st, why, why_n);
 	st->seeds++;
 	if (rc)
 		st->failed++;
@@ -69,6 +71,7 @@ static void summary(const char *what, const struct sim_stats *st, double took)
 	       " rollbacks; %" PRIu64 " exchanges failed by the bound (a server answered, then lost, before a new coordinator collected)\n",
 	       what, st->clipped, st->settled_reports, st->exchange_fails, st->norm_rollbacks,
 	       st->norm_gaps);
+	printf("sim %s, the reader world: %" PRIu64 " versions read whole\n", what, st->reads);
 }
 
 /* Seeds from..from+n-1 (or until budget seconds pass): the failing ones

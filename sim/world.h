@@ -7,7 +7,8 @@
  * the third: a checkpoint's commit and a job's way back (model/commit.c)
  * under servers and coordinators killed and records flipped; sim/norms.c
  * the fourth: clipping's norm exchange (model/normx.c) under coordinators
- * killed between their answers, failovers and rollbacks.
+ * killed between their answers, failovers and rollbacks; sim/readers.c
+ * the fifth: the weight readers' relay tree (model/relaytree.c).
  */
 #ifndef ZS_SIM_WORLD_H
 #define ZS_SIM_WORLD_H
@@ -29,6 +30,7 @@ enum sim_fault {
 	SF_FAILOVER,     /* (the step world) a shard's primary lost, its copy promoted */
 	SF_FLIP,         /* (the checkpoint world) a record flipped on a server's disk */
 	SF_RECREATE,     /* (the checkpoint world) a job deleted and created again */
+	SF_ROLLBACK,     /* (the reader world) the job rolled back: a new timeline */
 	SF_COUNT
 };
 
@@ -49,6 +51,7 @@ struct sim_stats {
 	 * exchanges failed (a diverged copy's), rollbacks */
 	uint64_t clipped, settled_reports, exchange_fails, norm_rollbacks;
 	uint64_t norm_gaps; /* exchanges failed by the bound: a known double fault */
+	uint64_t reads; /* the reader world: versions read whole (from a parent or the servers) */
 };
 
 /* Runs the liveness world from seed. 0: every invariant held; 1: one did
@@ -61,6 +64,8 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 int ckpt_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 /* Runs the norm world from seed (sim/norms.c), as live_run. */
 int norms_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
+/* Runs the reader world from seed (sim/readers.c), as live_run. */
+int readers_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 /* Every world from seed, each while the ones before held: liveness, step, checkpoint. */
 int sim_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 const char *sim_fault_name(int k);

@@ -7,7 +7,7 @@
  * training goes on never reads two steps mixed; the step just before a
  * shard's version is still pinned (from what a server keeps of it), two
  * before is gone; the job's bound on pins, its idle bound, a restore
- * dropping them; a version read over shm from the servers' arenas (where
+ * dropping them, a pin saying its run and a new run dropping the old's; a version read over shm from the servers' arenas (where
  * the copies live) as over tcp; the refusals: a trainer's token, a job
  * that allows none, a wrong dtype, a range of no pinned shard, a step not
  * pinned.
@@ -292,6 +292,26 @@ static void run_versions(enum zs_dtype dt)
 	assert_int_equal(pin_all(&c, rc, STEPS - 1, ZS_PIN_RELEASE, NULL, &err), ZS_OK);
 	assert_int_equal(pin_all(&c, rc, STEPS - 3, ZS_PIN_HOLD, NULL, &err), ZS_ESTATE);
 	assert_non_null(strstr(err.msg, "is gone"));
+	/* a pin says its run (1 + the job's timeline here); a restore task's
+	 * timeline drops the pins of the run before, and a new pin says the
+	 * new one */
+	{
+		struct zs_pin_ans a = {0};
+		float *got = malloc(c.job.spec.layout.units[0].numel * 4);
+		assert_int_equal(pin1(rc[0], STEPS, ZS_PIN_HOLD, &a, &err), ZS_OK);
+		assert_int_equal(a.timeline, c.job.timeline + 1);
+		assert_int_equal(pin1(rc[0], STEPS, ZS_PIN_RELEASE, &a, &err), ZS_OK);
+		for (int s = 0; s < c.S; s++)
+			engine_set_timeline(c.e[s], "t", c.job.timeline + 4);
+		assert_int_equal(read_unit(&c, rc, 0, STEPS, got, &err), ZS_ENOTFOUND);
+		assert_non_null(strstr(err.msg, "run a restore ended"));
+		assert_int_equal(pin_all(&c, rc, STEPS, ZS_PIN_HOLD, NULL, &err), ZS_OK);
+		assert_int_equal(pin1(rc[0], STEPS, ZS_PIN_QUERY, &a, &err), ZS_OK);
+		assert_int_equal(pin1(rc[0], STEPS, ZS_PIN_HOLD, &a, &err), ZS_OK);
+		assert_int_equal(a.timeline, c.job.timeline + 5);
+		check_version(&c, rc, STEPS, "pinned again on the new run");
+		free(got);
+	}
 	/* a restore drops every pin: a read of one says why */
 	for (int s = 0; s < c.S; s++) {
 		uint64_t at;
