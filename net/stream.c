@@ -82,6 +82,15 @@ static void unlink_waiting(struct zs_conn *c, struct zs_req *r)
 		}
 }
 
+/* r answered: out of the waiting list, done (caller holds nothing). */
+static void answered_ok(struct zs_conn *c, struct zs_req *r)
+{
+	pthread_mutex_lock(&c->mu);
+	unlink_waiting(c, r);
+	finish(r, ZS_OK, NULL);
+	pthread_mutex_unlock(&c->mu);
+}
+
 static struct zs_req *find_waiting(struct zs_conn *c, uint64_t id)
 {
 	for (struct zs_req *r = c->waiting; r; r = r->next)
@@ -503,10 +512,7 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 		}
 		if (c->h->control)
 			c->h->control(c->ctx, f->op, pl, f->payload_len);
-		pthread_mutex_lock(&c->mu);
-		unlink_waiting(c, r);
-		finish(r, ZS_OK, NULL);
-		pthread_mutex_unlock(&c->mu);
+		answered_ok(c, r);
 		return 0;
 	}
 	switch (f->op) {
@@ -547,20 +553,14 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 			*r->x.version = f->step;
 		if (r->x.crc)
 			*r->x.crc = (uint32_t)f->aux;
-		pthread_mutex_lock(&c->mu);
-		unlink_waiting(c, r);
-		finish(r, ZS_OK, NULL);
-		pthread_mutex_unlock(&c->mu);
+		answered_ok(c, r);
 		return 0;
 	case ZS_OP_PIN_OK:
 		if (r->op != ZS_OP_PIN || f->payload_len)
 			break;
 		*(struct zs_pin_ans *)r->dst =
 			(struct zs_pin_ans){f->step, f->offset, f->length, f->aux};
-		pthread_mutex_lock(&c->mu);
-		unlink_waiting(c, r);
-		finish(r, ZS_OK, NULL);
-		pthread_mutex_unlock(&c->mu);
+		answered_ok(c, r);
 		return 0;
 	case ZS_OP_PUSH_SLOT:
 		if (r->op != ZS_OP_PUSH_BEGIN || c->h->inline_data)
@@ -569,10 +569,7 @@ static int on_reply(struct zs_conn *c, const struct zs_frame *f, char *why, size
 	case ZS_OP_PUSH_ACK:
 		if (r->op != ZS_OP_PUSH && r->op != ZS_OP_HPARAMS && r->op != ZS_OP_WORLD)
 			break;
-		pthread_mutex_lock(&c->mu);
-		unlink_waiting(c, r);
-		finish(r, ZS_OK, NULL);
-		pthread_mutex_unlock(&c->mu);
+		answered_ok(c, r);
 		return 0;
 	default:
 		break;
