@@ -556,11 +556,7 @@ int ckpt_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 	}
 	if (!w->s.failed)
 		check_done(w);
-	st->events += w->s.fired;
-	rc = w->s.failed;
-	if (tracing && w->s.trace)
-		fputs(w->s.trace, stdout);
-	sim_free(&w->s);
+	rc = sim_end(&w->s, &st->events);
 	free(w);
 	return rc;
 }

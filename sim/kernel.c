@@ -138,3 +138,14 @@ void sim_log(struct sim *s, const char *fmt, ...)
 	s->trace[s->trace_len++] = '\n';
 	s->trace[s->trace_len] = 0;
 }
+
+int sim_end(struct sim *s, uint64_t *events)
+{
+	const int rc = s->failed;
+
+	*events += s->fired;
+	if (s->tracing && s->trace)
+		fputs(s->trace, stdout);
+	sim_free(s);
+	return rc;
+}

@@ -58,6 +58,10 @@ uint64_t sim_below(struct sim *s, uint64_t n);
 int64_t sim_range(struct sim *s, int64_t lo, int64_t hi);
 bool sim_chance(struct sim *s, double p);
 
+/* A run's end: its events counted into *events, its trace printed when
+ * it was kept, its state freed; 1 when it broke an invariant, else 0. */
+int sim_end(struct sim *s, uint64_t *events);
+
 /* A run broke an invariant: the first one is kept (s->why, s->failed)
  * and traced; later ones are not. */
 void sim_fail(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -244,13 +244,9 @@ int live_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		default: lw_trainer_event(w, &e); break;
 		}
 	}
-	st->events += w->s.fired;
-	rc = w->s.failed;
-	if (tracing && w->s.trace)
-		fputs(w->s.trace, stdout);
 	for (int s = 0; s < MAXS; s++)
 		zs_notes_free(&w->sv[s].notes);
-	sim_free(&w->s);
+	rc = sim_end(&w->s, &st->events);
 	free(w);
 	return rc;
 }

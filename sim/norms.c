@@ -657,17 +657,13 @@ int norms_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size
 	}
 	if (!w->s.failed)
 		check_done(w);
-	st->events += w->s.fired;
-	rc = w->s.failed;
-	if (tracing && w->s.trace)
-		fputs(w->s.trace, stdout);
 	for (int i = 0; i < 4; i++)
 		if (w->coll[i].open)
 			coll_close(&w->coll[i]);
 	for (int i = 0; i < NX_MAX_S; i++)
 		eng_ans_forget(&w->ans[i]);
 	free(w->rep);
-	sim_free(&w->s);
+	rc = sim_end(&w->s, &st->events);
 	free(w);
 	return rc;
 }

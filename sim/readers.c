@@ -401,11 +401,7 @@ int readers_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, si
 		default: fault(w, &e); break;
 		}
 	}
-	st->events += w->s.fired;
-	rc = w->s.failed;
-	if (tracing && w->s.trace)
-		fputs(w->s.trace, stdout);
-	sim_free(&w->s);
+	rc = sim_end(&w->s, &st->events);
 	free(w);
 	return rc;
 }

@@ -379,13 +379,9 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 	}
 	if (!w->s.failed)
 		check_done(w);
-	st->events += w->s.fired;
-	rc = w->s.failed;
-	if (tracing && w->s.trace)
-		fputs(w->s.trace, stdout);
 	for (int i = 0; i < SW_MAX_SRV; i++)
 		eng_in_free(&w->srv[i].in);
-	sim_free(&w->s);
+	rc = sim_end(&w->s, &st->events);
 	free(w);
 	return rc;
 }
