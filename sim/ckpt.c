@@ -381,7 +381,6 @@ static void train(struct cworld *w)
 		w->t++;
 		for (int i = 0; i < w->S; i++)
 			w->srv[i].step = w->t;
-		w->st->steps++;
 		if (w->t % w->every == 0)
 			ev(w, lat(w), CK_CREATE, 0, (int64_t)w->t, 0, 0, 0);
 	}
