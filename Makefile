@@ -166,7 +166,8 @@ MAN_PAGES := $(addprefix $(BUILD)/man/,zshard-server.1 zshard-coordinator.1 zsha
 .PHONY: all native wheel check check-layers check-env check-exports check-version check-man check-install check-foreign test-rdma test-gpu test-faults test-ops test-slurm test-image asan demo gpt torch-venv bench fuzz fuzz-bins \
 	install format clean deps
 all: $(BINS) $(LIBZS_A) $(LIBZS_SO) $(LIBZS_LINKS) \
-	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS) $(MAN_PAGES) $(SIM) $(SIM_MUT)
+	$(BUILD)/bin/charlm $(BUILD)/bin/read_weights $(TEST_BINS) $(BUILD)/tests/quant_codes \
+	$(MAN_PAGES) $(SIM) $(SIM_MUT)
 
 deps:
 	@sh tools/install-deps.sh --tests
@@ -276,6 +277,10 @@ $(BUILD)/tests/test_commit: $(BUILD)/obj/tests/unit/test_commit.o $(CORE_LIB)
 $(BUILD)/tests/test_normx: $(BUILD)/obj/tests/unit/test_normx.o $(CORE_LIB)
 $(BUILD)/tests/test_relaytree: $(BUILD)/obj/tests/unit/test_relaytree.o $(CORE_LIB)
 $(BUILD)/tests/test_quant: $(BUILD)/obj/tests/unit/test_quant.o $(CORE_LIB)
+# tests/python/test_quant.py's helper: E4M3 codes of fp32 values, stdin to stdout
+$(BUILD)/tests/quant_codes: $(BUILD)/obj/tests/unit/quant_codes.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/tests/test_answered: $(BUILD)/obj/tests/unit/test_answered.o $(BUILD)/obj/engine/answered.o $(CORE_LIB)
 $(BUILD)/tests/test_codec: $(BUILD)/obj/tests/unit/test_codec.o $(CORE_LIB)
 $(BUILD)/tests/test_kv: $(BUILD)/obj/tests/unit/test_kv.o $(CORE_LIB)

@@ -138,8 +138,8 @@ torch_tests() {
 	if venv_wait && torch_script 900 test_torch.py &&
 		torch_script 600 test_torch_loop.py && torch_script 900 test_hf.py &&
 		torch_script 600 test_dcp.py && torch_script 300 test_reader.py &&
-		torch_script 300 test_habits.py; then
-		grep -E '^check: (torch|hf|dcp|reader|habits)|^test_(hf|dcp|reader|habits):' \
+		torch_script 300 test_habits.py && torch_script 120 test_quant.py; then
+		grep -E '^check: (torch|hf|dcp|reader|habits|quant)|^test_(hf|dcp|reader|habits):' \
 			"$BUILD/torch-test.log"
 		return 0
 	fi
