@@ -87,7 +87,6 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	for (old = e->jobs; old && strcmp(old->name, job->spec.name); old = old->next)
 		;
 	if (old && old->epoch == job->placement.epoch && old->incarnation == job->incarnation) {
-		eng_timeline_raise(old, job->timeline);
 		pthread_mutex_unlock(&e->mu);
 		return ZS_OK;
 	}
@@ -95,7 +94,6 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 		/* a failover's new epoch: the same shards here, other roles */
 		atomic_fetch_add(&old->refs, 1);
 		pthread_mutex_unlock(&e->mu);
-		eng_timeline_raise(old, job->timeline);
 		st = eng_reassign(e, old, job, server_id);
 		eng_job_unref(e, old);
 		if (!st)
@@ -118,6 +116,10 @@ enum zs_status engine_add_job(struct engine *e, const struct zs_job *job,
 	j->wd.cap = job->spec.world_size;
 	j->epoch = job->placement.epoch;
 	j->incarnation = job->incarnation;
+	/* a job here already rises only by its restore task
+	 * (engine_set_timeline): the record fetched at the task's start
+	 * says the new timeline while the old run's exchanges may still
+	 * send their norms */
 	atomic_init(&j->timeline, job->timeline);
 	memcpy(j->token, job->token, sizeof j->token);
 	memcpy(j->reader_token, job->reader_token, sizeof j->reader_token);

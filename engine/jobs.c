@@ -63,14 +63,6 @@ struct ejob *eng_job_or_fail(struct engine *e, uint32_t h, struct zs_error *err)
 	return j;
 }
 
-void eng_timeline_raise(struct ejob *j, uint64_t timeline)
-{
-	uint_fast64_t at = atomic_load(&j->timeline);
-
-	while (at < timeline && !atomic_compare_exchange_weak(&j->timeline, &at, timeline))
-		;
-}
-
 const char *eng_unit_name(struct ejob *j, uint32_t u)
 {
 	return u < j->spec.layout.n_units ? j->spec.layout.units[u].name : "?";

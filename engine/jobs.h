@@ -24,8 +24,6 @@ struct ejob *eng_job_by_name(struct engine *e, const char *name);
 /* Drops a reference; the last runs e->job_release. */
 void eng_job_unref(struct engine *e, struct ejob *j);
 const char *eng_unit_name(struct ejob *j, uint32_t u);
-/* j's timeline becomes timeline when that is later (never back). */
-void eng_timeline_raise(struct ejob *j, uint64_t timeline);
 
 /* world.c: the world size of step here, the WORLD frame's target
  * callback, per-rank arrays for n ranks on every shard (ZS_ENOMEM), a

@@ -380,6 +380,15 @@ enum zs_status engine_capture_now(struct engine *e, const char *job, struct engi
 	return st;
 }
 
+/* j's timeline becomes timeline when that is later (never back). */
+static void eng_timeline_raise(struct ejob *j, uint64_t timeline)
+{
+	uint_fast64_t at = atomic_load(&j->timeline);
+
+	while (at < timeline && !atomic_compare_exchange_weak(&j->timeline, &at, timeline))
+		;
+}
+
 /* A restore task told this server the job's timeline from now on: raised,
  * and a pin taken since the restore ended under the old one goes. */
 void engine_set_timeline(struct engine *e, const char *job, uint64_t timeline)

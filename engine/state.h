@@ -228,8 +228,9 @@ struct ejob {
 	uint64_t epoch;
 	uint64_t incarnation; /* with the name and epoch: which job this is */
 	/* the coordinator's timeline of the job as this server last heard it
-	 * (its record, a restore task): said in its norm reports, so that a
-	 * report of an ended timeline still on its way is refused */
+	 * (its record when the job came here, then each restore task once
+	 * done): said in its norm reports, so that a report of an ended
+	 * timeline still on its way is refused */
 	atomic_uint_fast64_t timeline;
 	struct zs_job_spec spec;
 	/* the shards here, each allocated once (a pointer to one stays good

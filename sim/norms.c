@@ -48,7 +48,7 @@
 #define NX_KEPT 4    /* coord/norms.c NORMS_KEPT */
 
 enum nx_kind {
-	NX_REDUCE,  /* who: server; a: shard; b: step; c: timeline */
+	NX_REDUCE,  /* who: server; a: shard; b: step; c: timeline; d: a diverged copy's */
 	NX_REPORT,  /* a: report. At the coordinator */
 	NX_ANSWER,  /* a: report; b: ok; c: the total's bits */
 	NX_RETRY,   /* a: report. Its call failed: sent again */
@@ -572,8 +572,9 @@ static void lose(struct nworld *w, int srv)
 			w->diverged[w->tl][w->t] = true;
 		w->reduced[g] = false;
 		w->reported[g] = false;
-		ev(w, sim_range(&w->s, 1 * MS, 20 * MS), NX_REDUCE, w->primary[g], g,
-		   (int64_t)w->t, (int64_t)w->tl | (div ? 1ll << 40 : 0));
+		sim_at(&w->s, sim_range(&w->s, 1 * MS, 20 * MS),
+		       (struct sim_ev){.kind = NX_REDUCE, .who = w->primary[g], .a = g,
+				       .b = (int64_t)w->t, .c = (int64_t)w->tl, .d = div});
 	}
 }
 
@@ -632,8 +633,7 @@ int norms_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size
 	while (!w->s.failed && sim_next(&w->s, &e) && e.at_us < RUN_MS * MS && w->t <= w->T) {
 		switch (e.kind) {
 		case NX_REDUCE:
-			reduce(w, e.who, (int)e.a, (uint64_t)e.b, (uint64_t)e.c & ((1ull << 40) - 1),
-			       (uint64_t)e.c >> 40);
+			reduce(w, e.who, (int)e.a, (uint64_t)e.b, (uint64_t)e.c, e.d != 0);
 			break;
 		case NX_REPORT: report_in(w, (int)e.a); break;
 		case NX_ANSWER: answered(w, (int)e.a, e.b != 0, e.c); break;
