@@ -124,7 +124,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # cores; its mutant build plants bugs in them (base/mutant.h) and must find
 # each (make sim-mutants)
 SIM_SRC := $(wildcard sim/*.c)
-SIM_CORES := model/liveness.c model/failover.c model/redo.c model/hptables.c model/commit.c model/normx.c model/relaytree.c engine/answered.c engine/conns.c engine/intake.c engine/copies.c engine/kept.c \
+SIM_CORES := model/liveness.c model/failover.c model/redo.c model/hptables.c model/commit.c model/normx.c model/relaytree.c model/boundary.c model/verdict.c engine/answered.c engine/conns.c engine/intake.c engine/copies.c engine/kept.c \
 	     base/mutant.c base/status.c \
 	     base/strerror.c
 SIM := $(BUILD)/bin/zshard-sim
@@ -138,7 +138,7 @@ HOURS ?= 1
 # relaying reader serves its children with); the shared one exports only
 # include/'s API
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/emu_shm.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
-	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c model/world.c model/redo.c model/hptables.c $(NET_SRC) \
+	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c model/world.c model/redo.c model/hptables.c model/boundary.c model/verdict.c $(NET_SRC) \
 	   $(RDMA_SRC) $(filter-out ctrl/etcd.c ctrl/etcd_dec.c ctrl/seal.c,$(CTRL_SRC))
 LIB_LIBS := $(CTRL_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(BUILD)/obj/gen/zshard.pb-c.o
@@ -152,7 +152,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
-	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree \
+	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree boundary \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -250,7 +250,7 @@ $(SIM): $(call obj,$(SIM_SRC)) $(BUILD)/obj/engine/conns.o $(BUILD)/obj/engine/i
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(SIM_MUT): $(SIM_SRC) $(SIM_CORES) $(wildcard sim/*.h) base/mutant.h model/liveness.h engine/conns.h \
 	    engine/intake.h engine/copies.h engine/kept.h model/failover.h model/redo.h model/hptables.h \
-	    model/model.h model/commit.h model/normx.h model/relaytree.h engine/answered.h
+	    model/model.h model/commit.h model/normx.h model/relaytree.h model/boundary.h model/verdict.h engine/answered.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DZS_MUTANTS -o $@ $(SIM_SRC) $(SIM_CORES) $(LDFLAGS)
 
@@ -272,6 +272,7 @@ sim-mutants: $(SIM_MUT)
 # ------------------------------------------------------------------ tests
 $(BUILD)/tests/test_placement: $(BUILD)/obj/tests/unit/test_placement.o $(CORE_LIB)
 $(BUILD)/tests/test_redo: $(BUILD)/obj/tests/unit/test_redo.o $(CORE_LIB)
+$(BUILD)/tests/test_boundary: $(BUILD)/obj/tests/unit/test_boundary.o $(CORE_LIB)
 $(BUILD)/tests/test_hptables: $(BUILD)/obj/tests/unit/test_hptables.o $(CORE_LIB)
 $(BUILD)/tests/test_commit: $(BUILD)/obj/tests/unit/test_commit.o $(CORE_LIB)
 $(BUILD)/tests/test_normx: $(BUILD)/obj/tests/unit/test_normx.o $(CORE_LIB)

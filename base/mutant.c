@@ -55,6 +55,11 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_PIN_UNSTAMPED] = "pin-unstamped",
 	[ZS_MUT_READER_IDS_RESTART] = "reader-ids-restart",
 	[ZS_MUT_RELAY_ANY_TIMELINE] = "relay-any-timeline",
+	[ZS_MUT_STALE_ANSWER] = "stale-answer",
+	[ZS_MUT_LATEST_NOT_HIGHEST] = "latest-not-highest",
+	[ZS_MUT_FAILOVER_RESUME_LOST] = "failover-resume-lost",
+	[ZS_MUT_GIVEN_UP_UNASKED] = "given-up-unasked",
+	[ZS_MUT_BACK_AWAITED] = "back-awaited",
 };
 
 const char *zs_mutant_name(int k)

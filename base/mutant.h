@@ -68,6 +68,13 @@ enum zs_mutant_id {
 	ZS_MUT_READER_IDS_RESTART, /* a restarted coordinator gives ids from 1 again */
 	/* client/relay.c, as sim/readers.c renders it */
 	ZS_MUT_RELAY_ANY_TIMELINE, /* a relay serves its step to a child of another run */
+	/* model/boundary.c: a rank's step boundary mailbox */
+	ZS_MUT_STALE_ANSWER,      /* an answer to a report given up on (or of a timeline left) taken */
+	ZS_MUT_LATEST_NOT_HIGHEST, /* a stop set past the report that came last, not the highest */
+	/* model/verdict.c: what a lost server means to a rank that waits */
+	ZS_MUT_FAILOVER_RESUME_LOST, /* a failover that met a rollback says "unavailable" */
+	ZS_MUT_GIVEN_UP_UNASKED,  /* a verdict given up on once, the next failure's status stands unasked */
+	ZS_MUT_BACK_AWAITED,      /* a failover from a server that is back waits for a placement */
 	ZS_MUT_COUNT
 };
 

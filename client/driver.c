@@ -60,49 +60,55 @@ static void live_grads(zs_trainer *t, long long delta)
 static int wait_op(zs_trainer *t, zs_op **op)
 {
 	int bound = tr_op_timeout(t);
-	int64_t deadline = zs_now_ms() + bound;
+	struct zs_opwait w;
 	char why[ZS_ERRMSG_MAX], down[ZS_ERRMSG_MAX] = "";
 	int rc;
 
+	zs_opw_start(&w, zs_now_ms(), bound);
 	for (;;) {
-		int64_t left = deadline - zs_now_ms();
+		int64_t left = w.deadline - zs_now_ms();
 		rc = zs_op_wait(*op, left <= 0 ? 0 : left < 250 ? (int)left : 250);
 		if (rc != ZS_EAGAIN) {
 			*op = NULL;
 			return rc;
 		}
-		if (zs_now_ms() >= deadline)
-			break;
 		struct zs_error ferr = {0};
-		if (tr_loss(t)->lost(t, why, sizeof why, &ferr)) {
-			if (tr_loss(t)->resends) { /* a failover that failed */
-				enum zs_status st = ferr.code == ZS_ERESUME ? ZS_ERESUME
-									   : ZS_EUNAVAIL;
-				return tr_fail(t, st, "%s; waited for it %lld ms%s%s", why,
-					       (long long)(bound - (deadline - zs_now_ms())),
-					       ferr.msg[0] ? ", and " : "", ferr.msg);
-			}
-			if (!down[0])
+		bool lost = zs_now_ms() < w.deadline && tr_loss(t)->lost(t, why, sizeof why, &ferr);
+		switch (zs_opw_slice(&w, zs_now_ms(), lost, tr_loss(t)->resends,
+				     ferr.code == ZS_ERESUME)) {
+		case ZS_LV_RESUME: /* a failover met the rollback instead */
+		case ZS_LV_FAIL:   /* a failover that failed */
+			return tr_fail(t, ferr.code == ZS_ERESUME ? ZS_ERESUME : ZS_EUNAVAIL,
+				       "%s; waited for it %lld ms%s%s", why,
+				       (long long)(bound - (w.deadline - zs_now_ms())),
+				       ferr.msg[0] ? ", and " : "", ferr.msg);
+		case ZS_LV_TIMEDOUT: {
+			char was[ZS_ERRMSG_MAX];
+			memcpy(was, t->err, sizeof was);
+			if (down[0])
+				return tr_fail(t, ZS_ETIMEDOUT,
+					       "%s; %s; %d ms in all (the step driver's bound, zs_policy.op_timeout_ms)",
+					       was, down, bound);
+			return tr_fail(t, ZS_ETIMEDOUT,
+				       "%s; %d ms in all (the step driver's bound, zs_policy.op_timeout_ms)",
+				       was, bound);
+		}
+		case ZS_LV_ASK:
+			if (lost && !down[0])
 				zs_info("rank %u of job '%s': %s; waiting for it, or for the coordinator to roll the job back, up to %lld ms",
 					t->rank, t->job.spec.name, why,
-					(long long)(deadline - zs_now_ms()));
-			snprintf(down, sizeof down, "%s", why);
+					(long long)(w.deadline - zs_now_ms()));
+			if (lost)
+				snprintf(down, sizeof down, "%s", why);
+			if (zs_opw_told(&w, tr_rolled_back(t, why, sizeof why)) == ZS_LV_RESUME)
+				return tr_fail(t, ZS_ERESUME,
+					       "job '%s' rolled back (%s) while rank %u waited: resume (zs_trainer_resume); what it met: %s",
+					       t->job.spec.name, why, t->rank, down);
+			break;
+		default:
+			break;
 		}
-		if (down[0] && tr_rolled_back(t, why, sizeof why))
-			return tr_fail(t, ZS_ERESUME,
-				       "job '%s' rolled back (%s) while rank %u waited: resume (zs_trainer_resume); what it met: %s",
-				       t->job.spec.name, why, t->rank, down);
 	}
-	if (down[0]) {
-		char was[ZS_ERRMSG_MAX];
-		memcpy(was, t->err, sizeof was);
-		return tr_fail(t, ZS_ETIMEDOUT,
-			       "%s; %s; %d ms in all (the step driver's bound, zs_policy.op_timeout_ms)",
-			       was, down, bound);
-	}
-	memcpy(why, t->err, sizeof why);
-	return tr_fail(t, ZS_ETIMEDOUT, "%s; %d ms in all (the step driver's bound, zs_policy.op_timeout_ms)",
-		       why, bound);
 }
 
 /* Waits for a parameter gather of the step driver, timing it. */

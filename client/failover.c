@@ -61,7 +61,19 @@ static void retire(zs_trainer *t, uint64_t id)
 	}
 }
 
-enum zs_status tr_failover(zs_trainer *t, uint64_t lost, struct zs_error *err)
+/* Whether server id is whole as t sees it: its connections not broken,
+ * and the latest renewal does not mark it down. */
+static bool whole(zs_trainer *t, uint64_t id)
+{
+	for (uint32_t i = 0; i < t->n_srv; i++)
+		if (t->srv_id[i] == id)
+			return !zs_conn_broken(t->conn[i], NULL, 0) &&
+			       !(t->gconn[i] && zs_conn_broken(t->gconn[i], NULL, 0)) &&
+			       !tr_server_marked_down(t, id);
+	return false;
+}
+
+enum zs_status tr_failover(zs_trainer *t, uint64_t lost, bool refused, struct zs_error *err)
 {
 	int bound = tr_op_timeout(t);
 	int64_t t0 = zs_now_ms(), deadline = t0 + bound;
@@ -69,28 +81,27 @@ enum zs_status tr_failover(zs_trainer *t, uint64_t lost, struct zs_error *err)
 
 	if (t->job.spec.replicas < 2)
 		return zs_fail(err, ZS_EUNAVAIL, "job '%s' has no replicas", t->job.spec.name);
-	while (holds(t, lost)) {
+	for (bool took = false; !took && holds(t, lost);) {
 		struct zs_job j;
-		bool moved = true;
-		if ((st = zs_coord_get_job(t->coord, t->job.spec.name, &j, err))) {
-			if (zs_now_ms() > deadline)
-				return st;
-			zs_sleep_ms(100, NULL);
-			continue;
-		}
-		if (j.timeline != t->timeline) {
+		bool moved = true, answered;
+		st = zs_coord_get_job(t->coord, t->job.spec.name, &j, err);
+		answered = st == ZS_OK;
+		/* no primary there (a rebuild may put new copies back on it,
+		 * restarted under the same id) */
+		for (uint32_t k = 0; answered && k < j.placement.n_shards; k++)
+			moved &= j.placement.shards[k].server_id != lost ||
+				 j.placement.shards[k].copy != 0;
+		switch (zs_fo_look(zs_now_ms(), deadline, answered, t->timeline,
+				   answered ? j.timeline : 0, moved, !refused && whole(t, lost))) {
+		case ZS_LV_FAIL: /* the coordinator away past the bound */
+			return st;
+		case ZS_LV_RESUME:
 			st = zs_fail(err, ZS_ERESUME,
 				     "job '%s' was rolled back instead (%s): resume",
 				     j.spec.name, j.rollback_reason[0] ? j.rollback_reason : "a restore");
 			zs_job_release(&j);
 			return st;
-		}
-		/* no primary there (a rebuild may put new copies back on it,
-		 * restarted under the same id) */
-		for (uint32_t k = 0; k < j.placement.n_shards; k++)
-			moved &= j.placement.shards[k].server_id != lost ||
-				 j.placement.shards[k].copy != 0;
-		if (moved) {
+		case ZS_LV_TAKE:
 			st = tr_take_placement(t, &j.placement);
 			zs_job_release(&j);
 			if (st)
@@ -99,14 +110,24 @@ enum zs_status tr_failover(zs_trainer *t, uint64_t lost, struct zs_error *err)
 				t->rank, t->job.spec.name, (unsigned long long)lost,
 				(unsigned long long)t->job.placement.epoch,
 				(long long)(zs_now_ms() - t0));
+			took = true;
 			break;
-		}
-		zs_job_release(&j);
-		if (zs_now_ms() > deadline)
+		case ZS_LV_BACK:
+			if (answered)
+				zs_job_release(&j);
+			zs_info("rank %u of job '%s': server %llu is back (its connection whole, not marked down): nothing to fail over from",
+				t->rank, t->job.spec.name, (unsigned long long)lost);
+			return ZS_OK;
+		case ZS_LV_TIMEDOUT:
+			zs_job_release(&j);
 			return zs_fail(err, ZS_ETIMEDOUT,
 				       "server %llu was lost, and the coordinator did not move its shards to their replicas within %d ms",
 				       (unsigned long long)lost, bound);
-		zs_sleep_ms(100, NULL);
+		default:
+			if (answered)
+				zs_job_release(&j);
+			zs_sleep_ms(100, NULL);
+		}
 	}
 	retire(t, lost);
 	/* a server takes the new epoch at its next heartbeat: until then it
@@ -165,24 +186,13 @@ static bool resend(zs_op *op, uint32_t i, struct zs_error *err)
 	return true;
 }
 
-/* Whether server id answered a request itself, alive: its connections
- * stand and the coordinator does not mark it down. */
-static bool answered_alive(zs_trainer *t, uint64_t id)
-{
-	for (uint32_t i = 0; i < t->n_srv; i++)
-		if (t->srv_id[i] == id)
-			return !zs_conn_broken(t->conn[i], NULL, 0) &&
-			       !(t->gconn[i] && zs_conn_broken(t->gconn[i], NULL, 0)) &&
-			       !tr_server_marked_down(t, id);
-	return false;
-}
-
 bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status *stp, struct zs_error *err)
 {
 	enum zs_status st = *stp;
 	zs_trainer *t = op->t;
 	struct tr_rq *q = op->rq ? &op->rq[i] : NULL;
 	struct zs_error ferr = {0};
+	enum zs_status fst;
 	uint64_t lost;
 
 	/* a broken connection (the server gone), one we shut down, or a
@@ -192,15 +202,22 @@ bool tr_failover_req(zs_op *op, uint32_t i, enum zs_status *stp, struct zs_error
 	/* a live primary that says a copy of its shard is out of its reach
 	 * (its forward timed out): not lost, so no failover moves its shards;
 	 * its words are the answer, now rather than after the failover's bound */
-	if (st == ZS_EUNAVAIL && answered_alive(t, q->server)) {
+	if (st == ZS_EUNAVAIL && whole(t, q->server)) {
 		zs_error_prefix(err, "server %llu, which is up, answered",
 				(unsigned long long)q->server);
 		return false;
 	}
 	op->req[i] = NULL; /* its wait took it */
 	lost = q->server;
-	if (tr_failover(t, lost, &ferr)) {
-		if (ferr.code == ZS_ERESUME) { /* the coordinator's verdict: a rollback */
+	fst = tr_failover(t, lost, st != ZS_EUNAVAIL, &ferr);
+	if (!fst && tr_conn(t, lost, false)) {
+		/* whole again, nothing failed over from: what it answered stands */
+		zs_error_prefix(err, "server %llu, which is up again, answered",
+				(unsigned long long)lost);
+		return false;
+	}
+	if (fst) {
+		if (fst == ZS_ERESUME) { /* the coordinator's verdict: a rollback */
 			char met[ZS_ERRMSG_MAX];
 			snprintf(met, sizeof met, "%s", err->msg);
 			*stp = ZS_ERESUME;
@@ -281,12 +298,13 @@ enum zs_status tr_watch_lost(zs_trainer *t, char *why, size_t len, struct zs_err
 		}
 	if (!lost && (!tr_server_down_id(t, &lost, why, len) || lost == t->fo.lost_tried))
 		return ZS_OK;
-	if ((st = tr_failover(t, lost, err))) {
+	if ((st = tr_failover(t, lost, false, err))) {
 		/* once: its requests fail in their turn, each saying why */
 		t->fo.lost_tried = lost;
 		return st;
 	}
-	tr_failover_sweep(t, lost);
+	if (!tr_conn(t, lost, false)) /* failed over from, not whole again */
+		tr_failover_sweep(t, lost);
 	return ZS_OK;
 }
 

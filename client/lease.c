@@ -82,6 +82,7 @@ bool tr_server_down_id(zs_trainer *t, uint64_t *id, char *buf, size_t len)
 
 /* A posted boundary report on its way: what was posted, and the answer. */
 struct boundary {
+	uint64_t seq; /* its number (model/boundary.h) */
 	struct zs_step_report r;
 	bool has;
 	struct zs_step_state begun; /* the step begun and the rank's state: freed after */
@@ -91,13 +92,19 @@ struct boundary {
 	struct zs_error err;
 };
 
-/* Takes the posted report (caller holds down_mu). */
-static void boundary_take(zs_trainer *t, struct boundary *b)
+/* Takes the posted report, if one waits to be sent (caller holds
+ * down_mu): false when none does. */
+static bool boundary_take(zs_trainer *t, struct boundary *b)
 {
-	*b = (struct boundary){.r = t->ls.brep, .has = t->ls.bhas, .begun = t->ls.begun,
-			       .bbegun = t->ls.bbegun};
+	uint64_t seq = zs_bm_pick(&t->ls.bm);
+
+	if (!seq)
+		return false;
+	*b = (struct boundary){.seq = seq, .r = t->ls.brep, .has = t->ls.bhas,
+			       .begun = t->ls.begun, .bbegun = t->ls.bbegun};
 	t->ls.begun = (struct zs_step_state){0};
 	t->ls.bbegun = false;
+	return true;
 }
 
 /* Sends it over c (no lock held): a coordinator restarting is ridden out
@@ -118,19 +125,21 @@ static void boundary_send(zs_trainer *t, struct zs_coord_client *c, struct bound
 	b->begun.data = NULL;
 }
 
-/* Keeps the answer for the step driver (caller holds down_mu). */
+/* Keeps the answer for the step driver, if it is still the one awaited
+ * (caller holds down_mu): not when a later report was posted meanwhile
+ * (the driver gave up on this one and asked itself), nor when it was
+ * dropped (the lease stopped; a resume to a new timeline). */
 static void boundary_keep(zs_trainer *t, const struct boundary *b)
 {
 	if (!b->st && b->bbegun) {
 		tr_step_known(t, b->begun.step);
 		pthread_cond_broadcast(&t->ls.bcv); /* a push waiting for it */
 	}
-	if (t->ls.bstate != B_POSTED)
-		return; /* dropped meanwhile (the lease stopped) */
+	if (!zs_bm_answered(&t->ls.bm, b->seq))
+		return;
 	t->ls.bst = b->st;
 	t->ls.bans = b->an;
 	snprintf(t->ls.bwhy, sizeof t->ls.bwhy, "%s", b->st ? b->err.msg : "");
-	t->ls.bstate = B_ANSWERED;
 	pthread_cond_broadcast(&t->ls.bcv);
 }
 
@@ -146,17 +155,29 @@ void tr_boundary_post(zs_trainer *t, const struct zs_step_report *r,
 	t->ls.bbegun = begun != NULL;
 	if (begun)
 		*begun = (struct zs_step_state){0};
-	t->ls.bstate = B_POSTED;
+	zs_bm_post(&t->ls.bm);
 	pthread_cond_broadcast(&t->ls.bcv);
 	pthread_mutex_unlock(&t->ls.down_mu);
 }
 
-/* Waits (down_mu held) within t->timeout_ms for a posted report's answer. */
-static void await_answer(zs_trainer *t)
+/* What the boundary finds (down_mu held): the answer, or the report still
+ * awaited waited for within t->timeout_ms (model/boundary.h); take: as the
+ * boundary that uses it, else left for it. A stopped lease thread answers
+ * nothing more: what was posted is dropped. */
+static enum zs_bm_take await_answer(zs_trainer *t, bool take)
 {
 	int64_t deadline = zs_now_ms() + t->timeout_ms;
+	enum zs_bm_take k;
 
-	while (t->ls.bstate == B_POSTED && t->ls.running && zs_now_ms() < deadline) {
+	if (!t->ls.running) {
+		zs_bm_drop(&t->ls.bm);
+		return ZS_BM_ASK;
+	}
+	for (;;) {
+		bool expired = zs_now_ms() >= deadline;
+		k = take ? zs_bm_take(&t->ls.bm, expired) : zs_bm_peek(&t->ls.bm, expired);
+		if (k != ZS_BM_WAIT)
+			return k;
 		struct timespec ts = zs_deadline_in(50);
 		pthread_cond_timedwait(&t->ls.bcv, &t->ls.down_mu, &ts);
 	}
@@ -167,8 +188,7 @@ bool tr_boundary_peek(zs_trainer *t, struct zs_step_answer *a)
 	bool got = false;
 
 	pthread_mutex_lock(&t->ls.down_mu);
-	await_answer(t);
-	if (t->ls.bstate == B_ANSWERED && !t->ls.bst) {
+	if (await_answer(t, false) == ZS_BM_TAKE && !t->ls.bst) {
 		*a = t->ls.bans;
 		got = true;
 	}
@@ -179,23 +199,24 @@ bool tr_boundary_peek(zs_trainer *t, struct zs_step_answer *a)
 bool tr_boundary_take(zs_trainer *t, enum zs_status *st, struct zs_step_answer *a,
 		      struct zs_error *err)
 {
-	bool took = false;
+	bool took = true;
 
 	pthread_mutex_lock(&t->ls.down_mu);
-	await_answer(t);
-	if (t->ls.bstate == B_ANSWERED) {
+	switch (await_answer(t, true)) {
+	case ZS_BM_TAKE:
 		*st = t->ls.bst;
 		*a = t->ls.bans;
 		if (t->ls.bst)
 			zs_fail(err, t->ls.bst, "%s", t->ls.bwhy);
-		took = true;
-	} else if (t->ls.bstate == B_POSTED && t->ls.running) {
+		break;
+	case ZS_BM_TIMEDOUT: /* its answer, coming later, is dropped */
 		*st = zs_fail(err, ZS_ETIMEDOUT,
 			      "the coordinator did not answer rank %u's step report within %d ms",
 			      t->rank, t->timeout_ms);
-		took = true;
+		break;
+	default:
+		took = false;
 	}
-	t->ls.bstate = B_NONE;
 	pthread_mutex_unlock(&t->ls.down_mu);
 	return took;
 }
@@ -234,13 +255,12 @@ static void *lease_main(void *arg)
 			int64_t next = zs_now_ms() + LEASE_RENEW_MS;
 			pthread_mutex_lock(&t->ls.down_mu);
 			while (!atomic_load(&t->ls.stop) && zs_now_ms() < next) {
-				if (t->ls.bstate == B_POSTED) {
+				if (t->ls.bm.st == ZS_BM_POSTED) {
+					struct boundary b;
 					if (!c && zs_coord_open(t->ls.coord_addr, LEASE_RENEW_MS * 2, 0, &c,
 								&err))
 						c = NULL;
-					if (c) {
-						struct boundary b;
-						boundary_take(t, &b);
+					if (c && boundary_take(t, &b)) {
 						pthread_mutex_unlock(&t->ls.down_mu);
 						boundary_send(t, c, &b);
 						pthread_mutex_lock(&t->ls.down_mu);
@@ -324,6 +344,6 @@ void tr_lease_stop(zs_trainer *t)
 	pthread_join(t->ls.thread, NULL);
 	pthread_mutex_lock(&t->ls.down_mu);
 	t->ls.running = false;
-	t->ls.bstate = B_NONE; /* a report still posted is dropped */
+	zs_bm_drop(&t->ls.bm); /* a report still posted is dropped */
 	pthread_mutex_unlock(&t->ls.down_mu);
 }

@@ -116,7 +116,7 @@ static enum zs_status catch_up(zs_trainer *t, struct zs_job *j, struct zs_error 
 	/* a boundary answer of the ended timeline (its stop, its world) says
 	 * nothing of this one: the next boundary asks again */
 	pthread_mutex_lock(&t->ls.down_mu);
-	t->ls.bstate = B_NONE;
+	zs_bm_drop(&t->ls.bm); /* one on its way: its answer is dropped */
 	pthread_mutex_unlock(&t->ls.down_mu);
 	return ZS_OK;
 }

@@ -32,7 +32,9 @@
 #include <unistd.h>
 
 #include "ctrl/coord_client.h"
+#include "model/boundary.h"
 #include "model/hparams.h"
+#include "model/verdict.h"
 
 /* tables a trainer keeps to send a server it connects to later: the
  * steps that may have pushes in flight (push_depth and the window) */
@@ -150,7 +152,7 @@ struct zs_trainer {
 		/* the step boundary's report, sent by the lease thread: posted
 		 * at one boundary, its answer used at the next (down_mu) */
 		pthread_cond_t bcv;
-		enum { B_NONE, B_POSTED, B_ANSWERED } bstate;
+		struct zs_bmail bm; /* what is posted, on its way, answered (model/boundary.h) */
 		struct zs_step_report brep;
 		bool bhas;     /* brep holds a report (else the call only asks) */
 		struct zs_step_answer bans;
@@ -192,9 +194,8 @@ struct zs_trainer {
 		zs_op *live;
 		uint64_t lost_tried; /* a server whose failover failed (tr_watch_lost) */
 	} fo;
-	/* the coordinator's verdict on a loss (verdict.c): 1 + the timeline
-	 * on which it was waited for in vain (0: none) */
-	struct { uint64_t given_up; } vd;
+	/* the coordinator's verdict on a loss (verdict.c, model/verdict.h) */
+	struct zs_verdict vd;
 };
 
 /* A wait's bound when no policy says (zs_policy.op_timeout_ms). */
@@ -266,9 +267,12 @@ const struct tr_loss *tr_loss(const zs_trainer *t);
  * coordinator's placement without it, takes it, shuts its connection down
  * (what is on it fails; nothing more lands) and connects to the servers the
  * placement adds. ZS_OK; ZS_ERESUME (the job rolled back instead),
- * ZS_ETIMEDOUT, or another error: the caller keeps its own.
+ * ZS_ETIMEDOUT, or another error: the caller keeps its own. Unless
+ * refused (the server answered that it holds the job no more), a server
+ * whole again meanwhile (model/verdict.h zs_fo_look) is not failed over
+ * from: ZS_OK, nothing taken.
  */
-enum zs_status tr_failover(zs_trainer *t, uint64_t lost, struct zs_error *err);
+enum zs_status tr_failover(zs_trainer *t, uint64_t lost, bool refused, struct zs_error *err);
 /*
  * Request i of op failed with *st: when the job is replicated and its
  * server was lost, sends it again to its shard's primary now (true:

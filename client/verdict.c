@@ -11,15 +11,13 @@
  * within the step driver's bound, until the job's timeline moves or this
  * rank is evicted (ZS_ERESUME, the loss named in the message), and keeps
  * its status when no loss shows (a live server's refusal) or no verdict
- * comes (said, once per timeline: the next failure does not wait again).
+ * comes (said, once per timeline: the next failure does not wait again,
+ * but looks once whether the job rolled back meanwhile). The decisions
+ * are model/verdict.c's, which the simulator runs (sim/losses.c).
  */
 #include "client/trainer.h"
 
 #include "base/log.h"
-
-/* How long a failure may take to show as a loss (a peer's FIN read by the
- * connection's thread, the coordinator's word in a renewal) */
-#define VERDICT_SHOW_MS 2000
 
 /* Whether t sees a server lost: a connection broken, or a server of its
  * placement the coordinator marks down; what, in why. */
@@ -66,39 +64,41 @@ bool tr_rolled_back(zs_trainer *t, char *why, size_t len)
 enum zs_status tr_verdict(zs_trainer *t, enum zs_status st, char *msg, size_t len)
 {
 	int bound = tr_op_timeout(t);
-	int64_t t0 = zs_now_ms(), deadline = t0 + bound;
 	char was[ZS_ERRMSG_MAX], why[ZS_ERRMSG_MAX] = "";
-	bool seen = false, said = false;
+	struct zs_vdwait w;
+	bool said = false;
 
-	if (st != ZS_EUNAVAIL || !t->coord || t->vd.given_up == t->timeline + 1)
+	if (zs_vd_start(&w, &t->vd, st, t->coord != NULL, t->timeline, zs_now_ms(), bound) !=
+	    ZS_LV_ASK)
 		return st;
 	snprintf(was, sizeof was, "%s", msg);
 	for (;;) {
-		if (tr_rolled_back(t, why, sizeof why)) {
+		bool back = tr_rolled_back(t, why, sizeof why);
+		bool loss = !back && !w.seen && !w.once && loss_seen(t, why, sizeof why);
+		switch (zs_vd_told(&w, &t->vd, zs_now_ms(), back, loss)) {
+		case ZS_LV_RESUME:
 			snprintf(msg, len,
 				 "job '%s' rolled back (%s) while rank %u waited: resume "
 				 "(zs_trainer_resume); what it met: %s",
 				 t->job.spec.name, why, t->rank, was);
 			return ZS_ERESUME;
+		case ZS_LV_FAIL: /* no server lost: the status is the answer */
+			return st;
+		case ZS_LV_TIMEDOUT:
+			snprintf(msg, len,
+				 "%s; the coordinator did not roll job '%s' back within %d ms (the step "
+				 "driver's bound, zs_policy.op_timeout_ms)",
+				 was, t->job.spec.name, bound);
+			return st;
+		default:
+			break;
 		}
-		if (!seen && loss_seen(t, why, sizeof why))
-			seen = true;
-		if (!seen && zs_now_ms() - t0 >= VERDICT_SHOW_MS)
-			return st; /* no server lost: the status is the answer */
-		if (seen && !said) {
+		if (w.seen && !said) {
 			zs_info("rank %u of job '%s': %s; waiting up to %d ms for the "
 				"coordinator's verdict (a failover or a rollback)",
 				t->rank, t->job.spec.name, why, bound);
 			said = true;
 		}
-		if (zs_now_ms() >= deadline)
-			break;
 		zs_sleep_ms(100, NULL);
 	}
-	t->vd.given_up = t->timeline + 1;
-	snprintf(msg, len,
-		 "%s; the coordinator did not roll job '%s' back within %d ms (the step "
-		 "driver's bound, zs_policy.op_timeout_ms)",
-		 was, t->job.spec.name, bound);
-	return st;
 }

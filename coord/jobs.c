@@ -435,7 +435,7 @@ void coord_h_join(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t 
 		}
 	}
 	nt[pos] = (struct zs_member){.rank = r.rank, .joined_ms = zs_wall_ms(),
-				     .session = r.session, .joined_mono_ms = zs_now_ms()};
+				     .session = r.session};
 	zs_live_joined(&nt[pos].live, zs_now_ms());
 	snprintf(nt[pos].host, sizeof nt[pos].host, "%s", r.host);
 	/* the trainer's own record: a join commits O(1) bytes */

@@ -388,32 +388,22 @@ void coord_h_dropped_ranks(void *ctx, struct zs_rpc_call *call, const uint8_t *p
 bool coord_latest_report(struct coord *c, const struct zs_job *j, uint64_t *top)
 {
 	struct sreports *sr;
-	bool any = false;
 
 	/*
 	 * Every rank reports the step it finished at each step boundary (the
 	 * step driver does), and a rank passes boundary b only with the
 	 * answer to the report it posted at b - 1 (the one of step b - 2:
-	 * client/lease.c). So the furthest any rank can have begun is two past
-	 * the latest report of this run; three past it no rank has begun yet,
-	 * and every rank meets that boundary with an answer given after this
-	 * one, which names it.
+	 * client/lease.c), or to the one it sent itself at b (of step b - 1).
+	 * So the furthest any rank can have begun is two past the highest
+	 * report of this timeline; three past it no rank has begun yet, and
+	 * every rank meets that boundary with an answer given after this one,
+	 * which names it. The highest, not the latest heard: reports overtake
+	 * each other (model/boundary.h).
 	 */
-	*top = 0;
 	for (sr = c->reports; sr && strcmp(sr->job, j->spec.name); sr = sr->next)
 		;
-	for (uint32_t i = 0; sr && i < j->n_trainers; i++) {
-		const struct zs_step_report *r;
-		if (j->trainers[i].rank >= sr->n)
-			continue;
-		r = &sr->r[j->trainers[i].rank];
-		if (!r->reported_ms || r->reported_ms < j->trainers[i].joined_mono_ms)
-			continue; /* none yet from this trainer (an earlier one's) */
-		any = true;
-		if (r->step > *top)
-			*top = r->step;
-	}
-	return any;
+	*top = 0;
+	return sr && zs_btop_latest(&sr->top, j->timeline, top);
 }
 
 void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, size_t n)

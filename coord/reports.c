@@ -70,6 +70,8 @@ void coord_h_report_step(void *ctx, struct zs_rpc_call *call, const uint8_t *p, 
 			sr->n = wmax;
 		}
 	}
+	if (has && sr) /* what a stop is set past (model/boundary.h) */
+		zs_btop_heard(&sr->top, j->timeline, r.step);
 	if (has && sr && rank < sr->n) { /* a report that cannot be kept is dropped: stats only */
 		r.rank = rank;
 		r.reported_ms = zs_now_ms();

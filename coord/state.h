@@ -31,6 +31,7 @@
 #include "storage/kv.h"
 #include "base/log.h"
 #include "ctrl/methods.h"
+#include "model/boundary.h"
 #include "model/model.h"
 #include "model/normx.h"
 #include "model/placement.h"
@@ -130,6 +131,7 @@ struct sreports {
 	char job[ZS_JOB_NAME_MAX];
 	uint32_t n;               /* the job's world size */
 	struct zs_step_report *r; /* by rank; reported_ms 0: none yet */
+	struct zs_btop top;       /* the highest step reported on the job's timeline */
 	struct sreports *next;
 };
 

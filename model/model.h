@@ -226,7 +226,6 @@ struct zs_member {
 	/* is it alive (model/liveness.h; the coordinator's monotonic clock;
 	 * not persisted) */
 	struct zs_live live;
-	int64_t joined_mono_ms; /* the same clock at its join; not persisted */
 };
 
 /*

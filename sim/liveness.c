@@ -256,7 +256,7 @@ const char *sim_fault_name(int k)
 	static const char *const names[SF_COUNT] = {
 	    "pause", "pause-after-action", "kill", "cut-trainer", "cut-server", "slow-message",
 	    "server-restart", "coordinator-restart", "connection-reset", "failover",
-	    "record-flipped", "job-recreated", "rollback"};
+	    "record-flipped", "job-recreated", "rollback", "stop"};
 
 	return k >= 0 && k < SF_COUNT ? names[k] : "?";
 }

@@ -34,6 +34,10 @@ int sim_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t
 		rc = norms_run(seed, tracing, st, why, why_n);
 	if (!rc)
 		rc = readers_run(seed, tracing, st, why, why_n);
+	if (!rc)
+		rc = bounds_run(seed, tracing, st, why, why_n);
+	if (!rc)
+		rc = losses_run(seed, tracing, st, why, why_n);
 	st->seeds++;
 	if (rc)
 		st->failed++;
@@ -72,6 +76,12 @@ static void summary(const char *what, const struct sim_stats *st, double took)
 	       what, st->clipped, st->settled_reports, st->exchange_fails, st->norm_rollbacks,
 	       st->norm_gaps);
 	printf("sim %s, the reader world: %" PRIu64 " versions read whole\n", what, st->reads);
+	printf("sim %s, the boundary world: %" PRIu64 " steps begun on a boundary's answer, %" PRIu64
+	       " boundaries past their bound (the call made again)\n",
+	       what, st->bounds, st->bound_timeouts);
+	printf("sim %s, the loss world: %" PRIu64 " ranks told to resume, %" PRIu64
+	       " ops failed (their rank cut off from the coordinator past the bound)\n",
+	       what, st->loss_resumes, st->loss_failures);
 }
 
 /* Seeds from..from+n-1 (or until budget seconds pass): the failing ones

@@ -8,7 +8,10 @@
  * under servers and coordinators killed and records flipped; sim/norms.c
  * the fourth: clipping's norm exchange (model/normx.c) under coordinators
  * killed between their answers, failovers and rollbacks; sim/readers.c
- * the fifth: the weight readers' relay tree (model/relaytree.c).
+ * the fifth: the weight readers' relay tree (model/relaytree.c);
+ * sim/bounds.c the sixth: the step boundary's answers (model/boundary.c)
+ * under late answers, retries, stops and rollbacks; sim/losses.c the
+ * seventh: what a lost server means to a waiting rank (model/verdict.c).
  */
 #ifndef ZS_SIM_WORLD_H
 #define ZS_SIM_WORLD_H
@@ -30,7 +33,8 @@ enum sim_fault {
 	SF_FAILOVER,     /* (the step world) a shard's primary lost, its copy promoted */
 	SF_FLIP,         /* (the checkpoint world) a record flipped on a server's disk */
 	SF_RECREATE,     /* (the checkpoint world) a job deleted and created again */
-	SF_ROLLBACK,     /* (the reader world) the job rolled back: a new timeline */
+	SF_ROLLBACK,     /* (the reader and boundary worlds) the job rolled back: a new timeline */
+	SF_STOP,         /* (the boundary world) zshardctl job stop */
 	SF_COUNT
 };
 
@@ -52,6 +56,12 @@ struct sim_stats {
 	uint64_t clipped, settled_reports, exchange_fails, norm_rollbacks;
 	uint64_t norm_gaps; /* exchanges failed by the bound: a known double fault */
 	uint64_t reads; /* the reader world: versions read whole (from a parent or the servers) */
+	/* the boundary world: steps begun on a boundary's answer, boundaries
+	 * whose wait passed its bound (the call made again) */
+	uint64_t bounds, bound_timeouts;
+	/* the loss world: ranks told to resume, ops failed (cut off from the
+	 * coordinator past the bound) */
+	uint64_t loss_resumes, loss_failures;
 };
 
 /* Runs the liveness world from seed. 0: every invariant held; 1: one did
@@ -66,7 +76,12 @@ int ckpt_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 int norms_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 /* Runs the reader world from seed (sim/readers.c), as live_run. */
 int readers_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
-/* Every world from seed, each while the ones before held: liveness, step, checkpoint. */
+/* Runs the boundary world from seed (sim/bounds.c), as live_run. */
+int bounds_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
+/* Runs the loss world from seed (sim/losses.c), as live_run. */
+int losses_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
+/* Every world from seed, each while the ones before held: liveness, step,
+ * checkpoint, norms, readers, boundaries, losses. */
 int sim_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 const char *sim_fault_name(int k);
 
