@@ -152,7 +152,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
-	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree boundary \
+	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree boundary verdict \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -273,6 +273,7 @@ sim-mutants: $(SIM_MUT)
 $(BUILD)/tests/test_placement: $(BUILD)/obj/tests/unit/test_placement.o $(CORE_LIB)
 $(BUILD)/tests/test_redo: $(BUILD)/obj/tests/unit/test_redo.o $(CORE_LIB)
 $(BUILD)/tests/test_boundary: $(BUILD)/obj/tests/unit/test_boundary.o $(CORE_LIB)
+$(BUILD)/tests/test_verdict: $(BUILD)/obj/tests/unit/test_verdict.o $(CORE_LIB)
 $(BUILD)/tests/test_hptables: $(BUILD)/obj/tests/unit/test_hptables.o $(CORE_LIB)
 $(BUILD)/tests/test_commit: $(BUILD)/obj/tests/unit/test_commit.o $(CORE_LIB)
 $(BUILD)/tests/test_normx: $(BUILD)/obj/tests/unit/test_normx.o $(CORE_LIB)
