@@ -138,7 +138,7 @@ HOURS ?= 1
 # relaying reader serves its children with); the shared one exports only
 # include/'s API
 LIB_SRC := $(CLIENT_SRC) gpu/dev.c gpu/emu.c gpu/emu_shm.c gpu/cudadrv.c gpu/coll.c gpu/coll_emu.c gpu/nccl.c gpu/kern.c \
-	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c model/world.c model/redo.c model/hptables.c model/boundary.c model/verdict.c $(NET_SRC) \
+	   math/optim.c math/bsum.c $(BASE_SRC) model/model.c model/hparams.c model/world.c model/redo.c model/hptables.c model/boundary.c model/verdict.c model/resume.c $(NET_SRC) \
 	   $(RDMA_SRC) $(filter-out ctrl/etcd.c ctrl/etcd_dec.c ctrl/seal.c,$(CTRL_SRC))
 LIB_LIBS := $(CTRL_LIBS) -ldl -lm
 LIB_OBJ := $(call obj,$(LIB_SRC)) $(BUILD)/obj/gen/zshard.pb-c.o
@@ -152,7 +152,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
-	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree boundary verdict \
+	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree boundary verdict resume \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -274,6 +274,7 @@ $(BUILD)/tests/test_placement: $(BUILD)/obj/tests/unit/test_placement.o $(CORE_L
 $(BUILD)/tests/test_redo: $(BUILD)/obj/tests/unit/test_redo.o $(CORE_LIB)
 $(BUILD)/tests/test_boundary: $(BUILD)/obj/tests/unit/test_boundary.o $(CORE_LIB)
 $(BUILD)/tests/test_verdict: $(BUILD)/obj/tests/unit/test_verdict.o $(CORE_LIB)
+$(BUILD)/tests/test_resume: $(BUILD)/obj/tests/unit/test_resume.o $(CORE_LIB)
 $(BUILD)/tests/test_hptables: $(BUILD)/obj/tests/unit/test_hptables.o $(CORE_LIB)
 $(BUILD)/tests/test_commit: $(BUILD)/obj/tests/unit/test_commit.o $(CORE_LIB)
 $(BUILD)/tests/test_normx: $(BUILD)/obj/tests/unit/test_normx.o $(CORE_LIB)

@@ -38,6 +38,7 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_SETTLED_AT_SEED] = "settled-at-seed",
 	[ZS_MUT_LANDING_NOT_HELD] = "landing-not-held",
 	[ZS_MUT_STALE_SEEDED] = "stale-seeded",
+	[ZS_MUT_DOWN_ROLLS_BACK] = "down-rolls-back",
 	[ZS_MUT_PUSH_BEFORE_KNOWN] = "push-before-known",
 	[ZS_MUT_SENDING_NOT_RESENT] = "sending-not-resent",
 	[ZS_MUT_SEEDED_SENDS_NOTHING] = "seeded-sends-nothing",

@@ -46,6 +46,7 @@ enum zs_mutant_id {
 	ZS_MUT_SEED_WITHOUT_PREV, /* a seed leaves the step before's parameters behind */
 	/* model/failover.c: the coordinator's placement */
 	ZS_MUT_STALE_SEEDED,      /* a deposed primary's late "seeded" taken */
+	ZS_MUT_DOWN_ROLLS_BACK,   /* a server marked down rolls its job back at once */
 	/* model/redo.c: a lost trainer's step */
 	ZS_MUT_PUSH_BEFORE_KNOWN, /* a step's push goes before the coordinator heard it begun */
 	/* model/hptables.c: hyperparameter tables */

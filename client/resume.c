@@ -9,6 +9,7 @@
 #include "client/trainer.h"
 
 #include "base/log.h"
+#include "model/resume.h"
 
 /* Whether t's session still holds a rank in job j: its own, or the one a
  * shrink gave it (rank_lost: shrink moves the highest ranks into the
@@ -129,9 +130,8 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 	struct zs_job j;
 	unsigned no_len;
 	enum zs_status st;
-
-	bool redo;
-	uint64_t rs;
+	bool redo = false;
+	uint64_t rs = 0;
 
 	if (!len) /* no blob wanted */
 		len = &no_len;
@@ -142,50 +142,44 @@ int zs_trainer_resume(zs_trainer *t, unsigned long long *step, void *blob, unsig
 		return tr_fail(t, st, "%s", err.msg);
 	/* this process replaces a rank lost mid-step: it redoes that step */
 	st = tr_redo_ask(t, &redo, &rs, blob, cap, len, &err);
-	if (st || redo) {
+	if (st) {
 		zs_job_release(&j);
-		if (st)
-			return tr_fail(t, st, "%s", err.msg);
-		*step = t->wstep = rs;
-		t->resumed = ZS_RESUMED_REDO;
-		return ZS_OK;
+		return tr_fail(t, st, "%s", err.msg);
 	}
-	if (j.stopped_step) { /* every rank left there; the servers kept it */
-		*step = j.stopped_step;
+	{
+		struct zs_resume_in in = {.redo = redo, .redo_step = rs,
+					  .stopped_step = j.stopped_step,
+					  .world_size = j.spec.world_size, .worlds = &j.worlds,
+					  .restored_id = j.restored_id,
+					  .restored_step = j.restored_step};
+		uint64_t at;
+		t->resumed = zs_resume_where(&in, t->rank, &at);
+		*step = t->wstep = at;
+	}
+	switch (t->resumed) {
+	case ZS_RESUMED_REDO: /* the blob is the rank's state then (tr_redo_ask) */
+		zs_job_release(&j);
+		return ZS_OK;
+	case ZS_RESUMED_STOPPED: /* every rank left there; the servers kept it */
 		*len = 0;
-		t->wstep = *step;
-		t->resumed = ZS_RESUMED_STOPPED;
 		zs_job_release(&j);
 		return ZS_OK;
-	}
-	/* a resize's new rank (not in the world before the change that
-	 * grew the job past it, none since restored): it begins there */
-	for (uint32_t i = j.worlds.n; i-- > 0;) {
-		uint32_t before = i ? j.worlds.v[i - 1].world : j.spec.world_size;
-		if (t->rank >= j.worlds.v[i].world)
-			break; /* not in the latest world of all */
-		if (t->rank < before)
-			continue;
-		if (j.restored_id && j.restored_step >= j.worlds.v[i].step)
-			break; /* its state is in the checkpoint */
-		*step = t->wstep = j.worlds.v[i].step;
+	case ZS_RESUMED_RESIZE:
 		*len = 0;
-		t->resumed = ZS_RESUMED_RESIZE;
-		zs_info("rank %u of job '%s' is new with the resize to %u ranks: it begins at step %llu",
-			t->rank, j.spec.name, j.worlds.v[i].world, (unsigned long long)*step);
+		zs_info("rank %u of job '%s' is new with the resize: it begins at step %llu",
+			t->rank, j.spec.name, (unsigned long long)*step);
 		zs_job_release(&j);
 		return ZS_OK;
-	}
-	if (!j.restored_id) {
+	case ZS_RESUMED_NONE:
 		st = tr_fail(t, ZS_ENOTFOUND,
 			     "job '%s' was never restored from a checkpoint: it starts at step 0",
 			     j.spec.name);
 		zs_job_release(&j);
 		return st;
+	default:
+		break;
 	}
-	*step = t->wstep = j.restored_step;
 	*len = 0;
-	t->resumed = ZS_RESUMED_CHECKPOINT;
 	t->resumed_ckpt = j.restored_id;
 	st = zs_coord_get_ckpt(t->coord, j.spec.name, j.restored_id, &k, &err);
 	zs_job_release(&j);

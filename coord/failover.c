@@ -207,6 +207,14 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
 
 void coord_server_lost(struct coord *c, uint64_t sid, const char *why)
 {
-	for (size_t i = 0; i < c->n_jobs; i++)
-		coord_failover(c, &c->jobs[i], sid, why);
+	for (size_t i = 0; i < c->n_jobs; i++) {
+		struct zs_job *j = &c->jobs[i];
+		struct zs_loss l = {0};
+		if (!coord_holds(c, j, sid))
+			continue;
+		l.failed_over = coord_failover(c, j, sid, why);
+		/* not failed over: waited for (model/failover.h) */
+		if (zs_loss_verdict(&l) == ZS_LOSS_ROLLBACK)
+			coord_rollback(c, j, sid, why);
+	}
 }

@@ -13,6 +13,8 @@
 #include "coord/ckpt.h"
 #include "coord/recovery.h"
 
+#include "model/failover.h"
+
 void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_server_info *in)
 {
 	char who[ZS_ADDR_MAX + 32], why[ZS_ADDR_MAX + 160];
@@ -21,6 +23,8 @@ void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_serve
 	for (size_t i = 0; i < c->n_jobs; i++) {
 		struct zs_job *j = &c->jobs[i];
 		const struct zs_live_claim *k = NULL;
+		struct zs_loss l = {.restarted = true, .stopped_step = j->stopped_step,
+				    .restore_pending = j->restore_pending};
 		if (!coord_holds(c, j, sid))
 			continue;
 		/* back sooner than its lease: replicas take over as if it had
@@ -28,21 +32,27 @@ void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_serve
 		{
 			char lost[ZS_ADDR_MAX + 64];
 			zs_fmt(lost, sizeof lost, "%s restarted without its shards", who);
-			if (coord_failover(c, j, sid, lost))
-				continue;
+			l.failed_over = coord_failover(c, j, sid, lost);
 		}
 		for (uint32_t q = 0; q < in->n_live && !k; q++)
 			if (!strcmp(in->live[q].job, j->spec.name) &&
 			    in->live[q].incarnation == j->incarnation &&
 			    in->live[q].epoch == j->placement.epoch)
 				k = &in->live[q];
+		l.claim = k != NULL;
+		l.claim_step = k ? k->step : 0;
 		/* trainers may have joined again meanwhile: until they push,
 		 * the job is still at the step they left it; one that pushed to
 		 * the others and now finds this server gone leaves mid-step,
-		 * which rolls the job back */
-		if (k && j->stopped_step && k->step == j->stopped_step && !j->restore_pending) {
+		 * which rolls the job back (model/failover.h zs_loss_verdict) */
+		switch (zs_loss_verdict(&l)) {
+		case ZS_LOSS_KEEP:
 			zs_info("job '%s': %s came back with its state of step %llu, where every rank had left it",
 				j->spec.name, who, (unsigned long long)k->step);
+			continue;
+		case ZS_LOSS_ROLLBACK:
+			break;
+		default:
 			continue;
 		}
 		if (!k)

@@ -77,3 +77,16 @@ enum zs_status zs_placement_without(const struct zs_placement *p, uint64_t sid,
 	out->epoch = p->epoch + 1;
 	return ZS_OK;
 }
+
+enum zs_loss_act zs_loss_verdict(const struct zs_loss *l)
+{
+	if (l->failed_over)
+		return ZS_LOSS_FAILED_OVER;
+	/* the planted bug: a server only stopped taken for one whose state is gone */
+	if (!l->restarted && !ZS_MUTANT(ZS_MUT_DOWN_ROLLS_BACK))
+		return ZS_LOSS_WAIT;
+	if (l->restarted && l->claim && l->stopped_step && l->claim_step == l->stopped_step &&
+	    !l->restore_pending)
+		return ZS_LOSS_KEEP;
+	return ZS_LOSS_ROLLBACK;
+}

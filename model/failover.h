@@ -35,4 +35,30 @@ enum zs_status zs_placement_without(const struct zs_placement *p, uint64_t sid,
 bool zs_placement_seeded(struct zs_placement *p, uint64_t reporter, uint32_t unit, uint32_t index,
 			 uint64_t copy_server);
 
+
+/*
+ * What a job makes of a server of it lost, the coordinator's verdict
+ * (coord/recovery.c runs it for each job the server holds a copy of, the
+ * simulator's loss world as the coordinator does): its replicas took over
+ * (the failover above, committed); else a server marked down (its lease
+ * passed) is waited for, since it may continue where it was (stopped, cut
+ * off); a server back without its state, or with a state other than the
+ * one every rank left the job at, rolls the job back.
+ */
+struct zs_loss {
+	bool failed_over;      /* the placement without it was committed */
+	bool restarted;        /* it registered again (else: marked down) */
+	bool claim;            /* it claims the job's state, of its incarnation and epoch */
+	uint64_t claim_step;   /* the step of that state */
+	uint64_t stopped_step; /* every rank left the job there (0: not stopped) */
+	bool restore_pending;
+};
+enum zs_loss_act {
+	ZS_LOSS_FAILED_OVER, /* its replicas took over: no rollback */
+	ZS_LOSS_WAIT,        /* marked down: waited for (the trainers bound it) */
+	ZS_LOSS_KEEP,        /* back with its state of the step every rank left at */
+	ZS_LOSS_ROLLBACK,    /* its state gone, or not where the ranks left it */
+};
+enum zs_loss_act zs_loss_verdict(const struct zs_loss *l);
+
 #endif

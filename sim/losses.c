@@ -10,10 +10,12 @@
  * again to the new primary) or to the coordinator's verdict
  * (client/verdict.c), all three deciding through the real core
  * (model/verdict.c). The coordinator marks a server down when its lease
- * passes and fails a replicated job over from it; a server restarted
- * without its state fails the job over, or rolls it back when a shard has
- * no copy left (a new timeline; the servers refuse requests of the old
- * one); ranks told to resume take the new timeline and go on.
+ * passes and fails a replicated job over from it, or waits for it; a
+ * server restarted without its state fails the job over, or rolls it back
+ * when a shard has no copy left on a server up (a new timeline; the
+ * servers refuse requests of the old one): its verdicts are the real core
+ * (model/failover.h zs_loss_verdict); ranks told to resume take the new
+ * timeline once its restore is done, and go on.
  *
  * Faults: servers killed (restarted 0.3 to 2 s later, without their
  * state), servers stopped for 0.5 to 5 s (back with their state: a lease
@@ -22,6 +24,8 @@
  * for 1 to 15 s (its verdicts unheard; the step driver's bound is 10 s).
  *
  * Invariants:
+ *   - the job rolls back only when a copy of its placement lost its state
+ *     (a server only stopped is waited for)
  *   - a rank told to resume (ZS_ERESUME) is on a timeline the job left
  *   - a rank's wait fails (any status but ZS_ERESUME) only when the rank
  *     could not hear the coordinator during it: a rollback it can hear
@@ -33,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/failover.h"
 #include "model/verdict.h"
 #include "sim/kernel.h"
 #include "sim/world.h"
@@ -120,6 +125,8 @@ struct lworld {
 	uint64_t tl;
 	int64_t rolled_at;
 	int copies[NS][2];
+	int copy_inc[NS][2]; /* the incarnation of each copy's server when placed */
+	bool restoring;      /* a rollback's restore, until every server of it answers */
 	int kills;
 };
 
@@ -151,28 +158,53 @@ static bool cut(const struct lworld *w, int i)
 /* ------------------------------------------------------ the coordinator */
 
 /* Each shard's copies as placed: shard k on server k, its replica on the
- * next server. */
+ * next server; each copy's state that of its server's incarnation then. */
 static void place(struct lworld *w)
 {
 	for (int k = 0; k < w->S; k++) {
 		w->copies[k][0] = k;
 		w->copies[k][1] = w->replicated ? (k + 1) % w->S : -1;
+		for (int c = 0; c < 2; c++)
+			w->copy_inc[k][c] = w->copies[k][c] < 0 ? 0 : w->sv[w->copies[k][c]].inc;
 	}
+}
+
+/* Whether some copy of the placement lost its state (its server killed
+ * since it was placed there). */
+static bool state_lost(const struct lworld *w)
+{
+	for (int k = 0; k < w->S; k++)
+		for (int c = 0; c < 2; c++)
+			if (w->copies[k][c] >= 0 && w->sv[w->copies[k][c]].inc != w->copy_inc[k][c])
+				return true;
+	return false;
 }
 
 static void rollback(struct lworld *w, const char *why)
 {
+	if (w->restoring) { /* coord_rollback: during its rollback, which goes on */
+		sim_log(&w->s, "coordinator: %s, during the rollback (which goes on)", why);
+		return;
+	}
+	w->st->checks++;
+	if (!state_lost(w))
+		return sim_fail(&w->s, "the job rolls back (%s) though no copy of it lost its state",
+				why);
 	w->tl++;
 	w->rolled_at = w->s.now_us;
 	w->st->faults[SF_ROLLBACK]++;
-	place(w); /* restored: every copy rebuilt */
+	place(w); /* restored: every copy rebuilt, once each server answers */
+	w->restoring = true;
 	sim_log(&w->s, "coordinator: %s: rollback, timeline %" PRIu64, why, w->tl);
 }
 
-/* coord/failover.c: server s's copies dropped, the next copy of each
- * shard its primary; a shard with none left rolls the job back. */
-static void server_lost(struct lworld *w, int s, const char *why)
+/* coord/failover.c coord_failover: the placement without server s, the
+ * copy left of each shard its primary, committed only when each shard has
+ * one on a server up; then coord/recovery.c's verdict (model/failover.h). */
+static void server_lost(struct lworld *w, int s, bool restarted)
 {
+	struct zs_loss l = {.restarted = restarted, .restore_pending = w->restoring};
+	int np[NS][2], ni[NS][2];
 	bool held = false, whole = true;
 
 	for (int k = 0; k < w->S; k++)
@@ -180,24 +212,33 @@ static void server_lost(struct lworld *w, int s, const char *why)
 			held |= w->copies[k][c] == s;
 	if (!held)
 		return;
-	if (!w->replicated) {
-		if (!w->sv[s].alive || !strcmp(why, "restarted without its state"))
-			rollback(w, why);
-		return; /* marked down: it may continue where it was */
-	}
 	for (int k = 0; k < w->S; k++) {
-		if (w->copies[k][1] == s)
-			w->copies[k][1] = -1;
-		if (w->copies[k][0] == s) {
-			w->copies[k][0] = w->copies[k][1];
-			w->copies[k][1] = -1;
-		}
-		whole &= w->copies[k][0] >= 0;
+		int n = 0;
+		np[k][0] = np[k][1] = -1;
+		for (int c = 0; c < 2; c++)
+			if (w->copies[k][c] >= 0 && w->copies[k][c] != s) {
+				ni[k][n] = w->copy_inc[k][c];
+				np[k][n++] = w->copies[k][c];
+			}
+		whole &= n > 0 && w->sv[np[k][0]].up;
 	}
-	if (!whole)
-		return rollback(w, "a shard lost both copies");
-	w->st->faults[SF_FAILOVER]++;
-	sim_log(&w->s, "coordinator: server %d %s: failed over", s, why);
+	if (w->replicated && whole && !w->restoring) { /* no failover during a restore */
+		memcpy(w->copies, np, sizeof np);
+		memcpy(w->copy_inc, ni, sizeof ni);
+		l.failed_over = true;
+	}
+	switch (zs_loss_verdict(&l)) {
+	case ZS_LOSS_FAILED_OVER:
+		w->st->faults[SF_FAILOVER]++;
+		sim_log(&w->s, "coordinator: server %d %s: failed over", s,
+			restarted ? "restarted without its state" : "missed its lease");
+		return;
+	case ZS_LOSS_ROLLBACK:
+		return rollback(w, restarted ? "a server restarted without its state"
+					     : "a server missed its lease");
+	default:
+		return;
+	}
 }
 
 static void heartbeat(struct lworld *w, int s)
@@ -211,12 +252,35 @@ static void heartbeat(struct lworld *w, int s)
 	ev(w, 500 * MS, LW_HB, s, 0, 0, 0, 0);
 }
 
+static bool restored(const struct lworld *w)
+{
+	for (int k = 0; k < w->S; k++)
+		for (int c = 0; c < 2; c++) {
+			int s = w->copies[k][c];
+			if (s >= 0 && (!w->sv[s].alive || !w->sv[s].up || paused(w, s)))
+				return false;
+		}
+	return true;
+}
+
+/* The restore done once every server of the placement answers: each
+ * copy's state is that of its server's incarnation now. */
+static void settle(struct lworld *w)
+{
+	if (!w->restoring || !restored(w))
+		return;
+	w->restoring = false;
+	place(w);
+	sim_log(&w->s, "coordinator: the restore of timeline %" PRIu64 " is done", w->tl);
+}
+
 static void sweep(struct lworld *w)
 {
+	settle(w);
 	for (int s = 0; s < w->S; s++)
 		if (w->sv[s].up && w->s.now_us - w->sv[s].last_hb > LEASE_MS * MS) {
 			w->sv[s].up = false;
-			server_lost(w, s, "missed its lease");
+			server_lost(w, s, false);
 		}
 	ev(w, 250 * MS, LW_SWEEP, 0, 0, 0, 0, 0);
 }
@@ -434,17 +498,6 @@ static void slice(struct lworld *w, int i)
 	}
 }
 
-static bool restored(const struct lworld *w)
-{
-	for (int k = 0; k < w->S; k++)
-		for (int c = 0; c < 2; c++) {
-			int s = w->copies[k][c];
-			if (s >= 0 && (!w->sv[s].alive || !w->sv[s].up || paused(w, s)))
-				return false;
-		}
-	return true;
-}
-
 static void tick(struct lworld *w, int i, int epoch)
 {
 	struct lw_rank *r = &w->r[i];
@@ -457,7 +510,8 @@ static void tick(struct lworld *w, int i, int epoch)
 	case LP_FO: case LP_VD: look(w, i); return;
 	case LP_RESUME: /* zs_trainer_resume: the job's timeline and placement,
 			 * once its restore is done (every server of it answers) */
-		if (cut(w, i) || !restored(w)) {
+		settle(w);
+		if (cut(w, i) || w->restoring) {
 			rank_wait(w, i, POLL_MS * MS);
 			return;
 		}
@@ -634,7 +688,7 @@ static void fault(struct lworld *w, const struct sim_ev *e)
 		v->last_hb = w->s.now_us;
 		v->up = true;
 		sim_log(&w->s, "server %d restarted", e->who);
-		server_lost(w, e->who, "restarted without its state");
+		server_lost(w, e->who, true);
 		return;
 	case LW_PAUSE:
 		if (!v->alive || paused(w, e->who))
