@@ -252,7 +252,7 @@ $(SIM_MUT): $(SIM_SRC) $(SIM_CORES) $(wildcard sim/*.h) base/mutant.h model/live
 	    engine/intake.h engine/copies.h engine/kept.h model/failover.h model/redo.h model/hptables.h \
 	    model/model.h model/commit.h model/normx.h model/relaytree.h model/boundary.h model/verdict.h engine/answered.h
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -DZS_MUTANTS -o $@ $(SIM_SRC) $(SIM_CORES) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DZS_MUTANTS -o $@ $(SIM_SRC) $(SIM_CORES) $(LDFLAGS) -lm
 
 # make sim SEEDS=N: the kept seeds, then N more, one summary line (every
 # failing seed named); make sim-replay SEED=S: one seed's trace, the same

@@ -180,6 +180,16 @@ sh "$root/tools/torch-venv.sh" "$venv" --peers ||
 		echo "(recovery.py failed: see $out/recovery.log)"
 } | tee "$out/recovery.md"
 
+# ---- scale by simulation: the time model checked against the harness at
+# small scale, then a fleet's goodput at Llama 3's failure rate
+{
+	echo
+	echo "## Scale by simulation: goodput at a fleet's failure rate ($today)"
+	echo
+	ZSHARD_BIN=$bin python3 "$root/bench/fleet.py" --trials 3 2>"$out/fleet.log" ||
+		echo "(fleet.py failed: see $out/fleet.log)"
+} | tee "$out/fleet.md"
+
 # ---- overlap where a link, not these cores, bounds the communication
 {
 	echo

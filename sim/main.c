@@ -7,6 +7,7 @@
  *                                                       its bug's mutant, in a mutant build)
  *   zshard-sim --mutants [--seeds N] [--budget-s T]     (a mutant build) each planted bug found?
  *   zshard-sim --mutant NAME ...                        (a mutant build) with one planted bug
+ *   zshard-sim --fleet [--runs N] ...                   goodput at a fleet's failure rate
  *
  * A batch ends with one line: seeds, faults injected by kind, invariants
  * checked, seeds per minute, and every failing seed with why (replay one
@@ -220,7 +221,10 @@ static int usage(void)
 		"       zshard-sim --seed S [--trace]\n"
 		"       zshard-sim --regressions FILE\n"
 		"       zshard-sim --mutants [--seeds N] [--budget-s T]   (a mutant build: make sim-mutants)\n"
-		"       zshard-sim --mutant NAME ...          (a mutant build)\n");
+		"       zshard-sim --mutant NAME ...          (a mutant build)\n"
+		"       zshard-sim --fleet [--runs N] [--seed S] [--steps N] [--rate-x F]\n"
+		"                                             goodput at a fleet's failure rate (sim/fleet.c)\n"
+		"       zshard-sim --fleet --check-start-s T  the model's times for the fault matrix's cluster\n");
 	return 2;
 }
 
@@ -231,6 +235,9 @@ int main(int argc, char **argv)
 	double budget = 0;
 	const char *reg = NULL, *mutant = NULL;
 
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--fleet"))
+			return fleet_main(argc, argv);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--trace"))

@@ -84,5 +84,8 @@ int losses_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, siz
  * checkpoint, norms, readers, boundaries, losses. */
 int sim_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_t why_n);
 const char *sim_fault_name(int k);
+/* zshard-sim --fleet: the time model of a run at a fleet's failure rate
+ * (sim/fleet.c); argv as main's. */
+int fleet_main(int argc, char **argv);
 
 #endif

@@ -182,11 +182,14 @@ venv_start
 # (a fixed count: the same seeds every run; the budget only caps a slow
 # machine); in the mutant build, each kept seed must find the planted bug
 # it is kept for (the search for them all from seed 1, about 20 s more, is
-# make sim-mutants) (sim/, docs/DESIGN.md)
+# make sim-mutants); the fleet's time model, a short run of it
+# (sim/fleet.c; bench/fleet.py checks it against the harness) (sim/,
+# docs/DESIGN.md)
 sim() {
 	"$bin/zshard-sim" --regressions sim/regressions &&
 		"$bin/zshard-sim" --seeds 30000 --budget-s 120 &&
-		"$BUILD/sim-mut/zshard-sim" --regressions sim/regressions
+		"$BUILD/sim-mut/zshard-sim" --regressions sim/regressions &&
+		"$bin/zshard-sim" --fleet --runs 20 --steps 2000 | tail -n 5
 }
 part tests tests_host
 part sim sim
