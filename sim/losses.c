@@ -518,8 +518,8 @@ static void tick(struct lworld *w, int i, int epoch)
 		r->tl = r->seen_tl = w->tl;
 		memset(r->down, 0, sizeof r->down);
 		r->lost_tried = -1;
-		for (int s = 0; s < w->S; s++)
-			r->conn_inc[s] = w->sv[s].inc;
+		for (int s = 0; s < w->S; s++) /* tr_reconnect: to the servers up */
+			r->conn_inc[s] = w->sv[s].alive ? w->sv[s].inc : -1;
 		take_placement(w, i);
 		r->ph = LP_IDLE;
 		rank_wait(w, i, 1 * MS);
