@@ -37,259 +37,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/failover.h"
-#include "model/verdict.h"
-#include "sim/kernel.h"
-#include "sim/world.h"
-
-#define MS 1000
-#define RUN_MS 150000
-#define FAULTS_MS 60000
-#define NS 3
-#define NR 3
-#define OPS 30
-#define BOUND_MS 10000 /* the step driver's bound (zs_policy.op_timeout_ms, scaled) */
-#define LEASE_MS 3000  /* a server's lease at the coordinator */
-#define SLICE_MS 250
-#define POLL_MS 100
-#define CALL_MS 500    /* a coordinator call that gets no answer fails after this */
-
-enum lw_kind {
-	LW_HB,       /* who: server. Its heartbeat, every 500 ms */
-	LW_SWEEP,    /* the coordinator's reaper */
-	LW_KILL,     /* who: server */
-	LW_RESTART,  /* who: server */
-	LW_PAUSE,    /* who: server; a: for how long */
-	LW_CONT,     /* who: server; a: its pause's number */
-	LW_CUT,      /* who: rank; a: for how long */
-	LW_SERVE,    /* who: server; a: rank; b: request; c: its incarnation */
-	LW_REPLY,    /* who: rank; a: request; b: status */
-	LW_TICK,     /* who: rank; a: its epoch. A slice, a poll, the next op */
-	LW_LOOK,     /* who: rank; a: its epoch. Its question at the coordinator */
-	LW_ANSWER,   /* who: rank; a: epoch; b: answered; c: the job's timeline; d: moved */
-	LW_RENEW,    /* who: rank; a: 0 (send) or 1 + the job's timeline (the reply) */
-};
-
-struct lw_server {
-	bool alive;
-	int inc;             /* its incarnation: a connection is to one */
-	int64_t paused_until;
-	int pauses;
-	/* the coordinator's view */
-	int64_t last_hb;
-	bool up;
-	/* requests held while stopped: rank, request */
-	int held[NR * 4][2];
-	int n_held;
-};
-
-enum lw_phase { LP_IDLE, LP_OP, LP_FO, LP_VD, LP_RESUME, LP_DONE };
-enum lw_from { LF_SLICE, LF_REQ };
-
-struct lw_rank {
-	enum lw_phase ph;
-	int ep;               /* its timers and questions of an earlier phase are dropped */
-	uint64_t tl, seen_tl;
-	int primary[NS];      /* its placement: each shard's primary (-1: none) */
-	int conn_inc[NS];     /* the incarnation each connection is to */
-	bool down[NS];        /* marked down, as of its last renewal */
-	int64_t cut_until;
-	bool cut_in_wait;     /* it could not hear the coordinator during this wait */
-	int ops;
-	/* the op; its request's answer, come while a failover ran (0: none) */
-	int shard, server, req;
-	int kept_st1;
-	struct zs_opwait w;
-	/* a failover: from a slice or a request; the lost server; its deadline */
-	enum lw_from fo_from;
-	int fo_lost, lost_tried;
-	bool fo_refused; /* the server answered that it holds the shard no more */
-	int64_t fo_deadline;
-	/* the verdict */
-	struct zs_verdict v;
-	struct zs_vdwait vw;
-	enum zs_status vst;
-	int64_t wait_t0;
-};
-
-struct lworld {
-	struct sim s;
-	struct sim_stats *st;
-	int S, R;
-	bool replicated;
-	struct lw_server sv[NS];
-	struct lw_rank r[NR];
-	int next_req;
-	/* the coordinator: its timeline (and when it last moved), each shard's
-	 * copies (-1: none), primary first */
-	uint64_t tl;
-	int64_t rolled_at;
-	int copies[NS][2];
-	int copy_inc[NS][2]; /* the incarnation of each copy's server when placed */
-	bool restoring;      /* a rollback's restore, until every server of it answers */
-	int kills;
-};
-
-static void ev(struct lworld *w, int64_t d, int kind, int who, int64_t a, int64_t b, int64_t c,
-	       int64_t dd)
-{
-	sim_at(&w->s, d, (struct sim_ev){.kind = kind, .who = who, .a = a, .b = b, .c = c, .d = dd});
-}
-
-static int64_t lat(struct lworld *w)
-{
-	if (w->s.now_us < FAULTS_MS * (int64_t)MS && sim_chance(&w->s, 0.03)) {
-		w->st->faults[SF_SLOW]++;
-		return sim_range(&w->s, 5 * MS, 200 * MS);
-	}
-	return sim_range(&w->s, 100, 2 * MS);
-}
-
-static bool paused(const struct lworld *w, int s)
-{
-	return w->sv[s].paused_until > w->s.now_us;
-}
-
-static bool cut(const struct lworld *w, int i)
-{
-	return w->r[i].cut_until > w->s.now_us;
-}
-
-/* ------------------------------------------------------ the coordinator */
-
-/* Each shard's copies as placed: shard k on server k, its replica on the
- * next server; each copy's state that of its server's incarnation then. */
-static void place(struct lworld *w)
-{
-	for (int k = 0; k < w->S; k++) {
-		w->copies[k][0] = k;
-		w->copies[k][1] = w->replicated ? (k + 1) % w->S : -1;
-		for (int c = 0; c < 2; c++)
-			w->copy_inc[k][c] = w->copies[k][c] < 0 ? 0 : w->sv[w->copies[k][c]].inc;
-	}
-}
-
-/* Whether some copy of the placement lost its state (its server killed
- * since it was placed there). */
-static bool state_lost(const struct lworld *w)
-{
-	for (int k = 0; k < w->S; k++)
-		for (int c = 0; c < 2; c++)
-			if (w->copies[k][c] >= 0 && w->sv[w->copies[k][c]].inc != w->copy_inc[k][c])
-				return true;
-	return false;
-}
-
-static void rollback(struct lworld *w, const char *why)
-{
-	if (w->restoring) { /* coord_rollback: during its rollback, which goes on */
-		sim_log(&w->s, "coordinator: %s, during the rollback (which goes on)", why);
-		return;
-	}
-	w->st->checks++;
-	if (!state_lost(w))
-		return sim_fail(&w->s, "the job rolls back (%s) though no copy of it lost its state",
-				why);
-	w->tl++;
-	w->rolled_at = w->s.now_us;
-	w->st->faults[SF_ROLLBACK]++;
-	place(w); /* restored: every copy rebuilt, once each server answers */
-	w->restoring = true;
-	sim_log(&w->s, "coordinator: %s: rollback, timeline %" PRIu64, why, w->tl);
-}
-
-/* coord/failover.c coord_failover: the placement without server s, the
- * copy left of each shard its primary, committed only when each shard has
- * one on a server up; then coord/recovery.c's verdict (model/failover.h). */
-static void server_lost(struct lworld *w, int s, bool restarted)
-{
-	struct zs_loss l = {.restarted = restarted, .restore_pending = w->restoring};
-	int np[NS][2], ni[NS][2];
-	bool held = false, whole = true;
-
-	for (int k = 0; k < w->S; k++)
-		for (int c = 0; c < 2; c++)
-			held |= w->copies[k][c] == s;
-	if (!held)
-		return;
-	for (int k = 0; k < w->S; k++) {
-		int n = 0;
-		np[k][0] = np[k][1] = -1;
-		for (int c = 0; c < 2; c++)
-			if (w->copies[k][c] >= 0 && w->copies[k][c] != s) {
-				ni[k][n] = w->copy_inc[k][c];
-				np[k][n++] = w->copies[k][c];
-			}
-		whole &= n > 0 && w->sv[np[k][0]].up;
-	}
-	if (w->replicated && whole && !w->restoring) { /* no failover during a restore */
-		memcpy(w->copies, np, sizeof np);
-		memcpy(w->copy_inc, ni, sizeof ni);
-		l.failed_over = true;
-	}
-	switch (zs_loss_verdict(&l)) {
-	case ZS_LOSS_FAILED_OVER:
-		w->st->faults[SF_FAILOVER]++;
-		sim_log(&w->s, "coordinator: server %d %s: failed over", s,
-			restarted ? "restarted without its state" : "missed its lease");
-		return;
-	case ZS_LOSS_ROLLBACK:
-		return rollback(w, restarted ? "a server restarted without its state"
-					     : "a server missed its lease");
-	default:
-		return;
-	}
-}
-
-static void heartbeat(struct lworld *w, int s)
-{
-	struct lw_server *v = &w->sv[s];
-
-	if (v->alive && !paused(w, s)) {
-		v->last_hb = w->s.now_us;
-		v->up = true;
-	}
-	ev(w, 500 * MS, LW_HB, s, 0, 0, 0, 0);
-}
-
-static bool restored(const struct lworld *w)
-{
-	for (int k = 0; k < w->S; k++)
-		for (int c = 0; c < 2; c++) {
-			int s = w->copies[k][c];
-			if (s >= 0 && (!w->sv[s].alive || !w->sv[s].up || paused(w, s)))
-				return false;
-		}
-	return true;
-}
-
-/* The restore done once every server of the placement answers: each
- * copy's state is that of its server's incarnation now. */
-static void settle(struct lworld *w)
-{
-	if (!w->restoring || !restored(w))
-		return;
-	w->restoring = false;
-	place(w);
-	sim_log(&w->s, "coordinator: the restore of timeline %" PRIu64 " is done", w->tl);
-}
-
-static void sweep(struct lworld *w)
-{
-	settle(w);
-	for (int s = 0; s < w->S; s++)
-		if (w->sv[s].up && w->s.now_us - w->sv[s].last_hb > LEASE_MS * MS) {
-			w->sv[s].up = false;
-			server_lost(w, s, false);
-		}
-	ev(w, 250 * MS, LW_SWEEP, 0, 0, 0, 0, 0);
-}
+#include "sim/losses.h"
 
 /* ------------------------------------------------------------ the ranks */
 
 static void rank_wait(struct lworld *w, int i, int64_t d)
 {
-	ev(w, d, LW_TICK, i, w->r[i].ep, 0, 0, 0);
+	lx_ev(w, d, LW_TICK, i, w->r[i].ep, 0, 0, 0);
 }
 
 /* A question to the coordinator (get_job): its answer, or none. */
@@ -297,15 +51,15 @@ static void look(struct lworld *w, int i)
 {
 	struct lw_rank *r = &w->r[i];
 
-	if (cut(w, i)) {
+	if (lx_cut(w, i)) {
 		r->cut_in_wait = true;
-		ev(w, CALL_MS * MS, LW_ANSWER, i, r->ep, 0, 0, 0);
+		lx_ev(w, CALL_MS * MS, LW_ANSWER, i, r->ep, 0, 0, 0);
 		return;
 	}
-	ev(w, lat(w), LW_LOOK, i, r->ep, 0, 0, 0);
+	lx_ev(w, lx_lat(w), LW_LOOK, i, r->ep, 0, 0, 0);
 }
 
-static bool broken(const struct lworld *w, const struct lw_rank *r, int s)
+bool lx_broken(const struct lworld *w, const struct lw_rank *r, int s)
 {
 	return !w->sv[s].alive || w->sv[s].inc != r->conn_inc[s];
 }
@@ -322,7 +76,7 @@ static bool in_view(const struct lw_rank *r, int s, int S)
 static bool loss_seen(const struct lworld *w, const struct lw_rank *r)
 {
 	for (int s = 0; s < w->S; s++)
-		if (in_view(r, s, w->S) && (broken(w, r, s) || r->down[s]))
+		if (in_view(r, s, w->S) && (lx_broken(w, r, s) || r->down[s]))
 			return true;
 	return false;
 }
@@ -333,7 +87,7 @@ static void take_placement(struct lworld *w, int i)
 
 	for (int k = 0; k < w->S; k++) {
 		r->primary[k] = w->copies[k][0];
-		if (r->primary[k] >= 0 && broken(w, r, r->primary[k]) && w->sv[r->primary[k]].alive)
+		if (r->primary[k] >= 0 && lx_broken(w, r, r->primary[k]) && w->sv[r->primary[k]].alive)
 			r->conn_inc[r->primary[k]] = w->sv[r->primary[k]].inc; /* connected anew */
 	}
 }
@@ -347,11 +101,11 @@ static void send_req(struct lworld *w, int i)
 	r->req = ++w->next_req;
 	r->kept_st1 = 0;
 	sim_log(&w->s, "rank %d: request %d, shard %d, to server %d", i, r->req, r->shard, s);
-	if (s < 0 || broken(w, r, s)) { /* its connection broke: fails at once */
-		ev(w, 0, LW_REPLY, i, r->req, ZS_EUNAVAIL, 0, 0);
+	if (s < 0 || lx_broken(w, r, s)) { /* its connection broke: fails at once */
+		lx_ev(w, 0, LW_REPLY, i, r->req, ZS_EUNAVAIL, 0, 0);
 		return;
 	}
-	ev(w, lat(w), LW_SERVE, s, i, r->req, w->sv[s].inc, 0);
+	lx_ev(w, lx_lat(w), LW_SERVE, s, i, r->req, w->sv[s].inc, 0);
 }
 
 static void next_op(struct lworld *w, int i)
@@ -361,7 +115,7 @@ static void next_op(struct lworld *w, int i)
 	r->ph = LP_OP;
 	r->ep++;
 	r->shard = (int)sim_below(&w->s, (uint64_t)w->S);
-	r->cut_in_wait = cut(w, i);
+	r->cut_in_wait = lx_cut(w, i);
 	r->wait_t0 = w->s.now_us;
 	zs_opw_start(&r->w, w->s.now_us / MS, BOUND_MS);
 	send_req(w, i);
@@ -449,7 +203,7 @@ static void failover_end(struct lworld *w, int i, enum zs_lv_act act)
 		if (r->fo_from == LF_REQ) /* what the server answered stands */
 			return verdict(w, i, ZS_EUNAVAIL);
 		if (r->kept_st1) /* the wait goes on, its request where it was */
-			ev(w, 0, LW_REPLY, i, r->req, r->kept_st1 - 1, 0, 0);
+			lx_ev(w, 0, LW_REPLY, i, r->req, r->kept_st1 - 1, 0, 0);
 		rank_wait(w, i, SLICE_MS * MS);
 		return;
 	}
@@ -458,7 +212,7 @@ static void failover_end(struct lworld *w, int i, enum zs_lv_act act)
 		if (r->fo_from == LF_REQ || r->server == r->fo_lost) /* the sweep */
 			send_req(w, i);
 		else if (r->kept_st1) /* answered meanwhile: its wait takes it */
-			ev(w, 0, LW_REPLY, i, r->req, r->kept_st1 - 1, 0, 0);
+			lx_ev(w, 0, LW_REPLY, i, r->req, r->kept_st1 - 1, 0, 0);
 		rank_wait(w, i, SLICE_MS * MS);
 		return;
 	}
@@ -479,13 +233,13 @@ static void slice(struct lworld *w, int i)
 	struct lw_rank *r = &w->r[i];
 	bool lost = false;
 
-	if (cut(w, i))
+	if (lx_cut(w, i))
 		r->cut_in_wait = true;
 	if (w->s.now_us / MS < r->w.deadline) {
 		for (int s = 0; s < w->S; s++) {
 			if (!in_view(r, s, w->S) || s == r->lost_tried)
 				continue;
-			if (w->replicated && (broken(w, r, s) || r->down[s]))
+			if (w->replicated && (lx_broken(w, r, s) || r->down[s]))
 				return failover(w, i, s, LF_SLICE, false); /* tr_watch_lost */
 			if (!w->replicated && r->down[s])
 				lost = true; /* lost_single */
@@ -510,8 +264,8 @@ static void tick(struct lworld *w, int i, int epoch)
 	case LP_FO: case LP_VD: look(w, i); return;
 	case LP_RESUME: /* zs_trainer_resume: the job's timeline and placement,
 			 * once its restore is done (every server of it answers) */
-		settle(w);
-		if (cut(w, i) || w->restoring) {
+		lx_settle(w);
+		if (lx_cut(w, i) || w->restoring) {
 			rank_wait(w, i, POLL_MS * MS);
 			return;
 		}
@@ -541,7 +295,7 @@ static void answer(struct lworld *w, const struct sim_ev *e)
 	if (!answered)
 		r->cut_in_wait = true;
 	if (r->ph == LP_FO) {
-		bool back = !r->fo_refused && !broken(w, r, r->fo_lost) && !r->down[r->fo_lost];
+		bool back = !r->fo_refused && !lx_broken(w, r, r->fo_lost) && !r->down[r->fo_lost];
 		enum zs_lv_act a = zs_fo_look(now, r->fo_deadline, answered, r->tl, job_tl, e->d != 0,
 					      back);
 		if (a == ZS_LV_WAIT) {
@@ -573,22 +327,6 @@ static void answer(struct lworld *w, const struct sim_ev *e)
 	}
 }
 
-/* At the coordinator: the job as it is (a question of a rank cut off
- * meanwhile is not answered). */
-static void at_coordinator(struct lworld *w, const struct sim_ev *e)
-{
-	struct lw_rank *r = &w->r[e->who];
-	bool moved = true;
-
-	if (cut(w, e->who)) {
-		ev(w, CALL_MS * MS, LW_ANSWER, e->who, e->a, 0, 0, 0);
-		return;
-	}
-	for (int k = 0; k < w->S; k++)
-		moved &= w->copies[k][0] != r->fo_lost;
-	ev(w, lat(w), LW_ANSWER, e->who, e->a, 1, (int64_t)w->tl, moved);
-}
-
 static void reply(struct lworld *w, const struct sim_ev *e)
 {
 	struct lw_rank *r = &w->r[e->who];
@@ -611,35 +349,9 @@ static void reply(struct lworld *w, const struct sim_ev *e)
 	/* client/failover.c tr_failover_req: a server lost (not one that is up
 	 * and answered), failed over from */
 	if (w->replicated && (st == ZS_ENOTFOUND ||
-			      (st == ZS_EUNAVAIL && (broken(w, r, r->server) || r->down[r->server]))))
+			      (st == ZS_EUNAVAIL && (lx_broken(w, r, r->server) || r->down[r->server]))))
 		return failover(w, i, r->server, LF_REQ, st != ZS_EUNAVAIL);
 	verdict(w, i, st);
-}
-
-/* A server serves a request: of the job's timeline, to a shard it holds. */
-static void serve(struct lworld *w, const struct sim_ev *e)
-{
-	struct lw_server *v = &w->sv[e->who];
-	const struct lw_rank *r = &w->r[e->a];
-	enum zs_status st = ZS_OK;
-	int k = r->shard;
-
-	if (!v->alive || v->inc != (int)e->c)
-		return; /* the connection broke: the kill fails it */
-	if (paused(w, e->who)) {
-		if (v->n_held < (int)(sizeof v->held / sizeof v->held[0])) {
-			v->held[v->n_held][0] = (int)e->a;
-			v->held[v->n_held++][1] = (int)e->b;
-		}
-		return;
-	}
-	if (r->tl != w->tl)
-		st = ZS_EUNAVAIL; /* restored to another timeline: the connection closed */
-	else if (w->copies[k][0] != e->who)
-		st = ZS_ENOTFOUND; /* not the shard's primary (deposed) */
-	/* served: a gather of a unit, a push reduced (tens to hundreds of ms) */
-	ev(w, lat(w) + (st ? 0 : sim_range(&w->s, 20 * MS, 500 * MS)), LW_REPLY, (int)e->a, e->b, st,
-	   0, 0);
 }
 
 static void renew(struct lworld *w, const struct sim_ev *e)
@@ -654,63 +366,13 @@ static void renew(struct lworld *w, const struct sim_ev *e)
 		return;
 	}
 	if (r->ph != LP_DONE)
-		ev(w, 1000 * MS, LW_RENEW, e->who, 0, 0, 0, 0);
-	if (!cut(w, e->who)) {
+		lx_ev(w, 1000 * MS, LW_RENEW, e->who, 0, 0, 0, 0);
+	if (!lx_cut(w, e->who)) {
 		int64_t down = 0;
 		for (int s = 0; s < w->S; s++)
 			if (!w->sv[s].up)
 				down |= 1 << s;
-		ev(w, lat(w), LW_RENEW, e->who, (int64_t)w->tl + 1, down, 0, 0);
-	}
-}
-
-static void fault(struct lworld *w, const struct sim_ev *e)
-{
-	struct lw_server *v = &w->sv[e->who];
-
-	switch (e->kind) {
-	case LW_KILL:
-		if (!v->alive)
-			return;
-		v->alive = false;
-		v->inc++;
-		v->n_held = 0;
-		w->st->faults[SF_SERVER_RESTART]++;
-		sim_log(&w->s, "server %d killed", e->who);
-		for (int i = 0; i < w->R; i++) /* its connections end: the FIN */
-			if (w->r[i].ph == LP_OP && w->r[i].server == e->who)
-				ev(w, lat(w), LW_REPLY, i, w->r[i].req, ZS_EUNAVAIL, 0, 0);
-		ev(w, sim_range(&w->s, 300 * MS, 2000 * MS), LW_RESTART, e->who, 0, 0, 0, 0);
-		return;
-	case LW_RESTART:
-		v->alive = true;
-		v->paused_until = 0;
-		v->last_hb = w->s.now_us;
-		v->up = true;
-		sim_log(&w->s, "server %d restarted", e->who);
-		server_lost(w, e->who, true);
-		return;
-	case LW_PAUSE:
-		if (!v->alive || paused(w, e->who))
-			return;
-		v->paused_until = w->s.now_us + e->a;
-		w->st->faults[SF_PAUSE]++;
-		sim_log(&w->s, "server %d stopped for %" PRId64 " ms", e->who, e->a / MS);
-		ev(w, e->a, LW_CONT, e->who, ++v->pauses, 0, 0, 0);
-		return;
-	case LW_CONT:
-		if (e->a != v->pauses || !v->alive)
-			return;
-		sim_log(&w->s, "server %d continues", e->who);
-		for (int h = 0; h < v->n_held; h++)
-			ev(w, 0, LW_SERVE, e->who, v->held[h][0], v->held[h][1], v->inc, 0);
-		v->n_held = 0;
-		return;
-	case LW_CUT:
-		w->r[e->who].cut_until = w->s.now_us + e->a;
-		w->st->faults[SF_CUT_TRAINER]++;
-		sim_log(&w->s, "rank %d cut off from the coordinator for %" PRId64 " ms", e->who, e->a / MS);
-		return;
+		lx_ev(w, lx_lat(w), LW_RENEW, e->who, (int64_t)w->tl + 1, down, 0, 0);
 	}
 }
 
@@ -740,46 +402,46 @@ int losses_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, siz
 	w->R = (int)sim_range(&w->s, 1, NR);
 	w->replicated = sim_chance(&w->s, 0.5);
 	w->tl = 1;
-	place(w);
+	lx_place(w);
 	sim_log(&w->s, "seed %" PRIu64 ": %d servers, %d ranks, %s", seed, w->S, w->R,
 		w->replicated ? "replicas 2" : "one copy");
 	for (int s = 0; s < w->S; s++) {
 		w->sv[s] = (struct lw_server){.alive = true, .up = true};
-		ev(w, sim_range(&w->s, 0, 500 * MS), LW_HB, s, 0, 0, 0, 0);
+		lx_ev(w, sim_range(&w->s, 0, 500 * MS), LW_HB, s, 0, 0, 0, 0);
 	}
-	ev(w, 250 * MS, LW_SWEEP, 0, 0, 0, 0, 0);
+	lx_ev(w, 250 * MS, LW_SWEEP, 0, 0, 0, 0, 0);
 	for (int i = 0; i < w->R; i++) {
 		struct lw_rank *r = &w->r[i];
 		*r = (struct lw_rank){.ph = LP_IDLE, .tl = 1, .seen_tl = 1, .lost_tried = -1};
 		take_placement(w, i);
 		rank_wait(w, i, sim_range(&w->s, 0, 20 * MS));
-		ev(w, sim_range(&w->s, 0, 1000 * MS), LW_RENEW, i, 0, 0, 0, 0);
+		lx_ev(w, sim_range(&w->s, 0, 1000 * MS), LW_RENEW, i, 0, 0, 0, 0);
 	}
 	for (int n = (int)sim_range(&w->s, 1, 3), k = 0; k < n; k++) {
 		int64_t at = sim_range(&w->s, 0, FAULTS_MS * (int64_t)MS);
 		int s = (int)sim_below(&w->s, (uint64_t)w->S);
 		if (sim_chance(&w->s, 0.5))
-			ev(w, at, LW_KILL, s, 0, 0, 0, 0);
+			lx_ev(w, at, LW_KILL, s, 0, 0, 0, 0);
 		else
-			ev(w, at, LW_PAUSE, s, sim_range(&w->s, 500 * MS, 5000 * MS), 0, 0, 0);
+			lx_ev(w, at, LW_PAUSE, s, sim_range(&w->s, 500 * MS, 5000 * MS), 0, 0, 0);
 		if (sim_chance(&w->s, 0.2)) /* a second loss while the first is recovered */
-			ev(w, at + sim_range(&w->s, 100 * MS, 3000 * MS), LW_KILL,
+			lx_ev(w, at + sim_range(&w->s, 100 * MS, 3000 * MS), LW_KILL,
 			   (s + 1) % w->S, 0, 0, 0, 0);
 	}
 	for (int n = (int)sim_range(&w->s, 0, 2), k = 0; k < n; k++)
-		ev(w, sim_range(&w->s, 0, FAULTS_MS * (int64_t)MS), LW_CUT,
+		lx_ev(w, sim_range(&w->s, 0, FAULTS_MS * (int64_t)MS), LW_CUT,
 		   (int)sim_below(&w->s, (uint64_t)w->R), sim_range(&w->s, 1000 * MS, 15000 * MS), 0, 0, 0);
 	while (!w->s.failed && sim_next(&w->s, &e) && e.at_us < RUN_MS * (int64_t)MS) {
 		switch (e.kind) {
-		case LW_HB: heartbeat(w, e.who); break;
-		case LW_SWEEP: sweep(w); break;
-		case LW_SERVE: serve(w, &e); break;
+		case LW_HB: lx_heartbeat(w, e.who); break;
+		case LW_SWEEP: lx_sweep(w); break;
+		case LW_SERVE: lx_serve(w, &e); break;
 		case LW_REPLY: reply(w, &e); break;
 		case LW_TICK: tick(w, e.who, (int)e.a); break;
-		case LW_LOOK: at_coordinator(w, &e); break;
+		case LW_LOOK: lx_at_coordinator(w, &e); break;
 		case LW_ANSWER: answer(w, &e); break;
 		case LW_RENEW: renew(w, &e); break;
-		default: fault(w, &e); break;
+		default: lx_fault(w, &e); break;
 		}
 		if (w->s.now_us > FAULTS_MS * (int64_t)MS) {
 			bool all = true;
