@@ -74,11 +74,12 @@ static int wait_op(zs_trainer *t, zs_op **op)
 		}
 		struct zs_error ferr = {0};
 		bool lost = zs_now_ms() < w.deadline && tr_loss(t)->lost(t, why, sizeof why, &ferr);
-		switch (zs_opw_slice(&w, zs_now_ms(), lost, tr_loss(t)->resends,
-				     ferr.code == ZS_ERESUME)) {
+		enum zs_lv_act act = zs_opw_slice(&w, zs_now_ms(), lost, tr_loss(t)->resends,
+						  ferr.code == ZS_ERESUME);
+		switch (act) {
 		case ZS_LV_RESUME: /* a failover met the rollback instead */
 		case ZS_LV_FAIL:   /* a failover that failed */
-			return tr_fail(t, ferr.code == ZS_ERESUME ? ZS_ERESUME : ZS_EUNAVAIL,
+			return tr_fail(t, act == ZS_LV_RESUME ? ZS_ERESUME : ZS_EUNAVAIL,
 				       "%s; waited for it %lld ms%s%s", why,
 				       (long long)(bound - (w.deadline - zs_now_ms())),
 				       ferr.msg[0] ? ", and " : "", ferr.msg);

@@ -74,7 +74,7 @@ enum zs_status tr_verdict(zs_trainer *t, enum zs_status st, char *msg, size_t le
 	snprintf(was, sizeof was, "%s", msg);
 	for (;;) {
 		bool back = tr_rolled_back(t, why, sizeof why);
-		bool loss = !back && !w.seen && !w.once && loss_seen(t, why, sizeof why);
+		bool loss = !back && !w.seen && loss_seen(t, why, sizeof why);
 		switch (zs_vd_told(&w, &t->vd, zs_now_ms(), back, loss)) {
 		case ZS_LV_RESUME:
 			snprintf(msg, len,

@@ -43,7 +43,7 @@
 enum bw_kind {
 	BW_ACT,     /* who: rank; a: its epoch. The driver's next action */
 	BW_SEND,    /* who; a: seq (0: the driver's own ask); b: request. At the coordinator */
-	BW_REPLY,   /* who; a: seq (0: the ask's); b: request; c: stop; d: timeline */
+	BW_REPLY,   /* who; a: seq (0: the ask's); b: request; c: stop */
 	BW_RENEW,   /* who: the rank's lease renewal, with the coordinator's timeline (a) */
 	BW_STOP,    /* zshardctl job stop */
 	BW_ROLLBACK,
@@ -68,11 +68,10 @@ struct bw_rank {
 	uint64_t last;       /* the step it finished last */
 	uint64_t last_req;   /* the latest request it made (posted or asked) */
 	struct zs_bmail bm;
-	/* the post's contents (what boundary_take copies) */
+	/* the post's request (its contents: w->req, what boundary_take copies) */
 	uint64_t post_req;
-	struct bw_req post;
 	/* the answer kept for the next boundary (what boundary_keep copies) */
-	uint64_t ans_req, ans_stop, ans_tl;
+	uint64_t ans_req, ans_stop;
 	bool sender_busy;
 	bool stopped;        /* left at the stop */
 };
@@ -151,7 +150,7 @@ static void coordinator(struct bworld *w, const struct sim_ev *e)
 		zs_btop_heard(&w->top, w->tl, q->reported);
 	sim_log(&w->s, "coordinator: rank %d's request %" PRId64 " (%s%" PRIu64 "), answered: stop %" PRIu64,
 		e->who, e->b, q->has ? "finished step " : "no report; ", q->has ? q->reported : 0, w->stop);
-	ev(w, lat(w), BW_REPLY, e->who, e->a, e->b, (int64_t)w->stop, (int64_t)w->tl);
+	ev(w, lat(w), BW_REPLY, e->who, e->a, e->b, (int64_t)w->stop, 0);
 }
 
 /* coord/recovery.c coord_h_stop_job: three past the latest report. */
@@ -223,7 +222,6 @@ static void post(struct bworld *w, int i)
 	struct bw_rank *r = &w->r[i];
 	bool has = r->have_last && !r->last_sent;
 
-	r->post = (struct bw_req){.has = has, .reported = r->last, .tl = r->tl};
 	r->post_req = new_req(w, i, has, r->last);
 	zs_bm_post(&r->bm);
 	sim_log(&w->s, "rank %d posts request %" PRIu64 " at step %" PRIu64 "'s boundary (%s%" PRIu64 ")", i,
@@ -331,7 +329,6 @@ static void reply(struct bworld *w, const struct sim_ev *e)
 	if (zs_bm_answered(&r->bm, (uint64_t)e->a)) {
 		r->ans_req = (uint64_t)e->b;
 		r->ans_stop = (uint64_t)e->c;
-		r->ans_tl = (uint64_t)e->d;
 		if (r->ph == BP_BOUNDARY)
 			wake(w, i, 0);
 	}

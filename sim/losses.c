@@ -59,7 +59,7 @@ static void look(struct lworld *w, int i)
 	lx_ev(w, lx_lat(w), LW_LOOK, i, r->ep, 0, 0, 0);
 }
 
-bool lx_broken(const struct lworld *w, const struct lw_rank *r, int s)
+static bool lx_broken(const struct lworld *w, const struct lw_rank *r, int s)
 {
 	return !w->sv[s].alive || w->sv[s].inc != r->conn_inc[s];
 }

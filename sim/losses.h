@@ -118,7 +118,5 @@ void lx_sweep(struct lworld *w);
 void lx_at_coordinator(struct lworld *w, const struct sim_ev *e);
 void lx_serve(struct lworld *w, const struct sim_ev *e);
 void lx_fault(struct lworld *w, const struct sim_ev *e);
-/* sim/losses.c: whether rank r's connection to server s broke */
-bool lx_broken(const struct lworld *w, const struct lw_rank *r, int s);
 
 #endif

@@ -189,7 +189,8 @@ sim() {
 	"$bin/zshard-sim" --regressions sim/regressions &&
 		"$bin/zshard-sim" --seeds 30000 --budget-s 120 &&
 		"$BUILD/sim-mut/zshard-sim" --regressions sim/regressions &&
-		"$bin/zshard-sim" --fleet --runs 20 --steps 2000 | tail -n 5
+		"$bin/zshard-sim" --fleet --runs 20 --steps 2000 >"$BUILD/fleet.txt" &&
+		tail -n 5 "$BUILD/fleet.txt"
 }
 part tests tests_host
 part sim sim
