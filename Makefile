@@ -154,7 +154,7 @@ PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
 	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree boundary verdict resume \
 	      $(if $(HAVE_NVCC),gpu)
-INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica seal
+INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica failover seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
 TEST_HARNESS := $(BUILD)/obj/tests/harness.o
 
@@ -334,6 +334,8 @@ $(BUILD)/tests/test_transfer: $(BUILD)/obj/tests/integration/test_transfer.o $(T
 $(BUILD)/tests/test_crash: $(BUILD)/obj/tests/integration/test_crash.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_security: $(BUILD)/obj/tests/integration/test_security.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_replica: $(BUILD)/obj/tests/integration/test_replica.o \
+	$(BUILD)/obj/tests/integration/replica_common.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
+$(BUILD)/tests/test_failover: $(BUILD)/obj/tests/integration/test_failover.o \
 	$(BUILD)/obj/tests/integration/replica_common.o $(TRAIN_OBJ) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_cluster: $(BUILD)/obj/tests/integration/test_cluster.o $(BUILD)/obj/tests/integration/cluster_cli.o $(TEST_HARNESS) $(LIBZS_A) $(CORE_LIB)
 $(BUILD)/tests/test_etcd: $(BUILD)/obj/tests/integration/test_etcd.o $(TEST_HARNESS) $(CORE_LIB)

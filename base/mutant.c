@@ -61,6 +61,8 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_FAILOVER_RESUME_LOST] = "failover-resume-lost",
 	[ZS_MUT_GIVEN_UP_UNASKED] = "given-up-unasked",
 	[ZS_MUT_BACK_AWAITED] = "back-awaited",
+	[ZS_MUT_SEED_OF_LOST_TAKEN] = "seed-of-lost-taken",
+	[ZS_MUT_PLACED_ANEW_KEPT] = "placed-anew-kept",
 };
 
 const char *zs_mutant_name(int k)

@@ -76,6 +76,8 @@ enum zs_mutant_id {
 	ZS_MUT_FAILOVER_RESUME_LOST, /* a failover that met a rollback says "unavailable" */
 	ZS_MUT_GIVEN_UP_UNASKED,  /* a verdict given up on once, the next failure's status stands unasked */
 	ZS_MUT_BACK_AWAITED,      /* a failover from a server that is back waits for a placement */
+	ZS_MUT_SEED_OF_LOST_TAKEN, /* a seed sent before the copy was placed anew marks it seeded */
+	ZS_MUT_PLACED_ANEW_KEPT,  /* a copy placed anew in epochs a primary skipped stays seeded */
 	ZS_MUT_COUNT
 };
 

@@ -19,8 +19,12 @@
 
 #include "base/log.h"
 
-/* Whether t sees a server lost: a connection broken, or a server of its
- * placement the coordinator marks down; what, in why. */
+/* Whether t sees a server of its placement lost: a connection broken, or
+ * a server the coordinator marks down; what, in why. Not the connections a
+ * failover retired (shut down by it: always broken), whose loss the
+ * failover answered: counted, every refusal of a live server after a
+ * rank's first failover waited out the whole bound for a verdict that
+ * never came (sim/losses.c's loss_seen never counted them). */
 static bool loss_seen(zs_trainer *t, char *why, size_t len)
 {
 	uint64_t id;
@@ -28,9 +32,6 @@ static bool loss_seen(zs_trainer *t, char *why, size_t len)
 	for (uint32_t i = 0; i < t->n_srv; i++)
 		if (zs_conn_broken(t->conn[i], why, len) ||
 		    (t->gconn[i] && zs_conn_broken(t->gconn[i], why, len)))
-			return true;
-	for (uint32_t i = 0; i < t->fo.n_dead; i++) /* retired by a failover */
-		if (zs_conn_broken(t->fo.dead[i], why, len))
 			return true;
 	return tr_server_down_id(t, &id, why, len);
 }

@@ -110,6 +110,7 @@ bool coord_rebuild(struct coord *c, struct zs_job *j)
 			np.shards[n].server_id = c->srvs[best].info.id;
 			np.shards[n].copy = n - first;
 			np.shards[n].fresh = 1; /* until its primary has seeded it */
+			np.shards[n].placed = p->epoch + 1;
 			used[best] += bytes;
 			n++;
 			added++;
@@ -145,7 +146,7 @@ void coord_seeded(struct coord *c, uint64_t reporter, const struct zs_seeded *v,
 		struct zs_job *j = coord_find_job(c, v[i].job);
 		struct zs_error e = {0};
 		if (!j || !zs_placement_seeded(&j->placement, reporter, v[i].unit, v[i].index,
-					       v[i].server_id))
+					       v[i].server_id, v[i].epoch))
 			continue;
 		/* the epoch stays: nothing about where shards are changed */
 		if (coord_save_job(c, j, false, false, &e))

@@ -137,6 +137,7 @@ enum zs_status zs_enc_heartbeat_ex(uint64_t id, const char *health, const struct
 			c->unit = seeded[i].unit;
 			c->index = seeded[i].index;
 			c->server_id = seeded[i].server_id;
+			c->epoch = seeded[i].epoch;
 			m.seeded[m.n_seeded++] = c;
 		}
 	}
@@ -163,6 +164,7 @@ enum zs_status zs_dec_heartbeat_ex(const uint8_t *p, size_t n, uint64_t *id, cha
 		(*seeded)[i].unit = m->seeded[i]->unit;
 		(*seeded)[i].index = m->seeded[i]->index;
 		(*seeded)[i].server_id = m->seeded[i]->server_id;
+		(*seeded)[i].epoch = m->seeded[i]->epoch;
 		*n_seeded = (uint32_t)i + 1;
 	}
 	if (st) {

@@ -184,6 +184,7 @@ Zshard__Shard **pb_shards_pb(struct arena *a, const struct zs_shard *sh,
 		p->copy = sh[i].copy;
 		p->copies = sh[i].copies;
 		p->fresh = sh[i].fresh != 0;
+		p->placed = sh[i].placed;
 		v[i] = p;
 	}
 	return v;
@@ -470,6 +471,7 @@ enum zs_status pb_shards_from(Zshard__Shard *const *ps, size_t n,
 			.server_id = ps[i]->server_id, .offset = ps[i]->offset,
 			.length = ps[i]->length, .padded = ps[i]->padded,
 			.copy = ps[i]->copy, .copies = copies, .fresh = ps[i]->fresh,
+			.placed = ps[i]->placed,
 		};
 	}
 	*n_out = (uint32_t)n;

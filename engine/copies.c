@@ -36,8 +36,11 @@ bool eng_copy_apply(uint64_t version, bool landing, uint64_t step)
 }
 
 enum zs_status eng_copy_seed_take(bool landing, bool ready, uint64_t version, uint64_t step,
-				  struct zs_error *err)
+				  bool if_empty, struct zs_error *err)
 {
+	if (if_empty && ready)
+		return zs_fail(err, ZS_EEXIST, "its state of step %llu already (a seed sent again, of step %llu)",
+			       (unsigned long long)version, (unsigned long long)step);
 	/* one with state takes it too unless that state is of a later step:
 	 * a primary promoted after its predecessor seeded the copy (the
 	 * coordinator did not hear of it) seeds it again */
@@ -83,12 +86,17 @@ enum zs_status eng_copy_catchup_take(bool landing, bool ready, uint64_t version,
 	return ZS_OK; /* behind its primary, or no state: the state of step is its own now */
 }
 
-bool eng_copy_seed_again(const uint64_t *seeded, uint32_t n, uint64_t peer)
+enum eng_reseed eng_copy_reseed(const uint64_t *seeded, uint32_t n, uint64_t peer)
 {
 	for (uint32_t i = 0; i < n; i++)
 		if (seeded[i] == peer)
-			return false;
-	return true;
+			return ES_IF_EMPTY;
+	return ES_SEED;
+}
+
+bool eng_copy_placed_anew(bool fresh, uint64_t placed, uint64_t was_epoch)
+{
+	return fresh && placed > was_epoch && !ZS_MUTANT(ZS_MUT_PLACED_ANEW_KEPT);
 }
 
 bool eng_copy_seed_whole(bool mid)

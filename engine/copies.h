@@ -35,9 +35,11 @@ bool eng_copy_apply(uint64_t version, bool landing, uint64_t step);
 /* A copy takes its primary's seed of the shard's whole state at step (a
  * new copy, a rebuild): ZS_OK, or ZS_EEXIST when something lands in it or
  * its own state is of a later step (landing: a forward or a seed lands;
- * ready: it has state, at version). */
+ * ready: it has state, at version); if_empty: a seed sent again to a copy
+ * that said it had none (eng_copy_reseed), ZS_EEXIST too when it has state
+ * now, whatever its step (the first seed came after it said so). */
 enum zs_status eng_copy_seed_take(bool landing, bool ready, uint64_t version, uint64_t step,
-				  struct zs_error *err);
+				  bool if_empty, struct zs_error *err);
 /* 1 + the step a seed taken at step lacks terms of (mid: taken after
  * partial pushes of that step, whose terms are not in its state), 0: none. */
 uint64_t eng_copy_seed_gap(bool mid, uint64_t step);
@@ -61,13 +63,30 @@ enum zs_status eng_copy_partial_take(uint64_t version, uint64_t gap, uint64_t st
 enum zs_status eng_copy_catchup_take(bool landing, bool ready, uint64_t version, uint64_t step,
 				     struct zs_error *err);
 
-/* Whether a copy that answered a forward it has no state is seeded now:
- * not one this primary seeded already in this placement epoch (seeded[n]),
- * whose state arrived after the forward was refused. Seeded again, it
- * would take the state anew mid-step and drop the step's terms it had
- * taken since, though it was reported whole: promoted, its sum would lack
- * terms the trainers were answered for. */
-bool eng_copy_seed_again(const uint64_t *seeded, uint32_t n, uint64_t peer);
+/* How a copy that answered a forward it has no state is seeded now. */
+enum eng_reseed {
+	ES_SEED,     /* not one this primary seeded in this placement epoch */
+	ES_IF_EMPTY, /* one it seeded (seeded[n]): again, taken only while the
+		      * copy has no state. Its seed may have come after the
+		      * forward was refused: seeded again whatever it held, it
+		      * would take the state anew mid-step and drop the step's
+		      * terms it had taken since, though reported whole
+		      * (promoted, its sum would lack terms the trainers were
+		      * answered for). Or it lost the state the first brought
+		      * (a copy placed anew that its primary did not see so:
+		      * eng_copy_placed_anew covers what the placement shows).
+		      * Before, it was never seeded again: the copy refused
+		      * every forward, and the job stood */
+};
+enum eng_reseed eng_copy_reseed(const uint64_t *seeded, uint32_t n, uint64_t peer);
+
+/* Whether a copy a primary had before (in the epoch it held, was_epoch)
+ * and has in the placement it takes now is another copy: placed anew, in
+ * an epoch this primary never took (fresh, placed after was_epoch; its
+ * server restarted, and the coordinator took it for lost and placed the
+ * copy there again in one go). Seeded as a new copy; what it seeded there
+ * before is forgotten. */
+bool eng_copy_placed_anew(bool fresh, uint64_t placed, uint64_t was_epoch);
 
 /* Whether a copy whose seed it took is whole at once (may be promoted):
  * not one seeded mid-step, which is whole once that step's forward has

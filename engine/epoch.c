@@ -137,7 +137,8 @@ static uint32_t take_new_copies(struct engine *e, struct ejob *j, const struct z
  * way goes to the copies left (or the update it held back runs), a
  * promoted primary sends its last step again. Whether s was promoted. */
 static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job *job,
-			   struct eshard *s, const struct zs_shard *sh, bool skipped)
+			   struct eshard *s, const struct zs_shard *sh, bool skipped,
+			   uint64_t was_epoch)
 {
 	struct eng_fx fx = {0};
 	uint64_t was[ZS_MAX_REPLICAS - 1];
@@ -158,6 +159,13 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 	n_was = s->repl.n_peers;
 	memcpy(was, s->repl.peer, sizeof was);
 	eng_shard_peers(s, &job->placement);
+	/* copies it had before that are others now: placed anew, in epochs
+	 * it never took; as good as new ones (engine/copies.h) */
+	for (uint32_t q = 0; q < n_was; q++) {
+		const struct zs_shard *o = entry(&job->placement, s, was[q]);
+		if (o && o->copy && eng_copy_placed_anew(o->fresh, o->placed, was_epoch))
+			was[q] = 0; /* no server's id */
+	}
 	{ /* the copies it seeded that stay its copies stay seeded */
 		uint32_t keep = 0;
 		for (uint32_t i = 0; i < s->repl.n_seeded; i++)
@@ -165,6 +173,11 @@ static bool reassign_shard(struct engine *e, struct ejob *j, const struct zs_job
 			    in_list(s->repl.peer, s->repl.n_peers, s->repl.seeded[i]))
 				s->repl.seeded[keep++] = s->repl.seeded[i];
 		s->repl.n_seeded = keep;
+		keep = 0;
+		for (uint32_t i = 0; i < s->repl.n_unsettled; i++)
+			if (in_list(was, n_was, s->repl.unsettled[i].peer))
+				s->repl.unsettled[keep++] = s->repl.unsettled[i];
+		s->repl.n_unsettled = keep;
 	}
 	{ /* other peers: partial pushes' forwards go to the new ones */
 		bool same = n_was == s->repl.n_peers;
@@ -226,6 +239,7 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 {
 	struct zs_error err = {0};
 	uint32_t n = 0, promoted = 0, primaries = 0, added = 0, held = j->n_shards;
+	uint64_t was_epoch;
 	/* epochs this server never took (stopped, cut off): a copy it holds
 	 * may have been dropped and placed again in them */
 	bool skipped;
@@ -243,12 +257,13 @@ enum zs_status eng_reassign(struct engine *e, struct ejob *j, const struct zs_jo
 		return ZS_ESTATE;
 	added = take_new_copies(e, j, job, server_id, held);
 	pthread_mutex_lock(&e->mu);
+	was_epoch = j->epoch;
 	skipped = job->placement.epoch > j->epoch + 1;
 	j->epoch = job->placement.epoch;
 	pthread_mutex_unlock(&e->mu);
 	for (uint32_t k = 0; k < j->n_shards; k++) {
 		const struct zs_shard *sh = entry(&job->placement, j->shards[k], server_id);
-		promoted += reassign_shard(e, j, job, j->shards[k], sh, skipped);
+		promoted += reassign_shard(e, j, job, j->shards[k], sh, skipped, was_epoch);
 		primaries += !sh->copy;
 	}
 	j->n_primary = primaries;

@@ -46,6 +46,7 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 			    .length = r->init ? s->sh.length : s->lay.glen, .step = r->step,
 			    .dtype = r->partial ? r->dt : ZS_F32, .init = r->init, .replica = true,
 			    .seed = r->seed, .catchup = r->catchup, .with_prev = r->seed_prev,
+			    .if_empty = r->if_empty,
 			    .partial = r->partial || r->seed_mid,
 			    .from = r->from, .micro = r->micro};
 	const void *src = r->partial ? r->buf
@@ -60,6 +61,7 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 	pthread_mutex_lock(&r->j->e->mu);
 	x.epoch = r->j->epoch;
 	pthread_mutex_unlock(&r->j->e->mu);
+	r->epoch = x.epoch;
 	if (r->seed) /* master and the optimizer's arrays, one after the other */
 		x.length = s->sh.length * (s->n_arrays + r->seed_prev);
 	hlen = !r->init && !r->partial && table_at(r->j, r->step, &t) ? zs_hp_encode(&t, hp) : 0;
@@ -152,7 +154,8 @@ static enum zs_status wait_task(struct engine *e, struct rtask *r, struct zs_req
 
 /* Copy peer of shard s has its state: told to the coordinator at the next
  * heartbeat (from then on it may be promoted). */
-static void record_seeded(struct engine *e, struct ejob *j, struct eshard *s, uint64_t peer)
+static void record_seeded(struct engine *e, struct ejob *j, struct eshard *s, uint64_t peer,
+			  uint64_t epoch)
 {
 	pthread_mutex_lock(&e->mu);
 	if (e->rp.n_seeded == e->rp.cap_seeded) {
@@ -169,6 +172,7 @@ static void record_seeded(struct engine *e, struct ejob *j, struct eshard *s, ui
 		d->unit = s->sh.unit;
 		d->index = s->sh.index;
 		d->server_id = peer;
+		d->epoch = epoch;
 	}
 	pthread_mutex_unlock(&e->mu);
 }
@@ -220,7 +224,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 	struct ejob *j = r->j;
 	struct eshard *s = j->shards[r->shard];
 	struct eng_fx fx = {0};
-	uint64_t settled[ZS_MAX_REPLICAS - 1];
+	uint64_t settled[ZS_MAX_REPLICAS - 1], settled_in[ZS_MAX_REPLICAS - 1];
 	uint32_t n_settled = 0;
 
 	if (r->partial) {
@@ -230,9 +234,18 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 	if (r->catchup && st == ZS_EEXIST)
 		st = ZS_OK; /* a copy at its step already (or past it) */
 	if (r->seed && !r->catchup) { /* a new copy has the state (or not: its forwards say) */
+		if (r->if_empty && st == ZS_EEXIST) {
+			/* sent again, and it has the state: the first seed
+			 * came after it refused the forward */
+			zs_debug("job '%s': unit '%s' shard %u: the copy on server %llu has its seed already",
+				 j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
+				 (unsigned long long)r->peer[0]);
+			return;
+		}
 		if (!st) {
 			pthread_mutex_lock(&s->mu);
-			if (s->repl.n_seeded < ZS_MAX_REPLICAS - 1)
+			if (eng_copy_reseed(s->repl.seeded, s->repl.n_seeded, r->peer[0]) == ES_SEED &&
+			    s->repl.n_seeded < ZS_MAX_REPLICAS - 1)
 				s->repl.seeded[s->repl.n_seeded++] = r->peer[0];
 			pthread_mutex_unlock(&s->mu);
 		}
@@ -241,20 +254,21 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 			 * there: reported when that step's forward reaches it */
 			pthread_mutex_lock(&s->mu);
 			if (s->repl.n_unsettled < ZS_MAX_REPLICAS - 1)
-				s->repl.unsettled[s->repl.n_unsettled++] = (typeof(s->repl.unsettled[0])){r->peer[0],
-											   r->step};
+				s->repl.unsettled[s->repl.n_unsettled++] =
+					(typeof(s->repl.unsettled[0])){r->peer[0], r->step, r->epoch};
 			pthread_mutex_unlock(&s->mu);
 		} else if (!st) {
-			record_seeded(e, j, s, r->peer[0]);
+			record_seeded(e, j, s, r->peer[0], r->epoch);
 		}
 		if (st)
 			zs_error("job '%s': unit '%s' shard %u: the new copy on server %llu did not take its state: %s",
 				 j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
 				 (unsigned long long)r->peer[0], why);
 		else
-			zs_info("job '%s': unit '%s' shard %u: a new copy on server %llu has its state of step %llu%s",
+			zs_info("job '%s': unit '%s' shard %u: a new copy on server %llu has its state of step %llu%s%s",
 				j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
 				(unsigned long long)r->peer[0], (unsigned long long)r->step,
+				r->if_empty ? " (seeded again: it said it had none)" : "",
 				r->seed_mid ? " (taken mid-step: it may take over once that step is applied there)"
 					    : "");
 		return;
@@ -288,6 +302,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 		for (uint32_t q = 0; q < r->n_peers && !got; q++)
 			got = r->peer[q] == s->repl.unsettled[u].peer;
 		if (got && eng_copies_settled(s->repl.unsettled[u].step, r->init, r->step)) {
+			settled_in[n_settled] = s->repl.unsettled[u].epoch;
 			settled[n_settled++] = s->repl.unsettled[u].peer;
 			s->repl.unsettled[u] = s->repl.unsettled[--s->repl.n_unsettled];
 		} else {
@@ -306,7 +321,7 @@ static void task_end(struct engine *e, struct rtask *r, enum zs_status st, const
 	pthread_mutex_unlock(&s->mu);
 	eng_fx_run(e, j, s, &fx);
 	for (uint32_t u = 0; u < n_settled; u++) /* e->mu: not under s->mu */
-		record_seeded(e, j, s, settled[u]);
+		record_seeded(e, j, s, settled[u], settled_in[u]);
 }
 
 static void task_free(struct engine *e, struct rtask *r)
@@ -459,14 +474,16 @@ static void seed_now(struct engine *e, struct rtask *f)
 	struct eshard *s = f->j->shards[f->shard];
 	struct zs_req *reqs[2 * (ZS_MAX_REPLICAS - 1)] = {0};
 	struct zs_error err = {0};
-	struct rtask *r;
+	struct rtask *r = NULL;
+	enum eng_reseed how;
 	enum zs_status st;
 
 	pthread_mutex_lock(&s->mu);
-	r = eng_ready(s) && eng_copy_seed_again(s->repl.seeded, s->repl.n_seeded, f->empty)
-		    ? eng_fwd_seed_task(e, f->j, s, f->empty)
-		    : NULL;
+	how = eng_copy_reseed(s->repl.seeded, s->repl.n_seeded, f->empty);
+	if (eng_ready(s))
+		r = eng_fwd_seed_task(e, f->j, s, f->empty);
 	if (r) {
+		r->if_empty = how == ES_IF_EMPTY;
 		atomic_fetch_add(&f->j->refs, 1);
 		r->j = f->j;
 		r->shard = s->idx;

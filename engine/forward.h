@@ -17,6 +17,8 @@ struct rtask {
 	bool seed_mid; /* a seed taken after partial pushes of its step */
 	bool catchup;  /* a seed to every copy, taken by those behind it */
 	bool seed_prev; /* a seed with the step before's parameters after the state */
+	bool if_empty;  /* a seed sent again: taken only by a copy with no state */
+	uint64_t epoch; /* a seed: the placement epoch it was last sent in */
 	/* a trainer's partial push (gradient accumulation): its landing
 	 * buffer (given back at the end), whose acknowledgement waits */
 	bool partial;

@@ -127,7 +127,8 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 			st = zs_fail(err, st, "unit '%s' shard %u: %s", eng_unit_name(j, x->unit),
 				     s->sh.index, why.msg);
 		else if (!x->catchup &&
-			 eng_copy_seed_take(landing, eng_ready(s), s->version, x->step, &why))
+			 eng_copy_seed_take(landing, eng_ready(s), s->version, x->step, x->if_empty,
+					    &why))
 			st = zs_fail(err, ZS_EEXIST, "unit '%s' shard %u has %s",
 				     eng_unit_name(j, x->unit), s->sh.index, why.msg);
 		else if (!(s->repl.seed = malloc(x->length * 4)))

@@ -177,11 +177,11 @@ struct eshard {
 		struct eack { struct zs_sop *op; uint64_t step; } *acks;
 		size_t n_acks, cap_acks;
 		uint64_t seed_gap;
-		struct { uint64_t peer, step; } unsettled[ZS_MAX_REPLICAS - 1];
+		struct { uint64_t peer, step, epoch; } unsettled[ZS_MAX_REPLICAS - 1];
 		uint32_t n_unsettled;
-		/* the copies this primary seeded in this placement epoch: a
-		 * forward one refused for want of state goes again, unseeded
-		 * (eng_copy_seed_again) */
+		/* the copies this primary seeded in this placement epoch: one
+		 * that refuses a forward for want of state is seeded again
+		 * only while it has none (eng_copy_reseed) */
 		uint64_t seeded[ZS_MAX_REPLICAS - 1];
 		uint32_t n_seeded;
 		uint64_t peer_gen;

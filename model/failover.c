@@ -10,7 +10,7 @@
 #include "base/mutant.h"
 
 bool zs_placement_seeded(struct zs_placement *p, uint64_t reporter, uint32_t unit, uint32_t index,
-			 uint64_t copy_server)
+			 uint64_t copy_server, uint64_t epoch)
 {
 	bool primary = false, changed = false;
 
@@ -24,7 +24,7 @@ bool zs_placement_seeded(struct zs_placement *p, uint64_t reporter, uint32_t uni
 	for (uint32_t k = 0; k < p->n_shards; k++) {
 		struct zs_shard *sh = &p->shards[k];
 		if (sh->unit == unit && sh->index == index && sh->server_id == copy_server &&
-		    sh->fresh) {
+		    sh->fresh && (epoch >= sh->placed || ZS_MUTANT(ZS_MUT_SEED_OF_LOST_TAKEN))) {
 			sh->fresh = 0;
 			changed = true;
 		}

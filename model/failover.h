@@ -30,10 +30,13 @@ enum zs_status zs_placement_without(const struct zs_placement *p, uint64_t sid,
  * says: no longer fresh (it may take over), when reporter is that shard's
  * primary in p; true when that changed p. A report from a primary since
  * deposed is not taken: the new primary may have seeded the copy again,
- * mid-step, and it is not whole until that step is applied there.
+ * mid-step, and it is not whole until that step is applied there. Nor one
+ * of a seed sent in an epoch before the copy was placed (epoch < its
+ * placed): that seed went to a copy lost since, its server restarted and
+ * the copy placed on it anew, empty (the report came a heartbeat late).
  */
 bool zs_placement_seeded(struct zs_placement *p, uint64_t reporter, uint32_t unit, uint32_t index,
-			 uint64_t copy_server);
+			 uint64_t copy_server, uint64_t epoch);
 
 
 /*

@@ -185,6 +185,10 @@ struct zs_shard {
 	uint32_t copies; /* how many copies the shard has (0 without replicas) */
 	uint32_t fresh;  /* a rebuilt copy not seeded yet: never promoted */
 	uint32_t reserved;
+	/* a rebuilt copy: the placement epoch that placed it (0: an original
+	 * one). A seed sent in an earlier epoch went to a copy lost since
+	 * (its server restarted, and the copy was placed on it anew) */
+	uint64_t placed;
 };
 
 /* A rebuilt copy that its primary seeded (a server's heartbeat says). */
@@ -192,6 +196,7 @@ struct zs_seeded {
 	char job[ZS_JOB_NAME_MAX];
 	uint32_t unit, index;
 	uint64_t server_id;
+	uint64_t epoch; /* the placement epoch the seed was sent in */
 };
 
 /* A trainer rank whose data connections to a server all ended. */

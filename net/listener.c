@@ -95,6 +95,8 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 					 (f->flags & ZS_WF_REPLICA),
 			      .with_prev = (f->flags & ZS_WF_PREV) && (f->flags & ZS_WF_SEED) &&
 					   (f->flags & ZS_WF_REPLICA),
+			      .if_empty = (f->flags & ZS_WF_EMPTY) && (f->flags & ZS_WF_SEED) &&
+					  (f->flags & ZS_WF_REPLICA) && !(f->flags & ZS_WF_CATCHUP),
 			      .epoch = (f->flags & ZS_WF_REPLICA) ? f->aux : 0,
 			      .from = f->rank,
 			      .state_read = f->flags & ZS_WF_STATE,
@@ -111,6 +113,9 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 	if ((f->flags & ZS_WF_PREV) && !x->with_prev)
 		return zs_fail(err, ZS_EINVAL,
 			       "the step before's parameters go with a replica's seed (flags REPLICA and SEED)");
+	if ((f->flags & ZS_WF_EMPTY) && !x->if_empty)
+		return zs_fail(err, ZS_EINVAL,
+			       "a seed sent again is a replica's seed, not a catch-up (flags REPLICA and SEED)");
 	if (x->state_read && (f->aux > 2 || f->dtype != ZS_F32))
 		return zs_fail(err, ZS_EINVAL, "a state read is of array 0, 1 or 2, as f32");
 	if (f->op == ZS_OP_PUSH && x->state_read && (!x->init || x->replica || f->aux == 0))

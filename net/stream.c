@@ -421,6 +421,7 @@ void *stream_sender_main(void *arg)
 						   (r->x.seed ? ZS_WF_SEED : 0) |
 						   (r->x.catchup ? ZS_WF_CATCHUP : 0) |
 						   (r->x.with_prev ? ZS_WF_PREV : 0) |
+						   (r->x.if_empty ? ZS_WF_EMPTY : 0) |
 						   (r->x.state_read ? ZS_WF_STATE : 0) |
 						   (r->x.device ? ZS_WF_DEVICE : 0) |
 						   (r->x.redo ? ZS_WF_REDO : 0) |

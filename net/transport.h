@@ -70,6 +70,8 @@ struct zs_xfer {
 			    * pushes of its step (the copy lacks their terms) */
 	bool with_prev;    /* a seed followed by the step before's parameters
 			    * (ZS_WF_PREV: one more array, as f32) */
+	bool if_empty;     /* a seed sent again (ZS_WF_EMPTY): taken only by
+			    * a copy with no state (engine/copies.h) */
 	bool catchup;      /* a seed that is a promoted copy's catch-up
 			    * (ZS_WF_CATCHUP): taken only by a copy behind
 			    * its step (engine/copies.h) */

@@ -162,9 +162,12 @@ enum {
 	ZS_WF_PREV = 1 << 11,     /* with SEED: the step before's parameters
 				   * (whole, as f32) follow the state: a lost
 				   * rank's replacement may gather them there */
+	ZS_WF_EMPTY = 1 << 12,    /* with SEED: a seed sent again, taken only by a
+				   * copy with no state; one with state answers
+				   * ZS_EEXIST and keeps it (engine/copies.h) */
 	ZS_WF_ALL = ZS_WF_PARTIAL | ZS_WF_INIT | ZS_WF_STATE | ZS_WF_ONE_SIDED | ZS_WF_REPLICA |
 		    ZS_WF_SEED | ZS_WF_DEVICE | ZS_WF_REDO | ZS_WF_READER | ZS_WF_PIN |
-		    ZS_WF_CATCHUP | ZS_WF_PREV,
+		    ZS_WF_CATCHUP | ZS_WF_PREV | ZS_WF_EMPTY,
 };
 
 struct zs_frame {

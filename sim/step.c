@@ -118,6 +118,7 @@ static void replace(struct sworld *w, int r)
 	}
 	*t = (struct sw_trainer){.proc = w->next_proc++, .alive = true, .step = w->rec[r].step,
 				 .redo = w->rec[r].step + 1, .pending = -1, .primary = w->primary,
+				 .conn_seq = w->s.seq,
 				 .deaths = t->deaths};
 	w->st->redos++;
 	sim_log(&w->s, "rank %d's replacement, process %d, redoes step %llu", r, t->proc,
@@ -130,6 +131,15 @@ bool sw_fresh(const struct sworld *w, int who)
 	for (int i = 0; i < w->n_plc; i++)
 		if (w->plc[i] == who)
 			return w->plc_sh[i].fresh;
+	return false;
+}
+
+bool sw_placed_anew(const struct sworld *w, int who, uint64_t was_epoch)
+{
+	for (int i = 0; i < w->n_plc; i++)
+		if (w->plc[i] == who)
+			return w->plc_sh[i].copy &&
+			       eng_copy_placed_anew(w->plc_sh[i].fresh, w->plc_sh[i].placed, was_epoch);
 	return false;
 }
 
@@ -179,24 +189,86 @@ static void take_all(struct sworld *w)
 		      w->plc[i], 0, 0);
 }
 
-/* coord/failover.c coord_rebuild: a shard left with fewer copies than the
- * job keeps gets a new one on a server that holds none of it, fresh (not
- * promotable) until its primary has seeded it, in a new epoch. */
-static void rebuild(struct sworld *w)
+/* The world's own chances for servers coming back (splitmix64). */
+static uint64_t rb_next(struct sworld *w)
 {
-	int n = w->n_srv;
-	struct sw_server *sv = &w->srv[n];
+	uint64_t z = (w->rb_rng += 0x9e3779b97f4a7c15ull);
 
-	if (w->n_plc >= w->C || n == SW_MAX_SRV)
-		return;
-	w->n_srv++;
-	w->rebuilds++;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* A lost server (dead, out of the placement) that comes back now, empty,
+ * for the rebuild to place the lost copy on (half the time there is one;
+ * -1: none). coord/recovery.c coord_server_restarted takes a server back
+ * sooner than its lease for lost, and coord_failover rebuilds at once: a
+ * server may take both epochs as one, its copy there before and after. */
+static int back_now(struct sworld *w)
+{
+	int cand[SW_MAX_SRV], n = 0;
+
+	for (int i = 0; i < w->n_srv; i++) {
+		bool placed = false;
+		for (int k = 0; k < w->n_plc; k++)
+			placed |= w->plc[k] == i;
+		if (!w->srv[i].alive && !placed)
+			cand[n++] = i;
+	}
+	if (!n || rb_next(w) % 2)
+		return -1;
+	return cand[rb_next(w) % (uint64_t)n];
+}
+
+/* Server who starts again, empty: what was sent to its earlier process,
+ * or due in it, is lost (the events queued before now, sim/step.c
+ * stale()), and what its primaries posted it without an answer on the
+ * way fails as on a broken connection. */
+static void restart_server(struct sworld *w, int who)
+{
+	struct sw_server *sv = &w->srv[who];
+
+	eng_in_free(&sv->in);
 	*sv = (struct sw_server){.alive = true};
 	if (eng_in_init(&sv->in, (uint32_t)w->R)) {
 		sim_fail(&w->s, "out of memory");
 		return;
 	}
-	w->plc_sh[w->n_plc] = (struct zs_shard){.server_id = (uint64_t)n + 1, .fresh = 1};
+	w->down[who] = false;
+	w->born_seq[who] = w->s.seq;
+	memset(&w->chan[who], 0, sizeof w->chan[who]);
+	w->st->faults[SF_SERVER_RESTART]++;
+	sim_log(&w->s, "server %d starts again, empty", who);
+	for (int p = 0; p < w->n_srv; p++)
+		if (p != who && w->srv[p].alive)
+			sw_chan_broken(w, p, who);
+}
+
+/* coord/failover.c coord_rebuild: a shard left with fewer copies than the
+ * job keeps gets a new one on a server that holds none of it (a server
+ * added, or a lost one back: back_now), fresh (not promotable) until its
+ * primary has seeded it, in a new epoch that it was placed in. */
+static void rebuild(struct sworld *w)
+{
+	int n = w->n_plc < w->C ? back_now(w) : -1;
+	struct sw_server *sv;
+
+	if (w->n_plc >= w->C || (n < 0 && w->n_srv == SW_MAX_SRV))
+		return;
+	w->rebuilds++;
+	if (n >= 0) {
+		restart_server(w, n);
+	} else {
+		n = w->n_srv++;
+		sv = &w->srv[n];
+		*sv = (struct sw_server){.alive = true};
+		if (eng_in_init(&sv->in, (uint32_t)w->R)) {
+			sim_fail(&w->s, "out of memory");
+			return;
+		}
+	}
+	w->plc_sh[w->n_plc] = (struct zs_shard){.server_id = (uint64_t)n + 1, .fresh = 1,
+						.placed = w->epoch + 1};
 	w->plc[w->n_plc++] = n;
 	for (int i = 0; i < w->n_plc; i++) {
 		w->plc_sh[i].copy = (uint32_t)i;
@@ -210,14 +282,20 @@ static void rebuild(struct sworld *w)
 
 /* The coordinator hears (server reporter's heartbeat) that copy who is
  * whole: coord_seeded, zs_placement_seeded. */
-static void seeded(struct sworld *w, int reporter, int who)
+static void seeded(struct sworld *w, int reporter, int who, uint64_t epoch)
 {
 	struct zs_placement p = {.epoch = w->epoch, .n_shards = (uint32_t)w->n_plc,
 				 .shards = w->plc_sh};
 
-	if (zs_placement_seeded(&p, (uint64_t)reporter + 1, 0, 0, (uint64_t)who + 1))
-		sim_log(&w->s, "coordinator: the copy on server %d is seeded (server %d says)", who,
-			reporter);
+	if (!zs_placement_seeded(&p, (uint64_t)reporter + 1, 0, 0, (uint64_t)who + 1, epoch))
+		return;
+	sim_log(&w->s, "coordinator: the copy on server %d is seeded (server %d says, of epoch %llu)",
+		who, reporter, (unsigned long long)epoch);
+	w->st->checks++;
+	if (w->srv[who].alive && !w->srv[who].ready)
+		sim_fail(&w->s,
+			 "the coordinator took the copy on server %d for whole (server %d's seed of epoch %llu), and it has no state",
+			 who, reporter, (unsigned long long)epoch);
 }
 
 /* The coordinator's view: a copy can take over where its server is not
@@ -287,6 +365,35 @@ static void plan_faults(struct sworld *w)
 			      0, sim_chance(&w->s, 0.6) ? 0 : 1, 0);
 }
 
+/* Whether ev went to (or was due in) a process of its server before the
+ * one now: lost with it (a server restarted). Answers from a copy's
+ * earlier process were sent before it died: they arrive. */
+static bool stale(const struct sworld *w, const struct sim_ev *ev)
+{
+	switch (ev->kind) {
+	case SW_BEGIN:
+	case SW_LAND:
+	case SW_FWD_PUSH:
+	case SW_FWD_STEP:
+	case SW_FWD_LAND:
+	case SW_FWD_PUSH_OK:
+	case SW_FWD_STEP_OK:
+	case SW_SEED:
+	case SW_SEED_OK:
+	case SW_CATCH_UP:
+	case SW_CATCH_UP_OK:
+	case SW_TAKE:
+	case SW_HP:
+	case SW_MARK_DOWN:
+	case SW_FAILOVER:
+		return ev->seq < w->born_seq[ev->who];
+	case SW_KILL_SERVER: /* the one chosen then (a primary right after it seeds) */
+		return ev->a == 2 && ev->seq < w->born_seq[ev->who];
+	default:
+		return false;
+	}
+}
+
 static void check_counts(struct sworld *w)
 {
 	for (int i = 0; i < w->n_srv; i++) {
@@ -325,6 +432,7 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 	/* its own random stream: the liveness world's choices stay as they were */
 	sim_init(&w->s, seed ^ 0x5354455057524c44ull, tracing, why, why_n);
 	w->st = st;
+	w->rb_rng = seed ^ 0x4241434b41474149ull;
 	w->R = (int)sim_range(&w->s, 1, SW_MAX_R);
 	w->K = (int)sim_range(&w->s, 1, SW_MAX_K);
 	w->C = (int)sim_range(&w->s, 1, SW_MAX_C);
@@ -357,6 +465,8 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 	plan_faults(w);
 	sw_hp_plan(w);
 	while (!w->s.failed && sim_next(&w->s, &e) && e.at_us < RUN_MS * MS) {
+		if (stale(w, &e))
+			continue;
 		switch (e.kind) {
 		case SW_WAKE:
 		case SW_ACK:
@@ -370,7 +480,7 @@ int step_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, size_
 		case SW_REPLACE: replace(w, e.who); break;
 		case SW_KILL_SERVER: kill_server(w, (int)e.a, e.who); break;
 		case SW_REBUILD: rebuild(w); break;
-		case SW_SEEDED: seeded(w, (int)e.a, e.who); break;
+		case SW_SEEDED: seeded(w, (int)e.a, e.who, (uint64_t)e.b); break;
 		case SW_MARK_DOWN: w->down[e.who] = true; break;
 		case SW_FAILOVER: failover(w, e.who); break;
 		default: sw_server_event(w, &e); break;

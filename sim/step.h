@@ -33,6 +33,11 @@
 /* a seed's a: its step, the table (sim/step_hp.c) << 32, and 1 + the step
  * of the parameters before it sent with it << SEED_PREV_SHIFT */
 #define SEED_PREV_SHIFT 48
+/* a seed's d: taken mid-step; sent again, taken only without state */
+#define SEED_MID 1
+#define SEED_IF_EMPTY 2
+/* its answer's d: the epoch it was taken in, above those */
+#define SEED_EPOCH_SHIFT 2
 
 enum sw_kind {
 	SW_WAKE,       /* who: rank; a: process. The trainer's next action */
@@ -52,9 +57,9 @@ enum sw_kind {
 	SW_TAKE,       /* who: server. It takes the newest placement */
 	SW_TOLD,       /* who: rank. It takes the new placement */
 	SW_REBUILD,    /* the coordinator adds a new copy where one was lost */
-	SW_SEED,       /* who: copy; a: step; b: epoch; c: from; d: mid. The shard's state */
-	SW_SEED_OK,    /* who: primary; a: step; b: refused; c: from; d: mid */
-	SW_SEEDED,     /* who: copy; a: its primary. The coordinator hears it is whole */
+	SW_SEED,       /* who: copy; a: step; b: epoch; c: from; d: SEED_*. The shard's state */
+	SW_SEED_OK,    /* who: primary; a: step; b: refused; c: from; d: SEED_* */
+	SW_SEEDED,     /* who: copy; a: its primary; b: the seed's epoch. The coordinator hears it is whole */
 	SW_CATCH_UP,   /* who: copy; a: step; b: epoch; c: from; d: gen. A promoted copy's state */
 	SW_CATCH_UP_OK, /* who: primary; a: step; b: refused; c: from; d: gen */
 	SW_BOUNDARY,   /* who: rank; a: step; b: process. The coordinator hears it begin step */
@@ -67,6 +72,7 @@ enum sw_kind {
 struct sw_push {
 	struct eng_push p;
 	int proc;       /* the trainer process that sent it */
+	uint64_t conn_seq; /* its trainer's connection's (sw_trainer) */
 	int server;     /* where to */
 	int fwd_left;   /* copies whose answer to its forward the primary waits for */
 	int fwd_round;  /* its forwards sent anew (a new placement): answers of an earlier round ignored */
@@ -79,7 +85,8 @@ struct sw_server {
 	bool alive, primary;
 	bool ready;      /* it has state (a new copy: once seeded) */
 	uint64_t seed_gap; /* 1 + the step its seed lacks terms of (0: none) */
-	struct { int peer; uint64_t step; } unsettled[SW_MAX_C]; /* seeded mid-step */
+	/* seeded mid-step: the copy, the step, the epoch the seed was sent in */
+	struct { int peer; uint64_t step, epoch; } unsettled[SW_MAX_C];
 	int n_unsettled;
 	uint64_t seeded[SW_MAX_C]; /* copies it seeded in this epoch (server index) */
 	uint32_t n_seeded;
@@ -135,6 +142,10 @@ struct sw_chan {
 
 struct sw_trainer {
 	int proc;          /* its process now (a replacement's is new) */
+	/* the queue's count when it last connected to its primary (its join,
+	 * a placement telling it of another): a server restarted since is not
+	 * that connection's, which ended with the earlier process */
+	uint64_t conn_seq;
 	bool alive;
 	uint64_t step;     /* the step it is in (told the coordinator it began) */
 	uint32_t micro;    /* its next push of the step: micro-batch micro */
@@ -176,6 +187,13 @@ struct sworld {
 	int primary;
 	int kills_left;    /* servers that may still be killed */
 	int rebuilds;      /* copies added after a loss */
+	/* a lost server back, empty, the lost copy placed on it again
+	 * (sim/step.c rebuild): the queue's count when it came back (what was
+	 * sent to, or due in, its earlier process before that is lost), and
+	 * the world's own stream of chances for it, so that runs where no
+	 * server comes back go as they went before it could */
+	uint64_t born_seq[SW_MAX_SRV];
+	uint64_t rb_rng;
 	/* a primary killed right after it applies its kill_after-th step
 	 * and forwards it (0: none): the forward in flight as it dies */
 	uint64_t kill_after, applies;
@@ -207,6 +225,9 @@ int64_t sw_seed_a(const struct sw_server *sv);
 /* Whether server who is a fresh copy in the coordinator's placement (not
  * seeded yet: it may not take over). */
 bool sw_fresh(const struct sworld *w, int who);
+/* Whether copy who, which a primary had in the epoch it held (was_epoch),
+ * is placed anew in the coordinator's placement (eng_copy_placed_anew). */
+bool sw_placed_anew(const struct sworld *w, int who, uint64_t was_epoch);
 /* a copy's answer to a task: taken, refused (sent again), refused for
  * want of state (seeded first), a seed refused for state it has; moot: a
  * task for a copy no longer one, ended unanswered */
@@ -222,6 +243,12 @@ int64_t sw_task_own(const struct sim_ev *ev);
 void sw_again(struct sworld *w, int who);
 void sw_next(struct sworld *w, int who);
 void sw_chan_drop(struct sworld *w, int who, int to);
+/* Copy to restarted: what who sent its earlier process, and no answer is
+ * on its way for, fails as a broken connection's requests do (RF_AGAIN:
+ * sent again, to the new process). */
+void sw_chan_broken(struct sworld *w, int who, int to);
+/* Whether who has a task of kind for copy to queued or under way. */
+bool sw_chan_has(const struct sworld *w, int who, int to, int kind);
 /* sim/step_servers.c: a task's answer, its turn come */
 void sw_task_answer(struct sworld *w, const struct sim_ev *ev);
 /* sim/step_trainer.c: the trainers (client/driver.c, client/failover.c,

@@ -156,6 +156,52 @@ void sw_next(struct sworld *w, int who)
 		post_batch(w, who);
 }
 
+static int answer_kind(int kind)
+{
+	return kind == SW_SEED ? SW_SEED_OK
+	       : kind == SW_FWD_STEP ? SW_FWD_STEP_OK
+	       : kind == SW_CATCH_UP ? SW_CATCH_UP_OK : SW_FWD_PUSH_OK;
+}
+
+/* Whether the copy's answer to m (from who's channel) is in the queue. */
+static bool answer_queued(const struct sworld *w, int who, const struct sw_msg *m)
+{
+	for (size_t k = 0; k < w->s.n; k++) {
+		const struct sim_ev *e = &w->s.heap[k];
+		if (e->kind == answer_kind(m->kind) && e->who == who && e->c == m->to &&
+		    D_SEQ(e->d) == m->seq)
+			return true;
+	}
+	return false;
+}
+
+bool sw_chan_has(const struct sworld *w, int who, int to, int kind)
+{
+	const struct sw_chan *c = &w->chan[who];
+
+	for (int i = 0; i < c->n; i++)
+		if (c->q[i].to == to && c->q[i].kind == kind)
+			return true;
+	return false;
+}
+
+void sw_chan_broken(struct sworld *w, int who, int to)
+{
+	struct sw_chan *c = &w->chan[who];
+
+	for (int i = 0; i < c->nb; i++) {
+		struct sw_msg *m = &c->q[i];
+		if (m->to != to || m->answered || !m->wired || answer_queued(w, who, m))
+			continue;
+		const struct sim_ev ev = {.kind = answer_kind(m->kind), .who = who,
+					  .a = m->a & 0xffffffff, .b = RF_AGAIN, .c = to,
+					  .d = d_of(m)};
+		answered(w, who, i, &ev);
+		if (!c->nb || c->q[i].seq != D_SEQ(ev.d))
+			break; /* the batch moved on meanwhile (its handlers ran) */
+	}
+}
+
 void sw_chan_drop(struct sworld *w, int who, int to)
 {
 	struct sw_chan *c = &w->chan[who];
@@ -171,11 +217,9 @@ void sw_chan_drop(struct sworld *w, int who, int to)
 		struct sw_msg *m = &c->q[i];
 		if (m->to != to || m->answered)
 			continue;
-		const struct sim_ev ev = {
-		    .kind = m->kind == SW_SEED ? SW_SEED_OK
-			    : m->kind == SW_FWD_STEP ? SW_FWD_STEP_OK
-			    : m->kind == SW_CATCH_UP ? SW_CATCH_UP_OK : SW_FWD_PUSH_OK,
-		    .who = who, .a = m->a & 0xffffffff, .b = RF_MOOT, .c = to, .d = d_of(m)};
+		const struct sim_ev ev = {.kind = answer_kind(m->kind), .who = who,
+					  .a = m->a & 0xffffffff, .b = RF_MOOT, .c = to,
+					  .d = d_of(m)};
 		answered(w, who, i, &ev);
 		if (!c->nb || c->q[i].seq != D_SEQ(ev.d))
 			break; /* the batch moved on meanwhile (its handlers ran) */

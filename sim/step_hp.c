@@ -149,7 +149,7 @@ void sw_hp_server_event(struct sworld *w, const struct sim_ev *ev)
 {
 	struct sw_server *sv = &w->srv[ev->who];
 
-	if (!sv->alive)
+	if (!sv->alive || w->born_seq[ev->who] > w->t[ev->a].conn_seq)
 		return; /* its connection is gone: the failover sends it again */
 	if (!take(w, ev->who, (uint64_t)ev->c + 1))
 		return;

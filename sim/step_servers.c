@@ -167,7 +167,7 @@ static void begin(struct sworld *w, int who, int id)
 	enum eng_take take;
 	enum zs_status st;
 
-	if (!sv->alive)
+	if (!sv->alive || w->born_seq[who] > x->conn_seq)
 		return; /* its connection is gone: the failover sends it again */
 	if (!sv->primary && w->primary == who)
 		sw_take_placement(w, who); /* eng_promoted_since */
@@ -339,11 +339,13 @@ static void seed_now(struct sworld *w, int who, int to)
 {
 	struct sw_server *sv = &w->srv[who];
 
-	if (!eng_copy_seed_again(sv->seeded, sv->n_seeded, (uint64_t)to))
-		return; /* its seed came after the refusal: the forward goes again */
-	sim_log(&w->s, "server %d seeds copy %d (it has no state) at step %llu", who, to,
-		(unsigned long long)sv->version);
-	sw_send_first(w, who, to, SW_SEED, sw_seed_a(sv), sv->in.pterms > 0);
+	enum eng_reseed how = eng_copy_reseed(sv->seeded, sv->n_seeded, (uint64_t)to);
+
+	sim_log(&w->s, "server %d seeds copy %d (it has no state) at step %llu%s", who, to,
+		(unsigned long long)sv->version,
+		how == ES_IF_EMPTY ? " again, if it has none still" : "");
+	sw_send_first(w, who, to, SW_SEED, sw_seed_a(sv),
+		      (sv->in.pterms > 0) | (how == ES_IF_EMPTY ? SEED_IF_EMPTY : 0));
 }
 
 /* Whether a refused task goes again: within its bound (the engine's step
@@ -428,7 +430,8 @@ static void step_forwarded(struct sworld *w, const struct sim_ev *ev)
 		for (int q = 0; q < sv->n_peers; q++)
 			got |= sv->peer[q] == sv->unsettled[u].peer;
 		if (got && eng_copies_settled(sv->unsettled[u].step, false, (uint64_t)ev->a)) {
-			sw_ev(w, heartbeat(w), SW_SEEDED, sv->unsettled[u].peer, ev->who, 0);
+			sw_ev(w, heartbeat(w), SW_SEEDED, sv->unsettled[u].peer, ev->who,
+			      (int64_t)sv->unsettled[u].epoch);
 			sv->unsettled[u] = sv->unsettled[--sv->n_unsettled];
 		} else {
 			u++;
@@ -451,6 +454,7 @@ void sw_take_placement(struct sworld *w, int who)
 	if (!sv->alive || sv->epoch == w->epoch)
 		return;
 	int was[SW_MAX_C], n_was = sv->n_peers;
+	uint64_t was_epoch = sv->epoch;
 
 	memcpy(was, sv->peer, sizeof sv->peer);
 	sv->epoch = w->epoch;
@@ -468,6 +472,11 @@ void sw_take_placement(struct sworld *w, int who)
 	}
 	if (!sv->primary)
 		return;
+	/* copies it had before that are others now: placed anew, in epochs
+	 * it never took; as good as new ones (engine/epoch.c) */
+	for (int k = 0; k < n_was; k++)
+		if (sw_placed_anew(w, was[k], was_epoch))
+			was[k] = -1;
 	{ /* the copies it seeded that stay its copies stay seeded */
 		uint32_t keep = 0;
 		for (uint32_t i = 0; i < sv->n_seeded; i++) {
@@ -480,6 +489,15 @@ void sw_take_placement(struct sworld *w, int who)
 				sv->seeded[keep++] = sv->seeded[i];
 		}
 		sv->n_seeded = keep;
+		keep = 0;
+		for (int u = 0; u < sv->n_unsettled; u++) {
+			bool in_was = false;
+			for (int k = 0; k < n_was; k++)
+				in_was |= was[k] == sv->unsettled[u].peer;
+			if (in_was)
+				sv->unsettled[keep++] = sv->unsettled[u];
+		}
+		sv->n_unsettled = (int)keep;
 	}
 	/* a new copy: the shard's whole state first, ahead of the forwards
 	 * that follow on the same connection (engine/epoch.c) */
@@ -490,6 +508,17 @@ void sw_take_placement(struct sworld *w, int who)
 		if (!old && sw_fresh(w, sv->peer[q]))
 			sw_send(w, who, sv->peer[q], SW_SEED, sw_seed_a(sv), sv->in.pterms > 0,
 				0);
+	}
+	/* every copy not seeded yet that has no state has its seed on the way
+	 * (one placed anew in epochs this primary never took, too) */
+	for (int q = 0; q < sv->n_peers && sv->ready; q++) {
+		int p = sv->peer[q];
+		w->st->checks++;
+		if (sw_fresh(w, p) && w->srv[p].alive && !w->srv[p].ready &&
+		    !sw_chan_has(w, who, p, SW_SEED))
+			sim_fail(&w->s,
+				 "server %d took placement epoch %llu (it held %llu): its copy on server %d has no state, and no seed goes to it",
+				 who, (unsigned long long)sv->epoch, (unsigned long long)was_epoch, p);
 	}
 	switch (eng_copies_replan(sv->wait, (uint32_t)sv->n_peers, promoted, true, sv->version,
 				  sv->acc_of)) {
@@ -593,15 +622,16 @@ static void copy_seed(struct sworld *w, const struct sim_ev *sent)
 	if (!sv->alive)
 		return;
 	if (!refused && eng_copy_seed_take(sv->landing_fwd, sv->ready, sv->version, (uint64_t)ev->a,
-					   &err))
+					   (ev->d & SEED_IF_EMPTY) != 0, &err))
 		refused = RF_HAS_STATE;
 	sim_log(&w->s, "copy %d: seed of step %lld%s from server %lld: %s%s", ev->who,
-		(long long)ev->a, (ev->d & 0xffffffff) ? " (mid-step)" : "", (long long)ev->c,
+		(long long)ev->a, (ev->d & SEED_MID) ? " (mid-step)" : "", (long long)ev->c,
 		refused ? "refused " : "taken", refused ? err.msg : "");
 	if (!refused)
 		state_taken(sv, (uint64_t)ev->a, prev,
-			    eng_copy_seed_gap((ev->d & 0xffffffff) != 0, (uint64_t)ev->a));
-	sw_ev4(w, reply_lat(w, ev->who), SW_SEED_OK, (int)ev->c, ev->a, refused, ev->who, ev->d);
+			    eng_copy_seed_gap((ev->d & SEED_MID) != 0, (uint64_t)ev->a));
+	sw_ev4(w, reply_lat(w, ev->who), SW_SEED_OK, (int)ev->c, ev->a, refused, ev->who,
+	       ev->d | (int64_t)(sv->epoch << SEED_EPOCH_SHIFT));
 }
 
 /* engine/replica_in.c: a copy takes a promoted copy's catch-up, its
@@ -640,7 +670,8 @@ static void seed_answered(struct sworld *w, const struct sim_ev *ev)
 {
 	struct sw_server *sv = &w->srv[ev->who];
 	int to = (int)ev->c;
-	int64_t mid = sw_task_own(ev);
+	int64_t own = sw_task_own(ev), mid = own & SEED_MID;
+	uint64_t epoch = (uint64_t)own >> SEED_EPOCH_SHIFT; /* the copy's, taking it */
 
 	if (!sv->alive || !sv->primary)
 		return;
@@ -651,14 +682,16 @@ static void seed_answered(struct sworld *w, const struct sim_ev *ev)
 	}
 	if (!ev->b) { /* else a copy with state: its forwards go on */
 		sv->refused = 0;
-		if (sv->n_seeded < SW_MAX_C)
+		if (eng_copy_reseed(sv->seeded, sv->n_seeded, (uint64_t)to) == ES_SEED &&
+		    sv->n_seeded < SW_MAX_C)
 			sv->seeded[sv->n_seeded++] = (uint64_t)to;
 		if (eng_copy_seed_whole(mid != 0))
-			sw_ev(w, heartbeat(w), SW_SEEDED, to, ev->who, 0);
+			sw_ev(w, heartbeat(w), SW_SEEDED, to, ev->who, (int64_t)epoch);
 		if (sim_chance(&w->s, 0.3)) /* the primary lost right after it seeds a copy */
 			sw_ev(w, sim_range(&w->s, 0, 60 * MS), SW_KILL_SERVER, ev->who, 2, 0);
 		else if (sv->n_unsettled < SW_MAX_C)
-			sv->unsettled[sv->n_unsettled++] = (typeof(sv->unsettled[0])){to, ev->a};
+			sv->unsettled[sv->n_unsettled++] =
+				(typeof(sv->unsettled[0])){to, (uint64_t)ev->a, epoch};
 	}
 	sw_next(w, ev->who);
 }

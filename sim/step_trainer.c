@@ -29,7 +29,8 @@ static void send_push(struct sworld *w, int r, const struct eng_push *p)
 		return;
 	}
 	w->n_push++;
-	w->push[id] = (struct sw_push){.p = *p, .proc = t->proc, .server = t->primary};
+	w->push[id] = (struct sw_push){.p = *p, .proc = t->proc, .server = t->primary,
+				       .conn_seq = t->conn_seq};
 	t->pending = id;
 	sw_ev(w, sw_lat(w), SW_BEGIN, t->primary, id, 0);
 }
@@ -133,12 +134,16 @@ static void acked(struct sworld *w, int r, int id, enum zs_status st)
 	wake(w, r, sim_range(&w->s, 100, 2 * MS));
 }
 
-/* The push it waits on, again, to its primary now (client/failover.c). */
+/* The push it waits on, again, to its primary now (client/failover.c):
+ * one that went to another server, or to this one's earlier process (its
+ * connection shut down; the new one is whole: ZS_LV_BACK, then sent
+ * again). */
 static void resend(struct sworld *w, int r)
 {
 	struct sw_trainer *t = &w->t[r];
+	const struct sw_push *x = t->pending >= 0 ? &w->push[t->pending] : NULL;
 
-	if (t->pending >= 0 && w->push[t->pending].server != t->primary) {
+	if (x && (x->server != t->primary || x->conn_seq < w->born_seq[t->primary])) {
 		struct eng_push p = w->push[t->pending].p;
 		sim_log(&w->s, "rank %d sends push %d again to server %d", r, t->pending, t->primary);
 		send_push(w, r, &p);
@@ -166,6 +171,7 @@ void sw_trainer_event(struct sworld *w, const struct sim_ev *ev)
 		if (!t->alive || t->primary == w->primary)
 			break;
 		t->primary = w->primary;
+		t->conn_seq = w->s.seq;
 		/* client/hparams.c tr_hp_to_new: its tables first, each answered */
 		t->resend = sw_hp_told(w, ev->who);
 		if (!t->resend)

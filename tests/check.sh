@@ -46,7 +46,7 @@ tests_emulated() {
 	ZSHARD_TEST_SKIP='*liveness*' \
 	ZSHARD_TEST_SERVER_GPU=emulated ZSHARD_TEST_LABEL="servers --gpu emulated" \
 		ZSHARD_BIN=$bin sh tests/run-tests.sh "$BUILD/tests" train driver ckpt transfer crash device \
-		collective scale replica >"$BUILD/gpu-servers.log" 2>&1 &&
+		collective scale replica failover >"$BUILD/gpu-servers.log" 2>&1 &&
 		tail -1 "$BUILD/gpu-servers.log" && return 0
 	cat "$BUILD/gpu-servers.log"
 	return 1

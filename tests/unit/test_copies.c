@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
@@ -99,10 +100,18 @@ static void test_seeds(void **st)
 	const uint64_t seeded[2] = {7, 9};
 
 	(void)st;
-	assert_int_equal(eng_copy_seed_take(false, false, 0, 4, &err), ZS_OK);
-	assert_int_equal(eng_copy_seed_take(true, false, 0, 4, &err), ZS_EEXIST);
-	assert_int_equal(eng_copy_seed_take(false, true, 5, 4, &err), ZS_EEXIST);
-	assert_int_equal(eng_copy_seed_take(false, true, 4, 4, &err), ZS_OK); /* a new primary's */
+	assert_int_equal(eng_copy_seed_take(false, false, 0, 4, false, &err), ZS_OK);
+	assert_int_equal(eng_copy_seed_take(true, false, 0, 4, false, &err), ZS_EEXIST);
+	assert_int_equal(eng_copy_seed_take(false, true, 5, 4, false, &err), ZS_EEXIST);
+	/* a new primary's */
+	assert_int_equal(eng_copy_seed_take(false, true, 4, 4, false, &err), ZS_OK);
+	/* sent again (the copy said it had none): taken only without state,
+	 * whatever step it holds (its first seed came after it said so) */
+	assert_int_equal(eng_copy_seed_take(false, false, 0, 4, true, &err), ZS_OK);
+	assert_int_equal(eng_copy_seed_take(false, true, 4, 4, true, &err), ZS_EEXIST);
+	assert_non_null(strstr(err.msg, "sent again"));
+	assert_int_equal(eng_copy_seed_take(false, true, 3, 4, true, &err), ZS_EEXIST);
+	assert_int_equal(eng_copy_seed_take(true, false, 0, 4, true, &err), ZS_EEXIST);
 	assert_int_equal(eng_copy_seed_gap(true, 4), 5);
 	assert_int_equal(eng_copy_seed_gap(false, 4), 0);
 	assert_int_equal(eng_copy_partial_take(4, 5, 4, &pt, &err), ZS_OK);
@@ -119,8 +128,19 @@ static void test_seeds(void **st)
 	assert_true(eng_copies_settled(4, false, 4));
 	assert_false(eng_copies_settled(4, false, 3));
 	assert_false(eng_copies_settled(0, true, 0));
-	assert_false(eng_copy_seed_again(seeded, 2, 9));
-	assert_true(eng_copy_seed_again(seeded, 2, 8));
+	/* a copy it seeded in this epoch that says it has no state: again,
+	 * taken only while it has none (its server restarted, and the
+	 * primary took the copy gone and placed anew in one epoch) */
+	assert_int_equal(eng_copy_reseed(seeded, 2, 9), ES_IF_EMPTY);
+	assert_int_equal(eng_copy_reseed(seeded, 2, 8), ES_SEED);
+	assert_int_equal(eng_copy_reseed(seeded, 0, 9), ES_SEED);
+	/* a copy it had, placed anew in an epoch it never took (epoch 8
+	 * placed it, the primary held 6 and takes 9): another copy; one placed
+	 * in the epoch it held, or seeded (not fresh), the same */
+	assert_true(eng_copy_placed_anew(true, 8, 6));
+	assert_false(eng_copy_placed_anew(true, 6, 6));
+	assert_false(eng_copy_placed_anew(false, 8, 6));
+	assert_false(eng_copy_placed_anew(true, 0, 6));
 }
 
 /* A promoted copy's catch-up (its state, from a copy seeded since its

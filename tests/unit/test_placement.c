@@ -479,23 +479,31 @@ static void test_without_a_server(void **st)
 
 /* A copy is whole (it may take over) on its shard's primary's word only:
  * found by the simulator, a deposed primary's late "seeded" marked a copy
- * whole that the new primary had seeded again mid-step. */
+ * whole that the new primary had seeded again mid-step. And only of a seed
+ * sent once the copy was placed: one sent before went to a copy lost since
+ * (its server restarted, the copy placed there anew), and its report, a
+ * heartbeat late, would mark the empty new copy whole. */
 static void test_seeded_report(void **st)
 {
 	struct zs_shard sh[3] = {
 	    {.unit = 0, .index = 0, .server_id = 2, .copy = 0, .copies = 3},
-	    {.unit = 0, .index = 0, .server_id = 3, .copy = 1, .copies = 3, .fresh = 1},
+	    {.unit = 0, .index = 0, .server_id = 3, .copy = 1, .copies = 3, .fresh = 1,
+	     .placed = 6},
 	    {.unit = 0, .index = 1, .server_id = 3, .copy = 0, .copies = 1},
 	};
 	struct zs_placement p = {.epoch = 7, .n_shards = 3, .shards = sh};
 
 	(void)st;
-	assert_false(zs_placement_seeded(&p, 1, 0, 0, 3)); /* server 1: deposed */
+	assert_false(zs_placement_seeded(&p, 1, 0, 0, 3, 7)); /* server 1: deposed */
 	assert_true(sh[1].fresh);
-	assert_false(zs_placement_seeded(&p, 3, 0, 0, 3)); /* primary of another shard */
-	assert_true(zs_placement_seeded(&p, 2, 0, 0, 3));
+	assert_false(zs_placement_seeded(&p, 3, 0, 0, 3, 7)); /* primary of another shard */
+	/* a seed of epoch 5: to the copy server 3 held before epoch 6 placed
+	 * this one */
+	assert_false(zs_placement_seeded(&p, 2, 0, 0, 3, 5));
+	assert_true(sh[1].fresh);
+	assert_true(zs_placement_seeded(&p, 2, 0, 0, 3, 6));
 	assert_false(sh[1].fresh);
-	assert_false(zs_placement_seeded(&p, 2, 0, 0, 3)); /* said again: no change */
+	assert_false(zs_placement_seeded(&p, 2, 0, 0, 3, 7)); /* said again: no change */
 	assert_int_equal(p.epoch, 7);
 }
 

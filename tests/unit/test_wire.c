@@ -75,7 +75,7 @@ static void test_refusals(void **st)
 	assert_int_equal(zs_wire_decode(b, &g, &err), ZS_EPROTO);
 	assert_non_null(strstr(err.msg, "unknown frame op"));
 	f.op = ZS_OP_GATHER;
-	f.flags = ZS_WF_PREV << 1; /* the first flag no frame has */
+	f.flags = ZS_WF_EMPTY << 1; /* the first flag no frame has */
 	zs_wire_encode(&f, b);
 	assert_int_equal(zs_wire_decode(b, &g, &err), ZS_EPROTO);
 	assert_non_null(strstr(err.msg, "flags"));
