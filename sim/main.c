@@ -66,8 +66,10 @@ static void summary(const char *what, const struct sim_stats *st, double took)
 	       st->events, took > 0 ? (double)st->seeds * 60.0 / took : 0.0);
 	printf("sim %s, the step world: %" PRIu64 " steps applied, %" PRIu64 " pushes taken (%" PRIu64
 	       " in already), %" PRIu64 " steps redone by a replacement, %" PRIu64
-	       " hyperparameter tables set\n",
-	       what, st->steps, st->pushes, st->again, st->redos, st->tables);
+	       " hyperparameter tables set, %" PRIu64 " copies placed back on their server started"
+	       " again empty (%" PRIu64 " seeded whole)\n",
+	       what, st->steps, st->pushes, st->again, st->redos, st->tables, st->placed_back,
+	       st->seeded_back);
 	printf("sim %s, the checkpoint world: %" PRIu64 " checkpoints taken, %" PRIu64
 	       " committed, %" PRIu64 " rollbacks, %" PRIu64 " restores found bad and fallen back from\n",
 	       what, st->ckpts, st->commits, st->restores, st->fallbacks);

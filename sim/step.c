@@ -238,6 +238,7 @@ static void restart_server(struct sworld *w, int who)
 	w->born_seq[who] = w->s.seq;
 	memset(&w->chan[who], 0, sizeof w->chan[who]);
 	w->st->faults[SF_SERVER_RESTART]++;
+	w->st->placed_back++;
 	sim_log(&w->s, "server %d starts again, empty", who);
 	for (int p = 0; p < w->n_srv; p++)
 		if (p != who && w->srv[p].alive)
@@ -291,6 +292,8 @@ static void seeded(struct sworld *w, int reporter, int who, uint64_t epoch)
 		return;
 	sim_log(&w->s, "coordinator: the copy on server %d is seeded (server %d says, of epoch %llu)",
 		who, reporter, (unsigned long long)epoch);
+	if (w->born_seq[who])
+		w->st->seeded_back++;
 	w->st->checks++;
 	if (w->srv[who].alive && !w->srv[who].ready)
 		sim_fail(&w->s,

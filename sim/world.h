@@ -46,8 +46,9 @@ struct sim_stats {
 	 * alone could see (killed with no data connection, or mid-reconnect) */
 	uint64_t fast_checked, lease_only;
 	/* the step world: steps applied, pushes taken (again: in already),
-	 * replacements that redid a step */
-	uint64_t steps, pushes, again, redos, tables;
+	 * replacements that redid a step; copies placed back on their server
+	 * started again empty, and of those seeded whole again */
+	uint64_t steps, pushes, again, redos, tables, placed_back, seeded_back;
 	/* the checkpoint world: checkpoints taken, committed, rollbacks,
 	 * restores found bad and fallen back from */
 	uint64_t ckpts, commits, restores, fallbacks;
