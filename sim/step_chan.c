@@ -185,21 +185,29 @@ bool sw_chan_has(const struct sworld *w, int who, int to, int kind)
 	return false;
 }
 
-void sw_chan_broken(struct sworld *w, int who, int to)
+/* Ends who's posted tasks for copy to that no answer came for, each with
+ * the answer code (and, broken: those whose answer is not on its way). */
+static void end_unanswered(struct sworld *w, int who, int to, int code, bool broken)
 {
 	struct sw_chan *c = &w->chan[who];
 
 	for (int i = 0; i < c->nb; i++) {
 		struct sw_msg *m = &c->q[i];
-		if (m->to != to || m->answered || !m->wired || answer_queued(w, who, m))
+		if (m->to != to || m->answered ||
+		    (broken && (!m->wired || answer_queued(w, who, m))))
 			continue;
 		const struct sim_ev ev = {.kind = answer_kind(m->kind), .who = who,
-					  .a = m->a & 0xffffffff, .b = RF_AGAIN, .c = to,
+					  .a = m->a & 0xffffffff, .b = code, .c = to,
 					  .d = d_of(m)};
 		answered(w, who, i, &ev);
 		if (!c->nb || c->q[i].seq != D_SEQ(ev.d))
 			break; /* the batch moved on meanwhile (its handlers ran) */
 	}
+}
+
+void sw_chan_broken(struct sworld *w, int who, int to)
+{
+	end_unanswered(w, who, to, RF_AGAIN, true);
 }
 
 void sw_chan_drop(struct sworld *w, int who, int to)
@@ -213,15 +221,5 @@ void sw_chan_drop(struct sworld *w, int who, int to)
 			c->q[keep++] = c->q[i];
 	c->n = keep;
 	/* posted: moot, each ends with no answer from it */
-	for (int i = 0; i < c->nb; i++) {
-		struct sw_msg *m = &c->q[i];
-		if (m->to != to || m->answered)
-			continue;
-		const struct sim_ev ev = {.kind = answer_kind(m->kind), .who = who,
-					  .a = m->a & 0xffffffff, .b = RF_MOOT, .c = to,
-					  .d = d_of(m)};
-		answered(w, who, i, &ev);
-		if (!c->nb || c->q[i].seq != D_SEQ(ev.d))
-			break; /* the batch moved on meanwhile (its handlers ran) */
-	}
+	end_unanswered(w, who, to, RF_MOOT, false);
 }
