@@ -531,10 +531,13 @@ CHECK_FAULTS ?= --seed 1 --steps 150 --trial trainer:25 --trial server:35 --tria
 # after its last push of unit 3 (its replacement's micro-batches of that
 # unit acknowledged without waiting for the step: it once waited for the
 # clipped step, which waited for its other units), and both trainers
-# killed at once (both redo the one step); the data plane encrypted
-# (data_tls: the trainers' connections and the primaries' forwards)
+# killed at once (both redo the one step); two servers killed early (the
+# first back is failed over and its copies rebuilt, their seeds queued, as
+# the second's return rolls the job back: a seed read before the restore
+# once reached a copy after its own); the data plane encrypted (data_tls:
+# the trainers' connections and the primaries' forwards)
 CHECK_FAULTS_REPLICAS ?= --data-tls --replicas 2 --servers 3 --clip --accum 3 --seed 1 --steps 150 --trial server:40 \
-	--trial pause:70 --trial partition:50 --trial server2:100 --trial server:12 \
+	--trial pause:70 --trial partition:50 --trial server2:100 --trial server2:16 --trial server:12 \
 	--trial reseed-0-1-1016:18 --trial reseed-0-2-1147:60 --trial trainer:33 \
 	--trial tdie-0-3:45 --trial trainers:80
 # a server killed at a drawn point between the two ranks' step ends (the

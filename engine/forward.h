@@ -19,6 +19,7 @@ struct rtask {
 	bool seed_prev; /* a seed with the step before's parameters after the state */
 	bool if_empty;  /* a seed sent again: taken only by a copy with no state */
 	uint64_t epoch; /* a seed: the placement epoch it was last sent in */
+	uint64_t restores; /* a seed: its shard's restores when its state was read */
 	/* a trainer's partial push (gradient accumulation): its landing
 	 * buffer (given back at the end), whose acknowledgement waits */
 	bool partial;

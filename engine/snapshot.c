@@ -293,8 +293,10 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		eng_phase_go(s, load ? EV_RESTORE : EV_RESET);
 		s->state_in = load ? 0xff : 0; /* and a new imported state */
 		eng_step_discard(e, j, s); /* the discarded step's pushes */
-		/* every copy is restored to the same state: nothing to forward */
+		/* every copy is restored to the same state: nothing to forward,
+		 * nor a seed read before (engine/forward.c moot) */
 		s->repl.gen++;
+		s->repl.restores++;
 		s->repl.wait = false;
 		eng_acks_fail(s, rollback ? ZS_ERESUME : ZS_ECANCELED,
 			      "the job was restored before this push's step was on every copy");

@@ -185,6 +185,9 @@ struct eshard {
 		uint64_t seeded[ZS_MAX_REPLICAS - 1];
 		uint32_t n_seeded;
 		uint64_t peer_gen;
+		/* restores of this shard: a seed whose state was read before
+		 * one is of the run it ended, and is not sent */
+		uint64_t restores;
 	} repl;
 };
 
