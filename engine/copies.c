@@ -36,8 +36,13 @@ bool eng_copy_apply(uint64_t version, bool landing, uint64_t step)
 }
 
 enum zs_status eng_copy_seed_take(bool landing, bool ready, uint64_t version, uint64_t step,
-				  bool if_empty, struct zs_error *err)
+				  bool if_empty, uint64_t run, uint64_t own_run,
+				  struct zs_error *err)
 {
+	if (run < own_run)
+		return zs_fail(err, ZS_EEXIST,
+			       "its state of run %llu; the seed is of run %llu, which a restore ended",
+			       (unsigned long long)own_run, (unsigned long long)run);
 	if (if_empty && ready)
 		return zs_fail(err, ZS_EEXIST, "its state of step %llu already (a seed sent again, of step %llu)",
 			       (unsigned long long)version, (unsigned long long)step);

@@ -37,9 +37,16 @@ bool eng_copy_apply(uint64_t version, bool landing, uint64_t step);
  * its own state is of a later step (landing: a forward or a seed lands;
  * ready: it has state, at version); if_empty: a seed sent again to a copy
  * that said it had none (eng_copy_reseed), ZS_EEXIST too when it has state
- * now, whatever its step (the first seed came after it said so). */
+ * now, whatever its step (the first seed came after it said so); and
+ * when the seed is of a run (run: the job's timeline its primary's last
+ * restore began) before the copy's own (own_run): its state was read
+ * before a restore the copy has had, and is of the run that restore
+ * ended. Taken, the copy would stand at the old run's step; within two
+ * steps of the restored one, forwards of the steps between are taken for
+ * applied, and the copy diverges from its primary, silently. */
 enum zs_status eng_copy_seed_take(bool landing, bool ready, uint64_t version, uint64_t step,
-				  bool if_empty, struct zs_error *err);
+				  bool if_empty, uint64_t run, uint64_t own_run,
+				  struct zs_error *err);
 /* 1 + the step a seed taken at step lacks terms of (mid: taken after
  * partial pushes of that step, whose terms are not in its state), 0: none. */
 uint64_t eng_copy_seed_gap(bool mid, uint64_t step);

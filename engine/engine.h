@@ -224,10 +224,14 @@ typedef enum zs_status (*engine_loader)(void *ctx, const struct engine_snap *wan
  * waited for (within the step timeout, else ZS_ETIMEDOUT) and discarded
  * with any half-finished step. Without it (a server bringing back its own
  * live state at start) gathers waiting for the restored step are served.
- * *step receives the restored step.
+ * *step receives the restored step. timeline: the job's timeline the
+ * restore begins (a restore task's; 0: none said): each shard takes it
+ * with its state, and refuses a seed of an earlier one from then on (its
+ * state read before the restore, on its way: engine/copies.h).
  */
 enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
-			      void *ctx, bool rollback, uint64_t *step, struct zs_error *err);
+			      void *ctx, bool rollback, uint64_t timeline, uint64_t *step,
+			      struct zs_error *err);
 /*
  * Job's timeline from now on, as a restore task says it (it only grows):
  * the norm exchange says it (engine_norm_fn's timeline), so that the

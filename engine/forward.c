@@ -47,7 +47,7 @@ static enum zs_status post_task(struct engine *e, struct rtask *r, struct zs_req
 			    .length = r->init ? s->sh.length : s->lay.glen, .step = r->step,
 			    .dtype = r->partial ? r->dt : ZS_F32, .init = r->init, .replica = true,
 			    .seed = r->seed, .catchup = r->catchup, .with_prev = r->seed_prev,
-			    .if_empty = r->if_empty,
+			    .if_empty = r->if_empty, .timeline = r->seed ? r->run : 0,
 			    .partial = r->partial || r->seed_mid,
 			    .from = r->from, .micro = r->micro};
 	const void *src = r->partial ? r->buf

@@ -20,6 +20,7 @@ struct rtask {
 	bool if_empty;  /* a seed sent again: taken only by a copy with no state */
 	uint64_t epoch; /* a seed: the placement epoch it was last sent in */
 	uint64_t restores; /* a seed: its shard's restores when its state was read */
+	uint64_t run;      /* and the timeline its shard's last restore began */
 	/* a trainer's partial push (gradient accumulation): its landing
 	 * buffer (given back at the end), whose acknowledgement waits */
 	bool partial;

@@ -131,6 +131,7 @@ struct rtask *eng_fwd_seed_task(struct engine *e, struct ejob *j, struct eshard 
 		zs_convert_to_f32(r->own + s->n_arrays * n, s->prev.p, s->dt, n);
 	r->seed = true;
 	r->restores = s->repl.restores;
+	r->run = s->repl.run;
 	r->seed_prev = prev;
 	r->seed_mid = s->in.pterms > 0; /* their terms are not in the state */
 	r->step = s->version;

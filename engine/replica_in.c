@@ -128,7 +128,7 @@ enum zs_status eng_repl_begin(struct engine *e, struct ejob *j, struct eshard *s
 				     s->sh.index, why.msg);
 		else if (!x->catchup &&
 			 eng_copy_seed_take(landing, eng_ready(s), s->version, x->step, x->if_empty,
-					    &why))
+					    x->timeline, s->repl.run, &why))
 			st = zs_fail(err, ZS_EEXIST, "unit '%s' shard %u has %s",
 				     eng_unit_name(j, x->unit), s->sh.index, why.msg);
 		else if (!(s->repl.seed = malloc(x->length * 4)))

@@ -243,7 +243,8 @@ static enum zs_status restore_load(struct ejob *j, struct engine_snap *tmp, uint
 }
 
 enum zs_status engine_restore(struct engine *e, const char *job, engine_loader load,
-			      void *ctx, bool rollback, uint64_t *step, struct zs_error *err)
+			      void *ctx, bool rollback, uint64_t timeline, uint64_t *step,
+			      struct zs_error *err)
 {
 	struct engine_snap *tmp;
 	struct ejob *j;
@@ -297,6 +298,8 @@ enum zs_status engine_restore(struct engine *e, const char *job, engine_loader l
 		 * nor a seed read before (engine/forward.c moot) */
 		s->repl.gen++;
 		s->repl.restores++;
+		if (s->repl.run < timeline)
+			s->repl.run = timeline;
 		s->repl.wait = false;
 		eng_acks_fail(s, rollback ? ZS_ERESUME : ZS_ECANCELED,
 			      "the job was restored before this push's step was on every copy");

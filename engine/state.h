@@ -186,8 +186,10 @@ struct eshard {
 		uint32_t n_seeded;
 		uint64_t peer_gen;
 		/* restores of this shard: a seed whose state was read before
-		 * one is of the run it ended, and is not sent */
-		uint64_t restores;
+		 * one is of the run it ended, and is not sent; run: the job's
+		 * timeline its last restore began (0: none), which a seed
+		 * carries, and a copy refuses a seed of an earlier one */
+		uint64_t restores, run;
 	} repl;
 };
 

@@ -121,7 +121,10 @@ static enum zs_status check_xfer(const struct zs_frame *f, struct zs_xfer *x,
 	if (f->op == ZS_OP_PUSH && x->state_read && (!x->init || x->replica || f->aux == 0))
 		return zs_fail(err, ZS_EINVAL,
 			       "a push of state is an initial upload of optimizer array 1 or 2 (flags INIT and STATE)");
-	if (x->partial && x->replica && !x->seed) { /* a forwarded partial push */
+	if (x->seed) { /* its state's run above the epoch */
+		x->epoch = f->aux & 0xffffffffu;
+		x->timeline = f->aux >> 32;
+	} else if (x->partial && x->replica) { /* a forwarded partial push */
 		x->epoch = f->aux & 0xffffffffu;
 		x->micro = (uint32_t)(f->aux >> 32);
 	} else if (x->partial && !x->replica) {

@@ -380,6 +380,8 @@ static uint64_t wire_aux(const struct zs_xfer *x)
 		return x->timeline;
 	if (x->replica && x->partial && !x->seed)
 		return (x->epoch & 0xffffffffu) | (uint64_t)x->micro << 32;
+	if (x->replica && x->seed) /* and the run its state is of */
+		return (x->epoch & 0xffffffffu) | x->timeline << 32;
 	if (x->replica)
 		return x->epoch;
 	return x->partial ? x->micro : 0;

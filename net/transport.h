@@ -91,7 +91,9 @@ struct zs_xfer {
 	uint32_t verb;     /* a PIN request: ZS_PIN_HOLD, _RELEASE, _QUERY */
 	uint64_t timeline; /* pinned reads (in the GATHER's aux): the run of the
 			    * pinned step as the readers' registry labels it
-			    * (0: not said); a relay serves its own run's alone */
+			    * (0: not said); a relay serves its own run's alone.
+			    * A replica's seed (aux's high 32 bits): the job's
+			    * timeline its state is of (engine/copies.h) */
 };
 
 /* What a PIN asks (net/wire.h's aux) */

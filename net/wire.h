@@ -57,7 +57,9 @@
  *        PUSH(flags REPLICA | PARTIAL, the push's dtype: a trainer's
  *        partial push as it landed; rank: that trainer's; aux: the epoch's
  *        low 32 bits, the micro-batch index above) -> PUSH_ACK once in the
- *        copy's reduction
+ *        copy's reduction; PUSH(flags REPLICA | SEED: the shard's whole
+ *        state; aux: the epoch's low 32 bits, above them the timeline
+ *        the sender's last restore began)
  *   HPARAMS(job, step, payload: the groups' values, model/hparams.h)
  *                                          -> PUSH_ACK | ERROR
  *        inline on every transport, before the first push of the step

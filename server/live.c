@@ -201,7 +201,7 @@ void srvd_live_load(struct srvd *d)
 					c->job);
 				continue;
 			}
-			if (engine_restore(d->engine, c->job, load, &x, false, &step, &err))
+			if (engine_restore(d->engine, c->job, load, &x, false, 0, &step, &err))
 				zs_error("job '%s': cannot load its kept state: %s", c->job,
 					 err.msg);
 			else

@@ -134,7 +134,7 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t)
 		/* the shards to restore into are those of the job's placement now */
 		srvd_refresh_assignments(d);
 		if (t->id == ZS_CKPT_RESET) { /* a rollback with no checkpoint to go to */
-			st = engine_restore(d->engine, t->job, NULL, NULL, true, &step, &err);
+			st = engine_restore(d->engine, t->job, NULL, NULL, true, t->timeline, &step, &err);
 			break;
 		}
 		st = zs_coord_get_ckpt(d->coord, t->job, t->id, &k, &err);
@@ -147,7 +147,8 @@ void srvd_run_task(struct srvd *d, const struct zs_task *t)
 			x.old = &k.placement;
 			x.srv = srv;
 			x.n_srv = n_srv;
-			st = engine_restore(d->engine, t->job, load_shard, &x, true, &step, &err);
+			st = engine_restore(d->engine, t->job, load_shard, &x, true, t->timeline,
+					    &step, &err);
 			zs_kv_abort(txn);
 		}
 		free(srv);

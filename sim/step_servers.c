@@ -622,7 +622,7 @@ static void copy_seed(struct sworld *w, const struct sim_ev *sent)
 	if (!sv->alive)
 		return;
 	if (!refused && eng_copy_seed_take(sv->landing_fwd, sv->ready, sv->version, (uint64_t)ev->a,
-					   (ev->d & SEED_IF_EMPTY) != 0, &err))
+					   (ev->d & SEED_IF_EMPTY) != 0, 0, 0, &err))
 		refused = RF_HAS_STATE;
 	sim_log(&w->s, "copy %d: seed of step %lld%s from server %lld: %s%s", ev->who,
 		(long long)ev->a, (ev->d & SEED_MID) ? " (mid-step)" : "", (long long)ev->c,

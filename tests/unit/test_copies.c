@@ -100,18 +100,26 @@ static void test_seeds(void **st)
 	const uint64_t seeded[2] = {7, 9};
 
 	(void)st;
-	assert_int_equal(eng_copy_seed_take(false, false, 0, 4, false, &err), ZS_OK);
-	assert_int_equal(eng_copy_seed_take(true, false, 0, 4, false, &err), ZS_EEXIST);
-	assert_int_equal(eng_copy_seed_take(false, true, 5, 4, false, &err), ZS_EEXIST);
+	assert_int_equal(eng_copy_seed_take(false, false, 0, 4, false, 0, 0, &err), ZS_OK);
+	assert_int_equal(eng_copy_seed_take(true, false, 0, 4, false, 0, 0, &err), ZS_EEXIST);
+	assert_int_equal(eng_copy_seed_take(false, true, 5, 4, false, 0, 0, &err), ZS_EEXIST);
 	/* a new primary's */
-	assert_int_equal(eng_copy_seed_take(false, true, 4, 4, false, &err), ZS_OK);
+	assert_int_equal(eng_copy_seed_take(false, true, 4, 4, false, 0, 0, &err), ZS_OK);
 	/* sent again (the copy said it had none): taken only without state,
 	 * whatever step it holds (its first seed came after it said so) */
-	assert_int_equal(eng_copy_seed_take(false, false, 0, 4, true, &err), ZS_OK);
-	assert_int_equal(eng_copy_seed_take(false, true, 4, 4, true, &err), ZS_EEXIST);
+	assert_int_equal(eng_copy_seed_take(false, false, 0, 4, true, 0, 0, &err), ZS_OK);
+	assert_int_equal(eng_copy_seed_take(false, true, 4, 4, true, 0, 0, &err), ZS_EEXIST);
 	assert_non_null(strstr(err.msg, "sent again"));
-	assert_int_equal(eng_copy_seed_take(false, true, 3, 4, true, &err), ZS_EEXIST);
-	assert_int_equal(eng_copy_seed_take(true, false, 0, 4, true, &err), ZS_EEXIST);
+	assert_int_equal(eng_copy_seed_take(false, true, 3, 4, true, 0, 0, &err), ZS_EEXIST);
+	assert_int_equal(eng_copy_seed_take(true, false, 0, 4, true, 0, 0, &err), ZS_EEXIST);
+	/* a seed of a run a restore of the copy ended (its state read before
+	 * that restore): refused, whatever the copy holds; of its own run or
+	 * a later one (the copy not restored yet), taken */
+	assert_int_equal(eng_copy_seed_take(false, true, 10, 17, false, 2, 3, &err), ZS_EEXIST);
+	assert_non_null(strstr(err.msg, "which a restore ended"));
+	assert_int_equal(eng_copy_seed_take(false, false, 0, 17, false, 2, 3, &err), ZS_EEXIST);
+	assert_int_equal(eng_copy_seed_take(false, true, 10, 12, false, 3, 3, &err), ZS_OK);
+	assert_int_equal(eng_copy_seed_take(false, false, 0, 12, false, 3, 0, &err), ZS_OK);
 	assert_int_equal(eng_copy_seed_gap(true, 4), 5);
 	assert_int_equal(eng_copy_seed_gap(false, 4), 0);
 	assert_int_equal(eng_copy_partial_take(4, 5, 4, &pt, &err), ZS_OK);

@@ -491,7 +491,7 @@ static void test_snapshot_and_restore(void **st)
 
 	/* a restore from a checkpoint that is not there changes nothing */
 	lc[0] = (struct loader_ctx){sto[0].kv, 99};
-	assert_int_equal(engine_restore(c.e[0], "t", load, &lc[0], true, &at, &err), ZS_ENOTFOUND);
+	assert_int_equal(engine_restore(c.e[0], "t", load, &lc[0], true, 0, &at, &err), ZS_ENOTFOUND);
 	final_params(&c, conn, second);
 	for (int u = 0; u < 4; u++) {
 		assert_memory_equal(first[u], second[u], c.job.spec.layout.units[u].numel * 4);
@@ -501,7 +501,7 @@ static void test_snapshot_and_restore(void **st)
 	/* restore step 2 and train to step 4 again: the same bits */
 	for (int s = 0; s < 2; s++) {
 		lc[s] = (struct loader_ctx){sto[s].kv, 7};
-		assert_int_equal(engine_restore(c.e[s], "t", load, &lc[s], true, &at, &err), ZS_OK);
+		assert_int_equal(engine_restore(c.e[s], "t", load, &lc[s], true, 0, &at, &err), ZS_OK);
 		assert_int_equal(at, 2);
 	}
 	/* the restore ended the timeline the old connections belong to: they

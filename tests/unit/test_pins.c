@@ -315,7 +315,7 @@ static void run_versions(enum zs_dtype dt)
 	/* a restore drops every pin: a read of one says why */
 	for (int s = 0; s < c.S; s++) {
 		uint64_t at;
-		assert_int_equal(engine_restore(c.e[s], "t", NULL, NULL, false, &at, &err), ZS_OK);
+		assert_int_equal(engine_restore(c.e[s], "t", NULL, NULL, false, 0, &at, &err), ZS_OK);
 	}
 	{
 		float *got = malloc(c.job.spec.layout.units[0].numel * 4);
