@@ -189,6 +189,8 @@ void eng_repl_landed(struct engine *e, struct ejob *j, struct eshard *s, const s
 					j->name, eng_unit_name(j, s->sh.unit), s->sh.index,
 					(unsigned long long)x->step);
 			s->version = x->step;
+			if (s->repl.run < x->timeline) /* its state's run is its own now */
+				s->repl.run = x->timeline;
 			eng_phase_go(s, EV_PARAMS); /* no step before them here, */
 			if (x->with_prev && s->prev.p && !s->dev.on) { /* but the one sent */
 				zs_convert_from_f32(s->prev.p, s->dt, s->repl.seed + s->n_arrays * n, n);

@@ -27,6 +27,9 @@ enum zs_status eng_shard_init(struct engine *e, struct ejob *j, struct eshard *s
 
 	pthread_mutex_init(&s->mu, NULL);
 	s->sh = *sh;
+	/* the run its state is of: the job's timeline as it came here (a
+	 * restore, or a seed it takes, moves it on) */
+	s->repl.run = atomic_load(&j->timeline);
 	s->dt = u->dtype;
 	s->dsz = zs_dtype_size(u->dtype);
 	s->tier.fd = -1;

@@ -187,8 +187,9 @@ struct eshard {
 		uint64_t peer_gen;
 		/* restores of this shard: a seed whose state was read before
 		 * one is of the run it ended, and is not sent; run: the job's
-		 * timeline its last restore began (0: none), which a seed
-		 * carries, and a copy refuses a seed of an earlier one */
+		 * timeline its state is of (as the job came here, its last
+		 * restore's, or the seed's it took), which a seed carries, and
+		 * a copy refuses a seed of an earlier one */
 		uint64_t restores, run;
 	} repl;
 };
