@@ -124,7 +124,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # cores; its mutant build plants bugs in them (base/mutant.h) and must find
 # each (make sim-mutants)
 SIM_SRC := $(wildcard sim/*.c)
-SIM_CORES := model/liveness.c model/failover.c model/redo.c model/hptables.c model/commit.c model/normx.c model/relaytree.c model/boundary.c model/verdict.c engine/answered.c engine/conns.c engine/intake.c engine/copies.c engine/kept.c \
+SIM_CORES := model/liveness.c model/membership.c model/failover.c model/redo.c model/hptables.c model/commit.c model/normx.c model/relaytree.c model/boundary.c model/verdict.c engine/answered.c engine/conns.c engine/intake.c engine/copies.c engine/kept.c \
 	     base/mutant.c base/status.c \
 	     base/strerror.c
 SIM := $(BUILD)/bin/zshard-sim
@@ -152,7 +152,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
-	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree boundary verdict resume \
+	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree boundary verdict resume membership \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica failover seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -248,7 +248,7 @@ $(SIM): $(call obj,$(SIM_SRC)) $(BUILD)/obj/engine/conns.o $(BUILD)/obj/engine/i
 	    $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(SIM_MUT): $(SIM_SRC) $(SIM_CORES) $(wildcard sim/*.h) base/mutant.h model/liveness.h engine/conns.h \
+$(SIM_MUT): $(SIM_SRC) $(SIM_CORES) $(wildcard sim/*.h) base/mutant.h model/liveness.h model/membership.h engine/conns.h \
 	    engine/intake.h engine/copies.h engine/kept.h model/failover.h model/redo.h model/hptables.h \
 	    model/model.h model/commit.h model/normx.h model/relaytree.h model/boundary.h model/verdict.h engine/answered.h
 	@mkdir -p $(@D)
@@ -275,6 +275,7 @@ $(BUILD)/tests/test_redo: $(BUILD)/obj/tests/unit/test_redo.o $(CORE_LIB)
 $(BUILD)/tests/test_boundary: $(BUILD)/obj/tests/unit/test_boundary.o $(CORE_LIB)
 $(BUILD)/tests/test_verdict: $(BUILD)/obj/tests/unit/test_verdict.o $(CORE_LIB)
 $(BUILD)/tests/test_resume: $(BUILD)/obj/tests/unit/test_resume.o $(CORE_LIB)
+$(BUILD)/tests/test_membership: $(BUILD)/obj/tests/unit/test_membership.o $(CORE_LIB)
 $(BUILD)/tests/test_hptables: $(BUILD)/obj/tests/unit/test_hptables.o $(CORE_LIB)
 $(BUILD)/tests/test_commit: $(BUILD)/obj/tests/unit/test_commit.o $(CORE_LIB)
 $(BUILD)/tests/test_normx: $(BUILD)/obj/tests/unit/test_normx.o $(CORE_LIB)

@@ -63,6 +63,8 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_BACK_AWAITED] = "back-awaited",
 	[ZS_MUT_SEED_OF_LOST_TAKEN] = "seed-of-lost-taken",
 	[ZS_MUT_PLACED_ANEW_KEPT] = "placed-anew-kept",
+	[ZS_MUT_UNHEARD_NEVER_JUDGED] = "unheard-never-judged",
+	[ZS_MUT_DOWN_NOT_RETRIED] = "down-not-retried",
 };
 
 const char *zs_mutant_name(int k)

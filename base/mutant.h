@@ -78,6 +78,10 @@ enum zs_mutant_id {
 	ZS_MUT_BACK_AWAITED,      /* a failover from a server that is back waits for a placement */
 	ZS_MUT_SEED_OF_LOST_TAKEN, /* a seed sent before the copy was placed anew marks it seeded */
 	ZS_MUT_PLACED_ANEW_KEPT,  /* a copy placed anew in epochs a primary skipped stays seeded */
+	/* model/membership.c: the coordinator's judgement of a server */
+	ZS_MUT_UNHEARD_NEVER_JUDGED, /* a server unheard since the coordinator's start never lost */
+	/* coord/failover.c, as sim/losses_nodes.c renders it */
+	ZS_MUT_DOWN_NOT_RETRIED,  /* a server down not failed over from when another comes up */
 	ZS_MUT_COUNT
 };
 

@@ -370,6 +370,7 @@ static enum zs_status load_server(void *ctx, const void *k, size_t kl, const voi
 		return ZS_ENOMEM;
 	if (zs_dec_server_info(v, vl, &g->info, NULL))
 		return ZS_EIO;
+	zs_mbr_loaded(&g->m); /* liveness is not persisted */
 	c->n_srvs++;
 	return ZS_OK;
 }

@@ -138,7 +138,7 @@ enum zs_status coord_start(const struct coord_config *cfg, struct coord **out,
 	c->cfg.tls_roles_required = cfg->tls_roles_required;
 	c->cfg.data_tls = cfg->data_tls;
 	c->nx.timeout_ms = cfg->norm_timeout_ms ? cfg->norm_timeout_ms : 60000;
-	c->started_ms = c->serving_since_ms = zs_now_ms();
+	c->started_ms = zs_now_ms();
 	/* readers' ids grow across restarts: the registry is memory, and a
 	 * reader registered before says its id again within its lease; a new
 	 * one given an id from 1 again took another's place (found by the

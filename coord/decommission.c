@@ -107,7 +107,7 @@ void coord_h_remove_server(void *ctx, struct zs_rpc_call *call, const uint8_t *p
 		goto out;
 	}
 	coord_server_name(c, id, who, sizeof who);
-	if (s->up) {
+	if (zs_mbr_up(&s->m)) {
 		zs_rpc_fail(call, ZS_ESTATE,
 			    "%s is up: stop its process first (its lease lapses %u ms later), then remove it",
 			    who, c->cfg.lease_ms);

@@ -36,7 +36,7 @@
 static bool live(void *ctx, const struct zs_shard *sh)
 {
 	struct srv *s = coord_find_srv(ctx, sh->server_id);
-	return s && s->up && !sh->fresh;
+	return s && zs_mbr_up(&s->m) && !sh->fresh;
 }
 
 /* Whether server s, with used bytes held, may take a new copy of the
@@ -44,7 +44,7 @@ static bool live(void *ctx, const struct zs_shard *sh)
 static bool can_take(const struct srv *s, const struct zs_placement *p, uint32_t a, uint32_t b,
 		     uint64_t bytes, uint64_t used)
 {
-	if (!s->up)
+	if (!zs_mbr_up(&s->m))
 		return false;
 	for (uint32_t k = a; k < b; k++)
 		if (p->shards[k].server_id == s->info.id)
@@ -177,7 +177,8 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
 		return false;
 	}
 	if (zs_placement_without(&j->placement, sid, live, c, &np, &e)) {
-		zs_warn("job '%s': %s, and %s: it rolls back", j->spec.name, why, e.msg);
+		zs_warn("job '%s': %s, and %s: no failover (a server lost is waited for, and the job rolls back if it returns without its state)",
+			j->spec.name, why, e.msg);
 		return false;
 	}
 	for (uint32_t i = 0; i < j->placement.n_shards; i++)
@@ -204,6 +205,30 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
 		j->spec.name, why, promoted, (unsigned long long)j->placement.epoch);
 	coord_rebuild(c, j); /* where a server can take the lost copies now */
 	return true;
+}
+
+void coord_fail_over_down(struct coord *c)
+{
+	for (size_t i = 0; i < c->n_jobs; i++) {
+		struct zs_job *j = &c->jobs[i];
+		if (j->spec.replicas < 2 || j->restore_pending)
+			continue;
+		for (size_t k = 0; k < c->n_srvs; k++) {
+			struct srv *s = &c->srvs[k];
+			struct zs_placement np;
+			char why[ZS_ADDR_MAX + 96];
+			if (!zs_mbr_down(&s->m) || !coord_holds(c, j, s->info.id))
+				continue;
+			/* still no copy up of one of its shards: it waits on */
+			if (zs_placement_without(&j->placement, s->info.id, live, c, &np, NULL))
+				continue;
+			zs_placement_release(&np);
+			zs_fmt(why, sizeof why,
+			       "server %llu (%s), down, is failed over from now that another is up",
+			       (unsigned long long)s->info.id, s->info.addr);
+			coord_failover(c, j, s->info.id, why);
+		}
+	}
 }
 
 void coord_server_lost(struct coord *c, uint64_t sid, const char *why)

@@ -279,7 +279,7 @@ void coord_h_rebalance(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		goto out;
 	for (uint32_t i = 0; i < n_want; i++) {
 		struct srv *sv = coord_find_srv(c, want[i]);
-		if (!sv || !sv->up) {
+		if (!sv || !zs_mbr_up(&sv->m)) {
 			zs_rpc_fail(call, ZS_EINVAL, "server %llu is %s", (unsigned long long)want[i],
 				    sv ? "down" : "not registered");
 			goto out;
@@ -472,7 +472,7 @@ void coord_h_status(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	s.uptime_ms = zs_now_ms() - c->started_ms;
 	s.lease_ms = c->cfg.lease_ms;
 	for (size_t i = 0; i < c->n_srvs; i++)
-		c->srvs[i].up ? s.servers_up++ : s.servers_down++;
+		zs_mbr_up(&c->srvs[i].m) ? s.servers_up++ : s.servers_down++;
 	s.jobs = (uint32_t)c->n_jobs;
 	s.assign_gen = c->assign_gen;
 	pthread_mutex_unlock(&c->mu);

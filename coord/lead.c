@@ -89,7 +89,6 @@ static enum zs_status take_lead(struct coord *c, int64_t fence, struct zs_error 
 
 	pthread_mutex_lock(&c->mu);
 	c->ha.fence = fence;
-	c->serving_since_ms = t0;
 	/* no server may take this leader's first tasks for ones it has seen */
 	clock_gettime(CLOCK_REALTIME, &ts);
 	c->task_gen = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;

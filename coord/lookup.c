@@ -202,7 +202,7 @@ size_t coord_live_servers(struct coord *c, const struct zs_job *skip,
 	for (size_t i = 0; i < c->n_srvs; i++) {
 		struct srv *s = &c->srvs[i];
 		uint64_t used = coord_used_on(c, s->info.id, skip);
-		if (!s->up)
+		if (!zs_mbr_up(&s->m))
 			continue;
 		out[n++] = (struct place_server){
 			.id = s->info.id,

@@ -21,6 +21,7 @@ void coord_h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	struct srv *s;
 	uint64_t id, next;
 	uint64_t used;
+	unsigned fx;
 
 	if (zs_dec_register(p, n, &in, &e))
 		return coord_reply_err(call, &e);
@@ -76,15 +77,16 @@ void coord_h_register(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 		memset(s, 0, sizeof *s);
 	}
 	s->info = in;
-	s->last_hb_ms = zs_now_ms();
-	if (!s->up)
+	fx = zs_mbr_registered(&s->m, zs_now_ms(), in.fresh);
+	if (fx & ZS_MBR_CAME_UP)
 		zs_info("server %llu up at %s (capacity %llu bytes)",
 			(unsigned long long)id, in.addr,
 			(unsigned long long)in.capacity);
-	s->up = true;
 	c->next_server_id = next;
-	if (in.fresh) /* its jobs' shards are gone with its last process */
+	if (fx & ZS_MBR_RESTARTED) /* its jobs' shards are gone with its last process */
 		coord_server_restarted(c, id, &in);
+	if (fx & ZS_MBR_CAME_UP)
+		coord_fail_over_down(c);
 	coord_rebuild_all(c); /* a server to put lost copies on */
 	pthread_mutex_unlock(&c->mu);
 
@@ -102,6 +104,7 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	uint64_t id;
 	char health[sizeof s->info.health];
 	struct zs_hb_reply r = {0};
+	bool heard;
 
 	struct zs_seeded *seeded = NULL;
 	uint32_t n_seeded = 0;
@@ -118,11 +121,11 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 				   "server %llu is not registered; register again",
 				   (unsigned long long)id);
 	}
-	s->last_hb_ms = zs_now_ms();
-	if (!s->up) {
-		zs_info("server %llu (%s) up again", (unsigned long long)id,
-			s->info.addr);
-		s->up = true;
+	heard = s->m.last_hb_ms != 0;
+	if (zs_mbr_heartbeat(&s->m, zs_now_ms()) & ZS_MBR_CAME_UP) {
+		zs_info("server %llu (%s) up %s", (unsigned long long)id, s->info.addr,
+			heard ? "again" : "(its first heartbeat since this coordinator began to serve)");
+		coord_fail_over_down(c);
 		coord_rebuild_all(c);
 	}
 	if (strcmp(health, s->info.health)) {
@@ -134,7 +137,6 @@ void coord_h_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 				s->info.addr);
 		snprintf(s->info.health, sizeof s->info.health, "%s", health);
 	}
-	s->up = true;
 	r.lease_ms = c->cfg.lease_ms;
 	r.assign_gen = c->assign_gen;
 	r.task_gen = c->task_gen;
@@ -217,9 +219,9 @@ void coord_h_servers(void *ctx, struct zs_rpc_call *call, const uint8_t *p,
 	for (size_t i = 0; v && i < c->n_srvs; i++) {
 		struct srv *s = &c->srvs[i];
 		v[i] = s->info;
-		v[i].up = s->up;
+		v[i].up = zs_mbr_up(&s->m);
 		v[i].used = coord_used_on(c, s->info.id, NULL);
-		v[i].last_seen_ms = s->last_hb_ms ? now - s->last_hb_ms : -1;
+		v[i].last_seen_ms = zs_mbr_seen_ago(&s->m, now);
 	}
 	st = v ? zs_enc_servers(v, (uint32_t)c->n_srvs, &b) : ZS_ENOMEM;
 	pthread_mutex_unlock(&c->mu);
@@ -241,18 +243,21 @@ void *coord_reaper(void *arg)
 		coord_trainer_sweep(c, now);
 		for (size_t i = 0; i < c->n_srvs; i++) {
 			struct srv *s = &c->srvs[i];
-			if (s->up && now - s->last_hb_ms > (int64_t)c->cfg.lease_ms) {
-				s->up = false;
+			int64_t quiet;
+			if (zs_mbr_judge(&s->m, now, c->cfg.lease_ms, &quiet) & ZS_MBR_LOST) {
+				char why[ZS_ADDR_MAX + 64];
 				coord_metrics_event(c, COORD_EV_SERVER_LAPSE);
-				zs_warn("server %llu (%s) missed its lease (%lld ms without a heartbeat): marked down",
-					(unsigned long long)s->info.id, s->info.addr,
-					(long long)(now - s->last_hb_ms));
-				{
-					char why[ZS_ADDR_MAX + 64];
-					zs_fmt(why, sizeof why, "server %llu (%s) was marked down",
-					       (unsigned long long)s->info.id, s->info.addr);
-					coord_server_lost(c, s->info.id, why);
-				}
+				if (s->m.last_hb_ms)
+					zs_warn("server %llu (%s) missed its lease (%lld ms without a heartbeat): marked down",
+						(unsigned long long)s->info.id, s->info.addr,
+						(long long)quiet);
+				else
+					zs_warn("server %llu (%s) has not been heard from in the %lld ms since this coordinator began to serve (its lease): marked down",
+						(unsigned long long)s->info.id, s->info.addr,
+						(long long)quiet);
+				zs_fmt(why, sizeof why, "server %llu (%s) was marked down",
+				       (unsigned long long)s->info.id, s->info.addr);
+				coord_server_lost(c, s->info.id, why);
 			}
 		}
 		pthread_mutex_unlock(&c->mu);

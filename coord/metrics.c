@@ -105,7 +105,7 @@ static uint32_t degraded(const struct coord *c, const struct zs_job *j)
 			if (b->unit != a->unit || b->index != a->index || b->fresh)
 				continue;
 			for (size_t s = 0; s < c->n_srvs; s++)
-				live += c->srvs[s].info.id == b->server_id && c->srvs[s].up;
+				live += c->srvs[s].info.id == b->server_id && zs_mbr_up(&c->srvs[s].m);
 		}
 		n += live < j->spec.replicas;
 	}
@@ -206,7 +206,7 @@ static void collect(void *ctx, struct zs_metrics *m)
 		zs_metrics_forget(m, per_job[i]);
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < c->n_srvs; i++)
-		up += c->srvs[i].up;
+		up += zs_mbr_up(&c->srvs[i].m);
 	zs_series_set(x->srv_up, up);
 	zs_series_set(x->srv_down, (double)(c->n_srvs - up));
 	zs_series_set(x->jobs, (double)c->n_jobs);

@@ -227,17 +227,14 @@ void coord_h_trainer_heartbeat(void *ctx, struct zs_rpc_call *call, const uint8_
 	/* a few bytes whatever the job's size: the timeline (a rollback) and
 	 * the servers down, for the step driver's waits */
 	for (size_t i = 0; i < c->n_srvs && n_down < 8; i++)
-		if (!c->srvs[i].up) {
+		/* one not heard from since we began to serve (a restart, a
+		 * takeover) is not down before its lease has passed
+		 * (model/membership.h), or trainers would give up on a server
+		 * that is only on its way to us */
+		if (zs_mbr_down(&c->srvs[i].m)) {
 			struct srv *s = &c->srvs[i];
-			/* not heard from since we began to serve (a restart, a
-			 * takeover): not down before a lease has passed, as the
-			 * reaper would give it, or trainers would give up on a
-			 * server that is only on its way to us */
-			if (!s->last_hb_ms && now - c->serving_since_ms < (int64_t)c->cfg.lease_ms)
-				continue;
 			down[n_down] = (struct zs_server_info){.id = s->info.id, .up = false,
-							       .last_seen_ms = s->last_hb_ms ? now - s->last_hb_ms
-											: -1};
+							       .last_seen_ms = zs_mbr_seen_ago(&s->m, now)};
 			snprintf(down[n_down].addr, sizeof down[n_down].addr, "%s", s->info.addr);
 			n_down++;
 		}

@@ -21,6 +21,10 @@ bool coord_failover(struct coord *c, struct zs_job *j, uint64_t sid, const char 
  * Caller holds mu. */
 bool coord_rebuild(struct coord *c, struct zs_job *j);
 void coord_rebuild_all(struct coord *c);
+/* A server came up: each replicated job still holding a server that is
+ * down fails over from it where it can now (its shards' other copies were
+ * on a server down too when it was lost: two at once). Caller holds mu. */
+void coord_fail_over_down(struct coord *c);
 
 /* Rebuilt copies their primaries seeded, as server reporter says: they may
  * be promoted now (only a shard's current primary's word is taken). */

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "ctrl/codec.h"
+#include "model/membership.h"
 #include "storage/kv.h"
 #include "base/log.h"
 #include "ctrl/methods.h"
@@ -60,8 +61,7 @@ struct jobrec {
 
 struct srv {
 	struct zs_server_info info; /* as registered (up/used/last_seen derived) */
-	int64_t last_hb_ms;         /* monotonic; 0: never since our start */
-	bool up;
+	struct zs_mbr m;         /* is it up? (model/membership.h) */
 };
 
 /* A step's norm collection for global-norm clipping (see h_report_norm). */
@@ -74,7 +74,6 @@ struct norm_coll {
 	char job[ZS_JOB_NAME_MAX];
 	uint64_t step;
 	int64_t started_ms;
-	int64_t serving_since_ms; /* the start, or the takeover with etcd */
 	/* the norms by the shard's place among the placement's primaries (a
 	 * replica reports none), and a settled report's total: model/normx.c */
 	struct zs_nx x;
@@ -143,7 +142,6 @@ struct coord {
 	atomic_int stop;
 	int lock_fd;
 	int64_t started_ms;
-	int64_t serving_since_ms; /* the start, or the takeover with etcd */
 	/* as configured */
 	struct coord_cfg {
 		uint32_t lease_ms;

@@ -387,6 +387,25 @@ static void test_restarted_copy_seeded_again(void **st)
 	restart_server(0, NULL); /* the cluster whole again */
 }
 
+/* Waits (20 s at most, then fails naming it) until the coordinator lists
+ * server f down. */
+static void wait_marked_down(struct zs_coord_client *c, int f)
+{
+	for (int w = 0, up = 1; up; w++) {
+		struct zs_server_info *si;
+		uint32_t n;
+		assert_int_equal(zs_coord_servers(c, &si, &n, NULL), ZS_OK);
+		up = 0;
+		for (uint32_t k = 0; k < n; k++)
+			up |= si[k].up && !strcmp(si[k].addr, C.srv_addr[f]);
+		free(si);
+		if (up && w == 200)
+			fail_msg("server %d, killed or stopped, still up at the coordinator after 20 s", f);
+		if (up)
+			usleep(100 * 1000);
+	}
+}
+
 /*
  * A primary lost mid-forward, its last forward on one of its two copies
  * alone (ZSHARD_FAULT=repl-one-copy: from step 3 on it sends a step to
@@ -416,19 +435,7 @@ static void test_primary_lost_mid_forward(void **st)
 	h_stop(C.srv[f], SIGKILL, 5000);
 	/* placed only once the coordinator has marked that one down */
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
-	for (int w = 0, up = 1; up; w++) {
-		struct zs_server_info *si;
-		uint32_t n;
-		assert_int_equal(zs_coord_servers(c, &si, &n, NULL), ZS_OK);
-		up = 0;
-		for (uint32_t k = 0; k < n; k++)
-			up |= si[k].up && !strcmp(si[k].addr, C.srv_addr[f]);
-		free(si);
-		if (up && w == 200)
-			fail_msg("server %d, killed, still up at the coordinator after 20 s", f);
-		if (up)
-			usleep(100 * 1000);
-	}
+	wait_marked_down(c, f);
 	restart_server(f, "repl-one-copy");
 	oracle_spec(&spec, "midfwd", 2, ZS_ADAMW, ZS_F32);
 	spec.replicas = 3;
@@ -532,6 +539,173 @@ static void test_live_primary_answers(void **st)
 	restart_server(f, NULL); /* the cluster whole again, unarmed */
 }
 
+/*
+ * A server that dies while no coordinator serves (the coordinator killed,
+ * then the server, then the coordinator started again), and stays down:
+ * the coordinator, which keeps no liveness across its restart, gives a
+ * server it has not heard from since a lease from when it began to serve
+ * (model/membership.c), and this one misses it: the job fails over from it
+ * as from any server that missed its lease, and its ranks go on with no
+ * rollback, bitwise the reference. (Before, a server unheard since the
+ * restart was never judged: its shards were never failed over, and the
+ * ranks waited on it out their bound.)
+ */
+static void test_lost_while_no_coordinator(void **st)
+{
+	enum { N = 10 };
+	struct zs_job_spec spec;
+	struct zs_placement prim;
+	struct zs_coord_client *c;
+	struct rank_ctx x[2];
+	struct zs_job j;
+	char addr[64];
+	int v;
+
+	(void)st;
+	if (C.n < 2) {
+		print_message("skipped: a copy needs 2 servers ($ZSHARD_TEST_SERVERS is %d)\n", C.n);
+		skip();
+	}
+	settle_cluster(NULL);
+	oracle_spec(&spec, "nocoord", 2, ZS_ADAMW, ZS_F32);
+	spec.replicas = 2;
+	create_job(&spec);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "nocoord", &j, NULL), ZS_OK);
+	assert_int_equal(zs_placement_primaries(&prim, &j.placement), ZS_OK);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	for (uint32_t r = 0; r < 2; r++) {
+		struct zs_policy pol;
+		x[r] = (struct rank_ctx){.t = join("nocoord", r, "tcp")};
+		zs_trainer_policy(x[r].t, &pol);
+		pol.op_timeout_ms = 30000; /* the verdict's and failover's bound */
+		assert_int_equal(zs_trainer_set_policy(x[r].t, &pol), ZS_OK);
+	}
+	upload_init(x[0].t);
+	train_ranks_k(x, 2, 0, 4, 1);
+	v = busiest_server("nocoord");
+	assert_true(v >= 0);
+	snprintf(addr, sizeof addr, "%s", C.addr);
+	h_stop(C.coord, SIGKILL, 5000);
+	h_stop(C.srv[v], SIGKILL, 5000);
+	assert_int_equal(start_coordinator(addr), 0);
+	train_ranks_k(x, 2, 4, N, 1);
+	check_reference_at("nocoord", &spec, &prim, N, 1, 0, x[1].t);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "nocoord", &j, NULL), ZS_OK);
+	if (j.timeline != 0 || j.restored_id)
+		fail_msg("nocoord: rolled back (%s)", j.rollback_reason);
+	assert_true(j.placement.epoch > 1);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t);
+	zs_placement_release(&prim);
+	zs_job_spec_release(&spec);
+	restart_server(v, NULL); /* the cluster whole again */
+	settle_cluster(NULL);
+}
+
+/*
+ * Two servers down at once, each holding a copy of the same shard, found
+ * so by a coordinator started again: one stopped (SIGSTOP), the other
+ * killed for good, the coordinator killed and started again. Unheard for
+ * a lease, both are lost, and neither can be failed over from while the
+ * other is down. When the stopped one continues, the job fails over from
+ * the killed one at once (coord_fail_over_down), and its ranks go on with
+ * no rollback, bitwise the reference. (Before, nothing failed over from
+ * it until it came back: the ranks waited out their bound. Found by the
+ * loss world, sim/losses.c, once its servers could stay down past that
+ * bound.)
+ */
+static void test_two_down_one_back(void **st)
+{
+	enum { N = 8 };
+	struct zs_job_spec spec;
+	struct zs_placement prim;
+	struct zs_coord_client *c;
+	struct rank_ctx x[2];
+	struct observer o;
+	struct zs_job j;
+	int a = -1, b = -1;
+	uint64_t bid = 0;
+	char addr[64];
+
+	(void)st;
+	if (C.n < 2) {
+		print_message("skipped: a copy needs 2 servers ($ZSHARD_TEST_SERVERS is %d)\n", C.n);
+		skip();
+	}
+	settle_cluster(NULL);
+	oracle_spec(&spec, "twodown", 2, ZS_ADAMW, ZS_F32);
+	spec.replicas = 2;
+	create_job(&spec);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, "twodown", &j, NULL), ZS_OK);
+	assert_int_equal(zs_placement_primaries(&prim, &j.placement), ZS_OK);
+	/* b: a primary's server; a: that shard's copy's (placement order:
+	 * each shard's primary, then its copies) */
+	observe(&o, "twodown", ZS_RANK_OBSERVER);
+	for (uint32_t k = 0; k + 1 < j.placement.n_shards && b < 0; k++)
+		if (!j.placement.shards[k].copy && j.placement.shards[k + 1].copy) {
+			bid = j.placement.shards[k].server_id;
+			b = srv_index(&o, bid);
+			a = srv_index(&o, j.placement.shards[k + 1].server_id);
+		}
+	unobserve(&o);
+	zs_job_release(&j);
+	if (a < 0 || b < 0 || a == b)
+		fail_msg("twodown: no shard with a copy on two servers");
+	for (uint32_t r = 0; r < 2; r++) {
+		struct zs_policy pol;
+		x[r] = (struct rank_ctx){.t = join("twodown", r, "tcp")};
+		zs_trainer_policy(x[r].t, &pol);
+		pol.op_timeout_ms = 30000; /* the verdict's and failover's bound */
+		assert_int_equal(zs_trainer_set_policy(x[r].t, &pol), ZS_OK);
+	}
+	upload_init(x[0].t);
+	train_ranks_k(x, 2, 0, 3, 1);
+	print_message("server %d stopped, server %d killed\n", a, b);
+	kill(C.srv[a], SIGSTOP);
+	h_stop(C.srv[b], SIGKILL, 5000);
+	zs_coord_close(c);
+	snprintf(addr, sizeof addr, "%s", C.addr);
+	h_stop(C.coord, SIGKILL, 5000);
+	assert_int_equal(start_coordinator(addr), 0);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 1, &c, NULL), ZS_OK);
+	/* unheard past their lease: both lost, neither failed over from (a
+	 * shard on both); the list says "not up" of unheard ones as well */
+	for (int k = 0; k < 2; k++) {
+		char log[1024], text[256];
+		snprintf(log, sizeof log, "%s/coordinator.log", C.dir);
+		snprintf(text, sizeof text, "(%s) has not been heard from", C.srv_addr[k ? b : a]);
+		for (int w = 0; !text_in_file(log, text); w++) {
+			if (w == 200)
+				fail_msg("the restarted coordinator did not mark server %d down within 20 s (%s)",
+					 k ? b : a, log);
+			usleep(100 * 1000);
+		}
+	}
+	kill(C.srv[a], SIGCONT);
+	train_ranks_k(x, 2, 3, N, 1);
+	check_reference_at("twodown", &spec, &prim, N, 1, 0, x[1].t);
+	assert_int_equal(zs_coord_get_job(c, "twodown", &j, NULL), ZS_OK);
+	if (j.timeline != 0 || j.restored_id)
+		fail_msg("twodown: rolled back (%s)", j.rollback_reason);
+	for (uint32_t k = 0; k < j.placement.n_shards; k++) /* failed over from b */
+		if (j.placement.shards[k].server_id == bid)
+			fail_msg("twodown: server %d, killed, still holds a copy", b);
+	zs_job_release(&j);
+	zs_coord_close(c);
+	for (uint32_t r = 0; r < 2; r++)
+		zs_trainer_close(x[r].t);
+	zs_placement_release(&prim);
+	zs_job_spec_release(&spec);
+	restart_server(b, NULL); /* the cluster whole again */
+	settle_cluster(NULL);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -540,6 +714,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_restarted_copy_seeded_again),
 		cmocka_unit_test(test_primary_lost_mid_forward),
 		cmocka_unit_test(test_live_primary_answers),
+		cmocka_unit_test(test_lost_while_no_coordinator),
+		cmocka_unit_test(test_two_down_one_back),
 	};
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
