@@ -370,7 +370,7 @@ static void renew(struct lworld *w, const struct sim_ev *e)
 	if (!lx_cut(w, e->who)) {
 		int64_t down = 0;
 		for (int s = 0; s < w->S; s++)
-			if (!w->sv[s].up)
+			if (zs_mbr_down(&w->sv[s].m))
 				down |= 1 << s;
 		lx_ev(w, lx_lat(w), LW_RENEW, e->who, (int64_t)w->tl + 1, down, 0, 0);
 	}
@@ -406,7 +406,8 @@ int losses_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, siz
 	sim_log(&w->s, "seed %" PRIu64 ": %d servers, %d ranks, %s", seed, w->S, w->R,
 		w->replicated ? "replicas 2" : "one copy");
 	for (int s = 0; s < w->S; s++) {
-		w->sv[s] = (struct lw_server){.alive = true, .up = true};
+		w->sv[s] = (struct lw_server){.alive = true};
+		zs_mbr_registered(&w->sv[s].m, 1, false);
 		lx_ev(w, sim_range(&w->s, 0, 500 * MS), LW_HB, s, 0, 0, 0, 0);
 	}
 	lx_ev(w, 250 * MS, LW_SWEEP, 0, 0, 0, 0, 0);
@@ -427,6 +428,19 @@ int losses_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, siz
 		if (sim_chance(&w->s, 0.2)) /* a second loss while the first is recovered */
 			lx_ev(w, at + sim_range(&w->s, 100 * MS, 3000 * MS), LW_KILL,
 			   (s + 1) % w->S, 0, 0, 0, 0);
+	}
+	if (sim_chance(&w->s, 0.5)) { /* the coordinator killed, started again */
+		int64_t at = sim_range(&w->s, 0, FAULTS_MS * (int64_t)MS);
+		int64_t down = sim_range(&w->s, 300 * MS, 3000 * MS);
+		lx_ev(w, at, LW_COORD_KILL, 0, down, 0, 0, 0);
+		/* a server lost meanwhile; with replicas, back only after the
+		 * ranks' bound (a host slow to return): its job fails over
+		 * from it (one copy: no rank can go on without it, so it is
+		 * back as soon as a killed server is) */
+		if (sim_chance(&w->s, 0.6))
+			lx_ev(w, at + sim_range(&w->s, 0, down), LW_KILL,
+			      (int)sim_below(&w->s, (uint64_t)w->S),
+			      w->replicated ? sim_range(&w->s, 5000 * MS, 25000 * MS) : 0, 0, 0, 0);
 	}
 	for (int n = (int)sim_range(&w->s, 0, 2), k = 0; k < n; k++)
 		lx_ev(w, sim_range(&w->s, 0, FAULTS_MS * (int64_t)MS), LW_CUT,

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "model/membership.h"
 #include "model/verdict.h"
 #include "sim/kernel.h"
 #include "sim/world.h"
@@ -38,6 +39,8 @@ enum lw_kind {
 	LW_LOOK,     /* who: rank; a: its epoch. Its question at the coordinator */
 	LW_ANSWER,   /* who: rank; a: epoch; b: answered; c: the job's timeline; d: moved */
 	LW_RENEW,    /* who: rank; a: 0 (send) or 1 + the job's timeline (the reply) */
+	LW_COORD_KILL,  /* the coordinator killed (its liveness marks are not persisted) */
+	LW_COORD_START, /* and started again: its catalog loaded, its restore resumed */
 };
 
 struct lw_server {
@@ -45,9 +48,9 @@ struct lw_server {
 	int inc;             /* its incarnation: a connection is to one */
 	int64_t paused_until;
 	int pauses;
-	/* the coordinator's view */
-	int64_t last_hb;
-	bool up;
+	/* the coordinator's view: the real core (model/membership.h) */
+	struct zs_mbr m;
+	bool registering; /* started again, its registration not yet taken */
 	/* requests held while stopped: rank, request */
 	int held[NR * 4][2];
 	int n_held;
@@ -97,11 +100,13 @@ struct lworld {
 	int copies[NS][2];
 	int copy_inc[NS][2]; /* the incarnation of each copy's server when placed */
 	bool restoring;      /* a rollback's restore, until every server of it answers */
+	bool coord_down;     /* the coordinator killed, not yet started again */
 	int kills;
 };
 
 /* sim/losses_nodes.c: an event, a message's latency, whether server s
- * is stopped, whether rank i is cut off from the coordinator */
+ * is stopped, whether rank i is cut off from the coordinator (or it is
+ * down) */
 void lx_ev(struct lworld *w, int64_t d, int kind, int who, int64_t a, int64_t b, int64_t c,
 	   int64_t dd);
 int64_t lx_lat(struct lworld *w);

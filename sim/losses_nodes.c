@@ -3,13 +3,16 @@
  * is the world): leases and the reaper's sweep, a lost server's failover
  * or rollback by the real verdict (model/failover.h zs_loss_verdict), the
  * restore, requests served or refused, and the faults (kills, restarts,
- * stops, ranks cut off).
+ * stops, ranks cut off, the coordinator restarted). The coordinator
+ * judges its servers by the real core (model/membership.h), as
+ * coord/members.c runs it: registrations, heartbeats, the reaper's sweep.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mutant.h"
 #include "model/failover.h"
 #include "sim/losses.h"
 
@@ -35,7 +38,7 @@ bool lx_paused(const struct lworld *w, int s)
 
 bool lx_cut(const struct lworld *w, int i)
 {
-	return w->r[i].cut_until > w->s.now_us;
+	return w->r[i].cut_until > w->s.now_us || w->coord_down;
 }
 
 /* ------------------------------------------------------ the coordinator */
@@ -103,7 +106,7 @@ static void server_lost(struct lworld *w, int s, bool restarted)
 				ni[k][n] = w->copy_inc[k][c];
 				np[k][n++] = w->copies[k][c];
 			}
-		whole &= n > 0 && w->sv[np[k][0]].up;
+		whole &= n > 0 && zs_mbr_up(&w->sv[np[k][0]].m);
 	}
 	if (w->replicated && whole && !w->restoring) { /* no failover during a restore */
 		memcpy(w->copies, np, sizeof np);
@@ -124,15 +127,43 @@ static void server_lost(struct lworld *w, int s, bool restarted)
 	}
 }
 
-void lx_heartbeat(struct lworld *w, int s)
+/* coord/failover.c coord_fail_over_down: a server came up; each server
+ * still down is failed over from where the job can now. */
+static void fail_over_down(struct lworld *w)
+{
+	for (int s = 0; s < w->S; s++)
+		if (w->replicated && !w->restoring && zs_mbr_down(&w->sv[s].m) &&
+		    !ZS_MUTANT(ZS_MUT_DOWN_NOT_RETRIED))
+			server_lost(w, s, false);
+}
+
+/* server/member.c: a server started again registers (fresh: without
+ * its state), again at each tick until the coordinator takes it; then
+ * heartbeats. coord/members.c: the coordinator's core takes them. */
+static void beat(struct lworld *w, int s)
 {
 	struct lw_server *v = &w->sv[s];
+	int64_t now = w->s.now_us / MS;
+	unsigned fx;
 
-	if (v->alive && !lx_paused(w, s)) {
-		v->last_hb = w->s.now_us;
-		v->up = true;
+	if (!v->alive || lx_paused(w, s) || w->coord_down)
+		return;
+	if (!v->registering) {
+		fx = zs_mbr_heartbeat(&v->m, now);
+	} else {
+		v->registering = false;
+		fx = zs_mbr_registered(&v->m, now, true);
+		if (fx & ZS_MBR_RESTARTED)
+			server_lost(w, s, true);
 	}
+	if (fx & ZS_MBR_CAME_UP)
+		fail_over_down(w);
+}
+
+void lx_heartbeat(struct lworld *w, int s)
+{
 	lx_ev(w, 500 * MS, LW_HB, s, 0, 0, 0, 0);
+	beat(w, s);
 }
 
 bool lx_restored(const struct lworld *w)
@@ -140,7 +171,7 @@ bool lx_restored(const struct lworld *w)
 	for (int k = 0; k < w->S; k++)
 		for (int c = 0; c < 2; c++) {
 			int s = w->copies[k][c];
-			if (s >= 0 && (!w->sv[s].alive || !w->sv[s].up || lx_paused(w, s)))
+			if (s >= 0 && (!w->sv[s].alive || !zs_mbr_up(&w->sv[s].m) || lx_paused(w, s)))
 				return false;
 		}
 	return true;
@@ -150,7 +181,7 @@ bool lx_restored(const struct lworld *w)
  * copy's state is that of its server's incarnation now. */
 void lx_settle(struct lworld *w)
 {
-	if (!w->restoring || !lx_restored(w))
+	if (w->coord_down || !w->restoring || !lx_restored(w))
 		return;
 	w->restoring = false;
 	lx_place(w);
@@ -159,13 +190,21 @@ void lx_settle(struct lworld *w)
 
 void lx_sweep(struct lworld *w)
 {
+	lx_ev(w, 250 * MS, LW_SWEEP, 0, 0, 0, 0, 0);
+	if (w->coord_down)
+		return;
 	lx_settle(w);
-	for (int s = 0; s < w->S; s++)
-		if (w->sv[s].up && w->s.now_us - w->sv[s].last_hb > LEASE_MS * MS) {
-			w->sv[s].up = false;
+	for (int s = 0; s < w->S; s++) {
+		int64_t quiet;
+		bool heard = w->sv[s].m.last_hb_ms != 0;
+		if (zs_mbr_judge(&w->sv[s].m, w->s.now_us / MS, LEASE_MS, &quiet) & ZS_MBR_LOST) {
+			if (!heard)
+				w->st->loss_unheard++;
+			sim_log(&w->s, "coordinator: server %d %s for %" PRId64 " ms: marked down", s,
+				heard ? "silent" : "unheard since its start", quiet);
 			server_lost(w, s, false);
 		}
-	lx_ev(w, 250 * MS, LW_SWEEP, 0, 0, 0, 0, 0);
+	}
 }
 
 /* At the coordinator: the job as it is (a question of a rank cut off
@@ -210,6 +249,23 @@ void lx_serve(struct lworld *w, const struct sim_ev *e)
 	   0, 0);
 }
 
+/* Whether each shard with a copy on server s has one on a server up
+ * beside it: a job that can fail over from s. */
+static bool spared(const struct lworld *w, int s)
+{
+	for (int k = 0; k < w->S; k++) {
+		bool on_s = false, other = false;
+		for (int c = 0; c < 2; c++) {
+			int q = w->copies[k][c];
+			on_s |= q == s;
+			other |= q >= 0 && q != s && w->sv[q].alive && zs_mbr_up(&w->sv[q].m);
+		}
+		if (on_s && !other)
+			return false;
+	}
+	return true;
+}
+
 void lx_fault(struct lworld *w, const struct sim_ev *e)
 {
 	struct lw_server *v = &w->sv[e->who];
@@ -226,15 +282,34 @@ void lx_fault(struct lworld *w, const struct sim_ev *e)
 		for (int i = 0; i < w->R; i++) /* its connections end: the FIN */
 			if (w->r[i].ph == LP_OP && w->r[i].server == e->who)
 				lx_ev(w, lx_lat(w), LW_REPLY, i, w->r[i].req, ZS_EUNAVAIL, 0, 0);
-		lx_ev(w, sim_range(&w->s, 300 * MS, 2000 * MS), LW_RESTART, e->who, 0, 0, 0, 0);
+		/* back 0.3 to 2 s later, or when said (a host slow to return)
+		 * if its job can fail over from it: else no rank could go on
+		 * without it, and each would rightly fail at its bound */
+		lx_ev(w, e->a && spared(w, e->who) ? e->a : sim_range(&w->s, 300 * MS, 2000 * MS),
+		      LW_RESTART, e->who, 0, 0, 0, 0);
 		return;
 	case LW_RESTART:
 		v->alive = true;
 		v->paused_until = 0;
-		v->last_hb = w->s.now_us;
-		v->up = true;
+		v->registering = true;
 		sim_log(&w->s, "server %d restarted", e->who);
-		server_lost(w, e->who, true);
+		beat(w, e->who); /* its registration */
+		return;
+	case LW_COORD_KILL:
+		if (w->coord_down)
+			return;
+		w->coord_down = true;
+		w->st->faults[SF_COORD_RESTART]++;
+		sim_log(&w->s, "coordinator killed");
+		lx_ev(w, e->a, LW_COORD_START, 0, 0, 0, 0, 0);
+		return;
+	case LW_COORD_START:
+		/* its catalog (the placement, the timeline, a restore under
+		 * way) persisted; its servers' liveness not: each unheard */
+		w->coord_down = false;
+		for (int s = 0; s < w->S; s++)
+			zs_mbr_loaded(&w->sv[s].m);
+		sim_log(&w->s, "coordinator started again");
 		return;
 	case LW_PAUSE:
 		if (!v->alive || lx_paused(w, e->who))

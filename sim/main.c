@@ -83,8 +83,9 @@ static void summary(const char *what, const struct sim_stats *st, double took)
 	       " boundaries past their bound (the call made again)\n",
 	       what, st->bounds, st->bound_timeouts);
 	printf("sim %s, the loss world: %" PRIu64 " ranks told to resume, %" PRIu64
-	       " ops failed (their rank cut off from the coordinator past the bound)\n",
-	       what, st->loss_resumes, st->loss_failures);
+	       " ops failed (their rank cut off from the coordinator past the bound), %" PRIu64
+	       " servers marked down unheard since the coordinator's start\n",
+	       what, st->loss_resumes, st->loss_failures, st->loss_unheard);
 }
 
 /* Seeds from..from+n-1 (or until budget seconds pass): the failing ones

@@ -63,6 +63,7 @@ struct sim_stats {
 	/* the loss world: ranks told to resume, ops failed (cut off from the
 	 * coordinator past the bound) */
 	uint64_t loss_resumes, loss_failures;
+	uint64_t loss_unheard; /* servers marked down unheard since the coordinator's start */
 };
 
 /* Runs the liveness world from seed. 0: every invariant held; 1: one did
