@@ -152,7 +152,7 @@ LIBZS_LINKS := $(BUILD)/lib/libzshard.so.$(ZS_MAJOR) $(BUILD)/lib/libzshard.so
 PUBLIC_H := include/zshard.h include/zshard_reader.h include/zshard_status.h
 
 UNIT_TESTS := placement codec kv util pool spec_json optim bsum wire arena transport hello dtls engine frozen world reader pins plan metrics \
-	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree boundary verdict resume membership \
+	      config phase unit liveness intake copies promote redo hptables kept commit normx answered quant relaytree boundary verdict resume membership resize \
 	      $(if $(HAVE_NVCC),gpu)
 INTEG_TESTS := cluster train driver ckpt transfer crash device collective scale security etcd norms catalog recovery replica failover seal
 TEST_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(INTEG_TESTS:%=$(BUILD)/tests/test_%)
@@ -276,6 +276,7 @@ $(BUILD)/tests/test_boundary: $(BUILD)/obj/tests/unit/test_boundary.o $(CORE_LIB
 $(BUILD)/tests/test_verdict: $(BUILD)/obj/tests/unit/test_verdict.o $(CORE_LIB)
 $(BUILD)/tests/test_resume: $(BUILD)/obj/tests/unit/test_resume.o $(CORE_LIB)
 $(BUILD)/tests/test_membership: $(BUILD)/obj/tests/unit/test_membership.o $(CORE_LIB)
+$(BUILD)/tests/test_resize: $(BUILD)/obj/tests/unit/test_resize.o $(CORE_LIB)
 $(BUILD)/tests/test_hptables: $(BUILD)/obj/tests/unit/test_hptables.o $(CORE_LIB)
 $(BUILD)/tests/test_commit: $(BUILD)/obj/tests/unit/test_commit.o $(CORE_LIB)
 $(BUILD)/tests/test_normx: $(BUILD)/obj/tests/unit/test_normx.o $(CORE_LIB)

@@ -1,6 +1,7 @@
 /*
  * resize.c - zshardctl job resize: a job's world size changes at a step
- * boundary the coordinator names. The step is four past the latest step
+ * boundary the coordinator names (its decisions: model/resize.h; this is
+ * their shell). The step is four past the latest step
  * report (a stop's is three: coord_latest_report): no rank can have begun
  * it, and every rank ends the step before it with an answer naming the
  * change (client/driver.c), so its data loader knows the new world.
@@ -18,6 +19,7 @@
 
 #include "base/log.h"
 #include "ctrl/codec.h"
+#include "model/resize.h"
 
 uint32_t coord_world_now(struct coord *c, const struct zs_job *j)
 {
@@ -36,75 +38,62 @@ void coord_h_resize_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, s
 	char name[ZS_JOB_NAME_MAX];
 	struct zs_error e = {0};
 	struct zs_job *j, old;
-	uint64_t top = 0, at;
-	uint32_t world, last;
+	struct zs_rs_in in = {0};
+	uint64_t at;
 
-	if (zs_dec_resize(p, n, name, &world, &e))
+	if (zs_dec_resize(p, n, name, &in.want, &e))
 		return coord_reply_err(call, &e);
 	pthread_mutex_lock(&c->mu);
 	j = coord_job_or_fail(c, call, name);
 	if (!j)
 		goto out;
-	last = zs_world_last(&j->spec, &j->worlds);
-	if (world < 1 || world > ZS_MAX_WORLD) {
-		zs_rpc_fail(call, ZS_EINVAL, "a world size of %u: 1 to %d ranks", world, ZS_MAX_WORLD);
+	in.last = zs_world_last(&j->spec, &j->worlds);
+	in.collective = j->spec.collective;
+	in.restoring = j->restore_pending;
+	in.stopping = j->stop_before != 0;
+	in.n_trainers = j->n_trainers;
+	in.have_top = j->n_trainers && coord_latest_report(c, j, &in.top);
+	in.resume_step = j->stopped_step ? j->stopped_step : j->restored_step;
+	in.named = j->worlds.n > 0;
+	in.named_step = in.named ? j->worlds.v[j->worlds.n - 1].step : 0;
+	switch (zs_resize_decide(&in, &at)) {
+	case ZS_RS_BAD_WORLD:
+		zs_rpc_fail(call, ZS_EINVAL, "a world size of %u: 1 to %d ranks", in.want,
+			    ZS_MAX_WORLD);
 		goto out;
-	}
-	if (j->spec.collective) {
+	case ZS_RS_COLLECTIVE:
 		zs_rpc_fail(call, ZS_EINVAL,
 			    "job '%s' is collective: its ranks reduce among themselves over slices cut by its world size; restore a checkpoint into a job of another world size instead",
 			    name);
 		goto out;
-	}
-	if (j->restore_pending || j->stop_before) {
+	case ZS_RS_BUSY:
 		zs_rpc_fail(call, ZS_ESTATE, "job '%s' is %s: resize it once that is done", name,
-			    j->restore_pending ? "being restored" : "stopping");
+			    in.restoring ? "being restored" : "stopping");
 		goto out;
-	}
-	if (j->n_trainers) {
-		if (!coord_latest_report(c, j, &top)) {
-			zs_rpc_fail(call, ZS_ESTATE,
-				    "no rank of job '%s' has finished a step through the step driver yet: try again in a moment",
-				    name);
-			goto out;
-		}
-		/* three past, as a stop's (coord_latest_report), and one more:
-		 * the answer to a report posted at the step before names it,
-		 * so each rank knows the world of that step as the one before
-		 * ends (client/driver.c's zs_step_end), before its data */
-		at = top + 4;
-	} else {
-		/* no rank in: from where the job resumes */
-		at = j->stopped_step ? j->stopped_step : j->restored_step;
-	}
-	if (j->n_trainers && j->worlds.n && j->worlds.v[j->worlds.n - 1].step > top) {
-		/*
-		 * One named and not run yet: any rank may have its answer, so
-		 * it stays. One at a time keeps the few changes a job keeps
-		 * enough: every step still open anywhere is at or past the
-		 * latest report, and so is the change before the newest.
-		 */
-		if (world == last) {
-			coord_reply_job(call, j);
-			goto out;
-		}
+	case ZS_RS_NO_REPORT:
+		zs_rpc_fail(call, ZS_ESTATE,
+			    "no rank of job '%s' has finished a step through the step driver yet: try again in a moment",
+			    name);
+		goto out;
+	case ZS_RS_PENDING:
 		zs_rpc_fail(call, ZS_ESTATE,
 			    "job '%s' is resizing to %u ranks at step %llu already: ask again once that step has run",
-			    name, last, (unsigned long long)j->worlds.v[j->worlds.n - 1].step);
+			    name, in.last, (unsigned long long)at);
 		goto out;
-	}
-	if (world == last) { /* nothing changes */
+	case ZS_RS_SAME:
 		coord_reply_job(call, j);
 		goto out;
+	case ZS_RS_ADD:
+		break;
 	}
 	old = *j;
-	zs_worlds_add(&j->worlds, at, world);
+	zs_worlds_add(&j->worlds, at, in.want);
 	if (coord_save_job(c, j, false, false, &e)) {
 		*j = old;
 		coord_reply_err(call, &e);
 		goto out;
 	}
-	zs_info("job '%s': resized from %u to %u ranks from step %llu on", name, last, world,
+	zs_info("job '%s': resized from %u to %u ranks from step %llu on", name, in.last, in.want,
 		(unsigned long long)at);
 	coord_reply_job(call, j);
 out:
@@ -128,35 +117,42 @@ static int by_rank(const void *a, const void *b)
 static void shrink(struct coord *c, struct zs_job *j, const uint32_t *away, uint32_t n_away,
 		   const char *why)
 {
-	uint32_t w = zs_world_last(&j->spec, &j->worlds), a = 0, nw, gap = 0;
+	uint32_t w = zs_world_last(&j->spec, &j->worlds), nw, *ranks;
 	struct zs_error e = {0};
 	uint64_t top = 0;
 	char say[256];
 
-	for (uint32_t i = 0; i < n_away; i++)
-		a += away[i] < w;
-	if (!a)
+	ranks = malloc((j->n_trainers ? j->n_trainers : 1) * sizeof *ranks);
+	if (!ranks) {
+		zs_error("job '%s': %s, and no memory to shrink its world: it rolls back",
+			 j->spec.name, why);
+		coord_rollback(c, j, 0, why);
 		return;
-	nw = w - a;
+	}
+	for (uint32_t i = 0; i < j->n_trainers; i++)
+		ranks[i] = j->trainers[i].rank;
+	nw = zs_shrink_ranks(w, away, n_away, ranks, j->n_trainers);
+	if (nw == w) { /* none of them in the world */
+		free(ranks);
+		return;
+	}
 	if (!nw) {
+		free(ranks);
 		coord_rollback(c, j, 0, why);
 		return;
 	}
 	for (uint32_t i = 0; i < j->n_trainers; i++) {
 		struct zs_member *m = &j->trainers[i], old = *m;
-		if (m->rank < nw || m->rank >= w)
+		if (ranks[i] == m->rank)
 			continue;
-		while (gap < n_away && away[gap] >= nw)
-			gap++;
-		if (gap == n_away)
-			break; /* cannot be: as many ranks in above nw as away below */
-		m->rank = away[gap++];
+		m->rank = ranks[i];
 		if (coord_save_member(c, j, &old, true, &e) || coord_save_member(c, j, m, false, &e))
 			zs_error("job '%s': cannot record rank %u as rank %u: %s", j->spec.name,
 				 old.rank, m->rank, e.msg);
 		zs_info("job '%s': rank %u's trainer takes rank %u (the world shrinks to %u)",
 			j->spec.name, old.rank, m->rank, nw);
 	}
+	free(ranks);
 	qsort(j->trainers, j->n_trainers, sizeof *j->trainers, by_rank);
 	coord_latest_report(c, j, &top);
 	/* the restore's end makes it the world from the step restored */
