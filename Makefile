@@ -124,7 +124,7 @@ BINS := $(BUILD)/bin/zshard-coordinator $(BUILD)/bin/zshard-server $(BUILD)/bin/
 # cores; its mutant build plants bugs in them (base/mutant.h) and must find
 # each (make sim-mutants)
 SIM_SRC := $(wildcard sim/*.c)
-SIM_CORES := model/liveness.c model/membership.c model/failover.c model/redo.c model/hptables.c model/commit.c model/normx.c model/relaytree.c model/boundary.c model/verdict.c engine/answered.c engine/conns.c engine/intake.c engine/copies.c engine/kept.c \
+SIM_CORES := model/liveness.c model/membership.c model/resize.c model/world.c model/failover.c model/redo.c model/hptables.c model/commit.c model/normx.c model/relaytree.c model/boundary.c model/verdict.c engine/answered.c engine/conns.c engine/intake.c engine/copies.c engine/kept.c \
 	     base/mutant.c base/status.c \
 	     base/strerror.c
 SIM := $(BUILD)/bin/zshard-sim
@@ -248,7 +248,7 @@ $(SIM): $(call obj,$(SIM_SRC)) $(BUILD)/obj/engine/conns.o $(BUILD)/obj/engine/i
 	    $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(SIM_MUT): $(SIM_SRC) $(SIM_CORES) $(wildcard sim/*.h) base/mutant.h model/liveness.h model/membership.h engine/conns.h \
+$(SIM_MUT): $(SIM_SRC) $(SIM_CORES) $(wildcard sim/*.h) base/mutant.h model/liveness.h model/membership.h model/resize.h engine/conns.h \
 	    engine/intake.h engine/copies.h engine/kept.h model/failover.h model/redo.h model/hptables.h \
 	    model/model.h model/commit.h model/normx.h model/relaytree.h model/boundary.h model/verdict.h engine/answered.h
 	@mkdir -p $(@D)

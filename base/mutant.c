@@ -65,6 +65,8 @@ static const char *const names[ZS_MUT_COUNT] = {
 	[ZS_MUT_PLACED_ANEW_KEPT] = "placed-anew-kept",
 	[ZS_MUT_UNHEARD_NEVER_JUDGED] = "unheard-never-judged",
 	[ZS_MUT_DOWN_NOT_RETRIED] = "down-not-retried",
+	[ZS_MUT_STOP_BEFORE_GROW] = "stop-before-grow",
+	[ZS_MUT_RESIZE_AT_THREE] = "resize-at-three",
 };
 
 const char *zs_mutant_name(int k)

@@ -82,6 +82,9 @@ enum zs_mutant_id {
 	ZS_MUT_UNHEARD_NEVER_JUDGED, /* a server unheard since the coordinator's start never lost */
 	/* coord/failover.c, as sim/losses_nodes.c renders it */
 	ZS_MUT_DOWN_NOT_RETRIED,  /* a server down not failed over from when another comes up */
+	/* model/resize.c: a job's world size changed at a step boundary */
+	ZS_MUT_STOP_BEFORE_GROW,  /* a stop set before a grow's step its new ranks began */
+	ZS_MUT_RESIZE_AT_THREE,   /* a resize named three past the latest report, as a stop */
 	ZS_MUT_COUNT
 };
 

@@ -14,6 +14,7 @@
 #include "coord/recovery.h"
 
 #include "model/failover.h"
+#include "model/resize.h"
 
 void coord_server_restarted(struct coord *c, uint64_t sid, const struct zs_server_info *in)
 {
@@ -442,7 +443,8 @@ void coord_h_stop_job(void *ctx, struct zs_rpc_call *call, const uint8_t *p, siz
 		goto out;
 	}
 	old = *j;
-	j->stop_before = top + 3;
+	j->stop_before = zs_stop_step(top, j->worlds.n > 0,
+				      j->worlds.n ? j->worlds.v[j->worlds.n - 1].step : 0);
 	if (coord_save_job(c, j, false, false, &e)) {
 		*j = old;
 		coord_reply_err(call, &e);

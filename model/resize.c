@@ -1,6 +1,7 @@
 /* resize.c - a job's world size changed at a step boundary (see resize.h). */
 #include "model/resize.h"
 
+#include "base/mutant.h"
 #include "model/model.h"
 
 enum zs_rs_act zs_resize_decide(const struct zs_rs_in *in, uint64_t *at)
@@ -23,8 +24,18 @@ enum zs_rs_act zs_resize_decide(const struct zs_rs_in *in, uint64_t *at)
 		return ZS_RS_SAME;
 	/* three past the latest report, as a stop's, and one more: the
 	 * answer to a report posted at the step before names it */
-	*at = in->n_trainers ? in->top + 4 : in->resume_step;
+	*at = in->n_trainers ? in->top + (ZS_MUTANT(ZS_MUT_RESIZE_AT_THREE) ? 3 : 4) : in->resume_step;
 	return ZS_RS_ADD;
+}
+
+uint64_t zs_stop_step(uint64_t top, bool named, uint64_t named_step)
+{
+	uint64_t at = top + 3;
+
+	if (named && named_step > top && named_step + 2 > at &&
+	    !ZS_MUTANT(ZS_MUT_STOP_BEFORE_GROW))
+		at = named_step + 2;
+	return at;
 }
 
 uint32_t zs_shrink_ranks(uint32_t w, const uint32_t *away, uint32_t n_away, uint32_t *ranks,

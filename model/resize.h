@@ -46,6 +46,18 @@ enum zs_rs_act {
 enum zs_rs_act zs_resize_decide(const struct zs_rs_in *in, uint64_t *at);
 
 /*
+ * zshardctl job stop: the step every rank leaves before. Three past the
+ * latest report (top): no rank has begun it. With a world change named
+ * and not yet run (at named_step > top), two past that step: a grow's new
+ * ranks begin at the change's step as soon as they join, before the ranks
+ * in reach it, and the report they post there says no step finished, so
+ * the answer they take at the step after may be older than the stop. A
+ * stop before either left them in a step the others never ran
+ * (sim/bounds.c found both).
+ */
+uint64_t zs_stop_step(uint64_t top, bool named, uint64_t named_step);
+
+/*
  * rank_lost: shrink. The world w without the ranks away (away[], any
  * order, those at or above w not counted): the ranks in at or above the
  * new world take, in rank order, the numbers of those away below it, so

@@ -13,9 +13,17 @@
  * zshardctl job stop), and rolls the job back (a new timeline, the stop
  * cleared), which each rank sees in a renewal and resumes from.
  *
+ * Resizes (zshardctl job resize): the coordinator decides by the real core
+ * (model/resize.c) as coord/resize.c runs it, naming a change four past
+ * the latest report; each answer carries the job's world changes, and a
+ * rank takes its world of a step from the answer its boundary took
+ * (client/driver.c: zs_world_at), leaving at a step whose world has no
+ * room for it; a grow's new ranks join at the step named.
+ *
  * Faults: the coordinator's answers delayed past a boundary's bound (a
  * descheduled coordinator, a slow link), in either direction; rollbacks;
- * the stop asked at any time, late or not at all.
+ * the stop asked at any time, late or not at all; up to three resizes
+ * asked at any time.
  *
  * Invariants:
  *   - the answer a boundary takes is the coordinator's to the rank's latest
@@ -24,6 +32,11 @@
  *   - no rank begins a step at or past its timeline's stop; every rank
  *     leaves at the stop's step
  *   - every rank ends its steps or leaves at the stop, once the faults end
+ *   - a rank begins step b knowing the world of b and of b + 1 as the job
+ *     has them (its data loader knows the next step's world as this one
+ *     ends), leaves at b exactly when its rank is outside b's world, and
+ *     no change is named for a step a rank of the timeline may have begun
+ *     without it
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -31,6 +44,8 @@
 #include <string.h>
 
 #include "model/boundary.h"
+#include "model/model.h"
+#include "model/resize.h"
 #include "sim/kernel.h"
 #include "sim/world.h"
 
@@ -47,6 +62,7 @@ enum bw_kind {
 	BW_RENEW,   /* who: the rank's lease renewal, with the coordinator's timeline (a) */
 	BW_STOP,    /* zshardctl job stop */
 	BW_ROLLBACK,
+	BW_RESIZE,  /* zshardctl job resize; a: the world asked */
 };
 
 /* What a request said, at the coordinator. */
@@ -72,8 +88,12 @@ struct bw_rank {
 	uint64_t post_req;
 	/* the answer kept for the next boundary (what boundary_keep copies) */
 	uint64_t ans_req, ans_stop;
+	int ans_wv;          /* the world changes its answer carried (a version) */
 	bool sender_busy;
 	bool stopped;        /* left at the stop */
+	bool left;           /* left at a step whose world has no room for it */
+	bool joined;         /* in the job (from the start, or a grow's new rank) */
+	uint64_t first_req;  /* this process's first request: older answers are another's */
 };
 
 struct bworld {
@@ -89,7 +109,23 @@ struct bworld {
 	uint64_t tl, stop;
 	struct zs_btop top;
 	uint64_t back_to; /* the step a rollback resumes at */
+	/* the job's world changes: each version the coordinator made, the
+	 * newest last (an answer names the one it carried) */
+	struct zs_job_spec spec; /* its world_size: the world before any change */
+	struct zs_worlds wv[4];
+	int n_wv;
+	uint64_t rs_rng; /* the resizes' own chances: a run without them runs as before */
 };
+
+/* The resizes' chances (splitmix64), apart from the run's. */
+static uint64_t rs_next(struct bworld *w)
+{
+	uint64_t z = (w->rs_rng += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
 
 static void ev(struct bworld *w, int64_t d, int kind, int who, int64_t a, int64_t b, int64_t c,
 	       int64_t dd)
@@ -150,7 +186,68 @@ static void coordinator(struct bworld *w, const struct sim_ev *e)
 		zs_btop_heard(&w->top, w->tl, q->reported);
 	sim_log(&w->s, "coordinator: rank %d's request %" PRId64 " (%s%" PRIu64 "), answered: stop %" PRIu64,
 		e->who, e->b, q->has ? "finished step " : "no report; ", q->has ? q->reported : 0, w->stop);
-	ev(w, lat(w), BW_REPLY, e->who, e->a, e->b, (int64_t)w->stop, 0);
+	ev(w, lat(w), BW_REPLY, e->who, e->a, e->b, (int64_t)w->stop, w->n_wv - 1);
+}
+
+static int active(const struct bworld *w)
+{
+	int n = 0;
+
+	for (int i = 0; i < BW_MAX; i++)
+		n += w->r[i].joined && w->r[i].ph != BP_DONE;
+	return n;
+}
+
+static void join(struct bworld *w, int i, uint64_t at)
+{
+	/* a new process: the earlier one's wakes and answers are not its */
+	w->r[i] = (struct bw_rank){.tl = w->tl, .seen_tl = w->tl, .ph = BP_BOUNDARY, .step = at,
+				   .joined = true, .deadline_us = w->s.now_us + BOUND_MS * MS,
+				   .epoch = w->r[i].epoch + 1000, .first_req = w->next_req + 1};
+	sim_log(&w->s, "rank %d joins at step %" PRIu64 " (timeline %" PRIu64 ")", i, at, w->tl);
+	wake(w, i, sim_range(&w->s, 1 * MS, 30 * MS));
+	ev(w, sim_range(&w->s, 0, RENEW_MS * MS), BW_RENEW, i, 0, 0, 0, 0);
+}
+
+/* coord/resize.c coord_h_resize_job: the real core decides; a grow's new
+ * ranks join at the step named (zs_trainer_resume says where). */
+static void resize(struct bworld *w, uint32_t want)
+{
+	const struct zs_worlds *cur = &w->wv[w->n_wv - 1];
+	struct zs_rs_in in = {.want = want, .last = zs_world_last(&w->spec, cur),
+			      .stopping = w->stop != 0, .n_trainers = (uint32_t)active(w),
+			      .named = cur->n > 0, .named_step = cur->n ? cur->v[cur->n - 1].step : 0};
+	uint64_t at;
+	enum zs_rs_act a;
+
+	if (!in.n_trainers || w->n_wv == 4)
+		return;
+	in.have_top = zs_btop_latest(&w->top, w->tl, &in.top);
+	a = zs_resize_decide(&in, &at);
+	if (a == ZS_RS_NO_REPORT || a == ZS_RS_PENDING) { /* "try again" */
+		ev(w, 100 * MS, BW_RESIZE, 0, want, 0, 0, 0);
+		return;
+	}
+	if (a != ZS_RS_ADD)
+		return;
+	for (int i = 0; i < BW_MAX; i++) {
+		const struct bw_rank *r = &w->r[i];
+		w->st->checks++;
+		/* a rank of the timeline that began step at - 1 (or at)
+		 * without it: its data loader took the old world (one at a
+		 * boundary is checked as it begins) */
+		if (r->joined && r->ph == BP_STEP && r->tl == w->tl && r->step + 1 >= at)
+			return sim_fail(&w->s, "a resize to %u ranks is named at step %" PRIu64 " while rank %d is at step %" PRIu64,
+					want, at, i, r->step);
+	}
+	w->wv[w->n_wv] = *cur;
+	zs_worlds_add(&w->wv[w->n_wv], at, want);
+	w->n_wv++;
+	w->st->resizes++;
+	sim_log(&w->s, "resize: %u ranks from step %" PRIu64 " (was %u)", want, at, in.last);
+	for (uint32_t i = in.last; i < want && i < BW_MAX; i++)
+		if (!w->r[i].joined || w->r[i].ph == BP_DONE)
+			join(w, (int)i, at);
 }
 
 /* coord/recovery.c coord_h_stop_job: three past the latest report. */
@@ -164,14 +261,17 @@ static void stop(struct bworld *w)
 		ev(w, 50 * MS, BW_STOP, 0, 0, 0, 0, 0);
 		return;
 	}
-	w->stop = top + 3;
+	{ /* coord/recovery.c coord_h_stop_job */
+		const struct zs_worlds *cur = &w->wv[w->n_wv - 1];
+		w->stop = zs_stop_step(top, cur->n > 0, cur->n ? cur->v[cur->n - 1].step : 0);
+	}
 	w->st->faults[SF_STOP]++;
 	sim_log(&w->s, "stop: every rank leaves before step %" PRIu64 " (timeline %" PRIu64 ")",
 		w->stop, w->tl);
-	for (int i = 0; i < w->R; i++) {
+	for (int i = 0; i < BW_MAX; i++) {
 		const struct bw_rank *r = &w->r[i];
 		w->st->checks++;
-		if (r->ph == BP_STEP && r->tl == w->tl && r->step >= w->stop)
+		if (r->joined && r->ph == BP_STEP && r->tl == w->tl && r->step >= w->stop)
 			return sim_fail(&w->s, "the stop before step %" PRIu64 " is set while rank %d runs step %" PRIu64,
 					w->stop, i, r->step);
 	}
@@ -183,9 +283,11 @@ static void rollback(struct bworld *w)
 
 	if (w->stop)
 		return;
-	for (int i = 0; i < w->R; i++)
-		if (w->r[i].step < low)
+	for (int i = 0; i < BW_MAX; i++)
+		if (w->r[i].joined && w->r[i].ph != BP_DONE && w->r[i].step < low)
 			low = w->r[i].step;
+	if (low == UINT64_MAX)
+		return;
 	w->tl++;
 	w->back_to = low / 2;
 	w->st->faults[SF_ROLLBACK]++;
@@ -194,12 +296,29 @@ static void rollback(struct bworld *w)
 
 /* ----------------------------------------------------------- the driver */
 
-/* zs_step_begin past its answer: the stop, or the step begun. */
-static void begin(struct bworld *w, int i, uint64_t stop_before)
+/* zs_step_begin past its answer: the stop, the world's (wv: the world
+ * changes the answer carried), or the step begun. */
+static void begin(struct bworld *w, int i, uint64_t stop_before, int wv)
 {
 	struct bw_rank *r = &w->r[i];
+	const struct zs_worlds *job = &w->wv[w->n_wv - 1];
+	uint32_t mine = zs_world_at(&w->spec, &w->wv[wv], r->step);
 
 	w->st->checks++;
+	if (r->tl == w->tl &&
+	    (mine != zs_world_at(&w->spec, job, r->step) ||
+	     zs_world_at(&w->spec, &w->wv[wv], r->step + 1) != zs_world_at(&w->spec, job, r->step + 1)))
+		return sim_fail(&w->s, "rank %d begins step %" PRIu64 " taking a world of %u then %u ranks; the job's are %u then %u",
+				i, r->step, mine, zs_world_at(&w->spec, &w->wv[wv], r->step + 1),
+				zs_world_at(&w->spec, job, r->step), zs_world_at(&w->spec, job, r->step + 1));
+	if ((uint32_t)i >= mine && !(stop_before && r->step >= stop_before)) {
+		r->ph = BP_DONE;
+		r->left = true;
+		zs_bm_drop(&r->bm);
+		sim_log(&w->s, "rank %d leaves before step %" PRIu64 ": its world is %u ranks", i,
+			r->step, mine);
+		return;
+	}
 	if (stop_before && r->step >= stop_before) {
 		r->ph = BP_DONE;
 		r->stopped = true;
@@ -282,7 +401,7 @@ static void boundary(struct bworld *w, int i)
 		if (!fresh(w, i, r->ans_req))
 			return;
 		post(w, i);
-		begin(w, i, r->ans_stop);
+		begin(w, i, r->ans_stop, r->ans_wv);
 		return;
 	}
 }
@@ -293,6 +412,19 @@ static void act(struct bworld *w, int i, int epoch)
 
 	if (epoch != r->epoch)
 		return;
+	if (r->ph == BP_STEP && r->first_req) {
+		/* a rank that joined at a grow runs ahead of nobody: its
+		 * step's pushes complete once every rank in has begun it
+		 * (the ranks from the start are not held to it here) */
+		for (int k = 0; k < BW_MAX; k++) {
+			const struct bw_rank *o = &w->r[k];
+			if (k != i && o->joined && o->ph != BP_DONE && o->tl == r->tl &&
+			    (o->step < r->step || (o->step == r->step && o->ph != BP_STEP))) {
+				wake(w, i, 5 * MS);
+				return;
+			}
+		}
+	}
 	if (r->ph == BP_STEP) { /* zs_step_end: the next boundary */
 		r->last = r->step;
 		r->have_last = true;
@@ -314,6 +446,8 @@ static void reply(struct bworld *w, const struct sim_ev *e)
 	struct bw_rank *r = &w->r[e->who];
 	int i = e->who;
 
+	if ((uint64_t)e->b < r->first_req)
+		return; /* to an earlier process of the rank */
 	if (!e->a) { /* the driver's own ask */
 		if (r->ph != BP_ASKING || (uint64_t)e->b != r->last_req)
 			return;
@@ -322,13 +456,14 @@ static void reply(struct bworld *w, const struct sim_ev *e)
 		r->last_sent = true;
 		r->ph = BP_BOUNDARY;
 		post(w, i);
-		begin(w, i, (uint64_t)e->c);
+		begin(w, i, (uint64_t)e->c, (int)e->d);
 		return;
 	}
 	r->sender_busy = false; /* client/lease.c boundary_keep */
 	if (zs_bm_answered(&r->bm, (uint64_t)e->a)) {
 		r->ans_req = (uint64_t)e->b;
 		r->ans_stop = (uint64_t)e->c;
+		r->ans_wv = (int)e->d;
 		if (r->ph == BP_BOUNDARY)
 			wake(w, i, 0);
 	}
@@ -353,8 +488,10 @@ static void renew(struct bworld *w, const struct sim_ev *e)
 
 static void check_end(struct bworld *w)
 {
-	for (int i = 0; i < w->R; i++) {
+	for (int i = 0; i < BW_MAX; i++) {
 		const struct bw_rank *r = &w->r[i];
+		if (!r->joined)
+			continue;
 		w->st->checks++;
 		if (r->ph != BP_DONE)
 			return sim_fail(&w->s, "rank %d never ended: at step %" PRIu64 " (%s) when the run ended",
@@ -362,7 +499,7 @@ static void check_end(struct bworld *w)
 		if (w->stop && r->tl == w->tl && r->stopped && r->step != w->stop)
 			return sim_fail(&w->s, "rank %d left before step %" PRIu64 ", the stop is before %" PRIu64,
 					i, r->step, w->stop);
-		if (w->stop && r->tl == w->tl && !r->stopped && w->stop < w->S)
+		if (w->stop && r->tl == w->tl && !r->stopped && !r->left && w->stop < w->S)
 			return sim_fail(&w->s, "rank %d ran every step past the stop before step %" PRIu64, i, w->stop);
 	}
 }
@@ -384,8 +521,10 @@ int bounds_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, siz
 	w->fault_end_us = (RUN_MS - 20000) * (int64_t)MS;
 	w->tl = 1;
 	sim_log(&w->s, "seed %" PRIu64 ": %d ranks, %" PRIu64 " steps", seed, w->R, w->S);
+	w->spec.world_size = (uint32_t)w->R;
+	w->n_wv = 1;
 	for (int i = 0; i < w->R; i++) {
-		w->r[i] = (struct bw_rank){.tl = 1, .seen_tl = 1, .ph = BP_BOUNDARY,
+		w->r[i] = (struct bw_rank){.tl = 1, .seen_tl = 1, .ph = BP_BOUNDARY, .joined = true,
 					   .deadline_us = BOUND_MS * MS};
 		wake(w, i, sim_range(&w->s, 0, 20 * MS));
 		ev(w, sim_range(&w->s, 0, RENEW_MS * MS), BW_RENEW, i, 0, 0, 0, 0);
@@ -394,6 +533,11 @@ int bounds_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, siz
 		ev(w, sim_range(&w->s, 0, 1500 * MS), BW_ROLLBACK, 0, 0, 0, 0, 0);
 	if (sim_chance(&w->s, 0.8))
 		ev(w, sim_range(&w->s, 200 * MS, 3000 * MS), BW_STOP, 0, 0, 0, 0, 0);
+	w->rs_rng = seed ^ 0x524553495a455321ull;
+	if (rs_next(w) % 2) /* half the runs: 1 to 3 resizes */
+		for (int i = 0, n = 1 + (int)(rs_next(w) % 3); i < n; i++)
+			ev(w, (int64_t)(rs_next(w) % (2500 * MS)), BW_RESIZE, 0,
+			   1 + (int64_t)(rs_next(w) % BW_MAX), 0, 0, 0);
 	while (!w->s.failed && sim_next(&w->s, &e) && e.at_us < RUN_MS * MS) {
 		switch (e.kind) {
 		case BW_ACT: act(w, e.who, (int)e.a); break;
@@ -402,6 +546,7 @@ int bounds_run(uint64_t seed, bool tracing, struct sim_stats *st, char *why, siz
 		case BW_RENEW: renew(w, &e); break;
 		case BW_STOP: stop(w); break;
 		case BW_ROLLBACK: rollback(w); break;
+		case BW_RESIZE: resize(w, (uint32_t)e.a); break;
 		}
 	}
 	if (!w->s.failed)

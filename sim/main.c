@@ -80,8 +80,8 @@ static void summary(const char *what, const struct sim_stats *st, double took)
 	       st->norm_gaps);
 	printf("sim %s, the reader world: %" PRIu64 " versions read whole\n", what, st->reads);
 	printf("sim %s, the boundary world: %" PRIu64 " steps begun on a boundary's answer, %" PRIu64
-	       " boundaries past their bound (the call made again)\n",
-	       what, st->bounds, st->bound_timeouts);
+	       " boundaries past their bound (the call made again), %" PRIu64 " resizes named\n",
+	       what, st->bounds, st->bound_timeouts, st->resizes);
 	printf("sim %s, the loss world: %" PRIu64 " ranks told to resume, %" PRIu64
 	       " ops failed (their rank cut off from the coordinator past the bound), %" PRIu64
 	       " servers marked down unheard since the coordinator's start\n",

@@ -60,6 +60,7 @@ struct sim_stats {
 	/* the boundary world: steps begun on a boundary's answer, boundaries
 	 * whose wait passed its bound (the call made again) */
 	uint64_t bounds, bound_timeouts;
+	uint64_t resizes; /* the boundary world: resizes named */
 	/* the loss world: ranks told to resume, ops failed (cut off from the
 	 * coordinator past the bound) */
 	uint64_t loss_resumes, loss_failures;

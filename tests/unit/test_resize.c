@@ -80,6 +80,20 @@ static void test_named_not_run(void **st)
 	assert_int_equal(at, 12);
 }
 
+/* A stop's step: three past the latest report; with a change named and
+ * not yet run, two past the change's step (a grow's new ranks begin at
+ * it as they join, and their next answer may predate the stop). */
+static void test_stop_step(void **st)
+{
+	(void)st;
+	assert_int_equal(zs_stop_step(10, false, 0), 13);
+	assert_int_equal(zs_stop_step(10, true, 8), 13);  /* run already */
+	assert_int_equal(zs_stop_step(10, true, 14), 16); /* named at 14 */
+	assert_int_equal(zs_stop_step(11, true, 14), 16);
+	assert_int_equal(zs_stop_step(13, true, 14), 16);
+	assert_int_equal(zs_stop_step(14, true, 14), 17); /* run: three past */
+}
+
 /* rank_lost: shrink: the ranks above the new world take the numbers of
  * those away below it, in rank order. */
 static void test_shrink(void **st)
@@ -127,6 +141,7 @@ int main(void)
 		cmocka_unit_test(test_step_named),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_named_not_run),
+		cmocka_unit_test(test_stop_step),
 		cmocka_unit_test(test_shrink),
 	};
 	return cmocka_run_group_tests_name("resize", tests, NULL, NULL);
