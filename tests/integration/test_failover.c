@@ -387,6 +387,22 @@ static void test_restarted_copy_seeded_again(void **st)
 	restart_server(0, NULL); /* the cluster whole again */
 }
 
+/* Job name went on with no rollback, in a new placement epoch (failed
+ * over). */
+static void assert_failed_over(const char *name)
+{
+	struct zs_coord_client *c;
+	struct zs_job j;
+
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, name, &j, NULL), ZS_OK);
+	if (j.timeline != 0 || j.restored_id)
+		fail_msg("%s: rolled back (%s)", name, j.rollback_reason);
+	assert_true(j.placement.epoch > 1);
+	zs_job_release(&j);
+	zs_coord_close(c);
+}
+
 /* Waits (20 s at most, then fails naming it) until the coordinator lists
  * server f down. */
 static void wait_marked_down(struct zs_coord_client *c, int f)
@@ -452,12 +468,8 @@ static void test_primary_lost_mid_forward(void **st)
 		fail_msg("server %d did not die at its fault (repl-one-copy): see %s", f, log);
 	check_reference_at("midfwd", &spec, &prim, N, 1, 0, x[1].t);
 	assert_true(check_copies("midfwd", N, NULL) > 0);
-	assert_int_equal(zs_coord_get_job(c, "midfwd", &j, NULL), ZS_OK);
-	if (j.timeline != 0 || j.restored_id)
-		fail_msg("midfwd: rolled back (%s)", j.rollback_reason);
-	assert_true(j.placement.epoch > 1);
-	zs_job_release(&j);
 	zs_coord_close(c);
+	assert_failed_over("midfwd");
 	for (uint32_t r = 0; r < 2; r++)
 		zs_trainer_close(x[r].t);
 	zs_placement_release(&prim);
@@ -539,6 +551,39 @@ static void test_live_primary_answers(void **st)
 	restart_server(f, NULL); /* the cluster whole again, unarmed */
 }
 
+/* Once the tests before have settled: the oracle job name (R ranks,
+ * AdamW, f32, two copies of each shard) created, and its first primaries
+ * (its norms' order) in *prim. */
+static void create_replicated(const char *name, uint32_t R, struct zs_job_spec *spec,
+			      struct zs_placement *prim)
+{
+	struct zs_coord_client *c;
+	struct zs_job j;
+
+	settle_cluster(NULL);
+	oracle_spec(spec, name, R, ZS_ADAMW, ZS_F32);
+	spec->replicas = 2;
+	create_job(spec);
+	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
+	assert_int_equal(zs_coord_get_job(c, name, &j, NULL), ZS_OK);
+	assert_int_equal(zs_placement_primaries(prim, &j.placement), ZS_OK);
+	zs_job_release(&j);
+	zs_coord_close(c);
+}
+
+/* Rank r of job name joined over tcp, its waits (a verdict, a failover)
+ * bounded by ms: a failing run ends then, not at the default 120 s. */
+static zs_trainer *join_bounded(const char *name, uint32_t r, int ms)
+{
+	zs_trainer *t = join(name, r, "tcp");
+	struct zs_policy pol;
+
+	zs_trainer_policy(t, &pol);
+	pol.op_timeout_ms = ms;
+	assert_int_equal(zs_trainer_set_policy(t, &pol), ZS_OK);
+	return t;
+}
+
 /*
  * A server that dies while no coordinator serves (the coordinator killed,
  * then the server, then the coordinator started again), and stays down:
@@ -555,9 +600,7 @@ static void test_lost_while_no_coordinator(void **st)
 	enum { N = 10 };
 	struct zs_job_spec spec;
 	struct zs_placement prim;
-	struct zs_coord_client *c;
 	struct rank_ctx x[2];
-	struct zs_job j;
 	char addr[64];
 	int v;
 
@@ -566,22 +609,9 @@ static void test_lost_while_no_coordinator(void **st)
 		print_message("skipped: a copy needs 2 servers ($ZSHARD_TEST_SERVERS is %d)\n", C.n);
 		skip();
 	}
-	settle_cluster(NULL);
-	oracle_spec(&spec, "nocoord", 2, ZS_ADAMW, ZS_F32);
-	spec.replicas = 2;
-	create_job(&spec);
-	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
-	assert_int_equal(zs_coord_get_job(c, "nocoord", &j, NULL), ZS_OK);
-	assert_int_equal(zs_placement_primaries(&prim, &j.placement), ZS_OK);
-	zs_job_release(&j);
-	zs_coord_close(c);
-	for (uint32_t r = 0; r < 2; r++) {
-		struct zs_policy pol;
-		x[r] = (struct rank_ctx){.t = join("nocoord", r, "tcp")};
-		zs_trainer_policy(x[r].t, &pol);
-		pol.op_timeout_ms = 30000; /* the verdict's and failover's bound */
-		assert_int_equal(zs_trainer_set_policy(x[r].t, &pol), ZS_OK);
-	}
+	create_replicated("nocoord", 2, &spec, &prim);
+	for (uint32_t r = 0; r < 2; r++)
+		x[r] = (struct rank_ctx){.t = join_bounded("nocoord", r, 30000)};
 	upload_init(x[0].t);
 	train_ranks_k(x, 2, 0, 4, 1);
 	v = busiest_server("nocoord");
@@ -592,13 +622,7 @@ static void test_lost_while_no_coordinator(void **st)
 	assert_int_equal(start_coordinator(addr), 0);
 	train_ranks_k(x, 2, 4, N, 1);
 	check_reference_at("nocoord", &spec, &prim, N, 1, 0, x[1].t);
-	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
-	assert_int_equal(zs_coord_get_job(c, "nocoord", &j, NULL), ZS_OK);
-	if (j.timeline != 0 || j.restored_id)
-		fail_msg("nocoord: rolled back (%s)", j.rollback_reason);
-	assert_true(j.placement.epoch > 1);
-	zs_job_release(&j);
-	zs_coord_close(c);
+	assert_failed_over("nocoord");
 	for (uint32_t r = 0; r < 2; r++)
 		zs_trainer_close(x[r].t);
 	zs_placement_release(&prim);
@@ -637,13 +661,9 @@ static void test_two_down_one_back(void **st)
 		print_message("skipped: a copy needs 2 servers ($ZSHARD_TEST_SERVERS is %d)\n", C.n);
 		skip();
 	}
-	settle_cluster(NULL);
-	oracle_spec(&spec, "twodown", 2, ZS_ADAMW, ZS_F32);
-	spec.replicas = 2;
-	create_job(&spec);
+	create_replicated("twodown", 2, &spec, &prim);
 	assert_int_equal(zs_coord_open(C.addr, 5000, 0, &c, NULL), ZS_OK);
 	assert_int_equal(zs_coord_get_job(c, "twodown", &j, NULL), ZS_OK);
-	assert_int_equal(zs_placement_primaries(&prim, &j.placement), ZS_OK);
 	/* b: a primary's server; a: that shard's copy's (placement order:
 	 * each shard's primary, then its copies) */
 	observe(&o, "twodown", ZS_RANK_OBSERVER);
@@ -657,13 +677,8 @@ static void test_two_down_one_back(void **st)
 	zs_job_release(&j);
 	if (a < 0 || b < 0 || a == b)
 		fail_msg("twodown: no shard with a copy on two servers");
-	for (uint32_t r = 0; r < 2; r++) {
-		struct zs_policy pol;
-		x[r] = (struct rank_ctx){.t = join("twodown", r, "tcp")};
-		zs_trainer_policy(x[r].t, &pol);
-		pol.op_timeout_ms = 30000; /* the verdict's and failover's bound */
-		assert_int_equal(zs_trainer_set_policy(x[r].t, &pol), ZS_OK);
-	}
+	for (uint32_t r = 0; r < 2; r++)
+		x[r] = (struct rank_ctx){.t = join_bounded("twodown", r, 30000)};
 	upload_init(x[0].t);
 	train_ranks_k(x, 2, 0, 3, 1);
 	print_message("server %d stopped, server %d killed\n", a, b);
