@@ -394,7 +394,8 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	struct zs_error err = {0};
 	struct zs_step_answer an = {0};
 	uint32_t stage, world;
-	uint64_t every, stop;
+	enum zs_begin_act act;
+	bool ckpt;
 	double t0 = tr_now_s();
 	bool next; /* the step after the last one begun (no jump: no resume) */
 
@@ -443,18 +444,18 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	}
 	free(begun.data);
 	stage = an.stage;
-	every = an.checkpoint_every;
-	stop = an.stop_before;
-	if (stop && step >= stop) /* every rank stops here: a clean stop */
+	/* what the answer means for this step (model/boundary.h): a stop
+	 * (every rank stops here: a clean stop), a resize (zshardctl job
+	 * resize: the answer names its step before any rank can begin it;
+	 * this rank leaves there, or every server hears the step's world
+	 * before this rank's pushes), the job's checkpoint */
+	act = zs_begin_decide(&t->job.spec, &an, t->rank, step, &world, &ckpt);
+	if (act == ZS_BEGIN_STOP)
 		return tr_fail(t, ZS_ECANCELED,
 			       "job '%s' is stopping before step %llu (zshardctl job stop): leave it (zs_trainer_close); it resumes there",
 			       t->job.spec.name, (unsigned long long)step);
-	/* a resize (zshardctl job resize): the answer names its step before
-	 * any rank can begin it; this rank leaves there, or every server
-	 * hears the step's world before this rank's pushes */
 	t->wstep = step;
-	world = zs_world_at(&t->job.spec, &an.worlds, step);
-	if (t->rank >= world) {
+	if (act == ZS_BEGIN_LEAVE) {
 		t->worlds = an.worlds;
 		return tr_fail(t, ZS_ECANCELED,
 			       "rank %u is not in job '%s' from step %llu on: its world is %u ranks (zshardctl job resize): leave it (zs_trainer_close)",
@@ -466,7 +467,7 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	if ((rc = tr_dv_collective(t)))
 		return rc;
 	t->job.spec.stage = stage;
-	t->job.spec.checkpoint_every = every;
+	t->job.spec.checkpoint_every = an.checkpoint_every;
 	t->drv.stage = stage;
 	for (uint32_t u = 0; u < t->job.spec.layout.n_units; u++) {
 		t->drv.du[u].pushed = false;
@@ -485,9 +486,7 @@ int zs_step_begin(zs_trainer *t, unsigned long long step)
 	t->rep.g0 = t->ctr.bytes_gathered;
 	t->rep.p0 = t->ctr.bytes_pushed;
 	/* the job's automatic checkpoints: rank 0 asks at the boundary */
-	if (t->rank == 0 && t->job.spec.checkpoint_every && step &&
-	    step % t->job.spec.checkpoint_every == 0 &&
-	    (rc = zs_checkpoint(t, step, NULL, 0, NULL))) {
+	if (ckpt && (rc = zs_checkpoint(t, step, NULL, 0, NULL))) {
 		t->drv.in_step = false;
 		return rc;
 	}

@@ -5,6 +5,19 @@
 
 #include "base/mutant.h"
 
+enum zs_begin_act zs_begin_decide(const struct zs_job_spec *spec, const struct zs_step_answer *an,
+				  uint32_t rank, uint64_t step, uint32_t *world, bool *checkpoint)
+{
+	*world = zs_world_at(spec, &an->worlds, step);
+	*checkpoint = false;
+	if (an->stop_before && step >= an->stop_before)
+		return ZS_BEGIN_STOP;
+	if (rank >= *world)
+		return ZS_BEGIN_LEAVE;
+	*checkpoint = rank == 0 && an->checkpoint_every && step && step % an->checkpoint_every == 0;
+	return ZS_BEGIN_STEP;
+}
+
 uint64_t zs_bm_post(struct zs_bmail *m)
 {
 	m->st = ZS_BM_POSTED;

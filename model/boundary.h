@@ -28,6 +28,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "model/model.h"
+
 enum zs_bm_state {
 	ZS_BM_NONE,     /* nothing posted that a boundary will take */
 	ZS_BM_POSTED,   /* report seq posted, its answer awaited */
@@ -69,6 +71,18 @@ enum zs_bm_take zs_bm_peek(const struct zs_bmail *m, bool expired);
 /* Whatever was posted is dropped (the lease stopped; a resume to a new
  * timeline): an answer to it, coming later, is not taken. */
 void zs_bm_drop(struct zs_bmail *m);
+
+/*
+ * What a rank does with the answer its boundary took, beginning step
+ * (client/driver.c zs_step_begin): stop (a stop at or before the step:
+ * every rank leaves there, and the job resumes there), leave (its rank is
+ * outside the step's world: a shrink), or begin it in a world of *world
+ * ranks, rank 0 asking for the job's checkpoint (*checkpoint) at a step
+ * the answer's interval divides. sim/bounds.c runs it.
+ */
+enum zs_begin_act { ZS_BEGIN_STEP, ZS_BEGIN_STOP, ZS_BEGIN_LEAVE };
+enum zs_begin_act zs_begin_decide(const struct zs_job_spec *spec, const struct zs_step_answer *an,
+				  uint32_t rank, uint64_t step, uint32_t *world, bool *checkpoint);
 
 
 /*

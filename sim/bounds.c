@@ -296,13 +296,17 @@ static void rollback(struct bworld *w)
 
 /* ----------------------------------------------------------- the driver */
 
-/* zs_step_begin past its answer: the stop, the world's (wv: the world
- * changes the answer carried), or the step begun. */
+/* zs_step_begin past its answer (stop_before, and wv: the world changes
+ * it carried), by the driver's real decision (model/boundary.h
+ * zs_begin_decide): the stop, the world's, or the step begun. */
 static void begin(struct bworld *w, int i, uint64_t stop_before, int wv)
 {
 	struct bw_rank *r = &w->r[i];
 	const struct zs_worlds *job = &w->wv[w->n_wv - 1];
-	uint32_t mine = zs_world_at(&w->spec, &w->wv[wv], r->step);
+	struct zs_step_answer an = {.stop_before = stop_before, .worlds = w->wv[wv]};
+	uint32_t mine;
+	bool ckpt;
+	enum zs_begin_act act = zs_begin_decide(&w->spec, &an, (uint32_t)i, r->step, &mine, &ckpt);
 
 	w->st->checks++;
 	if (r->tl == w->tl &&
@@ -311,7 +315,7 @@ static void begin(struct bworld *w, int i, uint64_t stop_before, int wv)
 		return sim_fail(&w->s, "rank %d begins step %" PRIu64 " taking a world of %u then %u ranks; the job's are %u then %u",
 				i, r->step, mine, zs_world_at(&w->spec, &w->wv[wv], r->step + 1),
 				zs_world_at(&w->spec, job, r->step), zs_world_at(&w->spec, job, r->step + 1));
-	if ((uint32_t)i >= mine && !(stop_before && r->step >= stop_before)) {
+	if (act == ZS_BEGIN_LEAVE) {
 		r->ph = BP_DONE;
 		r->left = true;
 		zs_bm_drop(&r->bm);
@@ -319,7 +323,7 @@ static void begin(struct bworld *w, int i, uint64_t stop_before, int wv)
 			r->step, mine);
 		return;
 	}
-	if (stop_before && r->step >= stop_before) {
+	if (act == ZS_BEGIN_STOP) {
 		r->ph = BP_DONE;
 		r->stopped = true;
 		zs_bm_drop(&r->bm);

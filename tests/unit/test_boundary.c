@@ -125,6 +125,37 @@ static void test_top_highest_per_timeline(void **st)
 	assert_false(zs_btop_latest(&t, 1, &top)); /* the old timeline is gone */
 }
 
+/* What a rank does with the answer it took: a stop at or before the step
+ * first; then a rank outside the step's world leaves; else it begins in
+ * that world, rank 0 asking for the checkpoint the interval names. */
+static void test_begin_decide(void **st)
+{
+	struct zs_job_spec spec = {.world_size = 4};
+	struct zs_step_answer an = {.checkpoint_every = 5};
+	uint32_t world;
+	bool ckpt;
+
+	(void)st;
+	assert_int_equal(zs_begin_decide(&spec, &an, 0, 10, &world, &ckpt), ZS_BEGIN_STEP);
+	assert_int_equal(world, 4);
+	assert_true(ckpt);
+	assert_int_equal(zs_begin_decide(&spec, &an, 1, 10, &world, &ckpt), ZS_BEGIN_STEP);
+	assert_false(ckpt); /* rank 0 asks */
+	assert_int_equal(zs_begin_decide(&spec, &an, 0, 0, &world, &ckpt), ZS_BEGIN_STEP);
+	assert_false(ckpt); /* step 0: nothing to keep */
+	assert_int_equal(zs_begin_decide(&spec, &an, 0, 11, &world, &ckpt), ZS_BEGIN_STEP);
+	assert_false(ckpt);
+	zs_worlds_add(&an.worlds, 12, 2); /* a shrink to 2 from step 12 */
+	assert_int_equal(zs_begin_decide(&spec, &an, 3, 11, &world, &ckpt), ZS_BEGIN_STEP);
+	assert_int_equal(zs_begin_decide(&spec, &an, 3, 12, &world, &ckpt), ZS_BEGIN_LEAVE);
+	assert_int_equal(world, 2);
+	assert_int_equal(zs_begin_decide(&spec, &an, 1, 12, &world, &ckpt), ZS_BEGIN_STEP);
+	an.stop_before = 12; /* a stop there: every rank stops, in or out */
+	assert_int_equal(zs_begin_decide(&spec, &an, 3, 12, &world, &ckpt), ZS_BEGIN_STOP);
+	assert_int_equal(zs_begin_decide(&spec, &an, 0, 13, &world, &ckpt), ZS_BEGIN_STOP);
+	assert_int_equal(zs_begin_decide(&spec, &an, 0, 11, &world, &ckpt), ZS_BEGIN_STEP);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -134,6 +165,7 @@ int main(void)
 		cmocka_unit_test(test_dropped_answer_not_taken),
 		cmocka_unit_test(test_peek_expired),
 		cmocka_unit_test(test_top_highest_per_timeline),
+		cmocka_unit_test(test_begin_decide),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
