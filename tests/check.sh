@@ -38,11 +38,13 @@ tests_host() {
 	ZSHARD_BIN=$bin sh tests/run-tests.sh "$BUILD/tests" $UNIT_TESTS $INTEG_TESTS
 }
 # the binaries whose subject is where shards live, again with the servers
-# keeping them on an emulated device; test_crash's liveness tests (a dead
-# trainer, a stopped or marked-down server, a lapsed lease) are left out:
-# they time the control plane, whatever holds the shards
+# keeping them on an emulated device; the liveness tests (test_crash's: a
+# dead trainer, a stopped or marked-down server, a lapsed lease;
+# test_failover's: a live primary's answer, a server lost while no
+# coordinator served, two down at once) are left out: they time the
+# control plane, whatever holds the shards
 tests_emulated() {
-	echo "check: test_crash's liveness tests run with the servers on the host only"
+	echo "check: test_crash's and test_failover's liveness tests run with the servers on the host only"
 	ZSHARD_TEST_SKIP='*liveness*' \
 	ZSHARD_TEST_SERVER_GPU=emulated ZSHARD_TEST_LABEL="servers --gpu emulated" \
 		ZSHARD_BIN=$bin sh tests/run-tests.sh "$BUILD/tests" train driver ckpt transfer crash device \

@@ -489,7 +489,7 @@ static void test_primary_lost_mid_forward(void **st)
  * connection that failover retired is no loss to wait on (before, the
  * trainer waited its whole bound for a verdict; found by make check).
  */
-static void test_live_primary_answers(void **st)
+static void test_liveness_live_primary_answers(void **st)
 {
 	const int f = C.n - 1;
 	struct zs_policy pol;
@@ -595,7 +595,7 @@ static zs_trainer *join_bounded(const char *name, uint32_t r, int ms)
  * restart was never judged: its shards were never failed over, and the
  * ranks waited on it out their bound.)
  */
-static void test_lost_while_no_coordinator(void **st)
+static void test_liveness_lost_while_no_coordinator(void **st)
 {
 	enum { N = 10 };
 	struct zs_job_spec spec;
@@ -643,7 +643,7 @@ static void test_lost_while_no_coordinator(void **st)
  * loss world, sim/losses.c, once its servers could stay down past that
  * bound.)
  */
-static void test_two_down_one_back(void **st)
+static void test_liveness_two_down_one_back(void **st)
 {
 	enum { N = 8 };
 	struct zs_job_spec spec;
@@ -728,11 +728,17 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_table_in_flight_at_failover),
 		cmocka_unit_test(test_restarted_copy_seeded_again),
 		cmocka_unit_test(test_primary_lost_mid_forward),
-		cmocka_unit_test(test_live_primary_answers),
-		cmocka_unit_test(test_lost_while_no_coordinator),
-		cmocka_unit_test(test_two_down_one_back),
+		cmocka_unit_test(test_liveness_live_primary_answers),
+		cmocka_unit_test(test_liveness_lost_while_no_coordinator),
+		cmocka_unit_test(test_liveness_two_down_one_back),
 	};
+	const char *skip = getenv("ZSHARD_TEST_SKIP");
+
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
+	if (skip && *skip) { /* e.g. '*liveness*' (tests/check.sh says why) */
+		printf("test_failover: the tests matching '%s' are left out (ZSHARD_TEST_SKIP)\n", skip);
+		cmocka_set_skip_filter(skip);
+	}
 	return cmocka_run_group_tests_name("failover", tests, group_setup, group_teardown);
 }
