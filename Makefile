@@ -548,7 +548,7 @@ CHECK_FAULTS_REPLICAS ?= --data-tls --replicas 2 --servers 3 --clip --accum 3 --
 # last rank lags 150 ms a step), trainers that exit when told to resume:
 # no wait may run out its step timeout (FAULTS="--kinds skew --lag-ms 150
 # --exit-on-resume --trials 30" for more)
-CHECK_FAULTS_SKEW ?= --seed 3 --steps 80 --lag-ms 150 --exit-on-resume --kinds skew --trials 3
+CHECK_FAULTS_SKEW ?= --seed 3 --steps 80 --lag-ms 150 --exit-on-resume --kinds skew --trials 2
 # the trainers over shared memory (one-sided pushes: PUSH_BEGIN, then PUSH):
 # a trainer killed, and rank 0 killed again 200 ms into its replacement's
 # redo (whose pushes lost their redo mark over shm, and were counted twice);

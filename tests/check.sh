@@ -77,7 +77,7 @@ fuzz() {
 		echo "check: fuzz build FAILED"
 		return 1
 	fi
-	FUZZ_SEED=1 sh tests/fuzz/run.sh "$FUZZ_BUILD" 5 $FUZZ_TARGETS
+	FUZZ_SEED=1 sh tests/fuzz/run.sh "$FUZZ_BUILD" 3 $FUZZ_TARGETS
 }
 # a suite that exits 77 has said why it skips
 suite() {
@@ -189,7 +189,7 @@ venv_start
 # docs/DESIGN.md)
 sim() {
 	"$bin/zshard-sim" --regressions sim/regressions &&
-		"$bin/zshard-sim" --seeds 30000 --budget-s 120 &&
+		"$bin/zshard-sim" --seeds 15000 --budget-s 120 &&
 		"$BUILD/sim-mut/zshard-sim" --regressions sim/regressions &&
 		"$bin/zshard-sim" --fleet --runs 20 --steps 2000 >"$BUILD/fleet.txt" &&
 		tail -n 5 "$BUILD/fleet.txt"
